@@ -1,0 +1,211 @@
+"""Flow events: the one vocabulary in which observers (capture, admin feed, TUI) learn about traffic.
+
+Every event is a pydantic model with a `type` tag so it round-trips through JSONL captures and the
+admin feed unchanged. Bodies in events are already redacted and bounded.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class Side(StrEnum):
+    """Which leg of the proxy a message was seen on; `both` when pass-through relayed it unchanged."""
+
+    CLIENT = "client"
+    UPSTREAM = "upstream"
+    BOTH = "both"
+
+
+class Direction(StrEnum):
+    """Which way a message travelled."""
+
+    TO_SERVER = "to_server"
+    TO_CLIENT = "to_client"
+
+
+class Channel(StrEnum):
+    """How the message was carried over HTTP."""
+
+    POST = "post"
+    JSON = "json"
+    SSE = "sse"
+    GET_SSE = "get_sse"
+    HTTP = "http"
+    LOCAL = "local"
+
+
+class ChainStatus(StrEnum):
+    """Where a chain stands; `waiting_client` and `parked` are the MRTR/in-flight pauses."""
+
+    PENDING = "pending"
+    WAITING_CLIENT = "waiting_client"
+    PARKED = "parked"
+    OK = "ok"
+    ERROR = "error"
+
+
+class Mode(StrEnum):
+    """How the proxy handled the chain."""
+
+    PASSTHROUGH = "passthrough"
+    LEGACY_TO_MRTR = "legacy_to_mrtr"
+    MRTR_TO_LEGACY = "mrtr_to_legacy"
+    LOCAL = "local"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class HttpInfo(_Model):
+    """The HTTP side of a message: status (responses), content type and redacted headers."""
+
+    method: str | None = None
+    path: str | None = None
+    status: int | None = None
+    content_type: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class MessageRecord(_Model):
+    """One message as an observer sees it: where, when, what, and its redacted, bounded body."""
+
+    seq: int
+    ts: float
+    side: Side
+    direction: Direction
+    channel: Channel
+    exchange: str
+    kind: str
+    jsonrpc_id: int | str | None = None
+    method: str | None = None
+    size: int = 0
+    body: Any = None
+    truncated: bool = False
+    http: HttpInfo | None = None
+    sse_id: str | None = None
+    round: int = 0
+    note: str | None = None
+
+
+class ChainSummary(_Model):
+    """The headline of a chain: what was asked, by whom, through which mode, how it went, how long."""
+
+    id: str
+    started: float
+    ended: float | None = None
+    session: str | None = None
+    client_name: str | None = None
+    client_era: str = "unknown"
+    upstream_era: str = "unknown"
+    mode: Mode = Mode.PASSTHROUGH
+    method: str | None = None
+    name: str | None = None
+    jsonrpc_id: int | str | None = None
+    status: ChainStatus = ChainStatus.PENDING
+    error: str | None = None
+    rounds: int = 1
+    nested: int = 0
+    messages: int = 0
+    bytes_to_server: int = 0
+    bytes_to_client: int = 0
+    http_status: int | None = None
+    duration_ms: float | None = None
+    upstream_ms: float = 0.0
+    client_wait_ms: float = 0.0
+    invalid: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def bridged(self) -> bool:
+        """True when the proxy converted between eras for this chain."""
+        return self.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY)
+
+
+class ChainOpened(_Model):
+    """A new chain began (its first message follows as a MessageRecorded)."""
+
+    type: Literal["chain_opened"] = "chain_opened"
+    chain: ChainSummary
+
+
+class MessageRecorded(_Model):
+    """A message joined a chain."""
+
+    type: Literal["message"] = "message"
+    chain_id: str
+    message: MessageRecord
+
+
+class ChainChanged(_Model):
+    """A chain's headline changed (status, timings, rounds, sizes)."""
+
+    type: Literal["chain_changed"] = "chain_changed"
+    chain: ChainSummary
+
+
+class SessionChanged(_Model):
+    """A legacy session was opened, re-initialized or ended (the sessions view)."""
+
+    type: Literal["session"] = "session"
+    ts: float
+    session: str
+    state: Literal["opened", "ended", "expired", "reinitialized"]
+    client_name: str | None = None
+    protocol_version: str | None = None
+    side: Side = Side.BOTH
+
+
+class ContinuationChanged(_Model):
+    """A parked upstream call (MRTR client -> legacy server bridge) was parked, resumed or ended."""
+
+    type: Literal["continuation"] = "continuation"
+    ts: float
+    chain_id: str
+    state: Literal["parked", "resumed", "completed", "expired", "cancelled"]
+    principal: str | None = None
+    pending_keys: list[str] = Field(default_factory=list)
+    age_ms: float = 0.0
+
+
+class Lagged(_Model):
+    """Marker for one subscriber: it was too slow and this many events were dropped for it."""
+
+    type: Literal["lagged"] = "lagged"
+    dropped: int
+
+
+class ProxyInfo(_Model):
+    """What the proxy is and where it points; the first event of every feed and capture."""
+
+    type: Literal["proxy_info"] = "proxy_info"
+    ts: float
+    version: str
+    listen: str
+    upstream: str
+    upstream_era: str = "unknown"
+    bridge: str = "auto"
+
+
+FlowEvent = Annotated[
+    ChainOpened | MessageRecorded | ChainChanged | SessionChanged | ContinuationChanged | Lagged | ProxyInfo,
+    Field(discriminator="type"),
+]
+"""Every event an observer can receive."""
+
+flow_event_adapter: TypeAdapter[FlowEvent] = TypeAdapter(FlowEvent)
+"""Decode/encode any FlowEvent (captures, admin feed)."""
+
+
+def event_to_json(event: FlowEvent) -> bytes:
+    """Encode one event as compact JSON bytes."""
+    return event.model_dump_json(exclude_none=True).encode()
+
+
+def event_from_json(data: bytes | str) -> FlowEvent:
+    """Decode one event from JSON (raises pydantic.ValidationError on garbage)."""
+    return flow_event_adapter.validate_json(data)

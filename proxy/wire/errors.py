@@ -1,0 +1,49 @@
+"""JSON-RPC and MCP error codes, each named once with the version that defines it."""
+
+from __future__ import annotations
+
+from typing import Final
+
+PARSE_ERROR: Final = -32700
+"""JSON-RPC 2.0: the body is not valid JSON."""
+
+INVALID_REQUEST: Final = -32600
+"""JSON-RPC 2.0: the JSON is not a valid request object."""
+
+METHOD_NOT_FOUND: Final = -32601
+"""JSON-RPC 2.0: no such method (2026-07-28 pairs it with HTTP 404 for removed methods)."""
+
+INVALID_PARAMS: Final = -32602
+"""JSON-RPC 2.0: bad params; MCP uses it for missing `_meta` and bad `requestState`."""
+
+INTERNAL_ERROR: Final = -32603
+"""JSON-RPC 2.0: internal error; the legacy shims use it when a bridged round cannot complete."""
+
+UPSTREAM_UNAVAILABLE: Final = -32000
+"""Implementation-defined (-32000..-32019): the proxy could not reach or hear from the upstream."""
+
+CONNECTION_CLOSED: Final = -32000
+"""Python SDK convention for a closed connection (same number as UPSTREAM_UNAVAILABLE)."""
+
+REQUEST_TIMEOUT: Final = -32001
+"""Python SDK convention: request timed out (legacy TS servers also use -32001 for 'Session not found')."""
+
+RESOURCE_NOT_FOUND_LEGACY: Final = -32002
+"""2025-era resource-not-found code; 2026-07-28 uses -32602 instead."""
+
+HEADER_MISMATCH: Final = -32020
+"""2026-07-28 (SEP-2243): an `Mcp-*` header is missing or disagrees with the body."""
+
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+"""2026-07-28: the server needs a client capability the request did not declare."""
+
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+"""2026-07-28: the requested protocol version is not served here."""
+
+URL_ELICITATION_REQUIRED: Final = -32042
+"""2025-11-25 only: URL elicitation must complete first; retired in 2026-07-28."""
+
+MODERN_ONLY_CODES: Final[frozenset[int]] = frozenset(
+    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+)
+"""Codes a legacy client cannot read; a bridge must never show them to one."""

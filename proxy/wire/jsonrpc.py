@@ -1,0 +1,169 @@
+"""JSON-RPC 2.0 envelopes as the proxy sees them: a light, relay-safe view over the parsed JSON.
+
+The hot path parses each body once (orjson) and classifies it without building pydantic models; the
+original dict is kept so that unknown fields always survive a relay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import orjson
+
+JSONRPC_VERSION: Final = "2.0"
+
+RequestId = int | str
+"""A JSON-RPC id as MCP allows it (no null, no fractions)."""
+
+
+class Kind(StrEnum):
+    """What one JSON value on the wire turned out to be."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESULT = "result"
+    ERROR = "error"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One JSON-RPC message (or one invalid value), with the fields the proxy routes on.
+
+    `raw` is the decoded JSON value exactly as received, so nothing the proxy does not understand is lost.
+    """
+
+    kind: Kind
+    raw: Any
+    id: RequestId | None = None
+    method: str | None = None
+    problem: str | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The request/notification params, or an empty dict when absent or not an object."""
+        if isinstance(self.raw, dict):
+            params = self.raw.get("params")
+            if isinstance(params, dict):
+                return params
+        return {}
+
+    @property
+    def result(self) -> Any:
+        """The `result` member of a response (None for anything else)."""
+        return self.raw.get("result") if self.kind is Kind.RESULT else None
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """The `error` object of an error response (empty for anything else)."""
+        if self.kind is Kind.ERROR and isinstance(self.raw.get("error"), dict):
+            err: dict[str, Any] = self.raw["error"]
+            return err
+        return {}
+
+    @property
+    def is_response(self) -> bool:
+        """True for results and errors (what a peer sends back to a request)."""
+        return self.kind in (Kind.RESULT, Kind.ERROR)
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def classify_value(value: Any) -> Message:
+    """Classify one decoded JSON value as a JSON-RPC message, or INVALID with the reason."""
+    if not isinstance(value, dict):
+        return Message(Kind.INVALID, value, problem="not a JSON object")
+    if value.get("jsonrpc") != JSONRPC_VERSION:
+        return Message(Kind.INVALID, value, problem='missing or wrong "jsonrpc" member')
+    method = value.get("method")
+    has_id = "id" in value
+    ident = value.get("id")
+    if method is not None:
+        if not isinstance(method, str):
+            return Message(Kind.INVALID, value, problem='"method" is not a string')
+        if not has_id:
+            return Message(Kind.NOTIFICATION, value, method=method)
+        if not _valid_id(ident):
+            return Message(Kind.INVALID, value, problem='"id" must be a string or integer')
+        return Message(Kind.REQUEST, value, id=ident, method=method)
+    if "result" in value and "error" not in value:
+        return Message(Kind.RESULT, value, id=ident if _valid_id(ident) else None)
+    if "error" in value and "result" not in value:
+        return Message(Kind.ERROR, value, id=ident if _valid_id(ident) else None)
+    return Message(Kind.INVALID, value, id=ident if _valid_id(ident) else None, problem="neither request nor response")
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """A decoded HTTP body: one message, a batch (2025-03-26), or a reason it could not be decoded."""
+
+    messages: tuple[Message, ...]
+    batch: bool = False
+    parse_error: str | None = None
+
+    @property
+    def first(self) -> Message | None:
+        """The first message, which is the only one outside 2025-03-26 batches."""
+        return self.messages[0] if self.messages else None
+
+
+def parse_body(data: bytes) -> Body:
+    """Decode an HTTP body into JSON-RPC messages; never raises."""
+    if not data.strip():
+        return Body((), parse_error="empty body")
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return Body((), parse_error=f"not JSON: {exc}")
+    if isinstance(value, list):
+        if not value:
+            return Body((), batch=True, parse_error="empty batch")
+        return Body(tuple(classify_value(v) for v in value), batch=True)
+    return Body((classify_value(value),))
+
+
+def parse_text(text: str) -> Message:
+    """Decode one SSE `data` payload into a message (INVALID when it is not JSON)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return Message(Kind.INVALID, text, problem=f"not JSON: {exc}")
+    return classify_value(value)
+
+
+def dumps(value: Any) -> bytes:
+    """Encode a JSON value compactly (the proxy's one JSON encoder)."""
+    return orjson.dumps(value)
+
+
+def error_response(ident: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """Build a JSON-RPC error response object."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": JSONRPC_VERSION, "id": ident, "error": error}
+
+
+def result_response(ident: RequestId, result: Any) -> dict[str, Any]:
+    """Build a JSON-RPC result response object."""
+    return {"jsonrpc": JSONRPC_VERSION, "id": ident, "result": result}
+
+
+def request(ident: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build a JSON-RPC request object."""
+    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": ident, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build a JSON-RPC notification object."""
+    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg

@@ -1,0 +1,104 @@
+"""The MCP shapes the proxy reasons about: `_meta` keys, method families, MRTR results.
+
+Models keep unknown fields (`extra="allow"`) so a relay never drops what it does not understand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proxy.wire.versions import Era, era_of_version
+
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+"""2026-07-28 (SEP-2575): required per-request protocol version in `params._meta`."""
+
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+"""2026-07-28: required per-request client capabilities in `params._meta`."""
+
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+"""2026-07-28: recommended per-request client identity in `params._meta`."""
+
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+"""2026-07-28: per-request log level, replacing `logging/setLevel`."""
+
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+"""2026-07-28: server identity stamped on results."""
+
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+"""2026-07-28: tags each notification on a `subscriptions/listen` stream."""
+
+INPUT_METHODS: Final[frozenset[str]] = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+"""The server->client requests that MRTR can embed (and legacy servers send in flight)."""
+
+MRTR_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The only requests a 2026-07-28 server may answer with `input_required`."""
+
+LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+"""Client->server requests that 2026-07-28 removed."""
+
+RESULT_COMPLETE: Final = "complete"
+RESULT_INPUT_REQUIRED: Final = "input_required"
+
+
+class Relayed(BaseModel):
+    """Base for every wire model: unknown fields are kept so relays are lossless."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class InputRequest(Relayed):
+    """One embedded request of an `input_required` result: no jsonrpc, no id."""
+
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class InputRequiredResult(Relayed):
+    """SEP-2322 interim result: the server needs answers before it can complete."""
+
+    result_type: Literal["input_required"] = Field(alias="resultType")
+    input_requests: dict[str, InputRequest] | None = Field(default=None, alias="inputRequests")
+    request_state: str | None = Field(default=None, alias="requestState")
+
+
+def result_type(result: Any) -> str:
+    """The `resultType` of a result; a missing one reads as `complete` (spec rule)."""
+    if isinstance(result, dict):
+        value = result.get("resultType", RESULT_COMPLETE)
+        return value if isinstance(value, str) else "invalid"
+    return RESULT_COMPLETE
+
+
+def target_name(method: str | None, params: dict[str, Any]) -> str | None:
+    """The `Mcp-Name` of a request: tool/prompt name, resource uri, or task id."""
+    if method in ("tools/call", "prompts/get"):
+        name = params.get("name")
+    elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+        name = params.get("uri")
+    elif method is not None and method.startswith("tasks/"):
+        name = params.get("taskId")
+    else:
+        return None
+    return name if isinstance(name, str) else None
+
+
+def request_meta(params: dict[str, Any]) -> dict[str, Any]:
+    """The request's `_meta` object (empty when absent or malformed)."""
+    meta = params.get("_meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+def era_of_request(method: str | None, params: dict[str, Any], header_version: str | None) -> Era:
+    """Decide which era a client request belongs to, from its own bytes only."""
+    meta_version = request_meta(params).get(META_PROTOCOL_VERSION)
+    if isinstance(meta_version, str) and era_of_version(meta_version) is Era.MODERN:
+        return Era.MODERN
+    if method == "initialize":
+        return Era.LEGACY
+    if header_version is not None:
+        return era_of_version(header_version)
+    return Era.UNKNOWN
