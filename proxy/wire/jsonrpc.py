@@ -94,7 +94,9 @@ def classify_value(value: Any) -> Message:
         return Message(Kind.RESULT, value, id=ident if _valid_id(ident) else None)
     if "error" in value and "result" not in value:
         return Message(Kind.ERROR, value, id=ident if _valid_id(ident) else None)
-    return Message(Kind.INVALID, value, id=ident if _valid_id(ident) else None, problem="neither request nor response")
+    return Message(
+        Kind.INVALID, value, id=ident if _valid_id(ident) else None, problem="neither request nor response"
+    )
 
 
 @dataclass(frozen=True, slots=True)

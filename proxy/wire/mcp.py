@@ -29,7 +29,9 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 """2026-07-28: tags each notification on a `subscriptions/listen` stream."""
 
-INPUT_METHODS: Final[frozenset[str]] = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+INPUT_METHODS: Final[frozenset[str]] = frozenset(
+    {"elicitation/create", "sampling/createMessage", "roots/list"}
+)
 """The server->client requests that MRTR can embed (and legacy servers send in flight)."""
 
 MRTR_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})

@@ -1,0 +1,373 @@
+"""Configuration declared once: the `Settings` model and the layers that fill it.
+
+Every setting is one field of `Settings` with a docstring saying what it is for; that docstring is the
+field's description, the comment above it in `config.example.toml` and the reference behind
+`--print-config`. Values come in layers, each overriding the one before: the field defaults, a flat
+TOML file (`--config PATH`, else `MCP_PROXY_CONFIG`), `MCP_PROXY_<FIELD>` environment variables, and
+the flags the user actually typed. Every failure is a `ConfigError` whose one-line message names the
+setting and the file, variable or flag it came from, so a typo never silently becomes a default.
+
+This module is pure (stdlib and pydantic only): it must not import aiohttp, structlog or textual, so
+the CLI can validate a configuration before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Self, get_args, get_origin
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+ENV_PREFIX = "MCP_PROXY_"
+"""Prefix of the environment variables that set a field: `MCP_PROXY_<FIELD_NAME_UPPER>`."""
+
+CONFIG_ENV = "MCP_PROXY_CONFIG"
+"""Environment variable naming the TOML file when `--config` was not given."""
+
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+class ConfigError(Exception):
+    """A setting could not be loaded; the message names the setting and where its value came from."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.message = message
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """Split `HOST:PORT` (IPv6 as `[::1]:8080`) into a bare host and a port, or raise ValueError."""
+    if text.startswith("["):
+        host, closed, rest = text[1:].partition("]")
+        if not closed or not rest.startswith(":"):
+            raise ValueError(f"expected [IPV6]:PORT, got {text!r}")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"not an IPv6 address in {text!r}") from None
+        port_text = rest[1:]
+    else:
+        host, colon, port_text = text.rpartition(":")
+        if not colon:
+            raise ValueError(f"expected HOST:PORT, got {text!r}")
+        if ":" in host:
+            raise ValueError(f"an IPv6 host goes in brackets, as [::1]:8080; got {text!r}")
+        if not _HOSTNAME.fullmatch(host):
+            raise ValueError(f"not a host name in {text!r}")
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        raise ValueError(f"port must be a number from 0 to 65535 in {text!r}")
+    return host, int(port_text)
+
+
+def flag_name(field: str) -> str:
+    """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
+    return "--" + field.replace("_", "-")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseModel):
+    """Every setting of the proxy, validated; built by `load_settings` from defaults, file, env and flags."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    upstream: str | None = None
+    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host)."""
+    listen: str = "127.0.0.1:8080"
+    """HOST:PORT the proxy serves MCP clients on (IPv6 as [::1]:8080)."""
+    log_format: Literal["auto", "console", "json"] = "auto"
+    """Log rendering: console, json, or auto (console on a TTY, JSON otherwise)."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest log level written: debug, info, warning or error."""
+    log_file: Path | None = None
+    """File the logs go to while the TUI owns the terminal (logs are never written over the TUI)."""
+    capture: Path | None = None
+    """JSONL file every flow event is recorded to, for `mcp-proxy tui --open` or export later."""
+    capture_max_bytes: NonNegativeInt = 0
+    """Rotate the capture file once it grows past this many bytes; 0 never rotates."""
+    capture_keep: PositiveInt = 5
+    """How many rotated capture files are kept before the oldest is deleted."""
+    capture_body_limit: PositiveInt = 65536
+    """Bytes of one message body kept in captures and the chain store before a truncation marker."""
+    max_body_bytes: PositiveInt = 8 * 1024 * 1024
+    """Largest client request body accepted, in bytes; a larger one is answered HTTP 413 naming it."""
+    upstream_connect_timeout: Seconds = 5.0
+    """Seconds to wait for a connection to the upstream before the request fails."""
+    upstream_timeout: Seconds = 60.0
+    """Seconds to wait for the upstream's response headers before answering the client 504."""
+    redact_headers: list[str] = Field(
+        default_factory=lambda: [
+            "authorization",
+            "proxy-authorization",
+            "cookie",
+            "set-cookie",
+            "x-api-key",
+            "api-key",
+            "x-auth-token",
+            "mcp-session-id",
+        ]
+    )
+    """Header names (any case) whose values are masked in logs, captures, the admin feed and exports."""
+    redact_header_patterns: list[str] = Field(
+        default_factory=lambda: ["token", "secret", "password", "api-key", "apikey"]
+    )
+    """Substrings: any header whose name contains one of them (any case) is masked as well."""
+    max_chains: PositiveInt = 2000
+    """How many chains the in-memory ring buffer keeps; the oldest is dropped first."""
+    max_messages_per_chain: PositiveInt = 500
+    """How many messages one chain keeps before further ones are counted but not stored."""
+    bus_queue_size: PositiveInt = 10000
+    """Bound of each event-bus subscriber's queue; a slow subscriber lags, traffic never waits."""
+    bridge: Literal["auto", "off"] = "auto"
+    """auto converts between protocol eras when client and upstream differ; off always passes through."""
+    upstream_era: Literal["auto", "legacy", "modern"] = "auto"
+    """Protocol era of the upstream: auto probes it, legacy or modern skips the probe."""
+    max_rounds: PositiveInt = 10
+    """MRTR rounds allowed for one call before the bridge gives up with an error."""
+    state_key: SecretStr | None = None
+    """Key that seals requestState tokens; random per process if unset (set it to share between restarts)."""
+    continuation_ttl: Seconds = 300.0
+    """Seconds a parked upstream call waits for the client's retry before it is cancelled."""
+    max_continuations: PositiveInt = 1000
+    """Most parked upstream calls held at once; beyond it new ones are refused."""
+    max_continuations_per_principal: PositiveInt = 100
+    """Most parked upstream calls held at once for one principal (client identity)."""
+    admin: str = "127.0.0.1:9901"
+    """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed)."""
+    admin_enabled: bool = True
+    """Whether the admin API is served at all."""
+    admin_token: SecretStr | None = None
+    """Bearer token the admin API requires; without one the admin API may listen on loopback only."""
+    drain_grace: NonNegativeSeconds = 10.0
+    """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
+    tui: bool = False
+    """Show the live TUI in this terminal (logs then go to log_file)."""
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_is_http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - evaluated only to reject a bad port
+        except ValueError:
+            raise ValueError(f"bad port in URL: {value!r}") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value
+
+    @field_validator("listen", "admin")
+    @classmethod
+    def _is_host_port(cls, value: str) -> str:
+        parse_host_port(value)
+        return value
+
+    @field_validator("log_format", "log_level", "bridge", "upstream_era", mode="before")
+    @classmethod
+    def _lowercase(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("redact_headers", "redact_header_patterns")
+    @classmethod
+    def _header_names(cls, value: list[str]) -> list[str]:
+        names = [name.strip().lower() for name in value]
+        if "" in names:
+            raise ValueError("an empty entry would match every header")
+        return names
+
+    @field_validator("log_file", "capture")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+    @model_validator(mode="after")
+    def _admin_beyond_loopback_needs_token(self) -> Self:
+        if self.admin_enabled and self.admin_token is None:
+            host, _ = parse_host_port(self.admin)
+            if not _is_loopback(host):
+                raise PydanticCustomError(
+                    "admin_exposed",
+                    "the admin API listens beyond loopback ({host}) only with admin_token set",
+                    {"setting": "admin", "host": host},
+                )
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    """Validated settings plus where each value came from ("default", "file:…", "env:…", "flag:…")."""
+
+    settings: Settings
+    sources: dict[str, str]
+
+
+_FIELDS = Settings.model_fields
+_SECRETS = frozenset(name for name, info in _FIELDS.items() if SecretStr in get_args(info.annotation))
+
+
+def _is_list(name: str) -> bool:
+    return get_origin(_FIELDS[name].annotation) is list
+
+
+def _hint(name: str, prefix: str = "") -> str:
+    close = difflib.get_close_matches(name, list(_FIELDS), n=1)
+    return f" (did you mean {prefix}{close[0].upper() if prefix else repr(close[0])}?)" if close else ""
+
+
+def _split_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _read_file(path: Path) -> dict[str, tuple[object, str]]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
+        raise ConfigError("config", f"invalid TOML in {path}: {exc}") from None
+    for key in data:
+        if key not in _FIELDS:
+            raise ConfigError(key, f"unknown setting {key!r} in {path}{_hint(key)}")
+    return {key: (value, f"file:{path}") for key, value in data.items()}
+
+
+def _parse_env(name: str, var: str, text: str) -> object:
+    annotation = _FIELDS[name].annotation
+    if text.strip() == "" and type(None) in get_args(annotation):
+        return None
+    if annotation is bool:
+        word = text.strip().lower()
+        if word not in _TRUE | _FALSE:
+            raise ConfigError(
+                name, f"{name} (env {var}): not a boolean (use true/false/1/0/yes/no): {text!r}"
+            )
+        return word in _TRUE
+    return _split_list(text) if _is_list(name) else text
+
+
+def _read_env(env: Mapping[str, str]) -> dict[str, tuple[object, str]]:
+    layer: dict[str, tuple[object, str]] = {}
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX) or var == CONFIG_ENV:
+            continue
+        name = var.removeprefix(ENV_PREFIX).lower()
+        if name not in _FIELDS:
+            raise ConfigError(name, f"unknown environment variable {var}{_hint(name, ENV_PREFIX)}")
+        layer[name] = (_parse_env(name, var, env[var]), f"env:{var}")
+    return layer
+
+
+def _read_flags(flags: Mapping[str, object]) -> dict[str, tuple[object, str]]:
+    layer: dict[str, tuple[object, str]] = {}
+    for name, value in flags.items():
+        if value is None:  # a flag left at its argparse default was not typed
+            continue
+        if name not in _FIELDS:
+            raise ConfigError(name, f"unknown setting {name!r} given as a flag")
+        if _is_list(name) and isinstance(value, str):
+            value = _split_list(value)
+        layer[name] = (value, f"flag:{flag_name(name)}")
+    return layer
+
+
+def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    ctx = first.get("ctx") or {}
+    setting = str(first["loc"][0]) if first["loc"] else str(ctx.get("setting", "settings"))
+    where = sources.get(setting, "default").replace(":", " ", 1)
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] not in ("value_error", "admin_exposed"):
+        message = message[:1].lower() + message[1:]
+        if setting not in _SECRETS:  # never echo a secret, even a malformed one
+            message += f", got {first['input']!r}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ConfigError(setting, f"{setting} ({where}): {message}{more}")
+
+
+def load_settings(
+    *,
+    config_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, object] | None = None,
+) -> LoadedSettings:
+    """Layer defaults < TOML file < `MCP_PROXY_*` env < typed flags, validate, and record each source."""
+    environ = os.environ if env is None else env
+    if config_path is None and environ.get(CONFIG_ENV):
+        config_path = Path(environ[CONFIG_ENV])
+    layers = [
+        _read_file(config_path) if config_path is not None else {},
+        _read_env(environ),
+        _read_flags(flags or {}),
+    ]
+    values: dict[str, object] = {}
+    sources = dict.fromkeys(_FIELDS, "default")
+    for layer in layers:
+        for name, (value, source) in layer.items():
+            values[name] = value
+            sources[name] = source
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        raise _from_validation(exc, sources) from None
+    return LoadedSettings(settings=settings, sources=sources)
+
+
+def _toml_value(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, SecretStr):
+        return '"<set>"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def render_settings(loaded: LoadedSettings) -> str:
+    """The `--print-config` text: one `name = value    # source` line per field, secrets never shown."""
+    lines = [f"{name} = {_toml_value(getattr(loaded.settings, name))}" for name in _FIELDS]
+    width = max(len(line) for line in lines if len(line) <= 60)  # long lists do not push every comment
+    sources = [loaded.sources.get(name, "default") for name in _FIELDS]
+    return "\n".join(
+        f"{line.ljust(width)}    # {source}" for line, source in zip(lines, sources, strict=True)
+    )

@@ -1,0 +1,75 @@
+"""Engine input: facts the transport observed, in the past tense."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.framing.classify import Route
+from proxy.wire.jsonrpc import Message
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequestReceived:
+    """The client sent an HTTP request that `classify` routed."""
+
+    exchange: str
+    route: Route
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamResponded:
+    """The upstream answered an exchange's request with this HTTP head."""
+
+    exchange: str
+    status: int
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamMessageReceived:
+    """A JSON-RPC message arrived from upstream on an exchange (a JSON body or one SSE event)."""
+
+    exchange: str
+    message: Message
+    sse_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamEnded:
+    """The upstream's response body for an exchange ended normally."""
+
+    exchange: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamFailed:
+    """The upstream could not be reached, was too slow, or cut its response."""
+
+    exchange: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDisconnected:
+    """The client went away before its exchange finished."""
+
+    exchange: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """A timer the engine started has expired."""
+
+    timer: str
+
+
+EngineEvent = (
+    ClientRequestReceived
+    | UpstreamResponded
+    | UpstreamMessageReceived
+    | UpstreamEnded
+    | UpstreamFailed
+    | ClientDisconnected
+    | TimerFired
+)

@@ -1,0 +1,235 @@
+"""Redaction and bounding: what every header and body passes through before an observer sees it.
+
+This room turns secrets (`Authorization`, cookies, API keys, `Mcp-Session-Id`, `requestState`, any
+configured body key) into `<redacted len=N sha256:xxxxxxxx>` stand-ins (length plus the first 8 hex
+digits of the SHA-256 of the value, so one secret is recognisable across messages without being
+readable) and bounds bodies to a byte limit with an explicit truncation marker. It works on copies
+for observers only: it never touches the traffic itself, never mutates its input, and imports
+neither aiohttp, structlog nor textual.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final
+
+import orjson
+
+DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+    "mcp-session-id",
+)
+"""Header names masked by default (compared case-insensitively)."""
+
+DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = ("token", "secret", "password", "api-key", "apikey")
+"""Substrings that mark a header name as secret by default (compared case-insensitively)."""
+
+REQUEST_STATE_KEY: Final = "requestState"
+"""The MRTR body key whose value is always masked, wherever it appears in a message."""
+
+AUTH_SCHEMES: Final[frozenset[str]] = frozenset(
+    {
+        "basic",
+        "bearer",
+        "digest",
+        "dpop",
+        "gnap",
+        "hoba",
+        "mutual",
+        "negotiate",
+        "ntlm",
+        "oauth",
+        "privatetoken",
+        "scram-sha-1",
+        "scram-sha-256",
+        "vapid",
+        "aws4-hmac-sha256",
+        "token",
+        "apikey",
+        "api-key",
+    }
+)
+"""Authorization schemes whose word is kept visible; an unknown first word is masked with the rest."""
+
+_SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.DOTALL)
+
+
+def _digest8(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def _stand_in(label: str, value: str) -> str:
+    return f"<{label} len={len(value)} sha256:{_digest8(value)}>"
+
+
+def _encode_for_mask(value: Any) -> str:
+    """Give a non-string secret a stable text form to measure and hash."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError: unknown type or nesting beyond orjson's limit
+        return repr(value)
+
+
+class Redactor:
+    """Masks secret headers and body values so logs, captures, feeds and exports never hold a secret."""
+
+    def __init__(
+        self,
+        header_names: Iterable[str] = DEFAULT_HEADER_NAMES,
+        header_patterns: Iterable[str] = DEFAULT_HEADER_PATTERNS,
+        body_keys: Iterable[str] = (),
+    ) -> None:
+        self._names = frozenset(n.strip().lower() for n in header_names if n.strip())
+        self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
+        self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
+        self._body_keys = frozenset(k.lower() for k in body_keys if k) - self._state_keys
+        self._all_keys = self._state_keys | self._body_keys
+        self._decisions: dict[str, bool] = {}
+
+    # -- headers -----------------------------------------------------------------------------
+
+    def is_secret_header(self, name: str) -> bool:
+        """Say whether a header's value must be masked, so callers can decide without masking."""
+        key = name.lower()
+        decided = self._decisions.get(key)
+        if decided is None:
+            decided = key in self._names or any(p in key for p in self._patterns)
+            if len(self._decisions) < 1024:  # bounded memo: header names are few, but never trust peers
+                self._decisions[key] = decided
+        return decided
+
+    def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+        """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store."""
+        pairs: Iterable[tuple[str, str]] = items.items() if isinstance(items, Mapping) else items
+        out: dict[str, str] = {}
+        spelling: dict[str, str] = {}
+        for name, value in pairs:
+            shown = self.header_value(name, value)
+            key = name.lower()
+            first = spelling.get(key)
+            if first is None:
+                spelling[key] = name
+                out[name] = shown
+            else:
+                out[first] = f"{out[first]}, {shown}"
+        return out
+
+    def header_value(self, name: str, value: str) -> str:
+        """Mask one header value if its name is secret, keeping a known Authorization scheme word."""
+        if not self.is_secret_header(name):
+            return value
+        if name.lower().endswith("authorization"):
+            match = _SCHEME_RE.fullmatch(value.strip())
+            if match and match.group(1).lower() in AUTH_SCHEMES:
+                return f"{match.group(1)} {self.token(match.group(3))}"
+        return self.token(value)
+
+    def token(self, value: str) -> str:
+        """Return the `<redacted len=N sha256:xxxxxxxx>` stand-in for any secret (session ids, principals)."""
+        return _stand_in("redacted", value)
+
+    # -- bodies ------------------------------------------------------------------------------
+
+    def body(self, value: Any) -> Any:
+        """Return a JSON-RPC message with `requestState` and secret keys masked; the input itself if none."""
+        if not isinstance(value, dict | list) or not value:
+            return value
+        return _walk(value, self._all_keys, self._mask_body_value)
+
+    def _mask_body_value(self, key: str, value: Any) -> Any:
+        if value is None:
+            return None
+        text = value if isinstance(value, str) else _encode_for_mask(value)
+        if key.lower() in self._state_keys:
+            return _stand_in(REQUEST_STATE_KEY, text)
+        return self.token(text)
+
+    # -- size --------------------------------------------------------------------------------
+
+    @staticmethod
+    def bound(value: Any, limit: int) -> tuple[Any, bool, int]:
+        """Same as `bound_body`: cap a body for observers at `limit` bytes of compact JSON."""
+        return bound_body(value, limit)
+
+
+def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+
+def _walk(root: dict[Any, Any] | list[Any], keys: frozenset[str], mask: Callable[[str, Any], Any]) -> Any:
+    """Copy-on-write walk, iterative so that no nesting depth can exhaust the Python stack.
+
+    Unchanged containers are returned as the very same objects; only the path from the root down to
+    a masked value is copied.
+    """
+    # Each frame: container, its child iterator, replacements found so far, key in the parent.
+    stack: list[tuple[Any, Iterator[tuple[Any, Any]], dict[Any, Any], Any]] = [
+        (root, _children(root), {}, None)
+    ]
+    result: Any = root
+    while stack:
+        node, children, changes, _ = stack[-1]
+        descended = False
+        is_dict = isinstance(node, dict)
+        for k, v in children:
+            if is_dict and isinstance(k, str) and k.lower() in keys:
+                masked = mask(k, v)
+                if masked is not v:
+                    changes[k] = masked
+                continue
+            if isinstance(v, dict | list) and v:
+                stack.append((v, _children(v), {}, k))
+                descended = True
+                break
+        if descended:
+            continue
+        _, _, _, key_in_parent = stack.pop()
+        new = node
+        if changes:
+            if is_dict:
+                new = {k: changes.get(k, v) for k, v in node.items()}
+            else:
+                new = list(node)
+                for i, v in changes.items():
+                    new[i] = v
+        if stack:
+            if new is not node:
+                stack[-1][2][key_in_parent] = new
+        else:
+            result = new
+    return result
+
+
+TRUNCATED_KEY: Final = "$truncated"
+"""Marker key of a body replaced by a preview because it exceeded the capture limit."""
+
+UNENCODABLE_KEY: Final = "$unencodable"
+"""Marker key of a body that could not be encoded as JSON (e.g. nested deeper than orjson allows)."""
+
+
+def bound_body(value: Any, limit: int) -> tuple[Any, bool, int]:
+    """Cap a body for observers: `(value, False, size)` if it fits in `limit` bytes, else a preview marker.
+
+    `size` is the byte length of the compact JSON encoding. Over the limit the body becomes
+    `{"$truncated": True, "size": size, "preview": <at most limit bytes of the JSON text>}` (a
+    multi-byte character cut at the limit is dropped). `limit <= 0` means no limit. A value that
+    cannot be encoded becomes `{"$unencodable": True, "error": ...}` with size 0, so an odd body
+    never breaks an observer. Redact first (`Redactor.body`), then bound: the preview is raw JSON text.
+    """
+    try:
+        encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        return {UNENCODABLE_KEY: True, "error": str(exc)}, True, 0
+    size = len(encoded)
+    if limit <= 0 or size <= limit:
+        return value, False, size
+    preview = encoded[:limit].decode("utf-8", "ignore")
+    return {TRUNCATED_KEY: True, "size": size, "preview": preview}, True, size

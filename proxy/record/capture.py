@@ -1,0 +1,421 @@
+"""The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
+
+A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": 1, "created":
+<epoch seconds>, "proxy_version": "..."}`, then one `FlowEvent` per line as encoded by
+`proxy.flows.events.event_to_json`. The writer is synchronous and buffered (the transport calls it
+from a bus-subscriber task, so a slow disk only ever slows that subscriber), rotates by size, and
+reopens on request for external log rotation. The reader validates the header, tolerates a final
+line cut short by a killed proxy and reports any other bad line by number.
+
+Events arrive here already redacted and bounded (`proxy.flows.redact`); this room does not redact.
+It drives no traffic and imports neither aiohttp, structlog, textual nor the engine or transport.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final, get_args
+
+import orjson
+from pydantic import ValidationError
+
+from proxy import __version__
+from proxy.flows.events import FlowEvent, ProxyInfo, event_from_json, event_to_json
+
+FORMAT_NAME: Final = "mcp-debug-proxy-capture"
+"""The `format` value of every capture header."""
+
+FORMAT_VERSION: Final = 1
+"""The capture format major version this code writes and reads."""
+
+_HEADER_PREFIX: Final = b'{"format":"' + FORMAT_NAME.encode() + b'"'
+_MAX_HEADER_LINE: Final = 64 * 1024
+
+
+def _known_event_types() -> frozenset[str]:
+    union = get_args(FlowEvent)[0]
+    return frozenset(str(member.model_fields["type"].default) for member in get_args(union))
+
+
+KNOWN_EVENT_TYPES: Final[frozenset[str]] = _known_event_types()
+"""The `type` tags this version understands; lines with other tags come from a newer proxy."""
+
+
+class CaptureError(OSError):
+    """A capture file could not be opened, written or rotated; the message names the path."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CaptureFormatError(ValueError):
+    """A file is not a readable capture (wrong format, newer version, corrupt line); names path and line."""
+
+    def __init__(self, message: str, path: Path, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.reason = message
+        self.path = path
+        self.line = line
+
+
+def make_header(created: float) -> dict[str, Any]:
+    """Build the header object that starts every capture file, so readers can check what they hold."""
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "created": created,
+        "proxy_version": __version__,
+    }
+
+
+def check_header(obj: Any, path: Path) -> dict[str, Any]:
+    """Validate a decoded header line, so a foreign file or a newer format fails with a clear message."""
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+        raise CaptureFormatError(f"not a {FORMAT_NAME} file (first line is not a capture header)", path, 1)
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CaptureFormatError(f"capture header has an invalid version {version!r}", path, 1)
+    if version > FORMAT_VERSION:
+        raise CaptureFormatError(
+            f"capture format version {version} is newer than this mcp-debug-proxy ({__version__}) "
+            f"can read (version {FORMAT_VERSION}); upgrade mcp-debug-proxy to open it",
+            path,
+            1,
+        )
+    return obj
+
+
+class CaptureWriter:
+    """Appends flow events to a JSONL capture, with size rotation and reopen for external log rotation.
+
+    `max_bytes > 0` caps each file: an event that would push the current file past it first moves
+    `run.jsonl` to `run.jsonl.1` (older files shift up to `.{keep}`; the oldest is deleted; `keep=0`
+    keeps none) and starts a new file. A single event larger than `max_bytes` still gets a file of its
+    own. Every new file starts with a header and, when the writer has seen one, the latest `ProxyInfo`
+    event, so each file is readable on its own. Opening an existing capture appends to it (dropping a
+    final line cut short by a killed proxy); opening a file that is not a capture raises
+    `CaptureError` rather than writing into it.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_bytes: int = 0,
+        keep: int = 5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0 (0 disables rotation), got {max_bytes}")
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0, got {keep}")
+        self._path = Path(path)
+        self._max_bytes = max_bytes
+        self._keep = keep
+        self._clock = clock
+        self._file: IO[bytes] | None = None
+        self._size = 0  # bytes in the current file, buffered ones included
+        self._own_events = 0
+        self._bytes_written = 0
+        self._events_written = 0
+        self._proxy_info: bytes | None = None
+        self._closed = False
+        self._open()
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The path the writer appends to (rotated files sit beside it as `<path>.1` ...)."""
+        return self._path
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes this writer has written across all files, headers included (for metrics)."""
+        return self._bytes_written
+
+    @property
+    def events_written(self) -> int:
+        """Events this writer has written across all files, repeated `ProxyInfo` lines included."""
+        return self._events_written
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called; further writes raise `CaptureError`."""
+        return self._closed
+
+    def write(self, event: FlowEvent) -> None:
+        """Append one event (buffered), rotating first if it would overflow `max_bytes`."""
+        if self._closed:
+            raise CaptureError(f"capture writer for {self._path} is closed", self._path)
+        line = event_to_json(event) + b"\n"
+        is_info = isinstance(event, ProxyInfo)
+        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(line) > self._max_bytes:
+            self._rotate(repeat_info=not is_info)
+        self._put(line)
+        self._own_events += 1
+        self._events_written += 1
+        if is_info:
+            self._proxy_info = line
+
+    def flush(self) -> None:
+        """Push buffered lines to the OS so readers tailing the file see them."""
+        if self._file is not None:
+            try:
+                self._file.flush()
+            except OSError as exc:
+                raise self._error("cannot write capture file", exc) from exc
+
+    def close(self) -> None:
+        """Flush and close the file; safe to call twice."""
+        self._closed = True
+        self._close_file()
+
+    def reopen(self) -> None:
+        """Close and reopen the same path (after an external tool moved it away, e.g. on SIGHUP)."""
+        if self._closed:
+            raise CaptureError(f"capture writer for {self._path} is closed", self._path)
+        self._close_file()
+        self._open()
+
+    def __enter__(self) -> CaptureWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _error(self, what: str, exc: OSError, path: Path | None = None) -> CaptureError:
+        target = path or self._path
+        return CaptureError(f"{what} {target}: {exc.strerror or exc}", target)
+
+    def _open(self, *, repeat_info: bool = True) -> None:
+        path = self._path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._error("cannot create the directory for capture file", exc) from exc
+        try:
+            size = self._prepare_existing(path)
+            self._file = path.open("ab")
+        except CaptureError:
+            raise
+        except OSError as exc:
+            raise self._error("cannot open capture file", exc) from exc
+        self._size = size
+        # Events written into this file by write(); an existing capture counts as holding some, so it
+        # can be rotated, while a fresh file always takes at least one event (no rotation loop).
+        self._own_events = 1 if size else 0
+        if size == 0:
+            self._start_file(repeat_info=repeat_info)
+
+    def _prepare_existing(self, path: Path) -> int:
+        """Check an existing file is a capture and cut a torn final line; return its size."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size == 0:
+            return 0
+        with path.open("r+b") as f:
+            first = f.readline(_MAX_HEADER_LINE)
+            if not first.endswith(b"\n"):
+                if _HEADER_PREFIX.startswith(first) or first.startswith(_HEADER_PREFIX):
+                    f.truncate(0)  # only a torn header was ever written
+                    return 0
+                raise CaptureError(f"refusing to append to {path}: it is not a {FORMAT_NAME} file", path)
+            try:
+                check_header(orjson.loads(first), path)
+            except (orjson.JSONDecodeError, CaptureFormatError) as exc:
+                reason = exc.reason if isinstance(exc, CaptureFormatError) else "first line is not JSON"
+                raise CaptureError(f"refusing to append to {path}: {reason}", path) from exc
+            return _cut_torn_tail(f, size)
+
+    def _start_file(self, *, repeat_info: bool) -> None:
+        header = orjson.dumps(make_header(self._clock())) + b"\n"
+        self._put(header)
+        if repeat_info and self._proxy_info is not None:
+            self._put(self._proxy_info)
+            self._events_written += 1
+
+    def _put(self, data: bytes) -> None:
+        if self._file is None:
+            raise CaptureError(f"capture file {self._path} is not open", self._path)
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            raise self._error("cannot write capture file", exc) from exc
+        self._size += len(data)
+        self._bytes_written += len(data)
+
+    def _close_file(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError as exc:
+                raise self._error("cannot write capture file", exc) from exc
+
+    def _rotate(self, *, repeat_info: bool) -> None:
+        self._close_file()
+        path = self._path
+        try:
+            if self._keep == 0:
+                path.unlink(missing_ok=True)
+            else:
+                for i in range(self._keep - 1, 0, -1):
+                    older = _numbered(path, i)
+                    if older.exists():
+                        os.replace(older, _numbered(path, i + 1))
+                if path.exists():
+                    os.replace(path, _numbered(path, 1))
+        except OSError as exc:
+            raise self._error("cannot rotate capture file", exc) from exc
+        self._open(repeat_info=repeat_info)
+
+
+def _numbered(path: Path, n: int) -> Path:
+    return path.with_name(f"{path.name}.{n}")
+
+
+def _cut_torn_tail(f: IO[bytes], size: int) -> int:
+    """Truncate a file after its last newline (a killed writer leaves half a line); return the new size."""
+    f.seek(size - 1)
+    if f.read(1) == b"\n":
+        return size
+    pos = size
+    chunk = 4096
+    while pos > 0:
+        start = max(0, pos - chunk)
+        f.seek(start)
+        data = f.read(pos - start)
+        nl = data.rfind(b"\n")
+        if nl >= 0:
+            end = start + nl + 1
+            f.truncate(end)
+            return end
+        pos = start
+    f.truncate(0)  # unreachable for a file whose first line ended with a newline
+    return 0
+
+
+class CaptureReader:
+    """Reads a capture back as FlowEvents, checking its header first so foreign or newer files fail clearly.
+
+    Iterate to get events in file order. A final line without its newline that does not parse (a proxy
+    killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else raises
+    `CaptureFormatError` naming its line number. Lines whose `type` this version does not know (written
+    by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = Path(path)
+        try:
+            self._file: IO[bytes] = self._path.open("rb")
+        except OSError as exc:
+            raise CaptureError(
+                f"cannot open capture file {self._path}: {exc.strerror or exc}", self._path
+            ) from exc
+        try:
+            self._header = self._read_header()
+        except BaseException:
+            self._file.close()
+            raise
+        self.truncated = False
+        """True if the last line was cut short and skipped."""
+        self.skipped_unknown = 0
+        """Lines skipped because their event `type` is unknown to this version."""
+        self._iterating = False
+
+    @property
+    def path(self) -> Path:
+        """The file being read."""
+        return self._path
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """The decoded header line (format, version, created, proxy_version, and any newer fields)."""
+        return self._header
+
+    def _read_header(self) -> dict[str, Any]:
+        first = self._file.readline(_MAX_HEADER_LINE)
+        if not first:
+            raise CaptureFormatError("capture is empty (no header line)", self._path, 1)
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError as exc:
+            if not first.endswith(b"\n") and first.startswith(_HEADER_PREFIX[: len(first)]):
+                raise CaptureFormatError("capture header was cut short", self._path, 1) from exc
+            raise CaptureFormatError(
+                f"not a {FORMAT_NAME} file (first line is not JSON)", self._path, 1
+            ) from exc
+        return check_header(obj, self._path)
+
+    def __iter__(self) -> Iterator[FlowEvent]:
+        if self._iterating:
+            raise RuntimeError("a CaptureReader can be iterated once")
+        self._iterating = True
+        return self._events()
+
+    def _events(self) -> Iterator[FlowEvent]:
+        lineno = 1
+        for raw in self._file:
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                yield event_from_json(raw)
+            except ValidationError as exc:
+                errors = exc.errors(include_url=False)
+                if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
+                    self.truncated = True
+                    return
+                if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
+                    self.skipped_unknown += 1
+                    continue
+                detail = errors[0]["msg"] if errors else str(exc)
+                loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
+                raise CaptureFormatError(
+                    f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
+                ) from None
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _has_unknown_type(raw: bytes) -> bool:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"] not in KNOWN_EVENT_TYPES
+
+
+def read_capture(path: Path) -> Iterator[FlowEvent]:
+    """Yield every event of a capture file, for `tui --open` and exports; raises `CaptureFormatError`."""
+    with CaptureReader(path) as reader:
+        yield from reader

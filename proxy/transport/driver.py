@@ -1,0 +1,336 @@
+"""The driver: for one client exchange, feeds engine events and carries out the engine's commands.
+
+It is the only place that awaits on sockets for traffic. Observation (the chain builder) is fed from
+here with parsed copies; the bytes themselves are relayed as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict
+
+from proxy.engine.commands import (
+    CloseUpstream,
+    Command,
+    EndClientResponse,
+    Log,
+    RelayBody,
+    RespondToClient,
+    SendUpstream,
+    StartClientResponse,
+)
+from proxy.engine.events import (
+    ClientDisconnected,
+    ClientRequestReceived,
+    EngineEvent,
+    UpstreamEnded,
+    UpstreamFailed,
+    UpstreamResponded,
+)
+from proxy.flows.events import Channel, Direction
+from proxy.framing.classify import Rejection, Route, classify
+from proxy.framing.http import header, is_sse
+from proxy.logs import get_logger
+from proxy.transport.observe import BodyObserver
+from proxy.transport.state import STATE, ProxyState
+from proxy.wire.headers import SESSION_ID
+from proxy.wire.jsonrpc import Message, dumps, parse_body
+
+_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """Read the request body, stopping one byte past `limit` (the caller answers 413 then)."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        return await request.content.read(limit + 1)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await request.content.readany()
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    """aiohttp handler for every proxied path and method."""
+    state = request.app[STATE]
+    exchange = state.next_exchange()
+    raw = await read_bounded(request, state.settings.max_body_bytes)
+    items = tuple(request.headers.items())
+    outcome = classify(request.method, request.path, items, raw, max_body=state.settings.max_body_bytes)
+    driver = ExchangeDriver(state, request, exchange)
+    return await driver.run(outcome)
+
+
+class ExchangeDriver:
+    """Runs one exchange: the engine decides, this class does."""
+
+    def __init__(self, state: ProxyState, request: web.Request, exchange: str) -> None:
+        self.state = state
+        self.request = request
+        self.exchange = exchange
+        self.response: web.StreamResponse | None = None
+        self.upstream: aiohttp.ClientResponse | None = None
+        self.ended = False
+        self.log = get_logger()
+
+    async def run(self, outcome: Route | Rejection) -> web.StreamResponse:
+        """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked."""
+        builder = self.state.builder
+        items = dict(self.request.headers)
+        session = header(items, SESSION_ID)
+        era = outcome.era.value if isinstance(outcome, Route) else "unknown"
+        builder.open_exchange(
+            self.exchange,
+            http_method=self.request.method,
+            path=self.request.path_qs,
+            headers=items,
+            session=session,
+            client_era=era,
+            upstream_era=era,
+            body_size=len(outcome.raw) if isinstance(outcome, Route) else len(items),
+        )
+        if isinstance(outcome, Rejection):
+            await self._respond(outcome.status, outcome.body, ())
+            self._close(outcome.reason)
+            return self._final_response()
+        self._observe_client(outcome)
+        structlog.contextvars.bind_contextvars(exchange=self.exchange)
+        try:
+            await self.execute(self.state.engine.handle(ClientRequestReceived(self.exchange, outcome)))
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        return self._final_response()
+
+    def _observe_client(self, route: Route) -> None:
+        builder = self.state.builder
+        messages = route.body.messages
+        if route.body.parse_error and route.raw.strip():
+            builder.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
+            return
+        for msg in messages:
+            size = len(route.raw) if len(messages) == 1 else len(dumps(msg.raw))
+            chain_id = builder.message(
+                self.exchange, msg, size=size, direction=Direction.TO_SERVER, channel=Channel.POST
+            )
+            if chain_id is not None:
+                structlog.contextvars.bind_contextvars(chain_id=chain_id)
+
+    def _final_response(self) -> web.StreamResponse:
+        if self.response is None:
+            self.response = web.Response(status=500)
+        return self.response
+
+    async def feed(self, event: EngineEvent) -> None:
+        """Give the engine one fact and carry out what it orders."""
+        await self.execute(self.state.engine.handle(event))
+
+    async def execute(self, commands: list[Command]) -> None:
+        """Carry out the engine's orders in sequence."""
+        for command in commands:
+            await self._do(command)
+
+    async def _do(self, command: Command) -> None:
+        match command:
+            case SendUpstream():
+                await self._send_upstream(command)
+            case StartClientResponse(_, status, headers, length):
+                await self._start_response(status, headers, length)
+            case RelayBody():
+                await self._relay()
+            case RespondToClient(_, status, body, headers):
+                await self._respond(status, body, headers)
+            case CloseUpstream():
+                self._close_upstream()
+            case EndClientResponse(_, outcome):
+                await self._end(outcome)
+            case Log(event, level, fields):
+                getattr(self.log, level)(event, **fields)
+
+    async def _send_upstream(self, cmd: SendUpstream) -> None:
+        state = self.state
+        url = state.upstream.origin + cmd.path
+        query = self.request.rel_url.raw_query_string
+        if query and "?" not in cmd.path:
+            url += "?" + query
+        try:
+            async with asyncio.timeout(state.settings.upstream_timeout):
+                self.upstream = await state.http.request(
+                    cmd.http_method,
+                    url,
+                    headers=CIMultiDict(cmd.headers),
+                    data=cmd.body or None,
+                    allow_redirects=False,
+                )
+        except TimeoutError:
+            await self.feed(
+                UpstreamFailed(
+                    self.exchange, "timeout", f"no response head within {state.settings.upstream_timeout}s"
+                )
+            )
+            return
+        except aiohttp.ClientError as exc:
+            await self.feed(UpstreamFailed(self.exchange, "unreachable", _describe(exc)))
+            return
+        await self.feed(
+            UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers.items()))
+        )
+
+    async def _start_response(
+        self, status: int, headers: tuple[tuple[str, str], ...], length: int | None
+    ) -> None:
+        upstream_headers = dict(self.upstream.headers) if self.upstream is not None else {}
+        self.state.builder.response_head(
+            self.exchange,
+            status=status,
+            content_type=header(headers, "content-type"),
+            headers=upstream_headers,
+        )
+        response = web.StreamResponse(status=status, reason=self.upstream.reason if self.upstream else None)
+        for name, value in headers:
+            response.headers.add(name, value)
+        if length is not None:
+            response.content_length = length
+        self.response = response
+        try:
+            await response.prepare(self.request)
+        except _CLIENT_GONE:
+            await self.feed(ClientDisconnected(self.exchange))
+
+    async def _relay(self) -> None:
+        upstream, response = self.upstream, self.response
+        if upstream is None or response is None or self.ended:
+            return
+        sse = is_sse(upstream.headers.get("content-type"))
+        channel = Channel.GET_SSE if self.request.method == "GET" else Channel.SSE
+        observer = BodyObserver(
+            sse=sse, sink=self._observe_upstream, on_extra_bytes=self._extra_bytes, channel=channel
+        )
+        if sse:
+            self.state.open_streams += 1
+        try:
+            async for chunk in upstream.content.iter_any():
+                try:
+                    await response.write(chunk)
+                except _CLIENT_GONE:
+                    observer.feed(chunk)
+                    await self.feed(ClientDisconnected(self.exchange))
+                    return
+                observer.feed(chunk)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            observer.finish()
+            await self.feed(UpstreamFailed(self.exchange, "cut", _describe(exc)))
+            return
+        finally:
+            if sse:
+                self.state.open_streams -= 1
+        observer.finish()
+        if observer.problem:
+            self.log.info("body_not_inspected", problem=observer.problem)
+        await self.feed(UpstreamEnded(self.exchange))
+
+    def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
+        self.state.builder.message(
+            self.exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, sse_id=sse_id
+        )
+
+    def _extra_bytes(self, size: int) -> None:
+        self.state.builder.add_bytes_out(self.exchange, size)
+
+    async def _respond(
+        self, status: int, body: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+    ) -> None:
+        data = dumps(body) if body is not None else b""
+        self.state.builder.response_head(
+            self.exchange,
+            status=status,
+            content_type="application/json" if body is not None else None,
+            headers={},
+        )
+        if body is not None:
+            msg = parse_body(data).first
+            if msg is not None:
+                self.state.builder.message(
+                    self.exchange,
+                    msg,
+                    size=len(data),
+                    direction=Direction.TO_CLIENT,
+                    channel=Channel.JSON,
+                    note="answered by the proxy",
+                )
+        response = web.Response(
+            status=status, body=data, content_type="application/json" if body is not None else None
+        )
+        for name, value in headers:
+            response.headers.add(name, value)
+        self.response = response
+
+    def _close_upstream(self) -> None:
+        if self.upstream is not None:
+            self.upstream.close()
+
+    async def _end(self, outcome: str | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        response = self.response
+        if response is not None and response.prepared and outcome != "client_disconnected":
+            try:
+                await response.write_eof()
+            except _CLIENT_GONE:
+                outcome = outcome or "client_disconnected"
+        if self.upstream is not None:
+            self.upstream.release()
+        self._close(outcome)
+
+    def _abandon(self) -> None:
+        """The handler was cancelled (client gone or shutdown): drop upstream, record, log."""
+        for command in self.state.engine.handle(ClientDisconnected(self.exchange)):
+            if isinstance(command, CloseUpstream):
+                self._close_upstream()
+        if not self.ended:
+            self.ended = True
+            self._close("client_disconnected")
+
+    def _close(self, outcome: str | None) -> None:
+        summary = self.state.builder.close_exchange(self.exchange, outcome)
+        structlog.contextvars.unbind_contextvars("exchange", "chain_id")
+        if summary is None:
+            return
+        self.log.info(
+            "exchange",
+            chain_id=summary.chain_id,
+            session=summary.session,
+            http_method=summary.http_method,
+            method=summary.method,
+            name=summary.name,
+            ids=list(summary.jsonrpc_ids),
+            status=summary.status,
+            content_type=summary.content_type,
+            bytes_in=summary.bytes_in,
+            bytes_out=summary.bytes_out,
+            messages_out=summary.messages_out,
+            duration_ms=summary.duration_ms,
+            outcome=summary.outcome,
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text[:300]
+
+
+def now() -> float:
+    """The proxy's wall clock (injected into the pure rooms)."""
+    return time.time()

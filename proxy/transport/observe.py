@@ -1,0 +1,91 @@
+"""Observing a relayed body: parsed copies of what the bytes carry, without ever holding the traffic.
+
+SSE bodies are decoded incrementally as chunks pass; JSON bodies are kept only up to an inspection
+limit (past it the chain notes the size instead of the content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proxy.flows.events import Channel
+from proxy.framing.sse import SseDecoder, SseEvent, SseItem, SseTooLarge
+from proxy.wire.jsonrpc import Body, Kind, Message, parse_body, parse_text
+
+INSPECT_LIMIT = 4 * 1024 * 1024
+"""JSON bodies larger than this are relayed but not parsed for the chain (bounded observer memory)."""
+
+MessageSink = Callable[[Message, int, Channel, str | None], None]
+"""Receives (message, size in bytes, channel, SSE id) for each message found in the body."""
+
+
+@dataclass(slots=True)
+class BodyObserver:
+    """Finds JSON-RPC messages in a response body as it streams past."""
+
+    sse: bool
+    sink: MessageSink
+    on_extra_bytes: Callable[[int], None]
+    channel: Channel = Channel.SSE
+    _decoder: SseDecoder | None = None
+    _buffer: bytearray | None = None
+    _size: int = 0
+    problem: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sse:
+            self._decoder = SseDecoder()
+        else:
+            self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        """Look at one relayed chunk."""
+        self._size += len(chunk)
+        if self._decoder is not None:
+            try:
+                items = self._decoder.feed(chunk)
+            except SseTooLarge as exc:
+                self.problem = str(exc)
+                self._decoder = None
+                return
+            self._emit_sse(items, len(chunk))
+        elif self._buffer is not None:
+            if len(self._buffer) + len(chunk) > INSPECT_LIMIT:
+                self._buffer = None
+                self.problem = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+            else:
+                self._buffer += chunk
+
+    def _emit_sse(self, items: list[SseItem], chunk_size: int) -> None:
+        extra = chunk_size
+        for item in items:
+            if isinstance(item, SseEvent) and item.has_data:
+                msg = parse_text(item.data)
+                size = len(item.data)
+                extra -= size
+                self.sink(msg, size, self.channel, item.id)
+        if extra > 0:
+            self.on_extra_bytes(extra)
+
+    def finish(self) -> Body | None:
+        """Call at the end of the body; returns the parsed JSON body (None for SSE or uninspected)."""
+        if self._decoder is not None:
+            self._decoder.close()
+            if self._decoder.pending_bytes:
+                self.problem = (
+                    f"stream ended inside an event ({self._decoder.pending_bytes} bytes unfinished)"
+                )
+            return None
+        if self._buffer is None:
+            return None
+        body = parse_body(bytes(self._buffer))
+        if body.parse_error and self._size:
+            preview = bytes(self._buffer[:2048]).decode("utf-8", "replace")
+            self.sink(
+                Message(Kind.INVALID, preview, problem=body.parse_error), self._size, Channel.HTTP, None
+            )
+            return body
+        for msg in body.messages:
+            self.sink(msg, self._size if len(body.messages) == 1 else 0, Channel.JSON, None)
+        return body

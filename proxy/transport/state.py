@@ -1,0 +1,46 @@
+"""What the running proxy shares between handlers, stored on the aiohttp app under typed keys."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from proxy.config import Settings
+from proxy.engine.passthrough import PassthroughEngine
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.store import ChainStore
+from proxy.framing.http import Upstream
+
+
+@dataclass
+class ProxyState:
+    """The proxy's shared parts: settings, upstream, engine, chain builder, store and bus."""
+
+    settings: Settings
+    upstream: Upstream
+    engine: PassthroughEngine
+    builder: ChainBuilder
+    store: ChainStore
+    bus: EventBus
+    client: aiohttp.ClientSession | None = None
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    open_streams: int = 0
+
+    def next_exchange(self) -> str:
+        """A fresh exchange id (unique within this process)."""
+        return f"x{next(self._ids)}"
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        """The upstream HTTP client (exists while the app runs)."""
+        if self.client is None:
+            raise RuntimeError("upstream client not started")
+        return self.client
+
+
+STATE: web.AppKey[ProxyState] = web.AppKey("proxy_state", ProxyState)
+"""Where the app keeps its ProxyState."""

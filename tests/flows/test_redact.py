@@ -1,0 +1,272 @@
+"""Redaction: no secret survives into anything an observer sees, and bodies are bounded with a marker."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.flows.redact import DEFAULT_HEADER_NAMES, Redactor, bound_body
+
+SECRET = "s3cr3t-VALUE-that-must-never-leak-0123456789"
+STAND_IN = re.compile(r"<redacted len=(\d+) sha256:([0-9a-f]{8})>")
+
+
+def sha8(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def dump(value: Any) -> str:
+    return json.dumps(value)
+
+
+@pytest.fixture
+def redactor() -> Redactor:
+    return Redactor()
+
+
+# -- headers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*DEFAULT_HEADER_NAMES, "X-Api-Key", "COOKIE", "Mcp-Session-Id"])
+def test_default_secret_headers_are_masked(redactor: Redactor, name: str) -> None:
+    out = redactor.headers({name: SECRET, "Content-Type": "application/json"})
+    assert SECRET not in dump(out)
+    assert out["Content-Type"] == "application/json"
+    assert STAND_IN.fullmatch(out[name]), out[name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["X-Github-Token", "x-csrf-token", "X-Client-Secret", "DB-Password", "X-My-ApiKey", "Mcp-Param-Api-Key"],
+)
+def test_pattern_matches_mask_header(redactor: Redactor, name: str) -> None:
+    out = redactor.headers([(name, SECRET)])
+    assert out == {name: f"<redacted len={len(SECRET)} sha256:{sha8(SECRET)}>"}
+
+
+def test_non_secret_headers_pass_unchanged(redactor: Redactor) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    assert redactor.headers(headers) == headers
+
+
+def test_header_names_are_case_insensitive() -> None:
+    r = Redactor(header_names=["X-Custom-Auth"], header_patterns=["PRIVATE"])
+    out = r.headers([("x-custom-auth", SECRET), ("X-PRIVATE-thing", SECRET), ("Authorization", "Bearer x")])
+    assert SECRET not in dump(out)
+    # Only the configured names and patterns apply.
+    assert out["Authorization"] == "Bearer x"
+
+
+def test_bearer_keeps_scheme_and_hashes_credentials(redactor: Redactor) -> None:
+    credential = "a" * 40
+    out = redactor.headers({"Authorization": f"Bearer {credential}"})
+    assert out == {"Authorization": f"Bearer <redacted len=40 sha256:{sha8(credential)}>"}
+    # The credential part equals token(): a user can match it with principals shown elsewhere.
+    assert out["Authorization"] == f"Bearer {redactor.token(credential)}"
+
+
+@pytest.mark.parametrize("scheme", ["Basic", "bearer", "DPoP", "Digest"])
+def test_known_schemes_are_kept_on_proxy_authorization(redactor: Redactor, scheme: str) -> None:
+    out = redactor.headers({"proxy-authorization": f"{scheme} {SECRET}"})
+    value = out["proxy-authorization"]
+    assert value.startswith(f"{scheme} <redacted len={len(SECRET)} ")
+    assert SECRET not in value
+
+
+@pytest.mark.parametrize("value", [SECRET, f"{SECRET} trailing", "Bearer", f"sk-{SECRET} x"])
+def test_authorization_without_known_scheme_is_masked_whole(redactor: Redactor, value: str) -> None:
+    out = redactor.headers({"Authorization": value})["Authorization"]
+    assert STAND_IN.fullmatch(out), out
+    assert out == redactor.token(value)
+
+
+def test_same_secret_same_stand_in_different_secret_different(redactor: Redactor) -> None:
+    a = redactor.headers({"Mcp-Session-Id": "session-one"})["Mcp-Session-Id"]
+    b = redactor.headers({"mcp-session-id": "session-one"})["mcp-session-id"]
+    c = redactor.headers({"Mcp-Session-Id": "session-two"})["Mcp-Session-Id"]
+    assert a == b
+    assert a != c
+
+
+def test_token_form(redactor: Redactor) -> None:
+    assert redactor.token("abc") == f"<redacted len=3 sha256:{sha8('abc')}>"
+    assert redactor.token("") == f"<redacted len=0 sha256:{sha8('')}>"
+
+
+def test_repeated_headers_are_joined_and_each_masked(redactor: Redactor) -> None:
+    items = [("Set-Cookie", "a=" + SECRET), ("set-cookie", "b=" + SECRET), ("Vary", "A"), ("vary", "B")]
+    out = redactor.headers(items)
+    assert SECRET not in dump(out)
+    assert out["Set-Cookie"] == f"{redactor.token('a=' + SECRET)}, {redactor.token('b=' + SECRET)}"
+    assert out["Vary"] == "A, B"
+    assert set(out) == {"Set-Cookie", "Vary"}
+
+
+def test_headers_accepts_any_mapping_and_leaves_it_alone(redactor: Redactor) -> None:
+    source = {"Cookie": SECRET, "Host": "example"}
+    before = dict(source)
+    out = redactor.headers(source)
+    assert source == before
+    assert out is not source
+    assert SECRET not in dump(out)
+
+
+# -- bodies ----------------------------------------------------------------------------------
+
+
+def input_required(state: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "resultType": "input_required",
+            "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "hi"}}},
+            "requestState": state,
+        },
+    }
+
+
+def retry(state: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "t", "arguments": {}, "inputResponses": {"k": {}}, "requestState": state},
+    }
+
+
+def nested_deep(state: str) -> dict[str, Any]:
+    return {"a": [{"b": {"c": [1, {"requestState": state}]}}], "sibling": {"untouched": True}}
+
+
+@pytest.mark.parametrize("build", [input_required, retry, nested_deep])
+def test_request_state_is_masked_at_any_depth(redactor: Redactor, build: Any) -> None:
+    message = build(SECRET)
+    before = copy.deepcopy(message)
+    out = redactor.body(message)
+    assert SECRET not in dump(out)
+    assert f"<requestState len={len(SECRET)} sha256:{sha8(SECRET)}>" in dump(out)
+    assert message == before  # input unmodified
+
+
+def test_request_state_in_a_batch(redactor: Redactor) -> None:
+    batch = [retry(SECRET), {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}]
+    out = redactor.body(batch)
+    assert SECRET not in dump(out)
+    assert out[1] is batch[1]  # untouched members are shared, not copied
+
+
+def test_only_the_changed_path_is_copied(redactor: Redactor) -> None:
+    message = nested_deep(SECRET)
+    out = redactor.body(message)
+    assert out is not message
+    assert out["sibling"] is message["sibling"]
+    assert out["a"] is not message["a"]
+    assert out["a"][0]["b"]["c"][0] == 1
+
+
+def test_identity_fast_path_when_nothing_to_redact(redactor: Redactor) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "x" * 1000}]}}
+    assert redactor.body(message) is message
+    scalars: list[Any] = [None, 1, "text", True, {}, []]
+    for scalar in scalars:
+        assert redactor.body(scalar) is scalar
+
+
+def test_body_keys_are_case_insensitive_and_mask_any_value_type() -> None:
+    r = Redactor(body_keys=["Password", "apiKey"])
+    message = {
+        "params": {
+            "arguments": {
+                "PASSWORD": SECRET,
+                "apikey": {"nested": SECRET},
+                "password2": "visible",
+                "list": [{"password": 123456789}],
+            }
+        }
+    }
+    before = copy.deepcopy(message)
+    out = r.body(message)
+    text = dump(out)
+    assert SECRET not in text
+    assert "123456789" not in text
+    assert out["params"]["arguments"]["password2"] == "visible"
+    assert STAND_IN.fullmatch(out["params"]["arguments"]["PASSWORD"])
+    assert message == before
+
+
+def test_request_state_key_matches_case_insensitively(redactor: Redactor) -> None:
+    out = redactor.body({"params": {"RequestState": SECRET}})
+    assert SECRET not in dump(out)
+
+
+def test_null_request_state_stays_null(redactor: Redactor) -> None:
+    message = {"result": {"requestState": None}}
+    assert redactor.body(message) is message
+
+
+def test_body_survives_nesting_deeper_than_the_python_stack(redactor: Redactor) -> None:
+    deep: Any = {"requestState": SECRET}
+    for _ in range(5000):
+        deep = [deep]
+    out = redactor.body(deep)
+    inner = out
+    for _ in range(5000):
+        inner = inner[0]
+    assert inner == {"requestState": redactor.body({"requestState": SECRET})["requestState"]}
+
+
+def test_default_redactor_leaves_ordinary_argument_names() -> None:
+    message = {"params": {"arguments": {"token": "t", "password": "p"}}}
+    assert Redactor().body(message) is message  # body keys beyond requestState are opt-in
+
+
+# -- bounding --------------------------------------------------------------------------------
+
+
+def test_bound_under_limit_returns_value_and_size() -> None:
+    value = {"a": 1, "b": "é"}
+    size = len(orjson.dumps(value))
+    assert bound_body(value, size) == (value, False, size)
+    out, truncated, n = Redactor.bound(value, 1000)
+    assert out is value
+    assert (truncated, n) == (False, size)
+
+
+def test_bound_over_limit_gives_marker_and_size() -> None:
+    value = {"text": "x" * 500}
+    size = len(orjson.dumps(value))
+    out, truncated, n = bound_body(value, 100)
+    assert truncated is True
+    assert n == size
+    assert out == {"$truncated": True, "size": size, "preview": orjson.dumps(value)[:100].decode()}
+    assert len(out["preview"].encode()) <= 100
+
+
+def test_bound_preview_never_splits_a_character() -> None:
+    value = "é" * 100  # 2 bytes each; JSON adds a quote first
+    out, truncated, _ = bound_body(value, 10)
+    assert truncated
+    assert out["preview"] == '"' + "é" * 4
+    assert len(out["preview"].encode()) <= 10
+
+
+def test_bound_zero_means_no_limit() -> None:
+    value = {"text": "x" * 500}
+    assert bound_body(value, 0)[:2] == (value, False)
+
+
+def test_bound_unencodable_value_gives_marker() -> None:
+    deep: Any = []
+    for _ in range(1000):
+        deep = [deep]
+    out, truncated, n = bound_body(deep, 100)
+    assert truncated
+    assert n == 0
+    assert out["$unencodable"] is True

@@ -1,0 +1,413 @@
+"""JSONL capture: every event round-trips, the header guards the format, damage is tolerated or named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import proxy
+from proxy.flows.events import (
+    ChainChanged,
+    ChainOpened,
+    ChainStatus,
+    ChainSummary,
+    Channel,
+    ContinuationChanged,
+    Direction,
+    FlowEvent,
+    HttpInfo,
+    Lagged,
+    MessageRecord,
+    MessageRecorded,
+    Mode,
+    ProxyInfo,
+    SessionChanged,
+    Side,
+)
+from proxy.record.capture import (
+    FORMAT_NAME,
+    KNOWN_EVENT_TYPES,
+    CaptureError,
+    CaptureFormatError,
+    CaptureReader,
+    CaptureWriter,
+    read_capture,
+)
+
+
+def summary(chain_id: str = "c1", **kw: Any) -> ChainSummary:
+    return ChainSummary(id=chain_id, started=1.5, method="tools/call", name="echo", jsonrpc_id=7, **kw)
+
+
+def message(seq: int = 1) -> MessageRecorded:
+    return MessageRecorded(
+        chain_id="c1",
+        message=MessageRecord(
+            seq=seq,
+            ts=2.0,
+            side=Side.CLIENT,
+            direction=Direction.TO_SERVER,
+            channel=Channel.POST,
+            exchange="x1",
+            kind="request",
+            jsonrpc_id="abc",
+            method="tools/call",
+            size=42,
+            body={
+                "jsonrpc": "2.0",
+                "id": "abc",
+                "method": "tools/call",
+                "params": {"name": "é", "n": [1, 2]},
+            },
+            http=HttpInfo(
+                method="POST", path="/mcp", headers={"Authorization": "Bearer <redacted len=1 ...>"}
+            ),
+            sse_id="ev-1",
+            round=1,
+            note="hello",
+        ),
+    )
+
+
+def info(upstream: str = "http://up/mcp") -> ProxyInfo:
+    return ProxyInfo(
+        ts=1.0, version="0.1.0", listen="127.0.0.1:9900", upstream=upstream, upstream_era="modern"
+    )
+
+
+ALL_EVENTS: list[FlowEvent] = [
+    info(),
+    ChainOpened(chain=summary(mode=Mode.MRTR_TO_LEGACY)),
+    message(),
+    ChainChanged(
+        chain=summary(status=ChainStatus.OK, ended=3.0, duration_ms=1.5, notes=["bridged"], http_status=200)
+    ),
+    SessionChanged(ts=4.0, session="<redacted len=3 sha256:00000000>", state="opened", client_name="cli"),
+    ContinuationChanged(ts=5.0, chain_id="c1", state="parked", pending_keys=["k1", "k2"], age_ms=12.5),
+    Lagged(dropped=3),
+]
+
+
+def lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+def test_every_event_type_is_covered() -> None:
+    assert {e.type for e in ALL_EVENTS} == KNOWN_EVENT_TYPES
+
+
+def test_round_trip_of_every_event_type(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path) as writer:
+        for event in ALL_EVENTS:
+            writer.write(event)
+        assert writer.events_written == len(ALL_EVENTS)
+    assert writer.bytes_written == path.stat().st_size
+    assert list(read_capture(path)) == ALL_EVENTS
+
+
+def test_header_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    CaptureWriter(path, clock=lambda: 123.25).close()
+    header = orjson.loads(lines(path)[0])
+    assert header == {
+        "format": FORMAT_NAME,
+        "version": 1,
+        "created": 123.25,
+        "proxy_version": proxy.__version__,
+    }
+    with CaptureReader(path) as reader:
+        assert reader.header == header
+        assert list(reader) == []
+
+
+def test_parent_directory_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "run.jsonl"
+    with CaptureWriter(path) as writer:
+        writer.write(Lagged(dropped=1))
+        assert writer.path == path
+    assert list(read_capture(path)) == [Lagged(dropped=1)]
+
+
+def test_flush_makes_lines_visible_before_close(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    writer.write(Lagged(dropped=1))
+    writer.flush()
+    assert list(read_capture(path)) == [Lagged(dropped=1)]
+    writer.close()
+    writer.close()  # idempotent
+    with pytest.raises(CaptureError, match="closed"):
+        writer.write(Lagged(dropped=2))
+
+
+# -- header validation -----------------------------------------------------------------------
+
+
+def write_raw(path: Path, *rows: bytes) -> Path:
+    path.write_bytes(b"".join(rows))
+    return path
+
+
+def header(**over: object) -> bytes:
+    obj = {"format": FORMAT_NAME, "version": 1, "created": 1.0, "proxy_version": "0.1.0", **over}
+    return orjson.dumps(obj) + b"\n"
+
+
+def test_newer_version_is_refused_clearly(tmp_path: Path) -> None:
+    path = write_raw(
+        tmp_path / "new.jsonl", header(version=2), orjson.dumps({"type": "lagged", "dropped": 1})
+    )
+    with pytest.raises(CaptureFormatError, match=r"version 2 is newer.*upgrade") as info_:
+        list(read_capture(path))
+    assert info_.value.line == 1
+    assert str(path) in str(info_.value)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        header(format="something-else"),
+        b"not json at all\n",
+        b"[1, 2]\n",
+        header(version="1"),
+        header(version=0),
+    ],
+)
+def test_foreign_or_invalid_header_is_refused(tmp_path: Path, first: bytes) -> None:
+    path = write_raw(tmp_path / "x.jsonl", first)
+    with pytest.raises(CaptureFormatError, match=r"x\.jsonl:1: "):
+        CaptureReader(path)
+
+
+def test_empty_file_is_refused(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "empty.jsonl")
+    with pytest.raises(CaptureFormatError, match="empty"):
+        list(read_capture(path))
+
+
+def test_extra_header_fields_are_kept(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "x.jsonl", header(host="sidecar-1"))
+    with CaptureReader(path) as reader:
+        assert reader.header["host"] == "sidecar-1"
+
+
+# -- damage ----------------------------------------------------------------------------------
+
+
+def test_truncated_last_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path) as writer:
+        writer.write(message(1))
+        writer.write(message(2))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 25])  # killed mid-write
+    with CaptureReader(path) as reader:
+        events = list(reader)
+        assert reader.truncated
+    assert events == [message(1)]
+
+
+def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "x.jsonl", header(), orjson.dumps({"type": "lagged", "dropped": 4}))
+    with CaptureReader(path) as reader:
+        assert list(reader) == [Lagged(dropped=4)]
+        assert not reader.truncated
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b'{"type":"lagged","dropp\n', b"garbage\n", b'{"type":"lagged"}\n', b'{"no_type":1}\n', b"[]\n"],
+)
+def test_corrupt_middle_line_is_reported_with_its_number(tmp_path: Path, bad: bytes) -> None:
+    good = orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n"
+    path = write_raw(tmp_path / "x.jsonl", header(), good, good, bad, good)
+    reader = read_capture(path)
+    assert next(reader) == Lagged(dropped=1)
+    assert next(reader) == Lagged(dropped=1)
+    with pytest.raises(CaptureFormatError, match=r"x\.jsonl:4: corrupt event line") as err:
+        next(reader)
+    assert err.value.line == 4
+
+
+def test_corrupt_last_line_with_newline_is_an_error(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "x.jsonl", header(), b'{"type":"lagged","dr\n')
+    with pytest.raises(CaptureFormatError, match=":2: "):
+        list(read_capture(path))
+
+
+def test_unknown_event_types_from_a_newer_proxy_are_skipped(tmp_path: Path) -> None:
+    future = orjson.dumps({"type": "from_the_future", "x": 1}) + b"\n"
+    path = write_raw(
+        tmp_path / "x.jsonl", header(), future, orjson.dumps({"type": "lagged", "dropped": 2}) + b"\n"
+    )
+    with CaptureReader(path) as reader:
+        assert list(reader) == [Lagged(dropped=2)]
+        assert reader.skipped_unknown == 1
+
+
+def test_blank_lines_are_ignored(tmp_path: Path) -> None:
+    path = write_raw(
+        tmp_path / "x.jsonl", header(), b"\n", orjson.dumps({"type": "lagged", "dropped": 2}) + b"\n"
+    )
+    assert list(read_capture(path)) == [Lagged(dropped=2)]
+
+
+# -- appending to an existing file -----------------------------------------------------------
+
+
+def test_reopening_existing_capture_appends_without_second_header(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path) as writer:
+        writer.write(Lagged(dropped=1))
+    with CaptureWriter(path) as writer:
+        writer.write(Lagged(dropped=2))
+    assert sum(b'"format"' in line for line in lines(path)) == 1
+    assert list(read_capture(path)) == [Lagged(dropped=1), Lagged(dropped=2)]
+
+
+def test_appending_after_a_crash_cuts_the_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path) as writer:
+        writer.write(message(1))
+        writer.write(message(2))
+    data = path.read_bytes()
+    path.write_bytes(data[:-30])
+    with CaptureWriter(path) as writer:
+        writer.write(Lagged(dropped=9))
+    assert list(read_capture(path)) == [message(1), Lagged(dropped=9)]
+
+
+def test_a_torn_header_is_replaced(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "run.jsonl", header()[:20])
+    with CaptureWriter(path) as writer:
+        writer.write(Lagged(dropped=1))
+    assert list(read_capture(path)) == [Lagged(dropped=1)]
+
+
+@pytest.mark.parametrize(
+    "content", [b"precious user data\nline two\n", b"no newline here", header(version=2)]
+)
+def test_refuses_to_append_to_a_file_that_is_not_a_v1_capture(tmp_path: Path, content: bytes) -> None:
+    path = write_raw(tmp_path / "notes.txt", content)
+    with pytest.raises(CaptureError, match=r"refusing to append to .*notes\.txt"):
+        CaptureWriter(path)
+    assert path.read_bytes() == content
+
+
+# -- rotation --------------------------------------------------------------------------------
+
+
+def test_rotation_by_size_keeps_keep_files_each_with_a_header(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    one = len(orjson.dumps(message(1).model_dump(mode="json", exclude_none=True))) + 1
+    writer = CaptureWriter(path, max_bytes=3 * one + 200, keep=2)
+    writer.write(info())
+    for seq in range(1, 31):
+        writer.write(message(seq))
+    writer.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["run.jsonl", "run.jsonl.1", "run.jsonl.2"]
+    seen: list[int] = []
+    for name in ["run.jsonl.2", "run.jsonl.1", "run.jsonl"]:
+        file = tmp_path / name
+        assert file.stat().st_size <= 3 * one + 200
+        with CaptureReader(file) as reader:
+            assert reader.header["format"] == FORMAT_NAME
+            events = list(reader)
+        # Each file is readable on its own: it repeats the latest ProxyInfo first.
+        assert events[0] == info()
+        seen += [e.message.seq for e in events[1:] if isinstance(e, MessageRecorded)]
+    assert seen == list(range(seen[0], 31))  # newest files hold the newest events, in order
+    assert seen[0] > 1  # the oldest were deleted
+    assert writer.events_written > 31  # the ProxyInfo repeated at the top of each new file counts
+
+
+def test_rotation_with_keep_zero_keeps_only_the_current_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path, max_bytes=400, keep=0) as writer:
+        for seq in range(10):
+            writer.write(message(seq))
+    assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]
+    assert [e.message.seq for e in read_capture(path) if isinstance(e, MessageRecorded)] == [9]
+
+
+def test_an_event_larger_than_max_bytes_still_gets_written(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path, max_bytes=10, keep=3) as writer:
+        writer.write(message(1))
+        writer.write(message(2))
+    assert [e for e in read_capture(path)] == [message(2)]
+    assert list(read_capture(tmp_path / "run.jsonl.1")) == [message(1)]
+    assert not (tmp_path / "run.jsonl.2").exists()
+
+
+def test_a_new_proxy_info_is_not_duplicated_on_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path, max_bytes=10, keep=3) as writer:
+        writer.write(info("http://a/mcp"))
+        writer.write(info("http://b/mcp"))
+    assert list(read_capture(path)) == [info("http://b/mcp")]
+
+
+# -- reopen (external log rotation) ----------------------------------------------------------
+
+
+def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    writer.write(info())
+    writer.write(message(1))
+    path.rename(tmp_path / "run.jsonl.old")  # logrotate's rename; the writer still holds the old file
+    writer.write(message(2))  # still lands in the moved file
+    writer.reopen()
+    writer.write(message(3))
+    writer.close()
+    assert list(read_capture(tmp_path / "run.jsonl.old")) == [info(), message(1), message(2)]
+    assert lines(path)[0].startswith(b'{"format":"' + FORMAT_NAME.encode())
+    assert list(read_capture(path)) == [info(), message(3)]
+
+
+def test_reopen_in_place_appends(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    writer.write(Lagged(dropped=1))
+    writer.reopen()
+    writer.write(Lagged(dropped=2))
+    writer.close()
+    assert list(read_capture(path)) == [Lagged(dropped=1), Lagged(dropped=2)]
+    with pytest.raises(CaptureError, match="closed"):
+        writer.reopen()
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def test_unwritable_path_raises_capture_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    path = blocker / "run.jsonl"
+    with pytest.raises(CaptureError) as err:
+        CaptureWriter(path)
+    assert isinstance(err.value, OSError)
+    assert str(path.parent) in str(err.value)
+    assert err.value.path == path
+
+
+def test_directory_as_path_raises_capture_error(tmp_path: Path) -> None:
+    with pytest.raises(CaptureError, match=str(tmp_path)):
+        CaptureWriter(tmp_path)
+
+
+def test_missing_capture_raises_capture_error(tmp_path: Path) -> None:
+    with pytest.raises(CaptureError, match=r"missing\.jsonl"):
+        CaptureReader(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(("max_bytes", "keep"), [(-1, 5), (0, -1)])
+def test_bad_arguments(tmp_path: Path, max_bytes: int, keep: int) -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        CaptureWriter(tmp_path / "run.jsonl", max_bytes=max_bytes, keep=keep)

@@ -1,0 +1,531 @@
+"""Tests for `proxy.config`: the example file, layering with sources, errors, and `--print-config`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from proxy.config import (
+    ConfigError,
+    LoadedSettings,
+    Settings,
+    flag_name,
+    load_settings,
+    parse_host_port,
+    render_settings,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.toml"
+FIELDS = list(Settings.model_fields)
+SETTING_LINE = re.compile(r"^(?:# )?([a-z][a-z0-9_]*) = ")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def example_blocks() -> list[tuple[str, str, list[str]]]:
+    """(setting, doc text, setting lines) for each blank-line separated block after the header."""
+    blocks = EXAMPLE.read_text(encoding="utf-8").split("\n\n")[1:]
+    parsed = []
+    for block in blocks:
+        lines = block.strip("\n").splitlines()
+        start = next(i for i, line in enumerate(lines) if SETTING_LINE.match(line))
+        key = SETTING_LINE.match(lines[start])
+        assert key is not None
+        doc = " ".join(line.removeprefix("#").strip() for line in lines[:start])
+        parsed.append((key.group(1), doc, lines[start:]))
+    return parsed
+
+
+# --- the example file ------------------------------------------------------------------------------
+
+
+def test_example_config_parses_and_loads_to_exactly_the_defaults() -> None:
+    with EXAMPLE.open("rb") as handle:
+        tomllib.load(handle)
+
+    loaded = load_settings(config_path=EXAMPLE, env={})
+
+    assert loaded.settings == Settings()
+    in_file = {key for key, _doc, lines in example_blocks() if not lines[0].startswith("#")}
+    assert {name for name, source in loaded.sources.items() if source == f"file:{EXAMPLE}"} == in_file
+
+
+def test_example_config_mentions_every_setting_once_and_nothing_unknown() -> None:
+    keys = [key for key, _doc, _lines in example_blocks()]
+
+    assert sorted(keys) == sorted(FIELDS)
+    assert len(keys) == len(set(keys))
+
+
+def test_example_config_comments_each_setting_with_its_docstring() -> None:
+    for key, doc, _lines in example_blocks():
+        description = Settings.model_fields[key].description or ""
+        assert doc == " ".join(description.split()), key
+
+
+def test_example_config_comments_out_only_settings_whose_default_is_none() -> None:
+    defaults = Settings()
+    for key, _doc, lines in example_blocks():
+        assert lines[0].startswith("#") == (getattr(defaults, key) is None), key
+
+
+def test_example_values_of_commented_out_settings_are_valid_when_uncommented(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    uncommented = "\n".join(
+        line.removeprefix("# ") if SETTING_LINE.match(line) else line for line in text.splitlines()
+    )
+
+    loaded = load_settings(config_path=write(tmp_path, uncommented), env={})
+
+    assert loaded.settings.upstream is not None
+    assert loaded.settings.admin_token is not None
+
+
+def test_every_setting_has_a_docstring_description() -> None:
+    for name, info in Settings.model_fields.items():
+        assert info.description, name
+
+
+# --- layering and sources --------------------------------------------------------------------------
+
+
+def test_every_setting_comes_from_its_default_when_no_layer_sets_it() -> None:
+    loaded = load_settings(env={})
+
+    assert loaded.settings == Settings()
+    assert loaded.sources == dict.fromkeys(FIELDS, "default")
+
+
+def test_the_file_overrides_the_default(tmp_path: Path) -> None:
+    path = write(tmp_path, 'listen = "127.0.0.1:1001"\n')
+
+    loaded = load_settings(config_path=path, env={})
+
+    assert loaded.settings.listen == "127.0.0.1:1001"
+    assert loaded.sources["listen"] == f"file:{path}"
+    assert loaded.sources["admin"] == "default"
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, 'listen = "127.0.0.1:1001"\n')
+
+    loaded = load_settings(config_path=path, env={"MCP_PROXY_LISTEN": "127.0.0.1:1002"})
+
+    assert loaded.settings.listen == "127.0.0.1:1002"
+    assert loaded.sources["listen"] == "env:MCP_PROXY_LISTEN"
+
+
+def test_a_typed_flag_overrides_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, 'listen = "127.0.0.1:1001"\n')
+
+    loaded = load_settings(
+        config_path=path, env={"MCP_PROXY_LISTEN": "127.0.0.1:1002"}, flags={"listen": "127.0.0.1:1003"}
+    )
+
+    assert loaded.settings.listen == "127.0.0.1:1003"
+    assert loaded.sources["listen"] == "flag:--listen"
+
+
+def test_flag_sources_use_the_dashed_flag_spelling() -> None:
+    loaded = load_settings(env={}, flags={"upstream_timeout": 2.5})
+
+    assert (
+        loaded.sources["upstream_timeout"]
+        == "flag:--upstream-timeout"
+        == "flag:" + flag_name("upstream_timeout")
+    )
+
+
+def test_a_flag_passed_as_none_counts_as_not_typed() -> None:
+    loaded = load_settings(env={"MCP_PROXY_LISTEN": "127.0.0.1:1002"}, flags={"listen": None})
+
+    assert loaded.settings.listen == "127.0.0.1:1002"
+    assert loaded.sources["listen"] == "env:MCP_PROXY_LISTEN"
+
+
+def test_the_config_file_can_be_named_by_mcp_proxy_config(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_rounds = 3\n")
+
+    loaded = load_settings(env={"MCP_PROXY_CONFIG": str(path)})
+
+    assert loaded.settings.max_rounds == 3
+    assert loaded.sources["max_rounds"] == f"file:{path}"
+
+
+def test_an_explicit_config_path_wins_over_mcp_proxy_config(tmp_path: Path) -> None:
+    chosen = write(tmp_path, "max_rounds = 4\n")
+
+    loaded = load_settings(config_path=chosen, env={"MCP_PROXY_CONFIG": str(tmp_path / "absent.toml")})
+
+    assert loaded.settings.max_rounds == 4
+
+
+def test_environment_lists_are_comma_separated_and_header_names_lowercased() -> None:
+    loaded = load_settings(env={"MCP_PROXY_REDACT_HEADERS": "Authorization, X-Secret-Thing,,"})
+
+    assert loaded.settings.redact_headers == ["authorization", "x-secret-thing"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("true", True), ("1", True), ("YES", True), ("false", False), ("0", False), ("no", False)],
+)
+def test_environment_booleans_accept_true_false_one_zero_yes_no(text: str, expected: bool) -> None:
+    assert load_settings(env={"MCP_PROXY_TUI": text}).settings.tui is expected
+
+
+def test_environment_numbers_and_paths_are_converted_to_their_field_types() -> None:
+    loaded = load_settings(
+        env={
+            "MCP_PROXY_MAX_CHAINS": "7",
+            "MCP_PROXY_UPSTREAM_TIMEOUT": "1.5",
+            "MCP_PROXY_CAPTURE": "/tmp/cap.jsonl",
+        }
+    )
+
+    assert loaded.settings.max_chains == 7
+    assert loaded.settings.upstream_timeout == 1.5
+    assert loaded.settings.capture == Path("/tmp/cap.jsonl")
+
+
+def test_an_empty_environment_value_unsets_an_optional_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, 'upstream = "http://example.test/mcp"\n')
+
+    loaded = load_settings(config_path=path, env={"MCP_PROXY_UPSTREAM": ""})
+
+    assert loaded.settings.upstream is None
+    assert loaded.sources["upstream"] == "env:MCP_PROXY_UPSTREAM"
+
+
+def test_environment_variables_without_the_prefix_are_ignored() -> None:
+    assert load_settings(env={"PATH": "/bin", "LISTEN": "nonsense"}).settings == Settings()
+
+
+def test_choices_are_accepted_in_any_case() -> None:
+    assert load_settings(env={"MCP_PROXY_LOG_LEVEL": "DEBUG"}).settings.log_level == "debug"
+
+
+def test_settings_are_frozen_and_reject_unknown_fields() -> None:
+    settings = Settings()
+
+    with pytest.raises(ValidationError):
+        settings.listen = "127.0.0.1:1"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        Settings(listne="127.0.0.1:1")  # type: ignore[call-arg]
+
+
+def test_a_non_loopback_admin_api_is_allowed_with_a_token_or_when_disabled() -> None:
+    with_token = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_TOKEN": "t0k"})
+    disabled = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_ENABLED": "no"})
+
+    assert with_token.settings.admin == disabled.settings.admin == "0.0.0.0:9901"
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def test_a_bad_upstream_url_names_the_setting_and_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_UPSTREAM": "ftp://x"})
+
+    assert caught.value.setting == "upstream"
+    assert str(caught.value) == "upstream (env MCP_PROXY_UPSTREAM): not an http(s) URL: 'ftp://x'"
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "http://", "example.test/mcp", "http://host:99999/mcp", "mcp"])
+def test_an_upstream_that_is_not_an_http_url_with_a_host_is_rejected(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"upstream": url})
+
+    assert caught.value.setting == "upstream"
+    assert str(caught.value).startswith("upstream (flag --upstream): ")
+
+
+def test_a_bad_listen_address_names_the_setting_and_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, 'listen = "localhost"\n')
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "listen"
+    assert str(caught.value).startswith(f"listen (file {path}): expected HOST:PORT")
+
+
+def test_an_unknown_key_in_the_file_is_an_error_naming_key_and_file(tmp_path: Path) -> None:
+    path = write(tmp_path, 'listne = "127.0.0.1:1"\n')
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "listne"
+    assert str(caught.value) == f"unknown setting 'listne' in {path} (did you mean 'listen'?)"
+
+
+def test_a_table_in_the_file_is_an_unknown_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, '[logging]\nlevel = "info"\n')
+
+    with pytest.raises(ConfigError, match="unknown setting 'logging'"):
+        load_settings(config_path=path, env={})
+
+
+def test_an_unknown_mcp_proxy_variable_is_an_error_naming_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_LISTNE": "127.0.0.1:1"})
+
+    assert caught.value.setting == "listne"
+    assert (
+        str(caught.value) == "unknown environment variable MCP_PROXY_LISTNE (did you mean MCP_PROXY_LISTEN?)"
+    )
+
+
+def test_an_unknown_flag_is_an_error_naming_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"listne": "127.0.0.1:1"})
+
+    assert caught.value.setting == "listne"
+
+
+def test_an_unreadable_config_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "config"
+    assert str(caught.value) == f"cannot read config file {path}: No such file or directory"
+
+
+def test_invalid_toml_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "listen = \n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "config"
+    assert str(caught.value).startswith(f"invalid TOML in {path}: ")
+
+
+def test_a_config_file_that_is_not_utf8_is_invalid_toml(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b'listen = "\xff"\n')
+
+    with pytest.raises(ConfigError, match="invalid TOML in"):
+        load_settings(config_path=path, env={})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "capture_keep",
+        "capture_body_limit",
+        "max_body_bytes",
+        "max_chains",
+        "max_messages_per_chain",
+        "bus_queue_size",
+        "max_rounds",
+        "max_continuations",
+        "max_continuations_per_principal",
+        "upstream_connect_timeout",
+        "upstream_timeout",
+        "continuation_ttl",
+    ],
+)
+def test_a_bound_or_timeout_that_is_not_positive_names_the_setting(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, f"{name} = 0\n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == name
+    assert str(caught.value) == f"{name} (file {path}): input should be greater than 0, got 0"
+
+
+@pytest.mark.parametrize("name", ["capture_max_bytes", "drain_grace"])
+def test_settings_where_zero_means_never_accept_zero_but_not_less(name: str) -> None:
+    assert getattr(load_settings(env={}, flags={name: 0}).settings, name) == 0
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={name: -1})
+
+    assert caught.value.setting == name
+
+
+def test_a_non_numeric_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_MAX_CHAINS": "lots"})
+
+    assert caught.value.setting == "max_chains"
+    assert str(caught.value).startswith(
+        "max_chains (env MCP_PROXY_MAX_CHAINS): input should be a valid integer"
+    )
+
+
+def test_a_bad_boolean_in_the_environment_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_TUI": "maybe"})
+
+    assert caught.value.setting == "tui"
+    assert str(caught.value) == (
+        "tui (env MCP_PROXY_TUI): not a boolean (use true/false/1/0/yes/no): 'maybe'"
+    )
+
+
+def test_a_choice_outside_its_literals_names_the_setting() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"bridge": "sometimes"})
+
+    assert caught.value.setting == "bridge"
+    assert "'sometimes'" in str(caught.value)
+
+
+def test_an_empty_redaction_pattern_is_rejected_because_it_would_match_every_header(tmp_path: Path) -> None:
+    path = write(tmp_path, 'redact_header_patterns = ["token", " "]\n')
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "redact_header_patterns"
+
+
+def test_a_non_loopback_admin_api_without_a_token_names_admin_and_its_source() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901"})
+
+    assert caught.value.setting == "admin"
+    assert str(caught.value).startswith("admin (env MCP_PROXY_ADMIN): ")
+    assert "admin_token" in str(caught.value)
+
+
+def test_a_malformed_secret_is_never_echoed_in_the_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "state_key = 123456789\n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == "state_key"
+    assert "123456789" not in str(caught.value)
+
+
+# --- host:port -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        ("localhost:0", ("localhost", 0)),
+        ("0.0.0.0:9901", ("0.0.0.0", 9901)),
+        ("[::1]:8080", ("::1", 8080)),
+        ("[::]:65535", ("::", 65535)),
+        ("proxy_sidecar.internal:80", ("proxy_sidecar.internal", 80)),
+    ],
+)
+def test_parse_host_port_splits_host_and_port_and_unbrackets_ipv6(
+    text: str, expected: tuple[str, int]
+) -> None:
+    assert parse_host_port(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["8080", ":8080", "::1:8080", "[::1]8080", "[nope]:80", "host:", "host:65536", "host:-1", "a b:1"]
+)
+def test_parse_host_port_rejects_what_is_not_host_colon_port(text: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(repr(text))):
+        parse_host_port(text)
+
+
+# --- --print-config --------------------------------------------------------------------------------
+
+
+def test_render_settings_prints_one_line_per_setting_with_its_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_chains = 42\n")
+    loaded = load_settings(
+        config_path=path, env={"MCP_PROXY_LOG_LEVEL": "debug"}, flags={"upstream": "http://u.test/mcp"}
+    )
+
+    lines = render_settings(loaded).splitlines()
+
+    assert [line.split(" = ")[0] for line in lines] == FIELDS
+    assert "max_chains = 42" in lines[FIELDS.index("max_chains")]
+    assert lines[FIELDS.index("max_chains")].endswith(f"# file:{path}")
+    assert lines[FIELDS.index("log_level")].startswith('log_level = "debug"')
+    assert lines[FIELDS.index("log_level")].endswith("# env:MCP_PROXY_LOG_LEVEL")
+    assert lines[FIELDS.index("upstream")].startswith('upstream = "http://u.test/mcp"')
+    assert lines[FIELDS.index("upstream")].endswith("# flag:--upstream")
+    assert lines[FIELDS.index("tui")].startswith("tui = false")
+
+
+def test_render_settings_aligns_the_source_comments_except_after_overlong_values() -> None:
+    lines = render_settings(load_settings(env={})).splitlines()
+
+    setting_parts = [line.rsplit("    # ", 1)[0].rstrip() for line in lines]
+    columns = {
+        line.index("    # ") for line, part in zip(lines, setting_parts, strict=True) if len(part) <= 60
+    }
+
+    assert len(columns) == 1
+    overlong = [(line, part) for line, part in zip(lines, setting_parts, strict=True) if len(part) > 60]
+    assert [line for line, part in overlong] == [f"{part}    # default" for line, part in overlong]
+    assert overlong, "the default redaction lists are long enough to exercise the cap"
+
+
+def test_render_settings_never_prints_a_secret_value() -> None:
+    loaded = load_settings(
+        env={"MCP_PROXY_STATE_KEY": "hunter2-state-key"}, flags={"admin_token": SecretStr("hunter2-admin")}
+    )
+
+    text = render_settings(loaded)
+
+    assert "hunter2" not in text
+    lines = text.splitlines()
+    assert lines[FIELDS.index("state_key")].startswith('state_key = "<set>"')
+    assert lines[FIELDS.index("state_key")].endswith("# env:MCP_PROXY_STATE_KEY")
+    assert lines[FIELDS.index("admin_token")].startswith('admin_token = "<set>"')
+    assert loaded.settings.admin_token is not None
+    assert loaded.settings.admin_token.get_secret_value() == "hunter2-admin"
+
+
+def test_render_settings_shows_unset_optional_settings_as_unset() -> None:
+    lines = render_settings(load_settings(env={})).splitlines()
+
+    assert lines[FIELDS.index("state_key")].startswith("state_key = unset")
+    assert lines[FIELDS.index("upstream")].startswith("upstream = unset")
+
+
+def test_render_settings_of_hand_built_settings_calls_missing_sources_default() -> None:
+    text = render_settings(LoadedSettings(settings=Settings(), sources={}))
+
+    assert all(line.endswith("# default") for line in text.splitlines())
+
+
+# --- hygiene ---------------------------------------------------------------------------------------
+
+
+def test_importing_config_loads_no_aiohttp_structlog_or_textual() -> None:
+    code = (
+        "import sys, proxy, proxy.config; "
+        "print(proxy.__file__); "
+        "print(sorted(m for m in ('aiohttp', 'structlog', 'textual') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+        cwd=EXAMPLE.parent,
+    )
+
+    proxy_file, loaded = result.stdout.splitlines()
+    assert Path(proxy_file).resolve().parent == EXAMPLE.parent / "proxy"
+    assert loaded == "[]"
