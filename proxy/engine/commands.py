@@ -71,3 +71,92 @@ class Log:
 Command = (
     SendUpstream | StartClientResponse | RelayBody | RespondToClient | CloseUpstream | EndClientResponse | Log
 )
+
+
+# -- message-level commands used by the bridges ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SendLeg:
+    """POST `message` to the upstream endpoint as leg `leg`, on behalf of client exchange `exchange`.
+
+    The transport reports the answer as LegResponded, then LegMessage per message, then LegEnded or
+    LegFailed. `headers` are the complete request headers (the transport adds only Host and length).
+    """
+
+    leg: str
+    exchange: str
+    headers: tuple[tuple[str, str], ...]
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLegStream:
+    """Open a GET SSE stream upstream as leg `leg` (legacy server-initiated traffic)."""
+
+    leg: str
+    exchange: str
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLeg:
+    """Abort leg `leg` (close its connection); to a 2026-07-28 server this is a cancellation."""
+
+    leg: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyJson:
+    """Answer client exchange `exchange` with one complete response (JSON body, or empty when None)."""
+
+    exchange: str
+    status: int
+    message: dict[str, Any] | None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StartSse:
+    """Start an SSE response on client exchange `exchange` (head only; events follow as SendSse)."""
+
+    exchange: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SendSse:
+    """Write one message as an SSE event on client exchange `exchange` (after StartSse)."""
+
+    exchange: str
+    message: dict[str, Any]
+    event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartTimer:
+    """Fire TimerFired(timer) after `seconds` (replaces a running timer of the same name)."""
+
+    timer: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    """Stop timer `timer` if it is running."""
+
+    timer: str
+
+
+BridgeCommand = (
+    SendLeg
+    | OpenLegStream
+    | CloseLeg
+    | ReplyJson
+    | StartSse
+    | SendSse
+    | EndClientResponse
+    | StartTimer
+    | CancelTimer
+    | Log
+)

@@ -73,3 +73,46 @@ EngineEvent = (
     | ClientDisconnected
     | TimerFired
 )
+
+
+# -- message-level events used by the bridges: an upstream *leg* is one HTTP request the proxy made
+# -- upstream on behalf of a client exchange (a bridge may make several legs per client request).
+
+
+@dataclass(frozen=True, slots=True)
+class LegResponded:
+    """The upstream answered leg `leg` with this HTTP head (the body follows as LegMessage events)."""
+
+    leg: str
+    status: int
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LegMessage:
+    """One JSON-RPC message arrived on leg `leg` (a JSON body, or one SSE event of its stream)."""
+
+    leg: str
+    message: Message
+    sse_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegEnded:
+    """Leg `leg`'s response body ended normally (after its messages)."""
+
+    leg: str
+
+
+@dataclass(frozen=True, slots=True)
+class LegFailed:
+    """Leg `leg` could not be sent, timed out, or its stream was cut (`reason`: unreachable|timeout|cut)."""
+
+    leg: str
+    reason: str
+    detail: str = ""
+
+
+BridgeEvent = (
+    ClientRequestReceived | ClientDisconnected | LegResponded | LegMessage | LegEnded | LegFailed | TimerFired
+)

@@ -1,0 +1,75 @@
+"""Run one test peer: ``python -m tests.peers.serve KIND [--port N] [--no-seal]``.
+
+Tests run peers as subprocesses (see ``tests.peers.runner``) so that a real HTTP server with its own
+event loop sits on the other side of the proxy, exactly as in production. The process binds
+127.0.0.1 only (``--port 0`` picks a free port), prints exactly one line ``READY <port>`` on stdout
+once the app's lifespan has started and the socket is accepting connections, and serves ``/mcp``
+until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+
+import uvicorn
+
+from tests.peers.apps import KINDS, build_app
+
+HOST = "127.0.0.1"
+
+
+class _ReadyServer(uvicorn.Server):
+    """A uvicorn server that announces its port once it is really listening."""
+
+    def __init__(self, config: uvicorn.Config, port: int) -> None:
+        super().__init__(config)
+        self._port = port
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:  # startup failures (e.g. lifespan errors) set should_exit
+            sys.stdout.write(f"READY {self._port}\n")
+            sys.stdout.flush()
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, bind the socket, and serve until a termination signal."""
+    parser = argparse.ArgumentParser(prog="python -m tests.peers.serve", description=__doc__)
+    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
+    parser.add_argument("--no-seal", action="store_true", help="MRTR kinds: send requestState as plain JSON")
+    parser.add_argument("--log-level", default="warning", help="uvicorn log level (stderr)")
+    args = parser.parse_args(argv)
+
+    sock = _bind(args.port)
+    port = sock.getsockname()[1]
+    app = build_app(args.kind, seal_state=not args.no_seal)
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        access_log=False,
+        lifespan="on",
+        # Open SSE streams must not hold shutdown hostage.
+        timeout_graceful_shutdown=2,
+    )
+    server = _ReadyServer(config, port)
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
