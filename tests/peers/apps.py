@@ -575,7 +575,8 @@ async def _mrtr_ask_two_at_once(
         missing["llm"] = _sampling_request(LLM_QUESTION)
     if missing:
         return _input_required(ctx, missing)
-    assert name is not None and sampled is not None
+    assert name is not None
+    assert sampled is not None
     return _text(f"name={_field(name, 'name')} llm={_sampled_text(sampled)}")
 
 

@@ -160,14 +160,13 @@ class PeerServer:
     def stop(self) -> None:
         """Terminate the peer (SIGTERM, then SIGKILL after the stop timeout); idempotent."""
         process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=self._stop_timeout)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=self._stop_timeout)
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self._stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=self._stop_timeout)
         if self._drain_thread is not None:
             self._drain_thread.join(timeout=self._stop_timeout)
             self._drain_thread = None

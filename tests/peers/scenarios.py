@@ -56,6 +56,8 @@ ROOT_URI: Final = "file:///home/u/proj"
 ROOT_NAME: Final = "proj"
 
 HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=60.0)
+DEFAULT_READ_TIMEOUT: Final = 30.0
+"""Seconds a client waits for any one response (below pytest's 60 s per-test timeout)."""
 
 
 @dataclass
@@ -128,8 +130,9 @@ def _callbacks(log: CallbackLog, elicit_action: ElicitAction) -> dict[str, Any]:
 class PinnedLegacyClient(Client):
     """A `Client` whose ``initialize`` offers `handshake_version` instead of the SDK's newest.
 
-    Construct with ``mode="legacy"``. The capability ad follows the pinned version: before
-    2025-11-25 elicitation is the bare ``{}`` (form only), as a client of that era declares it.
+    Construct with ``mode="legacy"``. The capability ad follows the pinned version: at
+    2025-06-18 elicitation is the bare ``{}`` (form only), before that it is absent, as a client of
+    that era declares it (its elicitation callback still answers whatever the server sends).
     """
 
     handshake_version: str = LATEST_HANDSHAKE_VERSION
@@ -141,7 +144,9 @@ class PinnedLegacyClient(Client):
         async def initialize() -> types.InitializeResult:
             capabilities = session._build_capabilities(version)
             if version != "2025-11-25" and capabilities.elicitation is not None:
-                capabilities = capabilities.model_copy(update={"elicitation": types.ElicitationCapability()})
+                # 2025-06-18 knows only the bare form-mode `{}`; older versions have no elicitation.
+                elicitation = types.ElicitationCapability() if version == "2025-06-18" else None
+                capabilities = capabilities.model_copy(update={"elicitation": elicitation})
             result = await session.send_request(
                 types.InitializeRequest(
                     params=types.InitializeRequestParams(
@@ -172,6 +177,7 @@ async def client_for(
     log: CallbackLog | None = None,
     elicit_action: ElicitAction = "accept",
     log_level: types.LoggingLevel | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
 ) -> AsyncIterator[Client]:
     """A connected SDK `Client` for `url` with the recording callbacks installed.
 
@@ -179,7 +185,9 @@ async def client_for(
     to pin (``"2025-06-18"``, ...). `headers` are sent on every HTTP request. `log` (created when
     omitted; pass one to read it) records the callbacks. `log_level` opts in to log messages:
     ``logging/setLevel`` after the handshake on legacy connections, the per-request ``_meta``
-    opt-in on 2026-07-28. Response caching is off so every call reaches the wire.
+    opt-in on 2026-07-28. `read_timeout` bounds each request (a hung peer or proxy fails the call
+    with an error instead of stalling until the test timeout). Response caching is off so every
+    call reaches the wire.
     """
     log = log if log is not None else CallbackLog()
     callbacks = _callbacks(log, elicit_action)
@@ -188,11 +196,24 @@ async def client_for(
         client: Client
         if mode in HANDSHAKE_PROTOCOL_VERSIONS and mode != LATEST_HANDSHAKE_VERSION:
             client = PinnedLegacyClient(
-                transport, mode="legacy", handshake_version=mode, cache=None, log_level=log_level, **callbacks
+                transport,
+                mode="legacy",
+                handshake_version=mode,
+                cache=None,
+                log_level=log_level,
+                read_timeout_seconds=read_timeout,
+                **callbacks,
             )
         else:
             client_mode = "legacy" if mode == LATEST_HANDSHAKE_VERSION else mode
-            client = Client(transport, mode=client_mode, cache=None, log_level=log_level, **callbacks)
+            client = Client(
+                transport,
+                mode=client_mode,
+                cache=None,
+                log_level=log_level,
+                read_timeout_seconds=read_timeout,
+                **callbacks,
+            )
         async with client:
             if log_level is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 with warnings.catch_warnings():
@@ -409,6 +430,7 @@ async def run_scenario(
     headers: dict[str, str] | None = None,
     elicit_action: ElicitAction = "accept",
     log_level: types.LoggingLevel | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
 ) -> dict[str, Any]:
     """Run `scenario` on a fresh client for `url` and return the normalized outcome.
 
@@ -425,7 +447,13 @@ async def run_scenario(
         log_level = "info"
     log = CallbackLog()
     async with client_for(
-        url, mode, headers=headers, log=log, elicit_action=elicit_action, log_level=log_level
+        url,
+        mode,
+        headers=headers,
+        log=log,
+        elicit_action=elicit_action,
+        log_level=log_level,
+        read_timeout=read_timeout,
     ) as client:
         result = await SCENARIOS[scenario](client, log)
     out: dict[str, Any] = {

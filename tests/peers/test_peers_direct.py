@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.peers.runner import PeerServer, arun_peer, run_peer
-from tests.peers.scenarios import SCENARIOS, client_for, expected_result, run_scenario
+from tests.peers.scenarios import SCENARIOS, ElicitAction, client_for, expected_result, run_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -28,6 +28,19 @@ ALL_SCENARIOS = sorted(SCENARIOS)
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def _mcp_error(exc: BaseException) -> MCPError:
+    """The `MCPError` inside `exc`, unwrapping (nested) exception groups."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            try:
+                return _mcp_error(inner)
+            except LookupError:
+                continue
+    raise LookupError(f"no MCPError in {exc!r}") from exc
 
 
 def _modern_headers(method: str, name: str | None = None) -> dict[str, str]:
@@ -92,12 +105,14 @@ async def test_scenario_dual_era_defaults(
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_refused_elicitation_agrees(legacy_server: PeerServer, modern_server: PeerServer, action: str) -> None:
-    inflight = await run_scenario(legacy_server.url, "legacy", "ask_twice", elicit_action=action)  # type: ignore[arg-type]
-    mrtr = await run_scenario(modern_server.url, MODERN, "ask_twice", elicit_action=action)  # type: ignore[arg-type]
+async def test_refused_elicitation_agrees(
+    legacy_server: PeerServer, modern_server: PeerServer, action: ElicitAction
+) -> None:
+    inflight = await run_scenario(legacy_server.url, "legacy", "ask_twice", elicit_action=action)
+    mrtr = await run_scenario(modern_server.url, MODERN, "ask_twice", elicit_action=action)
     assert inflight == mrtr
     assert inflight["result"]["content"] == [f"name=({action}) color=({action})"]
-    name = await run_scenario(modern_server.url, MODERN, "ask_name", elicit_action=action)  # type: ignore[arg-type]
+    name = await run_scenario(modern_server.url, MODERN, "ask_name", elicit_action=action)
     assert name["result"]["content"] == [f"No name ({action})"]
 
 
@@ -143,14 +158,20 @@ async def test_pinned_version_is_on_the_wire(legacy_server: PeerServer) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "r", "version": "0"}},
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "r", "version": "0"},
+            },
         }
         async with http.stream("POST", legacy_server.url, json=init, headers=ACCEPT) as response:
             assert response.status_code == 200
             messages = [m async for m in _sse_messages(response)]
             session_id = response.headers["mcp-session-id"]
         assert messages[0]["result"]["protocolVersion"] == "2025-06-18"
-        await http.delete(legacy_server.url, headers={"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"})
+        await http.delete(
+            legacy_server.url, headers={"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -179,7 +200,11 @@ async def test_modern_only_refuses_initialize_get_and_delete(modern_server: Peer
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
     }
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(modern_server.url, json=init, headers=ACCEPT)
@@ -197,10 +222,11 @@ async def test_modern_only_refuses_initialize_get_and_delete(modern_server: Peer
             response = await http.request(method, modern_server.url, headers={"accept": "text/event-stream"})
             assert response.status_code == 405
             assert response.headers["allow"] == "POST"
-    with pytest.raises(MCPError) as refused:
+    # The failed handshake surfaces from the client's task groups, wrapped in exception groups.
+    with pytest.raises(BaseException) as refused:  # noqa: PT011 - unwrapped below
         async with Client(modern_server.url, mode="legacy", cache=None):
             pass
-    assert refused.value.error.code == types.UNSUPPORTED_PROTOCOL_VERSION
+    assert _mcp_error(refused.value).error.code == types.UNSUPPORTED_PROTOCOL_VERSION
 
 
 async def test_modern_only_serves_2026_posts(modern_server: PeerServer) -> None:
@@ -235,14 +261,23 @@ async def test_inflight_request_rides_the_originating_post_stream(legacy_server:
         headers = {**ACCEPT, **session}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert (await http.post(legacy_server.url, json=initialized, headers=headers)).status_code == 202
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "ask_name", "arguments": {}},
+        }
         async with http.stream("POST", legacy_server.url, json=call, headers=headers) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             messages = _sse_messages(response)
             nested = await anext(messages)
             assert nested["method"] == "elicitation/create"
             assert nested["params"]["message"] == "What is your name?"
-            answer = {"jsonrpc": "2.0", "id": nested["id"], "result": {"action": "accept", "content": {"name": "raw"}}}
+            answer = {
+                "jsonrpc": "2.0",
+                "id": nested["id"],
+                "result": {"action": "accept", "content": {"name": "raw"}},
+            }
             assert (await http.post(legacy_server.url, json=answer, headers=headers)).status_code == 202
             final = await anext(messages)
         assert final["id"] == 2
@@ -315,9 +350,14 @@ async def test_dual_era_default_does_not_mix_styles(
         with pytest.raises(MCPError) as invalid:
             await client.call_tool("ask_name", {})
     assert invalid.value.error.code == types.INTERNAL_ERROR
-    async with client_for(dual_inflight_server.url, MODERN) as client:
-        result = await client.call_tool("ask_name", {})
-    assert result.is_error
+    # A low-level handler's NoBackChannelError is an MCPError, so it reaches the wire as a JSON-RPC
+    # error (-32600), not as an isError tool result; the client re-raises it from its task group.
+    with pytest.raises(BaseException) as no_back_channel:  # noqa: PT011 - unwrapped below
+        async with client_for(dual_inflight_server.url, MODERN) as client:
+            await client.call_tool("ask_name", {})
+    error = _mcp_error(no_back_channel.value).error
+    assert error.code == types.INVALID_REQUEST
+    assert "no back-channel" in error.message
 
 
 # ------------------------------------------------------------------------------------------
@@ -336,7 +376,8 @@ def _alive(pid: int) -> bool:
 def test_run_peer_stops_its_process() -> None:
     with run_peer("legacy-inflight") as peer:
         pid = peer.pid
-        assert pid is not None and _alive(pid)
+        assert pid is not None
+        assert _alive(pid)
         assert peer.url == f"http://127.0.0.1:{peer.port}/mcp"
     assert not _alive(pid)
 
