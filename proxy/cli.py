@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from proxy import __version__
 from proxy.config import ConfigError, LoadedSettings, Settings, flag_name, load_settings, render_settings
+from proxy.record.capture import CaptureError
 
 
 def _flag_type(annotation: Any) -> Any:
@@ -101,6 +102,9 @@ def run_proxy(settings: Settings) -> int:
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
         return asyncio.run(_serve(Proxy(settings)))
+    except CaptureError as exc:  # an OSError too, but the file is at fault, not the listener
+        print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """The event bus: fans flow events out to subscribers, each on its own bounded queue.
 
-Publishing never waits. A subscriber that falls behind loses events, and the next thing it reads is a
-`Lagged` marker saying how many; traffic is never slowed by an observer.
+Publishing never waits. A subscriber that falls behind loses events; it reads what was queued before the
+gap, then a `Lagged` marker saying how many were lost there, then what came after. Traffic is never
+slowed by an observer.
 """
 
 from __future__ import annotations
@@ -31,18 +32,22 @@ class Subscription:
             self._pending_drops += 1
             self.dropped_total += 1
             return
+        if self._pending_drops:
+            # The marker sits where the gap is, so a reader never takes earlier events for later ones.
+            self._queue.append(Lagged(dropped=self._pending_drops))
+            self._pending_drops = 0
         self._queue.append(event)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     def get_nowait(self) -> FlowEvent | None:
-        """The next event (a Lagged marker first if events were dropped), or None when empty."""
+        """The next event (a Lagged marker where events were dropped), or None when empty."""
+        if self._queue:
+            return self._queue.popleft()
         if self._pending_drops:
             dropped, self._pending_drops = self._pending_drops, 0
             return Lagged(dropped=dropped)
-        if self._queue:
-            return self._queue.popleft()
         return None
 
     async def get(self) -> FlowEvent:

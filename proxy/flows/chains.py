@@ -155,6 +155,7 @@ class ChainBuilder:
         self._retries: _BoundedMap = _BoundedMap()
         self._session_init: _BoundedMap = _BoundedMap()
         self._session_names: _BoundedMap = _BoundedMap()
+        self._changed: dict[str, Chain] | None = None
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -215,7 +216,30 @@ class ChainBuilder:
         sse_id: str | None = None,
         note: str | None = None,
     ) -> str | None:
-        """Record one message seen on an exchange; returns the chain it joined."""
+        """Record one message seen on an exchange; returns the chain it joined.
+
+        Headline changes the message causes are announced after the message itself, so the last
+        ChainChanged of a chain already counts its final message.
+        """
+        self._changed = {}
+        try:
+            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
+        finally:
+            changed, self._changed = self._changed, None
+            for chain in changed.values():
+                self._emit_changed(chain)
+
+    def _message(
+        self,
+        exchange_id: str,
+        msg: Message,
+        size: int,
+        direction: Direction,
+        channel: Channel,
+        side: Side,
+        sse_id: str | None,
+        note: str | None,
+    ) -> str | None:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return None
@@ -258,6 +282,8 @@ class ChainBuilder:
         for ident, chain_id in ex.requests.items():
             if ident in ex.answered:
                 continue
+            if self._requests.get((ex.session, ident)) == chain_id:  # no answer can come any more
+                del self._requests[(ex.session, ident)]
             chain = self.store.get(chain_id)
             if chain is None or chain.summary.status in (ChainStatus.OK, ChainStatus.ERROR):
                 continue
@@ -317,6 +343,8 @@ class ChainBuilder:
             sse_id=None,
             note=problem,
         )
+        # Nothing can answer it into success; without this it would stay pending for ever.
+        self._finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
 
     @property
@@ -343,6 +371,7 @@ class ChainBuilder:
                 chain = self._open_chain(
                     ex, method=msg.method, name=target_name(msg.method, msg.params), ident=msg.id
                 )
+                chain.signature = self._signature(msg.method, msg.params)
                 self._adopt_client_info(chain, ex, msg)
             else:
                 self._attach(chain, ex)
@@ -350,6 +379,7 @@ class ChainBuilder:
                 chain.summary.jsonrpc_id = msg.id
                 self._stop_waiting(chain)
                 chain.summary.status = ChainStatus.PENDING
+                self._emit_changed(chain)
             ex.requests[msg.id] = chain.summary.id
             self._requests[(ex_key, msg.id)] = chain.summary.id
             return chain.summary.id
@@ -367,12 +397,14 @@ class ChainBuilder:
                     self._stop_waiting(chain)
                     if chain.summary.status is ChainStatus.WAITING_CLIENT:
                         chain.summary.status = ChainStatus.PENDING
+                        self._emit_changed(chain)
             return chain.summary.id
         if msg.kind is Kind.NOTIFICATION:
             return self._client_notification(ex, msg).summary.id
         chain = self._open_chain(ex, method=msg.method, name=None, ident=msg.id)
         chain.summary.invalid = True
         chain.summary.notes.append(f"invalid message: {msg.problem}")
+        self._finish(chain, ChainStatus.ERROR, f"invalid message: {msg.problem}", self._clock())
         return chain.summary.id
 
     def _client_notification(self, ex: _Exchange, msg: Message) -> Chain:
@@ -416,6 +448,7 @@ class ChainBuilder:
                     chain.waiting_on += 1
                     self._start_waiting(chain, now)
                     chain.summary.status = ChainStatus.WAITING_CLIENT
+                    self._emit_changed(chain)
         if msg.kind is Kind.INVALID and chain_id:
             chain = self.store.get(chain_id)
             if chain is not None:
@@ -453,11 +486,10 @@ class ChainBuilder:
         requests = result.get("inputRequests")
         keys = frozenset(requests) if isinstance(requests, dict) else frozenset()
         state = result.get("requestState")
-        first = chain.messages[0] if chain.messages else None
-        params = first.body.get("params", {}) if first is not None and isinstance(first.body, dict) else {}
         expectation = _RetryExpectation(
             chain_id=chain.summary.id,
-            signature=self._signature(chain.summary.method, params if isinstance(params, dict) else {}),
+            # from the request as sent: the recorded copy may be redacted or truncated
+            signature=chain.signature or self._signature(chain.summary.method, {}),
             input_keys=keys,
             state_digest=digest(state) if isinstance(state, str) else None,
         )
@@ -648,6 +680,9 @@ class ChainBuilder:
         self._emit_changed(chain)
 
     def _emit_changed(self, chain: Chain) -> None:
+        if self._changed is not None:  # inside message(): announced once the message is recorded
+            self._changed[chain.summary.id] = chain
+            return
         self._sink(ChainChanged(chain=chain.summary.model_copy()))
 
     def _session_event(

@@ -24,6 +24,8 @@ class Chain:
     wait_started: float | None = None
     waiting_on: int = 0
     rewrites: list[tuple[int, int]] = field(default_factory=list)
+    signature: tuple[str, str | None, str] | None = None
+    """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""
 
     def add(self, record: MessageRecord) -> None:
         """Append a message, counting (not keeping) those past the bound."""

@@ -46,7 +46,7 @@ class Upstream:
         base = self.base_path
         if base in ("", "/") or client_path == base or client_path.startswith(base.rstrip("/") + "/"):
             return client_path
-        if client_path in ("", "/"):
+        if client_path in ("", "/", base.rstrip("/")):
             return base
         return base.rstrip("/") + client_path
 

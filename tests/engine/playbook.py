@@ -1,0 +1,45 @@
+"""Playbook: a scripted conversation with any sans-IO engine (`handle(event) -> list[command]`).
+
+`Playbook(engine) >> event << command << command >> event ...` reads like a sequence diagram;
+asserting it feeds the events in order and compares each step's commands with the expected list,
+exactly. Use `unittest.mock.ANY` for a field a test does not care about (a log line's fields, say).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Engine(Protocol):
+    """Anything with the sans-IO engine shape."""
+
+    def handle(self, event: Any) -> list[Any]: ...
+
+
+@dataclass
+class Playbook:
+    """Events fed in order, each answered by an exact list of commands."""
+
+    engine: Engine
+    steps: list[tuple[Any, list[Any]]] = field(default_factory=list)
+
+    def __rshift__(self, event: Any) -> Playbook:
+        self.steps.append((event, []))
+        return self
+
+    def __lshift__(self, command: Any) -> Playbook:
+        assert self.steps, "a command must follow an event"
+        self.steps[-1][1].append(command)
+        return self
+
+    def __bool__(self) -> bool:
+        for number, (event, expected) in enumerate(self.steps, 1):
+            actual = self.engine.handle(event)
+            if actual != expected:
+                lines = [f"step {number}: {event!r}", "expected:"]
+                lines += [f"  {c!r}" for c in expected] or ["  (nothing)"]
+                lines += ["actual:"] + ([f"  {c!r}" for c in actual] or ["  (nothing)"])
+                raise AssertionError("\n".join(lines))
+        self.steps.clear()
+        return True

@@ -1,0 +1,170 @@
+"""The event bus: publishing never waits, each subscriber has its own bounded queue and lag marker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from proxy.flows.bus import EventBus, Subscription
+from proxy.flows.events import FlowEvent, Lagged, SessionChanged
+
+
+def ev(n: int) -> SessionChanged:
+    """A small, distinguishable flow event."""
+    return SessionChanged(ts=float(n), session=f"s{n}", state="opened")
+
+
+def drain(sub: Subscription) -> list[FlowEvent]:
+    out: list[FlowEvent] = []
+    while (event := sub.get_nowait()) is not None:
+        out.append(event)
+    return out
+
+
+def test_publish_returns_at_once_even_when_a_subscriber_never_reads() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("stuck", maxsize=3)
+
+    for n in range(10_000):
+        bus.publish(ev(n))
+
+    assert bus.published == 10_000
+    assert len(sub) == 3
+    assert sub.dropped_total == 9_997
+    assert bus.dropped_total == 9_997
+
+
+def test_a_lagging_subscriber_reads_a_lagged_marker_where_the_gap_is_then_the_next_event() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("slow", maxsize=2)
+    for n in range(1, 6):
+        bus.publish(ev(n))
+
+    assert sub.get_nowait() == ev(1)
+    bus.publish(ev(6))
+
+    assert drain(sub) == [ev(2), Lagged(dropped=3), ev(6)]
+    assert sub.dropped_total == 3
+
+
+def test_drops_at_the_end_of_the_queue_are_reported_once_the_queue_is_read() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("slow", maxsize=1)
+    for n in range(1, 4):
+        bus.publish(ev(n))
+
+    assert drain(sub) == [ev(1), Lagged(dropped=2)]
+    assert drain(sub) == []
+
+
+def test_each_gap_gets_its_own_marker() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("slow", maxsize=1)
+
+    bus.publish(ev(1))
+    bus.publish(ev(2))
+    assert sub.get_nowait() == ev(1)
+    bus.publish(ev(3))
+    bus.publish(ev(4))
+    bus.publish(ev(5))
+
+    assert drain(sub) == [Lagged(dropped=1), ev(3), Lagged(dropped=2)]
+
+
+def test_subscribers_are_independent_a_slow_one_never_costs_a_fast_one_events() -> None:
+    bus = EventBus()
+    fast = bus.subscribe("fast", maxsize=100)
+    slow = bus.subscribe("slow", maxsize=1)
+
+    for n in range(5):
+        bus.publish(ev(n))
+
+    assert drain(fast) == [ev(n) for n in range(5)]
+    assert drain(slow) == [ev(0), Lagged(dropped=4)]
+    assert fast.dropped_total == 0
+
+
+def test_a_subscriber_without_a_size_uses_the_bus_default() -> None:
+    bus = EventBus(default_maxsize=7)
+
+    assert bus.subscribe("a").maxsize == 7
+    assert bus.subscribe("b", maxsize=2).maxsize == 2
+
+
+async def test_iteration_yields_events_as_they_are_published() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("reader")
+    got: list[FlowEvent] = []
+    reading = asyncio.Event()
+
+    async def read_two() -> None:
+        reading.set()  # the reader parks on the empty queue before the test resumes
+        async for event in sub:
+            got.append(event)
+            if len(got) == 2:
+                return
+
+    async with asyncio.timeout(5):
+        async with asyncio.TaskGroup() as group:
+            group.create_task(read_two())
+            await reading.wait()
+            bus.publish(ev(1))
+            bus.publish(ev(2))
+
+    assert got == [ev(1), ev(2)]
+
+
+async def test_close_ends_iteration_after_the_queue_drains() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("reader")
+    bus.publish(ev(1))
+    sub.close()
+    bus.publish(ev(2))
+
+    async with asyncio.timeout(5):
+        got = [event async for event in sub]
+
+    assert got == [ev(1)]
+    assert bus.subscribers == []
+
+
+async def test_close_wakes_a_reader_waiting_on_an_empty_queue() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("reader")
+
+    reading = asyncio.Event()
+
+    async def read_all() -> list[FlowEvent]:
+        reading.set()  # the reader parks on the empty queue before the test resumes
+        return [event async for event in sub]
+
+    async with asyncio.timeout(5):
+        async with asyncio.TaskGroup() as group:
+            task = group.create_task(read_all())
+            await reading.wait()
+            assert sub._waiter is not None
+            sub.close()
+
+    assert task.result() == []
+
+
+async def test_get_after_close_raises_stop_async_iteration() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("reader")
+    sub.close()
+
+    with pytest.raises(StopAsyncIteration):
+        await sub.get()
+
+
+def test_unsubscribe_is_idempotent_and_stops_delivery() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("a")
+    bus.unsubscribe(sub)
+    bus.unsubscribe(sub)
+
+    bus.publish(ev(1))
+
+    assert len(sub) == 0
+    assert bus.subscribers == []

@@ -1,0 +1,214 @@
+"""HTTP head handling: upstream URL parsing, path mapping, which headers cross, content types."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from proxy.framing.http import (
+    forward_request_headers,
+    forward_response_headers,
+    header,
+    is_sse,
+    media_type,
+    parse_upstream,
+)
+
+
+def names(headers: list[tuple[str, str]]) -> list[str]:
+    return [name.lower() for name, _ in headers]
+
+
+# -- upstream URL ---------------------------------------------------------------------------------
+
+
+def test_an_upstream_url_is_split_into_origin_host_port_and_base_path() -> None:
+    up = parse_upstream("http://127.0.0.1:8000/mcp")
+
+    assert (up.scheme, up.host, up.port, up.base_path) == ("http", "127.0.0.1", 8000, "/mcp")
+    assert up.origin == "http://127.0.0.1:8000"
+    assert up.host_header == "127.0.0.1:8000"
+
+
+@pytest.mark.parametrize(
+    ("url", "port", "host_header"),
+    [
+        ("http://example.com/mcp", 80, "example.com"),
+        ("https://example.com/mcp", 443, "example.com"),
+        ("https://example.com:8443/mcp", 8443, "example.com:8443"),
+        ("http://example.com:443/", 443, "example.com:443"),
+    ],
+)
+def test_the_host_header_omits_only_the_scheme_default_port(url: str, port: int, host_header: str) -> None:
+    up = parse_upstream(url)
+
+    assert up.port == port
+    assert up.host_header == host_header
+
+
+def test_an_ipv6_upstream_gets_brackets_in_its_origin() -> None:
+    up = parse_upstream("http://[::1]:9000/mcp")
+
+    assert up.host == "::1"
+    assert up.origin == "http://[::1]:9000"
+
+
+def test_an_upstream_without_a_path_has_the_root_as_base_path() -> None:
+    assert parse_upstream("http://example.com").base_path == "/"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [("ftp://example.com/mcp", "not an http(s) URL"), ("http:///mcp", "URL has no host")],
+)
+def test_an_unusable_upstream_url_is_refused_saying_why(url: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_upstream(url)
+
+
+@pytest.mark.parametrize(
+    ("upstream", "client_path", "expected"),
+    [
+        ("http://h/mcp", "/mcp", "/mcp"),
+        ("http://h/mcp", "/mcp/", "/mcp/"),
+        ("http://h/mcp", "/mcp/sub", "/mcp/sub"),
+        ("http://h/mcp", "/", "/mcp"),
+        ("http://h/mcp", "", "/mcp"),
+        ("http://h/mcp", "/other", "/mcp/other"),
+        ("http://h/mcp/", "/other", "/mcp/other"),
+        ("http://h/mcp/", "/mcp", "/mcp/"),
+        ("http://h/mcp/", "/mcp/", "/mcp/"),
+        ("http://h/mcp", "/mcpx", "/mcp/mcpx"),
+        ("http://h/", "/anything", "/anything"),
+        ("http://h", "/mcp", "/mcp"),
+    ],
+)
+def test_client_paths_map_onto_the_upstream_base_path(upstream: str, client_path: str, expected: str) -> None:
+    assert parse_upstream(upstream).path_for(client_path) == expected
+
+
+# -- request headers ------------------------------------------------------------------------------
+
+
+def test_request_headers_drop_hop_by_hop_and_length_and_present_the_upstream_host() -> None:
+    up = parse_upstream("http://upstream.internal:8000/mcp")
+    incoming = [
+        ("Host", "proxy.local:8080"),
+        ("Connection", "keep-alive"),
+        ("Keep-Alive", "timeout=5"),
+        ("Transfer-Encoding", "chunked"),
+        ("TE", "trailers"),
+        ("Upgrade", "h2c"),
+        ("Proxy-Authorization", "Basic abc"),
+        ("Content-Length", "10"),
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer t"),
+        ("Mcp-Session-Id", "s-1"),
+        ("Mcp-Param-Region", "=?base64?w7w=?="),
+    ]
+
+    out = forward_request_headers(incoming, up)
+
+    assert out == [
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer t"),
+        ("Mcp-Session-Id", "s-1"),
+        ("Mcp-Param-Region", "=?base64?w7w=?="),
+        ("Host", "upstream.internal:8000"),
+    ]
+
+
+def test_headers_listed_in_connection_are_dropped_whatever_their_case() -> None:
+    up = parse_upstream("http://u/mcp")
+    incoming = [
+        ("Connection", "X-Trace, close"),
+        ("connection", " x-other "),
+        ("x-trace", "1"),
+        ("X-Other", "2"),
+        ("X-Kept", "3"),
+    ]
+
+    assert forward_request_headers(incoming, up) == [("X-Kept", "3"), ("Host", "u")]
+
+
+def test_repeated_request_headers_all_cross_in_order() -> None:
+    up = parse_upstream("http://u/mcp")
+
+    out = forward_request_headers([("Accept", "application/json"), ("Accept", "text/event-stream")], up)
+
+    assert out == [("Accept", "application/json"), ("Accept", "text/event-stream"), ("Host", "u")]
+
+
+# -- response headers -----------------------------------------------------------------------------
+
+
+RESPONSE = [
+    ("Content-Type", "application/json"),
+    ("Content-Length", "123"),
+    ("Transfer-Encoding", "chunked"),
+    ("Connection", "keep-alive, X-Hop"),
+    ("X-Hop", "1"),
+    ("Mcp-Session-Id", "s-2"),
+    ("Set-Cookie", "a=1"),
+    ("Set-Cookie", "b=2"),
+]
+
+
+def test_response_headers_keep_content_length_when_asked() -> None:
+    out = forward_response_headers(RESPONSE, keep_length=True)
+
+    assert out == [
+        ("Content-Type", "application/json"),
+        ("Content-Length", "123"),
+        ("Mcp-Session-Id", "s-2"),
+        ("Set-Cookie", "a=1"),
+        ("Set-Cookie", "b=2"),
+    ]
+
+
+def test_response_headers_drop_content_length_when_the_body_is_streamed() -> None:
+    out = forward_response_headers(RESPONSE, keep_length=False)
+
+    assert "content-length" not in names(out)
+    assert names(out) == ["content-type", "mcp-session-id", "set-cookie", "set-cookie"]
+
+
+def test_a_response_never_forwards_a_host_it_did_not_send() -> None:
+    out = forward_response_headers([("Host", "x"), ("Date", "d")], keep_length=True)
+
+    assert out == [("Host", "x"), ("Date", "d")]
+
+
+# -- lookups and content types ----------------------------------------------------------------------
+
+
+def test_header_lookup_is_case_insensitive_over_pairs_and_mappings_and_returns_the_first() -> None:
+    pairs = [("X-A", "1"), ("x-a", "2")]
+
+    assert header(pairs, "x-A") == "1"
+    assert header({"Content-Type": "text/plain"}, "content-type") == "text/plain"
+    assert header(pairs, "missing") is None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "sse"),
+    [
+        ("text/event-stream", True),
+        ("text/event-stream; charset=utf-8", True),
+        ("Text/Event-Stream ;charset=UTF-8", True),
+        ("  text/event-stream", True),
+        ("application/json", False),
+        ("application/json; charset=utf-8", False),
+        ("text/event-streamx", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_is_sse_reads_the_media_type_and_ignores_parameters(content_type: str | None, sse: bool) -> None:
+    assert is_sse(content_type) is sse
+
+
+def test_media_type_is_bare_and_lower_cased() -> None:
+    assert media_type("Application/JSON; charset=utf-8") == "application/json"
+    assert media_type(None) == ""

@@ -1,0 +1,171 @@
+"""The `mcp-proxy` command line: --print-config with sources, and one clear line for each bad start."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+
+UPSTREAM = "http://127.0.0.1:8000/mcp"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MCP_PROXY_* variable from the developer's shell leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("MCP_PROXY_"):
+            monkeypatch.delenv(name)
+
+
+def setting_line(output: str, name: str) -> str:
+    (line,) = [line for line in output.splitlines() if line.startswith(f"{name} = ")]
+    return line
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_print_config_shows_each_value_with_the_layer_it_came_from(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_PROXY_LOG_LEVEL", "debug")
+
+    code, out, err = run_main(capsys, "--upstream", UPSTREAM, "--print-config")
+
+    assert (code, err) == (0, "")
+    assert setting_line(out, "upstream").split() == ["upstream", "=", f'"{UPSTREAM}"', "#", "flag:--upstream"]
+    assert setting_line(out, "log_level").split() == [
+        "log_level",
+        "=",
+        '"debug"',
+        "#",
+        "env:MCP_PROXY_LOG_LEVEL",
+    ]
+    assert setting_line(out, "listen").split() == ["listen", "=", '"127.0.0.1:8080"', "#", "default"]
+
+
+def test_print_config_shows_a_file_value_and_a_flag_overriding_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://file.example/mcp"\nmax_chains = 7\n', encoding="utf-8")
+
+    code, out, _ = run_main(capsys, "--config", str(config), "--upstream", UPSTREAM, "--print-config")
+
+    assert code == 0
+    assert setting_line(out, "max_chains").split() == ["max_chains", "=", "7", "#", f"file:{config}"]
+    assert setting_line(out, "upstream").split()[-1] == "flag:--upstream"
+
+
+def test_print_config_never_shows_a_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(capsys, "--admin-token", "tok-very-secret", "--print-config")
+
+    assert code == 0
+    assert "tok-very-secret" not in out
+    assert setting_line(out, "admin_token").split()[:3] == ["admin_token", "=", '"<set>"']
+
+
+def test_a_missing_upstream_exits_2_saying_how_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys)
+
+    assert code == 2
+    assert out == ""
+    assert err == "mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM)\n"
+
+
+def test_a_bad_listen_address_exits_2_naming_listen_and_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "--upstream", UPSTREAM, "--listen", "nowhere")
+
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("mcp-proxy: listen (flag --listen): ")
+    assert "'nowhere'" in err
+
+
+def test_an_unknown_key_in_the_config_file_exits_2_naming_it_and_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://u/mcp"\nmax_chain = 5\n', encoding="utf-8")
+
+    code, _, err = run_main(capsys, "--config", str(config))
+
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "'max_chain'" in err
+    assert str(config) in err
+    assert "did you mean 'max_chains'?" in err
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port this test holds bound and listening, so nobody else can take it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the installed `mcp-proxy` console script (the real entry point) outside the repo."""
+    script = Path(sys.executable).parent / "mcp-proxy"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")}
+    return subprocess.run(
+        [*command, *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_a_listen_port_already_in_use_exits_non_zero_with_one_line_naming_listen(
+    busy_port: int, tmp_path: Path
+) -> None:
+    listen = f"127.0.0.1:{busy_port}"
+
+    done = run_cli("--upstream", UPSTREAM, "--listen", listen, "--no-admin-enabled", cwd=tmp_path)
+
+    assert done.returncode != 0
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"mcp-proxy: listen ({listen}): ")
+    assert "in use" in lines[0]
+
+
+def test_a_capture_file_that_cannot_be_opened_is_blamed_on_capture_not_listen(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    capture = blocker / "capture.jsonl"  # a directory that is a file: cannot be created
+
+    done = run_cli(
+        "--upstream",
+        UPSTREAM,
+        "--listen",
+        "127.0.0.1:0",
+        "--no-admin-enabled",
+        "--capture",
+        str(capture),
+        cwd=tmp_path,
+    )
+
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("mcp-proxy: capture: ")
+    assert str(capture) in lines[0]
