@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import secrets
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -14,16 +17,20 @@ from aiohttp import web
 
 from proxy import __version__
 from proxy.config import Settings, parse_host_port
+from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.engine.passthrough import PassthroughEngine
+from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus, Subscription
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import ProxyInfo
+from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureWriter
 from proxy.transport.app import build_app
+from proxy.transport.bridge import BridgeDriver
+from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
 from proxy.transport.tasks import spawn
 
@@ -54,6 +61,17 @@ class Proxy:
             store=self.store,
             bus=self.bus,
         )
+        self.router = Router(settings, upstream, lambda: self.state.http)
+        self.state.router = self.router
+        self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
+            LegacyToMrtrEngine(upstream, _id_factory(), max_rounds=settings.max_rounds),
+            mode=Mode.LEGACY_TO_MRTR,
+            upstream=upstream,
+            http=lambda: self.state.http,
+            builder=self.builder,
+            timeout=settings.upstream_timeout,
+        )
+        self.router.on_change = self._eras_changed
         self._runner: web.AppRunner | None = None
         self._capture: CaptureWriter | None = None
         self._capture_task: asyncio.Task[Any] | None = None
@@ -85,16 +103,34 @@ class Proxy:
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError:
+            await self.stop()
+            raise
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.host, self.port = host, sockets[0].getsockname()[1] if sockets else port
+        await self.router.ensure_probed()
+        self._publish_info()
+        log = get_logger()
+        log.info("listening", listen=self.url, upstream=self.settings.upstream, eras=self.router.eras.label)
+
+    def _publish_info(self) -> None:
         self.bus.publish(
             ProxyInfo(
-                ts=time.time(), version=__version__, listen=self.url, upstream=self.settings.upstream or ""
+                ts=time.time(),
+                version=__version__,
+                listen=self.url,
+                upstream=self.settings.upstream or "",
+                upstream_era=self.router.eras.label,
+                bridge=self.settings.bridge,
             )
         )
-        get_logger().info("listening", listen=self.url, upstream=self.settings.upstream)
+
+    def _eras_changed(self, eras: UpstreamEras) -> None:
+        if self.port:
+            self._publish_info()
 
     async def _write_capture(self, sub: Subscription) -> None:
         writer = self._capture
@@ -136,3 +172,16 @@ class Proxy:
             await stop.wait()
         finally:
             await self.stop()
+
+
+def _id_factory() -> Callable[[str], str]:
+    """Ids for the bridges: unguessable session ids, readable counters for everything else."""
+    counter = itertools.count(1)
+
+    def new_id(kind: str) -> str:
+        if kind == "session":
+            return secrets.token_hex(16)
+        prefix = "mrtr" if kind == "nested" else kind
+        return f"{prefix}-{next(counter)}"
+
+    return new_id

@@ -42,7 +42,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.store import Chain, ChainStore
-from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import (
     INPUT_METHODS,
     META_CLIENT_INFO,
@@ -156,6 +156,7 @@ class ChainBuilder:
         self._session_init: _BoundedMap = _BoundedMap()
         self._session_names: _BoundedMap = _BoundedMap()
         self._changed: dict[str, Chain] | None = None
+        self._legs: _BoundedMap = _BoundedMap()
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -265,6 +266,50 @@ class ChainBuilder:
         )
         return chain.summary.id
 
+    def leg_message(
+        self,
+        leg: str,
+        exchange_id: str,
+        message: Any,
+        *,
+        size: int,
+        direction: Direction,
+        channel: Channel,
+        note: str | None = None,
+    ) -> str | None:
+        """Record a message on an upstream leg a bridge made; it joins the chain of the request it serves.
+
+        A leg keeps its chain after the client exchange that caused it has closed (a parked call).
+        Upstream-side messages never change the chain's status: the client side decides that.
+        """
+        chain_id = self._legs.get(leg)
+        if chain_id is None:
+            ex = self._exchanges.get(exchange_id)
+            if ex is None:
+                return None
+            chain_id = next(iter(ex.requests.values()), None) or (ex.chains[0] if ex.chains else None)
+            if chain_id is None:
+                return None
+            self._legs[leg] = chain_id
+        chain = self.store.get(chain_id)
+        if chain is None:
+            return None
+        msg = message if isinstance(message, Message) else classify_value(message)
+        if direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST:
+            chain.upstream_requests += 1
+            if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
+                chain.summary.rounds = chain.upstream_requests
+        self._changed = {}
+        try:
+            self._record_leg(chain, leg, msg, size=size, direction=direction, channel=channel, note=note)
+        finally:
+            self._changed = None
+        return chain.summary.id
+
+    def leg_closed(self, leg: str) -> None:
+        """Forget a finished leg's chain."""
+        self._legs.pop(leg, None)
+
     def add_bytes_out(self, exchange_id: str, size: int) -> None:
         """Count response bytes that carried no JSON-RPC message (SSE comments, priming events)."""
         ex = self._exchanges.get(exchange_id)
@@ -290,7 +335,7 @@ class ChainBuilder:
             if outcome is not None or (ex.head is not None and (ex.head.status or 0) >= 400):
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._finish(chain, ChainStatus.ERROR, reason, now)
-            elif chain.summary.status is ChainStatus.PENDING:
+            elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
                 self._finish(chain, ChainStatus.ERROR, "response stream ended without a response", now)
         for chain_id in ex.chains:
             chain = self.store.get(chain_id)
@@ -585,10 +630,8 @@ class ChainBuilder:
         note: str | None,
     ) -> None:
         http: HttpInfo | None = None
-        if (
-            (direction is Direction.TO_SERVER
-            and chain.summary.messages == 0)
-            or (direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST)
+        if (direction is Direction.TO_SERVER and chain.summary.messages == 0) or (
+            direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST
         ):
             http = HttpInfo(
                 method=ex.http_method, path=ex.path, headers=self._redactor.headers(ex.request_headers)
@@ -615,14 +658,50 @@ class ChainBuilder:
             round=chain.summary.rounds,
             note=note or msg.problem,
         )
+        self._store(chain, record, invalid=msg.kind is Kind.INVALID)
+
+    def _record_leg(
+        self,
+        chain: Chain,
+        leg: str,
+        msg: Message,
+        *,
+        size: int,
+        direction: Direction,
+        channel: Channel,
+        note: str | None,
+    ) -> None:
+        body, truncated, _ = self._redactor.bound(self._redactor.body(msg.raw), self._body_limit)
+        record = MessageRecord.model_construct(
+            seq=chain.next_seq(),
+            ts=self._clock(),
+            side=Side.UPSTREAM,
+            direction=direction,
+            channel=channel,
+            exchange=leg,
+            kind=msg.kind.value,
+            jsonrpc_id=msg.id,
+            method=msg.method,
+            size=size,
+            body=body,
+            truncated=truncated,
+            http=None,
+            sse_id=None,
+            round=chain.summary.rounds,
+            note=note or msg.problem,
+        )
+        self._store(chain, record, invalid=False)
+
+    def _store(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
+        """Keep a record in its chain, count it in the headline, and tell the observers."""
         chain.add(record)
         summary = chain.summary
         summary.messages += 1
-        if direction is Direction.TO_SERVER:
-            summary.bytes_to_server += size
+        if record.direction is Direction.TO_SERVER:
+            summary.bytes_to_server += record.size
         else:
-            summary.bytes_to_client += size
-        if msg.kind is Kind.INVALID:
+            summary.bytes_to_client += record.size
+        if invalid:
             summary.invalid = True
         self._sink(MessageRecorded.model_construct(type="message", chain_id=summary.id, message=record))
 
@@ -649,9 +728,7 @@ class ChainBuilder:
             round=chain.summary.rounds,
             note=None,
         )
-        chain.add(record)
-        chain.summary.messages += 1
-        self._sink(MessageRecorded.model_construct(type="message", chain_id=chain.summary.id, message=record))
+        self._store(chain, record, invalid=False)
 
     def _http_failed(self, ex: _Exchange) -> bool:
         return ex.head is not None and (ex.head.status or 0) >= 400

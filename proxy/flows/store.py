@@ -23,6 +23,7 @@ class Chain:
     seq: int = 0
     wait_started: float | None = None
     waiting_on: int = 0
+    upstream_requests: int = 0
     rewrites: list[tuple[int, int]] = field(default_factory=list)
     signature: tuple[str, str | None, str] | None = None
     """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""

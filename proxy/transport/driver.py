@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 from multidict import CIMultiDict
+from yarl import URL
 
 from proxy.engine.commands import (
     CloseUpstream,
@@ -67,9 +68,16 @@ async def handle(request: web.Request) -> web.StreamResponse:
     exchange = state.next_exchange()
     raw = await read_bounded(request, state.settings.max_body_bytes)
     items = tuple(request.headers.items())
-    outcome = classify(request.method, request.path, items, raw, max_body=state.settings.max_body_bytes)
+    path = request.rel_url.raw_path  # as sent (percent-encoded), so the upstream gets the same bytes
+    outcome = classify(request.method, path, items, raw, max_body=state.settings.max_body_bytes)
+    router = state.router
+    if router is not None and isinstance(outcome, Route):
+        await router.ensure_probed()
+        bridge = router.bridge_for(outcome)
+        if bridge is not None:
+            return await bridge.serve(request, exchange, outcome)
     driver = ExchangeDriver(state, request, exchange)
-    return await driver.run(outcome)
+    return await driver.run(outcome, received=len(raw))
 
 
 class ExchangeDriver:
@@ -84,8 +92,11 @@ class ExchangeDriver:
         self.ended = False
         self.log = get_logger()
 
-    async def run(self, outcome: Route | Rejection) -> web.StreamResponse:
-        """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked."""
+    async def run(self, outcome: Route | Rejection, *, received: int) -> web.StreamResponse:
+        """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
+
+        `received` is how many body bytes were read (for a refused body, those read before refusing).
+        """
         builder = self.state.builder
         items = dict(self.request.headers)
         session = header(items, SESSION_ID)
@@ -98,9 +109,10 @@ class ExchangeDriver:
             session=session,
             client_era=era,
             upstream_era=era,
-            body_size=len(outcome.raw) if isinstance(outcome, Route) else len(items),
+            body_size=received,
         )
         if isinstance(outcome, Rejection):
+            builder.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
             await self._respond(outcome.status, outcome.body, ())
             self._close(outcome.reason)
             return self._final_response()
@@ -160,10 +172,12 @@ class ExchangeDriver:
 
     async def _send_upstream(self, cmd: SendUpstream) -> None:
         state = self.state
-        url = state.upstream.origin + cmd.path
+        target = state.upstream.origin + cmd.path
         query = self.request.rel_url.raw_query_string
         if query and "?" not in cmd.path:
-            url += "?" + query
+            target += "?" + query
+        # Already percent-encoded as the client sent it: yarl must not re-quote it (`%2F` stays `%2F`).
+        url = URL(target, encoded=True)
         try:
             async with asyncio.timeout(state.settings.upstream_timeout):
                 self.upstream = await state.http.request(
@@ -286,13 +300,27 @@ class ExchangeDriver:
         self.ended = True
         response = self.response
         if response is not None and response.prepared and outcome != "client_disconnected":
-            try:
-                await response.write_eof()
-            except _CLIENT_GONE:
-                outcome = outcome or "client_disconnected"
+            if outcome is not None and outcome.startswith("upstream_"):
+                self._cut_client()
+            else:
+                try:
+                    await response.write_eof()
+                except _CLIENT_GONE:
+                    outcome = outcome or "client_disconnected"
         if self.upstream is not None:
             self.upstream.release()
         self._close(outcome)
+
+    def _cut_client(self) -> None:
+        """The upstream broke off a body already under way: break the client's off the same way.
+
+        A clean end would pass a truncated body off as complete (and leave a client that was promised a
+        Content-Length waiting for bytes that never come); closing the connection after flushing what
+        was relayed tells the client its body was cut, as the upstream told us.
+        """
+        transport = self.request.transport
+        if transport is not None:
+            transport.close()
 
     def _abandon(self) -> None:
         """The handler was cancelled (client gone or shutdown): drop upstream, record, log."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -14,6 +15,9 @@ from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream
+
+if TYPE_CHECKING:
+    from proxy.transport.routing import Router
 
 
 @dataclass
@@ -27,6 +31,7 @@ class ProxyState:
     store: ChainStore
     bus: EventBus
     client: aiohttp.ClientSession | None = None
+    router: Router | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     open_streams: int = 0
 

@@ -1,0 +1,175 @@
+"""The tables of the legacy->MRTR bridge, shared by its parts (engine, call driver, listen emulator).
+
+Every piece of per-request state lives in exactly one table here, so `BridgeContext.table_sizes()`
+can prove that a finished, failed, cancelled or abandoned call leaves nothing behind. Session ids
+are secrets (they authorize a legacy client), so nothing here prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from proxy.engine.capabilities import legacy_server_capabilities
+from proxy.engine.commands import SendLeg
+from proxy.engine.modern_request import Envelope, ToolHeaderCache, leg_headers
+from proxy.wire.jsonrpc import RequestId, request
+from proxy.wire.mcp import META_SERVER_INFO, request_meta
+
+LegPurpose = Literal["discover", "call", "refresh", "listen"]
+"""Why the bridge opened an upstream leg: learn the server, carry a call, refresh tools, listen."""
+
+FALLBACK_SERVER_INFO: dict[str, str] = {"name": "unknown-upstream", "version": "unknown"}
+"""What `initialize` reports when the upstream's discovery result names no server."""
+
+
+@dataclass
+class LegRef:
+    """One open upstream leg: what it is for and who owns it (call exchange or session id)."""
+
+    purpose: LegPurpose
+    owner: str
+    status: int | None = None
+    content_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInit:
+    """An `initialize` held until the upstream's discovery answers."""
+
+    exchange: str
+    ident: RequestId
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What `server/discover` taught the bridge: the upstream's capabilities and identity."""
+
+    capabilities: dict[str, Any]
+    legacy_capabilities: dict[str, Any]
+    server_info: Any
+    instructions: str | None
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any]) -> Discovery:
+        """Read a discovery result leniently: every field a legacy `initialize` needs gets a value."""
+        caps = result.get("capabilities")
+        caps = caps if isinstance(caps, dict) else {}
+        info = request_meta(result).get(META_SERVER_INFO) or result.get("serverInfo") or FALLBACK_SERVER_INFO
+        instructions = result.get("instructions")
+        return cls(
+            capabilities=caps,
+            legacy_capabilities=legacy_server_capabilities(caps),
+            server_info=info,
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
+
+
+class Pending(NamedTuple):
+    """A nested request the bridge put on a call's stream and still waits for."""
+
+    key: str
+    method: str
+
+
+@dataclass
+class Session:
+    """One proxy-minted legacy session: what the client declared and what it has in flight."""
+
+    id: str
+    version: str
+    capabilities: dict[str, Any]
+    client_info: Any
+    log_level: str | None = None
+    subscriptions: list[str] = field(default_factory=list)
+    get_exchange: str | None = None
+    get_headers: tuple[tuple[str, str], ...] = ()
+    listen_leg: str | None = None
+    calls: dict[RequestId, str] = field(default_factory=dict)
+    nested: dict[RequestId, str] = field(default_factory=dict)
+
+    def envelope(self) -> Envelope:
+        """The `_meta` facts this session adds to each upstream request (fresh every leg)."""
+        return Envelope(self.capabilities, self.client_info, self.log_level)
+
+
+@dataclass
+class Call:
+    """One forwarded client request and the MRTR rounds it takes upstream."""
+
+    exchange: str
+    session: str
+    ident: RequestId
+    method: str
+    params: dict[str, Any]
+    headers: tuple[tuple[str, str], ...]
+    legs_sent: int = 0
+    leg: str | None = None
+    timer: str | None = None
+    streaming: bool = False
+    refreshed: bool = False
+    sent_state: bool = False
+    answers: dict[str, Any] | None = None
+    round_state: str | None = None
+    outstanding: dict[RequestId, Pending] = field(default_factory=dict)
+    progress_last: float | None = None
+    progress_base: float = 0
+
+    def __repr__(self) -> str:
+        waiting = sorted(str(p.key) for p in self.outstanding.values())
+        return f"<{self.method} #{self.ident} round={self.legs_sent} leg={self.leg} waiting={waiting}>"
+
+
+@dataclass
+class BridgeContext:
+    """The bridge's tables plus the id source; every part of the bridge mutates only these."""
+
+    new_id: Callable[[str], str]
+    sessions: dict[str, Session] = field(default_factory=dict)
+    calls: dict[str, Call] = field(default_factory=dict)
+    legs: dict[str, LegRef] = field(default_factory=dict)
+    timers: dict[str, str] = field(default_factory=dict)
+    get_streams: dict[str, str] = field(default_factory=dict)
+    pending_init: dict[str, PendingInit] = field(default_factory=dict)
+    tools: ToolHeaderCache = field(default_factory=ToolHeaderCache)
+    discovery: Discovery | None = None
+
+    def open_leg(
+        self,
+        purpose: LegPurpose,
+        owner: str,
+        exchange: str,
+        method: str,
+        params: dict[str, Any],
+        client_headers: tuple[tuple[str, str], ...],
+    ) -> SendLeg:
+        """Register a new leg and build the order that sends it; its id doubles as the JSON-RPC id."""
+        leg = self.new_id("leg")
+        self.legs[leg] = LegRef(purpose, owner)
+        headers = leg_headers(method, params, client_headers, self.tools)
+        return SendLeg(leg, exchange, headers, request(leg, method, params))
+
+    def drop_leg(self, leg: str | None) -> None:
+        """Forget a leg whose answer arrived or that was closed."""
+        if leg is not None:
+            self.legs.pop(leg, None)
+
+    def table_sizes(self) -> dict[str, int]:
+        """The size of every table (tests assert a finished flow leaves only what it should)."""
+        sessions = self.sessions.values()
+        return {
+            "sessions": len(self.sessions),
+            "pending_initialize": len(self.pending_init),
+            "calls": len(self.calls),
+            "session_calls": sum(len(s.calls) for s in sessions),
+            "nested": sum(len(s.nested) for s in sessions),
+            "outstanding": sum(len(c.outstanding) for c in self.calls.values()),
+            "legs": len(self.legs),
+            "timers": len(self.timers),
+            "get_streams": len(self.get_streams),
+            "listen_legs": sum(1 for s in sessions if s.listen_leg is not None),
+            "subscriptions": sum(len(s.subscriptions) for s in sessions),
+            "tool_headers": len(self.tools),
+        }

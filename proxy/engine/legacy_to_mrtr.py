@@ -1,0 +1,335 @@
+"""The legacy->MRTR bridge: a 2025-era client in front of a 2026-07-28 (MRTR) server.
+
+Theory of operation. Toward the client the engine is a legacy Streamable HTTP server: it answers
+`initialize` itself (from the upstream's `server/discover`, fetched once and cached), mints and
+enforces its own `Mcp-Session-Id`, answers `ping` and `logging/setLevel` locally, and accepts the
+client's POSTed answers to nested requests with 202. Toward the upstream it is a 2026-07-28 client:
+every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with the per-request
+`_meta` envelope and `Mcp-*` headers (`modern_request`). Three parts share one set of tables
+(`bridge_state.BridgeContext`):
+
+- this module routes client HTTP requests and upstream events, owns sessions and discovery;
+- `bridge_calls.CallDriver` carries each forwarded request through its MRTR rounds;
+- `bridge_listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
+
+Sessions live until DELETE (or the engine is replaced); everything else lives exactly as long as the
+client request it serves, which `table_sizes()` lets tests verify. The engine is sans-IO: the
+transport feeds events and executes the returned commands, ids come from the injected `new_id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from proxy.engine.bridge_calls import CallDriver
+from proxy.engine.bridge_listen import ListenEmulator
+from proxy.engine.bridge_state import BridgeContext, Discovery, PendingInit, Session
+from proxy.engine.capabilities import can_subscribe, modern_client_capabilities, negotiate_version
+from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
+from proxy.engine.events import (
+    BridgeEvent,
+    ClientDisconnected,
+    ClientRequestReceived,
+    LegEnded,
+    LegFailed,
+    LegMessage,
+    LegResponded,
+    TimerFired,
+)
+from proxy.engine.modern_request import Envelope, with_envelope
+from proxy.framing.classify import Route
+from proxy.framing.http import Upstream, header, media_type
+from proxy.wire import errors
+from proxy.wire.headers import SESSION_ID
+from proxy.wire.jsonrpc import Kind, Message, RequestId, error_response, result_response
+
+Commands = list[BridgeCommand]
+
+LOG_LEVELS: Final[frozenset[str]] = frozenset(
+    {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+)
+"""RFC 5424 severities, the values `logging/setLevel` accepts (2025-03-26 onward)."""
+
+SESSION_NOT_FOUND: Final = -32001
+"""Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
+
+_FAULT_TEXT: Final[dict[str, str]] = {
+    "unreachable": "the upstream MCP server is unreachable",
+    "timeout": "the upstream MCP server did not answer in time",
+    "cut": "the upstream MCP server cut the response stream",
+}
+
+
+class LegacyToMrtrEngine:
+    """Plays a legacy server toward the client and a 2026-07-28 client toward the upstream."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        new_id: Callable[[str], str],
+        max_rounds: int = 10,
+        state_only_delay: float = 0.25,
+    ) -> None:
+        self.upstream = upstream
+        self._ctx = BridgeContext(new_id)
+        self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
+        self._listen = ListenEmulator(self._ctx)
+
+    def __repr__(self) -> str:
+        ctx = self._ctx
+        calls = ", ".join(f"{x}:{c!r}" for x, c in ctx.calls.items())
+        legs = ", ".join(f"{leg}:{ref.purpose}" for leg, ref in ctx.legs.items())
+        return (
+            f"LegacyToMrtrEngine(upstream={self.upstream.url!r}, discovered={ctx.discovery is not None}, "
+            f"sessions={len(ctx.sessions)}, pending_initialize={sorted(ctx.pending_init)}, "
+            f"calls=[{calls}], legs=[{legs}], timers={sorted(ctx.timers)}, "
+            f"get_streams={sorted(ctx.get_streams)})"
+        )
+
+    def owns_session(self, session_id: str) -> bool:
+        """True for a session this bridge minted (its requests must come back here, not pass through)."""
+        return session_id in self._ctx.sessions
+
+    def table_sizes(self) -> dict[str, int]:
+        """The size of every internal table; a finished flow leaves only its session (and caches)."""
+        return self._ctx.table_sizes()
+
+    def handle(self, event: BridgeEvent) -> Commands:
+        """Decide what the transport does next for one observed fact."""
+        match event:
+            case ClientRequestReceived(exchange, route):
+                return self._on_client(exchange, route)
+            case ClientDisconnected(exchange):
+                return self._on_disconnect(exchange)
+            case LegResponded(leg, status, headers):
+                self._on_leg_head(leg, status, headers)
+                return []
+            case LegMessage(leg, message):
+                return self._on_leg_message(leg, message)
+            case LegEnded(leg):
+                return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
+            case LegFailed(leg, reason, detail):
+                text = _FAULT_TEXT.get(reason, f"the upstream leg failed ({reason})")
+                return self._on_leg_lost(leg, f"{text}: {detail}" if detail else text)
+            case TimerFired(timer):
+                return self._calls.on_timer(timer)
+        return []
+
+    # -- client side ---------------------------------------------------------------------------
+
+    def _on_client(self, exchange: str, route: Route) -> Commands:
+        if route.http_method == "POST":
+            return self._on_post(exchange, route)
+        if route.http_method not in ("GET", "DELETE"):
+            body = error_response(None, errors.INVALID_REQUEST, f"Method not allowed: {route.http_method}")
+            return [ReplyJson(exchange, 405, body, (("Allow", "GET, POST, DELETE"),))]
+        session = self._ctx.sessions.get(route.session_id or "")
+        if session is None:
+            return self._session_refusal(exchange, route)
+        if route.http_method == "DELETE":
+            return [*self._end_session(session), ReplyJson(exchange, 200, None)]
+        if session.get_exchange is not None:
+            text = "Conflict: only one SSE stream is allowed per session"
+            return [ReplyJson(exchange, 409, error_response(None, errors.INVALID_REQUEST, text))]
+        return self._listen.open_stream(session, exchange, route.headers)
+
+    def _on_post(self, exchange: str, route: Route) -> Commands:
+        body = route.body
+        first = body.first
+        if body.parse_error is not None or first is None:
+            error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
+            return [ReplyJson(exchange, 400, error)]
+        if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
+            return self._on_initialize(exchange, route, first)
+        session = self._ctx.sessions.get(route.session_id or "")
+        if session is None:
+            return self._session_refusal(exchange, route)
+        invalid = next((m for m in body.messages if m.kind is Kind.INVALID), None)
+        if invalid is not None:
+            error = error_response(invalid.id, errors.INVALID_REQUEST, f"Invalid Request: {invalid.problem}")
+            return [ReplyJson(exchange, 400, error)]
+        if all(m.kind is not Kind.REQUEST for m in body.messages):
+            effects = [cmd for m in body.messages for cmd in self._on_client_notice(session, m)]
+            return [ReplyJson(exchange, 202, None), *effects]
+        if body.batch:
+            text = "Invalid Request: batched requests are not supported by the bridge; send one per POST"
+            return [ReplyJson(exchange, 400, error_response(None, errors.INVALID_REQUEST, text))]
+        return self._on_request(exchange, route, session, first)
+
+    def _session_refusal(self, exchange: str, route: Route) -> Commands:
+        """400 without a session header, 404 (-32001) for one this proxy never minted or ended."""
+        if route.session_id is None:
+            text = "Bad Request: Missing session (send the Mcp-Session-Id header from initialize)"
+            return [ReplyJson(exchange, 400, error_response(route.request_id, errors.INVALID_REQUEST, text))]
+        return [
+            ReplyJson(exchange, 404, error_response(route.request_id, SESSION_NOT_FOUND, "Session not found"))
+        ]
+
+    def _on_client_notice(self, session: Session, msg: Message) -> Commands:
+        """A notification or a response the client POSTed (the POST itself is answered 202)."""
+        if msg.is_response:
+            return self._calls.on_client_answer(session, msg)
+        if msg.method == "notifications/cancelled":
+            return self._calls.cancel(session, msg.params.get("requestId"))
+        return []  # initialized, roots/list_changed: nothing to tell a 2026 server
+
+    def _on_request(self, exchange: str, route: Route, session: Session, msg: Message) -> Commands:
+        assert msg.id is not None
+        if msg.method == "ping":
+            return [ReplyJson(exchange, 200, result_response(msg.id, {}))]
+        if msg.method == "logging/setLevel":
+            return [ReplyJson(exchange, 200, self._set_level(session, msg.id, msg.params))]
+        if msg.method in ("resources/subscribe", "resources/unsubscribe"):
+            return self._subscribe(exchange, session, msg)
+        if msg.id in session.calls:
+            text = f"Invalid Request: id {msg.id!r} is already in use by a request in flight"
+            return [ReplyJson(exchange, 200, error_response(msg.id, errors.INVALID_REQUEST, text))]
+        return self._calls.start(exchange, session, msg, route.headers)
+
+    def _set_level(self, session: Session, ident: RequestId, params: dict[str, Any]) -> dict[str, Any]:
+        """Keep the level for the session; it rides upstream as `_meta.logLevel` on every request."""
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            return error_response(
+                ident, errors.INVALID_PARAMS, f"Invalid params: unknown log level {level!r}"
+            )
+        session.log_level = str(level)
+        return result_response(ident, {})
+
+    def _subscribe(self, exchange: str, session: Session, msg: Message) -> Commands:
+        """Update the session's subscription set and restart its listen leg to match."""
+        assert msg.id is not None
+        uri = msg.params.get("uri")
+        discovery = self._ctx.discovery
+        if not can_subscribe(discovery.capabilities if discovery else {}):
+            text = "Method not found: the upstream server does not support resource subscriptions"
+            return [ReplyJson(exchange, 200, error_response(msg.id, errors.METHOD_NOT_FOUND, text))]
+        if not isinstance(uri, str):
+            text = "Invalid params: uri must be a string"
+            return [ReplyJson(exchange, 200, error_response(msg.id, errors.INVALID_PARAMS, text))]
+        subscribed = uri in session.subscriptions
+        if (msg.method == "resources/subscribe") != subscribed:
+            if subscribed:
+                session.subscriptions.remove(uri)
+            else:
+                session.subscriptions.append(uri)
+            restart = self._listen.restart(session)
+        else:
+            restart = []
+        return [*restart, ReplyJson(exchange, 200, result_response(msg.id, {}))]
+
+    def _end_session(self, session: Session) -> Commands:
+        """DELETE: abort the session's calls and GET stream, then forget it."""
+        commands: Commands = []
+        for exchange in list(session.calls.values()):
+            commands.extend(self._calls.drop(exchange, "session_deleted"))
+        commands.extend(self._listen.close(session, "session_deleted"))
+        del self._ctx.sessions[session.id]
+        return commands
+
+    def _on_disconnect(self, exchange: str) -> Commands:
+        """The client left: abandon whatever that exchange was waiting for (never an upstream retry)."""
+        if exchange in self._ctx.calls:
+            return self._calls.drop(exchange, "client_disconnected")
+        owner = self._ctx.get_streams.get(exchange)
+        if owner is not None:
+            return self._listen.close(self._ctx.sessions[owner], "client_disconnected")
+        if self._ctx.pending_init.pop(exchange, None) is not None:
+            return [EndClientResponse(exchange, "client_disconnected")]
+        return []
+
+    # -- initialize and discovery --------------------------------------------------------------
+
+    def _on_initialize(self, exchange: str, route: Route, msg: Message) -> Commands:
+        """Answer from the cached discovery, or hold the request until discovery answers."""
+        assert msg.id is not None
+        pending = PendingInit(exchange, msg.id, msg.params)
+        if self._ctx.discovery is not None:
+            return self._open_session(pending)
+        self._ctx.pending_init[exchange] = pending
+        if any(ref.purpose == "discover" for ref in self._ctx.legs.values()):
+            return []
+        version = negotiate_version(msg.params.get("protocolVersion"))
+        caps = modern_client_capabilities(msg.params.get("capabilities"), version)
+        params = with_envelope({}, Envelope(caps, msg.params.get("clientInfo")))
+        return [self._ctx.open_leg("discover", "", exchange, "server/discover", params, route.headers)]
+
+    def _open_session(self, pending: PendingInit) -> Commands:
+        """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
+        discovery = self._ctx.discovery
+        assert discovery is not None
+        params = pending.params
+        version = negotiate_version(params.get("protocolVersion"))
+        caps = modern_client_capabilities(params.get("capabilities"), version)
+        session = Session(self._ctx.new_id("session"), version, caps, params.get("clientInfo"))
+        self._ctx.sessions[session.id] = session
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": discovery.legacy_capabilities,
+            "serverInfo": discovery.server_info,
+        }
+        if discovery.instructions is not None:
+            result["instructions"] = discovery.instructions
+        reply = result_response(pending.ident, result)
+        return [ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))]
+
+    def _on_discovery(self, leg: str, msg: Message) -> Commands:
+        self._ctx.drop_leg(leg)
+        if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
+            err = msg.error
+            text = f"it answered with error {err.get('code')}: {err.get('message')}"
+            return self._discovery_failed(text if err else "its result is not an object")
+        self._ctx.discovery = Discovery.from_result(msg.result)
+        info = self._ctx.discovery.server_info
+        fields = {"server": info.get("name") if isinstance(info, dict) else None}
+        commands: Commands = [Log("upstream_discovered", "info", fields)]
+        for pending in self._take_pending():
+            commands.extend(self._open_session(pending))
+        return commands
+
+    def _discovery_failed(self, why: str) -> Commands:
+        """Answer every held `initialize` with -32603 (HTTP 200, so legacy SDKs show the message)."""
+        text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
+        commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
+        for pending in self._take_pending():
+            reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
+            commands.append(ReplyJson(pending.exchange, 200, reply))
+        return commands
+
+    def _take_pending(self) -> list[PendingInit]:
+        pending = list(self._ctx.pending_init.values())
+        self._ctx.pending_init.clear()
+        return pending
+
+    # -- upstream side -------------------------------------------------------------------------
+
+    def _on_leg_head(self, leg: str, status: int, headers: tuple[tuple[str, str], ...]) -> None:
+        ref = self._ctx.legs.get(leg)
+        if ref is not None:
+            ref.status = status
+            ref.content_type = media_type(header(headers, "content-type"))
+
+    def _on_leg_message(self, leg: str, msg: Message) -> Commands:
+        ref = self._ctx.legs.get(leg)
+        if ref is None:
+            return []  # a leg already answered, closed or abandoned
+        if ref.purpose == "listen":
+            return self._listen.on_leg_message(leg, ref, msg)
+        if ref.purpose == "discover":
+            return self._on_discovery(leg, msg) if msg.is_response else []
+        return self._calls.on_leg_message(leg, ref, msg)
+
+    def _on_leg_lost(self, leg: str, why: str) -> Commands:
+        """A leg ended or failed without its answer (a leg that answered is already forgotten)."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None:
+            return []
+        if ref.status is not None:
+            why = f"{why} (HTTP {ref.status})"
+        if ref.purpose == "listen":
+            return self._listen.on_leg_lost(leg, ref, why)
+        if ref.purpose == "discover":
+            self._ctx.drop_leg(leg)
+            return self._discovery_failed(why)
+        return self._calls.on_leg_lost(leg, ref, why)

@@ -1,0 +1,168 @@
+"""How the legacy->MRTR bridge dresses a request for a 2026-07-28 server: `_meta` and HTTP headers.
+
+A 2026 server rejects a request whose per-request envelope is incomplete (`-32602`) or whose
+`Mcp-*` headers disagree with the body (`-32020`), so every upstream leg is built here from the
+session's facts and the message itself. The client's own `_meta` entries (`progressToken`, trace
+keys) are kept; headers that only mean something on the legacy wire (`Mcp-Session-Id`,
+`Last-Event-ID`, the client's `MCP-Protocol-Version`) never cross.
+
+`ToolHeaderCache` remembers which tool arguments a server wants mirrored as `Mcp-Param-*` headers
+(their `inputSchema` property carries `x-mcp-header`). A 2026 server's lists must not vary per
+connection, so one cache per upstream serves every session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from proxy.wire.headers import (
+    HOP_BY_HOP,
+    LAST_EVENT_ID,
+    METHOD,
+    NAME,
+    PARAM_PREFIX,
+    PROTOCOL_VERSION,
+    SESSION_ID,
+    encode_param_value,
+)
+from proxy.wire.mcp import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    target_name,
+)
+from proxy.wire.versions import LATEST_MODERN
+
+MODERN_ACCEPT: Final = "application/json, text/event-stream"
+"""2026-07-28 requires both media types in `Accept` on every POST."""
+
+_NOT_RELAYED: Final[frozenset[str]] = HOP_BY_HOP | frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "accept-encoding",
+        SESSION_ID.lower(),
+        LAST_EVENT_ID.lower(),
+        PROTOCOL_VERSION.lower(),
+        METHOD.lower(),
+        NAME.lower(),
+    }
+)
+"""Client headers the bridge sets itself, or that are meaningless (or harmful) to a 2026 server."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The per-request facts a session contributes to every upstream request's `_meta`."""
+
+    capabilities: dict[str, Any]
+    client_info: Any = None
+    log_level: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        """The 2026 `_meta` keys for one request (protocolVersion, capabilities, clientInfo, logLevel)."""
+        meta: dict[str, Any] = {
+            META_PROTOCOL_VERSION: LATEST_MODERN,
+            META_CLIENT_CAPABILITIES: self.capabilities,
+        }
+        if isinstance(self.client_info, dict):
+            meta[META_CLIENT_INFO] = self.client_info
+        if self.log_level is not None:
+            meta[META_LOG_LEVEL] = self.log_level
+        return meta
+
+
+def with_envelope(params: dict[str, Any], envelope: Envelope) -> dict[str, Any]:
+    """A copy of `params` whose `_meta` holds the client's own entries plus the 2026 envelope."""
+    out = dict(params)
+    own = params.get("_meta")
+    out["_meta"] = {**(own if isinstance(own, dict) else {}), **envelope.meta()}
+    return out
+
+
+@dataclass
+class ToolHeaderCache:
+    """tool name -> {argument name -> header suffix}, learned from `tools/list` results."""
+
+    _by_tool: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._by_tool)
+
+    def learn(self, result: Any) -> None:
+        """Record the `x-mcp-header` arguments of every tool in one `tools/list` result (page)."""
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                self._by_tool[tool["name"]] = _header_arguments(tool.get("inputSchema"))
+
+    def headers_for(self, params: dict[str, Any]) -> list[tuple[str, str]]:
+        """The `Mcp-Param-*` headers of one `tools/call` (absent, null or non-scalar values omitted)."""
+        name = params.get("name")
+        wanted = self._by_tool.get(name, {}) if isinstance(name, str) else {}
+        arguments = params.get("arguments")
+        if not wanted or not isinstance(arguments, dict):
+            return []
+        out: list[tuple[str, str]] = []
+        for argument, suffix in wanted.items():
+            value = arguments.get(argument)
+            if isinstance(value, str | bool | int):
+                out.append((PARAM_PREFIX + suffix, encode_param_value(value)))
+        return out
+
+
+def _header_arguments(schema: Any) -> dict[str, str]:
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    found: dict[str, str] = {}
+    for argument, spec in properties.items():
+        suffix = spec.get("x-mcp-header") if isinstance(spec, dict) else None
+        if isinstance(suffix, str) and suffix:
+            found[argument] = suffix
+    return found
+
+
+def relayed_client_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client headers that cross to the upstream: `Authorization` and custom ones, in order."""
+    items = list(headers)
+    listed = {
+        token.strip().lower()
+        for name, value in items
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    return [
+        (name, value)
+        for name, value in items
+        if name.lower() not in _NOT_RELAYED
+        and name.lower() not in listed
+        and not name.lower().startswith(PARAM_PREFIX.lower())
+    ]
+
+
+def leg_headers(
+    method: str,
+    params: dict[str, Any],
+    client_headers: Iterable[tuple[str, str]],
+    tools: ToolHeaderCache,
+) -> tuple[tuple[str, str], ...]:
+    """The complete header set of one upstream POST (the transport adds only Host and length)."""
+    out: list[tuple[str, str]] = [
+        ("Content-Type", "application/json"),
+        ("Accept", MODERN_ACCEPT),
+        (PROTOCOL_VERSION, LATEST_MODERN),
+        (METHOD, method),
+    ]
+    name = target_name(method, params)
+    if name is not None:
+        out.append((NAME, encode_param_value(name)))
+    if method == "tools/call":
+        out.extend(tools.headers_for(params))
+    out.extend(relayed_client_headers(client_headers))
+    return tuple(out)

@@ -1,0 +1,108 @@
+"""Engine selection: which eras the upstream speaks (the probe), and which engine serves a request.
+
+The probe is two requests the transport sends once (and again when the upstream's answers stop
+fitting the verdict): a 2026-07-28 `server/discover`, and a legacy `initialize` whose session is
+deleted right after. A server that accepts both is dual-era and every client passes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.flows.events import Mode
+from proxy.wire import errors
+from proxy.wire.headers import METHOD, PROTOCOL_VERSION
+from proxy.wire.jsonrpc import Kind, Message, request
+from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from proxy.wire.versions import LATEST_LEGACY, LATEST_MODERN, Era
+
+PROBE_CLIENT_INFO = {"name": "mcp-debug-proxy-probe", "version": "1"}
+_ACCEPT = ("Accept", "application/json, text/event-stream")
+_JSON = ("Content-Type", "application/json")
+_MODERN_ERRORS = frozenset(
+    {errors.HEADER_MISMATCH, errors.MISSING_REQUIRED_CLIENT_CAPABILITY, errors.UNSUPPORTED_PROTOCOL_VERSION}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamEras:
+    """What the probe found: which eras the upstream accepts (both False: not known yet)."""
+
+    legacy: bool
+    modern: bool
+
+    @property
+    def known(self) -> bool:
+        """True once the upstream accepted at least one era."""
+        return self.legacy or self.modern
+
+    @property
+    def label(self) -> str:
+        """`legacy`, `modern`, `dual` or `unknown` (status bar, logs, readiness)."""
+        if self.legacy and self.modern:
+            return "dual"
+        if self.legacy:
+            return Era.LEGACY.value
+        if self.modern:
+            return Era.MODERN.value
+        return Era.UNKNOWN.value
+
+
+UNKNOWN_ERAS = UpstreamEras(legacy=False, modern=False)
+
+
+def forced_eras(setting: str) -> UpstreamEras | None:
+    """`--upstream-era legacy|modern` replaces the probe; `auto` means probe."""
+    if setting == "legacy":
+        return UpstreamEras(legacy=True, modern=False)
+    if setting == "modern":
+        return UpstreamEras(legacy=False, modern=True)
+    return None
+
+
+def modern_probe() -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
+    """Headers and body of the `server/discover` probe (a complete 2026-07-28 request)."""
+    meta = {
+        META_PROTOCOL_VERSION: LATEST_MODERN,
+        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_INFO: PROBE_CLIENT_INFO,
+    }
+    headers = (_JSON, _ACCEPT, (PROTOCOL_VERSION, LATEST_MODERN), (METHOD, "server/discover"))
+    return headers, request("probe-discover", "server/discover", {"_meta": meta})
+
+
+def legacy_probe() -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
+    """Headers and body of the `initialize` probe (its session is deleted afterwards)."""
+    params = {"protocolVersion": LATEST_LEGACY, "capabilities": {}, "clientInfo": PROBE_CLIENT_INFO}
+    return (_JSON, _ACCEPT), request("probe-initialize", "initialize", params)
+
+
+def modern_accepted(status: int, messages: Sequence[Message]) -> bool:
+    """Did the upstream answer `server/discover` like a 2026-07-28 server (a result, or a modern error)?"""
+    for msg in messages:
+        if msg.kind is Kind.RESULT and isinstance(msg.result, dict):
+            return True
+        if msg.kind is Kind.ERROR and msg.error.get("code") in _MODERN_ERRORS:
+            return True
+    return False
+
+
+def legacy_accepted(status: int, messages: Sequence[Message]) -> bool:
+    """Did the upstream answer `initialize` with an InitializeResult?"""
+    return status == 200 and any(
+        m.kind is Kind.RESULT and isinstance(m.result, dict) and "protocolVersion" in m.result
+        for m in messages
+    )
+
+
+def select_mode(client_era: Era, upstream: UpstreamEras, bridge: str) -> Mode:
+    """The engine for one request: pass-through unless the eras differ and bridging is on."""
+    if bridge == "off" or not upstream.known:
+        return Mode.PASSTHROUGH
+    if client_era is Era.LEGACY and not upstream.legacy:
+        return Mode.LEGACY_TO_MRTR
+    if client_era is Era.MODERN and not upstream.modern:
+        return Mode.MRTR_TO_LEGACY
+    return Mode.PASSTHROUGH

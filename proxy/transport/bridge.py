@@ -1,0 +1,351 @@
+"""The bridge driver: runs one era-converting engine, carrying out its commands across exchanges and legs.
+
+Unlike pass-through, a bridge's client exchanges and upstream legs are not one-to-one: a call's SSE
+stream stays open while the client answers on other POSTs, and an upstream leg may outlive the client
+exchange that caused it. So the driver keeps every open exchange and leg by id. Engine calls are
+synchronous and never interleave; each client exchange has its own queue of writes, carried out in
+order by that exchange's handler task, so the engine never waits on a socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from proxy.engine.commands import (
+    BridgeCommand,
+    CancelTimer,
+    CloseLeg,
+    EndClientResponse,
+    Log,
+    OpenLegStream,
+    ReplyJson,
+    SendLeg,
+    SendSse,
+    StartSse,
+    StartTimer,
+)
+from proxy.engine.events import (
+    BridgeEvent,
+    ClientDisconnected,
+    ClientRequestReceived,
+    LegEnded,
+    LegFailed,
+    LegMessage,
+    LegResponded,
+    TimerFired,
+)
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.framing.classify import Route
+from proxy.framing.http import Upstream, is_sse
+from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
+from proxy.logs import get_logger
+from proxy.transport.tasks import spawn
+from proxy.wire.jsonrpc import classify_value, dumps, parse_body, parse_text
+
+_SSE_HEADERS = (
+    ("Content-Type", "text/event-stream"),
+    ("Cache-Control", "no-cache"),
+    ("X-Accel-Buffering", "no"),
+)
+_LEG_BODY_LIMIT = 64 * 1024 * 1024
+_ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
+_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
+
+
+class BridgeEngine(Protocol):
+    """What the driver needs of an engine: `handle`, and whether it owns a client session id."""
+
+    def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
+
+    def owns_session(self, session_id: str) -> bool: ...
+
+
+@dataclass
+class _Exchange:
+    """An open client exchange: its request, its response once started, and pending writes."""
+
+    request: web.Request
+    writes: asyncio.Queue[BridgeCommand] = field(default_factory=asyncio.Queue)
+    response: web.StreamResponse | None = None
+    done: bool = False
+
+
+class BridgeDriver:
+    """Executes one bridge engine's commands; feeds it what the sockets report."""
+
+    def __init__(
+        self,
+        engine: BridgeEngine,
+        *,
+        mode: Mode,
+        upstream: Upstream,
+        http: Callable[[], aiohttp.ClientSession],
+        builder: ChainBuilder,
+        timeout: float,
+    ) -> None:
+        self.engine = engine
+        self.mode = mode
+        self.upstream = upstream
+        self._http = http
+        self.builder = builder
+        self.timeout = timeout
+        self.exchanges: dict[str, _Exchange] = {}
+        self.legs: dict[str, asyncio.Task[Any]] = {}
+        self.leg_exchange: dict[str, str] = {}
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.log = get_logger()
+
+    # -- client side ------------------------------------------------------------------------------
+
+    async def serve(self, request: web.Request, exchange: str, route: Route) -> web.StreamResponse:
+        """Handle one client exchange to its end (the engine decides when that is)."""
+        ex = _Exchange(request)
+        self.exchanges[exchange] = ex
+        self._observe_client_request(exchange, request, route)
+        self.feed(ClientRequestReceived(exchange, route))
+        try:
+            while not ex.done:
+                await self._write(exchange, ex, await ex.writes.get())
+        except asyncio.CancelledError:
+            if not ex.done:
+                ex.done = True
+                self.feed(ClientDisconnected(exchange))
+            self._close_observation(exchange, "client_disconnected")
+            raise
+        finally:
+            self.exchanges.pop(exchange, None)
+        return ex.response if ex.response is not None else web.Response(status=500)
+
+    async def _write(self, exchange: str, ex: _Exchange, cmd: BridgeCommand) -> None:
+        match cmd:
+            case ReplyJson(_, status, message, headers):
+                self._observe_reply(exchange, status, message, headers)
+                ex.response = _json_response(status, message, headers)
+                ex.done = True
+            case StartSse(_, headers):
+                response = web.StreamResponse(status=200)
+                for name, value in (*_SSE_HEADERS, *headers):
+                    response.headers[name] = value
+                self.builder.response_head(
+                    exchange, status=200, content_type="text/event-stream", headers=dict(response.headers)
+                )
+                ex.response = response
+                await self._guard(exchange, ex, response.prepare(ex.request))
+            case SendSse(_, message, event_id):
+                if ex.response is None:
+                    return
+                data = dumps(message)
+                self._observe_client_bound(exchange, message, len(data), Channel.SSE)
+                await self._guard(exchange, ex, ex.response.write(encode_event(data.decode(), id=event_id)))
+            case EndClientResponse(_, outcome):
+                if ex.response is not None and ex.response.prepared and outcome != "client_disconnected":
+                    await self._guard(exchange, ex, ex.response.write_eof())
+                ex.done = True
+                self._close_observation(exchange, outcome)
+
+    async def _guard(self, exchange: str, ex: _Exchange, write: Any) -> None:
+        try:
+            await write
+        except _CLIENT_GONE:
+            if not ex.done:
+                ex.done = True
+                self.feed(ClientDisconnected(exchange))
+                self._close_observation(exchange, "client_disconnected")
+
+    # -- engine -----------------------------------------------------------------------------------
+
+    def feed(self, event: BridgeEvent) -> None:
+        """Give the engine one fact and carry out its orders (writes are queued per exchange)."""
+        for command in self.engine.handle(event):
+            self._do(command)
+
+    def _do(self, command: BridgeCommand) -> None:
+        match command:
+            case ReplyJson(exchange) | StartSse(exchange) | SendSse(exchange) | EndClientResponse(exchange):
+                ex = self.exchanges.get(exchange)
+                if ex is not None and not ex.done:
+                    ex.writes.put_nowait(command)
+                elif isinstance(command, EndClientResponse):
+                    self._close_observation(exchange, command.outcome)
+            case SendLeg(leg, exchange, headers, message):
+                self.leg_exchange[leg] = exchange
+                self._observe_leg(
+                    leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
+                )
+                self.legs[leg] = spawn(self._run_leg(leg, "POST", headers, dumps(message)), name=f"leg-{leg}")
+            case OpenLegStream(leg, exchange, headers):
+                self.leg_exchange[leg] = exchange
+                self.legs[leg] = spawn(self._run_leg(leg, "GET", headers, b""), name=f"leg-{leg}")
+            case CloseLeg(leg):
+                task = self.legs.pop(leg, None)
+                self.leg_exchange.pop(leg, None)
+                self.builder.leg_closed(leg)
+                if task is not None:
+                    task.cancel()
+            case StartTimer(timer, seconds):
+                self._cancel_timer(timer)
+                loop = asyncio.get_running_loop()
+                self.timers[timer] = loop.call_later(seconds, self._fire, timer)
+            case CancelTimer(timer):
+                self._cancel_timer(timer)
+            case Log(event, level, fields):
+                getattr(self.log, level)(event, mode=self.mode.value, **fields)
+
+    def _fire(self, timer: str) -> None:
+        self.timers.pop(timer, None)
+        self.feed(TimerFired(timer))
+
+    def _cancel_timer(self, timer: str) -> None:
+        handle = self.timers.pop(timer, None)
+        if handle is not None:
+            handle.cancel()
+
+    # -- upstream legs ----------------------------------------------------------------------------
+
+    async def _run_leg(
+        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> None:
+        hdrs = CIMultiDict(headers)
+        hdrs["Host"] = self.upstream.host_header
+        url = self.upstream.origin + self.upstream.base_path
+        try:
+            async with asyncio.timeout(self.timeout):
+                resp = await self._http().request(method, url, headers=hdrs, data=body or None)
+        except TimeoutError:
+            self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {self.timeout}s"))
+            return
+        except aiohttp.ClientError as exc:
+            self._leg_done(leg, LegFailed(leg, "unreachable", str(exc) or type(exc).__name__))
+            return
+        try:
+            self.feed(LegResponded(leg, resp.status, tuple(resp.headers.items())))
+            await self._read_leg(leg, resp)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, SseTooLarge) as exc:
+            self._leg_done(leg, LegFailed(leg, "cut", str(exc) or type(exc).__name__))
+            return
+        finally:
+            resp.close()
+        self._leg_done(leg, LegEnded(leg))
+
+    async def _read_leg(self, leg: str, resp: aiohttp.ClientResponse) -> None:
+        if is_sse(resp.headers.get("content-type")):
+            decoder = SseDecoder()
+            async for chunk in resp.content.iter_any():
+                for item in decoder.feed(chunk):
+                    if isinstance(item, SseEvent) and item.has_data and leg in self.legs:
+                        msg = parse_text(item.data)
+                        self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
+                        self.feed(LegMessage(leg, msg, item.id))
+            return
+        raw = await resp.content.read(_LEG_BODY_LIMIT)
+        for msg in parse_body(raw).messages:
+            if leg in self.legs:
+                self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)
+                self.feed(LegMessage(leg, msg))
+
+    def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
+        if self.legs.pop(leg, None) is None:
+            return
+        self.feed(event)
+        self.leg_exchange.pop(leg, None)
+        self.builder.leg_closed(leg)
+
+    # -- observation ------------------------------------------------------------------------------
+
+    def _observe_leg(
+        self, leg: str, exchange: str, message: Any, direction: Direction, size: int, channel: Channel
+    ) -> None:
+        self.builder.leg_message(leg, exchange, message, direction=direction, size=size, channel=channel)
+
+    def _observe_leg_msg(self, leg: str, message: Any, size: int, channel: Channel) -> None:
+        exchange = self.leg_exchange.get(leg, "")
+        self._observe_leg(leg, exchange, message, Direction.TO_CLIENT, size, channel)
+
+    def _observe_reply(
+        self, exchange: str, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+    ) -> None:
+        self.builder.response_head(
+            exchange,
+            status=status,
+            content_type="application/json" if message else None,
+            headers=dict(headers),
+        )
+        if message is not None:
+            self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON)
+        self._close_observation(exchange, None)
+
+    def _observe_client_request(self, exchange: str, request: web.Request, route: Route) -> None:
+        client_era, upstream_era = _ERAS[self.mode]
+        self.builder.open_exchange(
+            exchange,
+            http_method=request.method,
+            path=request.path_qs,
+            headers=dict(request.headers),
+            session=route.session_id,
+            client_era=client_era,
+            upstream_era=upstream_era,
+            mode=self.mode,
+            body_size=len(route.raw),
+        )
+        for msg in route.body.messages:
+            size = len(route.raw) if len(route.body.messages) == 1 else len(dumps(msg.raw))
+            self.builder.message(
+                exchange,
+                msg,
+                size=size,
+                direction=Direction.TO_SERVER,
+                channel=Channel.POST,
+                side=Side.CLIENT,
+            )
+
+    def _observe_client_bound(
+        self, exchange: str, message: dict[str, Any], size: int, channel: Channel
+    ) -> None:
+        msg = classify_value(message)
+        self.builder.message(
+            exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, side=Side.CLIENT
+        )
+
+    def _close_observation(self, exchange: str, outcome: str | None) -> None:
+        summary = self.builder.close_exchange(exchange, outcome)
+        if summary is not None:
+            self.log.info(
+                "exchange",
+                mode=self.mode.value,
+                chain_id=summary.chain_id,
+                session=summary.session,
+                http_method=summary.http_method,
+                method=summary.method,
+                name=summary.name,
+                ids=list(summary.jsonrpc_ids),
+                status=summary.status,
+                content_type=summary.content_type,
+                bytes_in=summary.bytes_in,
+                bytes_out=summary.bytes_out,
+                duration_ms=summary.duration_ms,
+                outcome=summary.outcome,
+            )
+
+    def table_sizes(self) -> dict[str, int]:
+        """Open exchanges, legs and timers (tests assert they drain)."""
+        return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
+
+
+def _json_response(
+    status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+) -> web.Response:
+    """A complete response: the JSON message, or an empty body (202)."""
+    response = web.Response(status=status, body=dumps(message) if message is not None else b"")
+    if message is not None:
+        response.content_type = "application/json"
+    for name, value in headers:
+        response.headers[name] = value
+    return response

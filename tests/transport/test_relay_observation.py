@@ -1,0 +1,128 @@
+"""What pass-through leaves behind for people: the JSONL capture and the round-trip log, both without secrets.
+
+The upstream is a real MCP server (the SDK's legacy peer), so the session id is one a server minted
+and the traffic is what a real exchange looks like.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import aiohttp
+
+from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, Direction, MessageRecorded
+from proxy.record.capture import read_capture
+from proxy.runtime import Proxy
+from tests.peers.runner import PeerServer
+from tests.transport.helpers import (
+    CLIENT_ACCEPT,
+    bounded,
+    captured_logs,
+    client_session,
+    drained,
+    rpc,
+    wait_until,
+)
+
+TOKEN = "tok-Zq8v-do-not-leak-4711"
+"""The bearer token the client sends; it must never appear in a capture or a log."""
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def stand_in(secret: str) -> str:
+    """The redacted form a secret must take: its length and the first 8 hex digits of its SHA-256."""
+    return f"<redacted len={len(secret)} sha256:{hashlib.sha256(secret.encode()).hexdigest()[:8]}>"
+
+
+async def exchange(
+    proxy: Proxy, client: aiohttp.ClientSession, body: bytes, headers: dict[str, str]
+) -> aiohttp.ClientResponse:
+    """POST one message through the proxy, read the whole answer, and wait until the proxy closed it."""
+    async with client.post(proxy.endpoint(), data=body, headers={**CLIENT_ACCEPT, **headers}) as response:
+        await bounded(response.read(), what="the upstream's answer through the proxy")
+    await wait_until(lambda: drained(proxy), what="the proxy to close the exchange")
+    return response
+
+
+async def open_session(proxy: Proxy, client: aiohttp.ClientSession) -> str:
+    """Run the legacy handshake through the proxy; returns the session id the server minted."""
+    init = rpc(
+        "initialize",
+        1,
+        protocolVersion="2025-11-25",
+        capabilities={},
+        clientInfo={"name": "transport-test", "version": "1"},
+    )
+    response = await exchange(proxy, client, init, AUTH)
+    assert response.status == 200
+    session = response.headers["Mcp-Session-Id"]
+    done = await exchange(
+        proxy, client, rpc("notifications/initialized", None), {**AUTH, "Mcp-Session-Id": session}
+    )
+    assert done.status == 202
+    return session
+
+
+async def test_capture_reads_back_the_chains_events_and_holds_no_secret_header_value(
+    proxy_for, legacy_server: PeerServer, tmp_path
+):
+    path = tmp_path / "run.jsonl"
+    async with proxy_for(legacy_server.url, capture=path) as proxy:
+        async with client_session() as client:
+            session = await open_session(proxy, client)
+            listed = await exchange(proxy, client, rpc("tools/list", 2), {**AUTH, "Mcp-Session-Id": session})
+            assert listed.status == 200
+        chain = next(c for c in proxy.store if c.summary.method == "tools/list")
+        assert chain.summary.status is ChainStatus.OK
+    # the proxy has stopped: the capture is flushed and closed
+
+    events = list(read_capture(path))
+    opened = [e for e in events if isinstance(e, ChainOpened) and e.chain.id == chain.summary.id]
+    recorded = [
+        e.message for e in events if isinstance(e, MessageRecorded) and e.chain_id == chain.summary.id
+    ]
+    changed = [e.chain for e in events if isinstance(e, ChainChanged) and e.chain.id == chain.summary.id]
+    assert len(opened) == 1
+    assert [(m.direction, m.method, m.jsonrpc_id) for m in recorded] == [
+        (Direction.TO_SERVER, "tools/list", 2),
+        (Direction.TO_CLIENT, None, 2),
+    ]
+    assert changed[-1].status is ChainStatus.OK
+
+    text = path.read_text(encoding="utf-8")
+    assert TOKEN not in text
+    assert session not in text
+    assert f"Bearer {stand_in(TOKEN)}" in text
+    assert stand_in(session) in text
+
+
+async def test_one_exchange_logs_one_exchange_event_with_its_facts_and_no_secret(
+    proxy_for, legacy_server: PeerServer
+):
+    async with proxy_for(legacy_server.url) as proxy:
+        async with client_session() as client:
+            session = await open_session(proxy, client)
+            body = rpc("tools/list", 2)
+            with captured_logs() as logs:
+                response = await exchange(proxy, client, body, {**AUTH, "Mcp-Session-Id": session})
+        assert response.status == 200
+        chain = next(c for c in proxy.store if c.summary.method == "tools/list")
+
+    (line,) = [entry for entry in logs if entry["event"] == "exchange"]
+    assert line["log_level"] == "info"
+    assert line["chain_id"] == chain.summary.id
+    assert line["method"] == "tools/list"
+    assert line["http_method"] == "POST"
+    assert line["ids"] == [2]
+    assert line["status"] == 200
+    assert line["content_type"] == response.headers["Content-Type"]
+    assert line["bytes_in"] == len(body)
+    assert line["bytes_out"] > 0
+    assert line["messages_out"] == 1
+    assert line["duration_ms"] >= 0
+    assert line["session"] == stand_in(session)
+    everything = json.dumps(logs, default=str)
+    assert TOKEN not in everything
+    assert session not in everything
