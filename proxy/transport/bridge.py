@@ -57,6 +57,8 @@ _SSE_HEADERS = (
 )
 _LEG_BODY_LIMIT = 64 * 1024 * 1024
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
+_MAX_RESUMES = 5
+_MAX_RESUME_WAIT_MS = 5000
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 
 
@@ -66,6 +68,24 @@ class BridgeEngine(Protocol):
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
     def owns_session(self, session_id: str) -> bool: ...
+
+
+@dataclass
+class _LegStream:
+    """What a leg's reader knows for resuming it: the request it waits on and the last event id."""
+
+    request_id: Any
+    sse: bool = False
+    answered: bool = False
+    last_id: str | None = None
+    retry_ms: int | None = None
+
+
+def _resume_headers(headers: tuple[tuple[str, str], ...], last_id: str) -> tuple[tuple[str, str], ...]:
+    """The GET that resumes a dropped SSE stream: same session and version headers, no body headers."""
+    dropped = {"content-type", "content-length", "last-event-id"}
+    kept = tuple((k, v) for k, v in headers if k.lower() not in dropped)
+    return (*kept, ("Last-Event-ID", last_id))
 
 
 @dataclass
@@ -90,6 +110,7 @@ class BridgeDriver:
         http: Callable[[], aiohttp.ClientSession],
         builder: ChainBuilder,
         timeout: float,
+        resume_streams: bool = False,
     ) -> None:
         self.engine = engine
         self.mode = mode
@@ -97,6 +118,7 @@ class BridgeDriver:
         self._http = http
         self.builder = builder
         self.timeout = timeout
+        self.resume_streams = resume_streams
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
@@ -180,7 +202,8 @@ class BridgeDriver:
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
-                self.legs[leg] = spawn(self._run_leg(leg, "POST", headers, dumps(message)), name=f"leg-{leg}")
+                run = self._run_leg(leg, "POST", headers, dumps(message), message.get("id"))
+                self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
                 self.legs[leg] = spawn(self._run_leg(leg, "GET", headers, b""), name=f"leg-{leg}")
@@ -211,45 +234,85 @@ class BridgeDriver:
     # -- upstream legs ----------------------------------------------------------------------------
 
     async def _run_leg(
-        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes, request_id: Any = None
     ) -> None:
+        resp = await self._open_leg(leg, method, headers, body)
+        if resp is None:
+            return
+        self.feed(LegResponded(leg, resp.status, tuple(resp.headers.items())))
+        stream = _LegStream(request_id)
+        resumes = 0
+        while True:
+            try:
+                await self._read_leg(leg, resp, stream)
+                cut: str | None = None
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, SseTooLarge) as exc:
+                cut = str(exc) or type(exc).__name__
+            finally:
+                resp.close()
+            if not self._should_resume(stream, resumes):
+                break
+            resumes += 1
+            await asyncio.sleep(min(stream.retry_ms or 0, _MAX_RESUME_WAIT_MS) / 1000)
+            self.log.info("leg_resumed", leg=leg, last_event_id=stream.last_id, attempt=resumes)
+            resp = await self._open_leg(leg, "GET", _resume_headers(headers, stream.last_id or ""), b"")
+            if resp is None:
+                return
+        self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
+
+    def _should_resume(self, stream: _LegStream, resumes: int) -> bool:
+        """A legacy (2025-11-25) server may drop the connection after an event id; resume with GET."""
+        return (
+            self.resume_streams
+            and stream.sse
+            and stream.request_id is not None
+            and not stream.answered
+            and stream.last_id is not None
+            and resumes < _MAX_RESUMES
+        )
+
+    async def _open_leg(
+        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> aiohttp.ClientResponse | None:
         hdrs = CIMultiDict(headers)
         hdrs["Host"] = self.upstream.host_header
         url = self.upstream.origin + self.upstream.base_path
         try:
             async with asyncio.timeout(self.timeout):
-                resp = await self._http().request(method, url, headers=hdrs, data=body or None)
+                return await self._http().request(method, url, headers=hdrs, data=body or None)
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {self.timeout}s"))
-            return
         except aiohttp.ClientError as exc:
             self._leg_done(leg, LegFailed(leg, "unreachable", str(exc) or type(exc).__name__))
-            return
-        try:
-            self.feed(LegResponded(leg, resp.status, tuple(resp.headers.items())))
-            await self._read_leg(leg, resp)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, SseTooLarge) as exc:
-            self._leg_done(leg, LegFailed(leg, "cut", str(exc) or type(exc).__name__))
-            return
-        finally:
-            resp.close()
-        self._leg_done(leg, LegEnded(leg))
+        return None
 
-    async def _read_leg(self, leg: str, resp: aiohttp.ClientResponse) -> None:
+    async def _read_leg(self, leg: str, resp: aiohttp.ClientResponse, stream: _LegStream) -> None:
         if is_sse(resp.headers.get("content-type")):
+            stream.sse = True
             decoder = SseDecoder()
             async for chunk in resp.content.iter_any():
                 for item in decoder.feed(chunk):
-                    if isinstance(item, SseEvent) and item.has_data and leg in self.legs:
-                        msg = parse_text(item.data)
-                        self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
-                        self.feed(LegMessage(leg, msg, item.id))
+                    if isinstance(item, SseEvent):
+                        self._leg_event(leg, item, stream)
             return
         raw = await resp.content.read(_LEG_BODY_LIMIT)
         for msg in parse_body(raw).messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)
                 self.feed(LegMessage(leg, msg))
+
+    def _leg_event(self, leg: str, item: SseEvent, stream: _LegStream) -> None:
+        if item.id is not None:
+            stream.last_id = item.id
+        if item.retry is not None:
+            stream.retry_ms = item.retry
+        if not item.has_data or leg not in self.legs:
+            return
+        msg = parse_text(item.data)
+        if msg.is_response and msg.id == stream.request_id:
+            stream.answered = True
+        self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
+        self.feed(LegMessage(leg, msg, item.id))
 
     def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
         if self.legs.pop(leg, None) is None:

@@ -42,6 +42,7 @@ from proxy.transport.observe import BodyObserver
 from proxy.transport.state import STATE, ProxyState
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body
+from proxy.wire.versions import Era
 
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 
@@ -90,6 +91,7 @@ class ExchangeDriver:
         self.response: web.StreamResponse | None = None
         self.upstream: aiohttp.ClientResponse | None = None
         self.ended = False
+        self.route: Route | None = None
         self.log = get_logger()
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> web.StreamResponse:
@@ -116,6 +118,7 @@ class ExchangeDriver:
             await self._respond(outcome.status, outcome.body, ())
             self._close(outcome.reason)
             return self._final_response()
+        self.route = outcome
         self._observe_client(outcome)
         structlog.contextvars.bind_contextvars(exchange=self.exchange)
         try:
@@ -197,9 +200,20 @@ class ExchangeDriver:
         except aiohttp.ClientError as exc:
             await self.feed(UpstreamFailed(self.exchange, "unreachable", _describe(exc)))
             return
+        self._check_verdict(self.upstream.status)
         await self.feed(
             UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers.items()))
         )
+
+    def _check_verdict(self, status: int) -> None:
+        """An era-level refusal (a handshake or a 2026 request turned away) may mean the upstream changed."""
+        route, router = self.route, self.state.router
+        if router is None or route is None or status not in (400, 404, 405):
+            return
+        if route.method == "initialize" or route.era is Era.MODERN:
+            router.suspect(
+                f"HTTP {status} for {route.method or route.http_method} from a {route.era.value} client"
+            )
 
     async def _start_response(
         self, status: int, headers: tuple[tuple[str, str], ...], length: int | None
