@@ -1,4 +1,4 @@
-"""The upstream's era verdict follows the upstream: probed at start, probed again when answers stop fitting."""
+"""The upstream era verdict follows the upstream: probed at start, probed again when answers stop fitting."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ async def test_an_upstream_that_changes_era_is_probed_again_and_then_bridged(
             while result is None:
                 try:
                     result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
-                except BaseException as exc:  # noqa: BLE001 - refusals arrive as SDK exception groups
+                except BaseException as exc:
                     if isinstance(exc, anyio.get_cancelled_exc_class()):
                         raise
                     await anyio.sleep(0.5)  # the proxy re-probes at most every 2 s; poll until it has

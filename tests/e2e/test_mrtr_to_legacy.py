@@ -1,0 +1,226 @@
+"""2026-07-28 (MRTR) clients in front of a legacy server that asks in flight, through `mrtr_to_legacy`.
+
+The reference for every result is the same modern client talking directly to the equivalent modern
+server (the same tools written MRTR-style): through the bridge it must get exactly that. Security
+tests craft requests by hand (tests/e2e/modern_raw.py), since no SDK client tampers with its state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from proxy.flows.events import ChainStatus, Mode, Side
+from proxy.runtime import Proxy
+from tests.e2e.modern_raw import modern_call
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import run_scenario
+from tests.transport.helpers import wait_until
+
+pytestmark = pytest.mark.e2e
+
+MODERN = "2026-07-28"
+SCENARIOS = [
+    "echo",
+    "ask_name",
+    "ask_url",
+    "ask_llm",
+    "list_client_roots",
+    "ask_twice",
+    "ask_two_at_once",
+    "state_only",
+    "progress",
+    "fail",
+    "prompts",
+    "resources",
+]
+ANSWER = {"action": "accept", "content": {"name": "octocat"}}
+
+
+def bridge_sizes(proxy: Proxy) -> dict[str, int]:
+    """The engine's and the driver's tables, minus the upstream session the bridge keeps."""
+    bridge = proxy.router.bridges[Mode.MRTR_TO_LEGACY]
+    sizes = {**bridge.engine.table_sizes(), **{f"driver_{k}": v for k, v in bridge.table_sizes().items()}}  # type: ignore[attr-defined]
+    return {k: v for k, v in sizes.items() if v and "session" not in k}
+
+
+def drained(proxy: Proxy) -> bool:
+    return not bridge_sizes(proxy)
+
+
+async def first_round(http: aiohttp.ClientSession, proxy: Proxy, **headers: str) -> dict[str, Any]:
+    """Call ask_name and return the input_required result (the parked call's token and keys)."""
+    status, reply = await modern_call(
+        http, proxy.endpoint(), "tools/call", {"name": "ask_name", "arguments": {}}, ident=1, headers=headers
+    )
+    assert status == 200, reply
+    result: dict[str, Any] = reply["result"]
+    assert result["resultType"] == "input_required"
+    return result
+
+
+async def retry(
+    http: aiohttp.ClientSession,
+    proxy: Proxy,
+    result: dict[str, Any],
+    *,
+    state: str | None = None,
+    **headers: str,
+) -> tuple[int, dict[str, Any]]:
+    (key,) = result["inputRequests"]
+    params = {
+        "name": "ask_name",
+        "arguments": {},
+        "inputResponses": {key: ANSWER},
+        "requestState": state if state is not None else result["requestState"],
+    }
+    return await modern_call(http, proxy.endpoint(), "tools/call", params, ident=2, headers=headers)
+
+
+def completed(reply: dict[str, Any]) -> bool:
+    result = reply.get("result", {})
+    return result.get("resultType") == "complete" and result["content"][0]["text"] == "Hello, octocat!"
+
+
+def invalid_state(status: int, reply: dict[str, Any]) -> bool:
+    return reply.get("error", {}).get("code") == -32602 and "requestState" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_modern_client_through_bridge_gets_what_a_modern_server_gives(
+    legacy_server: PeerServer, modern_server: PeerServer, proxy_for: Callable[..., Any], scenario: str
+) -> None:
+    direct = await run_scenario(modern_server.url, MODERN, scenario)
+    async with proxy_for(legacy_server.url) as proxy:
+        assert proxy.router.eras.label == "legacy"
+        bridged = await run_scenario(proxy.endpoint(), MODERN, scenario)
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+    assert bridged == direct
+
+
+@pytest.mark.parametrize("scenario", ["ask_name", "ask_two_at_once", "ask_twice", "progress"])
+async def test_upstream_era_legacy_bridges_a_dual_era_server_with_in_flight_tools(
+    modern_server: PeerServer, dual_inflight_server: PeerServer, proxy_for: Callable[..., Any], scenario: str
+) -> None:
+    direct = await run_scenario(modern_server.url, MODERN, scenario)
+    async with proxy_for(dual_inflight_server.url, upstream_era="legacy") as proxy:
+        bridged = await run_scenario(proxy.endpoint(), MODERN, scenario)
+    assert bridged == direct
+
+
+async def test_bridged_chain_holds_every_round_on_both_sides(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy:
+        await run_scenario(proxy.endpoint(), MODERN, "ask_twice")
+    chains = [c for c in proxy.store if c.summary.name == "ask_twice"]
+    assert len(chains) == 1
+    chain = chains[0]
+    assert chain.summary.mode is Mode.MRTR_TO_LEGACY
+    assert chain.summary.status is ChainStatus.OK
+    assert chain.summary.rounds == 3
+    client_requests = [m for m in chain.messages if m.side is Side.CLIENT and m.kind == "request"]
+    upstream_requests = [m for m in chain.messages if m.side is Side.UPSTREAM and m.kind == "request"]
+    assert len(client_requests) == 3, "three client rounds"
+    assert [m.method for m in upstream_requests] == ["tools/call"], "one live upstream call"
+    nested = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "elicitation/create"]
+    assert len(nested) == 2
+
+
+async def test_tampered_request_state_is_refused_and_the_parked_call_survives(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        status, reply = await retry(http, proxy, result, state=result["requestState"] + "-TAMPERED")
+        assert invalid_state(status, reply), reply
+        status, reply = await retry(http, proxy, result)
+        assert completed(reply), reply
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+
+
+async def test_a_replayed_request_state_is_refused(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        status, reply = await retry(http, proxy, result)
+        assert completed(reply), reply
+        status, reply = await retry(http, proxy, result)
+        assert invalid_state(status, reply), reply
+
+
+async def test_another_principal_cannot_resume_a_parked_call(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy, Authorization="Bearer alice")
+        status, reply = await retry(http, proxy, result, Authorization="Bearer mallory")
+        assert invalid_state(status, reply), reply
+        status, reply = await retry(http, proxy, result, Authorization="Bearer alice")
+        assert completed(reply), reply
+
+
+async def test_a_retry_with_other_arguments_is_refused(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        (key,) = result["inputRequests"]
+        params = {
+            "name": "ask_name",
+            "arguments": {"sneaky": True},
+            "inputResponses": {key: ANSWER},
+            "requestState": result["requestState"],
+        }
+        status, reply = await modern_call(http, proxy.endpoint(), "tools/call", params, ident=3)
+        assert invalid_state(status, reply), reply
+
+
+async def test_an_expired_continuation_is_cancelled_upstream_and_its_state_refused(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url, continuation_ttl=0.5) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        await wait_until(lambda: drained(proxy), what="the continuation to expire", seconds=10)
+        status, reply = await retry(http, proxy, result)
+        assert invalid_state(status, reply), reply
+    chain = next(c for c in proxy.store if c.summary.name == "ask_name")
+    cancels = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "notifications/cancelled"]
+    assert cancels, "the upstream was told the parked call is cancelled"
+
+
+async def test_the_continuation_table_is_bounded(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url, max_continuations=1) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        _, reply = await modern_call(
+            http, proxy.endpoint(), "tools/call", {"name": "ask_name", "arguments": {}}, ident=5
+        )
+        assert "error" in reply, reply
+        assert "1" in reply["error"]["message"], "the error names the limit"
+        _status, reply = await retry(http, proxy, result)
+        assert completed(reply), reply
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+
+
+async def test_a_missing_capability_gets_minus_32021_and_cancels_upstream(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        status, reply = await modern_call(
+            http,
+            proxy.endpoint(),
+            "tools/call",
+            {"name": "ask_name", "arguments": {}},
+            ident=1,
+            capabilities={},
+        )
+        assert status == 400
+        assert reply["error"]["code"] == -32021
+        assert "elicitation" in reply["error"]["data"]["requiredCapabilities"]
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
