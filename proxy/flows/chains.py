@@ -129,6 +129,24 @@ class ExchangeSummary:
     duration_ms: float
     outcome: str | None
 
+    def log_fields(self) -> dict[str, Any]:
+        """The fields of the round-trip log line (already redacted)."""
+        return {
+            "chain_id": self.chain_id,
+            "session": self.session,
+            "http_method": self.http_method,
+            "method": self.method,
+            "name": self.name,
+            "ids": list(self.jsonrpc_ids),
+            "status": self.status,
+            "content_type": self.content_type,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "messages_out": self.messages_out,
+            "duration_ms": self.duration_ms,
+            "outcome": self.outcome,
+        }
+
 
 class ChainBuilder:
     """Turns the transport's observations into chains in the store and flow events on the sink."""
@@ -639,25 +657,10 @@ class ChainBuilder:
         elif direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
             http = ex.head
             ex.head_recorded = True
-        body, truncated, _ = self._redactor.bound(self._redactor.body(msg.raw), self._body_limit)
-        record = MessageRecord.model_construct(
-            seq=chain.next_seq(),
-            ts=self._clock(),
-            side=side,
-            direction=direction,
-            channel=channel,
-            exchange=ex.id,
-            kind=msg.kind.value,
-            jsonrpc_id=msg.id,
-            method=msg.method,
-            size=size,
-            body=body,
-            truncated=truncated,
-            http=http,
-            sse_id=sse_id,
-            round=chain.summary.rounds,
-            note=note or msg.problem,
+        record = self._make_record(
+            chain, msg, exchange=ex.id, side=side, direction=direction, channel=channel, size=size, note=note
         )
+        record.http, record.sse_id = http, sse_id
         self._store(chain, record, invalid=msg.kind is Kind.INVALID)
 
     def _record_leg(
@@ -671,14 +674,39 @@ class ChainBuilder:
         channel: Channel,
         note: str | None,
     ) -> None:
-        body, truncated, _ = self._redactor.bound(self._redactor.body(msg.raw), self._body_limit)
-        record = MessageRecord.model_construct(
-            seq=chain.next_seq(),
-            ts=self._clock(),
+        record = self._make_record(
+            chain,
+            msg,
+            exchange=leg,
             side=Side.UPSTREAM,
             direction=direction,
             channel=channel,
-            exchange=leg,
+            size=size,
+            note=note,
+        )
+        self._store(chain, record, invalid=False)
+
+    def _make_record(
+        self,
+        chain: Chain,
+        msg: Message,
+        *,
+        exchange: str,
+        side: Side,
+        direction: Direction,
+        channel: Channel,
+        size: int,
+        note: str | None,
+    ) -> MessageRecord:
+        """A redacted, bounded record of one message (no validation: every field is ours)."""
+        body, truncated, _ = self._redactor.bound(self._redactor.body(msg.raw), self._body_limit)
+        return MessageRecord.model_construct(
+            seq=chain.next_seq(),
+            ts=self._clock(),
+            side=side,
+            direction=direction,
+            channel=channel,
+            exchange=exchange,
             kind=msg.kind.value,
             jsonrpc_id=msg.id,
             method=msg.method,
@@ -690,7 +718,6 @@ class ChainBuilder:
             round=chain.summary.rounds,
             note=note or msg.problem,
         )
-        self._store(chain, record, invalid=False)
 
     def _store(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
         """Keep a record in its chain, count it in the headline, and tell the observers."""

@@ -380,22 +380,7 @@ class BridgeDriver:
     def _close_observation(self, exchange: str, outcome: str | None) -> None:
         summary = self.builder.close_exchange(exchange, outcome)
         if summary is not None:
-            self.log.info(
-                "exchange",
-                mode=self.mode.value,
-                chain_id=summary.chain_id,
-                session=summary.session,
-                http_method=summary.http_method,
-                method=summary.method,
-                name=summary.name,
-                ids=list(summary.jsonrpc_ids),
-                status=summary.status,
-                content_type=summary.content_type,
-                bytes_in=summary.bytes_in,
-                bytes_out=summary.bytes_out,
-                duration_ms=summary.duration_ms,
-                outcome=summary.outcome,
-            )
+            self.log.info("exchange", mode=self.mode.value, **summary.log_fields())
 
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""

@@ -350,22 +350,7 @@ class ExchangeDriver:
         structlog.contextvars.unbind_contextvars("exchange", "chain_id")
         if summary is None:
             return
-        self.log.info(
-            "exchange",
-            chain_id=summary.chain_id,
-            session=summary.session,
-            http_method=summary.http_method,
-            method=summary.method,
-            name=summary.name,
-            ids=list(summary.jsonrpc_ids),
-            status=summary.status,
-            content_type=summary.content_type,
-            bytes_in=summary.bytes_in,
-            bytes_out=summary.bytes_out,
-            messages_out=summary.messages_out,
-            duration_ms=summary.duration_ms,
-            outcome=summary.outcome,
-        )
+        self.log.info("exchange", mode="passthrough", **summary.log_fields())
 
 
 def _describe(exc: BaseException) -> str:

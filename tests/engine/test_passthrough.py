@@ -6,13 +6,10 @@ it feeds the events in order and compares each step's commands with the expected
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import orjson
 
 from proxy.engine.commands import (
     CloseUpstream,
-    Command,
     EndClientResponse,
     Log,
     RelayBody,
@@ -23,7 +20,6 @@ from proxy.engine.commands import (
 from proxy.engine.events import (
     ClientDisconnected,
     ClientRequestReceived,
-    EngineEvent,
     TimerFired,
     UpstreamEnded,
     UpstreamFailed,
@@ -34,36 +30,10 @@ from proxy.engine.passthrough import PassthroughEngine
 from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import parse_text
+from tests.engine.playbook import Playbook
 
 UPSTREAM = parse_upstream("http://upstream.internal:8000/mcp")
 BODY = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}})
-
-
-@dataclass
-class Playbook:
-    """A scripted conversation with an engine: events fed in order, each answered by exact commands."""
-
-    engine: PassthroughEngine
-    steps: list[tuple[EngineEvent, list[Command]]] = field(default_factory=list)
-
-    def __rshift__(self, event: EngineEvent) -> Playbook:
-        self.steps.append((event, []))
-        return self
-
-    def __lshift__(self, command: Command) -> Playbook:
-        assert self.steps, "a command must follow an event"
-        self.steps[-1][1].append(command)
-        return self
-
-    def __bool__(self) -> bool:
-        for number, (event, expected) in enumerate(self.steps, 1):
-            actual = self.engine.handle(event)
-            if actual != expected:
-                lines = [f"step {number}: {event!r}", "expected:"]
-                lines += [f"  {c!r}" for c in expected] or ["  (nothing)"]
-                lines += ["actual:"] + ([f"  {c!r}" for c in actual] or ["  (nothing)"])
-                raise AssertionError("\n".join(lines))
-        return True
 
 
 def route(
