@@ -13,6 +13,9 @@ Kinds (see ``KINDS``):
   serves both eras, so ``legacy_only`` refuses 2026-07-28 requests the way a legacy-only server does.
 - ``modern-mrtr``: 2026-07-28 only, MRTR tools (``modern_only`` refuses ``initialize``, GET, DELETE).
 - ``dual-inflight`` / ``dual-mrtr``: the SDK's default dual-era app with either style.
+- ``conformance-modern`` / ``conformance-legacy``: the conformance suite's ``input-required-result-*``
+  fixtures instead of this catalogue (``tests.peers.conformance_app``), 2026-only MRTR / legacy-only
+  in flight.
 
 The low-level ``mcp.server.lowlevel.Server`` is used rather than ``MCPServer`` because it puts the
 wire shapes in plain sight: in-flight handlers call ``ctx.session`` with the originating request id
@@ -54,10 +57,19 @@ __all__ = [
     "modern_only",
 ]
 
-Kind = Literal["legacy-inflight", "modern-mrtr", "dual-inflight", "dual-mrtr"]
+Kind = Literal[
+    "legacy-inflight", "modern-mrtr", "dual-inflight", "dual-mrtr", "conformance-modern", "conformance-legacy"
+]
 Style = Literal["inflight", "mrtr"]
 
-KINDS: Final[tuple[Kind, ...]] = ("legacy-inflight", "modern-mrtr", "dual-inflight", "dual-mrtr")
+KINDS: Final[tuple[Kind, ...]] = (
+    "legacy-inflight",
+    "modern-mrtr",
+    "dual-inflight",
+    "dual-mrtr",
+    "conformance-modern",
+    "conformance-legacy",
+)
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
 
 _KIND_STYLE: Final[dict[str, Style]] = {
@@ -844,6 +856,11 @@ def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
     The SDK app gets DNS-rebinding protection for 127.0.0.1 (its default for a loopback host).
     Its lifespan (the session manager) passes through the era wrappers untouched.
     """
+    if kind.startswith("conformance-"):
+        # Imported here: conformance_app builds on this module's era wrappers.
+        from tests.peers.conformance_app import build_conformance_app
+
+        return build_conformance_app(kind)
     style = _KIND_STYLE.get(kind)
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
