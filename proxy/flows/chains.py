@@ -94,6 +94,7 @@ class _Exchange:
     head: HttpInfo | None = None
     head_recorded: bool = False
     minted_session: str | None = None
+    last_sse_id: str | None = None
     pending_note: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
@@ -175,6 +176,7 @@ class ChainBuilder:
         self._session_names: _BoundedMap = _BoundedMap()
         self._changed: dict[str, Chain] | None = None
         self._legs: _BoundedMap = _BoundedMap()
+        self._event_chains: _BoundedMap = _BoundedMap()
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -205,9 +207,36 @@ class ChainBuilder:
             bytes_in=body_size,
         )
         if http_method == "GET":
-            self._open_chain(self._exchanges[exchange_id], method="GET stream", name=None, ident=None)
+            if not self._resume(self._exchanges[exchange_id]):
+                self._open_chain(self._exchanges[exchange_id], method="GET stream", name=None, ident=None)
         elif http_method == "DELETE":
             self._open_chain(self._exchanges[exchange_id], method="DELETE session", name=None, ident=None)
+
+    def note_event_id(self, exchange_id: str, sse_id: str) -> None:
+        """Remember which chain an SSE event id belongs to, so a resumed stream rejoins that chain."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None:
+            return
+        ex.last_sse_id = sse_id
+        chain_id = next(iter(ex.requests.values()), None) or (ex.chains[0] if ex.chains else None)
+        if chain_id is not None:
+            self._event_chains[(ex.session, sse_id)] = chain_id
+
+    def _resume(self, ex: _Exchange) -> bool:
+        """A GET with Last-Event-ID continues the stream of the chain that event belonged to."""
+        last = next((v for k, v in ex.request_headers.items() if k.lower() == "last-event-id"), None)
+        chain_id = self._event_chains.get((ex.session, last)) if last else None
+        chain = self.store.get(chain_id) if chain_id else None
+        if chain is None:
+            return False
+        ex.chains.append(chain.summary.id)
+        if chain.summary.jsonrpc_id is not None and chain.summary.status not in (
+            ChainStatus.OK,
+            ChainStatus.ERROR,
+        ):
+            ex.requests[chain.summary.jsonrpc_id] = chain.summary.id
+        chain.summary.notes.append(f"stream resumed with Last-Event-ID {last}")
+        return True
 
     def response_head(
         self, exchange_id: str, *, status: int, content_type: str | None, headers: dict[str, str]
@@ -271,6 +300,8 @@ class ChainBuilder:
         chain = self.store.get(ex_chain) if ex_chain else None
         if chain is None:
             return None
+        if sse_id is not None:
+            self.note_event_id(exchange_id, sse_id)
         self._record(
             chain,
             ex,
@@ -345,6 +376,8 @@ class ChainBuilder:
         for ident, chain_id in ex.requests.items():
             if ident in ex.answered:
                 continue
+            if outcome is None and ex.last_sse_id is not None and not self._http_failed(ex):
+                continue  # the server may drop a stream after an event id; the client resumes it
             if self._requests.get((ex.session, ident)) == chain_id:  # no answer can come any more
                 del self._requests[(ex.session, ident)]
             chain = self.store.get(chain_id)

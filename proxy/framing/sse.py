@@ -55,6 +55,11 @@ class SseEvent:
     retry: int | None = None
     has_data: bool = True
 
+    @property
+    def carries_message(self) -> bool:
+        """True when the data could be a message: a priming event (`id:` + empty `data:`) is not."""
+        return self.has_data and bool(self.data.strip())
+
 
 @dataclass(frozen=True, slots=True)
 class SseComment:

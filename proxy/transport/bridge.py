@@ -306,7 +306,7 @@ class BridgeDriver:
             stream.last_id = item.id
         if item.retry is not None:
             stream.retry_ms = item.retry
-        if not item.has_data or leg not in self.legs:
+        if not item.carries_message or leg not in self.legs:
             return
         msg = parse_text(item.data)
         if msg.is_response and msg.id == stream.request_id:

@@ -243,7 +243,11 @@ class ExchangeDriver:
         sse = is_sse(upstream.headers.get("content-type"))
         channel = Channel.GET_SSE if self.request.method == "GET" else Channel.SSE
         observer = BodyObserver(
-            sse=sse, sink=self._observe_upstream, on_extra_bytes=self._extra_bytes, channel=channel
+            sse=sse,
+            sink=self._observe_upstream,
+            on_extra_bytes=self._extra_bytes,
+            channel=channel,
+            on_event_id=lambda sse_id: self.state.builder.note_event_id(self.exchange, sse_id),
         )
         if sse:
             self.state.open_streams += 1

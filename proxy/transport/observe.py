@@ -27,6 +27,7 @@ class BodyObserver:
     sse: bool
     sink: MessageSink
     on_extra_bytes: Callable[[int], None]
+    on_event_id: Callable[[str], None] = lambda _id: None
     channel: Channel = Channel.SSE
     _decoder: SseDecoder | None = None
     _buffer: bytearray | None = None
@@ -60,7 +61,9 @@ class BodyObserver:
     def _emit_sse(self, items: list[SseItem], chunk_size: int) -> None:
         extra = chunk_size
         for item in items:
-            if isinstance(item, SseEvent) and item.has_data:
+            if isinstance(item, SseEvent) and item.id is not None and not item.carries_message:
+                self.on_event_id(item.id)
+            if isinstance(item, SseEvent) and item.carries_message:
                 msg = parse_text(item.data)
                 size = len(item.data)
                 extra -= size

@@ -46,7 +46,7 @@ async def _first_sse_messages(resp: aiohttp.ClientResponse) -> list[Message]:
     found: list[Message] = []
     async for chunk in resp.content.iter_any():
         for item in decoder.feed(chunk):
-            if isinstance(item, SseEvent) and item.has_data:
+            if isinstance(item, SseEvent) and item.carries_message:
                 msg = parse_text(item.data)
                 found.append(msg)
                 if msg.is_response:

@@ -149,3 +149,17 @@ async def test_capture_file_replays_the_chains_and_holds_no_session_id(
             if k.lower() == "mcp-session-id"
         ]
         assert all(v.startswith("<redacted") for v in raw_sessions)
+
+
+async def test_a_polling_server_that_drops_the_stream_is_resumed_by_the_client_through_the_proxy(
+    peer_factory: Callable[..., PeerServer], proxy_for: Callable[..., Any]
+) -> None:
+    server = peer_factory("legacy-polling")
+    async with proxy_for(server.url) as proxy:
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    chain = only_chain(proxy, "ask_name")
+    assert chain.summary.status is ChainStatus.OK
+    assert any(note.startswith("stream resumed with Last-Event-ID") for note in chain.summary.notes)
+    assert len({m.exchange for m in chain.messages}) == 3, "the call's POST, the resuming GET, the answer POST"
+    assert not any(c.summary.invalid for c in proxy.store), "priming events are not messages"

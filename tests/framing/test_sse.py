@@ -390,3 +390,14 @@ def test_any_chunking_and_line_ending_decodes_to_the_encoded_items(
     assert whole == expected
     assert decode(*chunked) == whole
     assert decode(*bytewise(stream)) == whole
+
+
+def test_a_priming_event_with_empty_data_carries_no_message() -> None:
+    (priming,) = SseDecoder().feed(b"id: 3\r\ndata: \r\nretry: 50\r\n\r\n")
+    assert isinstance(priming, SseEvent)
+    assert priming.id == "3"
+    assert priming.retry == 50
+    assert not priming.carries_message
+    (event,) = SseDecoder().feed(b'data: {"jsonrpc":"2.0"}\n\n')
+    assert isinstance(event, SseEvent)
+    assert event.carries_message

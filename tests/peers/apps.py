@@ -16,6 +16,9 @@ Kinds (see ``KINDS``):
 - ``conformance-modern`` / ``conformance-legacy``: the conformance suite's ``input-required-result-*``
   fixtures instead of this catalogue (``tests.peers.conformance_app``), 2026-only MRTR / legacy-only
   in flight.
+- ``legacy-polling``: ``legacy-inflight`` with SEP-1699 SSE polling: each tool call's stream is
+  dropped after its priming event (``tests.peers.polling_app``), so only a client that resumes with
+  GET + ``Last-Event-ID`` sees the rest.
 
 The low-level ``mcp.server.lowlevel.Server`` is used rather than ``MCPServer`` because it puts the
 wire shapes in plain sight: in-flight handlers call ``ctx.session`` with the originating request id
@@ -58,7 +61,13 @@ __all__ = [
 ]
 
 Kind = Literal[
-    "legacy-inflight", "modern-mrtr", "dual-inflight", "dual-mrtr", "conformance-modern", "conformance-legacy"
+    "legacy-inflight",
+    "modern-mrtr",
+    "dual-inflight",
+    "dual-mrtr",
+    "conformance-modern",
+    "conformance-legacy",
+    "legacy-polling",
 ]
 Style = Literal["inflight", "mrtr"]
 
@@ -69,6 +78,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     "dual-mrtr",
     "conformance-modern",
     "conformance-legacy",
+    "legacy-polling",
 )
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
 
@@ -861,6 +871,10 @@ def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
         from tests.peers.conformance_app import build_conformance_app
 
         return build_conformance_app(kind)
+    if kind == "legacy-polling":
+        from tests.peers.polling_app import build_polling_app
+
+        return build_polling_app()
     style = _KIND_STYLE.get(kind)
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
