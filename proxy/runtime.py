@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import secrets
 import time
@@ -18,6 +19,7 @@ from aiohttp import web
 from proxy import __version__
 from proxy.config import Settings, parse_host_port
 from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
+from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
 from proxy.engine.passthrough import PassthroughEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus, Subscription
@@ -27,12 +29,19 @@ from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
 from proxy.logs import get_logger
-from proxy.record.capture import CaptureWriter
+from proxy.record.capture import CaptureError, CaptureWriter
+from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
 from proxy.transport.tasks import spawn
+
+CLOSE_TIMEOUT = 1.0
+"""Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
+
+_DRAIN_POLL = 0.05
+"""Seconds between looks at the open exchanges while draining."""
 
 
 class Proxy:
@@ -71,10 +80,31 @@ class Proxy:
             builder=self.builder,
             timeout=settings.upstream_timeout,
         )
+        self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
+            MrtrToLegacyEngine(
+                upstream,
+                _id_factory(),
+                state_key=_state_key(settings),
+                max_rounds=settings.max_rounds,
+                continuation_ttl=settings.continuation_ttl,
+                max_continuations=settings.max_continuations,
+                max_per_principal=settings.max_continuations_per_principal,
+                instance=secrets.token_hex(4),
+            ),
+            mode=Mode.MRTR_TO_LEGACY,
+            upstream=upstream,
+            http=lambda: self.state.http,
+            builder=self.builder,
+            timeout=settings.upstream_timeout,
+            resume_streams=True,
+        )
         self.router.on_change = self._eras_changed
         self._runner: web.AppRunner | None = None
         self._capture: CaptureWriter | None = None
         self._capture_task: asyncio.Task[Any] | None = None
+        self.admin: AdminServer | None = None
+        self.draining = False
+        self._hurry = asyncio.Event()
         self.port = 0
         self.host = ""
 
@@ -88,8 +118,13 @@ class Proxy:
         """The proxy URL that stands for the upstream's MCP endpoint."""
         return self.url + self.state.upstream.base_path
 
+    @property
+    def admin_url(self) -> str | None:
+        """The admin API's base URL once it listens (None when disabled)."""
+        return self.admin.url if self.admin is not None and self.admin.port else None
+
     async def start(self) -> None:
-        """Bind the listener (port 0 picks a free one) and start the capture writer."""
+        """Bind the listener and the admin API (port 0 picks a free one) and start the capture writer."""
         if self.settings.capture is not None:
             self._capture = CaptureWriter(
                 self.settings.capture,
@@ -98,35 +133,48 @@ class Proxy:
             )
             sub = self.bus.subscribe("capture")
             self._capture_task = spawn(self._write_capture(sub), name="capture-writer")
+        if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
+            self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
         app = build_app(self.state)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         try:
             await site.start()
+            sockets = getattr(site._server, "sockets", None) or []
+            self.host, self.port = host, sockets[0].getsockname()[1] if sockets else port
+            if self.admin is not None:
+                await self.admin.start()
         except OSError:
             await self.stop()
             raise
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.host, self.port = host, sockets[0].getsockname()[1] if sockets else port
         await self.router.ensure_probed()
         self._publish_info()
         log = get_logger()
-        log.info("listening", listen=self.url, upstream=self.settings.upstream, eras=self.router.eras.label)
+        log.info(
+            "listening",
+            listen=self.url,
+            admin=self.admin_url,
+            upstream=self.settings.upstream,
+            eras=self.router.eras.label,
+        )
+
+    def info(self) -> ProxyInfo:
+        """What the proxy is and where it points: the first event of every capture and admin feed."""
+        return ProxyInfo(
+            ts=time.time(),
+            version=__version__,
+            listen=self.url,
+            upstream=self.settings.upstream or "",
+            upstream_era=self.router.eras.label,
+            bridge=self.settings.bridge,
+        )
 
     def _publish_info(self) -> None:
-        self.bus.publish(
-            ProxyInfo(
-                ts=time.time(),
-                version=__version__,
-                listen=self.url,
-                upstream=self.settings.upstream or "",
-                upstream_era=self.router.eras.label,
-                bridge=self.settings.bridge,
-            )
-        )
+        self.bus.publish(self.info())
 
     def _eras_changed(self, eras: UpstreamEras) -> None:
         if self.port:
@@ -157,6 +205,53 @@ class Proxy:
         if self._capture is not None:
             self._capture.close()
             self._capture = None
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
+
+    def in_flight(self) -> int:
+        """Client exchanges still open, not counting standalone GET streams (they end only when closed)."""
+        streams = sum(1 for c in self.store if c.summary.method == "GET stream" and c.summary.ended is None)
+        return max(0, self.builder.open_exchanges - streams)
+
+    async def drain(self, grace: float) -> None:
+        """SIGTERM: stop taking connections, give open exchanges up to `grace` seconds, then `stop`.
+
+        Connections already open may still carry requests while the grace lasts (a client's answer to a
+        nested request, say); a second signal (`hurry`) cuts the wait short. The admin API stays up
+        until the end, answering /readyz 503 so a load balancer stops sending traffic.
+        """
+        log = get_logger()
+        self.draining = True
+        if self._runner is not None:
+            for site in list(self._runner.sites):
+                await site.stop()
+        log.info("draining", grace_s=grace, in_flight=self.in_flight())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.in_flight() and not self._hurry.is_set() and loop.time() < deadline:
+            with suppress(TimeoutError):
+                async with asyncio.timeout(min(_DRAIN_POLL, max(0.0, deadline - loop.time()))):
+                    await self._hurry.wait()
+        log.info("drained", in_flight=self.in_flight())
+        await self.stop()
+
+    def hurry(self) -> None:
+        """End a drain's wait now (a second SIGTERM or SIGINT); open exchanges are then cut."""
+        self._hurry.set()
+
+    def reopen_capture(self) -> None:
+        """SIGHUP: reopen the capture at its path, after logrotate or `mv` moved the file away."""
+        log = get_logger()
+        if self._capture is None:
+            log.info("capture_reopen_skipped", reason="no capture file configured")
+            return
+        try:
+            self._capture.reopen()
+        except CaptureError as exc:
+            log.error("capture_reopen_failed", error=str(exc))
+            return
+        log.info("capture_reopened", path=str(self._capture.path))
 
     async def __aenter__(self) -> Proxy:
         await self.start()
@@ -185,3 +280,40 @@ def _id_factory() -> Callable[[str], str]:
         return f"{prefix}-{next(counter)}"
 
     return new_id
+
+
+def _state_key(settings: Settings) -> bytes:
+    """The key that seals requestState tokens: configured (shared by replicas) or random per process."""
+    if settings.state_key is not None:
+        return settings.state_key.get_secret_value().encode("utf-8")
+    return secrets.token_bytes(32)
+
+
+GC_THRESHOLD = 10_000
+"""Net new container objects between young-generation collections (CPython's default is 700)."""
+
+
+def use_fast_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop factory when uvloop is installed (cheaper I/O per request), else None.
+
+    A factory for `asyncio.Runner`, not a global policy, so nothing else in the process changes loop.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def tune_gc() -> None:
+    """Collector settings for a long-running proxy; call once, after start-up imports, before serving.
+
+    Every exchange leaves its chain in the store, so the heap holds a large, slowly turning population
+    that CPython's default thresholds scan again and again (about a tenth of the CPU under load, and
+    pauses of 100+ ms). Freezing what start-up built takes it out of every scan; a higher young
+    threshold collects when the heap really grows, not on every short burst of allocations.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])

@@ -82,12 +82,15 @@ class SendLeg:
 
     The transport reports the answer as LegResponded, then LegMessage per message, then LegEnded or
     LegFailed. `headers` are the complete request headers (the transport adds only Host and length).
+    `related` names an earlier leg this one belongs with (an answer to, or the cancellation of, a
+    parked call's leg): observation files it in that leg's chain even when no client exchange is open.
     """
 
     leg: str
     exchange: str
     headers: tuple[tuple[str, str], ...]
     message: dict[str, Any]
+    related: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

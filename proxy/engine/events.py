@@ -10,10 +10,15 @@ from proxy.wire.jsonrpc import Message
 
 @dataclass(frozen=True, slots=True)
 class ClientRequestReceived:
-    """The client sent an HTTP request that `classify` routed."""
+    """The client sent an HTTP request that `classify` routed.
+
+    `at` is the wall-clock time (epoch seconds) the transport received it; engines never read a clock,
+    so this is how a bridge learns "now" (token expiry, parked-at times). 0.0 means "not supplied".
+    """
 
     exchange: str
     route: Route
+    at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

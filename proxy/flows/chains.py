@@ -355,6 +355,12 @@ class ChainBuilder:
             self._changed = None
         return chain.summary.id
 
+    def link_leg(self, leg: str, related: str) -> None:
+        """File a new leg in the chain of an earlier one (an answer to, or cancel of, a parked call)."""
+        chain_id = self._legs.get(related)
+        if chain_id is not None:
+            self._legs[leg] = chain_id
+
     def leg_closed(self, leg: str) -> None:
         """Forget a finished leg's chain."""
         self._legs.pop(leg, None)
@@ -731,9 +737,13 @@ class ChainBuilder:
         size: int,
         note: str | None,
     ) -> MessageRecord:
-        """A redacted, bounded record of one message (no validation: every field is ours)."""
-        body, truncated, _ = self._redactor.bound(self._redactor.body(msg.raw), self._body_limit)
-        return MessageRecord.model_construct(
+        """A redacted, bounded record of one message.
+
+        Built by the validating constructor: for these flat models pydantic-core's validation is about
+        twice as fast as `model_construct`, which fills fields in Python.
+        """
+        body, truncated, _ = self._redactor.body_bounded(msg.raw, self._body_limit)
+        return MessageRecord(
             seq=chain.next_seq(),
             ts=self._clock(),
             side=side,
@@ -763,7 +773,7 @@ class ChainBuilder:
             summary.bytes_to_client += record.size
         if invalid:
             summary.invalid = True
-        self._sink(MessageRecorded.model_construct(type="message", chain_id=summary.id, message=record))
+        self._sink(MessageRecorded(chain_id=summary.id, message=record))
 
     def _record_http_only(self, ex: _Exchange) -> None:
         chain = self.store.get(ex.chains[0])

@@ -10,6 +10,7 @@ order by that exchange's handler task, so the engine never waits on a socket.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -132,7 +133,7 @@ class BridgeDriver:
         ex = _Exchange(request)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, request, route)
-        self.feed(ClientRequestReceived(exchange, route))
+        self.feed(ClientRequestReceived(exchange, route, time.time()))
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.writes.get())
@@ -197,8 +198,10 @@ class BridgeDriver:
                     ex.writes.put_nowait(command)
                 elif isinstance(command, EndClientResponse):
                     self._close_observation(exchange, command.outcome)
-            case SendLeg(leg, exchange, headers, message):
+            case SendLeg(leg, exchange, headers, message, related):
                 self.leg_exchange[leg] = exchange
+                if related is not None:
+                    self.builder.link_leg(leg, related)
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )

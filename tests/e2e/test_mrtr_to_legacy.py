@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxy.flows.events import ChainStatus, Mode, Side
+from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
@@ -123,9 +123,19 @@ async def test_bridged_chain_holds_every_round_on_both_sides(
     assert chain.summary.status is ChainStatus.OK
     assert chain.summary.rounds == 3
     client_requests = [m for m in chain.messages if m.side is Side.CLIENT and m.kind == "request"]
-    upstream_requests = [m for m in chain.messages if m.side is Side.UPSTREAM and m.kind == "request"]
+    upstream_calls = [
+        m
+        for m in chain.messages
+        if m.side is Side.UPSTREAM and m.direction is Direction.TO_SERVER and m.method == "tools/call"
+    ]
     assert len(client_requests) == 3, "three client rounds"
-    assert [m.method for m in upstream_requests] == ["tools/call"], "one live upstream call"
+    assert len(upstream_calls) == 1, "one live upstream call, parked between rounds"
+    answers = [
+        m
+        for m in chain.messages
+        if m.side is Side.UPSTREAM and m.direction is Direction.TO_SERVER and m.kind == "result"
+    ]
+    assert len(answers) == 2, "each answer went upstream as the response to its nested request"
     nested = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "elicitation/create"]
     assert len(nested) == 2
 

@@ -1,0 +1,82 @@
+"""The continuation table: which upstream calls are parked, for whom, within which bounds.
+
+Theory of operation. A continuation is a live upstream call the MRTR->legacy bridge holds open
+between rounds while the client gathers answers. It costs an open upstream connection and process
+memory, and any client may ask for one, so the table is bounded twice: in total, and per principal
+(a hash of the caller's `Authorization`), so one caller cannot crowd out the others. A call takes
+a slot when it first parks and keeps it across rounds (resuming does not free it, so a busy call
+cannot lose its place); it gives the slot back when it ends in any way.
+
+The table holds only the slot bookkeeping; the call itself lives in the bridge's call table. The
+admin-facing description of a parked call is built by `mrtr_state.describe`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Slot(NamedTuple):
+    """One taken slot: the call that holds it and the principal it counts against."""
+
+    call: str
+    principal: str
+
+
+@dataclass
+class ContinuationTable:
+    """continuation id -> slot, with a total and a per-principal bound."""
+
+    max_total: int
+    max_per_principal: int
+    _slots: dict[str, Slot] = field(default_factory=dict)
+    _per_principal: Counter[str] = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, continuation: object) -> bool:
+        return continuation in self._slots
+
+    def __repr__(self) -> str:
+        return f"ContinuationTable({len(self)}/{self.max_total}, principals={len(self._per_principal)})"
+
+    def refusal(self, principal: str) -> str | None:
+        """Why a new continuation for `principal` cannot be parked now (None: there is room)."""
+        if len(self._slots) >= self.max_total:
+            return f"the proxy already holds max_continuations={self.max_total} parked calls"
+        if self._per_principal[principal] >= self.max_per_principal:
+            return (
+                f"this caller already holds max_continuations_per_principal={self.max_per_principal} "
+                "parked calls"
+            )
+        return None
+
+    def take(self, continuation: str, call: str, principal: str) -> None:
+        """Give `call` a slot under `continuation` (the caller checked `refusal` first)."""
+        self._slots[continuation] = Slot(call, principal)
+        self._per_principal[principal] += 1
+
+    def call_of(self, continuation: str) -> str | None:
+        """The call parked under `continuation`, if it still exists."""
+        slot = self._slots.get(continuation)
+        return slot.call if slot is not None else None
+
+    def release(self, continuation: str | None) -> None:
+        """Free a slot (a no-op for an unknown or already freed one)."""
+        slot = self._slots.pop(continuation, None) if continuation is not None else None
+        if slot is None:
+            return
+        self._per_principal[slot.principal] -= 1
+        if self._per_principal[slot.principal] <= 0:
+            del self._per_principal[slot.principal]
+
+    def ids(self) -> list[str]:
+        """Every continuation id, oldest first."""
+        return list(self._slots)
+
+    def principals(self) -> int:
+        """How many distinct principals hold slots (a table size for tests and metrics)."""
+        return len(self._per_principal)

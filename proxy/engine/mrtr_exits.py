@@ -1,0 +1,164 @@
+"""How a call of the MRTR->legacy bridge speaks to its client and how it ends, in one place.
+
+Every way out (final answer, error, capability refusal, expiry, disconnect, upstream fault) goes
+through `finish`, `abort` or `abandon`, which all end in `forget`: the timer stops, the
+continuation slot is freed, the leg is no longer tracked and the call leaves every table. Whether
+the upstream must be told (`notifications/cancelled`, because a legacy server does not take a
+closed stream as a cancellation) is the only difference between them.
+
+Also here: which upstream notifications a client request may see. Progress goes out under *this*
+request's `progressToken` (a retry may carry a new one) and only if it has one; log messages only
+to a request that asked with `_meta` `logLevel`, at or above that level.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from proxy.engine.commands import (
+    BridgeCommand,
+    CancelTimer,
+    CloseLeg,
+    EndClientResponse,
+    Log,
+    ReplyJson,
+    SendSse,
+    StartSse,
+    StartTimer,
+)
+from proxy.engine.mrtr_state import Call, MrtrContext
+from proxy.wire.jsonrpc import notification
+
+Commands = list[BridgeCommand]
+
+SEVERITY: Final[tuple[str, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+"""RFC 5424 levels, least severe first (the order `logLevel` filtering uses)."""
+
+
+def stream(call: Call, message: dict[str, Any]) -> Commands:
+    """Send one message on the asker's SSE response, starting it first if needed."""
+    exchange = call.asker.exchange
+    head: Commands = [] if call.streaming else [StartSse(exchange)]
+    call.streaming = True
+    return [*head, SendSse(exchange, message)]
+
+
+def answer(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
+    """The asker's last message (JSON unless something streamed already); the asker is then detached."""
+    exchange = call.asker.exchange
+    ctx.serving.pop(exchange, None)
+    if call.streaming:
+        call.streaming = False
+        return [SendSse(exchange, message), EndClientResponse(exchange)]
+    return [ReplyJson(exchange, status, message)]
+
+
+def start_timer(ctx: MrtrContext, call: Call, kind: str, seconds: float) -> Commands:
+    """Run the call's one timer (`round` window or `ttl`), replacing any other it had."""
+    commands = stop_timer(ctx, call)
+    timer = f"{kind}:{call.key}"
+    call.timer = timer
+    ctx.timers[timer] = call.key
+    return [*commands, StartTimer(timer, seconds)]
+
+
+def stop_timer(ctx: MrtrContext, call: Call) -> Commands:
+    """Cancel the call's timer if it has one."""
+    if call.timer is None:
+        return []
+    timer, call.timer = call.timer, None
+    ctx.timers.pop(timer, None)
+    return [CancelTimer(timer)]
+
+
+def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
+    """Tell the legacy upstream the call is cancelled, then close its leg (no-op without a leg)."""
+    leg = call.leg
+    if leg is None:
+        return []
+    call.leg = None
+    ctx.drop_leg(leg)
+    message = notification("notifications/cancelled", {"requestId": leg, "reason": reason})
+    send = ctx.call_notice(call, message, f"cancel {leg}")
+    return [send, CloseLeg(leg)]
+
+
+def forget(ctx: MrtrContext, call: Call) -> Commands:
+    """Remove the call from every table (its leg is over or was closed by the caller)."""
+    commands = stop_timer(ctx, call)
+    ctx.table.release(call.continuation)
+    ctx.drop_leg(call.leg)
+    call.leg = None
+    if ctx.serving.get(call.asker.exchange) == call.key:
+        del ctx.serving[call.asker.exchange]
+    ctx.calls.pop(call.key, None)
+    if ("call", call.key) in ctx.link.waiting:
+        ctx.link.waiting.remove(("call", call.key))
+    call.asked.clear()
+    call.collecting.clear()
+    call.buffered.clear()
+    return commands
+
+
+def finish(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
+    """The upstream answered: deliver the answer and forget the call."""
+    return [*answer(ctx, call, message, status), *forget(ctx, call)]
+
+
+def abort(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int, reason: str) -> Commands:
+    """The bridge gives up on a live call: cancel it upstream, tell the client why, forget it."""
+    return [*cancel_upstream(ctx, call, reason), *answer(ctx, call, message, status), *forget(ctx, call)]
+
+
+def abandon(ctx: MrtrContext, call: Call, reason: str, outcome: str | None = None) -> Commands:
+    """Nobody waits for the call any more (expiry, client gone): cancel upstream and forget it."""
+    attached = ctx.serving.get(call.asker.exchange) == call.key
+    commands = [*cancel_upstream(ctx, call, reason), *forget(ctx, call)]
+    if attached and outcome is not None:
+        commands.append(EndClientResponse(call.asker.exchange, outcome))
+    return commands
+
+
+def for_client(call: Call, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The upstream notification as the asker may see it, or None when it must not see it."""
+    method = raw.get("method")
+    params = raw.get("params")
+    params = params if isinstance(params, dict) else {}
+    if method == "notifications/progress":
+        token = call.asker.progress_token
+        return None if token is None else {**raw, "params": {**params, "progressToken": token}}
+    if method == "notifications/message":
+        return raw if _loud_enough(params.get("level"), call.asker.log_level) else None
+    return raw
+
+
+def _loud_enough(level: Any, wanted: Any) -> bool:
+    if wanted is None:
+        return False
+    if level not in SEVERITY or wanted not in SEVERITY:
+        return True
+    return SEVERITY.index(level) >= SEVERITY.index(wanted)
+
+
+def round_log(call: Call, outcome: str, **extra: Any) -> Log:
+    """One line per round and per final answer, with the chain-visible facts (never a secret)."""
+    fields: dict[str, Any] = {
+        "exchange": call.asker.exchange,
+        "client_id": call.asker.ident,
+        "upstream_id": call.upstream_id,
+        "method": call.method,
+        "name": call.name,
+        "round": call.round,
+        "outcome": outcome,
+        **extra,
+    }
+    return Log("bridge_round", "info", fields)

@@ -1,0 +1,214 @@
+"""`subscriptions/listen` for 2026-07-28 clients, emulated with a legacy session's GET stream.
+
+Theory of operation. A 2026 client asks for change notifications by POSTing
+`subscriptions/listen {notifications: {toolsListChanged?, promptsListChanged?,
+resourcesListChanged?, resourceSubscriptions?}}` and keeping the SSE response open. A legacy
+server sends those notifications unasked on its session's GET stream (list changes, if it declared
+`listChanged`) and, for `resources/updated`, only for URIs someone `resources/subscribe`d.
+
+So each listen request is answered with an SSE stream whose first message is
+`notifications/subscriptions/acknowledged` naming only what the upstream can deliver; the session
+gets one GET stream (a legacy server allows only one) while anyone listens, and one
+`resources/subscribe` per URI while any listener wants it (reference counted; `unsubscribe` when the
+last one leaves). Each notification is copied to every listener that asked for it, tagged with
+`_meta` `subscriptionId` = that listen request's id. Progress and logs never go here. A server
+request on the GET stream belongs to no client request, so no 2026 client can answer it: `ping` is
+answered by the bridge, anything else is refused with -32601. When the GET stream ends, every
+listener is closed gracefully (a complete result for its listen id), since there is no replay.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from proxy.engine.capabilities import can_subscribe, listen_flags
+from proxy.engine.commands import (
+    BridgeCommand,
+    CloseLeg,
+    EndClientResponse,
+    Log,
+    OpenLegStream,
+    ReplyJson,
+    SendSse,
+    StartSse,
+)
+from proxy.engine.mrtr_state import LegRef, Listener, MrtrContext
+from proxy.wire import errors
+from proxy.wire.jsonrpc import (
+    Kind,
+    Message,
+    RequestId,
+    error_response,
+    notification,
+    request,
+    result_response,
+)
+from proxy.wire.mcp import META_SUBSCRIPTION_ID, RESULT_COMPLETE
+
+Commands = list[BridgeCommand]
+
+ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+"""2026-07-28: the first message of every listen stream (the subset of notifications honoured)."""
+
+UPDATED: Final = "notifications/resources/updated"
+
+FLAG_OF: Final[dict[str, str]] = {
+    "notifications/tools/list_changed": "toolsListChanged",
+    "notifications/prompts/list_changed": "promptsListChanged",
+    "notifications/resources/list_changed": "resourcesListChanged",
+}
+"""Which listen flag asks for which legacy list-changed notification."""
+
+
+class ListenEmulator:
+    """Owns listeners, the session's GET stream and the subscription reference counts."""
+
+    def __init__(self, ctx: MrtrContext) -> None:
+        self._ctx = ctx
+
+    def register(self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...]) -> Commands | None:
+        """Accept a listen request (it starts once the session is ready); a refusal when malformed."""
+        assert msg.id is not None
+        wanted = msg.params.get("notifications")
+        if not isinstance(wanted, dict):
+            text = "Invalid params: subscriptions/listen needs a notifications object"
+            body = error_response(msg.id, errors.INVALID_PARAMS, text)
+            return [ReplyJson(exchange, 400, body)]
+        self._ctx.listeners[exchange] = Listener(exchange, msg.id, headers, wanted)
+        return None
+
+    def begin(self, exchange: str) -> Commands:
+        """The session is ready: acknowledge what can be delivered and make sure it will be."""
+        listener = self._ctx.listeners.get(exchange)
+        if listener is None:
+            return []
+        listener.active = True
+        listener.honoured = _honoured(listener.requested, self._capabilities())
+        ack = notification(ACKNOWLEDGED, {"notifications": listener.honoured})
+        commands: Commands = [StartSse(exchange), SendSse(exchange, _tagged(ack, listener.ident))]
+        for uri in listener.honoured.get("resourceSubscriptions", []):
+            if self._ctx.subscribed[uri] == 0:
+                commands.append(self._post(listener, "resources/subscribe", uri))
+            self._ctx.subscribed[uri] += 1
+        if listener.honoured and self._ctx.stream_leg is None:
+            commands.append(self._open_stream(listener))
+        return commands
+
+    def broadcast(self, msg: Message) -> Commands:
+        """Copy one change notification to every listener that asked for it."""
+        commands: Commands = []
+        for listener in self._ctx.listeners.values():
+            if listener.active and _wants(listener, msg):
+                commands.append(SendSse(listener.exchange, _tagged(msg.raw, listener.ident)))
+        return commands
+
+    def on_stream_message(self, leg: str, msg: Message) -> Commands:
+        """A message on the session's GET stream."""
+        if msg.kind is Kind.NOTIFICATION:
+            return self.broadcast(msg) if is_change(msg) else []
+        if msg.kind is not Kind.REQUEST or msg.id is None:
+            return []
+        if msg.method == "ping":
+            return [self._notice(result_response(msg.id, {}), "pong")]
+        text = f"Method not found: {msg.method} is not associated with a client request"
+        refusal = error_response(msg.id, errors.METHOD_NOT_FOUND, text)
+        fields = {"leg": leg, "method": msg.method, "id": msg.id}
+        return [Log("bridge_unassociated_request", "warning", fields), self._notice(refusal, "refuse")]
+
+    def on_stream_lost(self, leg: str, why: str) -> Commands:
+        """The GET stream is over: end every listener gracefully (there is no replay)."""
+        self._ctx.drop_leg(leg)
+        if self._ctx.stream_leg != leg:
+            return []
+        self._ctx.stream_leg = None
+        commands: Commands = [Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why})]
+        for exchange, listener in list(self._ctx.listeners.items()):
+            if listener.active:
+                done = result_response(listener.ident, _tagged_result(listener.ident))
+                commands.extend([SendSse(exchange, done), *self.close(exchange, None)])
+        return commands
+
+    def close(self, exchange: str, outcome: str | None) -> Commands:
+        """A listener is gone: release its subscriptions, and the GET stream when nobody listens."""
+        listener = self._ctx.listeners.pop(exchange, None)
+        if listener is None:
+            return []
+        commands: Commands = []
+        for uri in listener.honoured.get("resourceSubscriptions", []):
+            self._ctx.subscribed[uri] -= 1
+            if self._ctx.subscribed[uri] <= 0:
+                del self._ctx.subscribed[uri]
+                commands.append(self._post(listener, "resources/unsubscribe", uri))
+        leg = self._ctx.stream_leg
+        if leg is not None and not any(other.active for other in self._ctx.listeners.values()):
+            self._ctx.stream_leg = None
+            self._ctx.drop_leg(leg)
+            commands.append(CloseLeg(leg))
+        return [*commands, EndClientResponse(exchange, outcome)]
+
+    def fail(self, exchange: str) -> RequestId | None:
+        """Forget a listener that never started (the session could not be opened); its id for the reply."""
+        listener = self._ctx.listeners.pop(exchange, None)
+        return listener.ident if listener is not None else None
+
+    def _capabilities(self) -> dict[str, Any]:
+        init = self._ctx.link.init or {}
+        caps = init.get("capabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    def _open_stream(self, listener: Listener) -> OpenLegStream:
+        leg = self._ctx.new_id("leg")
+        self._ctx.stream_leg = leg
+        self._ctx.legs[leg] = LegRef("stream", "")
+        return OpenLegStream(leg, listener.exchange, self._ctx.link.headers(listener.headers, stream=True))
+
+    def _post(self, listener: Listener, method: str, uri: str) -> BridgeCommand:
+        leg = self._ctx.new_id("leg")
+        message = request(leg, method, {"uri": uri})
+        return self._ctx.notice("", listener.exchange, message, listener.headers, f"{method} {uri}", leg=leg)
+
+    def _notice(self, message: dict[str, Any], what: str) -> BridgeCommand:
+        """An answer on the session for the GET stream, with the first listener's credentials."""
+        first = next(iter(self._ctx.listeners.values()), None)
+        exchange, headers = (first.exchange, first.headers) if first is not None else ("", ())
+        return self._ctx.notice("", exchange, message, headers, what)
+
+
+def _honoured(requested: dict[str, Any], caps: dict[str, Any]) -> dict[str, Any]:
+    """The subset of a listen request the upstream's capabilities can deliver."""
+    deliverable = listen_flags(caps)
+    honoured: dict[str, Any] = {flag: True for flag in deliverable if requested.get(flag) is True}
+    uris = requested.get("resourceSubscriptions")
+    if can_subscribe(caps) and isinstance(uris, list):
+        kept = list(dict.fromkeys(uri for uri in uris if isinstance(uri, str)))
+        if kept:
+            honoured["resourceSubscriptions"] = kept
+    return honoured
+
+
+def is_change(msg: Message) -> bool:
+    """True for the notifications that belong on listen streams (never on a request's stream)."""
+    return msg.method in FLAG_OF or msg.method == UPDATED
+
+
+def _wants(listener: Listener, msg: Message) -> bool:
+    flag = FLAG_OF.get(msg.method or "")
+    if flag is not None:
+        return bool(listener.honoured.get(flag))
+    if msg.method == UPDATED:
+        return msg.params.get("uri") in listener.honoured.get("resourceSubscriptions", [])
+    return False
+
+
+def _tagged(raw: Any, ident: RequestId) -> dict[str, Any]:
+    """The notification with `_meta` `subscriptionId` = the listen request's id."""
+    params = raw.get("params") if isinstance(raw, dict) else None
+    params = dict(params) if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    params["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SUBSCRIPTION_ID: ident}
+    return {**raw, "params": params}
+
+
+def _tagged_result(ident: RequestId) -> dict[str, Any]:
+    """The graceful end of a listen stream: a complete result carrying the subscription id."""
+    return {"resultType": RESULT_COMPLETE, "_meta": {META_SUBSCRIPTION_ID: ident}}

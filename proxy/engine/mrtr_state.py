@@ -1,0 +1,256 @@
+"""The tables of the MRTR->legacy bridge, shared by its parts (engine, calls, rounds, listen).
+
+Every piece of per-request state lives in exactly one table here, so `MrtrContext.table_sizes()`
+can prove that a finished, failed, expired, cancelled or abandoned call leaves nothing behind.
+
+Vocabulary. A *call* is one client operation forwarded upstream; it may outlive the client request
+that started it (it *parks* between rounds) and be continued by later requests (the retries). The
+*asker* is the client request the call currently answers (or, while parked, last answered): its
+exchange, JSON-RPC id, `_meta` (capabilities, progress token, log level), headers and arrival time.
+A *nested* request is one the upstream sent in flight on the call's stream, known to the client
+under a proxy-minted key. Secrets (session ids, tokens, `Authorization`) are never printed here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from proxy.engine.commands import SendLeg
+from proxy.engine.continuations import ContinuationTable
+from proxy.engine.modern_validation import ParamHeaders
+from proxy.engine.tokens import Binding, StateSealer
+from proxy.engine.upstream_session import UpstreamLink
+from proxy.wire.jsonrpc import RequestId
+from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, target_name
+
+LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream"]
+"""Why the bridge opened an upstream leg: the handshake, a call, a fire-and-forget POST, the GET."""
+
+Phase = Literal["queued", "running", "collecting", "parked"]
+"""queued: waits for the session; running: leg open, asker attached; collecting: a round window is
+open; parked: the asker got `input_required` and the call waits for a retry."""
+
+KEY_PREFIX: dict[str, str] = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+"""Input keys are `<prefix>-<n>`, counted per call over its whole life (never reused)."""
+
+
+@dataclass
+class LegRef:
+    """One open upstream leg: why, for whom (a call key, an exchange or ""), and what the head said."""
+
+    purpose: LegPurpose
+    owner: str
+    what: str = ""
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """The facts of one client request that a call answers."""
+
+    exchange: str
+    ident: RequestId
+    meta: dict[str, Any]
+    headers: tuple[tuple[str, str], ...]
+    at: float
+
+    @property
+    def capabilities(self) -> Any:
+        """This request's declared client capabilities (the only ones that count for it)."""
+        return self.meta.get(META_CLIENT_CAPABILITIES)
+
+    @property
+    def progress_token(self) -> Any:
+        """The request's progress token (None: it wants no progress)."""
+        return self.meta.get("progressToken")
+
+    @property
+    def log_level(self) -> Any:
+        """The request's `logLevel` (None: it must get no log notifications)."""
+        return self.meta.get(META_LOG_LEVEL)
+
+
+@dataclass
+class Nested:
+    """An in-flight upstream request shown to the client as one `inputRequests` entry."""
+
+    upstream_id: RequestId | None
+    key: str
+    method: str
+    params: dict[str, Any]
+    elicitation_id: str | None = None
+
+
+@dataclass
+class Call:
+    """One forwarded client operation and everything it holds upstream."""
+
+    key: str
+    method: str
+    params: dict[str, Any]
+    binding: Binding
+    asker: Asker
+    phase: Phase = "queued"
+    leg: str | None = None
+    upstream_id: str | None = None
+    generation: int = 0
+    resent: bool = False
+    streaming: bool = False
+    round: int = 0
+    timer: str | None = None
+    continuation: str | None = None
+    restart: bool = False
+    final: dict[str, Any] | None = None
+    parked_at: float = 0.0
+    token: dict[str, Any] | None = None
+    asked: dict[str, Nested] = field(default_factory=dict)
+    collecting: list[Nested] = field(default_factory=list)
+    buffered: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    counters: Counter[str] = field(default_factory=Counter)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{self.method} {self.name!r} {self.phase} round={self.round} leg={self.leg} "
+            f"asked={sorted(self.asked)} collecting={[n.key for n in self.collecting]}>"
+        )
+
+    @property
+    def name(self) -> str | None:
+        """The tool/prompt name or resource uri (the `Mcp-Name`)."""
+        return target_name(self.method, self.params)
+
+    def mint_key(self, method: str) -> str:
+        """A fresh input key for an embedded request of `method`."""
+        prefix = KEY_PREFIX.get(method, "input")
+        self.counters[prefix] += 1
+        return f"{prefix}-{self.counters[prefix]}"
+
+
+@dataclass
+class Listener:
+    """One open `subscriptions/listen` stream: what it asked for and what was honoured."""
+
+    exchange: str
+    ident: RequestId
+    headers: tuple[tuple[str, str], ...]
+    requested: dict[str, Any]
+    honoured: dict[str, Any] = field(default_factory=dict)
+    active: bool = False
+
+
+@dataclass
+class MrtrContext:
+    """The bridge's tables and settings; every part of the bridge mutates only these."""
+
+    new_id: Callable[[str], str]
+    sealer: StateSealer
+    table: ContinuationTable
+    max_rounds: int
+    ttl: float
+    round_window: float
+    max_buffered: int = 100
+    link: UpstreamLink = field(default_factory=UpstreamLink)
+    calls: dict[str, Call] = field(default_factory=dict)
+    serving: dict[str, str] = field(default_factory=dict)
+    legs: dict[str, LegRef] = field(default_factory=dict)
+    timers: dict[str, str] = field(default_factory=dict)
+    discovers: dict[str, RequestId] = field(default_factory=dict)
+    listeners: dict[str, Listener] = field(default_factory=dict)
+    subscribed: Counter[str] = field(default_factory=Counter)
+    stream_leg: str | None = None
+    tools: ParamHeaders = field(default_factory=ParamHeaders)
+
+    def send(
+        self,
+        purpose: LegPurpose,
+        owner: str,
+        exchange: str,
+        message: dict[str, Any],
+        headers: tuple[tuple[str, str], ...],
+        *,
+        leg: str | None = None,
+        what: str = "",
+        related: str | None = None,
+    ) -> SendLeg:
+        """Register a leg and build the order that sends it."""
+        leg = leg if leg is not None else self.new_id("leg")
+        self.legs[leg] = LegRef(purpose, owner, what)
+        return SendLeg(leg, exchange, headers, message, related)
+
+    def notice(
+        self,
+        owner: str,
+        exchange: str,
+        message: dict[str, Any],
+        client: tuple[tuple[str, str], ...],
+        what: str,
+        *,
+        leg: str | None = None,
+        related: str | None = None,
+    ) -> SendLeg:
+        """A fire-and-forget POST on the session (an answer, a cancel, a subscribe): 202 expected."""
+        headers = self.link.headers(client)
+        return self.send("notice", owner, exchange, message, headers, leg=leg, what=what, related=related)
+
+    def call_notice(self, call: Call, message: dict[str, Any], what: str) -> SendLeg:
+        """A notice on behalf of `call`, filed (for observation) with the call's upstream leg."""
+        asker = call.asker
+        return self.notice(call.key, asker.exchange, message, asker.headers, what, related=call.upstream_id)
+
+    def drop_leg(self, leg: str | None) -> None:
+        """Forget a leg that answered, ended or was closed."""
+        if leg is not None:
+            self.legs.pop(leg, None)
+
+    def table_sizes(self) -> dict[str, int]:
+        """The size of every table (tests assert a finished flow leaves only what it should)."""
+        calls = self.calls.values()
+        return {
+            "upstream_sessions": int(self.link.ready),
+            "waiting": len(self.link.waiting),
+            "calls": len(self.calls),
+            "serving": len(self.serving),
+            "legs": len(self.legs),
+            "timers": len(self.timers),
+            "continuations": len(self.table),
+            "principals": self.table.principals(),
+            "asked": sum(len(c.asked) for c in calls),
+            "collecting": sum(len(c.collecting) for c in calls),
+            "buffered": sum(len(c.buffered) for c in calls),
+            "discovers": len(self.discovers),
+            "listeners": len(self.listeners),
+            "subscriptions": len(self.subscribed),
+            "stream_legs": int(self.stream_leg is not None),
+            "session_param_headers": len(self.tools),
+        }
+
+
+def describe(call: Call, now: float | None) -> dict[str, Any]:
+    """The admin-facing facts of one parked (or resumed) call; never the token, never a secret."""
+    view: dict[str, Any] = {
+        "continuation": call.continuation,
+        "state": call.phase,
+        "token": call.token,
+        "parked_at": call.parked_at,
+        "principal": call.binding.principal[:16],
+        "method": call.method,
+        "name": call.name,
+        "pending_keys": sorted(call.asked),
+        "round": call.round,
+        "exchange": call.asker.exchange,
+        "client_id": call.asker.ident,
+        "upstream_id": call.upstream_id,
+        "buffered": len(call.buffered),
+        "dropped": call.dropped,
+    }
+    if now is not None and call.parked_at > 0:  # 0.0: the transport supplied no arrival times
+        view["age_ms"] = max(0.0, now - call.parked_at) * 1000.0
+    return view
