@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-proxy",
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
+        epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains) and "
+        "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
     parser.add_argument(
@@ -77,8 +79,13 @@ def load(args: argparse.Namespace) -> LoadedSettings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `mcp-proxy` console script."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in ("tui", "demo"):
+        from proxy.cli_tui import main as tui_main
+
+        return tui_main(words)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     try:
         loaded = load(args)
     except ConfigError as exc:
@@ -91,19 +98,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings.upstream:
         print("mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM)", file=sys.stderr)
         return 2
+    if settings.tui:
+        from proxy.cli_tui import run_with_tui
+
+        return run_with_tui(settings)
     return run_proxy(settings)
 
 
 def run_proxy(settings: Settings) -> int:
-    """Run the proxy until SIGINT/SIGTERM."""
+    """Run the proxy until SIGINT (stop now) or SIGTERM (drain for drain_grace seconds), then exit 0."""
     from proxy import logs
-    from proxy.runtime import Proxy
+    from proxy.runtime import Proxy, tune_gc, use_fast_loop
+    from proxy.transport.admin import AdminListenError
 
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
-        return asyncio.run(_serve(Proxy(settings)))
+        proxy = Proxy(settings)
+        tune_gc()
+        with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
+            return runner.run(_serve(proxy))
     except CaptureError as exc:  # an OSError too, but the file is at fault, not the listener
         print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
+        return 2
+    except AdminListenError as exc:
+        print(f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}", file=sys.stderr)
@@ -114,11 +132,26 @@ def run_proxy(settings: Settings) -> int:
 
 
 async def _serve(proxy: Any) -> int:
-    stop = asyncio.Event()
+    """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
+
+    SIGHUP reopens the capture file, for external log rotation.
+    """
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await proxy.run(stop)
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
+    stopping = (signal.SIGINT, signal.SIGTERM)
+    for sig in stopping:
+        loop.add_signal_handler(sig, signals.put_nowait, sig)
+    loop.add_signal_handler(signal.SIGHUP, proxy.reopen_capture)
+    try:
+        await proxy.start()
+        first = await signals.get()
+        for sig in stopping:
+            loop.add_signal_handler(sig, proxy.hurry)
+        await proxy.drain(proxy.settings.drain_grace if first is signal.SIGTERM else 0.0)
+    finally:
+        await proxy.stop()
+        for sig in (*stopping, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
     return 0
 
 

@@ -1,0 +1,148 @@
+"""The CLI's TUI half: `mcp-proxy tui --attach URL | --open FILE`, `mcp-proxy demo`, and `--tui`.
+
+Kept out of `proxy.cli` so the plain proxy's command line never imports textual: `proxy.cli` imports
+this module only when one of these commands is asked for, and this module imports `ui` (and the
+demo's `mcp` SDK) only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from proxy.config import Settings
+from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
+
+if TYPE_CHECKING:
+    from proxy.runtime import Proxy
+
+TOKEN_ENV = "MCP_PROXY_ADMIN_TOKEN"
+"""Where `tui --attach` finds the admin token when `--token` is not given."""
+
+SUBCOMMANDS = ("tui", "demo")
+"""First words of the command line handled here rather than by the proxy's own parser."""
+
+
+def build_tui_parser() -> argparse.ArgumentParser:
+    """The parser of `mcp-proxy tui` and `mcp-proxy demo`."""
+    parser = argparse.ArgumentParser(prog="mcp-proxy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    tui = commands.add_parser("tui", help="watch chains: attach to a running proxy or open a capture")
+    source = tui.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--attach", metavar="URL", help="admin API of a running proxy, e.g. http://127.0.0.1:9901"
+    )
+    source.add_argument("--open", metavar="FILE", type=Path, help="a JSONL capture written with --capture")
+    tui.add_argument("--token", default=None, help=f"admin API bearer token (also {TOKEN_ENV})")
+    tui.add_argument(
+        "--history", type=int, default=500, help="recent chains to fetch on attach (default 500)"
+    )
+    demo = commands.add_parser(
+        "demo", help="bundled servers, proxies and clients of both eras (needs [demo])"
+    )
+    demo.add_argument("--tui", action="store_true", help="show the chains live in the TUI")
+    demo.add_argument("--json", action="store_true", help="print the results as JSON")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run `tui` or `demo` (argv starts with the subcommand)."""
+    args = build_tui_parser().parse_args(argv)
+    if args.command == "demo":
+        return run_demo(tui=args.tui, as_json=args.json)
+    if args.open is not None:
+        return open_capture(args.open)
+    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history)
+
+
+def open_capture(path: Path) -> int:
+    """`tui --open FILE`: check the file is a readable capture, then browse it."""
+    try:
+        CaptureReader(path).close()
+    except (CaptureError, CaptureFormatError) as exc:
+        print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
+        return 2
+    from ui.app import ProxyTui
+    from ui.feeds import CaptureFeed
+
+    ProxyTui(CaptureFeed(path)).run()
+    return 0
+
+
+def attach(url: str, token: str | None, history: int) -> int:
+    """`tui --attach URL`: follow a running proxy's admin feed, reconnecting when it restarts."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        print(f"mcp-proxy: --attach: not an http(s) URL: {url!r}", file=sys.stderr)
+        return 2
+    from ui.app import ProxyTui
+    from ui.feeds import AttachFeed
+
+    ProxyTui(AttachFeed(url, token, history=history)).run()
+    return 0
+
+
+def run_demo(*, tui: bool, as_json: bool) -> int:
+    """`mcp-proxy demo`: needs the `mcp` SDK (the `demo` extra); says so plainly when it is missing."""
+    try:
+        from proxy.demo.run import main as demo_main
+    except ModuleNotFoundError as exc:
+        print(
+            f"mcp-proxy demo: needs the demo extra ({exc.name} is missing): "
+            "pip install 'mcp-debug-proxy[demo]'",
+            file=sys.stderr,
+        )
+        return 2
+    return demo_main(["--tui"] * tui + ["--json"] * as_json)
+
+
+def run_with_tui(settings: Settings) -> int:
+    """`mcp-proxy --upstream URL --tui`: the proxy and the TUI in one process and one event loop.
+
+    Logs go to `log_file` or nowhere (the TUI owns the terminal). A proxy that cannot start says
+    why on stderr before the TUI ever takes the screen.
+    """
+    from proxy import logs
+    from proxy.runtime import Proxy
+    from proxy.transport.admin import AdminListenError
+
+    log_file = logs.configure(level=settings.log_level, fmt="json", file=settings.log_file, quiet=True)
+    try:
+        return asyncio.run(_serve_with_tui(Proxy(settings)))
+    except CaptureError as exc:
+        print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
+        return 2
+    except AdminListenError as exc:
+        print(f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    finally:
+        if log_file is not None:
+            log_file.close()
+
+
+async def _serve_with_tui(proxy: Proxy) -> int:
+    from ui.app import ProxyTui
+    from ui.feeds import BusFeed
+
+    feed = proxy.bus.subscribe("tui")  # before start: the TUI must see the first proxy_info
+    await proxy.start()
+    app = ProxyTui(BusFeed(feed, f"in-process proxy {proxy.url}"))
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, app.exit)
+    try:
+        await app.run_async()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        feed.close()
+        await proxy.stop()
+    return 0

@@ -1,0 +1,162 @@
+"""The view model: flow events in, chains/sessions/counters out, with replays merged and bounds kept."""
+
+from __future__ import annotations
+
+from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, SessionChanged
+from tests.ui.helpers import BASE, finished, info, message, opened, summary, tour_events
+from ui.model import Changes, ViewModel, chain_key
+
+
+def test_a_chain_opened_then_messages_then_a_change_builds_one_entry() -> None:
+    model = ViewModel()
+
+    first = model.apply(opened("c1"))
+    model.apply(message("c1", 1))
+    last = model.apply(finished("c1", ms=40))
+
+    key = chain_key(summary("c1"))
+    assert first.added == [key]
+    assert last.updated == {key}
+    entry = model.get(key)
+    assert entry is not None
+    assert entry.summary.status is ChainStatus.OK
+    assert [m.seq for m in entry.messages] == [1]
+    assert model.messages_seen == 1
+
+
+def test_a_history_replay_after_reconnect_merges_instead_of_doubling() -> None:
+    model = ViewModel()
+    history = [opened("c1"), message("c1", 1), message("c1", 2), finished("c1")]
+    model.apply_all(history)
+
+    again = model.apply_all(history)
+
+    assert len(model.chains) == 1
+    assert [m.seq for m in next(iter(model.chains.values())).messages] == [1, 2]
+    assert again.added == []
+
+
+def test_a_restarted_proxy_reusing_chain_ids_gets_new_rows() -> None:
+    model = ViewModel()
+    model.apply_all([opened("c1"), message("c1", 1)])
+
+    model.apply_all([opened("c1", started=BASE + 60), message("c1", 1, body={"fresh": True})])
+
+    assert len(model.chains) == 2
+    old, new = model.chains.values()
+    assert len(old.messages) == 1
+    assert new.messages[0].body == {"fresh": True}
+
+
+def test_the_oldest_chains_are_evicted_past_the_bound() -> None:
+    model = ViewModel(max_chains=2)
+    model.apply_all([opened("c1"), opened("c2", started=BASE + 1)])
+
+    changes = model.apply(opened("c3", started=BASE + 2))
+
+    assert [e.summary.id for e in model.chains.values()] == ["c2", "c3"]
+    assert changes.removed == {chain_key(summary("c1"))}
+    assert model.evicted == 1
+
+
+def test_a_message_of_an_unknown_chain_opens_a_placeholder() -> None:
+    model = ViewModel()
+
+    model.apply(message("c9", 3, method="notifications/progress"))
+
+    (entry,) = model.chains.values()
+    assert entry.summary.id == "c9"
+    assert entry.summary.notes == ["opened before this view started"]
+
+
+def test_messages_past_the_per_chain_bound_are_counted_not_kept() -> None:
+    model = ViewModel(max_messages=2)
+    model.apply_all([opened("c1"), *(message("c1", n) for n in (1, 2, 3))])
+
+    (entry,) = model.chains.values()
+    assert len(entry.messages) == 2
+    assert entry.dropped == 1
+
+
+def test_lag_markers_add_up_and_are_flagged() -> None:
+    model = ViewModel()
+
+    changes = model.apply_all([Lagged(dropped=3), Lagged(dropped=4)])
+
+    assert model.lagged_total == 7
+    assert changes.lagged
+
+
+def test_sessions_keep_their_history_and_client() -> None:
+    model = ViewModel()
+    model.apply_all(
+        [
+            SessionChanged(
+                ts=BASE, session="s1", state="opened", client_name="claude", protocol_version="2025-11-25"
+            ),
+            SessionChanged(ts=BASE + 5, session="s1", state="expired"),
+            SessionChanged(ts=BASE + 6, session="s1", state="reinitialized"),
+        ]
+    )
+
+    entry = model.sessions["s1"]
+    assert entry.client_name == "claude"
+    assert entry.state == "reinitialized"
+    assert [state for _, state in entry.history] == ["opened", "expired", "reinitialized"]
+
+
+def test_parked_continuations_are_counted_until_they_end() -> None:
+    model = ViewModel()
+    model.apply(opened("c1"))
+
+    model.apply(ContinuationChanged(ts=BASE, chain_id="c1", state="parked"))
+    assert model.parked == 1
+    assert next(iter(model.chains.values())).continuation == "parked"
+
+    model.apply(ContinuationChanged(ts=BASE + 1, chain_id="c1", state="completed"))
+    assert model.parked == 0
+
+
+def test_proxy_info_is_kept_per_listener() -> None:
+    model = ViewModel()
+
+    model.apply_all([info(), info(listen="http://127.0.0.1:9090")])
+
+    assert len(model.proxies) == 2
+    assert model.info is not None
+    assert model.info.listen == "http://127.0.0.1:9090"
+
+
+def test_clear_forgets_chains_but_keeps_proxy_info_and_lag() -> None:
+    model = ViewModel()
+    model.apply_all([info(), opened("c1"), Lagged(dropped=2)])
+
+    changes = model.clear()
+
+    assert changes.cleared
+    assert not model.chains
+    assert model.info is not None
+    assert model.lagged_total == 2
+
+
+def test_changes_merged_while_paused_forget_rows_that_came_and_went() -> None:
+    held = Changes(added=["a"])
+    held.merge(Changes(added=["b"], updated={"a"}))
+    held.merge(Changes(removed={"a", "z"}))
+
+    assert held.added == ["b"]
+    assert held.removed == {"z"}
+    assert "a" not in held.updated
+
+
+def test_the_recorded_tour_builds_both_eras_and_a_session() -> None:
+    model = ViewModel()
+
+    model.apply_all(tour_events())
+
+    modes = {e.summary.mode.value for e in model.chains.values()}
+    assert modes == {"passthrough", "legacy_to_mrtr"}
+    assert all(e.summary.status is not ChainStatus.PENDING for e in model.chains.values())
+    assert len(model.sessions) == 1
+    assert model.info is not None
+    assert model.info.upstream_era == "modern"

@@ -1,0 +1,87 @@
+"""The filter language: parsing, errors that never empty the screen, and matching."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.flows.events import ChainStatus, Mode
+from tests.ui.helpers import BASE, summary
+from ui.query import parse_query
+
+CALL = summary(
+    "c7",
+    method="tools/call",
+    name="ask_twice",
+    status=ChainStatus.ERROR,
+    client_era="legacy",
+    upstream_era="modern",
+    mode=Mode.LEGACY_TO_MRTR,
+    client_name="claude-code",
+    duration_ms=750.0,
+    error="-32602: bad params",
+)
+LIST = summary("c8", method="tools/list", name=None, status=ChainStatus.OK, duration_ms=20.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "call", "listing"),
+    [
+        ("", True, True),
+        ("method:tools/call", True, False),
+        ("method:tools/*", True, True),
+        ("tool:ask_twice", True, False),
+        ("tool:ask_*", True, False),
+        ("name:ask_twice", True, False),
+        ("status:error", True, False),
+        ("status:ok", False, True),
+        ("era:legacy", True, False),
+        ("era:modern", True, False),
+        ("era:unknown", False, True),
+        ("mode:legacy_to_mrtr", True, False),
+        ("mode:bridge", True, False),
+        ("bridged", True, False),
+        ("-bridged", False, True),
+        ("!bridged", False, True),
+        ("duration:>500ms", True, False),
+        ("duration:<1s", True, True),
+        ("duration:>=0.75s", True, False),
+        ("client:claude", True, False),
+        ("id:c8", False, True),
+        ("bad params", True, False),
+        ("ASK", True, False),
+        ("tools status:ok", False, True),
+        ('"-32602: bad"', True, False),
+    ],
+)
+def test_a_query_selects_the_chains_it_names(text: str, call: bool, listing: bool) -> None:
+    query = parse_query(text)
+
+    assert query.error is None
+    assert (query.matches(CALL), query.matches(LIST)) == (call, listing)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("colour:red", "unknown field 'colour'"),
+        ("status:", "status: needs a value"),
+        ("duration:soon", "duration: expected"),
+        ('"unclosed', "No closing quotation"),
+    ],
+)
+def test_a_bad_query_reports_why_and_hides_nothing(text: str, error: str) -> None:
+    query = parse_query(text)
+
+    assert query.error is not None
+    assert error in query.error
+    assert query.matches(CALL)
+    assert query.matches(LIST)
+
+
+def test_a_pending_chain_is_timed_against_now() -> None:
+    pending = summary("c9", started=BASE)
+    query = parse_query("duration:>1s")
+
+    assert not query.matches(pending)
+    assert query.matches(pending, now=BASE + 2)
+    assert not query.matches(pending, now=BASE + 0.5)

@@ -1,0 +1,81 @@
+"""The words and badges the TUI shows, decided by pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.flows.events import ChainStatus, Mode
+from tests.ui.helpers import message, summary
+from ui.feeds import FeedStatus
+from ui.model import ViewModel
+from ui.render import duration, eras_cell, outcome, pretty_json, size, status_cell
+from ui.widgets.status_bar import ViewFlags, status_text
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(None, "—"), (0.25, "250µs"), (12.4, "12ms"), (1250, "1.25s"), (123000, "2m03s")],
+)
+def test_durations_read_short(ms: float | None, text: str) -> None:
+    assert duration(ms) == text
+
+
+def test_sizes_read_short() -> None:
+    assert [size(n) for n in (512, 2048, 3 * 1024 * 1024)] == ["512B", "2.0K", "3.0M"]
+
+
+def test_a_bridged_chain_shows_both_eras_and_the_bridge_badge() -> None:
+    bridged = summary("c1", client_era="legacy", upstream_era="modern", mode=Mode.LEGACY_TO_MRTR)
+
+    assert eras_cell(bridged).plain == "L→M ⇄"
+    assert eras_cell(summary("c2", client_era="modern", upstream_era="modern")).plain == "M→M"
+
+
+def test_a_parked_continuation_shows_as_parked_until_the_chain_ends() -> None:
+    waiting = summary("c1", status=ChainStatus.WAITING_CLIENT)
+
+    assert status_cell(waiting).plain == "waiting"
+    assert status_cell(waiting, "parked").plain == "parked"
+    assert status_cell(summary("c1", status=ChainStatus.OK), "parked").plain == "ok"
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "text"),
+    [
+        (
+            {"result": {"resultType": "input_required", "inputRequests": {"name": {}, "llm": {}}}},
+            "result",
+            "input_required [name, llm]",
+        ),
+        ({"result": {"action": "accept"}}, "result", "accept"),
+        ({"result": {"isError": True}}, "result", "error result"),
+        ({"result": {"content": []}}, "result", "ok"),
+        ({"error": {"code": -32602, "message": "bad"}}, "error", "error -32602 bad"),
+    ],
+)
+def test_a_response_is_summed_up_in_a_few_words(body: dict[str, object], kind: str, text: str) -> None:
+    record = message("c1", 2, kind=kind, body=body).message
+
+    assert outcome(record) == text
+
+
+def test_long_bodies_are_cut_with_a_count_of_what_is_hidden() -> None:
+    body = {"items": list(range(100))}
+
+    cut = pretty_json(body, max_lines=10)
+    whole = pretty_json(body, max_lines=None)
+
+    assert cut.text.count("\n") == 9
+    assert cut.hidden_lines == whole.total_lines - 10
+    assert whole.hidden_lines == 0
+
+
+def test_the_status_line_puts_state_lag_and_pause_first() -> None:
+    model = ViewModel()
+    model.lagged_total = 42
+    flags = ViewFlags(paused=True, held=7)
+
+    text = status_text(model, FeedStatus("reconnecting", "cannot connect", retry_in=2.0), flags).plain
+
+    assert text.startswith("○ disconnected (cannot connect) retry in 2s")
+    assert text.index("lagged 42") < text.index("PAUSED +7") < text.index("0 chains")

@@ -1,0 +1,95 @@
+"""The chain tree's shape and the client-side/server-side pairing, on a real recorded tour."""
+
+from __future__ import annotations
+
+from proxy.flows.events import Direction, Mode, Side
+from tests.ui.helpers import tour_events
+from ui.model import ChainEntry, ViewModel
+from ui.render import node_label
+from ui.timeline import Node, build_timeline, counterparts, pair_messages
+
+
+def tour_chain(name: str, mode: Mode) -> ChainEntry:
+    model = ViewModel()
+    model.apply_all(tour_events())
+    (entry,) = [e for e in model.chains.values() if e.summary.name == name and e.summary.mode is mode]
+    return entry
+
+
+def labels(nodes: list[Node], depth: int = 0) -> list[str]:
+    out: list[str] = []
+    for node in nodes:
+        out.append("  " * depth + node_label(node).plain)
+        out.extend(labels(node.children, depth + 1))
+    return out
+
+
+def test_a_bridged_two_round_call_reads_request_rounds_result() -> None:
+    entry = tour_chain("survey", Mode.LEGACY_TO_MRTR)
+
+    nodes = build_timeline(entry.summary, entry.messages)
+
+    assert [n.kind for n in nodes] == ["message", "round", "round", "round", "message"]
+    head, *rounds, tail = nodes
+    assert head.message is not None
+    assert head.message.side is Side.CLIENT
+    assert tail.message is not None
+    assert tail.message.direction is Direction.TO_CLIENT
+    first = [child.pair.role for child in rounds[0].children if child.pair is not None]
+    assert first == ["leg", "nested"]
+    text = "\n".join(labels(nodes))
+    assert "upstream tools/call" in text
+    assert "input_required [name]" in text
+    assert "asks client elicitation/create" in text
+    assert "client waited" in text
+
+
+def test_an_mrtr_client_through_pass_through_shows_each_retry_in_its_round() -> None:
+    entry = tour_chain("survey", Mode.PASSTHROUGH)
+
+    nodes = build_timeline(entry.summary, entry.messages)
+
+    assert [n.kind for n in nodes] == ["round", "round", "round"]
+    roles = [child.pair.role for r in nodes for child in r.children if child.pair is not None]
+    assert roles == ["call", "call", "call"]
+
+
+def test_requests_pair_with_their_responses_by_side_direction_and_id() -> None:
+    entry = tour_chain("greet", Mode.LEGACY_TO_MRTR)
+
+    pairs = pair_messages(entry.messages)
+
+    roles = [p.role for p in pairs]
+    assert roles.count("call") == 1
+    assert roles.count("leg") == 2
+    assert roles.count("nested") == 1
+    assert all(p.response is not None for p in pairs if p.role in ("call", "leg", "nested"))
+
+
+def test_a_rewritten_message_finds_what_the_other_side_saw() -> None:
+    entry = tour_chain("greet", Mode.LEGACY_TO_MRTR)
+    messages = entry.messages
+    client_request = next(m for m in messages if m.side is Side.CLIENT and m.kind == "request")
+    nested = next(m for m in messages if m.side is Side.CLIENT and m.method == "elicitation/create")
+    answer = next(
+        m
+        for m in messages
+        if m.side is Side.CLIENT and m.jsonrpc_id == nested.jsonrpc_id and m.kind == "result"
+    )
+
+    (upstream_request,) = counterparts(messages, client_request)
+    (input_required,) = counterparts(messages, nested)
+    (retry,) = counterparts(messages, answer)
+
+    assert upstream_request.side is Side.UPSTREAM
+    assert upstream_request.method == "tools/call"
+    assert input_required.body["result"]["resultType"] == "input_required"
+    assert retry.method == "tools/call"
+    assert retry.round == 2
+    assert answer in counterparts(messages, retry)
+
+
+def test_pass_through_messages_have_no_other_side() -> None:
+    entry = tour_chain("greet", Mode.PASSTHROUGH)
+
+    assert all(counterparts(entry.messages, m) == [] for m in entry.messages)

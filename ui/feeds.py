@@ -1,0 +1,333 @@
+"""Where the TUI's flow events come from, and how bursts of them are coalesced.
+
+Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or status change):
+
+- `BusFeed`: an in-process bus subscription (`mcp-proxy --upstream URL --tui`, the demo).
+- `AttachFeed`: a remote proxy's admin feed, `GET /api/feed` as server-sent events whose data is one
+  FlowEvent JSON each (`proxy_info`, then history, then live events and `lagged` markers);
+  reconnects with bounded backoff when the proxy restarts or the network drops.
+- `CaptureFeed`: a JSONL capture file, read in a thread so a large file never freezes the screen.
+
+`Batcher` sits between a feed and the app: it gathers events for up to `max_delay` seconds or
+`max_items` events and hands them over as one batch, and it waits while the app still has
+`max_inflight` batches unapplied. That wait is the back-pressure: a bus subscription then fills and
+the bus drops events for this observer only, which the view shows as "lagged N"; traffic never slows.
+
+This module may import only `proxy.flows`, `proxy.record` and `proxy.wire` (import-linter contract)
+and never aiohttp: the attach client uses httpx and a small SSE reader of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import httpx
+from pydantic import ValidationError
+
+from proxy.flows.bus import Subscription
+from proxy.flows.events import (
+    ChainChanged,
+    ChainOpened,
+    ContinuationChanged,
+    FlowEvent,
+    MessageRecorded,
+    event_from_json,
+)
+from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
+
+FeedState = Literal["connecting", "live", "reconnecting", "ended", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedStatus:
+    """Where a feed stands, for the status bar: live, reconnecting (in how long, and why), ended."""
+
+    state: FeedState
+    detail: str = ""
+    retry_in: float | None = None
+
+
+FeedItem = FlowEvent | FeedStatus
+Sink = Callable[[FeedItem], Awaitable[None]]
+
+
+class Feed(Protocol):
+    """Anything that pushes flow events (and its own status) into a sink until it ends."""
+
+    description: str
+
+    async def run(self, sink: Sink) -> None:
+        """Push items until the source ends (returns) or the caller cancels."""
+        ...
+
+
+def prefix_event(event: FlowEvent, prefix: str) -> FlowEvent:
+    """The same event with its chain id prefixed, so several proxies' chains never collide."""
+    if isinstance(event, ChainOpened | ChainChanged):
+        chain = event.chain.model_copy(update={"id": prefix + event.chain.id})
+        return event.model_copy(update={"chain": chain})
+    if isinstance(event, MessageRecorded | ContinuationChanged):
+        return event.model_copy(update={"chain_id": prefix + event.chain_id})
+    return event
+
+
+class BusFeed:
+    """Events from an in-process bus subscription (the proxy runs in this process)."""
+
+    def __init__(self, subscription: Subscription, description: str = "in-process", prefix: str = "") -> None:
+        self.subscription = subscription
+        self.description = description
+        self.prefix = prefix
+
+    async def run(self, sink: Sink) -> None:
+        """Relay every event until the subscription is closed (the proxy stopped)."""
+        await sink(FeedStatus("live", self.description))
+        async for event in self.subscription:
+            await sink(prefix_event(event, self.prefix) if self.prefix else event)
+        await sink(FeedStatus("ended", "the proxy stopped"))
+
+
+class MergedFeed:
+    """Several feeds at once (the demo's two proxies), each item relayed as it comes."""
+
+    def __init__(self, feeds: Sequence[Feed]) -> None:
+        self.feeds = list(feeds)
+        self.description = " + ".join(feed.description for feed in self.feeds)
+
+    async def run(self, sink: Sink) -> None:
+        """Run every feed concurrently; returns when all have ended."""
+        async with asyncio.TaskGroup() as group:
+            for index, feed in enumerate(self.feeds):
+                group.create_task(feed.run(sink), name=f"feed-{index}")
+
+
+class SseReader:
+    """The data of server-sent events from text chunks, per the WHATWG line rules.
+
+    Lines end in CR, LF or CRLF (a CRLF may be split across chunks); `data:` lines join with LF;
+    comments and other fields are ignored; an event is dispatched on a blank line.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._data: list[str] = []
+        self._skip_lf = False
+
+    def feed(self, chunk: str) -> list[str]:
+        """Consume a chunk; return the data of each event it completed."""
+        if self._skip_lf and chunk.startswith("\n"):
+            chunk = chunk[1:]
+        self._skip_lf = chunk.endswith("\r")
+        text = self._buffer + chunk
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self._buffer = lines.pop()
+        events: list[str] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append("\n".join(self._data))
+                    self._data = []
+                continue
+            name, _, value = line.partition(":")
+            if name == "data":
+                self._data.append(value[1:] if value.startswith(" ") else value)
+        return events
+
+
+class AttachFeed:
+    """The live feed of a proxy's admin API, reconnecting with bounded backoff until cancelled."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        history: int = 500,
+        backoff: Sequence[float] = (0.5, 1.0, 2.0, 4.0, 5.0),
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base = url.rstrip("/")
+        self.token = token
+        self.history = history
+        self.backoff = tuple(backoff)
+        self.description = self.base
+        self._transport = transport
+
+    @property
+    def feed_url(self) -> str:
+        """The SSE endpoint this feed reads."""
+        return f"{self.base}/api/feed"
+
+    async def run(self, sink: Sink) -> None:
+        """Connect, relay, and on any drop wait (0.5 s, 1 s, ... capped) and connect again."""
+        headers = {"Accept": "text/event-stream"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        timeout = httpx.Timeout(10.0, read=None)
+        failures = 0
+        async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
+            while True:
+                await sink(FeedStatus("connecting", self.base))
+                try:
+                    reason = await self._stream(client, headers, sink)
+                except (httpx.HTTPError, OSError) as exc:
+                    reason = _describe(exc)
+                except _Refused as exc:
+                    await sink(FeedStatus("failed", str(exc)))
+                    return
+                if reason == "":
+                    failures = 0  # it was live: the backoff starts over
+                delay = self.backoff[min(failures, len(self.backoff) - 1)]
+                failures += 1
+                await sink(FeedStatus("reconnecting", reason or "the proxy closed the feed", retry_in=delay))
+                await asyncio.sleep(delay)
+
+    async def _stream(self, client: httpx.AsyncClient, headers: dict[str, str], sink: Sink) -> str:
+        """Read one connection to its end; '' when it was live and closed, else why it failed."""
+        params = {"history": str(self.history)}
+        async with client.stream("GET", self.feed_url, headers=headers, params=params) as response:
+            if response.status_code in (401, 403):
+                raise _Refused(f"the admin API refused this token (HTTP {response.status_code})")
+            if response.status_code == 404:
+                raise _Refused(f"no live feed at {self.feed_url} (HTTP 404): is it the admin address?")
+            if response.status_code != 200:
+                return f"HTTP {response.status_code}"
+            await sink(FeedStatus("live", self.base))
+            reader = SseReader()
+            async for chunk in response.aiter_text():
+                for data in reader.feed(chunk):
+                    try:
+                        event = event_from_json(data)
+                    except ValidationError:
+                        continue  # an event type from a newer proxy, or garbage: skip, keep reading
+                    await sink(event)
+        return ""
+
+
+class _Refused(Exception):
+    """The admin API answered in a way retrying cannot fix (wrong token, wrong address)."""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "cannot connect"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        return "connection lost"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def _take(events: Iterator[FlowEvent], count: int) -> list[FlowEvent]:
+    return list(itertools.islice(events, count))
+
+
+class CaptureFeed:
+    """Every event of a JSONL capture, read in chunks off the event loop, then 'ended'."""
+
+    def __init__(self, path: Path, chunk: int = 500) -> None:
+        self.path = Path(path)
+        self.chunk = chunk
+        self.description = str(self.path)
+
+    async def run(self, sink: Sink) -> None:
+        """Relay the file's events; a broken file ends the feed with a 'failed' status naming the line."""
+        await sink(FeedStatus("connecting", f"reading {self.path}"))
+        try:
+            reader = await asyncio.to_thread(CaptureReader, self.path)
+        except (CaptureError, CaptureFormatError) as exc:
+            await sink(FeedStatus("failed", str(exc)))
+            return
+        count = 0
+        try:
+            events = iter(reader)
+            while chunk := await asyncio.to_thread(_take, events, self.chunk):
+                for event in chunk:
+                    await sink(event)
+                count += len(chunk)
+        except CaptureFormatError as exc:
+            await sink(FeedStatus("failed", f"{exc} (after {count} events)"))
+            return
+        finally:
+            reader.close()
+        cut = " (the last line was cut short)" if reader.truncated else ""
+        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{cut}"))
+
+
+class Batcher:
+    """Coalesces a feed's events into batches and keeps at most `max_inflight` batches unapplied."""
+
+    def __init__(
+        self,
+        on_events: Callable[[list[FlowEvent]], None],
+        on_status: Callable[[FeedStatus], None],
+        *,
+        max_items: int = 500,
+        max_delay: float = 0.05,
+        max_inflight: int = 4,
+    ) -> None:
+        self._on_events = on_events
+        self._on_status = on_status
+        self.max_items = max_items
+        self.max_delay = max_delay
+        self.max_inflight = max_inflight
+        self._pending: list[FlowEvent] = []
+        self._inflight = 0
+        self._room = asyncio.Event()
+        self._room.set()
+        self._started = asyncio.Event()
+        self.batches = 0
+
+    def applied(self) -> None:
+        """The app applied one batch (call from the handler), making room for the next."""
+        self._inflight = max(0, self._inflight - 1)
+        if self._inflight < self.max_inflight:
+            self._room.set()
+
+    async def put(self, item: FeedItem) -> None:
+        """The sink a feed pushes into; waits while the app is `max_inflight` batches behind."""
+        if isinstance(item, FeedStatus):
+            await self.flush()
+            self._on_status(item)
+            return
+        self._pending.append(item)
+        if len(self._pending) >= self.max_items:
+            await self.flush()
+        else:
+            self._started.set()
+
+    async def flush(self) -> None:
+        """Hand over what is pending as one batch (after waiting for room)."""
+        if not self._pending:
+            return
+        await self._room.wait()
+        if not self._pending:
+            return  # the other flusher took it while this one waited
+        batch, self._pending = self._pending, []
+        self._inflight += 1
+        if self._inflight >= self.max_inflight:
+            self._room.clear()
+        self.batches += 1
+        self._on_events(batch)
+
+    async def run(self, feed: Feed) -> None:
+        """Run `feed` into this batcher until it ends, flushing at least every `max_delay` seconds."""
+        async with asyncio.TaskGroup() as group:
+            ticker = group.create_task(self._tick(), name="feed-batcher")
+            try:
+                await feed.run(self.put)
+            finally:
+                ticker.cancel()
+        await self.flush()
+
+    async def _tick(self) -> None:
+        while True:
+            await self._started.wait()
+            await asyncio.sleep(self.max_delay)
+            self._started.clear()
+            await self.flush()

@@ -1,0 +1,80 @@
+"""Every Textual message of the TUI, in one place: what workers and widgets tell the app.
+
+Workers post `EventsArrived` and `FeedStatusChanged`; widgets post what the user chose. Handlers in
+the app own the state (the view model); widgets get their data handed down as attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.message import Message
+
+from proxy.flows.events import FlowEvent
+from ui.feeds import FeedStatus
+
+
+class EventsArrived(Message):
+    """A coalesced batch of flow events from the feed worker; `ack` makes room for the next batch."""
+
+    def __init__(self, events: list[FlowEvent], ack: Callable[[], None]) -> None:
+        super().__init__()
+        self.events = events
+        self.ack = ack
+
+
+class FeedStatusChanged(Message):
+    """The feed connected, dropped, is reconnecting, or ended; a newer one replaces an unread one."""
+
+    def __init__(self, status: FeedStatus) -> None:
+        super().__init__()
+        self.status = status
+
+    def can_replace(self, message: Message) -> bool:
+        """Only the latest feed status matters once the app gets to it."""
+        return isinstance(message, FeedStatusChanged)
+
+
+class ChainHighlighted(Message):
+    """The cursor of the chain table moved onto a chain (by its view-model key)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    def can_replace(self, message: Message) -> bool:
+        """Scrolling through many rows only needs the tree of the last one."""
+        return isinstance(message, ChainHighlighted)
+
+
+class ChainChosen(Message):
+    """The user pressed enter on a chain: show its tree with the focus in it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+
+class MessageChosen(Message):
+    """The user chose one message of a chain (in the tree) to see in full."""
+
+    def __init__(self, key: str, seq: int) -> None:
+        super().__init__()
+        self.key = key
+        self.seq = seq
+
+
+class FilterChanged(Message):
+    """The filter bar's text changed (debounced by the bar)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class FollowChanged(Message):
+    """Following the tail was switched on or off (by a key, or by scrolling back)."""
+
+    def __init__(self, follow: bool) -> None:
+        super().__init__()
+        self.follow = follow

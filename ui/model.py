@@ -1,0 +1,280 @@
+"""The view model: what the TUI knows, built only by applying flow events to it.
+
+Pure (no Textual, no clock, no I/O), so every rule about how events become rows is unit-tested
+without an app. `ViewModel.apply` folds one event in and reports what changed in a `Changes`, which
+the app hands down to its widgets so they touch only the rows that moved.
+
+Chains are keyed by id *and* start time: a proxy that restarts counts its chain ids from `c1` again,
+and an attached TUI that reconnects must keep the old chains apart from the new ones. A history
+replay after a reconnect repeats events the model has already seen; they are merged, not doubled
+(chains by key, messages by their per-chain sequence number).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from proxy.flows.events import (
+    ChainChanged,
+    ChainOpened,
+    ChainStatus,
+    ChainSummary,
+    ContinuationChanged,
+    FlowEvent,
+    Lagged,
+    MessageRecord,
+    MessageRecorded,
+    ProxyInfo,
+    SessionChanged,
+)
+
+MAX_CHAINS = 5000
+"""Chains the TUI keeps before dropping the oldest (the proxy's own store is bounded separately)."""
+
+MAX_MESSAGES = 1000
+"""Messages one chain keeps in the TUI; later ones are counted, not kept."""
+
+_ACTIVE_CONTINUATION = frozenset({"parked", "resumed"})
+
+
+def chain_key(summary: ChainSummary) -> str:
+    """The model's key for a chain: its id plus start time, unique across proxy restarts."""
+    return f"{summary.id}@{summary.started:.6f}"
+
+
+@dataclass(slots=True)
+class ChainEntry:
+    """One chain as the TUI holds it: the latest headline and the messages seen so far, in order."""
+
+    key: str
+    summary: ChainSummary
+    messages: list[MessageRecord] = field(default_factory=list)
+    last_seq: int = 0
+    dropped: int = 0
+    continuation: str | None = None
+    """The latest continuation state (parked, resumed, completed, ...) for bridged calls that parked."""
+
+    def message(self, seq: int) -> MessageRecord | None:
+        """The kept message with this sequence number, if any."""
+        for record in self.messages:
+            if record.seq == seq:
+                return record
+        return None
+
+
+@dataclass(slots=True)
+class SessionEntry:
+    """One legacy session: who holds it and its history (opened -> reinitialized -> ended/expired)."""
+
+    session: str
+    client_name: str | None
+    protocol_version: str | None
+    state: str
+    opened: float
+    changed: float
+    history: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one or more applied events changed, so widgets redraw only that."""
+
+    added: list[str] = field(default_factory=list)
+    updated: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    info: bool = False
+    sessions: bool = False
+    lagged: bool = False
+    cleared: bool = False
+
+    def merge(self, other: Changes) -> None:
+        """Fold a later change set into this one (the view collects them while it is paused)."""
+        if other.cleared:
+            self.added.clear()
+            self.updated.clear()
+            self.removed.clear()
+            self.cleared = True
+        self.added.extend(k for k in other.added if k not in self.added)
+        self.updated |= other.updated
+        for key in other.removed:
+            if key in self.added:
+                self.added.remove(key)  # came and went while nobody looked
+            else:
+                self.removed.add(key)
+            self.updated.discard(key)
+        self.info |= other.info
+        self.sessions |= other.sessions
+        self.lagged |= other.lagged
+
+    def __bool__(self) -> bool:
+        return (
+            bool(self.added or self.updated or self.removed or self.info or self.sessions or self.lagged)
+            or self.cleared
+        )
+
+
+class ViewModel:
+    """Chains, sessions, continuations and counters, built from flow events and nothing else."""
+
+    def __init__(self, max_chains: int = MAX_CHAINS, max_messages: int = MAX_MESSAGES) -> None:
+        self.max_chains = max_chains
+        self.max_messages = max_messages
+        self.chains: OrderedDict[str, ChainEntry] = OrderedDict()
+        self.proxies: dict[str, ProxyInfo] = {}
+        self.sessions: OrderedDict[str, SessionEntry] = OrderedDict()
+        self.continuations: dict[str, ContinuationChanged] = {}
+        self.messages_seen = 0
+        self.events_applied = 0
+        self.lagged_total = 0
+        self.evicted = 0
+        self._current: dict[str, str] = {}
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def info(self) -> ProxyInfo | None:
+        """The most recent ProxyInfo (a single proxy's identity, or the last one of several)."""
+        return next(reversed(self.proxies.values()), None) if self.proxies else None
+
+    @property
+    def parked(self) -> int:
+        """Upstream calls currently parked by the modern-client -> legacy-server bridge."""
+        return sum(1 for c in self.continuations.values() if c.state == "parked")
+
+    @property
+    def messages_held(self) -> int:
+        """Messages currently kept across all chains."""
+        return sum(len(entry.messages) for entry in self.chains.values())
+
+    def get(self, key: str) -> ChainEntry | None:
+        """The chain with this key, or None once evicted or cleared."""
+        return self.chains.get(key)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def apply_all(self, events: Iterable[FlowEvent]) -> Changes:
+        """Apply events in order and return everything they changed together."""
+        changes = Changes()
+        for event in events:
+            self._apply(event, changes)
+        return changes
+
+    def apply(self, event: FlowEvent) -> Changes:
+        """Apply one event and return what it changed."""
+        changes = Changes()
+        self._apply(event, changes)
+        return changes
+
+    def clear(self) -> Changes:
+        """Forget chains, sessions and continuations (the user's 'clear'); proxy info and lag stay."""
+        self.chains.clear()
+        self.sessions.clear()
+        self.continuations.clear()
+        self._current.clear()
+        self.messages_seen = 0
+        return Changes(cleared=True, sessions=True, info=True)
+
+    def _apply(self, event: FlowEvent, changes: Changes) -> None:
+        self.events_applied += 1
+        if isinstance(event, ChainOpened | ChainChanged):
+            self._upsert(event.chain, changes)
+        elif isinstance(event, MessageRecorded):
+            self._message(event.chain_id, event.message, changes)
+        elif isinstance(event, SessionChanged):
+            self._session(event)
+            changes.sessions = True
+        elif isinstance(event, ContinuationChanged):
+            self._continuation(event, changes)
+        elif isinstance(event, Lagged):
+            self.lagged_total += event.dropped
+            changes.lagged = True
+        elif isinstance(event, ProxyInfo):
+            self.proxies[event.listen] = event
+            changes.info = True
+
+    def _upsert(self, summary: ChainSummary, changes: Changes) -> ChainEntry:
+        key = chain_key(summary)
+        entry = self.chains.get(key)
+        if entry is None:
+            entry = ChainEntry(key=key, summary=summary)
+            self.chains[key] = entry
+            self._current[summary.id] = key
+            changes.added.append(key)
+            self._evict(changes)
+        else:
+            entry.summary = summary
+            if key not in changes.added:
+                changes.updated.add(key)
+        return entry
+
+    def _evict(self, changes: Changes) -> None:
+        while len(self.chains) > self.max_chains:
+            key, entry = self.chains.popitem(last=False)
+            if self._current.get(entry.summary.id) == key:
+                del self._current[entry.summary.id]
+            self.evicted += 1
+            if key in changes.added:
+                changes.added.remove(key)
+            else:
+                changes.removed.add(key)
+            changes.updated.discard(key)
+
+    def _message(self, chain_id: str, record: MessageRecord, changes: Changes) -> None:
+        key = self._current.get(chain_id)
+        entry = self.chains.get(key) if key else None
+        if entry is None:
+            # Its chain_opened was lost (a lagged feed, a capture cut at the front): keep the message.
+            placeholder = ChainSummary(id=chain_id, started=record.ts, method=record.method)
+            placeholder.notes.append("opened before this view started")
+            entry = self._upsert(placeholder, changes)
+        if record.seq and record.seq <= entry.last_seq:
+            return  # a history replay repeating what this view already holds
+        entry.last_seq = max(entry.last_seq, record.seq)
+        self.messages_seen += 1
+        if len(entry.messages) >= self.max_messages:
+            entry.dropped += 1
+        else:
+            entry.messages.append(record)
+        if entry.key not in changes.added:
+            changes.updated.add(entry.key)
+
+    def _session(self, event: SessionChanged) -> None:
+        entry = self.sessions.get(event.session)
+        if entry is None:
+            entry = SessionEntry(
+                session=event.session,
+                client_name=event.client_name,
+                protocol_version=event.protocol_version,
+                state=event.state,
+                opened=event.ts,
+                changed=event.ts,
+            )
+            self.sessions[event.session] = entry
+        entry.state = event.state
+        entry.changed = event.ts
+        entry.client_name = event.client_name or entry.client_name
+        entry.protocol_version = event.protocol_version or entry.protocol_version
+        if (event.ts, event.state) not in entry.history:
+            entry.history.append((event.ts, event.state))
+        while len(self.sessions) > self.max_chains:
+            self.sessions.popitem(last=False)
+
+    def _continuation(self, event: ContinuationChanged, changes: Changes) -> None:
+        if event.state in _ACTIVE_CONTINUATION:
+            self.continuations[event.chain_id] = event
+        else:
+            self.continuations.pop(event.chain_id, None)
+        key = self._current.get(event.chain_id)
+        entry = self.chains.get(key) if key else None
+        if entry is not None:
+            entry.continuation = event.state
+            if entry.key not in changes.added:
+                changes.updated.add(entry.key)
+        changes.info = True
+
+
+def is_finished(summary: ChainSummary) -> bool:
+    """True once a chain has its final status."""
+    return summary.status in (ChainStatus.OK, ChainStatus.ERROR)

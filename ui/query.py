@@ -1,0 +1,165 @@
+"""The filter bar's query language: parse once, then match chain headlines with pure functions.
+
+    method:tools/call   tool:ask_*   name:res://ask   status:error   era:legacy   mode:legacy_to_mrtr
+    bridged   -bridged   client:claude   session:08b2   id:c12   duration:>500ms   free text
+
+Terms are ANDed. A `-` (or `!`) in front negates a term. Field values match exactly or as a glob
+(`*`, `?`), case-insensitively; free text matches a substring of the id, method, name, client, error
+or notes. A query that does not parse keeps its error message and matches everything, so a typo
+never empties the screen; the status bar shows the error instead.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from proxy.flows.events import ChainSummary
+
+FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration")
+"""Field names the language knows (the help screen lists them)."""
+
+FLAGS = ("bridged", "invalid")
+"""Bare words that test a property rather than search text."""
+
+_STATUS_ALIASES = {"waiting": "waiting_client", "wait": "waiting_client", "failed": "error", "fail": "error"}
+_MODE_ALIASES = {"pass": "passthrough", "bridge": "bridged"}
+_DURATION = re.compile(r"^(>=|<=|>|<|=)?\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One condition of a query: a field test, a flag, or free text; possibly negated."""
+
+    field: str
+    value: str
+    negate: bool = False
+    op: str = "="
+    millis: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A parsed filter: its terms (ANDed), the text it came from, and a parse error if any."""
+
+    text: str = ""
+    terms: tuple[Term, ...] = ()
+    error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when the query can hide anything."""
+        return bool(self.terms) and self.error is None
+
+    def matches(self, summary: ChainSummary, now: float | None = None) -> bool:
+        """True when the chain passes every term (always True for an empty or broken query)."""
+        if not self.active:
+            return True
+        return all(_term_matches(term, summary, now) != term.negate for term in self.terms)
+
+
+def parse_query(text: str) -> Query:
+    """Parse the filter bar's text; errors are returned in the Query, never raised."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        return Query(text=text, error=f"filter: {exc}")
+    terms: list[Term] = []
+    for word in words:
+        try:
+            terms.append(_parse_term(word))
+        except ValueError as exc:
+            return Query(text=text, error=f"filter: {exc}")
+    return Query(text=text, terms=tuple(terms))
+
+
+def _parse_term(word: str) -> Term:
+    if " " in word:  # it was quoted: search for it as it is
+        return Term(field="text", value=word.lower())
+    negate = word[:1] in ("-", "!") and len(word) > 1
+    body = word[1:] if negate else word
+    name, colon, value = body.partition(":")
+    if not colon or not name.isidentifier():
+        if body.lower() in FLAGS:
+            return Term(field=body.lower(), value="", negate=negate)
+        return Term(field="text", value=body.lower(), negate=negate)
+    name = name.lower()
+    if name not in FIELDS:
+        raise ValueError(f"unknown field {name!r} (known: {', '.join(FIELDS)})")
+    if not value:
+        raise ValueError(f"{name}: needs a value")
+    if name == "duration":
+        return _duration_term(value, negate)
+    value = value.lower()
+    if name == "status":
+        value = _STATUS_ALIASES.get(value, value)
+    elif name == "mode":
+        value = _MODE_ALIASES.get(value, value)
+    return Term(field=name, value=value, negate=negate)
+
+
+def _duration_term(value: str, negate: bool) -> Term:
+    found = _DURATION.match(value.strip())
+    if found is None:
+        raise ValueError(f"duration: expected e.g. >500ms, <2s or >=1m, got {value!r}")
+    op, number, unit = found.groups()
+    millis = float(number) * _UNIT_MS[(unit or "ms").lower()]
+    return Term(field="duration", value=value, negate=negate, op=op or ">=", millis=millis)
+
+
+def _like(value: str | None, pattern: str) -> bool:
+    return value is not None and fnmatchcase(value.lower(), pattern)
+
+
+def _term_matches(term: Term, s: ChainSummary, now: float | None) -> bool:
+    field = term.field
+    if field == "text":
+        return _text_matches(term.value, s)
+    if field == "bridged":
+        return s.bridged
+    if field == "invalid":
+        return s.invalid
+    if field == "duration":
+        return _duration_matches(term, s, now)
+    if field == "era":
+        return _like(s.client_era, term.value) or _like(s.upstream_era, term.value)
+    if field == "mode":
+        return s.bridged if term.value == "bridged" else _like(s.mode.value, term.value)
+    if field == "tool":
+        return s.method == "tools/call" and _like(s.name, term.value)
+    direct = {
+        "method": s.method,
+        "name": s.name,
+        "status": s.status.value,
+        "client": s.client_name,
+        "session": s.session,
+        "id": s.id,
+    }
+    if field in ("client", "session"):
+        return term.value in (direct[field] or "").lower() or _like(direct[field], term.value)
+    return _like(direct[field], term.value)
+
+
+def _text_matches(needle: str, s: ChainSummary) -> bool:
+    haystack = (s.id, s.method, s.name, s.client_name, s.error, s.mode.value, *s.notes)
+    return any(needle in part.lower() for part in haystack if part)
+
+
+def _duration_matches(term: Term, s: ChainSummary, now: float | None) -> bool:
+    if s.duration_ms is not None:
+        took = s.duration_ms
+    elif now is not None:
+        took = max(0.0, (now - s.started) * 1000)
+    else:
+        return False
+    limit = term.millis
+    return {
+        ">": took > limit,
+        ">=": took >= limit,
+        "<": took < limit,
+        "<=": took <= limit,
+        "=": abs(took - limit) < 0.5,
+    }[term.op]

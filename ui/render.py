@@ -1,0 +1,291 @@
+"""Pure render functions: flow data in, Rich `Text` (or plain strings) out.
+
+Every word the TUI shows about a chain or a message is decided here, so widgets stay thin and the
+wording is tested without an app. No clock: times are formatted from the events' own timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from proxy.flows.events import ChainStatus, ChainSummary, Direction, MessageRecord, Mode, Side
+from ui.model import ChainEntry, SessionEntry
+from ui.timeline import Node, Pair
+
+ERA_LETTER = {"legacy": "L", "modern": "M", "dual": "D", "unknown": "?"}
+ERA_STYLE = {"legacy": "bold yellow", "modern": "bold cyan", "dual": "bold green", "unknown": "dim"}
+STATUS_WORD = {
+    ChainStatus.OK: "ok",
+    ChainStatus.ERROR: "error",
+    ChainStatus.PENDING: "pending",
+    ChainStatus.WAITING_CLIENT: "waiting",
+    ChainStatus.PARKED: "parked",
+}
+STATUS_STYLE = {
+    ChainStatus.OK: "green",
+    ChainStatus.ERROR: "bold red",
+    ChainStatus.PENDING: "yellow",
+    ChainStatus.WAITING_CLIENT: "magenta",
+    ChainStatus.PARKED: "bold blue",
+}
+SIDE_TAG = {Side.CLIENT: ("client", "cyan"), Side.UPSTREAM: ("server", "yellow"), Side.BOTH: ("both", "dim")}
+DEFAULT_BODY_LINES = 300
+"""Lines of pretty JSON the message view shows before its 'expand' marker."""
+
+
+def clock(ts: float) -> str:
+    """Local wall-clock time of an event, to the second."""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def duration(ms: float | None) -> str:
+    """A short human duration: 850µs, 12ms, 1.25s, 2m03s; an em dash when unknown."""
+    if ms is None:
+        return "—"
+    if ms < 1:
+        return f"{ms * 1000:.0f}µs"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 60000:
+        return f"{ms / 1000:.2f}s"
+    minutes, seconds = divmod(int(ms / 1000), 60)
+    return f"{minutes}m{seconds:02d}s"
+
+
+def size(n: int) -> str:
+    """Bytes as 512B, 1.2K, 3.4M."""
+    if n < 1024:
+        return f"{n}B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f}K"
+    return f"{n / 1024 / 1024:.1f}M"
+
+
+def era_badge(era: str) -> Text:
+    """One coloured letter per era: L legacy, M modern (2026-07-28), D dual, ? unknown."""
+    return Text(ERA_LETTER.get(era, "?"), style=ERA_STYLE.get(era, "dim"))
+
+
+def eras_cell(summary: ChainSummary) -> Text:
+    """Client era -> upstream era, plus a bridge badge when the proxy converted between them."""
+    text = Text.assemble(era_badge(summary.client_era), ("→", "dim"), era_badge(summary.upstream_era))
+    if summary.bridged:
+        text.append(" ⇄", style="bold magenta")
+    return text
+
+
+def status_cell(summary: ChainSummary, continuation: str | None = None) -> Text:
+    """The chain's status word in its colour (a parked continuation shows as parked)."""
+    status = summary.status
+    if continuation == "parked" and status not in (ChainStatus.OK, ChainStatus.ERROR):
+        status = ChainStatus.PARKED
+    return Text(STATUS_WORD[status], style=STATUS_STYLE[status])
+
+
+def target(summary: ChainSummary) -> str:
+    """What the chain was about: tool, prompt or resource name, else empty."""
+    return summary.name or ""
+
+
+def chain_cells(entry: ChainEntry) -> dict[str, Text | str]:
+    """The chain table's cells for one chain, by column key."""
+    s = entry.summary
+    rounds = str(s.rounds) if s.rounds > 1 else ""
+    return {
+        "time": clock(s.started),
+        "id": s.id,
+        "client": s.client_name or "",
+        "method": s.method or "(none)",
+        "name": target(s),
+        "eras": eras_cell(s),
+        "rounds": rounds,
+        "status": status_cell(s, entry.continuation),
+        "duration": Text(duration(s.duration_ms), justify="right"),
+        "msgs": Text(str(s.messages), justify="right"),
+        "bytes": Text(size(s.bytes_to_server + s.bytes_to_client), justify="right"),
+    }
+
+
+def chain_headline(summary: ChainSummary) -> Text:
+    """The chain tree's root: what was called, through which mode, how it ended, and the time split."""
+    text = Text.assemble(
+        (summary.method or "(none)", "bold"),
+        (f" {summary.name}" if summary.name else "", "bold"),
+        "  ",
+        eras_cell(summary),
+        f"  {summary.mode.value}  ",
+        status_cell(summary),
+        f"  {duration(summary.duration_ms)}",
+    )
+    if summary.duration_ms is not None:
+        text.append(
+            f"  (upstream {duration(summary.upstream_ms)}, client {duration(summary.client_wait_ms)})",
+            style="dim",
+        )
+    if summary.error:
+        text.append(f"  {summary.error}", style="red")
+    return text
+
+
+def outcome(record: MessageRecord | None) -> str:
+    """A response in a few words: ok, input_required [keys], error -32602, an elicitation's action."""
+    if record is None:
+        return "…"
+    body = record.body if isinstance(record.body, dict) else {}
+    if record.kind == "error":
+        error = body.get("error")
+        if not isinstance(error, dict):
+            return "error"
+        return f"error {error.get('code', '')} {error.get('message', '')}".strip()
+    result = body.get("result")
+    if not isinstance(result, dict):
+        return record.kind
+    if result.get("resultType") == "input_required":
+        keys = result.get("inputRequests")
+        names = ", ".join(keys) if isinstance(keys, dict) else "state only"
+        return f"input_required [{names}]"
+    if result.get("isError") is True:
+        return "error result"
+    if isinstance(result.get("action"), str):
+        return str(result["action"])
+    return "ok"
+
+
+def _side(record: MessageRecord) -> Text:
+    word, style = SIDE_TAG[record.side]
+    return Text(f"[{word}]", style=style)
+
+
+def _arrow(record: MessageRecord) -> str:
+    return "▶" if record.direction is Direction.TO_SERVER else "◀"
+
+
+def message_label(record: MessageRecord) -> Text:
+    """One message in the tree: arrow, side, kind, method or outcome, id, channel, size."""
+    what = record.method or (outcome(record) if record.kind in ("result", "error") else record.kind)
+    if record.kind == "http" and record.http is not None:
+        what = f"HTTP {record.http.status}"
+    ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
+    text = Text.assemble(f"{_arrow(record)} ", _side(record), f" {record.kind} ", (what, "bold"), ident)
+    text.append(f"  {record.channel.value} {size(record.size)}", style="dim")
+    if record.truncated:
+        text.append("  [truncated]", style="yellow")
+    if record.note:
+        text.append(f"  {record.note}", style="italic dim")
+    return text
+
+
+def pair_label(pair: Pair) -> Text:
+    """A request/response pair: who asked what, how it ended, and who waited how long."""
+    req = pair.request
+    assert req is not None
+    elapsed = pair.elapsed_ms
+    if pair.role == "leg":
+        head = Text.assemble(("upstream ", "yellow"), (req.method or "?", "bold"))
+        who = "upstream"
+    elif pair.role == "nested":
+        asker = "server asks" if req.side is Side.UPSTREAM else "asks client"
+        head = Text.assemble((f"{asker} ", "magenta"), (req.method or "?", "bold"))
+        who = "client waited"
+    else:
+        head = Text.assemble(("call ", "cyan"), (req.method or "?", "bold"))
+        who = "took"
+    head.append(f" #{req.jsonrpc_id} → {outcome(pair.response)}")
+    if elapsed is not None:
+        head.append(f"  {who} {duration(elapsed)}", style="dim")
+    return head
+
+
+def node_label(node: Node) -> Text:
+    """The label of any timeline node."""
+    if node.kind == "round":
+        return Text(f"round {node.round}", style="bold")
+    if node.kind == "pair" and node.pair is not None:
+        return pair_label(node.pair)
+    assert node.message is not None
+    return message_label(node.message)
+
+
+@dataclass(frozen=True, slots=True)
+class PrettyBody:
+    """A message body as indented JSON, cut to a number of lines with a count of what was cut."""
+
+    text: str
+    total_lines: int
+    hidden_lines: int
+
+
+def pretty_json(body: Any, max_lines: int | None = DEFAULT_BODY_LINES) -> PrettyBody:
+    """Indented JSON of a body (strings as they are), keeping at most `max_lines` lines."""
+    if body is None:
+        return PrettyBody("", 0, 0)
+    full = body if isinstance(body, str) else json.dumps(body, indent=2, ensure_ascii=False, default=str)
+    lines = full.splitlines()
+    if max_lines is None or len(lines) <= max_lines:
+        return PrettyBody(full, len(lines), 0)
+    return PrettyBody("\n".join(lines[:max_lines]), len(lines), len(lines) - max_lines)
+
+
+def full_json(body: Any) -> str:
+    """The whole body as indented JSON (copy and save use this)."""
+    return pretty_json(body, None).text
+
+
+_LEG = {Side.CLIENT: "client ⇄ proxy", Side.UPSTREAM: "proxy ⇄ server", Side.BOTH: "relayed unchanged"}
+
+
+def _leg(side: Side) -> str:
+    return _LEG[side]
+
+
+def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[str, str]]:
+    """Name/value lines above a message body: where it travelled, what it is, its HTTP head."""
+    rows = [
+        ("chain", f"{summary.id}  {summary.method or ''} {summary.name or ''}".rstrip()),
+        ("side", f"{record.side.value} ({_leg(record.side)})"),
+        ("direction", record.direction.value.replace("_", " ")),
+        ("channel", record.channel.value + (f"  sse id {record.sse_id}" if record.sse_id else "")),
+        ("kind", record.kind + (f"  {record.method}" if record.method else "")),
+        ("id", "" if record.jsonrpc_id is None else str(record.jsonrpc_id)),
+        ("time", f"{clock(record.ts)}.{int(record.ts * 1000) % 1000:03d}"),
+        ("round", str(record.round)),
+        ("size", f"{record.size} bytes" + ("  (body truncated by the proxy)" if record.truncated else "")),
+        ("exchange", record.exchange),
+    ]
+    if record.note:
+        rows.append(("note", record.note))
+    http = record.http
+    if http is not None:
+        line = " ".join(str(p) for p in (http.method, http.path, http.status, http.content_type) if p)
+        rows.append(("http", line))
+        rows.extend((f"  {name}", value) for name, value in http.headers.items())
+    return [(name, value) for name, value in rows if value]
+
+
+def mode_word(mode: Mode) -> str:
+    """How a mode reads in the summary table and status bar."""
+    return {
+        Mode.PASSTHROUGH: "pass-through",
+        Mode.LEGACY_TO_MRTR: "legacy→mrtr bridge",
+        Mode.MRTR_TO_LEGACY: "mrtr→legacy bridge",
+        Mode.LOCAL: "answered by proxy",
+    }[mode]
+
+
+def session_cells(entry: SessionEntry) -> dict[str, str]:
+    """The sessions table's cells: who holds the session and its history."""
+    history = " → ".join(state for _, state in entry.history)
+    return {
+        "session": entry.session,
+        "client": entry.client_name or "",
+        "version": entry.protocol_version or "",
+        "state": entry.state,
+        "opened": clock(entry.opened),
+        "changed": clock(entry.changed),
+        "history": history,
+    }

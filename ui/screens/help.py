@@ -1,0 +1,67 @@
+"""The help screen: every key and the filter language, reachable with ? from anywhere."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# mcp-proxy — keys
+
+| key | where | what |
+|---|---|---|
+| ↑ ↓ PgUp PgDn | chain list | move (moving up stops following) |
+| Enter | chain list | open the chain's tree |
+| Enter | tree | open the message (a request/response pair opens its request) |
+| Space | tree | fold or unfold a branch |
+| Tab / Shift+Tab | anywhere | next / previous pane |
+| / | main | filter (Enter applies, Esc back to the list) |
+| f | main | follow the newest chain |
+| p | main | pause: freeze the view; resume applies what arrived |
+| x | main | clear the view (the proxy keeps its own history) |
+| s | main | sessions view: who holds which session, init → expiry → re-init |
+| e | message | expand long bodies |
+| c | message | copy the body to the clipboard |
+| w | message | save the message as JSON in the current directory |
+| [ ] | message | previous / next message of the chain |
+| Esc | message, help | back |
+| ? F1 | anywhere | this help |
+| q | anywhere | quit |
+
+# Filter language
+
+Terms are ANDed; `-` before a term negates it; values match exactly or as a glob (`*`, `?`).
+
+- `method:tools/call` `tool:ask_*` `name:res://ask` — method, tool name, any name/uri
+- `status:error` (ok, error, pending, waiting, parked)
+- `era:legacy` (legacy, modern, unknown — either side) `mode:legacy_to_mrtr`
+- `bridged` `-bridged` `invalid`
+- `duration:>500ms` (`>`, `>=`, `<`, `<=`, `=`; ms, s, m)
+- `client:NAME` `session:PREFIX` `id:c12`, and free text (id, method, name, client, error, notes)
+
+# Badges
+
+Eras: **L** legacy (initialize handshake), **M** 2026-07-28 (MRTR), **D** dual, **?** unknown,
+client → server; **⇄** the proxy bridged between eras. In the tree, `[client]` is a message between
+the client and the proxy, `[server]` one between the proxy and the server, `[both]` one relayed
+unchanged.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys, the filter language and what the badges mean."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Close"),
+        Binding("question_mark", "app.pop_screen", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        """The help text in a scrollable box."""
+        with VerticalScroll(id="help-box"):
+            yield Markdown(HELP)

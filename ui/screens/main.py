@@ -1,0 +1,208 @@
+"""The main screen: filter bar, live chain list, the selected chain's tree (or the sessions), status.
+
+It owns the view state the keys switch (follow, pause, filter, sessions view) and hands the model
+and each change set down to its widgets. While paused it folds incoming change sets together and
+applies them in one go on resume, so nothing is lost and nothing moves in between.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer
+
+from ui.feeds import FeedStatus
+from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
+from ui.model import Changes, ViewModel
+from ui.query import Query, parse_query
+from ui.widgets.chain_table import ChainTable
+from ui.widgets.chain_tree import ChainTree
+from ui.widgets.filter_bar import FilterBar
+from ui.widgets.sessions_table import SessionsTable
+from ui.widgets.status_bar import StatusBar, ViewFlags
+
+WIDE_COLUMNS = 120
+"""From this terminal width up the chain list shows its wide column set."""
+
+
+class MainScreen(Screen[None]):
+    """Chains as they happen."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("x", "clear", "Clear"),
+        Binding("s", "toggle_sessions", "Sessions"),
+        Binding("escape", "focus_chains", "Chains", show=False),
+    ]
+
+    def __init__(self, model: ViewModel) -> None:
+        super().__init__()
+        self.model = model
+        self.flags = ViewFlags()
+        self.query_ = Query()
+        self.feed_status: FeedStatus | None = None
+        self._held = Changes()
+
+    def compose(self) -> ComposeResult:
+        """Filter bar, chain list, tree/sessions switcher, status bar, footer."""
+        yield FilterBar(id="filter")
+        with Vertical(id="body"):
+            yield ChainTable(id="chains")
+            with ContentSwitcher(initial="tree", id="details"):
+                yield ChainTree(id="tree")
+                yield SessionsTable(id="sessions")
+        yield StatusBar(id="status")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        """Focus the chain list and draw what the model already holds."""
+        self.table.focus()
+        self.table.rebuild(self.model, self.query_)
+        self.refresh_status()
+
+    # -- widgets -----------------------------------------------------------------------------
+
+    @property
+    def table(self) -> ChainTable:
+        """The chain list."""
+        return self.query_one(ChainTable)
+
+    @property
+    def chain_tree(self) -> ChainTree:
+        """The chain tree."""
+        return self.query_one(ChainTree)
+
+    @property
+    def sessions(self) -> SessionsTable:
+        """The sessions table."""
+        return self.query_one(SessionsTable)
+
+    # -- fed by the app ----------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True while the widgets exist (batches can still arrive while the app shuts down)."""
+        return bool(self.query(ChainTable))
+
+    def take(self, changes: Changes, events: int) -> None:
+        """Show what a batch changed, or hold it while paused."""
+        if not self.ready:
+            self._held.merge(changes)
+            return
+        if self.flags.paused:
+            self._held.merge(changes)
+            self.flags.held += events
+        else:
+            self._show(changes)
+        self.refresh_status()
+
+    def set_feed_status(self, status: FeedStatus) -> None:
+        """The feed's state changed (connected, dropped, ended)."""
+        self.feed_status = status
+        if self.ready:
+            self.refresh_status()
+
+    def _show(self, changes: Changes) -> None:
+        if not changes:
+            return
+        self.table.sync(self.model, changes, self.query_, time.time())
+        key = self.chain_tree.chain_key
+        if changes.cleared or (key is not None and (key in changes.updated or key in changes.removed)):
+            self.chain_tree.show(self.model.get(key) if key is not None else None)
+        if self.chain_tree.chain_key is None and self.table.selected_key is not None:
+            self.chain_tree.show(self.model.get(self.table.selected_key))
+        if changes.sessions and self.flags.sessions:
+            self.sessions.sync(self.model)
+
+    def refresh_status(self) -> None:
+        """Redraw the status bar."""
+        self.flags.follow = self.table.follow
+        self.flags.query = self.query_
+        self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
+        key = self.chain_tree.chain_key
+        entry = self.model.get(key) if key is not None else None
+        title = "sessions" if self.flags.sessions else f"chain {entry.summary.id}" if entry else "chain"
+        self.query_one(ContentSwitcher).border_title = title
+
+    # -- what widgets tell us ----------------------------------------------------------------
+
+    def on_chain_highlighted(self, message: ChainHighlighted) -> None:
+        """The cursor moved: show that chain's tree."""
+        self.chain_tree.show(self.model.get(message.key))
+        self.refresh_status()
+
+    def on_chain_chosen(self, message: ChainChosen) -> None:
+        """Enter on a chain: show its tree and move the focus into it."""
+        self.chain_tree.show(self.model.get(message.key))
+        self.query_one(ContentSwitcher).current = "tree"
+        self.flags.sessions = False
+        tree = self.chain_tree
+        tree.focus()
+        if tree.root.children:
+            tree.move_cursor(tree.root.children[0])
+
+    def on_filter_changed(self, message: FilterChanged) -> None:
+        """Apply the new filter to the whole list."""
+        self.query_ = parse_query(message.text)
+        self.table.rebuild(self.model, self.query_, time.time())
+        self.refresh_status()
+
+    def on_follow_changed(self, message: FollowChanged) -> None:
+        """Scrolling back stopped following."""
+        self.refresh_status()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Use the wide column set on a wide terminal."""
+        self.table.set_wide(event.size.width >= WIDE_COLUMNS, self.model, self.query_)
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """Move the focus to the filter bar."""
+        self.query_one(FilterBar).focus()
+
+    def action_focus_chains(self) -> None:
+        """Back to the chain list."""
+        self.table.focus()
+
+    def action_toggle_follow(self) -> None:
+        """Follow the newest chain, or stop following."""
+        table = self.table
+        table.follow = not table.follow
+        if table.follow and table.row_count:
+            table.move_cursor(row=table.row_count - 1)
+        self.refresh_status()
+
+    def action_toggle_pause(self) -> None:
+        """Freeze the list and tree (events are still counted and kept), or apply what was held."""
+        self.flags.paused = not self.flags.paused
+        if not self.flags.paused:
+            held, self._held = self._held, Changes()
+            self.flags.held = 0
+            self._show(held)
+        self.refresh_status()
+
+    def action_clear(self) -> None:
+        """Forget every chain shown so far (the proxy keeps its own)."""
+        self._held = Changes()
+        self.flags.held = 0
+        self._show(self.model.clear())
+        self.chain_tree.show(None)
+        self.refresh_status()
+
+    def action_toggle_sessions(self) -> None:
+        """Switch the lower pane between the chain tree and the sessions view."""
+        switcher = self.query_one(ContentSwitcher)
+        self.flags.sessions = switcher.current != "sessions"
+        switcher.current = "sessions" if self.flags.sessions else "tree"
+        if self.flags.sessions:
+            self.sessions.sync(self.model)
+        self.refresh_status()

@@ -1,0 +1,200 @@
+"""The chain list: one row per chain, updated in place so the list never jumps under the cursor.
+
+Columns have fixed widths (a growing cell never shifts the others); a wide terminal gets more of
+them. New chains append at the bottom; with follow on, the cursor rides the newest row, otherwise it
+stays on the chain it is on, even when rows are removed above it. The table never holds state of its
+own beyond its rows: the app hands it the model, the change set and the filter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
+from ui.model import ChainEntry, Changes, ViewModel
+from ui.query import Query
+from ui.render import chain_cells
+
+COMPACT: tuple[tuple[str, str, int], ...] = (
+    ("time", "Time", 8),
+    ("client", "Client", 8),
+    ("method", "Method", 13),
+    ("name", "Name", 12),
+    ("eras", "Eras", 5),
+    ("rounds", "Rd", 2),
+    ("status", "Status", 7),
+    ("duration", "Took", 6),
+)
+"""Key, title and width of each column below 120 terminal columns (fits 80)."""
+
+WIDE: tuple[tuple[str, str, int], ...] = (
+    ("time", "Time", 8),
+    ("id", "Chain", 5),
+    ("client", "Client", 14),
+    ("method", "Method", 16),
+    ("name", "Name", 18),
+    ("eras", "Eras", 5),
+    ("rounds", "Rd", 3),
+    ("status", "Status", 7),
+    ("duration", "Took", 7),
+    ("msgs", "Msgs", 4),
+    ("bytes", "Bytes", 6),
+)
+"""Columns from 120 terminal columns up."""
+
+
+def _fit(value: Text | str, width: int) -> Text | str:
+    """Cut a cell to its column with an ellipsis, so fixed widths hold."""
+    if isinstance(value, Text):
+        if value.cell_len > width:
+            value = value.copy()
+            value.truncate(width, overflow="ellipsis")
+        return value
+    return value if len(value) <= width else value[: max(0, width - 1)] + "…"
+
+
+class ChainTable(DataTable[Any]):
+    """The live chain list (rows keyed by the view model's chain key)."""
+
+    follow: bool
+    """Keep the cursor on the newest chain as chains arrive."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Open", show=True),
+        Binding("home", "scroll_top", "First", show=False),
+        Binding("end", "scroll_bottom", "Last", show=False),
+    ]
+
+    # Moving back through history means the user is reading: stop following the tail.
+    def action_cursor_up(self) -> None:
+        """Up one row (and stop following)."""
+        self._stop_following()
+        super().action_cursor_up()
+
+    def action_page_up(self) -> None:
+        """Up one page (and stop following)."""
+        self._stop_following()
+        super().action_page_up()
+
+    def action_scroll_top(self) -> None:
+        """To the first row (and stop following)."""
+        self._stop_following()
+        super().action_scroll_top()
+
+    def _stop_following(self) -> None:
+        if self.follow:
+            self.follow = False
+            self.post_message(FollowChanged(False))
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.wide = False
+        self.follow = True
+        self._columns_spec = COMPACT
+
+    def on_mount(self) -> None:
+        """Start with the compact columns."""
+        self._set_columns(COMPACT)
+
+    def _set_columns(self, spec: tuple[tuple[str, str, int], ...]) -> None:
+        self.clear(columns=True)
+        self._columns_spec = spec
+        for key, title, width in spec:
+            self.add_column(title, key=key, width=width)
+
+    @property
+    def selected_key(self) -> str | None:
+        """The key of the chain under the cursor, if any."""
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except RowDoesNotExist:
+            return None
+
+    def set_wide(self, wide: bool, model: ViewModel, query: Query) -> None:
+        """Switch between the compact and the wide column set (rebuilds the rows)."""
+        if wide == self.wide:
+            return
+        self.wide = wide
+        self._set_columns(WIDE if wide else COMPACT)
+        self.rebuild(model, query)
+
+    def _cells(self, entry: ChainEntry) -> list[Text | str]:
+        cells = chain_cells(entry)
+        return [_fit(cells[key], width) for key, _, width in self._columns_spec]
+
+    def rebuild(self, model: ViewModel, query: Query, now: float | None = None) -> None:
+        """Show exactly the chains that match `query`, keeping the cursor on the same chain."""
+        keep = self.selected_key
+        self.clear()
+        for entry in model.chains.values():
+            if query.matches(entry.summary, now):
+                self.add_row(*self._cells(entry), key=entry.key)
+        self._restore(keep)
+
+    def sync(self, model: ViewModel, changes: Changes, query: Query, now: float | None = None) -> None:
+        """Apply one change set: update rows in place, append new ones, drop removed ones."""
+        if changes.cleared:
+            self.rebuild(model, query, now)
+            return
+        keep = self.selected_key
+        moved = False
+        for key in changes.removed:
+            if self._has(key):
+                self.remove_row(key)
+                moved = True
+        last = next(reversed(model.chains), None)
+        for key in changes.updated:
+            entry = model.get(key)
+            if entry is None:
+                continue
+            shown, wanted = self._has(key), query.matches(entry.summary, now)
+            if shown and wanted:
+                self._update(entry)
+            elif shown:
+                self.remove_row(key)
+                moved = True
+            elif wanted:
+                if key != last:  # an older chain now matches: only a rebuild keeps the order
+                    self.rebuild(model, query, now)
+                    return
+                self.add_row(*self._cells(entry), key=key)
+        for key in changes.added:
+            entry = model.get(key)
+            if entry is not None and not self._has(key) and query.matches(entry.summary, now):
+                self.add_row(*self._cells(entry), key=key)
+        if self.follow and self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+        elif moved:
+            self._restore(keep)
+
+    def _has(self, key: str) -> bool:
+        return key in self.rows
+
+    def _update(self, entry: ChainEntry) -> None:
+        for (column, _, _), value in zip(self._columns_spec, self._cells(entry), strict=True):
+            self.update_cell(entry.key, column, value)
+
+    def _restore(self, key: str | None) -> None:
+        if self.follow and self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+        elif key is not None and self._has(key):
+            self.move_cursor(row=self.get_row_index(key), scroll=False)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Tell the app which chain is under the cursor."""
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(ChainHighlighted(event.row_key.value))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: open that chain's tree."""
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(ChainChosen(event.row_key.value))

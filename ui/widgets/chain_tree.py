@@ -1,0 +1,89 @@
+"""The chain view: the selected chain as a tree, from the client's request to the final result.
+
+Built from `ui.timeline` (pure); each node's data is the sequence number of the message it opens
+with Enter. Redrawn when the chain changes, with the cursor kept on the same message.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from ui.messages import MessageChosen
+from ui.model import ChainEntry
+from ui.render import chain_headline, node_label
+from ui.timeline import Node, build_timeline
+
+NodeData = int | None
+
+
+def _seq_of(node: Node) -> NodeData:
+    if node.message is not None:
+        return node.message.seq
+    if node.pair is not None:
+        return node.pair.first.seq
+    return None
+
+
+class ChainTree(Tree[NodeData]):
+    """The selected chain's timeline; Enter opens the message under the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Message", show=True),
+        Binding("space", "toggle_node", "Fold", show=True),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(Text("no chain selected", style="dim"), id=id)
+        self.auto_expand = False
+        self.chain_key: str | None = None
+        self._version: tuple[int, str] | None = None
+
+    def show(self, entry: ChainEntry | None) -> None:
+        """Show `entry` (or nothing); a redraw of the same chain keeps the cursor's message."""
+        if entry is None:
+            self.chain_key = None
+            self._version = None
+            self.clear()
+            self.root.set_label(Text("no chain selected", style="dim"))
+            return
+        version = (len(entry.messages), entry.summary.model_dump_json())
+        if entry.key == self.chain_key and version == self._version:
+            return
+        keep = self.cursor_node.data if entry.key == self.chain_key and self.cursor_node else None
+        self.chain_key = entry.key
+        self._version = version
+        self.clear()
+        self.root.set_label(chain_headline(entry.summary))
+        self._add(self.root, build_timeline(entry.summary, entry.messages))
+        self.root.expand_all()
+        if keep is not None:
+            self._move_to(keep)
+
+    def _add(self, parent: TreeNode[NodeData], nodes: list[Node]) -> None:
+        for node in nodes:
+            label = node_label(node)
+            if node.children:
+                branch = parent.add(label, data=_seq_of(node))
+                self._add(branch, node.children)
+            else:
+                parent.add_leaf(label, data=_seq_of(node))
+
+    def _move_to(self, seq: int) -> None:
+        pending = list(self.root.children)
+        while pending:
+            node = pending.pop(0)
+            if node.data == seq:
+                self.move_cursor(node)
+                return
+            pending[:0] = node.children
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[NodeData]) -> None:
+        """Enter on a node: open its message (a pair opens with its request)."""
+        event.stop()
+        if self.chain_key is not None and event.node.data is not None:
+            self.post_message(MessageChosen(self.chain_key, event.node.data))

@@ -1,0 +1,41 @@
+"""The filter bar: an input for the query language (see `ui.query`), debounced while typing."""
+
+from __future__ import annotations
+
+from textual.timer import Timer
+from textual.widgets import Input
+
+from ui.messages import FilterChanged
+
+PLACEHOLDER = "/ filter: method:tools/call tool:NAME status:error era:legacy bridged duration:>500ms text"
+DEBOUNCE = 0.25
+"""Seconds of quiet typing before the filter applies (Enter applies at once)."""
+
+
+class FilterBar(Input):
+    """Posts `FilterChanged` a moment after typing stops, or at once on Enter."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(placeholder=PLACEHOLDER, id=id)
+        self._timer: Timer | None = None
+        self._sent: str | None = None
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """Restart the debounce timer."""
+        event.stop()
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(DEBOUNCE, self._send)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: apply now."""
+        event.stop()
+        self._send()
+
+    def _send(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        if self.value != self._sent:
+            self._sent = self.value
+            self.post_message(FilterChanged(self.value))

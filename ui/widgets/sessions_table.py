@@ -1,0 +1,42 @@
+"""The sessions view: which client holds which legacy session, and each session's history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable
+
+from ui.model import ViewModel
+from ui.render import session_cells
+
+COLUMNS = (
+    ("session", "Session", 30),
+    ("client", "Client", 12),
+    ("version", "Version", 10),
+    ("state", "State", 13),
+    ("opened", "Opened", 8),
+    ("changed", "Changed", 8),
+    ("history", "History", 40),
+)
+
+
+class SessionsTable(DataTable[Any]):
+    """One row per session seen (opened, reinitialized, ended, expired)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row")
+
+    def on_mount(self) -> None:
+        """Add the columns."""
+        for key, title, width in COLUMNS:
+            self.add_column(title, key=key, width=width)
+
+    def sync(self, model: ViewModel) -> None:
+        """Redraw every row (sessions are few; the cursor stays on its row index)."""
+        row = self.cursor_row
+        self.clear()
+        for entry in model.sessions.values():
+            cells = session_cells(entry)
+            self.add_row(*(cells[key] for key, _, _ in COLUMNS), key=entry.session)
+        if self.row_count:
+            self.move_cursor(row=min(row, self.row_count - 1), scroll=False)

@@ -1,0 +1,84 @@
+"""The status bar: feed state, the markers that must never be missed, then counts and addresses.
+
+Ordered by importance, because an 80-column terminal cuts the end: feed state, "lagged N", paused,
+filter errors first; upstream URL and listen address last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ui.feeds import FeedStatus
+from ui.model import ViewModel
+from ui.query import Query
+from ui.render import era_badge
+
+_STATE_STYLE = {
+    "connecting": ("◌ connecting", "yellow"),
+    "live": ("● live", "green"),
+    "reconnecting": ("○ disconnected", "bold red"),
+    "ended": ("■ ended", "dim"),
+    "failed": ("✖ failed", "bold red"),
+}
+
+
+@dataclass(slots=True)
+class ViewFlags:
+    """What the main screen's keys switched: paused (with how many events held), follow, filter."""
+
+    paused: bool = False
+    held: int = 0
+    follow: bool = True
+    query: Query | None = None
+    sessions: bool = False
+
+
+def _short(url: str) -> str:
+    return url.removeprefix("http://").removeprefix("https://")
+
+
+def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> Text:
+    """The whole status line (pure, so it is tested without an app)."""
+    sep = ("  │ ", "dim")
+    text = Text()
+    if feed is not None:
+        word, style = _STATE_STYLE[feed.state]
+        text.append(word, style=style)
+        if feed.state == "reconnecting":
+            retry = f" retry in {feed.retry_in:g}s" if feed.retry_in is not None else ""
+            text.append(f" ({feed.detail}){retry}", style="red")
+        elif feed.state == "failed":
+            text.append(f" {feed.detail}", style="red")
+        text.append(*sep)
+    if model.lagged_total:
+        text.append(f" lagged {model.lagged_total} ", style="bold white on red")
+        text.append(*sep)
+    if flags.paused:
+        text.append(f" PAUSED +{flags.held} ", style="bold black on yellow")
+        text.append(*sep)
+    if flags.query is not None and flags.query.error:
+        text.append(flags.query.error, style="bold red")
+        text.append(*sep)
+    text.append(f"{len(model.chains)} chains {model.messages_seen} msgs")
+    if model.parked:
+        text.append(*sep)
+        text.append(f"parked {model.parked}", style="bold blue")
+    if flags.follow:
+        text.append("  follow", style="cyan")
+    proxies = list(model.proxies.values())
+    for info in proxies[-2:]:
+        text.append(*sep)
+        text.append_text(era_badge(info.upstream_era))
+        text.append(f" {_short(info.upstream)} ⇠ {_short(info.listen)}")
+    return text
+
+
+class StatusBar(Static):
+    """One line at the bottom, above the footer."""
+
+    def show(self, model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> None:
+        """Redraw from the current state."""
+        self.update(status_text(model, feed, flags))
