@@ -91,6 +91,10 @@ class LegacyToMrtrEngine:
         """True for a session this bridge minted (its requests must come back here, not pass through)."""
         return session_id in self._ctx.sessions
 
+    def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
+        """None: this bridge holds a call only while its client stream is open, never parked."""
+        return []
+
     def table_sizes(self) -> dict[str, int]:
         """The size of every internal table; a finished flow leaves only its session (and caches)."""
         return self._ctx.table_sizes()

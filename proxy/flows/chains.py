@@ -31,6 +31,7 @@ from proxy.flows.events import (
     ChainStatus,
     ChainSummary,
     Channel,
+    ContinuationChanged,
     Direction,
     FlowEvent,
     HttpInfo,
@@ -355,6 +356,34 @@ class ChainBuilder:
             self._changed = None
         return chain.summary.id
 
+    def chain_of_exchange(self, exchange_id: str) -> str | None:
+        """The chain an open exchange's request belongs to (None once the exchange has closed)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None:
+            return None
+        return next(iter(ex.requests.values()), None) or (ex.chains[0] if ex.chains else None)
+
+    def continuation_changed(
+        self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
+    ) -> None:
+        """Announce a parked upstream call's change; one that ends while its chain still waits fails it."""
+        chain = self.store.get(chain_id)
+        if state in ("expired", "cancelled") and chain is not None and chain.summary.ended is None:
+            chain.summary.notes.append(f"parked upstream call {state}")
+            self._finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())
+        self._sink(
+            ContinuationChanged.model_validate(
+                {
+                    "ts": self._clock(),
+                    "chain_id": chain_id,
+                    "state": state,
+                    "principal": principal,
+                    "pending_keys": pending_keys,
+                    "age_ms": age_ms,
+                }
+            )
+        )
+
     def link_leg(self, leg: str, related: str) -> None:
         """File a new leg in the chain of an earlier one (an answer to, or cancel of, a parked call)."""
         chain_id = self._legs.get(related)
@@ -575,7 +604,8 @@ class ChainBuilder:
         result = msg.result
         if result_type(result) == RESULT_INPUT_REQUIRED:
             self._expect_retry(chain, result)
-            chain.summary.status = ChainStatus.WAITING_CLIENT
+            parked = chain.summary.mode is Mode.MRTR_TO_LEGACY  # a live upstream call waits in the proxy
+            chain.summary.status = ChainStatus.PARKED if parked else ChainStatus.WAITING_CLIENT
             self._start_waiting(chain, now)
             self._emit_changed(chain)
             return

@@ -93,6 +93,8 @@ class Redactor:
         self._body_keys = frozenset(k.lower() for k in body_keys if k) - self._state_keys
         self._all_keys = self._state_keys | self._body_keys
         self._decisions: dict[str, bool] = {}
+        self._tokens: dict[str, str] = {}
+        self._needles = _key_needles(self._all_keys)
 
     # -- headers -----------------------------------------------------------------------------
 
@@ -111,9 +113,13 @@ class Redactor:
         pairs: Iterable[tuple[str, str]] = items.items() if isinstance(items, Mapping) else items
         out: dict[str, str] = {}
         spelling: dict[str, str] = {}
+        decisions = self._decisions
         for name, value in pairs:
-            shown = self.header_value(name, value)
             key = name.lower()
+            secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
+            if secret is None:
+                secret = self.is_secret_header(name)
+            shown = self.header_value(name, value) if secret else value
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name
@@ -134,7 +140,13 @@ class Redactor:
 
     def token(self, value: str) -> str:
         """Return the `<redacted len=N sha256:xxxxxxxx>` stand-in for any secret (session ids, principals)."""
-        return _stand_in("redacted", value)
+        shown = self._tokens.get(value)
+        if shown is None:
+            # Memo: the same session id is masked several times per exchange; bounded like the above.
+            if len(self._tokens) >= _TOKEN_MEMO:
+                self._tokens.clear()
+            shown = self._tokens[value] = _stand_in("redacted", value)
+        return shown
 
     # -- bodies ------------------------------------------------------------------------------
 
@@ -158,6 +170,39 @@ class Redactor:
     def bound(value: Any, limit: int) -> tuple[Any, bool, int]:
         """Same as `bound_body`: cap a body for observers at `limit` bytes of compact JSON."""
         return bound_body(value, limit)
+
+    def body_bounded(self, value: Any, limit: int) -> tuple[Any, bool, int]:
+        """`bound(body(value), limit)`, encoding the value once when nothing in it can need masking.
+
+        The masking walk visits every key; most messages hold no secret key, which their compact JSON
+        shows at a glance: no `"<key>":` in the lower-cased encoding means no key that lower-cases to
+        a secret key. (Of all non-ASCII characters only the Kelvin sign lower-cases to an ASCII letter,
+        so its presence, or a configured key that is not plain ASCII, sends the value down the walk.)
+        """
+        if self._needles is None or not isinstance(value, dict | list) or not value:
+            return bound_body(self.body(value), limit)
+        try:
+            encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
+            return bound_body(self.body(value), limit)
+        lowered = encoded.lower()
+        if _KELVIN in encoded or any(needle in lowered for needle in self._needles):
+            return bound_body(self.body(value), limit)
+        return _bounded(value, encoded, limit)
+
+
+_TOKEN_MEMO: Final = 4096
+"""Most stand-ins a Redactor remembers (secrets repeat: a session id is masked on every exchange)."""
+
+_KELVIN: Final = "\u212a".encode()
+"""UTF-8 of the Kelvin sign, the one non-ASCII character whose lower case is an ASCII letter (k)."""
+
+
+def _key_needles(keys: frozenset[str]) -> tuple[bytes, ...] | None:
+    """What each secret key looks like as a member name in lower-cased compact JSON (None: always walk)."""
+    if not all(key.isascii() for key in keys):
+        return None
+    return tuple(orjson.dumps(key).lower() + b":" for key in sorted(keys))
 
 
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
@@ -228,6 +273,11 @@ def bound_body(value: Any, limit: int) -> tuple[Any, bool, int]:
         encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:  # orjson.JSONEncodeError
         return {UNENCODABLE_KEY: True, "error": str(exc)}, True, 0
+    return _bounded(value, encoded, limit)
+
+
+def _bounded(value: Any, encoded: bytes, limit: int) -> tuple[Any, bool, int]:
+    """`bound_body` given the value's compact JSON encoding."""
     size = len(encoded)
     if limit <= 0 or size <= limit:
         return value, False, size

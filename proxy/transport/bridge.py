@@ -43,7 +43,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.flows.events import ChainStatus, Channel, Direction, Mode, Side
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
@@ -64,11 +64,13 @@ _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, Connec
 
 
 class BridgeEngine(Protocol):
-    """What the driver needs of an engine: `handle`, and whether it owns a client session id."""
+    """What the driver needs of an engine: `handle`, its client sessions, and its parked calls."""
 
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
     def owns_session(self, session_id: str) -> bool: ...
+
+    def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -120,6 +122,8 @@ class BridgeDriver:
         self.builder = builder
         self.timeout = timeout
         self.resume_streams = resume_streams
+        self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
+        self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
@@ -189,6 +193,46 @@ class BridgeDriver:
         """Give the engine one fact and carry out its orders (writes are queued per exchange)."""
         for command in self.engine.handle(event):
             self._do(command)
+        if self._watch_continuations:
+            self._diff_continuations()
+
+    def _diff_continuations(self) -> None:
+        """Turn changes in the engine's parked calls into ContinuationChanged flow events."""
+        views = {v["continuation"]: v for v in self.engine.continuations_view(time.time())}
+        for cid, view in views.items():
+            seen = self._parked.get(cid)
+            phase = (view["state"], view["round"])
+            if seen is None:
+                chain = self.builder.chain_of_exchange(view["exchange"])
+                if chain is None:
+                    continue
+                self._parked[cid] = (chain, phase)
+            elif seen[1] == phase:
+                continue
+            else:
+                self._parked[cid] = (seen[0], phase)
+            state = "parked" if view["state"] in ("parked", "collecting") else "resumed"
+            self._announce(self._parked[cid][0], state, view)
+        for cid in [c for c in self._parked if c not in views]:
+            chain_id, (last_state, _) = self._parked.pop(cid)
+            self._announce(chain_id, self._ending(chain_id, last_state), None)
+
+    def _ending(self, chain_id: str, last_state: str) -> str:
+        """Why a parked call left the table: it ran to its end on a retry, or nobody came back for it."""
+        if last_state in ("parked", "collecting"):
+            return "expired"
+        found = self.builder.store.get(chain_id)
+        failed = found is not None and found.summary.status is ChainStatus.ERROR
+        return "cancelled" if failed else "completed"
+
+    def _announce(self, chain_id: str, state: str, view: dict[str, Any] | None) -> None:
+        self.builder.continuation_changed(
+            chain_id,
+            state,
+            principal=view["principal"] if view else None,
+            pending_keys=list(view["pending_keys"]) if view else [],
+            age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
+        )
 
     def _do(self, command: BridgeCommand) -> None:
         match command:

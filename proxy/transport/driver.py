@@ -225,7 +225,8 @@ class ExchangeDriver:
             content_type=header(headers, "content-type"),
             headers=upstream_headers,
         )
-        response = web.StreamResponse(status=status, reason=self.upstream.reason if self.upstream else None)
+        kind = web.StreamResponse if length is None else _HeadWithBody
+        response = kind(status=status, reason=self.upstream.reason if self.upstream else None)
         for name, value in headers:
             response.headers.add(name, value)
         if length is not None:
@@ -248,6 +249,7 @@ class ExchangeDriver:
             on_extra_bytes=self._extra_bytes,
             channel=channel,
             on_event_id=lambda sse_id: self.state.builder.note_event_id(self.exchange, sse_id),
+            declared_size=upstream.content_length,
         )
         if sse:
             self.state.open_streams += 1
@@ -355,6 +357,16 @@ class ExchangeDriver:
         if summary is None:
             return
         self.log.info("exchange", mode="passthrough", **summary.log_fields())
+
+
+class _HeadWithBody(web.StreamResponse):
+    """A relayed body of known length: its head goes out with the first body bytes, in one write.
+
+    aiohttp sends a StreamResponse's head at `prepare` (right for SSE, whose first event may be long
+    coming), which costs a body of known length a second write(2) and TCP segment per exchange.
+    """
+
+    _send_headers_immediately = False  # aiohttp's own switch (web.Response sets it the same way)
 
 
 def _describe(exc: BaseException) -> str:

@@ -16,6 +16,8 @@ from proxy.wire.jsonrpc import Body, Kind, Message, parse_body, parse_text
 INSPECT_LIMIT = 4 * 1024 * 1024
 """JSON bodies larger than this are relayed but not parsed for the chain (bounded observer memory)."""
 
+_NOT_INSPECTED = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+
 MessageSink = Callable[[Message, int, Channel, str | None], None]
 """Receives (message, size in bytes, channel, SSE id) for each message found in the body."""
 
@@ -33,10 +35,14 @@ class BodyObserver:
     _buffer: bytearray | None = None
     _size: int = 0
     problem: str | None = None
+    declared_size: int | None = None
+    """The body's Content-Length, if any: a JSON body known to be too large is never buffered at all."""
 
     def __post_init__(self) -> None:
         if self.sse:
             self._decoder = SseDecoder()
+        elif self.declared_size is not None and self.declared_size > INSPECT_LIMIT:
+            self.problem = _NOT_INSPECTED
         else:
             self._buffer = bytearray()
 
@@ -54,7 +60,7 @@ class BodyObserver:
         elif self._buffer is not None:
             if len(self._buffer) + len(chunk) > INSPECT_LIMIT:
                 self._buffer = None
-                self.problem = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+                self.problem = _NOT_INSPECTED
             else:
                 self._buffer += chunk
 

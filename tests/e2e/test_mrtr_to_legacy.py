@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxy.flows.events import ChainStatus, Direction, Mode, Side
+from proxy.flows.events import ChainStatus, ContinuationChanged, Direction, Mode, Side
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
@@ -201,6 +201,8 @@ async def test_an_expired_continuation_is_cancelled_upstream_and_its_state_refus
     chain = next(c for c in proxy.store if c.summary.name == "ask_name")
     cancels = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "notifications/cancelled"]
     assert cancels, "the upstream was told the parked call is cancelled"
+    assert chain.summary.status is ChainStatus.ERROR
+    assert chain.summary.error == "parked upstream call expired"
 
 
 async def test_the_continuation_table_is_bounded(
@@ -234,3 +236,26 @@ async def test_a_missing_capability_gets_minus_32021_and_cancels_upstream(
         assert reply["error"]["code"] == -32021
         assert "elicitation" in reply["error"]["data"]["requiredCapabilities"]
         await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+
+
+async def test_a_parked_call_shows_in_its_chain_and_on_the_feed(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        feed = proxy.bus.subscribe("test")
+        result = await first_round(http, proxy, Authorization="Bearer alice")
+        chain = next(c for c in proxy.store if c.summary.name == "ask_name")
+        assert chain.summary.status is ChainStatus.PARKED
+        _status, reply = await retry(http, proxy, result, Authorization="Bearer alice")
+        assert completed(reply), reply
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+        events = []
+        while (event := feed.get_nowait()) is not None:
+            events.append(event)
+    changes = [e for e in events if isinstance(e, ContinuationChanged)]
+    assert [e.state for e in changes] == ["parked", "resumed", "completed"]
+    assert {e.chain_id for e in changes} == {chain.summary.id}
+    assert changes[0].pending_keys == list(result["inputRequests"])
+    assert changes[0].principal
+    assert "alice" not in changes[0].principal
+    assert chain.summary.status is ChainStatus.OK

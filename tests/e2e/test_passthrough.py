@@ -161,5 +161,7 @@ async def test_a_polling_server_that_drops_the_stream_is_resumed_by_the_client_t
     chain = only_chain(proxy, "ask_name")
     assert chain.summary.status is ChainStatus.OK
     assert any(note.startswith("stream resumed with Last-Event-ID") for note in chain.summary.notes)
-    assert len({m.exchange for m in chain.messages}) == 3, "the call's POST, the resuming GET, the answer POST"
+    assert len({m.exchange for m in chain.messages}) == 3, (
+        "the call's POST, the resuming GET, the answer POST"
+    )
     assert not any(c.summary.invalid for c in proxy.store), "priming events are not messages"

@@ -1565,7 +1565,7 @@ def test_a_404_from_a_sessionless_upstream_is_an_answer_not_a_lost_session() -> 
     engine.handle(LegResponded("leg-1", 200, ()))
     engine.handle(up("leg-1", ok("leg-1", INIT_RESULT)))
     engine.handle(LegResponded("leg-2", 202, ()))
-    headers = legacy_headers()[:3] + (AUTH,)
+    headers = (*legacy_headers()[:3], AUTH)
 
     assert (
         Playbook(engine)

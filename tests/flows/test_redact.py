@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, Redactor, bound_body
 
@@ -270,3 +272,41 @@ def test_bound_unencodable_value_gives_marker() -> None:
     assert truncated
     assert n == 0
     assert out["$unencodable"] is True
+
+
+# -- masking and bounding in one pass ------------------------------------------------------------
+
+_KEYS = st.sampled_from(["requestState", "REQUESTSTATE", "apiKey", "api\u212aey", "text", "name", "é", "x"])
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8) | _KEYS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(_KEYS | st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON, limit=st.sampled_from([0, 8, 40, 65536]))
+def test_body_bounded_is_bound_of_body(value: Any, limit: int) -> None:
+    redactor = Redactor(body_keys=["apikey"])
+    assert redactor.body_bounded(value, limit) == Redactor.bound(redactor.body(value), limit)
+
+
+def test_body_bounded_keeps_the_very_same_body_when_nothing_is_secret(redactor: Redactor) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "requestState"}]}}
+    out, truncated, size = redactor.body_bounded(message, 65536)
+    assert out is message
+    assert (truncated, size) == (False, len(orjson.dumps(message)))
+
+
+def test_body_bounded_masks_a_key_spelled_with_the_kelvin_sign() -> None:
+    out, _, _ = Redactor(body_keys=["apikey"]).body_bounded({"api\u212aey": SECRET}, 65536)
+    assert SECRET not in dump(out)
+
+
+def test_body_bounded_unencodable_value_gives_marker(redactor: Redactor) -> None:
+    deep: Any = []
+    for _ in range(1000):
+        deep = [deep]
+    out, truncated, n = redactor.body_bounded(deep, 100)
+    assert (truncated, n, out["$unencodable"]) == (True, 0, True)

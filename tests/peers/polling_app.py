@@ -35,7 +35,9 @@ class MemoryEventStore(EventStore):
         self._events.append((stream_id, event_id, message))
         return event_id
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         stream = next((s for s, e, _ in self._events if e == last_event_id), None)
         if stream is None:
             return None

@@ -1,0 +1,328 @@
+"""Turn bench/run.py's results into the Markdown tables and the issue's targets (met or missed, per run).
+
+Also usable on its own to re-render a results file: `python bench/report.py bench/results/results.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PATH_LABELS = {
+    "direct": "direct",
+    "ours": "ours (log+capture)",
+    "ours-quiet": "ours (logging off)",
+    "bare-aiohttp": "bare aiohttp relay",
+    "mitmdump": "mitmdump",
+    "nginx": "nginx",
+}
+OURS = "ours"
+"""The path the targets are judged on: the issue asks for them with logging and capture on."""
+
+Value = float | int | str | None
+Getter = Callable[[dict[str, Any], str], Value]
+
+
+def dig(node: Any, *keys: str) -> Value:
+    """`node[k1][k2]...`, None when missing, "err" where a workload recorded an error."""
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        if "error" in node and key not in node:
+            return "err"
+        if "na" in node:
+            return "n/a"
+        node = node.get(key)
+    return node if isinstance(node, int | float | str) or node is None else None
+
+
+def metric(workload: str, *keys: str) -> Getter:
+    return lambda run, path: dig(run.get("paths", {}).get(path), workload, *keys)
+
+
+def added(workload: str, *keys: str) -> Getter:
+    """The path's value minus direct's in the same run (added latency)."""
+
+    def get(run: dict[str, Any], path: str) -> Value:
+        if path == "direct":
+            return None
+        mine = metric(workload, *keys)(run, path)
+        base = metric(workload, *keys)(run, "direct")
+        if isinstance(mine, int | float) and isinstance(base, int | float):
+            return round(mine - base, 3)
+        return mine if isinstance(mine, str) else None
+
+    return get
+
+
+def proxy_only(getter: Getter) -> Getter:
+    return lambda run, path: None if path == "direct" else getter(run, path)
+
+
+ROWS: list[tuple[str, str, Getter]] = []
+for _c in (1, 16, 64):
+    _w = f"json_c{_c}"
+    ROWS += [
+        (f"JSON tools/call c={_c}", "req/s", metric(_w, "rps")),
+        ("", "p50 / p95 / p99 ms", lambda r, p, w=_w: _triple(r, p, w)),
+        ("", "added p50 ms", added(_w, "p50")),
+        ("", "added p95 ms", added(_w, "p95")),
+        ("", "added p99 ms", added(_w, "p99")),
+        ("", "proxy CPU s / 1k req", proxy_only(metric(_w, "cpu_per_1k"))),
+        ("", "proxy peak RSS MiB", proxy_only(metric(_w, "peak_rss_mib"))),
+    ]
+ROWS += [
+    ("SSE call (2 progress + result)", "first event p50 ms", metric("sse", "first_event", "p50")),
+    ("", "first event added p50 ms", added("sse", "first_event", "p50")),
+    ("", "first event p99 ms", metric("sse", "first_event", "p99")),
+    ("", "result p50 ms", metric("sse", "result", "p50")),
+    ("", "result added p50 ms", added("sse", "result", "p50")),
+    ("", "proxy CPU s / 1k calls", proxy_only(metric("sse", "cpu_per_1k"))),
+]
+for _w, _label in (("big1m", "1 MiB result"), ("big10m", "10 MiB result")):
+    ROWS += [
+        (_label, "latency p50 ms", metric(_w, "latency", "p50")),
+        ("", "added p50 ms", added(_w, "latency", "p50")),
+        ("", "proxy RSS growth MiB", proxy_only(metric(_w, "rss_growth_mib"))),
+        ("", "proxy peak RSS MiB", proxy_only(metric(_w, "peak_rss_mib"))),
+        ("", "proxy CPU s / 1k calls", proxy_only(metric(_w, "cpu_per_1k"))),
+    ]
+ROWS += [
+    ("legacy elicitation round trip", "p50 ms", metric("elicit", "latency", "p50")),
+    ("", "p99 ms", metric("elicit", "latency", "p99")),
+    ("", "added p50 ms", added("elicit", "latency", "p50")),
+    ("", "proxy CPU s / 1k rounds", proxy_only(metric("elicit", "cpu_per_1k"))),
+    ("1,000 idle GET streams", "streams opened", metric("idle", "opened")),
+    ("", "proxy RSS growth MiB", proxy_only(metric("idle", "rss_growth_mib"))),
+    ("", "c=16 req/s without / with", lambda r, p: _pair(r, p, "rps")),
+    ("", "c=16 p99 ms without / with", lambda r, p: _pair(r, p, "p99")),
+]
+
+
+def _triple(run: dict[str, Any], path: str, workload: str) -> Value:
+    values = [metric(workload, k)(run, path) for k in ("p50", "p95", "p99")]
+    if any(v is None for v in values):
+        return None
+    return "/".join(fmt(v) for v in values)
+
+
+def _pair(run: dict[str, Any], path: str, key: str) -> Value:
+    a, b = metric("idle", "without", key)(run, path), metric("idle", "with", key)(run, path)
+    if a is None and b is None:
+        return None
+    return f"{fmt(a)}→{fmt(b)}"
+
+
+def fmt(value: Value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) or abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def cell(values: list[Value]) -> str:
+    return " / ".join(fmt(v) for v in values)
+
+
+def paths_table(results: dict[str, Any]) -> list[str]:
+    runs = results["runs"]
+    paths = [p for p in PATH_LABELS if any(p in r.get("paths", {}) for r in runs)]
+    head = ["workload", "metric", *(PATH_LABELS[p] for p in paths)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for workload, name, getter in ROWS:
+        cells = [cell([getter(run, p) for run in runs]) for p in paths]
+        lines.append("| " + " | ".join([workload, name, *cells]) + " |")
+    return lines
+
+
+BRIDGE_COLUMNS = ("native_direct", "native_ours", "bridged")
+BRIDGES = (
+    ("legacy_to_modern", "legacy client → modern server"),
+    ("modern_to_legacy", "modern client → legacy server"),
+)
+
+
+def bridge_added(run: dict[str, Any], direction: str, base: str, key: str = "p50") -> Value:
+    node = run.get("bridges", {}).get(direction, {})
+    bridged, native = dig(node, "bridged", "latency", key), dig(node, base, "latency", key)
+    if isinstance(bridged, int | float) and isinstance(native, int | float):
+        return round(bridged - native, 3)
+    return bridged if isinstance(bridged, str) else None
+
+
+def bridges_table(results: dict[str, Any]) -> list[str]:
+    runs = results["runs"]
+    head = [
+        "bridge",
+        "metric",
+        "native, direct",
+        "native, via ours",
+        "bridged, via ours",
+        "bridged - native via ours",
+        "bridged - native direct",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for direction, label in BRIDGES:
+        for key in ("p50", "p99"):
+            cols = [
+                cell([dig(r.get("bridges", {}).get(direction, {}), c, "latency", key) for r in runs])
+                for c in BRIDGE_COLUMNS
+            ]
+            cols.append(cell([bridge_added(r, direction, "native_ours", key) for r in runs]))
+            cols.append(cell([bridge_added(r, direction, "native_direct", key) for r in runs]))
+            lines.append(
+                "| " + " | ".join([label if key == "p50" else "", f"round trip {key} ms", *cols]) + " |"
+            )
+    return lines
+
+
+# -- targets -----------------------------------------------------------------------------------
+
+
+def _num(value: Value) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _ratio(run: dict[str, Any], other: str) -> float | None:
+    mine, theirs = _num(metric("json_c16", "rps")(run, OURS)), _num(metric("json_c16", "rps")(run, other))
+    return round(mine / theirs, 2) if mine is not None and theirs else None
+
+
+def _judge(value: float | None, ok: Callable[[float], bool], unit: str = "") -> dict[str, Any]:
+    if value is None:
+        return {"value": None, "met": None, "text": "n/a"}
+    met = ok(value)
+    return {"value": value, "met": met, "text": f"{fmt(value)}{unit} {'met' if met else 'MISSED'}"}
+
+
+def _idle_not_slower(run: dict[str, Any]) -> dict[str, Any]:
+    before, after = (
+        _num(metric("idle", "without", "rps")(run, OURS)),
+        _num(metric("idle", "with", "rps")(run, OURS)),
+    )
+    p50a, p50b = (
+        _num(metric("idle", "without", "p50")(run, OURS)),
+        _num(metric("idle", "with", "p50")(run, OURS)),
+    )
+    if before is None or after is None or p50a is None or p50b is None or not before:
+        return {"value": None, "met": None, "text": "n/a"}
+    ratio = round(after / before, 3)
+    met = ratio >= 0.9 and p50b <= p50a * 1.1 + 0.05
+    text = f"req/s x{ratio:.2f}, p50 {p50a:.3f}→{p50b:.3f} ms {'met' if met else 'MISSED'}"
+    return {"value": ratio, "met": met, "text": text}
+
+
+def _bridge(run: dict[str, Any], direction: str) -> dict[str, Any]:
+    value = bridge_added(run, direction, "native_ours")
+    if isinstance(value, str):
+        return {"value": None, "met": None, "text": value}
+    return _judge(_num(value), lambda v: v <= 2.0, " ms")
+
+
+TARGETS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
+    ("JSON c=16: req/s ≥ 6x mitmdump's", lambda r: _judge(_ratio(r, "mitmdump"), lambda v: v >= 6, "x")),
+    ("JSON c=16: req/s ≥ 0.3x nginx's", lambda r: _judge(_ratio(r, "nginx"), lambda v: v >= 0.3, "x")),
+    (
+        "JSON c=1: added p50 ≤ 0.25 ms",
+        lambda r: _judge(_num(added("json_c1", "p50")(r, OURS)), lambda v: v <= 0.25, " ms"),
+    ),
+    (
+        "JSON c=1: added p99 ≤ 0.5 ms",
+        lambda r: _judge(_num(added("json_c1", "p99")(r, OURS)), lambda v: v <= 0.5, " ms"),
+    ),
+    (
+        "SSE: first event added (p50) ≤ 0.5 ms",
+        lambda r: _judge(_num(added("sse", "first_event", "p50")(r, OURS)), lambda v: v <= 0.5, " ms"),
+    ),
+    (
+        "10 MiB result: proxy RSS grows < 4 MiB",
+        lambda r: _judge(_num(metric("big10m", "rss_growth_mib")(r, OURS)), lambda v: v < 4, " MiB"),
+    ),
+    (
+        "legacy→modern bridged round adds ≤ 2 ms (p50, vs native via ours)",
+        lambda r: _bridge(r, "legacy_to_modern"),
+    ),
+    (
+        "modern→legacy bridged round adds ≤ 2 ms (p50, vs native via ours)",
+        lambda r: _bridge(r, "modern_to_legacy"),
+    ),
+    (
+        "1,000 idle GET streams cost < 50 MiB",
+        lambda r: _judge(_num(metric("idle", "rss_growth_mib")(r, OURS)), lambda v: v < 50, " MiB"),
+    ),
+    ("1,000 idle GET streams do not slow calls (c=16 req/s ≥ 90%, p50 ≤ 110%)", _idle_not_slower),
+]
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of issue 7, judged in each run on ours with logging and capture on."""
+    return [{"target": name, "runs": [judge(run) for run in results["runs"]]} for name, judge in TARGETS]
+
+
+def targets_table(results: dict[str, Any]) -> list[str]:
+    runs = results["runs"]
+    head = ["target (ours, logging + capture on)", *(f"run {i + 1}" for i in range(len(runs)))]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for item in results.get("targets") or targets(results):
+        lines.append("| " + " | ".join([item["target"], *(r["text"] for r in item["runs"])]) + " |")
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    profile = meta["profile"]
+    runs = results["runs"]
+    versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    out = [
+        "# mcp-debug-proxy benchmark",
+        "",
+        f"- Profile: `{profile['name']}` ({profile['wrk_seconds']} s per wrk point, "
+        f"{profile['sse_calls']} SSE calls, {profile['elicit_rounds']} elicitation rounds, "
+        f"{profile['bridge_rounds']} bridge rounds, {profile['idle_streams']} idle streams); "
+        f"{len(runs)} run(s), each cell is run 1 / run 2 / ….",
+        f"- Layout: {meta['layout']}.",
+        f"- Started: {', '.join(r.get('started', '?') for r in runs)}; "
+        f"elapsed {meta.get('elapsed_s', '?')} s.",
+        f"- Versions: {versions}.",
+        f"- modern→legacy bridge (`mrtr_to_legacy`): {meta.get('mrtr_to_legacy')}.",
+        "- Latencies in ms (wrk: closed loop, one connection per concurrency slot); `added` = path - direct "
+        "in the same run; CPU = the proxy's user+system seconds (all its processes) per 1,000 requests; "
+        "RSS growth = peak during the workload - RSS before it.",
+        "",
+        "## Paths",
+        "",
+        *paths_table(results),
+        "",
+        "## Bridges (full `ask_name` round trip: call, one elicitation answered, result)",
+        "",
+        *bridges_table(results),
+        "",
+        "## Targets (issue 7)",
+        "",
+        *targets_table(results),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write(results: dict[str, Any], out: Path) -> None:
+    """Write results.json and results.md into `out`."""
+    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
+    (out / "results.md").write_text(markdown(results))
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "results" / "results.json")
+    data = json.loads(source.read_text())
+    data["targets"] = targets(data)
+    print(markdown(data))

@@ -1,0 +1,316 @@
+"""The admin API: health, readiness, Prometheus metrics, recent chains and the live feed.
+
+It runs on its own aiohttp listener (`settings.admin`), apart from the MCP traffic, and only reads:
+the chain store, the bus (through its own subscriptions), the router's era verdict and the bridges'
+tables. With `admin_token` set, every request (unknown paths included) must carry
+`Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401. Configuration
+already refuses an admin listener beyond loopback without a token. docs/admin-api.md is the
+reference for every endpoint and for the feed protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from aiohttp import web
+from multidict import MultiMapping
+
+from proxy.config import parse_host_port
+from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
+from proxy.transport.feed import FeedSource, serve_feed
+from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
+from proxy.transport.readiness import Readiness
+from proxy.transport.state import ProxyState
+from proxy.transport.tasks import spawn
+
+DEFAULT_HISTORY = 200
+"""Chains the feed replays before going live when the client does not say (`?history=N`)."""
+
+DEFAULT_LIMIT = 100
+"""Chains `/api/chains` returns when the client does not say (`?limit=N`)."""
+
+CLOSE_TIMEOUT = 1.0
+"""Seconds the admin listener gives open requests (feeds) to end when the proxy stops."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class AdminListenError(OSError):
+    """The admin listener could not bind; the CLI blames the `admin` setting, not `listen`."""
+
+
+@dataclass
+class AdminContext:
+    """What the admin API reads from the running proxy."""
+
+    state: ProxyState
+    info: Callable[[], ProxyInfo]
+    draining: Callable[[], bool]
+
+
+class AdminServer:
+    """The admin listener of one proxy, with its metrics subscription and feed clients."""
+
+    def __init__(self, ctx: AdminContext, *, keepalive: float = 15.0, ready_ttl: float = 2.0) -> None:
+        state = ctx.state
+        self.ctx = ctx
+        self.token = state.settings.admin_token.get_secret_value() if state.settings.admin_token else None
+        self.feed = FeedSource(
+            bus=state.bus,
+            store=state.store,
+            info=ctx.info,
+            queue_size=state.settings.bus_queue_size,
+            keepalive=keepalive,
+        )
+        self.metrics = ProxyMetrics(
+            state,
+            info=ctx.info,
+            continuations=self.continuations,
+            feed_clients=lambda: self.feed.clients,
+            draining=ctx.draining,
+        )
+        self.feed.on_close = self.metrics.retire
+        self.readiness = Readiness(
+            state.upstream,
+            state.router,
+            bridge_off=state.settings.bridge == "off",
+            draining=ctx.draining,
+            timeout=min(state.settings.upstream_connect_timeout, 2.0),
+            ttl=ready_ttl,
+        )
+        # Subscribed now, before the MCP listener opens, so the counters see every chain.
+        self._sub = state.bus.subscribe("metrics", state.settings.bus_queue_size)
+        self._task: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self.host = ""
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        """The admin API's base URL (bound port)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Start counting and bind the listener; AdminListenError when the address is taken."""
+        self._task = spawn(self.metrics.consume(self._sub), name="admin-metrics")
+        host, port = parse_host_port(self.ctx.state.settings.admin)
+        self._runner = web.AppRunner(
+            self.app(), handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise AdminListenError(exc.errno, exc.strerror or str(exc)) from exc
+        self.host, self.port = host, self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Close the listener (feeds end once the bus closes their subscriptions) and the metrics task."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self._sub.close()
+        task, self._task = self._task, None
+        if task is not None:
+            await asyncio.wait([task])  # a failure was logged by `spawn`; it must not stop the shutdown
+
+    def app(self) -> web.Application:
+        """The admin aiohttp application."""
+        app = web.Application(middlewares=[self._auth, _json_errors])
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics_text)
+        app.router.add_get("/api/chains", self.chains)
+        app.router.add_get("/api/chains/{chain_id}", self.chain)
+        app.router.add_get("/api/continuations", self.continuations_list)
+        app.router.add_get("/api/feed", self.live_feed)
+        return app
+
+    # -- guards -----------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.token is not None and not _bearer_matches(request.headers.get("Authorization"), self.token):
+            return _json(
+                {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="mcp-proxy admin"'},
+            )
+        return await handler(request)
+
+    # -- endpoints --------------------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        """200 while the process serves requests."""
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.StreamResponse:
+        """200 when the upstream is reachable and its era known; 503 with the reason otherwise."""
+        verdict = await self.readiness.check()
+        body = {"upstream": self.ctx.state.upstream.url, "upstream_era": verdict.upstream_era}
+        if verdict.ready:
+            return _json({"status": "ready", **body})
+        return _json({"status": "not_ready", "reason": verdict.reason, **body}, status=503)
+
+    async def metrics_text(self, request: web.Request) -> web.StreamResponse:
+        """Prometheus text format from this proxy's own registry."""
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def chains(self, request: web.Request) -> web.StreamResponse:
+        """Recent chain headlines, filtered, newest last."""
+        store = self.ctx.state.store
+        query = request.query
+        limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
+        keep = chain_filter(
+            statuses=_enum_list(query, "status", ChainStatus),
+            methods=_list(query, "method"),
+            modes=_enum_list(query, "mode", Mode),
+            text=query.get("q", ""),
+        )
+        found = [chain.summary for chain in store if keep(chain.summary)][-limit:]
+        return _json([_summary(summary) for summary in found])
+
+    async def chain(self, request: web.Request) -> web.StreamResponse:
+        """One chain: headline, held messages and how many messages it no longer holds."""
+        chain_id = request.match_info["chain_id"]
+        chain = self.ctx.state.store.get(chain_id)
+        if chain is None:
+            return _json({"error": "not_found", "message": f"no chain {chain_id!r} in the store"}, status=404)
+        messages = [m.model_dump(mode="json", exclude_none=True) for m in list(chain.messages)]
+        return _json(
+            {
+                "chain": _summary(chain.summary),
+                "messages": messages,
+                "dropped_messages": chain.dropped_messages,
+            }
+        )
+
+    async def continuations_list(self, request: web.Request) -> web.StreamResponse:
+        """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
+        view = getattr(self._mrtr_engine(), "continuations_view", None)
+        return _json(view(time.time()) if callable(view) else [])  # `now` gives each its age_ms
+
+    async def live_feed(self, request: web.Request) -> web.StreamResponse:
+        """The SSE feed: proxy_info, history, then live flow events."""
+        history = _int_param(request.query, "history", DEFAULT_HISTORY, 0, self.ctx.state.store.max_chains)
+        return await serve_feed(request, self.feed, history)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _mrtr_engine(self) -> Any:
+        router = self.ctx.state.router
+        bridge = router.bridges.get(Mode.MRTR_TO_LEGACY) if router is not None else None
+        return bridge.engine if bridge is not None else None
+
+    def continuations(self) -> int:
+        """Parked continuations right now (0 without the modern-client -> legacy-server bridge)."""
+        return continuations_of(self._mrtr_engine())
+
+
+def chain_filter(
+    *, statuses: set[ChainStatus], methods: set[str], modes: set[Mode], text: str
+) -> Callable[[ChainSummary], bool]:
+    """The `/api/chains` filter: every given criterion must hold; `q` is a case-insensitive substring."""
+    needle = text.strip().lower()
+
+    def keep(summary: ChainSummary) -> bool:
+        if statuses and summary.status not in statuses:
+            return False
+        if methods and summary.method not in methods:
+            return False
+        if modes and summary.mode not in modes:
+            return False
+        return not needle or needle in _haystack(summary)
+
+    return keep
+
+
+def _haystack(summary: ChainSummary) -> str:
+    fields = (summary.id, summary.method, summary.name, summary.client_name, summary.error, summary.session)
+    return " ".join([*(f for f in fields if f), *summary.notes]).lower()
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    scheme, _, given = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def _summary(summary: ChainSummary) -> dict[str, Any]:
+    return summary.model_dump(mode="json", exclude_none=True)
+
+
+def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    data = orjson.dumps(body, default=_jsonable)
+    return web.Response(body=data, status=status, content_type="application/json", headers=headers)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return str(value)
+
+
+class _BadQuery(web.HTTPBadRequest):
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            text=orjson.dumps({"error": "bad_request", "message": message}).decode(),
+            content_type="application/json",
+        )
+
+
+def _int_param(query: MultiMapping[str], name: str, default: int, low: int, high: int) -> int:
+    """An integer parameter; above `high` means "all there are" (a remote client cannot know the bound)."""
+    text = query.get(name)
+    if text is None or text == "":
+        return max(low, min(default, high))
+    try:
+        value = int(text)
+    except ValueError:
+        raise _BadQuery(f"{name} must be an integer of at least {low}, got {text!r}") from None
+    if value < low:
+        raise _BadQuery(f"{name} must be an integer of at least {low}, got {value}")
+    return min(value, high)
+
+
+def _list(query: MultiMapping[str], name: str) -> set[str]:
+    return {item.strip() for value in query.getall(name, []) for item in value.split(",") if item.strip()}
+
+
+_E = TypeVar("_E", ChainStatus, Mode)
+
+
+def _enum_list(query: MultiMapping[str], name: str, kind: type[_E]) -> set[_E]:
+    values = _list(query, name)
+    allowed = sorted(member.value for member in kind)
+    unknown = sorted(values - set(allowed))
+    if unknown:
+        raise _BadQuery(f"{name} must be one of {', '.join(allowed)}, got {', '.join(unknown)}")
+    return {kind(value) for value in values}
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """HTTP errors (unknown path, wrong method, bad query) answered as JSON like every endpoint."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        kept = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+        error = exc.reason.lower().replace(" ", "_")
+        return _json(
+            {"error": error, "message": f"{request.method} {request.path}: {exc.reason}"},
+            status=exc.status,
+            headers=kept,
+        )

@@ -1,0 +1,180 @@
+"""The live feed: recent history, then live flow events, as one Server-Sent Events stream.
+
+This is what `mcp-proxy tui --attach` reads (docs/admin-api.md is the protocol reference). Each SSE
+event's data is one `FlowEvent` as `event_to_json` encodes it: first a `proxy_info`, then for each of
+the newest `history` chains a `chain_opened` (its current headline), its stored `message`s and a
+`chain_changed`; then a `: live` comment; then live events from the bus, with a `lagged` marker where
+this client fell behind and a `: keepalive` comment when nothing happened for a while.
+
+The seam between history and live is the rule in `Seam`: the subscription is taken *before* the
+snapshot, in the same synchronous step, and live events already covered by the snapshot are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+
+from proxy.flows.bus import EventBus, Subscription
+from proxy.flows.events import (
+    ChainChanged,
+    ChainOpened,
+    ChainSummary,
+    FlowEvent,
+    MessageRecord,
+    MessageRecorded,
+    ProxyInfo,
+    event_to_json,
+)
+from proxy.flows.store import ChainStore
+
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+"""Response headers of the feed (no proxy in between may buffer it)."""
+
+KEEPALIVE = b": keepalive\n\n"
+"""The SSE comment written when the feed was quiet for a keepalive interval."""
+
+LIVE = b": live\n\n"
+"""The SSE comment between the history and the live events (SSE parsers skip it; a TUI may use it)."""
+
+_BATCH_BYTES = 256 * 1024
+_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChainSnapshot:
+    summary: ChainSummary
+    messages: tuple[MessageRecord, ...]
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Copies of the newest chains, taken in one synchronous step so nothing moves under them."""
+
+    chains: tuple[_ChainSnapshot, ...]
+
+    @classmethod
+    def take(cls, store: ChainStore, history: int) -> Snapshot:
+        """Copy the newest `history` chains (headline, held messages, last sequence number)."""
+        return cls(
+            tuple(
+                _ChainSnapshot(chain.summary.model_copy(), tuple(chain.messages), chain.seq)
+                for chain in store.recent(history)
+            )
+        )
+
+    def events(self) -> Iterator[FlowEvent]:
+        """The history part of the feed: per chain, opened, its messages, changed; oldest chain first."""
+        for chain in self.chains:
+            yield ChainOpened(chain=chain.summary)
+            for message in chain.messages:
+                yield MessageRecorded.model_construct(
+                    type="message", chain_id=chain.summary.id, message=message
+                )
+            yield ChainChanged(chain=chain.summary)
+
+    def seam(self) -> Seam:
+        """The filter for the live events that follow this snapshot."""
+        return Seam({chain.summary.id: chain.last_seq for chain in self.chains})
+
+
+class Seam:
+    """Which live events the history already covered.
+
+    A live `chain_opened` for a chain in the history is dropped; a live `message` of such a chain whose
+    `seq` is not above the last sequence number the snapshot saw for it is dropped; everything else
+    passes, `chain_changed` included (a headline replaces the one before it, so a repeat is harmless).
+    Because the subscription is taken before the snapshot, no event can fall between the two.
+    """
+
+    def __init__(self, covered: dict[str, int]) -> None:
+        self._covered = covered
+
+    def admits(self, event: FlowEvent) -> bool:
+        """True when the event is news to a client that has read the history."""
+        if isinstance(event, ChainOpened):
+            return event.chain.id not in self._covered
+        if isinstance(event, MessageRecorded):
+            last = self._covered.get(event.chain_id)
+            return last is None or event.message.seq > last
+        return True
+
+
+def sse_frame(event: FlowEvent) -> bytes:
+    """One SSE event whose data is the flow event's JSON (compact JSON has no newlines)."""
+    return b"data: " + event_to_json(event) + b"\n\n"
+
+
+@dataclass
+class FeedSource:
+    """What the feed needs from the proxy: the bus and store, the proxy's headline, bounds."""
+
+    bus: EventBus
+    store: ChainStore
+    info: Callable[[], ProxyInfo]
+    queue_size: int
+    keepalive: float = 15.0
+    on_close: Callable[[Subscription], None] | None = None
+    clients: int = 0
+
+
+async def serve_feed(request: web.Request, source: FeedSource, history: int) -> web.StreamResponse:
+    """Stream history then live events to one client until it leaves or the proxy stops."""
+    sub = source.bus.subscribe("admin-feed", source.queue_size)
+    snapshot = Snapshot.take(source.store, history)  # same step as subscribe: the seam is exact
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    source.clients += 1
+    try:
+        await response.prepare(request)
+        await _write_all(response, [source.info(), *snapshot.events()], tail=LIVE)
+        await _stream_live(response, sub, snapshot.seam(), source.keepalive)
+        await response.write_eof()
+    except _CLIENT_GONE:
+        pass
+    finally:
+        source.clients -= 1
+        sub.close()
+        if source.on_close is not None:
+            source.on_close(sub)
+    return response
+
+
+async def _write_all(response: web.StreamResponse, events: list[FlowEvent], *, tail: bytes) -> None:
+    batch = bytearray()
+    for event in events:
+        batch += sse_frame(event)
+        if len(batch) >= _BATCH_BYTES:
+            await response.write(bytes(batch))
+            batch.clear()
+    await response.write(bytes(batch + tail))
+
+
+async def _stream_live(response: web.StreamResponse, sub: Subscription, seam: Seam, keepalive: float) -> None:
+    while True:
+        try:
+            async with asyncio.timeout(keepalive):
+                first = await sub.get()
+        except TimeoutError:
+            await response.write(KEEPALIVE)
+            continue
+        except StopAsyncIteration:  # the proxy is stopping
+            return
+        batch = bytearray()
+        event: FlowEvent | None = first
+        while event is not None:  # whatever is queued already goes out in one write
+            if seam.admits(event):
+                batch += sse_frame(event)
+            if len(batch) >= _BATCH_BYTES:
+                break
+            event = sub.get_nowait()
+        if batch:
+            await response.write(bytes(batch))

@@ -1,0 +1,94 @@
+"""Readiness: is the upstream reachable, and is its protocol era known?
+
+`/readyz` must be cheap enough for a probe every few seconds and must never hang a prober, so the
+check is a bounded TCP connect to the upstream's host and port (no TLS, no MCP request) plus the
+router's era verdict, probing the upstream only while that verdict is unknown. The answer is cached
+for `ttl` seconds and concurrent probes share one check. A draining proxy is never ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+from proxy.framing.http import Upstream
+from proxy.transport.routing import Router
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One readiness answer: ready or not, why not, and the upstream's era label."""
+
+    ready: bool
+    reason: str
+    upstream_era: str
+
+
+async def reachable(host: str, port: int, limit_s: float) -> str | None:
+    """None when a TCP connection to host:port opens within `limit_s` seconds, else why not."""
+    try:
+        async with asyncio.timeout(limit_s):
+            _, writer = await asyncio.open_connection(host, port)
+    except TimeoutError:
+        return f"no TCP connection within {limit_s}s"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    writer.close()
+    with suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+class Readiness:
+    """Answers `/readyz` from a cached, bounded check of the upstream."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        router: Router | None,
+        *,
+        bridge_off: bool,
+        draining: Callable[[], bool],
+        timeout: float = 2.0,
+        ttl: float = 2.0,
+    ) -> None:
+        self.upstream = upstream
+        self.router = router
+        self.bridge_off = bridge_off
+        self.draining = draining
+        self.timeout = timeout
+        self.ttl = ttl
+        self._cached: Verdict | None = None
+        self._checked = 0.0
+        self._lock = asyncio.Lock()
+
+    async def check(self) -> Verdict:
+        """The readiness verdict, checked at most once per `ttl` seconds."""
+        if self.draining():
+            return Verdict(False, "draining: the proxy is shutting down", self._era())
+        async with self._lock:
+            if self._cached is None or time.monotonic() - self._checked >= self.ttl:
+                self._cached = await self._check()
+                self._checked = time.monotonic()
+            return self._cached
+
+    async def _check(self) -> Verdict:
+        up = self.upstream
+        problem = await reachable(up.host, up.port, self.timeout)
+        if problem is not None:
+            return Verdict(False, f"upstream {up.host}:{up.port} unreachable: {problem}", self._era())
+        if self.router is not None and not self.router.eras.known and not self.bridge_off:
+            with suppress(TimeoutError, RuntimeError):  # RuntimeError: the upstream client is closing
+                async with asyncio.timeout(self.timeout):
+                    await self.router.ensure_probed()
+        if self.bridge_off or (self.router is not None and self.router.eras.known):
+            return Verdict(True, "", self._era())
+        return Verdict(
+            False, "upstream era not known yet (its answers to the era probe fit no era)", "unknown"
+        )
+
+    def _era(self) -> str:
+        return self.router.eras.label if self.router is not None else "unknown"

@@ -1,0 +1,206 @@
+"""The real `mcp-proxy` as a subprocess, for the sidecar tests: start, read its JSON logs, signal, stop.
+
+The proxy runs exactly as in a container: the console script, configured by environment variables,
+JSON logs on stderr. Ports are `127.0.0.1:0` and the bound ones are read from the `listening` log
+line, so no test races another for a port. Every wait is bounded; `stop()` (also on leaving the
+`with` block) sends SIGTERM, then SIGKILL, so no process outlives its test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from tests.peers.runner import REPO_ROOT
+
+START_SECONDS = 30.0
+"""How long the proxy may take to print its `listening` line."""
+
+
+def proxy_command() -> list[str]:
+    """The installed `mcp-proxy` console script beside this interpreter (else `python -m proxy.cli`)."""
+    script = Path(sys.executable).parent / "mcp-proxy"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
+
+
+def clean_env(**settings: str) -> dict[str, str]:
+    """This process's environment without any MCP_PROXY_* variable, plus `settings` (already named)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")}
+    env.update(settings)
+    return env
+
+
+def settings_env(**settings: object) -> dict[str, str]:
+    """`MCP_PROXY_<NAME>` variables for settings given by field name (JSON logs unless told otherwise)."""
+    env = {
+        "MCP_PROXY_LOG_FORMAT": "json",
+        "MCP_PROXY_LISTEN": "127.0.0.1:0",
+        "MCP_PROXY_ADMIN": "127.0.0.1:0",
+    }
+    env.update({f"MCP_PROXY_{name.upper()}": str(value) for name, value in settings.items()})
+    return env
+
+
+class ProxyProcess:
+    """One `mcp-proxy` subprocess; use as a context manager."""
+
+    def __init__(self, env: Mapping[str, str], *args: str, cwd: Path | None = None) -> None:
+        self.env = dict(env)
+        self.args = list(args)
+        self.cwd = cwd or REPO_ROOT
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._reader: threading.Thread | None = None
+        self.listen = ""
+        self.admin = ""
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def start(self) -> ProxyProcess:
+        """Spawn the proxy and wait (bounded) for its `listening` line; fail with its stderr otherwise."""
+        self.process = subprocess.Popen(
+            [*proxy_command(), *self.args],
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="proxy-stderr", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + START_SECONDS
+        while (found := self.find("listening")) is None:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"mcp-proxy did not start:\n{self.stderr()}")
+            time.sleep(0.02)
+        self.listen = found["listen"]
+        self.admin = found.get("admin") or ""
+        return self
+
+    def _read(self) -> None:
+        assert self.process is not None
+        stderr = self.process.stderr
+        assert stderr is not None
+        try:  # this thread owns the pipe: reads it to EOF (the proxy exited), then closes it
+            for line in stderr:
+                self.lines.append(line)
+        finally:
+            stderr.close()
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after 15 s; returns the exit code (idempotent)."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        return process.returncode
+
+    def __enter__(self) -> ProxyProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- observing --------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stderr(self) -> str:
+        """Everything the proxy wrote to stderr so far."""
+        return "".join(self.lines)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON log lines so far, decoded (other lines skipped)."""
+        out = []
+        for line in list(self.lines):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                out.append(item)
+        return out
+
+    def find(self, event: str) -> dict[str, Any] | None:
+        """The first log line with this `event`, or None."""
+        return next((e for e in self.events() if e.get("event") == event), None)
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send a signal to the proxy."""
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+    async def exited(self, seconds: float) -> int:
+        """Wait (bounded, without blocking the loop) for the process to exit; its exit code."""
+        assert self.process is not None
+        process = self.process
+        await until(lambda: process.poll() is not None, what="mcp-proxy to exit", seconds=seconds)
+        code = process.returncode
+        assert code is not None
+        return code
+
+    async def logged(self, event: str, seconds: float = 10.0) -> dict[str, Any]:
+        """Wait (bounded) for a log line with this `event`."""
+        await until(lambda: self.find(event) is not None, what=f"log event {event!r}", seconds=seconds)
+        found = self.find(event)
+        assert found is not None
+        return found
+
+    def endpoint(self, path: str = "/mcp") -> str:
+        """The proxy's MCP endpoint URL."""
+        return self.listen + path
+
+
+async def until(predicate: Callable[[], bool], *, what: str, seconds: float = 10.0) -> None:
+    """Poll `predicate` until it holds, failing after `seconds` with a message naming `what`."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def admin_get(
+    url: str, token: str | None = None, *, seconds: float = 5.0
+) -> tuple[int, dict[str, str], bytes]:
+    """GET an admin URL once: status, headers, body."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as http,
+        http.get(url, headers=headers) as resp,
+    ):
+        return resp.status, dict(resp.headers), await resp.read()
+
+
+async def admin_json(url: str, token: str | None = None) -> Any:
+    """GET an admin URL that must answer 200 JSON; the decoded body."""
+    status, _, body = await admin_get(url, token)
+    assert status == 200, (url, status, body)
+    return json.loads(body)

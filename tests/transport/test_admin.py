@@ -1,0 +1,314 @@
+"""The admin API in-process: chains and their filters, one chain, continuations, readiness while draining,
+JSON errors, and the metrics that need a bridge or a bound. A real SDK server sits behind the proxy.
+
+The live feed has its own module (test_admin_feed.py); the process-level checks (health, readiness
+following the upstream, token, signals) are in tests/test_sidecar.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from proxy.config import Settings
+from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, Mode
+from proxy.runtime import Proxy
+from proxy.transport.bridge import BridgeDriver
+from proxy.transport.metrics import MAX_METHOD_LABELS, ProxyMetrics
+from tests.e2e.modern_raw import modern_call
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import client_for, run_scenario
+from tests.transport.helpers import WAIT
+
+pytestmark = pytest.mark.e2e
+
+
+@asynccontextmanager
+async def admin_proxy(upstream: str, **overrides: Any) -> AsyncIterator[Proxy]:
+    """A proxy with its admin API on a free loopback port; always stopped."""
+    settings = Settings(upstream=upstream, listen="127.0.0.1:0", admin="127.0.0.1:0", **overrides)
+    proxy = Proxy(settings)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.stop()
+
+
+async def get(proxy: Proxy, path: str, *, method: str = "GET") -> tuple[int, Any]:
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as http, http.request(method, proxy.admin_url + path) as resp:
+        assert resp.content_type == "application/json", resp.content_type
+        return resp.status, await resp.json()
+
+
+async def ok(proxy: Proxy, path: str) -> Any:
+    status, body = await get(proxy, path)
+    assert status == 200, body
+    return body
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+async def scrape(proxy: Proxy) -> str:
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as http, http.get(proxy.admin_url + "/metrics") as resp:
+        return await resp.text()
+
+
+async def wait_until_metric(proxy: Proxy, name: str, value: float, **labels: str) -> str:
+    """Scrape until the metric has `value` (the metrics task reads the bus a moment later); the text."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        text = await scrape(proxy)
+        if metric(text, name, **labels) == value:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}{labels} never reached {value}:\n{text}")
+        await asyncio.sleep(0.02)
+
+
+def bare_metrics() -> ProxyMetrics:
+    """A metrics registry over a proxy that never starts, fed by hand."""
+    proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
+    return ProxyMetrics(
+        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+    )
+
+
+# -- chains -------------------------------------------------------------------------------------------
+
+
+async def test_api_chains_filters_by_method_status_mode_and_text_newest_last_with_a_limit(
+    legacy_server: PeerServer,
+) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            await client.call_tool("echo", {"text": "first"})
+            await client.call_tool("fail", {})
+            await client.call_tool("add", {"a": 1, "b": 2})
+
+        calls = await ok(proxy, "/api/chains?method=tools/call")
+        assert [c["name"] for c in calls] == ["echo", "fail", "add"]
+        assert {c["status"] for c in calls} == {"ok", "error"}
+        assert [c["name"] for c in await ok(proxy, "/api/chains?method=tools/call&limit=1")] == ["add"]
+        assert len(await ok(proxy, "/api/chains?method=tools/call&limit=999999")) == 3
+        assert [c["name"] for c in await ok(proxy, "/api/chains?status=error")] == ["fail"]
+        assert [c["name"] for c in await ok(proxy, "/api/chains?status=error,ok&q=ECHO")] == ["echo"]
+        both = await ok(proxy, "/api/chains?method=initialize&method=tools/call")
+        assert [c["method"] for c in both] == ["initialize", "tools/call", "tools/call", "tools/call"]
+        assert await ok(proxy, "/api/chains?mode=legacy_to_mrtr") == []
+        everything = await ok(proxy, "/api/chains")
+        assert len(everything) == len(proxy.store)
+        assert [c["id"] for c in everything] == [chain.summary.id for chain in proxy.store]
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("status=finished", "status must be one of error, ok, parked, pending, waiting_client"),
+        ("mode=sideways", "mode must be one of legacy_to_mrtr"),
+        ("limit=0", "limit must be an integer of at least 1, got 0"),
+        ("limit=many", "limit must be an integer of at least 1, got 'many'"),
+    ],
+)
+async def test_api_chains_answers_400_naming_a_bad_parameter(
+    legacy_server: PeerServer, query: str, named: str
+) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        status, body = await get(proxy, f"/api/chains?{query}")
+    assert status == 400
+    assert body["error"] == "bad_request"
+    assert named in body["message"]
+
+
+async def test_api_chain_by_id_gives_headline_messages_and_how_many_it_no_longer_holds(
+    legacy_server: PeerServer,
+) -> None:
+    async with admin_proxy(legacy_server.url, max_messages_per_chain=3) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            await client.call_tool("slow_progress", {"steps": 5}, progress_callback=_ignore_progress)
+        (call,) = await ok(proxy, "/api/chains?q=slow_progress")
+
+        detail = await ok(proxy, f"/api/chains/{call['id']}")
+
+        assert detail["chain"] == call
+        assert [m["seq"] for m in detail["messages"]] == [
+            call["messages"] - 2,
+            call["messages"] - 1,
+            call["messages"],
+        ]
+        assert detail["dropped_messages"] == call["messages"] - 3
+        assert detail["messages"][-1]["kind"] == "result"
+        status, missing = await get(proxy, "/api/chains/c999999")
+        assert status == 404
+        assert missing == {"error": "not_found", "message": "no chain 'c999999' in the store"}
+
+
+async def _ignore_progress(progress: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+# -- continuations -------------------------------------------------------------------------------------
+
+
+class ParkingEngine:
+    """Stands in for the modern-client -> legacy-server bridge engine: only the two admin hooks."""
+
+    def handle(self, event: object) -> list[Any]:
+        return []
+
+    def owns_session(self, session_id: str) -> bool:
+        return False
+
+    def table_sizes(self) -> dict[str, int]:
+        return {"continuations": 2, "legs": 2}
+
+    def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
+        return [
+            {"chain_id": "c7", "principal": "alice", "age_ms": 1200.0, "pending_keys": ["name"]},
+            {"chain_id": "c9", "principal": "bob", "age_ms": 15.5, "pending_keys": ["llm", "color"]},
+        ]
+
+
+async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked(
+    legacy_server: PeerServer,
+) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        assert await ok(proxy, "/api/continuations") == []  # nothing parked (or no such bridge yet)
+        proxy.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
+            ParkingEngine(),
+            mode=Mode.MRTR_TO_LEGACY,
+            upstream=proxy.state.upstream,
+            http=lambda: proxy.state.http,
+            builder=proxy.builder,
+            timeout=1.0,
+        )
+
+        assert await ok(proxy, "/api/continuations") == ParkingEngine().continuations_view()
+        assert metric(await scrape(proxy), "mcp_proxy_parked_continuations") == 2
+
+
+async def test_api_continuations_and_the_gauge_show_a_call_the_real_bridge_parked(
+    legacy_server: PeerServer,
+) -> None:
+    async with admin_proxy(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        status, answer = await modern_call(
+            http, proxy.endpoint(), "tools/call", {"name": "ask_name", "arguments": {}}, ident=1
+        )
+        assert status == 200
+        assert answer["result"]["resultType"] == "input_required"
+
+        (parked,) = await ok(proxy, "/api/continuations")
+        text = await wait_until_metric(proxy, "mcp_proxy_parked_continuations", 1)
+
+    assert (parked["method"], parked["name"]) == ("tools/call", "ask_name")
+    assert parked["age_ms"] >= 0
+    assert answer["result"]["requestState"] not in str(parked)  # the sealed state is never shown
+    assert metric(text, "mcp_proxy_chains_total", method="tools/call", mode="mrtr_to_legacy") == 1
+
+
+# -- readiness, errors, switches -----------------------------------------------------------------------
+
+
+async def test_readyz_answers_503_draining_once_a_drain_has_begun(legacy_server: PeerServer) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        assert (await get(proxy, "/readyz"))[0] == 200
+        proxy.draining = True
+
+        status, body = await get(proxy, "/readyz")
+
+        assert status == 503
+        assert body["reason"] == "draining: the proxy is shutting down"
+        assert metric(await scrape(proxy), "mcp_proxy_draining") == 1
+        assert (await get(proxy, "/healthz"))[0] == 200
+
+
+async def test_unknown_paths_and_methods_get_json_errors(legacy_server: PeerServer) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        assert await get(proxy, "/admin") == (404, {"error": "not_found", "message": "GET /admin: Not Found"})
+        status, body = await get(proxy, "/healthz", method="POST")
+    assert status == 405
+    assert body["error"] == "method_not_allowed"
+
+
+async def test_admin_disabled_binds_no_admin_listener(legacy_server: PeerServer) -> None:
+    async with admin_proxy(legacy_server.url, admin_enabled=False) as proxy:
+        assert proxy.admin is None
+        assert proxy.admin_url is None
+        assert "metrics" not in {sub.name for sub in proxy.bus.subscribers}
+
+
+# -- metrics ----------------------------------------------------------------------------------------------
+
+
+async def test_bridged_rounds_count_every_round_of_the_chains_a_bridge_carried(
+    modern_server: PeerServer,
+) -> None:
+    async with admin_proxy(modern_server.url) as proxy:
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_twice")
+        assert result["result"]["content"] == ["name=octocat color=green"]
+        bridged = [c.summary for c in proxy.store if c.summary.mode is Mode.LEGACY_TO_MRTR]
+        (call,) = [s for s in bridged if s.name == "ask_twice"]
+        assert call.rounds == 3
+        text = await wait_until_metric(
+            proxy, "mcp_proxy_bridged_rounds_total", sum(s.rounds for s in bridged), mode="legacy_to_mrtr"
+        )
+    assert metric(text, "mcp_proxy_chains_total", method="tools/call", mode="legacy_to_mrtr") == 1
+    assert metric(text, "mcp_proxy_requests_total", method="tools/call", client_era="legacy") == 1
+
+
+async def test_two_proxies_in_one_process_keep_separate_metrics(legacy_server: PeerServer) -> None:
+    async with admin_proxy(legacy_server.url) as busy, admin_proxy(legacy_server.url) as idle:
+        async with client_for(busy.endpoint(), "legacy") as client:
+            await client.call_tool("echo", {"text": "only here"})
+
+        await wait_until_metric(busy, "mcp_proxy_chains_total", 1, method="tools/call")
+        assert metric(await scrape(idle), "mcp_proxy_chains_total") == 0
+
+
+def test_the_method_label_takes_a_bounded_number_of_names_then_other() -> None:
+    metrics = bare_metrics()
+
+    assert metrics.method_label("tools/call") == "tools/call"
+    assert metrics.method_label("x" * 65) == "other"
+    assert metrics.method_label('evil"} 1\n') == "other"
+    assert metrics.method_label(None) == "none"
+    names = [metrics.method_label(f"custom/m{i}") for i in range(MAX_METHOD_LABELS + 10)]
+    assert names.count("other") == 11  # tools/call took one of the places
+    assert metrics.method_label("tools/call") == "tools/call"
+
+
+def test_rounds_of_pass_through_chains_are_not_counted_as_bridged_and_repeats_never_double_count() -> None:
+    metrics = bare_metrics()
+    bridged = ChainSummary(id="c1", started=0.0, mode=Mode.LEGACY_TO_MRTR, method="tools/call", jsonrpc_id=1)
+    plain = ChainSummary(id="c2", started=0.0, mode=Mode.PASSTHROUGH, method="tools/call", jsonrpc_id=2)
+    metrics.observe(ChainOpened(chain=bridged))
+    metrics.observe(ChainOpened(chain=plain))
+    for rounds in (2, 3, 3):
+        metrics.observe(ChainChanged(chain=bridged.model_copy(update={"rounds": rounds})))
+        metrics.observe(ChainChanged(chain=plain.model_copy(update={"rounds": rounds})))
+    done = bridged.model_copy(update={"rounds": 3, "status": ChainStatus.ERROR, "upstream_ms": 250.0})
+    metrics.observe(ChainChanged(chain=done))
+    metrics.observe(ChainChanged(chain=done))
+
+    text = metrics.render().decode()
+    assert metric(text, "mcp_proxy_bridged_rounds_total", mode="legacy_to_mrtr") == 3
+    assert metric(text, "mcp_proxy_bridged_rounds_total", mode="passthrough") == 0
+    assert metric(text, "mcp_proxy_errors_total", method="tools/call", mode="legacy_to_mrtr") == 1
+    assert metric(text, "mcp_proxy_upstream_latency_seconds_count", mode="legacy_to_mrtr") == 1
+    assert metric(text, "mcp_proxy_upstream_latency_seconds_sum", mode="legacy_to_mrtr") == 0.25
