@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 
 from proxy.flows.events import ChainStatus, ContinuationChanged, Direction, Mode, Side
@@ -259,3 +260,22 @@ async def test_a_parked_call_shows_in_its_chain_and_on_the_feed(
     assert changes[0].principal
     assert "alice" not in changes[0].principal
     assert chain.summary.status is ChainStatus.OK
+
+
+async def test_a_lost_upstream_session_is_reinitialized_and_its_parked_calls_are_refused(
+    peer_factory: Callable[..., PeerServer], proxy_for: Callable[..., Any]
+) -> None:
+    first = peer_factory("legacy-inflight")
+    port = first.port
+    async with proxy_for(first.url) as proxy, aiohttp.ClientSession() as http:
+        parked = await first_round(http, proxy)
+        await anyio.to_thread.run_sync(first.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("legacy-inflight", port=port))
+        status, reply = await modern_call(
+            http, proxy.endpoint(), "tools/call", {"name": "echo", "arguments": {"text": "again"}}, ident=7
+        )
+        assert status == 200, reply
+        assert reply["result"]["content"][0]["text"] == "again", "a new upstream session was opened"
+        status, reply = await retry(http, proxy, parked)
+        assert invalid_state(status, reply), reply
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
