@@ -1,7 +1,7 @@
 """The benchmark: our proxy's cost side by side with direct, mitmdump and nginx, on loopback.
 
-    python bench/run.py --quick --runs 2 --out bench/results     # about 10 minutes
-    python bench/run.py --full --runs 2 --out bench/results      # about 25 minutes
+    python bench/run.py --quick --runs 2 --out bench/results     # about 7 minutes
+    python bench/run.py --full --runs 2 --out bench/results      # about 17 minutes
 
 Layout (fixed, and written into the results): the load generators (wrk, bench/sse_client.py) and
 this harness run on CPU 0 (`taskset -c 0`); every upstream and every proxy runs on CPU 1 (`taskset -c
@@ -520,6 +520,7 @@ def idle_workload(procs: Processes, path: Path_, profile: Profile) -> dict[str, 
         _, opened, failed = line.split()
         time.sleep(1.0)  # let the proxy settle after the burst of opens
         rss1 = memory_kib(pids)[0] if pids else 0
+        run_wrk(path.url, 16, 1)  # warm-up, as "without" was: one-off costs of the opens land here
         out["with"] = run_wrk(path.url, 16, profile.idle_wrk_seconds)
         rss2 = memory_kib(pids)[0] if pids else 0
         assert holder.proc.stdin is not None
@@ -550,7 +551,8 @@ def run_path_workloads(procs: Processes, path: Path_, profile: Profile) -> dict[
     results["sse"] = guarded(
         lambda: client_workload(procs, path, ["sse", "--n", str(n), "--warmup", "10"], n), "sse"
     )
-    for tool, n_big in (("big1m", profile.big1m_calls), ("big10m", profile.big10m_calls)):
+    # 10 MiB first: its RSS growth is then not hidden by heap the 1 MiB parse already grew.
+    for tool, n_big in (("big10m", profile.big10m_calls), ("big1m", profile.big1m_calls)):
         print(f"  {path.name}: {tool} result", flush=True)
         args = ["big", "--tool", tool, "--n", str(n_big), "--warmup", "1"]
         results[tool] = guarded(lambda a=args, k=n_big: client_workload(procs, path, a, k), tool)
@@ -743,6 +745,7 @@ def main() -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     tmp = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     procs = Processes(tmp)
     meta = {

@@ -86,10 +86,13 @@ async def events(resp: aiohttp.ClientResponse) -> Any:
 async def json_or_sse(resp: aiohttp.ClientResponse, ident: Any) -> dict[str, Any]:
     """The JSON-RPC response to `ident`, from a JSON body or the SSE stream."""
     if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
-        async for msg in events(resp):
+        found: dict[str, Any] | None = None
+        async for msg in events(resp):  # read to the end, as a client does: the connection is reused
             if msg.get("id") == ident and ("result" in msg or "error" in msg):
-                return dict(msg)
-        raise RuntimeError("SSE stream ended without the response")
+                found = dict(msg)
+        if found is None:
+            raise RuntimeError("SSE stream ended without the response")
+        return found
     return dict(orjson.loads(await resp.read()))
 
 
@@ -97,6 +100,7 @@ async def json_or_sse(resp: aiohttp.ClientResponse, ident: Any) -> dict[str, Any
 
 
 async def run_sse(http: aiohttp.ClientSession, url: str, n: int, warmup: int) -> dict[str, Any]:
+    head: list[float] = []
     first: list[float] = []
     done: list[float] = []
     errors = 0
@@ -107,20 +111,28 @@ async def run_sse(http: aiohttp.ClientSession, url: str, n: int, warmup: int) ->
         got_first: float | None = None
         try:
             async with http.post(url, data=body, headers=legacy_headers(FAST_SESSION)) as resp:
-                async for msg in events(resp):
+                got_head = time.perf_counter() - start
+                got_result: float | None = None
+                async for msg in events(resp):  # to the end of the stream, so the connection is reused
                     now = time.perf_counter()
                     if got_first is None:
                         got_first = now - start
                     if msg.get("id") == ident:
-                        if i >= 0:
-                            first.append(got_first)
-                            done.append(now - start)
-                        break
-                else:
-                    errors += 1
+                        got_result = now - start
+            if got_result is None or got_first is None:
+                errors += 1
+            elif i >= 0:
+                head.append(got_head)
+                first.append(got_first)
+                done.append(got_result)
         except aiohttp.ClientError:
             errors += 1
-    return {"first_event": stats_ms(first), "result": stats_ms(done), "errors": errors}
+    return {
+        "head": stats_ms(head),
+        "first_event": stats_ms(first),
+        "result": stats_ms(done),
+        "errors": errors,
+    }
 
 
 async def run_big(http: aiohttp.ClientSession, url: str, tool: str, n: int, warmup: int) -> dict[str, Any]:
@@ -180,7 +192,8 @@ async def legacy_round(
     async with http.post(url, data=orjson.dumps(call_body(ident, tool)), headers=headers) as resp:
         if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
             return _text(orjson.loads(await resp.read()))
-        async for msg in events(resp):
+        text: str | None = None
+        async for msg in events(resp):  # to the end of the stream, so the connection is reused
             if "method" in msg and "id" in msg:
                 answer = {"jsonrpc": "2.0", "id": msg["id"], "result": answer_for(msg)}
                 async with http.post(url, data=orjson.dumps(answer), headers=headers) as posted:
@@ -188,8 +201,10 @@ async def legacy_round(
                     if posted.status != 202:
                         raise RuntimeError(f"answer POST got HTTP {posted.status}")
             elif msg.get("id") == ident:
-                return _text(msg)
-    raise RuntimeError("call stream ended without a result")
+                text = _text(msg)
+    if text is None:
+        raise RuntimeError("call stream ended without a result")
+    return text
 
 
 def modern_request(ident: int, tool: str, extra: dict[str, Any]) -> tuple[bytes, dict[str, str]]:

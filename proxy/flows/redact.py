@@ -94,7 +94,7 @@ class Redactor:
         self._all_keys = self._state_keys | self._body_keys
         self._decisions: dict[str, bool] = {}
         self._tokens: dict[str, str] = {}
-        self._needles = _key_needles(self._all_keys)
+        self._secret_member = _member_pattern(self._all_keys)
 
     # -- headers -----------------------------------------------------------------------------
 
@@ -175,18 +175,17 @@ class Redactor:
         """`bound(body(value), limit)`, encoding the value once when nothing in it can need masking.
 
         The masking walk visits every key; most messages hold no secret key, which their compact JSON
-        shows at a glance: no `"<key>":` in the lower-cased encoding means no key that lower-cases to
-        a secret key. (Of all non-ASCII characters only the Kelvin sign lower-cases to an ASCII letter,
+        shows at a glance: no `"<key>":` in it (ASCII case-insensitively) means no key that lower-cases
+        to a secret key. (Of all non-ASCII characters only the Kelvin sign lower-cases to an ASCII letter,
         so its presence, or a configured key that is not plain ASCII, sends the value down the walk.)
         """
-        if self._needles is None or not isinstance(value, dict | list) or not value:
+        if self._secret_member is None or not isinstance(value, dict | list) or not value:
             return bound_body(self.body(value), limit)
         try:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
             return bound_body(self.body(value), limit)
-        lowered = encoded.lower()
-        if _KELVIN in encoded or any(needle in lowered for needle in self._needles):
+        if _KELVIN in encoded or self._secret_member.search(encoded):
             return bound_body(self.body(value), limit)
         return _bounded(value, encoded, limit)
 
@@ -198,11 +197,15 @@ _KELVIN: Final = "\u212a".encode()
 """UTF-8 of the Kelvin sign, the one non-ASCII character whose lower case is an ASCII letter (k)."""
 
 
-def _key_needles(keys: frozenset[str]) -> tuple[bytes, ...] | None:
-    """What each secret key looks like as a member name in lower-cased compact JSON (None: always walk)."""
-    if not all(key.isascii() for key in keys):
+def _member_pattern(keys: frozenset[str]) -> re.Pattern[bytes] | None:
+    """Finds a member named like a secret key in compact JSON, ASCII case-insensitively (no copy made).
+
+    None when a key is not plain ASCII: then every body takes the walk.
+    """
+    if not keys or not all(key.isascii() for key in keys):
         return None
-    return tuple(orjson.dumps(key).lower() + b":" for key in sorted(keys))
+    names = b"|".join(re.escape(orjson.dumps(key)) for key in sorted(keys))
+    return re.compile(b"(?:" + names + b"):", re.IGNORECASE)
 
 
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
