@@ -87,6 +87,7 @@ class Proxy:
                 state_key=_state_key(settings),
                 max_rounds=settings.max_rounds,
                 continuation_ttl=settings.continuation_ttl,
+                round_window=settings.round_window,
                 max_continuations=settings.max_continuations,
                 max_per_principal=settings.max_continuations_per_principal,
                 instance=secrets.token_hex(4),
