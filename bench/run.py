@@ -381,7 +381,8 @@ http {{
 
 
 def mitmdump_binary() -> str | None:
-    candidates = [os.environ.get("BENCH_MITMDUMP"), "/work/bench-venv/bin/mitmdump", shutil.which("mitmdump")]
+    local = Path(__file__).resolve().parent.parent / ".cache" / "bench-venv" / "bin" / "mitmdump"
+    candidates = [os.environ.get("BENCH_MITMDUMP"), str(local), shutil.which("mitmdump")]
     return next((c for c in candidates if c and Path(c).exists()), None)
 
 
