@@ -1,0 +1,213 @@
+"""Correlation: which chain each message on a client exchange joins, and what it does to that chain.
+
+A client request opens a chain unless it retries an MRTR round (`retries`); a client response answers
+a nested request the server sent and joins that request's chain; `notifications/cancelled` joins the
+chain of the request it cancels and `notifications/initialized` that of the session's `initialize`.
+A server response settles its request's chain (ok, error, or waiting on the client after
+`input_required`); a server request nests in the chain its stream serves. The tables are bounded.
+No I/O, no clock of its own (one is injected), no logging; chains are opened, timed and announced
+through the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from proxy.flows.events import ChainStatus, Mode
+from proxy.flows.exchanges import BoundedMap, Exchange
+from proxy.flows.ledger import ChainLedger
+from proxy.flows.redact import Redactor
+from proxy.flows.retries import RetryBook, request_signature
+from proxy.flows.store import Chain
+from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.wire.mcp import (
+    INPUT_METHODS,
+    META_CLIENT_INFO,
+    RESULT_INPUT_REQUIRED,
+    request_meta,
+    result_type,
+    target_name,
+)
+
+
+class Correlator:
+    """Files each client and server message in the chain of the client operation it serves."""
+
+    def __init__(
+        self, ledger: ChainLedger, retries: RetryBook, redactor: Redactor, *, clock: Callable[[], float]
+    ) -> None:
+        self._ledger = ledger
+        self._store = ledger.store
+        self._retries = retries
+        self._redactor = redactor
+        self._clock = clock
+        self._nested: BoundedMap = BoundedMap()
+        self._requests: BoundedMap = BoundedMap()
+        self._session_init: BoundedMap = BoundedMap()
+
+    def forget_request(self, session: str | None, ident: RequestId, chain_id: str) -> None:
+        """Drop a request no answer can come for any more (its exchange closed unanswered)."""
+        if self._requests.get((session, ident)) == chain_id:
+            del self._requests[(session, ident)]
+
+    def sizes(self) -> dict[str, int]:
+        """Sizes of the correlation tables (tests assert they drain)."""
+        return {"nested": len(self._nested), "requests": len(self._requests), "retries": len(self._retries)}
+
+    # -- the client side -------------------------------------------------------------------------
+
+    def client_message(self, ex: Exchange, msg: Message) -> str | None:
+        """The chain a message from the client joins."""
+        ex_key = ex.session
+        if msg.kind is Kind.REQUEST and msg.id is not None:
+            chain = self._match_retry(ex, msg)
+            if chain is None:
+                chain = self._ledger.open(
+                    ex, method=msg.method, name=target_name(msg.method, msg.params), ident=msg.id
+                )
+                chain.signature = request_signature(msg.method, msg.params)
+                self._adopt_client_info(chain, ex, msg)
+            else:
+                self._ledger.attach(chain, ex)
+                chain.summary.rounds += 1
+                chain.summary.jsonrpc_id = msg.id
+                self._ledger.stop_waiting(chain)
+                chain.summary.status = ChainStatus.PENDING
+                self._ledger.changed(chain)
+            ex.requests[msg.id] = chain.summary.id
+            self._requests[(ex_key, msg.id)] = chain.summary.id
+            return chain.summary.id
+        if msg.is_response:
+            chain_id = self._nested.pop((ex_key, msg.id), None)
+            chain = self._store.get(chain_id) if chain_id else None
+            if chain is None:
+                chain = self._ledger.open(ex, method="(response)", name=None, ident=msg.id)
+                chain.summary.notes.append("response to a request the proxy did not see")
+                self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
+            else:
+                self._ledger.attach(chain, ex)
+                chain.waiting_on = max(0, chain.waiting_on - 1)
+                if chain.waiting_on == 0:
+                    self._ledger.stop_waiting(chain)
+                    if chain.summary.status is ChainStatus.WAITING_CLIENT:
+                        chain.summary.status = ChainStatus.PENDING
+                        self._ledger.changed(chain)
+            return chain.summary.id
+        if msg.kind is Kind.NOTIFICATION:
+            return self._client_notification(ex, msg).summary.id
+        chain = self._ledger.open(ex, method=msg.method, name=None, ident=msg.id)
+        chain.summary.invalid = True
+        chain.summary.notes.append(f"invalid message: {msg.problem}")
+        self._ledger.finish(chain, ChainStatus.ERROR, f"invalid message: {msg.problem}", self._clock())
+        return chain.summary.id
+
+    def _client_notification(self, ex: Exchange, msg: Message) -> Chain:
+        target: str | None = None
+        if msg.method == "notifications/cancelled":
+            rid = msg.params.get("requestId")
+            target = self._requests.get((ex.session, rid))
+        elif msg.method == "notifications/initialized" and ex.session:
+            target = self._session_init.get(ex.session)
+        chain = self._store.get(target) if target else None
+        if chain is None:
+            chain = self._ledger.open(ex, method=msg.method, name=None, ident=None)
+            self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
+        else:
+            self._ledger.attach(chain, ex)
+            if msg.method == "notifications/cancelled":
+                chain.summary.notes.append("cancelled by the client")
+        return chain
+
+    @staticmethod
+    def _adopt_client_info(chain: Chain, ex: Exchange, msg: Message) -> None:
+        info = (
+            msg.params.get("clientInfo")
+            if msg.method == "initialize"
+            else request_meta(msg.params).get(META_CLIENT_INFO)
+        )
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            chain.summary.client_name = info["name"]
+        if chain.summary.client_name is None:
+            agent = ex.request_headers.get("user-agent")
+            chain.summary.client_name = agent
+
+    def _match_retry(self, ex: Exchange, msg: Message) -> Chain | None:
+        found = self._retries.match(msg.method, msg.params)
+        if found is None:
+            return None
+        chain = self._store.get(found.chain_id) if found.chain_id else None
+        if chain is None and found.unmatched_note:
+            ex.pending_note = found.unmatched_note
+        return chain
+
+    # -- the server side -------------------------------------------------------------------------
+
+    def server_message(self, ex: Exchange, msg: Message) -> str | None:
+        """The chain a message from the server joins (on the response stream of a client exchange)."""
+        now = self._clock()
+        if msg.is_response and msg.id is not None and msg.id in ex.requests:
+            chain = self._store.get(ex.requests[msg.id])
+            ex.answered.add(msg.id)
+            self._requests.pop((ex.session, msg.id), None)
+            if chain is None:
+                return None
+            self._on_response(chain, ex, msg, now)
+            return chain.summary.id
+        chain_id = ex.chains[-1] if ex.chains else None
+        if len(ex.requests) == 1:
+            chain_id = next(iter(ex.requests.values()))
+        if msg.kind is Kind.REQUEST and msg.id is not None:
+            if chain_id is None:
+                return None
+            chain = self._store.get(chain_id)
+            if chain is not None:
+                self._nested[(ex.session, msg.id)] = chain_id
+                chain.summary.nested += 1
+                if msg.method in INPUT_METHODS or msg.method:
+                    chain.waiting_on += 1
+                    self._ledger.start_waiting(chain, now)
+                    chain.summary.status = ChainStatus.WAITING_CLIENT
+                    self._ledger.changed(chain)
+        if msg.kind is Kind.INVALID and chain_id:
+            chain = self._store.get(chain_id)
+            if chain is not None:
+                chain.summary.invalid = True
+        return chain_id
+
+    def _on_response(self, chain: Chain, ex: Exchange, msg: Message, now: float) -> None:
+        if chain.summary.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None:
+            self._session_opened(chain, ex, msg)
+        if msg.kind is Kind.ERROR:
+            err = msg.error
+            self._ledger.finish(chain, ChainStatus.ERROR, f"{err.get('code')}: {err.get('message')}", now)
+            return
+        result = msg.result
+        if result_type(result) == RESULT_INPUT_REQUIRED:
+            self._expect_retry(chain, result)
+            parked = chain.summary.mode is Mode.MRTR_TO_LEGACY  # a live upstream call waits in the proxy
+            chain.summary.status = ChainStatus.PARKED if parked else ChainStatus.WAITING_CLIENT
+            self._ledger.start_waiting(chain, now)
+            self._ledger.changed(chain)
+            return
+        if isinstance(result, dict) and result.get("isError") is True:
+            self._ledger.finish(chain, ChainStatus.ERROR, "tool result isError", now)
+            return
+        self._ledger.finish(chain, ChainStatus.OK, None, now)
+
+    def _session_opened(self, chain: Chain, ex: Exchange, msg: Message) -> None:
+        session = ex.minted_session
+        if not session:
+            return
+        self._session_init[session] = chain.summary.id
+        name = chain.summary.client_name
+        if name:
+            self._ledger.client_names[session] = name
+        version = msg.result.get("protocolVersion") if isinstance(msg.result, dict) else None
+        chain.summary.session = self._redactor.token(session)
+        self._ledger.session_event(session, "opened", name, version if isinstance(version, str) else None)
+
+    def _expect_retry(self, chain: Chain, result: dict[str, Any]) -> None:
+        # from the request as sent: the recorded copy may be redacted or truncated
+        signature = chain.signature or request_signature(chain.summary.method, {})
+        self._retries.expect(chain.summary.id, signature, result)

@@ -1,0 +1,180 @@
+"""The chain ledger: opens chains, files their records, times them and announces every change.
+
+Everything the chain builder writes to the store or the sink passes through here: `ChainOpened` when a
+chain starts, `MessageRecorded` as each record is filed and counted in the headline, `ChainChanged`
+when its status moves (held while a message is being filed, so the last announcement of a chain
+already counts its final message), `SessionChanged` and `ContinuationChanged`. Time a chain spends
+waiting on the client is kept apart from time spent upstream. Which chain a message joins is decided
+elsewhere (`correlate`). No I/O, no clock of its own (one is injected), no logging.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from proxy.flows.events import (
+    ChainChanged,
+    ChainOpened,
+    ChainStatus,
+    ChainSummary,
+    ContinuationChanged,
+    Direction,
+    FlowEvent,
+    MessageRecord,
+    MessageRecorded,
+    SessionChanged,
+)
+from proxy.flows.exchanges import BoundedMap, Exchange
+from proxy.flows.redact import Redactor
+from proxy.flows.store import Chain, ChainStore
+from proxy.wire.jsonrpc import RequestId
+
+
+class ChainLedger:
+    """Keeps chains' headlines, records and timings current, and tells observers of each change."""
+
+    def __init__(
+        self,
+        store: ChainStore,
+        sink: Callable[[FlowEvent], None],
+        redactor: Redactor,
+        *,
+        clock: Callable[[], float],
+        on_finished: Callable[[str], None],
+    ) -> None:
+        self.store = store
+        self._sink = sink
+        self._redactor = redactor
+        self._clock = clock
+        self._on_finished = on_finished
+        self._ids = itertools.count(1)
+        self._changed: dict[str, Chain] | None = None
+        self.client_names: BoundedMap = BoundedMap()
+        """Session id -> the client's name, so every chain of a session shows who sent it."""
+
+    # -- opening and filing ----------------------------------------------------------------------
+
+    def open(self, ex: Exchange, *, method: str | None, name: str | None, ident: RequestId | None) -> Chain:
+        """Start a chain on an exchange, carrying over any note the exchange was holding for it."""
+        now = self._clock()
+        session = ex.session
+        summary = ChainSummary(
+            id=f"c{next(self._ids)}",
+            started=now,
+            session=self._redactor.token(session) if session else None,
+            client_name=self.client_names.get(session) if session else None,
+            client_era=ex.client_era,
+            upstream_era=ex.upstream_era,
+            mode=ex.mode,
+            method=method,
+            name=name,
+            jsonrpc_id=ident,
+        )
+        if ex.pending_note:
+            summary.notes.append(ex.pending_note)
+            ex.pending_note = None
+        chain = self.store.open(summary)
+        ex.chains.append(summary.id)
+        self._sink(ChainOpened(chain=summary.model_copy()))
+        return chain
+
+    @staticmethod
+    def attach(chain: Chain, ex: Exchange) -> None:
+        """Note that an exchange carries traffic of an existing chain."""
+        if chain.summary.id not in ex.chains:
+            ex.chains.append(chain.summary.id)
+
+    def file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
+        """Keep a record in its chain, count it in the headline, and tell the observers."""
+        chain.add(record)
+        summary = chain.summary
+        summary.messages += 1
+        if record.direction is Direction.TO_SERVER:
+            summary.bytes_to_server += record.size
+        else:
+            summary.bytes_to_client += record.size
+        if invalid:
+            summary.invalid = True
+        self._sink(MessageRecorded(chain_id=summary.id, message=record))
+
+    # -- timing and status -----------------------------------------------------------------------
+
+    @staticmethod
+    def start_waiting(chain: Chain, now: float) -> None:
+        """Start the chain's client-wait clock (a nested request or `input_required` is outstanding)."""
+        if chain.wait_started is None:
+            chain.wait_started = now
+
+    def stop_waiting(self, chain: Chain) -> None:
+        """Stop the chain's client-wait clock and add the wait to its headline."""
+        if chain.wait_started is not None:
+            chain.summary.client_wait_ms += (self._clock() - chain.wait_started) * 1000
+            chain.wait_started = None
+
+    def finish(self, chain: Chain, status: ChainStatus, error: str | None, now: float) -> None:
+        """End a chain with its final status, splitting its duration into client wait and upstream time."""
+        self.stop_waiting(chain)
+        summary = chain.summary
+        summary.status = status
+        summary.error = error
+        summary.ended = now
+        summary.duration_ms = round((now - summary.started) * 1000, 3)
+        summary.upstream_ms = round(max(0.0, summary.duration_ms - summary.client_wait_ms), 3)
+        summary.client_wait_ms = round(summary.client_wait_ms, 3)
+        self._on_finished(summary.id)
+        self.changed(chain)
+
+    # -- announcing ------------------------------------------------------------------------------
+
+    def changed(self, chain: Chain) -> None:
+        """Announce a chain's new headline, or hold it while a message is being filed."""
+        if self._changed is not None:
+            self._changed[chain.summary.id] = chain
+            return
+        self._sink(ChainChanged(chain=chain.summary.model_copy()))
+
+    @contextmanager
+    def changes_held(self) -> Iterator[None]:
+        """Announce the headline changes made in the block once, after it, so they count its message."""
+        self._changed = {}
+        try:
+            yield
+        finally:
+            changed, self._changed = self._changed, None
+            for chain in changed.values():
+                self.changed(chain)
+
+    def session_event(
+        self, session: str, state: str, name: str | None = None, version: str | None = None
+    ) -> None:
+        """Announce that a session opened or ended (its id redacted)."""
+        self._sink(
+            SessionChanged.model_validate(
+                {
+                    "ts": self._clock(),
+                    "session": self._redactor.token(session),
+                    "state": state,
+                    "client_name": name,
+                    "protocol_version": version,
+                }
+            )
+        )
+
+    def continuation_event(
+        self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
+    ) -> None:
+        """Announce a parked upstream call's change of state, for the continuations view."""
+        self._sink(
+            ContinuationChanged.model_validate(
+                {
+                    "ts": self._clock(),
+                    "chain_id": chain_id,
+                    "state": state,
+                    "principal": principal,
+                    "pending_keys": pending_keys,
+                    "age_ms": age_ms,
+                }
+            )
+        )
