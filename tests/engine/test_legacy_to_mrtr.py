@@ -37,6 +37,10 @@ from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import classify_value
+from proxy.wire.jsonrpc import error_response as err
+from proxy.wire.jsonrpc import notification as note
+from proxy.wire.jsonrpc import request as req
+from proxy.wire.jsonrpc import result_response as ok
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -168,31 +172,6 @@ def get(exchange: str, session: str | None = "session-1") -> ClientRequestReceiv
 
 def delete(exchange: str, session: str | None = "session-1") -> ClientRequestReceived:
     return ClientRequestReceived(exchange, route("DELETE", b"", client_headers(session)))
-
-
-def req(ident: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def note(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def ok(ident: Any, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": ident, "result": result}
-
-
-def err(ident: Any, code: int, message: Any, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": ident, "error": error}
 
 
 def tool_error(ident: Any, text: str) -> dict[str, Any]:

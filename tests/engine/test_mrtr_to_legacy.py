@@ -40,6 +40,10 @@ from proxy.engine.tokens import Claims, StateSealer, binding_for
 from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import classify_value
+from proxy.wire.jsonrpc import error_response as err
+from proxy.wire.jsonrpc import notification as note
+from proxy.wire.jsonrpc import request as req
+from proxy.wire.jsonrpc import result_response as ok
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -166,31 +170,6 @@ def call(
     if own:
         params["_meta"] = own
     return send(exchange, ident, "tools/call", params, caps=caps, at=at, auth=auth)
-
-
-def req(ident: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def note(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def ok(ident: Any, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": ident, "result": result}
-
-
-def err(ident: Any, code: int, message: Any, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": ident, "error": error}
 
 
 def head(leg_id: str, status: int = 200, content_type: str = "text/event-stream") -> LegResponded:

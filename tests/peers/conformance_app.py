@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -46,7 +46,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from starlette.types import ASGIApp
 
-from tests.peers.apps import legacy_only, modern_only
+from tests.peers.apps import _input_required, legacy_only, modern_only
 
 __all__ = [
     "CONFORMANCE_KINDS",
@@ -333,38 +333,6 @@ async def _inflight_get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -
 # --------------------------------------------------------------------------------------------
 # MRTR style (2026-07-28).
 # --------------------------------------------------------------------------------------------
-
-
-def _gate(ctx: Ctx, requests: Mapping[str, types.InputRequest]) -> None:
-    """Refuse (-32021) to embed a request kind this request's client did not declare."""
-    caps = ctx.session.client_capabilities or types.ClientCapabilities()
-    for request in requests.values():
-        required: types.ClientCapabilities | None = None
-        if isinstance(request, types.ElicitRequest):
-            if caps.elicitation is None:
-                required = types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        elif isinstance(request, types.CreateMessageRequest):
-            if caps.sampling is None:
-                required = types.ClientCapabilities(sampling=types.SamplingCapability())
-        elif caps.roots is None:
-            required = types.ClientCapabilities(roots=types.RootsCapability())
-        if required is not None:
-            data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
-            raise MCPError(
-                code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-                message=f"Client did not declare the capability {request.method} needs",
-                data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
-            )
-
-
-def _input_required(
-    ctx: Ctx, requests: dict[str, types.InputRequest], state: dict[str, Any] | None = None
-) -> types.InputRequiredResult:
-    _gate(ctx, requests)
-    return types.InputRequiredResult(
-        input_requests=requests,
-        request_state=json.dumps(state, separators=(",", ":")) if state is not None else None,
-    )
 
 
 def _state(raw: str | None) -> dict[str, Any]:
