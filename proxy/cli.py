@@ -109,7 +109,6 @@ def run_proxy(settings: Settings) -> int:
     """Run the proxy until SIGINT (stop now) or SIGTERM (drain for drain_grace seconds), then exit 0."""
     from proxy import logs
     from proxy.runtime import Proxy, tune_gc, use_fast_loop
-    from proxy.transport.admin import AdminListenError
 
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
@@ -117,18 +116,23 @@ def run_proxy(settings: Settings) -> int:
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve(proxy))
-    except CaptureError as exc:  # an OSError too, but the file is at fault, not the listener
-        print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
-        return 2
-    except AdminListenError as exc:
-        print(f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}", file=sys.stderr)
+        print(start_failure(settings, exc), file=sys.stderr)
         return 2
     finally:
         if log_file is not None:
             log_file.close()
+
+
+def start_failure(settings: Settings, exc: OSError) -> str:
+    """The one line that blames the setting at fault when the proxy cannot start."""
+    from proxy.transport.admin import AdminListenError
+
+    if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
+        return f"mcp-proxy: capture: {exc}"
+    if isinstance(exc, AdminListenError):
+        return f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}"
+    return f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}"
 
 
 async def _serve(proxy: Any) -> int:

@@ -110,20 +110,14 @@ def run_with_tui(settings: Settings) -> int:
     why on stderr before the TUI ever takes the screen.
     """
     from proxy import logs
+    from proxy.cli import start_failure
     from proxy.runtime import Proxy
-    from proxy.transport.admin import AdminListenError
 
     log_file = logs.configure(level=settings.log_level, fmt="json", file=settings.log_file, quiet=True)
     try:
         return asyncio.run(_serve_with_tui(Proxy(settings)))
-    except CaptureError as exc:
-        print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
-        return 2
-    except AdminListenError as exc:
-        print(f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}", file=sys.stderr)
+        print(start_failure(settings, exc), file=sys.stderr)
         return 2
     finally:
         if log_file is not None:

@@ -34,13 +34,13 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
-from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
 from proxy.wire.jsonrpc import result_response as ok
+from tests.engine.builders import route, up
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -152,12 +152,6 @@ def client_headers(session: str | None, *extra: tuple[str, str]) -> tuple[tuple[
     return (*items, *extra)
 
 
-def route(http_method: str, body: bytes, headers: tuple[tuple[str, str], ...]) -> Route:
-    outcome = classify(http_method, "/mcp", headers, body, max_body=1 << 20)
-    assert isinstance(outcome, Route)
-    return outcome
-
-
 def post(
     exchange: str, message: Any, *extra: tuple[str, str], session: str | None = "session-1"
 ) -> ClientRequestReceived:
@@ -181,11 +175,6 @@ def tool_error(ident: Any, text: str) -> dict[str, Any]:
 
 def head(leg_id: str, status: int = 200, content_type: str = "application/json") -> LegResponded:
     return LegResponded(leg_id, status, (("Content-Type", content_type),))
-
-
-def up(leg_id: str, message: dict[str, Any]) -> LegMessage:
-    """One message arriving on an upstream leg."""
-    return LegMessage(leg_id, classify_value(message))
 
 
 def needs_input(requests: dict[str, Any] | None = None, state: str | None = None) -> dict[str, Any]:

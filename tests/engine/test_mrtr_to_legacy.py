@@ -31,19 +31,17 @@ from proxy.engine.events import (
     ClientRequestReceived,
     LegEnded,
     LegFailed,
-    LegMessage,
     LegResponded,
     TimerFired,
 )
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
 from proxy.engine.tokens import Claims, StateSealer, binding_for
-from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
-from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
 from proxy.wire.jsonrpc import result_response as ok
+from tests.engine.builders import route, up
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -119,12 +117,6 @@ def client_headers(
     return (*items, *extra)
 
 
-def route(http_method: str, body: bytes, headers: tuple[tuple[str, str], ...]) -> Route:
-    outcome = classify(http_method, "/mcp", headers, body, max_body=1 << 20)
-    assert isinstance(outcome, Route)
-    return outcome
-
-
 def raw_post(
     exchange: str, body: Any, headers: tuple[tuple[str, str], ...], at: float = 0.0
 ) -> ClientRequestReceived:
@@ -174,11 +166,6 @@ def call(
 
 def head(leg_id: str, status: int = 200, content_type: str = "text/event-stream") -> LegResponded:
     return LegResponded(leg_id, status, (("Content-Type", content_type),))
-
-
-def up(leg_id: str, message: dict[str, Any]) -> LegMessage:
-    """One message arriving on an upstream leg."""
-    return LegMessage(leg_id, classify_value(message))
 
 
 def legacy_headers(

@@ -46,7 +46,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from starlette.types import ASGIApp
 
-from tests.peers.apps import _input_required, legacy_only, modern_only
+from tests.peers.apps import _field, _input_required, _text, legacy_only, modern_only
 
 __all__ = [
     "CONFORMANCE_KINDS",
@@ -155,17 +155,6 @@ def ask_capability_elicit() -> types.ElicitRequest:
 # --------------------------------------------------------------------------------------------
 # Final results (identical in both styles for identical answers).
 # --------------------------------------------------------------------------------------------
-
-
-def _text(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)])
-
-
-def _field(answer: types.ElicitResult, field: str) -> str:
-    """The accepted value of `field`, or ``(<action>)`` when the user did not accept."""
-    if answer.action == "accept" and answer.content is not None and field in answer.content:
-        return str(answer.content[field])
-    return f"({answer.action})"
 
 
 def _sampled(result: types.CreateMessageResult) -> str:
