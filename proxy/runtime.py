@@ -33,6 +33,7 @@ from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.front import FrontServer
 from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
 from proxy.transport.tasks import spawn
@@ -101,6 +102,7 @@ class Proxy:
         )
         self.router.on_change = self._eras_changed
         self._runner: web.AppRunner | None = None
+        self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
         self._capture_task: asyncio.Task[Any] | None = None
         self.admin: AdminServer | None = None
@@ -142,11 +144,12 @@ class Proxy:
             app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        server = self._runner.server
+        assert server is not None
+        self._front = FrontServer(self.state, server)
         try:
-            await site.start()
-            sockets = getattr(site._server, "sockets", None) or []
-            self.host, self.port = host, sockets[0].getsockname()[1] if sockets else port
+            self.port = await self._front.start(host, port)
+            self.host = host
             if self.admin is not None:
                 await self.admin.start()
         except OSError:
@@ -194,6 +197,9 @@ class Proxy:
 
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
+        if self._front is not None:
+            await self._front.close(CLOSE_TIMEOUT)
+            self._front = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -224,9 +230,8 @@ class Proxy:
         """
         log = get_logger()
         self.draining = True
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()
+        if self._front is not None:
+            self._front.stop_listening()
         log.info("draining", grace_s=grace, in_flight=self.in_flight())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from proxy.transport.driver import handle
 from proxy.transport.state import STATE, ProxyState
+from proxy.transport.upstream_pool import UpstreamPool
 
 
 def build_app(state: ProxyState) -> web.Application:
@@ -21,7 +22,8 @@ def build_app(state: ProxyState) -> web.Application:
 
 
 async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
-    """Open the one upstream connection pool for the app's life; bytes pass undecoded."""
+    """Open the upstream clients for the app's life: aiohttp's for the bridges and the probe, the lean
+    pool for pass-through traffic; bytes pass undecoded."""
     state = app[STATE]
     settings = state.settings
     connector = aiohttp.TCPConnector(limit=2048, limit_per_host=0, enable_cleanup_closed=False)
@@ -35,8 +37,18 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
         skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept", "Content-Type"),
         cookie_jar=aiohttp.DummyCookieJar(),
     )
+    upstream = state.upstream
+    state.lean = UpstreamPool(
+        upstream.host,
+        upstream.port,
+        tls=upstream.scheme == "https",
+        connect_timeout=settings.upstream_connect_timeout,
+        head_timeout=settings.upstream_timeout,
+    )
     try:
         yield
     finally:
+        state.lean.close()
+        state.lean = None
         await state.client.close()
         state.client = None

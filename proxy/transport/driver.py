@@ -10,11 +10,8 @@ import asyncio
 import time
 from typing import Any
 
-import aiohttp
 import structlog
 from aiohttp import web
-from multidict import CIMultiDict
-from yarl import URL
 
 from proxy.engine.commands import (
     CloseUpstream,
@@ -38,13 +35,14 @@ from proxy.flows.events import Channel, Direction
 from proxy.framing.classify import Rejection, Route, classify
 from proxy.framing.http import header, is_sse
 from proxy.logs import get_logger
+from proxy.transport.bridge import BridgeDriver
+from proxy.transport.client_side import AiohttpSide, ClientGone, ClientSide
 from proxy.transport.observe import BodyObserver
 from proxy.transport.state import STATE, ProxyState
+from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body
 from proxy.wire.versions import Era
-
-_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 
 
 async def read_bounded(request: web.Request, limit: int) -> bytes:
@@ -64,49 +62,62 @@ async def read_bounded(request: web.Request, limit: int) -> bytes:
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    """aiohttp handler for every proxied path and method."""
+    """aiohttp handler for every proxied path and method (connections the lean front handed over)."""
     state = request.app[STATE]
     exchange = state.next_exchange()
     raw = await read_bounded(request, state.settings.max_body_bytes)
-    items = tuple(request.headers.items())
-    path = request.rel_url.raw_path  # as sent (percent-encoded), so the upstream gets the same bytes
-    outcome = classify(request.method, path, items, raw, max_body=state.settings.max_body_bytes)
+    headers = tuple(request.headers.items())
+    outcome = classify_request(state, request.method, request.rel_url.raw_path, headers, raw)
+    bridge = await bridge_for(state, outcome)
+    if bridge is not None:
+        assert isinstance(outcome, Route)
+        return await bridge.serve(request, exchange, outcome)
+    side = AiohttpSide(request)
+    await ExchangeDriver(state, side, exchange).run(outcome, received=len(raw))
+    return side.final()
+
+
+def classify_request(
+    state: ProxyState, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
+) -> Route | Rejection:
+    """Route or refuse one client request (the path as sent, percent-encoded)."""
+    return classify(method, path, headers, raw, max_body=state.settings.max_body_bytes)
+
+
+async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDriver | None:
+    """The bridge that serves this request, or None when it passes through."""
     router = state.router
-    if router is not None and isinstance(outcome, Route):
-        await router.ensure_probed()
-        bridge = router.bridge_for(outcome)
-        if bridge is not None:
-            return await bridge.serve(request, exchange, outcome)
-    driver = ExchangeDriver(state, request, exchange)
-    return await driver.run(outcome, received=len(raw))
+    if router is None or not isinstance(outcome, Route):
+        return None
+    await router.ensure_probed()
+    return router.bridge_for(outcome)
 
 
 class ExchangeDriver:
     """Runs one exchange: the engine decides, this class does."""
 
-    def __init__(self, state: ProxyState, request: web.Request, exchange: str) -> None:
+    def __init__(self, state: ProxyState, client: ClientSide, exchange: str) -> None:
         self.state = state
-        self.request = request
+        self.client = client
         self.exchange = exchange
-        self.response: web.StreamResponse | None = None
-        self.upstream: aiohttp.ClientResponse | None = None
+        self.upstream: UpstreamResponse | None = None
         self.ended = False
         self.route: Route | None = None
         self.log = get_logger()
 
-    async def run(self, outcome: Route | Rejection, *, received: int) -> web.StreamResponse:
+    async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
 
         `received` is how many body bytes were read (for a refused body, those read before refusing).
         """
         builder = self.state.builder
-        items = dict(self.request.headers)
+        items = dict(self.client.headers)
         session = header(items, SESSION_ID)
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
         builder.open_exchange(
             self.exchange,
-            http_method=self.request.method,
-            path=self.request.path_qs,
+            http_method=self.client.method,
+            path=self.client.path_qs,
             headers=items,
             session=session,
             client_era=era,
@@ -117,7 +128,7 @@ class ExchangeDriver:
             builder.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
             await self._respond(outcome.status, outcome.body, ())
             self._close(outcome.reason)
-            return self._final_response()
+            return
         self.route = outcome
         self._observe_client(outcome)
         structlog.contextvars.bind_contextvars(exchange=self.exchange)
@@ -126,7 +137,6 @@ class ExchangeDriver:
         except asyncio.CancelledError:
             self._abandon()
             raise
-        return self._final_response()
 
     def _observe_client(self, route: Route) -> None:
         builder = self.state.builder
@@ -141,11 +151,6 @@ class ExchangeDriver:
             )
             if chain_id is not None:
                 structlog.contextvars.bind_contextvars(chain_id=chain_id)
-
-    def _final_response(self) -> web.StreamResponse:
-        if self.response is None:
-            self.response = web.Response(status=500)
-        return self.response
 
     async def feed(self, event: EngineEvent) -> None:
         """Give the engine one fact and carry out what it orders."""
@@ -176,20 +181,12 @@ class ExchangeDriver:
     async def _send_upstream(self, cmd: SendUpstream) -> None:
         state = self.state
         target = state.upstream.origin + cmd.path
-        query = self.request.rel_url.raw_query_string
+        query = self.client.raw_query
         if query and "?" not in cmd.path:
             target += "?" + query
-        # Already percent-encoded as the client sent it: yarl must not re-quote it (`%2F` stays `%2F`).
-        url = URL(target, encoded=True)
+        # Sent as the client sent it (percent-encoded): `%2F` stays `%2F`.
         try:
-            async with asyncio.timeout(state.settings.upstream_timeout):
-                self.upstream = await state.http.request(
-                    cmd.http_method,
-                    url,
-                    headers=CIMultiDict(cmd.headers),
-                    data=cmd.body or None,
-                    allow_redirects=False,
-                )
+            self.upstream = await state.pool.request(cmd.http_method, target, cmd.headers, cmd.body)
         except TimeoutError:
             await self.feed(
                 UpstreamFailed(
@@ -197,12 +194,12 @@ class ExchangeDriver:
                 )
             )
             return
-        except aiohttp.ClientError as exc:
+        except UpstreamError as exc:
             await self.feed(UpstreamFailed(self.exchange, "unreachable", _describe(exc)))
             return
         self._check_verdict(self.upstream.status)
         await self.feed(
-            UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers.items()))
+            UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers))
         )
 
     def _check_verdict(self, status: int) -> None:
@@ -225,24 +222,17 @@ class ExchangeDriver:
             content_type=header(headers, "content-type"),
             headers=upstream_headers,
         )
-        kind = web.StreamResponse if length is None else _HeadWithBody
-        response = kind(status=status, reason=self.upstream.reason if self.upstream else None)
-        for name, value in headers:
-            response.headers.add(name, value)
-        if length is not None:
-            response.content_length = length
-        self.response = response
         try:
-            await response.prepare(self.request)
-        except _CLIENT_GONE:
+            await self.client.start(status, self.upstream.reason if self.upstream else None, headers, length)
+        except ClientGone:
             await self.feed(ClientDisconnected(self.exchange))
 
     async def _relay(self) -> None:
-        upstream, response = self.upstream, self.response
-        if upstream is None or response is None or self.ended:
+        upstream, client = self.upstream, self.client
+        if upstream is None or not client.started or self.ended:
             return
-        sse = is_sse(upstream.headers.get("content-type"))
-        channel = Channel.GET_SSE if self.request.method == "GET" else Channel.SSE
+        sse = is_sse(upstream.header("content-type"))
+        channel = Channel.GET_SSE if client.method == "GET" else Channel.SSE
         observer = BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
@@ -254,15 +244,15 @@ class ExchangeDriver:
         if sse:
             self.state.open_streams += 1
         try:
-            async for chunk in upstream.content.iter_any():
+            async for chunk in upstream.chunks():
                 try:
-                    await response.write(chunk)
-                except _CLIENT_GONE:
+                    await client.write(chunk)
+                except ClientGone:
                     observer.feed(chunk)
                     await self.feed(ClientDisconnected(self.exchange))
                     return
                 observer.feed(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        except UpstreamError as exc:
             observer.finish()
             await self.feed(UpstreamFailed(self.exchange, "cut", _describe(exc)))
             return
@@ -303,12 +293,7 @@ class ExchangeDriver:
                     channel=Channel.JSON,
                     note="answered by the proxy",
                 )
-        response = web.Response(
-            status=status, body=data, content_type="application/json" if body is not None else None
-        )
-        for name, value in headers:
-            response.headers.add(name, value)
-        self.response = response
+        self.client.respond(status, data, "application/json" if body is not None else None, headers)
 
     def _close_upstream(self) -> None:
         if self.upstream is not None:
@@ -318,14 +303,13 @@ class ExchangeDriver:
         if self.ended:
             return
         self.ended = True
-        response = self.response
-        if response is not None and response.prepared and outcome != "client_disconnected":
+        if self.client.started and outcome != "client_disconnected":
             if outcome is not None and outcome.startswith("upstream_"):
                 self._cut_client()
             else:
                 try:
-                    await response.write_eof()
-                except _CLIENT_GONE:
+                    await self.client.finish()
+                except ClientGone:
                     outcome = outcome or "client_disconnected"
         if self.upstream is not None:
             self.upstream.release()
@@ -338,9 +322,7 @@ class ExchangeDriver:
         Content-Length waiting for bytes that never come); closing the connection after flushing what
         was relayed tells the client its body was cut, as the upstream told us.
         """
-        transport = self.request.transport
-        if transport is not None:
-            transport.close()
+        self.client.cut()
 
     def _abandon(self) -> None:
         """The handler was cancelled (client gone or shutdown): drop upstream, record, log."""
@@ -357,16 +339,6 @@ class ExchangeDriver:
         if summary is None:
             return
         self.log.info("exchange", mode="passthrough", **summary.log_fields())
-
-
-class _HeadWithBody(web.StreamResponse):
-    """A relayed body of known length: its head goes out with the first body bytes, in one write.
-
-    aiohttp sends a StreamResponse's head at `prepare` (right for SSE, whose first event may be long
-    coming), which costs a body of known length a second write(2) and TCP segment per exchange.
-    """
-
-    _send_headers_immediately = False  # aiohttp's own switch (web.Response sets it the same way)
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream
+from proxy.transport.upstream_pool import UpstreamPool
 
 if TYPE_CHECKING:
     from proxy.transport.routing import Router
@@ -31,6 +32,7 @@ class ProxyState:
     store: ChainStore
     bus: EventBus
     client: aiohttp.ClientSession | None = None
+    lean: UpstreamPool | None = None
     router: Router | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     open_streams: int = 0
@@ -45,6 +47,13 @@ class ProxyState:
         if self.client is None:
             raise RuntimeError("upstream client not started")
         return self.client
+
+    @property
+    def pool(self) -> UpstreamPool:
+        """The lean keep-alive connections that carry pass-through traffic (exist while the app runs)."""
+        if self.lean is None:
+            raise RuntimeError("upstream pool not started")
+        return self.lean
 
 
 STATE: web.AppKey[ProxyState] = web.AppKey("proxy_state", ProxyState)

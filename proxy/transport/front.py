@@ -1,0 +1,464 @@
+"""The lean front server: client connections on asyncio protocols, parsed by httptools (llhttp).
+
+Why not aiohttp's server for everything: on the benchmark machine aiohttp spends about 100 µs of CPU
+on each request before and after our handler runs, a third of the whole budget the proxy has for a
+small `tools/call` (issue 7). Pass-through needs a request parsed and a response streamed back, not
+aiohttp's request objects, middlewares and writers, so this server reads requests itself and hands
+each to the pass-through driver through `FrontSide`.
+
+The bridges are built on aiohttp's request and response objects. When a connection's request
+belongs to a bridge, the connection is handed over: its parsed requests are written back out as
+bytes and fed to an aiohttp protocol, which owns the connection from then on (pass-through requests
+on it included, served by the same driver through `AiohttpSide`).
+
+Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`), bodies (413 past
+the configured limit, answered as soon as the limit is crossed), requests queued behind one in
+progress (reading pauses past `MAX_QUEUED`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import http
+from collections import deque
+from collections.abc import Callable
+from typing import cast
+
+import httptools
+
+from proxy import __version__
+from proxy.logs import get_logger
+from proxy.transport.client_side import ClientGone
+from proxy.transport.driver import ExchangeDriver, bridge_for, classify_request
+from proxy.transport.state import ProxyState
+
+MAX_HEAD_BYTES = 64 * 1024
+"""Request line plus headers; past it the client gets 431 and the connection closes."""
+MAX_HEADERS = 128
+"""Header fields in one request; past it the client gets 431."""
+MAX_QUEUED = 16
+"""Complete requests waiting behind the one being served before reading from the client pauses."""
+
+_SERVER = f"mcp-debug-proxy/{__version__}"
+_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
+
+
+class _Request:
+    """One request as read from the client."""
+
+    __slots__ = (
+        "body",
+        "continue_sent",
+        "early",
+        "headers",
+        "http10",
+        "keep_alive",
+        "method",
+        "size",
+        "target",
+    )
+
+    def __init__(self) -> None:
+        self.method = ""
+        self.target = b""
+        self.headers: list[tuple[str, str]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.keep_alive = True
+        self.http10 = False
+        self.early = False
+        """Dispatched before its body was read to the end (too large): the connection closes after."""
+        self.continue_sent = False
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    def rebuild(self) -> bytes:
+        """The request as bytes again (Content-Length framing), for a protocol that parses it anew."""
+        lines = [f"{self.method} {self.target.decode('latin-1')} HTTP/1.1\r\n"]
+        for name, value in self.headers:
+            if name.lower() not in ("content-length", "transfer-encoding", "expect"):
+                lines.append(f"{name}: {value}\r\n")
+        body = b"".join(self.body)
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        return "".join(lines).encode("latin-1") + body
+
+
+class FrontServer:
+    """Listens for clients; serves pass-through itself and hands bridge connections to aiohttp."""
+
+    def __init__(self, state: ProxyState, handover: Callable[[], asyncio.Protocol]) -> None:
+        self.state = state
+        self.handover = handover
+        self.connections: set[FrontConnection] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen (port 0 picks a free one); returns the bound port."""
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: FrontConnection(self), host, port, reuse_address=True, backlog=4096
+        )
+        sockets = self.server.sockets
+        return int(sockets[0].getsockname()[1]) if sockets else port
+
+    def stop_listening(self) -> None:
+        """Take no new connections (a drain); open ones go on."""
+        if self.server is not None:
+            self.server.close()
+
+    async def close(self, grace: float) -> None:
+        """Close idle connections now, give busy ones `grace` seconds, then cut them."""
+        self.stop_listening()
+        for conn in list(self.connections):
+            if conn.task is None:
+                conn.close()
+        busy = [conn.task for conn in self.connections if conn.task is not None]
+        if busy:
+            await asyncio.wait(busy, timeout=grace)
+        for conn in list(self.connections):
+            conn.abort()
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), timeout=grace)
+            self.server = None
+
+
+class FrontConnection(asyncio.Protocol):
+    """One client connection on the lean server: requests in order, one served at a time."""
+
+    def __init__(self, front: FrontServer) -> None:
+        self.front = front
+        self.state = front.state
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.current: _Request | None = None
+        self.queue: deque[_Request] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False
+        self.handed_over = False
+        self._head_bytes = 0
+        self._drain: asyncio.Future[None] | None = None
+        self._reading_paused = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        self.front.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(501, "protocol upgrades are not proxied")
+        except httptools.HttpParserError as exc:
+            if self.closed:
+                return
+            if isinstance(exc.__context__, _HeadTooLarge):
+                self._refuse(431, str(exc.__context__))
+            else:
+                self._refuse(400, f"malformed HTTP request: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.front.connections.discard(self)
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_exception(ClientGone("connection closed"))
+        if self.task is not None:
+            self.task.cancel()
+
+    def pause_writing(self) -> None:
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.current = _Request()
+        self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        req = self.current
+        if req is not None:
+            req.target += url
+            self._count_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        req = self.current
+        if req is None:
+            return
+        self._count_head(len(name) + len(value) + 4)
+        if len(req.headers) >= MAX_HEADERS:
+            raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
+        req.headers.append((name.decode("latin-1"), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        req = self.current
+        if req is None:
+            return
+        parser = self.parser
+        req.method = parser.get_method().decode("latin-1")
+        req.keep_alive = parser.should_keep_alive()
+        req.http10 = parser.get_http_version() == "1.0"
+        declared = req.header("content-length")
+        too_large = (
+            declared is not None and declared.isdigit() and int(declared) > self.state.settings.max_body_bytes
+        )
+        expect = req.header("expect")
+        if (
+            expect is not None
+            and expect.lower() == "100-continue"
+            and not too_large
+            and self.transport is not None
+        ):
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            req.continue_sent = True
+
+    def on_body(self, body: bytes) -> None:
+        req = self.current
+        if req is None or req.early:
+            return
+        limit = self.state.settings.max_body_bytes
+        req.size += len(body)
+        if req.size > limit:
+            kept = sum(len(part) for part in req.body)
+            req.body.append(body[: limit + 1 - kept])
+            self._dispatch_early(req)
+            return
+        req.body.append(body)
+
+    def on_message_complete(self) -> None:
+        req, self.current = self.current, None
+        if req is None or req.early:
+            return
+        req.keep_alive = self.parser.should_keep_alive()
+        self.queue.append(req)
+        if len(self.queue) > MAX_QUEUED and self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._next()
+
+    # serving
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise _HeadTooLarge(f"request head larger than {MAX_HEAD_BYTES} bytes")
+
+    def _dispatch_early(self, req: _Request) -> None:
+        """A body over the limit: answer now (413), read no more, close after the answer."""
+        req.early = True
+        req.keep_alive = False
+        self.current = None
+        if self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        self.queue.append(req)
+        self._next()
+
+    def _next(self) -> None:
+        if self.task is not None or self.closed or self.handed_over:
+            return
+        if not self.queue:
+            if self._reading_paused and self.transport is not None:
+                self._reading_paused = False
+                self.transport.resume_reading()
+            return
+        req = self.queue.popleft()
+        self.task = asyncio.get_running_loop().create_task(self._serve(req))
+
+    async def _serve(self, req: _Request) -> None:
+        state = self.state
+        keep = req.keep_alive
+        side = FrontSide(self, req)
+        try:
+            raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
+            target = req.target.decode("latin-1")
+            path = target.split("?", 1)[0]
+            outcome = classify_request(state, req.method, path, side.headers, raw)
+            if not req.early and await bridge_for(state, outcome) is not None:
+                self._hand_over(req)
+                return
+            await ExchangeDriver(state, side, state.next_exchange()).run(outcome, received=len(raw))
+            side.flush()
+            keep = keep and not side.broken
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            get_logger().exception("front_exchange_failed")
+            keep = False
+            if not side.started:
+                side.respond(500, b"", None, ())
+                side.flush()
+        finally:
+            self.task = None
+        if not keep:
+            self.close()
+            return
+        self._next()
+
+    def _hand_over(self, first: _Request) -> None:
+        """Give the connection, with the requests read but not served, to aiohttp's server."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        if self.current is not None:
+            # A pipelined request is half read: its bytes went to our parser and cannot be replayed.
+            get_logger().warning("front_handover_refused", reason="pipelined request split at hand-over")
+            self.abort()
+            return
+        data = first.rebuild() + b"".join(req.rebuild() for req in self.queue)
+        self.queue.clear()
+        self.handed_over = True
+        self.front.connections.discard(self)
+        protocol = self.front.handover()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        protocol.data_received(data)
+        if self._reading_paused:
+            transport.resume_reading()
+
+    def _refuse(self, status: int, text: str) -> None:
+        """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""
+        self.closed = True
+        if self.transport is None or self.task is not None:
+            self.abort()
+            return
+        body = text.encode("utf-8", "replace")
+        head = _head(status, None, [("Content-Type", "text/plain; charset=utf-8")], len(body), False)
+        self.transport.write(head + body)
+        self.transport.close()
+
+    def close(self) -> None:
+        """Close after what was written has gone out."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping what was not yet sent."""
+        self.closed = True
+        if self.task is not None:
+            self.task.cancel()
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def drain(self) -> None:
+        """Wait while the client reads more slowly than the upstream writes."""
+        drain = self._drain
+        if drain is not None:
+            await drain
+
+
+class _HeadTooLarge(Exception):
+    """Raised inside a parser callback; llhttp stops and the connection gets 431."""
+
+
+def _head(
+    status: int, reason: str | None, headers: list[tuple[str, str]], length: int | None, chunked: bool
+) -> bytes:
+    lines = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, 'Unknown')}\r\n"]
+    lines += [f"{name}: {value}\r\n" for name, value in headers]
+    if length is not None:
+        lines.append(f"Content-Length: {length}\r\n")
+    elif chunked:
+        lines.append("Transfer-Encoding: chunked\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1")
+
+
+class FrontSide:
+    """The client side of a pass-through exchange on a lean-front connection."""
+
+    def __init__(self, conn: FrontConnection, req: _Request) -> None:
+        self.conn = conn
+        self.req = req
+        self.method = req.method
+        target = req.target.decode("latin-1")
+        self.path_qs = target
+        self.raw_query = target.split("?", 1)[1] if "?" in target else ""
+        self.headers = tuple(req.headers)
+        self.started = False
+        self.broken = False
+        self._pending: bytes | None = None
+        self._chunked = False
+        self._no_body = False
+
+    def _transport(self) -> asyncio.Transport:
+        transport = self.conn.transport
+        if transport is None or self.conn.closed or transport.is_closing():
+            raise ClientGone("connection closed")
+        return transport
+
+    def _closing_headers(self, headers: list[tuple[str, str]], close_delimited: bool) -> None:
+        if not self.req.keep_alive or close_delimited:
+            headers.append(("Connection", "close"))
+            self.broken = True  # the connection ends with this response
+        elif self.req.http10:
+            headers.append(("Connection", "keep-alive"))
+
+    async def start(
+        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
+    ) -> None:
+        transport = self._transport()
+        items = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        self._no_body = self.method == "HEAD" or status in (204, 304) or 100 <= status < 200
+        close_delimited = length is None and self.req.http10 and not self._no_body
+        self._chunked = length is None and not self._no_body and not close_delimited
+        self._closing_headers(items, close_delimited)
+        head = _head(status, reason, items, length, self._chunked)
+        self.started = True
+        if length is not None and not self._no_body:
+            self._pending = head  # goes out with the first body bytes, in one write
+        else:
+            transport.write(head)
+
+    async def write(self, chunk: bytes) -> None:
+        transport = self._transport()
+        if self._no_body or not chunk:
+            return
+        data = b"%x\r\n%b\r\n" % (len(chunk), chunk) if self._chunked else chunk
+        pending, self._pending = self._pending, None
+        transport.write(pending + data if pending is not None else data)
+        await self.conn.drain()
+
+    async def finish(self) -> None:
+        transport = self._transport()
+        pending, self._pending = self._pending, None
+        tail = b"0\r\n\r\n" if self._chunked else b""
+        if pending is not None or tail:
+            transport.write((pending or b"") + tail)
+
+    def respond(
+        self, status: int, body: bytes, content_type: str | None, headers: tuple[tuple[str, str], ...]
+    ) -> None:
+        items = list(headers)
+        if content_type is not None:
+            items.append(("Content-Type", content_type))
+        items.append(("Date", email.utils.formatdate(usegmt=True)))
+        items.append(("Server", _SERVER))
+        self._closing_headers(items, False)
+        head = _head(status, None, items, len(body), False)
+        self._pending = head if self.method == "HEAD" else head + body
+
+    def flush(self) -> None:
+        """Send a whole response the proxy made (`respond`), once the driver is done."""
+        pending, self._pending = self._pending, None
+        if pending is not None and not self.started:
+            with contextlib.suppress(ClientGone):
+                self._transport().write(pending)
+
+    def cut(self) -> None:
+        self.broken = True
+        self.conn.close()
