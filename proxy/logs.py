@@ -38,12 +38,16 @@ def _json_line(event: dict[str, Any], default: Callable[[Any], Any]) -> str:
         return json.dumps(event, default=default)
 
 
+FLUSH_INTERVAL = 0.01
+"""Seconds a log line may wait in the buffer before it is flushed (one write(2) for all lines meanwhile)."""
+
+
 class LineWriter:
     """Writes rendered lines to a stream like structlog's PrintLogger, minus the flush after every line.
 
     A busy proxy logs a line per exchange, and a flush per line is a write(2) per request. Inside a
-    running event loop the lines written while the loop works through its ready callbacks are flushed
-    together right after them (`call_soon`); outside a loop every line is flushed at once.
+    running event loop the lines are flushed together `FLUSH_INTERVAL` after the first of them
+    (`call_later`); outside a loop every line is flushed at once.
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -63,7 +67,7 @@ class LineWriter:
             self.flush()
             return
         self._flush_scheduled = True
-        loop.call_soon(self.flush)
+        loop.call_later(FLUSH_INTERVAL, self.flush)
 
     def flush(self) -> None:
         """Flush what was written (a stream closed meanwhile is left alone)."""

@@ -22,17 +22,20 @@ from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
 from proxy.engine.passthrough import PassthroughEngine
 from proxy.engine.select import UpstreamEras
-from proxy.flows.bus import EventBus, Subscription
+from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Mode, ProxyInfo
+from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
+from proxy.record.facts import FactEncoder
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.front import FrontServer
 from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
@@ -55,19 +58,23 @@ class Proxy:
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(settings.max_chains, settings.max_messages_per_chain)
         self.redactor = Redactor(settings.redact_headers, settings.redact_header_patterns)
+        clock = FactClock(time.time)
         self.builder = ChainBuilder(
             self.store,
             self.bus.publish,
             self.redactor,
-            clock=time.time,
+            clock=clock,
             body_limit=settings.capture_body_limit,
         )
+        self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus)
+        self.store.before_read = self.facts.materialize
         upstream = parse_upstream(settings.upstream)
         self.state = ProxyState(
             settings=settings,
             upstream=upstream,
             engine=PassthroughEngine(upstream),
             builder=self.builder,
+            facts=self.facts,
             store=self.store,
             bus=self.bus,
         )
@@ -134,8 +141,11 @@ class Proxy:
                 max_bytes=self.settings.capture_max_bytes,
                 keep=self.settings.capture_keep,
             )
-            sub = self.bus.subscribe("capture")
-            self._capture_task = spawn(self._write_capture(sub), name="capture-writer")
+            sink = CaptureSink(self._capture, FactEncoder(self.redactor, self.settings.capture_body_limit))
+            self.bus.passive.add("capture")  # it records facts: chains need not be built for it
+            sub = self.bus.subscribe("capture", replays=False)
+            self.facts.on_fact = sink.fact
+            self._capture_task = spawn(sink.consume(sub), name="capture-writer")
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
@@ -184,17 +194,6 @@ class Proxy:
         if self.port:
             self._publish_info()
 
-    async def _write_capture(self, sub: Subscription) -> None:
-        writer = self._capture
-        assert writer is not None
-        try:
-            async for event in sub:
-                writer.write(event)
-                if not len(sub):
-                    writer.flush()
-        finally:
-            writer.flush()
-
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
         if self._front is not None:
@@ -205,6 +204,7 @@ class Proxy:
             self._runner = None
         for sub in self.bus.subscribers:
             sub.close()
+        self.facts.on_fact = None
         if self._capture_task is not None:
             with suppress(asyncio.CancelledError):
                 await self._capture_task
@@ -219,7 +219,7 @@ class Proxy:
     def in_flight(self) -> int:
         """Client exchanges still open, not counting standalone GET streams (they end only when closed)."""
         streams = sum(1 for c in self.store if c.summary.method == "GET stream" and c.summary.ended is None)
-        return max(0, self.builder.open_exchanges - streams)
+        return max(0, self.facts.open_exchanges - streams)
 
     async def drain(self, grace: float) -> None:
         """SIGTERM: stop taking connections, give open exchanges up to `grace` seconds, then `stop`.

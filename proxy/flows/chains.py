@@ -62,13 +62,16 @@ class ChainBuilder:
         *,
         clock: Callable[[], float],
         body_limit: int = 65536,
+        id_prefix: str = "c",
     ) -> None:
         self.store = store
         self._redactor = redactor
         self._clock = clock
         self._body_limit = body_limit
         retries = RetryBook()
-        self._ledger = ChainLedger(store, sink, redactor, clock=clock, on_finished=retries.forget)
+        self._ledger = ChainLedger(
+            store, sink, redactor, clock=clock, on_finished=retries.forget, id_prefix=id_prefix
+        )
         self._correlator = Correlator(self._ledger, retries, redactor, clock=clock)
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
         self._exchanges: dict[str, Exchange] = {}
@@ -123,7 +126,7 @@ class ChainBuilder:
         """A GET with Last-Event-ID continues the stream of the chain that event belonged to."""
         last = next((v for k, v in ex.request_headers.items() if k.lower() == "last-event-id"), None)
         chain_id = self._event_chains.get((ex.session, last)) if last else None
-        chain = self.store.get(chain_id) if chain_id else None
+        chain = self.store.peek(chain_id) if chain_id else None
         if chain is None:
             return False
         ex.chains.append(chain.summary.id)
@@ -145,7 +148,7 @@ class ChainBuilder:
         ex.head = HttpInfo(status=status, content_type=content_type, headers=self._redactor.headers(headers))
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         for chain_id in ex.chains:
-            chain = self.store.get(chain_id)
+            chain = self.store.peek(chain_id)
             if chain is not None and chain.summary.http_status is None:
                 chain.summary.http_status = status
 
@@ -189,7 +192,7 @@ class ChainBuilder:
             ex.messages_out += 1
             ex.bytes_out += size
             ex_chain = self._correlator.server_message(ex, msg)
-        chain = self.store.get(ex_chain) if ex_chain else None
+        chain = self.store.peek(ex_chain) if ex_chain else None
         if chain is None:
             return None
         if sse_id is not None:
@@ -233,7 +236,7 @@ class ChainBuilder:
             if chain_id is None:
                 return None
             self._legs[leg] = chain_id
-        chain = self.store.get(chain_id)
+        chain = self.store.peek(chain_id)
         if chain is None:
             return None
         msg = message if isinstance(message, Message) else classify_value(message)
@@ -265,7 +268,7 @@ class ChainBuilder:
         self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
     ) -> None:
         """Announce a parked upstream call's change; one that ends while its chain still waits fails it."""
-        chain = self.store.get(chain_id)
+        chain = self.store.peek(chain_id)
         if state in ("expired", "cancelled") and chain is not None and chain.summary.ended is None:
             chain.summary.notes.append(f"parked upstream call {state}")
             self._ledger.finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())
@@ -303,7 +306,7 @@ class ChainBuilder:
             if outcome is None and ex.last_sse_id is not None and not ex.http_failed():
                 continue  # the server may drop a stream after an event id; the client resumes it
             self._correlator.forget_request(ex.session, ident, chain_id)
-            chain = self.store.get(chain_id)
+            chain = self.store.peek(chain_id)
             if chain is None or chain.summary.status in (ChainStatus.OK, ChainStatus.ERROR):
                 continue
             if outcome is not None or ex.http_failed():
@@ -312,7 +315,7 @@ class ChainBuilder:
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
                 self._ledger.finish(chain, ChainStatus.ERROR, "response stream ended without a response", now)
         for chain_id in ex.chains:
-            chain = self.store.get(chain_id)
+            chain = self.store.peek(chain_id)
             if chain is None or chain.summary.method not in ("GET stream", "DELETE session"):
                 continue
             if chain.summary.method == "DELETE session" and ex.session:
@@ -323,7 +326,7 @@ class ChainBuilder:
                 else ChainStatus.OK
             )
             self._ledger.finish(chain, status, outcome if status is ChainStatus.ERROR else None, now)
-        first = self.store.get(ex.chains[0]) if ex.chains else None
+        first = self.store.peek(ex.chains[0]) if ex.chains else None
         return ExchangeSummary(
             exchange=ex.id,
             chain_id=first.summary.id if first else None,
@@ -367,6 +370,10 @@ class ChainBuilder:
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
 
+    def has_exchange(self, exchange_id: str) -> bool:
+        """Whether this exchange is open in the builder."""
+        return exchange_id in self._exchanges
+
     @property
     def open_exchanges(self) -> int:
         """Exchanges currently in flight (for metrics and draining)."""
@@ -377,7 +384,7 @@ class ChainBuilder:
         return {"exchanges": len(self._exchanges), **self._correlator.sizes()}
 
     def _record_http_only(self, ex: Exchange) -> None:
-        chain = self.store.get(ex.chains[0])
+        chain = self.store.peek(ex.chains[0])
         if chain is None or ex.head is None:
             return
         ex.head_recorded = True

@@ -80,7 +80,7 @@ class Correlator:
             return chain.summary.id
         if msg.is_response:
             chain_id = self._nested.pop((ex_key, msg.id), None)
-            chain = self._store.get(chain_id) if chain_id else None
+            chain = self._store.peek(chain_id) if chain_id else None
             if chain is None:
                 chain = self._ledger.open(ex, method="(response)", name=None, ident=msg.id)
                 chain.summary.notes.append("response to a request the proxy did not see")
@@ -109,7 +109,7 @@ class Correlator:
             target = self._requests.get((ex.session, rid))
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
-        chain = self._store.get(target) if target else None
+        chain = self._store.peek(target) if target else None
         if chain is None:
             chain = self._ledger.open(ex, method=msg.method, name=None, ident=None)
             self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
@@ -136,7 +136,7 @@ class Correlator:
         found = self._retries.match(msg.method, msg.params)
         if found is None:
             return None
-        chain = self._store.get(found.chain_id) if found.chain_id else None
+        chain = self._store.peek(found.chain_id) if found.chain_id else None
         if chain is None and found.unmatched_note:
             ex.pending_note = found.unmatched_note
         return chain
@@ -147,7 +147,7 @@ class Correlator:
         """The chain a message from the server joins (on the response stream of a client exchange)."""
         now = self._clock()
         if msg.is_response and msg.id is not None and msg.id in ex.requests:
-            chain = self._store.get(ex.requests[msg.id])
+            chain = self._store.peek(ex.requests[msg.id])
             ex.answered.add(msg.id)
             self._requests.pop((ex.session, msg.id), None)
             if chain is None:
@@ -160,7 +160,7 @@ class Correlator:
         if msg.kind is Kind.REQUEST and msg.id is not None:
             if chain_id is None:
                 return None
-            chain = self._store.get(chain_id)
+            chain = self._store.peek(chain_id)
             if chain is not None:
                 self._nested[(ex.session, msg.id)] = chain_id
                 chain.summary.nested += 1
@@ -170,7 +170,7 @@ class Correlator:
                     chain.summary.status = ChainStatus.WAITING_CLIENT
                     self._ledger.changed(chain)
         if msg.kind is Kind.INVALID and chain_id:
-            chain = self._store.get(chain_id)
+            chain = self._store.peek(chain_id)
             if chain is not None:
                 chain.summary.invalid = True
         return chain_id

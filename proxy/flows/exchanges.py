@@ -88,6 +88,7 @@ class ExchangeSummary:
     def log_fields(self) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted)."""
         return {
+            "exchange": self.exchange,
             "chain_id": self.chain_id,
             "session": self.session,
             "http_method": self.http_method,

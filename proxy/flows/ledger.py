@@ -43,8 +43,10 @@ class ChainLedger:
         *,
         clock: Callable[[], float],
         on_finished: Callable[[str], None],
+        id_prefix: str = "c",
     ) -> None:
         self.store = store
+        self._id_prefix = id_prefix
         self._sink = sink
         self._redactor = redactor
         self._clock = clock
@@ -61,7 +63,7 @@ class ChainLedger:
         now = self._clock()
         session = ex.session
         summary = ChainSummary(
-            id=f"c{next(self._ids)}",
+            id=f"{self._id_prefix}{next(self._ids)}",
             started=now,
             session=self._redactor.token(session) if session else None,
             client_name=self.client_names.get(session) if session else None,

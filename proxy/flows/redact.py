@@ -286,3 +286,33 @@ def _bounded(value: Any, encoded: bytes, limit: int) -> tuple[Any, bool, int]:
         return value, False, size
     preview = encoded[:limit].decode("utf-8", "ignore")
     return {TRUNCATED_KEY: True, "size": size, "preview": preview}, True, size
+
+
+class AlreadyRedacted(Redactor):
+    """A redactor for data that was redacted when it was recorded (a capture's facts, read back).
+
+    Masking a stand-in again would show the stand-in's own length and hash instead of the secret's.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(header_names=(), header_patterns=())
+
+    def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+        """The headers as they are (joined like `Redactor.headers`)."""
+        pairs: Iterable[tuple[str, str]] = items.items() if isinstance(items, Mapping) else items
+        out: dict[str, str] = {}
+        for name, value in pairs:
+            out[name] = f"{out[name]}, {value}" if name in out else value
+        return out
+
+    def token(self, value: str) -> str:
+        """The value as it is."""
+        return value
+
+    def body(self, value: Any) -> Any:
+        """The body as it is."""
+        return value
+
+    def body_bounded(self, value: Any, limit: int) -> tuple[Any, bool, int]:
+        """The body as it is, bounded."""
+        return bound_body(value, limit)

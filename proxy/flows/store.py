@@ -7,7 +7,7 @@ headline current and counts the messages it no longer holds.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from proxy.flows.events import ChainSummary, MessageRecord
@@ -50,6 +50,8 @@ class ChainStore:
         self.max_chains = max_chains
         self.max_messages = max_messages_per_chain
         self.evicted = 0
+        self.before_read: Callable[[], None] | None = None
+        """Called before every read, so observations still queued as facts are built first."""
 
     def open(self, summary: ChainSummary) -> Chain:
         """Start holding a new chain, evicting the oldest when full."""
@@ -62,21 +64,35 @@ class ChainStore:
 
     def get(self, chain_id: str) -> Chain | None:
         """The chain with this id, or None when unknown or already evicted."""
+        if self.before_read is not None:
+            self.before_read()
+        return self._chains.get(chain_id)
+
+    def peek(self, chain_id: str) -> Chain | None:
+        """`get` for the builder itself: no `before_read` (it must not build facts from inside a build)."""
         return self._chains.get(chain_id)
 
     def __len__(self) -> int:
+        if self.before_read is not None:
+            self.before_read()
         return len(self._chains)
 
     def __iter__(self) -> Iterator[Chain]:
+        if self.before_read is not None:
+            self.before_read()
         return iter(list(self._chains.values()))
 
     def recent(self, limit: int) -> list[Chain]:
         """The newest `limit` chains, oldest first (what a late observer needs to catch up)."""
         if limit <= 0:
             return []
+        if self.before_read is not None:
+            self.before_read()
         chains = list(self._chains.values())
         return chains[-limit:]
 
     def clear(self) -> None:
         """Forget every chain (admin/TUI 'clear')."""
+        if self.before_read is not None:
+            self.before_read()
         self._chains.clear()

@@ -2,12 +2,15 @@
 
 A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": 1, "created":
 <epoch seconds>, "proxy_version": "..."}`, then one `FlowEvent` per line as encoded by
-`proxy.flows.events.event_to_json`. The writer is synchronous and buffered (the transport calls it
-from a bus-subscriber task, so a slow disk only ever slows that subscriber), rotates by size, and
-reopens on request for external log rotation. The reader validates the header, tolerates a final
-line cut short by a killed proxy and reports any other bad line by number.
+`proxy.flows.events.event_to_json`, or one pass-through observation (`{"type": "fact", ...}`, see
+`proxy.record.facts`) that the reader builds into events as a live watcher would have seen them.
+The writer is synchronous and buffered (the transport calls it from a bus-subscriber task, so a
+slow disk only ever slows that subscriber), rotates by size, and reopens on request for external
+log rotation. The reader validates the header, tolerates a final line cut short by a killed proxy
+and reports any other bad line by number.
 
-Events arrive here already redacted and bounded (`proxy.flows.redact`); this room does not redact.
+Events arrive here already redacted and bounded (`proxy.flows.redact`); facts are redacted by
+`FactEncoder` with the proxy's own redactor before they are written.
 It drives no traffic and imports neither aiohttp, structlog, textual nor the engine or transport.
 """
 
@@ -25,6 +28,7 @@ from pydantic import ValidationError
 
 from proxy import __version__
 from proxy.flows.events import FlowEvent, ProxyInfo, event_from_json, event_to_json
+from proxy.record.facts import FACT_PREFIX, FactReplayer
 
 FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 """The `format` value of every capture header."""
@@ -163,6 +167,16 @@ class CaptureWriter:
         self._events_written += 1
         if is_info:
             self._proxy_info = line
+
+    def write_line(self, line: bytes) -> None:
+        """Append one line already encoded (a fact, see `proxy.record.facts`), rotating like `write`."""
+        if self._closed:
+            raise CaptureError(f"capture writer for {self._path} is closed", self._path)
+        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(line) > self._max_bytes:
+            self._rotate(repeat_info=True)
+        self._put(line)
+        self._own_events += 1
+        self._events_written += 1
 
     def flush(self) -> None:
         """Push buffered lines to the OS so readers tailing the file see them."""
@@ -338,6 +352,7 @@ class CaptureReader:
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
         self._iterating = False
+        self._replayer: FactReplayer | None = None
 
     @property
     def path(self) -> Path:
@@ -375,6 +390,13 @@ class CaptureReader:
             lineno += 1
             if not raw.strip():
                 continue
+            if raw.startswith(FACT_PREFIX):
+                events = self._replay(raw, lineno)
+                if events is None:
+                    self.truncated = True
+                    return
+                yield from events
+                continue
             try:
                 yield event_from_json(raw)
             except ValidationError as exc:
@@ -390,6 +412,21 @@ class CaptureReader:
                 raise CaptureFormatError(
                     f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
                 ) from None
+
+    def _replay(self, raw: bytes, lineno: int) -> list[FlowEvent] | None:
+        """The events a fact line builds; None for a last line cut short."""
+        try:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            if not raw.endswith(b"\n"):
+                return None
+            raise CaptureFormatError("corrupt fact line (not JSON)", self._path, lineno) from None
+        if self._replayer is None:
+            self._replayer = FactReplayer()
+        try:
+            return self._replayer.replay(line)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CaptureFormatError(f"corrupt fact line: {exc!r}", self._path, lineno) from None
 
     def close(self) -> None:
         """Close the file."""

@@ -110,7 +110,7 @@ class ExchangeDriver:
 
         `received` is how many body bytes were read (for a refused body, those read before refusing).
         """
-        builder = self.state.builder
+        builder = self.state.facts
         items = dict(self.client.headers)
         session = header(items, SESSION_ID)
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
@@ -139,7 +139,7 @@ class ExchangeDriver:
             raise
 
     def _observe_client(self, route: Route) -> None:
-        builder = self.state.builder
+        builder = self.state.facts
         messages = route.body.messages
         if route.body.parse_error and route.raw.strip():
             builder.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
@@ -216,7 +216,7 @@ class ExchangeDriver:
         self, status: int, headers: tuple[tuple[str, str], ...], length: int | None
     ) -> None:
         upstream_headers = dict(self.upstream.headers) if self.upstream is not None else {}
-        self.state.builder.response_head(
+        self.state.facts.response_head(
             self.exchange,
             status=status,
             content_type=header(headers, "content-type"),
@@ -238,7 +238,7 @@ class ExchangeDriver:
             sink=self._observe_upstream,
             on_extra_bytes=self._extra_bytes,
             channel=channel,
-            on_event_id=lambda sse_id: self.state.builder.note_event_id(self.exchange, sse_id),
+            on_event_id=lambda sse_id: self.state.facts.note_event_id(self.exchange, sse_id),
             declared_size=upstream.content_length,
         )
         if sse:
@@ -265,18 +265,18 @@ class ExchangeDriver:
         await self.feed(UpstreamEnded(self.exchange))
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
-        self.state.builder.message(
+        self.state.facts.message(
             self.exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, sse_id=sse_id
         )
 
     def _extra_bytes(self, size: int) -> None:
-        self.state.builder.add_bytes_out(self.exchange, size)
+        self.state.facts.add_bytes_out(self.exchange, size)
 
     async def _respond(
         self, status: int, body: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
     ) -> None:
         data = dumps(body) if body is not None else b""
-        self.state.builder.response_head(
+        self.state.facts.response_head(
             self.exchange,
             status=status,
             content_type="application/json" if body is not None else None,
@@ -285,7 +285,7 @@ class ExchangeDriver:
         if body is not None:
             msg = parse_body(data).first
             if msg is not None:
-                self.state.builder.message(
+                self.state.facts.message(
                     self.exchange,
                     msg,
                     size=len(data),
@@ -334,7 +334,7 @@ class ExchangeDriver:
             self._close("client_disconnected")
 
     def _close(self, outcome: str | None) -> None:
-        summary = self.state.builder.close_exchange(self.exchange, outcome)
+        summary = self.state.facts.close_exchange(self.exchange, outcome)
         structlog.contextvars.unbind_contextvars("exchange", "chain_id")
         if summary is None:
             return

@@ -51,6 +51,7 @@ class _Request:
     __slots__ = (
         "body",
         "continue_sent",
+        "continue_wanted",
         "early",
         "headers",
         "http10",
@@ -71,6 +72,8 @@ class _Request:
         self.early = False
         """Dispatched before its body was read to the end (too large): the connection closes after."""
         self.continue_sent = False
+        self.continue_wanted = False
+        """The client sent `Expect: 100-continue`; the 100 goes out once the responses before it have."""
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers:
@@ -80,7 +83,8 @@ class _Request:
 
     def rebuild(self) -> bytes:
         """The request as bytes again (Content-Length framing), for a protocol that parses it anew."""
-        lines = [f"{self.method} {self.target.decode('latin-1')} HTTP/1.1\r\n"]
+        version = "1.0" if self.http10 else "1.1"  # an HTTP/1.0 client must get HTTP/1.0 framing back
+        lines = [f"{self.method} {self.target.decode('latin-1')} HTTP/{version}\r\n"]
         for name, value in self.headers:
             if name.lower() not in ("content-length", "transfer-encoding", "expect"):
                 lines.append(f"{name}: {value}\r\n")
@@ -143,6 +147,7 @@ class FrontConnection(asyncio.Protocol):
         self.closed = False
         self.handed_over = False
         self._head_bytes = 0
+        self._head_raw = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
 
@@ -154,10 +159,12 @@ class FrontConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        head = self.current if self.current is not None and not self.current.method else None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(501, "protocol upgrades are not proxied")
+            return
         except httptools.HttpParserError as exc:
             if self.closed:
                 return
@@ -165,6 +172,13 @@ class FrontConnection(asyncio.Protocol):
                 self._refuse(431, str(exc.__context__))
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
+            return
+        if head is not None and head is self.current and not head.method and not self.closed:
+            # The whole chunk went into a head still unfinished. httptools hands a header over only
+            # once it ends, so a header that never ends is bounded here, by the bytes it arrived in.
+            self._head_raw += len(data)
+            if self._head_raw > MAX_HEAD_BYTES:
+                self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -188,6 +202,7 @@ class FrontConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.current = _Request()
         self._head_bytes = 0
+        self._head_raw = 0
 
     def on_url(self, url: bytes) -> None:
         req = self.current
@@ -217,14 +232,9 @@ class FrontConnection(asyncio.Protocol):
             declared is not None and declared.isdigit() and int(declared) > self.state.settings.max_body_bytes
         )
         expect = req.header("expect")
-        if (
-            expect is not None
-            and expect.lower() == "100-continue"
-            and not too_large
-            and self.transport is not None
-        ):
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            req.continue_sent = True
+        if expect is not None and expect.lower() == "100-continue" and not too_large:
+            req.continue_wanted = True
+            self._send_continue()
 
     def on_body(self, body: bytes) -> None:
         req = self.current
@@ -274,9 +284,19 @@ class FrontConnection(asyncio.Protocol):
             if self._reading_paused and self.transport is not None:
                 self._reading_paused = False
                 self.transport.resume_reading()
+            self._send_continue()
             return
         req = self.queue.popleft()
         self.task = asyncio.get_running_loop().create_task(self._serve(req))
+
+    def _send_continue(self) -> None:
+        """The 100 for the request being read, but never inside a response still going out before it."""
+        req = self.current
+        if req is None or not req.continue_wanted or req.continue_sent:
+            return
+        if self.task is None and not self.queue and not self.closed and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            req.continue_sent = True
 
     async def _serve(self, req: _Request) -> None:
         state = self.state

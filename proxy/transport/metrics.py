@@ -236,7 +236,7 @@ class _PresentState:
         state = self._state
         yield _gauge("mcp_proxy_open_streams", "SSE response streams being relayed now.", state.open_streams)
         yield _gauge(
-            "mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", state.builder.open_exchanges
+            "mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", state.facts.open_exchanges
         )
         yield _gauge(
             "mcp_proxy_parked_continuations",

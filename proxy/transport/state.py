@@ -13,6 +13,7 @@ from proxy.config import Settings
 from proxy.engine.passthrough import PassthroughEngine
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
+from proxy.flows.facts import FactLog
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream
 from proxy.transport.upstream_pool import UpstreamPool
@@ -29,6 +30,8 @@ class ProxyState:
     upstream: Upstream
     engine: PassthroughEngine
     builder: ChainBuilder
+    facts: FactLog
+    """The pass-through driver's way to the builder: observations wait as facts while nobody watches."""
     store: ChainStore
     bus: EventBus
     client: aiohttp.ClientSession | None = None

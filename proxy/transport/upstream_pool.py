@@ -55,6 +55,7 @@ class UpstreamResponse:
         "headers",
         "reason",
         "status",
+        "until_close",
     )
 
     def __init__(self, conn: _Connection, status: int, reason: str, headers: list[tuple[str, str]]) -> None:
@@ -63,9 +64,15 @@ class UpstreamResponse:
         self.reason = reason
         self.headers = headers
         self.content_length: int | None = None
+        chunked = False
         for name, value in headers:
-            if name.lower() == "content-length" and value.isdigit():
+            lowered = name.lower()
+            if lowered == "content-length" and value.isdigit():
                 self.content_length = int(value)
+            elif lowered == "transfer-encoding":
+                chunked = value.rstrip().lower().endswith("chunked")
+        self.until_close = self.content_length is None and not chunked
+        """No length and no chunking: the body ends where the connection does (HTTP/1.0 framing)."""
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._done = False
@@ -181,6 +188,9 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
         self.pool.forget(self)
+        response = self.response
+        if exc is None and response is not None and response.until_close:
+            response._end(None)  # a clean close is how a body without length or chunking ends
         if self.head is not None or self.response is not None:
             self._fail("cut", f"the upstream closed the connection{f': {exc}' if exc else ''}")
 

@@ -6,6 +6,8 @@ and the traffic is what a real exchange looks like.
 
 from __future__ import annotations
 
+import pytest
+
 import hashlib
 import json
 
@@ -65,43 +67,53 @@ async def open_session(proxy: Proxy, client: aiohttp.ClientSession) -> str:
     return session
 
 
+@pytest.mark.parametrize("watched", [False, True], ids=["nobody-watching", "watched-live"])
 async def test_capture_reads_back_the_chains_events_and_holds_no_secret_header_value(
-    proxy_for, legacy_server: PeerServer, tmp_path
+    proxy_for, legacy_server: PeerServer, tmp_path, watched: bool
 ):
     path = tmp_path / "run.jsonl"
     async with proxy_for(legacy_server.url, capture=path) as proxy:
+        watcher = proxy.bus.subscribe("tui") if watched else None
         async with client_session() as client:
             session = await open_session(proxy, client)
             listed = await exchange(proxy, client, rpc("tools/list", 2), {**AUTH, "Mcp-Session-Id": session})
             assert listed.status == 200
         chain = next(c for c in proxy.store if c.summary.method == "tools/list")
         assert chain.summary.status is ChainStatus.OK
+        if watcher is not None:
+            watcher.close()
     # the proxy has stopped: the capture is flushed and closed
 
+    text = path.read_text(encoding="utf-8")
+    # Unwatched, the capture keeps the observations as facts; watched, the chains' events themselves.
+    assert ('"type":"fact"' in text) is not watched
     events = list(read_capture(path))
-    opened = [e for e in events if isinstance(e, ChainOpened) and e.chain.id == chain.summary.id]
-    recorded = [
-        e.message for e in events if isinstance(e, MessageRecorded) and e.chain_id == chain.summary.id
-    ]
-    changed = [e.chain for e in events if isinstance(e, ChainChanged) and e.chain.id == chain.summary.id]
+    opened = [e.chain for e in events if isinstance(e, ChainOpened) and e.chain.method == "tools/list"]
     assert len(opened) == 1
+    chain_id = opened[0].id
+    assert (chain_id == chain.summary.id) is watched
+    recorded = [e.message for e in events if isinstance(e, MessageRecorded) and e.chain_id == chain_id]
+    changed = [e.chain for e in events if isinstance(e, ChainChanged) and e.chain.id == chain_id]
     assert [(m.direction, m.method, m.jsonrpc_id) for m in recorded] == [
         (Direction.TO_SERVER, "tools/list", 2),
         (Direction.TO_CLIENT, None, 2),
     ]
-    assert changed[-1].status is ChainStatus.OK
+    # Built from facts or live, the chain read back is the chain the proxy held, times included.
+    assert changed[-1].model_dump(exclude={"id"}) == chain.summary.model_dump(exclude={"id"})
+    assert [m.model_dump() for m in recorded] == [m.model_dump() for m in chain.messages]
 
-    text = path.read_text(encoding="utf-8")
     assert TOKEN not in text
     assert session not in text
     assert f"Bearer {stand_in(TOKEN)}" in text
     assert stand_in(session) in text
 
 
+@pytest.mark.parametrize("watched", [False, True], ids=["nobody-watching", "watched-live"])
 async def test_one_exchange_logs_one_exchange_event_with_its_facts_and_no_secret(
-    proxy_for, legacy_server: PeerServer
+    proxy_for, legacy_server: PeerServer, watched: bool
 ):
     async with proxy_for(legacy_server.url) as proxy:
+        watcher = proxy.bus.subscribe("tui") if watched else None
         async with client_session() as client:
             session = await open_session(proxy, client)
             body = rpc("tools/list", 2)
@@ -109,10 +121,14 @@ async def test_one_exchange_logs_one_exchange_event_with_its_facts_and_no_secret
                 response = await exchange(proxy, client, body, {**AUTH, "Mcp-Session-Id": session})
         assert response.status == 200
         chain = next(c for c in proxy.store if c.summary.method == "tools/list")
+        if watcher is not None:
+            watcher.close()
 
     (line,) = [entry for entry in logs if entry["event"] == "exchange"]
     assert line["log_level"] == "info"
-    assert line["chain_id"] == chain.summary.id
+    # Live, the line names its chain; unwatched, the chain is built later and the exchange id links them.
+    assert line["chain_id"] == (chain.summary.id if watched else None)
+    assert line["exchange"] in {record.exchange for record in chain.messages}
     assert line["method"] == "tools/list"
     assert line["http_method"] == "POST"
     assert line["ids"] == [2]

@@ -1,0 +1,256 @@
+"""Pass-through observations kept as facts, and chains built from them only when someone looks.
+
+Building a chain (correlation, redacted records, events, summaries) costs more CPU per small
+exchange than relaying it. When nothing watches live (no TUI, no admin feed, no metrics), nobody
+needs the chain yet: the pass-through driver's observations are queued here as facts, in order and
+with their times, and replayed into the `ChainBuilder` the moment anything reads the store or the
+builder, or a live watcher subscribes. Replaying the same calls with the same times builds the same
+chains; the capture (when on) records the facts themselves, so it loses nothing either.
+
+Bounded: past `backlog` queued facts, the oldest facts of finished exchanges are dropped one by one
+(their chains would have left the bounded store by the time anyone looked); exchanges still open
+keep theirs, so what is built later stays consistent. Dropped facts are counted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import Direction
+from proxy.flows.exchanges import ExchangeSummary
+from proxy.flows.redact import Redactor
+from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.wire.mcp import target_name
+
+DEFAULT_BACKLOG = 50_000
+"""Facts queued before the oldest finished exchanges' facts are dropped (about 10,000 exchanges)."""
+
+
+class FactClock:
+    """The builder's clock: the wall clock, or a fact's own time while that fact is replayed."""
+
+    def __init__(self, source: Callable[[], float]) -> None:
+        self._source = source
+        self.at: float | None = None
+
+    def __call__(self) -> float:
+        at = self.at
+        return at if at is not None else self._source()
+
+
+@dataclass(slots=True)
+class Fact:
+    """One observation: the builder call it stands for, when it happened, and its exchange."""
+
+    t: float
+    op: str
+    exchange: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What the round-trip log line needs of a deferred exchange (the chain comes later)."""
+
+    http_method: str
+    started: float
+    session: str | None
+    bytes_in: int
+    method: str | None = None
+    name: str | None = None
+    ids: list[RequestId] = field(default_factory=list)
+    status: int | None = None
+    content_type: str | None = None
+    bytes_out: int = 0
+    messages_out: int = 0
+
+
+class FactLog:
+    """The pass-through driver's view of the chain builder: defers while nobody watches live."""
+
+    def __init__(
+        self,
+        builder: ChainBuilder,
+        clock: FactClock,
+        redactor: Redactor,
+        *,
+        bus: EventBus,
+        backlog: int = DEFAULT_BACKLOG,
+    ) -> None:
+        self.builder = builder
+        self._clock = clock
+        self._redactor = redactor
+        self._bus = bus
+        self._live = bus.watched_live
+        self.backlog = backlog
+        self._pending: deque[Fact] = deque()
+        self._held: deque[Fact] = deque()
+        self._held_exchanges: set[str] = set()
+        self._tallies: dict[str, _Tally] = {}
+        self._replaying = False
+        self.dropped_facts = 0
+        self.on_fact: Callable[[Fact], None] | None = None
+        """Receives each deferred fact as it is queued (the capture writes them)."""
+
+    # -- what the store and the builder's other callers use -----------------------------------
+
+    def materialize(self) -> None:
+        """Build every queued fact into chains now (someone is about to look)."""
+        if self._replaying or not (self._pending or self._held):
+            return
+        self._replaying = self._bus.replaying = True
+        builder, clock = self.builder, self._clock
+        try:
+            for queue in (self._held, self._pending):
+                while queue:
+                    fact = queue.popleft()
+                    clock.at = fact.t
+                    getattr(builder, fact.op)(fact.exchange, **fact.kwargs)
+            self._held_exchanges.clear()
+        finally:
+            clock.at = None
+            self._replaying = self._bus.replaying = False
+
+    @property
+    def pending(self) -> int:
+        """Facts queued and not yet built."""
+        return len(self._pending) + len(self._held)
+
+    @property
+    def replaying(self) -> bool:
+        """True while queued facts are being built (events published meanwhile are replays)."""
+        return self._replaying
+
+    @property
+    def open_exchanges(self) -> int:
+        """Exchanges in flight, built or deferred (draining waits for them)."""
+        builder = self.builder
+        return builder.open_exchanges + sum(1 for ex in self._tallies if not builder.has_exchange(ex))
+
+    # -- the pass-through driver's calls ------------------------------------------------------
+
+    def open_exchange(self, exchange: str, **kwargs: Any) -> None:
+        """As ChainBuilder.open_exchange."""
+        if self._defer(exchange, "open_exchange", kwargs):
+            session = kwargs.get("session")
+            self._tallies[exchange] = _Tally(
+                http_method=kwargs["http_method"],
+                started=self._clock(),
+                session=session and self._redactor.token(session),
+                bytes_in=kwargs.get("body_size", 0),
+            )
+            return
+        self.builder.open_exchange(exchange, **kwargs)
+
+    def message(self, exchange: str, msg: Message, **kwargs: Any) -> str | None:
+        """As ChainBuilder.message; returns the chain only when it was built now."""
+        if self._defer(exchange, "message", {"msg": msg, **kwargs}):
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                if kwargs["direction"] is Direction.TO_CLIENT:
+                    tally.messages_out += 1
+                    tally.bytes_out += kwargs["size"]
+                elif msg.kind is Kind.REQUEST:
+                    if tally.method is None:
+                        tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+                    if msg.id is not None:
+                        tally.ids.append(msg.id)
+            return None
+        return self.builder.message(exchange, msg, **kwargs)
+
+    def response_head(self, exchange: str, **kwargs: Any) -> None:
+        """As ChainBuilder.response_head."""
+        if self._defer(exchange, "response_head", kwargs):
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                tally.status, tally.content_type = kwargs["status"], kwargs["content_type"]
+            return
+        self.builder.response_head(exchange, **kwargs)
+
+    def note_event_id(self, exchange: str, sse_id: str) -> None:
+        """As ChainBuilder.note_event_id."""
+        if not self._defer(exchange, "note_event_id", {"sse_id": sse_id}):
+            self.builder.note_event_id(exchange, sse_id)
+
+    def add_bytes_out(self, exchange: str, size: int) -> None:
+        """As ChainBuilder.add_bytes_out."""
+        if self._defer(exchange, "add_bytes_out", {"size": size}):
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                tally.bytes_out += size
+            return
+        self.builder.add_bytes_out(exchange, size)
+
+    def mark_invalid(self, exchange: str, problem: str, *, size: int, body: bytes) -> str | None:
+        """As ChainBuilder.mark_invalid."""
+        if self._defer(exchange, "mark_invalid", {"problem": problem, "size": size, "body": body}):
+            return None
+        return self.builder.mark_invalid(exchange, problem, size=size, body=body)
+
+    def close_exchange(self, exchange: str, outcome: str | None = None) -> ExchangeSummary | None:
+        """As ChainBuilder.close_exchange; a deferred exchange's log line has no chain id yet."""
+        tally = self._tallies.pop(exchange, None)
+        if tally is None or self._live():
+            if tally is not None:  # a watcher arrived while it ran: its facts are built first
+                self.materialize()
+            return self.builder.close_exchange(exchange, outcome)
+        now = self._clock()
+        self._queue(Fact(now, "close_exchange", exchange, {"outcome": outcome}))
+        return ExchangeSummary(
+            exchange=exchange,
+            chain_id=None,
+            http_method=tally.http_method,
+            session=tally.session,
+            method=tally.method,
+            name=tally.name,
+            jsonrpc_ids=tuple(tally.ids),
+            status=tally.status,
+            content_type=tally.content_type,
+            bytes_in=tally.bytes_in,
+            bytes_out=tally.bytes_out,
+            messages_out=tally.messages_out,
+            duration_ms=round((now - tally.started) * 1000, 3),
+            outcome=outcome,
+        )
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _defer(self, exchange: str, op: str, kwargs: dict[str, Any]) -> bool:
+        """Queue the call as a fact when nobody watches live and the exchange is deferred."""
+        if self._live():
+            self.materialize()
+            return False
+        if op != "open_exchange" and exchange not in self._tallies:
+            self.materialize()  # opened while a watcher was there: it continues live
+            return False
+        self._queue(Fact(self._clock(), op, exchange, kwargs))
+        return True
+
+    def _queue(self, fact: Fact) -> None:
+        pending = self._pending
+        pending.append(fact)
+        sink = self.on_fact
+        if sink is not None:
+            sink(fact)
+        if len(pending) > self.backlog:
+            self._shed_one()
+
+    def _shed_one(self) -> None:
+        """Drop the oldest fact if its exchange is over; one that still matters is held, in order.
+
+        Held facts are older than every queued one, so replaying the held ones first keeps the order.
+        An exchange with a held fact keeps all its facts: built later, it is never half there.
+        """
+        fact = self._pending.popleft()
+        if fact.exchange in self._tallies or fact.exchange in self._held_exchanges:
+            self._held.append(fact)
+            self._held_exchanges.add(fact.exchange)
+            if len(self._held) > self.backlog:  # long-lived streams: build rather than grow
+                self.materialize()
+            return
+        self.dropped_facts += 1

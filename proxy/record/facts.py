@@ -1,0 +1,134 @@
+"""Facts in a capture: how a pass-through observation is written as one line, and built back into events.
+
+While nobody watches live, the proxy does not build chains for pass-through traffic (see
+`proxy.flows.facts`); the capture then records the observations themselves, one `{"type": "fact"}`
+line each, redacted and bounded like every other line. Reading a capture replays those lines through
+a `ChainBuilder` of the reader's own, so `tui --open` and exports see the same chains a live watcher
+would have seen. Chains built from facts get ids starting with `r`, so they never collide with the
+ids of chains the proxy built live in the same file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import Channel, Direction, FlowEvent, Side
+from proxy.flows.facts import Fact, FactClock
+from proxy.flows.redact import AlreadyRedacted, Redactor
+from proxy.flows.store import ChainStore
+from proxy.wire.jsonrpc import Kind, Message
+
+FACT_TYPE: Final = "fact"
+"""The `type` of a fact line."""
+
+FACT_PREFIX: Final = b'{"type":"fact"'
+"""How every fact line starts (the reader tells them from event lines by it)."""
+
+_ENUMS: Final = {"direction": Direction, "channel": Channel, "side": Side}
+
+
+class FactEncoder:
+    """Turns facts into capture lines, redacting and bounding what they carry."""
+
+    def __init__(self, redactor: Redactor, body_limit: int) -> None:
+        self._redactor = redactor
+        self._body_limit = body_limit
+
+    def encode(self, fact: Fact) -> bytes:
+        """One capture line (with its newline) for one fact."""
+        kwargs: dict[str, Any] = {}
+        for key, value in fact.kwargs.items():
+            if key == "msg":
+                kwargs["msg"] = self._message(value)
+            elif key == "headers":
+                kwargs["headers"] = self._redactor.headers(value)
+            elif key == "session":
+                kwargs["session"] = value and self._redactor.token(value)
+            elif key == "body":  # mark_invalid: the raw bytes that were not JSON-RPC
+                kwargs["body"] = value[: self._body_limit].decode("utf-8", "replace")
+            elif key in _ENUMS:
+                kwargs[key] = value.value
+            else:
+                kwargs[key] = value
+        line = {"type": FACT_TYPE, "t": fact.t, "op": fact.op, "exchange": fact.exchange, "kw": kwargs}
+        return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+    def _message(self, msg: Message) -> dict[str, Any]:
+        body, truncated, _size = self._redactor.body_bounded(msg.raw, self._body_limit)
+        out: dict[str, Any] = {"kind": msg.kind.value, "raw": body}
+        if msg.id is not None:
+            out["id"] = msg.id
+        if msg.method is not None:
+            out["method"] = msg.method
+        if msg.problem is not None:
+            out["problem"] = msg.problem
+        if truncated:
+            out["truncated"] = True
+        return out
+
+
+class FactReplayer:
+    """Builds the events of a capture's fact lines with a chain builder of its own."""
+
+    def __init__(self, *, body_limit: int = 65536, max_chains: int = 100_000) -> None:
+        self._events: list[FlowEvent] = []
+        self._clock = FactClock(lambda: 0.0)
+        self._builder = ChainBuilder(
+            ChainStore(max_chains=max_chains),
+            self._events.append,
+            AlreadyRedacted(),
+            clock=self._clock,
+            body_limit=body_limit,
+            id_prefix="r",
+        )
+
+    def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
+        """The events one fact line makes (often none until its exchange's messages arrive)."""
+        kwargs = dict(line["kw"])
+        for key, enum in _ENUMS.items():
+            if key in kwargs:
+                kwargs[key] = enum(kwargs[key])
+        if "msg" in kwargs:
+            if kwargs["msg"].get("truncated") and kwargs.get("note") is None:
+                kwargs["note"] = "body truncated in the capture"
+            kwargs["msg"] = _message(kwargs["msg"])
+        if "body" in kwargs:
+            kwargs["body"] = str(kwargs["body"]).encode("utf-8")
+        op: Callable[..., Any] = getattr(self._builder, _OPS[line["op"]])
+        self._clock.at = float(line["t"])
+        try:
+            op(str(line["exchange"]), **kwargs)
+        finally:
+            self._clock.at = None
+        events = self._events[:]
+        self._events.clear()
+        return events
+
+
+_OPS: Final = {
+    name: name
+    for name in (
+        "open_exchange",
+        "message",
+        "response_head",
+        "note_event_id",
+        "add_bytes_out",
+        "mark_invalid",
+        "close_exchange",
+    )
+}
+"""The builder calls a fact may stand for (anything else in a file is refused)."""
+
+
+def _message(data: dict[str, Any]) -> Message:
+    return Message(
+        Kind(data["kind"]),
+        data.get("raw"),
+        id=data.get("id"),
+        method=data.get("method"),
+        problem=data.get("problem"),
+    )

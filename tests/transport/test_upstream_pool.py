@@ -1,0 +1,577 @@
+"""UpstreamPool against loopback servers: reuse, the connection limit, streaming, back-pressure and faults.
+
+Most tests talk to a small aiohttp server, a real HTTP/1.1 server. Fakes on raw asyncio sockets are
+used only for what aiohttp will not send on demand: interim 1xx heads, a `Connection: close` on a
+socket left open, a body cut mid-way, a body delimited by the close, a head that never comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from proxy.transport import upstream_pool
+from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
+from tests.transport.helpers import WAIT, bounded, dead_port, hold, wait_until
+
+READ_SIZE = 256 * 1024
+"""The most an asyncio transport reads from a socket at once: what may land after the pause is ordered."""
+
+
+# --- servers ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Upstream:
+    """A running loopback server: its port, and which client connection carried each request."""
+
+    port: int = 0
+    peers: list[int] = field(default_factory=list)
+    """The client's port for every request, in arrival order (one port per connection)."""
+    accepted: int = 0
+    """Connections accepted (raw fakes count them as they come; aiohttp servers by `peers`)."""
+
+    @property
+    def connections(self) -> int:
+        """Distinct connections that carried requests (or were accepted, for a raw fake)."""
+        return max(len(set(self.peers)), self.accepted)
+
+
+@asynccontextmanager
+async def aiohttp_upstream(
+    handler: Callable[[web.Request], Awaitable[Any]], **runner: Any
+) -> AsyncIterator[Upstream]:
+    """Serve `handler` for every path and method on 127.0.0.1:0; stopped on exit."""
+    server = Upstream()
+
+    async def recording(request: web.Request) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        server.peers.append(int(peer[1]) if peer else -1)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", recording)
+    app_runner = web.AppRunner(app, access_log=None, **runner)
+    await app_runner.setup()
+    site = web.TCPSite(app_runner, "127.0.0.1", 0)
+    await site.start()
+    server.port = app_runner.addresses[0][1]
+    try:
+        yield server
+    finally:
+        await app_runner.cleanup()
+
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def raw_fake_upstream(script: Script) -> AsyncIterator[Upstream]:
+    """A fake on raw sockets: runs `script` for each accepted connection; every one is stopped on exit."""
+    server = Upstream()
+    handlers: set[asyncio.Task[Any]] = set()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.accepted += 1
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        try:
+            await script(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # stopped at exit; Python 3.11's start_server logs a cancelled handler as an error
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    server.port = int(listener.sockets[0].getsockname()[1])
+    try:
+        yield server
+    finally:
+        listener.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers)
+        await listener.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes | None:
+    """Inside a raw fake: one request head (its Content-Length body read and dropped), None at EOF."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and int(value) > 0:
+            await reader.readexactly(int(value))
+    return head
+
+
+@asynccontextmanager
+async def pool_for(server: Upstream, **options: Any) -> AsyncIterator[UpstreamPool]:
+    """A pool to the server, closed on exit."""
+    pool = UpstreamPool("127.0.0.1", server.port, **options)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+HOST = [("Host", "upstream.test")]
+
+
+async def get(pool: UpstreamPool, target: str = "/") -> UpstreamResponse:
+    """One GET, bounded."""
+    response: UpstreamResponse = await bounded(pool.request("GET", target, HOST, b""), what=f"GET {target}")
+    return response
+
+
+async def read_body(response: UpstreamResponse) -> bytes:
+    """The whole body, bounded."""
+
+    async def gather() -> bytes:
+        return b"".join([chunk async for chunk in response.chunks()])
+
+    body: bytes = await bounded(gather(), what="the response body")
+    return body
+
+
+async def fetch(pool: UpstreamPool, target: str = "/") -> tuple[int, bytes]:
+    """GET, read the whole body, release the connection; returns status and body."""
+    response = await get(pool, target)
+    body = await read_body(response)
+    response.release()
+    return response.status, body
+
+
+async def expect_head_timeout(pool: UpstreamPool, target: str = "/") -> None:
+    """The request fails with the pool's own TimeoutError (the test's deadline would say so)."""
+    deadline = asyncio.timeout(WAIT)
+    with pytest.raises(TimeoutError):
+        async with deadline:
+            await pool.request("GET", target, HOST, b"")
+    assert not deadline.expired(), f"timed out after {WAIT}s waiting for the pool's head timeout"
+
+
+async def answer_with_path(request: web.Request) -> web.Response:
+    return web.Response(text=f"you asked for {request.path}")
+
+
+# --- reuse --------------------------------------------------------------------------------------------
+
+
+async def test_two_sequential_requests_share_one_connection():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        assert await fetch(pool, "/one") == (200, b"you asked for /one")
+        assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert server.connections == 1
+        assert pool.open_connections == 1
+
+
+async def test_request_body_reaches_the_server_with_its_length():
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read(), headers={"X-Length": str(request.content_length)})
+
+    async with aiohttp_upstream(echo) as server, pool_for(server) as pool:
+        body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+        response = await bounded(pool.request("POST", "/mcp", HOST, body), what="the POST")
+        assert response.header("x-length") == str(len(body))
+        assert await read_body(response) == body
+        response.release()
+
+
+async def test_a_response_saying_connection_close_is_not_reused_even_if_the_socket_stays_open():
+    client_closed = asyncio.Event()
+
+    async def fake_upstream_that_says_close_but_keeps_the_socket(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        if await reader.read() == b"":  # the socket stays open until the client closes it
+            client_closed.set()
+
+    async with (
+        raw_fake_upstream(fake_upstream_that_says_close_but_keeps_the_socket) as server,
+        pool_for(server) as pool,
+    ):
+        assert await fetch(pool) == (200, b"ok")
+        await bounded(client_closed.wait(), what="the pool to close the connection it was told to close")
+        assert await fetch(pool) == (200, b"ok")
+        assert server.accepted == 2
+
+
+async def test_a_closed_response_closes_its_connection_and_the_next_request_opens_another():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        response = await get(pool, "/one")
+        assert await read_body(response) == b"you asked for /one"
+        response.close()
+        await wait_until(lambda: pool.open_connections == 0, what="the closed connection to be forgotten")
+        assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert server.connections == 2
+
+
+async def test_a_response_released_before_its_body_ended_drops_its_connection():
+    upstream_saw_abort = asyncio.Event()
+    test_done = asyncio.Event()
+
+    async def slow_body(request: web.Request) -> web.StreamResponse:
+        if request.path == "/quick":
+            return web.Response(text="quick")
+        response = web.StreamResponse()
+        response.content_length = 1000
+        await response.prepare(request)
+        await response.write(b"x" * 10)
+        try:
+            await hold(test_done)  # the other 990 bytes would come much later
+        except asyncio.CancelledError:
+            upstream_saw_abort.set()
+            raise
+        return response
+
+    async with aiohttp_upstream(slow_body, handler_cancellation=True) as server, pool_for(server) as pool:
+        try:
+            response = await get(pool, "/slow")
+            assert response.content_length == 1000
+            assert not response.complete
+            response.release()  # the body is not over: the connection cannot carry another request
+            await bounded(upstream_saw_abort.wait(), what="the upstream to see the connection dropped")
+            assert await fetch(pool, "/quick") == (200, b"quick")
+            assert server.connections == 2
+        finally:
+            test_done.set()
+
+
+async def test_a_body_that_arrived_whole_but_was_not_read_still_frees_its_connection_for_reuse():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        response = await get(pool, "/one")
+        await wait_until(lambda: response.complete, what="the small body to arrive")
+        response.release()
+        assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert server.connections == 1
+
+
+# --- the limit ----------------------------------------------------------------------------------------
+
+
+async def test_with_limit_one_a_second_request_waits_until_the_first_is_released():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server, limit=1) as pool:
+        first = await get(pool, "/first")
+        async with asyncio.TaskGroup() as group:
+            second = group.create_task(pool.request("GET", "/second", HOST, b""))
+            await wait_until(
+                lambda: len(pool._waiters) == 1, what="the second request to queue for a connection"
+            )
+            assert not second.done()
+            assert len(server.peers) == 1  # the second was not sent
+            assert pool.open_connections == 1
+            assert await read_body(first) == b"you asked for /first"
+            first.release()
+            response = await bounded(second, what="the second request once the first was released")
+        assert await read_body(response) == b"you asked for /second"
+        response.release()
+        assert server.connections == 1
+
+
+async def test_with_limit_one_a_closed_response_lets_the_waiting_request_open_a_new_connection():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server, limit=1) as pool:
+        first = await get(pool, "/first")
+        async with asyncio.TaskGroup() as group:
+            second = group.create_task(pool.request("GET", "/second", HOST, b""))
+            await wait_until(
+                lambda: len(pool._waiters) == 1, what="the second request to queue for a connection"
+            )
+            first.close()
+            response = await bounded(second, what="the second request once the first was closed")
+        assert await read_body(response) == b"you asked for /second"
+        response.release()
+        assert server.connections == 2
+        assert pool.open_connections == 1
+
+
+async def test_a_request_that_waits_for_a_connection_past_the_head_timeout_raises_timeout():
+    async with (
+        aiohttp_upstream(answer_with_path) as server,
+        pool_for(server, limit=1, head_timeout=0.2) as pool,
+    ):
+        first = await get(pool, "/first")
+        await expect_head_timeout(pool, "/second")
+        assert len(server.peers) == 1
+        await read_body(first)
+        first.release()
+        assert await fetch(pool, "/third") == (200, b"you asked for /third")  # the pool is not wedged
+        assert server.connections == 1
+
+
+# --- bodies -------------------------------------------------------------------------------------------
+
+PIECES = [b"first piece, ", b"second piece, ", b"", b"third piece"]
+
+
+async def test_chunked_body_is_decoded():
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for piece in PIECES:
+            await response.write(piece)
+        await response.write_eof()
+        return response
+
+    async with aiohttp_upstream(chunked) as server, pool_for(server) as pool:
+        response = await get(pool)
+        assert response.header("transfer-encoding") == "chunked"
+        assert response.content_length is None
+        assert await read_body(response) == b"".join(PIECES)
+        response.release()
+        assert await fetch(pool) == (200, b"".join(PIECES))  # the chunked body ended cleanly: reused
+        assert server.connections == 1
+
+
+async def test_a_chunk_reaches_the_consumer_before_the_server_finishes_the_body():
+    consumer_has_first = asyncio.Event()
+
+    async def paced(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: one\n\n")
+        await hold(consumer_has_first)  # the rest exists only once the consumer holds the first event
+        await response.write(b"data: two\n\n")
+        await response.write_eof()
+        return response
+
+    async with aiohttp_upstream(paced) as server, pool_for(server) as pool:
+        response = await get(pool)
+        chunks = response.chunks()
+        first = await bounded(anext(chunks), what="the first chunk while the server holds the rest")
+        assert first == b"data: one\n\n"
+        consumer_has_first.set()
+        rest = b"".join([chunk async for chunk in chunks])
+        assert rest == b"data: two\n\n"
+        response.release()
+
+
+async def test_head_request_with_content_length_completes_without_waiting_for_a_body():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        response = await bounded(pool.request("HEAD", "/doc", HOST, b""), what="the HEAD response")
+        assert response.status == 200
+        assert response.content_length == len(b"you asked for /doc")
+        assert await read_body(response) == b""
+        response.release()
+        assert await fetch(pool, "/after") == (200, b"you asked for /after")
+
+
+async def test_a_body_delimited_by_the_close_ends_cleanly():
+    async def fake_upstream_with_a_close_delimited_body(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: one\n\n")
+        await writer.drain()
+        writer.write(b"data: two\n\n")
+        await writer.drain()  # then the close ends the body: HTTP/1.0 framing, no length, no chunks
+
+    async with (
+        raw_fake_upstream(fake_upstream_with_a_close_delimited_body) as server,
+        pool_for(server) as pool,
+    ):
+        response = await get(pool)
+        assert await read_body(response) == b"data: one\n\ndata: two\n\n"
+        response.release()
+        assert await fetch(pool) == (200, b"data: one\n\ndata: two\n\n")
+        assert server.accepted == 2
+
+
+@pytest.mark.parametrize("separate_writes", [False, True])
+async def test_interim_1xx_heads_are_skipped_and_the_connection_is_reused(separate_writes):
+    interim = [
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+    ]
+    final = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: yes\r\n\r\nok"
+
+    async def fake_upstream_that_sends_interim_heads(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        while await read_request(reader) is not None:
+            for part in [*interim, final] if separate_writes else [b"".join([*interim, final])]:
+                writer.write(part)
+                await writer.drain()
+
+    async with raw_fake_upstream(fake_upstream_that_sends_interim_heads) as server, pool_for(server) as pool:
+        response = await get(pool)
+        assert (response.status, response.reason) == (200, "OK")
+        assert response.header("x-final") == "yes"
+        assert response.header("link") is None
+        assert await read_body(response) == b"ok"
+        response.release()
+        assert await fetch(pool) == (200, b"ok")
+        assert server.accepted == 1
+
+
+async def test_a_large_unread_body_pauses_reading_and_arrives_whole_once_read(monkeypatch):
+    size = 8 * 1024 * 1024
+    payload = bytes(range(256)) * (size // 256)
+    most_buffered = 0
+    pauses: list[int] = []
+    feed, pause = UpstreamResponse._feed, upstream_pool._Connection.pause
+
+    def measuring_feed(self: UpstreamResponse, chunk: bytes) -> None:
+        nonlocal most_buffered
+        feed(self, chunk)
+        most_buffered = max(most_buffered, self._buffered)
+
+    def counting_pause(self: upstream_pool._Connection) -> None:
+        pauses.append(self.response._buffered if self.response is not None else -1)
+        pause(self)
+
+    monkeypatch.setattr(UpstreamResponse, "_feed", measuring_feed)
+    monkeypatch.setattr(upstream_pool._Connection, "pause", counting_pause)
+
+    async def large(request: web.Request) -> web.StreamResponse:
+        if request.path == "/small":
+            return web.Response(text="small")
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = size
+        await response.prepare(request)
+        for start in range(0, size, 64 * 1024):
+            await response.write(payload[start : start + 64 * 1024])
+        return response
+
+    async with aiohttp_upstream(large) as server, pool_for(server) as pool:
+        response = await get(pool)
+        await wait_until(lambda: bool(pauses), what="reading to pause while nobody reads the body")
+        assert not response.complete
+        assert most_buffered <= HIGH_WATER + READ_SIZE
+        digest = hashlib.sha256()
+        received = 0
+        async for chunk in response.chunks():  # reading on drains the buffer: the socket is resumed
+            digest.update(chunk)
+            received += len(chunk)
+        assert received == size
+        assert digest.digest() == hashlib.sha256(payload).digest()
+        assert most_buffered <= HIGH_WATER + READ_SIZE
+        response.release()
+        assert await fetch(pool, "/small") == (200, b"small")  # the whole body was read: reused
+        assert server.connections == 1
+
+
+# --- faults -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "sent"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", b"only ten b"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"a\r\nonly ten b\r\n"),
+    ],
+    ids=["content-length", "chunked"],
+)
+async def test_server_that_closes_mid_body_raises_cut(head, sent):
+    async def fake_upstream_that_cuts_its_body(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(head + sent)
+        await writer.drain()  # and the connection closes: the body is never finished
+
+    async with raw_fake_upstream(fake_upstream_that_cuts_its_body) as server, pool_for(server) as pool:
+        response = await get(pool)
+        received: list[bytes] = []
+
+        async def drain() -> None:
+            async for chunk in response.chunks():
+                received.append(chunk)
+
+        with pytest.raises(UpstreamError) as caught:
+            await bounded(drain(), what="the cut to reach the consumer")
+        assert caught.value.kind == "cut"
+        assert b"".join(received) == b"only ten b"
+        response.release()
+        await wait_until(lambda: pool.open_connections == 0, what="the cut connection to be forgotten")
+
+
+async def test_server_that_closes_before_answering_raises_upstream_error():
+    async def fake_upstream_that_hangs_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async with raw_fake_upstream(fake_upstream_that_hangs_up) as server, pool_for(server) as pool:
+        with pytest.raises(UpstreamError):
+            await get(pool)
+        await wait_until(lambda: pool.open_connections == 0, what="the dead connection to be forgotten")
+
+
+async def test_connect_refused_raises_unreachable():
+    pool = UpstreamPool("127.0.0.1", dead_port())
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            await bounded(pool.request("GET", "/", HOST, b""), what="the refused connect")
+        assert caught.value.kind == "unreachable"
+        assert pool.open_connections == 0
+    finally:
+        pool.close()
+
+
+async def test_a_head_that_never_comes_raises_timeout_and_drops_the_connection():
+    client_closed = asyncio.Event()
+
+    async def fake_upstream_that_never_answers(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        if await reader.read() == b"":
+            client_closed.set()
+
+    async with (
+        raw_fake_upstream(fake_upstream_that_never_answers) as server,
+        pool_for(server, head_timeout=0.2) as pool,
+    ):
+        await expect_head_timeout(pool)
+        await bounded(client_closed.wait(), what="the pool to drop the connection that timed out")
+        await wait_until(lambda: pool.open_connections == 0, what="the dropped connection to be forgotten")
+
+
+# --- idle connections ---------------------------------------------------------------------------------
+
+
+async def test_an_idle_connection_the_server_closed_is_not_handed_out():
+    async with (
+        aiohttp_upstream(answer_with_path, keepalive_timeout=0.05) as server,
+        pool_for(server) as pool,
+    ):
+        assert await fetch(pool, "/one") == (200, b"you asked for /one")
+        await wait_until(lambda: pool.open_connections == 0, what="the server to close the idle connection")
+        assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert server.connections == 2
+
+
+async def test_an_idle_connection_past_its_ttl_is_closed_not_reused(monkeypatch):
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        assert await fetch(pool, "/one") == (200, b"you asked for /one")
+        monkeypatch.setattr(upstream_pool, "IDLE_TTL", -1.0)  # every idle connection is now past it
+        assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert server.connections == 2
+        await wait_until(lambda: pool.open_connections == 1, what="the expired connection to close")
+
+
+async def test_a_closed_pool_refuses_requests_and_closes_its_idle_connections():
+    async with aiohttp_upstream(answer_with_path) as server:
+        pool = UpstreamPool("127.0.0.1", server.port)
+        assert await fetch(pool) == (200, b"you asked for /")
+        pool.close()
+        await wait_until(lambda: pool.open_connections == 0, what="the idle connection to close")
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "unreachable"
