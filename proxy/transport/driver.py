@@ -198,9 +198,7 @@ class ExchangeDriver:
             await self.feed(UpstreamFailed(self.exchange, "unreachable", _describe(exc)))
             return
         self._check_verdict(self.upstream.status)
-        await self.feed(
-            UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers))
-        )
+        await self.feed(UpstreamResponded(self.exchange, self.upstream.status, tuple(self.upstream.headers)))
 
     def _check_verdict(self, status: int) -> None:
         """An era-level refusal (a handshake or a 2026 request turned away) may mean the upstream changed."""

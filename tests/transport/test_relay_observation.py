@@ -6,12 +6,11 @@ and the traffic is what a real exchange looks like.
 
 from __future__ import annotations
 
-import pytest
-
 import hashlib
 import json
 
 import aiohttp
+import pytest
 
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, Direction, MessageRecorded
 from proxy.record.capture import read_capture
