@@ -66,7 +66,9 @@ class Proxy:
             clock=clock,
             body_limit=settings.capture_body_limit,
         )
-        self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus)
+        # About five facts make a small exchange: keep as many as the store keeps chains.
+        backlog = 5 * settings.max_chains
+        self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus, backlog=backlog)
         self.store.before_read = self.facts.materialize
         upstream = parse_upstream(settings.upstream)
         self.state = ProxyState(

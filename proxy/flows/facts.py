@@ -27,8 +27,8 @@ from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import target_name
 
-DEFAULT_BACKLOG = 50_000
-"""Facts queued before the oldest finished exchanges' facts are dropped (about 10,000 exchanges)."""
+DEFAULT_BACKLOG = 10_000
+"""Facts queued before the oldest finished exchanges' facts are dropped (about 2,000 small exchanges)."""
 
 
 class FactClock:

@@ -34,7 +34,7 @@ from proxy.engine.events import (
 from proxy.flows.events import Channel, Direction
 from proxy.framing.classify import Rejection, Route, classify
 from proxy.framing.http import header, is_sse
-from proxy.logs import get_logger
+from proxy.logs import get_logger, info_line
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.client_side import AiohttpSide, ClientGone, ClientSide
 from proxy.transport.observe import BodyObserver
@@ -93,6 +93,9 @@ async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDri
     return router.bridge_for(outcome)
 
 
+_LOG = get_logger()
+
+
 class ExchangeDriver:
     """Runs one exchange: the engine decides, this class does."""
 
@@ -103,7 +106,7 @@ class ExchangeDriver:
         self.upstream: UpstreamResponse | None = None
         self.ended = False
         self.route: Route | None = None
-        self.log = get_logger()
+        self.log = _LOG
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -336,7 +339,7 @@ class ExchangeDriver:
         structlog.contextvars.unbind_contextvars("exchange", "chain_id")
         if summary is None:
             return
-        self.log.info("exchange", mode="passthrough", **summary.log_fields())
+        info_line(self.log, "exchange", {"mode": "passthrough", **summary.log_fields()})
 
 
 def _describe(exc: BaseException) -> str:
