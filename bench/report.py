@@ -14,6 +14,7 @@ from typing import Any
 PATH_LABELS = {
     "direct": "direct",
     "ours": "ours (log+capture)",
+    "ours-live": "ours (log+capture, chains live)",
     "ours-quiet": "ours (logging off)",
     "bare-aiohttp": "bare aiohttp relay",
     "mitmdump": "mitmdump",

@@ -51,7 +51,7 @@ LUA = BENCH / "wrk_tools_call.lua"
 CLIENT = BENCH / "sse_client.py"
 LOADGEN_CPU = 0
 SERVER_CPU = 1
-PATHS = ("direct", "ours", "ours-quiet", "bare-aiohttp", "mitmdump", "nginx")
+PATHS = ("direct", "ours", "ours-live", "ours-quiet", "bare-aiohttp", "mitmdump", "nginx")
 PROXY_ROOT = Path(os.environ.get("BENCH_PROXY_ROOT", REPO))
 """Where `python -m proxy.cli` runs from: set BENCH_PROXY_ROOT to a checkout of another version to compare."""
 
@@ -336,9 +336,12 @@ class Path_:
     child: Child | None
 
 
-def ours_argv(upstream: str, port: int, tmp: Path, *, logged: bool, tag: str) -> list[str]:
+def ours_argv(
+    upstream: str, port: int, tmp: Path, *, logged: bool, tag: str, live: bool = False
+) -> list[str]:
+    """`live`: the admin API on (its metrics subscribe to the bus), so every chain is built as it happens."""
     argv = [PY, "-m", "proxy.cli", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
-    argv += ["--no-admin-enabled"]
+    argv += ["--admin", f"127.0.0.1:{free_port()}"] if live else ["--no-admin-enabled"]
     if logged:
         argv += ["--log-format", "json", "--log-file", str(tmp / f"{tag}.log.jsonl")]
         argv += ["--capture", str(tmp / f"{tag}.capture.jsonl")]
@@ -391,8 +394,9 @@ def start_path(procs: Processes, name: str, upstream: str, tmp: Path, tag: str) 
         return Path_(name, upstream, None)
     port = free_port()
     origin = upstream.rsplit("/", 1)[0]
-    if name in ("ours", "ours-quiet"):
-        argv = ours_argv(upstream, port, tmp, logged=name == "ours", tag=f"{tag}-{name}")
+    if name in ("ours", "ours-live", "ours-quiet"):
+        logged, live = name != "ours-quiet", name == "ours-live"
+        argv = ours_argv(upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live)
         child = procs.start(f"{tag}-{name}", argv, cpu=SERVER_CPU, cwd=PROXY_ROOT)
     elif name == "bare-aiohttp":
         argv = [PY, str(BENCH / "bare_proxy.py"), "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]

@@ -31,6 +31,10 @@ DEFAULT_BACKLOG = 10_000
 """Facts queued before the oldest finished exchanges' facts are dropped (about 2,000 small exchanges)."""
 
 
+_STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
+"""What the builder names the chain of a GET or DELETE exchange (their log lines say the same)."""
+
+
 class FactClock:
     """The builder's clock: the wall clock, or a fact's own time while that fact is replayed."""
 
@@ -55,7 +59,11 @@ class Fact:
 
 @dataclass(slots=True)
 class _Tally:
-    """What the round-trip log line needs of a deferred exchange (the chain comes later)."""
+    """What the round-trip log line needs of a deferred exchange (the chain comes later).
+
+    The line describes the exchange by what it carried: an exchange that only answered a nested
+    request names no method, where a live line names the method of the chain it joined.
+    """
 
     http_method: str
     started: float
@@ -138,8 +146,10 @@ class FactLog:
         """As ChainBuilder.open_exchange."""
         if self._defer(exchange, "open_exchange", kwargs):
             session = kwargs.get("session")
+            method = kwargs["http_method"]
             self._tallies[exchange] = _Tally(
-                http_method=kwargs["http_method"],
+                http_method=method,
+                method=_STREAM_METHODS.get(method),
                 started=self._clock(),
                 session=session and self._redactor.token(session),
                 bytes_in=kwargs.get("body_size", 0),
@@ -195,8 +205,8 @@ class FactLog:
     def close_exchange(self, exchange: str, outcome: str | None = None) -> ExchangeSummary | None:
         """As ChainBuilder.close_exchange; a deferred exchange's log line has no chain id yet."""
         tally = self._tallies.pop(exchange, None)
-        if tally is None or self._live():
-            if tally is not None:  # a watcher arrived while it ran: its facts are built first
+        if tally is None or self._live() or self.builder.has_exchange(exchange):
+            if tally is not None:  # built meanwhile (a watcher came, or someone read): it ends built
                 self.materialize()
             return self.builder.close_exchange(exchange, outcome)
         now = self._clock()

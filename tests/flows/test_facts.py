@@ -1,0 +1,235 @@
+"""Facts: pass-through observations queued while nobody watches, built into chains when someone looks.
+
+Each test plays the pass-through driver's calls twice, once into a builder fed directly (what a live
+watcher sees) and once through a FactLog with nobody watching, and compares what each builds. A
+hand-moved clock gives both runs the same times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import Channel, Direction, FlowEvent, event_to_json
+from proxy.flows.facts import FactClock, FactLog
+from proxy.flows.redact import Redactor
+from proxy.flows.store import ChainStore
+from proxy.wire.jsonrpc import classify_value, notification, request, result_response
+
+SESSION = "sess-4b1d-secret-session-value"
+HEADERS = {
+    "Content-Type": "application/json",
+    "Authorization": "Bearer tok-do-not-show",
+    "Mcp-Session-Id": SESSION,
+}
+
+
+class Clock:
+    """The wall clock of these tests: moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    """A builder with its store, bus and events, seen through a FactLog (or directly)."""
+
+    backlog: int = 10_000
+    clock: Clock = field(default_factory=Clock)
+    bus: EventBus = field(default_factory=EventBus)
+    store: ChainStore = field(default_factory=ChainStore)
+    events: list[FlowEvent] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.fact_clock = FactClock(self.clock)
+        redactor = Redactor()
+
+        def publish(event: FlowEvent) -> None:
+            self.events.append(event)
+            self.bus.publish(event)
+
+        self.builder = ChainBuilder(self.store, publish, redactor, clock=self.fact_clock)
+        self.facts = FactLog(self.builder, self.fact_clock, redactor, bus=self.bus, backlog=self.backlog)
+        self.store.before_read = self.facts.materialize
+
+
+Play = Callable[[Any, Clock], list[Any]]
+
+
+def _json_call(obs: Any, clock: Clock, exchange: str = "x1", ident: int = 1) -> list[Any]:
+    """A tools/call answered with a JSON body; returns what close_exchange returned."""
+    call = classify_value(request(ident, "tools/call", {"name": "add", "arguments": {"a": 1}}))
+    obs.open_exchange(
+        exchange,
+        http_method="POST",
+        path="/mcp",
+        headers=HEADERS,
+        session=SESSION,
+        client_era="legacy",
+        upstream_era="legacy",
+        body_size=80,
+    )
+    obs.message(exchange, call, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+    clock.now += 0.25
+    obs.response_head(exchange, status=200, content_type="application/json", headers={"Content-Length": "60"})
+    answer = classify_value(result_response(ident, {"content": [{"type": "text", "text": "2"}]}))
+    obs.message(exchange, answer, size=60, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    clock.now += 0.125
+    return [obs.close_exchange(exchange, None)]
+
+
+def _nested_elicitation(obs: Any, clock: Clock) -> list[Any]:
+    """A call whose SSE stream carries a nested request, answered by a second POST (another exchange)."""
+    call = classify_value(request(7, "tools/call", {"name": "ask", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=70)
+    obs.message("x1", call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    clock.now += 0.5
+    nested = classify_value(request(0, "elicitation/create", {"message": "name?", "requestedSchema": {}}))
+    obs.message("x1", nested, size=90, direction=Direction.TO_CLIENT, channel=Channel.SSE, sse_id="e1")
+    obs.note_event_id("x1", "e1")
+    clock.now += 2.0
+    answer = classify_value(result_response(0, {"action": "accept", "content": {"name": "Ada"}}))
+    obs.open_exchange("x2", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=60)
+    obs.message("x2", answer, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x2", status=202, content_type=None, headers={})
+    closed = [obs.close_exchange("x2", None)]
+    clock.now += 0.25
+    progress = classify_value(notification("notifications/progress", {"progressToken": 1, "progress": 1}))
+    obs.message("x1", progress, size=40, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    obs.add_bytes_out("x1", 12)
+    done = classify_value(result_response(7, {"content": []}))
+    obs.message("x1", done, size=50, direction=Direction.TO_CLIENT, channel=Channel.SSE, sse_id="e2")
+    return [*closed, obs.close_exchange("x1", None)]
+
+
+def _invalid_and_stream(obs: Any, clock: Clock) -> list[Any]:
+    """A body that is not JSON-RPC, then a GET stream the client drops."""
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=5)
+    obs.mark_invalid("x1", "not JSON", size=5, body=b"nope!")
+    obs.response_head("x1", status=400, content_type="application/json", headers={})
+    closed = [obs.close_exchange("x1", None)]
+    clock.now += 1.0
+    obs.open_exchange("x2", http_method="GET", path="/mcp", headers=HEADERS, session=SESSION)
+    obs.response_head("x2", status=200, content_type="text/event-stream", headers={})
+    obs.add_bytes_out("x2", 3)
+    clock.now += 3.0
+    return [*closed, obs.close_exchange("x2", "client_disconnected")]
+
+
+SCENARIOS: dict[str, Play] = {
+    "json-call": _json_call,
+    "nested-elicitation": _nested_elicitation,
+    "invalid-and-stream": _invalid_and_stream,
+}
+
+
+def _chains(store: ChainStore) -> list[dict[str, Any]]:
+    return [
+        {"summary": c.summary.model_dump(), "messages": [m.model_dump() for m in c.messages]} for c in store
+    ]
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_facts_built_later_make_the_chains_and_events_a_live_build_makes(play: Play) -> None:
+    live, deferred = Rig(), Rig()
+    live.bus.subscribe("tui")  # a live watcher: every call builds at once
+    play(live.facts, live.clock)
+    play(deferred.facts, deferred.clock)
+    assert deferred.events == []
+    assert deferred.facts.pending > 0
+    deferred.clock.now += 60.0  # built long after: the chains keep the times of the facts
+
+    assert _chains(deferred.store) == _chains(live.store)
+    assert [event_to_json(e) for e in deferred.events] == [event_to_json(e) for e in live.events]
+    assert deferred.facts.pending == 0
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_the_round_trip_line_of_a_deferred_exchange_matches_the_live_one_but_the_chain(play: Play) -> None:
+    live, deferred = Rig(), Rig()
+    live.bus.subscribe("tui")
+    live_lines = [s.log_fields() for s in play(live.facts, live.clock)]
+    deferred_lines = [s.log_fields() for s in play(deferred.facts, deferred.clock)]
+    for line in deferred_lines:
+        assert line.pop("chain_id") is None
+    for line in live_lines:
+        assert line.pop("chain_id") is not None
+    for deferred_line, live_line in zip(deferred_lines, live_lines, strict=True):
+        if deferred_line["ids"] == [] and deferred_line["http_method"] == "POST":
+            # It only answered a nested request: live, it names the chain it joined; deferred, nothing.
+            assert deferred_line.pop("method") is None
+            assert deferred_line.pop("name") is None
+            live_line.pop("method"), live_line.pop("name")
+    assert deferred_lines == live_lines
+
+
+def test_nothing_is_built_until_the_store_is_read() -> None:
+    rig = Rig()
+    _json_call(rig.facts, rig.clock)
+    assert rig.store.peek("c1") is None
+    assert rig.events == []
+    assert len(rig.store) == 1  # reading builds
+    assert rig.store.peek("c1") is not None
+    assert len(rig.events) > 0
+
+
+def test_a_passive_subscriber_does_not_make_it_live_nor_gets_the_replayed_events() -> None:
+    rig = Rig()
+    rig.bus.passive.add("capture")
+    capture = rig.bus.subscribe("capture", replays=False)
+    _json_call(rig.facts, rig.clock)
+    assert rig.facts.pending > 0
+    watcher = rig.bus.subscribe("tui")
+    _json_call(rig.facts, rig.clock, exchange="x2", ident=2)  # the watcher arrived: built at once
+    assert rig.facts.pending == 0
+    assert len(watcher) == len(rig.events)  # it saw the replay and the live build
+    replayed = len(rig.events) // 2
+    assert len(capture) == len(rig.events) - replayed  # only the live build: it wrote the facts itself
+    watcher.close()
+    _json_call(rig.facts, rig.clock, exchange="x3", ident=3)
+    assert rig.facts.pending > 0  # nobody watches live again
+
+
+def test_open_exchanges_count_deferred_ones_once() -> None:
+    rig = Rig()
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    rig.facts.open_exchange("x2", http_method="GET", path="/mcp", headers={}, session=None)
+    assert rig.facts.open_exchanges == 2
+    rig.facts.materialize()
+    assert rig.facts.open_exchanges == 2
+    rig.facts.close_exchange("x1", None)
+    assert rig.facts.open_exchanges == 1
+
+
+def test_past_the_backlog_finished_exchanges_are_dropped_and_open_ones_kept_whole() -> None:
+    rig = Rig(backlog=12)
+    stream = classify_value(request(99, "tools/call", {"name": "slow", "arguments": {}}))
+    rig.facts.open_exchange("long", http_method="POST", path="/mcp", headers={}, session=None, body_size=1)
+    rig.facts.message("long", stream, size=1, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.response_head("long", status=200, content_type="text/event-stream", headers={})
+    for n in range(1, 21):
+        _json_call(rig.facts, rig.clock, exchange=f"x{n}", ident=n)
+    assert rig.facts.dropped_facts > 0
+    assert rig.facts.pending <= 12 + 3  # the backlog, plus the open exchange's held facts
+
+    done = classify_value(result_response(99, {"content": []}))
+    rig.facts.message("long", done, size=1, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    rig.facts.close_exchange("long", None)
+    chains = {c.summary.method: c for c in rig.store}
+    long_chain = next(c for c in rig.store if c.summary.name == "slow")
+    assert long_chain.summary.status.value == "ok"  # built whole: opened, answered, closed
+    assert len(chains) >= 1
+    assert rig.builder.open_exchanges == 0
+    kept = {c.summary.jsonrpc_id for c in rig.store}
+    assert 20 in kept
+    assert 1 not in kept

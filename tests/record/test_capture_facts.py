@@ -1,0 +1,104 @@
+"""Facts in the capture: written redacted and bounded, read back as the chains a live watcher saw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import ChainChanged, Channel, Direction, FlowEvent, MessageRecorded
+from proxy.flows.facts import FactClock, FactLog
+from proxy.flows.redact import Redactor
+from proxy.flows.store import ChainStore
+from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
+from proxy.record.facts import FactEncoder
+from proxy.wire.jsonrpc import classify_value, request, result_response
+
+TOKEN = "tok-77-never-in-a-capture"
+SESSION = "sess-77-never-in-a-capture"
+STATE = "sealed-state-never-in-a-capture"
+
+
+def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[FlowEvent]:
+    """Play one call through a FactLog whose facts go to a capture; returns the live build's events."""
+    clock = FactClock(lambda: 100.0)
+    redactor = Redactor()
+    live_events: list[FlowEvent] = []
+    store = ChainStore()
+    builder = ChainBuilder(store, live_events.append, redactor, clock=clock, body_limit=body_limit)
+    facts = FactLog(builder, clock, redactor, bus=EventBus())
+    encoder = FactEncoder(redactor, body_limit)
+    with CaptureWriter(path) as writer:
+        facts.on_fact = lambda fact: writer.write_line(encoder.encode(fact))
+        headers = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": SESSION}
+        text = "x" * 5000 if big else "short"
+        call = classify_value(
+            request(3, "tools/call", {"name": "echo", "arguments": {"text": text}, "requestState": STATE})
+        )
+        facts.open_exchange(
+            "x1", http_method="POST", path="/mcp", headers=headers, session=SESSION, body_size=9
+        )
+        facts.message("x1", call, size=9, direction=Direction.TO_SERVER, channel=Channel.POST)
+        facts.response_head("x1", status=200, content_type="application/json", headers={"Set-Cookie": "a=b"})
+        answer = classify_value(result_response(3, {"content": [{"type": "text", "text": text}]}))
+        facts.message("x1", answer, size=9, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+        facts.close_exchange("x1", None)
+    facts.materialize()
+    return live_events
+
+
+def test_a_capture_of_facts_reads_back_as_the_live_chain(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    live = _record(path)
+    read = list(read_capture(path))
+    assert [type(e).__name__ for e in read] == [type(e).__name__ for e in live]
+    live_chain = [e.chain for e in live if isinstance(e, ChainChanged)][-1]
+    read_chain = [e.chain for e in read if isinstance(e, ChainChanged)][-1]
+    assert read_chain.id.startswith("r")  # never the id of a chain the proxy built live
+    assert read_chain.model_dump(exclude={"id"}) == live_chain.model_dump(exclude={"id"})
+    live_messages = [e.message.model_dump() for e in live if isinstance(e, MessageRecorded)]
+    assert [e.message.model_dump() for e in read if isinstance(e, MessageRecorded)] == live_messages
+
+
+def test_fact_lines_hold_no_secret(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    _record(path)
+    text = path.read_text(encoding="utf-8")
+    assert '"type":"fact"' in text
+    for secret in (TOKEN, SESSION, STATE, "a=b"):
+        assert secret not in text
+
+
+def test_a_body_over_the_capture_limit_keeps_what_correlation_needs(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    _record(path, body_limit=1024, big=True)
+    read = list(read_capture(path))
+    chain = [e.chain for e in read if isinstance(e, ChainChanged)][-1]
+    assert chain.status.value == "ok"  # the answer still found its request by id
+    messages = [e.message for e in read if isinstance(e, MessageRecorded)]
+    assert [m.jsonrpc_id for m in messages] == [3, 3]
+    assert all(m.note == "body truncated in the capture" for m in messages)
+
+
+def test_a_fact_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    _record(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(2, b'{"type":"fact","t":1.0,"op":"rm_rf","exchange":"x9","kw":{}}\n')
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(CaptureFormatError) as raised:
+        list(read_capture(path))
+    assert raised.value.line == 3
+
+
+def test_a_fact_line_cut_short_at_the_end_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    _record(path)
+    with path.open("ab") as f:
+        f.write(b'{"type":"fact","t":1.0,"op":"open_exch')
+    with CaptureReader(path) as reader:
+        events = list(reader)
+        assert reader.truncated
+    assert any(isinstance(e, ChainChanged) for e in events)
