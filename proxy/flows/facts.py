@@ -7,9 +7,10 @@ with their times, and replayed into the `ChainBuilder` the moment anything reads
 builder, or a live watcher subscribes. Replaying the same calls with the same times builds the same
 chains; the capture (when on) records the facts themselves, so it loses nothing either.
 
-Bounded: past `backlog` queued facts, the oldest facts of finished exchanges are dropped one by one
-(their chains would have left the bounded store by the time anyone looked); exchanges still open
-keep theirs, so what is built later stays consistent. Dropped facts are counted.
+Bounded: past `backlog` queued facts or `max_bytes` of bodies in them, the oldest facts of finished
+exchanges are dropped one by one (their chains would have left the bounded store by the time anyone
+looked); exchanges still open keep theirs, so what is built later stays consistent. Dropped facts
+are counted.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from proxy.flows.exchanges import ExchangeSummary
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import target_name
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+"""Body bytes the queued facts may hold before the oldest finished exchanges' facts are dropped."""
 
 DEFAULT_BACKLOG = 10_000
 """Facts queued before the oldest finished exchanges' facts are dropped (about 2,000 small exchanges)."""
@@ -55,6 +59,8 @@ class Fact:
     op: str
     exchange: str
     kwargs: dict[str, Any]
+    size: int = 0
+    """Body bytes the fact holds (what counts against the backlog's byte bound)."""
 
 
 @dataclass(slots=True)
@@ -89,6 +95,7 @@ class FactLog:
         *,
         bus: EventBus,
         backlog: int = DEFAULT_BACKLOG,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.builder = builder
         self._clock = clock
@@ -96,6 +103,8 @@ class FactLog:
         self._bus = bus
         self._live = bus.watched_live
         self.backlog = backlog
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self._pending: deque[Fact] = deque()
         self._held: deque[Fact] = deque()
         self._held_exchanges: set[str] = set()
@@ -117,6 +126,7 @@ class FactLog:
             for queue in (self._held, self._pending):
                 while queue:
                     fact = queue.popleft()
+                    self._bytes -= fact.size
                     clock.at = fact.t
                     getattr(builder, fact.op)(fact.exchange, **fact.kwargs)
             self._held_exchanges.clear()
@@ -133,6 +143,11 @@ class FactLog:
     def replaying(self) -> bool:
         """True while queued facts are being built (events published meanwhile are replays)."""
         return self._replaying
+
+    @property
+    def pending_bytes(self) -> int:
+        """Body bytes the queued facts hold."""
+        return self._bytes
 
     @property
     def open_exchanges(self) -> int:
@@ -238,16 +253,18 @@ class FactLog:
         if op != "open_exchange" and exchange not in self._tallies:
             self.materialize()  # opened while a watcher was there: it continues live
             return False
-        self._queue(Fact(self._clock(), op, exchange, kwargs))
+        size = kwargs.get("size", 0) if op in ("message", "mark_invalid") else 0
+        self._queue(Fact(self._clock(), op, exchange, kwargs, size))
         return True
 
     def _queue(self, fact: Fact) -> None:
         pending = self._pending
         pending.append(fact)
+        self._bytes += fact.size
         sink = self.on_fact
         if sink is not None:
             sink(fact)
-        if len(pending) > self.backlog:
+        while pending and (len(pending) > self.backlog or self._bytes > self.max_bytes):
             self._shed_one()
 
     def _shed_one(self) -> None:
@@ -260,7 +277,8 @@ class FactLog:
         if fact.exchange in self._tallies or fact.exchange in self._held_exchanges:
             self._held.append(fact)
             self._held_exchanges.add(fact.exchange)
-            if len(self._held) > self.backlog:  # long-lived streams: build rather than grow
-                self.materialize()
+            if len(self._held) > self.backlog or self._bytes > self.max_bytes:
+                self.materialize()  # what still matters outgrew the bounds: build rather than grow
             return
+        self._bytes -= fact.size
         self.dropped_facts += 1

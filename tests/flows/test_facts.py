@@ -44,6 +44,7 @@ class Rig:
     """A builder with its store, bus and events, seen through a FactLog (or directly)."""
 
     backlog: int = 10_000
+    max_bytes: int = 1 << 30
     clock: Clock = field(default_factory=Clock)
     bus: EventBus = field(default_factory=EventBus)
     store: ChainStore = field(default_factory=ChainStore)
@@ -58,7 +59,14 @@ class Rig:
             self.bus.publish(event)
 
         self.builder = ChainBuilder(self.store, publish, redactor, clock=self.fact_clock)
-        self.facts = FactLog(self.builder, self.fact_clock, redactor, bus=self.bus, backlog=self.backlog)
+        self.facts = FactLog(
+            self.builder,
+            self.fact_clock,
+            redactor,
+            bus=self.bus,
+            backlog=self.backlog,
+            max_bytes=self.max_bytes,
+        )
         self.store.before_read = self.facts.materialize
 
 
@@ -233,3 +241,18 @@ def test_past_the_backlog_finished_exchanges_are_dropped_and_open_ones_kept_whol
     kept = {c.summary.jsonrpc_id for c in rig.store}
     assert 20 in kept
     assert 1 not in kept
+
+
+def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> None:
+    rig = Rig(max_bytes=3 * 1024 * 1024)
+    big = "y" * (1024 * 1024)
+    for n in range(1, 11):
+        answer = classify_value(result_response(n, {"content": [{"type": "text", "text": big}]}))
+        call = classify_value(request(n, "tools/call", {"name": "big", "arguments": {}}))
+        rig.facts.open_exchange(f"x{n}", http_method="POST", path="/mcp", headers={}, session=None)
+        rig.facts.message(f"x{n}", call, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
+        rig.facts.message(f"x{n}", answer, size=len(big), direction=Direction.TO_CLIENT, channel=Channel.JSON)
+        rig.facts.close_exchange(f"x{n}", None)
+        assert rig.facts.pending_bytes <= 3 * 1024 * 1024
+    assert rig.facts.dropped_facts > 0
+    assert {c.summary.jsonrpc_id for c in rig.store} >= {10}
