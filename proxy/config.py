@@ -162,7 +162,7 @@ class Settings(BaseModel):
     """Key that seals requestState tokens; random per process if unset (set it to share between restarts)."""
     continuation_ttl: Seconds = 300.0
     """Seconds a parked upstream call waits for the client's retry before it is cancelled."""
-    round_window: Seconds = 0.005
+    round_window: Seconds = 0.001
     """Seconds the MRTR-client bridge waits for more in-flight requests before answering one round."""
     max_continuations: PositiveInt = 1000
     """Most parked upstream calls held at once; beyond it new ones are refused."""
