@@ -98,7 +98,9 @@ class FactReplayer:
             kwargs["msg"] = _message(kwargs["msg"])
         if "body" in kwargs:
             kwargs["body"] = str(kwargs["body"]).encode("utf-8")
-        op: Callable[..., Any] = getattr(self._builder, _OPS[line["op"]])
+        if line["op"] not in _OPS:
+            raise ValueError(f"unknown fact op {line['op']!r}")
+        op: Callable[..., Any] = getattr(self._builder, line["op"])
         self._clock.at = float(line["t"])
         try:
             op(str(line["exchange"]), **kwargs)
@@ -109,9 +111,8 @@ class FactReplayer:
         return events
 
 
-_OPS: Final = {
-    name: name
-    for name in (
+_OPS: Final = frozenset(
+    {
         "open_exchange",
         "message",
         "response_head",
@@ -119,8 +120,8 @@ _OPS: Final = {
         "add_bytes_out",
         "mark_invalid",
         "close_exchange",
-    )
-}
+    }
+)
 """The builder calls a fact may stand for (anything else in a file is refused)."""
 
 
