@@ -140,11 +140,6 @@ class FactLog:
         return len(self._pending) + len(self._held)
 
     @property
-    def replaying(self) -> bool:
-        """True while queued facts are being built (events published meanwhile are replays)."""
-        return self._replaying
-
-    @property
     def pending_bytes(self) -> int:
         """Body bytes the queued facts hold."""
         return self._bytes

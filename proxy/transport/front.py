@@ -29,6 +29,7 @@ from typing import cast
 import httptools
 
 from proxy import __version__
+from proxy.framing.http import header
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
 from proxy.transport.driver import ExchangeDriver, bridge_for, classify_request
@@ -74,12 +75,6 @@ class _Request:
         self.continue_sent = False
         self.continue_wanted = False
         """The client sent `Expect: 100-continue`; the 100 goes out once the responses before it have."""
-
-    def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
 
     def rebuild(self) -> bytes:
         """The request as bytes again (Content-Length framing), for a protocol that parses it anew."""
@@ -227,11 +222,11 @@ class FrontConnection(asyncio.Protocol):
         req.method = parser.get_method().decode("latin-1")
         req.keep_alive = parser.should_keep_alive()
         req.http10 = parser.get_http_version() == "1.0"
-        declared = req.header("content-length")
+        declared = header(req.headers, "content-length")
         too_large = (
             declared is not None and declared.isdigit() and int(declared) > self.state.settings.max_body_bytes
         )
-        expect = req.header("expect")
+        expect = header(req.headers, "expect")
         if expect is not None and expect.lower() == "100-continue" and not too_large:
             req.continue_wanted = True
             self._send_continue()

@@ -24,6 +24,8 @@ from typing import cast
 
 import httptools
 
+from proxy.framing.http import header
+
 HIGH_WATER = 256 * 1024
 """Body bytes held for the relay before the upstream socket is paused."""
 LOW_WATER = 64 * 1024
@@ -63,14 +65,10 @@ class UpstreamResponse:
         self.status = status
         self.reason = reason
         self.headers = headers
-        self.content_length: int | None = None
-        chunked = False
-        for name, value in headers:
-            lowered = name.lower()
-            if lowered == "content-length" and value.isdigit():
-                self.content_length = int(value)
-            elif lowered == "transfer-encoding":
-                chunked = value.rstrip().lower().endswith("chunked")
+        length = header(headers, "content-length")
+        self.content_length: int | None = int(length) if length is not None and length.isdigit() else None
+        coding = header(headers, "transfer-encoding")
+        chunked = coding is not None and coding.rstrip().lower().endswith("chunked")
         self.until_close = self.content_length is None and not chunked
         """No length and no chunking: the body ends where the connection does (HTTP/1.0 framing)."""
         self._chunks: deque[bytes] = deque()
@@ -81,23 +79,12 @@ class UpstreamResponse:
 
     def header(self, name: str) -> str | None:
         """The first value of a header, by case-insensitive name."""
-        wanted = name.lower()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return value
-        return None
+        return header(self.headers, name)
 
     @property
     def complete(self) -> bool:
         """The whole body has arrived (and sits in the buffer)."""
         return self._done and self._error is None
-
-    def take_all(self) -> bytes:
-        """The whole body at once; only when `complete` (nothing is waited for)."""
-        data = b"".join(self._chunks)
-        self._chunks.clear()
-        self._buffered = 0
-        return data
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises UpstreamError("cut", ...) if the upstream breaks it off."""
