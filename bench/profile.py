@@ -21,6 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench  # bench/ is not a package: run.py sits beside this file
 
 
+def _frame(text: str) -> str:
+    """`name (file:line)` -> `name (file)`; a frame without a file (a native one) as it is."""
+    name, sep, where = text.rpartition(" (")
+    return f"{name} ({where.split(':')[0]})" if sep else text
+
+
 def top(collapsed: Path, limit: int) -> str:
     """Own-time and inclusive sample counts per function from py-spy's collapsed stacks."""
     own: collections.Counter[str] = collections.Counter()
@@ -28,13 +34,11 @@ def top(collapsed: Path, limit: int) -> str:
     samples = 0
     for line in collapsed.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
-        if not stack:
-            continue
+        if not stack or not count_text.isdigit():
+            continue  # a frame name with a line break in it splits its stack over two lines
         count = int(count_text)
         samples += count
-        frames = [
-            f.rsplit(" (", 1)[0] + " (" + f.rsplit(" (", 1)[1].split(":")[0] + ")" for f in stack.split(";")
-        ]
+        frames = [_frame(f) for f in stack.split(";")]
         own[frames[-1]] += count
         for frame in set(frames):
             total[frame] += count

@@ -20,7 +20,6 @@ from proxy import __version__
 from proxy.config import Settings, parse_host_port
 from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
-from proxy.engine.passthrough import PassthroughEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
@@ -74,7 +73,6 @@ class Proxy:
         self.state = ProxyState(
             settings=settings,
             upstream=upstream,
-            engine=PassthroughEngine(upstream),
             builder=self.builder,
             facts=self.facts,
             store=self.store,

@@ -1,36 +1,24 @@
-"""The pass-through engine: same era on both sides, so the proxy forwards bytes and only observes.
+"""Pass-through decisions: same era on both sides, so the proxy forwards bytes and only observes.
 
 Theory of operation: a routed client request becomes one upstream request with hop-by-hop headers
 dropped and `Host` rewritten; the upstream's head goes back with its status unchanged and its body is
 relayed byte for byte. Faults become proxy answers: unreachable -> 502, too slow -> 504 (each with a
-JSON-RPC error carrying the request id when it could be read); a client that leaves aborts the
-upstream request, since the client's own connection is what pass-through mirrors.
+JSON-RPC error carrying the request id when it could be read); a fault after the head has gone out
+can only cut the client's response; a client that leaves aborts the upstream request, since the
+client's own connection is what pass-through mirrors.
+
+These are plain functions, not an event-driven state machine like the bridges' engines: pass-through
+has no state of its own beyond one exchange, and on the benchmark machine the events and commands
+of a state machine cost a small exchange more CPU than the decisions themselves (issue 7). The
+transport's relay (`proxy.transport.relay`) calls them in sequence.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-from proxy.engine.commands import (
-    CloseUpstream,
-    Command,
-    EndClientResponse,
-    Log,
-    RelayBody,
-    RespondToClient,
-    SendUpstream,
-    StartClientResponse,
-)
-from proxy.engine.events import (
-    ClientDisconnected,
-    ClientRequestReceived,
-    EngineEvent,
-    TimerFired,
-    UpstreamEnded,
-    UpstreamFailed,
-    UpstreamMessageReceived,
-    UpstreamResponded,
-)
+from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
@@ -42,68 +30,62 @@ _FAULT_TEXT = {
 }
 
 
-@dataclass
-class PassthroughEngine:
-    """Forwards each exchange unchanged; its only state is which exchanges are in flight."""
+@dataclass(frozen=True, slots=True)
+class UpstreamRequest:
+    """The request to send upstream for one client request."""
 
-    upstream: Upstream
-    _open: dict[str, RequestId | None] = field(default_factory=dict)
-    _started: set[str] = field(default_factory=set)
+    http_method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
 
-    def __repr__(self) -> str:
-        return f"PassthroughEngine(upstream={self.upstream.url!r}, open={sorted(self._open)})"
 
-    def handle(self, event: EngineEvent) -> list[Command]:
-        """Decide what the transport does next for one observed fact."""
-        match event:
-            case ClientRequestReceived(exchange, route):
-                self._open[exchange] = route.request_id
-                headers = tuple(forward_request_headers(route.headers, self.upstream))
-                path = self.upstream.path_for(route.path)
-                return [SendUpstream(exchange, route.http_method, path, headers, route.raw)]
-            case UpstreamResponded(exchange, status, headers):
-                self._started.add(exchange)
-                length = header(headers, "content-length")
-                keep = length is not None and not is_sse(header(headers, "content-type"))
-                out = tuple(forward_response_headers(headers, keep_length=keep))
-                size = int(length) if keep and length is not None and length.isdigit() else None
-                return [StartClientResponse(exchange, status, out, size), RelayBody(exchange)]
-            case UpstreamMessageReceived():
-                return []
-            case UpstreamEnded(exchange):
-                self._forget(exchange)
-                return [EndClientResponse(exchange)]
-            case UpstreamFailed(exchange, reason, detail):
-                return self._fault(exchange, reason, detail)
-            case ClientDisconnected(exchange):
-                self._forget(exchange)
-                return [CloseUpstream(exchange), EndClientResponse(exchange, "client_disconnected")]
-            case TimerFired():
-                return []
-        return []
+@dataclass(frozen=True, slots=True)
+class ClientHead:
+    """The response head to send the client for one upstream head."""
 
-    def _fault(self, exchange: str, reason: str, detail: str) -> list[Command]:
-        ident = self._open.get(exchange)
-        started = exchange in self._started
-        self._forget(exchange)
-        log = Log("upstream_fault", "warning", {"exchange": exchange, "reason": reason, "detail": detail})
-        if started or reason not in _FAULT_STATUS:
-            return [log, CloseUpstream(exchange), EndClientResponse(exchange, f"upstream_{reason}")]
-        status, body = gateway_error(
-            _FAULT_STATUS[reason], ident, f"{_FAULT_TEXT[reason]}: {detail}".rstrip(": ")
-        )
-        return [
-            log,
-            CloseUpstream(exchange),
-            RespondToClient(exchange, status, body),
-            EndClientResponse(exchange, f"upstream_{reason}"),
-        ]
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    content_length: int | None
+    """Kept only for a body of declared length that is not a stream; None streams the body."""
 
-    def _forget(self, exchange: str) -> None:
-        self._open.pop(exchange, None)
-        self._started.discard(exchange)
 
-    @property
-    def in_flight(self) -> int:
-        """Exchanges not yet finished (tests assert this drains to zero)."""
-        return len(self._open)
+@dataclass(frozen=True, slots=True)
+class FaultAnswer:
+    """What the proxy answers when the upstream fails before its head (a gateway error)."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def upstream_request(route: Route, upstream: Upstream) -> UpstreamRequest:
+    """The client's request as the upstream gets it: same method and body, headers rewritten."""
+    headers = tuple(forward_request_headers(route.headers, upstream))
+    return UpstreamRequest(route.http_method, upstream.path_for(route.path), headers, route.raw)
+
+
+def client_head(status: int, headers: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> ClientHead:
+    """The upstream's head as the client gets it: status unchanged, hop-by-hop headers dropped.
+
+    A declared length is kept for a plain body and dropped for an SSE stream, which is relayed event
+    by event and framed for the client's connection.
+    """
+    length = header(headers, "content-length")
+    keep = length is not None and not is_sse(header(headers, "content-type"))
+    out = tuple(forward_response_headers(headers, keep_length=keep))
+    size = int(length) if keep and length is not None and length.isdigit() else None
+    return ClientHead(status, out, size)
+
+
+def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> FaultAnswer | None:
+    """The gateway error for a fault before the upstream's head; None when the reason has none."""
+    status = _FAULT_STATUS.get(reason)
+    if status is None:
+        return None
+    status, body = gateway_error(status, request_id, f"{_FAULT_TEXT[reason]}: {detail}".rstrip(": "))
+    return FaultAnswer(status, body)
+
+
+def fault_outcome(reason: str) -> str:
+    """How an exchange ended by an upstream fault is recorded (`upstream_unreachable`, ...)."""
+    return f"upstream_{reason}"

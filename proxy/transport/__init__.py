@@ -1,3 +1,3 @@
-"""The I/O shell, the only room that awaits: the aiohttp app, the upstream client, the driver that feeds
-engine events and executes commands, and (later) the admin API.
+"""The I/O shell, the only room that awaits: the lean front and the aiohttp app, the upstream clients,
+the pass-through relay, the bridge drivers that feed engine events and execute commands, the admin API.
 """

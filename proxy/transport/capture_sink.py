@@ -1,4 +1,4 @@
-"""Feeding the capture file: flow events from the bus, and pass-through facts straight from the driver.
+"""Feeding the capture file: flow events from the bus, and pass-through facts straight from the relay.
 
 Events come off the capture's own bounded bus queue in a task; facts (observations not yet built into
 chains, see `proxy.flows.facts`) are encoded as they happen, since they are what the capture keeps

@@ -1,6 +1,6 @@
 """The client's side of one pass-through exchange, whichever HTTP server carries it.
 
-The pass-through driver talks to the client through this small surface, so the same driver serves a
+The pass-through relay talks to the client through this small surface, so the same relay serves a
 connection held by the lean front server (`front.py`) and one held by aiohttp (connections handed over
 to the bridges' server keep being served there, pass-through requests included).
 """
@@ -20,7 +20,7 @@ class ClientGone(Exception):
 
 
 class ClientSide(Protocol):
-    """What the driver needs of the client's connection: the request as sent, and a response to write."""
+    """What the relay needs of the client's connection: the request as sent, and a response to write."""
 
     method: str
     path_qs: str

@@ -4,12 +4,12 @@ Why not aiohttp's server for everything: on the benchmark machine aiohttp spends
 on each request before and after our handler runs, a third of the whole budget the proxy has for a
 small `tools/call` (issue 7). Pass-through needs a request parsed and a response streamed back, not
 aiohttp's request objects, middlewares and writers, so this server reads requests itself and hands
-each to the pass-through driver through `FrontSide`.
+each to the pass-through relay through `FrontSide`.
 
 The bridges are built on aiohttp's request and response objects. When a connection's request
 belongs to a bridge, the connection is handed over: its parsed requests are written back out as
 bytes and fed to an aiohttp protocol, which owns the connection from then on (pass-through requests
-on it included, served by the same driver through `AiohttpSide`).
+on it included, served by the same relay through `AiohttpSide`).
 
 Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`), bodies (413 past
 the configured limit, answered as soon as the limit is crossed), requests queued behind one in
@@ -29,10 +29,12 @@ from typing import cast
 import httptools
 
 from proxy import __version__
+from proxy.framing.classify import Route
 from proxy.framing.http import header
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
-from proxy.transport.driver import ExchangeDriver, bridge_for, classify_request
+from proxy.transport.driver import classify_request
+from proxy.transport.relay import PassthroughRelay
 from proxy.transport.state import ProxyState
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -302,10 +304,14 @@ class FrontConnection(asyncio.Protocol):
             target = req.target.decode("latin-1")
             path = target.split("?", 1)[0]
             outcome = classify_request(state, req.method, path, side.headers, raw)
-            if not req.early and await bridge_for(state, outcome) is not None:
-                self._hand_over(req)
-                return
-            await ExchangeDriver(state, side, state.next_exchange()).run(outcome, received=len(raw))
+            router = state.router
+            if router is not None and not req.early and isinstance(outcome, Route):
+                if router.needs_probe():
+                    await router.ensure_probed()
+                if router.bridge_for(outcome) is not None:
+                    self._hand_over(req)
+                    return
+            await PassthroughRelay(state, side, state.next_exchange()).run(outcome, received=len(raw))
             side.flush()
             keep = keep and not side.broken
         except asyncio.CancelledError:
@@ -468,7 +474,7 @@ class FrontSide:
         self._pending = head if self.method == "HEAD" else head + body
 
     def flush(self) -> None:
-        """Send a whole response the proxy made (`respond`), once the driver is done."""
+        """Send a whole response the proxy made (`respond`), once the relay is done."""
         pending, self._pending = self._pending, None
         if pending is not None and not self.started:
             with contextlib.suppress(ClientGone):

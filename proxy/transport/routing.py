@@ -44,11 +44,15 @@ class Router:
         self._stale = False
         self.on_change: Callable[[UpstreamEras], None] | None = None
 
+    def needs_probe(self) -> bool:
+        """The verdict is unknown or stale and no probe ran in the last REPROBE_INTERVAL seconds."""
+        if self.forced or self.settings.bridge == "off" or (self.eras.known and not self._stale):
+            return False
+        return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
+
     async def ensure_probed(self) -> UpstreamEras:
         """Probe when the verdict is unknown or stale (at most every REPROBE_INTERVAL seconds)."""
-        if self.forced or self.settings.bridge == "off" or (self.eras.known and not self._stale):
-            return self.eras
-        if time.monotonic() - self._last_probe < REPROBE_INTERVAL and self._last_probe:
+        if not self.needs_probe():
             return self.eras
         async with self._lock:
             if self.eras.known and not self._stale:

@@ -10,7 +10,6 @@ import aiohttp
 from aiohttp import web
 
 from proxy.config import Settings
-from proxy.engine.passthrough import PassthroughEngine
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.facts import FactLog
@@ -24,14 +23,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class ProxyState:
-    """The proxy's shared parts: settings, upstream, engine, chain builder, store and bus."""
+    """The proxy's shared parts: settings, upstream, chain builder, store and bus."""
 
     settings: Settings
     upstream: Upstream
-    engine: PassthroughEngine
     builder: ChainBuilder
     facts: FactLog
-    """The pass-through driver's way to the builder: observations wait as facts while nobody watches."""
+    """The pass-through relay's way to the builder: observations wait as facts while nobody watches."""
     store: ChainStore
     bus: EventBus
     client: aiohttp.ClientSession | None = None
@@ -39,6 +37,8 @@ class ProxyState:
     router: Router | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     open_streams: int = 0
+    relaying: int = 0
+    """Pass-through exchanges between their upstream request and their end (drained to zero when idle)."""
 
     def next_exchange(self) -> str:
         """A fresh exchange id (unique within this process)."""

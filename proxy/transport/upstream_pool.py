@@ -86,6 +86,14 @@ class UpstreamResponse:
         """The whole body has arrived (and sits in the buffer)."""
         return self._done and self._error is None
 
+    def body_if_complete(self) -> bytes | None:
+        """The whole body at once when it has all arrived already (a small result usually has), else None."""
+        if not self.complete:
+            return None
+        chunks, self._chunks = self._chunks, deque()
+        self._buffered = 0
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises UpstreamError("cut", ...) if the upstream breaks it off."""
         while True:
@@ -261,6 +269,11 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
+    if not head.done():
+        head.set_exception(TimeoutError())
+
+
 class UpstreamPool:
     """Keep-alive HTTP/1.1 connections to one upstream host, at most `limit` of them at a time."""
 
@@ -299,13 +312,21 @@ class UpstreamPool:
             head.append(f"Content-Length: {len(body)}\r\n")
         head.append("\r\n")
         data = "".join(head).encode("latin-1") + body
-        async with asyncio.timeout(self.head_timeout):
-            conn = await self._acquire()
-            try:
-                return await conn.send(data, head_only=method == "HEAD")
-            except BaseException:
-                conn.finish(reusable=False)
-                raise
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.head_timeout
+        conn = None if self._closed else self._take_idle()
+        if conn is None:  # no warm connection: connect, or wait for one, within the same budget
+            async with asyncio.timeout_at(deadline):
+                conn = await self._acquire()
+        answer = conn.send(data, head_only=method == "HEAD")
+        timer = loop.call_at(deadline, _expire, answer)  # cheaper than a Timeout context on the hot path
+        try:
+            return await answer
+        except BaseException:
+            conn.finish(reusable=False)
+            raise
+        finally:
+            timer.cancel()
 
     async def _acquire(self) -> _Connection:
         while True:

@@ -190,7 +190,7 @@ async def test_client_that_leaves_mid_stream_is_recorded_and_the_proxy_serves_on
                     assert await read_event(response) == EVENT
                     response.close()  # walk away mid-stream: the connection is dropped
                 await wait_until(lambda: drained(proxy), what="the proxy to drop the abandoned exchange")
-                assert (proxy.builder.open_exchanges, proxy.state.engine.in_flight) == (0, 0)
+                assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
                 chain = next(c for c in proxy.store if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR

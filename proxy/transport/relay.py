@@ -1,0 +1,280 @@
+"""The pass-through relay: one client exchange forwarded upstream and back, observed on the way.
+
+Straight-line on purpose. The bridges run event-driven engines because they juggle rounds, parked
+calls and nested requests; pass-through has one request, one response and three ways to fail, and
+on the benchmark machine a per-exchange state machine (events, commands, dispatch) cost more CPU than
+the relaying itself (issue 7). The decisions stay pure in `proxy.engine.passthrough`; this class
+does the I/O in order and feeds the observations (`FactLog`) with parsed copies, never holding the
+bytes back: a body that arrived whole goes to the client in one write with its head, a stream goes
+chunk by chunk as it comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxy.engine.passthrough import client_head, fault_answer, fault_outcome, upstream_request
+from proxy.flows.events import Channel, Direction
+from proxy.framing.classify import Rejection, Route
+from proxy.framing.http import header, is_sse
+from proxy.logs import get_logger, info_line
+from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.observe import BodyObserver
+from proxy.transport.state import ProxyState
+from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
+from proxy.wire.headers import SESSION_ID
+from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
+from proxy.wire.versions import Era
+
+_LOG = get_logger()
+
+
+class PassthroughRelay:
+    """Relays one exchange between a client and the upstream, and reports what it saw."""
+
+    __slots__ = ("client", "ended", "exchange", "state", "upstream")
+
+    def __init__(self, state: ProxyState, client: ClientSide, exchange: str) -> None:
+        self.state = state
+        self.client = client
+        self.exchange = exchange
+        self.upstream: UpstreamResponse | None = None
+        self.ended = False
+
+    async def run(self, outcome: Route | Rejection, *, received: int) -> None:
+        """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
+
+        `received` is how many body bytes were read (for a refused body, those read before refusing).
+        """
+        state, client = self.state, self.client
+        era = outcome.era.value if isinstance(outcome, Route) else "unknown"
+        state.facts.open_exchange(
+            self.exchange,
+            http_method=client.method,
+            path=client.path_qs,
+            headers=dict(client.headers),
+            session=header(client.headers, SESSION_ID),
+            client_era=era,
+            upstream_era=era,
+            body_size=received,
+        )
+        if isinstance(outcome, Rejection):
+            state.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
+            self._answer(outcome.status, outcome.body)
+            self._close(outcome.reason)
+            return
+        self._observe_client(outcome)
+        state.relaying += 1
+        try:
+            await self._relay(outcome)
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        finally:
+            state.relaying -= 1
+
+    async def _relay(self, route: Route) -> None:
+        state, client = self.state, self.client
+        send = upstream_request(route, state.upstream)
+        target = state.upstream.origin + send.path
+        query = client.raw_query
+        if query and "?" not in send.path:
+            target += "?" + query
+        # Sent as the client sent it (percent-encoded): `%2F` stays `%2F`.
+        try:
+            upstream = await state.pool.request(send.http_method, target, send.headers, send.body)
+        except TimeoutError:
+            detail = f"no response head within {state.settings.upstream_timeout}s"
+            self._fault("timeout", detail, route.request_id)
+            return
+        except UpstreamError as exc:
+            self._fault("unreachable", _describe(exc), route.request_id)
+            return
+        self.upstream = upstream
+        self._check_verdict(route, upstream.status)
+        head = client_head(upstream.status, upstream.headers)
+        state.facts.response_head(
+            self.exchange,
+            status=head.status,
+            content_type=header(head.headers, "content-type"),
+            headers=dict(upstream.headers),
+        )
+        try:
+            await client.start(head.status, upstream.reason, head.headers, head.content_length)
+        except ClientGone:
+            self._gone()
+            return
+        whole = None if is_sse(upstream.header("content-type")) else upstream.body_if_complete()
+        if whole is not None:
+            await self._relay_whole(upstream, whole)
+        else:
+            await self._relay_stream(upstream)
+
+    async def _relay_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
+        """A body that arrived with its head (most small results): one write, then observe it."""
+        try:
+            if body:
+                await self.client.write(body)
+        except ClientGone:
+            self._observe_json(upstream, body)
+            self._gone()
+            return
+        self._observe_json(upstream, body)
+        await self._end(None)
+
+    def _observe_json(self, upstream: UpstreamResponse, body: bytes) -> None:
+        observer = self._observer(upstream, sse=False)
+        observer.feed(body)
+        observer.finish()
+        if observer.problem:
+            _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
+
+    async def _relay_stream(self, upstream: UpstreamResponse) -> None:
+        state, client = self.state, self.client
+        sse = is_sse(upstream.header("content-type"))
+        observer = self._observer(upstream, sse=sse)
+        if sse:
+            state.open_streams += 1
+        try:
+            async for chunk in upstream.chunks():
+                try:
+                    await client.write(chunk)
+                except ClientGone:
+                    observer.feed(chunk)
+                    self._gone()
+                    return
+                observer.feed(chunk)
+        except UpstreamError as exc:
+            observer.finish()
+            self._cut(exc)
+            return
+        finally:
+            if sse:
+                state.open_streams -= 1
+        observer.finish()
+        if observer.problem:
+            _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
+        await self._end(None)
+
+    def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
+        facts, exchange = self.state.facts, self.exchange
+        return BodyObserver(
+            sse=sse,
+            sink=self._observe_upstream,
+            on_extra_bytes=lambda size: facts.add_bytes_out(exchange, size),
+            channel=Channel.GET_SSE if self.client.method == "GET" else Channel.SSE,
+            on_event_id=lambda sse_id: facts.note_event_id(exchange, sse_id),
+            declared_size=upstream.content_length,
+        )
+
+    # -- observation ----------------------------------------------------------------------------
+
+    def _observe_client(self, route: Route) -> None:
+        facts = self.state.facts
+        messages = route.body.messages
+        if route.body.parse_error and route.raw.strip():
+            facts.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
+            return
+        single = len(messages) == 1
+        for msg in messages:
+            size = len(route.raw) if single else len(dumps(msg.raw))
+            facts.message(self.exchange, msg, size=size, direction=Direction.TO_SERVER, channel=Channel.POST)
+
+    def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
+        self.state.facts.message(
+            self.exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, sse_id=sse_id
+        )
+
+    def _check_verdict(self, route: Route, status: int) -> None:
+        """An era-level refusal (a handshake or a 2026 request turned away) may mean the upstream changed."""
+        router = self.state.router
+        if router is None or status not in (400, 404, 405):
+            return
+        if route.method == "initialize" or route.era is Era.MODERN:
+            router.suspect(
+                f"HTTP {status} for {route.method or route.http_method} from a {route.era.value} client"
+            )
+
+    # -- endings --------------------------------------------------------------------------------
+
+    def _answer(self, status: int, body: dict[str, object] | None) -> None:
+        """Answer the client with a whole response the proxy made (a refusal or a gateway error)."""
+        data = dumps(body) if body is not None else b""
+        facts = self.state.facts
+        content_type = "application/json" if body is not None else None
+        facts.response_head(self.exchange, status=status, content_type=content_type, headers={})
+        if body is not None:
+            msg = parse_body(data).first
+            if msg is not None:
+                facts.message(
+                    self.exchange,
+                    msg,
+                    size=len(data),
+                    direction=Direction.TO_CLIENT,
+                    channel=Channel.JSON,
+                    note="answered by the proxy",
+                )
+        self.client.respond(status, data, content_type, ())
+
+    def _fault(self, reason: str, detail: str, request_id: RequestId | None) -> None:
+        """The upstream failed before its head: the client gets a gateway error."""
+        _LOG.warning("upstream_fault", exchange=self.exchange, reason=reason, detail=detail)
+        answer = fault_answer(reason, detail, request_id)
+        if answer is not None:
+            self._answer(answer.status, answer.body)
+        self._finish(fault_outcome(reason))
+
+    def _cut(self, exc: UpstreamError) -> None:
+        """The upstream broke off a body already under way: break the client's off the same way.
+
+        A clean end would pass a truncated body off as complete (and leave a client that was promised a
+        Content-Length waiting for bytes that never come); closing the connection after flushing what
+        was relayed tells the client its body was cut, as the upstream told us.
+        """
+        _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(exc))
+        self._close_upstream()
+        self.client.cut()
+        self._finish(fault_outcome("cut"))
+
+    def _gone(self) -> None:
+        """The client left: the upstream request is dropped with it."""
+        self._close_upstream()
+        self._finish("client_disconnected")
+
+    async def _end(self, outcome: str | None) -> None:
+        if self.ended:
+            return
+        try:
+            await self.client.finish()
+        except ClientGone:
+            outcome = outcome or "client_disconnected"
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            upstream.release()
+        self._finish(outcome)
+
+    def _abandon(self) -> None:
+        """The exchange was cancelled (client gone or shutdown): drop the upstream request, record it."""
+        self._close_upstream()
+        self._finish("client_disconnected")
+
+    def _close_upstream(self) -> None:
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            upstream.close()
+
+    def _finish(self, outcome: str | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self._close(outcome)
+
+    def _close(self, outcome: str | None) -> None:
+        summary = self.state.facts.close_exchange(self.exchange, outcome)
+        if summary is not None:
+            info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text[:300]
