@@ -39,6 +39,9 @@ def _json_line(event: dict[str, Any], default: Callable[[Any], Any]) -> str:
         return json.dumps(event, default=default)
 
 
+WRITE_BUFFER = 1024 * 1024
+"""Bytes a log file buffers between flushes (a busy proxy writes about 4 MB/s of lines)."""
+
 FLUSH_INTERVAL = 0.01
 """Seconds a log line may wait in the buffer before it is flushed (one write(2) for all lines meanwhile)."""
 
@@ -91,7 +94,9 @@ def configure(
     stream: TextIO | None
     opened: TextIO | None = None
     if file is not None:
-        opened = open(file, "a", encoding="utf-8")  # noqa: SIM115 - lifetime owned by the caller; LineWriter flushes
+        # Lifetime owned by the caller. LineWriter flushes on its timer, so the large buffer means one
+        # write(2) per flush, not one per 8 KiB of lines.
+        opened = open(file, "a", encoding="utf-8", buffering=WRITE_BUFFER)  # noqa: SIM115
         stream = opened
     elif quiet:
         stream = None
