@@ -23,12 +23,13 @@ import contextlib
 import email.utils
 import http
 from collections import deque
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 import httptools
 
 from proxy import __version__
+from proxy.engine.passthrough import ClientHead
 from proxy.framing.classify import Route
 from proxy.framing.http import header
 from proxy.logs import get_logger
@@ -36,6 +37,7 @@ from proxy.transport.client_side import ClientGone
 from proxy.transport.driver import classify_request
 from proxy.transport.relay import PassthroughRelay
 from proxy.transport.state import ProxyState
+from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
 
 MAX_HEAD_BYTES = 64 * 1024
 """Request line plus headers; past it the client gets 431 and the connection closes."""
@@ -117,11 +119,13 @@ class FrontServer:
         """Close idle connections now, give busy ones `grace` seconds, then cut them."""
         self.stop_listening()
         for conn in list(self.connections):
-            if conn.task is None:
+            if not conn.busy:
                 conn.close()
-        busy = [conn.task for conn in self.connections if conn.task is not None]
-        if busy:
-            await asyncio.wait(busy, timeout=grace)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        # Exchanges served without a task have nothing to await: a shutdown polls them.
+        while any(conn.busy for conn in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.abort()
         if self.server is not None:
@@ -141,6 +145,9 @@ class FrontConnection(asyncio.Protocol):
         self.current: _Request | None = None
         self.queue: deque[_Request] = deque()
         self.task: asyncio.Task[None] | None = None
+        self.relay: PassthroughRelay | None = None
+        """The exchange served without a task, waiting for its upstream head."""
+        self.pending: PendingHead | None = None
         self.closed = False
         self.handed_over = False
         self._head_bytes = 0
@@ -176,6 +183,10 @@ class FrontConnection(asyncio.Protocol):
             self._head_raw += len(data)
             if self._head_raw > MAX_HEAD_BYTES:
                 self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
+                return
+        # Served once the whole chunk is parsed, never from inside the parser: a request handed to
+        # aiohttp takes the ones pipelined behind it along, so they must all be read by then.
+        self._next()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -185,6 +196,21 @@ class FrontConnection(asyncio.Protocol):
             drain.set_exception(ClientGone("connection closed"))
         if self.task is not None:
             self.task.cancel()
+        self._drop_relay()
+
+    def _drop_relay(self) -> None:
+        """The client left while its request waited for the upstream's head: drop both."""
+        relay, self.relay = self.relay, None
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.drop()
+        if relay is not None:
+            relay.abandon()
+
+    @property
+    def busy(self) -> bool:
+        """A request is being served (in a task, or waiting for its head without one)."""
+        return self.task is not None or self.relay is not None
 
     def pause_writing(self) -> None:
         if self._drain is None:
@@ -255,7 +281,6 @@ class FrontConnection(asyncio.Protocol):
         if len(self.queue) > MAX_QUEUED and self.transport is not None and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        self._next()
 
     # serving
     def _count_head(self, size: int) -> None:
@@ -272,10 +297,9 @@ class FrontConnection(asyncio.Protocol):
             self.transport.pause_reading()
             self._reading_paused = True
         self.queue.append(req)
-        self._next()
 
     def _next(self) -> None:
-        if self.task is not None or self.closed or self.handed_over:
+        if self.busy or self.closed or self.handed_over:
             return
         if not self.queue:
             if self._reading_paused and self.transport is not None:
@@ -284,50 +308,141 @@ class FrontConnection(asyncio.Protocol):
             self._send_continue()
             return
         req = self.queue.popleft()
-        self.task = asyncio.get_running_loop().create_task(self._serve(req))
+        side = FrontSide(self, req)
+        try:
+            self._serve_now(req, side)
+        except Exception:
+            self._failed(side)
+
+    def _serve_now(self, req: _Request, side: FrontSide) -> None:
+        """Serve a request without a task when it can be: the hot path of pass-through.
+
+        A routed request with a warm upstream connection is sent at once, and its answer handled in a
+        done callback; a body that arrives with its head goes back in one write. Anything slower
+        (a probe due, no idle connection, a streamed body) continues in a task.
+        """
+        state = self.state
+        raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
+        path = side.path_qs.split("?", 1)[0]
+        outcome = classify_request(state, req.method, path, side.headers, raw)
+        router = state.router
+        if router is not None and not req.early and isinstance(outcome, Route):
+            if router.needs_probe():
+                self._run(side, self._probe_then_serve(req, side, outcome, len(raw)))
+                return
+            if router.bridge_for(outcome) is not None:
+                self._hand_over(req)
+                return
+        relay = PassthroughRelay(state, side, state.next_exchange())
+        route = relay.open(outcome, received=len(raw))
+        if route is None:
+            self._served(side)
+            return
+        send = relay.target(route)
+        pending = state.pool.request_nowait(send.http_method, send.path, send.headers, send.body)
+        if pending is None:
+            self._run(side, relay.relay(route))
+            return
+        self.relay = relay
+        self.pending = pending
+        pending.future.add_done_callback(lambda _f: self._answered(relay, route, side, pending))
+
+    def _answered(self, relay: PassthroughRelay, route: Route, side: FrontSide, pending: PendingHead) -> None:
+        """The upstream's head (or its failure) for a request served without a task."""
+        if self.relay is not relay:
+            return  # abandoned meanwhile (the client left)
+        self.pending = None
+        try:
+            try:
+                upstream = pending.result()
+            except TimeoutError:
+                relay.timed_out(route)
+            except UpstreamError as exc:
+                relay.unreachable(route, exc)
+            else:
+                head = relay.head(route, upstream)
+                body = relay.whole_body(upstream, head)
+                if body is None:
+                    self.relay = None
+                    self._run(side, self._deliver(relay, side, upstream, head))
+                    return
+                side.send_whole(head.status, upstream.reason, head.headers, body)
+                relay.delivered_whole(upstream, body)
+        except Exception:
+            relay.abandon("proxy_error")
+            self.relay = None
+            self._failed(side)
+            return
+        self.relay = None
+        self._served(side)
+
+    async def _deliver(
+        self, relay: PassthroughRelay, side: FrontSide, upstream: UpstreamResponse, head: ClientHead
+    ) -> None:
+        """A head without its whole body: start the response, then stream the body as it comes."""
+        try:
+            await side.start(head.status, upstream.reason, head.headers, head.content_length)
+            await relay.stream(upstream)
+        except ClientGone:
+            relay.abandon()
+        except asyncio.CancelledError:
+            relay.abandon()
+            raise
+        except Exception:
+            relay.abandon("proxy_error")
+            raise
+
+    async def _probe_then_serve(self, req: _Request, side: FrontSide, outcome: Route, received: int) -> None:
+        """A probe is due before this request can be routed: probe, then hand over or relay."""
+        router = self.state.router
+        assert router is not None
+        await router.ensure_probed()
+        if router.bridge_for(outcome) is not None:
+            self._hand_over(req)
+            raise _HandedOver
+        await PassthroughRelay(self.state, side, self.state.next_exchange()).run(outcome, received=received)
+
+    def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
+        """Continue serving the request in a task (the slow paths)."""
+        self.task = asyncio.get_running_loop().create_task(self._serve(side, work))
+
+    async def _serve(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except (asyncio.CancelledError, _HandedOver):
+            self.task = None
+            return
+        except Exception:
+            self.task = None
+            self._failed(side)
+            return
+        self.task = None
+        self._served(side)
+
+    def _served(self, side: FrontSide) -> None:
+        """One request answered: on to the next, or close when the response ended the connection."""
+        side.flush()
+        if not side.req.keep_alive or side.broken:
+            self.close()
+            return
+        self._next()
+
+    def _failed(self, side: FrontSide) -> None:
+        """A bug while serving: answer 500 if nothing went out yet, and close the connection."""
+        get_logger().exception("front_exchange_failed")
+        if not side.started:
+            side.respond(500, b"", None, ())
+            side.flush()
+        self.close()
 
     def _send_continue(self) -> None:
         """The 100 for the request being read, but never inside a response still going out before it."""
         req = self.current
         if req is None or not req.continue_wanted or req.continue_sent:
             return
-        if self.task is None and not self.queue and not self.closed and self.transport is not None:
+        if not self.busy and not self.queue and not self.closed and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             req.continue_sent = True
-
-    async def _serve(self, req: _Request) -> None:
-        state = self.state
-        keep = req.keep_alive
-        side = FrontSide(self, req)
-        try:
-            raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
-            target = req.target.decode("latin-1")
-            path = target.split("?", 1)[0]
-            outcome = classify_request(state, req.method, path, side.headers, raw)
-            router = state.router
-            if router is not None and not req.early and isinstance(outcome, Route):
-                if router.needs_probe():
-                    await router.ensure_probed()
-                if router.bridge_for(outcome) is not None:
-                    self._hand_over(req)
-                    return
-            await PassthroughRelay(state, side, state.next_exchange()).run(outcome, received=len(raw))
-            side.flush()
-            keep = keep and not side.broken
-        except asyncio.CancelledError:
-            return
-        except Exception:
-            get_logger().exception("front_exchange_failed")
-            keep = False
-            if not side.started:
-                side.respond(500, b"", None, ())
-                side.flush()
-        finally:
-            self.task = None
-        if not keep:
-            self.close()
-            return
-        self._next()
 
     def _hand_over(self, first: _Request) -> None:
         """Give the connection, with the requests read but not served, to aiohttp's server."""
@@ -353,7 +468,7 @@ class FrontConnection(asyncio.Protocol):
     def _refuse(self, status: int, text: str) -> None:
         """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""
         self.closed = True
-        if self.transport is None or self.task is not None:
+        if self.transport is None or self.busy:
             self.abort()
             return
         body = text.encode("utf-8", "replace")
@@ -380,6 +495,10 @@ class FrontConnection(asyncio.Protocol):
         drain = self._drain
         if drain is not None:
             await drain
+
+
+class _HandedOver(Exception):
+    """Raised out of a task whose connection went to aiohttp's server: nothing more to do here."""
 
 
 class _HeadTooLarge(Exception):
@@ -433,17 +552,38 @@ class FrontSide:
         self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
     ) -> None:
         transport = self._transport()
+        head = self._begin(status, reason, headers, length)
+        if length is not None and not self._no_body:
+            self._pending = head  # goes out with the first body bytes, in one write
+        else:
+            transport.write(head)
+
+    def send_whole(
+        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> None:
+        """A relayed response whose body is all here: head and body in one write, nothing to wait on.
+
+        A client gone meanwhile is left to the connection's close; the exchange still ends as served.
+        """
+        try:
+            transport = self._transport()
+        except ClientGone:
+            self.broken = True
+            return
+        head = self._begin(status, reason, headers, len(body))
+        transport.write(head if self._no_body else head + body)
+
+    def _begin(
+        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
+    ) -> bytes:
+        """Frame the response head for the client's connection (length, chunking or close)."""
         items = [(k, v) for k, v in headers if k.lower() != "content-length"]
         self._no_body = self.method == "HEAD" or status in (204, 304) or 100 <= status < 200
         close_delimited = length is None and self.req.http10 and not self._no_body
         self._chunked = length is None and not self._no_body and not close_delimited
         self._closing_headers(items, close_delimited)
-        head = _head(status, reason, items, length, self._chunked)
         self.started = True
-        if length is not None and not self._no_body:
-            self._pending = head  # goes out with the first body bytes, in one write
-        else:
-            transport.write(head)
+        return _head(status, reason, items, length, self._chunked)
 
     async def write(self, chunk: bytes) -> None:
         transport = self._transport()

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import asyncio
 
-from proxy.engine.passthrough import client_head, fault_answer, fault_outcome, upstream_request
+from proxy.engine.passthrough import (
+    ClientHead,
+    UpstreamRequest,
+    client_head,
+    fault_answer,
+    fault_outcome,
+    upstream_request,
+)
 from proxy.flows.events import Channel, Direction
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
@@ -32,7 +39,7 @@ _LOG = get_logger()
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("client", "ended", "exchange", "state", "upstream")
+    __slots__ = ("client", "counted", "ended", "exchange", "state", "upstream")
 
     def __init__(self, state: ProxyState, client: ClientSide, exchange: str) -> None:
         self.state = state
@@ -40,12 +47,20 @@ class PassthroughRelay:
         self.exchange = exchange
         self.upstream: UpstreamResponse | None = None
         self.ended = False
+        self.counted = False
+        """Counted in `state.relaying` (from the upstream request to the end)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
 
         `received` is how many body bytes were read (for a refused body, those read before refusing).
         """
+        route = self.open(outcome, received=received)
+        if route is not None:
+            await self.relay(route)
+
+    def open(self, outcome: Route | Rejection, *, received: int) -> Route | None:
+        """Record the request; a refused one is answered here (None), a routed one is returned."""
         state, client = self.state, self.client
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
         state.facts.open_exchange(
@@ -62,65 +77,94 @@ class PassthroughRelay:
             state.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
             self._answer(outcome.status, outcome.body)
             self._close(outcome.reason)
-            return
+            return None
         self._observe_client(outcome)
         state.relaying += 1
-        try:
-            await self._relay(outcome)
-        except asyncio.CancelledError:
-            self._abandon()
-            raise
-        finally:
-            state.relaying -= 1
+        self.counted = True
+        return outcome
 
-    async def _relay(self, route: Route) -> None:
-        state, client = self.state, self.client
+    def target(self, route: Route) -> UpstreamRequest:
+        """The upstream request for the route, its path joined to the upstream's origin and the query."""
+        state = self.state
         send = upstream_request(route, state.upstream)
         target = state.upstream.origin + send.path
-        query = client.raw_query
+        query = self.client.raw_query
         if query and "?" not in send.path:
             target += "?" + query
         # Sent as the client sent it (percent-encoded): `%2F` stays `%2F`.
+        return UpstreamRequest(send.http_method, target, send.headers, send.body)
+
+    async def relay(self, route: Route) -> None:
+        """After `open`: the upstream request and its response, to the end of the exchange."""
+        state = self.state
+        send = self.target(route)
         try:
-            upstream = await state.pool.request(send.http_method, target, send.headers, send.body)
-        except TimeoutError:
-            detail = f"no response head within {state.settings.upstream_timeout}s"
-            self._fault("timeout", detail, route.request_id)
-            return
-        except UpstreamError as exc:
-            self._fault("unreachable", _describe(exc), route.request_id)
-            return
+            try:
+                upstream = await state.pool.request(send.http_method, send.path, send.headers, send.body)
+            except TimeoutError:
+                self.timed_out(route)
+                return
+            except UpstreamError as exc:
+                self.unreachable(route, exc)
+                return
+            await self.deliver(route, upstream)
+        except asyncio.CancelledError:
+            self.abandon()
+            raise
+        except Exception:
+            self.abandon("proxy_error")
+            raise
+
+    def timed_out(self, route: Route) -> None:
+        """No head within the upstream timeout: 504."""
+        detail = f"no response head within {self.state.settings.upstream_timeout}s"
+        self._fault("timeout", detail, route.request_id)
+
+    def unreachable(self, route: Route, exc: UpstreamError) -> None:
+        """The upstream could not be reached, or closed before its head: 502."""
+        self._fault("unreachable", _describe(exc), route.request_id)
+
+    def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
+        """The upstream's head arrived: record it, and say what the client gets."""
         self.upstream = upstream
         self._check_verdict(route, upstream.status)
         head = client_head(upstream.status, upstream.headers)
-        state.facts.response_head(
+        self.state.facts.response_head(
             self.exchange,
             status=head.status,
             content_type=header(head.headers, "content-type"),
             headers=dict(upstream.headers),
         )
-        try:
-            await client.start(head.status, upstream.reason, head.headers, head.content_length)
-        except ClientGone:
-            self._gone()
-            return
-        whole = None if is_sse(upstream.header("content-type")) else upstream.body_if_complete()
-        if whole is not None:
-            await self._relay_whole(upstream, whole)
-        else:
-            await self._relay_stream(upstream)
+        return head
 
-    async def _relay_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
-        """A body that arrived with its head (most small results): one write, then observe it."""
+    @staticmethod
+    def whole_body(upstream: UpstreamResponse, head: ClientHead) -> bytes | None:
+        """The body when it arrived with the head and is what the head declared, else None (stream it).
+
+        A HEAD answer or a 204 declares a length it does not carry: those take the streaming path,
+        which knows to send no body.
+        """
+        length = head.content_length
+        if length is None or not upstream.complete or upstream.buffered != length:
+            return None
+        return upstream.body_if_complete()
+
+    def delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
+        """The whole body went out with its head: observe it and end the exchange."""
+        self._observe_json(upstream, body)
+        self.upstream = None
+        upstream.release()
+        self._finish(None)
+
+    async def deliver(self, route: Route, upstream: UpstreamResponse) -> None:
+        """The response to the client, relayed as it arrives (see `stream`)."""
+        head = self.head(route, upstream)
         try:
-            if body:
-                await self.client.write(body)
+            await self.client.start(head.status, upstream.reason, head.headers, head.content_length)
         except ClientGone:
-            self._observe_json(upstream, body)
             self._gone()
             return
-        self._observe_json(upstream, body)
-        await self._end(None)
+        await self.stream(upstream)
 
     def _observe_json(self, upstream: UpstreamResponse, body: bytes) -> None:
         observer = self._observer(upstream, sse=False)
@@ -129,7 +173,8 @@ class PassthroughRelay:
         if observer.problem:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
-    async def _relay_stream(self, upstream: UpstreamResponse) -> None:
+    async def stream(self, upstream: UpstreamResponse) -> None:
+        """Relay the body chunk by chunk as it arrives (a started response), observing each."""
         state, client = self.state, self.client
         sse = is_sse(upstream.header("content-type"))
         observer = self._observer(upstream, sse=sse)
@@ -253,10 +298,10 @@ class PassthroughRelay:
             upstream.release()
         self._finish(outcome)
 
-    def _abandon(self) -> None:
-        """The exchange was cancelled (client gone or shutdown): drop the upstream request, record it."""
+    def abandon(self, outcome: str = "client_disconnected") -> None:
+        """The exchange was given up (client gone, shutdown): drop the upstream request, record it."""
         self._close_upstream()
-        self._finish("client_disconnected")
+        self._finish(outcome)
 
     def _close_upstream(self) -> None:
         upstream, self.upstream = self.upstream, None
@@ -267,6 +312,9 @@ class PassthroughRelay:
         if self.ended:
             return
         self.ended = True
+        if self.counted:
+            self.counted = False
+            self.state.relaying -= 1
         self._close(outcome)
 
     def _close(self, outcome: str | None) -> None:

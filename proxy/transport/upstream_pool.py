@@ -86,6 +86,11 @@ class UpstreamResponse:
         """The whole body has arrived (and sits in the buffer)."""
         return self._done and self._error is None
 
+    @property
+    def buffered(self) -> int:
+        """Body bytes that arrived and were not yet taken."""
+        return self._buffered
+
     def body_if_complete(self) -> bytes | None:
         """The whole body at once when it has all arrived already (a small result usually has), else None."""
         if not self.complete:
@@ -274,6 +279,43 @@ def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
         head.set_exception(TimeoutError())
 
 
+def _request_bytes(method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+    head = [f"{method} {target} HTTP/1.1\r\n"]
+    head += [f"{name}: {value}\r\n" for name, value in headers]
+    if body or method in ("POST", "PUT", "PATCH"):
+        head.append(f"Content-Length: {len(body)}\r\n")
+    head.append("\r\n")
+    return "".join(head).encode("latin-1") + body
+
+
+class PendingHead:
+    """A request sent, its response head awaited: the future, and what to undo if it fails."""
+
+    __slots__ = ("conn", "future", "timer")
+
+    def __init__(
+        self, conn: _Connection, future: asyncio.Future[UpstreamResponse], timer: asyncio.TimerHandle
+    ) -> None:
+        self.conn = conn
+        self.future = future
+        self.timer = timer
+
+    def result(self) -> UpstreamResponse:
+        """The head, once the future is done; a failure drops the connection and is raised."""
+        self.timer.cancel()
+        try:
+            return self.future.result()
+        except BaseException:
+            self.conn.finish(reusable=False)
+            raise
+
+    def drop(self) -> None:
+        """The caller gave up waiting (its client left): the upstream sees the request dropped."""
+        self.timer.cancel()
+        self.future.cancel()
+        self.conn.finish(reusable=False)
+
+
 class UpstreamPool:
     """Keep-alive HTTP/1.1 connections to one upstream host, at most `limit` of them at a time."""
 
@@ -306,27 +348,40 @@ class UpstreamPool:
         Raises TimeoutError past the timeout, UpstreamError when the upstream cannot be reached or
         breaks the connection before answering.
         """
-        head = [f"{method} {target} HTTP/1.1\r\n"]
-        head += [f"{name}: {value}\r\n" for name, value in headers]
-        if body or method in ("POST", "PUT", "PATCH"):
-            head.append(f"Content-Length: {len(body)}\r\n")
-        head.append("\r\n")
-        data = "".join(head).encode("latin-1") + body
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.head_timeout
-        conn = None if self._closed else self._take_idle()
-        if conn is None:  # no warm connection: connect, or wait for one, within the same budget
+        pending = self.request_nowait(method, target, headers, body)
+        if pending is None:  # no warm connection: connect, or wait for one, within the same budget
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.head_timeout
             async with asyncio.timeout_at(deadline):
                 conn = await self._acquire()
-        answer = conn.send(data, head_only=method == "HEAD")
-        timer = loop.call_at(deadline, _expire, answer)  # cheaper than a Timeout context on the hot path
+            pending = self._send(conn, _request_bytes(method, target, headers, body), method, deadline)
         try:
-            return await answer
-        except BaseException:
-            conn.finish(reusable=False)
+            await pending.future
+        except asyncio.CancelledError:
+            pending.drop()
             raise
-        finally:
-            timer.cancel()
+        except BaseException:
+            pass  # result() raises it again, once the connection is dropped
+        return pending.result()
+
+    def request_nowait(
+        self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
+    ) -> PendingHead | None:
+        """Send one request on a warm connection at once; None when there is none idle.
+
+        The hot path of pass-through: no task, no await; the caller learns of the head through the
+        returned future (a done callback) and collects it with `PendingHead.result`.
+        """
+        conn = None if self._closed else self._take_idle()
+        if conn is None:
+            return None
+        deadline = asyncio.get_running_loop().time() + self.head_timeout
+        return self._send(conn, _request_bytes(method, target, headers, body), method, deadline)
+
+    def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
+        future = conn.send(data, head_only=method == "HEAD")
+        timer = asyncio.get_running_loop().call_at(deadline, _expire, future)  # cheaper than a Timeout
+        return PendingHead(conn, future, timer)
 
     async def _acquire(self) -> _Connection:
         while True:
