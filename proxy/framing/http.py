@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 from proxy.wire.headers import HOP_BY_HOP
@@ -91,13 +92,23 @@ def forward_response_headers(
 
 
 def header(headers: Mapping[str, str] | Iterable[tuple[str, str]], name: str) -> str | None:
-    """Case-insensitive lookup of the first header with this name."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
+    """Case-insensitive lookup of the first header with this name.
+
+    Called a dozen times per exchange on the hot path: lists and tuples skip the Mapping check, and
+    a name of another length is passed over without lower-casing it.
+    """
+    kind = type(headers)
+    items = cast("Iterable[tuple[str, str]]", headers) if kind is list or kind is tuple else _pairs(headers)
     wanted = name.lower()
+    size = len(wanted)
     for key, value in items:
-        if key.lower() == wanted:
+        if len(key) == size and key.lower() == wanted:
             return value
     return None
+
+
+def _pairs(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Iterable[tuple[str, str]]:
+    return headers.items() if isinstance(headers, Mapping) else headers
 
 
 def media_type(content_type: str | None) -> str:

@@ -1,9 +1,11 @@
 """Feeding the capture file: flow events from the bus, and pass-through facts straight from the relay.
 
 Events come off the capture's own bounded bus queue in a task; facts (observations not yet built into
-chains, see `proxy.flows.facts`) are encoded as they happen, since they are what the capture keeps
-while nobody watches live. Both land in the writer's buffer, which is flushed `FLUSH_INTERVAL` after
-the first unflushed line: a write(2) per few milliseconds, not one per exchange.
+chains, see `proxy.flows.facts`) are what the capture keeps while nobody watches live. Facts are held
+as they happen and encoded together when the buffer is flushed, `FLUSH_INTERVAL` after the first of
+them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the order things
+happened in): a write(2) per few milliseconds, not one per exchange, and the encoding off the path
+between a request and its response.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from proxy.record.facts import FactEncoder
 FLUSH_INTERVAL = 0.01
 """Seconds a captured line may wait in the writer's buffer before it is flushed to the file."""
 
+MAX_PENDING_FACTS = 4096
+"""Facts held for the next flush before they are encoded and written at once, whatever the timer says."""
+
 
 class CaptureSink:
     """Writes events and facts to one capture writer, flushing on a short timer."""
@@ -29,30 +34,44 @@ class CaptureSink:
         self._encoder = encoder
         self._flush: asyncio.TimerHandle | None = None
         self._failed = False
+        self._facts: list[Fact] = []
 
     def fact(self, fact: Fact) -> None:
-        """Write one fact now (called on the traffic path: encoding and a buffered write, no I/O wait)."""
+        """Take one fact (called on the traffic path): it is encoded with the others at the next flush."""
         if self._failed:
             return
-        try:
-            self.writer.write_line(self._encoder.encode(fact))
-        except CaptureError as exc:
-            self._failed = True  # said once; the traffic goes on without its capture
-            get_logger().error("capture_failed", error=str(exc))
-            return
-        self._schedule()
+        facts = self._facts
+        facts.append(fact)
+        if len(facts) >= MAX_PENDING_FACTS:
+            self._flush_now()
+        elif self._flush is None:
+            self._schedule()
 
     async def consume(self, sub: Subscription) -> None:
         """Write the bus's events until the subscription closes: every queued event at once."""
         try:
             async for event in sub:
+                self._write_facts()  # facts observed before this event go first
                 self.writer.write(event)
                 while (more := sub.get_nowait()) is not None:
                     self.writer.write(more)
                 self._schedule()
         finally:
             self._cancel()
+            self._write_facts()
             self.writer.flush()
+
+    def _write_facts(self) -> None:
+        facts, self._facts = self._facts, []
+        if self._failed:
+            return
+        encode, write = self._encoder.encode, self.writer.write_line
+        try:
+            for fact in facts:
+                write(encode(fact))
+        except CaptureError as exc:
+            self._failed = True  # said once; the traffic goes on without its capture
+            get_logger().error("capture_failed", error=str(exc))
 
     def _schedule(self) -> None:
         if self._flush is None:
@@ -65,6 +84,7 @@ class CaptureSink:
 
     def _flush_now(self) -> None:
         self._flush = None
+        self._write_facts()
         with suppress(CaptureError):
             self.writer.flush()
 

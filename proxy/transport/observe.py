@@ -16,7 +16,7 @@ from proxy.wire.jsonrpc import Body, Kind, Message, parse_body, parse_text
 INSPECT_LIMIT = 4 * 1024 * 1024
 """JSON bodies larger than this are relayed but not parsed for the chain (bounded observer memory)."""
 
-_NOT_INSPECTED = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+NOT_INSPECTED = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
 
 MessageSink = Callable[[Message, int, Channel, str | None], None]
 """Receives (message, size in bytes, channel, SSE id) for each message found in the body."""
@@ -42,7 +42,7 @@ class BodyObserver:
         if self.sse:
             self._decoder = SseDecoder()
         elif self.declared_size is not None and self.declared_size > INSPECT_LIMIT:
-            self.problem = _NOT_INSPECTED
+            self.problem = NOT_INSPECTED
         else:
             self._buffer = bytearray()
 
@@ -60,7 +60,7 @@ class BodyObserver:
         elif self._buffer is not None:
             if len(self._buffer) + len(chunk) > INSPECT_LIMIT:
                 self._buffer = None
-                self.problem = _NOT_INSPECTED
+                self.problem = NOT_INSPECTED
             else:
                 self._buffer += chunk
 
@@ -88,13 +88,18 @@ class BodyObserver:
             return None
         if self._buffer is None:
             return None
-        body = parse_body(bytes(self._buffer))
-        if body.parse_error and self._size:
-            preview = bytes(self._buffer[:2048]).decode("utf-8", "replace")
-            self.sink(
-                Message(Kind.INVALID, preview, problem=body.parse_error), self._size, Channel.HTTP, None
-            )
-            return body
-        for msg in body.messages:
-            self.sink(msg, self._size if len(body.messages) == 1 else 0, Channel.JSON, None)
+        return observe_json(bytes(self._buffer), self.sink)
+
+
+def observe_json(data: bytes, sink: MessageSink) -> Body:
+    """Report the messages of a whole JSON body; one that is not JSON-RPC becomes one invalid message."""
+    body = parse_body(data)
+    size = len(data)
+    if body.parse_error and size:
+        preview = data[:2048].decode("utf-8", "replace")
+        sink(Message(Kind.INVALID, preview, problem=body.parse_error), size, Channel.HTTP, None)
         return body
+    single = len(body.messages) == 1
+    for msg in body.messages:
+        sink(msg, size if single else 0, Channel.JSON, None)
+    return body

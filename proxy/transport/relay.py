@@ -26,7 +26,7 @@ from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
-from proxy.transport.observe import BodyObserver
+from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
 from proxy.transport.state import ProxyState
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -151,7 +151,7 @@ class PassthroughRelay:
 
     def delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
-        self._observe_json(upstream, body)
+        self._observe_json(body)
         self.upstream = None
         upstream.release()
         self._finish(None)
@@ -166,12 +166,11 @@ class PassthroughRelay:
             return
         await self.stream(upstream)
 
-    def _observe_json(self, upstream: UpstreamResponse, body: bytes) -> None:
-        observer = self._observer(upstream, sse=False)
-        observer.feed(body)
-        observer.finish()
-        if observer.problem:
-            _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
+    def _observe_json(self, body: bytes) -> None:
+        if len(body) > INSPECT_LIMIT:
+            _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
+            return
+        observe_json(body, self._observe_upstream)
 
     async def stream(self, upstream: UpstreamResponse) -> None:
         """Relay the body chunk by chunk as it arrives (a started response), observing each."""
