@@ -179,15 +179,29 @@ class Redactor:
         to a secret key. (Of all non-ASCII characters only the Kelvin sign lower-cases to an ASCII letter,
         so its presence, or a configured key that is not plain ASCII, sends the value down the walk.)
         """
+        shown, truncated, size, _encoded = self._bound_encoded(value, limit)
+        return shown, truncated, size
+
+    def body_for_capture(self, value: Any, limit: int) -> tuple[Any, bool, bytes | None]:
+        """`body_bounded` for a capture line: (value, truncated, its compact JSON when that is at hand).
+
+        The JSON text comes back when the value needed no masking and fits the limit, so the caller
+        can embed it instead of encoding the value again; otherwise it is None.
+        """
+        shown, truncated, _size, encoded = self._bound_encoded(value, limit)
+        return shown, truncated, encoded
+
+    def _bound_encoded(self, value: Any, limit: int) -> tuple[Any, bool, int, bytes | None]:
         if self._secret_member is None or not isinstance(value, dict | list) or not value:
-            return bound_body(self.body(value), limit)
+            return (*bound_body(self.body(value), limit), None)
         try:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
-            return bound_body(self.body(value), limit)
+            return (*bound_body(self.body(value), limit), None)
         if _KELVIN in encoded or self._secret_member.search(encoded):
-            return bound_body(self.body(value), limit)
-        return _bounded(value, encoded, limit)
+            return (*bound_body(self.body(value), limit), None)
+        shown, truncated, size = _bounded(value, encoded, limit)
+        return shown, truncated, size, None if truncated else encoded
 
 
 _TOKEN_MEMO: Final = 4096

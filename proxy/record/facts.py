@@ -32,7 +32,12 @@ _ENUMS: Final = {"direction": Direction, "channel": Channel, "side": Side}
 
 
 class FactEncoder:
-    """Turns facts into capture lines, redacting and bounding what they carry."""
+    """Turns facts into capture lines, redacting and bounding what they carry.
+
+    Runs for every fact the proxy defers, so the common builder calls have their own short paths;
+    enum members go to orjson as they are (it writes their values), and a message body already
+    encoded for the redaction check is embedded as that JSON text, not encoded a second time.
+    """
 
     def __init__(self, redactor: Redactor, body_limit: int) -> None:
         self._redactor = redactor
@@ -40,26 +45,31 @@ class FactEncoder:
 
     def encode(self, fact: Fact) -> bytes:
         """One capture line (with its newline) for one fact."""
-        kwargs: dict[str, Any] = {}
-        for key, value in fact.kwargs.items():
-            if key == "msg":
-                kwargs["msg"] = self._message(value)
-            elif key == "headers":
-                kwargs["headers"] = self._redactor.headers(value)
-            elif key == "session":
-                kwargs["session"] = value and self._redactor.token(value)
-            elif key == "body":  # mark_invalid: the raw bytes that were not JSON-RPC
-                kwargs["body"] = value[: self._body_limit].decode("utf-8", "replace")
-            elif key in _ENUMS:
-                kwargs[key] = value.value
-            else:
-                kwargs[key] = value
-        line = {"type": FACT_TYPE, "t": fact.t, "op": fact.op, "exchange": fact.exchange, "kw": kwargs}
+        kw = fact.kwargs
+        op = fact.op
+        kwargs: dict[str, Any]
+        if op == "message":
+            kwargs = dict(kw)
+            kwargs["msg"] = self._message(kw["msg"])
+        elif op == "open_exchange":
+            kwargs = dict(kw)
+            kwargs["headers"] = self._redactor.headers(kw["headers"])
+            session = kw.get("session")
+            kwargs["session"] = session and self._redactor.token(session)
+        elif op == "response_head":
+            kwargs = dict(kw)
+            kwargs["headers"] = self._redactor.headers(kw["headers"])
+        elif op == "mark_invalid":  # the raw bytes that were not JSON-RPC
+            kwargs = dict(kw)
+            kwargs["body"] = kw["body"][: self._body_limit].decode("utf-8", "replace")
+        else:
+            kwargs = kw
+        line = {"type": FACT_TYPE, "t": fact.t, "op": op, "exchange": fact.exchange, "kw": kwargs}
         return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
     def _message(self, msg: Message) -> dict[str, Any]:
-        body, truncated, _size = self._redactor.body_bounded(msg.raw, self._body_limit)
-        out: dict[str, Any] = {"kind": msg.kind.value, "raw": body}
+        body, truncated, encoded = self._redactor.body_for_capture(msg.raw, self._body_limit)
+        out: dict[str, Any] = {"kind": msg.kind, "raw": body if encoded is None else orjson.Fragment(encoded)}
         if msg.id is not None:
             out["id"] = msg.id
         if msg.method is not None:
