@@ -35,6 +35,10 @@ IDLE_TTL = 4.0
 so the pool never hands out a connection the upstream is about to close."""
 
 
+HEAD_SWEEP = 0.1
+"""Seconds between checks of awaited heads' deadlines (a head timeout fires at most this late)."""
+
+
 class UpstreamError(Exception):
     """The upstream could not be reached, or broke the exchange off; `kind` is unreachable or cut."""
 
@@ -291,18 +295,18 @@ def _request_bytes(method: str, target: str, headers: Iterable[tuple[str, str]],
 class PendingHead:
     """A request sent, its response head awaited: the future, and what to undo if it fails."""
 
-    __slots__ = ("conn", "future", "timer")
+    __slots__ = ("conn", "future", "pool")
 
     def __init__(
-        self, conn: _Connection, future: asyncio.Future[UpstreamResponse], timer: asyncio.TimerHandle
+        self, pool: UpstreamPool, conn: _Connection, future: asyncio.Future[UpstreamResponse]
     ) -> None:
+        self.pool = pool
         self.conn = conn
         self.future = future
-        self.timer = timer
 
     def result(self) -> UpstreamResponse:
         """The head, once the future is done; a failure drops the connection and is raised."""
-        self.timer.cancel()
+        self.pool._deadlines.pop(self, None)
         try:
             return self.future.result()
         except BaseException:
@@ -311,7 +315,7 @@ class PendingHead:
 
     def drop(self) -> None:
         """The caller gave up waiting (its client left): the upstream sees the request dropped."""
-        self.timer.cancel()
+        self.pool._deadlines.pop(self, None)
         self.future.cancel()
         self.conn.finish(reusable=False)
 
@@ -339,6 +343,10 @@ class UpstreamPool:
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        self._deadlines: dict[PendingHead, float] = {}
+        """Heads awaited, with the loop time by which each must arrive."""
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._sweep_every = min(HEAD_SWEEP, head_timeout / 4)
 
     async def request(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
@@ -379,9 +387,25 @@ class UpstreamPool:
         return self._send(conn, _request_bytes(method, target, headers, body), method, deadline)
 
     def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
-        future = conn.send(data, head_only=method == "HEAD")
-        timer = asyncio.get_running_loop().call_at(deadline, _expire, future)  # cheaper than a Timeout
-        return PendingHead(conn, future, timer)
+        pending = PendingHead(self, conn, conn.send(data, head_only=method == "HEAD"))
+        # One sweep for every head awaited, not a timer each: libuv timers cost the hot path more
+        # than the few microseconds a dict entry does, and a head timeout needs no finer grain.
+        self._deadlines[pending] = deadline
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(self._sweep_every, self._sweep)
+        return pending
+
+    def _sweep(self) -> None:
+        """Fail the heads whose deadline passed; run again while any is awaited."""
+        self._sweeper = None
+        deadlines = self._deadlines
+        now = asyncio.get_running_loop().time()
+        for pending, deadline in list(deadlines.items()):
+            if deadline <= now:
+                del deadlines[pending]
+                _expire(pending.future)
+        if deadlines:
+            self._sweeper = asyncio.get_running_loop().call_later(self._sweep_every, self._sweep)
 
     async def _acquire(self) -> _Connection:
         while True:
