@@ -58,10 +58,16 @@ class FaultAnswer:
     body: dict[str, Any]
 
 
-def upstream_request(route: Route, upstream: Upstream) -> UpstreamRequest:
-    """The client's request as the upstream gets it: same method and body, headers rewritten."""
+def upstream_request(route: Route, upstream: Upstream, query: str = "") -> UpstreamRequest:
+    """The client's request as the upstream gets it: same method, body and query, headers rewritten.
+
+    The query is the client's, as sent (percent-encoding kept), unless the upstream's path has one.
+    """
     headers = tuple(forward_request_headers(route.headers, upstream))
-    return UpstreamRequest(route.http_method, upstream.path_for(route.path), headers, route.raw)
+    path = upstream.path_for(route.path)
+    if query and "?" not in path:
+        path = f"{path}?{query}"
+    return UpstreamRequest(route.http_method, path, headers, route.raw)
 
 
 def client_head(status: int, headers: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> ClientHead:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -26,17 +26,18 @@ class Upstream:
     port: int
     base_path: str
 
-    @property
-    def host_header(self) -> str:
-        """The `Host` value the upstream expects (port omitted when it is the scheme default)."""
-        default = 443 if self.scheme == "https" else 80
-        return self.host if self.port == default else f"{self.host}:{self.port}"
+    host_header: str = field(init=False, repr=False, compare=False)
+    """The `Host` value the upstream expects (port omitted when it is the scheme default)."""
+    origin: str = field(init=False, repr=False, compare=False)
+    """scheme://host:port, the part of the URL that names the server."""
 
-    @property
-    def origin(self) -> str:
-        """scheme://host:port, the part of the URL that names the server."""
+    def __post_init__(self) -> None:
+        # Worked out once: both are read for every relayed request.
+        default = 443 if self.scheme == "https" else 80
+        host_header = self.host if self.port == default else f"{self.host}:{self.port}"
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        object.__setattr__(self, "host_header", host_header)
+        object.__setattr__(self, "origin", f"{self.scheme}://{host}:{self.port}")
 
     def path_for(self, client_path: str) -> str:
         """Map the client's request path onto the upstream URL's path.
@@ -66,15 +67,20 @@ def parse_upstream(url: str) -> Upstream:
 def _connection_listed(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
     listed: set[str] = set()
     for name, value in headers:
-        if name.lower() == "connection":
+        if len(name) == 10 and name.lower() == "connection":
             listed.update(token.strip().lower() for token in value.split(",") if token.strip())
     return frozenset(listed)
+
+
+_DROP_UP = HOP_BY_HOP | _NOT_FORWARDED_UP
+_DROP_DOWN = HOP_BY_HOP | _NOT_FORWARDED_DOWN
 
 
 def forward_request_headers(headers: Iterable[tuple[str, str]], upstream: Upstream) -> list[tuple[str, str]]:
     """Client headers as sent upstream: hop-by-hop dropped, `Host` rewritten, everything else kept."""
     items = list(headers)
-    drop = HOP_BY_HOP | _NOT_FORWARDED_UP | _connection_listed(items)
+    listed = _connection_listed(items)
+    drop = _DROP_UP | listed if listed else _DROP_UP
     out = [(k, v) for k, v in items if k.lower() not in drop]
     out.append(("Host", upstream.host_header))
     return out
@@ -85,9 +91,10 @@ def forward_response_headers(
 ) -> list[tuple[str, str]]:
     """Upstream response headers as sent to the client: hop-by-hop dropped, the rest kept."""
     items = list(headers)
-    drop = HOP_BY_HOP | _connection_listed(items)
-    if not keep_length:
-        drop = drop | _NOT_FORWARDED_DOWN
+    listed = _connection_listed(items)
+    drop = HOP_BY_HOP if keep_length else _DROP_DOWN
+    if listed:
+        drop = drop | listed
     return [(k, v) for k, v in items if k.lower() not in drop]
 
 

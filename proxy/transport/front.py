@@ -338,8 +338,7 @@ class FrontConnection(asyncio.Protocol):
         if route is None:
             self._served(side)
             return
-        send = relay.target(route)
-        pending = state.pool.request_nowait(send.http_method, send.path, send.headers, send.body)
+        pending = relay.send_now(route)
         if pending is None:
             self._run(side, relay.relay(route))
             return

@@ -15,7 +15,6 @@ import asyncio
 
 from proxy.engine.passthrough import (
     ClientHead,
-    UpstreamRequest,
     client_head,
     fault_answer,
     fault_outcome,
@@ -28,7 +27,7 @@ from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
 from proxy.transport.state import ProxyState
-from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
+from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 from proxy.wire.versions import Era
@@ -68,7 +67,7 @@ class PassthroughRelay:
             http_method=client.method,
             path=client.path_qs,
             headers=dict(client.headers),
-            session=header(client.headers, SESSION_ID),
+            session=outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID),
             client_era=era,
             upstream_era=era,
             body_size=received,
@@ -83,24 +82,21 @@ class PassthroughRelay:
         self.counted = True
         return outcome
 
-    def target(self, route: Route) -> UpstreamRequest:
-        """The upstream request for the route, its path joined to the upstream's origin and the query."""
-        state = self.state
-        send = upstream_request(route, state.upstream)
-        target = state.upstream.origin + send.path
-        query = self.client.raw_query
-        if query and "?" not in send.path:
-            target += "?" + query
-        # Sent as the client sent it (percent-encoded): `%2F` stays `%2F`.
-        return UpstreamRequest(send.http_method, target, send.headers, send.body)
+    def send_now(self, route: Route) -> PendingHead | None:
+        """Send the upstream request on a warm connection at once; None when none is idle."""
+        upstream = self.state.upstream
+        send = upstream_request(route, upstream, self.client.raw_query)
+        target = upstream.origin + send.path
+        return self.state.pool.request_nowait(send.http_method, target, send.headers, send.body)
 
     async def relay(self, route: Route) -> None:
         """After `open`: the upstream request and its response, to the end of the exchange."""
         state = self.state
-        send = self.target(route)
+        send = upstream_request(route, state.upstream, self.client.raw_query)
         try:
             try:
-                upstream = await state.pool.request(send.http_method, send.path, send.headers, send.body)
+                target = state.upstream.origin + send.path
+                upstream = await state.pool.request(send.http_method, target, send.headers, send.body)
             except TimeoutError:
                 self.timed_out(route)
                 return
