@@ -94,6 +94,7 @@ class Redactor:
         self._all_keys = self._state_keys | self._body_keys
         self._decisions: dict[str, bool] = {}
         self._tokens: dict[str, str] = {}
+        self._header_memo: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._secret_member = _member_pattern(self._all_keys)
 
     # -- headers -----------------------------------------------------------------------------
@@ -109,8 +110,21 @@ class Redactor:
         return decided
 
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
-        """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store."""
-        pairs: Iterable[tuple[str, str]] = items.items() if isinstance(items, Mapping) else items
+        """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store.
+
+        Memoized by the exact header list: one client sends the same headers call after call, and the
+        capture masks every exchange's request and response heads.
+        """
+        key = tuple(items.items() if isinstance(items, Mapping) else items)
+        memo = self._header_memo
+        shown = memo.get(key)
+        if shown is None:
+            if len(memo) >= _HEADER_MEMO:
+                memo.clear()
+            shown = memo[key] = self._mask_headers(key)
+        return dict(shown)
+
+    def _mask_headers(self, pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
         out: dict[str, str] = {}
         spelling: dict[str, str] = {}
         decisions = self._decisions
@@ -203,6 +217,9 @@ class Redactor:
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated else encoded
 
+
+_HEADER_MEMO: Final = 256
+"""Most masked header sets a Redactor remembers (a few clients, each sending the same heads)."""
 
 _TOKEN_MEMO: Final = 4096
 """Most stand-ins a Redactor remembers (secrets repeat: a session id is masked on every exchange)."""
