@@ -300,6 +300,12 @@ def targets_table(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def quickack_states(runs: list[dict[str, Any]]) -> str:
+    """How each run's bridge rounds treated delayed ACKs (older results did not record it)."""
+    states = [str(run.get("bridges", {}).get("quickack", "not recorded")) for run in runs]
+    return " / ".join(states)
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
     profile = meta["profile"]
@@ -326,6 +332,10 @@ def markdown(results: dict[str, Any]) -> str:
         *paths_table(results),
         "",
         "## Bridges (full `ask_name` round trip: call, one elicitation answered, result)",
+        "",
+        f"- Loopback delayed ACKs during these rounds: {quickack_states(runs)} (see `loopback_quickack`"
+        " in bench/run.py: without it the SDK peers' unbatched SSE writes wait 40 ms for a delayed ACK"
+        " on reused connections, and every round moves in 4 ms kernel ticks).",
         "",
         *bridges_table(results),
         "",

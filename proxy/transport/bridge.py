@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,7 +48,7 @@ from proxy.flows.events import ChainStatus, Channel, Direction, Mode, Side
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
-from proxy.logs import get_logger
+from proxy.logs import get_logger, info_line
 from proxy.transport.tasks import spawn
 from proxy.wire.jsonrpc import classify_value, dumps, parse_body, parse_text
 
@@ -93,12 +94,30 @@ def _resume_headers(headers: tuple[tuple[str, str], ...], last_id: str) -> tuple
 
 @dataclass
 class _Exchange:
-    """An open client exchange: its request, its response once started, and pending writes."""
+    """An open client exchange: its request, its response once started, and pending writes.
+
+    The writes are a queue its handler can look into: a stream's head goes out with the event queued
+    behind it, and a last event with the stream's end, one write(2) each instead of two.
+    """
 
     request: web.Request
-    writes: asyncio.Queue[BridgeCommand] = field(default_factory=asyncio.Queue)
+    writes: deque[BridgeCommand] = field(default_factory=deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
     response: web.StreamResponse | None = None
     done: bool = False
+
+    def put(self, command: BridgeCommand) -> None:
+        self.writes.append(command)
+        self.ready.set()
+
+    async def take(self) -> BridgeCommand:
+        while not self.writes:
+            self.ready.clear()
+            await self.ready.wait()
+        return self.writes.popleft()
+
+    def next_is(self, kind: type[BridgeCommand]) -> bool:
+        return bool(self.writes) and isinstance(self.writes[0], kind)
 
 
 class BridgeDriver:
@@ -140,7 +159,7 @@ class BridgeDriver:
         self.feed(ClientRequestReceived(exchange, route, time.time()))
         try:
             while not ex.done:
-                await self._write(exchange, ex, await ex.writes.get())
+                await self._write(exchange, ex, await ex.take())
         except asyncio.CancelledError:
             if not ex.done:
                 ex.done = True
@@ -158,7 +177,8 @@ class BridgeDriver:
                 ex.response = _json_response(status, message, headers)
                 ex.done = True
             case StartSse(_, headers):
-                response = web.StreamResponse(status=200)
+                kind = _HeadWithFirstEvent if ex.next_is(SendSse) else web.StreamResponse
+                response = kind(status=200)
                 for name, value in (*_SSE_HEADERS, *headers):
                     response.headers[name] = value
                 self.builder.response_head(
@@ -171,10 +191,18 @@ class BridgeDriver:
                     return
                 data = dumps(message)
                 self._observe_client_bound(exchange, message, len(data), Channel.SSE)
-                await self._guard(exchange, ex, ex.response.write(encode_event(data.decode(), id=event_id)))
+                event = encode_event(data.decode(), id=event_id)
+                end = ex.writes[0] if ex.writes else None
+                if isinstance(end, EndClientResponse) and end.outcome != "client_disconnected":
+                    ex.writes.popleft()
+                    await self._guard(exchange, ex, ex.response.write_eof(event))  # the event ends the stream
+                    if not ex.done:
+                        await self._write(exchange, ex, end)
+                    return
+                await self._guard(exchange, ex, ex.response.write(event))
             case EndClientResponse(_, outcome):
                 if ex.response is not None and ex.response.prepared and outcome != "client_disconnected":
-                    await self._guard(exchange, ex, ex.response.write_eof())
+                    await self._guard(exchange, ex, ex.response.write_eof())  # a no-op once written
                 ex.done = True
                 self._close_observation(exchange, outcome)
 
@@ -239,7 +267,7 @@ class BridgeDriver:
             case ReplyJson(exchange) | StartSse(exchange) | SendSse(exchange) | EndClientResponse(exchange):
                 ex = self.exchanges.get(exchange)
                 if ex is not None and not ex.done:
-                    ex.writes.put_nowait(command)
+                    ex.put(command)
                 elif isinstance(command, EndClientResponse):
                     self._close_observation(exchange, command.outcome)
             case SendLeg(leg, exchange, headers, message, related):
@@ -427,11 +455,17 @@ class BridgeDriver:
     def _close_observation(self, exchange: str, outcome: str | None) -> None:
         summary = self.builder.close_exchange(exchange, outcome)
         if summary is not None:
-            self.log.info("exchange", mode=self.mode.value, **summary.log_fields())
+            info_line(self.log, "exchange", {"mode": self.mode.value, **summary.log_fields()})
 
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
+
+
+class _HeadWithFirstEvent(web.StreamResponse):
+    """An SSE response whose first event is already queued: the head goes out with it, in one write."""
+
+    _send_headers_immediately = False  # aiohttp's own switch (web.Response sets it the same way)
 
 
 def _json_response(
