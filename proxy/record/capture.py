@@ -171,15 +171,21 @@ class CaptureWriter:
         if is_info:
             self._proxy_info = line
 
-    def write_line(self, line: bytes) -> None:
-        """Append one line already encoded (a fact, see `proxy.record.facts`), rotating like `write`."""
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Append lines already encoded, together; a batch that would overflow `max_bytes` rotates first.
+
+        A batch is never split across files, so a file may end up to one batch past the limit.
+        """
+        if not lines:
+            return
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
-        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(line) > self._max_bytes:
+        data = b"".join(lines)
+        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(data) > self._max_bytes:
             self._rotate(repeat_info=True)
-        self._put(line)
-        self._own_events += 1
-        self._events_written += 1
+        self._put(data)
+        self._own_events += len(lines)
+        self._events_written += len(lines)
 
     def flush(self) -> None:
         """Push buffered lines to the OS so readers tailing the file see them."""

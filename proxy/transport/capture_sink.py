@@ -65,10 +65,9 @@ class CaptureSink:
         facts, self._facts = self._facts, []
         if self._failed:
             return
-        encode, write = self._encoder.encode, self.writer.write_line
+        encode = self._encoder.encode
         try:
-            for fact in facts:
-                write(encode(fact))
+            self.writer.write_lines([encode(fact) for fact in facts])
         except CaptureError as exc:
             self._failed = True  # said once; the traffic goes on without its capture
             get_logger().error("capture_failed", error=str(exc))

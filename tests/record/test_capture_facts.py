@@ -31,7 +31,7 @@ def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[F
     facts = FactLog(builder, clock, redactor, bus=EventBus())
     encoder = FactEncoder(redactor, body_limit)
     with CaptureWriter(path) as writer:
-        facts.on_fact = lambda fact: writer.write_line(encoder.encode(fact))
+        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
         headers = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": SESSION}
         text = "x" * 5000 if big else "short"
         call = classify_value(
