@@ -84,9 +84,8 @@ class Proxy:
             LegacyToMrtrEngine(upstream, _id_factory(), max_rounds=settings.max_rounds),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
-            http=lambda: self.state.http,
+            pool=lambda: self.state.pool,
             builder=self.builder,
-            timeout=settings.upstream_timeout,
         )
         self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
             MrtrToLegacyEngine(
@@ -102,9 +101,8 @@ class Proxy:
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
-            http=lambda: self.state.http,
+            pool=lambda: self.state.pool,
             builder=self.builder,
-            timeout=settings.upstream_timeout,
             resume_streams=True,
         )
         self.router.on_change = self._eras_changed

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 
 from proxy.engine.commands import (
     BridgeCommand,
@@ -50,6 +49,7 @@ from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.tasks import spawn
+from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.jsonrpc import classify_value, dumps, parse_body, parse_text
 
 _SSE_HEADERS = (
@@ -129,17 +129,15 @@ class BridgeDriver:
         *,
         mode: Mode,
         upstream: Upstream,
-        http: Callable[[], aiohttp.ClientSession],
+        pool: Callable[[], UpstreamPool],
         builder: ChainBuilder,
-        timeout: float,
         resume_streams: bool = False,
     ) -> None:
         self.engine = engine
         self.mode = mode
         self.upstream = upstream
-        self._http = http
+        self._pool = pool
         self.builder = builder
-        self.timeout = timeout
         self.resume_streams = resume_streams
         self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
         self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
@@ -314,17 +312,18 @@ class BridgeDriver:
         resp = await self._open_leg(leg, method, headers, body)
         if resp is None:
             return
-        self.feed(LegResponded(leg, resp.status, tuple(resp.headers.items())))
+        self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
         stream = _LegStream(request_id)
         resumes = 0
         while True:
             try:
                 await self._read_leg(leg, resp, stream)
                 cut: str | None = None
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, SseTooLarge) as exc:
+                resp.release()  # read to its end: the connection carries the next leg
+            except (UpstreamError, SseTooLarge) as exc:
                 cut = str(exc) or type(exc).__name__
             finally:
-                resp.close()
+                resp.close()  # a no-op once released; drops a connection whose body was not read out
             if not self._should_resume(stream, resumes):
                 break
             resumes += 1
@@ -348,29 +347,36 @@ class BridgeDriver:
 
     async def _open_leg(
         self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
-    ) -> aiohttp.ClientResponse | None:
-        hdrs = CIMultiDict(headers)
-        hdrs["Host"] = self.upstream.host_header
-        url = self.upstream.origin + self.upstream.base_path
+    ) -> UpstreamResponse | None:
+        sent = [(k, v) for k, v in headers if k.lower() not in ("host", "content-length")]
+        sent.append(("Host", self.upstream.host_header))
+        target = self.upstream.origin + self.upstream.base_path
+        pool = self._pool()
         try:
-            async with asyncio.timeout(self.timeout):
-                return await self._http().request(method, url, headers=hdrs, data=body or None)
+            return await pool.request(method, target, sent, body)
         except TimeoutError:
-            self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {self.timeout}s"))
-        except aiohttp.ClientError as exc:
+            self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
+        except UpstreamError as exc:
             self._leg_done(leg, LegFailed(leg, "unreachable", str(exc) or type(exc).__name__))
         return None
 
-    async def _read_leg(self, leg: str, resp: aiohttp.ClientResponse, stream: _LegStream) -> None:
-        if is_sse(resp.headers.get("content-type")):
+    async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:
+        if is_sse(resp.header("content-type")):
             stream.sse = True
             decoder = SseDecoder()
-            async for chunk in resp.content.iter_any():
+            async for chunk in resp.chunks():
                 for item in decoder.feed(chunk):
                     if isinstance(item, SseEvent):
                         self._leg_event(leg, item, stream)
             return
-        raw = await resp.content.read(_LEG_BODY_LIMIT)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in resp.chunks():
+            size += len(chunk)
+            if size > _LEG_BODY_LIMIT:
+                raise UpstreamError("cut", f"leg body larger than {_LEG_BODY_LIMIT} bytes")
+            parts.append(chunk)
+        raw = b"".join(parts)
         for msg in parse_body(raw).messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)

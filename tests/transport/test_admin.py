@@ -194,9 +194,8 @@ async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked
             ParkingEngine(),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=proxy.state.upstream,
-            http=lambda: proxy.state.http,
+            pool=lambda: proxy.state.pool,
             builder=proxy.builder,
-            timeout=1.0,
         )
 
         assert await ok(proxy, "/api/continuations") == ParkingEngine().continuations_view()
