@@ -239,7 +239,7 @@ class _Connection(asyncio.Protocol):
         self.head_only = head_only
         self.keep_alive = False
         self.head = asyncio.get_running_loop().create_future()
-        self.transport.write(data)
+        self.pool.write_soon(self.transport, data)
         return self.head
 
     def finish(self, *, reusable: bool) -> None:
@@ -343,6 +343,7 @@ class UpstreamPool:
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        self._batch: list[tuple[asyncio.Transport, bytes]] = []
         self._deadlines: dict[PendingHead, float] = {}
         """Heads awaited, with the loop time by which each must arrive."""
         self._sweeper: asyncio.TimerHandle | None = None
@@ -394,6 +395,19 @@ class UpstreamPool:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(self._sweep_every, self._sweep)
         return pending
+
+    def write_soon(self, transport: asyncio.Transport, data: bytes) -> None:
+        """Write at the end of this loop turn, with the other requests of the turn, back to back."""
+        batch = self._batch
+        batch.append((transport, data))
+        if len(batch) == 1:
+            asyncio.get_running_loop().call_soon(self._write_batch)
+
+    def _write_batch(self) -> None:
+        batch, self._batch = self._batch, []
+        for transport, data in batch:
+            if not transport.is_closing():
+                transport.write(data)
 
     def _sweep(self) -> None:
         """Fail the heads whose deadline passed; run again while any is awaited."""
