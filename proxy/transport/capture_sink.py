@@ -2,10 +2,10 @@
 
 Events come off the capture's own bounded bus queue in a task; facts (observations not yet built into
 chains, see `proxy.flows.facts`) are what the capture keeps while nobody watches live. Facts are held
-as they happen and encoded together when the buffer is flushed, `FLUSH_INTERVAL` after the first of
-them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the order things
-happened in): a write(2) per few milliseconds, not one per exchange, and the encoding off the path
-between a request and its response.
+as they happen, encoded at the end of the loop turn (after the turn's responses went out, a few at a
+time, so no request waits behind a whole flush's encoding) and written together `FLUSH_INTERVAL`
+after the first of them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the
+order things happened in): a write(2) per few milliseconds, not one per exchange.
 """
 
 from __future__ import annotations
@@ -35,16 +35,24 @@ class CaptureSink:
         self._flush: asyncio.TimerHandle | None = None
         self._failed = False
         self._facts: list[Fact] = []
+        self._lines: list[bytes] = []
+        self._encoding = False
 
     def fact(self, fact: Fact) -> None:
-        """Take one fact (called on the traffic path): it is encoded with the others at the next flush."""
+        """Take one fact (on the traffic path): encoded later in this loop turn, written at the flush."""
         if self._failed:
             return
-        facts = self._facts
-        facts.append(fact)
-        if len(facts) >= MAX_PENDING_FACTS:
+        self._facts.append(fact)
+        if len(self._facts) + len(self._lines) >= MAX_PENDING_FACTS:
             self._flush_now()
-        elif self._flush is None:
+            return
+        if not self._encoding:
+            try:
+                asyncio.get_running_loop().call_soon(self._encode)
+                self._encoding = True
+            except RuntimeError:
+                self._encode()
+        if self._flush is None:
             self._schedule()
 
     async def consume(self, sub: Subscription) -> None:
@@ -61,13 +69,24 @@ class CaptureSink:
             self._write_facts()
             self.writer.flush()
 
-    def _write_facts(self) -> None:
+    def _encode(self) -> None:
+        """Encode the facts taken so far, once a loop turn, after the turn's responses went out.
+
+        Encoding a whole flush's facts at once would hold up the requests arriving meanwhile.
+        """
+        self._encoding = False
         facts, self._facts = self._facts, []
+        if facts and not self._failed:
+            encode = self._encoder.encode
+            self._lines += [encode(fact) for fact in facts]
+
+    def _write_facts(self) -> None:
+        self._encode()
+        lines, self._lines = self._lines, []
         if self._failed:
             return
-        encode = self._encoder.encode
         try:
-            self.writer.write_lines([encode(fact) for fact in facts])
+            self.writer.write_lines(lines)
         except CaptureError as exc:
             self._failed = True  # said once; the traffic goes on without its capture
             get_logger().error("capture_failed", error=str(exc))
