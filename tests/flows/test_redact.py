@@ -310,3 +310,23 @@ def test_body_bounded_unencodable_value_gives_marker(redactor: Redactor) -> None
         deep = [deep]
     out, truncated, n = redactor.body_bounded(deep, 100)
     assert (truncated, n, out["$unencodable"]) == (True, 0, True)
+
+
+def test_the_same_headers_masked_twice_give_equal_copies_each_free_to_change(redactor: Redactor) -> None:
+    sent = [("Authorization", "Bearer sekrit-1"), ("Accept", "*/*")]
+    first = redactor.headers(sent)
+    first["Accept"] = "changed by a caller"
+    second = redactor.headers(sent)
+    assert second == {
+        "Authorization": redactor.header_value("Authorization", "Bearer sekrit-1"),
+        "Accept": "*/*",
+    }
+    assert "sekrit-1" not in str(second)
+
+
+def test_headers_that_differ_only_in_a_secret_are_masked_apart(redactor: Redactor) -> None:
+    one = redactor.headers([("Mcp-Session-Id", "session-one")])
+    two = redactor.headers([("Mcp-Session-Id", "session-two")])
+    assert one != two
+    assert "session-one" not in str(one)
+    assert "session-two" not in str(two)

@@ -7,6 +7,7 @@ stream, bytes that are not JSON-RPC, a stream slow enough for the client to walk
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -266,3 +267,73 @@ async def test_upstream_that_cuts_a_json_body_short_does_not_leave_the_client_wa
         assert chain.summary.status is ChainStatus.ERROR
         assert "cut" in (chain.summary.error or "")
         await still_serves(proxy)
+
+
+async def test_a_request_on_a_warm_connection_that_gets_no_head_in_time_gets_504(proxy_for):
+    """The hot path (sent from the socket callback on an idle pooled connection) times out too."""
+    test_done = asyncio.Event()
+
+    async def fake_upstream_that_answers_pings_only(request: web.Request) -> web.StreamResponse:
+        answer = pong(await request.read())
+        if answer is not None:
+            return answer
+        await hold(test_done)
+        return web.Response(status=500)
+
+    async with fake_upstream(fake_upstream_that_answers_pings_only) as fake:
+        try:
+            async with proxy_for(fake.url, **RELAY_ONLY, upstream_timeout=0.5) as proxy:
+                await still_serves(proxy)  # leaves a warm upstream connection idle in the pool
+                assert proxy.state.pool.open_connections == 1
+                status, body = await bounded(
+                    post(proxy, rpc("tools/call", "slow-2", name="wait")), what="the 504"
+                )
+                assert status == 504
+                assert_gateway_error(body, "slow-2", errors.UPSTREAM_UNAVAILABLE)
+                await wait_until(lambda: drained(proxy), what="the exchange to close")
+                assert proxy.state.relaying == 0
+        finally:
+            test_done.set()
+
+
+async def test_a_client_that_leaves_before_the_head_on_a_warm_connection_aborts_the_upstream_call(
+    proxy_for,
+):
+    started = asyncio.Event()
+    upstream_saw_abort = asyncio.Event()
+    test_done = asyncio.Event()
+
+    async def fake_upstream_that_hangs(request: web.Request) -> web.StreamResponse:
+        answer = pong(await request.read())
+        if answer is not None:
+            return answer
+        started.set()
+        try:
+            await hold(test_done)
+        except asyncio.CancelledError:
+            upstream_saw_abort.set()
+            raise
+        return web.Response(status=500)
+
+    async with fake_upstream(fake_upstream_that_hangs, handler_cancellation=True) as fake:
+        try:
+            async with proxy_for(fake.url, **RELAY_ONLY) as proxy:
+                await still_serves(proxy)  # the call below goes out on the warm connection
+                async with client_session() as client:
+                    call = asyncio.get_running_loop().create_task(
+                        client.post(
+                            proxy.endpoint(), data=rpc("tools/call", 6, name="hang"), headers=CLIENT_ACCEPT
+                        )
+                    )
+                    await bounded(started.wait(), what="the call to reach the upstream")
+                    call.cancel()  # the client walks away before any head came back
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await call
+                await wait_until(lambda: drained(proxy), what="the abandoned exchange to close")
+                assert proxy.state.relaying == 0
+                await bounded(upstream_saw_abort.wait(), what="the upstream call to be aborted")
+                chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+                assert "client_disconnected" in (chain.summary.error or "")
+                await still_serves(proxy)
+        finally:
+            test_done.set()
