@@ -31,9 +31,6 @@ from proxy.wire.mcp import target_name
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 """Body bytes the queued facts may hold before the oldest finished exchanges' facts are dropped."""
 
-STEPS = "steps"
-"""The op of a fact that stands for several builder calls made together (see `FactLog.steps`)."""
-
 DEFAULT_BACKLOG = 10_000
 """Facts queued before the oldest finished exchanges' facts are dropped (about 2,000 small exchanges)."""
 
@@ -131,11 +128,7 @@ class FactLog:
                     fact = queue.popleft()
                     self._bytes -= fact.size
                     clock.at = fact.t
-                    if fact.op == STEPS:
-                        for op, kwargs in fact.kwargs[STEPS]:
-                            getattr(builder, op)(fact.exchange, **kwargs)
-                    else:
-                        getattr(builder, fact.op)(fact.exchange, **fact.kwargs)
+                    getattr(builder, fact.op)(fact.exchange, **fact.kwargs)
             self._held_exchanges.clear()
         finally:
             clock.at = None
@@ -162,44 +155,42 @@ class FactLog:
     def open_exchange(self, exchange: str, **kwargs: Any) -> None:
         """As ChainBuilder.open_exchange."""
         if self._defer(exchange, "open_exchange", kwargs):
-            self._tally(exchange, "open_exchange", kwargs)
+            session = kwargs.get("session")
+            method = kwargs["http_method"]
+            self._tallies[exchange] = _Tally(
+                http_method=method,
+                method=_STREAM_METHODS.get(method),
+                started=self._clock(),
+                session=session and self._redactor.token(session),
+                bytes_in=kwargs.get("body_size", 0),
+            )
             return
         self.builder.open_exchange(exchange, **kwargs)
 
     def message(self, exchange: str, msg: Message, **kwargs: Any) -> str | None:
         """As ChainBuilder.message; returns the chain only when it was built now."""
-        call = {"msg": msg, **kwargs}
-        if self._defer(exchange, "message", call):
-            self._tally(exchange, "message", call)
+        if self._defer(exchange, "message", {"msg": msg, **kwargs}):
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                if kwargs["direction"] is Direction.TO_CLIENT:
+                    tally.messages_out += 1
+                    tally.bytes_out += kwargs["size"]
+                elif msg.kind is Kind.REQUEST:
+                    if tally.method is None:
+                        tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+                    if msg.id is not None:
+                        tally.ids.append(msg.id)
             return None
         return self.builder.message(exchange, msg, **kwargs)
 
     def response_head(self, exchange: str, **kwargs: Any) -> None:
         """As ChainBuilder.response_head."""
         if self._defer(exchange, "response_head", kwargs):
-            self._tally(exchange, "response_head", kwargs)
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                tally.status, tally.content_type = kwargs["status"], kwargs["content_type"]
             return
         self.builder.response_head(exchange, **kwargs)
-
-    def steps(self, exchange: str, calls: list[tuple[str, dict[str, Any]]]) -> None:
-        """Several builder calls for one exchange made together, as one fact when deferred.
-
-        The relay's hot path makes two: the request (open and its messages) and a response that came
-        whole (head and its messages). Built later, they are the same calls in the same order at the
-        time of the fact; a fact per call cost a small exchange more than the calls' content.
-        """
-        first = calls[0][0]
-        if self._live() or (first != "open_exchange" and exchange not in self._tallies):
-            self.materialize()
-            for op, kwargs in calls:
-                getattr(self.builder, op)(exchange, **kwargs)
-            return
-        size = 0
-        for op, kwargs in calls:
-            self._tally(exchange, op, kwargs)
-            if op in ("message", "mark_invalid"):
-                size += kwargs.get("size", 0)
-        self._queue(Fact(self._clock(), STEPS, exchange, {STEPS: calls}, size))
 
     def note_event_id(self, exchange: str, sse_id: str) -> None:
         """As ChainBuilder.note_event_id."""
@@ -209,7 +200,9 @@ class FactLog:
     def add_bytes_out(self, exchange: str, size: int) -> None:
         """As ChainBuilder.add_bytes_out."""
         if self._defer(exchange, "add_bytes_out", {"size": size}):
-            self._tally(exchange, "add_bytes_out", {"size": size})
+            tally = self._tallies.get(exchange)
+            if tally is not None:
+                tally.bytes_out += size
             return
         self.builder.add_bytes_out(exchange, size)
 
@@ -246,37 +239,6 @@ class FactLog:
         )
 
     # -- internals ------------------------------------------------------------------------------
-
-    def _tally(self, exchange: str, op: str, kwargs: dict[str, Any]) -> None:
-        """Note what the round-trip log line needs of a deferred call."""
-        if op == "open_exchange":
-            session = kwargs.get("session")
-            method = kwargs["http_method"]
-            self._tallies[exchange] = _Tally(
-                http_method=method,
-                method=_STREAM_METHODS.get(method),
-                started=self._clock(),
-                session=session and self._redactor.token(session),
-                bytes_in=kwargs.get("body_size", 0),
-            )
-            return
-        tally = self._tallies.get(exchange)
-        if tally is None:
-            return
-        if op == "message":
-            msg = kwargs["msg"]
-            if kwargs["direction"] is Direction.TO_CLIENT:
-                tally.messages_out += 1
-                tally.bytes_out += kwargs["size"]
-            elif msg.kind is Kind.REQUEST:
-                if tally.method is None:
-                    tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
-                if msg.id is not None:
-                    tally.ids.append(msg.id)
-        elif op == "response_head":
-            tally.status, tally.content_type = kwargs["status"], kwargs["content_type"]
-        elif op == "add_bytes_out":
-            tally.bytes_out += kwargs["size"]
 
     def _defer(self, exchange: str, op: str, kwargs: dict[str, Any]) -> bool:
         """Queue the call as a fact when nobody watches live and the exchange is deferred."""

@@ -17,7 +17,7 @@ import orjson
 
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Channel, Direction, FlowEvent, Side
-from proxy.flows.facts import STEPS, Fact, FactClock
+from proxy.flows.facts import Fact, FactClock
 from proxy.flows.redact import AlreadyRedacted, Redactor
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import Kind, Message
@@ -45,17 +45,8 @@ class FactEncoder:
 
     def encode(self, fact: Fact) -> bytes:
         """One capture line (with its newline) for one fact."""
+        kw = fact.kwargs
         op = fact.op
-        if op == STEPS:
-            calls = [{"op": name, "kw": self._kwargs(name, kw)} for name, kw in fact.kwargs[STEPS]]
-            kwargs: dict[str, Any] = {STEPS: calls}
-        else:
-            kwargs = self._kwargs(op, fact.kwargs)
-        line = {"type": FACT_TYPE, "t": fact.t, "op": op, "exchange": fact.exchange, "kw": kwargs}
-        return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
-
-    def _kwargs(self, op: str, kw: dict[str, Any]) -> dict[str, Any]:
-        """One builder call's arguments as a capture holds them: redacted, bounded, plain JSON."""
         kwargs: dict[str, Any]
         if op == "message":
             kwargs = dict(kw)
@@ -73,7 +64,8 @@ class FactEncoder:
             kwargs["body"] = kw["body"][: self._body_limit].decode("utf-8", "replace")
         else:
             kwargs = kw
-        return kwargs
+        line = {"type": FACT_TYPE, "t": fact.t, "op": op, "exchange": fact.exchange, "kw": kwargs}
+        return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
     def _message(self, msg: Message) -> dict[str, Any]:
         body, truncated, encoded = self._redactor.body_for_capture(msg.raw, self._body_limit)
@@ -106,30 +98,7 @@ class FactReplayer:
 
     def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
         """The events one fact line makes (often none until its exchange's messages arrive)."""
-        op = line["op"]
-        if op == STEPS:
-            calls = [(str(call["op"]), self._decode(call["kw"])) for call in line["kw"][STEPS]]
-        else:
-            calls = [(str(op), self._decode(line["kw"]))]
-        for name, _kwargs in calls:
-            if name not in _OPS:
-                raise ValueError(f"unknown fact op {name!r}")
-        exchange = str(line["exchange"])
-        self._clock.at = float(line["t"])
-        try:
-            for name, kwargs in calls:
-                call: Callable[..., Any] = getattr(self._builder, name)
-                call(exchange, **kwargs)
-        finally:
-            self._clock.at = None
-        events = self._events[:]
-        self._events.clear()
-        return events
-
-    @staticmethod
-    def _decode(kw: dict[str, Any]) -> dict[str, Any]:
-        """A call's arguments from a capture line, typed again for the builder."""
-        kwargs = dict(kw)
+        kwargs = dict(line["kw"])
         for key, enum in _ENUMS.items():
             if key in kwargs:
                 kwargs[key] = enum(kwargs[key])
@@ -139,7 +108,17 @@ class FactReplayer:
             kwargs["msg"] = _message(kwargs["msg"])
         if "body" in kwargs:
             kwargs["body"] = str(kwargs["body"]).encode("utf-8")
-        return kwargs
+        if line["op"] not in _OPS:
+            raise ValueError(f"unknown fact op {line['op']!r}")
+        op: Callable[..., Any] = getattr(self._builder, line["op"])
+        self._clock.at = float(line["t"])
+        try:
+            op(str(line["exchange"]), **kwargs)
+        finally:
+            self._clock.at = None
+        events = self._events[:]
+        self._events.clear()
+        return events
 
 
 _OPS: Final = frozenset(

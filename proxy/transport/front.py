@@ -362,12 +362,11 @@ class FrontConnection(asyncio.Protocol):
                 head = relay.head(route, upstream)
                 body = relay.whole_body(upstream, head)
                 if body is None:
-                    relay.record_head(upstream, head)
                     self.relay = None
                     self._run(side, self._deliver(relay, side, upstream, head))
                     return
                 side.send_whole(head.status, upstream.reason, head.headers, body)
-                relay.delivered_whole(upstream, head, body)
+                relay.delivered_whole(upstream, body)
         except Exception:
             relay.abandon("proxy_error")
             self.relay = None

@@ -93,18 +93,13 @@ class BodyObserver:
 
 def observe_json(data: bytes, sink: MessageSink) -> Body:
     """Report the messages of a whole JSON body; one that is not JSON-RPC becomes one invalid message."""
-    body, found = json_messages(data)
-    for msg, size, channel in found:
-        sink(msg, size, channel, None)
-    return body
-
-
-def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]]:
-    """The messages of a whole JSON body with the size and channel each is recorded with."""
     body = parse_body(data)
     size = len(data)
     if body.parse_error and size:
         preview = data[:2048].decode("utf-8", "replace")
-        return body, [(Message(Kind.INVALID, preview, problem=body.parse_error), size, Channel.HTTP)]
+        sink(Message(Kind.INVALID, preview, problem=body.parse_error), size, Channel.HTTP, None)
+        return body
     single = len(body.messages) == 1
-    return body, [(msg, size if single else 0, Channel.JSON) for msg in body.messages]
+    for msg in body.messages:
+        sink(msg, size if single else 0, Channel.JSON, None)
+    return body

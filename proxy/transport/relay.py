@@ -12,7 +12,6 @@ chunk by chunk as it comes.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from proxy.engine.passthrough import (
     ClientHead,
@@ -26,7 +25,7 @@ from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
-from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
+from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
 from proxy.transport.state import ProxyState
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -63,23 +62,22 @@ class PassthroughRelay:
         """Record the request; a refused one is answered here (None), a routed one is returned."""
         state, client = self.state, self.client
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
-        session = outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID)
-        opened = {
-            "http_method": client.method,
-            "path": client.path_qs,
-            "headers": dict(client.headers),
-            "session": session,
-            "client_era": era,
-            "upstream_era": era,
-            "body_size": received,
-        }
+        state.facts.open_exchange(
+            self.exchange,
+            http_method=client.method,
+            path=client.path_qs,
+            headers=dict(client.headers),
+            session=outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID),
+            client_era=era,
+            upstream_era=era,
+            body_size=received,
+        )
         if isinstance(outcome, Rejection):
-            refused = {"problem": f"refused: {outcome.reason}", "size": received, "body": b""}
-            state.facts.steps(self.exchange, [("open_exchange", opened), ("mark_invalid", refused)])
+            state.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
             self._answer(outcome.status, outcome.body)
             self._close(outcome.reason)
             return None
-        state.facts.steps(self.exchange, [("open_exchange", opened), *_request_calls(outcome)])
+        self._observe_client(outcome)
         state.relaying += 1
         self.counted = True
         return outcome
@@ -123,14 +121,17 @@ class PassthroughRelay:
         self._fault("unreachable", _describe(exc), route.request_id)
 
     def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
-        """The upstream's head arrived: what the client gets (recorded with its body, or `record_head`)."""
+        """The upstream's head arrived: record it, and say what the client gets."""
         self.upstream = upstream
         self._check_verdict(route, upstream.status)
-        return client_head(upstream.status, upstream.headers)
-
-    def record_head(self, upstream: UpstreamResponse, head: ClientHead) -> None:
-        """Record a head whose body will stream."""
-        self.state.facts.response_head(self.exchange, **_head_call(upstream, head))
+        head = client_head(upstream.status, upstream.headers)
+        self.state.facts.response_head(
+            self.exchange,
+            status=head.status,
+            content_type=header(head.headers, "content-type"),
+            headers=dict(upstream.headers),
+        )
+        return head
 
     @staticmethod
     def whole_body(upstream: UpstreamResponse, head: ClientHead) -> bytes | None:
@@ -144,19 +145,9 @@ class PassthroughRelay:
             return None
         return upstream.body_if_complete()
 
-    def delivered_whole(self, upstream: UpstreamResponse, head: ClientHead, body: bytes) -> None:
-        """The whole body went out with its head: record both together and end the exchange."""
-        calls: list[tuple[str, dict[str, Any]]] = [("response_head", _head_call(upstream, head))]
-        if len(body) > INSPECT_LIMIT:
-            _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
-        else:
-            _body, found = json_messages(body)
-            to_client = {"direction": Direction.TO_CLIENT, "sse_id": None}
-            calls += [
-                ("message", {"msg": msg, "size": size, "channel": channel, **to_client})
-                for msg, size, channel in found
-            ]
-        self.state.facts.steps(self.exchange, calls)
+    def delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
+        """The whole body went out with its head: observe it and end the exchange."""
+        self._observe_json(body)
         self.upstream = None
         upstream.release()
         self._finish(None)
@@ -164,13 +155,18 @@ class PassthroughRelay:
     async def deliver(self, route: Route, upstream: UpstreamResponse) -> None:
         """The response to the client, relayed as it arrives (see `stream`)."""
         head = self.head(route, upstream)
-        self.record_head(upstream, head)
         try:
             await self.client.start(head.status, upstream.reason, head.headers, head.content_length)
         except ClientGone:
             self._gone()
             return
         await self.stream(upstream)
+
+    def _observe_json(self, body: bytes) -> None:
+        if len(body) > INSPECT_LIMIT:
+            _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
+            return
+        observe_json(body, self._observe_upstream)
 
     async def stream(self, upstream: UpstreamResponse) -> None:
         """Relay the body chunk by chunk as it arrives (a started response), observing each."""
@@ -212,6 +208,17 @@ class PassthroughRelay:
         )
 
     # -- observation ----------------------------------------------------------------------------
+
+    def _observe_client(self, route: Route) -> None:
+        facts = self.state.facts
+        messages = route.body.messages
+        if route.body.parse_error and route.raw.strip():
+            facts.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
+            return
+        single = len(messages) == 1
+        for msg in messages:
+            size = len(route.raw) if single else len(dumps(msg.raw))
+            facts.message(self.exchange, msg, size=size, direction=Direction.TO_SERVER, channel=Channel.POST)
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
         self.state.facts.message(
@@ -309,29 +316,6 @@ class PassthroughRelay:
         summary = self.state.facts.close_exchange(self.exchange, outcome)
         if summary is not None:
             info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
-
-
-def _request_calls(route: Route) -> list[tuple[str, dict[str, Any]]]:
-    """How the client's request is recorded: its messages, or the bytes that were not JSON-RPC."""
-    messages = route.body.messages
-    if route.body.parse_error and route.raw.strip():
-        return [
-            ("mark_invalid", {"problem": route.body.parse_error, "size": len(route.raw), "body": route.raw})
-        ]
-    single = len(messages) == 1
-    to_server = {"direction": Direction.TO_SERVER, "channel": Channel.POST}
-    return [
-        ("message", {"msg": msg, "size": len(route.raw) if single else len(dumps(msg.raw)), **to_server})
-        for msg in messages
-    ]
-
-
-def _head_call(upstream: UpstreamResponse, head: ClientHead) -> dict[str, Any]:
-    return {
-        "status": head.status,
-        "content_type": header(head.headers, "content-type"),
-        "headers": dict(upstream.headers),
-    }
 
 
 def _describe(exc: BaseException) -> str:

@@ -134,32 +134,8 @@ def _invalid_and_stream(obs: Any, clock: Clock) -> list[Any]:
     return [*closed, obs.close_exchange("x2", "client_disconnected")]
 
 
-def _json_call_in_steps(obs: Any, clock: Clock) -> list[Any]:
-    """`_json_call` as the relay's hot path records it: the request and the whole response each one fact."""
-    call = classify_value(request(1, "tools/call", {"name": "add", "arguments": {"a": 1}}))
-    opened = {
-        "http_method": "POST",
-        "path": "/mcp",
-        "headers": HEADERS,
-        "session": SESSION,
-        "client_era": "legacy",
-        "upstream_era": "legacy",
-        "body_size": 80,
-    }
-    sent = {"msg": call, "size": 80, "direction": Direction.TO_SERVER, "channel": Channel.POST}
-    obs.steps("x1", [("open_exchange", opened), ("message", sent)])
-    clock.now += 0.25
-    answer = classify_value(result_response(1, {"content": [{"type": "text", "text": "2"}]}))
-    head = {"status": 200, "content_type": "application/json", "headers": {"Content-Length": "60"}}
-    back = {"msg": answer, "size": 60, "direction": Direction.TO_CLIENT, "channel": Channel.JSON}
-    obs.steps("x1", [("response_head", head), ("message", back)])
-    clock.now += 0.125
-    return [obs.close_exchange("x1", None)]
-
-
 SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
-    "json-call-in-steps": _json_call_in_steps,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
 }
@@ -280,15 +256,3 @@ def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> 
         assert rig.facts.pending_bytes <= 3 * 1024 * 1024
     assert rig.facts.dropped_facts > 0
     assert {c.summary.jsonrpc_id for c in rig.store} >= {10}
-
-
-def test_calls_recorded_as_steps_build_what_the_same_calls_one_by_one_build() -> None:
-    one_by_one, in_steps = Rig(), Rig()
-    separate = _json_call(one_by_one.facts, one_by_one.clock)
-    together = _json_call_in_steps(in_steps.facts, in_steps.clock)
-    assert in_steps.facts.pending == 3  # the request, the whole response, the close
-    assert one_by_one.facts.pending == 5
-
-    assert _chains(in_steps.store) == _chains(one_by_one.store)
-    assert [event_to_json(e) for e in in_steps.events] == [event_to_json(e) for e in one_by_one.events]
-    assert together == separate  # the same round-trip log line
