@@ -29,7 +29,6 @@ from typing import Any, cast
 import httptools
 
 from proxy import __version__
-from proxy.engine.passthrough import ClientHead
 from proxy.framing.classify import Route
 from proxy.framing.http import header
 from proxy.logs import get_logger
@@ -361,9 +360,14 @@ class FrontConnection(asyncio.Protocol):
             else:
                 head = relay.head(route, upstream)
                 body = relay.whole_body(upstream, head)
-                if body is None:
+                if body is None:  # a stream, or a body still coming: its head goes out now
                     self.relay = None
-                    self._run(side, self._deliver(relay, side, upstream, head))
+                    try:
+                        side.start_now(head.status, upstream.reason, head.headers, head.content_length)
+                    except ClientGone:
+                        relay.abandon()  # the connection is closing; its loss cleans up the rest
+                        return
+                    self._run(side, self._stream(relay, upstream))
                     return
                 side.send_whole(head.status, upstream.reason, head.headers, body)
                 relay.delivered_whole(upstream, body)
@@ -375,15 +379,10 @@ class FrontConnection(asyncio.Protocol):
         self.relay = None
         self._served(side)
 
-    async def _deliver(
-        self, relay: PassthroughRelay, side: FrontSide, upstream: UpstreamResponse, head: ClientHead
-    ) -> None:
-        """A head without its whole body: start the response, then stream the body as it comes."""
+    async def _stream(self, relay: PassthroughRelay, upstream: UpstreamResponse) -> None:
+        """A started response whose body comes later: relay it as it arrives."""
         try:
-            await side.start(head.status, upstream.reason, head.headers, head.content_length)
-            await relay.stream(upstream)
-        except ClientGone:
-            relay.abandon()
+            await relay.stream(upstream)  # a client gone mid-stream is handled in there
         except asyncio.CancelledError:
             relay.abandon()
             raise
@@ -550,6 +549,12 @@ class FrontSide:
     async def start(
         self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
     ) -> None:
+        self.start_now(status, reason, headers, length)
+
+    def start_now(
+        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
+    ) -> None:
+        """`start` without a wait: a streamed head goes out at once, a known-length one with its body."""
         transport = self._transport()
         head = self._begin(status, reason, headers, length)
         if length is not None and not self._no_body:
