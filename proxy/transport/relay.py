@@ -82,21 +82,21 @@ class PassthroughRelay:
         self.counted = True
         return outcome
 
-    def send_now(self, route: Route) -> PendingHead | None:
-        """Send the upstream request on a warm connection at once; None when none is idle."""
+    def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes]:
+        """Method, absolute target, headers and body of the upstream request for the route."""
         upstream = self.state.upstream
         send = upstream_request(route, upstream, self.client.raw_query)
-        target = upstream.origin + send.path
-        return self.state.pool.request_nowait(send.http_method, target, send.headers, send.body)
+        return send.http_method, upstream.origin + send.path, send.headers, send.body
+
+    def send_now(self, route: Route) -> PendingHead | None:
+        """Send the upstream request on a warm connection at once; None when none is idle."""
+        return self.state.pool.request_nowait(*self._upstream_call(route))
 
     async def relay(self, route: Route) -> None:
         """After `open`: the upstream request and its response, to the end of the exchange."""
-        state = self.state
-        send = upstream_request(route, state.upstream, self.client.raw_query)
         try:
             try:
-                target = state.upstream.origin + send.path
-                upstream = await state.pool.request(send.http_method, target, send.headers, send.body)
+                upstream = await self.state.pool.request(*self._upstream_call(route))
             except TimeoutError:
                 self.timed_out(route)
                 return
