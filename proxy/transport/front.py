@@ -36,7 +36,7 @@ from proxy.transport.client_side import ClientGone
 from proxy.transport.driver import classify_request
 from proxy.transport.relay import PassthroughRelay
 from proxy.transport.state import ProxyState
-from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
+from proxy.transport.upstream_pool import PendingHead, UpstreamError
 
 MAX_HEAD_BYTES = 64 * 1024
 """Request line plus headers; past it the client gets 431 and the connection closes."""
@@ -349,7 +349,7 @@ class FrontConnection(asyncio.Protocol):
         """The upstream's head (or its failure) for a request served without a task."""
         if self.relay is not relay:
             return  # abandoned meanwhile (the client left)
-        self.pending = None
+        self.relay = self.pending = None  # nothing below waits: the connection cannot be lost meanwhile
         try:
             try:
                 upstream = pending.result()
@@ -361,34 +361,20 @@ class FrontConnection(asyncio.Protocol):
                 head = relay.head(route, upstream)
                 body = relay.whole_body(upstream, head)
                 if body is None:  # a stream, or a body still coming: its head goes out now
-                    self.relay = None
                     try:
                         side.start_now(head.status, upstream.reason, head.headers, head.content_length)
                     except ClientGone:
                         relay.abandon()  # the connection is closing; its loss cleans up the rest
                         return
-                    self._run(side, self._stream(relay, upstream))
+                    self._run(side, relay.stream_started(upstream))
                     return
                 side.send_whole(head.status, upstream.reason, head.headers, body)
                 relay.delivered_whole(upstream, body)
         except Exception:
             relay.abandon("proxy_error")
-            self.relay = None
             self._failed(side)
             return
-        self.relay = None
         self._served(side)
-
-    async def _stream(self, relay: PassthroughRelay, upstream: UpstreamResponse) -> None:
-        """A started response whose body comes later: relay it as it arrives."""
-        try:
-            await relay.stream(upstream)  # a client gone mid-stream is handled in there
-        except asyncio.CancelledError:
-            relay.abandon()
-            raise
-        except Exception:
-            relay.abandon("proxy_error")
-            raise
 
     async def _probe_then_serve(self, req: _Request, side: FrontSide, outcome: Route, received: int) -> None:
         """A probe is due before this request can be routed: probe, then hand over or relay."""

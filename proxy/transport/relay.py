@@ -12,6 +12,8 @@ chunk by chunk as it comes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 from proxy.engine.passthrough import (
     ClientHead,
@@ -94,7 +96,7 @@ class PassthroughRelay:
 
     async def relay(self, route: Route) -> None:
         """After `open`: the upstream request and its response, to the end of the exchange."""
-        try:
+        with self._given_up_on_failure():
             try:
                 upstream = await self.state.pool.request(*self._upstream_call(route))
             except TimeoutError:
@@ -104,6 +106,17 @@ class PassthroughRelay:
                 self.unreachable(route, exc)
                 return
             await self.deliver(route, upstream)
+
+    async def stream_started(self, upstream: UpstreamResponse) -> None:
+        """`stream` for a response whose head went out elsewhere (the lean front's callback)."""
+        with self._given_up_on_failure():
+            await self.stream(upstream)
+
+    @contextlib.contextmanager
+    def _given_up_on_failure(self) -> Iterator[None]:
+        """Cancelled (client gone, shutdown) or broken by a bug: the exchange ends, recorded, not leaked."""
+        try:
+            yield
         except asyncio.CancelledError:
             self.abandon()
             raise
