@@ -80,17 +80,18 @@ class Proxy:
         )
         self.router = Router(settings, upstream, lambda: self.state.http)
         self.state.router = self.router
+        ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
-            LegacyToMrtrEngine(upstream, _id_factory(), max_rounds=settings.max_rounds),
+            LegacyToMrtrEngine(upstream, ids, max_rounds=settings.max_rounds),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
             pool=lambda: self.state.pool,
-            builder=self.builder,
+            observer=self.facts,
         )
         self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
             MrtrToLegacyEngine(
                 upstream,
-                _id_factory(),
+                ids,
                 state_key=_state_key(settings),
                 max_rounds=settings.max_rounds,
                 continuation_ttl=settings.continuation_ttl,
@@ -102,7 +103,7 @@ class Proxy:
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
             pool=lambda: self.state.pool,
-            builder=self.builder,
+            observer=self.facts,
             resume_streams=True,
         )
         self.router.on_change = self._eras_changed

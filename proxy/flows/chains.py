@@ -77,6 +77,7 @@ class ChainBuilder:
         self._exchanges: dict[str, Exchange] = {}
         self._legs: BoundedMap = BoundedMap()
         self._event_chains: BoundedMap = BoundedMap()
+        self._continuations: BoundedMap = BoundedMap()
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -257,18 +258,34 @@ class ChainBuilder:
         self._ledger.file(chain, record, invalid=False)
         return chain.summary.id
 
-    def chain_of_exchange(self, exchange_id: str) -> str | None:
-        """The chain an open exchange's request belongs to (None once the exchange has closed)."""
-        ex = self._exchanges.get(exchange_id)
-        if ex is None:
-            return None
-        return ex.main_chain()
-
     def continuation_changed(
-        self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
+        self,
+        exchange_id: str,
+        *,
+        continuation: str,
+        state: str,
+        principal: str | None,
+        pending_keys: list[str],
+        age_ms: float,
     ) -> None:
-        """Announce a parked upstream call's change; one that ends while its chain still waits fails it."""
+        """Announce a parked upstream call's change; one that ends while its chain still waits fails it.
+
+        The call is named by the exchange that parked it first (its chain is looked up then and
+        remembered). `ended` becomes `completed`, or `cancelled` when the chain failed.
+        """
+        chain_id = self._continuations.get(continuation)
+        if chain_id is None:
+            ex = self._exchanges.get(exchange_id)
+            chain_id = ex.main_chain() if ex is not None else None
+            if chain_id is None:
+                return
+            self._continuations[continuation] = chain_id
         chain = self.store.peek(chain_id)
+        if state in ("ended", "expired"):
+            self._continuations.pop(continuation, None)
+        if state == "ended":
+            failed = chain is not None and chain.summary.status is ChainStatus.ERROR
+            state = "cancelled" if failed else "completed"
         if state in ("expired", "cancelled") and chain is not None and chain.summary.ended is None:
             chain.summary.notes.append(f"parked upstream call {state}")
             self._ledger.finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())

@@ -1,11 +1,13 @@
-"""Pass-through observations kept as facts, and chains built from them only when someone looks.
+"""Observations kept as facts, and chains built from them only when someone looks.
 
 Building a chain (correlation, redacted records, events, summaries) costs more CPU per small
 exchange than relaying it. When nothing watches live (no TUI, no admin feed, no metrics), nobody
-needs the chain yet: the pass-through driver's observations are queued here as facts, in order and
-with their times, and replayed into the `ChainBuilder` the moment anything reads the store or the
-builder, or a live watcher subscribes. Replaying the same calls with the same times builds the same
-chains; the capture (when on) records the facts themselves, so it loses nothing either.
+needs the chain yet: the pass-through relay's and the bridges' observations are queued here as
+facts, in order and with their times, and replayed into the `ChainBuilder` the moment anything reads
+the store or the builder, or a live watcher subscribes. Replaying the same calls with the same times
+builds the same chains; the capture (when on) records the facts themselves, so it loses nothing
+either. A bridge's upstream legs are facts keyed by the leg: a leg can outlive the client exchange
+that opened it (a parked call), so an open leg keeps its facts like an open exchange does.
 
 Bounded: past `backlog` queued facts or `max_bytes` of bodies in them, the oldest facts of finished
 exchanges are dropped one by one (their chains would have left the bounded store by the time anyone
@@ -15,17 +17,17 @@ are counted.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import Direction
+from proxy.flows.events import Channel, Direction
 from proxy.flows.exchanges import ExchangeSummary
 from proxy.flows.redact import Redactor
-from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import target_name
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -109,6 +111,10 @@ class FactLog:
         self._held: deque[Fact] = deque()
         self._held_exchanges: set[str] = set()
         self._tallies: dict[str, _Tally] = {}
+        self._legs: dict[str, str] = {}
+        """Open legs whose facts are deferred, each with the exchange whose chain it joins."""
+        self._leg_owners: Counter[str] = Counter()
+        """Exchanges with open deferred legs: their facts are kept like those of open exchanges."""
         self._replaying = False
         self.dropped_facts = 0
         self.on_fact: Callable[[Fact], None] | None = None
@@ -238,7 +244,68 @@ class FactLog:
             outcome=outcome,
         )
 
+    # -- a bridge's calls -----------------------------------------------------------------------
+
+    def leg_message(
+        self,
+        leg: str,
+        exchange_id: str,
+        message: Message | dict[str, Any],
+        *,
+        size: int,
+        direction: Direction,
+        channel: Channel,
+    ) -> None:
+        """As ChainBuilder.leg_message: a leg first seen while its exchange is deferred stays deferred."""
+        msg = message if isinstance(message, Message) else classify_value(message)
+        kwargs = {"exchange_id": exchange_id, "message": msg, "size": size, "direction": direction}
+        kwargs["channel"] = channel
+        if leg not in self._legs and exchange_id in self._tallies and not self._live():
+            self._open_leg(leg, exchange_id)
+        if self._defer_leg(leg, "leg_message", kwargs, size):
+            return
+        self.builder.leg_message(leg, exchange_id, msg, size=size, direction=direction, channel=channel)
+
+    def link_leg(self, leg: str, related: str) -> None:
+        """As ChainBuilder.link_leg: a leg that joins a deferred one is deferred with it."""
+        owner = self._legs.get(related)
+        if owner is not None and leg not in self._legs and not self._live():
+            self._open_leg(leg, owner)
+        if not self._defer_leg(leg, "link_leg", {"related": related}, 0):
+            self.builder.link_leg(leg, related)
+
+    def leg_closed(self, leg: str) -> None:
+        """As ChainBuilder.leg_closed."""
+        deferred = self._defer_leg(leg, "leg_closed", {}, 0)
+        owner = self._legs.pop(leg, None)
+        if owner is not None:
+            self._leg_owners[owner] -= 1
+            if not self._leg_owners[owner]:
+                del self._leg_owners[owner]
+        if not deferred:
+            self.builder.leg_closed(leg)
+
+    def continuation_changed(self, exchange_id: str, **kwargs: Any) -> None:
+        """As ChainBuilder.continuation_changed (keyed by the exchange that parked the call)."""
+        if self._live() or self.builder.has_exchange(exchange_id):
+            self.materialize()
+            self.builder.continuation_changed(exchange_id, **kwargs)
+            return
+        self._queue(Fact(self._clock(), "continuation_changed", exchange_id, kwargs))
+
     # -- internals ------------------------------------------------------------------------------
+
+    def _open_leg(self, leg: str, owner: str) -> None:
+        self._legs[leg] = owner
+        self._leg_owners[owner] += 1
+
+    def _defer_leg(self, leg: str, op: str, kwargs: dict[str, Any], size: int) -> bool:
+        """Queue a leg's call as a fact while the leg is deferred and nobody watches live."""
+        if leg not in self._legs or self._live():
+            self.materialize()
+            return False
+        self._queue(Fact(self._clock(), op, leg, kwargs, size))
+        return True
 
     def _defer(self, exchange: str, op: str, kwargs: dict[str, Any]) -> bool:
         """Queue the call as a fact when nobody watches live and the exchange is deferred."""
@@ -269,7 +336,13 @@ class FactLog:
         An exchange with a held fact keeps all its facts: built later, it is never half there.
         """
         fact = self._pending.popleft()
-        if fact.exchange in self._tallies or fact.exchange in self._held_exchanges:
+        key = fact.exchange
+        if (
+            key in self._tallies
+            or key in self._legs
+            or key in self._leg_owners
+            or key in self._held_exchanges
+        ):
             self._held.append(fact)
             self._held_exchanges.add(fact.exchange)
             if len(self._held) > self.backlog or self._bytes > self.max_bytes:

@@ -1,6 +1,6 @@
-"""Facts in a capture: how a pass-through observation is written as one line, and built back into events.
+"""Facts in a capture: how an observation is written as one line, and built back into events.
 
-While nobody watches live, the proxy does not build chains for pass-through traffic (see
+While nobody watches live, the proxy does not build chains for the traffic it relays or bridges (see
 `proxy.flows.facts`); the capture then records the observations themselves, one `{"type": "fact"}`
 line each, redacted and bounded like every other line. Reading a capture replays those lines through
 a `ChainBuilder` of the reader's own, so `tui --open` and exports see the same chains a live watcher
@@ -51,6 +51,9 @@ class FactEncoder:
         if op == "message":
             kwargs = dict(kw)
             kwargs["msg"] = self._message(kw["msg"])
+        elif op == "leg_message":  # a bridge's upstream leg: the fact is keyed by the leg
+            kwargs = dict(kw)
+            kwargs["message"] = self._message(kw["message"])
         elif op == "open_exchange":
             kwargs = dict(kw)
             kwargs["headers"] = self._redactor.headers(kw["headers"])
@@ -102,10 +105,11 @@ class FactReplayer:
         for key, enum in _ENUMS.items():
             if key in kwargs:
                 kwargs[key] = enum(kwargs[key])
-        if "msg" in kwargs:
-            if kwargs["msg"].get("truncated") and kwargs.get("note") is None:
-                kwargs["note"] = "body truncated in the capture"
-            kwargs["msg"] = _message(kwargs["msg"])
+        for key in ("msg", "message"):
+            if key in kwargs:
+                if kwargs[key].get("truncated") and kwargs.get("note") is None:
+                    kwargs["note"] = "body truncated in the capture"
+                kwargs[key] = _message(kwargs[key])
         if "body" in kwargs:
             kwargs["body"] = str(kwargs["body"]).encode("utf-8")
         if line["op"] not in _OPS:
@@ -130,6 +134,10 @@ _OPS: Final = frozenset(
         "add_bytes_out",
         "mark_invalid",
         "close_exchange",
+        "leg_message",
+        "link_leg",
+        "leg_closed",
+        "continuation_changed",
     }
 )
 """The builder calls a fact may stand for (anything else in a file is refused)."""

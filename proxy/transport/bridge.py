@@ -42,8 +42,8 @@ from proxy.engine.events import (
     LegResponded,
     TimerFired,
 )
-from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import ChainStatus, Channel, Direction, Mode, Side
+from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.flows.facts import FactLog
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
@@ -130,17 +130,18 @@ class BridgeDriver:
         mode: Mode,
         upstream: Upstream,
         pool: Callable[[], UpstreamPool],
-        builder: ChainBuilder,
+        observer: FactLog,
         resume_streams: bool = False,
     ) -> None:
         self.engine = engine
         self.mode = mode
         self.upstream = upstream
         self._pool = pool
-        self.builder = builder
+        self.observer = observer
         self.resume_streams = resume_streams
         self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
         self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
+        """Each parked call seen: the exchange that parked it first, and its last (state, round)."""
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
@@ -179,7 +180,7 @@ class BridgeDriver:
                 response = kind(status=200)
                 for name, value in (*_SSE_HEADERS, *headers):
                     response.headers[name] = value
-                self.builder.response_head(
+                self.observer.response_head(
                     exchange, status=200, content_type="text/event-stream", headers=dict(response.headers)
                 )
                 ex.response = response
@@ -228,33 +229,24 @@ class BridgeDriver:
         for cid, view in views.items():
             seen = self._parked.get(cid)
             phase = (view["state"], view["round"])
-            if seen is None:
-                chain = self.builder.chain_of_exchange(view["exchange"])
-                if chain is None:
-                    continue
-                self._parked[cid] = (chain, phase)
-            elif seen[1] == phase:
+            if seen is not None and seen[1] == phase:
                 continue
-            else:
-                self._parked[cid] = (seen[0], phase)
+            exchange = view["exchange"] if seen is None else seen[0]
+            self._parked[cid] = (exchange, phase)
             state = "parked" if view["state"] in ("parked", "collecting") else "resumed"
-            self._announce(self._parked[cid][0], state, view)
+            self._announce(exchange, cid, state, view)
         for cid in [c for c in self._parked if c not in views]:
-            chain_id, (last_state, _) = self._parked.pop(cid)
-            self._announce(chain_id, self._ending(chain_id, last_state), None)
+            exchange, (last_state, _) = self._parked.pop(cid)
+            # Nobody came back for a call that left while parked; otherwise it ran to its end on a
+            # retry, and the chain's status tells completed from cancelled.
+            ending = "expired" if last_state in ("parked", "collecting") else "ended"
+            self._announce(exchange, cid, ending, None)
 
-    def _ending(self, chain_id: str, last_state: str) -> str:
-        """Why a parked call left the table: it ran to its end on a retry, or nobody came back for it."""
-        if last_state in ("parked", "collecting"):
-            return "expired"
-        found = self.builder.store.get(chain_id)
-        failed = found is not None and found.summary.status is ChainStatus.ERROR
-        return "cancelled" if failed else "completed"
-
-    def _announce(self, chain_id: str, state: str, view: dict[str, Any] | None) -> None:
-        self.builder.continuation_changed(
-            chain_id,
-            state,
+    def _announce(self, exchange: str, continuation: str, state: str, view: dict[str, Any] | None) -> None:
+        self.observer.continuation_changed(
+            exchange,
+            continuation=continuation,
+            state=state,
             principal=view["principal"] if view else None,
             pending_keys=list(view["pending_keys"]) if view else [],
             age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
@@ -271,7 +263,7 @@ class BridgeDriver:
             case SendLeg(leg, exchange, headers, message, related):
                 self.leg_exchange[leg] = exchange
                 if related is not None:
-                    self.builder.link_leg(leg, related)
+                    self.observer.link_leg(leg, related)
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
@@ -283,7 +275,7 @@ class BridgeDriver:
             case CloseLeg(leg):
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
-                self.builder.leg_closed(leg)
+                self.observer.leg_closed(leg)
                 if task is not None:
                     task.cancel()
             case StartTimer(timer, seconds):
@@ -400,14 +392,14 @@ class BridgeDriver:
             return
         self.feed(event)
         self.leg_exchange.pop(leg, None)
-        self.builder.leg_closed(leg)
+        self.observer.leg_closed(leg)
 
     # -- observation ------------------------------------------------------------------------------
 
     def _observe_leg(
         self, leg: str, exchange: str, message: Any, direction: Direction, size: int, channel: Channel
     ) -> None:
-        self.builder.leg_message(leg, exchange, message, direction=direction, size=size, channel=channel)
+        self.observer.leg_message(leg, exchange, message, direction=direction, size=size, channel=channel)
 
     def _observe_leg_msg(self, leg: str, message: Any, size: int, channel: Channel) -> None:
         exchange = self.leg_exchange.get(leg, "")
@@ -416,7 +408,7 @@ class BridgeDriver:
     def _observe_reply(
         self, exchange: str, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
     ) -> None:
-        self.builder.response_head(
+        self.observer.response_head(
             exchange,
             status=status,
             content_type="application/json" if message else None,
@@ -428,7 +420,7 @@ class BridgeDriver:
 
     def _observe_client_request(self, exchange: str, request: web.Request, route: Route) -> None:
         client_era, upstream_era = _ERAS[self.mode]
-        self.builder.open_exchange(
+        self.observer.open_exchange(
             exchange,
             http_method=request.method,
             path=request.path_qs,
@@ -441,7 +433,7 @@ class BridgeDriver:
         )
         for msg in route.body.messages:
             size = len(route.raw) if len(route.body.messages) == 1 else len(dumps(msg.raw))
-            self.builder.message(
+            self.observer.message(
                 exchange,
                 msg,
                 size=size,
@@ -454,12 +446,12 @@ class BridgeDriver:
         self, exchange: str, message: dict[str, Any], size: int, channel: Channel
     ) -> None:
         msg = classify_value(message)
-        self.builder.message(
+        self.observer.message(
             exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, side=Side.CLIENT
         )
 
     def _close_observation(self, exchange: str, outcome: str | None) -> None:
-        summary = self.builder.close_exchange(exchange, outcome)
+        summary = self.observer.close_exchange(exchange, outcome)
         if summary is not None:
             info_line(self.log, "exchange", {"mode": self.mode.value, **summary.log_fields()})
 

@@ -262,6 +262,31 @@ async def test_a_parked_call_shows_in_its_chain_and_on_the_feed(
     assert chain.summary.status is ChainStatus.OK
 
 
+async def test_with_nobody_watching_a_bridged_call_is_built_only_when_someone_reads(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        result = await first_round(http, proxy)
+        _status, reply = await retry(http, proxy, result)
+        assert completed(reply), reply
+        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+        assert proxy.facts.pending > 0, "the bridge's observations waited as facts"
+        assert proxy.builder.correlation_sizes()["exchanges"] == 0
+        feed = proxy.bus.subscribe("test")
+        chain = next(c for c in proxy.store if c.summary.name == "ask_name")  # reading builds
+        assert proxy.facts.pending == 0
+        events = []
+        while (event := feed.get_nowait()) is not None:
+            events.append(event)
+    assert chain.summary.mode is Mode.MRTR_TO_LEGACY
+    assert chain.summary.status is ChainStatus.OK
+    upstream = [m.method for m in chain.messages if m.side is Side.UPSTREAM]
+    assert upstream.index("tools/call") < upstream.index("elicitation/create")  # the legs were kept
+    changes = [e for e in events if isinstance(e, ContinuationChanged)]
+    assert [e.state for e in changes] == ["parked", "resumed", "completed"]
+    assert {e.chain_id for e in changes} == {chain.summary.id}
+
+
 async def test_a_lost_upstream_session_is_reinitialized_and_its_parked_calls_are_refused(
     peer_factory: Callable[..., PeerServer], proxy_for: Callable[..., Any]
 ) -> None:

@@ -1,8 +1,8 @@
-"""Facts: pass-through observations queued while nobody watches, built into chains when someone looks.
+"""Facts: observations queued while nobody watches, built into chains when someone looks.
 
-Each test plays the pass-through driver's calls twice, once into a builder fed directly (what a live
-watcher sees) and once through a FactLog with nobody watching, and compares what each builds. A
-hand-moved clock gives both runs the same times.
+Each test plays the pass-through relay's (or a bridge's) calls twice, once into a builder fed
+directly (what a live watcher sees) and once through a FactLog with nobody watching, and compares
+what each builds. A hand-moved clock gives both runs the same times.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import Channel, Direction, FlowEvent, event_to_json
+from proxy.flows.events import ChainStatus, Channel, ContinuationChanged, Direction, FlowEvent, event_to_json
 from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, notification, request, result_response
+from tests.flows.bridge_play import parked_bridge_call
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -138,6 +139,7 @@ SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
+    "parked-bridge-call": parked_bridge_call,
 }
 
 
@@ -256,3 +258,74 @@ def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> 
         assert rig.facts.pending_bytes <= 3 * 1024 * 1024
     assert rig.facts.dropped_facts > 0
     assert {c.summary.jsonrpc_id for c in rig.store} >= {10}
+
+
+def test_a_bridged_call_built_later_has_its_legs_and_its_continuation_story() -> None:
+    rig = Rig()
+    parked_bridge_call(rig.facts, rig.clock)
+    assert rig.events == []  # legs and continuations were deferred like the exchanges
+    (chain,) = list(rig.store)
+    assert chain.summary.status is ChainStatus.OK
+    upstream = [(m.direction, m.method or m.kind) for m in chain.messages if m.side.value == "upstream"]
+    assert upstream == [
+        (Direction.TO_SERVER, "tools/call"),
+        (Direction.TO_CLIENT, "elicitation/create"),
+        (Direction.TO_SERVER, "result"),  # the answer, on the leg linked to the call's leg
+        (Direction.TO_CLIENT, "result"),
+    ]
+    changes = [e for e in rig.events if isinstance(e, ContinuationChanged)]
+    assert [(e.state, e.chain_id) for e in changes] == [
+        ("parked", chain.summary.id),
+        ("resumed", chain.summary.id),
+        ("completed", chain.summary.id),  # "ended" on a chain that succeeded
+    ]
+
+
+def test_a_continuation_that_expires_fails_the_chain_it_parked() -> None:
+    rig = Rig()
+    rig.bus.subscribe("tui")
+    call = classify_value(request(1, "tools/call", {"name": "ask", "arguments": {}}))
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    rig.facts.message("x1", call, size=1, direction=Direction.TO_SERVER, channel=Channel.POST)
+    parked = {"principal": "p", "pending_keys": ["elicitation-1"], "age_ms": 0.0}
+    rig.facts.continuation_changed("x1", continuation="continuation-1", state="parked", **parked)
+    asked = result_response(1, {"resultType": "input_required", "inputRequests": {}, "requestState": "s"})
+    rig.facts.message(
+        "x1", classify_value(asked), size=1, direction=Direction.TO_CLIENT, channel=Channel.JSON
+    )
+    rig.facts.close_exchange("x1", None)
+    rig.facts.continuation_changed("x1", continuation="continuation-1", state="expired", **parked)
+    (chain,) = list(rig.store)
+    assert chain.summary.status is ChainStatus.ERROR
+    assert "parked upstream call expired" in chain.summary.notes
+    states = [e.state for e in rig.events if isinstance(e, ContinuationChanged)]
+    assert states == ["parked", "expired"]
+
+
+def test_an_open_leg_keeps_its_facts_past_the_backlog_after_its_exchange_closed() -> None:
+    rig = Rig(backlog=12)
+
+    class Halted(Exception):
+        pass
+
+    class StopAfterPark:
+        """Plays the bridged call up to the retry, then lets other traffic push the backlog."""
+
+        def __getattr__(self, name: str) -> Any:
+            def forward(*args: Any, **kwargs: Any) -> Any:
+                if name == "open_exchange" and args[0] == "x2":
+                    raise Halted
+                return getattr(rig.facts, name)(*args, **kwargs)
+
+            return forward
+
+    with pytest.raises(Halted):
+        parked_bridge_call(StopAfterPark(), rig.clock)
+    for n in range(1, 21):  # x1 closed, leg-1 still open: other exchanges overflow the backlog
+        _json_call(rig.facts, rig.clock, exchange=f"y{n}", ident=100 + n)
+    assert rig.facts.dropped_facts > 0
+    final = result_response("mrtr-1", {"content": [{"type": "text", "text": "late"}]})
+    rig.facts.leg_message("leg-1", "x1", final, size=5, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    chain = next(c for c in rig.store if c.summary.name == "ask_name")
+    upstream = [m.method or m.kind for m in chain.messages if m.side.value == "upstream"]
+    assert upstream == ["tools/call", "elicitation/create", "result"], "the leg's chain was kept whole"

@@ -8,13 +8,21 @@ import pytest
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import ChainChanged, Channel, Direction, FlowEvent, MessageRecorded
+from proxy.flows.events import (
+    ChainChanged,
+    Channel,
+    ContinuationChanged,
+    Direction,
+    FlowEvent,
+    MessageRecorded,
+)
 from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
 from proxy.record.facts import FactEncoder
 from proxy.wire.jsonrpc import classify_value, request, result_response
+from tests.flows.bridge_play import PARK_HEADERS, parked_bridge_call
 
 TOKEN = "tok-77-never-in-a-capture"
 SESSION = "sess-77-never-in-a-capture"
@@ -102,3 +110,44 @@ def test_a_fact_line_cut_short_at_the_end_is_skipped(tmp_path: Path) -> None:
         events = list(reader)
         assert reader.truncated
     assert any(isinstance(e, ChainChanged) for e in events)
+
+
+class _Ticks:
+    now = 100.0
+
+
+def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(tmp_path: Path) -> None:
+    path = tmp_path / "bridged.jsonl"
+    ticks = _Ticks()
+    clock = FactClock(lambda: ticks.now)
+    redactor = Redactor()
+    live: list[FlowEvent] = []
+    builder = ChainBuilder(ChainStore(), live.append, redactor, clock=clock)
+    facts = FactLog(builder, clock, redactor, bus=EventBus())
+    encoder = FactEncoder(redactor, 65536)
+    with CaptureWriter(path) as writer:
+        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
+        parked_bridge_call(facts, ticks, state=STATE)
+    facts.materialize()
+    text = path.read_text(encoding="utf-8")
+    assert '"op":"leg_message"' in text
+    assert '"op":"continuation_changed"' in text
+    assert STATE not in text
+    assert PARK_HEADERS["Authorization"].split()[1] not in text
+
+    read = list(read_capture(path))
+    live_chain = [e.chain for e in live if isinstance(e, ChainChanged)][-1]
+    read_chain = [e.chain for e in read if isinstance(e, ChainChanged)][-1]
+    assert read_chain.model_dump(exclude={"id"}) == live_chain.model_dump(exclude={"id"})
+    assert read_chain.mode.value == "mrtr_to_legacy"
+    assert read_chain.status.value == "ok"
+    live_messages = [
+        e.message.model_dump(exclude={"chain_id"}) for e in live if isinstance(e, MessageRecorded)
+    ]
+    read_messages = [
+        e.message.model_dump(exclude={"chain_id"}) for e in read if isinstance(e, MessageRecorded)
+    ]
+    assert read_messages == live_messages
+    assert sum(m["side"] == "upstream" for m in read_messages) == 4
+    states = [e.state for e in read if isinstance(e, ContinuationChanged)]
+    assert states == ["parked", "resumed", "completed"]

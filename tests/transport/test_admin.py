@@ -195,7 +195,7 @@ async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked
             mode=Mode.MRTR_TO_LEGACY,
             upstream=proxy.state.upstream,
             pool=lambda: proxy.state.pool,
-            builder=proxy.builder,
+            observer=proxy.facts,
         )
 
         assert await ok(proxy, "/api/continuations") == ParkingEngine().continuations_view()
