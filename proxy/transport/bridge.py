@@ -287,7 +287,16 @@ class BridgeDriver:
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
 
-    def _fire(self, timer: str) -> None:
+    def _fire(self, timer: str, turns: int = 2) -> None:
+        """A timer is due: first let the loop read what its sockets already hold, then tell the engine.
+
+        uvloop runs due timers before it polls the sockets, and a 0 s timer set from a timer runs
+        before the next poll too: only the second such hop comes after one. Without it a round window
+        would close before the requests that arrived just behind the first one were read.
+        """
+        if turns:
+            self.timers[timer] = asyncio.get_running_loop().call_later(0, self._fire, timer, turns - 1)
+            return
         self.timers.pop(timer, None)
         self.feed(TimerFired(timer))
 

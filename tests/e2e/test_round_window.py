@@ -1,0 +1,61 @@
+"""The MRTR->legacy bridge's default round window: requests a server sends together make one round.
+
+Checked under both event loops the proxy meets: in this process (asyncio's loop, which reads its
+sockets before it runs due timers) and as the `mcp-proxy` command (uvloop, which runs due timers
+first). Either way the round must not close before the requests behind the first one were read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.modern_raw import modern_call
+from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+ANSWERS = {
+    "elicitation/create": {"action": "accept", "content": {"name": "octocat"}},
+    "sampling/createMessage": {
+        "role": "assistant",
+        "content": {"type": "text", "text": "Paris"},
+        "model": "m",
+    },
+}
+
+
+@contextlib.asynccontextmanager
+async def endpoint(loop: str, upstream: str, proxy_for: Callable[..., Any]) -> AsyncIterator[str]:
+    """The MCP endpoint of a proxy in front of `upstream`: in this process, or the uvloop command."""
+    if loop == "asyncio":
+        async with proxy_for(upstream) as proxy:
+            yield proxy.endpoint()
+        return
+    with ProxyProcess(clean_env(**settings_env(upstream=upstream, admin_enabled="false"))) as process:
+        yield process.endpoint()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_concurrent_requests_of_a_legacy_server_reach_the_client_as_one_round(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any], loop: str
+) -> None:
+    call = {"name": "ask_two_at_once", "arguments": {}}
+    async with endpoint(loop, legacy_server.url, proxy_for) as url, aiohttp.ClientSession() as http:
+        for ident in range(1, 11):  # ten calls: a window that closed too early would split some
+            status, reply = await modern_call(http, url, "tools/call", call, ident=ident)
+            assert status == 200, reply
+            asked = reply["result"]["inputRequests"]
+            assert {r["method"] for r in asked.values()} == set(ANSWERS), f"call {ident}: not one round"
+            params = {
+                **call,
+                "inputResponses": {key: ANSWERS[r["method"]] for key, r in asked.items()},
+                "requestState": reply["result"]["requestState"],
+            }
+            status, reply = await modern_call(http, url, "tools/call", params, ident=ident)
+            assert reply["result"]["resultType"] == "complete", reply
