@@ -333,11 +333,12 @@ class FrontConnection(asyncio.Protocol):
                 self._hand_over(req)
                 return
         relay = PassthroughRelay(state, side, state.next_exchange())
+        # The upstream request goes first: recording it can wait, the upstream should not.
+        pending = relay.send_now(outcome) if isinstance(outcome, Route) else None
         route = relay.open(outcome, received=len(raw))
         if route is None:
             self._served(side)
             return
-        pending = relay.send_now(route)
         if pending is None:
             self._run(side, relay.relay(route))
             return
@@ -358,18 +359,28 @@ class FrontConnection(asyncio.Protocol):
             except UpstreamError as exc:
                 relay.unreachable(route, exc)
             else:
+                # What the client gets goes out first; it is recorded after.
                 head = relay.head(route, upstream)
                 body = relay.whole_body(upstream, head)
                 if body is None:  # a stream, or a body still coming: its head goes out now
+                    first, end = upstream.take_buffered(), upstream.complete
                     try:
-                        side.start_now(head.status, upstream.reason, head.headers, head.content_length)
+                        side.start_now(
+                            head.status, upstream.reason, head.headers, head.content_length, first, end=end
+                        )
                     except ClientGone:
+                        relay.headed(head, upstream)
                         relay.abandon()  # the connection is closing; its loss cleans up the rest
                         return
-                    self._run(side, relay.stream_started(upstream))
-                    return
-                side.send_whole(head.status, upstream.reason, head.headers, body)
-                relay.delivered_whole(upstream, body)
+                    relay.headed(head, upstream)
+                    if not end:
+                        self._run(side, relay.stream_started(upstream, first))
+                        return
+                    relay.delivered_whole(upstream, first)  # a chunked body that had all arrived
+                else:
+                    side.send_whole(head.status, upstream.reason, head.headers, body)
+                    relay.headed(head, upstream)
+                    relay.delivered_whole(upstream, body)
         except Exception:
             relay.abandon("proxy_error")
             self._failed(side)
@@ -538,15 +549,34 @@ class FrontSide:
         self.start_now(status, reason, headers, length)
 
     def start_now(
-        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
+        self,
+        status: int,
+        reason: str | None,
+        headers: tuple[tuple[str, str], ...],
+        length: int | None,
+        first: bytes = b"",
+        *,
+        end: bool = False,
     ) -> None:
-        """`start` without a wait: a streamed head goes out at once, a known-length one with its body."""
+        """`start` without a wait: the head goes out with the body bytes already here, in one write.
+
+        `first` is the start of the body (an SSE stream's first event usually arrives with its head);
+        `end` says it is all of it, so a chunked body's end goes in the same write. A known-length
+        head with no bytes yet waits for them.
+        """
         transport = self._transport()
         head = self._begin(status, reason, headers, length)
-        if length is not None and not self._no_body:
-            self._pending = head  # goes out with the first body bytes, in one write
-        else:
+        if self._no_body:
             transport.write(head)
+            return
+        if not first and not end and length is not None:
+            self._pending = head  # goes out with the first body bytes, in one write
+            return
+        data = b"%x\r\n%b\r\n" % (len(first), first) if self._chunked and first else first
+        if end and self._chunked:
+            data += b"0\r\n\r\n"
+            self._chunked = False  # finish() has nothing left to end
+        transport.write(head + data)
 
     def send_whole(
         self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], body: bytes

@@ -107,10 +107,10 @@ class PassthroughRelay:
                 return
             await self.deliver(route, upstream)
 
-    async def stream_started(self, upstream: UpstreamResponse) -> None:
-        """`stream` for a response whose head went out elsewhere (the lean front's callback)."""
+    async def stream_started(self, upstream: UpstreamResponse, sent: bytes) -> None:
+        """`stream` for a response whose head (and `sent`, the body so far) went out elsewhere."""
         with self._given_up_on_failure():
-            await self.stream(upstream)
+            await self.stream(upstream, sent)
 
     @contextlib.contextmanager
     def _given_up_on_failure(self) -> Iterator[None]:
@@ -134,17 +134,19 @@ class PassthroughRelay:
         self._fault("unreachable", _describe(exc), route.request_id)
 
     def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
-        """The upstream's head arrived: record it, and say what the client gets."""
+        """The upstream's head arrived: what the client gets (record it with `headed` once sent)."""
         self.upstream = upstream
         self._check_verdict(route, upstream.status)
-        head = client_head(upstream.status, upstream.headers)
+        return client_head(upstream.status, upstream.headers)
+
+    def headed(self, head: ClientHead, upstream: UpstreamResponse) -> None:
+        """Record the response head."""
         self.state.facts.response_head(
             self.exchange,
             status=head.status,
             content_type=header(head.headers, "content-type"),
             headers=dict(upstream.headers),
         )
-        return head
 
     @staticmethod
     def whole_body(upstream: UpstreamResponse, head: ClientHead) -> bytes | None:
@@ -160,7 +162,12 @@ class PassthroughRelay:
 
     def delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
-        self._observe_json(body)
+        if is_sse(upstream.header("content-type")):
+            observer = self._observer(upstream, sse=True)
+            observer.feed(body)
+            self._observed(observer)
+        else:
+            self._observe_json(body)
         self.upstream = None
         upstream.release()
         self._finish(None)
@@ -168,6 +175,7 @@ class PassthroughRelay:
     async def deliver(self, route: Route, upstream: UpstreamResponse) -> None:
         """The response to the client, relayed as it arrives (see `stream`)."""
         head = self.head(route, upstream)
+        self.headed(head, upstream)
         try:
             await self.client.start(head.status, upstream.reason, head.headers, head.content_length)
         except ClientGone:
@@ -181,11 +189,16 @@ class PassthroughRelay:
             return
         observe_json(body, self._observe_upstream)
 
-    async def stream(self, upstream: UpstreamResponse) -> None:
-        """Relay the body chunk by chunk as it arrives (a started response), observing each."""
+    async def stream(self, upstream: UpstreamResponse, sent: bytes = b"") -> None:
+        """Relay the body chunk by chunk as it arrives (a started response), observing each.
+
+        `sent`: body bytes that already went out with the head; they are observed first.
+        """
         state, client = self.state, self.client
         sse = is_sse(upstream.header("content-type"))
         observer = self._observer(upstream, sse=sse)
+        if sent:
+            observer.feed(sent)
         if sse:
             state.open_streams += 1
         try:
@@ -204,10 +217,14 @@ class PassthroughRelay:
         finally:
             if sse:
                 state.open_streams -= 1
+        self._observed(observer)
+        await self._end(None)
+
+    def _observed(self, observer: BodyObserver) -> None:
+        """The body ended: the observer reports its last messages, and says if it could not look."""
         observer.finish()
         if observer.problem:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
-        await self._end(None)
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
         facts, exchange = self.state.facts, self.exchange

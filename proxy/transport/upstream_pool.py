@@ -103,6 +103,15 @@ class UpstreamResponse:
         self._buffered = 0
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def take_buffered(self) -> bytes:
+        """The body bytes that arrived so far, taken at once (`chunks` goes on from there)."""
+        chunks, self._chunks = self._chunks, deque()
+        self._buffered = 0
+        conn = self._conn
+        if conn is not None and conn.paused:
+            conn.resume()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises UpstreamError("cut", ...) if the upstream breaks it off."""
         while True:

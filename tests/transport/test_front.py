@@ -495,6 +495,103 @@ async def test_client_that_leaves_mid_stream_closes_the_upstream_call_and_is_rec
             test_done.set()
 
 
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@asynccontextmanager
+async def raw_upstream(answer: Any) -> AsyncIterator[str]:
+    """A hand-written upstream that writes exactly the bytes `answer(writer, ident)` writes.
+
+    A fake of the one thing aiohttp cannot be made to do on demand: send a response head together
+    with body bytes (or with the whole chunked body) in a single write.
+    """
+
+    served: list[tuple[asyncio.StreamWriter, asyncio.Task[Any]]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        served.append((writer, task))
+        with suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower().split("\r\n")
+                length = next(int(line[15:]) for line in head if line.startswith("content-length:"))
+                ident = json.loads(await reader.readexactly(length))["id"]
+                await answer(writer, ident)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    finally:
+        server.close()
+        for writer, _task in served:
+            writer.close()  # the proxy keeps its connection for reuse: end it, and the reader sees EOF
+        await bounded(asyncio.gather(*(task for _writer, task in served)), what="the fake to stop")
+        await server.wait_closed()
+
+
+def _recorded_events(proxy: Proxy) -> list[Any]:
+    chains = [c for c in proxy.store if c.summary.method == "tools/call"]
+    return [(m.jsonrpc_id, m.method) for c in chains for m in c.messages if m.direction.value == "to_client"]
+
+
+async def test_a_stream_whose_whole_body_came_with_its_head_goes_out_whole_and_is_observed_once(proxy_for):
+    async def everything_in_one_write(writer: asyncio.StreamWriter, ident: Any) -> None:
+        writer.write(SSE_HEAD + chunk(PROGRESS) + chunk(result_event(ident)) + b"0\r\n\r\n")
+
+    async with (
+        raw_upstream(everything_in_one_write) as url,
+        proxy_for(url, **RELAY_ONLY) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        for ident in (1, 2):  # the connection carries a second request after the first stream ended
+            writer.write(request_bytes(rpc("tools/call", ident, name="stream")))
+            response = await read_response(reader)
+            assert (response.status, response.framing) == (200, "chunked")
+            assert response.body == PROGRESS + result_event(ident)
+        await wait_until(lambda: drained(proxy), what="both exchanges to close")
+        assert _recorded_events(proxy) == [
+            (None, "notifications/progress"),
+            (1, None),
+            (None, "notifications/progress"),
+            (2, None),
+        ]
+        assert all(c.summary.status is ChainStatus.OK for c in proxy.store)
+
+
+async def test_the_first_event_that_came_with_the_head_is_relayed_before_the_rest_exists(proxy_for):
+    client_has_first = asyncio.Event()
+
+    async def head_and_first_event_then_the_rest(writer: asyncio.StreamWriter, ident: Any) -> None:
+        writer.write(SSE_HEAD + chunk(PROGRESS))
+        await hold(client_has_first)
+        client_has_first.clear()
+        writer.write(chunk(result_event(ident)) + b"0\r\n\r\n")
+
+    async with (
+        raw_upstream(head_and_first_event_then_the_rest) as url,
+        proxy_for(url, **RELAY_ONLY) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        for ident in (4, 5):  # the second rides a warm upstream connection: served without a task
+            writer.write(request_bytes(rpc("tools/call", ident, name="stream")))
+            assert parse_head(await bounded(reader.readuntil(b"\r\n\r\n"), what="the head"))[0] == 200
+            size = await bounded(reader.readuntil(b"\r\n"), what="the first chunk's size")
+            first = await bounded(reader.readexactly(int(size, 16) + 2), what="the first event")
+            assert first == PROGRESS + b"\r\n"
+            client_has_first.set()
+            size = await bounded(reader.readuntil(b"\r\n"), what="the second chunk's size")
+            assert await reader.readexactly(int(size, 16) + 2) == result_event(ident) + b"\r\n"
+            assert await bounded(reader.readuntil(b"\r\n\r\n"), what="the body's end") == b"0\r\n\r\n"
+        await wait_until(lambda: drained(proxy), what="the exchanges to close")
+        progress = (None, "notifications/progress")
+        assert _recorded_events(proxy) == [progress, (4, None), progress, (5, None)]
+
+
 FRONT_HIGH_WATER = 64 * 1024
 """asyncio's default write-buffer high-water mark: past it the front pauses the relay."""
 READ_SIZE = 256 * 1024
