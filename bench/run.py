@@ -513,8 +513,13 @@ def client_workload(procs: Processes, path: Path_, args: list[str], calls: int) 
 
 
 def idle_workload(procs: Processes, path: Path_, profile: Profile) -> dict[str, Any]:
-    """Calls at concurrency 16 without, then with, `idle_streams` GET streams held open through the path."""
-    out: dict[str, Any] = {"without": run_wrk(path.url, 16, profile.idle_wrk_seconds)}
+    """Calls at concurrency 16 without, with, and again without `idle_streams` GET streams held open.
+
+    "without" is the mean of the runs before and after: on this machine a path's rate drifts by 15%
+    from one 10 s run to the next, and a single run before would compare the streams with the drift.
+    """
+    before = run_wrk(path.url, 16, profile.idle_wrk_seconds)
+    out: dict[str, Any] = {"without_before": before}
     pids = path.child.pids() if path.child else []
     rss0 = memory_kib(pids)[0] if pids else 0
     limit = 240.0
@@ -534,6 +539,10 @@ def idle_workload(procs: Processes, path: Path_, profile: Profile) -> dict[str, 
         summary = read_line(holder, 60)
     finally:
         procs.stop(holder)
+    time.sleep(1.0)  # the streams' connections close
+    after = run_wrk(path.url, 16, profile.idle_wrk_seconds)
+    out["without_after"] = after
+    out["without"] = {k: round((before[k] + after[k]) / 2, 4) for k in ("rps", "p50", "p95", "p99")}
     out["client"] = json.loads(summary)
     out["opened"], out["failed"] = int(opened), int(failed)
     if pids:
