@@ -281,10 +281,14 @@ class _Connection(asyncio.Protocol):
             self.response._end(error)
         self._close()
 
-    def _close(self) -> None:
+    def _close(self, *, now: bool = False) -> None:
+        """Close the connection; `now` skips a TLS connection's goodbye (the proxy is stopping)."""
         self.alive = False
         if self.transport is not None:
-            self.transport.close()
+            if now:
+                self.transport.abort()
+            else:
+                self.transport.close()
 
 
 def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
@@ -516,7 +520,7 @@ class UpstreamPool:
         """Close every idle connection and refuse new requests; busy ones close as their exchanges end."""
         self._closed = True
         while self._idle:
-            self._idle.pop()._close()
+            self._idle.pop()._close(now=True)
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)

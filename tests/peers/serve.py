@@ -1,4 +1,4 @@
-"""Run one test peer: ``python -m tests.peers.serve KIND [--port N] [--no-seal]``.
+"""Run one test peer: ``python -m tests.peers.serve KIND [--port N] [--no-seal] [--tls-cert C --tls-key K]``.
 
 Tests run peers as subprocesses (see ``tests.peers.runner``) so that a real HTTP server with its own
 event loop sits on the other side of the proxy, exactly as in production. The process binds
@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--no-seal", action="store_true", help="MRTR kinds: send requestState as plain JSON")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (stderr)")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (needs --tls-key)")
+    parser.add_argument("--tls-key", help="the PEM private key of --tls-cert")
     args = parser.parse_args(argv)
 
     sock = _bind(args.port)
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         lifespan="on",
         # Open SSE streams must not hold shutdown hostage.
         timeout_graceful_shutdown=2,
+        ssl_certfile=args.tls_cert,
+        ssl_keyfile=args.tls_key,
     )
     server = _ReadyServer(config, port)
     try:
