@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument(
         "--path",
         default="ours",
-        choices=("ours", "ours-quiet", "bare-aiohttp"),
+        choices=("ours", "ours-live", "ours-quiet", "bare-aiohttp"),
         help="which proxy to profile",
     )
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
