@@ -151,6 +151,11 @@ class FactLog:
         return self._bytes
 
     @property
+    def open_legs(self) -> int:
+        """A bridge's upstream legs still open whose facts wait (tests assert they drain)."""
+        return len(self._legs)
+
+    @property
     def open_exchanges(self) -> int:
         """Exchanges in flight, built or deferred (draining waits for them)."""
         builder = self.builder
@@ -258,8 +263,13 @@ class FactLog:
     ) -> None:
         """As ChainBuilder.leg_message: a leg first seen while its exchange is deferred stays deferred."""
         msg = message if isinstance(message, Message) else classify_value(message)
-        kwargs = {"exchange_id": exchange_id, "message": msg, "size": size, "direction": direction}
-        kwargs["channel"] = channel
+        kwargs = {
+            "exchange_id": exchange_id,
+            "message": msg,
+            "size": size,
+            "direction": direction,
+            "channel": channel,
+        }
         if leg not in self._legs and exchange_id in self._tallies and not self._live():
             self._open_leg(leg, exchange_id)
         if self._defer_leg(leg, "leg_message", kwargs, size):

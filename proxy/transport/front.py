@@ -335,15 +335,15 @@ class FrontConnection(asyncio.Protocol):
         relay = PassthroughRelay(state, side, state.next_exchange())
         # The upstream request goes first: recording it can wait, the upstream should not.
         pending = relay.send_now(outcome) if isinstance(outcome, Route) else None
+        if pending is not None:  # held from now on: a failure below drops it with the connection
+            self.relay, self.pending = relay, pending
         route = relay.open(outcome, received=len(raw))
-        if route is None:
+        if route is None:  # refused: nothing went upstream
             self._served(side)
             return
         if pending is None:
             self._run(side, relay.relay(route))
             return
-        self.relay = relay
-        self.pending = pending
         pending.future.add_done_callback(lambda _f: self._answered(relay, route, side, pending))
 
     def _answered(self, relay: PassthroughRelay, route: Route, side: FrontSide, pending: PendingHead) -> None:

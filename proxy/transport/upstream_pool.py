@@ -179,6 +179,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.idle_since = 0.0
         self.alive = True
+        self.lost = False
         self.keep_alive = False
         self._reason = b""
         self._headers: list[tuple[str, str]] = []
@@ -200,6 +201,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
+        self.lost = True
         self.pool.forget(self)
         response = self.response
         if exc is None and response is not None and response.until_close:
@@ -289,6 +291,8 @@ class _Connection(asyncio.Protocol):
                 self.transport.abort()
             else:
                 self.transport.close()
+                if not self.lost:
+                    self.pool.closing.add(self)  # until connection_lost: a TLS goodbye can take a while
 
 
 def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
@@ -354,6 +358,8 @@ class UpstreamPool:
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if tls else None
         self._idle: deque[_Connection] = deque()
         self._open = 0
+        self.closing: set[_Connection] = set()
+        """Connections closed and not yet gone (a TLS connection waits for the upstream's goodbye)."""
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
         self._batch: list[tuple[asyncio.Transport, bytes]] = []
@@ -491,7 +497,7 @@ class UpstreamPool:
     def put(self, conn: _Connection) -> None:
         """A connection finished its exchange cleanly and may carry another."""
         if self._closed:
-            conn._close()
+            conn._close(now=True)
             return
         conn.idle_since = time.monotonic()
         self._idle.append(conn)
@@ -500,6 +506,7 @@ class UpstreamPool:
     def forget(self, conn: _Connection) -> None:
         """A connection closed: it no longer counts against the limit."""
         self._open -= 1
+        self.closing.discard(conn)
         with contextlib.suppress(ValueError):  # busy, not idle
             self._idle.remove(conn)
         self._wake_one()
@@ -521,6 +528,8 @@ class UpstreamPool:
         self._closed = True
         while self._idle:
             self._idle.pop()._close(now=True)
+        for conn in list(self.closing):  # goodbyes still under way would outlive the proxy
+            conn._close(now=True)
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)

@@ -271,6 +271,7 @@ async def test_with_nobody_watching_a_bridged_call_is_built_only_when_someone_re
         assert completed(reply), reply
         await wait_until(lambda: drained(proxy), what="bridge tables to drain")
         assert proxy.facts.pending > 0, "the bridge's observations waited as facts"
+        assert proxy.facts.open_legs == 0, "every leg the facts kept open was closed"
         assert proxy.builder.correlation_sizes()["exchanges"] == 0
         feed = proxy.bus.subscribe("test")
         chain = next(c for c in proxy.store if c.summary.name == "ask_name")  # reading builds

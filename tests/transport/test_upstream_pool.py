@@ -511,6 +511,7 @@ async def test_server_that_closes_before_answering_raises_upstream_error():
         with pytest.raises(UpstreamError):
             await get(pool)
         await wait_until(lambda: pool.open_connections == 0, what="the dead connection to be forgotten")
+        assert not pool.closing, "a connection the upstream closed is not waited on at shutdown"
 
 
 async def test_connect_refused_raises_unreachable():
@@ -541,6 +542,7 @@ async def test_a_head_that_never_comes_raises_timeout_and_drops_the_connection()
         await expect_head_timeout(pool)
         await bounded(client_closed.wait(), what="the pool to drop the connection that timed out")
         await wait_until(lambda: pool.open_connections == 0, what="the dropped connection to be forgotten")
+        assert not pool.closing, "the dropped connection's close completed"
 
 
 # --- idle connections ---------------------------------------------------------------------------------
