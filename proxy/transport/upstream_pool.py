@@ -97,11 +97,7 @@ class UpstreamResponse:
 
     def body_if_complete(self) -> bytes | None:
         """The whole body at once when it has all arrived already (a small result usually has), else None."""
-        if not self.complete:
-            return None
-        chunks, self._chunks = self._chunks, deque()
-        self._buffered = 0
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self.take_buffered() if self.complete else None
 
     def take_buffered(self) -> bytes:
         """The body bytes that arrived so far, taken at once (`chunks` goes on from there)."""

@@ -18,6 +18,7 @@ from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.peers.tls import TlsFiles, make_tls_files
+from tests.transport.helpers import rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -79,19 +80,11 @@ async def test_modern_client_is_bridged_to_an_https_legacy_upstream(
 async def test_an_upstream_certificate_nobody_trusts_fails_the_call_and_says_why(
     legacy_https: str, proxy_for: Callable[..., Any]
 ) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    client_info = {"name": "t", "version": "1"}
+    initialize = rpc("initialize", 1, protocolVersion=LEGACY, capabilities={}, clientInfo=client_info)
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with proxy_for(legacy_https, upstream_era="legacy") as proxy, aiohttp.ClientSession() as http:
-        async with http.post(proxy.endpoint(), json=initialize, headers=headers) as response:
+        async with http.post(proxy.endpoint(), data=initialize, headers=headers) as response:
             passed = (response.status, await response.json())
         bridged = await modern_call(
             http, proxy.endpoint(), "tools/call", {"name": "echo", "arguments": {}}, ident=2
