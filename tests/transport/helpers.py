@@ -12,7 +12,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,3 +170,70 @@ def captured_logs() -> Iterator[list[dict[str, Any]]]:
             yield logs
     finally:
         structlog.configure(**saved)
+
+
+# --- raw-socket fakes (for bytes no HTTP library sends on demand) ------------------------------------
+
+
+@dataclass
+class Upstream:
+    """A running loopback server: its port, and which client connection carried each request."""
+
+    port: int = 0
+    peers: list[int] = field(default_factory=list)
+    """The client's port for every request, in arrival order (one port per connection)."""
+    accepted: int = 0
+    """Connections accepted (raw fakes count them as they come; aiohttp servers by `peers`)."""
+
+    @property
+    def connections(self) -> int:
+        """Distinct connections that carried requests (or were accepted, for a raw fake)."""
+        return max(len(set(self.peers)), self.accepted)
+
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def raw_fake_upstream(script: Script) -> AsyncIterator[Upstream]:
+    """A fake on raw sockets: runs `script` for each accepted connection; every one is stopped on exit."""
+    server = Upstream()
+    handlers: set[asyncio.Task[Any]] = set()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.accepted += 1
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        try:
+            await script(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # stopped at exit; Python 3.11's start_server logs a cancelled handler as an error
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    server.port = int(listener.sockets[0].getsockname()[1])
+    try:
+        yield server
+    finally:
+        listener.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers)
+        await listener.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes | None:
+    """Inside a raw fake: read one request and return its (Content-Length) body; None at EOF."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and int(value) > 0:
+            return await reader.readexactly(int(value))
+    return b""

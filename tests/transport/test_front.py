@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +32,13 @@ from tests.transport.helpers import (
     RELAY_ONLY,
     SSE_HEADERS,
     WAIT,
+    Script,
     bounded,
     drained,
     fake_upstream,
     hold,
+    raw_fake_upstream,
+    read_request,
     rpc,
     wait_until,
 )
@@ -502,36 +505,25 @@ def chunk(data: bytes) -> bytes:
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-@asynccontextmanager
-async def raw_upstream(answer: Any) -> AsyncIterator[str]:
-    """A hand-written upstream that writes exactly the bytes `answer(writer, ident)` writes.
+def answering(answer: Callable[[asyncio.StreamWriter, Any], Awaitable[None]]) -> Script:
+    """A raw fake's script: `answer(writer, id)` writes the bytes for each request, as they should go.
 
-    A fake of the one thing aiohttp cannot be made to do on demand: send a response head together
-    with body bytes (or with the whole chunked body) in a single write.
+    Raw sockets for the one thing aiohttp cannot be made to do on demand: send a response head
+    together with body bytes (or with the whole chunked body) in a single write.
     """
 
-    served: list[tuple[asyncio.StreamWriter, asyncio.Task[Any]]] = []
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (body := await read_request(reader)) is not None:
+            await answer(writer, json.loads(body)["id"])
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        served.append((writer, task))
-        with suppress(ConnectionError, asyncio.IncompleteReadError):
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower().split("\r\n")
-                length = next(int(line[15:]) for line in head if line.startswith("content-length:"))
-                ident = json.loads(await reader.readexactly(length))["id"]
-                await answer(writer, ident)
+    return script
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
-    finally:
-        server.close()
-        for writer, _task in served:
-            writer.close()  # the proxy keeps its connection for reuse: end it, and the reader sees EOF
-        await bounded(asyncio.gather(*(task for _writer, task in served)), what="the fake to stop")
-        await server.wait_closed()
+
+@asynccontextmanager
+async def raw_upstream(answer: Callable[[asyncio.StreamWriter, Any], Awaitable[None]]) -> AsyncIterator[str]:
+    """The URL of a raw fake upstream that answers each request with `answer`."""
+    async with raw_fake_upstream(answering(answer)) as server:
+        yield f"http://127.0.0.1:{server.port}/mcp"
 
 
 def _recorded_events(proxy: Proxy) -> list[Any]:

@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -19,29 +18,22 @@ from aiohttp import web
 
 from proxy.transport import upstream_pool
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
-from tests.transport.helpers import WAIT, bounded, dead_port, hold, wait_until
+from tests.transport.helpers import (
+    WAIT,
+    Upstream,
+    bounded,
+    dead_port,
+    hold,
+    raw_fake_upstream,
+    read_request,
+    wait_until,
+)
 
 READ_SIZE = 256 * 1024
 """The most an asyncio transport reads from a socket at once: what may land after the pause is ordered."""
 
 
 # --- servers ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Upstream:
-    """A running loopback server: its port, and which client connection carried each request."""
-
-    port: int = 0
-    peers: list[int] = field(default_factory=list)
-    """The client's port for every request, in arrival order (one port per connection)."""
-    accepted: int = 0
-    """Connections accepted (raw fakes count them as they come; aiohttp servers by `peers`)."""
-
-    @property
-    def connections(self) -> int:
-        """Distinct connections that carried requests (or were accepted, for a raw fake)."""
-        return max(len(set(self.peers)), self.accepted)
 
 
 @asynccontextmanager
@@ -68,54 +60,6 @@ async def aiohttp_upstream(
         yield server
     finally:
         await app_runner.cleanup()
-
-
-Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@asynccontextmanager
-async def raw_fake_upstream(script: Script) -> AsyncIterator[Upstream]:
-    """A fake on raw sockets: runs `script` for each accepted connection; every one is stopped on exit."""
-    server = Upstream()
-    handlers: set[asyncio.Task[Any]] = set()
-
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        server.accepted += 1
-        task = asyncio.current_task()
-        assert task is not None
-        handlers.add(task)
-        try:
-            await script(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass  # stopped at exit; Python 3.11's start_server logs a cancelled handler as an error
-        finally:
-            writer.close()
-
-    listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    server.port = int(listener.sockets[0].getsockname()[1])
-    try:
-        yield server
-    finally:
-        listener.close()
-        for task in handlers:
-            task.cancel()
-        await asyncio.gather(*handlers)
-        await listener.wait_closed()
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes | None:
-    """Inside a raw fake: one request head (its Content-Length body read and dropped), None at EOF."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length" and int(value) > 0:
-            await reader.readexactly(int(value))
-    return head
 
 
 @asynccontextmanager
