@@ -28,6 +28,7 @@ CLOSE_TIMEOUT = 1.0
 """Seconds the health listener gives an open request to end when the proxy stops."""
 
 MASK = "***"
+"""What stands in for a secret in a reason text."""
 
 MIN_BARE_SECRET = 4
 """Shortest password or query value masked on its own, outside the URL forms that name it."""
