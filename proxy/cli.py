@@ -1,12 +1,15 @@
 """`mcp-proxy`: the command line. Flags are generated from `Settings`, so each setting is declared once.
 
-The UI is imported lazily, only when a TUI is asked for, so the plain proxy never loads textual.
+The UI is imported lazily, only when a TUI is asked for, so the plain proxy never loads textual (an
+optional extra: a headless install has none).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -101,38 +104,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.tui:
         from proxy.cli_tui import run_with_tui
 
-        return run_with_tui(settings)
-    return run_proxy(settings)
+        return run_with_tui(loaded)
+    return run_proxy(loaded)
 
 
-def run_proxy(settings: Settings) -> int:
+def admin_may_move(loaded: LoadedSettings) -> bool:
+    """Whether the admin API may take a free port when its own is taken: only if the user never set it."""
+    return loaded.sources.get("admin", "default") == "default"
+
+
+def run_proxy(loaded: LoadedSettings) -> int:
     """Run the proxy until SIGINT (stop now) or SIGTERM (drain for drain_grace seconds), then exit 0."""
     from proxy import logs
     from proxy.runtime import Proxy, tune_gc, use_fast_loop
 
+    settings = loaded.settings
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
-        proxy = Proxy(settings)
+        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve(proxy))
     except OSError as exc:
-        print(start_failure(settings, exc), file=sys.stderr)
+        print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
         if log_file is not None:
             log_file.close()
 
 
-def start_failure(settings: Settings, exc: OSError) -> str:
-    """The one line that blames the setting at fault when the proxy cannot start."""
-    from proxy.transport.admin import AdminListenError
+def start_failure(loaded: LoadedSettings, exc: OSError) -> str:
+    """The one line that blames the setting at fault when the proxy cannot start, and what to do."""
+    from proxy.transport.health import ListenError
 
     if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
         return f"mcp-proxy: capture: {exc}"
-    if isinstance(exc, AdminListenError):
-        return f"mcp-proxy: admin ({settings.admin}): {exc.strerror or exc}"
-    return f"mcp-proxy: listen ({settings.listen}): {exc.strerror or exc}"
+    setting = exc.setting if isinstance(exc, ListenError) else "listen"  # the front's bind failed
+    address = str(getattr(loaded.settings, setting))
+    source = loaded.sources.get(setting, "default")
+    where = "the default" if source == "default" else "set by " + source.replace(":", " ", 1)
+    # asyncio's own text repeats the address; the C library's names only the cause
+    code = exc.errno
+    cause = os.strerror(code) if code is not None and code in errno.errorcode else exc.strerror or str(exc)
+    return f"mcp-proxy: {setting} ({address}, {where}): {cause}; {bind_hint(setting, address, exc)}"
+
+
+def bind_hint(setting: str, address: str, exc: OSError) -> str:
+    """What the user can do about a listener that could not bind `address`."""
+    flag = flag_name(setting)
+    host = address.rpartition(":")[0]
+    if exc.errno == errno.EADDRINUSE:
+        if setting == "listen":  # clients are pointed at this port: never move it behind their back
+            return (
+                f"another process (another mcp-proxy?) serves there: pick another port with {flag} "
+                f"HOST:PORT and point clients at it ({flag} {host}:0 takes any free one, logged at start)"
+            )
+        return f"pick another port, or {flag} {host}:0 for any free one (logged at start)"
+    if exc.errno == errno.EACCES:
+        return f"ports below 1024 need privileges: pick a port from 1024 up ({flag} HOST:PORT)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"{host} is no address of this machine: use 127.0.0.1, 0.0.0.0 or one of its own ({flag})"
+    return f"check the host and port ({flag} HOST:PORT)"
 
 
 async def _serve(proxy: Any) -> int:

@@ -2,7 +2,9 @@
 
 Kept out of `proxy.cli` so the plain proxy's command line never imports textual: `proxy.cli` imports
 this module only when one of these commands is asked for, and this module imports `ui` (and the
-demo's `mcp` SDK) only inside the functions that need them.
+demo's `mcp` SDK) only inside the functions that need them. The TUI's packages are an extra
+(`mcp-debug-proxy[tui]`) that a headless install, the Docker image's among them, leaves out, so every
+TUI command first checks they import and otherwise says in one line how to install them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from proxy.config import Settings
+from proxy.config import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:
@@ -28,6 +30,25 @@ TOKEN_ENV = "MCP_PROXY_ADMIN_TOKEN"
 
 SUBCOMMANDS = ("tui", "demo")
 """First words of the command line handled here rather than by the proxy's own parser."""
+
+OWN_PACKAGES = frozenset({"ui", "proxy"})
+"""Top-level packages of this project: one of them failing to import is a bug, not a missing extra."""
+
+
+def tui_missing(extra: str = "tui") -> str | None:
+    """None when the TUI's packages import; else the line naming what is missing and the extra to install."""
+    try:
+        import ui.app
+        import ui.feeds  # noqa: F401 - imported only to learn whether its dependencies are installed
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if not missing or missing in OWN_PACKAGES:
+            raise
+        return (
+            f"mcp-proxy: the TUI needs the {extra} extra ({missing} is not installed): "
+            f"pip install 'mcp-debug-proxy[{extra}]'"
+        )
+    return None
 
 
 def build_tui_parser() -> argparse.ArgumentParser:
@@ -57,6 +78,9 @@ def main(argv: Sequence[str]) -> int:
     args = build_tui_parser().parse_args(argv)
     if args.command == "demo":
         return run_demo(tui=args.tui, as_json=args.json)
+    if (missing := tui_missing()) is not None:
+        print(missing, file=sys.stderr)
+        return 2
     if args.open is not None:
         return open_capture(args.open)
     return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history)
@@ -100,24 +124,31 @@ def run_demo(*, tui: bool, as_json: bool) -> int:
             file=sys.stderr,
         )
         return 2
+    if tui and (missing := tui_missing("demo")) is not None:
+        print(missing, file=sys.stderr)
+        return 2
     return demo_main(["--tui"] * tui + ["--json"] * as_json)
 
 
-def run_with_tui(settings: Settings) -> int:
+def run_with_tui(loaded: LoadedSettings) -> int:
     """`mcp-proxy --upstream URL --tui`: the proxy and the TUI in one process and one event loop.
 
-    Logs go to `log_file` or nowhere (the TUI owns the terminal). A proxy that cannot start says
-    why on stderr before the TUI ever takes the screen.
+    Logs go to `log_file` or nowhere (the TUI owns the terminal). A proxy that cannot start, or a TUI
+    that is not installed, says why on stderr before the TUI ever takes the screen.
     """
     from proxy import logs
-    from proxy.cli import start_failure
+    from proxy.cli import admin_may_move, start_failure
     from proxy.runtime import Proxy
 
+    if (missing := tui_missing()) is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    settings = loaded.settings
     log_file = logs.configure(level=settings.log_level, fmt="json", file=settings.log_file, quiet=True)
     try:
-        return asyncio.run(_serve_with_tui(Proxy(settings)))
+        return asyncio.run(_serve_with_tui(Proxy(settings, admin_fallback=admin_may_move(loaded))))
     except OSError as exc:
-        print(start_failure(settings, exc), file=sys.stderr)
+        print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
         if log_file is not None:

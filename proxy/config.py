@@ -174,11 +174,23 @@ class Settings(BaseModel):
     max_continuations_per_principal: PositiveInt = 100
     """Most parked upstream calls held at once for one principal (client identity)."""
     admin: str = "127.0.0.1:9901"
-    """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed)."""
+    """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed).
+
+    Left unset (no flag, variable or file key) and its port taken, say by another proxy on this host,
+    the admin API takes a free port on the same host and logs where it listens. An address that was
+    set, even to this default, must be free, or the proxy exits naming it.
+    """
     admin_enabled: bool = True
     """Whether the admin API is served at all."""
     admin_token: SecretStr | None = None
     """Bearer token the admin API requires; without one the admin API may listen on loopback only."""
+    health: str | None = None
+    """HOST:PORT of a listener serving only /healthz and /readyz, never asking for a token (probes).
+
+    It answers whether the admin API is on or off, so Docker's HEALTHCHECK and Kubernetes probes keep
+    working either way. Both paths reveal status only, never the upstream's credentials, so it may
+    listen beyond loopback. Unset: no such listener (the admin API still answers both paths).
+    """
     drain_grace: NonNegativeSeconds = 10.0
     """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
     tui: bool = False
@@ -198,10 +210,11 @@ class Settings(BaseModel):
             raise ValueError(f"not an http(s) URL: {value!r}")
         return value
 
-    @field_validator("listen", "admin")
+    @field_validator("listen", "admin", "health")
     @classmethod
-    def _is_host_port(cls, value: str) -> str:
-        parse_host_port(value)
+    def _is_host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_port(value)
         return value
 
     @field_validator("log_format", "log_level", "bridge", "upstream_era", mode="before")

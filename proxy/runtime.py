@@ -36,6 +36,7 @@ from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.front import FrontServer
+from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
 from proxy.transport.tasks import spawn
@@ -50,10 +51,12 @@ _DRAIN_POLL = 0.05
 class Proxy:
     """One running proxy: listener, upstream client, observation pipeline and capture."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, admin_fallback: bool = False) -> None:
+        """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one."""
         if not settings.upstream:
             raise ValueError("upstream is required")
         self.settings = settings
+        self.admin_fallback = admin_fallback
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(settings.max_chains, settings.max_messages_per_chain)
         self.redactor = Redactor(settings.redact_headers, settings.redact_header_patterns)
@@ -112,6 +115,7 @@ class Proxy:
         self._capture: CaptureWriter | None = None
         self._capture_task: asyncio.Task[Any] | None = None
         self.admin: AdminServer | None = None
+        self.health: HealthServer | None = None
         self.draining = False
         self._hurry = asyncio.Event()
         self.port = 0
@@ -131,6 +135,11 @@ class Proxy:
     def admin_url(self) -> str | None:
         """The admin API's base URL once it listens (None when disabled)."""
         return self.admin.url if self.admin is not None and self.admin.port else None
+
+    @property
+    def health_url(self) -> str | None:
+        """The health-only listener's base URL once it listens (None without the `health` setting)."""
+        return self.health.url if self.health is not None and self.health.port else None
 
     async def start(self) -> None:
         """Bind the listener and the admin API (port 0 picks a free one) and start the capture writer."""
@@ -161,7 +170,11 @@ class Proxy:
             self.host = host
             self.state.listen_url = self.url
             if self.admin is not None:
-                await self.admin.start()
+                await self.admin.start(fallback=self.admin_fallback)
+            if self.settings.health is not None:
+                answers = HealthAnswers.for_state(self.state, lambda: self.draining)
+                self.health = HealthServer(answers, self.settings.health)
+                await self.health.start()
         except OSError:
             await self.stop()
             raise
@@ -172,6 +185,7 @@ class Proxy:
             "listening",
             listen=self.url,
             admin=self.admin_url,
+            health=self.health_url,
             upstream=self.settings.upstream,
             eras=self.router.eras.label,
         )
@@ -216,6 +230,9 @@ class Proxy:
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
+        if self.health is not None:
+            await self.health.stop()
+            self.health = None
 
     def in_flight(self) -> int:
         """Client exchanges still open, not counting standalone GET streams (they end only when closed)."""

@@ -3,7 +3,9 @@
 The proxy runs exactly as in a container: the console script, configured by environment variables,
 JSON logs on stderr. Ports are `127.0.0.1:0` and the bound ones are read from the `listening` log
 line, so no test races another for a port. Every wait is bounded; `stop()` (also on leaving the
-`with` block) sends SIGTERM, then SIGKILL, so no process outlives its test.
+`with` block) sends SIGTERM, then SIGKILL, so no process outlives its test. `headless_command()`
+runs the same entry point the way a headless install (the Docker image's) has it: without the
+TUI's packages.
 """
 
 from __future__ import annotations
@@ -35,6 +37,23 @@ def proxy_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
 
 
+TUI_PACKAGES = ("textual", "rich", "httpx")
+"""What the `tui` extra brings and a headless install lacks."""
+
+
+def headless_command() -> list[str]:
+    """`mcp-proxy` with the TUI's packages unimportable, as in an install without the `tui` extra.
+
+    A `None` entry in `sys.modules` makes `import textual` raise ModuleNotFoundError naming it,
+    exactly as when the package is not installed.
+    """
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({TUI_PACKAGES!r})); "
+        "from proxy.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    return [sys.executable, "-c", code]
+
+
 def clean_env(**settings: str) -> dict[str, str]:
     """This process's environment without any MCP_PROXY_* variable, plus `settings` (already named)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")}
@@ -56,22 +75,26 @@ def settings_env(**settings: object) -> dict[str, str]:
 class ProxyProcess:
     """One `mcp-proxy` subprocess; use as a context manager."""
 
-    def __init__(self, env: Mapping[str, str], *args: str, cwd: Path | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *args: str, cwd: Path | None = None, command: list[str] | None = None
+    ) -> None:
         self.env = dict(env)
         self.args = list(args)
         self.cwd = cwd or REPO_ROOT
+        self.command = command or proxy_command()
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._reader: threading.Thread | None = None
         self.listen = ""
         self.admin = ""
+        self.health = ""
 
     # -- lifetime ---------------------------------------------------------------------------------
 
     def start(self) -> ProxyProcess:
         """Spawn the proxy and wait (bounded) for its `listening` line; fail with its stderr otherwise."""
         self.process = subprocess.Popen(
-            [*proxy_command(), *self.args],
+            [*self.command, *self.args],
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -89,6 +112,7 @@ class ProxyProcess:
             time.sleep(0.02)
         self.listen = found["listen"]
         self.admin = found.get("admin") or ""
+        self.health = found.get("health") or ""
         return self
 
     def _read(self) -> None:

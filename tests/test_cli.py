@@ -1,4 +1,5 @@
-"""The `mcp-proxy` command line: --print-config with sources, and one clear line for each bad start."""
+"""The `mcp-proxy` command line: --print-config with sources, one clear line for each bad start, and
+the TUI commands of an install without the `tui` extra."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import main
+from tests.sidecar import headless_command
 
 UPSTREAM = "http://127.0.0.1:8000/mcp"
 
@@ -133,19 +135,90 @@ def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_listen_port_already_in_use_exits_non_zero_with_one_line_naming_listen(
+def test_a_listen_port_already_in_use_exits_2_with_one_line_naming_listen_its_flag_and_what_to_do(
     busy_port: int, tmp_path: Path
 ) -> None:
     listen = f"127.0.0.1:{busy_port}"
 
     done = run_cli("--upstream", UPSTREAM, "--listen", listen, "--no-admin-enabled", cwd=tmp_path)
 
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"mcp-proxy: listen ({listen}): ")
-    assert "in use" in lines[0]
+    assert done.stderr == (
+        f"mcp-proxy: listen ({listen}, set by flag --listen): Address already in use; another process "
+        "(another mcp-proxy?) serves there: pick another port with --listen HOST:PORT and point clients "
+        "at it (--listen 127.0.0.1:0 takes any free one, logged at start)\n"
+    )
+
+
+def test_a_listen_host_that_is_no_address_of_this_machine_says_which_hosts_work(tmp_path: Path) -> None:
+    done = run_cli("--upstream", UPSTREAM, "--listen", "192.0.2.1:0", "--no-admin-enabled", cwd=tmp_path)
+
+    assert done.returncode == 2
+    assert done.stderr == (
+        "mcp-proxy: listen (192.0.2.1:0, set by flag --listen): Cannot assign requested address; "
+        "192.0.2.1 is no address of this machine: use 127.0.0.1, 0.0.0.0 or one of its own (--listen)\n"
+    )
+
+
+def test_print_config_shows_the_health_listener_unset_by_default_and_set_by_its_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run_main(capsys, "--print-config")
+    monkeypatch.setenv("MCP_PROXY_HEALTH", "0.0.0.0:9902")
+    code_set, out_set, _ = run_main(capsys, "--print-config")
+
+    assert (code, code_set) == (0, 0)
+    assert setting_line(out, "health").split() == ["health", "=", "unset", "#", "default"]
+    assert setting_line(out_set, "health").split()[2:] == ['"0.0.0.0:9902"', "#", "env:MCP_PROXY_HEALTH"]
+
+
+# -- without the `tui` extra ------------------------------------------------------------------------------
+
+TUI_HINT = (
+    "mcp-proxy: the TUI needs the tui extra (textual is not installed): pip install 'mcp-debug-proxy[tui]'\n"
+)
+
+
+def run_headless(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with the TUI's packages unimportable, as an install without the `tui` extra has it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")}
+    command = [*headless_command(), *argv]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--upstream", UPSTREAM, "--listen", "127.0.0.1:0", "--no-admin-enabled", "--tui"),
+        ("tui", "--attach", "http://127.0.0.1:9901"),
+        ("tui", "--open", "capture.jsonl"),
+    ],
+    ids=["--tui", "tui --attach", "tui --open"],
+)
+def test_a_tui_command_without_the_tui_extra_exits_2_with_one_line_naming_the_extra(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    done = run_headless(*argv, cwd=tmp_path)
+
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", TUI_HINT)
+
+
+def test_the_demo_with_its_tui_but_without_textual_names_the_demo_extra(tmp_path: Path) -> None:
+    done = run_headless("demo", "--tui", cwd=tmp_path)
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "mcp-proxy: the TUI needs the demo extra (textual is not installed): "
+        "pip install 'mcp-debug-proxy[demo]'\n"
+    )
+
+
+def test_print_config_works_without_the_tui_extra(tmp_path: Path) -> None:
+    done = run_headless("--upstream", UPSTREAM, "--print-config", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert setting_line(done.stdout, "tui").split()[:3] == ["tui", "=", "false"]
 
 
 def test_a_capture_file_that_cannot_be_opened_is_blamed_on_capture_not_listen(tmp_path: Path) -> None:

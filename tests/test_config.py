@@ -73,10 +73,22 @@ def test_example_config_comments_each_setting_with_its_docstring() -> None:
         assert doc == " ".join(description.split()), key
 
 
-def test_example_config_comments_out_only_settings_whose_default_is_none() -> None:
+MOVES_WHEN_UNSET = {"admin"}
+"""Settings the example leaves commented out although they have a default: set, they stop moving."""
+
+
+def test_example_config_comments_out_only_settings_without_a_default_and_the_admin_address() -> None:
     defaults = Settings()
     for key, _doc, lines in example_blocks():
-        assert lines[0].startswith("#") == (getattr(defaults, key) is None), key
+        commented = getattr(defaults, key) is None or key in MOVES_WHEN_UNSET
+        assert lines[0].startswith("#") == commented, key
+
+
+def test_the_example_leaves_admin_unset_so_a_copy_of_it_still_lets_a_taken_admin_port_move() -> None:
+    loaded = load_settings(config_path=EXAMPLE, env={})
+
+    assert loaded.sources["admin"] == "default"
+    assert loaded.settings.admin == "127.0.0.1:9901"
 
 
 def test_example_values_of_commented_out_settings_are_valid_when_uncommented(tmp_path: Path) -> None:
@@ -89,6 +101,8 @@ def test_example_values_of_commented_out_settings_are_valid_when_uncommented(tmp
 
     assert loaded.settings.upstream is not None
     assert loaded.settings.admin_token is not None
+    assert loaded.settings.health == "127.0.0.1:9902"
+    assert loaded.sources["admin"] == f"file:{tmp_path / 'c.toml'}"
 
 
 def test_every_setting_has_a_docstring_description() -> None:
@@ -395,6 +409,28 @@ def test_an_empty_redaction_pattern_is_rejected_because_it_would_match_every_hea
         load_settings(config_path=path, env={})
 
     assert caught.value.setting == "redact_header_patterns"
+
+
+def test_health_takes_a_host_port_and_an_empty_variable_leaves_it_unset() -> None:
+    assert load_settings(env={"MCP_PROXY_HEALTH": "[::1]:9902"}).settings.health == "[::1]:9902"
+    assert load_settings(env={"MCP_PROXY_HEALTH": ""}).settings.health is None
+    assert Settings().health is None
+
+
+def test_a_health_listener_beyond_loopback_needs_no_token_because_it_shows_status_only() -> None:
+    loaded = load_settings(env={"MCP_PROXY_HEALTH": "0.0.0.0:9902", "MCP_PROXY_ADMIN_ENABLED": "false"})
+
+    assert loaded.settings.health == "0.0.0.0:9902"
+    assert loaded.settings.admin_token is None
+
+
+def test_a_health_address_without_a_port_names_health_and_its_source() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_HEALTH": "0.0.0.0"})
+
+    assert caught.value.setting == "health"
+    assert str(caught.value).startswith("health (env MCP_PROXY_HEALTH): ")
+    assert "HOST:PORT" in str(caught.value)
 
 
 def test_a_non_loopback_admin_api_without_a_token_names_admin_and_its_source() -> None:

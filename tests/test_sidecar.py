@@ -1,9 +1,11 @@
 """The staging sidecar, end to end: the real `mcp-proxy` process, a real SDK server behind it.
 
-Health and readiness (following the upstream away and back), metrics moving with real traffic,
-token enforcement on every admin path, SIGTERM draining a call in flight, SIGHUP reopening a moved
-capture, and capture rotation by size. The proxy is configured through `MCP_PROXY_*` variables, as
-the Docker image configures it.
+Health and readiness (following the upstream away and back, open without the token, never showing
+the upstream's credentials, on the health-only listener when the admin API is off), two proxies on
+one host, metrics moving with real traffic, token enforcement on every other admin path, SIGTERM
+draining a call in flight, SIGHUP reopening a moved capture, capture rotation by size, and the
+headless install. The proxy is configured through `MCP_PROXY_*` variables, as the Docker image
+configures it.
 """
 
 from __future__ import annotations
@@ -27,15 +29,25 @@ from proxy.record.capture import read_capture
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
-from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, proxy_command, settings_env, until
+from tests.sidecar import (
+    ProxyProcess,
+    admin_get,
+    admin_json,
+    clean_env,
+    headless_command,
+    proxy_command,
+    settings_env,
+    until,
+)
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "staging-admin-token-123"
 
-ADMIN_PATHS = [
-    "/healthz",
-    "/readyz",
+OPEN_PATHS = ["/healthz", "/readyz"]
+"""Status only: answered without the token, so probes need none."""
+
+GUARDED_PATHS = [
     "/metrics",
     "/api/chains",
     "/api/chains/c1",
@@ -43,6 +55,8 @@ ADMIN_PATHS = [
     "/api/feed",
     "/no/such/path",
 ]
+
+ADMIN_PATHS = OPEN_PATHS + GUARDED_PATHS
 
 
 def sidecar(**settings: object) -> ProxyProcess:
@@ -125,7 +139,7 @@ async def test_readyz_follows_the_upstream_going_away_and_coming_back_while_heal
     port = peer.port
     with sidecar(upstream=peer.url) as proxy:
         ready = await wait_for_status(proxy.admin + "/readyz", 200)
-        assert ready == {"status": "ready", "upstream": peer.url, "upstream_era": "legacy"}
+        assert ready == {"status": "ready", "upstream": f"http://127.0.0.1:{port}", "upstream_era": "legacy"}
 
         peer.stop()
         gone = await wait_for_status(proxy.admin + "/readyz", 503)
@@ -152,6 +166,79 @@ async def test_readyz_is_503_until_an_upstream_that_was_down_at_start_appears_an
         peer_factory("modern-mrtr", port=port)
         up = await wait_for_status(proxy.admin + "/readyz", 200)
         assert up["upstream_era"] == "modern"
+
+
+async def test_with_the_admin_api_off_the_health_listener_answers_health_and_readiness_and_nothing_else(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    peer = peer_factory("legacy-inflight")
+    with sidecar(upstream=peer.url, admin_enabled="false", health="127.0.0.1:0") as proxy:
+        assert proxy.admin == ""
+        assert proxy.health.startswith("http://127.0.0.1:")
+        assert await admin_json(proxy.health + "/healthz") == {"status": "ok"}
+        ready = await wait_for_status(proxy.health + "/readyz", 200)
+        others = {path: await admin_get(proxy.health + path) for path in GUARDED_PATHS}
+        peer.stop()
+        gone = await wait_for_status(proxy.health + "/readyz", 503)
+        proxy.signal(signal.SIGTERM)
+        assert await proxy.exited(20) == 0
+
+    assert ready["upstream_era"] == "legacy"
+    assert "unreachable" in gone["reason"]
+    assert {path: status for path, (status, _, _) in others.items()} == dict.fromkeys(GUARDED_PATHS, 404)
+    for _, headers, body in others.values():
+        assert headers["Content-Type"].startswith("application/json")
+        assert "serves only GET /healthz and /readyz" in json.loads(body)["message"]
+
+
+async def test_the_health_listener_turns_readyz_503_while_draining_and_healthz_stays_200(
+    legacy_server: PeerServer,
+) -> None:
+    with sidecar(upstream=legacy_server.url, health="127.0.0.1:0", drain_grace=30) as proxy:
+        log = CallbackLog()
+        async with client_for(proxy.endpoint(), "legacy", log=log) as client, asyncio.TaskGroup() as tasks:
+            # Listed first, so checking the result needs no new request (none is taken while draining).
+            await client.list_tools()
+            call = tasks.create_task(
+                client.call_tool("slow_progress", {"steps": 100}, progress_callback=log.on_progress)
+            )
+            await until(lambda: len(log.progress) >= 3, what="the slow call to be under way")
+            proxy.signal(signal.SIGTERM)
+            draining = await wait_for_status(proxy.health + "/readyz", 503)
+            alive = await admin_json(proxy.health + "/healthz")
+        assert call.result().is_error is False
+        assert await proxy.exited(20) == 0
+
+    assert draining["reason"].startswith("draining")
+    assert alive == {"status": "ok"}
+
+
+# -- two proxies on one host ------------------------------------------------------------------------
+
+
+def unset_admin_env(upstream: str) -> dict[str, str]:
+    """The environment of a proxy whose admin address the user left alone (listen on a free port)."""
+    return clean_env(MCP_PROXY_LOG_FORMAT="json", MCP_PROXY_LISTEN="127.0.0.1:0", MCP_PROXY_UPSTREAM=upstream)
+
+
+async def test_two_proxies_with_the_default_admin_address_both_start_each_with_its_own_admin_api(
+    legacy_server: PeerServer, modern_server: PeerServer
+) -> None:
+    with (
+        ProxyProcess(unset_admin_env(legacy_server.url)) as first,
+        ProxyProcess(unset_admin_env(modern_server.url)) as second,
+    ):
+        eras = [(await wait_for_status(p.admin + "/readyz", 200))["upstream_era"] for p in (first, second)]
+        health = [await admin_json(p.admin + "/healthz") for p in (first, second)]
+        moved = second.find("admin_port_taken")
+
+    assert first.admin != second.admin
+    assert eras == ["legacy", "modern"]  # each admin API belongs to its own proxy
+    assert health == [{"status": "ok"}] * 2
+    # The second cannot have 9901 (the first holds it, or something else on this host does).
+    assert moved is not None
+    assert (moved["wanted"], moved["admin"], moved["level"]) == ("127.0.0.1:9901", second.admin, "warning")
+    assert first.admin == "http://127.0.0.1:9901" or first.find("admin_port_taken") is not None
 
 
 # -- metrics ----------------------------------------------------------------------------------------
@@ -209,21 +296,53 @@ BAD_AUTHORIZATIONS = {
 }
 
 
-async def test_with_a_token_every_admin_path_answers_401_json_to_a_request_without_it(
+async def test_with_a_token_every_admin_path_but_health_and_readiness_answers_401_json_without_it(
     legacy_server: PeerServer,
 ) -> None:
     answers: dict[tuple[str, str], tuple[int, str, str]] = {}
+    open_answers: dict[tuple[str, str], tuple[int, Any]] = {}
     with sidecar(upstream=legacy_server.url, admin_token=TOKEN) as proxy:
+        await wait_for_status(proxy.admin + "/readyz", 200)
         async with aiohttp.ClientSession() as http:
             for case, authorization in BAD_AUTHORIZATIONS.items():
                 headers = {"Authorization": authorization} if authorization else {}
-                for path in ADMIN_PATHS:
+                for path in GUARDED_PATHS:
                     async with http.get(proxy.admin + path, headers=headers) as resp:
                         body = await resp.json()
                         answers[case, path] = (resp.status, body["error"], resp.headers["WWW-Authenticate"])
+                for path in OPEN_PATHS:
+                    async with http.get(proxy.admin + path, headers=headers) as resp:
+                        open_answers[case, path] = (resp.status, await resp.json())
     assert set(answers.values()) == {(401, "unauthorized", 'Bearer realm="mcp-proxy admin"')}
-    assert len(answers) == len(BAD_AUTHORIZATIONS) * len(ADMIN_PATHS)
+    assert len(answers) == len(BAD_AUTHORIZATIONS) * len(GUARDED_PATHS)
+    health = [answer for (_, path), answer in open_answers.items() if path == "/healthz"]
+    readiness = [(code, sorted(body)) for (_, p), (code, body) in open_answers.items() if p == "/readyz"]
+    assert health == [(200, {"status": "ok"})] * len(BAD_AUTHORIZATIONS)
+    assert readiness == [(200, ["status", "upstream", "upstream_era"])] * len(BAD_AUTHORIZATIONS)
     assert TOKEN not in proxy.stderr()
+
+
+SECRETS = ("probe-user", "s3cret-pass", "q-secret-123", "api_key")
+
+
+async def test_readyz_never_shows_the_upstream_urls_userinfo_or_query_ready_or_not(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    peer = peer_factory("legacy-inflight")
+    port = peer.port
+    upstream = f"http://probe-user:s3cret-pass@127.0.0.1:{port}/mcp?api_key=q-secret-123"
+    with sidecar(upstream=upstream, admin_token=TOKEN, health="127.0.0.1:0") as proxy:
+        seen = [await wait_for_status(proxy.admin + "/readyz", 200)]
+        seen.append(await wait_for_status(proxy.health + "/readyz", 200))
+        peer.stop()
+        seen.append(await wait_for_status(proxy.admin + "/readyz", 503))
+        seen.append(await wait_for_status(proxy.health + "/readyz", 503))
+
+    assert [body["status"] for body in seen] == ["ready", "ready", "not_ready", "not_ready"]
+    assert {body["upstream"] for body in seen} == {f"http://127.0.0.1:{port}"}
+    assert seen[2]["reason"].startswith(f"upstream 127.0.0.1:{port} unreachable")
+    text = json.dumps(seen)
+    assert [secret for secret in SECRETS if secret in text] == []
 
 
 async def test_with_the_token_every_admin_path_answers_as_documented(legacy_server: PeerServer) -> None:
@@ -424,7 +543,7 @@ def busy_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def test_an_admin_port_already_in_use_exits_2_with_one_line_naming_admin(
+def test_an_admin_address_set_in_the_environment_and_taken_exits_2_naming_it_with_the_hint(
     busy_port: int, tmp_path: Path
 ) -> None:
     admin = f"127.0.0.1:{busy_port}"
@@ -432,8 +551,64 @@ def test_an_admin_port_already_in_use_exits_2_with_one_line_naming_admin(
 
     (line,) = refused(env, tmp_path)
 
-    assert line.startswith(f"mcp-proxy: admin ({admin}): ")
-    assert "in use" in line
+    assert line == (
+        f"mcp-proxy: admin ({admin}, set by env MCP_PROXY_ADMIN): Address already in use; "
+        "pick another port, or --admin 127.0.0.1:0 for any free one (logged at start)"
+    )
+
+
+def test_an_admin_address_set_by_flag_to_the_default_and_taken_still_fails_fast(
+    busy_port: int, tmp_path: Path
+) -> None:
+    admin = f"127.0.0.1:{busy_port}"
+    env = clean_env(MCP_PROXY_UPSTREAM="http://127.0.0.1:9/mcp", MCP_PROXY_LISTEN="127.0.0.1:0")
+
+    (line,) = refused(env, tmp_path, "--admin", admin)
+
+    assert line.startswith(f"mcp-proxy: admin ({admin}, set by flag --admin): Address already in use; ")
+    assert "--admin 127.0.0.1:0" in line
+
+
+def test_a_listen_address_that_is_taken_exits_2_naming_listen_and_how_to_pick_another(
+    busy_port: int, tmp_path: Path
+) -> None:
+    listen = f"127.0.0.1:{busy_port}"
+    env = clean_env(**settings_env(upstream="http://127.0.0.1:9/mcp", listen=listen))
+
+    (line,) = refused(env, tmp_path)
+
+    assert line.startswith(f"mcp-proxy: listen ({listen}, set by env MCP_PROXY_LISTEN): ")
+    assert "Address already in use; another process (another mcp-proxy?) serves there" in line
+    assert "pick another port with --listen HOST:PORT and point clients at it" in line
+
+
+def test_the_default_listen_address_when_taken_fails_fast_rather_than_moving_behind_the_clients_back(
+    tmp_path: Path,
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        try:
+            holder.bind(("127.0.0.1", 8080))
+            holder.listen()
+        except OSError:  # already taken by another process: just as good for this test
+            pass
+        env = clean_env(MCP_PROXY_UPSTREAM="http://127.0.0.1:9/mcp", MCP_PROXY_ADMIN_ENABLED="false")
+
+        (line,) = refused(env, tmp_path)
+
+    assert line.startswith("mcp-proxy: listen (127.0.0.1:8080, the default): Address already in use; ")
+    assert "--listen" in line
+
+
+def test_a_health_address_that_is_taken_exits_2_naming_health(busy_port: int, tmp_path: Path) -> None:
+    health = f"127.0.0.1:{busy_port}"
+    env = clean_env(**settings_env(upstream="http://127.0.0.1:9/mcp", health=health, admin_enabled="false"))
+
+    (line,) = refused(env, tmp_path)
+
+    assert line == (
+        f"mcp-proxy: health ({health}, set by env MCP_PROXY_HEALTH): Address already in use; "
+        "pick another port, or --health 127.0.0.1:0 for any free one (logged at start)"
+    )
 
 
 def test_a_bad_upstream_url_in_the_environment_exits_2_naming_upstream_and_the_variable(
@@ -465,3 +640,21 @@ def test_an_admin_on_all_interfaces_without_a_token_exits_2_naming_admin(tmp_pat
 
     assert line.startswith("mcp-proxy: admin (env MCP_PROXY_ADMIN): ")
     assert "admin_token" in line
+
+
+# -- the headless install ------------------------------------------------------------------------------
+
+
+async def test_without_the_tui_packages_the_proxy_relays_and_answers_probes(
+    legacy_server: PeerServer,
+) -> None:
+    env = clean_env(**settings_env(upstream=legacy_server.url, health="127.0.0.1:0", admin_token=TOKEN))
+
+    with ProxyProcess(env, command=headless_command()) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            result = await client.call_tool("echo", {"text": "headless"})
+        ready = await wait_for_status(proxy.health + "/readyz", 200)
+        assert proxy.stop() == 0
+
+    assert result.is_error is False
+    assert ready["status"] == "ready"

@@ -3,14 +3,17 @@
 It runs on its own aiohttp listener (`settings.admin`), apart from the MCP traffic, and only reads:
 the chain store, the bus (through its own subscriptions), the router's era verdict and the bridges'
 tables. With `admin_token` set, every request (unknown paths included) must carry
-`Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401. Configuration
-already refuses an admin listener beyond loopback without a token. docs/admin-api.md is the
-reference for every endpoint and for the feed protocol.
+`Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401. The two status
+paths, /healthz and /readyz, are the exception: probes cannot send a token and those answers reveal
+nothing else (`proxy.transport.health`). Configuration already refuses an admin listener beyond
+loopback without a token. docs/admin-api.md is the reference for every endpoint and for the feed
+protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import time
 from collections.abc import Awaitable, Callable
@@ -23,9 +26,10 @@ from multidict import MultiMapping
 
 from proxy.config import parse_host_port
 from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
+from proxy.logs import get_logger
 from proxy.transport.feed import FeedSource, serve_feed
+from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
-from proxy.transport.readiness import Readiness
 from proxy.transport.state import ProxyState
 from proxy.transport.tasks import spawn
 
@@ -41,8 +45,10 @@ CLOSE_TIMEOUT = 1.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class AdminListenError(OSError):
+class AdminListenError(ListenError):
     """The admin listener could not bind; the CLI blames the `admin` setting, not `listen`."""
+
+    setting = "admin"
 
 
 @dataclass
@@ -76,14 +82,7 @@ class AdminServer:
             draining=ctx.draining,
         )
         self.feed.on_close = self.metrics.retire
-        self.readiness = Readiness(
-            state.upstream,
-            state.router,
-            bridge_off=state.settings.bridge == "off",
-            draining=ctx.draining,
-            timeout=min(state.settings.upstream_connect_timeout, 2.0),
-            ttl=ready_ttl,
-        )
+        self.health = HealthAnswers.for_state(state, ctx.draining, ttl=ready_ttl)
         # Subscribed now, before the MCP listener opens, so the counters see every chain.
         self._sub = state.bus.subscribe("metrics", state.settings.bus_queue_size)
         self._task: asyncio.Task[None] | None = None
@@ -97,20 +96,44 @@ class AdminServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    async def start(self) -> None:
-        """Start counting and bind the listener; AdminListenError when the address is taken."""
+    async def start(self, *, fallback: bool = False) -> None:
+        """Start counting and bind the listener; AdminListenError when the address cannot be had.
+
+        With `fallback` (the user did not choose the address), a port already taken gives way to a
+        free one on the same host, so a second proxy on this host starts too; the warning and the
+        `listening` line say where the admin API went.
+        """
         self._task = spawn(self.metrics.consume(self._sub), name="admin-metrics")
-        host, port = parse_host_port(self.ctx.state.settings.admin)
+        address = self.ctx.state.settings.admin
+        host, port = parse_host_port(address)
         self._runner = web.AppRunner(
             self.app(), handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
         try:
-            await site.start()
+            moved = await self._bind(host, port, fallback=fallback)
         except OSError as exc:
-            raise AdminListenError(exc.errno, exc.strerror or str(exc)) from exc
+            raise AdminListenError(address, exc) from exc
         self.host, self.port = host, self._runner.addresses[0][1]
+        if moved:
+            get_logger().warning(
+                "admin_port_taken",
+                wanted=address,
+                admin=self.url,
+                hint="set admin (--admin HOST:PORT or MCP_PROXY_ADMIN) to choose its address",
+            )
+
+    async def _bind(self, host: str, port: int, *, fallback: bool) -> bool:
+        """Bind host:port, or (with `fallback`, when it is taken) a free port on host; whether it moved."""
+        assert self._runner is not None
+        try:
+            await web.TCPSite(self._runner, host, port, reuse_address=True).start()
+        except OSError as exc:
+            if not (fallback and port != 0 and exc.errno == errno.EADDRINUSE):
+                raise
+            await web.TCPSite(self._runner, host, 0, reuse_address=True).start()
+            return True
+        return False
 
     async def stop(self) -> None:
         """Close the listener (feeds end once the bus closes their subscriptions) and the metrics task."""
@@ -125,8 +148,7 @@ class AdminServer:
     def app(self) -> web.Application:
         """The admin aiohttp application."""
         app = web.Application(middlewares=[self._auth, _json_errors])
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/readyz", self.readyz)
+        self.health.add_routes(app)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/api/chains", self.chains)
         app.router.add_get("/api/chains/{chain_id}", self.chain)
@@ -138,6 +160,8 @@ class AdminServer:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:  # status only: probes cannot send the token
+            return await handler(request)
         if self.token is not None and not _bearer_matches(request.headers.get("Authorization"), self.token):
             return _json(
                 {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
@@ -147,18 +171,6 @@ class AdminServer:
         return await handler(request)
 
     # -- endpoints --------------------------------------------------------------------------------
-
-    async def healthz(self, request: web.Request) -> web.StreamResponse:
-        """200 while the process serves requests."""
-        return _json({"status": "ok"})
-
-    async def readyz(self, request: web.Request) -> web.StreamResponse:
-        """200 when the upstream is reachable and its era known; 503 with the reason otherwise."""
-        verdict = await self.readiness.check()
-        body = {"upstream": self.ctx.state.upstream.url, "upstream_era": verdict.upstream_era}
-        if verdict.ready:
-            return _json({"status": "ready", **body})
-        return _json({"status": "not_ready", "reason": verdict.reason, **body}, status=503)
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
         """Prometheus text format from this proxy's own registry."""

@@ -8,8 +8,10 @@ following the upstream, token, signals) are in tests/test_sidecar.py.
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,12 +22,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.config import Settings
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, Mode
 from proxy.runtime import Proxy
+from proxy.transport.admin import AdminListenError
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.metrics import MAX_METHOD_LABELS, ProxyMetrics
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for, run_scenario
-from tests.transport.helpers import WAIT
+from tests.transport.helpers import WAIT, captured_logs
 
 pytestmark = pytest.mark.e2e
 
@@ -243,6 +246,61 @@ async def test_unknown_paths_and_methods_get_json_errors(legacy_server: PeerServ
         status, body = await get(proxy, "/healthz", method="POST")
     assert status == 405
     assert body["error"] == "method_not_allowed"
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port this test holds bound and listening."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+async def test_an_admin_address_the_user_left_alone_moves_to_a_free_port_when_taken_and_says_so(
+    legacy_server: PeerServer, busy_port: int
+) -> None:
+    wanted = f"127.0.0.1:{busy_port}"
+    settings = Settings(upstream=legacy_server.url, listen="127.0.0.1:0", admin=wanted)
+    proxy = Proxy(settings, admin_fallback=True)
+    with captured_logs() as logs:
+        await proxy.start()
+    try:
+        assert proxy.admin_url is not None
+        assert proxy.admin_url.startswith("http://127.0.0.1:")
+        assert proxy.admin_url != f"http://{wanted}"
+        assert await ok(proxy, "/healthz") == {"status": "ok"}
+    finally:
+        await proxy.stop()
+
+    (moved,) = [line for line in logs if line["event"] == "admin_port_taken"]
+    (listening,) = [line for line in logs if line["event"] == "listening"]
+    assert (moved["log_level"], moved["wanted"], moved["admin"]) == ("warning", wanted, listening["admin"])
+
+
+async def test_an_admin_address_the_user_set_fails_when_taken_naming_admin(
+    legacy_server: PeerServer, busy_port: int
+) -> None:
+    settings = Settings(upstream=legacy_server.url, listen="127.0.0.1:0", admin=f"127.0.0.1:{busy_port}")
+    proxy = Proxy(settings)  # admin_fallback is off unless the CLI saw the address left at its default
+
+    with pytest.raises(AdminListenError) as caught:
+        await proxy.start()
+
+    assert (caught.value.setting, caught.value.errno) == ("admin", errno.EADDRINUSE)
+    assert proxy.admin is None  # start() cleaned up after itself
+
+
+async def test_with_a_token_healthz_and_readyz_answer_without_it_and_the_rest_still_wants_it(
+    legacy_server: PeerServer,
+) -> None:
+    async with admin_proxy(legacy_server.url, admin_token="in-process-token") as proxy:
+        paths = ("/healthz", "/readyz", "/metrics", "/api/chains")
+        answers = {path: (await get(proxy, path))[0] for path in paths}
+        wrong_method = await get(proxy, "/healthz", method="POST")
+
+    assert answers == {"/healthz": 200, "/readyz": 200, "/metrics": 401, "/api/chains": 401}
+    assert wrong_method[0] == 405
 
 
 async def test_admin_disabled_binds_no_admin_listener(legacy_server: PeerServer) -> None:
