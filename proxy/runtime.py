@@ -186,7 +186,7 @@ class Proxy:
             listen=self.url,
             admin=self.admin_url,
             health=self.health_url,
-            upstream=self.settings.upstream,
+            upstream=self.state.upstream.shown,
             eras=self.router.eras.label,
         )
 
@@ -196,7 +196,7 @@ class Proxy:
             ts=time.time(),
             version=__version__,
             listen=self.url,
-            upstream=self.settings.upstream or "",
+            upstream=self.state.upstream.shown,
             upstream_era=self.router.eras.label,
             bridge=self.settings.bridge,
         )

@@ -81,7 +81,7 @@ class LegacyToMrtrEngine:
         calls = ", ".join(f"{x}:{c!r}" for x, c in ctx.calls.items())
         legs = ", ".join(f"{leg}:{ref.purpose}" for leg, ref in ctx.legs.items())
         return (
-            f"LegacyToMrtrEngine(upstream={self.upstream.url!r}, discovered={ctx.discovery is not None}, "
+            f"LegacyToMrtrEngine(upstream={self.upstream.shown!r}, discovered={ctx.discovery is not None}, "
             f"sessions={len(ctx.sessions)}, pending_initialize={sorted(ctx.pending_init)}, "
             f"calls=[{calls}], legs=[{legs}], timers={sorted(ctx.timers)}, "
             f"get_streams={sorted(ctx.get_streams)})"

@@ -92,7 +92,7 @@ class MrtrToLegacyEngine:
         calls = ", ".join(f"{key}:{call!r}" for key, call in ctx.calls.items())
         legs = ", ".join(f"{leg}:{ref.purpose}" for leg, ref in ctx.legs.items())
         return (
-            f"MrtrToLegacyEngine(upstream={self.upstream.url!r}, link={ctx.link!r}, calls=[{calls}], "
+            f"MrtrToLegacyEngine(upstream={self.upstream.shown!r}, link={ctx.link!r}, calls=[{calls}], "
             f"continuations={ctx.table!r}, legs=[{legs}], timers={sorted(ctx.timers)}, "
             f"listeners={len(ctx.listeners)}, subscriptions={sorted(ctx.subscribed)})"
         )

@@ -55,6 +55,18 @@ class Upstream:
             del queries[1]
         return f"{path}?{'&'.join(queries)}" if queries else path
 
+    @property
+    def shown(self) -> str:
+        """The URL as logs, captures and screens show it: no userinfo, query values masked.
+
+        The path and the query's parameter names stay, since they tell one upstream from another;
+        a query value may be an API key.
+        """
+        if not self.query:
+            return self.origin + self.base_path
+        names = [pair.split("=", 1)[0] for pair in self.query.split("&")]
+        return f"{self.origin}{self.base_path}?" + "&".join(f"{name}=<redacted>" for name in names)
+
     def path_for(self, client_path: str) -> str:
         """Map the client's request path onto the upstream URL's path.
 

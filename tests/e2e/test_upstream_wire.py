@@ -21,6 +21,7 @@ import uvloop
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_call
 from tests.e2e.recording_upstream import SESSION, Era, RecordingUpstream, recording_upstream
+from tests.transport.helpers import captured_logs
 
 pytestmark = pytest.mark.e2e
 
@@ -153,3 +154,16 @@ async def test_the_clients_own_query_follows_the_upstreams_on_every_path(
 
 async def test_the_proxy_under_test_runs_on_uvloop_as_the_command_does() -> None:
     assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+
+
+async def test_the_upstreams_credentials_never_reach_the_log_or_the_feed(proxy_for: ProxyFor) -> None:
+    async with recording_upstream("legacy") as upstream:
+        url = f"http://probe-user:s3cret@127.0.0.1:{upstream.port}/mcp?api_key=k-123"
+        with captured_logs() as logs:
+            async with proxy_for(url) as proxy:
+                info = proxy.info()
+    shown = f"http://127.0.0.1:{upstream.port}/mcp?api_key=<redacted>"
+    assert info.upstream == shown
+    listening = next(entry for entry in logs if entry["event"] == "listening")
+    assert listening["upstream"] == shown
+    assert not [entry for entry in logs if "s3cret" in repr(entry) or "k-123" in repr(entry)]

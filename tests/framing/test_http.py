@@ -286,3 +286,10 @@ def test_is_sse_reads_the_media_type_and_ignores_parameters(content_type: str | 
 def test_media_type_is_bare_and_lower_cased() -> None:
     assert media_type("Application/JSON; charset=utf-8") == "application/json"
     assert media_type(None) == ""
+
+
+def test_an_upstream_is_shown_without_its_userinfo_or_query_values() -> None:
+    up = parse_upstream("https://bot:s3cret@mcp.example.com:8443/team/mcp?api_key=k-123&tenant=a")
+
+    assert up.shown == "https://mcp.example.com:8443/team/mcp?api_key=<redacted>&tenant=<redacted>"
+    assert parse_upstream("http://u:p@h/mcp").shown == "http://h:80/mcp"
