@@ -99,6 +99,8 @@ class Proxy:
                 max_continuations=settings.max_continuations,
                 max_per_principal=settings.max_continuations_per_principal,
                 instance=secrets.token_hex(4),
+                max_sessions=settings.max_upstream_sessions,
+                session_ttl=settings.upstream_session_ttl,
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,

@@ -7,7 +7,9 @@ server would, in the order the Python SDK's validation ladder uses (first failur
 1. routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) sent more than once -> -32020;
 2. `params._meta` with the required envelope keys -> else -32602;
 3. headers agree with the body (version, method, name/uri) -> else -32020;
-4. the version is a string and one this bridge serves -> else -32602 / -32022 (`data.supported`);
+4. the version is a string and one this bridge serves -> else -32602 / -32022 with
+   `data: {supported, requested}` (2026-07-28's layout: the versions `server/discover` lists, and
+   the version asked for, echoed as sent);
 5. `Mcp-Param-*` headers agree with the tool arguments they mirror -> else -32020;
 6. only then does the method matter: ones 2026-07-28 removed get HTTP 404 with -32601.
 
@@ -37,7 +39,9 @@ from proxy.wire.mcp import (
 from proxy.wire.versions import MODERN_VERSIONS
 
 SUPPORTED_VERSIONS: Final[tuple[str, ...]] = MODERN_VERSIONS
-"""What the bridge serves toward the client (and lists in `server/discover` and -32022 data)."""
+"""What the bridge serves toward the client: the one list behind `server/discover`'s
+`supportedVersions` and a -32022's `data.supported`, so a client that renegotiates from the error
+picks a version discovery also offers."""
 
 _ROUTING: Final = frozenset(h.lower() for h in (PROTOCOL_VERSION, METHOD, NAME))
 
