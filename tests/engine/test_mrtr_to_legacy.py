@@ -169,14 +169,14 @@ def head(leg_id: str, status: int = 200, content_type: str = "text/event-stream"
 
 
 def legacy_headers(
-    *relayed: tuple[str, str], auth: tuple[str, str] | None = AUTH
+    *relayed: tuple[str, str], auth: tuple[str, str] | None = AUTH, session: str = SESSION
 ) -> tuple[tuple[str, str], ...]:
     """The headers of every upstream POST after initialize, in the bridge's fixed order."""
     head_items = (
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2025-11-25"),
-        ("Mcp-Session-Id", SESSION),
+        ("Mcp-Session-Id", session),
     )
     return (*head_items, *((auth,) if auth else ()), *relayed)
 
@@ -397,6 +397,38 @@ def test_requests_are_validated_like_a_2026_server_in_ladder_order() -> None:
             ),
         )
     )
+    assert drained(engine)
+
+
+def test_an_unsupported_version_error_lists_what_discover_offers_and_echoes_what_was_asked() -> None:
+    """2026-07-28's -32022 layout: `data.supported` (non-empty, all in discover's supportedVersions)
+    and `data.requested` (the version asked for, as sent), answered with HTTP 400."""
+    engine = ready_engine()
+    discovered = engine.handle(send("x1", 1, "server/discover"))
+    (reply,) = discovered
+    assert isinstance(reply, ReplyJson)
+    assert reply.message is not None
+    offered = reply.message["result"]["supportedVersions"]
+    future = meta() | {"io.modelcontextprotocol/protocolVersion": "v999.0.0"}
+    headers = (*client_headers("server/discover")[:2], ("MCP-Protocol-Version", "v999.0.0"))
+    headers = (*headers, ("Mcp-Method", "server/discover"))
+
+    (refusal,) = engine.handle(raw_post("x2", req(301, "server/discover", {"_meta": future}), headers))
+
+    assert refusal == ReplyJson(
+        "x2",
+        400,
+        err(
+            301,
+            -32022,
+            "Unsupported protocol version",
+            {"supported": ["2026-07-28"], "requested": "v999.0.0"},
+        ),
+    )
+    assert refusal.message is not None
+    supported = refusal.message["error"]["data"]["supported"]
+    assert supported
+    assert set(supported) <= set(offered)
     assert drained(engine)
 
 
