@@ -357,7 +357,7 @@ def cell(run: Run | None, verdict: Verdict | None) -> str:
     head = "pass" if verdict.passed else "**FAIL**"
     text = f"{head} {verdict.succeeded}/{verdict.expected}"
     if verdict.tolerated:
-        text += " (key-literal: " + ", ".join(t.split(" ", 1)[0] for t in verdict.tolerated) + ")"
+        text += " (tolerated: " + ", ".join(t.split(" ", 1)[0] for t in verdict.tolerated) + ")"
     if not verdict.passed:
         text += ": " + ", ".join(p.split(":", 1)[0] for p in verdict.problems)
     return text
