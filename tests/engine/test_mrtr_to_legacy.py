@@ -539,10 +539,22 @@ def test_mcp_param_headers_must_match_the_arguments_the_relayed_tool_schema_name
         << ReplyJson(
             "x3", 400, err(3, -32020, "mcp-param-days header carries a malformed base64 sentinel value")
         )
+        >> send("x5", 5, "tools/call", params, city)
+        << ReplyJson(
+            "x5",
+            400,
+            err(
+                5,
+                -32020,
+                "Mcp-Param-days header is missing; the request body has the 'days' argument it mirrors",
+            ),
+        )
+        >> send("x6", 6, "tools/call", {"name": "get_weather", "arguments": {"city": "São Paulo"}}, city)
+        << leg("leg-4", "x6", "tools/call", {"name": "get_weather", "arguments": {"city": "São Paulo"}})
         >> send("x4", 4, "tools/call", params, city, ("Mcp-Param-Days", "3"), ("Mcp-Param-Unknown", "x"))
-        << leg("leg-4", "x4", "tools/call", params)
+        << leg("leg-5", "x4", "tools/call", params)
     )
-    assert drained(engine, calls=1, serving=1, legs=1, session_param_headers=1)
+    assert drained(engine, calls=2, serving=2, legs=2, session_param_headers=1)
 
 
 # -- 2. the upstream session --------------------------------------------------------------------

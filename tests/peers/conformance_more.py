@@ -17,12 +17,15 @@ and a 2026 one must differ, the difference is the point of the scenario through 
   bridge's translation is what the scenario sees.
 
 ``TOOLS`` lists a question-free tool first: ``http-header-validation`` calls the first listed tool
-with no arguments and wants a plain success.
+with no arguments and wants a plain success. ``TOOLS`` ends with one tool of the proxy's own tests,
+``WHOAMI``: it tells a caller which credentials, upstream session and capabilities the server saw
+(so a test of the bridge's sessions asks the real server rather than the proxy).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import warnings
 from collections.abc import Awaitable, Callable
@@ -39,6 +42,7 @@ __all__ = [
     "RESOURCES",
     "RESOURCE_TEMPLATES",
     "TOOLS",
+    "WHOAMI",
     "complete",
     "get_prompt",
     "name_request",
@@ -128,6 +132,12 @@ TOOLS: Final[list[types.Tool]] = [
     _tool("test_streaming_elicitation", "Asks the user's name."),
     _tool("test_logging_tool", "Logs a line, then answers."),
 ]
+
+WHOAMI: Final = "proxy_test_whoami"
+"""Not a suite fixture: reports the request's `Authorization`, `Mcp-Session-Id` and the client
+capabilities the server holds for it (a legacy session's, or a 2026 request's)."""
+
+TOOLS.append(_tool(WHOAMI, "Reports the credentials, session and client capabilities this server sees."))
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:
@@ -229,7 +239,19 @@ async def _inflight_streaming_elicitation(ctx: Ctx, params: types.CallToolReques
     return named(answer)
 
 
+async def _whoami(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    headers = getattr(ctx.request, "headers", None)
+    caps = ctx.session.client_capabilities
+    seen = {
+        "authorization": headers.get("authorization") if headers is not None else None,
+        "session": headers.get("mcp-session-id") if headers is not None else None,
+        "capabilities": caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps else {},
+    }
+    return _text(json.dumps(seen, sort_keys=True))
+
+
 _SHARED: Final[dict[str, ToolFn]] = {
+    WHOAMI: _whoami,
     "test_tool_with_progress": _progress,
     "test_param_header": _param_header,
     "test_logging_tool": _logging,
