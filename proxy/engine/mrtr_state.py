@@ -8,7 +8,9 @@ that started it (it *parks* between rounds) and be continued by later requests (
 *asker* is the client request the call currently answers (or, while parked, last answered): its
 exchange, JSON-RPC id, `_meta` (capabilities, progress token, log level), headers and arrival time.
 A *nested* request is one the upstream sent in flight on the call's stream, known to the client
-under a proxy-minted key. Secrets (session ids, tokens, `Authorization`) are never printed here.
+under a proxy-minted key. A call runs on one upstream *session* (`upstream_session.UpstreamLink`,
+named `upstream-N`) for its whole life; the sessions live in the context's `SessionPool`. Secrets
+(session ids, tokens, `Authorization`) are never printed here.
 """
 
 from __future__ import annotations

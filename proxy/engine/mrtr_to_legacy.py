@@ -1,11 +1,18 @@
 """The MRTR->legacy bridge: a 2026-07-28 (MRTR) client in front of a 2025-era server.
 
-Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST
-as one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult,
-refuses what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes
-(`modern_answers`) and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a
-legacy client with one session of its own (`upstream_session`): requests wait until that session
-is open, and a 404 on it re-initializes transparently and re-sends the request once.
+Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST as
+one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult, refuses
+what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`modern_answers`)
+and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a legacy client with
+sessions of its own (`mrtr_sessions`, `upstream_session`): one per caller (principal: the hash of
+its `Authorization`) and declared capability set, each opened with that caller's credentials and an
+`initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
+checks its session's capabilities takes the path it would take for that client (asks the LLM instead
+of the user, say) and no caller rides a session another caller opened. Requests wait until their
+session is open; a 404 on a session re-initializes it transparently and re-sends the request once,
+killing only the calls parked on that session. Sessions are bounded (`max_sessions`: the least
+recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
+closed (DELETE) after `session_ttl` unused.
 
 The heart is the continuation (`mrtr_rounds`): a legacy server asks its questions in flight on a
 call's SSE stream, a 2026 client can only be asked by ending its request with `input_required`.
@@ -15,13 +22,14 @@ goes on draining the same upstream stream for the retry. Parts share one set of 
 (`mrtr_state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
 parked calls for the admin API and TUI (never a token, a session id or a credential).
 
-Decisions worth knowing: keys are `elicitation-N` / `sampling-N` / `roots-N` per call; a rejected
-`requestState` is -32602 "Invalid or expired requestState" with HTTP 400 and
-`data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is logged
-only); `ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into every
-token so several proxies behind one entry point can route a retry to the one holding the call (a
-token minted by another instance is refused, never resumed). The engine never reads a clock: "now"
-is `ClientRequestReceived.at`, and every wait is a StartTimer.
+Decisions worth knowing: the per-request capability gate (`mrtr_rounds`) stays as a backstop for
+servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
+`roots-N` per call; a rejected `requestState` is -32602 "Invalid or expired requestState" with HTTP
+400 and `data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is
+logged only); `ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into
+every token so several proxies behind one entry point can route a retry to the one holding the call
+(a token minted by another instance is refused, never resumed). The engine never reads a clock:
+"now" is `ClientRequestReceived.at`, and every wait is a StartTimer.
 """
 
 from __future__ import annotations

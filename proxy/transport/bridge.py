@@ -4,7 +4,10 @@ Unlike pass-through, a bridge's client exchanges and upstream legs are not one-t
 stream stays open while the client answers on other POSTs, and an upstream leg may outlive the client
 exchange that caused it. So the driver keeps every open exchange and leg by id. Engine calls are
 synchronous and never interleave; each client exchange has its own queue of writes, carried out in
-order by that exchange's handler task, so the engine never waits on a socket.
+order by that exchange's handler task, so the engine never waits on a socket. After each event it
+turns what changed in the MRTR bridge's parked calls and upstream sessions into flow events (the
+TUI's continuations and sessions views); a session the engine drops is DELETEd upstream on a leg of
+its own.
 """
 
 from __future__ import annotations
