@@ -200,6 +200,8 @@ class Proxy:
         if self._front is not None:
             await self._front.close(CLOSE_TIMEOUT)
             self._front = None
+        for bridge in self.router.bridges.values():  # before the upstream pool closes
+            await bridge.release_upstream(CLOSE_TIMEOUT)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -313,6 +313,21 @@ class SessionKeeper:
             commands.append(DeleteSession(leg, link.delete_headers()))
         return [*commands, *self._discard(link, ending)]
 
+    def end_all(self) -> Commands:
+        """The proxy is stopping: DELETE every session upstream (its calls end with the proxy)."""
+        commands: Commands = []
+        for link in self._ctx.pool:
+            if link.session_id is None:
+                continue
+            fields = {"session": link.name, "principal": link.principal[:16], "capabilities": link.label}
+            leg = self._ctx.new_id("leg")
+            self._ctx.legs[leg] = LegRef("close", link.name)
+            commands.extend(
+                [Log("upstream_session_ended", "info", fields), DeleteSession(leg, link.delete_headers())]
+            )
+            link.session_id = None  # one DELETE per session, however often this is asked
+        return commands
+
     def _discard(self, link: UpstreamLink, ending: str = "ended") -> Commands:
         self._ctx.pool.remove(link, ending)
         timer, link.timer = link.timer, None

@@ -47,6 +47,7 @@ from proxy.engine.events import (
     LegFailed,
     LegMessage,
     LegResponded,
+    Stopping,
     TimerFired,
 )
 from proxy.engine.modern_validation import ParamHeaders, removed, validate
@@ -163,6 +164,8 @@ class MrtrToLegacyEngine:
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
                 return self._rounds.on_timer(timer)
+            case Stopping():
+                return self._sessions.end_all()
         return []
 
     # -- the client side -----------------------------------------------------------------------

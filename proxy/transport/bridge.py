@@ -44,6 +44,7 @@ from proxy.engine.events import (
     LegFailed,
     LegMessage,
     LegResponded,
+    Stopping,
     TimerFired,
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
@@ -228,6 +229,15 @@ class BridgeDriver:
         if self._watch_continuations:
             self._diff_continuations()
             self._sessions.diff(self.engine, self.observer)
+
+    async def release_upstream(self, seconds: float) -> None:
+        """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
+        each), and wait at most `seconds` for those requests."""
+        before = set(self.legs)
+        self.feed(Stopping())
+        started = [task for leg, task in self.legs.items() if leg not in before]
+        if started:
+            await asyncio.wait(started, timeout=seconds)
 
     def _diff_continuations(self) -> None:
         """Turn changes in the engine's parked calls into ContinuationChanged flow events."""

@@ -264,3 +264,15 @@ async def test_an_idle_session_is_deleted_upstream_after_its_ttl(
         events = upstream_events(feed)
 
     assert [state for _name, state, _who, _caps in events] == ["opened", "expired"]
+
+
+async def test_when_the_proxy_stops_its_upstream_sessions_are_deleted(
+    upstream: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with (
+        proxy_for(upstream.url) as proxy,
+        client_for(proxy.endpoint(), MODERN, headers={"Authorization": ALICE}) as alice,
+    ):
+        seen = await whoami(alice)
+    async with aiohttp.ClientSession() as http:
+        assert await upstream_status(http, upstream.url, seen["session"]) == 404

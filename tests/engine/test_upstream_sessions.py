@@ -23,7 +23,7 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
-from proxy.engine.events import LegEnded, LegFailed, LegResponded, TimerFired
+from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -314,6 +314,23 @@ def test_a_refused_or_failed_delete_is_logged() -> None:
         )
     )
     assert drained(engine, upstream_sessions=0)
+
+
+def test_when_the_proxy_stops_every_session_is_deleted_upstream_once() -> None:
+    engine = ready_engine()
+    engine.handle(call("x1", 1, auth=BOB))
+    open_session(engine, "x1", init="leg-3", notify="leg-4", session=BOB_SESSION)
+    ended = "upstream_session_ended"
+
+    assert (
+        Playbook(engine)
+        >> Stopping()
+        << Log(ended, "info", {"session": "upstream-1", "principal": principal(AUTH), "capabilities": ALL})
+        << delete("leg-6")
+        << Log(ended, "info", {"session": "upstream-2", "principal": principal(BOB), "capabilities": ALL})
+        << delete("leg-7", BOB_SESSION, BOB)
+        >> Stopping()
+    )
 
 
 # -- loss -----------------------------------------------------------------------------------------
