@@ -234,7 +234,8 @@ class BridgeDriver:
         """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
         each), and wait at most `seconds` for those requests."""
         before = set(self.legs)
-        self.feed(Stopping())
+        for command in self.engine.handle(Stopping()):  # nobody is told: the views end with the proxy
+            self._do(command)
         started = [task for leg, task in self.legs.items() if leg not in before]
         if started:
             await asyncio.wait(started, timeout=seconds)
