@@ -122,7 +122,8 @@ class MrtrToLegacyEngine:
 
     @property
     def sessions_version(self) -> int:
-        """Changes whenever `sessions_view()` would show something new (cheap to poll)."""
+        """Changes whenever a session comes, goes or changes state (cheap to poll; users are not
+        counted as changes)."""
         return self._ctx.pool.version
 
     def sessions_view(self) -> list[dict[str, Any]]:

@@ -110,6 +110,8 @@ class UpstreamLink:
     """The proxy's own name for it (`upstream-N`): shown in views, used in timers; not a secret."""
     principal: str
     capabilities: dict[str, Any]
+    label: str = field(init=False)
+    """The declared capability set, as shown in views and logs (`capability_label`)."""
     state: LinkState = "idle"
     session_id: str | None = None
     version: str = LATEST_LEGACY
@@ -138,15 +140,13 @@ class UpstreamLink:
             f"waiting={len(self.waiting)})"
         )
 
+    def __post_init__(self) -> None:
+        self.label = capability_label(self.capabilities)
+
     @property
     def key(self) -> SessionKey:
         """The pool key this session serves."""
         return SessionKey(self.principal, self.label)
-
-    @property
-    def label(self) -> str:
-        """The declared capability set, as shown in views and logs."""
-        return capability_label(self.capabilities)
 
     @property
     def ready(self) -> bool:
@@ -258,8 +258,9 @@ class SessionPool:
 
     max_sessions: int
     links: OrderedDict[SessionKey, UpstreamLink] = field(default_factory=OrderedDict)
+    by_name: dict[str, UpstreamLink] = field(default_factory=dict)
     version: int = 0
-    """Bumped whenever something the sessions view shows changes (the transport diffs on it)."""
+    """Bumped when a session comes, goes or changes state (the transport diffs the view on it)."""
     endings: OrderedDict[str, str] = field(default_factory=OrderedDict)
     """How the latest dropped sessions ended (`expired` or `ended`), by name; a few are kept."""
 
@@ -277,8 +278,8 @@ class SessionPool:
         return self.links.get(key)
 
     def named(self, name: str) -> UpstreamLink | None:
-        """The session called `name` (sessions are few: a scan is cheaper than a second index)."""
-        return next((link for link in self.links.values() if link.name == name), None)
+        """The session called `name`, if it still exists."""
+        return self.by_name.get(name)
 
     @property
     def full(self) -> bool:
@@ -292,12 +293,14 @@ class SessionPool:
     def add(self, link: UpstreamLink) -> None:
         """Keep a new session (most recently used)."""
         self.links[link.key] = link
+        self.by_name[link.name] = link
         self.changed()
 
     def remove(self, link: UpstreamLink, ending: str = "ended") -> None:
         """Forget a session; `ending` (`expired`: unused too long, `ended`: any other way) is kept."""
         if self.links.get(link.key) is link:
             del self.links[link.key]
+            del self.by_name[link.name]
             self.endings[link.name] = ending
             while len(self.endings) > _ENDINGS_KEPT:
                 self.endings.popitem(last=False)
@@ -308,7 +311,6 @@ class SessionPool:
         self.links.move_to_end(link.key)
         link.users.add(user)
         link.used = True
-        self.changed()
 
     def release(self, name: str, user: str) -> None:
         """`user` is done with the session `name` (its going counts as a use, for idle expiry)."""
@@ -317,8 +319,7 @@ class SessionPool:
             return
         link.users.discard(user)
         link.used = True
-        self.changed()
 
     def changed(self) -> None:
-        """Note a change the sessions view shows."""
+        """Note that a session came, went or changed state."""
         self.version += 1
