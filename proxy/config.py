@@ -173,6 +173,17 @@ class Settings(BaseModel):
     """Most parked upstream calls held at once; beyond it new ones are refused."""
     max_continuations_per_principal: PositiveInt = 100
     """Most parked upstream calls held at once for one principal (client identity)."""
+    max_upstream_sessions: PositiveInt = 100
+    """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal and
+    declared capability set). When full, the least recently used idle one is closed to make room;
+    a request that finds every session busy is refused with an error naming this setting.
+    """
+    upstream_session_ttl: Seconds = 300.0
+    """Seconds an upstream session of the MRTR-client bridge may stay unused before it is closed.
+
+    It is checked once per this many seconds, so an unused session is closed (DELETE upstream)
+    between one and two of these periods after its last use.
+    """
     admin: str = "127.0.0.1:9901"
     """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed).
 

@@ -102,6 +102,8 @@ class Proxy:
                 max_continuations=settings.max_continuations,
                 max_per_principal=settings.max_continuations_per_principal,
                 instance=secrets.token_hex(4),
+                max_sessions=settings.max_upstream_sessions,
+                session_ttl=settings.upstream_session_ttl,
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
@@ -214,6 +216,8 @@ class Proxy:
         if self._front is not None:
             await self._front.close(CLOSE_TIMEOUT)
             self._front = None
+        for bridge in self.router.bridges.values():  # before the upstream pool closes
+            await bridge.release_upstream(CLOSE_TIMEOUT)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -66,7 +66,12 @@ class ChainEntry:
 
 @dataclass(slots=True)
 class SessionEntry:
-    """One legacy session: who holds it and its history (opened -> reinitialized -> ended/expired)."""
+    """One legacy session: who holds it and its history (opened -> reinitialized -> ended/expired).
+
+    A client's session (`side` both) or one the MRTR->legacy bridge holds with the upstream
+    (`side` upstream), which also shows whose it is (`principal`, a hash prefix) and what its
+    `initialize` declared (`capabilities`).
+    """
 
     session: str
     client_name: str | None
@@ -75,6 +80,9 @@ class SessionEntry:
     opened: float
     changed: float
     history: list[tuple[float, str]] = field(default_factory=list)
+    side: str = "both"
+    principal: str | None = None
+    capabilities: str | None = None
 
 
 @dataclass(slots=True)
@@ -250,12 +258,15 @@ class ViewModel:
                 state=event.state,
                 opened=event.ts,
                 changed=event.ts,
+                side=event.side.value,
             )
             self.sessions[event.session] = entry
         entry.state = event.state
         entry.changed = event.ts
         entry.client_name = event.client_name or entry.client_name
         entry.protocol_version = event.protocol_version or entry.protocol_version
+        entry.principal = event.principal or entry.principal
+        entry.capabilities = event.capabilities or entry.capabilities
         if (event.ts, event.state) not in entry.history:
             entry.history.append((event.ts, event.state))
         while len(self.sessions) > self.max_chains:

@@ -278,11 +278,14 @@ def mode_word(mode: Mode) -> str:
 
 
 def session_cells(entry: SessionEntry) -> dict[str, str]:
-    """The sessions table's cells: who holds the session and its history."""
+    """The sessions table's cells: whose session it is, what it declared, and its history."""
     history = " → ".join(state for _, state in entry.history)
     return {
         "session": entry.session,
         "client": entry.client_name or "",
+        "side": "upstream" if entry.side == "upstream" else "client",
+        "principal": entry.principal or "",
+        "caps": entry.capabilities or "",
         "version": entry.protocol_version or "",
         "state": entry.state,
         "opened": clock(entry.opened),

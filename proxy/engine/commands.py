@@ -103,6 +103,18 @@ class OpenLegStream:
 
 
 @dataclass(frozen=True, slots=True)
+class DeleteSession:
+    """DELETE the upstream endpoint as leg `leg`: a legacy client ending its session there.
+
+    `headers` carry the session id and the credentials that opened it; the transport reports the
+    answer as LegResponded, then LegEnded or LegFailed, like any leg.
+    """
+
+    leg: str
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CloseLeg:
     """Abort leg `leg` (close its connection); to a 2026-07-28 server this is a cancellation."""
 
@@ -154,6 +166,7 @@ class CancelTimer:
 BridgeCommand = (
     SendLeg
     | OpenLegStream
+    | DeleteSession
     | CloseLeg
     | ReplyJson
     | StartSse

@@ -118,6 +118,18 @@ class LegFailed:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """The proxy is stopping: whatever the engine holds upstream should be let go now."""
+
+
 BridgeEvent = (
-    ClientRequestReceived | ClientDisconnected | LegResponded | LegMessage | LegEnded | LegFailed | TimerFired
+    ClientRequestReceived
+    | ClientDisconnected
+    | LegResponded
+    | LegMessage
+    | LegEnded
+    | LegFailed
+    | TimerFired
+    | Stopping
 )

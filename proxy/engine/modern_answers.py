@@ -23,10 +23,10 @@ import copy
 from typing import Any, Final
 
 from proxy.engine.capabilities import has_capability, required_capability
+from proxy.engine.modern_validation import SUPPORTED_VERSIONS
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId, error_response, result_response
 from proxy.wire.mcp import META_SERVER_INFO, RESULT_COMPLETE, RESULT_INPUT_REQUIRED
-from proxy.wire.versions import LATEST_MODERN
 
 CACHEABLE_METHODS: Final[frozenset[str]] = frozenset(
     {
@@ -114,7 +114,7 @@ def discover_result(init: dict[str, Any]) -> dict[str, Any]:
     """`server/discover` answered from the upstream's InitializeResult."""
     result: dict[str, Any] = {
         "resultType": RESULT_COMPLETE,
-        "supportedVersions": [LATEST_MODERN],
+        "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": modern_server_capabilities(init.get("capabilities")),
     }
     instructions = init.get("instructions")

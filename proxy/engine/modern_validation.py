@@ -7,8 +7,11 @@ server would, in the order the Python SDK's validation ladder uses (first failur
 1. routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) sent more than once -> -32020;
 2. `params._meta` with the required envelope keys -> else -32602;
 3. headers agree with the body (version, method, name/uri) -> else -32020;
-4. the version is a string and one this bridge serves -> else -32602 / -32022 (`data.supported`);
-5. `Mcp-Param-*` headers agree with the tool arguments they mirror -> else -32020;
+4. the version is a string and one this bridge serves -> else -32602 / -32022 with
+   `data: {supported, requested}` (2026-07-28's layout: the versions `server/discover` lists, and
+   the version asked for, echoed as sent);
+5. `Mcp-Param-*` headers agree with the tool arguments they mirror, and a mirrored argument the
+   body carries has its header -> else -32020;
 6. only then does the method matter: ones 2026-07-28 removed get HTTP 404 with -32601.
 
 `Mcp-Param-*` checking needs to know which argument a header mirrors; that comes from the
@@ -37,7 +40,9 @@ from proxy.wire.mcp import (
 from proxy.wire.versions import MODERN_VERSIONS
 
 SUPPORTED_VERSIONS: Final[tuple[str, ...]] = MODERN_VERSIONS
-"""What the bridge serves toward the client (and lists in `server/discover` and -32022 data)."""
+"""What the bridge serves toward the client: the one list behind `server/discover`'s
+`supportedVersions` and a -32022's `data.supported`, so a client that renegotiates from the error
+picks a version discovery also offers."""
 
 _ROUTING: Final = frozenset(h.lower() for h in (PROTOCOL_VERSION, METHOD, NAME))
 
@@ -86,8 +91,12 @@ class ParamHeaders:
 
     def argument_for(self, tool: Any, suffix: str) -> str | None:
         """The argument a `Mcp-Param-<suffix>` header mirrors for `tool`, if known."""
+        return self.mirrored(tool).get(suffix.lower())
+
+    def mirrored(self, tool: Any) -> dict[str, str]:
+        """Every `Mcp-Param-*` suffix (lower case) `tool` declares, with the argument it mirrors."""
         known = self._by_tool.get(tool) if isinstance(tool, str) else None
-        return known.get(suffix.lower()) if known else None
+        return known or {}
 
 
 def _annotated(schema: Any) -> dict[str, str]:
@@ -174,23 +183,32 @@ def _version(version: Any) -> Refusal | None:
 def _param_headers(
     method: str, params: dict[str, Any], headers: tuple[tuple[str, str], ...], tools: ParamHeaders
 ) -> Refusal | None:
-    """Each `Mcp-Param-*` header present must equal the argument it mirrors (where that is known)."""
+    """Each `Mcp-Param-*` header must equal the argument it mirrors, and each mirrored argument the
+    body carries must have its header (where the tool's annotations are known)."""
     if method != "tools/call":
         return None
     arguments = params.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
+    mirrored = tools.mirrored(params.get("name"))
     prefix = PARAM_PREFIX.lower()
+    seen: set[str] = set()
     for name, raw in headers:
         if not name.lower().startswith(prefix):
             continue
-        argument = tools.argument_for(params.get("name"), name[len(prefix) :])
+        suffix = name[len(prefix) :].lower()
+        argument = mirrored.get(suffix)
         if argument is None:
             continue
+        seen.add(suffix)
         decoded = _decoded(raw)
         if decoded is None:
             return _mismatch(f"{name} header carries a malformed base64 sentinel value")
         if _rendered(arguments.get(argument)) != decoded:
             return _mismatch(f"{name} header does not match the request body's {argument!r} argument")
+    for suffix, argument in mirrored.items():
+        if suffix not in seen and _rendered(arguments.get(argument)) is not None:
+            text = f"{PARAM_PREFIX}{suffix} header is missing; the request body has the {argument!r} argument"
+            return _mismatch(f"{text} it mirrors")
     return None
 
 

@@ -1,11 +1,13 @@
 """Carrying one 2026-07-28 client request to a legacy upstream and its answer back (MRTR->legacy).
 
 Theory of operation. Every forwarded request is a *call*: one POST upstream (the leg; its id is the
-upstream JSON-RPC id) on the bridge's session, with the client's params minus everything 2026-only.
+upstream JSON-RPC id) on the upstream session of its caller and capability set (`mrtr_sessions`),
+with the client's params minus everything 2026-only.
 The leg's stream then decides:
 
 - a notification -> shown to the asker if it may see it (`mrtr_exits.for_client`), or buffered
-  while the call is parked; list-changed and resource updates go to listen streams instead;
+  while the call is parked; list-changed and resource updates go to the listen streams of the
+  same session instead;
 - a server request -> `ping` is answered by the bridge; `elicitation/create`,
   `sampling/createMessage` and `roots/list` during `tools/call`, `prompts/get` or `resources/read`
   become a round (`mrtr_rounds`); anything else is refused upstream with -32601, because a 2026
@@ -36,6 +38,7 @@ from proxy.engine.mrtr_listen import is_change
 from proxy.engine.mrtr_rounds import RoundKeeper
 from proxy.engine.mrtr_state import Asker, Call, LegRef, MrtrContext
 from proxy.engine.tokens import binding_for
+from proxy.engine.upstream_session import UpstreamLink
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message, error_response, request, result_response
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS, request_meta
@@ -46,13 +49,13 @@ Commands = list[BridgeCommand]
 class CallDriver:
     """Starts calls, reads their legs, delivers their answers; rounds are delegated to `rounds`."""
 
-    def __init__(self, ctx: MrtrContext, broadcast: Callable[[Message], Commands]) -> None:
+    def __init__(self, ctx: MrtrContext, broadcast: Callable[[Message, UpstreamLink], Commands]) -> None:
         self._ctx = ctx
         self._broadcast = broadcast
         self.rounds = RoundKeeper(ctx, self)
 
     def register(self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...], at: float) -> Call:
-        """Record a new call for a client request (it is sent once the session is ready)."""
+        """Record a new call for a client request (it is sent once its session is ready)."""
         assert msg.id is not None
         assert msg.method is not None
         params = msg.params
@@ -64,14 +67,15 @@ class CallDriver:
         return call
 
     def send(self, call: Call) -> Commands:
-        """Send the call upstream as a new leg on the current session."""
+        """Send the call upstream as a new leg on its session."""
         ctx = self._ctx
+        link = ctx.link_of(call)
         leg = ctx.new_id("leg")
         call.leg = call.upstream_id = leg
         call.phase = "running"
-        call.generation = ctx.link.generation
+        call.generation = link.generation
         message = request(leg, call.method, call.params)
-        headers = ctx.link.headers(call.asker.headers)
+        headers = link.headers(call.asker.headers)
         return [ctx.send("call", call.key, call.asker.exchange, message, headers, leg=leg)]
 
     def requeue(self, call: Call) -> None:
@@ -121,7 +125,7 @@ class CallDriver:
     def _on_notification(self, call: Call, msg: Message) -> Commands:
         method = msg.method
         if is_change(msg):
-            return self._broadcast(msg)
+            return self._broadcast(msg, self._ctx.link_of(call))
         if method == "notifications/elicitation/complete":
             return []  # 2026 URL elicitation has no completion notice; the retry is the signal
         if method == "notifications/cancelled":
@@ -170,11 +174,9 @@ class CallDriver:
             log = round_log(call, "error", error_code=body["error"]["code"])
         else:
             result = raw.get("result")
+            link = self._ctx.link_of(call)
             if call.method == "tools/list":
-                self._ctx.tools.learn(result)
-            status, body = 200, as_result(ident, complete_result(call.method, result, self._server_info()))
+                link.tools.learn(result)
+            status, body = 200, as_result(ident, complete_result(call.method, result, server_info(link.init)))
             log = round_log(call, "complete")
         return [log, *finish(self._ctx, call, body, status)]
-
-    def _server_info(self) -> Any:
-        return server_info(self._ctx.link.init)

@@ -2,7 +2,8 @@
 
 Every way out (final answer, error, capability refusal, expiry, disconnect, upstream fault) goes
 through `finish`, `abort` or `abandon`, which all end in `forget`: the timer stops, the
-continuation slot is freed, the leg is no longer tracked and the call leaves every table. Whether
+continuation slot is freed, the leg is no longer tracked, the call stops using its upstream
+session and leaves every table. Whether
 the upstream must be told (`notifications/cancelled`, because a legacy server does not take a
 closed stream as a cancellation) is the only difference between them.
 
@@ -101,8 +102,10 @@ def forget(ctx: MrtrContext, call: Call) -> Commands:
     if ctx.serving.get(call.asker.exchange) == call.key:
         del ctx.serving[call.asker.exchange]
     ctx.calls.pop(call.key, None)
-    if ("call", call.key) in ctx.link.waiting:
-        ctx.link.waiting.remove(("call", call.key))
+    link = ctx.pool.named(call.session) if call.session else None
+    if link is not None and ("call", call.key) in link.waiting:
+        link.waiting.remove(("call", call.key))
+    ctx.pool.release(call.session, call.key)
     call.asked.clear()
     call.collecting.clear()
     call.buffered.clear()

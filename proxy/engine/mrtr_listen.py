@@ -7,14 +7,17 @@ server sends those notifications unasked on its session's GET stream (list chang
 `listChanged`) and, for `resources/updated`, only for URIs someone `resources/subscribe`d.
 
 So each listen request is answered with an SSE stream whose first message is
-`notifications/subscriptions/acknowledged` naming only what the upstream can deliver; the session
-gets one GET stream (a legacy server allows only one) while anyone listens, and one
-`resources/subscribe` per URI while any listener wants it (reference counted; `unsubscribe` when the
-last one leaves). Each notification is copied to every listener that asked for it, tagged with
-`_meta` `subscriptionId` = that listen request's id. Progress and logs never go here. A server
+`notifications/subscriptions/acknowledged` naming only what the upstream can deliver. A listener is
+fed by the upstream session of its caller and capability set (the one its calls use, so a server
+that tailors notifications per session is heard as that caller would hear it): the session gets
+one GET stream (a legacy server allows only one) while any of its listeners listens, and one
+`resources/subscribe` per URI while any of them wants it (reference counted; `unsubscribe` when the
+last one leaves). Each notification is copied to every listener of that session that asked for it,
+tagged with `_meta` `subscriptionId` = that listen request's id. Progress and logs never go here. A server
 request on the GET stream belongs to no client request, so no 2026 client can answer it: `ping` is
-answered by the bridge, anything else is refused with -32601. When the GET stream ends, every
-listener is closed gracefully (a complete result for its listen id), since there is no replay.
+answered by the bridge, anything else is refused with -32601. When a GET stream ends, every
+listener of its session is closed gracefully (a complete result for its listen id), since there is
+no replay.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from proxy.engine.commands import (
     StartSse,
 )
 from proxy.engine.mrtr_state import LegRef, Listener, MrtrContext
+from proxy.engine.upstream_session import UpstreamLink
 from proxy.wire import errors
 from proxy.wire.jsonrpc import (
     Kind,
@@ -61,13 +65,13 @@ FLAG_OF: Final[dict[str, str]] = {
 
 
 class ListenEmulator:
-    """Owns listeners, the session's GET stream and the subscription reference counts."""
+    """Owns listeners, each session's GET stream and its subscription reference counts."""
 
     def __init__(self, ctx: MrtrContext) -> None:
         self._ctx = ctx
 
     def register(self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...]) -> Commands | None:
-        """Accept a listen request (it starts once the session is ready); a refusal when malformed."""
+        """Accept a listen request (it starts once its session is ready); a refusal when malformed."""
         assert msg.id is not None
         wanted = msg.params.get("notifications")
         if not isinstance(wanted, dict):
@@ -77,101 +81,129 @@ class ListenEmulator:
         self._ctx.listeners[exchange] = Listener(exchange, msg.id, headers, wanted)
         return None
 
+    def bind(self, exchange: str, link: UpstreamLink) -> None:
+        """The listener on `exchange` is fed by `link`'s GET stream."""
+        listener = self._ctx.listeners.get(exchange)
+        if listener is not None:
+            listener.session = link.name
+
     def begin(self, exchange: str) -> Commands:
         """The session is ready: acknowledge what can be delivered and make sure it will be."""
         listener = self._ctx.listeners.get(exchange)
-        if listener is None:
+        link = self._ctx.pool.named(listener.session) if listener is not None else None
+        if listener is None or link is None:
             return []
         listener.active = True
-        listener.honoured = _honoured(listener.requested, self._capabilities())
+        listener.honoured = _honoured(listener.requested, _capabilities(link))
         ack = notification(ACKNOWLEDGED, {"notifications": listener.honoured})
         commands: Commands = [StartSse(exchange), SendSse(exchange, _tagged(ack, listener.ident))]
         for uri in listener.honoured.get("resourceSubscriptions", []):
-            if self._ctx.subscribed[uri] == 0:
-                commands.append(self._post(listener, "resources/subscribe", uri))
-            self._ctx.subscribed[uri] += 1
-        if listener.honoured and self._ctx.stream_leg is None:
-            commands.append(self._open_stream(listener))
+            if link.subscribed[uri] == 0:
+                commands.append(self._post(link, listener, "resources/subscribe", uri))
+            link.subscribed[uri] += 1
+        if listener.honoured and link.stream_leg is None:
+            commands.append(self._open_stream(link, listener))
         return commands
 
-    def broadcast(self, msg: Message) -> Commands:
-        """Copy one change notification to every listener that asked for it."""
+    def broadcast(self, msg: Message, link: UpstreamLink) -> Commands:
+        """Copy one change notification from `link` to every listener of it that asked for it."""
         commands: Commands = []
         for listener in self._ctx.listeners.values():
-            if listener.active and _wants(listener, msg):
+            if listener.active and listener.session == link.name and _wants(listener, msg):
                 commands.append(SendSse(listener.exchange, _tagged(msg.raw, listener.ident)))
         return commands
 
     def on_stream_message(self, leg: str, msg: Message) -> Commands:
-        """A message on the session's GET stream."""
+        """A message on a session's GET stream."""
+        link = self._link_of(leg)
+        if link is None:
+            return []
         if msg.kind is Kind.NOTIFICATION:
-            return self.broadcast(msg) if is_change(msg) else []
+            return self.broadcast(msg, link) if is_change(msg) else []
         if msg.kind is not Kind.REQUEST or msg.id is None:
             return []
         if msg.method == "ping":
-            return [self._notice(result_response(msg.id, {}), "pong")]
+            return [self._notice(link, result_response(msg.id, {}), "pong")]
         text = f"Method not found: {msg.method} is not associated with a client request"
         refusal = error_response(msg.id, errors.METHOD_NOT_FOUND, text)
         fields = {"leg": leg, "method": msg.method, "id": msg.id}
-        return [Log("bridge_unassociated_request", "warning", fields), self._notice(refusal, "refuse")]
+        return [Log("bridge_unassociated_request", "warning", fields), self._notice(link, refusal, "refuse")]
 
     def on_stream_lost(self, leg: str, why: str) -> Commands:
-        """The GET stream is over: end every listener gracefully (there is no replay)."""
+        """A GET stream is over: end every listener of its session gracefully (there is no replay)."""
+        link = self._link_of(leg)
         self._ctx.drop_leg(leg)
-        if self._ctx.stream_leg != leg:
+        if link is None or link.stream_leg != leg:
             return []
-        self._ctx.stream_leg = None
+        link.stream_leg = None
         commands: Commands = [Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why})]
         for exchange, listener in list(self._ctx.listeners.items()):
-            if listener.active:
+            if listener.active and listener.session == link.name:
                 done = result_response(listener.ident, _tagged_result(listener.ident))
                 commands.extend([SendSse(exchange, done), *self.close(exchange, None)])
         return commands
 
     def close(self, exchange: str, outcome: str | None) -> Commands:
-        """A listener is gone: release its subscriptions, and the GET stream when nobody listens."""
+        """A listener is gone: release its subscriptions, and its session's GET stream when nobody listens."""
         listener = self._ctx.listeners.pop(exchange, None)
         if listener is None:
             return []
+        link = self._ctx.pool.named(listener.session) if listener.session else None
+        self._ctx.pool.release(listener.session, exchange)
         commands: Commands = []
-        for uri in listener.honoured.get("resourceSubscriptions", []):
-            self._ctx.subscribed[uri] -= 1
-            if self._ctx.subscribed[uri] <= 0:
-                del self._ctx.subscribed[uri]
-                commands.append(self._post(listener, "resources/unsubscribe", uri))
-        leg = self._ctx.stream_leg
-        if leg is not None and not any(other.active for other in self._ctx.listeners.values()):
-            self._ctx.stream_leg = None
-            self._ctx.drop_leg(leg)
-            commands.append(CloseLeg(leg))
+        if link is not None:
+            for uri in listener.honoured.get("resourceSubscriptions", []):
+                link.subscribed[uri] -= 1
+                if link.subscribed[uri] <= 0:
+                    del link.subscribed[uri]
+                    commands.append(self._post(link, listener, "resources/unsubscribe", uri))
+            commands.extend(self._close_stream_if_unheard(link))
         return [*commands, EndClientResponse(exchange, outcome)]
 
     def fail(self, exchange: str) -> RequestId | None:
-        """Forget a listener that never started (the session could not be opened); its id for the reply."""
+        """Forget a listener that never started (its session could not be opened); its id for the reply."""
         listener = self._ctx.listeners.pop(exchange, None)
-        return listener.ident if listener is not None else None
+        if listener is None:
+            return None
+        self._ctx.pool.release(listener.session, exchange)
+        return listener.ident
 
-    def _capabilities(self) -> dict[str, Any]:
-        init = self._ctx.link.init or {}
-        caps = init.get("capabilities")
-        return caps if isinstance(caps, dict) else {}
+    def _close_stream_if_unheard(self, link: UpstreamLink) -> Commands:
+        leg = link.stream_leg
+        listening = any(other.active and other.session == link.name for other in self._ctx.listeners.values())
+        if leg is None or listening:
+            return []
+        link.stream_leg = None
+        self._ctx.drop_leg(leg)
+        return [CloseLeg(leg)]
 
-    def _open_stream(self, listener: Listener) -> OpenLegStream:
+    def _link_of(self, leg: str) -> UpstreamLink | None:
+        ref = self._ctx.legs.get(leg)
+        return self._ctx.pool.named(ref.owner) if ref is not None else None
+
+    def _open_stream(self, link: UpstreamLink, listener: Listener) -> OpenLegStream:
         leg = self._ctx.new_id("leg")
-        self._ctx.stream_leg = leg
-        self._ctx.legs[leg] = LegRef("stream", "")
-        return OpenLegStream(leg, listener.exchange, self._ctx.link.headers(listener.headers, stream=True))
+        link.stream_leg = leg
+        self._ctx.legs[leg] = LegRef("stream", link.name)
+        return OpenLegStream(leg, listener.exchange, link.headers(listener.headers, stream=True))
 
-    def _post(self, listener: Listener, method: str, uri: str) -> BridgeCommand:
+    def _post(self, link: UpstreamLink, listener: Listener, method: str, uri: str) -> BridgeCommand:
         leg = self._ctx.new_id("leg")
         message = request(leg, method, {"uri": uri})
-        return self._ctx.notice("", listener.exchange, message, listener.headers, f"{method} {uri}", leg=leg)
+        what = f"{method} {uri}"
+        return self._ctx.notice(link, "", listener.exchange, message, listener.headers, what, leg=leg)
 
-    def _notice(self, message: dict[str, Any], what: str) -> BridgeCommand:
-        """An answer on the session for the GET stream, with the first listener's credentials."""
-        first = next(iter(self._ctx.listeners.values()), None)
-        exchange, headers = (first.exchange, first.headers) if first is not None else ("", ())
-        return self._ctx.notice("", exchange, message, headers, what)
+    def _notice(self, link: UpstreamLink, message: dict[str, Any], what: str) -> BridgeCommand:
+        """An answer on a session for its GET stream, with its first listener's credentials."""
+        first = next((ls for ls in self._ctx.listeners.values() if ls.session == link.name), None)
+        exchange, headers = (first.exchange, first.headers) if first is not None else ("", link.credentials)
+        return self._ctx.notice(link, "", exchange, message, headers, what)
+
+
+def _capabilities(link: UpstreamLink) -> dict[str, Any]:
+    init = link.init or {}
+    caps = init.get("capabilities")
+    return caps if isinstance(caps, dict) else {}
 
 
 def _honoured(requested: dict[str, Any], caps: dict[str, Any]) -> dict[str, Any]:

@@ -2,15 +2,16 @@
 
 Theory of operation. While a call runs, each in-flight `elicitation/create`,
 `sampling/createMessage` or `roots/list` on its leg is first gated against the capabilities in the
-`_meta` of the client request that caused it (missing -> -32021 with `requiredCapabilities`, and
-the upstream call is cancelled). Servable ones are *collected*: the first opens a round window of
-`round_window` seconds (a timer), so requests a server sends together reach the client as one
-round. When the window closes the call *parks*: it takes a continuation slot (bounded in total and
-per principal), every collected request becomes an `inputRequests` entry under a proxy-minted key
-(`elicitation-1`, `sampling-1`, `roots-1`, ... counted per call; URL elicitations lose their
-`elicitationId`, which is remembered), and the asker is answered
-`{resultType: "input_required", inputRequests, requestState}` with a freshly sealed token. The
-upstream leg stays open; a TTL timer (re-armed every round) cancels it if no retry comes.
+`_meta` of the client request that caused it (missing -> -32021 with `requiredCapabilities`, and the
+upstream call is cancelled). The call's session declared only those capabilities upstream, so a
+server that respects its session never trips the gate; one that asks anyway does. Servable ones are
+*collected*: the first opens a round window of `round_window` seconds (a timer), so requests a
+server sends together reach the client as one round. When the window closes the call *parks*: it
+takes a continuation slot (bounded in total and per principal), every collected request becomes an
+`inputRequests` entry under a proxy-minted key (`elicitation-1`, `sampling-1`, `roots-1`, ...
+counted per call; URL elicitations lose their `elicitationId`, which is remembered), and the asker
+is answered `{resultType: "input_required", inputRequests, requestState}` with a freshly sealed
+token. The upstream leg stays open; a TTL timer (re-armed every round) cancels it if no retry comes.
 
 The retry must carry a token that verifies (`tokens`), names a continuation that still exists, is
 of the call's current round (older rounds are replays: each round mints a new token) and finds the

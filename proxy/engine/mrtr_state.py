@@ -8,7 +8,9 @@ that started it (it *parks* between rounds) and be continued by later requests (
 *asker* is the client request the call currently answers (or, while parked, last answered): its
 exchange, JSON-RPC id, `_meta` (capabilities, progress token, log level), headers and arrival time.
 A *nested* request is one the upstream sent in flight on the call's stream, known to the client
-under a proxy-minted key. Secrets (session ids, tokens, `Authorization`) are never printed here.
+under a proxy-minted key. A call runs on one upstream *session* (`upstream_session.UpstreamLink`,
+named `upstream-N`) for its whole life; the sessions live in the context's `SessionPool`. Secrets
+(session ids, tokens, `Authorization`) are never printed here.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from typing import Any, Literal
 
 from proxy.engine.commands import SendLeg
 from proxy.engine.continuations import ContinuationTable
-from proxy.engine.modern_validation import ParamHeaders
 from proxy.engine.tokens import Binding, StateSealer
-from proxy.engine.upstream_session import UpstreamLink
+from proxy.engine.upstream_session import SessionPool, UpstreamLink
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, target_name
 
-LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream"]
-"""Why the bridge opened an upstream leg: the handshake, a call, a fire-and-forget POST, the GET."""
+LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream", "close"]
+"""Why the bridge opened an upstream leg: the handshake, a call, a fire-and-forget POST, the GET,
+the DELETE that ends a session."""
 
 Phase = Literal["queued", "running", "collecting", "parked"]
 """queued: waits for the session; running: leg open, asker attached; collecting: a round window is
@@ -97,6 +99,8 @@ class Call:
     params: dict[str, Any]
     binding: Binding
     asker: Asker
+    session: str = ""
+    """The upstream session (`UpstreamLink.name`) the call runs on; it keeps it for its whole life."""
     phase: Phase = "queued"
     leg: str | None = None
     upstream_id: str | None = None
@@ -142,6 +146,8 @@ class Listener:
     ident: RequestId
     headers: tuple[tuple[str, str], ...]
     requested: dict[str, Any]
+    session: str = ""
+    """The upstream session whose GET stream feeds this listener."""
     honoured: dict[str, Any] = field(default_factory=dict)
     active: bool = False
 
@@ -156,17 +162,23 @@ class MrtrContext:
     max_rounds: int
     ttl: float
     round_window: float
+    pool: SessionPool
+    session_ttl: float
     max_buffered: int = 100
-    link: UpstreamLink = field(default_factory=UpstreamLink)
     calls: dict[str, Call] = field(default_factory=dict)
     serving: dict[str, str] = field(default_factory=dict)
     legs: dict[str, LegRef] = field(default_factory=dict)
     timers: dict[str, str] = field(default_factory=dict)
-    discovers: dict[str, RequestId] = field(default_factory=dict)
+    discovers: dict[str, tuple[RequestId, str]] = field(default_factory=dict)
+    """Discover requests waiting for their session to open: exchange -> (JSON-RPC id, session)."""
     listeners: dict[str, Listener] = field(default_factory=dict)
-    subscribed: Counter[str] = field(default_factory=Counter)
-    stream_leg: str | None = None
-    tools: ParamHeaders = field(default_factory=ParamHeaders)
+
+    def link_of(self, call: Call) -> UpstreamLink:
+        """The session a call runs on (a call uses its session until it is forgotten, so it exists)."""
+        link = self.pool.named(call.session)
+        if link is None:
+            raise LookupError(f"call {call.key} runs on session {call.session!r}, which the pool lost")
+        return link
 
     def send(
         self,
@@ -187,6 +199,7 @@ class MrtrContext:
 
     def notice(
         self,
+        link: UpstreamLink,
         owner: str,
         exchange: str,
         message: dict[str, Any],
@@ -196,14 +209,17 @@ class MrtrContext:
         leg: str | None = None,
         related: str | None = None,
     ) -> SendLeg:
-        """A fire-and-forget POST on the session (an answer, a cancel, a subscribe): 202 expected."""
-        headers = self.link.headers(client)
+        """A fire-and-forget POST on `link` (an answer, a cancel, a subscribe): 202 expected."""
+        headers = link.headers(client)
         return self.send("notice", owner, exchange, message, headers, leg=leg, what=what, related=related)
 
     def call_notice(self, call: Call, message: dict[str, Any], what: str) -> SendLeg:
         """A notice on behalf of `call`, filed (for observation) with the call's upstream leg."""
         asker = call.asker
-        return self.notice(call.key, asker.exchange, message, asker.headers, what, related=call.upstream_id)
+        link = self.link_of(call)
+        return self.notice(
+            link, call.key, asker.exchange, message, asker.headers, what, related=call.upstream_id
+        )
 
     def drop_leg(self, leg: str | None) -> None:
         """Forget a leg that answered, ended or was closed."""
@@ -213,9 +229,12 @@ class MrtrContext:
     def table_sizes(self) -> dict[str, int]:
         """The size of every table (tests assert a finished flow leaves only what it should)."""
         calls = self.calls.values()
+        links = list(self.pool)
         return {
-            "upstream_sessions": int(self.link.ready),
-            "waiting": len(self.link.waiting),
+            "upstream_sessions": len(links),
+            "session_users": sum(len(link.users) for link in links),
+            "session_timers": sum(link.timer is not None for link in links),
+            "waiting": sum(len(link.waiting) for link in links),
             "calls": len(self.calls),
             "serving": len(self.serving),
             "legs": len(self.legs),
@@ -227,9 +246,9 @@ class MrtrContext:
             "buffered": sum(len(c.buffered) for c in calls),
             "discovers": len(self.discovers),
             "listeners": len(self.listeners),
-            "subscriptions": len(self.subscribed),
-            "stream_legs": int(self.stream_leg is not None),
-            "session_param_headers": len(self.tools),
+            "subscriptions": sum(len(link.subscribed) for link in links),
+            "stream_legs": sum(link.stream_leg is not None for link in links),
+            "session_param_headers": sum(len(link.tools) for link in links),
         }
 
 
@@ -241,6 +260,7 @@ def describe(call: Call, now: float | None) -> dict[str, Any]:
         "token": call.token,
         "parked_at": call.parked_at,
         "principal": call.binding.principal[:16],
+        "session": call.session,
         "method": call.method,
         "name": call.name,
         "pending_keys": sorted(call.asked),

@@ -1,11 +1,18 @@
 """The MRTR->legacy bridge: a 2026-07-28 (MRTR) client in front of a 2025-era server.
 
-Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST
-as one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult,
-refuses what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes
-(`modern_answers`) and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a
-legacy client with one session of its own (`upstream_session`): requests wait until that session
-is open, and a 404 on it re-initializes transparently and re-sends the request once.
+Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST as
+one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult, refuses
+what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`modern_answers`)
+and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a legacy client with
+sessions of its own (`mrtr_sessions`, `upstream_session`): one per caller (principal: the hash of
+its `Authorization`) and declared capability set, each opened with that caller's credentials and an
+`initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
+checks its session's capabilities takes the path it would take for that client (asks the LLM instead
+of the user, say) and no caller rides a session another caller opened. Requests wait until their
+session is open; a 404 on a session re-initializes it transparently and re-sends the request once,
+killing only the calls parked on that session. Sessions are bounded (`max_sessions`: the least
+recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
+closed (DELETE) after `session_ttl` unused.
 
 The heart is the continuation (`mrtr_rounds`): a legacy server asks its questions in flight on a
 call's SSE stream, a 2026 client can only be asked by ending its request with `input_required`.
@@ -15,13 +22,14 @@ goes on draining the same upstream stream for the retry. Parts share one set of 
 (`mrtr_state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
 parked calls for the admin API and TUI (never a token, a session id or a credential).
 
-Decisions worth knowing: keys are `elicitation-N` / `sampling-N` / `roots-N` per call; a rejected
-`requestState` is -32602 "Invalid or expired requestState" with HTTP 400 and
-`data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is logged
-only); `ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into every
-token so several proxies behind one entry point can route a retry to the one holding the call (a
-token minted by another instance is refused, never resumed). The engine never reads a clock: "now"
-is `ClientRequestReceived.at`, and every wait is a StartTimer.
+Decisions worth knowing: the per-request capability gate (`mrtr_rounds`) stays as a backstop for
+servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
+`roots-N` per call; a rejected `requestState` is -32602 "Invalid or expired requestState" with HTTP
+400 and `data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is
+logged only); `ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into
+every token so several proxies behind one entry point can route a retry to the one holding the call
+(a token minted by another instance is refused, never resumed). The engine never reads a clock:
+"now" is `ClientRequestReceived.at`, and every wait is a StartTimer.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Log, ReplyJson
+from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
 from proxy.engine.continuations import ContinuationTable
 from proxy.engine.events import (
     BridgeEvent,
@@ -39,20 +47,21 @@ from proxy.engine.events import (
     LegFailed,
     LegMessage,
     LegResponded,
+    Stopping,
     TimerFired,
 )
-from proxy.engine.modern_answers import as_result, discover_result, gateway_fault
 from proxy.engine.modern_validation import ParamHeaders, removed, validate
 from proxy.engine.mrtr_calls import CallDriver
-from proxy.engine.mrtr_exits import finish, forget
 from proxy.engine.mrtr_listen import ListenEmulator
-from proxy.engine.mrtr_state import LegRef, MrtrContext, describe
+from proxy.engine.mrtr_sessions import IDLE_TIMER, SessionKeeper
+from proxy.engine.mrtr_state import MrtrContext, describe
 from proxy.engine.tokens import StateSealer
-from proxy.engine.upstream_session import WaiterKind
+from proxy.engine.upstream_session import SessionPool, session_key
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
 from proxy.wire import errors
-from proxy.wire.jsonrpc import Kind, Message, RequestId, error_response
+from proxy.wire.jsonrpc import Kind, Message, error_response
+from proxy.wire.mcp import META_CLIENT_CAPABILITIES, request_meta
 
 Commands = list[BridgeCommand]
 
@@ -78,32 +87,53 @@ class MrtrToLegacyEngine:
         max_per_principal: int = 100,
         round_window: float = 0.02,
         instance: str = "",
+        max_sessions: int = 100,
+        session_ttl: float = 300.0,
     ) -> None:
         self.upstream = upstream
         table = ContinuationTable(max_continuations, max_per_principal)
         sealer = StateSealer(state_key, instance)
-        self._ctx = MrtrContext(new_id, sealer, table, max_rounds, continuation_ttl, round_window)
+        pool = SessionPool(max_sessions)
+        self._ctx = MrtrContext(
+            new_id, sealer, table, max_rounds, continuation_ttl, round_window, pool, session_ttl
+        )
         self._listen = ListenEmulator(self._ctx)
         self._calls = CallDriver(self._ctx, self._listen.broadcast)
         self._rounds = self._calls.rounds
+        self._sessions = SessionKeeper(self._ctx, self._calls, self._listen)
 
     def __repr__(self) -> str:
         ctx = self._ctx
         calls = ", ".join(f"{key}:{call!r}" for key, call in ctx.calls.items())
         legs = ", ".join(f"{leg}:{ref.purpose}" for leg, ref in ctx.legs.items())
         return (
-            f"MrtrToLegacyEngine(upstream={self.upstream.shown!r}, link={ctx.link!r}, calls=[{calls}], "
+            f"MrtrToLegacyEngine(upstream={self.upstream.shown!r}, sessions={ctx.pool!r}, calls=[{calls}], "
             f"continuations={ctx.table!r}, legs=[{legs}], timers={sorted(ctx.timers)}, "
-            f"listeners={len(ctx.listeners)}, subscriptions={sorted(ctx.subscribed)})"
+            f"listeners={len(ctx.listeners)})"
         )
 
     def owns_session(self, session_id: str) -> bool:
-        """Always False: 2026-07-28 clients have no sessions (the upstream session is the proxy's own)."""
+        """Always False: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
         return False
 
     def table_sizes(self) -> dict[str, int]:
-        """The size of every internal table; a finished flow leaves only the upstream session."""
+        """The size of every internal table; a finished flow leaves only idle upstream sessions."""
         return self._ctx.table_sizes()
+
+    @property
+    def sessions_version(self) -> int:
+        """Changes whenever a session comes, goes or changes state (cheap to poll; users are not
+        counted as changes)."""
+        return self._ctx.pool.version
+
+    def sessions_view(self) -> list[dict[str, Any]]:
+        """Every upstream session, least recently used first: its key (principal hash prefix and
+        capability set), state and users; never its id or a credential."""
+        return [link.describe() for link in self._ctx.pool]
+
+    def session_ending(self, name: str) -> str:
+        """How a recently dropped session ended: `expired` (unused too long) or `ended`."""
+        return self._ctx.pool.endings.get(name, "ended")
 
     def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
         """Every parked (or resuming) call, oldest first, as the admin API and TUI show it.
@@ -131,8 +161,12 @@ class MrtrToLegacyEngine:
             case LegFailed(leg, reason, detail):
                 text = _FAULT_TEXT.get(reason, f"the upstream leg failed ({reason})")
                 return self._on_leg_lost(leg, f"{text}: {detail}" if detail else text)
+            case TimerFired(timer) if timer.startswith(IDLE_TIMER):
+                return self._sessions.on_timer(timer)
             case TimerFired(timer):
                 return self._rounds.on_timer(timer)
+            case Stopping():
+                return self._sessions.end_all()
         return []
 
     # -- the client side -----------------------------------------------------------------------
@@ -158,29 +192,22 @@ class MrtrToLegacyEngine:
     def _on_request(self, exchange: str, route: Route, msg: Message, at: float) -> Commands:
         assert msg.id is not None
         assert msg.method is not None
-        refusal = validate(msg.method, msg.params, route.headers, self._ctx.tools) or removed(msg.method)
+        caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
+        key = session_key(route.headers, caps)
+        link = self._ctx.pool.get(key)
+        tools = link.tools if link is not None else ParamHeaders()
+        refusal = validate(msg.method, msg.params, route.headers, tools) or removed(msg.method)
         if refusal is not None:
             return [ReplyJson(exchange, refusal.status, refusal.body(msg.id))]
         if msg.method == "server/discover":
-            return self._discover(exchange, msg.id, route.headers)
+            return self._sessions.discover(exchange, msg.id, key, caps, route.headers)
         if msg.method == "subscriptions/listen":
             refused = self._listen.register(exchange, msg, route.headers)
-            if refused is not None:
-                return refused
-            waiting = self._when_ready("listen", exchange, exchange, route.headers)
-            return waiting if waiting is not None else self._listen.begin(exchange)
+            return refused or self._sessions.start_listen(exchange, key, caps, route.headers)
         if "requestState" in msg.params:
             return self._rounds.resume(exchange, msg, route.headers, at)
         call = self._calls.register(exchange, msg, route.headers, at)
-        waiting = self._when_ready("call", call.key, exchange, route.headers)
-        return waiting if waiting is not None else self._calls.send(call)
-
-    def _discover(self, exchange: str, ident: RequestId, headers: tuple[tuple[str, str], ...]) -> Commands:
-        init = self._ctx.link.init
-        if self._ctx.link.ready and init is not None:
-            return [ReplyJson(exchange, 200, as_result(ident, discover_result(init)))]
-        self._ctx.discovers[exchange] = ident
-        return self._when_ready("discover", exchange, exchange, headers) or []
+        return self._sessions.start_call(call, key, caps)
 
     def _on_disconnect(self, exchange: str) -> Commands:
         """The client left: a 2026 client's closed stream is a cancellation of that request."""
@@ -190,102 +217,9 @@ class MrtrToLegacyEngine:
             return self._calls.on_disconnect(call)
         if exchange in self._ctx.listeners:
             return self._listen.close(exchange, "client_disconnected")
-        if self._ctx.discovers.pop(exchange, None) is not None:
+        if self._sessions.discover_left(exchange):
             return [EndClientResponse(exchange, "client_disconnected")]
         return []
-
-    # -- the upstream session ------------------------------------------------------------------
-
-    def _when_ready(
-        self, kind: WaiterKind, key: str, exchange: str, headers: tuple[tuple[str, str], ...]
-    ) -> Commands | None:
-        """None when the session is open; else queue the work (and start the handshake if idle)."""
-        link = self._ctx.link
-        if link.ready:
-            return None
-        link.waiting.append((kind, key))
-        if link.state != "idle":
-            return []
-        link.begin(exchange, headers)
-        leg = self._ctx.new_id("leg")
-        message = link.initialize_message(leg)
-        return [
-            self._ctx.send("initialize", "", exchange, message, link.initialize_headers(headers), leg=leg)
-        ]
-
-    def _on_initialize_answer(self, leg: str, msg: Message) -> Commands:
-        if not msg.is_response:
-            return []
-        self._ctx.drop_leg(leg)
-        link = self._ctx.link
-        problem = link.on_initialize_answer(msg)
-        if problem is not None:
-            return self._initialize_failed(problem)
-        info = link.init.get("serverInfo") if link.init else None
-        fields = {
-            "server": info.get("name") if isinstance(info, dict) else None,
-            "version": link.version,
-            "session": link.session_id is not None,
-            "generation": link.generation,
-        }
-        notify = self._ctx.new_id("leg")
-        send = self._ctx.send(
-            "initialized",
-            "",
-            link.exchange,
-            link.initialized_message(),
-            link.headers(link.credentials),
-            leg=notify,
-        )
-        return [Log("upstream_initialized", "info", fields), send]
-
-    def _ready(self) -> Commands:
-        """The handshake is complete: release everything that waited for it, in arrival order."""
-        commands: Commands = []
-        for kind, key in self._ctx.link.mark_ready():
-            if kind == "call":
-                call = self._ctx.calls.get(key)
-                commands.extend(self._calls.send(call) if call is not None else [])
-            elif kind == "discover":
-                ident = self._ctx.discovers.pop(key, None)
-                commands.extend(self._discover(key, ident, ()) if ident is not None else [])
-            else:
-                commands.extend(self._listen.begin(key))
-        return commands
-
-    def _initialize_failed(self, problem: str) -> Commands:
-        """Everyone waiting gets a gateway fault; the next request tries the handshake again."""
-        text = f"cannot open a session with the legacy upstream: {problem}"
-        commands: Commands = [Log("upstream_initialize_failed", "warning", {"why": problem})]
-        for kind, key in self._ctx.link.failed():
-            if kind == "call":
-                call = self._ctx.calls.get(key)
-                if call is not None:
-                    commands.extend(
-                        finish(self._ctx, call, gateway_fault(call.asker.ident, call.method, text), 502)
-                    )
-                continue
-            ident = self._ctx.discovers.pop(key, None) if kind == "discover" else self._listen.fail(key)
-            method = "server/discover" if kind == "discover" else "subscriptions/listen"
-            if ident is not None:
-                commands.append(ReplyJson(key, 502, gateway_fault(ident, method, text)))
-        return commands
-
-    def _session_lost(self) -> Commands:
-        """The upstream forgot the session: every call parked on it is dead (its retry gets -32602)."""
-        self._ctx.link.lost()
-        self._ctx.tools = ParamHeaders()  # a legacy server's tool list may differ per session
-        commands: Commands = [
-            Log("upstream_session_lost", "warning", {"generation": self._ctx.link.generation})
-        ]
-        for call in [c for c in self._ctx.calls.values() if c.phase == "parked"]:
-            leg = call.leg
-            fields = {"call": call.key, "continuation": call.continuation, "why": "upstream session lost"}
-            commands.append(Log("bridge_continuation_dead", "warning", fields))
-            commands.extend(forget(self._ctx, call))
-            if leg is not None:
-                commands.append(CloseLeg(leg))
-        return commands
 
     # -- upstream legs -------------------------------------------------------------------------
 
@@ -295,37 +229,23 @@ class MrtrToLegacyEngine:
             return []
         ref.status = status
         if ref.purpose == "initialize":
-            self._ctx.link.on_initialize_head(headers)
+            self._sessions.on_initialize_head(ref, headers)
         elif ref.purpose == "initialized":
-            self._ctx.drop_leg(leg)
-            if status >= 400:
-                return [Log("upstream_initialized_refused", "warning", {"status": status}), *self._ready()]
-            return self._ready()
+            trouble = {"status": status} if status >= 400 else None
+            return self._sessions.on_initialized(leg, ref, trouble)
         elif ref.purpose == "notice":
             self._ctx.drop_leg(leg)
             if status >= 400:
                 return [
                     Log("bridge_notice_refused", "warning", {"leg": leg, "what": ref.what, "status": status})
                 ]
+        elif ref.purpose == "close":
+            return self._sessions.on_close_answer(leg, status)
         elif ref.purpose == "call" and status == 404:
-            return self._on_call_not_found(leg, ref)
+            return self._sessions.call_not_found(leg, ref)
         elif ref.purpose == "stream" and status >= 400:
             return [Log("bridge_listen_stream_refused", "warning", {"leg": leg, "status": status})]
         return []
-
-    def _on_call_not_found(self, leg: str, ref: LegRef) -> Commands:
-        """404 on a call: the session is gone; re-initialize and send the call again (once)."""
-        call = self._ctx.calls.get(ref.owner)
-        link = self._ctx.link
-        stale = call is not None and (call.generation < link.generation or link.session_id is not None)
-        if call is None or call.resent or not stale:
-            return []  # the body (or its absence) tells the client what happened
-        commands: Commands = [CloseLeg(leg)]
-        self._calls.requeue(call)
-        if call.generation == link.generation:
-            commands.extend(self._session_lost())
-        waiting = self._when_ready("call", call.key, call.asker.exchange, call.asker.headers)
-        return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:
         ref = self._ctx.legs.get(leg)
@@ -336,7 +256,7 @@ class MrtrToLegacyEngine:
         if ref.purpose == "stream":
             return self._listen.on_stream_message(leg, msg)
         if ref.purpose == "initialize":
-            return self._on_initialize_answer(leg, msg)
+            return self._sessions.on_initialize_answer(leg, ref, msg)
         return []
 
     def _on_leg_lost(self, leg: str, why: str) -> Commands:
@@ -349,11 +269,14 @@ class MrtrToLegacyEngine:
             return self._calls.on_lost(leg, ref, why)
         if ref.purpose == "stream":
             return self._listen.on_stream_lost(leg, why)
+        if ref.purpose == "close":
+            return self._sessions.on_close_answer(leg, None, why)
+        if ref.purpose == "initialized":
+            return self._sessions.on_initialized(leg, ref, {"why": why})
         self._ctx.drop_leg(leg)
         if ref.purpose == "initialize":
-            return self._initialize_failed(why)
-        if ref.purpose == "initialized":
-            return [Log("upstream_initialized_refused", "warning", {"why": why}), *self._ready()]
+            link = self._ctx.pool.named(ref.owner)
+            return self._sessions.initialize_failed(link, why) if link is not None else []
         return [Log("bridge_notice_failed", "warning", {"leg": leg, "what": ref.what, "why": why})]
 
 

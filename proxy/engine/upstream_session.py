@@ -1,33 +1,45 @@
-"""The MRTR->legacy bridge's own legacy session with the upstream: handshake, headers, loss.
+"""One legacy session the MRTR->legacy bridge holds with the upstream: handshake, headers, loss.
 
 Theory of operation. A 2026-07-28 client never says `initialize`, but a 2025-era server will not
-serve anything before it. So the bridge opens one session itself, the first time a client request
-needs the upstream: `initialize` (as a 2025-11-25 client declaring every input kind the bridge can
-relay, because legacy capabilities are fixed per session while modern ones arrive per request),
-then `notifications/initialized`; requests that arrive meanwhile wait in `waiting`. Only when the
-upstream has accepted the notification (its 202) are they released, because SDK servers refuse
-requests that overtake it.
+serve anything before it. So the bridge opens sessions itself (`mrtr_sessions` keeps them), one
+per caller and declared capability set: the first request that needs a session starts
+`initialize` (as a 2025-11-25 client declaring exactly the input kinds that request's `_meta`
+declared, in legacy shapes) with that request's credentials, then `notifications/initialized`;
+requests of the same key that arrive meanwhile wait in `waiting`. Only when the upstream has
+accepted the notification (its 202) are they released, because SDK servers refuse requests that
+overtake it.
+
+Why a session per capability set: legacy capabilities are fixed per session while modern ones
+arrive per request, and a legacy server decides what to ask from its session's capabilities (an
+SDK server asks for elicitation only when the client declared it, and otherwise takes a fallback
+path). Declaring more than the caller did would make the server ask questions the caller cannot
+answer; declaring less would hide its fallback-free features. Why a session per principal: the
+session is opened with the caller's `Authorization`, and a server may tie state and permissions to
+it, so one caller's calls never ride a session another caller's credentials opened.
 
 Every later upstream request carries the session id and the negotiated version. A 404 on a request
 that carried the session id means the upstream forgot the session: `lost()` bumps the generation,
-which marks everything parked on the old session as dead, and the next request re-initializes.
+which marks everything parked on the old session as dead, and the next request re-initializes it.
 
-Decisions: one shared session with the union of capabilities plus a per-request gate (a session
-pool keyed by principal and capabilities would let a legacy server tailor its tool lists per
-caller; not done). `sampling.tools` is declared so tool-using sampling can be relayed to clients
-that declare it; `sampling.context` (deprecated) and `roots.listChanged` (no 2026 client can send
-that notification) are not. `logging/setLevel` is never sent: it is session-wide, so the bridge
-filters `notifications/message` per request by the level in that request's `_meta` instead.
+Decisions: only the input kinds the bridge can relay are declared (`elicitation` form/url,
+`sampling` with `tools`/`context`, `roots`); other families (`experimental`, `extensions`) stay
+out, because the bridge could not serve what a server would do with them. `roots.listChanged` is
+never declared (no 2026 client can send that notification). `logging/setLevel` is never sent: it
+is session-wide, so the bridge filters `notifications/message` per request by the level in that
+request's `_meta` instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
 from proxy.engine.modern_request import relayed_client_headers
+from proxy.engine.modern_validation import ParamHeaders
+from proxy.engine.tokens import principal_of
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.jsonrpc import Kind, Message, notification, request
@@ -36,12 +48,8 @@ from proxy.wire.versions import LATEST_LEGACY
 CLIENT_INFO: Final[dict[str, str]] = {"name": "mcp-debug-proxy", "version": __version__}
 """How the bridge introduces itself to the legacy upstream."""
 
-UNION_CAPABILITIES: Final[dict[str, Any]] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {"tools": {}},
-    "roots": {},
-}
-"""Every input kind a 2026 client might be able to answer; each request is gated on its own."""
+_ENDINGS_KEPT: Final = 32
+"""Dropped sessions whose ending is remembered (the transport reads it right after each event)."""
 
 _JSON: Final = ("Content-Type", "application/json")
 _ACCEPT: Final = ("Accept", "application/json, text/event-stream")
@@ -50,10 +58,60 @@ LinkState = Literal["idle", "initializing", "notifying", "ready"]
 WaiterKind = Literal["call", "discover", "listen"]
 
 
+class SessionKey(NamedTuple):
+    """Which session serves a request: the caller's principal and its declared capability set."""
+
+    principal: str
+    capabilities: str
+    """The canonical label of the declared input capabilities (`capability_label`)."""
+
+
+def session_capabilities(modern: Any) -> dict[str, Any]:
+    """The legacy `initialize` capabilities that say exactly what a 2026 request declared.
+
+    `elicitation` as explicit modes (a bare `{}` means form in both eras), `sampling` with its
+    `tools` and `context` sub-capabilities, `roots` without `listChanged`; nothing else.
+    """
+    caps = modern if isinstance(modern, dict) else {}
+    out: dict[str, Any] = {}
+    elicitation = caps.get("elicitation")
+    if isinstance(elicitation, dict):
+        modes: dict[str, Any] = {mode: {} for mode in ("form", "url") if mode in elicitation}
+        out["elicitation"] = modes or {"form": {}}
+    sampling = caps.get("sampling")
+    if isinstance(sampling, dict):
+        out["sampling"] = {sub: {} for sub in ("tools", "context") if sub in sampling}
+    if isinstance(caps.get("roots"), dict):
+        out["roots"] = {}
+    return out
+
+
+def capability_label(legacy: dict[str, Any]) -> str:
+    """A short canonical name of a `session_capabilities` result: `elicitation.form sampling`, `none`."""
+    parts = [f"elicitation.{mode}" for mode in sorted(legacy.get("elicitation", {}))]
+    if "sampling" in legacy:
+        parts.append("sampling")
+        parts.extend(f"sampling.{sub}" for sub in sorted(legacy["sampling"]))
+    if "roots" in legacy:
+        parts.append("roots")
+    return " ".join(parts) or "none"
+
+
+def session_key(headers: Iterable[tuple[str, str]], modern_capabilities: Any) -> SessionKey:
+    """The session a request belongs to (no `Authorization`: the shared anonymous principal)."""
+    return SessionKey(principal_of(headers), capability_label(session_capabilities(modern_capabilities)))
+
+
 @dataclass
 class UpstreamLink:
-    """The one legacy session: its state, identity, the generation counter and who waits for it."""
+    """One legacy session: its key, state, identity, generation, users and what hangs off it."""
 
+    name: str
+    """The proxy's own name for it (`upstream-N`): shown in views, used in timers; not a secret."""
+    principal: str
+    capabilities: dict[str, Any]
+    label: str = field(init=False)
+    """The declared capability set, as shown in views and logs (`capability_label`)."""
     state: LinkState = "idle"
     session_id: str | None = None
     version: str = LATEST_LEGACY
@@ -62,13 +120,33 @@ class UpstreamLink:
     waiting: list[tuple[WaiterKind, str]] = field(default_factory=list)
     exchange: str = ""
     credentials: tuple[tuple[str, str], ...] = ()
+    users: set[str] = field(default_factory=set)
+    """Call keys, listen and discover exchanges using the session: it is busy while any remain."""
+    used: bool = False
+    """Used since the last idle check (a session is closed when a whole check period passes unused)."""
+    timer: str | None = None
+    tools: ParamHeaders = field(default_factory=ParamHeaders)
+    """`x-mcp-header` arguments learned from this session's tool lists (they may differ per session)."""
+    stream_leg: str | None = None
+    """The session's GET stream, open while a listener of this session wants notifications."""
+    subscribed: Counter[str] = field(default_factory=Counter)
+    """Resource URIs subscribed upstream on this session, with how many listeners want each."""
 
     def __repr__(self) -> str:
         held = "held" if self.session_id is not None else "none"
         return (
-            f"UpstreamLink({self.state}, version={self.version}, session={held}, "
-            f"generation={self.generation}, waiting={len(self.waiting)})"
+            f"UpstreamLink({self.name}, {self.state}, caps={self.label!r}, version={self.version}, "
+            f"session={held}, generation={self.generation}, users={len(self.users)}, "
+            f"waiting={len(self.waiting)})"
         )
+
+    def __post_init__(self) -> None:
+        self.label = capability_label(self.capabilities)
+
+    @property
+    def key(self) -> SessionKey:
+        """The pool key this session serves."""
+        return SessionKey(self.principal, self.label)
 
     @property
     def ready(self) -> bool:
@@ -79,7 +157,7 @@ class UpstreamLink:
         """The `initialize` request (its JSON-RPC id is the leg id)."""
         params = {
             "protocolVersion": LATEST_LEGACY,
-            "capabilities": UNION_CAPABILITIES,
+            "capabilities": self.capabilities,
             "clientInfo": CLIENT_INFO,
         }
         return request(leg, "initialize", params)
@@ -124,6 +202,13 @@ class UpstreamLink:
             head.append((SESSION_ID, self.session_id))
         return (*head, *relayed_client_headers(client))
 
+    def delete_headers(self) -> tuple[tuple[str, str], ...]:
+        """Headers of the DELETE that ends the session upstream (the opener's credentials)."""
+        head = [(PROTOCOL_VERSION, self.version)]
+        if self.session_id is not None:
+            head.append((SESSION_ID, self.session_id))
+        return (*head, *relayed_client_headers(self.credentials))
+
     def begin(self, exchange: str, client: tuple[tuple[str, str], ...]) -> None:
         """The handshake starts for the request on `exchange`, with that client's credentials."""
         self.state = "initializing"
@@ -138,7 +223,7 @@ class UpstreamLink:
         return waiting
 
     def failed(self) -> list[tuple[WaiterKind, str]]:
-        """The handshake failed; hand back everyone who waited (they get an error), retry next time."""
+        """The handshake failed; hand back everyone who waited (they get an error)."""
         self.state = "idle"
         self.session_id = None
         waiting, self.waiting = self.waiting, []
@@ -149,3 +234,92 @@ class UpstreamLink:
         self.generation += 1
         self.state = "idle"
         self.session_id = None
+        self.tools = ParamHeaders()  # a re-opened session may list other tools
+
+    def describe(self) -> dict[str, Any]:
+        """The admin-facing facts of the session; never its id, never a credential."""
+        info = self.init.get("serverInfo") if self.init else None
+        return {
+            "session": self.name,
+            "state": self.state,
+            "principal": self.principal[:16],
+            "capabilities": self.label,
+            "version": self.version if self.init is not None else None,
+            "server": info.get("name") if isinstance(info, dict) else None,
+            "generation": self.generation,
+            "users": len(self.users),
+            "upstream_session": self.session_id is not None,
+        }
+
+
+@dataclass
+class SessionPool:
+    """The bridge's upstream sessions by key, least recently used first, with the bound they keep."""
+
+    max_sessions: int
+    links: OrderedDict[SessionKey, UpstreamLink] = field(default_factory=OrderedDict)
+    by_name: dict[str, UpstreamLink] = field(default_factory=dict)
+    version: int = 0
+    """Bumped when a session comes, goes or changes state (the transport diffs the view on it)."""
+    endings: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """How the latest dropped sessions ended (`expired` or `ended`), by name; a few are kept."""
+
+    def __len__(self) -> int:
+        return len(self.links)
+
+    def __iter__(self) -> Iterator[UpstreamLink]:
+        return iter(list(self.links.values()))
+
+    def __repr__(self) -> str:
+        return f"SessionPool({len(self)}/{self.max_sessions}: {', '.join(map(repr, self.links.values()))})"
+
+    def get(self, key: SessionKey) -> UpstreamLink | None:
+        """The session serving `key`, if there is one."""
+        return self.links.get(key)
+
+    def named(self, name: str) -> UpstreamLink | None:
+        """The session called `name`, if it still exists."""
+        return self.by_name.get(name)
+
+    @property
+    def full(self) -> bool:
+        """True when a new session would pass `max_sessions`."""
+        return len(self.links) >= self.max_sessions
+
+    def idlest(self) -> UpstreamLink | None:
+        """The least recently used session nobody uses (the one to evict), if any."""
+        return next((link for link in self.links.values() if not link.users), None)
+
+    def add(self, link: UpstreamLink) -> None:
+        """Keep a new session (most recently used)."""
+        self.links[link.key] = link
+        self.by_name[link.name] = link
+        self.changed()
+
+    def remove(self, link: UpstreamLink, ending: str = "ended") -> None:
+        """Forget a session; `ending` (`expired`: unused too long, `ended`: any other way) is kept."""
+        if self.links.get(link.key) is link:
+            del self.links[link.key]
+            del self.by_name[link.name]
+            self.endings[link.name] = ending
+            while len(self.endings) > _ENDINGS_KEPT:
+                self.endings.popitem(last=False)
+            self.changed()
+
+    def use(self, link: UpstreamLink, user: str) -> None:
+        """`user` starts using `link`; it becomes the most recently used."""
+        self.links.move_to_end(link.key)
+        link.users.add(user)
+        link.used = True
+
+    def release(self, name: str, user: str) -> None:
+        """`user` is done with the session `name` (its going counts as a use, for idle expiry)."""
+        link = self.named(name) if name else None
+        if link is None or user not in link.users:
+            return
+        link.users.discard(user)
+        link.used = True
+
+    def changed(self) -> None:
+        """Note that a session came, went or changed state."""
+        self.version += 1

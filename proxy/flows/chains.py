@@ -293,6 +293,14 @@ class ChainBuilder:
             chain_id, state, principal=principal, pending_keys=pending_keys, age_ms=age_ms
         )
 
+    def upstream_session(
+        self, name: str, *, state: str, principal: str, capabilities: str, version: str | None = None
+    ) -> None:
+        """Announce a change of an upstream session a bridge holds (the sessions view shows it)."""
+        self._ledger.upstream_session_event(
+            name, state, principal=principal, capabilities=capabilities, version=version
+        )
+
     def link_leg(self, leg: str, related: str) -> None:
         """File a new leg in the chain of an earlier one (an answer to, or cancel of, a parked call)."""
         chain_id = self._legs.get(related)

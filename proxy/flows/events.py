@@ -149,7 +149,13 @@ class ChainChanged(_Model):
 
 
 class SessionChanged(_Model):
-    """A legacy session was opened, re-initialized or ended (the sessions view)."""
+    """A legacy session was opened, re-initialized or ended (the sessions view).
+
+    `side` says whose session it is: a client's (`both`, the default) or one the MRTR->legacy
+    bridge holds with the upstream (`upstream`), named by the proxy (`upstream-N`, never the
+    upstream's session id) and shown with the hash prefix of the principal it serves and the
+    capability set its `initialize` declared.
+    """
 
     type: Literal["session"] = "session"
     ts: float
@@ -158,6 +164,8 @@ class SessionChanged(_Model):
     client_name: str | None = None
     protocol_version: str | None = None
     side: Side = Side.BOTH
+    principal: str | None = None
+    capabilities: str | None = None
 
 
 class ContinuationChanged(_Model):

@@ -303,6 +303,14 @@ class FactLog:
             return
         self._queue(Fact(self._clock(), "continuation_changed", exchange_id, kwargs))
 
+    def upstream_session(self, name: str, **kwargs: Any) -> None:
+        """As ChainBuilder.upstream_session (keyed by the session's name; it belongs to no exchange)."""
+        if self._live():
+            self.materialize()
+            self.builder.upstream_session(name, **kwargs)
+            return
+        self._queue(Fact(self._clock(), "upstream_session", name, kwargs))
+
     # -- internals ------------------------------------------------------------------------------
 
     def _open_leg(self, leg: str, owner: str) -> None:

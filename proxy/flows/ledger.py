@@ -164,6 +164,24 @@ class ChainLedger:
             )
         )
 
+    def upstream_session_event(
+        self, name: str, state: str, *, principal: str, capabilities: str, version: str | None
+    ) -> None:
+        """Announce a change of one of a bridge's own upstream sessions (its name is no secret)."""
+        self._sink(
+            SessionChanged.model_validate(
+                {
+                    "ts": self._clock(),
+                    "session": name,
+                    "state": state,
+                    "protocol_version": version,
+                    "side": "upstream",
+                    "principal": principal,
+                    "capabilities": capabilities,
+                }
+            )
+        )
+
     def continuation_event(
         self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
     ) -> None:

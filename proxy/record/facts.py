@@ -138,6 +138,7 @@ _OPS: Final = frozenset(
         "link_leg",
         "leg_closed",
         "continuation_changed",
+        "upstream_session",
     }
 )
 """The builder calls a fact may stand for (anything else in a file is refused)."""

@@ -4,7 +4,10 @@ Unlike pass-through, a bridge's client exchanges and upstream legs are not one-t
 stream stays open while the client answers on other POSTs, and an upstream leg may outlive the client
 exchange that caused it. So the driver keeps every open exchange and leg by id. Engine calls are
 synchronous and never interleave; each client exchange has its own queue of writes, carried out in
-order by that exchange's handler task, so the engine never waits on a socket.
+order by that exchange's handler task, so the engine never waits on a socket. After each event it
+turns what changed in the MRTR bridge's parked calls and upstream sessions into flow events (the
+TUI's continuations and sessions views); a session the engine drops is DELETEd upstream on a leg of
+its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from proxy.engine.commands import (
     BridgeCommand,
     CancelTimer,
     CloseLeg,
+    DeleteSession,
     EndClientResponse,
     Log,
     OpenLegStream,
@@ -40,6 +44,7 @@ from proxy.engine.events import (
     LegFailed,
     LegMessage,
     LegResponded,
+    Stopping,
     TimerFired,
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
@@ -140,6 +145,7 @@ class BridgeDriver:
         self.observer = observer
         self.resume_streams = resume_streams
         self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
+        self._sessions = _SessionWatch()
         self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
         """Each parked call seen: the exchange that parked it first, and its last (state, round)."""
         self.exchanges: dict[str, _Exchange] = {}
@@ -222,6 +228,17 @@ class BridgeDriver:
             self._do(command)
         if self._watch_continuations:
             self._diff_continuations()
+            self._sessions.diff(self.engine, self.observer)
+
+    async def release_upstream(self, seconds: float) -> None:
+        """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
+        each), and wait at most `seconds` for those requests."""
+        before = set(self.legs)
+        for command in self.engine.handle(Stopping()):  # nobody is told: the views end with the proxy
+            self._do(command)
+        started = [task for leg, task in self.legs.items() if leg not in before]
+        if started:
+            await asyncio.wait(started, timeout=seconds)
 
     def _diff_continuations(self) -> None:
         """Turn changes in the engine's parked calls into ContinuationChanged flow events."""
@@ -269,6 +286,10 @@ class BridgeDriver:
                 )
                 target = self._target(exchange)
                 run = self._run_leg(leg, target, "POST", headers, dumps(message), message.get("id"))
+                self.legs[leg] = spawn(run, name=f"leg-{leg}")
+            case DeleteSession(leg, headers):
+                self.leg_exchange[leg] = ""
+                run = self._run_leg(leg, self.upstream.target, "DELETE", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
@@ -479,6 +500,51 @@ class BridgeDriver:
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
+
+
+class _SessionWatch:
+    """Turns changes in a bridge engine's upstream sessions into SessionChanged flow events.
+
+    The engine bumps `sessions_version` whenever its sessions view changes, so the view is read
+    only then. A session is announced `opened` when it first becomes ready, `reinitialized` when it
+    is ready again after the upstream lost it, and `ended` or `expired` (idle) when it is dropped.
+    """
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.announced: dict[str, dict[str, Any]] = {}
+        """The last view of each session announced ready, by name."""
+        self.ready: set[str] = set()
+
+    def diff(self, engine: Any, observer: FactLog) -> None:
+        version = getattr(engine, "sessions_version", None)
+        if version is None or version == self.version:
+            return
+        self.version = version
+        views = {view["session"]: view for view in engine.sessions_view()}
+        for name, view in views.items():
+            if view["state"] != "ready":
+                self.ready.discard(name)
+                continue
+            if name in self.ready:
+                continue
+            self.ready.add(name)
+            before = self.announced.get(name)
+            self.announced[name] = view
+            self._announce(observer, view, "opened" if before is None else "reinitialized")
+        for name in [n for n in self.announced if n not in views]:
+            self.ready.discard(name)
+            self._announce(observer, self.announced.pop(name), engine.session_ending(name))
+
+    @staticmethod
+    def _announce(observer: FactLog, view: dict[str, Any], state: str) -> None:
+        observer.upstream_session(
+            view["session"],
+            state=state,
+            principal=view["principal"],
+            capabilities=view["capabilities"],
+            version=view["version"],
+        )
 
 
 class _HeadWithFirstEvent(web.StreamResponse):

@@ -42,6 +42,9 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
 )
 """Client->server requests that 2026-07-28 removed."""
 
+MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", "subscriptions/listen"})
+"""Client->server requests that exist only from 2026-07-28 on (no handshake version has them)."""
+
 RESULT_COMPLETE: Final = "complete"
 RESULT_INPUT_REQUIRED: Final = "input_required"
 
@@ -99,6 +102,8 @@ def era_of_request(method: str | None, params: dict[str, Any], header_version: s
     meta_version = request_meta(params).get(META_PROTOCOL_VERSION)
     if isinstance(meta_version, str) and era_of_version(meta_version) is Era.MODERN:
         return Era.MODERN
+    if method in MODERN_ONLY_METHODS:
+        return Era.MODERN  # whatever version it names: answering it is the modern side's job
     if method == "initialize":
         return Era.LEGACY
     if header_version is not None:

@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tests.conformance.scenarios import KEY_LITERAL_CHECKS, PREFIX, SCENARIOS, Check, Verdict, evaluate
+from tests.conformance.checks import (
+    KEY_LITERAL_CHECKS,
+    REFERENCE_DEVIATIONS,
+    Check,
+    KeyLiteralMode,
+    Verdict,
+    evaluate,
+)
+from tests.conformance.scenarios import PREFIX, SCENARIOS
 
 __all__ = [
     "CLI_JS",
@@ -263,8 +271,8 @@ async def lists_guard(url: str, tools: Iterable[str], prompts: Iterable[str]) ->
 
 
 def _fixtures() -> tuple[set[str], set[str]]:
-    prompts = {s.fixture for s in SCENARIOS.values() if s.fixture.endswith("_prompt")}
-    tools = {s.fixture for s in SCENARIOS.values() if not s.fixture.startswith("(")} - prompts
+    tools = {name for s in SCENARIOS.values() for name in s.tools}
+    prompts = {name for s in SCENARIOS.values() for name in s.prompts}
     return tools, prompts
 
 
@@ -296,26 +304,40 @@ def validate_input_guard(checks: Sequence[Check]) -> Check:
     )
 
 
-async def run_judged(url: str, scenario: str, *, allow_key_literal: bool) -> tuple[Run, Verdict]:
-    """Run `scenario`, add the harness guard of the two scenarios that can pass vacuously, judge it."""
+async def run_guarded(url: str, scenario: str) -> tuple[Run, tuple[str, ...]]:
+    """Run `scenario` and add the harness guard of the two scenarios that can pass vacuously; the
+    ids of the checks the guards added (they are expected too)."""
     run = await run_scenario(url, scenario)
-    extra: tuple[str, ...] = ()
     if run.harness_error:
-        return run, judge(run, allow_key_literal=allow_key_literal)
+        return run, ()
     if scenario == PREFIX + "unsupported-methods":
         tools, prompts = _fixtures()
         run.checks.append(await lists_guard(url, tools, prompts))
-        extra = (GUARD_ID,)
-    elif scenario == PREFIX + "validate-input":
+        return run, (GUARD_ID,)
+    if scenario == PREFIX + "validate-input":
         run.checks.append(validate_input_guard(run.checks))
-        extra = (VALIDATE_GUARD_ID,)
-    return run, judge(run, allow_key_literal=allow_key_literal, extra_expected=extra)
+        return run, (VALIDATE_GUARD_ID,)
+    return run, ()
 
 
-def judge(run: Run, *, allow_key_literal: bool, extra_expected: tuple[str, ...] = ()) -> Verdict:
+async def run_judged(
+    url: str, scenario: str, *, key_literal: KeyLiteralMode = "none", reference: bool = False
+) -> tuple[Run, Verdict]:
+    """Run `scenario` with its guards and judge it (see `tests.conformance.checks.evaluate`)."""
+    run, extra = await run_guarded(url, scenario)
+    return run, judge(run, key_literal=key_literal, reference=reference, extra_expected=extra)
+
+
+def judge(
+    run: Run,
+    *,
+    key_literal: KeyLiteralMode = "none",
+    reference: bool = False,
+    extra_expected: tuple[str, ...] = (),
+) -> Verdict:
     """`evaluate` the run's checks; a harness error is a problem of its own."""
     verdict = evaluate(
-        run.scenario, run.checks, allow_key_literal=allow_key_literal, extra_expected=extra_expected
+        run.scenario, run.checks, key_literal=key_literal, reference=reference, extra_expected=extra_expected
     )
     if run.harness_error:
         verdict.problems.insert(0, f"HARNESS: {run.harness_error}")
@@ -335,7 +357,7 @@ def cell(run: Run | None, verdict: Verdict | None) -> str:
     head = "pass" if verdict.passed else "**FAIL**"
     text = f"{head} {verdict.succeeded}/{verdict.expected}"
     if verdict.tolerated:
-        text += " (key-literal: " + ", ".join(t.split(" ", 1)[0] for t in verdict.tolerated) + ")"
+        text += " (tolerated: " + ", ".join(t.split(" ", 1)[0] for t in verdict.tolerated) + ")"
     if not verdict.passed:
         text += ": " + ", ".join(p.split(":", 1)[0] for p in verdict.problems)
     return text
@@ -370,6 +392,9 @@ def render_report(
     for (scenario_name, check_id), literal in KEY_LITERAL_CHECKS.items():
         masks = f" (masks {', '.join(literal.masks)})" if literal.masks else ""
         lines.append(f"- `{scenario_name}` / `{check_id}`{masks}: {literal.reason}")
+    lines += ["", "## Known deviations of the modern reference (direct column only)", ""]
+    for (scenario_name, check_id), deviation in REFERENCE_DEVIATIONS.items():
+        lines.append(f"- `{scenario_name}` / `{check_id}` [{deviation.status}]: {deviation.reason}")
     return "\n".join(lines) + "\n"
 
 
@@ -379,17 +404,17 @@ def render_report(
 
 
 def _scenario_name(value: str) -> str:
-    name = value if value.startswith(PREFIX) else PREFIX + value
+    name = value if value in SCENARIOS else PREFIX + value
     if name not in SCENARIOS:
         raise argparse.ArgumentTypeError(f"unknown scenario {value!r}; known: {', '.join(SCENARIOS)}")
     return name
 
 
-async def _run_all(url: str, scenarios: list[str], allow_key_literal: bool) -> tuple[bool, str]:
-    label = "via proxy (key-literal allowed)" if allow_key_literal else "result"
+async def _run_all(url: str, scenarios: list[str], key_literal: KeyLiteralMode) -> tuple[bool, str]:
+    label = "via proxy (key-literal allowed)" if key_literal == "all" else "result"
     results: dict[str, dict[str, tuple[Run, Verdict]]] = {}
     for scenario in scenarios:
-        run, verdict = await run_judged(url, scenario, allow_key_literal=allow_key_literal)
+        run, verdict = await run_judged(url, scenario, key_literal=key_literal)
         results[scenario] = {label: (run, verdict)}
         print(f"{'pass' if verdict.passed else 'FAIL'}  {scenario}  ({run.seconds:.1f}s)", file=sys.stderr)
     passed = all(v.passed for row in results.values() for _, v in row.values())
@@ -404,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scenario",
         action="append",
         type=_scenario_name,
-        help="a scenario, with or without the input-required-result- prefix (repeatable; default: all 14)",
+        help="a scenario, MRTR ones with or without the input-required-result- prefix "
+        "(repeatable; default: all 21)",
     )
     parser.add_argument(
         "--allow-key-literal",
@@ -418,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessMissingError as exc:
         print(f"conformance: {exc}", file=sys.stderr)
         return 2
-    passed, text = asyncio.run(_run_all(args.url, args.scenario or list(SCENARIOS), args.allow_key_literal))
+    key_literal: KeyLiteralMode = "all" if args.allow_key_literal else "none"
+    passed, text = asyncio.run(_run_all(args.url, args.scenario or list(SCENARIOS), key_literal))
     print(text)
     if args.report is not None:
         args.report.write_text(text, encoding="utf-8")

@@ -1,36 +1,67 @@
-"""The MCP conformance suite's 14 ``input-required-result-*`` scenarios, directly and through the proxy.
+"""The 21 conformance scenarios of the modern->legacy bridge, directly and through the proxy.
 
 - direct: the CLI against ``conformance-modern`` (the fixtures written MRTR-style, 2026-07-28 only).
-  Every check must pass: this validates the harness and the reference fixtures.
+  Every check passes except the modern reference's documented deviations
+  (`tests.conformance.checks.REFERENCE_DEVIATIONS`): this validates the harness and the fixtures.
 - via proxy: the CLI against the proxy in front of ``conformance-legacy`` (the same fixtures asking
-  in flight, legacy era only), which is the ``mrtr_to_legacy`` bridge's job (issue 4). Every check
-  must pass except the documented key-literal ones (`KEY_LITERAL_CHECKS`), and those only in the
-  exact shape a minted key explains. Failures list every failed check with the CLI's message.
+  in flight, legacy era only), which is the ``mrtr_to_legacy`` bridge's job. Every check passes
+  except the documented key-literal ones, and those only in the exact shape a minted key explains.
+- the score: at least 20 of the 21 pass by the suite's own measure (no FAILURE check) with every
+  expected check present; the one allowed to fail is ``input-required-result-basic-elicitation``,
+  and only by its key-literal check.
 
-Scenarios and checks: tests/conformance/scenarios.py. A Markdown table of both columns is written
-to ``<pytest basetemp>/conformance-report.md`` and printed at the end of the module.
+Which 21 and why: tests/conformance/scenarios.py. A Markdown table of both columns is written to
+``<pytest basetemp>/conformance-report.md`` and printed at the end of the module.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
 
 from proxy.runtime import Proxy
-from tests.conformance.harness import HarnessMissingError, Run, check_installed, render_report, run_judged
-from tests.conformance.scenarios import SCENARIOS, Check, Verdict, evaluate, fixture_names
+from tests.conformance.checks import Check, Verdict, evaluate
+from tests.conformance.harness import (
+    HarnessMissingError,
+    Run,
+    check_installed,
+    cli_command,
+    judge,
+    render_report,
+    run_guarded,
+    run_judged,
+)
+from tests.conformance.scenarios import OTHER_SCENARIOS, PREFIX, SCENARIOS, fixture_names
+from tests.peers import conformance_more as more
 from tests.peers.conformance_app import PROMPT_NAME, TOOL_NAMES
 from tests.peers.runner import PeerServer
-from tests.peers.scenarios import CallbackLog, client_for, normalize_prompt_result, normalize_tool_result
+from tests.peers.scenarios import (
+    CallbackLog,
+    client_for,
+    normalize_prompt_result,
+    normalize_resource_result,
+    normalize_tool_result,
+)
 
 pytestmark = pytest.mark.e2e
 
 DIRECT = "direct (modern MRTR reference)"
 VIA_PROXY = "via proxy (legacy in-flight upstream)"
 Results = dict[str, dict[str, tuple[Run, Verdict]]]
+Scores = dict[str, Verdict]
+
+ALLOWED_TO_FAIL: Final = PREFIX + "basic-elicitation"
+"""The bridge mints its own input keys; this scenario insists on the original server's key."""
+
+TOOL_ARGUMENTS: Final[dict[str, dict[str, Any]]] = {
+    "test_param_header": {"region": "eu-west"},
+    "json_schema_2020_12_tool": {"contactMethod": "email", "email": "a@example.com"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +92,7 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     yield results
     if not results:
         return
-    text = render_report([DIRECT, VIA_PROXY], results, title="Conformance: input-required-result-*")
+    text = render_report([DIRECT, VIA_PROXY], results, title="Conformance: the modern->legacy bridge's 21")
     path = tmp_path_factory.getbasetemp() / "conformance-report.md"
     path.write_text(text, encoding="utf-8")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -70,6 +101,12 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         reporter.write_sep("-", f"conformance report: {path}")
         for line in text.splitlines():
             reporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def scores() -> Scores:
+    """Each via-proxy run judged by the suite's measure (key-literal WARNINGs forgiven, FAILUREs not)."""
+    return {}
 
 
 def _failure(scenario: str, target: str, run: Run, verdict: Verdict) -> str:
@@ -81,41 +118,75 @@ def _failure(scenario: str, target: str, run: Run, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def test_fixtures_cover_the_suite() -> None:
-    """The peers serve exactly the tools and prompt the 14 scenarios call."""
-    assert {*TOOL_NAMES, PROMPT_NAME} == fixture_names()
-    assert len(SCENARIOS) == 14
+# -- the choice and the fixtures ------------------------------------------------------------------
+
+
+async def test_the_21_and_the_others_are_every_2026_server_scenario_of_the_cli(harness: None) -> None:
+    """The choice is made from the CLI's own list: nothing missing, nothing invented, 21 chosen."""
+    base = cli_command("http://127.0.0.1:1/mcp", "none", Path("unused"))
+    command = [*base[: base.index("server")], "list", "--server", "--spec-version", "2026-07-28"]
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(30):
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode(errors="replace")
+    listed = {
+        line.strip()[2:].split(" ", 1)[0]
+        for line in out.decode().splitlines()
+        if line.strip().startswith("- ")
+    }
+
+    assert len(SCENARIOS) == 21
+    assert not set(SCENARIOS) & set(OTHER_SCENARIOS)
+    assert {*SCENARIOS, *OTHER_SCENARIOS} == listed
+
+
+def test_the_peers_serve_every_tool_and_prompt_the_21_call() -> None:
+    served = {*TOOL_NAMES, PROMPT_NAME, *(t.name for t in more.TOOLS), *(p.name for p in more.PROMPTS)}
+
+    assert fixture_names() <= served
+    assert more.TOOLS[0].name == "test_simple_text"  # http-header-validation calls the first tool
 
 
 async def test_legacy_fixtures_match_modern(
     conformance_modern: PeerServer, conformance_legacy: PeerServer
 ) -> None:
     """Same questions, same final results: the legacy fixtures are the modern ones asking in flight."""
+    tools = [*TOOL_NAMES, *(tool.name for tool in more.TOOLS if tool.name != more.WHOAMI)]
+    prompts = [
+        (PROMPT_NAME, None),
+        *((p.name, {a.name: "x" for a in p.arguments or []}) for p in more.PROMPTS),
+    ]
+    uris = [*(str(r.uri) for r in more.RESOURCES), "test://template/7/data"]
 
     async def run(url: str, mode: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         log = CallbackLog()
         async with client_for(url, mode, log=log) as client:
-            for name in TOOL_NAMES:
+            for name in tools:
                 log.clear()
-                result = normalize_tool_result(await client.call_tool(name, {}))
-                out[name] = (result, sorted(log.callbacks))
-            log.clear()
-            out[PROMPT_NAME] = (
-                normalize_prompt_result(await client.get_prompt(PROMPT_NAME)),
-                list(log.callbacks),
-            )
+                result = await client.call_tool(name, TOOL_ARGUMENTS.get(name, {}))
+                out[name] = (normalize_tool_result(result), sorted(log.callbacks))
+            for name, arguments in prompts:
+                log.clear()
+                out[name] = (
+                    normalize_prompt_result(await client.get_prompt(name, arguments)),
+                    log.callbacks[:],
+                )
+            for uri in uris:
+                out[uri] = normalize_resource_result(await client.read_resource(uri))
         return out
 
     modern = await run(conformance_modern.url, "2026-07-28")
     legacy = await run(conformance_legacy.url, "legacy")
     assert legacy == modern
-    assert all(callbacks for _, callbacks in modern.values()), "every fixture asks something"
+    assert all(modern[name][1] for name in TOOL_NAMES), "every MRTR fixture asks something"
 
 
 def test_key_literal_tolerance_is_narrow() -> None:
     """A key-literal check is forgiven only for the minted key, never for an error or a wrong method."""
-    scenario = "input-required-result-basic-elicitation"
+    scenario = PREFIX + "basic-elicitation"
     wire = Check(id="wire-schema-valid", name="WireSchemaValid", status="SUCCESS")
 
     def incomplete(message: str, result: dict[str, Any] | None) -> Check:
@@ -124,20 +195,45 @@ def test_key_literal_tolerance_is_narrow() -> None:
 
     minted = {"resultType": "input_required", "inputRequests": {"k1": {"method": "elicitation/create"}}}
     key_message = 'inputRequests missing expected key "user_name"'
-    forgiven = evaluate(scenario, [incomplete(key_message, minted), wire], allow_key_literal=True)
+    forgiven = evaluate(scenario, [incomplete(key_message, minted), wire], key_literal="all")
     assert forgiven.passed, forgiven.problems
     assert len(forgiven.tolerated) == 2  # the check and the retry check it masks
-    assert not evaluate(scenario, [incomplete(key_message, minted), wire], allow_key_literal=False).passed
+    for mode in ("none", "warnings"):
+        assert not evaluate(scenario, [incomplete(key_message, minted), wire], key_literal=mode).passed
     sampling = {"resultType": "input_required", "inputRequests": {"k1": {"method": "sampling/createMessage"}}}
     for check in (
         incomplete("JSON-RPC error: Unsupported protocol version", None),
         incomplete(key_message, sampling),
     ):
-        assert not evaluate(scenario, [check, wire], allow_key_literal=True).passed
-    missing_wire = evaluate(scenario, [incomplete(key_message, minted)], allow_key_literal=True)
+        assert not evaluate(scenario, [check, wire], key_literal="all").passed
+    missing_wire = evaluate(scenario, [incomplete(key_message, minted)], key_literal="all")
     assert missing_wire.problems == [
-        "wire-schema-valid [MISSING]: not reported (the scenario stopped before it)"
+        "wire-schema-valid [MISSING]: reported 0 of 1 time(s) (the scenario stopped before it)"
     ]
+
+
+def test_repeated_checks_must_all_be_there_and_reference_deviations_count_only_directly() -> None:
+    scenario = "http-header-validation"
+    expected = SCENARIOS[scenario].checks
+    good = [Check(check_id, check_id, "SUCCESS") for check_id in expected]
+    whitespace = "sep-2243-server-accepts-whitespace-header-value"
+    sdk = Check(
+        whitespace,
+        "ServerAcceptsWhitespaceHeaderValue",
+        "FAILURE",
+        "Expected successful response, got HTTP 400. Server MUST accept this request.; Expected successful "
+        'response, but body contains JSON-RPC error {"code":-32020,"message":"mcp-name header does not '
+        "match the request body's 'name' parameter\"}.",
+    )
+    deviating = [sdk if check.id == whitespace else check for check in good]
+
+    assert evaluate(scenario, good).passed
+    assert not evaluate(scenario, good[1:]).passed  # one of the five reject checks is gone
+    assert evaluate(scenario, deviating, reference=True).passed
+    assert not evaluate(scenario, deviating).passed
+
+
+# -- the runs -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -145,9 +241,32 @@ async def test_direct_modern_reference(
     scenario: str, harness: None, conformance_modern: PeerServer, report: Results
 ) -> None:
     """The CLI against the MRTR reference fixtures: every check passes (the harness is sound)."""
-    run, verdict = await run_judged(conformance_modern.url, scenario, allow_key_literal=False)
+    run, verdict = await run_judged(conformance_modern.url, scenario, reference=True)
     report.setdefault(scenario, {})[DIRECT] = (run, verdict)
     assert verdict.passed, _failure(scenario, "direct", run, verdict)
+
+
+async def _via_proxy(
+    scenario: str,
+    legacy: PeerServer,
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
+    report: Results,
+    scores: Scores,
+) -> Verdict:
+    """One run through a fresh proxy; judged with every key-literal shape forgiven, and scored.
+
+    The multiple-inputs fixture asks its three questions from three tasks; on a loaded two-core CI
+    machine they can arrive more than the default round window apart and be split over two rounds,
+    which the scenario (not MRTR) forbids. A 50 ms window makes "sent together" hold here: the
+    scenario checks how a round is assembled, not how long the proxy waits for one.
+    """
+    async with proxy_for(legacy.url, round_window=0.05) as proxy:
+        run, extra = await run_guarded(proxy.endpoint(), scenario)
+    verdict = judge(run, key_literal="all", extra_expected=extra)
+    report.setdefault(scenario, {})[VIA_PROXY] = (run, verdict)
+    scores[scenario] = judge(run, key_literal="warnings", extra_expected=extra)
+    assert verdict.passed, _failure(scenario, "via proxy", run, verdict)
+    return verdict
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -157,15 +276,32 @@ async def test_via_proxy_legacy_upstream(
     conformance_legacy: PeerServer,
     proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
     report: Results,
+    scores: Scores,
 ) -> None:
-    """The CLI against the proxy in front of the in-flight fixtures: all but key-literal checks pass.
+    """The CLI against the proxy in front of the in-flight fixtures: all but key-literal checks pass."""
+    await _via_proxy(scenario, conformance_legacy, proxy_for, report, scores)
 
-    The multiple-inputs fixture asks its three questions from three tasks; on a loaded two-core CI
-    machine they can arrive more than the default 1 ms round window apart and be split over two
-    rounds, which the scenario (not MRTR) forbids. A 50 ms window makes "sent together" hold here:
-    the scenario checks how a round is assembled, not how long the proxy waits for one.
-    """
-    async with proxy_for(conformance_legacy.url, round_window=0.05) as proxy:
-        run, verdict = await run_judged(proxy.endpoint(), scenario, allow_key_literal=True)
-    report.setdefault(scenario, {})[VIA_PROXY] = (run, verdict)
-    assert verdict.passed, _failure(scenario, "via proxy", run, verdict)
+
+@pytest.mark.timeout(300)
+async def test_at_least_20_of_the_21_pass_through_the_bridge(
+    harness: None,
+    conformance_legacy: PeerServer,
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
+    report: Results,
+    scores: Scores,
+) -> None:
+    """By the suite's measure, with every expected check there; only basic-elicitation may fail, and
+    only by the key it insists on. (Runs what the module's earlier tests did not, e.g. under -k.)"""
+    for scenario in [name for name in SCENARIOS if name not in scores]:
+        await _via_proxy(scenario, conformance_legacy, proxy_for, report, scores)
+    failing = {name: verdict.problems for name, verdict in scores.items() if not verdict.passed}
+
+    assert len(SCENARIOS) - len(failing) >= 20, failing
+    assert set(failing) <= {ALLOWED_TO_FAIL}, failing
+    if ALLOWED_TO_FAIL in failing:
+        assert failing[ALLOWED_TO_FAIL] == [
+            'sep-2322-elicitation-incomplete [FAILURE]: inputRequests missing expected key "user_name"',
+            "sep-2322-elicitation-complete [MISSING]: reported 0 of 1 time(s) "
+            "(the scenario stopped before it)",
+        ]
+        assert report[ALLOWED_TO_FAIL][VIA_PROXY][1].passed  # ... in exactly the minted-key shape

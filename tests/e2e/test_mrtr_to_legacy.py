@@ -42,10 +42,18 @@ ANSWER = {"action": "accept", "content": {"name": "octocat"}}
 
 
 def bridge_sizes(proxy: Proxy) -> dict[str, int]:
-    """The engine's and the driver's tables, minus the upstream session the bridge keeps."""
+    """The engine's and the driver's tables, minus the idle upstream sessions the bridge keeps.
+
+    An idle session keeps its idle timer (one per session, in the driver's timers too); anything
+    still using a session (`session_users`) is not idle and counts.
+    """
     bridge = proxy.router.bridges[Mode.MRTR_TO_LEGACY]
-    sizes = {**bridge.engine.table_sizes(), **{f"driver_{k}": v for k, v in bridge.table_sizes().items()}}  # type: ignore[attr-defined]
-    return {k: v for k, v in sizes.items() if v and "session" not in k}
+    engine_sizes = bridge.engine.table_sizes()  # type: ignore[attr-defined]
+    driver = bridge.table_sizes()
+    driver["timers"] -= engine_sizes["session_timers"]
+    sizes = {**engine_sizes, **{f"driver_{k}": v for k, v in driver.items()}}
+    kept = ("upstream_sessions", "session_timers", "session_param_headers")
+    return {k: v for k, v in sizes.items() if v and k not in kept}
 
 
 def drained(proxy: Proxy) -> bool:

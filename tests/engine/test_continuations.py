@@ -26,6 +26,7 @@ from tests.engine.test_mrtr_to_legacy import (
     DONE,
     FORM,
     KEY,
+    LEGACY_CAPS_ALL,
     RESUMED,
     ROUND_LOG,
     UPSTREAM,
@@ -37,8 +38,11 @@ from tests.engine.test_mrtr_to_legacy import (
     drained,
     entry,
     err,
+    idle_timer,
+    initialize,
     input_required,
     ok,
+    open_session,
     park,
     ready_engine,
     req,
@@ -316,8 +320,13 @@ def test_another_principal_still_fits_when_one_caller_is_at_its_limit() -> None:
     assert (
         Playbook(engine)
         >> call("x2", 2, auth=other)
-        << ANY
-        >> up("leg-4", req("e9", "elicitation/create", FORM))
+        << idle_timer(2)
+        << initialize("leg-4", "x2", LEGACY_CAPS_ALL, auth=other)
+    )
+    open_session(engine, "x2", init="leg-4", notify="leg-5", session="up-session-bob")
+    assert (
+        Playbook(engine)
+        >> up("leg-6", req("e9", "elicitation/create", FORM))
         << ANY
         >> TimerFired("round:call-2")
         << ROUND_LOG
@@ -332,7 +341,9 @@ def test_another_principal_still_fits_when_one_caller_is_at_its_limit() -> None:
         )
         << StartTimer("ttl:call-2", 300.0)
     )
-    assert drained(engine, calls=2, legs=2, timers=2, continuations=2, principals=2, asked=2)
+    assert drained(
+        engine, upstream_sessions=2, calls=2, legs=2, timers=2, continuations=2, principals=2, asked=2
+    )
 
 
 def test_a_client_leaving_during_a_resume_round_cancels_the_upstream_call() -> None:
@@ -391,7 +402,7 @@ def test_a_lost_upstream_session_kills_every_parked_continuation_on_it() -> None
         << tool_leg("leg-4", "x2", name="other")
         >> LegResponded("leg-4", 404, ())
         << CloseLeg("leg-4")
-        << Log("upstream_session_lost", "warning", {"generation": 1})
+        << Log("upstream_session_lost", "warning", {"session": "upstream-1", "generation": 1})
         << Log(
             "bridge_continuation_dead",
             "warning",
@@ -420,6 +431,7 @@ def test_the_admin_view_shows_parked_calls_without_tokens_or_credentials() -> No
             "token": {"length": len(token), "sha256": ANY},
             "parked_at": 1000.0,
             "principal": ANY,
+            "session": "upstream-1",
             "method": "tools/call",
             "name": "deploy",
             "pending_keys": ["elicitation-1"],

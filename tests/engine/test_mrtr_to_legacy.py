@@ -169,14 +169,14 @@ def head(leg_id: str, status: int = 200, content_type: str = "text/event-stream"
 
 
 def legacy_headers(
-    *relayed: tuple[str, str], auth: tuple[str, str] | None = AUTH
+    *relayed: tuple[str, str], auth: tuple[str, str] | None = AUTH, session: str = SESSION
 ) -> tuple[tuple[str, str], ...]:
     """The headers of every upstream POST after initialize, in the bridge's fixed order."""
     head_items = (
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2025-11-25"),
-        ("Mcp-Session-Id", SESSION),
+        ("Mcp-Session-Id", session),
     )
     return (*head_items, *((auth,) if auth else ()), *relayed)
 
@@ -241,27 +241,72 @@ def complete(ident: Any, result: dict[str, Any], *, cacheable: bool = False) -> 
     return ok(ident, out)
 
 
-def open_session(engine: MrtrToLegacyEngine, exchange: str = "x0") -> None:
-    """Drive the upstream handshake to the end (the request on `exchange` triggered it)."""
-    engine.handle(
-        LegResponded("leg-1", 200, (("Content-Type", "application/json"), ("Mcp-Session-Id", SESSION)))
+LEGACY_CAPS_ALL: dict[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"tools": {}},
+    "roots": {},
+}
+"""What `initialize` declares for a client that declared every input kind (`CAPS`)."""
+
+INIT_HEADERS = (("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"))
+
+
+def initialize(
+    leg_id: str, exchange: str, declared: dict[str, Any], *, auth: tuple[str, str] | None = AUTH
+) -> SendLeg:
+    """The bridge opens a session declaring exactly `declared`, with the caller's credentials."""
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": declared,
+        "clientInfo": {"name": "mcp-debug-proxy", "version": ANY},
+    }
+    return SendLeg(
+        leg_id, exchange, (*INIT_HEADERS, *((auth,) if auth else ())), req(leg_id, "initialize", params)
     )
-    engine.handle(up("leg-1", ok("leg-1", INIT_RESULT)))
-    engine.handle(LegResponded("leg-2", 202, ()))
 
 
-def ready_engine(**options: Any) -> MrtrToLegacyEngine:
-    """An engine whose upstream session is open (a discover on `x0` caused it)."""
+def idle_timer(n: int = 1, seconds: float = 300.0) -> StartTimer:
+    """The idle timer the bridge starts with its n-th upstream session."""
+    return StartTimer(f"session-idle:upstream-{n}", seconds)
+
+
+def open_session(
+    engine: MrtrToLegacyEngine,
+    exchange: str = "x0",
+    *,
+    init: str = "leg-1",
+    notify: str = "leg-2",
+    session: str | None = SESSION,
+) -> list[Any]:
+    """Drive a handshake to its end (the request on `exchange` started it on leg `init`).
+
+    Returns what the engine did once the upstream accepted `notifications/initialized` (the
+    requests that waited for the session).
+    """
+    sid = (("Mcp-Session-Id", session),) if session is not None else ()
+    engine.handle(LegResponded(init, 200, (("Content-Type", "application/json"), *sid)))
+    engine.handle(up(init, ok(init, INIT_RESULT)))
+    return engine.handle(LegResponded(notify, 202, ()))
+
+
+def ready_engine(caps: dict[str, Any] | None = None, **options: Any) -> MrtrToLegacyEngine:
+    """An engine whose upstream session for `caps` (every input kind by default) is open.
+
+    A discover on `x0` opened it, with legs `leg-1` (initialize) and `leg-2` (initialized).
+    """
     engine = MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY, **options)
-    engine.handle(send("x0", 0, "server/discover"))
+    engine.handle(send("x0", 0, "server/discover", caps=caps))
     open_session(engine)
     return engine
 
 
 def drained(engine: MrtrToLegacyEngine, **expected: int) -> bool:
-    """Every table is empty except the upstream session (and the ones named, with those sizes)."""
+    """Every table is empty except the upstream session and its idle timer (and the ones named)."""
     sizes = engine.table_sizes()
-    want = dict.fromkeys(sizes, 0) | {"upstream_sessions": 1} | expected
+    sessions = expected.get("upstream_sessions", 1)
+    users = sum(expected.get(table, 0) for table in ("calls", "listeners", "discovers"))
+    defaults = {"upstream_sessions": sessions, "session_timers": sessions, "session_users": users}
+    want = dict.fromkeys(sizes, 0) | defaults | expected
     assert sizes == want, f"tables left behind: {sizes} (expected {want})"
     return True
 
@@ -352,6 +397,38 @@ def test_requests_are_validated_like_a_2026_server_in_ladder_order() -> None:
             ),
         )
     )
+    assert drained(engine)
+
+
+def test_an_unsupported_version_error_lists_what_discover_offers_and_echoes_what_was_asked() -> None:
+    """2026-07-28's -32022 layout: `data.supported` (non-empty, all in discover's supportedVersions)
+    and `data.requested` (the version asked for, as sent), answered with HTTP 400."""
+    engine = ready_engine()
+    discovered = engine.handle(send("x1", 1, "server/discover"))
+    (reply,) = discovered
+    assert isinstance(reply, ReplyJson)
+    assert reply.message is not None
+    offered = reply.message["result"]["supportedVersions"]
+    future = meta() | {"io.modelcontextprotocol/protocolVersion": "v999.0.0"}
+    headers = (*client_headers("server/discover")[:2], ("MCP-Protocol-Version", "v999.0.0"))
+    headers = (*headers, ("Mcp-Method", "server/discover"))
+
+    (refusal,) = engine.handle(raw_post("x2", req(301, "server/discover", {"_meta": future}), headers))
+
+    assert refusal == ReplyJson(
+        "x2",
+        400,
+        err(
+            301,
+            -32022,
+            "Unsupported protocol version",
+            {"supported": ["2026-07-28"], "requested": "v999.0.0"},
+        ),
+    )
+    assert refusal.message is not None
+    supported = refusal.message["error"]["data"]["supported"]
+    assert supported
+    assert set(supported) <= set(offered)
     assert drained(engine)
 
 
@@ -462,10 +539,22 @@ def test_mcp_param_headers_must_match_the_arguments_the_relayed_tool_schema_name
         << ReplyJson(
             "x3", 400, err(3, -32020, "mcp-param-days header carries a malformed base64 sentinel value")
         )
+        >> send("x5", 5, "tools/call", params, city)
+        << ReplyJson(
+            "x5",
+            400,
+            err(
+                5,
+                -32020,
+                "Mcp-Param-days header is missing; the request body has the 'days' argument it mirrors",
+            ),
+        )
+        >> send("x6", 6, "tools/call", {"name": "get_weather", "arguments": {"city": "São Paulo"}}, city)
+        << leg("leg-4", "x6", "tools/call", {"name": "get_weather", "arguments": {"city": "São Paulo"}})
         >> send("x4", 4, "tools/call", params, city, ("Mcp-Param-Days", "3"), ("Mcp-Param-Unknown", "x"))
-        << leg("leg-4", "x4", "tools/call", params)
+        << leg("leg-5", "x4", "tools/call", params)
     )
-    assert drained(engine, calls=1, serving=1, legs=1, session_param_headers=1)
+    assert drained(engine, calls=2, serving=2, legs=2, session_param_headers=1)
 
 
 # -- 2. the upstream session --------------------------------------------------------------------
@@ -473,27 +562,21 @@ def test_mcp_param_headers_must_match_the_arguments_the_relayed_tool_schema_name
 
 def test_the_first_request_opens_the_upstream_session_and_waiting_requests_follow_in_order() -> None:
     engine = MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY)
-    initialize = req(
-        "leg-1",
-        "initialize",
-        {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}},
-            "clientInfo": {"name": "mcp-debug-proxy", "version": ANY},
-        },
-    )
-    init_headers = (
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        AUTH,
-    )
-    fields = {"server": "weather", "version": "2025-11-25", "session": True, "generation": 0}
+    fields = {
+        "session": "upstream-1",
+        "server": "weather",
+        "version": "2025-11-25",
+        "capabilities": "elicitation.form elicitation.url sampling sampling.tools roots",
+        "upstream_session": True,
+        "generation": 0,
+    }
     own = {"progressToken": "p", "traceparent": "00-1-2-01"}
 
     assert (
         Playbook(engine)
         >> call("x1", 1, own=own)
-        << SendLeg("leg-1", "x1", init_headers, initialize)
+        << idle_timer()
+        << initialize("leg-1", "x1", LEGACY_CAPS_ALL)
         >> send("x2", 2, "server/discover", {}, ("X-Tenant", "acme"))
         >> LegResponded("leg-1", 200, (("Content-Type", "application/json"), ("mcp-session-id", SESSION)))
         >> up("leg-1", ok("leg-1", INIT_RESULT))
@@ -551,9 +634,18 @@ def test_client_2026_headers_and_meta_never_reach_the_upstream_but_credentials_a
             legacy_headers(("X-Tenant", "acme")),
             req("leg-3", "tools/call", {"name": "deploy", "arguments": ARGS, "_meta": {"progressToken": 9}}),
         )
-        >> send("x2", 2, "tools/list", {"_meta": {"io.modelcontextprotocol/logLevel": "info"}}, auth=None)
-        << SendLeg("leg-4", "x2", legacy_headers(auth=None), req("leg-4", "tools/list", {}))
     )
+    quiet = {"_meta": {"io.modelcontextprotocol/logLevel": "info"}}
+    anonymous = send("x2", 2, "tools/list", quiet, auth=None)
+    assert (
+        Playbook(engine)
+        >> anonymous
+        << idle_timer(2)
+        << initialize("leg-4", "x2", LEGACY_CAPS_ALL, auth=None)
+    )
+    assert open_session(engine, "x2", init="leg-4", notify="leg-5") == [
+        SendLeg("leg-6", "x2", legacy_headers(auth=None), req("leg-6", "tools/list", {}))
+    ]
 
 
 def test_an_initialize_failure_fails_every_waiting_request_and_the_next_request_tries_again() -> None:
@@ -565,21 +657,24 @@ def test_an_initialize_failure_fails_every_waiting_request_and_the_next_request_
     assert (
         Playbook(engine)
         >> call("x1", 1)
+        << idle_timer()
         << ANY
         >> send("x2", 2, "server/discover")
         >> listen
         >> up("leg-1", err("leg-1", -32602, "Unsupported protocol version"))
-        << Log("upstream_initialize_failed", "warning", {"why": why})
+        << Log("upstream_initialize_failed", "warning", {"session": "upstream-1", "why": why})
         << ReplyJson("x1", 502, err(1, -32000, f"upstream MCP server failed during tools/call: {text}"))
         << ReplyJson("x2", 502, err(2, -32000, f"upstream MCP server failed during server/discover: {text}"))
         << ReplyJson(
             "x3", 502, err(3, -32000, f"upstream MCP server failed during subscriptions/listen: {text}")
         )
+        << CancelTimer("session-idle:upstream-1")
         >> LegEnded("leg-1")
         >> send("x4", 4, "tools/list")
-        << SendLeg("leg-2", "x4", ANY, ANY)
+        << idle_timer(2)
+        << initialize("leg-2", "x4", LEGACY_CAPS_ALL)
     )
-    assert drained(engine, upstream_sessions=0, waiting=1, calls=1, serving=1, legs=1)
+    assert drained(engine, waiting=1, calls=1, serving=1, legs=1)
 
 
 def test_an_unreachable_upstream_during_initialize_is_a_gateway_fault() -> None:
@@ -589,9 +684,10 @@ def test_an_unreachable_upstream_during_initialize_is_a_gateway_fault() -> None:
     assert (
         Playbook(engine)
         >> send("x1", 1, "server/discover")
+        << idle_timer()
         << ANY
         >> LegFailed("leg-1", "unreachable", "connection refused")
-        << Log("upstream_initialize_failed", "warning", {"why": why})
+        << Log("upstream_initialize_failed", "warning", {"session": "upstream-1", "why": why})
         << ReplyJson(
             "x1",
             502,
@@ -602,6 +698,7 @@ def test_an_unreachable_upstream_during_initialize_is_a_gateway_fault() -> None:
                 f"the legacy upstream: {why}",
             ),
         )
+        << CancelTimer("session-idle:upstream-1")
     )
     assert drained(engine, upstream_sessions=0)
 
@@ -612,6 +709,7 @@ def test_a_client_leaving_while_the_session_opens_is_forgotten() -> None:
     assert (
         Playbook(engine)
         >> call("x1", 1)
+        << idle_timer()
         << ANY
         >> send("x2", 2, "server/discover")
         >> send("x3", 3, "subscriptions/listen", {"notifications": {}})
@@ -643,8 +741,8 @@ def test_a_404_reinitializes_the_session_and_resends_the_request_once() -> None:
         << tool_leg("leg-3", "x1")
         >> LegResponded("leg-3", 404, ())
         << CloseLeg("leg-3")
-        << Log("upstream_session_lost", "warning", {"generation": 1})
-        << SendLeg("leg-4", "x1", ANY, ANY)
+        << Log("upstream_session_lost", "warning", {"session": "upstream-1", "generation": 1})
+        << initialize("leg-4", "x1", LEGACY_CAPS_ALL)
         >> LegEnded("leg-3")
         >> LegResponded("leg-4", 200, new_session)
         >> up("leg-4", ok("leg-4", INIT_RESULT))
@@ -1189,68 +1287,91 @@ def missing(ident: Any, method: str, needed: str, shape: dict[str, Any]) -> dict
 
 
 def test_a_question_this_request_did_not_declare_a_capability_for_is_refused_and_cancelled() -> None:
-    engine = ready_engine()
+    """The session declares only what the caller declared; a server that asks anyway meets the gate."""
     form_only: dict[str, Any] = {"elicitation": {}}
     with_tools = {**SAMPLE, "tools": [{"name": "t", "inputSchema": {}}]}
     context = {**SAMPLE, "includeContext": "thisServer"}
-    cases: list[tuple[dict[str, Any], str, str, dict[str, Any]]] = [
+    cases: list[tuple[dict[str, Any], dict[str, Any], str, str, dict[str, Any]]] = [
         (
+            form_only,
             req("u1", "elicitation/create", URL),
             "elicitation/create",
             "elicitation.url",
             {"elicitation": {"url": {}}},
         ),
-        (req("s1", "sampling/createMessage", SAMPLE), "sampling/createMessage", "sampling", {"sampling": {}}),
-        (req("r1", "roots/list"), "roots/list", "roots", {"roots": {}}),
+        (
+            form_only,
+            req("s1", "sampling/createMessage", SAMPLE),
+            "sampling/createMessage",
+            "sampling",
+            {"sampling": {}},
+        ),
+        (form_only, req("r1", "roots/list"), "roots/list", "roots", {"roots": {}}),
+        (
+            {"sampling": {}},
+            req("s2", "sampling/createMessage", with_tools),
+            "sampling/createMessage",
+            "sampling.tools",
+            {"sampling": {"tools": {}}},
+        ),
+        (
+            {"sampling": {"tools": {}}},
+            req("s3", "sampling/createMessage", context),
+            "sampling/createMessage",
+            "sampling.context",
+            {"sampling": {"context": {}}},
+        ),
+        (
+            {"elicitation": {"url": {}}},
+            req("e1", "elicitation/create", {"message": "no mode means form"}),
+            "elicitation/create",
+            "elicitation.form",
+            {"elicitation": {"form": {}}},
+        ),
     ]
-    for n, (question, method, needed, shape) in enumerate(cases):
-        exchange, call_leg, cancel = f"x{n}", f"leg-{3 + 2 * n}", f"leg-{4 + 2 * n}"
-        fields = {"call": f"call-{n + 1}", "client_id": n, "method": method, "needed": needed}
+    for caps, question, method, needed, shape in cases:
+        engine = ready_engine(caps)
+        fields = {"call": "call-1", "client_id": 1, "method": method, "needed": needed}
         assert (
             Playbook(engine)
-            >> call(exchange, n, caps=form_only)
-            << tool_leg(call_leg, exchange)
-            >> up(call_leg, question)
+            >> call("x1", 1, caps=caps)
+            << tool_leg("leg-3", "x1")
+            >> up("leg-3", question)
             << Log("bridge_capability_refused", "warning", fields)
-            << cancel_leg(cancel, exchange, call_leg, f"the client lacks capability {needed}")
-            << CloseLeg(call_leg)
-            << ReplyJson(exchange, 400, missing(n, method, needed, shape))
+            << cancel_leg("leg-4", "x1", "leg-3", f"the client lacks capability {needed}")
+            << CloseLeg("leg-3")
+            << ReplyJson("x1", 400, missing(1, method, needed, shape))
         )
-    assert (
-        Playbook(engine)
-        >> call("x7", 7, caps={"sampling": {}})
-        << ANY
-        >> up("leg-9", req("s2", "sampling/createMessage", with_tools))
-        << ANY
-        << ANY
-        << ANY
-        << ReplyJson(
-            "x7", 400, missing(7, "sampling/createMessage", "sampling.tools", {"sampling": {"tools": {}}})
+        assert drained(engine, legs=1)
+
+
+def test_each_session_declares_exactly_the_input_kinds_its_callers_declared() -> None:
+    engine = MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY)
+    cases: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({}, {}),
+        ({"sampling": {}}, {"sampling": {}}),
+        ({"elicitation": {}}, {"elicitation": {"form": {}}}),
+        ({"elicitation": {"url": {}}}, {"elicitation": {"url": {}}}),
+        (
+            {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}}},
+            {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}}},
+        ),
+        ({"roots": {"listChanged": True}, "experimental": {"x": {}}, "tasks": {}}, {"roots": {}}),
+    ]
+    for n, (declared, legacy) in enumerate(cases, 1):
+        assert (
+            Playbook(engine)
+            >> send(f"x{n}", n, "server/discover", caps=declared)
+            << idle_timer(n)
+            << initialize(f"leg-{n}", f"x{n}", legacy)
         )
-        >> call("x8", 8, caps={"sampling": {"tools": {}}})
-        << ANY
-        >> up("leg-11", req("s3", "sampling/createMessage", context))
-        << ANY
-        << ANY
-        << ANY
-        << ReplyJson(
-            "x8", 400, missing(8, "sampling/createMessage", "sampling.context", {"sampling": {"context": {}}})
-        )
-        >> call("x9", 9, caps={"elicitation": {"url": {}}})
-        << ANY
-        >> up("leg-13", req("e1", "elicitation/create", {"message": "no mode means form"}))
-        << ANY
-        << ANY
-        << ANY
-        << ReplyJson(
-            "x9", 400, missing(9, "elicitation/create", "elicitation.form", {"elicitation": {"form": {}}})
-        )
-    )
-    assert drained(engine, legs=6)
+    # The same set spelled differently is the same session: `{}` elicitation is form.
+    assert Playbook(engine) >> send("x9", 9, "server/discover", caps={"elicitation": {"form": {}}})
+    assert drained(engine, upstream_sessions=6, waiting=7, discovers=7, legs=6)
 
 
 def test_a_refused_question_while_parked_cancels_upstream_and_the_retry_hears_why() -> None:
-    engine = ready_engine()
+    engine = ready_engine({"elicitation": {}})
     park(engine, caps={"elicitation": {}})
 
     assert (
@@ -1324,14 +1445,19 @@ def test_url_elicitation_required_becomes_a_url_round_and_the_retry_sends_the_ca
         >> up("leg-4", ok("leg-4", DONE))
         << ROUND_LOG
         << ReplyJson("x2", 200, complete(2, DONE))
+    )
+    assert drained(engine)
+    form_only = ready_engine({"elicitation": {}})
+    assert (
+        Playbook(form_only)
         >> call("x3", 3, caps={"elicitation": {}})
         << ANY
-        >> up("leg-5", err("leg-5", -32042, "URL elicitation required", data))
+        >> up("leg-3", err("leg-3", -32042, "URL elicitation required", data))
         << ReplyJson(
             "x3", 400, missing(3, "elicitation/create", "elicitation.url", {"elicitation": {"url": {}}})
         )
     )
-    assert drained(engine)
+    assert drained(form_only)
 
 
 # -- 6. subscriptions/listen ----------------------------------------------------------------------

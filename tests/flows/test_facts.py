@@ -15,7 +15,16 @@ import pytest
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import ChainStatus, Channel, ContinuationChanged, Direction, FlowEvent, event_to_json
+from proxy.flows.events import (
+    ChainStatus,
+    Channel,
+    ContinuationChanged,
+    Direction,
+    FlowEvent,
+    SessionChanged,
+    Side,
+    event_to_json,
+)
 from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
@@ -300,6 +309,29 @@ def test_a_continuation_that_expires_fails_the_chain_it_parked() -> None:
     assert "parked upstream call expired" in chain.summary.notes
     states = [e.state for e in rig.events if isinstance(e, ContinuationChanged)]
     assert states == ["parked", "expired"]
+
+
+def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when_watched() -> None:
+    rig = Rig()
+    seen = {"principal": "0123456789abcdef", "capabilities": "sampling", "version": "2025-11-25"}
+    rig.facts.upstream_session("upstream-1", state="opened", **seen)
+    assert rig.events == []  # nobody watches: it waits as a fact
+    list(rig.store)  # someone reads
+    rig.bus.subscribe("tui")
+    rig.clock.now += 1
+    rig.facts.upstream_session("upstream-1", state="expired", **seen)
+
+    sessions = [e for e in rig.events if isinstance(e, SessionChanged)]
+    assert [(e.session, e.state, e.ts) for e in sessions] == [
+        ("upstream-1", "opened", 5000.0),
+        ("upstream-1", "expired", 5001.0),
+    ]
+    assert all(e.side is Side.UPSTREAM for e in sessions)
+    assert (sessions[0].principal, sessions[0].capabilities, sessions[0].protocol_version) == (
+        "0123456789abcdef",
+        "sampling",
+        "2025-11-25",
+    )
 
 
 def test_an_open_leg_keeps_its_facts_past_the_backlog_after_its_exchange_closed() -> None:

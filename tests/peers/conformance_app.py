@@ -22,12 +22,15 @@ Two fixtures need a word on how a legacy server can be "the same":
 
 - ``test_input_required_result_multiple_inputs`` asks its three questions concurrently (a task
   group), so they arrive together and a bridge can put them in one round, as the scenario demands.
-- ``test_input_required_result_capabilities`` asks one thing at a time in a fixed order: first
-  sampling (if the client declared it), then elicitation (if declared). The MRTR twin does the same
-  in two rounds, reading the per-request capabilities. A legacy server only knows the capabilities
-  of its session (which a bridge declares once, at ``initialize``); asking sequentially keeps the
-  first round sampling-only, which is what the scenario inspects, and leaves the capability gate
-  for the second question to the bridge.
+- ``test_input_required_result_capabilities`` is written the way servers usually are: it asks the
+  user (elicitation) when the client can be asked, and otherwise falls back to the LLM (sampling),
+  and otherwise answers without either. The legacy twin reads its session's capabilities (declared
+  once, at ``initialize``), the MRTR twin the request's. Through the bridge the legacy twin takes
+  the fallback only if the session the bridge opened for that client declares what the client
+  declared, which is what ``input-required-result-capability-check`` shows.
+
+The other 2026-07-28 server scenarios' tools, prompts and resources come from
+``tests.peers.conformance_more`` and are served by both kinds too.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from starlette.types import ASGIApp
 
+from tests.peers import conformance_more as more
 from tests.peers.apps import _field, _input_required, _text, legacy_only, modern_only
 
 __all__ = [
@@ -196,8 +200,12 @@ def two_steps(name: str, color: types.ElicitResult) -> types.CallToolResult:
     return _text(f"name={name} color={_field(color, 'color')}")
 
 
-def capability_outcome(sampled: str | None, note: str | None) -> types.CallToolResult:
-    return _text(f"sampled={sampled or '(not declared)'} note={note or '(not declared)'}")
+def capability_outcome(*, note: str | None = None, sampled: str | None = None) -> types.CallToolResult:
+    if note is not None:
+        return _text(f"note={note}")
+    if sampled is not None:
+        return _text(f"sampled={sampled} (fallback: no elicitation declared)")
+    return _text("neither elicitation nor sampling declared")
 
 
 def prompt_result(answer: types.ElicitResult) -> types.GetPromptResult:
@@ -227,7 +235,7 @@ TOOLS: Final[list[types.Tool]] = [
         (MULTIPLE_INPUTS, "Asks name, a greeting and the roots at once (user_name, greeting, client_roots)."),
         (MULTI_ROUND, "Asks name, then color (step1, step2)."),
         (TAMPERED_STATE, "Asks a confirmation, with sealed requestState (confirm)."),
-        (CAPABILITIES, "Samples, then elicits, each only if the client declared the capability."),
+        (CAPABILITIES, "Asks the user if it may, else falls back to sampling (capability_note / _sample)."),
     )
 ]
 
@@ -280,14 +288,12 @@ async def _inflight_multiple(ctx: Ctx) -> types.CallToolResult:
 
 
 async def _inflight_capabilities(ctx: Ctx) -> types.CallToolResult:
-    caps = ctx.session.client_capabilities or types.ClientCapabilities()
-    sampled = _sampled(await _ask_sample(ctx, ask_capability_sample())) if caps.sampling is not None else None
-    note = (
-        _field(await _ask_elicit(ctx, ask_capability_elicit()), "note")
-        if caps.elicitation is not None
-        else None
-    )
-    return capability_outcome(sampled, note)
+    caps = ctx.session.client_capabilities or types.ClientCapabilities()  # the session's, from initialize
+    if caps.elicitation is not None:
+        return capability_outcome(note=_field(await _ask_elicit(ctx, ask_capability_elicit()), "note"))
+    if caps.sampling is not None:
+        return capability_outcome(sampled=_sampled(await _ask_sample(ctx, ask_capability_sample())))
+    return capability_outcome()
 
 
 async def _inflight_tool(ctx: Ctx, name: str) -> types.CallToolResult:
@@ -310,10 +316,14 @@ async def _inflight_tool(ctx: Ctx, name: str) -> types.CallToolResult:
 
 
 async def _inflight_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
-    return await _inflight_tool(ctx, params.name)
+    other = more.tool_for(params.name, "inflight")
+    return await (other(ctx, params) if other is not None else _inflight_tool(ctx, params.name))
 
 
 async def _inflight_get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> PromptResult:
+    other = more.get_prompt(params.name, params.arguments)
+    if other is not None:
+        return other
     if params.name != PROMPT_NAME:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
     return prompt_result(await _ask_elicit(ctx, ask_context()))
@@ -426,19 +436,32 @@ async def _mrtr_multi_round(ctx: Ctx, params: types.CallToolRequestParams) -> To
 
 
 async def _mrtr_capabilities(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
-    caps = ctx.session.client_capabilities or types.ClientCapabilities()
-    state = _own_state(params, CAPABILITIES) or {"tool": CAPABILITIES}
-    if caps.sampling is not None and "sampled" not in state:
-        sampled = _sampled_answer(params, "capability_sample")
-        if sampled is None:
-            return _input_required(ctx, {"capability_sample": ask_capability_sample()}, state)
-        state = {**state, "sampled": _sampled(sampled)}
+    caps = ctx.session.client_capabilities or types.ClientCapabilities()  # this request's
     if caps.elicitation is not None:
         note = _elicited(params, "capability_note")
         if note is None:
-            return _input_required(ctx, {"capability_note": ask_capability_elicit()}, state)
-        return capability_outcome(state.get("sampled"), _field(note, "note"))
-    return capability_outcome(state.get("sampled"), None)
+            return _input_required(ctx, {"capability_note": ask_capability_elicit()})
+        return capability_outcome(note=_field(note, "note"))
+    if caps.sampling is not None:
+        sampled = _sampled_answer(params, "capability_sample")
+        if sampled is None:
+            return _input_required(ctx, {"capability_sample": ask_capability_sample()})
+        return capability_outcome(sampled=_sampled(sampled))
+    return capability_outcome()
+
+
+async def _mrtr_missing_capability(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    answer = _sampled_answer(params, "sample")
+    return (
+        more.said(answer) if answer is not None else _input_required(ctx, {"sample": more.sample_request()})
+    )
+
+
+async def _mrtr_streaming_elicitation(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    answer = _elicited(params, "user_name")
+    return (
+        more.named(answer) if answer is not None else _input_required(ctx, {"user_name": more.name_request()})
+    )
 
 
 _MrtrTool = Callable[[Ctx, types.CallToolRequestParams], Awaitable[ToolResult]]
@@ -452,17 +475,22 @@ _MRTR_TOOLS: Final[dict[str, _MrtrTool]] = {
     MULTI_ROUND: _mrtr_multi_round,
     TAMPERED_STATE: _mrtr_confirm,
     CAPABILITIES: _mrtr_capabilities,
+    "test_missing_capability": _mrtr_missing_capability,
+    "test_streaming_elicitation": _mrtr_streaming_elicitation,
 }
 
 
 async def _mrtr_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
-    fn = _MRTR_TOOLS.get(params.name)
+    fn = _MRTR_TOOLS.get(params.name) or more.tool_for(params.name, "mrtr")
     if fn is None:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
     return await fn(ctx, params)
 
 
 async def _mrtr_get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> PromptResult:
+    other = more.get_prompt(params.name, params.arguments)
+    if other is not None:
+        return other
     if params.name != PROMPT_NAME:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
     answer = _elicited(params, "user_context")
@@ -480,10 +508,26 @@ def build_conformance_server(style: Literal["inflight", "mrtr"]) -> Server[Any]:
     """The low-level SDK server with the conformance fixtures in `style` (MRTR seals its state)."""
 
     async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(TOOLS))
+        return types.ListToolsResult(tools=[*more.TOOLS, *TOOLS])
 
     async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=list(PROMPTS))
+        return types.ListPromptsResult(prompts=[*more.PROMPTS, *PROMPTS])
+
+    async def list_resources(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=list(more.RESOURCES))
+
+    async def list_templates(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=list(more.RESOURCE_TEMPLATES))
+
+    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return more.read_resource(str(params.uri), style)
+
+    async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        return more.complete(params)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -495,6 +539,10 @@ def build_conformance_server(style: Literal["inflight", "mrtr"]) -> Server[Any]:
             on_call_tool=_inflight_call_tool if style == "inflight" else _mrtr_call_tool,
             on_list_prompts=list_prompts,
             on_get_prompt=_inflight_get_prompt if style == "inflight" else _mrtr_get_prompt,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+            on_completion=complete,
         )
     if style == "mrtr":
         server.middleware.append(

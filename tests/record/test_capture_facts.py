@@ -15,6 +15,8 @@ from proxy.flows.events import (
     Direction,
     FlowEvent,
     MessageRecorded,
+    SessionChanged,
+    Side,
 )
 from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import Redactor
@@ -151,3 +153,26 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     assert sum(m["side"] == "upstream" for m in read_messages) == 4
     states = [e.state for e in read if isinstance(e, ContinuationChanged)]
     assert states == ["parked", "resumed", "completed"]
+
+
+def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.jsonl"
+    clock = FactClock(lambda: 100.0)
+    redactor = Redactor()
+    builder = ChainBuilder(ChainStore(), [].append, redactor, clock=clock)
+    facts = FactLog(builder, clock, redactor, bus=EventBus())
+    encoder = FactEncoder(redactor, 65536)
+    with CaptureWriter(path) as writer:
+        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
+        facts.upstream_session(
+            "upstream-3", state="opened", principal="0123456789abcdef", capabilities="roots", version=None
+        )
+
+    (event,) = [e for e in read_capture(path) if isinstance(e, SessionChanged)]
+    assert (event.session, event.state, event.side, event.principal, event.capabilities) == (
+        "upstream-3",
+        "opened",
+        Side.UPSTREAM,
+        "0123456789abcdef",
+        "roots",
+    )

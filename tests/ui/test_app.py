@@ -10,7 +10,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import ContentSwitcher
 
-from proxy.flows.events import ChainStatus, Lagged, SessionChanged
+from proxy.flows.events import ChainStatus, Lagged, SessionChanged, Side
 from tests.ui.helpers import BASE, ScriptedFeed, bridged, finished, info, message, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import FeedStatus
@@ -186,6 +186,22 @@ async def test_the_sessions_view_lists_who_holds_which_session() -> None:
 
         await h.pilot.press("s")
         assert h.app.main.query_one(ContentSwitcher).current == "tree"
+
+
+async def test_the_sessions_view_shows_an_upstream_session_with_its_principal_and_capabilities() -> None:
+    upstream = SessionChanged(
+        ts=BASE,
+        session="upstream-1",
+        state="opened",
+        side=Side.UPSTREAM,
+        principal="0123456789abcdef",
+        capabilities="sampling roots",
+    )
+    async with running(upstream) as h:
+        await h.pilot.press("s")
+
+        row = h.app.main.sessions.get_row_at(0)
+        assert row[:5] == ["upstream-1", "", "upstream", "0123456789abcdef", "sampling roots"]
 
 
 async def test_follow_rides_the_newest_chain_until_the_user_scrolls_back() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, SessionChanged
+from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, SessionChanged, Side
 from tests.ui.helpers import BASE, finished, info, message, opened, summary, tour_events
 from ui.model import Changes, ViewModel, chain_key
 
@@ -103,6 +103,32 @@ def test_sessions_keep_their_history_and_client() -> None:
     assert entry.client_name == "claude"
     assert entry.state == "reinitialized"
     assert [state for _, state in entry.history] == ["opened", "expired", "reinitialized"]
+
+
+def test_an_upstream_session_keeps_whose_it_is_and_what_it_declared() -> None:
+    model = ViewModel()
+    model.apply_all(
+        [
+            SessionChanged(
+                ts=BASE,
+                session="upstream-2",
+                state="opened",
+                protocol_version="2025-11-25",
+                side=Side.UPSTREAM,
+                principal="0123456789abcdef",
+                capabilities="elicitation.form sampling",
+            ),
+            SessionChanged(ts=BASE + 9, session="upstream-2", state="expired", side=Side.UPSTREAM),
+        ]
+    )
+
+    entry = model.sessions["upstream-2"]
+    assert (entry.side, entry.principal, entry.capabilities) == (
+        "upstream",
+        "0123456789abcdef",
+        "elicitation.form sampling",
+    )
+    assert [state for _, state in entry.history] == ["opened", "expired"]
 
 
 def test_parked_continuations_are_counted_until_they_end() -> None:

@@ -43,6 +43,14 @@ def test_an_unknown_meta_version_is_not_guessed_modern() -> None:
     assert era_of_request("tools/list", params, None) is Era.UNKNOWN
 
 
+@pytest.mark.parametrize("method", ["server/discover", "subscriptions/listen"])
+def test_a_method_only_the_modern_era_has_is_modern_whatever_version_it_names(method: str) -> None:
+    params = {"_meta": {META_PROTOCOL_VERSION: "v999.0.0"}}
+
+    assert era_of_request(method, params, "v999.0.0") is Era.MODERN
+    assert era_of_request(method, {}, None) is Era.MODERN
+
+
 def test_an_unknown_header_version_is_unknown() -> None:
     assert era_of_request("tools/list", {}, "2030-01-01") is Era.UNKNOWN
 

@@ -1,4 +1,5 @@
-"""The sessions view: which client holds which legacy session, and each session's history."""
+"""The sessions view: which client holds which legacy session, the upstream sessions the MRTR-client
+bridge holds (per principal and declared capability set), and each session's history."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from ui.render import session_cells
 COLUMNS = (
     ("session", "Session", 30),
     ("client", "Client", 12),
+    ("side", "Side", 8),
+    ("principal", "Principal", 16),
+    ("caps", "Capabilities", 24),
     ("version", "Version", 10),
     ("state", "State", 13),
     ("opened", "Opened", 8),

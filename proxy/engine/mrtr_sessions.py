@@ -1,0 +1,357 @@
+"""The MRTR->legacy bridge's upstream sessions: which one serves a request, opening, losing, closing.
+
+Theory of operation. Every request the bridge forwards runs on a legacy session of its own
+*key*: the caller's principal (the hash of its `Authorization`, as tokens bind it; requests without
+one share the anonymous principal) and the input capabilities its `_meta` declared, normalized
+(`upstream_session.session_capabilities`). The first request of a key opens the session (its
+`initialize` declares exactly those capabilities, with that request's credentials); requests of
+the key that arrive meanwhile wait for it; later ones use it at once. Calls, listen streams and
+discover requests *use* a session while they last (a parked call uses it between rounds too, since
+its continuation lives on that session), so a session is busy while anything uses it.
+
+Bounds. At most `max_sessions` sessions exist. A request whose key has no session when the pool
+is full evicts the least recently used session nobody uses (DELETE upstream, then a new one); when
+every session is busy, the request is refused with -32000 (HTTP 503) naming
+`max_upstream_sessions`. Each session has an idle timer of `session_ttl` seconds (a StartTimer;
+the engine never reads a clock): when it fires and the session was neither busy nor used since the
+last firing, the session is closed (DELETE upstream); otherwise the timer starts again. A session
+therefore closes between one and two TTLs after its last use.
+
+Loss. A 404 on a request that carried the session id means the upstream forgot that session: its
+generation goes up, the calls parked on it die (their retries get -32602, "Invalid or expired
+requestState"), the call that saw the 404 is sent again (once) after a new handshake, and the other
+sessions are untouched. A session whose handshake fails hands every waiting request a gateway fault
+and is forgotten once nobody uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from proxy.engine.commands import (
+    BridgeCommand,
+    CancelTimer,
+    CloseLeg,
+    DeleteSession,
+    Log,
+    ReplyJson,
+    StartTimer,
+)
+from proxy.engine.modern_answers import as_result, discover_result, gateway_fault
+from proxy.engine.mrtr_calls import CallDriver
+from proxy.engine.mrtr_exits import finish, forget
+from proxy.engine.mrtr_listen import ListenEmulator
+from proxy.engine.mrtr_state import Call, LegRef, MrtrContext
+from proxy.engine.upstream_session import SessionKey, UpstreamLink, WaiterKind, session_capabilities
+from proxy.wire import errors
+from proxy.wire.jsonrpc import Message, RequestId, error_response
+
+Commands = list[BridgeCommand]
+Fault = Callable[[RequestId, str], dict[str, Any]]
+"""Builds the error a waiting request gets: (its JSON-RPC id, its method) -> error response."""
+
+IDLE_TIMER: Final = "session-idle:"
+"""Prefix of every session's idle timer (the rest is the session's name)."""
+
+
+class SessionKeeper:
+    """Finds, opens, re-opens, expires and closes the bridge's upstream sessions."""
+
+    def __init__(self, ctx: MrtrContext, calls: CallDriver, listen: ListenEmulator) -> None:
+        self._ctx = ctx
+        self._calls = calls
+        self._listen = listen
+
+    # -- which session serves a request ---------------------------------------------------------
+
+    def start_call(self, call: Call, key: SessionKey, caps: Any) -> Commands:
+        """Run `call` on its key's session, now or once the session is open."""
+        link, commands = self._enter("call", call.key, key, caps)
+        if link is None:
+            return [*commands, *self._fail("call", call.key, _sessions_full(self._ctx), 503)]
+        call.session = link.name
+        waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
+        return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
+
+    def start_listen(
+        self, exchange: str, key: SessionKey, caps: Any, headers: tuple[tuple[str, str], ...]
+    ) -> Commands:
+        """Feed the listener on `exchange` from its key's session, now or once the session is open."""
+        link, commands = self._enter("listen", exchange, key, caps)
+        if link is None:
+            return [*commands, *self._fail("listen", exchange, _sessions_full(self._ctx), 503)]
+        self._listen.bind(exchange, link)
+        waiting = self._when_ready(link, "listen", exchange, exchange, headers)
+        return [*commands, *(waiting if waiting is not None else self._listen.begin(exchange))]
+
+    def discover(
+        self,
+        exchange: str,
+        ident: RequestId,
+        key: SessionKey,
+        caps: Any,
+        headers: tuple[tuple[str, str], ...],
+    ) -> Commands:
+        """Answer `server/discover` from the InitializeResult of the caller's session."""
+        link, commands = self._enter("discover", exchange, key, caps)
+        if link is None:
+            body = _sessions_full(self._ctx)(ident, "server/discover")
+            return [*commands, ReplyJson(exchange, 503, body)]
+        self._ctx.discovers[exchange] = (ident, link.name)
+        waiting = self._when_ready(link, "discover", exchange, exchange, headers)
+        return [*commands, *(waiting if waiting is not None else self._answer_discover(exchange))]
+
+    def discover_left(self, exchange: str) -> bool:
+        """The client of a waiting discover left: forget it (False when it was not one)."""
+        entry = self._ctx.discovers.pop(exchange, None)
+        if entry is None:
+            return False
+        self._ctx.pool.release(entry[1], exchange)
+        return True
+
+    def _enter(
+        self, kind: WaiterKind, user: str, key: SessionKey, caps: Any
+    ) -> tuple[UpstreamLink | None, Commands]:
+        """`user` uses the session of `key`, made (and room made for it) if needed; None when full."""
+        pool = self._ctx.pool
+        link = pool.get(key)
+        commands: Commands = []
+        if link is None:
+            if pool.full:
+                victim = pool.idlest()
+                if victim is None:
+                    fields = {"kind": kind, "max_upstream_sessions": pool.max_sessions}
+                    return None, [Log("upstream_sessions_full", "warning", fields)]
+                commands = self.close(victim, "evicted: max_upstream_sessions reached")
+            link = UpstreamLink(self._ctx.new_id("upstream"), key.principal, session_capabilities(caps))
+            pool.add(link)
+            commands.extend(self._arm(link))
+        pool.use(link, user)
+        return link, commands
+
+    # -- the handshake ---------------------------------------------------------------------------
+
+    def _when_ready(
+        self,
+        link: UpstreamLink,
+        kind: WaiterKind,
+        user: str,
+        exchange: str,
+        headers: tuple[tuple[str, str], ...],
+    ) -> Commands | None:
+        """None when the session is open; else queue the work (and start the handshake if idle)."""
+        if link.ready:
+            return None
+        link.waiting.append((kind, user))
+        if link.state != "idle":
+            return []
+        link.begin(exchange, headers)
+        self._ctx.pool.changed()
+        leg = self._ctx.new_id("leg")
+        message = link.initialize_message(leg)
+        headers = link.initialize_headers(headers)
+        return [self._ctx.send("initialize", link.name, exchange, message, headers, leg=leg)]
+
+    def on_initialize_head(self, ref: LegRef, headers: tuple[tuple[str, str], ...]) -> None:
+        """The `initialize` answer's head: it carries the session id."""
+        link = self._ctx.pool.named(ref.owner)
+        if link is not None:
+            link.on_initialize_head(headers)
+
+    def on_initialize_answer(self, leg: str, ref: LegRef, msg: Message) -> Commands:
+        """The InitializeResult (or error): send `notifications/initialized`, or fail the waiters."""
+        if not msg.is_response:
+            return []
+        self._ctx.drop_leg(leg)
+        link = self._ctx.pool.named(ref.owner)
+        if link is None:
+            return []
+        problem = link.on_initialize_answer(msg)
+        if problem is not None:
+            return self.initialize_failed(link, problem)
+        self._ctx.pool.changed()
+        info = link.init.get("serverInfo") if link.init else None
+        fields = {
+            "session": link.name,
+            "server": info.get("name") if isinstance(info, dict) else None,
+            "version": link.version,
+            "capabilities": link.label,
+            "upstream_session": link.session_id is not None,
+            "generation": link.generation,
+        }
+        notify = self._ctx.new_id("leg")
+        message = link.initialized_message()
+        headers = link.headers(link.credentials)
+        send = self._ctx.send("initialized", link.name, link.exchange, message, headers, leg=notify)
+        return [Log("upstream_initialized", "info", fields), send]
+
+    def on_initialized(self, leg: str, ref: LegRef, trouble: dict[str, Any] | None) -> Commands:
+        """The upstream took `notifications/initialized` (or refused it: requests go anyway)."""
+        self._ctx.drop_leg(leg)
+        link = self._ctx.pool.named(ref.owner)
+        log = [Log("upstream_initialized_refused", "warning", trouble)] if trouble is not None else []
+        return [*log, *(self._ready(link) if link is not None else [])]
+
+    def _ready(self, link: UpstreamLink) -> Commands:
+        """The handshake is complete: release everything that waited for it, in arrival order."""
+        commands: Commands = []
+        waiting = link.mark_ready()
+        self._ctx.pool.changed()
+        for kind, user in waiting:
+            if kind == "call":
+                call = self._ctx.calls.get(user)
+                commands.extend(self._calls.send(call) if call is not None else [])
+            elif kind == "discover":
+                commands.extend(self._answer_discover(user))
+            else:
+                commands.extend(self._listen.begin(user))
+        return commands
+
+    def _answer_discover(self, exchange: str) -> Commands:
+        entry = self._ctx.discovers.pop(exchange, None)
+        if entry is None:
+            return []
+        ident, name = entry
+        link = self._ctx.pool.named(name)
+        self._ctx.pool.release(name, exchange)
+        if link is None or link.init is None:
+            return []
+        return [ReplyJson(exchange, 200, as_result(ident, discover_result(link.init)))]
+
+    def initialize_failed(self, link: UpstreamLink, problem: str) -> Commands:
+        """Everyone waiting gets a gateway fault; the session is forgotten once nobody uses it."""
+        text = f"cannot open a session with the legacy upstream: {problem}"
+        fields = {"session": link.name, "why": problem}
+        commands: Commands = [Log("upstream_initialize_failed", "warning", fields)]
+        for kind, user in link.failed():
+            commands.extend(
+                self._fail(kind, user, lambda ident, method: gateway_fault(ident, method, text), 502)
+            )
+        self._ctx.pool.changed()
+        if not link.users:
+            commands.extend(self._discard(link))
+        return commands
+
+    def _fail(self, kind: WaiterKind, user: str, fault: Fault, status: int) -> Commands:
+        """Answer one request that cannot get its session with an error, and forget it."""
+        if kind == "call":
+            call = self._ctx.calls.get(user)
+            return finish(self._ctx, call, fault(call.asker.ident, call.method), status) if call else []
+        if kind == "discover":
+            entry = self._ctx.discovers.pop(user, None)
+            if entry is None:
+                return []
+            self._ctx.pool.release(entry[1], user)
+            return [ReplyJson(user, status, fault(entry[0], "server/discover"))]
+        ident = self._listen.fail(user)
+        return [ReplyJson(user, status, fault(ident, "subscriptions/listen"))] if ident is not None else []
+
+    # -- a session the upstream forgot ----------------------------------------------------------
+
+    def call_not_found(self, leg: str, ref: LegRef) -> Commands:
+        """404 on a call: its session is gone; re-initialize it and send the call again (once)."""
+        call = self._ctx.calls.get(ref.owner)
+        if call is None or call.resent:
+            return []  # the body (or its absence) tells the client what happened
+        link = self._ctx.link_of(call)
+        if not (call.generation < link.generation or link.session_id is not None):
+            return []  # a sessionless upstream's 404 is an answer, not a lost session
+        commands: Commands = [CloseLeg(leg)]
+        self._calls.requeue(call)
+        if call.generation == link.generation:
+            commands.extend(self._lost(link))
+        waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
+        return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
+
+    def _lost(self, link: UpstreamLink) -> Commands:
+        """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
+        link.lost()
+        self._ctx.pool.changed()
+        fields = {"session": link.name, "generation": link.generation}
+        commands: Commands = [Log("upstream_session_lost", "warning", fields)]
+        parked = [c for c in self._ctx.calls.values() if c.phase == "parked" and c.session == link.name]
+        for call in parked:
+            leg = call.leg
+            dead = {"call": call.key, "continuation": call.continuation, "why": "upstream session lost"}
+            commands.append(Log("bridge_continuation_dead", "warning", dead))
+            commands.extend(forget(self._ctx, call))
+            if leg is not None:
+                commands.append(CloseLeg(leg))
+        return commands
+
+    # -- idle expiry and closing -------------------------------------------------------------------
+
+    def on_timer(self, timer: str) -> Commands:
+        """A session's idle timer: close it if nothing used it for a whole period, else wait again."""
+        link = self._ctx.pool.named(timer.removeprefix(IDLE_TIMER))
+        if link is None or link.timer != timer:
+            return []
+        link.timer = None
+        if link.users or link.used or link.state in ("initializing", "notifying"):
+            link.used = False
+            return self._arm(link)
+        why = f"unused for upstream_session_ttl={self._ctx.session_ttl:g}s"
+        return self.close(link, why, "expired")
+
+    def close(self, link: UpstreamLink, why: str, ending: str = "ended") -> Commands:
+        """Drop a session nobody uses: DELETE it upstream (when it has an id) and forget it."""
+        fields = {
+            "session": link.name,
+            "principal": link.principal[:16],
+            "capabilities": link.label,
+            "why": why,
+        }
+        commands: Commands = [Log("upstream_session_closed", "info", fields)]
+        if link.stream_leg is not None:
+            self._ctx.drop_leg(link.stream_leg)
+            commands.append(CloseLeg(link.stream_leg))
+            link.stream_leg = None
+        if link.session_id is not None:
+            leg = self._ctx.new_id("leg")
+            self._ctx.legs[leg] = LegRef("close", link.name)
+            commands.append(DeleteSession(leg, link.delete_headers()))
+        return [*commands, *self._discard(link, ending)]
+
+    def end_all(self) -> Commands:
+        """The proxy is stopping: DELETE every session upstream (its calls end with the proxy)."""
+        commands: Commands = []
+        for link in self._ctx.pool:
+            if link.session_id is None:
+                continue
+            fields = {"session": link.name, "principal": link.principal[:16], "capabilities": link.label}
+            leg = self._ctx.new_id("leg")
+            self._ctx.legs[leg] = LegRef("close", link.name)
+            commands.extend(
+                [Log("upstream_session_ended", "info", fields), DeleteSession(leg, link.delete_headers())]
+            )
+            link.session_id = None  # one DELETE per session, however often this is asked
+        return commands
+
+    def _discard(self, link: UpstreamLink, ending: str = "ended") -> Commands:
+        self._ctx.pool.remove(link, ending)
+        timer, link.timer = link.timer, None
+        return [CancelTimer(timer)] if timer is not None else []
+
+    def _arm(self, link: UpstreamLink) -> Commands:
+        link.timer = f"{IDLE_TIMER}{link.name}"
+        return [StartTimer(link.timer, self._ctx.session_ttl)]
+
+    def on_close_answer(self, leg: str, status: int | None, why: str = "") -> Commands:
+        """The DELETE's answer: anything but success, 404 (already gone) or 405 (not offered) is logged."""
+        self._ctx.drop_leg(leg)
+        if status is None:
+            return [Log("upstream_session_delete_failed", "warning", {"leg": leg, "why": why})]
+        if status >= 400 and status not in (404, 405):
+            return [Log("upstream_session_delete_refused", "warning", {"leg": leg, "status": status})]
+        return []
+
+
+def _sessions_full(ctx: MrtrContext) -> Fault:
+    """The refusal when every session is busy and none may be added: it names the setting."""
+    text = (
+        f"The proxy already holds max_upstream_sessions={ctx.pool.max_sessions} sessions with the "
+        "legacy upstream and every one is in use; retry when a call has finished, or raise "
+        "max_upstream_sessions (one session per caller and declared capability set)."
+    )
+    return lambda ident, _method: error_response(ident, errors.UPSTREAM_UNAVAILABLE, text)
