@@ -78,7 +78,7 @@ class Proxy:
             store=self.store,
             bus=self.bus,
         )
-        self.router = Router(settings, upstream, lambda: self.state.http)
+        self.router = Router(settings, upstream, lambda: self.state.pool)
         self.state.router = self.router
         ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
@@ -195,6 +195,7 @@ class Proxy:
 
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
+        self.router.close()
         if self._front is not None:
             await self._front.close(CLOSE_TIMEOUT)
             self._front = None

@@ -23,10 +23,12 @@ from proxy.framing.http import Upstream, forward_request_headers, forward_respon
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
 
-_FAULT_STATUS = {"unreachable": 502, "timeout": 504}
+_FAULT_STATUS = {"unreachable": 502, "timeout": 504, "unsendable": 400, "era_unknown": 503}
 _FAULT_TEXT = {
     "unreachable": "upstream MCP server unreachable",
     "timeout": "upstream MCP server did not answer in time",
+    "unsendable": "the proxy cannot forward this request as it is",
+    "era_unknown": "upstream MCP server not reachable yet",
 }
 
 
@@ -35,7 +37,8 @@ class UpstreamRequest:
     """The request to send upstream for one client request."""
 
     http_method: str
-    path: str
+    target: str
+    """Origin form: the upstream's path for the client's, with the queries (`Upstream.with_query`)."""
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
@@ -61,13 +64,12 @@ class FaultAnswer:
 def upstream_request(route: Route, upstream: Upstream, query: str = "") -> UpstreamRequest:
     """The client's request as the upstream gets it: same method, body and query, headers rewritten.
 
-    The query is the client's, as sent (percent-encoding kept), unless the upstream's path has one.
+    The query is the upstream URL's, then the client's as sent (percent-encoding kept). `Host` and
+    the body's length are framed with the head (`encode_request_head`), not here.
     """
-    headers = tuple(forward_request_headers(route.headers, upstream))
-    path = upstream.path_for(route.path)
-    if query and "?" not in path:
-        path = f"{path}?{query}"
-    return UpstreamRequest(route.http_method, path, headers, route.raw)
+    headers = tuple(forward_request_headers(route.headers))
+    target = upstream.with_query(upstream.path_for(route.path), query)
+    return UpstreamRequest(route.http_method, target, headers, route.raw)
 
 
 def client_head(status: int, headers: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> ClientHead:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -18,26 +19,41 @@ _NOT_FORWARDED_DOWN = frozenset({"content-length"})
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """A parsed upstream URL: where the proxy connects and what `Host` it presents."""
+    """A parsed upstream URL: where the proxy connects, what `Host` it presents, what target it asks for."""
 
     url: str
     scheme: str
     host: str
     port: int
     base_path: str
+    query: str = ""
+    """The upstream URL's query, as written (percent-encoding kept); every upstream request carries it."""
 
     host_header: str = field(init=False, repr=False, compare=False)
     """The `Host` value the upstream expects (port omitted when it is the scheme default)."""
     origin: str = field(init=False, repr=False, compare=False)
     """scheme://host:port, the part of the URL that names the server."""
+    target: str = field(init=False, repr=False, compare=False)
+    """The MCP endpoint in origin form (path and query), the request target of every bridged request."""
 
     def __post_init__(self) -> None:
-        # Worked out once: both are read for every relayed request.
+        # Worked out once: all three are read for every relayed request.
         default = 443 if self.scheme == "https" else 80
-        host_header = self.host if self.port == default else f"{self.host}:{self.port}"
         host = f"[{self.host}]" if ":" in self.host else self.host
+        host_header = host if self.port == default else f"{host}:{self.port}"
         object.__setattr__(self, "host_header", host_header)
         object.__setattr__(self, "origin", f"{self.scheme}://{host}:{self.port}")
+        object.__setattr__(self, "target", self.with_query(self.base_path))
+
+    def with_query(self, path: str, client_query: str = "") -> str:
+        """`path` with the upstream URL's query, then the client's (unless it repeats the upstream's).
+
+        The order is nginx's for a `proxy_pass` URL with arguments: the configured ones first.
+        """
+        queries = [q for q in (self.query, client_query) if q]
+        if len(queries) == 2 and queries[0] == queries[1]:
+            del queries[1]
+        return f"{path}?{'&'.join(queries)}" if queries else path
 
     def path_for(self, client_path: str) -> str:
         """Map the client's request path onto the upstream URL's path.
@@ -60,8 +76,72 @@ def parse_upstream(url: str) -> Upstream:
         raise ValueError(f"not an http(s) URL: {url!r}")
     if not parts.hostname:
         raise ValueError(f"URL has no host: {url!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return Upstream(url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=parts.path or "/")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:  # a port out of range or not a number
+        raise ValueError(f"bad port in URL {url!r}: {exc}") from None
+    path = parts.path or "/"
+    if _NOT_IN_TARGET.search(path + parts.query):
+        raise ValueError(f"URL has spaces or control characters in its path or query: {url!r}")
+    return Upstream(
+        url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=path, query=parts.query
+    )
+
+
+# -- request heads on the wire ------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""RFC 9110 token: what a method and a header field name may consist of."""
+_NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f-\xff]")
+"""Bytes an origin-form request target never holds raw (they would end or bend the request line)."""
+_NOT_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""Control bytes a field value never holds (CR and LF would end the field; HTAB is allowed)."""
+
+
+class HeadError(ValueError):
+    """A request head that cannot go on the wire as given: it would change where the message ends."""
+
+
+def origin_form(target: str) -> str:
+    """Check that `target` is an origin-form request target (`/path?query`); HeadError if not.
+
+    An absolute URL (`http://host/path`) is refused here, not sent: servers on h11 (uvicorn without
+    httptools, which `pip install mcp` gives) route on the raw target and answer 404 to it.
+    """
+    if not target.startswith("/") or _NOT_IN_TARGET.search(target):
+        raise HeadError(f"not an origin-form request target: {target[:200]!r}")
+    return target
+
+
+def encode_request_head(
+    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body_length: int | None
+) -> bytes:
+    """The request line and headers as bytes, framed in this one place for every upstream request.
+
+    `host` is the upstream's `Host`, added here so no caller sends its own; callers' `Host` and
+    `Content-Length` are dropped, and `body_length` (None: no body, no length) frames the body.
+    Refuses (HeadError) a method or field name that is not a token, a target that is not origin form,
+    and a value with CR, LF or another control byte, since each would let one message end early or
+    smuggle a second one onto a pooled connection.
+    """
+    if not _TOKEN.fullmatch(method):
+        raise HeadError(f"not an HTTP method token: {method[:100]!r}")
+    lines = [f"{method} {origin_form(target)} HTTP/1.1\r\nHost: {host}\r\n"]
+    for name, value in headers:
+        if len(name) in (4, 14) and name.lower() in ("host", "content-length"):
+            continue
+        if not _TOKEN.fullmatch(name):
+            raise HeadError(f"not a header field name: {name[:100]!r}")
+        if _NOT_IN_VALUE.search(value):
+            raise HeadError(f"control character in the value of header {name}")
+        lines.append(f"{name}: {value}\r\n")
+    if body_length is not None:
+        lines.append(f"Content-Length: {body_length}\r\n")
+    lines.append("\r\n")
+    try:
+        return "".join(lines).encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise HeadError(f"a header holds characters outside Latin-1: {exc.reason}") from None
 
 
 def _connection_listed(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
@@ -76,14 +156,16 @@ _DROP_UP = HOP_BY_HOP | _NOT_FORWARDED_UP
 _DROP_DOWN = HOP_BY_HOP | _NOT_FORWARDED_DOWN
 
 
-def forward_request_headers(headers: Iterable[tuple[str, str]], upstream: Upstream) -> list[tuple[str, str]]:
-    """Client headers as sent upstream: hop-by-hop dropped, `Host` rewritten, everything else kept."""
+def forward_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Client headers as sent upstream: hop-by-hop, `Host` and `Content-Length` dropped, the rest kept.
+
+    The upstream's own `Host` and the body's length are added where the head is framed
+    (`encode_request_head`).
+    """
     items = list(headers)
     listed = _connection_listed(items)
     drop = _DROP_UP | listed if listed else _DROP_UP
-    out = [(k, v) for k, v in items if k.lower() not in drop]
-    out.append(("Host", upstream.host_header))
-    return out
+    return [(k, v) for k, v in items if k.lower() not in drop]
 
 
 def forward_response_headers(

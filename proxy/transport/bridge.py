@@ -349,12 +349,9 @@ class BridgeDriver:
     async def _open_leg(
         self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse | None:
-        sent = [(k, v) for k, v in headers if k.lower() not in ("host", "content-length")]
-        sent.append(("Host", self.upstream.host_header))
-        target = self.upstream.origin + self.upstream.base_path
         pool = self._pool()
         try:
-            return await pool.request(method, target, sent, body)
+            return await pool.request(method, self.upstream.target, headers, body)
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
         except UpstreamError as exc:

@@ -44,7 +44,13 @@ async def handle(request: web.Request) -> web.StreamResponse:
         assert isinstance(outcome, Route)
         return await bridge.serve(request, exchange, outcome)
     side = AiohttpSide(request)
-    await PassthroughRelay(state, side, exchange).run(outcome, received=len(raw))
+    relay = PassthroughRelay(state, side, exchange)
+    problem = state.router.unroutable() if state.router is not None and isinstance(outcome, Route) else None
+    if problem is not None:
+        assert isinstance(outcome, Route)
+        relay.refuse_unroutable(outcome, problem, received=len(raw))
+    else:
+        await relay.run(outcome, received=len(raw))
     return side.final()
 
 
@@ -61,5 +67,5 @@ async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDri
     if router is None or not isinstance(outcome, Route):
         return None
     if router.needs_probe():
-        await router.ensure_probed()
+        await router.ensure_probed(outcome.headers)
     return router.bridge_for(outcome)

@@ -388,14 +388,19 @@ class FrontConnection(asyncio.Protocol):
         self._served(side)
 
     async def _probe_then_serve(self, req: _Request, side: FrontSide, outcome: Route, received: int) -> None:
-        """A probe is due before this request can be routed: probe, then hand over or relay."""
+        """A probe is due before this request can be routed: probe, then hand over, relay or refuse."""
         router = self.state.router
         assert router is not None
-        await router.ensure_probed()
+        await router.ensure_probed(outcome.headers)
         if router.bridge_for(outcome) is not None:
             self._hand_over(req)
             raise _HandedOver
-        await PassthroughRelay(self.state, side, self.state.next_exchange()).run(outcome, received=received)
+        relay = PassthroughRelay(self.state, side, self.state.next_exchange())
+        problem = router.unroutable()
+        if problem is not None:
+            relay.refuse_unroutable(outcome, problem, received=received)
+            return
+        await relay.run(outcome, received=received)
 
     def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         """Continue serving the request in a task (the slow paths)."""

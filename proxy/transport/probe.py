@@ -1,12 +1,14 @@
-"""The era probe: ask the upstream once which protocol eras it accepts (see engine/select.py)."""
+"""The era probe: ask the upstream which protocol eras it accepts (see engine/select.py).
+
+It rides the upstream pool like every other upstream request, so its request line and `Host` are
+the ones pass-through and the bridges send: a probe that succeeds proves the path works for them too.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
-
-import aiohttp
-from multidict import CIMultiDict
 
 from proxy.engine.select import (
     UNKNOWN_ERAS,
@@ -18,33 +20,89 @@ from proxy.engine.select import (
 )
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent
+from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
 
-_PROBE_BODY_LIMIT = 1024 * 1024
+PROBE_BODY_LIMIT = 1024 * 1024
+"""Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What one probe found: the eras, and when none, whether the upstream answered at all and why not."""
+
+    eras: UpstreamEras
+    reachable: bool
+    """The upstream answered HTTP (its answers may still fit no era, e.g. 401 without credentials)."""
+    problem: str = ""
+    """Why no era is known: the connection error, or the statuses the upstream answered with."""
+
+
+async def probe_upstream(
+    pool: UpstreamPool,
+    upstream: Upstream,
+    limit_s: float,
+    credentials: tuple[tuple[str, str], ...] = (),
+) -> ProbeResult:
+    """Which eras the upstream accepts; an unknown verdict says whether it could be reached, and why not.
+
+    `credentials` (the `Authorization` of the request that asked for the probe, if any) go along, so
+    an upstream that answers nobody without them can still be told apart.
+    """
+    try:
+        async with asyncio.timeout(limit_s):
+            headers, body = modern_probe()
+            status_m, messages, _ = await _post(pool, upstream, (*headers, *credentials), body)
+            modern = modern_accepted(status_m, messages)
+            headers, body = legacy_probe()
+            status_l, messages, session = await _post(pool, upstream, (*headers, *credentials), body)
+            legacy = legacy_accepted(status_l, messages)
+            if session:
+                await _delete_session(pool, upstream, session, credentials)
+    except TimeoutError:
+        return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
+    except UpstreamError as exc:
+        return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
+    eras = UpstreamEras(legacy=legacy, modern=modern)
+    problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
+    return ProbeResult(eras, True, problem)
 
 
 async def _post(
-    http: aiohttp.ClientSession,
-    upstream: Upstream,
-    headers: tuple[tuple[str, str], ...],
-    body: dict[str, Any],
+    pool: UpstreamPool, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
 ) -> tuple[int, list[Message], str | None]:
-    hdrs = CIMultiDict(headers)
-    hdrs["Host"] = upstream.host_header
-    async with http.post(upstream.origin + upstream.base_path, data=dumps(body), headers=hdrs) as resp:
-        session = resp.headers.get(SESSION_ID)
-        if is_sse(resp.headers.get("content-type")):
+    resp = await pool.request("POST", upstream.target, headers, dumps(body))
+    try:
+        session = resp.header(SESSION_ID)
+        if is_sse(resp.header("content-type")):
             return resp.status, await _first_sse_messages(resp), session
-        raw = await resp.content.read(_PROBE_BODY_LIMIT)
-        return resp.status, list(parse_body(raw).messages), session
+        return resp.status, list(parse_body(await _read(resp)).messages), session
+    finally:
+        resp.close()  # a no-op once released; an answer not read to its end must not be reused
 
 
-async def _first_sse_messages(resp: aiohttp.ClientResponse) -> list[Message]:
+async def _read(resp: UpstreamResponse) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.chunks():
+        size += len(chunk)
+        if size > PROBE_BODY_LIMIT:
+            raise UpstreamError("cut", f"probe answer larger than {PROBE_BODY_LIMIT} bytes")
+        parts.append(chunk)
+    resp.release()
+    return b"".join(parts)
+
+
+async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:
     """Read SSE events until the first JSON-RPC response (the probe needs nothing more)."""
     decoder = SseDecoder()
     found: list[Message] = []
-    async for chunk in resp.content.iter_any():
+    size = 0
+    async for chunk in resp.chunks():
+        size += len(chunk)
+        if size > PROBE_BODY_LIMIT:
+            break
         for item in decoder.feed(chunk):
             if isinstance(item, SseEvent) and item.carries_message:
                 msg = parse_text(item.data)
@@ -54,22 +112,11 @@ async def _first_sse_messages(resp: aiohttp.ClientResponse) -> list[Message]:
     return found
 
 
-async def probe_upstream(http: aiohttp.ClientSession, upstream: Upstream, limit_s: float) -> UpstreamEras:
-    """Which eras the upstream accepts; UNKNOWN when it cannot be reached (the caller probes again later)."""
+async def _delete_session(
+    pool: UpstreamPool, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
+) -> None:
+    resp = await pool.request("DELETE", upstream.target, ((SESSION_ID, session), *credentials), b"")
     try:
-        async with asyncio.timeout(limit_s):
-            status, messages, _ = await _post(http, upstream, *modern_probe())
-            modern = modern_accepted(status, messages)
-            status, messages, session = await _post(http, upstream, *legacy_probe())
-            legacy = legacy_accepted(status, messages)
-            if session:
-                await _delete_session(http, upstream, session)
-    except (aiohttp.ClientError, TimeoutError):
-        return UNKNOWN_ERAS
-    return UpstreamEras(legacy=legacy, modern=modern)
-
-
-async def _delete_session(http: aiohttp.ClientSession, upstream: Upstream, session: str) -> None:
-    headers = {SESSION_ID: session, "Host": upstream.host_header}
-    async with http.delete(upstream.origin + upstream.base_path, headers=headers):
-        pass
+        await _read(resp)
+    finally:
+        resp.close()

@@ -1,9 +1,12 @@
-"""Readiness: is the upstream reachable, and is its protocol era known?
+"""Readiness: is the upstream reachable, and can requests be routed to it?
 
 `/readyz` must be cheap enough for a probe every few seconds and must never hang a prober, so the
 check is a bounded TCP connect to the upstream's host and port (no TLS, no MCP request) plus the
-router's era verdict, probing the upstream only while that verdict is unknown. The answer is cached
-for `ttl` seconds and concurrent probes share one check. A draining proxy is never ready.
+router's era verdict, probing the upstream only while that verdict is unknown. Ready means requests
+are routed: the era is known, or the upstream answers in no era the probe knows (then requests pass
+through, so a server that wants credentials the probe lacks is not held unready forever). A ready
+answer is cached for `ttl` seconds, a not-ready one only briefly, and concurrent probes share one
+check. A draining proxy is never ready.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from dataclasses import dataclass
 
 from proxy.framing.http import Upstream
 from proxy.transport.routing import Router
+
+NOT_READY_TTL = 0.25
+"""Seconds a not-ready verdict is reused before the upstream is checked again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +72,20 @@ class Readiness:
         self._lock = asyncio.Lock()
 
     async def check(self) -> Verdict:
-        """The readiness verdict, checked at most once per `ttl` seconds."""
+        """The readiness verdict: a ready one is kept `ttl` seconds, a not-ready one `NOT_READY_TTL`.
+
+        A not-ready verdict is kept only briefly, so the proxy reports ready within about a second of
+        its upstream starting to answer, however often it is asked.
+        """
         if self.draining():
             return Verdict(False, "draining: the proxy is shutting down", self._era())
         async with self._lock:
-            if self._cached is None or time.monotonic() - self._checked >= self.ttl:
-                self._cached = await self._check()
+            cached = self._cached
+            keep = self.ttl if cached is not None and cached.ready else min(self.ttl, NOT_READY_TTL)
+            if cached is None or time.monotonic() - self._checked >= keep:
+                cached = self._cached = await self._check()
                 self._checked = time.monotonic()
-            return self._cached
+            return cached
 
     async def _check(self) -> Verdict:
         up = self.upstream
@@ -84,11 +96,12 @@ class Readiness:
             with suppress(TimeoutError, RuntimeError):  # RuntimeError: the upstream client is closing
                 async with asyncio.timeout(self.timeout):
                     await self.router.ensure_probed()
-        if self.bridge_off or (self.router is not None and self.router.eras.known):
+        router = self.router
+        if self.bridge_off or router is None or router.eras.known:
             return Verdict(True, "", self._era())
-        return Verdict(
-            False, "upstream era not known yet (its answers to the era probe fit no era)", "unknown"
-        )
+        if router.reachable:  # it answers, in no era the probe knows: requests pass through
+            return Verdict(True, "", "unknown")
+        return Verdict(False, "upstream era not known yet: the era probe got no answer", "unknown")
 
     def _era(self) -> str:
         return self.router.eras.label if self.router is not None else "unknown"

@@ -85,14 +85,20 @@ class PassthroughRelay:
         return outcome
 
     def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes]:
-        """Method, absolute target, headers and body of the upstream request for the route."""
-        upstream = self.state.upstream
-        send = upstream_request(route, upstream, self.client.raw_query)
-        return send.http_method, upstream.origin + send.path, send.headers, send.body
+        """Method, origin-form target, headers and body of the upstream request for the route."""
+        send = upstream_request(route, self.state.upstream, self.client.raw_query)
+        return send.http_method, send.target, send.headers, send.body
 
     def send_now(self, route: Route) -> PendingHead | None:
-        """Send the upstream request on a warm connection at once; None when none is idle."""
-        return self.state.pool.request_nowait(*self._upstream_call(route))
+        """Send the upstream request on a warm connection at once; None when none is idle.
+
+        A request that cannot be framed also gets None here: `relay` meets the same refusal and
+        answers it.
+        """
+        try:
+            return self.state.pool.request_nowait(*self._upstream_call(route))
+        except UpstreamError:
+            return None
 
     async def relay(self, route: Route) -> None:
         """After `open`: the upstream request and its response, to the end of the exchange."""
@@ -124,14 +130,21 @@ class PassthroughRelay:
             self.abandon("proxy_error")
             raise
 
+    def refuse_unroutable(self, route: Route, problem: str, *, received: int) -> None:
+        """Record the request and answer 503: the upstream's era is unknown and it cannot be reached."""
+        if self.open(route, received=received) is not None:
+            self._fault("era_unknown", problem, route.request_id, retry_after=1)
+
     def timed_out(self, route: Route) -> None:
         """No head within the upstream timeout: 504."""
         detail = f"no response head within {self.state.settings.upstream_timeout}s"
         self._fault("timeout", detail, route.request_id)
 
     def unreachable(self, route: Route, exc: UpstreamError) -> None:
-        """The upstream could not be reached, or closed before its head: 502."""
-        self._fault("unreachable", _describe(exc), route.request_id)
+        """The upstream could not be reached or closed before its head (502), or the head could not be
+        framed (400: nothing was sent)."""
+        reason = "unsendable" if exc.kind == "unsendable" else "unreachable"
+        self._fault(reason, _describe(exc), route.request_id)
 
     def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
         """The upstream's head arrived: what the client gets (record it with `headed` once sent)."""
@@ -267,7 +280,9 @@ class PassthroughRelay:
 
     # -- endings --------------------------------------------------------------------------------
 
-    def _answer(self, status: int, body: dict[str, object] | None) -> None:
+    def _answer(
+        self, status: int, body: dict[str, object] | None, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         """Answer the client with a whole response the proxy made (a refusal or a gateway error)."""
         data = dumps(body) if body is not None else b""
         facts = self.state.facts
@@ -284,14 +299,17 @@ class PassthroughRelay:
                     channel=Channel.JSON,
                     note="answered by the proxy",
                 )
-        self.client.respond(status, data, content_type, ())
+        self.client.respond(status, data, content_type, headers)
 
-    def _fault(self, reason: str, detail: str, request_id: RequestId | None) -> None:
+    def _fault(
+        self, reason: str, detail: str, request_id: RequestId | None, *, retry_after: int | None = None
+    ) -> None:
         """The upstream failed before its head: the client gets a gateway error."""
         _LOG.warning("upstream_fault", exchange=self.exchange, reason=reason, detail=detail)
         answer = fault_answer(reason, detail, request_id)
         if answer is not None:
-            self._answer(answer.status, answer.body)
+            extra = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
+            self._answer(answer.status, answer.body, extra)
         self._finish(fault_outcome(reason))
 
     def _cut(self, exc: UpstreamError) -> None:

@@ -1,7 +1,12 @@
 """Routing: which engine serves a client request, from the client's era and what the probe found.
 
-The upstream's eras are probed once at start (unless `--upstream-era` forces them) and again when
-they are unknown (upstream down at start) or when its answers stop fitting the verdict.
+No request is routed on a guess. While the upstream's eras are unknown because it could not be
+reached (it is still starting, as a sidecar's server often is), every request waits for a probe (one
+probe at a time, shared by everyone waiting) and, if the upstream is still out of reach, gets a 503
+naming why. An upstream that answers but fits no era (it wants credentials the probe lacked, say) is
+passed through, so the client sees its own answer, an OAuth 401 included; the probe is repeated at
+most every REPROBE_INTERVAL seconds, with the credentials of the request that asked for it. A known
+verdict is probed again when the upstream's answers stop fitting it (`suspect`).
 """
 
 from __future__ import annotations
@@ -10,8 +15,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import aiohttp
-
 from proxy.config import Settings
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
@@ -19,54 +22,96 @@ from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
-from proxy.transport.probe import probe_upstream
+from proxy.transport.probe import ProbeResult, probe_upstream
+from proxy.transport.tasks import spawn
+from proxy.transport.upstream_pool import UpstreamPool
 from proxy.wire.versions import Era
 
 REPROBE_INTERVAL = 2.0
-"""Seconds between probes while the upstream's eras are unknown (it was down, or it changed)."""
+"""Seconds between probes of a reachable upstream whose verdict is inconclusive or stale."""
+
+_CREDENTIALS = ("authorization", "cookie")
+"""Headers of the request that asked for a probe that go along with it."""
 
 
 class Router:
     """Knows the upstream's eras and the running bridges; picks the engine for each request."""
 
-    def __init__(
-        self, settings: Settings, upstream: Upstream, http: Callable[[], aiohttp.ClientSession]
-    ) -> None:
+    def __init__(self, settings: Settings, upstream: Upstream, pool: Callable[[], UpstreamPool]) -> None:
         self.settings = settings
         self.upstream = upstream
-        self._http = http
+        self._pool = pool
         forced = forced_eras(settings.upstream_era)
         self.forced = forced is not None
         self.eras: UpstreamEras = forced or UNKNOWN_ERAS
         self.bridges: dict[Mode, BridgeDriver] = {}
-        self._lock = asyncio.Lock()
+        self.reachable: bool | None = None
+        """Did the upstream answer the last probe at all (None: not probed yet)."""
+        self.problem = ""
+        """Why the last probe found no era ("" when it found one)."""
+        self._probe: asyncio.Task[ProbeResult] | None = None
         self._last_probe = 0.0
         self._stale = False
         self.on_change: Callable[[UpstreamEras], None] | None = None
 
-    def needs_probe(self) -> bool:
-        """The verdict is unknown or stale and no probe ran in the last REPROBE_INTERVAL seconds."""
-        if self.forced or self.settings.bridge == "off" or (self.eras.known and not self._stale):
-            return False
-        return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
+    @property
+    def settled(self) -> bool:
+        """Routing needs no probe: the eras are forced, bridging is off, or the verdict is fresh."""
+        return self.forced or self.settings.bridge == "off" or (self.eras.known and not self._stale)
 
-    async def ensure_probed(self) -> UpstreamEras:
-        """Probe when the verdict is unknown or stale (at most every REPROBE_INTERVAL seconds)."""
+    def needs_probe(self) -> bool:
+        """A request must wait for a probe before it can be routed."""
+        if self.settled:
+            return False
+        if self.eras.known or self.reachable:  # stale, or answered without fitting an era
+            return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
+        return True  # never reached: nothing to route on but a guess
+
+    async def ensure_probed(self, headers: tuple[tuple[str, str], ...] = ()) -> UpstreamEras:
+        """Probe when a request needs it, joining a probe already under way; the verdict after it.
+
+        `headers` are the asking request's: its credentials go along with the probe.
+        """
         if not self.needs_probe():
             return self.eras
-        async with self._lock:
-            if self.eras.known and not self._stale:
-                return self.eras
-            self._last_probe = time.monotonic()
-            found = await probe_upstream(self._http(), self.upstream, self.settings.upstream_timeout)
-            if found.known or not self.eras.known:
-                changed = found != self.eras
-                self.eras, self._stale = found, False
-                if changed:
-                    get_logger().info("upstream_eras", eras=found.label, upstream=self.upstream.url)
-                    if self.on_change is not None:
-                        self.on_change(found)
+        task = self._probe
+        if task is None or task.done():
+            credentials = tuple(
+                (name, value) for name, value in headers if name.lower() in _CREDENTIALS
+            )
+            task = self._probe = spawn(self._run_probe(credentials), name="era-probe")
+        await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
         return self.eras
+
+    async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
+        self._last_probe = time.monotonic()
+        found = await probe_upstream(self._pool(), self.upstream, self.settings.upstream_timeout, credentials)
+        self.reachable, self.problem = found.reachable, found.problem
+        if found.eras.known or not self.eras.known:
+            changed = found.eras != self.eras
+            self.eras, self._stale = found.eras, False
+            if changed:
+                get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
+                if self.on_change is not None:
+                    self.on_change(found.eras)
+        if not found.eras.known:
+            get_logger().info("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
+        return found
+
+    @property
+    def endpoint(self) -> str:
+        """The upstream's MCP endpoint as shown to people: scheme, host, port and path (no credentials)."""
+        return self.upstream.origin + self.upstream.base_path
+
+    def unroutable(self) -> str | None:
+        """Why a request cannot be routed now (the upstream was out of reach at the last probe), or None."""
+        if self.settled or self.eras.known or self.reachable is not False:
+            return None
+        return (
+            f"{self.endpoint}: {self.problem}. The proxy routes no request before it knows which protocol "
+            "era the upstream speaks; check that the MCP server is running and listening there, then "
+            "retry (or set --upstream-era to skip the probe)"
+        )
 
     def suspect(self, reason: str) -> None:
         """The upstream answered in a way its verdict does not explain: probe again soon."""
@@ -90,3 +135,9 @@ class Router:
         """The bridge driver for this request, or None for pass-through."""
         mode = self.mode_for(route)
         return self.bridges.get(mode) if mode is not Mode.PASSTHROUGH else None
+
+    def close(self) -> None:
+        """Stop a probe still under way (the proxy is stopping)."""
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
+

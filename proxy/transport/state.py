@@ -6,7 +6,6 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import aiohttp
 from aiohttp import web
 
 from proxy.config import Settings
@@ -32,7 +31,6 @@ class ProxyState:
     """The pass-through relay's way to the builder: observations wait as facts while nobody watches."""
     store: ChainStore
     bus: EventBus
-    client: aiohttp.ClientSession | None = None
     lean: UpstreamPool | None = None
     router: Router | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -45,15 +43,8 @@ class ProxyState:
         return f"x{next(self._ids)}"
 
     @property
-    def http(self) -> aiohttp.ClientSession:
-        """The upstream HTTP client (exists while the app runs)."""
-        if self.client is None:
-            raise RuntimeError("upstream client not started")
-        return self.client
-
-    @property
     def pool(self) -> UpstreamPool:
-        """The lean keep-alive connections that carry pass-through traffic (exist while the app runs)."""
+        """The keep-alive connections that carry every upstream request (exist while the app runs)."""
         if self.lean is None:
             raise RuntimeError("upstream pool not started")
         return self.lean

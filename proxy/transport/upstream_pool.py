@@ -1,11 +1,15 @@
-"""A lean HTTP/1.1 client for the pass-through hot path: keep-alive connections to the one upstream.
+"""A lean HTTP/1.1 client: keep-alive connections to the one upstream, for every upstream request.
 
 aiohttp's client costs about 120 µs of CPU per request on this project's benchmark machine (request
 building, tracing hooks, cookie and timer machinery), three times what relaying the bytes costs. The
-pass-through path needs none of that: it knows its one upstream, sends headers it has already
-filtered, and streams the body back. So this module speaks HTTP/1.1 over asyncio protocols, with
-`httptools` (llhttp, the parser Node uses) reading the responses. The bridges and the era probe keep
-using aiohttp, whose conveniences they do use.
+proxy needs none of that: it knows its one upstream, sends headers it has already filtered, and
+streams the body back. So this module speaks HTTP/1.1 over asyncio protocols, with `httptools`
+(llhttp, the parser Node uses) reading the responses. Pass-through, both bridges' legs and the era
+probe all ride it.
+
+The pool is built from the upstream URL and takes a request target in origin form (`/mcp?x=1`),
+never an absolute URL or a request line: the head, `Host` included, is framed in one place
+(`proxy.framing.http.encode_request_head`), which refuses what would break the message's framing.
 
 Bounded: the pool holds at most `limit` connections (a request past it waits for one, within the
 head timeout), and a response body never buffers more than `HIGH_WATER` bytes before reading from
@@ -24,7 +28,7 @@ from typing import cast
 
 import httptools
 
-from proxy.framing.http import header
+from proxy.framing.http import HeadError, Upstream, encode_request_head, header
 
 HIGH_WATER = 256 * 1024
 """Body bytes held for the relay before the upstream socket is paused."""
@@ -40,7 +44,11 @@ HEAD_SWEEP = 0.1
 
 
 class UpstreamError(Exception):
-    """The upstream could not be reached, or broke the exchange off; `kind` is unreachable or cut."""
+    """The upstream could not be reached, broke the exchange off, or the request could not be framed.
+
+    `kind` is `unreachable`, `cut` or `unsendable` (a head `encode_request_head` refused; nothing was
+    sent and no connection was taken).
+    """
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
@@ -296,13 +304,14 @@ def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
         head.set_exception(TimeoutError())
 
 
-def _request_bytes(method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
-    head = [f"{method} {target} HTTP/1.1\r\n"]
-    head += [f"{name}: {value}\r\n" for name, value in headers]
-    if body or method in ("POST", "PUT", "PATCH"):
-        head.append(f"Content-Length: {len(body)}\r\n")
-    head.append("\r\n")
-    return "".join(head).encode("latin-1") + body
+def _request_bytes(
+    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body: bytes
+) -> bytes:
+    length = len(body) if body or method in ("POST", "PUT", "PATCH") else None
+    try:
+        return encode_request_head(method, target, host, headers, length) + body
+    except HeadError as exc:
+        raise UpstreamError("unsendable", str(exc)) from None
 
 
 class PendingHead:
@@ -338,19 +347,19 @@ class UpstreamPool:
 
     def __init__(
         self,
-        host: str,
-        port: int,
+        upstream: Upstream,
         *,
-        tls: bool = False,
         limit: int = 2048,
         connect_timeout: float = 5.0,
         head_timeout: float = 60.0,
     ) -> None:
-        self.host = host
-        self.port = port
+        self.upstream = upstream
+        self.host = upstream.host
+        self.port = upstream.port
         self.limit = limit
         self.connect_timeout = connect_timeout
         self.head_timeout = head_timeout
+        tls = upstream.scheme == "https"
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if tls else None
         self._idle: deque[_Connection] = deque()
         self._open = 0
@@ -369,16 +378,18 @@ class UpstreamPool:
     ) -> UpstreamResponse:
         """Send one request and return once the response head has arrived (within `head_timeout` seconds).
 
-        Raises TimeoutError past the timeout, UpstreamError when the upstream cannot be reached or
-        breaks the connection before answering.
+        `target` is origin form: the path and query on the upstream (`Upstream.target` for the MCP
+        endpoint). Raises TimeoutError past the timeout, UpstreamError when the upstream cannot be
+        reached or breaks the connection before answering, or the head cannot be framed.
         """
-        pending = self.request_nowait(method, target, headers, body)
+        data = _request_bytes(method, target, self.upstream.host_header, headers, body)
+        pending = self._send_idle(data, method)
         if pending is None:  # no warm connection: connect, or wait for one, within the same budget
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.head_timeout
             async with asyncio.timeout_at(deadline):
                 conn = await self._acquire()
-            pending = self._send(conn, _request_bytes(method, target, headers, body), method, deadline)
+            pending = self._send(conn, data, method, deadline)
         try:
             await pending.future
         except asyncio.CancelledError:
@@ -394,13 +405,20 @@ class UpstreamPool:
         """Send one request on a warm connection at once; None when there is none idle.
 
         The hot path of pass-through: no task, no await; the caller learns of the head through the
-        returned future (a done callback) and collects it with `PendingHead.result`.
+        returned future (a done callback) and collects it with `PendingHead.result`. A head that
+        cannot be framed raises UpstreamError("unsendable") before any connection is taken.
         """
+        if self._closed or not self._idle:
+            return None
+        data = _request_bytes(method, target, self.upstream.host_header, headers, body)
+        return self._send_idle(data, method)
+
+    def _send_idle(self, data: bytes, method: str) -> PendingHead | None:
         conn = None if self._closed else self._take_idle()
         if conn is None:
             return None
         deadline = asyncio.get_running_loop().time() + self.head_timeout
-        return self._send(conn, _request_bytes(method, target, headers, body), method, deadline)
+        return self._send(conn, data, method, deadline)
 
     def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
         pending = PendingHead(self, conn, conn.send(data, head_only=method == "HEAD"))

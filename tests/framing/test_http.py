@@ -7,7 +7,10 @@ import re
 import pytest
 
 from proxy.framing.http import (
+    HeadError,
+    encode_request_head,
     forward_request_headers,
+    origin_form,
     forward_response_headers,
     header,
     is_sse,
@@ -92,7 +95,6 @@ def test_client_paths_map_onto_the_upstream_base_path(upstream: str, client_path
 
 
 def test_request_headers_drop_hop_by_hop_and_length_and_present_the_upstream_host() -> None:
-    up = parse_upstream("http://upstream.internal:8000/mcp")
     incoming = [
         ("Host", "proxy.local:8080"),
         ("Connection", "keep-alive"),
@@ -108,19 +110,17 @@ def test_request_headers_drop_hop_by_hop_and_length_and_present_the_upstream_hos
         ("Mcp-Param-Region", "=?base64?w7w=?="),
     ]
 
-    out = forward_request_headers(incoming, up)
+    out = forward_request_headers(incoming)
 
     assert out == [
         ("Content-Type", "application/json"),
         ("Authorization", "Bearer t"),
         ("Mcp-Session-Id", "s-1"),
         ("Mcp-Param-Region", "=?base64?w7w=?="),
-        ("Host", "upstream.internal:8000"),
     ]
 
 
 def test_headers_listed_in_connection_are_dropped_whatever_their_case() -> None:
-    up = parse_upstream("http://u/mcp")
     incoming = [
         ("Connection", "X-Trace, close"),
         ("connection", " x-other "),
@@ -129,15 +129,89 @@ def test_headers_listed_in_connection_are_dropped_whatever_their_case() -> None:
         ("X-Kept", "3"),
     ]
 
-    assert forward_request_headers(incoming, up) == [("X-Kept", "3"), ("Host", "u")]
+    assert forward_request_headers(incoming) == [("X-Kept", "3")]
 
 
 def test_repeated_request_headers_all_cross_in_order() -> None:
-    up = parse_upstream("http://u/mcp")
+    out = forward_request_headers([("Accept", "application/json"), ("Accept", "text/event-stream")])
 
-    out = forward_request_headers([("Accept", "application/json"), ("Accept", "text/event-stream")], up)
+    assert out == [("Accept", "application/json"), ("Accept", "text/event-stream")]
 
-    assert out == [("Accept", "application/json"), ("Accept", "text/event-stream"), ("Host", "u")]
+
+# -- request heads ----------------------------------------------------------------------------------
+
+
+def test_an_upstream_url_keeps_its_query_in_the_endpoint_target() -> None:
+    up = parse_upstream("http://example.com:8000/base/mcp?key=a%2Fb&x=1")
+
+    assert (up.base_path, up.query, up.target) == ("/base/mcp", "key=a%2Fb&x=1", "/base/mcp?key=a%2Fb&x=1")
+    assert parse_upstream("http://example.com/mcp").target == "/mcp"
+
+
+def test_an_ipv6_host_header_keeps_its_brackets() -> None:
+    assert parse_upstream("http://[::1]:9000/mcp").host_header == "[::1]:9000"
+    assert parse_upstream("http://[::1]/mcp").host_header == "[::1]"
+
+
+@pytest.mark.parametrize("url", ["http://h:99999/mcp", "http://h/m cp", "http://h/mcp?a=\x7f"])
+def test_an_upstream_url_that_cannot_make_a_request_line_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="URL"):
+        parse_upstream(url)
+
+
+def test_a_request_head_is_origin_form_with_the_upstreams_host_and_the_bodys_length() -> None:
+    head = encode_request_head(
+        "POST",
+        "/mcp?key=1",
+        "upstream.internal:8000",
+        [("Host", "proxy:8080"), ("Content-Length", "999"), ("Content-Type", "application/json")],
+        12,
+    )
+
+    assert head == (
+        b"POST /mcp?key=1 HTTP/1.1\r\nHost: upstream.internal:8000\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+    )
+
+
+def test_a_request_without_a_body_declares_no_length() -> None:
+    assert encode_request_head("GET", "/mcp", "u", [("Accept", "text/event-stream")], None) == (
+        b"GET /mcp HTTP/1.1\r\nHost: u\r\nAccept: text/event-stream\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "target", ["http://u:8000/mcp", "mcp", "*", "/m cp", "/mcp\r\nX: y", "/caf\u00e9", ""]
+)
+def test_only_origin_form_targets_are_framed(target: str) -> None:
+    with pytest.raises(HeadError, match="origin-form"):
+        origin_form(target)
+    with pytest.raises(HeadError):
+        encode_request_head("POST", target, "u", [], 0)
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "problem"),
+    [
+        ("POST\r\nX", [], "method"),
+        ("tools/call", [], "method"),
+        ("POST", [("Mcp-Method", "tools/call\r\nX-Smuggled: 1")], "control character"),
+        ("POST", [("Mcp-Method", "a\nb")], "control character"),
+        ("POST", [("Mcp-Name", "\x00")], "control character"),
+        ("POST", [("Bad Name", "v")], "field name"),
+        ("POST", [("X:Y", "v")], "field name"),
+        ("POST", [("Mcp-Name", "\u2603")], "Latin-1"),
+    ],
+)
+def test_a_head_that_would_end_early_or_smuggle_a_message_is_refused(
+    method: str, headers: list[tuple[str, str]], problem: str
+) -> None:
+    with pytest.raises(HeadError, match=problem):
+        encode_request_head(method, "/mcp", "u", headers, 0)
+
+
+def test_a_tab_inside_a_value_is_allowed() -> None:
+    assert b"X-Note: a\tb\r\n" in encode_request_head("GET", "/", "u", [("X-Note", "a\tb")], None)
 
 
 # -- response headers -----------------------------------------------------------------------------

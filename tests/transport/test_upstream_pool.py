@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from proxy.transport import upstream_pool
+from proxy.framing.http import parse_upstream
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
     WAIT,
@@ -65,14 +66,15 @@ async def aiohttp_upstream(
 @asynccontextmanager
 async def pool_for(server: Upstream, **options: Any) -> AsyncIterator[UpstreamPool]:
     """A pool to the server, closed on exit."""
-    pool = UpstreamPool("127.0.0.1", server.port, **options)
+    pool = UpstreamPool(parse_upstream(f"http://127.0.0.1:{server.port}/"), **options)
     try:
         yield pool
     finally:
         pool.close()
 
 
-HOST = [("Host", "upstream.test")]
+HOST = [("Accept", "*/*")]
+"""Caller headers (the pool adds `Host` itself)."""
 
 
 async def get(pool: UpstreamPool, target: str = "/") -> UpstreamResponse:
@@ -459,7 +461,7 @@ async def test_server_that_closes_before_answering_raises_upstream_error():
 
 
 async def test_connect_refused_raises_unreachable():
-    pool = UpstreamPool("127.0.0.1", dead_port())
+    pool = UpstreamPool(parse_upstream(f"http://127.0.0.1:{dead_port()}/"))
     try:
         with pytest.raises(UpstreamError) as caught:
             await bounded(pool.request("GET", "/", HOST, b""), what="the refused connect")
@@ -514,7 +516,7 @@ async def test_an_idle_connection_past_its_ttl_is_closed_not_reused(monkeypatch)
 
 async def test_a_closed_pool_refuses_requests_and_closes_its_idle_connections():
     async with aiohttp_upstream(answer_with_path) as server:
-        pool = UpstreamPool("127.0.0.1", server.port)
+        pool = UpstreamPool(parse_upstream(f"http://127.0.0.1:{server.port}/"))
         assert await fetch(pool) == (200, b"you asked for /")
         pool.close()
         await wait_until(lambda: pool.open_connections == 0, what="the idle connection to close")
