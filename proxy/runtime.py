@@ -159,6 +159,7 @@ class Proxy:
         try:
             self.port = await self._front.start(host, port)
             self.host = host
+            self.state.listen_url = self.url
             if self.admin is not None:
                 await self.admin.start()
         except OSError:

@@ -17,7 +17,8 @@ pytest_plugins = ["tests.peers.fixtures"]
 @asynccontextmanager
 async def running_proxy(upstream: str, **overrides: Any) -> AsyncIterator[Proxy]:
     """Start a real proxy in this event loop on 127.0.0.1 and a free port; always stop it."""
-    settings = Settings(upstream=upstream, listen="127.0.0.1:0", admin_enabled=False, **overrides)
+    values: dict[str, Any] = {"upstream": upstream, "listen": "127.0.0.1:0", "admin_enabled": False}
+    settings = Settings(**{**values, **overrides})
     proxy = Proxy(settings)
     await proxy.start()
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
@@ -72,17 +73,49 @@ def upstream_request(route: Route, upstream: Upstream, query: str = "") -> Upstr
     return UpstreamRequest(route.http_method, target, headers, route.raw)
 
 
-def client_head(status: int, headers: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> ClientHead:
+def client_head(
+    status: int,
+    headers: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+    redirect: tuple[Upstream, str] | None = None,
+) -> ClientHead:
     """The upstream's head as the client gets it: status unchanged, hop-by-hop headers dropped.
 
     A declared length is kept for a plain body and dropped for an SSE stream, which is relayed event
-    by event and framed for the client's connection.
+    by event and framed for the client's connection. `redirect` (the upstream, and the proxy's own
+    origin as the client addressed it) rewrites a 3xx `Location` that names the upstream, so a
+    redirect never leads the client around the proxy (nginx's `proxy_redirect default`).
     """
     length = header(headers, "content-length")
     keep = length is not None and not is_sse(header(headers, "content-type"))
     out = tuple(forward_response_headers(headers, keep_length=keep))
+    if redirect is not None and 300 <= status < 400:
+        upstream, origin = redirect
+        out = tuple(
+            (k, proxied_location(v, upstream, origin) if k.lower() == "location" else v) for k, v in out
+        )
     size = int(length) if keep and length is not None and length.isdigit() else None
     return ClientHead(status, out, size)
+
+
+def proxied_location(location: str, upstream: Upstream, origin: str) -> str:
+    """A `Location` that names the upstream's origin, moved onto the proxy's; any other stays as it is.
+
+    Relative references already resolve against the proxy's address, and a redirect to some other
+    host is the upstream's business, so only an absolute (or scheme-relative) URL on the upstream's
+    scheme, host and port is rewritten; its path, query and fragment are kept.
+    """
+    try:
+        parts = urlsplit(location)
+        port = parts.port
+    except ValueError:
+        return location
+    if not parts.netloc or (parts.hostname or "").lower() != upstream.host.lower():
+        return location
+    scheme = parts.scheme or upstream.scheme
+    if scheme != upstream.scheme or (port or (443 if scheme == "https" else 80)) != upstream.port:
+        return location
+    rest = location[location.index(parts.netloc) + len(parts.netloc) :]
+    return origin + rest
 
 
 def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> FaultAnswer | None:

@@ -267,11 +267,13 @@ class BridgeDriver:
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
-                run = self._run_leg(leg, "POST", headers, dumps(message), message.get("id"))
+                target = self._target(exchange)
+                run = self._run_leg(leg, target, "POST", headers, dumps(message), message.get("id"))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
-                self.legs[leg] = spawn(self._run_leg(leg, "GET", headers, b""), name=f"leg-{leg}")
+                run = self._run_leg(leg, self._target(exchange), "GET", headers, b"")
+                self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case CloseLeg(leg):
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
@@ -307,10 +309,22 @@ class BridgeDriver:
 
     # -- upstream legs ----------------------------------------------------------------------------
 
+    def _target(self, exchange: str) -> str:
+        """The upstream endpoint in origin form, with the query of the client request behind the leg."""
+        ex = self.exchanges.get(exchange)
+        query = ex.request.rel_url.raw_query_string if ex is not None else ""
+        return self.upstream.with_query(self.upstream.base_path, query)
+
     async def _run_leg(
-        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes, request_id: Any = None
+        self,
+        leg: str,
+        target: str,
+        method: str,
+        headers: tuple[tuple[str, str], ...],
+        body: bytes,
+        request_id: Any = None,
     ) -> None:
-        resp = await self._open_leg(leg, method, headers, body)
+        resp = await self._open_leg(leg, target, method, headers, body)
         if resp is None:
             return
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
@@ -330,7 +344,8 @@ class BridgeDriver:
             resumes += 1
             await asyncio.sleep(min(stream.retry_ms or 0, _MAX_RESUME_WAIT_MS) / 1000)
             self.log.info("leg_resumed", leg=leg, last_event_id=stream.last_id, attempt=resumes)
-            resp = await self._open_leg(leg, "GET", _resume_headers(headers, stream.last_id or ""), b"")
+            resume = _resume_headers(headers, stream.last_id or "")
+            resp = await self._open_leg(leg, target, "GET", resume, b"")
             if resp is None:
                 return
         self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
@@ -347,11 +362,11 @@ class BridgeDriver:
         )
 
     async def _open_leg(
-        self, leg: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse | None:
         pool = self._pool()
         try:
-            return await pool.request(method, self.upstream.target, headers, body)
+            return await pool.request(method, target, headers, body)
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
         except UpstreamError as exc:

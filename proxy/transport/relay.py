@@ -150,7 +150,15 @@ class PassthroughRelay:
         """The upstream's head arrived: what the client gets (record it with `headed` once sent)."""
         self.upstream = upstream
         self._check_verdict(route, upstream.status)
-        return client_head(upstream.status, upstream.headers)
+        status = upstream.status
+        if 300 <= status < 400:
+            return client_head(status, upstream.headers, (self.state.upstream, self._own_origin()))
+        return client_head(status, upstream.headers)
+
+    def _own_origin(self) -> str:
+        """The proxy's origin as this client addressed it (its `Host`), else the address it listens on."""
+        host = header(self.client.headers, "host")
+        return f"http://{host}" if host else self.state.listen_url
 
     def headed(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         """Record the response head."""

@@ -34,6 +34,8 @@ class ProxyState:
     lean: UpstreamPool | None = None
     router: Router | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    listen_url: str = ""
+    """The proxy's own base URL once it listens (`http://127.0.0.1:8080`)."""
     open_streams: int = 0
     relaying: int = 0
     """Pass-through exchanges between their upstream request and their end (drained to zero when idle)."""

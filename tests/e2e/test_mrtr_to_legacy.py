@@ -265,7 +265,8 @@ async def test_a_parked_call_shows_in_its_chain_and_on_the_feed(
 async def test_with_nobody_watching_a_bridged_call_is_built_only_when_someone_reads(
     legacy_server: PeerServer, proxy_for: Callable[..., Any]
 ) -> None:
-    async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+    # Nobody watches only without the admin API: its metrics build chains live.
+    async with proxy_for(legacy_server.url, admin_enabled=False) as proxy, aiohttp.ClientSession() as http:
         result = await first_round(http, proxy)
         _status, reply = await retry(http, proxy, result)
         assert completed(reply), reply

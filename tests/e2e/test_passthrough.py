@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from proxy.flows.events import ChainOpened, ChainStatus, Direction
@@ -165,3 +166,23 @@ async def test_a_polling_server_that_drops_the_stream_is_resumed_by_the_client_t
         "the call's POST, the resuming GET, the answer POST"
     )
     assert not any(c.summary.invalid for c in proxy.store), "priming events are not messages"
+
+
+async def test_a_redirect_to_the_upstreams_own_address_comes_back_through_the_proxy(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    """Starlette redirects `POST /mcp/` to `/mcp` on the Host it saw, which is the upstream's own."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    async def location(http: aiohttp.ClientSession, url: str) -> tuple[int, str | None]:
+        async with http.post(url, data=body, headers=headers, allow_redirects=False) as response:
+            return response.status, response.headers.get("Location")
+
+    async with aiohttp.ClientSession() as http, proxy_for(legacy_server.url) as proxy:
+        _, direct = await location(http, legacy_server.url + "/")
+        status, proxied = await location(http, proxy.endpoint() + "/")
+
+    assert direct == legacy_server.url, "the upstream names itself in the redirect"
+    assert 300 <= status < 400
+    assert proxied == proxy.endpoint(), f"{proxied} leads around the proxy"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from proxy.engine.passthrough import (
     ClientHead,
@@ -11,6 +12,7 @@ from proxy.engine.passthrough import (
     client_head,
     fault_answer,
     fault_outcome,
+    proxied_location,
     upstream_request,
 )
 from proxy.framing.classify import Route, classify
@@ -175,3 +177,45 @@ def test_a_fault_is_recorded_as_an_upstream_outcome_named_by_its_reason() -> Non
     assert fault_outcome("unreachable") == "upstream_unreachable"
     assert fault_outcome("timeout") == "upstream_timeout"
     assert fault_outcome("cut") == "upstream_cut"
+
+
+# -- redirects --------------------------------------------------------------------------------------
+
+OWN = "http://127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("http://upstream.internal:8000/mcp", f"{OWN}/mcp"),
+        ("http://UPSTREAM.internal:8000/mcp?x=1#top", f"{OWN}/mcp?x=1#top"),
+        ("//upstream.internal:8000/other", f"{OWN}/other"),
+        ("http://upstream.internal:8000", OWN),
+        ("/mcp", "/mcp"),
+        ("other/path", "other/path"),
+        ("http://elsewhere.example:8000/mcp", "http://elsewhere.example:8000/mcp"),
+        ("http://upstream.internal:8001/mcp", "http://upstream.internal:8001/mcp"),
+        ("https://upstream.internal:8000/mcp", "https://upstream.internal:8000/mcp"),
+        ("http://upstream.internal:bad/mcp", "http://upstream.internal:bad/mcp"),
+    ],
+)
+def test_a_location_naming_the_upstream_moves_onto_the_proxy(location: str, expected: str) -> None:
+    assert proxied_location(location, UPSTREAM, OWN) == expected
+
+
+def test_the_scheme_default_port_counts_as_the_upstreams() -> None:
+    https = parse_upstream("https://mcp.example.com/mcp")
+
+    assert proxied_location("https://mcp.example.com:443/a", https, OWN) == f"{OWN}/a"
+    assert proxied_location("https://mcp.example.com/a", https, OWN) == f"{OWN}/a"
+    assert proxied_location("http://mcp.example.com/a", https, OWN) == "http://mcp.example.com/a"
+
+
+def test_only_a_redirects_location_is_rewritten() -> None:
+    headers = (("Location", "http://upstream.internal:8000/mcp"), ("Content-Length", "0"))
+
+    assert client_head(307, headers, (UPSTREAM, OWN)).headers == (
+        ("Location", f"{OWN}/mcp"),
+        ("Content-Length", "0"),
+    )
+    assert client_head(201, headers, (UPSTREAM, OWN)).headers == headers

@@ -10,11 +10,11 @@ from proxy.framing.http import (
     HeadError,
     encode_request_head,
     forward_request_headers,
-    origin_form,
     forward_response_headers,
     header,
     is_sse,
     media_type,
+    origin_form,
     parse_upstream,
 )
 

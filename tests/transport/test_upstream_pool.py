@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from proxy.transport import upstream_pool
 from proxy.framing.http import parse_upstream
+from proxy.transport import upstream_pool
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
     WAIT,

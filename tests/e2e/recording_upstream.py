@@ -1,0 +1,198 @@
+"""A scripted MCP upstream on raw sockets that records every request head exactly as its bytes arrived.
+
+A fake, named as one: the wire tests must see the request line and headers the proxy sends for any
+path prefix and query on the upstream URL, and no SDK server can be mounted at such paths on demand
+or hand over the raw bytes it parsed (a framework's request object shows a normalised path; that is
+how absolute-form request lines went unseen). Its answers are the least a server of each era gives:
+
+- legacy: `initialize` -> InitializeResult with an `Mcp-Session-Id`; a 2026-07-28 request -> 400
+  "Unsupported protocol version"; notifications and responses -> 202; DELETE -> 200; GET -> 405.
+- modern: `server/discover` -> DiscoverResult; `initialize` -> 400 -32022; GET/DELETE -> 405.
+- both: `tools/list` and `tools/call` (tool `echo`) answered in the era's shape, as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Era = Literal["legacy", "modern"]
+
+MAX_HEAD = 64 * 1024
+SESSION = "fake-session-1"
+
+
+@dataclass(frozen=True)
+class Head:
+    """One request as received: the raw head bytes and the body."""
+
+    raw: bytes
+    body: bytes
+
+    @property
+    def request_line(self) -> str:
+        """The first line, exactly (`POST /mcp HTTP/1.1`)."""
+        return self.raw.split(b"\r\n", 1)[0].decode("latin-1")
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """Header fields in arrival order and spelling."""
+        out = []
+        for line in self.raw.split(b"\r\n")[1:]:
+            if line:
+                name, _, value = line.decode("latin-1").partition(":")
+                out.append((name, value.strip()))
+        return out
+
+    def values(self, name: str) -> list[str]:
+        """Every value of a header (case-insensitive)."""
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    @property
+    def method(self) -> str | None:
+        """The JSON-RPC method of the body, if it has one."""
+        try:
+            value = json.loads(self.body)
+        except ValueError:
+            return None
+        return value.get("method") if isinstance(value, dict) else None
+
+
+@dataclass
+class RecordingUpstream:
+    """A running fake: its port, its era and every head it received."""
+
+    era: Era
+    port: int = 0
+    heads: list[Head] = field(default_factory=list)
+
+    def url(self, path: str, query: str = "") -> str:
+        """The upstream URL to give the proxy."""
+        return f"http://127.0.0.1:{self.port}{path}" + (f"?{query}" if query else "")
+
+
+def _response(status: int, body: Any = None, headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+    data = b"" if body is None else json.dumps(body).encode()
+    reason = {200: "OK", 202: "Accepted", 400: "Bad Request", 405: "Method Not Allowed"}[status]
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(data)}"]
+    if body is not None:
+        lines.append("Content-Type: application/json")
+    lines += [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+
+def _result(ident: Any, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def _error(ident: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": ident, "error": error}
+
+
+_TOOL = {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}
+
+
+def _answer(era: Era, head: Head) -> bytes:
+    verb = head.request_line.split(" ", 1)[0]
+    if verb == "GET" or (verb == "DELETE" and era == "modern"):
+        return _response(405)
+    if verb == "DELETE":
+        return _response(200)
+    try:
+        message = json.loads(head.body)
+    except ValueError:
+        return _response(400, _error(None, -32700, "Parse error"))
+    if "method" not in message or "id" not in message:
+        return _response(202)
+    ident, method = message["id"], message["method"]
+    modern_wire = "2026-07-28" in head.values("MCP-Protocol-Version")
+    if era == "legacy":
+        if modern_wire:
+            return _response(400, _error(ident, -32600, "Unsupported protocol version"))
+        if method == "initialize":
+            result = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "recording-upstream", "version": "1"},
+            }
+            return _response(200, _result(ident, result), (("Mcp-Session-Id", SESSION),))
+        if method == "tools/list":
+            return _response(200, _result(ident, {"tools": [_TOOL]}))
+        if method == "tools/call":
+            return _response(200, _result(ident, {"content": [{"type": "text", "text": "echoed"}]}))
+        return _response(200, _error(ident, -32601, "Method not found"))
+    if method == "initialize":
+        data = {"supported": ["2026-07-28"], "requested": message.get("params", {}).get("protocolVersion")}
+        return _response(400, _error(ident, -32022, "Unsupported protocol version", data))
+    info = {"io.modelcontextprotocol/serverInfo": {"name": "recording-upstream", "version": "1"}}
+    if method == "server/discover":
+        result = {
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": info,
+        }
+        return _response(200, _result(ident, result))
+    if method == "tools/list":
+        result = {"resultType": "complete", "tools": [_TOOL], "ttlMs": 0, "cacheScope": "private"}
+        return _response(200, _result(ident, result))
+    if method == "tools/call":
+        result = {"resultType": "complete", "content": [{"type": "text", "text": "echoed"}], "_meta": info}
+        return _response(200, _result(ident, result))
+    return _response(200, _error(ident, -32601, "Method not found"))
+
+
+async def _read_head(reader: asyncio.StreamReader) -> Head | None:
+    try:
+        raw = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        return None
+    length = 0
+    for line in raw.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    body = await reader.readexactly(length) if length else b""
+    return Head(raw, body)
+
+
+@asynccontextmanager
+async def recording_upstream(era: Era) -> AsyncIterator[RecordingUpstream]:
+    """Serve on 127.0.0.1:0 (keep-alive, one request at a time per connection); stopped on exit."""
+    fake = RecordingUpstream(era)
+    tasks: set[asyncio.Task[Any]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.add(task)
+        try:
+            while (head := await _read_head(reader)) is not None:
+                fake.heads.append(head)
+                writer.write(_answer(era, head))
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, limit=MAX_HEAD)
+    fake.port = int(server.sockets[0].getsockname()[1])
+    try:
+        yield fake
+    finally:
+        server.close()
+        for task in tasks:
+            task.cancel()
+        with suppress(Exception):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()

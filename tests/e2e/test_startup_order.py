@@ -1,0 +1,128 @@
+"""Start-up order does not matter: a proxy that starts before its upstream routes nothing on a guess.
+
+In a sidecar pod the proxy and the MCP server start together, so the proxy's first era probe often
+finds nobody listening. Requests that arrive while the upstream is out of reach wait for a probe and
+get a 503 naming the cause; the first requests after the upstream comes up are bridged as they must
+be. The race runs through the `mcp-proxy` command (uvloop, default settings but free ports), ten
+times per bridged direction, with the clients starting the moment the server says it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import aiohttp
+import pytest
+
+from proxy.runtime import Proxy
+from tests.peers.runner import PeerServer, arun_peer
+from tests.peers.scenarios import expected_result, run_scenario
+from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
+from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
+
+pytestmark = pytest.mark.e2e
+
+TOOLS = [
+    "echo",
+    "add",
+    "ask_name",
+    "ask_url",
+    "ask_llm",
+    "list_client_roots",
+    "ask_twice",
+    "ask_two_at_once",
+    "state_only",
+    "slow_progress",
+    "fail",
+]
+"""One call of each tool of the test peers' catalogue: the eleven a started-up proxy must bridge."""
+
+ROUNDS = 10
+
+
+async def race_once(mode: str, kind: str) -> dict[str, bool]:
+    """Proxy first, then the upstream on the port it was told, then every tool at once; pass per tool."""
+    port = dead_port()
+    env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp"))
+    proxy = await asyncio.to_thread(ProxyProcess(env).start)
+    try:
+        async with arun_peer(kind, port=port):
+            outcomes = await asyncio.gather(
+                *(run_scenario(proxy.endpoint(), mode, tool) for tool in TOOLS), return_exceptions=True
+            )
+    finally:
+        await asyncio.to_thread(proxy.stop)
+    return {tool: got == expected_result(tool) for tool, got in zip(TOOLS, outcomes, strict=True)}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [("legacy", "modern-mrtr"), ("2026-07-28", "legacy-inflight")],
+    ids=["legacy-client-to-modern-server", "modern-client-to-legacy-server"],
+)
+async def test_a_proxy_started_before_its_upstream_bridges_every_first_call(mode: str, kind: str) -> None:
+    failures = []
+    for attempt in range(ROUNDS):
+        passed = await race_once(mode, kind)
+        if not all(passed.values()):
+            failures.append((attempt, sorted(tool for tool, ok in passed.items() if not ok)))
+    assert not failures, f"rounds with failed tools (of {len(TOOLS)} each): {failures}"
+
+
+async def test_requests_while_the_upstream_is_out_of_reach_get_a_503_naming_it(
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
+) -> None:
+    port = dead_port()
+    async with proxy_for(f"http://127.0.0.1:{port}/mcp") as proxy, aiohttp.ClientSession() as http:
+        assert not proxy.router.eras.known
+        started = time.monotonic()
+        async with http.post(proxy.endpoint(), data=rpc("tools/list", 41), headers=CLIENT_ACCEPT) as resp:
+            status, retry, body = resp.status, resp.headers.get("Retry-After"), await resp.json()
+        waited = time.monotonic() - started
+
+    assert status == 503
+    assert retry == "1"
+    assert body["id"] == 41
+    message = body["error"]["message"]
+    assert f"127.0.0.1:{port}/mcp" in message
+    assert "check that the MCP server is running" in message
+    assert waited < proxy.settings.upstream_connect_timeout + 1
+
+
+async def test_a_request_joins_the_probe_that_finds_the_upstream_up(
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
+) -> None:
+    """No probe interval holds a request back once the upstream listens: the very next one is bridged."""
+    port = dead_port()
+    async with proxy_for(f"http://127.0.0.1:{port}/mcp") as proxy:
+        assert proxy.router.reachable is False
+        async with arun_peer("modern-mrtr", port=port):
+            got = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
+        assert proxy.router.eras.label == "modern"
+    assert got == expected_result("ask_name")
+
+
+async def test_readyz_turns_ready_within_a_second_of_the_upstream_listening() -> None:
+    port = dead_port()
+    env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp"))
+    with ProxyProcess(env) as proxy:
+        status, _, body = await admin_get(proxy.admin + "/readyz")
+        assert status == 503, body
+        assert "unreachable" in json.loads(body)["reason"]
+        peer = PeerServer("legacy-inflight", port=port)
+        await asyncio.to_thread(peer.start)
+        try:
+            up = time.monotonic()
+            while (status := (await admin_get(proxy.admin + "/readyz"))[0]) != 200:
+                assert time.monotonic() - up < 5, "not ready 5 s after the upstream came up"
+                await asyncio.sleep(0.05)
+            took = time.monotonic() - up
+        finally:
+            await asyncio.to_thread(peer.cleanup)
+    assert took < 1.0, f"ready {took:.2f}s after the upstream listened"
+
