@@ -44,7 +44,10 @@ def http_implementation(config: uvicorn.Config) -> str:
 
 
 def _bind(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, as uvicorn's own binding (loop.create_server) creates it: asyncio sets TCP_NODELAY
+    # only on sockets that say they are TCP, and without it every response written in pieces (an SSE
+    # event, then the last chunk) waits on a delayed ACK, about 40 ms, which users' servers never do.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, port))
     sock.set_inheritable(True)
