@@ -175,7 +175,8 @@ def _run(cmd: Sequence[str | Path], *, cwd: Path | None = None) -> None:
 
 
 def _probe(python: Path, code: str) -> bool:
-    return subprocess.run([python, "-c", code], timeout=60, check=False).returncode == 0
+    """Whether `code` runs in the environment of `python` (its output is not needed)."""
+    return subprocess.run([python, "-c", code], capture_output=True, timeout=60, check=False).returncode == 0
 
 
 def build_python(http: Http) -> None:
