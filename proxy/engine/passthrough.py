@@ -31,6 +31,11 @@ _FAULT_TEXT = {
     "unsendable": "the proxy cannot forward this request as it is",
     "era_unknown": "upstream MCP server not reachable yet",
 }
+_FAULT_HINT = {
+    "unreachable": "check that the MCP server is running and that --upstream names it",
+    "timeout": "a server this slow needs a larger --upstream-timeout",
+}
+"""What the user can do about a fault, added to its message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +128,9 @@ def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> Faul
     status = _FAULT_STATUS.get(reason)
     if status is None:
         return None
-    status, body = gateway_error(status, request_id, f"{_FAULT_TEXT[reason]}: {detail}".rstrip(": "))
+    message = f"{_FAULT_TEXT[reason]}: {detail}".rstrip(": ")
+    hint = _FAULT_HINT.get(reason)
+    status, body = gateway_error(status, request_id, f"{message} ({hint})" if hint else message)
     return FaultAnswer(status, body)
 
 

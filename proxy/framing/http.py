@@ -90,8 +90,11 @@ def parse_upstream(url: str) -> Upstream:
 
 # -- request heads on the wire ------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TOKEN_CHARS = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_TOKEN = re.compile(_TOKEN_CHARS)
 """RFC 9110 token: what a method and a header field name may consist of."""
+_TOKENS = re.compile(rf"{_TOKEN_CHARS}(?:\t{_TOKEN_CHARS})*")
+"""Tokens joined by tabs (a tab is no token character): every field name of a head in one match."""
 _NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f-\xff]")
 """Bytes an origin-form request target never holds raw (they would end or bend the request line)."""
 _NOT_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -127,14 +130,22 @@ def encode_request_head(
     if not _TOKEN.fullmatch(method):
         raise HeadError(f"not an HTTP method token: {method[:100]!r}")
     lines = [f"{method} {origin_form(target)} HTTP/1.1\r\nHost: {host}\r\n"]
+    names: list[str] = []
+    values: list[str] = []
     for name, value in headers:
         if len(name) in (4, 14) and name.lower() in ("host", "content-length"):
             continue
-        if not _TOKEN.fullmatch(name):
-            raise HeadError(f"not a header field name: {name[:100]!r}")
-        if _NOT_IN_VALUE.search(value):
-            raise HeadError(f"control character in the value of header {name}")
+        names.append(name)
+        values.append(value)
         lines.append(f"{name}: {value}\r\n")
+    # One scan of all names and one of all values: the head is framed for every relayed request.
+    if names and not _TOKENS.fullmatch("\t".join(names)):
+        bad = next(n for n in names if not _TOKEN.fullmatch(n))
+        raise HeadError(f"not a header field name: {bad[:100]!r}")
+    joined = "".join(values)
+    if not joined.isprintable() and _NOT_IN_VALUE.search(joined):  # printable: no control byte at all
+        bad = next(n for n, v in zip(names, values, strict=True) if _NOT_IN_VALUE.search(v))
+        raise HeadError(f"control character in the value of header {bad}")
     if body_length is not None:
         lines.append(f"Content-Length: {body_length}\r\n")
     lines.append("\r\n")

@@ -20,6 +20,8 @@ from proxy.framing.http import parse_upstream
 from proxy.wire import errors
 
 UPSTREAM = parse_upstream("http://upstream.internal:8000/mcp")
+UNREACHABLE_HINT = " (check that the MCP server is running and that --upstream names it)"
+TIMEOUT_HINT = " (a server this slow needs a larger --upstream-timeout)"
 BODY = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}})
 
 
@@ -121,7 +123,7 @@ def test_an_unreachable_upstream_before_the_head_is_answered_502_with_the_reques
             "id": 7,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server unreachable: connection refused",
+                "message": "upstream MCP server unreachable: connection refused" + UNREACHABLE_HINT,
             },
         },
     )
@@ -137,7 +139,7 @@ def test_a_timeout_before_the_head_is_answered_504_with_the_request_id() -> None
             "id": 7,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server did not answer in time",
+                "message": "upstream MCP server did not answer in time" + TIMEOUT_HINT,
             },
         },
     )
@@ -148,7 +150,7 @@ def test_a_timeout_names_its_detail_in_the_message() -> None:
 
     assert answer is not None
     assert answer.body["error"]["message"] == (
-        "upstream MCP server did not answer in time: no response head within 30s"
+        "upstream MCP server did not answer in time: no response head within 30s" + TIMEOUT_HINT
     )
 
 
@@ -163,7 +165,7 @@ def test_a_notification_that_cannot_be_delivered_is_answered_with_a_null_id() ->
             "id": None,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server unreachable: refused",
+                "message": "upstream MCP server unreachable: refused" + UNREACHABLE_HINT,
             },
         },
     )

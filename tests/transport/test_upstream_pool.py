@@ -523,3 +523,48 @@ async def test_a_closed_pool_refuses_requests_and_closes_its_idle_connections():
         with pytest.raises(UpstreamError) as caught:
             await get(pool)
         assert caught.value.kind == "unreachable"
+
+
+# --- heads that cannot be framed ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "headers"),
+    [
+        ("http://127.0.0.1:1/mcp", HOST),
+        ("/mcp", [("Mcp-Method", "tools/call\r\nX-Smuggled: 1")]),
+        ("/mcp", [("Mcp-Method", "\u2603")]),
+    ],
+    ids=["absolute-form", "crlf-in-value", "outside-latin-1"],
+)
+async def test_a_head_that_cannot_be_framed_is_refused_without_taking_a_connection(
+    target: str, headers: list[tuple[str, str]]
+) -> None:
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        assert await fetch(pool, "/warm") == (200, b"you asked for /warm")  # one idle connection
+        with pytest.raises(UpstreamError) as caught:
+            await bounded(pool.request("POST", target, headers, b"{}"), what="the refusal")
+        assert caught.value.kind == "unsendable"
+        assert await fetch(pool, "/after") == (200, b"you asked for /after")
+        assert len(server.peers) == 2, "nothing reached the upstream between the two GETs"
+        assert server.connections == 1, "the refused request took no connection from the pool"
+
+
+async def test_the_pool_sends_its_upstreams_host_and_no_callers():
+    seen: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+
+    async with raw_fake_upstream(record) as server:
+        pool = UpstreamPool(parse_upstream(f"http://127.0.0.1:{server.port}/base?k=1"))
+        try:
+            response = await bounded(
+                pool.request("GET", "/base?k=1", [("Host", "spoofed"), ("X-A", "1")], b""), what="the GET"
+            )
+            response.release()
+        finally:
+            pool.close()
+    assert seen == [f"GET /base?k=1 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nX-A: 1\r\n\r\n".encode()]
