@@ -1,11 +1,13 @@
 """Run conformance scenarios against a URL, read their checks, and tabulate the results.
 
-The CLI is ``@modelcontextprotocol/conformance@0.2.0-alpha.12``, installed by ``scripts/conformance
---install-only`` (``scripts/test`` does it before pytest) under ``<repo>/.cache/node``. It is built
-for Node >= 22; on Node 20 it runs with the preloads in ``<repo>/../shared/tools/node``
-(``loopback-only.cjs`` also keeps any listener on 127.0.0.1). One scenario per process:
+The CLI is ``@modelcontextprotocol/conformance@0.2.0-alpha.12``, pinned in
+``tests/peers/node/package-lock.json`` with the Node peers and installed with them under
+``<repo>/.cache/node`` by ``python3 -m tests.peers.envs`` (``scripts/test`` runs it before pytest). It
+is built for Node >= 22 and runs on Node 20 with the project's own preloads from ``tests/peers/node``:
+``node20-fs.mjs`` supplies the ``fs.globSync`` it imports, ``loopback-only.cjs`` keeps its mock
+servers on 127.0.0.1. One scenario per process:
 
-    node --require loopback-only.cjs --import node20-compat.mjs .../dist/index.js server
+    node --require loopback-only.cjs --import node20-fs.mjs .../dist/index.js server
          --url URL --scenario NAME --spec-version 2026-07-28 -o OUT --timeout MS
 
 It exits 1 iff a check is ``FAILURE`` and writes ``OUT/server-NAME-<timestamp>/checks.json`` (a JSON
@@ -41,6 +43,15 @@ from tests.conformance.checks import (
     evaluate,
 )
 from tests.conformance.scenarios import PREFIX, SCENARIOS
+from tests.peers.envs import (
+    BUILD_COMMAND,
+    LOOPBACK_PRELOAD,
+    NODE20_FS_SHIM,
+    NODE_MODULES,
+    EnvironmentMissingError,
+    node_binary,
+    node_modules,
+)
 
 __all__ = [
     "CLI_JS",
@@ -59,13 +70,10 @@ PACKAGE: Final = "@modelcontextprotocol/conformance"
 VERSION: Final = "0.2.0-alpha.12"
 SPEC_VERSION: Final = "2026-07-28"
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
-NODE_PREFIX: Final = REPO_ROOT / ".cache" / "node"
-PACKAGE_DIR: Final = NODE_PREFIX / "node_modules" / "@modelcontextprotocol" / "conformance"
+PACKAGE_DIR: Final = NODE_MODULES / "@modelcontextprotocol" / "conformance"
 CLI_JS: Final = PACKAGE_DIR / "dist" / "index.js"
-NODE_TOOLS: Final = REPO_ROOT.parent / "shared" / "tools" / "node"
-PRELOAD: Final = NODE_TOOLS / "loopback-only.cjs"
-NODE20_COMPAT: Final = NODE_TOOLS / "node20-compat.mjs"
+PRELOAD: Final = LOOPBACK_PRELOAD
+NODE20_COMPAT: Final = NODE20_FS_SHIM
 
 SCENARIO_TIMEOUT_MS: Final = 30_000
 """The CLI's own per-scenario bound; each of its requests is bounded to 10 s on top."""
@@ -82,22 +90,23 @@ class HarnessMissingError(RuntimeError):
 
 def check_installed() -> None:
     """Raise `HarnessMissingError` saying what to do when something the CLI needs is missing."""
-    if shutil.which("node") is None:
-        raise HarnessMissingError("node is not on PATH (Node 20+ is needed for the conformance CLI)")
+    try:
+        node_binary()
+        node_modules()
+    except EnvironmentMissingError as exc:
+        raise HarnessMissingError(str(exc)) from exc
     try:
         version = json.loads((PACKAGE_DIR / "package.json").read_text()).get("version")
     except (OSError, ValueError):
         version = None
     if version != VERSION or not CLI_JS.is_file():
         raise HarnessMissingError(
-            f"{PACKAGE}@{VERSION} is not installed under {NODE_PREFIX} (found {version!r}); "
-            "run ./scripts/conformance --install-only (./scripts/test does it)"
+            f"{PACKAGE}@{VERSION} is not installed under {NODE_MODULES} (found {version!r}); "
+            f"run `{BUILD_COMMAND}` (./scripts/test does it)"
         )
     for path in (PRELOAD, NODE20_COMPAT):
         if not path.is_file():
-            raise HarnessMissingError(
-                f"missing Node preload {path} (expected in <repo>/../shared/tools/node)"
-            )
+            raise HarnessMissingError(f"missing Node preload {path} (it is part of the repository)")
 
 
 def cli_command(url: str, scenario: str, output_dir: Path) -> list[str]:

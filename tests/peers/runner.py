@@ -1,73 +1,106 @@
-"""Start and stop test peers (``tests.peers.serve``) as subprocesses.
+"""Start and stop test peers as subprocesses, each in the environment a user would run it in.
 
 Peers run in their own process so the proxy under test talks to a real server over real sockets,
-and so a wedged server can always be killed. Every wait here is bounded: the READY line is awaited
-for at most `start_timeout` seconds, shutdown is SIGTERM, then SIGKILL after `stop_timeout`.
-The repository root is derived from this file, so the peers work from a fresh clone anywhere.
+and so a wedged server can always be killed. Python SDK peers (``tests.peers.serve``) run with the
+interpreter of their own virtualenv (`tests.peers.envs.peer_python`), never the proxy's: with only
+``mcp`` installed uvicorn parses HTTP with h11, as it does after a user's ``pip install mcp``. Node
+peers run with ``node`` from the repository's own ``.cache/node``, under the loopback preload.
+
+Every wait here is bounded: the ``READY <port> ...`` line is awaited for at most `start_timeout`
+seconds, shutdown is SIGTERM, then SIGKILL after `stop_timeout`. Every peer binds 127.0.0.1 on a free
+port of its own choosing (port 0), so there is no window in which another test could take it.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from types import TracebackType
-from typing import IO, Final
+from typing import IO, Final, Literal
 
 import anyio.to_thread
 
 from tests.peers.apps import KINDS
+from tests.peers.envs import (
+    LOOPBACK_PRELOAD,
+    NODE_DIR,
+    REPO_ROOT,
+    Http,
+    node_binary,
+    node_package,
+    peer_python,
+)
 
-__all__ = ["REPO_ROOT", "PeerServer", "PeerStartError", "arun_peer", "run_peer"]
-
-REPO_ROOT: Final[Path] = Path(__file__).resolve().parents[2]
-"""The repository root (the directory holding ``tests/``); the peers' working directory."""
+__all__ = [
+    "NODE_KINDS",
+    "REPO_ROOT",
+    "NodeServer",
+    "PeerServer",
+    "PeerStartError",
+    "ServedPeer",
+    "arun_peer",
+    "run_peer",
+]
 
 DEFAULT_START_TIMEOUT: Final = 30.0
 DEFAULT_STOP_TIMEOUT: Final = 5.0
+STDOUT_TAIL: Final = 200
+"""Lines of a peer's stdout kept after READY (server-everything logs every request there)."""
+
+NodeKind = Literal["everything", "ts-v2"]
+NODE_KINDS: Final[tuple[NodeKind, ...]] = ("everything", "ts-v2")
+"""``everything``: @modelcontextprotocol/server-everything in Streamable HTTP mode (legacy era).
+``ts-v2``: tests/peers/node/server.mjs, this catalogue on the TypeScript SDK v2 (2026-07-28 only)."""
+
+ANNOUNCE_ENV: Final = "MCP_TEST_PEER_ANNOUNCE"
+"""Set to 1, the loopback preload prints ``READY <port>`` when the first server starts listening."""
 
 
 class PeerStartError(RuntimeError):
     """The peer process exited or stayed silent instead of printing ``READY <port>``."""
 
 
-class PeerServer:
-    """One peer subprocess. Use as a (sync) context manager, or `start()` / `stop()` it.
+class ServedPeer:
+    """One peer subprocess serving ``/mcp`` on 127.0.0.1. Use as a (sync) context manager.
 
-    After `start()`, `.port` is the TCP port on 127.0.0.1 and `.url` the MCP endpoint.
-    The peer's stderr goes to a temporary file (`stderr_text()`), so a chatty server can never
-    block on a full pipe; stdout is drained by a daemon thread for the same reason.
+    After `start()`, `.port` is the TCP port and `.url` the MCP endpoint. The peer's stderr goes to a
+    temporary file (`stderr_text()`), so a chatty server can never block on a full pipe; stdout is
+    drained by a daemon thread for the same reason. Subclasses say what to run.
     """
 
-    def __init__(
-        self,
-        kind: str,
-        *,
-        port: int = 0,
-        seal_state: bool = True,
-        start_timeout: float = DEFAULT_START_TIMEOUT,
-        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
-        extra_args: list[str] | None = None,
-    ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
-        self.kind = kind
-        self._requested_port = port
-        self._seal_state = seal_state
+    label = "peer"
+
+    def __init__(self, *, start_timeout: float, stop_timeout: float) -> None:
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
-        self._extra_args = list(extra_args or [])
         self._process: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
         self._port: int | None = None
         self._drain_thread: threading.Thread | None = None
+        self._stdout_tail: collections.deque[str] = collections.deque(maxlen=STDOUT_TAIL)
+
+    # -- what to run (subclasses) ------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        """The argv of the peer process."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        """The peer process's environment."""
+        return dict(os.environ)
+
+    def ready(self, words: list[str]) -> None:
+        """Check the words after ``READY <port>`` (nothing by default)."""
+
+    # -- where it is ------------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -92,7 +125,7 @@ class PeerServer:
         return self._process.pid if self._process is not None else None
 
     def stderr_text(self) -> str:
-        """Everything the peer wrote to stderr so far (uvicorn and SDK logs, tracebacks)."""
+        """Everything the peer wrote to stderr so far (server logs, tracebacks)."""
         if self._stderr is None:
             return ""
         try:
@@ -101,61 +134,78 @@ class PeerServer:
         except OSError:
             return ""
 
-    def start(self) -> PeerServer:
+    def stdout_tail(self) -> str:
+        """The last lines the peer wrote to stdout after READY."""
+        return "".join(self._stdout_tail)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def start(self) -> ServedPeer:
         """Spawn the peer and wait (bounded) for its ``READY <port>`` line."""
         if self._process is not None:
             raise RuntimeError("peer already started")
-        cmd = [sys.executable, "-m", "tests.peers.serve", self.kind, "--port", str(self._requested_port)]
-        if not self._seal_state:
-            cmd.append("--no-seal")
-        cmd.extend(self._extra_args)
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
+        cmd = self.command()
         self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
-            mode="w+", prefix=f"peer-{self.kind}-", suffix=".log", delete=False, encoding="utf-8"
+            mode="w+", prefix=f"peer-{self.label}-", suffix=".log", delete=False, encoding="utf-8"
         )
         self._process = subprocess.Popen(
             cmd,
             cwd=REPO_ROOT,
-            env=env,
+            env=self.environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
         )
         lines: queue.Queue[str | None] = queue.Queue()
+        announced = threading.Event()
         stdout = self._process.stdout
         assert stdout is not None
 
         def drain() -> None:
-            # Owns the pipe: reads to EOF (the peer exited) and closes it, so no other thread
-            # ever closes it underneath a pending read.
+            # Owns the pipe: reads to EOF (the peer exited) and closes it, so no other thread ever
+            # closes it underneath a pending read. Lines go to the READY wait, then to a bounded tail.
             try:
                 for line in stdout:
-                    lines.put(line)
+                    if announced.is_set():
+                        self._stdout_tail.append(line)
+                    else:
+                        lines.put(line)
             finally:
                 stdout.close()
                 lines.put(None)
 
-        self._drain_thread = threading.Thread(target=drain, name=f"peer-{self.kind}-stdout", daemon=True)
+        self._drain_thread = threading.Thread(target=drain, name=f"peer-{self.label}-stdout", daemon=True)
         self._drain_thread.start()
         try:
             self._port = self._await_ready(lines)
+            announced.set()
         except BaseException:
             self.cleanup()
             raise
         return self
 
     def _await_ready(self, lines: queue.Queue[str | None]) -> int:
-        try:
-            line = lines.get(timeout=self._start_timeout)
-        except queue.Empty:
-            raise PeerStartError(
-                f"peer {self.kind} printed nothing within {self._start_timeout}s\n{self.stderr_text()}"
-            ) from None
-        if line is None or not line.startswith("READY "):
-            raise PeerStartError(f"peer {self.kind} did not start (stdout: {line!r})\n{self.stderr_text()}")
-        return int(line.split()[1])
+        deadline = time.monotonic() + self._start_timeout
+        seen: list[str] = []
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise PeerStartError(
+                    f"peer {self.label} printed no READY line within {self._start_timeout}s "
+                    f"(stdout: {''.join(seen)[-2000:]!r})\n{self.stderr_text()}"
+                ) from None
+            if line is None:
+                raise PeerStartError(
+                    f"peer {self.label} exited before READY (stdout: {''.join(seen)[-2000:]!r})\n"
+                    f"{self.stderr_text()}"
+                )
+            if line.startswith("READY "):
+                words = line.split()
+                self.ready(words[2:])
+                return int(words[1])
+            seen.append(line)
 
     def stop(self) -> None:
         """Terminate the peer (SIGTERM, then SIGKILL after the stop timeout); idempotent."""
@@ -180,7 +230,7 @@ class PeerServer:
             with contextlib.suppress(OSError):
                 os.unlink(self._stderr.name)
 
-    def __enter__(self) -> PeerServer:
+    def __enter__(self) -> ServedPeer:
         return self.start()
 
     def __exit__(
@@ -190,25 +240,143 @@ class PeerServer:
 
     def __repr__(self) -> str:
         where = self.url if self._port is not None else "not started"
-        return f"PeerServer({self.kind!r}, {where})"
+        return f"{type(self).__name__}({self.label!r}, {where})"
+
+
+class PeerServer(ServedPeer):
+    """A Python SDK peer (``python -m tests.peers.serve KIND``) in its own environment.
+
+    `http` picks the environment, and with it uvicorn's HTTP implementation: ``h11`` (the default,
+    what ``pip install mcp`` gives) or ``httptools``. The peer reports the implementation uvicorn
+    picked and `start()` fails if it is not the one asked for.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        port: int = 0,
+        seal_state: bool = True,
+        http: Http = "h11",
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
+        super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
+        self.kind = kind
+        self.label = kind
+        self.http = http
+        self.http_implementation = ""
+        self._requested_port = port
+        self._seal_state = seal_state
+        self._extra_args = list(extra_args or [])
+
+    def command(self) -> list[str]:
+        cmd = [str(peer_python(self.http)), "-m", "tests.peers.serve", self.kind]
+        cmd += ["--port", str(self._requested_port)]
+        if not self._seal_state:
+            cmd.append("--no-seal")
+        return cmd + self._extra_args
+
+    def environment(self) -> dict[str, str]:
+        # Nothing from the proxy's interpreter may leak into the peer's import path.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def ready(self, words: list[str]) -> None:
+        self.http_implementation = words[0] if words else "(not reported)"
+        if self.http_implementation != self.http:
+            raise PeerStartError(
+                f"peer {self.kind} in the {self.http} environment runs uvicorn on "
+                f"{self.http_implementation}; rebuild the environments (python3 -m tests.peers.envs)"
+            )
+
+    def start(self) -> PeerServer:
+        super().start()
+        return self
+
+    def __enter__(self) -> PeerServer:
+        return self.start()
+
+
+class NodeServer(ServedPeer):
+    """A Node MCP server from the repository's own ``.cache/node``, under the loopback preload.
+
+    ``everything`` is ``@modelcontextprotocol/server-everything`` in Streamable HTTP mode (it reads
+    its port from ``PORT`` and prints nothing useful about it, so the preload announces the port it
+    really bound); ``ts-v2`` is ``tests/peers/node/server.mjs``, which announces itself. The process
+    gets a small environment of its own (server-everything's ``get-env`` tool prints all of it).
+    """
+
+    def __init__(
+        self,
+        kind: NodeKind,
+        *,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    ) -> None:
+        if kind not in NODE_KINDS:
+            raise ValueError(f"unknown Node peer kind {kind!r}; expected one of {', '.join(NODE_KINDS)}")
+        super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
+        self.kind = kind
+        self.label = f"node-{kind}"
+
+    def command(self) -> list[str]:
+        node = node_binary()
+        if self.kind == "everything":
+            entry = node_package("@modelcontextprotocol/server-everything") / "dist" / "index.js"
+            return [node, "--require", str(LOOPBACK_PRELOAD), str(entry), "streamableHttp"]
+        node_package("@modelcontextprotocol/server")
+        return [node, "--require", str(LOOPBACK_PRELOAD), str(NODE_DIR / "server.mjs"), "--port", "0"]
+
+    def environment(self) -> dict[str, str]:
+        return node_environment(PORT="0", **{ANNOUNCE_ENV: "1" if self.kind == "everything" else "0"})
+
+    def start(self) -> NodeServer:
+        super().start()
+        return self
+
+    def __enter__(self) -> NodeServer:
+        return self.start()
+
+
+def node_environment(**extra: str) -> dict[str, str]:
+    """A small, fixed environment for Node processes: PATH and HOME from ours, colours off, `extra`."""
+    env = {key: os.environ[key] for key in ("PATH", "HOME", "TMPDIR") if key in os.environ}
+    env.update({"NO_COLOR": "1", "FORCE_COLOR": "0", "NODE_ENV": "test"})
+    env.update(extra)
+    return env
 
 
 @contextlib.contextmanager
 def run_peer(
-    kind: str, *, port: int = 0, seal_state: bool = True, start_timeout: float = DEFAULT_START_TIMEOUT
+    kind: str,
+    *,
+    port: int = 0,
+    seal_state: bool = True,
+    http: Http = "h11",
+    start_timeout: float = DEFAULT_START_TIMEOUT,
 ) -> Iterator[PeerServer]:
-    """Run a peer for the duration of a ``with`` block; always stopped on exit."""
-    peer = PeerServer(kind, port=port, seal_state=seal_state, start_timeout=start_timeout)
+    """Run a Python peer for the duration of a ``with`` block; always stopped on exit."""
+    peer = PeerServer(kind, port=port, seal_state=seal_state, http=http, start_timeout=start_timeout)
     with peer:
         yield peer
 
 
 @contextlib.asynccontextmanager
 async def arun_peer(
-    kind: str, *, port: int = 0, seal_state: bool = True, start_timeout: float = DEFAULT_START_TIMEOUT
+    kind: str,
+    *,
+    port: int = 0,
+    seal_state: bool = True,
+    http: Http = "h11",
+    start_timeout: float = DEFAULT_START_TIMEOUT,
 ) -> AsyncIterator[PeerServer]:
     """Async twin of `run_peer`: start/stop run in a worker thread so the event loop keeps going."""
-    peer = PeerServer(kind, port=port, seal_state=seal_state, start_timeout=start_timeout)
+    peer = PeerServer(kind, port=port, seal_state=seal_state, http=http, start_timeout=start_timeout)
     await anyio.to_thread.run_sync(peer.start)
     try:
         yield peer

@@ -2,9 +2,11 @@
 
 Tests run peers as subprocesses (see ``tests.peers.runner``) so that a real HTTP server with its own
 event loop sits on the other side of the proxy, exactly as in production. The process binds
-127.0.0.1 only (``--port 0`` picks a free port), prints exactly one line ``READY <port>`` on stdout
-once the app's lifespan has started and the socket is accepting connections, and serves ``/mcp``
-until SIGTERM or SIGINT.
+127.0.0.1 only (``--port 0`` picks a free port), prints exactly one line ``READY <port> <http>`` on
+stdout once the app's lifespan has started and the socket is accepting connections, and serves
+``/mcp`` until SIGTERM or SIGINT. ``<http>`` is the HTTP implementation uvicorn picked (``h11`` or
+``httptools``): uvicorn takes httptools whenever it is installed, so the environment the peer runs in
+decides, and the runner checks it got the one it asked for.
 """
 
 from __future__ import annotations
@@ -31,12 +33,21 @@ class _ReadyServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if not self.should_exit:  # startup failures (e.g. lifespan errors) set should_exit
-            sys.stdout.write(f"READY {self._port}\n")
+            sys.stdout.write(f"READY {self._port} {http_implementation(self.config)}\n")
             sys.stdout.flush()
 
 
+def http_implementation(config: uvicorn.Config) -> str:
+    """``h11`` or ``httptools``: what uvicorn's ``http="auto"`` resolved to once the config is loaded."""
+    name = getattr(config, "http_protocol_class", type(None)).__name__
+    return {"H11Protocol": "h11", "HttpToolsProtocol": "httptools"}.get(name, name)
+
+
 def _bind(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, as uvicorn's own binding (loop.create_server) creates it: asyncio sets TCP_NODELAY
+    # only on sockets that say they are TCP, and without it every response written in pieces (an SSE
+    # event, then the last chunk) waits on a delayed ACK, about 40 ms, which users' servers never do.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, port))
     sock.set_inheritable(True)

@@ -1,0 +1,248 @@
+"""@modelcontextprotocol/server-everything, the reference legacy server, behind ``mcp-proxy``.
+
+server-everything (Streamable HTTP mode, from the repository's own ``.cache/node``, under the loopback
+preload) is a legacy-era server built on the TypeScript SDK v1 with sessions, a GET stream, and tools
+that ask the client in flight (elicitation, URL elicitation, sampling) or report progress. One proxy
+(the ``mcp-proxy`` command, default settings) sits in front of it:
+
+- pass-through: legacy clients (Python SDK, TypeScript SDK v1) list the tools and call every one;
+- the modern->legacy bridge: 2026-07-28 clients (Python SDK, TypeScript SDK v2 pinned) do the same,
+  except ``get-roots-list``: server-everything learns the client's roots from a ``roots/list`` it
+  sends on the session's GET stream right after ``notifications/initialized``, outside any call, and
+  asks again there when it has none. A 2026-07-28 client has no such stream and answers only the
+  requests embedded in a result of its own call, so that tool cannot complete through any bridge.
+
+Each client runs the whole plan on one connection (`tests.peers.clients.run_plan`), answering
+elicitation and sampling with the fixed answers of the test clients. Its results through the proxy
+must equal what the same client library gets from the server directly in the legacy era (the Python
+SDK in legacy mode, the TypeScript SDK v1, the TypeScript SDK v2 in legacy mode), once session ids,
+elicitation ids and clock times are masked and content is reduced to what a user sees. Errors compare
+by JSON-RPC code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from tests.peers.clients import ClientKind, ClientRun, run_plan
+from tests.peers.runner import NodeServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+CALLS: Final[list[tuple[str, str, dict[str, Any]]]] = [
+    ("echo", "echo", {"message": "hello"}),
+    ("get-annotated-message", "get-annotated-message", {"messageType": "error", "includeImage": True}),
+    ("get-env", "get-env", {}),
+    ("get-resource-links", "get-resource-links", {"count": 3}),
+    ("get-resource-reference", "get-resource-reference", {"resourceType": "Text", "resourceId": 1}),
+    ("get-structured-content", "get-structured-content", {"location": "Chicago"}),
+    ("get-sum", "get-sum", {"a": 2, "b": 3}),
+    ("get-tiny-image", "get-tiny-image", {}),
+    (
+        "gzip-file-as-resource",
+        "gzip-file-as-resource",
+        # A data: URL, so the server fetches nothing from the network.
+        {"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resource"},
+    ),
+    # Each toggle twice: on, then off again, so the server sends nothing on its own afterwards.
+    ("toggle-simulated-logging:on", "toggle-simulated-logging", {}),
+    ("toggle-simulated-logging:off", "toggle-simulated-logging", {}),
+    ("toggle-subscriber-updates:on", "toggle-subscriber-updates", {}),
+    ("toggle-subscriber-updates:off", "toggle-subscriber-updates", {}),
+    ("trigger-long-running-operation", "trigger-long-running-operation", {"duration": 0.3, "steps": 3}),
+    ("get-roots-list", "get-roots-list", {}),
+    ("trigger-elicitation-request", "trigger-elicitation-request", {}),
+    (
+        "trigger-url-elicitation",
+        "trigger-url-elicitation",
+        {"url": "https://example.com/consent", "message": "Open it"},
+    ),
+    (
+        "trigger-sampling-request",
+        "trigger-sampling-request",
+        {"prompt": "Capital of France?", "maxTokens": 50},
+    ),
+    # Declares taskSupport "required": a plain call is refused; the refusal must look the same.
+    ("simulate-research-query", "simulate-research-query", {"topic": "otters"}),
+]
+WITH_PROGRESS: Final = {"trigger-long-running-operation"}
+OUTSIDE_A_CALL: Final = {"get-roots-list"}
+"""Tools that need a server request outside any call (see the module docstring): not bridged."""
+
+LISTED: Final = sorted({tool for _, tool, _ in CALLS})
+"""The tools server-everything lists to a client declaring elicitation (form, url), sampling, roots;
+the async ``*-async`` tools need a ``tasks`` client capability, which no test client declares."""
+
+DIRECT_BASELINE: Final[dict[ClientKind, ClientKind]] = {
+    "python-legacy": "python-legacy",
+    "ts-v1": "ts-v1",
+    "python-2026": "python-legacy",
+    "ts-v2": "ts-v2-legacy",
+}
+"""Each client's direct legacy run: the same client library, so client-side habits cancel out."""
+
+
+def plan(*, bridged: bool) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = [{"id": "list_tools", "op": "list_tools"}]
+    for step_id, tool, arguments in CALLS:
+        if bridged and tool in OUTSIDE_A_CALL:
+            continue
+        step = {"id": step_id, "op": "call", "tool": tool, "arguments": arguments}
+        steps.append(step | {"progress": True} if step_id in WITH_PROGRESS else step)
+    return steps
+
+
+# --------------------------------------------------------------------------------------------
+# Normalization: what a user sees, with the values that differ on every run masked.
+# --------------------------------------------------------------------------------------------
+
+_MASKS: Final = [
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z"), "<timestamp>"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}\s?[AP]M\b"), "<clock>"),
+]
+
+
+def mask(text: str) -> str:
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _digest(data: str) -> str:
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def normalize_block(block: dict[str, Any]) -> dict[str, Any]:
+    """One content block: type, user-visible fields, binary data as a digest."""
+    kind = block.get("type")
+    out: dict[str, Any] = {"type": kind}
+    if "annotations" in block:
+        out["annotations"] = block["annotations"]
+    if kind == "text":
+        out["text"] = mask(block["text"])
+    elif kind in ("image", "audio"):
+        out |= {"mimeType": block.get("mimeType"), "data": _digest(block.get("data", ""))}
+    elif kind == "resource_link":
+        out |= {key: block.get(key) for key in ("uri", "name", "mimeType", "description")}
+    elif kind == "resource":
+        resource = block["resource"]
+        body = {"text": mask(resource["text"])} if "text" in resource else {"blob": _digest(resource["blob"])}
+        out |= {"uri": resource.get("uri"), "mimeType": resource.get("mimeType"), **body}
+    return out
+
+
+def normalize_line(line: dict[str, Any]) -> dict[str, Any]:
+    """A step's outcome: the result (or the error's code), callbacks, progress values."""
+    out: dict[str, Any] = {"callbacks": line["callbacks"], "progress": [float(p) for p in line["progress"]]}
+    if "error" in line:
+        out["error"] = line["error"]["code"]
+        return out
+    result = line["result"]
+    if isinstance(result, list):  # list_tools
+        out["result"] = result
+        return out
+    out["result"] = {
+        "content": [normalize_block(block) for block in result.get("content", [])],
+        "isError": bool(result.get("isError", False)),
+    }
+    if result.get("structuredContent") is not None:
+        out["result"]["structuredContent"] = result["structuredContent"]
+    return out
+
+
+def normalized(run: ClientRun) -> dict[str, dict[str, Any]]:
+    return {step_id: normalize_line(line) for step_id, line in run.lines.items()}
+
+
+def differences(got: dict[str, Any], want: dict[str, Any]) -> str:
+    lines = []
+    for step_id in sorted(set(got) | set(want)):
+        if got.get(step_id) != want.get(step_id):
+            lines.append(f"{step_id}:\n    via proxy {json.dumps(got.get(step_id), sort_keys=True)}")
+            lines.append(f"    direct    {json.dumps(want.get(step_id), sort_keys=True)}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures: one server, one proxy, each client library's direct run once.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[NodeServer]:
+    with NodeServer("everything") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def proxy(everything: NodeServer) -> Iterator[ProxyProcess]:
+    with ProxyProcess(clean_env(**settings_env(upstream=everything.url))) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def direct(everything: NodeServer) -> dict[ClientKind, ClientRun]:
+    """Each baseline client's direct run, made on first use."""
+    return {}
+
+
+def direct_run(runs: dict[ClientKind, ClientRun], kind: ClientKind, url: str) -> ClientRun:
+    if kind not in runs:
+        runs[kind] = run_plan(kind, url, plan(bridged=False))
+    return runs[kind]
+
+
+def _logs(proxy: ProxyProcess, everything: NodeServer) -> str:
+    proxy_tail, server_tail = proxy.stderr()[-3000:], everything.stderr_text()[-2000:]
+    return f"--- mcp-proxy stderr ---\n{proxy_tail}\n--- server stderr ---\n{server_tail}"
+
+
+# --------------------------------------------------------------------------------------------
+# Tests.
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_plan_calls_every_tool_the_server_lists_and_each_call_does_its_job(
+    everything: NodeServer, direct: dict[ClientKind, ClientRun]
+) -> None:
+    run = direct_run(direct, "python-legacy", everything.url)
+    lines = normalized(run)
+    assert lines["list_tools"]["result"] == LISTED, run.stderr
+    assert not [step for step, line in lines.items() if "error" in line], run.lines
+    assert lines["trigger-elicitation-request"]["callbacks"] == [
+        "elicitation:Please provide inputs for the following fields:"
+    ]
+    assert "- Name: octocat" in lines["trigger-elicitation-request"]["result"]["content"][1]["text"]
+    assert lines["trigger-url-elicitation"]["callbacks"] == ["elicitation-url:https://example.com/consent"]
+    assert '"text": "Paris"' in lines["trigger-sampling-request"]["result"]["content"][0]["text"]
+    assert lines["trigger-long-running-operation"]["progress"] == [1.0, 2.0, 3.0]
+    assert "proj" in lines["get-roots-list"]["result"]["content"][0]["text"]
+    assert lines["toggle-simulated-logging:off"]["result"]["content"][0]["text"].startswith("Stopped")
+    assert lines["simulate-research-query"]["result"]["isError"] is True
+
+
+@pytest.mark.parametrize("client", ["python-legacy", "ts-v1"])
+def test_a_legacy_client_through_the_proxy_gets_what_it_gets_directly(
+    client: ClientKind, everything: NodeServer, proxy: ProxyProcess, direct: dict[ClientKind, ClientRun]
+) -> None:
+    want = normalized(direct_run(direct, DIRECT_BASELINE[client], everything.url))
+    got = normalized(run_plan(client, proxy.endpoint(), plan(bridged=False)))
+    assert got == want, f"{client} via pass-through:\n{differences(got, want)}\n{_logs(proxy, everything)}"
+
+
+@pytest.mark.parametrize("client", ["python-2026", "ts-v2"])
+def test_a_2026_client_through_the_bridge_gets_what_a_legacy_client_gets_directly(
+    client: ClientKind, everything: NodeServer, proxy: ProxyProcess, direct: dict[ClientKind, ClientRun]
+) -> None:
+    baseline = normalized(direct_run(direct, DIRECT_BASELINE[client], everything.url))
+    want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL}
+    got = normalized(run_plan(client, proxy.endpoint(), plan(bridged=True)))
+    assert got == want, f"{client} via the bridge:\n{differences(got, want)}\n{_logs(proxy, everything)}"

@@ -1,0 +1,258 @@
+"""The test peers' own environments: where they live, how they are built, and the check that they are.
+
+Peers run the way users run them, never inside the proxy's virtualenv:
+
+- Python SDK peers and the Python client CLI run in ``.cache/peers/h11``, a virtualenv holding only
+  ``mcp`` (``requirements.txt``) and what it pulls in. That is what ``pip install mcp`` gives a user,
+  and with it uvicorn parses HTTP with h11, which routes on the raw request target.
+  ``.cache/peers/httptools`` adds ``httptools`` (``requirements-httptools.txt``), for the one run on
+  uvicorn's other parser.
+- Node peers, clients and the conformance CLI come from the npm registry into ``.cache/node``, by
+  ``npm ci`` from the committed ``tests/peers/node/package.json`` and ``package-lock.json``.
+  ``tests/peers/node/node_modules`` is a link to ``.cache/node/node_modules``, so the project's own
+  scripts beside the lock file resolve their imports the ordinary way.
+
+``python3 -m tests.peers.envs`` builds whatever is missing or stale and skips what is up to date (a
+stamp file beside each environment holds the hashes of the files it was built from); ``./scripts/test``
+runs it. This module uses the standard library only, so it runs before any virtualenv exists, and the
+runners call `peer_python` / `node_modules` to fail early with the command that fixes a missing piece.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, Literal
+
+__all__ = [
+    "BUILD_COMMAND",
+    "HTTP_IMPLEMENTATIONS",
+    "LOOPBACK_PRELOAD",
+    "NODE20_FS_SHIM",
+    "NODE_DIR",
+    "NODE_MODULES",
+    "REPO_ROOT",
+    "EnvironmentMissingError",
+    "Http",
+    "node_binary",
+    "node_modules",
+    "node_package",
+    "peer_python",
+]
+
+Http = Literal["h11", "httptools"]
+HTTP_IMPLEMENTATIONS: Final[tuple[Http, ...]] = ("h11", "httptools")
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+PEERS_DIR: Final = REPO_ROOT / "tests" / "peers"
+CACHE: Final = REPO_ROOT / ".cache"
+PYTHON_ENVS: Final = CACHE / "peers"
+NODE_DIR: Final = PEERS_DIR / "node"
+NODE_PREFIX: Final = CACHE / "node"
+NODE_MODULES: Final = NODE_PREFIX / "node_modules"
+NODE_LINK: Final = NODE_DIR / "node_modules"
+LOOPBACK_PRELOAD: Final = NODE_DIR / "loopback-only.cjs"
+"""``node --require`` it: every TCP listener in the process binds 127.0.0.1 (see the file)."""
+NODE20_FS_SHIM: Final = NODE_DIR / "node20-fs.mjs"
+"""``node --import`` it: gives the conformance CLI the ``fs.globSync`` that Node 20 lacks."""
+
+BUILD_COMMAND: Final = "python3 -m tests.peers.envs"
+"""What builds every environment (from the repository root); ``./scripts/test`` runs it."""
+NODE_MIN_MAJOR: Final = 20
+STAMP: Final = ".built-from"
+INSTALL_TIMEOUT: Final = 900.0
+
+_REQUIREMENTS: Final[dict[Http, tuple[Path, ...]]] = {
+    "h11": (PEERS_DIR / "requirements.txt",),
+    "httptools": (PEERS_DIR / "requirements.txt", PEERS_DIR / "requirements-httptools.txt"),
+}
+_NODE_INPUTS: Final = (NODE_DIR / "package.json", NODE_DIR / "package-lock.json")
+_NEEDS_NODE: Final = (
+    f"Node {NODE_MIN_MAJOR}+ and npm are needed for the Node peers and the conformance CLI "
+    "(Debian/Ubuntu: apt-get install nodejs npm)"
+)
+
+
+class EnvironmentMissingError(RuntimeError):
+    """A peer environment is missing or was built from other files than the committed ones."""
+
+
+def _stamp_text(files: Sequence[Path]) -> str:
+    """``<sha256>  <path>`` per input file: what an environment built from `files` records."""
+    lines = []
+    for path in files:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        lines.append(f"{digest}  {path.relative_to(REPO_ROOT).as_posix()}\n")
+    return "".join(lines)
+
+
+def _up_to_date(directory: Path, files: Sequence[Path]) -> bool:
+    try:
+        return (directory / STAMP).read_text(encoding="utf-8") == _stamp_text(files)
+    except OSError:
+        return False
+
+
+def _missing(what: str) -> EnvironmentMissingError:
+    return EnvironmentMissingError(
+        f"{what}; build it with `{BUILD_COMMAND}` from {REPO_ROOT} (./scripts/test does)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Checks (the runners call these before starting anything).
+# --------------------------------------------------------------------------------------------
+
+
+def peer_python(http: Http = "h11") -> Path:
+    """The interpreter of the Python peer environment whose uvicorn uses `http`; raises if not built."""
+    if http not in _REQUIREMENTS:
+        raise ValueError(f"unknown HTTP implementation {http!r}; expected one of {HTTP_IMPLEMENTATIONS}")
+    directory = PYTHON_ENVS / http
+    python = directory / "bin" / "python"
+    if not python.exists():
+        raise _missing(f"the Python peer environment {directory} does not exist")
+    if not _up_to_date(directory, _REQUIREMENTS[http]):
+        raise _missing(f"the Python peer environment {directory} was built from other requirements")
+    return python
+
+
+def node_binary() -> str:
+    """The ``node`` on PATH, checked to be Node 20 or newer."""
+    node = shutil.which("node")
+    if node is None:
+        raise EnvironmentMissingError(f"node is not on PATH. {_NEEDS_NODE}")
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.strip()
+    try:
+        major = int(version.lstrip("v").split(".")[0])
+    except ValueError:
+        major = 0
+    if major < NODE_MIN_MAJOR:
+        raise EnvironmentMissingError(f"node {version or '(unknown version)'} is too old. {_NEEDS_NODE}")
+    return node
+
+
+def node_modules() -> Path:
+    """``.cache/node/node_modules``, checked to match the committed lock file and to be linked in."""
+    if not NODE_MODULES.is_dir():
+        raise _missing(f"the Node packages are not installed under {NODE_MODULES}")
+    if not _up_to_date(NODE_PREFIX, _NODE_INPUTS):
+        raise _missing(f"the Node packages under {NODE_MODULES} were installed from another lock file")
+    if not NODE_LINK.is_symlink():
+        raise _missing(f"{NODE_LINK} is not linked to {NODE_MODULES}")
+    return NODE_MODULES
+
+
+def node_package(name: str) -> Path:
+    """The installed directory of npm package `name` (e.g. ``@modelcontextprotocol/server-everything``)."""
+    path = node_modules() / name
+    if not (path / "package.json").is_file():
+        raise _missing(f"the npm package {name} is not under {NODE_MODULES}")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Building.
+# --------------------------------------------------------------------------------------------
+
+
+def _run(cmd: Sequence[str | Path], *, cwd: Path | None = None) -> None:
+    printable = " ".join(str(part) for part in cmd)
+    try:
+        subprocess.run([str(part) for part in cmd], cwd=cwd, check=True, timeout=INSTALL_TIMEOUT)
+    except subprocess.CalledProcessError as exc:
+        raise EnvironmentMissingError(f"`{printable}` failed with exit code {exc.returncode}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EnvironmentMissingError(f"`{printable}` did not finish within {INSTALL_TIMEOUT:.0f}s") from exc
+
+
+def _probe(python: Path, code: str) -> bool:
+    """Whether `code` runs in the environment of `python` (its output is not needed)."""
+    return subprocess.run([python, "-c", code], capture_output=True, timeout=60, check=False).returncode == 0
+
+
+def build_python(http: Http) -> None:
+    """Create (or recreate, when stale) the Python peer environment for `http`."""
+    directory = PYTHON_ENVS / http
+    files = _REQUIREMENTS[http]
+    if _up_to_date(directory, files) and (directory / "bin" / "python").exists():
+        print(f"peers: {directory.relative_to(REPO_ROOT)} is up to date")
+        return
+    print(f"peers: building {directory.relative_to(REPO_ROOT)} from {files[-1].name}", flush=True)
+    shutil.rmtree(directory, ignore_errors=True)
+    _run([sys.executable, "-m", "venv", directory])
+    python = directory / "bin" / "python"
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", files[-1]])
+    # The point of the h11 environment is that httptools is absent; say so if a dependency brought it.
+    has_httptools = _probe(python, "import httptools")
+    if has_httptools != (http == "httptools"):
+        raise EnvironmentMissingError(
+            f"{directory}: httptools is {'present' if has_httptools else 'absent'}, "
+            f"so uvicorn would not run on {http}"
+        )
+    (directory / STAMP).write_text(_stamp_text(files), encoding="utf-8")
+
+
+def build_node() -> None:
+    """``npm ci`` the committed lock file into ``.cache/node`` and link it beside the lock file."""
+    node_binary()
+    if _up_to_date(NODE_PREFIX, _NODE_INPUTS) and NODE_MODULES.is_dir():
+        print(f"peers: {NODE_PREFIX.relative_to(REPO_ROOT)} is up to date")
+    else:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise EnvironmentMissingError(f"npm is not on PATH. {_NEEDS_NODE}")
+        print(f"peers: npm ci into {NODE_PREFIX.relative_to(REPO_ROOT)}", flush=True)
+        NODE_PREFIX.mkdir(parents=True, exist_ok=True)
+        (NODE_PREFIX / STAMP).unlink(missing_ok=True)
+        for source in _NODE_INPUTS:
+            shutil.copyfile(source, NODE_PREFIX / source.name)
+        # The conformance CLI declares node >= 22 and runs on 20 with NODE20_FS_SHIM; npm's engine
+        # warning about it is expected, hence --loglevel=error.
+        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_PREFIX)
+        (NODE_PREFIX / STAMP).write_text(_stamp_text(_NODE_INPUTS), encoding="utf-8")
+    _link_node_modules()
+
+
+def _link_node_modules() -> None:
+    target = os.path.relpath(NODE_MODULES, NODE_DIR)
+    if NODE_LINK.is_symlink():
+        if os.readlink(NODE_LINK) == target:
+            return
+        NODE_LINK.unlink()
+    elif NODE_LINK.exists():
+        raise EnvironmentMissingError(
+            f"{NODE_LINK} exists and is not a link to {NODE_MODULES}; remove it and run `{BUILD_COMMAND}`"
+        )
+    NODE_LINK.symlink_to(target, target_is_directory=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the environments asked for (default: all), skipping those that are up to date."""
+    parser = argparse.ArgumentParser(prog=BUILD_COMMAND, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", action="store_true", help="only the Python peer environments")
+    parser.add_argument("--node", action="store_true", help="only the Node packages")
+    args = parser.parse_args(argv)
+    both = not args.python and not args.node
+    try:
+        if args.python or both:
+            for http in HTTP_IMPLEMENTATIONS:
+                build_python(http)
+        if args.node or both:
+            build_node()
+    except EnvironmentMissingError as exc:
+        print(f"peers: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
