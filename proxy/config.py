@@ -162,12 +162,14 @@ class Settings(BaseModel):
     """Key that seals requestState tokens; random per process if unset (set it to share between restarts)."""
     continuation_ttl: Seconds = 300.0
     """Seconds a parked upstream call waits for the client's retry before it is cancelled."""
-    round_window: NonNegativeSeconds = 0.0
+    round_window: NonNegativeSeconds = 0.001
     """Seconds the MRTR-client bridge waits for more in-flight requests before answering one round.
 
-    0 answers with the requests that arrived together: those read before the proxy next looks at its
-    sockets (a server's concurrent requests, sent in one burst). Raise it for a server whose
-    concurrent requests leave it spread out in time; every bridged round then waits that long.
+    A server's concurrent requests leave it as separate writes, a few hundred microseconds apart on
+    loopback; the default millisecond holds them in one round, as the server sent them together.
+    0 answers with only those read before the proxy next looks at its sockets (a later one comes as
+    a round of its own). Raise it for a server whose concurrent requests are spread out further;
+    every bridged round waits that long.
     """
     max_continuations: PositiveInt = 1000
     """Most parked upstream calls held at once; beyond it new ones are refused."""
