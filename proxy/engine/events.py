@@ -111,7 +111,8 @@ class LegEnded:
 
 @dataclass(frozen=True, slots=True)
 class LegFailed:
-    """Leg `leg` could not be sent, timed out, or its stream was cut (`reason`: unreachable|timeout|cut)."""
+    """Leg `leg` could not be sent, timed out, or its stream was cut (`reason`: unreachable, unsendable,
+    timeout or cut, as `proxy.engine.faults` words them)."""
 
     leg: str
     reason: str

@@ -37,6 +37,7 @@ from proxy.engine.events import (
     LegResponded,
     TimerFired,
 )
+from proxy.engine.faults import fault_text
 from proxy.engine.modern_request import Envelope, with_envelope
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
@@ -53,12 +54,6 @@ LOG_LEVELS: Final[frozenset[str]] = frozenset(
 
 SESSION_NOT_FOUND: Final = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
-
-_FAULT_TEXT: Final[dict[str, str]] = {
-    "unreachable": "the upstream MCP server is unreachable",
-    "timeout": "the upstream MCP server did not answer in time",
-    "cut": "the upstream MCP server cut the response stream",
-}
 
 
 class LegacyToMrtrEngine:
@@ -114,8 +109,7 @@ class LegacyToMrtrEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                text = _FAULT_TEXT.get(reason, f"the upstream leg failed ({reason})")
-                return self._on_leg_lost(leg, f"{text}: {detail}" if detail else text)
+                return self._on_leg_lost(leg, fault_text(reason, detail))
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
         return []

@@ -50,6 +50,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
+from proxy.engine.faults import fault_text
 from proxy.engine.modern_validation import ParamHeaders, removed, validate
 from proxy.engine.mrtr_calls import CallDriver
 from proxy.engine.mrtr_listen import ListenEmulator
@@ -64,12 +65,6 @@ from proxy.wire.jsonrpc import Kind, Message, error_response
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, request_meta
 
 Commands = list[BridgeCommand]
-
-_FAULT_TEXT: dict[str, str] = {
-    "unreachable": "the upstream MCP server is unreachable",
-    "timeout": "the upstream MCP server did not answer in time",
-    "cut": "the upstream MCP server cut the response stream",
-}
 
 
 class MrtrToLegacyEngine:
@@ -159,8 +154,7 @@ class MrtrToLegacyEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                text = _FAULT_TEXT.get(reason, f"the upstream leg failed ({reason})")
-                return self._on_leg_lost(leg, f"{text}: {detail}" if detail else text)
+                return self._on_leg_lost(leg, fault_text(reason, detail))
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):

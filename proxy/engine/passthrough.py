@@ -19,23 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from proxy.engine.faults import fault_text
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
 
 _FAULT_STATUS = {"unreachable": 502, "timeout": 504, "unsendable": 400, "era_unknown": 503}
-_FAULT_TEXT = {
-    "unreachable": "upstream MCP server unreachable",
-    "timeout": "upstream MCP server did not answer in time",
-    "unsendable": "the proxy cannot forward this request as it is",
-    "era_unknown": "upstream MCP server not reachable yet",
-}
-_FAULT_HINT = {
-    "unreachable": "check that the MCP server is running and that --upstream names it",
-    "timeout": "a server this slow needs a larger --upstream-timeout",
-}
-"""What the user can do about a fault, added to its message."""
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +119,7 @@ def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> Faul
     status = _FAULT_STATUS.get(reason)
     if status is None:
         return None
-    message = f"{_FAULT_TEXT[reason]}: {detail}".rstrip(": ")
-    hint = _FAULT_HINT.get(reason)
-    status, body = gateway_error(status, request_id, f"{message} ({hint})" if hint else message)
+    status, body = gateway_error(status, request_id, fault_text(reason, detail))
     return FaultAnswer(status, body)
 
 

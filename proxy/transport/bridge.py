@@ -391,7 +391,7 @@ class BridgeDriver:
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
         except UpstreamError as exc:
-            self._leg_done(leg, LegFailed(leg, "unreachable", str(exc) or type(exc).__name__))
+            self._leg_done(leg, LegFailed(leg, exc.kind, str(exc) or type(exc).__name__))
         return None
 
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:

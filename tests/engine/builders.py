@@ -19,3 +19,11 @@ def route(http_method: str, body: bytes, headers: tuple[tuple[str, str], ...]) -
 def up(leg_id: str, message: dict[str, Any]) -> LegMessage:
     """One message arriving on an upstream leg."""
     return LegMessage(leg_id, classify_value(message))
+
+
+UNREACHABLE_HINT = " (check that the MCP server is running and that --upstream names it)"
+"""What a fault message adds for an unreachable upstream (proxy.engine.faults)."""
+TIMEOUT_HINT = " (a server this slow needs a larger --upstream-timeout)"
+"""What a fault message adds for an upstream that did not answer in time."""
+CUT_HINT = " (the MCP server's own log says why it stopped)"
+"""What a fault message adds for a cut upstream stream."""

@@ -40,7 +40,7 @@ from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
 from proxy.wire.jsonrpc import result_response as ok
-from tests.engine.builders import route, up
+from tests.engine.builders import CUT_HINT, UNREACHABLE_HINT, route, up
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def test_a_discovery_error_fails_initialize_with_a_readable_internal_error_and_i
 
 def test_an_unreachable_upstream_fails_every_held_initialize() -> None:
     engine = LegacyToMrtrEngine(UPSTREAM, Counter())
-    why = "the upstream MCP server is unreachable: connection refused"
+    why = "the upstream MCP server is unreachable: connection refused" + UNREACHABLE_HINT
     text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
 
     assert (
@@ -1127,7 +1127,7 @@ def test_an_upstream_that_fails_mid_chain_gets_an_internal_error_naming_the_faul
     fields = {"exchange": "x1", "leg": "leg-3", "round": 2, "why": ANY}
     text = (
         "upstream MCP server failed during tools/call: the upstream MCP server cut the response stream: "
-        "connection reset (HTTP 200) (round 2)"
+        "connection reset (the MCP server's own log says why it stopped) (HTTP 200) (round 2)"
     )
 
     assert (
@@ -1286,7 +1286,7 @@ def test_subscriptions_made_before_the_get_stream_are_listened_for_when_it_opens
         << Log(
             "bridge_listen_ended",
             "warning",
-            {"leg": "leg-2", "why": "the upstream MCP server cut the response stream: reset"},
+            {"leg": "leg-2", "why": "the upstream MCP server cut the response stream: reset" + CUT_HINT},
         )
         >> delete("d1")
         << EndClientResponse("g1", "session_deleted")

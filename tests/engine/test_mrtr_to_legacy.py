@@ -41,7 +41,7 @@ from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
 from proxy.wire.jsonrpc import result_response as ok
-from tests.engine.builders import route, up
+from tests.engine.builders import CUT_HINT, TIMEOUT_HINT, UNREACHABLE_HINT, route, up
 from tests.engine.playbook import Playbook
 
 # -- builders ---------------------------------------------------------------------------------------
@@ -679,7 +679,7 @@ def test_an_initialize_failure_fails_every_waiting_request_and_the_next_request_
 
 def test_an_unreachable_upstream_during_initialize_is_a_gateway_fault() -> None:
     engine = MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY)
-    why = "the upstream MCP server is unreachable: connection refused"
+    why = "the upstream MCP server is unreachable: connection refused" + UNREACHABLE_HINT
 
     assert (
         Playbook(engine)
@@ -900,7 +900,7 @@ def test_the_proxy_answers_upstream_pings_and_refuses_requests_a_2026_client_can
             {
                 "leg": "leg-7",
                 "what": "refuse tasks/get",
-                "why": "the upstream MCP server is unreachable: refused",
+                "why": "the upstream MCP server is unreachable: refused" + UNREACHABLE_HINT,
             },
         )
         >> up("leg-6", {"jsonrpc": "2.0", "id": "other", "result": {}})
@@ -911,7 +911,7 @@ def test_the_proxy_answers_upstream_pings_and_refuses_requests_a_2026_client_can
 
 def test_a_leg_that_fails_while_the_client_waits_is_a_gateway_fault_naming_it() -> None:
     engine = ready_engine()
-    cut = "the upstream MCP server cut the response stream: reset"
+    cut = "the upstream MCP server cut the response stream: reset" + CUT_HINT
     ended = "the response ended without a JSON-RPC answer (HTTP 502)"
 
     assert (
@@ -1639,7 +1639,7 @@ def test_a_refused_or_failed_initialized_notification_still_releases_the_waiting
             Log(
                 "upstream_initialized_refused",
                 "warning",
-                {"why": "the upstream MCP server did not answer in time: slow"},
+                {"why": "the upstream MCP server did not answer in time: slow" + TIMEOUT_HINT},
             ),
         ),
     ]:

@@ -123,7 +123,7 @@ def test_an_unreachable_upstream_before_the_head_is_answered_502_with_the_reques
             "id": 7,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server unreachable: connection refused" + UNREACHABLE_HINT,
+                "message": "the upstream MCP server is unreachable: connection refused" + UNREACHABLE_HINT,
             },
         },
     )
@@ -139,7 +139,7 @@ def test_a_timeout_before_the_head_is_answered_504_with_the_request_id() -> None
             "id": 7,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server did not answer in time" + TIMEOUT_HINT,
+                "message": "the upstream MCP server did not answer in time" + TIMEOUT_HINT,
             },
         },
     )
@@ -150,7 +150,7 @@ def test_a_timeout_names_its_detail_in_the_message() -> None:
 
     assert answer is not None
     assert answer.body["error"]["message"] == (
-        "upstream MCP server did not answer in time: no response head within 30s" + TIMEOUT_HINT
+        "the upstream MCP server did not answer in time: no response head within 30s" + TIMEOUT_HINT
     )
 
 
@@ -165,7 +165,7 @@ def test_a_notification_that_cannot_be_delivered_is_answered_with_a_null_id() ->
             "id": None,
             "error": {
                 "code": errors.UPSTREAM_UNAVAILABLE,
-                "message": "upstream MCP server unreachable: refused" + UNREACHABLE_HINT,
+                "message": "the upstream MCP server is unreachable: refused" + UNREACHABLE_HINT,
             },
         },
     )

@@ -25,6 +25,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
     ACCEPT,
@@ -310,7 +311,7 @@ def test_a_refused_or_failed_delete_is_logged() -> None:
         << Log(
             "upstream_session_delete_failed",
             "warning",
-            {"leg": "leg-6", "why": "the upstream MCP server is unreachable: refused"},
+            {"leg": "leg-6", "why": "the upstream MCP server is unreachable: refused" + UNREACHABLE_HINT},
         )
     )
     assert drained(engine, upstream_sessions=0)

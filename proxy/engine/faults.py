@@ -1,0 +1,33 @@
+"""What a client is told when the upstream fails its request: one wording for pass-through and bridges.
+
+Each text says what happened, the detail the transport saw, and what the user can do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FAULT_TEXT: Final[dict[str, str]] = {
+    "unreachable": "the upstream MCP server is unreachable",
+    "timeout": "the upstream MCP server did not answer in time",
+    "cut": "the upstream MCP server cut the response stream",
+    "unsendable": "the proxy cannot send this request upstream as it is",
+    "era_unknown": "the upstream MCP server is not reachable yet",
+}
+"""Keyed by the transport's fault kinds (`UpstreamError.kind`, a leg's failure reason)."""
+
+FAULT_HINT: Final[dict[str, str]] = {
+    "unreachable": "check that the MCP server is running and that --upstream names it",
+    "timeout": "a server this slow needs a larger --upstream-timeout",
+    "cut": "the MCP server's own log says why it stopped",
+}
+"""What the user can do about a fault, where the detail does not already say it."""
+
+
+def fault_text(reason: str, detail: str = "") -> str:
+    """The message for a fault: what happened, its detail, and (in parentheses) what to do."""
+    text = FAULT_TEXT.get(reason, f"the upstream request failed ({reason})")
+    if detail:
+        text = f"{text}: {detail}"
+    hint = FAULT_HINT.get(reason)
+    return f"{text} ({hint})" if hint else text
