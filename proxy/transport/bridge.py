@@ -403,14 +403,7 @@ class BridgeDriver:
                     if isinstance(item, SseEvent):
                         self._leg_event(leg, item, stream)
             return
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in resp.chunks():
-            size += len(chunk)
-            if size > _LEG_BODY_LIMIT:
-                raise UpstreamError("cut", f"leg body larger than {_LEG_BODY_LIMIT} bytes")
-            parts.append(chunk)
-        raw = b"".join(parts)
+        raw = await resp.read(_LEG_BODY_LIMIT, "leg body")
         for msg in parse_body(raw).messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)

@@ -83,15 +83,9 @@ async def _post(
 
 
 async def _read(resp: UpstreamResponse) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in resp.chunks():
-        size += len(chunk)
-        if size > PROBE_BODY_LIMIT:
-            raise UpstreamError("cut", f"probe answer larger than {PROBE_BODY_LIMIT} bytes")
-        parts.append(chunk)
+    body = await resp.read(PROBE_BODY_LIMIT, "probe answer")
     resp.release()
-    return b"".join(parts)
+    return body
 
 
 async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:

@@ -137,6 +137,17 @@ class UpstreamResponse:
             finally:
                 self._waiter = None
 
+    async def read(self, limit: int, what: str) -> bytes:
+        """The whole body, at most `limit` bytes; past it UpstreamError("cut") naming `what` and the limit."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if size > limit:
+                raise UpstreamError("cut", f"{what} larger than {limit} bytes")
+            parts.append(chunk)
+        return b"".join(parts)
+
     def release(self) -> None:
         """Done with the response: its connection goes back to the pool if it can carry another."""
         conn, self._conn = self._conn, None

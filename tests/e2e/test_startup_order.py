@@ -20,26 +20,14 @@ import pytest
 
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer, arun_peer
-from tests.peers.scenarios import expected_result, run_scenario
+from tests.peers.scenarios import TOOL_CALLS, expected_result, run_scenario
 from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
 
 pytestmark = pytest.mark.e2e
 
-TOOLS = [
-    "echo",
-    "add",
-    "ask_name",
-    "ask_url",
-    "ask_llm",
-    "list_client_roots",
-    "ask_twice",
-    "ask_two_at_once",
-    "state_only",
-    "slow_progress",
-    "fail",
-]
-"""One call of each tool of the test peers' catalogue: the eleven a started-up proxy must bridge."""
+TOOLS = TOOL_CALLS
+"""The eleven calls a proxy started before its upstream must bridge from the first one."""
 
 ROUNDS = 10
 

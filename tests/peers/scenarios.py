@@ -323,6 +323,21 @@ SCENARIOS: Final[dict[str, Scenario]] = {
 }
 """Scenario name -> coroutine driving it on a connected client, returning the normalized result."""
 
+TOOL_CALLS: Final = (
+    "echo",
+    "add",
+    "ask_name",
+    "ask_url",
+    "ask_llm",
+    "list_client_roots",
+    "ask_twice",
+    "ask_two_at_once",
+    "state_only",
+    "slow_progress",
+    "fail",
+)
+"""One call of each tool of the catalogue (the scenarios named after a tool)."""
+
 CONCURRENT_SCENARIOS: Final = frozenset({"ask_two_at_once"})
 """Scenarios whose callbacks run concurrently: `run_scenario` sorts their callback list."""
 
