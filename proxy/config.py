@@ -86,6 +86,12 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def base_url(host: str, port: int) -> str:
+    """`http://HOST:PORT` for a bound listener, an IPv6 host in brackets."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
 def flag_name(field: str) -> str:
     """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
     return "--" + field.replace("_", "-")

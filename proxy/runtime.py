@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy import __version__
-from proxy.config import Settings, parse_host_port
+from proxy.config import Settings, base_url, parse_host_port
 from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
@@ -126,8 +126,7 @@ class Proxy:
     @property
     def url(self) -> str:
         """The base URL clients use (scheme, host, bound port)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     def endpoint(self) -> str:
         """The proxy URL that stands for the upstream's MCP endpoint."""

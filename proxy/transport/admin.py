@@ -24,7 +24,7 @@ import orjson
 from aiohttp import web
 from multidict import MultiMapping
 
-from proxy.config import parse_host_port
+from proxy.config import base_url, parse_host_port
 from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
 from proxy.logs import get_logger
 from proxy.transport.feed import FeedSource, serve_feed
@@ -93,8 +93,7 @@ class AdminServer:
     @property
     def url(self) -> str:
         """The admin API's base URL (bound port)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     async def start(self, *, fallback: bool = False) -> None:
         """Start counting and bind the listener; AdminListenError when the address cannot be had.

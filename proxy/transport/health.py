@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import orjson
 from aiohttp import web
 
-from proxy.config import parse_host_port
+from proxy.config import base_url, parse_host_port
 from proxy.transport.readiness import Readiness
 from proxy.transport.state import ProxyState
 
@@ -139,8 +139,7 @@ class HealthServer:
     @property
     def url(self) -> str:
         """The listener's base URL (bound port)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     def app(self) -> web.Application:
         """The health aiohttp application: two routes, JSON 404 for anything else."""
