@@ -26,7 +26,7 @@ from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
 
 _FAULT_STATUS = {"unreachable": 502, "timeout": 504, "unsendable": 400, "era_unknown": 503}
-
+"""HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,7 @@ def parse_upstream(url: str) -> Upstream:
         raise ValueError(f"bad port in URL {url!r}: {exc}") from None
     path = parts.path or "/"
     if _NOT_IN_TARGET.search(path + parts.query):
-        raise ValueError(f"URL has spaces or control characters in its path or query: {url!r}")
+        raise ValueError(f"URL has spaces, controls or non-ASCII characters in its path or query: {url!r}")
     return Upstream(
         url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=path, query=parts.query
     )
@@ -107,8 +107,9 @@ _TOKEN = re.compile(_TOKEN_CHARS)
 """RFC 9110 token: what a method and a header field name may consist of."""
 _TOKENS = re.compile(rf"{_TOKEN_CHARS}(?:\t{_TOKEN_CHARS})*")
 """Tokens joined by tabs (a tab is no token character): every field name of a head in one match."""
-_NOT_IN_TARGET = re.compile(r"[\x00-\x20\x7f-\xff]")
-"""Bytes an origin-form request target never holds raw (they would end or bend the request line)."""
+_NOT_IN_TARGET = re.compile(r"[^\x21-\x7e]")
+"""Anything but visible ASCII: a request target holds no space, control or other character raw
+(a client percent-encodes them), since each would end or bend the request line."""
 _NOT_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 """Control bytes a field value never holds (CR and LF would end the field; HTAB is allowed)."""
 

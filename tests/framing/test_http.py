@@ -153,7 +153,7 @@ def test_an_ipv6_host_header_keeps_its_brackets() -> None:
     assert parse_upstream("http://[::1]/mcp").host_header == "[::1]"
 
 
-@pytest.mark.parametrize("url", ["http://h:99999/mcp", "http://h/m cp", "http://h/mcp?a=\x7f"])
+@pytest.mark.parametrize("url", ["http://h:99999/mcp", "http://h/m cp", "http://h/mcp?a=\x7f", "http://h/\u2603"])
 def test_an_upstream_url_that_cannot_make_a_request_line_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="URL"):
         parse_upstream(url)
@@ -181,7 +181,7 @@ def test_a_request_without_a_body_declares_no_length() -> None:
 
 
 @pytest.mark.parametrize(
-    "target", ["http://u:8000/mcp", "mcp", "*", "/m cp", "/mcp\r\nX: y", "/caf\u00e9", ""]
+    "target", ["http://u:8000/mcp", "mcp", "*", "/m cp", "/mcp\r\nX: y", "/caf\u00e9", "/\u2603", ""]
 )
 def test_only_origin_form_targets_are_framed(target: str) -> None:
     with pytest.raises(HeadError, match="origin-form"):
