@@ -36,6 +36,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.framing.http import masked_url
+
 ENV_PREFIX = "MCP_PROXY_"
 """Prefix of the environment variables that set a field: `MCP_PROXY_<FIELD_NAME_UPPER>`."""
 
@@ -261,7 +263,8 @@ class Settings(BaseModel):
             if not _is_loopback(host):
                 raise PydanticCustomError(
                     "admin_exposed",
-                    "the admin API listens beyond loopback ({host}) only with admin_token set",
+                    "the admin API listens beyond loopback ({host}) only with a token: set --admin-token "
+                    "or MCP_PROXY_ADMIN_TOKEN (or listen on 127.0.0.1)",
                     {"setting": "admin", "host": host},
                 )
         return self
@@ -404,7 +407,8 @@ def _toml_value(value: object) -> str:
 
 def render_settings(loaded: LoadedSettings) -> str:
     """The `--print-config` text: one `name = value    # source` line per field, secrets never shown."""
-    lines = [f"{name} = {_toml_value(getattr(loaded.settings, name))}" for name in _FIELDS]
+    shown = {"upstream": masked_url(loaded.settings.upstream)} if loaded.settings.upstream else {}
+    lines = [f"{name} = {_toml_value(shown.get(name, getattr(loaded.settings, name)))}" for name in _FIELDS]
     width = max(len(line) for line in lines if len(line) <= 60)  # long lists do not push every comment
     sources = [loaded.sources.get(name, "default") for name in _FIELDS]
     return "\n".join(

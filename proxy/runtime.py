@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -59,7 +60,10 @@ class Proxy:
         self.admin_fallback = admin_fallback
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(settings.max_chains, settings.max_messages_per_chain)
-        self.redactor = Redactor(settings.redact_headers, settings.redact_header_patterns)
+        upstream = parse_upstream(settings.upstream)
+        self.redactor = Redactor(
+            settings.redact_headers, settings.redact_header_patterns, secret_texts=upstream.secrets
+        )
         clock = FactClock(time.time)
         self.builder = ChainBuilder(
             self.store,
@@ -72,7 +76,6 @@ class Proxy:
         backlog = 5 * settings.max_chains
         self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus, backlog=backlog)
         self.store.before_read = self.facts.materialize
-        upstream = parse_upstream(settings.upstream)
         self.state = ProxyState(
             settings=settings,
             upstream=upstream,
@@ -182,9 +185,16 @@ class Proxy:
         await self.router.ensure_probed()
         self._publish_info()
         log = get_logger()
+        if urlsplit(self.settings.upstream or "").username is not None:
+            log.warning(
+                "upstream_userinfo_ignored",
+                hint="the proxy sends no credentials of its own: the user:password in --upstream is not "
+                "sent; clients' own Authorization headers are relayed as they are",
+            )
         log.info(
             "listening",
             listen=self.url,
+            endpoint=self.endpoint(),
             admin=self.admin_url,
             health=self.health_url,
             upstream=self.state.upstream.shown,

@@ -439,7 +439,7 @@ def test_a_non_loopback_admin_api_without_a_token_names_admin_and_its_source() -
 
     assert caught.value.setting == "admin"
     assert str(caught.value).startswith("admin (env MCP_PROXY_ADMIN): ")
-    assert "admin_token" in str(caught.value)
+    assert "--admin-token or MCP_PROXY_ADMIN_TOKEN" in str(caught.value)
 
 
 def test_a_malformed_secret_is_never_echoed_in_the_error(tmp_path: Path) -> None:
@@ -499,6 +499,14 @@ def test_render_settings_prints_one_line_per_setting_with_its_source(tmp_path: P
     assert lines[FIELDS.index("upstream")].startswith('upstream = "http://u.test/mcp"')
     assert lines[FIELDS.index("upstream")].endswith("# flag:--upstream")
     assert lines[FIELDS.index("tui")].startswith("tui = false")
+
+
+def test_render_settings_masks_the_upstream_urls_password_and_query_values() -> None:
+    loaded = load_settings(env={}, flags={"upstream": "http://bot:s3cret@u.test/mcp?api_key=k-123&x=1"})
+
+    line = render_settings(loaded).splitlines()[FIELDS.index("upstream")]
+
+    assert line.startswith('upstream = "http://bot:<redacted>@u.test/mcp?api_key=<redacted>&x=<redacted>"')
 
 
 def test_render_settings_aligns_the_source_comments_except_after_overlong_values() -> None:

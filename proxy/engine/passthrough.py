@@ -98,7 +98,8 @@ def proxied_location(location: str, upstream: Upstream, origin: str) -> str:
 
     Relative references already resolve against the proxy's address, and a redirect to some other
     host is the upstream's business, so only an absolute (or scheme-relative) URL on the upstream's
-    scheme, host and port is rewritten; its path, query and fragment are kept.
+    scheme, host and port is rewritten; its path, query and fragment are kept, except the upstream
+    URL's own query (the proxy adds it to every request, and it may hold the operator's API key).
     """
     try:
         parts = urlsplit(location)
@@ -110,8 +111,17 @@ def proxied_location(location: str, upstream: Upstream, origin: str) -> str:
     scheme = parts.scheme or upstream.scheme
     if scheme != upstream.scheme or (port or (443 if scheme == "https" else 80)) != upstream.port:
         return location
-    rest = location[location.index(parts.netloc) + len(parts.netloc) :]
-    return origin + rest
+    query = _without_prefix(parts.query, upstream.query)
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    return origin + parts.path + (f"?{query}" if query else "") + fragment
+
+
+def _without_prefix(query: str, own: str) -> str:
+    """`query` without the upstream URL's own query at its start (`Upstream.with_query` put it there)."""
+    if not own or not query.startswith(own):
+        return query
+    rest = query[len(own) :]
+    return rest[1:] if rest.startswith("&") else query if rest else ""
 
 
 def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> FaultAnswer | None:

@@ -32,6 +32,9 @@ DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
 DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = ("token", "secret", "password", "api-key", "apikey")
 """Substrings that mark a header name as secret by default (compared case-insensitively)."""
 
+MIN_SECRET_TEXT: Final = 4
+"""Shorter texts are not masked inside other values: `1` or `on` would blot out half of every header."""
+
 REQUEST_STATE_KEY: Final = "requestState"
 """The MRTR body key whose value is always masked, wherever it appears in a message."""
 
@@ -86,8 +89,13 @@ class Redactor:
         header_names: Iterable[str] = DEFAULT_HEADER_NAMES,
         header_patterns: Iterable[str] = DEFAULT_HEADER_PATTERNS,
         body_keys: Iterable[str] = (),
+        secret_texts: Iterable[str] = (),
     ) -> None:
         self._names = frozenset(n.strip().lower() for n in header_names if n.strip())
+        texts = {t for t in secret_texts if len(t) >= MIN_SECRET_TEXT}
+        self._texts = tuple(sorted(texts, key=len, reverse=True))
+        """Secrets masked wherever they appear in any header's value (the upstream URL's credentials,
+        which an upstream may echo, say in a redirect's `Location`), longest first."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
         self._body_keys = frozenset(k.lower() for k in body_keys if k) - self._state_keys
@@ -133,7 +141,7 @@ class Redactor:
             secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
             if secret is None:
                 secret = self.is_secret_header(name)
-            shown = self.header_value(name, value) if secret else value
+            shown = self.header_value(name, value) if secret else self._scrub(value)
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name
@@ -141,6 +149,13 @@ class Redactor:
             else:
                 out[first] = f"{out[first]}, {shown}"
         return out
+
+    def _scrub(self, value: str) -> str:
+        """`value` with every known secret text in it replaced by its stand-in."""
+        for text in self._texts:
+            if text in value:
+                value = value.replace(text, self.token(text))
+        return value
 
     def header_value(self, name: str, value: str) -> str:
         """Mask one header value if its name is secret, keeping a known Authorization scheme word."""

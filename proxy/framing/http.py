@@ -67,34 +67,54 @@ class Upstream:
         names = [pair.split("=", 1)[0] for pair in self.query.split("&")]
         return f"{self.origin}{self.base_path}?" + "&".join(f"{name}=<redacted>" for name in names)
 
-    def path_for(self, client_path: str) -> str:
-        """Map the client's request path onto the upstream URL's path.
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What in the URL may be a credential: the userinfo's password and the query's values."""
+        password = urlsplit(self.url).password
+        values = [pair.split("=", 1)[1] for pair in self.query.split("&") if "=" in pair]
+        return tuple(v for v in (password, *values) if v)
 
-        The client usually uses the upstream's path itself (`/mcp`); a bare `/` means the endpoint;
-        anything else is placed under the upstream's base path.
+    def path_for(self, client_path: str) -> str:
+        """Map the client's request path onto the upstream's: the same path, `/` for the endpoint.
+
+        The proxy mirrors the server's paths, so a client uses the server's own (`/mcp`, an OAuth
+        `/.well-known/...` at the root) on the proxy's host and port; a bare `/` stands for the MCP
+        endpoint, so the proxy's address alone works too.
         """
-        base = self.base_path
-        if base in ("", "/") or client_path == base or client_path.startswith(base.rstrip("/") + "/"):
-            return client_path
-        if client_path in ("", "/", base.rstrip("/")):
-            return base
-        return base.rstrip("/") + client_path
+        return self.base_path if client_path in ("", "/") else client_path
+
+    def is_endpoint(self, client_path: str) -> bool:
+        """The client's path names the MCP endpoint (only its requests are ever bridged)."""
+        return client_path in ("", "/") or client_path == self.base_path
+
+
+_USERINFO_PASSWORD = re.compile(r"(//[^/?#@:]*:)[^/?#@]*@")
+_QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
+
+
+def masked_url(url: str) -> str:
+    """Any URL text with its userinfo password and query values masked, for messages and screens.
+
+    Works on text that may not even parse (an error message must not echo a secret either).
+    """
+    return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
 
 
 def parse_upstream(url: str) -> Upstream:
     """Parse and check an upstream URL (http or https with a host); ValueError says what is wrong."""
     parts = urlsplit(url)
+    shown = masked_url(url)
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise ValueError(f"not an http(s) URL: {shown!r}")
     if not parts.hostname:
-        raise ValueError(f"URL has no host: {url!r}")
+        raise ValueError(f"URL has no host: {shown!r}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:  # a port out of range or not a number
-        raise ValueError(f"bad port in URL {url!r}: {exc}") from None
+        raise ValueError(f"bad port in URL {shown!r}: {exc}") from None
     path = parts.path or "/"
     if _NOT_IN_TARGET.search(path + parts.query):
-        raise ValueError(f"URL has spaces, controls or non-ASCII characters in its path or query: {url!r}")
+        raise ValueError(f"URL has spaces, controls or non-ASCII characters in its path or query: {shown!r}")
     return Upstream(
         url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=path, query=parts.query
     )

@@ -30,6 +30,13 @@ from proxy.wire.versions import Era
 REPROBE_INTERVAL = 2.0
 """Seconds between probes of a reachable upstream whose verdict is inconclusive or stale."""
 
+DUAL_ERA_HINT = (
+    "the upstream serves both eras, so every client passes through unchanged; if its tools ask the "
+    "client in flight (elicitation, sampling, roots) and 2026-07-28 clients must reach them, run with "
+    "--upstream-era legacy so the proxy bridges those clients"
+)
+"""What a user of a dual-era server (the Python SDK's default) may need to know."""
+
 _CREDENTIALS = ("authorization", "cookie")
 """Headers of the request that asked for a probe that go along with it."""
 
@@ -92,6 +99,8 @@ class Router:
             self.eras, self._stale = found.eras, False
             if changed:
                 get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
+                if found.eras.legacy and found.eras.modern:
+                    get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
                 if self.on_change is not None:
                     self.on_change(found.eras)
         if not found.eras.known:
@@ -120,7 +129,9 @@ class Router:
             get_logger().info("upstream_eras_suspect", reason=reason)
 
     def mode_for(self, route: Route) -> Mode:
-        """The engine that serves this request."""
+        """The engine that serves this request: only the MCP endpoint's requests are ever bridged."""
+        if not self.upstream.is_endpoint(route.path):
+            return Mode.PASSTHROUGH  # the server's other paths (OAuth metadata, say) are its own
         session = route.session_id
         if session is not None:
             for mode, bridge in self.bridges.items():

@@ -21,6 +21,7 @@ from proxy.record.capture import read_capture
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
+from tests.transport.helpers import captured_logs
 
 pytestmark = pytest.mark.e2e
 
@@ -186,3 +187,34 @@ async def test_a_redirect_to_the_upstreams_own_address_comes_back_through_the_pr
     assert direct == legacy_server.url, "the upstream names itself in the redirect"
     assert 300 <= status < 400
     assert proxied == proxy.endpoint(), f"{proxied} leads around the proxy"
+
+
+async def test_a_redirect_never_hands_the_client_the_upstream_urls_key(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    """The proxy adds the upstream URL's query to every request, so the server's redirect echoes it."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    keyed = legacy_server.url + "?api_key=k-secret-123"
+    async with aiohttp.ClientSession() as http, proxy_for(keyed) as proxy:
+        async with http.post(proxy.endpoint() + "/", data=body, headers=headers, allow_redirects=False) as r:
+            status, location = r.status, r.headers.get("Location")
+        recorded = repr([(chain.summary, list(chain.messages)) for chain in proxy.store])
+        assert "location" in recorded.lower(), "the redirect's head was recorded"
+        assert proxy.admin_url is not None
+        async with http.get(proxy.admin_url + "/api/chains?limit=10") as listed:
+            recorded += await listed.text()
+
+    assert 300 <= status < 400
+    assert location == proxy.endpoint()
+    assert "k-secret-123" not in recorded
+
+
+async def test_a_dual_era_upstream_is_named_with_the_flag_that_bridges_its_in_flight_tools(
+    dual_inflight_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with proxy_for(dual_inflight_server.url) as proxy:
+            assert proxy.router.eras.label == "dual"
+    (hint,) = [entry for entry in logs if entry["event"] == "upstream_dual_era"]
+    assert "--upstream-era legacy" in hint["hint"]

@@ -166,4 +166,6 @@ async def test_the_upstreams_credentials_never_reach_the_log_or_the_feed(proxy_f
     assert info.upstream == shown
     listening = next(entry for entry in logs if entry["event"] == "listening")
     assert listening["upstream"] == shown
+    assert listening["endpoint"] == f"{proxy.url}/mcp", "the line names where clients go"
+    assert [entry for entry in logs if entry["event"] == "upstream_userinfo_ignored"]
     assert not [entry for entry in logs if "s3cret" in repr(entry) or "k-123" in repr(entry)]

@@ -205,6 +205,21 @@ def test_a_location_naming_the_upstream_moves_onto_the_proxy(location: str, expe
     assert proxied_location(location, UPSTREAM, OWN) == expected
 
 
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("http://upstream.internal:8000/mcp?api_key=k-123", f"{OWN}/mcp"),
+        ("http://upstream.internal:8000/mcp?api_key=k-123&trace=on", f"{OWN}/mcp?trace=on"),
+        ("http://upstream.internal:8000/mcp?api_key=k-1234", f"{OWN}/mcp?api_key=k-1234"),
+        ("http://upstream.internal:8000/mcp?trace=on#f", f"{OWN}/mcp?trace=on#f"),
+    ],
+)
+def test_a_rewritten_location_drops_the_upstream_urls_own_query(location: str, expected: str) -> None:
+    keyed = parse_upstream("http://upstream.internal:8000/mcp?api_key=k-123")
+
+    assert proxied_location(location, keyed, OWN) == expected
+
+
 def test_the_scheme_default_port_counts_as_the_upstreams() -> None:
     https = parse_upstream("https://mcp.example.com/mcp")
 

@@ -330,3 +330,15 @@ def test_headers_that_differ_only_in_a_secret_are_masked_apart(redactor: Redacto
     assert one != two
     assert "session-one" not in str(one)
     assert "session-two" not in str(two)
+
+
+def test_secret_texts_are_masked_inside_any_header_value() -> None:
+    redactor = Redactor(secret_texts=["k-secret-123", "hunter22", "on"])
+    location = "http://upstream:8000/mcp?api_key=k-secret-123&trace=on"
+
+    shown = redactor.headers([("Location", location), ("X-Echo", "pw=hunter22")])
+
+    assert "k-secret-123" not in shown["Location"]
+    assert shown["Location"].startswith("http://upstream:8000/mcp?api_key=<redacted len=12 sha256:")
+    assert shown["Location"].endswith("&trace=on"), "texts shorter than four characters stay"
+    assert shown["X-Echo"] == f"pw={redactor.token('hunter22')}"

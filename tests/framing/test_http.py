@@ -70,6 +70,9 @@ def test_an_unusable_upstream_url_is_refused_saying_why(url: str, problem: str) 
         parse_upstream(url)
 
 
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
 @pytest.mark.parametrize(
     ("upstream", "client_path", "expected"),
     [
@@ -78,17 +81,26 @@ def test_an_unusable_upstream_url_is_refused_saying_why(url: str, problem: str) 
         ("http://h/mcp", "/mcp/sub", "/mcp/sub"),
         ("http://h/mcp", "/", "/mcp"),
         ("http://h/mcp", "", "/mcp"),
-        ("http://h/mcp", "/other", "/mcp/other"),
-        ("http://h/mcp/", "/other", "/mcp/other"),
-        ("http://h/mcp/", "/mcp", "/mcp/"),
-        ("http://h/mcp/", "/mcp/", "/mcp/"),
-        ("http://h/mcp", "/mcpx", "/mcp/mcpx"),
+        ("http://h/api/mcp", WELL_KNOWN, WELL_KNOWN),
+        ("http://h/api/v1/mcp", "/mcp", "/mcp"),
+        ("http://h/mcp/", "/mcp", "/mcp"),
         ("http://h/", "/anything", "/anything"),
         ("http://h", "/mcp", "/mcp"),
     ],
 )
-def test_client_paths_map_onto_the_upstream_base_path(upstream: str, client_path: str, expected: str) -> None:
+def test_the_proxy_mirrors_the_upstreams_paths_and_the_root_is_the_endpoint(
+    upstream: str, client_path: str, expected: str
+) -> None:
     assert parse_upstream(upstream).path_for(client_path) == expected
+
+
+def test_only_the_endpoint_or_the_root_names_the_endpoint() -> None:
+    up = parse_upstream("http://h/api/v1/mcp?k=1")
+
+    assert up.is_endpoint("/api/v1/mcp")
+    assert up.is_endpoint("/")
+    assert not up.is_endpoint("/mcp")
+    assert not up.is_endpoint("/api/v1/mcp/")
 
 
 # -- request headers ------------------------------------------------------------------------------
@@ -293,3 +305,11 @@ def test_an_upstream_is_shown_without_its_userinfo_or_query_values() -> None:
 
     assert up.shown == "https://mcp.example.com:8443/team/mcp?api_key=<redacted>&tenant=<redacted>"
     assert parse_upstream("http://u:p@h/mcp").shown == "http://h:80/mcp"
+
+
+def test_an_unusable_upstream_url_is_refused_without_echoing_its_secrets() -> None:
+    with pytest.raises(ValueError, match="bad port") as caught:
+        parse_upstream("http://bot:s3cret@h:99999/mcp?api_key=k-123")
+
+    assert "s3cret" not in str(caught.value)
+    assert "k-123" not in str(caught.value)
