@@ -639,7 +639,7 @@ def test_an_admin_on_all_interfaces_without_a_token_exits_2_naming_admin(tmp_pat
     (line,) = refused(env, tmp_path)
 
     assert line.startswith("mcp-proxy: admin (env MCP_PROXY_ADMIN): ")
-    assert "admin_token" in line
+    assert "--admin-token or MCP_PROXY_ADMIN_TOKEN" in line
 
 
 # -- the headless install ------------------------------------------------------------------------------
