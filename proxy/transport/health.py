@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 from aiohttp import web
 
 from proxy.config import base_url, parse_host_port
+from proxy.framing.http import Upstream
 from proxy.transport.readiness import Readiness
 from proxy.transport.state import ProxyState
 
@@ -52,26 +53,13 @@ class HealthListenError(ListenError):
     setting = "health"
 
 
-def public_upstream(url: str) -> str:
-    """The upstream as probes may see it: scheme://host:port, no userinfo, path, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    port = port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme}://{host}:{port}"
-
-
-def scrub(text: str, url: str) -> str:
+def scrub(text: str, upstream: Upstream) -> str:
     """`text` with the upstream URL shown as its origin and its userinfo, password and query masked."""
-    parts = urlsplit(url)
-    text = text.replace(url, public_upstream(url))
+    parts = urlsplit(upstream.url)
+    text = text.replace(upstream.url, upstream.origin)
     userinfo, at, _ = parts.netloc.rpartition("@")
     pairs = [(userinfo + at, MASK + at), ("?" + parts.query, "?" + MASK), ("#" + parts.fragment, "#" + MASK)]
-    bare = [parts.password or "", parts.query, *(value for _, value in parse_qsl(parts.query))]
+    bare = [parts.query, *upstream.secrets]
     # A secret of a few characters could match innocent words; the forms above still catch it.
     pairs += [(s, MASK) for secret in bare for s in {secret, unquote(secret)} if len(s) >= MIN_BARE_SECRET]
     for secret, mask in pairs:
@@ -89,10 +77,9 @@ def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | Non
 class HealthAnswers:
     """`/healthz` and `/readyz` over one cached readiness check."""
 
-    def __init__(self, readiness: Readiness, upstream_url: str) -> None:
+    def __init__(self, readiness: Readiness, upstream: Upstream) -> None:
         self.readiness = readiness
-        self.upstream_url = upstream_url
-        self.upstream = public_upstream(upstream_url)
+        self.upstream = upstream
 
     @classmethod
     def for_state(cls, state: ProxyState, draining: Callable[[], bool], *, ttl: float = 2.0) -> HealthAnswers:
@@ -105,7 +92,7 @@ class HealthAnswers:
             timeout=min(state.settings.upstream_connect_timeout, 2.0),
             ttl=ttl,
         )
-        return cls(readiness, state.upstream.url)
+        return cls(readiness, state.upstream)
 
     def add_routes(self, app: web.Application) -> None:
         """Route GET (and HEAD) /healthz and /readyz to these answers."""
@@ -119,10 +106,10 @@ class HealthAnswers:
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         """200 when the upstream is reachable and its era known; 503 with the reason otherwise."""
         verdict = await self.readiness.check()
-        body = {"upstream": self.upstream, "upstream_era": verdict.upstream_era}
+        body = {"upstream": self.upstream.origin, "upstream_era": verdict.upstream_era}
         if verdict.ready:
             return json_response({"status": "ready", **body})
-        reason = scrub(verdict.reason, self.upstream_url)
+        reason = scrub(verdict.reason, self.upstream)
         return json_response({"status": "not_ready", "reason": reason, **body}, status=503)
 
 

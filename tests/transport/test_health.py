@@ -10,8 +10,9 @@ import aiohttp
 import pytest
 
 from proxy.config import Settings
+from proxy.framing.http import parse_upstream
 from proxy.runtime import Proxy
-from proxy.transport.health import public_upstream, scrub
+from proxy.transport.health import scrub
 from tests.peers.runner import PeerServer
 
 URL = "https://probe-user:s3cret-pass@mcp.example:8443/mcp/tenant?api_key=q-secret-123#frag-secret"
@@ -27,7 +28,7 @@ URL = "https://probe-user:s3cret-pass@mcp.example:8443/mcp/tenant?api_key=q-secr
     ],
 )
 def test_the_public_upstream_is_scheme_host_and_port_only(url: str, origin: str) -> None:
-    assert public_upstream(url) == origin
+    assert parse_upstream(url).origin == origin
 
 
 @pytest.mark.parametrize(
@@ -40,7 +41,7 @@ def test_the_public_upstream_is_scheme_host_and_port_only(url: str, origin: str)
     ],
 )
 def test_a_reason_text_never_carries_the_upstream_urls_userinfo_password_or_query(reason: str) -> None:
-    text = scrub(reason, URL)
+    text = scrub(reason, parse_upstream(URL))
 
     assert [s for s in ("probe-user", "s3cret-pass", "q-secret-123", "frag-secret") if s in text] == []
     assert text.split()[0] == reason.split()[0]  # the rest of the reason stays readable
@@ -49,12 +50,12 @@ def test_a_reason_text_never_carries_the_upstream_urls_userinfo_password_or_quer
 def test_a_reason_without_secrets_is_left_as_it_is() -> None:
     reason = "upstream mcp.example:8443 unreachable: Connection refused"
 
-    assert scrub(reason, URL) == reason
-    assert scrub(reason, "http://mcp.example:8443/mcp") == reason
+    assert scrub(reason, parse_upstream(URL)) == reason
+    assert scrub(reason, parse_upstream("http://mcp.example:8443/mcp")) == reason
 
 
 def test_a_short_password_is_masked_only_in_its_userinfo_form_not_in_ordinary_words() -> None:
-    url = "http://u:ab@host:1/mcp"
+    url = parse_upstream("http://u:ab@host:1/mcp")
 
     assert scrub("probe of http://u:ab@host:1/mcp failed; ab", url) == "probe of http://host:1 failed; ab"
     assert scrub("GET u:ab@host:1 refused", url) == "GET ***@host:1 refused"
