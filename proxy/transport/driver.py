@@ -44,13 +44,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         assert isinstance(outcome, Route)
         return await bridge.serve(request, exchange, outcome)
     side = AiohttpSide(request)
-    relay = PassthroughRelay(state, side, exchange)
-    problem = state.router.unroutable() if state.router is not None and isinstance(outcome, Route) else None
-    if problem is not None:
-        assert isinstance(outcome, Route)
-        relay.refuse_unroutable(outcome, problem, received=len(raw))
-    else:
-        await relay.run(outcome, received=len(raw))
+    await PassthroughRelay(state, side, exchange).run(outcome, received=len(raw))
     return side.final()
 
 

@@ -395,12 +395,7 @@ class FrontConnection(asyncio.Protocol):
         if router.bridge_for(outcome) is not None:
             self._hand_over(req)
             raise _HandedOver
-        relay = PassthroughRelay(self.state, side, self.state.next_exchange())
-        problem = router.unroutable()
-        if problem is not None:
-            relay.refuse_unroutable(outcome, problem, received=received)
-            return
-        await relay.run(outcome, received=received)
+        await PassthroughRelay(self.state, side, self.state.next_exchange()).run(outcome, received=received)
 
     def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         """Continue serving the request in a task (the slow paths)."""

@@ -55,7 +55,13 @@ class PassthroughRelay:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
 
         `received` is how many body bytes were read (for a refused body, those read before refusing).
+        A request that cannot be routed yet (the upstream was out of reach at the last era probe) is
+        answered 503 without going upstream.
         """
+        router = self.state.router
+        if isinstance(outcome, Route) and router is not None and (problem := router.unroutable()):
+            self.refuse_unroutable(outcome, problem, received=received)
+            return
         route = self.open(outcome, received=received)
         if route is not None:
             await self.relay(route)
