@@ -37,6 +37,7 @@ from tests.conformance.harness import (
     run_judged,
 )
 from tests.conformance.scenarios import OTHER_SCENARIOS, PREFIX, SCENARIOS, fixture_names
+from tests.e2e.reports import publish_report
 from tests.peers import conformance_more as more
 from tests.peers.conformance_app import PROMPT_NAME, TOOL_NAMES
 from tests.peers.runner import PeerServer
@@ -93,14 +94,7 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if not results:
         return
     text = render_report([DIRECT, VIA_PROXY], results, title="Conformance: the modern->legacy bridge's 21")
-    path = tmp_path_factory.getbasetemp() / "conformance-report.md"
-    path.write_text(text, encoding="utf-8")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_sep("-", f"conformance report: {path}")
-        for line in text.splitlines():
-            reporter.write_line(line)
+    publish_report(request, tmp_path_factory, "conformance", text)
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from typing import Final, Literal
 
 import pytest
 
+from tests.e2e.reports import publish_report
 from tests.peers.clients import CLIENTS, ClientKind, ClientRun, run_client
 from tests.peers.runner import NodeServer, PeerServer, ServedPeer
 from tests.peers.scenarios import TOOL_CALLS, expected_result
@@ -149,14 +150,7 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if not collected.runs:
         return
     text = collected.markdown()
-    path = tmp_path_factory.getbasetemp() / "matrix-report.md"
-    path.write_text(text, encoding="utf-8")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_sep("-", f"matrix report: {path}")
-        for line in text.splitlines():
-            reporter.write_line(line)
+    publish_report(request, tmp_path_factory, "matrix", text)
 
 
 def mismatch(run: ClientRun, scenario: str) -> str:
