@@ -212,6 +212,26 @@ class Settings(BaseModel):
     working either way. Both paths reveal status only, never the upstream's credentials, so it may
     listen beyond loopback. Unset: no such listener (the admin API still answers both paths).
     """
+    head_read_timeout: Seconds = 10.0
+    """Seconds a client has to send a whole request head, from its first byte (or from connecting).
+
+    Past it the client gets 408 and the connection closes, so half-sent heads cannot hold sockets.
+    On a connection serving the bridges, an unfinished head is closed after keepalive_timeout instead.
+    """
+    body_read_timeout: Seconds = 30.0
+    """Seconds a client has to send a whole request body once its head has ended; past it, 408 and close."""
+    keepalive_timeout: Seconds = 30.0
+    """Seconds an idle client connection stays open between requests before the proxy closes it."""
+    max_client_connections: PositiveInt = 1024
+    """Most MCP client connections open at once; past it a new one gets 503 with Retry-After and is closed.
+
+    The admin API and the health listener are separate listeners and stay reachable.
+    """
+    max_pipelined_bytes: PositiveInt = 1024 * 1024
+    """Bytes of complete requests a client connection may queue behind the one being served.
+
+    Past it the proxy stops reading from that client until the queue empties (nothing is refused).
+    """
     drain_grace: NonNegativeSeconds = 10.0
     """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
     tui: bool = False

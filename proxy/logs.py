@@ -107,15 +107,19 @@ def configure(
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
+    is_json = not isinstance(renderer, structlog.dev.ConsoleRenderer)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        renderer,
     ]
+    if is_json:
+        # `log.exception(...)` leaves `exc_info=True`; the console renderer formats it itself, JSON needs
+        # the traceback rendered into the line, or the line says only that there was an exception.
+        processors.append(structlog.processors.format_exc_info)
+    processors.append(renderer)
     global _FAST
     _FAST = None
-    is_json = not isinstance(renderer, structlog.dev.ConsoleRenderer)
     if stream is not None and is_json and _LEVELS.get(level, logging.INFO) <= logging.INFO:
         _FAST = _FastJson(LineWriter(stream), processors)
     structlog.configure(

@@ -162,13 +162,19 @@ class Proxy:
             self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
         app = build_app(self.state)
+        # Connections handed over to aiohttp keep the front's idle deadline: aiohttp's keep-alive check
+        # also closes a connection whose next head is unfinished, so a half-sent head is bounded there.
         self._runner = web.AppRunner(
-            app, handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=CLOSE_TIMEOUT,
+            keepalive_timeout=self.settings.keepalive_timeout,
         )
         await self._runner.setup()
         server = self._runner.server
         assert server is not None
-        self._front = FrontServer(self.state, server)
+        self._front = FrontServer(self.state, server, lambda: len(server.connections))
         try:
             self.port = await self._front.start(host, port)
             self.host = host

@@ -7,9 +7,13 @@ the lean front uses, through `AiohttpSide`.
 
 from __future__ import annotations
 
-from aiohttp import web
+import asyncio
+
+from aiohttp import HttpVersion11, web
 
 from proxy.framing.classify import Rejection, Route, classify
+from proxy.framing.status import gateway_error
+from proxy.framing.target import TargetProblem, check_target, refuse_target
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.client_side import AiohttpSide
 from proxy.transport.relay import PassthroughRelay
@@ -35,17 +39,45 @@ async def read_bounded(request: web.Request, limit: int) -> bytes:
 async def handle(request: web.Request) -> web.StreamResponse:
     """aiohttp handler for every proxied path and method (connections the lean front handed over)."""
     state = request.app[STATE]
+    settings = state.settings
     exchange = state.next_exchange()
-    raw = await read_bounded(request, state.settings.max_body_bytes)
-    headers = tuple(request.headers.items())
-    outcome = classify_request(state, request.method, request.rel_url.raw_path, headers, raw)
+    try:
+        async with asyncio.timeout(settings.body_read_timeout):
+            raw = await read_bounded(request, settings.max_body_bytes)
+    except TimeoutError:
+        return body_timed_out(request, settings.body_read_timeout)
+    side = AiohttpSide(request)
+    checked = check_target(
+        request.raw_path, len(request.headers.getall("Host", ())), http10=request.version < HttpVersion11
+    )
+    if isinstance(checked, TargetProblem):
+        await PassthroughRelay(state, side, exchange).run(
+            refuse_target(checked, request.method, raw), received=len(raw)
+        )
+        return side.final()
+    if checked.host is not None:
+        # An absolute-form target names the host the client meant; its `Host` field is ignored.
+        side.headers = tuple((k, checked.host if k.lower() == "host" else v) for k, v in side.headers)
+    outcome = classify_request(state, request.method, request.rel_url.raw_path, side.headers, raw)
     bridge = await bridge_for(state, outcome)
     if bridge is not None:
         assert isinstance(outcome, Route)
         return await bridge.serve(request, exchange, outcome)
-    side = AiohttpSide(request)
     await PassthroughRelay(state, side, exchange).run(outcome, received=len(raw))
     return side.final()
+
+
+def body_timed_out(request: web.Request, seconds: float) -> web.StreamResponse:
+    """408 for a body that did not arrive in time, and the connection closes (the rest may still come)."""
+    _, body = gateway_error(
+        408,
+        None,
+        f"request body not received within {seconds} s (body_read_timeout)",
+        {"limit": seconds, "setting": "body_read_timeout"},
+    )
+    response = web.json_response(body, status=408)
+    response.force_close()
+    return response
 
 
 def classify_request(

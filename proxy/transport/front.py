@@ -11,9 +11,13 @@ belongs to a bridge, the connection is handed over: its parsed requests are writ
 bytes and fed to an aiohttp protocol, which owns the connection from then on (pass-through requests
 on it included, served by the same relay through `AiohttpSide`).
 
-Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`), bodies (413 past
-the configured limit, answered as soon as the limit is crossed), requests queued behind one in
-progress (reading pauses past `MAX_QUEUED`).
+Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`; trailers count
+toward it and are dropped, never merged into the headers), bodies (413 past the configured limit,
+answered as soon as the limit is crossed; a chunked body's framing and extensions count toward it),
+requests queued behind one in progress (reading pauses past `MAX_QUEUED` requests or
+`max_pipelined_bytes`), client connections (503 past `max_client_connections`). Every wait on a client
+has a deadline (`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic
+sweep over the connections rather than a timer per request, so the hot path only notes the time.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import asyncio
 import contextlib
 import email.utils
 import http
+import json
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
@@ -29,8 +35,10 @@ from typing import Any, cast
 import httptools
 
 from proxy import __version__
-from proxy.framing.classify import Route
+from proxy.framing.classify import Rejection, Route, _peek_id
 from proxy.framing.http import header
+from proxy.framing.status import gateway_error, too_large
+from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
 from proxy.transport.driver import classify_request
@@ -45,6 +53,11 @@ MAX_HEADERS = 128
 MAX_QUEUED = 16
 """Complete requests waiting behind the one being served before reading from the client pauses."""
 
+SWEEP_MAX = 1.0
+"""Longest pause between two sweeps for expired waits; shorter timeouts sweep more often."""
+LINGER = 1.0
+"""Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
+
 _SERVER = f"mcp-debug-proxy/{__version__}"
 _REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
@@ -53,19 +66,34 @@ class _Request:
     """One request as read from the client."""
 
     __slots__ = (
+        "began",
         "body",
         "continue_sent",
         "continue_wanted",
         "early",
+        "head_done",
         "headers",
+        "hosts",
         "http10",
         "keep_alive",
         "method",
+        "refusal",
         "size",
         "target",
+        "wire",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, began: float) -> None:
+        self.began = began
+        """Loop time the head began: the head-read deadline counts from it."""
+        self.head_done = 0.0
+        """Loop time the head ended: the body-read deadline counts from it."""
+        self.hosts = 0
+        """`Host` fields seen (exactly one is valid in HTTP/1.1)."""
+        self.wire = 0
+        """Body bytes as they came on the wire (chunk framing and extensions included)."""
+        self.refusal: Rejection | None = None
+        """Answered without going upstream (its body is not read): a body over the limit, say."""
         self.method = ""
         self.target = b""
         self.headers: list[tuple[str, str]] = []
@@ -94,20 +122,48 @@ class _Request:
 class FrontServer:
     """Listens for clients; serves pass-through itself and hands bridge connections to aiohttp."""
 
-    def __init__(self, state: ProxyState, handover: Callable[[], asyncio.Protocol]) -> None:
+    def __init__(
+        self,
+        state: ProxyState,
+        handover: Callable[[], asyncio.Protocol],
+        handed_over: Callable[[], int] = lambda: 0,
+    ) -> None:
+        """`handed_over` counts the connections aiohttp serves now: they count toward the cap too."""
         self.state = state
         self.handover = handover
+        self.handed_over = handed_over
         self.connections: set[FrontConnection] = set()
+        self.refusing = 0
+        """Connections refused over the cap, still given a moment to read their 503."""
         self.server: asyncio.Server | None = None
+        self.now: Callable[[], float] = time.monotonic
+        self._sweep: asyncio.TimerHandle | None = None
+        settings = state.settings
+        shortest = min(settings.head_read_timeout, settings.body_read_timeout, settings.keepalive_timeout)
+        self.sweep_every = min(SWEEP_MAX, shortest / 4)
 
     async def start(self, host: str, port: int) -> int:
         """Listen (port 0 picks a free one); returns the bound port."""
         loop = asyncio.get_running_loop()
+        self.now = loop.time
         self.server = await loop.create_server(
             lambda: FrontConnection(self), host, port, reuse_address=True, backlog=4096
         )
+        self._sweep = loop.call_later(self.sweep_every, self.sweep)
         sockets = self.server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port
+
+    def full(self) -> bool:
+        """As many client connections are open as `max_client_connections` allows."""
+        limit = self.state.settings.max_client_connections
+        return len(self.connections) >= limit or len(self.connections) + self.handed_over() >= limit
+
+    def sweep(self) -> None:
+        """Close every connection that waited on its client past the deadline for what it waits for."""
+        now = self.now()
+        for conn in list(self.connections):
+            conn.expire(now)
+        self._sweep = asyncio.get_running_loop().call_later(self.sweep_every, self.sweep)
 
     def stop_listening(self) -> None:
         """Take no new connections (a drain); open ones go on."""
@@ -117,6 +173,9 @@ class FrontServer:
     async def close(self, grace: float) -> None:
         """Close idle connections now, give busy ones `grace` seconds, then cut them."""
         self.stop_listening()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in list(self.connections):
             if not conn.busy:
                 conn.close()
@@ -149,20 +208,31 @@ class FrontConnection(asyncio.Protocol):
         self.pending: PendingHead | None = None
         self.closed = False
         self.handed_over = False
+        self.handover_due: _Request | None = None
+        """A bridged request whose connection goes to aiohttp once the request being read has ended."""
+        self.served = 0
+        self.waiting_since = 0.0
+        """Loop time the connection last began to wait on its client (connected, or a response ended)."""
         self._head_bytes = 0
         self._head_raw = 0
+        self._queued_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
+        self._linger: asyncio.TimerHandle | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        if self.front.full():
+            self._refuse_over_cap()
+            return
+        self.waiting_since = self.front.now()
         self.front.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        head = self.current if self.current is not None and not self.current.method else None
+        before = self.current
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -176,19 +246,42 @@ class FrontConnection(asyncio.Protocol):
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
             return
-        if head is not None and head is self.current and not head.method and not self.closed:
-            # The whole chunk went into a head still unfinished. httptools hands a header over only
-            # once it ends, so a header that never ends is bounded here, by the bytes it arrived in.
-            self._head_raw += len(data)
-            if self._head_raw > MAX_HEAD_BYTES:
-                self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
+        if before is not None and before is self.current and not self.closed:
+            self._count_raw(before, len(data))
+            if self.closed:
                 return
+        if self.handover_due is not None:
+            if self.current is None:
+                self._hand_over(self.handover_due)
+            return
         # Served once the whole chunk is parsed, never from inside the parser: a request handed to
         # aiohttp takes the ones pipelined behind it along, so they must all be read by then.
         self._next()
 
+    def _count_raw(self, req: _Request, size: int) -> None:
+        """The whole chunk went into one request still unfinished: count its bytes as they came.
+
+        httptools hands a header over only once it ends, and says nothing of chunk extensions or chunk
+        framing, so a header that never ends and a body padded with extensions are bounded here, by the
+        bytes they arrived in.
+        """
+        if not req.method:
+            self._head_raw += size
+            if self._head_raw > MAX_HEAD_BYTES:
+                self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
+            return
+        req.wire += size
+        limit = self.state.settings.max_body_bytes
+        if req.wire > limit and not req.early:
+            req.refusal = Rejection(*too_large(limit, _peek_id(b"".join(req.body))), "body too large")
+            self._dispatch_early(req)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+            self.front.refusing -= 1
         self.front.connections.discard(self)
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
@@ -220,9 +313,39 @@ class FrontConnection(asyncio.Protocol):
         if drain is not None and not drain.done():
             drain.set_result(None)
 
+    # deadlines
+    def expire(self, now: float) -> None:
+        """Close the connection if it has waited on its client for too long (called by the sweep).
+
+        Only waits on the client count: while a request is served, the upstream's timeouts apply.
+        The deadline runs from when the client became due to send: for a head, its first byte (or the
+        end of the previous response, if it began earlier); for a body, the end of its head.
+        """
+        if self.busy or self.closed or (self.queue and self.handover_due is None):
+            return
+        settings = self.state.settings
+        req = self.current
+        if req is None:
+            limit = settings.keepalive_timeout if self.served else settings.head_read_timeout
+            if now - self.waiting_since > limit:
+                self.close()  # nothing was begun: a plain close, as for any idle keep-alive connection
+        elif not req.method:
+            if now - max(req.began, self.waiting_since) > settings.head_read_timeout:
+                seconds = settings.head_read_timeout
+                self._refuse(408, f"request head not received within {seconds} s (head_read_timeout)")
+        elif now - max(req.head_done, self.waiting_since) > settings.body_read_timeout:
+            seconds = settings.body_read_timeout
+            status, body = gateway_error(
+                408,
+                _peek_id(b"".join(req.body)),
+                f"request body not received within {seconds} s (body_read_timeout)",
+                {"limit": seconds, "setting": "body_read_timeout"},
+            )
+            self._refuse(status, json.dumps(body), "application/json")
+
     # httptools callbacks
     def on_message_begin(self) -> None:
-        self.current = _Request()
+        self.current = _Request(self.front.now())
         self._head_bytes = 0
         self._head_raw = 0
 
@@ -237,8 +360,12 @@ class FrontConnection(asyncio.Protocol):
         if req is None:
             return
         self._count_head(len(name) + len(value) + 4)
+        if req.method:  # a trailer field of a chunked body: counted, never merged into the headers
+            return
         if len(req.headers) >= MAX_HEADERS:
             raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
+        if len(name) == 4 and name.lower() == b"host":
+            req.hosts += 1
         req.headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -249,12 +376,17 @@ class FrontConnection(asyncio.Protocol):
         req.method = parser.get_method().decode("latin-1")
         req.keep_alive = parser.should_keep_alive()
         req.http10 = parser.get_http_version() == "1.0"
+        req.head_done = self.front.now()
+        limit = self.state.settings.max_body_bytes
         declared = header(req.headers, "content-length")
-        too_large = (
-            declared is not None and declared.isdigit() and int(declared) > self.state.settings.max_body_bytes
-        )
+        too_large_body = declared is not None and declared.isdigit() and int(declared) > limit
         expect = header(req.headers, "expect")
-        if expect is not None and expect.lower() == "100-continue" and not too_large:
+        if expect is not None and expect.lower() == "100-continue":
+            if too_large_body:
+                # The client waits for a go-ahead it will not get: refuse now, without its body.
+                req.refusal = Rejection(*too_large(limit), "body too large")
+                self._dispatch_early(req)
+                return
             req.continue_wanted = True
             self._send_continue()
 
@@ -277,7 +409,12 @@ class FrontConnection(asyncio.Protocol):
             return
         req.keep_alive = self.parser.should_keep_alive()
         self.queue.append(req)
-        if len(self.queue) > MAX_QUEUED and self.transport is not None and not self._reading_paused:
+        self._queued_bytes += req.size
+        if (
+            self.transport is not None
+            and not self._reading_paused
+            and (len(self.queue) > MAX_QUEUED or self._queued_bytes > self.state.settings.max_pipelined_bytes)
+        ):
             self._reading_paused = True
             self.transport.pause_reading()
 
@@ -298,7 +435,7 @@ class FrontConnection(asyncio.Protocol):
         self.queue.append(req)
 
     def _next(self) -> None:
-        if self.busy or self.closed or self.handed_over:
+        if self.busy or self.closed or self.handed_over or self.handover_due is not None:
             return
         if not self.queue:
             if self._reading_paused and self.transport is not None:
@@ -307,13 +444,15 @@ class FrontConnection(asyncio.Protocol):
             self._send_continue()
             return
         req = self.queue.popleft()
-        side = FrontSide(self, req)
+        self._queued_bytes -= req.size
+        checked = check_target(req.target.decode("latin-1"), req.hosts, http10=req.http10)
+        side = FrontSide(self, req, checked if isinstance(checked, Target) else None)
         try:
-            self._serve_now(req, side)
+            self._serve_now(req, side, checked if isinstance(checked, TargetProblem) else None)
         except Exception:
             self._failed(side)
 
-    def _serve_now(self, req: _Request, side: FrontSide) -> None:
+    def _serve_now(self, req: _Request, side: FrontSide, problem: TargetProblem | None) -> None:
         """Serve a request without a task when it can be: the hot path of pass-through.
 
         A routed request with a warm upstream connection is sent at once, and its answer handled in a
@@ -322,8 +461,14 @@ class FrontConnection(asyncio.Protocol):
         """
         state = self.state
         raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
-        path = side.path_qs.split("?", 1)[0]
-        outcome = classify_request(state, req.method, path, side.headers, raw)
+        outcome: Route | Rejection
+        if req.refusal is not None:
+            outcome = req.refusal
+        elif problem is not None:
+            outcome = refuse_target(problem, req.method, raw)
+        else:
+            path = side.path_qs.split("?", 1)[0]
+            outcome = classify_request(state, req.method, path, side.headers, raw)
         router = state.router
         if router is not None and not req.early and isinstance(outcome, Route):
             if router.needs_probe():
@@ -420,6 +565,8 @@ class FrontConnection(asyncio.Protocol):
         if not side.req.keep_alive or side.broken:
             self.close()
             return
+        self.served += 1
+        self.waiting_since = self.front.now()
         self._next()
 
     def _failed(self, side: FrontSide) -> None:
@@ -440,17 +587,25 @@ class FrontConnection(asyncio.Protocol):
             req.continue_sent = True
 
     def _hand_over(self, first: _Request) -> None:
-        """Give the connection, with the requests read but not served, to aiohttp's server."""
+        """Give the connection, with the requests read but not served, to aiohttp's server.
+
+        A pipelined request half read when the hand-over is due has had its bytes parsed here, and they
+        cannot be replayed: the hand-over waits until that request ends (it is bounded by the read
+        deadlines like any other), then takes it along with the rest.
+        """
         transport = self.transport
         if transport is None or self.closed:
             return
         if self.current is not None:
-            # A pipelined request is half read: its bytes went to our parser and cannot be replayed.
-            get_logger().warning("front_handover_refused", reason="pipelined request split at hand-over")
-            self.abort()
+            self.handover_due = first
+            if self._reading_paused:
+                self._reading_paused = False
+                transport.resume_reading()
             return
+        self.handover_due = None
         data = first.rebuild() + b"".join(req.rebuild() for req in self.queue)
         self.queue.clear()
+        self._queued_bytes = 0
         self.handed_over = True
         self.front.connections.discard(self)
         protocol = self.front.handover()
@@ -460,16 +615,48 @@ class FrontConnection(asyncio.Protocol):
         if self._reading_paused:
             transport.resume_reading()
 
-    def _refuse(self, status: int, text: str) -> None:
+    def _refuse(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
         """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""
         self.closed = True
         if self.transport is None or self.busy:
             self.abort()
             return
         body = text.encode("utf-8", "replace")
-        head = _head(status, None, [("Content-Type", "text/plain; charset=utf-8")], len(body), False)
+        headers = [("Content-Type", content_type), ("Connection", "close")]
+        head = _head(status, None, headers, len(body), False)
         self.transport.write(head + body)
         self.transport.close()
+
+    def _refuse_over_cap(self) -> None:
+        """Over `max_client_connections`: 503 at once, then a moment for the client to read it.
+
+        The write side is shut after the answer and what the client sends is discarded until it
+        leaves or `LINGER` ends: closing outright with its request unread would reset the connection
+        and could destroy the answer before the client reads it. Past as many lingering refusals as
+        the cap itself, connections are cut without an answer, so a flood holds no more sockets.
+        """
+        self.closed = True
+        transport = self.transport
+        assert transport is not None
+        front = self.front
+        limit = self.state.settings.max_client_connections
+        if front.refusing >= limit:
+            transport.abort()
+            return
+        _, body = gateway_error(
+            503,
+            None,
+            f"the proxy is serving its limit of {limit} client connections (max_client_connections); "
+            "retry shortly",
+            {"limit": limit, "setting": "max_client_connections"},
+        )
+        data = json.dumps(body).encode()
+        headers = [("Content-Type", "application/json"), ("Retry-After", "1"), ("Connection", "close")]
+        transport.write(_head(503, None, headers, len(data), False) + data)
+        if transport.can_write_eof():
+            transport.write_eof()
+        front.refusing += 1
+        self._linger = asyncio.get_running_loop().call_later(LINGER, transport.abort)
 
     def close(self) -> None:
         """Close after what was written has gone out."""
@@ -516,14 +703,21 @@ def _head(
 class FrontSide:
     """The client side of a pass-through exchange on a lean-front connection."""
 
-    def __init__(self, conn: FrontConnection, req: _Request) -> None:
+    def __init__(self, conn: FrontConnection, req: _Request, target: Target | None) -> None:
+        """`target` is the checked request target (None: refused, the path is recorded as sent)."""
         self.conn = conn
         self.req = req
         self.method = req.method
-        target = req.target.decode("latin-1")
-        self.path_qs = target
-        self.raw_query = target.split("?", 1)[1] if "?" in target else ""
+        path_qs = req.target.decode("latin-1") if target is None else target.path_qs
+        self.path_qs = path_qs
+        self.raw_query = path_qs.split("?", 1)[1] if "?" in path_qs else ""
         self.headers = tuple(req.headers)
+        if target is not None and target.host is not None:
+            # An absolute-form target names the host the client meant; its `Host` field is ignored.
+            host = target.host
+            self.headers = tuple(
+                (k, host if len(k) == 4 and k.lower() == "host" else v) for k, v in req.headers
+            )
         self.started = False
         self.broken = False
         self._pending: bytes | None = None
