@@ -54,7 +54,7 @@ def check_target(target: str, host_count: int, *, http10: bool) -> Target | Targ
             return split
         host, path_qs = split
     path = path_qs.split("?", 1)[0]
-    if "." in path and _has_dot_segment(path):
+    if ("." in path or "%2" in path) and _has_dot_segment(path):
         return TargetProblem(
             "request target",
             f"the path {path[:200]!r} has a '.' or '..' segment; send the path with those resolved",
@@ -71,10 +71,8 @@ def _absolute_form(target: str) -> tuple[str, str] | TargetProblem:
         )
     cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
     authority, tail = rest[:cut], rest[cut:]
-    if not authority or "@" in authority:
-        return TargetProblem(
-            "request target", f"the URL {scheme}://{authority[:100]}... names no host, or carries userinfo"
-        )
+    if not authority or "@" in authority:  # the userinfo may be a credential: never echoed
+        return TargetProblem("request target", f"an absolute {scheme} URL with no host, or with userinfo")
     return authority, tail if tail.startswith("/") else "/" + tail
 
 

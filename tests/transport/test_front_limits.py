@@ -1,0 +1,404 @@
+"""The lean front's bounds, spoken to over raw sockets: read deadlines, the connection cap, pipelined bytes,
+trailers and chunk extensions, `Expect` over the limit, `Host` and request-target checks, and failures
+logged with their exception.
+
+Each test is one attack from the hardening review, written as a client would send it, with a second
+client served alongside where the point is that others are not hurt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from proxy import logs
+from proxy.transport import front
+from proxy.transport.front import MAX_HEAD_BYTES
+from tests.transport.helpers import (
+    RELAY_ONLY,
+    WAIT,
+    bounded,
+    client_session,
+    drained,
+    fake_upstream,
+    hold,
+    rpc,
+    wait_until,
+)
+from tests.transport.test_front import (
+    closed,
+    connection,
+    fake_upstream_that_answers_by_method,
+    parse_head,
+    read_response,
+    refused,
+    request_bytes,
+    still_serves,
+)
+
+SHORT = 0.5
+"""A read deadline short enough for a test, long enough that a loaded machine meets it."""
+
+
+def chunked(*parts: bytes, trailers: bytes = b"") -> bytes:
+    return b"".join(b"%x\r\n%b\r\n" % (len(p), p) for p in parts) + b"0\r\n" + trailers + b"\r\n"
+
+
+def chunked_head(path: str = "/mcp", extra: str = "") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n{extra}\r\n"
+    ).encode()
+
+
+async def closed_after(reader: asyncio.StreamReader) -> tuple[bytes, float]:
+    """Everything the proxy sends until it closes, and how long that took."""
+    started = time.monotonic()
+    rest: bytes = await bounded(reader.read(), what="the proxy to close the connection")
+    return rest, time.monotonic() - started
+
+
+# --- read deadlines -----------------------------------------------------------------------------------
+
+
+async def test_a_head_that_stops_half_way_gets_408_naming_the_setting_and_is_closed(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, head_read_timeout=SHORT) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(b"POST /mcp HTTP/1.1\r\nHost: proxy.test\r\nContent-Le")
+        answer, took = await closed_after(reader)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert parse_head(head)[0] == 408
+        assert b"head_read_timeout" in body
+        assert SHORT <= took < SHORT + 2 * front.SWEEP_MAX
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+async def test_a_connection_that_never_sends_a_byte_is_closed_after_the_head_read_timeout(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, head_read_timeout=SHORT, keepalive_timeout=60.0) as proxy,
+        connection(proxy) as (reader, _writer),
+    ):
+        answer, took = await closed_after(reader)
+        assert answer == b""
+        assert SHORT <= took < SHORT + 2 * front.SWEEP_MAX
+
+
+async def test_a_body_that_never_comes_gets_408_with_the_request_id_and_is_closed(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, body_read_timeout=SHORT) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        body = rpc("tools/call", 31, name="echo")
+        writer.write(request_bytes(body)[:-5])  # the head and all but the last bytes of the body
+        answer, took = await closed_after(reader)
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        status, headers = parse_head(head)
+        assert (status, dict(headers)["Connection"]) == (408, "close")
+        error = json.loads(rest)
+        assert error["id"] == 31
+        assert error["error"]["data"] == {"limit": SHORT, "setting": "body_read_timeout"}
+        assert SHORT <= took < SHORT + 2 * front.SWEEP_MAX
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeout(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, keepalive_timeout=SHORT, head_read_timeout=30.0) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(request_bytes(rpc("ping", 1)))
+        assert (await read_response(reader)).json()["id"] == 1
+        answer, took = await closed_after(reader)
+        assert answer == b""  # an idle connection is closed without a word, as any server does
+        assert SHORT <= took < SHORT + 2 * front.SWEEP_MAX
+
+
+async def test_a_request_served_longer_than_every_read_deadline_is_answered(proxy_for):
+    may_answer = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        message = json.loads(await request.read())
+        await hold(may_answer)
+        return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+
+    short = {"head_read_timeout": 0.2, "body_read_timeout": 0.2, "keepalive_timeout": 0.2}
+    async with (
+        fake_upstream(slow) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, **short) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(request_bytes(rpc("tools/call", 5, name="slow")))
+        await wait_until(lambda: len(fake.seen) == 1, what="the request to reach the upstream")
+        waited = time.monotonic()
+        await wait_until(lambda: time.monotonic() - waited > 1.0, what="every deadline to pass")
+        may_answer.set()
+        assert (await read_response(reader)).json()["id"] == 5
+
+
+# --- the connection cap -------------------------------------------------------------------------------
+
+
+async def test_past_the_connection_cap_a_client_gets_503_with_retry_after_and_the_admin_api_answers(
+    proxy_for,
+):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(
+            fake.url, **RELAY_ONLY, max_client_connections=2, admin_enabled=True, admin="127.0.0.1:0"
+        ) as proxy,
+        connection(proxy) as (reader1, writer1),
+        connection(proxy) as (_reader2, _writer2),
+    ):
+        await wait_until(
+            lambda: proxy._front is not None and len(proxy._front.connections) == 2, what="2 open"
+        )
+        async with connection(proxy) as (reader3, writer3):
+            writer3.write(request_bytes(rpc("ping", 3)))
+            response = await read_response(reader3)
+            assert response.status == 503
+            assert response.header("retry-after") == "1"
+            assert response.header("connection") == "close"
+            error = response.json()
+            assert "max_client_connections" in error["error"]["message"]
+            assert error["error"]["data"] == {"limit": 2, "setting": "max_client_connections"}
+            assert await closed(reader3)
+        # the clients already connected are served, and so is the admin API
+        writer1.write(request_bytes(rpc("ping", 1)))
+        assert (await read_response(reader1)).json()["id"] == 1
+        async with client_session() as http, http.get(f"{proxy.admin_url}/healthz") as health:
+            assert health.status == 200
+        assert [json.loads(s.body)["id"] for s in fake.seen] == [1]
+    # one of the two left: a new client is served again
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_client_connections=1) as proxy,
+    ):
+        async with connection(proxy) as (reader, writer):
+            writer.write(request_bytes(rpc("ping", 1)))
+            assert (await read_response(reader)).status == 200
+        await wait_until(lambda: proxy._front is not None and not proxy._front.connections, what="a close")
+        await still_serves(proxy)
+
+
+# --- pipelining: bytes, not only requests -------------------------------------------------------------
+
+
+async def test_pipelined_requests_behind_a_slow_one_are_held_up_to_the_byte_bound(proxy_for):
+    may_answer = asyncio.Event()
+    most_held = 0
+
+    async def first_slow(request: web.Request) -> web.StreamResponse:
+        message = json.loads(await request.read())
+        if message["id"] == 0:
+            await hold(may_answer)
+        return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+
+    bound = 64 * 1024
+    big = "x" * (16 * 1024)
+    count = 40  # 40 x 16 KiB = 640 KiB queued behind the first, ten times the bound
+    async with (
+        fake_upstream(first_slow) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_pipelined_bytes=bound) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(request_bytes(rpc("tools/call", 0, name="slow")))
+        await wait_until(lambda: len(fake.seen) == 1, what="the slow request to reach the upstream")
+        data = b"".join(request_bytes(rpc("tools/call", n, name="echo", text=big)) for n in range(1, count))
+        writer.write(data)
+
+        def held() -> int:
+            nonlocal most_held
+            assert proxy._front is not None
+            size = sum(len(b"".join(r.body)) for c in proxy._front.connections for r in c.queue)
+            most_held = max(most_held, size)
+            return size
+
+        await wait_until(lambda: held() > bound, what="the queue to fill past its bound")
+        # reading has paused: the queue stays near the bound however long the slow one takes
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            held()
+        assert most_held <= bound + 64 * 1024 + 17 * 1024  # the bound, one read's worth and one request
+        may_answer.set()
+        answers = [(await read_response(reader)).json()["id"] for _ in range(count)]
+        assert answers == list(range(count))
+
+
+# --- chunked bodies: trailers and extensions ----------------------------------------------------------
+
+
+async def test_trailer_fields_never_reach_the_upstream_as_headers(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        body = rpc("tools/list", 8)
+        trailers = b"Authorization: Bearer smuggled\r\nX-Smuggled: 1\r\n"
+        writer.write(
+            chunked_head(extra="Trailer: X-Smuggled\r\n") + chunked(body[:10], body[10:], trailers=trailers)
+        )
+        response = await read_response(reader)
+        assert response.json() == {"jsonrpc": "2.0", "id": 8, "result": {"method": "tools/list"}}
+        (seen,) = fake.seen
+        assert seen.body == body
+        assert "x-smuggled" not in seen.names()
+        assert "authorization" not in seen.names()
+
+
+async def test_trailers_count_toward_the_head_limit(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+    ):
+        trailers = b"".join(b"X-T%d: %s\r\n" % (n, b"a" * 4000) for n in range(20))  # 80 KB of trailers
+        answer = await refused(proxy, chunked_head() + chunked(rpc("ping", 1), trailers=trailers))
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert parse_head(head)[0] == 431
+        assert str(MAX_HEAD_BYTES).encode() in body
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+async def test_chunk_extensions_count_toward_the_body_limit(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_body_bytes=4096) as proxy,
+    ):
+        # One-byte chunks, each with a 4 KiB extension: a tiny payload carried by megabytes of framing.
+        body = b'{"jsonrpc":"2.0","id":12,"method":"ping"}'
+        padded = b"".join(b"1;ext=%s\r\n%b\r\n" % (b"e" * 4096, body[i : i + 1]) for i in range(len(body)))
+        answer = await refused(
+            proxy, chunked_head() + padded, then=b"1;x=" + b"e" * 8192 + b"\r\na\r\n", up_to=4 << 20
+        )
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert parse_head(head)[0] == 413
+        assert json.loads(rest)["error"]["data"] == {"limit": 4096}
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+async def test_expect_100_continue_with_an_over_limit_length_gets_413_at_once(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_body_bytes=1024) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(
+            request_bytes(headers=(("Expect", "100-continue"), ("Content-Length", "2048")), length=False)
+        )
+        response = await read_response(reader)  # no body was sent: the answer cannot wait for one
+        assert response.status == 413
+        assert response.header("connection") == "close"
+        assert response.json()["error"]["data"] == {"limit": 1024}
+        assert await closed(reader)
+        assert fake.seen == []
+
+
+# --- Host and the request target ----------------------------------------------------------------------
+
+
+async def refused_400(proxy: Any, data: bytes) -> dict[str, Any]:
+    async with connection(proxy) as (reader, writer):
+        writer.write(data)
+        response = await read_response(reader)
+    assert response.status == 400
+    message: dict[str, Any] = response.json()
+    return message
+
+
+async def test_a_duplicate_or_missing_host_gets_400_naming_host_with_the_id(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+    ):
+        twice = request_bytes(rpc("tools/list", 21), headers=(("Host", "other.test"),))
+        error = await refused_400(proxy, twice)
+        assert (error["id"], error["error"]["data"]) == (21, {"field": "Host"})
+        missing = request_bytes(rpc("tools/list", 22)).replace(b"Host: proxy.test\r\n", b"")
+        error = await refused_400(proxy, missing)
+        assert (error["id"], error["error"]["data"]) == (22, {"field": "Host"})
+        assert fake.seen == []
+        # HTTP/1.0 had no Host: such a client is served
+        async with connection(proxy) as (reader, writer):
+            writer.write(
+                request_bytes(rpc("tools/list", 23), version="1.0").replace(b"Host: proxy.test\r\n", b"")
+            )
+            assert (await read_response(reader)).json()["id"] == 23
+        await wait_until(lambda: drained(proxy), what="the exchanges to close")
+
+
+async def test_dot_segments_in_the_path_get_400_and_nothing_goes_upstream(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+    ):
+        for path in ("/mcp/../admin", "/%2e%2e/etc/passwd", "/./mcp"):
+            error = await refused_400(proxy, request_bytes(rpc("tools/list", 24), path=path))
+            assert error["error"]["data"] == {"field": "request target"}
+            assert error["id"] == 24
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+async def test_an_absolute_form_target_is_sent_upstream_in_origin_form(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        target = f"http://127.0.0.1:{proxy.port}/mcp?tenant=a"  # the Host field says proxy.test
+        writer.write(request_bytes(rpc("tools/list", 25), path=target))
+        assert (await read_response(reader)).json()["id"] == 25
+        (seen,) = fake.seen
+        assert seen.path_qs == "/mcp?tenant=a"
+        await wait_until(lambda: drained(proxy), what="the exchange to close")
+        (chain,) = list(proxy.store)
+        assert chain.messages[0].http is not None
+        assert chain.messages[0].http.path == "/mcp?tenant=a"
+        assert chain.messages[0].http.headers["Host"] == f"127.0.0.1:{proxy.port}"
+
+
+# --- failures are logged with their exception ---------------------------------------------------------
+
+
+async def test_a_front_failure_is_logged_with_its_traceback_in_json(proxy_for, monkeypatch, tmp_path: Path):
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr(front, "classify_request", broken)
+    saved = structlog.get_config()
+    log_file = tmp_path / "proxy.log"
+    opened = logs.configure(fmt="json", file=log_file)
+    try:
+        async with (
+            fake_upstream(fake_upstream_that_answers_by_method) as fake,
+            proxy_for(fake.url, **RELAY_ONLY) as proxy,
+            connection(proxy) as (reader, writer),
+        ):
+            writer.write(request_bytes(rpc("ping", 1)))
+            assert (await read_response(reader)).status == 500
+            assert await closed(reader)
+    finally:
+        structlog.configure(**saved)
+        assert opened is not None
+        opened.close()
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    (failed,) = [line for line in lines if line["event"] == "front_exchange_failed"]
+    assert "RuntimeError: planted failure" in failed["exception"]
+    assert "Traceback" in failed["exception"]
+    assert WAIT  # every wait above is bounded by it
