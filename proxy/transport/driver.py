@@ -45,7 +45,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         async with asyncio.timeout(settings.body_read_timeout):
             raw = await read_bounded(request, settings.max_body_bytes)
     except TimeoutError:
-        return body_timed_out(request, settings.body_read_timeout)
+        return await body_timed_out(request, settings.body_read_timeout)
     side = AiohttpSide(request)
     checked = check_target(
         request.raw_path, len(request.headers.getall("Host", ())), http10=request.version < HttpVersion11
@@ -67,8 +67,12 @@ async def handle(request: web.Request) -> web.StreamResponse:
     return side.final()
 
 
-def body_timed_out(request: web.Request, seconds: float) -> web.StreamResponse:
-    """408 for a body that did not arrive in time, and the connection closes (the rest may still come)."""
+async def body_timed_out(request: web.Request, seconds: float) -> web.StreamResponse:
+    """408 for a body that did not arrive in time; the connection closes once the answer is out.
+
+    Closed here, not left to aiohttp: it would linger reading the rest of the body for up to ten
+    seconds, which is the wait this deadline ends.
+    """
     _, body = gateway_error(
         408,
         None,
@@ -77,6 +81,9 @@ def body_timed_out(request: web.Request, seconds: float) -> web.StreamResponse:
     )
     response = web.json_response(body, status=408)
     response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()  # the transport closes after what was written has gone out
     return response
 
 
