@@ -59,6 +59,7 @@ LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
 _SERVER = f"mcp-debug-proxy/{__version__}"
+_REFRAMED = ("content-length", "transfer-encoding", "expect")
 _REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
 
@@ -107,13 +108,19 @@ class _Request:
         self.continue_wanted = False
         """The client sent `Expect: 100-continue`; the 100 goes out once the responses before it have."""
 
-    def rebuild(self) -> bytes:
-        """The request as bytes again (Content-Length framing), for a protocol that parses it anew."""
+    def rebuild(self, *, last: bool = False) -> bytes:
+        """The request as bytes again (Content-Length framing), for a protocol that parses it anew.
+
+        `last`: the connection ends after this request's response.
+        """
         version = "1.0" if self.http10 else "1.1"  # an HTTP/1.0 client must get HTTP/1.0 framing back
         lines = [f"{self.method} {self.target.decode('latin-1')} HTTP/{version}\r\n"]
+        dropped = ("content-length", "transfer-encoding", "expect", "connection") if last else _REFRAMED
         for name, value in self.headers:
-            if name.lower() not in ("content-length", "transfer-encoding", "expect"):
+            if name.lower() not in dropped:
                 lines.append(f"{name}: {value}\r\n")
+        if last:
+            lines.append("Connection: close\r\n")
         body = b"".join(self.body)
         lines.append(f"Content-Length: {len(body)}\r\n\r\n")
         return "".join(lines).encode("latin-1") + body
@@ -582,7 +589,9 @@ class FrontConnection(asyncio.Protocol):
         req = self.current
         if req is None or not req.continue_wanted or req.continue_sent:
             return
-        if not self.busy and not self.queue and not self.closed and self.transport is not None:
+        if self.busy or self.queue or self.closed or self.handover_due is not None:
+            return  # a bridged response still to come goes first: the 100 would land before it
+        if self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             req.continue_sent = True
 
@@ -603,7 +612,13 @@ class FrontConnection(asyncio.Protocol):
                 transport.resume_reading()
             return
         self.handover_due = None
-        data = first.rebuild() + b"".join(req.rebuild() for req in self.queue)
+        taken = [first, *self.queue]
+        # A request refused without its body (over the limit) cannot be rebuilt for aiohttp to refuse in
+        # turn: the ones before it go over, and the connection ends after them, as it would here.
+        refused = next((i for i, req in enumerate(taken) if req.refusal is not None), None)
+        if refused is not None:
+            taken = taken[:refused]
+        data = b"".join(req.rebuild(last=i == refused) for i, req in enumerate(taken, 1))
         self.queue.clear()
         self._queued_bytes = 0
         self.handed_over = True
@@ -612,7 +627,7 @@ class FrontConnection(asyncio.Protocol):
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         protocol.data_received(data)
-        if self._reading_paused:
+        if self._reading_paused and refused is None:
             transport.resume_reading()
 
     def _refuse(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:

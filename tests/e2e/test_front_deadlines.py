@@ -183,3 +183,16 @@ async def test_host_and_the_target_are_checked_on_a_handed_over_connection_too(
             response = await read_response(reader)
             assert response.status == 400
             assert b"Host" in response.body
+
+
+async def test_a_request_refused_without_its_body_behind_a_bridged_one_ends_the_connection_after_it(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    async with (
+        proxy_for(modern_server.url, max_body_bytes=4096) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        over = request_bytes(headers=(("Expect", "100-continue"), ("Content-Length", "8192")), length=False)
+        writer.write(request_bytes(legacy_initialize(1)) + over)
+        assert_initialized(await read_response(reader), 1)
+        assert await closed(reader)  # never forwarded as a request with an empty body
