@@ -222,10 +222,12 @@ class Settings(BaseModel):
     """Seconds a client has to send a whole request body once its head has ended; past it, 408 and close."""
     keepalive_timeout: Seconds = 30.0
     """Seconds an idle client connection stays open between requests before the proxy closes it."""
-    max_client_connections: PositiveInt = 1024
+    max_client_connections: PositiveInt = 4096
     """Most MCP client connections open at once; past it a new one gets 503 with Retry-After and is closed.
 
-    The admin API and the health listener are separate listeners and stay reachable.
+    The admin API and the health listener are separate listeners and stay reachable. At start the
+    proxy raises its open-file limit to fit (two descriptors a connection, client and upstream) where
+    the hard limit allows, and warns naming this setting where it does not.
     """
     max_pipelined_bytes: PositiveInt = 1024 * 1024
     """Bytes of complete requests a client connection may queue behind the one being served.

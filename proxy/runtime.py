@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import resource
 import secrets
 import time
 from collections.abc import Callable
@@ -161,6 +162,7 @@ class Proxy:
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
+        fit_descriptor_limit(self.settings.max_client_connections)
         app = build_app(self.state)
         # Connections handed over to aiohttp keep the front's idle deadline: aiohttp's keep-alive check
         # also closes a connection whose next head is unfinished, so a half-sent head is bounded there.
@@ -310,6 +312,36 @@ class Proxy:
             await stop.wait()
         finally:
             await self.stop()
+
+
+DESCRIPTORS_SPARE = 256
+"""Descriptors kept beyond two per client connection: listeners, the capture, logs, admin clients."""
+
+
+def fit_descriptor_limit(connections: int) -> int:
+    """Raise the soft open-file limit so `connections` clients (and an upstream socket each) fit.
+
+    Only as far as the hard limit allows; short of it, a warning names `max_client_connections`,
+    since past the limit new clients would be reset instead of answered 503. Returns the soft limit.
+    """
+    wanted = 2 * connections + DESCRIPTORS_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if raised > soft:
+        with suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft < wanted:
+        get_logger().warning(
+            "descriptor_limit_low",
+            open_files=soft,
+            needed=wanted,
+            hint=f"max_client_connections ({connections}) needs about {wanted} open files; lower it "
+            "or raise the limit (ulimit -n), or clients past the limit are reset instead of answered 503",
+        )
+    return soft
 
 
 def _id_factory() -> Callable[[str], str]:

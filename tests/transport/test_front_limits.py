@@ -17,12 +17,13 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from proxy import logs
+from proxy import logs, runtime
 from proxy.transport import front
 from proxy.transport.front import MAX_HEAD_BYTES
 from tests.transport.helpers import (
     RELAY_ONLY,
     bounded,
+    captured_logs,
     client_session,
     drained,
     fake_upstream,
@@ -400,3 +401,23 @@ async def test_a_front_failure_is_logged_with_its_traceback_in_json(proxy_for, m
     (failed,) = [line for line in lines if line["event"] == "front_exchange_failed"]
     assert "RuntimeError: planted failure" in failed["exception"]
     assert "Traceback" in failed["exception"]
+
+
+def test_the_open_file_limit_is_raised_to_fit_the_connection_cap_or_a_warning_names_the_setting(
+    monkeypatch,
+) -> None:
+    limits = {"soft": 1024, "hard": 4096}
+    monkeypatch.setattr(runtime.resource, "getrlimit", lambda _which: (limits["soft"], limits["hard"]))
+
+    def setrlimit(_which: int, values: tuple[int, int]) -> None:
+        limits["soft"] = values[0]
+
+    monkeypatch.setattr(runtime.resource, "setrlimit", setrlimit)
+    with captured_logs() as seen:
+        assert runtime.fit_descriptor_limit(1000) == 2 * 1000 + runtime.DESCRIPTORS_SPARE
+    assert seen == []
+    with captured_logs() as seen:
+        assert runtime.fit_descriptor_limit(4096) == 4096  # the hard limit: as far as it goes
+    (warning,) = seen
+    assert warning["event"] == "descriptor_limit_low"
+    assert "max_client_connections (4096)" in warning["hint"]
