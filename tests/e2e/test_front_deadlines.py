@@ -196,3 +196,20 @@ async def test_a_request_refused_without_its_body_behind_a_bridged_one_ends_the_
         writer.write(request_bytes(legacy_initialize(1)) + over)
         assert_initialized(await read_response(reader), 1)
         assert await closed(reader)  # never forwarded as a request with an empty body
+
+
+async def test_connections_handed_over_to_aiohttp_count_toward_the_connection_cap(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    async with (
+        proxy_for(modern_server.url, max_client_connections=1) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        await handed_over(proxy, reader, writer)  # aiohttp holds the one connection allowed
+        async with connection(proxy) as (second_reader, second_writer):
+            second_writer.write(modern_discover(2))
+            response = await read_response(second_reader)
+            assert response.status == 503
+            assert response.json()["error"]["data"] == {"limit": 1, "setting": "max_client_connections"}
+        writer.write(modern_discover(3))  # the connection within the cap is served throughout
+        assert_discovered(await read_response(reader), 3)
