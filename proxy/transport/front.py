@@ -140,7 +140,7 @@ class FrontServer:
         self.handover = handover
         self.handed_over = handed_over
         self.connections: set[FrontConnection] = set()
-        self.refusing = 0
+        self.refusing: set[FrontConnection] = set()
         """Connections refused over the cap, still given a moment to read their 503."""
         self.server: asyncio.Server | None = None
         self.now: Callable[[], float] = time.monotonic
@@ -191,7 +191,7 @@ class FrontServer:
         # Exchanges served without a task have nothing to await: a shutdown polls them.
         while any(conn.busy for conn in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
-        for conn in list(self.connections):
+        for conn in [*self.connections, *self.refusing]:
             conn.abort()
         if self.server is not None:
             with contextlib.suppress(Exception):
@@ -288,7 +288,7 @@ class FrontConnection(asyncio.Protocol):
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-            self.front.refusing -= 1
+            self.front.refusing.discard(self)
         self.front.connections.discard(self)
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
@@ -655,7 +655,7 @@ class FrontConnection(asyncio.Protocol):
         assert transport is not None
         front = self.front
         limit = self.state.settings.max_client_connections
-        if front.refusing >= limit:
+        if len(front.refusing) >= limit:
             transport.abort()
             return
         _, body = gateway_error(
@@ -670,7 +670,7 @@ class FrontConnection(asyncio.Protocol):
         transport.write(_head(503, None, headers, len(data), False) + data)
         if transport.can_write_eof():
             transport.write_eof()
-        front.refusing += 1
+        front.refusing.add(self)
         self._linger = asyncio.get_running_loop().call_later(LINGER, transport.abort)
 
     def close(self) -> None:

@@ -421,3 +421,25 @@ def test_the_open_file_limit_is_raised_to_fit_the_connection_cap_or_a_warning_na
     (warning,) = seen
     assert warning["event"] == "descriptor_limit_low"
     assert "max_client_connections (4096)" in warning["hint"]
+
+
+async def test_a_refused_client_that_never_leaves_is_cut_after_a_moment(proxy_for) -> None:
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_client_connections=1) as proxy,
+        connection(proxy) as (_reader, _writer),
+    ):
+        await wait_until(
+            lambda: proxy._front is not None and len(proxy._front.connections) == 1, what="1 open"
+        )
+        async with connection(proxy) as (reader, _writer2):
+            response = await read_response(reader)  # answered before it sends anything
+            assert response.status == 503
+            assert await closed(reader)  # the proxy shut its side; this client keeps its own open
+            assert proxy._front is not None
+            assert len(proxy._front.refusing) == 1
+            await wait_until(
+                lambda: proxy._front is not None and not proxy._front.refusing,
+                what="the refused connection to be cut",
+                seconds=front.LINGER + 2.0,
+            )
