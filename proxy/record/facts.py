@@ -57,11 +57,16 @@ class FactEncoder:
         elif op == "open_exchange":
             kwargs = dict(kw)
             kwargs["headers"] = self._redactor.headers(kw["headers"])
+            kwargs["path"] = self._redactor.path(kw["path"])
             session = kw.get("session")
             kwargs["session"] = session and self._redactor.token(session)
         elif op == "response_head":
             kwargs = dict(kw)
             kwargs["headers"] = self._redactor.headers(kw["headers"])
+        elif op in ("continuation_changed", "upstream_session"):  # a principal's keyed fingerprint
+            kwargs = dict(kw)
+            principal = kw.get("principal")
+            kwargs["principal"] = principal and self._redactor.fingerprint(principal)
         elif op == "mark_invalid":  # the raw bytes that were not JSON-RPC
             kwargs = dict(kw)
             kwargs["body"] = kw["body"][: self._body_limit].decode("utf-8", "replace")

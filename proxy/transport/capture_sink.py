@@ -1,7 +1,9 @@
-"""Feeding the capture file: flow events from the bus, and pass-through facts straight from the relay.
+"""Feeding the capture file: every observation as a fact, straight from the fact log, never via the bus.
 
-Events come off the capture's own bounded bus queue in a task; facts (observations not yet built into
-chains, see `proxy.flows.facts`) are what the capture keeps while nobody watches live. Facts are held
+The capture records facts (see `proxy.flows.facts`), whether or not chains are built live, and no
+bounded queue stands between them and the file: a slow writer, a full bus or a chain evicted from the
+store never costs the capture a record. The only events written are the proxy's own (`ProxyInfo`),
+handed over directly. Facts are held
 as they happen, encoded at the end of the loop turn (after the turn's responses went out, a few at a
 time, so no request waits behind a whole flush's encoding) and written together `FLUSH_INTERVAL`
 after the first of them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 
-from proxy.flows.bus import Subscription
+from proxy.flows.events import FlowEvent
 from proxy.flows.facts import Fact
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
@@ -55,18 +57,24 @@ class CaptureSink:
         if self._flush is None:
             self._schedule()
 
-    async def consume(self, sub: Subscription) -> None:
-        """Write the bus's events until the subscription closes: every queued event at once."""
+    def event(self, event: FlowEvent) -> None:
+        """Write one event that is no observation (the proxy's `ProxyInfo`), after the facts before it."""
+        if self._failed:
+            return
+        self._write_facts()
         try:
-            async for event in sub:
-                self._write_facts()  # facts observed before this event go first
-                self.writer.write(event)
-                while (more := sub.get_nowait()) is not None:
-                    self.writer.write(more)
-                self._schedule()
-        finally:
-            self._cancel()
-            self._write_facts()
+            self.writer.write(event)
+        except CaptureError as exc:
+            self._fail(exc)
+            return
+        self._schedule()
+
+    def close(self) -> None:
+        """Write what is held and flush (the proxy is stopping); later facts and events are ignored."""
+        self._cancel()
+        self._write_facts()
+        self._failed = True
+        with suppress(CaptureError):
             self.writer.flush()
 
     def _encode(self) -> None:
@@ -88,8 +96,11 @@ class CaptureSink:
         try:
             self.writer.write_lines(lines)
         except CaptureError as exc:
-            self._failed = True  # said once; the traffic goes on without its capture
-            get_logger().error("capture_failed", error=str(exc))
+            self._fail(exc)
+
+    def _fail(self, exc: CaptureError) -> None:
+        self._failed = True  # said once; the traffic goes on without its capture
+        get_logger().error("capture_failed", error=str(exc))
 
     def _schedule(self) -> None:
         if self._flush is None:

@@ -34,7 +34,7 @@ STATE = "sealed-state-never-in-a-capture"
 def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[FlowEvent]:
     """Play one call through a FactLog whose facts go to a capture; returns the live build's events."""
     clock = FactClock(lambda: 100.0)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     live_events: list[FlowEvent] = []
     store = ChainStore()
     builder = ChainBuilder(store, live_events.append, redactor, clock=clock, body_limit=body_limit)
@@ -127,7 +127,7 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     path = tmp_path / "bridged.jsonl"
     ticks = _Ticks()
     clock = FactClock(lambda: ticks.now)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     live: list[FlowEvent] = []
     builder = ChainBuilder(ChainStore(), live.append, redactor, clock=clock)
     facts = FactLog(builder, clock, redactor, bus=EventBus())
@@ -163,7 +163,7 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
 def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path) -> None:
     path = tmp_path / "sessions.jsonl"
     clock = FactClock(lambda: 100.0)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     builder = ChainBuilder(ChainStore(), [].append, redactor, clock=clock)
     facts = FactLog(builder, clock, redactor, bus=EventBus())
     encoder = FactEncoder(redactor, 65536)
@@ -178,6 +178,6 @@ def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path
         "upstream-3",
         "opened",
         Side.UPSTREAM,
-        "0123456789abcdef",
+        redactor.fingerprint("0123456789abcdef"),  # keyed in the capture: never the engine's digest
         "roots",
     )

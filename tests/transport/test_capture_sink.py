@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 
-from proxy.flows.bus import EventBus
 from proxy.flows.events import ProxyInfo
 from proxy.flows.facts import Fact
 from proxy.flows.redact import Redactor
@@ -17,7 +15,7 @@ from proxy.record.capture import CaptureWriter
 from proxy.record.facts import FactEncoder
 from proxy.transport import capture_sink
 from proxy.transport.capture_sink import CaptureSink
-from tests.transport.helpers import bounded, wait_until
+from tests.transport.helpers import wait_until
 
 
 def _fact(n: int) -> Fact:
@@ -46,17 +44,15 @@ async def test_facts_reach_the_file_within_a_flush_interval_in_the_order_they_we
 
 async def test_facts_taken_before_an_event_are_written_before_it(tmp_path: Path) -> None:
     path = tmp_path / "capture.jsonl"
-    bus = EventBus(16)
     with CaptureWriter(path) as writer:
         sink = CaptureSink(writer, FactEncoder(Redactor(), 65536))
-        sub = bus.subscribe("capture", replays=False)
-        task = asyncio.get_running_loop().create_task(sink.consume(sub))
         sink.fact(_fact(1))
         sink.fact(_fact(2))
-        bus.publish(ProxyInfo(ts=time.time(), version="t", listen="l", upstream="u"))
+        sink.event(ProxyInfo(ts=time.time(), version="t", listen="l", upstream="u"))
         await wait_until(lambda: len(_lines(path)) == 3, what="the facts and the event to be written")
-        sub.close()
-        await bounded(task, what="the sink to stop")
+        sink.close()
+        sink.fact(_fact(3))  # after close: ignored, never a write into a closing file
+        writer.flush()
     assert _kinds(path) == ["x1", "x2", "proxy_info"]
 
 
