@@ -27,7 +27,7 @@ from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
-from proxy.logs import get_logger
+from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.facts import FactEncoder
 from proxy.transport.admin import AdminContext, AdminServer
@@ -61,6 +61,7 @@ class Proxy:
         )
         upstream = parse_upstream(settings.upstream)
         self.redactor = redactor_for(settings, upstream.secrets)
+        use_redactor(self.redactor)
         clock = FactClock(time.time)
         self.builder = ChainBuilder(
             self.store,
@@ -278,7 +279,7 @@ class Proxy:
         self._hurry.set()
 
     def reopen_capture(self) -> None:
-        """SIGHUP: reopen the capture at its path, after logrotate or `mv` moved the file away."""
+        """SIGUSR1: reopen the capture at its path, after logrotate or `mv` moved the file away."""
         log = get_logger()
         if self._capture is None:
             log.info("capture_reopen_skipped", reason="no capture file configured")

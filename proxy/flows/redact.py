@@ -164,7 +164,7 @@ class Redactor:
             secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
             if secret is None:
                 secret = self.is_secret_header(name)
-            shown = self.header_value(name, value) if secret else self._scrub(value)
+            shown = self.header_value(name, value) if secret else self.scrub(value)
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name
@@ -173,7 +173,7 @@ class Redactor:
                 out[first] = f"{out[first]}, {shown}"
         return out
 
-    def _scrub(self, value: str) -> str:
+    def scrub(self, value: str) -> str:
         """`value` with every known secret text in it replaced by its stand-in."""
         for text in self._texts:
             if text in value:
@@ -211,14 +211,14 @@ class Redactor:
         """
         base, q, query = target.partition("?")
         if not q:
-            return self._scrub(target)
+            return self.scrub(target)
         parts = []
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")
             if eq and value and self.is_secret_header(unquote_plus(name)):
                 value = self.token(unquote_plus(value))
             parts.append(f"{name}{eq}{value}")
-        return self._scrub(f"{base}?{'&'.join(parts)}")
+        return self.scrub(f"{base}?{'&'.join(parts)}")
 
     # -- bodies ------------------------------------------------------------------------------
 

@@ -201,7 +201,7 @@ class CaptureWriter:
         self._close_file()
 
     def reopen(self) -> None:
-        """Close and reopen the same path (after an external tool moved it away, e.g. on SIGHUP)."""
+        """Close and reopen the same path (after an external tool moved it away, e.g. on SIGUSR1)."""
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
         self._close_file()
