@@ -143,6 +143,11 @@ class FactLog:
             self._replaying = self._bus.replaying = False
 
     @property
+    def redactor(self) -> Redactor:
+        """The redactor every observation passes through (the admin API keys what it shows with it)."""
+        return self._redactor
+
+    @property
     def pending(self) -> int:
         """Facts queued and not yet built."""
         return len(self._pending) + len(self._held)
