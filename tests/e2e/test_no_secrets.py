@@ -193,3 +193,21 @@ async def test_no_planted_secret_reaches_any_output(
         (where, place) for place, value in wanted.items() for where, text in outputs.items() if value in text
     )
     assert leaks == []
+
+
+async def test_dropping_a_built_in_entry_is_warned_at_start_naming_it_and_then_shows_it(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, unredact_headers=["mcp-session-id", "session"]) as proxy:
+            feed = proxy.bus.subscribe("tui")
+            sessions = await traffic(proxy, planted(), user_list=False)
+            live = []
+            while (event := feed.get_nowait()) is not None:
+                live.append(event)
+            feed.close()
+    (warning,) = [entry for entry in logs if entry["event"] == "redaction_defaults_dropped"]
+    assert warning["log_level"] == "warning"
+    assert warning["entries"] == ["mcp-session-id", "session"]
+    assert "in clear" in warning["hint"]
+    assert sessions[0] in "\n".join(e.model_dump_json() for e in live), "the user asked to see it"
