@@ -2,12 +2,16 @@
 
 A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": 1, "created":
 <epoch seconds>, "proxy_version": "..."}`, then one `FlowEvent` per line as encoded by
-`proxy.flows.events.event_to_json`, or one pass-through observation (`{"type": "fact", ...}`, see
+`proxy.flows.events.event_to_json`, or one observation (`{"type": "fact", ...}`, see
 `proxy.record.facts`) that the reader builds into events as a live watcher would have seen them.
-The writer is synchronous and buffered (the transport calls it from a bus-subscriber task, so a
-slow disk only ever slows that subscriber), rotates by size, and reopens on request for external
-log rotation. The reader validates the header, tolerates a final line cut short by a killed proxy
-and reports any other bad line by number.
+The proxy writes every observation as a fact (and its own `proxy_info` events), so what a capture
+holds never depends on the in-memory ring or the bus; event lines are read too (older captures, or
+other writers).
+
+The writer is synchronous and buffered (the transport hands it a few milliseconds' lines at a time,
+one write(2) per flush, never through a queue that could drop them), rotates by size, and reopens on
+request for external log rotation. The reader validates the header, tolerates a final line cut
+short by a killed proxy, and skips any other bad line, counting it and naming it by number.
 
 Events arrive here already redacted and bounded (`proxy.flows.redact`); facts are redacted by
 `FactEncoder` with the proxy's own redactor before they are written.
