@@ -2,8 +2,9 @@
 
 Context (the chain id of the exchange being handled) is bound through contextvars, so every line a
 handler logs carries it without being passed around. One processor masks what a line must not carry
-in clear: a principal's fingerprint is re-keyed with the deployment's redaction key, and any known
-secret text (the upstream URL's query values) is masked wherever it appears in a string field.
+in clear: a principal's fingerprint is re-keyed with the deployment's redaction key, credential-like
+query values in a request target are masked, and any known secret text (the upstream URL's query
+values) is masked wherever it appears in a string field.
 """
 
 from __future__ import annotations
@@ -97,9 +98,16 @@ class LogRedactor(Protocol):
         """`value` with every known secret text in it masked."""
         ...
 
+    def path(self, target: str) -> str:
+        """A request target with credential-like query values masked."""
+        ...
+
 
 FINGERPRINTED_FIELDS = frozenset({"principal"})
 """Log fields that carry an identity's digest: shown only as a keyed fingerprint."""
+
+TARGET_FIELDS = frozenset({"path", "target", "path_qs", "url"})
+"""Log fields that may carry a request target: credential-like query values in them are masked."""
 
 _REDACTOR: LogRedactor | None = None
 
@@ -120,6 +128,8 @@ def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> 
             continue
         if key in FINGERPRINTED_FIELDS:
             event[key] = redactor.fingerprint(value)
+        elif key in TARGET_FIELDS:
+            event[key] = redactor.path(value)
         else:
             event[key] = redactor.scrub(value)
     return event

@@ -33,7 +33,7 @@ def test_principal_fields_are_rekeyed_and_known_secret_texts_masked_in_every_lin
     logs.use_redactor(redactor)
     log = logs.get_logger()
     log.warning("session_opened", principal="0123456789abcdef", note="upstream /mcp?api_key=q-secret-123")
-    log.info("plain", count=3, principal=None)
+    log.info("plain", count=3, principal=None, path="/mcp?access_token=tok-in-a-query&x=1")
     opened.close()
 
     first, second = (json.loads(line) for line in path.read_text().splitlines())
@@ -42,6 +42,8 @@ def test_principal_fields_are_rekeyed_and_known_secret_texts_masked_in_every_lin
     assert "q-secret-123" not in first["note"]
     assert first["note"].startswith("upstream /mcp?api_key=<redacted len=12 hmac:")
     assert (second["count"], second["principal"]) == (3, None)
+    assert "tok-in-a-query" not in second["path"]
+    assert second["path"].endswith("&x=1")
 
 
 def test_without_a_redactor_lines_pass_unchanged(restore_logging: None) -> None:
