@@ -47,6 +47,9 @@ class Expected:
     direction: ToWhom
     label: str = ""
     """What the caller calls it (shown in the report: `call 17 progress 2`)."""
+    count: int = 1
+    """Client-facing records that must hold the marker: more than one when the client itself sent the
+    message more than once (an MRTR retry repeats the call's arguments each round)."""
 
 
 @dataclass(slots=True)
@@ -55,6 +58,7 @@ class CompletenessReport:
 
     expected: int = 0
     found_once: int = 0
+    """Expected messages found exactly as often as expected (once, unless `Expected.count` says)."""
     missing: list[Expected] = field(default_factory=list)
     duplicated: list[tuple[Expected, int]] = field(default_factory=list)
     records: int = 0
@@ -70,12 +74,12 @@ class CompletenessReport:
 
     @property
     def completeness(self) -> float:
-        """Percent of expected messages found exactly once (100.0 when nothing was expected)."""
+        """Percent of expected messages found as often as expected (100.0 when nothing was expected)."""
         return 100.0 if self.expected == 0 else round(100.0 * self.found_once / self.expected, 3)
 
     @property
     def ok(self) -> bool:
-        """Every expected message once, nothing filed twice, no corrupt line."""
+        """Every expected message as often as expected, nothing filed twice, no corrupt line."""
         return self.found_once == self.expected and not self.repeated_records and not self.corrupt_lines
 
     def to_dict(self, *, sample: int = 20) -> dict[str, Any]:
@@ -100,7 +104,7 @@ class CompletenessReport:
 
 
 def _show(e: Expected) -> dict[str, str]:
-    return {"marker": e.marker, "direction": e.direction, "label": e.label}
+    return {"marker": e.marker, "direction": e.direction, "label": e.label, "count": str(e.count)}
 
 
 def capture_files(path: Path) -> list[Path]:
@@ -177,9 +181,9 @@ def _count(report: CompletenessReport, expected: list[Expected], bodies: list[tu
     report.expected = len(expected)
     for e in expected:
         n = counts[(e.direction, e.marker)]
-        if n == 1:
+        if n == e.count:
             report.found_once += 1
-        elif n == 0:
+        elif n < e.count:
             report.missing.append(e)
         else:
             report.duplicated.append((e, n))
@@ -188,14 +192,15 @@ def _count(report: CompletenessReport, expected: list[Expected], bodies: list[tu
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m proxy.record.completeness CAPTURE EXPECTED.jsonl`: print the report, exit 1 unless ok.
 
-    Each line of EXPECTED is `{"marker": ..., "direction": "to_client"|"to_server", "label": ...}`.
+    Each line of EXPECTED is `{"marker": ..., "direction": "to_client"|"to_server", "label": ...,
+    "count": 1}` (label and count optional).
     """
     parser = argparse.ArgumentParser(prog="python -m proxy.record.completeness")
     parser.add_argument("capture", type=Path)
     parser.add_argument("expected", type=Path)
     args = parser.parse_args(argv)
     items = [
-        Expected(str(obj["marker"]), obj["direction"], str(obj.get("label", "")))
+        Expected(str(obj["marker"]), obj["direction"], str(obj.get("label", "")), int(obj.get("count", 1)))
         for obj in (orjson.loads(line) for line in args.expected.read_bytes().splitlines() if line.strip())
     ]
     report = check_capture(args.capture, items)

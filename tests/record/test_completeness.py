@@ -115,3 +115,14 @@ def test_the_command_line_exits_nonzero_when_something_is_missing(
     expected.write_bytes(orjson.dumps({"marker": "nope", "direction": "to_client"}) + b"\n")
     assert main([str(path), str(expected)]) == 1
     assert '"completeness_pct": 0.0' in capsys.readouterr().out
+
+
+def test_a_message_the_client_sent_on_every_round_is_expected_that_many_times(tmp_path: Path) -> None:
+    path = tmp_path / "cap.jsonl"
+    with CaptureWriter(path) as w:
+        for seq in (1, 2, 3):  # three MRTR rounds, each repeating the call's arguments
+            w.write(_record("c1", seq, Direction.TO_SERVER, Side.BOTH, {"arguments": {"m": "retry-1"}}))
+    assert check_capture(path, [Expected("retry-1", "to_server", count=3)]).ok
+    short = check_capture(path, [Expected("retry-1", "to_server", count=4)])
+    assert [e.marker for e in short.missing] == ["retry-1"]
+    assert check_capture(path, [Expected("retry-1", "to_server")]).duplicated
