@@ -403,6 +403,10 @@ class ChainBuilder:
         """Whether this exchange is open in the builder."""
         return exchange_id in self._exchanges
 
+    def has_leg(self, leg: str) -> bool:
+        """Whether this upstream leg is known to the builder (seen and not yet closed)."""
+        return leg in self._legs
+
     @property
     def open_exchanges(self) -> int:
         """Exchanges currently in flight (for metrics and draining)."""

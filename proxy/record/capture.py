@@ -108,10 +108,10 @@ class CaptureWriter:
     `max_bytes > 0` caps each file: an event that would push the current file past it first moves
     `run.jsonl` to `run.jsonl.1` (older files shift up to `.{keep}`; the oldest is deleted; `keep=0`
     keeps none) and starts a new file. A single event larger than `max_bytes` still gets a file of its
-    own. Every new file starts with a header and, when the writer has seen one, the latest `ProxyInfo`
-    event, so each file is readable on its own. Opening an existing capture appends to it (dropping a
-    final line cut short by a killed proxy); opening a file that is not a capture raises
-    `CaptureError` rather than writing into it.
+    own. Every new file starts with a header, the latest `ProxyInfo` event when the writer has seen
+    one, and the `preamble` lines (what is still open, repeated), so each file is readable on its own.
+    Opening an existing capture appends to it (dropping a final line cut short by a killed proxy);
+    opening a file that is not a capture raises `CaptureError` rather than writing into it.
     """
 
     def __init__(
@@ -137,6 +137,9 @@ class CaptureWriter:
         self._events_written = 0
         self._proxy_info: bytes | None = None
         self._closed = False
+        self.preamble: Callable[[], list[bytes]] | None = None
+        """Lines to start every new file with, after the header and `proxy_info` (on rotation and
+        reopen): the sink's repeated opening lines, so each file is readable on its own."""
         self._open()
 
     # -- public ------------------------------------------------------------------------------
@@ -175,21 +178,38 @@ class CaptureWriter:
         if is_info:
             self._proxy_info = line
 
-    def write_lines(self, lines: list[bytes]) -> None:
-        """Append lines already encoded, together; a batch that would overflow `max_bytes` rotates first.
+    def write_lines(self, lines: list[bytes], wrote: Callable[[int, int], None] | None = None) -> None:
+        """Append lines already encoded, together; a line that would overflow `max_bytes` rotates first.
 
-        A batch is never split across files, so a file may end up to one batch past the limit.
+        `wrote(start, end)` hears of each run of `lines[start:end]` once it is in a file, before the
+        next rotation, so the `preamble` a new file starts with already counts them.
         """
         if not lines:
             return
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
-        data = b"".join(lines)
-        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(data) > self._max_bytes:
-            self._rotate(repeat_info=True)
-        self._put(data)
-        self._own_events += len(lines)
-        self._events_written += len(lines)
+        start, pending = 0, 0
+        if self._max_bytes > 0:
+            for i, line in enumerate(lines):
+                held = self._own_events + i - start
+                if held > 0 and self._size + pending + len(line) > self._max_bytes:
+                    self._put_lines(lines, start, i, wrote)
+                    self._rotate(repeat_info=True)
+                    start, pending = i, 0
+                pending += len(line)
+        self._put_lines(lines, start, len(lines), wrote)
+
+    def _put_lines(
+        self, lines: list[bytes], start: int, end: int, wrote: Callable[[int, int], None] | None
+    ) -> None:
+        if start >= end:
+            return
+        chunk = lines if start == 0 and end == len(lines) else lines[start:end]
+        self._put(b"".join(chunk))
+        self._own_events += end - start
+        self._events_written += end - start
+        if wrote is not None:
+            wrote(start, end)
 
     def flush(self) -> None:
         """Push buffered lines to the OS so readers tailing the file see them."""
@@ -276,6 +296,9 @@ class CaptureWriter:
         if repeat_info and self._proxy_info is not None:
             self._put(self._proxy_info)
             self._events_written += 1
+        if self.preamble is not None:
+            for line in self.preamble():
+                self._put(line)
 
     def _put(self, data: bytes) -> None:
         if self._file is None:
@@ -418,6 +441,8 @@ class CaptureReader:
         return self._events()
 
     def _events(self) -> Iterator[FlowEvent]:
+        if self._replayer is not None:
+            self._replayer.start_file()
         lineno = 1
         for raw in self._file:
             lineno += 1

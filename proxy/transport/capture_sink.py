@@ -19,7 +19,7 @@ from proxy.flows.events import FlowEvent
 from proxy.flows.facts import Fact
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
-from proxy.record.facts import FactEncoder
+from proxy.record.facts import FactEncoder, OpenFacts
 
 FLUSH_INTERVAL = 0.01
 """Seconds a captured line may wait in the writer's buffer before it is flushed to the file."""
@@ -38,7 +38,10 @@ class CaptureSink:
         self._failed = False
         self._facts: list[Fact] = []
         self._lines: list[bytes] = []
+        self._encoded: list[Fact] = []  # the facts of `_lines`, in order
         self._encoding = False
+        self._open = OpenFacts()
+        writer.preamble = self._open.preamble  # a new file repeats what is still open
 
     def fact(self, fact: Fact) -> None:
         """Take one fact (on the traffic path): encoded later in this loop turn, written at the flush."""
@@ -87,14 +90,22 @@ class CaptureSink:
         if facts and not self._failed:
             encode = self._encoder.encode
             self._lines += [encode(fact) for fact in facts]
+            self._encoded += facts
 
     def _write_facts(self) -> None:
         self._encode()
         lines, self._lines = self._lines, []
+        facts, self._encoded = self._encoded, []
         if self._failed:
             return
+        opened = self._open
+
+        def wrote(start: int, end: int) -> None:  # before a rotation: the new file repeats these
+            for i in range(start, end):
+                opened.wrote(facts[i], lines[i])
+
         try:
-            self.writer.write_lines(lines)
+            self.writer.write_lines(lines, wrote)
         except CaptureError as exc:
             self._fail(exc)
 
