@@ -170,14 +170,16 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
 async def _serve(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
 
-    SIGHUP reopens the capture file, for external log rotation.
+    SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports
+    behind a closed terminal; SIGUSR1 reopens the capture file, for external log rotation (as nginx
+    does).
     """
     loop = asyncio.get_running_loop()
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
-    stopping = (signal.SIGINT, signal.SIGTERM)
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in stopping:
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    loop.add_signal_handler(signal.SIGHUP, proxy.reopen_capture)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
     try:
         await proxy.start()
         first = await signals.get()
@@ -186,7 +188,7 @@ async def _serve(proxy: Any) -> int:
         await proxy.drain(proxy.settings.drain_grace if first is signal.SIGTERM else 0.0)
     finally:
         await proxy.stop()
-        for sig in (*stopping, signal.SIGHUP):
+        for sig in (*stopping, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
     return 0
 

@@ -163,11 +163,13 @@ async def _serve_with_tui(proxy: Proxy) -> int:
     await proxy.start()
     app = ProxyTui(BusFeed(feed, f"in-process proxy {proxy.url}"))
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, app.exit)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
+        loop.add_signal_handler(sig, app.exit)
     try:
         await app.run_async()
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
         feed.close()
         await proxy.stop()
     return 0

@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
 from proxy.framing.http import masked_url
 
 ENV_PREFIX = "MCP_PROXY_"
@@ -137,23 +138,33 @@ class Settings(BaseModel):
     """Seconds to wait for a connection to the upstream before the request fails."""
     upstream_timeout: Seconds = 60.0
     """Seconds to wait for the upstream's response headers before answering the client 504."""
-    redact_headers: list[str] = Field(
-        default_factory=lambda: [
-            "authorization",
-            "proxy-authorization",
-            "cookie",
-            "set-cookie",
-            "x-api-key",
-            "api-key",
-            "x-auth-token",
-            "mcp-session-id",
-        ]
-    )
-    """Header names (any case) whose values are masked in logs, captures, the admin feed and exports."""
-    redact_header_patterns: list[str] = Field(
-        default_factory=lambda: ["token", "secret", "password", "api-key", "apikey"]
-    )
-    """Substrings: any header whose name contains one of them (any case) is masked as well."""
+    # -- secrets, capture completeness and admin access ------------------------------------------
+    redact_headers: list[str] = Field(default_factory=list)
+    """More header names (any case) to mask in logs, captures, the admin feed and exports.
+
+    They add to the built-in names (authorization, proxy-authorization, cookie, set-cookie, x-api-key,
+    api-key, x-auth-token, mcp-session-id), which only `unredact_headers` can drop.
+    """
+    redact_header_patterns: list[str] = Field(default_factory=list)
+    """More substrings: a header or query parameter whose name contains one (any case) is masked.
+
+    They add to the built-in patterns (auth, token, secret, key, credential, session, password,
+    passwd, cookie), which only `unredact_headers` can drop.
+    """
+    unredact_headers: list[str] = Field(default_factory=list)
+    """Built-in redaction names or patterns to drop (say mcp-session-id and session, to read session
+    ids in clear); each must be a built-in entry, and the proxy warns at start-up that those values
+    now reach logs, captures, the feed and exports in clear."""
+    redact_key: SecretStr | None = None
+    """Key of the HMAC behind every mask and principal fingerprint; random per process when unset.
+
+    Set it (a long random string, shared by replicas) to compare masks across restarts and sidecars;
+    without the key nobody can confirm a guessed secret against a mask.
+    """
+    max_unfinished_chains: NonNegativeInt = 10000
+    """Chains still open that the store keeps after the ring (max_chains) let them go, so a long
+    call's later messages still join its chain in the admin API and the TUI; past it the oldest is
+    let go and counted. The capture records every observation whatever this is."""
     max_chains: PositiveInt = 2000
     """How many chains the in-memory ring buffer keeps; the oldest is dropped first."""
     max_messages_per_chain: PositiveInt = 500
@@ -248,9 +259,17 @@ class Settings(BaseModel):
         try:
             parts.port  # noqa: B018 - evaluated only to reject a bad port
         except ValueError:
-            raise ValueError(f"bad port in URL: {value!r}") from None
+            raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
-            raise ValueError(f"not an http(s) URL: {value!r}")
+            raise ValueError(f"not an http(s) URL: {masked_url(value)!r}")
+        if "@" in parts.netloc:
+            # Refused rather than sent: the proxy relays each client's own Authorization, and silently
+            # adding or dropping credentials would change who the upstream thinks is calling.
+            shown = masked_url(value.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1))
+            raise ValueError(
+                f"the URL carries credentials (user:password@) that the proxy would not send: "
+                f"{shown!r}; remove them and let clients send their own Authorization"
+            )
         return value
 
     @field_validator("listen", "admin", "health")
@@ -265,7 +284,7 @@ class Settings(BaseModel):
     def _lowercase(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("redact_headers", "redact_header_patterns")
+    @field_validator("redact_headers", "redact_header_patterns", "unredact_headers")
     @classmethod
     def _header_names(cls, value: list[str]) -> list[str]:
         names = [name.strip().lower() for name in value]
@@ -277,6 +296,29 @@ class Settings(BaseModel):
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @field_validator("unredact_headers")
+    @classmethod
+    def _built_in_entries(cls, value: list[str]) -> list[str]:
+        built_in = set(DEFAULT_HEADER_NAMES) | set(DEFAULT_HEADER_PATTERNS)
+        unknown = [name for name in value if name not in built_in]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)} is not a built-in redaction entry; the built-in ones are "
+                + ", ".join(sorted(built_in))
+            )
+        return value
+
+    @field_validator("admin_token", "redact_key", "state_key")
+    @classmethod
+    def _not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            # An unset variable in a script (`--admin-token "$TOKEN"`) must not become "no token".
+            raise ValueError(
+                "is empty: an empty secret protects nothing; set a long random string, or leave the "
+                "setting out entirely"
+            )
+        return value
 
     @model_validator(mode="after")
     def _admin_beyond_loopback_needs_token(self) -> Self:
@@ -333,8 +375,8 @@ def _read_file(path: Path) -> dict[str, tuple[object, str]]:
 
 def _parse_env(name: str, var: str, text: str) -> object:
     annotation = _FIELDS[name].annotation
-    if text.strip() == "" and type(None) in get_args(annotation):
-        return None
+    if text.strip() == "" and type(None) in get_args(annotation) and name not in _SECRETS:
+        return None  # an empty secret is kept, so validation refuses it instead of unsetting it
     if annotation is bool:
         word = text.strip().lower()
         if word not in _TRUE | _FALSE:

@@ -1,7 +1,10 @@
 """Structured logging: one structlog processor chain, pretty on a TTY, JSON otherwise, a file in TUI mode.
 
 Context (the chain id of the exchange being handled) is bound through contextvars, so every line a
-handler logs carries it without being passed around.
+handler logs carries it without being passed around. One processor masks what a line must not carry
+in clear: a principal's fingerprint is re-keyed with the deployment's redaction key, credential-like
+query values in a request target are masked, and any known secret text (the upstream URL's query
+values) is masked wherever it appears in a string field.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 import orjson
 import structlog
@@ -84,6 +87,54 @@ class LineWriter:
     fatal = failure = err = error = critical = exception = msg
 
 
+class LogRedactor(Protocol):
+    """What the log processor needs of the proxy's redactor."""
+
+    def fingerprint(self, value: str) -> str:
+        """A keyed fingerprint of an identity."""
+        ...
+
+    def scrub(self, value: str) -> str:
+        """`value` with every known secret text in it masked."""
+        ...
+
+    def path(self, target: str) -> str:
+        """A request target with credential-like query values masked."""
+        ...
+
+
+FINGERPRINTED_FIELDS = frozenset({"principal"})
+"""Log fields that carry an identity's digest: shown only as a keyed fingerprint."""
+
+TARGET_FIELDS = frozenset({"path", "target", "path_qs", "url"})
+"""Log fields that may carry a request target: credential-like query values in them are masked."""
+
+_REDACTOR: LogRedactor | None = None
+
+
+def use_redactor(redactor: LogRedactor | None) -> None:
+    """Mask log fields with this redactor from now on (the running proxy's: its key and secret texts)."""
+    global _REDACTOR
+    _REDACTOR = redactor
+
+
+def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """The processor: re-key fingerprint fields and mask known secret texts in string fields."""
+    redactor = _REDACTOR
+    if redactor is None:
+        return event
+    for key, value in event.items():
+        if not isinstance(value, str):
+            continue
+        if key in FINGERPRINTED_FIELDS:
+            event[key] = redactor.fingerprint(value)
+        elif key in TARGET_FIELDS:
+            event[key] = redactor.path(value)
+        else:
+            event[key] = redactor.scrub(value)
+    return event
+
+
 def configure(
     *, level: str = "info", fmt: str = "auto", file: Path | None = None, quiet: bool = False
 ) -> TextIO | None:
@@ -110,6 +161,7 @@ def configure(
     is_json = not isinstance(renderer, structlog.dev.ConsoleRenderer)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        redact_fields,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]

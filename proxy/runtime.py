@@ -13,8 +13,6 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -27,10 +25,10 @@ from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.facts import FactClock, FactLog
-from proxy.flows.redact import Redactor
+from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
-from proxy.logs import get_logger
+from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.facts import FactEncoder
 from proxy.transport.admin import AdminContext, AdminServer
@@ -41,7 +39,6 @@ from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.routing import Router
 from proxy.transport.state import ProxyState
-from proxy.transport.tasks import spawn
 
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
@@ -60,11 +57,12 @@ class Proxy:
         self.settings = settings
         self.admin_fallback = admin_fallback
         self.bus = EventBus(settings.bus_queue_size)
-        self.store = ChainStore(settings.max_chains, settings.max_messages_per_chain)
-        upstream = parse_upstream(settings.upstream)
-        self.redactor = Redactor(
-            settings.redact_headers, settings.redact_header_patterns, secret_texts=upstream.secrets
+        self.store = ChainStore(
+            settings.max_chains, settings.max_messages_per_chain, settings.max_unfinished_chains
         )
+        upstream = parse_upstream(settings.upstream)
+        self.redactor = redactor_for(settings, upstream.secrets)
+        use_redactor(self.redactor)
         clock = FactClock(time.time)
         self.builder = ChainBuilder(
             self.store,
@@ -72,6 +70,7 @@ class Proxy:
             self.redactor,
             clock=clock,
             body_limit=settings.capture_body_limit,
+            id_prefix=run_prefix(),
         )
         # About five facts make a small exchange: keep as many as the store keeps chains.
         backlog = 5 * settings.max_chains
@@ -119,7 +118,7 @@ class Proxy:
         self._runner: web.AppRunner | None = None
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
-        self._capture_task: asyncio.Task[Any] | None = None
+        self._sink: CaptureSink | None = None
         self.admin: AdminServer | None = None
         self.health: HealthServer | None = None
         self.draining = False
@@ -154,11 +153,10 @@ class Proxy:
                 max_bytes=self.settings.capture_max_bytes,
                 keep=self.settings.capture_keep,
             )
-            sink = CaptureSink(self._capture, FactEncoder(self.redactor, self.settings.capture_body_limit))
-            self.bus.passive.add("capture")  # it records facts: chains need not be built for it
-            sub = self.bus.subscribe("capture", replays=False)
-            self.facts.on_fact = sink.fact
-            self._capture_task = spawn(sink.consume(sub), name="capture-writer")
+            self._sink = CaptureSink(
+                self._capture, FactEncoder(self.redactor, self.settings.capture_body_limit)
+            )
+            self.facts.on_fact = self._sink.fact
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
@@ -193,11 +191,12 @@ class Proxy:
         await self.router.ensure_probed()
         self._publish_info()
         log = get_logger()
-        if urlsplit(self.settings.upstream or "").username is not None:
+        if self.settings.unredact_headers:
             log.warning(
-                "upstream_userinfo_ignored",
-                hint="the proxy sends no credentials of its own: the user:password in --upstream is not "
-                "sent; clients' own Authorization headers are relayed as they are",
+                "redaction_defaults_dropped",
+                entries=self.settings.unredact_headers,
+                hint="headers and query parameters these built-in entries masked now reach logs, "
+                "captures, the admin feed and exports in clear (unredact_headers)",
             )
         log.info(
             "listening",
@@ -221,7 +220,10 @@ class Proxy:
         )
 
     def _publish_info(self) -> None:
-        self.bus.publish(self.info())
+        info = self.info()
+        if self._sink is not None:
+            self._sink.event(info)
+        self.bus.publish(info)
 
     def _eras_changed(self, eras: UpstreamEras) -> None:
         if self.port:
@@ -241,10 +243,9 @@ class Proxy:
         for sub in self.bus.subscribers:
             sub.close()
         self.facts.on_fact = None
-        if self._capture_task is not None:
-            with suppress(asyncio.CancelledError):
-                await self._capture_task
-            self._capture_task = None
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
         if self._capture is not None:
             self._capture.close()
             self._capture = None
@@ -286,7 +287,7 @@ class Proxy:
         self._hurry.set()
 
     def reopen_capture(self) -> None:
-        """SIGHUP: reopen the capture at its path, after logrotate or `mv` moved the file away."""
+        """SIGUSR1: reopen the capture at its path, after logrotate or `mv` moved the file away."""
         log = get_logger()
         if self._capture is None:
             log.info("capture_reopen_skipped", reason="no capture file configured")
@@ -342,6 +343,24 @@ def fit_descriptor_limit(connections: int) -> int:
             "or raise the limit (ulimit -n), or clients past the limit are reset instead of answered 503",
         )
     return soft
+
+
+def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redactor:
+    """The proxy's redactor: the built-in entries (less those `unredact_headers` drops) plus the user's."""
+    dropped = set(settings.unredact_headers)
+    names = [n for n in DEFAULT_HEADER_NAMES if n not in dropped] + settings.redact_headers
+    patterns = [p for p in DEFAULT_HEADER_PATTERNS if p not in dropped] + settings.redact_header_patterns
+    key = settings.redact_key.get_secret_value().encode("utf-8") if settings.redact_key else None
+    return Redactor(names, patterns, secret_texts=url_secrets, key=key)
+
+
+def run_prefix() -> str:
+    """Chain ids of this run: `c` plus a short random run tag, so ids never repeat across restarts.
+
+    A capture appended to by several runs, or two sidecars' feeds side by side, never show two
+    different chains under one id.
+    """
+    return f"c{secrets.token_hex(3)}-"
 
 
 def _id_factory() -> Callable[[str], str]:

@@ -95,6 +95,35 @@ def test_a_bad_listen_address_exits_2_naming_listen_and_the_flag(capsys: pytest.
     assert "'nowhere'" in err
 
 
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_empty_admin_token_exits_2_like_a_missing_one_naming_the_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    argv = ["--upstream", UPSTREAM, "--admin", "0.0.0.0:0"]
+    if how == "flag":
+        argv += ["--admin-token", ""]
+    else:
+        monkeypatch.setenv("MCP_PROXY_ADMIN_TOKEN", "")
+    code, out, err = run_main(capsys, *argv)
+
+    assert code == 2
+    assert out == ""
+    where = "flag --admin-token" if how == "flag" else "env MCP_PROXY_ADMIN_TOKEN"
+    assert err.startswith(f"mcp-proxy: admin_token ({where}): is empty"), err
+    assert err.count("\n") == 1
+
+
+def test_an_upstream_with_userinfo_exits_2_without_echoing_the_credentials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _out, err = run_main(capsys, "--upstream", "http://bot:hunter2-pass@127.0.0.1:9/mcp")
+
+    assert code == 2
+    assert err.startswith("mcp-proxy: upstream (flag --upstream): the URL carries credentials")
+    assert "hunter2-pass" not in err
+    assert "bot" not in err
+
+
 def test_an_unknown_key_in_the_config_file_exits_2_naming_it_and_the_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

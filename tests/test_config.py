@@ -501,16 +501,55 @@ def test_render_settings_prints_one_line_per_setting_with_its_source(tmp_path: P
     assert lines[FIELDS.index("tui")].startswith("tui = false")
 
 
-def test_render_settings_masks_the_upstream_urls_password_and_query_values() -> None:
-    loaded = load_settings(env={}, flags={"upstream": "http://bot:s3cret@u.test/mcp?api_key=k-123&x=1"})
+def test_render_settings_masks_the_upstream_urls_query_values() -> None:
+    loaded = load_settings(env={}, flags={"upstream": "http://u.test/mcp?api_key=k-123&x=1"})
 
     line = render_settings(loaded).splitlines()[FIELDS.index("upstream")]
 
-    assert line.startswith('upstream = "http://bot:<redacted>@u.test/mcp?api_key=<redacted>&x=<redacted>"')
+    assert line.startswith('upstream = "http://u.test/mcp?api_key=<redacted>&x=<redacted>"')
+
+
+@pytest.mark.parametrize("userinfo", ["bot:s3cret-pass@", "ghp-t0ken-user@", "bot:@"])
+def test_an_upstream_url_with_credentials_is_refused_without_echoing_them(userinfo: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_UPSTREAM": f"http://{userinfo}u.test/mcp?api_key=k-123"})
+
+    message = str(caught.value)
+    assert caught.value.setting == "upstream"
+    assert "MCP_PROXY_UPSTREAM" in message
+    assert "credentials" in message
+    assert "Authorization" in message
+    for secret in ("s3cret-pass", "ghp-t0ken-user", "bot", "k-123"):
+        assert secret not in message
+
+
+@pytest.mark.parametrize("where", ["flag", "env"])
+@pytest.mark.parametrize("setting", ["admin_token", "redact_key", "state_key"])
+def test_an_empty_secret_is_refused_like_a_missing_one_naming_the_setting(where: str, setting: str) -> None:
+    flags: dict[str, object] = {setting: SecretStr("  ")} if where == "flag" else {}
+    env = {f"MCP_PROXY_{setting.upper()}": ""} if where == "env" else {}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env=env, flags=flags)
+
+    assert caught.value.setting == setting
+    assert "is empty" in str(caught.value)
+
+
+def test_user_redaction_lists_add_to_the_built_in_ones_and_only_unredact_drops_one() -> None:
+    loaded = load_settings(
+        env={"MCP_PROXY_REDACT_HEADERS": "x-tenant", "MCP_PROXY_UNREDACT_HEADERS": "mcp-session-id,session"}
+    )
+    assert loaded.settings.redact_headers == ["x-tenant"]
+    assert loaded.settings.unredact_headers == ["mcp-session-id", "session"]
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_UNREDACT_HEADERS": "x-tenant"})
+    assert caught.value.setting == "unredact_headers"
+    assert "not a built-in redaction entry" in str(caught.value)
 
 
 def test_render_settings_aligns_the_source_comments_except_after_overlong_values() -> None:
-    lines = render_settings(load_settings(env={})).splitlines()
+    many = "x-tenant-one,x-tenant-two,x-tenant-three,x-tenant-four"
+    lines = render_settings(load_settings(env={"MCP_PROXY_REDACT_HEADERS": many})).splitlines()
 
     setting_parts = [line.rsplit("    # ", 1)[0].rstrip() for line in lines]
     columns = {
@@ -519,8 +558,10 @@ def test_render_settings_aligns_the_source_comments_except_after_overlong_values
 
     assert len(columns) == 1
     overlong = [(line, part) for line, part in zip(lines, setting_parts, strict=True) if len(part) > 60]
-    assert [line for line, part in overlong] == [f"{part}    # default" for line, part in overlong]
-    assert overlong, "the default redaction lists are long enough to exercise the cap"
+    assert [line for line, part in overlong] == [
+        f"{part}    # env:MCP_PROXY_REDACT_HEADERS" for line, part in overlong
+    ]
+    assert overlong, "a long redaction list exercises the cap"
 
 
 def test_render_settings_never_prints_a_secret_value() -> None:

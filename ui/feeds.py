@@ -236,7 +236,11 @@ class CaptureFeed:
         self.description = str(self.path)
 
     async def run(self, sink: Sink) -> None:
-        """Relay the file's events; a broken file ends the feed with a 'failed' status naming the line."""
+        """Relay the file's events; a file that is no capture fails the feed naming why.
+
+        A corrupt line is skipped: the rest is shown, and the end status counts the skipped lines and
+        names the first of them, so one damaged line never blanks a capture.
+        """
         await sink(FeedStatus("connecting", f"reading {self.path}"))
         try:
             reader = await asyncio.to_thread(CaptureReader, self.path)
@@ -256,6 +260,10 @@ class CaptureFeed:
         finally:
             reader.close()
         cut = " (the last line was cut short)" if reader.truncated else ""
+        if reader.corrupt_lines:
+            line, reason = reader.corrupt[0]
+            plural = "s" if reader.corrupt_lines > 1 else ""
+            cut += f"; {reader.corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
         await sink(FeedStatus("ended", f"{count} events from {self.path.name}{cut}"))
 
 

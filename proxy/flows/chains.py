@@ -309,7 +309,9 @@ class ChainBuilder:
 
     def leg_closed(self, leg: str) -> None:
         """Forget a finished leg's chain."""
-        self._legs.pop(leg, None)
+        chain_id = self._legs.pop(leg, None)
+        if chain_id is not None:
+            self.store.release(chain_id)
 
     def add_bytes_out(self, exchange_id: str, size: int) -> None:
         """Count response bytes that carried no JSON-RPC message (SSE comments, priming events)."""
@@ -352,6 +354,8 @@ class ChainBuilder:
             )
             self._ledger.finish(chain, status, outcome if status is ChainStatus.ERROR else None, now)
         first = self.store.peek(ex.chains[0]) if ex.chains else None
+        for chain_id in ex.chains:
+            self.store.release(chain_id)
         return ExchangeSummary(
             exchange=ex.id,
             chain_id=first.summary.id if first else None,
@@ -398,6 +402,10 @@ class ChainBuilder:
     def has_exchange(self, exchange_id: str) -> bool:
         """Whether this exchange is open in the builder."""
         return exchange_id in self._exchanges
+
+    def has_leg(self, leg: str) -> bool:
+        """Whether this upstream leg is known to the builder (seen and not yet closed)."""
+        return leg in self._legs
 
     @property
     def open_exchanges(self) -> int:

@@ -5,9 +5,10 @@ exchange than relaying it. When nothing watches live (no TUI, no admin feed, no 
 needs the chain yet: the pass-through relay's and the bridges' observations are queued here as
 facts, in order and with their times, and replayed into the `ChainBuilder` the moment anything reads
 the store or the builder, or a live watcher subscribes. Replaying the same calls with the same times
-builds the same chains; the capture (when on) records the facts themselves, so it loses nothing
-either. A bridge's upstream legs are facts keyed by the leg: a leg can outlive the client exchange
-that opened it (a parked call), so an open leg keeps its facts like an open exchange does.
+builds the same chains; the capture (when on) records every observation as a fact, whether it was
+deferred or built live, so what it holds never depends on the bounded store, the bus or who watches.
+A bridge's upstream legs are facts keyed by the leg: a leg can outlive the client exchange that
+opened it (a parked call), so an open leg keeps its facts like an open exchange does.
 
 Bounded: past `backlog` queued facts or `max_bytes` of bodies in them, the oldest facts of finished
 exchanges are dropped one by one (their chains would have left the bounded store by the time anyone
@@ -118,7 +119,8 @@ class FactLog:
         self._replaying = False
         self.dropped_facts = 0
         self.on_fact: Callable[[Fact], None] | None = None
-        """Receives each deferred fact as it is queued (the capture writes them)."""
+        """Receives every observation as a fact, deferred or built live, in the order they happen (the
+        capture writes them: what it holds never depends on the store, the bus or who watches)."""
 
     # -- what the store and the builder's other callers use -----------------------------------
 
@@ -139,6 +141,11 @@ class FactLog:
         finally:
             clock.at = None
             self._replaying = self._bus.replaying = False
+
+    @property
+    def redactor(self) -> Redactor:
+        """The redactor every observation passes through (the admin API keys what it shows with it)."""
+        return self._redactor
 
     @property
     def pending(self) -> int:
@@ -176,6 +183,9 @@ class FactLog:
                 bytes_in=kwargs.get("body_size", 0),
             )
             return
+        if self.on_fact is not None:
+            self._build("open_exchange", exchange, kwargs)
+            return
         self.builder.open_exchange(exchange, **kwargs)
 
     def message(self, exchange: str, msg: Message, **kwargs: Any) -> str | None:
@@ -192,6 +202,9 @@ class FactLog:
                     if msg.id is not None:
                         tally.ids.append(msg.id)
             return None
+        if self.on_fact is not None:
+            chain: str | None = self._build("message", exchange, {"msg": msg, **kwargs})
+            return chain
         return self.builder.message(exchange, msg, **kwargs)
 
     def response_head(self, exchange: str, **kwargs: Any) -> None:
@@ -201,11 +214,17 @@ class FactLog:
             if tally is not None:
                 tally.status, tally.content_type = kwargs["status"], kwargs["content_type"]
             return
+        if self.on_fact is not None:
+            self._build("response_head", exchange, kwargs)
+            return
         self.builder.response_head(exchange, **kwargs)
 
     def note_event_id(self, exchange: str, sse_id: str) -> None:
         """As ChainBuilder.note_event_id."""
         if not self._defer(exchange, "note_event_id", {"sse_id": sse_id}):
+            if self.on_fact is not None:
+                self._build("note_event_id", exchange, {"sse_id": sse_id})
+                return
             self.builder.note_event_id(exchange, sse_id)
 
     def add_bytes_out(self, exchange: str, size: int) -> None:
@@ -215,12 +234,20 @@ class FactLog:
             if tally is not None:
                 tally.bytes_out += size
             return
+        if self.on_fact is not None:
+            self._build("add_bytes_out", exchange, {"size": size})
+            return
         self.builder.add_bytes_out(exchange, size)
 
     def mark_invalid(self, exchange: str, problem: str, *, size: int, body: bytes) -> str | None:
         """As ChainBuilder.mark_invalid."""
         if self._defer(exchange, "mark_invalid", {"problem": problem, "size": size, "body": body}):
             return None
+        if self.on_fact is not None:
+            invalid: str | None = self._build(
+                "mark_invalid", exchange, {"problem": problem, "size": size, "body": body}
+            )
+            return invalid
         return self.builder.mark_invalid(exchange, problem, size=size, body=body)
 
     def close_exchange(self, exchange: str, outcome: str | None = None) -> ExchangeSummary | None:
@@ -229,6 +256,11 @@ class FactLog:
         if tally is None or self._live() or self.builder.has_exchange(exchange):
             if tally is not None:  # built meanwhile (a watcher came, or someone read): it ends built
                 self.materialize()
+            if self.on_fact is not None:
+                summary: ExchangeSummary | None = self._build(
+                    "close_exchange", exchange, {"outcome": outcome}
+                )
+                return summary
             return self.builder.close_exchange(exchange, outcome)
         now = self._clock()
         self._queue(Fact(now, "close_exchange", exchange, {"outcome": outcome}))
@@ -274,6 +306,9 @@ class FactLog:
             self._open_leg(leg, exchange_id)
         if self._defer_leg(leg, "leg_message", kwargs, size):
             return
+        if self.on_fact is not None:
+            self._build("leg_message", leg, kwargs)
+            return
         self.builder.leg_message(leg, exchange_id, msg, size=size, direction=direction, channel=channel)
 
     def link_leg(self, leg: str, related: str) -> None:
@@ -282,6 +317,9 @@ class FactLog:
         if owner is not None and leg not in self._legs and not self._live():
             self._open_leg(leg, owner)
         if not self._defer_leg(leg, "link_leg", {"related": related}, 0):
+            if self.on_fact is not None:
+                self._build("link_leg", leg, {"related": related})
+                return
             self.builder.link_leg(leg, related)
 
     def leg_closed(self, leg: str) -> None:
@@ -293,12 +331,18 @@ class FactLog:
             if not self._leg_owners[owner]:
                 del self._leg_owners[owner]
         if not deferred:
+            if self.on_fact is not None:
+                self._build("leg_closed", leg, {})
+                return
             self.builder.leg_closed(leg)
 
     def continuation_changed(self, exchange_id: str, **kwargs: Any) -> None:
         """As ChainBuilder.continuation_changed (keyed by the exchange that parked the call)."""
         if self._live() or self.builder.has_exchange(exchange_id):
             self.materialize()
+            if self.on_fact is not None:
+                self._build("continuation_changed", exchange_id, kwargs)
+                return
             self.builder.continuation_changed(exchange_id, **kwargs)
             return
         self._queue(Fact(self._clock(), "continuation_changed", exchange_id, kwargs))
@@ -307,11 +351,31 @@ class FactLog:
         """As ChainBuilder.upstream_session (keyed by the session's name; it belongs to no exchange)."""
         if self._live():
             self.materialize()
+            if self.on_fact is not None:
+                self._build("upstream_session", name, kwargs)
+                return
             self.builder.upstream_session(name, **kwargs)
             return
         self._queue(Fact(self._clock(), "upstream_session", name, kwargs))
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _build(self, op: str, key: str, kwargs: dict[str, Any]) -> Any:
+        """Build one observation live and hand it to the capture as a fact, both at the same time.
+
+        The builder reads the fact's time, so a capture replayed later builds the very chain the
+        proxy built live, timings included.
+        """
+        clock = self._clock
+        t = clock()
+        sink = self.on_fact
+        if sink is not None:
+            sink(Fact(t, op, key, kwargs))
+        clock.at = t
+        try:
+            return getattr(self.builder, op)(key, **kwargs)
+        finally:
+            clock.at = None
 
     def _open_leg(self, leg: str, owner: str) -> None:
         self._legs[leg] = owner

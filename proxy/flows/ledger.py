@@ -176,7 +176,7 @@ class ChainLedger:
                     "state": state,
                     "protocol_version": version,
                     "side": "upstream",
-                    "principal": principal,
+                    "principal": self._redactor.fingerprint(principal),
                     "capabilities": capabilities,
                 }
             )
@@ -192,7 +192,7 @@ class ChainLedger:
                     "ts": self._clock(),
                     "chain_id": chain_id,
                     "state": state,
-                    "principal": principal,
+                    "principal": principal and self._redactor.fingerprint(principal),
                     "pending_keys": pending_keys,
                     "age_ms": age_ms,
                 }

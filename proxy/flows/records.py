@@ -49,7 +49,9 @@ class RecordMaker:
             direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST
         ):
             http = HttpInfo(
-                method=ex.http_method, path=ex.path, headers=self._redactor.headers(ex.request_headers)
+                method=ex.http_method,
+                path=self._redactor.path(ex.path),
+                headers=self._redactor.headers(ex.request_headers),
             )
         elif direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
             http = ex.head

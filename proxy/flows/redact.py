@@ -1,19 +1,23 @@
 """Redaction and bounding: what every header and body passes through before an observer sees it.
 
 This room turns secrets (`Authorization`, cookies, API keys, `Mcp-Session-Id`, `requestState`, any
-configured body key) into `<redacted len=N sha256:xxxxxxxx>` stand-ins (length plus the first 8 hex
-digits of the SHA-256 of the value, so one secret is recognisable across messages without being
-readable) and bounds bodies to a byte limit with an explicit truncation marker. It works on copies
+header or query parameter named like a credential, any configured body key) into
+`<redacted len=N hmac:xxxxxxxx>` stand-ins: the length plus the first 8 hex digits of an HMAC-SHA-256
+of the value under the deployment's key (`redact_key`, random per process when unset), so one secret
+is recognisable across messages without being readable, and a weak secret cannot be confirmed offline
+by hashing guesses. It bounds bodies to a byte limit with an explicit truncation marker. It works on copies
 for observers only: it never touches the traffic itself, never mutates its input, and imports
 neither aiohttp, structlog nor textual.
 """
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import re
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
+from urllib.parse import unquote_plus
 
 import orjson
 
@@ -29,8 +33,22 @@ DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
 )
 """Header names masked by default (compared case-insensitively)."""
 
-DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = ("token", "secret", "password", "api-key", "apikey")
-"""Substrings that mark a header name as secret by default (compared case-insensitively)."""
+DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = (
+    "auth",
+    "token",
+    "secret",
+    "key",
+    "credential",
+    "session",
+    "password",
+    "passwd",
+    "cookie",
+)
+"""Substrings that mark a header or query parameter name as secret by default (any case).
+
+`session` masks `Mcp-Session-Id`: whoever holds a session id can send requests in that session, so it
+is a bearer credential; the keyed stand-in still tells one session from another.
+"""
 
 MIN_SECRET_TEXT: Final = 4
 """Shorter texts are not masked inside other values: `1` or `on` would blot out half of every header."""
@@ -65,12 +83,13 @@ AUTH_SCHEMES: Final[frozenset[str]] = frozenset(
 _SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.DOTALL)
 
 
-def _digest8(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+def keyed_digest(key: bytes, value: str) -> str:
+    """HMAC-SHA-256 of a text under `key`, in hex: a fingerprint nobody without the key can check."""
+    return hmac.digest(key, value.encode("utf-8", "surrogatepass"), "sha256").hex()
 
 
-def _stand_in(label: str, value: str) -> str:
-    return f"<{label} len={len(value)} sha256:{_digest8(value)}>"
+def _stand_in(key: bytes, label: str, value: str) -> str:
+    return f"<{label} len={len(value)} hmac:{keyed_digest(key, value)[:8]}>"
 
 
 def _encode_for_mask(value: Any) -> str:
@@ -90,7 +109,11 @@ class Redactor:
         header_patterns: Iterable[str] = DEFAULT_HEADER_PATTERNS,
         body_keys: Iterable[str] = (),
         secret_texts: Iterable[str] = (),
+        *,
+        key: bytes | None = None,
     ) -> None:
+        self._key = key or secrets.token_bytes(32)
+        """The HMAC key of every stand-in and fingerprint (random per process unless configured)."""
         self._names = frozenset(n.strip().lower() for n in header_names if n.strip())
         texts = {t for t in secret_texts if len(t) >= MIN_SECRET_TEXT}
         self._texts = tuple(sorted(texts, key=len, reverse=True))
@@ -141,7 +164,7 @@ class Redactor:
             secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
             if secret is None:
                 secret = self.is_secret_header(name)
-            shown = self.header_value(name, value) if secret else self._scrub(value)
+            shown = self.header_value(name, value) if secret else self.scrub(value)
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name
@@ -150,7 +173,7 @@ class Redactor:
                 out[first] = f"{out[first]}, {shown}"
         return out
 
-    def _scrub(self, value: str) -> str:
+    def scrub(self, value: str) -> str:
         """`value` with every known secret text in it replaced by its stand-in."""
         for text in self._texts:
             if text in value:
@@ -168,14 +191,34 @@ class Redactor:
         return self.token(value)
 
     def token(self, value: str) -> str:
-        """Return the `<redacted len=N sha256:xxxxxxxx>` stand-in for any secret (session ids, principals)."""
+        """Return the `<redacted len=N hmac:xxxxxxxx>` stand-in for any secret (session ids, credentials)."""
         shown = self._tokens.get(value)
         if shown is None:
             # Memo: the same session id is masked several times per exchange; bounded like the above.
             if len(self._tokens) >= _TOKEN_MEMO:
                 self._tokens.clear()
-            shown = self._tokens[value] = _stand_in("redacted", value)
+            shown = self._tokens[value] = _stand_in(self._key, "redacted", value)
         return shown
+
+    def fingerprint(self, value: str) -> str:
+        """A keyed 16-hex fingerprint of an identity (a principal), to tell identities apart in views."""
+        return keyed_digest(self._key, value)[:16]
+
+    def path(self, target: str) -> str:
+        """A request target with the values of credential-like query parameters masked (`?token=...`).
+
+        Parameter names are judged like header names; known secret texts are masked anywhere in it.
+        """
+        base, q, query = target.partition("?")
+        if not q:
+            return self.scrub(target)
+        parts = []
+        for pair in query.split("&"):
+            name, eq, value = pair.partition("=")
+            if eq and value and self.is_secret_header(unquote_plus(name)):
+                value = self.token(unquote_plus(value))
+            parts.append(f"{name}{eq}{value}")
+        return self.scrub(f"{base}?{'&'.join(parts)}")
 
     # -- bodies ------------------------------------------------------------------------------
 
@@ -190,7 +233,7 @@ class Redactor:
             return None
         text = value if isinstance(value, str) else _encode_for_mask(value)
         if key.lower() in self._state_keys:
-            return _stand_in(REQUEST_STATE_KEY, text)
+            return _stand_in(self._key, REQUEST_STATE_KEY, text)
         return self.token(text)
 
     # -- size --------------------------------------------------------------------------------
@@ -362,3 +405,11 @@ class AlreadyRedacted(Redactor):
     def body_bounded(self, value: Any, limit: int) -> tuple[Any, bool, int]:
         """The body as it is, bounded."""
         return bound_body(value, limit)
+
+    def fingerprint(self, value: str) -> str:
+        """The fingerprint as it was recorded."""
+        return value
+
+    def path(self, target: str) -> str:
+        """The target as it was recorded."""
+        return target

@@ -1,7 +1,11 @@
 """The bounded chain store: a ring buffer of chains, each holding a bounded list of its messages.
 
 Old chains fall off the front when the store is full; a chain past its message bound keeps its
-headline current and counts the messages it no longer holds.
+headline current and counts the messages it no longer holds. A chain that falls off while it is
+still open (a long call with many newer chains opened meanwhile) is held aside until it has ended and
+its exchange has closed (`release`), so its
+later progress and result still join it and the admin API still finds it by id; past
+`max_unfinished` such chains the oldest is let go and counted in `abandoned`.
 """
 
 from __future__ import annotations
@@ -43,13 +47,21 @@ class Chain:
 class ChainStore:
     """Recent chains by id, oldest evicted first once `max_chains` is reached."""
 
-    def __init__(self, max_chains: int = 2000, max_messages_per_chain: int = 500) -> None:
-        if max_chains <= 0 or max_messages_per_chain <= 0:
+    def __init__(
+        self, max_chains: int = 2000, max_messages_per_chain: int = 500, max_unfinished: int = 10_000
+    ) -> None:
+        if max_chains <= 0 or max_messages_per_chain <= 0 or max_unfinished < 0:
             raise ValueError("store bounds must be positive")
         self._chains: OrderedDict[str, Chain] = OrderedDict()
+        self._held: OrderedDict[str, Chain] = OrderedDict()
+        """Chains the ring let go while still open, until they end."""
         self.max_chains = max_chains
         self.max_messages = max_messages_per_chain
+        self.max_unfinished = max_unfinished
         self.evicted = 0
+        self.abandoned = 0
+        """Open chains let go because more than `max_unfinished` were held (their later messages are
+        still in the capture, which records observations, not chains)."""
         self.before_read: Callable[[], None] | None = None
         """Called before every read, so observations still queued as facts are built first."""
 
@@ -58,19 +70,43 @@ class ChainStore:
         chain = Chain(summary=summary, messages=deque(maxlen=self.max_messages))
         self._chains[summary.id] = chain
         while len(self._chains) > self.max_chains:
-            self._chains.popitem(last=False)
+            old_id, old = self._chains.popitem(last=False)
             self.evicted += 1
+            if old.summary.ended is None:
+                self._hold(old_id, old)
         return chain
 
+    def _hold(self, chain_id: str, chain: Chain) -> None:
+        held = self._held
+        held[chain_id] = chain
+        while len(held) > self.max_unfinished:
+            held.popitem(last=False)
+            self.abandoned += 1
+
+    def release(self, chain_id: str) -> None:
+        """Stop holding a chain the ring let go if it has ended (its exchange or leg closed)."""
+        if self._held:
+            chain = self._held.get(chain_id)
+            if chain is not None and chain.summary.ended is not None:
+                del self._held[chain_id]
+
+    @property
+    def held(self) -> int:
+        """Open chains kept after the ring let them go."""
+        return len(self._held)
+
     def get(self, chain_id: str) -> Chain | None:
-        """The chain with this id, or None when unknown or already evicted."""
+        """The chain with this id (in the ring, or open and held aside), or None when unknown or gone."""
         if self.before_read is not None:
             self.before_read()
-        return self._chains.get(chain_id)
+        return self.peek(chain_id)
 
     def peek(self, chain_id: str) -> Chain | None:
         """`get` for the builder itself: no `before_read` (it must not build facts from inside a build)."""
-        return self._chains.get(chain_id)
+        chain = self._chains.get(chain_id)
+        if chain is None and self._held:
+            chain = self._held.get(chain_id)
+        return chain
 
     def __len__(self) -> int:
         if self.before_read is not None:
@@ -96,3 +132,4 @@ class ChainStore:
         if self.before_read is not None:
             self.before_read()
         self._chains.clear()
+        self._held.clear()

@@ -2,12 +2,16 @@
 
 A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": 1, "created":
 <epoch seconds>, "proxy_version": "..."}`, then one `FlowEvent` per line as encoded by
-`proxy.flows.events.event_to_json`, or one pass-through observation (`{"type": "fact", ...}`, see
+`proxy.flows.events.event_to_json`, or one observation (`{"type": "fact", ...}`, see
 `proxy.record.facts`) that the reader builds into events as a live watcher would have seen them.
-The writer is synchronous and buffered (the transport calls it from a bus-subscriber task, so a
-slow disk only ever slows that subscriber), rotates by size, and reopens on request for external
-log rotation. The reader validates the header, tolerates a final line cut short by a killed proxy
-and reports any other bad line by number.
+The proxy writes every observation as a fact (and its own `proxy_info` events), so what a capture
+holds never depends on the in-memory ring or the bus; event lines are read too (older captures, or
+other writers).
+
+The writer is synchronous and buffered (the transport hands it a few milliseconds' lines at a time,
+one write(2) per flush, never through a queue that could drop them), rotates by size, and reopens on
+request for external log rotation. The reader validates the header, tolerates a final line cut
+short by a killed proxy, and skips any other bad line, counting it and naming it by number.
 
 Events arrive here already redacted and bounded (`proxy.flows.redact`); facts are redacted by
 `FactEncoder` with the proxy's own redactor before they are written.
@@ -104,10 +108,10 @@ class CaptureWriter:
     `max_bytes > 0` caps each file: an event that would push the current file past it first moves
     `run.jsonl` to `run.jsonl.1` (older files shift up to `.{keep}`; the oldest is deleted; `keep=0`
     keeps none) and starts a new file. A single event larger than `max_bytes` still gets a file of its
-    own. Every new file starts with a header and, when the writer has seen one, the latest `ProxyInfo`
-    event, so each file is readable on its own. Opening an existing capture appends to it (dropping a
-    final line cut short by a killed proxy); opening a file that is not a capture raises
-    `CaptureError` rather than writing into it.
+    own. Every new file starts with a header, the latest `ProxyInfo` event when the writer has seen
+    one, and the `preamble` lines (what is still open, repeated), so each file is readable on its own.
+    Opening an existing capture appends to it (dropping a final line cut short by a killed proxy);
+    opening a file that is not a capture raises `CaptureError` rather than writing into it.
     """
 
     def __init__(
@@ -133,6 +137,9 @@ class CaptureWriter:
         self._events_written = 0
         self._proxy_info: bytes | None = None
         self._closed = False
+        self.preamble: Callable[[], list[bytes]] | None = None
+        """Lines to start every new file with, after the header and `proxy_info` (on rotation and
+        reopen): the sink's repeated opening lines, so each file is readable on its own."""
         self._open()
 
     # -- public ------------------------------------------------------------------------------
@@ -171,21 +178,38 @@ class CaptureWriter:
         if is_info:
             self._proxy_info = line
 
-    def write_lines(self, lines: list[bytes]) -> None:
-        """Append lines already encoded, together; a batch that would overflow `max_bytes` rotates first.
+    def write_lines(self, lines: list[bytes], wrote: Callable[[int, int], None] | None = None) -> None:
+        """Append lines already encoded, together; a line that would overflow `max_bytes` rotates first.
 
-        A batch is never split across files, so a file may end up to one batch past the limit.
+        `wrote(start, end)` hears of each run of `lines[start:end]` once it is in a file, before the
+        next rotation, so the `preamble` a new file starts with already counts them.
         """
         if not lines:
             return
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
-        data = b"".join(lines)
-        if self._max_bytes > 0 and self._own_events > 0 and self._size + len(data) > self._max_bytes:
-            self._rotate(repeat_info=True)
-        self._put(data)
-        self._own_events += len(lines)
-        self._events_written += len(lines)
+        start, pending = 0, 0
+        if self._max_bytes > 0:
+            for i, line in enumerate(lines):
+                held = self._own_events + i - start
+                if held > 0 and self._size + pending + len(line) > self._max_bytes:
+                    self._put_lines(lines, start, i, wrote)
+                    self._rotate(repeat_info=True)
+                    start, pending = i, 0
+                pending += len(line)
+        self._put_lines(lines, start, len(lines), wrote)
+
+    def _put_lines(
+        self, lines: list[bytes], start: int, end: int, wrote: Callable[[int, int], None] | None
+    ) -> None:
+        if start >= end:
+            return
+        chunk = lines if start == 0 and end == len(lines) else lines[start:end]
+        self._put(b"".join(chunk))
+        self._own_events += end - start
+        self._events_written += end - start
+        if wrote is not None:
+            wrote(start, end)
 
     def flush(self) -> None:
         """Push buffered lines to the OS so readers tailing the file see them."""
@@ -201,7 +225,7 @@ class CaptureWriter:
         self._close_file()
 
     def reopen(self) -> None:
-        """Close and reopen the same path (after an external tool moved it away, e.g. on SIGHUP)."""
+        """Close and reopen the same path (after an external tool moved it away, e.g. on SIGUSR1)."""
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
         self._close_file()
@@ -272,6 +296,9 @@ class CaptureWriter:
         if repeat_info and self._proxy_info is not None:
             self._put(self._proxy_info)
             self._events_written += 1
+        if self.preamble is not None:
+            for line in self.preamble():
+                self._put(line)
 
     def _put(self, data: bytes) -> None:
         if self._file is None:
@@ -334,16 +361,31 @@ def _cut_torn_tail(f: IO[bytes], size: int) -> int:
     return 0
 
 
+MAX_CORRUPT_SHOWN: Final = 20
+"""Corrupt lines a reader describes (all of them are counted)."""
+
+
+class _CutShort(Exception):
+    """The last line was cut short (a killed writer): the end of what can be read."""
+
+
+class _Unknown(Exception):
+    """A line of an event type from a newer proxy: skipped and counted."""
+
+
 class CaptureReader:
     """Reads a capture back as FlowEvents, checking its header first so foreign or newer files fail clearly.
 
     Iterate to get events in file order. A final line without its newline that does not parse (a proxy
-    killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else raises
-    `CaptureFormatError` naming its line number. Lines whose `type` this version does not know (written
-    by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else is skipped too,
+    counted in `corrupt_lines` and described in `corrupt` (line number and reason, the first
+    `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
+    `CaptureFormatError` naming its line number instead. Lines whose `type` this version does not know
+    (written by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    `replayer` lets several files (a capture and its rotated parts) share one fact replayer.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, strict: bool = False, replayer: FactReplayer | None = None) -> None:
         self._path = Path(path)
         try:
             self._file: IO[bytes] = self._path.open("rb")
@@ -360,8 +402,13 @@ class CaptureReader:
         """True if the last line was cut short and skipped."""
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
+        self.corrupt_lines = 0
+        """Lines skipped because they could not be read (see `corrupt`)."""
+        self.corrupt: list[tuple[int, str]] = []
+        """Line number and reason of the first `MAX_CORRUPT_SHOWN` corrupt lines."""
+        self._strict = strict
         self._iterating = False
-        self._replayer: FactReplayer | None = None
+        self._replayer: FactReplayer | None = replayer
 
     @property
     def path(self) -> Path:
@@ -394,33 +441,51 @@ class CaptureReader:
         return self._events()
 
     def _events(self) -> Iterator[FlowEvent]:
+        if self._replayer is not None:
+            self._replayer.start_file()
         lineno = 1
         for raw in self._file:
             lineno += 1
             if not raw.strip():
                 continue
-            if raw.startswith(FACT_PREFIX):
-                events = self._replay(raw, lineno)
-                if events is None:
-                    self.truncated = True
-                    return
-                yield from events
-                continue
             try:
-                yield event_from_json(raw)
-            except ValidationError as exc:
-                errors = exc.errors(include_url=False)
-                if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
-                    self.truncated = True
-                    return
-                if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
-                    self.skipped_unknown += 1
+                if raw.startswith(FACT_PREFIX):
+                    events = self._replay(raw, lineno)
+                    if events is None:
+                        self.truncated = True
+                        return
+                    yield from events
                     continue
-                detail = errors[0]["msg"] if errors else str(exc)
-                loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
-                raise CaptureFormatError(
-                    f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
-                ) from None
+                yield self._event(raw, lineno)
+            except CaptureFormatError as exc:
+                if self._strict:
+                    raise
+                self._skip(exc)
+            except _CutShort:
+                self.truncated = True
+                return
+            except _Unknown:
+                self.skipped_unknown += 1
+
+    def _skip(self, exc: CaptureFormatError) -> None:
+        self.corrupt_lines += 1
+        if len(self.corrupt) < MAX_CORRUPT_SHOWN:
+            self.corrupt.append((exc.line or 0, exc.reason))
+
+    def _event(self, raw: bytes, lineno: int) -> FlowEvent:
+        try:
+            return event_from_json(raw)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
+                raise _CutShort from None
+            if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
+                raise _Unknown from None
+            detail = errors[0]["msg"] if errors else str(exc)
+            loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
+            raise CaptureFormatError(
+                f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
+            ) from None
 
     def _replay(self, raw: bytes, lineno: int) -> list[FlowEvent] | None:
         """The events a fact line builds; None for a last line cut short."""
@@ -434,7 +499,7 @@ class CaptureReader:
             self._replayer = FactReplayer()
         try:
             return self._replayer.replay(line)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CaptureFormatError(f"corrupt fact line: {exc!r}", self._path, lineno) from None
 
     def close(self) -> None:
@@ -462,6 +527,9 @@ def _has_unknown_type(raw: bytes) -> bool:
 
 
 def read_capture(path: Path) -> Iterator[FlowEvent]:
-    """Yield every event of a capture file, for `tui --open` and exports; raises `CaptureFormatError`."""
+    """Yield every event of a capture file, for exports; corrupt lines are skipped (see `CaptureReader`).
+
+    Raises `CaptureFormatError` for a file that is not a readable capture (header).
+    """
     with CaptureReader(path) as reader:
         yield from reader

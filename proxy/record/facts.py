@@ -57,11 +57,16 @@ class FactEncoder:
         elif op == "open_exchange":
             kwargs = dict(kw)
             kwargs["headers"] = self._redactor.headers(kw["headers"])
+            kwargs["path"] = self._redactor.path(kw["path"])
             session = kw.get("session")
             kwargs["session"] = session and self._redactor.token(session)
         elif op == "response_head":
             kwargs = dict(kw)
             kwargs["headers"] = self._redactor.headers(kw["headers"])
+        elif op in ("continuation_changed", "upstream_session"):  # a principal's keyed fingerprint
+            kwargs = dict(kw)
+            principal = kw.get("principal")
+            kwargs["principal"] = principal and self._redactor.fingerprint(principal)
         elif op == "mark_invalid":  # the raw bytes that were not JSON-RPC
             kwargs = dict(kw)
             kwargs["body"] = kw["body"][: self._body_limit].decode("utf-8", "replace")
@@ -84,11 +89,70 @@ class FactEncoder:
         return out
 
 
+REPEAT_PREFIX: Final = b'{"type":"fact","repeat":true,'
+"""How a repeated fact line starts: a line an earlier file of the capture already held."""
+
+MAX_REPEATED_LINES: Final = 8
+"""Lines kept per open exchange or leg to repeat at the top of a new file (its opening ones)."""
+
+DEFAULT_REPEAT_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of opening lines kept for repeating; past it, newly opened exchanges are not repeated."""
+
+
+class OpenFacts:
+    """The lines that opened what is still open, repeated at the top of every new capture file.
+
+    A rotation or a reopen starts a new file while exchanges, streams and a bridge's legs are open;
+    repeating their opening lines (the exchange, its client requests, a leg's first message) makes
+    each file readable on its own. The copies are marked `repeat`, so a reader that read the earlier
+    file already (rotated files in order) skips them and nothing is counted twice. Bounded: at most
+    `MAX_REPEATED_LINES` per exchange or leg and `max_bytes` in all.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_REPEAT_BYTES) -> None:
+        self._held: dict[str, list[bytes]] = {}
+        self._bytes = 0
+        self.max_bytes = max_bytes
+        self.not_repeated = 0
+        """Exchanges or legs opened while the bound was full (a file may then not stand alone)."""
+
+    def wrote(self, fact: Fact, line: bytes) -> None:
+        """Note one fact line as written, keeping it if it opens or shapes something still open."""
+        op, key = fact.op, fact.exchange
+        if op in ("close_exchange", "leg_closed"):
+            self._drop(key)
+        elif op == "open_exchange" or (op in ("leg_message", "link_leg") and key not in self._held):
+            self._drop(key)
+            self._keep(key, line, new=True)
+        elif op == "message" and key in self._held and fact.kwargs.get("direction") is Direction.TO_SERVER:
+            self._keep(key, line, new=False)
+
+    def preamble(self) -> list[bytes]:
+        """The repeated lines, in the order they were written, for the top of a new file."""
+        return [line for lines in self._held.values() for line in lines]
+
+    def _keep(self, key: str, line: bytes, *, new: bool) -> None:
+        if self._bytes + len(line) > self.max_bytes:
+            self.not_repeated += new
+            return
+        lines = self._held.setdefault(key, []) if new else self._held[key]
+        if len(lines) < MAX_REPEATED_LINES:
+            lines.append(REPEAT_PREFIX + line[len(FACT_PREFIX) + 1 :])
+            self._bytes += len(lines[-1])
+
+    def _drop(self, key: str) -> None:
+        lines = self._held.pop(key, None)
+        if lines:
+            self._bytes -= sum(len(line) for line in lines)
+
+
 class FactReplayer:
     """Builds the events of a capture's fact lines with a chain builder of its own."""
 
     def __init__(self, *, body_limit: int = 65536, max_chains: int = 100_000) -> None:
         self._events: list[FlowEvent] = []
+        self._restored: set[str] = set()
+        """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
         self._clock = FactClock(lambda: 0.0)
         self._builder = ChainBuilder(
             ChainStore(max_chains=max_chains),
@@ -100,7 +164,17 @@ class FactReplayer:
         )
 
     def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
-        """The events one fact line makes (often none until its exchange's messages arrive)."""
+        """The events one fact line makes (often none until its exchange's messages arrive).
+
+        A repeated line (see `OpenFacts`) is skipped when what it opens was already open here before
+        this file began (read from an earlier file); otherwise it stands in for the lost original.
+        """
+        if line.get("repeat") is True:
+            key = str(line["exchange"])
+            if key not in self._restored:
+                if self._knows(line["op"], key):
+                    return []
+                self._restored.add(key)
         kwargs = dict(line["kw"])
         for key, enum in _ENUMS.items():
             if key in kwargs:
@@ -124,6 +198,13 @@ class FactReplayer:
         self._events.clear()
         return events
 
+    def start_file(self) -> None:
+        """A new file begins: its repeated lines are judged afresh against what is open."""
+        self._restored.clear()
+
+    def _knows(self, op: str, key: str) -> bool:
+        return self._builder.has_leg(key) if _leg_op(op) else self._builder.has_exchange(key)
+
 
 _OPS: Final = frozenset(
     {
@@ -142,6 +223,10 @@ _OPS: Final = frozenset(
     }
 )
 """The builder calls a fact may stand for (anything else in a file is refused)."""
+
+
+def _leg_op(op: str) -> bool:
+    return op in ("leg_message", "link_leg", "leg_closed")
 
 
 def _message(data: dict[str, Any]) -> Message:

@@ -207,7 +207,12 @@ class AdminServer:
     async def continuations_list(self, request: web.Request) -> web.StreamResponse:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
         view = getattr(self._mrtr_engine(), "continuations_view", None)
-        return _json(view(time.time()) if callable(view) else [])  # `now` gives each its age_ms
+        items = view(time.time()) if callable(view) else []  # `now` gives each its age_ms
+        redactor = self.ctx.state.facts.redactor
+        for item in items:  # the engine's principal digest is unkeyed: show the keyed fingerprint
+            if isinstance(item.get("principal"), str):
+                item["principal"] = redactor.fingerprint(item["principal"])
+        return _json(items)
 
     async def live_feed(self, request: web.Request) -> web.StreamResponse:
         """The SSE feed: proxy_info, history, then live flow events."""

@@ -1,7 +1,9 @@
-"""Feeding the capture file: flow events from the bus, and pass-through facts straight from the relay.
+"""Feeding the capture file: every observation as a fact, straight from the fact log, never via the bus.
 
-Events come off the capture's own bounded bus queue in a task; facts (observations not yet built into
-chains, see `proxy.flows.facts`) are what the capture keeps while nobody watches live. Facts are held
+The capture records facts (see `proxy.flows.facts`), whether or not chains are built live, and no
+bounded queue stands between them and the file: a slow writer, a full bus or a chain evicted from the
+store never costs the capture a record. The only events written are the proxy's own (`ProxyInfo`),
+handed over directly. Facts are held
 as they happen, encoded at the end of the loop turn (after the turn's responses went out, a few at a
 time, so no request waits behind a whole flush's encoding) and written together `FLUSH_INTERVAL`
 after the first of them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the
@@ -13,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 
-from proxy.flows.bus import Subscription
+from proxy.flows.events import FlowEvent
 from proxy.flows.facts import Fact
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
-from proxy.record.facts import FactEncoder
+from proxy.record.facts import FactEncoder, OpenFacts
 
 FLUSH_INTERVAL = 0.01
 """Seconds a captured line may wait in the writer's buffer before it is flushed to the file."""
@@ -36,7 +38,10 @@ class CaptureSink:
         self._failed = False
         self._facts: list[Fact] = []
         self._lines: list[bytes] = []
+        self._encoded: list[Fact] = []  # the facts of `_lines`, in order
         self._encoding = False
+        self._open = OpenFacts()
+        writer.preamble = self._open.preamble  # a new file repeats what is still open
 
     def fact(self, fact: Fact) -> None:
         """Take one fact (on the traffic path): encoded later in this loop turn, written at the flush."""
@@ -55,18 +60,24 @@ class CaptureSink:
         if self._flush is None:
             self._schedule()
 
-    async def consume(self, sub: Subscription) -> None:
-        """Write the bus's events until the subscription closes: every queued event at once."""
+    def event(self, event: FlowEvent) -> None:
+        """Write one event that is no observation (the proxy's `ProxyInfo`), after the facts before it."""
+        if self._failed:
+            return
+        self._write_facts()
         try:
-            async for event in sub:
-                self._write_facts()  # facts observed before this event go first
-                self.writer.write(event)
-                while (more := sub.get_nowait()) is not None:
-                    self.writer.write(more)
-                self._schedule()
-        finally:
-            self._cancel()
-            self._write_facts()
+            self.writer.write(event)
+        except CaptureError as exc:
+            self._fail(exc)
+            return
+        self._schedule()
+
+    def close(self) -> None:
+        """Write what is held and flush (the proxy is stopping); later facts and events are ignored."""
+        self._cancel()
+        self._write_facts()
+        self._failed = True
+        with suppress(CaptureError):
             self.writer.flush()
 
     def _encode(self) -> None:
@@ -79,17 +90,28 @@ class CaptureSink:
         if facts and not self._failed:
             encode = self._encoder.encode
             self._lines += [encode(fact) for fact in facts]
+            self._encoded += facts
 
     def _write_facts(self) -> None:
         self._encode()
         lines, self._lines = self._lines, []
+        facts, self._encoded = self._encoded, []
         if self._failed:
             return
+        opened = self._open
+
+        def wrote(start: int, end: int) -> None:  # before a rotation: the new file repeats these
+            for i in range(start, end):
+                opened.wrote(facts[i], lines[i])
+
         try:
-            self.writer.write_lines(lines)
+            self.writer.write_lines(lines, wrote)
         except CaptureError as exc:
-            self._failed = True  # said once; the traffic goes on without its capture
-            get_logger().error("capture_failed", error=str(exc))
+            self._fail(exc)
+
+    def _fail(self, exc: CaptureError) -> None:
+        self._failed = True  # said once; the traffic goes on without its capture
+        get_logger().error("capture_failed", error=str(exc))
 
     def _schedule(self) -> None:
         if self._flush is None:

@@ -652,17 +652,48 @@ def test_correlation_tables_are_bounded() -> None:
     assert (sizes["requests"], sizes["nested"]) == (bound, bound)
 
 
-def test_the_store_evicts_old_chains_and_late_messages_for_them_are_ignored() -> None:
+def test_an_open_chain_the_ring_lets_go_still_gets_its_progress_and_result() -> None:
     world = World(store=ChainStore(max_chains=2))
     first = world.post("x1", call(1))
     world.post("x2", call(2))
     world.post("x3", call(3))
 
-    assert world.store.get(first) is None
     assert world.store.evicted == 1
-    assert world.down("x1", done(1), Channel.JSON) is None
+    assert [c.summary.id for c in world.store] == ["c2", "c3"]
+    assert world.down("x1", progress(1)) == first
+    assert world.down("x1", done(1), Channel.SSE) == first
+    chain = world.chain(first)
+    assert chain.summary.status is ChainStatus.OK
+    assert [m.kind for m in chain.messages] == ["request", "notification", "result"]
+    recorded = [e for e in world.of_type(MessageRecorded) if e.chain_id == first]
+    assert len(recorded) == 3
     world.close("x1")
+    assert world.store.held == 0, "an ended chain whose exchange closed is held no longer"
+    assert world.store.get(first) is None
     assert len(world.store) == 2
+
+
+def test_a_finished_chain_the_ring_lets_go_is_gone_and_late_messages_for_it_are_ignored() -> None:
+    world = World(store=ChainStore(max_chains=2))
+    first = world.post("x1", call(1))
+    world.down("x1", done(1), Channel.JSON)
+    world.close("x1")
+    world.post("x2", call(2))
+    world.post("x3", call(3))
+
+    assert world.store.get(first) is None
+    assert world.down("x1", progress(1)) is None
+    assert world.store.held == 0
+
+
+def test_open_chains_held_past_the_ring_are_bounded_and_the_excess_counted() -> None:
+    world = World(store=ChainStore(max_chains=1, max_unfinished=2))
+    ids = [world.post(f"x{n}", call(n)) for n in range(5)]
+
+    assert world.store.held == 2
+    assert world.store.abandoned == 2
+    assert world.store.get(ids[0]) is None
+    assert world.store.get(ids[2]) is not None
 
 
 def test_a_chain_past_its_message_bound_counts_what_it_dropped() -> None:

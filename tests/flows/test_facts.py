@@ -62,7 +62,7 @@ class Rig:
 
     def __post_init__(self) -> None:
         self.fact_clock = FactClock(self.clock)
-        redactor = Redactor()
+        redactor = Redactor(key=b"test-key")
 
         def publish(event: FlowEvent) -> None:
             self.events.append(event)
@@ -328,7 +328,7 @@ def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when
     ]
     assert all(e.side is Side.UPSTREAM for e in sessions)
     assert (sessions[0].principal, sessions[0].capabilities, sessions[0].protocol_version) == (
-        "0123456789abcdef",
+        Redactor(key=b"test-key").fingerprint("0123456789abcdef"),  # keyed: never the engine's digest
         "sampling",
         "2025-11-25",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import hmac
 import json
 import re
 from typing import Any
@@ -16,11 +17,13 @@ from hypothesis import strategies as st
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, Redactor, bound_body
 
 SECRET = "s3cr3t-VALUE-that-must-never-leak-0123456789"
-STAND_IN = re.compile(r"<redacted len=(\d+) sha256:([0-9a-f]{8})>")
+STAND_IN = re.compile(r"<redacted len=(\d+) hmac:([0-9a-f]{8})>")
+KEY = b"a-test-deployment-key"
 
 
 def sha8(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:8]
+    """The keyed digest prefix a stand-in carries (HMAC-SHA-256 under the redactor's key)."""
+    return hmac.new(KEY, value.encode(), hashlib.sha256).hexdigest()[:8]
 
 
 def dump(value: Any) -> str:
@@ -29,7 +32,7 @@ def dump(value: Any) -> str:
 
 @pytest.fixture
 def redactor() -> Redactor:
-    return Redactor()
+    return Redactor(key=KEY)
 
 
 # -- headers ---------------------------------------------------------------------------------
@@ -49,7 +52,7 @@ def test_default_secret_headers_are_masked(redactor: Redactor, name: str) -> Non
 )
 def test_pattern_matches_mask_header(redactor: Redactor, name: str) -> None:
     out = redactor.headers([(name, SECRET)])
-    assert out == {name: f"<redacted len={len(SECRET)} sha256:{sha8(SECRET)}>"}
+    assert out == {name: f"<redacted len={len(SECRET)} hmac:{sha8(SECRET)}>"}
 
 
 def test_non_secret_headers_pass_unchanged(redactor: Redactor) -> None:
@@ -58,7 +61,7 @@ def test_non_secret_headers_pass_unchanged(redactor: Redactor) -> None:
 
 
 def test_header_names_are_case_insensitive() -> None:
-    r = Redactor(header_names=["X-Custom-Auth"], header_patterns=["PRIVATE"])
+    r = Redactor(header_names=["X-Custom-Auth"], header_patterns=["PRIVATE"], key=KEY)
     out = r.headers([("x-custom-auth", SECRET), ("X-PRIVATE-thing", SECRET), ("Authorization", "Bearer x")])
     assert SECRET not in dump(out)
     # Only the configured names and patterns apply.
@@ -68,7 +71,7 @@ def test_header_names_are_case_insensitive() -> None:
 def test_bearer_keeps_scheme_and_hashes_credentials(redactor: Redactor) -> None:
     credential = "a" * 40
     out = redactor.headers({"Authorization": f"Bearer {credential}"})
-    assert out == {"Authorization": f"Bearer <redacted len=40 sha256:{sha8(credential)}>"}
+    assert out == {"Authorization": f"Bearer <redacted len=40 hmac:{sha8(credential)}>"}
     # The credential part equals token(): a user can match it with principals shown elsewhere.
     assert out["Authorization"] == f"Bearer {redactor.token(credential)}"
 
@@ -97,8 +100,8 @@ def test_same_secret_same_stand_in_different_secret_different(redactor: Redactor
 
 
 def test_token_form(redactor: Redactor) -> None:
-    assert redactor.token("abc") == f"<redacted len=3 sha256:{sha8('abc')}>"
-    assert redactor.token("") == f"<redacted len=0 sha256:{sha8('')}>"
+    assert redactor.token("abc") == f"<redacted len=3 hmac:{sha8('abc')}>"
+    assert redactor.token("") == f"<redacted len=0 hmac:{sha8('')}>"
 
 
 def test_repeated_headers_are_joined_and_each_masked(redactor: Redactor) -> None:
@@ -153,7 +156,7 @@ def test_request_state_is_masked_at_any_depth(redactor: Redactor, build: Any) ->
     before = copy.deepcopy(message)
     out = redactor.body(message)
     assert SECRET not in dump(out)
-    assert f"<requestState len={len(SECRET)} sha256:{sha8(SECRET)}>" in dump(out)
+    assert f"<requestState len={len(SECRET)} hmac:{sha8(SECRET)}>" in dump(out)
     assert message == before  # input unmodified
 
 
@@ -182,7 +185,7 @@ def test_identity_fast_path_when_nothing_to_redact(redactor: Redactor) -> None:
 
 
 def test_body_keys_are_case_insensitive_and_mask_any_value_type() -> None:
-    r = Redactor(body_keys=["Password", "apiKey"])
+    r = Redactor(body_keys=["Password", "apiKey"], key=KEY)
     message = {
         "params": {
             "arguments": {
@@ -226,7 +229,7 @@ def test_body_survives_nesting_deeper_than_the_python_stack(redactor: Redactor) 
 
 def test_default_redactor_leaves_ordinary_argument_names() -> None:
     message = {"params": {"arguments": {"token": "t", "password": "p"}}}
-    assert Redactor().body(message) is message  # body keys beyond requestState are opt-in
+    assert Redactor(key=KEY).body(message) is message  # body keys beyond requestState are opt-in
 
 
 # -- bounding --------------------------------------------------------------------------------
@@ -288,7 +291,7 @@ _JSON = st.recursive(
 
 @given(value=_JSON, limit=st.sampled_from([0, 8, 40, 65536]))
 def test_body_bounded_is_bound_of_body(value: Any, limit: int) -> None:
-    redactor = Redactor(body_keys=["apikey"])
+    redactor = Redactor(body_keys=["apikey"], key=KEY)
     assert redactor.body_bounded(value, limit) == Redactor.bound(redactor.body(value), limit)
 
 
@@ -300,7 +303,7 @@ def test_body_bounded_keeps_the_very_same_body_when_nothing_is_secret(redactor: 
 
 
 def test_body_bounded_masks_a_key_spelled_with_the_kelvin_sign() -> None:
-    out, _, _ = Redactor(body_keys=["apikey"]).body_bounded({"api\u212aey": SECRET}, 65536)
+    out, _, _ = Redactor(body_keys=["apikey"], key=KEY).body_bounded({"api\u212aey": SECRET}, 65536)
     assert SECRET not in dump(out)
 
 
@@ -333,12 +336,42 @@ def test_headers_that_differ_only_in_a_secret_are_masked_apart(redactor: Redacto
 
 
 def test_secret_texts_are_masked_inside_any_header_value() -> None:
-    redactor = Redactor(secret_texts=["k-secret-123", "hunter22", "on"])
+    redactor = Redactor(secret_texts=["k-secret-123", "hunter22", "on"], key=KEY)
     location = "http://upstream:8000/mcp?api_key=k-secret-123&trace=on"
 
     shown = redactor.headers([("Location", location), ("X-Echo", "pw=hunter22")])
 
     assert "k-secret-123" not in shown["Location"]
-    assert shown["Location"].startswith("http://upstream:8000/mcp?api_key=<redacted len=12 sha256:")
+    assert shown["Location"].startswith("http://upstream:8000/mcp?api_key=<redacted len=12 hmac:")
     assert shown["Location"].endswith("&trace=on"), "texts shorter than four characters stay"
     assert shown["X-Echo"] == f"pw={redactor.token('hunter22')}"
+
+
+# -- credential-like names, query strings, keyed masks -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["X-Auth", "X-Access-Key", "X-Credentials", "X-Session", "X-Passwd", "Set-Cookie2", "WWW-Authenticate"],
+)
+def test_credential_looking_header_names_are_masked_by_default(redactor: Redactor, name: str) -> None:
+    out = redactor.headers({name: SECRET})
+    assert STAND_IN.fullmatch(out[name]), out[name]
+
+
+def test_credential_like_query_parameters_are_masked_and_the_rest_kept(redactor: Redactor) -> None:
+    shown = redactor.path(f"/mcp?access_token={SECRET}&API_KEY=k2-{SECRET}&trace=on&sessionId=s-{SECRET}")
+    assert SECRET not in shown
+    assert shown.startswith("/mcp?access_token=<redacted len=")
+    assert "&trace=on&" in shown
+    assert redactor.path("/mcp") == "/mcp"
+    assert redactor.path("/mcp?flag&x=") == "/mcp?flag&x="
+
+
+def test_masks_and_fingerprints_are_keyed_so_a_guess_cannot_be_checked_without_the_key() -> None:
+    one, same, other = Redactor(key=b"k1"), Redactor(key=b"k1"), Redactor(key=b"k2")
+    assert one.token(SECRET) == same.token(SECRET)
+    assert one.token(SECRET) != other.token(SECRET)
+    assert hashlib.sha256(SECRET.encode()).hexdigest()[:8] not in one.token(SECRET)
+    assert one.fingerprint("principal") == same.fingerprint("principal") != other.fingerprint("principal")
+    assert Redactor().token(SECRET) != Redactor().token(SECRET), "no key: random per redactor"

@@ -38,6 +38,12 @@ def test_the_oldest_chain_is_evicted_first_once_the_store_is_full() -> None:
     assert ids(store) == ["c3", "c4", "c5"]
     assert len(store) == 3
     assert store.evicted == 2
+    assert store.held == 2, "still open: held aside until they end"
+    for n in (1, 2):
+        old = store.get(f"c{n}")
+        assert old is not None
+        old.summary.ended = 9.0
+        store.release(f"c{n}")
     assert store.get("c1") is None
     assert store.get("c2") is None
     chain = store.get("c5")

@@ -34,7 +34,7 @@ STATE = "sealed-state-never-in-a-capture"
 def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[FlowEvent]:
     """Play one call through a FactLog whose facts go to a capture; returns the live build's events."""
     clock = FactClock(lambda: 100.0)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     live_events: list[FlowEvent] = []
     store = ChainStore()
     builder = ChainBuilder(store, live_events.append, redactor, clock=clock, body_limit=body_limit)
@@ -95,11 +95,16 @@ def test_a_body_over_the_capture_limit_keeps_what_correlation_needs(tmp_path: Pa
 def test_a_fact_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     _record(path)
+    whole = list(read_capture(path))
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(2, b'{"type":"fact","t":1.0,"op":"rm_rf","exchange":"x9","kw":{}}\n')
     path.write_bytes(b"".join(lines))
-    with pytest.raises(CaptureFormatError) as raised:
-        list(read_capture(path))
+    with CaptureReader(path) as reader:
+        assert list(reader) == whole
+        assert reader.corrupt_lines == 1
+        assert reader.corrupt[0][0] == 3
+    with CaptureReader(path, strict=True) as reader, pytest.raises(CaptureFormatError) as raised:
+        list(reader)
     assert raised.value.line == 3
 
 
@@ -122,7 +127,7 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     path = tmp_path / "bridged.jsonl"
     ticks = _Ticks()
     clock = FactClock(lambda: ticks.now)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     live: list[FlowEvent] = []
     builder = ChainBuilder(ChainStore(), live.append, redactor, clock=clock)
     facts = FactLog(builder, clock, redactor, bus=EventBus())
@@ -158,7 +163,7 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
 def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path) -> None:
     path = tmp_path / "sessions.jsonl"
     clock = FactClock(lambda: 100.0)
-    redactor = Redactor()
+    redactor = Redactor(key=b"test-key")
     builder = ChainBuilder(ChainStore(), [].append, redactor, clock=clock)
     facts = FactLog(builder, clock, redactor, bus=EventBus())
     encoder = FactEncoder(redactor, 65536)
@@ -173,6 +178,6 @@ def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path
         "upstream-3",
         "opened",
         Side.UPSTREAM,
-        "0123456789abcdef",
+        redactor.fingerprint("0123456789abcdef"),  # keyed in the capture: never the engine's digest
         "roots",
     )

@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from structlog.testing import capture_logs
 
+from proxy.logs import redact_fields
 from proxy.runtime import Proxy
 
 WAIT = 5.0
@@ -162,11 +163,12 @@ def client_session() -> aiohttp.ClientSession:
 
 @contextmanager
 def captured_logs() -> Iterator[list[dict[str, Any]]]:
-    """Capture structlog event dicts (context vars merged in), whatever level another test configured."""
+    """Capture structlog event dicts (context vars merged in, fields redacted as in the proxy's chain),
+    whatever level another test configured."""
     saved = structlog.get_config()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
     try:
-        with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        with capture_logs(processors=[structlog.contextvars.merge_contextvars, redact_fields]) as logs:
             yield logs
     finally:
         structlog.configure(**saved)

@@ -201,7 +201,12 @@ async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked
             observer=proxy.facts,
         )
 
-        assert await ok(proxy, "/api/continuations") == ParkingEngine().continuations_view()
+        keyed = [
+            {**item, "principal": proxy.redactor.fingerprint(item["principal"])}
+            for item in ParkingEngine().continuations_view()
+        ]
+        assert await ok(proxy, "/api/continuations") == keyed
+        assert "alice" not in repr(keyed)
         assert metric(await scrape(proxy), "mcp_proxy_parked_continuations") == 2
 
 

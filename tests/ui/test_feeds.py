@@ -141,6 +141,21 @@ async def test_a_file_that_is_no_capture_fails_the_feed_with_the_reason(tmp_path
     assert "not a mcp-debug-proxy-capture file" in status.detail
 
 
+async def test_a_corrupt_line_is_skipped_the_rest_shown_and_the_count_reported(tmp_path: Path) -> None:
+    lines = TOUR.read_bytes().splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join([*lines[:5], b'{"type":"message","chain_id":\n', b"\x00junk\n", *lines[5:]]))
+
+    items = await collect(CaptureFeed(damaged, chunk=10))
+
+    status = items[-1]
+    assert isinstance(status, FeedStatus)
+    assert status.state == "ended"
+    expected = f"133 events from {damaged.name}; 2 corrupt lines skipped (first: line 6, "
+    assert status.detail.startswith(expected)
+    assert len(items) == 135
+
+
 class FakeAdmin:
     """An admin API that serves a fixed feed on /api/feed and records what each client sent."""
 

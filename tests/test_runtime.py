@@ -1,0 +1,53 @@
+"""The composition root's own choices: chain ids that never repeat across restarts, the redactor it builds."""
+
+from __future__ import annotations
+
+import re
+
+from proxy.config import Settings
+from proxy.flows.events import Channel, Direction
+from proxy.runtime import Proxy, redactor_for
+from proxy.wire.jsonrpc import classify_value
+
+UPSTREAM = "http://127.0.0.1:9/mcp"
+
+
+def first_chain_id(proxy: Proxy) -> str:
+    proxy.builder.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    call = classify_value({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    chain = proxy.builder.message("x1", call, size=10, direction=Direction.TO_SERVER, channel=Channel.POST)
+    assert chain is not None
+    return chain
+
+
+def test_chain_ids_of_two_runs_never_collide() -> None:
+    settings = Settings(upstream=UPSTREAM)
+    one, two = first_chain_id(Proxy(settings)), first_chain_id(Proxy(settings))
+
+    assert one != two
+    assert re.fullmatch(r"c[0-9a-f]{6}-1", one), one
+
+
+def test_the_redactor_masks_the_built_in_entries_plus_the_users_and_drops_only_unredacted_ones() -> None:
+    value = "v-secret-value"
+    default = redactor_for(Settings(upstream=UPSTREAM))
+    added = redactor_for(
+        Settings(upstream=UPSTREAM, redact_headers=["x-tenant"], redact_header_patterns=["priv"])
+    )
+    dropped = redactor_for(Settings(upstream=UPSTREAM, unredact_headers=["mcp-session-id", "session"]))
+
+    for name in ("Authorization", "Cookie", "X-Auth", "X-Access-Key", "X-Credentials", "Mcp-Session-Id"):
+        assert default.headers({name: value})[name] != value, name
+        assert added.headers({name: value})[name] != value, name
+    assert default.headers({"X-Tenant": value})["X-Tenant"] == value
+    assert added.headers({"X-Tenant": value, "X-Priv-Id": value}) != {"X-Tenant": value, "X-Priv-Id": value}
+    assert dropped.headers({"Mcp-Session-Id": value})["Mcp-Session-Id"] == value
+    assert dropped.headers({"Authorization": value})["Authorization"] != value
+
+
+def test_a_configured_redact_key_gives_the_same_masks_across_restarts_and_none_differs_per_run() -> None:
+    keyed = Settings(upstream=UPSTREAM, redact_key="a-long-deployment-key")
+    assert redactor_for(keyed).token("abcd") == redactor_for(keyed).token("abcd")
+    assert redactor_for(Settings(upstream=UPSTREAM)).token("abcd") != redactor_for(
+        Settings(upstream=UPSTREAM)
+    ).token("abcd")
