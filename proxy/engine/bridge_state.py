@@ -146,9 +146,10 @@ class BridgeContext:
         client_headers: tuple[tuple[str, str], ...],
     ) -> SendLeg:
         """Register a new leg and build the order that sends it; its id doubles as the JSON-RPC id."""
+        # Built first: a refusal (HeaderRefused) leaves nothing registered behind.
+        headers = leg_headers(method, params, client_headers, self.tools)
         leg = self.new_id("leg")
         self.legs[leg] = LegRef(purpose, owner)
-        headers = leg_headers(method, params, client_headers, self.tools)
         return SendLeg(leg, exchange, headers, request(leg, method, params))
 
     def drop_leg(self, leg: str | None) -> None:

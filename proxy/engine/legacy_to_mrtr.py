@@ -109,7 +109,7 @@ class LegacyToMrtrEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail))
+                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
         return []
@@ -318,8 +318,11 @@ class LegacyToMrtrEngine:
             return self._on_discovery(leg, msg) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
-    def _on_leg_lost(self, leg: str, why: str) -> Commands:
-        """A leg ended or failed without its answer (a leg that answered is already forgotten)."""
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
+        """A leg ended or failed without its answer (a leg that answered is already forgotten).
+
+        `refused`: the leg's head could not be framed, which only the client's input can cause.
+        """
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
@@ -330,4 +333,4 @@ class LegacyToMrtrEngine:
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
             return self._discovery_failed(why)
-        return self._calls.on_leg_lost(leg, ref, why)
+        return self._calls.on_leg_lost(leg, ref, why, refused=refused)

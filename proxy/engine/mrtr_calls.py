@@ -102,8 +102,12 @@ class CallDriver:
         why = msg.problem or f"a response for id {msg.id!r}"
         return [Log("bridge_upstream_dropped", "warning", {"leg": leg, "why": why})]
 
-    def on_lost(self, leg: str, ref: LegRef, why: str) -> Commands:
-        """The call's leg ended or failed before its answer."""
+    def on_lost(self, leg: str, ref: LegRef, why: str, *, refused: bool = False) -> Commands:
+        """The call's leg ended or failed before its answer; `refused`: it could not be sent as it is.
+
+        A refused leg is the client's input (a head no upstream can be sent), so the client hears
+        -32600 with HTTP 400, never a 502 that blames the gateway.
+        """
         self._ctx.drop_leg(leg)
         call = self._ctx.calls.get(ref.owner)
         if call is None or call.leg != leg:
@@ -113,6 +117,9 @@ class CallDriver:
         if call.phase == "parked":
             fields["continuation"] = call.continuation
             return [Log("bridge_continuation_dead", "warning", fields), *forget(self._ctx, call)]
+        if refused:
+            body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")
+            return [Log("bridge_request_refused", "info", fields), *finish(self._ctx, call, body, 400)]
         body = gateway_fault(call.asker.ident, call.method, why)
         return [Log("bridge_leg_lost", "warning", fields), *finish(self._ctx, call, body, 502)]
 

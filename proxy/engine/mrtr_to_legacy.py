@@ -154,7 +154,7 @@ class MrtrToLegacyEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail))
+                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
@@ -253,14 +253,15 @@ class MrtrToLegacyEngine:
             return self._sessions.on_initialize_answer(leg, ref, msg)
         return []
 
-    def _on_leg_lost(self, leg: str, why: str) -> Commands:
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
+        """A leg ended or failed; `refused`: its head could not be framed (the client's input)."""
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
         if ref.status is not None:
             why = f"{why} (HTTP {ref.status})"
         if ref.purpose == "call":
-            return self._calls.on_lost(leg, ref, why)
+            return self._calls.on_lost(leg, ref, why, refused=refused)
         if ref.purpose == "stream":
             return self._listen.on_stream_lost(leg, why)
         if ref.purpose == "close":

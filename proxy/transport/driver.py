@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.framing.classify import Rejection, Route, classify
+from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.client_side import AiohttpSide
 from proxy.transport.relay import PassthroughRelay
@@ -52,7 +52,9 @@ def classify_request(
     state: ProxyState, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
 ) -> Route | Rejection:
     """Route or refuse one client request (the path as sent, percent-encoded)."""
-    return classify(method, path, headers, raw, max_body=state.settings.max_body_bytes)
+    settings = state.settings
+    limits = Limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
+    return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
 
 
 async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDriver | None:
