@@ -149,7 +149,7 @@ class PassthroughRelay:
     def unreachable(self, route: Route, exc: UpstreamError) -> None:
         """The upstream could not be reached or closed before its head (502), or the head could not be
         framed (400: nothing was sent)."""
-        reason = "unsendable" if exc.kind == "unsendable" else "unreachable"
+        reason = exc.kind if exc.kind in ("unsendable", "head_too_large") else "unreachable"
         self._fault(reason, _describe(exc), route.request_id)
 
     def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
