@@ -18,6 +18,7 @@ from aiohttp import web
 
 from proxy.framing.http import parse_upstream
 from proxy.transport import upstream_pool
+from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
     WAIT,
@@ -597,7 +598,9 @@ async def test_the_pool_refuses_a_head_with_cr_lf_or_nul_inside_a_line_even_if_f
 
 
 async def test_a_response_head_over_the_limit_fails_naming_the_setting_and_drops_the_connection() -> None:
-    async def fake_upstream_with_a_huge_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def fake_upstream_with_a_huge_head(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\n")
         filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
@@ -650,8 +653,8 @@ async def test_a_head_just_under_the_limit_is_accepted_and_the_connection_reused
 async def test_a_waiter_cancelled_just_after_being_woken_hands_its_turn_to_the_next() -> None:
     async with aiohttp_upstream(answer_with_path) as server, pool_for(server, limit=1) as pool:
         first = await get(pool, "/first")
-        second = asyncio.ensure_future(pool.request("GET", "/second", HOST, b""))
-        third = asyncio.ensure_future(pool.request("GET", "/third", HOST, b""))
+        second = spawn(pool.request("GET", "/second", HOST, b""), name="second")
+        third = spawn(pool.request("GET", "/third", HOST, b""), name="third")
         await wait_until(lambda: len(pool._waiters) == 2, what="both requests to wait for the connection")
         await read_body(first)
         first.release()  # wakes `second`...
