@@ -1,0 +1,142 @@
+"""Request shapes that cost the proxy more than they are worth: huge batches and deeply nested JSON.
+
+A batch of 150,000 notifications (7 MB) once held the event loop for seconds while it was parsed and
+observed message by message, stalling every other client; valid JSON nested a few hundred levels deep
+got a text/plain 500 without its id. Both are now refused at classification in every mode, as
+JSON-RPC errors naming the setting, and the loop stays free while the batch is refused (a lag probe
+runs on the loop the proxy serves from).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import aiohttp
+import pytest
+
+from proxy.runtime import Proxy
+from tests.e2e.recording_upstream import recording_upstream
+from tests.e2e.test_hostile_methods import MODES, Mode, client_in
+
+pytestmark = pytest.mark.e2e
+
+ProxyFor = Callable[..., AbstractAsyncContextManager[Proxy]]
+
+LEGACY_2025_03 = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def nested(depth: int) -> Any:
+    """A valid JSON value `depth` containers deep (arrays, an object at the bottom)."""
+    value: Any = {"leaf": True}
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+class LoopLag:
+    """Measures how late the loop runs a timer due every millisecond: the longest stall while it runs."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.worst = 0.0
+        self.ticks = 0
+        self._due = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._due = self.loop.time() + 0.001
+        self._handle = self.loop.call_at(self._due, self._tick)
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        self.worst = max(self.worst, now - self._due)
+        self.ticks += 1
+        self._due = now + 0.001
+        self._handle = self.loop.call_at(self._due, self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
+async def test_a_batch_of_150000_notifications_is_refused_without_stalling_the_loop(
+    proxy_for: ProxyFor,
+) -> None:
+    notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    batch = json.dumps([notice] * 150_000, separators=(",", ":")).encode()
+    assert len(batch) > 7_000_000
+    async with (
+        recording_upstream("legacy") as upstream,
+        proxy_for(upstream.url("/mcp"), upstream_era="legacy") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        lag = LoopLag()
+        lag.start()
+        try:
+            body = io.BytesIO(batch)  # streamed in pieces, as a socket would carry it
+            async with http.post(proxy.endpoint(), data=body, headers=LEGACY_2025_03) as resp:
+                status, answer = resp.status, await resp.json()
+        finally:
+            lag.stop()
+        worst = f"{lag.worst * 1000:.1f} ms over {lag.ticks} ticks"
+        print(f"\nloop lag while a {len(batch)} byte batch was refused: worst {worst}")
+        async with http.post(proxy.endpoint(), json=notice, headers=LEGACY_2025_03) as resp:
+            assert resp.status == 202, "the next client is served"
+    assert status == 400
+    assert answer["error"]["code"] == -32600
+    assert "max_batch_messages" in answer["error"]["message"]
+    assert answer["error"]["data"] == {"limit": 256, "setting": "max_batch_messages"}
+    assert [h.method for h in upstream.heads] == ["notifications/initialized"], (
+        "the batch never went upstream"
+    )
+    assert lag.worst < 0.025, f"the loop stalled {lag.worst * 1000:.1f} ms"
+
+
+async def test_a_batch_within_the_limit_still_passes_through(proxy_for: ProxyFor) -> None:
+    notice = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    async with (
+        recording_upstream("legacy") as upstream,
+        proxy_for(upstream.url("/mcp"), upstream_era="legacy", max_batch_messages=3) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.post(proxy.endpoint(), json=[notice] * 3, headers=LEGACY_2025_03) as resp:
+            assert resp.status != 400
+        async with http.post(proxy.endpoint(), json=[notice] * 4, headers=LEGACY_2025_03) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error"]["data"]["limit"] == 3
+    assert len(upstream.heads) == 1
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("depth", [65, 256, 1024, 5000])
+async def test_deep_json_is_refused_with_its_id_as_json_rpc(
+    proxy_for: ProxyFor, mode: Mode, depth: int
+) -> None:
+    async with client_in(proxy_for, mode) as (client, upstream, _proxy):
+        params = {"name": "echo", "arguments": {"deep": "DEEP"}}
+        text = json.dumps(client.body(77, "tools/call", params))
+        deep = "[" * (depth - 1) + '{"leaf":true}' + "]" * (depth - 1)  # too deep for json.dumps to build
+        body = text.replace('"DEEP"', deep).encode()
+        status, headers, raw = await client.post_raw(body, client.headers("tools/call", params))
+        assert status == 400, raw
+        assert headers["Content-Type"].startswith("application/json")
+        answer = json.loads(raw)
+        assert answer["id"] == 77
+        assert answer["error"]["code"] == -32600
+        assert answer["error"]["data"] == {"limit": 64, "setting": "max_json_depth"}
+    assert "tools/call" not in [h.method for h in upstream.heads]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+async def test_json_as_deep_as_the_limit_is_relayed(proxy_for: ProxyFor, mode: Mode) -> None:
+    async with client_in(proxy_for, mode) as (client, upstream, _proxy):
+        # The body adds its own levels (message, params, arguments) above the argument's.
+        status, answer = await client.call(78, "tools/call", {"name": "echo", "arguments": {"d": nested(56)}})
+        assert status == 200, answer
+        assert answer["id"] == 78
+    assert "tools/call" in [h.method for h in upstream.heads]
