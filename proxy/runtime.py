@@ -88,7 +88,13 @@ class Proxy:
         self.state.router = self.router
         ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
-            LegacyToMrtrEngine(upstream, ids, max_rounds=settings.max_rounds),
+            LegacyToMrtrEngine(
+                upstream,
+                ids,
+                max_rounds=settings.max_rounds,
+                max_sessions=settings.max_legacy_sessions,
+                session_idle=settings.legacy_session_idle_timeout,
+            ),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
             pool=lambda: self.state.pool,

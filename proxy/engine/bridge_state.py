@@ -41,6 +41,7 @@ class PendingInit:
     exchange: str
     ident: RequestId
     params: dict[str, Any]
+    at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +75,20 @@ class Pending(NamedTuple):
     method: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
-    """One proxy-minted legacy session: what the client declared and what it has in flight."""
+    """One proxy-minted legacy session: what the client declared and what it has in flight.
+
+    Slotted, with its declared capabilities and client info shared between sessions that declared
+    the same (`BridgeContext.shared`): a client may open many sessions and never end one.
+    """
 
     id: str
     version: str
     capabilities: dict[str, Any]
     client_info: Any
+    last_used: float = 0.0
+    """When the session's client last sent a request on it (the event's time; 0.0: unknown)."""
     log_level: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     get_exchange: str | None = None
@@ -93,6 +100,11 @@ class Session:
     def envelope(self) -> Envelope:
         """The `_meta` facts this session adds to each upstream request (fresh every leg)."""
         return Envelope(self.capabilities, self.client_info, self.log_level)
+
+    @property
+    def busy(self) -> bool:
+        """Something of the session is in flight (a call, a nested request, its GET stream or listen leg)."""
+        return bool(self.calls or self.nested or self.get_exchange or self.listen_leg)
 
 
 @dataclass
@@ -135,6 +147,21 @@ class BridgeContext:
     pending_init: dict[str, PendingInit] = field(default_factory=dict)
     tools: ToolHeaderCache = field(default_factory=ToolHeaderCache)
     discovery: Discovery | None = None
+    _shared: dict[str, Any] = field(default_factory=dict)
+
+    def shared(self, value: Any) -> Any:
+        """One object for every session that declared an equal value (capabilities, client info).
+
+        Sessions never change these, so sharing them is safe, and it keeps a session's cost to its
+        own few fields. The cache is bounded: past 1024 distinct values, new ones are not kept.
+        """
+        key = repr(value)
+        found = self._shared.get(key)
+        if found is None:
+            found = value
+            if len(self._shared) < 1024:
+                self._shared[key] = value
+        return found
 
     def open_leg(
         self,

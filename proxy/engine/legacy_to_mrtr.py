@@ -12,8 +12,11 @@ every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with th
 - `bridge_calls.CallDriver` carries each forwarded request through its MRTR rounds;
 - `bridge_listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
 
-Sessions live until DELETE (or the engine is replaced); everything else lives exactly as long as the
-client request it serves, which `table_sizes()` lets tests verify. The engine is sans-IO: the
+Sessions live until DELETE, until they go unused for `session_idle` seconds, or until room is needed
+for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
+request gets 404, which tells a legacy client to initialize again. The sessions table is kept in
+order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
+as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is sans-IO: the
 transport feeds events and executes the returned commands, ids come from the injected `new_id`.
 """
 
@@ -65,8 +68,12 @@ class LegacyToMrtrEngine:
         new_id: Callable[[str], str],
         max_rounds: int = 10,
         state_only_delay: float = 0.25,
+        max_sessions: int = 10000,
+        session_idle: float = 3600.0,
     ) -> None:
         self.upstream = upstream
+        self.max_sessions = max_sessions
+        self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
         self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
         self._listen = ListenEmulator(self._ctx)
@@ -97,8 +104,8 @@ class LegacyToMrtrEngine:
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:
-            case ClientRequestReceived(exchange, route):
-                return self._on_client(exchange, route)
+            case ClientRequestReceived(exchange, route, at):
+                return self._on_client(exchange, route, at)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
             case LegResponded(leg, status, headers):
@@ -116,13 +123,13 @@ class LegacyToMrtrEngine:
 
     # -- client side ---------------------------------------------------------------------------
 
-    def _on_client(self, exchange: str, route: Route) -> Commands:
+    def _on_client(self, exchange: str, route: Route, at: float) -> Commands:
         if route.http_method == "POST":
-            return self._on_post(exchange, route)
+            return self._on_post(exchange, route, at)
         if route.http_method not in ("GET", "DELETE"):
             body = error_response(None, errors.INVALID_REQUEST, f"Method not allowed: {route.http_method}")
             return [ReplyJson(exchange, 405, body, (("Allow", "GET, POST, DELETE"),))]
-        session = self._ctx.sessions.get(route.session_id or "")
+        session = self._session_for(route, at)
         if session is None:
             return self._session_refusal(exchange, route)
         if route.http_method == "DELETE":
@@ -132,15 +139,15 @@ class LegacyToMrtrEngine:
             return [ReplyJson(exchange, 409, error_response(None, errors.INVALID_REQUEST, text))]
         return self._listen.open_stream(session, exchange, route.headers)
 
-    def _on_post(self, exchange: str, route: Route) -> Commands:
+    def _on_post(self, exchange: str, route: Route, at: float) -> Commands:
         body = route.body
         first = body.first
         if body.parse_error is not None or first is None:
             error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
             return [ReplyJson(exchange, 400, error)]
         if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
-            return self._on_initialize(exchange, route, first)
-        session = self._ctx.sessions.get(route.session_id or "")
+            return self._on_initialize(exchange, route, first, at)
+        session = self._session_for(route, at)
         if session is None:
             return self._session_refusal(exchange, route)
         invalid = next((m for m in body.messages if m.kind is Kind.INVALID), None)
@@ -154,6 +161,46 @@ class LegacyToMrtrEngine:
             text = "Invalid Request: batched requests are not supported by the bridge; send one per POST"
             return [ReplyJson(exchange, 400, error_response(None, errors.INVALID_REQUEST, text))]
         return self._on_request(exchange, route, session, first)
+
+    # -- the sessions table: last use, idle expiry, room for new ones ------------------------------
+
+    def _session_for(self, route: Route, at: float) -> Session | None:
+        """The request's live session, marked used now; None (-> 404) when unknown, ended or expired."""
+        sessions = self._ctx.sessions
+        session = sessions.get(route.session_id or "")
+        if session is None:
+            return None
+        if self._expired(session, at):
+            del sessions[session.id]
+            return None
+        if at:
+            session.last_used = at
+        sessions[session.id] = sessions.pop(session.id)  # to the end: the table stays in order of use
+        return session
+
+    def _expired(self, session: Session, at: float) -> bool:
+        return bool(
+            at and session.last_used and at - session.last_used > self.session_idle and not session.busy
+        )
+
+    def _make_room(self, at: float) -> tuple[int, bool]:
+        """Forget expired sessions, then idle ones past the cap; (how many were dropped, room made)."""
+        sessions = self._ctx.sessions
+        dropped = 0
+        for session in list(sessions.values()):  # oldest use first; the loop stops at the first live one
+            if not self._expired(session, at):
+                if not session.busy or session.last_used == 0.0:
+                    break
+                continue  # busy: never expired, the next one may be
+            del sessions[session.id]
+            dropped += 1
+        if len(sessions) < self.max_sessions:
+            return dropped, True
+        idle = next((s for s in sessions.values() if not s.busy), None)
+        if idle is None:
+            return dropped, False
+        del sessions[idle.id]
+        return dropped + 1, True
 
     def _session_refusal(self, exchange: str, route: Route) -> Commands:
         """400 without a session header, 404 (-32001) for one this proxy never minted or ended."""
@@ -239,10 +286,10 @@ class LegacyToMrtrEngine:
 
     # -- initialize and discovery --------------------------------------------------------------
 
-    def _on_initialize(self, exchange: str, route: Route, msg: Message) -> Commands:
+    def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float) -> Commands:
         """Answer from the cached discovery, or hold the request until discovery answers."""
         assert msg.id is not None
-        pending = PendingInit(exchange, msg.id, msg.params)
+        pending = PendingInit(exchange, msg.id, msg.params, at)
         if self._ctx.discovery is not None:
             return self._open_session(pending)
         self._ctx.pending_init[exchange] = pending
@@ -257,10 +304,14 @@ class LegacyToMrtrEngine:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
         discovery = self._ctx.discovery
         assert discovery is not None
+        dropped, room = self._make_room(pending.at)
+        if not room:
+            return self._sessions_full(pending)
         params = pending.params
         version = negotiate_version(params.get("protocolVersion"))
-        caps = modern_client_capabilities(params.get("capabilities"), version)
-        session = Session(self._ctx.new_id("session"), version, caps, params.get("clientInfo"))
+        caps = self._ctx.shared(modern_client_capabilities(params.get("capabilities"), version))
+        client_info = self._ctx.shared(params.get("clientInfo"))
+        session = Session(self._ctx.new_id("session"), version, caps, client_info, pending.at)
         self._ctx.sessions[session.id] = session
         result: dict[str, Any] = {
             "protocolVersion": version,
@@ -270,7 +321,30 @@ class LegacyToMrtrEngine:
         if discovery.instructions is not None:
             result["instructions"] = discovery.instructions
         reply = result_response(pending.ident, result)
-        return [ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))]
+        answer = ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))
+        if dropped:
+            fields = {
+                "dropped": dropped,
+                "held": len(self._ctx.sessions),
+                "max_legacy_sessions": self.max_sessions,
+            }
+            return [Log("legacy_sessions_dropped", "info", fields), answer]
+        return [answer]
+
+    def _sessions_full(self, pending: PendingInit) -> Commands:
+        """Every held session is busy and the cap is reached: refuse the new one, naming the setting."""
+        text = (
+            f"Cannot initialize: the proxy holds max_legacy_sessions={self.max_sessions} sessions and every "
+            "one has a request in flight; retry shortly, or raise max_legacy_sessions"
+        )
+        refusal = error_response(
+            pending.ident, errors.UPSTREAM_UNAVAILABLE, text, {"setting": "max_legacy_sessions"}
+        )
+        fields = {"held": len(self._ctx.sessions), "max_legacy_sessions": self.max_sessions}
+        return [
+            Log("legacy_sessions_full", "warning", fields),
+            ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),)),
+        ]
 
     def _on_discovery(self, leg: str, msg: Message) -> Commands:
         self._ctx.drop_leg(leg)
