@@ -110,6 +110,7 @@ class Proxy:
                 round_window=settings.round_window,
                 max_continuations=settings.max_continuations,
                 max_per_principal=settings.max_continuations_per_principal,
+                max_per_client=settings.max_continuations_per_client,
                 instance=secrets.token_hex(4),
                 max_sessions=settings.max_upstream_sessions,
                 session_ttl=settings.upstream_session_ttl,

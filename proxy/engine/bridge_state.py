@@ -103,8 +103,12 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        """Something of the session is in flight (a call, a nested request, its GET stream or listen leg)."""
-        return bool(self.calls or self.nested or self.get_exchange or self.listen_leg)
+        """A request of the session is in flight (a call or a nested request): it may not be dropped.
+
+        An open GET stream does not count: it can stay open for ever, and the session behind it is
+        dropped like any other (the stream is ended first).
+        """
+        return bool(self.calls or self.nested)
 
 
 @dataclass

@@ -129,9 +129,9 @@ class LegacyToMrtrEngine:
         if route.http_method not in ("GET", "DELETE"):
             body = error_response(None, errors.INVALID_REQUEST, f"Method not allowed: {route.http_method}")
             return [ReplyJson(exchange, 405, body, (("Allow", "GET, POST, DELETE"),))]
-        session = self._session_for(route, at)
+        session, dropped = self._session_for(route, at)
         if session is None:
-            return self._session_refusal(exchange, route)
+            return [*dropped, *self._session_refusal(exchange, route)]
         if route.http_method == "DELETE":
             return [*self._end_session(session), ReplyJson(exchange, 200, None)]
         if session.get_exchange is not None:
@@ -147,9 +147,9 @@ class LegacyToMrtrEngine:
             return [ReplyJson(exchange, 400, error)]
         if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
             return self._on_initialize(exchange, route, first, at)
-        session = self._session_for(route, at)
+        session, dropped = self._session_for(route, at)
         if session is None:
-            return self._session_refusal(exchange, route)
+            return [*dropped, *self._session_refusal(exchange, route)]
         invalid = next((m for m in body.messages if m.kind is Kind.INVALID), None)
         if invalid is not None:
             error = error_response(invalid.id, errors.INVALID_REQUEST, f"Invalid Request: {invalid.problem}")
@@ -164,43 +164,58 @@ class LegacyToMrtrEngine:
 
     # -- the sessions table: last use, idle expiry, room for new ones ------------------------------
 
-    def _session_for(self, route: Route, at: float) -> Session | None:
-        """The request's live session, marked used now; None (-> 404) when unknown, ended or expired."""
+    def _session_for(self, route: Route, at: float) -> tuple[Session | None, Commands]:
+        """The request's live session, marked used now; None (-> 404) when unknown, ended or expired.
+
+        The commands end what an expired session still held (its GET stream).
+        """
         sessions = self._ctx.sessions
         session = sessions.get(route.session_id or "")
         if session is None:
-            return None
+            return None, []
         if self._expired(session, at):
-            del sessions[session.id]
-            return None
+            return None, self._drop_session(session, "session_expired")
         if at:
             session.last_used = at
         sessions[session.id] = sessions.pop(session.id)  # to the end: the table stays in order of use
-        return session
+        return session, []
 
     def _expired(self, session: Session, at: float) -> bool:
-        return bool(
-            at and session.last_used and at - session.last_used > self.session_idle and not session.busy
-        )
+        idle = at - session.last_used
+        return bool(at and session.last_used and idle > self.session_idle and not session.busy)
 
-    def _make_room(self, at: float) -> tuple[int, bool]:
-        """Forget expired sessions, then idle ones past the cap; (how many were dropped, room made)."""
+    def _make_room(self, at: float) -> tuple[Commands, bool]:
+        """Forget expired sessions, then the least recently used idle one past the cap; (commands, room).
+
+        The table is in order of use, so the expiry scan stops at the first session in use lately
+        (sessions with a request in flight are stepped over, never dropped).
+        """
         sessions = self._ctx.sessions
+        commands: Commands = []
         dropped = 0
-        for session in list(sessions.values()):  # oldest use first; the loop stops at the first live one
+        for session in list(sessions.values()):
+            if session.busy:
+                continue
             if not self._expired(session, at):
-                if not session.busy or session.last_used == 0.0:
-                    break
-                continue  # busy: never expired, the next one may be
-            del sessions[session.id]
+                break
+            commands.extend(self._drop_session(session, "session_expired"))
             dropped += 1
-        if len(sessions) < self.max_sessions:
-            return dropped, True
-        idle = next((s for s in sessions.values() if not s.busy), None)
-        if idle is None:
-            return dropped, False
-        del sessions[idle.id]
-        return dropped + 1, True
+        if len(sessions) >= self.max_sessions:
+            idle = next((s for s in sessions.values() if not s.busy), None)
+            if idle is None:
+                return commands, False
+            commands.extend(self._drop_session(idle, "session_evicted"))
+            dropped += 1
+        if dropped:
+            fields = {"dropped": dropped, "held": len(sessions), "max_legacy_sessions": self.max_sessions}
+            commands.insert(0, Log("legacy_sessions_dropped", "info", fields))
+        return commands, True
+
+    def _drop_session(self, session: Session, outcome: str) -> Commands:
+        """Forget a session nothing is in flight on, ending its GET stream (its client gets 404 next)."""
+        commands = self._listen.close(session, outcome)
+        del self._ctx.sessions[session.id]
+        return commands
 
     def _session_refusal(self, exchange: str, route: Route) -> Commands:
         """400 without a session header, 404 (-32001) for one this proxy never minted or ended."""
@@ -304,9 +319,9 @@ class LegacyToMrtrEngine:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
         discovery = self._ctx.discovery
         assert discovery is not None
-        dropped, room = self._make_room(pending.at)
+        made, room = self._make_room(pending.at)
         if not room:
-            return self._sessions_full(pending)
+            return [*made, *self._sessions_full(pending)]
         params = pending.params
         version = negotiate_version(params.get("protocolVersion"))
         caps = self._ctx.shared(modern_client_capabilities(params.get("capabilities"), version))
@@ -321,15 +336,7 @@ class LegacyToMrtrEngine:
         if discovery.instructions is not None:
             result["instructions"] = discovery.instructions
         reply = result_response(pending.ident, result)
-        answer = ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))
-        if dropped:
-            fields = {
-                "dropped": dropped,
-                "held": len(self._ctx.sessions),
-                "max_legacy_sessions": self.max_sessions,
-            }
-            return [Log("legacy_sessions_dropped", "info", fields), answer]
-        return [answer]
+        return [*made, ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))]
 
     def _sessions_full(self, pending: PendingInit) -> Commands:
         """Every held session is busy and the cap is reached: refuse the new one, naming the setting."""

@@ -54,14 +54,18 @@ class CallDriver:
         self._broadcast = broadcast
         self.rounds = RoundKeeper(ctx, self)
 
-    def register(self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...], at: float) -> Call:
+    def register(
+        self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...], at: float, peer: str = ""
+    ) -> Call:
         """Record a new call for a client request (it is sent once its session is ready)."""
         assert msg.id is not None
         assert msg.method is not None
         params = msg.params
         asker = Asker(exchange, msg.id, request_meta(params), headers, at)
         binding = binding_for(msg.method, params, headers)
-        call = Call(self._ctx.new_id("call"), msg.method, upstream_params(params), binding, asker)
+        call = Call(
+            self._ctx.new_id("call"), msg.method, upstream_params(params), binding, asker, client=peer
+        )
         self._ctx.calls[call.key] = call
         self._ctx.serving[exchange] = call.key
         return call

@@ -161,7 +161,7 @@ class BridgeDriver:
         ex = _Exchange(request)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, request, route)
-        self.feed(ClientRequestReceived(exchange, route, time.time()))
+        self.feed(ClientRequestReceived(exchange, route, time.time(), _peer(request)))
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.take())
@@ -538,6 +538,11 @@ class _SessionWatch:
             capabilities=view["capabilities"],
             version=view["version"],
         )
+
+
+def _peer(request: web.Request) -> str:
+    """The client's address without its port: per-client bounds count a client, not its connections."""
+    return request.remote or ""
 
 
 class _HeadWithFirstEvent(web.StreamResponse):

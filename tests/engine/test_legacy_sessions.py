@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from proxy.engine.commands import Log, ReplyJson, SendLeg
+from proxy.engine.commands import EndClientResponse, Log, ReplyJson, SendLeg
 from proxy.engine.events import ClientRequestReceived
 from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
 from proxy.wire.jsonrpc import request as req
@@ -19,6 +19,7 @@ from tests.engine.test_legacy_to_mrtr import (
     UPSTREAM,
     Counter,
     call,
+    get,
     head,
     initialize,
     ok,
@@ -73,7 +74,7 @@ def test_expired_sessions_are_forgotten_when_a_new_one_is_minted_without_being_a
     _, commands = open_session(engine, 2000.0)
     assert engine.table_sizes()["sessions"] == 1
     assert (
-        Log("legacy_sessions_dropped", "info", {"dropped": 6, "held": 1, "max_legacy_sessions": 10000})
+        Log("legacy_sessions_dropped", "info", {"dropped": 6, "held": 0, "max_legacy_sessions": 10000})
         in commands
     )
 
@@ -103,6 +104,16 @@ def test_a_session_with_a_call_in_flight_is_neither_expired_nor_evicted() -> Non
     assert reply.message["id"] == 0
     assert ("Retry-After", "1") in reply.headers
     assert engine.table_sizes()["sessions"] == 1
+
+
+def test_an_open_get_stream_does_not_keep_a_session_from_being_evicted_its_stream_ends() -> None:
+    engine = engine_with(max_sessions=1)
+    opened = engine.handle(at(get("x-get", "session-1"), 1001.0))
+    assert opened, "the GET stream opened"
+    _, commands = open_session(engine, 1002.0)
+    assert EndClientResponse("x-get", "session_evicted") in commands
+    assert ping(engine, "session-1", 1003.0).status == 404
+    assert engine.table_sizes()["get_streams"] == 0
 
 
 def test_sessions_that_declared_the_same_capabilities_share_them() -> None:
