@@ -193,11 +193,14 @@ class LegacyToMrtrEngine:
         sessions = self._ctx.sessions
         commands: Commands = []
         dropped = 0
-        for session in list(sessions.values()):
+        expired: list[Session] = []
+        for session in sessions.values():  # no copy: the scan ends at the first live session
             if session.busy:
                 continue
             if not self._expired(session, at):
                 break
+            expired.append(session)
+        for session in expired:
             commands.extend(self._drop_session(session, "session_expired"))
             dropped += 1
         if len(sessions) >= self.max_sessions:

@@ -69,30 +69,28 @@ async def test_an_evicted_session_gets_404_and_a_new_sdk_client_is_served(
             assert not after.is_error
 
 
-async def test_thirty_thousand_never_deleted_sessions_stay_within_the_memory_bound(
-    proxy_for: Callable[..., Any],
-) -> None:
-    """30,000 `initialize`s, none deleted, all held (the cap set above them): RSS grows < 32 MiB."""
+async def test_sessions_over_http_cost_less_than_1100_bytes_each(proxy_for: Callable[..., Any]) -> None:
+    """3,000 `initialize`s through the running proxy, none deleted, all held: under 1,100 B of RSS each.
+
+    At that rate 30,000 never-deleted sessions stay under 32 MiB (the engine-level test holds the
+    30,000 themselves; the full count over HTTP takes minutes on a shared machine).
+    """
     async with (
         recording_upstream("modern") as upstream,
-        proxy_for(upstream.url("/mcp"), max_legacy_sessions=40_000, max_chains=100) as proxy,
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=8)) as http,
+        proxy_for(upstream.url("/mcp"), max_chains=100) as proxy,
+        aiohttp.ClientSession() as http,
     ):
-        await raw_initialize(http, proxy.endpoint())  # discovery and the first session
-        for _ in range(200):
+        for _ in range(500):
             await raw_initialize(http, proxy.endpoint())  # warm: pools, caches, the chain ring
         gc.collect()
         before = rss()
-        body = json.dumps(INIT).encode()
-        for _ in range(30_000):
-            async with http.post(proxy.endpoint(), data=body, headers=HEADERS) as resp:
-                assert resp.status == 200
-                await resp.read()
+        for _ in range(3000):
+            await raw_initialize(http, proxy.endpoint())
         gc.collect()
         grown = rss() - before
-        assert held_sessions(proxy) == 30_201
-    print(f"\n30,000 legacy sessions: RSS grew {grown / 2**20:.1f} MiB")
-    assert grown < 32 * 2**20
+        assert held_sessions(proxy) == 3500
+    print(f"\n3,000 legacy sessions over HTTP: RSS grew {grown / 2**10:.0f} KiB ({grown / 3000:.0f} B each)")
+    assert grown < 3000 * 1100
 
 
 def rss() -> int:

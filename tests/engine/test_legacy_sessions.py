@@ -8,6 +8,7 @@ again"), never anything that looks like the server failing.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any
 
 from proxy.engine.commands import EndClientResponse, Log, ReplyJson, SendLeg
@@ -122,3 +123,23 @@ def test_sessions_that_declared_the_same_capabilities_share_them() -> None:
     sessions = engine._ctx.sessions
     assert sessions["session-1"].capabilities is sessions[second].capabilities
     assert sessions["session-1"].client_info is sessions[second].client_info
+
+
+def test_thirty_thousand_never_deleted_sessions_grow_rss_by_less_than_32_mib() -> None:
+    engine = engine_with(max_sessions=40_000)
+    events = [at(initialize(f"x{n}"), 1001.0 + n / 1000) for n in range(30_000)]
+    gc.collect()
+    before = rss()
+    for event in events:
+        engine.handle(event)
+    gc.collect()
+    grown = rss() - before
+    assert engine.table_sizes()["sessions"] == 30_001
+    print(f"\n30,000 legacy sessions: RSS grew {grown / 2**20:.1f} MiB")
+    assert grown < 32 * 2**20
+
+
+def rss() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
