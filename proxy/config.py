@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_url
 
 ENV_PREFIX = "MCP_PROXY_"
@@ -202,7 +203,7 @@ class Settings(BaseModel):
     max_batch_messages: PositiveInt = 256
     """Most messages in one JSON-RPC batch (2025-03-26); a longer batch is refused with -32600 (HTTP 400)
     before it is parsed, so a huge batch never holds up other clients."""
-    max_json_depth: Annotated[int, Field(gt=0, le=250)] = 64
+    max_json_depth: Annotated[int, Field(gt=0, le=DEPTH_CEILING)] = 64
     """Deepest JSON nesting accepted in a request body (at most 250, the deepest the proxy can
     re-encode); deeper JSON is refused with -32600 (HTTP 400) carrying the request's id."""
     upstream_max_head_bytes: PositiveInt = 64 * 1024

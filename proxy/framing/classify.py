@@ -153,7 +153,7 @@ def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
     if body.parse_error is not None:
         deep = "depth" in body.parse_error  # orjson stops decoding at 1024 levels
     elif raw.count(b"[") + raw.count(b"{") > limit:
-        deep = any(_deeper_than(msg.raw, limit) for msg in body.messages)
+        deep = any(deeper_than(msg.raw, limit) for msg in body.messages)
     else:
         return None
     if not deep:
@@ -163,7 +163,19 @@ def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
     return _invalid(ident, text, {"limit": limit, "setting": "max_json_depth"}, "JSON too deep")
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def beyond_encoding(raw: bytes | str, values: Iterable[Any]) -> bool:
+    """True when a decoded value nests deeper than the proxy can encode again (`DEPTH_CEILING`).
+
+    For what the upstream sends a bridge, which re-encodes it: only text holding more brackets
+    than the ceiling is walked.
+    """
+    brackets = (
+        raw.count(b"[") + raw.count(b"{") if isinstance(raw, bytes) else raw.count("[") + raw.count("{")
+    )
+    return brackets > DEPTH_CEILING and any(deeper_than(value, DEPTH_CEILING) for value in values)
+
+
+def deeper_than(value: Any, limit: int) -> bool:
     """True when `value` nests containers more than `limit` levels deep (iterative: no recursion limit)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:

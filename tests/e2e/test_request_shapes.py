@@ -21,7 +21,8 @@ import pytest
 
 from proxy.runtime import Proxy
 from tests.e2e.recording_upstream import recording_upstream
-from tests.e2e.test_hostile_methods import MODES, Mode, client_in
+from tests.e2e.test_hostile_methods import MODES, Client, Mode, client_in
+from tests.transport.helpers import raw_fake_upstream, read_request
 
 pytestmark = pytest.mark.e2e
 
@@ -140,3 +141,44 @@ async def test_json_as_deep_as_the_limit_is_relayed(proxy_for: ProxyFor, mode: M
         assert status == 200, answer
         assert answer["id"] == 78
     assert "tools/call" in [h.method for h in upstream.heads]
+
+
+def deep_upstream(depth: int, sse: bool) -> Any:
+    """A 2026-07-28 fake whose tools/call result is JSON `depth` levels deep (as JSON or one SSE event)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (body := await read_request(reader)) is not None:
+            message = json.loads(body)
+            if message["method"] == "server/discover":
+                result = (
+                    '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}'
+                )
+            else:
+                result = '{"resultType":"complete","content":[],"deep":' + "[" * depth + "]" * depth + "}"
+            text = f'{{"jsonrpc":"2.0","id":{json.dumps(message["id"])},"result":{result}}}'
+            payload = f"event: message\ndata: {text}\n\n".encode() if sse else text.encode()
+            kind = b"text/event-stream" if sse else b"application/json"
+            head = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: %d\r\n\r\n" % len(payload)
+            )
+            writer.write(head + payload)
+            await writer.drain()
+
+    return serve
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+async def test_a_bridged_upstream_answer_too_deep_to_re_encode_is_a_json_rpc_error_with_the_id(
+    proxy_for: ProxyFor, sse: bool
+) -> None:
+    async with (
+        raw_fake_upstream(deep_upstream(300, sse)) as server,
+        proxy_for(f"http://127.0.0.1:{server.port}/mcp", upstream_era="modern") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = Client(http, proxy.endpoint(), "legacy")
+        await client.initialize()
+        status, answer = await client.call(31, "tools/call", {"name": "t", "arguments": {}})
+    assert status == 200
+    assert answer["id"] == 31
+    assert "nested deeper than 250 levels" in json.dumps(answer)
