@@ -182,3 +182,20 @@ async def test_a_bridged_upstream_answer_too_deep_to_re_encode_is_a_json_rpc_err
     assert status == 200
     assert answer["id"] == 31
     assert "nested deeper than 250 levels" in json.dumps(answer)
+
+
+async def test_a_passed_through_upstream_answer_of_any_depth_reaches_the_client_as_sent(
+    proxy_for: ProxyFor,
+) -> None:
+    async with (
+        raw_fake_upstream(deep_upstream(300, sse=False)) as server,
+        proxy_for(f"http://127.0.0.1:{server.port}/mcp", upstream_era="modern") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = Client(http, proxy.endpoint(), "modern")
+        status, _, raw = await client.post_raw(
+            json.dumps(client.body(32, "tools/call", {"name": "t", "arguments": {}})).encode(),
+            client.headers("tools/call", {"name": "t", "arguments": {}}),
+        )
+    assert status == 200
+    assert b"[" * 300 + b"]" * 300 in raw, "relayed byte for byte"
