@@ -135,7 +135,7 @@ def _too_long(raw: bytes, limit: int) -> Rejection | None:
     batch costs a scan of its first `limit` messages, not of all of it. The count over-counts only
     when a message carries the exact string value "jsonrpc".
     """
-    if raw[:64].lstrip()[:1] != b"[":
+    if raw[:1] != b"[" and raw[:64].lstrip()[:1] != b"[":
         return None
     found = 0
     for _ in range(limit + 1):
@@ -152,7 +152,7 @@ def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
     """JSON nested more than `limit` levels, measured only when the body holds more brackets than that."""
     if body.parse_error is not None:
         deep = "depth" in body.parse_error  # orjson stops decoding at 1024 levels
-    elif raw.count(b"[") + raw.count(b"{") > limit:
+    elif len(raw) > limit and raw.count(b"[") + raw.count(b"{") > limit:
         deep = any(deeper_than(msg.raw, limit) for msg in body.messages)
     else:
         return None

@@ -7,6 +7,8 @@ the lean front uses, through `AiohttpSide`.
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 
 from proxy.framing.classify import Limits, Rejection, Route, classify
@@ -53,8 +55,14 @@ def classify_request(
 ) -> Route | Rejection:
     """Route or refuse one client request (the path as sent, percent-encoded)."""
     settings = state.settings
-    limits = Limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
+    limits = _limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
     return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
+
+
+@functools.lru_cache(maxsize=8)
+def _limits(max_batch: int, max_depth: int, max_method: int) -> Limits:
+    """One Limits per configuration, not one per request (a frozen dataclass costs a microsecond)."""
+    return Limits(max_batch, max_depth, max_method)
 
 
 async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDriver | None:

@@ -12,8 +12,14 @@ never an absolute URL or a request line: the head, `Host` included, is framed in
 (`proxy.framing.http.encode_request_head`), which refuses what would break the message's framing.
 
 Bounded: the pool holds at most `limit` connections (a request past it waits for one, within the
-head timeout), and a response body never buffers more than `HIGH_WATER` bytes before reading from
-the upstream socket pauses, so a 10 MiB result crosses in small pieces.
+head timeout), a response head larger than `max_head_bytes` fails the request and closes its
+connection, and a response body never buffers more than `HIGH_WATER` bytes before reading from the
+upstream socket pauses, so a 10 MiB result crosses in small pieces.
+
+Guarded: every head is checked once more just before it is written (`_check_head`: one request line,
+field lines without CR, LF or NUL), since a pooled connection carries other clients' requests next
+and one stray line break would smuggle a request onto it. A refused head never takes a connection,
+and every failure after one was taken gives it back or closes it.
 """
 
 from __future__ import annotations
