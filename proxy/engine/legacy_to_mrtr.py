@@ -16,8 +16,9 @@ Sessions live until DELETE, until they go unused for `session_idle` seconds, or 
 for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
 request gets 404, which tells a legacy client to initialize again. The sessions table is kept in
 order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
-as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is sans-IO: the
-transport feeds events and executes the returned commands, ids come from the injected `new_id`.
+as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
+sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
+`new_id`.
 """
 
 from __future__ import annotations

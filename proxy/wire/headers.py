@@ -116,10 +116,10 @@ def mcp_headers(
 
     `Mcp-Method` carries the method as it is (servers compare it byte for byte, so the spec allows
     no encoding there): a method that is not plausible is refused (its length only when
-    `max_method_length` is given: classification already held it to the configured bound). `Mcp-Name` and each
-    `Mcp-Param-{suffix}` use the base64 sentinel for what plain ASCII cannot carry; a suffix that
-    is not a token, or a value UTF-8 cannot encode, is refused. Refusals are HeaderRefused naming
-    the header, so the client hears which field of its request cannot be sent.
+    `max_method_length` is given: classification already held it to the configured bound).
+    `Mcp-Name` and each `Mcp-Param-{suffix}` use the base64 sentinel for what plain ASCII cannot
+    carry; a suffix that is not a token, or a value UTF-8 cannot encode, is refused. Refusals are
+    HeaderRefused naming the header, so the client hears which field of its request cannot be sent.
     """
     problem = method_problem(method, max_method_length)
     if problem is not None:
