@@ -37,6 +37,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
+from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_url
 
 ENV_PREFIX = "MCP_PROXY_"
@@ -205,6 +206,32 @@ class Settings(BaseModel):
     It is checked once per this many seconds, so an unused session is closed (DELETE upstream)
     between one and two of these periods after its last use.
     """
+    # -- what goes upstream, and the engines' bounds ------------------------------------------------
+    max_method_length: Annotated[int, Field(gt=0, le=4096)] = 256
+    """Longest JSON-RPC method accepted, in characters; a method must also be visible ASCII (no spaces
+    or control characters). Past it, or outside that set, the request is refused with -32600 (HTTP 400)
+    in every mode, since the 2026-07-28 `Mcp-Method` header carries the method as it is."""
+    max_batch_messages: PositiveInt = 256
+    """Most messages in one JSON-RPC batch (2025-03-26); a longer batch is refused with -32600 (HTTP 400)
+    before it is parsed, so a huge batch never holds up other clients."""
+    max_json_depth: Annotated[int, Field(gt=0, le=DEPTH_CEILING)] = 64
+    """Deepest JSON nesting accepted in a request body (at most 250, the deepest the proxy can
+    re-encode); deeper JSON is refused with -32600 (HTTP 400) carrying the request's id."""
+    upstream_max_head_bytes: PositiveInt = 64 * 1024
+    """Largest upstream response head (status line and headers) accepted, in bytes; past it the
+    client gets HTTP 502 naming this setting and the connection to the upstream is closed."""
+    max_legacy_sessions: PositiveInt = 10000
+    """Most sessions the legacy-client bridge mints and holds at once; when full, the one unused the
+    longest (with no call in flight) is forgotten and its client gets HTTP 404 on its next request,
+    which tells a legacy client to initialize again."""
+    legacy_session_idle_timeout: Seconds = 3600.0
+    """Seconds a session minted by the legacy-client bridge may go unused before it is forgotten
+    (checked once per this many seconds, so between one and two of them); its client then gets
+    HTTP 404 and initializes again, as the spec tells it to."""
+    max_continuations_per_client: PositiveInt = 100
+    """Most parked upstream calls held at once for one client address, whatever `Authorization` its
+    requests carry (a client cannot claim more by inventing principals); past it new ones are refused
+    with an error naming this setting."""
     admin: str = "127.0.0.1:9901"
     """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed).
 

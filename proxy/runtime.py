@@ -88,7 +88,13 @@ class Proxy:
         self.state.router = self.router
         ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
-            LegacyToMrtrEngine(upstream, ids, max_rounds=settings.max_rounds),
+            LegacyToMrtrEngine(
+                upstream,
+                ids,
+                max_rounds=settings.max_rounds,
+                max_sessions=settings.max_legacy_sessions,
+                session_idle=settings.legacy_session_idle_timeout,
+            ),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
             pool=lambda: self.state.pool,
@@ -104,6 +110,7 @@ class Proxy:
                 round_window=settings.round_window,
                 max_continuations=settings.max_continuations,
                 max_per_principal=settings.max_continuations_per_principal,
+                max_per_client=settings.max_continuations_per_client,
                 instance=secrets.token_hex(4),
                 max_sessions=settings.max_upstream_sessions,
                 session_ttl=settings.upstream_session_ttl,

@@ -45,7 +45,16 @@ from proxy.engine.legacy_answers import (
 )
 from proxy.engine.modern_request import Envelope, with_envelope
 from proxy.wire import errors
-from proxy.wire.jsonrpc import Kind, Message, RequestId, notification, request, result_response
+from proxy.wire.headers import HeaderRefused
+from proxy.wire.jsonrpc import (
+    Kind,
+    Message,
+    RequestId,
+    error_response,
+    notification,
+    request,
+    result_response,
+)
 from proxy.wire.mcp import (
     MRTR_METHODS,
     RESULT_COMPLETE,
@@ -93,9 +102,21 @@ class CallDriver:
         call.legs_sent += 1
         call.sent_state = call.round_state is not None
         call.progress_base = call.progress_last or 0
-        send = self._ctx.open_leg("call", call.exchange, call.exchange, call.method, params, call.headers)
+        try:
+            send = self._ctx.open_leg("call", call.exchange, call.exchange, call.method, params, call.headers)
+        except HeaderRefused as exc:
+            return self._refuse(call, f"Invalid Request: {exc}", exc.field)
         call.leg = send.leg
         return [send]
+
+    def _refuse(self, call: Call, text: str, field: str) -> Commands:
+        """The request holds what no upstream header can carry: the client's input, so -32600 (400)."""
+        error = error_response(call.ident, errors.INVALID_REQUEST, text, {"field": field})
+        fields = {"exchange": call.exchange, "field": field, "why": text}
+        commands = [Log("bridge_request_refused", "info", fields), *self._teardown(call, "the request ended")]
+        if call.streaming:
+            return [*commands, SendSse(call.exchange, error), EndClientResponse(call.exchange)]
+        return [*commands, ReplyJson(call.exchange, 400, error)]
 
     def _envelope(self, call: Call) -> Envelope:
         session = self._ctx.sessions.get(call.session)
@@ -122,13 +143,18 @@ class CallDriver:
             return self._send(call)
         return [self._round_log(call, leg, ref, msg), *self._on_answer(call, msg)]
 
-    def on_leg_lost(self, leg: str, ref: LegRef, why: str) -> Commands:
-        """A call's leg ended or failed before answering: the client gets a -32603 naming the fault."""
+    def on_leg_lost(self, leg: str, ref: LegRef, why: str, *, refused: bool = False) -> Commands:
+        """A call's leg ended or failed before answering: the client gets a -32603 naming the fault.
+
+        `refused` (the head could not be framed: the client's input) gets -32600 with HTTP 400.
+        """
         self._ctx.drop_leg(leg)
         call = self._ctx.calls.get(ref.owner)
         if call is None:
             return []
         call.leg = None
+        if refused:
+            return self._refuse(call, f"Invalid Request: {why}", "head")
         fields = {"exchange": call.exchange, "leg": leg, "round": call.legs_sent, "why": why}
         fault = upstream_fault(call.ident, call.method, f"{why} (round {call.legs_sent})")
         return [Log("bridge_leg_lost", "warning", fields), *self._finish(call, fault)]

@@ -41,6 +41,7 @@ class PendingInit:
     exchange: str
     ident: RequestId
     params: dict[str, Any]
+    at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +75,20 @@ class Pending(NamedTuple):
     method: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
-    """One proxy-minted legacy session: what the client declared and what it has in flight."""
+    """One proxy-minted legacy session: what the client declared and what it has in flight.
+
+    Slotted, with its declared capabilities and client info shared between sessions that declared
+    the same (`BridgeContext.shared`): a client may open many sessions and never end one.
+    """
 
     id: str
     version: str
     capabilities: dict[str, Any]
     client_info: Any
+    last_used: float = 0.0
+    """When the session's client last sent a request on it (the event's time; 0.0: unknown)."""
     log_level: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     get_exchange: str | None = None
@@ -93,6 +100,15 @@ class Session:
     def envelope(self) -> Envelope:
         """The `_meta` facts this session adds to each upstream request (fresh every leg)."""
         return Envelope(self.capabilities, self.client_info, self.log_level)
+
+    @property
+    def busy(self) -> bool:
+        """A request of the session is in flight (a call or a nested request): it may not be dropped.
+
+        An open GET stream does not count: it can stay open for ever, and the session behind it is
+        dropped like any other (the stream is ended first).
+        """
+        return bool(self.calls or self.nested)
 
 
 @dataclass
@@ -135,6 +151,21 @@ class BridgeContext:
     pending_init: dict[str, PendingInit] = field(default_factory=dict)
     tools: ToolHeaderCache = field(default_factory=ToolHeaderCache)
     discovery: Discovery | None = None
+    _shared: dict[str, Any] = field(default_factory=dict)
+
+    def shared(self, value: Any) -> Any:
+        """One object for every session that declared an equal value (capabilities, client info).
+
+        Sessions never change these, so sharing them is safe, and it keeps a session's cost to its
+        own few fields. The cache is bounded: past 1024 distinct values, new ones are not kept.
+        """
+        key = repr(value)
+        found = self._shared.get(key)
+        if found is None:
+            found = value
+            if len(self._shared) < 1024:
+                self._shared[key] = value
+        return found
 
     def open_leg(
         self,
@@ -146,9 +177,10 @@ class BridgeContext:
         client_headers: tuple[tuple[str, str], ...],
     ) -> SendLeg:
         """Register a new leg and build the order that sends it; its id doubles as the JSON-RPC id."""
+        # Built first: a refusal (HeaderRefused) leaves nothing registered behind.
+        headers = leg_headers(method, params, client_headers, self.tools)
         leg = self.new_id("leg")
         self.legs[leg] = LegRef(purpose, owner)
-        headers = leg_headers(method, params, client_headers, self.tools)
         return SendLeg(leg, exchange, headers, request(leg, method, params))
 
     def drop_leg(self, leg: str | None) -> None:

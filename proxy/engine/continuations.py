@@ -2,8 +2,10 @@
 
 Theory of operation. A continuation is a live upstream call the MRTR->legacy bridge holds open
 between rounds while the client gathers answers. It costs an open upstream connection and process
-memory, and any client may ask for one, so the table is bounded twice: in total, and per principal
-(a hash of the caller's `Authorization`), so one caller cannot crowd out the others. A call takes
+memory, and any client may ask for one, so the table is bounded three times: in total, per
+principal (a hash of the caller's `Authorization`), so one caller cannot crowd out the others, and
+per client address, since a principal is only what a request claims: a client that invents a fresh
+`Authorization` for every call is still one address. A call takes
 a slot when it first parks and keeps it across rounds (resuming does not free it, so a busy call
 cannot lose its place); it gives the slot back when it ends in any way.
 
@@ -19,20 +21,23 @@ from typing import NamedTuple
 
 
 class Slot(NamedTuple):
-    """One taken slot: the call that holds it and the principal it counts against."""
+    """One taken slot: the call that holds it, and the principal and client address it counts against."""
 
     call: str
     principal: str
+    client: str
 
 
 @dataclass
 class ContinuationTable:
-    """continuation id -> slot, with a total and a per-principal bound."""
+    """continuation id -> slot, with a total, a per-principal and a per-client-address bound."""
 
     max_total: int
     max_per_principal: int
+    max_per_client: int = 100
     _slots: dict[str, Slot] = field(default_factory=dict)
     _per_principal: Counter[str] = field(default_factory=Counter)
+    _per_client: Counter[str] = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -43,10 +48,18 @@ class ContinuationTable:
     def __repr__(self) -> str:
         return f"ContinuationTable({len(self)}/{self.max_total}, principals={len(self._per_principal)})"
 
-    def refusal(self, principal: str) -> str | None:
-        """Why a new continuation for `principal` cannot be parked now (None: there is room)."""
+    def refusal(self, principal: str, client: str = "") -> str | None:
+        """Why a new continuation for `principal` from `client` cannot be parked now (None: there is room).
+
+        `client` is the client's address; "" (unknown) is counted against no address.
+        """
         if len(self._slots) >= self.max_total:
             return f"the proxy already holds max_continuations={self.max_total} parked calls"
+        if client and self._per_client[client] >= self.max_per_client:
+            return (
+                f"this client address already holds max_continuations_per_client={self.max_per_client} "
+                "parked calls"
+            )
         if self._per_principal[principal] >= self.max_per_principal:
             return (
                 f"this caller already holds max_continuations_per_principal={self.max_per_principal} "
@@ -54,10 +67,12 @@ class ContinuationTable:
             )
         return None
 
-    def take(self, continuation: str, call: str, principal: str) -> None:
+    def take(self, continuation: str, call: str, principal: str, client: str = "") -> None:
         """Give `call` a slot under `continuation` (the caller checked `refusal` first)."""
-        self._slots[continuation] = Slot(call, principal)
+        self._slots[continuation] = Slot(call, principal, client)
         self._per_principal[principal] += 1
+        if client:
+            self._per_client[client] += 1
 
     def call_of(self, continuation: str) -> str | None:
         """The call parked under `continuation`, if it still exists."""
@@ -72,6 +87,10 @@ class ContinuationTable:
         self._per_principal[slot.principal] -= 1
         if self._per_principal[slot.principal] <= 0:
             del self._per_principal[slot.principal]
+        if slot.client:
+            self._per_client[slot.client] -= 1
+            if self._per_client[slot.client] <= 0:
+                del self._per_client[slot.client]
 
     def ids(self) -> list[str]:
         """Every continuation id, oldest first."""
@@ -80,3 +99,7 @@ class ContinuationTable:
     def principals(self) -> int:
         """How many distinct principals hold slots (a table size for tests and metrics)."""
         return len(self._per_principal)
+
+    def clients(self) -> int:
+        """How many distinct client addresses hold slots."""
+        return len(self._per_client)

@@ -14,11 +14,13 @@ class ClientRequestReceived:
 
     `at` is the wall-clock time (epoch seconds) the transport received it; engines never read a clock,
     so this is how a bridge learns "now" (token expiry, parked-at times). 0.0 means "not supplied".
+    `peer` is the client's address (IP, no port), what per-client bounds count against; "" when unknown.
     """
 
     exchange: str
     route: Route
     at: float = 0.0
+    peer: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "timeout": "the upstream MCP server did not answer in time",
     "cut": "the upstream MCP server cut the response stream",
     "unsendable": "the proxy cannot send this request upstream as it is",
+    "head_too_large": "the upstream MCP server's response head is too large",
     "era_unknown": "the upstream MCP server is not reachable yet",
 }
 """Keyed by the transport's fault kinds (`UpstreamError.kind`, a leg's failure reason)."""
@@ -20,6 +21,7 @@ FAULT_HINT: Final[dict[str, str]] = {
     "unreachable": "check that the MCP server is running and that --upstream names it",
     "timeout": "a server this slow needs a larger --upstream-timeout",
     "cut": "the MCP server's own log says why it stopped",
+    "head_too_large": "raise upstream_max_head_bytes if the server's headers are meant to be this large",
 }
 """What the user can do about a fault, where the detail does not already say it."""
 

@@ -12,9 +12,13 @@ every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with th
 - `bridge_calls.CallDriver` carries each forwarded request through its MRTR rounds;
 - `bridge_listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
 
-Sessions live until DELETE (or the engine is replaced); everything else lives exactly as long as the
-client request it serves, which `table_sizes()` lets tests verify. The engine is sans-IO: the
-transport feeds events and executes the returned commands, ids come from the injected `new_id`.
+Sessions live until DELETE, until they go unused for `session_idle` seconds, or until room is needed
+for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
+request gets 404, which tells a legacy client to initialize again. The sessions table is kept in
+order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
+as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
+sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
+`new_id`.
 """
 
 from __future__ import annotations
@@ -65,8 +69,12 @@ class LegacyToMrtrEngine:
         new_id: Callable[[str], str],
         max_rounds: int = 10,
         state_only_delay: float = 0.25,
+        max_sessions: int = 10000,
+        session_idle: float = 3600.0,
     ) -> None:
         self.upstream = upstream
+        self.max_sessions = max_sessions
+        self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
         self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
         self._listen = ListenEmulator(self._ctx)
@@ -97,8 +105,8 @@ class LegacyToMrtrEngine:
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:
-            case ClientRequestReceived(exchange, route):
-                return self._on_client(exchange, route)
+            case ClientRequestReceived(exchange, route, at):
+                return self._on_client(exchange, route, at)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
             case LegResponded(leg, status, headers):
@@ -109,22 +117,22 @@ class LegacyToMrtrEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail))
+                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
         return []
 
     # -- client side ---------------------------------------------------------------------------
 
-    def _on_client(self, exchange: str, route: Route) -> Commands:
+    def _on_client(self, exchange: str, route: Route, at: float) -> Commands:
         if route.http_method == "POST":
-            return self._on_post(exchange, route)
+            return self._on_post(exchange, route, at)
         if route.http_method not in ("GET", "DELETE"):
             body = error_response(None, errors.INVALID_REQUEST, f"Method not allowed: {route.http_method}")
             return [ReplyJson(exchange, 405, body, (("Allow", "GET, POST, DELETE"),))]
-        session = self._ctx.sessions.get(route.session_id or "")
+        session, dropped = self._session_for(route, at)
         if session is None:
-            return self._session_refusal(exchange, route)
+            return [*dropped, *self._session_refusal(exchange, route)]
         if route.http_method == "DELETE":
             return [*self._end_session(session), ReplyJson(exchange, 200, None)]
         if session.get_exchange is not None:
@@ -132,17 +140,17 @@ class LegacyToMrtrEngine:
             return [ReplyJson(exchange, 409, error_response(None, errors.INVALID_REQUEST, text))]
         return self._listen.open_stream(session, exchange, route.headers)
 
-    def _on_post(self, exchange: str, route: Route) -> Commands:
+    def _on_post(self, exchange: str, route: Route, at: float) -> Commands:
         body = route.body
         first = body.first
         if body.parse_error is not None or first is None:
             error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
             return [ReplyJson(exchange, 400, error)]
         if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
-            return self._on_initialize(exchange, route, first)
-        session = self._ctx.sessions.get(route.session_id or "")
+            return self._on_initialize(exchange, route, first, at)
+        session, dropped = self._session_for(route, at)
         if session is None:
-            return self._session_refusal(exchange, route)
+            return [*dropped, *self._session_refusal(exchange, route)]
         invalid = next((m for m in body.messages if m.kind is Kind.INVALID), None)
         if invalid is not None:
             error = error_response(invalid.id, errors.INVALID_REQUEST, f"Invalid Request: {invalid.problem}")
@@ -154,6 +162,64 @@ class LegacyToMrtrEngine:
             text = "Invalid Request: batched requests are not supported by the bridge; send one per POST"
             return [ReplyJson(exchange, 400, error_response(None, errors.INVALID_REQUEST, text))]
         return self._on_request(exchange, route, session, first)
+
+    # -- the sessions table: last use, idle expiry, room for new ones ------------------------------
+
+    def _session_for(self, route: Route, at: float) -> tuple[Session | None, Commands]:
+        """The request's live session, marked used now; None (-> 404) when unknown, ended or expired.
+
+        The commands end what an expired session still held (its GET stream).
+        """
+        sessions = self._ctx.sessions
+        session = sessions.get(route.session_id or "")
+        if session is None:
+            return None, []
+        if self._expired(session, at):
+            return None, self._drop_session(session, "session_expired")
+        if at:
+            session.last_used = at
+        sessions[session.id] = sessions.pop(session.id)  # to the end: the table stays in order of use
+        return session, []
+
+    def _expired(self, session: Session, at: float) -> bool:
+        idle = at - session.last_used
+        return bool(at and session.last_used and idle > self.session_idle and not session.busy)
+
+    def _make_room(self, at: float) -> tuple[Commands, bool]:
+        """Forget expired sessions, then the least recently used idle one past the cap; (commands, room).
+
+        The table is in order of use, so the expiry scan stops at the first session in use lately
+        (sessions with a request in flight are stepped over, never dropped).
+        """
+        sessions = self._ctx.sessions
+        commands: Commands = []
+        dropped = 0
+        expired: list[Session] = []
+        for session in sessions.values():  # no copy: the scan ends at the first live session
+            if session.busy:
+                continue
+            if not self._expired(session, at):
+                break
+            expired.append(session)
+        for session in expired:
+            commands.extend(self._drop_session(session, "session_expired"))
+            dropped += 1
+        if len(sessions) >= self.max_sessions:
+            idle = next((s for s in sessions.values() if not s.busy), None)
+            if idle is None:
+                return commands, False
+            commands.extend(self._drop_session(idle, "session_evicted"))
+            dropped += 1
+        if dropped:
+            fields = {"dropped": dropped, "held": len(sessions), "max_legacy_sessions": self.max_sessions}
+            commands.insert(0, Log("legacy_sessions_dropped", "info", fields))
+        return commands, True
+
+    def _drop_session(self, session: Session, outcome: str) -> Commands:
+        """Forget a session nothing is in flight on, ending its GET stream (its client gets 404 next)."""
+        commands = self._listen.close(session, outcome)
+        del self._ctx.sessions[session.id]
+        return commands
 
     def _session_refusal(self, exchange: str, route: Route) -> Commands:
         """400 without a session header, 404 (-32001) for one this proxy never minted or ended."""
@@ -239,10 +305,10 @@ class LegacyToMrtrEngine:
 
     # -- initialize and discovery --------------------------------------------------------------
 
-    def _on_initialize(self, exchange: str, route: Route, msg: Message) -> Commands:
+    def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float) -> Commands:
         """Answer from the cached discovery, or hold the request until discovery answers."""
         assert msg.id is not None
-        pending = PendingInit(exchange, msg.id, msg.params)
+        pending = PendingInit(exchange, msg.id, msg.params, at)
         if self._ctx.discovery is not None:
             return self._open_session(pending)
         self._ctx.pending_init[exchange] = pending
@@ -257,10 +323,14 @@ class LegacyToMrtrEngine:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
         discovery = self._ctx.discovery
         assert discovery is not None
+        made, room = self._make_room(pending.at)
+        if not room:
+            return [*made, *self._sessions_full(pending)]
         params = pending.params
         version = negotiate_version(params.get("protocolVersion"))
-        caps = modern_client_capabilities(params.get("capabilities"), version)
-        session = Session(self._ctx.new_id("session"), version, caps, params.get("clientInfo"))
+        caps = self._ctx.shared(modern_client_capabilities(params.get("capabilities"), version))
+        client_info = self._ctx.shared(params.get("clientInfo"))
+        session = Session(self._ctx.new_id("session"), version, caps, client_info, pending.at)
         self._ctx.sessions[session.id] = session
         result: dict[str, Any] = {
             "protocolVersion": version,
@@ -270,7 +340,22 @@ class LegacyToMrtrEngine:
         if discovery.instructions is not None:
             result["instructions"] = discovery.instructions
         reply = result_response(pending.ident, result)
-        return [ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))]
+        return [*made, ReplyJson(pending.exchange, 200, reply, ((SESSION_ID, session.id),))]
+
+    def _sessions_full(self, pending: PendingInit) -> Commands:
+        """Every held session is busy and the cap is reached: refuse the new one, naming the setting."""
+        text = (
+            f"Cannot initialize: the proxy holds max_legacy_sessions={self.max_sessions} sessions and every "
+            "one has a request in flight; retry shortly, or raise max_legacy_sessions"
+        )
+        refusal = error_response(
+            pending.ident, errors.UPSTREAM_UNAVAILABLE, text, {"setting": "max_legacy_sessions"}
+        )
+        fields = {"held": len(self._ctx.sessions), "max_legacy_sessions": self.max_sessions}
+        return [
+            Log("legacy_sessions_full", "warning", fields),
+            ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),)),
+        ]
 
     def _on_discovery(self, leg: str, msg: Message) -> Commands:
         self._ctx.drop_leg(leg)
@@ -318,8 +403,11 @@ class LegacyToMrtrEngine:
             return self._on_discovery(leg, msg) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
-    def _on_leg_lost(self, leg: str, why: str) -> Commands:
-        """A leg ended or failed without its answer (a leg that answered is already forgotten)."""
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
+        """A leg ended or failed without its answer (a leg that answered is already forgotten).
+
+        `refused`: the leg's head could not be framed, which only the client's input can cause.
+        """
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
@@ -330,4 +418,4 @@ class LegacyToMrtrEngine:
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
             return self._discovery_failed(why)
-        return self._calls.on_leg_lost(leg, ref, why)
+        return self._calls.on_leg_lost(leg, ref, why, refused=refused)

@@ -25,7 +25,8 @@ from proxy.wire.headers import (
     PARAM_PREFIX,
     PROTOCOL_VERSION,
     SESSION_ID,
-    encode_param_value,
+    is_param_suffix,
+    mcp_headers,
 )
 from proxy.wire.mcp import (
     META_CLIENT_CAPABILITIES,
@@ -101,18 +102,18 @@ class ToolHeaderCache:
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                 self._by_tool[tool["name"]] = _header_arguments(tool.get("inputSchema"))
 
-    def headers_for(self, params: dict[str, Any]) -> list[tuple[str, str]]:
-        """The `Mcp-Param-*` headers of one `tools/call` (absent, null or non-scalar values omitted)."""
+    def values_for(self, params: dict[str, Any]) -> list[tuple[str, str | int | bool]]:
+        """(suffix, value) per `Mcp-Param-*` header of one `tools/call` (absent, null, non-scalar omitted)."""
         name = params.get("name")
         wanted = self._by_tool.get(name, {}) if isinstance(name, str) else {}
         arguments = params.get("arguments")
         if not wanted or not isinstance(arguments, dict):
             return []
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str | int | bool]] = []
         for argument, suffix in wanted.items():
             value = arguments.get(argument)
             if isinstance(value, str | bool | int):
-                out.append((PARAM_PREFIX + suffix, encode_param_value(value)))
+                out.append((suffix, value))
         return out
 
 
@@ -123,7 +124,9 @@ def _header_arguments(schema: Any) -> dict[str, str]:
     found: dict[str, str] = {}
     for argument, spec in properties.items():
         suffix = spec.get("x-mcp-header") if isinstance(spec, dict) else None
-        if isinstance(suffix, str) and suffix:
+        # The server chooses the suffix: one that is no header name (a space, a CR) is ignored
+        # here rather than let it refuse every later call of the tool.
+        if isinstance(suffix, str) and is_param_suffix(suffix):
             found[argument] = suffix
     return found
 
@@ -152,17 +155,17 @@ def leg_headers(
     client_headers: Iterable[tuple[str, str]],
     tools: ToolHeaderCache,
 ) -> tuple[tuple[str, str], ...]:
-    """The complete header set of one upstream POST (the transport adds only Host and length)."""
+    """The complete header set of one upstream POST (the transport adds only Host and length).
+
+    The `Mcp-*` headers come from `mcp_headers`, which encodes what it can and raises HeaderRefused
+    (naming the header) for what no header can carry.
+    """
     out: list[tuple[str, str]] = [
         ("Content-Type", "application/json"),
         ("Accept", MODERN_ACCEPT),
         (PROTOCOL_VERSION, LATEST_MODERN),
-        (METHOD, method),
     ]
-    name = target_name(method, params)
-    if name is not None:
-        out.append((NAME, encode_param_value(name)))
-    if method == "tools/call":
-        out.extend(tools.headers_for(params))
+    values = tools.values_for(params) if method == "tools/call" else []
+    out.extend(mcp_headers(method, target_name(method, params), values))
     out.extend(relayed_client_headers(client_headers))
     return tuple(out)

@@ -54,14 +54,18 @@ class CallDriver:
         self._broadcast = broadcast
         self.rounds = RoundKeeper(ctx, self)
 
-    def register(self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...], at: float) -> Call:
+    def register(
+        self, exchange: str, msg: Message, headers: tuple[tuple[str, str], ...], at: float, peer: str = ""
+    ) -> Call:
         """Record a new call for a client request (it is sent once its session is ready)."""
         assert msg.id is not None
         assert msg.method is not None
         params = msg.params
         asker = Asker(exchange, msg.id, request_meta(params), headers, at)
         binding = binding_for(msg.method, params, headers)
-        call = Call(self._ctx.new_id("call"), msg.method, upstream_params(params), binding, asker)
+        call = Call(
+            self._ctx.new_id("call"), msg.method, upstream_params(params), binding, asker, client=peer
+        )
         self._ctx.calls[call.key] = call
         self._ctx.serving[exchange] = call.key
         return call
@@ -102,8 +106,12 @@ class CallDriver:
         why = msg.problem or f"a response for id {msg.id!r}"
         return [Log("bridge_upstream_dropped", "warning", {"leg": leg, "why": why})]
 
-    def on_lost(self, leg: str, ref: LegRef, why: str) -> Commands:
-        """The call's leg ended or failed before its answer."""
+    def on_lost(self, leg: str, ref: LegRef, why: str, *, refused: bool = False) -> Commands:
+        """The call's leg ended or failed before its answer; `refused`: it could not be sent as it is.
+
+        A refused leg is the client's input (a head no upstream can be sent), so the client hears
+        -32600 with HTTP 400, never a 502 that blames the gateway.
+        """
         self._ctx.drop_leg(leg)
         call = self._ctx.calls.get(ref.owner)
         if call is None or call.leg != leg:
@@ -113,6 +121,9 @@ class CallDriver:
         if call.phase == "parked":
             fields["continuation"] = call.continuation
             return [Log("bridge_continuation_dead", "warning", fields), *forget(self._ctx, call)]
+        if refused:
+            body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")
+            return [Log("bridge_request_refused", "info", fields), *finish(self._ctx, call, body, 400)]
         body = gateway_fault(call.asker.ident, call.method, why)
         return [Log("bridge_leg_lost", "warning", fields), *finish(self._ctx, call, body, 502)]
 

@@ -162,14 +162,14 @@ class RoundKeeper:
             return [log, *abort(ctx, call, error_response(ident, errors.INTERNAL_ERROR, text), 200, text)]
         if call.continuation is not None:
             return None
-        why = ctx.table.refusal(call.binding.principal)
+        why = ctx.table.refusal(call.binding.principal, call.client)
         if why is not None:
             text = f"The proxy cannot hold this call for a retry: {why}."
             body = error_response(ident, errors.UPSTREAM_UNAVAILABLE, text)
             log = Log("bridge_continuations_full", "warning", {"call": call.key, "why": why})
             return [log, *abort(ctx, call, body, 503, why)]
         call.continuation = ctx.new_id("continuation")
-        ctx.table.take(call.continuation, call.key, call.binding.principal)
+        ctx.table.take(call.continuation, call.key, call.binding.principal, call.client)
         return None
 
     def _round_log(self, call: Call) -> Log:

@@ -101,6 +101,8 @@ class Call:
     asker: Asker
     session: str = ""
     """The upstream session (`UpstreamLink.name`) the call runs on; it keeps it for its whole life."""
+    client: str = ""
+    """The address of the client that started the call: its continuation slot counts against it."""
     phase: Phase = "queued"
     leg: str | None = None
     upstream_id: str | None = None
@@ -241,6 +243,7 @@ class MrtrContext:
             "timers": len(self.timers),
             "continuations": len(self.table),
             "principals": self.table.principals(),
+            "clients": self.table.clients(),
             "asked": sum(len(c.asked) for c in calls),
             "collecting": sum(len(c.collecting) for c in calls),
             "buffered": sum(len(c.buffered) for c in calls),

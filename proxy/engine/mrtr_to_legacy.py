@@ -80,13 +80,14 @@ class MrtrToLegacyEngine:
         continuation_ttl: float = 300.0,
         max_continuations: int = 1000,
         max_per_principal: int = 100,
+        max_per_client: int = 100,
         round_window: float = 0.02,
         instance: str = "",
         max_sessions: int = 100,
         session_ttl: float = 300.0,
     ) -> None:
         self.upstream = upstream
-        table = ContinuationTable(max_continuations, max_per_principal)
+        table = ContinuationTable(max_continuations, max_per_principal, max_per_client)
         sealer = StateSealer(state_key, instance)
         pool = SessionPool(max_sessions)
         self._ctx = MrtrContext(
@@ -143,8 +144,8 @@ class MrtrToLegacyEngine:
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:
-            case ClientRequestReceived(exchange, route, at):
-                return self._on_client(exchange, route, at)
+            case ClientRequestReceived(exchange, route, at, peer):
+                return self._on_client(exchange, route, at, peer)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
             case LegResponded(leg, status, headers):
@@ -154,7 +155,7 @@ class MrtrToLegacyEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail))
+                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
@@ -165,7 +166,7 @@ class MrtrToLegacyEngine:
 
     # -- the client side -----------------------------------------------------------------------
 
-    def _on_client(self, exchange: str, route: Route, at: float) -> Commands:
+    def _on_client(self, exchange: str, route: Route, at: float, peer: str = "") -> Commands:
         if route.http_method != "POST":
             text = f"Method not allowed: {route.http_method} (2026-07-28 serves POST only)"
             refusal = error_response(None, errors.INVALID_REQUEST, text)
@@ -181,9 +182,9 @@ class MrtrToLegacyEngine:
         if msg.kind is not Kind.REQUEST:
             why = msg.problem or "a 2026-07-28 client must not POST responses"
             return [_bad(exchange, errors.INVALID_REQUEST, f"Invalid Request: {why}")]
-        return self._on_request(exchange, route, msg, at)
+        return self._on_request(exchange, route, msg, at, peer)
 
-    def _on_request(self, exchange: str, route: Route, msg: Message, at: float) -> Commands:
+    def _on_request(self, exchange: str, route: Route, msg: Message, at: float, peer: str) -> Commands:
         assert msg.id is not None
         assert msg.method is not None
         caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
@@ -200,7 +201,7 @@ class MrtrToLegacyEngine:
             return refused or self._sessions.start_listen(exchange, key, caps, route.headers)
         if "requestState" in msg.params:
             return self._rounds.resume(exchange, msg, route.headers, at)
-        call = self._calls.register(exchange, msg, route.headers, at)
+        call = self._calls.register(exchange, msg, route.headers, at, peer)
         return self._sessions.start_call(call, key, caps)
 
     def _on_disconnect(self, exchange: str) -> Commands:
@@ -253,14 +254,15 @@ class MrtrToLegacyEngine:
             return self._sessions.on_initialize_answer(leg, ref, msg)
         return []
 
-    def _on_leg_lost(self, leg: str, why: str) -> Commands:
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
+        """A leg ended or failed; `refused`: its head could not be framed (the client's input)."""
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
         if ref.status is not None:
             why = f"{why} (HTTP {ref.status})"
         if ref.purpose == "call":
-            return self._calls.on_lost(leg, ref, why)
+            return self._calls.on_lost(leg, ref, why, refused=refused)
         if ref.purpose == "stream":
             return self._listen.on_stream_lost(leg, why)
         if ref.purpose == "close":

@@ -25,7 +25,13 @@ from proxy.framing.http import Upstream, forward_request_headers, forward_respon
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
 
-_FAULT_STATUS = {"unreachable": 502, "timeout": 504, "unsendable": 400, "era_unknown": 503}
+_FAULT_STATUS = {
+    "unreachable": 502,
+    "timeout": 504,
+    "unsendable": 400,
+    "head_too_large": 502,
+    "era_unknown": 503,
+}
 """HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 
 

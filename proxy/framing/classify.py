@@ -3,18 +3,27 @@
 Parsing never raises; problems become a `Rejection` (with its HTTP status from `status.py`) only where
 no engine could do anything sensible with the request. Bytes that are not JSON-RPC are still routed,
 because pass-through forwards them unchanged and lets the chain mark them invalid.
+
+Some shapes are refused in every mode, since no engine and no server can use them and each costs
+the proxy or its neighbours something: a body over `max_body_bytes` (413); a batch of more than
+`max_batch_messages` (counted on the raw bytes, before any parsing, so a huge batch costs one scan);
+JSON nested deeper than `max_json_depth`; a method that is not a plausible name (visible ASCII, at
+most `max_method_length` characters), which would otherwise reach the 2026-07-28 `Mcp-Method` header
+of a bridged request. Each refusal is -32600 with HTTP 400 (413 for size), names the setting and
+carries the JSON-RPC id when one can be read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from proxy.framing.http import header
 from proxy.framing.status import too_large
-from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
-from proxy.wire.jsonrpc import Body, Kind, RequestId, parse_body
+from proxy.wire import errors
+from proxy.wire.headers import DEFAULT_MAX_METHOD_LENGTH, PROTOCOL_VERSION, SESSION_ID, method_problem
+from proxy.wire.jsonrpc import Body, Kind, RequestId, error_response, parse_body
 from proxy.wire.mcp import era_of_request
 from proxy.wire.versions import Era
 
@@ -54,15 +63,49 @@ class Rejection:
     reason: str
 
 
+DEFAULT_MAX_BATCH: Final = 256
+"""Most messages in one batch by default (the `max_batch_messages` setting)."""
+DEFAULT_MAX_DEPTH: Final = 64
+"""Deepest JSON nesting accepted by default (the `max_json_depth` setting)."""
+DEPTH_CEILING: Final = 250
+"""Highest `max_json_depth` allowed: the proxy's JSON encoder (orjson) writes at most 254 levels."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The shape limits classification enforces, from the settings of the same names."""
+
+    max_batch_messages: int = DEFAULT_MAX_BATCH
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    max_method_length: int = DEFAULT_MAX_METHOD_LENGTH
+
+
 def classify(
-    http_method: str, path: str, headers: Iterable[tuple[str, str]], raw: bytes, *, max_body: int
+    http_method: str,
+    path: str,
+    headers: Iterable[tuple[str, str]],
+    raw: bytes,
+    *,
+    max_body: int,
+    limits: Limits = Limits(),
 ) -> Route | Rejection:
-    """Parse one client request; reject only what no engine can handle (a body over the limit)."""
+    """Parse one client request; reject only what no engine or server can use (see the module doc)."""
     items = tuple(headers)
     if len(raw) > max_body:
         status, body = too_large(max_body, _peek_id(raw))
         return Rejection(status, body, "body too large")
-    parsed = parse_body(raw) if http_method == "POST" else Body(())
+    if http_method == "POST":
+        refused = _too_long(raw, limits.max_batch_messages)
+        if refused is not None:
+            return refused
+        parsed = parse_body(raw)
+        refused = _too_deep(raw, parsed, limits.max_json_depth) or _implausible_method(
+            parsed, limits.max_method_length
+        )
+        if refused is not None:
+            return refused
+    else:
+        parsed = Body(())
     version = header(items, PROTOCOL_VERSION)
     first = parsed.first
     era = era_of_request(first.method if first else None, first.params if first else {}, version)
@@ -78,6 +121,82 @@ def classify(
         session_id=header(items, SESSION_ID),
         protocol_version=version,
     )
+
+
+def _invalid(ident: RequestId | None, text: str, data: dict[str, Any], reason: str) -> Rejection:
+    body = error_response(ident, errors.INVALID_REQUEST, f"Invalid Request: {text}", data)
+    return Rejection(400, body, reason)
+
+
+def _too_long(raw: bytes, limit: int) -> Rejection | None:
+    """A batch of more than `limit` messages, told from the raw bytes before parsing.
+
+    Each `"jsonrpc"` member starts a message, so the search stops at the one past the limit: a huge
+    batch costs a scan of its first `limit` messages, not of all of it. The count over-counts only
+    when a message carries the exact string value "jsonrpc".
+    """
+    if raw[:1] != b"[" and raw[:64].lstrip()[:1] != b"[":
+        return None
+    found = 0
+    for _ in range(limit + 1):
+        found = raw.find(b'"jsonrpc"', found)
+        if found < 0:
+            return None
+        found += 9
+    text = f"a batch of more than {limit} messages exceeds the proxy's limit (max_batch_messages)"
+    data = {"limit": limit, "setting": "max_batch_messages"}
+    return _invalid(_peek_id(raw), text, data, "batch too large")
+
+
+def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
+    """JSON nested more than `limit` levels, measured only when the body holds more brackets than that."""
+    if body.parse_error is not None:
+        deep = "depth" in body.parse_error  # orjson stops decoding at 1024 levels
+    elif len(raw) > limit and raw.count(b"[") + raw.count(b"{") > limit:
+        deep = any(deeper_than(msg.raw, limit) for msg in body.messages)
+    else:
+        return None
+    if not deep:
+        return None
+    ident = body.first.id if body.first is not None else _peek_id(raw)
+    text = f"the JSON is nested deeper than the proxy's limit of {limit} levels (max_json_depth)"
+    return _invalid(ident, text, {"limit": limit, "setting": "max_json_depth"}, "JSON too deep")
+
+
+def beyond_encoding(raw: bytes | str, values: Iterable[Any]) -> bool:
+    """True when a decoded value nests deeper than the proxy can encode again (`DEPTH_CEILING`).
+
+    For what the upstream sends a bridge, which re-encodes it: only text holding more brackets
+    than the ceiling is walked.
+    """
+    brackets = (
+        raw.count(b"[") + raw.count(b"{") if isinstance(raw, bytes) else raw.count("[") + raw.count("{")
+    )
+    return brackets > DEPTH_CEILING and any(deeper_than(value, DEPTH_CEILING) for value in values)
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """True when `value` nests containers more than `limit` levels deep (iterative: no recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _implausible_method(body: Body, max_length: int) -> Rejection | None:
+    """The first message whose method is no plausible name, refused with its id and the field named."""
+    for msg in body.messages:
+        if msg.method is None:
+            continue
+        problem = method_problem(msg.method, max_length)
+        if problem is not None:
+            data = {"field": "method", "limit": max_length, "setting": "max_method_length"}
+            return _invalid(msg.id, problem, data, "implausible method")
+    return None
 
 
 def _peek_id(raw: bytes) -> RequestId | None:

@@ -28,6 +28,7 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
         state.upstream,
         connect_timeout=settings.upstream_connect_timeout,
         head_timeout=settings.upstream_timeout,
+        max_head_bytes=settings.upstream_max_head_bytes,
     )
     try:
         yield

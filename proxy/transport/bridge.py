@@ -49,7 +49,7 @@ from proxy.engine.events import (
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.facts import FactLog
-from proxy.framing.classify import Route
+from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
@@ -67,6 +67,9 @@ _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("moder
 _MAX_RESUMES = 5
 _MAX_RESUME_WAIT_MS = 5000
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
+_TOO_DEEP = (
+    f"its message is JSON nested deeper than {DEPTH_CEILING} levels, more than the proxy can re-encode"
+)
 
 
 class BridgeEngine(Protocol):
@@ -161,7 +164,7 @@ class BridgeDriver:
         ex = _Exchange(request)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, request, route)
-        self.feed(ClientRequestReceived(exchange, route, time.time()))
+        self.feed(ClientRequestReceived(exchange, route, time.time(), _peer(request)))
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.take())
@@ -404,7 +407,10 @@ class BridgeDriver:
                         self._leg_event(leg, item, stream)
             return
         raw = await resp.read(_LEG_BODY_LIMIT, "leg body")
-        for msg in parse_body(raw).messages:
+        messages = parse_body(raw).messages
+        if beyond_encoding(raw, (msg.raw for msg in messages)):
+            raise UpstreamError("cut", _TOO_DEEP)
+        for msg in messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)
                 self.feed(LegMessage(leg, msg))
@@ -417,6 +423,8 @@ class BridgeDriver:
         if not item.carries_message or leg not in self.legs:
             return
         msg = parse_text(item.data)
+        if beyond_encoding(item.data, (msg.raw,)):
+            raise UpstreamError("cut", _TOO_DEEP)
         if msg.is_response and msg.id == stream.request_id:
             stream.answered = True
         self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
@@ -538,6 +546,11 @@ class _SessionWatch:
             capabilities=view["capabilities"],
             version=view["version"],
         )
+
+
+def _peer(request: web.Request) -> str:
+    """The client's address without its port: per-client bounds count a client, not its connections."""
+    return request.remote or ""
 
 
 class _HeadWithFirstEvent(web.StreamResponse):

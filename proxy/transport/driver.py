@@ -8,10 +8,11 @@ the lean front uses, through `AiohttpSide`.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from aiohttp import HttpVersion11, web
 
-from proxy.framing.classify import Rejection, Route, classify
+from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.status import gateway_error
 from proxy.framing.target import TargetProblem, check_target, refuse_target
 from proxy.transport.bridge import BridgeDriver
@@ -91,7 +92,15 @@ def classify_request(
     state: ProxyState, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
 ) -> Route | Rejection:
     """Route or refuse one client request (the path as sent, percent-encoded)."""
-    return classify(method, path, headers, raw, max_body=state.settings.max_body_bytes)
+    settings = state.settings
+    limits = _limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
+    return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
+
+
+@functools.lru_cache(maxsize=8)
+def _limits(max_batch: int, max_depth: int, max_method: int) -> Limits:
+    """One Limits per configuration, not one per request (a frozen dataclass costs a microsecond)."""
+    return Limits(max_batch, max_depth, max_method)
 
 
 async def bridge_for(state: ProxyState, outcome: Route | Rejection) -> BridgeDriver | None:

@@ -147,9 +147,9 @@ class PassthroughRelay:
         self._fault("timeout", detail, route.request_id)
 
     def unreachable(self, route: Route, exc: UpstreamError) -> None:
-        """The upstream could not be reached or closed before its head (502), or the head could not be
-        framed (400: nothing was sent)."""
-        reason = "unsendable" if exc.kind == "unsendable" else "unreachable"
+        """The upstream could not be reached, closed before its head or sent one over the limit (502),
+        or the request head could not be framed (400: nothing was sent)."""
+        reason = exc.kind if exc.kind in ("unsendable", "head_too_large") else "unreachable"
         self._fault(reason, _describe(exc), route.request_id)
 
     def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:

@@ -12,14 +12,21 @@ never an absolute URL or a request line: the head, `Host` included, is framed in
 (`proxy.framing.http.encode_request_head`), which refuses what would break the message's framing.
 
 Bounded: the pool holds at most `limit` connections (a request past it waits for one, within the
-head timeout), and a response body never buffers more than `HIGH_WATER` bytes before reading from
-the upstream socket pauses, so a 10 MiB result crosses in small pieces.
+head timeout), a response head larger than `max_head_bytes` fails the request and closes its
+connection, and a response body never buffers more than `HIGH_WATER` bytes before reading from the
+upstream socket pauses, so a 10 MiB result crosses in small pieces.
+
+Guarded: every head is checked once more just before it is written (`_check_head`: one request line,
+field lines without CR, LF or NUL), since a pooled connection carries other clients' requests next
+and one stray line break would smuggle a request onto it. A refused head never takes a connection,
+and every failure after one was taken gives it back or closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 import time
 from collections import deque
@@ -43,11 +50,16 @@ HEAD_SWEEP = 0.1
 """Seconds between checks of awaited heads' deadlines (a head timeout fires at most this late)."""
 
 
+DEFAULT_MAX_HEAD_BYTES = 64 * 1024
+"""Largest response head accepted by default (the `upstream_max_head_bytes` setting)."""
+
+
 class UpstreamError(Exception):
     """The upstream could not be reached, broke the exchange off, or the request could not be framed.
 
-    `kind` is `unreachable`, `cut` or `unsendable` (a head `encode_request_head` refused; nothing was
-    sent and no connection was taken).
+    `kind` is `unreachable`, `cut`, `head_too_large` (the response head passed `max_head_bytes`; the
+    connection is closed) or `unsendable` (a head `encode_request_head` or the pool's own check
+    refused; nothing was sent and no connection was taken).
     """
 
     def __init__(self, kind: str, detail: str) -> None:
@@ -196,6 +208,8 @@ class _Connection(asyncio.Protocol):
         self.alive = True
         self.lost = False
         self.keep_alive = False
+        self.head_bytes = 0
+        """Bytes received since the request was sent while its final response head is incomplete."""
         self._reason = b""
         self._headers: list[tuple[str, str]] = []
 
@@ -207,12 +221,19 @@ class _Connection(asyncio.Protocol):
         if self.head is None and self.response is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted with another request
             return
+        awaiting = self.head is not None
+        if awaiting:
+            self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail("cut", "the upstream switched protocols")
         except httptools.HttpParserError as exc:
             self._fail("cut", f"malformed response from the upstream: {exc}")
+        # Still no final head (interim 1xx heads count too): httptools would keep buffering it.
+        if awaiting and self.head is not None and self.head_bytes > self.pool.max_head_bytes:
+            limit = self.pool.max_head_bytes
+            self._fail("head_too_large", f"response head larger than {limit} bytes (upstream_max_head_bytes)")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
@@ -264,6 +285,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.head_only = head_only
         self.keep_alive = False
+        self.head_bytes = 0
         self.head = asyncio.get_running_loop().create_future()
         self.pool.write_soon(self.transport, data)
         return self.head
@@ -320,9 +342,31 @@ def _request_bytes(
 ) -> bytes:
     length = len(body) if body or method in ("POST", "PUT", "PATCH") else None
     try:
-        return encode_request_head(method, target, host, headers, length) + body
+        head = encode_request_head(method, target, host, headers, length)
     except HeadError as exc:
         raise UpstreamError("unsendable", str(exc)) from None
+    _check_head(head)
+    return head + body
+
+
+_SAFE_HEAD = re.compile(
+    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ /[\x21-\x7e]* HTTP/1\.1\r\n"  # request line, origin form
+    rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*\r\n)*"  # field lines: name, colon, no CR/LF/NUL
+    rb"\r\n"
+)
+"""A head that is one request and nothing else: each line a request line or a field, CR and LF only
+as line ends, no NUL anywhere."""
+
+
+def _check_head(head: bytes) -> None:
+    """The last line of defence before a head reaches a pooled connection (see `_SAFE_HEAD`).
+
+    `encode_request_head` already refuses all of this; the check holds even if a later change to it
+    did not, since one stray line break would let a second request ride this one on a connection
+    other clients share. One C-speed match over a few hundred bytes.
+    """
+    if _SAFE_HEAD.fullmatch(head) is None:
+        raise UpstreamError("unsendable", "the request head holds CR, LF or NUL inside a line: nothing sent")
 
 
 class PendingHead:
@@ -363,8 +407,10 @@ class UpstreamPool:
         limit: int = 2048,
         connect_timeout: float = 5.0,
         head_timeout: float = 60.0,
+        max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
     ) -> None:
         self.upstream = upstream
+        self.max_head_bytes = max_head_bytes
         self.host = upstream.host
         self.port = upstream.port
         self.limit = limit
@@ -478,6 +524,10 @@ class UpstreamPool:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled or timed out: hand the turn to the next one
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)

@@ -19,7 +19,13 @@ from proxy.engine.capabilities import (
     unservable,
 )
 from proxy.engine.legacy_answers import call_failure, legacy_error, legacy_result, state_fingerprint
-from proxy.engine.modern_request import Envelope, ToolHeaderCache, relayed_client_headers, with_envelope
+from proxy.engine.modern_request import (
+    Envelope,
+    ToolHeaderCache,
+    leg_headers,
+    relayed_client_headers,
+    with_envelope,
+)
 
 
 @pytest.mark.parametrize(
@@ -131,12 +137,12 @@ def test_tool_headers_mirror_only_scalar_arguments_that_are_present() -> None:
     cache.learn({"tools": [{"name": "u", "inputSchema": {"properties": {"b": {"x-mcp-header": "B"}}}}]})
 
     assert len(cache) == 2
-    assert cache.headers_for({"name": "t", "arguments": {"a": " padded "}}) == [
-        ("Mcp-Param-A", "=?base64?IHBhZGRlZCA=?=")
-    ]
+    assert cache.values_for({"name": "t", "arguments": {"a": " padded "}}) == [("A", " padded ")]
+    headers = leg_headers("tools/call", {"name": "t", "arguments": {"a": " padded "}}, [], cache)
+    assert ("Mcp-Param-A", "=?base64?IHBhZGRlZCA=?=") in headers
     for absent in ({}, {"a": None}, {"a": 1.5}, {"a": ["x"]}):
-        assert cache.headers_for({"name": "t", "arguments": absent}) == []
-    assert cache.headers_for({"name": "unknown", "arguments": {"a": "x"}}) == []
+        assert cache.values_for({"name": "t", "arguments": absent}) == []
+    assert cache.values_for({"name": "unknown", "arguments": {"a": "x"}}) == []
 
 
 def test_only_authorization_and_custom_client_headers_cross_to_the_upstream() -> None:

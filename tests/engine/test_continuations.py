@@ -449,3 +449,20 @@ def test_the_admin_view_shows_parked_calls_without_tokens_or_credentials() -> No
     assert token not in str(view)
     assert "age_ms" not in engine.continuations_view()[0]
     assert MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY).continuations_view() == []
+
+
+def test_the_table_bounds_slots_per_client_address_whatever_principal_they_claim() -> None:
+    table = ContinuationTable(max_total=10, max_per_principal=10, max_per_client=2)
+    table.take("c1", "call-1", "p1", "10.0.0.1")
+    table.take("c2", "call-2", "p2", "10.0.0.1")
+
+    assert table.refusal("p3", "10.0.0.1") == (
+        "this client address already holds max_continuations_per_client=2 parked calls"
+    )
+    assert table.refusal("p3", "10.0.0.2") is None
+    assert table.refusal("p3") is None, "an unknown address is counted against none"
+    assert (table.clients(), table.principals()) == (1, 2)
+    table.release("c1")
+    assert table.refusal("p3", "10.0.0.1") is None
+    table.release("c2")
+    assert table.clients() == 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import timeit
+
 import orjson
 import pytest
 
-from proxy.framing.classify import Rejection, Route, classify
+from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.status import http_status_for
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind
@@ -176,3 +178,92 @@ def test_headers_are_kept_in_order_and_spelling() -> None:
 )
 def test_each_error_code_has_one_http_status(code: int, status: int) -> None:
     assert http_status_for(code) == status
+
+
+# --- shapes refused in every mode --------------------------------------------------------------------
+
+
+def refusal(outcome: Route | Rejection) -> Rejection:
+    assert isinstance(outcome, Rejection), outcome
+    assert outcome.status == 400
+    assert outcome.body["error"]["code"] == errors.INVALID_REQUEST
+    return outcome
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "tools/call\r\nX-Injected: 1",
+        "a\nb",
+        "a\x00",
+        "tools/\u2603",
+        "tools/c\u00e4ll",
+        "a b",
+        "\t",
+        "",
+        "x" * 257,
+    ],
+)
+def test_a_method_that_is_no_plausible_name_is_refused_with_its_id_and_the_field(method: str) -> None:
+    outcome = refusal(post({"jsonrpc": "2.0", "id": "m1", "method": method}))
+    assert outcome.body["id"] == "m1"
+    assert outcome.body["error"]["data"]["field"] == "method"
+    assert outcome.reason == "implausible method"
+
+
+def test_the_method_length_bound_is_a_setting_and_its_name_is_in_the_refusal() -> None:
+    limits = Limits(max_method_length=10)
+    ok = classify(
+        "POST", "/", [], b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', max_body=LIMIT, limits=limits
+    )
+    assert isinstance(ok, Route)
+    too_long = classify(
+        "POST", "/", [], b'{"jsonrpc":"2.0","id":1,"method":"tools/call1"}', max_body=LIMIT, limits=limits
+    )
+    assert "max_method_length" in refusal(too_long).body["error"]["message"]
+
+
+def test_a_plausible_but_unknown_method_is_routed() -> None:
+    routed(post({"jsonrpc": "2.0", "id": 1, "method": "vendor.example/do-it_now~1"}))
+
+
+def test_one_implausible_method_in_a_batch_refuses_the_batch_with_that_messages_id() -> None:
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "a\r\nb"}]
+    assert refusal(post(batch)).body["id"] == 2
+
+
+def test_a_batch_over_the_limit_is_refused_before_parsing_and_one_at_it_is_routed() -> None:
+    limits = Limits(max_batch_messages=3)
+    notice = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    at_limit = b"[" + b",".join([notice] * 3) + b"]"
+    over = b"[" + b",".join([notice] * 4) + b"]"
+    assert isinstance(classify("POST", "/", [], at_limit, max_body=LIMIT, limits=limits), Route)
+    outcome = refusal(classify("POST", "/", [], over, max_body=LIMIT, limits=limits))
+    assert outcome.body["error"]["data"] == {"limit": 3, "setting": "max_batch_messages"}
+    assert "max_batch_messages" in outcome.body["error"]["message"]
+
+
+def test_a_huge_batch_is_refused_after_scanning_only_its_first_messages() -> None:
+    notice = b'{"jsonrpc":"2.0","method":"n"}'
+    huge = b"[" + b",".join([notice] * 300_000) + b"]"
+    refusal(classify("POST", "/", [], huge, max_body=len(huge)))
+    # Against one scan of the whole body (what counting every message would cost), best of five each.
+    whole = min(timeit.repeat(lambda: huge.count(b'"jsonrpc"'), number=1, repeat=5))
+    ours = min(timeit.repeat(lambda: classify("POST", "/", [], huge, max_body=len(huge)), number=1, repeat=5))
+    assert ours < whole / 5
+
+
+@pytest.mark.parametrize("depth", [65, 256, 1023, 1024, 1025, 100_000])
+def test_json_deeper_than_the_limit_is_refused_with_the_id_when_it_can_be_read(depth: int) -> None:
+    deep = b"[" * depth + b"]" * depth
+    raw = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"a":' + deep + b"}}"
+    outcome = refusal(classify("POST", "/", [], raw, max_body=len(raw)))
+    assert outcome.body["id"] == 9
+    assert outcome.body["error"]["data"] == {"limit": 64, "setting": "max_json_depth"}
+
+
+def test_json_as_deep_as_the_limit_is_routed_and_brackets_in_strings_do_not_count() -> None:
+    at_limit = b"[" * 62 + b"]" * 62  # plus the message object and params: 64 levels
+    routed(post(b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"a":' + at_limit + b"}}"))
+    brackets = '"' + "[" * 500 + '"'
+    routed(post(f'{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"a":{brackets}}}}}'.encode()))

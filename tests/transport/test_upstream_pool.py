@@ -18,6 +18,7 @@ from aiohttp import web
 
 from proxy.framing.http import parse_upstream
 from proxy.transport import upstream_pool
+from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
     WAIT,
@@ -568,3 +569,98 @@ async def test_the_pool_sends_its_upstreams_host_and_no_callers():
         finally:
             pool.close()
     assert seen == [f"GET /base?k=1 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nX-A: 1\r\n\r\n".encode()]
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-A: 1\nX-B: 2\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-A: 1\rX-B: 2\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-A: \x00\r\n\r\n",
+    ],
+    ids=["crlf-pair-inside", "bare-lf", "bare-cr", "nul"],
+)
+async def test_the_pool_refuses_a_head_with_cr_lf_or_nul_inside_a_line_even_if_framing_let_it_through(
+    monkeypatch: pytest.MonkeyPatch, forged: bytes
+) -> None:
+    # Stands in for a framing bug: the pool's own check is the last line of defence.
+    monkeypatch.setattr(upstream_pool, "encode_request_head", lambda *_args: forged)
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+        with pytest.raises(UpstreamError) as caught:
+            await bounded(pool.request("POST", "/mcp", HOST, b"{}"), what="the refusal")
+        assert caught.value.kind == "unsendable"
+        assert pool.open_connections == 0, "the refused head took no connection"
+        assert server.connections == 0, "nothing reached the upstream"
+
+
+# --- response heads over the limit -------------------------------------------------------------------
+
+
+async def test_a_response_head_over_the_limit_fails_naming_the_setting_and_drops_the_connection() -> None:
+    async def fake_upstream_with_a_huge_head(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+        for _ in range(2000):  # 2 MB of head, never ended: the pool must not keep reading it
+            writer.write(filler)
+            await writer.drain()
+
+    async with (
+        raw_fake_upstream(fake_upstream_with_a_huge_head) as server,
+        pool_for(server, max_head_bytes=16 * 1024) as pool,
+    ):
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "head_too_large"
+        assert "16384 bytes (upstream_max_head_bytes)" in str(caught.value)
+        await wait_until(lambda: pool.open_connections == 0, what="the oversized connection to be closed")
+
+
+async def test_interim_heads_count_toward_the_head_limit() -> None:
+    async def fake_upstream_with_endless_interim_heads(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        for _ in range(10000):
+            writer.write(b"HTTP/1.1 102 Processing\r\nX-Pad: " + b"p" * 100 + b"\r\n\r\n")
+            await writer.drain()
+
+    async with (
+        raw_fake_upstream(fake_upstream_with_endless_interim_heads) as server,
+        pool_for(server, max_head_bytes=8 * 1024) as pool,
+    ):
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "head_too_large"
+
+
+async def test_a_head_just_under_the_limit_is_accepted_and_the_connection_reused() -> None:
+    async def big_headers(request: web.Request) -> web.Response:
+        return web.Response(text="ok", headers={"X-Big": "b" * 6000})
+
+    async with aiohttp_upstream(big_headers) as server, pool_for(server, max_head_bytes=8 * 1024) as pool:
+        assert await fetch(pool) == (200, b"ok")
+        assert await fetch(pool) == (200, b"ok")
+        assert server.connections == 1
+
+
+# --- waiting for a connection ------------------------------------------------------------------------
+
+
+async def test_a_waiter_cancelled_just_after_being_woken_hands_its_turn_to_the_next() -> None:
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server, limit=1) as pool:
+        first = await get(pool, "/first")
+        second = spawn(pool.request("GET", "/second", HOST, b""), name="second")
+        third = spawn(pool.request("GET", "/third", HOST, b""), name="third")
+        await wait_until(lambda: len(pool._waiters) == 2, what="both requests to wait for the connection")
+        await read_body(first)
+        first.release()  # wakes `second`...
+        second.cancel()  # ...which leaves before it runs: `third` must get the connection instead
+        response = await bounded(third, what="the third request to get the woken connection")
+        assert await read_body(response) == b"you asked for /third"
+        response.release()
+        with pytest.raises(asyncio.CancelledError):
+            await second

@@ -1,0 +1,60 @@
+"""Parked calls are bounded per client address as well as per principal, with the real legacy server.
+
+The principal of a parked call is only what its request claims (a hash of `Authorization`), so a
+client that invents a fresh `Authorization` for every call once parked 1,000 calls and left everyone
+else with 503 for the continuation TTL. The per-address bound stops it at its own limit while a
+client from another address still parks its call. The upstream is the conformance suite's legacy
+fixture server, whose elicitation tool asks in flight (so the bridge parks the call).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.modern_raw import modern_call
+from tests.peers.runner import PeerServer
+
+pytestmark = pytest.mark.e2e
+
+ASK = {"name": "test_input_required_result_elicitation", "arguments": {}}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[PeerServer]:
+    with PeerServer("conformance-legacy") as peer:
+        yield peer
+
+
+async def park(http: aiohttp.ClientSession, url: str, ident: int) -> tuple[int, dict[str, Any]]:
+    """One call under a never-seen `Authorization`, left parked (the client never answers)."""
+    auth = {"Authorization": f"Bearer {secrets.token_hex(8)}"}
+    return await modern_call(http, url, "tools/call", ASK, ident=ident, headers=auth)
+
+
+async def test_fresh_authorization_values_from_one_address_park_no_more_than_the_per_client_bound(
+    upstream: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with (
+        proxy_for(upstream.url, max_continuations_per_client=3) as proxy,
+        aiohttp.ClientSession() as attacker,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))) as other,
+    ):
+        url = proxy.endpoint()
+        for ident in range(3):
+            status, parked = await park(attacker, url, ident)
+            assert status == 200, parked
+            assert parked["result"]["resultType"] == "input_required"
+        status, refused = await park(attacker, url, 99)
+        other_status, others = await park(other, url, 100)
+
+    assert status == 503
+    assert refused["id"] == 99
+    assert refused["error"]["code"] == -32000
+    assert "max_continuations_per_client=3" in refused["error"]["message"]
+    assert other_status == 200, "a client at another address still parks its call"
+    assert others["result"]["resultType"] == "input_required"
