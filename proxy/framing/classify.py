@@ -92,7 +92,7 @@ def classify(
     """Parse one client request; reject only what no engine or server can use (see the module doc)."""
     items = tuple(headers)
     if len(raw) > max_body:
-        status, body = too_large(max_body, _peek_id(raw))
+        status, body = too_large(max_body, peek_id(raw))
         return Rejection(status, body, "body too large")
     if http_method == "POST":
         refused = _too_long(raw, limits.max_batch_messages)
@@ -145,7 +145,7 @@ def _too_long(raw: bytes, limit: int) -> Rejection | None:
         found += 9
     text = f"a batch of more than {limit} messages exceeds the proxy's limit (max_batch_messages)"
     data = {"limit": limit, "setting": "max_batch_messages"}
-    return _invalid(_peek_id(raw), text, data, "batch too large")
+    return _invalid(peek_id(raw), text, data, "batch too large")
 
 
 def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
@@ -158,7 +158,7 @@ def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
         return None
     if not deep:
         return None
-    ident = body.first.id if body.first is not None else _peek_id(raw)
+    ident = body.first.id if body.first is not None else peek_id(raw)
     text = f"the JSON is nested deeper than the proxy's limit of {limit} levels (max_json_depth)"
     return _invalid(ident, text, {"limit": limit, "setting": "max_json_depth"}, "JSON too deep")
 
@@ -199,7 +199,7 @@ def _implausible_method(body: Body, max_length: int) -> Rejection | None:
     return None
 
 
-def _peek_id(raw: bytes) -> RequestId | None:
+def peek_id(raw: bytes) -> RequestId | None:
     """Best-effort request id from a body too large to parse fully (looks at its head only)."""
     head = raw[:4096]
     marker = head.find(b'"id"')

@@ -35,7 +35,7 @@ from typing import Any, cast
 import httptools
 
 from proxy import __version__
-from proxy.framing.classify import Rejection, Route, _peek_id
+from proxy.framing.classify import Rejection, Route, peek_id
 from proxy.framing.http import header
 from proxy.framing.status import gateway_error, too_large
 from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
@@ -280,7 +280,7 @@ class FrontConnection(asyncio.Protocol):
         req.wire += size
         limit = self.state.settings.max_body_bytes
         if req.wire > limit and not req.early:
-            req.refusal = Rejection(*too_large(limit, _peek_id(b"".join(req.body))), "body too large")
+            req.refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
             self._dispatch_early(req)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -344,7 +344,7 @@ class FrontConnection(asyncio.Protocol):
             seconds = settings.body_read_timeout
             status, body = gateway_error(
                 408,
-                _peek_id(b"".join(req.body)),
+                peek_id(b"".join(req.body)),
                 f"request body not received within {seconds} s (body_read_timeout)",
                 {"limit": seconds, "setting": "body_read_timeout"},
             )
