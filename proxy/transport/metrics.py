@@ -247,6 +247,16 @@ class _PresentState:
         yield _counter(
             "mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", state.store.evicted
         )
+        yield _gauge(
+            "mcp_proxy_chains_held",
+            "Open chains the ring let go, kept until they end (max_unfinished_chains).",
+            state.store.held,
+        )
+        yield _counter(
+            "mcp_proxy_chains_abandoned",
+            "Open chains let go past max_unfinished_chains (their messages are still in the capture).",
+            state.store.abandoned,
+        )
         yield _gauge("mcp_proxy_feed_clients", "Clients attached to the live feed.", self._feed_clients())
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus()

@@ -374,3 +374,25 @@ def test_rounds_of_pass_through_chains_are_not_counted_as_bridged_and_repeats_ne
     assert metric(text, "mcp_proxy_errors_total", method="tools/call", mode="legacy_to_mrtr") == 1
     assert metric(text, "mcp_proxy_upstream_latency_seconds_count", mode="legacy_to_mrtr") == 1
     assert metric(text, "mcp_proxy_upstream_latency_seconds_sum", mode="legacy_to_mrtr") == 0.25
+
+
+def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound_a_counter() -> None:
+    proxy = Proxy(
+        Settings(
+            upstream="http://127.0.0.1:9/mcp",
+            listen="127.0.0.1:0",
+            admin="127.0.0.1:0",
+            max_chains=1,
+            max_unfinished_chains=2,
+        )
+    )
+    metrics = ProxyMetrics(
+        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+    )
+    for n in range(5):  # each new chain pushes the open one before it out of the ring
+        proxy.state.store.open(ChainSummary(id=f"c{n}", started=0.0, mode=Mode.PASSTHROUGH, jsonrpc_id=n))
+
+    text = metrics.render().decode()
+    assert metric(text, "mcp_proxy_chains_evicted_total") == 4
+    assert metric(text, "mcp_proxy_chains_held") == 2
+    assert metric(text, "mcp_proxy_chains_abandoned_total") == 2
