@@ -98,9 +98,11 @@ def classify(
         refused = _too_long(raw, limits.max_batch_messages)
         if refused is not None:
             return refused
-        parsed = parse_body(raw)
-        refused = _too_deep(raw, parsed, limits.max_json_depth) or _implausible_method(
-            parsed, limits.max_method_length
+        parsed = parse_body(raw, limits.max_batch_messages)
+        refused = (
+            _batch_too_long(parsed, raw, limits.max_batch_messages)
+            or _too_deep(raw, parsed, limits.max_json_depth)
+            or _implausible_method(parsed, limits.max_method_length)
         )
         if refused is not None:
             return refused
@@ -143,9 +145,19 @@ def _too_long(raw: bytes, limit: int) -> Rejection | None:
         if found < 0:
             return None
         found += 9
+    return _batch_refusal(peek_id(raw), limit)
+
+
+def _batch_too_long(body: Body, raw: bytes, limit: int) -> Rejection | None:
+    """A batch the raw scan could not count (its members spelled or shaped otherwise), told once decoded."""
+    if body.batch_length <= limit:
+        return None
+    return _batch_refusal(body.first.id if body.first is not None else peek_id(raw), limit)
+
+
+def _batch_refusal(ident: RequestId | None, limit: int) -> Rejection:
     text = f"a batch of more than {limit} messages exceeds the proxy's limit (max_batch_messages)"
-    data = {"limit": limit, "setting": "max_batch_messages"}
-    return _invalid(peek_id(raw), text, data, "batch too large")
+    return _invalid(ident, text, {"limit": limit, "setting": "max_batch_messages"}, "batch too large")
 
 
 def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:

@@ -10,7 +10,7 @@ import pytest
 from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.status import http_status_for
 from proxy.wire import errors
-from proxy.wire.jsonrpc import Kind
+from proxy.wire.jsonrpc import Kind, parse_body
 from proxy.wire.mcp import META_PROTOCOL_VERSION
 from proxy.wire.versions import Era
 
@@ -251,6 +251,24 @@ def test_a_huge_batch_is_refused_after_scanning_only_its_first_messages() -> Non
     whole = min(timeit.repeat(lambda: huge.count(b'"jsonrpc"'), number=1, repeat=5))
     ours = min(timeit.repeat(lambda: classify("POST", "/", [], huge, max_body=len(huge)), number=1, repeat=5))
     assert ours < whole / 5
+
+
+@pytest.mark.parametrize(
+    "member",
+    [b"{}", b"1", b'{"json\\u0072pc":"2.0","method":"n"}'],
+    ids=["empty-objects", "numbers", "escaped-jsonrpc-key"],
+)
+def test_a_long_batch_the_raw_scan_cannot_count_is_refused_once_decoded(member: bytes) -> None:
+    huge = b'[{"jsonrpc":"2.0","id":5,"method":"ping"},' + b",".join([member] * 100_000) + b"]"
+    outcome = refusal(classify("POST", "/", [], huge, max_body=len(huge)))
+    assert outcome.body["id"] == 5
+    assert outcome.body["error"]["data"] == {"limit": 256, "setting": "max_batch_messages"}
+
+
+def test_a_long_batch_has_only_the_messages_up_to_the_limit_decoded() -> None:
+    body = parse_body(b"[" + b",".join([b"{}"] * 1000) + b"]", max_batch=10)
+    assert body.batch_length == 1000
+    assert len(body.messages) == 11
 
 
 @pytest.mark.parametrize("depth", [65, 256, 1023, 1024, 1025, 100_000])
