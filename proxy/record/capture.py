@@ -334,16 +334,31 @@ def _cut_torn_tail(f: IO[bytes], size: int) -> int:
     return 0
 
 
+MAX_CORRUPT_SHOWN: Final = 20
+"""Corrupt lines a reader describes (all of them are counted)."""
+
+
+class _CutShort(Exception):
+    """The last line was cut short (a killed writer): the end of what can be read."""
+
+
+class _Unknown(Exception):
+    """A line of an event type from a newer proxy: skipped and counted."""
+
+
 class CaptureReader:
     """Reads a capture back as FlowEvents, checking its header first so foreign or newer files fail clearly.
 
     Iterate to get events in file order. A final line without its newline that does not parse (a proxy
-    killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else raises
-    `CaptureFormatError` naming its line number. Lines whose `type` this version does not know (written
-    by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else is skipped too,
+    counted in `corrupt_lines` and described in `corrupt` (line number and reason, the first
+    `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
+    `CaptureFormatError` naming its line number instead. Lines whose `type` this version does not know
+    (written by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    `replayer` lets several files (a capture and its rotated parts) share one fact replayer.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, strict: bool = False, replayer: FactReplayer | None = None) -> None:
         self._path = Path(path)
         try:
             self._file: IO[bytes] = self._path.open("rb")
@@ -360,8 +375,13 @@ class CaptureReader:
         """True if the last line was cut short and skipped."""
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
+        self.corrupt_lines = 0
+        """Lines skipped because they could not be read (see `corrupt`)."""
+        self.corrupt: list[tuple[int, str]] = []
+        """Line number and reason of the first `MAX_CORRUPT_SHOWN` corrupt lines."""
+        self._strict = strict
         self._iterating = False
-        self._replayer: FactReplayer | None = None
+        self._replayer: FactReplayer | None = replayer
 
     @property
     def path(self) -> Path:
@@ -399,28 +419,44 @@ class CaptureReader:
             lineno += 1
             if not raw.strip():
                 continue
-            if raw.startswith(FACT_PREFIX):
-                events = self._replay(raw, lineno)
-                if events is None:
-                    self.truncated = True
-                    return
-                yield from events
-                continue
             try:
-                yield event_from_json(raw)
-            except ValidationError as exc:
-                errors = exc.errors(include_url=False)
-                if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
-                    self.truncated = True
-                    return
-                if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
-                    self.skipped_unknown += 1
+                if raw.startswith(FACT_PREFIX):
+                    events = self._replay(raw, lineno)
+                    if events is None:
+                        self.truncated = True
+                        return
+                    yield from events
                     continue
-                detail = errors[0]["msg"] if errors else str(exc)
-                loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
-                raise CaptureFormatError(
-                    f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
-                ) from None
+                yield self._event(raw, lineno)
+            except CaptureFormatError as exc:
+                if self._strict:
+                    raise
+                self._skip(exc)
+            except _CutShort:
+                self.truncated = True
+                return
+            except _Unknown:
+                self.skipped_unknown += 1
+
+    def _skip(self, exc: CaptureFormatError) -> None:
+        self.corrupt_lines += 1
+        if len(self.corrupt) < MAX_CORRUPT_SHOWN:
+            self.corrupt.append((exc.line or 0, exc.reason))
+
+    def _event(self, raw: bytes, lineno: int) -> FlowEvent:
+        try:
+            return event_from_json(raw)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
+                raise _CutShort from None
+            if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
+                raise _Unknown from None
+            detail = errors[0]["msg"] if errors else str(exc)
+            loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
+            raise CaptureFormatError(
+                f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno
+            ) from None
 
     def _replay(self, raw: bytes, lineno: int) -> list[FlowEvent] | None:
         """The events a fact line builds; None for a last line cut short."""
@@ -434,7 +470,7 @@ class CaptureReader:
             self._replayer = FactReplayer()
         try:
             return self._replayer.replay(line)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CaptureFormatError(f"corrupt fact line: {exc!r}", self._path, lineno) from None
 
     def close(self) -> None:
@@ -462,6 +498,9 @@ def _has_unknown_type(raw: bytes) -> bool:
 
 
 def read_capture(path: Path) -> Iterator[FlowEvent]:
-    """Yield every event of a capture file, for `tui --open` and exports; raises `CaptureFormatError`."""
+    """Yield every event of a capture file, for exports; corrupt lines are skipped (see `CaptureReader`).
+
+    Raises `CaptureFormatError` for a file that is not a readable capture (header).
+    """
     with CaptureReader(path) as reader:
         yield from reader

@@ -30,6 +30,7 @@ from proxy.flows.events import (
 from proxy.record.capture import (
     FORMAT_NAME,
     KNOWN_EVENT_TYPES,
+    MAX_CORRUPT_SHOWN,
     CaptureError,
     CaptureFormatError,
     CaptureReader,
@@ -222,21 +223,43 @@ def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     "bad",
     [b'{"type":"lagged","dropp\n', b"garbage\n", b'{"type":"lagged"}\n', b'{"no_type":1}\n', b"[]\n"],
 )
-def test_corrupt_middle_line_is_reported_with_its_number(tmp_path: Path, bad: bytes) -> None:
+def test_corrupt_middle_line_is_skipped_and_reported_with_its_number(tmp_path: Path, bad: bytes) -> None:
     good = orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n"
     path = write_raw(tmp_path / "x.jsonl", header(), good, good, bad, good)
-    reader = read_capture(path)
-    assert next(reader) == Lagged(dropped=1)
-    assert next(reader) == Lagged(dropped=1)
-    with pytest.raises(CaptureFormatError, match=r"x\.jsonl:4: corrupt event line") as err:
-        next(reader)
-    assert err.value.line == 4
+    with CaptureReader(path) as reader:
+        assert list(reader) == [Lagged(dropped=1)] * 3
+        assert reader.corrupt_lines == 1
+        assert reader.corrupt[0][0] == 4
+        assert reader.corrupt[0][1].startswith("corrupt event line")
 
 
-def test_corrupt_last_line_with_newline_is_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bad", [b"garbage\n", b'{"type":"lagged"}\n'])
+def test_a_strict_reader_raises_on_a_corrupt_line_naming_it(tmp_path: Path, bad: bytes) -> None:
+    good = orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n"
+    path = write_raw(tmp_path / "x.jsonl", header(), good, bad, good)
+    with (
+        CaptureReader(path, strict=True) as reader,
+        pytest.raises(CaptureFormatError, match=r"x\.jsonl:3: corrupt event line") as err,
+    ):
+        list(reader)
+    assert err.value.line == 3
+
+
+def test_corrupt_last_line_with_newline_is_skipped_and_counted(tmp_path: Path) -> None:
     path = write_raw(tmp_path / "x.jsonl", header(), b'{"type":"lagged","dr\n')
-    with pytest.raises(CaptureFormatError, match=":2: "):
-        list(read_capture(path))
+    with CaptureReader(path) as reader:
+        assert list(reader) == []
+        assert reader.corrupt_lines == 1
+        assert not reader.truncated
+
+
+def test_many_corrupt_lines_are_all_counted_and_the_first_few_described(tmp_path: Path) -> None:
+    good = orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n"
+    path = write_raw(tmp_path / "x.jsonl", header(), *([b"junk\n"] * 50), good)
+    with CaptureReader(path) as reader:
+        assert list(reader) == [Lagged(dropped=1)]
+        assert reader.corrupt_lines == 50
+        assert len(reader.corrupt) == MAX_CORRUPT_SHOWN
 
 
 def test_unknown_event_types_from_a_newer_proxy_are_skipped(tmp_path: Path) -> None:

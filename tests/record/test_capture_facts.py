@@ -95,11 +95,16 @@ def test_a_body_over_the_capture_limit_keeps_what_correlation_needs(tmp_path: Pa
 def test_a_fact_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     _record(path)
+    whole = list(read_capture(path))
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(2, b'{"type":"fact","t":1.0,"op":"rm_rf","exchange":"x9","kw":{}}\n')
     path.write_bytes(b"".join(lines))
-    with pytest.raises(CaptureFormatError) as raised:
-        list(read_capture(path))
+    with CaptureReader(path) as reader:
+        assert list(reader) == whole
+        assert reader.corrupt_lines == 1
+        assert reader.corrupt[0][0] == 3
+    with CaptureReader(path, strict=True) as reader, pytest.raises(CaptureFormatError) as raised:
+        list(reader)
     assert raised.value.line == 3
 
 
