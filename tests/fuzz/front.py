@@ -61,7 +61,11 @@ def check(live: LiveProxy, chunks: list[bytes], session: str | None = None) -> O
     data = b"".join(chunks)
     owed = reference_requests(data)
     before, errors = len(live.upstream.heads), len(live.errors)
-    out = exchange(live.address, chunks, expect=owed or None)
+
+    def relayed() -> int:
+        return len([h for h in live.upstream.heads[before:] if not h.values("X-Canary")])
+
+    out = exchange(live.address, chunks, expect=owed or None, relayed=relayed)
 
     if owed and not out.closed:
         assert len(out.final) >= owed, f"{owed} requests, {len(out.final)} answers and the connection open"

@@ -160,7 +160,7 @@ def materialize(live: LiveProxy, case: tuple[bytes, list[float]], session: str =
 # -- the targets -----------------------------------------------------------------------------------
 
 
-@examples(400)
+@examples(300)
 @given(case=inputs())
 def test_pass_through_answers_or_closes_and_smuggles_nothing(
     passthrough: LiveProxy, case: tuple[bytes, list[float]]
@@ -176,7 +176,7 @@ def test_pass_through_survives_each_shape_of_the_issue(passthrough: LiveProxy, s
     )
 
 
-@examples(300)
+@examples(250)
 @given(case=inputs(session=True))
 def test_the_legacy_bridge_answers_or_closes_and_smuggles_nothing(
     bridged: tuple[LiveProxy, str], case: tuple[bytes, list[float]]
