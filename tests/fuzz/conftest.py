@@ -24,20 +24,30 @@ def passthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveProxy]
 
 @pytest.fixture(scope="module")
 def bridged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveProxy, str]]:
-    """A proxy bridging legacy clients to a 2026-07-28 upstream, and a session it minted."""
+    """A proxy bridging legacy clients to a 2026-07-28 upstream, and a session it minted for the inputs.
+
+    The canary has a session of its own: an input may end the other one (a DELETE naming it), as a
+    client may.
+    """
     where = tmp_path_factory.mktemp("fuzz")
     with live_proxy("modern", where / "log.jsonl", capture=where / "capture.jsonl", **OBSERVED) as live:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY,
-                "capabilities": {},
-                "clientInfo": {"name": "f", "version": "1"},
-            },
-        }
-        out = exchange(live.address, [legacy_request(live, orjson.dumps(init))], expect=1)
-        session = out.final[0].header("mcp-session-id")
-        assert session, out
-        yield live, session
+        live.canary_session = mint_session(live)
+        yield live, mint_session(live)
+
+
+def mint_session(live: LiveProxy) -> str:
+    """A legacy session the bridging proxy minted (`initialize` answered by the proxy itself)."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "f", "version": "1"},
+        },
+    }
+    out = exchange(live.address, [legacy_request(live, orjson.dumps(init))], expect=1)
+    session = out.final[0].header("mcp-session-id")
+    assert session, out
+    return session

@@ -41,6 +41,7 @@ def canary(live: LiveProxy, session: str | None = None) -> None:
         "method": "tools/call",
         "params": {"name": "echo", "arguments": {}},
     }
+    session = live.canary_session or session
     headers = [("X-Canary", str(ident))] + ([("Mcp-Session-Id", session)] if session else [])
     before = len(live.upstream.heads)
     out = exchange(live.address, [legacy_request(live, orjson.dumps(body), headers)], expect=1, deadline=10.0)

@@ -36,6 +36,8 @@ class LiveProxy:
         self.loop = loop
         self.errors: list[dict[str, Any]] = []
         """Error-level log events of the proxy (its own failures), appended as they happen."""
+        self.canary_session: str | None = None
+        """The session the canary client uses on a bridging proxy (never named by a fuzz input)."""
 
     def __repr__(self) -> str:  # short: hypothesis prints it with every failing example
         return f"LiveProxy(port={self.proxy.port}, upstream={self.upstream.era}:{self.upstream.port})"
