@@ -62,6 +62,11 @@ def parse_responses(data: bytes) -> tuple[list[Response], bytes]:
             out.append(response)
             data = rest
             continue
+        if (response.header("content-type") or "").startswith("text/event-stream"):
+            # A stream is an answer as soon as its head is here; it may stay open (a GET stream).
+            response.body = rest
+            out.append(response)
+            return out, b""
         length = response.header("content-length")
         if length is not None:
             if len(rest) < int(length):
