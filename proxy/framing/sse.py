@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
-"""Largest event (data lines plus any unterminated line) the decoder will buffer."""
+"""Largest event (its data) and longest line the decoder accepts; it buffers at most about twice this."""
 
 _BOM: Final = b"\xef\xbb\xbf"
 _CR: Final = 0x0D
@@ -190,7 +190,7 @@ class SseDecoder:
             # Middle of a line: just hold on to it.
             self._partial.append(chunk)
             self._partial_len += len(chunk)
-            if self._data_bytes + self._partial_len > self._limit:
+            if self._partial_overflows():
                 raise self._fail([])
             return []
 
@@ -211,7 +211,7 @@ class SseDecoder:
         if tail:
             self._partial = [tail]
             self._partial_len = len(tail)
-            if self._data_bytes + self._partial_len > self._limit:
+            if self._partial_overflows():
                 raise self._fail(out)
         return out
 
@@ -225,6 +225,28 @@ class SseDecoder:
         """
         self._closed = True
         return []
+
+    def _partial_overflows(self) -> bool:
+        """The unterminated line is already sure to overflow once it ends, exactly as `_interpret` judges it.
+
+        Only what the finished line must exceed counts, so the verdict never depends on where the
+        network cut the stream: a line longer than the limit, or a `data:` line whose value already
+        carries the event past it (a comment or another field after a large `data:` does not).
+        """
+        size = self._partial_len
+        if size > self._limit:
+            return True
+        if self._data_bytes + size - 4 <= self._limit:  # even as "data:<value>" it stays within
+            return False
+        start = b""
+        for piece in self._partial:  # the first six bytes, from however many pieces hold them
+            start += piece[:6]
+            if len(start) >= 6:
+                break
+        if not start.startswith(b"data:"):
+            return False
+        value = size - (6 if start[5:6] == b" " else 5)
+        return self._data_bytes + value + 1 > self._limit
 
     def _fail(self, out: list[SseItem]) -> SseTooLarge:
         self._failed = True

@@ -57,7 +57,7 @@ class Head:
         """The JSON-RPC method of the body, if it has one."""
         try:
             value = json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting is valid JSON the stdlib cannot read
             return None
         return value.get("method") if isinstance(value, dict) else None
 
@@ -107,8 +107,12 @@ def _answer(era: Era, head: Head) -> bytes:
         return _response(200)
     try:
         message = json.loads(head.body)
+    except RecursionError:  # valid JSON nested past the stdlib's reach: answered as a server would
+        message = {"jsonrpc": "2.0", "id": _peek_id(head.body), "method": "tools/call"}
     except ValueError:
         return _response(400, _error(None, -32700, "Parse error"))
+    if not isinstance(message, dict):
+        return _response(400, _error(None, -32600, "Invalid Request"))
     if "method" not in message or "id" not in message:
         return _response(202)
     ident, method = message["id"], message["method"]
@@ -151,6 +155,15 @@ def _answer(era: Era, head: Head) -> bytes:
     return _response(200, _error(ident, -32601, "Method not found"))
 
 
+def _peek_id(body: bytes) -> Any:
+    """The id of a body too deep for the stdlib's parser, when it is the first member."""
+    start = body.find(b'"id":')
+    if start < 0:
+        return None
+    digits = body[start + 5 :].split(b",", 1)[0].strip()
+    return int(digits) if digits.isdigit() else None
+
+
 async def _read_head(reader: asyncio.StreamReader) -> Head | None:
     try:
         raw = await reader.readuntil(b"\r\n\r\n")
@@ -160,8 +173,13 @@ async def _read_head(reader: asyncio.StreamReader) -> Head | None:
     for line in raw.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
+            if not value.strip().isdigit():  # no framing to trust: stop reading this connection
+                return None
             length = int(value)
-    body = await reader.readexactly(length) if length else b""
+    try:
+        body = await reader.readexactly(length) if length else b""
+    except asyncio.IncompleteReadError:
+        return None
     return Head(raw, body)
 
 
