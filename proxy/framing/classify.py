@@ -15,9 +15,12 @@ carries the JSON-RPC id when one can be read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
+
+import orjson
 
 from proxy.framing.http import header
 from proxy.framing.status import too_large
@@ -211,23 +214,20 @@ def _implausible_method(body: Body, max_length: int) -> Rejection | None:
     return None
 
 
+_PEEKED_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*"|-?(?:0|[1-9][0-9]*)(?![0-9.eE]))')
+"""`"id":` and a JSON string or integer after it (a fraction or exponent is no id the proxy echoes)."""
+
+
 def peek_id(raw: bytes) -> RequestId | None:
-    """Best-effort request id from a body too large to parse fully (looks at its head only)."""
-    head = raw[:4096]
-    marker = head.find(b'"id"')
-    if marker < 0:
+    """Best-effort request id from a body too large to parse fully (looks at its head only).
+
+    The value is decoded as JSON, so escapes in a string id come back as the client wrote them.
+    """
+    found = _PEEKED_ID.search(raw, 0, 4096)
+    if found is None:
         return None
-    rest = head[marker + 4 :].lstrip()
-    if not rest.startswith(b":"):
+    try:
+        value = orjson.loads(found.group(1))
+    except orjson.JSONDecodeError:
         return None
-    rest = rest[1:].lstrip()
-    if rest.startswith(b'"'):
-        end = rest.find(b'"', 1)
-        return rest[1:end].decode("utf-8", "replace") if end > 0 else None
-    digits = bytearray()
-    for byte in rest:
-        if chr(byte).isdigit() or (byte == ord("-") and not digits):
-            digits.append(byte)
-        else:
-            break
-    return int(digits) if digits and digits != b"-" else None
+    return value if isinstance(value, str | int) else None

@@ -154,8 +154,9 @@ def encode_request_head(
 ) -> bytes:
     """The request line and headers as bytes, framed in this one place for every upstream request.
 
-    `host` is the upstream's `Host`, added here so no caller sends its own; callers' `Host` and
-    `Content-Length` are dropped, and `body_length` (None: no body, no length) frames the body.
+    `host` is the upstream's `Host`, added here so no caller sends its own; callers' `Host`,
+    `Content-Length` and `Transfer-Encoding` are dropped, and `body_length` (None: no body, no
+    length) alone frames the body, so no head ever carries two framings.
     Refuses (HeadError) a method or field name that is not a token, a target that is not origin form,
     and a value with CR, LF or another control byte, since each would let one message end early or
     smuggle a second one onto a pooled connection.
@@ -166,7 +167,7 @@ def encode_request_head(
     names: list[str] = []
     values: list[str] = []
     for name, value in headers:
-        if len(name) in (4, 14) and name.lower() in ("host", "content-length"):
+        if len(name) in (4, 14, 17) and name.lower() in ("host", "content-length", "transfer-encoding"):
             continue
         names.append(name)
         values.append(value)
