@@ -155,7 +155,11 @@ def configure(
         stream = sys.stderr
     renderer: Any
     if stream is not None and choose_format(fmt, stream) == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        # Plain tracebacks: a rich one shows every frame's locals, which hold request headers (secrets)
+        # and client-sized structures that take seconds to render on the event loop.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
     is_json = not isinstance(renderer, structlog.dev.ConsoleRenderer)

@@ -50,3 +50,34 @@ def test_without_a_redactor_lines_pass_unchanged(restore_logging: None) -> None:
     logs.use_redactor(None)
     event = {"event": "x", "principal": "abc", "note": "q-secret-123"}
     assert logs.redact_fields(None, "info", dict(event)) == event
+
+
+SECRET = "-".join(("local", "secret", "987"))
+"""Built at run time, so the traceback's source lines cannot carry it: only a frame's locals could."""
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_a_logged_exception_shows_its_traceback_but_never_the_locals_of_its_frames(
+    tmp_path: Path, restore_logging: None, fmt: str
+) -> None:
+    path = tmp_path / "log.txt"
+    opened = logs.configure(level="info", fmt=fmt, file=path)
+    assert opened is not None
+
+    def fails(headers: list[tuple[str, str]], nested: list[object]) -> None:
+        raise RuntimeError("relay failed")
+
+    deep: list[object] = []
+    for _ in range(5000):  # a client-sized structure a locals renderer would walk
+        deep = [deep]
+    try:
+        fails([("Authorization", "Bearer " + SECRET)], deep)
+    except RuntimeError:
+        logs.get_logger().exception("front_exchange_failed")
+    opened.close()
+
+    text = path.read_text()
+    assert "RuntimeError: relay failed" in text
+    assert "in fails" in text
+    assert SECRET not in text
+    assert "[[[[" not in text
