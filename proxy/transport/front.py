@@ -222,6 +222,8 @@ class FrontConnection(asyncio.Protocol):
         """Loop time the connection last began to wait on its client (connected, or a response ended)."""
         self._head_bytes = 0
         self._head_raw = 0
+        self._chunked_reads: list[_Request] = []
+        """Chunked requests that got chunk framing in the read being parsed (see `_count_chunked`)."""
         self._queued_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
@@ -253,8 +255,13 @@ class FrontConnection(asyncio.Protocol):
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
             return
-        if before is not None and before is self.current and not self.closed:
-            self._count_raw(before, len(data))
+        counted = before if before is not None and before is self.current else None
+        if counted is not None and not self.closed:
+            self._count_raw(counted, len(data))
+            if self.closed:
+                return
+        if self._chunked_reads:
+            self._count_chunked(counted, len(data))
             if self.closed:
                 return
         if self.handover_due is not None:
@@ -282,6 +289,35 @@ class FrontConnection(asyncio.Protocol):
         if req.wire > limit and not req.early:
             req.refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
             self._dispatch_early(req)
+
+    def _count_chunked(self, counted: _Request | None, size: int) -> None:
+        """Chunk framing parsed in a read that began or ended its request: charge it the whole read.
+
+        httptools reports neither a chunk's extensions nor where in the read a request ended, so a
+        request whose chunks came in a read `_count_raw` did not count (it began or ended there) is
+        charged every byte of that read. That over-charges only requests pipelined in one read with
+        others, by at most one read; it keeps a request padded with extensions inside one read from
+        slipping past `max_body_bytes`.
+        """
+        requests, self._chunked_reads = self._chunked_reads, []
+        limit = self.state.settings.max_body_bytes
+        for req in requests:
+            if req is counted or req.early or req.refusal is not None:
+                continue
+            req.wire += size
+            if req.wire <= limit:
+                continue
+            refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
+            if req is self.current:
+                req.refusal = refusal
+                self._dispatch_early(req)
+                return
+            req.refusal = refusal  # read to its end already: answered 413 in its turn, nothing sent upstream
+
+    def on_chunk_header(self) -> None:
+        req = self.current
+        if req is not None and (not self._chunked_reads or self._chunked_reads[-1] is not req):
+            self._chunked_reads.append(req)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
