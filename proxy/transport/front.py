@@ -252,6 +252,8 @@ class FrontConnection(asyncio.Protocol):
                 return
             if isinstance(exc.__context__, _HeadTooLarge):
                 self._refuse(431, str(exc.__context__))
+            elif isinstance(exc.__context__, _BadVersion):
+                self._refuse(505, str(exc.__context__))
             else:
                 self._refuse(400, f"malformed HTTP request: {exc}")
             return
@@ -416,9 +418,12 @@ class FrontConnection(asyncio.Protocol):
         if req is None:
             return
         parser = self.parser
+        version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise _BadVersion(f"HTTP/{version} is not served here: send HTTP/1.1")
         req.method = parser.get_method().decode("latin-1")
         req.keep_alive = parser.should_keep_alive()
-        req.http10 = parser.get_http_version() == "1.0"
+        req.http10 = version == "1.0"
         req.head_done = self.front.now()
         limit = self.state.settings.max_body_bytes
         declared = header(req.headers, "content-length")
@@ -732,6 +737,10 @@ class FrontConnection(asyncio.Protocol):
 
 class _HandedOver(Exception):
     """Raised out of a task whose connection went to aiohttp's server: nothing more to do here."""
+
+
+class _BadVersion(Exception):
+    """Raised inside a parser callback for a version other than HTTP/1.x; the connection gets 505."""
 
 
 class _HeadTooLarge(Exception):

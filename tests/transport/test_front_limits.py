@@ -342,6 +342,22 @@ async def test_a_duplicate_or_missing_host_gets_400_naming_host_with_the_id(prox
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
 
 
+async def test_a_request_line_naming_another_http_version_gets_505_and_nothing_goes_upstream(proxy_for):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY) as proxy,
+    ):
+        answer = await refused(proxy, request_bytes(rpc("ping", 24), version="2.0"))
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert parse_head(head)[0] == 505, answer
+        assert b"HTTP/2.0" in body
+        for version in ("0.9", "1.2", "3.0"):  # refused by llhttp (400) or by the proxy (505)
+            answer = await refused(proxy, request_bytes(rpc("ping", 24), version=version))
+            assert parse_head(answer.partition(b"\r\n\r\n")[0])[0] in (400, 505), answer
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
 async def test_dot_segments_in_the_path_get_400_and_nothing_goes_upstream(proxy_for):
     async with (
         fake_upstream(fake_upstream_that_answers_by_method) as fake,
