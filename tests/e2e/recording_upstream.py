@@ -111,6 +111,8 @@ def _answer(era: Era, head: Head) -> bytes:
         message = {"jsonrpc": "2.0", "id": _peek_id(head.body), "method": "tools/call"}
     except ValueError:
         return _response(400, _error(None, -32700, "Parse error"))
+    if isinstance(message, list) and message and all(isinstance(m, dict) and "id" not in m for m in message):
+        return _response(202)  # a 2025-03-26 batch of notifications
     if not isinstance(message, dict):
         return _response(400, _error(None, -32600, "Invalid Request"))
     if "method" not in message or "id" not in message:

@@ -131,7 +131,7 @@ async def test_a_batch_within_the_limit_still_passes_through(proxy_for: ProxyFor
         aiohttp.ClientSession() as http,
     ):
         async with http.post(proxy.endpoint(), json=[notice] * 3, headers=LEGACY_2025_03) as resp:
-            assert resp.status != 400
+            assert resp.status != 400, await resp.text()
         async with http.post(proxy.endpoint(), json=[notice] * 4, headers=LEGACY_2025_03) as resp:
             assert resp.status == 400
             assert (await resp.json())["error"]["data"]["limit"] == 3
