@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from proxy.cli import build_parser, main
+from proxy.config import Settings
 from tests.sidecar import headless_command
 
 UPSTREAM = "http://127.0.0.1:8000/mcp"
@@ -322,3 +323,16 @@ def test_sigusr1_reopens_the_capture_with_the_tui_on_instead_of_killing_the_prox
             process.wait(timeout=10)
         os.close(primary)
         reader.join(timeout=5)
+
+
+def test_every_setting_flag_has_a_whole_sentence_of_help() -> None:
+    """`--help` shows each setting's first sentence whole, not its first wrapped line cut mid-phrase."""
+    helps = {action.dest: action.help for action in build_parser()._actions}
+    for name in Settings.model_fields:
+        text = helps[name] or ""
+        assert text.endswith((".", ")")), f"{name}: {text!r}"
+        assert text.count("(") == text.count(")"), f"{name}: {text!r}"
+    assert helps["max_method_length"] == (
+        "Longest JSON-RPC method accepted, in characters; a method must also be visible ASCII "
+        "(no spaces or control characters)."
+    )
