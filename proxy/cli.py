@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import errno
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -36,12 +37,20 @@ def _flag_type(annotation: Any) -> Any:
     return str
 
 
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z`])")
+
+
+def summary(description: str) -> str:
+    """The first sentence of a setting's description, for `--help` (descriptions wrap mid-sentence)."""
+    return _SENTENCE_END.split(" ".join(description.split()), maxsplit=1)[0]
+
+
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per Settings field, named `--field-name`, defaulting to 'not typed' (None)."""
     group = parser.add_argument_group("settings (each also MCP_PROXY_<NAME> or a TOML key)")
     for name, info in Settings.model_fields.items():
         flag = flag_name(name)
-        help_text = (info.description or "").split("\n")[0]
+        help_text = summary(info.description or "")
         kind = _flag_type(info.annotation)
         if kind is bool:
             group.add_argument(

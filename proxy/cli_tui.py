@@ -165,10 +165,12 @@ async def _serve_with_tui(proxy: Proxy) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)
+    # As without the TUI: logrotate's SIGUSR1 reopens the capture (its default action would kill us).
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
     try:
         await app.run_async()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
         feed.close()
         await proxy.stop()

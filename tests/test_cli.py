@@ -4,15 +4,21 @@ the TUI commands of an install without the `tui` extra."""
 from __future__ import annotations
 
 import os
+import pty
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from proxy.cli import build_parser, main
+from proxy.config import Settings
 from tests.sidecar import headless_command
 
 UPSTREAM = "http://127.0.0.1:8000/mcp"
@@ -271,3 +277,62 @@ def test_a_capture_file_that_cannot_be_opened_is_blamed_on_capture_not_listen(tm
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("mcp-proxy: capture: ")
     assert str(capture) in lines[0]
+
+
+def test_sigusr1_reopens_the_capture_with_the_tui_on_instead_of_killing_the_proxy(tmp_path: Path) -> None:
+    """`mcp-proxy --tui` on a terminal (a pty here) treats SIGUSR1 as the plain proxy does: logrotate's
+    signal reopens the capture; left to its default action it would kill the proxy mid-screen."""
+    capture = tmp_path / "capture.jsonl"
+    moved = tmp_path / "capture.1.jsonl"
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")} | {"TERM": "xterm"}
+    command = [sys.executable, "-c", "from proxy.cli import main; raise SystemExit(main())"]
+    flags = ["--tui", "--upstream", UPSTREAM, "--upstream-era", "modern", "--listen", "127.0.0.1:0"]
+    flags += ["--no-admin-enabled", "--capture", str(capture), "--log-file", str(tmp_path / "log.jsonl")]
+    process = subprocess.Popen(
+        command + flags, stdin=secondary, stdout=secondary, stderr=secondary, cwd=tmp_path, env=env
+    )
+    os.close(secondary)
+
+    def drain() -> None:  # the TUI draws on the pty: keep reading so it never blocks on a full buffer
+        with suppress(OSError):
+            while os.read(primary, 65536):
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+
+    def wait_for(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
+        deadline = time.monotonic() + seconds
+        while not condition():
+            assert process.poll() is None, f"the proxy exited ({process.returncode}) waiting for {what}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)  # polling a file, bounded by the deadline above
+
+    try:
+        wait_for(lambda: capture.exists() and capture.stat().st_size > 0, "the capture to be opened")
+        capture.rename(moved)
+        process.send_signal(signal.SIGUSR1)
+        wait_for(capture.exists, "the capture to be reopened at its path")
+        assert process.poll() is None, "SIGUSR1 killed the proxy"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        os.close(primary)
+        reader.join(timeout=5)
+
+
+def test_every_setting_flag_has_a_whole_sentence_of_help() -> None:
+    """`--help` shows each setting's first sentence whole, not its first wrapped line cut mid-phrase."""
+    helps = {action.dest: action.help for action in build_parser()._actions}
+    for name in Settings.model_fields:
+        text = helps[name] or ""
+        assert text.endswith((".", ")")), f"{name}: {text!r}"
+        assert text.count("(") == text.count(")"), f"{name}: {text!r}"
+    assert helps["max_method_length"] == (
+        "Longest JSON-RPC method accepted, in characters; a method must also be visible ASCII "
+        "(no spaces or control characters)."
+    )

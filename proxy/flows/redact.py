@@ -21,6 +21,9 @@ from urllib.parse import unquote_plus
 
 import orjson
 
+_USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
+"""The scheme and userinfo of an absolute URL (`http://user:password@host/...`)."""
+
 DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
     "authorization",
     "proxy-authorization",
@@ -210,8 +213,10 @@ class Redactor:
         Parameter names are judged like header names; known secret texts are masked anywhere in it.
         """
         base, q, query = target.partition("?")
+        if "@" in base:  # an absolute-form target's userinfo is a credential, with or without a colon
+            base = _USERINFO.sub(lambda m: f"{m.group(1)}{self.token(m.group(2))}@", base, count=1)
         if not q:
-            return self.scrub(target)
+            return self.scrub(base)
         parts = []
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")

@@ -185,8 +185,18 @@ def encode_request_head(
     lines.append("\r\n")
     try:
         return "".join(lines).encode("latin-1")
-    except UnicodeEncodeError as exc:
-        raise HeadError(f"a header holds characters outside Latin-1: {exc.reason}") from None
+    except UnicodeEncodeError:
+        culprit = next((n for n, v in zip(names, values, strict=True) if not _is_latin1(n + v)), None)
+        where = f"the value of header {culprit}" if culprit is not None else "the request line or Host"
+        raise HeadError(f"{where} holds characters outside Latin-1") from None
+
+
+def _is_latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _connection_listed(headers: Iterable[tuple[str, str]]) -> frozenset[str]:

@@ -12,11 +12,15 @@ Pure: no I/O; the lean front and the aiohttp entry both call it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from proxy.framing.classify import Rejection
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import Kind, parse_body
+
+_USERINFO = re.compile(r"(//)[^/?#@]*@")
+_QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +71,19 @@ def _absolute_form(target: str) -> tuple[str, str] | TargetProblem:
     scheme, sep, rest = target.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         return TargetProblem(
-            "request target", f"{target[:200]!r} is neither a path (/mcp) nor an http(s) URL"
+            "request target", f"{_shown(target[:200])!r} is neither a path (/mcp) nor an http(s) URL"
         )
     cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
     authority, tail = rest[:cut], rest[cut:]
     if not authority or "@" in authority:  # the userinfo may be a credential: never echoed
         return TargetProblem("request target", f"an absolute {scheme} URL with no host, or with userinfo")
     return authority, tail if tail.startswith("/") else "/" + tail
+
+
+def _shown(target: str) -> str:
+    """A refused target as the refusal may echo it: it also reaches the capture and the feed, so any
+    userinfo and every query value are masked."""
+    return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO.sub(r"\1<redacted>@", target))
 
 
 def _has_dot_segment(path: str) -> bool:

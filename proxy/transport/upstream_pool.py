@@ -210,6 +210,10 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.head_bytes = 0
         """Bytes received since the request was sent while its final response head is incomplete."""
+        self.head_size = 0
+        """Bytes of the status lines and header fields parsed since the request was sent (interim heads
+        included): a head that ends inside the read crossing the limit is judged by this, not by
+        `head_bytes`, which is only checked while a head is still unfinished."""
         self._reason = b""
         self._headers: list[tuple[str, str]] = []
 
@@ -252,11 +256,17 @@ class _Connection(asyncio.Protocol):
 
     def on_status(self, status: bytes) -> None:
         self._reason += status
+        self.head_size += len(status) + 15  # "HTTP/1.1 200 " and CRLF around the reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        if self.head is not None and self.head_size + 2 > self.pool.max_head_bytes:
+            limit = self.pool.max_head_bytes
+            self._fail("head_too_large", f"response head larger than {limit} bytes (upstream_max_head_bytes)")
+            return
         status = self.parser.get_status_code()
         if status < 200:  # an interim 1xx head: the real one follows
             return
@@ -286,6 +296,7 @@ class _Connection(asyncio.Protocol):
         self.head_only = head_only
         self.keep_alive = False
         self.head_bytes = 0
+        self.head_size = 0
         self.head = asyncio.get_running_loop().create_future()
         self.pool.write_soon(self.transport, data)
         return self.head

@@ -368,6 +368,23 @@ def test_credential_like_query_parameters_are_masked_and_the_rest_kept(redactor:
     assert redactor.path("/mcp?flag&x=") == "/mcp?flag&x="
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        f"http://user:{SECRET}@proxy.test/mcp",
+        f"http://{SECRET}@proxy.test/mcp?x=1",
+        f"HTTPS://user:{SECRET}@proxy.test",
+        f"ftp://user:{SECRET}@proxy.test/mcp",
+    ],
+)
+def test_the_userinfo_of_an_absolute_form_target_is_masked(redactor: Redactor, target: str) -> None:
+    """A client may put credentials in an absolute-form target; the capture and feed show its path."""
+    shown = redactor.path(target)
+    assert SECRET not in shown
+    assert "proxy.test" in shown
+    assert "<redacted len=" in shown
+
+
 def test_masks_and_fingerprints_are_keyed_so_a_guess_cannot_be_checked_without_the_key() -> None:
     one, same, other = Redactor(key=b"k1"), Redactor(key=b"k1"), Redactor(key=b"k2")
     assert one.token(SECRET) == same.token(SECRET)

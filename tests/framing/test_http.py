@@ -222,6 +222,15 @@ def test_a_head_that_would_end_early_or_smuggle_a_message_is_refused(
         encode_request_head(method, "/mcp", "u", headers, 0)
 
 
+def test_a_value_outside_latin1_is_refused_naming_its_header_without_python_internals() -> None:
+    """The refusal reaches the client as a JSON-RPC error: it says which header, not the codec's words."""
+    headers = [("Accept", "*/*"), ("X-Note", "caf\udce9"), ("X-Other", "ok")]
+    with pytest.raises(HeadError) as caught:
+        encode_request_head("POST", "/mcp", "u", headers, 0)
+    assert "X-Note" in str(caught.value)
+    assert "ordinal" not in str(caught.value)
+
+
 def test_a_tab_inside_a_value_is_allowed() -> None:
     assert b"X-Note: a\tb\r\n" in encode_request_head("GET", "/", "u", [("X-Note", "a\tb")], None)
 

@@ -54,6 +54,23 @@ def test_targets_neither_a_path_nor_an_http_url_are_refused(target: str) -> None
     assert "pw" not in problem.text  # userinfo is never echoed
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "*?token=s3cr3t-value",
+        "ftp://user:s3cr3t-value@proxy.test/mcp",
+        "ftp://s3cr3t-value@proxy.test/mcp",
+        "proxy.test:443?api_key=s3cr3t-value",
+    ],
+)
+def test_a_refused_target_is_echoed_without_its_userinfo_or_query_values(target: str) -> None:
+    """The refusal reaches the capture and the feed as well as the client: no credential in it."""
+    problem = check_target(target, 1, http10=False)
+    assert isinstance(problem, TargetProblem)
+    assert "s3cr3t-value" not in problem.text
+    assert "neither a path" in problem.text
+
+
 def test_two_host_fields_are_refused_in_any_http_version() -> None:
     for http10 in (False, True):
         problem = check_target("/mcp", 2, http10=http10)

@@ -619,6 +619,33 @@ async def test_a_response_head_over_the_limit_fails_naming_the_setting_and_drops
         await wait_until(lambda: pool.open_connections == 0, what="the oversized connection to be closed")
 
 
+async def test_a_whole_head_over_the_limit_in_one_read_fails_too() -> None:
+    """A complete head past the limit that lands in one read is refused like one that never ends.
+
+    The head's own size is what counts: a head whose end arrives in the same read that crosses the
+    limit is never seen unfinished, so a check of unfinished heads alone would let 40 KiB through.
+    """
+
+    async def fake_upstream_with_a_whole_big_head(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(40))
+        writer.write(b"HTTP/1.1 200 OK\r\n" + filler + b"Content-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        await reader.read()  # until the pool closes the connection (or the fake is stopped at exit)
+
+    async with (
+        raw_fake_upstream(fake_upstream_with_a_whole_big_head) as server,
+        pool_for(server, max_head_bytes=16 * 1024) as pool,
+    ):
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "head_too_large"
+        assert "16384 bytes (upstream_max_head_bytes)" in str(caught.value)
+        await wait_until(lambda: pool.open_connections == 0, what="the oversized connection to be closed")
+
+
 async def test_interim_heads_count_toward_the_head_limit() -> None:
     async def fake_upstream_with_endless_interim_heads(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter
