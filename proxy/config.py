@@ -228,10 +228,12 @@ class Settings(BaseModel):
     """Seconds a session minted by the legacy-client bridge may go unused before it is forgotten
     (checked once per this many seconds, so between one and two of them); its client then gets
     HTTP 404 and initializes again, as the spec tells it to."""
-    max_continuations_per_client: PositiveInt = 100
+    max_continuations_per_client: PositiveInt = 25
     """Most parked upstream calls held at once for one client address, whatever `Authorization` its
     requests carry (a client cannot claim more by inventing principals); past it new ones are refused
-    with an error naming this setting."""
+    with an error naming this setting. Each parked call of a new principal keeps an upstream session
+    busy, so this stays well below `max_upstream_sessions`: one address cannot take them all. Clients
+    behind one load balancer or NAT share an address, and so this bound."""
     admin: str = "127.0.0.1:9901"
     """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed).
 

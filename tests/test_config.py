@@ -614,3 +614,10 @@ def test_importing_config_loads_no_aiohttp_structlog_or_textual() -> None:
     proxy_file, loaded = result.stdout.splitlines()
     assert Path(proxy_file).resolve().parent == EXAMPLE.parent / "proxy"
     assert loaded == "[]"
+
+
+def test_one_address_cannot_park_calls_on_every_upstream_session_by_default() -> None:
+    # Each parked call of a new principal keeps one upstream session busy: the per-address bound must
+    # leave most sessions to other clients, or one client inventing principals blocks everyone.
+    defaults = Settings(upstream="http://127.0.0.1:9/mcp")
+    assert defaults.max_continuations_per_client * 4 <= defaults.max_upstream_sessions
