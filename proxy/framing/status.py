@@ -40,5 +40,5 @@ def too_large(limit: int, ident: RequestId | None = None) -> tuple[int, dict[str
         413,
         ident,
         f"request body exceeds the proxy's limit of {limit} bytes (max_body_bytes)",
-        {"limit": limit},
+        {"limit": limit, "setting": "max_body_bytes"},
     )

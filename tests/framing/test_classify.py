@@ -36,7 +36,7 @@ def test_a_body_over_the_limit_is_rejected_413_naming_the_limit_and_the_request_
     assert outcome.status == 413
     assert outcome.reason == "body too large"
     assert outcome.body["id"] == 42
-    assert outcome.body["error"]["data"] == {"limit": LIMIT}
+    assert outcome.body["error"]["data"] == {"limit": LIMIT, "setting": "max_body_bytes"}
     assert str(LIMIT) in outcome.body["error"]["message"]
     assert "max_body_bytes" in outcome.body["error"]["message"]
 

@@ -293,7 +293,7 @@ async def test_body_over_the_limit_is_refused_as_soon_as_the_limit_is_crossed(pr
         assert ("Connection", "close") in headers
         error = json.loads(body)
         assert error["id"] == 41
-        assert error["error"]["data"] == {"limit": 1024}
+        assert error["error"]["data"] == {"limit": 1024, "setting": "max_body_bytes"}
         assert fake.seen == []
         await wait_until(lambda: drained(proxy), what="the refused exchange to close")
         await still_serves(proxy)

@@ -287,7 +287,7 @@ async def test_chunk_extensions_count_toward_the_body_limit(proxy_for):
         )
         head, _, rest = answer.partition(b"\r\n\r\n")
         assert parse_head(head)[0] == 413
-        assert json.loads(rest)["error"]["data"] == {"limit": 4096}
+        assert json.loads(rest)["error"]["data"] == {"limit": 4096, "setting": "max_body_bytes"}
         assert fake.seen == []
         await still_serves(proxy)
 
@@ -304,7 +304,7 @@ async def test_expect_100_continue_with_an_over_limit_length_gets_413_at_once(pr
         response = await read_response(reader)  # no body was sent: the answer cannot wait for one
         assert response.status == 413
         assert response.header("connection") == "close"
-        assert response.json()["error"]["data"] == {"limit": 1024}
+        assert response.json()["error"]["data"] == {"limit": 1024, "setting": "max_body_bytes"}
         assert await closed(reader)
         assert fake.seen == []
 

@@ -101,7 +101,7 @@ async def test_body_over_max_body_bytes_gets_413_naming_the_limit_with_the_reque
             await wait_until(lambda: drained(proxy), what="the refused exchange to close")
         assert "1024" in str(error["message"])
         assert "max_body_bytes" in str(error["message"])
-        assert error["data"] == {"limit": 1024}
+        assert error["data"] == {"limit": 1024, "setting": "max_body_bytes"}
         assert fake.seen == []  # refused at the door, never forwarded
         (line,) = [entry for entry in logs if entry["event"] == "exchange"]
         assert line["status"] == 413
