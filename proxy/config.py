@@ -217,6 +217,11 @@ class Settings(BaseModel):
     max_json_depth: Annotated[int, Field(gt=0, le=DEPTH_CEILING)] = 64
     """Deepest JSON nesting accepted in a request body (at most 250, the deepest the proxy can
     re-encode); deeper JSON is refused with -32600 (HTTP 400) carrying the request's id."""
+    max_bridged_message_bytes: PositiveInt = 32 * 1024 * 1024
+    """Largest upstream message a bridge holds to re-encode it for the client (a JSON body, or one SSE
+    event); past it the leg fails and the client gets a JSON-RPC error naming this setting. Memory a
+    bridge may hold is about this times the bridged calls in flight. Pass-through streams and holds
+    nothing whole."""
     upstream_max_head_bytes: PositiveInt = 64 * 1024
     """Largest upstream response head (status line and headers) accepted, in bytes; past it the
     client gets HTTP 502 naming this setting and the connection to the upstream is closed."""

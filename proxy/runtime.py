@@ -99,6 +99,7 @@ class Proxy:
             upstream=upstream,
             pool=lambda: self.state.pool,
             observer=self.facts,
+            max_message_bytes=settings.max_bridged_message_bytes,
         )
         self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
             MrtrToLegacyEngine(
@@ -119,6 +120,7 @@ class Proxy:
             upstream=upstream,
             pool=lambda: self.state.pool,
             observer=self.facts,
+            max_message_bytes=settings.max_bridged_message_bytes,
             resume_streams=True,
         )
         self.router.on_change = self._eras_changed

@@ -62,7 +62,8 @@ _SSE_HEADERS = (
     ("Cache-Control", "no-cache"),
     ("X-Accel-Buffering", "no"),
 )
-_LEG_BODY_LIMIT = 64 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""The `max_bridged_message_bytes` setting's default."""
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
 _MAX_RESUMES = 5
 _MAX_RESUME_WAIT_MS = 5000
@@ -140,8 +141,11 @@ class BridgeDriver:
         pool: Callable[[], UpstreamPool],
         observer: FactLog,
         resume_streams: bool = False,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.engine = engine
+        self.max_message_bytes = max_message_bytes
+        """Largest upstream message a leg holds to re-encode (a JSON body, or one SSE event)."""
         self.mode = mode
         self.upstream = upstream
         self._pool = pool
@@ -359,8 +363,10 @@ class BridgeDriver:
                 await self._read_leg(leg, resp, stream)
                 cut: str | None = None
                 resp.release()  # read to its end: the connection carries the next leg
-            except (UpstreamError, SseTooLarge) as exc:
+            except UpstreamError as exc:
                 cut = str(exc) or type(exc).__name__
+            except SseTooLarge as exc:
+                cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
             if not self._should_resume(stream, resumes):
@@ -400,13 +406,13 @@ class BridgeDriver:
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:
         if is_sse(resp.header("content-type")):
             stream.sse = True
-            decoder = SseDecoder()
+            decoder = SseDecoder(self.max_message_bytes)
             async for chunk in resp.chunks():
                 for item in decoder.feed(chunk):
                     if isinstance(item, SseEvent):
                         self._leg_event(leg, item, stream)
             return
-        raw = await resp.read(_LEG_BODY_LIMIT, "leg body")
+        raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         messages = parse_body(raw).messages
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)

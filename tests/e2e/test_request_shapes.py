@@ -168,8 +168,11 @@ async def test_json_as_deep_as_the_limit_is_relayed(proxy_for: ProxyFor, mode: M
     assert "tools/call" in [h.method for h in upstream.heads]
 
 
-def deep_upstream(depth: int, sse: bool) -> Any:
-    """A 2026-07-28 fake whose tools/call result is JSON `depth` levels deep (as JSON or one SSE event)."""
+def deep_upstream(depth: int, sse: bool, pad: int = 0) -> Any:
+    """A 2026-07-28 fake whose tools/call result is JSON `depth` levels deep (as JSON or one SSE event).
+
+    `pad` adds a string of that many bytes to the result.
+    """
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while (body := await read_request(reader)) is not None:
@@ -179,7 +182,10 @@ def deep_upstream(depth: int, sse: bool) -> Any:
                     '{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}'
                 )
             else:
-                result = '{"resultType":"complete","content":[],"deep":' + "[" * depth + "]" * depth + "}"
+                result = (
+                    '{"resultType":"complete","content":[],"pad":"' + "x" * pad + '","deep":'
+                    + "[" * depth + "]" * depth + "}"
+                )
             text = f'{{"jsonrpc":"2.0","id":{json.dumps(message["id"])},"result":{result}}}'
             payload = f"event: message\ndata: {text}\n\n".encode() if sse else text.encode()
             kind = b"text/event-stream" if sse else b"application/json"
@@ -207,6 +213,26 @@ async def test_a_bridged_upstream_answer_too_deep_to_re_encode_is_a_json_rpc_err
     assert status == 200
     assert answer["id"] == 31
     assert "nested deeper than 250 levels" in json.dumps(answer)
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+async def test_a_bridged_upstream_message_over_the_bound_is_a_json_rpc_error_naming_the_setting(
+    proxy_for: ProxyFor, sse: bool
+) -> None:
+    async with (
+        raw_fake_upstream(deep_upstream(1, sse, pad=64 * 1024)) as server,
+        proxy_for(
+            f"http://127.0.0.1:{server.port}/mcp", upstream_era="modern", max_bridged_message_bytes=32 * 1024
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client = Client(http, proxy.endpoint(), "legacy")
+        await client.initialize()
+        status, answer = await client.call(33, "tools/call", {"name": "t", "arguments": {}})
+    assert status == 200
+    assert answer["id"] == 33
+    assert "error" in answer, answer
+    assert "max_bridged_message_bytes" in json.dumps(answer)
 
 
 async def test_a_passed_through_upstream_answer_of_any_depth_reaches_the_client_as_sent(
