@@ -229,6 +229,10 @@ class Settings(BaseModel):
     """Most sessions the legacy-client bridge mints and holds at once; when full, the one unused the
     longest (with no call in flight) is forgotten and its client gets HTTP 404 on its next request,
     which tells a legacy client to initialize again."""
+    max_legacy_sessions_per_client: PositiveInt = 1000
+    """Most sessions the legacy-client bridge holds for one client address; past it that address's own
+    least recently used idle session makes room (503 naming this setting when all are busy), so one
+    client opening sessions without end cannot push everyone else's out of `max_legacy_sessions`."""
     legacy_session_idle_timeout: Seconds = 3600.0
     """Seconds a session minted by the legacy-client bridge may go unused before it is forgotten
     (checked once per this many seconds, so between one and two of them); its client then gets

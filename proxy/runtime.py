@@ -94,6 +94,7 @@ class Proxy:
                 max_rounds=settings.max_rounds,
                 max_sessions=settings.max_legacy_sessions,
                 session_idle=settings.legacy_session_idle_timeout,
+                max_sessions_per_client=settings.max_legacy_sessions_per_client,
             ),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,

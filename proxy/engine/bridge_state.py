@@ -42,6 +42,8 @@ class PendingInit:
     ident: RequestId
     params: dict[str, Any]
     at: float = 0.0
+    peer: str = ""
+    """The client's address, what `max_legacy_sessions_per_client` counts against."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class Session:
     client_info: Any
     last_used: float = 0.0
     """When the session's client last sent a request on it (the event's time; 0.0: unknown)."""
+    peer: str = ""
+    """The address that opened the session (shared between sessions of one address)."""
     log_level: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     get_exchange: str | None = None

@@ -71,9 +71,13 @@ class LegacyToMrtrEngine:
         state_only_delay: float = 0.25,
         max_sessions: int = 10000,
         session_idle: float = 3600.0,
+        max_sessions_per_client: int = 1000,
     ) -> None:
         self.upstream = upstream
         self.max_sessions = max_sessions
+        self.max_per_client = max_sessions_per_client
+        self._per_peer: dict[str, int] = {}
+        """Sessions held per client address, so one address never fills the table and evicts others'."""
         self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
         self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
@@ -105,8 +109,8 @@ class LegacyToMrtrEngine:
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:
-            case ClientRequestReceived(exchange, route, at):
-                return self._on_client(exchange, route, at)
+            case ClientRequestReceived(exchange, route, at, peer):
+                return self._on_client(exchange, route, at, peer)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
             case LegResponded(leg, status, headers):
@@ -124,9 +128,9 @@ class LegacyToMrtrEngine:
 
     # -- client side ---------------------------------------------------------------------------
 
-    def _on_client(self, exchange: str, route: Route, at: float) -> Commands:
+    def _on_client(self, exchange: str, route: Route, at: float, peer: str = "") -> Commands:
         if route.http_method == "POST":
-            return self._on_post(exchange, route, at)
+            return self._on_post(exchange, route, at, peer)
         if route.http_method not in ("GET", "DELETE"):
             body = error_response(None, errors.INVALID_REQUEST, f"Method not allowed: {route.http_method}")
             return [ReplyJson(exchange, 405, body, (("Allow", "GET, POST, DELETE"),))]
@@ -140,14 +144,14 @@ class LegacyToMrtrEngine:
             return [ReplyJson(exchange, 409, error_response(None, errors.INVALID_REQUEST, text))]
         return self._listen.open_stream(session, exchange, route.headers)
 
-    def _on_post(self, exchange: str, route: Route, at: float) -> Commands:
+    def _on_post(self, exchange: str, route: Route, at: float, peer: str = "") -> Commands:
         body = route.body
         first = body.first
         if body.parse_error is not None or first is None:
             error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
             return [ReplyJson(exchange, 400, error)]
         if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
-            return self._on_initialize(exchange, route, first, at)
+            return self._on_initialize(exchange, route, first, at, peer)
         session, dropped = self._session_for(route, at)
         if session is None:
             return [*dropped, *self._session_refusal(exchange, route)]
@@ -218,7 +222,7 @@ class LegacyToMrtrEngine:
     def _drop_session(self, session: Session, outcome: str) -> Commands:
         """Forget a session nothing is in flight on, ending its GET stream (its client gets 404 next)."""
         commands = self._listen.close(session, outcome)
-        del self._ctx.sessions[session.id]
+        self._forget(session)
         return commands
 
     def _session_refusal(self, exchange: str, route: Route) -> Commands:
@@ -289,8 +293,36 @@ class LegacyToMrtrEngine:
         for exchange in list(session.calls.values()):
             commands.extend(self._calls.drop(exchange, "session_deleted"))
         commands.extend(self._listen.close(session, "session_deleted"))
-        del self._ctx.sessions[session.id]
+        self._forget(session)
         return commands
+
+    def _forget(self, session: Session) -> None:
+        del self._ctx.sessions[session.id]
+        left = self._per_peer.get(session.peer, 0) - 1
+        if left > 0:
+            self._per_peer[session.peer] = left
+        else:
+            self._per_peer.pop(session.peer, None)
+
+    def _make_room_for(self, peer: str) -> tuple[Commands, bool]:
+        """An address at `max_legacy_sessions_per_client` makes room from its own sessions, never others'."""
+        if self._per_peer.get(peer, 0) < self.max_per_client:
+            return [], True
+        idle = next((s for s in self._ctx.sessions.values() if s.peer == peer and not s.busy), None)
+        if idle is None:
+            return [], False
+        return self._drop_session(idle, "session_evicted"), True
+
+    def _client_full(self, pending: PendingInit) -> Commands:
+        """Every session this address holds is busy at its cap: refuse the new one, naming the setting."""
+        text = (
+            "Cannot initialize: this client address holds "
+            f"max_legacy_sessions_per_client={self.max_per_client} sessions and every one has a request "
+            "in flight; retry shortly, or end sessions you no longer use"
+        )
+        data = {"limit": self.max_per_client, "setting": "max_legacy_sessions_per_client"}
+        refusal = error_response(pending.ident, errors.UPSTREAM_UNAVAILABLE, text, data)
+        return [ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),))]
 
     def _on_disconnect(self, exchange: str) -> Commands:
         """The client left: abandon whatever that exchange was waiting for (never an upstream retry)."""
@@ -305,10 +337,10 @@ class LegacyToMrtrEngine:
 
     # -- initialize and discovery --------------------------------------------------------------
 
-    def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float) -> Commands:
+    def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float, peer: str) -> Commands:
         """Answer from the cached discovery, or hold the request until discovery answers."""
         assert msg.id is not None
-        pending = PendingInit(exchange, msg.id, msg.params, at)
+        pending = PendingInit(exchange, msg.id, msg.params, at, peer)
         if self._ctx.discovery is not None:
             return self._open_session(pending)
         self._ctx.pending_init[exchange] = pending
@@ -323,15 +355,21 @@ class LegacyToMrtrEngine:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
         discovery = self._ctx.discovery
         assert discovery is not None
+        own, room = self._make_room_for(pending.peer)
+        if not room:
+            return [*own, *self._client_full(pending)]
         made, room = self._make_room(pending.at)
+        made = own + made
         if not room:
             return [*made, *self._sessions_full(pending)]
         params = pending.params
         version = negotiate_version(params.get("protocolVersion"))
         caps = self._ctx.shared(modern_client_capabilities(params.get("capabilities"), version))
         client_info = self._ctx.shared(params.get("clientInfo"))
-        session = Session(self._ctx.new_id("session"), version, caps, client_info, pending.at)
+        peer = self._ctx.shared(pending.peer)
+        session = Session(self._ctx.new_id("session"), version, caps, client_info, pending.at, peer=peer)
         self._ctx.sessions[session.id] = session
+        self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": discovery.legacy_capabilities,

@@ -77,7 +77,7 @@ async def test_sessions_over_http_cost_less_than_1100_bytes_each(proxy_for: Call
     """
     async with (
         recording_upstream("modern") as upstream,
-        proxy_for(upstream.url("/mcp"), max_chains=100) as proxy,
+        proxy_for(upstream.url("/mcp"), max_chains=100, max_legacy_sessions_per_client=4000) as proxy,
         aiohttp.ClientSession() as http,
     ):
         for _ in range(500):

@@ -92,6 +92,39 @@ def test_past_the_cap_the_least_recently_used_idle_session_makes_room() -> None:
         assert ping(engine, kept, 1006.0).status == 200
 
 
+def from_address(event: ClientRequestReceived, peer: str, when: float) -> ClientRequestReceived:
+    return dataclasses.replace(event, at=when, peer=peer)
+
+
+def test_one_address_at_its_cap_makes_room_from_its_own_sessions_never_anothers() -> None:
+    engine = engine_with(max_sessions=10, max_sessions_per_client=3)  # session-1 came from "" (unknown)
+    others = [open_session(engine, 1001.0 + n)[0] for n in range(2)]  # the same unknown address
+    flood: list[str] = []
+    for n in range(20):  # one client opening sessions without end
+        reply = engine.handle(from_address(initialize(f"x-{n}"), "198.51.100.7", 1010.0 + n))[-1]
+        assert isinstance(reply, ReplyJson)
+        assert reply.status == 200, reply
+        flood.append(dict(reply.headers)["Mcp-Session-Id"])
+    assert engine.table_sizes()["sessions"] == 6
+    for kept in ("session-1", *others, *flood[-3:]):
+        assert ping(engine, kept, 1100.0).status == 200
+    assert ping(engine, flood[0], 1101.0).status == 404, "its own oldest went"
+
+
+def test_an_address_whose_sessions_are_all_busy_is_refused_naming_the_setting() -> None:
+    engine = engine_with(max_sessions_per_client=1)  # session-1 (address "") has a call in flight
+    engine.handle(at(call("x-call", 7), 1001.0))
+    reply = engine.handle(at(initialize("x-new"), 1002.0))[-1]
+    assert isinstance(reply, ReplyJson)
+    assert reply.status == 503
+    assert reply.message is not None
+    assert reply.message["error"]["data"] == {"limit": 1, "setting": "max_legacy_sessions_per_client"}
+    assert reply.message["id"] == 0
+    other = engine.handle(from_address(initialize("x-other"), "203.0.113.9", 1003.0))[-1]
+    assert isinstance(other, ReplyJson)
+    assert other.status == 200, "another address is served"
+
+
 def test_a_session_with_a_call_in_flight_is_neither_expired_nor_evicted() -> None:
     engine = engine_with(max_sessions=1, session_idle=60.0)
     commands = engine.handle(at(call("x-call", 7), 1001.0))
@@ -126,7 +159,7 @@ def test_sessions_that_declared_the_same_capabilities_share_them() -> None:
 
 
 def test_thirty_thousand_never_deleted_sessions_grow_rss_by_less_than_32_mib() -> None:
-    engine = engine_with(max_sessions=40_000)
+    engine = engine_with(max_sessions=40_000, max_sessions_per_client=40_000)
     events = [at(initialize(f"x{n}"), 1001.0 + n / 1000) for n in range(30_000)]
     gc.collect()
     before = rss()
