@@ -86,6 +86,10 @@ AUTH_SCHEMES: Final[frozenset[str]] = frozenset(
 _SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.DOTALL)
 
 
+URL_HEADERS: Final = frozenset({"referer", "location", "content-location"})
+"""Headers whose value is a URL: its userinfo and credential-like query values are masked like a path's."""
+
+
 def keyed_digest(key: bytes, value: str) -> str:
     """HMAC-SHA-256 of a text under `key`, in hex: a fingerprint nobody without the key can check."""
     return hmac.digest(key, value.encode("utf-8", "surrogatepass"), "sha256").hex()
@@ -167,7 +171,12 @@ class Redactor:
             secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
             if secret is None:
                 secret = self.is_secret_header(name)
-            shown = self.header_value(name, value) if secret else self.scrub(value)
+            if secret:
+                shown = self.header_value(name, value)
+            elif key in URL_HEADERS:
+                shown = self.path(value)
+            else:
+                shown = self.scrub(value)
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name

@@ -368,6 +368,20 @@ def test_credential_like_query_parameters_are_masked_and_the_rest_kept(redactor:
     assert redactor.path("/mcp?flag&x=") == "/mcp?flag&x="
 
 
+def test_a_url_in_referer_or_location_has_its_credentials_masked_like_a_path(redactor: Redactor) -> None:
+    shown = redactor.headers(
+        [
+            ("Referer", f"https://app.test/page?token={SECRET}&tab=2"),
+            ("Location", f"http://user:{SECRET}@up.test/mcp"),
+            ("X-Note", "plain"),
+        ]
+    )
+    assert SECRET not in repr(shown)
+    assert shown["Referer"].startswith("https://app.test/page?token=<redacted len=")
+    assert shown["Referer"].endswith("&tab=2")
+    assert shown["X-Note"] == "plain"
+
+
 @pytest.mark.parametrize(
     "target",
     [
