@@ -195,7 +195,7 @@ class Settings(BaseModel):
     """Most parked upstream calls held at once; beyond it new ones are refused."""
     max_continuations_per_principal: PositiveInt = 100
     """Most parked upstream calls held at once for one principal (client identity)."""
-    max_upstream_sessions: PositiveInt = 100
+    max_upstream_sessions: PositiveInt = 400
     """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal and
     declared capability set). When full, the least recently used idle one is closed to make room;
     a request that finds every session busy is refused with an error naming this setting.
@@ -237,7 +237,7 @@ class Settings(BaseModel):
     """Seconds a session minted by the legacy-client bridge may go unused before it is forgotten
     (checked once per this many seconds, so between one and two of them); its client then gets
     HTTP 404 and initializes again, as the spec tells it to."""
-    max_continuations_per_client: PositiveInt = 25
+    max_continuations_per_client: PositiveInt = 100
     """Most parked upstream calls held at once for one client address, whatever `Authorization` its
     requests carry (a client cannot claim more by inventing principals); past it new ones are refused
     with an error naming this setting. Each parked call of a new principal keeps an upstream session
