@@ -167,10 +167,15 @@ class FrontServer:
 
     def sweep(self) -> None:
         """Close every connection that waited on its client past the deadline for what it waits for."""
+        # The next sweep is due whatever happens below: a failure here must not end every deadline.
+        self._sweep = asyncio.get_running_loop().call_later(self.sweep_every, self.sweep)
         now = self.now()
         for conn in list(self.connections):
-            conn.expire(now)
-        self._sweep = asyncio.get_running_loop().call_later(self.sweep_every, self.sweep)
+            try:
+                conn.expire(now)
+            except Exception:
+                get_logger().exception("front_sweep_failed")
+                conn.abort()
 
     def stop_listening(self) -> None:
         """Take no new connections (a drain); open ones go on."""
