@@ -1,7 +1,9 @@
 """mcp-debug-proxy: a debugging proxy for the Model Context Protocol.
 
-This module holds the version only, so that importing any pure room (`proxy.wire`, ...) stays cheap
-and never loads aiohttp.
+This module holds the version (and the `Server` name built from it) only, so that importing any pure
+room (`proxy.wire`, ...) stays cheap and never loads aiohttp.
 """
 
 __version__ = "0.1.0"
+SERVER_SOFTWARE = f"mcp-debug-proxy/{__version__}"
+"""The `Server` header of every response the proxy makes itself."""

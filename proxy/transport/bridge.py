@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from proxy import SERVER_SOFTWARE
 from proxy.engine.commands import (
     BridgeCommand,
     CancelTimer,
@@ -61,6 +62,7 @@ _SSE_HEADERS = (
     ("Content-Type", "text/event-stream"),
     ("Cache-Control", "no-cache"),
     ("X-Accel-Buffering", "no"),
+    ("Server", SERVER_SOFTWARE),
 )
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The `max_bridged_message_bytes` setting's default."""
@@ -570,6 +572,7 @@ def _json_response(
 ) -> web.Response:
     """A complete response: the JSON message, or an empty body (202)."""
     response = web.Response(status=status, body=dumps(message) if message is not None else b"")
+    response.headers["Server"] = SERVER_SOFTWARE  # every bridged answer is the proxy's own
     if message is not None:
         response.content_type = "application/json"
     for name, value in headers:

@@ -12,6 +12,8 @@ from typing import Protocol
 import aiohttp
 from aiohttp import web
 
+from proxy import SERVER_SOFTWARE
+
 _GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 
 
@@ -96,6 +98,7 @@ class AiohttpSide:
         self, status: int, body: bytes, content_type: str | None, headers: tuple[tuple[str, str], ...]
     ) -> None:
         response = web.Response(status=status, body=body, content_type=content_type)
+        response.headers["Server"] = SERVER_SOFTWARE  # an answer the proxy made names the proxy
         for name, value in headers:
             response.headers.add(name, value)
         self.response = response

@@ -12,6 +12,7 @@ import functools
 
 from aiohttp import HttpVersion11, web
 
+from proxy import SERVER_SOFTWARE
 from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.status import gateway_error
 from proxy.framing.target import TargetProblem, check_target, refuse_target
@@ -80,7 +81,7 @@ async def body_timed_out(request: web.Request, seconds: float) -> web.StreamResp
         f"request body not received within {seconds} s (body_read_timeout)",
         {"limit": seconds, "setting": "body_read_timeout"},
     )
-    response = web.json_response(body, status=408)
+    response = web.json_response(body, status=408, headers={"Server": SERVER_SOFTWARE})
     response.force_close()
     await response.prepare(request)
     await response.write_eof()

@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import httptools
 
-from proxy import __version__
+from proxy import SERVER_SOFTWARE
 from proxy.framing.classify import Rejection, Route, peek_id
 from proxy.framing.http import header
 from proxy.framing.status import gateway_error, too_large
@@ -58,7 +58,6 @@ SWEEP_MAX = 1.0
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
-_SERVER = f"mcp-debug-proxy/{__version__}"
 _REFRAMED = ("content-length", "transfer-encoding", "expect")
 _REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
@@ -887,7 +886,7 @@ class FrontSide:
         if content_type is not None:
             items.append(("Content-Type", content_type))
         items.append(("Date", email.utils.formatdate(usegmt=True)))
-        items.append(("Server", _SERVER))
+        items.append(("Server", SERVER_SOFTWARE))
         self._closing_headers(items, False)
         head = _head(status, None, items, len(body), False)
         self._pending = head if self.method == "HEAD" else head + body

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxy import SERVER_SOFTWARE
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.recording_upstream import Era, RecordingUpstream, recording_upstream
@@ -227,3 +228,14 @@ async def test_two_thousand_requests_outside_latin_1_leave_connections_and_descr
     print(f"\n{mode.name}: pool {pool_before}->{pool_after}, descriptors {fds_before}->{fds_after}")
     assert pool_after <= pool_before
     assert fds_after <= fds_before + 2, "2,000 refused requests pinned descriptors"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+async def test_an_answer_the_proxy_makes_names_the_proxy_never_its_http_library(
+    proxy_for: ProxyFor, mode: Mode
+) -> None:
+    async with client_in(proxy_for, mode) as (client, _upstream, _proxy):
+        message = client.body(43, "tools/call\r\nX: 1", {"name": "echo", "arguments": {}})
+        status, headers, _ = await client.post_raw(message, client.headers("tools/call", {"name": "echo"}))
+    assert status == 400
+    assert headers["Server"] == SERVER_SOFTWARE
