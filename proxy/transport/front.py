@@ -72,6 +72,7 @@ class _Request:
         "continue_wanted",
         "early",
         "head_done",
+        "head_size",
         "headers",
         "hosts",
         "http10",
@@ -88,6 +89,8 @@ class _Request:
         """Loop time the head began: the head-read deadline counts from it."""
         self.head_done = 0.0
         """Loop time the head ended: the body-read deadline counts from it."""
+        self.head_size = 0
+        """Bytes of the head as counted field by field (what a read holds before the body starts)."""
         self.hosts = 0
         """`Host` fields seen (exactly one is valid in HTTP/1.1)."""
         self.wire = 0
@@ -227,7 +230,7 @@ class FrontConnection(asyncio.Protocol):
         self._head_bytes = 0
         self._head_raw = 0
         self._chunked_reads: list[_Request] = []
-        """Chunked requests that got chunk framing in the read being parsed (see `_count_chunked`)."""
+        """Chunked requests that got chunk framing in the read being parsed (see `_count_begun`)."""
         self._queued_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
@@ -266,8 +269,9 @@ class FrontConnection(asyncio.Protocol):
             self._count_raw(counted, len(data))
             if self.closed:
                 return
-        if self._chunked_reads:
-            self._count_chunked(counted, len(data))
+        current = self.current
+        if self._chunked_reads or (current is not None and current is not before and current.method):
+            self._count_begun(before, counted, len(data))
             if self.closed:
                 return
         if self.handover_due is not None:
@@ -296,21 +300,24 @@ class FrontConnection(asyncio.Protocol):
             req.refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
             self._dispatch_early(req)
 
-    def _count_chunked(self, counted: _Request | None, size: int) -> None:
-        """Chunk framing parsed in a read that began or ended its request: charge it the whole read.
+    def _count_begun(self, before: _Request | None, counted: _Request | None, size: int) -> None:
+        """Charge a read to the requests `_count_raw` did not: begun in it, or ended in it with chunks.
 
-        httptools reports neither a chunk's extensions nor where in the read a request ended, so a
-        request whose chunks came in a read `_count_raw` did not count (it began or ended there) is
-        charged every byte of that read. That over-charges only requests pipelined in one read with
-        others, by at most one read; it keeps a request padded with extensions inside one read from
-        slipping past `max_body_bytes`.
+        httptools reports neither a chunk's extensions nor where in the read a request began or ended,
+        so such a request is charged the whole read, less its own head when it began there. That
+        over-charges only requests pipelined in one read with others, by at most one read; it keeps a
+        request padded with chunk extensions from slipping past `max_body_bytes` in the reads where it
+        began or ended.
         """
         requests, self._chunked_reads = self._chunked_reads, []
+        current = self.current
+        if current is not None and current is not before and current.method and current not in requests:
+            requests.append(current)  # begun in this read, its body still coming
         limit = self.state.settings.max_body_bytes
         for req in requests:
             if req is counted or req.early or req.refusal is not None:
                 continue
-            req.wire += size
+            req.wire += size - (0 if req is before else req.head_size)
             if req.wire <= limit:
                 continue
             refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
@@ -429,6 +436,7 @@ class FrontConnection(asyncio.Protocol):
         req.keep_alive = parser.should_keep_alive()
         req.http10 = version == "1.0"
         req.head_done = self.front.now()
+        req.head_size = self._head_bytes
         limit = self.state.settings.max_body_bytes
         declared = header(req.headers, "content-length")
         too_large_body = declared is not None and declared.isdigit() and int(declared) > limit

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog
 from aiohttp import web
 
@@ -290,6 +291,36 @@ async def test_chunk_extensions_count_toward_the_body_limit(proxy_for):
         assert json.loads(rest)["error"]["data"] == {"limit": 4096, "setting": "max_body_bytes"}
         assert fake.seen == []
         await still_serves(proxy)
+
+
+@pytest.mark.parametrize("split", [0, 4000, 700], ids=["one-write", "split-in-the-extension", "split-early"])
+async def test_a_whole_request_padded_past_the_limit_by_one_extension_gets_413_however_it_is_split(
+    proxy_for, split: int
+):
+    async with (
+        fake_upstream(fake_upstream_that_answers_by_method) as fake,
+        proxy_for(fake.url, **RELAY_ONLY, max_body_bytes=4096) as proxy,
+    ):
+        body = b'{"jsonrpc":"2.0","id":13,"method":"ping"}'
+        head = chunked_head()
+        data = head + b"%x;ext=%s\r\n%b\r\n0\r\n\r\n" % (len(body), b"e" * 4200, body)
+        first, rest = (data, b"") if not split else (data[: len(head) + split], data[len(head) + split :])
+        async with connection(proxy) as (reader, writer):
+            writer.write(first)
+            if rest:  # the proxy reads the head and part of the body in one read, the end in another
+                await wait_until(lambda: begun_body(proxy), what="the proxy to read the first part")
+                writer.write(rest)
+            response = await read_response(reader)
+        assert response.status == 413
+        assert response.json()["error"]["data"] == {"limit": 4096, "setting": "max_body_bytes"}
+        assert fake.seen == []
+        await still_serves(proxy)
+
+
+def begun_body(proxy: Any) -> bool:
+    """A client connection on the lean front is reading a request whose head has ended."""
+    front = proxy._front
+    return front is not None and any(c.current is not None and c.current.method for c in front.connections)
 
 
 async def test_expect_100_continue_with_an_over_limit_length_gets_413_at_once(proxy_for):
