@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import email.utils
 import http
-import json
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -45,6 +44,7 @@ from proxy.transport.driver import classify_request
 from proxy.transport.relay import PassthroughRelay
 from proxy.transport.state import ProxyState
 from proxy.transport.upstream_pool import PendingHead, UpstreamError
+from proxy.wire.jsonrpc import dumps
 
 MAX_HEAD_BYTES = 64 * 1024
 """Request line plus headers; past it the client gets 431 and the connection closes."""
@@ -397,7 +397,7 @@ class FrontConnection(asyncio.Protocol):
                 f"request body not received within {seconds} s (body_read_timeout)",
                 {"limit": seconds, "setting": "body_read_timeout"},
             )
-            self._refuse(status, json.dumps(body), "application/json")
+            self._refuse(status, dumps(body).decode(), "application/json")
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -718,7 +718,7 @@ class FrontConnection(asyncio.Protocol):
             "retry shortly",
             {"limit": limit, "setting": "max_client_connections"},
         )
-        data = json.dumps(body).encode()
+        data = dumps(body)
         headers = [("Content-Type", "application/json"), ("Retry-After", "1"), ("Connection", "close")]
         transport.write(_head(503, None, headers, len(data), False) + data)
         if transport.can_write_eof():
