@@ -229,10 +229,12 @@ async def test_pipelined_requests_behind_a_slow_one_are_held_up_to_the_byte_boun
             return size
 
         await wait_until(lambda: held() > bound, what="the queue to fill past its bound")
-        # reading has paused: the queue stays near the bound however long the slow one takes
-        for _ in range(20):
-            await asyncio.sleep(0.01)
-            held()
+        # reading has paused, so the queue cannot grow however long the slow one takes
+        assert proxy._front is not None
+        await wait_until(
+            lambda: all(c._reading_paused for c in proxy._front.connections), what="reading to pause"
+        )
+        held()
         assert most_held <= bound + 64 * 1024 + 17 * 1024  # the bound, one read's worth and one request
         may_answer.set()
         answers = [(await read_response(reader)).json()["id"] for _ in range(count)]
