@@ -16,10 +16,8 @@ from proxy.flows.events import FlowEvent, Lagged
 class Subscription:
     """One observer's bounded queue; iterate it with `async for` or drain it with `get_nowait`."""
 
-    def __init__(self, bus: EventBus, name: str, maxsize: int, *, replays: bool = True) -> None:
+    def __init__(self, bus: EventBus, name: str, maxsize: int) -> None:
         self.name = name
-        self.replays = replays
-        """Whether it gets events built from queued facts (not the capture: it wrote the facts)."""
         self.maxsize = maxsize
         self.dropped_total = 0
         self._bus = bus
@@ -91,38 +89,27 @@ class EventBus:
         self.default_maxsize = default_maxsize
         self._subs: list[Subscription] = []
         self.published = 0
-        self.passive: set[str] = set()
-        """Names of subscribers that need no chains built live (the capture, which records facts)."""
-        self._live = 0
-        self.replaying = False
-        """True while queued facts are being built into chains (see `proxy.flows.facts`)."""
 
-    def subscribe(self, name: str, maxsize: int | None = None, *, replays: bool = True) -> Subscription:
-        """Add an observer with its own bounded queue."""
-        sub = Subscription(self, name, maxsize or self.default_maxsize, replays=replays)
+    def subscribe(self, name: str, maxsize: int | None = None) -> Subscription:
+        """Add an observer with its own bounded queue (chains are then built as they happen)."""
+        sub = Subscription(self, name, maxsize or self.default_maxsize)
         self._subs.append(sub)
-        if name not in self.passive:
-            self._live += 1
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove an observer (idempotent)."""
         if sub in self._subs:
             self._subs.remove(sub)
-            if sub.name not in self.passive:
-                self._live -= 1
 
     def watched_live(self) -> bool:
-        """Whether a subscriber wants chains as they happen (a TUI, the admin feed, metrics)."""
-        return self._live > 0
+        """Whether a subscriber wants chains as they happen (a TUI, the admin feed)."""
+        return bool(self._subs)
 
     def publish(self, event: FlowEvent) -> None:
         """Offer the event to every subscriber; never waits."""
         self.published += 1
-        replaying = self.replaying
         for sub in self._subs:
-            if sub.replays or not replaying:
-                sub.offer(event)
+            sub.offer(event)
 
     @property
     def subscribers(self) -> list[Subscription]:

@@ -15,14 +15,14 @@ retried) is split from time spent upstream.
 This module holds the builder the transport talks to and the exchange and leg bookkeeping; the rest
 is in small rooms beside it:
 
-- `exchanges`: the per-exchange record, the round-trip `ExchangeSummary` and the bounded map;
+- `exchanges`: the per-exchange record and the bounded map;
 - `correlate`: which chain each client or server message joins;
 - `retries`: MRTR retry expectations and matching (and `digest`);
 - `ledger`: opening chains, filing records, timing and status, announcing changes;
 - `records`: building the redacted, bounded message records.
 
-No I/O, no clock of its own (one is injected), no logging: the transport logs what `close_exchange`
-returns.
+No I/O, no clock of its own (an observation's time, else an injected one), no logging (the round-trip
+log line comes from `tally`, which needs no chain).
 """
 
 from __future__ import annotations
@@ -40,15 +40,42 @@ from proxy.flows.events import (
     Mode,
     Side,
 )
-from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeSummary
+from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
+from proxy.flows.observations import (
+    BytesOut,
+    ContinuationMoved,
+    EventIdSeen,
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+    UpstreamSessionMoved,
+)
 from proxy.flows.records import RecordMaker
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
 
-__all__ = ["ChainBuilder", "ExchangeSummary", "digest"]
+__all__ = ["ChainBuilder", "digest"]
+
+
+class ObservedClock:
+    """The builder's clock: the time of the observation being built, else the injected source."""
+
+    def __init__(self, source: Callable[[], float]) -> None:
+        self._source = source
+        self.at: float | None = None
+
+    def __call__(self) -> float:
+        at = self.at
+        return at if at is not None else self._source()
 
 
 class ChainBuilder:
@@ -66,7 +93,8 @@ class ChainBuilder:
     ) -> None:
         self.store = store
         self._redactor = redactor
-        self._clock = clock
+        self._clock = ObservedClock(clock)
+        clock = self._clock
         self._body_limit = body_limit
         retries = RetryBook()
         self._ledger = ChainLedger(
@@ -78,6 +106,78 @@ class ChainBuilder:
         self._legs: BoundedMap = BoundedMap()
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
+
+    def apply(self, obs: Observation) -> None:
+        """Build one observation into chains, at the time it was made (so a later build is the same)."""
+        clock = self._clock
+        clock.at = obs.t
+        try:
+            self._apply(obs)
+        finally:
+            clock.at = None
+
+    def _apply(self, obs: Observation) -> None:
+        match obs:
+            case MessageSeen():
+                self.message(
+                    obs.exchange,
+                    obs.msg,
+                    size=obs.size,
+                    direction=obs.direction,
+                    channel=obs.channel,
+                    side=obs.side,
+                    sse_id=obs.sse_id,
+                    note=obs.note,
+                )
+            case ExchangeOpened():
+                self.open_exchange(
+                    obs.exchange,
+                    http_method=obs.http_method,
+                    path=obs.path,
+                    headers=obs.headers,
+                    session=obs.session,
+                    client_era=obs.client_era,
+                    upstream_era=obs.upstream_era,
+                    mode=obs.mode,
+                    body_size=obs.body_size,
+                )
+            case ResponseHeadSeen():
+                self.response_head(
+                    obs.exchange, status=obs.status, content_type=obs.content_type, headers=obs.headers
+                )
+            case ExchangeClosed():
+                self.close_exchange(obs.exchange, obs.outcome)
+            case BytesOut():
+                pass  # the tally counts them; a chain counts message bytes only
+            case EventIdSeen():
+                self.note_event_id(obs.exchange, obs.sse_id)
+            case InvalidBody():
+                self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
+            case LegMessageSeen():
+                self.leg_message(
+                    obs.leg, obs.exchange, obs.msg, size=obs.size, direction=obs.direction, channel=obs.channel
+                )
+            case LegLinked():
+                self.link_leg(obs.leg, obs.related)
+            case LegClosed():
+                self.leg_closed(obs.leg)
+            case ContinuationMoved():
+                self.continuation_changed(
+                    obs.exchange,
+                    continuation=obs.continuation,
+                    state=obs.state,
+                    principal=obs.principal,
+                    pending_keys=list(obs.pending_keys),
+                    age_ms=obs.age_ms,
+                )
+            case UpstreamSessionMoved():
+                self.upstream_session(
+                    obs.name,
+                    state=obs.state,
+                    principal=obs.principal,
+                    capabilities=obs.capabilities,
+                    version=obs.version,
+                )
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -105,7 +205,6 @@ class ChainBuilder:
             upstream_era=upstream_era,
             mode=mode,
             request_headers=headers,
-            bytes_in=body_size,
         )
         if http_method == "GET":
             if not self._resume(self._exchanges[exchange_id]):
@@ -190,8 +289,6 @@ class ChainBuilder:
         if direction is Direction.TO_SERVER:
             ex_chain = self._correlator.client_message(ex, msg)
         else:
-            ex.messages_out += 1
-            ex.bytes_out += size
             ex_chain = self._correlator.server_message(ex, msg)
         chain = self.store.peek(ex_chain) if ex_chain else None
         if chain is None:
@@ -313,17 +410,11 @@ class ChainBuilder:
         if chain_id is not None:
             self.store.release(chain_id)
 
-    def add_bytes_out(self, exchange_id: str, size: int) -> None:
-        """Count response bytes that carried no JSON-RPC message (SSE comments, priming events)."""
-        ex = self._exchanges.get(exchange_id)
-        if ex is not None:
-            ex.bytes_out += size
-
-    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> ExchangeSummary | None:
-        """Finish an exchange: unanswered requests fail with `outcome`, and the log line is returned."""
+    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> None:
+        """Finish an exchange: unanswered requests fail with `outcome`."""
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
-            return None
+            return
         now = self._clock()
         if ex.head is not None and not ex.head_recorded and ex.chains:
             self._record_http_only(ex)
@@ -353,25 +444,8 @@ class ChainBuilder:
                 else ChainStatus.OK
             )
             self._ledger.finish(chain, status, outcome if status is ChainStatus.ERROR else None, now)
-        first = self.store.peek(ex.chains[0]) if ex.chains else None
         for chain_id in ex.chains:
             self.store.release(chain_id)
-        return ExchangeSummary(
-            exchange=ex.id,
-            chain_id=first.summary.id if first else None,
-            http_method=ex.http_method,
-            session=ex.session and self._redactor.token(ex.session),
-            method=first.summary.method if first else None,
-            name=first.summary.name if first else None,
-            jsonrpc_ids=tuple(ex.requests),
-            status=ex.head.status if ex.head else None,
-            content_type=ex.head.content_type if ex.head else None,
-            bytes_in=ex.bytes_in,
-            bytes_out=ex.bytes_out,
-            messages_out=ex.messages_out,
-            duration_ms=round((now - ex.started) * 1000, 3),
-            outcome=outcome,
-        )
 
     def mark_invalid(self, exchange_id: str, problem: str, *, size: int, body: bytes) -> str | None:
         """Record a client body that is not JSON-RPC (still forwarded in pass-through) as an invalid chain."""

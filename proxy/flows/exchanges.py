@@ -1,7 +1,6 @@
 """What the chain builder remembers about each HTTP exchange, and the bounded tables it correlates in.
 
-Holds the record of one open exchange with the client (`Exchange`), the round-trip log line handed
-back when it closes (`ExchangeSummary`) and `BoundedMap`, the size-capped table every correlation
+Holds the record of one open exchange with the client (`Exchange`) and `BoundedMap`, the size-capped table every correlation
 lives in, so a peer that never answers cannot grow the proxy's memory. Plain data: no I/O, no clock,
 no logging.
 """
@@ -53,9 +52,6 @@ class Exchange:
     minted_session: str | None = None
     last_sse_id: str | None = None
     pending_note: str | None = None
-    bytes_in: int = 0
-    bytes_out: int = 0
-    messages_out: int = 0
 
     def main_chain(self) -> str | None:
         """The chain this exchange serves: its first request's, else the first chain it joined."""
@@ -64,42 +60,3 @@ class Exchange:
     def http_failed(self) -> bool:
         """Whether the response head says the exchange failed (HTTP 4xx or 5xx)."""
         return self.head is not None and (self.head.status or 0) >= 400
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeSummary:
-    """The round-trip log line of one HTTP exchange, as plain data for the transport to log."""
-
-    exchange: str
-    chain_id: str | None
-    http_method: str
-    session: str | None
-    method: str | None
-    name: str | None
-    jsonrpc_ids: tuple[RequestId, ...]
-    status: int | None
-    content_type: str | None
-    bytes_in: int
-    bytes_out: int
-    messages_out: int
-    duration_ms: float
-    outcome: str | None
-
-    def log_fields(self) -> dict[str, Any]:
-        """The fields of the round-trip log line (already redacted)."""
-        return {
-            "exchange": self.exchange,
-            "chain_id": self.chain_id,
-            "session": self.session,
-            "http_method": self.http_method,
-            "method": self.method,
-            "name": self.name,
-            "ids": list(self.jsonrpc_ids),
-            "status": self.status,
-            "content_type": self.content_type,
-            "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out,
-            "messages_out": self.messages_out,
-            "duration_ms": self.duration_ms,
-            "outcome": self.outcome,
-        }

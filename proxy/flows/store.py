@@ -11,8 +11,8 @@ later progress and result still join it and the admin API still finds it by id; 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from proxy.flows.events import ChainSummary, MessageRecord
 
@@ -28,7 +28,6 @@ class Chain:
     wait_started: float | None = None
     waiting_on: int = 0
     upstream_requests: int = 0
-    rewrites: list[tuple[int, int]] = field(default_factory=list)
     signature: tuple[str, str | None, str] | None = None
     """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""
 
@@ -62,8 +61,6 @@ class ChainStore:
         self.abandoned = 0
         """Open chains let go because more than `max_unfinished` were held (their later messages are
         still in the capture, which records observations, not chains)."""
-        self.before_read: Callable[[], None] | None = None
-        """Called before every read, so observations still queued as facts are built first."""
 
     def open(self, summary: ChainSummary) -> Chain:
         """Start holding a new chain, evicting the oldest when full."""
@@ -97,39 +94,29 @@ class ChainStore:
 
     def get(self, chain_id: str) -> Chain | None:
         """The chain with this id (in the ring, or open and held aside), or None when unknown or gone."""
-        if self.before_read is not None:
-            self.before_read()
         return self.peek(chain_id)
 
     def peek(self, chain_id: str) -> Chain | None:
-        """`get` for the builder itself: no `before_read` (it must not build facts from inside a build)."""
+        """`get` by another name (the builder's)."""
         chain = self._chains.get(chain_id)
         if chain is None and self._held:
             chain = self._held.get(chain_id)
         return chain
 
     def __len__(self) -> int:
-        if self.before_read is not None:
-            self.before_read()
         return len(self._chains)
 
     def __iter__(self) -> Iterator[Chain]:
-        if self.before_read is not None:
-            self.before_read()
         return iter(list(self._chains.values()))
 
     def recent(self, limit: int) -> list[Chain]:
         """The newest `limit` chains, oldest first (what a late observer needs to catch up)."""
         if limit <= 0:
             return []
-        if self.before_read is not None:
-            self.before_read()
         chains = list(self._chains.values())
         return chains[-limit:]
 
     def clear(self) -> None:
         """Forget every chain (admin/TUI 'clear')."""
-        if self.before_read is not None:
-            self.before_read()
         self._chains.clear()
         self._held.clear()

@@ -1,0 +1,197 @@
+"""Observations: what the transport saw, as typed, immutable values with the time it saw them.
+
+The relay and the bridges report every HTTP exchange with a client, every JSON-RPC message on it,
+every upstream leg a bridge makes and every change of a parked call or upstream session as one of
+these. They are the one vocabulary between the traffic and everything that watches it: the sink
+(`proxy.flows.sink`) queues them or builds chains from them, the round-trip tally and the metrics
+count them, the capture stores them (`docs/capture-format.md`). Each carries its own time `t`, so
+whatever consumes it later (a chain built minutes after, a capture read back) sees the same times.
+
+Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): the consumers redact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.wire.jsonrpc import Message
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeOpened:
+    """A client HTTP exchange began: its request head (before any message in its body)."""
+
+    t: float
+    exchange: str
+    http_method: str
+    path: str
+    headers: dict[str, str]
+    session: str | None
+    client_era: str = "unknown"
+    upstream_era: str = "unknown"
+    mode: Mode = Mode.PASSTHROUGH
+    body_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSeen:
+    """A JSON-RPC message travelled on a client exchange (either way)."""
+
+    t: float
+    exchange: str
+    msg: Message
+    size: int
+    direction: Direction
+    channel: Channel
+    side: Side = Side.BOTH
+    sse_id: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHeadSeen:
+    """The response head of a client exchange went out."""
+
+    t: float
+    exchange: str
+    status: int
+    content_type: str | None
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidBody:
+    """A client body that is not JSON-RPC (or a request the proxy refused): `body` is its raw bytes."""
+
+    t: float
+    exchange: str
+    problem: str
+    size: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BytesOut:
+    """Response bytes that carried no message (SSE comments, priming events)."""
+
+    t: float
+    exchange: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventIdSeen:
+    """An SSE event id on a response stream that carried no message (resumption may name it)."""
+
+    t: float
+    exchange: str
+    sse_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeClosed:
+    """A client exchange ended; `outcome` names why when it did not end cleanly."""
+
+    t: float
+    exchange: str
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegMessageSeen:
+    """A message on an upstream leg a bridge made for the client exchange `exchange`."""
+
+    t: float
+    leg: str
+    exchange: str
+    msg: Message
+    size: int
+    direction: Direction
+    channel: Channel
+
+
+@dataclass(frozen=True, slots=True)
+class LegLinked:
+    """A leg serves the same call as an earlier leg `related` (an answer to, or cancel of, a parked call)."""
+
+    t: float
+    leg: str
+    related: str
+
+
+@dataclass(frozen=True, slots=True)
+class LegClosed:
+    """An upstream leg ended."""
+
+    t: float
+    leg: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationMoved:
+    """A parked upstream call (modern client, legacy server) was parked, resumed, ended or expired.
+
+    Named by the exchange that parked it first; `state` is `parked`, `resumed`, `ended` or `expired`.
+    """
+
+    t: float
+    exchange: str
+    continuation: str
+    state: str
+    principal: str | None
+    pending_keys: tuple[str, ...]
+    age_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSessionMoved:
+    """A session a bridge holds with the upstream opened, was re-initialized, ended or expired."""
+
+    t: float
+    name: str
+    state: str
+    principal: str
+    capabilities: str
+    version: str | None = None
+
+
+Observation: TypeAlias = (
+    ExchangeOpened
+    | MessageSeen
+    | ResponseHeadSeen
+    | InvalidBody
+    | BytesOut
+    | EventIdSeen
+    | ExchangeClosed
+    | LegMessageSeen
+    | LegLinked
+    | LegClosed
+    | ContinuationMoved
+    | UpstreamSessionMoved
+)
+"""Every kind of observation."""
+
+EXCHANGE_OBSERVATIONS = (ExchangeOpened, MessageSeen, ResponseHeadSeen, InvalidBody, BytesOut, EventIdSeen)
+"""Observations that belong to one open client exchange (besides its `ExchangeClosed`)."""
+
+
+def key_of(obs: Observation) -> str:
+    """What the observation belongs to: its exchange, its leg, or the session it names."""
+    match obs:
+        case LegMessageSeen(leg=leg) | LegLinked(leg=leg) | LegClosed(leg=leg):
+            return leg
+        case UpstreamSessionMoved(name=name):
+            return name
+        case _:
+            return obs.exchange
+
+
+def body_size(obs: Observation) -> int:
+    """Body bytes the observation holds (what a bounded queue counts)."""
+    match obs:
+        case MessageSeen(size=size) | LegMessageSeen(size=size) | InvalidBody(size=size):
+            return size
+        case _:
+            return 0

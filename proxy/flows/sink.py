@@ -1,0 +1,192 @@
+"""The observation sink: where every observation goes, queued while nobody watches, built when someone does.
+
+Building a chain (correlation, redacted records, events, summaries) costs more CPU per small
+exchange than relaying it. So the sink hands each observation to its listeners (the capture and the
+metrics, which need no chain) and to the round-trip tally (the log line), and then either builds it
+into chains at once, when a watcher wants chains live (a TUI, the admin feed), or queues it. Whoever
+needs the chains of queued observations (an admin API read, a feed about to take its snapshot) calls
+`build`; nothing builds them behind a reader's back. Observations carry their own times, so a chain
+built later is the chain that would have been built live.
+
+Bounded: past `backlog` queued observations or `max_bytes` of bodies in them, the oldest are dropped
+one by one when what they belong to is over (its chains would have left the bounded store by the time
+anyone looked); those of an exchange or leg still open, or already half built, are held instead, so
+what is built later is never half there. Dropped observations are counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.observations import (
+    ExchangeClosed,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    Observation,
+    body_size,
+    key_of,
+)
+from proxy.flows.redact import Redactor
+from proxy.flows.tally import ExchangeSummary, RoundTripTally
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+"""Body bytes queued observations may hold before the oldest finished ones are dropped."""
+
+DEFAULT_BACKLOG = 10_000
+"""Observations queued before the oldest finished ones are dropped (about 2,000 small exchanges)."""
+
+Listener = Callable[[Observation], None]
+"""Receives every observation as it is made (the capture, the metrics): never a chain."""
+
+
+class ObservationSink:
+    """Takes every observation: tells the listeners and the tally, then builds it or queues it."""
+
+    def __init__(
+        self,
+        builder: ChainBuilder,
+        redactor: Redactor,
+        *,
+        bus: EventBus,
+        clock: Callable[[], float] = time.time,
+        backlog: int = DEFAULT_BACKLOG,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.builder = builder
+        self.redactor = redactor
+        """The redactor every observation passes through (the admin API keys what it shows with it)."""
+        self.now = clock
+        """The time an observation is made at (call sites stamp their observations with it)."""
+        self.tally = RoundTripTally(redactor)
+        self.listeners: list[Listener] = []
+        self._watched = bus.watched_live
+        self.backlog = backlog
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._pending: deque[Observation] = deque()
+        self._held: deque[Observation] = deque()
+        self._held_keys: set[str] = set()
+        self._legs: dict[str, str] = {}
+        """Open legs, each with the exchange whose chain it joins."""
+        self._leg_owners: Counter[str] = Counter()
+        """Exchanges with open legs: their observations are kept like those of open exchanges."""
+        self._building = False
+        self.dropped = 0
+
+    def emit(self, obs: Observation) -> None:
+        """Take one observation."""
+        self._take(obs)
+
+    def close(self, obs: ExchangeClosed) -> ExchangeSummary | None:
+        """Take an exchange's last observation; returns its round-trip line (None if it never opened)."""
+        return self._take(obs)
+
+    def build(self) -> None:
+        """Build every queued observation into chains now (someone is about to look at them)."""
+        if self._building or not (self._pending or self._held):
+            return
+        self._building = True
+        apply = self.builder.apply
+        try:
+            for queue in (self._held, self._pending):
+                while queue:
+                    obs = queue.popleft()
+                    self._bytes -= body_size(obs)
+                    apply(obs)
+            self._held_keys.clear()
+        finally:
+            self._building = False
+
+    @property
+    def pending(self) -> int:
+        """Observations queued and not yet built."""
+        return len(self._pending) + len(self._held)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Body bytes the queued observations hold."""
+        return self._bytes
+
+    @property
+    def open_legs(self) -> int:
+        """A bridge's upstream legs still open (tests assert they drain)."""
+        return len(self._legs)
+
+    @property
+    def open_exchanges(self) -> int:
+        """Client exchanges in flight, built or not (draining waits for them)."""
+        return self.tally.open_exchanges
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _take(self, obs: Observation) -> ExchangeSummary | None:
+        for listener in self.listeners:
+            listener(obs)
+        line = self.tally.observe(obs)
+        self._track_leg(obs)
+        if self._watched():
+            if self._pending or self._held:
+                self.build()
+            self.builder.apply(obs)
+        else:
+            self._queue(obs)
+        return line
+
+    def _track_leg(self, obs: Observation) -> None:
+        match obs:
+            case LegMessageSeen(leg=leg) if leg not in self._legs:
+                self._open_leg(leg, obs.exchange)
+            case LegLinked(leg=leg, related=related) if leg not in self._legs and related in self._legs:
+                self._open_leg(leg, self._legs[related])
+            case LegClosed(leg=leg):
+                owner = self._legs.pop(leg, None)
+                if owner is not None:
+                    self._leg_owners[owner] -= 1
+                    if not self._leg_owners[owner]:
+                        del self._leg_owners[owner]
+            case _:
+                pass
+
+    def _open_leg(self, leg: str, owner: str) -> None:
+        self._legs[leg] = owner
+        self._leg_owners[owner] += 1
+
+    def _queue(self, obs: Observation) -> None:
+        pending = self._pending
+        pending.append(obs)
+        self._bytes += body_size(obs)
+        while pending and (len(pending) > self.backlog or self._bytes > self.max_bytes):
+            self._shed_one()
+
+    def _shed_one(self) -> None:
+        """Drop the oldest observation if what it belongs to is over; one that still matters is held.
+
+        Held observations are older than every queued one, so building the held ones first keeps the
+        order. Whatever has a held observation keeps all its later ones: built later, it is whole.
+        """
+        obs = self._pending.popleft()
+        key = key_of(obs)
+        if self._matters(key):
+            self._held.append(obs)
+            self._held_keys.add(key)
+            if len(self._held) > self.backlog or self._bytes > self.max_bytes:
+                self.build()  # what still matters outgrew the bounds: build rather than grow
+            return
+        self._bytes -= body_size(obs)
+        self.dropped += 1
+
+    def _matters(self, key: str) -> bool:
+        builder = self.builder
+        return (
+            self.tally.is_open(key)
+            or key in self._legs
+            or key in self._leg_owners
+            or key in self._held_keys
+            or builder.has_exchange(key)
+            or builder.has_leg(key)
+        )
