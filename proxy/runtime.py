@@ -24,13 +24,13 @@ from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Mode, ProxyInfo
-from proxy.flows.facts import FactClock, FactLog
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.framing.http import parse_upstream
 from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
-from proxy.record.facts import FactEncoder
+from proxy.record.observations import ObservationEncoder
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
@@ -63,30 +63,28 @@ class Proxy:
         upstream = parse_upstream(settings.upstream)
         self.redactor = redactor_for(settings, upstream.secrets)
         use_redactor(self.redactor)
-        clock = FactClock(time.time)
         self.builder = ChainBuilder(
             self.store,
             self.bus.publish,
             self.redactor,
-            clock=clock,
+            clock=time.time,
             body_limit=settings.capture_body_limit,
             id_prefix=run_prefix(),
         )
-        # About five facts make a small exchange: keep as many as the store keeps chains.
+        # About five observations make a small exchange: keep as many as the store keeps chains.
         backlog = 5 * settings.max_chains
-        self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus, backlog=backlog)
-        self.store.before_read = self.facts.materialize
+        self.observations = ObservationSink(self.builder, self.redactor, bus=self.bus, backlog=backlog)
         self.state = ProxyState(
             settings=settings,
             upstream=upstream,
             builder=self.builder,
-            facts=self.facts,
+            observations=self.observations,
             store=self.store,
             bus=self.bus,
         )
         self.router = Router(settings, upstream, lambda: self.state.pool)
         self.state.router = self.router
-        ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
+        ids = _id_factory()  # one counter: the two bridges' legs share the sink, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
             LegacyToMrtrEngine(
                 upstream,
@@ -99,7 +97,7 @@ class Proxy:
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
             pool=lambda: self.state.pool,
-            observer=self.facts,
+            observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
         self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
@@ -120,7 +118,7 @@ class Proxy:
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
             pool=lambda: self.state.pool,
-            observer=self.facts,
+            observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
             resume_streams=True,
         )
@@ -164,9 +162,9 @@ class Proxy:
                 keep=self.settings.capture_keep,
             )
             self._sink = CaptureSink(
-                self._capture, FactEncoder(self.redactor, self.settings.capture_body_limit)
+                self._capture, ObservationEncoder(self.redactor, self.settings.capture_body_limit)
             )
-            self.facts.on_fact = self._sink.fact
+            self.observations.listeners.append(self._sink.observe)
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
         host, port = parse_host_port(self.settings.listen)
@@ -252,8 +250,8 @@ class Proxy:
             self._runner = None
         for sub in self.bus.subscribers:
             sub.close()
-        self.facts.on_fact = None
         if self._sink is not None:
+            self.observations.listeners.remove(self._sink.observe)
             self._sink.close()
             self._sink = None
         if self._capture is not None:
@@ -268,8 +266,8 @@ class Proxy:
 
     def in_flight(self) -> int:
         """Client exchanges still open, not counting standalone GET streams (they end only when closed)."""
-        streams = sum(1 for c in self.store if c.summary.method == "GET stream" and c.summary.ended is None)
-        return max(0, self.facts.open_exchanges - streams)
+        tally = self.observations.tally
+        return max(0, tally.open_exchanges - tally.open_streams)
 
     async def drain(self, grace: float) -> None:
         """SIGTERM: stop taking connections, give open exchanges up to `grace` seconds, then `stop`.

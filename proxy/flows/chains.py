@@ -155,7 +155,12 @@ class ChainBuilder:
                 self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
             case LegMessageSeen():
                 self.leg_message(
-                    obs.leg, obs.exchange, obs.msg, size=obs.size, direction=obs.direction, channel=obs.channel
+                    obs.leg,
+                    obs.exchange,
+                    obs.msg,
+                    size=obs.size,
+                    direction=obs.direction,
+                    channel=obs.channel,
                 )
             case LegLinked():
                 self.link_leg(obs.leg, obs.related)

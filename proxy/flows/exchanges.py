@@ -1,8 +1,8 @@
 """What the chain builder remembers about each HTTP exchange, and the bounded tables it correlates in.
 
-Holds the record of one open exchange with the client (`Exchange`) and `BoundedMap`, the size-capped table every correlation
-lives in, so a peer that never answers cannot grow the proxy's memory. Plain data: no I/O, no clock,
-no logging.
+Holds the record of one open exchange with the client (`Exchange`) and `BoundedMap`, the size-capped
+table every correlation lives in, so a peer that never answers cannot grow the proxy's memory. Plain
+data: no I/O, no clock, no logging.
 """
 
 from __future__ import annotations

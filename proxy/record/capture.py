@@ -1,20 +1,20 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
-A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": 1, "created":
-<epoch seconds>, "proxy_version": "..."}`, then one `FlowEvent` per line as encoded by
-`proxy.flows.events.event_to_json`, or one observation (`{"type": "fact", ...}`, see
-`proxy.record.facts`) that the reader builds into events as a live watcher would have seen them.
-The proxy writes every observation as a fact (and its own `proxy_info` events), so what a capture
-holds never depends on the in-memory ring or the bus; event lines are read too (older captures, or
-other writers).
+A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.0",
+"created": <epoch seconds>, "proxy_version": "..."}`, then one line per observation (`{"type":
+"obs", ...}`, see `proxy.record.observations`), which the reader builds into events as a live watcher
+would have seen them, or one `FlowEvent` (the proxy's own `proxy_info`, or lines of other writers).
+`docs/capture-format.md` is the reference: every line type and field, and the version rule
+(`major.minor`: a reader refuses a newer major by name and reads a newer minor, ignoring what it does
+not know).
 
 The writer is synchronous and buffered (the transport hands it a few milliseconds' lines at a time,
 one write(2) per flush, never through a queue that could drop them), rotates by size, and reopens on
 request for external log rotation. The reader validates the header, tolerates a final line cut
 short by a killed proxy, and skips any other bad line, counting it and naming it by number.
 
-Events arrive here already redacted and bounded (`proxy.flows.redact`); facts are redacted by
-`FactEncoder` with the proxy's own redactor before they are written.
+Events arrive here already redacted and bounded (`proxy.flows.redact`); observations are redacted by
+`ObservationEncoder` with the proxy's own redactor before they are written.
 It drives no traffic and imports neither aiohttp, structlog, textual nor the engine or transport.
 """
 
@@ -32,13 +32,19 @@ from pydantic import ValidationError
 
 from proxy import __version__
 from proxy.flows.events import FlowEvent, ProxyInfo, event_from_json, event_to_json
-from proxy.record.facts import FACT_PREFIX, FactReplayer
+from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
 
 FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 """The `format` value of every capture header."""
 
-FORMAT_VERSION: Final = 1
-"""The capture format major version this code writes and reads."""
+FORMAT_MAJOR: Final = 1
+"""The capture format major version this code writes and reads (any minor of it)."""
+
+FORMAT_MINOR: Final = 0
+"""The minor version this code writes: a newer minor only adds fields or observation kinds."""
+
+FORMAT_VERSION: Final = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
+"""The `version` of every header this code writes."""
 
 _HEADER_PREFIX: Final = b'{"format":"' + FORMAT_NAME.encode() + b'"'
 _MAX_HEADER_LINE: Final = 64 * 1024
@@ -90,16 +96,29 @@ def check_header(obj: Any, path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise CaptureFormatError(f"not a {FORMAT_NAME} file (first line is not a capture header)", path, 1)
     version = obj.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    major = parse_version(version)
+    if major is None:
         raise CaptureFormatError(f"capture header has an invalid version {version!r}", path, 1)
-    if version > FORMAT_VERSION:
+    if major > FORMAT_MAJOR:
         raise CaptureFormatError(
-            f"capture format version {version} is newer than this mcp-debug-proxy ({__version__}) "
-            f"can read (version {FORMAT_VERSION}); upgrade mcp-debug-proxy to open it",
+            f"capture format {version} is newer than this mcp-proxy reads ({FORMAT_MAJOR}.x); "
+            "upgrade mcp-proxy",
             path,
             1,
         )
     return obj
+
+
+def parse_version(version: Any) -> int | None:
+    """The major of a `major.minor` version (a bare integer is `major.0`), or None when malformed."""
+    if isinstance(version, int) and not isinstance(version, bool):
+        return version if version >= 1 else None
+    if not isinstance(version, str):
+        return None
+    major, dot, minor = version.partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()) or int(major) < 1:
+        return None
+    return int(major)
 
 
 class CaptureWriter:
@@ -382,10 +401,12 @@ class CaptureReader:
     `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
     `CaptureFormatError` naming its line number instead. Lines whose `type` this version does not know
     (written by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
-    `replayer` lets several files (a capture and its rotated parts) share one fact replayer.
+    `replayer` lets several files (a capture and its rotated parts) share one observation replayer.
     """
 
-    def __init__(self, path: Path, *, strict: bool = False, replayer: FactReplayer | None = None) -> None:
+    def __init__(
+        self, path: Path, *, strict: bool = False, replayer: ObservationReplayer | None = None
+    ) -> None:
         self._path = Path(path)
         try:
             self._file: IO[bytes] = self._path.open("rb")
@@ -408,7 +429,7 @@ class CaptureReader:
         """Line number and reason of the first `MAX_CORRUPT_SHOWN` corrupt lines."""
         self._strict = strict
         self._iterating = False
-        self._replayer: FactReplayer | None = replayer
+        self._replayer: ObservationReplayer | None = replayer
 
     @property
     def path(self) -> Path:
@@ -449,7 +470,7 @@ class CaptureReader:
             if not raw.strip():
                 continue
             try:
-                if raw.startswith(FACT_PREFIX):
+                if raw.startswith(OBS_PREFIX):
                     events = self._replay(raw, lineno)
                     if events is None:
                         self.truncated = True
@@ -488,19 +509,22 @@ class CaptureReader:
             ) from None
 
     def _replay(self, raw: bytes, lineno: int) -> list[FlowEvent] | None:
-        """The events a fact line builds; None for a last line cut short."""
+        """The events an observation line builds; None for a last line cut short."""
         try:
             line = orjson.loads(raw)
         except orjson.JSONDecodeError:
             if not raw.endswith(b"\n"):
                 return None
-            raise CaptureFormatError("corrupt fact line (not JSON)", self._path, lineno) from None
+            raise CaptureFormatError("corrupt observation line (not JSON)", self._path, lineno) from None
         if self._replayer is None:
-            self._replayer = FactReplayer()
+            self._replayer = ObservationReplayer()
         try:
             return self._replayer.replay(line)
+        except UnknownKind:
+            raise _Unknown from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CaptureFormatError(f"corrupt fact line: {exc!r}", self._path, lineno) from None
+            reason = f"corrupt observation line: {exc!r}"[:300]
+            raise CaptureFormatError(reason, self._path, lineno) from None
 
     def close(self) -> None:
         """Close the file."""

@@ -27,7 +27,7 @@ import orjson
 
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, FlowEvent, MessageRecorded
 from proxy.record.capture import CaptureReader
-from proxy.record.facts import FactReplayer
+from proxy.record.observations import ObservationReplayer
 
 ToWhom = Literal["to_server", "to_client"]
 """Which way an expected message travelled (the values of `MessageRecord.direction`)."""
@@ -119,11 +119,11 @@ def capture_files(path: Path) -> list[Path]:
 
 
 def read_events(paths: Sequence[Path], report: CompletenessReport | None = None) -> Iterator[FlowEvent]:
-    """Every event of several capture files in order, facts built by one replayer across the files.
+    """Every event of several capture files in order, observations built by one replayer across the files.
 
-    One replayer, so an exchange whose facts a rotation split over two files is still built whole.
+    One replayer, so an exchange whose observations a rotation split over two files is built whole.
     """
-    replayer = FactReplayer()
+    replayer = ObservationReplayer()
     for i, path in enumerate(paths):
         with CaptureReader(path, replayer=replayer) as reader:
             yield from reader

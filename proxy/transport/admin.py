@@ -12,7 +12,6 @@ protocol.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hmac
 import time
@@ -31,7 +30,6 @@ from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
 from proxy.transport.state import ProxyState
-from proxy.transport.tasks import spawn
 
 DEFAULT_HISTORY = 200
 """Chains the feed replays before going live when the client does not say (`?history=N`)."""
@@ -70,6 +68,7 @@ class AdminServer:
         self.feed = FeedSource(
             bus=state.bus,
             store=state.store,
+            build=state.observations.build,
             info=ctx.info,
             queue_size=state.settings.bus_queue_size,
             keepalive=keepalive,
@@ -83,9 +82,9 @@ class AdminServer:
         )
         self.feed.on_close = self.metrics.retire
         self.health = HealthAnswers.for_state(state, ctx.draining, ttl=ready_ttl)
-        # Subscribed now, before the MCP listener opens, so the counters see every chain.
-        self._sub = state.bus.subscribe("metrics", state.settings.bus_queue_size)
-        self._task: asyncio.Task[None] | None = None
+        # Listening now, before the MCP listener opens, so the counters see every observation.
+        self._sink = state.observations
+        self._sink.listeners.append(self.metrics.counting.observe)
         self._runner: web.AppRunner | None = None
         self.host = ""
         self.port = 0
@@ -102,7 +101,6 @@ class AdminServer:
         free one on the same host, so a second proxy on this host starts too; the warning and the
         `listening` line say where the admin API went.
         """
-        self._task = spawn(self.metrics.consume(self._sub), name="admin-metrics")
         address = self.ctx.state.settings.admin
         host, port = parse_host_port(address)
         self._runner = web.AppRunner(
@@ -135,14 +133,13 @@ class AdminServer:
         return False
 
     async def stop(self) -> None:
-        """Close the listener (feeds end once the bus closes their subscriptions) and the metrics task."""
+        """Close the listener (feeds end once the bus closes their subscriptions) and stop counting."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        self._sub.close()
-        task, self._task = self._task, None
-        if task is not None:
-            await asyncio.wait([task])  # a failure was logged by `spawn`; it must not stop the shutdown
+        counting = self.metrics.counting.observe
+        if counting in self._sink.listeners:
+            self._sink.listeners.remove(counting)
 
     def app(self) -> web.Application:
         """The admin aiohttp application."""
@@ -186,12 +183,14 @@ class AdminServer:
             modes=_enum_list(query, "mode", Mode),
             text=query.get("q", ""),
         )
+        self.ctx.state.observations.build()  # what waits to be built is part of the answer
         found = [chain.summary for chain in store if keep(chain.summary)][-limit:]
         return _json([_summary(summary) for summary in found])
 
     async def chain(self, request: web.Request) -> web.StreamResponse:
         """One chain: headline, held messages and how many messages it no longer holds."""
         chain_id = request.match_info["chain_id"]
+        self.ctx.state.observations.build()
         chain = self.ctx.state.store.get(chain_id)
         if chain is None:
             return _json({"error": "not_found", "message": f"no chain {chain_id!r} in the store"}, status=404)
@@ -208,7 +207,7 @@ class AdminServer:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
         view = getattr(self._mrtr_engine(), "continuations_view", None)
         items = view(time.time()) if callable(view) else []  # `now` gives each its age_ms
-        redactor = self.ctx.state.facts.redactor
+        redactor = self.ctx.state.observations.redactor
         for item in items:  # the engine's principal digest is unkeyed: show the keyed fingerprint
             if isinstance(item.get("principal"), str):
                 item["principal"] = redactor.fingerprint(item["principal"])

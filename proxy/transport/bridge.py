@@ -49,14 +49,25 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
-from proxy.flows.facts import FactLog
+from proxy.flows.observations import (
+    ContinuationMoved,
+    ExchangeClosed,
+    ExchangeOpened,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    MessageSeen,
+    ResponseHeadSeen,
+    UpstreamSessionMoved,
+)
+from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
-from proxy.wire.jsonrpc import classify_value, dumps, parse_body, parse_text
+from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 _SSE_HEADERS = (
     ("Content-Type", "text/event-stream"),
@@ -141,7 +152,7 @@ class BridgeDriver:
         mode: Mode,
         upstream: Upstream,
         pool: Callable[[], UpstreamPool],
-        observer: FactLog,
+        observer: ObservationSink,
         resume_streams: bool = False,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
@@ -195,8 +206,9 @@ class BridgeDriver:
                 response = kind(status=200)
                 for name, value in (*_SSE_HEADERS, *headers):
                     response.headers[name] = value
-                self.observer.response_head(
-                    exchange, status=200, content_type="text/event-stream", headers=dict(response.headers)
+                sink = self.observer
+                sink.emit(
+                    ResponseHeadSeen(sink.now(), exchange, 200, "text/event-stream", dict(response.headers))
                 )
                 ex.response = response
                 await self._guard(exchange, ex, response.prepare(ex.request))
@@ -269,13 +281,17 @@ class BridgeDriver:
             self._announce(exchange, cid, ending, None)
 
     def _announce(self, exchange: str, continuation: str, state: str, view: dict[str, Any] | None) -> None:
-        self.observer.continuation_changed(
-            exchange,
-            continuation=continuation,
-            state=state,
-            principal=view["principal"] if view else None,
-            pending_keys=list(view["pending_keys"]) if view else [],
-            age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
+        sink = self.observer
+        sink.emit(
+            ContinuationMoved(
+                sink.now(),
+                exchange,
+                continuation=continuation,
+                state=state,
+                principal=view["principal"] if view else None,
+                pending_keys=tuple(view["pending_keys"]) if view else (),
+                age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
+            )
         )
 
     def _do(self, command: BridgeCommand) -> None:
@@ -289,7 +305,7 @@ class BridgeDriver:
             case SendLeg(leg, exchange, headers, message, related):
                 self.leg_exchange[leg] = exchange
                 if related is not None:
-                    self.observer.link_leg(leg, related)
+                    self.observer.emit(LegLinked(self.observer.now(), leg, related))
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
@@ -307,7 +323,7 @@ class BridgeDriver:
             case CloseLeg(leg):
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
-                self.observer.leg_closed(leg)
+                self.observer.emit(LegClosed(self.observer.now(), leg))
                 if task is not None:
                     task.cancel()
             case StartTimer(timer, seconds):
@@ -443,14 +459,16 @@ class BridgeDriver:
             return
         self.feed(event)
         self.leg_exchange.pop(leg, None)
-        self.observer.leg_closed(leg)
+        self.observer.emit(LegClosed(self.observer.now(), leg))
 
     # -- observation ------------------------------------------------------------------------------
 
     def _observe_leg(
         self, leg: str, exchange: str, message: Any, direction: Direction, size: int, channel: Channel
     ) -> None:
-        self.observer.leg_message(leg, exchange, message, direction=direction, size=size, channel=channel)
+        msg = message if isinstance(message, Message) else classify_value(message)
+        sink = self.observer
+        sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, direction, channel))
 
     def _observe_leg_msg(self, leg: str, message: Any, size: int, channel: Channel) -> None:
         exchange = self.leg_exchange.get(leg, "")
@@ -459,50 +477,46 @@ class BridgeDriver:
     def _observe_reply(
         self, exchange: str, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
     ) -> None:
-        self.observer.response_head(
-            exchange,
-            status=status,
-            content_type="application/json" if message else None,
-            headers=dict(headers),
-        )
+        sink = self.observer
+        content_type = "application/json" if message else None
+        sink.emit(ResponseHeadSeen(sink.now(), exchange, status, content_type, dict(headers)))
         if message is not None:
             self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON)
         self._close_observation(exchange, None)
 
     def _observe_client_request(self, exchange: str, request: web.Request, route: Route) -> None:
         client_era, upstream_era = _ERAS[self.mode]
-        self.observer.open_exchange(
-            exchange,
-            http_method=request.method,
-            path=request.path_qs,
-            headers=dict(request.headers),
-            session=route.session_id,
-            client_era=client_era,
-            upstream_era=upstream_era,
-            mode=self.mode,
-            body_size=len(route.raw),
+        sink = self.observer
+        sink.emit(
+            ExchangeOpened(
+                sink.now(),
+                exchange,
+                http_method=request.method,
+                path=request.path_qs,
+                headers=dict(request.headers),
+                session=route.session_id,
+                client_era=client_era,
+                upstream_era=upstream_era,
+                mode=self.mode,
+                body_size=len(route.raw),
+            )
         )
         for msg in route.body.messages:
             size = len(route.raw) if len(route.body.messages) == 1 else len(dumps(msg.raw))
-            self.observer.message(
-                exchange,
-                msg,
-                size=size,
-                direction=Direction.TO_SERVER,
-                channel=Channel.POST,
-                side=Side.CLIENT,
+            sink.emit(
+                MessageSeen(sink.now(), exchange, msg, size, Direction.TO_SERVER, Channel.POST, Side.CLIENT)
             )
 
     def _observe_client_bound(
         self, exchange: str, message: dict[str, Any], size: int, channel: Channel
     ) -> None:
         msg = classify_value(message)
-        self.observer.message(
-            exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, side=Side.CLIENT
-        )
+        sink = self.observer
+        sink.emit(MessageSeen(sink.now(), exchange, msg, size, Direction.TO_CLIENT, channel, Side.CLIENT))
 
     def _close_observation(self, exchange: str, outcome: str | None) -> None:
-        summary = self.observer.close_exchange(exchange, outcome)
+        sink = self.observer
+        summary = sink.close(ExchangeClosed(sink.now(), exchange, outcome))
         if summary is not None:
             info_line(self.log, "exchange", {"mode": self.mode.value, **summary.log_fields()})
 
@@ -525,7 +539,7 @@ class _SessionWatch:
         """The last view of each session announced ready, by name."""
         self.ready: set[str] = set()
 
-    def diff(self, engine: Any, observer: FactLog) -> None:
+    def diff(self, engine: Any, observer: ObservationSink) -> None:
         version = getattr(engine, "sessions_version", None)
         if version is None or version == self.version:
             return
@@ -546,13 +560,16 @@ class _SessionWatch:
             self._announce(observer, self.announced.pop(name), engine.session_ending(name))
 
     @staticmethod
-    def _announce(observer: FactLog, view: dict[str, Any], state: str) -> None:
-        observer.upstream_session(
-            view["session"],
-            state=state,
-            principal=view["principal"],
-            capabilities=view["capabilities"],
-            version=view["version"],
+    def _announce(observer: ObservationSink, view: dict[str, Any], state: str) -> None:
+        observer.emit(
+            UpstreamSessionMoved(
+                observer.now(),
+                view["session"],
+                state=state,
+                principal=view["principal"],
+                capabilities=view["capabilities"],
+                version=view["version"],
+            )
         )
 
 

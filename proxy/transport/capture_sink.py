@@ -1,13 +1,13 @@
-"""Feeding the capture file: every observation as a fact, straight from the fact log, never via the bus.
+"""Feeding the capture file: every observation, straight from the observation sink, never via the bus.
 
-The capture records facts (see `proxy.flows.facts`), whether or not chains are built live, and no
-bounded queue stands between them and the file: a slow writer, a full bus or a chain evicted from the
-store never costs the capture a record. The only events written are the proxy's own (`ProxyInfo`),
-handed over directly. Facts are held
-as they happen, encoded at the end of the loop turn (after the turn's responses went out, a few at a
-time, so no request waits behind a whole flush's encoding) and written together `FLUSH_INTERVAL`
-after the first of them (or at `MAX_PENDING_FACTS`, or before the next event, so the file keeps the
-order things happened in): a write(2) per few milliseconds, not one per exchange.
+The capture records observations (see `proxy.flows.observations`), whether or not chains are built,
+and no bounded queue stands between them and the file: a slow writer, a full bus or a chain evicted
+from the store never costs the capture a record. The only events written are the proxy's own
+(`ProxyInfo`), handed over directly. Observations are held as they happen, encoded at the end of the
+loop turn (after the turn's responses went out, a few at a time, so no request waits behind a whole
+flush's encoding) and written together `FLUSH_INTERVAL` after the first of them (or at
+`MAX_PENDING`, or before the next event, so the file keeps the order things happened in): a write(2)
+per few milliseconds, not one per exchange.
 """
 
 from __future__ import annotations
@@ -16,39 +16,40 @@ import asyncio
 from contextlib import suppress
 
 from proxy.flows.events import FlowEvent
-from proxy.flows.facts import Fact
+from proxy.flows.observations import Observation
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
-from proxy.record.facts import FactEncoder, OpenFacts
+from proxy.record.observations import ObservationEncoder, OpenLines
 
 FLUSH_INTERVAL = 0.01
 """Seconds a captured line may wait in the writer's buffer before it is flushed to the file."""
 
-MAX_PENDING_FACTS = 4096
-"""Facts held for the next flush before they are encoded and written at once, whatever the timer says."""
+MAX_PENDING = 4096
+"""Observations held for the next flush before they are encoded and written at once, whatever the timer
+says."""
 
 
 class CaptureSink:
-    """Writes events and facts to one capture writer, flushing on a short timer."""
+    """Writes observations and events to one capture writer, flushing on a short timer."""
 
-    def __init__(self, writer: CaptureWriter, encoder: FactEncoder) -> None:
+    def __init__(self, writer: CaptureWriter, encoder: ObservationEncoder) -> None:
         self.writer = writer
         self._encoder = encoder
         self._flush: asyncio.TimerHandle | None = None
         self._failed = False
-        self._facts: list[Fact] = []
+        self._taken: list[Observation] = []
         self._lines: list[bytes] = []
-        self._encoded: list[Fact] = []  # the facts of `_lines`, in order
+        self._encoded: list[Observation] = []  # the observations of `_lines`, in order
         self._encoding = False
-        self._open = OpenFacts()
+        self._open = OpenLines()
         writer.preamble = self._open.preamble  # a new file repeats what is still open
 
-    def fact(self, fact: Fact) -> None:
-        """Take one fact (on the traffic path): encoded later in this loop turn, written at the flush."""
+    def observe(self, obs: Observation) -> None:
+        """Take one observation (on the traffic path): encoded later this loop turn, written at the flush."""
         if self._failed:
             return
-        self._facts.append(fact)
-        if len(self._facts) + len(self._lines) >= MAX_PENDING_FACTS:
+        self._taken.append(obs)
+        if len(self._taken) + len(self._lines) >= MAX_PENDING:
             self._flush_now()
             return
         if not self._encoding:
@@ -61,10 +62,10 @@ class CaptureSink:
             self._schedule()
 
     def event(self, event: FlowEvent) -> None:
-        """Write one event that is no observation (the proxy's `ProxyInfo`), after the facts before it."""
+        """Write one event that is no observation (the proxy's `ProxyInfo`), after the observations before."""
         if self._failed:
             return
-        self._write_facts()
+        self._write_lines()
         try:
             self.writer.write(event)
         except CaptureError as exc:
@@ -73,36 +74,36 @@ class CaptureSink:
         self._schedule()
 
     def close(self) -> None:
-        """Write what is held and flush (the proxy is stopping); later facts and events are ignored."""
+        """Write what is held and flush (the proxy is stopping); later observations and events are ignored."""
         self._cancel()
-        self._write_facts()
+        self._write_lines()
         self._failed = True
         with suppress(CaptureError):
             self.writer.flush()
 
     def _encode(self) -> None:
-        """Encode the facts taken so far, once a loop turn, after the turn's responses went out.
+        """Encode the observations taken so far, once a loop turn, after the turn's responses went out.
 
-        Encoding a whole flush's facts at once would hold up the requests arriving meanwhile.
+        Encoding a whole flush's observations at once would hold up the requests arriving meanwhile.
         """
         self._encoding = False
-        facts, self._facts = self._facts, []
-        if facts and not self._failed:
+        taken, self._taken = self._taken, []
+        if taken and not self._failed:
             encode = self._encoder.encode
-            self._lines += [encode(fact) for fact in facts]
-            self._encoded += facts
+            self._lines += [encode(obs) for obs in taken]
+            self._encoded += taken
 
-    def _write_facts(self) -> None:
+    def _write_lines(self) -> None:
         self._encode()
         lines, self._lines = self._lines, []
-        facts, self._encoded = self._encoded, []
+        written, self._encoded = self._encoded, []
         if self._failed:
             return
         opened = self._open
 
         def wrote(start: int, end: int) -> None:  # before a rotation: the new file repeats these
             for i in range(start, end):
-                opened.wrote(facts[i], lines[i])
+                opened.wrote(written[i], lines[i])
 
         try:
             self.writer.write_lines(lines, wrote)
@@ -124,7 +125,7 @@ class CaptureSink:
 
     def _flush_now(self) -> None:
         self._flush = None
-        self._write_facts()
+        self._write_lines()
         with suppress(CaptureError):
             self.writer.flush()
 

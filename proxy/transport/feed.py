@@ -120,6 +120,8 @@ class FeedSource:
 
     bus: EventBus
     store: ChainStore
+    build: Callable[[], None]
+    """Builds the observations still waiting into chains (before the snapshot: they are history)."""
     info: Callable[[], ProxyInfo]
     queue_size: int
     keepalive: float = 15.0
@@ -130,6 +132,7 @@ class FeedSource:
 async def serve_feed(request: web.Request, source: FeedSource, history: int) -> web.StreamResponse:
     """Stream history then live events to one client until it leaves or the proxy stops."""
     sub = source.bus.subscribe("admin-feed", source.queue_size)
+    source.build()  # its events reach `sub` too, and the seam drops those the snapshot covers
     snapshot = Snapshot.take(source.store, history)  # same step as subscribe: the seam is exact
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
     source.clients += 1

@@ -1,10 +1,11 @@
-"""Prometheus metrics for the admin API, fed by a bus subscription and never by the traffic path.
+"""Prometheus metrics for the admin API, counted from observations without building any chain.
 
-Counters move when the metrics task reads flow events off its own bounded bus queue, so a slow
-scrape or a busy metrics consumer can only lag (its drops are counted too), never slow a request.
-Gauges that describe the present (open streams and exchanges, parked continuations, bus queues) are
-read when Prometheus scrapes. Every proxy has its own `CollectorRegistry`, so several proxies can
-run in one process (the tests do) without sharing a counter.
+Counters move as the observation sink hands each observation to `OpCounter` (`metric_ops`), which
+follows client operations (what a chain is elsewhere) just far enough to count them: no records, no
+redaction, no bus, so the admin API on costs the traffic little, and the counts never depend on
+whether anyone watches chains. Gauges that describe the present (open streams and exchanges, parked
+continuations, bus queues) are read when Prometheus scrapes. Every proxy has its own
+`CollectorRegistry`, so several proxies can run in one process (the tests do) without sharing a counter.
 
 Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` distinct names, then
 `other`, so a client inventing method names cannot grow the registry without limit.
@@ -13,9 +14,7 @@ Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` dis
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -23,19 +22,8 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from proxy.flows.bus import Subscription
-from proxy.flows.events import (
-    ChainChanged,
-    ChainOpened,
-    ChainStatus,
-    ChainSummary,
-    Direction,
-    FlowEvent,
-    MessageRecorded,
-    Mode,
-    ProxyInfo,
-    SessionChanged,
-    Side,
-)
+from proxy.flows.events import ProxyInfo
+from proxy.transport.metric_ops import OpCounter
 from proxy.transport.state import ProxyState
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -48,19 +36,6 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 """Histogram buckets (seconds) for upstream time per chain: MCP calls range from ms to a minute."""
 
 _LABEL_TEXT = re.compile(r"[A-Za-z(][A-Za-z0-9_/. ()-]{0,63}")
-_FINISHED = (ChainStatus.OK, ChainStatus.ERROR)
-_BRIDGED = (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY)
-
-
-@dataclass(slots=True)
-class _Tracked:
-    """What the metrics remember about a chain between its events."""
-
-    method: str
-    client_era: str
-    mode: str
-    rounds: int
-    finished: bool = False
 
 
 class ProxyMetrics:
@@ -77,8 +52,8 @@ class ProxyMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
-        self._chains: OrderedDict[str, _Tracked] = OrderedDict()
-        self._bound = max(1, state.settings.max_chains) * 2
+        self.counting = OpCounter(self)
+        """Follows the observations (a listener of the observation sink while the admin API runs)."""
         self.retired_drops: dict[str, int] = {}
         reg = self.registry
         self.requests = Counter(
@@ -138,31 +113,31 @@ class ProxyMetrics:
         if sub.dropped_total:
             self.retired_drops[sub.name] = self.retired_drops.get(sub.name, 0) + sub.dropped_total
 
-    async def consume(self, sub: Subscription) -> None:
-        """Read the metrics subscription until it closes."""
-        async for event in sub:
-            self.observe(event)
+    # -- what `OpCounter` tells ----------------------------------------------------------------------
 
-    def observe(self, event: FlowEvent) -> None:
-        """Move the counters for one flow event."""
-        match event:
-            case ChainOpened(chain=summary):
-                self.chains.labels(*self._track(summary, count_rounds=True)).inc()
-            case MessageRecorded(chain_id=chain_id, message=message):
-                if (
-                    message.direction is Direction.TO_SERVER
-                    and message.kind == "request"
-                    and message.side is not Side.UPSTREAM
-                ):
-                    tracked = self._chains.get(chain_id)
-                    era, mode = (tracked.client_era, tracked.mode) if tracked else ("unknown", "unknown")
-                    self.requests.labels(self.method_label(message.method), era, mode).inc()
-            case ChainChanged(chain=summary):
-                self._changed(summary)
-            case SessionChanged(state=state):
-                self.sessions.labels(state).inc()
-            case _:
-                pass
+    def opened(self, method: str | None, era: str, mode: str) -> None:
+        """An operation began (a chain, where chains are built)."""
+        self.chains.labels(self.method_label(method), era, mode).inc()
+
+    def requested(self, method: str | None, era: str, mode: str) -> None:
+        """A client sent a JSON-RPC request."""
+        self.requests.labels(self.method_label(method), era, mode).inc()
+
+    def rounds_taken(self, mode: str, added: int) -> None:
+        """A bridged operation took more rounds."""
+        self.rounds.labels(mode).inc(added)
+
+    def ended(self, method: str | None, mode: str, *, error: bool, upstream_s: float | None) -> None:
+        """An operation ended: errors count, requests add their time upstream."""
+        label = self.method_label(method)
+        if error:
+            self.errors.labels(label, mode).inc()
+        if upstream_s is not None:
+            self.upstream.labels(label, mode).observe(upstream_s)
+
+    def session(self, state: str) -> None:
+        """A session changed state."""
+        self.sessions.labels(state).inc()
 
     def method_label(self, method: str | None) -> str:
         """A bounded label value for a method name."""
@@ -174,41 +149,6 @@ class ProxyMetrics:
             return "other"
         self._methods.add(method)
         return method
-
-    def _track(self, summary: ChainSummary, *, count_rounds: bool) -> tuple[str, str, str]:
-        tracked = _Tracked(
-            method=self.method_label(summary.method),
-            client_era=summary.client_era,
-            mode=summary.mode.value,
-            rounds=0,
-        )
-        self._chains[summary.id] = tracked
-        while len(self._chains) > self._bound:
-            self._chains.popitem(last=False)
-        if count_rounds:
-            self._count_rounds(tracked, summary)
-        else:
-            tracked.rounds = summary.rounds
-        return tracked.method, tracked.client_era, tracked.mode
-
-    def _count_rounds(self, tracked: _Tracked, summary: ChainSummary) -> None:
-        if summary.mode in _BRIDGED and summary.rounds > tracked.rounds:
-            self.rounds.labels(tracked.mode).inc(summary.rounds - tracked.rounds)
-        tracked.rounds = max(tracked.rounds, summary.rounds)
-
-    def _changed(self, summary: ChainSummary) -> None:
-        tracked = self._chains.get(summary.id)
-        if tracked is None:  # opened before this subscription, or forgotten past the bound
-            self._track(summary, count_rounds=False)
-            tracked = self._chains[summary.id]
-        self._count_rounds(tracked, summary)
-        if tracked.finished or summary.status not in _FINISHED:
-            return
-        tracked.finished = True
-        if summary.status is ChainStatus.ERROR:
-            self.errors.labels(tracked.method, tracked.mode).inc()
-        if summary.jsonrpc_id is not None:  # requests only: notifications and streams have no latency
-            self.upstream.labels(tracked.method, tracked.mode).observe(summary.upstream_ms / 1000)
 
 
 class _PresentState:
@@ -236,14 +176,18 @@ class _PresentState:
         state = self._state
         yield _gauge("mcp_proxy_open_streams", "SSE response streams being relayed now.", state.open_streams)
         yield _gauge(
-            "mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", state.facts.open_exchanges
+            "mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", state.observations.open_exchanges
         )
         yield _gauge(
             "mcp_proxy_parked_continuations",
             "Upstream calls parked between MRTR rounds (modern client, legacy server bridge).",
             self._continuations(),
         )
-        yield _gauge("mcp_proxy_chains_stored", "Chains held in the ring buffer.", len(state.store))
+        yield _gauge(
+            "mcp_proxy_chains_stored",
+            "Chains held in the ring buffer (built: while nobody watches, observations wait to be built).",
+            len(state.store),
+        )
         yield _counter(
             "mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", state.store.evicted
         )

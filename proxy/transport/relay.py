@@ -4,7 +4,7 @@ Straight-line on purpose. The bridges run event-driven engines because they jugg
 calls and nested requests; pass-through has one request, one response and three ways to fail, and
 on the benchmark machine a per-exchange state machine (events, commands, dispatch) cost more CPU than
 the relaying itself (issue 7). The decisions stay pure in `proxy.engine.passthrough`; this class
-does the I/O in order and feeds the observations (`FactLog`) with parsed copies, never holding the
+does the I/O in order and reports typed observations of parsed copies to the sink, never holding the
 bytes back: a body that arrived whole goes to the client in one write with its head, a stream goes
 chunk by chunk as it comes.
 """
@@ -23,6 +23,15 @@ from proxy.engine.passthrough import (
     upstream_request,
 )
 from proxy.flows.events import Channel, Direction
+from proxy.flows.observations import (
+    BytesOut,
+    EventIdSeen,
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    MessageSeen,
+    ResponseHeadSeen,
+)
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
 from proxy.logs import get_logger, info_line
@@ -70,18 +79,24 @@ class PassthroughRelay:
         """Record the request; a refused one is answered here (None), a routed one is returned."""
         state, client = self.state, self.client
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
-        state.facts.open_exchange(
-            self.exchange,
-            http_method=client.method,
-            path=client.path_qs,
-            headers=dict(client.headers),
-            session=outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID),
-            client_era=era,
-            upstream_era=era,
-            body_size=received,
+        sink = state.observations
+        sink.emit(
+            ExchangeOpened(
+                sink.now(),
+                self.exchange,
+                http_method=client.method,
+                path=client.path_qs,
+                headers=dict(client.headers),
+                session=outcome.session_id
+                if isinstance(outcome, Route)
+                else header(client.headers, SESSION_ID),
+                client_era=era,
+                upstream_era=era,
+                body_size=received,
+            )
         )
         if isinstance(outcome, Rejection):
-            state.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
+            sink.emit(InvalidBody(sink.now(), self.exchange, f"refused: {outcome.reason}", received, b""))
             self._answer(outcome.status, outcome.body)
             self._close(outcome.reason)
             return None
@@ -168,11 +183,15 @@ class PassthroughRelay:
 
     def headed(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         """Record the response head."""
-        self.state.facts.response_head(
-            self.exchange,
-            status=head.status,
-            content_type=header(head.headers, "content-type"),
-            headers=dict(upstream.headers),
+        sink = self.state.observations
+        sink.emit(
+            ResponseHeadSeen(
+                sink.now(),
+                self.exchange,
+                status=head.status,
+                content_type=header(head.headers, "content-type"),
+                headers=dict(upstream.headers),
+            )
         )
 
     @staticmethod
@@ -254,32 +273,34 @@ class PassthroughRelay:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
-        facts, exchange = self.state.facts, self.exchange
+        sink, exchange = self.state.observations, self.exchange
         return BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
-            on_extra_bytes=lambda size: facts.add_bytes_out(exchange, size),
+            on_extra_bytes=lambda size: sink.emit(BytesOut(sink.now(), exchange, size)),
             channel=Channel.GET_SSE if self.client.method == "GET" else Channel.SSE,
-            on_event_id=lambda sse_id: facts.note_event_id(exchange, sse_id),
+            on_event_id=lambda sse_id: sink.emit(EventIdSeen(sink.now(), exchange, sse_id)),
             declared_size=upstream.content_length,
         )
 
     # -- observation ----------------------------------------------------------------------------
 
     def _observe_client(self, route: Route) -> None:
-        facts = self.state.facts
+        sink = self.state.observations
         messages = route.body.messages
         if route.body.parse_error and route.raw.strip():
-            facts.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
+            problem = route.body.parse_error
+            sink.emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
             return
         single = len(messages) == 1
         for msg in messages:
             size = len(route.raw) if single else len(dumps(msg.raw))
-            facts.message(self.exchange, msg, size=size, direction=Direction.TO_SERVER, channel=Channel.POST)
+            sink.emit(MessageSeen(sink.now(), self.exchange, msg, size, Direction.TO_SERVER, Channel.POST))
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
-        self.state.facts.message(
-            self.exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, sse_id=sse_id
+        sink = self.state.observations
+        sink.emit(
+            MessageSeen(sink.now(), self.exchange, msg, size, Direction.TO_CLIENT, channel, sse_id=sse_id)
         )
 
     def _check_verdict(self, route: Route, status: int) -> None:
@@ -299,19 +320,22 @@ class PassthroughRelay:
     ) -> None:
         """Answer the client with a whole response the proxy made (a refusal or a gateway error)."""
         data = dumps(body) if body is not None else b""
-        facts = self.state.facts
+        sink = self.state.observations
         content_type = "application/json" if body is not None else None
-        facts.response_head(self.exchange, status=status, content_type=content_type, headers={})
+        sink.emit(ResponseHeadSeen(sink.now(), self.exchange, status, content_type, {}))
         if body is not None:
             msg = parse_body(data).first
             if msg is not None:
-                facts.message(
-                    self.exchange,
-                    msg,
-                    size=len(data),
-                    direction=Direction.TO_CLIENT,
-                    channel=Channel.JSON,
-                    note="answered by the proxy",
+                sink.emit(
+                    MessageSeen(
+                        sink.now(),
+                        self.exchange,
+                        msg,
+                        len(data),
+                        Direction.TO_CLIENT,
+                        Channel.JSON,
+                        note="answered by the proxy",
+                    )
                 )
         self.client.respond(status, data, content_type, headers)
 
@@ -375,7 +399,8 @@ class PassthroughRelay:
         self._close(outcome)
 
     def _close(self, outcome: str | None) -> None:
-        summary = self.state.facts.close_exchange(self.exchange, outcome)
+        sink = self.state.observations
+        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome))
         if summary is not None:
             info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
 

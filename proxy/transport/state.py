@@ -11,7 +11,7 @@ from aiohttp import web
 from proxy.config import Settings
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.facts import FactLog
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream
 from proxy.transport.upstream_pool import UpstreamPool
@@ -27,8 +27,8 @@ class ProxyState:
     settings: Settings
     upstream: Upstream
     builder: ChainBuilder
-    facts: FactLog
-    """The pass-through relay's way to the builder: observations wait as facts while nobody watches."""
+    observations: ObservationSink
+    """Where the relay and the bridges report what they see (queued or built into chains)."""
     store: ChainStore
     bus: EventBus
     lean: UpstreamPool | None = None

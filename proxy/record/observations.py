@@ -1,0 +1,268 @@
+"""Observations in a capture: each written as one line of the capture schema, and built back into events.
+
+The capture stores what the proxy observed (`proxy.flows.observations`), not the chains it built from
+it: one `{"type": "obs", "kind": ..., "t": ..., ...}` line per observation, redacted and bounded,
+whether or not anyone watched. The schema is the capture's own (`docs/capture-format.md`): each kind
+has a fixed name and fields, independent of any Python name. Reading a capture builds those lines
+with a `ChainBuilder` of the reader's own, so `tui --open` and exports see the chains a live watcher
+would have seen. Chains built from a capture get ids starting with `r`, so they never collide with the
+ids of chains the proxy built live.
+
+A reader of this major version accepts fields and kinds it does not know (a newer minor version added
+them): unknown fields are ignored, a line of an unknown kind is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+import orjson
+
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import Channel, Direction, FlowEvent, Mode, Side
+from proxy.flows.observations import (
+    BytesOut,
+    ContinuationMoved,
+    EventIdSeen,
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+    UpstreamSessionMoved,
+    key_of,
+)
+from proxy.flows.redact import AlreadyRedacted, Redactor
+from proxy.flows.store import ChainStore
+from proxy.wire.jsonrpc import Kind, Message
+
+OBS_TYPE: Final = "obs"
+"""The `type` of an observation line."""
+
+OBS_PREFIX: Final = b'{"type":"obs"'
+"""How every observation line starts (the reader tells them from event lines by it)."""
+
+KINDS: Final[dict[type[Any], str]] = {
+    ExchangeOpened: "exchange_opened",
+    MessageSeen: "message",
+    ResponseHeadSeen: "response_head",
+    InvalidBody: "invalid_body",
+    BytesOut: "bytes_out",
+    EventIdSeen: "event_id",
+    ExchangeClosed: "exchange_closed",
+    LegMessageSeen: "leg_message",
+    LegLinked: "leg_linked",
+    LegClosed: "leg_closed",
+    ContinuationMoved: "continuation",
+    UpstreamSessionMoved: "upstream_session",
+}
+"""The schema name of each observation kind."""
+
+_CLASSES: Final = {name: cls for cls, name in KINDS.items()}
+_FIELDS: Final = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in KINDS}
+_ENUMS: Final = {"direction": Direction, "channel": Channel, "side": Side, "mode": Mode}
+
+
+class UnknownKind(ValueError):
+    """An observation line of a kind this version does not know (a newer minor version wrote it)."""
+
+
+class ObservationEncoder:
+    """Turns observations into capture lines, redacting and bounding what they carry.
+
+    Runs for every observation while a capture is on, so the common kinds take short paths; enum
+    members go to orjson as they are (it writes their values), and a message body already encoded for
+    the redaction check is embedded as that JSON text, not encoded a second time.
+    """
+
+    def __init__(self, redactor: Redactor, body_limit: int) -> None:
+        self._redactor = redactor
+        self._body_limit = body_limit
+
+    def encode(self, obs: Observation) -> bytes:
+        """One capture line (with its newline) for one observation."""
+        line: dict[str, Any] = {"type": OBS_TYPE, "kind": KINDS[type(obs)]}
+        for name in _FIELDS[type(obs)]:
+            line[name] = getattr(obs, name)
+        redactor = self._redactor
+        match obs:
+            case MessageSeen() | LegMessageSeen():
+                line["msg"] = self._message(obs.msg)
+            case ExchangeOpened():
+                line["headers"] = redactor.headers(obs.headers)
+                line["path"] = redactor.path(obs.path)
+                line["session"] = obs.session and redactor.token(obs.session)
+            case ResponseHeadSeen():
+                line["headers"] = redactor.headers(obs.headers)
+            case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint
+                line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
+            case InvalidBody():  # the raw bytes that were not JSON-RPC
+                line["body"] = obs.body[: self._body_limit].decode("utf-8", "replace")
+            case _:
+                pass
+        return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+    def _message(self, msg: Message) -> dict[str, Any]:
+        body, truncated, encoded = self._redactor.body_for_capture(msg.raw, self._body_limit)
+        out: dict[str, Any] = {"kind": msg.kind, "raw": body if encoded is None else orjson.Fragment(encoded)}
+        if msg.id is not None:
+            out["id"] = msg.id
+        if msg.method is not None:
+            out["method"] = msg.method
+        if msg.problem is not None:
+            out["problem"] = msg.problem
+        if truncated:
+            out["truncated"] = True
+        return out
+
+
+def decode(line: dict[str, Any]) -> Observation:
+    """The observation one decoded line stands for; unknown fields are ignored.
+
+    Raises `UnknownKind` for a kind this version does not know, and KeyError, TypeError or ValueError
+    for a line that is not a well-formed observation.
+    """
+    kind = line["kind"]
+    cls = _CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise UnknownKind(f"unknown observation kind {kind!r}")
+    values: dict[str, Any] = {}
+    for name in _FIELDS[cls]:
+        if name in line:
+            values[name] = line[name]
+    for name, enum in _ENUMS.items():
+        if name in values:
+            values[name] = enum(values[name])
+    if "msg" in values:
+        data = values["msg"]
+        if data.get("truncated") and "note" in _FIELDS[cls] and values.get("note") is None:
+            values["note"] = "body truncated in the capture"
+        values["msg"] = _message(data)
+    if cls is InvalidBody:
+        values["body"] = str(values["body"]).encode("utf-8")
+    if cls is ContinuationMoved:
+        values["pending_keys"] = tuple(str(k) for k in values["pending_keys"])
+    values["t"] = float(values["t"])
+    obs: Observation = cls(**values)
+    return obs
+
+
+def _message(data: dict[str, Any]) -> Message:
+    return Message(
+        Kind(data["kind"]),
+        data.get("raw"),
+        id=data.get("id"),
+        method=data.get("method"),
+        problem=data.get("problem"),
+    )
+
+
+REPEAT_PREFIX: Final = b'{"type":"obs","repeat":true,'
+"""How a repeated observation line starts: a line an earlier file of the capture already held."""
+
+MAX_REPEATED_LINES: Final = 8
+"""Lines kept per open exchange or leg to repeat at the top of a new file (its opening ones)."""
+
+DEFAULT_REPEAT_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of opening lines kept for repeating; past it, newly opened exchanges are not repeated."""
+
+
+class OpenLines:
+    """The lines that opened what is still open, repeated at the top of every new capture file.
+
+    A rotation or a reopen starts a new file while exchanges, streams and a bridge's legs are open;
+    repeating their opening lines (the exchange, its client requests, a leg's first message) makes
+    each file readable on its own. The copies are marked `repeat`, so a reader that read the earlier
+    file already (rotated files in order) skips them and nothing is counted twice. Bounded: at most
+    `MAX_REPEATED_LINES` per exchange or leg and `max_bytes` in all.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_REPEAT_BYTES) -> None:
+        self._held: dict[str, list[bytes]] = {}
+        self._bytes = 0
+        self.max_bytes = max_bytes
+        self.not_repeated = 0
+        """Exchanges or legs opened while the bound was full (a file may then not stand alone)."""
+
+    def wrote(self, obs: Observation, line: bytes) -> None:
+        """Note one line as written, keeping it if it opens or shapes something still open."""
+        key = key_of(obs)
+        match obs:
+            case ExchangeClosed() | LegClosed():
+                self._drop(key)
+            case ExchangeOpened():
+                self._drop(key)
+                self._keep(key, line, new=True)
+            case LegMessageSeen() | LegLinked() if key not in self._held:
+                self._keep(key, line, new=True)
+            case MessageSeen(direction=Direction.TO_SERVER) if key in self._held:
+                self._keep(key, line, new=False)
+            case _:
+                pass
+
+    def preamble(self) -> list[bytes]:
+        """The repeated lines, in the order they were written, for the top of a new file."""
+        return [line for lines in self._held.values() for line in lines]
+
+    def _keep(self, key: str, line: bytes, *, new: bool) -> None:
+        if self._bytes + len(line) > self.max_bytes:
+            self.not_repeated += new
+            return
+        lines = self._held.setdefault(key, []) if new else self._held[key]
+        if len(lines) < MAX_REPEATED_LINES:
+            lines.append(REPEAT_PREFIX + line[len(OBS_PREFIX) + 1 :])
+            self._bytes += len(lines[-1])
+
+    def _drop(self, key: str) -> None:
+        lines = self._held.pop(key, None)
+        if lines:
+            self._bytes -= sum(len(line) for line in lines)
+
+
+class ObservationReplayer:
+    """Builds the events of a capture's observation lines with a chain builder of its own."""
+
+    def __init__(self, *, body_limit: int = 65536, max_chains: int = 100_000) -> None:
+        self._events: list[FlowEvent] = []
+        self._restored: set[str] = set()
+        """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
+        self._builder = ChainBuilder(
+            ChainStore(max_chains=max_chains),
+            self._events.append,
+            AlreadyRedacted(),
+            clock=lambda: 0.0,
+            body_limit=body_limit,
+            id_prefix="r",
+        )
+
+    def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
+        """The events one observation line makes (often none until its exchange's messages arrive).
+
+        A repeated line (see `OpenLines`) is skipped when what it opens was already open here before
+        this file began (read from an earlier file); otherwise it stands in for the lost original.
+        """
+        obs = decode(line)
+        if line.get("repeat") is True:
+            key = key_of(obs)
+            if key not in self._restored:
+                if self._knows(obs, key):
+                    return []
+                self._restored.add(key)
+        self._builder.apply(obs)
+        events = self._events[:]
+        self._events.clear()
+        return events
+
+    def start_file(self) -> None:
+        """A new file begins: its repeated lines are judged afresh against what is open."""
+        self._restored.clear()
+
+    def _knows(self, obs: Observation, key: str) -> bool:
+        if isinstance(obs, LegMessageSeen | LegLinked | LegClosed):
+            return self._builder.has_leg(key)
+        return self._builder.has_exchange(key)
