@@ -1,7 +1,7 @@
 """The observer calls the MRTR->legacy bridge driver makes for one call parked for one elicitation.
 
-Shared by the fact-log and capture tests: played into a builder directly (what a live watcher sees)
-and through a FactLog (deferred, or written to a capture), each must build the same chain.
+Shared by the sink and capture tests: played into a sink that builds at once (what a live watcher
+sees) or one that queues (or into a capture), each must build the same chain.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Facts: observations queued while nobody watches, built into chains when someone looks.
+"""The observation sink: observations queued while nobody watches, built into chains when asked.
 
-Each test plays the pass-through relay's (or a bridge's) calls twice, once into a builder fed
-directly (what a live watcher sees) and once through a FactLog with nobody watching, and compares
-what each builds. A hand-moved clock gives both runs the same times.
+Each test plays the pass-through relay's (or a bridge's) observations twice, once into a sink with a
+watcher (built at once) and once into a sink nobody watches, and compares what each builds. A
+hand-moved clock gives both runs the same times.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from proxy.flows.events import (
     Side,
     event_to_json,
 )
-from proxy.flows.facts import FactClock, FactLog
+from proxy.flows.sink import ObservationSink
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, notification, request, result_response
 from tests.flows.bridge_play import parked_bridge_call
+from tests.flows.calls import Calls
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -51,7 +52,7 @@ class Clock:
 
 @dataclass
 class Rig:
-    """A builder with its store, bus and events, seen through a FactLog (or directly)."""
+    """A builder with its store, bus and events, behind an observation sink."""
 
     backlog: int = 10_000
     max_bytes: int = 1 << 30
@@ -61,23 +62,27 @@ class Rig:
     events: list[FlowEvent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.fact_clock = FactClock(self.clock)
         redactor = Redactor(key=b"test-key")
 
         def publish(event: FlowEvent) -> None:
             self.events.append(event)
             self.bus.publish(event)
 
-        self.builder = ChainBuilder(self.store, publish, redactor, clock=self.fact_clock)
-        self.facts = FactLog(
+        self.builder = ChainBuilder(self.store, publish, redactor, clock=self.clock)
+        self.sink = ObservationSink(
             self.builder,
-            self.fact_clock,
             redactor,
             bus=self.bus,
+            clock=self.clock,
             backlog=self.backlog,
             max_bytes=self.max_bytes,
         )
-        self.store.before_read = self.facts.materialize
+        self.facts = Calls(self.sink)
+
+    def chains(self) -> list[Any]:
+        """The built chains, after building whatever waits."""
+        self.sink.build()
+        return list(self.store)
 
 
 Play = Callable[[Any, Clock], list[Any]]
@@ -159,75 +164,80 @@ def _chains(store: ChainStore) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
-def test_facts_built_later_make_the_chains_and_events_a_live_build_makes(play: Play) -> None:
+def test_observations_built_later_make_the_chains_and_events_a_live_build_makes(play: Play) -> None:
     live, deferred = Rig(), Rig()
-    live.bus.subscribe("tui")  # a live watcher: every call builds at once
+    live.bus.subscribe("tui")  # a live watcher: every observation builds at once
     play(live.facts, live.clock)
     play(deferred.facts, deferred.clock)
     assert deferred.events == []
-    assert deferred.facts.pending > 0
-    deferred.clock.now += 60.0  # built long after: the chains keep the times of the facts
+    assert deferred.sink.pending > 0
+    deferred.clock.now += 60.0  # built long after: the chains keep the times of the observations
+    deferred.sink.build()
 
     assert _chains(deferred.store) == _chains(live.store)
     assert [event_to_json(e) for e in deferred.events] == [event_to_json(e) for e in live.events]
-    assert deferred.facts.pending == 0
+    assert deferred.sink.pending == 0
 
 
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
-def test_the_round_trip_line_of_a_deferred_exchange_matches_the_live_one_but_the_chain(play: Play) -> None:
+def test_the_round_trip_lines_are_the_same_whether_or_not_anyone_watches(play: Play) -> None:
     live, deferred = Rig(), Rig()
     live.bus.subscribe("tui")
     live_lines = [s.log_fields() for s in play(live.facts, live.clock)]
     deferred_lines = [s.log_fields() for s in play(deferred.facts, deferred.clock)]
-    for line in deferred_lines:
-        assert line.pop("chain_id") is None
-    for line in live_lines:
-        assert line.pop("chain_id") is not None
-    for deferred_line, live_line in zip(deferred_lines, live_lines, strict=True):
-        if deferred_line["ids"] == [] and deferred_line["http_method"] == "POST":
-            # It only answered a nested request: live, it names the chain it joined; deferred, nothing.
-            assert deferred_line.pop("method") is None
-            assert deferred_line.pop("name") is None
-            live_line.pop("method"), live_line.pop("name")
+    assert live.sink.pending == 0
+    assert deferred.sink.pending > 0
     assert deferred_lines == live_lines
+    assert all(line is not None for line in live_lines)
 
 
-def test_nothing_is_built_until_the_store_is_read() -> None:
+def test_reading_the_store_builds_nothing_and_build_builds_what_waits() -> None:
     rig = Rig()
     _json_call(rig.facts, rig.clock)
-    assert rig.store.peek("c1") is None
+    assert len(rig.store) == 0
+    assert rig.store.get("c1") is None
+    assert list(rig.store) == []
     assert rig.events == []
-    assert len(rig.store) == 1  # reading builds
+    rig.sink.build()
     assert rig.store.peek("c1") is not None
     assert len(rig.events) > 0
 
 
-def test_a_passive_subscriber_does_not_make_it_live_nor_gets_the_replayed_events() -> None:
+def test_a_watcher_that_arrives_gets_what_waited_built_first_then_live_and_leaving_queues_again() -> None:
     rig = Rig()
-    rig.bus.passive.add("capture")
-    capture = rig.bus.subscribe("capture", replays=False)
     _json_call(rig.facts, rig.clock)
-    assert rig.facts.pending > 0
+    assert rig.sink.pending > 0
     watcher = rig.bus.subscribe("tui")
     _json_call(rig.facts, rig.clock, exchange="x2", ident=2)  # the watcher arrived: built at once
-    assert rig.facts.pending == 0
-    assert len(watcher) == len(rig.events)  # it saw the replay and the live build
-    replayed = len(rig.events) // 2
-    assert len(capture) == len(rig.events) - replayed  # only the live build: it wrote the facts itself
+    assert rig.sink.pending == 0
+    assert len(watcher) == len(rig.events)  # it saw what waited, then the live build
+    assert [c.summary.jsonrpc_id for c in rig.store] == [1, 2]
     watcher.close()
     _json_call(rig.facts, rig.clock, exchange="x3", ident=3)
-    assert rig.facts.pending > 0  # nobody watches live again
+    assert rig.sink.pending > 0  # nobody watches again
+
+
+def test_listeners_hear_every_observation_whether_or_not_anyone_watches() -> None:
+    rig = Rig()
+    heard: list[Any] = []
+    rig.sink.listeners.append(heard.append)
+    _json_call(rig.facts, rig.clock)
+    rig.bus.subscribe("tui")
+    _json_call(rig.facts, rig.clock, exchange="x2", ident=2)
+    assert [type(o).__name__ for o in heard] == [
+        *["ExchangeOpened", "MessageSeen", "ResponseHeadSeen", "MessageSeen", "ExchangeClosed"] * 2
+    ]
 
 
 def test_open_exchanges_count_deferred_ones_once() -> None:
     rig = Rig()
     rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
     rig.facts.open_exchange("x2", http_method="GET", path="/mcp", headers={}, session=None)
-    assert rig.facts.open_exchanges == 2
-    rig.facts.materialize()
-    assert rig.facts.open_exchanges == 2
+    assert rig.sink.open_exchanges == 2
+    rig.sink.build()
+    assert rig.sink.open_exchanges == 2
     rig.facts.close_exchange("x1", None)
-    assert rig.facts.open_exchanges == 1
+    assert rig.sink.open_exchanges == 1
 
 
 def test_past_the_backlog_finished_exchanges_are_dropped_and_open_ones_kept_whole() -> None:
@@ -238,13 +248,13 @@ def test_past_the_backlog_finished_exchanges_are_dropped_and_open_ones_kept_whol
     rig.facts.response_head("long", status=200, content_type="text/event-stream", headers={})
     for n in range(1, 21):
         _json_call(rig.facts, rig.clock, exchange=f"x{n}", ident=n)
-    assert rig.facts.dropped_facts > 0
-    assert rig.facts.pending <= 12 + 3  # the backlog, plus the open exchange's held facts
+    assert rig.sink.dropped > 0
+    assert rig.sink.pending <= 12 + 3  # the backlog, plus the open exchange's held facts
 
     done = classify_value(result_response(99, {"content": []}))
     rig.facts.message("long", done, size=1, direction=Direction.TO_CLIENT, channel=Channel.SSE)
     rig.facts.close_exchange("long", None)
-    chains = {c.summary.method: c for c in rig.store}
+    chains = {c.summary.method: c for c in rig.chains()}
     long_chain = next(c for c in rig.store if c.summary.name == "slow")
     assert long_chain.summary.status.value == "ok"  # built whole: opened, answered, closed
     assert len(chains) >= 1
@@ -264,16 +274,16 @@ def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> 
         rig.facts.message(f"x{n}", call, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
         rig.facts.message(f"x{n}", answer, size=len(big), direction=Direction.TO_CLIENT, channel=Channel.JSON)
         rig.facts.close_exchange(f"x{n}", None)
-        assert rig.facts.pending_bytes <= 3 * 1024 * 1024
-    assert rig.facts.dropped_facts > 0
-    assert {c.summary.jsonrpc_id for c in rig.store} >= {10}
+        assert rig.sink.pending_bytes <= 3 * 1024 * 1024
+    assert rig.sink.dropped > 0
+    assert {c.summary.jsonrpc_id for c in rig.chains()} >= {10}
 
 
 def test_a_bridged_call_built_later_has_its_legs_and_its_continuation_story() -> None:
     rig = Rig()
     parked_bridge_call(rig.facts, rig.clock)
     assert rig.events == []  # legs and continuations were deferred like the exchanges
-    (chain,) = list(rig.store)
+    (chain,) = rig.chains()
     assert chain.summary.status is ChainStatus.OK
     upstream = [(m.direction, m.method or m.kind) for m in chain.messages if m.side.value == "upstream"]
     assert upstream == [
@@ -315,8 +325,8 @@ def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when
     rig = Rig()
     seen = {"principal": "0123456789abcdef", "capabilities": "sampling", "version": "2025-11-25"}
     rig.facts.upstream_session("upstream-1", state="opened", **seen)
-    assert rig.events == []  # nobody watches: it waits as a fact
-    list(rig.store)  # someone reads
+    assert rig.events == []  # nobody watches: it waits
+    rig.sink.build()  # someone asks for chains
     rig.bus.subscribe("tui")
     rig.clock.now += 1
     rig.facts.upstream_session("upstream-1", state="expired", **seen)
@@ -334,7 +344,7 @@ def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when
     )
 
 
-def test_an_open_leg_keeps_its_facts_past_the_backlog_after_its_exchange_closed() -> None:
+def test_an_open_leg_keeps_its_observations_past_the_backlog_after_its_exchange_closed() -> None:
     rig = Rig(backlog=12)
 
     class Halted(Exception):
@@ -355,9 +365,9 @@ def test_an_open_leg_keeps_its_facts_past_the_backlog_after_its_exchange_closed(
         parked_bridge_call(StopAfterPark(), rig.clock)
     for n in range(1, 21):  # x1 closed, leg-1 still open: other exchanges overflow the backlog
         _json_call(rig.facts, rig.clock, exchange=f"y{n}", ident=100 + n)
-    assert rig.facts.dropped_facts > 0
+    assert rig.sink.dropped > 0
     final = result_response("mrtr-1", {"content": [{"type": "text", "text": "late"}]})
     rig.facts.leg_message("leg-1", "x1", final, size=5, direction=Direction.TO_CLIENT, channel=Channel.SSE)
-    chain = next(c for c in rig.store if c.summary.name == "ask_name")
+    chain = next(c for c in rig.chains() if c.summary.name == "ask_name")
     upstream = [m.method or m.kind for m in chain.messages if m.side.value == "upstream"]
     assert upstream == ["tools/call", "elicitation/create", "result"], "the leg's chain was kept whole"
