@@ -96,6 +96,13 @@ def check_header(obj: Any, path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise CaptureFormatError(f"not a {FORMAT_NAME} file (first line is not a capture header)", path, 1)
     version = obj.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 1:
+        raise CaptureFormatError(
+            f"capture format {version} (chain-builder calls) predates the observation schema "
+            f"({FORMAT_VERSION}); open it with the mcp-proxy that wrote it",
+            path,
+            1,
+        )
     major = parse_version(version)
     if major is None:
         raise CaptureFormatError(f"capture header has an invalid version {version!r}", path, 1)
@@ -110,9 +117,7 @@ def check_header(obj: Any, path: Path) -> dict[str, Any]:
 
 
 def parse_version(version: Any) -> int | None:
-    """The major of a `major.minor` version (a bare integer is `major.0`), or None when malformed."""
-    if isinstance(version, int) and not isinstance(version, bool):
-        return version if version >= 1 else None
+    """The major of a `major.minor` version string, or None when malformed."""
     if not isinstance(version, str):
         return None
     major, dot, minor = version.partition(".")

@@ -4,7 +4,7 @@ Whoever reads a capture (`tui --open`, exports, the soak's completeness check) m
 full disk, a killed proxy, an editor or an attacker damaged. The reader must then yield every event
 of every line left intact (in order), count the lines it skipped, and raise nothing but
 `CaptureFormatError` for a broken header; in strict mode, `CaptureFormatError` is the only exception.
-Inputs: a capture of every event type plus fact lines of a relayed call, with lines flipped, cut,
+Inputs: a capture of every event type plus observation lines of a relayed call, with lines flipped, cut,
 duplicated, swapped, dropped, or replaced by garbage (binary, deep nesting, huge numbers, wrong types).
 """
 
@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 from proxy.flows.events import FlowEvent, event_from_json
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter
-from proxy.record.facts import FACT_PREFIX
+from proxy.record.observations import OBS_PREFIX
 from tests.fuzz.profile import examples
 from tests.record.test_capture import ALL_EVENTS
-from tests.record.test_capture_facts import _record
+from tests.record.test_capture_observations import _record
 
 
 def _base() -> list[bytes]:
-    """The lines (newline kept) of a capture with every event type and the facts of one relayed call."""
+    """The lines (newline kept) of a capture with every event type and the observations of one relayed call."""
     with tempfile.TemporaryDirectory() as tmp:
         facts = Path(tmp) / "facts.jsonl"
         _record(facts)
@@ -48,10 +48,10 @@ GARBAGE = [
     b'{"type":"chain_opened","chain":' + b"[" * 5000 + b"\n",
     b'{"type":"message_recorded","chain_id":"c1","message":{"seq":1e999}}\n',
     b'{"type":"lagged","dropped":' + b"9" * 5000 + b"}\n",
-    b'{"type":"fact","t":1,"op":"message","exchange":"x9","kw":{}}\n',
-    b'{"type":"fact","t":1,"op":"open_exchange","exchange":null,"kw":[]}\n',
-    b'{"type":"fact","op":"nonsense"}\n',
-    b'{"type":"fact"' + b"x" * 70_000 + b"\n",
+    b'{"type":"obs","t":1,"kind":"message","exchange":"x9"}\n',
+    b'{"type":"obs","t":1,"kind":"exchange_opened","exchange":null,"headers":[]}\n',
+    b'{"type":"obs","kind":"nonsense"}\n',
+    b'{"type":"obs"' + b"x" * 70_000 + b"\n",
     b'{"type":"from-a-newer-proxy","x":1}\n',
     b"\r\n",
     b"\n",
@@ -101,11 +101,11 @@ def read(lines: list[bytes], *, strict: bool = False) -> tuple[list[FlowEvent], 
 
 
 def intact_events(lines: list[bytes], intact: set[int]) -> list[FlowEvent]:
-    """The events of the untouched event lines (fact lines depend on their neighbours: not counted)."""
+    """The events of the untouched event lines (observation lines depend on their neighbours: not counted)."""
     out = []
     for i in sorted(intact):
         line = lines[i]
-        if i and line.endswith(b"\n") and line.strip() and not line.startswith(FACT_PREFIX):
+        if i and line.endswith(b"\n") and line.strip() and not line.startswith(OBS_PREFIX):
             out.append(event_from_json(line))
     return out
 
@@ -137,7 +137,7 @@ def test_the_undamaged_base_reads_back_whole_with_nothing_skipped() -> None:
     events, reader = read(BASE)
 
     assert events[: len(ALL_EVENTS)] == ALL_EVENTS
-    assert len(events) > len(ALL_EVENTS)  # the facts built their chain
+    assert len(events) > len(ALL_EVENTS)  # the observations built their chain
     assert (reader.corrupt_lines, reader.skipped_unknown, reader.truncated) == (0, 0, False)
 
 
@@ -158,7 +158,7 @@ def test_a_damaged_capture_yields_every_intact_line_and_counts_what_it_skipped(
     if damaged_lines == 0:
         assert reader.corrupt_lines == 0
     assert len(reader.corrupt) == min(reader.corrupt_lines, 20)
-    facts = sum(1 for line in lines if line.startswith(FACT_PREFIX))
+    facts = sum(1 for line in lines if line.startswith(OBS_PREFIX))
     assert reader.corrupt_lines + reader.skipped_unknown <= damaged_lines + facts
     line = strict_failure(lines)
     assert line is None or line >= 2

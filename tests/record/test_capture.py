@@ -116,7 +116,7 @@ def test_header_line(tmp_path: Path) -> None:
     header = orjson.loads(lines(path)[0])
     assert header == {
         "format": FORMAT_NAME,
-        "version": 1,
+        "version": "1.0",
         "created": 123.25,
         "proxy_version": proxy.__version__,
     }
@@ -154,18 +154,34 @@ def write_raw(path: Path, *rows: bytes) -> Path:
 
 
 def header(**over: object) -> bytes:
-    obj = {"format": FORMAT_NAME, "version": 1, "created": 1.0, "proxy_version": "0.1.0", **over}
+    obj = {"format": FORMAT_NAME, "version": "1.0", "created": 1.0, "proxy_version": "0.1.0", **over}
     return orjson.dumps(obj) + b"\n"
 
 
-def test_newer_version_is_refused_clearly(tmp_path: Path) -> None:
+def test_a_newer_major_version_is_refused_by_name(tmp_path: Path) -> None:
     path = write_raw(
-        tmp_path / "new.jsonl", header(version=2), orjson.dumps({"type": "lagged", "dropped": 1})
+        tmp_path / "new.jsonl", header(version="2.0"), orjson.dumps({"type": "lagged", "dropped": 1})
     )
-    with pytest.raises(CaptureFormatError, match=r"version 2 is newer.*upgrade") as info_:
+    with pytest.raises(CaptureFormatError) as info_:
         list(read_capture(path))
+    assert info_.value.reason == "capture format 2.0 is newer than this mcp-proxy reads (1.x); upgrade mcp-proxy"
     assert info_.value.line == 1
     assert str(path) in str(info_.value)
+
+
+def test_a_newer_minor_version_is_read(tmp_path: Path) -> None:
+    path = write_raw(
+        tmp_path / "new.jsonl",
+        header(version="1.9", extra="a field this version does not know"),
+        orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n",
+    )
+    assert list(read_capture(path)) == [Lagged(dropped=1)]
+
+
+def test_a_capture_from_before_the_observation_schema_is_refused_naming_why(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "old.jsonl", header(version=1))
+    with pytest.raises(CaptureFormatError, match=r"capture format 1 .*predates the observation schema"):
+        CaptureReader(path)
 
 
 @pytest.mark.parametrize(
@@ -175,6 +191,8 @@ def test_newer_version_is_refused_clearly(tmp_path: Path) -> None:
         b"not json at all\n",
         b"[1, 2]\n",
         header(version="1"),
+        header(version="0.9"),
+        header(version="1.x"),
         header(version=0),
     ],
 )
@@ -312,7 +330,7 @@ def test_a_torn_header_is_replaced(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content", [b"precious user data\nline two\n", b"no newline here", header(version=2)]
+    "content", [b"precious user data\nline two\n", b"no newline here", header(version="2.0")]
 )
 def test_refuses_to_append_to_a_file_that_is_not_a_v1_capture(tmp_path: Path, content: bytes) -> None:
     path = write_raw(tmp_path / "notes.txt", content)

@@ -1,4 +1,4 @@
-"""Facts in the capture: written redacted and bounded, read back as the chains a live watcher saw."""
+"""Observations in the capture: written redacted and bounded, read back as the chains a live watcher saw."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.flows.facts import FactClock, FactLog
+from proxy.flows.sink import ObservationSink
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
-from proxy.record.facts import FactEncoder
+from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value, request, result_response
 from tests.flows.bridge_play import PARK_HEADERS, parked_bridge_call
+from tests.flows.calls import Calls
 
 TOKEN = "tok-77-never-in-a-capture"
 SESSION = "sess-77-never-in-a-capture"
@@ -32,16 +33,16 @@ STATE = "sealed-state-never-in-a-capture"
 
 
 def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[FlowEvent]:
-    """Play one call through a FactLog whose facts go to a capture; returns the live build's events."""
-    clock = FactClock(lambda: 100.0)
+    """Play one call into a sink whose observations go to a capture; returns the later build's events."""
     redactor = Redactor(key=b"test-key")
     live_events: list[FlowEvent] = []
     store = ChainStore()
-    builder = ChainBuilder(store, live_events.append, redactor, clock=clock, body_limit=body_limit)
-    facts = FactLog(builder, clock, redactor, bus=EventBus())
-    encoder = FactEncoder(redactor, body_limit)
+    builder = ChainBuilder(store, live_events.append, redactor, clock=lambda: 100.0, body_limit=body_limit)
+    sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: 100.0)
+    facts = Calls(sink)
+    encoder = ObservationEncoder(redactor, body_limit)
     with CaptureWriter(path) as writer:
-        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
+        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
         headers = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": SESSION}
         text = "x" * 5000 if big else "short"
         call = classify_value(
@@ -55,11 +56,11 @@ def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[F
         answer = classify_value(result_response(3, {"content": [{"type": "text", "text": text}]}))
         facts.message("x1", answer, size=9, direction=Direction.TO_CLIENT, channel=Channel.JSON)
         facts.close_exchange("x1", None)
-    facts.materialize()
+    sink.build()
     return live_events
 
 
-def test_a_capture_of_facts_reads_back_as_the_live_chain(tmp_path: Path) -> None:
+def test_a_capture_of_observations_reads_back_as_the_chain_the_proxy_built(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     live = _record(path)
     read = list(read_capture(path))
@@ -72,11 +73,11 @@ def test_a_capture_of_facts_reads_back_as_the_live_chain(tmp_path: Path) -> None
     assert [e.message.model_dump() for e in read if isinstance(e, MessageRecorded)] == live_messages
 
 
-def test_fact_lines_hold_no_secret(tmp_path: Path) -> None:
+def test_observation_lines_hold_no_secret(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     _record(path)
     text = path.read_text(encoding="utf-8")
-    assert '"type":"fact"' in text
+    assert '"type":"obs"' in text
     for secret in (TOKEN, SESSION, STATE, "a=b"):
         assert secret not in text
 
@@ -92,12 +93,12 @@ def test_a_body_over_the_capture_limit_keeps_what_correlation_needs(tmp_path: Pa
     assert all(m.note == "body truncated in the capture" for m in messages)
 
 
-def test_a_fact_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path) -> None:
+def test_an_observation_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     _record(path)
     whole = list(read_capture(path))
     lines = path.read_bytes().splitlines(keepends=True)
-    lines.insert(2, b'{"type":"fact","t":1.0,"op":"rm_rf","exchange":"x9","kw":{}}\n')
+    lines.insert(2, b'{"type":"obs","kind":"message","t":1.0,"exchange":"x9"}\n')
     path.write_bytes(b"".join(lines))
     with CaptureReader(path) as reader:
         assert list(reader) == whole
@@ -108,11 +109,11 @@ def test_a_fact_line_the_reader_cannot_build_is_reported_by_line(tmp_path: Path)
     assert raised.value.line == 3
 
 
-def test_a_fact_line_cut_short_at_the_end_is_skipped(tmp_path: Path) -> None:
+def test_an_observation_line_cut_short_at_the_end_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "facts.jsonl"
     _record(path)
     with path.open("ab") as f:
-        f.write(b'{"type":"fact","t":1.0,"op":"open_exch')
+        f.write(b'{"type":"obs","kind":"exchange_op')
     with CaptureReader(path) as reader:
         events = list(reader)
         assert reader.truncated
@@ -126,19 +127,18 @@ class _Ticks:
 def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(tmp_path: Path) -> None:
     path = tmp_path / "bridged.jsonl"
     ticks = _Ticks()
-    clock = FactClock(lambda: ticks.now)
     redactor = Redactor(key=b"test-key")
     live: list[FlowEvent] = []
-    builder = ChainBuilder(ChainStore(), live.append, redactor, clock=clock)
-    facts = FactLog(builder, clock, redactor, bus=EventBus())
-    encoder = FactEncoder(redactor, 65536)
+    builder = ChainBuilder(ChainStore(), live.append, redactor, clock=lambda: ticks.now)
+    sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: ticks.now)
+    encoder = ObservationEncoder(redactor, 65536)
     with CaptureWriter(path) as writer:
-        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
-        parked_bridge_call(facts, ticks, state=STATE)
-    facts.materialize()
+        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
+        parked_bridge_call(Calls(sink), ticks, state=STATE)
+    sink.build()
     text = path.read_text(encoding="utf-8")
-    assert '"op":"leg_message"' in text
-    assert '"op":"continuation_changed"' in text
+    assert '"kind":"leg_message"' in text
+    assert '"kind":"continuation"' in text
     assert STATE not in text
     assert PARK_HEADERS["Authorization"].split()[1] not in text
 
@@ -160,16 +160,15 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     assert states == ["parked", "resumed", "completed"]
 
 
-def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path) -> None:
+def test_an_upstream_session_observation_reads_back_as_the_session_event(tmp_path: Path) -> None:
     path = tmp_path / "sessions.jsonl"
-    clock = FactClock(lambda: 100.0)
     redactor = Redactor(key=b"test-key")
-    builder = ChainBuilder(ChainStore(), [].append, redactor, clock=clock)
-    facts = FactLog(builder, clock, redactor, bus=EventBus())
-    encoder = FactEncoder(redactor, 65536)
+    builder = ChainBuilder(ChainStore(), [].append, redactor, clock=lambda: 100.0)
+    sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: 100.0)
+    encoder = ObservationEncoder(redactor, 65536)
     with CaptureWriter(path) as writer:
-        facts.on_fact = lambda fact: writer.write_lines([encoder.encode(fact)])
-        facts.upstream_session(
+        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
+        Calls(sink).upstream_session(
             "upstream-3", state="opened", principal="0123456789abcdef", capabilities="roots", version=None
         )
 
@@ -181,3 +180,20 @@ def test_an_upstream_session_fact_reads_back_as_the_session_event(tmp_path: Path
         redactor.fingerprint("0123456789abcdef"),  # keyed in the capture: never the engine's digest
         "roots",
     )
+
+
+def test_an_observation_of_a_kind_or_with_fields_this_version_does_not_know_is_read_past(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "newer.jsonl"
+    _record(path)
+    whole = list(read_capture(path))
+    lines = path.read_bytes().splitlines(keepends=True)
+    # A newer minor version: one kind more, and a field more on a line this version knows.
+    lines.insert(2, b'{"type":"obs","kind":"tls_handshake","t":1.0,"exchange":"x1","cipher":"x"}\n')
+    lines[1] = lines[1].replace(b'"kind":"exchange_opened",', b'"kind":"exchange_opened","color":"red",')
+    assert b'"color":"red"' in lines[1]
+    path.write_bytes(b"".join(lines))
+    with CaptureReader(path) as reader:
+        assert list(reader) == whole
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
