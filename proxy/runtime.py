@@ -264,6 +264,11 @@ class Proxy:
             await self.health.stop()
             self.health = None
 
+    def chains(self) -> ChainStore:
+        """The chain store with every observation built into it (tests and in-process callers read it)."""
+        self.observations.build()
+        return self.store
+
     def in_flight(self) -> int:
         """Client exchanges still open, not counting standalone GET streams (they end only when closed)."""
         tally = self.observations.tally

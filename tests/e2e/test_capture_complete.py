@@ -41,7 +41,7 @@ async def flood(url: str, tag: str) -> list[str]:
 
 
 def in_ring(proxy: Proxy, chain_id: str) -> bool:
-    return chain_id in {chain.summary.id for chain in proxy.store}
+    return chain_id in {chain.summary.id for chain in proxy.chains()}
 
 
 async def test_an_elicited_call_the_ring_let_go_keeps_its_answer_and_result_in_the_capture(
@@ -54,11 +54,11 @@ async def test_an_elicited_call_the_ring_let_go_keeps_its_answer_and_result_in_t
         url = proxy.endpoint()
 
         async def answer(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
-            (chain,) = [c for c in proxy.store if c.summary.name == "ask_name"]
+            (chain,) = [c for c in proxy.chains() if c.summary.name == "ask_name"]
             seen["chain"] = chain.summary.id
             seen["flood"] = await flood(url, "elicit")
             seen["left_ring"] = not in_ring(proxy, chain.summary.id)
-            seen["held"] = proxy.store.get(chain.summary.id) is not None
+            seen["held"] = proxy.chains().get(chain.summary.id) is not None
             return ElicitResult(action="accept", content={"name": "ringname-7"})
 
         async with Client(url, mode="legacy", elicitation_callback=answer) as client:
@@ -72,7 +72,7 @@ async def test_an_elicited_call_the_ring_let_go_keeps_its_answer_and_result_in_t
     assert "ringname-7" in text
     assert seen["left_ring"], "the flood pushed the waiting call's chain out of the ring"
     assert seen["held"], "an open chain the ring let go is still found by id"
-    assert proxy.store.evicted >= FLOOD
+    assert proxy.chains().evicted >= FLOOD
 
     live = [e.message for e in events if isinstance(e, MessageRecorded) and e.chain_id == chain_id]
     shapes = [(m.direction, m.kind) for m in live]
@@ -111,7 +111,7 @@ async def test_a_progressing_call_the_ring_let_go_keeps_every_progress_and_its_r
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             progress.append(value)
             if len(progress) == 1:
-                (chain,) = [c for c in proxy.store if c.summary.name == "slow_progress"]
+                (chain,) = [c for c in proxy.chains() if c.summary.name == "slow_progress"]
                 seen["chain"] = chain.summary.id
                 await flood(url, "progress")
                 seen["left_ring"] = not in_ring(proxy, chain.summary.id)

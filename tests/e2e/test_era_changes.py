@@ -22,7 +22,7 @@ async def test_a_dual_era_upstream_passes_both_eras_through(
         assert proxy.router.eras.label == "dual"
         await run_scenario(proxy.endpoint(), "legacy", "ask_name")
         await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
-    assert {c.summary.mode for c in proxy.store} == {Mode.PASSTHROUGH}
+    assert {c.summary.mode for c in proxy.chains()} == {Mode.PASSTHROUGH}
 
 
 async def test_bridge_off_passes_a_legacy_client_through_to_a_modern_server_unchanged(
@@ -31,7 +31,7 @@ async def test_bridge_off_passes_a_legacy_client_through_to_a_modern_server_unch
     async with proxy_for(modern_server.url, bridge="off") as proxy:
         with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the refusal in exception groups
             await run_scenario(proxy.endpoint(), "legacy", "echo")
-    initialize = [c for c in proxy.store if c.summary.method == "initialize"]
+    initialize = [c for c in proxy.chains() if c.summary.method == "initialize"]
     assert initialize
     assert initialize[0].summary.mode is Mode.PASSTHROUGH
     assert initialize[0].summary.http_status == 400
@@ -58,4 +58,4 @@ async def test_an_upstream_that_changes_era_is_probed_again_and_then_bridged(
                     await anyio.sleep(0.5)  # the proxy re-probes at most every 2 s; poll until it has
         assert proxy.router.eras.label == "modern"
     assert result["result"]["content"] == ["Hello, octocat!"]
-    assert any(c.summary.mode is Mode.LEGACY_TO_MRTR and c.summary.name == "ask_name" for c in proxy.store)
+    assert any(c.summary.mode is Mode.LEGACY_TO_MRTR and c.summary.name == "ask_name" for c in proxy.chains())

@@ -61,7 +61,7 @@ def bridge_tables_empty(proxy: Proxy) -> bool:
 
 
 def chain_named(proxy: Proxy, name: str) -> Any:
-    found = [c for c in proxy.store if c.summary.name == name and c.summary.method != "tools/list"]
+    found = [c for c in proxy.chains() if c.summary.name == name and c.summary.method != "tools/list"]
     assert len(found) == 1, [c.summary for c in found]
     return found[0]
 

@@ -125,7 +125,7 @@ async def test_bridged_chain_holds_every_round_on_both_sides(
 ) -> None:
     async with proxy_for(legacy_server.url) as proxy:
         await run_scenario(proxy.endpoint(), MODERN, "ask_twice")
-    chains = [c for c in proxy.store if c.summary.name == "ask_twice"]
+    chains = [c for c in proxy.chains() if c.summary.name == "ask_twice"]
     assert len(chains) == 1
     chain = chains[0]
     assert chain.summary.mode is Mode.MRTR_TO_LEGACY
@@ -207,7 +207,7 @@ async def test_an_expired_continuation_is_cancelled_upstream_and_its_state_refus
         await wait_until(lambda: drained(proxy), what="the continuation to expire", seconds=10)
         status, reply = await retry(http, proxy, result)
         assert invalid_state(status, reply), reply
-    chain = next(c for c in proxy.store if c.summary.name == "ask_name")
+    chain = next(c for c in proxy.chains() if c.summary.name == "ask_name")
     cancels = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "notifications/cancelled"]
     assert cancels, "the upstream was told the parked call is cancelled"
     assert chain.summary.status is ChainStatus.ERROR
@@ -253,7 +253,7 @@ async def test_a_parked_call_shows_in_its_chain_and_on_the_feed(
     async with proxy_for(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
         feed = proxy.bus.subscribe("test")
         result = await first_round(http, proxy, Authorization="Bearer alice")
-        chain = next(c for c in proxy.store if c.summary.name == "ask_name")
+        chain = next(c for c in proxy.chains() if c.summary.name == "ask_name")
         assert chain.summary.status is ChainStatus.PARKED
         _status, reply = await retry(http, proxy, result, Authorization="Bearer alice")
         assert completed(reply), reply
@@ -279,12 +279,12 @@ async def test_with_nobody_watching_a_bridged_call_is_built_only_when_someone_re
         _status, reply = await retry(http, proxy, result)
         assert completed(reply), reply
         await wait_until(lambda: drained(proxy), what="bridge tables to drain")
-        assert proxy.facts.pending > 0, "the bridge's observations waited as facts"
-        assert proxy.facts.open_legs == 0, "every leg the facts kept open was closed"
+        assert proxy.observations.pending > 0, "the bridge's observations waited as facts"
+        assert proxy.observations.open_legs == 0, "every leg the sink kept open was closed"
         assert proxy.builder.correlation_sizes()["exchanges"] == 0
         feed = proxy.bus.subscribe("test")
-        chain = next(c for c in proxy.store if c.summary.name == "ask_name")  # reading builds
-        assert proxy.facts.pending == 0
+        chain = next(c for c in proxy.chains() if c.summary.name == "ask_name")  # reading builds
+        assert proxy.observations.pending == 0
         events = []
         while (event := feed.get_nowait()) is not None:
             events.append(event)

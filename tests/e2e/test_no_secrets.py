@@ -129,7 +129,7 @@ async def admin_outputs(proxy: Proxy) -> str:
                 out.append(await resp.text())
         async with http.get(proxy.admin_url + "/api/feed?history=500") as resp:
             feed = b""
-            while feed.count(b'"type":"chain_changed"') < len(proxy.store):
+            while feed.count(b'"type":"chain_changed"') < len(proxy.chains()):
                 feed += await asyncio.wait_for(resp.content.readany(), 5)
             out.append(feed.decode())
     return "\n".join(out)
@@ -167,7 +167,7 @@ async def test_no_planted_secret_reaches_any_output(
         ) as proxy:
             feed = proxy.bus.subscribe("tui")
             sessions = await traffic(proxy, secret, user_list=user_list)
-            await wait_until(lambda: proxy.facts.open_exchanges == 0, what="the exchanges to close")
+            await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
             admin = await admin_outputs(proxy)
             live: list[FlowEvent] = []
             while (event := feed.get_nowait()) is not None:

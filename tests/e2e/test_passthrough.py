@@ -44,7 +44,7 @@ MODERN_SCENARIOS = [*LEGACY_SCENARIOS, "state_only"]
 
 def chains_named(proxy: Proxy, name: str) -> list[Chain]:
     """Chains in the proxy's store whose target (tool/prompt/resource) is `name`."""
-    return [c for c in proxy.store if c.summary.name == name]
+    return [c for c in proxy.chains() if c.summary.name == name]
 
 
 def only_chain(proxy: Proxy, name: str) -> Chain:
@@ -142,7 +142,7 @@ async def test_capture_file_replays_the_chains_and_holds_no_session_id(
     assert "s3cr3t-token" not in text
     opened = [e for e in read_capture(capture) if isinstance(e, ChainOpened)]
     assert {e.chain.method for e in opened} >= {"initialize", "tools/call"}
-    for chain in proxy.store:
+    for chain in proxy.chains():
         raw_sessions = [
             v
             for m in chain.messages
@@ -166,7 +166,7 @@ async def test_a_polling_server_that_drops_the_stream_is_resumed_by_the_client_t
     assert len({m.exchange for m in chain.messages}) == 3, (
         "the call's POST, the resuming GET, the answer POST"
     )
-    assert not any(c.summary.invalid for c in proxy.store), "priming events are not messages"
+    assert not any(c.summary.invalid for c in proxy.chains()), "priming events are not messages"
 
 
 async def test_a_redirect_to_the_upstreams_own_address_comes_back_through_the_proxy(
@@ -199,7 +199,7 @@ async def test_a_redirect_never_hands_the_client_the_upstream_urls_key(
     async with aiohttp.ClientSession() as http, proxy_for(keyed) as proxy:
         async with http.post(proxy.endpoint() + "/", data=body, headers=headers, allow_redirects=False) as r:
             status, location = r.status, r.headers.get("Location")
-        recorded = repr([(chain.summary, list(chain.messages)) for chain in proxy.store])
+        recorded = repr([(chain.summary, list(chain.messages)) for chain in proxy.chains()])
         assert "location" in recorded.lower(), "the redirect's head was recorded"
         assert proxy.admin_url is not None
         async with http.get(proxy.admin_url + "/api/chains?limit=10") as listed:

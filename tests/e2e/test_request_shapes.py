@@ -183,8 +183,12 @@ def deep_upstream(depth: int, sse: bool, pad: int = 0) -> Any:
                 )
             else:
                 result = (
-                    '{"resultType":"complete","content":[],"pad":"' + "x" * pad + '","deep":'
-                    + "[" * depth + "]" * depth + "}"
+                    '{"resultType":"complete","content":[],"pad":"'
+                    + "x" * pad
+                    + '","deep":'
+                    + "[" * depth
+                    + "]" * depth
+                    + "}"
                 )
             text = f'{{"jsonrpc":"2.0","id":{json.dumps(message["id"])},"result":{result}}}'
             payload = f"event: message\ndata: {text}\n\n".encode() if sse else text.encode()

@@ -75,7 +75,9 @@ class Calls:
         sse_id: str | None = None,
         note: str | None = None,
     ) -> None:
-        self.sink.emit(MessageSeen(self.sink.now(), exchange, msg, size, direction, channel, side, sse_id, note))
+        self.sink.emit(
+            MessageSeen(self.sink.now(), exchange, msg, size, direction, channel, side, sse_id, note)
+        )
 
     def response_head(
         self, exchange: str, *, status: int, content_type: str | None, headers: dict[str, str]

@@ -25,8 +25,8 @@ from proxy.flows.events import (
     Side,
     event_to_json,
 )
-from proxy.flows.sink import ObservationSink
 from proxy.flows.redact import Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, notification, request, result_response
 from tests.flows.bridge_play import parked_bridge_call

@@ -25,7 +25,7 @@ from tests.record.test_capture_observations import _record
 
 
 def _base() -> list[bytes]:
-    """The lines (newline kept) of a capture with every event type and the observations of one relayed call."""
+    """The lines (newline kept) of a capture: every event type and the observations of one relayed call."""
     with tempfile.TemporaryDirectory() as tmp:
         facts = Path(tmp) / "facts.jsonl"
         _record(facts)

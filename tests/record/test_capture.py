@@ -164,7 +164,9 @@ def test_a_newer_major_version_is_refused_by_name(tmp_path: Path) -> None:
     )
     with pytest.raises(CaptureFormatError) as info_:
         list(read_capture(path))
-    assert info_.value.reason == "capture format 2.0 is newer than this mcp-proxy reads (1.x); upgrade mcp-proxy"
+    assert (
+        info_.value.reason == "capture format 2.0 is newer than this mcp-proxy reads (1.x); upgrade mcp-proxy"
+    )
     assert info_.value.line == 1
     assert str(path) in str(info_.value)
 

@@ -18,8 +18,8 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.flows.sink import ObservationSink
 from proxy.flows.redact import Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
 from proxy.record.observations import ObservationEncoder

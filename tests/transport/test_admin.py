@@ -20,11 +20,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Settings
-from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, Mode
+from proxy.flows.events import ChainSummary, Channel, Direction, Mode, Side
+from proxy.flows.observations import ExchangeClosed, ExchangeOpened, LegMessageSeen, MessageSeen
 from proxy.runtime import Proxy
 from proxy.transport.admin import AdminListenError
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.metrics import MAX_METHOD_LABELS, ProxyMetrics
+from proxy.wire.jsonrpc import classify_value, error_response, request
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for, run_scenario
@@ -116,8 +118,8 @@ async def test_api_chains_filters_by_method_status_mode_and_text_newest_last_wit
         assert [c["method"] for c in both] == ["initialize", "tools/call", "tools/call", "tools/call"]
         assert await ok(proxy, "/api/chains?mode=legacy_to_mrtr") == []
         everything = await ok(proxy, "/api/chains")
-        assert len(everything) == len(proxy.store)
-        assert [c["id"] for c in everything] == [chain.summary.id for chain in proxy.store]
+        assert len(everything) == len(proxy.chains())
+        assert [c["id"] for c in everything] == [chain.summary.id for chain in proxy.chains()]
 
 
 @pytest.mark.parametrize(
@@ -198,7 +200,7 @@ async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked
             mode=Mode.MRTR_TO_LEGACY,
             upstream=proxy.state.upstream,
             pool=lambda: proxy.state.pool,
-            observer=proxy.facts,
+            observer=proxy.observations,
         )
 
         keyed = [
@@ -324,7 +326,7 @@ async def test_bridged_rounds_count_every_round_of_the_chains_a_bridge_carried(
     async with admin_proxy(modern_server.url) as proxy:
         result = await run_scenario(proxy.endpoint(), "legacy", "ask_twice")
         assert result["result"]["content"] == ["name=octocat color=green"]
-        bridged = [c.summary for c in proxy.store if c.summary.mode is Mode.LEGACY_TO_MRTR]
+        bridged = [c.summary for c in proxy.chains() if c.summary.mode is Mode.LEGACY_TO_MRTR]
         (call,) = [s for s in bridged if s.name == "ask_twice"]
         assert call.rounds == 3
         text = await wait_until_metric(
@@ -355,18 +357,21 @@ def test_the_method_label_takes_a_bounded_number_of_names_then_other() -> None:
     assert metrics.method_label("tools/call") == "tools/call"
 
 
-def test_rounds_of_pass_through_chains_are_not_counted_as_bridged_and_repeats_never_double_count() -> None:
+def test_rounds_of_pass_through_operations_are_not_counted_as_bridged_and_an_end_counts_once() -> None:
     metrics = bare_metrics()
-    bridged = ChainSummary(id="c1", started=0.0, mode=Mode.LEGACY_TO_MRTR, method="tools/call", jsonrpc_id=1)
-    plain = ChainSummary(id="c2", started=0.0, mode=Mode.PASSTHROUGH, method="tools/call", jsonrpc_id=2)
-    metrics.observe(ChainOpened(chain=bridged))
-    metrics.observe(ChainOpened(chain=plain))
-    for rounds in (2, 3, 3):
-        metrics.observe(ChainChanged(chain=bridged.model_copy(update={"rounds": rounds})))
-        metrics.observe(ChainChanged(chain=plain.model_copy(update={"rounds": rounds})))
-    done = bridged.model_copy(update={"rounds": 3, "status": ChainStatus.ERROR, "upstream_ms": 250.0})
-    metrics.observe(ChainChanged(chain=done))
-    metrics.observe(ChainChanged(chain=done))
+    count = metrics.counting.observe
+    call = classify_value(request(1, "tools/call", {"name": "ask", "arguments": {}}))
+    failed = classify_value(error_response(1, -32000, "no"))
+    to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
+    for ex, mode in (("b", Mode.LEGACY_TO_MRTR), ("p", Mode.PASSTHROUGH)):
+        count(ExchangeOpened(10.0, ex, "POST", "/mcp", {}, None, "legacy", "modern", mode))
+        count(MessageSeen(10.0, ex, call, 10, to_server, Channel.POST, Side.CLIENT))
+        for n in range(3):  # three upstream rounds of the same call
+            upstream = classify_value(request(f"u{n}", "tools/call", {"name": "ask"}))
+            count(LegMessageSeen(10.0, f"{ex}-{n}", ex, upstream, 10, to_server, Channel.POST))
+        count(MessageSeen(10.25, ex, failed, 10, to_client, Channel.JSON, Side.CLIENT))
+        count(ExchangeClosed(10.25, ex))
+        count(ExchangeClosed(10.5, ex))  # a repeat changes nothing
 
     text = metrics.render().decode()
     assert metric(text, "mcp_proxy_bridged_rounds_total", mode="legacy_to_mrtr") == 3
@@ -374,6 +379,8 @@ def test_rounds_of_pass_through_chains_are_not_counted_as_bridged_and_repeats_ne
     assert metric(text, "mcp_proxy_errors_total", method="tools/call", mode="legacy_to_mrtr") == 1
     assert metric(text, "mcp_proxy_upstream_latency_seconds_count", mode="legacy_to_mrtr") == 1
     assert metric(text, "mcp_proxy_upstream_latency_seconds_sum", mode="legacy_to_mrtr") == 0.25
+    assert metric(text, "mcp_proxy_chains_total", method="tools/call", mode="passthrough") == 1
+    assert metric(text, "mcp_proxy_requests_total", method="tools/call", client_era="legacy") == 2
 
 
 def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound_a_counter() -> None:

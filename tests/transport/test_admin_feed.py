@@ -119,7 +119,7 @@ async def test_feed_gives_history_then_live_events_of_a_real_sdk_call_made_after
     assert history[0].upstream_era == "legacy"
     (echo,) = [i.chain for i in history if isinstance(i, ChainOpened) and i.chain.name == "echo"]
     assert echo.status is ChainStatus.OK  # history opens with the chain's current headline
-    held = len(proxy.store.get(echo.id).messages)  # type: ignore[union-attr]
+    held = len(proxy.chains().get(echo.id).messages)  # type: ignore[union-attr]
     assert chain_events(history, echo.id) == [
         "chain_opened",
         *(f"message {n}" for n in range(1, held + 1)),
@@ -142,7 +142,7 @@ async def test_history_replays_the_newest_chains_the_client_asks_for(legacy_serv
         async with client_for(proxy.endpoint(), "legacy") as client:
             for text in ("one", "two", "three"):
                 await client.call_tool("echo", {"text": text})
-        newest = [chain.summary.id for chain in proxy.store][-2:]
+        newest = [chain.summary.id for chain in proxy.chains()][-2:]
 
         async with attached(proxy, "?history=2") as feed:
             two = await feed.until(lambda item: item == "live")
@@ -160,7 +160,7 @@ async def test_history_replays_the_newest_chains_the_client_asks_for(legacy_serv
     assert [i.chain.id for i in two if isinstance(i, ChainOpened)] == newest
     assert [type(i) for i in none] == [ProxyInfo, str]
     assert [i.chain.id for i in everything if isinstance(i, ChainOpened)] == [
-        c.summary.id for c in proxy.store
+        c.summary.id for c in proxy.chains()
     ]
     assert negative == (
         400,

@@ -1,4 +1,4 @@
-"""The bridge driver's session watch: an engine's sessions view, diffed into SessionChanged facts.
+"""The bridge driver's session watch: an engine's sessions view, diffed into upstream session observations.
 
 The engine here is the real MRTR->legacy engine, driven by hand (a handshake, a loss, a
 re-handshake, an idle close); the observer records what the watch announces.
@@ -6,22 +6,25 @@ re-handshake, an idle close); the observer records what the watch announces.
 
 from __future__ import annotations
 
-from typing import Any
-
 from proxy.engine.events import LegResponded, TimerFired
 from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.flows.observations import Observation, UpstreamSessionMoved
 from proxy.transport.bridge import _SessionWatch
 from tests.engine.test_mrtr_to_legacy import DONE, KEY, UPSTREAM, Counter, call, ok, open_session, send, up
 
 
 class Recorder:
-    """Stands in for the FactLog: keeps each announcement."""
+    """Stands in for the observation sink: keeps each announcement."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, str]] = []
 
-    def upstream_session(self, name: str, **kwargs: Any) -> None:
-        self.seen.append((name, kwargs["state"], kwargs["capabilities"]))
+    def now(self) -> float:
+        return 0.0
+
+    def emit(self, obs: Observation) -> None:
+        assert isinstance(obs, UpstreamSessionMoved)
+        self.seen.append((obs.name, obs.state, obs.capabilities))
 
 
 def test_a_session_is_announced_opened_reinitialized_and_expired_once_each() -> None:

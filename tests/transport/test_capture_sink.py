@@ -1,4 +1,4 @@
-"""The capture sink: facts and events reach the file in the order they happened, within its bounds."""
+"""The capture sink: observations and events reach the file in the order they happened, within its bounds."""
 
 from __future__ import annotations
 
@@ -11,20 +11,22 @@ import pytest
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import ChainChanged, ChainStatus, Channel, Direction, MessageRecorded, ProxyInfo
-from proxy.flows.facts import Fact, FactClock, FactLog
+from proxy.flows.observations import ExchangeClosed
 from proxy.flows.redact import Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureWriter, read_capture
 from proxy.record.completeness import Expected, capture_files, check_capture
-from proxy.record.facts import FactEncoder
+from proxy.record.observations import ObservationEncoder
 from proxy.transport import capture_sink
 from proxy.transport.capture_sink import CaptureSink
 from proxy.wire.jsonrpc import classify_value
+from tests.flows.calls import Calls
 from tests.transport.helpers import wait_until
 
 
-def _fact(n: int) -> Fact:
-    return Fact(float(n), "close_exchange", f"x{n}", {"outcome": None})
+def _fact(n: int) -> ExchangeClosed:
+    return ExchangeClosed(float(n), f"x{n}")
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
@@ -35,28 +37,28 @@ def _kinds(path: Path) -> list[str]:
     return [str(line.get("exchange") or line["type"]) for line in _lines(path)]
 
 
-async def test_facts_reach_the_file_within_a_flush_interval_in_the_order_they_were_taken(
+async def test_observations_reach_the_file_within_a_flush_interval_in_the_order_they_were_taken(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "capture.jsonl"
     with CaptureWriter(path) as writer:
-        sink = CaptureSink(writer, FactEncoder(Redactor(), 65536))
+        sink = CaptureSink(writer, ObservationEncoder(Redactor(), 65536))
         for n in range(5):
-            sink.fact(_fact(n))
-        await wait_until(lambda: len(_lines(path)) == 5, what="the facts to be flushed")
+            sink.observe(_fact(n))
+        await wait_until(lambda: len(_lines(path)) == 5, what="the observations to be flushed")
         assert _kinds(path) == ["x0", "x1", "x2", "x3", "x4"]
 
 
-async def test_facts_taken_before_an_event_are_written_before_it(tmp_path: Path) -> None:
+async def test_observations_taken_before_an_event_are_written_before_it(tmp_path: Path) -> None:
     path = tmp_path / "capture.jsonl"
     with CaptureWriter(path) as writer:
-        sink = CaptureSink(writer, FactEncoder(Redactor(), 65536))
-        sink.fact(_fact(1))
-        sink.fact(_fact(2))
+        sink = CaptureSink(writer, ObservationEncoder(Redactor(), 65536))
+        sink.observe(_fact(1))
+        sink.observe(_fact(2))
         sink.event(ProxyInfo(ts=time.time(), version="t", listen="l", upstream="u"))
-        await wait_until(lambda: len(_lines(path)) == 3, what="the facts and the event to be written")
+        await wait_until(lambda: len(_lines(path)) == 3, what="the observations and the event to be written")
         sink.close()
-        sink.fact(_fact(3))  # after close: ignored, never a write into a closing file
+        sink.observe(_fact(3))  # after close: ignored, never a write into a closing file
         writer.flush()
     assert _kinds(path) == ["x1", "x2", "proxy_info"]
 
@@ -65,16 +67,16 @@ async def test_a_full_batch_is_written_at_once_without_waiting_for_the_timer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "capture.jsonl"
-    monkeypatch.setattr(capture_sink, "MAX_PENDING_FACTS", 3)  # the bound, made small
+    monkeypatch.setattr(capture_sink, "MAX_PENDING", 3)  # the bound, made small
     with CaptureWriter(path) as writer:
-        sink = CaptureSink(writer, FactEncoder(Redactor(), 65536))
+        sink = CaptureSink(writer, ObservationEncoder(Redactor(), 65536))
         for n in range(3):
-            sink.fact(_fact(n))
+            sink.observe(_fact(n))
         writer.flush()
         assert _kinds(path) == ["x0", "x1", "x2"]  # no await: written when the bound was reached
 
 
-def _traffic(facts: FactLog, calls: int) -> None:
+def _traffic(facts: Calls, calls: int) -> None:
     """A long-open GET stream, then `calls` calls, each opened before the previous one ended."""
     facts.open_exchange("g", http_method="GET", path="/mcp", headers={}, session=None)
     for n in range(calls + 1):
@@ -104,20 +106,19 @@ def test_every_rotated_file_stands_alone_and_all_of_them_together_hold_each_reco
 ) -> None:
     path = tmp_path / "capture.jsonl"
     redactor = Redactor(key=b"test-key")
-    clock = FactClock(time.time)
-    builder = ChainBuilder(ChainStore(), lambda event: None, redactor, clock=clock)
-    facts = FactLog(builder, clock, redactor, bus=EventBus())
+    builder = ChainBuilder(ChainStore(), lambda event: None, redactor, clock=time.time)
+    observations = ObservationSink(builder, redactor, bus=EventBus())
     with CaptureWriter(path, max_bytes=3000, keep=100) as writer:
-        sink = CaptureSink(writer, FactEncoder(redactor, 65536))
-        facts.on_fact = sink.fact
-        _traffic(facts, 30)
+        sink = CaptureSink(writer, ObservationEncoder(redactor, 65536))
+        observations.listeners.append(sink.observe)
+        _traffic(Calls(observations), 30)
         sink.close()
     files = capture_files(path)
     assert len(files) > 5
     for part in files:
         events = list(read_capture(part))
         lines = [orjson.loads(line) for line in part.read_bytes().splitlines()[1:]]
-        closed = {line["exchange"] for line in lines if line.get("op") == "close_exchange"} - {"g"}
+        closed = {line["exchange"] for line in lines if line.get("kind") == "exchange_closed"} - {"g"}
         ended = [e.chain for e in events if isinstance(e, ChainChanged) and e.chain.status is ChainStatus.OK]
         assert len([c for c in ended if c.name == "add"]) == len(closed), part  # whole chains, alone
         for chain in ended:

@@ -433,7 +433,7 @@ async def test_http10_client_gets_a_stream_delimited_by_the_close_not_chunked(pr
         assert response.framing == "close"
         assert response.body == PROGRESS + result_event(7)
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        (chain,) = [c for c in proxy.store if c.summary.method == "tools/call"]
+        (chain,) = [c for c in proxy.chains() if c.summary.method == "tools/call"]
         assert chain.summary.status is ChainStatus.OK
 
 
@@ -490,7 +490,7 @@ async def test_client_that_leaves_mid_stream_closes_the_upstream_call_and_is_rec
                 assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
                 assert proxy.state.open_streams == 0
-                chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+                chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
                 assert "client_disconnected" in (chain.summary.error or "")
                 await still_serves(proxy)
@@ -527,7 +527,7 @@ async def raw_upstream(answer: Callable[[asyncio.StreamWriter, Any], Awaitable[N
 
 
 def _recorded_events(proxy: Proxy) -> list[Any]:
-    chains = [c for c in proxy.store if c.summary.method == "tools/call"]
+    chains = [c for c in proxy.chains() if c.summary.method == "tools/call"]
     return [(m.jsonrpc_id, m.method) for c in chains for m in c.messages if m.direction.value == "to_client"]
 
 
@@ -552,7 +552,7 @@ async def test_a_stream_whose_whole_body_came_with_its_head_goes_out_whole_and_i
             (None, "notifications/progress"),
             (2, None),
         ]
-        assert all(c.summary.status is ChainStatus.OK for c in proxy.store)
+        assert all(c.summary.status is ChainStatus.OK for c in proxy.chains())
 
 
 async def test_the_first_event_that_came_with_the_head_is_relayed_before_the_rest_exists(proxy_for):
@@ -689,7 +689,7 @@ def assert_initialized(response: RawResponse, ident: int) -> None:
 
 
 def modes(proxy: Proxy) -> dict[str | None, Mode]:
-    return {c.summary.method: c.summary.mode for c in proxy.store}
+    return {c.summary.method: c.summary.mode for c in proxy.chains()}
 
 
 @pytest.mark.e2e
@@ -706,7 +706,7 @@ async def test_connection_handed_to_a_bridge_mid_way_answers_before_and_after(
         assert_discovered(await read_response(reader), 3)
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
         assert modes(proxy) == {"server/discover": Mode.PASSTHROUGH, "initialize": Mode.LEGACY_TO_MRTR}
-        assert len([c for c in proxy.store if c.summary.method == "server/discover"]) == 2
+        assert len([c for c in proxy.chains() if c.summary.method == "server/discover"]) == 2
 
 
 @pytest.mark.e2e

@@ -416,7 +416,7 @@ async def test_an_absolute_form_target_is_sent_upstream_in_origin_form(proxy_for
         (seen,) = fake.seen
         assert seen.path_qs == "/mcp?tenant=a"
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.messages[0].http is not None
         assert chain.messages[0].http.path == "/mcp?tenant=a"
         assert chain.messages[0].http.headers["Host"] == f"127.0.0.1:{proxy.port}"

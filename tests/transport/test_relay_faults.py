@@ -117,7 +117,7 @@ async def test_unreachable_upstream_gets_502_with_the_request_id(proxy_for):
         error = assert_gateway_error(body, 12, errors.UPSTREAM_UNAVAILABLE)
         assert "unreachable" in str(error["message"])
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.status is ChainStatus.ERROR
         assert "unreachable" in (chain.summary.error or "")
 
@@ -137,7 +137,7 @@ async def test_upstream_that_sends_no_head_in_time_gets_504_with_the_request_id(
                 error = assert_gateway_error(body, "slow-1", errors.UPSTREAM_UNAVAILABLE)
                 assert "0.5" in str(error["message"])
                 await wait_until(lambda: drained(proxy), what="the exchange to close")
-                chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+                chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
                 assert "did not answer in time" in (chain.summary.error or "")
         finally:
@@ -157,7 +157,7 @@ async def test_bodies_that_are_not_json_rpc_are_forwarded_unchanged_and_the_chai
         assert [s.body for s in fake.seen] == [payload]
         assert body == payload
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        chains = list(proxy.store)
+        chains = list(proxy.chains())
         assert chains
         assert all(c.summary.invalid for c in chains)
         await still_serves(proxy)
@@ -193,7 +193,7 @@ async def test_client_that_leaves_mid_stream_is_recorded_and_the_proxy_serves_on
                 await wait_until(lambda: drained(proxy), what="the proxy to drop the abandoned exchange")
                 assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
-                chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+                chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
                 assert "client_disconnected" in (chain.summary.error or "")
                 await still_serves(proxy)
@@ -229,7 +229,7 @@ async def test_upstream_that_cuts_its_stream_ends_the_clients_stream_and_the_pro
             with pytest.raises(aiohttp.ClientPayloadError):
                 await bounded(response.content.read(), what="the client's stream to end")
         await wait_until(lambda: drained(proxy), what="the cut exchange to close")
-        chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
         assert chain.summary.status is ChainStatus.ERROR
         assert "cut" in (chain.summary.error or "")
         assert proxy.state.open_streams == 0
@@ -263,7 +263,7 @@ async def test_upstream_that_cuts_a_json_body_short_does_not_leave_the_client_wa
             with pytest.raises(aiohttp.ClientPayloadError):
                 await bounded(response.read(), what="the client to learn its body was cut")
         await wait_until(lambda: drained(proxy), what="the cut exchange to close")
-        chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
         assert chain.summary.status is ChainStatus.ERROR
         assert "cut" in (chain.summary.error or "")
         await still_serves(proxy)
@@ -332,7 +332,7 @@ async def test_a_client_that_leaves_before_the_head_on_a_warm_connection_aborts_
                 await wait_until(lambda: drained(proxy), what="the abandoned exchange to close")
                 assert proxy.state.relaying == 0
                 await bounded(upstream_saw_abort.wait(), what="the upstream call to be aborted")
-                chain = next(c for c in proxy.store if c.summary.method == "tools/call")
+                chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
                 assert "client_disconnected" in (chain.summary.error or "")
                 await still_serves(proxy)
         finally:

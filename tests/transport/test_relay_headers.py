@@ -136,7 +136,7 @@ async def test_upstream_error_statuses_and_bodies_reach_the_client_unchanged(
             assert response.headers["X-Why"] == "refused"
             assert await response.read() == body
         assert [s.method for s in fake.seen] == [http_method]
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.http_status == status
 
 
@@ -155,6 +155,6 @@ async def test_notification_post_gets_the_upstreams_202_with_an_empty_body(proxy
             assert response.status == 202
             assert await response.read() == b""
         assert [s.body for s in fake.seen] == [note]
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.method == "notifications/initialized"
         assert chain.summary.status is ChainStatus.OK

@@ -79,15 +79,15 @@ async def test_capture_reads_back_the_chains_events_and_holds_no_secret_header_v
             session = await open_session(proxy, client)
             listed = await exchange(proxy, client, rpc("tools/list", 2), {**AUTH, "Mcp-Session-Id": session})
             assert listed.status == 200
-        chain = next(c for c in proxy.store if c.summary.method == "tools/list")
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/list")
         assert chain.summary.status is ChainStatus.OK
         if watcher is not None:
             watcher.close()
     # the proxy has stopped: the capture is flushed and closed
 
     text = path.read_text(encoding="utf-8")
-    # Watched or not, the capture keeps the observations as facts, never the bus's events.
-    assert '"type":"fact"' in text
+    # Watched or not, the capture keeps the observations, never the bus's events.
+    assert '"type":"obs"' in text
     assert '"type":"chain_opened"' not in text
     events = list(read_capture(path))
     opened = [e.chain for e in events if isinstance(e, ChainOpened) and e.chain.method == "tools/list"]
@@ -99,7 +99,7 @@ async def test_capture_reads_back_the_chains_events_and_holds_no_secret_header_v
         (Direction.TO_SERVER, "tools/list", 2),
         (Direction.TO_CLIENT, None, 2),
     ]
-    # Built from facts or live, the chain read back is the chain the proxy held, times included.
+    # Built later or live, the chain read back is the chain the proxy held, times included.
     assert changed[-1].model_dump(exclude={"id"}) == chain.summary.model_dump(exclude={"id"})
     assert [m.model_dump() for m in recorded] == [m.model_dump() for m in chain.messages]
 
@@ -110,7 +110,7 @@ async def test_capture_reads_back_the_chains_events_and_holds_no_secret_header_v
 
 
 @pytest.mark.parametrize("watched", [False, True], ids=["nobody-watching", "watched-live"])
-async def test_one_exchange_logs_one_exchange_event_with_its_facts_and_no_secret(
+async def test_one_exchange_logs_one_exchange_event_with_its_fields_and_no_secret(
     proxy_for, legacy_server: PeerServer, watched: bool
 ):
     async with proxy_for(legacy_server.url) as proxy:
@@ -121,14 +121,14 @@ async def test_one_exchange_logs_one_exchange_event_with_its_facts_and_no_secret
             with captured_logs() as logs:
                 response = await exchange(proxy, client, body, {**AUTH, "Mcp-Session-Id": session})
         assert response.status == 200
-        chain = next(c for c in proxy.store if c.summary.method == "tools/list")
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/list")
         if watcher is not None:
             watcher.close()
 
     (line,) = [entry for entry in logs if entry["event"] == "exchange"]
     assert line["log_level"] == "info"
-    # Live, the line names its chain; unwatched, the chain is built later and the exchange id links them.
-    assert line["chain_id"] == (chain.summary.id if watched else None)
+    # Watched or not, the line is the same: the exchange id links it to its chain.
+    assert "chain_id" not in line
     assert line["exchange"] in {record.exchange for record in chain.messages}
     assert line["method"] == "tools/list"
     assert line["http_method"] == "POST"

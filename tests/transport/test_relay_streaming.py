@@ -61,7 +61,7 @@ async def test_sse_event_reaches_the_client_before_the_upstream_sends_the_next(p
             client_read_first.set()
             assert await bounded(response.content.read(), what="the rest of the stream") == RESULT
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.status is ChainStatus.OK
         assert [(m.direction, m.sse_id) for m in chain.messages] == [
             (Direction.TO_SERVER, None),
@@ -106,7 +106,7 @@ async def test_sse_bytes_arrive_unchanged_with_ids_retry_comments_and_crlf(proxy
             assert response.headers["Content-Type"] == "text/event-stream; charset=utf-8"
             assert await bounded(response.read(), what="the whole stream") == b"".join(STREAM_CHUNKS)
         await wait_until(lambda: drained(proxy), what="the exchange to close")
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.status is ChainStatus.OK
         seen = [(m.sse_id, m.body) for m in chain.messages if m.direction is Direction.TO_CLIENT]
         assert seen == [
@@ -163,7 +163,7 @@ async def test_get_sse_stream_stays_open_while_the_client_holds_it(proxy_for):
             )
         finally:
             test_done.set()
-        (chain,) = list(proxy.store)
+        (chain,) = list(proxy.chains())
         assert chain.summary.method == "GET stream"
         assert chain.summary.status is ChainStatus.OK
         relayed = [m for m in chain.messages if m.channel is Channel.GET_SSE]
