@@ -115,7 +115,7 @@ def _modes(proxy: Proxy, client_era: str) -> list[str]:
     return sorted(
         {
             c.summary.mode.value
-            for c in proxy.store
+            for c in proxy.chains()
             if c.summary.method == "tools/call" and c.summary.client_era == client_era
         }
     )
