@@ -269,6 +269,10 @@ async def test_metrics_count_requests_chains_errors_latency_and_open_streams_as_
             ),
             "both calls finished and the stream closed",
         )
+        # Nobody watched: no chain was built for the counters; an API read builds them (and publishes).
+        unbuilt = metric(after, "mcp_proxy_bus_published_events_total")
+        await admin_json(proxy.admin + "/api/chains")
+        built = metric(await scrape(proxy), "mcp_proxy_bus_published_events_total")
     assert metric(after, "mcp_proxy_requests_total", **calls) == 2
     assert metric(after, "mcp_proxy_chains_total", **calls) == 2
     assert metric(after, "mcp_proxy_requests_total", method="initialize", client_era="legacy") == 1
@@ -278,9 +282,8 @@ async def test_metrics_count_requests_chains_errors_latency_and_open_streams_as_
     assert metric(after, "mcp_proxy_upstream_latency_seconds_sum", method="tools/call") > 0
     assert metric(after, "mcp_proxy_bus_dropped_events_total") == 0
     assert metric(after, "mcp_proxy_parked_continuations") == 0
-    assert metric(after, "mcp_proxy_bus_published_events_total") > metric(
-        before, "mcp_proxy_bus_published_events_total"
-    )
+    assert unbuilt == metric(before, "mcp_proxy_bus_published_events_total")
+    assert built > unbuilt
 
 
 # -- token ----------------------------------------------------------------------------------------
