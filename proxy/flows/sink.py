@@ -40,6 +40,8 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_BACKLOG = 10_000
 """Observations queued before the oldest finished ones are dropped (about 2,000 small exchanges)."""
 
+_LEG_KINDS = frozenset({LegMessageSeen, LegLinked, LegClosed})
+
 Listener = Callable[[Observation], None]
 """Receives every observation as it is made (the capture, the metrics): never a chain."""
 
@@ -128,7 +130,8 @@ class ObservationSink:
         for listener in self.listeners:
             listener(obs)
         line = self.tally.observe(obs)
-        self._track_leg(obs)
+        if type(obs) in _LEG_KINDS:
+            self._track_leg(obs)
         if self._watched():
             if self._pending or self._held:
                 self.build()

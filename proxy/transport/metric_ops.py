@@ -35,7 +35,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.retries import RetryBook, Signature, request_signature
+from proxy.flows.retries import RetryBook, request_signature
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
 
@@ -81,7 +81,8 @@ class _Op:
     waiting_on: int = 0
     upstream_requests: int = 0
     finished: bool = False
-    signature: Signature | None = None
+    params: dict[str, Any] | None = None
+    """Its first request's params, as sent: what a retry without `requestState` must repeat."""
     ident: RequestId | None = None
     """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
 
@@ -226,7 +227,7 @@ class OpCounter:
             op = self._retried(msg)
             if op is None:
                 op = self._open(ex, msg.method, t, request=True)
-                op.signature = request_signature(msg.method, msg.params)
+                op.params = msg.params
             else:
                 ex.ops.append(op)
                 self._round(op, op.rounds + 1)
@@ -279,7 +280,8 @@ class OpCounter:
             return
         result = msg.result
         if result_type(result) == RESULT_INPUT_REQUIRED:
-            self._retries.expect(op.id, op.signature or request_signature(op.method, {}), result)
+            signature = request_signature(op.method, op.params or {})  # only when a retry is expected
+            self._retries.expect(op.id, signature, result)
             if op.wait_from is None:
                 op.wait_from = t
             return

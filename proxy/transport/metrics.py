@@ -52,6 +52,8 @@ class ProxyMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
+        self._children: dict[tuple[Any, ...], Any] = {}
+        """Labelled children by family and label values (bounded: the method label is bounded)."""
         self.counting = OpCounter(self)
         """Follows the observations (a listener of the observation sink while the admin API runs)."""
         self.retired_drops: dict[str, int] = {}
@@ -117,11 +119,11 @@ class ProxyMetrics:
 
     def opened(self, method: str | None, era: str, mode: str) -> None:
         """An operation began (a chain, where chains are built)."""
-        self.chains.labels(self.method_label(method), era, mode).inc()
+        self._child(self.chains, self.method_label(method), era, mode).inc()
 
     def requested(self, method: str | None, era: str, mode: str) -> None:
         """A client sent a JSON-RPC request."""
-        self.requests.labels(self.method_label(method), era, mode).inc()
+        self._child(self.requests, self.method_label(method), era, mode).inc()
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
@@ -131,9 +133,17 @@ class ProxyMetrics:
         """An operation ended: errors count, requests add their time upstream."""
         label = self.method_label(method)
         if error:
-            self.errors.labels(label, mode).inc()
+            self._child(self.errors, label, mode).inc()
         if upstream_s is not None:
-            self.upstream.labels(label, mode).observe(upstream_s)
+            self._child(self.upstream, label, mode).observe(upstream_s)
+
+    def _child(self, family: Any, *labels: str) -> Any:
+        """The labelled child of a family, kept: `labels()` takes a lock and validates on every call."""
+        key = (id(family), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
 
     def session(self, state: str) -> None:
         """A session changed state."""
