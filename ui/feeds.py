@@ -264,6 +264,9 @@ class CaptureFeed:
             line, reason = reader.corrupt[0]
             plural = "s" if reader.corrupt_lines > 1 else ""
             cut += f"; {reader.corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
+        if reader.skipped_unknown:
+            plural = "s" if reader.skipped_unknown > 1 else ""
+            cut += f"; {reader.skipped_unknown} line{plural} of a newer capture version skipped"
         await sink(FeedStatus("ended", f"{count} events from {self.path.name}{cut}"))
 
 

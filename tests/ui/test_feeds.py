@@ -156,6 +156,29 @@ async def test_a_corrupt_line_is_skipped_the_rest_shown_and_the_count_reported(t
     assert len(items) == 135
 
 
+async def test_a_newer_minor_versions_lines_are_skipped_and_counted_and_a_newer_major_is_refused(
+    tmp_path: Path,
+) -> None:
+    lines = TOUR.read_bytes().splitlines(keepends=True)
+    newer = tmp_path / "newer.jsonl"
+    unknown = b'{"type":"obs","kind":"tls_handshake","t":1.0,"exchange":"x1"}\n'
+    newer.write_bytes(b"".join([lines[0].replace(b'"1.0"', b'"1.4"'), unknown, *lines[1:]]))
+    major = tmp_path / "major.jsonl"
+    major.write_bytes(b"".join([lines[0].replace(b'"1.0"', b'"2.0"'), *lines[1:]]))
+
+    (*_, read) = await collect(CaptureFeed(newer, chunk=10))
+    (*_, refused) = await collect(CaptureFeed(major, chunk=10))
+
+    assert read == FeedStatus(
+        "ended", f"133 events from {newer.name}; 1 line of a newer capture version skipped"
+    )
+    assert isinstance(refused, FeedStatus)
+    assert refused.state == "failed"
+    assert refused.detail.endswith(
+        "capture format 2.0 is newer than this mcp-proxy reads (1.x); upgrade mcp-proxy"
+    )
+
+
 class FakeAdmin:
     """An admin API that serves a fixed feed on /api/feed and records what each client sent."""
 
