@@ -13,7 +13,7 @@ Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import Message
@@ -177,21 +177,22 @@ EXCHANGE_OBSERVATIONS = (ExchangeOpened, MessageSeen, ResponseHeadSeen, InvalidB
 """Observations that belong to one open client exchange (besides its `ExchangeClosed`)."""
 
 
+_KEY_FIELD: dict[type[Any], str] = {
+    LegMessageSeen: "leg",
+    LegLinked: "leg",
+    LegClosed: "leg",
+    UpstreamSessionMoved: "name",
+}
+
+
 def key_of(obs: Observation) -> str:
     """What the observation belongs to: its exchange, its leg, or the session it names."""
-    match obs:
-        case LegMessageSeen(leg=leg) | LegLinked(leg=leg) | LegClosed(leg=leg):
-            return leg
-        case UpstreamSessionMoved(name=name):
-            return name
-        case _:
-            return obs.exchange
+    key: str = getattr(obs, _KEY_FIELD.get(type(obs), "exchange"))
+    return key
 
 
 def body_size(obs: Observation) -> int:
     """Body bytes the observation holds (what a bounded queue counts)."""
-    match obs:
-        case MessageSeen(size=size) | LegMessageSeen(size=size) | InvalidBody(size=size):
-            return size
-        case _:
-            return 0
+    if isinstance(obs, MessageSeen | LegMessageSeen | InvalidBody):
+        return obs.size
+    return 0

@@ -70,8 +70,9 @@ class ObservationSink:
         self.backlog = backlog
         self.max_bytes = max_bytes
         self._bytes = 0
-        self._pending: deque[Observation] = deque()
-        self._held: deque[Observation] = deque()
+        self._pending: deque[tuple[Observation, int]] = deque()
+        self._held: deque[tuple[Observation, int]] = deque()
+        """Queued observations, each with the body bytes it holds."""
         self._held_keys: set[str] = set()
         self._legs: dict[str, str] = {}
         """Open legs, each with the exchange whose chain it joins."""
@@ -97,8 +98,8 @@ class ObservationSink:
         try:
             for queue in (self._held, self._pending):
                 while queue:
-                    obs = queue.popleft()
-                    self._bytes -= body_size(obs)
+                    obs, size = queue.popleft()
+                    self._bytes -= size
                     apply(obs)
             self._held_keys.clear()
         finally:
@@ -161,8 +162,9 @@ class ObservationSink:
 
     def _queue(self, obs: Observation) -> None:
         pending = self._pending
-        pending.append(obs)
-        self._bytes += body_size(obs)
+        size = body_size(obs)
+        pending.append((obs, size))
+        self._bytes += size
         while pending and (len(pending) > self.backlog or self._bytes > self.max_bytes):
             self._shed_one()
 
@@ -172,15 +174,15 @@ class ObservationSink:
         Held observations are older than every queued one, so building the held ones first keeps the
         order. Whatever has a held observation keeps all its later ones: built later, it is whole.
         """
-        obs = self._pending.popleft()
-        key = key_of(obs)
+        entry = self._pending.popleft()
+        key = key_of(entry[0])
         if self._matters(key):
-            self._held.append(obs)
+            self._held.append(entry)
             self._held_keys.add(key)
             if len(self._held) > self.backlog or self._bytes > self.max_bytes:
                 self.build()  # what still matters outgrew the bounds: build rather than grow
             return
-        self._bytes -= body_size(obs)
+        self._bytes -= entry[1]
         self.dropped += 1
 
     def _matters(self, key: str) -> bool:

@@ -106,43 +106,47 @@ class RoundTripTally:
 
     def observe(self, obs: Observation) -> ExchangeSummary | None:
         """Count one observation; an `ExchangeClosed` of an open exchange returns its line."""
-        match obs:
-            case MessageSeen(exchange=exchange, msg=msg):
-                tally = self._open.get(exchange)
-                if tally is None:
-                    return None
-                if obs.direction is Direction.TO_CLIENT:
-                    tally.messages_out += 1
-                    tally.bytes_out += obs.size
-                elif msg.kind is Kind.REQUEST:
-                    if tally.method is None:
-                        tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
-                    if msg.id is not None:
-                        tally.ids.append(msg.id)
-            case ExchangeOpened():
-                session = obs.session
-                self._open[obs.exchange] = _Open(
-                    http_method=obs.http_method,
-                    method=STREAM_METHODS.get(obs.http_method),
-                    started=obs.t,
-                    session=session and self._redactor.token(session),
-                    bytes_in=obs.body_size,
-                )
-            case ResponseHeadSeen(exchange=exchange):
-                tally = self._open.get(exchange)
-                if tally is not None:
-                    tally.status, tally.content_type = obs.status, obs.content_type
-            case BytesOut(exchange=exchange):
-                tally = self._open.get(exchange)
-                if tally is not None:
-                    tally.bytes_out += obs.size
-            case ExchangeClosed(exchange=exchange):
-                tally = self._open.pop(exchange, None)
-                if tally is not None:
-                    return _line(exchange, tally, obs)
-            case _:
-                pass
+        if isinstance(obs, MessageSeen):
+            self._message(obs)
+        elif isinstance(obs, ExchangeOpened):
+            self._opened(obs)
+        elif isinstance(obs, ResponseHeadSeen):
+            tally = self._open.get(obs.exchange)
+            if tally is not None:
+                tally.status, tally.content_type = obs.status, obs.content_type
+        elif isinstance(obs, BytesOut):
+            tally = self._open.get(obs.exchange)
+            if tally is not None:
+                tally.bytes_out += obs.size
+        elif isinstance(obs, ExchangeClosed):
+            tally = self._open.pop(obs.exchange, None)
+            if tally is not None:
+                return _line(obs.exchange, tally, obs)
         return None
+
+    def _message(self, obs: MessageSeen) -> None:
+        tally = self._open.get(obs.exchange)
+        if tally is None:
+            return
+        msg = obs.msg
+        if obs.direction is Direction.TO_CLIENT:
+            tally.messages_out += 1
+            tally.bytes_out += obs.size
+        elif msg.kind is Kind.REQUEST:
+            if tally.method is None:
+                tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+            if msg.id is not None:
+                tally.ids.append(msg.id)
+
+    def _opened(self, obs: ExchangeOpened) -> None:
+        session = obs.session
+        self._open[obs.exchange] = _Open(
+            http_method=obs.http_method,
+            method=STREAM_METHODS.get(obs.http_method),
+            started=obs.t,
+            session=session and self._redactor.token(session),
+            bytes_in=obs.body_size,
+        )
 
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed) -> ExchangeSummary:

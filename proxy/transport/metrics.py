@@ -13,13 +13,20 @@ Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` dis
 
 from __future__ import annotations
 
+import bisect
+import collections
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from proxy.flows.bus import Subscription
 from proxy.flows.events import ProxyInfo
@@ -52,49 +59,13 @@ class ProxyMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
-        self._children: dict[tuple[Any, ...], Any] = {}
-        """Labelled children by family and label values (bounded: the method label is bounded)."""
+        self.counts = _Counts()
+        """The counters, as plain numbers: read into metric families only when Prometheus scrapes."""
         self.counting = OpCounter(self)
         """Follows the observations (a listener of the observation sink while the admin API runs)."""
         self.retired_drops: dict[str, int] = {}
         reg = self.registry
-        self.requests = Counter(
-            "mcp_proxy_requests",
-            "JSON-RPC requests received from clients, by method, client era and how the proxy handled them.",
-            ["method", "client_era", "mode"],
-            registry=reg,
-        )
-        self.chains = Counter(
-            "mcp_proxy_chains",
-            "Chains (logical client operations) opened, by method, client era and mode.",
-            ["method", "client_era", "mode"],
-            registry=reg,
-        )
-        self.errors = Counter(
-            "mcp_proxy_errors",
-            "Chains that ended in an error (JSON-RPC error, tool isError, HTTP failure), by method and mode.",
-            ["method", "mode"],
-            registry=reg,
-        )
-        self.rounds = Counter(
-            "mcp_proxy_bridged_rounds",
-            "Rounds of bridged chains (a bridged call answered without asking the client counts one).",
-            ["mode"],
-            registry=reg,
-        )
-        self.sessions = Counter(
-            "mcp_proxy_sessions",
-            "Legacy session events (opened, ended, expired, reinitialized).",
-            ["state"],
-            registry=reg,
-        )
-        self.upstream = Histogram(
-            "mcp_proxy_upstream_latency_seconds",
-            "Time a finished chain spent upstream (its duration less the time waiting on the client).",
-            ["method", "mode"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
+        reg.register(self.counts)
         reg.register(
             _PresentState(
                 state,
@@ -119,35 +90,27 @@ class ProxyMetrics:
 
     def opened(self, method: str | None, era: str, mode: str) -> None:
         """An operation began (a chain, where chains are built)."""
-        self._child(self.chains, self.method_label(method), era, mode).inc()
+        self.counts.chains[(self.method_label(method), era, mode)] += 1
 
     def requested(self, method: str | None, era: str, mode: str) -> None:
         """A client sent a JSON-RPC request."""
-        self._child(self.requests, self.method_label(method), era, mode).inc()
+        self.counts.requests[(self.method_label(method), era, mode)] += 1
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
-        self.rounds.labels(mode).inc(added)
+        self.counts.rounds[(mode,)] += added
 
     def ended(self, method: str | None, mode: str, *, error: bool, upstream_s: float | None) -> None:
         """An operation ended: errors count, requests add their time upstream."""
-        label = self.method_label(method)
+        key = (self.method_label(method), mode)
         if error:
-            self._child(self.errors, label, mode).inc()
+            self.counts.errors[key] += 1
         if upstream_s is not None:
-            self._child(self.upstream, label, mode).observe(upstream_s)
-
-    def _child(self, family: Any, *labels: str) -> Any:
-        """The labelled child of a family, kept: `labels()` takes a lock and validates on every call."""
-        key = (id(family), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = family.labels(*labels)
-        return child
+            self.counts.observe_latency(key, upstream_s)
 
     def session(self, state: str) -> None:
         """A session changed state."""
-        self.sessions.labels(state).inc()
+        self.counts.sessions[(state,)] += 1
 
     def method_label(self, method: str | None) -> str:
         """A bounded label value for a method name."""
@@ -159,6 +122,73 @@ class ProxyMetrics:
             return "other"
         self._methods.add(method)
         return method
+
+
+class _Counts:
+    """The counters as plain numbers (a `+= 1` on the traffic path), made metric families on a scrape.
+
+    prometheus_client's own counters take a lock and check their state on every increment; these are
+    only ever moved from the event loop's thread, so a dictionary does, and a scrape reads it.
+    """
+
+    def __init__(self) -> None:
+        self.requests: CounterOf = collections.Counter()
+        self.chains: CounterOf = collections.Counter()
+        self.errors: CounterOf = collections.Counter()
+        self.rounds: CounterOf = collections.Counter()
+        self.sessions: CounterOf = collections.Counter()
+        self.latency: dict[tuple[str, ...], list[float]] = {}
+        """Per label set: the count in each bucket (not cumulative), then the sum of the observations."""
+
+    def observe_latency(self, key: tuple[str, ...], seconds: float) -> None:
+        """One observation of the latency histogram."""
+        row = self.latency.get(key)
+        if row is None:
+            row = self.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
+        row[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        row[-1] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        """The counter and histogram families, with the names and meanings they always had."""
+        yield _counters(
+            self.requests, "mcp_proxy_requests", _DOCS["requests"], ["method", "client_era", "mode"]
+        )
+        yield _counters(self.chains, "mcp_proxy_chains", _DOCS["chains"], ["method", "client_era", "mode"])
+        yield _counters(self.errors, "mcp_proxy_errors", _DOCS["errors"], ["method", "mode"])
+        yield _counters(self.rounds, "mcp_proxy_bridged_rounds", _DOCS["rounds"], ["mode"])
+        yield _counters(self.sessions, "mcp_proxy_sessions", _DOCS["sessions"], ["state"])
+        histogram = HistogramMetricFamily(
+            "mcp_proxy_upstream_latency_seconds", _DOCS["upstream"], labels=["method", "mode"]
+        )
+        for labels, row in sorted(self.latency.items()):
+            cumulative, buckets = 0.0, []
+            for bound, count in zip(LATENCY_BUCKETS, row, strict=False):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            histogram.add_metric(list(labels), buckets, row[-1])
+        yield histogram
+
+
+CounterOf = collections.Counter[tuple[str, ...]]
+"""Counts by label values."""
+
+_DOCS = {
+    "requests": "JSON-RPC requests received from clients, by method, client era "
+    "and how the proxy handled them.",
+    "chains": "Chains (logical client operations) opened, by method, client era and mode.",
+    "errors": "Chains that ended in an error (JSON-RPC error, tool isError, HTTP failure), "
+    "by method and mode.",
+    "rounds": "Rounds of bridged chains (a bridged call answered without asking the client counts one).",
+    "sessions": "Legacy session events (opened, ended, expired, reinitialized).",
+    "upstream": "Time a finished chain spent upstream (its duration less the time waiting on the client).",
+}
+
+
+def _counters(counts: CounterOf, name: str, doc: str, labels: list[str]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, value in sorted(counts.items()):
+        family.add_metric(list(values), value)
+    return family
 
 
 class _PresentState:
