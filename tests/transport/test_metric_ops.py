@@ -1,0 +1,68 @@
+"""Metrics counted from observations agree with the chains the builder makes of the same observations.
+
+Each scripted play (a JSON call, a call with a nested request, an invalid body and a dropped stream, a
+bridged call parked and resumed) runs into a sink nobody watches with the metrics listening; the
+chains built afterwards say what the counters must hold.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from proxy.config import Settings
+from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, Mode
+from proxy.runtime import Proxy
+from proxy.transport.metrics import ProxyMetrics
+from tests.flows.test_sink import SCENARIOS, Play, Rig
+
+
+def _metrics() -> ProxyMetrics:
+    proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
+    return ProxyMetrics(
+        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+    )
+
+
+def _from_chains(rig: Rig) -> dict[str, Any]:
+    """What the counters would hold if they were counted from the chains' events."""
+    opened: Counter[tuple[str, ...]] = Counter()
+    errors: Counter[tuple[str, ...]] = Counter()
+    rounds: Counter[tuple[str, ...]] = Counter()
+    latency: dict[tuple[str, ...], float] = {}
+    final = {}
+    for event in rig.events:
+        if isinstance(event, ChainOpened):
+            chain = event.chain
+            opened[(chain.method or "none", chain.client_era, chain.mode.value)] += 1
+        if isinstance(event, ChainChanged):
+            final[event.chain.id] = event.chain
+    for chain in final.values():
+        key = (chain.method or "none", chain.mode.value)
+        if chain.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY):
+            rounds[(chain.mode.value,)] += chain.rounds
+        if chain.status is ChainStatus.ERROR:
+            errors[key] += 1
+        if chain.status in (ChainStatus.OK, ChainStatus.ERROR) and chain.jsonrpc_id is not None:
+            latency[key] = round(latency.get(key, 0.0) + chain.upstream_ms / 1000, 6)
+    return {"chains": opened, "errors": errors, "rounds": rounds, "latency": latency}
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
+    rig, metrics = Rig(), _metrics()
+    rig.sink.listeners.append(metrics.counting.observe)
+    play(rig.facts, rig.clock)
+    assert rig.events == []  # nobody watched: counted without a chain
+    rig.sink.build()
+
+    counts = metrics.counts
+    counted = {
+        "chains": Counter(counts.chains),
+        "errors": Counter(counts.errors),
+        "rounds": Counter(counts.rounds),
+        "latency": {key: round(row[-1], 6) for key, row in counts.latency.items()},
+    }
+    assert counted == _from_chains(rig)
