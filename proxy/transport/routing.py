@@ -83,7 +83,9 @@ class Router:
             return self.eras
         task = self._probe
         if task is None or task.done():
-            credentials = tuple((name, value) for name, value in headers if name.lower() in _CREDENTIALS)
+            credentials = tuple(
+                (name, value) for name, value in headers if name.lower() in _CREDENTIALS
+            )
             task = self._probe = spawn(self._run_probe(credentials), name="era-probe")
         await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
         return self.eras
@@ -149,3 +151,4 @@ class Router:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
+
