@@ -14,7 +14,7 @@ from typing import Any
 PATH_LABELS = {
     "direct": "direct",
     "ours": "ours (log+capture)",
-    "ours-live": "ours (log+capture, chains live)",
+    "ours-live": "ours (log+capture, admin on)",
     "ours-quiet": "ours (logging off)",
     "bare-aiohttp": "bare aiohttp relay",
     "mitmdump": "mitmdump",

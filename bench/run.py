@@ -339,7 +339,7 @@ class Path_:
 def ours_argv(
     upstream: str, port: int, tmp: Path, *, logged: bool, tag: str, live: bool = False
 ) -> list[str]:
-    """`live`: the admin API on (its metrics subscribe to the bus), so every chain is built as it happens."""
+    """`live`: the admin API on (its metrics count every observation); off, nothing watches."""
     argv = [PY, "-m", "proxy.cli", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
     argv += ["--admin", f"127.0.0.1:{free_port()}"] if live else ["--no-admin-enabled"]
     if logged:
