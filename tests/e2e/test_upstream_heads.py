@@ -48,7 +48,7 @@ async def test_a_huge_upstream_head_gets_the_client_a_502_naming_the_setting(pro
         async with http.post(proxy.endpoint(), data=json.dumps(message), headers=HEADERS) as resp:
             status, answer = resp.status, await resp.json()
         await wait_until(
-            lambda: proxy.state.pool.open_connections == 0, what="the upstream connection to close"
+            lambda: proxy.pool.open_connections == 0, what="the upstream connection to close"
         )
     assert status == 502
     assert answer["id"] == 12

@@ -157,7 +157,7 @@ def test_many_unsendable_methods_leave_descriptors_and_pool_connections_flat(
     bridged: tuple[LiveProxy, str],
 ) -> None:
     live, session = bridged
-    pool = live.proxy.state.pool
+    pool = live.proxy.pool
     assert pool is not None
     check(
         live,

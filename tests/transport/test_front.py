@@ -487,9 +487,9 @@ async def test_client_that_leaves_mid_stream_closes_the_upstream_call_and_is_rec
                     assert await bounded(reader.readexactly(int(size, 16)), what="the event") == PROGRESS
                 # the connection is closed mid-stream
                 await wait_until(lambda: drained(proxy), what="the proxy to drop the abandoned exchange")
-                assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
+                assert (proxy.builder.open_exchanges, proxy.relays.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
-                assert proxy.state.open_streams == 0
+                assert proxy.relays.open_streams == 0
                 chain = next(c for c in proxy.store if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
                 assert "client_disconnected" in (chain.summary.error or "")
