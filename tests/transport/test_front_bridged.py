@@ -8,7 +8,6 @@ for MCP traffic at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,7 +35,7 @@ UTF8_VALUE = "café ✓ 日本".encode()
 
 
 @pytest.fixture
-def aiohttp_listeners(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def aiohttp_listeners(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The local ports of every connection aiohttp's web server takes (the admin API's are expected)."""
     ports: list[int] = []
     original = web_protocol.RequestHandler.connection_made
@@ -48,7 +47,7 @@ def aiohttp_listeners(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         original(self, transport)
 
     monkeypatch.setattr(web_protocol.RequestHandler, "connection_made", spy)
-    yield ports
+    return ports
 
 
 def with_header(request: bytes, line: bytes) -> bytes:
@@ -69,7 +68,8 @@ async def test_a_bridged_request_then_a_pass_through_one_in_one_write_are_answer
         assert_initialized(await read_response(reader), 3)
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
         assert modes(proxy) == {"initialize": Mode.LEGACY_TO_MRTR, "server/discover": Mode.PASSTHROUGH}
-        assert proxy._front is not None and len(proxy._front.connections) == 1
+        assert proxy._front is not None
+        assert len(proxy._front.connections) == 1
         assert proxy.port not in aiohttp_listeners  # no MCP connection ever reached aiohttp's server
 
 
