@@ -109,3 +109,18 @@ async def test_utf8_header_values_after_a_bridged_exchange_reach_the_upstream_by
         relayed = [h for h in upstream.heads if b"X-Note" in h.raw]
         assert len(relayed) == 1
         assert b"\r\nX-Note: " + UTF8_VALUE + b"\r\n" in relayed[0].raw
+
+
+async def test_whitespace_around_a_header_value_is_not_part_of_it_for_a_bridge(
+    legacy_server: PeerServer, proxy_for: Any
+) -> None:
+    """A 2026-07-28 client's `Mcp-Method` padded with spaces and tabs still names the body's method."""
+    async with proxy_for(legacy_server.url) as proxy, connection(proxy) as (reader, writer):
+        discover = modern_discover(1).replace(
+            b"Mcp-Method: server/discover\r\n", b"Mcp-Method:  server/discover \t\r\n"
+        )
+        assert b"server/discover \t\r\n" in discover
+        writer.write(discover)
+        assert_discovered(await read_response(reader), 1)
+        await wait_until(lambda: drained(proxy), what="the exchange to close")
+        assert modes(proxy) == {"server/discover": Mode.MRTR_TO_LEGACY}
