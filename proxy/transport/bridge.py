@@ -112,6 +112,8 @@ class _Exchange:
     writes: deque[BridgeCommand] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
+    answered: bool = False
+    """A whole response was given to the client side (`ReplyJson`)."""
 
     def put(self, command: BridgeCommand) -> None:
         self.writes.append(command)
@@ -192,13 +194,15 @@ class BridgeDriver:
             raise
         finally:
             self.exchanges.pop(exchange, None)
+        if not ex.answered and not client.started:
+            client.respond(500, b"", None, ())  # ended without an answer: the client is never left waiting
 
     async def _write(self, exchange: str, ex: _Exchange, cmd: BridgeCommand) -> None:
         match cmd:
             case ReplyJson(_, status, message, headers):
                 self._observe_reply(exchange, status, message, headers)
                 _json_response(ex.client, status, message, headers)
-                ex.done = True
+                ex.answered = ex.done = True
             case StartSse(_, headers):
                 head = _sse_head(headers)
                 self.observer.response_head(
