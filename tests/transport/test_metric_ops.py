@@ -22,7 +22,14 @@ from tests.flows.test_sink import SCENARIOS, Play, Rig
 def _metrics() -> ProxyMetrics:
     proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
     return ProxyMetrics(
-        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+        proxy.store,
+        proxy.bus,
+        open_streams=lambda: 0,
+        open_exchanges=lambda: 0,
+        info=proxy.info,
+        continuations=lambda: 0,
+        feed_clients=lambda: 0,
+        draining=lambda: False,
     )
 
 
