@@ -29,6 +29,7 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
         connect_timeout=settings.upstream_connect_timeout,
         head_timeout=settings.upstream_timeout,
         max_head_bytes=settings.upstream_max_head_bytes,
+        idle_timeout=settings.upstream_idle_timeout,
     )
     try:
         yield
