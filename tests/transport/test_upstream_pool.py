@@ -24,6 +24,7 @@ from proxy.transport import upstream_pool
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
+    RELAY_ONLY,
     WAIT,
     Upstream,
     bounded,
@@ -32,8 +33,10 @@ from tests.transport.helpers import (
     hold,
     raw_fake_upstream,
     read_request,
+    rpc,
     wait_until,
 )
+from tests.transport.test_front import connection, read_response, request_bytes
 
 READ_SIZE = 256 * 1024
 """The most an asyncio transport reads from a socket at once: what may land after the pause is ordered."""
@@ -884,3 +887,29 @@ async def test_an_upstream_that_keeps_no_idle_connection_gets_each_request_on_a_
         assert await fetch(pool) == (200, b"ok")
         assert await fetch(pool) == (200, b"ok")
         assert (server.accepted, pool.retried) == (2, 0)
+
+
+async def test_the_running_proxy_closes_idle_upstream_connections_after_upstream_idle_timeout(proxy_for):
+    """A fake that records when the proxy's idle connection to it closed (the setting is the proxy's)."""
+    idle_for: list[float] = []
+
+    async def fake_upstream_timing_the_idle_close(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        answered = time.monotonic()
+        while await wire.next() is not None:
+            writer.write(ok(b'{"jsonrpc":"2.0","id":1,"result":{}}', b"Content-Type: application/json"))
+            await writer.drain()
+            answered = time.monotonic()
+        idle_for.append(time.monotonic() - answered)
+
+    async with (
+        raw_fake_upstream(fake_upstream_timing_the_idle_close) as server,
+        proxy_for(f"http://127.0.0.1:{server.port}/mcp", **RELAY_ONLY, upstream_idle_timeout=0.3) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(request_bytes(rpc("tools/call", 1, name="echo")))
+        assert (await read_response(reader)).status == 200
+        await wait_until(lambda: bool(idle_for), what="the proxy to close its idle upstream connection")
+        assert 0.3 <= idle_for[0] < 0.3 + 2 * upstream_pool.IDLE_SWEEP + 0.5
