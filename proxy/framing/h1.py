@@ -17,8 +17,13 @@ answer and close, the stream cannot be resynchronised). The body is collected on
 than handed out as data events: the front needs it whole, and an event per body piece would cost the
 hot path an object each.
 
-Client role (`ResponseReader`): `feed(data)` returns `ResponseHead`, `ResponseData`, `EndOfResponse`
-and `ResponseFailed` (`head_too_large` past the head bound, `cut` for a malformed or upgraded stream).
+Client role (`ResponseReader`): `feed(data)` returns `ResponseHead`, body data (the `bytes` themselves),
+`EndOfResponse` and `ResponseFailed` (`head_too_large` past the head bound, `cut` for a malformed or
+upgraded stream). Body data comes out as bytes and an end as one of two shared instances, so reading a
+response costs its head one object and nothing per body piece: the pool reads every upstream answer.
+
+Both readers hand back the same list from every `feed`, emptied first: act on the events before the
+next `feed`.
 """
 
 from __future__ import annotations
@@ -194,8 +199,8 @@ class RequestReader(Generic[R]):
 
     def feed(self, data: bytes) -> list[RequestEvent[R]]:
         """What `data` completed, in order; a `Refusal` ends the list and the stream."""
-        events: list[RequestEvent[R]] = []
-        self._events = events
+        events = self._events
+        events.clear()
         if self.refused is not None:
             return events
         before = self.current
@@ -371,22 +376,20 @@ class ResponseHead:
         self.headers = headers
 
 
-class ResponseData:
-    """Body bytes of the response (chunk framing removed)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-
 class EndOfResponse:
-    """The response ended; `keep_alive` says whether the connection may carry another request."""
+    """The response ended; `keep_alive` says whether the connection may carry another request.
+
+    Two instances exist (`END_KEEP_ALIVE`, `END_CLOSE`): an end carries nothing else.
+    """
 
     __slots__ = ("keep_alive",)
 
     def __init__(self, keep_alive: bool) -> None:
         self.keep_alive = keep_alive
+
+
+END_KEEP_ALIVE = EndOfResponse(True)
+END_CLOSE = EndOfResponse(False)
 
 
 class ResponseFailed:
@@ -399,7 +402,8 @@ class ResponseFailed:
         self.detail = detail
 
 
-ResponseEvent = ResponseHead | ResponseData | EndOfResponse | ResponseFailed
+ResponseEvent = ResponseHead | bytes | EndOfResponse | ResponseFailed
+"""`bytes` is body data (chunk framing removed)."""
 
 
 class ResponseReader:
@@ -429,7 +433,7 @@ class ResponseReader:
         self._reason = b""
         self._headers: list[tuple[str, str]] = []
 
-    def expect(self, *, no_body: bool) -> None:
+    def expect(self, no_body: bool) -> None:
         """A request went out: its response comes next. `no_body`: it answers HEAD (the head is all)."""
         self.awaiting = True
         self.head_bytes = 0
@@ -438,8 +442,8 @@ class ResponseReader:
 
     def feed(self, data: bytes) -> list[ResponseEvent]:
         """What `data` completed, in order; a `ResponseFailed` ends the list and the reader."""
-        events: list[ResponseEvent] = []
-        self._events = events
+        events = self._events
+        events.clear()
         if self.failed:
             return events
         awaiting = self.awaiting
@@ -492,24 +496,16 @@ class ResponseReader:
         self.awaiting = False
         self._events.append(ResponseHead(status, self._reason.decode("latin-1"), self._headers))
         if self._no_body:  # the answer to HEAD: llhttp would wait for the body its length announces
-            self._events.append(EndOfResponse(False))
+            self._events.append(END_CLOSE)
 
     def on_body(self, body: bytes) -> None:
-        self._events.append(ResponseData(body))
+        self._events.append(body)
 
     def on_message_complete(self) -> None:
         if self.parser.get_status_code() < 200 or self._no_body:
             return
         # llhttp forgets whether the connection stays open once the message is done: read it now.
-        self._events.append(EndOfResponse(self.parser.should_keep_alive()))
-
-
-def until_close(headers: Iterable[tuple[str, str]]) -> bool:
-    """A response with neither a length nor chunking: its body ends where the connection does."""
-    if header(headers, "content-length") is not None:
-        return False
-    coding = header(headers, "transfer-encoding")
-    return coding is None or not coding.rstrip().lower().endswith("chunked")
+        self._events.append(END_KEEP_ALIVE if self.parser.should_keep_alive() else END_CLOSE)
 
 
 def keep_alive_timeout(headers: Iterable[tuple[str, str]]) -> float | None:

@@ -39,13 +39,11 @@ from typing import cast
 from proxy.framing.h1 import (
     EndOfResponse,
     HeadError,
-    ResponseData,
     ResponseHead,
     ResponseReader,
     encode_request,
     header,
     keep_alive_timeout,
-    until_close,
 )
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
@@ -97,6 +95,7 @@ class UpstreamResponse:
         "_waiter",
         "content_length",
         "headers",
+        "keep_alive_header",
         "reason",
         "status",
         "until_close",
@@ -107,10 +106,23 @@ class UpstreamResponse:
         self.status = status
         self.reason = reason
         self.headers = headers
-        length = header(headers, "content-length")
+        # One pass over the head for the three fields the pool reads (this runs for every answer).
+        length = coding = None
+        keep_alive = False
+        for name, value in headers:
+            size = len(name)
+            if size == 14 and length is None and name.lower() == "content-length":
+                length = value
+            elif size == 17 and coding is None and name.lower() == "transfer-encoding":
+                coding = value
+            elif size == 10 and not keep_alive and name.lower() == "keep-alive":
+                keep_alive = True
         self.content_length: int | None = int(length) if length is not None and length.isdigit() else None
-        self.until_close = until_close(headers)
+        chunked = coding is not None and coding.rstrip().lower().endswith("chunked")
+        self.until_close = self.content_length is None and not chunked
         """No length and no chunking: the body ends where the connection does (HTTP/1.0 framing)."""
+        self.keep_alive_header = keep_alive
+        """The upstream sent `Keep-Alive` (it may announce how long it keeps an idle connection)."""
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._done = False
@@ -238,9 +250,9 @@ class _Connection(asyncio.Protocol):
             self._close()  # bytes nobody asked for: this connection cannot be trusted with another request
             return
         for event in self.reader.feed(data):
-            if isinstance(event, ResponseData):
+            if isinstance(event, bytes):  # body data, the most frequent event by far
                 if self.response is not None:
-                    self.response._feed(event.data)
+                    self.response._feed(event)
             elif isinstance(event, ResponseHead):
                 self._headed(event)
             elif isinstance(event, EndOfResponse):
@@ -271,9 +283,10 @@ class _Connection(asyncio.Protocol):
     def _headed(self, head: ResponseHead) -> None:
         response = UpstreamResponse(self, head.status, head.reason, head.headers)
         self.response = response
-        announced = keep_alive_timeout(head.headers)
-        if announced is not None:
-            self.ttl = self.pool.ttl_for(announced)
+        if response.keep_alive_header:
+            announced = keep_alive_timeout(head.headers)
+            if announced is not None:
+                self.ttl = self.pool.ttl_for(announced)
         pending, self.pending = self.pending, None
         if pending is not None and not pending.future.done():
             pending.future.set_result(response)
@@ -285,7 +298,7 @@ class _Connection(asyncio.Protocol):
         self.uses += 1
         self.pending = pending
         self.keep_alive = False
-        self.reader.expect(no_body=pending.head_only)
+        self.reader.expect(pending.head_only)
         self.pool.write_soon(self.transport, pending.data)
 
     def finish(self, *, reusable: bool) -> None:
