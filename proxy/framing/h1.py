@@ -309,7 +309,8 @@ class RequestReader(Generic[R]):
             raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
         if len(name) == 4 and name.lower() == b"host":
             req.hosts += 1
-        req.headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        # A field value excludes the whitespace around it (RFC 9110, 5.5); llhttp drops only the leading.
+        req.headers.append((name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1")))
 
     def on_headers_complete(self) -> None:
         req = self.current

@@ -6,13 +6,19 @@ import orjson
 import pytest
 
 from proxy.engine.passthrough import (
+    BODY_COMPLETE,
+    BODY_CUT,
+    CLIENT_LEFT,
     ClientHead,
     FaultAnswer,
     UpstreamRequest,
+    body_end,
     client_head,
+    era_suspicion,
     fault_answer,
     fault_outcome,
     proxied_location,
+    sends_whole,
     upstream_request,
 )
 from proxy.framing.classify import Route, classify
@@ -221,3 +227,57 @@ def test_only_a_redirects_location_is_rewritten() -> None:
         ("Content-Length", "0"),
     )
     assert client_head(201, headers, (UPSTREAM, OWN)).headers == headers
+
+
+# -- whole or stream, cut or end, era suspicion -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("length", "buffered", "complete", "whole"),
+    [
+        (12, 12, True, True),  # all here, as declared: head and body in one write
+        (12, 5, False, False),  # still coming: streamed
+        (12, 0, True, False),  # a HEAD answer or 204 declares a length it does not carry
+        (None, 40, True, False),  # no declared length (SSE, chunked): streamed, even when all here
+    ],
+)
+def test_a_body_goes_whole_only_when_all_of_it_arrived_as_declared(
+    length: int | None, buffered: int, complete: bool, whole: bool
+) -> None:
+    assert sends_whole(length, buffered, complete) is whole
+
+
+def test_a_body_that_ended_as_framed_ends_the_clients_response_cleanly() -> None:
+    assert body_end(upstream_cut=False, client_gone=False) is BODY_COMPLETE
+    assert (BODY_COMPLETE.finish_client, BODY_COMPLETE.cut_client, BODY_COMPLETE.outcome) == (
+        True,
+        False,
+        None,
+    )
+
+
+def test_a_body_the_upstream_cut_cuts_the_clients_connection() -> None:
+    end = body_end(upstream_cut=True, client_gone=False)
+    assert end is BODY_CUT
+    assert (end.finish_client, end.cut_client, end.outcome) == (False, True, fault_outcome("cut"))
+
+
+def test_a_client_that_left_is_recorded_as_gone_whatever_the_upstream_did() -> None:
+    for cut in (False, True):
+        end = body_end(upstream_cut=cut, client_gone=True)
+        assert end is CLIENT_LEFT
+        assert (end.finish_client, end.cut_client, end.outcome) == (False, False, "client_disconnected")
+
+
+@pytest.mark.parametrize("status", [400, 404, 405])
+def test_a_refused_handshake_casts_doubt_on_the_upstreams_era(status: int) -> None:
+    handshake = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert era_suspicion(route(handshake), status) == f"HTTP {status} for initialize from a legacy client"
+
+
+def test_a_refused_legacy_call_or_a_success_casts_no_doubt() -> None:
+    call = route(BODY, ("Mcp-Protocol-Version", "2025-11-25"))
+    assert era_suspicion(call, 404) is None
+    handshake = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert era_suspicion(route(handshake), 200) is None
+    assert era_suspicion(route(handshake), 500) is None
