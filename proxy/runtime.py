@@ -79,6 +79,7 @@ class Proxy:
             connect_timeout=settings.upstream_connect_timeout,
             head_timeout=settings.upstream_timeout,
             max_head_bytes=settings.upstream_max_head_bytes,
+            idle_timeout=settings.upstream_idle_timeout,
         )
         """The keep-alive connections that carry every upstream request, the era probe's included."""
         self.router = Router(settings, upstream, self.pool)

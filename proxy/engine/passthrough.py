@@ -46,8 +46,10 @@ class UpstreamRequest:
     """The request to send upstream for one client request."""
 
     http_method: str
-    target: str
-    """Origin form: the upstream's path for the client's, with the queries (`Upstream.with_query`)."""
+    path: str
+    """The client's path; the upstream pool derives the request target from it (`Upstream.request_target`)."""
+    query: str
+    """The client's raw query (percent-encoding kept), sent after the upstream URL's own."""
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
@@ -90,15 +92,14 @@ class FaultAnswer:
     body: dict[str, Any]
 
 
-def upstream_request(route: Route, upstream: Upstream, query: str = "") -> UpstreamRequest:
+def upstream_request(route: Route, query: str = "") -> UpstreamRequest:
     """The client's request as the upstream gets it: same method, body and query, headers rewritten.
 
-    The query is the upstream URL's, then the client's as sent (percent-encoding kept). `Host` and
-    the body's length are framed with the head (`encode_request_head`), not here.
+    The request target (the upstream's path for the client's, the upstream URL's query, then the
+    client's), `Host` and the body's length are framed by the pool, not here.
     """
     headers = tuple(forward_request_headers(route.headers))
-    target = upstream.with_query(upstream.path_for(route.path), query)
-    return UpstreamRequest(route.http_method, target, headers, route.raw)
+    return UpstreamRequest(route.http_method, route.path, query, headers, route.raw)
 
 
 def client_head(

@@ -335,16 +335,16 @@ class BridgeDriver:
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
-                target = self._target(exchange)
-                run = self._run_leg(leg, target, "POST", headers, dumps(message), message.get("id"))
+                query = self._query(exchange)
+                run = self._run_leg(leg, query, "POST", headers, dumps(message), message.get("id"))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
-                run = self._run_leg(leg, self.upstream.target, "DELETE", headers, b"")
+                run = self._run_leg(leg, "", "DELETE", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
-                run = self._run_leg(leg, self._target(exchange), "GET", headers, b"")
+                run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case CloseLeg(leg):
                 task = self.legs.pop(leg, None)
@@ -381,22 +381,21 @@ class BridgeDriver:
 
     # -- upstream legs ----------------------------------------------------------------------------
 
-    def _target(self, exchange: str) -> str:
-        """The upstream endpoint in origin form, with the query of the client request behind the leg."""
+    def _query(self, exchange: str) -> str:
+        """The raw query of the client request behind the leg (the pool puts it after the upstream's)."""
         ex = self.exchanges.get(exchange)
-        query = ex.client.raw_query if ex is not None else ""
-        return self.upstream.with_query(self.upstream.base_path, query)
+        return ex.client.raw_query if ex is not None else ""
 
     async def _run_leg(
         self,
         leg: str,
-        target: str,
+        query: str,
         method: str,
         headers: tuple[tuple[str, str], ...],
         body: bytes,
         request_id: Any = None,
     ) -> None:
-        resp = await self._open_leg(leg, target, method, headers, body)
+        resp = await self._open_leg(leg, query, method, headers, body)
         if resp is None:
             return
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
@@ -419,7 +418,7 @@ class BridgeDriver:
             await asyncio.sleep(min(stream.retry_ms or 0, _MAX_RESUME_WAIT_MS) / 1000)
             self.log.info("leg_resumed", leg=leg, last_event_id=stream.last_id, attempt=resumes)
             resume = _resume_headers(headers, stream.last_id or "")
-            resp = await self._open_leg(leg, target, "GET", resume, b"")
+            resp = await self._open_leg(leg, query, "GET", resume, b"")
             if resp is None:
                 return
         self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
@@ -436,11 +435,12 @@ class BridgeDriver:
         )
 
     async def _open_leg(
-        self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse | None:
+        """A leg's request to the upstream's MCP endpoint, with the client's `query` after the URL's own."""
         pool = self._pool()
         try:
-            return await pool.request(method, target, headers, body)
+            return await pool.request(method, self.upstream.base_path, headers, body, query)
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
         except UpstreamError as exc:

@@ -1,4 +1,4 @@
-"""The lean front server: client connections on asyncio protocols, parsed by httptools (llhttp).
+"""The lean front server: client connections on asyncio protocols, read by the HTTP/1.1 core.
 
 Why not aiohttp's server: it spends more CPU on each request before and after a handler runs than
 everything else the proxy does for a small `tools/call`. An exchange needs a request parsed and a
@@ -8,13 +8,15 @@ requests itself and serves every one of them: each is classified and routed once
 Requests on one connection are served one at a time, in order, whatever their route; a connection's
 deadlines and limits are the same whatever it carried before.
 
-Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`; trailers count
-toward it and are dropped, never merged into the headers), bodies (413 past the configured limit,
-answered as soon as the limit is crossed; a chunked body's framing and extensions count toward it),
-requests queued behind one in progress (reading pauses past `MAX_QUEUED` requests or
-`max_pipelined_bytes`), client connections (503 past `max_client_connections`). Every wait on a client
-has a deadline (`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic
-sweep over the connections rather than a timer per request, so the hot path only notes the time.
+The HTTP/1.1 core (`proxy.framing.h1.RequestReader`, httptools inside) turns each read into events:
+requests read to their end, a body cut over its limit, a refusal. Bounded like aiohttp's server:
+request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it and are dropped, never
+merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
+crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
+progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
+(503 past `max_client_connections`). Every wait on a client has a deadline (`head_read_timeout`,
+`body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the connections rather
+than a timer per request, so the hot path only notes the time.
 """
 
 from __future__ import annotations
@@ -22,19 +24,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import http
 import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-import httptools
-
 from proxy import SERVER_SOFTWARE
 from proxy.config import Settings
 from proxy.framing.classify import Rejection, Route, peek_id
-from proxy.framing.http import header
+from proxy.framing.h1 import MAX_HEAD_BYTES as MAX_HEAD_BYTES
+from proxy.framing.h1 import MAX_HEADERS as MAX_HEADERS
+from proxy.framing.h1 import BodyTooLarge, EndOfRequest, Refusal, Request, RequestReader
+from proxy.framing.h1 import encode_response_head as _head
 from proxy.framing.status import gateway_error, too_large
 from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
 from proxy.logs import get_logger
@@ -44,10 +46,6 @@ from proxy.transport.routing import Router, classify_request
 from proxy.transport.upstream_pool import PendingHead
 from proxy.wire.jsonrpc import dumps
 
-MAX_HEAD_BYTES = 64 * 1024
-"""Request line plus headers; past it the client gets 431 and the connection closes."""
-MAX_HEADERS = 128
-"""Header fields in one request; past it the client gets 431."""
 MAX_QUEUED = 16
 """Complete requests waiting behind the one being served before reading from the client pauses."""
 
@@ -56,56 +54,18 @@ SWEEP_MAX = 1.0
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
-_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
+class _Request(Request):
+    """One request as read from the client (`proxy.framing.h1.Request`), and what serving it adds."""
 
-class _Request:
-    """One request as read from the client."""
-
-    __slots__ = (
-        "began",
-        "body",
-        "continue_sent",
-        "continue_wanted",
-        "early",
-        "head_done",
-        "head_size",
-        "headers",
-        "hosts",
-        "http10",
-        "keep_alive",
-        "method",
-        "refusal",
-        "size",
-        "target",
-        "wire",
-    )
+    __slots__ = ("continue_sent", "refusal")
 
     def __init__(self, began: float) -> None:
-        self.began = began
-        """Loop time the head began: the head-read deadline counts from it."""
-        self.head_done = 0.0
-        """Loop time the head ended: the body-read deadline counts from it."""
-        self.head_size = 0
-        """Bytes of the head as counted field by field (what a read holds before the body starts)."""
-        self.hosts = 0
-        """`Host` fields seen (exactly one is valid in HTTP/1.1)."""
-        self.wire = 0
-        """Body bytes as they came on the wire (chunk framing and extensions included)."""
+        super().__init__(began)
         self.refusal: Rejection | None = None
         """Answered without going upstream (its body is not read): a body over the limit, say."""
-        self.method = ""
-        self.target = b""
-        self.headers: list[tuple[str, str]] = []
-        self.body: list[bytes] = []
-        self.size = 0
-        self.keep_alive = True
-        self.http10 = False
-        self.early = False
-        """Dispatched before its body was read to the end (too large): the connection closes after."""
         self.continue_sent = False
-        self.continue_wanted = False
-        """The client sent `Expect: 100-continue`; the 100 goes out once the responses before it have."""
+        """The 100 for `continue_wanted` went out (once the responses before it had)."""
 
 
 class FrontServer:
@@ -189,9 +149,9 @@ class FrontConnection(asyncio.Protocol):
     def __init__(self, front: FrontServer) -> None:
         self.front = front
         self.settings = front.settings
-        self.parser = httptools.HttpRequestParser(self)
+        self.reader = RequestReader(front.settings.max_body_bytes, front.now, _Request)
+        """The HTTP/1.1 core reading this connection's requests (and keeping their bounds)."""
         self.transport: asyncio.Transport | None = None
-        self.current: _Request | None = None
         self.queue: deque[_Request] = deque()
         self.task: asyncio.Task[None] | None = None
         self.relay: PassthroughRelay | None = None
@@ -201,10 +161,6 @@ class FrontConnection(asyncio.Protocol):
         self.served = 0
         self.waiting_since = 0.0
         """Loop time the connection last began to wait on its client (connected, or a response ended)."""
-        self._head_bytes = 0
-        self._head_raw = 0
-        self._chunked_reads: list[_Request] = []
-        """Chunked requests that got chunk framing in the read being parsed (see `_count_begun`)."""
         self._queued_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
@@ -222,85 +178,37 @@ class FrontConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        before = self.current
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(501, "protocol upgrades are not proxied")
-            return
-        except httptools.HttpParserError as exc:
-            if self.closed:
+        for event in self.reader.feed(data):
+            if isinstance(event, EndOfRequest):
+                self._queue(event.request)
+            elif isinstance(event, BodyTooLarge):
+                self._dispatch_early(event.request)
+            elif isinstance(event, Refusal):
+                self._refuse(event.status, event.reason)
                 return
-            if isinstance(exc.__context__, _HeadTooLarge):
-                self._refuse(431, str(exc.__context__))
-            elif isinstance(exc.__context__, _BadVersion):
-                self._refuse(505, str(exc.__context__))
-            else:
-                self._refuse(400, f"malformed HTTP request: {exc}")
-            return
-        counted = before if before is not None and before is self.current else None
-        if counted is not None and not self.closed:
-            self._count_raw(counted, len(data))
-            if self.closed:
-                return
-        current = self.current
-        if self._chunked_reads or (current is not None and current is not before and current.method):
-            self._count_begun(before, counted, len(data))
-            if self.closed:
-                return
+            # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
         # Served once the whole chunk is parsed, never from inside the parser: a request served without
         # a task may end, and the next begin, before the parser returns.
         self._next()
 
-    def _count_raw(self, req: _Request, size: int) -> None:
-        """The whole chunk went into one request still unfinished: count its bytes as they came.
+    @property
+    def current(self) -> _Request | None:
+        """The request being read (its head or its body), if one has begun."""
+        return self.reader.current
 
-        httptools hands a header over only once it ends, and says nothing of chunk extensions or chunk
-        framing, so a header that never ends and a body padded with extensions are bounded here, by the
-        bytes they arrived in.
-        """
-        if not req.method:
-            self._head_raw += size
-            if self._head_raw > MAX_HEAD_BYTES:
-                self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
-            return
-        req.wire += size
-        limit = self.settings.max_body_bytes
-        if req.wire > limit and not req.early:
-            req.refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
-            self._dispatch_early(req)
-
-    def _count_begun(self, before: _Request | None, counted: _Request | None, size: int) -> None:
-        """Charge a read to the requests `_count_raw` did not: begun in it, or ended in it with chunks.
-
-        httptools reports neither a chunk's extensions nor where in the read a request began or ended,
-        so such a request is charged the whole read, less its own head when it began there. That
-        over-charges only requests pipelined in one read with others, by at most one read; it keeps a
-        request padded with chunk extensions from slipping past `max_body_bytes` in the reads where it
-        began or ended.
-        """
-        requests, self._chunked_reads = self._chunked_reads, []
-        current = self.current
-        if current is not None and current is not before and current.method and current not in requests:
-            requests.append(current)  # begun in this read, its body still coming
-        limit = self.settings.max_body_bytes
-        for req in requests:
-            if req is counted or req.early or req.refusal is not None:
-                continue
-            req.wire += size - (0 if req is before else req.head_size)
-            if req.wire <= limit:
-                continue
-            refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
-            if req is self.current:
-                req.refusal = refusal
-                self._dispatch_early(req)
-                return
-            req.refusal = refusal  # read to its end already: answered 413 in its turn, nothing sent upstream
-
-    def on_chunk_header(self) -> None:
-        req = self.current
-        if req is not None and (not self._chunked_reads or self._chunked_reads[-1] is not req):
-            self._chunked_reads.append(req)
+    def _queue(self, req: _Request) -> None:
+        """A request read to its end waits its turn; reading pauses while too much is queued."""
+        if req.too_large:  # counted over the limit on the wire in the read that ended it
+            req.refusal = _too_large(req, self.settings.max_body_bytes)
+        self.queue.append(req)
+        self._queued_bytes += req.size
+        if (
+            self.transport is not None
+            and not self._reading_paused
+            and (len(self.queue) > MAX_QUEUED or self._queued_bytes > self.settings.max_pipelined_bytes)
+        ):
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -369,97 +277,12 @@ class FrontConnection(asyncio.Protocol):
             )
             self._refuse(status, dumps(body).decode(), "application/json")
 
-    # httptools callbacks
-    def on_message_begin(self) -> None:
-        self.current = _Request(self.front.now())
-        self._head_bytes = 0
-        self._head_raw = 0
-
-    def on_url(self, url: bytes) -> None:
-        req = self.current
-        if req is not None:
-            req.target += url
-            self._count_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        req = self.current
-        if req is None:
-            return
-        self._count_head(len(name) + len(value) + 4)
-        if req.method:  # a trailer field of a chunked body: counted, never merged into the headers
-            return
-        if len(req.headers) >= MAX_HEADERS:
-            raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        if len(name) == 4 and name.lower() == b"host":
-            req.hosts += 1
-        # A field value excludes the whitespace around it (RFC 9110, 5.5); llhttp drops only the leading.
-        req.headers.append((name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        req = self.current
-        if req is None:
-            return
-        parser = self.parser
-        version = parser.get_http_version()
-        if version not in ("1.1", "1.0"):
-            raise _BadVersion(f"HTTP/{version} is not served here: send HTTP/1.1")
-        req.method = parser.get_method().decode("latin-1")
-        req.keep_alive = parser.should_keep_alive()
-        req.http10 = version == "1.0"
-        req.head_done = self.front.now()
-        req.head_size = self._head_bytes
-        limit = self.settings.max_body_bytes
-        declared = header(req.headers, "content-length")
-        too_large_body = declared is not None and declared.isdigit() and int(declared) > limit
-        expect = header(req.headers, "expect")
-        if expect is not None and expect.lower() == "100-continue":
-            if too_large_body:
-                # The client waits for a go-ahead it will not get: refuse now, without its body.
-                req.refusal = Rejection(*too_large(limit), "body too large")
-                self._dispatch_early(req)
-                return
-            req.continue_wanted = True
-            self._send_continue()
-
-    def on_body(self, body: bytes) -> None:
-        req = self.current
-        if req is None or req.early:
-            return
-        limit = self.settings.max_body_bytes
-        req.size += len(body)
-        if req.size > limit:
-            kept = sum(len(part) for part in req.body)
-            req.body.append(body[: limit + 1 - kept])
-            self._dispatch_early(req)
-            return
-        req.body.append(body)
-
-    def on_message_complete(self) -> None:
-        req, self.current = self.current, None
-        if req is None or req.early:
-            return
-        req.keep_alive = self.parser.should_keep_alive()
-        self.queue.append(req)
-        self._queued_bytes += req.size
-        if (
-            self.transport is not None
-            and not self._reading_paused
-            and (len(self.queue) > MAX_QUEUED or self._queued_bytes > self.settings.max_pipelined_bytes)
-        ):
-            self._reading_paused = True
-            self.transport.pause_reading()
-
     # serving
-    def _count_head(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge(f"request head larger than {MAX_HEAD_BYTES} bytes")
-
     def _dispatch_early(self, req: _Request) -> None:
         """A body over the limit: answer now (413), read no more, close after the answer."""
-        req.early = True
-        req.keep_alive = False
-        self.current = None
+        limit = self.settings.max_body_bytes
+        if req.size <= limit:  # cut by its wire count or declared length; a decoded body over it is
+            req.refusal = _too_large(req, limit)  # refused by `classify`, after the target's checks
         if self.transport is not None:
             self.transport.pause_reading()
             self._reading_paused = True
@@ -660,25 +483,9 @@ class FrontConnection(asyncio.Protocol):
             await drain
 
 
-class _BadVersion(Exception):
-    """Raised inside a parser callback for a version other than HTTP/1.x; the connection gets 505."""
-
-
-class _HeadTooLarge(Exception):
-    """Raised inside a parser callback; llhttp stops and the connection gets 431."""
-
-
-def _head(
-    status: int, reason: str | None, headers: list[tuple[str, str]], length: int | None, chunked: bool
-) -> bytes:
-    lines = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, 'Unknown')}\r\n"]
-    lines += [f"{name}: {value}\r\n" for name, value in headers]
-    if length is not None:
-        lines.append(f"Content-Length: {length}\r\n")
-    elif chunked:
-        lines.append("Transfer-Encoding: chunked\r\n")
-    lines.append("\r\n")
-    return "".join(lines).encode("latin-1")
+def _too_large(req: _Request, limit: int) -> Rejection:
+    """413 for a body over `max_body_bytes`, with the request's id when its start shows one."""
+    return Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
 
 
 class FrontSide:

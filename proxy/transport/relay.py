@@ -151,10 +151,10 @@ class PassthroughRelay:
         self.counted = True
         return outcome
 
-    def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes]:
-        """Method, origin-form target, headers and body of the upstream request for the route."""
-        send = upstream_request(route, self.ctx.upstream, self.client.raw_query)
-        return send.http_method, send.target, send.headers, send.body
+    def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes, str]:
+        """Method, client path, headers, body and client query of the upstream request for the route."""
+        send = upstream_request(route, self.client.raw_query)
+        return send.http_method, send.path, send.headers, send.body, send.query
 
     def send_now(self, route: Route) -> PendingHead | None:
         """Send the upstream request on a warm connection at once; None when none is idle.
