@@ -150,7 +150,11 @@ class SendSse:
 
 @dataclass(frozen=True, slots=True)
 class StartTimer:
-    """Fire TimerFired(timer) after `seconds` (replaces a running timer of the same name)."""
+    """Feed TimerFired(timer) once `seconds` have passed (replaces a running timer of the same name).
+
+    The transport feeds it behind every input it had received when the timer fell due, so an engine
+    can say "what arrived within the window" without reading a clock.
+    """
 
     timer: str
     seconds: float

@@ -22,6 +22,16 @@ between rounds are flushed onto the retry's stream, and the leg keeps being drai
 retry. Keys still unanswered are asked again (with any requests that arrived meanwhile) under a new
 token; unknown keys are ignored. A `-32042` (URL elicitation required) from a 2025-11-25 server
 becomes a round of URL elicitations whose retry re-sends the original call.
+
+The round window. A round opens when a running call collects its first servable nested request
+and closes at the first of two inputs: its `round` timer (TimerFired, `round_window` seconds after
+it opened), or an input that makes waiting moot (the call's final response or error, its leg
+ending or failing, its client leaving: the call ends and takes the timer with it). Every servable
+request the engine is given before then joins the round; one given later opens the next round,
+or, while the call is parked, waits for the retry. The engine counts no event-loop turns and reads
+no clock: it relies on the executor to feed TimerFired behind every input the transport had
+received when the timer fell due (a due timer is an input, queued in arrival order), so a window
+of 0 holds exactly the requests that reached the proxy together with the first.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class BridgeDriver:
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
-        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers: dict[str, asyncio.Handle] = {}
         self.log = get_logger()
 
     # -- client side ------------------------------------------------------------------------------
@@ -319,16 +319,15 @@ class BridgeDriver:
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
 
-    def _fire(self, timer: str, turns: int = 2) -> None:
-        """A timer is due: first let the loop read what its sockets already hold, then tell the engine.
+    def _fire(self, timer: str) -> None:
+        """A timer fell due: queue its TimerFired behind the inputs already received, as an input too.
 
-        uvloop runs due timers before it polls the sockets, and a 0 s timer set from a timer runs
-        before the next poll too: only the second such hop comes after one. Without it a round window
-        would close before the requests that arrived just behind the first one were read.
+        The loop runs due timers before the callbacks that carry what its sockets last read, so a
+        timer fed at once would overtake a leg message that reached the proxy inside the window.
         """
-        if turns:
-            self.timers[timer] = asyncio.get_running_loop().call_later(0, self._fire, timer, turns - 1)
-            return
+        self.timers[timer] = asyncio.get_running_loop().call_soon(self._fired, timer)
+
+    def _fired(self, timer: str) -> None:
         self.timers.pop(timer, None)
         self.feed(TimerFired(timer))
 
