@@ -122,7 +122,6 @@ class Proxy:
             pool=lambda: self.state.pool,
             observer=self.facts,
             max_message_bytes=settings.max_bridged_message_bytes,
-            resume_streams=True,
         )
         self.router.on_change = self._eras_changed
         self._runner: web.AppRunner | None = None

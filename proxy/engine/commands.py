@@ -122,6 +122,20 @@ class CloseLeg:
 
 
 @dataclass(frozen=True, slots=True)
+class ResumeLeg:
+    """Reopen cut leg `leg` as a GET with `headers` (they carry `Last-Event-ID`) after `delay_s`.
+
+    The answer's events follow as LegMessage on the same leg; its end or cut as LegCut again. The
+    transport sends no new LegResponded: the leg's head was reported once.
+    """
+
+    leg: str
+    delay_s: float
+    last_event_id: str
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyJson:
     """Answer client exchange `exchange` with one complete response (JSON body, or empty when None)."""
 
@@ -172,6 +186,7 @@ BridgeCommand = (
     | OpenLegStream
     | DeleteSession
     | CloseLeg
+    | ResumeLeg
     | ReplyJson
     | StartSse
     | SendSse

@@ -122,6 +122,19 @@ class LegFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class LegCut:
+    """Leg `leg`'s SSE body stopped: it broke off (`detail` says how) or the upstream closed it
+    (`detail` None). The last event id and `retry` it carried are what a resume needs; whether the
+    stream said all it had to, and whether to resume it, is the engine's call.
+    """
+
+    leg: str
+    last_event_id: str | None
+    retry_ms: int | None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Stopping:
     """The proxy is stopping: whatever the engine holds upstream should be let go now."""
 
@@ -133,6 +146,7 @@ BridgeEvent = (
     | LegMessage
     | LegEnded
     | LegFailed
+    | LegCut
     | TimerFired
     | Stopping
 )

@@ -35,6 +35,7 @@ from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -122,6 +123,9 @@ class LegacyToMrtrEngine:
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
                 return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+            case LegCut(leg, _, _, detail):  # a 2026-07-28 server's streams are not resumed
+                why = "the response ended without a JSON-RPC answer"
+                return self._on_leg_lost(leg, why if detail is None else fault_text("cut", detail))
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
         return []

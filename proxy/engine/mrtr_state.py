@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from proxy.engine.commands import SendLeg
 from proxy.engine.continuations import ContinuationTable
+from proxy.engine.resume import Resumable
 from proxy.engine.tokens import Binding, StateSealer
 from proxy.engine.upstream_session import SessionPool, UpstreamLink
 from proxy.wire.jsonrpc import RequestId
@@ -51,6 +52,8 @@ class LegRef:
     owner: str
     what: str = ""
     status: int | None = None
+    resumable: Resumable | None = None
+    """Set when the leg carries a request: what resuming its cut stream needs (`resume`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +199,9 @@ class MrtrContext:
     ) -> SendLeg:
         """Register a leg and build the order that sends it."""
         leg = leg if leg is not None else self.new_id("leg")
-        self.legs[leg] = LegRef(purpose, owner, what)
+        ident = message.get("id")
+        resumable = Resumable(ident, headers) if "method" in message and ident is not None else None
+        self.legs[leg] = LegRef(purpose, owner, what, resumable=resumable)
         return SendLeg(leg, exchange, headers, message, related)
 
     def notice(

@@ -43,6 +43,7 @@ from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -156,6 +157,8 @@ class MrtrToLegacyEngine:
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
                 return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+            case LegCut(leg, last_event_id, retry_ms, detail):
+                return self._on_leg_cut(leg, last_event_id, retry_ms, detail)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
@@ -246,6 +249,8 @@ class MrtrToLegacyEngine:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
+        if ref.resumable is not None:
+            ref.resumable.saw(msg.id, msg.is_response)
         if ref.purpose == "call":
             return self._calls.on_message(leg, ref, msg)
         if ref.purpose == "stream":
@@ -253,6 +258,22 @@ class MrtrToLegacyEngine:
         if ref.purpose == "initialize":
             return self._sessions.on_initialize_answer(leg, ref, msg)
         return []
+
+    def _on_leg_cut(
+        self, leg: str, last_id: str | None, retry_ms: int | None, detail: str | None
+    ) -> Commands:
+        """A leg's SSE body stopped: resume an unanswered request's stream (`resume`), else it is lost."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None:
+            return []
+        order = ref.resumable.resume(leg, last_id, retry_ms) if ref.resumable is not None else None
+        if order is not None:
+            assert ref.resumable is not None
+            fields = {"leg": leg, "last_event_id": last_id, "attempt": ref.resumable.resumes}
+            return [Log("leg_resumed", "info", fields), order]
+        if detail is None:
+            return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
+        return self._on_leg_lost(leg, fault_text("cut", detail))
 
     def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
         """A leg ended or failed; `refused`: its head could not be framed (the client's input)."""

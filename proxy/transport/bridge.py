@@ -32,6 +32,7 @@ from proxy.engine.commands import (
     Log,
     OpenLegStream,
     ReplyJson,
+    ResumeLeg,
     SendLeg,
     SendSse,
     StartSse,
@@ -41,6 +42,7 @@ from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -67,8 +69,6 @@ _SSE_HEADERS = (
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The `max_bridged_message_bytes` setting's default."""
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
-_MAX_RESUMES = 5
-_MAX_RESUME_WAIT_MS = 5000
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 _TOO_DEEP = (
     f"its message is JSON nested deeper than {DEPTH_CEILING} levels, more than the proxy can re-encode"
@@ -87,20 +87,11 @@ class BridgeEngine(Protocol):
 
 @dataclass
 class _LegStream:
-    """What a leg's reader knows for resuming it: the request it waits on and the last event id."""
+    """What a leg's reader saw of its SSE body: the last event id and `retry`, which a LegCut reports."""
 
-    request_id: Any
     sse: bool = False
-    answered: bool = False
     last_id: str | None = None
     retry_ms: int | None = None
-
-
-def _resume_headers(headers: tuple[tuple[str, str], ...], last_id: str) -> tuple[tuple[str, str], ...]:
-    """The GET that resumes a dropped SSE stream: same session and version headers, no body headers."""
-    dropped = {"content-type", "content-length", "last-event-id"}
-    kept = tuple((k, v) for k, v in headers if k.lower() not in dropped)
-    return (*kept, ("Last-Event-ID", last_id))
 
 
 @dataclass
@@ -142,7 +133,6 @@ class BridgeDriver:
         upstream: Upstream,
         pool: Callable[[], UpstreamPool],
         observer: FactLog,
-        resume_streams: bool = False,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.engine = engine
@@ -152,7 +142,6 @@ class BridgeDriver:
         self.upstream = upstream
         self._pool = pool
         self.observer = observer
-        self.resume_streams = resume_streams
         self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
         self._sessions = _SessionWatch()
         self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
@@ -161,6 +150,8 @@ class BridgeDriver:
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
         self.timers: dict[str, asyncio.Handle] = {}
+        self._resumes: dict[str, ResumeLeg] = {}
+        """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
         self.log = get_logger()
 
     # -- client side ------------------------------------------------------------------------------
@@ -294,7 +285,7 @@ class BridgeDriver:
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
                 target = self._target(exchange)
-                run = self._run_leg(leg, target, "POST", headers, dumps(message), message.get("id"))
+                run = self._run_leg(leg, target, "POST", headers, dumps(message))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
@@ -304,7 +295,10 @@ class BridgeDriver:
                 self.leg_exchange[leg] = exchange
                 run = self._run_leg(leg, self._target(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
+            case ResumeLeg(leg):
+                self._resumes[leg] = command  # carried out by the leg's reader, which fed the cut
             case CloseLeg(leg):
+                self._resumes.pop(leg, None)
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
                 self.observer.leg_closed(leg)
@@ -345,20 +339,14 @@ class BridgeDriver:
         return self.upstream.with_query(self.upstream.base_path, query)
 
     async def _run_leg(
-        self,
-        leg: str,
-        target: str,
-        method: str,
-        headers: tuple[tuple[str, str], ...],
-        body: bytes,
-        request_id: Any = None,
+        self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> None:
+        """Send one leg and feed what comes back; a cut SSE body is reopened while the engine says so."""
         resp = await self._open_leg(leg, target, method, headers, body)
         if resp is None:
             return
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
-        stream = _LegStream(request_id)
-        resumes = 0
+        stream = _LegStream()
         while True:
             try:
                 await self._read_leg(leg, resp, stream)
@@ -370,27 +358,16 @@ class BridgeDriver:
                 cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
-            if not self._should_resume(stream, resumes):
-                break
-            resumes += 1
-            await asyncio.sleep(min(stream.retry_ms or 0, _MAX_RESUME_WAIT_MS) / 1000)
-            self.log.info("leg_resumed", leg=leg, last_event_id=stream.last_id, attempt=resumes)
-            resume = _resume_headers(headers, stream.last_id or "")
-            resp = await self._open_leg(leg, target, "GET", resume, b"")
+            if not stream.sse:
+                self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
+                return
+            resume = self._leg_cut(leg, LegCut(leg, stream.last_id, stream.retry_ms, cut))
+            if resume is None:
+                return
+            await asyncio.sleep(resume.delay_s)
+            resp = await self._open_leg(leg, target, "GET", resume.headers, b"")
             if resp is None:
                 return
-        self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
-
-    def _should_resume(self, stream: _LegStream, resumes: int) -> bool:
-        """A legacy (2025-11-25) server may drop the connection after an event id; resume with GET."""
-        return (
-            self.resume_streams
-            and stream.sse
-            and stream.request_id is not None
-            and not stream.answered
-            and stream.last_id is not None
-            and resumes < _MAX_RESUMES
-        )
 
     async def _open_leg(
         self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
@@ -432,10 +409,22 @@ class BridgeDriver:
         msg = parse_text(item.data)
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
-        if msg.is_response and msg.id == stream.request_id:
-            stream.answered = True
         self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
         self.feed(LegMessage(leg, msg, item.id))
+
+    def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
+        """Tell the engine a leg's SSE body stopped; its ResumeLeg keeps the leg, else the leg is over."""
+        task = self.legs.pop(leg, None)
+        if task is None:
+            return None  # closed by the engine meanwhile
+        self.feed(event)
+        resume = self._resumes.pop(leg, None)
+        if resume is not None:
+            self.legs[leg] = task
+            return resume
+        self.leg_exchange.pop(leg, None)
+        self.observer.leg_closed(leg)
+        return None
 
     def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
         if self.legs.pop(leg, None) is None:
