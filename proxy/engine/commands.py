@@ -163,6 +163,33 @@ class SendSse:
 
 
 @dataclass(frozen=True, slots=True)
+class ObserveContinuation:
+    """Tell the observer a parked upstream call changed: `parked`, `resumed`, `expired` or `ended`.
+
+    `exchange` is the client exchange that first parked the call (its chain); `age_ms` is how long
+    the call had been parked when it resumed or expired (0 otherwise). Never a token or a secret.
+    """
+
+    exchange: str
+    continuation: str
+    state: str
+    principal: str | None
+    pending_keys: tuple[str, ...] = ()
+    age_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveSession:
+    """Tell the observer an upstream session changed: `opened`, `reinitialized`, `ended` or `expired`."""
+
+    session: str
+    state: str
+    principal: str
+    capabilities: str
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StartTimer:
     """Feed TimerFired(timer) once `seconds` have passed (replaces a running timer of the same name).
 
@@ -193,5 +220,7 @@ BridgeCommand = (
     | EndClientResponse
     | StartTimer
     | CancelTimer
+    | ObserveContinuation
+    | ObserveSession
     | Log
 )

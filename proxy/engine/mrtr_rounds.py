@@ -156,6 +156,8 @@ class RoundKeeper:
         entries = {key: {"method": n.method, "params": n.params} for key, n in call.asked.items()}
         log = self._round_log(call)
         call.phase = "parked"
+        call.parker = call.parker or call.asker.exchange
+        ctx.observe_continuation(call, "parked")
         body = as_result(call.asker.ident, input_required(entries, token))
         return [log, *answer(ctx, call, body), *start_timer(ctx, call, "ttl", ctx.ttl)]
 
@@ -250,6 +252,7 @@ class RoundKeeper:
         commands.append(Log("bridge_resumed", "info", fields))
         commands.extend(self._post_answers(call, msg.params.get("inputResponses")))
         commands.extend(self._flush(call))
+        self._ctx.observe_continuation(call, "resumed", max(0.0, at - call.parked_at) * 1000.0)
         return [*commands, *self._continue(call)]
 
     def _claim(self, token: Any, binding: Binding, now: float) -> Call:

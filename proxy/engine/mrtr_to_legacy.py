@@ -117,20 +117,10 @@ class MrtrToLegacyEngine:
         """The size of every internal table; a finished flow leaves only idle upstream sessions."""
         return self._ctx.table_sizes()
 
-    @property
-    def sessions_version(self) -> int:
-        """Changes whenever a session comes, goes or changes state (cheap to poll; users are not
-        counted as changes)."""
-        return self._ctx.pool.version
-
     def sessions_view(self) -> list[dict[str, Any]]:
         """Every upstream session, least recently used first: its key (principal hash prefix and
         capability set), state and users; never its id or a credential."""
         return [link.describe() for link in self._ctx.pool]
-
-    def session_ending(self, name: str) -> str:
-        """How a recently dropped session ended: `expired` (unused too long) or `ended`."""
-        return self._ctx.pool.endings.get(name, "ended")
 
     def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
         """Every parked (or resuming) call, oldest first, as the admin API and TUI show it.
@@ -143,7 +133,18 @@ class MrtrToLegacyEngine:
         return [describe(call, now) for call in calls if call is not None]
 
     def handle(self, event: BridgeEvent) -> Commands:
-        """Decide what the transport does next for one observed fact."""
+        """Decide what the transport does next for one observed fact.
+
+        Changes of parked calls and upstream sessions the event caused come last, as observations
+        (ObserveContinuation, ObserveSession), once the orders that carry out the change are given.
+        """
+        commands = self._handle(event)
+        if self._ctx.observed:
+            commands = [*commands, *self._ctx.observed]
+            self._ctx.observed.clear()
+        return commands
+
+    def _handle(self, event: BridgeEvent) -> Commands:
         match event:
             case ClientRequestReceived(exchange, route, at, peer):
                 return self._on_client(exchange, route, at, peer)

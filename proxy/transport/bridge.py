@@ -4,10 +4,12 @@ Unlike pass-through, a bridge's client exchanges and upstream legs are not one-t
 stream stays open while the client answers on other POSTs, and an upstream leg may outlive the client
 exchange that caused it. So the driver keeps every open exchange and leg by id. Engine calls are
 synchronous and never interleave; each client exchange has its own queue of writes, carried out in
-order by that exchange's handler task, so the engine never waits on a socket. After each event it
-turns what changed in the MRTR bridge's parked calls and upstream sessions into flow events (the
-TUI's continuations and sessions views); a session the engine drops is DELETEd upstream on a leg of
-its own.
+order by that exchange's handler task, so the engine never waits on a socket.
+
+The driver decides nothing of the protocol: whether a cut SSE leg is resumed (ResumeLeg), when a
+round window closes (StartTimer; a due timer is fed behind the inputs already received), and what
+changed in parked calls and upstream sessions (ObserveContinuation, ObserveSession) are the
+engine's orders, which the driver carries out: it waits, reopens, writes and hands observations on.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from proxy.engine.commands import (
     DeleteSession,
     EndClientResponse,
     Log,
+    ObserveContinuation,
+    ObserveSession,
     OpenLegStream,
     ReplyJson,
     ResumeLeg,
@@ -76,13 +80,11 @@ _TOO_DEEP = (
 
 
 class BridgeEngine(Protocol):
-    """What the driver needs of an engine: `handle`, its client sessions, and its parked calls."""
+    """What the driver needs of an engine: `handle`, and whether a client session is its own."""
 
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
     def owns_session(self, session_id: str) -> bool: ...
-
-    def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -142,10 +144,6 @@ class BridgeDriver:
         self.upstream = upstream
         self._pool = pool
         self.observer = observer
-        self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
-        self._sessions = _SessionWatch()
-        self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
-        """Each parked call seen: the exchange that parked it first, and its last (state, round)."""
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
@@ -226,9 +224,6 @@ class BridgeDriver:
         """Give the engine one fact and carry out its orders (writes are queued per exchange)."""
         for command in self.engine.handle(event):
             self._do(command)
-        if self._watch_continuations:
-            self._diff_continuations()
-            self._sessions.diff(self.engine, self.observer)
 
     async def release_upstream(self, seconds: float) -> None:
         """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
@@ -239,35 +234,6 @@ class BridgeDriver:
         started = [task for leg, task in self.legs.items() if leg not in before]
         if started:
             await asyncio.wait(started, timeout=seconds)
-
-    def _diff_continuations(self) -> None:
-        """Turn changes in the engine's parked calls into ContinuationChanged flow events."""
-        views = {v["continuation"]: v for v in self.engine.continuations_view(time.time())}
-        for cid, view in views.items():
-            seen = self._parked.get(cid)
-            phase = (view["state"], view["round"])
-            if seen is not None and seen[1] == phase:
-                continue
-            exchange = view["exchange"] if seen is None else seen[0]
-            self._parked[cid] = (exchange, phase)
-            state = "parked" if view["state"] in ("parked", "collecting") else "resumed"
-            self._announce(exchange, cid, state, view)
-        for cid in [c for c in self._parked if c not in views]:
-            exchange, (last_state, _) = self._parked.pop(cid)
-            # Nobody came back for a call that left while parked; otherwise it ran to its end on a
-            # retry, and the chain's status tells completed from cancelled.
-            ending = "expired" if last_state in ("parked", "collecting") else "ended"
-            self._announce(exchange, cid, ending, None)
-
-    def _announce(self, exchange: str, continuation: str, state: str, view: dict[str, Any] | None) -> None:
-        self.observer.continuation_changed(
-            exchange,
-            continuation=continuation,
-            state=state,
-            principal=view["principal"] if view else None,
-            pending_keys=list(view["pending_keys"]) if view else [],
-            age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
-        )
 
     def _do(self, command: BridgeCommand) -> None:
         match command:
@@ -310,6 +276,19 @@ class BridgeDriver:
                 self.timers[timer] = loop.call_later(seconds, self._fire, timer)
             case CancelTimer(timer):
                 self._cancel_timer(timer)
+            case ObserveContinuation(exchange, continuation, state, principal, pending, age_ms):
+                self.observer.continuation_changed(
+                    exchange,
+                    continuation=continuation,
+                    state=state,
+                    principal=principal,
+                    pending_keys=list(pending),
+                    age_ms=age_ms,
+                )
+            case ObserveSession(session, state, principal, capabilities, version):
+                self.observer.upstream_session(
+                    session, state=state, principal=principal, capabilities=capabilities, version=version
+                )
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
 
@@ -497,51 +476,6 @@ class BridgeDriver:
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
-
-
-class _SessionWatch:
-    """Turns changes in a bridge engine's upstream sessions into SessionChanged flow events.
-
-    The engine bumps `sessions_version` whenever its sessions view changes, so the view is read
-    only then. A session is announced `opened` when it first becomes ready, `reinitialized` when it
-    is ready again after the upstream lost it, and `ended` or `expired` (idle) when it is dropped.
-    """
-
-    def __init__(self) -> None:
-        self.version = -1
-        self.announced: dict[str, dict[str, Any]] = {}
-        """The last view of each session announced ready, by name."""
-        self.ready: set[str] = set()
-
-    def diff(self, engine: Any, observer: FactLog) -> None:
-        version = getattr(engine, "sessions_version", None)
-        if version is None or version == self.version:
-            return
-        self.version = version
-        views = {view["session"]: view for view in engine.sessions_view()}
-        for name, view in views.items():
-            if view["state"] != "ready":
-                self.ready.discard(name)
-                continue
-            if name in self.ready:
-                continue
-            self.ready.add(name)
-            before = self.announced.get(name)
-            self.announced[name] = view
-            self._announce(observer, view, "opened" if before is None else "reinitialized")
-        for name in [n for n in self.announced if n not in views]:
-            self.ready.discard(name)
-            self._announce(observer, self.announced.pop(name), engine.session_ending(name))
-
-    @staticmethod
-    def _announce(observer: FactLog, view: dict[str, Any], state: str) -> None:
-        observer.upstream_session(
-            view["session"],
-            state=state,
-            principal=view["principal"],
-            capabilities=view["capabilities"],
-            version=view["version"],
-        )
 
 
 def _peer(request: web.Request) -> str:
