@@ -1,54 +1,14 @@
-"""Engine output: orders for the transport, in the imperative."""
+"""Engine output: the bridges' orders for the transport, in the imperative.
+
+An upstream *leg* is one HTTP request the proxy makes upstream on behalf of a client exchange (a
+bridge may make several per client request, and a leg may outlive the exchange that caused it).
+Pass-through needs no orders: its decisions are plain functions (`proxy.engine.passthrough`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass(frozen=True, slots=True)
-class SendUpstream:
-    """Send an HTTP request upstream for this exchange."""
-
-    exchange: str
-    http_method: str
-    path: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StartClientResponse:
-    """Send the client the response head (status and headers)."""
-
-    exchange: str
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    content_length: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RelayBody:
-    """Copy the upstream body to the client byte for byte as it arrives, observing what it carries."""
-
-    exchange: str
-
-
-@dataclass(frozen=True, slots=True)
-class RespondToClient:
-    """Answer the client with a complete response the proxy made itself."""
-
-    exchange: str
-    status: int
-    body: dict[str, Any] | None
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CloseUpstream:
-    """Abort the upstream request of this exchange (its connection is closed, not reused)."""
-
-    exchange: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +28,13 @@ class Log:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-Command = (
-    SendUpstream | StartClientResponse | RelayBody | RespondToClient | CloseUpstream | EndClientResponse | Log
-)
-
-
-# -- message-level commands used by the bridges ---------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class SendLeg:
     """POST `message` to the upstream endpoint as leg `leg`, on behalf of client exchange `exchange`.
 
     The transport reports the answer as LegResponded, then LegMessage per message, then LegEnded or
-    LegFailed. `headers` are the complete request headers (the transport adds only Host and length).
+    LegFailed (a JSON body) or LegCut (an SSE body, whose end the engine judges). `headers` are the
+    complete request headers (the transport adds only Host and length).
     `related` names an earlier leg this one belongs with (an answer to, or the cancellation of, a
     parked call's leg): observation files it in that leg's chain even when no client exchange is open.
     """
