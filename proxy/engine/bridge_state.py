@@ -13,7 +13,8 @@ from typing import Any, Literal, NamedTuple
 
 from proxy.engine.capabilities import legacy_server_capabilities
 from proxy.engine.commands import SendLeg
-from proxy.engine.modern_request import Envelope, ToolHeaderCache, leg_headers
+from proxy.engine.modern_request import Envelope, leg_headers
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.jsonrpc import RequestId, request
 from proxy.wire.mcp import META_SERVER_INFO, request_meta
 
@@ -153,7 +154,7 @@ class BridgeContext:
     timers: dict[str, str] = field(default_factory=dict)
     get_streams: dict[str, str] = field(default_factory=dict)
     pending_init: dict[str, PendingInit] = field(default_factory=dict)
-    tools: ToolHeaderCache = field(default_factory=ToolHeaderCache)
+    tools: ToolHeaders = field(default_factory=ToolHeaders)
     discovery: Discovery | None = None
     _shared: dict[str, Any] = field(default_factory=dict)
 

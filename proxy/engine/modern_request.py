@@ -6,17 +6,18 @@ session's facts and the message itself. The client's own `_meta` entries (`progr
 keys) are kept; headers that only mean something on the legacy wire (`Mcp-Session-Id`,
 `Last-Event-ID`, the client's `MCP-Protocol-Version`) never cross.
 
-`ToolHeaderCache` remembers which tool arguments a server wants mirrored as `Mcp-Param-*` headers
-(their `inputSchema` property carries `x-mcp-header`). A 2026 server's lists must not vary per
-connection, so one cache per upstream serves every session.
+Which tool arguments a server wants mirrored as `Mcp-Param-*` headers is `tool_headers.ToolHeaders`
+(shared with the other bridge). A 2026 server's lists must not vary per connection, so one map
+per upstream serves every session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.headers import (
     HOP_BY_HOP,
     LAST_EVENT_ID,
@@ -25,7 +26,6 @@ from proxy.wire.headers import (
     PARAM_PREFIX,
     PROTOCOL_VERSION,
     SESSION_ID,
-    is_param_suffix,
     mcp_headers,
 )
 from proxy.wire.mcp import (
@@ -86,51 +86,6 @@ def with_envelope(params: dict[str, Any], envelope: Envelope) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class ToolHeaderCache:
-    """tool name -> {argument name -> header suffix}, learned from `tools/list` results."""
-
-    _by_tool: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self._by_tool)
-
-    def learn(self, result: Any) -> None:
-        """Record the `x-mcp-header` arguments of every tool in one `tools/list` result (page)."""
-        tools = result.get("tools") if isinstance(result, dict) else None
-        for tool in tools if isinstance(tools, list) else ():
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                self._by_tool[tool["name"]] = _header_arguments(tool.get("inputSchema"))
-
-    def values_for(self, params: dict[str, Any]) -> list[tuple[str, str | int | bool]]:
-        """(suffix, value) per `Mcp-Param-*` header of one `tools/call` (absent, null, non-scalar omitted)."""
-        name = params.get("name")
-        wanted = self._by_tool.get(name, {}) if isinstance(name, str) else {}
-        arguments = params.get("arguments")
-        if not wanted or not isinstance(arguments, dict):
-            return []
-        out: list[tuple[str, str | int | bool]] = []
-        for argument, suffix in wanted.items():
-            value = arguments.get(argument)
-            if isinstance(value, str | bool | int):
-                out.append((suffix, value))
-        return out
-
-
-def _header_arguments(schema: Any) -> dict[str, str]:
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
-        return {}
-    found: dict[str, str] = {}
-    for argument, spec in properties.items():
-        suffix = spec.get("x-mcp-header") if isinstance(spec, dict) else None
-        # The server chooses the suffix: one that is no header name (a space, a CR) is ignored
-        # here rather than let it refuse every later call of the tool.
-        if isinstance(suffix, str) and is_param_suffix(suffix):
-            found[argument] = suffix
-    return found
-
-
 def relayed_client_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client headers that cross to the upstream: `Authorization` and custom ones, in order."""
     items = list(headers)
@@ -153,7 +108,7 @@ def leg_headers(
     method: str,
     params: dict[str, Any],
     client_headers: Iterable[tuple[str, str]],
-    tools: ToolHeaderCache,
+    tools: ToolHeaders,
 ) -> tuple[tuple[str, str], ...]:
     """The complete header set of one upstream POST (the transport adds only Host and length).
 

@@ -52,12 +52,13 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import fault_text
-from proxy.engine.modern_validation import ParamHeaders, removed, validate
+from proxy.engine.modern_validation import removed, validate
 from proxy.engine.mrtr_calls import CallDriver
 from proxy.engine.mrtr_listen import ListenEmulator
 from proxy.engine.mrtr_sessions import IDLE_TIMER, SessionKeeper
 from proxy.engine.mrtr_state import MrtrContext, describe
 from proxy.engine.tokens import StateSealer
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.engine.upstream_session import SessionPool, session_key
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
@@ -194,7 +195,7 @@ class MrtrToLegacyEngine:
         caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
         key = session_key(route.headers, caps)
         link = self._ctx.pool.get(key)
-        tools = link.tools if link is not None else ParamHeaders()
+        tools = link.tools if link is not None else ToolHeaders()
         refusal = validate(msg.method, msg.params, route.headers, tools) or removed(msg.method)
         if refusal is not None:
             return [ReplyJson(exchange, refusal.status, refusal.body(msg.id))]

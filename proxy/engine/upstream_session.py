@@ -38,8 +38,8 @@ from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
 from proxy.engine.modern_request import relayed_client_headers
-from proxy.engine.modern_validation import ParamHeaders
 from proxy.engine.tokens import principal_of
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.jsonrpc import Kind, Message, notification, request
@@ -122,7 +122,7 @@ class UpstreamLink:
     used: bool = False
     """Used since the last idle check (a session is closed when a whole check period passes unused)."""
     timer: str | None = None
-    tools: ParamHeaders = field(default_factory=ParamHeaders)
+    tools: ToolHeaders = field(default_factory=ToolHeaders)
     """`x-mcp-header` arguments learned from this session's tool lists (they may differ per session)."""
     stream_leg: str | None = None
     """The session's GET stream, open while a listener of this session wants notifications."""
@@ -233,7 +233,7 @@ class UpstreamLink:
         self.generation += 1
         self.state = "idle"
         self.session_id = None
-        self.tools = ParamHeaders()  # a re-opened session may list other tools
+        self.tools = ToolHeaders()  # a re-opened session may list other tools
 
     def describe(self) -> dict[str, Any]:
         """The admin-facing facts of the session; never its id, never a credential."""
