@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from proxy.engine.capabilities import legacy_server_capabilities
 from proxy.engine.commands import SendLeg
+from proxy.engine.legs import Leg
 from proxy.engine.modern_request import Envelope, leg_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.jsonrpc import RequestId, request
@@ -25,14 +26,8 @@ FALLBACK_SERVER_INFO: dict[str, str] = {"name": "unknown-upstream", "version": "
 """What `initialize` reports when the upstream's discovery result names no server."""
 
 
-@dataclass
-class LegRef:
-    """One open upstream leg: what it is for and who owns it (call exchange or session id)."""
-
-    purpose: LegPurpose
-    owner: str
-    status: int | None = None
-    content_type: str = ""
+LegRef = Leg[LegPurpose]
+"""An open upstream leg of this bridge (`proxy.engine.legs`)."""
 
 
 @dataclass(frozen=True, slots=True)

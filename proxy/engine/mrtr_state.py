@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from proxy.engine.commands import BridgeCommand, ObserveContinuation, ObserveSession, SendLeg
 from proxy.engine.continuations import ContinuationTable
+from proxy.engine.legs import Leg
 from proxy.engine.resume import Resumable
 from proxy.engine.tokens import Binding, StateSealer
 from proxy.engine.upstream_session import SessionPool, UpstreamLink
@@ -44,16 +45,8 @@ KEY_PREFIX: dict[str, str] = {
 """Input keys are `<prefix>-<n>`, counted per call over its whole life (never reused)."""
 
 
-@dataclass
-class LegRef:
-    """One open upstream leg: why, for whom (a call key, an exchange or ""), and what the head said."""
-
-    purpose: LegPurpose
-    owner: str
-    what: str = ""
-    status: int | None = None
-    resumable: Resumable | None = None
-    """Set when the leg carries a request: what resuming its cut stream needs (`resume`)."""
+LegRef = Leg[LegPurpose]
+"""An open upstream leg of this bridge (`proxy.engine.legs`)."""
 
 
 @dataclass(frozen=True, slots=True)
