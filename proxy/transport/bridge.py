@@ -73,6 +73,8 @@ _SSE_HEADERS = (
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The `max_bridged_message_bytes` setting's default."""
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
+_LEAST_GRACE = 0.001
+"""Shortest wait a due timer grants legs to feed what they hold unread (a 0 s timer's included)."""
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 _TOO_DEEP = (
     f"its message is JSON nested deeper than {DEPTH_CEILING} levels, more than the proxy can re-encode"
@@ -148,6 +150,8 @@ class BridgeDriver:
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
         self.timers: dict[str, asyncio.Handle] = {}
+        self._reading: dict[str, UpstreamResponse] = {}
+        """The response each leg is reading now (a due timer waits for what they hold unread)."""
         self._resumes: dict[str, ResumeLeg] = {}
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
         self.log = get_logger()
@@ -273,7 +277,8 @@ class BridgeDriver:
             case StartTimer(timer, seconds):
                 self._cancel_timer(timer)
                 loop = asyncio.get_running_loop()
-                self.timers[timer] = loop.call_later(seconds, self._fire, timer)
+                until = loop.time() + seconds + max(seconds, _LEAST_GRACE)
+                self.timers[timer] = loop.call_later(seconds, self._fire, timer, until)
             case CancelTimer(timer):
                 self._cancel_timer(timer)
             case ObserveContinuation(exchange, continuation, state, principal, pending, age_ms):
@@ -292,15 +297,18 @@ class BridgeDriver:
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
 
-    def _fire(self, timer: str) -> None:
-        """A timer fell due: queue its TimerFired behind the inputs already received, as an input too.
+    def _fire(self, timer: str, until: float) -> None:
+        """A timer fell due: feed TimerFired once the legs have fed what had reached the proxy by then.
 
-        The loop runs due timers before the callbacks that carry what its sockets last read, so a
-        timer fed at once would overtake a leg message that reached the proxy inside the window.
+        The loop runs due timers before it reads its sockets (uvloop) or before the callbacks that
+        carry what it read, so a timer fed at once could overtake a leg message that arrived inside
+        the window. While a leg holds unread bytes the check runs again behind them, up to `until`
+        (one more timer length: a leg whose reading is paused cannot hold a timer back for longer).
         """
-        self.timers[timer] = asyncio.get_running_loop().call_soon(self._fired, timer)
-
-    def _fired(self, timer: str) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() < until and any(resp.unread() for resp in self._reading.values()):
+            self.timers[timer] = loop.call_soon(self._fire, timer, until)
+            return
         self.timers.pop(timer, None)
         self.feed(TimerFired(timer))
 
@@ -327,6 +335,7 @@ class BridgeDriver:
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
         stream = _LegStream()
         while True:
+            self._reading[leg] = resp
             try:
                 await self._read_leg(leg, resp, stream)
                 cut: str | None = None
@@ -336,6 +345,7 @@ class BridgeDriver:
             except SseTooLarge as exc:
                 cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
+                self._reading.pop(leg, None)
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
             if not stream.sse:
                 self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
