@@ -17,15 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.headers import (
-    HOP_BY_HOP,
-    LAST_EVENT_ID,
-    METHOD,
-    NAME,
-    PARAM_PREFIX,
     PROTOCOL_VERSION,
-    SESSION_ID,
     mcp_headers,
 )
 from proxy.wire.mcp import (
@@ -39,23 +34,6 @@ from proxy.wire.versions import LATEST_MODERN
 
 MODERN_ACCEPT: Final = "application/json, text/event-stream"
 """2026-07-28 requires both media types in `Accept` on every POST."""
-
-_NOT_RELAYED: Final[frozenset[str]] = HOP_BY_HOP | frozenset(
-    {
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "accept-encoding",
-        SESSION_ID.lower(),
-        LAST_EVENT_ID.lower(),
-        PROTOCOL_VERSION.lower(),
-        METHOD.lower(),
-        NAME.lower(),
-    }
-)
-"""Client headers the bridge sets itself, or that are meaningless (or harmful) to a 2026 server."""
-
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
@@ -84,24 +62,6 @@ def with_envelope(params: dict[str, Any], envelope: Envelope) -> dict[str, Any]:
     own = params.get("_meta")
     out["_meta"] = {**(own if isinstance(own, dict) else {}), **envelope.meta()}
     return out
-
-
-def relayed_client_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The client headers that cross to the upstream: `Authorization` and custom ones, in order."""
-    items = list(headers)
-    listed = {
-        token.strip().lower()
-        for name, value in items
-        if name.lower() == "connection"
-        for token in value.split(",")
-    }
-    return [
-        (name, value)
-        for name, value in items
-        if name.lower() not in _NOT_RELAYED
-        and name.lower() not in listed
-        and not name.lower().startswith(PARAM_PREFIX.lower())
-    ]
 
 
 def leg_headers(

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
-from proxy.engine.modern_request import relayed_client_headers
+from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tokens import principal_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header

@@ -19,7 +19,8 @@ from proxy.engine.capabilities import (
     unservable,
 )
 from proxy.engine.legacy_answers import call_failure, legacy_error, legacy_result, state_fingerprint
-from proxy.engine.modern_request import Envelope, leg_headers, relayed_client_headers, with_envelope
+from proxy.engine.modern_request import Envelope, leg_headers, with_envelope
+from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 
 
