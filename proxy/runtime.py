@@ -18,8 +18,8 @@ from aiohttp import web
 
 from proxy import __version__
 from proxy.config import Settings, base_url, parse_host_port
-from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder

@@ -18,8 +18,8 @@ from proxy.engine.capabilities import (
     required_capability,
     unservable,
 )
-from proxy.engine.legacy_answers import call_failure, legacy_error, legacy_result, state_fingerprint
-from proxy.engine.modern_request import Envelope, leg_headers, with_envelope
+from proxy.engine.legacy_client.answers import call_failure, legacy_error, legacy_result, state_fingerprint
+from proxy.engine.legacy_client.request import Envelope, leg_headers, with_envelope
 from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 

@@ -34,8 +34,8 @@ from proxy.engine.events import (
     LegResponded,
     TimerFired,
 )
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
-from proxy.engine.tokens import Claims, StateSealer, binding_for
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note

@@ -20,7 +20,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, TimerFired
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from tests.engine.builders import up
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (

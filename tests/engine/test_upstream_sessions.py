@@ -25,7 +25,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (

@@ -40,13 +40,13 @@ from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
 from proxy.engine.commands import BridgeCommand, Log, ReplyJson
-from proxy.engine.modern_answers import (
+from proxy.engine.modern_client.answers import (
     as_result,
     input_required,
     missing_capability,
     missing_capability_error,
 )
-from proxy.engine.mrtr_exits import (
+from proxy.engine.modern_client.exits import (
     abandon,
     abort,
     answer,
@@ -58,8 +58,8 @@ from proxy.engine.mrtr_exits import (
     stop_timer,
     stream,
 )
-from proxy.engine.mrtr_state import Asker, Call, MrtrContext, Nested
-from proxy.engine.tokens import (
+from proxy.engine.modern_client.state import Asker, Call, MrtrContext, Nested
+from proxy.engine.modern_client.tokens import (
     INVALID_STATE_MESSAGE,
     Binding,
     Claims,

@@ -27,7 +27,7 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
-from proxy.engine.mrtr_state import Call, MrtrContext
+from proxy.engine.modern_client.state import Call, MrtrContext
 from proxy.wire.jsonrpc import notification
 
 Commands = list[BridgeCommand]

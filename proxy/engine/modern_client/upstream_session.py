@@ -1,7 +1,7 @@
 """One legacy session the MRTR->legacy bridge holds with the upstream: handshake, headers, loss.
 
 Theory of operation. A 2026-07-28 client never says `initialize`, but a 2025-era server will not
-serve anything before it. So the bridge opens sessions itself (`mrtr_sessions` keeps them), one
+serve anything before it. So the bridge opens sessions itself (`sessions` keeps them), one
 per caller and declared capability set: the first request that needs a session starts
 `initialize` (as a 2025-11-25 client declaring exactly the input kinds that request's `_meta`
 declared, in legacy shapes) with that request's credentials, then `notifications/initialized`;
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
+from proxy.engine.modern_client.tokens import principal_of
 from proxy.engine.relayed import relayed_client_headers
-from proxy.engine.tokens import principal_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID

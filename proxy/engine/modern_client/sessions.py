@@ -38,12 +38,17 @@ from proxy.engine.commands import (
     ReplyJson,
     StartTimer,
 )
-from proxy.engine.modern_answers import as_result, discover_result, gateway_fault
-from proxy.engine.mrtr_calls import CallDriver
-from proxy.engine.mrtr_exits import finish, forget
-from proxy.engine.mrtr_listen import ListenEmulator
-from proxy.engine.mrtr_state import Call, LegRef, MrtrContext
-from proxy.engine.upstream_session import SessionKey, UpstreamLink, WaiterKind, session_capabilities
+from proxy.engine.modern_client.answers import as_result, discover_result, gateway_fault
+from proxy.engine.modern_client.calls import CallDriver
+from proxy.engine.modern_client.exits import finish, forget
+from proxy.engine.modern_client.listen import ListenEmulator
+from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
+from proxy.engine.modern_client.upstream_session import (
+    SessionKey,
+    UpstreamLink,
+    WaiterKind,
+    session_capabilities,
+)
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response
 

@@ -13,8 +13,8 @@ from typing import Any, Literal, NamedTuple
 
 from proxy.engine.capabilities import legacy_server_capabilities
 from proxy.engine.commands import SendLeg
+from proxy.engine.legacy_client.request import Envelope, leg_headers
 from proxy.engine.legs import Leg
-from proxy.engine.modern_request import Envelope, leg_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.jsonrpc import RequestId, request
 from proxy.wire.mcp import META_SERVER_INFO, request_meta

@@ -1,10 +1,10 @@
 """The MRTR->legacy bridge: a 2026-07-28 (MRTR) client in front of a 2025-era server.
 
 Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST as
-one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult, refuses
-what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`modern_answers`)
-and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a legacy client with
-sessions of its own (`mrtr_sessions`, `upstream_session`): one per caller (principal: the hash of
+one (`validation`), answers `server/discover` from the upstream's InitializeResult, refuses
+what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`answers`)
+and serves `subscriptions/listen` (`listen`). Toward the upstream it is a legacy client with
+sessions of its own (`sessions`, `upstream_session`): one per caller (principal: the hash of
 its `Authorization`) and declared capability set, each opened with that caller's credentials and an
 `initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
 checks its session's capabilities takes the path it would take for that client (asks the LLM instead
@@ -14,15 +14,15 @@ killing only the calls parked on that session. Sessions are bounded (`max_sessio
 recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
 closed (DELETE) after `session_ttl` unused.
 
-The heart is the continuation (`mrtr_rounds`): a legacy server asks its questions in flight on a
+The heart is the continuation (`rounds`): a legacy server asks its questions in flight on a
 call's SSE stream, a 2026 client can only be asked by ending its request with `input_required`.
 So the bridge parks the live upstream call, hands the client a sealed `requestState` (`tokens`),
 and when the retry brings the answers, posts them upstream as responses to the nested requests and
 goes on draining the same upstream stream for the retry. Parts share one set of tables
-(`mrtr_state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
+(`state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
 parked calls for the admin API and TUI (never a token, a session id or a credential).
 
-Decisions worth knowing: the per-request capability gate (`mrtr_rounds`) stays as a backstop for
+Decisions worth knowing: the per-request capability gate (`rounds`) stays as a backstop for
 servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
 `roots-N` per call; a rejected `requestState` is -32602 "Invalid or expired requestState" with HTTP
 400 and `data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is
@@ -38,7 +38,6 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
-from proxy.engine.continuations import ContinuationTable
 from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
@@ -52,14 +51,15 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import fault_text
-from proxy.engine.modern_validation import removed, validate
-from proxy.engine.mrtr_calls import CallDriver
-from proxy.engine.mrtr_listen import ListenEmulator
-from proxy.engine.mrtr_sessions import IDLE_TIMER, SessionKeeper
-from proxy.engine.mrtr_state import MrtrContext, describe
-from proxy.engine.tokens import StateSealer
+from proxy.engine.modern_client.calls import CallDriver
+from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.listen import ListenEmulator
+from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
+from proxy.engine.modern_client.state import MrtrContext, describe
+from proxy.engine.modern_client.tokens import StateSealer
+from proxy.engine.modern_client.upstream_session import SessionPool, session_key
+from proxy.engine.modern_client.validation import removed, validate
 from proxy.engine.tool_headers import ToolHeaders
-from proxy.engine.upstream_session import SessionPool, session_key
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
 from proxy.wire import errors

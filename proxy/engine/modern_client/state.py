@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxy.engine.commands import BridgeCommand, ObserveContinuation, ObserveSession, SendLeg
-from proxy.engine.continuations import ContinuationTable
 from proxy.engine.legs import Leg
+from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.tokens import Binding, StateSealer
+from proxy.engine.modern_client.upstream_session import SessionPool, UpstreamLink
 from proxy.engine.resume import Resumable
-from proxy.engine.tokens import Binding, StateSealer
-from proxy.engine.upstream_session import SessionPool, UpstreamLink
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, target_name
 
