@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.engine import tokens
+from proxy.engine.modern_client import tokens
 from proxy.engine.modern_client.tokens import (
     ANONYMOUS,
     Binding,
