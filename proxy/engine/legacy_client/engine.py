@@ -18,7 +18,7 @@ request gets 404, which tells a legacy client to initialize again. The sessions 
 order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
 as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
 sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
-`new_id`.
+`new_id`. A 2026-07-28 server's streams are not resumed: a cut one (LegCut) is the call's fault.
 """
 
 from __future__ import annotations

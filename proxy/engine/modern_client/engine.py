@@ -20,7 +20,11 @@ So the bridge parks the live upstream call, hands the client a sealed `requestSt
 and when the retry brings the answers, posts them upstream as responses to the nested requests and
 goes on draining the same upstream stream for the retry. Parts share one set of tables
 (`state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
-parked calls for the admin API and TUI (never a token, a session id or a credential).
+parked calls for the admin API (never a token, a session id or a credential). What the observer
+hears of parked calls and upstream sessions it hears as orders (ObserveContinuation,
+ObserveSession), given at the end of the event that changed them. A call's stream that a legacy
+server closes after an event id, before the answer, is resumed with GET + `Last-Event-ID`
+(`proxy.engine.resume`).
 
 Decisions worth knowing: the per-request capability gate (`rounds`) stays as a backstop for
 servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
