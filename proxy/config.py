@@ -139,6 +139,14 @@ class Settings(BaseModel):
     """Seconds to wait for a connection to the upstream before the request fails."""
     upstream_timeout: Seconds = 60.0
     """Seconds to wait for the upstream's response headers before answering the client 504."""
+    upstream_idle_timeout: Seconds = 4.0
+    """Seconds an idle keep-alive connection to the upstream is kept before the proxy closes it.
+
+    An upstream that announces its own limit (`Keep-Alive: timeout=N`) has its idle connections
+    closed a little before N instead, when that is sooner. The default stays under the 5 s that
+    uvicorn, behind most SDK servers, keeps an idle connection without announcing it; a request that
+    meets a connection the upstream closed anyway, before any byte of its answer, is sent once more.
+    """
     # -- secrets, capture completeness and admin access ------------------------------------------
     redact_headers: list[str] = Field(default_factory=list)
     """More header names (any case) to mask in logs, captures, the admin feed and exports.

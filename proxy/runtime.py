@@ -1,6 +1,7 @@
-"""The composition root: builds the store, bus, chain builder, recorders and the aiohttp runner.
+"""The composition root: builds the store, bus, chain builder, recorders, upstream pool and servers.
 
-`Proxy` is what the CLI runs and what tests start in-process on a free port.
+`Proxy` is what the CLI runs and what tests start in-process on a free port. Each component gets the
+few things it uses from here; nothing shares a grab-bag of the proxy's parts.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
-
-from aiohttp import web
 
 from proxy import __version__
 from proxy.config import Settings, base_url, parse_host_port
@@ -32,13 +31,13 @@ from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.facts import FactEncoder
 from proxy.transport.admin import AdminContext, AdminServer
-from proxy.transport.app import build_app
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
+from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
-from proxy.transport.state import ProxyState
+from proxy.transport.upstream_pool import UpstreamPool
 
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
@@ -61,6 +60,7 @@ class Proxy:
             settings.max_chains, settings.max_messages_per_chain, settings.max_unfinished_chains
         )
         upstream = parse_upstream(settings.upstream)
+        self.upstream = upstream
         self.redactor = redactor_for(settings, upstream.secrets)
         use_redactor(self.redactor)
         clock = FactClock(time.time)
@@ -76,16 +76,23 @@ class Proxy:
         backlog = 5 * settings.max_chains
         self.facts = FactLog(self.builder, clock, self.redactor, bus=self.bus, backlog=backlog)
         self.store.before_read = self.facts.materialize
-        self.state = ProxyState(
-            settings=settings,
-            upstream=upstream,
-            builder=self.builder,
-            facts=self.facts,
-            store=self.store,
-            bus=self.bus,
+        self.pool = UpstreamPool(
+            upstream,
+            connect_timeout=settings.upstream_connect_timeout,
+            head_timeout=settings.upstream_timeout,
+            max_head_bytes=settings.upstream_max_head_bytes,
+            idle_timeout=settings.upstream_idle_timeout,
         )
-        self.router = Router(settings, upstream, lambda: self.state.pool)
-        self.state.router = self.router
+        """The keep-alive connections that carry every upstream request, the era probe's included."""
+        self.router = Router(settings, upstream, self.pool)
+        self.relays = RelayContext(
+            upstream=upstream,
+            pool=self.pool,
+            facts=self.facts,
+            router=self.router,
+            upstream_timeout=settings.upstream_timeout,
+        )
+        pool = self.pool
         ids = _id_factory()  # one counter: the two bridges' legs share the fact log, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
             LegacyToMrtrEngine(
@@ -98,7 +105,7 @@ class Proxy:
             ),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
-            pool=lambda: self.state.pool,
+            pool=lambda: pool,
             observer=self.facts,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
@@ -119,12 +126,11 @@ class Proxy:
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
-            pool=lambda: self.state.pool,
+            pool=lambda: pool,
             observer=self.facts,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
         self.router.on_change = self._eras_changed
-        self._runner: web.AppRunner | None = None
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
         self._sink: CaptureSink | None = None
@@ -142,7 +148,7 @@ class Proxy:
 
     def endpoint(self) -> str:
         """The proxy URL that stands for the upstream's MCP endpoint."""
-        return self.url + self.state.upstream.base_path
+        return self.url + self.upstream.base_path
 
     @property
     def admin_url(self) -> str | None:
@@ -167,31 +173,18 @@ class Proxy:
             )
             self.facts.on_fact = self._sink.fact
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
-            self.admin = AdminServer(AdminContext(self.state, self.info, lambda: self.draining))
+            self.admin = AdminServer(self._admin_context())
         host, port = parse_host_port(self.settings.listen)
         fit_descriptor_limit(self.settings.max_client_connections)
-        app = build_app(self.state)
-        # Connections handed over to aiohttp keep the front's idle deadline: aiohttp's keep-alive check
-        # also closes a connection whose next head is unfinished, so a half-sent head is bounded there.
-        self._runner = web.AppRunner(
-            app,
-            handler_cancellation=True,
-            access_log=None,
-            shutdown_timeout=CLOSE_TIMEOUT,
-            keepalive_timeout=self.settings.keepalive_timeout,
-        )
-        await self._runner.setup()
-        server = self._runner.server
-        assert server is not None
-        self._front = FrontServer(self.state, server, lambda: len(server.connections))
+        self._front = FrontServer(self.settings, self.relays, self.router)
         try:
             self.port = await self._front.start(host, port)
             self.host = host
-            self.state.listen_url = self.url
+            self.relays.listen_url = self.url
             if self.admin is not None:
                 await self.admin.start(fallback=self.admin_fallback)
             if self.settings.health is not None:
-                answers = HealthAnswers.for_state(self.state, lambda: self.draining)
+                answers = HealthAnswers.running(self.router, self.settings, lambda: self.draining)
                 self.health = HealthServer(answers, self.settings.health)
                 await self.health.start()
         except OSError:
@@ -213,8 +206,23 @@ class Proxy:
             endpoint=self.endpoint(),
             admin=self.admin_url,
             health=self.health_url,
-            upstream=self.state.upstream.shown,
+            upstream=self.upstream.shown,
             eras=self.router.eras.label,
+        )
+
+    def _admin_context(self) -> AdminContext:
+        """What the admin API reads: the store, the bus, the router, and two counts read on a scrape."""
+        relays, facts = self.relays, self.facts
+        return AdminContext(
+            settings=self.settings,
+            store=self.store,
+            bus=self.bus,
+            redactor=self.redactor,
+            router=self.router,
+            info=self.info,
+            draining=lambda: self.draining,
+            open_streams=lambda: relays.open_streams,
+            open_exchanges=lambda: facts.open_exchanges,
         )
 
     def info(self) -> ProxyInfo:
@@ -223,7 +231,7 @@ class Proxy:
             ts=time.time(),
             version=__version__,
             listen=self.url,
-            upstream=self.state.upstream.shown,
+            upstream=self.upstream.shown,
             upstream_era=self.router.eras.label,
             bridge=self.settings.bridge,
         )
@@ -246,9 +254,7 @@ class Proxy:
             self._front = None
         for bridge in self.router.bridges.values():  # before the upstream pool closes
             await bridge.release_upstream(CLOSE_TIMEOUT)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        self.pool.close()
         for sub in self.bus.subscribers:
             sub.close()
         self.facts.on_fact = None

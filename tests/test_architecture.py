@@ -57,7 +57,7 @@ def test_importing_the_pure_rooms_loads_no_aiohttp_structlog_or_textual(tmp_path
 
 def test_the_probe_would_see_a_heavy_import() -> None:
     """The subprocess check is only worth something if it notices a room that does load aiohttp."""
-    script = "import sys, proxy.transport.app; print('aiohttp' in sys.modules)"
+    script = "import sys, proxy.transport.admin; print('aiohttp' in sys.modules)"
 
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60, check=False

@@ -8,9 +8,11 @@ can only cut the client's response; a client that leaves aborts the upstream req
 client's own connection is what pass-through mirrors.
 
 These are plain functions, not an event-driven state machine like the bridges' engines: pass-through
-has no state of its own beyond one exchange, and on the benchmark machine the events and commands
-of a state machine cost a small exchange more CPU than the decisions themselves (issue 7). The
-transport's relay (`proxy.transport.relay`) calls them in sequence.
+has no state of its own beyond one exchange, and the events and commands of a state machine would
+cost a small exchange more CPU than the decisions themselves. Every decision of an exchange is made
+here (what goes upstream, what head the client gets, whether the body goes whole or streams, how a
+body's end ends the client's response, when a status casts doubt on the upstream's era); the
+transport's relay (`proxy.transport.relay`) carries them out, in one executor for every path.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
+from proxy.wire.versions import Era
 
 _FAULT_STATUS = {
     "unreachable": 502,
@@ -34,14 +37,19 @@ _FAULT_STATUS = {
 }
 """HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 
+_ERA_REFUSALS = frozenset((400, 404, 405))
+"""Statuses a server of the other era answers a handshake or a 2026 request with."""
+
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
     """The request to send upstream for one client request."""
 
     http_method: str
-    target: str
-    """Origin form: the upstream's path for the client's, with the queries (`Upstream.with_query`)."""
+    path: str
+    """The client's path; the upstream pool derives the request target from it (`Upstream.request_target`)."""
+    query: str
+    """The client's raw query (percent-encoding kept), sent after the upstream URL's own."""
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
@@ -57,6 +65,26 @@ class ClientHead:
 
 
 @dataclass(frozen=True, slots=True)
+class BodyEnd:
+    """How a relayed body's end ends the exchange, on both sides."""
+
+    finish_client: bool
+    """End the client's response cleanly (a chunked body gets its last chunk)."""
+    cut_client: bool
+    """Break the client's connection off: a clean end would pass a truncated body off as complete."""
+    outcome: str | None
+    """How the exchange is recorded (None: completed)."""
+
+
+BODY_COMPLETE = BodyEnd(finish_client=True, cut_client=False, outcome=None)
+"""The upstream's body ended as framed: its connection, read to the end, carries the next request."""
+BODY_CUT = BodyEnd(finish_client=False, cut_client=True, outcome="upstream_cut")
+"""The upstream broke its body off under way: its connection is dropped."""
+CLIENT_LEFT = BodyEnd(finish_client=False, cut_client=False, outcome="client_disconnected")
+"""The client left while its body was relayed: the upstream request is dropped with it."""
+
+
+@dataclass(frozen=True, slots=True)
 class FaultAnswer:
     """What the proxy answers when the upstream fails before its head (a gateway error)."""
 
@@ -64,15 +92,14 @@ class FaultAnswer:
     body: dict[str, Any]
 
 
-def upstream_request(route: Route, upstream: Upstream, query: str = "") -> UpstreamRequest:
+def upstream_request(route: Route, query: str = "") -> UpstreamRequest:
     """The client's request as the upstream gets it: same method, body and query, headers rewritten.
 
-    The query is the upstream URL's, then the client's as sent (percent-encoding kept). `Host` and
-    the body's length are framed with the head (`encode_request_head`), not here.
+    The request target (the upstream's path for the client's, the upstream URL's query, then the
+    client's), `Host` and the body's length are framed by the pool, not here.
     """
     headers = tuple(forward_request_headers(route.headers))
-    target = upstream.with_query(upstream.path_for(route.path), query)
-    return UpstreamRequest(route.http_method, target, headers, route.raw)
+    return UpstreamRequest(route.http_method, route.path, query, headers, route.raw)
 
 
 def client_head(
@@ -97,6 +124,36 @@ def client_head(
         )
     size = int(length) if keep and length is not None and length.isdigit() else None
     return ClientHead(status, out, size)
+
+
+def sends_whole(length: int | None, buffered: int, complete: bool) -> bool:
+    """Whether the body goes to the client with its head in one write, or streams as it comes.
+
+    Whole when it has all arrived and is what the head declared (`length`, from `client_head`). A
+    HEAD answer or a 204 declares a length it does not carry: those stream, and streaming knows to
+    send no body; so does an SSE stream, whose declared length `client_head` drops.
+    """
+    return length is not None and complete and buffered == length
+
+
+def body_end(*, upstream_cut: bool, client_gone: bool) -> BodyEnd:
+    """How a relayed body ended decides the end of both sides: the client leaving comes first."""
+    if client_gone:
+        return CLIENT_LEFT
+    return BODY_CUT if upstream_cut else BODY_COMPLETE
+
+
+def era_suspicion(route: Route, status: int) -> str | None:
+    """Why this status casts doubt on the upstream's era, or None when it does not.
+
+    A refusal (400, 404, 405) of a handshake or of a 2026 request is what a server of the other era
+    answers, so the upstream may have changed since it was probed.
+    """
+    if status not in _ERA_REFUSALS:
+        return None
+    if route.method == "initialize" or route.era is Era.MODERN:
+        return f"HTTP {status} for {route.method or route.http_method} from a {route.era.value} client"
+    return None
 
 
 def proxied_location(location: str, upstream: Upstream, origin: str) -> str:

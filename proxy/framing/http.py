@@ -1,13 +1,18 @@
-"""HTTP head handling for a reverse proxy: which headers cross, how paths map, what content types mean."""
+"""HTTP head handling for a reverse proxy: which headers cross, how paths map, what content types mean.
+
+Heads are parsed and framed on the wire by the HTTP/1.1 core (`proxy.framing.h1`); `header` is
+re-exported from there, since most of the proxy looks headers up through this module.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import cast
 from urllib.parse import urlsplit
 
+from proxy.framing.h1 import NOT_IN_TARGET
+from proxy.framing.h1 import header as header
 from proxy.wire.headers import HOP_BY_HOP
 
 SSE_TYPE = "text/event-stream"
@@ -54,6 +59,16 @@ class Upstream:
         if len(queries) == 2 and queries[0] == queries[1]:
             del queries[1]
         return f"{path}?{'&'.join(queries)}" if queries else path
+
+    def request_target(self, client_path: str, client_query: str = "") -> str:
+        """The origin-form request target for a client's path and raw query (`path_for`, `with_query`).
+
+        The one place a request target is made: the upstream pool derives every request line from it,
+        so no caller builds one.
+        """
+        if client_path == self.base_path and not client_query:
+            return self.target  # the MCP endpoint, worked out once
+        return self.with_query(self.path_for(client_path), client_query)
 
     @property
     def shown(self) -> str:
@@ -113,90 +128,11 @@ def parse_upstream(url: str) -> Upstream:
     except ValueError as exc:  # a port out of range or not a number
         raise ValueError(f"bad port in URL {shown!r}: {exc}") from None
     path = parts.path or "/"
-    if _NOT_IN_TARGET.search(path + parts.query):
+    if NOT_IN_TARGET.search(path + parts.query):
         raise ValueError(f"URL has spaces, controls or non-ASCII characters in its path or query: {shown!r}")
     return Upstream(
         url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=path, query=parts.query
     )
-
-
-# -- request heads on the wire ------------------------------------------------------------------------
-
-_TOKEN_CHARS = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_TOKEN = re.compile(_TOKEN_CHARS)
-"""RFC 9110 token: what a method and a header field name may consist of."""
-_TOKENS = re.compile(rf"{_TOKEN_CHARS}(?:\t{_TOKEN_CHARS})*")
-"""Tokens joined by tabs (a tab is no token character): every field name of a head in one match."""
-_NOT_IN_TARGET = re.compile(r"[^\x21-\x7e]")
-"""Anything but visible ASCII: a request target holds no space, control or other character raw
-(a client percent-encodes them), since each would end or bend the request line."""
-_NOT_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-"""Control bytes a field value never holds (CR and LF would end the field; HTAB is allowed)."""
-
-
-class HeadError(ValueError):
-    """A request head that cannot go on the wire as given: it would change where the message ends."""
-
-
-def origin_form(target: str) -> str:
-    """Check that `target` is an origin-form request target (`/path?query`); HeadError if not.
-
-    An absolute URL (`http://host/path`) is refused here, not sent: servers on h11 (uvicorn without
-    httptools, which `pip install mcp` gives) route on the raw target and answer 404 to it.
-    """
-    if not target.startswith("/") or _NOT_IN_TARGET.search(target):
-        raise HeadError(f"not an origin-form request target: {target[:200]!r}")
-    return target
-
-
-def encode_request_head(
-    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body_length: int | None
-) -> bytes:
-    """The request line and headers as bytes, framed in this one place for every upstream request.
-
-    `host` is the upstream's `Host`, added here so no caller sends its own; callers' `Host`,
-    `Content-Length` and `Transfer-Encoding` are dropped, and `body_length` (None: no body, no
-    length) alone frames the body, so no head ever carries two framings.
-    Refuses (HeadError) a method or field name that is not a token, a target that is not origin form,
-    and a value with CR, LF or another control byte, since each would let one message end early or
-    smuggle a second one onto a pooled connection.
-    """
-    if not _TOKEN.fullmatch(method):
-        raise HeadError(f"not an HTTP method token: {method[:100]!r}")
-    lines = [f"{method} {origin_form(target)} HTTP/1.1\r\nHost: {host}\r\n"]
-    names: list[str] = []
-    values: list[str] = []
-    for name, value in headers:
-        if len(name) in (4, 14, 17) and name.lower() in ("host", "content-length", "transfer-encoding"):
-            continue
-        names.append(name)
-        values.append(value)
-        lines.append(f"{name}: {value}\r\n")
-    # One scan of all names and one of all values: the head is framed for every relayed request.
-    if names and not _TOKENS.fullmatch("\t".join(names)):
-        bad = next(n for n in names if not _TOKEN.fullmatch(n))
-        raise HeadError(f"not a header field name: {bad[:100]!r}")
-    joined = "".join(values)
-    if not joined.isprintable() and _NOT_IN_VALUE.search(joined):  # printable: no control byte at all
-        bad = next(n for n, v in zip(names, values, strict=True) if _NOT_IN_VALUE.search(v))
-        raise HeadError(f"control character in the value of header {bad}")
-    if body_length is not None:
-        lines.append(f"Content-Length: {body_length}\r\n")
-    lines.append("\r\n")
-    try:
-        return "".join(lines).encode("latin-1")
-    except UnicodeEncodeError:
-        culprit = next((n for n, v in zip(names, values, strict=True) if not _is_latin1(n + v)), None)
-        where = f"the value of header {culprit}" if culprit is not None else "the request line or Host"
-        raise HeadError(f"{where} holds characters outside Latin-1") from None
-
-
-def _is_latin1(text: str) -> bool:
-    try:
-        text.encode("latin-1")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _connection_listed(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
@@ -215,7 +151,7 @@ def forward_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[st
     """Client headers as sent upstream: hop-by-hop, `Host` and `Content-Length` dropped, the rest kept.
 
     The upstream's own `Host` and the body's length are added where the head is framed
-    (`encode_request_head`).
+    (`proxy.framing.h1.encode_request_head`).
     """
     items = list(headers)
     listed = _connection_listed(items)
@@ -233,26 +169,6 @@ def forward_response_headers(
     if listed:
         drop = drop | listed
     return [(k, v) for k, v in items if k.lower() not in drop]
-
-
-def header(headers: Mapping[str, str] | Iterable[tuple[str, str]], name: str) -> str | None:
-    """Case-insensitive lookup of the first header with this name.
-
-    Called a dozen times per exchange on the hot path: lists and tuples skip the Mapping check, and
-    a name of another length is passed over without lower-casing it.
-    """
-    kind = type(headers)
-    items = cast("Iterable[tuple[str, str]]", headers) if kind is list or kind is tuple else _pairs(headers)
-    wanted = name.lower()
-    size = len(wanted)
-    for key, value in items:
-        if len(key) == size and key.lower() == wanted:
-            return value
-    return None
-
-
-def _pairs(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Iterable[tuple[str, str]]:
-    return headers.items() if isinstance(headers, Mapping) else headers
 
 
 def media_type(content_type: str | None) -> str:

@@ -24,13 +24,16 @@ import orjson
 from aiohttp import web
 from multidict import MultiMapping
 
-from proxy.config import base_url, parse_host_port
+from proxy.config import Settings, base_url, parse_host_port
+from proxy.flows.bus import EventBus
 from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
+from proxy.flows.redact import Redactor
+from proxy.flows.store import ChainStore
 from proxy.logs import get_logger
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
-from proxy.transport.state import ProxyState
+from proxy.transport.routing import Router
 from proxy.transport.tasks import spawn
 
 DEFAULT_HISTORY = 200
@@ -55,36 +58,47 @@ class AdminListenError(ListenError):
 class AdminContext:
     """What the admin API reads from the running proxy."""
 
-    state: ProxyState
+    settings: Settings
+    store: ChainStore
+    bus: EventBus
+    redactor: Redactor
+    router: Router
     info: Callable[[], ProxyInfo]
     draining: Callable[[], bool]
+    open_streams: Callable[[], int]
+    """SSE response streams being relayed now."""
+    open_exchanges: Callable[[], int]
+    """Client HTTP exchanges in flight."""
 
 
 class AdminServer:
     """The admin listener of one proxy, with its metrics subscription and feed clients."""
 
     def __init__(self, ctx: AdminContext, *, keepalive: float = 15.0, ready_ttl: float = 2.0) -> None:
-        state = ctx.state
+        settings = ctx.settings
         self.ctx = ctx
-        self.token = state.settings.admin_token.get_secret_value() if state.settings.admin_token else None
+        self.token = settings.admin_token.get_secret_value() if settings.admin_token else None
         self.feed = FeedSource(
-            bus=state.bus,
-            store=state.store,
+            bus=ctx.bus,
+            store=ctx.store,
             info=ctx.info,
-            queue_size=state.settings.bus_queue_size,
+            queue_size=settings.bus_queue_size,
             keepalive=keepalive,
         )
         self.metrics = ProxyMetrics(
-            state,
+            ctx.store,
+            ctx.bus,
+            open_streams=ctx.open_streams,
+            open_exchanges=ctx.open_exchanges,
             info=ctx.info,
             continuations=self.continuations,
             feed_clients=lambda: self.feed.clients,
             draining=ctx.draining,
         )
         self.feed.on_close = self.metrics.retire
-        self.health = HealthAnswers.for_state(state, ctx.draining, ttl=ready_ttl)
+        self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Subscribed now, before the MCP listener opens, so the counters see every chain.
-        self._sub = state.bus.subscribe("metrics", state.settings.bus_queue_size)
+        self._sub = ctx.bus.subscribe("metrics", settings.bus_queue_size)
         self._task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.host = ""
@@ -103,7 +117,7 @@ class AdminServer:
         `listening` line say where the admin API went.
         """
         self._task = spawn(self.metrics.consume(self._sub), name="admin-metrics")
-        address = self.ctx.state.settings.admin
+        address = self.ctx.settings.admin
         host, port = parse_host_port(address)
         self._runner = web.AppRunner(
             self.app(), handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
@@ -177,7 +191,7 @@ class AdminServer:
 
     async def chains(self, request: web.Request) -> web.StreamResponse:
         """Recent chain headlines, filtered, newest last."""
-        store = self.ctx.state.store
+        store = self.ctx.store
         query = request.query
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
         keep = chain_filter(
@@ -192,7 +206,7 @@ class AdminServer:
     async def chain(self, request: web.Request) -> web.StreamResponse:
         """One chain: headline, held messages and how many messages it no longer holds."""
         chain_id = request.match_info["chain_id"]
-        chain = self.ctx.state.store.get(chain_id)
+        chain = self.ctx.store.get(chain_id)
         if chain is None:
             return _json({"error": "not_found", "message": f"no chain {chain_id!r} in the store"}, status=404)
         messages = [m.model_dump(mode="json", exclude_none=True) for m in list(chain.messages)]
@@ -208,7 +222,7 @@ class AdminServer:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
         view = getattr(self._mrtr_engine(), "continuations_view", None)
         items = view(time.time()) if callable(view) else []  # `now` gives each its age_ms
-        redactor = self.ctx.state.facts.redactor
+        redactor = self.ctx.redactor
         for item in items:  # the engine's principal digest is unkeyed: show the keyed fingerprint
             if isinstance(item.get("principal"), str):
                 item["principal"] = redactor.fingerprint(item["principal"])
@@ -216,14 +230,13 @@ class AdminServer:
 
     async def live_feed(self, request: web.Request) -> web.StreamResponse:
         """The SSE feed: proxy_info, history, then live flow events."""
-        history = _int_param(request.query, "history", DEFAULT_HISTORY, 0, self.ctx.state.store.max_chains)
+        history = _int_param(request.query, "history", DEFAULT_HISTORY, 0, self.ctx.store.max_chains)
         return await serve_feed(request, self.feed, history)
 
     # -- helpers ----------------------------------------------------------------------------------
 
     def _mrtr_engine(self) -> Any:
-        router = self.ctx.state.router
-        bridge = router.bridges.get(Mode.MRTR_TO_LEGACY) if router is not None else None
+        bridge = self.ctx.router.bridges.get(Mode.MRTR_TO_LEGACY)
         return bridge.engine if bridge is not None else None
 
     def continuations(self) -> int:

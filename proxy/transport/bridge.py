@@ -17,12 +17,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import aiohttp
-from aiohttp import web
 
 from proxy import SERVER_SOFTWARE
 from proxy.engine.commands import (
@@ -60,6 +57,7 @@ from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
+from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.jsonrpc import classify_value, dumps, parse_body, parse_text
@@ -75,7 +73,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
 _LEAST_GRACE = 0.001
 """Shortest wait a due timer grants legs to feed what they hold unread (a 0 s timer's included)."""
-_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 _TOO_DEEP = (
     f"its message is JSON nested deeper than {DEPTH_CEILING} levels, more than the proxy can re-encode"
 )
@@ -100,17 +97,18 @@ class _LegStream:
 
 @dataclass
 class _Exchange:
-    """An open client exchange: its request, its response once started, and pending writes.
+    """An open client exchange: the client's side of it, and the writes queued for it.
 
     The writes are a queue its handler can look into: a stream's head goes out with the event queued
     behind it, and a last event with the stream's end, one write(2) each instead of two.
     """
 
-    request: web.Request
+    client: ClientSide
     writes: deque[BridgeCommand] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    response: web.StreamResponse | None = None
     done: bool = False
+    answered: bool = False
+    """A whole response was given to the client side (`ReplyJson`)."""
 
     def put(self, command: BridgeCommand) -> None:
         self.writes.append(command)
@@ -122,8 +120,18 @@ class _Exchange:
             await self.ready.wait()
         return self.writes.popleft()
 
-    def next_is(self, kind: type[BridgeCommand]) -> bool:
-        return bool(self.writes) and isinstance(self.writes[0], kind)
+    def take_if(self, kind: type[BridgeCommand]) -> BridgeCommand | None:
+        """The next queued write when it is of this kind (taken off the queue), else None."""
+        if self.writes and isinstance(self.writes[0], kind):
+            return self.writes.popleft()
+        return None
+
+    def ending(self) -> EndClientResponse | None:
+        """The queued end of the response when it comes next and the client is still there to get it."""
+        end = self.writes[0] if self.writes else None
+        if isinstance(end, EndClientResponse) and end.outcome != "client_disconnected":
+            return end
+        return None
 
 
 class BridgeDriver:
@@ -158,12 +166,16 @@ class BridgeDriver:
 
     # -- client side ------------------------------------------------------------------------------
 
-    async def serve(self, request: web.Request, exchange: str, route: Route) -> web.StreamResponse:
-        """Handle one client exchange to its end (the engine decides when that is)."""
-        ex = _Exchange(request)
+    async def serve(self, client: ClientSide, exchange: str, route: Route) -> None:
+        """Handle one client exchange to its end (the engine decides when that is).
+
+        A response the proxy makes whole (`ReplyJson`) is left with the client side, which sends it
+        once the exchange ends; a stream is written as the engine orders it.
+        """
+        ex = _Exchange(client)
         self.exchanges[exchange] = ex
-        self._observe_client_request(exchange, request, route)
-        self.feed(ClientRequestReceived(exchange, route, time.time(), _peer(request)))
+        self._observe_client_request(exchange, client, route)
+        self.feed(ClientRequestReceived(exchange, route, time.time(), client.peer))
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.take())
@@ -175,52 +187,68 @@ class BridgeDriver:
             raise
         finally:
             self.exchanges.pop(exchange, None)
-        return ex.response if ex.response is not None else web.Response(status=500)
+        if not ex.answered and not client.started:
+            client.respond(500, b"", None, ())  # ended without an answer: the client is never left waiting
 
     async def _write(self, exchange: str, ex: _Exchange, cmd: BridgeCommand) -> None:
         match cmd:
             case ReplyJson(_, status, message, headers):
                 self._observe_reply(exchange, status, message, headers)
-                ex.response = _json_response(status, message, headers)
-                ex.done = True
+                _json_response(ex.client, status, message, headers)
+                ex.answered = ex.done = True
             case StartSse(_, headers):
-                kind = _HeadWithFirstEvent if ex.next_is(SendSse) else web.StreamResponse
-                response = kind(status=200)
-                for name, value in (*_SSE_HEADERS, *headers):
-                    response.headers[name] = value
+                head = _sse_head(headers)
                 self.observer.response_head(
-                    exchange, status=200, content_type="text/event-stream", headers=dict(response.headers)
+                    exchange, status=200, content_type="text/event-stream", headers=dict(head)
                 )
-                ex.response = response
-                await self._guard(exchange, ex, response.prepare(ex.request))
-            case SendSse(_, message, event_id):
-                if ex.response is None:
+                first = ex.take_if(SendSse)  # the head goes out with the event queued behind it
+                event = self._event(exchange, first) if isinstance(first, SendSse) else b""
+                end = ex.ending() if first is not None else None
+                try:
+                    ex.client.start_now(200, None, head, None, event, end=end is not None)
+                except ClientGone:
+                    self._client_left(exchange, ex)
                     return
-                data = dumps(message)
-                self._observe_client_bound(exchange, message, len(data), Channel.SSE)
-                event = encode_event(data.decode(), id=event_id)
-                end = ex.writes[0] if ex.writes else None
-                if isinstance(end, EndClientResponse) and end.outcome != "client_disconnected":
+                if end is not None:
                     ex.writes.popleft()
-                    await self._guard(exchange, ex, ex.response.write_eof(event))  # the event ends the stream
+                    await self._write(exchange, ex, end)
+            case SendSse():
+                if not ex.client.started:
+                    return
+                event = self._event(exchange, cmd)
+                end = ex.ending()
+                if end is not None:
+                    ex.writes.popleft()
+                    # The last event and the stream's end go out in one write.
+                    await self._guard(exchange, ex, ex.client.write(event, end=True))
                     if not ex.done:
                         await self._write(exchange, ex, end)
                     return
-                await self._guard(exchange, ex, ex.response.write(event))
+                await self._guard(exchange, ex, ex.client.write(event))
             case EndClientResponse(_, outcome):
-                if ex.response is not None and ex.response.prepared and outcome != "client_disconnected":
-                    await self._guard(exchange, ex, ex.response.write_eof())  # a no-op once written
+                if ex.client.started and outcome != "client_disconnected":
+                    await self._guard(exchange, ex, ex.client.finish())  # a no-op once the end went out
                 ex.done = True
                 self._close_observation(exchange, outcome)
 
-    async def _guard(self, exchange: str, ex: _Exchange, write: Any) -> None:
+    def _event(self, exchange: str, cmd: SendSse) -> bytes:
+        """One SSE event on the client's stream, observed as it goes out."""
+        data = dumps(cmd.message)
+        self._observe_client_bound(exchange, cmd.message, len(data), Channel.SSE)
+        return encode_event(data.decode(), id=cmd.event_id)
+
+    async def _guard(self, exchange: str, ex: _Exchange, write: Awaitable[None]) -> None:
         try:
             await write
-        except _CLIENT_GONE:
-            if not ex.done:
-                ex.done = True
-                self.feed(ClientDisconnected(exchange))
-                self._close_observation(exchange, "client_disconnected")
+        except ClientGone:
+            self._client_left(exchange, ex)
+
+    def _client_left(self, exchange: str, ex: _Exchange) -> None:
+        """The client's connection closed under a write: the engine learns the client is gone."""
+        if not ex.done:
+            ex.done = True
+            self.feed(ClientDisconnected(exchange))
+            self._close_observation(exchange, "client_disconnected")
 
     # -- engine -----------------------------------------------------------------------------------
 
@@ -254,16 +282,16 @@ class BridgeDriver:
                 self._observe_leg(
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
-                target = self._target(exchange)
-                run = self._run_leg(leg, target, "POST", headers, dumps(message))
+                query = self._query(exchange)
+                run = self._run_leg(leg, query, "POST", headers, dumps(message))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
-                run = self._run_leg(leg, self.upstream.target, "DELETE", headers, b"")
+                run = self._run_leg(leg, "", "DELETE", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
-                run = self._run_leg(leg, self._target(exchange), "GET", headers, b"")
+                run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case ResumeLeg(leg):
                 self._resumes[leg] = command  # carried out by the leg's reader, which fed the cut
@@ -319,17 +347,16 @@ class BridgeDriver:
 
     # -- upstream legs ----------------------------------------------------------------------------
 
-    def _target(self, exchange: str) -> str:
-        """The upstream endpoint in origin form, with the query of the client request behind the leg."""
+    def _query(self, exchange: str) -> str:
+        """The raw query of the client request behind the leg (the pool puts it after the upstream's)."""
         ex = self.exchanges.get(exchange)
-        query = ex.request.rel_url.raw_query_string if ex is not None else ""
-        return self.upstream.with_query(self.upstream.base_path, query)
+        return ex.client.raw_query if ex is not None else ""
 
     async def _run_leg(
-        self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> None:
         """Send one leg and feed what comes back; a cut SSE body is reopened while the engine says so."""
-        resp = await self._open_leg(leg, target, method, headers, body)
+        resp = await self._open_leg(leg, query, method, headers, body)
         if resp is None:
             return
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
@@ -354,16 +381,17 @@ class BridgeDriver:
             if resume is None:
                 return
             await asyncio.sleep(resume.delay_s)
-            resp = await self._open_leg(leg, target, "GET", resume.headers, b"")
+            resp = await self._open_leg(leg, query, "GET", resume.headers, b"")
             if resp is None:
                 return
 
     async def _open_leg(
-        self, leg: str, target: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse | None:
+        """A leg's request to the upstream's MCP endpoint, with the client's `query` after the URL's own."""
         pool = self._pool()
         try:
-            return await pool.request(method, target, headers, body)
+            return await pool.request(method, self.upstream.base_path, headers, body, query)
         except TimeoutError:
             self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
         except UpstreamError as exc:
@@ -446,13 +474,13 @@ class BridgeDriver:
             self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON)
         self._close_observation(exchange, None)
 
-    def _observe_client_request(self, exchange: str, request: web.Request, route: Route) -> None:
+    def _observe_client_request(self, exchange: str, client: ClientSide, route: Route) -> None:
         client_era, upstream_era = _ERAS[self.mode]
         self.observer.open_exchange(
             exchange,
-            http_method=request.method,
-            path=request.path_qs,
-            headers=dict(request.headers),
+            http_method=client.method,
+            path=client.path_qs,
+            headers=dict(client.headers),
             session=route.session_id,
             client_era=client_era,
             upstream_era=upstream_era,
@@ -488,25 +516,17 @@ class BridgeDriver:
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
 
 
-def _peer(request: web.Request) -> str:
-    """The client's address without its port: per-client bounds count a client, not its connections."""
-    return request.remote or ""
-
-
-class _HeadWithFirstEvent(web.StreamResponse):
-    """An SSE response whose first event is already queued: the head goes out with it, in one write."""
-
-    _send_headers_immediately = False  # aiohttp's own switch (web.Response sets it the same way)
+def _sse_head(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The head of an SSE response the proxy streams: its own fields, unless the engine sets them."""
+    named = {name.lower() for name, _ in headers}
+    return (*((k, v) for k, v in _SSE_HEADERS if k.lower() not in named), *headers)
 
 
 def _json_response(
-    status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
-) -> web.Response:
-    """A complete response: the JSON message, or an empty body (202)."""
-    response = web.Response(status=status, body=dumps(message) if message is not None else b"")
-    response.headers["Server"] = SERVER_SOFTWARE  # every bridged answer is the proxy's own
-    if message is not None:
-        response.content_type = "application/json"
-    for name, value in headers:
-        response.headers[name] = value
-    return response
+    client: ClientSide, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+) -> None:
+    """A complete response: the JSON message, or an empty body (202); the proxy's own, named so."""
+    if message is None:
+        client.respond(status, b"", None, headers)
+    else:
+        client.respond(status, dumps(message), "application/json", headers)

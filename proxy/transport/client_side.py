@@ -1,20 +1,13 @@
-"""The client's side of one pass-through exchange, whichever HTTP server carries it.
+"""The client's side of one exchange: what the pass-through relay and the bridges write to.
 
-The pass-through relay talks to the client through this small surface, so the same relay serves a
-connection held by the lean front server (`front.py`) and one held by aiohttp (connections handed over
-to the bridges' server keep being served there, pass-through requests included).
+Every MCP connection is served by the lean front server (`front.py`); the relay and the bridge
+drivers reach the client only through this small surface, so neither knows how the response is
+framed (length, chunking, or the connection's close) nor which connection carries it.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
-
-import aiohttp
-from aiohttp import web
-
-from proxy import SERVER_SOFTWARE
-
-_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
 
 
 class ClientGone(Exception):
@@ -22,7 +15,7 @@ class ClientGone(Exception):
 
 
 class ClientSide(Protocol):
-    """What the relay needs of the client's connection: the request as sent, and a response to write."""
+    """What an exchange needs of the client's connection: the request as sent, and a response to write."""
 
     method: str
     path_qs: str
@@ -30,13 +23,34 @@ class ClientSide(Protocol):
     raw_query: str
     headers: tuple[tuple[str, str], ...]
 
-    async def start(
-        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
-    ) -> None:
-        """Begin a relayed response; `length` None means a stream of unknown length. Raises ClientGone."""
+    @property
+    def peer(self) -> str:
+        """The client's address without its port ("" when unknown)."""
 
-    async def write(self, chunk: bytes) -> None:
-        """Relay body bytes (waits while the client reads slowly). Raises ClientGone."""
+    def start_now(
+        self,
+        status: int,
+        reason: str | None,
+        headers: tuple[tuple[str, str], ...],
+        length: int | None,
+        first: bytes = b"",
+        *,
+        end: bool = False,
+    ) -> None:
+        """Begin a response; `length` None means a stream of unknown length. Raises ClientGone.
+
+        `first` is the start of the body, sent in the same write as the head; `end` says it is the
+        whole body, so a stream's end goes in that write too.
+        """
+
+    def send_whole(
+        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> None:
+        """A relayed response whose body is all here: head and body in one write."""
+
+    async def write(self, chunk: bytes, *, end: bool = False) -> None:
+        """Send body bytes (waits while the client reads slowly); `end` ends the body in the same
+        write. Raises ClientGone."""
 
     async def finish(self) -> None:
         """End a started response cleanly. Raises ClientGone."""
@@ -44,84 +58,11 @@ class ClientSide(Protocol):
     def respond(
         self, status: int, body: bytes, content_type: str | None, headers: tuple[tuple[str, str], ...]
     ) -> None:
-        """Answer with a whole response the proxy made itself."""
+        """Answer with a whole response the proxy made itself (it goes out when the exchange ends)."""
 
     def cut(self) -> None:
         """Break the connection off after what was written: the upstream cut the body short."""
 
     @property
     def started(self) -> bool:
-        """A relayed response head has gone out (or is committed to)."""
-
-
-class AiohttpSide:
-    """The client side of an exchange on a connection aiohttp serves."""
-
-    def __init__(self, request: web.Request) -> None:
-        self.request = request
-        self.method = request.method
-        self.path_qs = request.rel_url.raw_path_qs
-        self.raw_query = request.rel_url.raw_query_string
-        self.headers = tuple(request.headers.items())
-        self.response: web.StreamResponse | None = None
-
-    async def start(
-        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
-    ) -> None:
-        kind = web.StreamResponse if length is None else _HeadWithBody
-        response = kind(status=status, reason=reason)
-        for name, value in headers:
-            response.headers.add(name, value)
-        if length is not None:
-            response.content_length = length
-        self.response = response
-        try:
-            await response.prepare(self.request)
-        except _GONE as exc:
-            raise ClientGone(str(exc)) from None
-
-    async def write(self, chunk: bytes) -> None:
-        assert self.response is not None
-        try:
-            await self.response.write(chunk)
-        except _GONE as exc:
-            raise ClientGone(str(exc)) from None
-
-    async def finish(self) -> None:
-        if self.response is not None and self.response.prepared:
-            try:
-                await self.response.write_eof()
-            except _GONE as exc:
-                raise ClientGone(str(exc)) from None
-
-    def respond(
-        self, status: int, body: bytes, content_type: str | None, headers: tuple[tuple[str, str], ...]
-    ) -> None:
-        response = web.Response(status=status, body=body, content_type=content_type)
-        response.headers["Server"] = SERVER_SOFTWARE  # an answer the proxy made names the proxy
-        for name, value in headers:
-            response.headers.add(name, value)
-        self.response = response
-
-    def cut(self) -> None:
-        transport = self.request.transport
-        if transport is not None:
-            transport.close()
-
-    @property
-    def started(self) -> bool:
-        return self.response is not None and self.response.prepared
-
-    def final(self) -> web.StreamResponse:
-        """What the aiohttp handler returns."""
-        return self.response if self.response is not None else web.Response(status=500)
-
-
-class _HeadWithBody(web.StreamResponse):
-    """A relayed body of known length: its head goes out with the first body bytes, in one write.
-
-    aiohttp sends a StreamResponse's head at `prepare` (right for SSE, whose first event may be long
-    coming), which costs a body of known length a second write(2) and TCP segment per exchange.
-    """
-
-    _send_headers_immediately = False  # aiohttp's own switch (web.Response sets it the same way)
+        """A response head has gone out (or is committed to)."""

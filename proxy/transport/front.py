@@ -1,23 +1,22 @@
-"""The lean front server: client connections on asyncio protocols, parsed by httptools (llhttp).
+"""The lean front server: client connections on asyncio protocols, read by the HTTP/1.1 core.
 
-Why not aiohttp's server for everything: on the benchmark machine aiohttp spends about 100 µs of CPU
-on each request before and after our handler runs, a third of the whole budget the proxy has for a
-small `tools/call` (issue 7). Pass-through needs a request parsed and a response streamed back, not
-aiohttp's request objects, middlewares and writers, so this server reads requests itself and hands
-each to the pass-through relay through `FrontSide`.
+Why not aiohttp's server: it spends more CPU on each request before and after a handler runs than
+everything else the proxy does for a small `tools/call`. An exchange needs a request parsed and a
+response written back, not aiohttp's request objects, middlewares and writers, so this server reads
+requests itself and serves every one of them: each is classified and routed once, then given through
+`FrontSide` (the `ClientSide` of the exchange) to the pass-through relay or to a bridge's driver.
+Requests on one connection are served one at a time, in order, whatever their route; a connection's
+deadlines and limits are the same whatever it carried before.
 
-The bridges are built on aiohttp's request and response objects. When a connection's request
-belongs to a bridge, the connection is handed over: its parsed requests are written back out as
-bytes and fed to an aiohttp protocol, which owns the connection from then on (pass-through requests
-on it included, served by the same relay through `AiohttpSide`).
-
-Bounded like aiohttp's server: request line and headers (431 past `MAX_HEAD_BYTES`; trailers count
-toward it and are dropped, never merged into the headers), bodies (413 past the configured limit,
-answered as soon as the limit is crossed; a chunked body's framing and extensions count toward it),
-requests queued behind one in progress (reading pauses past `MAX_QUEUED` requests or
-`max_pipelined_bytes`), client connections (503 past `max_client_connections`). Every wait on a client
-has a deadline (`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic
-sweep over the connections rather than a timer per request, so the hot path only notes the time.
+The HTTP/1.1 core (`proxy.framing.h1.RequestReader`, httptools inside) turns each read into events:
+requests read to their end, a body cut over its limit, a refusal. Bounded like aiohttp's server:
+request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it and are dropped, never
+merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
+crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
+progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
+(503 past `max_client_connections`). Every wait on a client has a deadline (`head_read_timeout`,
+`body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the connections rather
+than a timer per request, so the hot path only notes the time.
 """
 
 from __future__ import annotations
@@ -25,31 +24,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import http
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-import httptools
-
 from proxy import SERVER_SOFTWARE
+from proxy.config import Settings
 from proxy.framing.classify import Rejection, Route, peek_id
-from proxy.framing.http import header
+from proxy.framing.h1 import MAX_HEAD_BYTES as MAX_HEAD_BYTES
+from proxy.framing.h1 import MAX_HEADERS as MAX_HEADERS
+from proxy.framing.h1 import BodyTooLarge, EndOfRequest, Refusal, Request, RequestReader
+from proxy.framing.h1 import encode_response_head as _head
 from proxy.framing.status import gateway_error, too_large
 from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
-from proxy.transport.driver import classify_request
-from proxy.transport.relay import PassthroughRelay
-from proxy.transport.state import ProxyState
-from proxy.transport.upstream_pool import PendingHead, UpstreamError
+from proxy.transport.relay import PassthroughRelay, RelayContext
+from proxy.transport.routing import Router, classify_request
+from proxy.transport.upstream_pool import PendingHead
 from proxy.wire.jsonrpc import dumps
 
-MAX_HEAD_BYTES = 64 * 1024
-"""Request line plus headers; past it the client gets 431 and the connection closes."""
-MAX_HEADERS = 128
-"""Header fields in one request; past it the client gets 431."""
 MAX_QUEUED = 16
 """Complete requests waiting behind the one being served before reading from the client pauses."""
 
@@ -58,96 +54,34 @@ SWEEP_MAX = 1.0
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
-_REFRAMED = ("content-length", "transfer-encoding", "expect")
-_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 
+class _Request(Request):
+    """One request as read from the client (`proxy.framing.h1.Request`), and what serving it adds."""
 
-class _Request:
-    """One request as read from the client."""
-
-    __slots__ = (
-        "began",
-        "body",
-        "continue_sent",
-        "continue_wanted",
-        "early",
-        "head_done",
-        "head_size",
-        "headers",
-        "hosts",
-        "http10",
-        "keep_alive",
-        "method",
-        "refusal",
-        "size",
-        "target",
-        "wire",
-    )
+    __slots__ = ("continue_sent", "refusal")
 
     def __init__(self, began: float) -> None:
-        self.began = began
-        """Loop time the head began: the head-read deadline counts from it."""
-        self.head_done = 0.0
-        """Loop time the head ended: the body-read deadline counts from it."""
-        self.head_size = 0
-        """Bytes of the head as counted field by field (what a read holds before the body starts)."""
-        self.hosts = 0
-        """`Host` fields seen (exactly one is valid in HTTP/1.1)."""
-        self.wire = 0
-        """Body bytes as they came on the wire (chunk framing and extensions included)."""
+        super().__init__(began)
         self.refusal: Rejection | None = None
         """Answered without going upstream (its body is not read): a body over the limit, say."""
-        self.method = ""
-        self.target = b""
-        self.headers: list[tuple[str, str]] = []
-        self.body: list[bytes] = []
-        self.size = 0
-        self.keep_alive = True
-        self.http10 = False
-        self.early = False
-        """Dispatched before its body was read to the end (too large): the connection closes after."""
         self.continue_sent = False
-        self.continue_wanted = False
-        """The client sent `Expect: 100-continue`; the 100 goes out once the responses before it have."""
-
-    def rebuild(self, *, last: bool = False) -> bytes:
-        """The request as bytes again (Content-Length framing), for a protocol that parses it anew.
-
-        `last`: the connection ends after this request's response.
-        """
-        version = "1.0" if self.http10 else "1.1"  # an HTTP/1.0 client must get HTTP/1.0 framing back
-        lines = [f"{self.method} {self.target.decode('latin-1')} HTTP/{version}\r\n"]
-        dropped = ("content-length", "transfer-encoding", "expect", "connection") if last else _REFRAMED
-        for name, value in self.headers:
-            if name.lower() not in dropped:
-                lines.append(f"{name}: {value}\r\n")
-        if last:
-            lines.append("Connection: close\r\n")
-        body = b"".join(self.body)
-        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
-        return "".join(lines).encode("latin-1") + body
+        """The 100 for `continue_wanted` went out (once the responses before it had)."""
 
 
 class FrontServer:
-    """Listens for clients; serves pass-through itself and hands bridge connections to aiohttp."""
+    """Listens for clients and serves every MCP request, pass-through and bridged."""
 
-    def __init__(
-        self,
-        state: ProxyState,
-        handover: Callable[[], asyncio.Protocol],
-        handed_over: Callable[[], int] = lambda: 0,
-    ) -> None:
-        """`handed_over` counts the connections aiohttp serves now: they count toward the cap too."""
-        self.state = state
-        self.handover = handover
-        self.handed_over = handed_over
+    def __init__(self, settings: Settings, relays: RelayContext, router: Router) -> None:
+        self.settings = settings
+        self.relays = relays
+        self.router = router
+        self._ids = itertools.count(1)
         self.connections: set[FrontConnection] = set()
         self.refusing: set[FrontConnection] = set()
         """Connections refused over the cap, still given a moment to read their 503."""
         self.server: asyncio.Server | None = None
         self.now: Callable[[], float] = time.monotonic
         self._sweep: asyncio.TimerHandle | None = None
-        settings = state.settings
         shortest = min(settings.head_read_timeout, settings.body_read_timeout, settings.keepalive_timeout)
         self.sweep_every = min(SWEEP_MAX, shortest / 4)
 
@@ -164,8 +98,11 @@ class FrontServer:
 
     def full(self) -> bool:
         """As many client connections are open as `max_client_connections` allows."""
-        limit = self.state.settings.max_client_connections
-        return len(self.connections) >= limit or len(self.connections) + self.handed_over() >= limit
+        return len(self.connections) >= self.settings.max_client_connections
+
+    def next_exchange(self) -> str:
+        """A fresh exchange id (unique within this process), pass-through and bridged alike."""
+        return f"x{next(self._ids)}"
 
     def sweep(self) -> None:
         """Close every connection that waited on its client past the deadline for what it waits for."""
@@ -211,26 +148,19 @@ class FrontConnection(asyncio.Protocol):
 
     def __init__(self, front: FrontServer) -> None:
         self.front = front
-        self.state = front.state
-        self.parser = httptools.HttpRequestParser(self)
+        self.settings = front.settings
+        self.reader = RequestReader(front.settings.max_body_bytes, front.now, _Request)
+        """The HTTP/1.1 core reading this connection's requests (and keeping their bounds)."""
         self.transport: asyncio.Transport | None = None
-        self.current: _Request | None = None
         self.queue: deque[_Request] = deque()
         self.task: asyncio.Task[None] | None = None
         self.relay: PassthroughRelay | None = None
         """The exchange served without a task, waiting for its upstream head."""
         self.pending: PendingHead | None = None
         self.closed = False
-        self.handed_over = False
-        self.handover_due: _Request | None = None
-        """A bridged request whose connection goes to aiohttp once the request being read has ended."""
         self.served = 0
         self.waiting_since = 0.0
         """Loop time the connection last began to wait on its client (connected, or a response ended)."""
-        self._head_bytes = 0
-        self._head_raw = 0
-        self._chunked_reads: list[_Request] = []
-        """Chunked requests that got chunk framing in the read being parsed (see `_count_begun`)."""
         self._queued_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
@@ -248,89 +178,37 @@ class FrontConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        before = self.current
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(501, "protocol upgrades are not proxied")
-            return
-        except httptools.HttpParserError as exc:
-            if self.closed:
+        for event in self.reader.feed(data):
+            if isinstance(event, EndOfRequest):
+                self._queue(event.request)
+            elif isinstance(event, BodyTooLarge):
+                self._dispatch_early(event.request)
+            elif isinstance(event, Refusal):
+                self._refuse(event.status, event.reason)
                 return
-            if isinstance(exc.__context__, _HeadTooLarge):
-                self._refuse(431, str(exc.__context__))
-            elif isinstance(exc.__context__, _BadVersion):
-                self._refuse(505, str(exc.__context__))
-            else:
-                self._refuse(400, f"malformed HTTP request: {exc}")
-            return
-        counted = before if before is not None and before is self.current else None
-        if counted is not None and not self.closed:
-            self._count_raw(counted, len(data))
-            if self.closed:
-                return
-        current = self.current
-        if self._chunked_reads or (current is not None and current is not before and current.method):
-            self._count_begun(before, counted, len(data))
-            if self.closed:
-                return
-        if self.handover_due is not None:
-            if self.current is None:
-                self._hand_over(self.handover_due)
-            return
-        # Served once the whole chunk is parsed, never from inside the parser: a request handed to
-        # aiohttp takes the ones pipelined behind it along, so they must all be read by then.
+            # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
+        # Served once the whole chunk is parsed, never from inside the parser: a request served without
+        # a task may end, and the next begin, before the parser returns.
         self._next()
 
-    def _count_raw(self, req: _Request, size: int) -> None:
-        """The whole chunk went into one request still unfinished: count its bytes as they came.
+    @property
+    def current(self) -> _Request | None:
+        """The request being read (its head or its body), if one has begun."""
+        return self.reader.current
 
-        httptools hands a header over only once it ends, and says nothing of chunk extensions or chunk
-        framing, so a header that never ends and a body padded with extensions are bounded here, by the
-        bytes they arrived in.
-        """
-        if not req.method:
-            self._head_raw += size
-            if self._head_raw > MAX_HEAD_BYTES:
-                self._refuse(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
-            return
-        req.wire += size
-        limit = self.state.settings.max_body_bytes
-        if req.wire > limit and not req.early:
-            req.refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
-            self._dispatch_early(req)
-
-    def _count_begun(self, before: _Request | None, counted: _Request | None, size: int) -> None:
-        """Charge a read to the requests `_count_raw` did not: begun in it, or ended in it with chunks.
-
-        httptools reports neither a chunk's extensions nor where in the read a request began or ended,
-        so such a request is charged the whole read, less its own head when it began there. That
-        over-charges only requests pipelined in one read with others, by at most one read; it keeps a
-        request padded with chunk extensions from slipping past `max_body_bytes` in the reads where it
-        began or ended.
-        """
-        requests, self._chunked_reads = self._chunked_reads, []
-        current = self.current
-        if current is not None and current is not before and current.method and current not in requests:
-            requests.append(current)  # begun in this read, its body still coming
-        limit = self.state.settings.max_body_bytes
-        for req in requests:
-            if req is counted or req.early or req.refusal is not None:
-                continue
-            req.wire += size - (0 if req is before else req.head_size)
-            if req.wire <= limit:
-                continue
-            refusal = Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
-            if req is self.current:
-                req.refusal = refusal
-                self._dispatch_early(req)
-                return
-            req.refusal = refusal  # read to its end already: answered 413 in its turn, nothing sent upstream
-
-    def on_chunk_header(self) -> None:
-        req = self.current
-        if req is not None and (not self._chunked_reads or self._chunked_reads[-1] is not req):
-            self._chunked_reads.append(req)
+    def _queue(self, req: _Request) -> None:
+        """A request read to its end waits its turn; reading pauses while too much is queued."""
+        if req.too_large:  # counted over the limit on the wire in the read that ended it
+            req.refusal = _too_large(req, self.settings.max_body_bytes)
+        self.queue.append(req)
+        self._queued_bytes += req.size
+        if (
+            self.transport is not None
+            and not self._reading_paused
+            and (len(self.queue) > MAX_QUEUED or self._queued_bytes > self.settings.max_pipelined_bytes)
+        ):
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -377,9 +255,9 @@ class FrontConnection(asyncio.Protocol):
         The deadline runs from when the client became due to send: for a head, its first byte (or the
         end of the previous response, if it began earlier); for a body, the end of its head.
         """
-        if self.busy or self.closed or (self.queue and self.handover_due is None):
+        if self.busy or self.closed or self.queue:
             return
-        settings = self.state.settings
+        settings = self.settings
         req = self.current
         if req is None:
             limit = settings.keepalive_timeout if self.served else settings.head_read_timeout
@@ -399,103 +277,19 @@ class FrontConnection(asyncio.Protocol):
             )
             self._refuse(status, dumps(body).decode(), "application/json")
 
-    # httptools callbacks
-    def on_message_begin(self) -> None:
-        self.current = _Request(self.front.now())
-        self._head_bytes = 0
-        self._head_raw = 0
-
-    def on_url(self, url: bytes) -> None:
-        req = self.current
-        if req is not None:
-            req.target += url
-            self._count_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        req = self.current
-        if req is None:
-            return
-        self._count_head(len(name) + len(value) + 4)
-        if req.method:  # a trailer field of a chunked body: counted, never merged into the headers
-            return
-        if len(req.headers) >= MAX_HEADERS:
-            raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        if len(name) == 4 and name.lower() == b"host":
-            req.hosts += 1
-        req.headers.append((name.decode("latin-1"), value.decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        req = self.current
-        if req is None:
-            return
-        parser = self.parser
-        version = parser.get_http_version()
-        if version not in ("1.1", "1.0"):
-            raise _BadVersion(f"HTTP/{version} is not served here: send HTTP/1.1")
-        req.method = parser.get_method().decode("latin-1")
-        req.keep_alive = parser.should_keep_alive()
-        req.http10 = version == "1.0"
-        req.head_done = self.front.now()
-        req.head_size = self._head_bytes
-        limit = self.state.settings.max_body_bytes
-        declared = header(req.headers, "content-length")
-        too_large_body = declared is not None and declared.isdigit() and int(declared) > limit
-        expect = header(req.headers, "expect")
-        if expect is not None and expect.lower() == "100-continue":
-            if too_large_body:
-                # The client waits for a go-ahead it will not get: refuse now, without its body.
-                req.refusal = Rejection(*too_large(limit), "body too large")
-                self._dispatch_early(req)
-                return
-            req.continue_wanted = True
-            self._send_continue()
-
-    def on_body(self, body: bytes) -> None:
-        req = self.current
-        if req is None or req.early:
-            return
-        limit = self.state.settings.max_body_bytes
-        req.size += len(body)
-        if req.size > limit:
-            kept = sum(len(part) for part in req.body)
-            req.body.append(body[: limit + 1 - kept])
-            self._dispatch_early(req)
-            return
-        req.body.append(body)
-
-    def on_message_complete(self) -> None:
-        req, self.current = self.current, None
-        if req is None or req.early:
-            return
-        req.keep_alive = self.parser.should_keep_alive()
-        self.queue.append(req)
-        self._queued_bytes += req.size
-        if (
-            self.transport is not None
-            and not self._reading_paused
-            and (len(self.queue) > MAX_QUEUED or self._queued_bytes > self.state.settings.max_pipelined_bytes)
-        ):
-            self._reading_paused = True
-            self.transport.pause_reading()
-
     # serving
-    def _count_head(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge(f"request head larger than {MAX_HEAD_BYTES} bytes")
-
     def _dispatch_early(self, req: _Request) -> None:
         """A body over the limit: answer now (413), read no more, close after the answer."""
-        req.early = True
-        req.keep_alive = False
-        self.current = None
+        limit = self.settings.max_body_bytes
+        if req.size <= limit:  # cut by its wire count or declared length; a decoded body over it is
+            req.refusal = _too_large(req, limit)  # refused by `classify`, after the target's checks
         if self.transport is not None:
             self.transport.pause_reading()
             self._reading_paused = True
         self.queue.append(req)
 
     def _next(self) -> None:
-        if self.busy or self.closed or self.handed_over or self.handover_due is not None:
+        if self.busy or self.closed:
             return
         if not self.queue:
             if self._reading_paused and self.transport is not None:
@@ -513,13 +307,14 @@ class FrontConnection(asyncio.Protocol):
             self._failed(side)
 
     def _serve_now(self, req: _Request, side: FrontSide, problem: TargetProblem | None) -> None:
-        """Serve a request without a task when it can be: the hot path of pass-through.
+        """Route the request once, then serve it: without a task when it can be (the hot path).
 
-        A routed request with a warm upstream connection is sent at once, and its answer handled in a
-        done callback; a body that arrives with its head goes back in one write. Anything slower
-        (a probe due, no idle connection, a streamed body) continues in a task.
+        A pass-through request with a warm upstream connection is sent at once, and its answer handled
+        in a done callback; the relay does the rest (`PassthroughRelay.answered`). Anything slower (a
+        probe due, no idle connection, a streamed body, a bridged request) continues in a task, which
+        the requests read behind it wait for.
         """
-        state = self.state
+        front = self.front
         raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
         outcome: Route | Rejection
         if req.refusal is not None:
@@ -528,16 +323,17 @@ class FrontConnection(asyncio.Protocol):
             outcome = refuse_target(problem, req.method, raw)
         else:
             path = side.path_qs.split("?", 1)[0]
-            outcome = classify_request(state, req.method, path, side.headers, raw)
-        router = state.router
-        if router is not None and not req.early and isinstance(outcome, Route):
+            outcome = classify_request(self.settings, req.method, path, side.headers, raw)
+        router = front.router
+        if not req.early and isinstance(outcome, Route):
             if router.needs_probe():
-                self._run(side, self._probe_then_serve(req, side, outcome, len(raw)))
+                self._run(side, self._probe_then_serve(side, outcome, len(raw)))
                 return
-            if router.bridge_for(outcome) is not None:
-                self._hand_over(req)
+            bridge = router.bridge_for(outcome)
+            if bridge is not None:
+                self._run(side, bridge.serve(side, front.next_exchange(), outcome))
                 return
-        relay = PassthroughRelay(state, side, state.next_exchange())
+        relay = PassthroughRelay(front.relays, side, front.next_exchange())
         # The upstream request goes first: recording it can wait, the upstream should not.
         pending = relay.send_now(outcome) if isinstance(outcome, Route) else None
         if pending is not None:  # held from now on: a failure below drops it with the connection
@@ -557,50 +353,25 @@ class FrontConnection(asyncio.Protocol):
             return  # abandoned meanwhile (the client left)
         self.relay = self.pending = None  # nothing below waits: the connection cannot be lost meanwhile
         try:
-            try:
-                upstream = pending.result()
-            except TimeoutError:
-                relay.timed_out(route)
-            except UpstreamError as exc:
-                relay.unreachable(route, exc)
-            else:
-                # What the client gets goes out first; it is recorded after.
-                head = relay.head(route, upstream)
-                body = relay.whole_body(upstream, head)
-                if body is None:  # a stream, or a body still coming: its head goes out now
-                    first, end = upstream.take_buffered(), upstream.complete
-                    try:
-                        side.start_now(
-                            head.status, upstream.reason, head.headers, head.content_length, first, end=end
-                        )
-                    except ClientGone:
-                        relay.headed(head, upstream)
-                        relay.abandon()  # the connection is closing; its loss cleans up the rest
-                        return
-                    relay.headed(head, upstream)
-                    if not end:
-                        self._run(side, relay.stream_started(upstream, first))
-                        return
-                    relay.delivered_whole(upstream, first)  # a chunked body that had all arrived
-                else:
-                    side.send_whole(head.status, upstream.reason, head.headers, body)
-                    relay.headed(head, upstream)
-                    relay.delivered_whole(upstream, body)
+            rest = relay.answered(route, pending)
         except Exception:
             relay.abandon("proxy_error")
             self._failed(side)
             return
+        if rest is not None:
+            self._run(side, rest)
+            return
         self._served(side)
 
-    async def _probe_then_serve(self, req: _Request, side: FrontSide, outcome: Route, received: int) -> None:
-        """A probe is due before this request can be routed: probe, then hand over, relay or refuse."""
-        router = self.state.router
-        assert router is not None
-        await router.ensure_probed(outcome.headers)
-        if router.bridge_for(outcome) is not None:
-            self._hand_over(req)
-            raise _HandedOver
-        await PassthroughRelay(self.state, side, self.state.next_exchange()).run(outcome, received=received)
+    async def _probe_then_serve(self, side: FrontSide, outcome: Route, received: int) -> None:
+        """A probe is due before this request can be routed: probe, then bridge, relay or refuse."""
+        front = self.front
+        await front.router.ensure_probed(outcome.headers)
+        bridge = front.router.bridge_for(outcome)
+        if bridge is not None:
+            await bridge.serve(side, front.next_exchange(), outcome)
+            return
+        await PassthroughRelay(front.relays, side, front.next_exchange()).run(outcome, received=received)
 
     def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         """Continue serving the request in a task (the slow paths)."""
@@ -609,7 +380,7 @@ class FrontConnection(asyncio.Protocol):
     async def _serve(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
-        except (asyncio.CancelledError, _HandedOver):
+        except asyncio.CancelledError:
             self.task = None
             return
         except Exception:
@@ -642,46 +413,11 @@ class FrontConnection(asyncio.Protocol):
         req = self.current
         if req is None or not req.continue_wanted or req.continue_sent:
             return
-        if self.busy or self.queue or self.closed or self.handover_due is not None:
-            return  # a bridged response still to come goes first: the 100 would land before it
+        if self.busy or self.queue or self.closed:
+            return  # a response still to come goes first: the 100 would land before it
         if self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             req.continue_sent = True
-
-    def _hand_over(self, first: _Request) -> None:
-        """Give the connection, with the requests read but not served, to aiohttp's server.
-
-        A pipelined request half read when the hand-over is due has had its bytes parsed here, and they
-        cannot be replayed: the hand-over waits until that request ends (it is bounded by the read
-        deadlines like any other), then takes it along with the rest.
-        """
-        transport = self.transport
-        if transport is None or self.closed:
-            return
-        if self.current is not None:
-            self.handover_due = first
-            if self._reading_paused:
-                self._reading_paused = False
-                transport.resume_reading()
-            return
-        self.handover_due = None
-        taken = [first, *self.queue]
-        # A request refused without its body (over the limit) cannot be rebuilt for aiohttp to refuse in
-        # turn: the ones before it go over, and the connection ends after them, as it would here.
-        refused = next((i for i, req in enumerate(taken) if req.refusal is not None), None)
-        if refused is not None:
-            taken = taken[:refused]
-        data = b"".join(req.rebuild(last=i == refused) for i, req in enumerate(taken, 1))
-        self.queue.clear()
-        self._queued_bytes = 0
-        self.handed_over = True
-        self.front.connections.discard(self)
-        protocol = self.front.handover()
-        transport.set_protocol(protocol)
-        protocol.connection_made(transport)
-        protocol.data_received(data)
-        if self._reading_paused and refused is None:
-            transport.resume_reading()
 
     def _refuse(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
         """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""
@@ -707,7 +443,7 @@ class FrontConnection(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         front = self.front
-        limit = self.state.settings.max_client_connections
+        limit = self.settings.max_client_connections
         if len(front.refusing) >= limit:
             transport.abort()
             return
@@ -747,33 +483,13 @@ class FrontConnection(asyncio.Protocol):
             await drain
 
 
-class _HandedOver(Exception):
-    """Raised out of a task whose connection went to aiohttp's server: nothing more to do here."""
-
-
-class _BadVersion(Exception):
-    """Raised inside a parser callback for a version other than HTTP/1.x; the connection gets 505."""
-
-
-class _HeadTooLarge(Exception):
-    """Raised inside a parser callback; llhttp stops and the connection gets 431."""
-
-
-def _head(
-    status: int, reason: str | None, headers: list[tuple[str, str]], length: int | None, chunked: bool
-) -> bytes:
-    lines = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, 'Unknown')}\r\n"]
-    lines += [f"{name}: {value}\r\n" for name, value in headers]
-    if length is not None:
-        lines.append(f"Content-Length: {length}\r\n")
-    elif chunked:
-        lines.append("Transfer-Encoding: chunked\r\n")
-    lines.append("\r\n")
-    return "".join(lines).encode("latin-1")
+def _too_large(req: _Request, limit: int) -> Rejection:
+    """413 for a body over `max_body_bytes`, with the request's id when its start shows one."""
+    return Rejection(*too_large(limit, peek_id(b"".join(req.body))), "body too large")
 
 
 class FrontSide:
-    """The client side of a pass-through exchange on a lean-front connection."""
+    """The client side of one exchange on a front connection (the `ClientSide` the relay and bridges use)."""
 
     def __init__(self, conn: FrontConnection, req: _Request, target: Target | None) -> None:
         """`target` is the checked request target (None: refused, the path is recorded as sent)."""
@@ -809,10 +525,12 @@ class FrontSide:
         elif self.req.http10:
             headers.append(("Connection", "keep-alive"))
 
-    async def start(
-        self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
-    ) -> None:
-        self.start_now(status, reason, headers, length)
+    @property
+    def peer(self) -> str:
+        """The client's address without its port: per-client bounds count a client, not its connections."""
+        transport = self.conn.transport
+        name = transport.get_extra_info("peername") if transport is not None else None
+        return str(name[0]) if isinstance(name, tuple) and name else ""
 
     def start_now(
         self,
@@ -871,11 +589,16 @@ class FrontSide:
         self.started = True
         return _head(status, reason, items, length, self._chunked)
 
-    async def write(self, chunk: bytes) -> None:
+    async def write(self, chunk: bytes, *, end: bool = False) -> None:
         transport = self._transport()
         if self._no_body or not chunk:
+            if end:
+                await self.finish()
             return
         data = b"%x\r\n%b\r\n" % (len(chunk), chunk) if self._chunked else chunk
+        if end and self._chunked:
+            data += b"0\r\n\r\n"
+            self._chunked = False  # finish() has nothing left to end
         pending, self._pending = self._pending, None
         transport.write(pending + data if pending is not None else data)
         await self.conn.drain()
@@ -884,6 +607,7 @@ class FrontSide:
         transport = self._transport()
         pending, self._pending = self._pending, None
         tail = b"0\r\n\r\n" if self._chunked else b""
+        self._chunked = False  # ended once: a second finish() writes nothing
         if pending is not None or tail:
             transport.write((pending or b"") + tail)
 

@@ -17,10 +17,10 @@ from urllib.parse import unquote, urlsplit
 import orjson
 from aiohttp import web
 
-from proxy.config import base_url, parse_host_port
+from proxy.config import Settings, base_url, parse_host_port
 from proxy.framing.http import Upstream
 from proxy.transport.readiness import Readiness
-from proxy.transport.state import ProxyState
+from proxy.transport.routing import Router
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """The paths answered without the admin token."""
@@ -82,17 +82,19 @@ class HealthAnswers:
         self.upstream = upstream
 
     @classmethod
-    def for_state(cls, state: ProxyState, draining: Callable[[], bool], *, ttl: float = 2.0) -> HealthAnswers:
-        """The answers for a running proxy: readiness from its upstream, router and drain flag."""
+    def running(
+        cls, router: Router, settings: Settings, draining: Callable[[], bool], *, ttl: float = 2.0
+    ) -> HealthAnswers:
+        """The answers for a running proxy: readiness from its router (and upstream) and drain flag."""
         readiness = Readiness(
-            state.upstream,
-            state.router,
-            bridge_off=state.settings.bridge == "off",
+            router.upstream,
+            router,
+            bridge_off=settings.bridge == "off",
             draining=draining,
-            timeout=min(state.settings.upstream_connect_timeout, 2.0),
+            timeout=min(settings.upstream_connect_timeout, 2.0),
             ttl=ttl,
         )
-        return cls(readiness, state.upstream)
+        return cls(readiness, router.upstream)
 
     def add_routes(self, app: web.Application) -> None:
         """Route GET (and HEAD) /healthz and /readyz to these answers."""

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from proxy.flows.bus import Subscription
+from proxy.flows.bus import EventBus, Subscription
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -36,7 +36,7 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.transport.state import ProxyState
+from proxy.flows.store import ChainStore
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The Content-Type of `/metrics` (Prometheus text format 0.0.4, what `generate_latest` writes)."""
@@ -68,8 +68,11 @@ class ProxyMetrics:
 
     def __init__(
         self,
-        state: ProxyState,
+        store: ChainStore,
+        bus: EventBus,
         *,
+        open_streams: Callable[[], int],
+        open_exchanges: Callable[[], int],
         info: Callable[[], ProxyInfo],
         continuations: Callable[[], int],
         feed_clients: Callable[[], int],
@@ -78,7 +81,7 @@ class ProxyMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
         self._chains: OrderedDict[str, _Tracked] = OrderedDict()
-        self._bound = max(1, state.settings.max_chains) * 2
+        self._bound = max(1, store.max_chains) * 2
         self.retired_drops: dict[str, int] = {}
         reg = self.registry
         self.requests = Counter(
@@ -120,7 +123,10 @@ class ProxyMetrics:
         )
         reg.register(
             _PresentState(
-                state,
+                store,
+                bus,
+                open_streams=open_streams,
+                open_exchanges=open_exchanges,
                 info=info,
                 continuations=continuations,
                 feed_clients=feed_clients,
@@ -216,15 +222,21 @@ class _PresentState:
 
     def __init__(
         self,
-        state: ProxyState,
+        store: ChainStore,
+        bus: EventBus,
         *,
+        open_streams: Callable[[], int],
+        open_exchanges: Callable[[], int],
         info: Callable[[], ProxyInfo],
         continuations: Callable[[], int],
         feed_clients: Callable[[], int],
         draining: Callable[[], bool],
         retired: dict[str, int],
     ) -> None:
-        self._state = state
+        self._store = store
+        self._bus = bus
+        self._open_streams = open_streams
+        self._open_exchanges = open_exchanges
         self._info = info
         self._continuations = continuations
         self._feed_clients = feed_clients
@@ -233,39 +245,37 @@ class _PresentState:
 
     def collect(self) -> Iterator[Metric]:
         """Yield the present-state metric families."""
-        state = self._state
-        yield _gauge("mcp_proxy_open_streams", "SSE response streams being relayed now.", state.open_streams)
+        store = self._store
         yield _gauge(
-            "mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", state.facts.open_exchanges
+            "mcp_proxy_open_streams", "SSE response streams being relayed now.", self._open_streams()
         )
+        yield _gauge("mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", self._open_exchanges())
         yield _gauge(
             "mcp_proxy_parked_continuations",
             "Upstream calls parked between MRTR rounds (modern client, legacy server bridge).",
             self._continuations(),
         )
-        yield _gauge("mcp_proxy_chains_stored", "Chains held in the ring buffer.", len(state.store))
-        yield _counter(
-            "mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", state.store.evicted
-        )
+        yield _gauge("mcp_proxy_chains_stored", "Chains held in the ring buffer.", len(store))
+        yield _counter("mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", store.evicted)
         yield _gauge(
             "mcp_proxy_chains_held",
             "Open chains the ring let go, kept until they end (max_unfinished_chains).",
-            state.store.held,
+            store.held,
         )
         yield _counter(
             "mcp_proxy_chains_abandoned",
             "Open chains let go past max_unfinished_chains (their messages are still in the capture).",
-            state.store.abandoned,
+            store.abandoned,
         )
         yield _gauge("mcp_proxy_feed_clients", "Clients attached to the live feed.", self._feed_clients())
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
-        yield from self._bus()
+        yield from self._bus_families()
         yield self._about()
 
-    def _bus(self) -> Iterator[Metric]:
+    def _bus_families(self) -> Iterator[Metric]:
         drops = dict(self._retired)
         depth: dict[str, int] = {}
-        for sub in self._state.bus.subscribers:
+        for sub in self._bus.subscribers:
             drops[sub.name] = drops.get(sub.name, 0) + sub.dropped_total
             depth[sub.name] = depth.get(sub.name, 0) + len(sub)
         dropped = CounterMetricFamily(
@@ -285,7 +295,7 @@ class _PresentState:
             queued.add_metric([name], value)
         yield queued
         yield _counter(
-            "mcp_proxy_bus_published_events", "Flow events published on the bus.", self._state.bus.published
+            "mcp_proxy_bus_published_events", "Flow events published on the bus.", self._bus.published
         )
 
     def _about(self) -> Metric:

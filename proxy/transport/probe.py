@@ -1,7 +1,8 @@
 """The era probe: ask the upstream which protocol eras it accepts (see engine/select.py).
 
-It rides the upstream pool like every other upstream request, so its request line and `Host` are
-the ones pass-through and the bridges send: a probe that succeeds proves the path works for them too.
+It rides the upstream pool like every other upstream request, to the MCP endpoint's path, so its
+request line and `Host` are the ones pass-through and the bridges send: a probe that succeeds proves
+the path works for them too.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ async def probe_upstream(
 async def _post(
     pool: UpstreamPool, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
 ) -> tuple[int, list[Message], str | None]:
-    resp = await pool.request("POST", upstream.target, headers, dumps(body))
+    resp = await pool.request("POST", upstream.base_path, headers, dumps(body))
     try:
         session = resp.header(SESSION_ID)
         if is_sse(resp.header("content-type")):
@@ -109,7 +110,7 @@ async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:
 async def _delete_session(
     pool: UpstreamPool, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
 ) -> None:
-    resp = await pool.request("DELETE", upstream.target, ((SESSION_ID, session), *credentials), b"")
+    resp = await pool.request("DELETE", upstream.base_path, ((SESSION_ID, session), *credentials), b"")
     try:
         await _read(resp)
     finally:

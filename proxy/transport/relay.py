@@ -1,55 +1,102 @@
 """The pass-through relay: one client exchange forwarded upstream and back, observed on the way.
 
 Straight-line on purpose. The bridges run event-driven engines because they juggle rounds, parked
-calls and nested requests; pass-through has one request, one response and three ways to fail, and
-on the benchmark machine a per-exchange state machine (events, commands, dispatch) cost more CPU than
-the relaying itself (issue 7). The decisions stay pure in `proxy.engine.passthrough`; this class
-does the I/O in order and feeds the observations (`FactLog`) with parsed copies, never holding the
-bytes back: a body that arrived whole goes to the client in one write with its head, a stream goes
-chunk by chunk as it comes.
+calls and nested requests; pass-through has one request, one response and three ways to fail, and a
+per-exchange state machine (events, commands, dispatch) would cost more CPU than the relaying
+itself. Every decision is a pure function in `proxy.engine.passthrough`; this class is the one
+executor that carries them out, in order, whichever way the front serves the exchange: from a done
+callback without a task (`answered`, the hot path), or in a task (`relay`). The front only chooses
+between those two; the order of the steps is written here once. Observations (`FactLog`) get parsed
+copies, never holding the bytes back: a body that arrived whole goes to the client in one write with
+its head, a stream goes chunk by chunk as it comes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 from proxy.engine.passthrough import (
+    BodyEnd,
     ClientHead,
+    body_end,
     client_head,
+    era_suspicion,
     fault_answer,
     fault_outcome,
+    sends_whole,
     upstream_request,
 )
 from proxy.flows.events import Channel, Direction
+from proxy.flows.facts import FactLog
 from proxy.framing.classify import Rejection, Route
-from proxy.framing.http import header, is_sse
+from proxy.framing.http import Upstream, header, is_sse
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
-from proxy.transport.state import ProxyState
-from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
+from proxy.transport.routing import Router
+from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
-from proxy.wire.versions import Era
 
 _LOG = get_logger()
+
+Rest = Coroutine[Any, Any, None]
+"""What remains of an exchange once its head went out: the body to stream, in a task."""
+
+
+class RelayContext:
+    """What every pass-through exchange uses: where requests go, where observations go, what is counted."""
+
+    __slots__ = (
+        "facts",
+        "listen_url",
+        "open_streams",
+        "pool",
+        "relaying",
+        "router",
+        "upstream",
+        "upstream_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        upstream: Upstream,
+        pool: UpstreamPool,
+        facts: FactLog,
+        router: Router,
+        upstream_timeout: float,
+    ) -> None:
+        self.upstream = upstream
+        self.pool = pool
+        self.facts = facts
+        """The relay's way to the chains: observations wait as facts while nobody watches."""
+        self.router = router
+        self.upstream_timeout = upstream_timeout
+        self.listen_url = ""
+        """The proxy's own base URL once it listens (`http://127.0.0.1:8080`), for rewritten redirects."""
+        self.open_streams = 0
+        """SSE response streams being relayed now."""
+        self.relaying = 0
+        """Exchanges between their upstream request and their end (drained to zero when idle)."""
 
 
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("client", "counted", "ended", "exchange", "state", "upstream")
+    __slots__ = ("client", "counted", "ctx", "ended", "exchange", "upstream")
 
-    def __init__(self, state: ProxyState, client: ClientSide, exchange: str) -> None:
-        self.state = state
+    def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
+        self.ctx = ctx
         self.client = client
         self.exchange = exchange
         self.upstream: UpstreamResponse | None = None
         self.ended = False
         self.counted = False
-        """Counted in `state.relaying` (from the upstream request to the end)."""
+        """Counted in `ctx.relaying` (from the upstream request to the end)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -58,8 +105,7 @@ class PassthroughRelay:
         A request that cannot be routed yet (the upstream was out of reach at the last era probe) is
         answered 503 without going upstream.
         """
-        router = self.state.router
-        if isinstance(outcome, Route) and router is not None and (problem := router.unroutable()):
+        if isinstance(outcome, Route) and (problem := self.ctx.router.unroutable()):
             self.refuse_unroutable(outcome, problem, received=received)
             return
         route = self.open(outcome, received=received)
@@ -68,9 +114,9 @@ class PassthroughRelay:
 
     def open(self, outcome: Route | Rejection, *, received: int) -> Route | None:
         """Record the request; a refused one is answered here (None), a routed one is returned."""
-        state, client = self.state, self.client
+        ctx, client = self.ctx, self.client
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
-        state.facts.open_exchange(
+        ctx.facts.open_exchange(
             self.exchange,
             http_method=client.method,
             path=client.path_qs,
@@ -81,19 +127,19 @@ class PassthroughRelay:
             body_size=received,
         )
         if isinstance(outcome, Rejection):
-            state.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
+            ctx.facts.mark_invalid(self.exchange, f"refused: {outcome.reason}", size=received, body=b"")
             self._answer(outcome.status, outcome.body)
             self._close(outcome.reason)
             return None
         self._observe_client(outcome)
-        state.relaying += 1
+        ctx.relaying += 1
         self.counted = True
         return outcome
 
-    def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes]:
-        """Method, origin-form target, headers and body of the upstream request for the route."""
-        send = upstream_request(route, self.state.upstream, self.client.raw_query)
-        return send.http_method, send.target, send.headers, send.body
+    def _upstream_call(self, route: Route) -> tuple[str, str, tuple[tuple[str, str], ...], bytes, str]:
+        """Method, client path, headers, body and client query of the upstream request for the route."""
+        send = upstream_request(route, self.client.raw_query)
+        return send.http_method, send.path, send.headers, send.body, send.query
 
     def send_now(self, route: Route) -> PendingHead | None:
         """Send the upstream request on a warm connection at once; None when none is idle.
@@ -102,25 +148,74 @@ class PassthroughRelay:
         answers it.
         """
         try:
-            return self.state.pool.request_nowait(*self._upstream_call(route))
+            return self.ctx.pool.request_nowait(*self._upstream_call(route))
         except UpstreamError:
             return None
 
     async def relay(self, route: Route) -> None:
-        """After `open`: the upstream request and its response, to the end of the exchange."""
+        """After `open`, in a task: the upstream request and its response, to the end of the exchange."""
         with self._given_up_on_failure():
             try:
-                upstream = await self.state.pool.request(*self._upstream_call(route))
-            except TimeoutError:
-                self.timed_out(route)
+                upstream = await self.ctx.pool.request(*self._upstream_call(route))
+            except (TimeoutError, UpstreamError) as exc:
+                self.failed(route, exc)
                 return
-            except UpstreamError as exc:
-                self.unreachable(route, exc)
-                return
-            await self.deliver(route, upstream)
+            rest = self.headed(route, upstream)
+            if rest is not None:
+                await rest
 
-    async def stream_started(self, upstream: UpstreamResponse, sent: bytes) -> None:
-        """`stream` for a response whose head (and `sent`, the body so far) went out elsewhere."""
+    def answered(self, route: Route, pending: PendingHead) -> Rest | None:
+        """After `send_now`, from the head's done callback: the same steps as `relay`, without a task.
+
+        Returns what remains to stream (None: the exchange ended here); the caller runs it in a task.
+        """
+        try:
+            upstream = pending.result()
+        except (TimeoutError, UpstreamError) as exc:
+            self.failed(route, exc)
+            return None
+        return self.headed(route, upstream)
+
+    def failed(self, route: Route, exc: TimeoutError | UpstreamError) -> None:
+        """No head came: 504 past the upstream timeout, else the fault `unreachable` describes."""
+        if isinstance(exc, UpstreamError):
+            self.unreachable(route, exc)
+        else:
+            self.timed_out(route)
+
+    def headed(self, route: Route, upstream: UpstreamResponse) -> Rest | None:
+        """The upstream's head arrived: the client's head goes out with what of the body is here.
+
+        What the client gets goes out first; it is recorded after. Returns what remains to stream, or
+        None when the body went out whole with its head.
+        """
+        self.upstream = upstream
+        if (doubt := era_suspicion(route, upstream.status)) is not None:
+            self.ctx.router.suspect(doubt)
+        head = self._client_head(upstream)
+        client = self.client
+        whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
+        body = upstream.body_if_complete() if whole else None
+        if body is not None:
+            client.send_whole(head.status, upstream.reason, head.headers, body)
+            self._record_head(head, upstream)
+            self._delivered_whole(upstream, body)
+            return None
+        first, end = upstream.take_buffered(), upstream.complete
+        try:
+            client.start_now(head.status, upstream.reason, head.headers, head.content_length, first, end=end)
+        except ClientGone:
+            self._record_head(head, upstream)
+            self._gone()
+            return None
+        self._record_head(head, upstream)
+        if end:
+            self._delivered_whole(upstream, first)  # a chunked body that had all arrived
+            return None
+        return self._stream_started(upstream, first)
+
+    async def _stream_started(self, upstream: UpstreamResponse, sent: bytes) -> None:
+        """`stream` for a response whose head (and `sent`, the body so far) went out already."""
         with self._given_up_on_failure():
             await self.stream(upstream, sent)
 
@@ -143,7 +238,7 @@ class PassthroughRelay:
 
     def timed_out(self, route: Route) -> None:
         """No head within the upstream timeout: 504."""
-        detail = f"no response head within {self.state.settings.upstream_timeout}s"
+        detail = f"no response head within {self.ctx.upstream_timeout}s"
         self._fault("timeout", detail, route.request_id)
 
     def unreachable(self, route: Route, exc: UpstreamError) -> None:
@@ -152,42 +247,27 @@ class PassthroughRelay:
         reason = exc.kind if exc.kind in ("unsendable", "head_too_large") else "unreachable"
         self._fault(reason, _describe(exc), route.request_id)
 
-    def head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
-        """The upstream's head arrived: what the client gets (record it with `headed` once sent)."""
-        self.upstream = upstream
-        self._check_verdict(route, upstream.status)
+    def _client_head(self, upstream: UpstreamResponse) -> ClientHead:
+        """The upstream's head as the client gets it (a redirect to the upstream moves onto the proxy)."""
         status = upstream.status
         if 300 <= status < 400:
-            return client_head(status, upstream.headers, (self.state.upstream, self._own_origin()))
+            return client_head(status, upstream.headers, (self.ctx.upstream, self._own_origin()))
         return client_head(status, upstream.headers)
 
     def _own_origin(self) -> str:
         """The proxy's origin as this client addressed it (its `Host`), else the address it listens on."""
         host = header(self.client.headers, "host")
-        return f"http://{host}" if host else self.state.listen_url
+        return f"http://{host}" if host else self.ctx.listen_url
 
-    def headed(self, head: ClientHead, upstream: UpstreamResponse) -> None:
-        """Record the response head."""
-        self.state.facts.response_head(
+    def _record_head(self, head: ClientHead, upstream: UpstreamResponse) -> None:
+        self.ctx.facts.response_head(
             self.exchange,
             status=head.status,
             content_type=header(head.headers, "content-type"),
             headers=dict(upstream.headers),
         )
 
-    @staticmethod
-    def whole_body(upstream: UpstreamResponse, head: ClientHead) -> bytes | None:
-        """The body when it arrived with the head and is what the head declared, else None (stream it).
-
-        A HEAD answer or a 204 declares a length it does not carry: those take the streaming path,
-        which knows to send no body.
-        """
-        length = head.content_length
-        if length is None or not upstream.complete or upstream.buffered != length:
-            return None
-        return upstream.body_if_complete()
-
-    def delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
+    def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
         if is_sse(upstream.header("content-type")):
             observer = self._observer(upstream, sse=True)
@@ -198,17 +278,6 @@ class PassthroughRelay:
         self.upstream = None
         upstream.release()
         self._finish(None)
-
-    async def deliver(self, route: Route, upstream: UpstreamResponse) -> None:
-        """The response to the client, relayed as it arrives (see `stream`)."""
-        head = self.head(route, upstream)
-        self.headed(head, upstream)
-        try:
-            await self.client.start(head.status, upstream.reason, head.headers, head.content_length)
-        except ClientGone:
-            self._gone()
-            return
-        await self.stream(upstream)
 
     def _observe_json(self, body: bytes) -> None:
         if len(body) > INSPECT_LIMIT:
@@ -221,31 +290,44 @@ class PassthroughRelay:
 
         `sent`: body bytes that already went out with the head; they are observed first.
         """
-        state, client = self.state, self.client
+        ctx, client = self.ctx, self.client
         sse = is_sse(upstream.header("content-type"))
         observer = self._observer(upstream, sse=sse)
         if sent:
             observer.feed(sent)
         if sse:
-            state.open_streams += 1
+            ctx.open_streams += 1
+        cut: UpstreamError | None = None
+        gone = False
         try:
             async for chunk in upstream.chunks():
                 try:
                     await client.write(chunk)
                 except ClientGone:
-                    observer.feed(chunk)
-                    self._gone()
-                    return
+                    gone = True
                 observer.feed(chunk)
+                if gone:
+                    break
         except UpstreamError as exc:
-            observer.finish()
-            self._cut(exc)
-            return
+            cut = exc
         finally:
             if sse:
-                state.open_streams -= 1
-        self._observed(observer)
-        await self._end(None)
+                ctx.open_streams -= 1
+        await self._body_ended(body_end(upstream_cut=cut is not None, client_gone=gone), observer, cut)
+
+    async def _body_ended(self, end: BodyEnd, observer: BodyObserver, cut: UpstreamError | None) -> None:
+        """Carry out how the body's end ends the exchange (`body_end` decides)."""
+        if end.finish_client:
+            self._observed(observer)
+            await self._end(end.outcome)  # the upstream connection, read to its end, goes back to the pool
+            return
+        if cut is not None:
+            observer.finish()
+            _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(cut))
+        self._close_upstream()
+        if end.cut_client:
+            self.client.cut()
+        self._finish(end.outcome)
 
     def _observed(self, observer: BodyObserver) -> None:
         """The body ended: the observer reports its last messages, and says if it could not look."""
@@ -254,7 +336,7 @@ class PassthroughRelay:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
-        facts, exchange = self.state.facts, self.exchange
+        facts, exchange = self.ctx.facts, self.exchange
         return BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
@@ -267,7 +349,7 @@ class PassthroughRelay:
     # -- observation ----------------------------------------------------------------------------
 
     def _observe_client(self, route: Route) -> None:
-        facts = self.state.facts
+        facts = self.ctx.facts
         messages = route.body.messages
         if route.body.parse_error and route.raw.strip():
             facts.mark_invalid(self.exchange, route.body.parse_error, size=len(route.raw), body=route.raw)
@@ -278,19 +360,9 @@ class PassthroughRelay:
             facts.message(self.exchange, msg, size=size, direction=Direction.TO_SERVER, channel=Channel.POST)
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
-        self.state.facts.message(
+        self.ctx.facts.message(
             self.exchange, msg, size=size, direction=Direction.TO_CLIENT, channel=channel, sse_id=sse_id
         )
-
-    def _check_verdict(self, route: Route, status: int) -> None:
-        """An era-level refusal (a handshake or a 2026 request turned away) may mean the upstream changed."""
-        router = self.state.router
-        if router is None or status not in (400, 404, 405):
-            return
-        if route.method == "initialize" or route.era is Era.MODERN:
-            router.suspect(
-                f"HTTP {status} for {route.method or route.http_method} from a {route.era.value} client"
-            )
 
     # -- endings --------------------------------------------------------------------------------
 
@@ -299,7 +371,7 @@ class PassthroughRelay:
     ) -> None:
         """Answer the client with a whole response the proxy made (a refusal or a gateway error)."""
         data = dumps(body) if body is not None else b""
-        facts = self.state.facts
+        facts = self.ctx.facts
         content_type = "application/json" if body is not None else None
         facts.response_head(self.exchange, status=status, content_type=content_type, headers={})
         if body is not None:
@@ -325,18 +397,6 @@ class PassthroughRelay:
             extra = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
             self._answer(answer.status, answer.body, extra)
         self._finish(fault_outcome(reason))
-
-    def _cut(self, exc: UpstreamError) -> None:
-        """The upstream broke off a body already under way: break the client's off the same way.
-
-        A clean end would pass a truncated body off as complete (and leave a client that was promised a
-        Content-Length waiting for bytes that never come); closing the connection after flushing what
-        was relayed tells the client its body was cut, as the upstream told us.
-        """
-        _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(exc))
-        self._close_upstream()
-        self.client.cut()
-        self._finish(fault_outcome("cut"))
 
     def _gone(self) -> None:
         """The client left: the upstream request is dropped with it."""
@@ -371,11 +431,11 @@ class PassthroughRelay:
         self.ended = True
         if self.counted:
             self.counted = False
-            self.state.relaying -= 1
+            self.ctx.relaying -= 1
         self._close(outcome)
 
     def _close(self, outcome: str | None) -> None:
-        summary = self.state.facts.close_exchange(self.exchange, outcome)
+        summary = self.ctx.facts.close_exchange(self.exchange, outcome)
         if summary is not None:
             info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
 

@@ -1,5 +1,8 @@
 """Routing: which engine serves a client request, from the client's era and what the probe found.
 
+Every client request is classified once (`classify_request`: route or refusal), and a route is
+given to one engine once (`Router.bridge_for`: a bridge, or None for pass-through).
+
 No request is routed on a guess. While the upstream's eras are unknown because it could not be
 reached (it is still starting, as a sidecar's server often is), every request waits for a probe (one
 probe at a time, shared by everyone waiting) and, if the upstream is still out of reach, gets a 503
@@ -12,13 +15,14 @@ verdict is probed again when the upstream's answers stop fitting it (`suspect`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 
 from proxy.config import Settings
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
-from proxy.framing.classify import Route
+from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
@@ -41,13 +45,27 @@ _CREDENTIALS = ("authorization", "cookie")
 """Headers of the request that asked for a probe that go along with it."""
 
 
+def classify_request(
+    settings: Settings, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
+) -> Route | Rejection:
+    """Route or refuse one client request (the path as sent, percent-encoded), within the settings' bounds."""
+    limits = _limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
+    return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
+
+
+@functools.lru_cache(maxsize=8)
+def _limits(max_batch: int, max_depth: int, max_method: int) -> Limits:
+    """One Limits per configuration, not one per request (a frozen dataclass costs a microsecond)."""
+    return Limits(max_batch, max_depth, max_method)
+
+
 class Router:
     """Knows the upstream's eras and the running bridges; picks the engine for each request."""
 
-    def __init__(self, settings: Settings, upstream: Upstream, pool: Callable[[], UpstreamPool]) -> None:
+    def __init__(self, settings: Settings, upstream: Upstream, pool: UpstreamPool) -> None:
         self.settings = settings
         self.upstream = upstream
-        self._pool = pool
+        self.pool = pool
         forced = forced_eras(settings.upstream_era)
         self.forced = forced is not None
         self.eras: UpstreamEras = forced or UNKNOWN_ERAS
@@ -83,16 +101,14 @@ class Router:
             return self.eras
         task = self._probe
         if task is None or task.done():
-            credentials = tuple(
-                (name, value) for name, value in headers if name.lower() in _CREDENTIALS
-            )
+            credentials = tuple((name, value) for name, value in headers if name.lower() in _CREDENTIALS)
             task = self._probe = spawn(self._run_probe(credentials), name="era-probe")
         await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
         return self.eras
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = time.monotonic()
-        found = await probe_upstream(self._pool(), self.upstream, self.settings.upstream_timeout, credentials)
+        found = await probe_upstream(self.pool, self.upstream, self.settings.upstream_timeout, credentials)
         self.reachable, self.problem = found.reachable, found.problem
         if found.eras.known or not self.eras.known:
             changed = found.eras != self.eras
@@ -151,4 +167,3 @@ class Router:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
-

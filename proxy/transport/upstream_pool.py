@@ -3,30 +3,33 @@
 aiohttp's client costs about 120 µs of CPU per request on this project's benchmark machine (request
 building, tracing hooks, cookie and timer machinery), three times what relaying the bytes costs. The
 proxy needs none of that: it knows its one upstream, sends headers it has already filtered, and
-streams the body back. So this module speaks HTTP/1.1 over asyncio protocols, with `httptools`
-(llhttp, the parser Node uses) reading the responses. Pass-through, both bridges' legs and the era
-probe all ride it.
+streams the body back. So this module speaks HTTP/1.1 over asyncio protocols through the sans-IO core
+(`proxy.framing.h1`: `encode_request` frames each request, a `ResponseReader` reads the answers).
+Pass-through, both bridges' legs and the era probe all ride it.
 
-The pool is built from the upstream URL and takes a request target in origin form (`/mcp?x=1`),
-never an absolute URL or a request line: the head, `Host` included, is framed in one place
-(`proxy.framing.http.encode_request_head`), which refuses what would break the message's framing.
+Callers give a method, the client's path and raw query, headers and body, never a request line or a
+target: the origin-form target comes from the upstream URL here (`Upstream.request_target`), and the
+head, `Host` included, is framed in one place, which refuses what would break the message's framing.
 
 Bounded: the pool holds at most `limit` connections (a request past it waits for one, within the
 head timeout), a response head larger than `max_head_bytes` fails the request and closes its
 connection, and a response body never buffers more than `HIGH_WATER` bytes before reading from the
 upstream socket pauses, so a 10 MiB result crosses in small pieces.
 
-Guarded: every head is checked once more just before it is written (`_check_head`: one request line,
-field lines without CR, LF or NUL), since a pooled connection carries other clients' requests next
-and one stray line break would smuggle a request onto it. A refused head never takes a connection,
-and every failure after one was taken gives it back or closes it.
+Idle connections are closed before the upstream would close them: after `idle_timeout` seconds, or a
+little before the `timeout=N` of the upstream's `Keep-Alive` header when it sends one, so a request is
+not written onto a connection the server is closing. Should that race be lost anyway, a request on a
+reused connection that closes before any byte of its answer arrived is sent once more on a fresh
+connection (the server never read it); never a request on a fresh connection, never after a byte.
+
+Guarded: a refused head never takes a connection, and every failure after one was taken gives it back
+or closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import select
 import ssl
 import time
@@ -34,17 +37,30 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import cast
 
-import httptools
-
-from proxy.framing.http import HeadError, Upstream, encode_request_head, header
+from proxy.framing.h1 import (
+    EndOfResponse,
+    HeadError,
+    ResponseHead,
+    ResponseReader,
+    encode_request,
+    header,
+    keep_alive_timeout,
+)
+from proxy.framing.http import Upstream
+from proxy.logs import get_logger
 
 HIGH_WATER = 256 * 1024
 """Body bytes held for the relay before the upstream socket is paused."""
 LOW_WATER = 64 * 1024
 """Body bytes held below which a paused upstream socket resumes."""
-IDLE_TTL = 4.0
-"""Seconds an idle connection is kept: below the 5 s keep-alive of uvicorn, which most SDK servers run on,
-so the pool never hands out a connection the upstream is about to close."""
+DEFAULT_IDLE_TIMEOUT = 4.0
+"""Seconds an idle connection is kept by default (the `upstream_idle_timeout` setting): below the 5 s
+keep-alive of uvicorn, which most SDK servers run on and which sends no `Keep-Alive` header."""
+IDLE_SWEEP = 0.25
+"""Longest pause between two checks of idle connections' deadlines while any is idle."""
+KEEP_ALIVE_MARGIN = 1.0
+"""Seconds an idle connection is closed before the upstream's announced `Keep-Alive: timeout` (at most
+half of it): the upstream's clock starts when it wrote the answer, ours when the answer was read."""
 
 
 HEAD_SWEEP = 0.1
@@ -59,8 +75,8 @@ class UpstreamError(Exception):
     """The upstream could not be reached, broke the exchange off, or the request could not be framed.
 
     `kind` is `unreachable`, `cut`, `head_too_large` (the response head passed `max_head_bytes`; the
-    connection is closed) or `unsendable` (a head `encode_request_head` or the pool's own check
-    refused; nothing was sent and no connection was taken).
+    connection is closed) or `unsendable` (a head the core's `encode_request` refused; nothing was sent
+    and no connection was taken).
     """
 
     def __init__(self, kind: str, detail: str) -> None:
@@ -80,6 +96,7 @@ class UpstreamResponse:
         "_waiter",
         "content_length",
         "headers",
+        "keep_alive_header",
         "reason",
         "status",
         "until_close",
@@ -90,12 +107,23 @@ class UpstreamResponse:
         self.status = status
         self.reason = reason
         self.headers = headers
-        length = header(headers, "content-length")
+        # One pass over the head for the three fields the pool reads (this runs for every answer).
+        length = coding = None
+        keep_alive = False
+        for name, value in headers:
+            size = len(name)
+            if size == 14 and length is None and name.lower() == "content-length":
+                length = value
+            elif size == 17 and coding is None and name.lower() == "transfer-encoding":
+                coding = value
+            elif size == 10 and not keep_alive and name.lower() == "keep-alive":
+                keep_alive = True
         self.content_length: int | None = int(length) if length is not None and length.isdigit() else None
-        coding = header(headers, "transfer-encoding")
         chunked = coding is not None and coding.rstrip().lower().endswith("chunked")
         self.until_close = self.content_length is None and not chunked
         """No length and no chunking: the body ends where the connection does (HTTP/1.0 framing)."""
+        self.keep_alive_header = keep_alive
+        """The upstream sent `Keep-Alive` (it may announce how long it keeps an idle connection)."""
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._done = False
@@ -211,115 +239,87 @@ class _Connection(asyncio.Protocol):
     def __init__(self, pool: UpstreamPool) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.head: asyncio.Future[UpstreamResponse] | None = None
+        self.reader = ResponseReader(pool.max_head_bytes)
+        self.pending: PendingHead | None = None
+        """The request sent whose response head has not arrived."""
         self.response: UpstreamResponse | None = None
-        self.head_only = False
         self.paused = False
-        self.idle_since = 0.0
+        self.uses = 0
+        """Requests sent on this connection: past one, it is a reused connection."""
+        self.ttl = pool.idle_timeout
+        """Seconds this connection may stay idle (shortened by the upstream's `Keep-Alive: timeout`)."""
+        self.idle_deadline = 0.0
         self.alive = True
         self.lost = False
         self.keep_alive = False
-        self.head_bytes = 0
-        """Bytes received since the request was sent while its final response head is incomplete."""
-        self.head_size = 0
-        """Bytes of the status lines and header fields parsed since the request was sent (interim heads
-        included): a head that ends inside the read crossing the limit is judged by this, not by
-        `head_bytes`, which is only checked while a head is still unfinished."""
-        self._reason = b""
-        self._headers: list[tuple[str, str]] = []
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
-        if self.head is None and self.response is None:
+        if self.pending is None and self.response is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted with another request
             return
-        awaiting = self.head is not None
-        if awaiting:
-            self.head_bytes += len(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail("cut", "the upstream switched protocols")
-        except httptools.HttpParserError as exc:
-            self._fail("cut", f"malformed response from the upstream: {exc}")
-        # Still no final head (interim 1xx heads count too): httptools would keep buffering it.
-        if awaiting and self.head is not None and self.head_bytes > self.pool.max_head_bytes:
-            limit = self.pool.max_head_bytes
-            self._fail("head_too_large", f"response head larger than {limit} bytes (upstream_max_head_bytes)")
+        for event in self.reader.feed(data):
+            if isinstance(event, bytes):  # body data, the most frequent event by far
+                if self.response is not None:
+                    self.response._feed(event)
+            elif isinstance(event, ResponseHead):
+                self._headed(event)
+            elif isinstance(event, EndOfResponse):
+                self.keep_alive = event.keep_alive
+                if self.response is not None:
+                    self.response._end(None)
+            else:
+                self._fail(event.kind, event.detail)
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
         self.lost = True
         self.pool.forget(self)
+        pending = self.pending
+        if pending is not None and self.reader.head_bytes == 0 and self.uses > 1 and not pending.retried:
+            # A reused connection closed before a byte of the answer: the upstream closed it idle as the
+            # request went out, and never read it. Sent once more, on a fresh connection.
+            self.pending = None
+            self.pool.retry(pending, exc)
+            return
         response = self.response
         if exc is None and response is not None and response.until_close:
             response._end(None)  # a clean close is how a body without length or chunking ends
-        if self.head is not None or self.response is not None:
+        if pending is not None or response is not None:
             self._fail("cut", f"the upstream closed the connection{f': {exc}' if exc else ''}")
 
-    # httptools callbacks
-    def on_message_begin(self) -> None:
-        self._reason = b""
-        self._headers = []
-
-    def on_status(self, status: bytes) -> None:
-        self._reason += status
-        self.head_size += len(status) + 15  # "HTTP/1.1 200 " and CRLF around the reason
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        if self.head is not None and self.head_size + 2 > self.pool.max_head_bytes:
-            limit = self.pool.max_head_bytes
-            self._fail("head_too_large", f"response head larger than {limit} bytes (upstream_max_head_bytes)")
-            return
-        status = self.parser.get_status_code()
-        if status < 200:  # an interim 1xx head: the real one follows
-            return
-        response = UpstreamResponse(self, status, self._reason.decode("latin-1"), self._headers)
+    def _headed(self, head: ResponseHead) -> None:
+        response = UpstreamResponse(self, head.status, head.reason, head.headers)
         self.response = response
-        head, self.head = self.head, None
-        if head is not None and not head.done():
-            head.set_result(response)
-        if self.head_only or status in (204, 304):
-            response._end(None)
-
-    def on_body(self, body: bytes) -> None:
-        if self.response is not None:
-            self.response._feed(body)
-
-    def on_message_complete(self) -> None:
-        if self.parser.get_status_code() < 200:
-            return
-        self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once the message is done
-        if self.response is not None:
-            self.response._end(None)
+        if response.keep_alive_header:
+            announced = keep_alive_timeout(head.headers)
+            if announced is not None:
+                self.ttl = self.pool.ttl_for(announced)
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.future.done():
+            pending.future.set_result(response)
 
     # the pool's side
-    def send(self, data: bytes, head_only: bool) -> asyncio.Future[UpstreamResponse]:
-        """Write one request; the future resolves with the response head."""
+    def send(self, pending: PendingHead) -> None:
+        """Write one request; its future resolves with the response head."""
         assert self.transport is not None
-        self.head_only = head_only
+        self.uses += 1
+        self.pending = pending
         self.keep_alive = False
-        self.head_bytes = 0
-        self.head_size = 0
-        self.head = asyncio.get_running_loop().create_future()
-        self.pool.write_soon(self.transport, data)
-        return self.head
+        self.reader.expect(pending.head_only)
+        self.pool.write_soon(self.transport, pending.data)
 
     def finish(self, *, reusable: bool) -> None:
         """The exchange on this connection is over: back to the pool, or closed."""
         self.response = None
-        self.head = None
+        self.pending = None
         if self.paused:
             self.resume()
-        if reusable and self.alive and not self.head_only and self.keep_alive:
+        if reusable and self.alive and self.keep_alive and self.ttl > 0:
             self.pool.put(self)
         else:
             self._close()
@@ -336,9 +336,9 @@ class _Connection(asyncio.Protocol):
 
     def _fail(self, kind: str, detail: str) -> None:
         error = UpstreamError(kind, detail)
-        head, self.head = self.head, None
-        if head is not None and not head.done():
-            head.set_exception(error)
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.future.done():
+            pending.future.set_exception(error)
         if self.response is not None:
             self.response._end(error)
         self._close()
@@ -360,49 +360,19 @@ def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
         head.set_exception(TimeoutError())
 
 
-def _request_bytes(
-    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body: bytes
-) -> bytes:
-    length = len(body) if body or method in ("POST", "PUT", "PATCH") else None
-    try:
-        head = encode_request_head(method, target, host, headers, length)
-    except HeadError as exc:
-        raise UpstreamError("unsendable", str(exc)) from None
-    _check_head(head)
-    return head + body
-
-
-_SAFE_HEAD = re.compile(
-    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ /[\x21-\x7e]* HTTP/1\.1\r\n"  # request line, origin form
-    rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*\r\n)*"  # field lines: name, colon, no CR/LF/NUL
-    rb"\r\n"
-)
-"""A head that is one request and nothing else: each line a request line or a field, CR and LF only
-as line ends, no NUL anywhere."""
-
-
-def _check_head(head: bytes) -> None:
-    """The last line of defence before a head reaches a pooled connection (see `_SAFE_HEAD`).
-
-    `encode_request_head` already refuses all of this; the check holds even if a later change to it
-    did not, since one stray line break would let a second request ride this one on a connection
-    other clients share. One C-speed match over a few hundred bytes.
-    """
-    if _SAFE_HEAD.fullmatch(head) is None:
-        raise UpstreamError("unsendable", "the request head holds CR, LF or NUL inside a line: nothing sent")
-
-
 class PendingHead:
-    """A request sent, its response head awaited: the future, and what to undo if it fails."""
+    """A request sent, its response head awaited: the future, the bytes (for the one retry), and what to
+    undo if it fails."""
 
-    __slots__ = ("conn", "future", "pool")
+    __slots__ = ("conn", "data", "future", "head_only", "pool", "retried")
 
-    def __init__(
-        self, pool: UpstreamPool, conn: _Connection, future: asyncio.Future[UpstreamResponse]
-    ) -> None:
+    def __init__(self, pool: UpstreamPool, conn: _Connection, data: bytes, head_only: bool) -> None:
         self.pool = pool
         self.conn = conn
-        self.future = future
+        self.data = data
+        self.head_only = head_only
+        self.retried = False
+        self.future: asyncio.Future[UpstreamResponse] = asyncio.get_running_loop().create_future()
 
     def result(self) -> UpstreamResponse:
         """The head, once the future is done; a failure drops the connection and is raised."""
@@ -421,7 +391,11 @@ class PendingHead:
 
 
 class UpstreamPool:
-    """Keep-alive HTTP/1.1 connections to one upstream host, at most `limit` of them at a time."""
+    """Keep-alive HTTP/1.1 connections to one upstream host, at most `limit` of them at a time.
+
+    Counters (read by tests and metrics): `retried`, requests sent a second time after a reused
+    connection closed before answering; `idle_closed`, idle connections closed at their deadline.
+    """
 
     def __init__(
         self,
@@ -431,9 +405,11 @@ class UpstreamPool:
         connect_timeout: float = 5.0,
         head_timeout: float = 60.0,
         max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.upstream = upstream
         self.max_head_bytes = max_head_bytes
+        self.idle_timeout = idle_timeout
         self.host = upstream.host
         self.port = upstream.port
         self.limit = limit
@@ -452,17 +428,24 @@ class UpstreamPool:
         """Heads awaited, with the loop time by which each must arrive."""
         self._sweeper: asyncio.TimerHandle | None = None
         self._sweep_every = min(HEAD_SWEEP, head_timeout / 4)
+        self._idle_sweeper: asyncio.TimerHandle | None = None
+        self._idle_sweep_every = min(IDLE_SWEEP, idle_timeout / 2) if idle_timeout > 0 else IDLE_SWEEP
+        self._retrying: set[asyncio.Task[None]] = set()
+        self.retried = 0
+        self.idle_closed = 0
 
     async def request(
-        self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
     ) -> UpstreamResponse:
         """Send one request and return once the response head has arrived (within `head_timeout` seconds).
 
-        `target` is origin form: the path and query on the upstream (`Upstream.target` for the MCP
-        endpoint). Raises TimeoutError past the timeout, UpstreamError when the upstream cannot be
-        reached or breaks the connection before answering, or the head cannot be framed.
+        `path` is the client's path (`/` and the endpoint's own path both name the upstream's MCP
+        endpoint) and `query` the client's raw query; the target is derived from the upstream URL
+        (`Upstream.request_target`). Raises TimeoutError past the timeout, UpstreamError when the
+        upstream cannot be reached or breaks the connection before answering, or the head cannot be
+        framed.
         """
-        data = _request_bytes(method, target, self.upstream.host_header, headers, body)
+        data = self._frame(method, path, query, headers, body)
         pending = self._send_idle(data, method)
         if pending is None:  # no warm connection: connect, or wait for one, within the same budget
             loop = asyncio.get_running_loop()
@@ -480,7 +463,7 @@ class UpstreamPool:
         return pending.result()
 
     def request_nowait(
-        self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
     ) -> PendingHead | None:
         """Send one request on a warm connection at once; None when there is none idle.
 
@@ -490,8 +473,19 @@ class UpstreamPool:
         """
         if self._closed or not self._idle:
             return None
-        data = _request_bytes(method, target, self.upstream.host_header, headers, body)
+        data = self._frame(method, path, query, headers, body)
         return self._send_idle(data, method)
+
+    def _frame(
+        self, method: str, path: str, query: str, headers: Iterable[tuple[str, str]], body: bytes
+    ) -> bytes:
+        upstream = self.upstream
+        try:
+            return encode_request(
+                method, upstream.request_target(path, query), upstream.host_header, headers, body
+            )
+        except HeadError as exc:
+            raise UpstreamError("unsendable", str(exc)) from None
 
     def _send_idle(self, data: bytes, method: str) -> PendingHead | None:
         conn = None if self._closed else self._take_idle()
@@ -501,13 +495,53 @@ class UpstreamPool:
         return self._send(conn, data, method, deadline)
 
     def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
-        pending = PendingHead(self, conn, conn.send(data, head_only=method == "HEAD"))
+        pending = PendingHead(self, conn, data, method == "HEAD")
+        conn.send(pending)
         # One sweep for every head awaited, not a timer each: libuv timers cost the hot path more
         # than the few microseconds a dict entry does, and a head timeout needs no finer grain.
         self._deadlines[pending] = deadline
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(self._sweep_every, self._sweep)
         return pending
+
+    def retry(self, pending: PendingHead, exc: Exception | None) -> None:
+        """A reused connection closed before any byte of `pending`'s answer: send it once more, fresh."""
+        pending.retried = True
+        self.retried += 1
+        get_logger().info(
+            "upstream_request_retried",
+            reason="the upstream closed a reused connection before answering; sent again on a new one",
+            error=str(exc) if exc else None,
+        )
+        task = asyncio.get_running_loop().create_task(self._resend(pending), name="upstream-retry")
+        self._retrying.add(task)
+        task.add_done_callback(self._retrying.discard)
+
+    async def _resend(self, pending: PendingHead) -> None:
+        future = pending.future
+        deadline = self._deadlines.get(pending)
+        if deadline is None or future.done():
+            return  # given up on meanwhile
+        try:
+            async with asyncio.timeout_at(deadline):
+                conn = await self._acquire(fresh=True)
+        except TimeoutError:
+            _expire(future)
+            return
+        except UpstreamError as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        except asyncio.CancelledError:  # the pool is closing
+            if not future.done():
+                future.set_exception(UpstreamError("unreachable", "the proxy is shutting down"))
+            raise
+        if future.done():  # timed out or dropped while connecting: the new connection waits idle
+            conn.keep_alive = True
+            conn.finish(reusable=True)
+            return
+        pending.conn = conn
+        conn.send(pending)
 
     def write_soon(self, transport: asyncio.Transport, data: bytes) -> None:
         """Write at the end of this loop turn, with the other requests of the turn, back to back."""
@@ -534,11 +568,35 @@ class UpstreamPool:
         if deadlines:
             self._sweeper = asyncio.get_running_loop().call_later(self._sweep_every, self._sweep)
 
-    async def _acquire(self) -> _Connection:
+    def ttl_for(self, announced: float) -> float:
+        """Idle seconds for a connection whose upstream announced `Keep-Alive: timeout=announced`.
+
+        A little less than announced (see `KEEP_ALIVE_MARGIN`), never more than `idle_timeout`; 0 for
+        an upstream that keeps no idle connection at all.
+        """
+        return max(0.0, min(self.idle_timeout, announced - min(KEEP_ALIVE_MARGIN, announced / 2)))
+
+    def _sweep_idle(self) -> None:
+        """Close idle connections past their deadline, before the upstream closes them under a request."""
+        self._idle_sweeper = None
+        idle = self._idle
+        now = time.monotonic()
+        expired = [conn for conn in idle if conn.idle_deadline <= now]
+        for conn in expired:
+            idle.remove(conn)
+            self.idle_closed += 1
+            conn._close()
+        if idle and not self._closed:
+            self._idle_sweeper = asyncio.get_running_loop().call_later(
+                self._idle_sweep_every, self._sweep_idle
+            )
+
+    async def _acquire(self, *, fresh: bool = False) -> _Connection:
+        """A connection for one request: an idle one (unless `fresh`), a new one, or the next one freed."""
         while True:
             if self._closed:
                 raise UpstreamError("unreachable", "the proxy is shutting down")
-            conn = self._take_idle()
+            conn = None if fresh else self._take_idle()
             if conn is not None:
                 return conn
             if self._open < self.limit:
@@ -556,13 +614,17 @@ class UpstreamPool:
                     self._waiters.remove(waiter)
 
     def _take_idle(self) -> _Connection | None:
-        cutoff = time.monotonic() - IDLE_TTL
+        now = time.monotonic()
         idle = self._idle
-        while idle and idle[0].idle_since < cutoff:  # oldest first: close the ones about to expire
+        while idle and idle[0].idle_deadline <= now:  # oldest first: close the ones about to expire
+            self.idle_closed += 1
             idle.popleft()._close()
         while idle:
             conn = idle.pop()  # the most recently used: warm, and least likely to be closed upstream
-            if conn.alive and conn.transport is not None and not conn.transport.is_closing():
+            if conn.idle_deadline <= now:
+                self.idle_closed += 1
+                conn._close()
+            elif conn.alive and conn.transport is not None and not conn.transport.is_closing():
                 return conn
         return None
 
@@ -593,12 +655,16 @@ class UpstreamPool:
         return conn
 
     def put(self, conn: _Connection) -> None:
-        """A connection finished its exchange cleanly and may carry another."""
+        """A connection finished its exchange cleanly and may carry another, until its idle deadline."""
         if self._closed:
             conn._close(now=True)
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_deadline = time.monotonic() + conn.ttl
         self._idle.append(conn)
+        if self._idle_sweeper is None:
+            self._idle_sweeper = asyncio.get_running_loop().call_later(
+                self._idle_sweep_every, self._sweep_idle
+            )
         self._wake_one()
 
     def forget(self, conn: _Connection) -> None:
@@ -624,6 +690,11 @@ class UpstreamPool:
     def close(self) -> None:
         """Close every idle connection and refuse new requests; busy ones close as their exchanges end."""
         self._closed = True
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
+            self._idle_sweeper = None
+        for task in list(self._retrying):
+            task.cancel()
         while self._idle:
             self._idle.pop()._close(now=True)
         for conn in list(self.closing):  # goodbyes still under way would outlive the proxy

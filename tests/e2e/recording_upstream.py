@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from proxy.framing.h1 import EndOfRequest, Refusal, Request, RequestReader
+
 Era = Literal["legacy", "modern"]
 
-MAX_HEAD = 64 * 1024
+MAX_BODY = 64 * 1024 * 1024
+"""Largest request body the fake reads (the proxy's own limit is far below it)."""
 SESSION = "fake-session-1"
 
 
@@ -166,23 +170,30 @@ def _peek_id(body: bytes) -> Any:
     return int(digits) if digits.isdigit() else None
 
 
-async def _read_head(reader: asyncio.StreamReader) -> Head | None:
-    try:
-        raw = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-        return None
-    length = 0
-    for line in raw.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            if not value.strip().isdigit():  # no framing to trust: stop reading this connection
+class _Requests:
+    """The requests on one connection: raw bytes as they came, their ends found by the proxy's HTTP/1.1
+    core. The fake answers each request before the next is sent, so the bytes between two ends are
+    exactly one request."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.core = RequestReader(MAX_BODY, time.monotonic, Request)
+        self.raw = bytearray()
+
+    async def next(self) -> Head | None:
+        """The next request as received; None at the end, or at bytes with no framing to trust."""
+        while True:
+            data = await self.reader.read(65536)
+            if not data:
                 return None
-            length = int(value)
-    try:
-        body = await reader.readexactly(length) if length else b""
-    except asyncio.IncompleteReadError:
-        return None
-    return Head(raw, body)
+            self.raw += data
+            for event in self.core.feed(data):
+                if isinstance(event, EndOfRequest):
+                    raw, self.raw = bytes(self.raw), bytearray()
+                    head_end = raw.find(b"\r\n\r\n") + 4
+                    return Head(raw[:head_end], b"".join(event.request.body))
+                if isinstance(event, Refusal):
+                    return None  # no framing to trust: stop reading this connection
 
 
 @asynccontextmanager
@@ -196,7 +207,8 @@ async def recording_upstream(era: Era) -> AsyncIterator[RecordingUpstream]:
         assert task is not None
         tasks.add(task)
         try:
-            while (head := await _read_head(reader)) is not None:
+            requests = _Requests(reader)
+            while (head := await requests.next()) is not None:
                 fake.heads.append(head)
                 writer.write(_answer(era, head))
                 await writer.drain()
@@ -205,7 +217,7 @@ async def recording_upstream(era: Era) -> AsyncIterator[RecordingUpstream]:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0, limit=MAX_HEAD)
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
     fake.port = int(server.sockets[0].getsockname()[1])
     try:
         yield fake

@@ -1,10 +1,10 @@
 """The front's deadlines and checks against a real SDK server, on uvloop as users run the proxy.
 
 The figure: a thousand clients that send half a request head and stop are all closed within the
-head-read timeout while a normal client keeps being served. Then the same bounds on connections the
-lean front handed over to aiohttp's server for a bridge: an idle or half-sent head closed after the
-keep-alive timeout, a body that never comes answered 408, a request split at the hand-over served,
-and the `Host` check applied there too.
+head-read timeout while a normal client keeps being served. Then the same bounds on a connection
+that carried a bridged exchange (the front serves it throughout, whatever it carried): a half-sent
+head closed after the head-read timeout, a body that never comes answered 408, a request split
+behind the bridged one served, the `Host` check applied there too, and the connection cap.
 """
 
 from __future__ import annotations
@@ -98,33 +98,35 @@ async def test_a_thousand_half_open_clients_are_closed_within_the_head_timeout_w
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
 
 
-# --- connections handed over to aiohttp ---------------------------------------------------------------
+# --- connections that carried a bridged exchange ----------------------------------------------------
 
 
 async def handed_over(proxy: Proxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """A legacy `initialize` against a modern server: the bridge takes the connection over."""
+    """A legacy `initialize` against a modern server: bridged, on the connection the front still serves."""
     writer.write(request_bytes(legacy_initialize(1)))
     assert_initialized(await read_response(reader), 1)
     assert proxy._front is not None
-    assert not proxy._front.connections  # aiohttp holds it now
+    assert len(proxy._front.connections) == 1  # never handed to another server
 
 
-async def test_a_half_sent_head_on_a_handed_over_connection_is_closed_after_the_keepalive_timeout(
+async def test_a_half_sent_head_after_a_bridged_exchange_is_closed_after_the_head_read_timeout(
     modern_server: PeerServer, proxy_for: Any
 ) -> None:
     timeout = 0.5
     async with (
-        proxy_for(modern_server.url, keepalive_timeout=timeout) as proxy,
+        proxy_for(modern_server.url, head_read_timeout=timeout) as proxy,
         connection(proxy) as (reader, writer),
     ):
         await handed_over(proxy, reader, writer)
         writer.write(HALF_HEAD)
         started = time.monotonic()
-        assert await closed(reader)
+        answer = await bounded(reader.read(), what="the proxy to answer and close")  # to the end
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+        assert b"head_read_timeout" in answer
         assert timeout - 0.05 <= time.monotonic() - started <= timeout + 1.0
 
 
-async def test_a_body_that_never_comes_on_a_handed_over_connection_gets_408(
+async def test_a_body_that_never_comes_after_a_bridged_exchange_gets_408(
     modern_server: PeerServer, proxy_for: Any
 ) -> None:
     timeout = 0.5
@@ -143,26 +145,24 @@ async def test_a_body_that_never_comes_on_a_handed_over_connection_gets_408(
         assert timeout - 0.05 <= time.monotonic() - started <= timeout + 1.0
 
 
-async def test_a_request_split_at_the_hand_over_is_served_after_the_bridged_one(
+async def test_a_request_split_behind_a_bridged_one_is_served_after_it(
     modern_server: PeerServer, proxy_for: Any
 ) -> None:
     async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
         second = modern_discover(2)
-        # The bridged request and the first half of a pass-through one, in one write: the hand-over is
-        # due while the second is half read.
+        # The bridged request and the first half of a pass-through one, in one write: the second is
+        # half read while the bridged one is served.
         writer.write(request_bytes(legacy_initialize(1)) + second[:40])
         await wait_until(
-            lambda: (
-                proxy._front is not None and any(c.handover_due is not None for c in proxy._front.connections)
-            ),
-            what="the hand-over to wait for the half-read request",
+            lambda: proxy._front is not None and any(c.current is not None for c in proxy._front.connections),
+            what="the second request to be half read",
         )
         writer.write(second[40:])
         assert_initialized(await read_response(reader), 1)
         assert_discovered(await read_response(reader), 2)
 
 
-async def test_host_and_the_target_are_checked_on_a_handed_over_connection_too(
+async def test_host_and_the_target_are_checked_after_a_bridged_exchange_too(
     modern_server: PeerServer, proxy_for: Any
 ) -> None:
     async with proxy_for(modern_server.url) as proxy:
@@ -172,7 +172,7 @@ async def test_host_and_the_target_are_checked_on_a_handed_over_connection_too(
             response = await read_response(reader)
             assert (response.status, response.json()["id"]) == (400, 3)
             assert response.json()["error"]["data"] == {"field": "request target"}
-            # aiohttp's own parser refuses a missing or second Host before the proxy sees the request
+            # a missing or second Host is refused before the request is routed
             writer.write(request_bytes(legacy_initialize(4)).replace(b"Host: proxy.test\r\n", b""))
             response = await read_response(reader)
             assert response.status == 400
@@ -195,17 +195,19 @@ async def test_a_request_refused_without_its_body_behind_a_bridged_one_ends_the_
         over = request_bytes(headers=(("Expect", "100-continue"), ("Content-Length", "8192")), length=False)
         writer.write(request_bytes(legacy_initialize(1)) + over)
         assert_initialized(await read_response(reader), 1)
-        assert await closed(reader)  # never forwarded as a request with an empty body
+        # Refused in its turn as on any connection, never forwarded as a request with an empty body
+        assert (await read_response(reader)).status == 413
+        assert await closed(reader)
 
 
-async def test_connections_handed_over_to_aiohttp_count_toward_the_connection_cap(
+async def test_a_connection_that_carried_a_bridged_exchange_counts_toward_the_connection_cap(
     modern_server: PeerServer, proxy_for: Any
 ) -> None:
     async with (
         proxy_for(modern_server.url, max_client_connections=1) as proxy,
         connection(proxy) as (reader, writer),
     ):
-        await handed_over(proxy, reader, writer)  # aiohttp holds the one connection allowed
+        await handed_over(proxy, reader, writer)  # the one connection allowed
         async with connection(proxy) as (second_reader, second_writer):
             second_writer.write(modern_discover(2))
             response = await read_response(second_reader)

@@ -216,7 +216,7 @@ async def test_two_thousand_requests_outside_latin_1_leave_connections_and_descr
     async with client_in(proxy_for, mode) as (client, _upstream, proxy):
         status, _ = await client.call(1, "tools/call", {"name": "echo", "arguments": {}})
         assert status == 200
-        pool_before, fds_before = proxy.state.pool.open_connections, open_descriptors()
+        pool_before, fds_before = proxy.pool.open_connections, open_descriptors()
         for n in range(2000):
             status, answer = await client.call(n, "tools/\u2603", {"name": "\u2603", "arguments": {}})
             assert status == 400
@@ -224,7 +224,7 @@ async def test_two_thousand_requests_outside_latin_1_leave_connections_and_descr
         status, answer = await client.call("after", "tools/call", {"name": "echo", "arguments": {}})
         assert status == 200
         assert answer["id"] == "after"
-        pool_after, fds_after = proxy.state.pool.open_connections, open_descriptors()
+        pool_after, fds_after = proxy.pool.open_connections, open_descriptors()
     print(f"\n{mode.name}: pool {pool_before}->{pool_after}, descriptors {fds_before}->{fds_after}")
     assert pool_after <= pool_before
     assert fds_after <= fds_before + 2, "2,000 refused requests pinned descriptors"

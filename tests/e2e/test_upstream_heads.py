@@ -47,9 +47,7 @@ async def test_a_huge_upstream_head_gets_the_client_a_502_naming_the_setting(pro
         message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list"}
         async with http.post(proxy.endpoint(), data=json.dumps(message), headers=HEADERS) as resp:
             status, answer = resp.status, await resp.json()
-        await wait_until(
-            lambda: proxy.state.pool.open_connections == 0, what="the upstream connection to close"
-        )
+        await wait_until(lambda: proxy.pool.open_connections == 0, what="the upstream connection to close")
     assert status == 502
     assert answer["id"] == 12
     assert "8192 bytes (upstream_max_head_bytes)" in answer["error"]["message"]

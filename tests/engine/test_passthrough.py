@@ -6,13 +6,19 @@ import orjson
 import pytest
 
 from proxy.engine.passthrough import (
+    BODY_COMPLETE,
+    BODY_CUT,
+    CLIENT_LEFT,
     ClientHead,
     FaultAnswer,
     UpstreamRequest,
+    body_end,
     client_head,
+    era_suspicion,
     fault_answer,
     fault_outcome,
     proxied_location,
+    sends_whole,
     upstream_request,
 )
 from proxy.framing.classify import Route, classify
@@ -43,40 +49,25 @@ def test_a_client_request_goes_upstream_with_rewritten_headers_and_the_body_unch
         ("Mcp-Session-Id", "s-1"),
     )
 
-    assert upstream_request(client, UPSTREAM) == UpstreamRequest(
+    assert upstream_request(client) == UpstreamRequest(
         "POST",
         "/mcp",
+        "",
         (("Content-Type", "application/json"), ("Mcp-Session-Id", "s-1")),
         BODY,
     )
 
 
 def test_bytes_that_are_not_json_rpc_go_upstream_unchanged() -> None:
-    assert upstream_request(route(b"\x00not json"), UPSTREAM) == UpstreamRequest(
-        "POST", "/mcp", (), b"\x00not json"
+    assert upstream_request(route(b"\x00not json")) == UpstreamRequest(
+        "POST", "/mcp", "", (), b"\x00not json"
     )
 
 
-def test_a_root_path_is_sent_to_the_upstream_endpoint() -> None:
+def test_the_clients_path_and_raw_query_go_to_the_pool_which_derives_the_target() -> None:
     client = route(b"", http_method="GET", path="/")
 
-    assert upstream_request(client, UPSTREAM) == UpstreamRequest("GET", "/mcp", (), b"")
-
-
-def test_the_target_carries_the_upstream_query_then_the_clients() -> None:
-    with_key = parse_upstream("http://upstream.internal:8000/mcp?key=a%20b")
-
-    assert upstream_request(route(), with_key).target == "/mcp?key=a%20b"
-    assert upstream_request(route(), with_key, "trace=1").target == "/mcp?key=a%20b&trace=1"
-    assert upstream_request(route(), with_key, "key=a%20b").target == "/mcp?key=a%20b"
-    assert upstream_request(route(), UPSTREAM, "trace=1").target == "/mcp?trace=1"
-
-
-def test_an_upstream_under_a_path_prefix_is_reached_at_its_own_path_or_the_root() -> None:
-    prefixed = parse_upstream("http://upstream.internal:8000/team/a/mcp?k=1")
-
-    assert upstream_request(route(path="/team/a/mcp"), prefixed).target == "/team/a/mcp?k=1"
-    assert upstream_request(route(path="/"), prefixed).target == "/team/a/mcp?k=1"
+    assert upstream_request(client, "trace=1") == UpstreamRequest("GET", "/", "trace=1", (), b"")
 
 
 def test_a_json_head_is_relayed_with_its_content_length() -> None:
@@ -236,3 +227,57 @@ def test_only_a_redirects_location_is_rewritten() -> None:
         ("Content-Length", "0"),
     )
     assert client_head(201, headers, (UPSTREAM, OWN)).headers == headers
+
+
+# -- whole or stream, cut or end, era suspicion -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("length", "buffered", "complete", "whole"),
+    [
+        (12, 12, True, True),  # all here, as declared: head and body in one write
+        (12, 5, False, False),  # still coming: streamed
+        (12, 0, True, False),  # a HEAD answer or 204 declares a length it does not carry
+        (None, 40, True, False),  # no declared length (SSE, chunked): streamed, even when all here
+    ],
+)
+def test_a_body_goes_whole_only_when_all_of_it_arrived_as_declared(
+    length: int | None, buffered: int, complete: bool, whole: bool
+) -> None:
+    assert sends_whole(length, buffered, complete) is whole
+
+
+def test_a_body_that_ended_as_framed_ends_the_clients_response_cleanly() -> None:
+    assert body_end(upstream_cut=False, client_gone=False) is BODY_COMPLETE
+    assert (BODY_COMPLETE.finish_client, BODY_COMPLETE.cut_client, BODY_COMPLETE.outcome) == (
+        True,
+        False,
+        None,
+    )
+
+
+def test_a_body_the_upstream_cut_cuts_the_clients_connection() -> None:
+    end = body_end(upstream_cut=True, client_gone=False)
+    assert end is BODY_CUT
+    assert (end.finish_client, end.cut_client, end.outcome) == (False, True, fault_outcome("cut"))
+
+
+def test_a_client_that_left_is_recorded_as_gone_whatever_the_upstream_did() -> None:
+    for cut in (False, True):
+        end = body_end(upstream_cut=cut, client_gone=True)
+        assert end is CLIENT_LEFT
+        assert (end.finish_client, end.cut_client, end.outcome) == (False, False, "client_disconnected")
+
+
+@pytest.mark.parametrize("status", [400, 404, 405])
+def test_a_refused_handshake_casts_doubt_on_the_upstreams_era(status: int) -> None:
+    handshake = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert era_suspicion(route(handshake), status) == f"HTTP {status} for initialize from a legacy client"
+
+
+def test_a_refused_legacy_call_or_a_success_casts_no_doubt() -> None:
+    call = route(BODY, ("Mcp-Protocol-Version", "2025-11-25"))
+    assert era_suspicion(call, 404) is None
+    handshake = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    assert era_suspicion(route(handshake), 200) is None
+    assert era_suspicion(route(handshake), 500) is None

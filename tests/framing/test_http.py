@@ -6,15 +6,13 @@ import re
 
 import pytest
 
+from proxy.framing.h1 import HeadError, encode_request_head, origin_form
 from proxy.framing.http import (
-    HeadError,
-    encode_request_head,
     forward_request_headers,
     forward_response_headers,
     header,
     is_sse,
     media_type,
-    origin_form,
     parse_upstream,
 )
 
@@ -158,6 +156,25 @@ def test_an_upstream_url_keeps_its_query_in_the_endpoint_target() -> None:
 
     assert (up.base_path, up.query, up.target) == ("/base/mcp", "key=a%2Fb&x=1", "/base/mcp?key=a%2Fb&x=1")
     assert parse_upstream("http://example.com/mcp").target == "/mcp"
+
+
+def test_the_request_target_carries_the_upstream_query_then_the_clients() -> None:
+    with_key = parse_upstream("http://upstream.internal:8000/mcp?key=a%20b")
+    plain = parse_upstream("http://upstream.internal:8000/mcp")
+
+    assert with_key.request_target("/mcp") == "/mcp?key=a%20b"
+    assert with_key.request_target("/mcp", "trace=1") == "/mcp?key=a%20b&trace=1"
+    assert with_key.request_target("/mcp", "key=a%20b") == "/mcp?key=a%20b"
+    assert plain.request_target("/mcp", "trace=1") == "/mcp?trace=1"
+
+
+def test_the_request_target_maps_the_root_and_other_paths_onto_the_upstreams() -> None:
+    prefixed = parse_upstream("http://upstream.internal:8000/team/a/mcp?k=1")
+
+    assert prefixed.request_target("/team/a/mcp") == "/team/a/mcp?k=1"
+    assert prefixed.request_target("/") == "/team/a/mcp?k=1"
+    assert prefixed.request_target("") == "/team/a/mcp?k=1"
+    assert prefixed.request_target("/.well-known/oauth", "x=1") == "/.well-known/oauth?k=1&x=1"
 
 
 def test_an_ipv6_host_header_keeps_its_brackets() -> None:

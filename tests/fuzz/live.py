@@ -48,7 +48,7 @@ class LiveProxy:
 
     @property
     def path(self) -> str:
-        return self.proxy.state.upstream.base_path
+        return self.proxy.upstream.base_path
 
     def call(self, coro: Any, timeout: float = 10.0) -> Any:
         """Run a coroutine on the proxy's loop and wait for its result (bounded)."""

@@ -157,7 +157,7 @@ def test_many_unsendable_methods_leave_descriptors_and_pool_connections_flat(
     bridged: tuple[LiveProxy, str],
 ) -> None:
     live, session = bridged
-    pool = live.proxy.state.pool
+    pool = live.proxy.pool
     assert pool is not None
     check(
         live,
@@ -180,7 +180,7 @@ def test_many_unsendable_methods_leave_descriptors_and_pool_connections_flat(
     )
 
 
-def test_a_pipelined_request_split_at_the_hand_over_is_answered(bridged: tuple[LiveProxy, str]) -> None:
+def test_a_pipelined_request_split_behind_a_bridged_one_is_answered(bridged: tuple[LiveProxy, str]) -> None:
     live, session = bridged
     one = legacy_request(live, bridged_call(session, "tools/call", 1), [("Mcp-Session-Id", session)])
     two = legacy_request(live, bridged_call(session, "tools/call", 2), [("Mcp-Session-Id", session)])

@@ -16,7 +16,8 @@ import h11
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from proxy.framing.http import HeadError, encode_request_head, forward_request_headers
+from proxy.framing.h1 import HeadError, encode_request_head
+from proxy.framing.http import forward_request_headers
 from proxy.wire.headers import decode_param_value, encode_param_value
 from tests.fuzz.profile import examples
 

@@ -65,7 +65,7 @@ async def hold(signal: asyncio.Event, seconds: float = WAIT) -> None:
 def drained(proxy: Proxy) -> bool:
     """Nothing left open: no exchange or correlation in the chain builder, nothing in flight in the engine."""
     sizes = proxy.builder.correlation_sizes()
-    return proxy.state.relaying == 0 and not any(sizes.values())
+    return proxy.relays.relaying == 0 and not any(sizes.values())
 
 
 def rpc(method: str, ident: int | str | None = 1, **params: Any) -> bytes:

@@ -89,7 +89,14 @@ def bare_metrics() -> ProxyMetrics:
     """A metrics registry over a proxy that never starts, fed by hand."""
     proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
     return ProxyMetrics(
-        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+        proxy.store,
+        proxy.bus,
+        open_streams=lambda: 0,
+        open_exchanges=lambda: 0,
+        info=proxy.info,
+        continuations=lambda: 0,
+        feed_clients=lambda: 0,
+        draining=lambda: False,
     )
 
 
@@ -196,8 +203,8 @@ async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked
         proxy.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
             ParkingEngine(),
             mode=Mode.MRTR_TO_LEGACY,
-            upstream=proxy.state.upstream,
-            pool=lambda: proxy.state.pool,
+            upstream=proxy.upstream,
+            pool=lambda: proxy.pool,
             observer=proxy.facts,
         )
 
@@ -387,10 +394,17 @@ def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound
         )
     )
     metrics = ProxyMetrics(
-        proxy.state, info=proxy.info, continuations=lambda: 0, feed_clients=lambda: 0, draining=lambda: False
+        proxy.store,
+        proxy.bus,
+        open_streams=lambda: 0,
+        open_exchanges=lambda: 0,
+        info=proxy.info,
+        continuations=lambda: 0,
+        feed_clients=lambda: 0,
+        draining=lambda: False,
     )
     for n in range(5):  # each new chain pushes the open one before it out of the ring
-        proxy.state.store.open(ChainSummary(id=f"c{n}", started=0.0, mode=Mode.PASSTHROUGH, jsonrpc_id=n))
+        proxy.store.open(ChainSummary(id=f"c{n}", started=0.0, mode=Mode.PASSTHROUGH, jsonrpc_id=n))
 
     text = metrics.render().decode()
     assert metric(text, "mcp_proxy_chains_evicted_total") == 4

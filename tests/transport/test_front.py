@@ -1,9 +1,9 @@
-"""The lean front server, spoken to over raw sockets: framing, limits, pipelining, flow control, hand-over.
+"""The lean front server, spoken to over raw sockets: framing, limits, pipelining, flow control, bridges.
 
 An HTTP client library would hide what these tests are about (how requests are delimited, which bytes
 come back and when the connection closes), so the client side here writes and reads bytes itself. The
 upstream is a fake aiohttp app where the test needs exact bytes or paced streams, and a real SDK peer
-for the hand-over to the bridges.
+for the bridged requests the front serves beside pass-through ones.
 """
 
 from __future__ import annotations
@@ -487,9 +487,9 @@ async def test_client_that_leaves_mid_stream_closes_the_upstream_call_and_is_rec
                     assert await bounded(reader.readexactly(int(size, 16)), what="the event") == PROGRESS
                 # the connection is closed mid-stream
                 await wait_until(lambda: drained(proxy), what="the proxy to drop the abandoned exchange")
-                assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
+                assert (proxy.builder.open_exchanges, proxy.relays.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
-                assert proxy.state.open_streams == 0
+                assert proxy.relays.open_streams == 0
                 chain = next(c for c in proxy.store if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
                 assert "client_disconnected" in (chain.summary.error or "")
@@ -652,7 +652,7 @@ async def test_slow_reader_of_a_large_body_is_not_buffered_whole_by_the_proxy(pr
         await wait_until(lambda: drained(proxy), what="the exchange to close")
 
 
-# --- hand-over to the bridges -------------------------------------------------------------------------
+# --- bridged requests on the front --------------------------------------------------------------------
 
 
 def legacy_initialize(ident: int) -> bytes:
@@ -693,16 +693,16 @@ def modes(proxy: Proxy) -> dict[str | None, Mode]:
 
 
 @pytest.mark.e2e
-async def test_connection_handed_to_a_bridge_mid_way_answers_before_and_after(
+async def test_a_connection_that_turns_to_a_bridge_mid_way_answers_before_and_after(
     modern_server: PeerServer, proxy_for
 ):
     async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
         assert proxy.router.eras.label == "modern"
         writer.write(modern_discover(1))  # the same era as the upstream: pass-through, on the lean front
         assert_discovered(await read_response(reader), 1)
-        writer.write(request_bytes(legacy_initialize(2)))  # legacy: the bridge takes the connection over
+        writer.write(request_bytes(legacy_initialize(2)))  # legacy: bridged, on the same connection
         assert_initialized(await read_response(reader), 2)
-        writer.write(modern_discover(3))  # pass-through again, now served on the handed-over connection
+        writer.write(modern_discover(3))  # pass-through again, after the bridged exchange
         assert_discovered(await read_response(reader), 3)
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
         assert modes(proxy) == {"server/discover": Mode.PASSTHROUGH, "initialize": Mode.LEGACY_TO_MRTR}
@@ -710,7 +710,7 @@ async def test_connection_handed_to_a_bridge_mid_way_answers_before_and_after(
 
 
 @pytest.mark.e2e
-async def test_requests_pipelined_behind_a_bridged_one_are_handed_over_with_it(
+async def test_requests_pipelined_behind_a_bridged_one_are_answered_after_it_in_order(
     modern_server: PeerServer, proxy_for
 ):
     async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
@@ -723,7 +723,7 @@ async def test_requests_pipelined_behind_a_bridged_one_are_handed_over_with_it(
 
 
 @pytest.mark.e2e
-async def test_http10_client_handed_to_a_bridge_gets_an_http10_answer(modern_server: PeerServer, proxy_for):
+async def test_http10_client_of_a_bridge_gets_an_http10_answer(modern_server: PeerServer, proxy_for):
     async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
         writer.write(request_bytes(legacy_initialize(1), version="1.0"))
         response = await read_response(reader)

@@ -191,7 +191,7 @@ async def test_client_that_leaves_mid_stream_is_recorded_and_the_proxy_serves_on
                     assert await read_event(response) == EVENT
                     response.close()  # walk away mid-stream: the connection is dropped
                 await wait_until(lambda: drained(proxy), what="the proxy to drop the abandoned exchange")
-                assert (proxy.builder.open_exchanges, proxy.state.relaying) == (0, 0)
+                assert (proxy.builder.open_exchanges, proxy.relays.relaying) == (0, 0)
                 await bounded(upstream_saw_abort.wait(), what="the upstream request to be aborted")
                 chain = next(c for c in proxy.store if c.summary.method == "tools/call")
                 assert chain.summary.status is ChainStatus.ERROR
@@ -232,7 +232,7 @@ async def test_upstream_that_cuts_its_stream_ends_the_clients_stream_and_the_pro
         chain = next(c for c in proxy.store if c.summary.method == "tools/call")
         assert chain.summary.status is ChainStatus.ERROR
         assert "cut" in (chain.summary.error or "")
-        assert proxy.state.open_streams == 0
+        assert proxy.relays.open_streams == 0
         await still_serves(proxy)
 
 
@@ -284,14 +284,14 @@ async def test_a_request_on_a_warm_connection_that_gets_no_head_in_time_gets_504
         try:
             async with proxy_for(fake.url, **RELAY_ONLY, upstream_timeout=0.5) as proxy:
                 await still_serves(proxy)  # leaves a warm upstream connection idle in the pool
-                assert proxy.state.pool.open_connections == 1
+                assert proxy.pool.open_connections == 1
                 status, body = await bounded(
                     post(proxy, rpc("tools/call", "slow-2", name="wait")), what="the 504"
                 )
                 assert status == 504
                 assert_gateway_error(body, "slow-2", errors.UPSTREAM_UNAVAILABLE)
                 await wait_until(lambda: drained(proxy), what="the exchange to close")
-                assert proxy.state.relaying == 0
+                assert proxy.relays.relaying == 0
         finally:
             test_done.set()
 
@@ -330,7 +330,7 @@ async def test_a_client_that_leaves_before_the_head_on_a_warm_connection_aborts_
                     with contextlib.suppress(asyncio.CancelledError):
                         await call
                 await wait_until(lambda: drained(proxy), what="the abandoned exchange to close")
-                assert proxy.state.relaying == 0
+                assert proxy.relays.relaying == 0
                 await bounded(upstream_saw_abort.wait(), what="the upstream call to be aborted")
                 chain = next(c for c in proxy.store if c.summary.method == "tools/call")
                 assert "client_disconnected" in (chain.summary.error or "")

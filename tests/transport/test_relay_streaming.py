@@ -151,14 +151,14 @@ async def test_get_sse_stream_stays_open_while_the_client_holds_it(proxy_for):
                     assert response.status == 200
                     assert await read_event(response) == first
                     assert not response.content.at_eof()
-                    assert proxy.state.open_streams == 1
+                    assert proxy.relays.open_streams == 1
                     second_event_allowed.set()
                     assert await read_event(response) == second
                     assert not response.content.at_eof()
-                    assert proxy.state.open_streams == 1
+                    assert proxy.relays.open_streams == 1
                 # leaving the block closes the client's connection: that is how a client lets go
             await wait_until(
-                lambda: proxy.state.open_streams == 0 and drained(proxy),
+                lambda: proxy.relays.open_streams == 0 and drained(proxy),
                 what="the proxy to release the GET stream",
             )
         finally:

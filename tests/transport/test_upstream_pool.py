@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,20 +18,25 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from proxy.framing import h1
 from proxy.framing.http import parse_upstream
 from proxy.transport import upstream_pool
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from tests.transport.helpers import (
+    RELAY_ONLY,
     WAIT,
     Upstream,
     bounded,
+    captured_logs,
     dead_port,
     hold,
     raw_fake_upstream,
     read_request,
+    rpc,
     wait_until,
 )
+from tests.transport.test_front import connection, read_response, request_bytes
 
 READ_SIZE = 256 * 1024
 """The most an asyncio transport reads from a socket at once: what may land after the pause is ordered."""
@@ -506,13 +513,13 @@ async def test_an_idle_connection_the_server_closed_is_not_handed_out():
         assert server.connections == 2
 
 
-async def test_an_idle_connection_past_its_ttl_is_closed_not_reused(monkeypatch):
-    async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
+async def test_an_idle_connection_past_its_idle_timeout_is_closed_not_reused():
+    async with aiohttp_upstream(answer_with_path) as server, pool_for(server, idle_timeout=0.1) as pool:
         assert await fetch(pool, "/one") == (200, b"you asked for /one")
-        monkeypatch.setattr(upstream_pool, "IDLE_TTL", -1.0)  # every idle connection is now past it
+        await wait_until(lambda: pool.open_connections == 0, what="the idle sweep to close the connection")
+        assert pool.idle_closed == 1
         assert await fetch(pool, "/two") == (200, b"you asked for /two")
         assert server.connections == 2
-        await wait_until(lambda: pool.open_connections == 1, what="the expired connection to close")
 
 
 async def test_a_closed_pool_refuses_requests_and_closes_its_idle_connections():
@@ -563,7 +570,7 @@ async def test_the_pool_sends_its_upstreams_host_and_no_callers():
         pool = UpstreamPool(parse_upstream(f"http://127.0.0.1:{server.port}/base?k=1"))
         try:
             response = await bounded(
-                pool.request("GET", "/base?k=1", [("Host", "spoofed"), ("X-A", "1")], b""), what="the GET"
+                pool.request("GET", "/base", [("Host", "spoofed"), ("X-A", "1")], b""), what="the GET"
             )
             response.release()
         finally:
@@ -585,7 +592,7 @@ async def test_the_pool_refuses_a_head_with_cr_lf_or_nul_inside_a_line_even_if_f
     monkeypatch: pytest.MonkeyPatch, forged: bytes
 ) -> None:
     # Stands in for a framing bug: the pool's own check is the last line of defence.
-    monkeypatch.setattr(upstream_pool, "encode_request_head", lambda *_args: forged)
+    monkeypatch.setattr(h1, "encode_request_head", lambda *_args: forged)
     async with aiohttp_upstream(answer_with_path) as server, pool_for(server) as pool:
         with pytest.raises(UpstreamError) as caught:
             await bounded(pool.request("POST", "/mcp", HOST, b"{}"), what="the refusal")
@@ -691,3 +698,218 @@ async def test_a_waiter_cancelled_just_after_being_woken_hands_its_turn_to_the_n
         response.release()
         with pytest.raises(asyncio.CancelledError):
             await second
+
+
+# --- the upstream closing idle connections ------------------------------------------------------------
+
+
+class WireRequests:
+    """Requests as a raw fake receives them: every byte recorded in `raw`, their ends found by the
+    proxy's HTTP/1.1 core (the fake answers only once a request has ended)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.raw = bytearray()
+        self.core = h1.RequestReader(1 << 20, time.monotonic, h1.Request)
+        self.ready: deque[h1.Request] = deque()
+
+    async def next(self) -> h1.Request | None:
+        """The next whole request; None once the client closes (or sends what the core refuses)."""
+        while not self.ready:
+            data = await self.reader.read(65536)
+            if not data:
+                return None
+            self.raw += data
+            for event in self.core.feed(data):
+                if isinstance(event, h1.EndOfRequest):
+                    self.ready.append(event.request)
+                elif isinstance(event, h1.Refusal):
+                    return None
+        return self.ready.popleft()
+
+
+def ok(body: bytes, *headers: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\n"
+        + b"".join(h + b"\r\n" for h in headers)
+        + b"Content-Length: %d\r\n\r\n%b"
+        % (
+            len(body),
+            body,
+        )
+    )
+
+
+async def test_a_reused_connection_closed_as_the_next_request_goes_out_is_retried_once_on_a_fresh_one():
+    """A fake: no real server closes an idle connection at the very moment a request reaches it on demand.
+
+    Its first connection answers one request, then closes when the next arrives, unanswered: from the
+    pool's side, a reused connection closed before any byte of the answer, exactly the race with an
+    upstream's keep-alive timeout. The second connection answers.
+    """
+    received: list[bytearray] = []
+
+    async def fake_upstream_that_closes_its_idle_connection(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        received.append(wire.raw)
+        first = len(received) == 1
+        while (request := await wire.next()) is not None:
+            if first and request.target == b"/two":
+                return  # closed with the request unanswered
+            writer.write(ok(b"you asked for " + request.target))
+            await writer.drain()
+
+    async with (
+        raw_fake_upstream(fake_upstream_that_closes_its_idle_connection) as server,
+        pool_for(server) as pool,
+    ):
+        assert await fetch(pool, "/one") == (200, b"you asked for /one")
+        with captured_logs() as logs:
+            assert await fetch(pool, "/two") == (200, b"you asked for /two")
+        assert pool.retried == 1
+        assert [log["event"] for log in logs] == ["upstream_request_retried"]
+        assert server.accepted == 2
+        assert bytes(received[0]).count(b"GET /two HTTP/1.1\r\n") == 1
+        assert bytes(received[1]).startswith(b"GET /two HTTP/1.1\r\n")
+        assert await fetch(pool, "/three") == (200, b"you asked for /three"), "the new connection is pooled"
+        assert pool.retried == 1
+
+
+async def test_a_request_on_a_fresh_connection_closed_before_answering_is_not_retried():
+    async def fake_upstream_that_hangs_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async with raw_fake_upstream(fake_upstream_that_hangs_up) as server, pool_for(server) as pool:
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "cut"
+        assert (pool.retried, server.accepted) == (0, 1)
+
+
+async def test_a_reused_connection_closed_after_a_byte_of_the_answer_is_not_retried():
+    """A fake, as above: the second answer stops after its status line and the connection closes."""
+
+    async def fake_upstream_that_breaks_off_its_second_answer(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        await wire.next()
+        writer.write(ok(b"first"))
+        await writer.drain()
+        await wire.next()
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        await writer.drain()
+
+    async with (
+        raw_fake_upstream(fake_upstream_that_breaks_off_its_second_answer) as server,
+        pool_for(server) as pool,
+    ):
+        assert await fetch(pool) == (200, b"first")
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "cut"
+        assert (pool.retried, server.accepted) == (0, 1)
+
+
+async def test_the_one_retry_failing_too_fails_the_request():
+    async def fake_upstream_that_answers_once_then_hangs_up(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        if server.accepted == 1 and await wire.next() is not None:
+            writer.write(ok(b"first"))
+            await writer.drain()
+        await wire.next()  # every later request: closed unanswered
+
+    async with (
+        raw_fake_upstream(fake_upstream_that_answers_once_then_hangs_up) as server,
+        pool_for(server) as pool,
+    ):
+        assert await fetch(pool) == (200, b"first")
+        with pytest.raises(UpstreamError) as caught:
+            await get(pool)
+        assert caught.value.kind == "cut"
+        assert (pool.retried, server.accepted) == (1, 2)
+
+
+async def test_an_upstreams_keep_alive_timeout_closes_the_idle_connection_before_the_upstream_would():
+    """A fake that announces `Keep-Alive: timeout=1` (uvicorn and the SDK servers announce nothing)."""
+    idle_for: list[float] = []
+    after_idle: list[h1.Request | None] = []
+
+    async def fake_upstream_with_a_keep_alive_timeout(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        await wire.next()
+        writer.write(ok(b"ok", b"Keep-Alive: timeout=1"))
+        await writer.drain()
+        answered = time.monotonic()
+        after_idle.append(await wire.next())
+        idle_for.append(time.monotonic() - answered)
+
+    async with (
+        raw_fake_upstream(fake_upstream_with_a_keep_alive_timeout) as server,
+        pool_for(server, idle_timeout=30.0) as pool,
+    ):
+        assert await fetch(pool) == (200, b"ok")
+        await wait_until(lambda: bool(idle_for), what="the pool to close the idle connection")
+        assert idle_for[0] < 1.0, f"closed after {idle_for[0]:.3f}s: the upstream would have closed it first"
+        assert after_idle == [None], "no request was written to the connection the upstream was closing"
+        assert pool.idle_closed == 1
+        assert await fetch(pool) == (200, b"ok")
+        assert server.accepted == 2
+
+
+@pytest.mark.parametrize(
+    ("announced", "setting", "ttl"),
+    [(1.0, 4.0, 0.5), (5.0, 4.0, 4.0), (5.0, 30.0, 4.0), (60.0, 4.0, 4.0), (0.0, 4.0, 0.0)],
+)
+def test_the_idle_time_is_a_little_under_the_announced_timeout_and_never_over_the_setting(
+    announced: float, setting: float, ttl: float
+) -> None:
+    pool = UpstreamPool(parse_upstream("http://127.0.0.1:1/"), idle_timeout=setting)
+    assert pool.ttl_for(announced) == ttl
+
+
+async def test_an_upstream_that_keeps_no_idle_connection_gets_each_request_on_a_new_one():
+    async def fake_upstream_with_keep_alive_zero(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        while await wire.next() is not None:
+            writer.write(ok(b"ok", b"Keep-Alive: timeout=0"))
+            await writer.drain()
+
+    async with raw_fake_upstream(fake_upstream_with_keep_alive_zero) as server, pool_for(server) as pool:
+        assert await fetch(pool) == (200, b"ok")
+        assert await fetch(pool) == (200, b"ok")
+        assert (server.accepted, pool.retried) == (2, 0)
+
+
+async def test_the_running_proxy_closes_idle_upstream_connections_after_upstream_idle_timeout(proxy_for):
+    """A fake that records when the proxy's idle connection to it closed (the setting is the proxy's)."""
+    idle_for: list[float] = []
+
+    async def fake_upstream_timing_the_idle_close(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        answered = time.monotonic()
+        while await wire.next() is not None:
+            writer.write(ok(b'{"jsonrpc":"2.0","id":1,"result":{}}', b"Content-Type: application/json"))
+            await writer.drain()
+            answered = time.monotonic()
+        idle_for.append(time.monotonic() - answered)
+
+    async with (
+        raw_fake_upstream(fake_upstream_timing_the_idle_close) as server,
+        proxy_for(f"http://127.0.0.1:{server.port}/mcp", **RELAY_ONLY, upstream_idle_timeout=0.3) as proxy,
+        connection(proxy) as (reader, writer),
+    ):
+        writer.write(request_bytes(rpc("tools/call", 1, name="echo")))
+        assert (await read_response(reader)).status == 200
+        await wait_until(lambda: bool(idle_for), what="the proxy to close its idle upstream connection")
+        assert 0.3 <= idle_for[0] < 0.3 + 2 * upstream_pool.IDLE_SWEEP + 0.5

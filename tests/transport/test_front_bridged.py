@@ -1,0 +1,126 @@
+"""Bridged requests are served by the front itself, on the same connection as any other request.
+
+A connection's requests are answered in order whatever their route, and what the front enforces
+(the `Host` check, how header bytes are carried) does not depend on what the connection carried
+before: a bridged exchange leaves the connection as it found it. The proxy runs no aiohttp server
+for MCP traffic at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web_protocol
+
+from proxy.flows.events import Mode
+from tests.e2e.recording_upstream import recording_upstream
+from tests.peers.runner import PeerServer
+from tests.transport.helpers import drained, wait_until
+from tests.transport.test_front import (
+    assert_discovered,
+    assert_initialized,
+    connection,
+    legacy_initialize,
+    modern_discover,
+    modes,
+    read_response,
+    request_bytes,
+)
+
+pytestmark = pytest.mark.e2e
+
+UTF8_VALUE = "café ✓ 日本".encode()
+"""A header value in UTF-8, as clients send them (bytes a latin-1 reading must carry unchanged)."""
+
+
+@pytest.fixture
+def aiohttp_listeners(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The local ports of every connection aiohttp's web server takes (the admin API's are expected)."""
+    ports: list[int] = []
+    original = web_protocol.RequestHandler.connection_made
+
+    def spy(self: Any, transport: Any) -> None:
+        name = transport.get_extra_info("sockname")
+        if isinstance(name, tuple):
+            ports.append(int(name[1]))
+        original(self, transport)
+
+    monkeypatch.setattr(web_protocol.RequestHandler, "connection_made", spy)
+    return ports
+
+
+def with_header(request: bytes, line: bytes) -> bytes:
+    """The request with one more header line, given as raw bytes."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    return head + b"\r\n" + line + b"\r\n\r\n" + body
+
+
+async def test_a_bridged_request_then_a_pass_through_one_in_one_write_are_answered_in_order(
+    modern_server: PeerServer, proxy_for: Any, aiohttp_listeners: list[int]
+) -> None:
+    async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
+        writer.write(
+            request_bytes(legacy_initialize(1)) + modern_discover(2) + request_bytes(legacy_initialize(3))
+        )
+        assert_initialized(await read_response(reader), 1)
+        assert_discovered(await read_response(reader), 2)
+        assert_initialized(await read_response(reader), 3)
+        await wait_until(lambda: drained(proxy), what="the exchanges to close")
+        assert modes(proxy) == {"initialize": Mode.LEGACY_TO_MRTR, "server/discover": Mode.PASSTHROUGH}
+        assert proxy._front is not None
+        assert len(proxy._front.connections) == 1
+        assert proxy.port not in aiohttp_listeners  # no MCP connection ever reached aiohttp's server
+
+
+async def test_a_pass_through_request_then_a_bridged_one_in_one_write_are_answered_in_order(
+    modern_server: PeerServer, proxy_for: Any, aiohttp_listeners: list[int]
+) -> None:
+    async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
+        writer.write(modern_discover(1) + request_bytes(legacy_initialize(2)) + modern_discover(3))
+        assert_discovered(await read_response(reader), 1)
+        assert_initialized(await read_response(reader), 2)
+        assert_discovered(await read_response(reader), 3)
+        assert proxy.port not in aiohttp_listeners
+
+
+async def test_two_host_fields_after_a_bridged_exchange_get_the_fronts_400(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
+        writer.write(request_bytes(legacy_initialize(1)))
+        assert_initialized(await read_response(reader), 1)
+        writer.write(request_bytes(legacy_initialize(2), headers=(("Host", "other.test"),)))
+        response = await read_response(reader)
+        assert response.status == 400
+        assert b"Host" in response.body
+        assert response.json()["id"] == 2  # the front's JSON-RPC refusal, naming the request
+
+
+async def test_utf8_header_values_after_a_bridged_exchange_reach_the_upstream_byte_for_byte(
+    proxy_for: Any,
+) -> None:
+    async with recording_upstream("modern") as upstream, proxy_for(upstream.url("/mcp")) as proxy:
+        async with connection(proxy) as (reader, writer):
+            writer.write(request_bytes(legacy_initialize(1)))  # bridged: a legacy client, a modern server
+            assert_initialized(await read_response(reader), 1)
+            writer.write(with_header(modern_discover(2), b"X-Note: " + UTF8_VALUE))  # passes through
+            assert_discovered(await read_response(reader), 2)
+        relayed = [h for h in upstream.heads if b"X-Note" in h.raw]
+        assert len(relayed) == 1
+        assert b"\r\nX-Note: " + UTF8_VALUE + b"\r\n" in relayed[0].raw
+
+
+async def test_whitespace_around_a_header_value_is_not_part_of_it_for_a_bridge(
+    legacy_server: PeerServer, proxy_for: Any
+) -> None:
+    """A 2026-07-28 client's `Mcp-Method` padded with spaces and tabs still names the body's method."""
+    async with proxy_for(legacy_server.url) as proxy, connection(proxy) as (reader, writer):
+        discover = modern_discover(1).replace(
+            b"Mcp-Method: server/discover\r\n", b"Mcp-Method:  server/discover \t\r\n"
+        )
+        assert b"server/discover \t\r\n" in discover
+        writer.write(discover)
+        assert_discovered(await read_response(reader), 1)
+        await wait_until(lambda: drained(proxy), what="the exchange to close")
+        assert modes(proxy) == {"server/discover": Mode.MRTR_TO_LEGACY}
