@@ -584,7 +584,7 @@ def run_path_workloads(procs: Processes, path: Path_, profile: Profile) -> dict[
 
 def mrtr_to_legacy_available() -> bool:
     """The modern -> legacy bridge exists only once its engine is written and wired into the runtime."""
-    if importlib.util.find_spec("proxy.engine.mrtr_to_legacy") is None:
+    if importlib.util.find_spec("proxy.engine.modern_client.engine") is None:
         return False
     return "MRTR_TO_LEGACY" in (REPO / "proxy" / "runtime.py").read_text()
 

@@ -17,8 +17,8 @@ from contextlib import suppress
 
 from proxy import __version__
 from proxy.config import Settings, base_url, parse_host_port
-from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
@@ -127,7 +127,6 @@ class Proxy:
             pool=lambda: pool,
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
-            resume_streams=True,
         )
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None

@@ -1,54 +1,14 @@
-"""Engine output: orders for the transport, in the imperative."""
+"""Engine output: the bridges' orders for the transport, in the imperative.
+
+An upstream *leg* is one HTTP request the proxy makes upstream on behalf of a client exchange (a
+bridge may make several per client request, and a leg may outlive the exchange that caused it).
+Pass-through needs no orders: its decisions are plain functions (`proxy.engine.passthrough`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass(frozen=True, slots=True)
-class SendUpstream:
-    """Send an HTTP request upstream for this exchange."""
-
-    exchange: str
-    http_method: str
-    path: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class StartClientResponse:
-    """Send the client the response head (status and headers)."""
-
-    exchange: str
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    content_length: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RelayBody:
-    """Copy the upstream body to the client byte for byte as it arrives, observing what it carries."""
-
-    exchange: str
-
-
-@dataclass(frozen=True, slots=True)
-class RespondToClient:
-    """Answer the client with a complete response the proxy made itself."""
-
-    exchange: str
-    status: int
-    body: dict[str, Any] | None
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CloseUpstream:
-    """Abort the upstream request of this exchange (its connection is closed, not reused)."""
-
-    exchange: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +28,13 @@ class Log:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-Command = (
-    SendUpstream | StartClientResponse | RelayBody | RespondToClient | CloseUpstream | EndClientResponse | Log
-)
-
-
-# -- message-level commands used by the bridges ---------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class SendLeg:
     """POST `message` to the upstream endpoint as leg `leg`, on behalf of client exchange `exchange`.
 
     The transport reports the answer as LegResponded, then LegMessage per message, then LegEnded or
-    LegFailed. `headers` are the complete request headers (the transport adds only Host and length).
+    LegFailed (a JSON body) or LegCut (an SSE body, whose end the engine judges). `headers` are the
+    complete request headers (the transport adds only Host and length).
     `related` names an earlier leg this one belongs with (an answer to, or the cancellation of, a
     parked call's leg): observation files it in that leg's chain even when no client exchange is open.
     """
@@ -122,6 +75,20 @@ class CloseLeg:
 
 
 @dataclass(frozen=True, slots=True)
+class ResumeLeg:
+    """Reopen cut leg `leg` as a GET with `headers` (they carry `Last-Event-ID`) after `delay_s`.
+
+    The answer's events follow as LegMessage on the same leg; its end or cut as LegCut again. The
+    transport sends no new LegResponded: the leg's head was reported once.
+    """
+
+    leg: str
+    delay_s: float
+    last_event_id: str
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyJson:
     """Answer client exchange `exchange` with one complete response (JSON body, or empty when None)."""
 
@@ -149,8 +116,39 @@ class SendSse:
 
 
 @dataclass(frozen=True, slots=True)
+class ObserveContinuation:
+    """Tell the observer a parked upstream call changed: `parked`, `resumed`, `expired` or `ended`.
+
+    `exchange` is the client exchange that first parked the call (its chain); `age_ms` is how long
+    the call had been parked when it resumed or expired (0 otherwise). Never a token or a secret.
+    """
+
+    exchange: str
+    continuation: str
+    state: str
+    principal: str | None
+    pending_keys: tuple[str, ...] = ()
+    age_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveSession:
+    """Tell the observer an upstream session changed: `opened`, `reinitialized`, `ended` or `expired`."""
+
+    session: str
+    state: str
+    principal: str
+    capabilities: str
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StartTimer:
-    """Fire TimerFired(timer) after `seconds` (replaces a running timer of the same name)."""
+    """Feed TimerFired(timer) once `seconds` have passed (replaces a running timer of the same name).
+
+    The transport feeds it behind every input it had received when the timer fell due, so an engine
+    can say "what arrived within the window" without reading a clock.
+    """
 
     timer: str
     seconds: float
@@ -168,11 +166,14 @@ BridgeCommand = (
     | OpenLegStream
     | DeleteSession
     | CloseLeg
+    | ResumeLeg
     | ReplyJson
     | StartSse
     | SendSse
     | EndClientResponse
     | StartTimer
     | CancelTimer
+    | ObserveContinuation
+    | ObserveSession
     | Log
 )

@@ -1,4 +1,8 @@
-"""Engine input: facts the transport observed, in the past tense."""
+"""Engine input: facts the transport observed, in the past tense.
+
+The bridges' engines take these; an upstream *leg* is one HTTP request the proxy made upstream on
+behalf of a client exchange.
+"""
 
 from __future__ import annotations
 
@@ -24,40 +28,6 @@ class ClientRequestReceived:
 
 
 @dataclass(frozen=True, slots=True)
-class UpstreamResponded:
-    """The upstream answered an exchange's request with this HTTP head."""
-
-    exchange: str
-    status: int
-    headers: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamMessageReceived:
-    """A JSON-RPC message arrived from upstream on an exchange (a JSON body or one SSE event)."""
-
-    exchange: str
-    message: Message
-    sse_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamEnded:
-    """The upstream's response body for an exchange ended normally."""
-
-    exchange: str
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamFailed:
-    """The upstream could not be reached, was too slow, or cut its response."""
-
-    exchange: str
-    reason: str
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class ClientDisconnected:
     """The client went away before its exchange finished."""
 
@@ -69,21 +39,6 @@ class TimerFired:
     """A timer the engine started has expired."""
 
     timer: str
-
-
-EngineEvent = (
-    ClientRequestReceived
-    | UpstreamResponded
-    | UpstreamMessageReceived
-    | UpstreamEnded
-    | UpstreamFailed
-    | ClientDisconnected
-    | TimerFired
-)
-
-
-# -- message-level events used by the bridges: an upstream *leg* is one HTTP request the proxy made
-# -- upstream on behalf of a client exchange (a bridge may make several legs per client request).
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +77,19 @@ class LegFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class LegCut:
+    """Leg `leg`'s SSE body stopped: it broke off (`detail` says how) or the upstream closed it
+    (`detail` None). The last event id and `retry` it carried are what a resume needs; whether the
+    stream said all it had to, and whether to resume it, is the engine's call.
+    """
+
+    leg: str
+    last_event_id: str | None
+    retry_ms: int | None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Stopping:
     """The proxy is stopping: whatever the engine holds upstream should be let go now."""
 
@@ -133,6 +101,7 @@ BridgeEvent = (
     | LegMessage
     | LegEnded
     | LegFailed
+    | LegCut
     | TimerFired
     | Stopping
 )

@@ -4,10 +4,12 @@ Unlike pass-through, a bridge's client exchanges and upstream legs are not one-t
 stream stays open while the client answers on other POSTs, and an upstream leg may outlive the client
 exchange that caused it. So the driver keeps every open exchange and leg by id. Engine calls are
 synchronous and never interleave; each client exchange has its own queue of writes, carried out in
-order by that exchange's handler task, so the engine never waits on a socket. After each event it
-turns what changed in the MRTR bridge's parked calls and upstream sessions into flow events (the
-TUI's continuations and sessions views); a session the engine drops is DELETEd upstream on a leg of
-its own.
+order by that exchange's handler task, so the engine never waits on a socket.
+
+The driver decides nothing of the protocol: whether a cut SSE leg is resumed (ResumeLeg), when a
+round window closes (StartTimer; a due timer is fed behind the inputs already received), and what
+changed in parked calls and upstream sessions (ObserveContinuation, ObserveSession) are the
+engine's orders, which the driver carries out: it waits, reopens, writes and hands observations on.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from proxy.engine.commands import (
     DeleteSession,
     EndClientResponse,
     Log,
+    ObserveContinuation,
+    ObserveSession,
     OpenLegStream,
     ReplyJson,
+    ResumeLeg,
     SendLeg,
     SendSse,
     StartSse,
@@ -38,6 +43,7 @@ from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -76,39 +82,28 @@ _SSE_HEADERS = (
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The `max_bridged_message_bytes` setting's default."""
 _ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
-_MAX_RESUMES = 5
-_MAX_RESUME_WAIT_MS = 5000
+_LEAST_GRACE = 0.001
+"""Shortest wait a due timer grants legs to feed what they hold unread (a 0 s timer's included)."""
 _TOO_DEEP = (
     f"its message is JSON nested deeper than {DEPTH_CEILING} levels, more than the proxy can re-encode"
 )
 
 
 class BridgeEngine(Protocol):
-    """What the driver needs of an engine: `handle`, its client sessions, and its parked calls."""
+    """What the driver needs of an engine: `handle`, and whether a client session is its own."""
 
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
     def owns_session(self, session_id: str) -> bool: ...
 
-    def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]: ...
-
 
 @dataclass
 class _LegStream:
-    """What a leg's reader knows for resuming it: the request it waits on and the last event id."""
+    """What a leg's reader saw of its SSE body: the last event id and `retry`, which a LegCut reports."""
 
-    request_id: Any
     sse: bool = False
-    answered: bool = False
     last_id: str | None = None
     retry_ms: int | None = None
-
-
-def _resume_headers(headers: tuple[tuple[str, str], ...], last_id: str) -> tuple[tuple[str, str], ...]:
-    """The GET that resumes a dropped SSE stream: same session and version headers, no body headers."""
-    dropped = {"content-type", "content-length", "last-event-id"}
-    kept = tuple((k, v) for k, v in headers if k.lower() not in dropped)
-    return (*kept, ("Last-Event-ID", last_id))
 
 
 @dataclass
@@ -161,7 +156,6 @@ class BridgeDriver:
         upstream: Upstream,
         pool: Callable[[], UpstreamPool],
         observer: ObservationSink,
-        resume_streams: bool = False,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.engine = engine
@@ -171,15 +165,14 @@ class BridgeDriver:
         self.upstream = upstream
         self._pool = pool
         self.observer = observer
-        self.resume_streams = resume_streams
-        self._watch_continuations = mode is Mode.MRTR_TO_LEGACY  # the only bridge that parks calls
-        self._sessions = _SessionWatch()
-        self._parked: dict[str, tuple[str, tuple[str, int]]] = {}
-        """Each parked call seen: the exchange that parked it first, and its last (state, round)."""
         self.exchanges: dict[str, _Exchange] = {}
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
-        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers: dict[str, asyncio.Handle] = {}
+        self._reading: dict[str, UpstreamResponse] = {}
+        """The response each leg is reading now (a due timer waits for what they hold unread)."""
+        self._resumes: dict[str, ResumeLeg] = {}
+        """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
         self.log = get_logger()
 
     # -- client side ------------------------------------------------------------------------------
@@ -273,9 +266,6 @@ class BridgeDriver:
         """Give the engine one fact and carry out its orders (writes are queued per exchange)."""
         for command in self.engine.handle(event):
             self._do(command)
-        if self._watch_continuations:
-            self._diff_continuations()
-            self._sessions.diff(self.engine, self.observer)
 
     async def release_upstream(self, seconds: float) -> None:
         """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
@@ -286,39 +276,6 @@ class BridgeDriver:
         started = [task for leg, task in self.legs.items() if leg not in before]
         if started:
             await asyncio.wait(started, timeout=seconds)
-
-    def _diff_continuations(self) -> None:
-        """Turn changes in the engine's parked calls into ContinuationChanged flow events."""
-        views = {v["continuation"]: v for v in self.engine.continuations_view(time.time())}
-        for cid, view in views.items():
-            seen = self._parked.get(cid)
-            phase = (view["state"], view["round"])
-            if seen is not None and seen[1] == phase:
-                continue
-            exchange = view["exchange"] if seen is None else seen[0]
-            self._parked[cid] = (exchange, phase)
-            state = "parked" if view["state"] in ("parked", "collecting") else "resumed"
-            self._announce(exchange, cid, state, view)
-        for cid in [c for c in self._parked if c not in views]:
-            exchange, (last_state, _) = self._parked.pop(cid)
-            # Nobody came back for a call that left while parked; otherwise it ran to its end on a
-            # retry, and the chain's status tells completed from cancelled.
-            ending = "expired" if last_state in ("parked", "collecting") else "ended"
-            self._announce(exchange, cid, ending, None)
-
-    def _announce(self, exchange: str, continuation: str, state: str, view: dict[str, Any] | None) -> None:
-        sink = self.observer
-        sink.emit(
-            ContinuationMoved(
-                sink.now(),
-                exchange,
-                continuation=continuation,
-                state=state,
-                principal=view["principal"] if view else None,
-                pending_keys=tuple(view["pending_keys"]) if view else (),
-                age_ms=float(view.get("age_ms", 0.0)) if view else 0.0,
-            )
-        )
 
     def _do(self, command: BridgeCommand) -> None:
         match command:
@@ -336,7 +293,7 @@ class BridgeDriver:
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
                 query = self._query(exchange)
-                run = self._run_leg(leg, query, "POST", headers, dumps(message), message.get("id"))
+                run = self._run_leg(leg, query, "POST", headers, dumps(message))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
@@ -346,7 +303,10 @@ class BridgeDriver:
                 self.leg_exchange[leg] = exchange
                 run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
+            case ResumeLeg(leg):
+                self._resumes[leg] = command  # carried out by the leg's reader, which fed the cut
             case CloseLeg(leg):
+                self._resumes.pop(leg, None)
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
                 self.observer.emit(LegClosed(self.observer.now(), leg))
@@ -355,21 +315,34 @@ class BridgeDriver:
             case StartTimer(timer, seconds):
                 self._cancel_timer(timer)
                 loop = asyncio.get_running_loop()
-                self.timers[timer] = loop.call_later(seconds, self._fire, timer)
+                until = loop.time() + seconds + max(seconds, _LEAST_GRACE)
+                self.timers[timer] = loop.call_later(seconds, self._fire, timer, until)
             case CancelTimer(timer):
                 self._cancel_timer(timer)
+            case ObserveContinuation(exchange, continuation, state, principal, pending, age_ms):
+                sink = self.observer
+                sink.emit(
+                    ContinuationMoved(
+                        sink.now(), exchange, continuation, state, principal, tuple(pending), age_ms
+                    )
+                )
+            case ObserveSession(session, state, principal, capabilities, version):
+                sink = self.observer
+                sink.emit(UpstreamSessionMoved(sink.now(), session, state, principal, capabilities, version))
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
 
-    def _fire(self, timer: str, turns: int = 2) -> None:
-        """A timer is due: first let the loop read what its sockets already hold, then tell the engine.
+    def _fire(self, timer: str, until: float) -> None:
+        """A timer fell due: feed TimerFired once the legs have fed what had reached the proxy by then.
 
-        uvloop runs due timers before it polls the sockets, and a 0 s timer set from a timer runs
-        before the next poll too: only the second such hop comes after one. Without it a round window
-        would close before the requests that arrived just behind the first one were read.
+        The loop runs due timers before it reads its sockets (uvloop) or before the callbacks that
+        carry what it read, so a timer fed at once could overtake a leg message that arrived inside
+        the window. While a leg holds unread bytes the check runs again behind them, up to `until`
+        (one more timer length: a leg whose reading is paused cannot hold a timer back for longer).
         """
-        if turns:
-            self.timers[timer] = asyncio.get_running_loop().call_later(0, self._fire, timer, turns - 1)
+        loop = asyncio.get_running_loop()
+        if loop.time() < until and any(resp.unread() for resp in self._reading.values()):
+            self.timers[timer] = loop.call_soon(self._fire, timer, until)
             return
         self.timers.pop(timer, None)
         self.feed(TimerFired(timer))
@@ -387,21 +360,16 @@ class BridgeDriver:
         return ex.client.raw_query if ex is not None else ""
 
     async def _run_leg(
-        self,
-        leg: str,
-        query: str,
-        method: str,
-        headers: tuple[tuple[str, str], ...],
-        body: bytes,
-        request_id: Any = None,
+        self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> None:
+        """Send one leg and feed what comes back; a cut SSE body is reopened while the engine says so."""
         resp = await self._open_leg(leg, query, method, headers, body)
         if resp is None:
             return
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
-        stream = _LegStream(request_id)
-        resumes = 0
+        stream = _LegStream()
         while True:
+            self._reading[leg] = resp
             try:
                 await self._read_leg(leg, resp, stream)
                 cut: str | None = None
@@ -411,28 +379,18 @@ class BridgeDriver:
             except SseTooLarge as exc:
                 cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
+                self._reading.pop(leg, None)
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
-            if not self._should_resume(stream, resumes):
-                break
-            resumes += 1
-            await asyncio.sleep(min(stream.retry_ms or 0, _MAX_RESUME_WAIT_MS) / 1000)
-            self.log.info("leg_resumed", leg=leg, last_event_id=stream.last_id, attempt=resumes)
-            resume = _resume_headers(headers, stream.last_id or "")
-            resp = await self._open_leg(leg, query, "GET", resume, b"")
+            if not stream.sse:
+                self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
+                return
+            resume = self._leg_cut(leg, LegCut(leg, stream.last_id, stream.retry_ms, cut))
+            if resume is None:
+                return
+            await asyncio.sleep(resume.delay_s)
+            resp = await self._open_leg(leg, query, "GET", resume.headers, b"")
             if resp is None:
                 return
-        self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
-
-    def _should_resume(self, stream: _LegStream, resumes: int) -> bool:
-        """A legacy (2025-11-25) server may drop the connection after an event id; resume with GET."""
-        return (
-            self.resume_streams
-            and stream.sse
-            and stream.request_id is not None
-            and not stream.answered
-            and stream.last_id is not None
-            and resumes < _MAX_RESUMES
-        )
 
     async def _open_leg(
         self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
@@ -475,10 +433,22 @@ class BridgeDriver:
         msg = parse_text(item.data)
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
-        if msg.is_response and msg.id == stream.request_id:
-            stream.answered = True
         self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
         self.feed(LegMessage(leg, msg, item.id))
+
+    def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
+        """Tell the engine a leg's SSE body stopped; its ResumeLeg keeps the leg, else the leg is over."""
+        task = self.legs.pop(leg, None)
+        if task is None:
+            return None  # closed by the engine meanwhile
+        self.feed(event)
+        resume = self._resumes.pop(leg, None)
+        if resume is not None:
+            self.legs[leg] = task
+            return resume
+        self.leg_exchange.pop(leg, None)
+        self.observer.emit(LegClosed(self.observer.now(), leg))
+        return None
 
     def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
         if self.legs.pop(leg, None) is None:
@@ -549,54 +519,6 @@ class BridgeDriver:
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
-
-
-class _SessionWatch:
-    """Turns changes in a bridge engine's upstream sessions into SessionChanged flow events.
-
-    The engine bumps `sessions_version` whenever its sessions view changes, so the view is read
-    only then. A session is announced `opened` when it first becomes ready, `reinitialized` when it
-    is ready again after the upstream lost it, and `ended` or `expired` (idle) when it is dropped.
-    """
-
-    def __init__(self) -> None:
-        self.version = -1
-        self.announced: dict[str, dict[str, Any]] = {}
-        """The last view of each session announced ready, by name."""
-        self.ready: set[str] = set()
-
-    def diff(self, engine: Any, observer: ObservationSink) -> None:
-        version = getattr(engine, "sessions_version", None)
-        if version is None or version == self.version:
-            return
-        self.version = version
-        views = {view["session"]: view for view in engine.sessions_view()}
-        for name, view in views.items():
-            if view["state"] != "ready":
-                self.ready.discard(name)
-                continue
-            if name in self.ready:
-                continue
-            self.ready.add(name)
-            before = self.announced.get(name)
-            self.announced[name] = view
-            self._announce(observer, view, "opened" if before is None else "reinitialized")
-        for name in [n for n in self.announced if n not in views]:
-            self.ready.discard(name)
-            self._announce(observer, self.announced.pop(name), engine.session_ending(name))
-
-    @staticmethod
-    def _announce(observer: ObservationSink, view: dict[str, Any], state: str) -> None:
-        observer.emit(
-            UpstreamSessionMoved(
-                observer.now(),
-                view["session"],
-                state=state,
-                principal=view["principal"],
-                capabilities=view["capabilities"],
-                version=view["version"],
-            )
-        )
 
 
 def _sse_head(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

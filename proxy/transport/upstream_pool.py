@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import ssl
 import time
 from collections import deque
@@ -142,6 +143,17 @@ class UpstreamResponse:
     def buffered(self) -> int:
         """Body bytes that arrived and were not yet taken."""
         return self._buffered
+
+    def unread(self) -> bool:
+        """Body bytes reached the proxy that its reader has not taken yet (here, or in the socket)."""
+        if self._chunks or (self._waiter is not None and self._waiter.done()):
+            return True
+        conn = self._conn
+        sock = conn.transport.get_extra_info("socket") if conn is not None and conn.transport else None
+        if sock is None or self._done:
+            return False
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        return bool(readable)
 
     def body_if_complete(self) -> bytes | None:
         """The whole body at once when it has all arrived already (a small result usually has), else None."""

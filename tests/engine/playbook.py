@@ -3,12 +3,20 @@
 `Playbook(engine) >> event << command << command >> event ...` reads like a sequence diagram;
 asserting it feeds the events in order and compares each step's commands with the expected list,
 exactly. Use `unittest.mock.ANY` for a field a test does not care about (a log line's fields, say).
+Observations (ObserveContinuation, ObserveSession) are left out unless the Playbook is built with
+`hide=()`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from proxy.engine.commands import ObserveContinuation, ObserveSession
+
+OBSERVATIONS: tuple[type, ...] = (ObserveContinuation, ObserveSession)
+"""Commands a Playbook leaves out unless asked: most tests are about the protocol, a few (which pass
+`hide=()`) about what the observer is told."""
 
 
 class Engine(Protocol):
@@ -23,6 +31,8 @@ class Playbook:
 
     engine: Engine
     steps: list[tuple[Any, list[Any]]] = field(default_factory=list)
+    hide: tuple[type, ...] = OBSERVATIONS
+    """Command kinds neither expected nor compared (observations, by default)."""
 
     def __rshift__(self, event: Any) -> Playbook:
         self.steps.append((event, []))
@@ -35,7 +45,7 @@ class Playbook:
 
     def __bool__(self) -> bool:
         for number, (event, expected) in enumerate(self.steps, 1):
-            actual = self.engine.handle(event)
+            actual = [c for c in self.engine.handle(event) if not isinstance(c, self.hide)]
             if actual != expected:
                 lines = [f"step {number}: {event!r}", "expected:"]
                 lines += [f"  {c!r}" for c in expected] or ["  (nothing)"]
@@ -43,3 +53,8 @@ class Playbook:
                 raise AssertionError("\n".join(lines))
         self.steps.clear()
         return True
+
+
+def protocol(commands: list[Any]) -> list[Any]:
+    """The commands without observations (for tests that call `handle` themselves)."""
+    return [c for c in commands if not isinstance(c, OBSERVATIONS)]

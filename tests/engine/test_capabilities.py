@@ -18,14 +18,10 @@ from proxy.engine.capabilities import (
     required_capability,
     unservable,
 )
-from proxy.engine.legacy_answers import call_failure, legacy_error, legacy_result, state_fingerprint
-from proxy.engine.modern_request import (
-    Envelope,
-    ToolHeaderCache,
-    leg_headers,
-    relayed_client_headers,
-    with_envelope,
-)
+from proxy.engine.legacy_client.answers import call_failure, legacy_error, legacy_result, state_fingerprint
+from proxy.engine.legacy_client.request import Envelope, leg_headers, with_envelope
+from proxy.engine.relayed import relayed_client_headers
+from proxy.engine.tool_headers import ToolHeaders
 
 
 @pytest.mark.parametrize(
@@ -130,7 +126,7 @@ def test_the_gate_explains_every_entry_the_client_cannot_serve() -> None:
 
 
 def test_tool_headers_mirror_only_scalar_arguments_that_are_present() -> None:
-    cache = ToolHeaderCache()
+    cache = ToolHeaders()
     cache.learn(
         {"tools": [{"name": "t", "inputSchema": {"properties": {"a": {"x-mcp-header": "A"}}}}, "junk"]}
     )

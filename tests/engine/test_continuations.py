@@ -14,10 +14,10 @@ from unittest.mock import ANY
 import pytest
 
 from proxy.engine.commands import CancelTimer, CloseLeg, Log, ReplyJson, StartTimer
-from proxy.engine.continuations import ContinuationTable
 from proxy.engine.events import ClientDisconnected, LegEnded, LegFailed, LegResponded, TimerFired
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
-from proxy.engine.tokens import Claims, StateSealer, binding_for
+from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from tests.engine.builders import CUT_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (

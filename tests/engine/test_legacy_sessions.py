@@ -13,7 +13,7 @@ from typing import Any
 
 from proxy.engine.commands import EndClientResponse, Log, ReplyJson, SendLeg
 from proxy.engine.events import ClientRequestReceived
-from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
+from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.wire.jsonrpc import request as req
 from tests.engine.test_legacy_to_mrtr import (
     DISCOVERY,

@@ -33,7 +33,7 @@ from proxy.engine.events import (
     LegResponded,
     TimerFired,
 )
-from proxy.engine.legacy_to_mrtr import LegacyToMrtrEngine
+from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err

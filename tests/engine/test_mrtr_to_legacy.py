@@ -34,15 +34,15 @@ from proxy.engine.events import (
     LegResponded,
     TimerFired,
 )
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
-from proxy.engine.tokens import Claims, StateSealer, binding_for
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
 from proxy.wire.jsonrpc import result_response as ok
 from tests.engine.builders import CUT_HINT, TIMEOUT_HINT, UNREACHABLE_HINT, route, up
-from tests.engine.playbook import Playbook
+from tests.engine.playbook import Playbook, protocol
 
 # -- builders ---------------------------------------------------------------------------------------
 
@@ -286,7 +286,7 @@ def open_session(
     sid = (("Mcp-Session-Id", session),) if session is not None else ()
     engine.handle(LegResponded(init, 200, (("Content-Type", "application/json"), *sid)))
     engine.handle(up(init, ok(init, INIT_RESULT)))
-    return engine.handle(LegResponded(notify, 202, ()))
+    return protocol(engine.handle(LegResponded(notify, 202, ())))
 
 
 def ready_engine(caps: dict[str, Any] | None = None, **options: Any) -> MrtrToLegacyEngine:
@@ -322,7 +322,7 @@ def park(engine: MrtrToLegacyEngine, exchange: str = "x1", ident: Any = 1, **kw:
     engine.handle(call(exchange, ident, **kw))
     engine.handle(head("leg-3"))
     engine.handle(up("leg-3", req("e1", "elicitation/create", FORM)))
-    commands = engine.handle(TimerFired("round:call-1"))
+    commands = protocol(engine.handle(TimerFired("round:call-1")))
     assert commands[-1] == StartTimer("ttl:call-1", ANY), commands
 
 
@@ -1160,7 +1160,8 @@ def test_the_buffer_is_bounded_and_overflow_is_counted_and_reported() -> None:
         engine.handle(up("leg-3", note("notifications/custom", {"n": n})))
     assert engine.table_sizes()["buffered"] == 100
 
-    commands = engine.handle(call("x2", 2, requestState=state(), inputResponses={"elicitation-1": ACCEPT}))
+    retry = call("x2", 2, requestState=state(), inputResponses={"elicitation-1": ACCEPT})
+    commands = protocol(engine.handle(retry))
 
     assert commands.count(SendSse("x2", note("notifications/custom", {"n": 0}))) == 1
     assert SendSse("x2", note("notifications/custom", {"n": 100})) not in commands

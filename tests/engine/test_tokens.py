@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.engine import tokens
-from proxy.engine.tokens import (
+from proxy.engine.modern_client import tokens
+from proxy.engine.modern_client.tokens import (
     ANONYMOUS,
     Binding,
     Claims,
@@ -110,7 +110,7 @@ def test_the_mac_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -
         calls.append((a, b))
         return original(a, b)
 
-    monkeypatch.setattr("proxy.engine.tokens.hmac.compare_digest", spy)
+    monkeypatch.setattr("proxy.engine.modern_client.tokens.hmac.compare_digest", spy)
     token = sealer().seal(CLAIMS)
     sealer().open(token)
 

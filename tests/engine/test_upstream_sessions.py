@@ -16,6 +16,7 @@ from proxy.engine.commands import (
     CloseLeg,
     DeleteSession,
     Log,
+    ObserveSession,
     OpenLegStream,
     ReplyJson,
     SendLeg,
@@ -24,7 +25,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
-from proxy.engine.mrtr_to_legacy import MrtrToLegacyEngine
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -186,7 +187,7 @@ def test_past_the_bound_the_least_recently_used_idle_session_is_deleted_to_make_
     open_session(engine, "x2", init="leg-3", notify="leg-4", session="up-session-2")
 
     assert (
-        Playbook(engine)
+        Playbook(engine, hide=())
         >> send("x3", 3, "server/discover")  # upstream-1 is now the most recently used
         << ReplyJson("x3", 200, ANY)
         >> call("x4", 4, caps={"roots": {}})
@@ -195,11 +196,11 @@ def test_past_the_bound_the_least_recently_used_idle_session_is_deleted_to_make_
         << CancelTimer("session-idle:upstream-2")
         << idle_timer(3)
         << initialize("leg-6", "x4", {"roots": {}})
+        << ObserveSession("upstream-2", "ended", principal(AUTH), "sampling", "2025-11-25")
         >> LegResponded("leg-5", 204, ())
         >> LegEnded("leg-5")
     )
     assert [s["session"] for s in engine.sessions_view()] == ["upstream-1", "upstream-3"]
-    assert engine.session_ending("upstream-2") == "ended"
     assert drained(engine, upstream_sessions=2, calls=1, serving=1, waiting=1, legs=1)
 
 
@@ -233,19 +234,19 @@ def test_a_session_unused_for_a_whole_ttl_is_deleted_and_the_next_caller_opens_a
     idle = TimerFired("session-idle:upstream-1")
 
     assert (
-        Playbook(engine)
+        Playbook(engine, hide=())
         >> idle  # the discover that opened it used it during this period
         << StartTimer("session-idle:upstream-1", 30.0)
         >> idle
         << closed("upstream-1", "unused for upstream_session_ttl=30s")
         << delete("leg-3")
+        << ObserveSession("upstream-1", "expired", principal(AUTH), ALL, "2025-11-25")
         >> LegResponded("leg-3", 405, ())  # a server may not offer DELETE: nothing to report
         >> LegEnded("leg-3")
         >> call("x1", 1)
         << idle_timer(2, 30.0)
         << initialize("leg-4", "x1", LEGACY_CAPS_ALL)
     )
-    assert engine.session_ending("upstream-1") == "expired"
 
 
 def test_a_session_in_use_is_never_expired_and_its_last_use_restarts_the_count() -> None:

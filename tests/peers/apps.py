@@ -19,6 +19,8 @@ Kinds (see ``KINDS``):
 - ``legacy-polling``: ``legacy-inflight`` with SEP-1699 SSE polling: each tool call's stream is
   dropped after its priming event (``tests.peers.polling_app``), so only a client that resumes with
   GET + ``Last-Event-ID`` sees the rest.
+- ``legacy-notifying``: a legacy-only server whose tool announces list changes and resource updates
+  on the session's GET stream (``tests.peers.notifying_app``).
 
 The low-level ``mcp.server.lowlevel.Server`` is used rather than ``MCPServer`` because it puts the
 wire shapes in plain sight: in-flight handlers call ``ctx.session`` with the originating request id
@@ -68,6 +70,7 @@ Kind = Literal[
     "conformance-modern",
     "conformance-legacy",
     "legacy-polling",
+    "legacy-notifying",
 ]
 Style = Literal["inflight", "mrtr"]
 
@@ -79,6 +82,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     "conformance-modern",
     "conformance-legacy",
     "legacy-polling",
+    "legacy-notifying",
 )
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
 
@@ -875,6 +879,10 @@ def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
         from tests.peers.polling_app import build_polling_app
 
         return build_polling_app()
+    if kind == "legacy-notifying":
+        from tests.peers.notifying_app import build_notifying_app
+
+        return build_notifying_app()
     style = _KIND_STYLE.get(kind)
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")

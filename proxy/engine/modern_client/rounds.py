@@ -22,6 +22,16 @@ between rounds are flushed onto the retry's stream, and the leg keeps being drai
 retry. Keys still unanswered are asked again (with any requests that arrived meanwhile) under a new
 token; unknown keys are ignored. A `-32042` (URL elicitation required) from a 2025-11-25 server
 becomes a round of URL elicitations whose retry re-sends the original call.
+
+The round window. A round opens when a running call collects its first servable nested request
+and closes at the first of two inputs: its `round` timer (TimerFired, `round_window` seconds after
+it opened), or an input that makes waiting moot (the call's final response or error, its leg
+ending or failing, its client leaving: the call ends and takes the timer with it). Every servable
+request the engine is given before then joins the round; one given later opens the next round,
+or, while the call is parked, waits for the retry. The engine counts no event-loop turns and reads
+no clock: it relies on the executor to feed TimerFired behind every input the transport had
+received when the timer fell due (a due timer is an input, queued in arrival order), so a window
+of 0 holds exactly the requests that reached the proxy together with the first.
 """
 
 from __future__ import annotations
@@ -30,13 +40,13 @@ from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
 from proxy.engine.commands import BridgeCommand, Log, ReplyJson
-from proxy.engine.modern_answers import (
+from proxy.engine.modern_client.answers import (
     as_result,
     input_required,
     missing_capability,
     missing_capability_error,
 )
-from proxy.engine.mrtr_exits import (
+from proxy.engine.modern_client.exits import (
     abandon,
     abort,
     answer,
@@ -48,8 +58,8 @@ from proxy.engine.mrtr_exits import (
     stop_timer,
     stream,
 )
-from proxy.engine.mrtr_state import Asker, Call, MrtrContext, Nested
-from proxy.engine.tokens import (
+from proxy.engine.modern_client.state import Asker, Call, MrtrContext, Nested
+from proxy.engine.modern_client.tokens import (
     INVALID_STATE_MESSAGE,
     Binding,
     Claims,
@@ -146,6 +156,8 @@ class RoundKeeper:
         entries = {key: {"method": n.method, "params": n.params} for key, n in call.asked.items()}
         log = self._round_log(call)
         call.phase = "parked"
+        call.parker = call.parker or call.asker.exchange
+        ctx.observe_continuation(call, "parked")
         body = as_result(call.asker.ident, input_required(entries, token))
         return [log, *answer(ctx, call, body), *start_timer(ctx, call, "ttl", ctx.ttl)]
 
@@ -240,6 +252,7 @@ class RoundKeeper:
         commands.append(Log("bridge_resumed", "info", fields))
         commands.extend(self._post_answers(call, msg.params.get("inputResponses")))
         commands.extend(self._flush(call))
+        self._ctx.observe_continuation(call, "resumed", max(0.0, at - call.parked_at) * 1000.0)
         return [*commands, *self._continue(call)]
 
     def _claim(self, token: Any, binding: Binding, now: float) -> Call:

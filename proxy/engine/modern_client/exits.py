@@ -27,7 +27,7 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
-from proxy.engine.mrtr_state import Call, MrtrContext
+from proxy.engine.modern_client.state import Call, MrtrContext
 from proxy.wire.jsonrpc import notification
 
 Commands = list[BridgeCommand]
@@ -94,8 +94,14 @@ def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
 
 
 def forget(ctx: MrtrContext, call: Call) -> Commands:
-    """Remove the call from every table (its leg is over or was closed by the caller)."""
+    """Remove the call from every table (its leg is over or was closed by the caller).
+
+    A call that leaves while parked was never come back for (`expired`); one that leaves after a
+    retry resumed it ran to its end (`ended`: the chain's status tells completed from cancelled).
+    """
     commands = stop_timer(ctx, call)
+    if call.observed is not None:
+        ctx.observe_continuation(call, "expired" if call.observed == "parked" else "ended")
     ctx.table.release(call.continuation)
     ctx.drop_leg(call.leg)
     call.leg = None

@@ -17,7 +17,7 @@ Verification recomputes the MAC and compares it in constant time (`hmac.compare_
 on the canonical base64url spelling of both parts (so no two strings open to the same token), then
 checks instance, expiry and the binding against the retry. One-time use is not a property of the
 token but of the continuation table: each round mints a new token with a higher round number, and
-the table only accepts the current round (see `mrtr_rounds`).
+the table only accepts the current round (see `rounds`).
 
 Pure functions and one small class; no clock (the caller passes `now`), no randomness.
 """

@@ -1,6 +1,6 @@
 """What a 2026-07-28 client is shown when a legacy upstream answers (the MRTR->legacy bridge).
 
-The mirror of `legacy_answers`: a 2026 client reads every result's `resultType`, expects caching
+The mirror of `legacy_client.answers`: a 2026 client reads every result's `resultType`, expects caching
 hints on list and read results, knows no `-32002` and no `-32042`, and reads HTTP statuses from one
 table. Also here: how a client request is dressed down for a legacy server (its 2026 `_meta` keys
 and MRTR fields removed), and the per-request capability gate for in-flight server requests.
@@ -23,7 +23,7 @@ import copy
 from typing import Any, Final
 
 from proxy.engine.capabilities import has_capability, required_capability
-from proxy.engine.modern_validation import SUPPORTED_VERSIONS
+from proxy.engine.modern_client.validation import SUPPORTED_VERSIONS
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId, error_response, result_response
 from proxy.wire.mcp import META_SERVER_INFO, RESULT_COMPLETE, RESULT_INPUT_REQUIRED

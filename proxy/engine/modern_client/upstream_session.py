@@ -1,7 +1,7 @@
 """One legacy session the MRTR->legacy bridge holds with the upstream: handshake, headers, loss.
 
 Theory of operation. A 2026-07-28 client never says `initialize`, but a 2025-era server will not
-serve anything before it. So the bridge opens sessions itself (`mrtr_sessions` keeps them), one
+serve anything before it. So the bridge opens sessions itself (`sessions` keeps them), one
 per caller and declared capability set: the first request that needs a session starts
 `initialize` (as a 2025-11-25 client declaring exactly the input kinds that request's `_meta`
 declared, in legacy shapes) with that request's credentials, then `notifications/initialized`;
@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
-from proxy.engine.modern_request import relayed_client_headers
-from proxy.engine.modern_validation import ParamHeaders
-from proxy.engine.tokens import principal_of
+from proxy.engine.modern_client.tokens import principal_of
+from proxy.engine.relayed import relayed_client_headers
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.jsonrpc import Kind, Message, notification, request
@@ -47,9 +47,6 @@ from proxy.wire.versions import LATEST_LEGACY
 
 CLIENT_INFO: Final[dict[str, str]] = {"name": "mcp-debug-proxy", "version": __version__}
 """How the bridge introduces itself to the legacy upstream."""
-
-_ENDINGS_KEPT: Final = 32
-"""Dropped sessions whose ending is remembered (the transport reads it right after each event)."""
 
 _JSON: Final = ("Content-Type", "application/json")
 _ACCEPT: Final = ("Accept", "application/json, text/event-stream")
@@ -125,12 +122,14 @@ class UpstreamLink:
     used: bool = False
     """Used since the last idle check (a session is closed when a whole check period passes unused)."""
     timer: str | None = None
-    tools: ParamHeaders = field(default_factory=ParamHeaders)
+    tools: ToolHeaders = field(default_factory=ToolHeaders)
     """`x-mcp-header` arguments learned from this session's tool lists (they may differ per session)."""
     stream_leg: str | None = None
     """The session's GET stream, open while a listener of this session wants notifications."""
     subscribed: Counter[str] = field(default_factory=Counter)
     """Resource URIs subscribed upstream on this session, with how many listeners want each."""
+    announced: bool = False
+    """Told to the observer as open: its next handshake is a re-initialization, its removal an end."""
 
     def __repr__(self) -> str:
         held = "held" if self.session_id is not None else "none"
@@ -234,7 +233,7 @@ class UpstreamLink:
         self.generation += 1
         self.state = "idle"
         self.session_id = None
-        self.tools = ParamHeaders()  # a re-opened session may list other tools
+        self.tools = ToolHeaders()  # a re-opened session may list other tools
 
     def describe(self) -> dict[str, Any]:
         """The admin-facing facts of the session; never its id, never a credential."""
@@ -259,10 +258,6 @@ class SessionPool:
     max_sessions: int
     links: OrderedDict[SessionKey, UpstreamLink] = field(default_factory=OrderedDict)
     by_name: dict[str, UpstreamLink] = field(default_factory=dict)
-    version: int = 0
-    """Bumped when a session comes, goes or changes state (the transport diffs the view on it)."""
-    endings: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """How the latest dropped sessions ended (`expired` or `ended`), by name; a few are kept."""
 
     def __len__(self) -> int:
         return len(self.links)
@@ -294,17 +289,14 @@ class SessionPool:
         """Keep a new session (most recently used)."""
         self.links[link.key] = link
         self.by_name[link.name] = link
-        self.changed()
 
-    def remove(self, link: UpstreamLink, ending: str = "ended") -> None:
-        """Forget a session; `ending` (`expired`: unused too long, `ended`: any other way) is kept."""
-        if self.links.get(link.key) is link:
-            del self.links[link.key]
-            del self.by_name[link.name]
-            self.endings[link.name] = ending
-            while len(self.endings) > _ENDINGS_KEPT:
-                self.endings.popitem(last=False)
-            self.changed()
+    def remove(self, link: UpstreamLink) -> bool:
+        """Forget a session; False when it was already gone."""
+        if self.links.get(link.key) is not link:
+            return False
+        del self.links[link.key]
+        del self.by_name[link.name]
+        return True
 
     def use(self, link: UpstreamLink, user: str) -> None:
         """`user` starts using `link`; it becomes the most recently used."""
@@ -319,7 +311,3 @@ class SessionPool:
             return
         link.users.discard(user)
         link.used = True
-
-    def changed(self) -> None:
-        """Note that a session came, went or changed state."""
-        self.version += 1

@@ -1,16 +1,16 @@
 """Carrying one 2026-07-28 client request to a legacy upstream and its answer back (MRTR->legacy).
 
 Theory of operation. Every forwarded request is a *call*: one POST upstream (the leg; its id is the
-upstream JSON-RPC id) on the upstream session of its caller and capability set (`mrtr_sessions`),
+upstream JSON-RPC id) on the upstream session of its caller and capability set (`sessions`),
 with the client's params minus everything 2026-only.
 The leg's stream then decides:
 
-- a notification -> shown to the asker if it may see it (`mrtr_exits.for_client`), or buffered
+- a notification -> shown to the asker if it may see it (`exits.for_client`), or buffered
   while the call is parked; list-changed and resource updates go to the listen streams of the
   same session instead;
 - a server request -> `ping` is answered by the bridge; `elicitation/create`,
   `sampling/createMessage` and `roots/list` during `tools/call`, `prompts/get` or `resources/read`
-  become a round (`mrtr_rounds`); anything else is refused upstream with -32601, because a 2026
+  become a round (`rounds`); anything else is refused upstream with -32601, because a 2026
   client cannot be asked it;
 - the final response -> stamped for a 2026 client and sent under the asker's id, which after a
   retry is the retry's id; a `-32042` becomes a URL-elicitation round instead.
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.engine.commands import BridgeCommand, Log
-from proxy.engine.modern_answers import (
+from proxy.engine.modern_client.answers import (
     as_result,
     complete_result,
     gateway_fault,
@@ -33,12 +33,12 @@ from proxy.engine.modern_answers import (
     server_info,
     upstream_params,
 )
-from proxy.engine.mrtr_exits import abandon, finish, for_client, forget, round_log, stream
-from proxy.engine.mrtr_listen import is_change
-from proxy.engine.mrtr_rounds import RoundKeeper
-from proxy.engine.mrtr_state import Asker, Call, LegRef, MrtrContext
-from proxy.engine.tokens import binding_for
-from proxy.engine.upstream_session import UpstreamLink
+from proxy.engine.modern_client.exits import abandon, finish, for_client, forget, round_log, stream
+from proxy.engine.modern_client.listen import is_change
+from proxy.engine.modern_client.rounds import RoundKeeper
+from proxy.engine.modern_client.state import Asker, Call, LegRef, MrtrContext
+from proxy.engine.modern_client.tokens import binding_for
+from proxy.engine.modern_client.upstream_session import UpstreamLink
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message, error_response, request, result_response
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS, request_meta

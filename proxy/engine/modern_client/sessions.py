@@ -38,12 +38,17 @@ from proxy.engine.commands import (
     ReplyJson,
     StartTimer,
 )
-from proxy.engine.modern_answers import as_result, discover_result, gateway_fault
-from proxy.engine.mrtr_calls import CallDriver
-from proxy.engine.mrtr_exits import finish, forget
-from proxy.engine.mrtr_listen import ListenEmulator
-from proxy.engine.mrtr_state import Call, LegRef, MrtrContext
-from proxy.engine.upstream_session import SessionKey, UpstreamLink, WaiterKind, session_capabilities
+from proxy.engine.modern_client.answers import as_result, discover_result, gateway_fault
+from proxy.engine.modern_client.calls import CallDriver
+from proxy.engine.modern_client.exits import finish, forget
+from proxy.engine.modern_client.listen import ListenEmulator
+from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
+from proxy.engine.modern_client.upstream_session import (
+    SessionKey,
+    UpstreamLink,
+    WaiterKind,
+    session_capabilities,
+)
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response
 
@@ -147,7 +152,6 @@ class SessionKeeper:
         if link.state != "idle":
             return []
         link.begin(exchange, headers)
-        self._ctx.pool.changed()
         leg = self._ctx.new_id("leg")
         message = link.initialize_message(leg)
         headers = link.initialize_headers(headers)
@@ -170,7 +174,6 @@ class SessionKeeper:
         problem = link.on_initialize_answer(msg)
         if problem is not None:
             return self.initialize_failed(link, problem)
-        self._ctx.pool.changed()
         info = link.init.get("serverInfo") if link.init else None
         fields = {
             "session": link.name,
@@ -197,7 +200,7 @@ class SessionKeeper:
         """The handshake is complete: release everything that waited for it, in arrival order."""
         commands: Commands = []
         waiting = link.mark_ready()
-        self._ctx.pool.changed()
+        self._ctx.observe_session(link, "reinitialized" if link.announced else "opened")
         for kind, user in waiting:
             if kind == "call":
                 call = self._ctx.calls.get(user)
@@ -228,7 +231,6 @@ class SessionKeeper:
             commands.extend(
                 self._fail(kind, user, lambda ident, method: gateway_fault(ident, method, text), 502)
             )
-        self._ctx.pool.changed()
         if not link.users:
             commands.extend(self._discard(link))
         return commands
@@ -267,7 +269,6 @@ class SessionKeeper:
     def _lost(self, link: UpstreamLink) -> Commands:
         """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
         link.lost()
-        self._ctx.pool.changed()
         fields = {"session": link.name, "generation": link.generation}
         commands: Commands = [Log("upstream_session_lost", "warning", fields)]
         parked = [c for c in self._ctx.calls.values() if c.phase == "parked" and c.session == link.name]
@@ -329,7 +330,9 @@ class SessionKeeper:
         return commands
 
     def _discard(self, link: UpstreamLink, ending: str = "ended") -> Commands:
-        self._ctx.pool.remove(link, ending)
+        """Forget a session; the observer hears it `expired` (unused too long) or `ended` if it opened."""
+        if self._ctx.pool.remove(link) and link.announced:
+            self._ctx.observe_session(link, ending)
         timer, link.timer = link.timer, None
         return [CancelTimer(timer)] if timer is not None else []
 

@@ -13,7 +13,9 @@ from typing import Any, Literal, NamedTuple
 
 from proxy.engine.capabilities import legacy_server_capabilities
 from proxy.engine.commands import SendLeg
-from proxy.engine.modern_request import Envelope, ToolHeaderCache, leg_headers
+from proxy.engine.legacy_client.request import Envelope, leg_headers
+from proxy.engine.legs import Leg
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.jsonrpc import RequestId, request
 from proxy.wire.mcp import META_SERVER_INFO, request_meta
 
@@ -24,14 +26,8 @@ FALLBACK_SERVER_INFO: dict[str, str] = {"name": "unknown-upstream", "version": "
 """What `initialize` reports when the upstream's discovery result names no server."""
 
 
-@dataclass
-class LegRef:
-    """One open upstream leg: what it is for and who owns it (call exchange or session id)."""
-
-    purpose: LegPurpose
-    owner: str
-    status: int | None = None
-    content_type: str = ""
+LegRef = Leg[LegPurpose]
+"""An open upstream leg of this bridge (`proxy.engine.legs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +149,7 @@ class BridgeContext:
     timers: dict[str, str] = field(default_factory=dict)
     get_streams: dict[str, str] = field(default_factory=dict)
     pending_init: dict[str, PendingInit] = field(default_factory=dict)
-    tools: ToolHeaderCache = field(default_factory=ToolHeaderCache)
+    tools: ToolHeaders = field(default_factory=ToolHeaders)
     discovery: Discovery | None = None
     _shared: dict[str, Any] = field(default_factory=dict)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.engine.bridge_state import BridgeContext, Call, LegRef, Pending, Session
 from proxy.engine.capabilities import input_kind, unservable
 from proxy.engine.commands import (
     BridgeCommand,
@@ -36,14 +35,15 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
-from proxy.engine.legacy_answers import (
+from proxy.engine.legacy_client.answers import (
     call_failure,
     legacy_failure,
     legacy_result,
     state_fingerprint,
     upstream_fault,
 )
-from proxy.engine.modern_request import Envelope, with_envelope
+from proxy.engine.legacy_client.request import Envelope, with_envelope
+from proxy.engine.legacy_client.state import BridgeContext, Call, LegRef, Pending, Session
 from proxy.wire import errors
 from proxy.wire.headers import HeaderRefused
 from proxy.wire.jsonrpc import (

@@ -15,7 +15,7 @@ server would, in the order the Python SDK's validation ladder uses (first failur
 6. only then does the method matter: ones 2026-07-28 removed get HTTP 404 with -32601.
 
 `Mcp-Param-*` checking needs to know which argument a header mirrors; that comes from the
-`x-mcp-header` annotations in `tools/list` results the bridge relayed (`ParamHeaders`). A header
+`x-mcp-header` annotations in `tools/list` results the bridge relayed (`ToolHeaders`). A header
 that maps to no known argument cannot be checked and is accepted (the legacy upstream never sees
 these headers anyway). Pure functions; no commands, no state beyond that cache.
 """
@@ -23,9 +23,10 @@ these headers anyway). Pure functions; no commands, no state beyond that cache.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire import errors
 from proxy.wire.headers import METHOD, NAME, PARAM_PREFIX, PROTOCOL_VERSION, decode_param_value
@@ -65,52 +66,8 @@ def _mismatch(text: str) -> Refusal:
     return Refusal(400, errors.HEADER_MISMATCH, text)
 
 
-@dataclass
-class ParamHeaders:
-    """tool name -> {header suffix (lower case) -> argument name}, learned from `tools/list` results.
-
-    Bounded by the upstream's own tool list: only tools with `x-mcp-header` arguments are kept.
-    """
-
-    _by_tool: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self._by_tool)
-
-    def learn(self, result: Any) -> None:
-        """Record the `x-mcp-header` arguments of every tool in one `tools/list` result (page)."""
-        tools = result.get("tools") if isinstance(result, dict) else None
-        for tool in tools if isinstance(tools, list) else ():
-            if not (isinstance(tool, dict) and isinstance(tool.get("name"), str)):
-                continue
-            found = _annotated(tool.get("inputSchema"))
-            if found:
-                self._by_tool[tool["name"]] = found
-            else:  # only annotated tools are kept, so the cache stays as small as what it checks
-                self._by_tool.pop(tool["name"], None)
-
-    def argument_for(self, tool: Any, suffix: str) -> str | None:
-        """The argument a `Mcp-Param-<suffix>` header mirrors for `tool`, if known."""
-        return self.mirrored(tool).get(suffix.lower())
-
-    def mirrored(self, tool: Any) -> dict[str, str]:
-        """Every `Mcp-Param-*` suffix (lower case) `tool` declares, with the argument it mirrors."""
-        known = self._by_tool.get(tool) if isinstance(tool, str) else None
-        return known or {}
-
-
-def _annotated(schema: Any) -> dict[str, str]:
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    found: dict[str, str] = {}
-    for argument, spec in properties.items() if isinstance(properties, dict) else ():
-        suffix = spec.get("x-mcp-header") if isinstance(spec, dict) else None
-        if isinstance(suffix, str) and suffix:
-            found[suffix.lower()] = argument
-    return found
-
-
 def validate(
-    method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]], tools: ParamHeaders
+    method: str, params: dict[str, Any], headers: Iterable[tuple[str, str]], tools: ToolHeaders
 ) -> Refusal | None:
     """Run the 2026-07-28 request ladder; None when the request may be served."""
     items = tuple(headers)
@@ -181,7 +138,7 @@ def _version(version: Any) -> Refusal | None:
 
 
 def _param_headers(
-    method: str, params: dict[str, Any], headers: tuple[tuple[str, str], ...], tools: ParamHeaders
+    method: str, params: dict[str, Any], headers: tuple[tuple[str, str], ...], tools: ToolHeaders
 ) -> Refusal | None:
     """Each `Mcp-Param-*` header must equal the argument it mirrors, and each mirrored argument the
     body carries must have its header (where the tool's annotations are known)."""

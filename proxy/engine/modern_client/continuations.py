@@ -10,7 +10,7 @@ a slot when it first parks and keeps it across rounds (resuming does not free it
 cannot lose its place); it gives the slot back when it ends in any way.
 
 The table holds only the slot bookkeeping; the call itself lives in the bridge's call table. The
-admin-facing description of a parked call is built by `mrtr_state.describe`.
+admin-facing description of a parked call is built by `state.describe`.
 """
 
 from __future__ import annotations

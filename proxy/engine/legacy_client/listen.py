@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.engine.bridge_state import BridgeContext, LegRef, Session
 from proxy.engine.capabilities import listen_flags
 from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Log, SendSse, StartSse
-from proxy.engine.modern_request import with_envelope
+from proxy.engine.legacy_client.request import with_envelope
+from proxy.engine.legacy_client.state import BridgeContext, LegRef, Session
 from proxy.wire.jsonrpc import Kind, Message
 from proxy.wire.mcp import META_SUBSCRIPTION_ID
 

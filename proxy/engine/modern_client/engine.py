@@ -1,10 +1,10 @@
 """The MRTR->legacy bridge: a 2026-07-28 (MRTR) client in front of a 2025-era server.
 
 Theory of operation. Toward the client the engine is a 2026-07-28 server: it validates every POST as
-one (`modern_validation`), answers `server/discover` from the upstream's InitializeResult, refuses
-what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`modern_answers`)
-and serves `subscriptions/listen` (`mrtr_listen`). Toward the upstream it is a legacy client with
-sessions of its own (`mrtr_sessions`, `upstream_session`): one per caller (principal: the hash of
+one (`validation`), answers `server/discover` from the upstream's InitializeResult, refuses
+what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`answers`)
+and serves `subscriptions/listen` (`listen`). Toward the upstream it is a legacy client with
+sessions of its own (`sessions`, `upstream_session`): one per caller (principal: the hash of
 its `Authorization`) and declared capability set, each opened with that caller's credentials and an
 `initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
 checks its session's capabilities takes the path it would take for that client (asks the LLM instead
@@ -14,15 +14,19 @@ killing only the calls parked on that session. Sessions are bounded (`max_sessio
 recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
 closed (DELETE) after `session_ttl` unused.
 
-The heart is the continuation (`mrtr_rounds`): a legacy server asks its questions in flight on a
+The heart is the continuation (`rounds`): a legacy server asks its questions in flight on a
 call's SSE stream, a 2026 client can only be asked by ending its request with `input_required`.
 So the bridge parks the live upstream call, hands the client a sealed `requestState` (`tokens`),
 and when the retry brings the answers, posts them upstream as responses to the nested requests and
 goes on draining the same upstream stream for the retry. Parts share one set of tables
-(`mrtr_state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
-parked calls for the admin API and TUI (never a token, a session id or a credential).
+(`state.MrtrContext`); `table_sizes()` shows all of them, `continuations_view()` shows the
+parked calls for the admin API (never a token, a session id or a credential). What the observer
+hears of parked calls and upstream sessions it hears as orders (ObserveContinuation,
+ObserveSession), given at the end of the event that changed them. A call's stream that a legacy
+server closes after an event id, before the answer, is resumed with GET + `Last-Event-ID`
+(`proxy.engine.resume`).
 
-Decisions worth knowing: the per-request capability gate (`mrtr_rounds`) stays as a backstop for
+Decisions worth knowing: the per-request capability gate (`rounds`) stays as a backstop for
 servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
 `roots-N` per call; a rejected `requestState` is -32602 "Invalid or expired requestState" with HTTP
 400 and `data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is
@@ -38,11 +42,11 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
-from proxy.engine.continuations import ContinuationTable
 from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -51,13 +55,15 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import fault_text
-from proxy.engine.modern_validation import ParamHeaders, removed, validate
-from proxy.engine.mrtr_calls import CallDriver
-from proxy.engine.mrtr_listen import ListenEmulator
-from proxy.engine.mrtr_sessions import IDLE_TIMER, SessionKeeper
-from proxy.engine.mrtr_state import MrtrContext, describe
-from proxy.engine.tokens import StateSealer
-from proxy.engine.upstream_session import SessionPool, session_key
+from proxy.engine.modern_client.calls import CallDriver
+from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.listen import ListenEmulator
+from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
+from proxy.engine.modern_client.state import MrtrContext, describe
+from proxy.engine.modern_client.tokens import StateSealer
+from proxy.engine.modern_client.upstream_session import SessionPool, session_key
+from proxy.engine.modern_client.validation import removed, validate
+from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
 from proxy.wire import errors
@@ -116,20 +122,10 @@ class MrtrToLegacyEngine:
         """The size of every internal table; a finished flow leaves only idle upstream sessions."""
         return self._ctx.table_sizes()
 
-    @property
-    def sessions_version(self) -> int:
-        """Changes whenever a session comes, goes or changes state (cheap to poll; users are not
-        counted as changes)."""
-        return self._ctx.pool.version
-
     def sessions_view(self) -> list[dict[str, Any]]:
         """Every upstream session, least recently used first: its key (principal hash prefix and
         capability set), state and users; never its id or a credential."""
         return [link.describe() for link in self._ctx.pool]
-
-    def session_ending(self, name: str) -> str:
-        """How a recently dropped session ended: `expired` (unused too long) or `ended`."""
-        return self._ctx.pool.endings.get(name, "ended")
 
     def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
         """Every parked (or resuming) call, oldest first, as the admin API and TUI show it.
@@ -142,7 +138,18 @@ class MrtrToLegacyEngine:
         return [describe(call, now) for call in calls if call is not None]
 
     def handle(self, event: BridgeEvent) -> Commands:
-        """Decide what the transport does next for one observed fact."""
+        """Decide what the transport does next for one observed fact.
+
+        Changes of parked calls and upstream sessions the event caused come last, as observations
+        (ObserveContinuation, ObserveSession), once the orders that carry out the change are given.
+        """
+        commands = self._handle(event)
+        if self._ctx.observed:
+            commands = [*commands, *self._ctx.observed]
+            self._ctx.observed.clear()
+        return commands
+
+    def _handle(self, event: BridgeEvent) -> Commands:
         match event:
             case ClientRequestReceived(exchange, route, at, peer):
                 return self._on_client(exchange, route, at, peer)
@@ -156,6 +163,8 @@ class MrtrToLegacyEngine:
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
                 return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+            case LegCut(leg, last_event_id, retry_ms, detail):
+                return self._on_leg_cut(leg, last_event_id, retry_ms, detail)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
@@ -190,7 +199,7 @@ class MrtrToLegacyEngine:
         caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
         key = session_key(route.headers, caps)
         link = self._ctx.pool.get(key)
-        tools = link.tools if link is not None else ParamHeaders()
+        tools = link.tools if link is not None else ToolHeaders()
         refusal = validate(msg.method, msg.params, route.headers, tools) or removed(msg.method)
         if refusal is not None:
             return [ReplyJson(exchange, refusal.status, refusal.body(msg.id))]
@@ -246,6 +255,8 @@ class MrtrToLegacyEngine:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
+        if ref.resumable is not None:
+            ref.resumable.saw(msg.id, msg.is_response)
         if ref.purpose == "call":
             return self._calls.on_message(leg, ref, msg)
         if ref.purpose == "stream":
@@ -253,6 +264,22 @@ class MrtrToLegacyEngine:
         if ref.purpose == "initialize":
             return self._sessions.on_initialize_answer(leg, ref, msg)
         return []
+
+    def _on_leg_cut(
+        self, leg: str, last_id: str | None, retry_ms: int | None, detail: str | None
+    ) -> Commands:
+        """A leg's SSE body stopped: resume an unanswered request's stream (`resume`), else it is lost."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None:
+            return []
+        order = ref.resumable.resume(leg, last_id, retry_ms) if ref.resumable is not None else None
+        if order is not None:
+            assert ref.resumable is not None
+            fields = {"leg": leg, "last_event_id": last_id, "attempt": ref.resumable.resumes}
+            return [Log("leg_resumed", "info", fields), order]
+        if detail is None:
+            return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
+        return self._on_leg_lost(leg, fault_text("cut", detail))
 
     def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
         """A leg ended or failed; `refused`: its head could not be framed (the client's input)."""

@@ -5,12 +5,12 @@ Theory of operation. Toward the client the engine is a legacy Streamable HTTP se
 enforces its own `Mcp-Session-Id`, answers `ping` and `logging/setLevel` locally, and accepts the
 client's POSTed answers to nested requests with 202. Toward the upstream it is a 2026-07-28 client:
 every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with the per-request
-`_meta` envelope and `Mcp-*` headers (`modern_request`). Three parts share one set of tables
-(`bridge_state.BridgeContext`):
+`_meta` envelope and `Mcp-*` headers (`request`). Three parts share one set of tables
+(`state.BridgeContext`):
 
 - this module routes client HTTP requests and upstream events, owns sessions and discovery;
-- `bridge_calls.CallDriver` carries each forwarded request through its MRTR rounds;
-- `bridge_listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
+- `calls.CallDriver` carries each forwarded request through its MRTR rounds;
+- `listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
 
 Sessions live until DELETE, until they go unused for `session_idle` seconds, or until room is needed
 for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
@@ -18,7 +18,7 @@ request gets 404, which tells a legacy client to initialize again. The sessions 
 order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
 as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
 sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
-`new_id`.
+`new_id`. A 2026-07-28 server's streams are not resumed: a cut one (LegCut) is the call's fault.
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from proxy.engine.bridge_calls import CallDriver
-from proxy.engine.bridge_listen import ListenEmulator
-from proxy.engine.bridge_state import BridgeContext, Discovery, PendingInit, Session
 from proxy.engine.capabilities import can_subscribe, modern_client_capabilities, negotiate_version
 from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
 from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
+    LegCut,
     LegEnded,
     LegFailed,
     LegMessage,
@@ -42,7 +40,10 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import fault_text
-from proxy.engine.modern_request import Envelope, with_envelope
+from proxy.engine.legacy_client.calls import CallDriver
+from proxy.engine.legacy_client.listen import ListenEmulator
+from proxy.engine.legacy_client.request import Envelope, with_envelope
+from proxy.engine.legacy_client.state import BridgeContext, Discovery, PendingInit, Session
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -122,6 +123,9 @@ class LegacyToMrtrEngine:
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
                 return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+            case LegCut(leg, _, _, detail):  # a 2026-07-28 server's streams are not resumed
+                why = "the response ended without a JSON-RPC answer"
+                return self._on_leg_lost(leg, why if detail is None else fault_text("cut", detail))
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
         return []

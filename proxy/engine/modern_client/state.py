@@ -20,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from proxy.engine.commands import SendLeg
-from proxy.engine.continuations import ContinuationTable
-from proxy.engine.tokens import Binding, StateSealer
-from proxy.engine.upstream_session import SessionPool, UpstreamLink
+from proxy.engine.commands import BridgeCommand, ObserveContinuation, ObserveSession, SendLeg
+from proxy.engine.legs import Leg
+from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.tokens import Binding, StateSealer
+from proxy.engine.modern_client.upstream_session import SessionPool, UpstreamLink
+from proxy.engine.resume import Resumable
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, target_name
 
@@ -43,14 +45,8 @@ KEY_PREFIX: dict[str, str] = {
 """Input keys are `<prefix>-<n>`, counted per call over its whole life (never reused)."""
 
 
-@dataclass
-class LegRef:
-    """One open upstream leg: why, for whom (a call key, an exchange or ""), and what the head said."""
-
-    purpose: LegPurpose
-    owner: str
-    what: str = ""
-    status: int | None = None
+LegRef = Leg[LegPurpose]
+"""An open upstream leg of this bridge (`proxy.engine.legs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +112,10 @@ class Call:
     final: dict[str, Any] | None = None
     parked_at: float = 0.0
     token: dict[str, Any] | None = None
+    parker: str = ""
+    """The exchange that first parked the call: observation files the continuation in its chain."""
+    observed: str | None = None
+    """The continuation state last told to the observer (`parked` or `resumed`), None before."""
     asked: dict[str, Nested] = field(default_factory=dict)
     collecting: list[Nested] = field(default_factory=list)
     buffered: list[dict[str, Any]] = field(default_factory=list)
@@ -174,6 +174,25 @@ class MrtrContext:
     discovers: dict[str, tuple[RequestId, str]] = field(default_factory=dict)
     """Discover requests waiting for their session to open: exchange -> (JSON-RPC id, session)."""
     listeners: dict[str, Listener] = field(default_factory=dict)
+    observed: list[BridgeCommand] = field(default_factory=list)
+    """Observations of the event being handled; the engine emits them after its other orders."""
+
+    def observe_continuation(self, call: Call, state: str, age_ms: float = 0.0) -> None:
+        """A parked call changed state (`parked`, `resumed`, `expired`, `ended`): tell the observer."""
+        assert call.continuation is not None
+        ending = state in ("expired", "ended")
+        principal = None if ending else call.binding.principal[:16]
+        pending = () if ending else tuple(sorted(call.asked))
+        self.observed.append(
+            ObserveContinuation(call.parker, call.continuation, state, principal, pending, age_ms)
+        )
+        call.observed = None if ending else state
+
+    def observe_session(self, link: UpstreamLink, state: str) -> None:
+        """An upstream session opened, re-opened, ended or expired: tell the observer."""
+        version = link.version if link.init is not None else None
+        self.observed.append(ObserveSession(link.name, state, link.principal[:16], link.label, version))
+        link.announced = state in ("opened", "reinitialized")
 
     def link_of(self, call: Call) -> UpstreamLink:
         """The session a call runs on (a call uses its session until it is forgotten, so it exists)."""
@@ -196,7 +215,9 @@ class MrtrContext:
     ) -> SendLeg:
         """Register a leg and build the order that sends it."""
         leg = leg if leg is not None else self.new_id("leg")
-        self.legs[leg] = LegRef(purpose, owner, what)
+        ident = message.get("id")
+        resumable = Resumable(ident, headers) if "method" in message and ident is not None else None
+        self.legs[leg] = LegRef(purpose, owner, what, resumable=resumable)
         return SendLeg(leg, exchange, headers, message, related)
 
     def notice(

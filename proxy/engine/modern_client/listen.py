@@ -35,8 +35,8 @@ from proxy.engine.commands import (
     SendSse,
     StartSse,
 )
-from proxy.engine.mrtr_state import LegRef, Listener, MrtrContext
-from proxy.engine.upstream_session import UpstreamLink
+from proxy.engine.modern_client.state import LegRef, Listener, MrtrContext
+from proxy.engine.modern_client.upstream_session import UpstreamLink
 from proxy.wire import errors
 from proxy.wire.jsonrpc import (
     Kind,

@@ -1,0 +1,30 @@
+"""One record per open upstream leg, the same for both bridges.
+
+A leg is one HTTP request a bridge made upstream; its engine keeps a record of each until the leg
+answers, ends or is closed: why it was opened (`purpose`, each bridge has its own list), for whom
+(`owner`: a call, an exchange or a session), what its head said, and, when it carries a request,
+what resuming its cut stream needs (`proxy.engine.resume`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from proxy.engine.resume import Resumable
+
+P = TypeVar("P", bound=str)
+
+
+@dataclass(slots=True)
+class Leg(Generic[P]):
+    """One open upstream leg: why, for whom, and what its head said."""
+
+    purpose: P
+    owner: str
+    what: str = ""
+    """A word for logs (which answer, which cancel)."""
+    status: int | None = None
+    content_type: str = ""
+    resumable: Resumable | None = None
+    """Set when the leg carries a request: what resuming its cut stream needs."""
