@@ -50,6 +50,7 @@ class Tally:
         self.modules: Counter[str] = Counter()
         self.module_crossings = 0
         self.room_crossings: Counter[tuple[str, str]] = Counter()
+        self.edges: Counter[str] = Counter()
 
     def hook(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -64,6 +65,9 @@ class Tally:
         if not caller.startswith(PROXY_DIR) or caller == callee:
             return
         self.module_crossings += 1
+        self.edges[
+            f"{caller[len(PROXY_DIR) :]} -> {callee[len(PROXY_DIR) :]}:{frame.f_code.co_name}"
+        ] += 1
         rooms = (room_of(caller), room_of(callee))
         if rooms[0] != rooms[1]:
             self.room_crossings[rooms] += 1
@@ -76,6 +80,7 @@ class Tally:
             "room_crossings": sum(self.room_crossings.values()),
             "room_pairs": {f"{a} -> {b}": n for (a, b), n in self.room_crossings.most_common()},
             "module_list": sorted(name[len(PROXY_DIR) :] for name in self.modules),
+            "module_edges": dict(self.edges.most_common()),
         }
 
 
