@@ -11,6 +11,7 @@ exchange is recorded), and reports the medians over `--requests` such windows:
 - calls: function calls whose code lives in `proxy/`;
 - modules: distinct `proxy/` files those calls ran in;
 - module crossings: calls from one `proxy/` file into another;
+- module pairs: distinct (calling file, called file) pairs among those crossings;
 - room crossings: calls from one room into another (a room is a package of `proxy/`, such as
   `proxy/transport`, or a top-level module such as `proxy/logs.py`).
 """
@@ -50,6 +51,7 @@ class Tally:
         self.modules: Counter[str] = Counter()
         self.module_crossings = 0
         self.room_crossings: Counter[tuple[str, str]] = Counter()
+        self.edges: Counter[str] = Counter()
 
     def hook(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -64,6 +66,7 @@ class Tally:
         if not caller.startswith(PROXY_DIR) or caller == callee:
             return
         self.module_crossings += 1
+        self.edges[f"{caller[len(PROXY_DIR) :]} -> {callee[len(PROXY_DIR) :]}:{frame.f_code.co_name}"] += 1
         rooms = (room_of(caller), room_of(callee))
         if rooms[0] != rooms[1]:
             self.room_crossings[rooms] += 1
@@ -74,8 +77,10 @@ class Tally:
             "modules": len(self.modules),
             "module_crossings": self.module_crossings,
             "room_crossings": sum(self.room_crossings.values()),
+            "module_pairs": len({edge.split(":")[0] for edge in self.edges}),
             "room_pairs": {f"{a} -> {b}": n for (a, b), n in self.room_crossings.most_common()},
             "module_list": sorted(name[len(PROXY_DIR) :] for name in self.modules),
+            "module_edges": dict(self.edges.most_common()),
         }
 
 
@@ -162,7 +167,7 @@ def main() -> int:
         upstream_proc.wait(10)
     medians = {
         key: statistics.median(r[key] for r in results)
-        for key in ("calls", "modules", "module_crossings", "room_crossings")
+        for key in ("calls", "modules", "module_crossings", "module_pairs", "room_crossings")
     }
     report = {"admin": args.admin, "windows": len(results), "median": medians, "last": results[-1]}
     print(json.dumps(report, indent=2))

@@ -28,9 +28,6 @@ if TYPE_CHECKING:
 TOKEN_ENV = "MCP_PROXY_ADMIN_TOKEN"
 """Where `tui --attach` finds the admin token when `--token` is not given."""
 
-SUBCOMMANDS = ("tui", "demo")
-"""First words of the command line handled here rather than by the proxy's own parser."""
-
 OWN_PACKAGES = frozenset({"ui", "proxy"})
 """Top-level packages of this project: one of them failing to import is a bug, not a missing extra."""
 

@@ -56,10 +56,6 @@ class ToolHeaders:
         known = self._by_tool.get(tool) if isinstance(tool, str) else None
         return {suffix.lower(): argument for argument, suffix in (known or {}).items()}
 
-    def argument_for(self, tool: Any, suffix: str) -> str | None:
-        """The argument a `Mcp-Param-<suffix>` header mirrors for `tool`, if known."""
-        return self.mirrored(tool).get(suffix.lower())
-
 
 def _header_arguments(schema: Any) -> dict[str, str]:
     properties = schema.get("properties") if isinstance(schema, dict) else None

@@ -16,8 +16,6 @@ from proxy.framing.h1 import header as header
 from proxy.wire.headers import HOP_BY_HOP
 
 SSE_TYPE = "text/event-stream"
-JSON_TYPE = "application/json"
-
 _NOT_FORWARDED_UP = frozenset({"host", "content-length"})
 _NOT_FORWARDED_DOWN = frozenset({"content-length"})
 

@@ -1,28 +1,11 @@
-"""The one table from JSON-RPC error codes to HTTP statuses, and the proxy's own error bodies."""
+"""The proxy's own error bodies: gateway errors and size refusals carrying the request id."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId, error_response
-
-HTTP_STATUS_FOR_CODE: Final[dict[int, int]] = {
-    errors.PARSE_ERROR: 400,
-    errors.INVALID_REQUEST: 400,
-    errors.INVALID_PARAMS: 400,
-    errors.METHOD_NOT_FOUND: 404,
-    errors.HEADER_MISMATCH: 400,
-    errors.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    errors.UNSUPPORTED_PROTOCOL_VERSION: 400,
-    errors.INTERNAL_ERROR: 500,
-}
-"""2026-07-28 Streamable HTTP status per error code; anything else the proxy answers itself is 500."""
-
-
-def http_status_for(code: int) -> int:
-    """The HTTP status a modern server uses for a JSON-RPC error code it answers with."""
-    return HTTP_STATUS_FOR_CODE.get(code, 500)
 
 
 def gateway_error(

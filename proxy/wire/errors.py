@@ -22,12 +22,6 @@ INTERNAL_ERROR: Final = -32603
 UPSTREAM_UNAVAILABLE: Final = -32000
 """Implementation-defined (-32000..-32019): the proxy could not reach or hear from the upstream."""
 
-CONNECTION_CLOSED: Final = -32000
-"""Python SDK convention for a closed connection (same number as UPSTREAM_UNAVAILABLE)."""
-
-REQUEST_TIMEOUT: Final = -32001
-"""Python SDK convention: request timed out (legacy TS servers also use -32001 for 'Session not found')."""
-
 RESOURCE_NOT_FOUND_LEGACY: Final = -32002
 """2025-era resource-not-found code; 2026-07-28 uses -32602 instead."""
 
@@ -42,8 +36,3 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 URL_ELICITATION_REQUIRED: Final = -32042
 """2025-11-25 only: URL elicitation must complete first; retired in 2026-07-28."""
-
-MODERN_ONLY_CODES: Final[frozenset[int]] = frozenset(
-    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
-)
-"""Codes a legacy client cannot read; a bridge must never show them to one."""

@@ -32,9 +32,6 @@ LATEST_LEGACY: Final[str] = HANDSHAKE_VERSIONS[-1]
 LATEST_MODERN: Final[str] = MODERN_VERSIONS[-1]
 """The newest modern version; what the proxy speaks toward a modern peer."""
 
-DEFAULT_UNHEADERED_VERSION: Final[str] = "2025-03-26"
-"""What a legacy server assumes when `MCP-Protocol-Version` is absent (2025-06-18 transport rules)."""
-
 
 def era_of_version(version: str | None) -> Era:
     """Map a protocol-version string to its era; unknown strings are `UNKNOWN`, never guessed."""

@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from proxy.framing.classify import Limits, Rejection, Route, classify
-from proxy.framing.status import http_status_for
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, parse_body
 from proxy.wire.mcp import META_PROTOCOL_VERSION
@@ -163,21 +162,6 @@ def test_headers_are_kept_in_order_and_spelling() -> None:
     route = routed(classify("POST", "/mcp", headers, b"{}", max_body=LIMIT))
 
     assert route.headers == (("X-B", "2"), ("x-a", "1"), ("X-B", "3"))
-
-
-@pytest.mark.parametrize(
-    ("code", "status"),
-    [
-        (errors.PARSE_ERROR, 400),
-        (errors.INVALID_PARAMS, 400),
-        (errors.HEADER_MISMATCH, 400),
-        (errors.METHOD_NOT_FOUND, 404),
-        (errors.INTERNAL_ERROR, 500),
-        (-32099, 500),
-    ],
-)
-def test_each_error_code_has_one_http_status(code: int, status: int) -> None:
-    assert http_status_for(code) == status
 
 
 # --- shapes refused in every mode --------------------------------------------------------------------
