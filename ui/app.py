@@ -53,7 +53,6 @@ class ProxyTui(App[None]):
         self.batch_size = batch_size
         self.main = MainScreen(self.model)
         self.feed_status: FeedStatus | None = None
-        self.batches_applied = 0
 
     def on_mount(self) -> None:
         """Show the main screen and start the feed worker."""
@@ -82,7 +81,6 @@ class ProxyTui(App[None]):
         try:
             changes = self.model.apply_all(message.events)
             self.main.take(changes, len(message.events))
-            self.batches_applied += 1
         finally:
             message.ack()
 

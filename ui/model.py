@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
-    ChainStatus,
     ChainSummary,
     ContinuationChanged,
     FlowEvent,
@@ -151,11 +150,6 @@ class ViewModel:
         """Upstream calls currently parked by the modern-client -> legacy-server bridge."""
         return sum(1 for c in self.continuations.values() if c.state == "parked")
 
-    @property
-    def messages_held(self) -> int:
-        """Messages currently kept across all chains."""
-        return sum(len(entry.messages) for entry in self.chains.values())
-
     def get(self, key: str) -> ChainEntry | None:
         """The chain with this key, or None once evicted or cleared."""
         return self.chains.get(key)
@@ -284,8 +278,3 @@ class ViewModel:
             if entry.key not in changes.added:
                 changes.updated.add(entry.key)
         changes.info = True
-
-
-def is_finished(summary: ChainSummary) -> bool:
-    """True once a chain has its final status."""
-    return summary.status in (ChainStatus.OK, ChainStatus.ERROR)

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
-from proxy.flows.events import ChainStatus, ChainSummary, Direction, MessageRecord, Mode, Side
+from proxy.flows.events import ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from ui.model import ChainEntry, SessionEntry
 from ui.timeline import Node, Pair
 
@@ -265,16 +265,6 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
         rows.append(("http", line))
         rows.extend((f"  {name}", value) for name, value in http.headers.items())
     return [(name, value) for name, value in rows if value]
-
-
-def mode_word(mode: Mode) -> str:
-    """How a mode reads in the summary table and status bar."""
-    return {
-        Mode.PASSTHROUGH: "pass-through",
-        Mode.LEGACY_TO_MRTR: "legacy→mrtr bridge",
-        Mode.MRTR_TO_LEGACY: "mrtr→legacy bridge",
-        Mode.LOCAL: "answered by proxy",
-    }[mode]
 
 
 def session_cells(entry: SessionEntry) -> dict[str, str]:

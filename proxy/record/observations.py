@@ -186,8 +186,6 @@ class OpenLines:
         self._held: dict[str, list[bytes]] = {}
         self._bytes = 0
         self.max_bytes = max_bytes
-        self.not_repeated = 0
-        """Exchanges or legs opened while the bound was full (a file may then not stand alone)."""
 
     def wrote(self, obs: Observation, line: bytes) -> None:
         """Note one line as written, keeping it if it opens or shapes something still open."""
@@ -211,7 +209,6 @@ class OpenLines:
 
     def _keep(self, key: str, line: bytes, *, new: bool) -> None:
         if self._bytes + len(line) > self.max_bytes:
-            self.not_repeated += new
             return
         lines = self._held.setdefault(key, []) if new else self._held[key]
         if len(lines) < MAX_REPEATED_LINES:
