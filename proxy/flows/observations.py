@@ -173,10 +173,6 @@ Observation: TypeAlias = (
 )
 """Every kind of observation."""
 
-EXCHANGE_OBSERVATIONS = (ExchangeOpened, MessageSeen, ResponseHeadSeen, InvalidBody, BytesOut, EventIdSeen)
-"""Observations that belong to one open client exchange (besides its `ExchangeClosed`)."""
-
-
 _KEY_FIELD: dict[type[Any], str] = {
     LegMessageSeen: "leg",
     LegLinked: "leg",
