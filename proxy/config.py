@@ -195,8 +195,9 @@ class Settings(BaseModel):
 
     A server's concurrent requests leave it as separate writes, a few hundred microseconds apart on
     loopback; the default millisecond holds them in one round, as the server sent them together.
-    0 answers with only those read before the proxy next looks at its sockets (a later one comes as
-    a round of its own). Raise it for a server whose concurrent requests are spread out further;
+    A round closes when its timer fires or when the call ends, and holds every request that reached
+    the proxy before then; 0 holds the requests that had already reached it when the round opened (a
+    later one comes as a round of its own). Raise it for a server whose concurrent requests are spread out further;
     every bridged round waits that long.
     """
     max_continuations: PositiveInt = 1000
