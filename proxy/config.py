@@ -197,8 +197,8 @@ class Settings(BaseModel):
     loopback; the default millisecond holds them in one round, as the server sent them together.
     A round closes when its timer fires or when the call ends, and holds every request that reached
     the proxy before then; 0 holds the requests that had already reached it when the round opened (a
-    later one comes as a round of its own). Raise it for a server whose concurrent requests are spread out further;
-    every bridged round waits that long.
+    later one comes as a round of its own). Raise it for a server whose concurrent requests are
+    spread out further; every bridged round waits that long.
     """
     max_continuations: PositiveInt = 1000
     """Most parked upstream calls held at once; beyond it new ones are refused."""

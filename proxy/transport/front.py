@@ -165,6 +165,8 @@ class FrontConnection(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._linger: asyncio.TimerHandle | None = None
+        self._refusal_due: tuple[int, str] | None = None
+        """Bytes the client sent behind its requests cannot be read: answered once those requests are."""
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -176,7 +178,7 @@ class FrontConnection(asyncio.Protocol):
         self.front.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self._refusal_due is not None:
             return
         for event in self.reader.feed(data):
             if isinstance(event, EndOfRequest):
@@ -184,8 +186,8 @@ class FrontConnection(asyncio.Protocol):
             elif isinstance(event, BodyTooLarge):
                 self._dispatch_early(event.request)
             elif isinstance(event, Refusal):
-                self._refuse(event.status, event.reason)
-                return
+                self._refuse_in_turn(event.status, event.reason)
+                break
             # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
         # Served once the whole chunk is parsed, never from inside the parser: a request served without
         # a task may end, and the next begin, before the parser returns.
@@ -292,6 +294,9 @@ class FrontConnection(asyncio.Protocol):
         if self.busy or self.closed:
             return
         if not self.queue:
+            if self._refusal_due is not None:
+                self._refuse(*self._refusal_due)
+                return
             if self._reading_paused and self.transport is not None:
                 self._reading_paused = False
                 self.transport.resume_reading()
@@ -418,6 +423,21 @@ class FrontConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             req.continue_sent = True
+
+    def _refuse_in_turn(self, status: int, reason: str) -> None:
+        """Unreadable bytes behind requests read whole: those are answered first, then the refusal.
+
+        What the client sent before the bytes the parser refused are requests like any other (a
+        bridged call's stream may still be going out): nothing more is read, and the refusal goes out
+        and the connection closes once every answer before it has.
+        """
+        if not self.busy and not self.queue:
+            self._refuse(status, reason)
+            return
+        self._refusal_due = (status, reason)
+        if self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def _refuse(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
         """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""

@@ -124,3 +124,30 @@ async def test_whitespace_around_a_header_value_is_not_part_of_it_for_a_bridge(
         assert_discovered(await read_response(reader), 1)
         await wait_until(lambda: drained(proxy), what="the exchange to close")
         assert modes(proxy) == {"server/discover": Mode.MRTR_TO_LEGACY}
+
+
+async def test_bytes_the_parser_refuses_behind_a_bridged_request_wait_for_its_answer(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    """The bridged answer goes out whole, then the 400 for what followed it, then the close."""
+    async with proxy_for(modern_server.url) as proxy, connection(proxy) as (reader, writer):
+        writer.write(request_bytes(legacy_initialize(1)) + b"BOGUS\r\n\r\n")
+        assert_initialized(await read_response(reader), 1)
+        refusal = await read_response(reader)
+        assert refusal.status == 400
+        assert await reader.read() == b""  # the connection ends after the refusal
+
+
+async def test_requests_read_whole_before_unreadable_bytes_are_all_answered_first(
+    legacy_server: PeerServer, proxy_for: Any
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, connection(proxy) as (reader, writer):
+        writer.write(
+            request_bytes(legacy_initialize(1))
+            + request_bytes(legacy_initialize(2))
+            + b"POST /mcp HTTP/1.1\r\nContent-Length: abc\r\n\r\n"
+        )
+        assert_initialized(await read_response(reader), 1)
+        assert_initialized(await read_response(reader), 2)
+        assert (await read_response(reader)).status == 400
+        assert await reader.read() == b""
