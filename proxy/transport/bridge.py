@@ -283,8 +283,8 @@ class BridgeDriver:
                 ex = self.exchanges.get(exchange)
                 if ex is not None and not ex.done:
                     ex.put(command)
-                elif isinstance(command, EndClientResponse):
-                    self._close_observation(exchange, command.outcome)
+                # An exchange already done was closed, and observed closed, by whoever ended it (its
+                # answer, its end, or its client leaving): an order for it now has nothing to do.
             case SendLeg(leg, exchange, headers, message, related):
                 self.leg_exchange[leg] = exchange
                 if related is not None:

@@ -6,10 +6,13 @@ server (the same tools written in flight): through the bridge it must get exactl
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -260,3 +263,31 @@ async def test_upstream_rejecting_request_state_is_reported_to_the_client(
                 await client.call_tool("ask_twice", {})
         await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
     assert raised.value.error.code == -32603, "a legacy client must not see a 2026-era code"
+
+
+async def test_a_client_vanishing_mid_round_closes_each_exchange_once_in_the_capture(
+    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
+) -> None:
+    asked = anyio.Event()
+
+    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    capture = tmp_path / "run.jsonl"
+    async with proxy_for(modern_server.url, capture=capture) as proxy:
+        with anyio.move_on_after(20):
+            async with (
+                Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(client.call_tool, "ask_name", {})
+                await asked.wait()
+                tg.cancel_scope.cancel()
+        await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
+    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
+    opened = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_opened")
+    closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
+    assert opened, "the capture holds the bridged exchanges"
+    assert closed == opened  # every exchange closed, and none twice

@@ -8,15 +8,20 @@ for MCP traffic at all.
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp import web_protocol
 
 from proxy.flows.events import Mode
+from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.recording_upstream import recording_upstream
 from tests.peers.runner import PeerServer
-from tests.transport.helpers import drained, wait_until
+from tests.transport.helpers import bounded, drained, wait_until
 from tests.transport.test_front import (
     assert_discovered,
     assert_initialized,
@@ -151,3 +156,31 @@ async def test_requests_read_whole_before_unreadable_bytes_are_all_answered_firs
         assert_initialized(await read_response(reader), 2)
         assert (await read_response(reader)).status == 400
         assert await reader.read() == b""
+
+
+async def test_a_client_leaving_a_bridged_stream_closes_its_exchange_once_in_the_capture(
+    legacy_server: PeerServer, proxy_for: Any, tmp_path: Path
+) -> None:
+    """The exchange ends once, however the proxy learns the client left (a failed write or the close)."""
+    params = modern_params(
+        {"name": "slow_progress", "arguments": {"steps": 200}, "_meta": {"progressToken": "p"}}
+    )
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    extra = tuple(
+        (k, v) for k, v in modern_headers("tools/call", params).items() if k not in ("Content-Type", "Accept")
+    )
+    capture = tmp_path / "run.jsonl"
+    async with proxy_for(legacy_server.url, capture=capture) as proxy:
+        async with connection(proxy) as (reader, writer):
+            writer.write(request_bytes(body, headers=extra))
+            seen = b""
+            while seen.count(b"notifications/progress") < 2:
+                chunk = await bounded(reader.read(65536), what="progress events on the bridged stream")
+                assert chunk, "the stream ended before two progress events"
+                seen += chunk
+        await wait_until(lambda: drained(proxy), what="the exchanges to close")
+    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
+    opened = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_opened")
+    closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
+    assert opened
+    assert closed == opened  # every exchange closed, and none twice
