@@ -209,8 +209,13 @@ class Proxy:
         )
 
     def _admin_context(self) -> AdminContext:
-        """What the admin API reads: the store, the bus, the router, and two counts read on a scrape."""
+        """What the admin API reads: the store, the bus, the router, and two counts read on a scrape.
+
+        Open streams are the pass-through relay's and the bridges' alike: a bridged call answered as
+        an SSE stream is one too.
+        """
         relays, observations = self.relays, self.observations
+        bridges = tuple(self.router.bridges.values())
         return AdminContext(
             settings=self.settings,
             store=self.store,
@@ -220,7 +225,7 @@ class Proxy:
             router=self.router,
             info=self.info,
             draining=lambda: self.draining,
-            open_streams=lambda: relays.open_streams,
+            open_streams=lambda: relays.open_streams + sum(bridge.open_streams for bridge in bridges),
             open_exchanges=lambda: observations.open_exchanges,
         )
 

@@ -37,7 +37,6 @@ _NOT_RELAYED: Final[frozenset[str]] = HOP_BY_HOP | frozenset(
 """Client headers a bridge sets itself, or that are meaningless (or harmful) to the other era's server."""
 
 
-
 def relayed_client_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client headers that cross to the upstream: `Authorization` and custom ones, in order."""
     items = list(headers)

@@ -516,6 +516,11 @@ class BridgeDriver:
         if summary is not None:
             info_line(self.log, "exchange", {"mode": self.mode.value, **summary.log_fields()})
 
+    @property
+    def open_streams(self) -> int:
+        """Client exchanges whose SSE response is going out now (a call's stream, a GET stream)."""
+        return sum(1 for ex in self.exchanges.values() if ex.client.started and not ex.done)
+
     def table_sizes(self) -> dict[str, int]:
         """Open exchanges, legs and timers (tests assert they drain)."""
         return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +28,7 @@ from proxy.transport.admin import AdminListenError
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.metrics import MAX_METHOD_LABELS, ProxyMetrics
 from proxy.wire.jsonrpc import classify_value, error_response, request
-from tests.e2e.modern_raw import modern_call
+from tests.e2e.modern_raw import modern_call, modern_headers, modern_params
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for, run_scenario
 from tests.transport.helpers import WAIT, captured_logs
@@ -417,3 +418,29 @@ def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound
     assert metric(text, "mcp_proxy_chains_evicted_total") == 4
     assert metric(text, "mcp_proxy_chains_held") == 2
     assert metric(text, "mcp_proxy_chains_abandoned_total") == 2
+
+
+async def test_a_bridged_call_answered_as_a_stream_counts_as_an_open_stream(
+    legacy_server: PeerServer,
+) -> None:
+    """A 2026-07-28 client's call on a legacy server streams its progress through the bridge."""
+    params = modern_params(
+        {"name": "slow_progress", "arguments": {"steps": 300}, "_meta": {"progressToken": "p"}}
+    )
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = "".join(f"{k}: {v}\r\n" for k, v in modern_headers("tools/call", params).items())
+    async with admin_proxy(legacy_server.url) as proxy:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        try:
+            path = proxy.endpoint()[len(proxy.url) :]
+            head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {len(body)}\r\n\r\n"
+            writer.write(head.encode() + body)
+            seen = b""
+            while b"notifications/progress" not in seen:
+                chunk = await asyncio.wait_for(reader.read(65536), WAIT)
+                assert chunk, "the stream ended before its first progress event"
+                seen += chunk
+            assert metric(await scrape(proxy), "mcp_proxy_open_streams") == 1
+        finally:
+            writer.close()
+        await wait_until_metric(proxy, "mcp_proxy_open_streams", 0)

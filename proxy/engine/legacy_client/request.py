@@ -35,6 +35,7 @@ from proxy.wire.versions import LATEST_MODERN
 MODERN_ACCEPT: Final = "application/json, text/event-stream"
 """2026-07-28 requires both media types in `Accept` on every POST."""
 
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """The per-request facts a session contributes to every upstream request's `_meta`."""
