@@ -71,8 +71,9 @@ class Proxy:
             body_limit=settings.capture_body_limit,
             id_prefix=run_prefix(),
         )
-        # About five observations make a small exchange: keep as many as the store keeps chains.
-        backlog = 5 * settings.max_chains
+        # A small pass-through exchange makes about five observations, a bridged one more: the queue
+        # keeps enough for the store's whole ring of chains either way.
+        backlog = 10 * settings.max_chains
         self.observations = ObservationSink(self.builder, self.redactor, bus=self.bus, backlog=backlog)
         self.pool = UpstreamPool(
             upstream,

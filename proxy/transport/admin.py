@@ -96,6 +96,7 @@ class AdminServer:
             continuations=self.continuations,
             feed_clients=lambda: self.feed.clients,
             draining=ctx.draining,
+            observations_dropped=lambda: ctx.observations.dropped,
         )
         self.feed.on_close = self.metrics.retire
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)

@@ -59,6 +59,7 @@ class ProxyMetrics:
         continuations: Callable[[], int],
         feed_clients: Callable[[], int],
         draining: Callable[[], bool],
+        observations_dropped: Callable[[], int] = lambda: 0,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -80,6 +81,7 @@ class ProxyMetrics:
                 feed_clients=feed_clients,
                 draining=draining,
                 retired=self.retired_drops,
+                observations_dropped=observations_dropped,
             )
         )
 
@@ -212,8 +214,10 @@ class _PresentState:
         feed_clients: Callable[[], int],
         draining: Callable[[], bool],
         retired: dict[str, int],
+        observations_dropped: Callable[[], int],
     ) -> None:
         self._store = store
+        self._observations_dropped = observations_dropped
         self._bus = bus
         self._open_streams = open_streams
         self._open_exchanges = open_exchanges
@@ -241,6 +245,12 @@ class _PresentState:
             len(store),
         )
         yield _counter("mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", store.evicted)
+        yield _counter(
+            "mcp_proxy_observations_dropped",
+            "Observations dropped from the full queue before anyone built them into chains "
+            "(their chains never reach the ring buffer; the capture keeps them).",
+            self._observations_dropped(),
+        )
         yield _gauge(
             "mcp_proxy_chains_held",
             "Open chains the ring let go, kept until they end (max_unfinished_chains).",

@@ -444,3 +444,28 @@ async def test_a_bridged_call_answered_as_a_stream_counts_as_an_open_stream(
         finally:
             writer.close()
         await wait_until_metric(proxy, "mcp_proxy_open_streams", 0)
+
+
+async def test_observations_dropped_before_anyone_built_them_are_counted() -> None:
+    """While nobody watches, the queue keeps ten observations per stored chain, and says what it lost."""
+    proxy = Proxy(
+        Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0", max_chains=1)
+    )
+    metrics = ProxyMetrics(
+        proxy.store,
+        proxy.bus,
+        open_streams=lambda: 0,
+        open_exchanges=lambda: 0,
+        info=proxy.info,
+        continuations=lambda: 0,
+        feed_clients=lambda: 0,
+        draining=lambda: False,
+        observations_dropped=lambda: proxy.observations.dropped,
+    )
+    sink = proxy.observations
+    for n in range(20):  # two observations each: forty, against a queue of ten
+        sink.emit(ExchangeOpened(float(n), f"x{n}", "POST", "/mcp", {}, None))
+        sink.close(ExchangeClosed(float(n), f"x{n}"))
+
+    assert sink.dropped == 30
+    assert metric(metrics.render().decode(), "mcp_proxy_observations_dropped_total") == 30
