@@ -173,6 +173,10 @@ class _HeadTooLarge(Exception):
     """Raised inside a parser callback; llhttp stops and the reader refuses with 431."""
 
 
+class _UnknownCoding(Exception):
+    """Raised inside a parser callback for a transfer coding other than `chunked`; refused with 501."""
+
+
 class RequestReader(Generic[R]):
     """Requests from one client connection, in order: feed it what the socket read.
 
@@ -214,6 +218,8 @@ class RequestReader(Generic[R]):
                 return self._refuse(431, str(cause))
             if isinstance(cause, _BadVersion):
                 return self._refuse(505, str(cause))
+            if isinstance(cause, _UnknownCoding):
+                return self._refuse(501, str(cause))
             return self._refuse(400, f"malformed HTTP request: {exc}")
         counted = before if before is not None and before is self.current else None
         if counted is not None:
@@ -320,6 +326,14 @@ class RequestReader(Generic[R]):
         version = parser.get_http_version()
         if version not in ("1.1", "1.0"):
             raise _BadVersion(f"HTTP/{version} is not served here: send HTTP/1.1")
+        coding = header(req.headers, "transfer-encoding")
+        if coding is not None and coding.strip().lower() != "chunked":
+            # llhttp de-chunks `gzip, chunked` and would hand over a body still gzip-coded, which the
+            # proxy would then forward as if it were plain: a coding it does not decode is refused.
+            raise _UnknownCoding(
+                f"transfer coding {coding.strip()!r} is not supported: send the body chunked or with "
+                "Content-Length"
+            )
         req.method = parser.get_method().decode("latin-1")
         req.keep_alive = parser.should_keep_alive()
         req.http10 = version == "1.0"

@@ -198,8 +198,10 @@ def test_a_head_that_never_ends_is_refused_by_the_bytes_it_arrived_in() -> None:
         (b"GET / HTTP/1.1\r\nHost: p\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 501, "upgrade"),
         (b"GET / HTTP/1.1\r\nHost p\r\n\r\n", 400, "malformed"),
         (b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "malformed"),
+        (b"POST / HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "gzip"),
+        (b"POST / HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: identity\r\n\r\n", 501, "identity"),
     ],
-    ids=["too-many-fields", "http2", "upgrade", "bad-field", "two-framings"],
+    ids=["too-many-fields", "http2", "upgrade", "bad-field", "two-framings", "gzip-coded", "identity"],
 )
 def test_what_cannot_be_served_is_refused_with_its_status(data: bytes, status: int, words: str) -> None:
     core, _ = reader()
