@@ -136,6 +136,8 @@ class Proxy:
         self.admin: AdminServer | None = None
         self.health: HealthServer | None = None
         self.draining = False
+        self._announced = False
+        """The proxy's first `ProxyInfo` went out: later era changes are announced as they happen."""
         self._hurry = asyncio.Event()
         self.port = 0
         self.host = ""
@@ -191,6 +193,7 @@ class Proxy:
             raise
         await self.router.ensure_probed()
         self._publish_info()
+        self._announced = True
         log = get_logger()
         if self.settings.unredact_headers:
             log.warning(
@@ -248,7 +251,7 @@ class Proxy:
         self.bus.publish(info)
 
     def _eras_changed(self, eras: UpstreamEras) -> None:
-        if self.port:
+        if self._announced:  # the first probe's eras go out with the proxy's first announcement
             self._publish_info()
 
     async def stop(self) -> None:

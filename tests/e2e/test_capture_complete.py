@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult
@@ -166,3 +167,13 @@ async def test_a_bus_too_small_for_the_traffic_costs_the_capture_nothing(
 
 async def _ignore(value: float, total: float | None, message: str | None) -> None:
     """A progress callback, so the call carries a progressToken and the server reports progress."""
+
+
+async def test_a_capture_announces_the_proxy_once_at_start(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
+) -> None:
+    capture = tmp_path / "capture.jsonl"
+    async with proxy_for(legacy_server.url, capture=capture):
+        pass
+    kinds = [orjson.loads(line).get("type") for line in capture.read_bytes().splitlines() if line.strip()]
+    assert kinds.count("proxy_info") == 1, kinds
