@@ -257,6 +257,8 @@ class Proxy:
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
         self.router.close()
+        for bridge in self.router.bridges.values():  # their clients hear why, before connections close
+            bridge.stopping()
         if self._front is not None:
             await self._front.close(CLOSE_TIMEOUT)
             self._front = None

@@ -172,6 +172,8 @@ class BridgeDriver:
         self._reading: dict[str, UpstreamResponse] = {}
         """The response each leg is reading now (a due timer waits for what they hold unread)."""
         self._resumes: dict[str, ResumeLeg] = {}
+        self._stop_legs: list[asyncio.Task[Any]] | None = None
+        """The upstream requests the engine started when the proxy began to stop (None: not yet)."""
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
         self.log = get_logger()
 
@@ -267,15 +269,21 @@ class BridgeDriver:
         for command in self.engine.handle(event):
             self._do(command)
 
-    async def release_upstream(self, seconds: float) -> None:
-        """The proxy is stopping: let the engine end what it holds upstream (its sessions: a DELETE
-        each), and wait at most `seconds` for those requests."""
+    def stopping(self) -> None:
+        """The proxy is stopping: the engine ends what it holds. Calls whose clients still wait get
+        their error on their own streams (before the front closes the connections), and upstream
+        sessions a DELETE each; asked more than once, it acts once."""
+        if self._stop_legs is not None:
+            return
         before = set(self.legs)
-        for command in self.engine.handle(Stopping()):  # nobody is told: the views end with the proxy
-            self._do(command)
-        started = [task for leg, task in self.legs.items() if leg not in before]
-        if started:
-            await asyncio.wait(started, timeout=seconds)
+        self.feed(Stopping())
+        self._stop_legs = [task for leg, task in self.legs.items() if leg not in before]
+
+    async def release_upstream(self, seconds: float) -> None:
+        """Wait at most `seconds` for the upstream requests `stopping` started (before the pool closes)."""
+        self.stopping()
+        if self._stop_legs:
+            await asyncio.wait(self._stop_legs, timeout=seconds)
 
     def _do(self, command: BridgeCommand) -> None:
         match command:

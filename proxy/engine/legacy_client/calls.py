@@ -301,6 +301,14 @@ class CallDriver:
             return []
         return [*self._teardown(call, None), EndClientResponse(exchange, outcome)]
 
+    def stop_all(self, text: str) -> Commands:
+        """The proxy is stopping: every call still running fails with `text`, so no client is left
+        waiting on a stream the proxy is about to close (its nested requests are cancelled first)."""
+        commands: Commands = []
+        for call in list(self._ctx.calls.values()):
+            commands.extend(self._fail(call, text))
+        return commands
+
     def _fail(self, call: Call, text: str) -> Commands:
         """Fail the call as the SDK shims do (tool error result, or -32603 for prompts/resources)."""
         return self._finish(call, call_failure(call.method, call.ident, text))

@@ -37,6 +37,7 @@ from proxy.engine.events import (
     LegFailed,
     LegMessage,
     LegResponded,
+    Stopping,
     TimerFired,
 )
 from proxy.engine.faults import fault_text
@@ -56,6 +57,9 @@ LOG_LEVELS: Final[frozenset[str]] = frozenset(
     {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 )
 """RFC 5424 severities, the values `logging/setLevel` accepts (2025-03-26 onward)."""
+
+STOPPING_TEXT: Final = "the proxy is stopping: the call was cut off before the server answered; retry it"
+"""How a call still running when the proxy stops fails, as the client sees it."""
 
 SESSION_NOT_FOUND: Final = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
@@ -128,6 +132,8 @@ class LegacyToMrtrEngine:
                 return self._on_leg_lost(leg, why if detail is None else fault_text("cut", detail))
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
+            case Stopping():
+                return self._calls.stop_all(STOPPING_TEXT)
         return []
 
     # -- client side ---------------------------------------------------------------------------

@@ -170,8 +170,16 @@ class MrtrToLegacyEngine:
             case TimerFired(timer):
                 return self._rounds.on_timer(timer)
             case Stopping():
-                return self._sessions.end_all()
+                return self._on_stopping()
         return []
+
+    def _on_stopping(self) -> Commands:
+        """The proxy is stopping: parked calls end with it (the observer hears so), and every
+        upstream session is DELETEd, which ends the calls it carries."""
+        for call in self._ctx.calls.values():
+            if call.continuation is not None and call.observed is not None:
+                self._ctx.observe_continuation(call, "ended")
+        return self._sessions.end_all()
 
     # -- the client side -----------------------------------------------------------------------
 
