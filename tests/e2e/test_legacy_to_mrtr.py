@@ -291,3 +291,30 @@ async def test_a_client_vanishing_mid_round_closes_each_exchange_once_in_the_cap
     closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
     assert opened, "the capture holds the bridged exchanges"
     assert closed == opened  # every exchange closed, and none twice
+
+
+async def test_a_call_waiting_on_its_client_when_the_proxy_stops_fails_with_the_reason(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    asked = anyio.Event()
+
+    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with proxy_for(modern_server.url) as proxy:
+        outcome: dict[str, Any] = {}
+        with anyio.fail_after(20):
+            async with Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client:
+
+                async def call() -> None:
+                    outcome["result"] = await client.call_tool("ask_name", {})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await asked.wait()
+                    await proxy.stop()
+    result = outcome["result"]
+    assert result.is_error
+    assert "the proxy is stopping" in result.content[0].text
