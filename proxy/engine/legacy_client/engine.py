@@ -23,7 +23,7 @@ sans-IO: the transport feeds events and executes the returned commands, ids come
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Final
 
 from proxy.engine.capabilities import can_subscribe, modern_client_capabilities, negotiate_version
@@ -81,6 +81,8 @@ class LegacyToMrtrEngine:
         """Sessions held per client address, so one address never fills the table and evicts others'."""
         self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
+        self.client_sessions: Container[str] = self._ctx.sessions
+        """The sessions this bridge minted (the context's table itself, never replaced)."""
         self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
         self._listen = ListenEmulator(self._ctx)
 
