@@ -42,7 +42,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
-from proxy.framing.http import Upstream, header, is_sse
+from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
@@ -97,7 +97,7 @@ class RelayContext:
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "upstream")
+    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "upstream")
 
     def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
         self.ctx = ctx
@@ -107,6 +107,8 @@ class PassthroughRelay:
         self.ended = False
         self.counted = False
         """Counted in `ctx.relaying` (from the upstream request to the end)."""
+        self.sse = False
+        """The upstream's body is an SSE stream (read from its head once)."""
         self.batch: list[Observation] = []
         """Observations made and not yet handed to the sink: they go together when the relay next
         waits (the request before it goes upstream, each streamed chunk) or at the exchange's end,
@@ -214,6 +216,7 @@ class PassthroughRelay:
         if (doubt := era_suspicion(route, upstream.status)) is not None:
             self.ctx.router.suspect(doubt)
         head = self._client_head(upstream)
+        self.sse = head.sse
         client = self.client
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
@@ -288,14 +291,14 @@ class PassthroughRelay:
                 sink.now(),
                 self.exchange,
                 status=head.status,
-                content_type=header(head.headers, "content-type"),
+                content_type=head.content_type,
                 headers=dict(upstream.headers),
             )
         )
 
     def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
-        if is_sse(upstream.header("content-type")):
+        if self.sse:
             observer = self._observer(upstream, sse=True)
             observer.feed(body)
             self._observed(observer)
@@ -317,7 +320,7 @@ class PassthroughRelay:
         `sent`: body bytes that already went out with the head; they are observed first.
         """
         ctx, client = self.ctx, self.client
-        sse = is_sse(upstream.header("content-type"))
+        sse = self.sse
         observer = self._observer(upstream, sse=sse)
         if sent:
             observer.feed(sent)
