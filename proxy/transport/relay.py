@@ -45,7 +45,7 @@ from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
-from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
+from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -312,7 +312,8 @@ class PassthroughRelay:
         if len(body) > INSPECT_LIMIT:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
             return
-        observe_json(body, self._observe_upstream)
+        for msg, size, channel in json_messages(body)[1]:
+            self._observe_upstream(msg, size, channel, None)
 
     async def stream(self, upstream: UpstreamResponse, sent: bytes = b"") -> None:
         """Relay the body chunk by chunk as it arrives (a started response), observing each.
