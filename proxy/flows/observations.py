@@ -189,4 +189,3 @@ def key_of(obs: Observation) -> str:
     """What the observation belongs to: its exchange, its leg, or the session it names."""
     key: str = getattr(obs, _KEY_FIELD.get(type(obs), "exchange"))
     return key
-

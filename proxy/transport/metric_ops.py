@@ -147,12 +147,6 @@ class OpCounter:
             if handler is not None:
                 handler(obs)
 
-    def observe(self, obs: Observation) -> None:
-        """Count one observation."""
-        handler = self._handlers.get(type(obs))
-        if handler is not None:
-            handler(obs)
-
     # -- exchanges ----------------------------------------------------------------------------------
 
     def _opened(self, obs: ExchangeOpened) -> None:

@@ -80,8 +80,6 @@ class Router:
         """`eras.known`, kept with `eras`: read on every request."""
         self._modes: dict[Era, Mode] = {}
         """The mode for each client era under `eras` (a table the request path reads, never a call)."""
-        self._endpoint_paths = frozenset({"", "/", upstream.base_path})
-        """The client paths that name the MCP endpoint (`Upstream.is_endpoint`): only these are bridged."""
         self._set_eras(forced or UNKNOWN_ERAS)
         self.bridges: dict[Mode, BridgeDriver] = {}
         self.reachable: bool | None = None
@@ -172,7 +170,7 @@ class Router:
 
     def mode_for(self, route: Route) -> Mode:
         """The engine that serves this request: only the MCP endpoint's requests are ever bridged."""
-        if route.path not in self._endpoint_paths:
+        if route.path not in self.upstream.endpoint_paths:
             return Mode.PASSTHROUGH  # the server's other paths (OAuth metadata, say) are its own
         session = route.session_id
         if session is not None:

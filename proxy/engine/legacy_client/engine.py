@@ -97,10 +97,6 @@ class LegacyToMrtrEngine:
             f"get_streams={sorted(ctx.get_streams)})"
         )
 
-    def owns_session(self, session_id: str) -> bool:
-        """True for a session this bridge minted (its requests must come back here, not pass through)."""
-        return session_id in self._ctx.sessions
-
     def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
         """None: this bridge holds a call only while its client stream is open, never parked."""
         return []

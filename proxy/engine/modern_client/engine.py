@@ -116,10 +116,6 @@ class MrtrToLegacyEngine:
             f"listeners={len(ctx.listeners)})"
         )
 
-    def owns_session(self, session_id: str) -> bool:
-        """Always False: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
-        return False
-
     def table_sizes(self) -> dict[str, int]:
         """The size of every internal table; a finished flow leaves only idle upstream sessions."""
         return self._ctx.table_sizes()
