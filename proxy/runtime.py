@@ -172,7 +172,7 @@ class Proxy:
             self._sink = CaptureSink(
                 self._capture, ObservationEncoder(self.redactor, self.settings.capture_body_limit)
             )
-            self.observations.listeners.append(self._sink.observe)
+            self.observations.listeners.append(self._sink.observe_all)
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(self._admin_context())
         host, port = parse_host_port(self.settings.listen)
@@ -268,7 +268,7 @@ class Proxy:
         for sub in self.bus.subscribers:
             sub.close()
         if self._sink is not None:
-            self.observations.listeners.remove(self._sink.observe)
+            self.observations.listeners.remove(self._sink.observe_all)
             self._sink.close()
             self._sink = None
         if self._capture is not None:

@@ -17,7 +17,7 @@ transport's relay (`proxy.transport.relay`) carries them out, in one executor fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,6 +62,10 @@ class ClientHead:
     headers: tuple[tuple[str, str], ...]
     content_length: int | None
     """Kept only for a body of declared length that is not a stream; None streams the body."""
+    content_type: str | None = field(default=None, compare=False)
+    """The body's `Content-Type` (read once here: the relay records it and observes the body by it)."""
+    sse: bool = field(default=False, compare=False)
+    """The body is an SSE stream (observed event by event)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +119,9 @@ def client_head(
     redirect never leads the client around the proxy (nginx's `proxy_redirect default`).
     """
     length = header(headers, "content-length")
-    keep = length is not None and not is_sse(header(headers, "content-type"))
+    content_type = header(headers, "content-type")
+    sse = is_sse(content_type)
+    keep = length is not None and not sse
     out = tuple(forward_response_headers(headers, keep_length=keep))
     if redirect is not None and 300 <= status < 400:
         upstream, origin = redirect
@@ -123,7 +129,7 @@ def client_head(
             (k, proxied_location(v, upstream, origin) if k.lower() == "location" else v) for k, v in out
         )
     size = int(length) if keep and length is not None and length.isdigit() else None
-    return ClientHead(status, out, size)
+    return ClientHead(status, out, size, content_type, sse)
 
 
 def sends_whole(length: int | None, buffered: int, complete: bool) -> bool:

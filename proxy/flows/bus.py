@@ -88,6 +88,9 @@ class EventBus:
     def __init__(self, default_maxsize: int = 10000) -> None:
         self.default_maxsize = default_maxsize
         self._subs: list[Subscription] = []
+        self.live = self._subs
+        """The subscribers, as one list never replaced: non-empty when someone wants chains as they
+        happen (the observation sink reads it on every observation without a call)."""
         self.published = 0
 
     def subscribe(self, name: str, maxsize: int | None = None) -> Subscription:

@@ -185,10 +185,3 @@ def key_of(obs: Observation) -> str:
     """What the observation belongs to: its exchange, its leg, or the session it names."""
     key: str = getattr(obs, _KEY_FIELD.get(type(obs), "exchange"))
     return key
-
-
-def body_size(obs: Observation) -> int:
-    """Body bytes the observation holds (what a bounded queue counts)."""
-    if isinstance(obs, MessageSeen | LegMessageSeen | InvalidBody):
-        return obs.size
-    return 0

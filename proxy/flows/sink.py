@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.observations import (
     ExchangeClosed,
+    InvalidBody,
     LegClosed,
     LegLinked,
     LegMessageSeen,
+    MessageSeen,
     Observation,
-    body_size,
     key_of,
 )
 from proxy.flows.redact import Redactor
@@ -42,8 +43,12 @@ DEFAULT_BACKLOG = 10_000
 
 _LEG_KINDS = frozenset({LegMessageSeen, LegLinked, LegClosed})
 
-Listener = Callable[[Observation], None]
-"""Receives every observation as it is made (the capture, the metrics): never a chain."""
+_BODY_KINDS = frozenset({MessageSeen, LegMessageSeen, InvalidBody})
+"""Observations that hold body bytes (their `size`): what the bounded queue counts."""
+
+Listener = Callable[[Sequence[Observation]], None]
+"""Receives every observation as it is made (the capture, the metrics), in batches of one call site's
+observations in order: never a chain. A listener must not keep the sequence itself."""
 
 
 class ObservationSink:
@@ -66,7 +71,8 @@ class ObservationSink:
         """The time an observation is made at (call sites stamp their observations with it)."""
         self.tally = RoundTripTally(redactor)
         self.listeners: list[Listener] = []
-        self._watched = bus.watched_live
+        self._live = bus.live
+        """The bus's live subscribers (the same list): someone wants chains as they happen if any."""
         self.backlog = backlog
         self.max_bytes = max_bytes
         self._bytes = 0
@@ -83,11 +89,16 @@ class ObservationSink:
 
     def emit(self, obs: Observation) -> None:
         """Take one observation."""
-        self._take(obs)
+        self._take((obs,))
 
-    def close(self, obs: ExchangeClosed) -> ExchangeSummary | None:
-        """Take an exchange's last observation; returns its round-trip line (None if it never opened)."""
-        return self._take(obs)
+    def emit_all(self, batch: Sequence[Observation]) -> None:
+        """Take observations made together, in order (one fan-out for all of them)."""
+        self._take(batch)
+
+    def close(self, obs: ExchangeClosed, before: Sequence[Observation] = ()) -> ExchangeSummary | None:
+        """Take an exchange's last observation (after `before`, made just ahead of it); returns its
+        round-trip line (None if it never opened)."""
+        return self._take((*before, obs) if before else (obs,))
 
     def build(self) -> None:
         """Build every queued observation into chains now (someone is about to look at them)."""
@@ -127,18 +138,22 @@ class ObservationSink:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _take(self, obs: Observation) -> ExchangeSummary | None:
+    def _take(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
         for listener in self.listeners:
-            listener(obs)
-        line = self.tally.observe(obs)
-        if type(obs) in _LEG_KINDS:
-            self._track_leg(obs)
-        if self._watched():
+            listener(batch)
+        line = self.tally.observe_all(batch)
+        for obs in batch:
+            if type(obs) in _LEG_KINDS:
+                self._track_leg(obs)
+        if self._live:
             if self._pending or self._held:
                 self.build()
-            self.builder.apply(obs)
+            apply = self.builder.apply
+            for obs in batch:
+                apply(obs)
         else:
-            self._queue(obs)
+            for obs in batch:
+                self._queue(obs)
         return line
 
     def _track_leg(self, obs: Observation) -> None:
@@ -162,7 +177,7 @@ class ObservationSink:
 
     def _queue(self, obs: Observation) -> None:
         pending = self._pending
-        size = body_size(obs)
+        size: int = obs.size if type(obs) in _BODY_KINDS else 0  # type: ignore[union-attr]
         pending.append((obs, size))
         self._bytes += size
         while pending and (len(pending) > self.backlog or self._bytes > self.max_bytes):

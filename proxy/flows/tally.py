@@ -9,6 +9,7 @@ exchange carries, which links a line to its chain. No I/O, no clock (times are t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,13 @@ class RoundTripTally:
     def is_open(self, exchange: str) -> bool:
         """Whether this exchange is open."""
         return exchange in self._open
+
+    def observe_all(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
+        """Count observations in order; the line of an exchange one of them closes, if any."""
+        line = None
+        for obs in batch:
+            line = self.observe(obs) or line
+        return line
 
     def observe(self, obs: Observation) -> ExchangeSummary | None:
         """Count one observation; an `ExchangeClosed` of an open exchange returns its line."""

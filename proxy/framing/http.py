@@ -38,6 +38,8 @@ class Upstream:
     """scheme://host:port, the part of the URL that names the server."""
     target: str = field(init=False, repr=False, compare=False)
     """The MCP endpoint in origin form (path and query), the request target of every bridged request."""
+    endpoint_paths: frozenset[str] = field(init=False, repr=False, compare=False)
+    """The client paths that name the MCP endpoint (only their requests are ever bridged)."""
 
     def __post_init__(self) -> None:
         # Worked out once: all three are read for every relayed request.
@@ -47,6 +49,7 @@ class Upstream:
         object.__setattr__(self, "host_header", host_header)
         object.__setattr__(self, "origin", f"{self.scheme}://{host}:{self.port}")
         object.__setattr__(self, "target", self.with_query(self.base_path))
+        object.__setattr__(self, "endpoint_paths", frozenset({"", "/", self.base_path}))
 
     def with_query(self, path: str, client_query: str = "") -> str:
         """`path` with the upstream URL's query, then the client's (unless it repeats the upstream's).
@@ -95,10 +98,6 @@ class Upstream:
         endpoint, so the proxy's address alone works too.
         """
         return self.base_path if client_path in ("", "/") else client_path
-
-    def is_endpoint(self, client_path: str) -> bool:
-        """The client's path names the MCP endpoint (only its requests are ever bridged)."""
-        return client_path in ("", "/") or client_path == self.base_path
 
 
 _USERINFO_PASSWORD = re.compile(r"(//[^/?#@:]*:)[^/?#@]*@")

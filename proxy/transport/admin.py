@@ -101,7 +101,7 @@ class AdminServer:
         self.feed.on_close = self.metrics.retire
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Listening now, before the MCP listener opens, so the counters see every observation.
-        ctx.observations.listeners.append(self.metrics.counting.observe)
+        ctx.observations.listeners.append(self.metrics.counting.observe_all)
         self._runner: web.AppRunner | None = None
         self.host = ""
         self.port = 0
@@ -154,7 +154,7 @@ class AdminServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        listeners, counting = self.ctx.observations.listeners, self.metrics.counting.observe
+        listeners, counting = self.ctx.observations.listeners, self.metrics.counting.observe_all
         if counting in listeners:
             listeners.remove(counting)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,7 +94,11 @@ class BridgeEngine(Protocol):
 
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
-    def owns_session(self, session_id: str) -> bool: ...
+    @property
+    def client_sessions(self) -> Container[str]:
+        """The client sessions this engine minted (their requests must come back to it): the router
+        reads it on every request, so it is a plain attribute, not a call."""
+        ...
 
 
 @dataclass

@@ -13,6 +13,7 @@ per few milliseconds, not one per exchange.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from contextlib import suppress
 
 from proxy.flows.events import FlowEvent
@@ -43,6 +44,11 @@ class CaptureSink:
         self._encoding = False
         self._open = OpenLines()
         writer.preamble = self._open.preamble  # a new file repeats what is still open
+
+    def observe_all(self, batch: Sequence[Observation]) -> None:
+        """Take observations in order (a listener of the observation sink)."""
+        for obs in batch:
+            self.observe(obs)
 
     def observe(self, obs: Observation) -> None:
         """Take one observation (on the traffic path): encoded later this loop turn, written at the flush."""

@@ -42,7 +42,7 @@ from proxy.framing.target import Target, TargetProblem, check_target, refuse_tar
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
 from proxy.transport.relay import PassthroughRelay, RelayContext
-from proxy.transport.routing import Router, classify_request
+from proxy.transport.routing import ProbeFirst, Router, classify_request
 from proxy.transport.upstream_pool import PendingHead
 from proxy.wire.jsonrpc import dumps
 
@@ -331,12 +331,12 @@ class FrontConnection(asyncio.Protocol):
             outcome = classify_request(self.settings, req.method, path, side.headers, raw)
         router = front.router
         if not req.early and isinstance(outcome, Route):
-            if router.needs_probe():
+            choice = router.choose(outcome)
+            if isinstance(choice, ProbeFirst):
                 self._run(side, self._probe_then_serve(side, outcome, len(raw)))
                 return
-            bridge = router.bridge_for(outcome)
-            if bridge is not None:
-                self._run(side, bridge.serve(side, front.next_exchange(), outcome))
+            if choice is not None:
+                self._run(side, choice.serve(side, front.next_exchange(), outcome))
                 return
         relay = PassthroughRelay(front.relays, side, front.next_exchange())
         # The upstream request goes first: recording it can wait, the upstream should not.

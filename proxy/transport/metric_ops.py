@@ -15,7 +15,7 @@ and an exchange's state goes when it closes.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -139,11 +139,13 @@ class OpCounter:
             UpstreamSessionMoved: self._upstream_session,
         }
 
-    def observe(self, obs: Observation) -> None:
-        """Count one observation (a listener of the observation sink)."""
-        handler = self._handlers.get(type(obs))
-        if handler is not None:
-            handler(obs)
+    def observe_all(self, batch: Sequence[Observation]) -> None:
+        """Count observations in order (a listener of the observation sink)."""
+        handlers = self._handlers
+        for obs in batch:
+            handler = handlers.get(type(obs))
+            if handler is not None:
+                handler(obs)
 
     # -- exchanges ----------------------------------------------------------------------------------
 

@@ -91,15 +91,21 @@ class BodyObserver:
         return observe_json(bytes(self._buffer), self.sink)
 
 
-def observe_json(data: bytes, sink: MessageSink) -> Body:
-    """Report the messages of a whole JSON body; one that is not JSON-RPC becomes one invalid message."""
+def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]]:
+    """The messages of a whole JSON body, each with its size and channel; a body that is not JSON-RPC
+    becomes one invalid message."""
     body = parse_body(data)
     size = len(data)
     if body.parse_error and size:
         preview = data[:2048].decode("utf-8", "replace")
-        sink(Message(Kind.INVALID, preview, problem=body.parse_error), size, Channel.HTTP, None)
-        return body
+        return body, [(Message(Kind.INVALID, preview, problem=body.parse_error), size, Channel.HTTP)]
     single = len(body.messages) == 1
-    for msg in body.messages:
-        sink(msg, size if single else 0, Channel.JSON, None)
+    return body, [(msg, size if single else 0, Channel.JSON) for msg in body.messages]
+
+
+def observe_json(data: bytes, sink: MessageSink) -> Body:
+    """Report the messages of a whole JSON body to `sink` (`json_messages`)."""
+    body, found = json_messages(data)
+    for msg, size, channel in found:
+        sink(msg, size, channel, None)
     return body

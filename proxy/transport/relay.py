@@ -37,14 +37,15 @@ from proxy.flows.observations import (
     ExchangeOpened,
     InvalidBody,
     MessageSeen,
+    Observation,
     ResponseHeadSeen,
 )
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
-from proxy.framing.http import Upstream, header, is_sse
+from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
-from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, observe_json
+from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -96,7 +97,7 @@ class RelayContext:
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("client", "counted", "ctx", "ended", "exchange", "upstream")
+    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "upstream")
 
     def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
         self.ctx = ctx
@@ -106,6 +107,12 @@ class PassthroughRelay:
         self.ended = False
         self.counted = False
         """Counted in `ctx.relaying` (from the upstream request to the end)."""
+        self.sse = False
+        """The upstream's body is an SSE stream (read from its head once)."""
+        self.batch: list[Observation] = []
+        """Observations made and not yet handed to the sink: they go together when the relay next
+        waits (the request before it goes upstream, each streamed chunk) or at the exchange's end,
+        so a watcher sees each in order and no later than the relay waits."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -126,7 +133,7 @@ class PassthroughRelay:
         ctx, client = self.ctx, self.client
         era = outcome.era.value if isinstance(outcome, Route) else "unknown"
         sink = ctx.observations
-        sink.emit(
+        self._emit(
             ExchangeOpened(
                 sink.now(),
                 self.exchange,
@@ -142,11 +149,12 @@ class PassthroughRelay:
             )
         )
         if isinstance(outcome, Rejection):
-            sink.emit(InvalidBody(sink.now(), self.exchange, f"refused: {outcome.reason}", received, b""))
+            self._emit(InvalidBody(sink.now(), self.exchange, f"refused: {outcome.reason}", received, b""))
             self._answer(outcome.status, outcome.body)
             self._close(outcome.reason)
             return None
         self._observe_client(outcome)
+        self._flush()
         ctx.relaying += 1
         self.counted = True
         return outcome
@@ -208,6 +216,7 @@ class PassthroughRelay:
         if (doubt := era_suspicion(route, upstream.status)) is not None:
             self.ctx.router.suspect(doubt)
         head = self._client_head(upstream)
+        self.sse = head.sse
         client = self.client
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
@@ -224,6 +233,7 @@ class PassthroughRelay:
             self._gone()
             return None
         self._record_head(head, upstream)
+        self._flush()
         if end:
             self._delivered_whole(upstream, first)  # a chunked body that had all arrived
             return None
@@ -276,19 +286,19 @@ class PassthroughRelay:
 
     def _record_head(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         sink = self.ctx.observations
-        sink.emit(
+        self._emit(
             ResponseHeadSeen(
                 sink.now(),
                 self.exchange,
                 status=head.status,
-                content_type=header(head.headers, "content-type"),
+                content_type=head.content_type,
                 headers=dict(upstream.headers),
             )
         )
 
     def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
-        if is_sse(upstream.header("content-type")):
+        if self.sse:
             observer = self._observer(upstream, sse=True)
             observer.feed(body)
             self._observed(observer)
@@ -302,7 +312,8 @@ class PassthroughRelay:
         if len(body) > INSPECT_LIMIT:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
             return
-        observe_json(body, self._observe_upstream)
+        for msg, size, channel in json_messages(body)[1]:
+            self._observe_upstream(msg, size, channel, None)
 
     async def stream(self, upstream: UpstreamResponse, sent: bytes = b"") -> None:
         """Relay the body chunk by chunk as it arrives (a started response), observing each.
@@ -310,10 +321,11 @@ class PassthroughRelay:
         `sent`: body bytes that already went out with the head; they are observed first.
         """
         ctx, client = self.ctx, self.client
-        sse = is_sse(upstream.header("content-type"))
+        sse = self.sse
         observer = self._observer(upstream, sse=sse)
         if sent:
             observer.feed(sent)
+            self._flush()
         if sse:
             ctx.open_streams += 1
         cut: UpstreamError | None = None
@@ -325,6 +337,7 @@ class PassthroughRelay:
                 except ClientGone:
                     gone = True
                 observer.feed(chunk)
+                self._flush()
                 if gone:
                     break
         except UpstreamError as exc:
@@ -338,6 +351,7 @@ class PassthroughRelay:
         """Carry out how the body's end ends the exchange (`body_end` decides)."""
         if end.finish_client:
             self._observed(observer)
+            self._flush()
             await self._end(end.outcome)  # the upstream connection, read to its end, goes back to the pool
             return
         if cut is not None:
@@ -355,33 +369,45 @@ class PassthroughRelay:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
-        sink, exchange = self.ctx.observations, self.exchange
+        sink, exchange, emit = self.ctx.observations, self.exchange, self._emit
         return BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
-            on_extra_bytes=lambda size: sink.emit(BytesOut(sink.now(), exchange, size)),
+            on_extra_bytes=lambda size: emit(BytesOut(sink.now(), exchange, size)),
             channel=Channel.GET_SSE if self.client.method == "GET" else Channel.SSE,
-            on_event_id=lambda sse_id: sink.emit(EventIdSeen(sink.now(), exchange, sse_id)),
+            on_event_id=lambda sse_id: emit(EventIdSeen(sink.now(), exchange, sse_id)),
             declared_size=upstream.content_length,
         )
 
     # -- observation ----------------------------------------------------------------------------
+
+    def _emit(self, obs: Observation) -> None:
+        """Keep an observation for the next flush (after the end, straight to the sink)."""
+        if self.ended:
+            self.ctx.observations.emit(obs)
+        else:
+            self.batch.append(obs)
+
+    def _flush(self) -> None:
+        if self.batch:
+            batch, self.batch = self.batch, []
+            self.ctx.observations.emit_all(batch)
 
     def _observe_client(self, route: Route) -> None:
         sink = self.ctx.observations
         messages = route.body.messages
         if route.body.parse_error and route.raw.strip():
             problem = route.body.parse_error
-            sink.emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
+            self._emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
             return
         single = len(messages) == 1
         for msg in messages:
             size = len(route.raw) if single else len(dumps(msg.raw))
-            sink.emit(MessageSeen(sink.now(), self.exchange, msg, size, Direction.TO_SERVER, Channel.POST))
+            self._emit(MessageSeen(sink.now(), self.exchange, msg, size, Direction.TO_SERVER, Channel.POST))
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
         sink = self.ctx.observations
-        sink.emit(
+        self._emit(
             MessageSeen(sink.now(), self.exchange, msg, size, Direction.TO_CLIENT, channel, sse_id=sse_id)
         )
 
@@ -394,11 +420,11 @@ class PassthroughRelay:
         data = dumps(body) if body is not None else b""
         sink = self.ctx.observations
         content_type = "application/json" if body is not None else None
-        sink.emit(ResponseHeadSeen(sink.now(), self.exchange, status, content_type, {}))
+        self._emit(ResponseHeadSeen(sink.now(), self.exchange, status, content_type, {}))
         if body is not None:
             msg = parse_body(data).first
             if msg is not None:
-                sink.emit(
+                self._emit(
                     MessageSeen(
                         sink.now(),
                         self.exchange,
@@ -460,7 +486,8 @@ class PassthroughRelay:
 
     def _close(self, outcome: str | None) -> None:
         sink = self.ctx.observations
-        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome))
+        batch, self.batch = self.batch, []
+        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
         if summary is not None:
             info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
 

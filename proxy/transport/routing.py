@@ -1,7 +1,7 @@
 """Routing: which engine serves a client request, from the client's era and what the probe found.
 
 Every client request is classified once (`classify_request`: route or refusal), and a route is
-given to one engine once (`Router.bridge_for`: a bridge, or None for pass-through).
+given to one engine once (`Router.choose`: probe first, a bridge, or None for pass-through).
 
 No request is routed on a guess. While the upstream's eras are unknown because it could not be
 reached (it is still starting, as a sidecar's server often is), every request waits for a probe (one
@@ -45,6 +45,13 @@ _CREDENTIALS = ("authorization", "cookie")
 """Headers of the request that asked for a probe that go along with it."""
 
 
+class ProbeFirst:
+    """`Router.choose`'s answer when the upstream must be probed before the request can be routed."""
+
+
+PROBE_FIRST = ProbeFirst()
+
+
 def classify_request(
     settings: Settings, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
 ) -> Route | Rejection:
@@ -68,7 +75,12 @@ class Router:
         self.pool = pool
         forced = forced_eras(settings.upstream_era)
         self.forced = forced is not None
-        self.eras: UpstreamEras = forced or UNKNOWN_ERAS
+        self.eras: UpstreamEras = UNKNOWN_ERAS
+        self._known = False
+        """`eras.known`, kept with `eras`: read on every request."""
+        self._modes: dict[Era, Mode] = {}
+        """The mode for each client era under `eras` (a table the request path reads, never a call)."""
+        self._set_eras(forced or UNKNOWN_ERAS)
         self.bridges: dict[Mode, BridgeDriver] = {}
         self.reachable: bool | None = None
         """Did the upstream answer the last probe at all (None: not probed yet)."""
@@ -82,13 +94,13 @@ class Router:
     @property
     def settled(self) -> bool:
         """Routing needs no probe: the eras are forced, bridging is off, or the verdict is fresh."""
-        return self.forced or self.settings.bridge == "off" or (self.eras.known and not self._stale)
+        return self.forced or self.settings.bridge == "off" or (self._known and not self._stale)
 
     def needs_probe(self) -> bool:
         """A request must wait for a probe before it can be routed."""
         if self.settled:
             return False
-        if self.eras.known or self.reachable:  # stale, or answered without fitting an era
+        if self._known or self.reachable:  # stale, or answered without fitting an era
             return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
         return True  # never reached: nothing to route on but a guess
 
@@ -112,7 +124,8 @@ class Router:
         self.reachable, self.problem = found.reachable, found.problem
         if found.eras.known or not self.eras.known:
             changed = found.eras != self.eras
-            self.eras, self._stale = found.eras, False
+            self._set_eras(found.eras)
+            self._stale = False
             if changed:
                 get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
                 if found.eras.legacy and found.eras.modern:
@@ -122,6 +135,11 @@ class Router:
         if not found.eras.known:
             get_logger().info("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
         return found
+
+    def _set_eras(self, eras: UpstreamEras) -> None:
+        self.eras, self._known = eras, eras.known
+        bridge = self.settings.bridge
+        self._modes = {era: select_mode(era, eras, bridge) for era in (Era.LEGACY, Era.MODERN)}
 
     @property
     def endpoint(self) -> str:
@@ -144,19 +162,22 @@ class Router:
             self._stale = True
             get_logger().info("upstream_eras_suspect", reason=reason)
 
+    def choose(self, route: Route) -> BridgeDriver | ProbeFirst | None:
+        """The one routing decision for a request: probe first, a bridge, or None for pass-through."""
+        if self.needs_probe():
+            return PROBE_FIRST
+        return self.bridge_for(route)
+
     def mode_for(self, route: Route) -> Mode:
         """The engine that serves this request: only the MCP endpoint's requests are ever bridged."""
-        if not self.upstream.is_endpoint(route.path):
+        if route.path not in self.upstream.endpoint_paths:
             return Mode.PASSTHROUGH  # the server's other paths (OAuth metadata, say) are its own
         session = route.session_id
         if session is not None:
             for mode, bridge in self.bridges.items():
-                if bridge.engine.owns_session(session):
+                if session in bridge.engine.client_sessions:
                     return mode
-        era = route.era
-        if era is Era.UNKNOWN:
-            return Mode.PASSTHROUGH
-        return select_mode(era, self.eras, self.settings.bridge)
+        return self._modes.get(route.era, Mode.PASSTHROUGH)
 
     def bridge_for(self, route: Route) -> BridgeDriver | None:
         """The bridge driver for this request, or None for pass-through."""

@@ -88,12 +88,13 @@ class UpstreamResponse:
     """One upstream response: its head at once, its body as chunks arrive (see `chunks`)."""
 
     __slots__ = (
-        "_buffered",
         "_chunks",
         "_conn",
         "_done",
         "_error",
         "_waiter",
+        "buffered",
+        "complete",
         "content_length",
         "headers",
         "keep_alive_header",
@@ -125,7 +126,10 @@ class UpstreamResponse:
         self.keep_alive_header = keep_alive
         """The upstream sent `Keep-Alive` (it may announce how long it keeps an idle connection)."""
         self._chunks: deque[bytes] = deque()
-        self._buffered = 0
+        self.buffered = 0
+        """Body bytes that arrived and were not yet taken."""
+        self.complete = False
+        """The whole body has arrived (and sits in the buffer): a plain field the relay reads per answer."""
         self._done = False
         self._error: UpstreamError | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -133,16 +137,6 @@ class UpstreamResponse:
     def header(self, name: str) -> str | None:
         """The first value of a header, by case-insensitive name."""
         return header(self.headers, name)
-
-    @property
-    def complete(self) -> bool:
-        """The whole body has arrived (and sits in the buffer)."""
-        return self._done and self._error is None
-
-    @property
-    def buffered(self) -> int:
-        """Body bytes that arrived and were not yet taken."""
-        return self._buffered
 
     def unread(self) -> bool:
         """Body bytes reached the proxy that its reader has not taken yet (here, or in the socket)."""
@@ -162,7 +156,7 @@ class UpstreamResponse:
     def take_buffered(self) -> bytes:
         """The body bytes that arrived so far, taken at once (`chunks` goes on from there)."""
         chunks, self._chunks = self._chunks, deque()
-        self._buffered = 0
+        self.buffered = 0
         conn = self._conn
         if conn is not None and conn.paused:
             conn.resume()
@@ -173,9 +167,9 @@ class UpstreamResponse:
         while True:
             if self._chunks:
                 chunk = self._chunks.popleft()
-                self._buffered -= len(chunk)
+                self.buffered -= len(chunk)
                 conn = self._conn
-                if conn is not None and conn.paused and self._buffered < LOW_WATER:
+                if conn is not None and conn.paused and self.buffered < LOW_WATER:
                     conn.resume()
                 yield chunk
                 continue
@@ -214,9 +208,9 @@ class UpstreamResponse:
 
     def _feed(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
-        self._buffered += len(chunk)
+        self.buffered += len(chunk)
         conn = self._conn
-        if conn is not None and self._buffered > HIGH_WATER and not conn.paused:
+        if conn is not None and self.buffered > HIGH_WATER and not conn.paused:
             conn.pause()
         self._wake()
 
@@ -225,6 +219,7 @@ class UpstreamResponse:
             return
         self._done = True
         self._error = error
+        self.complete = error is None
         self._wake()
 
     def _wake(self) -> None:

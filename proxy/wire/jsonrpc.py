@@ -6,7 +6,7 @@ original dict is kept so that unknown fields always survive a relay.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
@@ -40,15 +40,17 @@ class Message:
     id: RequestId | None = None
     method: str | None = None
     problem: str | None = None
+    params: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """The request/notification params, or an empty dict when absent or not an object (read once
+    here: the classifier, the tally and the metrics all read it)."""
+    is_response: bool = field(init=False, repr=False, compare=False)
+    """True for results and errors (what a peer sends back to a request)."""
 
-    @property
-    def params(self) -> dict[str, Any]:
-        """The request/notification params, or an empty dict when absent or not an object."""
-        if isinstance(self.raw, dict):
-            params = self.raw.get("params")
-            if isinstance(params, dict):
-                return params
-        return {}
+    def __post_init__(self) -> None:
+        raw = self.raw
+        params = raw.get("params") if isinstance(raw, dict) else None
+        object.__setattr__(self, "params", params if isinstance(params, dict) else {})
+        object.__setattr__(self, "is_response", self.kind in (Kind.RESULT, Kind.ERROR))
 
     @property
     def result(self) -> Any:
@@ -62,11 +64,6 @@ class Message:
             err: dict[str, Any] = self.raw["error"]
             return err
         return {}
-
-    @property
-    def is_response(self) -> bool:
-        """True for results and errors (what a peer sends back to a request)."""
-        return self.kind in (Kind.RESULT, Kind.ERROR)
 
 
 def _valid_id(value: Any) -> bool:

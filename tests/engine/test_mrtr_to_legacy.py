@@ -1621,7 +1621,7 @@ def test_the_bridge_owns_no_client_sessions_and_its_repr_shows_state_but_no_secr
     engine = ready_engine()
     park(engine)
 
-    assert not engine.owns_session(SESSION)
+    assert SESSION not in engine.client_sessions
     text = repr(engine)
     assert "parked round=1" in text
     assert "ttl:call-1" in text

@@ -88,6 +88,9 @@ def test_an_sse_head_is_relayed_without_content_length() -> None:
     assert client_head(200, head) == ClientHead(
         200, (("Content-Type", "text/event-stream; charset=utf-8"), ("Mcp-Session-Id", "s-1")), None
     )
+    assert client_head(200, head).sse
+    assert client_head(200, head).content_type == "text/event-stream; charset=utf-8"
+    assert not client_head(200, (("Content-Type", "application/json"),)).sse
 
 
 def test_a_head_without_content_length_starts_a_streamed_response() -> None:

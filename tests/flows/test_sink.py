@@ -220,7 +220,7 @@ def test_a_watcher_that_arrives_gets_what_waited_built_first_then_live_and_leavi
 def test_listeners_hear_every_observation_whether_or_not_anyone_watches() -> None:
     rig = Rig()
     heard: list[Any] = []
-    rig.sink.listeners.append(heard.append)
+    rig.sink.listeners.append(heard.extend)
     _json_call(rig.facts, rig.clock)
     rig.bus.subscribe("tui")
     _json_call(rig.facts, rig.clock, exchange="x2", ident=2)

@@ -42,7 +42,7 @@ def _record(path: Path, *, body_limit: int = 65536, big: bool = False) -> list[F
     facts = Calls(sink)
     encoder = ObservationEncoder(redactor, body_limit)
     with CaptureWriter(path) as writer:
-        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
         headers = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": SESSION}
         text = "x" * 5000 if big else "short"
         call = classify_value(
@@ -133,7 +133,7 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: ticks.now)
     encoder = ObservationEncoder(redactor, 65536)
     with CaptureWriter(path) as writer:
-        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
         parked_bridge_call(Calls(sink), ticks, state=STATE)
     sink.build()
     text = path.read_text(encoding="utf-8")
@@ -167,7 +167,7 @@ def test_an_upstream_session_observation_reads_back_as_the_session_event(tmp_pat
     sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: 100.0)
     encoder = ObservationEncoder(redactor, 65536)
     with CaptureWriter(path) as writer:
-        sink.listeners.append(lambda obs: writer.write_lines([encoder.encode(obs)]))
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
         Calls(sink).upstream_session(
             "upstream-3", state="opened", principal="0123456789abcdef", capabilities="roots", version=None
         )

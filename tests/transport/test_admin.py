@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Settings
 from proxy.flows.events import ChainSummary, Channel, Direction, Mode, Side
-from proxy.flows.observations import ExchangeClosed, ExchangeOpened, LegMessageSeen, MessageSeen
+from proxy.flows.observations import ExchangeClosed, ExchangeOpened, LegMessageSeen, MessageSeen, Observation
 from proxy.runtime import Proxy
 from proxy.transport.admin import AdminListenError
 from proxy.transport.bridge import BridgeDriver
@@ -185,8 +185,7 @@ class ParkingEngine:
     def handle(self, event: object) -> list[Any]:
         return []
 
-    def owns_session(self, session_id: str) -> bool:
-        return False
+    client_sessions: frozenset[str] = frozenset()
 
     def table_sizes(self) -> dict[str, int]:
         return {"continuations": 2, "legs": 2}
@@ -367,7 +366,10 @@ def test_the_method_label_takes_a_bounded_number_of_names_then_other() -> None:
 
 def test_rounds_of_pass_through_operations_are_not_counted_as_bridged_and_an_end_counts_once() -> None:
     metrics = bare_metrics()
-    count = metrics.counting.observe
+
+    def count(obs: Observation) -> None:
+        metrics.counting.observe_all((obs,))
+
     call = classify_value(request(1, "tools/call", {"name": "ask", "arguments": {}}))
     failed = classify_value(error_response(1, -32000, "no"))
     to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT

@@ -110,7 +110,7 @@ def test_every_rotated_file_stands_alone_and_all_of_them_together_hold_each_reco
     observations = ObservationSink(builder, redactor, bus=EventBus())
     with CaptureWriter(path, max_bytes=3000, keep=100) as writer:
         sink = CaptureSink(writer, ObservationEncoder(redactor, 65536))
-        observations.listeners.append(sink.observe)
+        observations.listeners.append(sink.observe_all)
         _traffic(Calls(observations), 30)
         sink.close()
     files = capture_files(path)

@@ -599,7 +599,7 @@ async def test_slow_reader_of_a_large_body_is_not_buffered_whole_by_the_proxy(pr
 
     def measuring_feed(self: UpstreamResponse, chunk: bytes) -> None:
         feed(self, chunk)
-        most_held["upstream"] = max(most_held["upstream"], self._buffered)
+        most_held["upstream"] = max(most_held["upstream"], self.buffered)
 
     async def measuring_write(self: FrontSide, chunk: bytes) -> None:
         transport = self.conn.transport

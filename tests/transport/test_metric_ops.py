@@ -60,7 +60,7 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
     rig, metrics = Rig(), _metrics()
-    rig.sink.listeners.append(metrics.counting.observe)
+    rig.sink.listeners.append(metrics.counting.observe_all)
     play(rig.facts, rig.clock)
     assert rig.events == []  # nobody watched: counted without a chain
     rig.sink.build()

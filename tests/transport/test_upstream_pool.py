@@ -385,10 +385,10 @@ async def test_a_large_unread_body_pauses_reading_and_arrives_whole_once_read(mo
     def measuring_feed(self: UpstreamResponse, chunk: bytes) -> None:
         nonlocal most_buffered
         feed(self, chunk)
-        most_buffered = max(most_buffered, self._buffered)
+        most_buffered = max(most_buffered, self.buffered)
 
     def counting_pause(self: upstream_pool._Connection) -> None:
-        pauses.append(self.response._buffered if self.response is not None else -1)
+        pauses.append(self.response.buffered if self.response is not None else -1)
         pause(self)
 
     monkeypatch.setattr(UpstreamResponse, "_feed", measuring_feed)

@@ -23,7 +23,7 @@ sans-IO: the transport feeds events and executes the returned commands, ids come
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Final
 
 from proxy.engine.capabilities import can_subscribe, modern_client_capabilities, negotiate_version
@@ -85,6 +85,8 @@ class LegacyToMrtrEngine:
         """Sessions held per client address, so one address never fills the table and evicts others'."""
         self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
+        self.client_sessions: Container[str] = self._ctx.sessions
+        """The sessions this bridge minted (the context's table itself, never replaced)."""
         self._calls = CallDriver(self._ctx, max_rounds, state_only_delay)
         self._listen = ListenEmulator(self._ctx)
 
@@ -98,10 +100,6 @@ class LegacyToMrtrEngine:
             f"calls=[{calls}], legs=[{legs}], timers={sorted(ctx.timers)}, "
             f"get_streams={sorted(ctx.get_streams)})"
         )
-
-    def owns_session(self, session_id: str) -> bool:
-        """True for a session this bridge minted (its requests must come back here, not pass through)."""
-        return session_id in self._ctx.sessions
 
     def continuations_view(self, now: float | None = None) -> list[dict[str, Any]]:
         """None: this bridge holds a call only while its client stream is open, never parked."""

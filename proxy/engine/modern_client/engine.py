@@ -38,7 +38,7 @@ every token so several proxies behind one entry point can route a retry to the o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
@@ -100,6 +100,8 @@ class MrtrToLegacyEngine:
             new_id, sealer, table, max_rounds, continuation_ttl, round_window, pool, session_ttl
         )
         self._listen = ListenEmulator(self._ctx)
+        self.client_sessions: Container[str] = frozenset()
+        """None: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
         self._calls = CallDriver(self._ctx, self._listen.broadcast)
         self._rounds = self._calls.rounds
         self._sessions = SessionKeeper(self._ctx, self._calls, self._listen)
@@ -113,10 +115,6 @@ class MrtrToLegacyEngine:
             f"continuations={ctx.table!r}, legs=[{legs}], timers={sorted(ctx.timers)}, "
             f"listeners={len(ctx.listeners)})"
         )
-
-    def owns_session(self, session_id: str) -> bool:
-        """Always False: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
-        return False
 
     def table_sizes(self) -> dict[str, int]:
         """The size of every internal table; a finished flow leaves only idle upstream sessions."""
