@@ -104,10 +104,6 @@ class EventBus:
         if sub in self._subs:
             self._subs.remove(sub)
 
-    def watched_live(self) -> bool:
-        """Whether a subscriber wants chains as they happen (a TUI, the admin feed)."""
-        return bool(self._subs)
-
     def publish(self, event: FlowEvent) -> None:
         """Offer the event to every subscriber; never waits."""
         self.published += 1
