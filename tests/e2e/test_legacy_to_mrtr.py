@@ -6,13 +6,11 @@ server (the same tools written in flight): through the bridge it must get exactl
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -22,7 +20,7 @@ from proxy.flows.events import ChainStatus, Mode, Side
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.transport.helpers import wait_until
+from tests.transport.helpers import exchange_ends, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +54,17 @@ def bridge_leftovers(proxy: Proxy) -> dict[str, int]:
     kept = ("sessions", "tool_headers", "get_streams", "listen_legs", "subscriptions")
     busy.update({k: v for k, v in engine.items() if k not in kept})
     return {k: v for k, v in busy.items() if v}
+
+
+def stalling(asked: anyio.Event) -> Callable[[Any, ElicitRequestParams], Awaitable[ElicitResult]]:
+    """An elicitation callback that says it was asked, then never answers (the client stays in the round)."""
+
+    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return stall
 
 
 def bridge_tables_empty(proxy: Proxy) -> bool:
@@ -171,11 +180,7 @@ async def test_client_cancelling_mid_round_leaves_nothing_pending(
     modern_server: PeerServer, proxy_for: Callable[..., Any]
 ) -> None:
     asked = anyio.Event()
-
-    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
-        asked.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
+    stall = stalling(asked)
 
     async with (
         proxy_for(modern_server.url) as proxy,
@@ -195,16 +200,13 @@ async def test_client_cancelling_mid_round_leaves_nothing_pending(
 
 
 async def test_client_vanishing_mid_round_leaves_nothing_pending(
-    modern_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
 ) -> None:
     asked = anyio.Event()
+    stall = stalling(asked)
+    capture = tmp_path / "run.jsonl"
 
-    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
-        asked.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async with proxy_for(modern_server.url) as proxy:
+    async with proxy_for(modern_server.url, capture=capture) as proxy:
         with anyio.move_on_after(20):
             async with (
                 Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
@@ -215,6 +217,9 @@ async def test_client_vanishing_mid_round_leaves_nothing_pending(
                 tg.cancel_scope.cancel()
         await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
     assert chain_named(proxy, "ask_name").summary.status is ChainStatus.ERROR
+    opened, closed = exchange_ends(capture)
+    assert opened
+    assert closed == opened  # every exchange closed in the capture, and none twice
 
 
 async def test_upstream_going_down_mid_chain_fails_the_call_and_clears_state(
@@ -265,43 +270,11 @@ async def test_upstream_rejecting_request_state_is_reported_to_the_client(
     assert raised.value.error.code == -32603, "a legacy client must not see a 2026-era code"
 
 
-async def test_a_client_vanishing_mid_round_closes_each_exchange_once_in_the_capture(
-    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
-) -> None:
-    asked = anyio.Event()
-
-    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
-        asked.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    capture = tmp_path / "run.jsonl"
-    async with proxy_for(modern_server.url, capture=capture) as proxy:
-        with anyio.move_on_after(20):
-            async with (
-                Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
-                anyio.create_task_group() as tg,
-            ):
-                tg.start_soon(client.call_tool, "ask_name", {})
-                await asked.wait()
-                tg.cancel_scope.cancel()
-        await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
-    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
-    opened = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_opened")
-    closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
-    assert opened, "the capture holds the bridged exchanges"
-    assert closed == opened  # every exchange closed, and none twice
-
-
 async def test_a_call_waiting_on_its_client_when_the_proxy_stops_fails_with_the_reason(
     modern_server: PeerServer, proxy_for: Callable[..., Any]
 ) -> None:
     asked = anyio.Event()
-
-    async def stall(ctx: Any, params: ElicitRequestParams) -> ElicitResult:
-        asked.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
+    stall = stalling(asked)
 
     async with proxy_for(modern_server.url) as proxy:
         outcome: dict[str, Any] = {}

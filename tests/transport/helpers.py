@@ -12,12 +12,15 @@ import json
 import logging
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import structlog
 from aiohttp import web
 from structlog.testing import capture_logs
@@ -239,3 +242,11 @@ async def read_request(reader: asyncio.StreamReader) -> bytes | None:
         if name.strip().lower() == b"content-length" and int(value) > 0:
             return await reader.readexactly(int(value))
     return b""
+
+
+def exchange_ends(capture: Path) -> tuple[Counter[str], Counter[str]]:
+    """How often each exchange was opened, and how often closed, in a capture file's observation lines."""
+    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
+    opened = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_opened")
+    closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
+    return opened, closed

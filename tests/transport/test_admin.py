@@ -88,9 +88,11 @@ async def wait_until_metric(proxy: Proxy, name: str, value: float, **labels: str
         await asyncio.sleep(0.02)
 
 
-def bare_metrics() -> ProxyMetrics:
-    """A metrics registry over a proxy that never starts, fed by hand."""
-    proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
+def bare_metrics(proxy: Proxy | None = None) -> ProxyMetrics:
+    """A metrics registry over a proxy that never starts (`proxy`, or a default one), fed by hand."""
+    if proxy is None:
+        proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
+    sink = proxy.observations
     return ProxyMetrics(
         proxy.store,
         proxy.bus,
@@ -100,6 +102,7 @@ def bare_metrics() -> ProxyMetrics:
         continuations=lambda: 0,
         feed_clients=lambda: 0,
         draining=lambda: False,
+        observations_dropped=lambda: sink.dropped,
     )
 
 
@@ -403,16 +406,7 @@ def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound
             max_unfinished_chains=2,
         )
     )
-    metrics = ProxyMetrics(
-        proxy.store,
-        proxy.bus,
-        open_streams=lambda: 0,
-        open_exchanges=lambda: 0,
-        info=proxy.info,
-        continuations=lambda: 0,
-        feed_clients=lambda: 0,
-        draining=lambda: False,
-    )
+    metrics = bare_metrics(proxy)
     for n in range(5):  # each new chain pushes the open one before it out of the ring
         proxy.store.open(ChainSummary(id=f"c{n}", started=0.0, mode=Mode.PASSTHROUGH, jsonrpc_id=n))
 
@@ -453,17 +447,7 @@ async def test_observations_dropped_before_anyone_built_them_are_counted() -> No
     proxy = Proxy(
         Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0", max_chains=1)
     )
-    metrics = ProxyMetrics(
-        proxy.store,
-        proxy.bus,
-        open_streams=lambda: 0,
-        open_exchanges=lambda: 0,
-        info=proxy.info,
-        continuations=lambda: 0,
-        feed_clients=lambda: 0,
-        draining=lambda: False,
-        observations_dropped=lambda: proxy.observations.dropped,
-    )
+    metrics = bare_metrics(proxy)
     sink = proxy.observations
     for n in range(20):  # two observations each: forty, against a queue of ten
         sink.emit(ExchangeOpened(float(n), f"x{n}", "POST", "/mcp", {}, None))

@@ -9,11 +9,9 @@ for MCP traffic at all.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from aiohttp import web_protocol
 
@@ -21,7 +19,7 @@ from proxy.flows.events import Mode
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.recording_upstream import recording_upstream
 from tests.peers.runner import PeerServer
-from tests.transport.helpers import bounded, drained, wait_until
+from tests.transport.helpers import bounded, drained, exchange_ends, wait_until
 from tests.transport.test_front import (
     assert_discovered,
     assert_initialized,
@@ -179,8 +177,6 @@ async def test_a_client_leaving_a_bridged_stream_closes_its_exchange_once_in_the
                 assert chunk, "the stream ended before two progress events"
                 seen += chunk
         await wait_until(lambda: drained(proxy), what="the exchanges to close")
-    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
-    opened = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_opened")
-    closed = Counter(o["exchange"] for o in lines if o.get("kind") == "exchange_closed")
+    opened, closed = exchange_ends(capture)
     assert opened
     assert closed == opened  # every exchange closed, and none twice

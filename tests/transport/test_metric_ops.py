@@ -12,25 +12,9 @@ from typing import Any
 
 import pytest
 
-from proxy.config import Settings
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, Mode
-from proxy.runtime import Proxy
-from proxy.transport.metrics import ProxyMetrics
 from tests.flows.test_sink import SCENARIOS, Play, Rig
-
-
-def _metrics() -> ProxyMetrics:
-    proxy = Proxy(Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0"))
-    return ProxyMetrics(
-        proxy.store,
-        proxy.bus,
-        open_streams=lambda: 0,
-        open_exchanges=lambda: 0,
-        info=proxy.info,
-        continuations=lambda: 0,
-        feed_clients=lambda: 0,
-        draining=lambda: False,
-    )
+from tests.transport.test_admin import bare_metrics
 
 
 def _from_chains(rig: Rig) -> dict[str, Any]:
@@ -59,7 +43,7 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
 
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
-    rig, metrics = Rig(), _metrics()
+    rig, metrics = Rig(), bare_metrics()
     rig.sink.listeners.append(metrics.counting.observe_all)
     play(rig.facts, rig.clock)
     assert rig.events == []  # nobody watched: counted without a chain
