@@ -1,6 +1,6 @@
 """Profile our proxy on the small-JSON concurrency-16 path: py-spy samples it while wrk drives it.
 
-    python bench/profile.py [--seconds 10] [--path ours|ours-quiet|bare-aiohttp] [--out /tmp/mcp-profile]
+    python bench/profile.py [--seconds 10] [--path ours-default|ours|ours-live|ours-quiet|bare-aiohttp] [--out /tmp/mcp-profile]
 
 Same layout as bench/run.py (wrk and py-spy on CPU 0, upstream and proxy on CPU 1). Writes py-spy's
 collapsed stacks (`profile.txt`, for flamegraph tools or speedscope) and prints the functions with
@@ -55,12 +55,18 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=16)
     parser.add_argument(
         "--path",
-        default="ours",
-        choices=("ours", "ours-live", "ours-quiet", "bare-aiohttp"),
+        default="ours-default",
+        choices=(*bench.OURS_PATHS, "bare-aiohttp"),
         help="which proxy to profile",
     )
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="run the upstream beside wrk, so the proxy's CPU runs the proxy alone and no sample is "
+        "the proxy waiting while the upstream it just woke holds the CPU",
+    )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mcp-profile")
     args = parser.parse_args()
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -68,9 +74,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="mcp-profile-"))
     procs = bench.Processes(tmp)
     try:
+        if args.alone:
+            bench.SERVER_CPU, upstream_cpu = bench.LOADGEN_CPU, bench.SERVER_CPU
         _up, upstream = bench.start_upstream(
             procs, [bench.PY, str(bench.BENCH / "upstream_fast.py")], "upstream"
         )
+        if args.alone:
+            bench.SERVER_CPU = upstream_cpu
         path = bench.start_path(procs, args.path, upstream, tmp, "profile")
         assert path.child is not None
         bench.run_wrk(path.url, args.conns, 2)  # warm-up

@@ -51,7 +51,27 @@ LUA = BENCH / "wrk_tools_call.lua"
 CLIENT = BENCH / "sse_client.py"
 LOADGEN_CPU = 0
 SERVER_CPU = 1
-PATHS = ("direct", "ours", "ours-live", "ours-quiet", "bare-aiohttp", "mitmdump", "nginx")
+PATHS = (
+    "direct",
+    "ours-default",
+    "ours-default-off",
+    "ours",
+    "ours-live",
+    "ours-quiet",
+    "bare-aiohttp",
+    "mitmdump",
+    "nginx",
+)
+OURS_PATHS = {
+    # name: (admin API on, JSON log lines and a JSONL capture written to files, log level error)
+    "ours-default": (True, False, False),
+    "ours-default-off": (False, False, False),
+    "ours": (False, True, False),
+    "ours-live": (True, True, False),
+    "ours-quiet": (False, False, True),
+}
+"""Our proxy's configurations. `ours-default` is `mcp-proxy --upstream URL` as users get it (admin API
+on, info-level JSON log lines on stderr, no capture); the issue's figures are judged on it."""
 PROXY_ROOT = Path(os.environ.get("BENCH_PROXY_ROOT", REPO))
 """Where `python -m proxy.cli` runs from: set BENCH_PROXY_ROOT to a checkout of another version to compare."""
 
@@ -337,15 +357,26 @@ class Path_:
 
 
 def ours_argv(
-    upstream: str, port: int, tmp: Path, *, logged: bool, tag: str, live: bool = False
+    upstream: str,
+    port: int,
+    tmp: Path,
+    *,
+    logged: bool,
+    tag: str,
+    live: bool = False,
+    quiet: bool = False,
 ) -> list[str]:
-    """`live`: the admin API on (its metrics count every observation); off, nothing watches."""
+    """`live`: the admin API on (its metrics count every observation); off, nothing watches.
+
+    `logged`: JSON log lines to a file and a JSONL capture; `quiet`: log level error. Neither: the
+    default logging (info-level lines on stderr, which the harness writes to a file).
+    """
     argv = [PY, "-m", "proxy.cli", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
     argv += ["--admin", f"127.0.0.1:{free_port()}"] if live else ["--no-admin-enabled"]
     if logged:
         argv += ["--log-format", "json", "--log-file", str(tmp / f"{tag}.log.jsonl")]
         argv += ["--capture", str(tmp / f"{tag}.capture.jsonl")]
-    else:
+    elif quiet:
         argv += ["--log-level", "error"]
     return argv
 
@@ -394,9 +425,11 @@ def start_path(procs: Processes, name: str, upstream: str, tmp: Path, tag: str) 
         return Path_(name, upstream, None)
     port = free_port()
     origin = upstream.rsplit("/", 1)[0]
-    if name in ("ours", "ours-live", "ours-quiet"):
-        logged, live = name != "ours-quiet", name == "ours-live"
-        argv = ours_argv(upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live)
+    if name in OURS_PATHS:
+        live, logged, quiet = OURS_PATHS[name]
+        argv = ours_argv(
+            upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet
+        )
         child = procs.start(f"{tag}-{name}", argv, cpu=SERVER_CPU, cwd=PROXY_ROOT)
     elif name == "bare-aiohttp":
         argv = [PY, str(BENCH / "bare_proxy.py"), "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]

@@ -26,6 +26,7 @@ from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
+from proxy.wire.values import value
 from proxy.wire.versions import Era
 
 _FAULT_STATUS = {
@@ -41,7 +42,7 @@ _ERA_REFUSALS = frozenset((400, 404, 405))
 """Statuses a server of the other era answers a handshake or a 2026 request with."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class UpstreamRequest:
     """The request to send upstream for one client request."""
 
@@ -54,7 +55,7 @@ class UpstreamRequest:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientHead:
     """The response head to send the client for one upstream head."""
 
@@ -68,7 +69,7 @@ class ClientHead:
     """The body is an SSE stream (observed event by event)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BodyEnd:
     """How a relayed body's end ends the exchange, on both sides."""
 

@@ -12,14 +12,14 @@ Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import Message
+from proxy.wire.values import value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ExchangeOpened:
     """A client HTTP exchange began: its request head (before any message in its body)."""
 
@@ -35,7 +35,7 @@ class ExchangeOpened:
     body_size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class MessageSeen:
     """A JSON-RPC message travelled on a client exchange (either way)."""
 
@@ -50,7 +50,7 @@ class MessageSeen:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ResponseHeadSeen:
     """The response head of a client exchange went out."""
 
@@ -61,7 +61,7 @@ class ResponseHeadSeen:
     headers: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class InvalidBody:
     """A client body that is not JSON-RPC (or a request the proxy refused): `body` is its raw bytes."""
 
@@ -72,7 +72,7 @@ class InvalidBody:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BytesOut:
     """Response bytes that carried no message (SSE comments, priming events)."""
 
@@ -81,7 +81,7 @@ class BytesOut:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EventIdSeen:
     """An SSE event id on a response stream that carried no message (resumption may name it)."""
 
@@ -90,7 +90,7 @@ class EventIdSeen:
     sse_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ExchangeClosed:
     """A client exchange ended; `outcome` names why when it did not end cleanly."""
 
@@ -99,7 +99,7 @@ class ExchangeClosed:
     outcome: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class LegMessageSeen:
     """A message on an upstream leg a bridge made for the client exchange `exchange`."""
 
@@ -112,7 +112,7 @@ class LegMessageSeen:
     channel: Channel
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class LegLinked:
     """A leg serves the same call as an earlier leg `related` (an answer to, or cancel of, a parked call)."""
 
@@ -121,7 +121,7 @@ class LegLinked:
     related: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class LegClosed:
     """An upstream leg ended."""
 
@@ -129,7 +129,7 @@ class LegClosed:
     leg: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ContinuationMoved:
     """A parked upstream call (modern client, legacy server) was parked, resumed, ended or expired.
 
@@ -145,7 +145,7 @@ class ContinuationMoved:
     age_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class UpstreamSessionMoved:
     """A session a bridge holds with the upstream opened, was re-initialized, ended or expired."""
 

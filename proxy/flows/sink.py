@@ -46,6 +46,9 @@ _LEG_KINDS = frozenset({LegMessageSeen, LegLinked, LegClosed})
 _BODY_KINDS = frozenset({MessageSeen, LegMessageSeen, InvalidBody})
 """Observations that hold body bytes (their `size`): what the bounded queue counts."""
 
+_Entry = tuple[tuple[Observation, ...], int, str]
+"""Queued observations of one key, the body bytes they hold, and that key."""
+
 Listener = Callable[[Sequence[Observation]], None]
 """Receives every observation as it is made (the capture, the metrics), in batches of one call site's
 observations in order: never a chain. A listener must not keep the sequence itself."""
@@ -76,10 +79,14 @@ class ObservationSink:
         self.backlog = backlog
         self.max_bytes = max_bytes
         self._bytes = 0
-        self._pending: deque[tuple[Observation, int]] = deque()
-        self._held: deque[tuple[Observation, int]] = deque()
-        """Queued observations, each with the body bytes it holds."""
+        self._count = 0
+        """Observations queued (in `_pending` and `_held`): what `backlog` bounds."""
+        self._pending: deque[_Entry] = deque()
+        self._held: deque[_Entry] = deque()
+        """Queued observations, a batch of one key at a time, each with the body bytes it holds."""
         self._held_keys: set[str] = set()
+        self._held_count = 0
+        """Observations in `_held`."""
         self._legs: dict[str, str] = {}
         """Open legs, each with the exchange whose chain it joins."""
         self._leg_owners: Counter[str] = Counter()
@@ -109,17 +116,20 @@ class ObservationSink:
         try:
             for queue in (self._held, self._pending):
                 while queue:
-                    obs, size = queue.popleft()
+                    batch, size, _key = queue.popleft()
                     self._bytes -= size
-                    apply(obs)
+                    self._count -= len(batch)
+                    for obs in batch:
+                        apply(obs)
             self._held_keys.clear()
+            self._held_count = 0
         finally:
             self._building = False
 
     @property
     def pending(self) -> int:
         """Observations queued and not yet built."""
-        return len(self._pending) + len(self._held)
+        return self._count
 
     @property
     def pending_bytes(self) -> int:
@@ -152,8 +162,7 @@ class ObservationSink:
             for obs in batch:
                 apply(obs)
         else:
-            for obs in batch:
-                self._queue(obs)
+            self._queue(batch)
         return line
 
     def _track_leg(self, obs: Observation) -> None:
@@ -175,30 +184,44 @@ class ObservationSink:
         self._legs[leg] = owner
         self._leg_owners[owner] += 1
 
-    def _queue(self, obs: Observation) -> None:
-        pending = self._pending
-        size: int = obs.size if type(obs) in _BODY_KINDS else 0  # type: ignore[union-attr]
-        pending.append((obs, size))
-        self._bytes += size
-        while pending and (len(pending) > self.backlog or self._bytes > self.max_bytes):
+    def _queue(self, batch: Sequence[Observation]) -> None:
+        """Queue a batch as one entry when all of it belongs to one key (a relay's batches do), else
+        one entry per observation: what is dropped or held together is always one key's."""
+        if not batch:
+            return
+        key = key_of(batch[0])
+        for obs in batch:
+            if key_of(obs) != key:
+                for one in batch:
+                    self._enqueue(((one,), _body_bytes((one,)), key_of(one)))
+                return
+        self._enqueue((tuple(batch), _body_bytes(batch), key))
+
+    def _enqueue(self, entry: _Entry) -> None:
+        self._pending.append(entry)
+        self._bytes += entry[1]
+        self._count += len(entry[0])
+        while self._pending and (self._count > self.backlog or self._bytes > self.max_bytes):
             self._shed_one()
 
     def _shed_one(self) -> None:
-        """Drop the oldest observation if what it belongs to is over; one that still matters is held.
+        """Drop the oldest entry if what it belongs to is over; one that still matters is held.
 
         Held observations are older than every queued one, so building the held ones first keeps the
         order. Whatever has a held observation keeps all its later ones: built later, it is whole.
         """
         entry = self._pending.popleft()
-        key = key_of(entry[0])
+        key = entry[2]
         if self._matters(key):
             self._held.append(entry)
             self._held_keys.add(key)
-            if len(self._held) > self.backlog or self._bytes > self.max_bytes:
+            self._held_count += len(entry[0])
+            if self._held_count > self.backlog or self._bytes > self.max_bytes:
                 self.build()  # what still matters outgrew the bounds: build rather than grow
             return
         self._bytes -= entry[1]
-        self.dropped += 1
+        self._count -= len(entry[0])
+        self.dropped += len(entry[0])
 
     def _matters(self, key: str) -> bool:
         builder = self.builder
@@ -210,3 +233,12 @@ class ObservationSink:
             or builder.has_exchange(key)
             or builder.has_leg(key)
         )
+
+
+def _body_bytes(batch: Sequence[Observation]) -> int:
+    """Body bytes the observations hold (what the queue's byte bound counts)."""
+    size = 0
+    for obs in batch:
+        if type(obs) in _BODY_KINDS:
+            size += obs.size  # type: ignore[union-attr]
+    return size

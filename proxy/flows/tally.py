@@ -25,12 +25,13 @@ from proxy.flows.observations import (
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, RequestId
 from proxy.wire.mcp import target_name
+from proxy.wire.values import value
 
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ExchangeSummary:
     """The round-trip log line of one HTTP exchange, as plain data for the transport to log."""
 

@@ -28,10 +28,11 @@ from proxy.wire import errors
 from proxy.wire.headers import DEFAULT_MAX_METHOD_LENGTH, PROTOCOL_VERSION, SESSION_ID, method_problem
 from proxy.wire.jsonrpc import Body, Kind, RequestId, error_response, parse_body
 from proxy.wire.mcp import era_of_request
+from proxy.wire.values import value
 from proxy.wire.versions import Era
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Route:
     """A request the proxy will handle: its parsed body and the facts engine selection needs."""
 
@@ -57,7 +58,7 @@ class Route:
         return first.id if first is not None and first.kind is Kind.REQUEST else None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Rejection:
     """A request the proxy answers itself: HTTP status and a JSON-RPC error body."""
 

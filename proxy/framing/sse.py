@@ -15,8 +15,9 @@ unchanged; this codec only lets the proxy *observe* them, so its one defence
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Final, TypeAlias
+
+from proxy.wire.values import value
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -37,7 +38,7 @@ _CR: Final = 0x0D
 _LF: Final = 0x0A
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SseEvent:
     """One event, reported when its terminating blank line arrives.
 
@@ -61,7 +62,7 @@ class SseEvent:
         return self.has_data and bool(self.data.strip())
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SseComment:
     """A ``:`` line, surfaced so the proxy can show keep-alives and server notes.
 

@@ -13,17 +13,17 @@ Pure: no I/O; the lean front and the aiohttp entry both call it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from proxy.framing.classify import Rejection
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import Kind, parse_body
+from proxy.wire.values import value
 
 _USERINFO = re.compile(r"(//)[^/?#@]*@")
 _QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Target:
     """Where a checked request goes: its origin-form path and query, and the host it named."""
 
@@ -33,7 +33,7 @@ class Target:
     """The authority of an absolute-form target, which replaces the `Host` header; None for origin form."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TargetProblem:
     """Why a request's target or `Host` is refused, and which field it is about."""
 

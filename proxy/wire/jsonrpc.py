@@ -6,11 +6,13 @@ original dict is kept so that unknown fields always survive a relay.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Final
 
 import orjson
+
+from proxy.wire.values import value
 
 JSONRPC_VERSION: Final = "2.0"
 
@@ -28,7 +30,7 @@ class Kind(StrEnum):
     INVALID = "invalid"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Message:
     """One JSON-RPC message (or one invalid value), with the fields the proxy routes on.
 
@@ -96,7 +98,7 @@ def classify_value(value: Any) -> Message:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Body:
     """A decoded HTTP body: one message, a batch (2025-03-26), or a reason it could not be decoded."""
 
