@@ -35,7 +35,7 @@ import uvloop
 
 from proxy.config import Settings  # noqa: E402
 from proxy.logs import configure  # noqa: E402
-from proxy.runtime import Proxy  # noqa: E402
+from proxy.runtime import Proxy, tune_gc  # noqa: E402
 from proxy.transport.front import FrontConnection  # noqa: E402
 
 BODY = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"small","arguments":{"text":"hello"}}}'
@@ -125,6 +125,7 @@ async def drive(args: argparse.Namespace) -> None:
         upstream_era="legacy",
     )
     proxy = Proxy(settings)
+    tune_gc()  # as `mcp-proxy` does before it serves
     await proxy.start()
     front = proxy._front
     assert front is not None

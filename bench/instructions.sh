@@ -11,7 +11,7 @@ python=${PYTHON:-$here/../.venv/bin/python}
 requests=${1:-300}
 shift || true
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] && cp "$tmp/out" "$KEEP"; rm -rf "$tmp"' EXIT
 PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/out" \
     "$python" "$here/inproc.py" --requests "$requests" --start-after "$tmp/go" "$@" >"$tmp/log" 2>"$tmp/vg" &
 pid=$!

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from proxy.flows.events import Direction, Mode, Side
@@ -87,20 +87,39 @@ class _Op:
     """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
 
 
-@dataclass(slots=True)
 class _Ex:
-    """One open client exchange."""
+    """One open client exchange (a plain class: one is made per exchange, on the hot path)."""
 
-    era: str
-    mode: str
-    http_method: str
-    session: str | None
-    ops: list[_Op] = field(default_factory=list)
-    requests: dict[RequestId, _Op] = field(default_factory=dict)
-    answered: set[RequestId] = field(default_factory=set)
-    status: int | None = None
-    minted_session: str | None = None
-    last_sse_id: str | None = None
+    __slots__ = (
+        "answered",
+        "era",
+        "http_method",
+        "last_sse_id",
+        "mode",
+        "ops",
+        "requests",
+        "response_headers",
+        "session",
+        "status",
+    )
+
+    def __init__(self, era: str, mode: str, http_method: str, session: str | None) -> None:
+        self.era = era
+        self.mode = mode
+        self.http_method = http_method
+        self.session = session
+        self.ops: list[_Op] = []
+        self.requests: dict[RequestId, _Op] = {}
+        self.answered: set[RequestId] = set()
+        self.status: int | None = None
+        self.response_headers: dict[str, str] | None = None
+        """The response head's headers (read only for an `initialize` answer's minted session)."""
+        self.last_sse_id: str | None = None
+
+    def minted_session(self) -> str | None:
+        """The session id the response head carried, if any."""
+        headers = self.response_headers or {}
+        return next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
 
     def main(self) -> _Op | None:
         return next(iter(self.requests.values()), None) or (self.ops[0] if self.ops else None)
@@ -168,9 +187,7 @@ class OpCounter:
         ex = self._exchanges.get(obs.exchange)
         if ex is not None:
             ex.status = obs.status
-            ex.minted_session = next(
-                (v for k, v in obs.headers.items() if k.lower() == "mcp-session-id"), None
-            )
+            ex.response_headers = obs.headers
 
     def _event_id(self, obs: EventIdSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -274,9 +291,11 @@ class OpCounter:
                     nests.wait_from = t
 
     def _answered(self, ex: _Ex, op: _Op, msg: Message, t: float) -> None:
-        if op.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None and ex.minted_session:
-            self._session_init[ex.minted_session] = op
-            self._counters.session("opened")
+        if op.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None:
+            minted = ex.minted_session()
+            if minted:
+                self._session_init[minted] = op
+                self._counters.session("opened")
         if msg.kind is Kind.ERROR:
             self._finish(op, t, error=True)
             return
