@@ -17,7 +17,7 @@ import hmac
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -25,7 +25,8 @@ from multidict import MultiMapping
 
 from proxy.config import Settings, base_url, parse_host_port
 from proxy.flows.bus import EventBus
-from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
+from proxy.flows.events import ChainSummary, Mode, ProxyInfo
+from proxy.flows.filters import ChainFilter, FilterError
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -194,12 +195,7 @@ class AdminServer:
         store = self.ctx.store
         query = request.query
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
-        keep = chain_filter(
-            statuses=_enum_list(query, "status", ChainStatus),
-            methods=_list(query, "method"),
-            modes=_enum_list(query, "mode", Mode),
-            text=query.get("q", ""),
-        )
+        keep = _filter(query)
         self.ctx.observations.build()  # what waits to be built is part of the answer
         found = [chain.summary for chain in store if keep(chain.summary)][-limit:]
         return _json([_summary(summary) for summary in found])
@@ -244,29 +240,6 @@ class AdminServer:
     def continuations(self) -> int:
         """Parked continuations right now (0 without the modern-client -> legacy-server bridge)."""
         return continuations_of(self._mrtr_engine())
-
-
-def chain_filter(
-    *, statuses: set[ChainStatus], methods: set[str], modes: set[Mode], text: str
-) -> Callable[[ChainSummary], bool]:
-    """The `/api/chains` filter: every given criterion must hold; `q` is a case-insensitive substring."""
-    needle = text.strip().lower()
-
-    def keep(summary: ChainSummary) -> bool:
-        if statuses and summary.status not in statuses:
-            return False
-        if methods and summary.method not in methods:
-            return False
-        if modes and summary.mode not in modes:
-            return False
-        return not needle or needle in _haystack(summary)
-
-    return keep
-
-
-def _haystack(summary: ChainSummary) -> str:
-    fields = (summary.id, summary.method, summary.name, summary.client_name, summary.error, summary.session)
-    return " ".join([*(f for f in fields if f), *summary.notes]).lower()
 
 
 def _bearer_matches(header: str | None, token: str) -> bool:
@@ -314,20 +287,12 @@ def _int_param(query: MultiMapping[str], name: str, default: int, low: int, high
     return min(value, high)
 
 
-def _list(query: MultiMapping[str], name: str) -> set[str]:
-    return {item.strip() for value in query.getall(name, []) for item in value.split(",") if item.strip()}
-
-
-_E = TypeVar("_E", ChainStatus, Mode)
-
-
-def _enum_list(query: MultiMapping[str], name: str, kind: type[_E]) -> set[_E]:
-    values = _list(query, name)
-    allowed = sorted(member.value for member in kind)
-    unknown = sorted(values - set(allowed))
-    if unknown:
-        raise _BadQuery(f"{name} must be one of {', '.join(allowed)}, got {', '.join(unknown)}")
-    return {kind(value) for value in values}
+def _filter(query: MultiMapping[str]) -> ChainFilter:
+    """The chain filter of a query string (`/api/chains`, the exports); 400 naming a bad parameter."""
+    try:
+        return ChainFilter.from_params(lambda name: query.getall(name, []))
+    except FilterError as exc:
+        raise _BadQuery(str(exc)) from None
 
 
 @web.middleware
