@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import hmac
+import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,8 +30,11 @@ from proxy.flows.events import ChainSummary, Mode, ProxyInfo
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
-from proxy.flows.store import ChainStore
+from proxy.flows.store import Chain, ChainStore
 from proxy.logs import get_logger
+from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
+from proxy.record.har import HarWriter, upstream_url
+from proxy.record.har_live import entries_of
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
@@ -167,6 +171,9 @@ class AdminServer:
         app.router.add_get("/api/chains", self.chains)
         app.router.add_get("/api/chains/{chain_id}", self.chain)
         app.router.add_get("/api/continuations", self.continuations_list)
+        app.router.add_get("/api/export.har", self.export_har)
+        app.router.add_get("/api/export.json", self.export_json)
+        app.router.add_get("/api/export.ndjson", self.export_ndjson)
         app.router.add_get("/api/feed", self.live_feed)
         return app
 
@@ -215,6 +222,43 @@ class AdminServer:
                 "dropped_messages": chain.dropped_messages,
             }
         )
+
+    async def export_har(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains' exchanges as a HAR 1.2 log (`proxy.record.har_live`)."""
+        chains = self._export_chains(request)
+        info = self.ctx.info()
+        host = info.listen.partition("://")[2].rstrip("/")
+        buffer = io.BytesIO()
+        writer = HarWriter(buffer)
+        for entry in entries_of(chains, host=host, upstream=upstream_url(info.upstream)):
+            writer.write(entry)
+        writer.close()
+        return web.Response(body=buffer.getvalue(), content_type="application/json")
+
+    async def export_json(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains, each with its messages, as one JSON document (`proxy.record.chains_json`)."""
+        buffer = io.BytesIO()
+        writer = JsonWriter(buffer, [self.ctx.info().listen])
+        for chain in self._export_chains(request):
+            writer.write(chain_object(chain))
+        writer.close(None)
+        return web.Response(body=buffer.getvalue(), content_type="application/json")
+
+    async def export_ndjson(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains, one JSON object per line."""
+        buffer = io.BytesIO()
+        writer = NdjsonWriter(buffer)
+        for chain in self._export_chains(request):
+            writer.write(chain_object(chain))
+        return web.Response(body=buffer.getvalue(), content_type="application/x-ndjson")
+
+    def _export_chains(self, request: web.Request) -> list[Chain]:
+        """The stored chains an export asks for: filtered as `/api/chains`, the newest `limit` (all)."""
+        store = self.ctx.store
+        limit = _int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
+        keep = _filter(request.query)
+        self.ctx.observations.build()
+        return [chain for chain in store if keep(chain.summary)][-limit:]
 
     async def continuations_list(self, request: web.Request) -> web.StreamResponse:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
