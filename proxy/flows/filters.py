@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from proxy.flows.events import ChainStatus, ChainSummary, Mode
-
-PARAMETERS: Final = ("status", "method", "mode", "q")
-"""The parameter names a filter reads."""
 
 
 class FilterError(ValueError):
