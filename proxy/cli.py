@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-proxy",
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
-        epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains) and "
+        epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
+        "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
@@ -96,6 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.cli_tui import main as tui_main
 
         return tui_main(words)
+    if words and words[0] == "export":
+        from proxy.cli_export import main as export_main
+
+        return export_main(words[1:])
     parser = build_parser()
     args = parser.parse_args(words)
     try:

@@ -11,7 +11,7 @@ later progress and result still join it and the admin API still finds it by id; 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from proxy.flows.events import ChainSummary, MessageRecord
@@ -47,10 +47,17 @@ class ChainStore:
     """Recent chains by id, oldest evicted first once `max_chains` is reached."""
 
     def __init__(
-        self, max_chains: int = 2000, max_messages_per_chain: int = 500, max_unfinished: int = 10_000
+        self,
+        max_chains: int = 2000,
+        max_messages_per_chain: int = 500,
+        max_unfinished: int = 10_000,
+        *,
+        on_gone: Callable[[Chain], None] | None = None,
     ) -> None:
         if max_chains <= 0 or max_messages_per_chain <= 0 or max_unfinished < 0:
             raise ValueError("store bounds must be positive")
+        self._on_gone = on_gone
+        """Hears of each chain let go for good (an export writes it then: nothing joins it later)."""
         self._chains: OrderedDict[str, Chain] = OrderedDict()
         self._held: OrderedDict[str, Chain] = OrderedDict()
         """Chains the ring let go while still open, until they end."""
@@ -71,14 +78,18 @@ class ChainStore:
             self.evicted += 1
             if old.summary.ended is None:
                 self._hold(old_id, old)
+            elif self._on_gone is not None:
+                self._on_gone(old)
         return chain
 
     def _hold(self, chain_id: str, chain: Chain) -> None:
         held = self._held
         held[chain_id] = chain
         while len(held) > self.max_unfinished:
-            held.popitem(last=False)
+            _, gone = held.popitem(last=False)
             self.abandoned += 1
+            if self._on_gone is not None:
+                self._on_gone(gone)
 
     def release(self, chain_id: str) -> None:
         """Stop holding a chain the ring let go if it has ended (its exchange or leg closed)."""
@@ -86,6 +97,8 @@ class ChainStore:
             chain = self._held.get(chain_id)
             if chain is not None and chain.summary.ended is not None:
                 del self._held[chain_id]
+                if self._on_gone is not None:
+                    self._on_gone(chain)
 
     @property
     def held(self) -> int:
@@ -115,6 +128,13 @@ class ChainStore:
             return []
         chains = list(self._chains.values())
         return chains[-limit:]
+
+    def drain(self) -> Iterator[Chain]:
+        """Let go of every chain, oldest first (those held aside, then the ring), as a reader finishes."""
+        while self._held:
+            yield self._held.popitem(last=False)[1]
+        while self._chains:
+            yield self._chains.popitem(last=False)[1]
 
     def clear(self) -> None:
         """Forget every chain (admin/TUI 'clear')."""

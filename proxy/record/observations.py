@@ -15,6 +15,7 @@ them): unknown fields are ignored, a line of an unknown kind is skipped and coun
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -224,12 +225,21 @@ class OpenLines:
 class ObservationReplayer:
     """Builds the events of a capture's observation lines with a chain builder of its own."""
 
-    def __init__(self, *, body_limit: int = 65536, max_chains: int = 100_000) -> None:
+    def __init__(
+        self,
+        *,
+        body_limit: int = 65536,
+        max_chains: int = 100_000,
+        store: ChainStore | None = None,
+        on_applied: Callable[[Observation, list[FlowEvent]], None] | None = None,
+    ) -> None:
         self._events: list[FlowEvent] = []
         self._restored: set[str] = set()
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
+        self._on_applied = on_applied
+        """Hears of each observation once built, with the events it made (an export reads both)."""
         self._builder = ChainBuilder(
-            ChainStore(max_chains=max_chains),
+            store if store is not None else ChainStore(max_chains=max_chains),
             self._events.append,
             AlreadyRedacted(),
             clock=lambda: 0.0,
@@ -253,6 +263,8 @@ class ObservationReplayer:
         self._builder.apply(obs)
         events = self._events[:]
         self._events.clear()
+        if self._on_applied is not None:
+            self._on_applied(obs, events)
         return events
 
     def start_file(self) -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import errno
 import hmac
+import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -25,11 +26,15 @@ from multidict import MultiMapping
 
 from proxy.config import Settings, base_url, parse_host_port
 from proxy.flows.bus import EventBus
-from proxy.flows.events import ChainStatus, ChainSummary, Mode, ProxyInfo
+from proxy.flows.events import ChainSummary, Mode, ProxyInfo
+from proxy.flows.filters import ChainFilter, FilterError
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
-from proxy.flows.store import ChainStore
+from proxy.flows.store import Chain, ChainStore
 from proxy.logs import get_logger
+from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
+from proxy.record.har import HarWriter, upstream_url
+from proxy.record.har_live import entries_of
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
@@ -166,6 +171,9 @@ class AdminServer:
         app.router.add_get("/api/chains", self.chains)
         app.router.add_get("/api/chains/{chain_id}", self.chain)
         app.router.add_get("/api/continuations", self.continuations_list)
+        app.router.add_get("/api/export.har", self.export_har)
+        app.router.add_get("/api/export.json", self.export_json)
+        app.router.add_get("/api/export.ndjson", self.export_ndjson)
         app.router.add_get("/api/feed", self.live_feed)
         return app
 
@@ -194,12 +202,7 @@ class AdminServer:
         store = self.ctx.store
         query = request.query
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
-        keep = chain_filter(
-            statuses=_enum_list(query, "status", ChainStatus),
-            methods=_list(query, "method"),
-            modes=_enum_list(query, "mode", Mode),
-            text=query.get("q", ""),
-        )
+        keep = _filter(query)
         self.ctx.observations.build()  # what waits to be built is part of the answer
         found = [chain.summary for chain in store if keep(chain.summary)][-limit:]
         return _json([_summary(summary) for summary in found])
@@ -219,6 +222,43 @@ class AdminServer:
                 "dropped_messages": chain.dropped_messages,
             }
         )
+
+    async def export_har(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains' exchanges as a HAR 1.2 log (`proxy.record.har_live`)."""
+        chains = self._export_chains(request)
+        info = self.ctx.info()
+        host = info.listen.partition("://")[2].rstrip("/")
+        buffer = io.BytesIO()
+        writer = HarWriter(buffer)
+        for entry in entries_of(chains, host=host, upstream=upstream_url(info.upstream)):
+            writer.write(entry)
+        writer.close()
+        return web.Response(body=buffer.getvalue(), content_type="application/json")
+
+    async def export_json(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains, each with its messages, as one JSON document (`proxy.record.chains_json`)."""
+        buffer = io.BytesIO()
+        writer = JsonWriter(buffer, [self.ctx.info().listen])
+        for chain in self._export_chains(request):
+            writer.write(chain_object(chain))
+        writer.close(None)
+        return web.Response(body=buffer.getvalue(), content_type="application/json")
+
+    async def export_ndjson(self, request: web.Request) -> web.StreamResponse:
+        """The filtered chains, one JSON object per line."""
+        buffer = io.BytesIO()
+        writer = NdjsonWriter(buffer)
+        for chain in self._export_chains(request):
+            writer.write(chain_object(chain))
+        return web.Response(body=buffer.getvalue(), content_type="application/x-ndjson")
+
+    def _export_chains(self, request: web.Request) -> list[Chain]:
+        """The stored chains an export asks for: filtered as `/api/chains`, the newest `limit` (all)."""
+        store = self.ctx.store
+        limit = _int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
+        keep = _filter(request.query)
+        self.ctx.observations.build()
+        return [chain for chain in store if keep(chain.summary)][-limit:]
 
     async def continuations_list(self, request: web.Request) -> web.StreamResponse:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
@@ -244,29 +284,6 @@ class AdminServer:
     def continuations(self) -> int:
         """Parked continuations right now (0 without the modern-client -> legacy-server bridge)."""
         return continuations_of(self._mrtr_engine())
-
-
-def chain_filter(
-    *, statuses: set[ChainStatus], methods: set[str], modes: set[Mode], text: str
-) -> Callable[[ChainSummary], bool]:
-    """The `/api/chains` filter: every given criterion must hold; `q` is a case-insensitive substring."""
-    needle = text.strip().lower()
-
-    def keep(summary: ChainSummary) -> bool:
-        if statuses and summary.status not in statuses:
-            return False
-        if methods and summary.method not in methods:
-            return False
-        if modes and summary.mode not in modes:
-            return False
-        return not needle or needle in _haystack(summary)
-
-    return keep
-
-
-def _haystack(summary: ChainSummary) -> str:
-    fields = (summary.id, summary.method, summary.name, summary.client_name, summary.error, summary.session)
-    return " ".join([*(f for f in fields if f), *summary.notes]).lower()
 
 
 def _bearer_matches(header: str | None, token: str) -> bool:
@@ -314,20 +331,12 @@ def _int_param(query: MultiMapping[str], name: str, default: int, low: int, high
     return min(value, high)
 
 
-def _list(query: MultiMapping[str], name: str) -> set[str]:
-    return {item.strip() for value in query.getall(name, []) for item in value.split(",") if item.strip()}
-
-
-_E = TypeVar("_E", ChainStatus, Mode)
-
-
-def _enum_list(query: MultiMapping[str], name: str, kind: type[_E]) -> set[_E]:
-    values = _list(query, name)
-    allowed = sorted(member.value for member in kind)
-    unknown = sorted(values - set(allowed))
-    if unknown:
-        raise _BadQuery(f"{name} must be one of {', '.join(allowed)}, got {', '.join(unknown)}")
-    return {kind(value) for value in values}
+def _filter(query: MultiMapping[str]) -> ChainFilter:
+    """The chain filter of a query string (`/api/chains`, the exports); 400 naming a bad parameter."""
+    try:
+        return ChainFilter.from_params(lambda name: query.getall(name, []))
+    except FilterError as exc:
+        raise _BadQuery(str(exc)) from None
 
 
 @web.middleware

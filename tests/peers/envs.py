@@ -11,6 +11,9 @@ Peers run the way users run them, never inside the proxy's virtualenv:
   ``npm ci`` from the committed ``tests/peers/node/package.json`` and ``package-lock.json``.
   ``tests/peers/node/node_modules`` is a link to ``.cache/node/node_modules``, so the project's own
   scripts beside the lock file resolve their imports the ordinary way.
+- The export tests' HAR tools, each apart: the npm ``har-validator`` in ``.cache/har`` (``npm ci``
+  from ``tests/peers/har/``, linked there the same way), and the PyPI HAR reader ``haralyzer`` in
+  ``.cache/peers/har`` (``requirements-har.txt``), so neither meets the proxy's or the peers' packages.
 
 ``python3 -m tests.peers.envs`` builds whatever is missing or stale and skips what is up to date (a
 stamp file beside each environment holds the hashes of the files it was built from); ``./scripts/test``
@@ -40,6 +43,8 @@ __all__ = [
     "REPO_ROOT",
     "EnvironmentMissingError",
     "Http",
+    "har_python",
+    "har_validator",
     "node_binary",
     "node_modules",
     "node_package",
@@ -61,6 +66,16 @@ LOOPBACK_PRELOAD: Final = NODE_DIR / "loopback-only.cjs"
 """``node --require`` it: every TCP listener in the process binds 127.0.0.1 (see the file)."""
 NODE20_FS_SHIM: Final = NODE_DIR / "node20-fs.mjs"
 """``node --import`` it: gives the conformance CLI the ``fs.globSync`` that Node 20 lacks."""
+
+HAR_DIR: Final = PEERS_DIR / "har"
+HAR_PREFIX: Final = CACHE / "har"
+HAR_NODE_MODULES: Final = HAR_PREFIX / "node_modules"
+HAR_LINK: Final = HAR_DIR / "node_modules"
+HAR_VALIDATE: Final = HAR_DIR / "validate.cjs"
+"""``node`` it with a HAR file: prints har-validator's verdict as JSON."""
+HAR_PYTHON: Final = PYTHON_ENVS / "har"
+_HAR_REQUIREMENTS: Final = (PEERS_DIR / "requirements-har.txt",)
+_HAR_INPUTS: Final = (HAR_DIR / "package.json", HAR_DIR / "package-lock.json")
 
 BUILD_COMMAND: Final = "python3 -m tests.peers.envs"
 """What builds every environment (from the repository root); ``./scripts/test`` runs it."""
@@ -151,6 +166,23 @@ def node_modules() -> Path:
     return NODE_MODULES
 
 
+def har_validator() -> Path:
+    """The script that runs npm's har-validator, checked to have its packages installed and linked."""
+    if not HAR_NODE_MODULES.is_dir() or not _up_to_date(HAR_PREFIX, _HAR_INPUTS):
+        raise _missing(f"har-validator is not installed under {HAR_NODE_MODULES} from the committed lock")
+    if not HAR_LINK.is_symlink():
+        raise _missing(f"{HAR_LINK} is not linked to {HAR_NODE_MODULES}")
+    return HAR_VALIDATE
+
+
+def har_python() -> Path:
+    """The interpreter of the HAR reader's environment (haralyzer); raises if not built."""
+    python = HAR_PYTHON / "bin" / "python"
+    if not python.exists() or not _up_to_date(HAR_PYTHON, _HAR_REQUIREMENTS):
+        raise _missing(f"the HAR reader environment {HAR_PYTHON} is missing or stale")
+    return python
+
+
 def node_package(name: str) -> Path:
     """The installed directory of npm package `name` (e.g. ``@modelcontextprotocol/server-everything``)."""
     path = node_modules() / name
@@ -203,36 +235,57 @@ def build_python(http: Http) -> None:
 
 def build_node() -> None:
     """``npm ci`` the committed lock file into ``.cache/node`` and link it beside the lock file."""
+    _npm_ci(_NODE_INPUTS, NODE_PREFIX)
+    _link_node_modules(NODE_MODULES, NODE_LINK)
+
+
+def build_har() -> None:
+    """The HAR tools: har-validator into ``.cache/har`` (linked), haralyzer into ``.cache/peers/har``."""
+    _npm_ci(_HAR_INPUTS, HAR_PREFIX)
+    _link_node_modules(HAR_NODE_MODULES, HAR_LINK)
+    if _up_to_date(HAR_PYTHON, _HAR_REQUIREMENTS) and (HAR_PYTHON / "bin" / "python").exists():
+        print(f"peers: {HAR_PYTHON.relative_to(REPO_ROOT)} is up to date")
+        return
+    print(f"peers: building {HAR_PYTHON.relative_to(REPO_ROOT)}", flush=True)
+    shutil.rmtree(HAR_PYTHON, ignore_errors=True)
+    _run([sys.executable, "-m", "venv", HAR_PYTHON])
+    python = HAR_PYTHON / "bin" / "python"
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    _run([*pip, "-r", _HAR_REQUIREMENTS[0]])
+    (HAR_PYTHON / STAMP).write_text(_stamp_text(_HAR_REQUIREMENTS), encoding="utf-8")
+
+
+def _npm_ci(inputs: Sequence[Path], prefix: Path) -> None:
+    """``npm ci`` a committed package.json and lock file into `prefix`, unless it is up to date."""
     node_binary()
-    if _up_to_date(NODE_PREFIX, _NODE_INPUTS) and NODE_MODULES.is_dir():
-        print(f"peers: {NODE_PREFIX.relative_to(REPO_ROOT)} is up to date")
-    else:
-        npm = shutil.which("npm")
-        if npm is None:
-            raise EnvironmentMissingError(f"npm is not on PATH. {_NEEDS_NODE}")
-        print(f"peers: npm ci into {NODE_PREFIX.relative_to(REPO_ROOT)}", flush=True)
-        NODE_PREFIX.mkdir(parents=True, exist_ok=True)
-        (NODE_PREFIX / STAMP).unlink(missing_ok=True)
-        for source in _NODE_INPUTS:
-            shutil.copyfile(source, NODE_PREFIX / source.name)
-        # The conformance CLI declares node >= 22 and runs on 20 with NODE20_FS_SHIM; npm's engine
-        # warning about it is expected, hence --loglevel=error.
-        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_PREFIX)
-        (NODE_PREFIX / STAMP).write_text(_stamp_text(_NODE_INPUTS), encoding="utf-8")
-    _link_node_modules()
+    if _up_to_date(prefix, inputs) and (prefix / "node_modules").is_dir():
+        print(f"peers: {prefix.relative_to(REPO_ROOT)} is up to date")
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise EnvironmentMissingError(f"npm is not on PATH. {_NEEDS_NODE}")
+    print(f"peers: npm ci into {prefix.relative_to(REPO_ROOT)}", flush=True)
+    prefix.mkdir(parents=True, exist_ok=True)
+    (prefix / STAMP).unlink(missing_ok=True)
+    for source in inputs:
+        shutil.copyfile(source, prefix / source.name)
+    # The conformance CLI declares node >= 22 and runs on 20 with NODE20_FS_SHIM; npm's engine
+    # warning about it is expected, hence --loglevel=error.
+    _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=prefix)
+    (prefix / STAMP).write_text(_stamp_text(inputs), encoding="utf-8")
 
 
-def _link_node_modules() -> None:
-    target = os.path.relpath(NODE_MODULES, NODE_DIR)
-    if NODE_LINK.is_symlink():
-        if os.readlink(NODE_LINK) == target:
+def _link_node_modules(modules: Path, link: Path) -> None:
+    target = os.path.relpath(modules, link.parent)
+    if link.is_symlink():
+        if os.readlink(link) == target:
             return
-        NODE_LINK.unlink()
-    elif NODE_LINK.exists():
+        link.unlink()
+    elif link.exists():
         raise EnvironmentMissingError(
-            f"{NODE_LINK} exists and is not a link to {NODE_MODULES}; remove it and run `{BUILD_COMMAND}`"
+            f"{link} exists and is not a link to {modules}; remove it and run `{BUILD_COMMAND}`"
         )
-    NODE_LINK.symlink_to(target, target_is_directory=True)
+    link.symlink_to(target, target_is_directory=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -240,14 +293,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=BUILD_COMMAND, description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", action="store_true", help="only the Python peer environments")
     parser.add_argument("--node", action="store_true", help="only the Node packages")
+    parser.add_argument("--har", action="store_true", help="only the HAR validator and reader")
     args = parser.parse_args(argv)
-    both = not args.python and not args.node
+    every = not args.python and not args.node and not args.har
     try:
-        if args.python or both:
+        if args.python or every:
             for http in HTTP_IMPLEMENTATIONS:
                 build_python(http)
-        if args.node or both:
+        if args.node or every:
             build_node()
+        if args.har or every:
+            build_har()
     except EnvironmentMissingError as exc:
         print(f"peers: {exc}", file=sys.stderr)
         return 2

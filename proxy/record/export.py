@@ -1,0 +1,139 @@
+"""Exporting a capture: read it line by line, build its chains, write HAR, JSON or NDJSON as it goes.
+
+One pass over the file(s), in order (a capture and its rotated parts share one chain builder, oldest
+file first). The reader's chain store is small and bounded: HAR entries are written as their exchange
+ends and JSON chains as the store lets them go, so memory holds what is open at one time, never the
+file. A line the reader cannot read is skipped, and named (file, line number, reason) in what
+`export_capture` returns, which the HAR's `log.comment` and the JSON's `skipped` member repeat; the
+rest is exported. Everything in a capture was redacted when it was written, so nothing here redacts
+again, and nothing here can show what the capture does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any, Final
+
+from proxy.flows.events import ProxyInfo
+from proxy.flows.filters import ChainFilter
+from proxy.flows.store import ChainStore
+from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
+from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
+from proxy.record.har import HarWriter
+from proxy.record.har_capture import HarFromCapture
+from proxy.record.observations import ObservationReplayer
+
+RING: Final = 500
+"""Chains the export's store keeps built (ended ones past it are let go; open ones are held)."""
+
+JSON_MESSAGES: Final = 10_000
+"""Messages one chain keeps in a JSON export (later ones are counted in `dropped_messages`)."""
+
+
+class Format(StrEnum):
+    """What an export writes."""
+
+    HAR = "har"
+    JSON = "json"
+    NDJSON = "ndjson"
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote and what it had to skip."""
+
+    written: int = 0
+    """HAR entries or chains written."""
+    corrupt_lines: int = 0
+    corrupt: list[tuple[str, int, str]] = field(default_factory=list)
+    """File, line number and reason of the first corrupt lines (all are counted)."""
+    unknown_lines: int = 0
+    """Lines of a kind or type a newer proxy wrote, skipped."""
+    cut_short: list[str] = field(default_factory=list)
+    """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
+
+    def lines(self) -> list[str]:
+        """One sentence per thing skipped, for stderr and the HAR's comment; empty when nothing was."""
+        out = [f"skipped {path}:{line}: {reason}" for path, line, reason in self.corrupt]
+        if self.corrupt_lines > len(self.corrupt):
+            out.append(f"skipped {self.corrupt_lines - len(self.corrupt)} more corrupt lines")
+        if self.unknown_lines:
+            out.append(f"skipped {self.unknown_lines} lines of kinds a newer mcp-proxy wrote")
+        out.extend(f"{path}: last line cut short (a proxy stopped mid-write)" for path in self.cut_short)
+        return out
+
+    def skipped(self) -> dict[str, Any] | None:
+        """The JSON export's `skipped` member; None when nothing was skipped."""
+        if not (self.corrupt_lines or self.unknown_lines or self.cut_short):
+            return None
+        return {
+            "corrupt_lines": self.corrupt_lines,
+            "corrupt": [{"file": p, "line": n, "reason": r} for p, n, r in self.corrupt],
+            "unknown_lines": self.unknown_lines,
+            "cut_short": self.cut_short,
+        }
+
+
+def open_readers(paths: Sequence[Path], replayer: ObservationReplayer) -> list[CaptureReader]:
+    """Open every file (checking its header) before anything is written; closes them all on failure."""
+    readers: list[CaptureReader] = []
+    try:
+        for path in paths:
+            readers.append(CaptureReader(path, replayer=replayer))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return readers
+
+
+def export_capture(
+    paths: Sequence[Path], fmt: Format, out: IO[bytes], keep: ChainFilter | None = None
+) -> ExportReport:
+    """Export the capture files (oldest first) to `out`; returns what was written and skipped.
+
+    Raises CaptureFormatError or CaptureError before writing anything when a file is not a readable
+    capture.
+    """
+    keep = keep or ChainFilter()
+    report = ExportReport()
+    if fmt is Format.HAR:
+        store = ChainStore(max_chains=RING, max_messages_per_chain=1)
+        har = HarWriter(out)
+        entries = HarFromCapture(har.write, store, keep=keep)
+        replayer = ObservationReplayer(store=store, on_applied=entries.applied)
+        _read(open_readers(paths, replayer), report, entries.proxy_info)
+        entries.finish()
+        report.written = entries.written
+        har.close(report.lines())
+        return report
+    writer: JsonWriter | NdjsonWriter = (
+        JsonWriter(out, [str(p) for p in paths]) if fmt is Format.JSON else NdjsonWriter(out)
+    )
+    chains = ChainsOut(writer.write, keep)
+    store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=chains.gone)
+    _read(open_readers(paths, ObservationReplayer(store=store)), report, None)
+    for chain in store.drain():
+        chains.gone(chain)
+    report.written = chains.written
+    if isinstance(writer, JsonWriter):
+        writer.close(report.skipped())
+    return report
+
+
+def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> None:
+    """Drive every reader to its end (the replayer's listener does the work), noting what was skipped."""
+    for reader in readers:
+        with reader:
+            for event in reader:
+                if on_info is not None and isinstance(event, ProxyInfo):
+                    on_info(event)
+            report.corrupt_lines += reader.corrupt_lines
+            room = MAX_CORRUPT_SHOWN - len(report.corrupt)
+            report.corrupt.extend((str(reader.path), line, reason) for line, reason in reader.corrupt[:room])
+            report.unknown_lines += reader.skipped_unknown
+            if reader.truncated:
+                report.cut_short.append(str(reader.path))

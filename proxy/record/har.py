@@ -1,0 +1,314 @@
+"""HAR 1.2: one entry per HTTP exchange, drafted as its messages arrive and written when it ends.
+
+An exchange's draft collects what a capture or the chain store knows of it: the request head, the
+messages either way (in order, each with the chain it joined), the response head, the SSE events,
+its end. `render` turns a draft into a HAR entry: the request body and the response body are the
+JSON text of the recorded messages (compact, already redacted and bounded; not the bytes on the wire),
+an SSE response's text holds its events as `id:`/`data:` lines, and the custom `_mcp` field carries
+what HAR has no word for: the chains, JSON-RPC ids, eras, mode, the side of the proxy the exchange
+was on, and one element per message (an SSE event's included). `HarWriter` streams a HAR file: the
+log's head, then entries one by one as they end, then the tail with the log's comment, so no export
+holds more than the exchanges still open. `docs/export.md` describes every field.
+
+Plain data and bytes: no I/O of its own (the writer is handed a binary stream), no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import IO, Any, Final
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import orjson
+
+from proxy import __version__
+from proxy.flows.events import ChainSummary, Channel, Direction
+
+HAR_VERSION: Final = "1.2"
+CREATOR: Final = "mcp-debug-proxy"
+
+SSE_CHANNELS: Final = frozenset({Channel.SSE, Channel.GET_SSE})
+SSE_TYPE: Final = "text/event-stream"
+JSON_TYPE: Final = "application/json"
+
+DEFAULT_ENTRY_BYTES: Final = 8 * 1024 * 1024
+"""Message bytes one draft keeps; past it, later messages are counted in `_mcp.dropped_messages`."""
+
+
+@dataclass(slots=True)
+class Carried:
+    """One message an exchange carried (or, with `kind` None, an SSE event that carried none)."""
+
+    t: float
+    direction: Direction
+    channel: Channel
+    side: str
+    kind: str | None
+    raw: Any = None
+    jsonrpc_id: int | str | None = None
+    method: str | None = None
+    size: int = 0
+    sse_id: str | None = None
+    note: str | None = None
+    chain: str | None = None
+
+
+@dataclass(slots=True)
+class EntryDraft:
+    """What is known so far of one HTTP exchange: a client's with the proxy, or a bridge's upstream leg."""
+
+    key: str
+    side: str
+    """`client` (an exchange between a client and the proxy) or `upstream` (a bridge's upstream leg)."""
+    started: float
+    http_method: str
+    url: str
+    request_headers: dict[str, str] = field(default_factory=dict)
+    body_size: int | None = None
+    session: str | None = None
+    client_era: str = "unknown"
+    upstream_era: str = "unknown"
+    mode: str = "passthrough"
+    status: int | None = None
+    content_type: str | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    head_at: float | None = None
+    messages: list[Carried] = field(default_factory=list)
+    invalid_body: str | None = None
+    bytes_out: int = 0
+    ended: float | None = None
+    outcome: str | None = None
+    related: str | None = None
+    chains: dict[str, ChainSummary] = field(default_factory=dict)
+    """The chains its messages joined, by id, with their (live) headlines."""
+    kept_bytes: int = 0
+    dropped: int = 0
+    limit: int = DEFAULT_ENTRY_BYTES
+
+    def add(self, carried: Carried, summary: ChainSummary | None = None) -> None:
+        """Take one message (kept while the draft is under its byte bound, else counted)."""
+        if carried.chain is not None and summary is not None:
+            self.chains.setdefault(carried.chain, summary)
+        if self.kept_bytes + carried.size > self.limit:
+            self.dropped += 1
+            return
+        self.kept_bytes += carried.size
+        self.messages.append(carried)
+
+    def head(self, at: float, status: int, content_type: str | None, headers: dict[str, str]) -> None:
+        """The response head went out."""
+        self.head_at, self.status, self.content_type = at, status, content_type
+        self.response_headers = headers
+
+
+def render(draft: EntryDraft, *, note: str | None = None) -> dict[str, Any]:
+    """The HAR 1.2 entry of a draft (an exchange still open when the reader stopped is marked so)."""
+    ended = draft.ended if draft.ended is not None else _last_time(draft)
+    total = max(0.0, (ended - draft.started) * 1000)
+    first_back = draft.head_at if draft.head_at is not None else _first_back(draft)
+    wait = total if first_back is None else min(total, max(0.0, (first_back - draft.started) * 1000))
+    entry: dict[str, Any] = {
+        "startedDateTime": iso_time(draft.started),
+        "time": round(total, 3),
+        "request": _request(draft),
+        "response": _response(draft),
+        "cache": {},
+        "timings": {"send": 0, "wait": round(wait, 3), "receive": round(total - wait, 3)},
+        "_mcp": _mcp(draft),
+    }
+    comments = [c for c in (note, _side_comment(draft)) if c]
+    if comments:
+        entry["comment"] = "; ".join(comments)
+    return entry
+
+
+def iso_time(t: float) -> str:
+    """An epoch time as HAR's ISO 8601 date-time, in UTC to the millisecond."""
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def client_url(path: str, headers: dict[str, str], fallback_host: str) -> str:
+    """The absolute URL a client asked for: its target on the host it named (`Host`), over HTTP."""
+    if path.startswith(("http://", "https://")):
+        return path
+    host = next((v for k, v in headers.items() if k.lower() == "host"), None) or fallback_host
+    return f"http://{host}{path if path.startswith('/') else '/' + path}"
+
+
+def upstream_url(upstream: str) -> str:
+    """The upstream's URL without userinfo or query (they may hold credentials), for its legs' entries."""
+    parts = urlsplit(upstream)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme or "http", netloc, parts.path or "/", "", ""))
+
+
+def _last_time(draft: EntryDraft) -> float:
+    times = [draft.started, *(m.t for m in draft.messages[-1:])]
+    if draft.head_at is not None:
+        times.append(draft.head_at)
+    return max(times)
+
+
+def _first_back(draft: EntryDraft) -> float | None:
+    return next((m.t for m in draft.messages if m.direction is Direction.TO_CLIENT), None)
+
+
+def _pairs(headers: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in headers.items()]
+
+
+def _text(raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw
+    return orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _json_text(messages: list[Carried]) -> str:
+    texts = [_text(m.raw) for m in messages if m.kind is not None]
+    if len(texts) == 1:
+        return texts[0]
+    return "[" + ",".join(texts) + "]" if texts else ""
+
+
+def _sse_text(messages: list[Carried]) -> str:
+    parts = []
+    for m in messages:
+        event = f"id: {m.sse_id}\n" if m.sse_id is not None else ""
+        data = _text(m.raw) if m.kind is not None else ""
+        parts.append(f"{event}data: {data}\n\n")
+    return "".join(parts)
+
+
+def _request(draft: EntryDraft) -> dict[str, Any]:
+    sent = [m for m in draft.messages if m.direction is Direction.TO_SERVER]
+    request: dict[str, Any] = {
+        "method": draft.http_method,
+        "url": draft.url,
+        "httpVersion": "HTTP/1.1",
+        "cookies": [],
+        "headers": _pairs(draft.request_headers),
+        "queryString": [{"name": n, "value": v} for n, v in parse_qsl(urlsplit(draft.url).query, True)],
+        "headersSize": -1,
+        "bodySize": draft.body_size if draft.body_size is not None else sum(m.size for m in sent),
+    }
+    text = draft.invalid_body if draft.invalid_body is not None else _json_text(sent)
+    if text or draft.http_method in ("POST", "PUT", "PATCH"):
+        mime = next((v for k, v in draft.request_headers.items() if k.lower() == "content-type"), JSON_TYPE)
+        request["postData"] = {"mimeType": mime, "text": text, "params": []}
+    return request
+
+
+def _response(draft: EntryDraft) -> dict[str, Any]:
+    back = [m for m in draft.messages if m.direction is Direction.TO_CLIENT]
+    sse = (draft.content_type or "").split(";")[0].strip().lower() == SSE_TYPE or (
+        draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
+    )
+    mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
+    size = sum(m.size for m in back) + draft.bytes_out
+    status = draft.status or 0
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    return {
+        "status": status,
+        "statusText": phrase,
+        "httpVersion": "HTTP/1.1",
+        "cookies": [],
+        "headers": _pairs(draft.response_headers),
+        "content": {"size": size, "mimeType": mime, "text": _sse_text(back) if sse else _json_text(back)},
+        "redirectURL": next((v for k, v in draft.response_headers.items() if k.lower() == "location"), ""),
+        "headersSize": -1,
+        "bodySize": size,
+    }
+
+
+def _mcp(draft: EntryDraft) -> dict[str, Any]:
+    ids: list[int | str] = []
+    for m in draft.messages:
+        if m.jsonrpc_id is not None and m.jsonrpc_id not in ids:
+            ids.append(m.jsonrpc_id)
+    out: dict[str, Any] = {
+        "exchange": draft.key,
+        "side": draft.side,
+        "chains": list(draft.chains) or sorted({m.chain for m in draft.messages if m.chain}),
+        "jsonrpc_ids": ids,
+        "era": {"client": draft.client_era, "upstream": draft.upstream_era},
+        "mode": draft.mode,
+        "messages": [_message(m) for m in draft.messages if m.kind is not None],
+    }
+    if draft.session is not None:
+        out["session"] = draft.session
+    if draft.outcome is not None:
+        out["outcome"] = draft.outcome
+    if draft.related is not None:
+        out["related"] = draft.related
+    if draft.dropped:
+        out["dropped_messages"] = draft.dropped
+    if draft.ended is None:
+        out["open"] = True
+    return out
+
+
+def _message(m: Carried) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "time": iso_time(m.t),
+        "direction": m.direction.value,
+        "channel": m.channel.value,
+        "side": m.side,
+        "kind": m.kind,
+        "chain": m.chain,
+        "size": m.size,
+    }
+    if m.jsonrpc_id is not None:
+        out["jsonrpc_id"] = m.jsonrpc_id
+    if m.method is not None:
+        out["method"] = m.method
+    if m.sse_id is not None:
+        out["sse_id"] = m.sse_id
+    if m.note is not None:
+        out["note"] = m.note
+    return out
+
+
+def _side_comment(draft: EntryDraft) -> str | None:
+    if draft.side == "upstream":
+        return "a bridge's upstream leg: the capture holds its messages, not its HTTP heads"
+    if draft.ended is None:
+        return "still open when it was exported"
+    return None
+
+
+class HarWriter:
+    """Streams one HAR 1.2 log: its head at once, each entry as it is given, the tail on `close`."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self.entries = 0
+        self._started = False
+
+    def _start(self) -> None:
+        if not self._started:  # written with the first entry, so a failed start leaves no half file
+            self._started = True
+            head = {"version": HAR_VERSION, "creator": {"name": CREATOR, "version": __version__}}
+            self._out.write(b'{"log":' + orjson.dumps(head)[:-1] + b',"entries":[')
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Append one entry."""
+        self._start()
+        self._out.write(b"\n" if not self.entries else b",\n")
+        self._out.write(orjson.dumps(entry, option=orjson.OPT_NON_STR_KEYS))
+        self.entries += 1
+
+    def close(self, comments: Iterable[str] = ()) -> None:
+        """End the log, with `comments` (skipped lines, say) as the log's comment."""
+        self._start()
+        text = "\n".join(comments)
+        tail = b',"comment":' + orjson.dumps(text) if text else b""
+        self._out.write(b"\n]" + tail + b"}}\n")

@@ -1,0 +1,215 @@
+"""A capture's HAR entries, drafted from its observations as a reader builds them, written as each ends.
+
+`HarFromCapture` listens to an `ObservationReplayer` (`on_applied`): an exchange's opening line starts
+its draft, each message joins it with the chain the builder filed it in, and its closing line ends
+it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same way from
+its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the file.
+
+A filter that judges chains by their end (status, free text) holds an ended exchange until every
+chain it carried has ended too (a client's answer to a nested request closes before its call does);
+at most `max_held` such entries wait, past which the oldest is judged as things stand. An entry is
+kept when any of its chains passes the filter; one that joined no chain, only when nothing is filtered.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+from proxy.flows.events import (
+    ChainChanged,
+    ChainSummary,
+    Channel,
+    Direction,
+    FlowEvent,
+    MessageRecorded,
+    ProxyInfo,
+    Side,
+)
+from proxy.flows.filters import ChainFilter
+from proxy.flows.observations import (
+    BytesOut,
+    EventIdSeen,
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+)
+from proxy.flows.store import ChainStore
+from proxy.record.har import DEFAULT_ENTRY_BYTES, Carried, EntryDraft, client_url, render, upstream_url
+
+DEFAULT_MAX_HELD: Final = 10_000
+"""Ended entries waiting for their chains to end before a filter judges them."""
+
+
+class HarFromCapture:
+    """Drafts the HAR entries of a capture's observations and hands each to `write` as it ends."""
+
+    def __init__(
+        self,
+        write: Callable[[dict[str, Any]], None],
+        store: ChainStore,
+        *,
+        keep: ChainFilter | None = None,
+        entry_bytes: int = DEFAULT_ENTRY_BYTES,
+        max_held: int = DEFAULT_MAX_HELD,
+    ) -> None:
+        self._write = write
+        self._store = store
+        self._keep = keep or ChainFilter()
+        self._entry_bytes = entry_bytes
+        self._max_held = max_held
+        self._open: dict[str, EntryDraft] = {}
+        self._held: deque[EntryDraft] = deque()
+        self._host = "localhost"
+        self._upstream = "http://upstream/"
+        self.written = 0
+
+    def proxy_info(self, info: ProxyInfo) -> None:
+        """Learn where the proxy listened and what it proxied (entries' URLs)."""
+        self._host = info.listen.partition("://")[2].rstrip("/") or self._host
+        self._upstream = upstream_url(info.upstream)
+
+    def applied(self, obs: Observation, events: list[FlowEvent]) -> None:
+        """Take one observation, as the replayer built it, with the events it made."""
+        match obs:
+            case MessageSeen():
+                draft = self._open.get(obs.exchange)
+                if draft is not None:
+                    msg = obs.msg
+                    chain, summary = self._chain_of(events)
+                    carried = Carried(
+                        obs.t, obs.direction, obs.channel, obs.side.value, msg.kind.value, msg.raw,
+                        msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
+                    )  # fmt: skip
+                    draft.add(carried, summary)
+            case ExchangeOpened():
+                self._open[obs.exchange] = EntryDraft(
+                    obs.exchange,
+                    "client",
+                    obs.t,
+                    obs.http_method,
+                    client_url(obs.path, obs.headers, self._host),
+                    request_headers=obs.headers,
+                    body_size=obs.body_size,
+                    session=obs.session,
+                    client_era=obs.client_era,
+                    upstream_era=obs.upstream_era,
+                    mode=obs.mode.value,
+                    limit=self._entry_bytes,
+                )
+            case ResponseHeadSeen():
+                if (draft := self._open.get(obs.exchange)) is not None:
+                    draft.head(obs.t, obs.status, obs.content_type, obs.headers)
+            case ExchangeClosed():
+                if (draft := self._open.pop(obs.exchange, None)) is not None:
+                    self._note_chains(draft, events)
+                    draft.ended, draft.outcome = obs.t, obs.outcome
+                    self._ended(draft)
+            case BytesOut():
+                if (draft := self._open.get(obs.exchange)) is not None:
+                    draft.bytes_out += obs.size
+            case EventIdSeen():
+                if (draft := self._open.get(obs.exchange)) is not None:
+                    event = Carried(obs.t, Direction.TO_CLIENT, Channel.SSE, Side.BOTH.value, None)
+                    event.sse_id = obs.sse_id
+                    draft.add(event)
+            case InvalidBody():
+                if (draft := self._open.get(obs.exchange)) is not None:
+                    draft.invalid_body = obs.body.decode("utf-8", "replace")
+                    self._note_chains(draft, events)
+            case LegMessageSeen():
+                self._leg_message(obs, events)
+            case LegLinked():
+                self._leg(obs.leg, obs.t, None).related = obs.related
+            case LegClosed():
+                if (draft := self._open.pop(obs.leg, None)) is not None:
+                    draft.ended = obs.t
+                    self._ended(draft)
+            case _:
+                pass
+        if self._held and any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events):
+            self._release_held()
+
+    def finish(self) -> None:
+        """Write what is left: entries waiting on their chains, then exchanges still open (marked so)."""
+        while self._held:
+            self._judge(self._held.popleft())
+        for draft in sorted(self._open.values(), key=lambda d: d.started):
+            self._judge(draft)  # rendered as still open
+        self._open.clear()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _chain_of(self, events: list[FlowEvent]) -> tuple[str | None, ChainSummary | None]:
+        for event in events:
+            if isinstance(event, MessageRecorded):
+                chain = self._store.peek(event.chain_id)
+                return event.chain_id, chain.summary if chain is not None else None
+        return None, None
+
+    def _note_chains(self, draft: EntryDraft, events: list[FlowEvent]) -> None:
+        for event in events:
+            if isinstance(event, MessageRecorded) and event.chain_id not in draft.chains:
+                chain = self._store.peek(event.chain_id)
+                if chain is not None:
+                    draft.chains[event.chain_id] = chain.summary
+
+    def _leg(self, leg: str, t: float, first: LegMessageSeen | None) -> EntryDraft:
+        draft = self._open.get(leg)
+        if draft is None:
+            get = first is not None and first.channel is Channel.GET_SSE
+            draft = self._open[leg] = EntryDraft(
+                leg, "upstream", t, "GET" if get else "POST", self._upstream, limit=self._entry_bytes
+            )
+        return draft
+
+    def _leg_message(self, obs: LegMessageSeen, events: list[FlowEvent]) -> None:
+        draft = self._leg(obs.leg, obs.t, obs)
+        msg = obs.msg
+        chain, summary = self._chain_of(events)
+        carried = Carried(
+            obs.t, obs.direction, obs.channel, Side.UPSTREAM.value, msg.kind.value, msg.raw,
+            msg.id, msg.method, obs.size, None, None, chain,
+        )  # fmt: skip
+        if summary is not None and not draft.chains:  # a leg has the eras and mode of the chain it serves
+            draft.client_era, draft.upstream_era, draft.mode = (
+                summary.client_era,
+                summary.upstream_era,
+                summary.mode.value,
+            )
+        draft.add(carried, summary)
+
+    def _ended(self, draft: EntryDraft) -> None:
+        keep = self._keep
+        if keep.empty or not keep.needs_end or _all_ended(draft):
+            self._judge(draft)
+            return
+        self._held.append(draft)
+        if len(self._held) > self._max_held:
+            self._judge(self._held.popleft())
+
+    def _release_held(self) -> None:
+        waiting = len(self._held)
+        for _ in range(waiting):
+            draft = self._held.popleft()
+            if _all_ended(draft):
+                self._judge(draft)
+            else:
+                self._held.append(draft)
+
+    def _judge(self, draft: EntryDraft) -> None:
+        keep = self._keep
+        if keep.empty or any(keep(summary) for summary in draft.chains.values()):
+            self._write(render(draft))
+            self.written += 1
+
+
+def _all_ended(draft: EntryDraft) -> bool:
+    return all(summary.ended is not None for summary in draft.chains.values())

@@ -1,0 +1,74 @@
+"""HAR entries of chains in a running proxy's store (the admin API's `/api/export.har`).
+
+The store holds records, not observations: each record names its exchange (or a bridge's upstream
+leg) and carries the request head on requests and the response head on the first message back, so
+an exchange's entry is drafted from the records of every chain it carried, in time order. What the
+records do not hold (bytes that carried no message, the head of a POST that only answered a nested
+request, an exchange's close) is left out or inferred: an exchange whose chains have all ended is
+complete; one whose chain is still running is marked open. Records were redacted when they were
+made, with the proxy's own redactor, so an entry holds nothing the store does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from proxy.flows.events import ChainSummary, Channel, HttpInfo, MessageRecord, Side
+from proxy.flows.store import Chain
+from proxy.record.har import Carried, EntryDraft, client_url, render
+
+
+def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dict[str, Any]]:
+    """The HAR entries of the exchanges these chains' records travelled on, oldest first."""
+    drafts: dict[str, EntryDraft] = {}
+    for chain in chains:
+        summary = chain.summary
+        for record in list(chain.messages):
+            draft = drafts.get(record.exchange)
+            if draft is None:
+                draft = drafts[record.exchange] = _draft(record, summary, host=host, upstream=upstream)
+            _take(draft, record, summary, host)
+    out = []
+    for draft in sorted(drafts.values(), key=lambda d: d.started):
+        draft.messages.sort(key=lambda m: m.t)
+        if all(s.ended is not None for s in draft.chains.values()):
+            draft.ended = max([draft.started, *(m.t for m in draft.messages)])
+        out.append(render(draft))
+    return out
+
+
+def _draft(record: MessageRecord, summary: ChainSummary, *, host: str, upstream: str) -> EntryDraft:
+    upstream_side = record.side is Side.UPSTREAM
+    method = "GET" if record.channel is Channel.GET_SSE else "POST"
+    draft = EntryDraft(
+        record.exchange,
+        "upstream" if upstream_side else "client",
+        record.ts,
+        method,
+        upstream if upstream_side else f"http://{host}/",
+        client_era=summary.client_era,
+        upstream_era=summary.upstream_era,
+        mode=summary.mode.value,
+        session=None if upstream_side else summary.session,
+    )
+    return draft
+
+
+def _take(draft: EntryDraft, record: MessageRecord, summary: ChainSummary, host: str) -> None:
+    http: HttpInfo | None = record.http
+    draft.started = min(draft.started, record.ts)
+    if http is not None and http.method is not None and not draft.request_headers:
+        draft.http_method = http.method
+        draft.url = client_url(http.path or "/", http.headers, host)
+        draft.request_headers = http.headers
+    if http is not None and http.status is not None and draft.status is None:
+        draft.head(record.ts, http.status, http.content_type, http.headers)
+    if record.kind == "http":  # a response head that carried no message
+        draft.chains.setdefault(summary.id, summary)
+        return
+    carried = Carried(
+        record.ts, record.direction, record.channel, record.side.value, record.kind, record.body,
+        record.jsonrpc_id, record.method, record.size, record.sse_id, record.note, summary.id,
+    )  # fmt: skip
+    draft.add(carried, summary)

@@ -1,0 +1,172 @@
+"""Exports of real traffic: the `mcp-proxy` command records SDK peers, then exports the capture as HAR.
+
+A legacy SDK client calls a 2026-07-28 SDK server through the proxy (the legacy_to_mrtr bridge: the
+server's `input_required` becomes an `elicitation/create` on the client's SSE stream), and a
+2026-07-28 client calls it straight through; both send a bearer token. The capture is exported with
+`mcp-proxy export --har`, validated by npm's `har-validator`, read back by PyPI's `haralyzer` (each in
+its own environment, `tests/peers/envs.py`), and the entries are checked: methods, statuses, the SSE
+events, the `_mcp` field of both sides of the bridge, the token shown as a stand-in and never in
+clear. The running proxy's `/api/export.har` passes the same validator, behind the admin token. A
+copy of the capture with a corrupt line still exports, naming the line in the log's comment, on
+stderr and in the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.peers.envs import har_python, har_validator, node_binary
+from tests.peers.runner import REPO_ROOT, PeerServer
+from tests.peers.scenarios import CallbackLog, client_for
+from tests.sidecar import ProxyProcess, admin_get, clean_env, proxy_command, settings_env
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "export-test-bearer-7f3a91c2"
+TOKEN = "export-admin-token-5521"
+RUN_SECONDS = 30
+
+
+def export(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `mcp-proxy export ...` as a user would."""
+    return subprocess.run(
+        [*proxy_command(), "export", *args],
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+
+
+def validate(path: Path) -> dict[str, Any]:
+    """har-validator's verdict on a HAR file."""
+    done = subprocess.run(
+        [node_binary(), str(har_validator()), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
+        check=True,
+    )
+    verdict: dict[str, Any] = json.loads(done.stdout)
+    return verdict
+
+
+def read_back(path: Path) -> dict[str, Any]:
+    """What haralyzer reads in a HAR file."""
+    done = subprocess.run(
+        [str(har_python()), str(REPO_ROOT / "tests" / "peers" / "har_read.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
+        check=True,
+    )
+    read: dict[str, Any] = json.loads(done.stdout)
+    return read
+
+
+async def record(upstream: str, capture: Path) -> bytes:
+    """Traffic of both eras through the real `mcp-proxy`; returns its `/api/export.har` answer."""
+    env = clean_env(**settings_env(upstream=upstream, capture=capture, admin_token=TOKEN, drain_grace=5))
+    with ProxyProcess(env) as proxy:
+        auth = {"Authorization": f"Bearer {SECRET}"}
+        log = CallbackLog()
+        async with client_for(proxy.endpoint(), "legacy", headers=auth, log=log) as legacy:
+            asked = await legacy.call_tool("ask_name", {})
+        assert not asked.is_error
+        assert any(c.startswith("elicitation:") for c in log.callbacks)
+        async with client_for(proxy.endpoint(), "2026-07-28", headers=auth) as modern:
+            added = await modern.call_tool("add", {"a": 2, "b": 3})
+        assert not added.is_error
+        refused, _, _ = await admin_get(proxy.admin + "/api/export.har")
+        assert refused == 401
+        status, headers, body = await admin_get(proxy.admin + "/api/export.har?method=tools/call", TOKEN)
+        assert status == 200
+        assert headers["Content-Type"].startswith("application/json")
+        proxy.stop()
+    return body
+
+
+def client_calls(read: dict[str, Any], tool: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in read["entries"]
+        if e["mcp"]["side"] == "client" and f'"name":"{tool}"' in (e["request_text"] or "")
+    ]
+
+
+async def test_a_recorded_capture_exports_to_a_valid_har_with_sse_events_bridge_sides_and_no_secret(
+    modern_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "capture.jsonl"
+    live = await record(modern_server.url, capture)
+
+    out = tmp_path / "run.har"
+    done = export("--har", str(out), str(capture))
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stderr
+    assert validate(out) == {"valid": True}
+    text = out.read_text()
+    assert SECRET not in text
+    read = read_back(out)
+    assert read["creator"]["name"] == "mcp-debug-proxy"
+    assert read["version"] == "1.2"
+
+    (asked,) = client_calls(read, "ask_name")
+    assert asked["method"] == "POST"
+    assert asked["status"] == 200
+    assert asked["mime"].startswith("text/event-stream")
+    mcp = asked["mcp"]
+    assert mcp["mode"] == "legacy_to_mrtr"
+    assert mcp["era"] == {"client": "legacy", "upstream": "modern"}
+    (chain,) = mcp["chains"]
+    events = [m for m in mcp["messages"] if m["channel"] == "sse"]
+    assert [m.get("method") or m["kind"] for m in events] == ["elicitation/create", "result"]
+    assert all(m["chain"] == chain and m["side"] == "client" for m in events)
+    assert '"method":"elicitation/create"' in asked["text"]
+    assert asked["text"].count("data: ") == len(events)
+    ids = mcp["jsonrpc_ids"]
+    assert events[0]["jsonrpc_id"] in ids
+
+    auth = {h["name"].lower(): h["value"] for h in asked["request_headers"]}["authorization"]
+    assert auth.startswith("Bearer <redacted len=")
+    assert auth.endswith(">")
+
+    legs = [e for e in read["entries"] if e["mcp"]["side"] == "upstream" and chain in e["mcp"]["chains"]]
+    assert legs, "the bridge's upstream requests are entries of the same chain"
+    assert all(e["mcp"]["mode"] == "legacy_to_mrtr" for e in legs)
+    retried = [e for e in legs if '"inputResponses"' in (e["request_text"] or "")]
+    assert retried, "the retry carrying the client's answer is an upstream entry"
+
+    (added,) = client_calls(read, "add")
+    assert added["mcp"]["mode"] == "passthrough"
+    assert added["status"] == 200
+    assert added["mcp"]["era"]["client"] == "modern"
+
+    live_file = tmp_path / "live.har"
+    live_file.write_bytes(live)
+    assert validate(live_file) == {"valid": True}
+    assert SECRET.encode() not in live
+    live_read = read_back(live_file)
+    live_calls = [e for e in live_read["entries"] if '"name":"ask_name"' in (e["request_text"] or "")]
+    assert any(e["mime"].startswith("text/event-stream") for e in live_calls)
+    assert all(e["mcp"]["mode"] == "legacy_to_mrtr" for e in live_calls)
+
+    lines = capture.read_bytes().splitlines(keepends=True)
+    middle = len(lines) // 2
+    lines[middle] = b'{"type":"obs","kind":"message", this line is damaged\n'
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join(lines))
+    bad_out = tmp_path / "damaged.har"
+    done = export("--har", str(bad_out), str(damaged))
+    assert done.returncode == 1
+    assert f"{damaged}:{middle + 1}" in done.stderr
+    assert validate(bad_out) == {"valid": True}
+    har = json.loads(bad_out.read_text())
+    assert f"{damaged}:{middle + 1}: corrupt observation line" in har["log"]["comment"]
+    assert len(har["log"]["entries"]) >= len(read["entries"]) - 1

@@ -1,0 +1,30 @@
+"""`mcp-proxy export` refusing what it cannot export: exit 2, one line naming why, no output file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+
+
+def test_a_file_that_is_not_a_capture_exports_nothing_and_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "notes.txt"
+    source.write_text("hello\n")
+    out = tmp_path / "out.har"
+    assert main(["export", "--har", str(out), str(source)]) == 2
+    assert f"{source}:1: not a mcp-debug-proxy-capture file" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_an_unknown_status_filter_exits_2_naming_what_it_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.json"
+    assert main(["export", "--json", str(out), "--status", "fine", str(tmp_path / "any.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "status must be one of error, ok, parked, pending, waiting_client, got fine" in err
+    assert not out.exists()
