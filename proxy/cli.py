@@ -115,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings.upstream:
         print("mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM)", file=sys.stderr)
         return 2
+    if settings.otlp_endpoint:
+        from proxy.record.otlp_setup import missing_sdk
+
+        missing = missing_sdk()
+        if missing:
+            source = loaded.sources.get("otlp_endpoint", "default").replace(":", " ", 1)
+            print(f"mcp-proxy: otlp_endpoint ({source}): {missing}", file=sys.stderr)
+            return 2
     if settings.tui:
         from proxy.cli_tui import run_with_tui
 

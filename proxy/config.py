@@ -133,6 +133,15 @@ class Settings(BaseModel):
     """How many rotated capture files are kept before the oldest is deleted."""
     capture_body_limit: PositiveInt = 65536
     """Bytes of one message body kept in captures and the chain store before a truncation marker."""
+    otlp_endpoint: str | None = None
+    """OpenTelemetry collector (OTLP/HTTP) to send a trace of every chain to, such as
+    http://collector:4318 (/v1/traces is added unless the URL ends in it). Unset, the standard
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable turns tracing on;
+    headers and the rest come from the standard OTEL_EXPORTER_OTLP_* variables. Needs the otel extra
+    (pip install 'mcp-debug-proxy[otel]')."""
+    otlp_queue_size: PositiveInt = 2048
+    """Finished spans waiting for the OTLP exporter before new ones are dropped (counted in /metrics),
+    so a slow or unreachable collector never slows traffic."""
     max_body_bytes: PositiveInt = 8 * 1024 * 1024
     """Largest client request body accepted, in bytes; a larger one is answered HTTP 413 naming it."""
     upstream_connect_timeout: Seconds = 5.0
@@ -316,6 +325,25 @@ class Settings(BaseModel):
             raise ValueError(
                 f"the URL carries credentials (user:password@) that the proxy would not send: "
                 f"{shown!r}; remove them and let clients send their own Authorization"
+            )
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_is_http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - evaluated only to reject a bad port
+        except ValueError:
+            raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
+            raise ValueError(f"not an http(s) URL (OTLP/HTTP): {masked_url(value)!r}")
+        if "@" in parts.netloc:
+            raise ValueError(
+                "the URL carries credentials (user:password@); give the collector's credentials as "
+                "headers in OTEL_EXPORTER_OTLP_HEADERS instead"
             )
         return value
 

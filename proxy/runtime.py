@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import os
 import resource
 import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 from proxy import __version__
 from proxy.config import Settings, base_url, parse_host_port
@@ -25,11 +27,13 @@ from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
 from proxy.flows.sink import ObservationSink
+from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
-from proxy.framing.http import parse_upstream
+from proxy.framing.http import masked_url, parse_upstream
 from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
+from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
@@ -39,8 +43,17 @@ from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import UpstreamPool
 
+if TYPE_CHECKING:
+    from proxy.record.otlp import SpanSender
+
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
+
+OTLP_CLOSE_TIMEOUT = 2.0
+"""Seconds `stop` gives the span exporter to send what is queued before it is let go."""
+
+EXPORT_FAILURE_LOG_INTERVAL = 60.0
+"""Seconds between two log lines about spans the collector did not take (the first is logged at once)."""
 
 _DRAIN_POLL = 0.05
 """Seconds between looks at the open exchanges while draining."""
@@ -133,6 +146,9 @@ class Proxy:
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
         self._sink: CaptureSink | None = None
+        self._spans: SpanSender | None = None
+        """The OTLP span sender while tracing is on (`proxy.record.otlp.SpanSender`, loaded lazily)."""
+        self._follower: SpanFollower | None = None
         self.admin: AdminServer | None = None
         self.health: HealthServer | None = None
         self.draining = False
@@ -162,7 +178,11 @@ class Proxy:
         return self.health.url if self.health is not None and self.health.port else None
 
     async def start(self) -> None:
-        """Bind the listener and the admin API (port 0 picks a free one) and start the capture writer."""
+        """Bind the listener and the admin API (port 0 picks a free one) and start the capture writer.
+
+        Raises `OtlpUnavailable` before anything starts when `otlp_endpoint` is set without the SDK.
+        """
+        self._start_tracing()
         if self.settings.capture is not None:
             self._capture = CaptureWriter(
                 self.settings.capture,
@@ -212,6 +232,46 @@ class Proxy:
             eras=self.router.eras.label,
         )
 
+    def _start_tracing(self) -> None:
+        """Follow every observation into spans for the OTLP exporter, when tracing is asked for."""
+        settings = self.settings
+        if not tracing_wanted(settings.otlp_endpoint, os.environ):
+            return
+        try:
+            sender = load_sender(
+                settings.otlp_endpoint, queue_size=settings.otlp_queue_size, on_failure=export_failed_logger()
+            )
+        except OtlpUnavailable as exc:
+            if settings.otlp_endpoint:
+                raise
+            get_logger().warning(
+                "otlp_unavailable",
+                error=str(exc),
+                hint="an OTEL_EXPORTER_OTLP_* variable asks for traces; the proxy runs without them",
+            )
+            return
+        upstream = self.upstream
+        self._follower = SpanFollower(
+            sender.send, self.redactor, upstream_host=upstream.host, upstream_port=upstream.port
+        )
+        self.observations.listeners.append(self._follower.observe_all)
+        self._spans = sender
+        get_logger().info(
+            "otlp_tracing", endpoint=masked_url(sender.endpoint), queue=settings.otlp_queue_size
+        )
+
+    def otlp_counts(self) -> dict[str, int]:
+        """Spans sent and dropped (by reason) while tracing is on; empty when it is off."""
+        return dict(self._spans.counts()) if self._spans is not None else {}
+
+    async def _stop_tracing(self) -> None:
+        if self._follower is not None:
+            self.observations.listeners.remove(self._follower.observe_all)
+            self._follower = None
+        if self._spans is not None:
+            sender, self._spans = self._spans, None
+            await asyncio.to_thread(sender.close, OTLP_CLOSE_TIMEOUT)
+
     def _admin_context(self) -> AdminContext:
         """What the admin API reads: the store, the bus, the router, and two counts read on a scrape.
 
@@ -231,6 +291,7 @@ class Proxy:
             draining=lambda: self.draining,
             open_streams=lambda: relays.open_streams + sum(bridge.open_streams for bridge in bridges),
             open_exchanges=lambda: observations.open_exchanges,
+            otlp_spans=self.otlp_counts,
         )
 
     def info(self) -> ProxyInfo:
@@ -274,6 +335,7 @@ class Proxy:
         if self._capture is not None:
             self._capture.close()
             self._capture = None
+        await self._stop_tracing()
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
@@ -373,6 +435,29 @@ def fit_descriptor_limit(connections: int) -> int:
             "or raise the limit (ulimit -n), or clients past the limit are reset instead of answered 503",
         )
     return soft
+
+
+def export_failed_logger(clock: Callable[[], float] = time.monotonic) -> Callable[[int, str], None]:
+    """What the span exporter's thread calls when a batch did not reach the collector: a warning at the
+    first failure, then at most one per `EXPORT_FAILURE_LOG_INTERVAL` with the spans lost since."""
+    lost = 0
+    last: float | None = None
+
+    def failed(count: int, reason: str) -> None:
+        nonlocal lost, last
+        lost += count
+        now = clock()
+        if last is None or now - last >= EXPORT_FAILURE_LOG_INTERVAL:
+            get_logger().warning(
+                "otlp_export_failed",
+                spans_lost=lost,
+                reason=reason,
+                hint="the collector did not take these spans; traffic is not affected "
+                "(mcp_proxy_otlp_spans_dropped_total counts them)",
+            )
+            lost, last = 0, now
+
+    return failed
 
 
 def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redactor:

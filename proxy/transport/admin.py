@@ -75,6 +75,8 @@ class AdminContext:
     """SSE response streams being relayed now."""
     open_exchanges: Callable[[], int]
     """Client HTTP exchanges in flight."""
+    otlp_spans: Callable[[], dict[str, int]] = dict
+    """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
 
 
 class AdminServer:
@@ -102,6 +104,7 @@ class AdminServer:
             feed_clients=lambda: self.feed.clients,
             draining=ctx.draining,
             observations_dropped=lambda: ctx.observations.dropped,
+            otlp_spans=ctx.otlp_spans,
         )
         self.feed.on_close = self.metrics.retire
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)

@@ -60,6 +60,7 @@ class ProxyMetrics:
         feed_clients: Callable[[], int],
         draining: Callable[[], bool],
         observations_dropped: Callable[[], int] = lambda: 0,
+        otlp_spans: Callable[[], dict[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -82,6 +83,7 @@ class ProxyMetrics:
                 draining=draining,
                 retired=self.retired_drops,
                 observations_dropped=observations_dropped,
+                otlp_spans=otlp_spans,
             )
         )
 
@@ -215,8 +217,10 @@ class _PresentState:
         draining: Callable[[], bool],
         retired: dict[str, int],
         observations_dropped: Callable[[], int],
+        otlp_spans: Callable[[], dict[str, int]],
     ) -> None:
         self._store = store
+        self._otlp_spans = otlp_spans
         self._observations_dropped = observations_dropped
         self._bus = bus
         self._open_streams = open_streams
@@ -264,7 +268,26 @@ class _PresentState:
         yield _gauge("mcp_proxy_feed_clients", "Clients attached to the live feed.", self._feed_clients())
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus_families()
+        yield from self._otlp_families()
         yield self._about()
+
+    def _otlp_families(self) -> Iterator[Metric]:
+        counts = self._otlp_spans()
+        yield _counter(
+            "mcp_proxy_otlp_spans_exported",
+            "Spans the OTLP exporter delivered to the collector (0 while tracing is off).",
+            counts.get("sent", 0),
+        )
+        dropped = CounterMetricFamily(
+            "mcp_proxy_otlp_spans_dropped",
+            "Spans never delivered to the collector, by reason: queue_full (the exporter's queue was full, "
+            "so the span was never queued) or export_failed (the collector refused, failed or timed out); "
+            "traffic never waits for either.",
+            labels=["reason"],
+        )
+        for reason in ("queue_full", "export_failed"):
+            dropped.add_metric([reason], counts.get(reason, 0))
+        yield dropped
 
     def _bus_families(self) -> Iterator[Metric]:
         drops = dict(self._retired)

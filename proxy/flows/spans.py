@@ -1,0 +1,572 @@
+"""Spans of client operations, followed straight from observations: what the OTLP exporter sends.
+
+One trace per operation (what a chain is elsewhere: a client request with its legs, rounds and nested
+requests). Its spans, named and attributed as the OpenTelemetry semantic conventions for MCP say:
+
+- each client request, kind SERVER (the proxy serves it); the first is the operation's root, and an
+  MRTR retry (a bridged round of a modern client) is a span of its own under that root;
+- each request a bridge sends upstream on a leg, kind CLIENT, under the client request it serves
+  (each upstream request of a legacy client's call is a bridged round of its own);
+- each nested request: one the upstream sends on a leg (kind SERVER: the proxy answers it upstream)
+  or one that reaches the client on its stream (kind CLIENT: asked by the proxy or relayed), from the
+  request until its answer;
+- each client notification, kind SERVER, in the trace of the request it refers to when there is one.
+
+A client request that carries W3C trace context in `params._meta` (`traceparent`, `tracestate`)
+continues the client's trace: its span is the child of the client's. A client whose context says
+"not sampled" gets no spans. Nothing here changes traffic: a bridge already carries the client's
+`_meta` entries upstream and back, so the upstream continues the same trace.
+
+Following, not building: like the metrics' operation counter, this keeps only what spans need, so
+it costs the traffic little whether or not anyone watches chains. Session ids are shown as the
+redactor's keyed stand-in; no header, body or argument goes into a span. Pure: no I/O, no clock (each
+observation carries its time), ids from an injected source; tables bounded like the chain builder's.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from proxy.flows.events import Direction, Side
+from proxy.flows.exchanges import BoundedMap
+from proxy.flows.observations import (
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    LegClosed,
+    LegLinked,
+    LegMessageSeen,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+)
+from proxy.flows.redact import Redactor
+from proxy.flows.retries import RetryBook, request_signature
+from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.wire.mcp import META_PROTOCOL_VERSION, RESULT_INPUT_REQUIRED, request_meta, result_type
+
+Attributes = dict[str, str | int | bool]
+
+TRACEPARENT = "traceparent"
+"""The `params._meta` key of W3C trace context (OpenTelemetry semantic conventions for MCP)."""
+
+TRACESTATE = "tracestate"
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+
+_COMMON: Attributes = {
+    "network.protocol.name": "http",
+    "network.protocol.version": "1.1",
+    "network.transport": "tcp",
+}
+"""What every span's exchange ran on (MCP over Streamable HTTP, HTTP/1.1 on TCP)."""
+
+
+_RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+
+
+class SpanKind(Enum):
+    """Who started the exchange a span covers, as OpenTelemetry's span kinds say it."""
+
+    SERVER = "server"
+    CLIENT = "client"
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """One finished span as plain data (the exporter turns it into an OTLP span)."""
+
+    name: str
+    kind: SpanKind
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    start: float
+    attributes: Attributes
+    end: float = 0.0
+    remote_parent: bool = False
+    """The parent is the client's span (from its `traceparent`), not one of ours."""
+    trace_state: str | None = None
+    error: str | None = None
+    """The status description when the span failed (`error.type` is then set)."""
+    failed: bool = False
+
+
+@dataclass(slots=True)
+class _Op:
+    """One client operation: its trace, root span and what a retry must match."""
+
+    key: str
+    trace_id: int
+    root: int | None
+    """The span the operation's later spans hang under (its first request's)."""
+    remote: bool
+    trace_state: str | None
+    sampled: bool
+    method: str | None = None
+    params: dict[str, Any] | None = None
+    rounds: int = 1
+    upstream_rounds: int = 0
+
+
+@dataclass(slots=True)
+class _Ex:
+    """One open client exchange."""
+
+    mode: str
+    era: str
+    session: str | None
+    headers: dict[str, str]
+    requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
+    notes: list[tuple[SpanRecord, _Op]] = field(default_factory=list)
+    status: int | None = None
+    response_headers: dict[str, str] | None = None
+    resumable: bool = False
+
+    def main(self) -> tuple[SpanRecord, _Op] | None:
+        return next(iter(self.requests.values()), None)
+
+
+@dataclass(slots=True)
+class _Leg:
+    """One upstream leg: the operation and span it serves, its open requests, the nested ones it carries."""
+
+    parent: SpanRecord
+    op: _Op
+    requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
+    nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
+    """Requests the upstream sent on this leg (shared with the legs that answer them)."""
+
+
+def parse_traceparent(value: Any) -> tuple[int, int, bool] | None:
+    """Trace id, parent span id and sampled flag of a W3C `traceparent`; None when it is not valid."""
+    if not isinstance(value, str):
+        return None
+    found = _TRACEPARENT.fullmatch(value.strip())
+    if found is None:
+        return None
+    version, trace, span, flags, rest = found.groups()
+    if version == "ff" or (version == "00" and rest):
+        return None
+    trace_id, span_id = int(trace, 16), int(span, 16)
+    if not trace_id or not span_id:
+        return None
+    return trace_id, span_id, bool(int(flags, 16) & 1)
+
+
+def span_name(method: str | None, params: dict[str, Any]) -> str:
+    """`{mcp.method.name} {target}` with the tool or prompt name as target, else the method alone."""
+    name = method or "(none)"
+    if method in ("tools/call", "prompts/get"):
+        target = params.get("name")
+        if isinstance(target, str):
+            return f"{name} {target}"
+    return name
+
+
+class SpanFollower:
+    """Follows client operations through observations and emits each span as it ends."""
+
+    def __init__(
+        self,
+        emit: Callable[[SpanRecord], None],
+        redactor: Redactor,
+        *,
+        upstream_host: str | None = None,
+        upstream_port: int | None = None,
+        ids: Callable[[int], int] | None = None,
+    ) -> None:
+        self._emit = emit
+        self._redactor = redactor
+        self._ids = ids or random.Random().getrandbits  # seeded from the system's entropy
+        self._upstream: Attributes = {}
+        if upstream_host:
+            self._upstream["server.address"] = upstream_host
+            if upstream_port:
+                self._upstream["server.port"] = upstream_port
+        self._count = 0
+        self._exchanges: dict[str, _Ex] = {}
+        self._ops: BoundedMap = BoundedMap()
+        """Operations waiting for an MRTR retry, by key."""
+        self._retries = RetryBook()
+        self._nested: BoundedMap = BoundedMap()
+        """(session, id) of a request that reached the client -> its span, until the client answers."""
+        self._pending: BoundedMap = BoundedMap()
+        """(session, id) of a client request -> its operation (a `notifications/cancelled` names it)."""
+        self._session_init: BoundedMap = BoundedMap()
+        self._legs: BoundedMap = BoundedMap()
+        self._handlers: dict[type[Any], Callable[[Any], None]] = {
+            ExchangeOpened: self._opened,
+            MessageSeen: self._message,
+            ResponseHeadSeen: self._head,
+            ExchangeClosed: self._closed,
+            InvalidBody: self._invalid,
+            LegMessageSeen: self._leg_message,
+            LegLinked: self._leg_linked,
+            LegClosed: self._leg_closed,
+        }
+
+    def observe_all(self, batch: Sequence[Observation]) -> None:
+        """Follow observations in order (a listener of the observation sink)."""
+        handlers = self._handlers
+        for obs in batch:
+            handler = handlers.get(type(obs))
+            if handler is not None:
+                handler(obs)
+
+    @property
+    def open_spans(self) -> int:
+        """Client exchanges and legs still followed (tests assert they drain)."""
+        return len(self._exchanges) + len(self._legs)
+
+    # -- exchanges ------------------------------------------------------------------------------------
+
+    def _opened(self, obs: ExchangeOpened) -> None:
+        self._exchanges[obs.exchange] = _Ex(obs.mode.value, obs.client_era, obs.session, obs.headers)
+
+    def _head(self, obs: ResponseHeadSeen) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is not None:
+            ex.status = obs.status
+            ex.response_headers = obs.headers
+
+    def _invalid(self, obs: InvalidBody) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is None:
+            return
+        op = self._new_op(None, {})
+        span = self._span(op, "(invalid)", SpanKind.SERVER, obs.t, {"mcp_proxy.mode": ex.mode})
+        self._fail(span, "invalid_request", obs.problem)
+        if op.sampled:
+            self._finish(span, obs.t)
+
+    def _closed(self, obs: ExchangeClosed) -> None:
+        ex = self._exchanges.pop(obs.exchange, None)
+        if ex is None:
+            return
+        t = obs.t
+        failed = ex.status is not None and ex.status >= 400
+        for ident, (span, op) in ex.requests.items():
+            self._pending.pop((ex.session, ident), None)
+            if failed:
+                self._fail(span, str(ex.status), f"HTTP {ex.status}")
+            elif obs.outcome is not None:
+                self._fail(span, obs.outcome, None)
+            elif ex.resumable:
+                span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
+            else:
+                self._fail(span, "no_response", None)
+            if op.sampled:
+                self._finish(span, t)
+        for span, op in ex.notes:
+            if failed:
+                self._fail(span, str(ex.status), f"HTTP {ex.status}")
+            if op.sampled:
+                self._finish(span, t)
+
+    # -- messages on a client exchange ------------------------------------------------------------------
+
+    def _message(self, obs: MessageSeen) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is None:
+            return
+        if obs.sse_id is not None:
+            ex.resumable = True
+        if obs.direction is Direction.TO_SERVER:
+            if obs.side is not Side.UPSTREAM:
+                self._client(ex, obs.msg, obs.t)
+        else:
+            self._server(ex, obs.msg, obs.t)
+
+    def _client(self, ex: _Ex, msg: Message, t: float) -> None:
+        kind = msg.kind
+        if kind is Kind.REQUEST and msg.id is not None:
+            self._request(ex, msg, msg.id, t)
+        elif msg.is_response:
+            found = self._nested.pop((ex.session, msg.id), None)
+            if found is not None:
+                self._answered(found, msg, t)
+        elif kind is Kind.NOTIFICATION:
+            self._notification(ex, msg, t)
+
+    def _request(self, ex: _Ex, msg: Message, ident: RequestId, t: float) -> None:
+        params = msg.params
+        op = self._retried(msg)
+        attributes = self._request_attributes(ex, msg)
+        if op is None:
+            op = self._new_op(msg.method, params)
+            span = self._root_span(op, span_name(msg.method, params), t, attributes)
+        else:
+            op.rounds += 1
+            attributes["mcp_proxy.round"] = op.rounds
+            span = self._span(op, span_name(msg.method, params), SpanKind.SERVER, t, attributes)
+        ex.requests[ident] = (span, op)
+        self._pending[(ex.session, ident)] = op
+
+    def _notification(self, ex: _Ex, msg: Message, t: float) -> None:
+        target: _Op | None = None
+        if msg.method == "notifications/cancelled":
+            target = self._pending.get((ex.session, msg.params.get("requestId")))
+        elif msg.method == "notifications/initialized" and ex.session:
+            target = self._session_init.get(ex.session)
+        attributes = self._request_attributes(ex, msg)
+        if target is None:
+            op = self._new_op(msg.method, msg.params)
+            span = self._root_span(op, span_name(msg.method, msg.params), t, attributes)
+        else:
+            op = target
+            span = self._span(op, span_name(msg.method, msg.params), SpanKind.SERVER, t, attributes)
+        ex.notes.append((span, op))
+
+    def _server(self, ex: _Ex, msg: Message, t: float) -> None:
+        if msg.is_response:
+            found = ex.requests.pop(msg.id, None) if msg.id is not None else None
+            if found is not None:
+                self._pending.pop((ex.session, msg.id), None)
+                self._responded(ex, found, msg, t)
+            return
+        if msg.kind is Kind.REQUEST and msg.id is not None:
+            main = ex.main()
+            op = main[1] if main is not None else self._new_op(msg.method, msg.params)
+            parent = main[0] if main is not None else None
+            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
+            span = self._span(op, span_name(msg.method, msg.params), SpanKind.CLIENT, t, attributes, parent)
+            self._nested[(ex.session, msg.id)] = (span, op)
+
+    def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
+        span, op = found
+        if op.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None:
+            minted = _header(ex.response_headers or {}, "mcp-session-id")
+            if minted:
+                self._session_init[minted] = op
+        if msg.kind is Kind.RESULT and result_type(msg.result) == RESULT_INPUT_REQUIRED:
+            span.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
+            self._retries.expect(op.key, request_signature(op.method, op.params or {}), msg.result)
+            self._ops[op.key] = op
+        else:
+            self._outcome(span, msg)
+            op.params = None  # only a retry's match reads them
+        if op.sampled:
+            self._finish(span, t)
+
+    def _retried(self, msg: Message) -> _Op | None:
+        found = self._retries.match(msg.method, msg.params)
+        if found is None or found.chain_id is None:
+            return None
+        op: _Op | None = self._ops.get(found.chain_id)
+        return op
+
+    # -- a bridge's upstream legs ---------------------------------------------------------------------------
+
+    def _leg_message(self, obs: LegMessageSeen) -> None:
+        leg = self._legs.get(obs.leg)
+        if leg is None:
+            ex = self._exchanges.get(obs.exchange)
+            main = ex.main() if ex is not None else None
+            if main is None:
+                return
+            leg = self._legs[obs.leg] = _Leg(main[0], main[1])
+        msg, t, op = obs.msg, obs.t, leg.op
+        if obs.direction is Direction.TO_SERVER:
+            if msg.kind is Kind.REQUEST and msg.id is not None:
+                attributes = {**_COMMON, **self._upstream, **_method_attributes(msg)}
+                if msg.method == op.method:
+                    op.upstream_rounds += 1
+                    attributes["mcp_proxy.round"] = op.upstream_rounds
+                span = self._span(
+                    op, span_name(msg.method, msg.params), SpanKind.CLIENT, t, attributes, leg.parent
+                )
+                leg.requests[msg.id] = span
+            elif msg.is_response and msg.id is not None:
+                found = leg.nested.pop(msg.id, None)
+                if found is not None:
+                    self._answered(found, msg, t)
+            elif msg.kind is Kind.NOTIFICATION:
+                attributes = {**_COMMON, **self._upstream, "mcp.method.name": msg.method or ""}
+                span = self._span(op, msg.method or "(none)", SpanKind.CLIENT, t, attributes, leg.parent)
+                if op.sampled:
+                    self._finish(span, t)
+            return
+        if msg.is_response and msg.id is not None:
+            done = leg.requests.pop(msg.id, None)
+            if done is not None:
+                self._outcome(done, msg)
+                if msg.kind is Kind.RESULT and result_type(msg.result) == RESULT_INPUT_REQUIRED:
+                    done.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
+                if op.sampled:
+                    self._finish(done, t)
+        elif msg.kind is Kind.REQUEST and msg.id is not None:
+            parent = next(iter(leg.requests.values()), leg.parent)
+            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes["mcp_proxy.nested"] = "relayed"
+            leg.nested[msg.id] = (
+                self._span(op, span_name(msg.method, msg.params), SpanKind.SERVER, t, attributes, parent),
+                op,
+            )
+
+    def _leg_linked(self, obs: LegLinked) -> None:
+        related = self._legs.get(obs.related)
+        if related is not None and obs.leg not in self._legs:
+            self._legs[obs.leg] = _Leg(related.parent, related.op, nested=related.nested)
+
+    def _leg_closed(self, obs: LegClosed) -> None:
+        leg = self._legs.pop(obs.leg, None)
+        if leg is None:
+            return
+        for span in leg.requests.values():
+            self._fail(span, "no_response", "the upstream leg closed before its answer")
+            if leg.op.sampled:
+                self._finish(span, obs.t)
+        if leg.nested and not any(other.nested is leg.nested for other in self._legs.values()):
+            for span, op in leg.nested.values():
+                self._fail(span, "no_response", "nobody answered the upstream's request")
+                if op.sampled:
+                    self._finish(span, obs.t)
+            leg.nested.clear()
+
+    # -- spans ------------------------------------------------------------------------------------
+
+    def _new_op(self, method: str | None, params: dict[str, Any]) -> _Op:
+        self._count += 1
+        key = f"s{self._count}"
+        context = parse_traceparent(request_meta(params).get(TRACEPARENT)) if params else None
+        if context is None:
+            op = _Op(key, self._ids(128) or 1, None, False, None, True, method, params)
+        else:
+            trace_id, parent, sampled = context
+            state = request_meta(params).get(TRACESTATE)
+            op = _Op(
+                key,
+                trace_id,
+                parent,
+                True,
+                state if isinstance(state, str) else None,
+                sampled,
+                method,
+                params,
+            )
+        return op
+
+    def _root_span(self, op: _Op, name: str, t: float, attributes: Attributes) -> SpanRecord:
+        """The operation's first span: the child of the client's span, or the root of a new trace."""
+        span = SpanRecord(
+            name,
+            SpanKind.SERVER,
+            op.trace_id,
+            self._ids(64) or 1,
+            op.root,
+            t,
+            attributes,
+            remote_parent=op.remote,
+            trace_state=op.trace_state,
+        )
+        op.root, op.remote = span.span_id, False
+        return span
+
+    def _span(
+        self,
+        op: _Op,
+        name: str,
+        kind: SpanKind,
+        t: float,
+        attributes: Attributes,
+        parent: SpanRecord | None = None,
+    ) -> SpanRecord:
+        parent_id = parent.span_id if parent is not None else op.root
+        remote = parent is None and op.remote
+        return SpanRecord(
+            name,
+            kind,
+            op.trace_id,
+            self._ids(64) or 1,
+            parent_id,
+            t,
+            attributes,
+            remote_parent=remote,
+            trace_state=op.trace_state,
+        )
+
+    def _request_attributes(self, ex: _Ex, msg: Message) -> Attributes:
+        attributes: Attributes = {**_COMMON, **_method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        if ex.session:
+            attributes["mcp.session.id"] = self._redactor.token(ex.session)
+        version = request_meta(msg.params).get(META_PROTOCOL_VERSION) or _header(
+            ex.headers, "mcp-protocol-version"
+        )
+        if isinstance(version, str):
+            attributes["mcp.protocol.version"] = version
+        if msg.method in _RESOURCE_METHODS:
+            uri = msg.params.get("uri")
+            if isinstance(uri, str):
+                attributes["mcp.resource.uri"] = self._redactor.path(uri)
+        attributes["mcp_proxy.client_era"] = ex.era
+        return attributes
+
+    def _answered(self, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
+        span, op = found
+        self._outcome(span, msg)
+        if op.sampled:
+            self._finish(span, t)
+
+    def _outcome(self, span: SpanRecord, msg: Message) -> None:
+        """Mark a span failed by its response: a JSON-RPC error, or a tool result with `isError`."""
+        if msg.kind is Kind.ERROR:
+            error = msg.error
+            code = error.get("code")
+            text = error.get("message")
+            if code is not None:
+                span.attributes["rpc.response.status_code"] = str(code)
+            self._fail(
+                span, str(code) if code is not None else "_OTHER", text if isinstance(text, str) else None
+            )
+        elif msg.kind is Kind.RESULT:
+            result = msg.result
+            if isinstance(result, dict) and result.get("isError") is True:
+                self._fail(span, "tool_error", None)
+
+    @staticmethod
+    def _fail(span: SpanRecord, error_type: str, text: str | None) -> None:
+        if span.failed:
+            return
+        span.failed = True
+        span.error = text
+        span.attributes["error.type"] = error_type
+
+    def _finish(self, span: SpanRecord, t: float) -> None:
+        span.end = max(t, span.start)
+        self._emit(span)
+
+
+def _method_attributes(msg: Message) -> Attributes:
+    """`mcp.method.name`, `jsonrpc.request.id` and the target attributes of a request or notification."""
+    method = msg.method or ""
+    attributes: Attributes = {"mcp.method.name": method}
+    if msg.id is not None:
+        attributes["jsonrpc.request.id"] = str(msg.id)
+    if method == "tools/call":
+        name = msg.params.get("name")
+        if isinstance(name, str):
+            attributes["gen_ai.tool.name"] = name
+            attributes["gen_ai.operation.name"] = "execute_tool"
+    elif method == "prompts/get":
+        name = msg.params.get("name")
+        if isinstance(name, str):
+            attributes["gen_ai.prompt.name"] = name
+    return attributes
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    """A header's value by its lower-case name, whatever case it came in."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    for key, found in headers.items():
+        if key.lower() == name:
+            return found
+    return None

@@ -1,0 +1,209 @@
+"""Spans to an OpenTelemetry collector over OTLP/HTTP, through the SDK's batch processor and exporter.
+
+The optional `otel` extra (`pip install 'mcp-debug-proxy[otel]'`): this module imports the SDK, so it
+is itself imported only when tracing is on. `SpanSender.send` runs on the event loop for each span
+the follower (`proxy.flows.spans`) finishes: it turns the span into the SDK's `ReadableSpan` and hands
+it to the `BatchSpanProcessor`, whose own thread batches, encodes and posts them. Nothing waits on the
+collector: past `queue_size` spans not yet taken by the exporter, a span is dropped and counted
+(`queue_full`), and a batch the exporter could not deliver (collector down, slow, refusing) is
+counted too (`export_failed`); `/metrics` shows both. The SDK's own log lines are kept off the
+terminal (the TUI may own it); failures reach the caller's `on_failure` instead, with the reason.
+
+The endpoint: `otlp_endpoint` when set (a base URL gets `/v1/traces`, as OTEL_EXPORTER_OTLP_ENDPOINT
+does), else the SDK reads the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+`OTEL_EXPORTER_OTLP_ENDPOINT`; headers, timeout, compression and TLS files come from the standard
+`OTEL_EXPORTER_OTLP_*` variables, and the resource from `OTEL_SERVICE_NAME` and
+`OTEL_RESOURCE_ATTRIBUTES`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace import SpanKind as OtelKind
+
+from proxy import __version__
+from proxy.flows.spans import SpanKind, SpanRecord
+
+TRACES_PATH: Final = "/v1/traces"
+"""Where an OTLP/HTTP collector takes traces, below its base URL."""
+
+DEFAULT_QUEUE: Final = 2048
+"""Spans waiting for the exporter before new ones are dropped (the SDK's own default)."""
+
+_KINDS: Final = {SpanKind.SERVER: OtelKind.SERVER, SpanKind.CLIENT: OtelKind.CLIENT}
+_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_UNSET: Final = Status(StatusCode.UNSET)
+
+
+def traces_url(endpoint: str) -> str:
+    """The traces URL of an endpoint: as given when it already ends in /v1/traces, else with it added."""
+    base = endpoint.rstrip("/")
+    return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
+
+
+class _Reasons(logging.Handler):
+    """Keeps the SDK exporter's last log message: the reason an export failed (refused, timed out)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()[:300]
+
+
+_REASONS = _Reasons()
+
+
+def _quiet_sdk_logs() -> None:
+    """Keep the SDK's log lines off stderr (the TUI may own the terminal); keep their text for reasons."""
+    sdk = logging.getLogger("opentelemetry")
+    sdk.propagate = False
+    if _REASONS not in sdk.handlers:
+        sdk.addHandler(_REASONS)
+
+
+class _Counting(SpanExporter):
+    """Counts what the processor's thread takes from its queue and what the exporter failed to send."""
+
+    def __init__(self, inner: SpanExporter, on_failure: Callable[[int, str], None] | None) -> None:
+        self._inner = inner
+        self._on_failure = on_failure
+        self.taken = 0
+        self.sent = 0
+        self.failed = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.taken += len(spans)
+        try:
+            result = self._inner.export(spans)
+        except Exception as exc:  # an exporter bug must not kill the processor's thread
+            result, _REASONS.last = SpanExportResult.FAILURE, repr(exc)
+        if result is SpanExportResult.SUCCESS:
+            self.sent += len(spans)
+        else:
+            self.failed += len(spans)
+            if self._on_failure is not None:
+                self._on_failure(len(spans), _REASONS.last or "the exporter failed")
+        return result
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+class SpanSender:
+    """Hands finished spans to the SDK's batch processor, bounded, and counts what was dropped."""
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        queue_size: int = DEFAULT_QUEUE,
+        on_failure: Callable[[int, str], None] | None = None,
+        exporter: SpanExporter | None = None,
+        schedule_delay_ms: float = 1000.0,
+        batch_size: int = 512,
+    ) -> None:
+        """`endpoint`: the collector's base or traces URL (None: the standard variables say where).
+        `exporter` replaces the OTLP exporter (tests: the SDK's in-memory one)."""
+        _quiet_sdk_logs()
+        self.queue_size = queue_size
+        inner = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint) if endpoint else None)
+        self.endpoint = getattr(inner, "_endpoint", endpoint or "")
+        self._counting = _Counting(inner, on_failure)
+        self._processor = BatchSpanProcessor(
+            self._counting,
+            max_queue_size=queue_size,
+            schedule_delay_millis=schedule_delay_ms,
+            max_export_batch_size=min(batch_size, queue_size),
+        )
+        self._resource = Resource.create({SERVICE_NAME: "mcp-debug-proxy", SERVICE_VERSION: __version__})
+        if self._resource.attributes.get(SERVICE_NAME) == "unknown_service":
+            self._resource = self._resource.merge(Resource({SERVICE_NAME: "mcp-debug-proxy"}))
+        self._scope = InstrumentationScope("mcp-debug-proxy", __version__)
+        self._states: dict[str, TraceState] = {}
+        self.handed = 0
+        self.queue_full = 0
+
+    def send(self, record: SpanRecord) -> None:
+        """Queue one finished span for export; dropped and counted when the queue is full."""
+        if self.handed - self._counting.taken >= self.queue_size:
+            self.queue_full += 1
+            return
+        self.handed += 1
+        self._processor.on_end(self._readable(record))
+
+    def send_all(self, record: SpanRecord) -> None:
+        """Queue one span, exporting what waits first when the queue is full (replaying a capture)."""
+        if self.handed - self._counting.taken >= self.queue_size:
+            self._processor.force_flush()
+        self.send(record)
+
+    def counts(self) -> dict[str, int]:
+        """Spans sent, and dropped by reason: `queue_full` (never queued), `export_failed` (not delivered)."""
+        return {
+            "sent": self._counting.sent,
+            "queue_full": self.queue_full,
+            "export_failed": self._counting.failed,
+        }
+
+    def flush(self) -> None:
+        """Export every queued span now, in this thread (waits for the collector)."""
+        self._processor.force_flush()
+
+    def close(self, timeout: float) -> None:
+        """Stop the processor: what it exports within `timeout` seconds goes, the rest is let go.
+
+        The processor's own shutdown waits for every queued batch, each up to the exporter's timeout
+        (seconds, against a collector that never answers): it runs on a thread of its own, and past
+        `timeout` the exporter is shut, which ends its retries and refuses what is left.
+        """
+        stopping = threading.Thread(target=self._processor.shutdown, name="otlp-shutdown", daemon=True)
+        stopping.start()
+        stopping.join(timeout)
+        if stopping.is_alive():
+            self._counting.shutdown()
+
+    def _readable(self, record: SpanRecord) -> ReadableSpan:
+        state = self._state(record.trace_state)
+        context = SpanContext(record.trace_id, record.span_id, False, _SAMPLED, state)
+        parent = (
+            SpanContext(record.trace_id, record.parent_id, record.remote_parent, _SAMPLED, state)
+            if record.parent_id is not None
+            else None
+        )
+        return ReadableSpan(
+            name=record.name,
+            context=context,
+            parent=parent,
+            resource=self._resource,
+            attributes=record.attributes,
+            kind=_KINDS[record.kind],
+            status=Status(StatusCode.ERROR, record.error) if record.failed else _UNSET,
+            start_time=int(record.start * 1e9),
+            end_time=int(record.end * 1e9),
+            instrumentation_scope=self._scope,
+        )
+
+    def _state(self, header: str | None) -> TraceState | None:
+        if not header:
+            return None
+        state = self._states.get(header)
+        if state is None:
+            if len(self._states) > 1000:
+                self._states.clear()
+            state = self._states[header] = TraceState.from_header([header])
+        return state
