@@ -13,6 +13,9 @@ from typing import Any
 
 PATH_LABELS = {
     "direct": "direct",
+    "ours-default": "ours (default)",
+    "ours-otel": "ours (default + OTLP)",
+    "ours-default-off": "ours (default, admin off)",
     "ours": "ours (log+capture)",
     "ours-live": "ours (log+capture, admin on)",
     "ours-quiet": "ours (logging off)",

@@ -54,6 +54,7 @@ SERVER_CPU = 1
 PATHS = (
     "direct",
     "ours-default",
+    "ours-otel",
     "ours-default-off",
     "ours",
     "ours-live",
@@ -65,13 +66,16 @@ PATHS = (
 OURS_PATHS = {
     # name: (admin API on, JSON log lines and a JSONL capture written to files, log level error)
     "ours-default": (True, False, False),
+    "ours-otel": (True, False, False),
     "ours-default-off": (False, False, False),
     "ours": (False, True, False),
     "ours-live": (True, True, False),
     "ours-quiet": (False, False, True),
 }
 """Our proxy's configurations. `ours-default` is `mcp-proxy --upstream URL` as users get it (admin API
-on, info-level JSON log lines on stderr, no capture); the issue's figures are judged on it."""
+on, info-level JSON log lines on stderr, no capture); the issue's figures are judged on it.
+`ours-otel` is `ours-default` plus `--otlp-endpoint` to `bench/otlp_sink.py` (a collector that reads
+and discards), on the load generators' CPU as a collector on another machine would be."""
 PROXY_ROOT = Path(os.environ.get("BENCH_PROXY_ROOT", REPO))
 """Where `python -m proxy.cli` runs from: set BENCH_PROXY_ROOT to a checkout of another version to compare."""
 
@@ -430,6 +434,12 @@ def start_path(procs: Processes, name: str, upstream: str, tmp: Path, tag: str) 
         argv = ours_argv(
             upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet
         )
+        if name == "ours-otel":
+            sink_port = free_port()
+            sink_argv = [PY, str(BENCH / "otlp_sink.py"), "--port", str(sink_port)]
+            sink = procs.start(f"{tag}-otlp-sink", sink_argv, cpu=LOADGEN_CPU)
+            wait_port(sink_port, sink)
+            argv += ["--otlp-endpoint", f"http://127.0.0.1:{sink_port}"]
         child = procs.start(f"{tag}-{name}", argv, cpu=SERVER_CPU, cwd=PROXY_ROOT)
     elif name == "bare-aiohttp":
         argv = [PY, str(BENCH / "bare_proxy.py"), "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]

@@ -1,7 +1,8 @@
-"""`mcp-proxy export`: a capture as HAR 1.2, JSON or NDJSON of chains, on a file or stdout.
+"""`mcp-proxy export`: a capture as HAR 1.2, JSON or NDJSON of chains, or its spans to a collector.
 
     mcp-proxy export --har run.har run.jsonl
     mcp-proxy export --json - --status error run.jsonl.1 run.jsonl
+    mcp-proxy export --otlp http://collector:4318 run.jsonl
 
 Filters are those of the admin API's `/api/chains` (`--status`, `--method`, `--mode`, `--q`), read by
 the same code. Several files are read in the order given (rotated parts oldest first). Exit status:
@@ -21,11 +22,17 @@ from typing import IO
 from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
-from proxy.record.export import Format, export_capture, open_readers
+from proxy.record.export import Format, export_capture, export_spans, open_readers
 from proxy.record.observations import ObservationReplayer
 
 SKIPPED_EXIT = 1
 """Exit status of an export written with lines skipped."""
+
+OTLP_BATCH = 512
+"""Spans queued for the collector before the export waits for it to take them (nothing is dropped)."""
+
+OTLP_CLOSE_SECONDS = 30.0
+"""Seconds the exporter is given to stop once every span was handed over."""
 
 
 def build_export_parser() -> argparse.ArgumentParser:
@@ -42,6 +49,12 @@ def build_export_parser() -> argparse.ArgumentParser:
         (Format.NDJSON, "one chain object per line"),
     ):
         target.add_argument(f"--{fmt.value}", metavar="OUT", type=Path, help=f"{what} ('-' for stdout)")
+    target.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="send the capture's spans, with their original times, to an OpenTelemetry collector "
+        "(OTLP/HTTP base URL; needs the otel extra)",
+    )
     parser.add_argument(
         "captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s), oldest first"
     )
@@ -60,6 +73,8 @@ def build_export_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """Run `mcp-proxy export` (argv without the subcommand)."""
     args = build_export_parser().parse_args(argv)
+    if args.otlp is not None:
+        return _to_collector(args)
     fmt, target = next((f, getattr(args, f.value)) for f in Format if getattr(args, f.value) is not None)
     try:
         keep = ChainFilter.from_params(lambda name: getattr(args, name))
@@ -82,6 +97,41 @@ def main(argv: Sequence[str]) -> int:
     what = "entries" if fmt is Format.HAR else "chains"
     where = "stdout" if str(target) == "-" else str(target)
     print(f"mcp-proxy export: wrote {report.written} {what} to {where}", file=sys.stderr)
+    return SKIPPED_EXIT if report.corrupt_lines else 0
+
+
+def _to_collector(args: argparse.Namespace) -> int:
+    """`--otlp URL`: every span of the capture to the collector; waits for it rather than dropping any."""
+    from proxy.record.otlp_setup import OtlpUnavailable, load_sender
+
+    if args.status or args.method or args.mode or args.q:
+        print("mcp-proxy export: --otlp sends every span; filters are for chain exports", file=sys.stderr)
+        return 2
+    reasons: list[str] = []
+    try:
+        _check(args.captures)
+        sender = load_sender(
+            args.otlp, queue_size=OTLP_BATCH, on_failure=lambda _count, reason: reasons.append(reason)
+        )
+    except (CaptureFormatError, CaptureError, OtlpUnavailable) as exc:
+        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = export_spans(args.captures, sender.send_all)
+        sender.flush()
+    finally:
+        sender.close(OTLP_CLOSE_SECONDS)
+    for line in report.lines():
+        print(f"mcp-proxy export: {line}", file=sys.stderr)
+    counts = sender.counts()
+    print(f"mcp-proxy export: sent {counts['sent']} spans to {sender.endpoint}", file=sys.stderr)
+    if counts["export_failed"]:
+        print(
+            f"mcp-proxy export: {counts['export_failed']} of {report.written} spans not delivered: "
+            f"{reasons[-1] if reasons else 'the collector failed'}",
+            file=sys.stderr,
+        )
+        return 2 if not counts["sent"] else SKIPPED_EXIT
     return SKIPPED_EXIT if report.corrupt_lines else 0
 
 

@@ -185,10 +185,7 @@ class SpanFollower:
         self._redactor = redactor
         self._ids = ids or random.Random().getrandbits  # seeded from the system's entropy
         self._upstream: Attributes = {}
-        if upstream_host:
-            self._upstream["server.address"] = upstream_host
-            if upstream_port:
-                self._upstream["server.port"] = upstream_port
+        self.set_upstream(upstream_host, upstream_port)
         self._count = 0
         self._exchanges: dict[str, _Ex] = {}
         self._ops: BoundedMap = BoundedMap()
@@ -210,6 +207,14 @@ class SpanFollower:
             LegLinked: self._leg_linked,
             LegClosed: self._leg_closed,
         }
+
+    def set_upstream(self, host: str | None, port: int | None) -> None:
+        """Where the upstream legs go (`server.address`, `server.port`), when learnt later (a capture)."""
+        self._upstream = {}
+        if host:
+            self._upstream["server.address"] = host
+            if port:
+                self._upstream["server.port"] = port
 
     def observe_all(self, batch: Sequence[Observation]) -> None:
         """Follow observations in order (a listener of the observation sink)."""

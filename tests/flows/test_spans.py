@@ -1,0 +1,207 @@
+"""The span follower: observations in, finished spans out (no SDK, no sockets).
+
+The observations are those the relay makes for a pass-through exchange and a modern client's MRTR
+retry; the bridges' legs are covered end to end with real peers (tests/e2e/test_otel.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.flows.observations import (
+    ExchangeClosed,
+    ExchangeOpened,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+)
+from proxy.flows.redact import Redactor
+from proxy.flows.spans import SpanFollower, SpanKind, SpanRecord, parse_traceparent
+from proxy.wire.jsonrpc import classify_value
+
+CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
+CLIENT_SPAN = 0x00F067AA0BA902B7
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+SESSION = "3f2a9c1e5b7d4e6f8a0b1c2d3e4f5a6b"
+
+
+class Play:
+    """One follower with deterministic ids, fed observations; `spans` is what it emitted."""
+
+    def __init__(self) -> None:
+        self.spans: list[SpanRecord] = []
+        self.redactor = Redactor(key=b"k" * 32)
+        counter = iter(range(1, 1_000_000))
+        self.follower = SpanFollower(self.spans.append, self.redactor, ids=lambda _bits: next(counter))
+        self.t = 100.0
+
+    def feed(self, *observations: Observation) -> None:
+        self.follower.observe_all(observations)
+
+    def tick(self, seconds: float = 0.25) -> float:
+        self.t += seconds
+        return self.t
+
+    def exchange(
+        self, ex: str, request: dict[str, Any], answer: dict[str, Any] | None, *, session: str | None = None
+    ) -> None:
+        """A POST carrying `request`, answered with `answer` as JSON (None: closed unanswered)."""
+        self.feed(
+            ExchangeOpened(self.tick(), ex, "POST", "/mcp", {"Mcp-Protocol-Version": "2025-11-25"}, session),
+            MessageSeen(self.t, ex, classify_value(request), 100, Direction.TO_SERVER, Channel.POST),
+        )
+        if answer is not None:
+            self.feed(
+                ResponseHeadSeen(self.tick(), ex, 200, "application/json", {}),
+                MessageSeen(self.t, ex, classify_value(answer), 80, Direction.TO_CLIENT, Channel.JSON),
+            )
+        self.feed(ExchangeClosed(self.tick(0.0), ex, None if answer is not None else "upstream_failed"))
+
+
+def call(ident: int, name: str = "echo", meta: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": {"text": "hi"}, **extra}
+    if meta is not None:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
+
+
+def result(ident: int, **fields: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "result": {"content": [], **fields}}
+
+
+def test_w3c_traceparent_is_parsed_and_malformed_ones_are_refused() -> None:
+    assert parse_traceparent(TRACEPARENT) == (CLIENT_TRACE, CLIENT_SPAN, True)
+    assert parse_traceparent(TRACEPARENT[:-2] + "00") == (CLIENT_TRACE, CLIENT_SPAN, False)
+    for bad in (
+        None,
+        42,
+        "",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # version ff is invalid
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # all-zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  # all-zero span id
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  # upper case
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  # version 00 has no more
+    ):
+        assert parse_traceparent(bad) is None, bad
+
+
+def test_a_client_request_with_traceparent_is_a_server_span_continuing_the_clients_trace() -> None:
+    play = Play()
+    play.exchange("x1", call(7, meta={"traceparent": TRACEPARENT, "tracestate": "rojo=1"}), result(7))
+
+    (span,) = play.spans
+    assert span.kind is SpanKind.SERVER
+    assert span.name == "tools/call echo"
+    assert (span.trace_id, span.parent_id, span.remote_parent) == (CLIENT_TRACE, CLIENT_SPAN, True)
+    assert span.trace_state == "rojo=1"
+    assert (span.start, span.end) == (100.25, 100.5)
+    assert not span.failed
+    assert span.attributes == {
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+        "network.transport": "tcp",
+        "mcp.method.name": "tools/call",
+        "jsonrpc.request.id": "7",
+        "gen_ai.tool.name": "echo",
+        "gen_ai.operation.name": "execute_tool",
+        "mcp_proxy.mode": Mode.PASSTHROUGH.value,
+        "mcp.protocol.version": "2025-11-25",
+        "mcp_proxy.client_era": "unknown",
+    }
+
+
+def test_a_request_without_trace_context_starts_a_trace_of_its_own() -> None:
+    play = Play()
+    play.exchange("x1", call(1), result(1))
+    play.exchange("x2", call(2), result(2))
+
+    first, second = play.spans
+    assert first.parent_id is None
+    assert second.parent_id is None
+    assert first.trace_id != second.trace_id
+
+
+def test_a_client_context_that_is_not_sampled_gets_no_span() -> None:
+    play = Play()
+    play.exchange("x1", call(1, meta={"traceparent": TRACEPARENT[:-2] + "00"}), result(1))
+
+    assert play.spans == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "error_type", "message"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad name"}}, "-32602", "bad name"),
+        (result(1, isError=True), "tool_error", None),
+    ],
+)
+def test_an_error_answer_fails_the_span_with_the_conventions_error_type(
+    answer: dict[str, Any], error_type: str, message: str | None
+) -> None:
+    play = Play()
+    play.exchange("x1", call(1), answer)
+
+    (span,) = play.spans
+    assert span.failed
+    assert span.attributes["error.type"] == error_type
+    assert span.error == message
+
+
+def test_a_request_left_unanswered_ends_with_the_exchanges_outcome() -> None:
+    play = Play()
+    play.exchange("x1", call(1), None)
+
+    (span,) = play.spans
+    assert span.failed
+    assert span.attributes["error.type"] == "upstream_failed"
+
+
+def test_the_session_id_appears_only_as_the_redactors_keyed_stand_in() -> None:
+    play = Play()
+    play.exchange("x1", call(1), result(1), session=SESSION)
+
+    (span,) = play.spans
+    assert span.attributes["mcp.session.id"] == play.redactor.token(SESSION)
+    assert SESSION not in repr(span)
+
+
+def test_an_mrtr_retry_is_a_round_span_in_the_first_requests_trace() -> None:
+    play = Play()
+    asked = result(1, resultType="input_required", inputRequests={"n": {"method": "elicitation/create"}})
+    asked["result"]["requestState"] = "sealed-state"
+    play.exchange("x1", call(1, meta={"traceparent": TRACEPARENT}), asked)
+    retry = call(2, inputResponses={"n": {"action": "accept"}}, requestState="sealed-state")
+    play.exchange("x2", retry, result(2))
+
+    first, second = play.spans
+    assert first.attributes["mcp_proxy.result_type"] == "input_required"
+    assert not first.failed
+    assert second.trace_id == first.trace_id == CLIENT_TRACE
+    assert (second.parent_id, second.remote_parent) == (first.span_id, False)
+    assert second.attributes["mcp_proxy.round"] == 2
+
+
+def test_a_notification_joins_the_trace_of_the_request_it_cancels() -> None:
+    play = Play()
+    play.feed(
+        ExchangeOpened(play.tick(), "x1", "POST", "/mcp", {}, SESSION),
+        MessageSeen(play.t, "x1", classify_value(call(5)), 90, Direction.TO_SERVER, Channel.POST),
+    )
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
+    play.feed(
+        ExchangeOpened(play.tick(), "x2", "POST", "/mcp", {}, SESSION),
+        MessageSeen(play.t, "x2", classify_value(cancel), 70, Direction.TO_SERVER, Channel.POST, Side.BOTH),
+        ResponseHeadSeen(play.t, "x2", 202, None, {}),
+        ExchangeClosed(play.tick(), "x2"),
+        ExchangeClosed(play.tick(), "x1", "client_disconnected"),
+    )
+
+    cancelled, request = play.spans
+    assert cancelled.name == "notifications/cancelled"
+    assert cancelled.trace_id == request.trace_id
+    assert cancelled.parent_id == request.span_id
+    assert request.attributes["error.type"] == "client_disconnected"
+    assert play.follower.open_spans == 0
