@@ -2,8 +2,9 @@
 
 The optional `otel` extra (`pip install 'mcp-debug-proxy[otel]'`): this module imports the SDK, so it
 is itself imported only when tracing is on. `SpanSender.send` runs on the event loop for each span
-the follower (`proxy.flows.spans`) finishes: it turns the span into the SDK's `ReadableSpan` and hands
-it to the `BatchSpanProcessor`, whose own thread batches, encodes and posts them. Nothing waits on the
+the follower (`proxy.flows.spans`) finishes and hands it to the SDK's `BatchSpanProcessor`, whose own
+thread batches the spans, encodes them (`proxy.record.otlp_encode`: a small fraction of the SDK
+encoder's cost) and posts them with the SDK's OTLP/HTTP exporter's client. Nothing waits on the
 collector: past `queue_size` spans not yet taken by the exporter, a span is dropped and counted
 (`queue_full`), and a batch the exporter could not deliver (collector down, slow, refusing) is
 counted too (`export_failed`); `/metrics` shows both. The SDK's own log lines are kept off the
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, cast
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
@@ -33,6 +34,7 @@ from opentelemetry.trace import SpanKind as OtelKind
 
 from proxy import __version__
 from proxy.flows.spans import SpanKind, SpanRecord
+from proxy.record.otlp_encode import SpanEncoder
 
 TRACES_PATH: Final = "/v1/traces"
 """Where an OTLP/HTTP collector takes traces, below its base URL."""
@@ -73,20 +75,41 @@ def _quiet_sdk_logs() -> None:
         sdk.addHandler(_REASONS)
 
 
-class _Counting(SpanExporter):
-    """Counts what the processor's thread takes from its queue and what the exporter failed to send."""
+class _Queued:
+    """A span record waiting in the SDK's queue: the processor reads only `context` (is it sampled)."""
 
-    def __init__(self, inner: SpanExporter, on_failure: Callable[[int, str], None] | None) -> None:
+    __slots__ = ("record",)
+
+    context: Final = SpanContext(1, 1, False, _SAMPLED)
+    """Every queued span is sampled: the follower drops the others before they are made."""
+
+    def __init__(self, record: SpanRecord) -> None:
+        self.record = record
+
+
+class _Counting(SpanExporter):
+    """On the processor's thread: encodes a batch, posts it, counts what it took and what failed."""
+
+    def __init__(
+        self,
+        inner: SpanExporter,
+        on_failure: Callable[[int, str], None] | None,
+        readable: Callable[[SpanRecord], ReadableSpan],
+        encoder: SpanEncoder,
+    ) -> None:
         self._inner = inner
         self._on_failure = on_failure
+        self._readable = readable
+        self._encoder = encoder
         self.taken = 0
         self.sent = 0
         self.failed = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.taken += len(spans)
+        records = [queued.record for queued in cast(Sequence[_Queued], spans)]
         try:
-            result = self._inner.export(spans)
+            result = self._post(records)
         except Exception as exc:  # an exporter bug must not kill the processor's thread
             result, _REASONS.last = SpanExportResult.FAILURE, repr(exc)
         if result is SpanExportResult.SUCCESS:
@@ -96,6 +119,17 @@ class _Counting(SpanExporter):
             if self._on_failure is not None:
                 self._on_failure(len(spans), _REASONS.last or "the exporter failed")
         return result
+
+    def _post(self, records: list[SpanRecord]) -> SpanExportResult:
+        """Our encoding over the OTLP exporter's HTTP client (retries, headers, TLS, compression and
+        timeout as the standard variables set them); any other exporter gets the SDK's spans."""
+        client = getattr(self._inner, "_client", None)
+        if isinstance(self._inner, OTLPSpanExporter) and callable(getattr(client, "export", None)):
+            if getattr(self._inner, "_shutdown", False):
+                return SpanExportResult.FAILURE
+            done = client.export(self._encoder.request(records))  # type: ignore[union-attr]
+            return SpanExportResult.SUCCESS if done.success else SpanExportResult.FAILURE
+        return self._inner.export([self._readable(record) for record in records])
 
     def shutdown(self) -> None:
         self._inner.shutdown()
@@ -123,17 +157,18 @@ class SpanSender:
         self.queue_size = queue_size
         inner = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint) if endpoint else None)
         self.endpoint = getattr(inner, "_endpoint", endpoint or "")
-        self._counting = _Counting(inner, on_failure)
+        self._resource = Resource.create({SERVICE_NAME: "mcp-debug-proxy", SERVICE_VERSION: __version__})
+        if self._resource.attributes.get(SERVICE_NAME) == "unknown_service":
+            self._resource = self._resource.merge(Resource({SERVICE_NAME: "mcp-debug-proxy"}))
+        self._scope = InstrumentationScope("mcp-debug-proxy", __version__)
+        encoder = SpanEncoder(self._resource.attributes, "mcp-debug-proxy", __version__)
+        self._counting = _Counting(inner, on_failure, self.readable, encoder)
         self._processor = BatchSpanProcessor(
             self._counting,
             max_queue_size=queue_size,
             schedule_delay_millis=schedule_delay_ms,
             max_export_batch_size=min(batch_size, queue_size),
         )
-        self._resource = Resource.create({SERVICE_NAME: "mcp-debug-proxy", SERVICE_VERSION: __version__})
-        if self._resource.attributes.get(SERVICE_NAME) == "unknown_service":
-            self._resource = self._resource.merge(Resource({SERVICE_NAME: "mcp-debug-proxy"}))
-        self._scope = InstrumentationScope("mcp-debug-proxy", __version__)
         self._states: dict[str, TraceState] = {}
         self.handed = 0
         self.queue_full = 0
@@ -144,7 +179,9 @@ class SpanSender:
             self.queue_full += 1
             return
         self.handed += 1
-        self._processor.on_end(self._readable(record))
+        # The processor only queues what it is given and reads its `context`; the span is encoded
+        # on the processor's thread, off the event loop.
+        self._processor.on_end(cast(ReadableSpan, _Queued(record)))
 
     def send_all(self, record: SpanRecord) -> None:
         """Queue one span, exporting what waits first when the queue is full (replaying a capture)."""
@@ -177,7 +214,8 @@ class SpanSender:
         if stopping.is_alive():
             self._counting.shutdown()
 
-    def _readable(self, record: SpanRecord) -> ReadableSpan:
+    def readable(self, record: SpanRecord) -> ReadableSpan:
+        """The SDK's span for a record (what any exporter but OTLP/HTTP is given)."""
         state = self._state(record.trace_state)
         context = SpanContext(record.trace_id, record.span_id, False, _SAMPLED, state)
         parent = (
