@@ -1,7 +1,7 @@
 """The proxy's own CPU per small `tools/call`, measured in one process without sockets or a kernel.
 
     python bench/inproc.py [--requests 20000] [--clients 1] [--admin on|off] [--log info|error]
-                           [--profile OUT.prof]
+                           [--otlp URL] [--profile OUT.prof]
 
 The loopback benchmark (`bench/run.py`) measures what users get, but on a 2-core machine its numbers
 move by a third between two runs, which hides a change worth 10%. This drives a real `Proxy` (default
@@ -123,6 +123,7 @@ async def drive(args: argparse.Namespace) -> None:
         admin="127.0.0.1:0",
         admin_enabled=args.admin == "on",
         upstream_era="legacy",
+        otlp_endpoint=args.otlp,
     )
     proxy = Proxy(settings)
     tune_gc()  # as `mcp-proxy` does before it serves
@@ -172,13 +173,16 @@ async def drive(args: argparse.Namespace) -> None:
     for _ in range(args.clients):
         client()
     await done
+    if proxy._spans is not None:  # what waits for the exporter's next batch is part of the cost
+        proxy._spans.flush()
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     await proxy.stop()
     print(
-        f"{total} requests, {args.clients} client(s), admin {args.admin}, log {args.log}: "
+        f"{total} requests, {args.clients} client(s), admin {args.admin}, log {args.log}, "
+        f"otlp {'on' if args.otlp else 'off'}: "
         f"{cpu / total * 1e6:.1f} us CPU per request ({wall / total * 1e6:.1f} us wall)"
     )
 
@@ -190,6 +194,9 @@ def main() -> int:
     parser.add_argument("--admin", choices=("on", "off"), default="on")
     parser.add_argument("--log", choices=("info", "error"), default="info")
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the measured part here")
+    parser.add_argument(
+        "--otlp", metavar="URL", help="export spans to this collector (bench/otlp_sink.py discards them)"
+    )
     parser.add_argument(
         "--start-after",
         type=Path,

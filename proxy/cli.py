@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mcp-proxy",
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
-        "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts) and "
+        "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
+        "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")

@@ -14,6 +14,7 @@ _.idle_closed  # UpstreamPool: idle connections closed before the upstream's Kee
 _.open_connections  # UpstreamPool: connections held, asserted to stay flat under hostile input
 _.correlation_sizes  # ChainBuilder: its correlation tables, asserted to drain
 _.open_legs  # ObservationSink: bridge legs still open, asserted to drain
+_.open_spans  # SpanFollower: exchanges and legs it still follows, asserted to drain
 _.sessions_view  # the modern-client bridge's upstream sessions, read by e2e and TUI tests
 _.bytes_written  # CaptureWriter: what the rotation tests measure
 _.events_written

@@ -69,6 +69,18 @@ _COMMON: Attributes = {
 
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 
+_TARGET_KEYS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    **dict.fromkeys(_RESOURCE_METHODS, "uri"),
+}
+"""The params member that names what a request is about (part of what its attributes depend on)."""
+
+_SHARED_LIMIT = 1024
+
+_SPELLED = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-session-id": "Mcp-Session-Id"}
+"""How clients usually spell the headers looked up (tried before a search through every header)."""
+
 
 class SpanKind(Enum):
     """Who started the exchange a span covers, as OpenTelemetry's span kinds say it."""
@@ -88,6 +100,7 @@ class SpanRecord:
     parent_id: int | None
     start: float
     attributes: Attributes
+    """The span's own attributes (its id, its outcome)."""
     end: float = 0.0
     remote_parent: bool = False
     """The parent is the client's span (from its `traceparent`), not one of ours."""
@@ -95,6 +108,13 @@ class SpanRecord:
     error: str | None = None
     """The status description when the span failed (`error.type` is then set)."""
     failed: bool = False
+    shared: Attributes | None = None
+    """Attributes the span shares with others of its kind (same exchange kind, method and target): one
+    dict for all of them, never changed, so an exporter may encode it once."""
+
+    def all_attributes(self) -> Attributes:
+        """Every attribute of the span, shared and its own."""
+        return {**self.shared, **self.attributes} if self.shared else dict(self.attributes)
 
 
 @dataclass(slots=True)
@@ -123,13 +143,22 @@ class _Ex:
     session: str | None
     headers: dict[str, str]
     requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
-    notes: list[tuple[SpanRecord, _Op]] = field(default_factory=list)
+    notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
     response_headers: dict[str, str] | None = None
     resumable: bool = False
+    _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
         return next(iter(self.requests.values()), None)
+
+    def version(self) -> str | None:
+        """The `MCP-Protocol-Version` header (looked up once per exchange)."""
+        if self._version is None:
+            headers = self.headers
+            found = headers.get("MCP-Protocol-Version") or headers.get("mcp-protocol-version")
+            self._version = found or _header(headers, "mcp-protocol-version") or ""
+        return self._version or None
 
 
 @dataclass(slots=True)
@@ -189,12 +218,12 @@ class SpanFollower:
         self._count = 0
         self._exchanges: dict[str, _Ex] = {}
         self._ops: BoundedMap = BoundedMap()
+        self._shared: dict[tuple[Any, ...], tuple[str, Attributes]] = {}
+        """Attributes requests of one exchange kind and target share (bounded: cleared when full)."""
         """Operations waiting for an MRTR retry, by key."""
         self._retries = RetryBook()
         self._nested: BoundedMap = BoundedMap()
         """(session, id) of a request that reached the client -> its span, until the client answers."""
-        self._pending: BoundedMap = BoundedMap()
-        """(session, id) of a client request -> its operation (a `notifications/cancelled` names it)."""
         self._session_init: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
@@ -256,8 +285,7 @@ class SpanFollower:
             return
         t = obs.t
         failed = ex.status is not None and ex.status >= 400
-        for ident, (span, op) in ex.requests.items():
-            self._pending.pop((ex.session, ident), None)
+        for span, op in ex.requests.values():
             if failed:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             elif obs.outcome is not None:
@@ -268,7 +296,7 @@ class SpanFollower:
                 self._fail(span, "no_response", None)
             if op.sampled:
                 self._finish(span, t)
-        for span, op in ex.notes:
+        for span, op in ex.notes or ():
             if failed:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             if op.sampled:
@@ -282,17 +310,20 @@ class SpanFollower:
             return
         if obs.sse_id is not None:
             ex.resumable = True
+        msg = obs.msg
         if obs.direction is Direction.TO_SERVER:
-            if obs.side is not Side.UPSTREAM:
-                self._client(ex, obs.msg, obs.t)
+            if obs.side is Side.UPSTREAM:
+                return
+            if msg.kind is Kind.REQUEST and msg.id is not None:  # the common case, without a call more
+                self._request(ex, msg, msg.id, obs.t)
+            else:
+                self._client(ex, msg, obs.t)
         else:
-            self._server(ex, obs.msg, obs.t)
+            self._server(ex, msg, obs.t)
 
     def _client(self, ex: _Ex, msg: Message, t: float) -> None:
         kind = msg.kind
-        if kind is Kind.REQUEST and msg.id is not None:
-            self._request(ex, msg, msg.id, t)
-        elif msg.is_response:
+        if msg.is_response:
             found = self._nested.pop((ex.session, msg.id), None)
             if found is not None:
                 self._answered(found, msg, t)
@@ -301,38 +332,49 @@ class SpanFollower:
 
     def _request(self, ex: _Ex, msg: Message, ident: RequestId, t: float) -> None:
         params = msg.params
-        op = self._retried(msg)
-        attributes = self._request_attributes(ex, msg)
+        op = self._retried(msg) if "requestState" in params or "inputResponses" in params else None
+        name, shared = self._request_attributes(ex, msg)
+        own: Attributes = {"jsonrpc.request.id": str(ident)}
         if op is None:
             op = self._new_op(msg.method, params)
-            span = self._root_span(op, span_name(msg.method, params), t, attributes)
+            span = self._root_span(op, name, t, own)
         else:
             op.rounds += 1
-            attributes["mcp_proxy.round"] = op.rounds
-            span = self._span(op, span_name(msg.method, params), SpanKind.SERVER, t, attributes)
+            own["mcp_proxy.round"] = op.rounds
+            span = self._span(op, name, SpanKind.SERVER, t, own)
+        span.shared = shared
         ex.requests[ident] = (span, op)
-        self._pending[(ex.session, ident)] = op
 
     def _notification(self, ex: _Ex, msg: Message, t: float) -> None:
         target: _Op | None = None
         if msg.method == "notifications/cancelled":
-            target = self._pending.get((ex.session, msg.params.get("requestId")))
+            target = self._cancelled(ex.session, msg.params.get("requestId"))
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
-        attributes = self._request_attributes(ex, msg)
+        name, shared = self._request_attributes(ex, msg)
         if target is None:
             op = self._new_op(msg.method, msg.params)
-            span = self._root_span(op, span_name(msg.method, msg.params), t, attributes)
+            span = self._root_span(op, name, t, {})
         else:
             op = target
-            span = self._span(op, span_name(msg.method, msg.params), SpanKind.SERVER, t, attributes)
+            span = self._span(op, name, SpanKind.SERVER, t, {})
+        span.shared = shared
+        if ex.notes is None:
+            ex.notes = []
         ex.notes.append((span, op))
+
+    def _cancelled(self, session: str | None, ident: Any) -> _Op | None:
+        """The operation of the open request a `notifications/cancelled` names (cancels are rare: the
+        open exchanges are searched rather than every request indexed)."""
+        for ex in self._exchanges.values():
+            if ex.session == session and ident in ex.requests:
+                return ex.requests[ident][1]
+        return None
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
         if msg.is_response:
             found = ex.requests.pop(msg.id, None) if msg.id is not None else None
             if found is not None:
-                self._pending.pop((ex.session, msg.id), None)
                 self._responded(ex, found, msg, t)
             return
         if msg.kind is Kind.REQUEST and msg.id is not None:
@@ -346,19 +388,35 @@ class SpanFollower:
 
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
         span, op = found
-        if op.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None:
-            minted = _header(ex.response_headers or {}, "mcp-session-id")
-            if minted:
-                self._session_init[minted] = op
-        if msg.kind is Kind.RESULT and result_type(msg.result) == RESULT_INPUT_REQUIRED:
-            span.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
-            self._retries.expect(op.key, request_signature(op.method, op.params or {}), msg.result)
-            self._ops[op.key] = op
-        else:
+        retried = False
+        if msg.kind is not Kind.RESULT:
             self._outcome(span, msg)
+        else:
+            result = msg.raw.get("result")
+            if op.method == "initialize" and ex.session is None:
+                minted = _header(ex.response_headers or {}, "mcp-session-id")
+                if minted:
+                    self._session_init[minted] = op
+            if isinstance(result, dict):
+                if result.get("resultType") == RESULT_INPUT_REQUIRED:
+                    self._expect_retry(span, op, result)
+                    retried = True
+                elif result.get("isError") is True:
+                    self._fail(span, "tool_error", None)
+        if not retried:
             op.params = None  # only a retry's match reads them
         if op.sampled:
-            self._finish(span, t)
+            span.end = t if t > span.start else span.start
+            self._emit(span)
+
+    def _expect_retry(self, span: SpanRecord, op: _Op, result: dict[str, Any]) -> None:
+        """An `input_required` answer: the client's retry continues the operation (an MRTR round)."""
+        span.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
+        if not op.key:
+            self._count += 1
+            op.key = f"s{self._count}"
+        self._retries.expect(op.key, request_signature(op.method, op.params or {}), result)
+        self._ops[op.key] = op
 
     def _retried(self, msg: Message) -> _Op | None:
         found = self._retries.match(msg.method, msg.params)
@@ -438,9 +496,9 @@ class SpanFollower:
     # -- spans ------------------------------------------------------------------------------------
 
     def _new_op(self, method: str | None, params: dict[str, Any]) -> _Op:
-        self._count += 1
-        key = f"s{self._count}"
-        context = parse_traceparent(request_meta(params).get(TRACEPARENT)) if params else None
+        meta = params.get("_meta") if params else None
+        context = parse_traceparent(meta.get(TRACEPARENT)) if isinstance(meta, dict) and meta else None
+        key = ""  # named only when a retry may need to find it
         if context is None:
             op = _Op(key, self._ids(128) or 1, None, False, None, True, method, params)
         else:
@@ -497,13 +555,32 @@ class SpanFollower:
             trace_state=op.trace_state,
         )
 
-    def _request_attributes(self, ex: _Ex, msg: Message) -> Attributes:
+    def _request_attributes(self, ex: _Ex, msg: Message) -> tuple[str, Attributes]:
+        """A client message's span name and the attributes it shares with others of its exchange kind,
+        method and target, made once (a client repeats the same call with new ids)."""
+        params = msg.params
+        method = msg.method
+        meta = params.get("_meta") if params else None
+        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        if version is None:
+            version = ex.version()
+        target = params.get(_TARGET_KEYS.get(method or "", "")) if params else None
+        key = (ex.mode, ex.era, ex.session, method, target if isinstance(target, str) else None, version)
+        shared = self._shared.get(key)
+        if shared is None:
+            if len(self._shared) >= _SHARED_LIMIT:
+                self._shared.clear()
+            shared = self._shared[key] = (
+                span_name(method, params),
+                self._shared_attributes(ex, msg, version),
+            )
+        return shared
+
+    def _shared_attributes(self, ex: _Ex, msg: Message, version: Any) -> Attributes:
         attributes: Attributes = {**_COMMON, **_method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        attributes.pop("jsonrpc.request.id", None)
         if ex.session:
             attributes["mcp.session.id"] = self._redactor.token(ex.session)
-        version = request_meta(msg.params).get(META_PROTOCOL_VERSION) or _header(
-            ex.headers, "mcp-protocol-version"
-        )
         if isinstance(version, str):
             attributes["mcp.protocol.version"] = version
         if msg.method in _RESOURCE_METHODS:
@@ -544,7 +621,7 @@ class SpanFollower:
         span.attributes["error.type"] = error_type
 
     def _finish(self, span: SpanRecord, t: float) -> None:
-        span.end = max(t, span.start)
+        span.end = t if t > span.start else span.start
         self._emit(span)
 
 
@@ -569,6 +646,9 @@ def _method_attributes(msg: Message) -> Attributes:
 def _header(headers: dict[str, str], name: str) -> str | None:
     """A header's value by its lower-case name, whatever case it came in."""
     value = headers.get(name)
+    if value is not None:
+        return value
+    value = headers.get(_SPELLED.get(name, name))
     if value is not None:
         return value
     for key, found in headers.items():

@@ -20,11 +20,13 @@ does), else the SDK reads the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Final, cast
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_EXPORT_BATCH_SIZE
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -45,6 +47,14 @@ DEFAULT_QUEUE: Final = 2048
 _KINDS: Final = {SpanKind.SERVER: OtelKind.SERVER, SpanKind.CLIENT: OtelKind.CLIENT}
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _UNSET: Final = Status(StatusCode.UNSET)
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        value = int(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 def traces_url(endpoint: str) -> str:
@@ -148,11 +158,13 @@ class SpanSender:
         queue_size: int = DEFAULT_QUEUE,
         on_failure: Callable[[int, str], None] | None = None,
         exporter: SpanExporter | None = None,
-        schedule_delay_ms: float = 1000.0,
-        batch_size: int = 512,
+        schedule_delay_ms: float | None = None,
+        batch: int | None = None,
     ) -> None:
         """`endpoint`: the collector's base or traces URL (None: the standard variables say where).
-        `exporter` replaces the OTLP exporter (tests: the SDK's in-memory one)."""
+        `exporter` replaces the OTLP exporter (tests: the SDK's in-memory one). The batches' size and
+        delay are the SDK's (512 spans, 5 s) unless given here or in OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+        and OTEL_BSP_SCHEDULE_DELAY; a batch is never larger than the queue."""
         _quiet_sdk_logs()
         self.queue_size = queue_size
         inner = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint) if endpoint else None)
@@ -167,7 +179,7 @@ class SpanSender:
             self._counting,
             max_queue_size=queue_size,
             schedule_delay_millis=schedule_delay_ms,
-            max_export_batch_size=min(batch_size, queue_size),
+            max_export_batch_size=min(batch or _env_int(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512), queue_size),
         )
         self._states: dict[str, TraceState] = {}
         self.handed = 0
@@ -228,7 +240,7 @@ class SpanSender:
             context=context,
             parent=parent,
             resource=self._resource,
-            attributes=record.attributes,
+            attributes=record.all_attributes(),
             kind=_KINDS[record.kind],
             status=Status(StatusCode.ERROR, record.error) if record.failed else _UNSET,
             start_time=int(record.start * 1e9),

@@ -4,9 +4,10 @@ The SDK's encoder builds a protobuf message object per span, per attribute and p
 serializes them: about a tenth of a millisecond a span, more than the proxy spends relaying a small
 request, on a thread that shares the interpreter with the traffic. The proxy's spans use a small part
 of the schema (ids, name, kind, times, flags, string/int/bool attributes, status), so they are written
-here as protobuf wire format directly, each attribute's bytes remembered for the next span that
-repeats it. The field numbers are those of `opentelemetry/proto/trace/v1/trace.proto`; the tests
-decode what this writes with the official message types and compare it with the SDK's own encoding.
+here as protobuf wire format directly; the attributes a span shares with others of its kind are
+encoded once for all of them. The field numbers are those of
+`opentelemetry/proto/trace/v1/trace.proto`; the tests decode what this writes with the official
+message types and compare it with the SDK's own encoding.
 
 Pure: no SDK, no I/O.
 """
@@ -32,8 +33,17 @@ _STATUS_ERROR: Final = b"\x18\x02"
 
 _MEMO_LIMIT: Final = 4096
 
+_TIMES: Final = struct.Struct("<BQBQ")
+"""Span.start_time_unix_nano (field 7) and end_time_unix_nano (field 8), both fixed64."""
+
+
+_SMALL: Final = tuple(bytes((i,)) for i in range(128))
+"""Varints below 128 are one byte (most lengths here)."""
+
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL[value]
     if value < 0:
         value += 1 << 64  # int64 as protobuf writes it: two's complement in ten bytes
     out = bytearray()
@@ -80,13 +90,28 @@ class SpanEncoder:
     def __init__(self, resource: Mapping[str, Any], scope_name: str, scope_version: str) -> None:
         self._resource = _field(b"\x0a", attributes_field(b"\x0a", resource.items()))
         self._scope = _field(b"\x0a", _text(b"\x0a", scope_name) + _text(b"\x12", scope_version))
-        self._memo: dict[tuple[str, Any], bytes] = {}
+        self._names: dict[tuple[str, SpanKind], bytes] = {}
+        """Span names with their kind, encoded (fields 5 and 6)."""
+        self._keys: dict[str, bytes] = {}
+        """Each attribute key, encoded (field 1 of a KeyValue)."""
+        self._shared_memo: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        """Encoded shared attribute sets by identity (each kept with its dict, so an id is never reused)."""
 
     def request(self, spans: Sequence[SpanRecord]) -> bytes:
         """An ExportTraceServiceRequest holding `spans`."""
         encoded = b"".join(_field(b"\x12", self.span(span)) for span in spans)
         scope_spans = _field(b"\x12", self._scope + encoded)
         return _field(b"\x0a", self._resource + scope_spans)
+
+    def _shared(self, shared: Mapping[str, Any]) -> bytes:
+        found = self._shared_memo.get(id(shared))
+        if found is not None and found[0] is shared:
+            return found[1]
+        if len(self._shared_memo) >= _MEMO_LIMIT:
+            self._shared_memo.clear()
+        encoded = attributes_field(b"\x4a", shared.items())
+        self._shared_memo[id(shared)] = (shared, encoded)
+        return encoded
 
     def span(self, span: SpanRecord) -> bytes:
         """One Span message."""
@@ -98,21 +123,30 @@ class SpanEncoder:
             parts.append(_text(b"\x1a", span.trace_state))
         if span.parent_id is not None:
             parts.append(b"\x22\x08" + span.parent_id.to_bytes(8, "big"))
-        parts.append(_text(b"\x2a", span.name))
-        parts.append(_KIND[span.kind])
-        parts.append(b"\x39" + struct.pack("<Q", int(span.start * 1e9)))
-        parts.append(b"\x41" + struct.pack("<Q", int(span.end * 1e9)))
-        memo = self._memo
-        for item in span.attributes.items():
-            try:
-                parts.append(memo[item])
-            except KeyError:
-                if len(memo) >= _MEMO_LIMIT:
-                    memo.clear()
-                encoded = memo[item] = _field(b"\x4a", key_value(*item))
-                parts.append(encoded)
-            except TypeError:  # an unhashable value
-                parts.append(_field(b"\x4a", key_value(*item)))
+        named = (span.name, span.kind)
+        name = self._names.get(named)
+        if name is None:
+            if len(self._names) >= _MEMO_LIMIT:
+                self._names.clear()
+            name = self._names[named] = _text(b"\x2a", span.name) + _KIND[span.kind]
+        parts.append(name)
+        parts.append(_TIMES.pack(0x39, int(span.start * 1e9), 0x41, int(span.end * 1e9)))
+        if span.shared:
+            parts.append(self._shared(span.shared))
+        keys = self._keys
+        for key, value in span.attributes.items():
+            prefix = keys.get(key)
+            if prefix is None:
+                if len(keys) >= _MEMO_LIMIT:
+                    keys.clear()
+                prefix = keys[key] = _text(b"\x0a", key)
+            if type(value) is str:  # the common case, written without a call per layer
+                text = value.encode("utf-8", "surrogatepass")
+                any_value = b"\x0a" + _varint(len(text)) + text
+            else:
+                any_value = _any_value(value)
+            pair = prefix + b"\x12" + _varint(len(any_value)) + any_value
+            parts.append(b"\x4a" + _varint(len(pair)) + pair)
         if span.failed:
             status = _text(b"\x12", span.error) if span.error else b""
             parts.append(_field(b"\x7a", status + _STATUS_ERROR))

@@ -43,7 +43,14 @@ def records() -> list[SpanRecord]:
     alone = SpanRecord(
         "ping", SpanKind.SERVER, 0xABC, 0x3333, None, 5.0, {"mcp.method.name": "ping"}, end=5.0, failed=True
     )
-    return [root, leg, alone]
+    shared = {"mcp.method.name": "tools/call", "mcp_proxy.mode": "passthrough", "network.transport": "tcp"}
+    again = [
+        SpanRecord("tools/call add", SpanKind.SERVER, 0xDEF, 0x4444 + i, None, 6.0, {"jsonrpc.request.id": ident})
+        for i, ident in enumerate("01")
+    ]
+    for span in again:
+        span.end, span.shared = 6.5, shared  # one dict for both: encoded once, written twice
+    return [root, leg, alone, *again]
 
 
 def comparable(spans: list[DecodedSpan]) -> list[DecodedSpan]:
@@ -61,6 +68,7 @@ def test_our_encoding_decodes_to_exactly_what_the_sdks_encoding_of_the_same_span
 
     assert comparable(ours) == comparable(theirs)
     assert [s.resource for s in ours] == [s.resource for s in theirs]
-    assert [s.flags for s in ours] == [0x301, 0x101, 0x101]
+    assert [s.flags for s in ours] == [0x301, 0x101, 0x101, 0x101, 0x101]
+    assert ours[4].attributes == {**ours[3].attributes, "jsonrpc.request.id": "1"}
     assert ours[1].status_message == "bad params"
     assert ours[0].attributes["gen_ai.tool.name"] == "échø"
