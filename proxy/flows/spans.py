@@ -26,10 +26,8 @@ observation carries its time), ids from an injected source; tables bounded like 
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from proxy.flows.events import Direction, Side
@@ -47,17 +45,19 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, request_signature
+from proxy.flows.span_records import (
+    TRACEPARENT,
+    TRACESTATE,
+    Attributes,
+    SpanKind,
+    SpanRecord,
+    header_value,
+    method_attributes,
+    parse_traceparent,
+    span_name,
+)
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import META_PROTOCOL_VERSION, RESULT_INPUT_REQUIRED, request_meta, result_type
-
-Attributes = dict[str, str | int | bool]
-
-TRACEPARENT = "traceparent"
-"""The `params._meta` key of W3C trace context (OpenTelemetry semantic conventions for MCP)."""
-
-TRACESTATE = "tracestate"
-
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
 _COMMON: Attributes = {
     "network.protocol.name": "http",
@@ -77,44 +77,6 @@ _TARGET_KEYS = {
 """The params member that names what a request is about (part of what its attributes depend on)."""
 
 _SHARED_LIMIT = 1024
-
-_SPELLED = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-session-id": "Mcp-Session-Id"}
-"""How clients usually spell the headers looked up (tried before a search through every header)."""
-
-
-class SpanKind(Enum):
-    """Who started the exchange a span covers, as OpenTelemetry's span kinds say it."""
-
-    SERVER = "server"
-    CLIENT = "client"
-
-
-@dataclass(slots=True)
-class SpanRecord:
-    """One finished span as plain data (the exporter turns it into an OTLP span)."""
-
-    name: str
-    kind: SpanKind
-    trace_id: int
-    span_id: int
-    parent_id: int | None
-    start: float
-    attributes: Attributes
-    """The span's own attributes (its id, its outcome)."""
-    end: float = 0.0
-    remote_parent: bool = False
-    """The parent is the client's span (from its `traceparent`), not one of ours."""
-    trace_state: str | None = None
-    error: str | None = None
-    """The status description when the span failed (`error.type` is then set)."""
-    failed: bool = False
-    shared: Attributes | None = None
-    """Attributes the span shares with others of its kind (same exchange kind, method and target): one
-    dict for all of them, never changed, so an exporter may encode it once."""
-
-    def all_attributes(self) -> Attributes:
-        """Every attribute of the span, shared and its own."""
-        return {**self.shared, **self.attributes} if self.shared else dict(self.attributes)
 
 
 @dataclass(slots=True)
@@ -157,7 +119,7 @@ class _Ex:
         if self._version is None:
             headers = self.headers
             found = headers.get("MCP-Protocol-Version") or headers.get("mcp-protocol-version")
-            self._version = found or _header(headers, "mcp-protocol-version") or ""
+            self._version = found or header_value(headers, "mcp-protocol-version") or ""
         return self._version or None
 
 
@@ -170,32 +132,6 @@ class _Leg:
     requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
     nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     """Requests the upstream sent on this leg (shared with the legs that answer them)."""
-
-
-def parse_traceparent(value: Any) -> tuple[int, int, bool] | None:
-    """Trace id, parent span id and sampled flag of a W3C `traceparent`; None when it is not valid."""
-    if not isinstance(value, str):
-        return None
-    found = _TRACEPARENT.fullmatch(value.strip())
-    if found is None:
-        return None
-    version, trace, span, flags, rest = found.groups()
-    if version == "ff" or (version == "00" and rest):
-        return None
-    trace_id, span_id = int(trace, 16), int(span, 16)
-    if not trace_id or not span_id:
-        return None
-    return trace_id, span_id, bool(int(flags, 16) & 1)
-
-
-def span_name(method: str | None, params: dict[str, Any]) -> str:
-    """`{mcp.method.name} {target}` with the tool or prompt name as target, else the method alone."""
-    name = method or "(none)"
-    if method in ("tools/call", "prompts/get"):
-        target = params.get("name")
-        if isinstance(target, str):
-            return f"{name} {target}"
-    return name
 
 
 class SpanFollower:
@@ -394,7 +330,7 @@ class SpanFollower:
         else:
             result = msg.raw.get("result")
             if op.method == "initialize" and ex.session is None:
-                minted = _header(ex.response_headers or {}, "mcp-session-id")
+                minted = header_value(ex.response_headers or {}, "mcp-session-id")
                 if minted:
                     self._session_init[minted] = op
             if isinstance(result, dict):
@@ -438,7 +374,7 @@ class SpanFollower:
         msg, t, op = obs.msg, obs.t, leg.op
         if obs.direction is Direction.TO_SERVER:
             if msg.kind is Kind.REQUEST and msg.id is not None:
-                attributes = {**_COMMON, **self._upstream, **_method_attributes(msg)}
+                attributes = {**_COMMON, **self._upstream, **method_attributes(msg)}
                 if msg.method == op.method:
                     op.upstream_rounds += 1
                     attributes["mcp_proxy.round"] = op.upstream_rounds
@@ -577,7 +513,7 @@ class SpanFollower:
         return shared
 
     def _shared_attributes(self, ex: _Ex, msg: Message, version: Any) -> Attributes:
-        attributes: Attributes = {**_COMMON, **_method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        attributes: Attributes = {**_COMMON, **method_attributes(msg), "mcp_proxy.mode": ex.mode}
         attributes.pop("jsonrpc.request.id", None)
         if ex.session:
             attributes["mcp.session.id"] = self._redactor.token(ex.session)
@@ -623,35 +559,3 @@ class SpanFollower:
     def _finish(self, span: SpanRecord, t: float) -> None:
         span.end = t if t > span.start else span.start
         self._emit(span)
-
-
-def _method_attributes(msg: Message) -> Attributes:
-    """`mcp.method.name`, `jsonrpc.request.id` and the target attributes of a request or notification."""
-    method = msg.method or ""
-    attributes: Attributes = {"mcp.method.name": method}
-    if msg.id is not None:
-        attributes["jsonrpc.request.id"] = str(msg.id)
-    if method == "tools/call":
-        name = msg.params.get("name")
-        if isinstance(name, str):
-            attributes["gen_ai.tool.name"] = name
-            attributes["gen_ai.operation.name"] = "execute_tool"
-    elif method == "prompts/get":
-        name = msg.params.get("name")
-        if isinstance(name, str):
-            attributes["gen_ai.prompt.name"] = name
-    return attributes
-
-
-def _header(headers: dict[str, str], name: str) -> str | None:
-    """A header's value by its lower-case name, whatever case it came in."""
-    value = headers.get(name)
-    if value is not None:
-        return value
-    value = headers.get(_SPELLED.get(name, name))
-    if value is not None:
-        return value
-    for key, found in headers.items():
-        if key.lower() == name:
-            return found
-    return None

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from proxy.flows.events import ProxyInfo
 from proxy.flows.filters import ChainFilter
 from proxy.flows.redact import AlreadyRedacted
-from proxy.flows.spans import SpanFollower, SpanRecord
+from proxy.flows.span_records import SpanRecord
+from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
 from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter

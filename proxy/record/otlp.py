@@ -35,7 +35,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags, Tra
 from opentelemetry.trace import SpanKind as OtelKind
 
 from proxy import __version__
-from proxy.flows.spans import SpanKind, SpanRecord
+from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp_encode import SpanEncoder
 
 TRACES_PATH: Final = "/v1/traces"

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from proxy.flows.spans import SpanKind, SpanRecord
+from proxy.flows.span_records import SpanKind, SpanRecord
 
 _KIND: Final = {SpanKind.SERVER: b"\x30\x02", SpanKind.CLIENT: b"\x30\x03"}
 """Span.kind (field 6, varint): SPAN_KIND_SERVER = 2, SPAN_KIND_CLIENT = 3."""

@@ -19,7 +19,8 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.spans import SpanFollower, SpanKind, SpanRecord, parse_traceparent
+from proxy.flows.span_records import SpanKind, SpanRecord, parse_traceparent
+from proxy.flows.spans import SpanFollower
 from proxy.wire.jsonrpc import classify_value
 
 CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736

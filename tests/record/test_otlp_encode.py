@@ -7,7 +7,7 @@ import dataclasses
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy.flows.spans import SpanKind, SpanRecord
+from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp import SpanSender
 from tests.otlp_receiver import DecodedSpan, decode
 
@@ -45,8 +45,8 @@ def records() -> list[SpanRecord]:
     )
     shared = {"mcp.method.name": "tools/call", "mcp_proxy.mode": "passthrough", "network.transport": "tcp"}
     again = [
-        SpanRecord("tools/call add", SpanKind.SERVER, 0xDEF, 0x4444 + i, None, 6.0, {"jsonrpc.request.id": ident})
-        for i, ident in enumerate("01")
+        SpanRecord("tools/call add", SpanKind.SERVER, 0xDEF, 0x4444 + i, None, 6.0, {"jsonrpc.request.id": n})
+        for i, n in enumerate("01")
     ]
     for span in again:
         span.end, span.shared = 6.5, shared  # one dict for both: encoded once, written twice
