@@ -302,7 +302,8 @@ class OpCounter:
             self._finish(op, t, error=True)
             return
         result = msg.result
-        if result_type(result) == RESULT_INPUT_REQUIRED:
+        waits = isinstance(result, dict) and "resultType" in result
+        if waits and result_type(result) == RESULT_INPUT_REQUIRED:
             signature = request_signature(op.method, op.params or {})  # only when a retry is expected
             self._retries.expect(op.id, signature, result)
             self._ops[op.id] = op  # the retry names it by id
@@ -313,7 +314,10 @@ class OpCounter:
         self._finish(op, t, error=isinstance(result, dict) and result.get("isError") is True)
 
     def _retried(self, msg: Message) -> _Op | None:
-        found = self._retries.match(msg.method, msg.params)
+        params = msg.params
+        if "requestState" not in params and "inputResponses" not in params:
+            return None  # no retry (the RetryBook would say so too, a few calls later)
+        found = self._retries.match(msg.method, params)
         if found is None or found.chain_id is None:
             return None
         op: _Op | None = self._ops.get(found.chain_id)
@@ -385,7 +389,8 @@ class OpCounter:
         if op.finished:
             return
         op.finished = True
-        self._stop_waiting(op, t)
+        if op.wait_from is not None:
+            self._stop_waiting(op, t)
         if op.retry_awaited:
             self._ops.pop(op.id, None)
             self._retries.forget(op.id)
