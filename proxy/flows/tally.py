@@ -167,13 +167,15 @@ class RoundTripTally:
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
             return
-        if tally.carried is None:
-            tally.carried = self._name(msg, tally.session)
         if msg.kind is Kind.REQUEST:
             if tally.method is None:
                 tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+                if tally.carried is None:
+                    tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
             if msg.id is not None:
                 tally.ids.append(msg.id)
+        elif tally.carried is None:
+            tally.carried = self._name(msg, tally.session)
 
     def _name(self, msg: Message, session: str | None) -> str:
         """The client message an exchange carried first, named for a person reading the log."""
@@ -183,8 +185,7 @@ class RoundTripTally:
             return f"{word} of {asked}" if asked else f"{word} for id {msg.id}"
         if msg.kind is Kind.INVALID:
             return "invalid message"
-        name = target_name(msg.method, msg.params)
-        return f"{msg.method} {name}" if name else str(msg.method)
+        return str(msg.method)  # a notification
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
