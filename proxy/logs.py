@@ -10,11 +10,11 @@ values) is masked wherever it appears in a string field.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
@@ -225,8 +225,27 @@ def info_line(logger: Any, event: str, fields: dict[str, Any]) -> None:
     line.update(fields)
     line["event"] = event
     line["level"] = "info"
-    line["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    line["timestamp"] = _utc_timestamp()
     fast.writer.msg(_json_line(line, str))
+
+
+_second_text = ("", -1)
+"""The ISO text of the last whole second a timestamp was made in, and that second."""
+
+
+def _utc_timestamp() -> str:
+    """Now as ISO 8601 UTC with microseconds, the text structlog's `TimeStamper(fmt="iso")` writes.
+
+    The date and time of day are formatted once a second; a line adds only its microseconds.
+    """
+    global _second_text
+    now = time.time()
+    second = int(now)
+    text, cached = _second_text
+    if second != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_text = (text, second)
+    return f"{text}.{int((now - second) * 1_000_000):06d}Z"
 
 
 def get_logger(name: str = "mcp-proxy") -> Any:

@@ -49,9 +49,10 @@ class ExchangeSummary:
     duration_ms: float
     outcome: str | None
 
-    def log_fields(self) -> dict[str, Any]:
-        """The fields of the round-trip log line (already redacted)."""
+    def log_fields(self, mode: str) -> dict[str, Any]:
+        """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
         return {
+            "mode": mode,
             "exchange": self.exchange,
             "session": self.session,
             "http_method": self.http_method,
