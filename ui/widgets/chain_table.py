@@ -109,7 +109,7 @@ class ChainTable(DataTable[Any]):
         """Start with the compact columns."""
         self._set_columns(COMPACT)
 
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+    def _update_dimensions(self, _new_rows: Iterable[RowKey]) -> None:
         """Size the table without measuring each new cell: every column has a fixed width, every row one line.
 
         DataTable measures each cell of each new row to widen auto-width columns (a fraction of a
