@@ -15,8 +15,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from proxy.flows.events import FlowEvent
+from ui.capture_index import IndexReady
 from ui.feeds import Batcher, Feed, FeedStatus
-from ui.messages import EventsArrived, FeedStatusChanged, MessageChosen
+from ui.messages import EventsArrived, FeedStatusChanged, IndexArrived, MessageChosen
 from ui.model import MAX_CHAINS, ViewModel
 from ui.screens.help import HelpScreen
 from ui.screens.main import MainScreen
@@ -70,7 +71,12 @@ class ProxyTui(App[None]):
         def status(state: FeedStatus) -> None:
             self.post_message(FeedStatusChanged(state))
 
-        batcher = Batcher(events, status, max_items=self.batch_size, max_delay=self.batch_delay)
+        def index(ready: IndexReady) -> None:
+            self.post_message(IndexArrived(ready))
+
+        batcher = Batcher(
+            events, status, on_index=index, max_items=self.batch_size, max_delay=self.batch_delay
+        )
         try:
             await batcher.run(feed)
         except Exception as exc:  # a broken feed must show in the status bar, not kill the app
@@ -83,6 +89,12 @@ class ProxyTui(App[None]):
             self.main.take(changes, len(message.events))
         finally:
             message.ack()
+
+    def on_index_arrived(self, message: IndexArrived) -> None:
+        """Show every chain of an indexed capture instead of its newest part."""
+        index = message.index
+        changes = self.model.load_index(index.chains, index.events, index.load)
+        self.main.take(changes, len(index.chains))
 
     def on_feed_status_changed(self, message: FeedStatusChanged) -> None:
         """Keep the feed's state for the status bar."""

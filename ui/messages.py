@@ -11,6 +11,7 @@ from collections.abc import Callable
 from textual.message import Message
 
 from proxy.flows.events import FlowEvent
+from ui.capture_index import IndexReady
 from ui.feeds import FeedStatus
 
 
@@ -21,6 +22,14 @@ class EventsArrived(Message):
         super().__init__()
         self.events = events
         self.ack = ack
+
+
+class IndexArrived(Message):
+    """The index of a big capture is ready: every chain, to show instead of the newest part."""
+
+    def __init__(self, index: IndexReady) -> None:
+        super().__init__()
+        self.index = index
 
 
 class FeedStatusChanged(Message):

@@ -18,6 +18,7 @@ from ui.render import era_badge
 
 _STATE_STYLE = {
     "connecting": ("◌ connecting", "yellow"),
+    "indexing": ("◌ indexing", "yellow"),
     "live": ("● live", "green"),
     "reconnecting": ("○ disconnected", "bold red"),
     "ended": ("■ ended", "dim"),
@@ -52,6 +53,8 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
             text.append(f" ({feed.detail}){retry}", style="red")
         elif feed.state == "failed":
             text.append(f" {feed.detail}", style="red")
+        elif feed.state == "indexing":
+            text.append(f" {feed.detail}", style="yellow")
         text.append(*sep)
     if model.lagged_total:
         text.append(f" lagged {model.lagged_total} ", style="bold white on red")
