@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from proxy import logs
 from tests.peers.clients import run_client
@@ -25,16 +24,6 @@ pytestmark = pytest.mark.asyncio
 
 LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} x\d+ ")
 """A compact round-trip line: time of day to the millisecond, then the exchange."""
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    try:
-        yield
-    finally:
-        logs.use_redactor(None)
-        structlog.configure(**saved)
 
 
 async def logged_run(
