@@ -42,7 +42,9 @@ Terms are ANDed; `-` before a term negates it; values match exactly or as a glob
 - `era:legacy` (legacy, modern, unknown — either side) `mode:legacy_to_mrtr`
 - `bridged` `-bridged` `invalid`
 - `duration:>500ms` (`>`, `>=`, `<`, `<=`, `=`; ms, s, m)
-- `client:NAME` `session:PREFIX` `id:c12`, and free text (id, method, name, client, error, notes)
+- `client:NAME` `session:PREFIX` `id:c12`
+- `body:octocat` `body:"two words"` `body:ask_*` — a substring (or glob) of any message body, as JSON
+- free text: id, method, name, client, error, notes, and every message body
 
 # Badges
 

@@ -134,7 +134,7 @@ class ChainTable(DataTable[Any]):
         keep = self.selected_key
         self.clear()
         for entry in model.chains.values():
-            if query.matches(entry.summary, now):
+            if query.matches(entry.summary, now, entry.search_text):
                 self.add_row(*self._cells(entry), key=entry.key)
         self._restore(keep)
 
@@ -154,7 +154,7 @@ class ChainTable(DataTable[Any]):
             entry = model.get(key)
             if entry is None:
                 continue
-            shown, wanted = self._has(key), query.matches(entry.summary, now)
+            shown, wanted = self._has(key), query.matches(entry.summary, now, entry.search_text)
             if shown and wanted:
                 self._update(entry)
             elif shown:
@@ -167,7 +167,9 @@ class ChainTable(DataTable[Any]):
                 self.add_row(*self._cells(entry), key=key)
         for key in changes.added:
             entry = model.get(key)
-            if entry is not None and not self._has(key) and query.matches(entry.summary, now):
+            if entry is None or self._has(key):
+                continue
+            if query.matches(entry.summary, now, entry.search_text):
                 self.add_row(*self._cells(entry), key=key)
         if self.follow and self.row_count:
             self.move_cursor(row=self.row_count - 1)
