@@ -8,16 +8,16 @@ Terms are ANDed. A `-` (or `!`) in front negates a term. Field values match exac
 (`*`, `?`), case-insensitively; `body:` matches a substring (or a glob) of any message body as JSON;
 free text matches a substring of the id, method, name, client, error or notes, or of any body.
 Bodies are searched only when a term needs them and only through the callable the caller hands in,
-so matching a headline stays cheap. A query that does not parse keeps its error message and matches everything, so a typo
-never empties the screen; the status bar shows the error instead.
+so matching a headline stays cheap. A query that does not parse keeps its error message and matches
+everything, so a typo never empties the screen; the status bar shows the error instead.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from proxy.flows.events import ChainSummary
@@ -61,9 +61,7 @@ class Query:
         """True when the query can hide anything."""
         return bool(self.terms) and self.error is None
 
-    def matches(
-        self, summary: ChainSummary, now: float | None = None, bodies: Bodies | None = None
-    ) -> bool:
+    def matches(self, summary: ChainSummary, now: float | None = None, bodies: Bodies | None = None) -> bool:
         """True when the chain passes every term (always True for an empty or broken query).
 
         `bodies` gives the chain's message bodies as lower-cased text, asked for only when a term

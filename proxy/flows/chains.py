@@ -500,4 +500,6 @@ class ChainBuilder:
         if chain is None or ex.head is None:
             return
         ex.head_recorded = True
-        self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head), invalid=False)
+        # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
+        side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
+        self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)

@@ -49,9 +49,11 @@ Terms are ANDed; `-` before a term negates it; values match exactly or as a glob
 # Badges
 
 Eras: **L** legacy (initialize handshake), **M** 2026-07-28 (MRTR), **D** dual, **?** unknown,
-client → server; **⇄** the proxy bridged between eras. In the tree, `[client]` is a message between
-the client and the proxy, `[server]` one between the proxy and the server, `[both]` one relayed
-unchanged.
+client → server; **⇄** the proxy bridged between eras. In the tree each message says who sent it to
+whom: `[client→server]` and `[server→client]` were relayed unchanged (pass-through);
+`[client→proxy]` and `[server→proxy]` were received by the proxy; `[proxy→client]` and
+`[proxy→server]` (magenta) the proxy made itself: a bridge's requests, answers and
+acknowledgements, the session it minted, or a refusal.
 """
 
 

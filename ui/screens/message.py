@@ -65,7 +65,7 @@ class MessageScreen(Screen[None]):
         if entry is None or record is None:
             title.update("this message is no longer held (cleared or evicted)")
             return
-        title.update(message_label(record))
+        title.update(message_label(record, entry.summary.bridged))
         others = counterparts(entry.messages, record)
         self.query_one(MessageView).show(record, entry.summary, others, expanded=self.expanded)
 

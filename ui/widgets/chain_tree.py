@@ -59,17 +59,17 @@ class ChainTree(Tree[NodeData]):
         self._version = version
         self.clear()
         self.root.set_label(chain_headline(entry.summary))
-        self._add(self.root, build_timeline(entry.summary, entry.messages))
+        self._add(self.root, build_timeline(entry.summary, entry.messages), entry.summary.bridged)
         self.root.expand_all()
         if keep is not None:
             self._move_to(keep)
 
-    def _add(self, parent: TreeNode[NodeData], nodes: list[Node]) -> None:
+    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], bridged: bool) -> None:
         for node in nodes:
-            label = node_label(node)
+            label = node_label(node, bridged)
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
-                self._add(branch, node.children)
+                self._add(branch, node.children, bridged)
             else:
                 parent.add_leaf(label, data=_seq_of(node))
 
