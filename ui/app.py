@@ -93,6 +93,10 @@ class ProxyTui(App[None]):
         """Open the message screen."""
         self.push_screen(MessageScreen(self.model, message.key, message.seq, self.save_dir))
 
+    def announce(self, text: str) -> None:
+        """Keep a notice in the status bar (where it covers nothing) until another replaces it."""
+        self.main.set_notice(text)
+
     def action_help(self) -> None:
         """Show the help screen (once)."""
         if not isinstance(self.screen, HelpScreen):
