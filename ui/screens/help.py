@@ -26,7 +26,8 @@ HELP = """\
 | x | main | clear the view (the proxy keeps its own history) |
 | s | main | sessions view: who holds which session, init → expiry → re-init |
 | e | message | expand long bodies |
-| c | message | copy the body to the clipboard |
+| c | tree, message | copy the message as JSON-RPC (its whole body) to the clipboard |
+| C | tree, message | copy its request as a curl command (secrets as `$MCP_…` placeholders) |
 | w | message | save the message as JSON in the current directory |
 | [ ] | message | previous / next message of the chain |
 | Esc | message, help | back |
