@@ -82,7 +82,7 @@ async def test_what_the_proxy_made_is_labelled_as_the_proxys_and_nothing_bridged
     assert any("[proxy→server] request tools/call" in line for line in bridged)
     assert any("[server→proxy] result input_required" in line for line in bridged)
     assert any("proxy asks client elicitation/create" in line for line in bridged)
-    assert not [line for line in bridged if "[both]" in line or "→server]" in line and "[client" in line]
+    assert not [line for line in bridged if "[both]" in line or "[client→server]" in line]
     assert any("[client→server] request tools/call" in line for line in relayed)
     assert any("[server→client] result" in line for line in relayed)
     assert not [line for line in relayed if "proxy" in line]
