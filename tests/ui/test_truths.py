@@ -27,13 +27,13 @@ def tree_lines(app: ProxyTui) -> list[str]:
     pending = list(tree.root.children)
     while pending:
         node = pending.pop(0)
-        out.append(node.label.plain)
+        out.append(str(node.label))
         pending[:0] = node.children
     return out
 
 
 def top_lines(app: ProxyTui) -> list[str]:
-    return [node.label.plain for node in app.main.query_one(ChainTree).root.children]
+    return [str(node.label) for node in app.main.query_one(ChainTree).root.children]
 
 
 def shown_entries(app: ProxyTui) -> list[ChainEntry]:
