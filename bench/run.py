@@ -427,9 +427,7 @@ def start_path(procs: Processes, name: str, upstream: str, tmp: Path, tag: str) 
     origin = upstream.rsplit("/", 1)[0]
     if name in OURS_PATHS:
         live, logged, quiet = OURS_PATHS[name]
-        argv = ours_argv(
-            upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet
-        )
+        argv = ours_argv(upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet)
         child = procs.start(f"{tag}-{name}", argv, cpu=SERVER_CPU, cwd=PROXY_ROOT)
     elif name == "bare-aiohttp":
         argv = [PY, str(BENCH / "bare_proxy.py"), "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]

@@ -490,7 +490,7 @@ class PassthroughRelay:
         batch, self.batch = self.batch, []
         summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
         if summary is not None:
-            info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
+            info_line(_LOG, "exchange", summary.log_fields("passthrough"))
 
 
 def _describe(exc: BaseException) -> str:
