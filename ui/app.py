@@ -96,7 +96,7 @@ class ProxyTui(App[None]):
         self.push_screen(MessageScreen(self.model, message.key, message.seq, self.save_dir))
 
     def on_copy_requested(self, message: CopyRequested) -> None:
-        """Put the message (or its request as curl) on the clipboard with OSC 52 and show what was copied."""
+        """Put the message (or its request as curl) on the clipboard with OSC 52; a command is shown."""
         entry = self.model.get(message.key)
         record = entry.message(message.seq) if entry is not None else None
         if entry is None or record is None:
@@ -107,7 +107,10 @@ class ProxyTui(App[None]):
             self.notify(copied.title, severity="warning")
             return
         self.copy_to_clipboard(copied.text)
-        self.push_screen(CopiedScreen(copied.title, copied.text))
+        if message.curl:  # a command is worth reading before it is run
+            self.push_screen(CopiedScreen(copied.title, copied.text))
+        else:
+            self.notify(f"{copied.title} ({len(copied.text)} characters)")
 
     def announce(self, text: str) -> None:
         """Keep a notice in the status bar (where it covers nothing) until another replaces it."""

@@ -137,7 +137,7 @@ async def test_the_filter_finds_chains_by_what_their_bodies_say() -> None:
     assert none == []
 
 
-async def test_c_and_shift_c_in_the_tree_copy_the_message_and_show_it() -> None:
+async def test_c_and_shift_c_in_the_tree_copy_the_message_and_show_the_command() -> None:
     app = ProxyTui(CaptureFeed(TOUR), batch_delay=0.01)
     async with app.run_test(size=(120, 36)) as pilot:
         await loaded(app)
