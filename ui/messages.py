@@ -73,6 +73,16 @@ class MessageChosen(Message):
         self.seq = seq
 
 
+class CopyRequested(Message):
+    """The user asked to copy one message of a chain: as curl (`C`) or as JSON-RPC (`c`)."""
+
+    def __init__(self, key: str, seq: int, *, curl: bool) -> None:
+        super().__init__()
+        self.key = key
+        self.seq = seq
+        self.curl = curl
+
+
 class FilterChanged(Message):
     """The filter bar's text changed (debounced by the bar)."""
 

@@ -12,9 +12,11 @@ replay after a reconnect repeats events the model has already seen; they are mer
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from proxy.flows.events import (
     ChainChanged,
@@ -67,12 +69,36 @@ class ChainEntry:
     records: Sequence[int] | None = None
     """Where an indexed capture's chain keeps its messages; they are read only while it is shown."""
 
+    _text: str = ""
+    """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
+    _searched: int = 0
+    """How many of the kept messages `_text` holds."""
+
+    def search_text(self) -> str:
+        """Every kept body as lower-cased JSON, one per line (what `body:` and free text search).
+
+        Built on the first search and extended as messages arrive, so a chain nobody searches costs
+        nothing and a chain searched again costs only its new messages.
+        """
+        if self._searched < len(self.messages):
+            fresh = [_body_text(r.body) for r in self.messages[self._searched :]]
+            self._text = "\n".join([self._text, *fresh]) if self._text else "\n".join(fresh)
+            self._searched = len(self.messages)
+        return self._text
+
     def message(self, seq: int) -> MessageRecord | None:
         """The kept message with this sequence number, if any."""
         for record in self.messages:
             if record.seq == seq:
                 return record
         return None
+
+
+def _body_text(body: Any) -> str:
+    if body is None:
+        return ""
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return text.lower()
 
 
 @dataclass(slots=True)

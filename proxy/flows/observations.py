@@ -13,7 +13,7 @@ Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import Message
@@ -98,6 +98,12 @@ class ExchangeClosed:
     t: float
     exchange: str
     outcome: str | None = None
+
+
+STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted"})
+"""Outcomes that end a GET stream as it is meant to end: the server or client closed it, or the
+session it belonged to was deleted (the stream has nothing left to carry), so neither its chain nor
+the error counters call it a failure."""
 
 
 @value

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
     ContinuationMoved,
     EventIdSeen,
     ExchangeClosed,
@@ -225,7 +226,7 @@ class OpCounter:
                 continue
             if op.method == "DELETE session" and ex.session and not op.finished:
                 self._counters.session("ended")
-            error = outcome not in (None, "client_disconnected") or ex.failed()
+            error = outcome not in STREAM_NORMAL_ENDS or ex.failed()
             self._finish(op, t, error=error)
 
     # -- messages -------------------------------------------------------------------------------------

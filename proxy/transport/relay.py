@@ -29,7 +29,7 @@ from proxy.engine.passthrough import (
     sends_whole,
     upstream_request,
 )
-from proxy.flows.events import Channel, Direction
+from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import (
     BytesOut,
     EventIdSeen,
@@ -432,6 +432,7 @@ class PassthroughRelay:
                         len(data),
                         Direction.TO_CLIENT,
                         Channel.JSON,
+                        Side.CLIENT,  # the proxy's own answer, never seen by the upstream
                         note="answered by the proxy",
                     )
                 )

@@ -152,7 +152,9 @@ class ChainTable(DataTable[Any]):
         """Show exactly the chains that match `query`, keeping the cursor on the same chain."""
         keep = self.selected_key
         self.clear()
-        matching = [entry for entry in model.chains.values() if query.matches(entry.summary, now)]
+        matching = [
+            entry for entry in model.chains.values() if query.matches(entry.summary, now, entry.search_text)
+        ]
         for entry in matching[-MAX_ROWS:]:
             self.add_row(*self._cells(entry), key=entry.key)
         self._restore(keep)
@@ -173,7 +175,7 @@ class ChainTable(DataTable[Any]):
             entry = model.get(key)
             if entry is None:
                 continue
-            shown, wanted = self._has(key), query.matches(entry.summary, now)
+            shown, wanted = self._has(key), query.matches(entry.summary, now, entry.search_text)
             if shown and wanted:
                 self._update(entry)
             elif shown:
@@ -186,7 +188,9 @@ class ChainTable(DataTable[Any]):
                 self.add_row(*self._cells(entry), key=key)
         for key in changes.added:
             entry = model.get(key)
-            if entry is not None and not self._has(key) and query.matches(entry.summary, now):
+            if entry is None or self._has(key):
+                continue
+            if query.matches(entry.summary, now, entry.search_text):
                 self.add_row(*self._cells(entry), key=key)
         if self.follow and self.row_count:
             self.move_cursor(row=self.row_count - 1)
