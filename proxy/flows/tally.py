@@ -16,6 +16,7 @@ from typing import Any
 from proxy.flows.events import Direction
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
@@ -30,9 +31,6 @@ from proxy.wire.values import value
 
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
-
-NORMAL_STREAM_ENDS = frozenset({"client_disconnected", "session_deleted"})
-"""How a GET stream ends when nothing went wrong: its client closed it, or its session was deleted."""
 
 ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
@@ -202,7 +200,7 @@ def _trouble(tally: _Open, outcome: str | None) -> str | None:
     """The outcome, unless it is how such an exchange ends normally: a GET stream ends when its client
     leaves or its session is deleted, and a client may close a response stream once every request it
     carried is answered."""
-    if tally.http_method == "GET" and outcome in NORMAL_STREAM_ENDS:
+    if tally.http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
         return None
     if outcome == "client_disconnected" and tally.ids and tally.answered >= len(tally.ids):
         return None
