@@ -14,31 +14,31 @@ loopback and the upstream's own work are left out (`bench/run.py` has them).
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
 import os
+import re
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
+
+import uvloop
 
 # This file's folder comes first on sys.path, and its profile.py would shadow the one cProfile imports.
 # BENCH_PROXY_ROOT: measure the proxy of another checkout (as bench/run.py does).
 sys.path[0] = os.environ.get("BENCH_PROXY_ROOT") or str(Path(__file__).resolve().parent.parent)
-
-import argparse
-import asyncio
-import cProfile
-import gc
-import re
-import tempfile
-import time
-from typing import Any
-
-import uvloop
 
 from proxy.config import Settings  # noqa: E402
 from proxy.logs import configure  # noqa: E402
 from proxy.runtime import Proxy, tune_gc  # noqa: E402
 from proxy.transport.front import FrontConnection  # noqa: E402
 
-BODY = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"small","arguments":{"text":"hello"}}}'
+BODY = (
+    b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"small","arguments":{"text":"hello"}}}'
+)
 REQUEST_HEAD = (
     b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
     b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
@@ -163,9 +163,11 @@ async def drive(args: argparse.Namespace) -> None:
 
     if args.start_after is not None:  # a tool outside (callgrind_control -i on) starts measuring first
         print("ready", flush=True)
-        while not args.start_after.exists():
+        while not args.start_after.exists():  # noqa: ASYNC110 (another process makes the file)
             await asyncio.sleep(0.05)
     gc.collect()
+    import cProfile  # here, after sys.path is set: it imports `profile`
+
     profiler = cProfile.Profile() if args.profile else None
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler is not None:

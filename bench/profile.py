@@ -1,6 +1,6 @@
 """Profile our proxy on the small-JSON concurrency-16 path: py-spy samples it while wrk drives it.
 
-    python bench/profile.py [--seconds 10] [--path ours-default|ours|ours-live|ours-quiet|bare-aiohttp] [--out /tmp/mcp-profile]
+    python bench/profile.py [--seconds 10] [--path ours-default|ours|ours-live|...] [--alone] [--out DIR]
 
 Same layout as bench/run.py (wrk and py-spy on CPU 0, upstream and proxy on CPU 1). Writes py-spy's
 collapsed stacks (`profile.txt`, for flamegraph tools or speedscope) and prints the functions with

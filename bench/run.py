@@ -431,9 +431,7 @@ def start_path(procs: Processes, name: str, upstream: str, tmp: Path, tag: str) 
     origin = upstream.rsplit("/", 1)[0]
     if name in OURS_PATHS:
         live, logged, quiet = OURS_PATHS[name]
-        argv = ours_argv(
-            upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet
-        )
+        argv = ours_argv(upstream, port, tmp, logged=logged, tag=f"{tag}-{name}", live=live, quiet=quiet)
         if name == "ours-otel":
             sink_port = free_port()
             sink_argv = [PY, str(BENCH / "otlp_sink.py"), "--port", str(sink_port)]

@@ -3,6 +3,7 @@
     mcp-proxy export --har run.har run.jsonl
     mcp-proxy export --json - --status error run.jsonl.1 run.jsonl
     mcp-proxy export --otlp http://collector:4318 run.jsonl
+    mcp-proxy export --curl r7 run.jsonl        # the chain's client requests as curl commands
 
 Filters are those of the admin API's `/api/chains` (`--status`, `--method`, `--mode`, `--q`), read by
 the same code. Several files are read in the order given (rotated parts oldest first). Exit status:
@@ -19,10 +20,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
-from proxy.flows.events import ChainStatus, Mode
+from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
-from proxy.record.export import Format, export_capture, export_spans, open_readers
+from proxy.record.curl import NoRequest, Target, curl_command
+from proxy.record.export import Format, export_capture, export_spans, find_chain, open_readers
 from proxy.record.observations import ObservationReplayer
 
 SKIPPED_EXIT = 1
@@ -55,6 +57,18 @@ def build_export_parser() -> argparse.ArgumentParser:
         help="send the capture's spans, with their original times, to an OpenTelemetry collector "
         "(OTLP/HTTP base URL; needs the otel extra)",
     )
+    target.add_argument(
+        "--curl",
+        metavar="CHAIN",
+        help="print a curl command per request the client sent in chain CHAIN (ids as in tui --open "
+        "or --json: r1, r2, ...); secrets are $MCP_... placeholders to set first",
+    )
+    parser.add_argument(
+        "--to",
+        choices=("proxy", "upstream"),
+        default="proxy",
+        help="where --curl sends: the proxy's address (default; the replay is recorded) or the upstream",
+    )
     parser.add_argument(
         "captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s), oldest first"
     )
@@ -75,6 +89,8 @@ def main(argv: Sequence[str]) -> int:
     args = build_export_parser().parse_args(argv)
     if args.otlp is not None:
         return _to_collector(args)
+    if args.curl is not None:
+        return _curl(args.captures, args.curl, args.to)
     fmt, target = next((f, getattr(args, f.value)) for f in Format if getattr(args, f.value) is not None)
     try:
         keep = ChainFilter.from_params(lambda name: getattr(args, name))
@@ -133,6 +149,47 @@ def _to_collector(args: argparse.Namespace) -> int:
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
     return SKIPPED_EXIT if report.corrupt_lines else 0
+
+
+def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
+    """Print the chain's client requests as curl commands on stdout; what was skipped on stderr."""
+    try:
+        _check(paths)
+        found = find_chain(paths, chain_id)
+    except (CaptureFormatError, CaptureError) as exc:
+        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        return 2
+    for line in found.report.lines():
+        print(f"mcp-proxy export: {line}", file=sys.stderr)
+    chain = found.chain
+    if chain is None:
+        print(
+            f"mcp-proxy export: no chain {chain_id!r} in the capture "
+            "(`mcp-proxy export --json - CAPTURE` lists its chains and their ids)",
+            file=sys.stderr,
+        )
+        return 2
+    messages = list(chain.messages)
+    sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
+    info = found.info
+    try:
+        commands = [
+            curl_command(
+                messages,
+                m,
+                chain_id=chain_id,
+                proxy_url=info.listen if info else None,
+                upstream_url=info.upstream if info else None,
+                target=to,
+            )
+            for m in sent
+        ]
+    except NoRequest as exc:
+        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write("\n".join(commands))
+    print(f"mcp-proxy export: wrote {len(commands)} curl commands of chain {chain_id}", file=sys.stderr)
+    return SKIPPED_EXIT if found.report.corrupt_lines else 0
 
 
 def _output(target: Path) -> AbstractContextManager[IO[bytes]]:

@@ -92,8 +92,9 @@ def open_capture(path: Path) -> int:
         return 2
     from ui.app import ProxyTui
     from ui.feeds import CaptureFeed
+    from ui.model import CAPTURE_CHAINS
 
-    ProxyTui(CaptureFeed(path)).run()
+    ProxyTui(CaptureFeed(path), max_chains=CAPTURE_CHAINS).run()
     return 0
 
 

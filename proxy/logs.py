@@ -10,12 +10,12 @@ values) is masked wherever it appears in a string field.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, MutableMapping
+import time
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
@@ -157,12 +157,14 @@ def configure(
     if stream is not None and choose_format(fmt, stream) == "console":
         # Plain tracebacks: a rich one shows every frame's locals, which hold request headers (secrets)
         # and client-sized structures that take seconds to render on the event loop.
-        renderer = structlog.dev.ConsoleRenderer(
-            colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
+        renderer = ConsoleLines(
+            structlog.dev.ConsoleRenderer(
+                colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
+            )
         )
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
-    is_json = not isinstance(renderer, structlog.dev.ConsoleRenderer)
+    is_json = not isinstance(renderer, ConsoleLines)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         redact_fields,
@@ -191,6 +193,94 @@ def configure(
         cache_logger_on_first_use=False,
     )
     return opened
+
+
+class ConsoleLines:
+    """The console rendering: a round-trip line compact, every other line as structlog's renderer does.
+
+    A person scans the round-trip lines the way they scan mitmproxy's event log, so each is one short
+    line: time, exchange, what it carried, status, content kind, size, duration, and the mode or what
+    went wrong only when there is one. The JSON rendering keeps every field.
+    """
+
+    def __init__(self, fallback: structlog.dev.ConsoleRenderer) -> None:
+        self.fallback = fallback
+
+    def __call__(self, logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        kind = event.get("event")
+        if kind == "exchange" and "carried" in event:
+            return exchange_text(event)
+        if kind == "bridge_round" and "round" in event:
+            return round_text(event)
+        text: str = self.fallback(logger, name, event)
+        return text
+
+
+_KINDS = {"application/json": "json", "text/event-stream": "sse"}
+
+
+def exchange_text(event: Mapping[str, Any]) -> str:
+    """One round-trip line for a person: `12:00:01.234 x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms`."""
+    stamp = str(event.get("timestamp") or "")
+    clock = stamp[11:23] if len(stamp) >= 23 else stamp
+    ids = event.get("ids") or []
+    http_method, carried = str(event.get("http_method", "")), str(event["carried"])
+    parts = [clock, str(event.get("exchange", ""))]
+    parts += [carried] if carried.startswith(http_method) else [http_method, carried]
+    if ids:
+        parts.append(" ".join(f"#{ident}" for ident in ids))
+    status = event.get("status")
+    parts.append(f"-> {status}" if status is not None else "-> (no response)")
+    content_type = str(event.get("content_type") or "").split(";", 1)[0].strip().lower()
+    size = int(event.get("bytes_out") or 0)
+    if size or content_type == "text/event-stream":
+        parts += [_KINDS.get(content_type, content_type or "body"), _size(size)]
+    if content_type == "text/event-stream":
+        count = int(event.get("messages_out") or 0)
+        parts.append(f"{count} message{'' if count == 1 else 's'}")
+    parts.append(_duration(float(event.get("duration_ms") or 0.0)))
+    mode = event.get("mode")
+    if mode and mode != "passthrough":
+        parts.append(f"[{mode}]")
+    trouble = event.get("trouble")
+    if trouble:
+        parts.append(f"!! {trouble}")
+    return " ".join(parts)
+
+
+def round_text(event: Mapping[str, Any]) -> str:
+    """One bridged round for a person: `12:00:01.234 x4 round 1 tools/call ask_name: input_required,
+    asks name (elicitation/create:form) [legacy_to_mrtr]`."""
+    stamp = str(event.get("timestamp") or "")
+    clock = stamp[11:23] if len(stamp) >= 23 else stamp
+    what = " ".join(str(part) for part in (event.get("method"), event.get("name")) if part)
+    parts = [clock, str(event.get("exchange", "")), f"round {event['round']}", what + ":"]
+    parts.append(str(event.get("result_type") or event.get("outcome") or "?"))
+    asks = event.get("input_keys")
+    if isinstance(asks, dict) and asks:
+        parts[-1] += ","
+        parts.append("asks " + ", ".join(f"{key} ({kind})" for key, kind in asks.items()))
+    status = event.get("http_status")
+    if isinstance(status, int) and status >= 400:
+        parts.append(f"(upstream {status})")
+    if event.get("error_code") is not None:
+        parts.append(f"(error {event['error_code']})")
+    mode = event.get("mode")
+    if mode:
+        parts.append(f"[{mode}]")
+    return " ".join(parts)
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    if count < 1024 * 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / (1024 * 1024):.1f} MiB"
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def _shared(writer: LineWriter) -> Callable[..., LineWriter]:
@@ -225,8 +315,27 @@ def info_line(logger: Any, event: str, fields: dict[str, Any]) -> None:
     line.update(fields)
     line["event"] = event
     line["level"] = "info"
-    line["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    line["timestamp"] = _utc_timestamp()
     fast.writer.msg(_json_line(line, str))
+
+
+_second_text = ("", -1)
+"""The ISO text of the last whole second a timestamp was made in, and that second."""
+
+
+def _utc_timestamp() -> str:
+    """Now as ISO 8601 UTC with microseconds, the text structlog's `TimeStamper(fmt="iso")` writes.
+
+    The date and time of day are formatted once a second; a line adds only its microseconds.
+    """
+    global _second_text
+    now = time.time()
+    second = int(now)
+    text, cached = _second_text
+    if second != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_text = (text, second)
+    return f"{text}.{int((now - second) * 1_000_000):06d}Z"
 
 
 def get_logger(name: str = "mcp-proxy") -> Any:

@@ -42,3 +42,5 @@ fatal
 exc_type  # the context-manager protocol's __exit__ arguments
 tb
 ui  # cli_tui imports ui.app only to learn whether the TUI's dependencies are installed
+_update_dimensions  # Textual DataTable: sizes the table after rows are added (the chain list overrides it)
+virtual_size  # Textual widget: the scrollable size

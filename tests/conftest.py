@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pytest
+import structlog
 
+from proxy import logs
 from proxy.config import Settings
 from proxy.runtime import Proxy
 
@@ -31,3 +33,14 @@ async def running_proxy(upstream: str, **overrides: Any) -> AsyncIterator[Proxy]
 def proxy_for() -> Callable[..., AbstractAsyncContextManager[Proxy]]:
     """`async with proxy_for(upstream_url, **settings) as proxy:` — a proxy stopped by the test."""
     return running_proxy
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Put back the logging configuration and redactor a test replaced (`logs.configure`)."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        logs.use_redactor(None)
+        structlog.configure(**saved)

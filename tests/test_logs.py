@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from proxy import logs
 from proxy.flows.redact import Redactor
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    try:
-        yield
-    finally:
-        logs.use_redactor(None)
-        structlog.configure(**saved)
 
 
 def test_principal_fields_are_rekeyed_and_known_secret_texts_masked_in_every_line(

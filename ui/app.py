@@ -15,9 +15,12 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from proxy.flows.events import FlowEvent
+from ui.capture_index import IndexReady
+from ui.copying import as_curl, as_jsonrpc
 from ui.feeds import Batcher, Feed, FeedStatus
-from ui.messages import EventsArrived, FeedStatusChanged, MessageChosen
+from ui.messages import CopyRequested, EventsArrived, FeedStatusChanged, IndexArrived, MessageChosen
 from ui.model import MAX_CHAINS, ViewModel
+from ui.screens.copied import CopiedScreen
 from ui.screens.help import HelpScreen
 from ui.screens.main import MainScreen
 from ui.screens.message import MessageScreen
@@ -70,7 +73,12 @@ class ProxyTui(App[None]):
         def status(state: FeedStatus) -> None:
             self.post_message(FeedStatusChanged(state))
 
-        batcher = Batcher(events, status, max_items=self.batch_size, max_delay=self.batch_delay)
+        def index(ready: IndexReady) -> None:
+            self.post_message(IndexArrived(ready))
+
+        batcher = Batcher(
+            events, status, on_index=index, max_items=self.batch_size, max_delay=self.batch_delay
+        )
         try:
             await batcher.run(feed)
         except Exception as exc:  # a broken feed must show in the status bar, not kill the app
@@ -84,6 +92,12 @@ class ProxyTui(App[None]):
         finally:
             message.ack()
 
+    def on_index_arrived(self, message: IndexArrived) -> None:
+        """Show every chain of an indexed capture instead of its newest part."""
+        index = message.index
+        changes = self.model.load_index(index.chains, index.events, index.load)
+        self.main.take(changes, len(index.chains))
+
     def on_feed_status_changed(self, message: FeedStatusChanged) -> None:
         """Keep the feed's state for the status bar."""
         self.feed_status = message.status
@@ -92,6 +106,27 @@ class ProxyTui(App[None]):
     def on_message_chosen(self, message: MessageChosen) -> None:
         """Open the message screen."""
         self.push_screen(MessageScreen(self.model, message.key, message.seq, self.save_dir))
+
+    def on_copy_requested(self, message: CopyRequested) -> None:
+        """Put the message (or its request as curl) on the clipboard with OSC 52; a command is shown."""
+        entry = self.model.get(message.key)
+        record = entry.message(message.seq) if entry is not None else None
+        if entry is None or record is None:
+            self.notify("this message is no longer held (cleared or evicted)", severity="warning")
+            return
+        copied = as_curl(self.model, entry, record) if message.curl else as_jsonrpc(entry, record)
+        if not copied.text:
+            self.notify(copied.title, severity="warning")
+            return
+        self.copy_to_clipboard(copied.text)
+        if message.curl:  # a command is worth reading before it is run
+            self.push_screen(CopiedScreen(copied.title, copied.text))
+        else:
+            self.notify(f"{copied.title} ({len(copied.text)} characters)")
+
+    def announce(self, text: str) -> None:
+        """Keep a notice in the status bar (where it covers nothing) until another replaces it."""
+        self.main.set_notice(text)
 
     def action_help(self) -> None:
         """Show the help screen (once)."""

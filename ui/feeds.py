@@ -6,7 +6,11 @@ Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or statu
 - `AttachFeed`: a remote proxy's admin feed, `GET /api/feed` as server-sent events whose data is one
   FlowEvent JSON each (`proxy_info`, then history, then live events and `lagged` markers);
   reconnects with bounded backoff when the proxy restarts or the network drops.
-- `CaptureFeed`: a JSONL capture file, read in a thread so a large file never freezes the screen.
+- `CaptureFeed`: a JSONL capture file, read off the event loop so a large file never freezes the
+  screen. A small file is read whole; a big one shows its newest part at once (`read_tail`) while an
+  index pass in a process of its own (`proxy.record.index`) builds every chain, then hands the app
+  every headline at once (`IndexReady`): the list and its filter reach each chain of the file, and a
+  chain's messages are read back from the index's spill file only while it is shown.
 
 `Batcher` sits between a feed and the app: it gathers events for up to `max_delay` seconds or
 `max_items` events and hands them over as one batch, and it waits while the app still has
@@ -39,8 +43,10 @@ from proxy.flows.events import (
     event_from_json,
 )
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
+from proxy.record.index import read_tail
+from ui.capture_index import IndexFailed, IndexReady, index_capture
 
-FeedState = Literal["connecting", "live", "reconnecting", "ended", "failed"]
+FeedState = Literal["connecting", "indexing", "live", "reconnecting", "ended", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,7 @@ class FeedStatus:
     retry_in: float | None = None
 
 
-FeedItem = FlowEvent | FeedStatus
+FeedItem = FlowEvent | FeedStatus | IndexReady
 Sink = Callable[[FeedItem], Awaitable[None]]
 
 
@@ -227,16 +233,21 @@ def _take(events: Iterator[FlowEvent], count: int) -> list[FlowEvent]:
     return list(itertools.islice(events, count))
 
 
-class CaptureFeed:
-    """Every event of a JSONL capture, read in chunks off the event loop, then 'ended'."""
+TAIL_BYTES = 1024 * 1024
+"""A capture bigger than this opens on its newest part while the rest is indexed; a smaller one is read."""
 
-    def __init__(self, path: Path, chunk: int = 500) -> None:
+
+class CaptureFeed:
+    """Every chain of a JSONL capture: a small one read whole, a big one newest part first, then indexed."""
+
+    def __init__(self, path: Path, chunk: int = 500, *, tail_bytes: int = TAIL_BYTES) -> None:
         self.path = Path(path)
         self.chunk = chunk
+        self.tail_bytes = tail_bytes
         self.description = str(self.path)
 
     async def run(self, sink: Sink) -> None:
-        """Relay the file's events; a file that is no capture fails the feed naming why.
+        """Relay the file's chains; a file that is no capture fails the feed naming why.
 
         A corrupt line is skipped: the rest is shown, and the end status counts the skipped lines and
         names the first of them, so one damaged line never blanks a capture.
@@ -247,6 +258,19 @@ class CaptureFeed:
         except (CaptureError, CaptureFormatError) as exc:
             await sink(FeedStatus("failed", str(exc)))
             return
+        try:
+            size = self.path.stat().st_size
+        except OSError as exc:
+            reader.close()
+            await sink(FeedStatus("failed", f"cannot read {self.path}: {exc.strerror or exc}"))
+            return
+        if size <= self.tail_bytes:
+            await self._whole(reader, sink)
+            return
+        reader.close()
+        await self._indexed(sink)
+
+    async def _whole(self, reader: CaptureReader, sink: Sink) -> None:
         count = 0
         try:
             events = iter(reader)
@@ -259,15 +283,46 @@ class CaptureFeed:
             return
         finally:
             reader.close()
-        cut = " (the last line was cut short)" if reader.truncated else ""
-        if reader.corrupt_lines:
-            line, reason = reader.corrupt[0]
-            plural = "s" if reader.corrupt_lines > 1 else ""
-            cut += f"; {reader.corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
-        if reader.skipped_unknown:
-            plural = "s" if reader.skipped_unknown > 1 else ""
-            cut += f"; {reader.skipped_unknown} line{plural} of a newer capture version skipped"
-        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{cut}"))
+        skipped = _skipped(reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated)
+        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}"))
+
+    async def _indexed(self, sink: Sink) -> None:
+        """The newest part at once, then every chain once the index pass has built them."""
+        name = self.path.name
+        tail = await asyncio.to_thread(read_tail, self.path, self.tail_bytes)
+        await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing the rest"))
+        for event in tail:
+            await sink(event)
+
+        async def progress(read: int, total: int) -> None:
+            percent = 100 * read // max(total, 1)
+            await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing {percent}%"))
+
+        try:
+            index = await index_capture([self.path], progress)
+        except IndexFailed as exc:
+            await sink(FeedStatus("failed", f"{exc}; the newest chains stay shown"))
+            return
+        await sink(index)
+        end = index.end
+        corrupt = [(line, reason) for _file, line, reason in end.get("corrupt", [])]
+        skipped = _skipped(
+            end.get("corrupt_lines", 0), corrupt, end.get("unknown_lines", 0), bool(end.get("cut_short"))
+        )
+        await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}"))
+
+
+def _skipped(corrupt_lines: int, corrupt: list[tuple[int, str]], unknown: int, cut: bool) -> str:
+    """What reading skipped, for the end status ('' when nothing)."""
+    text = " (the last line was cut short)" if cut else ""
+    if corrupt_lines:
+        line, reason = corrupt[0]
+        plural = "s" if corrupt_lines > 1 else ""
+        text += f"; {corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
+    if unknown:
+        plural = "s" if unknown > 1 else ""
+        text += f"; {unknown} line{plural} of a newer capture version skipped"
+    return text
 
 
 class Batcher:
@@ -278,12 +333,14 @@ class Batcher:
         on_events: Callable[[list[FlowEvent]], None],
         on_status: Callable[[FeedStatus], None],
         *,
+        on_index: Callable[[IndexReady], None] | None = None,
         max_items: int = 500,
         max_delay: float = 0.05,
         max_inflight: int = 4,
     ) -> None:
         self._on_events = on_events
         self._on_status = on_status
+        self._on_index = on_index
         self.max_items = max_items
         self.max_delay = max_delay
         self.max_inflight = max_inflight
@@ -305,6 +362,11 @@ class Batcher:
         if isinstance(item, FeedStatus):
             await self.flush()
             self._on_status(item)
+            return
+        if isinstance(item, IndexReady):
+            await self.flush()
+            if self._on_index is not None:
+                self._on_index(item)
             return
         self._pending.append(item)
         if len(self._pending) >= self.max_items:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from textual.message import Message
 
 from proxy.flows.events import FlowEvent
+from ui.capture_index import IndexReady
 from ui.feeds import FeedStatus
 
 
@@ -21,6 +22,14 @@ class EventsArrived(Message):
         super().__init__()
         self.events = events
         self.ack = ack
+
+
+class IndexArrived(Message):
+    """The index of a big capture is ready: every chain, to show instead of the newest part."""
+
+    def __init__(self, index: IndexReady) -> None:
+        super().__init__()
+        self.index = index
 
 
 class FeedStatusChanged(Message):
@@ -62,6 +71,16 @@ class MessageChosen(Message):
         super().__init__()
         self.key = key
         self.seq = seq
+
+
+class CopyRequested(Message):
+    """The user asked to copy one message of a chain: as curl (`C`) or as JSON-RPC (`c`)."""
+
+    def __init__(self, key: str, seq: int, *, curl: bool) -> None:
+        super().__init__()
+        self.key = key
+        self.seq = seq
+        self.curl = curl
 
 
 class FilterChanged(Message):

@@ -12,9 +12,11 @@ replay after a reconnect repeats events the model has already seen; they are mer
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from proxy.flows.events import (
     ChainChanged,
@@ -32,10 +34,20 @@ from proxy.flows.events import (
 MAX_CHAINS = 5000
 """Chains the TUI keeps before dropping the oldest (the proxy's own store is bounded separately)."""
 
+CAPTURE_CHAINS = 1_000_000
+"""Chains the TUI keeps of a capture it opens: every chain of any capture of hours (a headline each;
+an indexed capture's messages are read only while shown)."""
+
 MAX_MESSAGES = 1000
 """Messages one chain keeps in the TUI; later ones are counted, not kept."""
 
+MAX_LOADED = 256
+"""Chains of an indexed capture whose messages are held at once (read back when shown, let go after)."""
+
 _ACTIVE_CONTINUATION = frozenset({"parked", "resumed"})
+
+RecordLoader = Callable[[Sequence[int]], list[MessageRecord]]
+"""Reads an indexed chain's messages back from where the index put them (`proxy.record.index`)."""
 
 
 def chain_key(summary: ChainSummary) -> str:
@@ -54,6 +66,25 @@ class ChainEntry:
     dropped: int = 0
     continuation: str | None = None
     """The latest continuation state (parked, resumed, completed, ...) for bridged calls that parked."""
+    records: Sequence[int] | None = None
+    """Where an indexed capture's chain keeps its messages; they are read only while it is shown."""
+
+    _text: str = ""
+    """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
+    _searched: int = 0
+    """How many of the kept messages `_text` holds."""
+
+    def search_text(self) -> str:
+        """Every kept body as lower-cased JSON, one per line (what `body:` and free text search).
+
+        Built on the first search and extended as messages arrive, so a chain nobody searches costs
+        nothing and a chain searched again costs only its new messages.
+        """
+        if self._searched < len(self.messages):
+            fresh = [_body_text(r.body) for r in self.messages[self._searched :]]
+            self._text = "\n".join([self._text, *fresh]) if self._text else "\n".join(fresh)
+            self._searched = len(self.messages)
+        return self._text
 
     def message(self, seq: int) -> MessageRecord | None:
         """The kept message with this sequence number, if any."""
@@ -61,6 +92,13 @@ class ChainEntry:
             if record.seq == seq:
                 return record
         return None
+
+
+def _body_text(body: Any) -> str:
+    if body is None:
+        return ""
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return text.lower()
 
 
 @dataclass(slots=True)
@@ -137,6 +175,8 @@ class ViewModel:
         self.lagged_total = 0
         self.evicted = 0
         self._current: dict[str, str] = {}
+        self._loader: RecordLoader | None = None
+        self._loaded: OrderedDict[str, ChainEntry] = OrderedDict()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -151,8 +191,53 @@ class ViewModel:
         return sum(1 for c in self.continuations.values() if c.state == "parked")
 
     def get(self, key: str) -> ChainEntry | None:
-        """The chain with this key, or None once evicted or cleared."""
-        return self.chains.get(key)
+        """The chain with this key, or None once evicted or cleared (an indexed chain's messages read now)."""
+        entry = self.chains.get(key)
+        if entry is not None and entry.records is not None:
+            self._load(entry)
+        return entry
+
+    def _load(self, entry: ChainEntry) -> None:
+        """Read an indexed chain's messages, letting go of those of the chain shown longest ago."""
+        loaded = self._loaded
+        if entry.key in loaded:
+            loaded.move_to_end(entry.key)
+            return
+        if self._loader is not None and entry.records:
+            entry.messages = self._loader(entry.records)[: self.max_messages]
+            entry.last_seq = max((m.seq for m in entry.messages), default=0)
+        loaded[entry.key] = entry
+        while len(loaded) > MAX_LOADED:
+            _, old = loaded.popitem(last=False)
+            old.messages = []
+            old.last_seq = 0
+
+    def load_index(
+        self,
+        chains: Iterable[tuple[ChainSummary, Sequence[int], int]],
+        events: Iterable[FlowEvent],
+        loader: RecordLoader,
+    ) -> Changes:
+        """Show every chain of an indexed capture instead of what was shown; messages are read when shown.
+
+        `chains` are (headline, where its messages are, messages not indexed); `events` the capture's
+        other events (proxy info, sessions, continuations), applied after the chains.
+        """
+        self.clear()
+        self._loader = loader
+        self._loaded.clear()
+        for summary, records, dropped in sorted(chains, key=lambda c: c[0].started):
+            key = chain_key(summary)
+            self.chains[key] = ChainEntry(key=key, summary=summary, dropped=dropped, records=records)
+            self._current[summary.id] = key
+            self.messages_seen += summary.messages
+        changes = Changes(cleared=True, sessions=True, info=True)
+        for event in events:
+            self._apply(event, changes)
+        self._evict(changes)
+        changes.added.clear()  # `cleared` redraws everything
+        changes.removed.clear()
+        return changes
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -175,6 +260,7 @@ class ViewModel:
         self.sessions.clear()
         self.continuations.clear()
         self._current.clear()
+        self._loaded.clear()
         self.messages_seen = 0
         return Changes(cleared=True, sessions=True, info=True)
 

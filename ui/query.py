@@ -1,28 +1,35 @@
 """The filter bar's query language: parse once, then match chain headlines with pure functions.
 
     method:tools/call   tool:ask_*   name:res://ask   status:error   era:legacy   mode:legacy_to_mrtr
-    bridged   -bridged   client:claude   session:08b2   id:c12   duration:>500ms   free text
+    bridged   -bridged   client:claude   session:08b2   id:c12   duration:>500ms   body:octocat
+    free text
 
 Terms are ANDed. A `-` (or `!`) in front negates a term. Field values match exactly or as a glob
-(`*`, `?`), case-insensitively; free text matches a substring of the id, method, name, client, error
-or notes. A query that does not parse keeps its error message and matches everything, so a typo
-never empties the screen; the status bar shows the error instead.
+(`*`, `?`), case-insensitively; `body:` matches a substring (or a glob) of any message body as JSON;
+free text matches a substring of the id, method, name, client, error or notes, or of any body.
+Bodies are searched only when a term needs them and only through the callable the caller hands in,
+so matching a headline stays cheap. A query that does not parse keeps its error message and matches
+everything, so a typo never empties the screen; the status bar shows the error instead.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from proxy.flows.events import ChainSummary
 
-FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration")
+FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration", "body")
 """Field names the language knows (the help screen lists them)."""
 
 FLAGS = ("bridged", "invalid")
 """Bare words that test a property rather than search text."""
+
+Bodies = Callable[[], str]
+"""Gives a chain's message bodies as lower-cased text, one body per line."""
 
 _STATUS_ALIASES = {"waiting": "waiting_client", "wait": "waiting_client", "failed": "error", "fail": "error"}
 _MODE_ALIASES = {"pass": "passthrough", "bridge": "bridged"}
@@ -54,11 +61,15 @@ class Query:
         """True when the query can hide anything."""
         return bool(self.terms) and self.error is None
 
-    def matches(self, summary: ChainSummary, now: float | None = None) -> bool:
-        """True when the chain passes every term (always True for an empty or broken query)."""
+    def matches(self, summary: ChainSummary, now: float | None = None, bodies: Bodies | None = None) -> bool:
+        """True when the chain passes every term (always True for an empty or broken query).
+
+        `bodies` gives the chain's message bodies as lower-cased text, asked for only when a term
+        searches them; without it, `body:` matches nothing and free text only the headline.
+        """
         if not self.active:
             return True
-        return all(_term_matches(term, summary, now) != term.negate for term in self.terms)
+        return all(_term_matches(term, summary, now, bodies) != term.negate for term in self.terms)
 
 
 def parse_query(text: str) -> Query:
@@ -78,6 +89,9 @@ def parse_query(text: str) -> Query:
 
 def _parse_term(word: str) -> Term:
     if " " in word:  # it was quoted: search for it as it is
+        name, colon, value = word.partition(":")
+        if colon and name.lower() == "body":
+            return Term(field="body", value=value.lower())
         return Term(field="text", value=word.lower())
     negate = word[:1] in ("-", "!") and len(word) > 1
     body = word[1:] if negate else word
@@ -114,10 +128,12 @@ def _like(value: str | None, pattern: str) -> bool:
     return value is not None and fnmatchcase(value.lower(), pattern)
 
 
-def _term_matches(term: Term, s: ChainSummary, now: float | None) -> bool:
+def _term_matches(term: Term, s: ChainSummary, now: float | None, bodies: Bodies | None) -> bool:
     field = term.field
     if field == "text":
-        return _text_matches(term.value, s)
+        return _text_matches(term.value, s) or (bodies is not None and term.value in bodies())
+    if field == "body":
+        return bodies is not None and _body_matches(term.value, bodies())
     if field == "bridged":
         return s.bridged
     if field == "invalid":
@@ -146,6 +162,12 @@ def _term_matches(term: Term, s: ChainSummary, now: float | None) -> bool:
 def _text_matches(needle: str, s: ChainSummary) -> bool:
     haystack = (s.id, s.method, s.name, s.client_name, s.error, s.mode.value, *s.notes)
     return any(needle in part.lower() for part in haystack if part)
+
+
+def _body_matches(pattern: str, text: str) -> bool:
+    if "*" in pattern or "?" in pattern:
+        return any(fnmatchcase(line, f"*{pattern}*") for line in text.splitlines())
+    return pattern in text
 
 
 def _duration_matches(term: Term, s: ChainSummary, now: float | None) -> bool:

@@ -33,7 +33,6 @@ STATUS_STYLE = {
     ChainStatus.WAITING_CLIENT: "magenta",
     ChainStatus.PARKED: "bold blue",
 }
-SIDE_TAG = {Side.CLIENT: ("client", "cyan"), Side.UPSTREAM: ("server", "yellow"), Side.BOTH: ("both", "dim")}
 DEFAULT_BODY_LINES = 300
 """Lines of pretty JSON the message view shows before its 'expand' marker."""
 
@@ -156,28 +155,60 @@ def outcome(record: MessageRecord | None) -> str:
     return "ok"
 
 
-def _side(record: MessageRecord) -> Text:
-    word, style = SIDE_TAG[record.side]
-    return Text(f"[{word}]", style=style)
+ROUTE_STYLE = {"client": "cyan", "server": "yellow", "proxy": "bold magenta"}
+"""Each route tag is coloured by who sent the message: what the proxy made itself stands out."""
+
+PROXY_ANSWER_NOTE = "answered by the proxy"
+"""The note on a pass-through answer the proxy gave itself (a refusal, a gateway error)."""
+
+
+def route(record: MessageRecord, bridged: bool = False) -> tuple[str, str]:
+    """Who sent the message, and to whom: `client`, `proxy` or `server` each.
+
+    A bridge plays the server toward the client and the client toward the server, so everything it
+    sends either way is its own making (a bridged `elicitation/create`, the `initialize` result with
+    the session it minted, the answer built from `server/discover`, the bare HTTP acknowledgements);
+    pass-through relays the peers' messages unchanged, except answers the proxy gave itself.
+    """
+    if record.side is Side.UPSTREAM:
+        return ("proxy", "server") if record.direction is Direction.TO_SERVER else ("server", "proxy")
+    if record.direction is Direction.TO_SERVER:
+        return ("client", "server") if record.side is Side.BOTH else ("client", "proxy")
+    made = record.side is Side.CLIENT or bridged or record.note == PROXY_ANSWER_NOTE
+    return ("proxy", "client") if made else ("server", "client")
+
+
+def route_tag(record: MessageRecord, bridged: bool = False) -> Text:
+    """`[client→proxy]`, `[proxy→client]`, `[proxy→server]`, `[server→proxy]`, or for a message
+    relayed unchanged `[client→server]` / `[server→client]`, coloured by its sender."""
+    sender, receiver = route(record, bridged)
+    return Text(f"[{sender}→{receiver}]", style=ROUTE_STYLE[sender])
 
 
 def _arrow(record: MessageRecord) -> str:
     return "▶" if record.direction is Direction.TO_SERVER else "◀"
 
 
-def message_label(record: MessageRecord) -> Text:
-    """One message in the tree: arrow, side, kind, method or outcome, id, channel, size."""
+def message_label(record: MessageRecord, bridged: bool = False) -> Text:
+    """One message in the tree: arrow, who sent it to whom, kind, method or outcome, id, channel, size."""
     what = record.method or (outcome(record) if record.kind in ("result", "error") else record.kind)
     if record.kind == "http" and record.http is not None:
         what = f"HTTP {record.http.status}"
     ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
-    text = Text.assemble(f"{_arrow(record)} ", _side(record), f" {record.kind} ", (what, "bold"), ident)
+    text = Text.assemble(
+        f"{_arrow(record)} ", route_tag(record, bridged), f" {record.kind} ", (what, "bold"), ident
+    )
     text.append(f"  {record.channel.value} {size(record.size)}", style="dim")
     if record.truncated:
         text.append("  [truncated]", style="yellow")
     if record.note:
         text.append(f"  {record.note}", style="italic dim")
     return text
+
+
+_ASKER = {Side.UPSTREAM: "server asks", Side.CLIENT: "proxy asks client"}
+"""Who asked a nested request: the server (of the proxy, on a bridge's upstream leg, or of the client
+through pass-through) or the proxy (a bridge turning an `input_required` result into a request)."""
 
 
 def pair_label(pair: Pair) -> Text:
@@ -189,7 +220,9 @@ def pair_label(pair: Pair) -> Text:
         head = Text.assemble(("upstream ", "yellow"), (req.method or "?", "bold"))
         who = "upstream"
     elif pair.role == "nested":
-        asker = "server asks" if req.side is Side.UPSTREAM else "asks client"
+        asker = {Side.UPSTREAM: "server asks", Side.CLIENT: "proxy asks client"}.get(
+            req.side, "server asks client"
+        )
         head = Text.assemble((f"{asker} ", "magenta"), (req.method or "?", "bold"))
         who = "client waited"
     else:
@@ -201,14 +234,14 @@ def pair_label(pair: Pair) -> Text:
     return head
 
 
-def node_label(node: Node) -> Text:
-    """The label of any timeline node."""
+def node_label(node: Node, bridged: bool = False) -> Text:
+    """The label of any timeline node (`bridged`: the chain's, so the proxy's own messages say so)."""
     if node.kind == "round":
         return Text(f"round {node.round}", style="bold")
     if node.kind == "pair" and node.pair is not None:
         return pair_label(node.pair)
     assert node.message is not None
-    return message_label(node.message)
+    return message_label(node.message, bridged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +281,7 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
     rows = [
         ("chain", f"{summary.id}  {summary.method or ''} {summary.name or ''}".rstrip()),
         ("side", f"{record.side.value} ({_leg(record.side)})"),
+        ("from", "{} → {}".format(*route(record, summary.bridged))),
         ("direction", record.direction.value.replace("_", " ")),
         ("channel", record.channel.value + (f"  sse id {record.sse_id}" if record.sse_id else "")),
         ("kind", record.kind + (f"  {record.method}" if record.method else "")),
@@ -273,7 +307,7 @@ def session_cells(entry: SessionEntry) -> dict[str, str]:
     return {
         "session": entry.session,
         "client": entry.client_name or "",
-        "side": "upstream" if entry.side == "upstream" else "client",
+        "side": {"upstream": "upstream", "client": "proxy"}.get(entry.side, "client"),
         "principal": entry.principal or "",
         "caps": entry.capabilities or "",
         "version": entry.protocol_version or "",

@@ -9,6 +9,9 @@ Pure: messages in, `Node`s out. The shape is
         call / retry (an MRTR client retrying through pass-through)
     final result
 
+in the order the messages happened (by their per-chain sequence number), so anything after the
+final result is drawn after it.
+
 Requests and responses are paired by JSON-RPC id within one side of the proxy (client side, or the
 upstream side a bridge talks to) and one direction, because a server->client request may reuse an
 id the client also used. `counterparts` finds, for a message a bridge rewrote, the message(s) on the
@@ -129,12 +132,26 @@ def build_timeline(summary: ChainSummary, messages: list[MessageRecord]) -> list
             children = [n for n, p in zip(body, items, strict=True) if p.first.round == number]
             grouped.append(Node("round", round=number, children=children))
         body = grouped
-    return head + body + tail
+    return sorted(head + body + tail, key=_when)
+
+
+def _when(node: Node) -> int:
+    """Where a node sits in time: its message's, its pair's first, or its earliest child's sequence.
+
+    The final result is drawn where it happened, so what follows it (the `notifications/initialized`
+    after an `initialize` result, a late cancellation) is drawn after it, not before.
+    """
+    if node.message is not None:
+        return node.message.seq
+    if node.pair is not None:
+        return node.pair.first.seq
+    return min((_when(child) for child in node.children), default=0)
 
 
 def _pair_node(pair: Pair) -> Node:
     if pair.role == "single":
-        return Node("message", message=pair.extras[0])
+        first, *rest = pair.extras  # a lone message, and the bare HTTP answer to its POST
+        return Node("message", message=first, children=[Node("message", message=m) for m in rest])
     if pair.role == "orphan":
         return Node("message", message=pair.response, pair=pair)
     children = [Node("message", message=m) for m in (pair.request, pair.response) if m is not None]

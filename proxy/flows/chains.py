@@ -43,6 +43,7 @@ from proxy.flows.events import (
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
     BytesOut,
     ContinuationMoved,
     EventIdSeen,
@@ -443,12 +444,11 @@ class ChainBuilder:
                 continue
             if chain.summary.method == "DELETE session" and ex.session:
                 self._ledger.session_event(ex.session, "ended")
-            status = (
-                ChainStatus.ERROR
-                if outcome not in (None, "client_disconnected") or ex.http_failed()
-                else ChainStatus.OK
-            )
-            self._ledger.finish(chain, status, outcome if status is ChainStatus.ERROR else None, now)
+            failed = outcome not in STREAM_NORMAL_ENDS or ex.http_failed()
+            if outcome == "session_deleted" and not failed:
+                chain.summary.notes.append("ended with its session (deleted)")
+            status = ChainStatus.ERROR if failed else ChainStatus.OK
+            self._ledger.finish(chain, status, outcome if failed else None, now)
         for chain_id in ex.chains:
             self.store.release(chain_id)
 
@@ -500,4 +500,6 @@ class ChainBuilder:
         if chain is None or ex.head is None:
             return
         ex.head_recorded = True
-        self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head), invalid=False)
+        # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
+        side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
+        self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)

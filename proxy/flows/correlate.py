@@ -205,7 +205,13 @@ class Correlator:
             self._ledger.client_names[session] = name
         version = msg.result.get("protocolVersion") if isinstance(msg.result, dict) else None
         chain.summary.session = self._redactor.token(session)
-        self._ledger.session_event(session, "opened", name, version if isinstance(version, str) else None)
+        self._ledger.session_event(
+            session,
+            "opened",
+            name,
+            version if isinstance(version, str) else None,
+            minted=ex.mode is Mode.LEGACY_TO_MRTR,  # that bridge plays the server: the id is its own
+        )
 
     def _expect_retry(self, chain: Chain, result: dict[str, Any]) -> None:
         # from the request as sent: the recorded copy may be redacted or truncated

@@ -151,10 +151,11 @@ class ChainChanged(_Model):
 class SessionChanged(_Model):
     """A legacy session was opened, re-initialized or ended (the sessions view).
 
-    `side` says whose session it is: a client's (`both`, the default) or one the MRTR->legacy
-    bridge holds with the upstream (`upstream`), named by the proxy (`upstream-N`, never the
-    upstream's session id) and shown with the hash prefix of the principal it serves and the
-    capability set its `initialize` declared.
+    `side` says whose session it is: a client's with the server, relayed (`both`, the default), a
+    client's the legacy->MRTR bridge minted itself (`client`: the proxy, not the server, made it), or
+    one the MRTR->legacy bridge holds with the upstream (`upstream`), named by the proxy
+    (`upstream-N`, never the upstream's session id) and shown with the hash prefix of the principal
+    it serves and the capability set its `initialize` declared.
     """
 
     type: Literal["session"] = "session"

@@ -149,9 +149,15 @@ class ChainLedger:
                 self.changed(chain)
 
     def session_event(
-        self, session: str, state: str, name: str | None = None, version: str | None = None
+        self,
+        session: str,
+        state: str,
+        name: str | None = None,
+        version: str | None = None,
+        *,
+        minted: bool = False,
     ) -> None:
-        """Announce that a session opened or ended (its id redacted)."""
+        """Announce that a session opened or ended (its id redacted); `minted` when the proxy made it."""
         self._sink(
             SessionChanged.model_validate(
                 {
@@ -160,6 +166,7 @@ class ChainLedger:
                     "state": state,
                     "client_name": name,
                     "protocol_version": version,
+                    "side": "client" if minted else "both",
                 }
             )
         )

@@ -12,7 +12,8 @@ Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): t
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from collections.abc import Sequence
+from typing import Any, Final, TypeAlias
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import Message
@@ -97,6 +98,12 @@ class ExchangeClosed:
     t: float
     exchange: str
     outcome: str | None = None
+
+
+STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted"})
+"""Outcomes that end a GET stream as it is meant to end: the server or client closed it, or the
+session it belonged to was deleted (the stream has nothing left to carry), so neither its chain nor
+the error counters call it a failure."""
 
 
 @value
@@ -184,4 +191,14 @@ _KEY_FIELD: dict[type[Any], str] = {
 def key_of(obs: Observation) -> str:
     """What the observation belongs to: its exchange, its leg, or the session it names."""
     key: str = getattr(obs, _KEY_FIELD.get(type(obs), "exchange"))
+    return key
+
+
+def common_key(batch: Sequence[Observation]) -> str | None:
+    """The key every observation of a non-empty `batch` belongs to (see `key_of`); None if they differ."""
+    fields = _KEY_FIELD
+    key: str = getattr(batch[0], fields.get(type(batch[0]), "exchange"))
+    for obs in batch:
+        if getattr(obs, fields.get(type(obs), "exchange")) != key:
+            return None
     return key

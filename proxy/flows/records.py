@@ -99,12 +99,16 @@ class RecordMaker:
             note=note or msg.problem,
         )
 
-    def http_only(self, chain: Chain, exchange: str, head: HttpInfo) -> MessageRecord:
-        """The record of a response head that carried no message, so a bare status still shows."""
+    def http_only(self, chain: Chain, exchange: str, head: HttpInfo, *, side: Side) -> MessageRecord:
+        """The record of a response head that carried no message, so a bare status still shows.
+
+        `side` is `client` when the proxy gave that answer itself (a bridge acknowledging a POST),
+        `both` when the upstream's answer was relayed.
+        """
         return MessageRecord.model_construct(
             seq=chain.next_seq(),
             ts=self._clock(),
-            side=Side.BOTH,
+            side=side,
             direction=Direction.TO_CLIENT,
             channel=Channel.HTTP,
             exchange=exchange,

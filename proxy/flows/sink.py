@@ -30,6 +30,7 @@ from proxy.flows.observations import (
     LegMessageSeen,
     MessageSeen,
     Observation,
+    common_key,
     key_of,
 )
 from proxy.flows.redact import Redactor
@@ -189,12 +190,11 @@ class ObservationSink:
         one entry per observation: what is dropped or held together is always one key's."""
         if not batch:
             return
-        key = key_of(batch[0])
-        for obs in batch:
-            if key_of(obs) != key:
-                for one in batch:
-                    self._enqueue(((one,), _body_bytes((one,)), key_of(one)))
-                return
+        key = common_key(batch)
+        if key is None:
+            for one in batch:
+                self._enqueue(((one,), _body_bytes((one,)), key_of(one)))
+            return
         self._enqueue((tuple(batch), _body_bytes(batch), key))
 
     def _enqueue(self, entry: _Entry) -> None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.flows.events import Direction
+from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
@@ -23,12 +25,15 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.redact import Redactor
-from proxy.wire.jsonrpc import Kind, RequestId
+from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import target_name
 from proxy.wire.values import value
 
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
+
+ASKED_BOUND = 10_000
+"""Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
 
 
 @value
@@ -48,10 +53,19 @@ class ExchangeSummary:
     messages_out: int
     duration_ms: float
     outcome: str | None
+    carried: str = ""
+    """What the exchange carried, named for a person: `tools/call add`, `result of elicitation/create`,
+    `notifications/initialized`, `GET stream`."""
+    trouble: str | None = None
+    """The outcome when something went wrong (None for a clean end, and for a stream the client or
+    the session's deletion ended, which is how streams end)."""
 
-    def log_fields(self) -> dict[str, Any]:
-        """The fields of the round-trip log line (already redacted)."""
+    def log_fields(self, mode: str) -> dict[str, Any]:
+        """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
         return {
+            "mode": mode,
+            "carried": self.carried,
+            "trouble": self.trouble,
             "exchange": self.exchange,
             "session": self.session,
             "http_method": self.http_method,
@@ -79,6 +93,9 @@ class _Open:
     method: str | None = None
     name: str | None = None
     ids: list[RequestId] = field(default_factory=list)
+    carried: str | None = None
+    answered: int = 0
+    """Responses to its requests that went to the client."""
     status: int | None = None
     content_type: str | None = None
     bytes_out: int = 0
@@ -91,6 +108,8 @@ class RoundTripTally:
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
         self._open: dict[str, _Open] = {}
+        self._asked: BoundedMap = BoundedMap(ASKED_BOUND)
+        """(session, id) of each request a server sent a client -> its method: names the answer."""
 
     @property
     def open_exchanges(self) -> int:
@@ -141,11 +160,30 @@ class RoundTripTally:
         if obs.direction is Direction.TO_CLIENT:
             tally.messages_out += 1
             tally.bytes_out += obs.size
-        elif msg.kind is Kind.REQUEST:
+            if msg.kind is Kind.REQUEST and msg.id is not None and msg.method:
+                self._asked[(tally.session, msg.id)] = msg.method
+            elif msg.is_response and msg.id in tally.ids:
+                tally.answered += 1
+            return
+        if msg.kind is Kind.REQUEST:
             if tally.method is None:
                 tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+                if tally.carried is None:
+                    tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
             if msg.id is not None:
                 tally.ids.append(msg.id)
+        elif tally.carried is None:
+            tally.carried = self._name(msg, tally.session)
+
+    def _name(self, msg: Message, session: str | None) -> str:
+        """The client message an exchange carried first, named for a person reading the log."""
+        if msg.is_response:
+            asked = self._asked.pop((session, msg.id), None)
+            word = "result" if msg.kind is Kind.RESULT else "error"
+            return f"{word} of {asked}" if asked else f"{word} for id {msg.id}"
+        if msg.kind is Kind.INVALID:
+            return "invalid message"
+        return str(msg.method)  # a notification
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
@@ -156,6 +194,17 @@ class RoundTripTally:
             session=session and self._redactor.token(session),
             bytes_in=obs.body_size,
         )
+
+
+def _trouble(tally: _Open, outcome: str | None) -> str | None:
+    """The outcome, unless it is how such an exchange ends normally: a GET stream ends when its client
+    leaves or its session is deleted, and a client may close a response stream once every request it
+    carried is answered."""
+    if tally.http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
+        return None
+    if outcome == "client_disconnected" and tally.ids and tally.answered >= len(tally.ids):
+        return None
+    return outcome
 
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed) -> ExchangeSummary:
@@ -173,4 +222,6 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed) -> ExchangeSummar
         messages_out=tally.messages_out,
         duration_ms=round((closed.t - tally.started) * 1000, 3),
         outcome=closed.outcome,
+        carried=tally.carried or tally.method or tally.http_method,
+        trouble=_trouble(tally, closed.outcome),
     )

@@ -442,6 +442,11 @@ class CaptureReader:
         return self._path
 
     @property
+    def position(self) -> int:
+        """Bytes of the file read so far (how far an index pass has come)."""
+        return self._file.tell()
+
+    @property
     def header(self) -> dict[str, Any]:
         """The decoded header line (format, version, created, proxy_version, and any newer fields)."""
         return self._header

@@ -23,7 +23,7 @@ from proxy.flows.filters import ChainFilter
 from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
-from proxy.flows.store import ChainStore
+from proxy.flows.store import Chain, ChainStore
 from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
@@ -153,6 +153,38 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
 def _count(report: ExportReport, send: Callable[[SpanRecord], None], span: SpanRecord) -> None:
     report.written += 1
     send(span)
+
+
+@dataclass
+class ChainFound:
+    """One chain read out of a capture (None when no chain had that id) and the proxy that recorded it."""
+
+    chain: Chain | None = None
+    info: ProxyInfo | None = None
+    report: ExportReport = field(default_factory=ExportReport)
+
+
+def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
+    """Read the capture files (oldest first) for the chain `chain_id`, with its messages in order.
+
+    Chains are numbered as every reader of the capture numbers them (`r1`, `r2`, ... in file order),
+    so an id seen in `tui --open` or a JSON export names the same chain here. Raises like
+    `export_capture` when a file is not a readable capture.
+    """
+    found = ChainFound()
+
+    def gone(chain: Chain) -> None:
+        if chain.summary.id == chain_id:
+            found.chain = chain
+
+    def info(event: ProxyInfo) -> None:
+        found.info = found.info or event
+
+    store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone)
+    _read(open_readers(paths, ObservationReplayer(store=store)), found.report, info)
+    for chain in store.drain():
+        gone(chain)
+    return found
 
 
 def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> None:

@@ -129,6 +129,9 @@ def decode(line: dict[str, Any]) -> Observation:
     for a line that is not a well-formed observation.
     """
     kind = line["kind"]
+    fast = _FAST.get(kind) if isinstance(kind, str) else None
+    if fast is not None:
+        return fast(line)
     cls = _CLASSES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise UnknownKind(f"unknown observation kind {kind!r}")
@@ -153,9 +156,102 @@ def decode(line: dict[str, Any]) -> Observation:
     return obs
 
 
+# The kinds nearly every line holds are decoded by a function each: a capture of hours is read line by
+# line, and the general loop above costs several times more. Each reads exactly what the general loop
+# would (required fields by key, optional ones with their defaults), so both give equal observations;
+# an enum value that is not a member raises ValueError as the enum's constructor would.
+
+
+def _enum_value(members: dict[str, Any], value: Any, enum: type[Any]) -> Any:
+    try:
+        return members[value]
+    except (KeyError, TypeError):
+        return enum(value)  # raises the ValueError the general path would
+
+
+_DIRECTION: Final = {m.value: m for m in Direction}
+_CHANNEL: Final = {m.value: m for m in Channel}
+_SIDE: Final = {m.value: m for m in Side}
+_MODE: Final = {m.value: m for m in Mode}
+
+
+def _message_seen(line: dict[str, Any]) -> MessageSeen:
+    data = line["msg"]
+    note = line.get("note")
+    if note is None and data.get("truncated"):
+        note = "body truncated in the capture"
+    side = line.get("side", Side.BOTH)
+    return MessageSeen(
+        float(line["t"]),
+        line["exchange"],
+        _message(data),
+        line["size"],
+        _enum_value(_DIRECTION, line["direction"], Direction),
+        _enum_value(_CHANNEL, line["channel"], Channel),
+        side if side is Side.BOTH else _enum_value(_SIDE, side, Side),
+        line.get("sse_id"),
+        note,
+    )
+
+
+def _leg_message(line: dict[str, Any]) -> LegMessageSeen:
+    return LegMessageSeen(
+        float(line["t"]),
+        line["leg"],
+        line["exchange"],
+        _message(line["msg"]),
+        line["size"],
+        _enum_value(_DIRECTION, line["direction"], Direction),
+        _enum_value(_CHANNEL, line["channel"], Channel),
+    )
+
+
+def _exchange_opened(line: dict[str, Any]) -> ExchangeOpened:
+    mode = line.get("mode", Mode.PASSTHROUGH)
+    return ExchangeOpened(
+        float(line["t"]),
+        line["exchange"],
+        line["http_method"],
+        line["path"],
+        line["headers"],
+        line["session"],
+        line.get("client_era", "unknown"),
+        line.get("upstream_era", "unknown"),
+        mode if mode is Mode.PASSTHROUGH else _enum_value(_MODE, mode, Mode),
+        line.get("body_size", 0),
+    )
+
+
+def _response_head(line: dict[str, Any]) -> ResponseHeadSeen:
+    return ResponseHeadSeen(
+        float(line["t"]), line["exchange"], line["status"], line["content_type"], line["headers"]
+    )
+
+
+def _exchange_closed(line: dict[str, Any]) -> ExchangeClosed:
+    return ExchangeClosed(float(line["t"]), line["exchange"], line.get("outcome"))
+
+
+def _leg_closed(line: dict[str, Any]) -> LegClosed:
+    return LegClosed(float(line["t"]), line["leg"])
+
+
+_FAST: Final[dict[str, Callable[[dict[str, Any]], Observation]]] = {
+    "message": _message_seen,
+    "leg_message": _leg_message,
+    "exchange_opened": _exchange_opened,
+    "response_head": _response_head,
+    "exchange_closed": _exchange_closed,
+    "leg_closed": _leg_closed,
+}
+
+
+_KIND: Final = {m.value: m for m in Kind}
+
+
 def _message(data: dict[str, Any]) -> Message:
     return Message(
-        Kind(data["kind"]),
+        _enum_value(_KIND, data["kind"], Kind),
         data.get("raw"),
         id=data.get("id"),
         method=data.get("method"),
@@ -232,6 +328,7 @@ class ObservationReplayer:
         max_chains: int = 100_000,
         store: ChainStore | None = None,
         on_applied: Callable[[Observation, list[FlowEvent]], None] | None = None,
+        id_prefix: str = "r",
     ) -> None:
         self._events: list[FlowEvent] = []
         self._restored: set[str] = set()
@@ -244,7 +341,7 @@ class ObservationReplayer:
             AlreadyRedacted(),
             clock=lambda: 0.0,
             body_limit=body_limit,
-            id_prefix="r",
+            id_prefix=id_prefix,
         )
 
     def replay(self, line: dict[str, Any]) -> list[FlowEvent]:

@@ -526,7 +526,7 @@ class BridgeDriver:
         sink = self.observer
         summary = sink.close(ExchangeClosed(sink.now(), exchange, outcome))
         if summary is not None:
-            info_line(self.log, "exchange", {"mode": self.mode.value, **summary.log_fields()})
+            info_line(self.log, "exchange", summary.log_fields(self.mode.value))
 
     @property
     def open_streams(self) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
     ContinuationMoved,
     EventIdSeen,
     ExchangeClosed,
@@ -85,6 +86,8 @@ class _Op:
     """Its first request's params, as sent: what a retry without `requestState` must repeat."""
     ident: RequestId | None = None
     """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
+    retry_awaited: bool = False
+    """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
 
 
 class _Ex:
@@ -223,7 +226,7 @@ class OpCounter:
                 continue
             if op.method == "DELETE session" and ex.session and not op.finished:
                 self._counters.session("ended")
-            error = outcome not in (None, "client_disconnected") or ex.failed()
+            error = outcome not in STREAM_NORMAL_ENDS or ex.failed()
             self._finish(op, t, error=error)
 
     # -- messages -------------------------------------------------------------------------------------
@@ -300,16 +303,22 @@ class OpCounter:
             self._finish(op, t, error=True)
             return
         result = msg.result
-        if result_type(result) == RESULT_INPUT_REQUIRED:
+        waits = isinstance(result, dict) and "resultType" in result
+        if waits and result_type(result) == RESULT_INPUT_REQUIRED:
             signature = request_signature(op.method, op.params or {})  # only when a retry is expected
             self._retries.expect(op.id, signature, result)
+            self._ops[op.id] = op  # the retry names it by id
+            op.retry_awaited = True
             if op.wait_from is None:
                 op.wait_from = t
             return
         self._finish(op, t, error=isinstance(result, dict) and result.get("isError") is True)
 
     def _retried(self, msg: Message) -> _Op | None:
-        found = self._retries.match(msg.method, msg.params)
+        params = msg.params
+        if "requestState" not in params and "inputResponses" not in params:
+            return None  # no retry (the RetryBook would say so too, a few calls later)
+        found = self._retries.match(msg.method, params)
         if found is None or found.chain_id is None:
             return None
         op: _Op | None = self._ops.get(found.chain_id)
@@ -359,7 +368,6 @@ class OpCounter:
 
     def _open(self, ex: _Ex, method: str | None, t: float, *, request: bool) -> _Op:
         op = _Op(f"o{next(self._ids)}", method, ex.mode, request, t)
-        self._ops[op.id] = op
         ex.ops.append(op)
         self._counters.opened(method, ex.era, ex.mode)
         if ex.mode in _BRIDGED:
@@ -382,8 +390,10 @@ class OpCounter:
         if op.finished:
             return
         op.finished = True
-        self._stop_waiting(op, t)
-        self._ops.pop(op.id, None)
-        self._retries.forget(op.id)
+        if op.wait_from is not None:
+            self._stop_waiting(op, t)
+        if op.retry_awaited:
+            self._ops.pop(op.id, None)
+            self._retries.forget(op.id)
         upstream = max(0.0, (t - op.started) - op.waited) if op.request else None
         self._counters.ended(op.method, op.mode, error=error, upstream_s=upstream)

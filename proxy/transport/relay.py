@@ -29,7 +29,7 @@ from proxy.engine.passthrough import (
     sends_whole,
     upstream_request,
 )
-from proxy.flows.events import Channel, Direction
+from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import (
     BytesOut,
     EventIdSeen,
@@ -432,6 +432,7 @@ class PassthroughRelay:
                         len(data),
                         Direction.TO_CLIENT,
                         Channel.JSON,
+                        Side.CLIENT,  # the proxy's own answer, never seen by the upstream
                         note="answered by the proxy",
                     )
                 )
@@ -489,7 +490,7 @@ class PassthroughRelay:
         batch, self.batch = self.batch, []
         summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
         if summary is not None:
-            info_line(_LOG, "exchange", {"mode": "passthrough", **summary.log_fields()})
+            info_line(_LOG, "exchange", summary.log_fields("passthrough"))
 
 
 def _describe(exc: BaseException) -> str:

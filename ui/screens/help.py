@@ -26,7 +26,8 @@ HELP = """\
 | x | main | clear the view (the proxy keeps its own history) |
 | s | main | sessions view: who holds which session, init → expiry → re-init |
 | e | message | expand long bodies |
-| c | message | copy the body to the clipboard |
+| c | tree, message | copy the message as JSON-RPC (its whole body) to the clipboard |
+| C | tree, message | copy its request as a curl command (secrets as `$MCP_…` placeholders) |
 | w | message | save the message as JSON in the current directory |
 | [ ] | message | previous / next message of the chain |
 | Esc | message, help | back |
@@ -42,14 +43,18 @@ Terms are ANDed; `-` before a term negates it; values match exactly or as a glob
 - `era:legacy` (legacy, modern, unknown — either side) `mode:legacy_to_mrtr`
 - `bridged` `-bridged` `invalid`
 - `duration:>500ms` (`>`, `>=`, `<`, `<=`, `=`; ms, s, m)
-- `client:NAME` `session:PREFIX` `id:c12`, and free text (id, method, name, client, error, notes)
+- `client:NAME` `session:PREFIX` `id:c12`
+- `body:octocat` `body:"two words"` `body:ask_*` — a substring (or glob) of any message body, as JSON
+- free text: id, method, name, client, error, notes, and every message body
 
 # Badges
 
 Eras: **L** legacy (initialize handshake), **M** 2026-07-28 (MRTR), **D** dual, **?** unknown,
-client → server; **⇄** the proxy bridged between eras. In the tree, `[client]` is a message between
-the client and the proxy, `[server]` one between the proxy and the server, `[both]` one relayed
-unchanged.
+client → server; **⇄** the proxy bridged between eras. In the tree each message says who sent it to
+whom: `[client→server]` and `[server→client]` were relayed unchanged (pass-through);
+`[client→proxy]` and `[server→proxy]` were received by the proxy; `[proxy→client]` and
+`[proxy→server]` (magenta) the proxy made itself: a bridge's requests, answers and
+acknowledgements, the session it minted, or a refusal.
 """
 
 

@@ -110,6 +110,12 @@ class MainScreen(Screen[None]):
         if self.ready:
             self.refresh_status()
 
+    def set_notice(self, text: str | None) -> None:
+        """A standing notice for the status bar (the demo's result), or none."""
+        self.flags.notice = text
+        if self.ready:
+            self.refresh_status()
+
     def _show(self, changes: Changes) -> None:
         if not changes:
             return

@@ -11,8 +11,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from proxy.flows.events import MessageRecord
+from ui.messages import CopyRequested
 from ui.model import ChainEntry, ViewModel
-from ui.render import full_json, message_label
+from ui.render import message_label
 from ui.timeline import counterparts
 from ui.widgets.message_view import MessageView
 
@@ -23,7 +24,8 @@ class MessageScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "expand", "Expand"),
-        Binding("c", "copy", "Copy"),
+        Binding("c", "copy(False)", "Copy"),
+        Binding("C", "copy(True)", "Curl"),
         Binding("w", "save", "Save"),
         Binding("left_square_bracket", "step(-1)", "Prev"),
         Binding("right_square_bracket", "step(1)", "Next"),
@@ -65,7 +67,7 @@ class MessageScreen(Screen[None]):
         if entry is None or record is None:
             title.update("this message is no longer held (cleared or evicted)")
             return
-        title.update(message_label(record))
+        title.update(message_label(record, entry.summary.bridged))
         others = counterparts(entry.messages, record)
         self.query_one(MessageView).show(record, entry.summary, others, expanded=self.expanded)
 
@@ -87,14 +89,10 @@ class MessageScreen(Screen[None]):
             self.seq = seqs[index]
             self._draw()
 
-    def action_copy(self) -> None:
-        """Put the whole body, as indented JSON, on the clipboard (OSC 52)."""
-        record = self.record
-        if record is None:
-            return
-        text = full_json(record.body)
-        self.app.copy_to_clipboard(text)
-        self.notify(f"copied {len(text)} characters")
+    def action_copy(self, curl: bool) -> None:
+        """Copy the message as JSON-RPC (its whole body, indented), or its request as curl."""
+        if self.record is not None:
+            self.post_message(CopyRequested(self.key, self.seq, curl=curl))
 
     def action_save(self) -> None:
         """Write the whole message (metadata and body) as JSON next to where the TUI was started."""

@@ -8,12 +8,14 @@ own beyond its rows: the app hands it the model, the change set and the filter.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.geometry import Size
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
@@ -46,6 +48,12 @@ WIDE: tuple[tuple[str, str, int], ...] = (
     ("bytes", "Bytes", 6),
 )
 """Columns from 120 terminal columns up."""
+
+
+MAX_ROWS = 5000
+"""Rows the list shows at most: the newest chains that match the filter. The model may hold many more
+(an opened capture holds every chain of the file); the filter searches them all, so any chain is a
+filter away, while the table (a row of rendered cells each) stays quick to rebuild and small."""
 
 
 def _fit(value: Text | str, width: int) -> Text | str:
@@ -101,6 +109,17 @@ class ChainTable(DataTable[Any]):
         """Start with the compact columns."""
         self._set_columns(COMPACT)
 
+    def _update_dimensions(self, _new_rows: Iterable[RowKey]) -> None:
+        """Size the table without measuring each new cell: every column has a fixed width, every row one line.
+
+        DataTable measures each cell of each new row to widen auto-width columns (a fraction of a
+        millisecond a row); an opened capture adds tens of thousands of rows at once, and here the
+        measured widths would not be used.
+        """
+        width = sum(column.get_render_width(self) for column in self.columns.values())
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(width + self._row_label_column_width, self._total_row_height + header)
+
     def _set_columns(self, spec: tuple[tuple[str, str, int], ...]) -> None:
         self.clear(columns=True)
         self._columns_spec = spec
@@ -133,9 +152,11 @@ class ChainTable(DataTable[Any]):
         """Show exactly the chains that match `query`, keeping the cursor on the same chain."""
         keep = self.selected_key
         self.clear()
-        for entry in model.chains.values():
-            if query.matches(entry.summary, now):
-                self.add_row(*self._cells(entry), key=entry.key)
+        matching = [
+            entry for entry in model.chains.values() if query.matches(entry.summary, now, entry.search_text)
+        ]
+        for entry in matching[-MAX_ROWS:]:
+            self.add_row(*self._cells(entry), key=entry.key)
         self._restore(keep)
 
     def sync(self, model: ViewModel, changes: Changes, query: Query, now: float | None = None) -> None:
@@ -154,7 +175,7 @@ class ChainTable(DataTable[Any]):
             entry = model.get(key)
             if entry is None:
                 continue
-            shown, wanted = self._has(key), query.matches(entry.summary, now)
+            shown, wanted = self._has(key), query.matches(entry.summary, now, entry.search_text)
             if shown and wanted:
                 self._update(entry)
             elif shown:
@@ -167,7 +188,9 @@ class ChainTable(DataTable[Any]):
                 self.add_row(*self._cells(entry), key=key)
         for key in changes.added:
             entry = model.get(key)
-            if entry is not None and not self._has(key) and query.matches(entry.summary, now):
+            if entry is None or self._has(key):
+                continue
+            if query.matches(entry.summary, now, entry.search_text):
                 self.add_row(*self._cells(entry), key=key)
         if self.follow and self.row_count:
             self.move_cursor(row=self.row_count - 1)

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from ui.messages import MessageChosen
+from ui.messages import CopyRequested, MessageChosen
 from ui.model import ChainEntry
 from ui.render import chain_headline, node_label
 from ui.timeline import Node, build_timeline
@@ -35,6 +35,8 @@ class ChainTree(Tree[NodeData]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "Message", show=True),
         Binding("space", "toggle_node", "Fold", show=True),
+        Binding("c", "copy(False)", "Copy JSON-RPC", show=False),
+        Binding("C", "copy(True)", "Copy curl", show=True),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -59,17 +61,17 @@ class ChainTree(Tree[NodeData]):
         self._version = version
         self.clear()
         self.root.set_label(chain_headline(entry.summary))
-        self._add(self.root, build_timeline(entry.summary, entry.messages))
+        self._add(self.root, build_timeline(entry.summary, entry.messages), entry.summary.bridged)
         self.root.expand_all()
         if keep is not None:
             self._move_to(keep)
 
-    def _add(self, parent: TreeNode[NodeData], nodes: list[Node]) -> None:
+    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], bridged: bool) -> None:
         for node in nodes:
-            label = node_label(node)
+            label = node_label(node, bridged)
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
-                self._add(branch, node.children)
+                self._add(branch, node.children, bridged)
             else:
                 parent.add_leaf(label, data=_seq_of(node))
 
@@ -81,6 +83,12 @@ class ChainTree(Tree[NodeData]):
                 self.move_cursor(node)
                 return
             pending[:0] = node.children
+
+    def action_copy(self, curl: bool) -> None:
+        """Copy the message under the cursor (a pair copies its request) as curl or as JSON-RPC."""
+        node = self.cursor_node
+        if self.chain_key is not None and node is not None and node.data is not None:
+            self.post_message(CopyRequested(self.chain_key, node.data, curl=curl))
 
     def on_tree_node_selected(self, event: Tree.NodeSelected[NodeData]) -> None:
         """Enter on a node: open its message (a pair opens with its request)."""

@@ -16,18 +16,20 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import Static
 
 from proxy.flows.events import ChainSummary, MessageRecord, Side
-from ui.render import DEFAULT_BODY_LINES, message_header, message_label, pretty_json
+from ui.render import DEFAULT_BODY_LINES, message_header, message_label, pretty_json, route
 
 OTHER_SIDE_LINES = 60
 """Lines of each counterpart's body shown before expanding."""
 
 
-def _title(record: MessageRecord) -> Text:
-    if record.side is Side.BOTH:
+def _title(record: MessageRecord, bridged: bool) -> Text:
+    sender, _ = route(record, bridged)
+    made = "  — made by the proxy" if sender == "proxy" else ""
+    if record.side is Side.BOTH and not made:
         return Text("client and server saw the same bytes (pass-through)", style="bold")
-    if record.side is Side.CLIENT:
-        return Text("what the client saw (client ⇄ proxy)", style="bold cyan")
-    return Text("what the server saw (proxy ⇄ server)", style="bold yellow")
+    if record.side is not Side.UPSTREAM:
+        return Text(f"what the client saw (client ⇄ proxy){made}", style="bold cyan")
+    return Text(f"what the server saw (proxy ⇄ server){made}", style="bold yellow")
 
 
 def _body(record: MessageRecord, max_lines: int | None) -> list[RenderableType]:
@@ -57,17 +59,17 @@ def _headers(record: MessageRecord, summary: ChainSummary) -> Table:
 def render_message(record: MessageRecord, summary: ChainSummary, *, expanded: bool) -> Group:
     """The main pane: title, header lines, body (cut unless expanded)."""
     limit = None if expanded else DEFAULT_BODY_LINES
-    return Group(_title(record), _headers(record, summary), Text(""), *_body(record, limit))
+    return Group(_title(record, summary.bridged), _headers(record, summary), Text(""), *_body(record, limit))
 
 
-def render_others(others: list[MessageRecord], *, expanded: bool) -> Group:
+def render_others(others: list[MessageRecord], *, expanded: bool, bridged: bool = True) -> Group:
     """The other pane: each counterpart's one-line label and body."""
     if not others:
         return Group(Text("(nothing on the other side)", style="dim"))
     limit = None if expanded else OTHER_SIDE_LINES
-    parts: list[RenderableType] = [_title(others[0])]
+    parts: list[RenderableType] = [_title(others[0], bridged)]
     for other in others:
-        parts.append(message_label(other))
+        parts.append(message_label(other, bridged))
         parts.extend(_body(other, limit))
         parts.append(Text(""))
     return Group(*parts)
@@ -90,4 +92,6 @@ class MessageView(Container):
         self.query_one("#this-body", Static).update(render_message(record, summary, expanded=expanded))
         other = self.query_one("#other-side", VerticalScroll)
         other.display = bool(others)
-        self.query_one("#other-body", Static).update(render_others(others, expanded=expanded))
+        self.query_one("#other-body", Static).update(
+            render_others(others, expanded=expanded, bridged=summary.bridged)
+        )

@@ -1,7 +1,7 @@
 """The status bar: feed state, the markers that must never be missed, then counts and addresses.
 
-Ordered by importance, because an 80-column terminal cuts the end: feed state, "lagged N", paused,
-filter errors first; upstream URL and listen address last.
+Ordered by importance, because an 80-column terminal cuts the end: feed state, a standing notice,
+"lagged N", paused, filter errors first; upstream URL and listen address last.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ui.render import era_badge
 
 _STATE_STYLE = {
     "connecting": ("◌ connecting", "yellow"),
+    "indexing": ("◌ indexing", "yellow"),
     "live": ("● live", "green"),
     "reconnecting": ("○ disconnected", "bold red"),
     "ended": ("■ ended", "dim"),
@@ -34,6 +35,8 @@ class ViewFlags:
     follow: bool = True
     query: Query | None = None
     sessions: bool = False
+    notice: str | None = None
+    """A standing notice from whoever runs the app (the demo's result), shown after the feed state."""
 
 
 def _short(url: str) -> str:
@@ -52,6 +55,11 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
             text.append(f" ({feed.detail}){retry}", style="red")
         elif feed.state == "failed":
             text.append(f" {feed.detail}", style="red")
+        elif feed.state == "indexing":
+            text.append(f" {feed.detail}", style="yellow")
+        text.append(*sep)
+    if flags.notice:
+        text.append(flags.notice, style="bold")
         text.append(*sep)
     if model.lagged_total:
         text.append(f" lagged {model.lagged_total} ", style="bold white on red")

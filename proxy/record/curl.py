@@ -1,0 +1,173 @@
+"""Copy as curl: a recorded request as a shell command that sends it again, secrets as placeholders.
+
+Pure: a chain's message records in, text out (the TUI's `C` key and `mcp-proxy export --curl` share
+it). A message sent toward the server is copied as it is; anything else is copied as the request
+whose HTTP exchange carried it (a result on a call's stream, an `elicitation/create` on it), so every
+message of a chain has a command. Client-side requests go to the proxy's address by default (the
+proxy records the replay as a new chain); `target="upstream"` sends them to the upstream URL instead,
+past the proxy. A bridge's own upstream requests (`side` upstream) always go to the upstream, with
+the routing headers their body implies, since the proxy does not record a leg's head.
+
+Nothing redacted is ever restored: each `<redacted ...>` stand-in in a header, the query or the body
+becomes an environment reference `"${MCP_TOKEN:?...}"`, which bash refuses to expand while unset with
+a message saying what to set, and the comment above the command lists each one. Every other byte is
+single-quoted for the shell, so any header value or body survives `bash -c` unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from proxy.flows.events import Direction, MessageRecord, Side
+from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
+
+Target = Literal["proxy", "upstream"]
+
+STAND_IN: Final = re.compile(r"<redacted[^<>]*>")
+"""A redactor's stand-in (`<redacted len=N hmac:xxxxxxxx>`) in any recorded text."""
+
+DROPPED: Final = frozenset({"host", "content-length", "accept-encoding", *HOP_BY_HOP})
+"""Headers curl sets itself (or that would ask for a compressed answer curl does not decode)."""
+
+_WELL_KNOWN: Final = {"authorization": "MCP_TOKEN", "mcp-session-id": "MCP_SESSION_ID"}
+_MODERN_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+
+
+class NoRequest(ValueError):
+    """The message has no HTTP request to copy (a GET stream's event, a record with no exchange)."""
+
+
+@dataclass(slots=True)
+class _Secrets:
+    """The placeholders one command uses: variable name -> what it stands for."""
+
+    names: dict[str, str] = field(default_factory=dict)
+
+    def var(self, preferred: str, what: str) -> str:
+        name, n = preferred, 1
+        while name in self.names and self.names[name] != what:
+            n += 1
+            name = f"{preferred}_{n}"
+        self.names[name] = what
+        return name
+
+
+def _env(name: str) -> str:
+    return f'"${{{name}:?set {name} to the value the proxy redacted}}"'
+
+
+def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
+    """One shell word: literal runs single-quoted, each stand-in an environment reference."""
+    parts: list[str] = []
+    last = 0
+    for found in STAND_IN.finditer(text):
+        if found.start() > last:
+            parts.append(shlex.quote(text[last : found.start()]))
+        parts.append(_env(secrets.var(preferred, what)))
+        last = found.end()
+    if last < len(text) or not parts:
+        parts.append(shlex.quote(text[last:]))
+    return "".join(parts)
+
+
+def _var_for_header(name: str) -> str:
+    return _WELL_KNOWN.get(name.lower()) or "MCP_" + re.sub(r"[^A-Za-z0-9]+", "_", name).upper().strip("_")
+
+
+def request_for(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord:
+    """The request to copy for `record`: itself when sent toward the server, else the request of the
+    HTTP exchange that carried it (raises NoRequest when there is none)."""
+    if record.direction is Direction.TO_SERVER:
+        return record
+    sent = [m for m in messages if m.exchange == record.exchange and m.direction is Direction.TO_SERVER]
+    if not sent:
+        raise NoRequest(f"message {record.seq} came on a stream no recorded request opened (a GET stream)")
+    return sent[0]
+
+
+def _head_of(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord | None:
+    """The record carrying the HTTP head of `record`'s request (a later POST borrows the chain's)."""
+    if record.http is not None and record.http.method:
+        return record
+    return next((m for m in messages if m.http is not None and m.http.method and m.side is record.side), None)
+
+
+def _body_text(record: MessageRecord) -> str:
+    body: Any = record.body
+    if body is None:
+        return ""
+    return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _leg_headers(record: MessageRecord) -> list[tuple[str, str]]:
+    """The routing headers a bridge's upstream request carried, as its body implies them."""
+    body = record.body if isinstance(record.body, dict) else {}
+    params = body.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    version = meta.get(_MODERN_VERSION) if isinstance(meta, dict) else None
+    if isinstance(version, str) and record.method:
+        out = [(PROTOCOL_VERSION, version), (METHOD, record.method)]
+        name = params.get("name") or params.get("uri")
+        if isinstance(name, str) and name.isascii():
+            out.append((NAME, name))
+        return out
+    return [(SESSION_ID, "<redacted: the upstream session the proxy held>")]
+
+
+def _url(base: str, path: str | None) -> str:
+    """The proxy's listen address plus the path the client used (with its recorded query)."""
+    return base.rstrip("/") + (path if path and path.startswith("/") else "/" + (path or ""))
+
+
+def curl_command(
+    messages: list[MessageRecord],
+    record: MessageRecord,
+    *,
+    chain_id: str,
+    proxy_url: str | None,
+    upstream_url: str | None,
+    target: Target = "proxy",
+) -> str:
+    """A bash command that sends `record`'s request again with its headers (see the module doc)."""
+    request = request_for(messages, record)
+    secrets = _Secrets()
+    headers: list[tuple[str, str]] = [("Content-Type", "application/json")]
+    accept = "application/json, text/event-stream"
+    if request.side is Side.UPSTREAM:
+        where, url = "upstream (the proxy's own request to it)", upstream_url
+        headers += [("Accept", accept), *_leg_headers(request)]
+        http_method = "POST"
+    else:
+        head = _head_of(messages, request)
+        http = head.http if head is not None else None
+        http_method = (http.method if http is not None else None) or "POST"
+        if target == "upstream":
+            where, url = "upstream, past the proxy", upstream_url
+        else:
+            where, url = "proxy", _url(proxy_url, http.path if http else None) if proxy_url else None
+        if http is not None:
+            headers = [(n, v) for n, v in http.headers.items() if n.lower() not in DROPPED]
+    if not url:
+        raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
+    lines = [
+        f"curl -sS -N -X {http_method} {_word(url, secrets, 'MCP_QUERY_SECRET', 'a redacted query value')}",
+    ]
+    for name, value in headers:
+        lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
+    body = _body_text(request)
+    if body:
+        data = _word(body, secrets, "MCP_BODY_SECRET", "a redacted value in the body")
+        lines.append(f"--data-binary {data}")
+    what = request.method or request.kind
+    ident = f" #{request.jsonrpc_id}" if request.jsonrpc_id is not None else ""
+    comment = [f"# mcp-proxy: chain {chain_id}, message {request.seq} ({what}{ident}), sent to the {where}"]
+    if request.truncated:
+        comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
+    for name, what_for in secrets.names.items():
+        comment.append(f"# set {name} first: {what_for} (redacted in the capture), e.g. export {name}=...")
+    return "\n".join(comment) + "\n" + " \\\n  ".join(lines) + "\n"

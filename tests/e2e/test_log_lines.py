@@ -1,0 +1,93 @@
+"""The round-trip log a person reads on a terminal: one compact line per exchange, named for what it carried.
+
+A real SDK client and server on either side of the proxy; the log is rendered as on a terminal
+(`log_format = console`) into a file, and read back as text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy import logs
+from tests.peers.clients import run_client
+from tests.peers.runner import PeerServer
+from tests.transport.helpers import wait_until
+
+pytestmark = pytest.mark.asyncio
+
+LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} x\d+ ")
+"""A compact round-trip line: time of day to the millisecond, then the exchange."""
+
+
+async def logged_run(
+    fmt: str, upstream: str, proxy_for: Callable[..., Any], path: Path, client: str = "python-legacy"
+) -> list[str]:
+    """Run the `ask_name` scenario through the proxy with the log rendered as `fmt` into `path`."""
+    opened = logs.configure(level="info", fmt=fmt, file=path)
+    assert opened is not None
+    try:
+        async with proxy_for(upstream) as proxy:
+            run = await asyncio.to_thread(run_client, client, proxy.endpoint(), ["ask_name"])  # type: ignore[arg-type]
+            assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+            await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
+    finally:
+        opened.close()
+    return (await asyncio.to_thread(path.read_text, encoding="utf-8")).splitlines()
+
+
+async def test_a_terminal_gets_one_short_line_per_exchange_naming_what_it_carried(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+) -> None:
+    lines = await logged_run("console", legacy_server.url, proxy_for, tmp_path / "log.txt")
+    exchanges = [line for line in lines if LINE.match(line)]
+    text = "\n".join(exchanges)
+    assert any(" POST initialize #1 -> 200 " in line for line in exchanges), text
+    call = next(line for line in exchanges if " POST tools/call ask_name #" in line)
+    assert re.search(r"-> 200 sse \d+ B 2 messages \d+\.\d ms$", call), call
+    # The POST that answers the server's question is named for it, not for the call it belongs to.
+    answer = next(line for line in exchanges if "result of elicitation/create" in line)
+    assert "tools/call" not in answer, answer
+    assert " -> 202 " in answer, answer
+    # Streams that end the way streams end say nothing of how; no line carries the session.
+    assert any(re.search(r" GET stream -> 200 sse ", line) for line in exchanges), text
+    assert any(" DELETE session -> " in line for line in exchanges), text
+    for noise in ("client_disconnected", "!!", "session=", "outcome="):
+        assert noise not in text, text
+    assert max(len(line) for line in exchanges) < 120, text
+
+
+async def test_json_lines_keep_every_field_and_name_the_message_too(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+) -> None:
+    lines = await logged_run("json", legacy_server.url, proxy_for, tmp_path / "log.jsonl")
+    entries = [json.loads(line) for line in lines]
+    rounds = [e for e in entries if e["event"] == "exchange"]
+    answer = next(e for e in rounds if e["carried"] == "result of elicitation/create")
+    assert answer["method"] is None
+    assert answer["http_method"] == "POST"
+    call = next(e for e in rounds if e["carried"] == "tools/call ask_name")
+    wanted = {"session", "status", "content_type", "bytes_in", "bytes_out", "duration_ms", "outcome", "ids"}
+    assert wanted <= call.keys()
+    assert call["trouble"] is None
+    stream = next(e for e in rounds if e["carried"] == "GET stream")
+    assert stream["trouble"] is None  # however it ended: the client closed it, or the session went
+
+
+async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
+    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+) -> None:
+    lines = await logged_run("console", modern_server.url, proxy_for, tmp_path / "log.txt")
+    rounds = [line for line in lines if LINE.match(line) and " round " in line]
+    assert len(rounds) >= 2, lines
+    assert re.search(
+        r" round 1 tools/call ask_name: input_required, asks \S+ \(elicitation/create", rounds[0]
+    )
+    assert rounds[0].endswith("[legacy_to_mrtr]"), rounds[0]
+    assert " round 2 tools/call ask_name: complete " in rounds[1] + " ", rounds[1]

@@ -1,0 +1,181 @@
+"""What the TUI and the exports say, checked against real peers and real `mcp-proxy` processes.
+
+A GET stream ended by its session's deletion is a normal end in the chain and in `/metrics`; chain
+ids stay unique when an attached TUI outlives the proxy process it watched; a curl command exported
+from a capture, run by bash with its placeholders filled from the environment, gets the real SDK
+server's answer (and never holds the secret it stands for).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx2
+import pytest
+
+from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, FlowEvent
+from tests.peers.runner import REPO_ROOT, PeerServer
+from tests.peers.scenarios import run_scenario
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.ui.helpers import wait_for
+from ui.app import ProxyTui
+from ui.feeds import AttachFeed
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "tok-e2e-curl-secret-1234"
+RUN_SECONDS = 30
+
+
+def finals(events: list[FlowEvent]) -> dict[str, ChainSummary]:
+    out: dict[str, ChainSummary] = {}
+    for event in events:
+        if isinstance(event, ChainOpened | ChainChanged):
+            out[event.chain.id] = event.chain
+    return out
+
+
+async def test_a_get_stream_ended_by_session_deletion_is_a_normal_end_in_chains_and_metrics(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    async with proxy_for(modern_server.url, admin_enabled=True, admin="127.0.0.1:0") as proxy:
+        feed = proxy.bus.subscribe("test")
+        events: list[FlowEvent] = []
+
+        def streams() -> list[ChainSummary]:
+            while (event := feed.get_nowait()) is not None:
+                events.append(event)
+            return [c for c in finals(events).values() if c.method == "GET stream" and c.ended is not None]
+
+        await run_scenario(proxy.endpoint(), "legacy", "echo")  # the SDK client DELETEs its session on close
+        await wait_for(lambda: bool(streams()), what="the GET stream's chain to end")
+        async with aiohttp.ClientSession() as http, http.get(proxy.admin_url + "/metrics") as resp:
+            metrics = await resp.text()
+
+    (stream,) = streams()
+    assert any(c.method == "DELETE session" for c in finals(events).values())
+    assert stream.bridged  # the legacy_to_mrtr bridge serves the stream and ends it with the session
+    assert stream.status is ChainStatus.OK, stream
+    assert stream.error is None
+    assert "ended with its session (deleted)" in stream.notes
+    errors = [line for line in metrics.splitlines() if line.startswith("mcp_proxy_errors_total{")]
+    assert not [line for line in errors if 'method="GET stream"' in line], errors
+
+
+async def test_an_attached_tui_never_shows_two_chains_with_one_id_across_proxy_processes(
+    legacy_server: PeerServer,
+) -> None:
+    first = ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))).start()
+    try:
+        admin = first.admin
+        app = ProxyTui(AttachFeed(admin, backoff=(0.05, 0.1)), batch_delay=0.01)
+        async with app.run_test(size=(100, 30)):
+
+            def live() -> bool:
+                return app.feed_status is not None and app.feed_status.state == "live"
+
+            await wait_for(live, what="the first proxy's feed")
+            await run_scenario(first.endpoint(), "legacy", "echo")
+            await wait_for(lambda: len(app.model.chains) >= 4, what="the first run's chains")
+            first.stop()
+            await wait_for(lambda: not live(), what="the disconnect")
+            settings = settings_env(upstream=legacy_server.url, admin=admin.removeprefix("http://"))
+            with ProxyProcess(clean_env(**settings)) as second:
+                await wait_for(live, what="the reconnection to the second process", seconds=15)
+                before = len(app.model.chains)
+                await run_scenario(second.endpoint(), "legacy", "echo")
+                await wait_for(lambda: len(app.model.chains) >= before + 4, what="the second run's chains")
+            ids = [entry.summary.id for entry in app.model.chains.values()]
+    finally:
+        first.stop()
+
+    assert len(ids) == len(set(ids)), ids
+    runs = {chain_id.rsplit("-", 1)[0] for chain_id in ids}
+    assert len(runs) == 2, ids  # each process numbers its chains under its own run tag
+    assert sum(chain_id.endswith("-1") for chain_id in ids) == 2  # both counted from 1, yet apart
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
+        check=False,
+    )
+
+
+def _bash(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=RUN_SECONDS, env=env, check=False
+    )
+
+
+async def _live_session(url: str) -> str:
+    """A fresh session on the legacy server, initialized, for the replayed call to run in."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    async with httpx2.AsyncClient(timeout=10.0) as http:
+        opened = await http.post(url, json=init, headers=accept)
+        session = opened.headers["mcp-session-id"]
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        headers = {**accept, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        assert (await http.post(url, json=done, headers=headers)).status_code == 202
+    return str(session)
+
+
+async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "run.jsonl"
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, capture=capture))) as proxy:
+        auth = {"Authorization": f"Bearer {SECRET}"}
+        result = await run_scenario(proxy.endpoint(), "legacy", "echo", headers=auth)
+        assert result["result"]["content"] == ["hello"]
+        proxy.stop()
+    listed = _cli("export", "--json", "-", str(capture))
+    assert listed.returncode == 0, listed.stderr
+    chains = json.loads(listed.stdout)["chains"]
+    (echo,) = [c["chain"]["id"] for c in chains if c["chain"].get("name") == "echo"]
+
+    exported = _cli("export", "--curl", echo, "--to", "upstream", str(capture))
+    at_proxy = _cli("export", "--curl", echo, str(capture))
+
+    assert exported.returncode == 0, exported.stderr
+    command = exported.stdout
+    assert SECRET not in command
+    assert SECRET not in at_proxy.stdout
+    assert f"curl -sS -N -X POST {legacy_server.url}" in command
+    assert f"curl -sS -N -X POST {proxy.endpoint()}" in at_proxy.stdout
+    assert '"${MCP_TOKEN:?' in command
+    assert '"${MCP_SESSION_ID:?' in command
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+
+    refused = _bash(command, base)
+    session = await _live_session(legacy_server.url)
+    answered = _bash(command, {**base, "MCP_TOKEN": "any-token", "MCP_SESSION_ID": session})
+
+    assert refused.returncode != 0
+    assert "MCP_" in refused.stderr
+    assert "set MCP_" in refused.stderr
+    assert answered.returncode == 0, answered.stderr
+    data = [line.removeprefix("data: ") for line in answered.stdout.splitlines() if line.startswith("data: ")]
+    replies = [json.loads(d) for d in data if d.strip()] or [json.loads(answered.stdout)]
+    (reply,) = [r for r in replies if "result" in r]
+    assert reply["result"]["content"][0]["text"] == "hello"

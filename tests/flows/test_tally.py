@@ -1,0 +1,58 @@
+"""The round-trip line's naming and its `trouble`: what went wrong, and nothing when nothing did."""
+
+from __future__ import annotations
+
+from proxy.flows.events import Channel, Direction
+from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen, ResponseHeadSeen
+from proxy.flows.redact import Redactor
+from proxy.flows.tally import ExchangeSummary, RoundTripTally
+from proxy.wire.jsonrpc import classify_value
+
+
+def exchange(
+    tally: RoundTripTally,
+    ex: str,
+    http_method: str,
+    sent: list[dict[str, object]],
+    got: list[dict[str, object]],
+    outcome: str | None,
+) -> ExchangeSummary:
+    """One client exchange: `sent` by the client, `got` back on its response, ended with `outcome`."""
+    tally.observe(ExchangeOpened(1.0, ex, http_method=http_method, path="/mcp", headers={}, session="s1"))
+    for value in sent:
+        tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_SERVER, Channel.POST))
+    tally.observe(ResponseHeadSeen(1.0, ex, status=200, content_type="text/event-stream", headers={}))
+    for value in got:
+        tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
+    line = tally.observe(ExchangeClosed(1.5, ex, outcome))
+    assert line is not None
+    return line
+
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {}}}
+ASK = {"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {"message": "name?"}}
+DONE = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+
+
+def test_a_client_leaving_before_its_answer_is_trouble_and_after_it_is_not() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    cut = exchange(tally, "x1", "POST", [CALL], [ASK], "client_disconnected")
+    assert (cut.carried, cut.trouble) == ("tools/call add", "client_disconnected")
+    answered = exchange(tally, "x2", "POST", [CALL], [DONE], "client_disconnected")
+    assert answered.trouble is None
+    assert answered.outcome == "client_disconnected"  # still told in full to machines
+
+
+def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_trouble() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    exchange(tally, "x1", "POST", [CALL], [ASK], None)
+    reply = {"jsonrpc": "2.0", "id": 7, "result": {"action": "accept", "content": {"name": "o"}}}
+    answer = exchange(tally, "x2", "POST", [reply], [], None)
+    assert answer.carried == "result of elicitation/create"
+    unknown = exchange(tally, "x3", "POST", [{"jsonrpc": "2.0", "id": 99, "error": {"code": 1}}], [], None)
+    assert unknown.carried == "error for id 99"
+    for ending in ("client_disconnected", "session_deleted"):
+        stream = exchange(tally, f"g-{ending}", "GET", [], [], ending)
+        assert (stream.carried, stream.trouble) == ("GET stream", None)
+    cut = exchange(tally, "g-cut", "GET", [], [], "upstream_cut")
+    assert cut.trouble == "upstream_cut"

@@ -1,0 +1,96 @@
+"""Copy as curl: every byte of a recorded request reaches curl as it was, each stand-in from the
+environment. bash runs the command with `curl` replaced by a function that prints its arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from proxy.flows.events import Channel, Direction, HttpInfo, MessageRecord, Side
+from proxy.record.curl import NoRequest, curl_command
+
+AWKWARD = 'it\'s "quoted" $HOME `date` \\ back\nslash'
+STAND_IN = "<redacted len=12 hmac:0123abcd>"
+
+
+def record(seq: int, **fields: object) -> MessageRecord:
+    values: dict[str, object] = {
+        "seq": seq,
+        "ts": 1.0,
+        "side": Side.BOTH,
+        "direction": Direction.TO_SERVER,
+        "channel": Channel.POST,
+        "exchange": "x1",
+        "kind": "request",
+        "jsonrpc_id": 1,
+        "method": "tools/call",
+        "body": {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"text": AWKWARD, "s": STAND_IN},
+        },
+        "http": HttpInfo(
+            method="POST",
+            path="/mcp?token=" + STAND_IN,
+            headers={
+                "Host": "x",
+                "Authorization": f"Bearer {STAND_IN}",
+                "X-Note": AWKWARD.replace("\n", " "),
+            },
+        ),
+    }
+    values.update(fields)
+    return MessageRecord.model_validate(values)
+
+
+def curl_args(command: str, env: dict[str, str]) -> list[str]:
+    shim = 'curl() { printf "%s\\0" "$@"; }\n'
+    done = subprocess.run(
+        ["bash", "-c", shim + command], capture_output=True, text=True, timeout=10, env=env, check=True
+    )
+    return done.stdout.split("\0")[:-1]
+
+
+def test_the_command_hands_curl_every_byte_and_each_secret_from_the_environment() -> None:
+    request = record(1)
+    command = curl_command(
+        [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
+    )
+    env = {
+        **os.environ,
+        "MCP_TOKEN": "tok",
+        "MCP_QUERY_SECRET": "q-secret",
+        "MCP_BODY_SECRET": "b-secret",
+    }
+
+    args = curl_args(command, env)
+
+    assert args[:5] == ["-sS", "-N", "-X", "POST", "http://127.0.0.1:8080/mcp?token=q-secret"]
+    headers = [args[i + 1] for i, a in enumerate(args) if a == "-H"]
+    assert "Authorization: Bearer tok" in headers
+    assert f"X-Note: {AWKWARD.replace(chr(10), ' ')}" in headers
+    assert not [h for h in headers if h.lower().startswith("host:")]
+    body = args[args.index("--data-binary") + 1]
+    assert json.loads(body)["params"] == {"text": AWKWARD, "s": "b-secret"}
+    assert STAND_IN not in command
+    for name in ("MCP_TOKEN", "MCP_QUERY_SECRET", "MCP_BODY_SECRET"):
+        assert f"# set {name} first" in command
+
+
+def test_a_response_copies_the_request_of_its_exchange_and_a_stream_event_has_none() -> None:
+    request = record(1)
+    answer = record(2, direction=Direction.TO_CLIENT, kind="result", method=None, http=None)
+    pushed = record(3, direction=Direction.TO_CLIENT, exchange="x9", kind="notification", http=None)
+    messages = [request, answer, pushed]
+
+    from_answer = curl_command(
+        messages, answer, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp"
+    )
+
+    assert "message 1 (tools/call #1)" in from_answer
+    with pytest.raises(NoRequest):
+        curl_command(messages, pushed, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp")

@@ -1,0 +1,74 @@
+"""The index pass of a capture: every chain a full read builds, with its records, and a tail read alone."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+
+from proxy.flows.events import ChainOpened, ChainSummary, MessageRecord, MessageRecorded
+from proxy.flows.store import ChainStore
+from proxy.record.capture import CaptureReader
+from proxy.record.index import TAIL_PREFIX, read_records, read_tail, run_index
+from proxy.record.observations import ObservationReplayer
+from tests.record.captures import record_demo, replicate
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real traffic of both eras (pass-through and both bridges), three times over with fresh names."""
+    directory = tmp_path_factory.mktemp("index")
+    return replicate(record_demo(directory), directory / "three.jsonl", 3)
+
+
+def full_read(path: Path) -> tuple[dict[str, ChainSummary], dict[str, list[MessageRecord]]]:
+    """Each chain's final headline and its records, as a reader holding the whole capture builds them."""
+    store = ChainStore(max_chains=1_000_000)
+    records: dict[str, list[MessageRecord]] = {}
+    with CaptureReader(path, replayer=ObservationReplayer(store=store)) as reader:
+        for event in reader:
+            if isinstance(event, MessageRecorded):
+                records.setdefault(event.chain_id, []).append(event.message)
+    return {chain.summary.id: chain.summary for chain in store.drain()}, records
+
+
+def test_the_index_holds_every_chain_a_full_read_builds_with_its_records(capture: Path) -> None:
+    spill, lines = io.BytesIO(), list[bytes]()
+    end = run_index([capture], spill, lines.append)
+    summaries, records = full_read(capture)
+
+    indexed = [orjson.loads(line) for line in lines if line.startswith(b'{"type":"indexed"')]
+    assert end["chains"] == len(indexed) == len(summaries) > 30
+    assert end["corrupt_lines"] == 0
+    for item in indexed:
+        summary = ChainSummary.model_validate(item["chain"])
+        assert summary == summaries[summary.id]
+        assert read_records(spill, item["records"]) == records.get(summary.id, [])
+    kinds = {orjson.loads(line)["type"] for line in lines}
+    assert {"proxy_info", "session", "continuation", "index_progress"} <= kinds
+
+
+def test_a_corrupt_line_is_skipped_and_named_by_the_index(capture: Path, tmp_path: Path) -> None:
+    lines = capture.read_bytes().splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join([*lines[:10], b'{"type":"obs","kind":"message"\n', *lines[10:]]))
+
+    end = run_index([damaged], io.BytesIO(), lambda _line: None)
+
+    assert end["corrupt_lines"] == 1
+    assert end["corrupt"][0][:2] == [str(damaged), 11]
+    assert end["chains"] == len(full_read(capture)[0])
+
+
+def test_the_tail_builds_the_newest_chains_on_its_own(capture: Path) -> None:
+    summaries, _ = full_read(capture)
+    newest = max(summaries.values(), key=lambda s: s.started)
+
+    tail = [e.chain for e in read_tail(capture, 20_000) if isinstance(e, ChainOpened)]
+
+    assert tail
+    assert all(chain.id.startswith(TAIL_PREFIX) for chain in tail)
+    assert len(tail) < len(summaries)  # only the newest part
+    assert (newest.method, newest.started) in {(chain.method, chain.started) for chain in tail}

@@ -1,0 +1,122 @@
+"""Opening a big capture: its newest chains at once, then every chain reachable by the filter.
+
+The capture is real traffic (the demo's SDK peers of both eras through real proxies) copied with fresh
+names until it is bigger than the part shown first; the feed is the one `tui --open` runs, its index
+pass a real child process. The index is held back until the test has seen the first screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from proxy.flows.events import ChainOpened
+from proxy.flows.store import ChainStore
+from proxy.record.capture import CaptureReader
+from proxy.record.index import TAIL_PREFIX
+from proxy.record.observations import ObservationReplayer
+from tests.record.captures import record_demo, replicate
+from tests.ui.helpers import wait_for
+from ui.app import ProxyTui
+from ui.capture_index import IndexReady
+from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
+from ui.messages import FilterChanged
+from ui.model import CAPTURE_CHAINS
+from ui.widgets.chain_table import ChainTable
+
+TAIL = 16 * 1024
+"""The part of the capture shown first (small, so the test's capture is many times bigger)."""
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("open")
+    return replicate(record_demo(directory), directory / "big.jsonl", 12)
+
+
+def all_chains(path: Path) -> dict[str, tuple[str | None, float, int]]:
+    """Every chain a full read builds: id -> (method, started, messages)."""
+    store = ChainStore(max_chains=1_000_000)
+    with CaptureReader(path, replayer=ObservationReplayer(store=store)) as reader:
+        for _ in reader:
+            pass
+    return {c.summary.id: (c.summary.method, c.summary.started, c.summary.messages) for c in store.drain()}
+
+
+class HeldIndex:
+    """The capture feed, with its index held back until `release`."""
+
+    def __init__(self, feed: CaptureFeed) -> None:
+        self.feed = feed
+        self.description = feed.description
+        self.release = asyncio.Event()
+        self.index_waiting = False
+
+    async def run(self, sink: Sink) -> None:
+        async def held(item: FeedItem) -> None:
+            if isinstance(item, IndexReady):
+                self.index_waiting = True
+                await self.release.wait()
+            await sink(item)
+
+        await self.feed.run(held)
+
+
+async def test_a_big_capture_shows_its_newest_chains_first_then_every_chain_by_the_filter(
+    capture: Path,
+) -> None:
+    expected = all_chains(capture)
+    newest = max(expected.values(), key=lambda c: c[1])
+    feed = HeldIndex(CaptureFeed(capture, tail_bytes=TAIL))
+    app = ProxyTui(feed, max_chains=CAPTURE_CHAINS, batch_delay=0.01)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.main.query_one(ChainTable)
+        await wait_for(lambda: feed.index_waiting, what="the index pass to end", seconds=30)
+        await pilot.pause()
+        # The first screen: the newest chains, built from the end of the file alone.
+        shown = [app.model.chains[str(key.value)].summary for key in table.rows]
+        assert shown
+        assert all(s.id.startswith(TAIL_PREFIX) for s in shown)
+        assert len(shown) < len(expected) // 4
+        assert (newest[0], newest[1]) in {(s.method, s.started) for s in shown}
+        assert app.feed_status is not None
+        assert app.feed_status.state == "indexing"
+
+        feed.release.set()
+        await wait_for(lambda: app.feed_status is not None and app.feed_status.state == "ended", what="end")
+        assert app.feed_status == FeedStatus("ended", f"{len(expected)} chains from {capture.name}")
+        assert {s.summary.id: s.summary.method for s in app.model.chains.values()} == {
+            chain_id: method for chain_id, (method, _, _) in expected.items()
+        }
+
+        # The filter reaches the oldest chain, and its messages are read back when it is shown.
+        app.main.post_message(FilterChanged("id:r1"))
+        await wait_for(lambda: table.row_count == 1, what="the filter to find r1")
+        key = table.selected_key
+        assert key is not None
+        assert key.startswith("r1@")
+        entry = app.model.get(key)
+        assert entry is not None
+        assert len(entry.messages) == expected["r1"][2] > 0
+        assert [m.seq for m in entry.messages] == list(range(1, expected["r1"][2] + 1))
+
+
+async def test_a_big_capture_feed_hands_over_the_tail_then_the_index_then_its_end(capture: Path) -> None:
+    items: list[FeedItem] = []
+
+    async def sink(item: FeedItem) -> None:
+        items.append(item)
+
+    await asyncio.wait_for(CaptureFeed(capture, tail_bytes=TAIL).run(sink), 30)
+
+    (index,) = [i for i in items if isinstance(i, IndexReady)]
+    at = items.index(index)
+    tail = [i for i in items[:at] if isinstance(i, ChainOpened)]
+    assert tail
+    assert all(e.chain.id.startswith(TAIL_PREFIX) for e in tail)
+    assert not any(isinstance(i, ChainOpened) for i in items[at:])
+    assert len(index.chains) == len(all_chains(capture))
+    assert isinstance(items[-1], FeedStatus)
+    assert items[-1].state == "ended"

@@ -1,0 +1,132 @@
+"""Indexing a big capture for the TUI: the index pass in a child process, and what it hands back.
+
+The pass (`python -m proxy.record.index`) builds every chain of the file with a core to itself, so the
+screen stays live while it runs; this side reads its lines as they come (progress, each chain's final
+headline and where its messages are, the other events) and, when it ends, holds the spill file open
+and unlinked (it goes away with this process, whatever happens) to read a chain's messages back when
+it is shown. The child is stopped if the reader is cancelled (the TUI quits mid-pass).
+
+May import only `proxy.flows` and `proxy.record` (the UI's import contract).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+import weakref
+from array import array
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import orjson
+from pydantic import ValidationError
+
+from proxy.flows.events import ChainSummary, FlowEvent, MessageRecord, event_from_json
+from proxy.record.index import read_records
+
+LINE_LIMIT: Final = 16 * 1024 * 1024
+"""Longest line the index pass writes (a chain's headline and its record offsets)."""
+
+
+class IndexFailed(Exception):
+    """The index pass stopped before its end; the message says why (its last error line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReady:
+    """Every chain of an indexed capture, to show instead of its newest part."""
+
+    chains: list[tuple[ChainSummary, Sequence[int], int]]
+    """Each chain's final headline, where its messages are in the spill file, how many were not kept."""
+    events: list[FlowEvent]
+    """The capture's other events (proxy info, sessions, continuations), in order."""
+    load: Callable[[Sequence[int]], list[MessageRecord]]
+    """Reads a chain's messages back from the spill file."""
+    end: dict[str, Any] = field(default_factory=dict)
+    """The pass's `index_end` line: lines it skipped and why, files cut short, chains."""
+
+
+class Spill:
+    """The index's spill file, open and already unlinked: a chain's messages are read from it on demand."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[bytes] = path.open("rb")
+        path.unlink()
+        # Closed when nothing can read it any more (the model let go of its loader) or at exit.
+        self._closer = weakref.finalize(self, self._file.close)
+
+    def load(self, offsets: Sequence[int]) -> list[MessageRecord]:
+        """The records at these offsets."""
+        return read_records(self._file, offsets)
+
+    def close(self) -> None:
+        """Close the file (its space is freed then)."""
+        self._closer()
+
+
+Progress = Callable[[int, int], Awaitable[None]]
+
+
+async def index_capture(paths: Sequence[Path], progress: Progress) -> IndexReady:
+    """Run the index pass over the capture files (oldest first); `progress(read, total)` hears how far.
+
+    Raises IndexFailed when the pass fails.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-proxy-index-"))
+    spill_path = workdir / "records.jsonl"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxy.record.index",
+            "--spill",
+            str(spill_path),
+            *(str(p) for p in paths),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=LINE_LIMIT,
+        )
+        try:
+            chains, events, end = await _gather(proc, progress)
+            errors = await proc.stderr.read() if proc.stderr is not None else b""
+            if await proc.wait() != 0 or end is None:
+                last = errors.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no reason given"]
+                raise IndexFailed(f"indexing stopped: {last[0]}")
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        spill = Spill(spill_path)
+        return IndexReady(chains, events, spill.load, end)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _gather(
+    proc: asyncio.subprocess.Process, progress: Progress
+) -> tuple[list[tuple[ChainSummary, Sequence[int], int]], list[FlowEvent], dict[str, Any] | None]:
+    chains: list[tuple[ChainSummary, Sequence[int], int]] = []
+    events: list[FlowEvent] = []
+    end: dict[str, Any] | None = None
+    assert proc.stdout is not None
+    async for line in proc.stdout:
+        if line.startswith(b'{"type":"indexed"'):
+            obj = orjson.loads(line)
+            summary = ChainSummary.model_validate(obj["chain"])
+            chains.append((summary, array("q", obj["records"]), obj["dropped"]))
+        elif line.startswith(b'{"type":"index_progress"'):
+            obj = orjson.loads(line)
+            await progress(obj["read"], obj["total"])
+        elif line.startswith(b'{"type":"index_end"'):
+            end = orjson.loads(line)
+        else:
+            try:
+                events.append(event_from_json(line))
+            except ValidationError:
+                continue  # an event type from a newer proxy: skipped, as a reader does
+    return chains, events, end
