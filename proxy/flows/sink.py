@@ -81,7 +81,7 @@ class ObservationSink:
         self.max_bytes = max_bytes
         self._bytes = 0
         self._count = 0
-        """Observations queued (in `_pending` and `_held`): what `backlog` bounds."""
+        """Observations queued (in `_pending` and `_held`); `backlog` bounds each of the two."""
         self._pending: deque[_Entry] = deque()
         self._held: deque[_Entry] = deque()
         """Queued observations, a batch of one key at a time, each with the body bytes it holds."""
@@ -201,7 +201,9 @@ class ObservationSink:
         self._pending.append(entry)
         self._bytes += entry[1]
         self._count += len(entry[0])
-        while self._pending and (self._count > self.backlog or self._bytes > self.max_bytes):
+        while self._pending and (
+            self._count - self._held_count > self.backlog or self._bytes > self.max_bytes
+        ):
             self._shed_one()
 
     def _shed_one(self) -> None:
