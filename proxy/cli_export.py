@@ -97,6 +97,9 @@ def main(argv: Sequence[str]) -> int:
     except FilterError as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
+    if _reads_into_itself(target, args.captures) is not None:
+        print(f"mcp-proxy export: {target} is one of the captures read: write elsewhere", file=sys.stderr)
+        return 2
     try:
         _check(args.captures)
         with _output(target) as out:
@@ -106,14 +109,13 @@ def main(argv: Sequence[str]) -> int:
         return 2
     except OSError as exc:
         print(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
     what = "entries" if fmt is Format.HAR else "chains"
     where = "stdout" if str(target) == "-" else str(target)
     print(f"mcp-proxy export: wrote {report.written} {what} to {where}", file=sys.stderr)
-    return SKIPPED_EXIT if report.corrupt_lines else 0
+    return SKIPPED_EXIT if report.any_skipped else 0
 
 
 def _to_collector(args: argparse.Namespace) -> int:
@@ -148,7 +150,7 @@ def _to_collector(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
-    return SKIPPED_EXIT if report.corrupt_lines else 0
+    return SKIPPED_EXIT if report.any_skipped else 0
 
 
 def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
@@ -189,7 +191,20 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         return 2
     sys.stdout.write("\n".join(commands))
     print(f"mcp-proxy export: wrote {len(commands)} curl commands of chain {chain_id}", file=sys.stderr)
-    return SKIPPED_EXIT if found.report.corrupt_lines else 0
+    return SKIPPED_EXIT if found.report.any_skipped else 0
+
+
+def _reads_into_itself(target: Path, captures: Sequence[Path]) -> Path | None:
+    """The capture `target` names too, if any: opening it for writing would empty it before it is read."""
+    if str(target) == "-" or not target.exists():
+        return None
+    for capture in captures:
+        try:
+            if capture.exists() and target.samefile(capture):
+                return capture
+        except OSError:
+            continue
+    return None
 
 
 def _output(target: Path) -> AbstractContextManager[IO[bytes]]:

@@ -96,6 +96,9 @@ class _Open:
     carried: str | None = None
     answered: int = 0
     """Responses to its requests that went to the client."""
+    failed: str | None = None
+    """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
+    path: str = ""
     status: int | None = None
     content_type: str | None = None
     bytes_out: int = 0
@@ -149,7 +152,7 @@ class RoundTripTally:
         elif isinstance(obs, ExchangeClosed):
             tally = self._open.pop(obs.exchange, None)
             if tally is not None:
-                return _line(obs.exchange, tally, obs)
+                return _line(obs.exchange, tally, obs, self._redactor)
         return None
 
     def _message(self, obs: MessageSeen) -> None:
@@ -164,6 +167,8 @@ class RoundTripTally:
                 self._asked[(tally.session, msg.id)] = msg.method
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
+                if tally.failed is None:
+                    tally.failed = _failure(msg)
             return
         if msg.kind is Kind.REQUEST:
             if tally.method is None:
@@ -193,21 +198,50 @@ class RoundTripTally:
             started=obs.t,
             session=session and self._redactor.token(session),
             bytes_in=obs.body_size,
+            path=obs.path if obs.http_method == "GET" else "",
         )
 
 
+def _failure(msg: Message) -> str | None:
+    """What an answer says went wrong: a JSON-RPC error (with its code), or a tool's `isError` result."""
+    if msg.kind is Kind.ERROR:
+        code = msg.error.get("code")
+        return f"error {code}" if code is not None else "error"
+    result = msg.result
+    if isinstance(result, dict) and result.get("isError") is True:
+        return "tool error"
+    return None
+
+
 def _trouble(tally: _Open, outcome: str | None) -> str | None:
-    """The outcome, unless it is how such an exchange ends normally: a GET stream ends when its client
-    leaves or its session is deleted, and a client may close a response stream once every request it
-    carried is answered."""
+    """What went wrong, if anything: how the exchange ended, else what its answer or status says.
+
+    How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
+    session is deleted, and a client may close a response stream once every request it carried is
+    answered.
+    """
     if tally.http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
-        return None
+        outcome = None
     if outcome == "client_disconnected" and tally.ids and tally.answered >= len(tally.ids):
-        return None
-    return outcome
+        outcome = None
+    if outcome is not None:
+        return outcome
+    if tally.failed is not None:
+        return tally.failed
+    if tally.status is not None and tally.status >= 400:
+        return f"HTTP {tally.status}"
+    return None
 
 
-def _line(exchange: str, tally: _Open, closed: ExchangeClosed) -> ExchangeSummary:
+def _carried(tally: _Open, redactor: Redactor) -> str:
+    """What the exchange carried; a GET that got no event stream is named by its path (not a stream)."""
+    kind = (tally.content_type or "").split(";", 1)[0].strip().lower()
+    if tally.http_method == "GET" and kind != "text/event-stream":
+        return f"GET {redactor.path(tally.path)}"
+    return tally.carried or tally.method or tally.http_method
+
+
+def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
     return ExchangeSummary(
         exchange=exchange,
         http_method=tally.http_method,
@@ -222,6 +256,6 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed) -> ExchangeSummar
         messages_out=tally.messages_out,
         duration_ms=round((closed.t - tally.started) * 1000, 3),
         outcome=closed.outcome,
-        carried=tally.carried or tally.method or tally.http_method,
+        carried=_carried(tally, redactor),
         trouble=_trouble(tally, closed.outcome),
     )

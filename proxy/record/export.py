@@ -69,9 +69,14 @@ class ExportReport:
         out.extend(f"{path}: last line cut short (a proxy stopped mid-write)" for path in self.cut_short)
         return out
 
+    @property
+    def any_skipped(self) -> bool:
+        """Whether any line was skipped (corrupt, of a newer kind, or cut short): the exit status says so."""
+        return bool(self.corrupt_lines or self.unknown_lines or self.cut_short)
+
     def skipped(self) -> dict[str, Any] | None:
         """The JSON export's `skipped` member; None when nothing was skipped."""
-        if not (self.corrupt_lines or self.unknown_lines or self.cut_short):
+        if not self.any_skipped:
             return None
         return {
             "corrupt_lines": self.corrupt_lines,

@@ -16,12 +16,16 @@ def exchange(
     sent: list[dict[str, object]],
     got: list[dict[str, object]],
     outcome: str | None,
+    *,
+    path: str = "/mcp",
+    status: int = 200,
+    content_type: str = "text/event-stream",
 ) -> ExchangeSummary:
     """One client exchange: `sent` by the client, `got` back on its response, ended with `outcome`."""
-    tally.observe(ExchangeOpened(1.0, ex, http_method=http_method, path="/mcp", headers={}, session="s1"))
+    tally.observe(ExchangeOpened(1.0, ex, http_method=http_method, path=path, headers={}, session="s1"))
     for value in sent:
         tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_SERVER, Channel.POST))
-    tally.observe(ResponseHeadSeen(1.0, ex, status=200, content_type="text/event-stream", headers={}))
+    tally.observe(ResponseHeadSeen(1.0, ex, status=status, content_type=content_type, headers={}))
     for value in got:
         tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
     line = tally.observe(ExchangeClosed(1.5, ex, outcome))
@@ -56,3 +60,24 @@ def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_tr
         assert (stream.carried, stream.trouble) == ("GET stream", None)
     cut = exchange(tally, "g-cut", "GET", [], [], "upstream_cut")
     assert cut.trouble == "upstream_cut"
+
+
+def test_what_went_wrong_is_told_from_the_answer_and_the_status_when_the_exchange_ended_cleanly() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    unknown = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}
+    assert exchange(tally, "x1", "POST", [CALL], [unknown], None).trouble == "error -32601"
+    failed = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": True}}
+    assert exchange(tally, "x2", "POST", [CALL], [failed], None).trouble == "tool error"
+    gone = exchange(tally, "x3", "POST", [CALL], [], None, status=404, content_type="text/plain")
+    assert gone.trouble == "HTTP 404"
+    assert exchange(tally, "x4", "POST", [CALL], [DONE], None).trouble is None
+
+
+def test_a_get_that_gets_no_event_stream_is_named_by_its_path_with_secrets_masked() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    page = exchange(
+        tally, "g1", "GET", [], [], None, path="/nothing?token=s3cr3t", status=404, content_type="text/plain"
+    )
+    assert page.carried.startswith("GET /nothing?token=<redacted")
+    assert "s3cr3t" not in page.carried
+    assert page.trouble == "HTTP 404"

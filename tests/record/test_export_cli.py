@@ -28,3 +28,17 @@ def test_an_unknown_status_filter_exits_2_naming_what_it_accepts(
     err = capsys.readouterr().err
     assert "status must be one of error, ok, parked, pending, waiting_client, got fine" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["--har", "--json", "--ndjson"])
+def test_an_output_that_is_one_of_the_captures_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    capture = tmp_path / "run.jsonl"
+    capture.write_bytes(b'{"kind":"header"}\n{"kind":"anything"}\n')
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(capture)
+    for target in (capture, alias):
+        assert main(["export", fmt, str(target), str(tmp_path / "other.jsonl"), str(capture)]) == 2
+        assert "is one of the captures read" in capsys.readouterr().err
+        assert capture.read_bytes() == b'{"kind":"header"}\n{"kind":"anything"}\n'
