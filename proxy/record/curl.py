@@ -27,8 +27,9 @@ from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSI
 
 Target = Literal["proxy", "upstream"]
 
-STAND_IN: Final = re.compile(r"<redacted[^<>]*>")
-"""A redactor's stand-in (`<redacted len=N hmac:xxxxxxxx>`) in any recorded text."""
+STAND_IN: Final = re.compile(r"<redacted[^<>]*>|<[A-Za-z]+ len=\d+ hmac:[0-9a-f]+>")
+"""A redactor's stand-in in any recorded text: `<redacted len=N hmac:xxxxxxxx>`, or one named for
+what it hides, as `requestState` is (`<requestState len=N hmac:xxxxxxxx>`)."""
 
 DROPPED: Final = frozenset({"host", "content-length", "accept-encoding", *HOP_BY_HOP})
 """Headers curl sets itself (or that would ask for a compressed answer curl does not decode)."""
@@ -90,10 +91,16 @@ def request_for(messages: list[MessageRecord], record: MessageRecord) -> Message
 
 
 def _head_of(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord | None:
-    """The record carrying the HTTP head of `record`'s request (a later POST borrows the chain's)."""
+    """The record carrying the HTTP head of `record`'s request: its own, one of its exchange's, else the
+    nearest earlier one of the chain on its side (a later POST of a session borrows the session's)."""
     if record.http is not None and record.http.method:
         return record
-    return next((m for m in messages if m.http is not None and m.http.method and m.side is record.side), None)
+    heads = [m for m in messages if m.http is not None and m.http.method and m.side is record.side]
+    same = next((m for m in heads if m.exchange == record.exchange), None)
+    if same is not None:
+        return same
+    earlier = [m for m in heads if m.seq < record.seq]
+    return earlier[-1] if earlier else (heads[0] if heads else None)
 
 
 def _body_text(record: MessageRecord) -> str:

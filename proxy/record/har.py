@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import IO, Any, Final
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
@@ -133,9 +133,15 @@ def iso_time(t: float) -> str:
 def client_url(path: str, headers: dict[str, str], fallback_host: str) -> str:
     """The absolute URL a client asked for: its target on the host it named (`Host`), over HTTP."""
     if path.startswith(("http://", "https://")):
-        return path
+        return _uri_safe(path)
     host = next((v for k, v in headers.items() if k.lower() == "host"), None) or fallback_host
-    return f"http://{host}{path if path.startswith('/') else '/' + path}"
+    return _uri_safe(f"http://{host}{path if path.startswith('/') else '/' + path}")
+
+
+def _uri_safe(url: str) -> str:
+    """`url` with what a URI may not hold percent-encoded: a redactor's stand-in (`<redacted len=N
+    hmac:…>`) in a query value has a space and angle brackets, which HAR readers refuse in `url`."""
+    return quote(url, safe="/:?#[]@!$&'()*+,;=%-._~")
 
 
 def upstream_url(upstream: str) -> str:

@@ -28,6 +28,7 @@ from tests.sidecar import ProxyProcess, admin_get, clean_env, proxy_command, set
 pytestmark = pytest.mark.e2e
 
 SECRET = "export-test-bearer-7f3a91c2"
+QUERY_SECRET = "q-" + "in-the-query-77"
 TOKEN = "export-admin-token-5521"
 RUN_SECONDS = 30
 
@@ -80,7 +81,9 @@ async def record(upstream: str, capture: Path) -> bytes:
             asked = await legacy.call_tool("ask_name", {})
         assert not asked.is_error
         assert any(c.startswith("elicitation:") for c in log.callbacks)
-        async with client_for(proxy.endpoint(), "2026-07-28", headers=auth) as modern:
+        # A credential in the query too: the HAR's url keeps its stand-in percent-encoded, a valid URI.
+        url = f"{proxy.endpoint()}?token={QUERY_SECRET}"
+        async with client_for(url, "2026-07-28", headers=auth) as modern:
             added = await modern.call_tool("add", {"a": 2, "b": 3})
         assert not added.is_error
         refused, _, _ = await admin_get(proxy.admin + "/api/export.har")
@@ -113,6 +116,8 @@ async def test_a_recorded_capture_exports_to_a_valid_har_with_sse_events_bridge_
     assert validate(out) == {"valid": True}
     text = out.read_text()
     assert SECRET not in text
+    assert QUERY_SECRET not in text
+    assert "?token=%3Credacted%20len=" in text
     read = read_back(out)
     assert read["creator"]["name"] == "mcp-debug-proxy"
     assert read["version"] == "1.2"

@@ -94,3 +94,17 @@ def test_a_response_copies_the_request_of_its_exchange_and_a_stream_event_has_no
     assert "message 1 (tools/call #1)" in from_answer
     with pytest.raises(NoRequest):
         curl_command(messages, pushed, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp")
+
+
+def test_a_request_state_stand_in_comes_from_the_environment_too() -> None:
+    state = "<requestState len=257 hmac:9f8e7d6c>"
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"requestState": state}}
+    request = record(1, body=body, http=HttpInfo(method="POST", path="/mcp", headers={"Host": "x"}))
+    command = curl_command(
+        [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
+    )
+    assert state not in command
+    assert "# set MCP_BODY_SECRET first" in command
+    args = curl_args(command, {**os.environ, "MCP_BODY_SECRET": "the-state"})
+    sent = json.loads(args[args.index("--data-binary") + 1])
+    assert sent["params"]["requestState"] == "the-state"
