@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
+from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
@@ -124,6 +125,11 @@ def _to_collector(args: argparse.Namespace) -> int:
 
     if args.status or args.method or args.mode or args.q:
         print("mcp-proxy export: --otlp sends every span; filters are for chain exports", file=sys.stderr)
+        return 2
+    try:
+        otlp_url(args.otlp)
+    except ValueError as exc:
+        print(f"mcp-proxy export: --otlp: {exc}", file=sys.stderr)
         return 2
     reasons: list[str] = []
     try:

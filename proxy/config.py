@@ -331,21 +331,7 @@ class Settings(BaseModel):
     @field_validator("otlp_endpoint")
     @classmethod
     def _otlp_is_http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        try:
-            parts.port  # noqa: B018 - evaluated only to reject a bad port
-        except ValueError:
-            raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
-            raise ValueError(f"not an http(s) URL (OTLP/HTTP): {masked_url(value)!r}")
-        if "@" in parts.netloc:
-            raise ValueError(
-                "the URL carries credentials (user:password@); give the collector's credentials as "
-                "headers in OTEL_EXPORTER_OTLP_HEADERS instead"
-            )
-        return value
+        return None if value is None else otlp_url(value)
 
     @field_validator("listen", "admin", "health")
     @classmethod
@@ -553,3 +539,24 @@ def render_settings(loaded: LoadedSettings) -> str:
     return "\n".join(
         f"{line.ljust(width)}    # {source}" for line, source in zip(lines, sources, strict=True)
     )
+
+
+def otlp_url(value: str) -> str:
+    """`value` if it is an http(s) URL an OTLP/HTTP collector can listen at; ValueError naming why not.
+
+    A URL with `user:password@` is refused: credentials go in `OTEL_EXPORTER_OTLP_HEADERS`, where
+    nothing prints them.
+    """
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - evaluated only to reject a bad port
+    except ValueError:
+        raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
+        raise ValueError(f"not an http(s) URL (OTLP/HTTP): {masked_url(value)!r}")
+    if "@" in parts.netloc:
+        raise ValueError(
+            "the URL carries credentials (user:password@); give the collector's credentials as "
+            "headers in OTEL_EXPORTER_OTLP_HEADERS instead"
+        )
+    return value

@@ -42,3 +42,19 @@ def test_an_output_that_is_one_of_the_captures_is_refused_and_left_as_it_was(
         assert main(["export", fmt, str(target), str(tmp_path / "other.jsonl"), str(capture)]) == 2
         assert "is one of the captures read" in capsys.readouterr().err
         assert capture.read_bytes() == b'{"kind":"header"}\n{"kind":"anything"}\n'
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://user:pa55word@127.0.0.1:4318", "carries credentials"),
+        ("notaurl", "not an http(s) URL"),
+    ],
+)
+def test_an_otlp_url_is_checked_as_the_proxys_setting_is_and_never_echoes_a_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, said: str
+) -> None:
+    assert main(["export", "--otlp", url, str(tmp_path / "any.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert "pa55word" not in err
