@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Self, get_args, get_origin
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -311,13 +311,7 @@ class Settings(BaseModel):
     def _upstream_is_http_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        parts = urlsplit(value)
-        try:
-            parts.port  # noqa: B018 - evaluated only to reject a bad port
-        except ValueError:
-            raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
-            raise ValueError(f"not an http(s) URL: {masked_url(value)!r}")
+        parts = http_url_parts(value, "an http(s) URL")
         if "@" in parts.netloc:
             # Refused rather than sent: the proxy relays each client's own Authorization, and silently
             # adding or dropping credentials would change who the upstream thinks is calling.
@@ -541,19 +535,25 @@ def render_settings(loaded: LoadedSettings) -> str:
     )
 
 
-def otlp_url(value: str) -> str:
-    """`value` if it is an http(s) URL an OTLP/HTTP collector can listen at; ValueError naming why not.
-
-    A URL with `user:password@` is refused: credentials go in `OTEL_EXPORTER_OTLP_HEADERS`, where
-    nothing prints them.
-    """
+def http_url_parts(value: str, what: str) -> SplitResult:
+    """`value` split, if it is an http(s) URL with a host and a valid port; ValueError naming why not."""
     parts = urlsplit(value)
     try:
         parts.port  # noqa: B018 - evaluated only to reject a bad port
     except ValueError:
         raise ValueError(f"bad port in URL: {masked_url(value)!r}") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
-        raise ValueError(f"not an http(s) URL (OTLP/HTTP): {masked_url(value)!r}")
+        raise ValueError(f"not {what}: {masked_url(value)!r}")
+    return parts
+
+
+def otlp_url(value: str) -> str:
+    """`value` if it is an http(s) URL an OTLP/HTTP collector can listen at; ValueError naming why not.
+
+    A URL with `user:password@` is refused: credentials go in `OTEL_EXPORTER_OTLP_HEADERS`, where
+    nothing prints them.
+    """
+    parts = http_url_parts(value, "an http(s) URL (OTLP/HTTP)")
     if "@" in parts.netloc:
         raise ValueError(
             "the URL carries credentials (user:password@); give the collector's credentials as "
