@@ -17,11 +17,9 @@ Writes `results.json` and `results.md` to `--out`. Run it on a quiet machine; `n
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -34,74 +32,31 @@ sys.path.insert(0, str(REPO))
 
 TARGET_MIB_PER_S = 50.0
 TARGET_RSS_GROWTH_MIB = 64.0
-_IDS = re.compile(rb'"(exchange|leg|related|continuation|name)":"((?:x|leg-|continuation-|upstream-)[^"]*)"')
-_TIMES = re.compile(rb'"t":([0-9.]+)')
-
-
-async def _record(directory: Path) -> list[Path]:
-    """Seed captures of the demo's clients through proxies in front of the demo's servers."""
-    from proxy.config import Settings
-    from proxy.demo.clients import run_client
-    from proxy.demo.run import _start_server
-    from proxy.runtime import Proxy
-
-    paths = []
-    async with asyncio.TaskGroup() as group:
-        for era in ("modern", "legacy"):
-            server, url = await _start_server(group, era)
-            path = directory / f"seed-{era}.jsonl"
-            proxy = Proxy(Settings(upstream=url, listen="127.0.0.1:0", admin_enabled=False, capture=path))
-            await proxy.start()
-            try:
-                await run_client(proxy.endpoint(), "modern")
-                await run_client(proxy.endpoint(), "legacy")
-            finally:
-                await proxy.stop()
-                server.should_exit = True
-            paths.append(path)
-    return paths
 
 
 def record_seed(directory: Path) -> Path:
-    """One seed capture (header, proxy_info, then every observation line of both recordings)."""
+    """One seed capture of the demo's traffic (`tests.record.captures.record_demo`), logging quiet."""
     from proxy import logs
     from proxy.demo.run import _quiet_logging
+    from tests.record.captures import record_demo
 
     logs.configure(quiet=True)
     _quiet_logging()
-    parts = asyncio.run(_record(directory))
-    seed = directory / "seed.jsonl"
-    with seed.open("wb") as out:
-        for i, part in enumerate(parts):
-            lines = part.read_bytes().splitlines(keepends=True)
-            obs = [line for line in lines[1:] if line.startswith(b'{"type":"obs"')]
-            out.writelines(lines if i == 0 else obs)
-    return seed
+    return record_demo(directory)
 
 
 def replicate(seed: Path, target: Path, size: int) -> tuple[int, int]:
-    """Copies of the seed's observation lines, with fresh ids and later times, up to `size` bytes."""
-    lines = seed.read_bytes().splitlines(keepends=True)
-    head = [line for line in lines if not line.startswith(b'{"type":"obs"')]
-    body = [line for line in lines if line.startswith(b'{"type":"obs"')]
-    times = [float(m[1]) for line in body if (m := _TIMES.search(line))]
-    span = max(times) - min(times) + 0.001
-    written, copy = 0, 0
-    with target.open("wb") as out:
-        out.writelines(head)
-        while written < size:
-            copy += 1
-            suffix, shift = b".%d" % copy, span * copy
-            for line in body:
-                fresh = _copy_line(line, suffix, shift)
-                out.write(fresh)
-                written += len(fresh)
-    return target.stat().st_size, copy
+    """Copies of the seed's observation lines, with fresh ids and later times, to about `size` bytes;
+    returns the capture's bytes and the number of copies."""
+    from proxy.record.observations import OBS_PREFIX
+    from tests.record.captures import replicate as copy_seed
 
-
-def _copy_line(line: bytes, suffix: bytes, shift: float) -> bytes:
-    line = _IDS.sub(lambda m: b'"%s":"%s%s"' % (m[1], m[2], suffix), line)
-    return _TIMES.sub(lambda m: b'"t":%.6f' % (float(m[1]) + shift), line, count=1)
+    per_copy = sum(
+        len(line) for line in seed.read_bytes().splitlines(keepends=True) if line.startswith(OBS_PREFIX)
+    )
+    copies = max(1, -(-size // per_copy))
+    copy_seed(seed, target, copies)
+    return target.stat().st_size, copies
 
 
 _CHILD = (
