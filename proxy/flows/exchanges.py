@@ -54,6 +54,8 @@ class Exchange:
     answered: set[RequestId] = field(default_factory=set)
     head: HttpInfo | None = None
     head_recorded: bool = False
+    request_recorded: bool = False
+    """A message of this exchange to the server carries its request head already."""
     minted_session: str | None = None
     last_sse_id: str | None = None
     pending_note: str | None = None

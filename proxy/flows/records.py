@@ -41,13 +41,16 @@ class RecordMaker:
     ) -> MessageRecord:
         """The record of a message on a client exchange, carrying the HTTP head it travelled with.
 
-        A chain's first message and every request carry the request head; the first message back
-        carries the response head, which is then marked recorded on the exchange.
+        Every request, a chain's first message and an exchange's first message to the server carry
+        the request head (a notification or an answer on an exchange of its own carries its own, not
+        its chain's); the first message back carries the response head. Each is then marked recorded
+        on the exchange.
         """
         http: HttpInfo | None = None
-        if (direction is Direction.TO_SERVER and chain.summary.messages == 0) or (
-            direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST
+        if direction is Direction.TO_SERVER and (
+            msg.kind is Kind.REQUEST or chain.summary.messages == 0 or not ex.request_recorded
         ):
+            ex.request_recorded = True
             http = HttpInfo(
                 method=ex.http_method,
                 path=self._redactor.path(ex.path),

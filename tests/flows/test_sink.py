@@ -372,3 +372,27 @@ def test_an_open_leg_keeps_its_observations_past_the_backlog_after_its_exchange_
     chain = next(c for c in rig.chains() if c.summary.name == "ask_name")
     upstream = [m.method or m.kind for m in chain.messages if m.side.value == "upstream"]
     assert upstream == ["tools/call", "elicitation/create", "result"], "the leg's chain was kept whole"
+
+
+def test_a_notification_on_an_exchange_of_its_own_carries_that_exchanges_request_head() -> None:
+    rig = Rig()
+    init = classify_value(request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}))
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={"Host": "p"}, session=None)
+    rig.facts.message("x1", init, size=1, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.response_head(
+        "x1", status=200, content_type="application/json", headers={"Mcp-Session-Id": "s9"}
+    )
+    done = classify_value(result_response(1, {"protocolVersion": "2025-11-25"}))
+    rig.facts.message("x1", done, size=1, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    rig.facts.close_exchange("x1")
+    rig.facts.open_exchange(
+        "x2", http_method="POST", path="/mcp", headers={"Host": "p", "Mcp-Session-Id": "s9"}, session="s9"
+    )
+    ready = classify_value(notification("notifications/initialized", {}))
+    rig.facts.message("x2", ready, size=1, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.close_exchange("x2")
+
+    (chain,) = rig.chains()
+    sent = [m for m in chain.messages if m.exchange == "x2"]
+    assert sent[0].http is not None  # its own head, with the session the first exchange had not
+    assert "Mcp-Session-Id" in sent[0].http.headers
