@@ -139,6 +139,7 @@ class _Ex:
         "era",
         "last_sse_id",
         "mode",
+        "not_post",
         "ops",
         "requests",
         "response_headers",
@@ -157,6 +158,8 @@ class _Ex:
         self.response_headers: dict[str, str] | None = None
         """The response head's headers (read only for an `initialize` answer's minted session)."""
         self.last_sse_id: str | None = None
+        self.not_post = False
+        """A GET or DELETE: its own operation (a stream, a session's end) ends when it closes."""
 
     def minted_session(self) -> str | None:
         """The session id the response head carried, if any."""
@@ -228,11 +231,12 @@ class OpCounter:
             elif type(obs) is ExchangeOpened:
                 ex = exchanges[obs.exchange] = _Ex(obs.client_era, str(obs.mode), obs.session)
                 if obs.http_method != "POST":
+                    ex.not_post = True
                     self._stream_opened(ex, obs)
             elif type(obs) is ExchangeClosed:
                 ex = exchanges.pop(obs.exchange, None)
-                if ex is not None:
-                    self._closed(ex, obs)
+                if ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
+                    self._closed(ex, obs)  # else every request it carried was answered: nothing ends
             else:
                 handler = self._handlers.get(type(obs))
                 if handler is not None:
