@@ -6,7 +6,8 @@
     mcp-proxy export --curl r7 run.jsonl        # the chain's client requests as curl commands
 
 Filters are those of the admin API's `/api/chains` (`--status`, `--method`, `--mode`, `--q`), read by
-the same code. Several files are read in the order given (rotated parts oldest first). Exit status:
+the same code. Several files are read oldest first, by the start time each file's header holds
+(rotated parts in any order; stderr says when the order given was not that one). Exit status:
 0 when every line was read, 1 when the export was written but some lines were skipped (each named on
 stderr and in the file), 2 when nothing could be exported (a file that is not a capture, bad flags).
 """
@@ -27,6 +28,7 @@ from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, curl_command
 from proxy.record.export import Format, export_capture, export_spans, find_chain, open_readers
 from proxy.record.observations import ObservationReplayer
+from proxy.record.parts import oldest_first
 
 SKIPPED_EXIT = 1
 """Exit status of an export written with lines skipped."""
@@ -71,7 +73,11 @@ def build_export_parser() -> argparse.ArgumentParser:
         help="where --curl sends: the proxy's address (default; the replay is recorded) or the upstream",
     )
     parser.add_argument(
-        "captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s), oldest first"
+        "captures",
+        nargs="+",
+        type=Path,
+        metavar="CAPTURE",
+        help="capture file(s); rotated parts in any order (read oldest first, by their headers)",
     )
     filters = parser.add_argument_group("filters (as GET /api/chains; each repeats or takes a comma list)")
     filters.add_argument(
@@ -102,9 +108,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"mcp-proxy export: {target} is one of the captures read: write elsewhere", file=sys.stderr)
         return 2
     try:
-        _check(args.captures)
+        captures = _checked_in_order(args.captures)
         with _output(target) as out:
-            report = export_capture(args.captures, fmt, out, keep)
+            report = export_capture(captures, fmt, out, keep)
     except (CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
@@ -133,7 +139,7 @@ def _to_collector(args: argparse.Namespace) -> int:
         return 2
     reasons: list[str] = []
     try:
-        _check(args.captures)
+        captures = _checked_in_order(args.captures)
         sender = load_sender(
             args.otlp, queue_size=OTLP_BATCH, on_failure=lambda _count, reason: reasons.append(reason)
         )
@@ -141,7 +147,7 @@ def _to_collector(args: argparse.Namespace) -> int:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
     try:
-        report = export_spans(args.captures, sender.send_all)
+        report = export_spans(captures, sender.send_all)
         sender.flush()
     finally:
         sender.close(OTLP_CLOSE_SECONDS)
@@ -162,8 +168,7 @@ def _to_collector(args: argparse.Namespace) -> int:
 def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     """Print the chain's client requests as curl commands on stdout; what was skipped on stderr."""
     try:
-        _check(paths)
-        found = find_chain(paths, chain_id)
+        found = find_chain(_checked_in_order(paths), chain_id)
     except (CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
@@ -217,6 +222,15 @@ def _output(target: Path) -> AbstractContextManager[IO[bytes]]:
     if str(target) == "-":
         return nullcontext(sys.stdout.buffer)
     return target.open("wb")
+
+
+def _checked_in_order(paths: Sequence[Path]) -> list[Path]:
+    """The captures checked (`_check`), oldest first by their headers, saying so on stderr if moved."""
+    _check(paths)
+    order = oldest_first(paths)
+    for note in order.notes():
+        print(f"mcp-proxy export: {note}", file=sys.stderr)
+    return order.paths
 
 
 def _check(paths: Sequence[Path]) -> None:
