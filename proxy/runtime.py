@@ -292,6 +292,7 @@ class Proxy:
             open_streams=lambda: relays.open_streams + sum(bridge.open_streams for bridge in bridges),
             open_exchanges=lambda: observations.open_exchanges,
             otlp_spans=self.otlp_counts,
+            client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
         )
 
     def info(self) -> ProxyInfo:
