@@ -69,8 +69,9 @@ def build_export_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--to",
         choices=("proxy", "upstream"),
-        default="proxy",
-        help="where --curl sends: the proxy's address (default; the replay is recorded) or the upstream",
+        default=None,
+        help="only with --curl: where its commands send, the proxy's address (default; the replay is "
+        "recorded) or the upstream",
     )
     parser.add_argument(
         "captures",
@@ -79,7 +80,9 @@ def build_export_parser() -> argparse.ArgumentParser:
         metavar="CAPTURE",
         help="capture file(s); rotated parts in any order (read oldest first, by their headers)",
     )
-    filters = parser.add_argument_group("filters (as GET /api/chains; each repeats or takes a comma list)")
+    filters = parser.add_argument_group(
+        "filters of --har, --json and --ndjson (as GET /api/chains; each repeats or takes a comma list)"
+    )
     filters.add_argument(
         "--status", action="append", default=[], help=", ".join(s.value for s in ChainStatus)
     )
@@ -94,10 +97,14 @@ def build_export_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """Run `mcp-proxy export` (argv without the subcommand)."""
     args = build_export_parser().parse_args(argv)
+    misplaced = _misplaced(args)
+    if misplaced is not None:
+        print(f"mcp-proxy export: {misplaced}", file=sys.stderr)
+        return 2
     if args.otlp is not None:
         return _to_collector(args)
     if args.curl is not None:
-        return _curl(args.captures, args.curl, args.to)
+        return _curl(args.captures, args.curl, args.to or "proxy")
     fmt, target = next((f, getattr(args, f.value)) for f in Format if getattr(args, f.value) is not None)
     try:
         keep = ChainFilter.from_params(lambda name: getattr(args, name))
@@ -123,6 +130,22 @@ def main(argv: Sequence[str]) -> int:
     where = "stdout" if str(target) == "-" else str(target)
     print(f"mcp-proxy export: wrote {report.written} {what} to {where}", file=sys.stderr)
     return SKIPPED_EXIT if report.any_skipped else 0
+
+
+def _misplaced(args: argparse.Namespace) -> str | None:
+    """What was given to an export it does not apply to (said, never silently ignored), if anything."""
+    chosen = next(
+        f"--{name}" for name in ("har", "json", "ndjson", "otlp", "curl") if getattr(args, name) is not None
+    )
+    if args.to is not None and args.curl is None:
+        return f"--to applies to --curl (where its commands send), not to {chosen}"
+    filters = [f"--{name}" for name in ("status", "method", "mode", "q") if getattr(args, name)]
+    if filters and args.curl is not None:
+        return (
+            f"{', '.join(filters)} filter the chains of --har, --json and --ndjson; "
+            "--curl takes one chain by its id"
+        )
+    return None
 
 
 def _to_collector(args: argparse.Namespace) -> int:
