@@ -26,7 +26,7 @@ from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, curl_command
-from proxy.record.export import Format, export_capture, export_spans, find_chain, open_readers
+from proxy.record.export import Format, counted, export_capture, export_spans, find_chain, open_readers
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
 
@@ -126,9 +126,11 @@ def main(argv: Sequence[str]) -> int:
         return 2
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
-    what = "entries" if fmt is Format.HAR else "chains"
+    what = (
+        counted(report.written, "entry", "entries") if fmt is Format.HAR else counted(report.written, "chain")
+    )
     where = "stdout" if str(target) == "-" else str(target)
-    print(f"mcp-proxy export: wrote {report.written} {what} to {where}", file=sys.stderr)
+    print(f"mcp-proxy export: wrote {what} to {where}", file=sys.stderr)
     return SKIPPED_EXIT if report.any_skipped else 0
 
 
@@ -177,11 +179,11 @@ def _to_collector(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
     counts = sender.counts()
-    print(f"mcp-proxy export: sent {counts['sent']} spans to {sender.endpoint}", file=sys.stderr)
+    print(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {sender.endpoint}", file=sys.stderr)
     if counts["export_failed"]:
         print(
-            f"mcp-proxy export: {counts['export_failed']} of {report.written} spans not delivered: "
-            f"{reasons[-1] if reasons else 'the collector failed'}",
+            f"mcp-proxy export: {counts['export_failed']} of {counted(report.written, 'span')} "
+            f"not delivered: {reasons[-1] if reasons else 'the collector failed'}",
             file=sys.stderr,
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
@@ -224,7 +226,10 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write("\n".join(commands))
-    print(f"mcp-proxy export: wrote {len(commands)} curl commands of chain {chain_id}", file=sys.stderr)
+    print(
+        f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}",
+        file=sys.stderr,
+    )
     return SKIPPED_EXIT if found.report.any_skipped else 0
 
 

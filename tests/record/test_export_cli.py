@@ -118,3 +118,23 @@ def test_an_option_given_to_an_export_it_does_not_apply_to_is_refused_naming_whe
     assert f"mcp-proxy export: {said}" in captured.err
     assert captured.out == ""
     assert not out.exists()
+
+
+def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_each_count_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"message","t":2.0,"exchange":"x9","size":3,"direction":"to_server"}\n')
+        f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 1
+    json_err = capsys.readouterr().err
+    assert main(["export", "--curl", "r1", str(capture)]) == 1
+    curl_err = capsys.readouterr().err
+
+    assert f"skipped {capture}:7: corrupt observation line: no 'msg' field" in json_err
+    assert "KeyError" not in json_err
+    assert "skipped 1 line of kinds a newer mcp-proxy wrote" in json_err
+    assert "wrote 1 chain to " in json_err
+    assert "wrote 1 curl command of chain r1" in curl_err
