@@ -100,25 +100,38 @@ class ProxyMetrics:
 
     # -- what `OpCounter` tells ----------------------------------------------------------------------
 
-    def opened(self, method: str | None, era: str, mode: str) -> None:
-        """An operation began (a chain, where chains are built)."""
-        self.counts.chains[(self.method_label(method), era, mode)] += 1
+    def label(self, method: str | None) -> str:
+        """The label counted for a method (`OpCounter` remembers it per name)."""
+        return self.method_label(method)
 
-    def requested(self, method: str | None, era: str, mode: str) -> None:
-        """A client sent a JSON-RPC request."""
-        self.counts.requests[(self.method_label(method), era, mode)] += 1
+    def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
+        """An operation began (a chain, where chains are built), with a client request if `requested`."""
+        key = (label, era, mode)
+        counts = self.counts
+        counts.chains[key] += 1
+        if requested:
+            counts.requests[key] += 1
+
+    def requested(self, label: str, era: str, mode: str) -> None:
+        """A client sent a JSON-RPC request that continues an operation."""
+        self.counts.requests[(label, era, mode)] += 1
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
         self.counts.rounds[(mode,)] += added
 
-    def ended(self, method: str | None, mode: str, *, error: bool, upstream_s: float | None) -> None:
+    def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
         """An operation ended: errors count, requests add their time upstream."""
-        key = (self.method_label(method), mode)
+        key = (label, mode)
+        counts = self.counts
         if error:
-            self.counts.errors[key] += 1
+            counts.errors[key] += 1
         if upstream_s is not None:
-            self.counts.observe_latency(key, upstream_s)
+            row = counts.latency.get(key)
+            if row is None:
+                row = counts.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
+            row[bisect.bisect_left(LATENCY_BUCKETS, upstream_s)] += 1
+            row[-1] += upstream_s
 
     def session(self, state: str) -> None:
         """A session changed state."""
@@ -151,14 +164,6 @@ class _Counts:
         self.sessions: CounterOf = collections.Counter()
         self.latency: dict[tuple[str, ...], list[float]] = {}
         """Per label set: the count in each bucket (not cumulative), then the sum of the observations."""
-
-    def observe_latency(self, key: tuple[str, ...], seconds: float) -> None:
-        """One observation of the latency histogram."""
-        row = self.latency.get(key)
-        if row is None:
-            row = self.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
-        row[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        row[-1] += seconds
 
     def collect(self) -> Iterator[Metric]:
         """The counter and histogram families, with the names and meanings they always had."""
