@@ -60,6 +60,7 @@ class ProxyMetrics:
         draining: Callable[[], bool],
         observations_dropped: Callable[[], int] = lambda: 0,
         otlp_spans: Callable[[], dict[str, int]] = dict,
+        client_timeouts: Callable[[], dict[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -83,6 +84,7 @@ class ProxyMetrics:
                 retired=self.retired_drops,
                 observations_dropped=observations_dropped,
                 otlp_spans=otlp_spans,
+                client_timeouts=client_timeouts,
             )
         )
 
@@ -258,9 +260,11 @@ class _PresentState:
         retired: dict[str, int],
         observations_dropped: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
+        client_timeouts: Callable[[], dict[str, int]],
     ) -> None:
         self._store = store
         self._otlp_spans = otlp_spans
+        self._client_timeouts = client_timeouts
         self._observations_dropped = observations_dropped
         self._bus = bus
         self._open_streams = open_streams
@@ -309,6 +313,7 @@ class _PresentState:
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus_families()
         yield from self._otlp_families()
+        yield self._timeouts()
         yield self._about()
 
     def _otlp_families(self) -> Iterator[Metric]:
@@ -328,6 +333,18 @@ class _PresentState:
         for reason in ("queue_full", "export_failed"):
             dropped.add_metric([reason], counts.get(reason, 0))
         yield dropped
+
+    def _timeouts(self) -> Metric:
+        counts = self._client_timeouts()
+        family = CounterMetricFamily(
+            "mcp_proxy_client_timeouts",
+            "Requests refused 408 because the client sent them too slowly, by the setting whose wait ran "
+            "out: head_read_timeout (the request head) or body_read_timeout (its body).",
+            labels=["setting"],
+        )
+        for setting in ("head_read_timeout", "body_read_timeout"):
+            family.add_metric([setting], counts.get(setting, 0))
+        return family
 
     def _bus_families(self) -> Iterator[Metric]:
         drops = dict(self._retired)
