@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import email.utils
 import itertools
+import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine
@@ -51,6 +52,9 @@ MAX_QUEUED = 16
 
 SWEEP_MAX = 1.0
 """Longest pause between two sweeps for expired waits; shorter timeouts sweep more often."""
+TIMEOUT_LOG_EVERY = 1.0
+"""Seconds between two `client_timeout` warnings of one setting (the refusals between are counted)."""
+
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
@@ -81,6 +85,10 @@ class FrontServer:
         """Connections refused over the cap, still given a moment to read their 503."""
         self.timeouts: Counter[str] = Counter()
         """Requests refused 408 because the client was too slow, by the setting whose wait ran out."""
+        self.timeout_logged: dict[str, float] = {}
+        self.timeouts_unlogged: Counter[str] = Counter()
+        """When each setting's last `client_timeout` line was written, and the refusals since then
+        that wrote none."""
         self.server: asyncio.Server | None = None
         self.now: Callable[[], float] = time.monotonic
         self._sweep: asyncio.TimerHandle | None = None
@@ -284,10 +292,29 @@ class FrontConnection(asyncio.Protocol):
             self._refuse(status, dumps(body).decode(), "application/json")
 
     def _timed_out(self, setting: str, seconds: float) -> None:
-        """A slow client is refused 408: say who, and which wait ran out (no exchange records it)."""
-        self.front.timeouts[setting] += 1
+        """A slow client is refused 408: say who, and which wait ran out (no exchange records it).
+
+        At most one line per setting every `TIMEOUT_LOG_EVERY` seconds, counting those it stands for:
+        a flood of slow clients must not flood the log (`/metrics` counts every one).
+        """
+        front = self.front
+        front.timeouts[setting] += 1
+        now = front.now()
+        if now < front.timeout_logged.get(setting, -math.inf) + TIMEOUT_LOG_EVERY:
+            front.timeouts_unlogged[setting] += 1
+            return
+        front.timeout_logged[setting] = now
+        also = front.timeouts_unlogged.pop(setting, 0)
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
-        get_logger().warning("client_timeout", peer=_peer(peer), status=408, setting=setting, seconds=seconds)
+        fields: dict[str, object] = {
+            "peer": _peer(peer),
+            "status": 408,
+            "setting": setting,
+            "seconds": seconds,
+        }
+        if also:
+            fields["also_unlogged"] = also
+        get_logger().warning("client_timeout", **fields)
 
     # serving
     def _dispatch_early(self, req: _Request) -> None:
