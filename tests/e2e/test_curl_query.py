@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx2
@@ -21,30 +19,11 @@ import pytest
 
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.recording_upstream import recording_upstream
-from tests.peers.runner import REPO_ROOT
-from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
 SECRET = "client-query-key-8841"
-RUN_SECONDS = 30
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proxy.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        check=False,
-    )
-
-
-def _bash(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", command], capture_output=True, text=True, timeout=RUN_SECONDS, env=env, check=False
-    )
 
 
 async def test_a_curl_command_to_the_upstream_sends_the_request_line_the_proxy_sent_query_included(
@@ -68,16 +47,18 @@ async def test_a_curl_command_to_the_upstream_sends_the_request_line_the_proxy_s
         finally:
             proxy.stop()
         (relayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"]
-        listed = await asyncio.to_thread(_cli, "export", "--json", "-", str(capture))
+        listed = await asyncio.to_thread(run_mcp_proxy, "export", "--json", "-", str(capture))
         (chain,) = [
             c["chain"]["id"] for c in json.loads(listed.stdout)["chains"] if c["chain"].get("name") == "echo"
         ]
-        exported = await asyncio.to_thread(_cli, "export", "--curl", chain, "--to", "upstream", str(capture))
+        exported = await asyncio.to_thread(
+            run_mcp_proxy, "export", "--curl", chain, "--to", "upstream", str(capture)
+        )
         assert exported.returncode == 0, exported.stderr
         command = exported.stdout
         base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
         replay = {**base, "MCP_QUERY_SECRET": "eu", "MCP_QUERY_SECRET_2": SECRET}
-        done = await asyncio.to_thread(_bash, command, replay)
+        done = await asyncio.to_thread(run_bash, command, replay)
         assert done.returncode == 0, done.stderr
         (replayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"][1:]
 

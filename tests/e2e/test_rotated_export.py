@@ -9,32 +9,17 @@ stderr that it read them in another order than given.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.record.completeness import capture_files
-from tests.peers.runner import REPO_ROOT, PeerServer
+from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.sidecar import ProxyProcess, clean_env, proxy_command, settings_env
+from tests.sidecar import ProxyProcess, clean_env, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
-
-RUN_SECONDS = 30
-
-
-def export(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `mcp-proxy export ...` as a user would."""
-    return subprocess.run(
-        [*proxy_command(), "export", *args],
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        cwd=REPO_ROOT,
-        check=False,
-    )
 
 
 def outline(document: str) -> list[tuple[Any, ...]]:
@@ -59,8 +44,8 @@ async def test_rotated_parts_given_newest_first_export_as_the_parts_given_oldest
     parts = capture_files(capture)
     assert len(parts) >= 4, parts
 
-    oldest_first = export("--json", "-", *map(str, parts))
-    newest_first = export("--json", "-", *map(str, reversed(parts)))
+    oldest_first = run_mcp_proxy("export", "--json", "-", *map(str, parts))
+    newest_first = run_mcp_proxy("export", "--json", "-", *map(str, reversed(parts)))
 
     assert oldest_first.returncode == newest_first.returncode == 0, newest_first.stderr
     assert "reading the captures" not in oldest_first.stderr
