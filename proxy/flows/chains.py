@@ -49,6 +49,7 @@ from proxy.flows.observations import (
     EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
+    FaultInjected,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -179,6 +180,8 @@ class ChainBuilder:
                     pending_keys=list(obs.pending_keys),
                     age_ms=obs.age_ms,
                 )
+            case FaultInjected():
+                self.fault_injected(obs)
             case UpstreamSessionMoved():
                 self.upstream_session(
                     obs.name,
@@ -407,6 +410,21 @@ class ChainBuilder:
             name, state, principal=principal, capabilities=capabilities, version=version
         )
 
+    def fault_injected(self, obs: FaultInjected) -> None:
+        """Note an injected fault on the chain of the message it acted on, so it is never taken for
+        the server's own behaviour (held for the exchange's first chain if none is open yet)."""
+        ex = self._exchanges.get(obs.exchange)
+        if ex is None:
+            return
+        note = fault_note(obs)
+        chain_id = ex.requests.get(obs.message_id) if obs.message_id is not None else None
+        chain = self.store.peek(chain_id or ex.main_chain() or "")
+        if chain is None:
+            ex.pending_note = note
+            return
+        chain.summary.notes.append(note)
+        self._ledger.changed(chain)
+
     def link_leg(self, leg: str, related: str) -> None:
         """File a new leg in the chain of an earlier one (an answer to, or cancel of, a parked call)."""
         chain_id = self._legs.get(related)
@@ -524,3 +542,13 @@ class ChainBuilder:
         # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
         side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
         self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
+
+
+def fault_note(obs: FaultInjected) -> str:
+    """The chain's note for an injected fault: what the proxy did (or why it could not), and the rule."""
+    sender = "client's" if obs.direction == "client" else "server's"
+    what = f"{obs.fault} on the {sender} {obs.method or 'message'}"
+    if not obs.applied:
+        return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"
+    detail = f" ({obs.detail})" if obs.detail else ""
+    return f"fault injected by the proxy: {what}{detail} [{obs.rule}]"
