@@ -49,7 +49,9 @@ class Action:
         if self.kind == "delay":
             return f"delay={_ms(self.delay_ms).replace(' ', '')}"
         if self.kind == "error":
-            return f"error={self.code}" + (f":{self.message}" if self.message != DEFAULT_ERROR_MESSAGE else "")
+            return f"error={self.code}" + (
+                f":{self.message}" if self.message != DEFAULT_ERROR_MESSAGE else ""
+            )
         if self.kind == "cut_after":
             return f"cut_after={self.events}"
         return self.kind

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -147,6 +148,9 @@ class FaultGate:
 
     seed: int | None = None
     rng: random.Random = field(init=False)
+    injected: Counter[str] = field(default_factory=Counter)
+    """Faults carried out, by action (`delay`, `error`, ...; `not_injected`: a rule picked a message
+    its action turned out not to fit). The transport counts them as it records them."""
     _rules: list[_Held] = field(default_factory=list)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -180,9 +184,7 @@ class FaultGate:
 
     def listing(self) -> list[dict[str, Any]]:
         """Every rule in force with its id and how many faults it injected."""
-        return [
-            {"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules
-        ]
+        return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
 
     def concerns(self, client: Sequence[Seen]) -> bool:
         """Whether any rule could pick a message of an exchange whose client sent `client`.
