@@ -546,7 +546,7 @@ class ChainBuilder:
 
 def fault_note(obs: FaultInjected) -> str:
     """The chain's note for an injected fault: what the proxy did (or why it could not), and the rule."""
-    sender = "client's" if obs.direction == "client" else "server's"
+    sender = "client's" if obs.sender == "client" else "server's"
     what = f"{obs.fault} on the {sender} {obs.method or 'message'}"
     if not obs.applied:
         return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"

@@ -179,7 +179,7 @@ class FaultInjected:
     """The fault in a few words: `delay 200 ms`, `error -32000`, `drop`, `cut after 2 events`."""
     rule: str
     """The rule's id and text: `f1: method:tools/call => delay=200ms`."""
-    direction: str
+    sender: str
     """Who sent the message it acted on: `client` or `server`."""
     message_id: str | int | None = None
     method: str | None = None

@@ -124,12 +124,12 @@ def gated_relay(
     gate = relays.gate
     if gate is None or not isinstance(route, Route):
         return None
-    era = str(route.era)
     messages = route.body.messages
+    if not gate.concerns(messages):
+        return None
+    era = str(route.era)
     asked = asked_of(messages)
     judged = [seen(msg, "client", era=era, session=route.session_id, asked=asked) for msg in messages]
-    if not gate.concerns(judged):
-        return None
     return GatedRelay(relays, client, exchange, gate, route, judged, asked)
 
 

@@ -67,7 +67,9 @@ async def test_an_error_fault_answers_the_call_without_the_server_and_says_so_ev
     assert run.lines["echo"]["error"]["message"] == "staging says no"
     assert "error" not in run.lines["add"], run.lines  # the rule picks echo only
     notes = call_chain(found, "echo")["notes"]
-    assert any(n.startswith("fault injected by the proxy: error -32050 on the client's tools/call") for n in notes)
+    assert any(
+        n.startswith("fault injected by the proxy: error -32050 on the client's tools/call") for n in notes
+    )
     assert not any("fault" in n for n in call_chain(found, "add").get("notes", []))
     (line,) = fault_lines(logs)
     assert line["fault"] == "error -32050"
@@ -130,7 +132,9 @@ async def test_a_duplicated_server_event_reaches_the_client_twice(
     assert "error" not in run.lines["progress"], run.lines
     assert run.lines["progress"]["progress"] == [1.0, 1.0, 2.0, 3.0], run.lines  # the first one twice
     notes = call_chain(found, "slow_progress")["notes"]
-    assert any("duplicate on the server's notifications/progress (the event written twice)" in n for n in notes)
+    assert any(
+        "duplicate on the server's notifications/progress (the event written twice)" in n for n in notes
+    )
 
 
 async def test_a_duplicated_request_reaches_the_server_twice_and_the_client_once(
@@ -179,7 +183,8 @@ async def test_a_corrupted_request_state_is_refused_by_the_server_that_sealed_it
         found = await chains(proxy)
     assert run.lines["state_only"].get("error", {}).get("code") == -32602, run.lines
     noted = [n for c in found for n in c.get("notes", []) if "corrupt state" in n]
-    assert noted and "requestState" in noted[0], found
+    assert noted, found
+    assert "requestState" in noted[0], noted
 
 
 async def test_a_fixed_seed_injects_the_faults_its_draws_say(
@@ -188,7 +193,8 @@ async def test_a_fixed_seed_injects_the_faults_its_draws_say(
     seed, calls = 7, 8
     draws = random.Random(seed)
     wanted = [draws.random() < 0.5 for _ in range(calls)]
-    assert any(wanted) and not all(wanted)  # the seed tells both outcomes apart
+    assert any(wanted)
+    assert not all(wanted)
     plan = [{"id": f"c{i}", "op": "call", "tool": "echo", "arguments": {"text": "hi"}} for i in range(calls)]
     settings = {"faults": ["tool:echo dir:client => error=-32001 p=0.5"], "fault_seed": seed}
     async with proxy_for(legacy_server.url, **settings) as proxy:
@@ -204,7 +210,8 @@ async def test_rules_come_and_go_through_the_admin_api(
         async with http.post(api, json={"rule": "tool:echo => error=-32042"}) as resp:
             assert resp.status == 201, await resp.text()
             (added,) = (await resp.json())["rules"]
-        assert added["id"] == "f1" and added["action"] == "error=-32042"
+        assert added["id"] == "f1"
+        assert added["action"] == "error=-32042"
         run = await client_run(proxy, "python-legacy", ["echo"])
         assert run.lines["echo"]["error"]["code"] == -32042
         async with http.get(api) as resp:

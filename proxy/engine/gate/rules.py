@@ -9,8 +9,10 @@ the same faults). Pure: the transport asks, carries the fault out, and records i
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from typing import Any, Final
 
 from proxy.engine.gate.actions import Action, parse_action
 from proxy.engine.gate.match import Match, Seen, parse_match
+from proxy.wire.jsonrpc import Message
+from proxy.wire.mcp import target_name
 
 ARROW: Final = "=>"
 MAX_RULES: Final = 100
@@ -68,8 +72,9 @@ def parse_rule(text: str) -> FaultRule:
         raise ValueError("a fault rule needs an action after '=>' (delay=, error=, drop, cut_after=, ...)")
     options = list(words[1:])
     action_words = [words[0]]
-    # an error message may have spaces: everything up to the first option word belongs to it
-    while options and not options[0].lower().startswith(("p=", "count=")):
+    # an error's message may have spaces: every word up to the first option belongs to it
+    is_error = words[0].lower().startswith("error=")
+    while is_error and options and not options[0].lower().startswith(("p=", "count=")):
         action_words.append(options.pop(0))
     action = parse_action(" ".join(action_words))
     p, count = _options(options)
@@ -135,10 +140,42 @@ class Fault:
         return self.action.describe()
 
 
+@dataclass(frozen=True, slots=True)
+class _Could:
+    """What a rule's positive method and name terms require, as compiled patterns: a quick, generous
+    test of whether the rule could pick anything of an exchange (its full match decides later)."""
+
+    any_server: bool
+    """It may pick a message a server sends on its own, which no client message foretells."""
+    method: tuple[re.Pattern[str], ...]
+    name: tuple[re.Pattern[str], ...]
+    tool: bool
+
+    @classmethod
+    def of(cls, match: Match) -> _Could:
+        def patterns(*fields: str) -> tuple[re.Pattern[str], ...]:
+            return tuple(
+                re.compile(fnmatch.translate(term.value), re.IGNORECASE)
+                for term in match.terms
+                if term.field in fields and not term.negate
+            )
+
+        tool = any(term.field == "tool" and not term.negate for term in match.terms)
+        return cls(match.may_pick_server_request(), patterns("method"), patterns("tool", "name"), tool)
+
+    def __call__(self, method: str | None, name: str | None) -> bool:
+        if self.tool and method != "tools/call":
+            return False
+        if self.method and (method is None or not all(p.match(method) for p in self.method)):
+            return False
+        return not self.name or (name is not None and all(p.match(name) for p in self.name))
+
+
 @dataclass(slots=True)
 class _Held:
     rule_id: str
     rule: FaultRule
+    could: _Could
     fired: int = 0
 
 
@@ -165,7 +202,7 @@ class FaultGate:
         if len(self._rules) >= MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} fault rules are held at once; delete some first")
         rule_id = f"f{next(self._ids)}"
-        self._rules.append(_Held(rule_id, rule))
+        self._rules.append(_Held(rule_id, rule, _Could.of(rule.match)))
         return rule_id
 
     def remove(self, rule_id: str) -> bool:
@@ -186,21 +223,22 @@ class FaultGate:
         """Every rule in force with its id and how many faults it injected."""
         return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
 
-    def concerns(self, client: Sequence[Seen]) -> bool:
+    def concerns(self, client: Sequence[Message]) -> bool:
         """Whether any rule could pick a message of an exchange whose client sent `client`.
 
         Answers are judged by the request they answer; a message a server sends on its own is
-        judged by its method. An exchange no rule concerns is relayed as if there were no gate.
+        judged by its method. An exchange no rule concerns is relayed as if there were no gate, so
+        this looks only at each rule's method and name patterns, compiled once.
         """
         for held in self._rules:
             rule = held.rule
             if rule.count is not None and held.fired >= rule.count:
                 continue
-            match = rule.match
-            if match.may_pick_server_request():
+            could = held.could
+            if could.any_server:
                 return True
-            for seen in client:
-                if match.matches(seen) or match.matches(_as_answer(seen)):
+            for msg in client:
+                if could(msg.method, target_name(msg.method, msg.params)):
                     return True
         return False
 
@@ -217,18 +255,3 @@ class FaultGate:
             held.fired += 1
             return Fault(held.rule_id, rule.action)
         return None
-
-
-def _as_answer(seen: Seen) -> Seen:
-    """The server's answer to a client request, as far as a rule can tell before it comes."""
-    return Seen(
-        direction="server",
-        kind="result",
-        method=seen.method,
-        name=seen.name,
-        era=seen.era,
-        mode=seen.mode,
-        session=seen.session,
-        round=seen.round,
-        body=lambda: "",
-    )
