@@ -17,6 +17,7 @@ import pytest
 from proxy.runtime import Proxy
 from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
 from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
 from tests.transport.helpers import captured_logs, client_session, wait_until
 
 pytestmark = pytest.mark.asyncio
@@ -230,3 +231,48 @@ async def test_rules_come_and_go_through_the_admin_api(
         assert proxy.relays.gate is None  # no rule in force: the traffic no longer consults the gate
         run = await client_run(proxy, "python-legacy", ["echo"])
         assert "error" not in run.lines["echo"], run.lines
+
+
+async def test_the_mcp_proxy_command_takes_rules_as_repeated_flags_and_marks_each_fault(
+    legacy_server: PeerServer,
+) -> None:
+    env = clean_env(**settings_env(upstream=legacy_server.url))
+    args = (
+        "--fault",
+        "tool:echo => error=-32050:no, not now",
+        "--fault",
+        "tool:add dir:client => delay=50ms",
+    )
+    with ProxyProcess(env, *args) as proxy:
+        run = await asyncio.to_thread(
+            run_client, "python-legacy", proxy.endpoint(), ["echo", "add"], timeout=40.0
+        )
+        lines = await until_logged(proxy, 2)
+        listing = await admin_json(proxy.admin + "/api/faults")
+    assert run.lines["echo"]["error"] == {"code": -32050, "message": "no, not now"}, run.lines
+    assert "error" not in run.lines["add"], run.lines
+    assert sorted(line["fault"] for line in lines) == ["delay 50 ms", "error -32050"]
+    assert [rule["rule"] for rule in listing["rules"]] == [
+        "tool:echo => error=-32050:no, not now",
+        "tool:add dir:client => delay=50ms",
+    ]
+    added = [e for e in proxy.events() if e.get("event") == "fault_rule_added"]
+    assert len(added) == 2  # a warning each at start: nobody runs faults unawares
+
+
+async def until_logged(proxy: ProxyProcess, count: int) -> list[dict[str, Any]]:
+    def faulted() -> list[dict[str, Any]]:
+        return [e for e in proxy.events() if e.get("event") == "exchange" and e.get("fault")]
+
+    await wait_until(lambda: len(faulted()) >= count, what=f"{count} exchange lines with a fault")
+    return faulted()
+
+
+async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_flag() -> None:
+    argv = ("--upstream", "http://127.0.0.1:9/mcp", "--fault", "method:tools/call => cut_after=x")
+    done = await asyncio.to_thread(run_mcp_proxy, *argv)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "mcp-proxy: faults (flag --fault): fault rule 'method:tools/call => cut_after=x': "
+        "action: cut_after= is a number of SSE events (0 or more), got 'x'"
+    )
