@@ -295,21 +295,35 @@ class GatedRelay(PassthroughRelay):
         headers: tuple[tuple[str, str], ...],
         length: int | None,
     ) -> None:
-        """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied."""
+        """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
+
+        One over `INSPECT_LIMIT` is relayed as it comes, unjudged, as the usual relay leaves it unparsed.
+        """
         if self.cut_fault is not None:
             self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
         head = self._client_head(upstream)
-        if length is None or length > INSPECT_LIMIT:  # too large to judge: relayed as usual
-            first = upstream.take_buffered()
-            self.client.start_now(status, upstream.reason, headers, length, first, end=upstream.complete)
+        body = b""
+        if length is None or length <= INSPECT_LIMIT:
+            parts: list[bytes] = []
+            size = 0
+            async for chunk in upstream.chunks():
+                parts.append(chunk)
+                size += len(chunk)
+                if size > INSPECT_LIMIT:
+                    break
+            body = b"".join(parts)
+        if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
+            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
+            try:
+                self.client.start_now(status, upstream.reason, headers, length, body)
+            except ClientGone:
+                self._record_head(head, upstream)
+                self._gone()
+                return
             self._record_head(head, upstream)
             self._flush()
-            if upstream.complete:
-                self._delivered_whole(upstream, first)
-            else:
-                await self._stream_started(upstream, first)
+            await self._stream_started(upstream, body)
             return
-        body = await upstream.read(INSPECT_LIMIT, "the answer")
         body, delay_ms = self._judge_json(body)
         if delay_ms:
             self._flush()
@@ -395,6 +409,10 @@ class GatedRelay(PassthroughRelay):
     async def _event(self, raw: bytes, observer: Any) -> str | None:
         """Judge and write one event; an outcome when the exchange must end here."""
         msg = _event_message(raw)
+        cut = self.cut_fault
+        if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
+            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            return CUT_OUTCOME
         fault = self.gate.decide(self._seen(msg)) if msg is not None else None
         copies = 1
         if fault is not None and msg is not None:
@@ -446,14 +464,13 @@ class GatedRelay(PassthroughRelay):
         method = msg.method if msg is not None else None
         if msg is not None and msg.is_response and msg.id is not None:
             method = self.asked.get(msg.id, (None, None))[0]
-        rule = next((r["rule"] for r in self.gate.listing() if r["id"] == fault.rule_id), "")
         self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
         self._emit(
             FaultInjected(
                 self.ctx.observations.now(),
                 self.exchange,
                 fault.describe(),
-                f"{fault.rule_id}: {rule}" if rule else fault.rule_id,
+                self.gate.label(fault.rule_id),
                 direction,
                 msg.id if msg is not None else None,
                 method,
@@ -473,7 +490,7 @@ class GatedRelay(PassthroughRelay):
                 self.ctx.observations.now(),
                 self.exchange,
                 fault.describe(),
-                f"{fault.rule_id}",
+                self.gate.label(fault.rule_id),
                 "client",
                 first[0] if first else None,
                 first[1][0] if first else None,

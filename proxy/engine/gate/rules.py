@@ -219,6 +219,13 @@ class FaultGate:
         self._rules.clear()
         return count
 
+    def label(self, rule_id: str) -> str:
+        """`f1: <rule text>` for a rule in force (its id alone once it is gone), for notes and logs."""
+        for held in self._rules:
+            if held.rule_id == rule_id:
+                return f"{rule_id}: {held.rule.text}"
+        return rule_id
+
     def listing(self) -> list[dict[str, Any]]:
         """Every rule in force with its id and how many faults it injected."""
         return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
