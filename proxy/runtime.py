@@ -37,7 +37,7 @@ from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
-from proxy.transport.faults import FaultControl
+from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.relay import RelayContext

@@ -36,7 +36,7 @@ from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
 from proxy.record.har import HarWriter, upstream_url
 from proxy.record.har_live import entries_of
 from proxy.transport.admin_faults import FaultRoutes
-from proxy.transport.faults import FaultControl, FaultMetrics
+from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import web
 
 from proxy.engine.gate.rules import parse_rule
-from proxy.transport.faults import FaultControl
+from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
 """Largest POST body the fault paths read (a rule or a few of them)."""

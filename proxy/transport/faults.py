@@ -17,13 +17,9 @@ cut for a JSON answer) is recorded as not injected, with the reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, Metric
-
-from proxy.engine.gate.actions import ACTIONS
 from proxy.engine.gate.match import Seen
 from proxy.engine.gate.messages import (
     Asked,
@@ -33,18 +29,18 @@ from proxy.engine.gate.messages import (
     error_answer,
     seen,
 )
-from proxy.engine.gate.rules import Fault, FaultGate, FaultRule, parse_rule
+from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.engine.passthrough import era_suspicion
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
-from proxy.framing.sse import SseDecoder, SseEvent
+from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
-from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
+from proxy.wire.jsonrpc import Message, dumps, parse_body
 
 _LOG = get_logger()
 
@@ -53,68 +49,6 @@ COPY_LIMIT = 32 * 1024 * 1024
 
 CUT_OUTCOME = "cut_by_fault"
 """How an exchange whose SSE stream a `cut_after` fault cut ends (the capture's `outcome`)."""
-
-
-class FaultControl:
-    """The fault rules in force: added from settings at start and through the admin API.
-
-    Keeps `RelayContext.gate` None while no rule is in force, so the traffic pays nothing for the
-    feature then.
-    """
-
-    def __init__(self, relays: RelayContext, rules: Sequence[str], seed: int | None) -> None:
-        self.relays = relays
-        self.gate = FaultGate(seed)
-        for text in rules:
-            self.add(parse_rule(text))
-
-    def add(self, rule: FaultRule) -> str:
-        """Put a rule in force; its id."""
-        rule_id = self.gate.add(rule)
-        self.relays.gate = self.gate
-        _LOG.warning("fault_rule_added", rule=f"{rule_id}: {rule.text}")
-        return rule_id
-
-    def remove(self, rule_id: str) -> bool:
-        """Take one rule out of force; False when none has that id."""
-        found = self.gate.remove(rule_id)
-        if found:
-            _LOG.info("fault_rule_removed", rule=rule_id)
-        self._sync()
-        return found
-
-    def clear(self) -> int:
-        """Take every rule out of force."""
-        count = self.gate.clear()
-        if count:
-            _LOG.info("fault_rules_cleared", count=count)
-        self._sync()
-        return count
-
-    def _sync(self) -> None:
-        self.relays.gate = self.gate if len(self.gate) else None
-
-
-class FaultMetrics:
-    """`mcp_proxy_faults_injected_total{action}` for /metrics, read from the gate on a scrape."""
-
-    def __init__(self, control: FaultControl) -> None:
-        self._control = control
-
-    def describe(self) -> list[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(
-            "mcp_proxy_faults_injected",
-            "Faults the proxy injected into messages by fault rules (docs/faults.md), by action; "
-            "not_injected counts messages a rule picked that its action could not act on.",
-            labels=["action"],
-        )
-        counts = self._control.gate.injected
-        for action in (*ACTIONS, "not_injected"):
-            family.add_metric([action], counts.get(action, 0))
-        yield family
 
 
 def gated_relay(
@@ -368,7 +302,7 @@ class GatedRelay(PassthroughRelay):
     async def _sse_through_gate(self, upstream: UpstreamResponse) -> None:
         """An SSE stream, event by event: each judged before it is written (or not written)."""
         observer = self._observer(upstream, sse=True)
-        splitter = _EventSplitter()
+        splitter = EventSplitter()
         self.ctx.open_streams += 1
         cut: UpstreamError | None = None
         outcome: str | None = None
@@ -408,7 +342,7 @@ class GatedRelay(PassthroughRelay):
 
     async def _event(self, raw: bytes, observer: Any) -> str | None:
         """Judge and write one event; an outcome when the exchange must end here."""
-        msg = _event_message(raw)
+        msg = event_message(raw)
         cut = self.cut_fault
         if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
             self._note_cut(applied=True, detail=f"after {self.events_sent} events")
@@ -427,7 +361,7 @@ class GatedRelay(PassthroughRelay):
                 return None
             elif kind == "error":
                 made = error_answer(msg.id, fault.action, fault.rule_id)
-                raw = _event_with(raw, dumps(made).decode())
+                raw = event_with_data(raw, dumps(made).decode())
                 self._note(fault, msg, "server", detail="the server's answer replaced by the error")
             elif kind == "duplicate":
                 copies = 2
@@ -512,51 +446,3 @@ def _replaced_detail(kind: str) -> str:
     if kind == "drop":
         return "the server's answer not forwarded; the client got an error saying so"
     return "the server's answer replaced by the error"
-
-
-class _EventSplitter:
-    """Cuts an SSE byte stream into whole events (each with its blank line), bytes kept as they came."""
-
-    def __init__(self) -> None:
-        self.rest = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        data = self.rest + chunk
-        events: list[bytes] = []
-        start = 0
-        while True:
-            end = _event_end(data, start)
-            if end < 0:
-                break
-            events.append(data[start:end])
-            start = end
-        self.rest = data[start:]
-        return events
-
-
-def _event_end(data: bytes, start: int) -> int:
-    """Where the event beginning at `start` ends (after its blank line), or -1 if it has not yet."""
-    best = -1
-    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
-        at = data.find(sep, start)
-        if at >= 0 and (best < 0 or at + len(sep) < best):
-            best = at + len(sep)
-    return best
-
-
-def _event_message(raw: bytes) -> Message | None:
-    """The JSON-RPC message an event carries, if any."""
-    for item in SseDecoder().feed(raw + b"\n\n"):
-        if isinstance(item, SseEvent) and item.carries_message:
-            return parse_text(item.data)
-    return None
-
-
-def _event_with(raw: bytes, data: str) -> bytes:
-    """The event with its data replaced, its other fields (id, event) kept."""
-    kept = [
-        line
-        for line in raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        if line and not line.startswith(b"data")
-    ]
-    return b"\n".join([*kept, b"data: " + data.encode()]) + b"\n\n"

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from proxy.config import Settings
 from proxy.runtime import Proxy
 from proxy.transport.admin_faults import FaultRoutes
-from proxy.transport.faults import FaultControl
+from proxy.transport.fault_control import FaultControl
 
 pytestmark = pytest.mark.asyncio
 
