@@ -315,7 +315,8 @@ class Settings(BaseModel):
     """Fault rules for staging, each `MATCH => ACTION [p=P] [count=N]` (docs/faults.md), such as
     `method:tools/call tool:slow_* => delay=200ms p=0.5`. Off (none) by default. As a flag, one rule
     per `--fault`; in MCP_PROXY_FAULTS, rules separated by `;`. Every fault injected is marked in
-    its chain, the log line and /metrics. They reach pass-through exchanges only.
+    its chain, the log line and /metrics. Bridged exchanges take delay, error and drop on
+    the client's messages only.
     """
     fault_seed: int | None = None
     """Seed of the draws behind rules with p below 1: the same seed and traffic inject the same

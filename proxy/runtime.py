@@ -145,6 +145,8 @@ class Proxy:
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
+        for driver in self.router.bridges.values():  # the client's messages pass the fault rules too
+            driver.faults = self.relays
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None

@@ -1,4 +1,4 @@
-"""Fault injection on pass-through exchanges: the gated relay, and the rules in force.
+"""Fault injection on pass-through exchanges: the gated relay.
 
 The front asks `gated_relay` once per pass-through exchange, and only while a rule is in force
 (`RelayContext.gate` is None otherwise: one attribute read is all the gate costs then). An exchange

@@ -276,3 +276,39 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
         "mcp-proxy: faults (flag --fault): fault rule 'method:tools/call => cut_after=x': "
         "action: cut_after= is a number of SSE events (0 or more), got 'x'"
     )
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "mode"),
+    [
+        pytest.param("python-legacy", "modern_server", "legacy_to_mrtr", id="legacy-client-modern-server"),
+        pytest.param("python-2026", "legacy_server", "mrtr_to_legacy", id="modern-client-legacy-server"),
+    ],
+)
+async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the_bridge_takes_it(
+    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    rules = [
+        "tool:echo => error=-32051:bridged no",
+        f"tool:add mode:{mode} => delay=300ms",
+        "tool:ask_name => duplicate",  # not what a bridge takes: recorded as not injected
+    ]
+    with captured_logs() as logs:
+        async with proxy_for(upstream.url, faults=rules) as proxy:
+            run = await client_run(proxy, client, ["echo", "add", "ask_name"])
+            found = await chains(proxy)
+    assert run.lines["echo"]["error"]["code"] == -32051, run.lines
+    assert "error" not in run.lines["add"], run.lines
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+    add = call_chain(found, "add")
+    assert add["mode"] == mode
+    assert add["duration_ms"] >= 300, add
+    assert any("fault injected by the proxy: delay 300 ms" in n for n in add["notes"]), add
+    echo = call_chain(found, "echo")
+    assert any("fault injected by the proxy: error -32051" in n for n in echo["notes"]), echo
+    ask = [n for c in found if c.get("name") == "ask_name" for n in c.get("notes", [])]
+    assert any(n.startswith("fault not injected") and "on a bridged exchange" in n for n in ask), ask
+    faults = sorted(str(line["fault"]) for line in fault_lines(logs))
+    assert faults[:2] == ["delay 300 ms", "duplicate not injected"], faults
+    assert "error -32051" in faults

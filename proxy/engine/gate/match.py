@@ -57,6 +57,7 @@ class Seen:
     """The tool, prompt or resource it concerns (for a response, its request's)."""
     era: str
     mode: str
+    """`passthrough`, `legacy_to_mrtr` or `mrtr_to_legacy` (`mode:bridged` matches either bridge)."""
     session: str | None
     round: int | None
     """1 for a first request, 2 for a retry that carries `inputResponses` or `requestState` (an
@@ -177,6 +178,8 @@ def _term(term: Term, seen: Seen) -> bool:
     if field == "era":
         return _like(seen.era, term.value)
     if field == "mode":
+        if term.value == "bridged":  # as in the TUI filter: either bridge
+            return seen.mode in ("legacy_to_mrtr", "mrtr_to_legacy")
         return _like(seen.mode, term.value)
     if field == "session":
         session = (seen.session or "").lower()

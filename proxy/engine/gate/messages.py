@@ -28,7 +28,9 @@ Asked = Mapping[RequestId, tuple[str | None, str | None]]
 """Request id -> (method, name) of the client's requests on an exchange: names their answers."""
 
 
-def seen(msg: Message, direction: str, *, era: str, session: str | None, asked: Asked) -> Seen:
+def seen(
+    msg: Message, direction: str, *, era: str, session: str | None, asked: Asked, mode: str = "passthrough"
+) -> Seen:
     """A message as a rule sees it; an answer takes the method and name of the request it answers."""
     kind = str(msg.kind)
     if msg.is_response:
@@ -41,7 +43,7 @@ def seen(msg: Message, direction: str, *, era: str, session: str | None, asked: 
         method=method,
         name=name,
         era=era,
-        mode="passthrough",
+        mode=mode,
         session=session,
         round=_round(msg) if direction == "client" and msg.kind is Kind.REQUEST else None,
         body=_lazy_body(msg.raw),

@@ -28,6 +28,8 @@ MAX_RULES: Final = 100
 """Most fault rules held at once (each message is judged against all of them)."""
 
 BRIDGED_MODES: Final = ("legacy_to_mrtr", "mrtr_to_legacy", "bridged")
+BRIDGED_ACTIONS: Final = ("delay", "error", "drop")
+"""What a fault can do on a bridged exchange: hold or answer the client's message before the bridge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +110,16 @@ def _check(rule: FaultRule) -> None:
     """Refuse a rule whose action cannot act on anything its match picks, naming why."""
     match, action = rule.match, rule.action
     mode = match.only("mode")
-    if mode is not None and mode in BRIDGED_MODES:
-        raise ValueError(
-            f"faults reach pass-through exchanges only (mode:{mode} is bridged): the bridges do not "
-            "pass through the gate yet"
-        )
     sender = match.only("dir")
+    if (
+        mode is not None
+        and mode in BRIDGED_MODES
+        and (sender == "server" or action.kind not in BRIDGED_ACTIONS)
+    ):
+        raise ValueError(
+            f"on a bridged exchange (mode:{mode}) faults act on the client's messages only, with "
+            f"{', '.join(BRIDGED_ACTIONS)}: the bridges' own messages do not pass through the gate yet"
+        )
     if action.kind in ("cut_after", "corrupt_state") and sender == "server":
         what = (
             "cuts the SSE stream that answers a client request"

@@ -40,6 +40,7 @@ def test_the_filter_languages_fields_pick_a_message_as_they_pick_a_chain() -> No
         "name:DELETE_REPO",
         "era:legacy",
         "mode:pass",
+        "-mode:bridged",
         "session:08b2",
         "body:delete_repo",
         "dir:client",
@@ -97,7 +98,8 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
         ("dir:server => cut_after=2", "cuts the SSE stream that answers a client request"),
         ("dir:server => corrupt_state", "alters the requestState"),
         ("round:1 => corrupt_state", "round:1 has none"),
-        ("mode:legacy_to_mrtr => drop", "faults reach pass-through exchanges only"),
+        ("mode:legacy_to_mrtr => duplicate", "on a bridged exchange (mode:legacy_to_mrtr) faults act on"),
+        ("mode:bridged dir:server => delay=1s", "the client's messages only, with delay, error, drop"),
     ],
 )
 def test_a_rule_that_cannot_work_is_refused_with_the_reason(rule: str, reason: str) -> None:
