@@ -72,10 +72,10 @@ from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 if TYPE_CHECKING:  # the relay's module routes to the bridges: a type only, never an import cycle
     from proxy.transport.relay import RelayContext
-from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 _SSE_HEADERS = (
     ("Content-Type", "text/event-stream"),
