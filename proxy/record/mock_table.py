@@ -93,7 +93,6 @@ class Miss:
 
     code: int
     message: str
-    nearest: Operation | None
 
 
 def match_key(method: str, params: Any) -> str:
@@ -179,16 +178,14 @@ class MockTable:
                 INVALID_PARAMS,
                 f"mock: no recorded {method} matches {asked}; nearest recorded: {near.shown()} "
                 f"(chain {near.chain})",
-                near,
             )
         every = [ops[0] for ops in self.operations.values()]
         if not every:
-            return Miss(METHOD_NOT_FOUND, f"mock: {method} was never recorded (the capture holds none)", None)
+            return Miss(METHOD_NOT_FOUND, f"mock: {method} was never recorded (the capture holds none)")
         near = _nearest(asked, every)
         return Miss(
             METHOD_NOT_FOUND,
             f"mock: {method} was never recorded; nearest recorded: {near.shown()} (chain {near.chain})",
-            near,
         )
 
 
@@ -230,6 +227,8 @@ class _ChainReader:
         body = record.body
         if record.truncated or not isinstance(body, dict):
             self.cut = self.cut or record.kind in ("request", "result", "error")
+            if record.direction is Direction.TO_CLIENT and record.jsonrpc_id in self.request_ids:
+                self.answer = {}  # answered, but too big to play back: served as an error naming the limit
             return
         if record.direction is Direction.TO_SERVER:
             self._to_server(record, body)

@@ -56,7 +56,9 @@ async def _record(peer: PeerServer, mode: str, capture: Path) -> Recorded:
     with ProxyProcess(env) as proxy:
         async with client_for(proxy.endpoint(), mode, log=log) as client:
             tools = [tool.name for tool in (await client.list_tools()).tools]
-            results = {name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS}
+            results = {
+                name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
+            }
         assert proxy.stop() == 0
     return Recorded(capture, mode, tools, results, list(log.callbacks))
 
@@ -86,7 +88,9 @@ async def test_a_mock_gives_every_recorded_result_and_asks_every_recorded_questi
     with _mock(recorded.capture) as mock:
         async with client_for(mock.endpoint(), client_era, log=log) as client:
             tools = [tool.name for tool in (await client.list_tools()).tools]
-            results = {name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS}
+            results = {
+                name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
+            }
         serving = mock.find("mock_serving")
     assert serving is not None
     assert serving["era"] == ("legacy" if recorded.era == "legacy" else "modern")
