@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from proxy.flows.events import ChainOpened, Direction, FlowEvent, MessageRecord, MessageRecorded, Side
+from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
 from proxy.flows.store import ChainStore
 from proxy.record.export import open_readers
 from proxy.record.observations import ObservationReplayer
@@ -225,7 +226,7 @@ class _ChainReader:
         if record.side not in SERVER_SIDES or record.kind in ("http", "notification"):
             return
         body = record.body
-        if record.truncated or not isinstance(body, dict):
+        if record.truncated or not isinstance(body, dict) or TRUNCATED_KEY in body or UNENCODABLE_KEY in body:
             self.cut = self.cut or record.kind in ("request", "result", "error")
             if record.direction is Direction.TO_CLIENT and record.jsonrpc_id in self.request_ids:
                 self.answer = {}  # answered, but too big to play back: served as an error naming the limit

@@ -13,7 +13,6 @@ recorded call.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,14 +63,14 @@ async def _record(peer: PeerServer, mode: str, capture: Path) -> Recorded:
 
 
 @pytest.fixture(scope="module", params=sorted(ERAS))
-def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """A capture of one SDK server and client of the same era, recorded through `mcp-proxy`."""
     kind: str = request.param
     capture = tmp_path_factory.mktemp(kind) / "run.jsonl"
     with PeerServer(kind) as peer:
         done = asyncio.run(_record(peer, ERAS[kind], capture))
     assert done.callbacks, "the recording asked the client nothing"
-    yield done
+    return done
 
 
 def _mock(capture: Path) -> ProxyProcess:
@@ -132,3 +131,27 @@ async def test_a_call_never_recorded_gets_an_error_naming_the_nearest_recorded_c
     assert "prompts/list was never recorded; nearest recorded:" in other_method.value.error.message
     assert unmatched["method"] == "tools/call"
     assert still == recorded.results["add"]
+
+
+async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "cut.jsonl"
+    settings = {"capture_body_limit": 400, "admin_enabled": "false", "drain_grace": 1}
+    with ProxyProcess(
+        clean_env(**settings_env(upstream=legacy_server.url, capture=capture, **settings))
+    ) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            added = normalize_tool_result(await client.call_tool("add", {"a": 2, "b": 3}))
+            listed = await client.list_tools()  # about 1.7 kB: cut in the capture
+        assert proxy.stop() == 0
+    assert len(listed.tools) > 3
+
+    with _mock(capture) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            with pytest.raises(MCPError) as cut:
+                await client.list_tools()
+    assert added["content"] == ["5"]
+    assert cut.value.error.code == -32603
+    assert "recording of tools/list" in cut.value.error.message
+    assert "capture_body_limit" in cut.value.error.message

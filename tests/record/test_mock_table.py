@@ -246,7 +246,10 @@ def test_a_chain_the_server_never_answered_is_counted_not_served_and_a_cut_one_i
     cut_record = cut.events[-1]
     assert isinstance(cut_record, MessageRecorded)
     cut.events[-1] = MessageRecorded(
-        chain_id="r2", message=cut_record.message.model_copy(update={"truncated": True, "body": "{...cut"})
+        chain_id="r2",
+        message=cut_record.message.model_copy(
+            update={"body": {"$truncated": True, "size": 70_000, "preview": '{"jsonrpc":"2.0","id":2,'}}
+        ),
     )
     report = TableReport()
 
