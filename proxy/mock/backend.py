@@ -120,6 +120,40 @@ class MockServer:
             self._runner = None
 
 
+SSE_HEADERS: Final = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def played_notes(notes: tuple[dict[str, Any], ...], params: Any) -> list[dict[str, Any]]:
+    """Recorded notifications as this request gets them: progress under its own token, none without one."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    out: list[dict[str, Any]] = []
+    for note in notes:
+        if note.get("method") == "notifications/progress":
+            if token is None:
+                continue
+            note_params = note.get("params")
+            note = {
+                **note,
+                "params": {**(note_params if isinstance(note_params, dict) else {}), "progressToken": token},
+            }
+        out.append(note)
+    return out
+
+
+async def start_stream(request: web.Request) -> web.StreamResponse:
+    """An SSE response, its head sent."""
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    return response
+
+
+async def send_event(response: web.StreamResponse, message: dict[str, Any]) -> None:
+    """One JSON-RPC message as an SSE event."""
+    data = json.dumps(message, separators=(",", ":"))
+    await response.write(f"event: message\ndata: {data}\n\n".encode())
+
+
 async def read_message(request: web.Request) -> dict[str, Any] | web.Response:
     """The request's one JSON-RPC message, or the error response that refuses it."""
     try:

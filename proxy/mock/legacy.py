@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import secrets
 from typing import Any, Final
 
@@ -27,8 +26,11 @@ from proxy.mock.backend import (
     error,
     inferred_capabilities,
     json_response,
+    played_notes,
     read_message,
     reply,
+    send_event,
+    start_stream,
 )
 from proxy.record.mock_table import Miss, Operation, Round
 from proxy.wire.versions import HANDSHAKE_VERSIONS, LATEST_LEGACY
@@ -36,7 +38,6 @@ from proxy.wire.versions import HANDSHAKE_VERSIONS, LATEST_LEGACY
 SESSION_HEADER: Final = "Mcp-Session-Id"
 ANSWERED_LOCALLY: Final = frozenset({"ping", "logging/setLevel"})
 """Requests a legacy server answers with `{}` when the capture holds no answer of its own."""
-SSE_HEADERS: Final = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 class LegacyMock(MockServer):
@@ -84,9 +85,9 @@ class LegacyMock(MockServer):
             return json_response(error(msg["id"], found.code, found.message))
         if found.cut:
             return json_response(reply(msg["id"], cut_answer(found)))
-        if not found.rounds:
+        if not found.rounds and not played_notes(found.notes, params):
             return json_response(reply(msg["id"], found.answer))
-        return await self._stream(request, msg["id"], found)
+        return await self._stream(request, msg["id"], params, found)
 
     def _initialize(self, msg_id: Any, params: Any) -> web.Response:
         recorded = self.table.recorded("initialize")
@@ -103,13 +104,18 @@ class LegacyMock(MockServer):
         session = secrets.token_hex(16)
         return json_response(reply(msg_id, {"result": result}), headers={SESSION_HEADER: session})
 
-    async def _stream(self, request: web.Request, msg_id: Any, op: Operation) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, msg_id: Any, params: Any, op: Operation
+    ) -> web.StreamResponse:
         """The recorded rounds as in-flight requests on this POST's SSE stream, then the recorded answer."""
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
+        response = await start_stream(request)
         for number, round_ in enumerate(op.rounds, start=1):
+            for note in played_notes(round_.notes, params):
+                await send_event(response, note)
             await self._ask(response, op, number, round_)
-        await _event(response, reply(msg_id, op.answer))
+        for note in played_notes(op.notes, params):
+            await send_event(response, note)
+        await send_event(response, reply(msg_id, op.answer))
         await response.write_eof()
         return response
 
@@ -123,7 +129,7 @@ class LegacyMock(MockServer):
                 request: dict[str, Any] = {"jsonrpc": "2.0", "id": nested_id, "method": ask.method}
                 if ask.params is not None:
                     request["params"] = ask.params
-                await _event(response, request)
+                await send_event(response, request)
             done, _ = await asyncio.wait(waiters.values(), timeout=self.answer_timeout)
             for nested_id, ask in zip(ids, round_.asks, strict=True):
                 waiter = waiters[nested_id]
@@ -143,8 +149,3 @@ class LegacyMock(MockServer):
         finally:
             for nested_id in ids:
                 self._waiting.pop(nested_id, None)
-
-
-async def _event(response: web.StreamResponse, message: dict[str, Any]) -> None:
-    data = json.dumps(message, separators=(",", ":"))
-    await response.write(f"event: message\ndata: {data}\n\n".encode())

@@ -25,8 +25,11 @@ from proxy.mock.backend import (
     error,
     inferred_capabilities,
     json_response,
+    played_notes,
     read_message,
     reply,
+    send_event,
+    start_stream,
 )
 from proxy.record.mock_table import INVALID_PARAMS, METHOD_NOT_FOUND, Ask, Miss, Operation, match_key
 from proxy.wire.versions import LATEST_MODERN
@@ -45,6 +48,10 @@ class _Waiting:
     op: Operation
     key: str
     round: int
+
+
+_Step = tuple[tuple[dict[str, Any], ...], dict[str, Any]]
+"""The notifications recorded before a message, and the message."""
 
 
 class ModernMock(MockServer):
@@ -72,7 +79,7 @@ class ModernMock(MockServer):
             return json_response(reply(msg_id, {"result": self._discover()}))
         state = params.get("requestState") if isinstance(params, dict) else None
         if isinstance(state, str) and isinstance(params, dict):
-            return json_response(self._retry(msg_id, method, params, state))
+            return await _respond(request, params, *self._retry(msg_id, method, params, state))
         found = self.table.lookup(method, params)
         if isinstance(found, Miss):
             get_logger().info("mock_unmatched", method=method, message=found.message)
@@ -80,7 +87,7 @@ class ModernMock(MockServer):
             return json_response(error(msg_id, found.code, found.message), status)
         if found.cut:
             return json_response(reply(msg_id, cut_answer(found)))
-        return json_response(self._round(msg_id, found, match_key(method, params), 0))
+        return await _respond(request, params, *self._round(msg_id, found, match_key(method, params), 0))
 
     def _discover(self) -> dict[str, Any]:
         get_logger().info("mock_handshake_made", method="server/discover", hint="the capture holds none")
@@ -93,33 +100,49 @@ class ModernMock(MockServer):
             "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
         }
 
-    def _round(self, msg_id: Any, op: Operation, key: str, number: int) -> dict[str, Any]:
+    def _round(self, msg_id: Any, op: Operation, key: str, number: int) -> _Step:
         """Round `number` of `op`'s questions, or its recorded answer once every round was answered."""
         if number >= len(op.rounds):
             answer = op.answer
             if "result" in answer and isinstance(answer["result"], dict):
                 answer = {"result": {"resultType": "complete", **answer["result"]}}
-            return reply(msg_id, answer)
+            return op.notes, reply(msg_id, answer)
         token = secrets.token_urlsafe(16)
         self._states[token] = _Waiting(op, key, number)
         while len(self._states) > MAX_STATES:
             self._states.popitem(last=False)
-        return _input_required(msg_id, op.rounds[number].asks, token)
+        round_ = op.rounds[number]
+        return round_.notes, _input_required(msg_id, round_.asks, token)
 
-    def _retry(self, msg_id: Any, method: str, params: dict[str, Any], token: str) -> dict[str, Any]:
+    def _retry(self, msg_id: Any, method: str, params: dict[str, Any], token: str) -> _Step:
         waiting = self._states.get(token)
         if waiting is None or waiting.key != match_key(method, params):
-            return error(msg_id, INVALID_PARAMS, "Invalid or expired requestState")
+            return (), error(msg_id, INVALID_PARAMS, "Invalid or expired requestState")
         responses = params.get("inputResponses")
         responses = responses if isinstance(responses, dict) else {}
         asks = waiting.op.rounds[waiting.round].asks
         missing = tuple(a for a in asks if a.key not in responses)
         if missing:
-            return _input_required(msg_id, missing, token)
+            return (), _input_required(msg_id, missing, token)
         for ask in asks:
             check_answer(waiting.op, ask, responses[ask.key])
         del self._states[token]
         return self._round(msg_id, waiting.op, waiting.key, waiting.round + 1)
+
+
+async def _respond(
+    request: web.Request, params: Any, notes: tuple[dict[str, Any], ...], message: dict[str, Any]
+) -> web.StreamResponse:
+    """One JSON body, or an SSE stream when recorded notifications come before the message."""
+    played = played_notes(notes, params)
+    if not played:
+        return json_response(message)
+    response = await start_stream(request)
+    for note in played:
+        await send_event(response, note)
+    await send_event(response, message)
+    await response.write_eof()
+    return response
 
 
 def _input_required(msg_id: Any, asks: tuple[Ask, ...], token: str) -> dict[str, Any]:

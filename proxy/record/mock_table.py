@@ -62,9 +62,11 @@ class Ask:
 
 @dataclass(frozen=True)
 class Round:
-    """Questions asked together, before any of them was answered."""
+    """Questions asked together, before any of them was answered, and the notifications sent before them."""
 
     asks: tuple[Ask, ...]
+    notes: tuple[dict[str, Any], ...] = ()
+    """Notifications (progress, log messages) the server sent on the call's stream before these asks."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class Operation:
     """The era of the server that answered it (`legacy`, `modern` or `unknown`)."""
     cut: bool = False
     """A message of it was cut at the capture's body limit: it cannot be played back whole."""
+    notes: tuple[dict[str, Any], ...] = ()
+    """Notifications the server sent on the call's stream after the last round, before its answer."""
 
     def shown(self) -> str:
         """The request in a few words, for errors and logs."""
@@ -221,11 +225,18 @@ class _ChainReader:
         """An unanswered in-flight request's id -> its round and place in that round."""
         self.answer: dict[str, Any] | None = None
         self.cut = False
+        self.notes: list[dict[str, Any]] = []
+        """Notifications not yet placed: they go before the next round, or before the answer."""
+        self.round_notes: list[tuple[dict[str, Any], ...]] = []
 
     def read(self, record: MessageRecord) -> None:
-        if record.side not in SERVER_SIDES or record.kind in ("http", "notification"):
+        if record.side not in SERVER_SIDES or record.kind == "http":
             return
         body = record.body
+        if record.kind == "notification":
+            if record.direction is Direction.TO_CLIENT and isinstance(body, dict) and self.answer is None:
+                self.notes.append(body)
+            return
         if record.truncated or not isinstance(body, dict) or TRUNCATED_KEY in body or UNENCODABLE_KEY in body:
             self.cut = self.cut or record.kind in ("request", "result", "error")
             if record.direction is Direction.TO_CLIENT and record.jsonrpc_id in self.request_ids:
@@ -254,7 +265,7 @@ class _ChainReader:
     def _to_client(self, record: MessageRecord, body: dict[str, Any]) -> None:
         if record.kind == "request" and self.method is not None:
             if not self.rounds or any(a.key in self.answered for a in self.rounds[-1]):
-                self.rounds.append([])
+                self._new_round([])
             key = f"ask-{sum(len(r) for r in self.rounds) + 1}"
             self.rounds[-1].append(Ask(key, str(body.get("method")), _params(body)))
             self._where[record.jsonrpc_id] = (len(self.rounds) - 1, len(self.rounds[-1]) - 1)
@@ -273,7 +284,12 @@ class _ChainReader:
         for key, entry in (requests if isinstance(requests, dict) else {}).items():
             if isinstance(entry, dict):
                 asks.append(Ask(str(key), str(entry.get("method")), _params(entry)))
+        self._new_round(asks)
+
+    def _new_round(self, asks: list[Ask]) -> None:
         self.rounds.append(asks)
+        self.round_notes.append(tuple(self.notes))
+        self.notes.clear()
 
     def _answers(self, params: Any) -> None:
         responses = params.get("inputResponses") if isinstance(params, dict) else None
@@ -286,8 +302,10 @@ class _ChainReader:
     def operation(self) -> Operation | None:
         if self.method is None or self.answer is None:
             return None  # a chain the server never answered has nothing to play back
-        rounds = tuple(Round(tuple(r)) for r in self.rounds)
-        return Operation(self.chain, self.method, self.params, rounds, self.answer, self.era, self.cut)
+        rounds = tuple(Round(tuple(r), n) for r, n in zip(self.rounds, self.round_notes, strict=True))
+        return Operation(
+            self.chain, self.method, self.params, rounds, self.answer, self.era, self.cut, tuple(self.notes)
+        )
 
 
 def _params(message: dict[str, Any]) -> dict[str, Any] | None:

@@ -47,6 +47,8 @@ class Recorded:
     tools: list[str]
     results: dict[str, dict[str, Any]]
     callbacks: list[str]
+    progress: list[float]
+    """Progress the client heard during `slow_progress`."""
 
 
 async def _record(peer: PeerServer, mode: str, capture: Path) -> Recorded:
@@ -58,8 +60,16 @@ async def _record(peer: PeerServer, mode: str, capture: Path) -> Recorded:
             results = {
                 name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
             }
+            progress = await _slow_progress(client)
         assert proxy.stop() == 0
-    return Recorded(capture, mode, tools, results, list(log.callbacks))
+    return Recorded(capture, mode, tools, results, list(log.callbacks), progress)
+
+
+async def _slow_progress(client: Any) -> list[float]:
+    heard = CallbackLog()
+    result = await client.call_tool("slow_progress", {"steps": 3}, progress_callback=heard.on_progress)
+    assert normalize_tool_result(result)["content"] == ["done 3"]
+    return heard.progress
 
 
 @pytest.fixture(scope="module", params=sorted(ERAS))
@@ -98,6 +108,20 @@ async def test_a_mock_gives_every_recorded_result_and_asks_every_recorded_questi
     assert results["ask_two_at_once"]["content"] == ["name=octocat llm=Paris"]
     assert sorted(log.callbacks) == sorted(recorded.callbacks)
     assert log.callbacks.count("elicitation:What is your name?") == 3
+
+
+@pytest.mark.parametrize("client_era", ["legacy", "2026-07-28"])
+async def test_recorded_progress_reaches_the_client_under_its_own_progress_token(
+    recorded: Recorded, client_era: str
+) -> None:
+    with _mock(recorded.capture) as mock:
+        async with client_for(mock.endpoint(), client_era) as client:
+            progress = await _slow_progress(client)
+            quiet = normalize_tool_result(await client.call_tool("slow_progress", {"steps": 3}))
+
+    assert recorded.progress == [1.0, 2.0, 3.0]
+    assert progress == recorded.progress
+    assert quiet["content"] == ["done 3"]
 
 
 async def test_an_answer_unlike_the_recorded_one_is_logged_and_the_recorded_result_given(

@@ -258,3 +258,24 @@ def test_a_chain_the_server_never_answered_is_counted_not_served_and_a_cut_one_i
     assert report.unanswered == 1
     op = only(table.operations)
     assert op.cut
+
+
+def test_notifications_on_the_calls_stream_go_before_the_round_or_the_answer_they_preceded() -> None:
+    def progress(value: int) -> dict[str, Any]:
+        return {"method": "notifications/progress", "params": {"progressToken": 7, "progress": value}}
+
+    chain = (
+        Chain("r1")
+        .to_server(call(1, "slow", _meta={"progressToken": 7}))
+        .to_client(progress(1))
+        .to_client({"id": 9, "method": "roots/list"})
+        .to_server({"id": 9, "result": {"roots": []}})
+        .to_client(progress(2))
+        .to_client({"id": 1, "result": text("done")})
+        .to_client(progress(3))  # after the answer: nothing to play back
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert [n["params"]["progress"] for n in op.rounds[0].notes] == [1]
+    assert [n["params"]["progress"] for n in op.notes] == [2]
