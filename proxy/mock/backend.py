@@ -22,6 +22,9 @@ INVALID_REQUEST: Final = -32600
 MAX_BODY: Final = 4 * 1024 * 1024
 """Largest request body a mock server reads (the front bounds what clients send before this)."""
 
+CLOSE_SECONDS: Final = 2.0
+"""How long stopping waits for open calls before it cuts them."""
+
 PATH: Final = "/mcp"
 """The mock server's endpoint; the front maps whatever path clients use onto it."""
 
@@ -105,7 +108,11 @@ class MockServer:
         """Listen on 127.0.0.1 and a free port; returns the endpoint's URL."""
         app = web.Application(client_max_size=MAX_BODY)
         self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A client gone mid-call cancels its handler (no question waits out its timeout for nobody),
+        # and stopping never waits long on a call still open.
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=CLOSE_SECONDS
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
