@@ -357,7 +357,11 @@ class ObservationReplayer:
                 if self._knows(obs, key):
                     return []
                 self._restored.add(key)
-        self._builder.apply(obs)
+            self._builder.apply(obs)
+            if isinstance(obs, ExchangeOpened):
+                self._builder.began_earlier(key)
+        else:
+            self._builder.apply(obs)
         events = self._events[:]
         self._events.clear()
         if self._on_applied is not None:
