@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
         "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
-        "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector) and "
+        "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector), "
+        "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.cli_export import main as export_main
 
         return export_main(words[1:])
+    if words and words[0] == "mock":
+        from proxy.cli_mock import main as mock_main
+
+        return mock_main(words[1:])
     parser = build_parser()
     args = parser.parse_args(words)
     try:
