@@ -152,7 +152,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
-            return runner.run(_serve(proxy))
+            return runner.run(serve_until_signalled(proxy))
     except OSError as exc:
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
@@ -195,7 +195,7 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
     return f"check the host and port ({flag} HOST:PORT)"
 
 
-async def _serve(proxy: Any) -> int:
+async def serve_until_signalled(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
 
     SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from proxy.cli import _serve, admin_may_move, start_failure
+from proxy.cli import admin_may_move, serve_until_signalled, start_failure
 from proxy.config import ConfigError, LoadedSettings, load_settings
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.mock_table import MockTable, TableReport, read_table
@@ -124,6 +124,6 @@ async def _serve_mock(
             unknown_lines=report.unknown_lines,
             dropped=table.dropped,
         )
-        return await _serve(Proxy(settings, admin_fallback=admin_may_move(loaded)))
+        return await serve_until_signalled(Proxy(settings, admin_fallback=admin_may_move(loaded)))
     finally:
         await server.stop()
