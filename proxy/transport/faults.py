@@ -26,6 +26,7 @@ from proxy.engine.gate.messages import (
     asked_of,
     corrupt_state,
     drop_answer,
+    dropped_answer,
     error_answer,
     seen,
 )
@@ -287,7 +288,7 @@ class GatedRelay(PassthroughRelay):
                 made = (
                     error_answer(msg.id, fault.action, fault.rule_id)
                     if kind == "error"
-                    else drop_answer(msg.id, fault.rule_id)
+                    else dropped_answer(msg.id, fault.rule_id)
                 )
                 self._note(fault, msg, "server", detail=_replaced_detail(kind))
                 out.append(made)

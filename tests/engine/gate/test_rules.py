@@ -90,6 +90,8 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
         ("* => delay=2h", "delay= is a duration"),
         ("* => delay=11m", "at most 10m"),
         ("* => error=abc", "error= is a JSON-RPC code"),
+        ("* => error=99999999999999999999:big", "a code from -2147483648 to 2147483647"),
+        ("* => error=2147483648", "a code from -2147483648 to 2147483647"),
         ("* => drop=yes", "drop takes no value"),
         ("* => cut_after", "cut_after needs a value"),
         ("* => drop p=2", "p= is a probability"),
