@@ -330,7 +330,7 @@ class GatedRelay(PassthroughRelay):
             self._finish(outcome)
             return
         if self.cut_fault is not None:
-            self._note_cut(applied=False, detail=f"the stream ended after {self.events_sent} events")
+            self._note_cut(applied=False, detail=f"the stream ended after {_events(self.events_sent)}")
         self._observed(observer)
         self._flush()
         if cut is not None:
@@ -346,7 +346,7 @@ class GatedRelay(PassthroughRelay):
         msg = event_message(raw)
         cut = self.cut_fault
         if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
-            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
         fault = self.gate.decide(self._seen(msg)) if msg is not None else None
         copies = 1
@@ -378,7 +378,7 @@ class GatedRelay(PassthroughRelay):
             self.events_sent += 1
         cut = self.cut_fault
         if cut is not None and self.events_sent >= cut.action.events:
-            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
         return None
 
@@ -447,3 +447,7 @@ def _replaced_detail(kind: str) -> str:
     if kind == "drop":
         return "the server's answer not forwarded; the client got an error saying so"
     return "the server's answer replaced by the error"
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"

@@ -95,6 +95,7 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
         ("* => drop=yes", "drop takes no value"),
         ("* => cut_after", "cut_after needs a value"),
         ("* => drop p=2", "p= is a probability"),
+        ("* => drop p=0", "a rule with p=0 never acts"),
         ("* => drop count=0", "count= is how many"),
         ("* => drop often", "only p=P and count=N"),
         ("dir:server => cut_after=2", "cuts the SSE stream that answers a client request"),
