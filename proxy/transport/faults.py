@@ -16,7 +16,6 @@ cut for a JSON answer) is recorded as not injected, with the reason.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -139,7 +138,7 @@ class GatedRelay(PassthroughRelay):
                 route = self._corrupted(route, fault, msg)
         if delay_ms:
             self._flush()
-            await asyncio.sleep(delay_ms / 1000)
+            await self.ctx.holds.wait(delay_ms / 1000)
         if twice:
             await self._send_copy(route)
         return route
@@ -262,7 +261,7 @@ class GatedRelay(PassthroughRelay):
         body, delay_ms = self._judge_json(body)
         if delay_ms:
             self._flush()
-            await asyncio.sleep(delay_ms / 1000)
+            await self.ctx.holds.wait(delay_ms / 1000)
         self.client.send_whole(status, upstream.reason, headers, body)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
@@ -355,7 +354,7 @@ class GatedRelay(PassthroughRelay):
             if kind == "delay":
                 self._note(fault, msg, "server", detail="held before it went to the client")
                 self._flush()
-                await asyncio.sleep(fault.action.delay_ms / 1000)
+                await self.ctx.holds.wait(fault.action.delay_ms / 1000)
             elif kind == "drop":
                 self._note(fault, msg, "server", detail="not forwarded to the client")
                 self._flush()
