@@ -140,6 +140,15 @@ class RoundTripTally:
         """Open GET exchanges (standalone streams: they end only when closed, so draining skips them)."""
         return sum(1 for tally in self._open.values() if tally.http_method == "GET")
 
+    def asked(self, session: str | None, ident: RequestId) -> str | None:
+        """The method of the request a server sent a client under `session` (as sent, not redacted)
+        and `ident`, while remembered: what the client's answer with that id answers."""
+        if not self._asked:
+            return None
+        token = session and self._redactor.token(session)
+        method: str | None = self._asked.get((token, ident))
+        return method
+
     def is_open(self, exchange: str) -> bool:
         """Whether this exchange is open."""
         return exchange in self._open

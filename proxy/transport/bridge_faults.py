@@ -10,6 +10,7 @@ upstream's answers) do not pass through the gate yet (docs/faults.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, seen
@@ -19,7 +20,7 @@ from proxy.flows.observations import FaultInjected
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route
 from proxy.transport.holds import Holds
-from proxy.wire.jsonrpc import Kind, Message
+from proxy.wire.jsonrpc import Kind, Message, RequestId
 
 Answer = tuple[int, dict[str, Any] | None]
 """An HTTP status and the JSON-RPC message the client gets (None: an empty 202)."""
@@ -30,9 +31,9 @@ async def bridged_client_faults(
 ) -> Answer | None:
     """Apply the faults on a bridged request's messages; the answer when a fault answered it."""
     messages = route.body.messages
-    if not gate.concerns(messages):
+    asked = asked_of(messages, server_asked(sink, route.session_id))
+    if not gate.concerns(messages, asked):
         return None
-    asked = asked_of(messages)
     era = str(route.era)
     delay_ms = 0.0
     for msg in messages:
@@ -97,3 +98,10 @@ def _note(
             detail,
         )
     )
+
+
+def server_asked(sink: ObservationSink, session: str | None) -> Callable[[RequestId], str | None]:
+    """The method of the request the server (or a bridge) sent the client under this session and id,
+    as the round-trip tally remembers it: what a client's answer answers."""
+    tally = sink.tally
+    return lambda ident: tally.asked(session, ident)

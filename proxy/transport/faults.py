@@ -36,6 +36,7 @@ from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSee
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
 from proxy.logs import get_logger
+from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext
@@ -59,10 +60,10 @@ def gated_relay(
     if gate is None or not isinstance(route, Route):
         return None
     messages = route.body.messages
-    if not gate.concerns(messages):
+    asked = asked_of(messages, server_asked(relays.observations, route.session_id))
+    if not gate.concerns(messages, asked):
         return None
     era = str(route.era)
-    asked = asked_of(messages)
     judged = [seen(msg, "client", era=era, session=route.session_id, asked=asked) for msg in messages]
     return GatedRelay(relays, client, exchange, gate, route, judged, asked)
 

@@ -109,6 +109,21 @@ async def test_a_dropped_json_answer_says_the_server_got_the_request(
     assert any("fault injected by the proxy: drop" in n for n in notes), notes
 
 
+async def test_a_clients_answer_to_a_servers_request_is_picked_by_the_method_it_answers(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    # The POST carrying the client's answer holds no method: it answers the server's elicitation/create.
+    rule = "method:elicitation/create dir:client => delay=300ms"
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, faults=[rule]) as proxy:
+            run = await client_run(proxy, "python-legacy", ["ask_name"])
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+    (line,) = fault_lines(logs)
+    assert line["fault"] == "delay 300 ms"
+    assert line["carried"] == "result of elicitation/create"
+    assert line["duration_ms"] >= 300
+
+
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
     client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]

@@ -50,13 +50,23 @@ def seen(
     )
 
 
-def asked_of(messages: Sequence[Message]) -> dict[RequestId, tuple[str | None, str | None]]:
-    """The client's requests in a body, by id: what their answers are matched as."""
-    return {
-        msg.id: (msg.method, target_name(msg.method, msg.params))
-        for msg in messages
-        if msg.kind is Kind.REQUEST and msg.id is not None
-    }
+def asked_of(
+    messages: Sequence[Message], answered: Callable[[RequestId], str | None] | None = None
+) -> dict[RequestId, tuple[str | None, str | None]]:
+    """The client's requests in a body, by id: what their answers are matched as; and, through
+    `answered` (the method of the server's request with that id, if known), what the client's own
+    answers in the body answer."""
+    asked: dict[RequestId, tuple[str | None, str | None]] = {}
+    for msg in messages:
+        if msg.id is None:
+            continue
+        if msg.kind is Kind.REQUEST:
+            asked[msg.id] = (msg.method, target_name(msg.method, msg.params))
+        elif msg.is_response and answered is not None:
+            method = answered(msg.id)
+            if method is not None:
+                asked[msg.id] = (method, None)
+    return asked
 
 
 def _round(msg: Message) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from proxy.engine.gate.actions import Action, parse_action
 from proxy.engine.gate.match import Match, Seen, parse_match
+from proxy.engine.gate.messages import Asked
 from proxy.wire.jsonrpc import Message
 from proxy.wire.mcp import target_name
 
@@ -238,12 +239,13 @@ class FaultGate:
         """Every rule in force with its id and how many faults it injected."""
         return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
 
-    def concerns(self, client: Sequence[Message]) -> bool:
+    def concerns(self, client: Sequence[Message], asked: Asked | None = None) -> bool:
         """Whether any rule could pick a message of an exchange whose client sent `client`.
 
-        Answers are judged by the request they answer; a message a server sends on its own is
-        judged by its method. An exchange no rule concerns is relayed as if there were no gate, so
-        this looks only at each rule's method and name patterns, compiled once.
+        Answers are judged by the request they answer (`asked`: a client's answer by the server's
+        request, as `asked_of` gives it); a message a server sends on its own is judged by its
+        method. An exchange no rule concerns is relayed as if there were no gate, so this looks only
+        at each rule's method and name patterns, compiled once.
         """
         for held in self._rules:
             rule = held.rule
@@ -253,7 +255,13 @@ class FaultGate:
             if could.any_server:
                 return True
             for msg in client:
-                if could(msg.method, target_name(msg.method, msg.params)):
+                if msg.is_response:
+                    method, name = (
+                        asked.get(msg.id, (None, None)) if asked and msg.id is not None else (None, None)
+                    )
+                else:
+                    method, name = msg.method, target_name(msg.method, msg.params)
+                if could(method, name):
                     return True
         return False
 
