@@ -31,6 +31,37 @@ from proxy.record.index import read_records
 LINE_LIMIT: Final = 16 * 1024 * 1024
 """Longest line the index pass writes (a chain's headline and its record offsets)."""
 
+_SHARED_TEXT: Final = ("session", "client_name", "client_era", "upstream_era", "method", "name")
+"""Headline fields whose few distinct values repeat across thousands of chains: held once each."""
+
+_ALL_FIELDS: Final = set(ChainSummary.model_fields)
+"""Every headline field: the `fields_set` all indexed headlines share (see `Headlines`)."""
+
+
+class Headlines:
+    """Turns the index pass's headlines into `ChainSummary` objects that cost as little memory as can be.
+
+    The TUI holds one headline per chain of the file, tens of thousands of them. Two things would
+    make each several times bigger than its fields: pydantic's per-object set of the fields given
+    (a hash table of some twenty names), and a copy of each repeated string (a session, a method, a
+    client's name). Every headline here shares one set naming every field (pydantic only adds to it
+    when a field is assigned, and each name is in it already), and each repeated value is held once.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def __call__(self, data: dict[str, Any]) -> ChainSummary:
+        """The headline of one `indexed` line's `chain` object."""
+        texts = self._texts
+        for name in _SHARED_TEXT:
+            value = data.get(name)
+            if isinstance(value, str):
+                data[name] = texts.setdefault(value, value)
+        summary = ChainSummary.model_validate(data)
+        object.__setattr__(summary, "__pydantic_fields_set__", _ALL_FIELDS)
+        return summary
+
 
 class IndexFailed(Exception):
     """The index pass stopped before its end; the message says why (its last error line)."""
@@ -113,11 +144,12 @@ async def _gather(
     chains: list[tuple[ChainSummary, Sequence[int], int]] = []
     events: list[FlowEvent] = []
     end: dict[str, Any] | None = None
+    headline = Headlines()
     assert proc.stdout is not None
     async for line in proc.stdout:
         if line.startswith(b'{"type":"indexed"'):
             obj = orjson.loads(line)
-            summary = ChainSummary.model_validate(obj["chain"])
+            summary = headline(obj["chain"])
             chains.append((summary, array("q", obj["records"]), obj["dropped"]))
         elif line.startswith(b'{"type":"index_progress"'):
             obj = orjson.loads(line)

@@ -21,6 +21,12 @@ is in small rooms beside it:
 - `ledger`: opening chains, filing records, timing and status, announcing changes;
 - `records`: building the redacted, bounded message records.
 
+A reader that replays a whole capture may ask for less than a live watcher gets: without `headlines`
+the builder announces no `ChainOpened`/`ChainChanged` (a copy of the headline each; the store keeps
+the headlines current all the same), and without `records` it builds no message records (it counts
+each message in its chain's headline and returns the chain it joined). Which chain each message joins
+is decided by the same code either way.
+
 No I/O, no clock of its own (an observation's time, else an injected one), no logging (the round-trip
 log line comes from `tally`, which needs no chain).
 """
@@ -58,7 +64,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.records import RecordMaker
+from proxy.flows.records import RecordMaker, carries_head
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import ChainStore
@@ -91,15 +97,25 @@ class ChainBuilder:
         clock: Callable[[], float],
         body_limit: int = 65536,
         id_prefix: str = "c",
+        headlines: bool = True,
+        records: bool = True,
     ) -> None:
         self.store = store
+        self._headlines = headlines
+        self._keeps_records = records
         self._redactor = redactor
         self._clock = ObservedClock(clock)
         clock = self._clock
         self._body_limit = body_limit
         retries = RetryBook()
         self._ledger = ChainLedger(
-            store, sink, redactor, clock=clock, on_finished=retries.forget, id_prefix=id_prefix
+            store,
+            sink,
+            redactor,
+            clock=clock,
+            on_finished=retries.forget,
+            id_prefix=id_prefix,
+            headlines=headlines,
         )
         self._correlator = Correlator(self._ledger, retries, redactor, clock=clock)
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
@@ -108,19 +124,28 @@ class ChainBuilder:
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
 
-    def apply(self, obs: Observation) -> None:
-        """Build one observation into chains, at the time it was made (so a later build is the same)."""
+    def apply(self, obs: Observation) -> str | None:
+        """Build one observation into chains, at the time it was made (so a later build is the same).
+
+        Returns the chain the observation filed a message in (a message, an invalid body, the `http`
+        record of an exchange that closed with no message carrying its response head), else None.
+        """
         clock = self._clock
         clock.at = obs.t
         try:
-            self._apply(obs)
+            return self._apply(obs)
         finally:
             clock.at = None
 
-    def _apply(self, obs: Observation) -> None:
+    @property
+    def finished(self) -> int:
+        """Chains finished so far (how a reader without headlines learns that a chain ended)."""
+        return self._ledger.finished
+
+    def _apply(self, obs: Observation) -> str | None:
         match obs:
             case MessageSeen():
-                self.message(
+                return self.message(
                     obs.exchange,
                     obs.msg,
                     size=obs.size,
@@ -147,15 +172,15 @@ class ChainBuilder:
                     obs.exchange, status=obs.status, content_type=obs.content_type, headers=obs.headers
                 )
             case ExchangeClosed():
-                self.close_exchange(obs.exchange, obs.outcome)
+                return self.close_exchange(obs.exchange, obs.outcome)
             case BytesOut():
                 pass  # the tally counts them; a chain counts message bytes only
             case EventIdSeen():
                 self.note_event_id(obs.exchange, obs.sse_id)
             case InvalidBody():
-                self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
+                return self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
             case LegMessageSeen():
-                self.leg_message(
+                return self.leg_message(
                     obs.leg,
                     obs.exchange,
                     obs.msg,
@@ -184,6 +209,7 @@ class ChainBuilder:
                     capabilities=obs.capabilities,
                     version=obs.version,
                 )
+        return None
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -275,6 +301,8 @@ class ChainBuilder:
         Headline changes the message causes are announced after the message itself, so the last
         ChainChanged of a chain already counts its final message.
         """
+        if not self._headlines:
+            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
         with self._ledger.changes_held():
             return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
 
@@ -301,6 +329,10 @@ class ChainBuilder:
             return None
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
+        if not self._keeps_records:
+            carries_head(chain, ex, msg, direction)
+            self._ledger.count(chain, direction, size, invalid=msg.kind is Kind.INVALID)
+            return chain.summary.id
         record = self._records.on_exchange(
             chain,
             ex,
@@ -348,6 +380,9 @@ class ChainBuilder:
             chain.upstream_requests += 1
             if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
                 chain.summary.rounds = chain.upstream_requests
+        if not self._keeps_records:
+            self._ledger.count(chain, direction, size, invalid=False)
+            return chain.summary.id
         record = self._records.message(
             chain,
             msg,
@@ -416,14 +451,19 @@ class ChainBuilder:
         if chain_id is not None:
             self.store.release(chain_id)
 
-    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> None:
-        """Finish an exchange: unanswered requests fail with `outcome`."""
+    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
+        """Finish an exchange: unanswered requests fail with `outcome`.
+
+        Returns the chain that got the exchange's `http` record (its response head carried no
+        message), else None.
+        """
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
-            return
+            return None
         now = self._clock()
+        filed = None
         if ex.head is not None and not ex.head_recorded and ex.chains:
-            self._record_http_only(ex)
+            filed = self._record_http_only(ex)
         for ident, chain_id in ex.requests.items():
             if ident in ex.answered:
                 continue
@@ -451,6 +491,7 @@ class ChainBuilder:
             self._ledger.finish(chain, status, outcome if failed else None, now)
         for chain_id in ex.chains:
             self.store.release(chain_id)
+        return filed
 
     def mark_invalid(self, exchange_id: str, problem: str, *, size: int, body: bytes) -> str | None:
         """Record a client body that is not JSON-RPC (still forwarded in pass-through) as an invalid chain."""
@@ -462,18 +503,22 @@ class ChainBuilder:
         chain.summary.notes.append(f"invalid request: {problem}")
         preview = body[: self._body_limit].decode("utf-8", "replace")
         msg = Message(Kind.INVALID, preview, problem=problem)
-        record = self._records.on_exchange(
-            chain,
-            ex,
-            msg,
-            size=size,
-            direction=Direction.TO_SERVER,
-            channel=Channel.POST,
-            side=Side.BOTH,
-            sse_id=None,
-            note=problem,
-        )
-        self._ledger.file(chain, record, invalid=True)
+        if self._keeps_records:
+            record = self._records.on_exchange(
+                chain,
+                ex,
+                msg,
+                size=size,
+                direction=Direction.TO_SERVER,
+                channel=Channel.POST,
+                side=Side.BOTH,
+                sse_id=None,
+                note=problem,
+            )
+            self._ledger.file(chain, record, invalid=True)
+        else:
+            carries_head(chain, ex, msg, Direction.TO_SERVER)
+            self._ledger.count(chain, Direction.TO_SERVER, size, invalid=True)
         # Nothing can answer it into success; without this it would stay pending for ever.
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
@@ -495,11 +540,15 @@ class ChainBuilder:
         """Sizes of the builder's correlation tables (tests assert they drain)."""
         return {"exchanges": len(self._exchanges), **self._correlator.sizes()}
 
-    def _record_http_only(self, ex: Exchange) -> None:
+    def _record_http_only(self, ex: Exchange) -> str | None:
         chain = self.store.peek(ex.chains[0])
         if chain is None or ex.head is None:
-            return
+            return None
         ex.head_recorded = True
+        if not self._keeps_records:
+            self._ledger.count(chain, Direction.TO_CLIENT, 0, invalid=False)
+            return chain.summary.id
         # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
         side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
         self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
+        return chain.summary.id

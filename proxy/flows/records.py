@@ -18,6 +18,26 @@ from proxy.flows.store import Chain
 from proxy.wire.jsonrpc import Kind, Message
 
 
+def carries_head(chain: Chain, ex: Exchange, msg: Message, direction: Direction) -> Direction | None:
+    """Which HTTP head a message on a client exchange carries (the request's, the response's, or none).
+
+    Every request, a chain's first message and an exchange's first message to the server carry the
+    request head; the first message back carries the response head. The exchange is marked as having
+    recorded that head, whether or not a record is built: a builder that counts messages without
+    recording them still needs the marks (an exchange whose head no message carried gets an `http`
+    record when it closes).
+    """
+    if direction is Direction.TO_SERVER and (
+        msg.kind is Kind.REQUEST or chain.summary.messages == 0 or not ex.request_recorded
+    ):
+        ex.request_recorded = True
+        return Direction.TO_SERVER
+    if direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
+        ex.head_recorded = True
+        return Direction.TO_CLIENT
+    return None
+
+
 class RecordMaker:
     """Makes one builder's records, so no observer ever sees a raw secret or an unbounded body."""
 
@@ -39,26 +59,19 @@ class RecordMaker:
         sse_id: str | None,
         note: str | None,
     ) -> MessageRecord:
-        """The record of a message on a client exchange, carrying the HTTP head it travelled with.
-
-        Every request, a chain's first message and an exchange's first message to the server carry
-        the request head (a notification or an answer on an exchange of its own carries its own, not
-        its chain's); the first message back carries the response head. Each is then marked recorded
-        on the exchange.
-        """
+        """The record of a message on a client exchange, carrying the HTTP head it travelled with
+        (`carries_head`: a notification or an answer on an exchange of its own carries its own, not its
+        chain's)."""
         http: HttpInfo | None = None
-        if direction is Direction.TO_SERVER and (
-            msg.kind is Kind.REQUEST or chain.summary.messages == 0 or not ex.request_recorded
-        ):
-            ex.request_recorded = True
+        carries = carries_head(chain, ex, msg, direction)
+        if carries is Direction.TO_SERVER:
             http = HttpInfo(
                 method=ex.http_method,
                 path=self._redactor.path(ex.path),
                 headers=self._redactor.headers(ex.request_headers),
             )
-        elif direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
+        elif carries is Direction.TO_CLIENT:
             http = ex.head
-            ex.head_recorded = True
         record = self.message(
             chain, msg, exchange=ex.id, side=side, direction=direction, channel=channel, size=size, note=note
         )

@@ -113,8 +113,7 @@ def export_capture(
         store = ChainStore(max_chains=RING, max_messages_per_chain=1)
         har = HarWriter(out)
         entries = HarFromCapture(har.write, store, keep=keep)
-        replayer = ObservationReplayer(store=store, on_applied=entries.applied)
-        _read(open_readers(paths, replayer), report, entries.proxy_info)
+        _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -150,7 +149,12 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
             follower.set_upstream(None, None)
 
     store = ChainStore(max_chains=RING, max_messages_per_chain=1)
-    replayer = ObservationReplayer(store=store, on_applied=lambda obs, _events: follower.observe_all((obs,)))
+    replayer = ObservationReplayer(
+        store=store,
+        on_applied=lambda obs, _events, _chain: follower.observe_all((obs,)),
+        headlines=False,
+        records=False,
+    )
     _read(open_readers(paths, replayer), report, upstream)
     return report
 

@@ -1,9 +1,11 @@
 """A capture's HAR entries, drafted from its observations as a reader builds them, written as each ends.
 
-`HarFromCapture` listens to an `ObservationReplayer` (`on_applied`): an exchange's opening line starts
-its draft, each message joins it with the chain the builder filed it in, and its closing line ends
-it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same way from
-its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the file.
+`HarFromCapture` listens to the `ObservationReplayer` it makes (`on_applied`): an exchange's opening
+line starts its draft, each message joins it with the chain the builder filed it in, and its closing
+line ends it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same
+way from its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the
+file. An entry needs only which chain each message joined and the chains' headlines (kept current in
+the store), so the replayer builds no message records and announces no headline changes.
 
 A filter that judges chains by their end (status, free text) holds an ended exchange until every
 chain it carried has ended too (a client's answer to a nested request closes before its call does);
@@ -17,16 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from proxy.flows.events import (
-    ChainChanged,
-    ChainSummary,
-    Channel,
-    Direction,
-    FlowEvent,
-    MessageRecorded,
-    ProxyInfo,
-    Side,
-)
+from proxy.flows.events import ChainSummary, Channel, Direction, FlowEvent, ProxyInfo, Side
 from proxy.flows.filters import ChainFilter
 from proxy.flows.observations import (
     BytesOut,
@@ -43,6 +36,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.store import ChainStore
 from proxy.record.har import DEFAULT_ENTRY_BYTES, Carried, EntryDraft, client_url, render, upstream_url
+from proxy.record.observations import ObservationReplayer
 
 DEFAULT_MAX_HELD: Final = 10_000
 """Ended entries waiting for their chains to end before a filter judges them."""
@@ -70,20 +64,26 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self.written = 0
+        self.replayer = ObservationReplayer(
+            store=store, on_applied=self.applied, headlines=False, records=False
+        )
+        """The replayer to read the capture with: it hands each observation built to `applied`."""
+        self._builder = self.replayer.builder
+        self._finished = 0
 
     def proxy_info(self, info: ProxyInfo) -> None:
         """Learn where the proxy listened and what it proxied (entries' URLs)."""
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
 
-    def applied(self, obs: Observation, events: list[FlowEvent]) -> None:
-        """Take one observation, as the replayer built it, with the events it made."""
+    def applied(self, obs: Observation, _events: list[FlowEvent], chain: str | None) -> None:
+        """Take one observation, as the replayer built it, with the chain it filed a message in."""
         match obs:
             case MessageSeen():
                 draft = self._open.get(obs.exchange)
                 if draft is not None:
                     msg = obs.msg
-                    chain, summary = self._chain_of(events)
+                    summary = self._summary(chain)
                     carried = Carried(
                         obs.t, obs.direction, obs.channel, obs.side.value, msg.kind.value, msg.raw,
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
@@ -109,7 +109,7 @@ class HarFromCapture:
                     draft.head(obs.t, obs.status, obs.content_type, obs.headers)
             case ExchangeClosed():
                 if (draft := self._open.pop(obs.exchange, None)) is not None:
-                    self._note_chains(draft, events)
+                    self._note_chain(draft, chain)
                     draft.ended, draft.outcome = obs.t, obs.outcome
                     self._ended(draft)
             case BytesOut():
@@ -123,9 +123,9 @@ class HarFromCapture:
             case InvalidBody():
                 if (draft := self._open.get(obs.exchange)) is not None:
                     draft.invalid_body = obs.body.decode("utf-8", "replace")
-                    self._note_chains(draft, events)
+                    self._note_chain(draft, chain)
             case LegMessageSeen():
-                self._leg_message(obs, events)
+                self._leg_message(obs, chain)
             case LegLinked():
                 self._leg(obs.leg, obs.t, None).related = obs.related
             case LegClosed():
@@ -134,8 +134,11 @@ class HarFromCapture:
                     self._ended(draft)
             case _:
                 pass
-        if self._held and any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events):
-            self._release_held()
+        finished = self._builder.finished
+        if finished != self._finished:  # a chain ended: held entries may be judged now
+            self._finished = finished
+            if self._held:
+                self._release_held()
 
     def finish(self) -> None:
         """Write what is left: entries waiting on their chains, then exchanges still open (marked so)."""
@@ -147,19 +150,15 @@ class HarFromCapture:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _chain_of(self, events: list[FlowEvent]) -> tuple[str | None, ChainSummary | None]:
-        for event in events:
-            if isinstance(event, MessageRecorded):
-                chain = self._store.peek(event.chain_id)
-                return event.chain_id, chain.summary if chain is not None else None
-        return None, None
+    def _summary(self, chain_id: str | None) -> ChainSummary | None:
+        chain = self._store.peek(chain_id) if chain_id is not None else None
+        return chain.summary if chain is not None else None
 
-    def _note_chains(self, draft: EntryDraft, events: list[FlowEvent]) -> None:
-        for event in events:
-            if isinstance(event, MessageRecorded) and event.chain_id not in draft.chains:
-                chain = self._store.peek(event.chain_id)
-                if chain is not None:
-                    draft.chains[event.chain_id] = chain.summary
+    def _note_chain(self, draft: EntryDraft, chain_id: str | None) -> None:
+        if chain_id is not None and chain_id not in draft.chains:
+            summary = self._summary(chain_id)
+            if summary is not None:
+                draft.chains[chain_id] = summary
 
     def _leg(self, leg: str, t: float, first: LegMessageSeen | None) -> EntryDraft:
         draft = self._open.get(leg)
@@ -170,10 +169,10 @@ class HarFromCapture:
             )
         return draft
 
-    def _leg_message(self, obs: LegMessageSeen, events: list[FlowEvent]) -> None:
+    def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:
         draft = self._leg(obs.leg, obs.t, obs)
         msg = obs.msg
-        chain, summary = self._chain_of(events)
+        summary = self._summary(chain)
         carried = Carried(
             obs.t, obs.direction, obs.channel, Side.UPSTREAM.value, msg.kind.value, msg.raw,
             msg.id, msg.method, obs.size, None, None, chain,

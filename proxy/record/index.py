@@ -85,14 +85,14 @@ class Indexer:
         self._let_go: list[Chain] = []
         """Chains the store let go while an observation was built: handed over after its events."""
         self.store = ChainStore(max_chains=ring, max_messages_per_chain=1, on_gone=self._let_go.append)
-        self.replayer = ObservationReplayer(store=self.store, on_applied=self._applied)
+        self.replayer = ObservationReplayer(store=self.store, on_applied=self._applied, headlines=False)
         self.chains = 0
         self._built = 0
         """Events of the last observation line, which the reader is about to yield again: taken once."""
         self._written: dict[str, ChainSummary] = {}
         """Headlines of chains a capture holds as event lines (a saved feed), handed over at the end."""
 
-    def _applied(self, _obs: object, events: list[FlowEvent]) -> None:
+    def _applied(self, _obs: object, events: list[FlowEvent], _chain: str | None) -> None:
         self._built = len(events)
         for event in events:
             self._take(event)
