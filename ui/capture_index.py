@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from proxy.flows.events import ChainSummary, FlowEvent, MessageRecord, event_from_json
 from proxy.record.index import read_records
+from proxy.record.record_refs import RecordBuilder
 
 LINE_LIMIT: Final = 16 * 1024 * 1024
 """Longest line the index pass writes (a chain's headline and its record offsets)."""
@@ -82,21 +83,28 @@ class IndexReady:
 
 
 class Spill:
-    """The index's spill file, open and already unlinked: a chain's messages are read from it on demand."""
+    """The index's spill file, open and already unlinked, and the capture it indexed: a chain's messages
+    are built from them on demand (the spill says where in the capture each one's lines are)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, captures: Sequence[Path]) -> None:
         self._file: IO[bytes] = path.open("rb")
         path.unlink()
-        # Closed when nothing can read it any more (the model let go of its loader) or at exit.
-        self._closer = weakref.finalize(self, self._file.close)
+        self._builder = RecordBuilder(captures)
+        # Closed when nothing can read them any more (the model let go of its loader) or at exit.
+        self._closer = weakref.finalize(self, _close, self._file, self._builder)
 
     def load(self, offsets: Sequence[int]) -> list[MessageRecord]:
         """The records at these offsets."""
-        return read_records(self._file, offsets)
+        return read_records(self._file, offsets, self._builder)
 
     def close(self) -> None:
         """Close the file (its space is freed then)."""
         self._closer()
+
+
+def _close(spill: IO[bytes], builder: RecordBuilder) -> None:
+    spill.close()
+    builder.close()
 
 
 Progress = Callable[[int, int], Awaitable[None]]
@@ -132,7 +140,7 @@ async def index_capture(paths: Sequence[Path], progress: Progress) -> IndexReady
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
-        spill = Spill(spill_path)
+        spill = Spill(spill_path, paths)
         return IndexReady(chains, events, spill.load, end)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -23,9 +23,11 @@ is in small rooms beside it:
 
 A reader that replays a whole capture may ask for less than a live watcher gets: without `headlines`
 the builder announces no `ChainOpened`/`ChainChanged` (a copy of the headline each; the store keeps
-the headlines current all the same), and without `records` it builds no message records (it counts
-each message in its chain's headline and returns the chain it joined). Which chain each message joins
-is decided by the same code either way.
+the headlines current all the same), and without `records` it builds no message records: it counts
+each message in its chain's headline, returns the chain it joined, and tells `on_filed` what its
+record would be numbered and carry, so a reader can build that record later from the observation
+alone (`proxy.record.record_refs`). Which chain each message joins is decided by the same code
+either way.
 
 No I/O, no clock of its own (an observation's time, else an injected one), no logging (the round-trip
 log line comes from `tally`, which needs no chain).
@@ -42,7 +44,6 @@ from proxy.flows.events import (
     Channel,
     Direction,
     FlowEvent,
-    HttpInfo,
     Mode,
     Side,
 )
@@ -64,10 +65,10 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.records import RecordMaker, carries_head
+from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
-from proxy.flows.store import ChainStore
+from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
 
 __all__ = ["ChainBuilder", "digest"]
@@ -99,10 +100,12 @@ class ChainBuilder:
         id_prefix: str = "c",
         headlines: bool = True,
         records: bool = True,
+        on_filed: Filed | None = None,
     ) -> None:
         self.store = store
         self._headlines = headlines
         self._keeps_records = records
+        self._on_filed = on_filed
         self._redactor = redactor
         self._clock = ObservedClock(clock)
         clock = self._clock
@@ -277,7 +280,7 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return
-        ex.head = HttpInfo(status=status, content_type=content_type, headers=self._redactor.headers(headers))
+        ex.head = self._records.response_head(status, content_type, headers)
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
@@ -330,9 +333,8 @@ class ChainBuilder:
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
         if not self._keeps_records:
-            carries_head(chain, ex, msg, direction)
-            self._ledger.count(chain, direction, size, invalid=msg.kind is Kind.INVALID)
-            return chain.summary.id
+            head = _HEADS[carries_head(chain, ex, msg, direction)]
+            return self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
         record = self._records.on_exchange(
             chain,
             ex,
@@ -381,8 +383,7 @@ class ChainBuilder:
             if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
                 chain.summary.rounds = chain.upstream_requests
         if not self._keeps_records:
-            self._ledger.count(chain, direction, size, invalid=False)
-            return chain.summary.id
+            return self._count(chain, direction, size, False, Head.NONE)
         record = self._records.message(
             chain,
             msg,
@@ -517,8 +518,8 @@ class ChainBuilder:
             )
             self._ledger.file(chain, record, invalid=True)
         else:
-            carries_head(chain, ex, msg, Direction.TO_SERVER)
-            self._ledger.count(chain, Direction.TO_SERVER, size, invalid=True)
+            head = _HEADS[carries_head(chain, ex, msg, Direction.TO_SERVER)]
+            self._count(chain, Direction.TO_SERVER, size, True, head)
         # Nothing can answer it into success; without this it would stay pending for ever.
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
@@ -546,9 +547,21 @@ class ChainBuilder:
             return None
         ex.head_recorded = True
         if not self._keeps_records:
-            self._ledger.count(chain, Direction.TO_CLIENT, 0, invalid=False)
-            return chain.summary.id
-        # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
-        side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
+            return self._count(chain, Direction.TO_CLIENT, 0, False, http_only_head(ex.mode))
+        side = Side.CLIENT if http_only_head(ex.mode) is Head.HTTP_BRIDGED else Side.BOTH
         self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
         return chain.summary.id
+
+    def _count(self, chain: Chain, direction: Direction, size: int, invalid: bool, head: Head) -> str:
+        """Count a message without recording it; `on_filed` hears what its record would be."""
+        self._ledger.count(chain, direction, size, invalid=invalid)
+        if self._on_filed is not None:
+            self._on_filed(chain.summary.id, chain.next_seq(), chain.summary.rounds, head)
+        return chain.summary.id
+
+
+_HEADS: dict[Direction | None, Head] = {
+    Direction.TO_SERVER: Head.REQUEST,
+    Direction.TO_CLIENT: Head.RESPONSE,
+    None: Head.NONE,
+}

@@ -38,6 +38,7 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     key_of,
 )
+from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, Redactor
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import Kind, Message
@@ -325,9 +326,10 @@ Applied = Callable[[Observation, list[FlowEvent], str | None], None]
 class ObservationReplayer:
     """Builds the events of a capture's observation lines with a chain builder of its own.
 
-    `headlines` and `records` say what the builder announces (`ChainBuilder`): a reader that needs
-    only the final headlines (read from the store) or only which chain each message joined goes
-    without the rest, and replays a big capture several times faster; the chains are the same.
+    `headlines`, `records` and `on_filed` say what the builder announces (`ChainBuilder`): a reader
+    that needs only the final headlines (read from the store), only which chain each message joined,
+    or records built later (`proxy.record.record_refs`) goes without the rest, and replays a big
+    capture several times faster; the chains are the same.
     """
 
     def __init__(
@@ -340,6 +342,7 @@ class ObservationReplayer:
         id_prefix: str = "r",
         headlines: bool = True,
         records: bool = True,
+        on_filed: Filed | None = None,
     ) -> None:
         self._events: list[FlowEvent] = []
         self._restored: set[str] = set()
@@ -355,6 +358,7 @@ class ObservationReplayer:
             id_prefix=id_prefix,
             headlines=headlines,
             records=records,
+            on_filed=on_filed,
         )
 
     def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
