@@ -113,3 +113,4 @@ async def test_readyz_turns_ready_within_a_second_of_the_upstream_listening() ->
         finally:
             await asyncio.to_thread(peer.cleanup)
     assert took < 1.0, f"ready {took:.2f}s after the upstream listened"
+
