@@ -5,7 +5,9 @@ line starts its draft, each message joins it with the chain the builder filed it
 line ends it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same
 way from its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the
 file. An entry needs only which chain each message joined and the chains' headlines (kept current in
-the store), so the replayer builds no message records and announces no headline changes.
+the store), so the replayer builds no message records and announces no headline changes (`lean`).
+Without `lean` the replayer builds everything a live watcher gets, and the drafts learn the chains
+and their ends from its events instead: the same entries, by another road (tests hold them equal).
 
 A filter that judges chains by their end (status, free text) holds an ended exchange until every
 chain it carried has ended too (a client's answer to a nested request closes before its call does);
@@ -19,7 +21,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from proxy.flows.events import ChainSummary, Channel, Direction, FlowEvent, ProxyInfo, Side
+from proxy.flows.events import (
+    ChainChanged,
+    ChainSummary,
+    Channel,
+    Direction,
+    FlowEvent,
+    MessageRecorded,
+    ProxyInfo,
+    Side,
+)
 from proxy.flows.filters import ChainFilter
 from proxy.flows.observations import (
     BytesOut,
@@ -53,6 +64,7 @@ class HarFromCapture:
         keep: ChainFilter | None = None,
         entry_bytes: int = DEFAULT_ENTRY_BYTES,
         max_held: int = DEFAULT_MAX_HELD,
+        lean: bool = True,
     ) -> None:
         self._write = write
         self._store = store
@@ -64,8 +76,9 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self.written = 0
+        self._lean = lean
         self.replayer = ObservationReplayer(
-            store=store, on_applied=self.applied, headlines=False, records=False
+            store=store, on_applied=self.applied, headlines=not lean, records=not lean
         )
         """The replayer to read the capture with: it hands each observation built to `applied`."""
         self._builder = self.replayer.builder
@@ -76,8 +89,10 @@ class HarFromCapture:
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
 
-    def applied(self, obs: Observation, _events: list[FlowEvent], chain: str | None) -> None:
+    def applied(self, obs: Observation, events: list[FlowEvent], chain: str | None) -> None:
         """Take one observation, as the replayer built it, with the chain it filed a message in."""
+        if not self._lean:
+            chain = next((e.chain_id for e in events if isinstance(e, MessageRecorded)), None)
         match obs:
             case MessageSeen():
                 draft = self._open.get(obs.exchange)
@@ -134,11 +149,8 @@ class HarFromCapture:
                     self._ended(draft)
             case _:
                 pass
-        finished = self._builder.finished
-        if finished != self._finished:  # a chain ended: held entries may be judged now
-            self._finished = finished
-            if self._held:
-                self._release_held()
+        if self._chain_ended(events) and self._held:  # held entries may be judged now
+            self._release_held()
 
     def finish(self) -> None:
         """Write what is left: entries waiting on their chains, then exchanges still open (marked so)."""
@@ -149,6 +161,13 @@ class HarFromCapture:
         self._open.clear()
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _chain_ended(self, events: list[FlowEvent]) -> bool:
+        if not self._lean:
+            return any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events)
+        finished = self._builder.finished
+        ended, self._finished = finished != self._finished, finished
+        return ended
 
     def _summary(self, chain_id: str | None) -> ChainSummary | None:
         chain = self._store.peek(chain_id) if chain_id is not None else None

@@ -8,19 +8,21 @@ pass a real child process. The index is held back until the test has seen the fi
 from __future__ import annotations
 
 import asyncio
+import io
 from pathlib import Path
 
+import orjson
 import pytest
 
-from proxy.flows.events import ChainOpened
+from proxy.flows.events import ChainOpened, ChainSummary
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
-from proxy.record.index import TAIL_PREFIX
+from proxy.record.index import TAIL_PREFIX, run_index
 from proxy.record.observations import ObservationReplayer
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.capture_index import IndexReady
+from ui.capture_index import Headlines, IndexReady
 from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
@@ -120,3 +122,22 @@ async def test_a_big_capture_feed_hands_over_the_tail_then_the_index_then_its_en
     assert len(index.chains) == len(all_chains(capture))
     assert isinstance(items[-1], FeedStatus)
     assert items[-1].state == "ended"
+
+
+def test_indexed_headlines_share_one_fields_set_and_hold_repeated_text_once(capture: Path) -> None:
+    lines: list[bytes] = []
+    run_index([capture], io.BytesIO(), lines.append)
+    data = [orjson.loads(line)["chain"] for line in lines if line.startswith(b'{"type":"indexed"')]
+
+    headline = Headlines()
+    made = [headline(dict(item)) for item in data]
+
+    assert made == [ChainSummary.model_validate(item) for item in data]
+    assert len({id(summary.__pydantic_fields_set__) for summary in made}) == 1
+    for name in ("session", "method", "client_era"):
+        values = [getattr(summary, name) for summary in made if getattr(summary, name)]
+        assert len(values) > len(set(values))  # repeated ...
+        assert len({id(value) for value in values}) == len(set(values))  # ... and held once each
+    made[0].notes = ["changed later"]  # an assignment keeps working, and touches no other headline
+    assert made[1].notes == data[1]["notes"]
+    assert made[0].model_dump()["notes"] == ["changed later"]
