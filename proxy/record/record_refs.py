@@ -74,23 +74,20 @@ class RefTaker:
 
     def applied(self, obs: Observation, _events: list[FlowEvent], _chain: str | None) -> None:
         """The observation was built: its messages' refs are complete; its exchange's lines noted."""
-        at = self._where()
         if self._pending:
+            at = self._where()
             exchange = getattr(obs, "exchange", None)
             for chain_id, seq, round_, head in self._pending:
                 self._keep(chain_id, (at, seq, round_, int(head), self._head_line(exchange, head)))
             self._pending.clear()
-        match obs:
-            case ExchangeOpened():
-                self._opened[obs.exchange] = at
-                self._heads.pop(obs.exchange, None)
-            case ResponseHeadSeen():
-                self._heads[obs.exchange] = at
-            case ExchangeClosed():
-                self._opened.pop(obs.exchange, None)
-                self._heads.pop(obs.exchange, None)
-            case _:
-                pass
+        if isinstance(obs, ExchangeOpened):
+            self._opened[obs.exchange] = self._where()
+            self._heads.pop(obs.exchange, None)
+        elif isinstance(obs, ResponseHeadSeen):
+            self._heads[obs.exchange] = self._where()
+        elif isinstance(obs, ExchangeClosed):
+            self._opened.pop(obs.exchange, None)
+            self._heads.pop(obs.exchange, None)
 
     def _head_line(self, exchange: str | None, head: Head) -> int:
         if head is Head.NONE or exchange is None:
