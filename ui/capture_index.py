@@ -83,19 +83,26 @@ class IndexReady:
 
 
 class Spill:
-    """The index's spill file, open and already unlinked, and the capture it indexed: a chain's messages
-    are built from them on demand (the spill says where in the capture each one's lines are)."""
+    """The index's spill file, open and already unlinked, and the capture it indexed (opened before the
+    pass began): a chain's messages are built from them on demand (the spill says where in the capture
+    each one's lines are)."""
 
-    def __init__(self, path: Path, captures: Sequence[Path]) -> None:
+    def __init__(self, path: Path, builder: RecordBuilder) -> None:
         self._file: IO[bytes] = path.open("rb")
         path.unlink()
-        self._builder = RecordBuilder(captures)
+        self._builder = builder
         # Closed when nothing can read them any more (the model let go of its loader) or at exit.
         self._closer = weakref.finalize(self, _close, self._file, self._builder)
 
     def load(self, offsets: Sequence[int]) -> list[MessageRecord]:
-        """The records at these offsets."""
-        return read_records(self._file, offsets, self._builder)
+        """The records at these offsets; one whose capture lines changed since the pass is left out."""
+        records: list[MessageRecord] = []
+        for offset in offsets:
+            try:
+                records.extend(read_records(self._file, (offset,), self._builder))
+            except (ValueError, KeyError, TypeError):  # the capture was rewritten under the TUI
+                continue
+        return records
 
     def close(self) -> None:
         """Close the file (its space is freed then)."""
@@ -115,8 +122,13 @@ async def index_capture(paths: Sequence[Path], progress: Progress) -> IndexReady
 
     Raises IndexFailed when the pass fails.
     """
+    try:
+        builder = RecordBuilder(paths)  # the files the pass reads, held however they are renamed later
+    except OSError as exc:
+        raise IndexFailed(f"cannot open the capture: {exc.strerror or exc}") from exc
     workdir = Path(tempfile.mkdtemp(prefix="mcp-proxy-index-"))
     spill_path = workdir / "records.jsonl"
+    spill: Spill | None = None
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -140,9 +152,11 @@ async def index_capture(paths: Sequence[Path], progress: Progress) -> IndexReady
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
-        spill = Spill(spill_path, paths)
+        spill = Spill(spill_path, builder)
         return IndexReady(chains, events, spill.load, end)
     finally:
+        if spill is None:
+            builder.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

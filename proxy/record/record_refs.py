@@ -97,16 +97,29 @@ class RefTaker:
 
 
 class RecordBuilder:
-    """Builds the records of refs from the capture's lines (the files in the order they were indexed)."""
+    """Builds the records of refs from the capture's lines (the files in the order they were indexed).
+
+    The files are opened at once, so a capture renamed later (rotated) is still the one read; raises
+    OSError when one cannot be opened.
+    """
 
     def __init__(self, paths: Sequence[Path], *, body_limit: int = 65536) -> None:
-        self._paths = list(paths)
         self._files: dict[int, IO[bytes]] = {}
+        try:
+            for file_no, path in enumerate(paths):
+                self._files[file_no] = Path(path).open("rb")  # noqa: SIM115 - held until close()
+        except OSError:
+            self.close()
+            raise
         self._body_limit = body_limit
         self._maker = RecordMaker(AlreadyRedacted(), clock=lambda: 0.0, body_limit=body_limit)
 
     def build(self, ref: Sequence[int]) -> MessageRecord:
-        """The record a ref stands for; raises ValueError when its lines are not what it names."""
+        """The record a ref stands for.
+
+        Raises ValueError (orjson's decode error included), KeyError or TypeError when its lines are
+        not what it names (the capture changed since it was indexed).
+        """
         at, seq, round_, head_code, head_at = ref
         head = Head(head_code)
         obs = self._line(at)
@@ -177,7 +190,7 @@ class RecordBuilder:
         file_no, offset = at >> OFFSET_BITS, at & ((1 << OFFSET_BITS) - 1)
         f = self._files.get(file_no)
         if f is None:
-            f = self._files[file_no] = self._paths[file_no].open("rb")
+            raise ValueError(f"no capture file {file_no} for line {at}")
         f.seek(offset)
         return decode(orjson.loads(f.readline()))
 

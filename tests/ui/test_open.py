@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 from pathlib import Path
 
 import orjson
@@ -22,7 +23,7 @@ from proxy.record.observations import ObservationReplayer
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.capture_index import Headlines, IndexReady
+from ui.capture_index import Headlines, IndexReady, index_capture
 from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
@@ -141,3 +142,25 @@ def test_indexed_headlines_share_one_fields_set_and_hold_repeated_text_once(capt
     made[0].notes = ["changed later"]  # an assignment keeps working, and touches no other headline
     assert made[1].notes == data[1]["notes"]
     assert made[0].model_dump()["notes"] == ["changed later"]
+
+
+async def test_a_capture_rewritten_after_its_index_leaves_out_the_messages_it_no_longer_holds(
+    capture: Path, tmp_path: Path
+) -> None:
+    mine, other = tmp_path / "mine.jsonl", tmp_path / "other.jsonl"
+    shutil.copyfile(capture, mine)
+    shutil.copyfile(capture, other)
+    kept = await asyncio.wait_for(index_capture([other], _no_progress), 30)
+    index = await asyncio.wait_for(index_capture([mine], _no_progress), 30)
+    summary, records, _ = index.chains[-1]
+    assert summary.messages > 0
+    assert len(kept.load(kept.chains[-1][1])) == summary.messages  # an untouched capture reads back
+
+    with mine.open("r+b") as f:  # rewritten in place: the TUI's open file now reads other bytes
+        f.write(b"x" * mine.stat().st_size)
+
+    assert index.load(records) == []
+
+
+async def _no_progress(_read: int, _total: int) -> None:
+    return None
