@@ -29,6 +29,14 @@ from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import target_name
 from proxy.wire.values import value
 
+# Enum members read through their class cost about ten times a module constant's on Python 3.11
+# (the enum metaclass's attribute hook): the traffic path reads these.
+_ERROR = Kind.ERROR
+_INVALID = Kind.INVALID
+_REQUEST = Kind.REQUEST
+_RESULT = Kind.RESULT
+_TO_CLIENT = Direction.TO_CLIENT
+
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
 
@@ -160,17 +168,17 @@ class RoundTripTally:
         if tally is None:
             return
         msg = obs.msg
-        if obs.direction is Direction.TO_CLIENT:
+        if obs.direction is _TO_CLIENT:
             tally.messages_out += 1
             tally.bytes_out += obs.size
-            if msg.kind is Kind.REQUEST and msg.id is not None and msg.method:
+            if msg.kind is _REQUEST and msg.id is not None and msg.method:
                 self._asked[(tally.session, msg.id)] = msg.method
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
                 if tally.failed is None:
                     tally.failed = _failure(msg)
             return
-        if msg.kind is Kind.REQUEST:
+        if msg.kind is _REQUEST:
             if tally.method is None:
                 tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
                 if tally.carried is None:
@@ -184,9 +192,9 @@ class RoundTripTally:
         """The client message an exchange carried first, named for a person reading the log."""
         if msg.is_response:
             asked = self._asked.pop((session, msg.id), None)
-            word = "result" if msg.kind is Kind.RESULT else "error"
+            word = "result" if msg.kind is _RESULT else "error"
             return f"{word} of {asked}" if asked else f"{word} for id {msg.id}"
-        if msg.kind is Kind.INVALID:
+        if msg.kind is _INVALID:
             return "invalid message"
         return str(msg.method)  # a notification
 
@@ -204,7 +212,7 @@ class RoundTripTally:
 
 def _failure(msg: Message) -> str | None:
     """What an answer says went wrong: a JSON-RPC error (with its code), or a tool's `isError` result."""
-    if msg.kind is Kind.ERROR:
+    if msg.kind is _ERROR:
         code = msg.error.get("code")
         return f"error {code}" if code is not None else "error"
     result = msg.result

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from proxy.flows.events import Direction, Mode, Side
@@ -40,25 +39,47 @@ from proxy.flows.retries import RetryBook, request_signature
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
 
-_BRIDGED = (Mode.LEGACY_TO_MRTR.value, Mode.MRTR_TO_LEGACY.value)
+# Enum members read through their class cost about ten times a module constant's on Python 3.11
+# (the enum metaclass's attribute hook): the traffic path reads these.
+_ERROR = Kind.ERROR
+_LEGACY_TO_MRTR_VALUE = Mode.LEGACY_TO_MRTR.value
+_MRTR_TO_LEGACY_VALUE = Mode.MRTR_TO_LEGACY.value
+_NOTIFICATION = Kind.NOTIFICATION
+_REQUEST = Kind.REQUEST
+_RESULT = Kind.RESULT
+_TO_SERVER = Direction.TO_SERVER
+_UPSTREAM = Side.UPSTREAM
+
+_LABELS_KEPT = 1000
+"""Method names whose label `OpCounter` remembers (a client inventing names cannot grow it)."""
+
+_BRIDGED = (_LEGACY_TO_MRTR_VALUE, _MRTR_TO_LEGACY_VALUE)
 
 
 class Counters(Protocol):
-    """What the counting moves (`ProxyMetrics` is one)."""
+    """What the counting moves (`ProxyMetrics` is one).
 
-    def opened(self, method: str | None, era: str, mode: str) -> None:
-        """An operation began."""
+    Methods are named by a label (`label`), worked out once per operation: the traffic path calls
+    here for every request, so no name is checked twice.
+    """
+
+    def label(self, method: str | None) -> str:
+        """The bounded label value counted for a method name."""
         ...
 
-    def requested(self, method: str | None, era: str, mode: str) -> None:
-        """A client sent a JSON-RPC request."""
+    def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
+        """An operation began (`requested`: with a client's JSON-RPC request)."""
+        ...
+
+    def requested(self, label: str, era: str, mode: str) -> None:
+        """A client sent a JSON-RPC request that continues an operation (an MRTR retry)."""
         ...
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took `added` more rounds."""
         ...
 
-    def ended(self, method: str | None, mode: str, *, error: bool, upstream_s: float | None) -> None:
+    def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
         """An operation ended; `upstream_s` is its time upstream when it was a request."""
         ...
 
@@ -67,27 +88,47 @@ class Counters(Protocol):
         ...
 
 
-@dataclass(slots=True)
 class _Op:
-    """One client operation, as far as the counters need it."""
+    """One client operation, as far as the counters need it (a plain class: one per request)."""
 
-    id: str
-    method: str | None
-    mode: str
-    request: bool
-    started: float
-    rounds: int = 1
-    waited: float = 0.0
-    wait_from: float | None = None
-    waiting_on: int = 0
-    upstream_requests: int = 0
-    finished: bool = False
-    params: dict[str, Any] | None = None
-    """Its first request's params, as sent: what a retry without `requestState` must repeat."""
-    ident: RequestId | None = None
-    """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
-    retry_awaited: bool = False
-    """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
+    __slots__ = (
+        "finished",
+        "id",
+        "ident",
+        "label",
+        "method",
+        "mode",
+        "params",
+        "request",
+        "retry_awaited",
+        "rounds",
+        "started",
+        "upstream_requests",
+        "wait_from",
+        "waited",
+        "waiting_on",
+    )
+
+    def __init__(self, method: str | None, label: str, mode: str, request: bool, started: float) -> None:
+        self.method = method
+        self.label = label
+        self.mode = mode
+        self.request = request
+        self.started = started
+        self.id: str | None = None
+        """Named only when a retry must find it (`OpCounter._await_retry`)."""
+        self.rounds = 1
+        self.waited = 0.0
+        self.wait_from: float | None = None
+        self.waiting_on = 0
+        self.upstream_requests = 0
+        self.finished = False
+        self.params: dict[str, Any] | None = None
+        """Its first request's params, as sent: what a retry without `requestState` must repeat."""
+        self.ident: RequestId | None = None
+        """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
+        self.retry_awaited = False
+        """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
 
 
 class _Ex:
@@ -96,9 +137,9 @@ class _Ex:
     __slots__ = (
         "answered",
         "era",
-        "http_method",
         "last_sse_id",
         "mode",
+        "not_post",
         "ops",
         "requests",
         "response_headers",
@@ -106,10 +147,9 @@ class _Ex:
         "status",
     )
 
-    def __init__(self, era: str, mode: str, http_method: str, session: str | None) -> None:
+    def __init__(self, era: str, mode: str, session: str | None) -> None:
         self.era = era
         self.mode = mode
-        self.http_method = http_method
         self.session = session
         self.ops: list[_Op] = []
         self.requests: dict[RequestId, _Op] = {}
@@ -118,6 +158,8 @@ class _Ex:
         self.response_headers: dict[str, str] | None = None
         """The response head's headers (read only for an `initialize` answer's minted session)."""
         self.last_sse_id: str | None = None
+        self.not_post = False
+        """A GET or DELETE: its own operation (a stream, a session's end) ends when it closes."""
 
     def minted_session(self) -> str | None:
         """The session id the response head carried, if any."""
@@ -142,16 +184,17 @@ class OpCounter:
         """Operation id -> operation, for the retries the RetryBook names by id."""
         self._retries = RetryBook()
         self._nested: BoundedMap = BoundedMap()
-        self._pending: BoundedMap = BoundedMap()
+        self._resumable: BoundedMap = BoundedMap()
+        """(session, id) -> operation of requests whose stream closed after an event id, unanswered:
+        the client may resume it, and may cancel it meanwhile. Requests unanswered on open exchanges
+        are found there (`_unanswered`), so the traffic path keeps no table of them."""
+        self._labels: dict[str | None, str] = {}
+        """Method -> its counted label, as the counters gave it (bounded: `_LABELS_KEPT`)."""
         self._session_init: BoundedMap = BoundedMap()
         self._event_ops: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
-            MessageSeen: self._message,
-            ExchangeOpened: self._opened,
-            ResponseHeadSeen: self._head,
-            ExchangeClosed: self._closed,
             EventIdSeen: self._event_id,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
@@ -162,18 +205,47 @@ class OpCounter:
         }
 
     def observe_all(self, batch: Sequence[Observation]) -> None:
-        """Count observations in order (a listener of the observation sink)."""
-        handlers = self._handlers
+        """Count observations in order (a listener of the observation sink).
+
+        The kinds every exchange has (its messages and its response head) are handled in the loop
+        itself: this runs for each observation the proxy makes.
+        """
+        exchanges = self._exchanges
         for obs in batch:
-            handler = handlers.get(type(obs))
-            if handler is not None:
-                handler(obs)
+            if type(obs) is MessageSeen:
+                ex = exchanges.get(obs.exchange)
+                if ex is None:
+                    continue
+                if obs.direction is _TO_SERVER:
+                    if obs.side is not _UPSTREAM:
+                        self._client(ex, obs.msg, obs.t)
+                else:
+                    self._server(ex, obs.msg, obs.t)
+                if obs.sse_id is not None:
+                    self._note_event(ex, obs.sse_id)
+            elif type(obs) is ResponseHeadSeen:
+                ex = exchanges.get(obs.exchange)
+                if ex is not None:
+                    ex.status = obs.status
+                    ex.response_headers = obs.headers
+            elif type(obs) is ExchangeOpened:
+                ex = exchanges[obs.exchange] = _Ex(obs.client_era, str(obs.mode), obs.session)
+                if obs.http_method != "POST":
+                    ex.not_post = True
+                    self._stream_opened(ex, obs)
+            elif type(obs) is ExchangeClosed:
+                ex = exchanges.pop(obs.exchange, None)
+                if ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
+                    self._closed(ex, obs)  # else every request it carried was answered: nothing ends
+            else:
+                handler = self._handlers.get(type(obs))
+                if handler is not None:
+                    handler(obs)
 
     # -- exchanges ----------------------------------------------------------------------------------
 
-    def _opened(self, obs: ExchangeOpened) -> None:
-        ex = _Ex(obs.client_era, obs.mode.value, obs.http_method, obs.session)
-        self._exchanges[obs.exchange] = ex
+    def _stream_opened(self, ex: _Ex, obs: ExchangeOpened) -> None:
+        """A GET or DELETE exchange opened: an operation of its own, or a resumed stream's."""
         if obs.http_method == "GET":
             last = next((v for k, v in obs.headers.items() if k.lower() == "last-event-id"), None)
             op = self._event_ops.get((obs.session, last)) if last else None
@@ -185,12 +257,6 @@ class OpCounter:
             self._open(ex, "GET stream", obs.t, request=False)
         elif obs.http_method == "DELETE":
             self._open(ex, "DELETE session", obs.t, request=False)
-
-    def _head(self, obs: ResponseHeadSeen) -> None:
-        ex = self._exchanges.get(obs.exchange)
-        if ex is not None:
-            ex.status = obs.status
-            ex.response_headers = obs.headers
 
     def _event_id(self, obs: EventIdSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -208,18 +274,16 @@ class OpCounter:
         if ex is not None:
             self._finish(self._open(ex, None, obs.t, request=False), obs.t, error=True)
 
-    def _closed(self, obs: ExchangeClosed) -> None:
-        ex = self._exchanges.pop(obs.exchange, None)
-        if ex is None:
-            return
+    def _closed(self, ex: _Ex, obs: ExchangeClosed) -> None:
         t, outcome = obs.t, obs.outcome
         for ident, op in ex.requests.items():
             if ident in ex.answered:
                 continue
             if outcome is None and ex.last_sse_id is not None and not ex.failed():
+                self._resumable[(ex.session, ident)] = op
                 continue  # the server may drop a stream after an event id; the client resumes it
-            if self._pending.get((ex.session, ident)) is op:
-                del self._pending[(ex.session, ident)]
+            if self._resumable.get((ex.session, ident)) is op:
+                del self._resumable[(ex.session, ident)]
             self._finish(op, t, error=True)
         for op in ex.ops:
             if op.method not in ("GET stream", "DELETE session"):
@@ -231,32 +295,20 @@ class OpCounter:
 
     # -- messages -------------------------------------------------------------------------------------
 
-    def _message(self, obs: MessageSeen) -> None:
-        ex = self._exchanges.get(obs.exchange)
-        if ex is None:
-            return
-        if obs.direction is Direction.TO_SERVER:
-            if obs.side is not Side.UPSTREAM:
-                self._client(ex, obs.msg, obs.t)
-        else:
-            self._server(ex, obs.msg, obs.t)
-        if obs.sse_id is not None:
-            self._note_event(ex, obs.sse_id)
-
     def _client(self, ex: _Ex, msg: Message, t: float) -> None:
-        if msg.kind is Kind.REQUEST and msg.id is not None:
-            self._counters.requested(msg.method, ex.era, ex.mode)
-            op = self._retried(msg)
+        if msg.kind is _REQUEST and msg.id is not None:
+            params = msg.params
+            op = self._retried(msg) if "requestState" in params or "inputResponses" in params else None
             if op is None:
-                op = self._open(ex, msg.method, t, request=True)
-                op.params = msg.params
+                op = self._open(ex, msg.method, t, request=True, requested=True)
+                op.params = params
             else:
+                self._counters.requested(op.label, ex.era, ex.mode)
                 ex.ops.append(op)
                 self._round(op, op.rounds + 1)
                 self._stop_waiting(op, t)
             op.ident = msg.id
             ex.requests[msg.id] = op
-            self._pending[(ex.session, msg.id)] = op
         elif msg.is_response:
             op = self._nested.pop((ex.session, msg.id), None)
             if op is None:
@@ -266,10 +318,12 @@ class OpCounter:
                 op.waiting_on = max(0, op.waiting_on - 1)
                 if op.waiting_on == 0:
                     self._stop_waiting(op, t)
-        elif msg.kind is Kind.NOTIFICATION:
+        elif msg.kind is _NOTIFICATION:
             target = None
             if msg.method == "notifications/cancelled":
-                target = self._pending.get((ex.session, msg.params.get("requestId")))
+                cancelled = msg.params.get("requestId")
+                if isinstance(cancelled, (str, int)):
+                    target = self._unanswered(ex.session, cancelled)
             elif msg.method == "notifications/initialized" and ex.session:
                 target = self._session_init.get(ex.session)
             if target is None:
@@ -278,47 +332,64 @@ class OpCounter:
             self._finish(self._open(ex, msg.method, t, request=msg.id is not None), t, error=True)
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
-        if msg.is_response and msg.id is not None and msg.id in ex.requests:
-            op = ex.requests[msg.id]
-            ex.answered.add(msg.id)
-            self._pending.pop((ex.session, msg.id), None)
-            self._answered(ex, op, msg, t)
+        ident = msg.id
+        if msg.is_response and ident is not None and ident in ex.requests:
+            self._answered(ex, ex.requests[ident], ident, msg, t)
             return
-        if msg.kind is Kind.REQUEST and msg.id is not None:
+        if msg.kind is _REQUEST and ident is not None:
             nests = next(iter(ex.requests.values())) if len(ex.requests) == 1 else None
             nests = nests or (ex.ops[-1] if ex.ops else None)
             if nests is not None:
-                self._nested[(ex.session, msg.id)] = nests
+                self._nested[(ex.session, ident)] = nests
                 nests.waiting_on += 1
                 if nests.wait_from is None:
                     nests.wait_from = t
 
-    def _answered(self, ex: _Ex, op: _Op, msg: Message, t: float) -> None:
-        if op.method == "initialize" and msg.kind is Kind.RESULT and ex.session is None:
+    def _answered(self, ex: _Ex, op: _Op, ident: RequestId, msg: Message, t: float) -> None:
+        """The answer to one of the exchange's requests: its operation ends, or waits for a retry."""
+        ex.answered.add(ident)
+        if self._resumable:
+            self._resumable.pop((ex.session, ident), None)
+        if op.method == "initialize" and msg.kind is _RESULT and ex.session is None:
             minted = ex.minted_session()
             if minted:
                 self._session_init[minted] = op
                 self._counters.session("opened")
-        if msg.kind is Kind.ERROR:
+        if msg.kind is _ERROR:
             self._finish(op, t, error=True)
             return
-        result = msg.result
-        waits = isinstance(result, dict) and "resultType" in result
-        if waits and result_type(result) == RESULT_INPUT_REQUIRED:
-            signature = request_signature(op.method, op.params or {})  # only when a retry is expected
-            self._retries.expect(op.id, signature, result)
-            self._ops[op.id] = op  # the retry names it by id
-            op.retry_awaited = True
-            if op.wait_from is None:
-                op.wait_from = t
+        result = msg.raw.get("result")
+        if type(result) is not dict:
+            self._finish(op, t, error=False)
             return
-        self._finish(op, t, error=isinstance(result, dict) and result.get("isError") is True)
+        if "resultType" in result and result_type(result) == RESULT_INPUT_REQUIRED:
+            self._await_retry(op, result, t)
+            return
+        self._finish(op, t, error=result.get("isError") is True)
+
+    def _await_retry(self, op: _Op, result: dict[str, Any], t: float) -> None:
+        """An `input_required` answer: the operation waits for the client's retry."""
+        if op.id is None:
+            op.id = f"o{next(self._ids)}"
+        signature = request_signature(op.method, op.params or {})
+        self._retries.expect(op.id, signature, result)
+        self._ops[op.id] = op  # the retry names it by id
+        op.retry_awaited = True
+        if op.wait_from is None:
+            op.wait_from = t
+
+    def _unanswered(self, session: str | None, ident: RequestId) -> _Op | None:
+        """The operation of the session's latest request `ident` still unanswered (what a
+        `notifications/cancelled` names): on an open exchange, else on a stream the client may resume."""
+        for ex in reversed(self._exchanges.values()):
+            if ex.session == session and ident in ex.requests and ident not in ex.answered:
+                return ex.requests[ident]
+        op: _Op | None = self._resumable.get((session, ident))
+        return op
 
     def _retried(self, msg: Message) -> _Op | None:
-        params = msg.params
-        if "requestState" not in params and "inputResponses" not in params:
-            return None  # no retry (the RetryBook would say so too, a few calls later)
-        found = self._retries.match(msg.method, params)
+        """The operation a request with `requestState` or `inputResponses` retries, if any."""
+        found = self._retries.match(msg.method, msg.params)
         if found is None or found.chain_id is None:
             return None
         op: _Op | None = self._ops.get(found.chain_id)
@@ -335,9 +406,9 @@ class OpCounter:
                 return
             self._legs[obs.leg] = op
         msg = obs.msg
-        if obs.direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST:
+        if obs.direction is _TO_SERVER and msg.kind is _REQUEST:
             op.upstream_requests += 1
-            if op.mode == Mode.LEGACY_TO_MRTR.value and msg.method == op.method:
+            if op.mode == _LEGACY_TO_MRTR_VALUE and msg.method == op.method:
                 self._round(op, op.upstream_requests)
 
     def _leg_linked(self, obs: LegLinked) -> None:
@@ -366,10 +437,18 @@ class OpCounter:
 
     # -- operations ---------------------------------------------------------------------------------------
 
-    def _open(self, ex: _Ex, method: str | None, t: float, *, request: bool) -> _Op:
-        op = _Op(f"o{next(self._ids)}", method, ex.mode, request, t)
+    def _open(self, ex: _Ex, method: str | None, t: float, *, request: bool, requested: bool = False) -> _Op:
+        """A new operation (`request`: its upstream time is measured; `requested`: a client's
+        JSON-RPC request began it)."""
+        counters = self._counters
+        label = self._labels.get(method)
+        if label is None:
+            label = counters.label(method)
+            if len(self._labels) < _LABELS_KEPT:
+                self._labels[method] = label
+        op = _Op(method, label, ex.mode, request, t)
         ex.ops.append(op)
-        self._counters.opened(method, ex.era, ex.mode)
+        counters.opened(op.label, ex.era, ex.mode, requested=requested)
         if ex.mode in _BRIDGED:
             self._counters.rounds_taken(ex.mode, 1)
         return op
@@ -392,8 +471,10 @@ class OpCounter:
         op.finished = True
         if op.wait_from is not None:
             self._stop_waiting(op, t)
-        if op.retry_awaited:
+        if op.retry_awaited and op.id is not None:
             self._ops.pop(op.id, None)
             self._retries.forget(op.id)
-        upstream = max(0.0, (t - op.started) - op.waited) if op.request else None
-        self._counters.ended(op.method, op.mode, error=error, upstream_s=upstream)
+        upstream = (t - op.started) - op.waited if op.request else None
+        if upstream is not None and upstream < 0.0:
+            upstream = 0.0
+        self._counters.ended(op.label, op.mode, error=error, upstream_s=upstream)

@@ -14,7 +14,6 @@ Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` dis
 from __future__ import annotations
 
 import bisect
-import collections
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -98,29 +97,46 @@ class ProxyMetrics:
 
     # -- what `OpCounter` tells ----------------------------------------------------------------------
 
-    def opened(self, method: str | None, era: str, mode: str) -> None:
-        """An operation began (a chain, where chains are built)."""
-        self.counts.chains[(self.method_label(method), era, mode)] += 1
+    def label(self, method: str | None) -> str:
+        """The label counted for a method (`OpCounter` remembers it per name)."""
+        return self.method_label(method)
 
-    def requested(self, method: str | None, era: str, mode: str) -> None:
-        """A client sent a JSON-RPC request."""
-        self.counts.requests[(self.method_label(method), era, mode)] += 1
+    def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
+        """An operation began (a chain, where chains are built), with a client request if `requested`."""
+        key = (label, era, mode)
+        chains = self.counts.chains
+        chains[key] = chains.get(key, 0) + 1
+        if requested:
+            requests = self.counts.requests
+            requests[key] = requests.get(key, 0) + 1
+
+    def requested(self, label: str, era: str, mode: str) -> None:
+        """A client sent a JSON-RPC request that continues an operation."""
+        key, requests = (label, era, mode), self.counts.requests
+        requests[key] = requests.get(key, 0) + 1
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
-        self.counts.rounds[(mode,)] += added
+        key, rounds = (mode,), self.counts.rounds
+        rounds[key] = rounds.get(key, 0) + added
 
-    def ended(self, method: str | None, mode: str, *, error: bool, upstream_s: float | None) -> None:
+    def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
         """An operation ended: errors count, requests add their time upstream."""
-        key = (self.method_label(method), mode)
+        key = (label, mode)
+        counts = self.counts
         if error:
-            self.counts.errors[key] += 1
+            counts.errors[key] = counts.errors.get(key, 0) + 1
         if upstream_s is not None:
-            self.counts.observe_latency(key, upstream_s)
+            row = counts.latency.get(key)
+            if row is None:
+                row = counts.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
+            row[bisect.bisect_left(LATENCY_BUCKETS, upstream_s)] += 1
+            row[-1] += upstream_s
 
     def session(self, state: str) -> None:
         """A session changed state."""
-        self.counts.sessions[(state,)] += 1
+        key, sessions = (state,), self.counts.sessions
+        sessions[key] = sessions.get(key, 0) + 1
 
     def method_label(self, method: str | None) -> str:
         """A bounded label value for a method name."""
@@ -138,25 +154,18 @@ class _Counts:
     """The counters as plain numbers (a `+= 1` on the traffic path), made metric families on a scrape.
 
     prometheus_client's own counters take a lock and check their state on every increment; these are
-    only ever moved from the event loop's thread, so a dictionary does, and a scrape reads it.
+    only ever moved from the event loop's thread, so a dictionary does, and a scrape reads it. Plain
+    dicts, not `collections.Counter`: an increment of a Counter costs three times a dict's.
     """
 
     def __init__(self) -> None:
-        self.requests: CounterOf = collections.Counter()
-        self.chains: CounterOf = collections.Counter()
-        self.errors: CounterOf = collections.Counter()
-        self.rounds: CounterOf = collections.Counter()
-        self.sessions: CounterOf = collections.Counter()
+        self.requests: CounterOf = {}
+        self.chains: CounterOf = {}
+        self.errors: CounterOf = {}
+        self.rounds: CounterOf = {}
+        self.sessions: CounterOf = {}
         self.latency: dict[tuple[str, ...], list[float]] = {}
         """Per label set: the count in each bucket (not cumulative), then the sum of the observations."""
-
-    def observe_latency(self, key: tuple[str, ...], seconds: float) -> None:
-        """One observation of the latency histogram."""
-        row = self.latency.get(key)
-        if row is None:
-            row = self.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
-        row[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        row[-1] += seconds
 
     def collect(self) -> Iterator[Metric]:
         """The counter and histogram families, with the names and meanings they always had."""
@@ -179,7 +188,7 @@ class _Counts:
         yield histogram
 
 
-CounterOf = collections.Counter[tuple[str, ...]]
+CounterOf = dict[tuple[str, ...], int]
 """Counts by label values."""
 
 _DOCS = {

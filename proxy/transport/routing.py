@@ -31,6 +31,12 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamPool
 from proxy.wire.versions import Era
 
+# Enum members read through their class cost about ten times a module constant's on Python 3.11
+# (the enum metaclass's attribute hook): the traffic path reads these.
+_LEGACY = Era.LEGACY
+_MODERN = Era.MODERN
+_PASSTHROUGH = Mode.PASSTHROUGH
+
 REPROBE_INTERVAL = 2.0
 """Seconds between probes of a reachable upstream whose verdict is inconclusive or stale."""
 
@@ -139,7 +145,7 @@ class Router:
     def _set_eras(self, eras: UpstreamEras) -> None:
         self.eras, self._known = eras, eras.known
         bridge = self.settings.bridge
-        self._modes = {era: select_mode(era, eras, bridge) for era in (Era.LEGACY, Era.MODERN)}
+        self._modes = {era: select_mode(era, eras, bridge) for era in (_LEGACY, _MODERN)}
 
     @property
     def endpoint(self) -> str:
@@ -171,18 +177,18 @@ class Router:
     def mode_for(self, route: Route) -> Mode:
         """The engine that serves this request: only the MCP endpoint's requests are ever bridged."""
         if route.path not in self.upstream.endpoint_paths:
-            return Mode.PASSTHROUGH  # the server's other paths (OAuth metadata, say) are its own
+            return _PASSTHROUGH  # the server's other paths (OAuth metadata, say) are its own
         session = route.session_id
         if session is not None:
             for mode, bridge in self.bridges.items():
                 if session in bridge.engine.client_sessions:
                     return mode
-        return self._modes.get(route.era, Mode.PASSTHROUGH)
+        return self._modes.get(route.era, _PASSTHROUGH)
 
     def bridge_for(self, route: Route) -> BridgeDriver | None:
         """The bridge driver for this request, or None for pass-through."""
         mode = self.mode_for(route)
-        return self.bridges.get(mode) if mode is not Mode.PASSTHROUGH else None
+        return self.bridges.get(mode) if mode is not _PASSTHROUGH else None
 
     def close(self) -> None:
         """Stop a probe still under way (the proxy is stopping)."""

@@ -113,4 +113,3 @@ async def test_readyz_turns_ready_within_a_second_of_the_upstream_listening() ->
         finally:
             await asyncio.to_thread(peer.cleanup)
     assert took < 1.0, f"ready {took:.2f}s after the upstream listened"
-

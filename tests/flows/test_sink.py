@@ -149,8 +149,37 @@ def _invalid_and_stream(obs: Any, clock: Clock) -> list[Any]:
     return [*closed, obs.close_exchange("x2", "client_disconnected")]
 
 
+def _cancelled_calls(obs: Any, clock: Clock) -> list[Any]:
+    """Two calls the client cancels: one while its stream is open, one after its stream dropped
+    past an event id (the client could have resumed it)."""
+    closed = []
+    for ident, exchange in ((3, "x1"), (4, "x3")):
+        call = classify_value(request(ident, "tools/call", {"name": "slow", "arguments": {}}))
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.message(exchange, call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=200, content_type="text/event-stream", headers={})
+        progress = classify_value(notification("notifications/progress", {"progressToken": 1, "progress": 1}))
+        obs.message(
+            exchange, progress, size=40, direction=Direction.TO_CLIENT, channel=Channel.SSE, sse_id="e1"
+        )
+        clock.now += 0.5
+        if exchange == "x3":
+            closed.append(obs.close_exchange(exchange, None))  # dropped after an event id
+        cancel = classify_value(notification("notifications/cancelled", {"requestId": ident}))
+        side = f"{exchange}c"
+        obs.open_exchange(side, http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.message(side, cancel, size=50, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(side, status=202, content_type=None, headers={})
+        closed.append(obs.close_exchange(side, None))
+        clock.now += 0.25
+        if exchange == "x1":
+            closed.append(obs.close_exchange(exchange, "client_disconnected"))
+    return closed
+
+
 SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
+    "cancelled-calls": _cancelled_calls,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,

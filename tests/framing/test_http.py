@@ -182,7 +182,9 @@ def test_an_ipv6_host_header_keeps_its_brackets() -> None:
     assert parse_upstream("http://[::1]/mcp").host_header == "[::1]"
 
 
-@pytest.mark.parametrize("url", ["http://h:99999/mcp", "http://h/m cp", "http://h/mcp?a=\x7f", "http://h/\u2603"])
+@pytest.mark.parametrize(
+    "url", ["http://h:99999/mcp", "http://h/m cp", "http://h/mcp?a=\x7f", "http://h/\u2603"]
+)
 def test_an_upstream_url_that_cannot_make_a_request_line_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="URL"):
         parse_upstream(url)
