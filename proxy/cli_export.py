@@ -6,7 +6,8 @@
     mcp-proxy export --curl r7 run.jsonl        # the chain's client requests as curl commands
 
 Filters are those of the admin API's `/api/chains` (`--status`, `--method`, `--mode`, `--q`), read by
-the same code. Several files are read in the order given (rotated parts oldest first). Exit status:
+the same code. Several files are read oldest first, by the start time each file's header holds
+(rotated parts in any order; stderr says when the order given was not that one). Exit status:
 0 when every line was read, 1 when the export was written but some lines were skipped (each named on
 stderr and in the file), 2 when nothing could be exported (a file that is not a capture, bad flags).
 """
@@ -25,8 +26,9 @@ from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, curl_command
-from proxy.record.export import Format, export_capture, export_spans, find_chain, open_readers
+from proxy.record.export import Format, counted, export_capture, export_spans, find_chain, open_readers
 from proxy.record.observations import ObservationReplayer
+from proxy.record.parts import oldest_first
 
 SKIPPED_EXIT = 1
 """Exit status of an export written with lines skipped."""
@@ -67,13 +69,20 @@ def build_export_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--to",
         choices=("proxy", "upstream"),
-        default="proxy",
-        help="where --curl sends: the proxy's address (default; the replay is recorded) or the upstream",
+        default=None,
+        help="only with --curl: where its commands send, the proxy's address (default; the replay is "
+        "recorded) or the upstream",
     )
     parser.add_argument(
-        "captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s), oldest first"
+        "captures",
+        nargs="+",
+        type=Path,
+        metavar="CAPTURE",
+        help="capture file(s); rotated parts in any order (read oldest first, by their headers)",
     )
-    filters = parser.add_argument_group("filters (as GET /api/chains; each repeats or takes a comma list)")
+    filters = parser.add_argument_group(
+        "filters of --har, --json and --ndjson (as GET /api/chains; each repeats or takes a comma list)"
+    )
     filters.add_argument(
         "--status", action="append", default=[], help=", ".join(s.value for s in ChainStatus)
     )
@@ -88,10 +97,14 @@ def build_export_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """Run `mcp-proxy export` (argv without the subcommand)."""
     args = build_export_parser().parse_args(argv)
+    misplaced = _misplaced(args)
+    if misplaced is not None:
+        print(f"mcp-proxy export: {misplaced}", file=sys.stderr)
+        return 2
     if args.otlp is not None:
         return _to_collector(args)
     if args.curl is not None:
-        return _curl(args.captures, args.curl, args.to)
+        return _curl(args.captures, args.curl, args.to or "proxy")
     fmt, target = next((f, getattr(args, f.value)) for f in Format if getattr(args, f.value) is not None)
     try:
         keep = ChainFilter.from_params(lambda name: getattr(args, name))
@@ -102,9 +115,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"mcp-proxy export: {target} is one of the captures read: write elsewhere", file=sys.stderr)
         return 2
     try:
-        _check(args.captures)
+        captures = _checked_in_order(args.captures)
         with _output(target) as out:
-            report = export_capture(args.captures, fmt, out, keep)
+            report = export_capture(captures, fmt, out, keep)
     except (CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
@@ -113,10 +126,28 @@ def main(argv: Sequence[str]) -> int:
         return 2
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
-    what = "entries" if fmt is Format.HAR else "chains"
+    what = (
+        counted(report.written, "entry", "entries") if fmt is Format.HAR else counted(report.written, "chain")
+    )
     where = "stdout" if str(target) == "-" else str(target)
-    print(f"mcp-proxy export: wrote {report.written} {what} to {where}", file=sys.stderr)
+    print(f"mcp-proxy export: wrote {what} to {where}", file=sys.stderr)
     return SKIPPED_EXIT if report.any_skipped else 0
+
+
+def _misplaced(args: argparse.Namespace) -> str | None:
+    """What was given to an export it does not apply to (said, never silently ignored), if anything."""
+    chosen = next(
+        f"--{name}" for name in ("har", "json", "ndjson", "otlp", "curl") if getattr(args, name) is not None
+    )
+    if args.to is not None and args.curl is None:
+        return f"--to applies to --curl (where its commands send), not to {chosen}"
+    filters = [f"--{name}" for name in ("status", "method", "mode", "q") if getattr(args, name)]
+    if filters and args.curl is not None:
+        return (
+            f"{', '.join(filters)} filter the chains of --har, --json and --ndjson; "
+            "--curl takes one chain by its id"
+        )
+    return None
 
 
 def _to_collector(args: argparse.Namespace) -> int:
@@ -133,7 +164,7 @@ def _to_collector(args: argparse.Namespace) -> int:
         return 2
     reasons: list[str] = []
     try:
-        _check(args.captures)
+        captures = _checked_in_order(args.captures)
         sender = load_sender(
             args.otlp, queue_size=OTLP_BATCH, on_failure=lambda _count, reason: reasons.append(reason)
         )
@@ -141,18 +172,18 @@ def _to_collector(args: argparse.Namespace) -> int:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
     try:
-        report = export_spans(args.captures, sender.send_all)
+        report = export_spans(captures, sender.send_all)
         sender.flush()
     finally:
         sender.close(OTLP_CLOSE_SECONDS)
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
     counts = sender.counts()
-    print(f"mcp-proxy export: sent {counts['sent']} spans to {sender.endpoint}", file=sys.stderr)
+    print(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {sender.endpoint}", file=sys.stderr)
     if counts["export_failed"]:
         print(
-            f"mcp-proxy export: {counts['export_failed']} of {report.written} spans not delivered: "
-            f"{reasons[-1] if reasons else 'the collector failed'}",
+            f"mcp-proxy export: {counts['export_failed']} of {counted(report.written, 'span')} "
+            f"not delivered: {reasons[-1] if reasons else 'the collector failed'}",
             file=sys.stderr,
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
@@ -162,8 +193,7 @@ def _to_collector(args: argparse.Namespace) -> int:
 def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     """Print the chain's client requests as curl commands on stdout; what was skipped on stderr."""
     try:
-        _check(paths)
-        found = find_chain(paths, chain_id)
+        found = find_chain(_checked_in_order(paths), chain_id)
     except (CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
@@ -196,7 +226,10 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write("\n".join(commands))
-    print(f"mcp-proxy export: wrote {len(commands)} curl commands of chain {chain_id}", file=sys.stderr)
+    print(
+        f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}",
+        file=sys.stderr,
+    )
     return SKIPPED_EXIT if found.report.any_skipped else 0
 
 
@@ -217,6 +250,15 @@ def _output(target: Path) -> AbstractContextManager[IO[bytes]]:
     if str(target) == "-":
         return nullcontext(sys.stdout.buffer)
     return target.open("wb")
+
+
+def _checked_in_order(paths: Sequence[Path]) -> list[Path]:
+    """The captures checked (`_check`), oldest first by their headers, saying so on stderr if moved."""
+    _check(paths)
+    order = oldest_first(paths)
+    for note in order.notes():
+        print(f"mcp-proxy export: {note}", file=sys.stderr)
+    return order.paths
 
 
 def _check(paths: Sequence[Path]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -157,10 +158,10 @@ def configure(
     if stream is not None and choose_format(fmt, stream) == "console":
         # Plain tracebacks: a rich one shows every frame's locals, which hold request headers (secrets)
         # and client-sized structures that take seconds to render on the event loop.
+        colors = wants_colors(stream, os.environ)
         renderer = ConsoleLines(
-            structlog.dev.ConsoleRenderer(
-                colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
-            )
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback),
+            colors=colors,
         )
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
@@ -200,75 +201,118 @@ class ConsoleLines:
 
     A person scans the round-trip lines the way they scan mitmproxy's event log, so each is one short
     line: time, exchange, what it carried, status, content kind, size, duration, and the mode or what
-    went wrong only when there is one. The JSON rendering keeps every field.
+    went wrong only when there is one. The JSON rendering keeps every field. `colors` paints them as
+    the fallback paints its own lines (dim time, bright names, a status coloured by its class).
     """
 
-    def __init__(self, fallback: structlog.dev.ConsoleRenderer) -> None:
+    def __init__(self, fallback: structlog.dev.ConsoleRenderer, *, colors: bool = False) -> None:
         self.fallback = fallback
+        self.colors = colors
 
     def __call__(self, logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
         kind = event.get("event")
         if kind == "exchange" and "carried" in event:
-            return exchange_text(event)
+            return exchange_text(event, colors=self.colors)
         if kind == "bridge_round" and "round" in event:
-            return round_text(event)
+            return round_text(event, colors=self.colors)
         text: str = self.fallback(logger, name, event)
         return text
 
 
+def wants_colors(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """Colours only for a person at a terminal who has not opted out (`NO_COLOR`, https://no-color.org)."""
+    return stream.isatty() and not environ.get("NO_COLOR")
+
+
 _KINDS = {"application/json": "json", "text/event-stream": "sse"}
 
+Part = tuple[str, str]
+"""A piece of a console line and its ANSI style ('' for none)."""
 
-def exchange_text(event: Mapping[str, Any]) -> str:
+# The ANSI styles structlog's console renderer paints its own lines with.
+_DIM: str = structlog.dev.DIM
+_BRIGHT: str = structlog.dev.BRIGHT
+_RESET: str = structlog.dev.RESET_ALL
+_ID: str = structlog.dev.CYAN
+_MODE: str = structlog.dev.MAGENTA
+_OK: str = structlog.dev.GREEN
+_WARN: str = structlog.dev.YELLOW
+_BAD: str = structlog.dev.RED
+
+
+def _painted(parts: list[Part], colors: bool) -> str:
+    if not colors:
+        return " ".join(text for text, _style in parts)
+    return " ".join(f"{style}{text}{_RESET}" if style else text for text, style in parts)
+
+
+def _status_style(status: Any) -> str:
+    if not isinstance(status, int):
+        return _BAD
+    return _OK if status < 400 else _WARN if status < 500 else _BAD
+
+
+def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     """One round-trip line for a person: `12:00:01.234 x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms`."""
     stamp = str(event.get("timestamp") or "")
     clock = stamp[11:23] if len(stamp) >= 23 else stamp
     ids = event.get("ids") or []
     http_method, carried = str(event.get("http_method", "")), str(event["carried"])
-    parts = [clock, str(event.get("exchange", ""))]
-    parts += [carried] if carried.startswith(http_method) else [http_method, carried]
+    parts: list[Part] = [(clock, _DIM), (str(event.get("exchange", "")), _ID)]
+    parts += (
+        [(carried, _BRIGHT)] if carried.startswith(http_method) else [(http_method, ""), (carried, _BRIGHT)]
+    )
     if ids:
-        parts.append(" ".join(f"#{ident}" for ident in ids))
+        parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
     status = event.get("status")
-    parts.append(f"-> {status}" if status is not None else "-> (no response)")
+    parts.append((f"-> {status}" if status is not None else "-> (no response)", _status_style(status)))
     content_type = str(event.get("content_type") or "").split(";", 1)[0].strip().lower()
     size = int(event.get("bytes_out") or 0)
     if size or content_type == "text/event-stream":
-        parts += [_KINDS.get(content_type, content_type or "body"), _size(size)]
+        parts += [(_KINDS.get(content_type, content_type or "body"), ""), (_size(size), "")]
     if content_type == "text/event-stream":
         count = int(event.get("messages_out") or 0)
-        parts.append(f"{count} message{'' if count == 1 else 's'}")
-    parts.append(_duration(float(event.get("duration_ms") or 0.0)))
+        parts.append((f"{count} message{'' if count == 1 else 's'}", ""))
+    parts.append((_duration(float(event.get("duration_ms") or 0.0)), _DIM))
     mode = event.get("mode")
     if mode and mode != "passthrough":
-        parts.append(f"[{mode}]")
+        parts.append((f"[{mode}]", _MODE))
     trouble = event.get("trouble")
     if trouble:
-        parts.append(f"!! {trouble}")
-    return " ".join(parts)
+        parts.append((f"!! {trouble}", _BRIGHT + _BAD))
+    return _painted(parts, colors)
 
 
-def round_text(event: Mapping[str, Any]) -> str:
+_OUTCOME_STYLES = {"complete": _OK, "input_required": _WARN, "error": _BAD}
+
+
+def round_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     """One bridged round for a person: `12:00:01.234 x4 round 1 tools/call ask_name: input_required,
     asks name (elicitation/create:form) [legacy_to_mrtr]`."""
     stamp = str(event.get("timestamp") or "")
     clock = stamp[11:23] if len(stamp) >= 23 else stamp
     what = " ".join(str(part) for part in (event.get("method"), event.get("name")) if part)
-    parts = [clock, str(event.get("exchange", "")), f"round {event['round']}", what + ":"]
-    parts.append(str(event.get("result_type") or event.get("outcome") or "?"))
+    parts: list[Part] = [
+        (clock, _DIM),
+        (str(event.get("exchange", "")), _ID),
+        (f"round {event['round']}", ""),
+    ]
+    parts.append((what + ":", _BRIGHT))
+    outcome = str(event.get("result_type") or event.get("outcome") or "?")
     asks = event.get("input_keys")
+    listed = isinstance(asks, dict) and asks
+    parts.append((outcome + ("," if listed else ""), _OUTCOME_STYLES.get(outcome, "")))
     if isinstance(asks, dict) and asks:
-        parts[-1] += ","
-        parts.append("asks " + ", ".join(f"{key} ({kind})" for key, kind in asks.items()))
+        parts.append(("asks " + ", ".join(f"{key} ({kind})" for key, kind in asks.items()), ""))
     status = event.get("http_status")
     if isinstance(status, int) and status >= 400:
-        parts.append(f"(upstream {status})")
+        parts.append((f"(upstream {status})", _status_style(status)))
     if event.get("error_code") is not None:
-        parts.append(f"(error {event['error_code']})")
+        parts.append((f"(error {event['error_code']})", _BAD))
     mode = event.get("mode")
     if mode:
-        parts.append(f"[{mode}]")
-    return " ".join(parts)
+        parts.append((f"[{mode}]", _MODE))
+    return _painted(parts, colors)
 
 
 def _size(count: int) -> str:

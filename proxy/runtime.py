@@ -237,9 +237,10 @@ class Proxy:
         settings = self.settings
         if not tracing_wanted(settings.otlp_endpoint, os.environ):
             return
+        failures = ExportFailureLog()
         try:
             sender = load_sender(
-                settings.otlp_endpoint, queue_size=settings.otlp_queue_size, on_failure=export_failed_logger()
+                settings.otlp_endpoint, queue_size=settings.otlp_queue_size, on_failure=failures
             )
         except OtlpUnavailable as exc:
             if settings.otlp_endpoint:
@@ -250,6 +251,7 @@ class Proxy:
                 hint="an OTEL_EXPORTER_OTLP_* variable asks for traces; the proxy runs without them",
             )
             return
+        failures.endpoint = sender.endpoint
         upstream = self.upstream
         self._follower = SpanFollower(
             sender.send, self.redactor, upstream_host=upstream.host, upstream_port=upstream.port
@@ -292,6 +294,7 @@ class Proxy:
             open_streams=lambda: relays.open_streams + sum(bridge.open_streams for bridge in bridges),
             open_exchanges=lambda: observations.open_exchanges,
             otlp_spans=self.otlp_counts,
+            client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
         )
 
     def info(self) -> ProxyInfo:
@@ -437,27 +440,34 @@ def fit_descriptor_limit(connections: int) -> int:
     return soft
 
 
-def export_failed_logger(clock: Callable[[], float] = time.monotonic) -> Callable[[int, str], None]:
+class ExportFailureLog:
     """What the span exporter's thread calls when a batch did not reach the collector: a warning at the
-    first failure, then at most one per `EXPORT_FAILURE_LOG_INTERVAL` with the spans lost since."""
-    lost = 0
-    last: float | None = None
+    first failure, then at most one per `EXPORT_FAILURE_LOG_INTERVAL` with the spans lost since.
 
-    def failed(count: int, reason: str) -> None:
-        nonlocal lost, last
-        lost += count
-        now = clock()
-        if last is None or now - last >= EXPORT_FAILURE_LOG_INTERVAL:
+    Each warning names the collector's URL (`endpoint`, credentials masked; set once the exporter
+    knows it) and the last failure's reason: the collector's HTTP status, or the exception that
+    stopped the request.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = ""
+        self._clock = clock
+        self._lost = 0
+        self._last: float | None = None
+
+    def __call__(self, count: int, reason: str) -> None:
+        self._lost += count
+        now = self._clock()
+        if self._last is None or now - self._last >= EXPORT_FAILURE_LOG_INTERVAL:
             get_logger().warning(
                 "otlp_export_failed",
-                spans_lost=lost,
-                reason=reason,
+                endpoint=masked_url(self.endpoint) or "(unknown)",
+                spans_lost=self._lost,
+                reason=masked_url(reason),
                 hint="the collector did not take these spans; traffic is not affected "
                 "(mcp_proxy_otlp_spans_dropped_total counts them)",
             )
-            lost, last = 0, now
-
-    return failed
+            self._lost, self._last = 0, now
 
 
 def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redactor:

@@ -3,7 +3,8 @@ OpenTelemetry protobuf definitions (`opentelemetry-proto`), and two collectors t
 
 A fake, named as one: no OpenTelemetry Collector binary installs from the package registries here, so
 the tests receive what a collector would, byte for byte, and decode it with the official message
-types. `silent_collector` accepts connections and never answers (a hung collector);
+types; given another status, it answers every export with it (a collector that refuses).
+`silent_collector` accepts connections and never answers (a hung collector);
 `closed_port` is a port nothing listens on (a collector that is down).
 """
 
@@ -62,7 +63,8 @@ class DecodedSpan:
 class OtlpReceiver:
     """A loopback OTLP/HTTP receiver on a free port; `spans()` decodes everything it was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: int = 200) -> None:
+        """`status`: what every export is answered (401: a collector that wants credentials it lacks)."""
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         receiver = self
@@ -75,7 +77,7 @@ class OtlpReceiver:
                 with receiver._lock:
                     receiver.requests.append(Received(self.path, headers, body))
                 answer = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()

@@ -37,6 +37,20 @@ def proxy_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
 
 
+def run_mcp_proxy(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run `mcp-proxy ARGS...` once, as a user would, from the checkout; what it printed is kept."""
+    return subprocess.run(
+        [*proxy_command(), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def run_bash(command: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run a command line in bash (an exported curl command, say) with exactly `env`."""
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
 TUI_PACKAGES = ("textual", "rich", "httpx")
 """What the `tui` extra brings and a headless install lacks."""
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import pty
+import re
+import select
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,3 +74,64 @@ def test_a_logged_exception_shows_its_traceback_but_never_the_locals_of_its_fram
     assert "in fails" in text
     assert SECRET not in text
     assert "[[[[" not in text
+
+
+EXCHANGE = {
+    "carried": "tools/call add",
+    "http_method": "POST",
+    "exchange": "x7",
+    "ids": [3],
+    "status": 200,
+    "content_type": "application/json",
+    "bytes_out": 136,
+    "duration_ms": 2.1,
+    "mode": "mrtr_to_legacy",
+}
+ROUND = {"exchange": "x7", "round": 1, "method": "tools/call", "name": "add", "outcome": "complete"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def lines_on_a_terminal(monkeypatch: pytest.MonkeyPatch, **environ: str) -> list[str]:
+    """An exchange line, a round line and a warning, logged to a real pseudo-terminal as stderr."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    leader, follower = pty.openpty()
+    with open(follower, "w", encoding="utf-8") as terminal, open(leader, "rb", buffering=0) as screen:
+        monkeypatch.setattr(sys, "stderr", terminal)
+        logs.configure(level="info", fmt="auto")
+        log = logs.get_logger()
+        log.info("exchange", **EXCHANGE)
+        log.info("bridge_round", **ROUND)
+        log.warning("client_timeout", peer="127.0.0.1:5", seconds=10.0)
+        read = b""
+        deadline = time.monotonic() + 5
+        while read.count(b"\n") < 3 and time.monotonic() < deadline:
+            if select.select([screen], [], [], 0.1)[0]:
+                read += screen.read(65536)
+    return read.decode().replace("\r\n", "\n").splitlines()
+
+
+def test_on_a_terminal_exchange_and_round_lines_are_coloured_as_the_other_lines_are(
+    monkeypatch: pytest.MonkeyPatch, restore_logging: None
+) -> None:
+    exchange, bridged, warning = lines_on_a_terminal(monkeypatch)
+
+    for line in (exchange, bridged, warning):
+        assert ANSI.search(line), line
+    assert ANSI.sub("", exchange).endswith(
+        "x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms [mrtr_to_legacy]"
+    )
+    assert "\x1b[32m-> 200" in exchange  # a status in the colour of its class: green for a success
+    assert ANSI.sub("", bridged).endswith("x7 round 1 tools/call add: complete")
+
+
+def test_no_color_turns_every_colour_off_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, restore_logging: None
+) -> None:
+    lines = lines_on_a_terminal(monkeypatch, NO_COLOR="1")
+
+    assert len(lines) == 3
+    for line in lines:
+        assert not ANSI.search(line), line
+    assert lines[0].endswith("x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms [mrtr_to_legacy]")

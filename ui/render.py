@@ -25,6 +25,7 @@ STATUS_WORD = {
     ChainStatus.PENDING: "pending",
     ChainStatus.WAITING_CLIENT: "waiting",
     ChainStatus.PARKED: "parked",
+    ChainStatus.INCOMPLETE: "incomplete",
 }
 STATUS_STYLE = {
     ChainStatus.OK: "green",
@@ -32,6 +33,7 @@ STATUS_STYLE = {
     ChainStatus.PENDING: "yellow",
     ChainStatus.WAITING_CLIENT: "magenta",
     ChainStatus.PARKED: "bold blue",
+    ChainStatus.INCOMPLETE: "dim",
 }
 DEFAULT_BODY_LINES = 300
 """Lines of pretty JSON the message view shows before its 'expand' marker."""

@@ -73,6 +73,9 @@ from proxy.wire.jsonrpc import Kind, Message, classify_value
 
 __all__ = ["ChainBuilder", "digest"]
 
+BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is there (read parts oldest first)"
+"""The note on a chain whose exchange a rotated part repeated and closed with no response in it."""
+
 
 class ObservedClock:
     """The builder's clock: the time of the observation being built, else the injected source."""
@@ -478,7 +481,7 @@ class ChainBuilder:
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
-                self._ledger.finish(chain, ChainStatus.ERROR, "response stream ended without a response", now)
+                self._unanswered(chain, ex, now)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is None or chain.summary.method not in ("GET stream", "DELETE session"):
@@ -493,6 +496,18 @@ class ChainBuilder:
         for chain_id in ex.chains:
             self.store.release(chain_id)
         return filed
+
+    def _unanswered(self, chain: Chain, ex: Exchange, now: float) -> None:
+        """End a chain whose exchange closed cleanly without its response.
+
+        When the exchange began in an earlier capture file (a rotated part read alone), its response
+        may well be there: the chain ends incomplete, not failed.
+        """
+        if ex.began_earlier:
+            chain.summary.notes.append(BEGAN_EARLIER)
+            self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
+        else:
+            self._ledger.finish(chain, ChainStatus.ERROR, "response stream ended without a response", now)
 
     def mark_invalid(self, exchange_id: str, problem: str, *, size: int, body: bytes) -> str | None:
         """Record a client body that is not JSON-RPC (still forwarded in pass-through) as an invalid chain."""
@@ -523,6 +538,12 @@ class ChainBuilder:
         # Nothing can answer it into success; without this it would stay pending for ever.
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
+
+    def began_earlier(self, exchange_id: str) -> None:
+        """Note that an open exchange began before the capture file being read (it was repeated there)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None:
+            ex.began_earlier = True
 
     def has_exchange(self, exchange_id: str) -> bool:
         """Whether this exchange is open in the builder."""

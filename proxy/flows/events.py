@@ -46,6 +46,9 @@ class ChainStatus(StrEnum):
     PARKED = "parked"
     OK = "ok"
     ERROR = "error"
+    INCOMPLETE = "incomplete"
+    """Ended, but how is not known: the chain began before the capture file read (a rotated part read
+    alone), and what decided it, its response among them, is in an earlier part."""
 
 
 class Mode(StrEnum):

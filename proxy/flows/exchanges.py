@@ -59,6 +59,8 @@ class Exchange:
     minted_session: str | None = None
     last_sse_id: str | None = None
     pending_note: str | None = None
+    began_earlier: bool = False
+    """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
 
     def main_chain(self) -> str | None:
         """The chain this exchange serves: its first request's, else the first chain it joined."""

@@ -538,7 +538,7 @@ class CaptureReader:
         except UnknownKind:
             raise _Unknown from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            reason = f"corrupt observation line: {exc!r}"[:300]
+            reason = f"corrupt observation line: {_problem(exc)}"[:300]
             raise CaptureFormatError(reason, self._path, lineno) from None
 
     def close(self) -> None:
@@ -555,6 +555,20 @@ class CaptureReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _problem(exc: Exception) -> str:
+    """What is wrong with an observation line, in words (never an exception's repr, `KeyError('msg')`)."""
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!r} field" if exc.args else "a field is missing"
+    if isinstance(exc, AttributeError):
+        return "a field holds a value of the wrong type"
+    text = str(exc)
+    return (
+        f"a field holds a value of the wrong type ({text})"
+        if isinstance(exc, TypeError)
+        else text or "bad value"
+    )
 
 
 def _has_unknown_type(raw: bytes) -> bool:

@@ -34,6 +34,9 @@ ToWhom = Literal["to_server", "to_client"]
 
 _CLIENT_SIDES = frozenset({"both", "client"})
 
+ENDED: Final = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.INCOMPLETE})
+"""The statuses of a chain that ended (an incomplete one ended too, in a part read alone)."""
+
 MARKER_TOKEN: Final = re.compile(r"[A-Za-z0-9_.:#-]+")
 """What a marker looks like: a whole token of these characters (`soak-17-progress-2`), never part of a
 longer one, so `m-1` is not found inside `m-10`."""
@@ -155,7 +158,7 @@ def check_capture(capture: Path | Sequence[Path], expected: Iterable[Expected]) 
         elif isinstance(event, ChainOpened):
             report.chains += 1
             open_requests[event.chain.id] = event.chain.jsonrpc_id is not None
-        elif isinstance(event, ChainChanged) and event.chain.status in (ChainStatus.OK, ChainStatus.ERROR):
+        elif isinstance(event, ChainChanged) and event.chain.status in ENDED:
             open_requests.pop(event.chain.id, None)
     report.unfinished_chains = [cid for cid, is_request in open_requests.items() if is_request]
     _count(report, list(expected), bodies)

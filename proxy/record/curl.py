@@ -21,6 +21,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from proxy.flows.events import Direction, MessageRecord, Side
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
@@ -72,6 +73,18 @@ def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
         last = found.end()
     if last < len(text) or not parts:
         parts.append(shlex.quote(text[last:]))
+    return "".join(parts)
+
+
+def _url_word(url: str, secrets: _Secrets) -> str:
+    """The URL as one shell word, each redacted query value a placeholder of its own, named for its
+    parameter in the comment (the upstream's own query and the client's may each hold one)."""
+    base, mark, query = url.partition("?")
+    parts = [_word(base + mark, secrets, "MCP_QUERY_SECRET", "a redacted value in the URL")]
+    for i, pair in enumerate(query.split("&") if query else []):
+        name = pair.split("=", 1)[0]
+        what = f"the redacted value of query parameter {name!r} (parameter {i + 1} of the query)"
+        parts.append(_word(("&" if i else "") + pair, secrets, "MCP_QUERY_SECRET", what))
     return "".join(parts)
 
 
@@ -131,6 +144,23 @@ def _url(base: str, path: str | None) -> str:
     return base.rstrip("/") + (path if path and path.startswith("/") else "/" + (path or ""))
 
 
+def _upstream_url(upstream: str, path: str | None) -> str:
+    """The upstream URL the proxy sent the client's request to: its path and query mapped as the proxy
+    maps them (`/` stands for the upstream's endpoint; the upstream URL's query, then the client's).
+
+    The same mapping as the upstream pool's request target (`proxy.framing.http.Upstream`), on the
+    shown upstream URL, so a redacted query value stays a stand-in.
+    """
+    parts = urlsplit(upstream)
+    client_path, _, client_query = (path or "").partition("?")
+    base = parts.path or "/"
+    mapped = base if client_path in ("", "/") else client_path
+    queries = [q for q in (parts.query, client_query) if q]
+    if len(queries) == 2 and queries[0] == queries[1]:
+        del queries[1]
+    return urlunsplit((parts.scheme, parts.netloc, mapped, "&".join(queries), ""))
+
+
 def curl_command(
     messages: list[MessageRecord],
     record: MessageRecord,
@@ -154,16 +184,18 @@ def curl_command(
         http = head.http if head is not None else None
         http_method = (http.method if http is not None else None) or "POST"
         if target == "upstream":
-            where, url = "upstream, past the proxy", upstream_url
+            path = http.path if http else None
+            where, url = (
+                "upstream, past the proxy",
+                _upstream_url(upstream_url, path) if upstream_url else None,
+            )
         else:
             where, url = "proxy", _url(proxy_url, http.path if http else None) if proxy_url else None
         if http is not None:
             headers = [(n, v) for n, v in http.headers.items() if n.lower() not in DROPPED]
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
-    lines = [
-        f"curl -sS -N -X {http_method} {_word(url, secrets, 'MCP_QUERY_SECRET', 'a redacted query value')}",
-    ]
+    lines = [f"curl -sS -N -X {http_method} {_url_word(url, secrets)}"]
     for name, value in headers:
         lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
     body = _body_text(request)

@@ -39,6 +39,11 @@ JSON_MESSAGES: Final = 10_000
 """Messages one chain keeps in a JSON export (later ones are counted in `dropped_messages`)."""
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 line`, `2 lines`: a count with its noun in the number it takes (`plural` when not noun + s)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 class Format(StrEnum):
     """What an export writes."""
 
@@ -65,9 +70,9 @@ class ExportReport:
         """One sentence per thing skipped, for stderr and the HAR's comment; empty when nothing was."""
         out = [f"skipped {path}:{line}: {reason}" for path, line, reason in self.corrupt]
         if self.corrupt_lines > len(self.corrupt):
-            out.append(f"skipped {self.corrupt_lines - len(self.corrupt)} more corrupt lines")
+            out.append(f"skipped {counted(self.corrupt_lines - len(self.corrupt), 'more corrupt line')}")
         if self.unknown_lines:
-            out.append(f"skipped {self.unknown_lines} lines of kinds a newer mcp-proxy wrote")
+            out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
         out.extend(f"{path}: last line cut short (a proxy stopped mid-write)" for path in self.cut_short)
         return out
 

@@ -374,7 +374,11 @@ class ObservationReplayer:
                 if self._knows(obs, key):
                     return []
                 self._restored.add(key)
-        chain = self._builder.apply(obs)
+            chain = self._builder.apply(obs)
+            if isinstance(obs, ExchangeOpened):
+                self._builder.began_earlier(key)
+        else:
+            chain = self._builder.apply(obs)
         events = self._events
         if events:
             events = events[:]

@@ -114,20 +114,23 @@ class _Counting(SpanExporter):
         self.taken = 0
         self.sent = 0
         self.failed = 0
+        self._why: str | None = None
+        """Why the batch being exported failed, from the HTTP client's answer (status or exception)."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.taken += len(spans)
         records = [queued.record for queued in cast(Sequence[_Queued], spans)]
+        self._why = None
         try:
             result = self._post(records)
         except Exception as exc:  # an exporter bug must not kill the processor's thread
-            result, _REASONS.last = SpanExportResult.FAILURE, repr(exc)
+            result, self._why = SpanExportResult.FAILURE, _exception_text(exc)
         if result is SpanExportResult.SUCCESS:
             self.sent += len(spans)
         else:
             self.failed += len(spans)
             if self._on_failure is not None:
-                self._on_failure(len(spans), _REASONS.last or "the exporter failed")
+                self._on_failure(len(spans), self._why or _REASONS.last or "the exporter failed")
         return result
 
     def _post(self, records: list[SpanRecord]) -> SpanExportResult:
@@ -138,7 +141,10 @@ class _Counting(SpanExporter):
             if getattr(self._inner, "_shutdown", False):
                 return SpanExportResult.FAILURE
             done = client.export(self._encoder.request(records))  # type: ignore[union-attr]
-            return SpanExportResult.SUCCESS if done.success else SpanExportResult.FAILURE
+            if done.success:
+                return SpanExportResult.SUCCESS
+            self._why = _failure_text(done)
+            return SpanExportResult.FAILURE
         return self._inner.export([self._readable(record) for record in records])
 
     def shutdown(self) -> None:
@@ -146,6 +152,30 @@ class _Counting(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self._inner.force_flush(timeout_millis)
+
+
+REASON_CHARS: Final = 300
+"""Characters of a failure's reason kept (an exception's text can be long)."""
+
+
+def _exception_text(exc: BaseException) -> str:
+    """An exception as its class and message: `ConnectionError: ...`."""
+    return f"{type(exc).__name__}: {exc}"[:REASON_CHARS]
+
+
+def _failure_text(done: object) -> str | None:
+    """Why the OTLP HTTP client's last attempt failed: the collector's status, else the exception.
+
+    The SDK's own message for a batch that failed after its retries says only that they ran out; the
+    client's result keeps what the collector answered (`HTTP 401 Unauthorized`) or what stopped the
+    request (`ConnectionError: ...`).
+    """
+    status = getattr(done, "status_code", None)
+    if isinstance(status, int) and status:
+        text = getattr(done, "reason", None)
+        return f"HTTP {status} {text}" if text else f"HTTP {status}"
+    error = getattr(done, "error", None)
+    return _exception_text(error) if isinstance(error, BaseException) else None
 
 
 class SpanSender:

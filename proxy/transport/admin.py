@@ -77,6 +77,8 @@ class AdminContext:
     """Client HTTP exchanges in flight."""
     otlp_spans: Callable[[], dict[str, int]] = dict
     """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
+    client_timeouts: Callable[[], dict[str, int]] = dict
+    """Requests refused 408 to a slow client, by the setting whose wait ran out."""
 
 
 class AdminServer:
@@ -105,6 +107,7 @@ class AdminServer:
             draining=ctx.draining,
             observations_dropped=lambda: ctx.observations.dropped,
             otlp_spans=ctx.otlp_spans,
+            client_timeouts=ctx.client_timeouts,
         )
         self.feed.on_close = self.metrics.retire
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)

@@ -25,8 +25,9 @@ import asyncio
 import contextlib
 import email.utils
 import itertools
+import math
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
@@ -51,6 +52,9 @@ MAX_QUEUED = 16
 
 SWEEP_MAX = 1.0
 """Longest pause between two sweeps for expired waits; shorter timeouts sweep more often."""
+TIMEOUT_LOG_EVERY = 1.0
+"""Seconds between two `client_timeout` warnings of one setting (the refusals between are counted)."""
+
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
 
@@ -79,6 +83,12 @@ class FrontServer:
         self.connections: set[FrontConnection] = set()
         self.refusing: set[FrontConnection] = set()
         """Connections refused over the cap, still given a moment to read their 503."""
+        self.timeouts: Counter[str] = Counter()
+        """Requests refused 408 because the client was too slow, by the setting whose wait ran out."""
+        self.timeout_logged: dict[str, float] = {}
+        self.timeouts_unlogged: Counter[str] = Counter()
+        """When each setting's last `client_timeout` line was written, and the refusals since then
+        that wrote none."""
         self.server: asyncio.Server | None = None
         self.now: Callable[[], float] = time.monotonic
         self._sweep: asyncio.TimerHandle | None = None
@@ -268,9 +278,11 @@ class FrontConnection(asyncio.Protocol):
         elif not req.method:
             if now - max(req.began, self.waiting_since) > settings.head_read_timeout:
                 seconds = settings.head_read_timeout
+                self._timed_out("head_read_timeout", seconds)
                 self._refuse(408, f"request head not received within {seconds} s (head_read_timeout)")
         elif now - max(req.head_done, self.waiting_since) > settings.body_read_timeout:
             seconds = settings.body_read_timeout
+            self._timed_out("body_read_timeout", seconds)
             status, body = gateway_error(
                 408,
                 peek_id(b"".join(req.body)),
@@ -278,6 +290,31 @@ class FrontConnection(asyncio.Protocol):
                 {"limit": seconds, "setting": "body_read_timeout"},
             )
             self._refuse(status, dumps(body).decode(), "application/json")
+
+    def _timed_out(self, setting: str, seconds: float) -> None:
+        """A slow client is refused 408: say who, and which wait ran out (no exchange records it).
+
+        At most one line per setting every `TIMEOUT_LOG_EVERY` seconds, counting those it stands for:
+        a flood of slow clients must not flood the log (`/metrics` counts every one).
+        """
+        front = self.front
+        front.timeouts[setting] += 1
+        now = front.now()
+        if now < front.timeout_logged.get(setting, -math.inf) + TIMEOUT_LOG_EVERY:
+            front.timeouts_unlogged[setting] += 1
+            return
+        front.timeout_logged[setting] = now
+        also = front.timeouts_unlogged.pop(setting, 0)
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        fields: dict[str, object] = {
+            "peer": _peer(peer),
+            "status": 408,
+            "setting": setting,
+            "seconds": seconds,
+        }
+        if also:
+            fields["also_unlogged"] = also
+        get_logger().warning("client_timeout", **fields)
 
     # serving
     def _dispatch_early(self, req: _Request) -> None:
@@ -653,3 +690,11 @@ class FrontSide:
     def cut(self) -> None:
         self.broken = True
         self.conn.close()
+
+
+def _peer(address: Any) -> str:
+    """A client's address as `host:port` (`[host]:port` for IPv6), or `unknown`."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        host, port = address[0], address[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return "unknown"

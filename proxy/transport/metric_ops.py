@@ -188,6 +188,8 @@ class OpCounter:
         """(session, id) -> operation of requests whose stream closed after an event id, unanswered:
         the client may resume it, and may cancel it meanwhile. Requests unanswered on open exchanges
         are found there (`_unanswered`), so the traffic path keeps no table of them."""
+        self._mode, self._mode_text = Mode.PASSTHROUGH, str(Mode.PASSTHROUGH)
+        """The mode of the latest exchange, and its value."""
         self._labels: dict[str | None, str] = {}
         """Method -> its counted label, as the counters gave it (bounded: `_LABELS_KEPT`)."""
         self._session_init: BoundedMap = BoundedMap()
@@ -229,7 +231,10 @@ class OpCounter:
                     ex.status = obs.status
                     ex.response_headers = obs.headers
             elif type(obs) is ExchangeOpened:
-                ex = exchanges[obs.exchange] = _Ex(obs.client_era, str(obs.mode), obs.session)
+                mode = obs.mode
+                if mode is not self._mode:  # its text, worked out once per mode met
+                    self._mode, self._mode_text = mode, str(mode)
+                ex = exchanges[obs.exchange] = _Ex(obs.client_era, self._mode_text, obs.session)
                 if obs.http_method != "POST":
                     ex.not_post = True
                     self._stream_opened(ex, obs)

@@ -60,6 +60,7 @@ class ProxyMetrics:
         draining: Callable[[], bool],
         observations_dropped: Callable[[], int] = lambda: 0,
         otlp_spans: Callable[[], dict[str, int]] = dict,
+        client_timeouts: Callable[[], dict[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -83,6 +84,7 @@ class ProxyMetrics:
                 retired=self.retired_drops,
                 observations_dropped=observations_dropped,
                 otlp_spans=otlp_spans,
+                client_timeouts=client_timeouts,
             )
         )
 
@@ -103,17 +105,21 @@ class ProxyMetrics:
 
     def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
         """An operation began (a chain, where chains are built), with a client request if `requested`."""
-        key = (label, era, mode)
-        chains = self.counts.chains
-        chains[key] = chains.get(key, 0) + 1
+        began, key = self.counts.began, (label, era, mode)
+        row = began.get(key)
+        if row is None:
+            row = began[key] = [0, 0]
+        row[_CHAINS] += 1
         if requested:
-            requests = self.counts.requests
-            requests[key] = requests.get(key, 0) + 1
+            row[_REQUESTS] += 1
 
     def requested(self, label: str, era: str, mode: str) -> None:
         """A client sent a JSON-RPC request that continues an operation."""
-        key, requests = (label, era, mode), self.counts.requests
-        requests[key] = requests.get(key, 0) + 1
+        began, key = self.counts.began, (label, era, mode)
+        row = began.get(key)
+        if row is None:
+            row = began[key] = [0, 0]
+        row[_REQUESTS] += 1
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
@@ -122,16 +128,16 @@ class ProxyMetrics:
 
     def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
         """An operation ended: errors count, requests add their time upstream."""
-        key = (label, mode)
-        counts = self.counts
+        ended, key = self.counts.ended, (label, mode)
+        row = ended.get(key)
+        if row is None:
+            row = ended[key] = [0.0] * _ENDED_ROW
         if error:
-            counts.errors[key] = counts.errors.get(key, 0) + 1
+            row[_ERRORS] += 1
         if upstream_s is not None:
-            row = counts.latency.get(key)
-            if row is None:
-                row = counts.latency[key] = [0.0] * (len(LATENCY_BUCKETS) + 1)
             row[bisect.bisect_left(LATENCY_BUCKETS, upstream_s)] += 1
-            row[-1] += upstream_s
+            row[_SUM] += upstream_s
+            row[_OBSERVED] += 1
 
     def session(self, state: str) -> None:
         """A session changed state."""
@@ -159,13 +165,33 @@ class _Counts:
     """
 
     def __init__(self) -> None:
-        self.requests: CounterOf = {}
-        self.chains: CounterOf = {}
-        self.errors: CounterOf = {}
+        self.began: dict[tuple[str, str, str], list[int]] = {}
+        """(method, client era, mode) -> [chains opened, client requests]: one row, one lookup."""
+        self.ended: dict[tuple[str, str], list[float]] = {}
+        """(method, mode) -> the latency histogram's count in each bucket (not cumulative), the sum
+        of its observations, their number, then the errors: one row, one lookup."""
         self.rounds: CounterOf = {}
         self.sessions: CounterOf = {}
-        self.latency: dict[tuple[str, ...], list[float]] = {}
-        """Per label set: the count in each bucket (not cumulative), then the sum of the observations."""
+
+    @property
+    def chains(self) -> CounterOf:
+        """Chains opened, by (method, client era, mode)."""
+        return {key: row[_CHAINS] for key, row in self.began.items() if row[_CHAINS]}
+
+    @property
+    def requests(self) -> CounterOf:
+        """Client requests, by (method, client era, mode)."""
+        return {key: row[_REQUESTS] for key, row in self.began.items() if row[_REQUESTS]}
+
+    @property
+    def errors(self) -> CounterOf:
+        """Chains that ended in an error, by (method, mode)."""
+        return {key: int(row[_ERRORS]) for key, row in self.ended.items() if row[_ERRORS]}
+
+    @property
+    def latency(self) -> dict[tuple[str, ...], list[float]]:
+        """Per (method, mode) with upstream time observed: the count in each bucket, then the sum."""
+        return {key: row[: _SUM + 1] for key, row in self.ended.items() if row[_OBSERVED]}
 
     def collect(self) -> Iterator[Metric]:
         """The counter and histogram families, with the names and meanings they always had."""
@@ -190,6 +216,13 @@ class _Counts:
 
 CounterOf = dict[tuple[str, ...], int]
 """Counts by label values."""
+
+_CHAINS, _REQUESTS = 0, 1
+"""Places in a row of `_Counts.began`."""
+_SUM = len(LATENCY_BUCKETS)
+_OBSERVED, _ERRORS = _SUM + 1, _SUM + 2
+_ENDED_ROW = _SUM + 3
+"""Places in a row of `_Counts.ended`, after the bucket counts, and its length."""
 
 _DOCS = {
     "requests": "JSON-RPC requests received from clients, by method, client era "
@@ -227,9 +260,11 @@ class _PresentState:
         retired: dict[str, int],
         observations_dropped: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
+        client_timeouts: Callable[[], dict[str, int]],
     ) -> None:
         self._store = store
         self._otlp_spans = otlp_spans
+        self._client_timeouts = client_timeouts
         self._observations_dropped = observations_dropped
         self._bus = bus
         self._open_streams = open_streams
@@ -278,6 +313,7 @@ class _PresentState:
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus_families()
         yield from self._otlp_families()
+        yield self._timeouts()
         yield self._about()
 
     def _otlp_families(self) -> Iterator[Metric]:
@@ -297,6 +333,18 @@ class _PresentState:
         for reason in ("queue_full", "export_failed"):
             dropped.add_metric([reason], counts.get(reason, 0))
         yield dropped
+
+    def _timeouts(self) -> Metric:
+        counts = self._client_timeouts()
+        family = CounterMetricFamily(
+            "mcp_proxy_client_timeouts",
+            "Requests refused 408 because the client sent them too slowly, by the setting whose wait ran "
+            "out: head_read_timeout (the request head) or body_read_timeout (its body).",
+            labels=["setting"],
+        )
+        for setting in ("head_read_timeout", "body_read_timeout"):
+            family.add_metric([setting], counts.get(setting, 0))
+        return family
 
     def _bus_families(self) -> Iterator[Metric]:
         drops = dict(self._retired)

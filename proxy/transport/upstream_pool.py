@@ -367,7 +367,7 @@ class PendingHead:
         self.data = data
         self.head_only = head_only
         self.retried = False
-        self.future: asyncio.Future[UpstreamResponse] = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[UpstreamResponse] = pool.loop().create_future()
 
     def result(self) -> UpstreamResponse:
         """The head, once the future is done; a failure drops the connection and is raised."""
@@ -426,8 +426,17 @@ class UpstreamPool:
         self._idle_sweeper: asyncio.TimerHandle | None = None
         self._idle_sweep_every = min(IDLE_SWEEP, idle_timeout / 2) if idle_timeout > 0 else IDLE_SWEEP
         self._retrying: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.retried = 0
         self.idle_closed = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, remembered: each `asyncio.get_running_loop()` costs a getpid system call,
+        and the traffic path asks for it several times per request."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     async def request(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
@@ -486,7 +495,7 @@ class UpstreamPool:
         conn = None if self._closed else self._take_idle()
         if conn is None:
             return None
-        deadline = asyncio.get_running_loop().time() + self.head_timeout
+        deadline = self.loop().time() + self.head_timeout
         return self._send(conn, data, method, deadline)
 
     def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
@@ -543,7 +552,7 @@ class UpstreamPool:
         batch = self._batch
         batch.append((transport, data))
         if len(batch) == 1:
-            asyncio.get_running_loop().call_soon(self._write_batch)
+            self.loop().call_soon(self._write_batch)
 
     def _write_batch(self) -> None:
         batch, self._batch = self._batch, []

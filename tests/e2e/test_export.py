@@ -23,7 +23,7 @@ import pytest
 from tests.peers.envs import har_python, har_validator, node_binary
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
-from tests.sidecar import ProxyProcess, admin_get, clean_env, proxy_command, settings_env
+from tests.sidecar import ProxyProcess, admin_get, clean_env, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -31,18 +31,6 @@ SECRET = "export-test-bearer-7f3a91c2"
 QUERY_SECRET = "q-" + "in-the-query-77"
 TOKEN = "export-admin-token-5521"
 RUN_SECONDS = 30
-
-
-def export(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `mcp-proxy export ...` as a user would."""
-    return subprocess.run(
-        [*proxy_command(), "export", *args],
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        cwd=REPO_ROOT,
-        check=False,
-    )
 
 
 def validate(path: Path) -> dict[str, Any]:
@@ -110,7 +98,7 @@ async def test_a_recorded_capture_exports_to_a_valid_har_with_sse_events_bridge_
     live = await record(modern_server.url, capture)
 
     out = tmp_path / "run.har"
-    done = export("--har", str(out), str(capture))
+    done = run_mcp_proxy("export", "--har", str(out), str(capture))
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stderr
     assert validate(out) == {"valid": True}
@@ -168,7 +156,7 @@ async def test_a_recorded_capture_exports_to_a_valid_har_with_sse_events_bridge_
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_bytes(b"".join(lines))
     bad_out = tmp_path / "damaged.har"
-    done = export("--har", str(bad_out), str(damaged))
+    done = run_mcp_proxy("export", "--har", str(bad_out), str(damaged))
     assert done.returncode == 1
     assert f"{damaged}:{middle + 1}" in done.stderr
     assert validate(bad_out) == {"valid": True}

@@ -91,3 +91,27 @@ async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
     )
     assert rounds[0].endswith("[legacy_to_mrtr]"), rounds[0]
     assert " round 2 tools/call ask_name: complete " in rounds[1] + " ", rounds[1]
+
+
+async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
+    modern_server: PeerServer,
+    legacy_server: PeerServer,
+    proxy_for: Callable[..., Any],
+    tmp_path: Path,
+    restore_logging: None,
+) -> None:
+    def rounds(lines: list[str]) -> list[str]:
+        found = [
+            re.search(r" round (\d+) tools/call ask_name: (\w+)", line) for line in lines if LINE.match(line)
+        ]
+        return [f"{m[1]} {m[2]}" for m in found if m]
+
+    to_mrtr = await logged_run("console", modern_server.url, proxy_for, tmp_path / "a.txt")
+    to_legacy = await logged_run("console", legacy_server.url, proxy_for, tmp_path / "b.txt", "python-2026")
+
+    assert any("[mrtr_to_legacy]" in line for line in to_legacy), to_legacy
+    assert rounds(to_mrtr) == ["1 input_required", "2 complete"], to_mrtr
+    assert rounds(to_legacy) == rounds(to_mrtr), to_legacy
+    resumed = [line for line in to_legacy if "bridge_resumed" in line]
+    assert resumed, to_legacy
+    assert all("round=2" in line for line in resumed), resumed

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,9 @@ import httpx2
 import pytest
 
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, FlowEvent
-from tests.peers.runner import REPO_ROOT, PeerServer
+from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed
@@ -30,7 +28,6 @@ from ui.feeds import AttachFeed
 pytestmark = pytest.mark.e2e
 
 SECRET = "tok-e2e-curl-secret-1234"
-RUN_SECONDS = 30
 
 
 def finals(events: list[FlowEvent]) -> dict[str, ChainSummary]:
@@ -101,23 +98,6 @@ async def test_an_attached_tui_never_shows_two_chains_with_one_id_across_proxy_p
     assert sum(chain_id.endswith("-1") for chain_id in ids) == 2  # both counted from 1, yet apart
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proxy.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        check=False,
-    )
-
-
-def _bash(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", command], capture_output=True, text=True, timeout=RUN_SECONDS, env=env, check=False
-    )
-
-
 async def _live_session(url: str) -> str:
     """A fresh session on the legacy server, initialized, for the replayed call to run in."""
     accept = {"Accept": "application/json, text/event-stream"}
@@ -149,13 +129,13 @@ async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer
         result = await run_scenario(proxy.endpoint(), "legacy", "echo", headers=auth)
         assert result["result"]["content"] == ["hello"]
         proxy.stop()
-    listed = _cli("export", "--json", "-", str(capture))
+    listed = run_mcp_proxy("export", "--json", "-", str(capture))
     assert listed.returncode == 0, listed.stderr
     chains = json.loads(listed.stdout)["chains"]
     (echo,) = [c["chain"]["id"] for c in chains if c["chain"].get("name") == "echo"]
 
-    exported = _cli("export", "--curl", echo, "--to", "upstream", str(capture))
-    at_proxy = _cli("export", "--curl", echo, str(capture))
+    exported = run_mcp_proxy("export", "--curl", echo, "--to", "upstream", str(capture))
+    at_proxy = run_mcp_proxy("export", "--curl", echo, str(capture))
 
     assert exported.returncode == 0, exported.stderr
     command = exported.stdout
@@ -167,9 +147,9 @@ async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer
     assert '"${MCP_SESSION_ID:?' in command
     base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
 
-    refused = _bash(command, base)
+    refused = run_bash(command, base)
     session = await _live_session(legacy_server.url)
-    answered = _bash(command, {**base, "MCP_TOKEN": "any-token", "MCP_SESSION_ID": session})
+    answered = run_bash(command, {**base, "MCP_TOKEN": "any-token", "MCP_SESSION_ID": session})
 
     assert refused.returncode != 0
     assert "MCP_" in refused.stderr

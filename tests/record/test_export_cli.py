@@ -7,6 +7,32 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import main
+from proxy.flows.events import Channel, Direction, Mode, ProxyInfo, Side
+from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen
+from proxy.flows.redact import Redactor
+from proxy.record.capture import CaptureWriter
+from proxy.record.observations import ObservationEncoder
+from proxy.wire.jsonrpc import classify_value
+
+
+def record_small(directory: Path) -> Path:
+    """A capture of one answered `tools/call` (chain r1), so an export of it would succeed."""
+    path = directory / "small.jsonl"
+    encode = ObservationEncoder(Redactor(), 65536).encode
+    call = classify_value({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}})
+    done = classify_value({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})
+    observations = [
+        ExchangeOpened(1.0, "x1", "POST", "/mcp", {}, None, "modern", "modern", Mode.PASSTHROUGH, 60),
+        MessageSeen(1.1, "x1", call, 60, Direction.TO_SERVER, Channel.POST, Side.BOTH, None, None),
+        MessageSeen(1.2, "x1", done, 40, Direction.TO_CLIENT, Channel.JSON, Side.BOTH, None, None),
+        ExchangeClosed(1.3, "x1", None),
+    ]
+    with CaptureWriter(path) as writer:
+        writer.write(
+            ProxyInfo(ts=1.0, version="t", listen="http://127.0.0.1:1", upstream="http://127.0.0.1:2/mcp")
+        )
+        writer.write_lines([encode(obs) for obs in observations])
+    return path
 
 
 def test_a_file_that_is_not_a_capture_exports_nothing_and_exits_2_naming_it(
@@ -26,7 +52,7 @@ def test_an_unknown_status_filter_exits_2_naming_what_it_accepts(
     out = tmp_path / "out.json"
     assert main(["export", "--json", str(out), "--status", "fine", str(tmp_path / "any.jsonl")]) == 2
     err = capsys.readouterr().err
-    assert "status must be one of error, ok, parked, pending, waiting_client, got fine" in err
+    assert "status must be one of error, incomplete, ok, parked, pending, waiting_client, got fine" in err
     assert not out.exists()
 
 
@@ -58,3 +84,57 @@ def test_an_otlp_url_is_checked_as_the_proxys_setting_is_and_never_echoes_a_pass
     err = capsys.readouterr().err
     assert said in err
     assert "pa55word" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--har", "{out}", "--to", "upstream"],
+            "--to applies to --curl (where its commands send), not to --har",
+        ),
+        (
+            ["--json", "{out}", "--to", "proxy"],
+            "--to applies to --curl (where its commands send), not to --json",
+        ),
+        (["--otlp", "http://127.0.0.1:4318", "--to", "upstream"], "--to applies to --curl"),
+        (
+            ["--curl", "r1", "--status", "error", "--q", "x"],
+            "--status, --q filter the chains of --har, --json and --ndjson; --curl takes one chain by its id",
+        ),
+        (["--curl", "r1", "--method", "tools/call"], "--method filter the chains of --har"),
+    ],
+)
+def test_an_option_given_to_an_export_it_does_not_apply_to_is_refused_naming_where_it_applies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    out = tmp_path / "out"
+    capture = record_small(tmp_path)
+
+    code = main(["export", *(a.format(out=out) for a in args), str(capture)])
+
+    assert code == 2
+    captured = capsys.readouterr()
+    assert f"mcp-proxy export: {said}" in captured.err
+    assert captured.out == ""
+    assert not out.exists()
+
+
+def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_each_count_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"message","t":2.0,"exchange":"x9","size":3,"direction":"to_server"}\n')
+        f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 1
+    json_err = capsys.readouterr().err
+    assert main(["export", "--curl", "r1", str(capture)]) == 1
+    curl_err = capsys.readouterr().err
+
+    assert f"skipped {capture}:7: corrupt observation line: no 'msg' field" in json_err
+    assert "KeyError" not in json_err
+    assert "skipped 1 line of kinds a newer mcp-proxy wrote" in json_err
+    assert "wrote 1 chain to " in json_err
+    assert "wrote 1 curl command of chain r1" in curl_err

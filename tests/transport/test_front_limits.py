@@ -84,6 +84,66 @@ async def test_a_head_that_stops_half_way_gets_408_naming_the_setting_and_is_clo
         await still_serves(proxy)
 
 
+async def test_a_408_to_a_slow_client_is_logged_naming_its_address_and_the_timeout_and_counted(proxy_for):
+    admin = {"admin_enabled": True, "admin": "127.0.0.1:0"}
+    with captured_logs() as logged:
+        async with (
+            fake_upstream(fake_upstream_that_answers_by_method) as fake,
+            proxy_for(
+                fake.url, **RELAY_ONLY, **admin, head_read_timeout=SHORT, body_read_timeout=SHORT
+            ) as proxy,
+        ):
+            peers = []
+            for half in (
+                b"POST /mcp HTTP/1.1\r\nHost: proxy.test\r\nContent-Le",
+                request_bytes(rpc("ping", 7))[:-3],
+            ):
+                async with connection(proxy) as (reader, writer):
+                    host, port = writer.get_extra_info("sockname")[:2]
+                    peers.append(f"{host}:{port}")
+                    writer.write(half)
+                    answer, _took = await closed_after(reader)
+                    assert parse_head(answer.partition(b"\r\n\r\n")[0])[0] == 408
+            async with client_session() as http, http.get(f"{proxy.admin_url}/metrics") as resp:
+                metrics = await resp.text()
+
+    warnings = [e for e in logged if e["event"] == "client_timeout"]
+    assert [(e["log_level"], e["peer"], e["status"], e["setting"], e["seconds"]) for e in warnings] == [
+        ("warning", peers[0], 408, "head_read_timeout", SHORT),
+        ("warning", peers[1], 408, "body_read_timeout", SHORT),
+    ]
+    assert 'mcp_proxy_client_timeouts_total{setting="head_read_timeout"} 1.0' in metrics
+    assert 'mcp_proxy_client_timeouts_total{setting="body_read_timeout"} 1.0' in metrics
+
+
+async def test_a_flood_of_slow_clients_logs_one_line_a_second_and_counts_every_one(proxy_for, monkeypatch):
+    monkeypatch.setattr(front, "TIMEOUT_LOG_EVERY", SHORT / 2)  # a second wave, SHORT later, logs again
+    admin = {"admin_enabled": True, "admin": "127.0.0.1:0"}
+    half = b"POST /mcp HTTP/1.1\r\nHost: proxy.test\r\nContent-Le"
+
+    async def slow_client(proxy: Any) -> None:
+        async with connection(proxy) as (reader, writer):
+            writer.write(half)
+            answer, _took = await closed_after(reader)
+            assert parse_head(answer.partition(b"\r\n\r\n")[0])[0] == 408
+
+    with captured_logs() as logged:
+        async with (
+            fake_upstream(fake_upstream_that_answers_by_method) as fake,
+            proxy_for(fake.url, **RELAY_ONLY, **admin, head_read_timeout=SHORT) as proxy,
+        ):
+            await asyncio.gather(*(slow_client(proxy) for _ in range(20)))
+            await asyncio.gather(*(slow_client(proxy) for _ in range(5)))
+            async with client_session() as http, http.get(f"{proxy.admin_url}/metrics") as resp:
+                metrics = await resp.text()
+
+    warnings = [e for e in logged if e["event"] == "client_timeout"]
+    assert len(warnings) == 2, warnings  # one per wave, not one per client
+    assert "also_unlogged" not in warnings[0]
+    assert warnings[1]["also_unlogged"] == 19  # the first wave's others, told with the next line
+    assert 'mcp_proxy_client_timeouts_total{setting="head_read_timeout"} 25.0' in metrics
+
+
 async def test_a_connection_that_never_sends_a_byte_is_closed_after_the_head_read_timeout(proxy_for):
     async with (
         fake_upstream(fake_upstream_that_answers_by_method) as fake,

@@ -40,7 +40,8 @@ def _body(record: MessageRecord, max_lines: int | None) -> list[RenderableType]:
     else:
         parts.append(Text("(no body)", style="dim"))
     if body.hidden_lines:
-        marker = f"… {body.hidden_lines} more lines of {body.total_lines} — press e to expand"
+        more = "1 more line" if body.hidden_lines == 1 else f"{body.hidden_lines} more lines"
+        marker = f"… {more} of {body.total_lines} — press e to expand"
         parts.append(Text(marker, style="bold yellow"))
     if record.truncated:
         parts.append(Text("… the proxy truncated this body at its capture limit", style="bold yellow"))

@@ -159,14 +159,19 @@ def _loud_enough(level: Any, wanted: Any) -> bool:
 
 
 def round_log(call: Call, outcome: str, **extra: Any) -> Log:
-    """One line per round and per final answer, with the chain-visible facts (never a secret)."""
+    """One line per round and per final answer, with the chain-visible facts (never a secret).
+
+    `round` is the number of the client's request the line answers, its first request being round 1,
+    as the other bridge counts its upstream requests: `call.round` counts the `input_required`
+    answers, this one already included when it is one.
+    """
     fields: dict[str, Any] = {
         "exchange": call.asker.exchange,
         "client_id": call.asker.ident,
         "upstream_id": call.upstream_id,
         "method": call.method,
         "name": call.name,
-        "round": call.round,
+        "round": call.round if outcome == "input_required" else call.round + 1,
         "outcome": outcome,
         **extra,
     }

@@ -248,7 +248,8 @@ class RoundKeeper:
         call.streaming = False
         call.phase = "running"
         self._ctx.serving[exchange] = call.key
-        fields = {"call": call.key, "exchange": exchange, "client_id": msg.id, "round": call.round}
+        # The retry is the client's request number (rounds answered so far) + 1, as `round_log` counts.
+        fields = {"call": call.key, "exchange": exchange, "client_id": msg.id, "round": call.round + 1}
         commands.append(Log("bridge_resumed", "info", fields))
         commands.extend(self._post_answers(call, msg.params.get("inputResponses")))
         commands.extend(self._flush(call))

@@ -1,0 +1,90 @@
+"""Rotated parts of a capture of real traffic, read alone and together.
+
+The traffic is the demo's SDK clients of both eras through real proxies (pass-through and both
+bridges). It is written again through the capture writer, which starts a new part (as a rotation
+does, repeating what is still open) right before each call's exchange closes, after its response:
+the case where a part read alone holds a call's request (repeated) and end, but not its response.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+
+from proxy.flows.events import ProxyInfo
+from proxy.flows.observations import ExchangeClosed, MessageSeen
+from proxy.record.capture import CaptureWriter
+from proxy.record.export import Format, export_capture
+from proxy.record.observations import OBS_PREFIX, OpenLines, decode
+from tests.record.captures import record_demo
+
+
+def split_after_responses(capture: Path, directory: Path) -> list[Path]:
+    """Write `capture` again as parts, a new one begun before each exchange that carried a response closes."""
+    path = directory / "run.jsonl"
+    parts: list[Path] = []
+    opened = OpenLines()
+    answered: set[str] = set()
+    with CaptureWriter(path) as writer:
+        writer.preamble = opened.preamble
+        for line in capture.read_bytes().splitlines(keepends=True)[1:]:
+            if not line.startswith(OBS_PREFIX):
+                writer.write(ProxyInfo.model_validate(orjson.loads(line)))
+                continue
+            obs = decode(orjson.loads(line))
+            if isinstance(obs, MessageSeen) and obs.msg.is_response:
+                answered.add(obs.exchange)
+            if isinstance(obs, ExchangeClosed) and obs.exchange in answered:
+                writer.flush()
+                parts.append(path.rename(directory / f"run.part{len(parts) + 1:03d}.jsonl"))
+                writer.reopen()
+            writer.write_lines([line])
+            opened.wrote(obs, line)
+    return [*parts, path]
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    directory = tmp_path_factory.mktemp("rotated")
+    capture = record_demo(directory)
+    return capture, split_after_responses(capture, directory)
+
+
+def chains(paths: list[Path]) -> list[dict[str, object]]:
+    out = io.BytesIO()
+    export_capture(paths, Format.JSON, out)
+    return [c["chain"] for c in orjson.loads(out.getvalue())["chains"]]
+
+
+def test_a_part_read_alone_shows_a_call_whose_response_is_in_an_earlier_part_as_incomplete_not_error(
+    parts: tuple[Path, list[Path]],
+) -> None:
+    capture, files = parts
+    assert not [c for c in chains([capture]) if c["status"] in ("error", "incomplete")]
+    alone = [(f.name, c) for f in files for c in chains([f])]
+
+    errors = [(name, c["id"], c["method"], c.get("error")) for name, c in alone if c["status"] == "error"]
+    incomplete = [c for _name, c in alone if c["status"] == "incomplete"]
+    assert errors == []
+    assert len(incomplete) > 10  # a call of every kind closed in a part after its response
+    assert {c["method"] for c in incomplete} >= {"tools/call", "tools/list", "initialize"}
+    for chain in incomplete:
+        assert "error" not in chain
+        assert chain.get("ended") is not None
+        assert any("began in an earlier capture file" in note for note in chain["notes"])  # type: ignore[attr-defined]
+
+
+def test_the_parts_read_together_oldest_first_are_the_capture_read_whole(
+    parts: tuple[Path, list[Path]],
+) -> None:
+    capture, files = parts
+    whole = chains([capture])
+    together = chains(files)
+
+    def outline(found: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return [(c.get("method"), c.get("name"), c["status"], c["messages"]) for c in found]
+
+    assert outline(together) == outline(whole)

@@ -1,0 +1,69 @@
+"""A batch the collector did not take is logged with the collector's URL and why: its status or the error.
+
+The proxy's span sender posts to a loopback OTLP/HTTP receiver that refuses every export with 401 (a
+collector wanting credentials), reached through the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+with a password in it, and to a port nothing listens on (a collector that is down).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.flows.span_records import SpanKind, SpanRecord
+from proxy.record.otlp import SpanSender
+from proxy.runtime import ExportFailureLog
+from tests.otlp_receiver import OtlpReceiver, closed_port
+from tests.transport.helpers import captured_logs
+
+PASSWORD = "collector-pass-5521"
+
+
+def span() -> SpanRecord:
+    return SpanRecord("ping", SpanKind.SERVER, 0xABC, 0x1, None, 5.0, {"mcp.method.name": "ping"}, end=5.5)
+
+
+def failed_once(endpoint: str | None) -> dict[str, object]:
+    """Send one span through the proxy's sender and logger; the `otlp_export_failed` event it logs."""
+    failures = ExportFailureLog()
+    sender = SpanSender(endpoint, queue_size=8, on_failure=failures)
+    failures.endpoint = sender.endpoint
+    with captured_logs() as logged:
+        try:
+            sender.send(span())
+            sender.flush()
+        finally:
+            sender.close(5.0)
+    (event,) = [e for e in logged if e["event"] == "otlp_export_failed"]
+    assert sender.counts()["export_failed"] == 1
+    return event
+
+
+def test_a_refused_export_is_logged_with_the_masked_endpoint_and_the_collectors_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with OtlpReceiver(status=401) as collector:
+        url = collector.url.replace("http://", f"http://otel:{PASSWORD}@") + "/v1/traces"
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
+        event = failed_once(None)
+        assert collector.requests  # it was asked, and said no
+
+    assert event["endpoint"] == f"http://otel:<redacted>@127.0.0.1:{collector.port}/v1/traces"
+    assert event["reason"] == "HTTP 401 Unauthorized"
+    assert PASSWORD not in str(event)
+    assert event["spans_lost"] == 1
+
+
+def test_an_export_to_a_collector_that_is_down_is_logged_with_the_exception_class_and_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")  # one quick try, not ten seconds of them
+    down = closed_port()
+
+    event = failed_once(down)
+
+    assert event["endpoint"] == f"{down}/v1/traces"
+    reason = str(event["reason"])
+    kind, _, message = reason.partition(": ")
+    assert kind.endswith("Error"), reason
+    assert message, reason
+    assert "batch due to timeout, max retries or shutdown" not in reason
