@@ -12,12 +12,13 @@ May import only `proxy.flows` and `proxy.record` (the UI's import contract).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 import tempfile
 import weakref
 from array import array
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -31,6 +32,9 @@ from proxy.record.record_refs import RecordBuilder
 
 LINE_LIMIT: Final = 16 * 1024 * 1024
 """Longest line the index pass writes (a chain's headline and its record offsets)."""
+
+READ_CHUNK: Final = 256 * 1024
+"""Bytes of the pass's output read at a time."""
 
 _SHARED_TEXT: Final = ("session", "client_name", "client_era", "upstream_era", "method", "name")
 """Headline fields whose few distinct values repeat across thousands of chains: held once each."""
@@ -140,7 +144,6 @@ async def index_capture(paths: Sequence[Path], progress: Progress) -> IndexReady
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            limit=LINE_LIMIT,
         )
         try:
             chains, events, end = await _gather(proc, progress)
@@ -168,19 +171,50 @@ async def _gather(
     end: dict[str, Any] | None = None
     headline = Headlines()
     assert proc.stdout is not None
-    async for line in proc.stdout:
-        if line.startswith(b'{"type":"indexed"'):
-            obj = orjson.loads(line)
-            summary = headline(obj["chain"])
-            chains.append((summary, array("q", obj["records"]), obj["dropped"]))
-        elif line.startswith(b'{"type":"index_progress"'):
-            obj = orjson.loads(line)
-            await progress(obj["read"], obj["total"])
-        elif line.startswith(b'{"type":"index_end"'):
-            end = orjson.loads(line)
-        else:
-            try:
-                events.append(event_from_json(line))
-            except ValidationError:
-                continue  # an event type from a newer proxy: skipped, as a reader does
+    async for lines in output_lines(proc.stdout):
+        for line in lines:
+            if line.startswith(b'{"type":"index_progress"'):
+                obj = orjson.loads(line)
+                await progress(obj["read"], obj["total"])
+            else:
+                end = _take(line, headline, chains, events) or end
     return chains, events, end
+
+
+def _take(
+    line: bytes,
+    headline: Headlines,
+    chains: list[tuple[ChainSummary, Sequence[int], int]],
+    events: list[FlowEvent],
+) -> dict[str, Any] | None:
+    """Keep one line of the pass (a chain, or another event); the `index_end` object when it is that."""
+    if line.startswith(b'{"type":"indexed"'):
+        obj = orjson.loads(line)
+        chains.append((headline(obj["chain"]), array("q", obj["records"]), obj["dropped"]))
+    elif line.startswith(b'{"type":"index_end"'):
+        end: dict[str, Any] = orjson.loads(line)
+        return end
+    elif line.strip():
+        with contextlib.suppress(ValidationError):  # an event type from a newer proxy: skipped
+            events.append(event_from_json(line))
+    return None
+
+
+async def output_lines(stream: asyncio.StreamReader) -> AsyncIterator[list[bytes]]:
+    """The pass's lines, as many at a time as have arrived (one wait per chunk read, not per line)."""
+    held: list[bytes] = []
+    held_size = 0
+    while chunk := await stream.read(READ_CHUNK):
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            held.append(chunk)
+            held_size += len(chunk)
+            if held_size > LINE_LIMIT:
+                raise IndexFailed(f"the index pass wrote a line of more than {LINE_LIMIT} bytes")
+            continue
+        held.append(chunk[:cut])
+        yield b"".join(held).split(b"\n")
+        held = [chunk[cut + 1 :]]
+        held_size = len(held[0])
+    if held_size:
+        yield [b"".join(held)]

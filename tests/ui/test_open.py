@@ -23,7 +23,7 @@ from proxy.record.observations import ObservationReplayer
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.capture_index import Headlines, IndexReady, index_capture
+from ui.capture_index import READ_CHUNK, Headlines, IndexReady, output_lines, index_capture
 from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
@@ -164,3 +164,15 @@ async def test_a_capture_rewritten_after_its_index_leaves_out_the_messages_it_no
 
 async def _no_progress(_read: int, _total: int) -> None:
     return None
+
+
+async def test_the_pass_output_is_split_into_lines_however_it_is_chunked() -> None:
+    text = b'{"a":1}\n{"b":2}\n\n' + b"x" * (READ_CHUNK * 2 + 5) + b'\n{"c":3}'
+    stream = asyncio.StreamReader()
+    for at in range(0, len(text), 1000):
+        stream.feed_data(text[at : at + 1000])
+    stream.feed_eof()
+
+    got = [line async for batch in output_lines(stream) for line in batch]
+
+    assert got == text.split(b"\n")
