@@ -23,7 +23,7 @@ from proxy.record.observations import ObservationReplayer
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.capture_index import READ_CHUNK, Headlines, IndexReady, output_lines, index_capture
+from ui.capture_index import READ_CHUNK, Headlines, IndexReady, index_capture, output_lines
 from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
