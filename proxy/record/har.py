@@ -279,8 +279,8 @@ def _mcp(draft: EntryDraft) -> dict[str, Any]:
 def _message(m: Carried) -> dict[str, Any]:
     out: dict[str, Any] = {
         "time": iso_time(m.t),
-        "direction": m.direction.value,
-        "channel": m.channel.value,
+        "direction": m.direction,
+        "channel": m.channel,
         "side": m.side,
         "kind": m.kind,
         "chain": m.chain,

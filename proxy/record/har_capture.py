@@ -100,7 +100,7 @@ class HarFromCapture:
                     msg = obs.msg
                     summary = self._summary(chain)
                     carried = Carried(
-                        obs.t, obs.direction, obs.channel, obs.side.value, msg.kind.value, msg.raw,
+                        obs.t, obs.direction, obs.channel, obs.side, msg.kind, msg.raw,
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
                     )  # fmt: skip
                     draft.add(carried, summary)
@@ -193,7 +193,7 @@ class HarFromCapture:
         msg = obs.msg
         summary = self._summary(chain)
         carried = Carried(
-            obs.t, obs.direction, obs.channel, Side.UPSTREAM.value, msg.kind.value, msg.raw,
+            obs.t, obs.direction, obs.channel, Side.UPSTREAM, msg.kind, msg.raw,
             msg.id, msg.method, obs.size, None, None, chain,
         )  # fmt: skip
         if summary is not None and not draft.chains:  # a leg has the eras and mode of the chain it serves
