@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from proxy.wire.jsonrpc import Message
@@ -27,8 +27,11 @@ SPELLED = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-session-id": "Mc
 """How clients usually spell the headers looked up (tried before a search through every header)."""
 
 
-class SpanKind(Enum):
-    """Who started the exchange a span covers, as OpenTelemetry's span kinds say it."""
+class SpanKind(StrEnum):
+    """Who started the exchange a span covers, as OpenTelemetry's span kinds say it.
+
+    A StrEnum hashes as its text, in C: the encoder looks spans up by kind (a plain Enum's hash is a
+    Python call)."""
 
     SERVER = "server"
     CLIENT = "client"

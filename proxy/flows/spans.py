@@ -59,6 +59,17 @@ from proxy.flows.span_records import (
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import META_PROTOCOL_VERSION, RESULT_INPUT_REQUIRED, request_meta, result_type
 
+# Enum members read through their class cost about ten times a module constant's on Python 3.11
+# (the enum metaclass's attribute hook): the traffic path reads these.
+_SPAN_CLIENT = SpanKind.CLIENT
+_ERROR = Kind.ERROR
+_NOTIFICATION = Kind.NOTIFICATION
+_REQUEST = Kind.REQUEST
+_RESULT = Kind.RESULT
+_SPAN_SERVER = SpanKind.SERVER
+_TO_SERVER = Direction.TO_SERVER
+_UPSTREAM = Side.UPSTREAM
+
 _COMMON: Attributes = {
     "network.protocol.name": "http",
     "network.protocol.version": "1.1",
@@ -197,7 +208,7 @@ class SpanFollower:
     # -- exchanges ------------------------------------------------------------------------------------
 
     def _opened(self, obs: ExchangeOpened) -> None:
-        self._exchanges[obs.exchange] = _Ex(obs.mode.value, obs.client_era, obs.session, obs.headers)
+        self._exchanges[obs.exchange] = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers)
 
     def _head(self, obs: ResponseHeadSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -210,7 +221,7 @@ class SpanFollower:
         if ex is None:
             return
         op = self._new_op(None, {})
-        span = self._span(op, "(invalid)", SpanKind.SERVER, obs.t, {"mcp_proxy.mode": ex.mode})
+        span = self._span(op, "(invalid)", _SPAN_SERVER, obs.t, {"mcp_proxy.mode": ex.mode})
         self._fail(span, "invalid_request", obs.problem)
         if op.sampled:
             self._finish(span, obs.t)
@@ -247,10 +258,10 @@ class SpanFollower:
         if obs.sse_id is not None:
             ex.resumable = True
         msg = obs.msg
-        if obs.direction is Direction.TO_SERVER:
-            if obs.side is Side.UPSTREAM:
+        if obs.direction is _TO_SERVER:
+            if obs.side is _UPSTREAM:
                 return
-            if msg.kind is Kind.REQUEST and msg.id is not None:  # the common case, without a call more
+            if msg.kind is _REQUEST and msg.id is not None:  # the common case, without a call more
                 self._request(ex, msg, msg.id, obs.t)
             else:
                 self._client(ex, msg, obs.t)
@@ -263,7 +274,7 @@ class SpanFollower:
             found = self._nested.pop((ex.session, msg.id), None)
             if found is not None:
                 self._answered(found, msg, t)
-        elif kind is Kind.NOTIFICATION:
+        elif kind is _NOTIFICATION:
             self._notification(ex, msg, t)
 
     def _request(self, ex: _Ex, msg: Message, ident: RequestId, t: float) -> None:
@@ -277,7 +288,7 @@ class SpanFollower:
         else:
             op.rounds += 1
             own["mcp_proxy.round"] = op.rounds
-            span = self._span(op, name, SpanKind.SERVER, t, own)
+            span = self._span(op, name, _SPAN_SERVER, t, own)
         span.shared = shared
         ex.requests[ident] = (span, op)
 
@@ -293,7 +304,7 @@ class SpanFollower:
             span = self._root_span(op, name, t, {})
         else:
             op = target
-            span = self._span(op, name, SpanKind.SERVER, t, {})
+            span = self._span(op, name, _SPAN_SERVER, t, {})
         span.shared = shared
         if ex.notes is None:
             ex.notes = []
@@ -313,19 +324,19 @@ class SpanFollower:
             if found is not None:
                 self._responded(ex, found, msg, t)
             return
-        if msg.kind is Kind.REQUEST and msg.id is not None:
+        if msg.kind is _REQUEST and msg.id is not None:
             main = ex.main()
             op = main[1] if main is not None else self._new_op(msg.method, msg.params)
             parent = main[0] if main is not None else None
             attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
             attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
-            span = self._span(op, span_name(msg.method, msg.params), SpanKind.CLIENT, t, attributes, parent)
+            span = self._span(op, span_name(msg.method, msg.params), _SPAN_CLIENT, t, attributes, parent)
             self._nested[(ex.session, msg.id)] = (span, op)
 
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
         span, op = found
         retried = False
-        if msg.kind is not Kind.RESULT:
+        if msg.kind is not _RESULT:
             self._outcome(span, msg)
         else:
             result = msg.raw.get("result")
@@ -372,23 +383,23 @@ class SpanFollower:
                 return
             leg = self._legs[obs.leg] = _Leg(main[0], main[1])
         msg, t, op = obs.msg, obs.t, leg.op
-        if obs.direction is Direction.TO_SERVER:
-            if msg.kind is Kind.REQUEST and msg.id is not None:
+        if obs.direction is _TO_SERVER:
+            if msg.kind is _REQUEST and msg.id is not None:
                 attributes = {**_COMMON, **self._upstream, **method_attributes(msg)}
                 if msg.method == op.method:
                     op.upstream_rounds += 1
                     attributes["mcp_proxy.round"] = op.upstream_rounds
                 span = self._span(
-                    op, span_name(msg.method, msg.params), SpanKind.CLIENT, t, attributes, leg.parent
+                    op, span_name(msg.method, msg.params), _SPAN_CLIENT, t, attributes, leg.parent
                 )
                 leg.requests[msg.id] = span
             elif msg.is_response and msg.id is not None:
                 found = leg.nested.pop(msg.id, None)
                 if found is not None:
                     self._answered(found, msg, t)
-            elif msg.kind is Kind.NOTIFICATION:
+            elif msg.kind is _NOTIFICATION:
                 attributes = {**_COMMON, **self._upstream, "mcp.method.name": msg.method or ""}
-                span = self._span(op, msg.method or "(none)", SpanKind.CLIENT, t, attributes, leg.parent)
+                span = self._span(op, msg.method or "(none)", _SPAN_CLIENT, t, attributes, leg.parent)
                 if op.sampled:
                     self._finish(span, t)
             return
@@ -396,16 +407,16 @@ class SpanFollower:
             done = leg.requests.pop(msg.id, None)
             if done is not None:
                 self._outcome(done, msg)
-                if msg.kind is Kind.RESULT and result_type(msg.result) == RESULT_INPUT_REQUIRED:
+                if msg.kind is _RESULT and result_type(msg.result) == RESULT_INPUT_REQUIRED:
                     done.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
                 if op.sampled:
                     self._finish(done, t)
-        elif msg.kind is Kind.REQUEST and msg.id is not None:
+        elif msg.kind is _REQUEST and msg.id is not None:
             parent = next(iter(leg.requests.values()), leg.parent)
             attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
             attributes["mcp_proxy.nested"] = "relayed"
             leg.nested[msg.id] = (
-                self._span(op, span_name(msg.method, msg.params), SpanKind.SERVER, t, attributes, parent),
+                self._span(op, span_name(msg.method, msg.params), _SPAN_SERVER, t, attributes, parent),
                 op,
             )
 
@@ -456,7 +467,7 @@ class SpanFollower:
         """The operation's first span: the child of the client's span, or the root of a new trace."""
         span = SpanRecord(
             name,
-            SpanKind.SERVER,
+            _SPAN_SERVER,
             op.trace_id,
             self._ids(64) or 1,
             op.root,
@@ -534,7 +545,7 @@ class SpanFollower:
 
     def _outcome(self, span: SpanRecord, msg: Message) -> None:
         """Mark a span failed by its response: a JSON-RPC error, or a tool result with `isError`."""
-        if msg.kind is Kind.ERROR:
+        if msg.kind is _ERROR:
             error = msg.error
             code = error.get("code")
             text = error.get("message")
@@ -543,7 +554,7 @@ class SpanFollower:
             self._fail(
                 span, str(code) if code is not None else "_OTHER", text if isinstance(text, str) else None
             )
-        elif msg.kind is Kind.RESULT:
+        elif msg.kind is _RESULT:
             result = msg.result
             if isinstance(result, dict) and result.get("isError") is True:
                 self._fail(span, "tool_error", None)
