@@ -68,6 +68,9 @@ MAX_RECORDS: Final = 1000
 PROGRESS_EVERY: Final = 8192
 """Observation lines between two progress lines."""
 
+OUT_BUFFER: Final = 1024 * 1024
+"""Bytes of the pass's output held before they are written (progress lines are written at once)."""
+
 TAIL_PREFIX: Final = "r~"
 """The id prefix of chains `read_tail` builds (the index's own ids start with `r`)."""
 
@@ -291,15 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spill", type=Path, required=True, help="where the records go (created)")
     parser.add_argument("captures", nargs="+", type=Path, help="capture file(s), oldest first")
     args = parser.parse_args(argv)
-    out = sys.stdout.buffer
+    sys.stdout.flush()
+    # Lines go out in big writes (the reader wakes once per write, not per line), and at once with
+    # each progress line, so the progress shown is never behind.
+    with open(sys.stdout.fileno(), "wb", buffering=OUT_BUFFER, closefd=False) as out:
 
-    def emit(line: bytes) -> None:
-        out.write(line + b"\n")
+        def emit(line: bytes) -> None:
+            out.write(line + b"\n")
+            if line.startswith(b'{"type":"index_progress"'):
+                out.flush()
 
-    with args.spill.open("wb") as spill:
-        end = run_index(args.captures, spill, emit)
-    emit(orjson.dumps(end))
-    out.flush()
+        with args.spill.open("wb") as spill:
+            end = run_index(args.captures, spill, emit)
+        emit(orjson.dumps(end))
     return 0
 
 
