@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
         "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
-        "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector) and "
+        "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector), "
+        "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.cli_export import main as export_main
 
         return export_main(words[1:])
+    if words and words[0] == "mock":
+        from proxy.cli_mock import main as mock_main
+
+        return mock_main(words[1:])
     parser = build_parser()
     args = parser.parse_args(words)
     try:
@@ -147,7 +152,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
-            return runner.run(_serve(proxy))
+            return runner.run(serve_until_signalled(proxy))
     except OSError as exc:
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
@@ -190,7 +195,7 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
     return f"check the host and port ({flag} HOST:PORT)"
 
 
-async def _serve(proxy: Any) -> int:
+async def serve_until_signalled(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
 
     SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports

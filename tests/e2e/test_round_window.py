@@ -70,5 +70,6 @@ async def test_concurrent_requests_of_a_legacy_server_reach_the_client_as_one_ro
                 asked = reply["result"]["inputRequests"]
             assert reply["result"]["resultType"] == "complete", reply
     # With no window about half the calls split (the second request arrives after the first's
-    # round went out); a scheduler stall on a loaded machine can still split one now and then.
-    assert whole_rounds >= CALLS - 3, f"only {whole_rounds} of {CALLS} calls asked both in one round"
+    # round went out); a scheduler stall on a loaded machine can still split one now and then (four
+    # of twenty were seen with the machine's two cores running three test suites at once).
+    assert whole_rounds >= CALLS * 3 // 4, f"only {whole_rounds} of {CALLS} calls asked both in one round"

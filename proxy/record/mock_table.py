@@ -1,0 +1,365 @@
+"""What a capture answered, as a table a mock server serves from (`mcp-proxy mock`).
+
+Each chain of a capture becomes one recorded *operation*, seen from the server's side (messages the
+upstream saw: `both` in pass-through, `upstream` behind a bridge): the request (method, params), the
+rounds of questions the server put to the client before answering (in-flight `elicitation/create`,
+`sampling/createMessage`, `roots/list`, or MRTR `inputRequests`), each with the answer the client
+recorded, and the final result or error. A round is what the server asked before it heard any answer:
+in-flight requests sent one after another's answer are rounds of their own, requests sent together
+share one, as an `input_required` result's entries do. The shape is the same whichever era recorded it,
+so a server of either era can play it back.
+
+Requests are matched on method and params, less what differs between runs of the same call
+(`_meta`, `inputResponses`, `requestState`); `initialize` and `server/discover` match on the method
+alone (the client's name and capabilities are its own). A request nothing matches gets the nearest
+recorded request of the same method (or, for a method never recorded, of any method) to name in its
+error. Everything here was redacted when the capture was written; nothing is invented or revealed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from proxy.flows.events import ChainOpened, Direction, FlowEvent, MessageRecord, MessageRecorded, Side
+from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
+from proxy.flows.store import ChainStore
+from proxy.record.export import open_readers
+from proxy.record.observations import ObservationReplayer
+
+MAX_OPERATIONS: Final = 50_000
+"""Operations a table keeps; later chains of a bigger capture are counted in `dropped`, not served."""
+
+SHOWN_CHARS: Final = 160
+"""Characters of a request's params shown in an error or log line before it is cut with `...`."""
+
+RUN_SPECIFIC: Final = frozenset({"_meta", "inputResponses", "requestState"})
+"""Params that differ between two runs of the same call and so never decide a match."""
+
+METHOD_ONLY: Final = frozenset({"initialize", "server/discover"})
+"""Requests matched on the method alone: their params describe the client, not what it asks."""
+
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One question the server put to the client, and the client's recorded answer (a bare result)."""
+
+    key: str
+    """The `inputRequests` key it was recorded under, or `ask-N` for an in-flight request."""
+    method: str
+    params: dict[str, Any] | None
+    answer: Any = None
+    """The recorded answer: the result object, or `{"error": ...}` when the client refused."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """Questions asked together, before any of them was answered, and the notifications sent before them."""
+
+    asks: tuple[Ask, ...]
+    notes: tuple[dict[str, Any], ...] = ()
+    """Notifications (progress, log messages) the server sent on the call's stream before these asks."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One recorded client request, the rounds that came before its answer, and that answer."""
+
+    chain: str
+    """The chain it was read from (`r7`), as `tui --open` and `export` name it."""
+    method: str
+    params: dict[str, Any]
+    rounds: tuple[Round, ...]
+    answer: dict[str, Any]
+    """`{"result": ...}` or `{"error": ...}`, as recorded."""
+    era: str
+    """The era of the server that answered it (`legacy`, `modern` or `unknown`)."""
+    cut: bool = False
+    """A message of it was cut at the capture's body limit: it cannot be played back whole."""
+    notes: tuple[dict[str, Any], ...] = ()
+    """Notifications the server sent on the call's stream after the last round, before its answer."""
+
+    def shown(self) -> str:
+        """The request in a few words, for errors and logs."""
+        return shown(self.method, self.params)
+
+
+@dataclass(frozen=True)
+class Miss:
+    """Why a request has no recorded answer: a JSON-RPC error code and a message naming the nearest."""
+
+    code: int
+    message: str
+
+
+def match_key(method: str, params: Any) -> str:
+    """What two requests must share to be the same recorded call."""
+    if method in METHOD_ONLY:
+        return method
+    kept = _kept_params(params)
+    return method + " " + json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _kept_params(params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        return {}
+    kept = {k: v for k, v in params.items() if k not in RUN_SPECIFIC and v is not None}
+    if "arguments" in kept and kept["arguments"] == {}:
+        del kept["arguments"]  # `arguments: {}` and no arguments ask the same
+    return kept
+
+
+def shown(method: str, params: Any) -> str:
+    """`tools/call add {"a":2,"b":3}`: the method, the name or uri, and the rest, cut short."""
+    kept = _kept_params(params)
+    head = kept.pop("name", None) or kept.pop("uri", None)
+    if set(kept) == {"arguments"}:
+        kept = kept["arguments"]
+    rest = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str) if kept else ""
+    if len(rest) > SHOWN_CHARS:
+        rest = rest[: SHOWN_CHARS - 3] + "..."
+    return " ".join(part for part in (method, str(head) if head else "", rest) if part)
+
+
+@dataclass
+class MockTable:
+    """Recorded operations by match key, served in recorded order (the last one repeats)."""
+
+    operations: dict[str, list[Operation]] = field(default_factory=dict)
+    served: Counter[str] = field(default_factory=Counter)
+    dropped: int = 0
+    """Chains past `MAX_OPERATIONS`, not kept."""
+
+    def add(self, op: Operation) -> None:
+        """Keep `op` (or count it dropped once the table is full)."""
+        if self.size >= MAX_OPERATIONS:
+            self.dropped += 1
+            return
+        self.operations.setdefault(match_key(op.method, op.params), []).append(op)
+
+    @property
+    def size(self) -> int:
+        """How many operations the table holds."""
+        return sum(len(ops) for ops in self.operations.values())
+
+    @property
+    def era(self) -> str:
+        """The era most recorded answers came from: the era the mock serves in (`unknown` when none)."""
+        eras = Counter(op.era for ops in self.operations.values() for op in ops if op.era != "unknown")
+        return eras.most_common(1)[0][0] if eras else "unknown"
+
+    def methods(self) -> list[str]:
+        """Every recorded method, sorted."""
+        return sorted({ops[0].method for ops in self.operations.values()})
+
+    def recorded(self, method: str) -> Operation | None:
+        """The first recorded operation of `method`, whatever its params."""
+        return next((ops[0] for ops in self.operations.values() if ops[0].method == method), None)
+
+    def lookup(self, method: str, params: Any) -> Operation | Miss:
+        """The recorded answer to this request: the next in recorded order, else a Miss naming the nearest."""
+        key = match_key(method, params)
+        ops = self.operations.get(key)
+        if ops:
+            index = min(self.served[key], len(ops) - 1)
+            self.served[key] += 1
+            return ops[index]
+        return self._miss(method, params)
+
+    def _miss(self, method: str, params: Any) -> Miss:
+        same = [ops[0] for ops in self.operations.values() if ops[0].method == method]
+        asked = shown(method, params)
+        if same:
+            near = _nearest(asked, same)
+            return Miss(
+                INVALID_PARAMS,
+                f"mock: no recorded {method} matches {asked}; nearest recorded: {near.shown()} "
+                f"(chain {near.chain})",
+            )
+        every = [ops[0] for ops in self.operations.values()]
+        if not every:
+            return Miss(METHOD_NOT_FOUND, f"mock: {method} was never recorded (the capture holds none)")
+        near = _nearest(asked, every)
+        return Miss(
+            METHOD_NOT_FOUND,
+            f"mock: {method} was never recorded; nearest recorded: {near.shown()} (chain {near.chain})",
+        )
+
+
+def _nearest(asked: str, candidates: Sequence[Operation]) -> Operation:
+    """The candidate whose few words read most like the request's (ties: the first recorded)."""
+
+    def likeness(op: Operation) -> float:
+        return difflib.SequenceMatcher(None, asked, op.shown(), autojunk=False).ratio()
+
+    return max(candidates, key=likeness)
+
+
+# -- building the table from a capture ---------------------------------------------------------
+
+
+SERVER_SIDES: Final = frozenset({Side.BOTH, Side.UPSTREAM})
+"""Sides whose messages the server exchanged (the client's side of a bridge is the proxy's doing)."""
+
+
+class _ChainReader:
+    """Turns one chain's server-side messages into an Operation."""
+
+    def __init__(self, chain: str, era: str) -> None:
+        self.chain = chain
+        self.era = era
+        self.method: str | None = None
+        self.params: dict[str, Any] = {}
+        self.request_ids: set[Any] = set()
+        self.rounds: list[list[Ask]] = []
+        self.answered: set[str] = set()
+        self._where: dict[Any, tuple[int, int]] = {}
+        """An unanswered in-flight request's id -> its round and place in that round."""
+        self.answer: dict[str, Any] | None = None
+        self.cut = False
+        self.notes: list[dict[str, Any]] = []
+        """Notifications not yet placed: they go before the next round, or before the answer."""
+        self.round_notes: list[tuple[dict[str, Any], ...]] = []
+
+    def read(self, record: MessageRecord) -> None:
+        if record.side not in SERVER_SIDES or record.kind == "http":
+            return
+        body = record.body
+        if record.kind == "notification":
+            if record.direction is Direction.TO_CLIENT and isinstance(body, dict) and self.answer is None:
+                self.notes.append(body)
+            return
+        if record.truncated or not isinstance(body, dict) or TRUNCATED_KEY in body or UNENCODABLE_KEY in body:
+            self.cut = self.cut or record.kind in ("request", "result", "error")
+            if record.direction is Direction.TO_CLIENT and record.jsonrpc_id in self.request_ids:
+                self.answer = {}  # answered, but too big to play back: served as an error naming the limit
+            return
+        if record.direction is Direction.TO_SERVER:
+            self._to_server(record, body)
+        else:
+            self._to_client(record, body)
+
+    def _to_server(self, record: MessageRecord, body: dict[str, Any]) -> None:
+        if record.kind == "request":
+            if self.method is None:
+                self.method = str(body.get("method"))
+                params = body.get("params")
+                self.params = params if isinstance(params, dict) else {}
+            elif body.get("method") == self.method:  # an MRTR retry: its answers fill the last round
+                self._answers(body.get("params"))
+            self.request_ids.add(record.jsonrpc_id)
+        elif record.kind in ("result", "error") and record.jsonrpc_id in self._where:
+            r, i = self._where.pop(record.jsonrpc_id)
+            answer = body.get("result") if record.kind == "result" else {"error": body.get("error")}
+            self.rounds[r][i] = _answered(self.rounds[r][i], answer)
+            self.answered.add(self.rounds[r][i].key)
+
+    def _to_client(self, record: MessageRecord, body: dict[str, Any]) -> None:
+        if record.kind == "request" and self.method is not None:
+            if not self.rounds or any(a.key in self.answered for a in self.rounds[-1]):
+                self._new_round([])
+            key = f"ask-{sum(len(r) for r in self.rounds) + 1}"
+            self.rounds[-1].append(Ask(key, str(body.get("method")), _params(body)))
+            self._where[record.jsonrpc_id] = (len(self.rounds) - 1, len(self.rounds[-1]) - 1)
+        elif record.kind in ("result", "error") and record.jsonrpc_id in self.request_ids:
+            result = body.get("result")
+            if isinstance(result, dict) and result.get("resultType") == "input_required":
+                self._input_required(result)
+            elif record.kind == "result":
+                self.answer = {"result": result}
+            else:
+                self.answer = {"error": body.get("error")}
+
+    def _input_required(self, result: dict[str, Any]) -> None:
+        requests = result.get("inputRequests")
+        asks: list[Ask] = []
+        for key, entry in (requests if isinstance(requests, dict) else {}).items():
+            if isinstance(entry, dict):
+                asks.append(Ask(str(key), str(entry.get("method")), _params(entry)))
+        self._new_round(asks)
+
+    def _new_round(self, asks: list[Ask]) -> None:
+        self.rounds.append(asks)
+        self.round_notes.append(tuple(self.notes))
+        self.notes.clear()
+
+    def _answers(self, params: Any) -> None:
+        responses = params.get("inputResponses") if isinstance(params, dict) else None
+        if not self.rounds or not isinstance(responses, dict):
+            return
+        self.rounds[-1] = [
+            _answered(a, responses[a.key]) if a.key in responses else a for a in self.rounds[-1]
+        ]
+
+    def operation(self) -> Operation | None:
+        if self.method is None or self.answer is None:
+            return None  # a chain the server never answered has nothing to play back
+        rounds = tuple(Round(tuple(r), n) for r, n in zip(self.rounds, self.round_notes, strict=True))
+        return Operation(
+            self.chain, self.method, self.params, rounds, self.answer, self.era, self.cut, tuple(self.notes)
+        )
+
+
+def _params(message: dict[str, Any]) -> dict[str, Any] | None:
+    params = message.get("params")
+    return params if isinstance(params, dict) else None
+
+
+def _answered(ask: Ask, answer: Any) -> Ask:
+    return Ask(ask.key, ask.method, ask.params, answer)
+
+
+@dataclass
+class TableReport:
+    """What reading the capture skipped, for the mock's start-up lines."""
+
+    corrupt_lines: int = 0
+    unknown_lines: int = 0
+    unanswered: int = 0
+    """Chains whose request the server never answered (or that were not requests): not served."""
+
+
+def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) -> MockTable:
+    """The table of every operation in these events (a capture's, in file order)."""
+    report = report if report is not None else TableReport()
+    table = MockTable()
+    readers: dict[str, _ChainReader] = {}
+    for event in events:
+        if isinstance(event, ChainOpened):
+            readers[event.chain.id] = _ChainReader(event.chain.id, event.chain.upstream_era)
+        elif isinstance(event, MessageRecorded):
+            reader = readers.get(event.chain_id)
+            if reader is not None:
+                reader.read(event.message)
+    for reader in readers.values():
+        op = reader.operation()
+        if op is None:
+            report.unanswered += 1
+        else:
+            table.add(op)
+    return table
+
+
+def read_table(paths: Sequence[Path]) -> tuple[MockTable, TableReport]:
+    """The table of the capture files (oldest first); raises CaptureFormatError or CaptureError."""
+    replayer = ObservationReplayer(store=ChainStore(max_chains=64, max_messages_per_chain=1))
+    readers = open_readers(paths, replayer)
+    report = TableReport()
+
+    def events() -> Iterable[FlowEvent]:
+        for reader in readers:
+            with reader:
+                replayer.start_file()
+                yield from reader
+                report.corrupt_lines += reader.corrupt_lines
+                report.unknown_lines += reader.skipped_unknown
+
+    return build_table(events(), report), report

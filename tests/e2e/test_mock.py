@@ -1,0 +1,181 @@
+"""`mcp-proxy mock`: a capture of real SDK traffic served back to real SDK clients of both eras.
+
+The capture is recorded as a user would: the `mcp-proxy` command between an SDK server and an SDK
+client of one era (the legacy server asks in flight; the 2026-07-28 server asks with `input_required`
+rounds). Then `mcp-proxy mock CAPTURE` serves it, with no server behind it, and SDK clients of the
+same era and of the other era call the same tools: every result equals the recorded one, each
+recorded question reaches the client's callback again (one elicitation; two in turn; an elicitation
+and a sampling request together), an answer unlike the recorded one is logged and the recorded result
+given all the same, and a call the capture never held fails with a JSON-RPC error naming the nearest
+recorded call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("add", {"a": 2, "b": 3}),
+    ("ask_name", {}),
+    ("ask_twice", {}),
+    ("ask_two_at_once", {}),
+]
+"""Tools called while recording: none, one, two sequential, and two concurrent in-flight questions."""
+
+ERAS = {"legacy-inflight": "legacy", "modern-mrtr": "2026-07-28"}
+"""The SDK server recorded, and the era of the client that recorded it."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A capture and what the client saw while it was recorded."""
+
+    capture: Path
+    era: str
+    tools: list[str]
+    results: dict[str, dict[str, Any]]
+    callbacks: list[str]
+    progress: list[float]
+    """Progress the client heard during `slow_progress`."""
+
+
+async def _record(peer: PeerServer, mode: str, capture: Path) -> Recorded:
+    env = clean_env(**settings_env(upstream=peer.url, capture=capture, admin_enabled="false", drain_grace=1))
+    log = CallbackLog()
+    with ProxyProcess(env) as proxy:
+        async with client_for(proxy.endpoint(), mode, log=log) as client:
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            results = {
+                name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
+            }
+            progress = await _slow_progress(client)
+        assert proxy.stop() == 0
+    return Recorded(capture, mode, tools, results, list(log.callbacks), progress)
+
+
+async def _slow_progress(client: Any) -> list[float]:
+    heard = CallbackLog()
+    result = await client.call_tool("slow_progress", {"steps": 3}, progress_callback=heard.on_progress)
+    assert normalize_tool_result(result)["content"] == ["done 3"]
+    return heard.progress
+
+
+@pytest.fixture(scope="module", params=sorted(ERAS))
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """A capture of one SDK server and client of the same era, recorded through `mcp-proxy`."""
+    kind: str = request.param
+    capture = tmp_path_factory.mktemp(kind) / "run.jsonl"
+    with PeerServer(kind) as peer:
+        done = asyncio.run(_record(peer, ERAS[kind], capture))
+    assert done.callbacks, "the recording asked the client nothing"
+    return done
+
+
+def _mock(capture: Path) -> ProxyProcess:
+    """`mcp-proxy mock CAPTURE` on a free port (no upstream: the capture is all it has)."""
+    env = clean_env(**settings_env(admin_enabled="false", drain_grace=1))
+    return ProxyProcess(env, "mock", str(capture))
+
+
+@pytest.mark.parametrize("client_era", ["legacy", "2026-07-28"])
+async def test_a_mock_gives_every_recorded_result_and_asks_every_recorded_question_in_either_era(
+    recorded: Recorded, client_era: str
+) -> None:
+    log = CallbackLog()
+    with _mock(recorded.capture) as mock:
+        async with client_for(mock.endpoint(), client_era, log=log) as client:
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            results = {
+                name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
+            }
+        serving = mock.find("mock_serving")
+    assert serving is not None
+    assert serving["era"] == ("legacy" if recorded.era == "legacy" else "modern")
+    assert tools == recorded.tools
+    assert results == recorded.results
+    assert results["ask_two_at_once"]["content"] == ["name=octocat llm=Paris"]
+    assert sorted(log.callbacks) == sorted(recorded.callbacks)
+    assert log.callbacks.count("elicitation:What is your name?") == 3
+
+
+@pytest.mark.parametrize("client_era", ["legacy", "2026-07-28"])
+async def test_recorded_progress_reaches_the_client_under_its_own_progress_token(
+    recorded: Recorded, client_era: str
+) -> None:
+    with _mock(recorded.capture) as mock:
+        async with client_for(mock.endpoint(), client_era) as client:
+            progress = await _slow_progress(client)
+            quiet = normalize_tool_result(await client.call_tool("slow_progress", {"steps": 3}))
+
+    assert recorded.progress == [1.0, 2.0, 3.0]
+    assert progress == recorded.progress
+    assert quiet["content"] == ["done 3"]
+
+
+async def test_an_answer_unlike_the_recorded_one_is_logged_and_the_recorded_result_given(
+    recorded: Recorded,
+) -> None:
+    with _mock(recorded.capture) as mock:
+        async with client_for(mock.endpoint(), recorded.era, elicit_action="decline") as client:
+            result = normalize_tool_result(await client.call_tool("ask_name", {}))
+        differs = await mock.logged("mock_answer_differs")
+    assert result == recorded.results["ask_name"]
+    assert differs["asked"] == "elicitation/create"
+    assert "ask_name" in differs["request"]
+
+
+@pytest.mark.parametrize("client_era", ["legacy", "2026-07-28"])
+async def test_a_call_never_recorded_gets_an_error_naming_the_nearest_recorded_call(
+    recorded: Recorded, client_era: str
+) -> None:
+    with _mock(recorded.capture) as mock:
+        async with client_for(mock.endpoint(), client_era) as client:
+            with pytest.raises(MCPError) as other_arguments:
+                await client.call_tool("add", {"a": 2, "b": 4})
+            with pytest.raises(MCPError) as other_method:
+                await client.list_prompts()
+            still = normalize_tool_result(await client.call_tool("add", {"a": 2, "b": 3}))
+        unmatched = await mock.logged("mock_unmatched")
+    assert other_arguments.value.error.code == -32602
+    assert 'nearest recorded: tools/call add {"a":2,"b":3}' in other_arguments.value.error.message
+    assert 'tools/call add {"a":2,"b":4}' in other_arguments.value.error.message
+    assert other_method.value.error.code == -32601
+    assert "prompts/list was never recorded; nearest recorded:" in other_method.value.error.message
+    assert unmatched["method"] == "tools/call"
+    assert still == recorded.results["add"]
+
+
+async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "cut.jsonl"
+    settings = {"capture_body_limit": 400, "admin_enabled": "false", "drain_grace": 1}
+    with ProxyProcess(
+        clean_env(**settings_env(upstream=legacy_server.url, capture=capture, **settings))
+    ) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            added = normalize_tool_result(await client.call_tool("add", {"a": 2, "b": 3}))
+            listed = await client.list_tools()  # about 1.7 kB: cut in the capture
+        assert proxy.stop() == 0
+    assert len(listed.tools) > 3
+
+    with _mock(capture) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            with pytest.raises(MCPError) as cut:
+                await client.list_tools()
+    assert added["content"] == ["5"]
+    assert cut.value.error.code == -32603
+    assert "recording of tools/list" in cut.value.error.message
+    assert "capture_body_limit" in cut.value.error.message
