@@ -124,6 +124,7 @@ async def drive(args: argparse.Namespace) -> None:
         admin_enabled=args.admin == "on",
         upstream_era="legacy",
         otlp_endpoint=args.otlp,
+        faults=args.fault or [],
     )
     proxy = Proxy(settings)
     tune_gc()  # as `mcp-proxy` does before it serves
@@ -198,6 +199,12 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the measured part here")
     parser.add_argument(
         "--otlp", metavar="URL", help="export spans to this collector (bench/otlp_sink.py discards them)"
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        metavar="RULE",
+        help="a fault rule in force (repeatable), say one that matches nothing, to measure the gate's cost",
     )
     parser.add_argument(
         "--start-after",

@@ -20,7 +20,15 @@ from typing import Any, get_args
 from pydantic import SecretStr
 
 from proxy import __version__
-from proxy.config import ConfigError, LoadedSettings, Settings, flag_name, load_settings, render_settings
+from proxy.config import (
+    RULE_LISTS,
+    ConfigError,
+    LoadedSettings,
+    Settings,
+    flag_name,
+    load_settings,
+    render_settings,
+)
 from proxy.record.capture import CaptureError
 
 
@@ -52,7 +60,9 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         flag = flag_name(name)
         help_text = summary(info.description or "")
         kind = _flag_type(info.annotation)
-        if kind is bool:
+        if name in RULE_LISTS:  # one rule per flag: a rule may hold commas
+            group.add_argument(flag, dest=name, action="append", default=None, metavar="RULE", help=help_text)
+        elif kind is bool:
             group.add_argument(
                 flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
             )

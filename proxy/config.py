@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
 from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_url
@@ -45,6 +46,10 @@ ENV_PREFIX = "MCP_PROXY_"
 
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
+
+RULE_LISTS = frozenset({"faults"})
+"""List settings whose items are rules (which may hold commas): one rule per flag, repeated
+(`--fault`), and split on `;` in a variable."""
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -98,7 +103,7 @@ def base_url(host: str, port: int) -> str:
 
 def flag_name(field: str) -> str:
     """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
-    return "--" + field.replace("_", "-")
+    return "--fault" if field in RULE_LISTS else "--" + field.replace("_", "-")
 
 
 def _is_loopback(host: str) -> bool:
@@ -305,6 +310,17 @@ class Settings(BaseModel):
     """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""
+    # -- fault injection (staging) -------------------------------------------------------------------
+    faults: list[str] = Field(default_factory=list)
+    """Fault rules for staging, each `MATCH => ACTION [p=P] [count=N]` (docs/faults.md), such as
+    `method:tools/call tool:slow_* => delay=200ms p=0.5`. Off (none) by default. As a flag, one rule
+    per `--fault`; in MCP_PROXY_FAULTS, rules separated by `;`. Every fault injected is marked in
+    its chain, the log line and /metrics. Bridged exchanges take delay, error and drop on
+    the client's messages only.
+    """
+    fault_seed: int | None = None
+    """Seed of the draws behind rules with p below 1: the same seed and traffic inject the same
+    faults. Unset, a fresh seed each run."""
 
     @field_validator("upstream")
     @classmethod
@@ -346,6 +362,19 @@ class Settings(BaseModel):
         if "" in names:
             raise ValueError("an empty entry would match every header")
         return names
+
+    @field_validator("faults")
+    @classmethod
+    def _fault_rules(cls, value: list[str]) -> list[str]:
+        rules = [rule.strip() for rule in value if rule.strip()]
+        if len(rules) > MAX_RULES:
+            raise ValueError(f"at most {MAX_RULES} fault rules, got {len(rules)}")
+        for rule in rules:
+            try:
+                parse_rule(rule)
+            except ValueError as exc:
+                raise ValueError(f"fault rule {rule!r}: {exc}") from None
+        return rules
 
     @field_validator("log_file", "capture")
     @classmethod
@@ -439,6 +468,8 @@ def _parse_env(name: str, var: str, text: str) -> object:
                 name, f"{name} (env {var}): not a boolean (use true/false/1/0/yes/no): {text!r}"
             )
         return word in _TRUE
+    if name in RULE_LISTS:  # a rule may hold commas (an error's message): rules are split on `;`
+        return [item.strip() for item in text.split(";") if item.strip()]
     return _split_list(text) if _is_list(name) else text
 
 
@@ -462,7 +493,7 @@ def _read_flags(flags: Mapping[str, object]) -> dict[str, tuple[object, str]]:
         if name not in _FIELDS:
             raise ConfigError(name, f"unknown setting {name!r} given as a flag")
         if _is_list(name) and isinstance(value, str):
-            value = _split_list(value)
+            value = [value] if name in RULE_LISTS else _split_list(value)
         layer[name] = (value, f"flag:{flag_name(name)}")
     return layer
 

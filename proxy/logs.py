@@ -280,6 +280,9 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     trouble = event.get("trouble")
     if trouble:
         parts.append((f"!! {trouble}", _BRIGHT + _BAD))
+    fault = event.get("fault")
+    if fault:  # injected by a fault rule: never to be taken for the server's own behaviour
+        parts.append((f"!! fault: {fault}", _BRIGHT + _WARN))
     return _painted(parts, colors)
 
 

@@ -37,6 +37,7 @@ from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
+from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.relay import RelayContext
@@ -104,6 +105,8 @@ class Proxy:
             router=self.router,
             upstream_timeout=settings.upstream_timeout,
         )
+        self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
+        """The fault rules in force (none by default: the relay then never consults the gate)."""
         pool = self.pool
         ids = _id_factory()  # one counter: the two bridges' legs share the sink, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
@@ -142,6 +145,8 @@ class Proxy:
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
+        for driver in self.router.bridges.values():  # the client's messages pass the fault rules too
+            driver.faults = self.relays
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
@@ -295,6 +300,7 @@ class Proxy:
             open_exchanges=lambda: observations.open_exchanges,
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
+            faults=self.faults,
         )
 
     def info(self) -> ProxyInfo:

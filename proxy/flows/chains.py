@@ -56,6 +56,7 @@ from proxy.flows.observations import (
     EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
+    FaultInjected,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -207,6 +208,8 @@ class ChainBuilder:
                     pending_keys=list(obs.pending_keys),
                     age_ms=obs.age_ms,
                 )
+            case FaultInjected():
+                self.fault_injected(obs)
             case UpstreamSessionMoved():
                 self.upstream_session(
                     obs.name,
@@ -443,6 +446,21 @@ class ChainBuilder:
             name, state, principal=principal, capabilities=capabilities, version=version
         )
 
+    def fault_injected(self, obs: FaultInjected) -> None:
+        """Note an injected fault on the chain of the message it acted on, so it is never taken for
+        the server's own behaviour (held for the exchange's first chain if none is open yet)."""
+        ex = self._exchanges.get(obs.exchange)
+        if ex is None:
+            return
+        note = fault_note(obs)
+        chain_id = ex.requests.get(obs.message_id) if obs.message_id is not None else None
+        chain = self.store.peek(chain_id or ex.main_chain() or "")
+        if chain is None:
+            ex.pending_note = note
+            return
+        chain.summary.notes.append(note)
+        self._ledger.changed(chain)
+
     def link_leg(self, leg: str, related: str) -> None:
         """File a new leg in the chain of an earlier one (an answer to, or cancel of, a parked call)."""
         chain_id = self._legs.get(related)
@@ -586,3 +604,13 @@ _HEADS: dict[Direction | None, Head] = {
     Direction.TO_CLIENT: Head.RESPONSE,
     None: Head.NONE,
 }
+
+
+def fault_note(obs: FaultInjected) -> str:
+    """The chain's note for an injected fault: what the proxy did (or why it could not), and the rule."""
+    sender = "client's" if obs.sender == "client" else "server's"
+    what = f"{obs.fault} on the {sender} {obs.method or 'message'}"
+    if not obs.applied:
+        return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"
+    detail = f" ({obs.detail})" if obs.detail else ""
+    return f"fault injected by the proxy: {what}{detail} [{obs.rule}]"

@@ -164,6 +164,29 @@ class UpstreamSessionMoved:
     version: str | None = None
 
 
+@value
+class FaultInjected:
+    """The proxy injected a fault (a staging rule, `docs/faults.md`) into a message of an exchange.
+
+    `applied` is False when the rule picked the message but its action could not act on it as it
+    turned out (a cut for a response that came as JSON): `detail` then says why, so a fault that did
+    not happen is never mistaken for one that did, nor left unsaid.
+    """
+
+    t: float
+    exchange: str
+    fault: str
+    """The fault in a few words: `delay 200 ms`, `error -32000`, `drop`, `cut after 2 events`."""
+    rule: str
+    """The rule's id and text: `f1: method:tools/call => delay=200ms`."""
+    sender: str
+    """Who sent the message it acted on: `client` or `server`."""
+    message_id: str | int | None = None
+    method: str | None = None
+    applied: bool = True
+    detail: str | None = None
+
+
 Observation: TypeAlias = (
     ExchangeOpened
     | MessageSeen
@@ -177,6 +200,7 @@ Observation: TypeAlias = (
     | LegClosed
     | ContinuationMoved
     | UpstreamSessionMoved
+    | FaultInjected
 )
 """Every kind of observation."""
 

@@ -20,6 +20,7 @@ from proxy.flows.observations import (
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
+    FaultInjected,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
@@ -67,10 +68,12 @@ class ExchangeSummary:
     trouble: str | None = None
     """The outcome when something went wrong (None for a clean end, and for a stream the client or
     the session's deletion ended, which is how streams end)."""
+    fault: str | None = None
+    """The faults the proxy injected into the exchange's messages (`delay 200 ms; drop`), if any."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
-        return {
+        fields = {
             "mode": mode,
             "carried": self.carried,
             "trouble": self.trouble,
@@ -88,6 +91,9 @@ class ExchangeSummary:
             "duration_ms": self.duration_ms,
             "outcome": self.outcome,
         }
+        if self.fault is not None:  # only on an exchange a fault rule acted on
+            fields["fault"] = self.fault
+        return fields
 
 
 @dataclass(slots=True)
@@ -111,6 +117,8 @@ class _Open:
     content_type: str | None = None
     bytes_out: int = 0
     messages_out: int = 0
+    faults: list[str] | None = None
+    """Faults injected into its messages, in order (None while there are none)."""
 
 
 class RoundTripTally:
@@ -161,6 +169,11 @@ class RoundTripTally:
             tally = self._open.pop(obs.exchange, None)
             if tally is not None:
                 return _line(obs.exchange, tally, obs, self._redactor)
+        elif isinstance(obs, FaultInjected):
+            tally = self._open.get(obs.exchange)
+            if tally is not None:
+                text = obs.fault if obs.applied else f"{obs.fault} not injected"
+                tally.faults = [*(tally.faults or ()), text]
         return None
 
     def _message(self, obs: MessageSeen) -> None:
@@ -266,4 +279,5 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         outcome=closed.outcome,
         carried=_carried(tally, redactor),
         trouble=_trouble(tally, closed.outcome),
+        fault="; ".join(tally.faults) if tally.faults else None,
     )

@@ -28,6 +28,7 @@ from proxy.flows.observations import (
     EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
+    FaultInjected,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -62,6 +63,7 @@ KINDS: Final[dict[type[Any], str]] = {
     LegClosed: "leg_closed",
     ContinuationMoved: "continuation",
     UpstreamSessionMoved: "upstream_session",
+    FaultInjected: "fault",
 }
 """The schema name of each observation kind."""
 

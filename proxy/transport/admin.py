@@ -35,6 +35,8 @@ from proxy.logs import get_logger
 from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
 from proxy.record.har import HarWriter, upstream_url
 from proxy.record.har_live import entries_of
+from proxy.transport.admin_faults import FaultRoutes
+from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
@@ -79,6 +81,8 @@ class AdminContext:
     """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
     client_timeouts: Callable[[], dict[str, int]] = dict
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
+    faults: FaultControl | None = None
+    """The fault rules in force (`/api/faults`; their counts in /metrics)."""
 
 
 class AdminServer:
@@ -110,6 +114,8 @@ class AdminServer:
             client_timeouts=ctx.client_timeouts,
         )
         self.feed.on_close = self.metrics.retire
+        if ctx.faults is not None:
+            self.metrics.registry.register(FaultMetrics(ctx.faults))
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)
@@ -181,6 +187,8 @@ class AdminServer:
         app.router.add_get("/api/export.json", self.export_json)
         app.router.add_get("/api/export.ndjson", self.export_ndjson)
         app.router.add_get("/api/feed", self.live_feed)
+        if self.ctx.faults is not None:
+            FaultRoutes(self.ctx.faults, has_token=self.token is not None, host=lambda: self.host).add(app)
         return app
 
     # -- guards -----------------------------------------------------------------------------------

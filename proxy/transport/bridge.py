@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy import SERVER_SOFTWARE
 from proxy.engine.commands import (
@@ -68,10 +68,14 @@ from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
+from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
+
+if TYPE_CHECKING:  # the relay's module routes to the bridges: a type only, never an import cycle
+    from proxy.transport.relay import RelayContext
 
 _SSE_HEADERS = (
     ("Content-Type", "text/event-stream"),
@@ -176,6 +180,8 @@ class BridgeDriver:
         self._reading: dict[str, UpstreamResponse] = {}
         """The response each leg is reading now (a due timer waits for what they hold unread)."""
         self._resumes: dict[str, ResumeLeg] = {}
+        self.faults: RelayContext | None = None
+        """Where the fault rules in force are found (`RelayContext.gate`); None: never consulted."""
         self._stop_legs: list[asyncio.Task[Any]] | None = None
         """The upstream requests the engine started when the proxy began to stop (None: not yet)."""
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
@@ -192,6 +198,14 @@ class BridgeDriver:
         ex = _Exchange(client)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, client, route)
+        gate = self.faults.gate if self.faults is not None else None
+        if gate is not None:  # fault rules are in force: they may hold or answer the client's message
+            answer = await bridged_client_faults(gate, self.observer, exchange, route, self.mode)
+            if answer is not None:
+                self.exchanges.pop(exchange, None)
+                self._observe_reply(exchange, *answer, ())
+                _json_response(client, *answer, ())
+                return
         self.feed(ClientRequestReceived(exchange, route, time.time(), client.peer))
         try:
             while not ex.done:

@@ -42,6 +42,7 @@ from proxy.framing.status import gateway_error, too_large
 from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
 from proxy.logs import get_logger
 from proxy.transport.client_side import ClientGone
+from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.routing import ProbeFirst, Router, classify_request
 from proxy.transport.upstream_pool import PendingHead
@@ -375,7 +376,17 @@ class FrontConnection(asyncio.Protocol):
             if choice is not None:
                 self._run(side, choice.serve(side, front.next_exchange(), outcome))
                 return
-        relay = PassthroughRelay(front.relays, side, front.next_exchange())
+        relays, exchange = front.relays, front.next_exchange()
+        if relays.gate is not None:  # fault rules are in force: the one check the gate costs
+            gated = gated_relay(relays, side, exchange, outcome)
+            if gated is not None:
+                route = gated.open(outcome, received=len(raw))
+                if route is None:
+                    self._served(side)
+                else:
+                    self._run(side, gated.relay(route))
+                return
+        relay = PassthroughRelay(relays, side, exchange)
         # The upstream request goes first: recording it can wait, the upstream should not.
         pending = relay.send_now(outcome) if isinstance(outcome, Route) else None
         if pending is not None:  # held from now on: a failure below drops it with the connection
@@ -413,7 +424,11 @@ class FrontConnection(asyncio.Protocol):
         if bridge is not None:
             await bridge.serve(side, front.next_exchange(), outcome)
             return
-        await PassthroughRelay(front.relays, side, front.next_exchange()).run(outcome, received=received)
+        exchange = front.next_exchange()
+        relay = gated_relay(front.relays, side, exchange, outcome) or PassthroughRelay(
+            front.relays, side, exchange
+        )
+        await relay.run(outcome, received=received)
 
     def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         """Continue serving the request in a task (the slow paths)."""

@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
+from proxy.engine.gate.rules import FaultGate
 from proxy.engine.passthrough import (
     BodyEnd,
     ClientHead,
@@ -71,6 +72,7 @@ class RelayContext:
     """What every pass-through exchange uses: where requests go, where observations go, what is counted."""
 
     __slots__ = (
+        "gate",
         "listen_url",
         "observations",
         "open_streams",
@@ -102,6 +104,9 @@ class RelayContext:
         """SSE response streams being relayed now."""
         self.relaying = 0
         """Exchanges between their upstream request and their end (drained to zero when idle)."""
+        self.gate: FaultGate | None = None
+        """The fault rules in force (`proxy.transport.faults`); None while there are none, so an
+        exchange pays one attribute read for the feature."""
 
 
 class PassthroughRelay:

@@ -1,0 +1,112 @@
+"""What a fault rule does to a message it picks, parsed once from `ACTION` in `MATCH => ACTION`.
+
+    delay=200ms   error=-32000[:message]   drop   cut_after=3   duplicate   corrupt_state
+
+Each action says which messages it can act on (`acts_on`): a rule whose match can only pick messages
+its action cannot change is refused when it is made, naming why, rather than left to do nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+ACTIONS: Final = ("delay", "error", "drop", "cut_after", "duplicate", "corrupt_state")
+"""Every action a fault rule may name."""
+
+MAX_DELAY_MS: Final = 600_000.0
+"""Longest delay a rule may add (ten minutes): past it a client has given up long before."""
+
+DEFAULT_ERROR_MESSAGE: Final = "fault injected by the proxy"
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m)?$", re.IGNORECASE)
+_UNIT_MS: Final = {"ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One fault: its kind and argument (`delay_ms`, `code`/`message`, `events`)."""
+
+    kind: str
+    delay_ms: float = 0.0
+    code: int = 0
+    message: str = ""
+    events: int = 0
+
+    def describe(self) -> str:
+        """The fault in a few words, for notes, log lines and metrics: `delay 200 ms`, `error -32000`."""
+        if self.kind == "delay":
+            return f"delay {_ms(self.delay_ms)}"
+        if self.kind == "error":
+            return f"error {self.code}"
+        if self.kind == "cut_after":
+            return f"cut after {self.events} event{'' if self.events == 1 else 's'}"
+        return self.kind.replace("_", " ")
+
+    def text(self) -> str:
+        """The action as a rule writes it (round-trips through `parse_action`)."""
+        if self.kind == "delay":
+            return f"delay={_ms(self.delay_ms).replace(' ', '')}"
+        if self.kind == "error":
+            return f"error={self.code}" + (
+                f":{self.message}" if self.message != DEFAULT_ERROR_MESSAGE else ""
+            )
+        if self.kind == "cut_after":
+            return f"cut_after={self.events}"
+        return self.kind
+
+    def acts_on(self, direction: str, kind: str) -> bool:
+        """Whether this action can change a message sent by `direction` (`client`/`server`) of `kind`."""
+        if self.kind in ("cut_after", "corrupt_state"):
+            return direction == "client" and kind == "request"
+        if self.kind == "error":
+            return kind == "request" if direction == "client" else kind in ("result", "error")
+        return True
+
+
+def _ms(millis: float) -> str:
+    return f"{millis:g} ms"
+
+
+def parse_action(text: str) -> Action:
+    """Parse `ACTION`; raises ValueError naming what is wrong and what is accepted."""
+    name, eq, arg = text.strip().partition("=")
+    name = name.strip().lower()
+    if name not in ACTIONS:
+        raise ValueError(f"action: unknown action {name!r} (known: {', '.join(ACTIONS)})")
+    if name in ("drop", "duplicate", "corrupt_state"):
+        if eq:
+            raise ValueError(f"action: {name} takes no value, got {text.strip()!r}")
+        return Action(name)
+    if not eq or not arg.strip():
+        example = {"delay": "delay=200ms", "error": "error=-32000:message", "cut_after": "cut_after=3"}[name]
+        raise ValueError(f"action: {name} needs a value, as in {example}")
+    arg = arg.strip()
+    if name == "delay":
+        return Action("delay", delay_ms=_delay(arg))
+    if name == "error":
+        return _error(arg)
+    if not arg.isdigit():
+        raise ValueError(f"action: cut_after= is a number of SSE events (0 or more), got {arg!r}")
+    return Action("cut_after", events=int(arg))
+
+
+def _delay(arg: str) -> float:
+    found = _DURATION.match(arg)
+    if found is None:
+        raise ValueError(f"action: delay= is a duration such as 200ms, 1.5s or 1m, got {arg!r}")
+    number, unit = found.groups()
+    millis = float(number) * _UNIT_MS[(unit or "ms").lower()]
+    if millis > MAX_DELAY_MS:
+        raise ValueError(f"action: delay= is at most {MAX_DELAY_MS / 60000:g}m, got {arg!r}")
+    return millis
+
+
+def _error(arg: str) -> Action:
+    code_text, _, message = arg.partition(":")
+    try:
+        code = int(code_text.strip())
+    except ValueError:
+        raise ValueError(f"action: error= is a JSON-RPC code, then :message if wanted, got {arg!r}") from None
+    return Action("error", code=code, message=message.strip() or DEFAULT_ERROR_MESSAGE)

@@ -1,0 +1,111 @@
+"""What the gate needs of a message, and the messages a fault puts in place of one: pure functions.
+
+`seen` describes a message for a rule (a response by the request it answers); `error_answer` and
+`drop_answer` are the JSON-RPC errors a fault answers with, each saying the proxy made it;
+`corrupt_state` alters a retry's `requestState` so a server that checks it must refuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from proxy.engine.gate.actions import Action
+from proxy.engine.gate.match import Seen
+from proxy.wire.jsonrpc import Kind, Message, RequestId, error_response
+from proxy.wire.mcp import target_name
+
+DROPPED_CODE: Final = -32000
+"""The JSON-RPC code a client gets for a request a `drop` fault kept from the server (an
+implementation-defined server error: the request was never answered by the server)."""
+
+INJECTED_BY: Final = "mcp-debug-proxy fault injection"
+"""`error.data.injectedBy` of every error a fault makes, so a client's log tells it from the server's."""
+
+Asked = Mapping[RequestId, tuple[str | None, str | None]]
+"""Request id -> (method, name) of the client's requests on an exchange: names their answers."""
+
+
+def seen(
+    msg: Message, direction: str, *, era: str, session: str | None, asked: Asked, mode: str = "passthrough"
+) -> Seen:
+    """A message as a rule sees it; an answer takes the method and name of the request it answers."""
+    kind = str(msg.kind)
+    if msg.is_response:
+        method, name = asked.get(msg.id, (None, None)) if msg.id is not None else (None, None)
+    else:
+        method, name = msg.method, target_name(msg.method, msg.params)
+    return Seen(
+        direction=direction,
+        kind=kind,
+        method=method,
+        name=name,
+        era=era,
+        mode=mode,
+        session=session,
+        round=_round(msg) if direction == "client" and msg.kind is Kind.REQUEST else None,
+        body=_lazy_body(msg.raw),
+    )
+
+
+def asked_of(messages: Sequence[Message]) -> dict[RequestId, tuple[str | None, str | None]]:
+    """The client's requests in a body, by id: what their answers are matched as."""
+    return {
+        msg.id: (msg.method, target_name(msg.method, msg.params))
+        for msg in messages
+        if msg.kind is Kind.REQUEST and msg.id is not None
+    }
+
+
+def _round(msg: Message) -> int:
+    """1 for a first request, 2 for an MRTR retry (it carries `inputResponses` or `requestState`)."""
+    params = msg.params
+    return 2 if "inputResponses" in params or "requestState" in params else 1
+
+
+def _lazy_body(raw: Any) -> Callable[[], str]:
+    def body() -> str:
+        return orjson.dumps(raw).decode("utf-8", "replace").lower()
+
+    return body
+
+
+def error_answer(ident: RequestId | None, action: Action, rule: str) -> dict[str, Any]:
+    """The JSON-RPC error an `error=` fault answers a request with (or puts in place of its answer)."""
+    return error_response(ident, action.code, action.message, {"injectedBy": INJECTED_BY, "rule": rule})
+
+
+def drop_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
+    """The error a client gets for a request a `drop` fault kept from the server."""
+    return error_response(
+        ident,
+        DROPPED_CODE,
+        f"the proxy dropped this request before it reached the server (fault injection rule {rule}); "
+        "the server never saw it",
+        {"injectedBy": INJECTED_BY, "rule": rule, "fault": "drop"},
+    )
+
+
+def corrupt_state(raw: bytes) -> tuple[bytes, str] | None:
+    """The body with its `requestState` altered (one character changed), and what was done; None when
+    the body is not one request carrying a string `requestState`.
+
+    The state keeps its length and alphabet, so it still looks like a token: a server that checks its
+    seal must refuse it, one that does not shows what it makes of a wrong state.
+    """
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    params = body.get("params") if isinstance(body, dict) else None
+    if not isinstance(params, dict):
+        return None
+    state = params.get("requestState")
+    if not isinstance(state, str) or not state:
+        return None
+    middle = len(state) // 2
+    swap = "B" if state[middle] == "A" else "A"
+    params["requestState"] = state[:middle] + swap + state[middle + 1 :]
+    return orjson.dumps(body), f"requestState ({len(state)} characters) changed at character {middle + 1}"

@@ -1,0 +1,81 @@
+"""The fault rules in force, and their count in /metrics.
+
+Rules come from the settings at start (`faults`, `--fault`) and from the admin API while the proxy
+runs (`/api/faults`). `RelayContext.gate` stays None while no rule is in force, so the traffic pays
+nothing for the feature then (`proxy.transport.faults` relays what a rule may concern).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from proxy.engine.gate.actions import ACTIONS
+from proxy.engine.gate.rules import FaultGate, FaultRule, parse_rule
+from proxy.logs import get_logger
+from proxy.transport.relay import RelayContext
+
+_LOG = get_logger()
+
+
+class FaultControl:
+    """The fault rules in force: added from settings at start and through the admin API.
+
+    Keeps `RelayContext.gate` None while no rule is in force, so the traffic pays nothing for the
+    feature then.
+    """
+
+    def __init__(self, relays: RelayContext, rules: Sequence[str], seed: int | None) -> None:
+        self.relays = relays
+        self.gate = FaultGate(seed)
+        for text in rules:
+            self.add(parse_rule(text))
+
+    def add(self, rule: FaultRule) -> str:
+        """Put a rule in force; its id."""
+        rule_id = self.gate.add(rule)
+        self.relays.gate = self.gate
+        _LOG.warning("fault_rule_added", rule=f"{rule_id}: {rule.text}")
+        return rule_id
+
+    def remove(self, rule_id: str) -> bool:
+        """Take one rule out of force; False when none has that id."""
+        found = self.gate.remove(rule_id)
+        if found:
+            _LOG.info("fault_rule_removed", rule=rule_id)
+        self._sync()
+        return found
+
+    def clear(self) -> int:
+        """Take every rule out of force."""
+        count = self.gate.clear()
+        if count:
+            _LOG.info("fault_rules_cleared", count=count)
+        self._sync()
+        return count
+
+    def _sync(self) -> None:
+        self.relays.gate = self.gate if len(self.gate) else None
+
+
+class FaultMetrics:
+    """`mcp_proxy_faults_injected_total{action}` for /metrics, read from the gate on a scrape."""
+
+    def __init__(self, control: FaultControl) -> None:
+        self._control = control
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "mcp_proxy_faults_injected",
+            "Faults the proxy injected into messages by fault rules (docs/faults.md), by action; "
+            "not_injected counts messages a rule picked that its action could not act on.",
+            labels=["action"],
+        )
+        counts = self._control.gate.injected
+        for action in (*ACTIONS, "not_injected"):
+            family.add_metric([action], counts.get(action, 0))
+        yield family

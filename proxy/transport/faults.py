@@ -1,0 +1,448 @@
+"""Fault injection on pass-through exchanges: the gated relay.
+
+The front asks `gated_relay` once per pass-through exchange, and only while a rule is in force
+(`RelayContext.gate` is None otherwise: one attribute read is all the gate costs then). An exchange
+that no rule could concern is relayed as usual, on the task-free hot path. One a rule may concern is
+relayed here, in a task, message by message: the client's messages are judged before anything goes
+upstream (delay, answer with an error, drop, send twice, alter a retry's `requestState`), the
+server's as they come (delay, replace an answer with an error, drop, send an event twice, cut the
+SSE stream after N events). An SSE response is framed event by event so each event can be judged
+before it is written; its bytes go out unchanged unless a fault changes that event.
+
+Every fault is a `FaultInjected` observation: the chain notes it, the log line carries it, /metrics
+counts it and the capture keeps it. A rule that picks a message its action turns out not to fit (a
+cut for a JSON answer) is recorded as not injected, with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from proxy.engine.gate.match import Seen
+from proxy.engine.gate.messages import (
+    Asked,
+    asked_of,
+    corrupt_state,
+    drop_answer,
+    error_answer,
+    seen,
+)
+from proxy.engine.gate.rules import Fault, FaultGate
+from proxy.engine.passthrough import era_suspicion
+from proxy.flows.events import Channel, Direction, Side
+from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSeen
+from proxy.framing.classify import Rejection, Route
+from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
+from proxy.logs import get_logger
+from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.observe import INSPECT_LIMIT
+from proxy.transport.relay import PassthroughRelay, RelayContext
+from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
+from proxy.wire.jsonrpc import Message, dumps, parse_body
+
+_LOG = get_logger()
+
+COPY_LIMIT = 32 * 1024 * 1024
+"""Most bytes of a duplicate request's answer read (and discarded) before the copy is let go."""
+
+CUT_OUTCOME = "cut_by_fault"
+"""How an exchange whose SSE stream a `cut_after` fault cut ends (the capture's `outcome`)."""
+
+
+def gated_relay(
+    relays: RelayContext, client: ClientSide, exchange: str, route: Route | Rejection
+) -> PassthroughRelay | None:
+    """The relay for an exchange a fault rule may concern; None when none can (the usual relay serves it)."""
+    gate = relays.gate
+    if gate is None or not isinstance(route, Route):
+        return None
+    messages = route.body.messages
+    if not gate.concerns(messages):
+        return None
+    era = str(route.era)
+    asked = asked_of(messages)
+    judged = [seen(msg, "client", era=era, session=route.session_id, asked=asked) for msg in messages]
+    return GatedRelay(relays, client, exchange, gate, route, judged, asked)
+
+
+class GatedRelay(PassthroughRelay):
+    """One pass-through exchange relayed through the gate (always in a task)."""
+
+    __slots__ = ("asked", "cut_fault", "events_sent", "gate", "judged", "route_era", "session")
+
+    def __init__(
+        self,
+        ctx: RelayContext,
+        client: ClientSide,
+        exchange: str,
+        gate: FaultGate,
+        route: Route,
+        judged: list[Seen],
+        asked: Asked,
+    ) -> None:
+        super().__init__(ctx, client, exchange)
+        self.gate = gate
+        self.judged = judged
+        self.asked = asked
+        self.route_era = str(route.era)
+        self.session = route.session_id
+        self.cut_fault: Fault | None = None
+        self.events_sent = 0
+
+    # -- the client's messages ------------------------------------------------------------------
+
+    async def relay(self, route: Route) -> None:
+        """After `open`: the client's messages through the gate, then upstream and back through it."""
+        with self._given_up_on_failure():
+            sent = await self._client_faults(route)
+            if sent is None:
+                return
+            try:
+                upstream = await self.ctx.pool.request(*self._upstream_call(sent))
+            except (TimeoutError, UpstreamError) as exc:
+                self.failed(sent, exc)
+                return
+            await self._answer_through_gate(sent, upstream)
+
+    async def _client_faults(self, route: Route) -> Route | None:
+        """Apply the faults on the client's messages; the route to send upstream, or None (answered)."""
+        messages = route.body.messages
+        single = len(messages) == 1
+        delay_ms = 0.0
+        twice = False
+        for msg, judged in zip(messages, self.judged, strict=True):
+            fault = self.gate.decide(judged)
+            if fault is None:
+                continue
+            kind = fault.action.kind
+            if kind == "delay":
+                delay_ms += fault.action.delay_ms
+                self._note(fault, msg, "client", detail="held before it went upstream")
+            elif kind in ("error", "drop"):
+                if not single:
+                    self._note(
+                        fault, msg, "client", applied=False, detail="a message in a batch is relayed whole"
+                    )
+                    continue
+                self._note(fault, msg, "client", detail=_answered_detail(kind, msg))
+                self._answer_for_client(fault, msg)
+                return None
+            elif kind == "duplicate":
+                twice = True
+                self._note(fault, msg, "client", detail="sent upstream twice; the first answer was discarded")
+            elif kind == "cut_after":
+                self.cut_fault = fault  # noted when the stream is cut, or found to be no stream
+            elif kind == "corrupt_state":
+                route = self._corrupted(route, fault, msg)
+        if delay_ms:
+            self._flush()
+            await asyncio.sleep(delay_ms / 1000)
+        if twice:
+            await self._send_copy(route)
+        return route
+
+    def _corrupted(self, route: Route, fault: Fault, msg: Message) -> Route:
+        altered = corrupt_state(route.raw) if len(route.body.messages) == 1 else None
+        if altered is None:
+            self._note(
+                fault, msg, "client", applied=False, detail="the request carries no requestState string"
+            )
+            return route
+        raw, detail = altered
+        self._note(fault, msg, "client", detail=detail)
+        return replace(route, raw=raw)
+
+    def _answer_for_client(self, fault: Fault, msg: Message) -> None:
+        """A request answered by the fault (error or drop); a notification or answer dropped: 202."""
+        rule = fault.rule_id
+        if msg.kind.value != "request":  # a notification or a client's answer: the server never gets it
+            self._emit(ResponseHeadSeen(self.ctx.observations.now(), self.exchange, 202, None, {}))
+            self.client.respond(202, b"", None, ())
+            self._finish(None)
+            return
+        answer = (
+            error_answer(msg.id, fault.action, rule)
+            if fault.action.kind == "error"
+            else drop_answer(msg.id, rule)
+        )
+        self._respond_json(answer, f"fault injected by the proxy: {fault.describe()} [{rule}]")
+        self._finish(None)
+
+    def _respond_json(self, answer: dict[str, Any], note: str) -> None:
+        data = dumps(answer)
+        sink = self.ctx.observations
+        self._emit(ResponseHeadSeen(sink.now(), self.exchange, 200, "application/json", {}))
+        made = parse_body(data).first
+        if made is not None:
+            self._emit(
+                MessageSeen(
+                    sink.now(),
+                    self.exchange,
+                    made,
+                    len(data),
+                    Direction.TO_CLIENT,
+                    Channel.JSON,
+                    Side.CLIENT,
+                    note=note,
+                )
+            )
+        self.client.respond(200, data, "application/json", ())
+
+    async def _send_copy(self, route: Route) -> None:
+        """The duplicate: the same request upstream first, its answer read to the end and discarded."""
+        try:
+            copy = await self.ctx.pool.request(*self._upstream_call(route))
+            try:
+                await copy.read(COPY_LIMIT, "the duplicate's answer")
+            finally:
+                copy.close()
+        except (TimeoutError, UpstreamError) as exc:
+            _LOG.info("fault_duplicate_failed", exchange=self.exchange, detail=str(exc)[:300])
+
+    # -- the server's messages ------------------------------------------------------------------
+
+    async def _answer_through_gate(self, route: Route, upstream: UpstreamResponse) -> None:
+        self.upstream = upstream
+        if (doubt := era_suspicion(route, upstream.status)) is not None:
+            self.ctx.router.suspect(doubt)
+        head = self._client_head(upstream)
+        self.sse = head.sse
+        if not head.sse:
+            await self._json_through_gate(head.status, upstream, head.headers, head.content_length)
+            return
+        try:
+            self.client.start_now(head.status, upstream.reason, head.headers, None)
+        except ClientGone:
+            self._record_head(head, upstream)
+            self._gone()
+            return
+        self._record_head(head, upstream)
+        self._flush()
+        await self._sse_through_gate(upstream)
+
+    async def _json_through_gate(
+        self,
+        status: int,
+        upstream: UpstreamResponse,
+        headers: tuple[tuple[str, str], ...],
+        length: int | None,
+    ) -> None:
+        """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
+
+        One over `INSPECT_LIMIT` is relayed as it comes, unjudged, as the usual relay leaves it unparsed.
+        """
+        if self.cut_fault is not None:
+            self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
+        head = self._client_head(upstream)
+        body = b""
+        if length is None or length <= INSPECT_LIMIT:
+            parts: list[bytes] = []
+            size = 0
+            async for chunk in upstream.chunks():
+                parts.append(chunk)
+                size += len(chunk)
+                if size > INSPECT_LIMIT:
+                    break
+            body = b"".join(parts)
+        if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
+            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
+            try:
+                self.client.start_now(status, upstream.reason, headers, length, body)
+            except ClientGone:
+                self._record_head(head, upstream)
+                self._gone()
+                return
+            self._record_head(head, upstream)
+            self._flush()
+            await self._stream_started(upstream, body)
+            return
+        body, delay_ms = self._judge_json(body)
+        if delay_ms:
+            self._flush()
+            await asyncio.sleep(delay_ms / 1000)
+        self.client.send_whole(status, upstream.reason, headers, body)
+        self._record_head(head, upstream)
+        self._delivered_whole(upstream, body)
+
+    def _judge_json(self, body: bytes) -> tuple[bytes, float]:
+        """The body with the faults on its messages applied, and the delay they add."""
+        parsed = parse_body(body)
+        if parsed.parse_error or not parsed.messages:
+            return body, 0.0
+        delay_ms = 0.0
+        changed = False
+        out: list[Any] = []
+        for msg in parsed.messages:
+            fault = self.gate.decide(self._seen(msg))
+            kind = fault.action.kind if fault is not None else None
+            if fault is None or kind is None:
+                out.append(msg.raw)
+            elif kind == "delay":
+                delay_ms += fault.action.delay_ms
+                self._note(fault, msg, "server", detail="held before it went to the client")
+                out.append(msg.raw)
+            elif kind in ("error", "drop"):
+                made = (
+                    error_answer(msg.id, fault.action, fault.rule_id)
+                    if kind == "error"
+                    else drop_answer(msg.id, fault.rule_id)
+                )
+                self._note(fault, msg, "server", detail=_replaced_detail(kind))
+                out.append(made)
+                changed = True
+            else:  # duplicate: one JSON body holds one answer per request
+                self._note(fault, msg, "server", applied=False, detail="a JSON body holds each answer once")
+                out.append(msg.raw)
+        if not changed:
+            return body, delay_ms
+        return dumps(out if parsed.batch else out[0]), delay_ms
+
+    async def _sse_through_gate(self, upstream: UpstreamResponse) -> None:
+        """An SSE stream, event by event: each judged before it is written (or not written)."""
+        observer = self._observer(upstream, sse=True)
+        splitter = EventSplitter()
+        self.ctx.open_streams += 1
+        cut: UpstreamError | None = None
+        outcome: str | None = None
+        try:
+            async for chunk in upstream.chunks():
+                for raw in splitter.feed(chunk):
+                    outcome = await self._event(raw, observer)
+                    if outcome is not None:
+                        break
+                if outcome is not None:
+                    break
+            else:
+                if splitter.rest:
+                    outcome = await self._event(splitter.rest, observer)
+        except UpstreamError as exc:
+            cut = exc
+        finally:
+            self.ctx.open_streams -= 1
+        if outcome == CUT_OUTCOME or outcome == "client_disconnected":
+            observer.finish()
+            self._close_upstream()
+            if outcome == CUT_OUTCOME:
+                self.client.cut()
+            self._finish(outcome)
+            return
+        if self.cut_fault is not None:
+            self._note_cut(applied=False, detail=f"the stream ended after {self.events_sent} events")
+        self._observed(observer)
+        self._flush()
+        if cut is not None:
+            _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=str(cut)[:300])
+            self._close_upstream()
+            self.client.cut()
+            self._finish("upstream_cut")
+            return
+        await self._end(None)
+
+    async def _event(self, raw: bytes, observer: Any) -> str | None:
+        """Judge and write one event; an outcome when the exchange must end here."""
+        msg = event_message(raw)
+        cut = self.cut_fault
+        if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
+            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            return CUT_OUTCOME
+        fault = self.gate.decide(self._seen(msg)) if msg is not None else None
+        copies = 1
+        if fault is not None and msg is not None:
+            kind = fault.action.kind
+            if kind == "delay":
+                self._note(fault, msg, "server", detail="held before it went to the client")
+                self._flush()
+                await asyncio.sleep(fault.action.delay_ms / 1000)
+            elif kind == "drop":
+                self._note(fault, msg, "server", detail="not forwarded to the client")
+                self._flush()
+                return None
+            elif kind == "error":
+                made = error_answer(msg.id, fault.action, fault.rule_id)
+                raw = event_with_data(raw, dumps(made).decode())
+                self._note(fault, msg, "server", detail="the server's answer replaced by the error")
+            elif kind == "duplicate":
+                copies = 2
+                self._note(fault, msg, "server", detail="the event written twice")
+        try:
+            for _ in range(copies):
+                await self.client.write(raw)
+                observer.feed(raw)
+        except ClientGone:
+            return "client_disconnected"
+        self._flush()
+        if msg is not None:
+            self.events_sent += 1
+        cut = self.cut_fault
+        if cut is not None and self.events_sent >= cut.action.events:
+            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            return CUT_OUTCOME
+        return None
+
+    def _seen(self, msg: Message) -> Seen:
+        return seen(msg, "server", era=self.route_era, session=self.session, asked=self.asked)
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def _note(
+        self,
+        fault: Fault,
+        msg: Message | None,
+        direction: str,
+        *,
+        applied: bool = True,
+        detail: str | None = None,
+    ) -> None:
+        method = msg.method if msg is not None else None
+        if msg is not None and msg.is_response and msg.id is not None:
+            method = self.asked.get(msg.id, (None, None))[0]
+        self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
+        self._emit(
+            FaultInjected(
+                self.ctx.observations.now(),
+                self.exchange,
+                fault.describe(),
+                self.gate.label(fault.rule_id),
+                direction,
+                msg.id if msg is not None else None,
+                method,
+                applied,
+                detail,
+            )
+        )
+
+    def _note_cut(self, *, applied: bool, detail: str) -> None:
+        fault, self.cut_fault = self.cut_fault, None
+        if fault is None:
+            return
+        first = next(iter(self.asked.items()), None)
+        self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
+        self._emit(
+            FaultInjected(
+                self.ctx.observations.now(),
+                self.exchange,
+                fault.describe(),
+                self.gate.label(fault.rule_id),
+                "client",
+                first[0] if first else None,
+                first[1][0] if first else None,
+                applied,
+                detail,
+            )
+        )
+
+
+def _answered_detail(kind: str, msg: Message) -> str:
+    if msg.kind.value != "request":
+        return "not forwarded to the server (the client got 202)"
+    if kind == "drop":
+        return "not forwarded to the server; the client got an error saying so"
+    return "answered by the proxy without going upstream"
+
+
+def _replaced_detail(kind: str) -> str:
+    if kind == "drop":
+        return "the server's answer not forwarded; the client got an error saying so"
+    return "the server's answer replaced by the error"

@@ -1,0 +1,314 @@
+"""Fault injection on pass-through, with the official Python SDK on both sides, in both eras.
+
+Each action is checked by what the client gets, and by the marks a fault leaves: the chain's note
+(`/api/chains`), the round-trip log line's `fault` field, the /metrics counter. Rules come from the
+settings (as TOML or `--fault` give them) or the admin API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from proxy.runtime import Proxy
+from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
+from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
+from tests.transport.helpers import captured_logs, client_session, wait_until
+
+pytestmark = pytest.mark.asyncio
+
+ERAS = [
+    pytest.param("python-legacy", "legacy_server", id="legacy"),
+    pytest.param("python-2026", "modern_server", id="2026-07-28"),
+]
+
+
+async def client_run(proxy: Proxy, kind: ClientKind, scenarios: list[str]) -> ClientRun:
+    run = await asyncio.to_thread(run_client, kind, proxy.endpoint(), scenarios, timeout=40.0)
+    await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
+    return run
+
+
+async def chains(proxy: Proxy) -> list[dict[str, Any]]:
+    assert proxy.admin_url is not None
+    async with client_session() as http, http.get(proxy.admin_url + "/api/chains?limit=500") as resp:
+        assert resp.status == 200
+        found: list[dict[str, Any]] = await resp.json()
+        return found
+
+
+def call_chain(found: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    calls = [c for c in found if c.get("method") == "tools/call" and c.get("name") == name]
+    assert calls, found
+    return calls[-1]
+
+
+def fault_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry.get("event") == "exchange" and entry.get("fault")]
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_an_error_fault_answers_the_call_without_the_server_and_says_so_everywhere(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    rule = "tool:echo => error=-32050:staging says no"
+    with captured_logs() as logs:
+        async with proxy_for(upstream.url, faults=[rule]) as proxy:
+            run = await client_run(proxy, client, ["echo", "add"])
+            found = await chains(proxy)
+            async with client_session() as http, http.get(proxy.admin_url + "/metrics") as resp:
+                metrics = await resp.text()
+    assert run.lines["echo"]["error"]["code"] == -32050, run.lines
+    assert run.lines["echo"]["error"]["message"] == "staging says no"
+    assert "error" not in run.lines["add"], run.lines  # the rule picks echo only
+    notes = call_chain(found, "echo")["notes"]
+    assert any(
+        n.startswith("fault injected by the proxy: error -32050 on the client's tools/call") for n in notes
+    )
+    assert not any("fault" in n for n in call_chain(found, "add").get("notes", []))
+    (line,) = fault_lines(logs)
+    assert line["fault"] == "error -32050"
+    assert line["carried"] == "tools/call echo"
+    assert 'mcp_proxy_faults_injected_total{action="error"} 1.0' in metrics
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_dropped_request_gets_an_error_saying_the_proxy_dropped_it(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    async with proxy_for(upstream.url, faults=["method:tools/call tool:add => drop"]) as proxy:
+        run = await client_run(proxy, client, ["add"])
+        found = await chains(proxy)
+    error = run.lines["add"]["error"]
+    assert error["code"] == -32000, run.lines
+    assert "the proxy dropped this request" in error["message"]
+    notes = call_chain(found, "add")["notes"]
+    assert any("fault injected by the proxy: drop" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    with captured_logs() as logs:
+        async with proxy_for(upstream.url, faults=["tool:echo dir:client => delay=400ms"]) as proxy:
+            run = await client_run(proxy, client, ["echo"])
+            found = await chains(proxy)
+    assert "error" not in run.lines["echo"], run.lines
+    chain = call_chain(found, "echo")
+    assert chain["duration_ms"] >= 400, chain
+    assert any("fault injected by the proxy: delay 400 ms" in n for n in chain["notes"])
+    (line,) = fault_lines(logs)
+    assert line["fault"] == "delay 400 ms"
+    assert line["duration_ms"] >= 400
+
+
+async def test_a_server_answer_replaced_by_an_error_reaches_the_client_as_that_error(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    # dir:server: the call reaches the server, its answer (an SSE event on this server) is replaced.
+    async with proxy_for(legacy_server.url, faults=["tool:add dir:server => error=-32099"]) as proxy:
+        run = await client_run(proxy, "python-legacy", ["add"])
+        found = await chains(proxy)
+    assert run.lines["add"]["error"]["code"] == -32099, run.lines
+    notes = call_chain(found, "add")["notes"]
+    assert any("error -32099 on the server's tools/call" in n for n in notes), notes
+
+
+async def test_a_duplicated_server_event_reaches_the_client_twice(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    rule = "method:notifications/progress => duplicate count=1"
+    async with proxy_for(legacy_server.url, faults=[rule]) as proxy:
+        run = await client_run(proxy, "python-legacy", ["progress"])
+        found = await chains(proxy)
+    assert "error" not in run.lines["progress"], run.lines
+    assert run.lines["progress"]["progress"] == [1.0, 1.0, 2.0, 3.0], run.lines  # the first one twice
+    notes = call_chain(found, "slow_progress")["notes"]
+    assert any(
+        "duplicate on the server's notifications/progress (the event written twice)" in n for n in notes
+    )
+
+
+async def test_a_duplicated_request_reaches_the_server_twice_and_the_client_once(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url, faults=["tool:echo dir:client => duplicate"]) as proxy:
+        run = await client_run(proxy, "python-legacy", ["echo"])
+        found = await chains(proxy)
+    assert "error" not in run.lines["echo"], run.lines
+    notes = call_chain(found, "echo")["notes"]
+    assert any("duplicate on the client's tools/call (sent upstream twice" in n for n in notes), notes
+
+
+async def test_a_cut_stream_leaves_the_client_without_its_answer_and_the_chain_says_why(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, faults=["tool:slow_progress => cut_after=1"]) as proxy:
+            run = await client_run(proxy, "python-legacy", ["progress"])
+            found = await chains(proxy)
+    assert "result" not in run.lines["progress"], run.lines
+    assert run.lines["progress"].get("progress", [1.0]) == [1.0]
+    chain = call_chain(found, "slow_progress")
+    assert any("fault injected by the proxy: cut after 1 event" in n for n in chain["notes"]), chain
+    (line,) = fault_lines(logs)
+    assert line["outcome"] == "cut_by_fault"
+
+
+async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(modern_server.url, faults=["tool:echo => cut_after=1"]) as proxy:
+        run = await client_run(proxy, "python-2026", ["echo"])
+        found = await chains(proxy)
+    if "error" in run.lines["echo"]:  # the server streamed its answer: the cut did happen
+        pytest.fail(f"expected a JSON answer from this server: {run.lines}")
+    notes = call_chain(found, "echo")["notes"]
+    assert any(n.startswith("fault not injected") and "JSON body" in n for n in notes), notes
+
+
+async def test_a_corrupted_request_state_is_refused_by_the_server_that_sealed_it(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(modern_server.url, faults=["tool:state_only round:>1 => corrupt_state"]) as proxy:
+        run = await client_run(proxy, "python-2026", ["state_only"])
+        found = await chains(proxy)
+    assert run.lines["state_only"].get("error", {}).get("code") == -32602, run.lines
+    noted = [n for c in found for n in c.get("notes", []) if "corrupt state" in n]
+    assert noted, found
+    assert "requestState" in noted[0], noted
+
+
+async def test_a_fixed_seed_injects_the_faults_its_draws_say(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    seed, calls = 7, 8
+    draws = random.Random(seed)
+    wanted = [draws.random() < 0.5 for _ in range(calls)]
+    assert any(wanted)
+    assert not all(wanted)
+    plan = [{"id": f"c{i}", "op": "call", "tool": "echo", "arguments": {"text": "hi"}} for i in range(calls)]
+    settings = {"faults": ["tool:echo dir:client => error=-32001 p=0.5"], "fault_seed": seed}
+    async with proxy_for(legacy_server.url, **settings) as proxy:
+        run = await asyncio.to_thread(run_plan, "python-legacy", proxy.endpoint(), plan, timeout=40.0)
+    assert ["error" in run.lines[f"c{i}"] for i in range(calls)] == wanted, run.lines
+
+
+async def test_rules_come_and_go_through_the_admin_api(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(legacy_server.url) as proxy, client_session() as http:
+        api = proxy.admin_url + "/api/faults"
+        async with http.post(api, json={"rule": "tool:echo => error=-32042"}) as resp:
+            assert resp.status == 201, await resp.text()
+            (added,) = (await resp.json())["rules"]
+        assert added["id"] == "f1"
+        assert added["action"] == "error=-32042"
+        run = await client_run(proxy, "python-legacy", ["echo"])
+        assert run.lines["echo"]["error"]["code"] == -32042
+        async with http.get(api) as resp:
+            listing = await resp.json()
+        assert listing["rules"][0]["injected"] == 1
+        async with http.post(api, json={"rule": "tool:echo => cut_after=two"}) as resp:
+            assert resp.status == 400
+            assert "cut_after= is a number of SSE events" in (await resp.json())["message"]
+        async with http.post(api, json={"rule": "dir:server => corrupt_state"}) as resp:
+            assert resp.status == 400
+            assert "picks the client's request" in (await resp.json())["message"]
+        async with http.delete(api + "/f9") as resp:
+            assert resp.status == 404
+        async with http.delete(api + "/f1") as resp:
+            assert resp.status == 200
+        assert proxy.relays.gate is None  # no rule in force: the traffic no longer consults the gate
+        run = await client_run(proxy, "python-legacy", ["echo"])
+        assert "error" not in run.lines["echo"], run.lines
+
+
+async def test_the_mcp_proxy_command_takes_rules_as_repeated_flags_and_marks_each_fault(
+    legacy_server: PeerServer,
+) -> None:
+    env = clean_env(**settings_env(upstream=legacy_server.url))
+    args = (
+        "--fault",
+        "tool:echo => error=-32050:no, not now",
+        "--fault",
+        "tool:add dir:client => delay=50ms",
+    )
+    with ProxyProcess(env, *args) as proxy:
+        run = await asyncio.to_thread(
+            run_client, "python-legacy", proxy.endpoint(), ["echo", "add"], timeout=40.0
+        )
+        lines = await until_logged(proxy, 2)
+        listing = await admin_json(proxy.admin + "/api/faults")
+    assert run.lines["echo"]["error"] == {"code": -32050, "message": "no, not now"}, run.lines
+    assert "error" not in run.lines["add"], run.lines
+    assert sorted(line["fault"] for line in lines) == ["delay 50 ms", "error -32050"]
+    assert [rule["rule"] for rule in listing["rules"]] == [
+        "tool:echo => error=-32050:no, not now",
+        "tool:add dir:client => delay=50ms",
+    ]
+    added = [e for e in proxy.events() if e.get("event") == "fault_rule_added"]
+    assert len(added) == 2  # a warning each at start: nobody runs faults unawares
+
+
+async def until_logged(proxy: ProxyProcess, count: int) -> list[dict[str, Any]]:
+    def faulted() -> list[dict[str, Any]]:
+        return [e for e in proxy.events() if e.get("event") == "exchange" and e.get("fault")]
+
+    await wait_until(lambda: len(faulted()) >= count, what=f"{count} exchange lines with a fault")
+    return faulted()
+
+
+async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_flag() -> None:
+    argv = ("--upstream", "http://127.0.0.1:9/mcp", "--fault", "method:tools/call => cut_after=x")
+    done = await asyncio.to_thread(run_mcp_proxy, *argv)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "mcp-proxy: faults (flag --fault): fault rule 'method:tools/call => cut_after=x': "
+        "action: cut_after= is a number of SSE events (0 or more), got 'x'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "mode"),
+    [
+        pytest.param("python-legacy", "modern_server", "legacy_to_mrtr", id="legacy-client-modern-server"),
+        pytest.param("python-2026", "legacy_server", "mrtr_to_legacy", id="modern-client-legacy-server"),
+    ],
+)
+async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the_bridge_takes_it(
+    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    rules = [
+        "tool:echo => error=-32051:bridged no",
+        f"tool:add mode:{mode} => delay=300ms",
+        "tool:ask_name => duplicate",  # not what a bridge takes: recorded as not injected
+    ]
+    with captured_logs() as logs:
+        async with proxy_for(upstream.url, faults=rules) as proxy:
+            run = await client_run(proxy, client, ["echo", "add", "ask_name"])
+            found = await chains(proxy)
+    assert run.lines["echo"]["error"]["code"] == -32051, run.lines
+    assert "error" not in run.lines["add"], run.lines
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+    add = call_chain(found, "add")
+    assert add["mode"] == mode
+    assert add["duration_ms"] >= 300, add
+    assert any("fault injected by the proxy: delay 300 ms" in n for n in add["notes"]), add
+    echo = call_chain(found, "echo")
+    assert any("fault injected by the proxy: error -32051" in n for n in echo["notes"]), echo
+    ask = [n for c in found if c.get("name") == "ask_name" for n in c.get("notes", [])]
+    assert any(n.startswith("fault not injected") and "on a bridged exchange" in n for n in ask), ask
+    faults = sorted(str(line["fault"]) for line in fault_lines(logs))
+    assert faults[:2] == ["delay 300 ms", "duplicate not injected"], faults
+    assert "error -32051" in faults
