@@ -78,7 +78,9 @@ def main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    return _run(loaded, table, report, [str(p) for p in args.captures], args.answer_timeout)
+    for note in report.order_notes:
+        print(f"mcp-proxy mock: {note}", file=sys.stderr)
+    return _run(loaded, table, report, [str(p) for p in report.read], args.answer_timeout)
 
 
 def _run(loaded: LoadedSettings, table: MockTable, report: TableReport, names: list[str], wait: float) -> int:

@@ -326,6 +326,7 @@ class Proxy:
 
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
+        self.relays.holds.release()
         self.router.close()
         for bridge in self.router.bridges.values():  # their clients hear why, before connections close
             bridge.stopping()
@@ -371,6 +372,7 @@ class Proxy:
         """
         log = get_logger()
         self.draining = True
+        self.relays.holds.release()  # a fault's delay holds nothing the proxy is stopping for
         if self._front is not None:
             self._front.stop_listening()
         log.info("draining", grace_s=grace, in_flight=self.in_flight())

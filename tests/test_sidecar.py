@@ -418,6 +418,36 @@ async def test_sigterm_drains_a_call_in_flight_which_completes_then_the_proxy_ex
     assert len(progress) == steps
 
 
+async def test_sigterm_releases_a_message_a_fault_delay_holds_so_the_call_is_answered_at_once(
+    legacy_server: PeerServer,
+) -> None:
+    # The proxy chose to hold the call; draining must not spend its grace (nor leave the client
+    # without an answer) on that wait.
+    rule = "tool:echo dir:client => delay=10m"
+    with sidecar(upstream=legacy_server.url, faults=rule, drain_grace=60) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client, asyncio.TaskGroup() as tasks:
+            await client.list_tools()  # the SDK checks a result against it: no request while draining
+            call = tasks.create_task(client.call_tool("echo", {"text": "held"}))
+
+            deadline = time.monotonic() + 10
+            while True:  # until the chain says the call is held
+                _code, _, body = await admin_get(proxy.admin + "/api/chains")
+                chains = json.loads(body or "[]")
+                if any("fault injected by the proxy: delay" in n for c in chains for n in c.get("notes", [])):
+                    break
+                assert time.monotonic() < deadline, f"the call was never held: {chains}"
+                await asyncio.sleep(0.05)
+            signalled = time.monotonic()
+            proxy.signal(signal.SIGTERM)
+            result = await asyncio.wait_for(call, 15)
+        assert result.content[0].text == "held"  # type: ignore[union-attr]
+        assert await proxy.exited(20) == 0
+        assert time.monotonic() - signalled < 15  # not the 60 s grace, nor the 10 min delay
+    drained = proxy.find("drained")
+    assert drained is not None
+    assert drained["in_flight"] == 0
+
+
 async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_exits_0(
     modern_server: PeerServer, tmp_path: Path
 ) -> None:

@@ -31,6 +31,7 @@ from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
 from proxy.flows.store import ChainStore
 from proxy.record.export import open_readers
 from proxy.record.observations import ObservationReplayer
+from proxy.record.parts import oldest_first
 
 MAX_OPERATIONS: Final = 50_000
 """Operations a table keeps; later chains of a bigger capture are counted in `dropped`, not served."""
@@ -325,6 +326,10 @@ class TableReport:
     unknown_lines: int = 0
     unanswered: int = 0
     """Chains whose request the server never answered (or that were not requests): not served."""
+    read: list[Path] = field(default_factory=list)
+    """The files, in the order read: oldest first by their headers' start times."""
+    order_notes: list[str] = field(default_factory=list)
+    """What to tell the user about that order (it was not the order given, or could not be told)."""
 
 
 def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) -> MockTable:
@@ -349,10 +354,12 @@ def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) 
 
 
 def read_table(paths: Sequence[Path]) -> tuple[MockTable, TableReport]:
-    """The table of the capture files (oldest first); raises CaptureFormatError or CaptureError."""
+    """The table of the capture files, read oldest first whatever order they are given in (rotated
+    parts read newest first would open their calls twice); raises CaptureFormatError or CaptureError."""
+    order = oldest_first(paths)
     replayer = ObservationReplayer(store=ChainStore(max_chains=64, max_messages_per_chain=1))
-    readers = open_readers(paths, replayer)
-    report = TableReport()
+    readers = open_readers(order.paths, replayer)
+    report = TableReport(read=order.paths, order_notes=order.notes())
 
     def events() -> Iterable[FlowEvent]:
         for reader in readers:

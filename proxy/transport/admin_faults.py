@@ -117,6 +117,8 @@ async def _rule_texts(request: web.Request) -> list[str] | web.Response:
         return _bad(f"the body is not JSON; {shape}")
     rules: Any = None
     if isinstance(body, dict):
+        if "rule" in body and "rules" in body:
+            return _bad(f"give either rule or rules, not both; {shape}")
         rules = [body["rule"]] if "rule" in body else body.get("rules")
     if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
         return _bad(shape)

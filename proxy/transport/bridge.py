@@ -198,9 +198,12 @@ class BridgeDriver:
         ex = _Exchange(client)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, client, route)
-        gate = self.faults.gate if self.faults is not None else None
-        if gate is not None:  # fault rules are in force: they may hold or answer the client's message
-            answer = await bridged_client_faults(gate, self.observer, exchange, route, self.mode)
+        relays = self.faults
+        gate = relays.gate if relays is not None else None
+        if gate is not None and relays is not None:  # fault rules are in force: they may hold or answer
+            answer = await bridged_client_faults(
+                gate, self.observer, exchange, route, self.mode, relays.holds
+            )
             if answer is not None:
                 self.exchanges.pop(exchange, None)
                 self._observe_reply(exchange, *answer, ())

@@ -10,7 +10,6 @@ upstream's answers) do not pass through the gate yet (docs/faults.md).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, seen
@@ -19,6 +18,7 @@ from proxy.flows.events import Mode
 from proxy.flows.observations import FaultInjected
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route
+from proxy.transport.holds import Holds
 from proxy.wire.jsonrpc import Kind, Message
 
 Answer = tuple[int, dict[str, Any] | None]
@@ -26,7 +26,7 @@ Answer = tuple[int, dict[str, Any] | None]
 
 
 async def bridged_client_faults(
-    gate: FaultGate, sink: ObservationSink, exchange: str, route: Route, mode: Mode
+    gate: FaultGate, sink: ObservationSink, exchange: str, route: Route, mode: Mode, holds: Holds
 ) -> Answer | None:
     """Apply the faults on a bridged request's messages; the answer when a fault answered it."""
     messages = route.body.messages
@@ -59,7 +59,7 @@ async def bridged_client_faults(
         else:
             return _answer(gate, sink, exchange, fault, msg)
     if delay_ms:
-        await asyncio.sleep(delay_ms / 1000)
+        await holds.wait(delay_ms / 1000)
     return None
 
 

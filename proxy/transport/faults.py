@@ -16,7 +16,6 @@ cut for a JSON answer) is recorded as not injected, with the reason.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +25,7 @@ from proxy.engine.gate.messages import (
     asked_of,
     corrupt_state,
     drop_answer,
+    dropped_answer,
     error_answer,
     seen,
 )
@@ -138,7 +138,7 @@ class GatedRelay(PassthroughRelay):
                 route = self._corrupted(route, fault, msg)
         if delay_ms:
             self._flush()
-            await asyncio.sleep(delay_ms / 1000)
+            await self.ctx.holds.wait(delay_ms / 1000)
         if twice:
             await self._send_copy(route)
         return route
@@ -261,7 +261,7 @@ class GatedRelay(PassthroughRelay):
         body, delay_ms = self._judge_json(body)
         if delay_ms:
             self._flush()
-            await asyncio.sleep(delay_ms / 1000)
+            await self.ctx.holds.wait(delay_ms / 1000)
         self.client.send_whole(status, upstream.reason, headers, body)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
@@ -287,7 +287,7 @@ class GatedRelay(PassthroughRelay):
                 made = (
                     error_answer(msg.id, fault.action, fault.rule_id)
                     if kind == "error"
-                    else drop_answer(msg.id, fault.rule_id)
+                    else dropped_answer(msg.id, fault.rule_id)
                 )
                 self._note(fault, msg, "server", detail=_replaced_detail(kind))
                 out.append(made)
@@ -329,7 +329,7 @@ class GatedRelay(PassthroughRelay):
             self._finish(outcome)
             return
         if self.cut_fault is not None:
-            self._note_cut(applied=False, detail=f"the stream ended after {self.events_sent} events")
+            self._note_cut(applied=False, detail=f"the stream ended after {_events(self.events_sent)}")
         self._observed(observer)
         self._flush()
         if cut is not None:
@@ -345,7 +345,7 @@ class GatedRelay(PassthroughRelay):
         msg = event_message(raw)
         cut = self.cut_fault
         if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
-            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
         fault = self.gate.decide(self._seen(msg)) if msg is not None else None
         copies = 1
@@ -354,7 +354,7 @@ class GatedRelay(PassthroughRelay):
             if kind == "delay":
                 self._note(fault, msg, "server", detail="held before it went to the client")
                 self._flush()
-                await asyncio.sleep(fault.action.delay_ms / 1000)
+                await self.ctx.holds.wait(fault.action.delay_ms / 1000)
             elif kind == "drop":
                 self._note(fault, msg, "server", detail="not forwarded to the client")
                 self._flush()
@@ -377,7 +377,7 @@ class GatedRelay(PassthroughRelay):
             self.events_sent += 1
         cut = self.cut_fault
         if cut is not None and self.events_sent >= cut.action.events:
-            self._note_cut(applied=True, detail=f"after {self.events_sent} events")
+            self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
         return None
 
@@ -446,3 +446,7 @@ def _replaced_detail(kind: str) -> str:
     if kind == "drop":
         return "the server's answer not forwarded; the client got an error saying so"
     return "the server's answer replaced by the error"
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"

@@ -46,6 +46,7 @@ from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.holds import Holds
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
@@ -73,6 +74,7 @@ class RelayContext:
 
     __slots__ = (
         "gate",
+        "holds",
         "listen_url",
         "observations",
         "open_streams",
@@ -107,6 +109,8 @@ class RelayContext:
         self.gate: FaultGate | None = None
         """The fault rules in force (`proxy.transport.faults`); None while there are none, so an
         exchange pays one attribute read for the feature."""
+        self.holds = Holds()
+        """Where a fault's delays wait: released when the proxy drains or stops."""
 
 
 class PassthroughRelay:

@@ -93,6 +93,22 @@ async def test_a_dropped_request_gets_an_error_saying_the_proxy_dropped_it(
     assert any("fault injected by the proxy: drop" in n for n in notes), notes
 
 
+async def test_a_dropped_json_answer_says_the_server_got_the_request(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    # The server ran the call: the client must not read the error as "safe to send again".
+    async with proxy_for(modern_server.url, faults=["tool:echo dir:server => drop"]) as proxy:
+        run = await client_run(proxy, "python-2026", ["echo"])
+        found = await chains(proxy)
+    error = run.lines["echo"]["error"]
+    assert error["code"] == -32000, run.lines
+    assert "dropped the server's answer" in error["message"]
+    assert "server received the request" in error["message"]
+    assert "never saw" not in error["message"]
+    notes = call_chain(found, "echo")["notes"]
+    assert any("fault injected by the proxy: drop" in n for n in notes), notes
+
+
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
     client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]

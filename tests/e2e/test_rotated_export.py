@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from proxy.record.completeness import capture_files
+from proxy.record.mock_table import read_table
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.sidecar import ProxyProcess, clean_env, run_mcp_proxy, settings_env
@@ -57,3 +58,12 @@ async def test_rotated_parts_given_newest_first_export_as_the_parts_given_oldest
         + ", ".join(map(str, parts))
     ]
     assert json.loads(newest_first.stdout)["sources"] == [str(p) for p in parts]
+
+    # `mcp-proxy mock` reads the parts the same way: the table it serves does not depend on the order.
+    table, report = read_table(parts)
+    backwards, told = read_table(list(reversed(parts)))
+    assert report.order_notes == []
+    assert told.read == parts
+    assert told.order_notes, told
+    assert (backwards.size, told.unanswered) == (table.size, report.unanswered)
+    assert sorted(backwards.operations) == sorted(table.operations)

@@ -62,7 +62,13 @@ async def test_beyond_loopback_with_a_token_and_on_loopback_without_one_rules_ar
 
 async def test_a_bad_body_or_rule_adds_nothing_and_says_what_to_send() -> None:
     async with fault_api("127.0.0.1", has_token=False) as (url, control):
-        bodies: list[Any] = [{"rule": 3}, {"rules": []}, ["* => drop"], {"rules": ["* => drop", "* => nope"]}]
+        bodies: list[Any] = [
+            {"rule": 3},
+            {"rules": []},
+            ["* => drop"],
+            {"rule": "tool:a => drop", "rules": ["tool:b => drop"]},  # one would be ignored
+            {"rules": ["* => drop", "* => nope"]},
+        ]
         for body in bodies:
             status, answer = await call("POST", url, body)
             assert status == 400, answer

@@ -103,10 +103,18 @@ def _delay(arg: str) -> float:
     return millis
 
 
+_CODE_MIN, _CODE_MAX = -(2**31), 2**31 - 1
+
+
 def _error(arg: str) -> Action:
     code_text, _, message = arg.partition(":")
     try:
         code = int(code_text.strip())
     except ValueError:
         raise ValueError(f"action: error= is a JSON-RPC code, then :message if wanted, got {arg!r}") from None
+    if not _CODE_MIN <= code <= _CODE_MAX:
+        raise ValueError(
+            f"action: error= takes a code from {_CODE_MIN} to {_CODE_MAX} (a 32-bit integer, what every "
+            f"JSON-RPC peer reads), got {code}"
+        )
     return Action("error", code=code, message=message.strip() or DEFAULT_ERROR_MESSAGE)

@@ -77,6 +77,18 @@ def error_answer(ident: RequestId | None, action: Action, rule: str) -> dict[str
     return error_response(ident, action.code, action.message, {"injectedBy": INJECTED_BY, "rule": rule})
 
 
+def dropped_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
+    """The error a client gets in place of the server's answer a `drop` fault kept from it: the server
+    did get the request, and may have acted on it (a client must not take this as safe to retry)."""
+    return error_response(
+        ident,
+        DROPPED_CODE,
+        f"the proxy dropped the server's answer to this request (fault injection rule {rule}); the "
+        "server received the request and may have acted on it",
+        {"injectedBy": INJECTED_BY, "rule": rule, "fault": "drop"},
+    )
+
+
 def drop_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
     """The error a client gets for a request a `drop` fault kept from the server."""
     return error_response(

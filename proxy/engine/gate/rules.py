@@ -95,8 +95,10 @@ def _options(words: Sequence[str]) -> tuple[float, int | None]:
                 p = float(value)
             except ValueError:
                 p = -1.0
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"p= is a probability from 0 to 1, got {value!r}")
+            if not 0.0 < p <= 1.0:
+                raise ValueError(
+                    f"p= is a probability above 0, up to 1 (a rule with p=0 never acts), got {value!r}"
+                )
         elif key == "count":
             if not value.isdigit() or int(value) < 1:
                 raise ValueError(f"count= is how many faults the rule injects (1 or more), got {value!r}")
