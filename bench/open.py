@@ -79,7 +79,12 @@ def child(path: Path) -> None:
     status = Path("/proc/self/status").read_text().splitlines()
     peak = [line for line in status if line.startswith("VmHWM:")]
     out["tui_peak_rss_mib"] = round(int(peak[0].split()[1]) / 1024, 1) if peak else None
-    out["index_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    out["index_peak_rss_mib"] = round(children.ru_maxrss / 1024, 1)
+    # CPU seconds say what the wall clock cannot on a shared machine: the work each process did.
+    out["tui_cpu_s"] = round(own.ru_utime + own.ru_stime, 2)
+    out["index_cpu_s"] = round(children.ru_utime + children.ru_stime, 2)
     print(json.dumps(out))
 
 
@@ -144,6 +149,8 @@ def report(results: dict[str, Any]) -> str:
         f"| TUI peak RSS | {run['tui_peak_rss_mib']} MiB | < {TARGET_RSS_MIB:g} MiB | "
         f"{'yes' if run['tui_peak_rss_mib'] < TARGET_RSS_MIB else 'no'} |",
         f"| index process peak RSS | {run['index_peak_rss_mib']} MiB | | |",
+        f"| CPU seconds: TUI process, index process | {run.get('tui_cpu_s')} s, "
+        f"{run.get('index_cpu_s')} s | | |",
         "",
         f"End status: {run['feed_status']}",
     ]

@@ -287,21 +287,39 @@ class CaptureFeed:
         await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}"))
 
     async def _indexed(self, sink: Sink) -> None:
-        """The newest part at once, then every chain once the index pass has built them."""
+        """The newest part at once, then every chain once the index pass has built them.
+
+        The index pass starts first (it is the long part, in a process of its own); the newest part
+        is read meanwhile and shown as soon as it is built.
+        """
         name = self.path.name
-        tail = await asyncio.to_thread(read_tail, self.path, self.tail_bytes)
-        await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing the rest"))
-        for event in tail:
-            await sink(event)
+        shown = False
+
+        async def newest() -> None:
+            nonlocal shown
+            tail = await asyncio.to_thread(read_tail, self.path, self.tail_bytes)
+            await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing the rest"))
+            for event in tail:
+                await sink(event)
+            shown = True
 
         async def progress(read: int, total: int) -> None:
-            percent = 100 * read // max(total, 1)
-            await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing {percent}%"))
+            if shown:  # until then the newest part's status stands
+                percent = 100 * read // max(total, 1)
+                await sink(FeedStatus("indexing", f"{name}: newest chains shown; indexing {percent}%"))
 
-        try:
-            index = await index_capture([self.path], progress)
-        except IndexFailed as exc:
-            await sink(FeedStatus("failed", f"{exc}; the newest chains stay shown"))
+        async def every() -> IndexReady | IndexFailed:
+            try:
+                return await index_capture([self.path], progress)
+            except IndexFailed as exc:  # the newest part is still shown in full
+                return exc
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(newest(), name="capture-newest")
+            indexing = group.create_task(every(), name="capture-index")
+        index = indexing.result()
+        if isinstance(index, IndexFailed):
+            await sink(FeedStatus("failed", f"{index}; the newest chains stay shown"))
             return
         await sink(index)
         end = index.end

@@ -21,6 +21,14 @@ is in small rooms beside it:
 - `ledger`: opening chains, filing records, timing and status, announcing changes;
 - `records`: building the redacted, bounded message records.
 
+A reader that replays a whole capture may ask for less than a live watcher gets: without `headlines`
+the builder announces no `ChainOpened`/`ChainChanged` (a copy of the headline each; the store keeps
+the headlines current all the same), and without `records` it builds no message records: it counts
+each message in its chain's headline, returns the chain it joined, and tells `on_filed` what its
+record would be numbered and carry, so a reader can build that record later from the observation
+alone (`proxy.record.record_refs`). Which chain each message joins is decided by the same code
+either way.
+
 No I/O, no clock of its own (an observation's time, else an injected one), no logging (the round-trip
 log line comes from `tally`, which needs no chain).
 """
@@ -36,7 +44,6 @@ from proxy.flows.events import (
     Channel,
     Direction,
     FlowEvent,
-    HttpInfo,
     Mode,
     Side,
 )
@@ -59,7 +66,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.records import RecordMaker
+from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
@@ -95,15 +102,27 @@ class ChainBuilder:
         clock: Callable[[], float],
         body_limit: int = 65536,
         id_prefix: str = "c",
+        headlines: bool = True,
+        records: bool = True,
+        on_filed: Filed | None = None,
     ) -> None:
         self.store = store
+        self._headlines = headlines
+        self._keeps_records = records
+        self._on_filed = on_filed
         self._redactor = redactor
         self._clock = ObservedClock(clock)
         clock = self._clock
         self._body_limit = body_limit
         retries = RetryBook()
         self._ledger = ChainLedger(
-            store, sink, redactor, clock=clock, on_finished=retries.forget, id_prefix=id_prefix
+            store,
+            sink,
+            redactor,
+            clock=clock,
+            on_finished=retries.forget,
+            id_prefix=id_prefix,
+            headlines=headlines,
         )
         self._correlator = Correlator(self._ledger, retries, redactor, clock=clock)
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
@@ -112,19 +131,28 @@ class ChainBuilder:
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
 
-    def apply(self, obs: Observation) -> None:
-        """Build one observation into chains, at the time it was made (so a later build is the same)."""
+    def apply(self, obs: Observation) -> str | None:
+        """Build one observation into chains, at the time it was made (so a later build is the same).
+
+        Returns the chain the observation filed a message in (a message, an invalid body, the `http`
+        record of an exchange that closed with no message carrying its response head), else None.
+        """
         clock = self._clock
         clock.at = obs.t
         try:
-            self._apply(obs)
+            return self._apply(obs)
         finally:
             clock.at = None
 
-    def _apply(self, obs: Observation) -> None:
+    @property
+    def finished(self) -> int:
+        """Chains finished so far (how a reader without headlines learns that a chain ended)."""
+        return self._ledger.finished
+
+    def _apply(self, obs: Observation) -> str | None:
         match obs:
             case MessageSeen():
-                self.message(
+                return self.message(
                     obs.exchange,
                     obs.msg,
                     size=obs.size,
@@ -151,15 +179,15 @@ class ChainBuilder:
                     obs.exchange, status=obs.status, content_type=obs.content_type, headers=obs.headers
                 )
             case ExchangeClosed():
-                self.close_exchange(obs.exchange, obs.outcome)
+                return self.close_exchange(obs.exchange, obs.outcome)
             case BytesOut():
                 pass  # the tally counts them; a chain counts message bytes only
             case EventIdSeen():
                 self.note_event_id(obs.exchange, obs.sse_id)
             case InvalidBody():
-                self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
+                return self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
             case LegMessageSeen():
-                self.leg_message(
+                return self.leg_message(
                     obs.leg,
                     obs.exchange,
                     obs.msg,
@@ -190,6 +218,7 @@ class ChainBuilder:
                     capabilities=obs.capabilities,
                     version=obs.version,
                 )
+        return None
 
     # -- exchanges -------------------------------------------------------------------------------
 
@@ -257,7 +286,7 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return
-        ex.head = HttpInfo(status=status, content_type=content_type, headers=self._redactor.headers(headers))
+        ex.head = self._records.response_head(status, content_type, headers)
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
@@ -281,6 +310,8 @@ class ChainBuilder:
         Headline changes the message causes are announced after the message itself, so the last
         ChainChanged of a chain already counts its final message.
         """
+        if not self._headlines:
+            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
         with self._ledger.changes_held():
             return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
 
@@ -307,6 +338,9 @@ class ChainBuilder:
             return None
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
+        if not self._keeps_records:
+            head = _HEADS[carries_head(chain, ex, msg, direction)]
+            return self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
         record = self._records.on_exchange(
             chain,
             ex,
@@ -354,6 +388,8 @@ class ChainBuilder:
             chain.upstream_requests += 1
             if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
                 chain.summary.rounds = chain.upstream_requests
+        if not self._keeps_records:
+            return self._count(chain, direction, size, False, Head.NONE)
         record = self._records.message(
             chain,
             msg,
@@ -437,14 +473,19 @@ class ChainBuilder:
         if chain_id is not None:
             self.store.release(chain_id)
 
-    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> None:
-        """Finish an exchange: unanswered requests fail with `outcome`."""
+    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
+        """Finish an exchange: unanswered requests fail with `outcome`.
+
+        Returns the chain that got the exchange's `http` record (its response head carried no
+        message), else None.
+        """
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
-            return
+            return None
         now = self._clock()
+        filed = None
         if ex.head is not None and not ex.head_recorded and ex.chains:
-            self._record_http_only(ex)
+            filed = self._record_http_only(ex)
         for ident, chain_id in ex.requests.items():
             if ident in ex.answered:
                 continue
@@ -472,6 +513,7 @@ class ChainBuilder:
             self._ledger.finish(chain, status, outcome if failed else None, now)
         for chain_id in ex.chains:
             self.store.release(chain_id)
+        return filed
 
     def _unanswered(self, chain: Chain, ex: Exchange, now: float) -> None:
         """End a chain whose exchange closed cleanly without its response.
@@ -495,18 +537,22 @@ class ChainBuilder:
         chain.summary.notes.append(f"invalid request: {problem}")
         preview = body[: self._body_limit].decode("utf-8", "replace")
         msg = Message(Kind.INVALID, preview, problem=problem)
-        record = self._records.on_exchange(
-            chain,
-            ex,
-            msg,
-            size=size,
-            direction=Direction.TO_SERVER,
-            channel=Channel.POST,
-            side=Side.BOTH,
-            sse_id=None,
-            note=problem,
-        )
-        self._ledger.file(chain, record, invalid=True)
+        if self._keeps_records:
+            record = self._records.on_exchange(
+                chain,
+                ex,
+                msg,
+                size=size,
+                direction=Direction.TO_SERVER,
+                channel=Channel.POST,
+                side=Side.BOTH,
+                sse_id=None,
+                note=problem,
+            )
+            self._ledger.file(chain, record, invalid=True)
+        else:
+            head = _HEADS[carries_head(chain, ex, msg, Direction.TO_SERVER)]
+            self._count(chain, Direction.TO_SERVER, size, True, head)
         # Nothing can answer it into success; without this it would stay pending for ever.
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
@@ -534,14 +580,30 @@ class ChainBuilder:
         """Sizes of the builder's correlation tables (tests assert they drain)."""
         return {"exchanges": len(self._exchanges), **self._correlator.sizes()}
 
-    def _record_http_only(self, ex: Exchange) -> None:
+    def _record_http_only(self, ex: Exchange) -> str | None:
         chain = self.store.peek(ex.chains[0])
         if chain is None or ex.head is None:
-            return
+            return None
         ex.head_recorded = True
-        # A bridge answers the client's HTTP itself; pass-through relays the upstream's answer.
-        side = Side.CLIENT if ex.mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Side.BOTH
+        if not self._keeps_records:
+            return self._count(chain, Direction.TO_CLIENT, 0, False, http_only_head(ex.mode))
+        side = Side.CLIENT if http_only_head(ex.mode) is Head.HTTP_BRIDGED else Side.BOTH
         self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
+        return chain.summary.id
+
+    def _count(self, chain: Chain, direction: Direction, size: int, invalid: bool, head: Head) -> str:
+        """Count a message without recording it; `on_filed` hears what its record would be."""
+        self._ledger.count(chain, direction, size, invalid=invalid)
+        if self._on_filed is not None:
+            self._on_filed(chain.summary.id, chain.next_seq(), chain.summary.rounds, head)
+        return chain.summary.id
+
+
+_HEADS: dict[Direction | None, Head] = {
+    Direction.TO_SERVER: Head.REQUEST,
+    Direction.TO_CLIENT: Head.RESPONSE,
+    None: Head.NONE,
+}
 
 
 def fault_note(obs: FaultInjected) -> str:

@@ -44,6 +44,7 @@ class ChainLedger:
         clock: Callable[[], float],
         on_finished: Callable[[str], None],
         id_prefix: str = "c",
+        headlines: bool = True,
     ) -> None:
         self.store = store
         self._id_prefix = id_prefix
@@ -53,6 +54,11 @@ class ChainLedger:
         self._on_finished = on_finished
         self._ids = itertools.count(1)
         self._changed: dict[str, Chain] | None = None
+        self._headlines = headlines
+        """Whether `ChainOpened` and `ChainChanged` are announced (a reader that wants only the final
+        headlines, read from the store, goes without: each is a copy of the headline)."""
+        self.finished = 0
+        """Chains finished so far (a reader that goes without headlines learns of ends by it)."""
         self.client_names: BoundedMap = BoundedMap()
         """Session id -> the client's name, so every chain of a session shows who sent it."""
 
@@ -79,7 +85,8 @@ class ChainLedger:
             ex.pending_note = None
         chain = self.store.open(summary)
         ex.chains.append(summary.id)
-        self._sink(ChainOpened(chain=summary.model_copy()))
+        if self._headlines:
+            self._sink(ChainOpened(chain=summary.model_copy()))
         return chain
 
     @staticmethod
@@ -91,15 +98,20 @@ class ChainLedger:
     def file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
         """Keep a record in its chain, count it in the headline, and tell the observers."""
         chain.add(record)
+        self.count(chain, record.direction, record.size, invalid=invalid)
+        self._sink(MessageRecorded(chain_id=chain.summary.id, message=record))
+
+    @staticmethod
+    def count(chain: Chain, direction: Direction, size: int, *, invalid: bool) -> None:
+        """Count one message in the chain's headline (filed, or counted by a builder keeping no records)."""
         summary = chain.summary
         summary.messages += 1
-        if record.direction is Direction.TO_SERVER:
-            summary.bytes_to_server += record.size
+        if direction is Direction.TO_SERVER:
+            summary.bytes_to_server += size
         else:
-            summary.bytes_to_client += record.size
+            summary.bytes_to_client += size
         if invalid:
             summary.invalid = True
-        self._sink(MessageRecorded(chain_id=summary.id, message=record))
 
     # -- timing and status -----------------------------------------------------------------------
 
@@ -125,6 +137,7 @@ class ChainLedger:
         summary.duration_ms = round((now - summary.started) * 1000, 3)
         summary.upstream_ms = round(max(0.0, summary.duration_ms - summary.client_wait_ms), 3)
         summary.client_wait_ms = round(summary.client_wait_ms, 3)
+        self.finished += 1
         self._on_finished(summary.id)
         self.changed(chain)
 
@@ -132,6 +145,8 @@ class ChainLedger:
 
     def changed(self, chain: Chain) -> None:
         """Announce a chain's new headline, or hold it while a message is being filed."""
+        if not self._headlines:
+            return
         if self._changed is not None:
             self._changed[chain.summary.id] = chain
             return
@@ -140,6 +155,9 @@ class ChainLedger:
     @contextmanager
     def changes_held(self) -> Iterator[None]:
         """Announce the headline changes made in the block once, after it, so they count its message."""
+        if not self._headlines:
+            yield
+            return
         self._changed = {}
         try:
             yield

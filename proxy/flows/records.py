@@ -9,13 +9,59 @@ no logging; storing and announcing the records is the builder's job.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from enum import IntEnum
 
-from proxy.flows.events import Channel, Direction, HttpInfo, MessageRecord, Side
+from proxy.flows.events import Channel, Direction, HttpInfo, MessageRecord, Mode, Side
 from proxy.flows.exchanges import Exchange
 from proxy.flows.redact import Redactor
 from proxy.flows.store import Chain
 from proxy.wire.jsonrpc import Kind, Message
+
+
+class Head(IntEnum):
+    """Which HTTP head a message's record carries, for a reader that builds records later (`Filed`)."""
+
+    NONE = 0
+    REQUEST = 1
+    """The request head of the message's exchange."""
+    RESPONSE = 2
+    """The exchange's response head (the latest one seen when the message was filed)."""
+    HTTP_RELAYED = 3
+    """An `http` record of a response head no message carried, the upstream's answer relayed."""
+    HTTP_BRIDGED = 4
+    """An `http` record of a response head no message carried, a bridge's own answer."""
+
+
+Filed = Callable[[str, int, int, Head], None]
+"""Hears of each message a builder counted without recording it: chain id, sequence number, round,
+and the head its record would carry; with the observation itself that is all a record is made of."""
+
+
+def http_only_head(mode: Mode) -> Head:
+    """The head of an exchange's `http` record: a bridge answers the client's HTTP itself, pass-through
+    relays the upstream's answer."""
+    return Head.HTTP_BRIDGED if mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Head.HTTP_RELAYED
+
+
+def carries_head(chain: Chain, ex: Exchange, msg: Message, direction: Direction) -> Direction | None:
+    """Which HTTP head a message on a client exchange carries (the request's, the response's, or none).
+
+    Every request, a chain's first message and an exchange's first message to the server carry the
+    request head; the first message back carries the response head. The exchange is marked as having
+    recorded that head, whether or not a record is built: a builder that counts messages without
+    recording them still needs the marks (an exchange whose head no message carried gets an `http`
+    record when it closes).
+    """
+    if direction is Direction.TO_SERVER and (
+        msg.kind is Kind.REQUEST or chain.summary.messages == 0 or not ex.request_recorded
+    ):
+        ex.request_recorded = True
+        return Direction.TO_SERVER
+    if direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
+        ex.head_recorded = True
+        return Direction.TO_CLIENT
+    return None
 
 
 class RecordMaker:
@@ -39,26 +85,15 @@ class RecordMaker:
         sse_id: str | None,
         note: str | None,
     ) -> MessageRecord:
-        """The record of a message on a client exchange, carrying the HTTP head it travelled with.
-
-        Every request, a chain's first message and an exchange's first message to the server carry
-        the request head (a notification or an answer on an exchange of its own carries its own, not
-        its chain's); the first message back carries the response head. Each is then marked recorded
-        on the exchange.
-        """
+        """The record of a message on a client exchange, carrying the HTTP head it travelled with
+        (`carries_head`: a notification or an answer on an exchange of its own carries its own, not its
+        chain's)."""
         http: HttpInfo | None = None
-        if direction is Direction.TO_SERVER and (
-            msg.kind is Kind.REQUEST or chain.summary.messages == 0 or not ex.request_recorded
-        ):
-            ex.request_recorded = True
-            http = HttpInfo(
-                method=ex.http_method,
-                path=self._redactor.path(ex.path),
-                headers=self._redactor.headers(ex.request_headers),
-            )
-        elif direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
+        carries = carries_head(chain, ex, msg, direction)
+        if carries is Direction.TO_SERVER:
+            http = self.request_head(ex.http_method, ex.path, ex.request_headers)
+        elif carries is Direction.TO_CLIENT:
             http = ex.head
-            ex.head_recorded = True
         record = self.message(
             chain, msg, exchange=ex.id, side=side, direction=direction, channel=channel, size=size, note=note
         )
@@ -77,15 +112,43 @@ class RecordMaker:
         size: int,
         note: str | None,
     ) -> MessageRecord:
-        """A redacted, bounded record of one message.
+        """A redacted, bounded record of one message, the next of its chain."""
+        return self.build(
+            msg,
+            seq=chain.next_seq(),
+            ts=self._clock(),
+            round_=chain.summary.rounds,
+            exchange=exchange,
+            side=side,
+            direction=direction,
+            channel=channel,
+            size=size,
+            note=note,
+        )
+
+    def build(
+        self,
+        msg: Message,
+        *,
+        seq: int,
+        ts: float,
+        round_: int,
+        exchange: str,
+        side: Side,
+        direction: Direction,
+        channel: Channel,
+        size: int,
+        note: str | None,
+    ) -> MessageRecord:
+        """A redacted, bounded record of one message, numbered and timed as given.
 
         Built by the validating constructor: for these flat models pydantic-core's validation is about
         twice as fast as `model_construct`, which fills fields in Python.
         """
         body, truncated, _ = self._redactor.body_bounded(msg.raw, self._body_limit)
         return MessageRecord(
-            seq=chain.next_seq(),
-            ts=self._clock(),
+            seq=seq,
+            ts=ts,
             side=side,
             direction=direction,
             channel=channel,
@@ -98,9 +161,19 @@ class RecordMaker:
             truncated=truncated,
             http=None,
             sse_id=None,
-            round=chain.summary.rounds,
+            round=round_,
             note=note or msg.problem,
         )
+
+    def request_head(self, http_method: str, path: str, headers: Mapping[str, str]) -> HttpInfo:
+        """The request head a record carries, redacted."""
+        return HttpInfo(
+            method=http_method, path=self._redactor.path(path), headers=self._redactor.headers(headers)
+        )
+
+    def response_head(self, status: int, content_type: str | None, headers: Mapping[str, str]) -> HttpInfo:
+        """A response head as records carry it, redacted."""
+        return HttpInfo(status=status, content_type=content_type, headers=self._redactor.headers(headers))
 
     def http_only(self, chain: Chain, exchange: str, head: HttpInfo, *, side: Side) -> MessageRecord:
         """The record of a response head that carried no message, so a bare status still shows.
@@ -108,9 +181,18 @@ class RecordMaker:
         `side` is `client` when the proxy gave that answer itself (a bridge acknowledging a POST),
         `both` when the upstream's answer was relayed.
         """
+        return self.build_http_only(
+            exchange, head, seq=chain.next_seq(), ts=self._clock(), round_=chain.summary.rounds, side=side
+        )
+
+    @staticmethod
+    def build_http_only(
+        exchange: str, head: HttpInfo, *, seq: int, ts: float, round_: int, side: Side
+    ) -> MessageRecord:
+        """The `http` record of a response head, numbered and timed as given."""
         return MessageRecord.model_construct(
-            seq=chain.next_seq(),
-            ts=self._clock(),
+            seq=seq,
+            ts=ts,
             side=side,
             direction=Direction.TO_CLIENT,
             channel=Channel.HTTP,
@@ -123,6 +205,6 @@ class RecordMaker:
             truncated=False,
             http=head,
             sse_id=None,
-            round=chain.summary.rounds,
+            round=round_,
             note=None,
         )

@@ -434,6 +434,8 @@ class CaptureReader:
         """Line number and reason of the first `MAX_CORRUPT_SHOWN` corrupt lines."""
         self._strict = strict
         self._iterating = False
+        self.line_start = 0
+        """Where the line being read starts in the file (an index keeps where each record's line is)."""
         self._replayer: ObservationReplayer | None = replayer
 
     @property
@@ -475,7 +477,10 @@ class CaptureReader:
         if self._replayer is not None:
             self._replayer.start_file()
         lineno = 1
+        start = self._file.tell()
         for raw in self._file:
+            self.line_start = start
+            start += len(raw)
             lineno += 1
             if not raw.strip():
                 continue

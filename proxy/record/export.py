@@ -1,12 +1,14 @@
 """Exporting a capture: read it line by line, build its chains, write HAR, JSON or NDJSON as it goes.
 
 One pass over the file(s), in order (a capture and its rotated parts share one chain builder, oldest
-file first). The reader's chain store is small and bounded: HAR entries are written as their exchange
-ends and JSON chains as the store lets them go, so memory holds what is open at one time, never the
-file. A line the reader cannot read is skipped, and named (file, line number, reason) in what
-`export_capture` returns, which the HAR's `log.comment` and the JSON's `skipped` member repeat; the
-rest is exported. Everything in a capture was redacted when it was written, so nothing here redacts
-again, and nothing here can show what the capture does not hold.
+file first), building only what the export uses: the final headlines and records the store keeps (no
+headline announcements), and for HAR not even records. The reader's chain store is small and
+bounded: HAR entries are written as their exchange ends and JSON chains as the store lets them go,
+so memory holds what is open at one time, never the file. A line the reader cannot read is skipped,
+and named (file, line number, reason) in what `export_capture` returns, which the HAR's `log.comment`
+and the JSON's `skipped` member repeat; the rest is exported. Everything in a capture was redacted
+when it was written, so nothing here redacts again, and nothing here can show what the capture does
+not hold.
 """
 
 from __future__ import annotations
@@ -118,8 +120,7 @@ def export_capture(
         store = ChainStore(max_chains=RING, max_messages_per_chain=1)
         har = HarWriter(out)
         entries = HarFromCapture(har.write, store, keep=keep)
-        replayer = ObservationReplayer(store=store, on_applied=entries.applied)
-        _read(open_readers(paths, replayer), report, entries.proxy_info)
+        _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -129,7 +130,7 @@ def export_capture(
     )
     chains = ChainsOut(writer.write, keep)
     store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=chains.gone)
-    _read(open_readers(paths, ObservationReplayer(store=store)), report, None)
+    _read(open_readers(paths, ObservationReplayer(store=store, headlines=False)), report, None)
     for chain in store.drain():
         chains.gone(chain)
     report.written = chains.written
@@ -155,7 +156,12 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
             follower.set_upstream(None, None)
 
     store = ChainStore(max_chains=RING, max_messages_per_chain=1)
-    replayer = ObservationReplayer(store=store, on_applied=lambda obs, _events: follower.observe_all((obs,)))
+    replayer = ObservationReplayer(
+        store=store,
+        on_applied=lambda obs, _events, _chain: follower.observe_all((obs,)),
+        headlines=False,
+        records=False,
+    )
     _read(open_readers(paths, replayer), report, upstream)
     return report
 
@@ -191,7 +197,7 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
         found.info = found.info or event
 
     store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone)
-    _read(open_readers(paths, ObservationReplayer(store=store)), found.report, info)
+    _read(open_readers(paths, ObservationReplayer(store=store, headlines=False)), found.report, info)
     for chain in store.drain():
         gone(chain)
     return found

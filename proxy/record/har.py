@@ -15,6 +15,8 @@ Plain data and bytes: no I/O of its own (the writer is handed a binary stream), 
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +28,8 @@ import orjson
 
 from proxy import __version__
 from proxy.flows.events import ChainSummary, Channel, Direction
+
+_PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
 
 HAR_VERSION: Final = "1.2"
 CREATOR: Final = "mcp-debug-proxy"
@@ -126,8 +130,22 @@ def render(draft: EntryDraft, *, note: str | None = None) -> dict[str, Any]:
 
 
 def iso_time(t: float) -> str:
-    """An epoch time as HAR's ISO 8601 date-time, in UTC to the millisecond."""
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """An epoch time as HAR's ISO 8601 date-time, in UTC to the millisecond.
+
+    Each message of an export has one, so the date and time of day are made once per second: the
+    microseconds are rounded as `datetime.fromtimestamp` rounds them (half to even, carrying into the
+    second), then cut to milliseconds as `isoformat` cuts them.
+    """
+    second = math.floor(t)
+    micros = round((t - second) * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    return f"{_iso_second(second)}.{micros // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def client_url(path: str, headers: dict[str, str], fallback_host: str) -> str:
@@ -218,13 +236,9 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
     mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
     size = sum(m.size for m in back) + draft.bytes_out
     status = draft.status or 0
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = ""
     return {
         "status": status,
-        "statusText": phrase,
+        "statusText": _PHRASES.get(status, ""),
         "httpVersion": "HTTP/1.1",
         "cookies": [],
         "headers": _pairs(draft.response_headers),
@@ -265,8 +279,8 @@ def _mcp(draft: EntryDraft) -> dict[str, Any]:
 def _message(m: Carried) -> dict[str, Any]:
     out: dict[str, Any] = {
         "time": iso_time(m.t),
-        "direction": m.direction.value,
-        "channel": m.channel.value,
+        "direction": m.direction,
+        "channel": m.channel,
         "side": m.side,
         "kind": m.kind,
         "chain": m.chain,

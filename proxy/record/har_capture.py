@@ -1,9 +1,13 @@
 """A capture's HAR entries, drafted from its observations as a reader builds them, written as each ends.
 
-`HarFromCapture` listens to an `ObservationReplayer` (`on_applied`): an exchange's opening line starts
-its draft, each message joins it with the chain the builder filed it in, and its closing line ends
-it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same way from
-its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the file.
+`HarFromCapture` listens to the `ObservationReplayer` it makes (`on_applied`): an exchange's opening
+line starts its draft, each message joins it with the chain the builder filed it in, and its closing
+line ends it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same
+way from its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the
+file. An entry needs only which chain each message joined and the chains' headlines (kept current in
+the store), so the replayer builds no message records and announces no headline changes (`lean`).
+Without `lean` the replayer builds everything a live watcher gets, and the drafts learn the chains
+and their ends from its events instead: the same entries, by another road (tests hold them equal).
 
 A filter that judges chains by their end (status, free text) holds an ended exchange until every
 chain it carried has ended too (a client's answer to a nested request closes before its call does);
@@ -43,6 +47,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.store import ChainStore
 from proxy.record.har import DEFAULT_ENTRY_BYTES, Carried, EntryDraft, client_url, render, upstream_url
+from proxy.record.observations import ObservationReplayer
 
 DEFAULT_MAX_HELD: Final = 10_000
 """Ended entries waiting for their chains to end before a filter judges them."""
@@ -59,6 +64,7 @@ class HarFromCapture:
         keep: ChainFilter | None = None,
         entry_bytes: int = DEFAULT_ENTRY_BYTES,
         max_held: int = DEFAULT_MAX_HELD,
+        lean: bool = True,
     ) -> None:
         self._write = write
         self._store = store
@@ -70,22 +76,31 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self.written = 0
+        self._lean = lean
+        self.replayer = ObservationReplayer(
+            store=store, on_applied=self.applied, headlines=not lean, records=not lean
+        )
+        """The replayer to read the capture with: it hands each observation built to `applied`."""
+        self._builder = self.replayer.builder
+        self._finished = 0
 
     def proxy_info(self, info: ProxyInfo) -> None:
         """Learn where the proxy listened and what it proxied (entries' URLs)."""
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
 
-    def applied(self, obs: Observation, events: list[FlowEvent]) -> None:
-        """Take one observation, as the replayer built it, with the events it made."""
+    def applied(self, obs: Observation, events: list[FlowEvent], chain: str | None) -> None:
+        """Take one observation, as the replayer built it, with the chain it filed a message in."""
+        if not self._lean:
+            chain = next((e.chain_id for e in events if isinstance(e, MessageRecorded)), None)
         match obs:
             case MessageSeen():
                 draft = self._open.get(obs.exchange)
                 if draft is not None:
                     msg = obs.msg
-                    chain, summary = self._chain_of(events)
+                    summary = self._summary(chain)
                     carried = Carried(
-                        obs.t, obs.direction, obs.channel, obs.side.value, msg.kind.value, msg.raw,
+                        obs.t, obs.direction, obs.channel, obs.side, msg.kind, msg.raw,
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
                     )  # fmt: skip
                     draft.add(carried, summary)
@@ -109,7 +124,7 @@ class HarFromCapture:
                     draft.head(obs.t, obs.status, obs.content_type, obs.headers)
             case ExchangeClosed():
                 if (draft := self._open.pop(obs.exchange, None)) is not None:
-                    self._note_chains(draft, events)
+                    self._note_chain(draft, chain)
                     draft.ended, draft.outcome = obs.t, obs.outcome
                     self._ended(draft)
             case BytesOut():
@@ -123,9 +138,9 @@ class HarFromCapture:
             case InvalidBody():
                 if (draft := self._open.get(obs.exchange)) is not None:
                     draft.invalid_body = obs.body.decode("utf-8", "replace")
-                    self._note_chains(draft, events)
+                    self._note_chain(draft, chain)
             case LegMessageSeen():
-                self._leg_message(obs, events)
+                self._leg_message(obs, chain)
             case LegLinked():
                 self._leg(obs.leg, obs.t, None).related = obs.related
             case LegClosed():
@@ -134,7 +149,7 @@ class HarFromCapture:
                     self._ended(draft)
             case _:
                 pass
-        if self._held and any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events):
+        if self._chain_ended(events) and self._held:  # held entries may be judged now
             self._release_held()
 
     def finish(self) -> None:
@@ -147,19 +162,22 @@ class HarFromCapture:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _chain_of(self, events: list[FlowEvent]) -> tuple[str | None, ChainSummary | None]:
-        for event in events:
-            if isinstance(event, MessageRecorded):
-                chain = self._store.peek(event.chain_id)
-                return event.chain_id, chain.summary if chain is not None else None
-        return None, None
+    def _chain_ended(self, events: list[FlowEvent]) -> bool:
+        if not self._lean:
+            return any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events)
+        finished = self._builder.finished
+        ended, self._finished = finished != self._finished, finished
+        return ended
 
-    def _note_chains(self, draft: EntryDraft, events: list[FlowEvent]) -> None:
-        for event in events:
-            if isinstance(event, MessageRecorded) and event.chain_id not in draft.chains:
-                chain = self._store.peek(event.chain_id)
-                if chain is not None:
-                    draft.chains[event.chain_id] = chain.summary
+    def _summary(self, chain_id: str | None) -> ChainSummary | None:
+        chain = self._store.peek(chain_id) if chain_id is not None else None
+        return chain.summary if chain is not None else None
+
+    def _note_chain(self, draft: EntryDraft, chain_id: str | None) -> None:
+        if chain_id is not None and chain_id not in draft.chains:
+            summary = self._summary(chain_id)
+            if summary is not None:
+                draft.chains[chain_id] = summary
 
     def _leg(self, leg: str, t: float, first: LegMessageSeen | None) -> EntryDraft:
         draft = self._open.get(leg)
@@ -170,12 +188,12 @@ class HarFromCapture:
             )
         return draft
 
-    def _leg_message(self, obs: LegMessageSeen, events: list[FlowEvent]) -> None:
+    def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:
         draft = self._leg(obs.leg, obs.t, obs)
         msg = obs.msg
-        chain, summary = self._chain_of(events)
+        summary = self._summary(chain)
         carried = Carried(
-            obs.t, obs.direction, obs.channel, Side.UPSTREAM.value, msg.kind.value, msg.raw,
+            obs.t, obs.direction, obs.channel, Side.UPSTREAM, msg.kind, msg.raw,
             msg.id, msg.method, obs.size, None, None, chain,
         )  # fmt: skip
         if summary is not None and not draft.chains:  # a leg has the eras and mode of the chain it serves

@@ -4,10 +4,15 @@ A capture of hours holds tens of thousands of chains and millions of records; a 
 headline at hand (the list and its filter reach each chain) but the records of only the chains it
 shows. The index pass reads the capture once, in order, through the same chain builder every reader
 uses (so it shows what a live watcher saw), and keeps nothing of the file in memory: each record is
-appended to a *spill file* as one JSON line as it is built, and each chain, once the reader's bounded
-store lets it go (nothing can join it any more), comes out as one `indexed` line with its final
-headline and the spill offsets of its records. A browser keeps the headlines and reads a chain's
-records back (`read_records`) only when it shows that chain.
+appended to a *spill file* as one line, and each chain, once the reader's bounded store lets it go
+(nothing can join it any more), comes out as one `indexed` line with its final headline and the spill
+offsets of its records. A browser keeps the headlines and reads a chain's records back
+(`read_records`) only when it shows that chain.
+
+The pass builds no records: a spill line is a record's reference (`proxy.record.record_refs`: where
+its observation and HTTP head lines are in the capture, its sequence number and round), and the
+record is built from the capture's lines when it is read back, by the same code that would have built
+it during the pass. A record another writer saved whole (an event line) is spilled as its JSON.
 
 `python -m proxy.record.index --spill FILE CAPTURE...` runs the pass in a process of its own (the TUI
 starts it, so the pass has a core to itself and the screen stays live) and writes JSON lines on stdout:
@@ -48,9 +53,11 @@ from proxy.flows.events import (
     event_from_json,
     event_to_json,
 )
+from proxy.flows.observations import Observation
 from proxy.flows.store import Chain, ChainStore
 from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
+from proxy.record.record_refs import RecordBuilder, Ref, RefTaker, position
 
 RING: Final = 500
 """Chains the index pass keeps built before letting ended ones go (open ones are held until they end)."""
@@ -59,7 +66,10 @@ MAX_RECORDS: Final = 1000
 """Records indexed per chain (the TUI keeps as many); later ones are counted in `dropped`."""
 
 PROGRESS_EVERY: Final = 8192
-"""Lines between two progress lines."""
+"""Observation lines between two progress lines."""
+
+OUT_BUFFER: Final = 1024 * 1024
+"""Bytes of the pass's output held before they are written (progress lines are written at once)."""
 
 TAIL_PREFIX: Final = "r~"
 """The id prefix of chains `read_tail` builds (the index's own ids start with `r`)."""
@@ -85,14 +95,37 @@ class Indexer:
         self._let_go: list[Chain] = []
         """Chains the store let go while an observation was built: handed over after its events."""
         self.store = ChainStore(max_chains=ring, max_messages_per_chain=1, on_gone=self._let_go.append)
-        self.replayer = ObservationReplayer(store=self.store, on_applied=self._applied)
+        self._file_no = 0
+        self._reader: CaptureReader | None = None
+        self._refs = RefTaker(self._ref, self._where)
+        self.replayer = ObservationReplayer(
+            store=self.store,
+            on_applied=self._applied,
+            headlines=False,
+            records=False,
+            on_filed=self._refs.filed,
+        )
         self.chains = 0
         self._built = 0
         """Events of the last observation line, which the reader is about to yield again: taken once."""
         self._written: dict[str, ChainSummary] = {}
         """Headlines of chains a capture holds as event lines (a saved feed), handed over at the end."""
+        self._lines = 0
+        self.on_progress: Callable[[int], None] | None = None
+        """Hears, every `PROGRESS_EVERY` observation lines, how far into the current file the pass is."""
 
-    def _applied(self, _obs: object, events: list[FlowEvent]) -> None:
+    def reading(self, file_no: int, reader: CaptureReader) -> None:
+        """The pass reads this file next (0 the oldest): where its lines are is kept for their records."""
+        self._file_no, self._reader = file_no, reader
+
+    def _where(self) -> int:
+        return position(self._file_no, self._reader.line_start if self._reader is not None else 0)
+
+    def _applied(self, obs: Observation, events: list[FlowEvent], filed_in: str | None) -> None:
+        self._refs.applied(obs, events, filed_in)
+        self._lines += 1
+        if self._lines % PROGRESS_EVERY == 0 and self.on_progress is not None and self._reader is not None:
+            self.on_progress(self._reader.position)
         self._built = len(events)
         for event in events:
             self._take(event)
@@ -118,13 +151,19 @@ class Indexer:
             self._emit(event_to_json(event))
 
     def _record(self, chain_id: str, record: MessageRecord) -> None:
+        self._spill_line(chain_id, record.model_dump_json().encode())
+
+    def _ref(self, chain_id: str, ref: Ref) -> None:
+        self._spill_line(chain_id, orjson.dumps(ref))
+
+    def _spill_line(self, chain_id: str, text: bytes) -> None:
         offsets = self._records.get(chain_id)
         if offsets is None:
             offsets = self._records[chain_id] = array("q")
         if len(offsets) >= self._max_records:
             self._dropped[chain_id] = self._dropped.get(chain_id, 0) + 1
             return
-        line = record.model_dump_json().encode() + b"\n"
+        line = text + b"\n"
         offsets.append(self._offset)
         self._spill.write(line)
         self._offset += len(line)
@@ -167,16 +206,17 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
         "cut_short": [],
         "chains": 0,
     }
-    for path in paths:
+
+    def progress(position: int) -> None:
+        emit(orjson.dumps({"type": "index_progress", "read": done + position, "total": total}))
+
+    indexer.on_progress = progress
+    for file_no, path in enumerate(paths):
         with CaptureReader(path, replayer=indexer.replayer) as reader:
-            for count, event in enumerate(reader):
+            indexer.reading(file_no, reader)
+            progress(reader.position)
+            for event in reader:
                 indexer.event(event)
-                if count % PROGRESS_EVERY == 0:
-                    emit(
-                        orjson.dumps(
-                            {"type": "index_progress", "read": done + reader.position, "total": total}
-                        )
-                    )
             done += path.stat().st_size
             end["corrupt_lines"] += reader.corrupt_lines
             room = MAX_CORRUPT_SHOWN - len(end["corrupt"])
@@ -189,12 +229,19 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
     return end
 
 
-def read_records(spill: IO[bytes], offsets: Sequence[int]) -> list[MessageRecord]:
-    """The records at these spill offsets, in order (a chain's records, read back to be shown)."""
+def read_records(spill: IO[bytes], offsets: Sequence[int], builder: RecordBuilder) -> list[MessageRecord]:
+    """The records at these spill offsets, in order (a chain's records, read back to be shown).
+
+    `builder` reads the capture the index was made of (its files in the same order).
+    """
     records = []
     for offset in offsets:
         spill.seek(offset)
-        records.append(MessageRecord.model_validate_json(spill.readline()))
+        line = spill.readline()
+        if line.startswith(b"["):
+            records.append(builder.build(orjson.loads(line)))
+        else:
+            records.append(MessageRecord.model_validate_json(line))
     return records
 
 
@@ -247,15 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spill", type=Path, required=True, help="where the records go (created)")
     parser.add_argument("captures", nargs="+", type=Path, help="capture file(s), oldest first")
     args = parser.parse_args(argv)
-    out = sys.stdout.buffer
+    sys.stdout.flush()
+    # Lines go out in big writes (the reader wakes once per write, not per line), and at once with
+    # each progress line, so the progress shown is never behind.
+    with open(sys.stdout.fileno(), "wb", buffering=OUT_BUFFER, closefd=False) as out:
 
-    def emit(line: bytes) -> None:
-        out.write(line + b"\n")
+        def emit(line: bytes) -> None:
+            out.write(line + b"\n")
+            if line.startswith(b'{"type":"index_progress"'):
+                out.flush()
 
-    with args.spill.open("wb") as spill:
-        end = run_index(args.captures, spill, emit)
-    emit(orjson.dumps(end))
-    out.flush()
+        with args.spill.open("wb") as spill:
+            end = run_index(args.captures, spill, emit)
+        emit(orjson.dumps(end))
     return 0
 
 

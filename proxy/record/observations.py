@@ -39,6 +39,7 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     key_of,
 )
+from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, Redactor
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import Kind, Message
@@ -320,8 +321,18 @@ class OpenLines:
             self._bytes -= sum(len(line) for line in lines)
 
 
+Applied = Callable[[Observation, list[FlowEvent], str | None], None]
+"""Hears of each observation once built: the events it made and the chain it filed a message in."""
+
+
 class ObservationReplayer:
-    """Builds the events of a capture's observation lines with a chain builder of its own."""
+    """Builds the events of a capture's observation lines with a chain builder of its own.
+
+    `headlines`, `records` and `on_filed` say what the builder announces (`ChainBuilder`): a reader
+    that needs only the final headlines (read from the store), only which chain each message joined,
+    or records built later (`proxy.record.record_refs`) goes without the rest, and replays a big
+    capture several times faster; the chains are the same.
+    """
 
     def __init__(
         self,
@@ -329,14 +340,17 @@ class ObservationReplayer:
         body_limit: int = 65536,
         max_chains: int = 100_000,
         store: ChainStore | None = None,
-        on_applied: Callable[[Observation, list[FlowEvent]], None] | None = None,
+        on_applied: Applied | None = None,
         id_prefix: str = "r",
+        headlines: bool = True,
+        records: bool = True,
+        on_filed: Filed | None = None,
     ) -> None:
         self._events: list[FlowEvent] = []
         self._restored: set[str] = set()
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
         self._on_applied = on_applied
-        """Hears of each observation once built, with the events it made (an export reads both)."""
+        """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
             store if store is not None else ChainStore(max_chains=max_chains),
             self._events.append,
@@ -344,6 +358,9 @@ class ObservationReplayer:
             clock=lambda: 0.0,
             body_limit=body_limit,
             id_prefix=id_prefix,
+            headlines=headlines,
+            records=records,
+            on_filed=on_filed,
         )
 
     def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
@@ -359,16 +376,25 @@ class ObservationReplayer:
                 if self._knows(obs, key):
                     return []
                 self._restored.add(key)
-            self._builder.apply(obs)
+            chain = self._builder.apply(obs)
             if isinstance(obs, ExchangeOpened):
                 self._builder.began_earlier(key)
         else:
-            self._builder.apply(obs)
-        events = self._events[:]
-        self._events.clear()
+            chain = self._builder.apply(obs)
+        events = self._events
+        if events:
+            events = events[:]
+            self._events.clear()
+        else:
+            events = []
         if self._on_applied is not None:
-            self._on_applied(obs, events)
+            self._on_applied(obs, events, chain)
         return events
+
+    @property
+    def builder(self) -> ChainBuilder:
+        """The chain builder (a reader asks it how many chains have finished)."""
+        return self._builder
 
     def start_file(self) -> None:
         """A new file begins: its repeated lines are judged afresh against what is open."""

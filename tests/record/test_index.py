@@ -13,6 +13,7 @@ from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, read_records, read_tail, run_index
 from proxy.record.observations import ObservationReplayer
+from proxy.record.record_refs import RecordBuilder
 from tests.record.captures import record_demo, replicate
 
 
@@ -42,10 +43,11 @@ def test_the_index_holds_every_chain_a_full_read_builds_with_its_records(capture
     indexed = [orjson.loads(line) for line in lines if line.startswith(b'{"type":"indexed"')]
     assert end["chains"] == len(indexed) == len(summaries) > 30
     assert end["corrupt_lines"] == 0
-    for item in indexed:
-        summary = ChainSummary.model_validate(item["chain"])
-        assert summary == summaries[summary.id]
-        assert read_records(spill, item["records"]) == records.get(summary.id, [])
+    with RecordBuilder([capture]) as builder:
+        for item in indexed:
+            summary = ChainSummary.model_validate(item["chain"])
+            assert summary == summaries[summary.id]
+            assert read_records(spill, item["records"], builder) == records.get(summary.id, [])
     kinds = {orjson.loads(line)["type"] for line in lines}
     assert {"proxy_info", "session", "continuation", "index_progress"} <= kinds
 

@@ -14,11 +14,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.flows.events import ProxyInfo
+from proxy.flows.events import MessageRecorded, ProxyInfo
 from proxy.flows.observations import ExchangeClosed, MessageSeen
+from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureWriter
-from proxy.record.export import Format, export_capture
-from proxy.record.observations import OBS_PREFIX, OpenLines, decode
+from proxy.record.export import RING, Format, export_capture, open_readers
+from proxy.record.har import HarWriter
+from proxy.record.har_capture import HarFromCapture
+from proxy.record.index import read_records, run_index
+from proxy.record.observations import OBS_PREFIX, ObservationReplayer, OpenLines, decode
+from proxy.record.record_refs import OFFSET_BITS, RecordBuilder
 from tests.record.captures import record_demo
 
 
@@ -88,3 +93,50 @@ def test_the_parts_read_together_oldest_first_are_the_capture_read_whole(
         return [(c.get("method"), c.get("name"), c["status"], c["messages"]) for c in found]
 
     assert outline(together) == outline(whole)
+
+
+def test_the_index_of_rotated_parts_holds_each_chains_records_as_a_full_read_builds_them(
+    parts: tuple[Path, list[Path]],
+) -> None:
+    _capture, files = parts
+    store = ChainStore(max_chains=1_000_000)
+    records: dict[str, list[str]] = {}
+    for reader in open_readers(files, ObservationReplayer(store=store)):
+        with reader:
+            for event in reader:
+                if isinstance(event, MessageRecorded):
+                    records.setdefault(event.chain_id, []).append(event.message.model_dump_json())
+    spill, lines = io.BytesIO(), list[bytes]()
+
+    run_index(files, spill, lines.append)
+
+    indexed = [orjson.loads(line) for line in lines if line.startswith(b'{"type":"indexed"')]
+    assert len(indexed) == len(list(store.drain())) > 10  # every chain handed over
+    with RecordBuilder(files) as builder:
+        built = {
+            item["chain"]["id"]: [r.model_dump_json() for r in read_records(spill, item["records"], builder)]
+            for item in indexed
+        }
+    assert built == {chain_id: records.get(chain_id, []) for chain_id in built}
+    assert sum(map(len, built.values())) == sum(map(len, records.values()))
+    positions = [orjson.loads(line)[0] for line in spill.getvalue().splitlines()]
+    assert len({at >> OFFSET_BITS for at in positions}) > 2  # records in many parts
+
+
+def test_a_lean_har_of_rotated_parts_is_the_full_builds(parts: tuple[Path, list[Path]]) -> None:
+    _capture, files = parts
+    lean = io.BytesIO()
+    export_capture(files, Format.HAR, lean)
+
+    full = io.BytesIO()
+    har = HarWriter(full)
+    entries = HarFromCapture(har.write, ChainStore(max_chains=RING, max_messages_per_chain=1), lean=False)
+    for reader in open_readers(files, entries.replayer):
+        with reader:
+            for event in reader:
+                if isinstance(event, ProxyInfo):
+                    entries.proxy_info(event)
+    entries.finish()
+    har.close()
+
+    assert lean.getvalue() == full.getvalue()

@@ -8,19 +8,22 @@ pass a real child process. The index is held back until the test has seen the fi
 from __future__ import annotations
 
 import asyncio
+import io
+import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 
-from proxy.flows.events import ChainOpened
+from proxy.flows.events import ChainOpened, ChainSummary
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
-from proxy.record.index import TAIL_PREFIX
+from proxy.record.index import TAIL_PREFIX, run_index
 from proxy.record.observations import ObservationReplayer
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.capture_index import IndexReady
+from ui.capture_index import READ_CHUNK, Headlines, IndexReady, index_capture, output_lines
 from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
@@ -120,3 +123,56 @@ async def test_a_big_capture_feed_hands_over_the_tail_then_the_index_then_its_en
     assert len(index.chains) == len(all_chains(capture))
     assert isinstance(items[-1], FeedStatus)
     assert items[-1].state == "ended"
+
+
+def test_indexed_headlines_share_one_fields_set_and_hold_repeated_text_once(capture: Path) -> None:
+    lines: list[bytes] = []
+    run_index([capture], io.BytesIO(), lines.append)
+    data = [orjson.loads(line)["chain"] for line in lines if line.startswith(b'{"type":"indexed"')]
+
+    headline = Headlines()
+    made = [headline(dict(item)) for item in data]
+
+    assert made == [ChainSummary.model_validate(item) for item in data]
+    assert len({id(summary.__pydantic_fields_set__) for summary in made}) == 1
+    for name in ("session", "method", "client_era"):
+        values = [getattr(summary, name) for summary in made if getattr(summary, name)]
+        assert len(values) > len(set(values))  # repeated ...
+        assert len({id(value) for value in values}) == len(set(values))  # ... and held once each
+    made[0].notes = ["changed later"]  # an assignment keeps working, and touches no other headline
+    assert made[1].notes == data[1]["notes"]
+    assert made[0].model_dump()["notes"] == ["changed later"]
+
+
+async def test_a_capture_rewritten_after_its_index_leaves_out_the_messages_it_no_longer_holds(
+    capture: Path, tmp_path: Path
+) -> None:
+    mine, other = tmp_path / "mine.jsonl", tmp_path / "other.jsonl"
+    shutil.copyfile(capture, mine)
+    shutil.copyfile(capture, other)
+    kept = await asyncio.wait_for(index_capture([other], _no_progress), 30)
+    index = await asyncio.wait_for(index_capture([mine], _no_progress), 30)
+    summary, records, _ = index.chains[-1]
+    assert summary.messages > 0
+    assert len(kept.load(kept.chains[-1][1])) == summary.messages  # an untouched capture reads back
+
+    with mine.open("r+b") as f:  # rewritten in place: the TUI's open file now reads other bytes
+        f.write(b"x" * mine.stat().st_size)
+
+    assert index.load(records) == []
+
+
+async def _no_progress(_read: int, _total: int) -> None:
+    return None
+
+
+async def test_the_pass_output_is_split_into_lines_however_it_is_chunked() -> None:
+    text = b'{"a":1}\n{"b":2}\n\n' + b"x" * (READ_CHUNK * 2 + 5) + b'\n{"c":3}'
+    stream = asyncio.StreamReader()
+    for at in range(0, len(text), 1000):
+        stream.feed_data(text[at : at + 1000])
+    stream.feed_eof()
+
+    got = [line async for batch in output_lines(stream) for line in batch]
+
+    assert got == text.split(b"\n")

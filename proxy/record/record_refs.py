@@ -1,0 +1,207 @@
+"""A capture's message records by reference: where each record's parts are, built only when shown.
+
+A record is the observation that filed it (a message, a leg's message, an invalid body, or the close
+of an exchange whose response head no message carried) plus what the chain builder knew then: its
+sequence number in its chain, its MRTR round, and which HTTP head it carries (the exchange's request
+head or its latest response head, each an observation line of its own). An index pass builds chains
+without records (`ChainBuilder(records=False, on_filed=...)`) and keeps for each message a `Ref`: the
+positions of those lines and the builder's numbers. `RecordBuilder` reads the lines back and makes the
+record with the builder's own `RecordMaker`, so it is the record an eager build would have made.
+
+Positions name a file and an offset in one integer (`position`), so a capture and its rotated parts
+read as one. Everything read back was redacted when it was written. No aiohttp, structlog or textual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Final
+
+import orjson
+
+from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecord, Side
+from proxy.flows.observations import (
+    ExchangeClosed,
+    ExchangeOpened,
+    InvalidBody,
+    LegMessageSeen,
+    MessageSeen,
+    Observation,
+    ResponseHeadSeen,
+)
+from proxy.flows.records import Head, RecordMaker
+from proxy.flows.redact import AlreadyRedacted
+from proxy.record.observations import decode
+from proxy.wire.jsonrpc import Kind, Message
+
+OFFSET_BITS: Final = 40
+"""Bits of a position that hold the offset in its file (files up to 1 TiB); the rest name the file."""
+
+NO_LINE: Final = -1
+"""The head position of a record that carries no head."""
+
+Ref = tuple[int, int, int, int, int]
+"""(position of the line that filed it, sequence number, round, `Head`, position of the head's line)."""
+
+
+def position(file_no: int, offset: int) -> int:
+    """One integer for a line's place: which file of the capture (0 the oldest) and the offset in it."""
+    return (file_no << OFFSET_BITS) | offset
+
+
+class RefTaker:
+    """Keeps the `Ref` of each message a builder files without recording it.
+
+    The builder's `on_filed` hears of a message while its observation is built; `applied` (the
+    replayer's `on_applied`) comes after, with the observation, and hands the finished ref to `keep`.
+    `where` gives the position of the observation line being built. Only the exchanges open at one
+    time are remembered.
+    """
+
+    def __init__(self, keep: Callable[[str, Ref], None], where: Callable[[], int]) -> None:
+        self._keep = keep
+        self._where = where
+        self._pending: list[tuple[str, int, int, Head]] = []
+        self._opened: dict[str, int] = {}
+        """Exchange -> position of its `exchange_opened` line."""
+        self._heads: dict[str, int] = {}
+        """Exchange -> position of its latest `response_head` line."""
+
+    def filed(self, chain_id: str, seq: int, round_: int, head: Head) -> None:
+        """The builder counted a message (its observation is being built)."""
+        self._pending.append((chain_id, seq, round_, head))
+
+    def applied(self, obs: Observation, _events: list[FlowEvent], _chain: str | None) -> None:
+        """The observation was built: its messages' refs are complete; its exchange's lines noted."""
+        if self._pending:
+            at = self._where()
+            exchange = getattr(obs, "exchange", None)
+            for chain_id, seq, round_, head in self._pending:
+                self._keep(chain_id, (at, seq, round_, int(head), self._head_line(exchange, head)))
+            self._pending.clear()
+        if isinstance(obs, ExchangeOpened):
+            self._opened[obs.exchange] = self._where()
+            self._heads.pop(obs.exchange, None)
+        elif isinstance(obs, ResponseHeadSeen):
+            self._heads[obs.exchange] = self._where()
+        elif isinstance(obs, ExchangeClosed):
+            self._opened.pop(obs.exchange, None)
+            self._heads.pop(obs.exchange, None)
+
+    def _head_line(self, exchange: str | None, head: Head) -> int:
+        if head is Head.NONE or exchange is None:
+            return NO_LINE
+        table = self._opened if head is Head.REQUEST else self._heads
+        return table.get(exchange, NO_LINE)
+
+
+class RecordBuilder:
+    """Builds the records of refs from the capture's lines (the files in the order they were indexed).
+
+    The files are opened at once, so a capture renamed later (rotated) is still the one read; raises
+    OSError when one cannot be opened.
+    """
+
+    def __init__(self, paths: Sequence[Path], *, body_limit: int = 65536) -> None:
+        self._files: dict[int, IO[bytes]] = {}
+        try:
+            for file_no, path in enumerate(paths):
+                self._files[file_no] = Path(path).open("rb")  # noqa: SIM115 - held until close()
+        except OSError:
+            self.close()
+            raise
+        self._body_limit = body_limit
+        self._maker = RecordMaker(AlreadyRedacted(), clock=lambda: 0.0, body_limit=body_limit)
+
+    def build(self, ref: Sequence[int]) -> MessageRecord:
+        """The record a ref stands for.
+
+        Raises ValueError (orjson's decode error included), KeyError or TypeError when its lines are
+        not what it names (the capture changed since it was indexed).
+        """
+        at, seq, round_, head_code, head_at = ref
+        head = Head(head_code)
+        obs = self._line(at)
+        maker = self._maker
+        http = None
+        if head is not Head.NONE:
+            if head_at < 0:
+                raise ValueError(f"the record at {at} names no line for its HTTP head")
+            head_obs = self._line(head_at)
+            if isinstance(head_obs, ExchangeOpened):
+                http = maker.request_head(head_obs.http_method, head_obs.path, head_obs.headers)
+            elif isinstance(head_obs, ResponseHeadSeen):
+                http = maker.response_head(head_obs.status, head_obs.content_type, head_obs.headers)
+            else:
+                raise ValueError(f"line {head_at} is not an HTTP head")
+        match obs:
+            case MessageSeen():
+                record = maker.build(
+                    obs.msg,
+                    seq=seq,
+                    ts=obs.t,
+                    round_=round_,
+                    exchange=obs.exchange,
+                    side=obs.side,
+                    direction=obs.direction,
+                    channel=obs.channel,
+                    size=obs.size,
+                    note=obs.note,
+                )
+                record.http, record.sse_id = http, obs.sse_id
+                return record
+            case LegMessageSeen():
+                return maker.build(
+                    obs.msg,
+                    seq=seq,
+                    ts=obs.t,
+                    round_=round_,
+                    exchange=obs.leg,
+                    side=Side.UPSTREAM,
+                    direction=obs.direction,
+                    channel=obs.channel,
+                    size=obs.size,
+                    note=None,
+                )
+            case InvalidBody():
+                preview = obs.body[: self._body_limit].decode("utf-8", "replace")
+                record = maker.build(
+                    Message(Kind.INVALID, preview, problem=obs.problem),
+                    seq=seq,
+                    ts=obs.t,
+                    round_=round_,
+                    exchange=obs.exchange,
+                    side=Side.BOTH,
+                    direction=Direction.TO_SERVER,
+                    channel=Channel.POST,
+                    size=obs.size,
+                    note=obs.problem,
+                )
+                record.http, record.sse_id = http, None
+                return record
+            case ExchangeClosed() if http is not None:
+                side = Side.CLIENT if head is Head.HTTP_BRIDGED else Side.BOTH
+                return maker.build_http_only(obs.exchange, http, seq=seq, ts=obs.t, round_=round_, side=side)
+            case _:
+                raise ValueError(f"line {at} files no record")
+
+    def _line(self, at: int) -> Observation:
+        file_no, offset = at >> OFFSET_BITS, at & ((1 << OFFSET_BITS) - 1)
+        f = self._files.get(file_no)
+        if f is None:
+            raise ValueError(f"no capture file {file_no} for line {at}")
+        f.seek(offset)
+        return decode(orjson.loads(f.readline()))
+
+    def close(self) -> None:
+        """Close the capture files."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def __enter__(self) -> RecordBuilder:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
