@@ -1,7 +1,8 @@
 """What the gate needs of a message, and the messages a fault puts in place of one: pure functions.
 
-`seen` describes a message for a rule (a response by the request it answers); `error_answer` and
-`drop_answer` are the JSON-RPC errors a fault answers with, each saying the proxy made it;
+`seen` describes a message for a rule (a response by the request it answers); `error_answer`,
+`drop_answer` and `dropped_answer` are the JSON-RPC errors a fault answers with, each saying the
+proxy made it;
 `corrupt_state` alters a retry's `requestState` so a server that checks it must refuse it.
 """
 
@@ -18,14 +19,15 @@ from proxy.wire.jsonrpc import Kind, Message, RequestId, error_response
 from proxy.wire.mcp import target_name
 
 DROPPED_CODE: Final = -32000
-"""The JSON-RPC code a client gets for a request a `drop` fault kept from the server (an
-implementation-defined server error: the request was never answered by the server)."""
+"""The JSON-RPC code a client gets for a request, or a server's answer, a `drop` fault kept back (an
+implementation-defined server error: the server's own answer never reached the client)."""
 
 INJECTED_BY: Final = "mcp-debug-proxy fault injection"
 """`error.data.injectedBy` of every error a fault makes, so a client's log tells it from the server's."""
 
 Asked = Mapping[RequestId, tuple[str | None, str | None]]
-"""Request id -> (method, name) of the client's requests on an exchange: names their answers."""
+"""Request id -> (method, name) of the requests an exchange's messages answer: the client's own
+requests (their answers come back on it) and the server's requests the client answers in it."""
 
 
 def seen(
