@@ -41,7 +41,7 @@ from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
-from proxy.wire.jsonrpc import Message, dumps, parse_body
+from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 
 _LOG = get_logger()
 
@@ -399,38 +399,32 @@ class GatedRelay(PassthroughRelay):
         method = msg.method if msg is not None else None
         if msg is not None and msg.is_response and msg.id is not None:
             method = self.asked.get(msg.id, (None, None))[0]
-        self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
-        self._emit(
-            FaultInjected(
-                self.ctx.observations.now(),
-                self.exchange,
-                fault.describe(),
-                self.gate.label(fault.rule_id),
-                direction,
-                msg.id if msg is not None else None,
-                method,
-                applied,
-                detail,
-            )
-        )
+        self._record_fault(fault, direction, msg.id if msg is not None else None, method, applied, detail)
 
     def _note_cut(self, *, applied: bool, detail: str) -> None:
         fault, self.cut_fault = self.cut_fault, None
         if fault is None:
             return
         first = next(iter(self.asked.items()), None)
+        ident, method = (first[0], first[1][0]) if first else (None, None)
+        self._record_fault(fault, "client", ident, method, applied, detail)
+
+    def _record_fault(
+        self,
+        fault: Fault,
+        direction: str,
+        ident: RequestId | None,
+        method: str | None,
+        applied: bool,
+        detail: str | None,
+    ) -> None:
+        """Count the fault (or its not being injected) and observe it on this exchange."""
         self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
+        now = self.ctx.observations.now()
+        label = self.gate.label(fault.rule_id)
         self._emit(
             FaultInjected(
-                self.ctx.observations.now(),
-                self.exchange,
-                fault.describe(),
-                self.gate.label(fault.rule_id),
-                "client",
-                first[0] if first else None,
-                first[1][0] if first else None,
-                applied,
-                detail,
+                now, self.exchange, fault.describe(), label, direction, ident, method, applied, detail
             )
         )
 
