@@ -188,7 +188,9 @@ class MockTable:
         every = [ops[0] for ops in self.operations.values()]
         if not every:
             return Miss(METHOD_NOT_FOUND, f"mock: {method} was never recorded (the capture holds none)")
-        near = _nearest(asked, every)
+        family = method.partition("/")[0] + "/"  # `prompts/get` is nearer `prompts/list` than any tool
+        kin = [op for op in every if op.method.startswith(family)]
+        near = _nearest(asked, kin or every)
         return Miss(
             METHOD_NOT_FOUND,
             f"mock: {method} was never recorded; nearest recorded: {near.shown()} (chain {near.chain})",

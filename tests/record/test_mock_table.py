@@ -223,9 +223,19 @@ def test_an_unmatched_call_is_refused_naming_the_nearest_recorded_call_of_its_me
         .events,
     ]
     table = build_table(events)
+    prompts = Chain("r3").to_server({"jsonrpc": "2.0", "id": 3, "method": "prompts/list"})
+    greeting = Chain("r4").to_server(call(4, "greeting", {"name": "ada"}))  # reads more like the ask
+    with_prompts = build_table(
+        [
+            *events,
+            *prompts.to_client({"id": 3, "result": {"prompts": []}}).events,
+            *greeting.to_client({"id": 4, "result": text("hi ada")}).events,
+        ]
+    )
 
     other_args = table.lookup("tools/call", {"name": "add", "arguments": {"a": 2, "b": 4}})
     other_method = table.lookup("prompts/get", {"name": "add"})
+    its_family = with_prompts.lookup("prompts/get", {"name": "greeting", "arguments": {"name": "octocat"}})
 
     assert isinstance(other_args, Miss)
     assert other_args.code == INVALID_PARAMS
@@ -237,6 +247,10 @@ def test_an_unmatched_call_is_refused_naming_the_nearest_recorded_call_of_its_me
     assert other_method.code == METHOD_NOT_FOUND
     assert other_method.message.startswith(
         "mock: prompts/get was never recorded; nearest recorded: tools/call add"
+    )
+    assert isinstance(its_family, Miss)  # a method of its own family is nearer than any tool call
+    assert its_family.message.startswith(
+        "mock: prompts/get was never recorded; nearest recorded: prompts/list"
     )
 
 
