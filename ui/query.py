@@ -18,9 +18,9 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from proxy.flows.events import ChainSummary
+from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
 
 FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration", "body")
 """Field names the language knows (the help screen lists them)."""
@@ -89,18 +89,15 @@ def parse_query(text: str) -> Query:
 
 def _parse_term(word: str) -> Term:
     if " " in word:  # it was quoted: search for it as it is
-        name, colon, value = word.partition(":")
+        name, colon, quoted = word.partition(":")
         if colon and name.lower() == "body":
-            return Term(field="body", value=value.lower())
+            return Term(field="body", value=quoted.lower())
         return Term(field="text", value=word.lower())
-    negate = word[:1] in ("-", "!") and len(word) > 1
-    body = word[1:] if negate else word
-    name, colon, value = body.partition(":")
-    if not colon or not name.isidentifier():
-        if body.lower() in FLAGS:
-            return Term(field=body.lower(), value="", negate=negate)
-        return Term(field="text", value=body.lower(), negate=negate)
-    name = name.lower()
+    negate, name, value = split_word(word)
+    if value is None:  # not a field term: a flag, or free text
+        if name.lower() in FLAGS:
+            return Term(field=name.lower(), value="", negate=negate)
+        return Term(field="text", value=name.lower(), negate=negate)
     if name not in FIELDS:
         raise ValueError(f"unknown field {name!r} (known: {', '.join(FIELDS)})")
     if not value:
@@ -124,16 +121,12 @@ def _duration_term(value: str, negate: bool) -> Term:
     return Term(field="duration", value=value, negate=negate, op=op or ">=", millis=millis)
 
 
-def _like(value: str | None, pattern: str) -> bool:
-    return value is not None and fnmatchcase(value.lower(), pattern)
-
-
 def _term_matches(term: Term, s: ChainSummary, now: float | None, bodies: Bodies | None) -> bool:
     field = term.field
     if field == "text":
         return _text_matches(term.value, s) or (bodies is not None and term.value in bodies())
     if field == "body":
-        return bodies is not None and _body_matches(term.value, bodies())
+        return bodies is not None and body_like(term.value, bodies())
     if field == "bridged":
         return s.bridged
     if field == "invalid":
@@ -141,11 +134,11 @@ def _term_matches(term: Term, s: ChainSummary, now: float | None, bodies: Bodies
     if field == "duration":
         return _duration_matches(term, s, now)
     if field == "era":
-        return _like(s.client_era, term.value) or _like(s.upstream_era, term.value)
+        return like(s.client_era, term.value) or like(s.upstream_era, term.value)
     if field == "mode":
-        return s.bridged if term.value == "bridged" else _like(s.mode.value, term.value)
+        return s.bridged if term.value == "bridged" else like(s.mode.value, term.value)
     if field == "tool":
-        return s.method == "tools/call" and _like(s.name, term.value)
+        return s.method == "tools/call" and like(s.name, term.value)
     direct = {
         "method": s.method,
         "name": s.name,
@@ -155,19 +148,13 @@ def _term_matches(term: Term, s: ChainSummary, now: float | None, bodies: Bodies
         "id": s.id,
     }
     if field in ("client", "session"):
-        return term.value in (direct[field] or "").lower() or _like(direct[field], term.value)
-    return _like(direct[field], term.value)
+        return holds_or_like(direct[field], term.value)
+    return like(direct[field], term.value)
 
 
 def _text_matches(needle: str, s: ChainSummary) -> bool:
     haystack = (s.id, s.method, s.name, s.client_name, s.error, s.mode.value, *s.notes)
     return any(needle in part.lower() for part in haystack if part)
-
-
-def _body_matches(pattern: str, text: str) -> bool:
-    if "*" in pattern or "?" in pattern:
-        return any(fnmatchcase(line, f"*{pattern}*") for line in text.splitlines())
-    return pattern in text
 
 
 def _duration_matches(term: Term, s: ChainSummary, now: float | None) -> bool:

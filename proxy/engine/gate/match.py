@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final
 
+from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
+
 FIELDS: Final = ("method", "tool", "name", "era", "mode", "session", "body", "dir", "round")
 """Field names a rule's match knows (a subset of the TUI filter's, plus `dir` and `round`)."""
 
@@ -124,11 +126,8 @@ def parse_match(text: str) -> Match:
 
 
 def _parse_term(word: str) -> Term:
-    negate = word[:1] in ("-", "!") and len(word) > 1
-    body = word[1:] if negate else word
-    name, colon, value = body.partition(":")
-    name = name.lower()
-    if not colon or not name.isidentifier():
+    negate, name, value = split_word(word)
+    if value is None:
         raise ValueError(
             f"match: {word!r} is not a field term; a rule picks messages with FIELD:VALUE "
             f"({', '.join(FIELDS)}), or * for every message"
@@ -161,37 +160,26 @@ def _round_term(value: str, negate: bool) -> Term:
     )
 
 
-def _like(value: str | None, pattern: str) -> bool:
-    return value is not None and fnmatchcase(value.lower(), pattern)
-
-
 def _term(term: Term, seen: Seen) -> bool:
     field = term.field
     if field == "method":
-        return _like(seen.method, term.value)
+        return like(seen.method, term.value)
     if field == "tool":
-        return seen.method == "tools/call" and _like(seen.name, term.value)
+        return seen.method == "tools/call" and like(seen.name, term.value)
     if field == "name":
-        return _like(seen.name, term.value)
+        return like(seen.name, term.value)
     if field == "dir":
         return seen.direction == term.value
     if field == "era":
-        return _like(seen.era, term.value)
+        return like(seen.era, term.value)
     if field == "mode":
         if term.value == "bridged":  # as in the TUI filter: either bridge
             return seen.mode in ("legacy_to_mrtr", "mrtr_to_legacy")
-        return _like(seen.mode, term.value)
+        return like(seen.mode, term.value)
     if field == "session":
-        session = (seen.session or "").lower()
-        return bool(session) and (term.value in session or fnmatchcase(session, term.value))
+        return holds_or_like(seen.session, term.value)
     if field == "round":
         if seen.round is None:
             return False
         return seen.round >= 2 if term.op == ">=" else seen.round == 1
-    return _body(term.value, seen.body())
-
-
-def _body(pattern: str, text: str) -> bool:
-    if "*" in pattern or "?" in pattern:
-        return fnmatchcase(text, f"*{pattern}*")
-    return pattern in text
+    return body_like(term.value, seen.body())
