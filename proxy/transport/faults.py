@@ -30,7 +30,7 @@ from proxy.engine.gate.messages import (
     seen,
 )
 from proxy.engine.gate.rules import Fault, FaultGate
-from proxy.engine.passthrough import era_suspicion
+from proxy.engine.passthrough import ClientHead
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
@@ -205,38 +205,21 @@ class GatedRelay(PassthroughRelay):
     # -- the server's messages ------------------------------------------------------------------
 
     async def _answer_through_gate(self, route: Route, upstream: UpstreamResponse) -> None:
-        self.upstream = upstream
-        if (doubt := era_suspicion(route, upstream.status)) is not None:
-            self.ctx.router.suspect(doubt)
-        head = self._client_head(upstream)
-        self.sse = head.sse
+        head = self._take_head(route, upstream)
         if not head.sse:
-            await self._json_through_gate(head.status, upstream, head.headers, head.content_length)
+            await self._json_through_gate(head, upstream)
             return
-        try:
-            self.client.start_now(head.status, upstream.reason, head.headers, None)
-        except ClientGone:
-            self._record_head(head, upstream)
-            self._gone()
-            return
-        self._record_head(head, upstream)
-        self._flush()
-        await self._sse_through_gate(upstream)
+        if self._started(head, upstream, None):  # no length: events may be added or cut
+            await self._sse_through_gate(upstream)
 
-    async def _json_through_gate(
-        self,
-        status: int,
-        upstream: UpstreamResponse,
-        headers: tuple[tuple[str, str], ...],
-        length: int | None,
-    ) -> None:
+    async def _json_through_gate(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
 
         One over `INSPECT_LIMIT` is relayed as it comes, unjudged, as the usual relay leaves it unparsed.
         """
         if self.cut_fault is not None:
             self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
-        head = self._client_head(upstream)
+        length = head.content_length
         body = b""
         if length is None or length <= INSPECT_LIMIT:
             parts: list[bytes] = []
@@ -249,21 +232,14 @@ class GatedRelay(PassthroughRelay):
             body = b"".join(parts)
         if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
             _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
-            try:
-                self.client.start_now(status, upstream.reason, headers, length, body)
-            except ClientGone:
-                self._record_head(head, upstream)
-                self._gone()
-                return
-            self._record_head(head, upstream)
-            self._flush()
-            await self._stream_started(upstream, body)
+            if self._started(head, upstream, length, body):
+                await self._stream_started(upstream, body)
             return
         body, delay_ms = self._judge_json(body)
         if delay_ms:
             self._flush()
             await self.ctx.holds.wait(delay_ms / 1000)
-        self.client.send_whole(status, upstream.reason, headers, body)
+        self.client.send_whole(head.status, upstream.reason, head.headers, body)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
 

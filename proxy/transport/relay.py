@@ -231,11 +231,7 @@ class PassthroughRelay:
         What the client gets goes out first; it is recorded after. Returns what remains to stream, or
         None when the body went out whole with its head.
         """
-        self.upstream = upstream
-        if (doubt := era_suspicion(route, upstream.status)) is not None:
-            self.ctx.router.suspect(doubt)
-        head = self._client_head(upstream)
-        self.sse = head.sse
+        head = self._take_head(route, upstream)
         client = self.client
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
@@ -245,18 +241,43 @@ class PassthroughRelay:
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
-        try:
-            client.start_now(head.status, upstream.reason, head.headers, head.content_length, first, end=end)
-        except ClientGone:
-            self._record_head(head, upstream)
-            self._gone()
+        if not self._started(head, upstream, head.content_length, first, end=end):
             return None
-        self._record_head(head, upstream)
-        self._flush()
         if end:
             self._delivered_whole(upstream, first)  # a chunked body that had all arrived
             return None
         return self._stream_started(upstream, first)
+
+    def _take_head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
+        """The upstream's head, taken: a status the route's era does not explain asks for a probe,
+        and the head is made the client's."""
+        self.upstream = upstream
+        if (doubt := era_suspicion(route, upstream.status)) is not None:
+            self.ctx.router.suspect(doubt)
+        head = self._client_head(upstream)
+        self.sse = head.sse
+        return head
+
+    def _started(
+        self,
+        head: ClientHead,
+        upstream: UpstreamResponse,
+        length: int | None,
+        first: bytes = b"",
+        *,
+        end: bool = False,
+    ) -> bool:
+        """Send the client's head with `first` of the body, and record it; False when the client left
+        (the exchange is then over)."""
+        try:
+            self.client.start_now(head.status, upstream.reason, head.headers, length, first, end=end)
+        except ClientGone:
+            self._record_head(head, upstream)
+            self._gone()
+            return False
+        self._record_head(head, upstream)
+        self._flush()
+        return True
 
     async def _stream_started(self, upstream: UpstreamResponse, sent: bytes) -> None:
         """`stream` for a response whose head (and `sent`, the body so far) went out already."""
