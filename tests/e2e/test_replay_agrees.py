@@ -20,17 +20,16 @@ import httpx
 import orjson
 import pytest
 
-from proxy.flows.events import ChainStatus, ChainSummary, FlowEvent, MessageRecord, MessageRecorded, ProxyInfo
+from proxy.flows.events import ChainStatus, ChainSummary, FlowEvent, MessageRecorded
 from proxy.flows.filters import ChainFilter
 from proxy.flows.store import ChainStore
 from proxy.record.export import RING, Format, export_capture, open_readers
-from proxy.record.har import HarWriter
-from proxy.record.har_capture import HarFromCapture
 from proxy.record.index import read_records, run_index
 from proxy.record.observations import ObservationReplayer
 from proxy.record.record_refs import RecordBuilder
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
+from tests.record.captures import full_har, full_read
 from tests.sidecar import ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -84,36 +83,6 @@ def captures(
     asyncio.run(record(modern_server.url, modern, MODERN_SERVER_RUNS))
     asyncio.run(record(legacy_server.url, legacy, LEGACY_SERVER_RUNS))
     return [modern, legacy]
-
-
-def full_har(paths: list[Path], keep: ChainFilter) -> bytes:
-    """The HAR the full build gives: message records and headline announcements included."""
-    out = io.BytesIO()
-    har = HarWriter(out)
-    store = ChainStore(max_chains=RING, max_messages_per_chain=1)
-    entries = HarFromCapture(har.write, store, keep=keep, lean=False)
-    readers = open_readers(paths, entries.replayer)
-    for reader in readers:
-        with reader:
-            for event in reader:
-                if isinstance(event, ProxyInfo):
-                    entries.proxy_info(event)
-    entries.finish()
-    har.close()
-    return out.getvalue()
-
-
-def full_read(paths: list[Path]) -> tuple[dict[str, ChainSummary], dict[str, list[MessageRecord]]]:
-    """Every chain's final headline and its records, as a watcher holding the whole capture sees them."""
-    store = ChainStore(max_chains=1_000_000, max_messages_per_chain=100_000)
-    replayer = ObservationReplayer(store=store)
-    records: dict[str, list[MessageRecord]] = {}
-    for reader in open_readers(paths, replayer):
-        with reader:
-            for event in reader:
-                if isinstance(event, MessageRecorded):
-                    records.setdefault(event.chain_id, []).append(event.message)
-    return {chain.summary.id: chain.summary for chain in store.drain()}, records
 
 
 FILTERS = {

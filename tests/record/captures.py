@@ -1,22 +1,30 @@
 """Captures of real traffic for reader tests: the demo's SDK peers through real proxies, and bigger copies.
 
-`record_demo` drives the demo's SDK clients of both eras through proxies in front of the demo's
-2026-07-28 and 2025-era servers (pass-through and both bridges: SSE streams, nested requests, MRTR
-rounds, upstream legs, continuations) and joins the two captures into one file. `replicate` makes a
-bigger capture of it: copies of its observation lines with fresh exchange, leg, continuation and
-session names and later times, so each copy builds chains of its own.
+`full_har` and `full_read` are what the full chain builder makes of a capture: the lighter readers
+are held to them. `record_demo` drives the demo's SDK clients of both eras through proxies in front
+of the demo's 2026-07-28 and 2025-era servers (pass-through and both bridges: SSE streams, nested
+requests, MRTR rounds, upstream legs, continuations) and joins the two captures into one file.
+`replicate` makes a bigger capture of it: copies of its observation lines with fresh exchange, leg,
+continuation and session names and later times, so each copy builds chains of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from pathlib import Path
 
 from proxy.config import Settings
 from proxy.demo.clients import run_client
 from proxy.demo.run import _start_server
-from proxy.record.observations import OBS_PREFIX
+from proxy.flows.events import ChainSummary, MessageRecord, MessageRecorded, ProxyInfo
+from proxy.flows.filters import ChainFilter
+from proxy.flows.store import ChainStore
+from proxy.record.export import RING, open_readers
+from proxy.record.har import HarWriter
+from proxy.record.har_capture import HarFromCapture
+from proxy.record.observations import OBS_PREFIX, ObservationReplayer
 from proxy.runtime import Proxy
 
 _IDS = re.compile(rb'"(exchange|leg|related|continuation|name)":"((?:x|leg-|continuation-|upstream-)[^"]*)"')
@@ -70,3 +78,33 @@ def replicate(seed: Path, target: Path, copies: int) -> Path:
             suffix, shift = b".%d" % copy, span * copy
             out.writelines(_copy_line(line, suffix, shift) for line in body)
     return target
+
+
+def full_har(paths: list[Path], keep: ChainFilter | None = None) -> bytes:
+    """The HAR the full build gives: message records and headline announcements included."""
+    out = io.BytesIO()
+    har = HarWriter(out)
+    store = ChainStore(max_chains=RING, max_messages_per_chain=1)
+    entries = HarFromCapture(har.write, store, keep=keep, lean=False)
+    readers = open_readers(paths, entries.replayer)
+    for reader in readers:
+        with reader:
+            for event in reader:
+                if isinstance(event, ProxyInfo):
+                    entries.proxy_info(event)
+    entries.finish()
+    har.close()
+    return out.getvalue()
+
+
+def full_read(paths: list[Path]) -> tuple[dict[str, ChainSummary], dict[str, list[MessageRecord]]]:
+    """Every chain's final headline and its records, as a watcher holding the whole capture sees them."""
+    store = ChainStore(max_chains=1_000_000, max_messages_per_chain=100_000)
+    replayer = ObservationReplayer(store=store)
+    records: dict[str, list[MessageRecord]] = {}
+    for reader in open_readers(paths, replayer):
+        with reader:
+            for event in reader:
+                if isinstance(event, MessageRecorded):
+                    records.setdefault(event.chain_id, []).append(event.message)
+    return {chain.summary.id: chain.summary for chain in store.drain()}, records

@@ -14,17 +14,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.flows.events import MessageRecorded, ProxyInfo
+from proxy.flows.events import ProxyInfo
 from proxy.flows.observations import ExchangeClosed, MessageSeen
-from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureWriter
-from proxy.record.export import RING, Format, export_capture, open_readers
-from proxy.record.har import HarWriter
-from proxy.record.har_capture import HarFromCapture
+from proxy.record.export import Format, export_capture
 from proxy.record.index import read_records, run_index
-from proxy.record.observations import OBS_PREFIX, ObservationReplayer, OpenLines, decode
+from proxy.record.observations import OBS_PREFIX, OpenLines, decode
 from proxy.record.record_refs import OFFSET_BITS, RecordBuilder
-from tests.record.captures import record_demo
+from tests.record.captures import full_har, full_read, record_demo
 
 
 def split_after_responses(capture: Path, directory: Path) -> list[Path]:
@@ -99,19 +96,14 @@ def test_the_index_of_rotated_parts_holds_each_chains_records_as_a_full_read_bui
     parts: tuple[Path, list[Path]],
 ) -> None:
     _capture, files = parts
-    store = ChainStore(max_chains=1_000_000)
-    records: dict[str, list[str]] = {}
-    for reader in open_readers(files, ObservationReplayer(store=store)):
-        with reader:
-            for event in reader:
-                if isinstance(event, MessageRecorded):
-                    records.setdefault(event.chain_id, []).append(event.message.model_dump_json())
+    headlines, full = full_read(files)
+    records = {chain_id: [r.model_dump_json() for r in found] for chain_id, found in full.items()}
     spill, lines = io.BytesIO(), list[bytes]()
 
     run_index(files, spill, lines.append)
 
     indexed = [orjson.loads(line) for line in lines if line.startswith(b'{"type":"indexed"')]
-    assert len(indexed) == len(list(store.drain())) > 10  # every chain handed over
+    assert len(indexed) == len(headlines) > 10  # every chain handed over
     with RecordBuilder(files) as builder:
         built = {
             item["chain"]["id"]: [r.model_dump_json() for r in read_records(spill, item["records"], builder)]
@@ -128,15 +120,4 @@ def test_a_lean_har_of_rotated_parts_is_the_full_builds(parts: tuple[Path, list[
     lean = io.BytesIO()
     export_capture(files, Format.HAR, lean)
 
-    full = io.BytesIO()
-    har = HarWriter(full)
-    entries = HarFromCapture(har.write, ChainStore(max_chains=RING, max_messages_per_chain=1), lean=False)
-    for reader in open_readers(files, entries.replayer):
-        with reader:
-            for event in reader:
-                if isinstance(event, ProxyInfo):
-                    entries.proxy_info(event)
-    entries.finish()
-    har.close()
-
-    assert lean.getvalue() == full.getvalue()
+    assert lean.getvalue() == full_har(files)
