@@ -173,6 +173,7 @@ class ChainBuilder:
                     upstream_era=obs.upstream_era,
                     mode=obs.mode,
                     body_size=obs.body_size,
+                    transports=(obs.client_transport, obs.upstream_transport),
                 )
             case ResponseHeadSeen():
                 self.response_head(
@@ -234,8 +235,12 @@ class ChainBuilder:
         upstream_era: str = "unknown",
         mode: Mode = Mode.PASSTHROUGH,
         body_size: int = 0,
+        transports: tuple[str, str] = ("http", "http"),
     ) -> None:
-        """Start tracking one HTTP exchange from the client (before any message is seen)."""
+        """Start tracking one HTTP exchange from the client (before any message is seen).
+
+        `transports`: how the client reached the proxy, and how the proxy reached the upstream.
+        """
         self._exchanges[exchange_id] = Exchange(
             id=exchange_id,
             http_method=http_method,
@@ -246,6 +251,8 @@ class ChainBuilder:
             upstream_era=upstream_era,
             mode=mode,
             request_headers=headers,
+            client_transport=transports[0],
+            upstream_transport=transports[1],
         )
         if http_method == "GET":
             if not self._resume(self._exchanges[exchange_id]):

@@ -105,6 +105,10 @@ class ChainSummary(_Model):
     client_name: str | None = None
     client_era: str = "unknown"
     upstream_era: str = "unknown"
+    client_transport: str = "http"
+    """How the client reached the proxy: `http` (Streamable HTTP), `sse` (HTTP+SSE) or `stdio`."""
+    upstream_transport: str = "http"
+    """How the proxy reached the upstream: `http`, `sse` or `stdio`."""
     mode: Mode = Mode.PASSTHROUGH
     method: str | None = None
     name: str | None = None

@@ -49,6 +49,8 @@ class Exchange:
     upstream_era: str
     mode: Mode
     request_headers: dict[str, str]
+    client_transport: str = "http"
+    upstream_transport: str = "http"
     chains: list[str] = field(default_factory=list)
     requests: dict[RequestId, str] = field(default_factory=dict)
     answered: set[RequestId] = field(default_factory=set)

@@ -75,6 +75,8 @@ class ChainLedger:
             client_name=self.client_names.get(session) if session else None,
             client_era=ex.client_era,
             upstream_era=ex.upstream_era,
+            client_transport=ex.client_transport,
+            upstream_transport=ex.upstream_transport,
             mode=ex.mode,
             method=method,
             name=name,

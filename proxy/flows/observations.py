@@ -34,6 +34,10 @@ class ExchangeOpened:
     upstream_era: str = "unknown"
     mode: Mode = Mode.PASSTHROUGH
     body_size: int = 0
+    client_transport: str = "http"
+    """How the client reached the proxy: `http` (Streamable HTTP), `sse` (HTTP+SSE) or `stdio`."""
+    upstream_transport: str = "http"
+    """How the proxy reaches the upstream: `http`, `sse` or `stdio`."""
 
 
 @value

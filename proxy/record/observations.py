@@ -222,6 +222,8 @@ def _exchange_opened(line: dict[str, Any]) -> ExchangeOpened:
         line.get("upstream_era", "unknown"),
         mode if mode is Mode.PASSTHROUGH else _enum_value(_MODE, mode, Mode),
         line.get("body_size", 0),
+        line.get("client_transport", "http"),
+        line.get("upstream_transport", "http"),
     )
 
 

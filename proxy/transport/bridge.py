@@ -524,6 +524,7 @@ class BridgeDriver:
                 upstream_era=upstream_era,
                 mode=self.mode,
                 body_size=len(route.raw),
+                client_transport=client.transport,
             )
         )
         for msg in route.body.messages:

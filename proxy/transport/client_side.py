@@ -22,6 +22,8 @@ class ClientSide(Protocol):
     """Path and query exactly as the client sent them (percent-encoding kept)."""
     raw_query: str
     headers: tuple[tuple[str, str], ...]
+    transport: str
+    """How the client reached the proxy (`http`, `sse`, `stdio`): shown with its chains."""
 
     @property
     def peer(self) -> str:

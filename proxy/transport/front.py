@@ -41,6 +41,7 @@ from proxy.framing.h1 import encode_response_head as _head
 from proxy.framing.status import gateway_error, too_large
 from proxy.framing.target import Target, TargetProblem, check_target, refuse_target
 from proxy.logs import get_logger
+from proxy.transport.channel_client import serve_outcome
 from proxy.transport.client_side import ClientGone
 from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
@@ -419,16 +420,7 @@ class FrontConnection(asyncio.Protocol):
     async def _probe_then_serve(self, side: FrontSide, outcome: Route, received: int) -> None:
         """A probe is due before this request can be routed: probe, then bridge, relay or refuse."""
         front = self.front
-        await front.router.ensure_probed(outcome.headers)
-        bridge = front.router.bridge_for(outcome)
-        if bridge is not None:
-            await bridge.serve(side, front.next_exchange(), outcome)
-            return
-        exchange = front.next_exchange()
-        relay = gated_relay(front.relays, side, exchange, outcome) or PassthroughRelay(
-            front.relays, side, exchange
-        )
-        await relay.run(outcome, received=received)
+        await serve_outcome(front.router, front.relays, side, front.next_exchange, outcome, received)
 
     def _run(self, side: FrontSide, work: Coroutine[Any, Any, None]) -> None:
         """Continue serving the request in a task (the slow paths)."""
@@ -562,6 +554,8 @@ def _too_large(req: _Request, limit: int) -> Rejection:
 
 class FrontSide:
     """The client side of one exchange on a front connection (the `ClientSide` the relay and bridges use)."""
+
+    transport = "http"
 
     def __init__(self, conn: FrontConnection, req: _Request, target: Target | None) -> None:
         """`target` is the checked request target (None: refused, the path is recorded as sent)."""

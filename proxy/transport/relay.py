@@ -165,6 +165,7 @@ class PassthroughRelay:
                 client_era=era,
                 upstream_era=era,
                 body_size=received,
+                client_transport=client.transport,
             )
         )
         if isinstance(outcome, Rejection):
