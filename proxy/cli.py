@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
         "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
         "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector), "
-        "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server) and "
+        "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server), "
+        "`mcp-proxy stdio --upstream URL | -- CMD ARGS...` (the proxy as a stdio server) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
@@ -113,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.cli_export import main as export_main
 
         return export_main(words[1:])
+    if words and words[0] == "stdio":
+        from proxy.cli_stdio import main as stdio_main
+
+        return stdio_main(words[1:])
     if words and words[0] == "mock":
         from proxy.cli_mock import main as mock_main
 

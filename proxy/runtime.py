@@ -37,6 +37,7 @@ from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.capture_sink import CaptureSink
+from proxy.transport.channel_client import Serving
 from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
@@ -63,12 +64,19 @@ _DRAIN_POLL = 0.05
 class Proxy:
     """One running proxy: listener, upstream client, observation pipeline and capture."""
 
-    def __init__(self, settings: Settings, *, admin_fallback: bool = False) -> None:
-        """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one."""
+    def __init__(
+        self, settings: Settings, *, admin_fallback: bool = False, http_clients: bool = True
+    ) -> None:
+        """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one.
+
+        `http_clients` False: no listener for MCP clients (`mcp-proxy stdio` serves its one client on
+        stdin and stdout through `serving`).
+        """
         if not settings.upstream:
             raise ValueError("upstream is required")
         self.settings = settings
         self.admin_fallback = admin_fallback
+        self.http_clients = http_clients
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(
             settings.max_chains, settings.max_messages_per_chain, settings.max_unfinished_chains
@@ -200,13 +208,9 @@ class Proxy:
             self.observations.listeners.append(self._sink.observe_all)
         if self.settings.admin_enabled:  # subscribes now, so its metrics see every chain
             self.admin = AdminServer(self._admin_context())
-        host, port = parse_host_port(self.settings.listen)
-        fit_descriptor_limit(self.settings.max_client_connections)
-        self._front = FrontServer(self.settings, self.relays, self.router)
         try:
-            self.port = await self._front.start(host, port)
-            self.host = host
-            self.relays.listen_url = self.url
+            if self.http_clients:
+                await self._start_front()
             if self.admin is not None:
                 await self.admin.start(fallback=self.admin_fallback)
             if self.settings.health is not None:
@@ -229,13 +233,26 @@ class Proxy:
             )
         log.info(
             "listening",
-            listen=self.url,
-            endpoint=self.endpoint(),
+            listen=self.url if self.http_clients else "stdio",
+            endpoint=self.endpoint() if self.http_clients else None,
             admin=self.admin_url,
             health=self.health_url,
             upstream=self.upstream.shown,
             eras=self.router.eras.label,
         )
+
+    async def _start_front(self) -> None:
+        """Listen for MCP clients: Streamable HTTP, and HTTP+SSE on its own paths."""
+        host, port = parse_host_port(self.settings.listen)
+        fit_descriptor_limit(self.settings.max_client_connections)
+        self._front = FrontServer(self.settings, self.relays, self.router)
+        self.port = await self._front.start(host, port)
+        self.host = host
+        self.relays.listen_url = self.url
+
+    def serving(self) -> Serving:
+        """What serving a client on a message channel needs (`proxy.transport.channel_client`)."""
+        return Serving(self.settings, self.router, self.relays)
 
     def _start_tracing(self) -> None:
         """Follow every observation into spans for the OTLP exporter, when tracing is asked for."""
@@ -308,7 +325,7 @@ class Proxy:
         return ProxyInfo(
             ts=time.time(),
             version=__version__,
-            listen=self.url,
+            listen=self.url if self.http_clients else "stdio",
             upstream=self.upstream.shown,
             upstream_era=self.router.eras.label,
             bridge=self.settings.bridge,

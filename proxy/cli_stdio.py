@@ -1,0 +1,129 @@
+"""`mcp-proxy stdio`: the proxy as a stdio MCP server, for clients that launch their servers.
+
+    mcp-proxy stdio --upstream http://127.0.0.1:8000/mcp [--capture F] [--admin HOST:PORT]
+    mcp-proxy stdio [SETTINGS] -- CMD ARGS...      # wrap a stdio server (the shim)
+
+A desktop client launches it like any stdio server; it reads the client's JSON-RPC lines on stdin and
+answers on stdout, relaying through the proxy's engines (pass-through, or a bridge when the eras
+differ) with every observation: watch it with `mcp-proxy tui --attach` on the admin API, or record it
+with `--capture`. stdout belongs to the protocol, so logs go to stderr (or `--log-file`) and `--tui`
+is refused. Every setting of `mcp-proxy` applies (flags, `MCP_PROXY_*`, `--config`); nothing listens
+for HTTP clients. The client closing stdin stops the proxy (and a wrapped server) cleanly; exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proxy.cli import add_setting_flags, admin_may_move, load, start_failure
+from proxy.config import ConfigError, LoadedSettings, render_settings
+
+
+def build_stdio_parser() -> argparse.ArgumentParser:
+    """The parser of `mcp-proxy stdio` (the command after `--` is split off before it runs)."""
+    parser = argparse.ArgumentParser(
+        prog="mcp-proxy stdio",
+        usage="mcp-proxy stdio --upstream URL [SETTINGS] | mcp-proxy stdio [SETTINGS] -- CMD ARGS...",
+        description="Serve one stdio MCP client (stdin/stdout) through the proxy, to an HTTP upstream "
+        "or a stdio server it starts (after --).",
+    )
+    parser.add_argument(
+        "--config", type=Path, default=None, help="TOML file of settings (also MCP_PROXY_CONFIG)"
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print each effective setting and its source, then exit"
+    )
+    add_setting_flags(parser)
+    return parser
+
+
+def split_command(words: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The proxy's own words, and the server command after the first `--` (empty without one)."""
+    items = list(words)
+    if "--" not in items:
+        return items, []
+    cut = items.index("--")
+    return items[:cut], items[cut + 1 :]
+
+
+def main(words: Sequence[str]) -> int:
+    """Entry point of `mcp-proxy stdio` (`words` follow the `stdio` word)."""
+    own, command = split_command(words)
+    parser = build_stdio_parser()
+    args = parser.parse_args(own)
+    if command:
+        if args.upstream is not None:
+            parser.error("give either --upstream URL or a server command after --, not both")
+        args.upstream = "stdio:" + shlex.join(command)
+    try:
+        loaded = load(args)
+    except ConfigError as exc:
+        print(f"mcp-proxy stdio: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(render_settings(loaded), file=sys.stderr)  # stdout is the protocol's, even here
+        return 0
+    settings = loaded.settings
+    if not settings.upstream:
+        print(
+            "mcp-proxy stdio: upstream: required (--upstream URL, MCP_PROXY_UPSTREAM, or -- CMD ARGS...)",
+            file=sys.stderr,
+        )
+        return 2
+    if settings.tui:
+        print(
+            "mcp-proxy stdio: --tui: stdout carries the protocol; watch with `mcp-proxy tui --attach "
+            "http://ADMIN` (the admin address is logged at start) or record with --capture",
+            file=sys.stderr,
+        )
+        return 2
+    return run_stdio(loaded)
+
+
+def run_stdio(loaded: LoadedSettings) -> int:
+    """Serve the stdio client until it closes stdin or a signal comes; exit 0."""
+    from proxy import logs
+    from proxy.runtime import Proxy, tune_gc, use_fast_loop
+    from proxy.transport.stdio_client import protocol_pipes
+
+    pipes = protocol_pipes()  # before anything could print: stdout is the protocol's from here
+    settings = loaded.settings
+    log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    try:
+        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), http_clients=False)
+        tune_gc()
+        with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
+            return runner.run(_serve(proxy, pipes))
+    except OSError as exc:
+        print(start_failure(loaded, exc), file=sys.stderr)
+        return 2
+    finally:
+        if log_file is not None:
+            log_file.close()
+
+
+async def _serve(proxy: Any, pipes: Any) -> int:
+    """Start the proxy, serve stdio until stdin ends or a signal, then stop everything."""
+    from proxy.transport.stdio_client import serve_stdio
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
+    try:
+        await proxy.start()
+        await serve_stdio(proxy.serving(), pipes, stop)
+    finally:
+        await proxy.stop()
+        for sig in (*signals, signal.SIGUSR1):
+            loop.remove_signal_handler(sig)
+    return 0

@@ -1,0 +1,169 @@
+"""A stdio client in front of the proxy: JSON-RPC lines on stdin, answers as lines on stdout.
+
+`mcp-proxy stdio` is itself a stdio MCP server a desktop client launches. The client's lines are
+read with the bounded line decoder (a line over `max_body_bytes` is refused with a JSON-RPC error
+and skipped, never held whole) and served through the proxy's engines by a `ChannelClientShell`;
+every message for the client is one line on stdout. Nothing else ever reaches stdout: `protocol_pipes`
+moves the process's own stdout onto stderr before anything runs, so a stray print (the proxy's or a
+library's) cannot corrupt the protocol. The client closing stdin ends the session: what is in
+flight is cancelled, a legacy session is ended upstream, and `serve_stdio` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, cast
+
+from proxy.framing.ndjson import LineDecoder, Oversized
+from proxy.logs import get_logger
+from proxy.transport.channel_client import ChannelClientShell, Serving
+from proxy.transport.client_side import ClientGone
+
+READ_CHUNK = 256 * 1024
+"""Bytes read from stdin at a time when it is a plain file (a pipe is read as data comes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolPipes:
+    """The descriptors the protocol owns: the client's stdin, and a private copy of the real stdout."""
+
+    stdin: int
+    stdout: int
+
+
+def protocol_pipes() -> ProtocolPipes:
+    """Take stdin and stdout for the protocol; from now on fd 1 and `sys.stdout` write to stderr."""
+    sys.stdout.flush()
+    out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return ProtocolPipes(stdin=0, stdout=out)
+
+
+class _Writer(asyncio.Protocol):
+    """stdout as a write pipe: lines written at once, a wait while the client reads slowly."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.WriteTransport | None = None
+        self.closed = False
+        self.drain: asyncio.Future[None] | None = None
+        """Set while the pipe is full: resolved when the client has read enough."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._wake()
+
+    def pause_writing(self) -> None:
+        if self.drain is None:
+            self.drain = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        drain, self.drain = self.drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+
+class StdoutChannel:
+    """The `ChannelOut` of a stdio client: one line per message on stdout."""
+
+    def __init__(self, writer: _Writer) -> None:
+        self._writer = writer
+
+    def send(self, data: bytes) -> None:
+        writer = self._writer
+        if writer.closed or writer.transport is None or writer.transport.is_closing():
+            raise ClientGone("stdout closed")
+        writer.transport.write(data + b"\n")
+
+    async def room(self) -> None:
+        writer = self._writer
+        if writer.closed:
+            raise ClientGone("stdout closed")
+        drain = writer.drain
+        if drain is not None:
+            await drain
+            if writer.closed:
+                raise ClientGone("stdout closed")
+
+    def close(self) -> None:
+        transport = self._writer.transport
+        if transport is not None:
+            transport.close()
+
+
+class _Reader(asyncio.Protocol):
+    """stdin as a read pipe, split into bounded lines for the shell."""
+
+    def __init__(self, shell: ChannelClientShell, limit: int, ended: asyncio.Event) -> None:
+        self.shell = shell
+        self.decoder = LineDecoder(limit)
+        self.ended = ended
+        """Set when stdin ends (the client is done)."""
+        self.eof = False
+
+    def data_received(self, data: bytes) -> None:
+        self._lines(self.decoder.feed(data))
+
+    def eof_received(self) -> bool:
+        self._lines(self.decoder.end())
+        self.eof = True
+        self.ended.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.ended.set()
+
+    def _lines(self, lines: list[bytes | Oversized]) -> None:
+        for line in lines:
+            if isinstance(line, Oversized):
+                self.shell.oversized(line.size, line.head)
+            else:
+                self.shell.receive(line)
+
+
+async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Event) -> None:
+    """Serve the stdio client on `pipes` until it closes stdin (or `stop` is set), then end cleanly."""
+    loop = asyncio.get_running_loop()
+    writer = _Writer()
+    await loop.connect_write_pipe(lambda: writer, os.fdopen(pipes.stdout, "wb", buffering=0, closefd=False))
+    out = StdoutChannel(writer)
+    shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio")
+    reader = _Reader(shell, serving.settings.max_body_bytes, stop)
+    log = get_logger()
+    read_task: asyncio.Future[Any] | None = None
+    stdin = os.fdopen(pipes.stdin, "rb", buffering=0, closefd=False)
+    transport: asyncio.BaseTransport | None = None
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: reader, stdin)
+    except ValueError:  # a plain file (`< requests.jsonl`): no pipe to watch, so read it in a thread
+        read_task = loop.run_in_executor(None, _read_file, loop, stdin, reader)
+    log.info("stdio_client_ready", upstream=serving.relays.upstream.shown)
+    try:
+        await stop.wait()
+    finally:
+        log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "stopping")
+        await shell.close()
+        if transport is not None:
+            transport.close()
+        if read_task is not None:
+            read_task.cancel()
+        with suppress(Exception):
+            out.close()
+
+
+def _read_file(loop: asyncio.AbstractEventLoop, stdin: Any, reader: _Reader) -> None:
+    """Read a stdin that is a plain file to its end, handing each chunk to the loop."""
+    while chunk := stdin.read(READ_CHUNK):
+        loop.call_soon_threadsafe(reader.data_received, chunk)
+    loop.call_soon_threadsafe(reader.eof_received)
