@@ -306,6 +306,21 @@ class Settings(BaseModel):
 
     Past it the proxy stops reading from that client until the queue empties (nothing is refused).
     """
+    # -- HTTP+SSE clients (2024-11-05) ---------------------------------------------------------------
+    sse_path: str | None = None
+    """Where HTTP+SSE (2024-11-05) clients open their stream (`GET`); the stream's first event names
+    the proxy's own `sse_messages_path` to POST to. Unset: `sse` beside the upstream's MCP endpoint
+    (`/mcp` -> `/sse`, `/api/mcp` -> `/api/sse`). `off` serves no HTTP+SSE clients. A GET there that
+    names a session (`Mcp-Session-Id`) is a Streamable HTTP client's and goes upstream as usual.
+    """
+    sse_messages_path: str | None = None
+    """Where HTTP+SSE clients POST their messages (`?sessionId=...`). Unset: `messages` beside the
+    upstream's MCP endpoint (`/mcp` -> `/messages`)."""
+    max_sse_sessions: PositiveInt = 1000
+    """Most HTTP+SSE client streams open at once; past it a new one gets 503 naming this setting."""
+    sse_queue_bytes: PositiveInt = 8 * 1024 * 1024
+    """Bytes of messages waiting on one HTTP+SSE client's stream; a client reading more slowly than its
+    messages come is cut off past it (logged, naming this setting), never slowing anyone else."""
     drain_grace: NonNegativeSeconds = 10.0
     """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
     tui: bool = False
@@ -336,6 +351,15 @@ class Settings(BaseModel):
                 f"the URL carries credentials (user:password@) that the proxy would not send: "
                 f"{shown!r}; remove them and let clients send their own Authorization"
             )
+        return value
+
+    @field_validator("sse_path", "sse_messages_path")
+    @classmethod
+    def _sse_path(cls, value: str | None) -> str | None:
+        if value is None or value == "off":
+            return value
+        if not value.startswith("/") or any(c in value for c in "?# ") or not value.isascii():
+            raise ValueError(f"expected a path starting with / (no query), or off; got {value!r}")
         return value
 
     @field_validator("otlp_endpoint")

@@ -43,6 +43,7 @@ from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
+from proxy.transport.sse_clients import SseClients, sse_paths
 from proxy.transport.upstream_pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -180,6 +181,13 @@ class Proxy:
         """The proxy URL that stands for the upstream's MCP endpoint."""
         return self.url + self.upstream.base_path
 
+    def sse_endpoint(self) -> str | None:
+        """The URL HTTP+SSE (2024-11-05) clients open their stream at (None: not served)."""
+        front = self._front
+        if front is None or front.sse_clients is None:
+            return None
+        return self.url + front.sse_clients.stream_path
+
     @property
     def admin_url(self) -> str | None:
         """The admin API's base URL once it listens (None when disabled)."""
@@ -235,6 +243,7 @@ class Proxy:
             "listening",
             listen=self.url if self.http_clients else "stdio",
             endpoint=self.endpoint() if self.http_clients else None,
+            sse=self.sse_endpoint(),
             admin=self.admin_url,
             health=self.health_url,
             upstream=self.upstream.shown,
@@ -246,6 +255,9 @@ class Proxy:
         host, port = parse_host_port(self.settings.listen)
         fit_descriptor_limit(self.settings.max_client_connections)
         self._front = FrontServer(self.settings, self.relays, self.router)
+        paths = sse_paths(self.settings, self.upstream.base_path)
+        if paths is not None:
+            self._front.sse_clients = SseClients(self.serving(), paths)
         self.port = await self._front.start(host, port)
         self.host = host
         self.relays.listen_url = self.url
@@ -348,6 +360,8 @@ class Proxy:
         for bridge in self.router.bridges.values():  # their clients hear why, before connections close
             bridge.stopping()
         if self._front is not None:
+            if self._front.sse_clients is not None:  # their sessions end upstream before the pool closes
+                await self._front.sse_clients.close(CLOSE_TIMEOUT)
             await self._front.close(CLOSE_TIMEOUT)
             self._front = None
         for bridge in self.router.bridges.values():  # before the upstream pool closes

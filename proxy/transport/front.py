@@ -46,6 +46,7 @@ from proxy.transport.client_side import ClientGone
 from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.routing import ProbeFirst, Router, classify_request
+from proxy.transport.sse_clients import SseClients
 from proxy.transport.upstream_pool import PendingHead
 from proxy.wire.jsonrpc import dumps
 
@@ -92,6 +93,8 @@ class FrontServer:
         """When each setting's last `client_timeout` line was written, and the refusals since then
         that wrote none."""
         self.server: asyncio.Server | None = None
+        self.sse_clients: SseClients | None = None
+        """The HTTP+SSE (2024-11-05) clients' paths and sessions (None: not served)."""
         self.now: Callable[[], float] = time.monotonic
         self._sweep: asyncio.TimerHandle | None = None
         shortest = min(settings.head_read_timeout, settings.body_read_timeout, settings.keepalive_timeout)
@@ -367,6 +370,10 @@ class FrontConnection(asyncio.Protocol):
             outcome = refuse_target(problem, req.method, raw)
         else:
             path = side.path_qs.split("?", 1)[0]
+            sse = front.sse_clients
+            if sse is not None and sse.wants(req.method, path, side.raw_query, side.headers):
+                self._serve_sse_client(sse, side, raw)
+                return
             outcome = classify_request(self.settings, req.method, path, side.headers, raw)
         router = front.router
         if not req.early and isinstance(outcome, Route):
@@ -400,6 +407,14 @@ class FrontConnection(asyncio.Protocol):
             self._run(side, relay.relay(route))
             return
         pending.future.add_done_callback(lambda _f: self._answered(relay, route, side, pending))
+
+    def _serve_sse_client(self, sse: SseClients, side: FrontSide, raw: bytes) -> None:
+        """An HTTP+SSE client's stream (in a task, for as long as it is open) or one of its messages."""
+        if side.method == "GET":
+            self._run(side, sse.stream(side))
+            return
+        sse.message(side, raw)
+        self._served(side)
 
     def _answered(self, relay: PassthroughRelay, route: Route, side: FrontSide, pending: PendingHead) -> None:
         """The upstream's head (or its failure) for a request served without a task."""
