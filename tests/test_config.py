@@ -93,12 +93,18 @@ def test_the_example_leaves_admin_unset_so_a_copy_of_it_still_lets_a_taken_admin
 
 def test_example_values_of_commented_out_settings_are_valid_when_uncommented(tmp_path: Path) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
+    # upstream and upstream_cmd exclude each other: the command is checked alone
+    command = next(line for line in text.splitlines() if line.startswith("# upstream_cmd = "))
     uncommented = "\n".join(
-        line.removeprefix("# ") if SETTING_LINE.match(line) else line for line in text.splitlines()
+        line.removeprefix("# ") if SETTING_LINE.match(line) else line
+        for line in text.splitlines()
+        if line != command
     )
 
     loaded = load_settings(config_path=write(tmp_path, uncommented), env={})
+    alone = load_settings(config_path=write(tmp_path, command.removeprefix("# ")), env={})
 
+    assert alone.settings.upstream_cmd == "npx -y @modelcontextprotocol/server-everything"
     assert loaded.settings.upstream is not None
     assert loaded.settings.admin_token is not None
     assert loaded.settings.health == "127.0.0.1:9902"

@@ -71,7 +71,7 @@ from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
-from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 if TYPE_CHECKING:  # the relay's module routes to the bridges: a type only, never an import cycle
@@ -162,7 +162,7 @@ class BridgeDriver:
         *,
         mode: Mode,
         upstream: Upstream,
-        pool: Callable[[], UpstreamPool],
+        pool: Callable[[], UpstreamClient],
         observer: ObservationSink,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
