@@ -59,9 +59,9 @@ def main(words: Sequence[str]) -> int:
     parser = build_stdio_parser()
     args = parser.parse_args(own)
     if command:
-        if args.upstream is not None:
-            parser.error("give either --upstream URL or a server command after --, not both")
-        args.upstream = "stdio:" + shlex.join(command)
+        if args.upstream is not None or args.upstream_cmd is not None:
+            parser.error("give either --upstream URL, --upstream-cmd or a command after --, not two")
+        args.upstream_cmd = shlex.join(command)
     try:
         loaded = load(args)
     except ConfigError as exc:
@@ -71,7 +71,7 @@ def main(words: Sequence[str]) -> int:
         print(render_settings(loaded), file=sys.stderr)  # stdout is the protocol's, even here
         return 0
     settings = loaded.settings
-    if not settings.upstream:
+    if not settings.upstream and not settings.upstream_cmd:
         print(
             "mcp-proxy stdio: upstream: required (--upstream URL, MCP_PROXY_UPSTREAM, or -- CMD ARGS...)",
             file=sys.stderr,

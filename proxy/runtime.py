@@ -163,8 +163,10 @@ class Proxy:
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
-        for driver in self.router.bridges.values():  # the client's messages pass the fault rules too
+        router = self.router
+        for driver in router.bridges.values():  # the client's messages pass the fault rules too
             driver.faults = self.relays
+            driver.upstream_transport = lambda: router.transport
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None

@@ -180,6 +180,8 @@ class BridgeDriver:
         self._reading: dict[str, UpstreamResponse] = {}
         """The response each leg is reading now (a due timer waits for what they hold unread)."""
         self._resumes: dict[str, ResumeLeg] = {}
+        self.upstream_transport: Callable[[], str] = lambda: upstream.transport
+        """How the upstream is spoken to now (`http`, `sse`, `stdio`): the probe may find `sse`."""
         self.faults: RelayContext | None = None
         """Where the fault rules in force are found (`RelayContext.gate`); None: never consulted."""
         self._stop_legs: list[asyncio.Task[Any]] | None = None
@@ -525,6 +527,7 @@ class BridgeDriver:
                 mode=self.mode,
                 body_size=len(route.raw),
                 client_transport=client.transport,
+                upstream_transport=self.upstream_transport(),
             )
         )
         for msg in route.body.messages:

@@ -166,6 +166,7 @@ class PassthroughRelay:
                 upstream_era=era,
                 body_size=received,
                 client_transport=client.transport,
+                upstream_transport=ctx.router.transport,
             )
         )
         if isinstance(outcome, Rejection):
