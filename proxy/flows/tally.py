@@ -70,6 +70,10 @@ class ExchangeSummary:
     the session's deletion ended, which is how streams end)."""
     fault: str | None = None
     """The faults the proxy injected into the exchange's messages (`delay 200 ms; drop`), if any."""
+    client_transport: str = "http"
+    """How the client reached the proxy: `http`, `sse` or `stdio`."""
+    upstream_transport: str = "http"
+    """How the proxy reached the upstream: `http`, `sse` or `stdio`."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -90,6 +94,8 @@ class ExchangeSummary:
             "messages_out": self.messages_out,
             "duration_ms": self.duration_ms,
             "outcome": self.outcome,
+            "client": self.client_transport,
+            "upstream": self.upstream_transport,
         }
         if self.fault is not None:  # only on an exchange a fault rule acted on
             fields["fault"] = self.fault
@@ -119,6 +125,8 @@ class _Open:
     messages_out: int = 0
     faults: list[str] | None = None
     """Faults injected into its messages, in order (None while there are none)."""
+    transports: tuple[str, str] = ("http", "http")
+    """How the client reached the proxy, and how the proxy reached the upstream."""
 
 
 class RoundTripTally:
@@ -229,6 +237,7 @@ class RoundTripTally:
             session=session and self._redactor.token(session),
             bytes_in=obs.body_size,
             path=obs.path if obs.http_method == "GET" else "",
+            transports=(obs.client_transport, obs.upstream_transport),
         )
 
 
@@ -289,4 +298,6 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         carried=_carried(tally, redactor),
         trouble=_trouble(tally, closed.outcome),
         fault="; ".join(tally.faults) if tally.faults else None,
+        client_transport=tally.transports[0],
+        upstream_transport=tally.transports[1],
     )

@@ -25,7 +25,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from tests.peers.scenarios import SCENARIOS, CallbackLog, client_for, run_scenario
+from tests.peers.scenarios import SCENARIOS, CallbackLog, Transport, client_for, run_scenario
 
 __all__ = ["error_of", "main", "run_plan"]
 
@@ -49,12 +49,14 @@ def _emit(line: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-async def run_scenarios(url: str, mode: str, scenarios: Sequence[str], seconds: float) -> None:
+async def run_scenarios(
+    url: str, mode: str, scenarios: Sequence[str], seconds: float, transport: Transport = "http"
+) -> None:
     """One fresh client per scenario, one JSON line each."""
     for scenario in scenarios:
         try:
             with anyio.fail_after(seconds):
-                _emit(await run_scenario(url, mode, scenario, read_timeout=seconds))
+                _emit(await run_scenario(url, mode, scenario, read_timeout=seconds, transport=transport))
         except Exception as exc:
             _emit({"scenario": scenario, "error": error_of(exc)})
 
@@ -72,7 +74,9 @@ async def _step(client: Any, log: CallbackLog, step: dict[str, Any]) -> Any:
     raise ValueError(f"unknown plan op {step['op']!r}")
 
 
-async def run_plan(url: str, mode: str, plan: Sequence[dict[str, Any]], seconds: float) -> None:
+async def run_plan(
+    url: str, mode: str, plan: Sequence[dict[str, Any]], seconds: float, transport: Transport = "http"
+) -> None:
     """Run `plan`'s steps in order on one client: ``{"id", "result"|"error", "callbacks", "progress"}``.
 
     A step is ``{"id", "op": "list_tools"}`` or ``{"id", "op": "call", "tool", "arguments",
@@ -81,7 +85,7 @@ async def run_plan(url: str, mode: str, plan: Sequence[dict[str, Any]], seconds:
     stream (server-everything does, right after the handshake), not only inside a step.
     """
     log = CallbackLog()
-    async with client_for(url, mode, log=log, read_timeout=seconds) as client:
+    async with client_for(url, mode, log=log, read_timeout=seconds, transport=transport) as client:
         for step in plan:
             log.clear()
             line: dict[str, Any] = {"id": step["id"]}
@@ -98,7 +102,8 @@ async def run_plan(url: str, mode: str, plan: Sequence[dict[str, Any]], seconds:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, run, print JSON lines; exit 0 (failures are in the lines)."""
     parser = argparse.ArgumentParser(prog="python -m tests.peers.client", description=__doc__)
-    parser.add_argument("--url", required=True, help="the MCP endpoint")
+    parser.add_argument("--url", required=True, help="the MCP endpoint (stdio: the server's command line)")
+    parser.add_argument("--transport", default="http", choices=("http", "sse", "stdio"))
     parser.add_argument("--mode", required=True, choices=("legacy", "2026-07-28"))
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per scenario")
     parser.add_argument("--plan", help="a JSON list of steps to run on one client (instead of scenarios)")
@@ -108,9 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     if args.plan is not None:
-        anyio.run(run_plan, args.url, args.mode, json.loads(args.plan), args.timeout)
+        anyio.run(run_plan, args.url, args.mode, json.loads(args.plan), args.timeout, args.transport)
     else:
-        anyio.run(run_scenarios, args.url, args.mode, args.scenarios, args.timeout)
+        anyio.run(run_scenarios, args.url, args.mode, args.scenarios, args.timeout, args.transport)
     return 0
 
 

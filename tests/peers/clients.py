@@ -62,13 +62,18 @@ class ClientRun:
     """Why the process did not report every scenario (exit status, timeout), or empty."""
 
 
-def client_command(kind: ClientKind, url: str, *, http: Http = "h11") -> list[str]:
-    """The argv running client `kind` against `url` (scenario names or ``--plan`` are appended)."""
+def client_command(kind: ClientKind, url: str, *, http: Http = "h11", transport: str = "http") -> list[str]:
+    """The argv running client `kind` against `url` (scenario names or ``--plan`` are appended).
+
+    `transport` (`http`, `sse`, or `stdio` with `url` the server's command line) is the Python
+    client's only.
+    """
     spec = CLIENTS[kind]
     timeout = ["--timeout", str(PER_STEP_TIMEOUT)]
     if spec.script is None:
         python = str(peer_python(http))
-        return [python, "-m", "tests.peers.client", "--url", url, "--mode", spec.mode, *timeout]
+        via = ["--transport", transport]
+        return [python, "-m", "tests.peers.client", "--url", url, "--mode", spec.mode, *via, *timeout]
     node_modules()
     return [node_binary(), str(NODE_DIR / spec.script), "--url", url, "--mode", spec.mode, *timeout]
 
@@ -82,13 +87,18 @@ def _environment(kind: ClientKind) -> dict[str, str]:
 
 
 def _run(
-    kind: ClientKind, url: str, extra: Sequence[str], expected: Sequence[str], timeout: float
+    kind: ClientKind,
+    url: str,
+    extra: Sequence[str],
+    expected: Sequence[str],
+    timeout: float,
+    transport: str = "http",
 ) -> ClientRun:
     run = ClientRun(kind=kind, url=url)
     started = time.monotonic()
     try:
         done = subprocess.run(
-            [*client_command(kind, url), *extra],
+            [*client_command(kind, url, transport=transport), *extra],
             cwd=REPO_ROOT,
             env=_environment(kind),
             stdin=subprocess.DEVNULL,
@@ -122,13 +132,26 @@ def _run(
     return run
 
 
-def run_client(kind: ClientKind, url: str, scenarios: Sequence[str], *, timeout: float = 45.0) -> ClientRun:
+def run_client(
+    kind: ClientKind,
+    url: str,
+    scenarios: Sequence[str],
+    *,
+    timeout: float = 45.0,
+    transport: str = "http",
+) -> ClientRun:
     """Run `scenarios` (one fresh client each) in one process of client `kind` against `url`."""
-    return _run(kind, url, list(scenarios), scenarios, timeout)
+    return _run(kind, url, list(scenarios), scenarios, timeout, transport)
 
 
 def run_plan(
-    kind: ClientKind, url: str, plan: Sequence[dict[str, Any]], *, timeout: float = 45.0
+    kind: ClientKind,
+    url: str,
+    plan: Sequence[dict[str, Any]],
+    *,
+    timeout: float = 45.0,
+    transport: str = "http",
 ) -> ClientRun:
     """Run `plan`'s steps on one connected client of `kind`; lines keyed by step id."""
-    return _run(kind, url, ["--plan", json.dumps(list(plan))], [str(step["id"]) for step in plan], timeout)
+    steps = [str(step["id"]) for step in plan]
+    return _run(kind, url, ["--plan", json.dumps(list(plan))], steps, timeout, transport)

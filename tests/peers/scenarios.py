@@ -15,6 +15,7 @@ always offers its newest handshake version), so `PinnedLegacyClient` replaces th
 
 from __future__ import annotations
 
+import shlex
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -25,6 +26,8 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
@@ -47,6 +50,9 @@ __all__ = [
 ]
 
 ElicitAction = Literal["accept", "decline", "cancel"]
+Transport = Literal["http", "sse", "stdio"]
+"""How the client reaches its server: Streamable HTTP, HTTP+SSE (2024-11-05), or stdio, where the
+"url" is the command line that starts the server (split like a shell would)."""
 
 ANSWERS: Final[dict[str, str]] = {"name": "octocat", "color": "green"}
 """What the elicitation callback fills in for each form field it recognizes."""
@@ -178,8 +184,12 @@ async def client_for(
     elicit_action: ElicitAction = "accept",
     log_level: types.LoggingLevel | None = None,
     read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    transport: Transport = "http",
 ) -> AsyncIterator[Client]:
     """A connected SDK `Client` for `url` with the recording callbacks installed.
+
+    `transport` says how `url` is reached (`Transport`): a stdio server is started from the command
+    line `url` and stopped when the client closes.
 
     `mode` is ``"legacy"``, ``"auto"``, a modern version (``"2026-07-28"``) or a handshake version
     to pin (``"2025-06-18"``, ...). `headers` are sent on every HTTP request. `log` (created when
@@ -192,11 +202,18 @@ async def client_for(
     log = log if log is not None else CallbackLog()
     callbacks = _callbacks(log, elicit_action)
     async with httpx2.AsyncClient(headers=headers or {}, timeout=HTTP_TIMEOUT) as http:
-        transport = streamable_http_client(url, http_client=http)
+        server: Any
+        if transport == "stdio":
+            words = shlex.split(url)
+            server = StdioServerParameters(command=words[0], args=words[1:])
+        elif transport == "sse":
+            server = sse_client(url, headers=headers, sse_read_timeout=read_timeout or 60.0)
+        else:
+            server = streamable_http_client(url, http_client=http)
         client: Client
         if mode in HANDSHAKE_PROTOCOL_VERSIONS and mode != LATEST_HANDSHAKE_VERSION:
             client = PinnedLegacyClient(
-                transport,
+                server,
                 mode="legacy",
                 handshake_version=mode,
                 cache=None,
@@ -207,7 +224,7 @@ async def client_for(
         else:
             client_mode = "legacy" if mode == LATEST_HANDSHAKE_VERSION else mode
             client = Client(
-                transport,
+                server,
                 mode=client_mode,
                 cache=None,
                 log_level=log_level,
@@ -446,8 +463,9 @@ async def run_scenario(
     elicit_action: ElicitAction = "accept",
     log_level: types.LoggingLevel | None = None,
     read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+    transport: Transport = "http",
 ) -> dict[str, Any]:
-    """Run `scenario` on a fresh client for `url` and return the normalized outcome.
+    """Run `scenario` on a fresh client for `url` (reached by `transport`) and return the normalized outcome.
 
     Keys: ``scenario``; ``result`` (normalized tool/prompt/resource results); ``callbacks`` (the
     callback kinds invoked, in order, e.g. ``"elicitation:What is your name?"``,
@@ -469,6 +487,7 @@ async def run_scenario(
         elicit_action=elicit_action,
         log_level=log_level,
         read_timeout=read_timeout,
+        transport=transport,
     ) as client:
         result = await SCENARIOS[scenario](client, log)
     out: dict[str, Any] = {
