@@ -1,0 +1,279 @@
+"""stdio clients in front of the proxy: `mcp-proxy stdio --upstream URL`, and the shim `... -- CMD`.
+
+The Python SDK's stdio client launches `mcp-proxy stdio` the way a desktop client launches any stdio
+server (one process per connection) and runs the scenarios of the test peers through it:
+
+- in front of the SDK's Streamable HTTP servers in all four pairings of eras: pass-through where they
+  match, either bridge where they differ (in-flight elicitation and sampling included);
+- as the shim, in front of the SDK's own stdio server and of server-everything in stdio mode.
+
+Each run records a capture, whose exchanges must name the client's transport (`stdio`) and the
+upstream's, and a log file, whose round-trip lines must say `client: stdio`. The faults a real client
+cannot produce (a line that is no JSON, a line over `max_body_bytes`) are written by hand to a
+running `mcp-proxy stdio`, which must answer each with a JSON-RPC error on stdout and go on serving;
+its admin API (`/api/chains`) shows the transport while it runs, and closing stdin stops it and its
+child cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
+from tests.peers.clients import ClientKind, run_client, run_plan
+from tests.peers.envs import REPO_ROOT
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import expected_result
+from tests.sidecar import admin_json, clean_env, proxy_command, until
+
+pytestmark = pytest.mark.e2e
+
+SCENARIOS: Final = ["echo", "ask_name", "ask_two_at_once", "progress"]
+"""A plain call, an in-flight elicitation, two questions at once, and progress notifications."""
+
+READ_SECONDS: Final = 15.0
+"""Longest wait for one line from a running `mcp-proxy stdio`."""
+
+
+def stdio_command(tmp_path: Path, *upstream: str, **settings: object) -> str:
+    """The command line a client launches: `mcp-proxy stdio ...` with a capture and a log file.
+
+    `upstream` is `--upstream=URL`, or `--` and a server's command (which must come last).
+    """
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in settings.items()]
+    words = [
+        *proxy_command(),
+        "stdio",
+        "--admin=127.0.0.1:0",
+        f"--capture={tmp_path / 'capture.jsonl'}",
+        f"--log-file={tmp_path / 'proxy.log'}",
+        "--log-format=json",
+        *flags,
+        *upstream,
+    ]
+    return shlex.join(words)
+
+
+def captured_exchanges(tmp_path: Path) -> list[dict[str, Any]]:
+    """The `exchange_opened` lines of the capture every run appended to."""
+    lines = (tmp_path / "capture.jsonl").read_text().splitlines()
+    found = [json.loads(line) for line in lines if '"exchange_opened"' in line]
+    return [line for line in found if line.get("kind") == "exchange_opened"]
+
+
+def logged_exchanges(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = (tmp_path / "proxy.log").read_text().splitlines()
+    return [item for item in map(json.loads, lines) if item.get("event") == "exchange"]
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "mode"),
+    [
+        ("python-legacy", "legacy-inflight", "passthrough"),
+        ("python-2026", "modern-mrtr", "passthrough"),
+        ("python-legacy", "modern-mrtr", "legacy_to_mrtr"),
+        ("python-2026", "legacy-inflight", "mrtr_to_legacy"),
+    ],
+)
+def test_a_stdio_client_reaches_an_http_server_through_the_proxy_in_either_era(
+    tmp_path: Path, client: ClientKind, server: str, mode: str
+) -> None:
+    with PeerServer(server) as peer:
+        command = stdio_command(tmp_path, f"--upstream={peer.url}")
+        run = run_client(client, command, SCENARIOS, transport="stdio")
+    for scenario in SCENARIOS:
+        assert run.lines[scenario] == expected_result(scenario), run.stderr[-3000:]
+    exchanges = captured_exchanges(tmp_path)
+    assert exchanges
+    assert {(e["client_transport"], e["upstream_transport"]) for e in exchanges} == {("stdio", "http")}
+    assert mode in {e["mode"] for e in exchanges}
+    calls = [line for line in logged_exchanges(tmp_path) if line["method"] == "tools/call"]
+    assert len(calls) >= len(SCENARIOS)
+    assert {(line["client"], line["upstream"]) for line in calls} == {("stdio", "http")}
+
+
+@pytest.mark.parametrize("client", ["python-legacy", "python-2026"])
+def test_the_shim_serves_a_stdio_client_from_the_sdks_stdio_server(
+    tmp_path: Path, client: ClientKind
+) -> None:
+    # The SDK's server speaks both eras but asks in flight: a 2026-07-28 client reaches its questions
+    # only through the bridge, which --upstream-era legacy asks for (docs/transports.md).
+    command = stdio_command(tmp_path, "--", *shlex.split(python_stdio_command()), upstream_era="legacy")
+    run = run_client(client, command, ["echo", "ask_name"], transport="stdio")
+    for scenario in ("echo", "ask_name"):
+        assert run.lines[scenario] == expected_result(scenario), run.stderr[-3000:]
+    exchanges = captured_exchanges(tmp_path)
+    assert {(e["client_transport"], e["upstream_transport"]) for e in exchanges} == {("stdio", "stdio")}
+
+
+def test_the_shim_serves_server_everything_over_stdio_with_an_in_flight_elicitation(tmp_path: Path) -> None:
+    command = stdio_command(tmp_path, "--", *shlex.split(everything_stdio_command()))
+    plan = [
+        {"id": "echo", "op": "call", "tool": "echo", "arguments": {"message": "hi"}},
+        {"id": "elicit", "op": "call", "tool": "trigger-elicitation-request", "arguments": {}},
+    ]
+    run = run_plan("python-legacy", command, plan, transport="stdio")
+    assert run.lines["echo"]["result"]["content"][0]["text"] == "Echo: hi", run.stderr[-3000:]
+    elicit = run.lines["elicit"]
+    assert elicit["callbacks"] == ["elicitation:Please provide inputs for the following fields:"]
+    assert "octocat" in json.dumps(elicit["result"])
+    lines = logged_exchanges(tmp_path)
+    assert {(line["client"], line["upstream"]) for line in lines} == {("stdio", "stdio")}
+
+
+# -- faults a real client cannot produce, written by hand -------------------------------------------
+
+
+class RawStdioClient:
+    """A hand-written stdio client (for faults): writes raw lines to `mcp-proxy stdio`, reads its lines."""
+
+    def __init__(self, args: list[str], tmp_path: Path) -> None:
+        self.process = subprocess.Popen(
+            [*proxy_command(), "stdio", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=clean_env(MCP_PROXY_LOG_FORMAT="json", MCP_PROXY_ADMIN="127.0.0.1:0"),
+            cwd=REPO_ROOT,
+        )
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self._threads = [
+            threading.Thread(target=self._pump, args=(self.process.stdout, self.out), daemon=True),
+            threading.Thread(target=self._pump, args=(self.process.stderr, self.err), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _pump(pipe: Any, into: list[bytes]) -> None:
+        for line in pipe:
+            into.append(line)
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, ident: int, method: str, **params: Any) -> None:
+        self.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode())
+
+    def answer(self, ident: object) -> dict[str, Any]:
+        """The line answering `ident` (waits, bounded)."""
+        deadline = time.monotonic() + READ_SECONDS
+        while time.monotonic() < deadline:
+            for line in list(self.out):
+                message = json.loads(line)
+                if message.get("id") == ident and "method" not in message:
+                    return dict(message)
+            time.sleep(0.01)
+        raise AssertionError(f"no answer to {ident!r}; stdout {self.out!r}; stderr {self.stderr()[-2000:]}")
+
+    def stderr(self) -> str:
+        return b"".join(self.err).decode("utf-8", "replace")
+
+    def logged(self, event: str) -> dict[str, Any]:
+        for line in list(self.err):
+            item = json.loads(line)
+            if item.get("event") == event:
+                return dict(item)
+        raise AssertionError(f"no {event} line in {self.stderr()[-2000:]}")
+
+    def close(self) -> int:
+        """Close stdin (the client is done) and wait for the proxy to exit."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        code = self.process.wait(timeout=15)
+        self._release()
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self._release()
+
+    def _release(self) -> None:
+        """Read the pipes to their end and close them."""
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+@pytest.fixture
+def raw_client(tmp_path: Path) -> Iterator[Any]:
+    started: list[RawStdioClient] = []
+
+    def start(*args: str) -> RawStdioClient:
+        client = RawStdioClient(list(args), tmp_path)
+        started.append(client)
+        return client
+
+    yield start
+    for client in started:
+        client.kill()
+
+
+INIT: Final = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+async def test_bad_lines_get_json_rpc_errors_on_stdout_and_traffic_goes_on(
+    raw_client: Any, legacy_server: PeerServer
+) -> None:
+    client: RawStdioClient = raw_client("--upstream", legacy_server.url, "--max-body-bytes", "4096")
+    client.send(b"this is not json")
+    parse = client.answer(None)
+    assert parse["error"]["code"] == -32700
+    assert parse["error"]["data"] == {"received": "this is not json"}
+    client.request(1, "initialize", **INIT)
+    assert client.answer(1)["result"]["serverInfo"]
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    big = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"'
+    client.send(big + b"x" * 10_000 + b'"}}}')
+    refused = client.answer(7)
+    assert refused["error"]["code"] == -32600
+    assert refused["error"]["data"] == {"limit": 4096, "setting": "max_body_bytes"}
+    client.request(8, "tools/call", name="echo", arguments={"text": "still here"})
+    assert client.answer(8)["result"]["content"][0]["text"] == "still here"
+    admin = client.logged("listening")["admin"]
+    chains = await admin_json(f"{admin}/api/chains")
+    echo = [c for c in chains if c.get("name") == "echo"]
+    assert echo
+    assert {(c["client_transport"], c["upstream_transport"]) for c in echo} == {("stdio", "http")}
+    assert client.close() == 0
+    problems = [json.loads(line) for line in client.err if b"client_protocol_error" in line]
+    assert len(problems) == 2  # the line that was no JSON, the line over the limit
+
+
+async def test_closing_stdin_stops_the_shim_and_its_child(raw_client: Any) -> None:
+    client: RawStdioClient = raw_client("--", *shlex.split(python_stdio_command()))
+    client.request(1, "initialize", **INIT)
+    assert client.answer(1)["result"]["serverInfo"]
+    pids = [json.loads(line)["pid"] for line in client.err if b'"upstream_started"' in line]
+    assert pids
+    assert client.close() == 0
+    await until(lambda: not any(_alive(pid) for pid in pids), what="the stdio server to exit", seconds=10)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
