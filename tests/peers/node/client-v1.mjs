@@ -2,10 +2,14 @@
 //
 //   node client-v1.mjs --url URL --mode legacy [--timeout S] (SCENARIO... | --plan JSON)
 //
+// A URL whose path ends in /sse is reached over the 2024-11-05 HTTP+SSE transport (SSEClientTransport),
+// any other over Streamable HTTP.
+//
 // A v1 client offers its newest handshake version in `initialize` and gets server requests in flight
 // (elicitation, sampling, roots) through handlers registered per request schema; it answers them with
 // the fixed answers of scenarios.mjs. Output: see scenarios.mjs.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CreateMessageRequestSchema,
@@ -21,7 +25,10 @@ async function connect(url, mode, log) {
   client.setRequestHandler(ElicitRequestSchema, (request) => answerElicitation(request.params, log));
   client.setRequestHandler(CreateMessageRequestSchema, (request) => answerSampling(request.params, log));
   client.setRequestHandler(ListRootsRequestSchema, () => answerRoots(log));
-  const transport = new StreamableHTTPClientTransport(new URL(url));
+  const target = new URL(url);
+  const transport = target.pathname.endsWith('/sse')
+    ? new SSEClientTransport(target)
+    : new StreamableHTTPClientTransport(target);
   await client.connect(transport);
   const api = {
     callTool: (name, args, onprogress) =>
@@ -33,7 +40,7 @@ async function connect(url, mode, log) {
     readResource: (uri) => client.readResource({ uri }),
   };
   const close = async () => {
-    await transport.terminateSession().catch(() => {});
+    if (transport.terminateSession) await transport.terminateSession().catch(() => {});
     await client.close();
   };
   return { api, close };
