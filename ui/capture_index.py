@@ -36,7 +36,16 @@ LINE_LIMIT: Final = 16 * 1024 * 1024
 READ_CHUNK: Final = 256 * 1024
 """Bytes of the pass's output read at a time."""
 
-_SHARED_TEXT: Final = ("session", "client_name", "client_era", "upstream_era", "method", "name")
+_SHARED_TEXT: Final = (
+    "session",
+    "client_name",
+    "client_era",
+    "upstream_era",
+    "client_transport",
+    "upstream_transport",
+    "method",
+    "name",
+)
 """Headline fields whose few distinct values repeat across thousands of chains: held once each."""
 
 _ALL_FIELDS: Final = set(ChainSummary.model_fields)

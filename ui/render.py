@@ -80,6 +80,14 @@ def eras_cell(summary: ChainSummary) -> Text:
     return text
 
 
+def transports(summary: ChainSummary) -> str:
+    """How each side was reached (`stdio → http`), or "" when both are Streamable HTTP (the usual)."""
+    client, upstream = summary.client_transport, summary.upstream_transport
+    if client == "http" and upstream == "http":
+        return ""
+    return f"{client} → {upstream}"
+
+
 def status_cell(summary: ChainSummary, continuation: str | None = None) -> Text:
     """The chain's status word in its colour (a parked continuation shows as parked)."""
     status = summary.status
@@ -120,6 +128,7 @@ def chain_headline(summary: ChainSummary) -> Text:
         "  ",
         eras_cell(summary),
         f"  {summary.mode.value}  ",
+        (f"{transports(summary)}  " if transports(summary) else "", "cyan"),
         status_cell(summary),
         f"  {duration(summary.duration_ms)}",
     )
@@ -284,6 +293,7 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
         ("chain", f"{summary.id}  {summary.method or ''} {summary.name or ''}".rstrip()),
         ("side", f"{record.side.value} ({_leg(record.side)})"),
         ("from", "{} → {}".format(*route(record, summary.bridged))),
+        ("transport", transports(summary)),
         ("direction", record.direction.value.replace("_", " ")),
         ("channel", record.channel.value + (f"  sse id {record.sse_id}" if record.sse_id else "")),
         ("kind", record.kind + (f"  {record.method}" if record.method else "")),

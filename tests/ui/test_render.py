@@ -8,7 +8,16 @@ from proxy.flows.events import ChainStatus, Mode
 from tests.ui.helpers import message, summary
 from ui.feeds import FeedStatus
 from ui.model import ViewModel
-from ui.render import duration, eras_cell, outcome, pretty_json, size, status_cell
+from ui.render import (
+    chain_headline,
+    duration,
+    eras_cell,
+    message_header,
+    outcome,
+    pretty_json,
+    size,
+    status_cell,
+)
 from ui.widgets.status_bar import ViewFlags, status_text
 
 
@@ -29,6 +38,18 @@ def test_a_bridged_chain_shows_both_eras_and_the_bridge_badge() -> None:
 
     assert eras_cell(bridged).plain == "L→M ⇄"
     assert eras_cell(summary("c2", client_era="modern", upstream_era="modern")).plain == "M→M"
+
+
+def test_a_chain_that_came_over_stdio_or_sse_says_so_in_its_headline_and_message_view() -> None:
+    stdio = summary("c1", client_transport="stdio", upstream_transport="http")
+    assert "stdio → http" in chain_headline(stdio).plain
+    record = message("c1", 1).message
+    assert ("transport", "stdio → http") in message_header(record, stdio)
+    shim = summary("c2", client_transport="sse", upstream_transport="stdio")
+    assert ("transport", "sse → stdio") in message_header(record, shim)
+    plain = summary("c3")  # Streamable HTTP on both sides, as most chains: nothing more to say
+    assert "→ http" not in chain_headline(plain).plain
+    assert "transport" not in dict(message_header(record, plain))
 
 
 def test_a_parked_continuation_shows_as_parked_until_the_chain_ends() -> None:
