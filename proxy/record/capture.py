@@ -40,7 +40,7 @@ FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 FORMAT_MAJOR: Final = 1
 """The capture format major version this code writes and reads (any minor of it)."""
 
-FORMAT_MINOR: Final = 1
+FORMAT_MINOR: Final = 2
 """The minor version this code writes: a newer minor only adds fields or observation kinds."""
 
 FORMAT_VERSION: Final = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
@@ -18,11 +19,12 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
+from proxy.flows.observations import ExchangeOpened
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
-from proxy.record.observations import ObservationEncoder
+from proxy.record.observations import ObservationEncoder, decode
 from proxy.wire.jsonrpc import classify_value, request, result_response
 from tests.flows.bridge_play import PARK_HEADERS, parked_bridge_call
 from tests.flows.calls import Calls
@@ -197,3 +199,17 @@ def test_an_observation_of_a_kind_or_with_fields_this_version_does_not_know_is_r
     with CaptureReader(path) as reader:
         assert list(reader) == whole
         assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+
+
+def test_each_sides_transport_is_kept_and_a_capture_before_it_reads_as_streamable_http() -> None:
+    encoder = ObservationEncoder(Redactor(key=b"test-key"), 65536)
+    opened = ExchangeOpened(
+        1.0, "s1", "POST", "/mcp", {}, None, client_transport="stdio", upstream_transport="sse"
+    )
+    line = orjson.loads(encoder.encode(opened))
+    assert (line["client_transport"], line["upstream_transport"]) == ("stdio", "sse")
+    assert decode(line) == opened
+    del line["client_transport"], line["upstream_transport"]  # as a 1.1 writer wrote it
+    older = decode(line)
+    assert isinstance(older, ExchangeOpened)
+    assert (older.client_transport, older.upstream_transport) == ("http", "http")
