@@ -390,11 +390,6 @@ class ChannelUpstream:
         """Why no channel can be started now (readiness), or None."""
         return self.restarts.problem(time.monotonic())
 
-    @property
-    def open_channels(self) -> int:
-        """Channels running now (each stdio one a process)."""
-        return len(self._all)
-
     async def aclose(self, grace: float) -> None:
         """Stop every channel (a stdio child: stdin closed, SIGTERM, SIGKILL after `grace` seconds)."""
         self._closed = True

@@ -81,6 +81,10 @@ class Readiness:
         """
         if self.draining():
             return Verdict(False, "draining: the proxy is shutting down", self._era())
+        channels = self.router.pool if self.router is not None else None
+        # a stdio command or an HTTP+SSE server whose restarts are spent: known at once, never cached
+        if isinstance(channels, ChannelUpstream) and (spent := channels.problem()) is not None:
+            return Verdict(False, spent, self._era())
         async with self._lock:
             cached = self._cached
             keep = self.ttl if cached is not None and cached.ready else min(self.ttl, NOT_READY_TTL)
@@ -91,10 +95,6 @@ class Readiness:
 
     async def _check(self) -> Verdict:
         up = self.upstream
-        channels = self.router.pool if self.router is not None else None
-        # a stdio command or an HTTP+SSE server: its restarts may be spent
-        if isinstance(channels, ChannelUpstream) and (spent := channels.problem()) is not None:
-            return Verdict(False, spent, self._era())
         if up.transport != "stdio":
             problem = await reachable(up.host, up.port, self.timeout)
             if problem is not None:
