@@ -1,0 +1,58 @@
+"""`mcp-proxy stdio`: what it refuses before it starts, and that stdout stays the protocol's even then."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.cli import main
+from proxy.cli_stdio import split_command
+
+
+def run(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str, str]:
+    code = main(["stdio", *words])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_server_command_is_what_follows_the_first_double_dash() -> None:
+    assert split_command(["--capture", "f", "--", "node", "s.js", "--", "x"]) == (
+        ["--capture", "f"],
+        ["node", "s.js", "--", "x"],
+    )
+    assert split_command(["--upstream", "http://h/mcp"]) == (["--upstream", "http://h/mcp"], [])
+
+
+def test_without_an_upstream_it_exits_2_naming_the_three_ways_to_give_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MCP_PROXY_UPSTREAM", raising=False)
+    monkeypatch.delenv("MCP_PROXY_UPSTREAM_CMD", raising=False)
+    code, out, err = run(capsys)
+    assert code == 2
+    assert out == ""
+    assert "--upstream URL" in err
+    assert "-- CMD ARGS" in err
+
+
+def test_the_tui_is_refused_since_stdout_carries_the_protocol(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--upstream", "http://127.0.0.1:9/mcp", "--tui")
+    assert code == 2
+    assert out == ""
+    assert "tui --attach" in err
+
+
+def test_print_config_goes_to_stderr_with_the_command_as_upstream_cmd(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "--print-config", "--", "node", "server.js", "stdio")
+    assert code == 0
+    assert out == ""
+    assert "upstream_cmd" in err
+    assert "node server.js stdio" in err
+
+
+def test_an_upstream_url_and_a_command_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["stdio", "--upstream", "http://127.0.0.1:9/mcp", "--", "node", "s.js"])
+    assert exited.value.code == 2
+    assert "not two" in capsys.readouterr().err
