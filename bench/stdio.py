@@ -158,12 +158,15 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=300, help="untimed calls per round first")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per path (they alternate)")
     parser.add_argument("--server", choices=("minimal", "sdk"), default="minimal")
+    parser.add_argument(
+        "--proxy-args", default="", help="settings flags for the proxy (default: none, the default settings)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "stdio")
     args = parser.parse_args()
     server = SERVER if args.server == "minimal" else SDK_SERVER
     paths = {
         "direct": pinned(1, server),
-        "shim": pinned(1, [*proxy_command(), "stdio", "--", *server]),
+        "shim": pinned(1, [*proxy_command(), "stdio", *args.proxy_args.split(), "--", *server]),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     samples: dict[str, list[float]] = {name: [] for name in paths}
@@ -187,6 +190,7 @@ def main() -> int:
     added = {key: pooled["shim"][key] - pooled["direct"][key] for key in ("p50", "p90", "p99", "mean")}
     report = {
         "server": args.server,
+        "proxy_args": args.proxy_args or "(default settings)",
         "calls_per_round": args.calls,
         "warmup_per_round": args.warmup,
         "rounds": args.rounds,
