@@ -168,9 +168,8 @@ class SseClients:
                 data = await outbox.take(KEEPALIVE)
                 if data is not None or not outbox.closed:
                     await side.write(data or _PING)
-            if not outbox.overflow:
-                reason = "proxy stopping"
-                await side.finish()
+            reason = "fell behind" if outbox.overflow else "proxy stopping"
+            await side.finish()  # the stream ends cleanly, even for a client cut off
         except ClientGone:
             pass
         finally:

@@ -103,3 +103,40 @@ async def test_streams_past_max_sse_sessions_are_refused_with_503(legacy_server:
                     assert second.status == 503
                     assert (await second.json())["error"]["data"] == {"setting": "max_sse_sessions"}
             await proxy.logged("sse_client_closed")
+
+
+async def test_a_stream_whose_messages_outgrow_sse_queue_bytes_is_cut_off_with_a_log_line(
+    legacy_server: PeerServer,
+) -> None:
+    env = clean_env(**settings_env(upstream=legacy_server.url, sse_queue_bytes=1000))
+    with ProxyProcess(env) as proxy:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(proxy.endpoint("/sse")) as stream,
+        ):
+            first = await stream.content.readuntil(b"\n\n")
+            endpoint = proxy.listen + first.split(b"data: ", 1)[1].strip().decode()
+            initialize = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+            async with http.post(endpoint, json=initialize) as posted:
+                assert posted.status == 202
+            answer = await stream.content.readuntil(b"\n\n")
+            assert b'"protocolVersion"' in answer
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            async with http.post(endpoint, json=initialized) as posted:
+                assert posted.status == 202
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            async with http.post(endpoint, json=listing) as posted:  # its answer is well over 1000 bytes
+                assert posted.status == 202
+            cut = await proxy.logged("sse_client_too_slow")
+            assert cut["setting"] == "sse_queue_bytes"
+            assert cut["limit"] == 1000
+            assert await stream.content.read() == b""  # the stream ended, without the answer
