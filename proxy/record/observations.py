@@ -101,6 +101,10 @@ class ObservationEncoder:
                 line["headers"] = redactor.headers(obs.headers)
                 line["path"] = redactor.path(obs.path)
                 line["session"] = obs.session and redactor.token(obs.session)
+                if obs.client_transport == "http":  # written only when not the usual, which readers assume
+                    del line["client_transport"]
+                if obs.upstream_transport == "http":
+                    del line["upstream_transport"]
             case ResponseHeadSeen():
                 line["headers"] = redactor.headers(obs.headers)
             case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint

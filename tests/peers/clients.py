@@ -65,8 +65,8 @@ class ClientRun:
 def client_command(kind: ClientKind, url: str, *, http: Http = "h11", transport: str = "http") -> list[str]:
     """The argv running client `kind` against `url` (scenario names or ``--plan`` are appended).
 
-    `transport` (`http`, `sse`, or `stdio` with `url` the server's command line) is the Python
-    client's only.
+    `transport` (`http`, `sse`, or `stdio` with `url` the server's command line) is an argument of
+    the Python client's; the Node clients take it from their environment (see `run_client`).
     """
     spec = CLIENTS[kind]
     timeout = ["--timeout", str(PER_STEP_TIMEOUT)]
@@ -95,12 +95,15 @@ def _run(
     transport: str = "http",
 ) -> ClientRun:
     run = ClientRun(kind=kind, url=url)
+    env = _environment(kind)
+    if CLIENTS[kind].script is not None and transport != "http":
+        env["MCP_TEST_CLIENT_TRANSPORT"] = transport  # the Node clients' switch (client-v1.mjs: sse)
     started = time.monotonic()
     try:
         done = subprocess.run(
             [*client_command(kind, url, transport=transport), *extra],
             cwd=REPO_ROOT,
-            env=_environment(kind),
+            env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -213,3 +213,6 @@ def test_each_sides_transport_is_kept_and_a_capture_before_it_reads_as_streamabl
     older = decode(line)
     assert isinstance(older, ExchangeOpened)
     assert (older.client_transport, older.upstream_transport) == ("http", "http")
+    usual = orjson.loads(encoder.encode(older))  # Streamable HTTP both sides: nothing more is written
+    assert "client_transport" not in usual
+    assert "upstream_transport" not in usual

@@ -2,8 +2,8 @@
 //
 //   node client-v1.mjs --url URL --mode legacy [--timeout S] (SCENARIO... | --plan JSON)
 //
-// A URL whose path ends in /sse is reached over the 2024-11-05 HTTP+SSE transport (SSEClientTransport),
-// any other over Streamable HTTP.
+// With MCP_TEST_CLIENT_TRANSPORT=sse in its environment it speaks the 2024-11-05 HTTP+SSE transport
+// (SSEClientTransport: URL is the stream to GET), otherwise Streamable HTTP.
 //
 // A v1 client offers its newest handshake version in `initialize` and gets server requests in flight
 // (elicitation, sampling, roots) through handlers registered per request schema; it answers them with
@@ -26,7 +26,7 @@ async function connect(url, mode, log) {
   client.setRequestHandler(CreateMessageRequestSchema, (request) => answerSampling(request.params, log));
   client.setRequestHandler(ListRootsRequestSchema, () => answerRoots(log));
   const target = new URL(url);
-  const transport = target.pathname.endsWith('/sse')
+  const transport = process.env.MCP_TEST_CLIENT_TRANSPORT === 'sse'
     ? new SSEClientTransport(target)
     : new StreamableHTTPClientTransport(target);
   await client.connect(transport);
