@@ -575,7 +575,7 @@ def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> Config
     setting = str(first["loc"][0]) if first["loc"] else str(ctx.get("setting", "settings"))
     where = sources.get(setting, "default").replace(":", " ", 1)
     message = first["msg"].removeprefix("Value error, ")
-    if first["type"] not in ("value_error", "admin_exposed"):
+    if first["type"] not in ("value_error", "admin_exposed", "two_upstreams"):
         message = message[:1].lower() + message[1:]
         if setting not in _SECRETS:  # never echo a secret, even a malformed one
             message += f", got {first['input']!r}"

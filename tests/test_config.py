@@ -627,3 +627,10 @@ def test_one_address_cannot_park_calls_on_every_upstream_session_by_default() ->
     # leave most sessions to other clients, or one client inventing principals blocks everyone.
     defaults = Settings(upstream="http://127.0.0.1:9/mcp")
     assert defaults.max_continuations_per_client * 4 <= defaults.max_upstream_sessions
+
+
+def test_an_upstream_url_and_an_upstream_command_together_are_refused_without_echoing_either() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"upstream": "http://h/mcp?key=s3cret", "upstream_cmd": "srv --x"})
+    assert "upstream and upstream_cmd are both set" in str(caught.value)
+    assert "s3cret" not in str(caught.value)
