@@ -129,7 +129,7 @@ class InterceptScreen(Screen[None]):
     def take(self, state: Intercepts) -> None:
         """Redraw from a new state of the rules and held messages (cursors keep their message)."""
         self.state = state
-        if not self.is_mounted:
+        if not self.query("#held"):  # not composed yet: on_mount draws it
             return
         self._draw_rules(state.rules)
         self._draw_held(state.held)
@@ -175,7 +175,7 @@ class InterceptScreen(Screen[None]):
     def selected(self) -> Held | None:
         """The highlighted held message."""
         held = self.state.held
-        if not held or not self.is_mounted:
+        if not held or not self.query("#held"):
             return None
         row = self.held_table.cursor_row
         return held[row] if 0 <= row < len(held) else None
