@@ -281,4 +281,4 @@ async def test_E_edits_in_editor_on_a_private_file_removed_after(
             assert decision.message["params"]["arguments"]["text"] == "edited-outside"
         report = json.loads(seen.read_text())
         assert report["mode"] == stat.S_IRUSR | stat.S_IWUSR  # only this user reads the message
-        assert not await asyncio.to_thread(os.path.exists, report["path"])  # and it is gone once the editor returned
+        assert not await asyncio.to_thread(os.path.exists, report["path"])  # gone once the editor returned
