@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from proxy.runtime import Proxy
 
 
+MAX_FAULT_RULES = 100
+"""As the admin API: most fault rules in force at once."""
+
+
 class DeskOps:
     """Fault and intercept operations on one running proxy."""
 
@@ -28,8 +32,16 @@ class DeskOps:
 
     def fault_add(self, rule: str) -> dict[str, Any]:
         """Put one fault rule in force; ValueError with the reason the admin API gives."""
-        (added,) = self.faults.add_texts([rule])
-        return added
+        from proxy.engine.gate.rules import parse_rule
+
+        try:
+            parsed = parse_rule(rule)
+        except ValueError as exc:
+            raise ValueError(f"fault rule {rule!r}: {exc}") from exc
+        if len(self.faults.gate) >= MAX_FAULT_RULES:
+            raise ValueError(f"at most {MAX_FAULT_RULES} fault rules are held at once")
+        rule_id = self.faults.add(parsed)
+        return next(r for r in self.faults.gate.listing() if r["id"] == rule_id)
 
     def fault_remove(self, rule_id: str) -> bool:
         """Take a fault rule out of force; False when none has that id."""

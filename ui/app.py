@@ -8,6 +8,7 @@ subscription, a remote admin feed and a capture file look the same.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import ClassVar
 
@@ -103,6 +104,7 @@ class ProxyTui(App[None]):
         """The held worker: the watcher until the app ends, then the desk's connections closed."""
         try:
             await watcher.run()
+            await asyncio.Event().wait()  # it gave up (no intercepts there): the rule keys still use the desk
         finally:
             await watcher.desk.close()
 

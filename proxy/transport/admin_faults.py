@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.engine.gate.rules import parse_rule
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
@@ -67,10 +68,17 @@ class FaultRoutes:
         texts = await _rule_texts(request)
         if isinstance(texts, web.Response):
             return texts
-        try:
-            rules = self.control.add_texts(texts)
-        except ValueError as exc:
-            return _bad(str(exc))
+        parsed = []
+        for text in texts:
+            try:
+                parsed.append(parse_rule(text))
+            except ValueError as exc:
+                return _bad(f"fault rule {text!r}: {exc}")
+        room = 100 - len(self.control.gate)
+        if len(parsed) > room:
+            return _bad(f"at most 100 fault rules are held at once; {room} more fit")
+        added = [self.control.add(rule) for rule in parsed]
+        rules = [rule for rule in self.control.gate.listing() if rule["id"] in added]
         return _json({"rules": rules}, status=201)
 
     async def clear(self, request: web.Request) -> web.StreamResponse:
