@@ -40,17 +40,7 @@ class FaultRoutes:
 
     def _refusal(self) -> web.Response | None:
         """403 when the admin API listens beyond loopback without a token (anyone there could steer it)."""
-        if self.has_token or _loopback(self.host()):
-            return None
-        return _json(
-            {
-                "error": "forbidden",
-                "message": "fault rules are refused on an admin API that listens beyond loopback "
-                f"({self.host()}) without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen "
-                "on 127.0.0.1",
-            },
-            status=403,
-        )
+        return forbidden_without_token(self.has_token, self.host(), "fault rules")
 
     async def listing(self, request: web.Request) -> web.StreamResponse:
         """The rules in force, each with its id and faults injected, and the counts by action."""
@@ -74,7 +64,7 @@ class FaultRoutes:
                 parsed.append(parse_rule(text))
             except ValueError as exc:
                 return _bad(f"fault rule {text!r}: {exc}")
-        room = 100 - len(self.control.gate)
+        room = 100 - self.control.gate.fault_count
         if len(parsed) > room:
             return _bad(f"at most 100 fault rules are held at once; {room} more fit")
         added = [self.control.add(rule) for rule in parsed]
@@ -123,6 +113,21 @@ async def _rule_texts(request: web.Request) -> list[str] | web.Response:
     if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
         return _bad(shape)
     return rules
+
+
+def forbidden_without_token(has_token: bool, host: str, what: str) -> web.Response | None:
+    """403 naming what to do when paths that steer the traffic (`what`) are asked of an admin API that
+    listens beyond loopback without a token; None when they may answer."""
+    if has_token or _loopback(host):
+        return None
+    return _json(
+        {
+            "error": "forbidden",
+            "message": f"{what} are refused on an admin API that listens beyond loopback ({host}) "
+            "without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen on 127.0.0.1",
+        },
+        status=403,
+    )
 
 
 def _loopback(host: str) -> bool:

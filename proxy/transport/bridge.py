@@ -202,9 +202,11 @@ class BridgeDriver:
         gate = relays.gate if relays is not None else None
         if gate is not None and relays is not None:  # fault rules are in force: they may hold or answer
             answer = await bridged_client_faults(
-                gate, self.observer, exchange, route, self.mode, relays.holds
+                gate, self.observer, exchange, route, self.mode, relays.holds, relays.desk
             )
-            if answer is not None:
+            if isinstance(answer, Route):  # an intercept's decision edited the client's message
+                route = answer
+            elif answer is not None:
                 self.exchanges.pop(exchange, None)
                 self._observe_reply(exchange, *answer, ())
                 _json_response(client, *answer, ())

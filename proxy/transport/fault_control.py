@@ -44,7 +44,7 @@ class FaultControl:
         found = self.gate.remove(rule_id)
         if found:
             _LOG.info("fault_rule_removed", rule=rule_id)
-        self._sync()
+        self.sync()
         return found
 
     def clear(self) -> int:
@@ -52,10 +52,11 @@ class FaultControl:
         count = self.gate.clear()
         if count:
             _LOG.info("fault_rules_cleared", count=count)
-        self._sync()
+        self.sync()
         return count
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
+        """Point the traffic at the gate while any rule (fault or intercept) is in force, else at None."""
         self.relays.gate = self.gate if len(self.gate) else None
 
 
