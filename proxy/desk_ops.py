@@ -2,20 +2,21 @@
 without HTTP.
 
 The TUI may not import the transport, so `proxy.cli_tui` hands it this object (it fits
-`ui.desk_local.LocalOps`): fault and intercept rules and held messages, JSON in and JSON out in the
-admin API's shapes, refusals as ValueError or LookupError carrying the API's reason.
+`ui.desk_local.LocalOps`): fault rules through the proxy's `FaultControl`, intercept rules and held
+messages through its `InterceptControl`, JSON in and JSON out in the admin API's shapes. A refusal is
+a ValueError (LookupError for an unknown id) carrying the reason the admin API would give.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+from proxy.transport.intercept_desk import InterceptError
 
 if TYPE_CHECKING:
     from proxy.runtime import Proxy
-
-
-MAX_FAULT_RULES = 100
-"""As the admin API: most fault rules in force at once."""
 
 
 class DeskOps:
@@ -23,6 +24,7 @@ class DeskOps:
 
     def __init__(self, proxy: Proxy) -> None:
         self.faults = proxy.faults
+        self.intercepts = proxy.intercepts
 
     # -- fault rules --------------------------------------------------------------------------
 
@@ -32,16 +34,8 @@ class DeskOps:
 
     def fault_add(self, rule: str) -> dict[str, Any]:
         """Put one fault rule in force; ValueError with the reason the admin API gives."""
-        from proxy.engine.gate.rules import parse_rule
-
-        try:
-            parsed = parse_rule(rule)
-        except ValueError as exc:
-            raise ValueError(f"fault rule {rule!r}: {exc}") from exc
-        if len(self.faults.gate) >= MAX_FAULT_RULES:
-            raise ValueError(f"at most {MAX_FAULT_RULES} fault rules are held at once")
-        rule_id = self.faults.add(parsed)
-        return next(r for r in self.faults.gate.listing() if r["id"] == rule_id)
+        (added,) = self.faults.add_texts([rule])
+        return added
 
     def fault_remove(self, rule_id: str) -> bool:
         """Take a fault rule out of force; False when none has that id."""
@@ -51,22 +45,37 @@ class DeskOps:
 
     def intercept_listing(self) -> dict[str, Any]:
         """The intercept rules and held messages, as `GET /api/intercepts` lists them."""
-        return {"rules": [], "held": []}
+        return self.intercepts.listing()
 
     def intercept_add(self, rule: str, hold_for: str | None) -> dict[str, Any]:
         """Put an intercept rule in force; ValueError with the reason."""
-        raise ValueError("intercept rules are not available in this build")
+        with _as_refusal():
+            return self.intercepts.add(rule, hold_for)
 
     def intercept_remove(self, rule_id: str) -> bool:
-        """Take an intercept rule out of force."""
-        return False
+        """Take an intercept rule out of force (what it held goes on unchanged)."""
+        try:
+            self.intercepts.delete(rule_id)
+        except InterceptError:
+            return False
+        return True
 
     def intercept_decide(self, held_id: str, decision: dict[str, Any]) -> None:
-        """Release a held message as decided."""
-        raise LookupError(f"no held message {held_id!r}")
+        """Release a held message as `POST /api/intercepts/held/{id}` would."""
+        with _as_refusal():
+            self.intercepts.decide(held_id, decision)
 
     async def intercept_wait(self, after: str | None, seconds: float) -> None:
-        """Wait for a newly held message (bounded)."""
-        import asyncio
+        """Return when a message newer than `after` is held, or after `seconds`."""
+        await self.intercepts.wait(after, seconds)
 
-        await asyncio.sleep(seconds)
+
+@contextmanager
+def _as_refusal() -> Iterator[None]:
+    """The admin API's errors as the exceptions `ui.desk_local` reads: 404 LookupError, else ValueError."""
+    try:
+        yield
+    except InterceptError as exc:
+        if exc.status == 404:
+            raise LookupError(exc.message) from None
+        raise ValueError(exc.message) from None

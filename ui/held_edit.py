@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.wire.intercept_edit import EditRefused, check_edit
+from proxy.wire.edits import EditRefused, check_message, restore_stand_ins
 from ui.desk import Held
 
 __all__ = ["EditRefused", "answer_skeleton", "editable_text", "parse_edit"]
+
+MAX_BYTES = 8 * 1024 * 1024
+"""The proxy's default body limit: the editor refuses a bigger message (the proxy checks its own limit)."""
 
 STAND_IN_NOTE = "a <redacted …> stand-in left in place is sent as the original value"
 """What the editors say about the redacted values they show."""
@@ -42,4 +45,7 @@ def parse_edit(text: str, held: Held, *, answer: bool = False) -> dict[str, Any]
         raise EditRefused(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
         raise EditRefused("not JSON this editor can read: nested too deeply") from exc
-    return check_edit(held.message, value, answer=answer)
+    kind = "response" if answer else held.kind
+    message = check_message(value, kind=kind, ident=held.jsonrpc_id, max_bytes=MAX_BYTES)
+    restore_stand_ins(message, held.message, restore=False)  # a moved or altered stand-in is refused
+    return message

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.engine.gate.rules import parse_rule
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
@@ -58,17 +57,10 @@ class FaultRoutes:
         texts = await _rule_texts(request)
         if isinstance(texts, web.Response):
             return texts
-        parsed = []
-        for text in texts:
-            try:
-                parsed.append(parse_rule(text))
-            except ValueError as exc:
-                return _bad(f"fault rule {text!r}: {exc}")
-        room = 100 - self.control.gate.fault_count
-        if len(parsed) > room:
-            return _bad(f"at most 100 fault rules are held at once; {room} more fit")
-        added = [self.control.add(rule) for rule in parsed]
-        rules = [rule for rule in self.control.gate.listing() if rule["id"] in added]
+        try:
+            rules = self.control.add_texts(texts)
+        except ValueError as exc:
+            return _bad(str(exc))
         return _json({"rules": rules}, status=201)
 
     async def clear(self, request: web.Request) -> web.StreamResponse:

@@ -193,10 +193,15 @@ async def test_an_invalid_edit_stays_in_the_editor_with_the_reason_and_is_never_
 
         for text, reason in [
             ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call",', "not JSON: "),
-            ('{"jsonrpc": "2.0", "id": 8, "method": "tools/call"}', '"id" must stay 7'),
-            ('{"jsonrpc": "2.0", "id": 7, "result": {}}', "must stay a request"),
+            ('{"jsonrpc": "2.0", "id": 8, "method": "tools/call"}', "keeps the held message's id 7, got 8"),
+            ('{"jsonrpc": "2.0", "id": 7, "result": {}}', "an edit keeps it a request, this is a response"),
             ('{"jsonrpc": "1.0", "id": 7, "method": "tools/call"}', '"jsonrpc" must be "2.0"'),
-            ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 3}', '"params" must be'),
+            ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 3}', '"params" is an object'),
+            (
+                '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo", '
+                '"moved": "<redacted len=12 hmac:ab12cd00>"}}',
+                "the redacted stand-in at params.moved was shown at params.arguments.token",
+            ),
         ]:
             area.load_text(text)
             await run.pilot.press("ctrl+s")
