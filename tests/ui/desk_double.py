@@ -33,7 +33,10 @@ def held(
             "jsonrpc": "2.0",
             "id": 7,
             "method": method,
-            "params": {"name": "echo", "arguments": {"text": "hi", "token": "<redacted len=12 hmac:ab12cd00>"}},
+            "params": {
+                "name": "echo",
+                "arguments": {"text": "hi", "token": "<redacted len=12 hmac:ab12cd00>"},
+            },
         }
     return Held(
         id=held_id,
