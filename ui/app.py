@@ -53,10 +53,11 @@ class ProxyTui(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
-        # The rule desk: fault rules, intercept rules, held messages (ui/desk.py).
-        Binding("F", "faults", "Faults"),
-        Binding("i", "intercept", "Intercept"),
-        Binding("I", "held", "Held"),
+        # The rule desk: fault rules, intercept rules, held messages (ui/desk.py). Off the footer,
+        # which 80 columns already fill: the help lists them, and a held message is announced with its key.
+        Binding("F", "faults", "Faults", show=False),
+        Binding("i", "intercept", "Intercept", show=False),
+        Binding("I", "held", "Held", show=False),
     ]
 
     def __init__(
