@@ -181,10 +181,13 @@ class ProxyTui(App[None]):
         for screen in self.screen_stack:
             if isinstance(screen, InterceptScreen):
                 screen.take(message.state)
-        for held in message.state.held:
-            if held.id not in known:
-                what = f"{held.kind} {held.method}".rstrip()
-                self.notify(f"held {held.id}: {what} from the {held.direction} (I to decide)")
+        new = [held for held in message.state.held if held.id not in known]
+        if len(new) == 1:
+            (held,) = new
+            what = f"{held.kind} {held.method}".rstrip()
+            self.notify(f"held {held.id}: {what} from the {held.direction} (I to decide)")
+        elif new:  # a burst: one notice, not a screenful
+            self.notify(f"{len(new)} more messages held (I to decide)")
 
     def on_held_decided(self, message: HeldDecided) -> None:
         """A decision went out from this TUI: read the held messages now."""

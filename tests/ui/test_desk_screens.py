@@ -145,9 +145,11 @@ async def test_the_status_bar_counts_held_messages_and_a_new_one_is_announced() 
         await run.pilot.pause()
         assert "held" not in run.status()
         desk.hold(held("h1"))
-        desk.hold(held("h2", method="tools/list"))
-        await wait_for(lambda: " 2 held " in run.status(), what="the held badge")
+        await wait_for(lambda: " 1 held " in run.status(), what="the held badge")
         assert any(n.startswith("held h1: request tools/call from the client") for n in run.notices())
+        desk.hold(held("h2", method="tools/list"))
+        desk.hold(held("h3", method="tools/list"))
+        await wait_for(lambda: " 3 held " in run.status(), what="the count to grow")
 
 
 async def open_held(run: Run) -> InterceptScreen:
