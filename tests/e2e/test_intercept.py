@@ -277,17 +277,18 @@ async def test_a_drain_releases_every_held_message_unchanged(
     assert any("forwarded unchanged by drain" in n for n in notes), notes
 
 
-@pytest.mark.parametrize(
-    ("client", "server", "mode"),
-    [
-        pytest.param("python-legacy", "modern_server", "legacy_to_mrtr", id="legacy-client-modern-server"),
-        pytest.param("python-2026", "legacy_server", "mrtr_to_legacy", id="modern-client-legacy-server"),
-    ],
-)
+BRIDGES = [
+    pytest.param("python-legacy", "modern_server", "legacy_to_mrtr", id="legacy-client-modern-server"),
+    pytest.param("python-2026", "legacy_server", "mrtr_to_legacy", id="modern-client-legacy-server"),
+]
+
+
+@pytest.mark.parametrize(("client", "server", "mode"), BRIDGES)
 async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited(
     client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
 ) -> None:
     upstream: PeerServer = request.getfixturevalue(server)
+    sides: list[tuple[str, str, str]] = []
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -295,10 +296,91 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
         edited = json.loads(json.dumps(held["message"]))
         edited["params"]["arguments"]["text"] = "bridged edit"
         assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+        # Then the bridge's own messages of the same call, each held in turn: its call upstream, the
+        # upstream's answer to it, its answer to the client.
+        after = held["id"]
+        for _ in range(3):
+            held = await next_held(http, proxy, after)
+            sides.append((held["direction"], held["kind"], held["side"]))
+            assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+            after = held["id"]
 
     async with proxy_for(upstream.url, intercepts=["tool:echo mode:bridged"]) as proxy:
         run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
     assert run.lines["echo"]["result"]["content"] == ["bridged edit"], run.lines
+    assert sides == [
+        ("client", "request", "upstream"),
+        ("server", "response", "client"),
+        ("server", "response", "client"),
+    ]
+
+
+@pytest.mark.parametrize("verb", ["answer", "drop"])
+async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clients_place(
+    verb: str, modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"], held["side"], held["mode"]) == (
+            "server",
+            "request",
+            "elicitation/create",
+            "client",
+            "legacy_to_mrtr",
+        )
+        body: dict[str, Any] = {"decision": verb}
+        if verb == "answer":
+            body["result"] = {"action": "accept", "content": {"name": "the desk"}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    rule = "method:elicitation/create dir:server mode:legacy_to_mrtr"
+    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    line = run.lines["ask_name"]
+    assert line.get("callbacks", []) == [], line  # the client never saw the bridge's question
+    if verb == "answer":
+        assert line["result"]["content"] == ["Hello, the desk!"], line
+    else:
+        assert "error" in line or line["result"]["isError"], line
+
+
+async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["side"], held["method"]) == ("client", "upstream", "tools/call")
+        edited = json.loads(json.dumps(held["message"]))
+        (key,) = edited["params"]["inputResponses"]
+        edited["params"]["inputResponses"][key]["content"]["name"] = "edited upstream"
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+
+    rule = "round:>1 mode:legacy_to_mrtr"
+    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, edited upstream!"], run.lines
+
+
+async def test_an_upstreams_elicitation_to_the_bridge_is_answered_upstream_in_the_clients_place(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"], held["mode"]) == (
+            "server",
+            "request",
+            "elicitation/create",
+            "mrtr_to_legacy",
+        )
+        body = {"decision": "answer", "result": {"action": "accept", "content": {"name": "the desk"}}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    rule = "method:elicitation/create dir:server mode:mrtr_to_legacy"
+    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-2026", ["ask_name"]), desk)
+    line = run.lines["ask_name"]
+    assert line.get("callbacks", []) == [], line
+    assert line["result"]["content"] == ["Hello, the desk!"], line
 
 
 LEGACY = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
