@@ -36,6 +36,7 @@ from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
@@ -160,6 +161,7 @@ class Proxy:
         )
         for driver in self.router.bridges.values():  # the client's messages pass the fault rules too
             driver.faults = self.relays
+            driver.intercepts = BridgeHolds(self.relays, driver.mode)  # and the bridge's own, intercepts
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None

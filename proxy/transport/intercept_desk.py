@@ -230,9 +230,10 @@ class InterceptDesk:
             if verb == "forward":
                 if "message" not in body:
                     return Decision("forward", by=by)
+                ident, limit = held.msg.id, self.max_body_bytes
+                check_message(body["message"], kind=held.kind, ident=ident, max_bytes=limit)
                 edited = restore_stand_ins(body["message"], held.shown, held.msg.raw)
-                ident = held.msg.id
-                checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=self.max_body_bytes)
+                checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
                 return Decision("forward", checked, by)
             if verb == "drop":
                 return Decision("drop", by=by)

@@ -243,6 +243,11 @@ class FaultGate:
         self._intercepts.clear()
         return ids
 
+    @property
+    def holding(self) -> bool:
+        """Whether any intercept rule is in force."""
+        return bool(self._intercepts)
+
     def intercepts(self) -> list[tuple[str, FaultRule, int]]:
         """Each intercept rule in force: its id, the rule, and how many messages it picked."""
         return [(held.rule_id, held.rule, held.fired) for held in self._intercepts]
@@ -306,16 +311,24 @@ class FaultGate:
                     return True
         return False
 
+    def decide_hold(self, seen: Seen) -> Fault | None:
+        """The hold of the first intercept rule that picks the message (fault rules are not asked):
+        what a bridge's own messages are judged by."""
+        for held in self._intercepts:
+            if held.rule.match.matches(seen):
+                held.fired += 1
+                return Fault(held.rule_id, held.rule.action)
+        return None
+
     def decide(self, seen: Seen) -> Fault | None:
         """The fault for one message: the first rule that picks it, acts on it and wins its draw.
 
         Intercept rules come first: a message one of them picks is held (a `hold` action), and no
         fault acts on it.
         """
-        for held in self._intercepts:
-            if held.rule.match.matches(seen):
-                held.fired += 1
-                return Fault(held.rule_id, held.rule.action)
+        hold = self.decide_hold(seen) if self._intercepts else None
+        if hold is not None:
+            return hold
         for held in self._rules:
             rule = held.rule
             if rule.count is not None and held.fired >= rule.count:
