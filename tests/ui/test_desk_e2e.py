@@ -25,7 +25,7 @@ from proxy.config import Settings
 from proxy.runtime import Proxy
 from tests.e2e.recording_upstream import recording_upstream
 from tests.peers.runner import PeerServer
-from tests.peers.scenarios import client_for, normalize_tool_result
+from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, admin_json, clean_env, settings_env
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
@@ -41,9 +41,11 @@ pytestmark = pytest.mark.e2e
 TOKEN = "tui-desk-e2e-token"
 
 
-async def call(url: str, tool: str, arguments: dict[str, Any], mode: str = "legacy") -> dict[str, Any]:
+async def call(
+    url: str, tool: str, arguments: dict[str, Any], mode: str = "legacy", log: CallbackLog | None = None
+) -> dict[str, Any]:
     """One tool call by a fresh SDK client: `{"result": ...}` or the `{"error": ...}` it got."""
-    async with client_for(url, mode) as client:
+    async with client_for(url, mode, log=log) as client:
         try:
             result = await client.call_tool(tool, arguments)
         except MCPError as exc:
@@ -251,3 +253,22 @@ async def test_an_invalid_edit_is_refused_in_the_editor_and_the_upstream_never_s
     assert len(sent) == 1, sent
     assert sent[0]["params"]["arguments"] == {"text": "original"}
     assert sent[0]["id"] == held.jsonrpc_id
+
+
+async def test_a_bridge_made_elicitation_held_in_the_tui_is_answered_in_the_clients_place(
+    modern_server: PeerServer,
+) -> None:
+    # A legacy client, a 2026-07-28 server: the bridge asks the client with elicitation/create.
+    log = CallbackLog()
+    async with attached(modern_server.url) as (proxy, app, pilot), asyncio.TaskGroup() as calls:
+        await intercept(app, pilot, "method:elicitation/create dir:server")
+        pending = calls.create_task(call(proxy.endpoint(), "ask_name", {}, log=log))
+        screen = await held_screen(app, pilot)
+        (held,) = app.intercepts.held
+        assert (held.kind, held.method, held.mode) == ("request", "elicitation/create", "legacy_to_mrtr")
+        assert screen.held_table.get_row_at(0)[1] == "server→client"
+        accept = {"action": "accept", "content": {"name": "tui"}}
+        answer = {"jsonrpc": "2.0", "id": held.jsonrpc_id, "result": accept}
+        await edit_and_send(app, pilot, "a", answer)
+        assert (await pending)["result"]["content"] == ["Hello, tui!"]
+    assert log.callbacks == []  # the client was never asked: the TUI answered in its place
