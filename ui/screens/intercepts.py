@@ -33,6 +33,9 @@ HELD_COLUMNS = (
     ("chain", "Chain", 8),
 )
 
+DECIDED = ("forwarded", "dropped", "answered")
+"""How the status line starts after a decision (kept while the list empties)."""
+
 
 def direction_label(held: Held) -> str:
     """Who sent the held message and where it goes (`client→server`, `server→client`)."""
@@ -154,9 +157,8 @@ class InterceptScreen(Screen[None]):
         ids = [item.id for item in held]
         if chosen is not None and chosen.id in ids:
             table.move_cursor(row=ids.index(chosen.id), scroll=False)
-        if not held:
-            rules = "no intercept rule in force: i adds one" if not self.state.rules else "nothing held"
-            self.say(self.status if self.status.startswith(("forwarded", "dropped", "answered")) else rules)
+        if not held and not self.status.startswith(DECIDED):  # the last decision's line stays
+            self.say("nothing held" if self.state.rules else "no intercept rule in force: i adds one")
 
     def _tick(self) -> None:
         now = time.time()
