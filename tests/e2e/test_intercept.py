@@ -95,6 +95,7 @@ async def test_a_held_call_answered_by_the_desk_gets_the_typed_result(
         }
         assert held["message"]["params"]["name"] == "echo"
         assert held["deadline"] - held["held_at"] == pytest.approx(60.0)
+        assert str(held["chain"]).startswith("c"), held  # its chain, built for the admin API
         body = {"decision": "answer", "result": tool_result(client == "python-2026", "from the desk")}
         assert await decide(http, proxy, held["id"], body) == (200, {"id": held["id"], "decision": "answer"})
 
