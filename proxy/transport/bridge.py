@@ -72,7 +72,7 @@ from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
-from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -168,7 +168,7 @@ class BridgeDriver:
         *,
         mode: Mode,
         upstream: Upstream,
-        pool: Callable[[], UpstreamPool],
+        pool: Callable[[], UpstreamClient],
         observer: ObservationSink,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:

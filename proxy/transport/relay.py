@@ -50,7 +50,7 @@ from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
 from proxy.transport.routing import Router
-from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 
@@ -91,7 +91,7 @@ class RelayContext:
         self,
         *,
         upstream: Upstream,
-        pool: UpstreamPool,
+        pool: UpstreamClient,
         observations: ObservationSink,
         router: Router,
         upstream_timeout: float,
