@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
 from proxy.framing.classify import DEPTH_CEILING
@@ -48,9 +49,9 @@ ENV_PREFIX = "MCP_PROXY_"
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
 
-RULE_LISTS = frozenset({"faults"})
-"""List settings whose items are rules (which may hold commas): one rule per flag, repeated
-(`--fault`), and split on `;` in a variable."""
+RULE_LISTS = {"faults": "--fault", "intercepts": "--intercept"}
+"""List settings whose items are rules (which may hold commas), with their flag: one rule per flag,
+repeated (`--fault`), and split on `;` in a variable."""
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -104,7 +105,7 @@ def base_url(host: str, port: int) -> str:
 
 def flag_name(field: str) -> str:
     """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
-    return "--fault" if field in RULE_LISTS else "--" + field.replace("_", "-")
+    return RULE_LISTS.get(field) or "--" + field.replace("_", "-")
 
 
 def _is_loopback(host: str) -> bool:
@@ -358,6 +359,18 @@ class Settings(BaseModel):
     fault_seed: int | None = None
     """Seed of the draws behind rules with p below 1: the same seed and traffic inject the same
     faults. Unset, a fresh seed each run."""
+    # -- intercept (hold, edit, drop, answer) --------------------------------------------------------
+    intercepts: list[str] = Field(default_factory=list)
+    """Intercept rules, each `MATCH [timeout=30s]` (docs/intercept.md), such as
+    `method:tools/call tool:delete_*`: every message a rule picks is held until someone forwards,
+    edits, drops or answers it (admin API `/api/intercepts`, or the TUI), or its timeout passes. None
+    by default. As a flag, one rule per `--intercept`; in MCP_PROXY_INTERCEPTS, rules separated by `;`.
+    """
+    intercept_timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)] = 60.0
+    """Seconds a held message waits for a decision when its rule names no timeout; then it goes on
+    unchanged, so a forgotten breakpoint never wedges the traffic (at most 3600)."""
+    intercept_max_held: PositiveInt = 100
+    """Most messages held at once; past it a picked message goes on unchanged, recorded as not held."""
 
     @field_validator("upstream")
     @classmethod
@@ -433,6 +446,19 @@ class Settings(BaseModel):
                 parse_rule(rule)
             except ValueError as exc:
                 raise ValueError(f"fault rule {rule!r}: {exc}") from None
+        return rules
+
+    @field_validator("intercepts")
+    @classmethod
+    def _intercept_rules(cls, value: list[str]) -> list[str]:
+        rules = [rule.strip() for rule in value if rule.strip()]
+        if len(rules) > MAX_RULES:
+            raise ValueError(f"at most {MAX_RULES} intercept rules, got {len(rules)}")
+        for rule in rules:
+            try:
+                parse_intercept(rule)
+            except ValueError as exc:
+                raise ValueError(f"intercept rule {rule!r}: {exc}") from None
         return rules
 
     @field_validator("log_file", "capture")

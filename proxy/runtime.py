@@ -37,12 +37,15 @@ from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.channel_client import Serving
 from proxy.transport.channel_upstream import Channel, ChannelEvents, ChannelFactory, ChannelUpstream
 from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
+from proxy.transport.intercept_control import InterceptControl
+from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
 from proxy.transport.sse_clients import SseClients, sse_paths
@@ -125,6 +128,17 @@ class Proxy:
         )
         self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
         """The fault rules in force (none by default: the relay then never consults the gate)."""
+        self.desk = InterceptDesk(
+            self.observations,
+            self.faults.gate,
+            default_timeout=settings.intercept_timeout,
+            max_held=settings.intercept_max_held,
+            max_body_bytes=settings.max_body_bytes,
+            chain_of=self._chain_of,
+        )
+        self.relays.desk = self.desk
+        self.intercepts = InterceptControl(self.faults, self.desk, settings.intercepts)
+        """The intercept rules and held messages (`/api/intercepts`; a TUI in this process is handed it)."""
         relays = self.relays
         ids = _id_factory()  # one counter: the two bridges' legs share the sink, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
@@ -167,6 +181,7 @@ class Proxy:
         for driver in router.bridges.values():  # the client's messages pass the fault rules too
             driver.faults = self.relays
             driver.upstream_transport = lambda: router.transport
+            driver.intercepts = BridgeHolds(self.relays, driver.mode)  # and the bridge's own, intercepts
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
@@ -354,7 +369,13 @@ class Proxy:
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
             faults=self.faults,
+            intercepts=self.intercepts,
         )
+
+    def _chain_of(self, exchange: str, message_id: str | int | None) -> str | None:
+        """The chain of a held message, built from what waits to be built (None while nobody watches)."""
+        self.observations.build()
+        return self.observations.builder.chain_of(exchange, message_id)
 
     def info(self) -> ProxyInfo:
         """What the proxy is and where it points: the first event of every capture and admin feed."""
@@ -380,6 +401,7 @@ class Proxy:
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
         self.relays.holds.release()
+        self.desk.drain()  # every held message goes on unchanged
         self.router.close()
         for bridge in self.router.bridges.values():  # their clients hear why, before connections close
             bridge.stopping()
@@ -430,6 +452,7 @@ class Proxy:
         log = get_logger()
         self.draining = True
         self.relays.holds.release()  # a fault's delay holds nothing the proxy is stopping for
+        self.desk.drain()  # nor does an intercept: held messages go on unchanged
         if self._front is not None:
             self._front.stop_listening()
         log.info("draining", grace_s=grace, in_flight=self.in_flight())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import orjson
@@ -19,7 +20,7 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.flows.observations import ExchangeOpened
+from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptReleased
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -209,10 +210,47 @@ def test_each_sides_transport_is_kept_and_a_capture_before_it_reads_as_streamabl
     line = orjson.loads(encoder.encode(opened))
     assert (line["client_transport"], line["upstream_transport"]) == ("stdio", "sse")
     assert decode(line) == opened
-    del line["client_transport"], line["upstream_transport"]  # as a 1.1 writer wrote it
+    del line["client_transport"], line["upstream_transport"]  # as a writer before 1.3 wrote it
     older = decode(line)
     assert isinstance(older, ExchangeOpened)
     assert (older.client_transport, older.upstream_transport) == ("http", "http")
     usual = orjson.loads(encoder.encode(older))  # Streamable HTTP both sides: nothing more is written
     assert "client_transport" not in usual
     assert "upstream_transport" not in usual
+
+
+def test_an_intercept_reads_back_as_its_chain_note_and_the_edit_sent_is_redacted(tmp_path: Path) -> None:
+    path = tmp_path / "intercept.jsonl"
+    redactor = Redactor(key=b"test-key")
+    builder = ChainBuilder(ChainStore(), [].append, redactor, clock=lambda: 100.0)
+    sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: 100.0)
+    encoder = ObservationEncoder(redactor, 65536)
+    edit = request(3, "tools/call", {"name": "echo", "arguments": {}, "requestState": STATE})
+    with CaptureWriter(path) as writer:
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
+        facts = Calls(sink)
+        facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None, body_size=9)
+        facts.message("x1", classify_value(edit), size=9, direction=Direction.TO_SERVER, channel=Channel.POST)
+        sink.emit(InterceptHeld(100.0, "x1", "h1", "i1: tool:echo", "client", 3, "tools/call"))
+        sink.emit(
+            InterceptReleased(
+                101.5,
+                "x1",
+                "h1",
+                "i1: tool:echo",
+                "client",
+                3,
+                "tools/call",
+                "forward_edited",
+                "api",
+                1500.0,
+                edit,
+            )
+        )
+        facts.close_exchange("x1", None)
+    text = path.read_text()
+    assert STATE not in text
+    (released,) = [json.loads(line) for line in text.splitlines() if '"intercept_released"' in line]
+    assert released["message"]["params"]["requestState"].startswith("<requestState len=")
+    notes = [n for e in read_capture(path) if isinstance(e, ChainChanged) for n in e.chain.notes]
+    assert "the client's tools/call held by intercept i1 for 1.5 s, forwarded edited by api" in notes
