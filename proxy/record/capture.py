@@ -1,6 +1,6 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
-A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.2",
+A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.3",
 "created": <epoch seconds>, "proxy_version": "..."}`, then one line per observation (`{"type":
 "obs", ...}`, see `proxy.record.observations`), which the reader builds into events as a live watcher
 would have seen them, or one `FlowEvent` (the proxy's own `proxy_info`, or lines of other writers).
