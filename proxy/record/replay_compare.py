@@ -1,0 +1,314 @@
+"""Comparing a recorded chain with its replay: both normalised, message by message, first difference named.
+
+Two runs of one call never agree on everything: JSON-RPC ids, session ids, times, the `requestState` a
+server seals (or keeps in memory instead), the names a server gives its `inputRequests` entries (a 2026-07-28 server's `name`, the
+proxy's bridge's `elicitation-1`), the protocol envelope a 2026-07-28 message carries in `_meta`
+(`io.modelcontextprotocol/...`, `progressToken`, trace context) and a legacy one never does. Those are
+normalised away; what is left is what the server did, and is compared exactly. The user names more
+(`--ignore PATH`, glob-like) for fields of their own that change run to run.
+
+Only the client's side of a chain is compared (messages the client sent or received: `both` in
+pass-through, `client` behind a bridge), so a chain replayed in the captured client's era against a
+server of the other era compares with the recording as the client saw both. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from proxy.flows.events import Direction, MessageRecord, Side
+
+CLIENT_SIDES: Final = frozenset({Side.BOTH, Side.CLIENT})
+"""Sides whose messages the client exchanged (behind a bridge, `upstream` is the proxy's own leg)."""
+
+JSONRPC_KINDS: Final = frozenset({"request", "notification", "result", "error", "invalid"})
+"""Records that carry a JSON-RPC message (the others are HTTP heads with no body)."""
+
+ENVELOPE_META: Final = frozenset({"progressToken", "traceparent", "tracestate", "baggage"})
+"""`_meta` keys that frame a message rather than say anything of the operation (with every
+`io.modelcontextprotocol/` key: protocol version, client and server info, capabilities, log level)."""
+
+ENVELOPE_PREFIX: Final = "io.modelcontextprotocol/"
+
+RUN_SPECIFIC_KEYS: Final = frozenset({"elicitationId", "requestState"})
+"""Keys dropped wherever they occur: a URL elicitation's id is minted anew on every run, and whether a
+server keeps a call's state in `requestState` or in its own memory is its own business (a bridge in
+front of a legacy server always sends one; a 2026-07-28 server may send none for one round)."""
+
+SHOWN_CHARS: Final = 120
+"""Characters of a differing value shown before it is cut with `...`."""
+
+
+class _Missing:
+    """A message or field that one side has and the other has not."""
+
+    def __repr__(self) -> str:
+        return "(none)"
+
+
+MISSING: Final = _Missing()
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One message of a chain in the form it is compared in."""
+
+    label: str
+    """What it is, in a few words: `tools/call request`, `elicitation/create result`."""
+    body: Any
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first place where a replay differs from its recording."""
+
+    index: int
+    """The message's number in the chain's client side, from 1."""
+    label: str
+    path: str
+    """Where in the message (`result.content[0].text`); empty when a whole message is missing or extra."""
+    recorded: Any
+    replayed: Any
+
+    def text(self) -> str:
+        """`message 3 (tools/call result) result.content[0].text: recorded "Hello Ada", replayed "Hello Bob"`."""
+        where = f" {self.path}" if self.path else ""
+        return (
+            f"message {self.index} ({self.label}){where}: recorded {shown(self.recorded)}, "
+            f"replayed {shown(self.replayed)}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain data for `--json` (a missing side is null, with `recorded_missing`/`replayed_missing`)."""
+        out: dict[str, Any] = {"message": self.index, "label": self.label, "path": self.path}
+        for name, value in (("recorded", self.recorded), ("replayed", self.replayed)):
+            out[name] = None if value is MISSING else value
+            if value is MISSING:
+                out[f"{name}_missing"] = True
+        return out
+
+
+def shown(value: Any) -> str:
+    """A value as compact JSON, cut short."""
+    if value is MISSING:
+        return "(none)"
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+# -- ignore patterns -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IgnoreRules:
+    """Paths the user asked to leave out of the comparison (`--ignore`), glob-like.
+
+    A path reads `result.content[0].text`; `*` stands for any run of characters (`*.timestamp`: a
+    `timestamp` key at any depth, the top included), `[*]` for any index.
+    """
+
+    patterns: tuple[str, ...] = ()
+    _compiled: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_compiled", tuple(_compile(p) for p in self.patterns))
+
+    def hides(self, path: str) -> bool:
+        """Whether the field at `path` is left out."""
+        return any(rx.fullmatch(path) for rx in self._compiled)
+
+    def apply(self, value: Any, path: str = "") -> Any:
+        """`value` without the fields the rules hide."""
+        if not self._compiled:
+            return value
+        if isinstance(value, dict):
+            kept = {}
+            for key, item in value.items():
+                sub = join(path, key)
+                if not self.hides(sub):
+                    kept[key] = self.apply(item, sub)
+            return kept
+        if isinstance(value, list):
+            return [self.apply(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return value
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    text = pattern.strip()
+    lead = ""
+    if text.startswith("*."):  # `*.timestamp` also names a top-level `timestamp`
+        lead, text = r"(?:.*\.)?", text[2:]
+    out = []
+    i = 0
+    while i < len(text):
+        if text.startswith("[*]", i):
+            out.append(r"\[\d+\]")
+            i += 3
+        elif text[i] == "*":
+            out.append(".*")
+            i += 1
+        else:
+            out.append(re.escape(text[i]))
+            i += 1
+    return re.compile(lead + "".join(out))
+
+
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$\-]*")
+
+
+def join(path: str, key: Any) -> str:
+    """`path.key`, or `path["odd.key"]` for a key a dot would split."""
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text):
+        return f"{path}.{text}" if path else text
+    return f"{path}[{json.dumps(text)}]"
+
+
+# -- normalising ---------------------------------------------------------------------------------
+
+
+def client_side(records: Iterable[MessageRecord]) -> list[MessageRecord]:
+    """The messages of a chain the client sent or received, in order (HTTP heads left out)."""
+    return [r for r in records if r.side in CLIENT_SIDES and r.kind in JSONRPC_KINDS]
+
+
+class ChainNormaliser:
+    """Normalises one chain's messages in order (it remembers `inputRequests` names for the retry)."""
+
+    def __init__(self, ignore: IgnoreRules | None = None) -> None:
+        self.ignore = ignore or IgnoreRules()
+        self._methods: dict[tuple[Direction, Any], str] = {}
+        """A request's direction and id -> its method, to label the response to it."""
+        self._names: dict[str, str] = {}
+        """The last round's `inputRequests` keys -> their canonical names."""
+
+    def message(self, record: MessageRecord) -> Compared:
+        """One message in compared form."""
+        body = record.body
+        label = self._label(record)
+        if not isinstance(body, dict):
+            return Compared(label, body)
+        out = without_envelope(body)
+        out.pop("id", None)
+        result = out.get("result")
+        if isinstance(result, dict) and isinstance(result.get("inputRequests"), dict):
+            out["result"] = {**result, "inputRequests": self._rename_requests(result["inputRequests"])}
+        params = out.get("params")
+        if isinstance(params, dict) and isinstance(params.get("inputResponses"), dict):
+            responses = {self._names.get(k, k): v for k, v in params["inputResponses"].items()}
+            out["params"] = {**params, "inputResponses": responses}
+        return Compared(label, self.ignore.apply(out))
+
+    def _label(self, record: MessageRecord) -> str:
+        body = record.body if isinstance(record.body, dict) else {}
+        if record.kind in ("request", "notification"):
+            method = record.method or str(body.get("method"))
+            if record.kind == "request":
+                self._methods[(record.direction, record.jsonrpc_id)] = method
+                return f"{method} request"
+            return method
+        asker = Direction.TO_CLIENT if record.direction is Direction.TO_SERVER else Direction.TO_SERVER
+        method = self._methods.get((asker, record.jsonrpc_id))
+        word = "error" if record.kind == "error" else "result" if record.kind == "result" else record.kind
+        return f"{method} {word}" if method else word
+
+    def _rename_requests(self, requests: dict[str, Any]) -> dict[str, Any]:
+        """Entries named by their place among the round's questions sorted by content, not by the
+        server's own names; the retry's `inputResponses` are renamed alike."""
+        order = sorted(requests, key=lambda k: (_canonical(requests[k]), str(k)))
+        self._names = {key: f"input-{i}" for i, key in enumerate(order, start=1)}
+        return {self._names[key]: requests[key] for key in order}
+
+    def chain(self, records: Iterable[MessageRecord]) -> list[Compared]:
+        """Every client-side message of a chain, compared form."""
+        return [self.message(r) for r in client_side(records)]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def without_envelope(value: Any) -> Any:
+    """A copy without the run- and era-specific parts (see the module docstring)."""
+    if isinstance(value, list):
+        return [without_envelope(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in RUN_SPECIFIC_KEYS:
+            continue
+        if key == "_meta" and isinstance(item, dict):
+            meta = {
+                k: without_envelope(v)
+                for k, v in item.items()
+                if k not in ENVELOPE_META and not str(k).startswith(ENVELOPE_PREFIX)
+            }
+            if meta:
+                out[key] = meta
+        elif key == "params" and item == {}:
+            continue  # `params: {}` and no params ask the same (a bridge adds one to `roots/list`)
+        else:
+            out[key] = without_envelope(item)
+    if out.get("params") == {}:  # params that held only an envelope
+        del out["params"]
+    return out
+
+
+# -- the first difference ------------------------------------------------------------------------
+
+
+def first_difference(recorded: Sequence[Compared], replayed: Sequence[Compared]) -> Difference | None:
+    """Where the two chains first part, message by message in order; None when they agree."""
+    for index in range(max(len(recorded), len(replayed))):
+        old = recorded[index] if index < len(recorded) else None
+        new = replayed[index] if index < len(replayed) else None
+        if old is None or new is None:
+            label = (old or new).label if (old or new) else ""
+            return Difference(
+                index + 1,
+                label,
+                "",
+                MISSING if old is None else old.body,
+                MISSING if new is None else new.body,
+            )
+        if old.label != new.label:
+            return Difference(index + 1, old.label, "", old.label, new.label)
+        found = _first_in(old.body, new.body, "")
+        if found is not None:
+            path, was, now = found
+            return Difference(index + 1, old.label, path, was, now)
+    return None
+
+
+def _first_in(old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(k for k in new if k not in old)]:
+            found = _first_in(old.get(key, MISSING), new.get(key, MISSING), join(path, key))
+            if found is not None:
+                return found
+        return None
+    if isinstance(old, list) and isinstance(new, list):
+        for i in range(max(len(old), len(new))):
+            found = _first_in(
+                old[i] if i < len(old) else MISSING, new[i] if i < len(new) else MISSING, f"{path}[{i}]"
+            )
+            if found is not None:
+                return found
+        return None
+    if old is MISSING or new is MISSING or type(old) is not type(new) or old != new:
+        return path, old, new
+    return None
+
+
+def compare_chains(
+    recorded: Iterable[MessageRecord], replayed: Iterable[MessageRecord], ignore: IgnoreRules | None = None
+) -> Difference | None:
+    """The first difference between a recorded chain's client side and its replay's, or None."""
+    old = ChainNormaliser(ignore).chain(recorded)
+    new = ChainNormaliser(ignore).chain(replayed)
+    return first_difference(old, new)

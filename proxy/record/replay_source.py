@@ -1,0 +1,66 @@
+"""A capture read for replaying: its chains as plans, in the order they opened, and what it recorded.
+
+The capture's files are read oldest first (rotated parts by their headers) through the same chain
+builder as `tui --open` and `export`, so `r5` names the same chain in all three. Chains come out as
+the reader's bounded store lets them go (nothing can join them then), which is the order they opened
+in, except that a chain still open when newer ones pushed it out of the ring comes out when it ends.
+Memory holds what the store holds, never the file. Pure data and file reading: no network.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from proxy.flows.events import ProxyInfo
+from proxy.flows.store import Chain, ChainStore
+from proxy.record.export import JSON_MESSAGES, RING, ExportReport, note_skipped, open_readers
+from proxy.record.observations import ObservationReplayer
+from proxy.record.parts import oldest_first
+from proxy.record.replay_plan import ChainPlan, plan_chain
+
+
+@dataclass
+class CaptureSource:
+    """What the capture says of where it was recorded, and what reading it skipped."""
+
+    paths: list[Path]
+    upstream: str | None = None
+    """The upstream the recording proxy pointed at (its first `proxy_info`), as it showed it."""
+    upstream_era: str = "unknown"
+    report: ExportReport = field(default_factory=ExportReport)
+    order_notes: list[str] = field(default_factory=list)
+
+    def _info(self, event: ProxyInfo) -> None:
+        if self.upstream is None:
+            self.upstream = event.upstream
+            self.upstream_era = event.upstream_era
+
+
+def open_capture(paths: Sequence[Path]) -> CaptureSource:
+    """The capture's files in the order to read them; raises CaptureFormatError or CaptureError early
+    (a file that is not a capture is refused before anything is replayed)."""
+    order = oldest_first(paths)
+    for reader in open_readers(order.paths, ObservationReplayer(store=ChainStore(max_chains=1))):
+        reader.close()
+    return CaptureSource(order.paths, order_notes=order.notes())
+
+
+def plans(source: CaptureSource) -> Iterator[ChainPlan]:
+    """Every chain of the capture as a plan, as the reader lets it go (see the module docstring)."""
+    gone: deque[Chain] = deque()
+    store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone.append)
+    replayer = ObservationReplayer(store=store, headlines=False)
+    for reader in open_readers(source.paths, replayer):
+        with reader:
+            for event in reader:
+                if isinstance(event, ProxyInfo):
+                    source._info(event)
+                while gone:
+                    chain = gone.popleft()
+                    yield plan_chain(chain.summary, chain.messages)
+            note_skipped(reader, source.report)
+    for chain in store.drain():
+        yield plan_chain(chain.summary, chain.messages)
