@@ -1,11 +1,12 @@
 """Comparing a recorded chain with its replay: both normalised, message by message, first difference named.
 
-Two runs of one call never agree on everything: JSON-RPC ids, session ids, times, the `requestState` a
-server seals (or keeps in memory instead), the names a server gives its `inputRequests` entries (a 2026-07-28 server's `name`, the
-proxy's bridge's `elicitation-1`), the protocol envelope a 2026-07-28 message carries in `_meta`
-(`io.modelcontextprotocol/...`, `progressToken`, trace context) and a legacy one never does. Those are
-normalised away; what is left is what the server did, and is compared exactly. The user names more
-(`--ignore PATH`, glob-like) for fields of their own that change run to run.
+Two runs of one call never agree on everything: JSON-RPC ids, session ids, times, the `requestState`
+a server seals (or keeps in memory instead), the names a server gives its `inputRequests` entries (a
+2026-07-28 server's `name`, the proxy's bridge's `elicitation-1`), the protocol envelope a 2026-07-28
+message carries in `_meta` (`io.modelcontextprotocol/...`, `progressToken`, trace context) and a legacy
+one never does. Those are normalised away; what is left is what the server did, and is compared
+exactly. The user names more (`--ignore PATH`, glob-like) for fields of their own that change run to
+run.
 
 Only the client's side of a chain is compared (messages the client sent or received: `both` in
 pass-through, `client` behind a bridge), so a chain replayed in the captured client's era against a
@@ -75,7 +76,7 @@ class Difference:
     replayed: Any
 
     def text(self) -> str:
-        """`message 3 (tools/call result) result.content[0].text: recorded "Hello Ada", replayed "Hello Bob"`."""
+        """`message 3 (tools/call result) result.content[0].text: recorded "Ada", replayed "Bob"`."""
         where = f" {self.path}" if self.path else ""
         return (
             f"message {self.index} ({self.label}){where}: recorded {shown(self.recorded)}, "
@@ -212,9 +213,9 @@ class ChainNormaliser:
                 return f"{method} request"
             return method
         asker = Direction.TO_CLIENT if record.direction is Direction.TO_SERVER else Direction.TO_SERVER
-        method = self._methods.get((asker, record.jsonrpc_id))
+        asked = self._methods.get((asker, record.jsonrpc_id))
         word = "error" if record.kind == "error" else "result" if record.kind == "result" else record.kind
-        return f"{method} {word}" if method else word
+        return f"{asked} {word}" if asked else word
 
     def _rename_requests(self, requests: dict[str, Any]) -> dict[str, Any]:
         """Entries named by their place among the round's questions sorted by content, not by the
@@ -268,10 +269,10 @@ def first_difference(recorded: Sequence[Compared], replayed: Sequence[Compared])
         old = recorded[index] if index < len(recorded) else None
         new = replayed[index] if index < len(replayed) else None
         if old is None or new is None:
-            label = (old or new).label if (old or new) else ""
+            present = old or new
             return Difference(
                 index + 1,
-                label,
+                present.label if present is not None else "",
                 "",
                 MISSING if old is None else old.body,
                 MISSING if new is None else new.body,

@@ -119,7 +119,9 @@ class RecordedAnswers:
             return AnswerMiss(asked, None)
         near = max(
             self.asks,
-            key=lambda a: difflib.SequenceMatcher(None, asked, shown(a.method, a.params), autojunk=False).ratio(),
+            key=lambda a: difflib.SequenceMatcher(
+                None, asked, shown(a.method, a.params), autojunk=False
+            ).ratio(),
         )
         return AnswerMiss(asked, shown(near.method, near.params))
 
@@ -216,7 +218,9 @@ def _file_sent(plan: ChainPlan, record: MessageRecord) -> None:
 # -- redacted values ----------------------------------------------------------------------------
 
 
-def headers_to_send(recorded: Mapping[str, str], given: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def headers_to_send(
+    recorded: Mapping[str, str], given: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
     """The headers a replayed request carries, and the names of redacted ones nobody gave a value for.
 
     `given` (the user's `--header NAME: VALUE`, any case) replaces or adds; a recorded header whose

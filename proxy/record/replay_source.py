@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
-from proxy.flows.events import ProxyInfo
+from proxy.flows.events import ProxyInfo, event_from_json
 from proxy.flows.store import Chain, ChainStore
 from proxy.record.export import JSON_MESSAGES, RING, ExportReport, note_skipped, open_readers
 from proxy.record.observations import ObservationReplayer
@@ -39,13 +40,37 @@ class CaptureSource:
             self.upstream_era = event.upstream_era
 
 
+INFO_LINES: Final = 64
+"""Lines of the first file looked through for its `proxy_info` (written right after the header)."""
+
+
 def open_capture(paths: Sequence[Path]) -> CaptureSource:
-    """The capture's files in the order to read them; raises CaptureFormatError or CaptureError early
-    (a file that is not a capture is refused before anything is replayed)."""
+    """The capture's files in the order to read them, and the upstream it recorded; raises
+    CaptureFormatError or CaptureError early (a file that is not a capture is refused before anything
+    is replayed)."""
     order = oldest_first(paths)
     for reader in open_readers(order.paths, ObservationReplayer(store=ChainStore(max_chains=1))):
         reader.close()
-    return CaptureSource(order.paths, order_notes=order.notes())
+    source = CaptureSource(order.paths, order_notes=order.notes())
+    info = _first_info(order.paths[0]) if order.paths else None
+    if info is not None:
+        source._info(info)
+    return source
+
+
+def _first_info(path: Path) -> ProxyInfo | None:
+    """The first `proxy_info` line near the top of a capture file, if any."""
+    with path.open("rb") as file:
+        for _, line in zip(range(INFO_LINES), file, strict=False):
+            if b'"proxy_info"' not in line:
+                continue
+            try:
+                event = event_from_json(line)
+            except ValueError:
+                continue
+            if isinstance(event, ProxyInfo):
+                return event
+    return None
 
 
 def plans(source: CaptureSource) -> Iterator[ChainPlan]:
@@ -55,9 +80,7 @@ def plans(source: CaptureSource) -> Iterator[ChainPlan]:
     replayer = ObservationReplayer(store=store, headlines=False)
     for reader in open_readers(source.paths, replayer):
         with reader:
-            for event in reader:
-                if isinstance(event, ProxyInfo):
-                    source._info(event)
+            for _event in reader:  # the replayer's store files each chain; `gone` hears of the finished
                 while gone:
                     chain = gone.popleft()
                     yield plan_chain(chain.summary, chain.messages)

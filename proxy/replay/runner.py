@@ -100,12 +100,12 @@ class ChainOutcome:
 class ReplayOptions:
     """What the user chose for a replay."""
 
-    ignore: IgnoreRules = IgnoreRules()
+    ignore: IgnoreRules = field(default_factory=IgnoreRules)
     headers: Mapping[str, str] = field(default_factory=dict)
     ask: AskUser | None = None
     timeout: float = CHAIN_TIMEOUT
     keep_records: bool = False
-    upstream_era: str = "auto"
+    upstream_era: Literal["auto", "legacy", "modern"] = "auto"
 
 
 class Replay:
@@ -118,7 +118,7 @@ class Replay:
             listen="127.0.0.1:0",
             admin_enabled=False,
             max_chains=256,
-            upstream_era=self.options.upstream_era,  # type: ignore[arg-type]
+            upstream_era=self.options.upstream_era,
             upstream_timeout=self.options.timeout,
         )
         self.proxy = Proxy(settings)
@@ -140,7 +140,9 @@ class Replay:
             raise Unreachable(f"{self.proxy.upstream.shown}: {problem}")
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
         self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
-        self.player = Player(ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask)
+        self.player = Player(
+            ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask
+        )
 
     async def stop(self) -> None:
         """End the sessions still open, then stop the client and the proxy."""
@@ -272,7 +274,9 @@ class Replay:
                         self._opened.append(event.chain.id)
         return self._find(request_id)
 
-    def _judge(self, plan: ChainPlan, outcome: ChainOutcome, chain: Chain | None, played: Played) -> ChainOutcome:
+    def _judge(
+        self, plan: ChainPlan, outcome: ChainOutcome, chain: Chain | None, played: Played
+    ) -> ChainOutcome:
         if chain is None:
             outcome.status, outcome.reason = "failed", "the proxy recorded no chain for the replayed request"
             return outcome
