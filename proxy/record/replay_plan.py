@@ -94,9 +94,10 @@ class AnswerMiss:
 
 
 def question_key(method: str, params: Any) -> str:
-    """What two questions must share to be the same question: method and params less ids and `_meta`."""
+    """What two questions must share to be the same question: method and params less ids and `_meta`
+    (as the mock matches requests: what frames a question is not what it asks)."""
     kept = without_envelope(params) if isinstance(params, dict) else {}
-    kept = {k: v for k, v in kept.items() if v is not None}
+    kept = {k: v for k, v in kept.items() if v is not None and k != "_meta"}
     return method + " " + json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
 
 
