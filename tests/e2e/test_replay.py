@@ -24,6 +24,7 @@ from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
 from tests.e2e.replay_peers import DemoPeer
 from tests.peers.runner import REPO_ROOT
+from tests.peers.scenarios import client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -224,3 +225,38 @@ def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(d
     assert unnamed.returncode == 2
     assert "--chain ID" in unnamed.stderr
     assert "--all" in unnamed.stderr
+
+
+SECRET = "Bearer replay-s3cret-token"
+
+
+async def _record_with_credentials(endpoint: str) -> None:
+    async with client_for(endpoint, "legacy", headers={"Authorization": SECRET}) as client:
+        result = await client.call_tool("add", {"a": 2, "b": 3})
+    assert normalize_tool_result(result)["content"] == ["5"]
+
+
+def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_when_given(
+    demo: Demo, tmp_path: Path
+) -> None:
+    capture = tmp_path / "auth.jsonl"
+    env = settings_env(upstream=demo.servers["legacy"], capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_with_credentials(proxy.endpoint()))
+        assert proxy.stop() == 0
+    add = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call add")
+
+    refused = _replay(capture, "--chain", add, "--upstream", demo.servers["modern"])
+    given = _replay(
+        capture, "--chain", add, "--upstream", demo.servers["modern"], "--header", f"Authorization: {SECRET}"
+    )
+
+    assert refused.returncode == 1
+    assert _lines(refused)[add] == (
+        f"{add} tools/call add: failed: the capture holds Authorization redacted: give the value to send "
+        "with --header 'Authorization: VALUE'"
+    )
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert _lines(given)[add].endswith(": same")
+    for done in (refused, given):
+        assert "s3cret" not in done.stdout + done.stderr
