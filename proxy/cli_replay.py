@@ -27,6 +27,7 @@ from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_plan import ChainPlan
 from proxy.record.replay_source import CaptureSource, open_capture, plans
+from proxy.replay.runner import ChainOutcome
 
 USAGE_EXIT: Final = 2
 DIFFERS_EXIT: Final = 1
@@ -159,7 +160,7 @@ def _target_line(upstream: str, given: bool, source: CaptureSource) -> str:
 async def _replay(
     args: argparse.Namespace, source: CaptureSource, upstream: str, headers: dict[str, str]
 ) -> int:
-    from proxy.replay.runner import ChainOutcome, Replay, ReplayOptions, Unreachable
+    from proxy.replay.runner import Replay, ReplayOptions, Unreachable
 
     options = ReplayOptions(
         ignore=IgnoreRules(tuple(args.ignore)),
@@ -183,7 +184,7 @@ async def _replay(
         print(f"mcp-proxy replay: {exc}", file=sys.stderr)
         return USAGE_EXIT
     missing = sorted(wanted - {o.chain for o in outcomes})
-    counts = Counter(o.status for o in outcomes)
+    counts = Counter(o.word for o in outcomes)
     if args.json:
         print(json.dumps(_document(upstream, source, outcomes, missing), indent=2))
     else:
@@ -196,20 +197,23 @@ async def _replay(
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
 
 
-def _summary(counts: Counter[Any], total: int) -> str:
-    parts = [f"{counts[s]} {s}" for s in ("same", "differs", "failed", "skipped") if counts[s]]
+WORDS: Final = ("same", "differs", "setup differs", "failed", "skipped")
+
+
+def _summary(counts: Counter[str], total: int) -> str:
+    parts = [f"{counts[w]} {w}" for w in WORDS if counts[w]]
     return f"{total} chain{'s' if total != 1 else ''} replayed: " + (", ".join(parts) or "none")
 
 
 def _document(
     upstream: str, source: CaptureSource, outcomes: list[Any], missing: list[str]
 ) -> dict[str, Any]:
-    counts = Counter(o.status for o in outcomes)
+    counts = Counter(o.word for o in outcomes)
     return {
         "upstream": upstream,
         "recorded_upstream": source.upstream,
         "chains": [o.as_json() for o in outcomes],
-        "summary": {s: counts[s] for s in ("same", "differs", "failed", "skipped")},
+        "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},
         "not_found": missing,
         "ok": not missing and not any(o.counts for o in outcomes),
     }

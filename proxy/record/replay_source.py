@@ -17,7 +17,7 @@ from typing import Final
 
 from proxy.flows.events import ProxyInfo, event_from_json
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.export import JSON_MESSAGES, RING, ExportReport, note_skipped, open_readers
+from proxy.record.export import JSON_MESSAGES, ExportReport, note_skipped, open_readers
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
 from proxy.record.replay_plan import ChainPlan, plan_chain
@@ -39,6 +39,10 @@ class CaptureSource:
             self.upstream = event.upstream
             self.upstream_era = event.upstream_era
 
+
+REPLAY_RING: Final = 64
+"""Ended chains the reader keeps built before letting the oldest go to the replay: few, since each is
+replayed once it is let go and nothing joins it after it ended (open ones are held until they end)."""
 
 INFO_LINES: Final = 64
 """Lines of the first file looked through for its `proxy_info` (written right after the header)."""
@@ -76,7 +80,7 @@ def _first_info(path: Path) -> ProxyInfo | None:
 def plans(source: CaptureSource) -> Iterator[ChainPlan]:
     """Every chain of the capture as a plan, as the reader lets it go (see the module docstring)."""
     gone: deque[Chain] = deque()
-    store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone.append)
+    store = ChainStore(max_chains=REPLAY_RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone.append)
     replayer = ObservationReplayer(store=store, headlines=False)
     for reader in open_readers(source.paths, replayer):
         with reader:

@@ -68,6 +68,11 @@ class ChainOutcome:
     """Both chains' messages, kept only when asked (the TUI's side by side)."""
 
     @property
+    def word(self) -> str:
+        """How it went in a word or two: `same`, `differs`, `setup differs`, `failed`, `skipped`."""
+        return "setup differs" if self.setup and self.status == "differs" else self.status
+
+    @property
     def counts(self) -> bool:
         """Whether it makes the replay fail: a difference outside the handshake, or a failure."""
         return self.status == "failed" or (self.status == "differs" and not self.setup)
@@ -172,13 +177,15 @@ class Replay:
     ) -> AsyncIterator[ChainOutcome]:
         """Replay each wanted chain in order, yielding how each went."""
         for plan in plans:
-            if plan.kind is PlanKind.HANDSHAKE and plan.session is not None:
-                self._keep_handshake(plan)
             if wanted(plan.chain):
                 yield await self.replay(plan)
+            else:
+                self.keep_handshake(plan)
 
-    def _keep_handshake(self, plan: ChainPlan) -> None:
-        assert plan.session is not None
+    def keep_handshake(self, plan: ChainPlan) -> None:
+        """Remember a legacy session's handshake, to open that session for a chain of it replayed alone."""
+        if plan.kind is not PlanKind.HANDSHAKE or plan.session is None:
+            return
         self.handshakes[plan.session] = plan
         self.handshakes.move_to_end(plan.session)
         while len(self.handshakes) > MAX_SESSIONS:
@@ -186,6 +193,7 @@ class Replay:
 
     async def replay(self, plan: ChainPlan) -> ChainOutcome:
         """Replay one chain and compare it with its recording."""
+        self.keep_handshake(plan)
         outcome = ChainOutcome(plan.chain, plan.headline(), "skipped", setup=plan.kind is PlanKind.HANDSHAKE)
         if self.options.keep_records:
             outcome.recorded = list(plan.records)

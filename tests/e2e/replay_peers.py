@@ -91,7 +91,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.replay_peers")
     parser.add_argument("kind", choices=KINDS)
     kind = parser.parse_args().kind
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP as uvicorn's own binding has it, so asyncio sets TCP_NODELAY (tests.peers.serve says why)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(build(kind), log_config=None, access_log=False, timeout_graceful_shutdown=1)
     server = _ReadyServer(config, sock.getsockname()[1])
