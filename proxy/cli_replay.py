@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.replay_compare import IgnoreRules
+from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan
 from proxy.record.replay_source import CaptureSource, open_capture, plans
-from proxy.replay.runner import ChainOutcome
 
 USAGE_EXIT: Final = 2
 DIFFERS_EXIT: Final = 1

@@ -23,6 +23,7 @@ from proxy.config import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:
+    from proxy.replay.runner import TuiReplayer
     from proxy.runtime import Proxy
 
 TOKEN_ENV = "MCP_PROXY_ADMIN_TOKEN"
@@ -62,6 +63,13 @@ def build_tui_parser() -> argparse.ArgumentParser:
     tui.add_argument(
         "--history", type=int, default=500, help="recent chains to fetch on attach (default 500)"
     )
+    tui.add_argument(
+        "--upstream",
+        metavar="URL",
+        default=None,
+        help="the server `r` replays a chain against (default: the attached proxy's upstream, or the "
+        "one the capture recorded)",
+    )
     demo = commands.add_parser(
         "demo", help="bundled servers, proxies and clients of both eras (needs [demo])"
     )
@@ -79,11 +87,11 @@ def main(argv: Sequence[str]) -> int:
         print(missing, file=sys.stderr)
         return 2
     if args.open is not None:
-        return open_capture(args.open)
-    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history)
+        return open_capture(args.open, args.upstream)
+    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history, args.upstream)
 
 
-def open_capture(path: Path) -> int:
+def open_capture(path: Path, upstream: str | None = None) -> int:
     """`tui --open FILE`: check the file is a readable capture, then browse it."""
     try:
         CaptureReader(path).close()
@@ -94,11 +102,11 @@ def open_capture(path: Path) -> int:
     from ui.feeds import CaptureFeed
     from ui.model import CAPTURE_CHAINS
 
-    ProxyTui(CaptureFeed(path), max_chains=CAPTURE_CHAINS).run()
+    ProxyTui(CaptureFeed(path), max_chains=CAPTURE_CHAINS, replayer=_replayer(upstream)).run()
     return 0
 
 
-def attach(url: str, token: str | None, history: int) -> int:
+def attach(url: str, token: str | None, history: int, upstream: str | None = None) -> int:
     """`tui --attach URL`: follow a running proxy's admin feed, reconnecting when it restarts."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -107,8 +115,18 @@ def attach(url: str, token: str | None, history: int) -> int:
     from ui.app import ProxyTui
     from ui.feeds import AttachFeed
 
-    ProxyTui(AttachFeed(url, token, history=history)).run()
+    ProxyTui(AttachFeed(url, token, history=history), replayer=_replayer(upstream)).run()
     return 0
+
+
+def _replayer(upstream: str | None) -> TuiReplayer:
+    """The TUI's `r` outside a proxy process: the replay's own proxy logs nowhere (the TUI owns the
+    terminal)."""
+    from proxy import logs
+    from proxy.replay.runner import for_tui
+
+    logs.configure(quiet=True)
+    return for_tui(upstream)
 
 
 def run_demo(*, tui: bool, as_json: bool) -> int:
@@ -159,7 +177,9 @@ async def _serve_with_tui(proxy: Proxy) -> int:
 
     feed = proxy.bus.subscribe("tui")  # before start: the TUI must see the first proxy_info
     await proxy.start()
-    app = ProxyTui(BusFeed(feed, f"in-process proxy {proxy.url}"))
+    from proxy.replay.runner import for_tui
+
+    app = ProxyTui(BusFeed(feed, f"in-process proxy {proxy.url}"), replayer=for_tui(proxy.settings.upstream))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)

@@ -20,6 +20,7 @@ from ui.copying import as_curl, as_jsonrpc
 from ui.feeds import Batcher, Feed, FeedStatus
 from ui.messages import CopyRequested, EventsArrived, FeedStatusChanged, IndexArrived, MessageChosen
 from ui.model import MAX_CHAINS, ViewModel
+from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
 from ui.screens.help import HelpScreen
 from ui.screens.main import MainScreen
@@ -37,6 +38,7 @@ class ProxyTui(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
+        Binding("r", "replay", "Replay"),
     ]
 
     def __init__(
@@ -47,9 +49,12 @@ class ProxyTui(App[None]):
         save_dir: Path | None = None,
         batch_delay: float = 0.05,
         batch_size: int = 500,
+        replayer: Replayer | None = None,
     ) -> None:
         super().__init__()
         self.feed = feed
+        self.replayer = replayer
+        """Replays a chain for `r` (the command line's; None where no replay can run)."""
         self.model = ViewModel(max_chains=max_chains)
         self.save_dir = save_dir or Path.cwd()
         self.batch_delay = batch_delay
@@ -127,6 +132,10 @@ class ProxyTui(App[None]):
     def announce(self, text: str) -> None:
         """Keep a notice in the status bar (where it covers nothing) until another replaces it."""
         self.main.set_notice(text)
+
+    def action_replay(self) -> None:
+        """Replay the chain under the cursor against the upstream and show both side by side."""
+        start_replay(self, self.main.table.selected_key)
 
     def action_help(self) -> None:
         """Show the help screen (once)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -30,6 +30,7 @@ from proxy.config import Settings
 from proxy.flows.events import ChainOpened, MessageRecord
 from proxy.flows.store import Chain
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
+from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.replay.http import ReplayHttp, ReplayHttpError
 from proxy.replay.player import AskUser, Played, Player, ReplayFailed
@@ -44,61 +45,9 @@ SETTLE: Final = 5.0
 MAX_SESSIONS: Final = 1024
 """Recorded sessions whose handshake is kept, to open them for a chain replayed on its own."""
 
-Status = Literal["same", "differs", "failed", "skipped"]
-
 
 class Unreachable(Exception):
     """The target server could not be reached at all: nothing can be replayed."""
-
-
-@dataclass
-class ChainOutcome:
-    """How one chain's replay went."""
-
-    chain: str
-    headline: str
-    status: Status
-    setup: bool = False
-    """A handshake: it describes the server, so its differences are shown but not counted."""
-    difference: Difference | None = None
-    reason: str | None = None
-    replayed_chain: str | None = None
-    recorded: list[MessageRecord] = field(default_factory=list)
-    replayed: list[MessageRecord] = field(default_factory=list)
-    """Both chains' messages, kept only when asked (the TUI's side by side)."""
-
-    @property
-    def word(self) -> str:
-        """How it went in a word or two: `same`, `differs`, `setup differs`, `failed`, `skipped`."""
-        return "setup differs" if self.setup and self.status == "differs" else self.status
-
-    @property
-    def counts(self) -> bool:
-        """Whether it makes the replay fail: a difference outside the handshake, or a failure."""
-        return self.status == "failed" or (self.status == "differs" and not self.setup)
-
-    def line(self) -> str:
-        """`r5 tools/call greet: same`, one line for the summary."""
-        head = f"{self.chain} {self.headline}: "
-        if self.status == "differs" and self.difference is not None:
-            word = "setup differs (not counted)" if self.setup else "differs"
-            return head + f"{word}: {self.difference.text()}"
-        if self.reason:
-            return head + f"{self.status}: {self.reason}"
-        return head + self.status
-
-    def as_json(self) -> dict[str, Any]:
-        """Plain data for `--json`."""
-        out: dict[str, Any] = {"chain": self.chain, "request": self.headline, "status": self.status}
-        if self.setup:
-            out["setup"] = True
-        if self.replayed_chain:
-            out["replayed_chain"] = self.replayed_chain
-        if self.difference is not None:
-            out["difference"] = self.difference.as_json()
-        if self.reason:
-            out["reason"] = self.reason
-        return out
 
 
 @dataclass(frozen=True)
@@ -316,3 +265,35 @@ def _status_difference(recorded: list[MessageRecord], replayed: list[MessageReco
     if old == new:
         return None
     return Difference(1, "HTTP response", "status", old, new)
+
+
+async def replay_one(
+    upstream: str, plan: ChainPlan, handshake: ChainPlan | None, options: ReplayOptions | None = None
+) -> ChainOutcome:
+    """Replay one chain (the TUI's `r`) with its session's handshake at hand; both chains kept.
+
+    Raises Unreachable when the server cannot be reached at all.
+    """
+    kept = ReplayOptions(**{**(options or ReplayOptions()).__dict__, "keep_records": True})
+    async with Replay(upstream, kept) as replay:
+        if handshake is not None:
+            replay.keep_handshake(handshake)
+        return await replay.replay(plan)
+
+
+TuiReplayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
+
+
+def for_tui(fixed: str | None) -> TuiReplayer:
+    """The TUI's `r`: replay against `fixed` (`--upstream`, the in-process proxy's), else the upstream
+    the TUI's feed names (an attached proxy's, or the one a capture recorded)."""
+
+    async def replay(plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+        upstream = fixed or named
+        if not upstream:
+            raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
+        if "<redacted" in upstream:
+            raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
+        return await replay_one(upstream, plan, handshake)
+
+    return replay
