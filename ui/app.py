@@ -38,7 +38,7 @@ class ProxyTui(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("r", "replay", "Replay"),
+        Binding("r", "replay", "Replay", show=False),  # in the help; the footer is left as it was
     ]
 
     def __init__(
