@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from proxy.config import ConfigError, Settings, load_settings
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_outcome import ChainOutcome
@@ -60,8 +61,15 @@ def build_replay_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--upstream-era",
         choices=("auto", "legacy", "modern"),
-        default="auto",
-        help="the server's era, when probing cannot tell (default: auto)",
+        default=None,
+        help="the server's era, when probing cannot tell (default: the upstream_era setting, auto)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="TOML file of proxy settings (also MCP_PROXY_*): the replay's proxy redacts, bounds and "
+        "bridges as they say",
     )
     parser.add_argument(
         "--ignore",
@@ -102,7 +110,9 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
     for text in values:
         name, colon, value = text.partition(":")
         if not colon or not name.strip():
-            raise ValueError(f"--header {text.split(':')[0]!r}...: expected 'NAME: VALUE'")
+            first = text.strip().split(None, 1)[0] if text.strip() else ""
+            # only the first word is shown: the rest may be a credential typed without its colon
+            raise ValueError(f"--header {first!r}...: expected 'NAME: VALUE'")
         out[name.strip()] = value.strip()
     return out
 
@@ -118,6 +128,10 @@ def main(argv: Sequence[str]) -> int:
         if any(not p.strip() for p in args.ignore):
             raise ValueError("--ignore: an empty path")
         source = open_capture(args.captures)
+        settings = load_settings(config_path=args.config, flags={}).settings
+    except ConfigError as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
     except ValueError as exc:
         print(f"mcp-proxy replay: {exc}", file=sys.stderr)
         return USAGE_EXIT
@@ -138,7 +152,7 @@ def main(argv: Sequence[str]) -> int:
 
     logs.configure(level="warning")
     with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
-        return runner.run(_replay(args, source, upstream, headers))
+        return runner.run(_replay(args, source, upstream, headers, settings))
 
 
 def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) -> str | None:
@@ -158,7 +172,11 @@ def _target_line(upstream: str, given: bool, source: CaptureSource) -> str:
 
 
 async def _replay(
-    args: argparse.Namespace, source: CaptureSource, upstream: str, headers: dict[str, str]
+    args: argparse.Namespace,
+    source: CaptureSource,
+    upstream: str,
+    headers: dict[str, str],
+    settings: Settings,
 ) -> int:
     from proxy.replay.runner import Replay, ReplayOptions, Unreachable
 
@@ -168,6 +186,7 @@ async def _replay(
         ask=_ask_on_terminal if args.ask else None,
         timeout=args.timeout,
         upstream_era=args.upstream_era,
+        settings=settings,
     )
     wanted = set(args.chain)
     outcomes: list[ChainOutcome] = []

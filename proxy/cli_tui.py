@@ -179,7 +179,10 @@ async def _serve_with_tui(proxy: Proxy) -> int:
     await proxy.start()
     from proxy.replay.runner import for_tui
 
-    app = ProxyTui(BusFeed(feed, f"in-process proxy {proxy.url}"), replayer=for_tui(proxy.settings.upstream))
+    app = ProxyTui(
+        BusFeed(feed, f"in-process proxy {proxy.url}"),
+        replayer=for_tui(proxy.settings.upstream, proxy.settings),
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)

@@ -59,7 +59,32 @@ class ReplayOptions:
     ask: AskUser | None = None
     timeout: float = CHAIN_TIMEOUT
     keep_records: bool = False
-    upstream_era: Literal["auto", "legacy", "modern"] = "auto"
+    upstream_era: Literal["auto", "legacy", "modern"] | None = None
+    """The server's era when probing cannot tell (None: the settings' `upstream_era`)."""
+    settings: Settings | None = None
+    """The user's proxy settings (`--config`, `MCP_PROXY_*`): the replay's proxy redacts, bounds and
+    bridges as they say, so a difference never shows in clear what a recording showed redacted."""
+
+
+def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
+    """The replay's own proxy: the user's settings, on a free loopback port, recording nothing,
+    injecting no fault, exporting no span, serving no admin API."""
+    base = options.settings or Settings()
+    return base.model_copy(
+        update={
+            "upstream": upstream,
+            "upstream_era": options.upstream_era or base.upstream_era,
+            "upstream_timeout": options.timeout,
+            "listen": "127.0.0.1:0",
+            "admin_enabled": False,
+            "health": None,
+            "capture": None,
+            "otlp_endpoint": None,
+            "faults": [],
+            "tui": False,
+            "max_chains": 256,
+        }
+    )
 
 
 class Replay:
@@ -67,15 +92,7 @@ class Replay:
 
     def __init__(self, upstream: str, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
-        settings = Settings(
-            upstream=upstream,
-            listen="127.0.0.1:0",
-            admin_enabled=False,
-            max_chains=256,
-            upstream_era=self.options.upstream_era,
-            upstream_timeout=self.options.timeout,
-        )
-        self.proxy = Proxy(settings)
+        self.proxy = Proxy(replay_settings(upstream, self.options))
         self._feed = self.proxy.bus.subscribe("replay")
         self._opened: list[str] = []
         self._http: aiohttp.ClientSession | None = None
@@ -284,9 +301,10 @@ async def replay_one(
 TuiReplayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
 
 
-def for_tui(fixed: str | None) -> TuiReplayer:
+def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:
     """The TUI's `r`: replay against `fixed` (`--upstream`, the in-process proxy's), else the upstream
-    the TUI's feed names (an attached proxy's, or the one a capture recorded)."""
+    the TUI's feed names (an attached proxy's, or the one a capture recorded); `settings` are the
+    in-process proxy's, when there is one."""
 
     async def replay(plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
         upstream = fixed or named
@@ -294,6 +312,6 @@ def for_tui(fixed: str | None) -> TuiReplayer:
             raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
         if "<redacted" in upstream:
             raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
-        return await replay_one(upstream, plan, handshake)
+        return await replay_one(upstream, plan, handshake, ReplayOptions(settings=settings))
 
     return replay
