@@ -73,7 +73,7 @@ class Player:
         if hidden:
             raise ReplayFailed(
                 f"{hidden[0]} holds a value redacted in the capture, which cannot be sent again "
-                "(record with that key left out of redact_body_keys to replay it)"
+                "(the capture keeps only its length and hash)"
             )
         if plan.era == "modern":
             played = await self._modern(plan, first)
