@@ -2,11 +2,12 @@
 
 Two runs of one call never agree on everything: JSON-RPC ids, session ids, times, the `requestState`
 a server seals (or keeps in memory instead), the names a server gives its `inputRequests` entries (a
-2026-07-28 server's `name`, the proxy's bridge's `elicitation-1`), the protocol envelope a 2026-07-28
-message carries in `_meta` (`io.modelcontextprotocol/...`, `progressToken`, trace context) and a legacy
-one never does. Those are normalised away; what is left is what the server did, and is compared
-exactly. The user names more (`--ignore PATH`, glob-like) for fields of their own that change run to
-run.
+2026-07-28 server's `name`, the proxy's bridge's `elicitation-1`), the order in which questions asked
+at once arrive and are answered (and whether a bridge put them in one round or two), the protocol
+envelope a 2026-07-28 message carries in `_meta` (`io.modelcontextprotocol/...`, `progressToken`,
+trace context) and a legacy one never does. Those are normalised away; what is left is what the
+server did, and is compared exactly. The user names more (`--ignore PATH`, glob-like) for fields of
+their own that change run to run, or whole messages (`--ignore notifications/message`).
 
 Only the client's side of a chain is compared (messages the client sent or received: `both` in
 pass-through, `client` behind a bridge), so a chain replayed in the captured client's era against a
@@ -61,6 +62,8 @@ class Compared:
     label: str
     """What it is, in a few words: `tools/call request`, `elicitation/create result`."""
     body: Any
+    index: int = 0
+    """The message it stands for: its number among the chain's client-side messages, from 1."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,15 @@ class Difference:
     """The first place where a replay differs from its recording."""
 
     index: int
-    """The message's number in the chain's client side, from 1."""
+    """The message's number in the chain's client side, from 1 (the recording's; the replay's when
+    the recording has no such message)."""
     label: str
     path: str
     """Where in the message (`result.content[0].text`); empty when a whole message is missing or extra."""
     recorded: Any
     replayed: Any
+    replayed_index: int | None = None
+    """The replay's message it was compared with (its number there), if any."""
 
     def text(self) -> str:
         """`message 3 (tools/call result) result.content[0].text: recorded "Ada", replayed "Bob"`."""
@@ -86,6 +92,8 @@ class Difference:
     def as_json(self) -> dict[str, Any]:
         """Plain data for `--json` (a missing side is null, with `recorded_missing`/`replayed_missing`)."""
         out: dict[str, Any] = {"message": self.index, "label": self.label, "path": self.path}
+        if self.replayed_index is not None and self.replayed_index != self.index:
+            out["replayed_message"] = self.replayed_index
         for name, value in (("recorded", self.recorded), ("replayed", self.replayed)):
             out[name] = None if value is MISSING else value
             if value is MISSING:
@@ -109,7 +117,8 @@ class IgnoreRules:
     """Paths the user asked to leave out of the comparison (`--ignore`), glob-like.
 
     A path reads `result.content[0].text`; `*` stands for any run of characters (`*.timestamp`: a
-    `timestamp` key at any depth, the top included), `[*]` for any index.
+    `timestamp` key at any depth, the top included), `[*]` for any index. A pattern that names a
+    message's label instead (`notifications/message`, `notifications/*`) leaves those messages out.
     """
 
     patterns: tuple[str, ...] = ()
@@ -117,6 +126,10 @@ class IgnoreRules:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_compiled", tuple(_compile(p) for p in self.patterns))
+
+    def drops(self, label: str) -> bool:
+        """Whether a whole message is left out: a pattern naming its label (`notifications/message`)."""
+        return any(rx.fullmatch(label) for rx in self._compiled)
 
     def hides(self, path: str) -> bool:
         """Whether the field at `path` is left out."""
@@ -178,33 +191,106 @@ def client_side(records: Iterable[MessageRecord]) -> list[MessageRecord]:
 
 
 class ChainNormaliser:
-    """Normalises one chain's messages in order (it remembers `inputRequests` names for the retry)."""
+    """Puts one chain's client side in compared form: the call, its questions each with its answer,
+    then the rest (notifications, the final answer) in order.
+
+    Questions and answers are paired whatever the era: an in-flight request and the client's POSTed
+    answer to it, or an `input_required` entry and the retry's `inputResponses` entry of the same key.
+    Pairs are compared in content order, not arrival order: when a server asks two things at once,
+    which arrives first, and whether a bridge put them in one round or two, is timing, not behaviour.
+    A retry is left out when it asks what the call asked (it carries only answers and state).
+    """
 
     def __init__(self, ignore: IgnoreRules | None = None) -> None:
         self.ignore = ignore or IgnoreRules()
         self._methods: dict[tuple[Direction, Any], str] = {}
         """A request's direction and id -> its method, to label the response to it."""
-        self._names: dict[str, str] = {}
-        """The last round's `inputRequests` keys -> their canonical names."""
 
-    def message(self, record: MessageRecord) -> Compared:
-        """One message in compared form."""
-        body = record.body
-        label = self._label(record)
-        if not isinstance(body, dict):
-            return Compared(label, body)
-        out = without_envelope(body)
-        out.pop("id", None)
-        result = out.get("result")
-        if isinstance(result, dict) and isinstance(result.get("inputRequests"), dict):
-            out["result"] = {**result, "inputRequests": self._rename_requests(result["inputRequests"])}
-        params = out.get("params")
-        if isinstance(params, dict) and isinstance(params.get("inputResponses"), dict):
-            responses = {self._names.get(k, k): v for k, v in params["inputResponses"].items()}
-            out["params"] = {**params, "inputResponses": responses}
-        return Compared(label, self.ignore.apply(out))
+    def chain(self, records: Iterable[MessageRecord]) -> list[Compared]:
+        """Every client-side message of a chain, in compared form and order."""
+        head: list[Compared] = []
+        pairs: list[list[Compared | None]] = []
+        rest: list[Compared] = []
+        asked: dict[Any, int] = {}
+        """An in-flight question's id -> its pair."""
+        keyed: dict[str, tuple[int, str]] = {}
+        """The last `input_required` round's keys -> their pair and method."""
+        for number, record in enumerate(client_side(records), start=1):
+            label = self.label(record)
+            if self.ignore.drops(label):
+                continue
+            body = _plain(record.body)
+            result = body.get("result") if isinstance(body, dict) else None
+            params = body.get("params") if isinstance(body, dict) else None
+            if record.kind == "request" and record.direction is Direction.TO_CLIENT:
+                asked[record.jsonrpc_id] = len(pairs)
+                pairs.append([self._compared(label, body, number), None])
+            elif (
+                record.direction is Direction.TO_SERVER
+                and record.jsonrpc_id in asked
+                and record.kind != "request"
+            ):
+                pairs[asked.pop(record.jsonrpc_id)][1] = self._compared(label, body, number)
+            elif isinstance(result, dict) and result.get("resultType") == "input_required":
+                keyed = self._round(result, number, pairs, rest, label)
+            elif (
+                record.kind == "request" and isinstance(params, dict) and "inputResponses" in params and head
+            ):
+                self._retry(body, number, keyed, pairs, rest, head[0], label)
+            elif not head and record.kind == "request":
+                head.append(self._compared(label, body, number))
+            else:
+                rest.append(self._compared(label, body, number))
+        ordered = sorted(pairs, key=lambda pair: [_canonical(c.body) if c else "" for c in pair])
+        return head + [c for pair in ordered for c in pair if c is not None] + rest
 
-    def _label(self, record: MessageRecord) -> str:
+    def _compared(self, label: str, body: Any, number: int) -> Compared:
+        return Compared(label, self.ignore.apply(body), number)
+
+    def _round(
+        self,
+        result: dict[str, Any],
+        number: int,
+        pairs: list[list[Compared | None]],
+        rest: list[Compared],
+        label: str,
+    ) -> dict[str, tuple[int, str]]:
+        """An `input_required` result's entries as questions; what else it holds stays a message."""
+        keyed: dict[str, tuple[int, str]] = {}
+        requests = result.get("inputRequests")
+        for key, entry in (requests if isinstance(requests, dict) else {}).items():
+            method = str(entry.get("method")) if isinstance(entry, dict) else "?"
+            keyed[str(key)] = (len(pairs), method)
+            pairs.append([self._compared(f"{method} request", entry, number), None])
+        left = {k: v for k, v in result.items() if k not in ("resultType", "inputRequests")}
+        if left:
+            rest.append(self._compared(label, {"result": left}, number))
+        return keyed
+
+    def _retry(
+        self,
+        body: dict[str, Any],
+        number: int,
+        keyed: dict[str, tuple[int, str]],
+        pairs: list[list[Compared | None]],
+        rest: list[Compared],
+        call: Compared,
+        label: str,
+    ) -> None:
+        """A retry's answers join their questions; the retry itself only if it asks something else."""
+        params = dict(body["params"])
+        for key, value in params.pop("inputResponses").items():
+            if key in keyed:
+                place, method = keyed[key]
+                pairs[place][1] = self._compared(f"{method} result", {"result": value}, number)
+        retry = self._compared(
+            label, {**body, "params": params} if params else _without(body, "params"), number
+        )
+        if retry.body != call.body:
+            rest.append(retry)
+
+    def label(self, record: MessageRecord) -> str:
+        """`tools/call request`, `elicitation/create result`, `notifications/progress`: what a message is."""
         body = record.body if isinstance(record.body, dict) else {}
         if record.kind in ("request", "notification"):
             method = record.method or str(body.get("method"))
@@ -217,16 +303,16 @@ class ChainNormaliser:
         word = "error" if record.kind == "error" else "result" if record.kind == "result" else record.kind
         return f"{asked} {word}" if asked else word
 
-    def _rename_requests(self, requests: dict[str, Any]) -> dict[str, Any]:
-        """Entries named by their place among the round's questions sorted by content, not by the
-        server's own names; the retry's `inputResponses` are renamed alike."""
-        order = sorted(requests, key=lambda k: (_canonical(requests[k]), str(k)))
-        self._names = {key: f"input-{i}" for i, key in enumerate(order, start=1)}
-        return {self._names[key]: requests[key] for key in order}
 
-    def chain(self, records: Iterable[MessageRecord]) -> list[Compared]:
-        """Every client-side message of a chain, compared form."""
-        return [self.message(r) for r in client_side(records)]
+def _plain(body: Any) -> Any:
+    """A message without its envelope and its JSON-RPC id."""
+    if not isinstance(body, dict):
+        return body
+    return _without(without_envelope(body), "id")
+
+
+def _without(body: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != key}
 
 
 def _canonical(value: Any) -> str:
@@ -264,25 +350,28 @@ def without_envelope(value: Any) -> Any:
 
 
 def first_difference(recorded: Sequence[Compared], replayed: Sequence[Compared]) -> Difference | None:
-    """Where the two chains first part, message by message in order; None when they agree."""
-    for index in range(max(len(recorded), len(replayed))):
-        old = recorded[index] if index < len(recorded) else None
-        new = replayed[index] if index < len(replayed) else None
+    """Where the two chains first part, message by message in compared order; None when they agree."""
+    for place in range(max(len(recorded), len(replayed))):
+        old = recorded[place] if place < len(recorded) else None
+        new = replayed[place] if place < len(replayed) else None
+        index = old.index if old is not None else new.index if new is not None else place + 1
+        again = new.index if new is not None else None
         if old is None or new is None:
             present = old or new
             return Difference(
-                index + 1,
+                index,
                 present.label if present is not None else "",
                 "",
                 MISSING if old is None else old.body,
                 MISSING if new is None else new.body,
+                again,
             )
         if old.label != new.label:
-            return Difference(index + 1, old.label, "", old.label, new.label)
+            return Difference(index, old.label, "", old.label, new.label, again)
         found = _first_in(old.body, new.body, "")
         if found is not None:
             path, was, now = found
-            return Difference(index + 1, old.label, path, was, now)
+            return Difference(index, old.label, path, was, now, again)
     return None
 
 

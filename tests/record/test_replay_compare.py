@@ -82,7 +82,7 @@ def test_the_same_call_under_other_ids_is_the_same() -> None:
 def test_a_changed_text_is_named_by_message_label_and_path_with_both_values() -> None:
     found = compare_chains(call(4, "Hello Ada"), call(4, "Hello Bob"))
 
-    assert found == Difference(2, "tools/call result", "result.content[0].text", "Hello Ada", "Hello Bob")
+    assert found == Difference(2, "tools/call result", "result.content[0].text", "Hello Ada", "Hello Bob", 2)
     assert found.text() == (
         'message 2 (tools/call result) result.content[0].text: recorded "Hello Ada", replayed "Hello Bob"'
     )
@@ -145,7 +145,7 @@ def test_a_different_answer_to_the_same_question_is_a_difference() -> None:
 
     found = compare_chains(answered("accept"), answered("decline"))
 
-    assert found == Difference(3, "elicitation/create result", "result.action", "accept", "decline")
+    assert found == Difference(3, "elicitation/create result", "result.action", "accept", "decline", 3)
 
 
 def test_empty_params_and_absent_params_ask_the_same() -> None:
@@ -215,3 +215,67 @@ def test_long_values_are_cut_when_shown() -> None:
 
     assert len(text) == 120
     assert text.endswith("...")
+
+
+ASK_LLM = {
+    "method": "sampling/createMessage",
+    "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Capital?"}}],
+        "maxTokens": 9,
+    },
+}
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
+
+
+def test_questions_asked_at_once_are_the_same_whatever_order_they_were_answered_in() -> None:
+    call_msg = up({"id": 9, "method": "tools/call", "params": {"name": "ask_two_at_once"}})
+    final = down({"id": 9, "result": {"content": [{"type": "text", "text": "name=Ada llm=Paris"}]}})
+    q1, q2 = down({"id": 1, **ASK_NAME}), down({"id": 2, **ASK_LLM})
+    a1, a2 = up({"id": 1, "result": {"action": "accept"}}), up({"id": 2, "result": SAMPLED})
+
+    together = [call_msg, q1, q2, a2, a1, final]
+    in_turn = [call_msg, q2, a2, q1, a1, final]
+
+    assert compare_chains(together, in_turn) is None
+
+
+def test_one_round_of_two_questions_is_the_same_as_two_rounds_of_one() -> None:
+    def retry(msg_id: int, answers: dict[str, Any]) -> MessageRecord:
+        return up(
+            {"id": msg_id, "method": "tools/call", "params": {"name": "two", "inputResponses": answers}}
+        )
+
+    def required(msg_id: int, asks: dict[str, Any]) -> MessageRecord:
+        return down({"id": msg_id, "result": {"resultType": "input_required", "inputRequests": asks}})
+
+    call_msg = up({"id": 1, "method": "tools/call", "params": {"name": "two"}})
+    final = {"result": {"resultType": "complete", "content": []}}
+    one_round = [
+        call_msg,
+        required(1, {"name": ASK_NAME, "llm": ASK_LLM}),
+        retry(2, {"name": {"action": "accept"}, "llm": SAMPLED}),
+        down({"id": 2, **final}),
+    ]
+    two_rounds = [
+        call_msg,
+        required(1, {"sampling-1": ASK_LLM}),
+        retry(2, {"sampling-1": SAMPLED}),
+        required(2, {"elicitation-2": ASK_NAME}),
+        retry(3, {"elicitation-2": {"action": "accept"}}),
+        down({"id": 3, **final}),
+    ]
+    other_answer = [*one_round[:2], retry(2, {"name": {"action": "decline"}, "llm": SAMPLED}), one_round[3]]
+
+    assert compare_chains(one_round, two_rounds) is None
+    found = compare_chains(one_round, other_answer)
+    assert found is not None
+    assert (found.label, found.path) == ("elicitation/create result", "result.action")
+    assert (found.index, found.replayed_index) == (3, 3)
+
+
+def test_a_message_label_as_an_ignore_pattern_leaves_those_messages_out() -> None:
+    log = down({"method": "notifications/message", "params": {"level": "info", "data": "echo hi"}})
+    recorded = [call(1, "hi")[0], log, call(1, "hi")[1]]
+
+    assert compare_chains(recorded, call(1, "hi")) is not None
+    assert compare_chains(recorded, call(1, "hi"), IgnoreRules(("notifications/message",))) is None

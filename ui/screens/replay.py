@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from proxy.flows.events import MessageRecord
-from proxy.record.replay_compare import ChainNormaliser, client_side
+from proxy.record.replay_compare import MISSING, ChainNormaliser, client_side
 from proxy.record.replay_outcome import ChainOutcome
 
 BODY_CHARS: Final = 4000
@@ -36,7 +36,7 @@ def side_text(title: str, records: Sequence[MessageRecord], marked: int | None) 
     if not shown:
         out.append("(no message)\n", style="dim")
     for number, record in enumerate(shown, start=1):
-        label = labels.message(record).label
+        label = labels.label(record)
         style = "bold red" if number == marked else ""
         out.append(f"{number}. {label}  ", style=style or "bold")
         out.append(f"[{record.direction.value.replace('_', ' ')}]\n", style="dim")
@@ -76,12 +76,14 @@ class ReplayScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         """The headline, both sides, the footer."""
         outcome = self.outcome
-        marked = outcome.difference.index if outcome.difference is not None else None
+        found = outcome.difference
+        old = found.index if found is not None and found.recorded is not MISSING else None
+        new = found.replayed_index if found is not None else None
         yield Static(headline(outcome), id="replay-title")
         with Horizontal(id="replay-sides"):
             with VerticalScroll(id="replay-recorded"):
-                yield Static(side_text(f"recorded {outcome.chain}", outcome.recorded, marked))
+                yield Static(side_text(f"recorded {outcome.chain}", outcome.recorded, old))
             with VerticalScroll(id="replay-replayed"):
                 title = f"replayed {outcome.replayed_chain or '(no chain)'}"
-                yield Static(side_text(title, outcome.replayed, marked))
+                yield Static(side_text(title, outcome.replayed, new))
         yield Footer(compact=True)
