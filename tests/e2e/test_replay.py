@@ -23,7 +23,7 @@ import pytest
 from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
 from tests.e2e.replay_peers import DemoPeer
-from tests.peers.runner import REPO_ROOT
+from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
 
@@ -260,3 +260,41 @@ def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_w
     assert _lines(given)[add].endswith(": same")
     for done in (refused, given):
         assert "s3cret" not in done.stdout + done.stderr
+
+
+PEER_CALLS: list[tuple[str, dict[str, object]]] = [
+    ("ask_two_at_once", {}),
+    ("ask_twice", {}),
+    ("slow_progress", {"steps": 3}),
+    ("list_client_roots", {}),
+]
+"""Calls of the SDK test peers whose questions come together (one in-flight pair, or one MRTR round, or
+two rounds when a bridge's round window splits them), in turn, or with progress on the way."""
+
+
+async def _record_peer_calls(endpoint: str, mode: str) -> None:
+    async with client_for(endpoint, mode) as client:
+        for name, args in PEER_CALLS:
+            result = normalize_tool_result(await client.call_tool(name, args))
+            assert not result.get("isError"), result
+
+
+@pytest.mark.parametrize(
+    ("mode", "server"), [("legacy", "legacy"), ("2026-07-28", "legacy"), ("2026-07-28", "modern")]
+)
+def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras(
+    legacy_server: PeerServer, modern_server: PeerServer, tmp_path: Path, mode: str, server: str
+) -> None:
+    urls = {"legacy": legacy_server.url, "modern": modern_server.url}
+    capture = tmp_path / "peers.jsonl"
+    env = settings_env(upstream=urls[server], capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), mode))
+        assert proxy.stop() == 0
+
+    for target in ("legacy", "modern"):
+        done = _replay(capture, "--all", "--upstream", urls[target])
+        assert done.returncode == 0, f"against {target}:\n{done.stdout}{done.stderr}"
+        calls = [line for line in _lines(done).values() if "tools/call" in line]
+        assert len(calls) == len(PEER_CALLS)
+        assert all(line.endswith(": same") for line in calls), done.stdout
