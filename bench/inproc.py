@@ -125,6 +125,7 @@ async def drive(args: argparse.Namespace) -> None:
         upstream_era="legacy",
         otlp_endpoint=args.otlp,
         faults=args.fault or [],
+        intercepts=args.intercept or [],
     )
     proxy = Proxy(settings)
     tune_gc()  # as `mcp-proxy` does before it serves
@@ -205,6 +206,12 @@ def main() -> int:
         action="append",
         metavar="RULE",
         help="a fault rule in force (repeatable), say one that matches nothing, to measure the gate's cost",
+    )
+    parser.add_argument(
+        "--intercept",
+        action="append",
+        metavar="RULE",
+        help="an intercept rule in force (repeatable), say one that matches nothing, to measure its cost",
     )
     parser.add_argument(
         "--start-after",

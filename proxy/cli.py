@@ -134,8 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render_settings(loaded))
         return 0
     settings = loaded.settings
-    if not settings.upstream:
-        print("mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM)", file=sys.stderr)
+    if not settings.upstream and not settings.upstream_cmd:
+        print(
+            "mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM, or a stdio server's "
+            "command line with --upstream-cmd 'CMD ARGS')",
+            file=sys.stderr,
+        )
         return 2
     if settings.otlp_endpoint:
         from proxy.record.otlp_setup import missing_sdk

@@ -158,6 +158,8 @@ def main(argv: Sequence[str]) -> int:
 def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) -> str | None:
     if not upstream:
         return "the capture names no upstream: give the server with --upstream URL"
+    if not upstream.startswith(("http://", "https://")):
+        return f"replay sends to an HTTP server, not {upstream!r}: give one with --upstream URL"
     if not given and "<redacted" in upstream:
         return f"the capture's upstream ({upstream}) holds masked credentials: give it with --upstream URL"
     return None

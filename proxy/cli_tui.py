@@ -23,8 +23,10 @@ from proxy.config import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:
+    from proxy.flows.bus import Subscription
     from proxy.replay.runner import TuiReplayer
     from proxy.runtime import Proxy
+    from ui.app import ProxyTui
 
 TOKEN_ENV = "MCP_PROXY_ADMIN_TOKEN"
 """Where `tui --attach` finds the admin token when `--token` is not given."""
@@ -113,9 +115,11 @@ def attach(url: str, token: str | None, history: int, upstream: str | None = Non
         print(f"mcp-proxy: --attach: not an http(s) URL: {url!r}", file=sys.stderr)
         return 2
     from ui.app import ProxyTui
+    from ui.desk_http import HttpDesk
     from ui.feeds import AttachFeed
 
-    ProxyTui(AttachFeed(url, token, history=history), replayer=_replayer(upstream)).run()
+    feed = AttachFeed(url, token, history=history)
+    ProxyTui(feed, desk=HttpDesk(url, token), replayer=_replayer(upstream)).run()
     return 0
 
 
@@ -171,18 +175,25 @@ def run_with_tui(loaded: LoadedSettings) -> int:
             log_file.close()
 
 
-async def _serve_with_tui(proxy: Proxy) -> int:
+def in_process_tui(proxy: Proxy, feed: Subscription) -> ProxyTui:
+    """The TUI of a proxy in this process: its bus for the chains, its controls for the rule keys."""
+    from proxy.desk_ops import DeskOps
+    from proxy.replay.runner import for_tui
     from ui.app import ProxyTui
+    from ui.desk_local import LocalDesk
     from ui.feeds import BusFeed
 
+    description = f"in-process proxy {proxy.url}"
+    replayer = for_tui(proxy.settings.upstream, proxy.settings)
+    return ProxyTui(
+        BusFeed(feed, description), desk=LocalDesk(DeskOps(proxy), description), replayer=replayer
+    )
+
+
+async def _serve_with_tui(proxy: Proxy) -> int:
     feed = proxy.bus.subscribe("tui")  # before start: the TUI must see the first proxy_info
     await proxy.start()
-    from proxy.replay.runner import for_tui
-
-    app = ProxyTui(
-        BusFeed(feed, f"in-process proxy {proxy.url}"),
-        replayer=for_tui(proxy.settings.upstream, proxy.settings),
-    )
+    app = in_process_tui(proxy, feed)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)

@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
 from proxy.framing.classify import DEPTH_CEILING
@@ -47,9 +49,9 @@ ENV_PREFIX = "MCP_PROXY_"
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
 
-RULE_LISTS = frozenset({"faults"})
-"""List settings whose items are rules (which may hold commas): one rule per flag, repeated
-(`--fault`), and split on `;` in a variable."""
+RULE_LISTS = {"faults": "--fault", "intercepts": "--intercept"}
+"""List settings whose items are rules (which may hold commas), with their flag: one rule per flag,
+repeated (`--fault`), and split on `;` in a variable."""
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -103,7 +105,7 @@ def base_url(host: str, port: int) -> str:
 
 def flag_name(field: str) -> str:
     """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
-    return "--fault" if field in RULE_LISTS else "--" + field.replace("_", "-")
+    return RULE_LISTS.get(field) or "--" + field.replace("_", "-")
 
 
 def _is_loopback(host: str) -> bool:
@@ -121,7 +123,28 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     upstream: str | None = None
-    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host)."""
+    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host): a Streamable
+    HTTP endpoint (`/mcp`) or a 2024-11-05 HTTP+SSE one (`/sse`), told apart by the era probe."""
+    upstream_cmd: str | None = None
+    """Command line of a stdio MCP server the proxy starts and serves to HTTP clients, instead of an
+    upstream URL (split like a shell would, no shell run): `npx -y @modelcontextprotocol/server-everything`.
+    Each legacy client session gets a child process of its own (a stdio server has one session per
+    process); 2026-07-28 clients, which have no session, share one. The child's stderr goes to the
+    log (`stream=upstream-stderr`); a child that dies is started again at the next request."""
+    upstream_transport: Literal["auto", "http", "sse"] = "auto"
+    """How the upstream URL is spoken to: auto lets the era probe tell Streamable HTTP from the
+    2024-11-05 HTTP+SSE transport; http or sse says which. With upstream_era set there is no probe,
+    so an HTTP+SSE upstream then needs sse here."""
+    max_upstream_children: PositiveInt = 32
+    """Most upstream sessions that need a channel of their own at once: stdio child processes (one
+    per legacy client session) or HTTP+SSE streams. Past it a new `initialize` is refused with HTTP
+    503 naming this setting; a session ends when its client sends DELETE."""
+    upstream_restarts_per_minute: PositiveInt = 5
+    """How often a stdio server (or HTTP+SSE stream) that ends on its own is started again within a
+    minute, each start waiting longer than the last; past it requests are refused with the reason
+    and /readyz answers 503 until the minute has passed."""
+    upstream_stop_grace: Seconds = 2.0
+    """Seconds a stdio server gets to exit after SIGTERM before SIGKILL (its stdin is closed first)."""
     listen: str = "127.0.0.1:8080"
     """HOST:PORT the proxy serves MCP clients on (IPv6 as [::1]:8080)."""
     log_format: Literal["auto", "console", "json"] = "auto"
@@ -321,6 +344,18 @@ class Settings(BaseModel):
     fault_seed: int | None = None
     """Seed of the draws behind rules with p below 1: the same seed and traffic inject the same
     faults. Unset, a fresh seed each run."""
+    # -- intercept (hold, edit, drop, answer) --------------------------------------------------------
+    intercepts: list[str] = Field(default_factory=list)
+    """Intercept rules, each `MATCH [timeout=30s]` (docs/intercept.md), such as
+    `method:tools/call tool:delete_*`: every message a rule picks is held until someone forwards,
+    edits, drops or answers it (admin API `/api/intercepts`, or the TUI), or its timeout passes. None
+    by default. As a flag, one rule per `--intercept`; in MCP_PROXY_INTERCEPTS, rules separated by `;`.
+    """
+    intercept_timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)] = 60.0
+    """Seconds a held message waits for a decision when its rule names no timeout; then it goes on
+    unchanged, so a forgotten breakpoint never wedges the traffic (at most 3600)."""
+    intercept_max_held: PositiveInt = 100
+    """Most messages held at once; past it a picked message goes on unchanged, recorded as not held."""
 
     @field_validator("upstream")
     @classmethod
@@ -336,6 +371,19 @@ class Settings(BaseModel):
                 f"the URL carries credentials (user:password@) that the proxy would not send: "
                 f"{shown!r}; remove them and let clients send their own Authorization"
             )
+        return value
+
+    @field_validator("upstream_cmd")
+    @classmethod
+    def _command_words(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split the command line: {exc}") from None
+        if not words:
+            raise ValueError("is empty: name the stdio MCP server's command")
         return value
 
     @field_validator("otlp_endpoint")
@@ -376,6 +424,19 @@ class Settings(BaseModel):
                 raise ValueError(f"fault rule {rule!r}: {exc}") from None
         return rules
 
+    @field_validator("intercepts")
+    @classmethod
+    def _intercept_rules(cls, value: list[str]) -> list[str]:
+        rules = [rule.strip() for rule in value if rule.strip()]
+        if len(rules) > MAX_RULES:
+            raise ValueError(f"at most {MAX_RULES} intercept rules, got {len(rules)}")
+        for rule in rules:
+            try:
+                parse_intercept(rule)
+            except ValueError as exc:
+                raise ValueError(f"intercept rule {rule!r}: {exc}") from None
+        return rules
+
     @field_validator("log_file", "capture")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
@@ -403,6 +464,17 @@ class Settings(BaseModel):
                 "setting out entirely"
             )
         return value
+
+    @model_validator(mode="after")
+    def _one_upstream(self) -> Self:
+        if self.upstream and self.upstream_cmd:
+            raise PydanticCustomError(
+                "two_upstreams",
+                "upstream and upstream_cmd are both set: the proxy serves one upstream, a URL "
+                "(--upstream) or a stdio command (--upstream-cmd); drop one",
+                {"setting": "upstream_cmd"},
+            )
+        return self
 
     @model_validator(mode="after")
     def _admin_beyond_loopback_needs_token(self) -> Self:
@@ -505,7 +577,7 @@ def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> Config
     setting = str(first["loc"][0]) if first["loc"] else str(ctx.get("setting", "settings"))
     where = sources.get(setting, "default").replace(":", " ", 1)
     message = first["msg"].removeprefix("Value error, ")
-    if first["type"] not in ("value_error", "admin_exposed"):
+    if first["type"] not in ("value_error", "admin_exposed", "two_upstreams"):
         message = message[:1].lower() + message[1:]
         if setting not in _SECRETS:  # never echo a secret, even a malformed one
             message += f", got {first['input']!r}"

@@ -283,6 +283,9 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     fault = event.get("fault")
     if fault:  # injected by a fault rule: never to be taken for the server's own behaviour
         parts.append((f"!! fault: {fault}", _BRIGHT + _WARN))
+    intercept = event.get("intercept")
+    if intercept:  # held or changed by a person: never to be taken for the peers' own behaviour
+        parts.append((f"!! intercept: {intercept}", _BRIGHT + _WARN))
     return _painted(parts, colors)
 
 

@@ -12,6 +12,7 @@ import itertools
 import os
 import resource
 import secrets
+import shlex
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -29,20 +30,26 @@ from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Re
 from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
-from proxy.framing.http import masked_url, parse_upstream
+from proxy.framing.http import Upstream, masked_url, parse_upstream, stdio_upstream
 from proxy.logs import get_logger, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.capture_sink import CaptureSink
+from proxy.transport.channel_upstream import Channel, ChannelEvents, ChannelFactory, ChannelUpstream
 from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
+from proxy.transport.intercept_control import InterceptControl
+from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
-from proxy.transport.upstream_pool import UpstreamPool
+from proxy.transport.sse_upstream import SseChannel
+from proxy.transport.stdio_upstream import StdioChannel, shown_command
+from proxy.transport.upstream_pool import UpstreamClient, UpstreamPool
 
 if TYPE_CHECKING:
     from proxy.record.otlp import SpanSender
@@ -65,15 +72,15 @@ class Proxy:
 
     def __init__(self, settings: Settings, *, admin_fallback: bool = False) -> None:
         """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one."""
-        if not settings.upstream:
-            raise ValueError("upstream is required")
+        if not settings.upstream and not settings.upstream_cmd:
+            raise ValueError("upstream (a URL) or upstream_cmd (a stdio command) is required")
         self.settings = settings
         self.admin_fallback = admin_fallback
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(
             settings.max_chains, settings.max_messages_per_chain, settings.max_unfinished_chains
         )
-        upstream = parse_upstream(settings.upstream)
+        upstream = upstream_for(settings)
         self.upstream = upstream
         self.redactor = redactor_for(settings, upstream.secrets)
         use_redactor(self.redactor)
@@ -96,18 +103,34 @@ class Proxy:
             max_head_bytes=settings.upstream_max_head_bytes,
             idle_timeout=settings.upstream_idle_timeout,
         )
-        """The keep-alive connections that carry every upstream request, the era probe's included."""
-        self.router = Router(settings, upstream, self.pool)
+        """The keep-alive connections that carry every HTTP upstream request, the era probe's included."""
+        self.channels: ChannelUpstream | None = channel_client(settings, upstream, self.pool)
+        """The message channels behind a stdio or HTTP+SSE upstream (None for Streamable HTTP)."""
+        client: UpstreamClient = self.channels if self.channels is not None else self.pool
+        self.router = Router(settings, upstream, client)
+        if upstream.transport == "http" and settings.upstream_transport == "auto":
+            self.router.on_sse = self._speak_sse
         self.relays = RelayContext(
             upstream=upstream,
-            pool=self.pool,
+            pool=client,
             observations=self.observations,
             router=self.router,
             upstream_timeout=settings.upstream_timeout,
         )
         self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
         """The fault rules in force (none by default: the relay then never consults the gate)."""
-        pool = self.pool
+        self.desk = InterceptDesk(
+            self.observations,
+            self.faults.gate,
+            default_timeout=settings.intercept_timeout,
+            max_held=settings.intercept_max_held,
+            max_body_bytes=settings.max_body_bytes,
+            chain_of=self._chain_of,
+        )
+        self.relays.desk = self.desk
+        self.intercepts = InterceptControl(self.faults, self.desk, settings.intercepts)
+        """The intercept rules and held messages (`/api/intercepts`; a TUI in this process is handed it)."""
+        relays = self.relays
         ids = _id_factory()  # one counter: the two bridges' legs share the sink, so never one id
         self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
             LegacyToMrtrEngine(
@@ -120,7 +143,7 @@ class Proxy:
             ),
             mode=Mode.LEGACY_TO_MRTR,
             upstream=upstream,
-            pool=lambda: pool,
+            pool=lambda: relays.pool,
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
@@ -141,12 +164,13 @@ class Proxy:
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,
-            pool=lambda: pool,
+            pool=lambda: relays.pool,
             observer=self.observations,
             max_message_bytes=settings.max_bridged_message_bytes,
         )
         for driver in self.router.bridges.values():  # the client's messages pass the fault rules too
             driver.faults = self.relays
+            driver.intercepts = BridgeHolds(self.relays, driver.mode)  # and the bridge's own, intercepts
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
@@ -279,6 +303,19 @@ class Proxy:
             sender, self._spans = self._spans, None
             await asyncio.to_thread(sender.close, OTLP_CLOSE_TIMEOUT)
 
+    def _speak_sse(self) -> UpstreamClient:
+        """The probe found an HTTP+SSE server behind the URL: every upstream request goes through its
+        sessions from now on."""
+        self.channels = channel_client(self.settings, self.upstream, self.pool, transport="sse")
+        assert self.channels is not None
+        self.relays.pool = self.channels
+        return self.channels
+
+    @property
+    def upstream_transport(self) -> str:
+        """How the upstream is spoken to now: `http`, `sse` or `stdio` (the probe may find `sse`)."""
+        return self.router.transport
+
     def _admin_context(self) -> AdminContext:
         """What the admin API reads: the store, the bus, the router, and two counts read on a scrape.
 
@@ -301,7 +338,13 @@ class Proxy:
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
             faults=self.faults,
+            intercepts=self.intercepts,
         )
+
+    def _chain_of(self, exchange: str, message_id: str | int | None) -> str | None:
+        """The chain of a held message, built from what waits to be built (None while nobody watches)."""
+        self.observations.build()
+        return self.observations.builder.chain_of(exchange, message_id)
 
     def info(self) -> ProxyInfo:
         """What the proxy is and where it points: the first event of every capture and admin feed."""
@@ -327,6 +370,7 @@ class Proxy:
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
         self.relays.holds.release()
+        self.desk.drain()  # every held message goes on unchanged
         self.router.close()
         for bridge in self.router.bridges.values():  # their clients hear why, before connections close
             bridge.stopping()
@@ -335,6 +379,8 @@ class Proxy:
             self._front = None
         for bridge in self.router.bridges.values():  # before the upstream pool closes
             await bridge.release_upstream(CLOSE_TIMEOUT)
+        if self.channels is not None:  # stdio children stopped (SIGTERM, then SIGKILL), SSE streams closed
+            await self.channels.aclose(self.settings.upstream_stop_grace)
         self.pool.close()
         for sub in self.bus.subscribers:
             sub.close()
@@ -373,6 +419,7 @@ class Proxy:
         log = get_logger()
         self.draining = True
         self.relays.holds.release()  # a fault's delay holds nothing the proxy is stopping for
+        self.desk.drain()  # nor does an intercept: held messages go on unchanged
         if self._front is not None:
             self._front.stop_listening()
         log.info("draining", grace_s=grace, in_flight=self.in_flight())
@@ -476,6 +523,52 @@ class ExportFailureLog:
                 "(mcp_proxy_otlp_spans_dropped_total counts them)",
             )
             self._lost, self._last = 0, now
+
+
+def upstream_for(settings: Settings) -> Upstream:
+    """The upstream the settings name: a URL, or a stdio command (shown with secret-looking values masked)."""
+    if settings.upstream_cmd:
+        return stdio_upstream(shown_command(shlex.split(settings.upstream_cmd)))
+    assert settings.upstream is not None
+    transport = "sse" if settings.upstream_transport == "sse" else "http"
+    return parse_upstream(settings.upstream, transport)
+
+
+def channel_client(
+    settings: Settings, upstream: Upstream, pool: UpstreamPool, transport: str | None = None
+) -> ChannelUpstream | None:
+    """What speaks to a stdio or HTTP+SSE upstream through message channels; None for Streamable HTTP."""
+    kind = transport or upstream.transport
+    factory: ChannelFactory
+    if kind == "stdio":
+        assert settings.upstream_cmd is not None
+        argv = shlex.split(settings.upstream_cmd)
+
+        def factory(events: ChannelEvents) -> Channel:
+            return StdioChannel(
+                argv,
+                events,
+                max_line=settings.max_body_bytes,
+                stop_grace=settings.upstream_stop_grace,
+                shown=upstream.shown,
+            )
+    elif kind == "sse":
+
+        def factory(events: ChannelEvents) -> Channel:
+            return SseChannel(
+                pool, upstream, events, limit_s=settings.upstream_timeout, max_event=settings.max_body_bytes
+            )
+    else:
+        return None
+    return ChannelUpstream(
+        upstream,
+        factory,
+        transport=kind,
+        head_timeout=settings.upstream_timeout,
+        max_sessions=settings.max_upstream_children,
+        restarts_per_minute=settings.upstream_restarts_per_minute,
+        max_message_bytes=settings.max_body_bytes,
+    )
 
 
 def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redactor:

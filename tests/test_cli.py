@@ -88,7 +88,10 @@ def test_a_missing_upstream_exits_2_saying_how_to_give_one(capsys: pytest.Captur
 
     assert code == 2
     assert out == ""
-    assert err == "mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM)\n"
+    assert err == (
+        "mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM, or a stdio server's "
+        "command line with --upstream-cmd 'CMD ARGS')\n"
+    )
 
 
 def test_a_bad_listen_address_exits_2_naming_listen_and_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,12 +93,18 @@ def test_the_example_leaves_admin_unset_so_a_copy_of_it_still_lets_a_taken_admin
 
 def test_example_values_of_commented_out_settings_are_valid_when_uncommented(tmp_path: Path) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
+    # upstream and upstream_cmd exclude each other: the command is checked alone
+    command = next(line for line in text.splitlines() if line.startswith("# upstream_cmd = "))
     uncommented = "\n".join(
-        line.removeprefix("# ") if SETTING_LINE.match(line) else line for line in text.splitlines()
+        line.removeprefix("# ") if SETTING_LINE.match(line) else line
+        for line in text.splitlines()
+        if line != command
     )
 
     loaded = load_settings(config_path=write(tmp_path, uncommented), env={})
+    alone = load_settings(config_path=write(tmp_path, command.removeprefix("# ")), env={})
 
+    assert alone.settings.upstream_cmd == "npx -y @modelcontextprotocol/server-everything"
     assert loaded.settings.upstream is not None
     assert loaded.settings.admin_token is not None
     assert loaded.settings.health == "127.0.0.1:9902"
@@ -621,3 +627,10 @@ def test_one_address_cannot_park_calls_on_every_upstream_session_by_default() ->
     # leave most sessions to other clients, or one client inventing principals blocks everyone.
     defaults = Settings(upstream="http://127.0.0.1:9/mcp")
     assert defaults.max_continuations_per_client * 4 <= defaults.max_upstream_sessions
+
+
+def test_an_upstream_url_and_an_upstream_command_together_are_refused_without_echoing_either() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"upstream": "http://h/mcp?key=s3cret", "upstream_cmd": "srv --x"})
+    assert "upstream and upstream_cmd are both set" in str(caught.value)
+    assert "s3cret" not in str(caught.value)

@@ -8,6 +8,7 @@ subscription, a remote admin feed and a capture file look the same.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,14 +18,29 @@ from textual.binding import Binding, BindingType
 from proxy.flows.events import FlowEvent
 from ui.capture_index import IndexReady
 from ui.copying import as_curl, as_jsonrpc
+from ui.desk import READ_ONLY_CAPTURE, DeskError, Intercepts, RuleDesk
 from ui.feeds import Batcher, Feed, FeedStatus
-from ui.messages import CopyRequested, EventsArrived, FeedStatusChanged, IndexArrived, MessageChosen
+from ui.held_watch import HeldWatcher
+from ui.messages import (
+    CopyRequested,
+    DeskFailed,
+    EventsArrived,
+    FeedStatusChanged,
+    HeldChanged,
+    HeldDecided,
+    IndexArrived,
+    MessageChosen,
+)
 from ui.model import MAX_CHAINS, ViewModel
+from ui.query import message_match
 from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
+from ui.screens.faults import FaultScreen
 from ui.screens.help import HelpScreen
+from ui.screens.intercepts import InterceptScreen
 from ui.screens.main import MainScreen
 from ui.screens.message import MessageScreen
+from ui.screens.rule_prompt import RulePrompt
 
 
 class ProxyTui(App[None]):
@@ -38,7 +54,12 @@ class ProxyTui(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("r", "replay", "Replay", show=False),  # in the help; the footer is left as it was
+        # The rule desk: fault rules, intercept rules, held messages (ui/desk.py). Off the footer,
+        # which 80 columns already fill: the help lists them, and a held message is announced with its key.
+        Binding("F", "faults", "Faults", show=False),
+        Binding("i", "intercept", "Intercept", show=False),
+        Binding("I", "held", "Held", show=False),
+        Binding("r", "replay", "Replay", show=False),  # the chain under the cursor (ui/replaying.py)
     ]
 
     def __init__(
@@ -49,9 +70,17 @@ class ProxyTui(App[None]):
         save_dir: Path | None = None,
         batch_delay: float = 0.05,
         batch_size: int = 500,
+        desk: RuleDesk | None = None,
+        no_desk: str = READ_ONLY_CAPTURE,
         replayer: Replayer | None = None,
     ) -> None:
         super().__init__()
+        self.desk = desk
+        self.no_desk = no_desk
+        """What the rule keys say when there is no desk (a capture file, the demo)."""
+        self.intercepts = Intercepts()
+        self.watcher: HeldWatcher | None = None
+        self._desk_failure: str | None = None
         self.feed = feed
         self.replayer = replayer
         """Replays a chain for `r` (the command line's; None where no replay can run)."""
@@ -67,6 +96,23 @@ class ProxyTui(App[None]):
         self.push_screen(self.main)
         if self.feed is not None:
             self.run_worker(self._pump(self.feed), name="feed", group="feed", exit_on_error=False)
+        if self.desk is not None:
+            self.watcher = HeldWatcher(self.desk, self._held_state, self._desk_failed)
+            self.run_worker(self._watch(self.watcher), name="held", group="held", exit_on_error=False)
+
+    def _held_state(self, state: Intercepts) -> None:
+        self.post_message(HeldChanged(state))
+
+    def _desk_failed(self, reason: str) -> None:
+        self.post_message(DeskFailed(reason))
+
+    async def _watch(self, watcher: HeldWatcher) -> None:
+        """The held worker: the watcher until the app ends, then the desk's connections closed."""
+        try:
+            await watcher.run()
+            await asyncio.Event().wait()  # it gave up (no intercepts there): the rule keys still use the desk
+        finally:
+            await watcher.desk.close()
 
     async def _pump(self, feed: Feed) -> None:
         """The feed worker: events in, one message per coalesced burst out."""
@@ -129,6 +175,72 @@ class ProxyTui(App[None]):
         else:
             self.notify(f"{copied.title} ({len(copied.text)} characters)")
 
+    # -- the rule desk ------------------------------------------------------------------------
+
+    def on_held_changed(self, message: HeldChanged) -> None:
+        """New intercept state: the status bar's count, the intercept screen, a notice per new message."""
+        known = {held.id for held in self.intercepts.held}
+        self.intercepts = message.state
+        self._desk_failure = None
+        self.main.set_intercepted(len(message.state.held))
+        for screen in self.screen_stack:
+            if isinstance(screen, InterceptScreen):
+                screen.take(message.state)
+        new = [held for held in message.state.held if held.id not in known]
+        if len(new) == 1:
+            (held,) = new
+            what = f"{held.kind} {held.method}".rstrip()
+            self.notify(f"held {held.id}: {what} from the {held.direction} (I to decide)")
+        elif new:  # a burst: one notice, not a screenful
+            self.notify(f"{len(new)} more messages held (I to decide)")
+
+    def on_held_decided(self, message: HeldDecided) -> None:
+        """A decision went out from this TUI: read the held messages now."""
+        if self.watcher is not None:
+            self.watcher.kick()
+
+    def on_desk_failed(self, message: DeskFailed) -> None:
+        """The watcher cannot read the intercepts: say so once per reason."""
+        if message.reason != self._desk_failure:
+            self._desk_failure = message.reason
+            self.notify(f"intercepts: {message.reason}", severity="warning")
+
+    def action_faults(self) -> None:
+        """The fault rules screen."""
+        if self.desk is None:
+            self.notify(self.no_desk, severity="warning")
+        elif not isinstance(self.screen, FaultScreen):
+            self.push_screen(FaultScreen(self.desk))
+
+    def action_held(self) -> None:
+        """The intercept screen: rules and held messages."""
+        if self.desk is None:
+            self.notify(self.no_desk, severity="warning")
+        elif not isinstance(self.screen, InterceptScreen):
+            self.push_screen(InterceptScreen(self.desk, self.intercepts))
+
+    def action_intercept(self) -> None:
+        """Add an intercept rule, starting from the filter bar's query when it picks single messages."""
+        desk = self.desk
+        if desk is None:
+            self.notify(self.no_desk, severity="warning")
+            return
+
+        async def submit(text: str) -> str | None:
+            match, timeout = split_timeout(text)
+            try:
+                rule = await desk.add_intercept(match, timeout)
+            except DeskError as exc:
+                return str(exc)
+            self.notify(f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)")
+            if self.watcher is not None:
+                self.watcher.kick()
+            return None
+
+        prefill = message_match(self.main.query_.text)
+        title = "hold messages matching (Enter adds, Esc cancels)"
+        self.push_screen(RulePrompt(title, prefill, HINT, submit))
+
     def announce(self, text: str) -> None:
         """Keep a notice in the status bar (where it covers nothing) until another replaces it."""
         self.main.set_notice(text)
@@ -141,6 +253,21 @@ class ProxyTui(App[None]):
         """Show the help screen (once)."""
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+
+HINT = (
+    "MATCH [timeout=30s]   e.g. method:tools/call tool:delete_*   dir:server method:elicitation/create"
+    "   round:>1\nfields: method tool name era mode session body dir round (docs/intercept.md); "
+    "a held message goes on unchanged at its timeout"
+)
+
+
+def split_timeout(text: str) -> tuple[str, str | None]:
+    """`MATCH [timeout=30s]` as the match and the timeout (None: the proxy's default)."""
+    words = text.split()
+    if words and words[-1].lower().startswith("timeout="):
+        return " ".join(words[:-1]), words[-1].partition("=")[2]
+    return text.strip(), None
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from textual.message import Message
 
 from proxy.flows.events import FlowEvent
 from ui.capture_index import IndexReady
+from ui.desk import Intercepts
 from ui.feeds import FeedStatus
 
 
@@ -97,3 +98,31 @@ class FollowChanged(Message):
     def __init__(self, follow: bool) -> None:
         super().__init__()
         self.follow = follow
+
+
+class HeldChanged(Message):
+    """The intercept rules or the held messages changed (the held watcher read them anew)."""
+
+    def __init__(self, state: Intercepts) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        """Only the newest state matters."""
+        return isinstance(message, HeldChanged)
+
+
+class HeldDecided(Message):
+    """A held message was released (or a rule deleted) from a screen: read the held messages now."""
+
+    def __init__(self, held_id: str | None) -> None:
+        super().__init__()
+        self.held_id = held_id
+
+
+class DeskFailed(Message):
+    """The held watcher cannot read the proxy's intercepts; the reason is shown once."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

@@ -28,6 +28,9 @@ FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session"
 FLAGS = ("bridged", "invalid")
 """Bare words that test a property rather than search text."""
 
+MESSAGE_FIELDS = frozenset({"method", "tool", "name", "era", "mode", "session", "body", "dir", "round"})
+"""Fields of the rules' match language (docs/faults.md): terms that pick single messages."""
+
 Bodies = Callable[[], str]
 """Gives a chain's message bodies as lower-cased text, one body per line."""
 
@@ -85,6 +88,23 @@ def parse_query(text: str) -> Query:
         except ValueError as exc:
             return Query(text=text, error=f"filter: {exc}")
     return Query(text=text, terms=tuple(terms))
+
+
+def message_match(text: str) -> str:
+    """The filter's text when each of its terms picks single messages (a rule's MATCH), else ''.
+
+    `status:`, `duration:`, `client:`, `id:`, flags and free text describe chains, not messages, so a
+    filter holding any of them is no rule's match.
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return ""
+    for word in words:
+        _negate, name, value = split_word(word)
+        if value is None or not value or name not in MESSAGE_FIELDS:
+            return ""
+    return text.strip()
 
 
 def _parse_term(word: str) -> Term:

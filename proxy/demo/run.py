@@ -213,7 +213,7 @@ async def _under_tui(proxies: dict[str, Proxy], feeds: dict[str, Any]) -> list[C
             BusFeed(feeds["modern"], "2026-07-28 server's proxy", prefix="M:"),
         ]
     )
-    app = ProxyTui(merged)
+    app = ProxyTui(merged, no_desk="the demo's proxies take no fault or intercept rules")
     results: list[ComboResult] = []
 
     async def tour() -> None:

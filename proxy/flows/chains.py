@@ -57,6 +57,8 @@ from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
     FaultInjected,
+    InterceptHeld,
+    InterceptReleased,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -210,6 +212,10 @@ class ChainBuilder:
                 )
             case FaultInjected():
                 self.fault_injected(obs)
+            case InterceptHeld() | InterceptReleased():
+                note = intercept_note(obs)
+                if note is not None:
+                    self._note(obs.exchange, obs.message_id, note)
             case UpstreamSessionMoved():
                 self.upstream_session(
                     obs.name,
@@ -449,11 +455,14 @@ class ChainBuilder:
     def fault_injected(self, obs: FaultInjected) -> None:
         """Note an injected fault on the chain of the message it acted on, so it is never taken for
         the server's own behaviour (held for the exchange's first chain if none is open yet)."""
-        ex = self._exchanges.get(obs.exchange)
+        self._note(obs.exchange, obs.message_id, fault_note(obs))
+
+    def _note(self, exchange: str, message_id: str | int | None, note: str) -> None:
+        """Add a note to the chain of a message of an exchange (its first chain's, or held for it)."""
+        ex = self._exchanges.get(exchange)
         if ex is None:
             return
-        note = fault_note(obs)
-        chain_id = ex.requests.get(obs.message_id) if obs.message_id is not None else None
+        chain_id = ex.requests.get(message_id) if message_id is not None else None
         chain = self.store.peek(chain_id or ex.main_chain() or "")
         if chain is None:
             ex.pending_note = note
@@ -563,6 +572,14 @@ class ChainBuilder:
         if ex is not None:
             ex.began_earlier = True
 
+    def chain_of(self, exchange_id: str, message_id: str | int | None) -> str | None:
+        """The chain a message of an open exchange belongs to (its request's, else the exchange's)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None:
+            return None
+        found = ex.requests.get(message_id) if message_id is not None else None
+        return found or ex.main_chain()
+
     def has_exchange(self, exchange_id: str) -> bool:
         """Whether this exchange is open in the builder."""
         return exchange_id in self._exchanges
@@ -604,6 +621,25 @@ _HEADS: dict[Direction | None, Head] = {
     Direction.TO_CLIENT: Head.RESPONSE,
     None: Head.NONE,
 }
+
+
+def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
+    """The chain's note for an intercept: a message released (how, by whom, after how long), or one a
+    rule picked that was not held and why; None for a message now held (its release notes it)."""
+    sender = "client's" if obs.sender == "client" else "server's"
+    what = f"the {sender} {obs.method or 'message'}"
+    if isinstance(obs, InterceptHeld):
+        if obs.applied:
+            return None
+        return f"not held by intercept ({obs.rule}): {what}: {obs.detail or 'it could not be held'}"
+    rule = obs.rule.partition(":")[0]
+    done = {
+        "forward": "forwarded unchanged",
+        "forward_edited": "forwarded edited",
+        "drop": "dropped",
+        "answer": "answered by the proxy",
+    }.get(obs.decision, obs.decision)
+    return f"{what} held by intercept {rule} for {obs.held_ms / 1000:.1f} s, {done} by {obs.by}"
 
 
 def fault_note(obs: FaultInjected) -> str:

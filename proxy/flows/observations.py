@@ -187,6 +187,51 @@ class FaultInjected:
     detail: str | None = None
 
 
+@value
+class InterceptHeld:
+    """An intercept rule (`docs/intercept.md`) picked a message: it is held until someone decides.
+
+    `applied` is False when the rule picked it but it went on at once (`detail` says why: the table of
+    held messages was full, the proxy was draining, a message in a batch), so a breakpoint that did
+    not stop is never mistaken for one that did, nor left unsaid.
+    """
+
+    t: float
+    exchange: str
+    held: str
+    """The held message's id (`h3`): what the admin API and the TUI decide on."""
+    rule: str
+    """The rule's id and text: `i1: tool:delete_* timeout=30s`."""
+    sender: str
+    """Who sent the message: `client` or `server` (a bridge's own messages: the side it came from)."""
+    message_id: str | int | None = None
+    method: str | None = None
+    applied: bool = True
+    detail: str | None = None
+
+
+@value
+class InterceptReleased:
+    """A held message was released: what became of it, who decided, and how long it was held.
+
+    `decision` is `forward`, `forward_edited`, `drop` or `answer`; `by` is `api`, `tui`, `timeout`,
+    `drain` or `rule_deleted`. `message` is what was sent in its place (an edit or an answer), raw:
+    the consumers redact it like every message.
+    """
+
+    t: float
+    exchange: str
+    held: str
+    rule: str
+    sender: str
+    message_id: str | int | None
+    method: str | None
+    decision: str
+    by: str
+    held_ms: float
+    message: Any = None
+
+
 Observation: TypeAlias = (
     ExchangeOpened
     | MessageSeen
@@ -201,6 +246,8 @@ Observation: TypeAlias = (
     | ContinuationMoved
     | UpstreamSessionMoved
     | FaultInjected
+    | InterceptHeld
+    | InterceptReleased
 )
 """Every kind of observation."""
 

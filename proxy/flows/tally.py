@@ -21,6 +21,8 @@ from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
     FaultInjected,
+    InterceptHeld,
+    InterceptReleased,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
@@ -70,6 +72,8 @@ class ExchangeSummary:
     the session's deletion ended, which is how streams end)."""
     fault: str | None = None
     """The faults the proxy injected into the exchange's messages (`delay 200 ms; drop`), if any."""
+    intercept: str | None = None
+    """What intercepts did to its messages (`held 3.2 s, forwarded edited by api`), if any."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -93,6 +97,8 @@ class ExchangeSummary:
         }
         if self.fault is not None:  # only on an exchange a fault rule acted on
             fields["fault"] = self.fault
+        if self.intercept is not None:  # only on an exchange an intercept rule picked
+            fields["intercept"] = self.intercept
         return fields
 
 
@@ -119,6 +125,8 @@ class _Open:
     messages_out: int = 0
     faults: list[str] | None = None
     """Faults injected into its messages, in order (None while there are none)."""
+    intercepts: list[str] | None = None
+    """What intercepts did to its messages, in order (None while nothing was picked)."""
 
 
 class RoundTripTally:
@@ -183,6 +191,11 @@ class RoundTripTally:
             if tally is not None:
                 text = obs.fault if obs.applied else f"{obs.fault} not injected"
                 tally.faults = [*(tally.faults or ()), text]
+        elif isinstance(obs, InterceptHeld | InterceptReleased):
+            tally = self._open.get(obs.exchange)
+            said = _intercept_text(obs)
+            if tally is not None and said is not None:
+                tally.intercepts = [*(tally.intercepts or ()), said]
         return None
 
     def _message(self, obs: MessageSeen) -> None:
@@ -289,4 +302,12 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         carried=_carried(tally, redactor),
         trouble=_trouble(tally, closed.outcome),
         fault="; ".join(tally.faults) if tally.faults else None,
+        intercept="; ".join(tally.intercepts) if tally.intercepts else None,
     )
+
+
+def _intercept_text(obs: InterceptHeld | InterceptReleased) -> str | None:
+    """`held 3.2 s, forward_edited by api` for a release, `not held: ...` for a message let go at once."""
+    if isinstance(obs, InterceptReleased):
+        return f"held {obs.held_ms / 1000:.1f} s, {obs.decision} by {obs.by}"
+    return None if obs.applied else f"not held: {obs.detail}"

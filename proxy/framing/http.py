@@ -31,6 +31,9 @@ class Upstream:
     base_path: str
     query: str = ""
     """The upstream URL's query, as written (percent-encoding kept); every upstream request carries it."""
+    transport: str = "http"
+    """How the proxy speaks to it, as configured: `http` (Streamable HTTP, or HTTP+SSE found by the
+    era probe), `sse` (HTTP+SSE, named by the user) or `stdio` (a command the proxy runs)."""
 
     host_header: str = field(init=False, repr=False, compare=False)
     """The `Host` value the upstream expects (port omitted when it is the scheme default)."""
@@ -42,6 +45,11 @@ class Upstream:
     """The client paths that name the MCP endpoint (only their requests are ever bridged)."""
 
     def __post_init__(self) -> None:
+        if self.scheme == "stdio":  # a command: no host, and the proxy serves it at its base path
+            for name, value in (("host_header", ""), ("origin", self.url), ("target", self.base_path)):
+                object.__setattr__(self, name, value)
+            object.__setattr__(self, "endpoint_paths", frozenset({"", "/", self.base_path}))
+            return
         # Worked out once: all three are read for every relayed request.
         default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -78,6 +86,8 @@ class Upstream:
         The path and the query's parameter names stay, since they tell one upstream from another;
         a query value may be an API key.
         """
+        if self.scheme == "stdio":
+            return self.url
         if not self.query:
             return self.origin + self.base_path
         names = [pair.split("=", 1)[0] for pair in self.query.split("&")]
@@ -112,7 +122,18 @@ def masked_url(url: str) -> str:
     return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
 
 
-def parse_upstream(url: str) -> Upstream:
+STDIO_PATH = "/mcp"
+"""The path the proxy serves a stdio upstream at (as well as `/`)."""
+
+
+def stdio_upstream(shown: str) -> Upstream:
+    """The upstream a stdio command stands for; `shown` is the command as logs show it (no secrets)."""
+    return Upstream(
+        url=f"stdio:{shown}", scheme="stdio", host="", port=0, base_path=STDIO_PATH, transport="stdio"
+    )
+
+
+def parse_upstream(url: str, transport: str = "http") -> Upstream:
     """Parse and check an upstream URL (http or https with a host); ValueError says what is wrong."""
     parts = urlsplit(url)
     shown = masked_url(url)
@@ -128,7 +149,13 @@ def parse_upstream(url: str) -> Upstream:
     if NOT_IN_TARGET.search(path + parts.query):
         raise ValueError(f"URL has spaces, controls or non-ASCII characters in its path or query: {shown!r}")
     return Upstream(
-        url=url, scheme=parts.scheme, host=parts.hostname, port=port, base_path=path, query=parts.query
+        url=url,
+        scheme=parts.scheme,
+        host=parts.hostname,
+        port=port,
+        base_path=path,
+        query=parts.query,
+        transport=transport,
     )
 
 

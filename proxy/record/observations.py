@@ -29,6 +29,8 @@ from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
     FaultInjected,
+    InterceptHeld,
+    InterceptReleased,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -64,6 +66,8 @@ KINDS: Final[dict[type[Any], str]] = {
     ContinuationMoved: "continuation",
     UpstreamSessionMoved: "upstream_session",
     FaultInjected: "fault",
+    InterceptHeld: "intercept_held",
+    InterceptReleased: "intercept_released",
 }
 """The schema name of each observation kind."""
 
@@ -105,6 +109,8 @@ class ObservationEncoder:
                 line["headers"] = redactor.headers(obs.headers)
             case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint
                 line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
+            case InterceptReleased():  # the edit or answer sent in the held message's place
+                line["message"] = redactor.body_bounded(obs.message, self._body_limit)[0]
             case InvalidBody():  # the raw bytes that were not JSON-RPC
                 line["body"] = obs.body[: self._body_limit].decode("utf-8", "replace")
             case _:

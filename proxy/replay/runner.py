@@ -73,6 +73,7 @@ def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
     return base.model_copy(
         update={
             "upstream": upstream,
+            "upstream_cmd": None,
             "upstream_era": options.upstream_era or base.upstream_era,
             "upstream_timeout": options.timeout,
             "listen": "127.0.0.1:0",
@@ -310,6 +311,8 @@ def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:
         upstream = fixed or named
         if not upstream:
             raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
+        if not upstream.startswith(("http://", "https://")):
+            raise ReplayFailed(f"replay sends to an HTTP server, not {upstream}: give tui --upstream URL")
         if "<redacted" in upstream:
             raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
         return await replay_one(upstream, plan, handshake, ReplayOptions(settings=settings))

@@ -36,9 +36,11 @@ from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
 from proxy.record.har import HarWriter, upstream_url
 from proxy.record.har_live import entries_of
 from proxy.transport.admin_faults import FaultRoutes
+from proxy.transport.admin_intercepts import InterceptRoutes
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
+from proxy.transport.intercept_control import InterceptControl, InterceptMetrics
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
 from proxy.transport.routing import Router
 
@@ -83,6 +85,8 @@ class AdminContext:
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
     faults: FaultControl | None = None
     """The fault rules in force (`/api/faults`; their counts in /metrics)."""
+    intercepts: InterceptControl | None = None
+    """The intercept rules and held messages (`/api/intercepts`; their counts in /metrics)."""
 
 
 class AdminServer:
@@ -116,6 +120,8 @@ class AdminServer:
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:
             self.metrics.registry.register(FaultMetrics(ctx.faults))
+        if ctx.intercepts is not None:
+            self.metrics.registry.register(InterceptMetrics(ctx.intercepts.desk))
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)
@@ -189,6 +195,10 @@ class AdminServer:
         app.router.add_get("/api/feed", self.live_feed)
         if self.ctx.faults is not None:
             FaultRoutes(self.ctx.faults, has_token=self.token is not None, host=lambda: self.host).add(app)
+        if self.ctx.intercepts is not None:
+            InterceptRoutes(
+                self.ctx.intercepts, has_token=self.token is not None, host=lambda: self.host
+            ).add(app)
         return app
 
     # -- guards -----------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.engine.gate.rules import parse_rule
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
@@ -40,17 +39,7 @@ class FaultRoutes:
 
     def _refusal(self) -> web.Response | None:
         """403 when the admin API listens beyond loopback without a token (anyone there could steer it)."""
-        if self.has_token or _loopback(self.host()):
-            return None
-        return _json(
-            {
-                "error": "forbidden",
-                "message": "fault rules are refused on an admin API that listens beyond loopback "
-                f"({self.host()}) without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen "
-                "on 127.0.0.1",
-            },
-            status=403,
-        )
+        return forbidden_without_token(self.has_token, self.host(), "fault rules")
 
     async def listing(self, request: web.Request) -> web.StreamResponse:
         """The rules in force, each with its id and faults injected, and the counts by action."""
@@ -68,17 +57,10 @@ class FaultRoutes:
         texts = await _rule_texts(request)
         if isinstance(texts, web.Response):
             return texts
-        parsed = []
-        for text in texts:
-            try:
-                parsed.append(parse_rule(text))
-            except ValueError as exc:
-                return _bad(f"fault rule {text!r}: {exc}")
-        room = 100 - len(self.control.gate)
-        if len(parsed) > room:
-            return _bad(f"at most 100 fault rules are held at once; {room} more fit")
-        added = [self.control.add(rule) for rule in parsed]
-        rules = [rule for rule in self.control.gate.listing() if rule["id"] in added]
+        try:
+            rules = self.control.add_texts(texts)
+        except ValueError as exc:
+            return _bad(str(exc))
         return _json({"rules": rules}, status=201)
 
     async def clear(self, request: web.Request) -> web.StreamResponse:
@@ -123,6 +105,21 @@ async def _rule_texts(request: web.Request) -> list[str] | web.Response:
     if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
         return _bad(shape)
     return rules
+
+
+def forbidden_without_token(has_token: bool, host: str, what: str) -> web.Response | None:
+    """403 naming what to do when paths that steer the traffic (`what`) are asked of an admin API that
+    listens beyond loopback without a token; None when they may answer."""
+    if has_token or _loopback(host):
+        return None
+    return _json(
+        {
+            "error": "forbidden",
+            "message": f"{what} are refused on an admin API that listens beyond loopback ({host}) "
+            "without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen on 127.0.0.1",
+        },
+        status=403,
+    )
 
 
 def _loopback(host: str) -> bool:

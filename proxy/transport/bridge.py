@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Container
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy import SERVER_SOFTWARE
@@ -69,10 +69,14 @@ from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import bridged_client_faults
+from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.tasks import spawn
-from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
+
+_OWN_HEADERS = ("accept", "content-type", "content-length")
+"""Headers an answer the proxy POSTs upstream sets itself (it is JSON, and takes JSON or SSE back)."""
 
 if TYPE_CHECKING:  # the relay's module routes to the bridges: a type only, never an import cycle
     from proxy.transport.relay import RelayContext
@@ -123,6 +127,8 @@ class _Exchange:
     """
 
     client: ClientSide
+    route: Route | None = None
+    """The client's request (an intercept hands the bridge an answer under its session)."""
     writes: deque[BridgeCommand] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
@@ -162,7 +168,7 @@ class BridgeDriver:
         *,
         mode: Mode,
         upstream: Upstream,
-        pool: Callable[[], UpstreamPool],
+        pool: Callable[[], UpstreamClient],
         observer: ObservationSink,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
@@ -182,6 +188,11 @@ class BridgeDriver:
         self._resumes: dict[str, ResumeLeg] = {}
         self.faults: RelayContext | None = None
         """Where the fault rules in force are found (`RelayContext.gate`); None: never consulted."""
+        self.intercepts: BridgeHolds | None = None
+        """Intercepts on the bridge's own messages (`proxy.transport.bridge_holds`); None: never asked."""
+        self._leg_heads: dict[str, tuple[tuple[str, str], ...]] = {}
+        """Request headers of open legs while intercepts are in force: an answer the proxy POSTs to
+        the upstream's request on a leg goes with that leg's session."""
         self._stop_legs: list[asyncio.Task[Any]] | None = None
         """The upstream requests the engine started when the proxy began to stop (None: not yet)."""
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
@@ -195,20 +206,25 @@ class BridgeDriver:
         A response the proxy makes whole (`ReplyJson`) is left with the client side, which sends it
         once the exchange ends; a stream is written as the engine orders it.
         """
-        ex = _Exchange(client)
+        ex = _Exchange(client, route)
         self.exchanges[exchange] = ex
         self._observe_client_request(exchange, client, route)
         relays = self.faults
         gate = relays.gate if relays is not None else None
         if gate is not None and relays is not None:  # fault rules are in force: they may hold or answer
             answer = await bridged_client_faults(
-                gate, self.observer, exchange, route, self.mode, relays.holds
+                gate, self.observer, exchange, route, self.mode, relays.holds, relays.desk
             )
-            if answer is not None:
+            if isinstance(answer, Route):  # an intercept's decision edited the client's message
+                route = ex.route = answer
+            elif answer is not None:
                 self.exchanges.pop(exchange, None)
                 self._observe_reply(exchange, *answer, ())
                 _json_response(client, *answer, ())
                 return
+        holds = self.intercepts
+        if holds is not None and holds.active:
+            holds.client_request(exchange, route.body.messages)
         self.feed(ClientRequestReceived(exchange, route, time.time(), client.peer))
         try:
             while not ex.done:
@@ -221,10 +237,19 @@ class BridgeDriver:
             raise
         finally:
             self.exchanges.pop(exchange, None)
+            if holds is not None:
+                holds.forget(exchange=exchange)
         if not ex.answered and not client.started:
             client.respond(500, b"", None, ())  # ended without an answer: the client is never left waiting
 
     async def _write(self, exchange: str, ex: _Exchange, cmd: BridgeCommand) -> None:
+        holds = self.intercepts
+        holding = holds is not None and holds.active
+        if holding and holds is not None and isinstance(cmd, ReplyJson | SendSse) and cmd.message is not None:
+            held = await self._held_for_client(exchange, ex, cmd, holds)
+            if held is None:
+                return
+            cmd = held
         match cmd:
             case ReplyJson(_, status, message, headers):
                 self._observe_reply(exchange, status, message, headers)
@@ -234,7 +259,8 @@ class BridgeDriver:
                 head = _sse_head(headers)
                 sink = self.observer
                 sink.emit(ResponseHeadSeen(sink.now(), exchange, 200, "text/event-stream", dict(head)))
-                first = ex.take_if(SendSse)  # the head goes out with the event queued behind it
+                # The head goes out with the event queued behind it (unless an intercept may hold it).
+                first = ex.take_if(SendSse) if not holding else None
                 event = self._event(exchange, first) if isinstance(first, SendSse) else b""
                 end = ex.ending() if first is not None else None
                 try:
@@ -263,6 +289,23 @@ class BridgeDriver:
                     await self._guard(exchange, ex, ex.client.finish())  # a no-op once the end went out
                 ex.done = True
                 self._close_observation(exchange, outcome)
+
+    async def _held_for_client(
+        self, exchange: str, ex: _Exchange, cmd: ReplyJson | SendSse, holds: BridgeHolds
+    ) -> ReplyJson | SendSse | None:
+        """A message the bridge sends the client, past the intercepts: what to write (None: nothing)."""
+        assert cmd.message is not None
+        route = ex.route
+        outcome = await holds.to_client(exchange, cmd.message, route.session_id if route else None)
+        if outcome.verb == "send":
+            return cmd if outcome.message is cmd.message else replace(cmd, message=outcome.message)
+        if isinstance(cmd, ReplyJson):  # a whole answer always goes out: nothing else ends the exchange
+            return replace(cmd, status=202, message=None)
+        if outcome.verb == "reply" and route is not None:  # the bridge gets the answer as the client's
+            raw = dumps(outcome.message)
+            answer = replace(route, http_method="POST", raw=raw, body=parse_body(raw))
+            self.feed(ClientRequestReceived(f"{exchange}-intercept", answer, time.time(), ex.client.peer))
+        return None
 
     def _event(self, exchange: str, cmd: SendSse) -> bytes:
         """One SSE event on the client's stream, observed as it goes out."""
@@ -322,6 +365,12 @@ class BridgeDriver:
                     leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
                 )
                 query = self._query(exchange)
+                holds = self.intercepts
+                if holds is not None and holds.active:
+                    self._leg_heads[leg] = headers
+                    held = self._run_held_leg(holds, leg, exchange, query, headers, message)
+                    self.legs[leg] = spawn(held, name=f"leg-{leg}")
+                    return
                 run = self._run_leg(leg, query, "POST", headers, dumps(message))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
@@ -330,12 +379,15 @@ class BridgeDriver:
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers):
                 self.leg_exchange[leg] = exchange
+                if self.intercepts is not None and self.intercepts.active:
+                    self._leg_heads[leg] = headers
                 run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case ResumeLeg(leg):
                 self._resumes[leg] = command  # carried out by the leg's reader, which fed the cut
             case CloseLeg(leg):
                 self._resumes.pop(leg, None)
+                self._forget_leg(leg)
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
                 self.observer.emit(LegClosed(self.observer.now(), leg))
@@ -421,6 +473,60 @@ class BridgeDriver:
             if resp is None:
                 return
 
+    async def _run_held_leg(
+        self,
+        holds: BridgeHolds,
+        leg: str,
+        exchange: str,
+        query: str,
+        headers: tuple[tuple[str, str], ...],
+        message: dict[str, Any],
+    ) -> None:
+        """A leg whose message an intercept may hold: sent as decided, or answered in the upstream's place."""
+        outcome = await holds.to_upstream(leg, exchange, message)
+        if outcome.verb == "send":
+            await self._run_leg(leg, query, "POST", headers, dumps(outcome.message))
+            return
+        if outcome.verb == "reply":  # the bridge reads the answer as the upstream's JSON body
+            self.feed(LegResponded(leg, 200, (("Content-Type", "application/json"),)))
+            if leg in self.legs:
+                self.feed(LegMessage(leg, classify_value(outcome.message)))
+        else:  # a notification or an answer dropped: as the upstream's 202
+            self.feed(LegResponded(leg, 202, ()))
+        self._leg_done(leg, LegEnded(leg))
+
+    async def _answer_upstream(self, leg: str, answer: dict[str, Any]) -> None:
+        """POST an answer to the upstream's request on `leg`, as the client would, with the leg's session."""
+        heads = [(k, v) for k, v in self._leg_heads.get(leg, ()) if k.lower() not in _OWN_HEADERS]
+        heads += [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")]
+        try:
+            resp = await self._pool().request(
+                "POST",
+                self.upstream.base_path,
+                tuple(heads),
+                dumps(answer),
+                self._query(self.leg_exchange.get(leg, "")),
+            )
+            try:
+                await resp.read(self.max_message_bytes, "the upstream's reply to an intercept's answer")
+            finally:
+                resp.close()
+        except (TimeoutError, UpstreamError) as exc:
+            self.log.warning("intercept_answer_failed", mode=self.mode.value, leg=leg, detail=str(exc)[:300])
+
+    async def _leg_message(self, leg: str, msg: Message, sse_id: str | None) -> None:
+        """Feed the engine one upstream message, past the intercepts when any is in force."""
+        holds = self.intercepts
+        if holds is not None and holds.active:
+            outcome = await holds.from_upstream(leg, self.leg_exchange.get(leg, ""), msg)
+            if outcome.verb == "reply":
+                await self._answer_upstream(leg, outcome.message)
+                return
+            if outcome.verb == "skip" or leg not in self.legs:
+                return
+            msg = outcome.message
+        self.feed(LegMessage(leg, msg, sse_id))
+
     async def _open_leg(
         self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse | None:
@@ -441,7 +547,7 @@ class BridgeDriver:
             async for chunk in resp.chunks():
                 for item in decoder.feed(chunk):
                     if isinstance(item, SseEvent):
-                        self._leg_event(leg, item, stream)
+                        await self._leg_event(leg, item, stream)
             return
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         messages = parse_body(raw).messages
@@ -450,9 +556,9 @@ class BridgeDriver:
         for msg in messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)
-                self.feed(LegMessage(leg, msg))
+                await self._leg_message(leg, msg, None)
 
-    def _leg_event(self, leg: str, item: SseEvent, stream: _LegStream) -> None:
+    async def _leg_event(self, leg: str, item: SseEvent, stream: _LegStream) -> None:
         if item.id is not None:
             stream.last_id = item.id
         if item.retry is not None:
@@ -463,7 +569,7 @@ class BridgeDriver:
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
         self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
-        self.feed(LegMessage(leg, msg, item.id))
+        await self._leg_message(leg, msg, item.id)
 
     def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
         """Tell the engine a leg's SSE body stopped; its ResumeLeg keeps the leg, else the leg is over."""
@@ -476,15 +582,23 @@ class BridgeDriver:
             self.legs[leg] = task
             return resume
         self.leg_exchange.pop(leg, None)
+        self._forget_leg(leg)
         self.observer.emit(LegClosed(self.observer.now(), leg))
         return None
 
     def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
+        self._forget_leg(leg)
         if self.legs.pop(leg, None) is None:
             return
         self.feed(event)
         self.leg_exchange.pop(leg, None)
         self.observer.emit(LegClosed(self.observer.now(), leg))
+
+    def _forget_leg(self, leg: str) -> None:
+        if self._leg_heads:
+            self._leg_heads.pop(leg, None)
+        if self.intercepts is not None:
+            self.intercepts.forget(leg=leg)
 
     # -- observation ------------------------------------------------------------------------------
 

@@ -11,25 +11,36 @@ upstream's answers) do not pass through the gate yet (docs/faults.md).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, seen
+from proxy.engine.gate.actions import HOLD
+from proxy.engine.gate.match import Seen
+from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, intercept_drop_answer, seen
 from proxy.engine.gate.rules import BRIDGED_ACTIONS, Fault, FaultGate
 from proxy.flows.events import Mode
 from proxy.flows.observations import FaultInjected
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route
 from proxy.transport.holds import Holds
-from proxy.wire.jsonrpc import Kind, Message, RequestId
+from proxy.transport.intercept_desk import InterceptDesk
+from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
 
 Answer = tuple[int, dict[str, Any] | None]
 """An HTTP status and the JSON-RPC message the client gets (None: an empty 202)."""
 
 
 async def bridged_client_faults(
-    gate: FaultGate, sink: ObservationSink, exchange: str, route: Route, mode: Mode, holds: Holds
-) -> Answer | None:
-    """Apply the faults on a bridged request's messages; the answer when a fault answered it."""
+    gate: FaultGate,
+    sink: ObservationSink,
+    exchange: str,
+    route: Route,
+    mode: Mode,
+    holds: Holds,
+    desk: InterceptDesk | None = None,
+) -> Answer | Route | None:
+    """Apply the faults and intercepts on a bridged request's messages: the answer when one answered
+    it, the route to take instead when an intercept's decision edited it, else None."""
     messages = route.body.messages
     asked = asked_of(messages, server_asked(sink, route.session_id))
     if not gate.concerns(messages, asked):
@@ -42,6 +53,13 @@ async def bridged_client_faults(
         if fault is None:
             continue
         kind = fault.action.kind
+        if kind == HOLD:
+            if desk is None:
+                continue
+            held = await _hold(desk, exchange, route, fault, msg, judged)
+            if held is not None:
+                return held
+            continue
         if kind not in BRIDGED_ACTIONS:
             _note(
                 gate,
@@ -62,6 +80,24 @@ async def bridged_client_faults(
     if delay_ms:
         await holds.wait(delay_ms / 1000)
     return None
+
+
+async def _hold(
+    desk: InterceptDesk, exchange: str, route: Route, fault: Fault, msg: Message, judged: Seen
+) -> Answer | Route | None:
+    """Hold a client's message before the bridge takes it; what the decision makes of it."""
+    alone = len(route.body.messages) == 1
+    decision = await desk.hold(fault, exchange, msg, judged, side="upstream", alone=alone)
+    if decision.verb == "forward":
+        if decision.message is None:
+            return None
+        raw = dumps(decision.message)
+        return replace(route, raw=raw, body=parse_body(raw))
+    if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: never reaches the bridge
+        return 202, None
+    if decision.verb == "answer" and decision.message is not None:
+        return 200, decision.message
+    return 200, intercept_drop_answer(msg.id, fault.rule_id)
 
 
 def _answer(gate: FaultGate, sink: ObservationSink, exchange: str, fault: Fault, msg: Message) -> Answer:

@@ -8,6 +8,7 @@ nothing for the feature then (`proxy.transport.faults` relays what a rule may co
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
@@ -17,6 +18,9 @@ from proxy.logs import get_logger
 from proxy.transport.relay import RelayContext
 
 _LOG = get_logger()
+
+MAX_RULES = 100
+"""Most fault rules in force at once (a bound on what each judged message is checked against)."""
 
 
 class FaultControl:
@@ -39,12 +43,29 @@ class FaultControl:
         _LOG.warning("fault_rule_added", rule=f"{rule_id}: {rule.text}")
         return rule_id
 
+    def add_texts(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        """Put rules in force from their text, all or none, as the admin API lists them.
+
+        ValueError names the rule that does not parse, or how many more fit under `MAX_RULES`.
+        """
+        parsed = []
+        for text in texts:
+            try:
+                parsed.append(parse_rule(text))
+            except ValueError as exc:
+                raise ValueError(f"fault rule {text!r}: {exc}") from exc
+        room = MAX_RULES - self.gate.fault_count
+        if len(parsed) > room:
+            raise ValueError(f"at most {MAX_RULES} fault rules are held at once; {room} more fit")
+        added = [self.add(rule) for rule in parsed]
+        return [rule for rule in self.gate.listing() if rule["id"] in added]
+
     def remove(self, rule_id: str) -> bool:
         """Take one rule out of force; False when none has that id."""
         found = self.gate.remove(rule_id)
         if found:
             _LOG.info("fault_rule_removed", rule=rule_id)
-        self._sync()
+        self.sync()
         return found
 
     def clear(self) -> int:
@@ -52,10 +73,11 @@ class FaultControl:
         count = self.gate.clear()
         if count:
             _LOG.info("fault_rules_cleared", count=count)
-        self._sync()
+        self.sync()
         return count
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
+        """Point the traffic at the gate while any rule (fault or intercept) is in force, else at None."""
         self.relays.gate = self.gate if len(self.gate) else None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from proxy.engine.gate.actions import HOLD
 from proxy.engine.gate.match import Seen
 from proxy.engine.gate.messages import (
     Asked,
@@ -27,6 +28,9 @@ from proxy.engine.gate.messages import (
     drop_answer,
     dropped_answer,
     error_answer,
+    intercept_drop_answer,
+    intercept_dropped_answer,
+    intercept_refusal,
     seen,
 )
 from proxy.engine.gate.rules import Fault, FaultGate
@@ -34,6 +38,7 @@ from proxy.engine.passthrough import ClientHead
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
+from proxy.framing.http import forward_request_headers
 from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
 from proxy.logs import get_logger
 from proxy.transport.bridge_faults import server_asked
@@ -41,7 +46,7 @@ from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
-from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
 
 _LOG = get_logger()
 
@@ -71,7 +76,7 @@ def gated_relay(
 class GatedRelay(PassthroughRelay):
     """One pass-through exchange relayed through the gate (always in a task)."""
 
-    __slots__ = ("asked", "cut_fault", "events_sent", "gate", "judged", "route_era", "session")
+    __slots__ = ("asked", "cut_fault", "events_sent", "gate", "judged", "route", "route_era", "session")
 
     def __init__(
         self,
@@ -89,6 +94,8 @@ class GatedRelay(PassthroughRelay):
         self.asked = asked
         self.route_era = str(route.era)
         self.session = route.session_id
+        self.route = route
+        """The client's request (an intercept answers a server's request upstream with its headers)."""
         self.cut_fault: Fault | None = None
         self.events_sent = 0
 
@@ -137,12 +144,83 @@ class GatedRelay(PassthroughRelay):
                 self.cut_fault = fault  # noted when the stream is cut, or found to be no stream
             elif kind == "corrupt_state":
                 route = self._corrupted(route, fault, msg)
+            elif kind == HOLD:
+                held = await self._hold_client(route, fault, msg, judged, single)
+                if held is None:
+                    return None
+                route = held
         if delay_ms:
             self._flush()
             await self.ctx.holds.wait(delay_ms / 1000)
         if twice:
             await self._send_copy(route)
         return route
+
+    async def _hold_client(
+        self, route: Route, fault: Fault, msg: Message, judged: Seen, single: bool
+    ) -> Route | None:
+        """Hold a client's message for a decision: the route to send on, or None (the proxy answered)."""
+        desk = self.ctx.desk
+        if desk is None:
+            return route
+        self._flush()
+        decision = await desk.hold(fault, self.exchange, msg, judged, side="upstream", alone=single)
+        if decision.verb == "forward":
+            if decision.message is None:
+                return route
+            raw = dumps(decision.message)
+            return replace(route, raw=raw, body=parse_body(raw))
+        if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: dropped, the client gets 202
+            self._emit(ResponseHeadSeen(self.ctx.observations.now(), self.exchange, 202, None, {}))
+            self.client.respond(202, b"", None, ())
+            self._finish(None)
+            return None
+        rule = fault.rule_id
+        if decision.verb == "answer" and decision.message is not None:
+            self._respond_json(decision.message, f"answered by the proxy's intercept ({rule})")
+        else:
+            self._respond_json(
+                intercept_drop_answer(msg.id, rule), f"dropped by the proxy's intercept ({rule})"
+            )
+        self._finish(None)
+        return None
+
+    async def _hold_server(self, fault: Fault, msg: Message, judged: Seen) -> tuple[Any, bool]:
+        """Hold a server's message for a decision: what the client gets in its place (None: nothing),
+        and whether that differs from what the server sent."""
+        desk = self.ctx.desk
+        if desk is None:
+            return msg.raw, False
+        self._flush()
+        decision = await desk.hold(fault, self.exchange, msg, judged, side="client")
+        rule = fault.rule_id
+        if decision.verb == "forward":
+            edited = decision.message
+            return (msg.raw, False) if edited is None else (edited, True)
+        if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
+            answer = decision.message if decision.verb == "answer" else None
+            await self._answer_upstream(answer or intercept_refusal(msg.id, rule))
+            return None, True
+        if msg.is_response:
+            answer = decision.message if decision.verb == "answer" else None
+            return answer or intercept_dropped_answer(msg.id, rule), True
+        return None, True  # a notification dropped
+
+    async def _answer_upstream(self, answer: dict[str, Any]) -> None:
+        """POST an answer to a server's request upstream, as the client would (its headers, its session)."""
+        own = ("accept", "content-type", "content-length")
+        headers = [(k, v) for k, v in forward_request_headers(self.route.headers) if k.lower() not in own]
+        headers += [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")]
+        try:
+            resp = await self.ctx.pool.request(
+                "POST", self.route.path, tuple(headers), dumps(answer), self.client.raw_query
+            )
+            try:
+                await resp.read(COPY_LIMIT, "the server's reply to an intercept's answer")
+            finally:
+                resp.close()
+        except (TimeoutError, UpstreamError) as exc:
+            _LOG.warning("intercept_answer_failed", exchange=self.exchange, detail=str(exc)[:300])
 
     def _corrupted(self, route: Route, fault: Fault, msg: Message) -> Route:
         altered = corrupt_state(route.raw) if len(route.body.messages) == 1 else None
@@ -235,7 +313,7 @@ class GatedRelay(PassthroughRelay):
             if self._started(head, upstream, length, body):
                 await self._stream_started(upstream, body)
             return
-        body, delay_ms = self._judge_json(body)
+        body, delay_ms = await self._judge_json(body)
         if delay_ms:
             self._flush()
             await self.ctx.holds.wait(delay_ms / 1000)
@@ -243,7 +321,7 @@ class GatedRelay(PassthroughRelay):
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
 
-    def _judge_json(self, body: bytes) -> tuple[bytes, float]:
+    async def _judge_json(self, body: bytes) -> tuple[bytes, float]:
         """The body with the faults on its messages applied, and the delay they add."""
         parsed = parse_body(body)
         if parsed.parse_error or not parsed.messages:
@@ -252,10 +330,16 @@ class GatedRelay(PassthroughRelay):
         changed = False
         out: list[Any] = []
         for msg in parsed.messages:
-            fault = self.gate.decide(self._seen(msg))
+            judged = self._seen(msg)
+            fault = self.gate.decide(judged)
             kind = fault.action.kind if fault is not None else None
             if fault is None or kind is None:
                 out.append(msg.raw)
+            elif kind == HOLD:
+                made, altered = await self._hold_server(fault, msg, judged)
+                changed = changed or altered
+                if made is not None:
+                    out.append(made)
             elif kind == "delay":
                 delay_ms += fault.action.delay_ms
                 self._note(fault, msg, "server", detail="held before it went to the client")
@@ -274,6 +358,8 @@ class GatedRelay(PassthroughRelay):
                 out.append(msg.raw)
         if not changed:
             return body, delay_ms
+        if not out:
+            return b"", delay_ms
         return dumps(out if parsed.batch else out[0]), delay_ms
 
     async def _sse_through_gate(self, upstream: UpstreamResponse) -> None:
@@ -324,11 +410,19 @@ class GatedRelay(PassthroughRelay):
         if msg is not None and cut is not None and self.events_sent >= cut.action.events:  # cut_after=0
             self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
-        fault = self.gate.decide(self._seen(msg)) if msg is not None else None
+        judged = self._seen(msg) if msg is not None else None
+        fault = self.gate.decide(judged) if judged is not None else None
         copies = 1
-        if fault is not None and msg is not None:
+        if fault is not None and msg is not None and judged is not None:
             kind = fault.action.kind
-            if kind == "delay":
+            if kind == HOLD:
+                made, altered = await self._hold_server(fault, msg, judged)
+                if made is None:
+                    self._flush()
+                    return None
+                if altered:
+                    raw = event_with_data(raw, dumps(made).decode())
+            elif kind == "delay":
                 self._note(fault, msg, "server", detail="held before it went to the client")
                 self._flush()
                 await self.ctx.holds.wait(fault.action.delay_ms / 1000)

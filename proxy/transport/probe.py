@@ -21,12 +21,15 @@ from proxy.engine.select import (
 )
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent
-from proxy.transport.upstream_pool import UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.sse_upstream import open_session
+from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
 
 PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
+SSE_HINTS = (400, 404, 405)
+"""Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +41,13 @@ class ProbeResult:
     """The upstream answered HTTP (its answers may still fit no era, e.g. 401 without credentials)."""
     problem: str = ""
     """Why no era is known: the connection error, or the statuses the upstream answered with."""
+    transport: str = "http"
+    """`sse` when the URL is a 2024-11-05 HTTP+SSE endpoint (a GET there opened a session): the eras
+    are then unknown until it is probed again over that transport."""
 
 
 async def probe_upstream(
-    pool: UpstreamPool,
+    pool: UpstreamClient,
     upstream: Upstream,
     limit_s: float,
     credentials: tuple[tuple[str, str], ...] = (),
@@ -61,17 +67,31 @@ async def probe_upstream(
             legacy = legacy_accepted(status_l, messages)
             if session:
                 await _delete_session(pool, upstream, session, credentials)
+        eras = UpstreamEras(legacy=legacy, modern=modern)
+        problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
+        if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
+            async with asyncio.timeout(limit_s):
+                if await _speaks_sse(pool, upstream, limit_s):
+                    return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
     except UpstreamError as exc:
         return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
-    eras = UpstreamEras(legacy=legacy, modern=modern)
-    problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
     return ProbeResult(eras, True, problem)
 
 
+async def _speaks_sse(pool: UpstreamClient, upstream: Upstream, limit_s: float) -> bool:
+    """A GET on the URL opens an HTTP+SSE session (its first event names a message endpoint)."""
+    try:
+        stream, *_ = await open_session(pool, upstream, limit_s, PROBE_BODY_LIMIT)
+    except UpstreamError:
+        return False
+    stream.close()
+    return True
+
+
 async def _post(
-    pool: UpstreamPool, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
+    pool: UpstreamClient, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
 ) -> tuple[int, list[Message], str | None]:
     resp = await pool.request("POST", upstream.base_path, headers, dumps(body))
     try:
@@ -108,7 +128,7 @@ async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:
 
 
 async def _delete_session(
-    pool: UpstreamPool, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
+    pool: UpstreamClient, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
 ) -> None:
     resp = await pool.request("DELETE", upstream.base_path, ((SESSION_ID, session), *credentials), b"")
     try:

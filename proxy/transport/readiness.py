@@ -1,7 +1,8 @@
 """Readiness: is the upstream reachable, and can requests be routed to it?
 
 `/readyz` must be cheap enough for a probe every few seconds and must never hang a prober, so the
-check is a bounded TCP connect to the upstream's host and port (no TLS, no MCP request) plus the
+check is a bounded TCP connect to the upstream's host and port (no TLS, no MCP request; for a stdio
+command, whether its restarts per minute are spent) plus the
 router's era verdict, probing the upstream only while that verdict is unknown. Ready means requests
 are routed: the era is known, or the upstream answers in no era the probe knows (then requests pass
 through, so a server that wants credentials the probe lacks is not held unready forever). A ready
@@ -18,6 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from proxy.framing.http import Upstream
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.routing import Router
 
 NOT_READY_TTL = 0.25
@@ -79,6 +81,10 @@ class Readiness:
         """
         if self.draining():
             return Verdict(False, "draining: the proxy is shutting down", self._era())
+        channels = self.router.pool if self.router is not None else None
+        # a stdio command or an HTTP+SSE server whose restarts are spent: known at once, never cached
+        if isinstance(channels, ChannelUpstream) and (spent := channels.problem()) is not None:
+            return Verdict(False, spent, self._era())
         async with self._lock:
             cached = self._cached
             keep = self.ttl if cached is not None and cached.ready else min(self.ttl, NOT_READY_TTL)
@@ -89,9 +95,10 @@ class Readiness:
 
     async def _check(self) -> Verdict:
         up = self.upstream
-        problem = await reachable(up.host, up.port, self.timeout)
-        if problem is not None:
-            return Verdict(False, f"upstream {up.host}:{up.port} unreachable: {problem}", self._era())
+        if up.transport != "stdio":
+            problem = await reachable(up.host, up.port, self.timeout)
+            if problem is not None:
+                return Verdict(False, f"upstream {up.host}:{up.port} unreachable: {problem}", self._era())
         if self.router is not None and not self.router.eras.known and not self.bridge_off:
             with suppress(TimeoutError, RuntimeError):  # RuntimeError: the upstream client is closing
                 async with asyncio.timeout(self.timeout):

@@ -47,9 +47,10 @@ from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.holds import Holds
+from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
 from proxy.transport.routing import Router
-from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 
@@ -73,6 +74,7 @@ class RelayContext:
     """What every pass-through exchange uses: where requests go, where observations go, what is counted."""
 
     __slots__ = (
+        "desk",
         "gate",
         "holds",
         "listen_url",
@@ -89,7 +91,7 @@ class RelayContext:
         self,
         *,
         upstream: Upstream,
-        pool: UpstreamPool,
+        pool: UpstreamClient,
         observations: ObservationSink,
         router: Router,
         upstream_timeout: float,
@@ -111,6 +113,8 @@ class RelayContext:
         exchange pays one attribute read for the feature."""
         self.holds = Holds()
         """Where a fault's delays wait: released when the proxy drains or stops."""
+        self.desk: InterceptDesk | None = None
+        """Where messages intercept rules picked are held (`proxy.transport.intercept_desk`)."""
 
 
 class PassthroughRelay:

@@ -28,7 +28,7 @@ from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.probe import ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
-from proxy.transport.upstream_pool import UpstreamPool
+from proxy.transport.upstream_pool import UpstreamClient
 from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -75,10 +75,17 @@ def _limits(max_batch: int, max_depth: int, max_method: int) -> Limits:
 class Router:
     """Knows the upstream's eras and the running bridges; picks the engine for each request."""
 
-    def __init__(self, settings: Settings, upstream: Upstream, pool: UpstreamPool) -> None:
+    def __init__(self, settings: Settings, upstream: Upstream, pool: UpstreamClient) -> None:
         self.settings = settings
         self.upstream = upstream
         self.pool = pool
+        """What carries upstream requests (the probe's included); replaced once if the probe finds an
+        HTTP+SSE upstream behind the URL."""
+        self.transport = "sse" if settings.upstream_transport == "sse" else upstream.transport
+        """How the upstream is spoken to now: `http`, `sse` or `stdio`."""
+        self.on_sse: Callable[[], UpstreamClient] | None = None
+        """Makes what speaks HTTP+SSE to the upstream, when the probe finds it speaks that (None: the
+        transport was named, so the probe never looks)."""
         forced = forced_eras(settings.upstream_era)
         self.forced = forced is not None
         self.eras: UpstreamEras = UNKNOWN_ERAS
@@ -126,7 +133,14 @@ class Router:
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = time.monotonic()
-        found = await probe_upstream(self.pool, self.upstream, self.settings.upstream_timeout, credentials)
+        limit = self.settings.upstream_timeout
+        found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        if found.transport == "sse" and self.on_sse is not None and self.transport == "http":
+            self.pool, self.transport = self.on_sse(), "sse"
+            get_logger().info("upstream_transport", transport="sse", upstream=self.endpoint)
+            if self.on_change is not None:
+                self.on_change(self.eras)
+            found = await probe_upstream(self.pool, self.upstream, limit, credentials)
         self.reachable, self.problem = found.reachable, found.problem
         if found.eras.known or not self.eras.known:
             changed = found.eras != self.eras
@@ -150,6 +164,8 @@ class Router:
     @property
     def endpoint(self) -> str:
         """The upstream's MCP endpoint as shown to people: scheme, host, port and path (no credentials)."""
+        if self.transport == "stdio":
+            return self.upstream.shown
         return self.upstream.origin + self.upstream.base_path
 
     def unroutable(self) -> str | None:

@@ -35,7 +35,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from typing import cast
+from typing import Protocol, cast
 
 from proxy.framing.h1 import (
     EndOfResponse,
@@ -84,6 +84,19 @@ class UpstreamError(Exception):
         self.kind = kind
 
 
+class ResponseLink(Protocol):
+    """What a response asks of whatever feeds it: a pool connection, or a message channel's exchange."""
+
+    paused: bool
+    transport: asyncio.Transport | None
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def finish(self, *, reusable: bool) -> None: ...
+
+
 class UpstreamResponse:
     """One upstream response: its head at once, its body as chunks arrive (see `chunks`)."""
 
@@ -103,8 +116,8 @@ class UpstreamResponse:
         "until_close",
     )
 
-    def __init__(self, conn: _Connection, status: int, reason: str, headers: list[tuple[str, str]]) -> None:
-        self._conn: _Connection | None = conn
+    def __init__(self, conn: ResponseLink, status: int, reason: str, headers: list[tuple[str, str]]) -> None:
+        self._conn: ResponseLink | None = conn
         self.status = status
         self.reason = reason
         self.headers = headers
@@ -205,6 +218,14 @@ class UpstreamResponse:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.finish(reusable=False)
+
+    def feed(self, chunk: bytes) -> None:
+        """Body bytes arrived (what feeds a response that no pool connection carries calls this)."""
+        self._feed(chunk)
+
+    def end(self, error: UpstreamError | None = None) -> None:
+        """The body ended, whole or with `error` (for a response that no pool connection carries)."""
+        self._end(error)
 
     def _feed(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
@@ -706,3 +727,21 @@ class UpstreamPool:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+
+class UpstreamClient(Protocol):
+    """What the relay, the bridges and the era probe ask of the upstream.
+
+    `UpstreamPool` speaks Streamable HTTP to it; `proxy.transport.channel_upstream.ChannelUpstream`
+    offers the same interface over message channels (a stdio child, an HTTP+SSE server).
+    """
+
+    head_timeout: float
+
+    async def request(
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
+    ) -> UpstreamResponse: ...
+
+    def request_nowait(
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
+    ) -> PendingHead | None: ...

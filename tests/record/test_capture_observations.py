@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
+from proxy.flows.observations import InterceptHeld, InterceptReleased
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -197,3 +199,40 @@ def test_an_observation_of_a_kind_or_with_fields_this_version_does_not_know_is_r
     with CaptureReader(path) as reader:
         assert list(reader) == whole
         assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+
+
+def test_an_intercept_reads_back_as_its_chain_note_and_the_edit_sent_is_redacted(tmp_path: Path) -> None:
+    path = tmp_path / "intercept.jsonl"
+    redactor = Redactor(key=b"test-key")
+    builder = ChainBuilder(ChainStore(), [].append, redactor, clock=lambda: 100.0)
+    sink = ObservationSink(builder, redactor, bus=EventBus(), clock=lambda: 100.0)
+    encoder = ObservationEncoder(redactor, 65536)
+    edit = request(3, "tools/call", {"name": "echo", "arguments": {}, "requestState": STATE})
+    with CaptureWriter(path) as writer:
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
+        facts = Calls(sink)
+        facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None, body_size=9)
+        facts.message("x1", classify_value(edit), size=9, direction=Direction.TO_SERVER, channel=Channel.POST)
+        sink.emit(InterceptHeld(100.0, "x1", "h1", "i1: tool:echo", "client", 3, "tools/call"))
+        sink.emit(
+            InterceptReleased(
+                101.5,
+                "x1",
+                "h1",
+                "i1: tool:echo",
+                "client",
+                3,
+                "tools/call",
+                "forward_edited",
+                "api",
+                1500.0,
+                edit,
+            )
+        )
+        facts.close_exchange("x1", None)
+    text = path.read_text()
+    assert STATE not in text
+    (released,) = [json.loads(line) for line in text.splitlines() if '"intercept_released"' in line]
+    assert released["message"]["params"]["requestState"].startswith("<requestState len=")
+    notes = [n for e in read_capture(path) if isinstance(e, ChainChanged) for n in e.chain.notes]
+    assert "the client's tools/call held by intercept i1 for 1.5 s, forwarded edited by api" in notes

@@ -32,6 +32,14 @@ HELP = """\
 | w | message | save the message as JSON in the current directory |
 | [ ] | message | previous / next message of the chain |
 | Esc | message, replay, help | back |
+| F | anywhere | fault rules: `a` add, `d` delete, Esc back |
+| i | anywhere | intercept: hold messages matching a rule (starts from the filter when it picks messages) |
+| I | anywhere | intercept rules and held messages (the status bar says "N held") |
+| f | held | forward the held message unchanged |
+| e / E | held | edit it here / in `$EDITOR`, then forward the edit (Ctrl+S sends, Esc cancels) |
+| d | held | drop it (the sender gets a JSON-RPC error, or nothing for a notification) |
+| a | held | answer it: a result (or an error) typed in, sent instead of forwarding |
+| D | held | delete the highlighted intercept rule (what it holds goes on unchanged) |
 | ? F1 | anywhere | this help |
 | q | anywhere | quit |
 
@@ -47,6 +55,17 @@ Terms are ANDed; `-` before a term negates it; values match exactly or as a glob
 - `client:NAME` `session:PREFIX` `id:c12`
 - `body:octocat` `body:"two words"` `body:ask_*` — a substring (or glob) of any message body, as JSON
 - free text: id, method, name, client, error, notes, and every message body
+
+# Fault and intercept rules
+
+A rule's MATCH is the filter language applied to one message, plus `dir:client` / `dir:server`
+(who sent it) and `round:>1` (an MRTR retry); `status:`, `duration:`, `client:`, `id:` and free text
+describe chains and are not part of it. A fault rule is `MATCH => ACTION [p=P] [count=N]`
+(docs/faults.md); an intercept rule is `MATCH [timeout=30s]`: without `dir:` it holds a request and
+its answer. A held message goes on unchanged when its time runs out. Edits are checked as JSON-RPC
+(same kind and id) before they are sent, and refused with the reason otherwise. Messages are shown
+redacted: a `<redacted …>` stand-in left in place is sent as the original value. A capture
+(`--open`) is read-only.
 
 # Badges
 

@@ -116,6 +116,12 @@ class MainScreen(Screen[None]):
         if self.ready:
             self.refresh_status()
 
+    def set_intercepted(self, count: int) -> None:
+        """How many messages an intercept rule holds now (the status bar says so while > 0)."""
+        self.flags.intercepted = count
+        if self.ready:
+            self.refresh_status()
+
     def _show(self, changes: Changes) -> None:
         if not changes:
             return

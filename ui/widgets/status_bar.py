@@ -35,6 +35,8 @@ class ViewFlags:
     follow: bool = True
     query: Query | None = None
     sessions: bool = False
+    intercepted: int = 0
+    """Messages an intercept rule holds now, waiting for a decision (`I`)."""
     notice: str | None = None
     """A standing notice from whoever runs the app (the demo's result), shown after the feed state."""
 
@@ -60,6 +62,9 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
         text.append(*sep)
     if flags.notice:
         text.append(flags.notice, style="bold")
+        text.append(*sep)
+    if flags.intercepted:
+        text.append(f" {flags.intercepted} held ", style="bold white on magenta")
         text.append(*sep)
     if model.lagged_total:
         text.append(f" lagged {model.lagged_total} ", style="bold white on red")

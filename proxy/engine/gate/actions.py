@@ -15,6 +15,11 @@ from typing import Final
 ACTIONS: Final = ("delay", "error", "drop", "cut_after", "duplicate", "corrupt_state")
 """Every action a fault rule may name."""
 
+HOLD: Final = "hold"
+"""The action of an intercept rule (`proxy.engine.gate.intercepts`): hold the message until someone
+decides what becomes of it, or its timeout (`delay_ms`; 0: the configured default) passes. Never
+written in a fault rule."""
+
 MAX_DELAY_MS: Final = 600_000.0
 """Longest delay a rule may add (ten minutes): past it a client has given up long before."""
 
@@ -26,7 +31,7 @@ _UNIT_MS: Final = {"ms": 1.0, "s": 1000.0, "m": 60000.0}
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """One fault: its kind and argument (`delay_ms`, `code`/`message`, `events`)."""
+    """One fault (or an intercept's hold): its kind and argument (`delay_ms`, `code`/`message`, `events`)."""
 
     kind: str
     delay_ms: float = 0.0
@@ -42,6 +47,8 @@ class Action:
             return f"error {self.code}"
         if self.kind == "cut_after":
             return f"cut after {self.events} event{'' if self.events == 1 else 's'}"
+        if self.kind == HOLD:
+            return "hold"
         return self.kind.replace("_", " ")
 
     def text(self) -> str:
@@ -54,6 +61,8 @@ class Action:
             )
         if self.kind == "cut_after":
             return f"cut_after={self.events}"
+        if self.kind == HOLD:
+            return f"timeout={_ms(self.delay_ms).replace(' ', '')}" if self.delay_ms else ""
         return self.kind
 
     def acts_on(self, direction: str, kind: str) -> bool:

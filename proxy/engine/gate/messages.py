@@ -112,6 +112,44 @@ def drop_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
     )
 
 
+INTERCEPTED_BY: Final = "mcp-debug-proxy intercept"
+"""`error.data.interceptedBy` of every error an intercept's drop makes."""
+
+
+def intercept_drop_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
+    """The error a client gets for its request an intercept held and a person dropped."""
+    return error_response(
+        ident,
+        DROPPED_CODE,
+        f"the proxy's intercept ({rule}) dropped this request before it reached the server; the "
+        "server never saw it",
+        {"interceptedBy": INTERCEPTED_BY, "rule": rule, "decision": "drop"},
+    )
+
+
+def intercept_dropped_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
+    """What the client gets in place of a server's answer an intercept held and a person dropped: the
+    server received the request and may have acted on it."""
+    return error_response(
+        ident,
+        DROPPED_CODE,
+        f"the proxy's intercept ({rule}) dropped the server's answer to this request; the server "
+        "received the request and may have acted on it",
+        {"interceptedBy": INTERCEPTED_BY, "rule": rule, "decision": "drop"},
+    )
+
+
+def intercept_refusal(ident: RequestId | None, rule: str) -> dict[str, Any]:
+    """The answer a server gets, on the client's behalf, to its request an intercept dropped."""
+    return error_response(
+        ident,
+        DROPPED_CODE,
+        f"the proxy's intercept ({rule}) dropped this request before it reached the client; the "
+        "client never saw it",
+        {"interceptedBy": INTERCEPTED_BY, "rule": rule, "decision": "drop"},
+    )
+
+
 def corrupt_state(raw: bytes) -> tuple[bytes, str] | None:
     """The body with its `requestState` altered (one character changed), and what was done; None when
     the body is not one request carrying a string `requestState`.

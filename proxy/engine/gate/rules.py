@@ -4,7 +4,8 @@ A rule is parsed once (`parse_rule`), and refused with the reason when its actio
 message its match can pick. The gate keeps the rules in order; for each message it returns the fault
 of the first rule that picks it, acts on it, still has a count left and wins its draw (probability
 `p`, drawn from the gate's own seeded `random.Random`, so a run with the same seed and traffic injects
-the same faults). Pure: the transport asks, carries the fault out, and records it.
+the same faults). The same gate holds the intercept rules (`intercepts`), judged first, whose
+action is a hold. Pure: the transport asks, carries the fault out, and records it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from proxy.engine.gate.actions import Action, parse_action
+from proxy.engine.gate.actions import HOLD, Action, parse_action
 from proxy.engine.gate.match import Match, Seen, parse_match
 from proxy.engine.gate.messages import Asked
 from proxy.wire.jsonrpc import Message
@@ -46,6 +47,9 @@ class FaultRule:
     @property
     def text(self) -> str:
         """The rule as written in a configuration (normalized)."""
+        if self.action.kind == HOLD:  # an intercept rule: MATCH [timeout=...]
+            timeout = self.action.text()
+            return f"{self.match.text or '*'}{' ' + timeout if timeout else ''}"
         options = "" if self.p == 1.0 else f" p={self.p:g}"
         if self.count is not None:
             options += f" count={self.count}"
@@ -199,12 +203,54 @@ class FaultGate:
     its action turned out not to fit). The transport counts them as it records them."""
     _rules: list[_Held] = field(default_factory=list)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _intercepts: list[_Held] = field(default_factory=list)
+    """Intercept rules (`proxy.engine.gate.intercepts`): judged before the fault rules."""
+    _intercept_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
     def __len__(self) -> int:
+        """Rules in force, fault and intercept rules alike (0: the traffic need not ask the gate)."""
+        return len(self._rules) + len(self._intercepts)
+
+    @property
+    def fault_count(self) -> int:
+        """Fault rules in force."""
         return len(self._rules)
+
+    def add_intercept(self, rule: FaultRule) -> str:
+        """Put an intercept rule (a hold) in force after the others; its id (`i1`, `i2`, ...)."""
+        if rule.action.kind != HOLD:
+            raise ValueError("an intercept rule holds the messages it picks; fault actions go in fault rules")
+        if len(self._intercepts) >= MAX_RULES:
+            raise ValueError(f"at most {MAX_RULES} intercept rules are held at once; delete some first")
+        rule_id = f"i{next(self._intercept_ids)}"
+        self._intercepts.append(_Held(rule_id, rule, _Could.of(rule.match)))
+        return rule_id
+
+    def remove_intercept(self, rule_id: str) -> bool:
+        """Take an intercept rule out of force; False when none has that id."""
+        for i, held in enumerate(self._intercepts):
+            if held.rule_id == rule_id:
+                del self._intercepts[i]
+                return True
+        return False
+
+    def clear_intercepts(self) -> list[str]:
+        """Take every intercept rule out of force; their ids."""
+        ids = [held.rule_id for held in self._intercepts]
+        self._intercepts.clear()
+        return ids
+
+    @property
+    def holding(self) -> bool:
+        """Whether any intercept rule is in force."""
+        return bool(self._intercepts)
+
+    def intercepts(self) -> list[tuple[str, FaultRule, int]]:
+        """Each intercept rule in force: its id, the rule, and how many messages it picked."""
+        return [(held.rule_id, held.rule, held.fired) for held in self._intercepts]
 
     def add(self, rule: FaultRule) -> str:
         """Put a rule in force after the others; returns its id (`f1`, `f2`, ...)."""
@@ -230,7 +276,7 @@ class FaultGate:
 
     def label(self, rule_id: str) -> str:
         """`f1: <rule text>` for a rule in force (its id alone once it is gone), for notes and logs."""
-        for held in self._rules:
+        for held in (*self._intercepts, *self._rules):
             if held.rule_id == rule_id:
                 return f"{rule_id}: {held.rule.text}"
         return rule_id
@@ -247,7 +293,7 @@ class FaultGate:
         method. An exchange no rule concerns is relayed as if there were no gate, so this looks only
         at each rule's method and name patterns, compiled once.
         """
-        for held in self._rules:
+        for held in (*self._intercepts, *self._rules):
             rule = held.rule
             if rule.count is not None and held.fired >= rule.count:
                 continue
@@ -265,8 +311,24 @@ class FaultGate:
                     return True
         return False
 
+    def decide_hold(self, seen: Seen) -> Fault | None:
+        """The hold of the first intercept rule that picks the message (fault rules are not asked):
+        what a bridge's own messages are judged by."""
+        for held in self._intercepts:
+            if held.rule.match.matches(seen):
+                held.fired += 1
+                return Fault(held.rule_id, held.rule.action)
+        return None
+
     def decide(self, seen: Seen) -> Fault | None:
-        """The fault for one message: the first rule that picks it, acts on it and wins its draw."""
+        """The fault for one message: the first rule that picks it, acts on it and wins its draw.
+
+        Intercept rules come first: a message one of them picks is held (a `hold` action), and no
+        fault acts on it.
+        """
+        hold = self.decide_hold(seen) if self._intercepts else None
+        if hold is not None:
+            return hold
         for held in self._rules:
             rule = held.rule
             if rule.count is not None and held.fired >= rule.count:

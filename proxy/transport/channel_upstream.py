@@ -1,0 +1,445 @@
+"""The upstream pool's interface over message channels: a stdio child, an HTTP+SSE server's sessions.
+
+The relay, the bridges and the era probe speak Streamable HTTP to their upstream through
+`request(...) -> UpstreamResponse`. `ChannelUpstream` offers that same call, so none of them knows
+whether a socket or a channel is behind it: each request becomes an exchange of a channel's sans-IO
+core (`proxy.engine.channel`), whose commands this shell carries out (writes to the channel, a
+response head, body bytes, the end). Which channel a request goes to is
+`proxy.engine.channel.sessions`' decision; starting, restarting and stopping channels is done here,
+their I/O by the channel kinds (`stdio_upstream`, `sse_upstream`).
+
+Bounded: session channels (`max_sessions`), restarts of dying channels per minute (`Restarts`),
+server messages held for a GET stream (the core's backlog), each message's size (the channel kinds
+enforce `max_body_bytes`), and body bytes held per response (a response past `HIGH_WATER` pauses
+reading from its channel, as a pool connection pauses its socket).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import itertools
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from proxy.engine.channel.core import ChannelCore
+from proxy.engine.channel.restarts import Restarts
+from proxy.engine.channel.sessions import ChannelSessions, NewSession, Refused, Shared, ToSession
+from proxy.engine.channel.vocab import (
+    Answer,
+    ChannelClosed,
+    ChannelCommand,
+    ChannelEvent,
+    ChannelOversized,
+    ChannelReceived,
+    ChannelWriteFailed,
+    CloseChannel,
+    DeleteRequested,
+    EndStream,
+    ExchangeAbandoned,
+    HeadDue,
+    OpenStream,
+    PostReceived,
+    StreamMessage,
+    StreamRequested,
+    WriteChannel,
+)
+from proxy.engine.commands import Log
+from proxy.framing.http import Upstream, header
+from proxy.logs import get_logger
+from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
+from proxy.wire.headers import SESSION_ID
+
+HEAD_HOLD = 1.0
+"""Seconds a response head waits for the first message before the response starts as an SSE stream
+(so a slow call is never cut by the upstream timeout, which bounds heads)."""
+
+_SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+_EVENT = b"event: message\ndata: "
+
+
+class ChannelEvents(Protocol):
+    """What a channel reports to the one that owns it."""
+
+    def received(self, data: bytes) -> None:
+        """One message's bytes arrived from the peer."""
+
+    def oversized(self, size: int, head: bytes, tail: bytes) -> None:
+        """The peer sent a message over the size bound; it was dropped as it came."""
+
+    def write_failed(self, exchange: str | None, detail: str) -> None:
+        """A message written for `exchange` did not reach the peer."""
+
+    def closed(self, reason: str, *, asked: bool) -> None:
+        """The channel ended (`asked`: because `stop` was called); nothing more comes."""
+
+
+class Channel(Protocol):
+    """One message channel's I/O (a stdio child, an HTTP+SSE session)."""
+
+    async def start(self) -> None:
+        """Open the channel; UpstreamError("unreachable", why) when it cannot be opened."""
+
+    def write(self, data: bytes, exchange: str | None) -> None:
+        """Send one message (its JSON, no newline); a failure is reported through `write_failed`."""
+
+    def stop(self, reason: str) -> None:
+        """End the channel; `closed(..., asked=True)` follows."""
+
+    async def stopped(self, grace: float) -> None:
+        """Wait until the channel has ended, forcing it after `grace` seconds."""
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+ChannelFactory = Callable[[ChannelEvents], Channel]
+"""Makes one channel (not started yet) that reports to the given owner."""
+
+
+class _Link:
+    """One exchange's response as the UpstreamResponse sees its connection."""
+
+    __slots__ = ("exchange", "owner", "paused", "transport")
+
+    def __init__(self, owner: _Session, exchange: str) -> None:
+        self.owner = owner
+        self.exchange = exchange
+        self.paused = False
+        self.transport: asyncio.Transport | None = None
+
+    def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self.owner.pause(1)
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            self.owner.pause(-1)
+
+    def finish(self, *, reusable: bool) -> None:
+        self.resume()
+        self.owner.finished(self.exchange)
+
+
+class _Exchange:
+    """One request's response while it is being built: its head, then the response it feeds."""
+
+    __slots__ = ("head", "response")
+
+    def __init__(self, head: asyncio.Future[UpstreamResponse]) -> None:
+        self.head = head
+        self.response: UpstreamResponse | None = None
+
+
+class _Session:
+    """One channel with its core: feeds the core what the channel and the callers report, and carries
+    out the core's commands."""
+
+    def __init__(self, owner: ChannelUpstream, session: str | None) -> None:
+        self.owner = owner
+        self.session = session
+        self.core = ChannelCore(session=session, backlog=owner.backlog)
+        self.channel = owner.factory(self)
+        self.exchanges: dict[str, _Exchange] = {}
+        self.ended = False
+        self._paused = 0
+        self._log = get_logger()
+
+    def feed(self, event: ChannelEvent) -> None:
+        for command in self.core.handle(event):
+            self._do(command)
+
+    def _do(self, command: ChannelCommand) -> None:
+        match command:
+            case WriteChannel(data, exchange):
+                self.channel.write(data, exchange)
+            case Answer(exchange, status, headers, body):
+                ex = self.exchanges.pop(exchange, None)
+                if ex is not None:
+                    response = self._respond(
+                        ex, exchange, status, [*headers, ("Content-Length", str(len(body)))]
+                    )
+                    if body:
+                        response.feed(body)
+                    response.end()
+            case OpenStream(exchange, headers):
+                ex = self.exchanges.get(exchange)
+                if ex is not None:
+                    self._respond(ex, exchange, 200, [*_SSE_HEAD, *headers])
+            case StreamMessage(exchange, data):
+                ex = self.exchanges.get(exchange)
+                if ex is not None and ex.response is not None:
+                    ex.response.feed(_EVENT + data + b"\n\n")
+            case EndStream(exchange):
+                ex = self.exchanges.pop(exchange, None)
+                if ex is not None and ex.response is not None:
+                    ex.response.end()
+            case CloseChannel(reason):
+                self.channel.stop(reason)
+            case Log(event, level, fields):
+                getattr(self._log, level)(event, upstream=self.owner.shown, **fields)
+
+    def _respond(
+        self, ex: _Exchange, exchange: str, status: int, headers: list[tuple[str, str]]
+    ) -> UpstreamResponse:
+        response = UpstreamResponse(_Link(self, exchange), status, _reason(status), headers)
+        ex.response = response
+        if not ex.head.done():
+            ex.head.set_result(response)
+        return response
+
+    # -- the callers' side -------------------------------------------------------------------------
+
+    def finished(self, exchange: str) -> None:
+        """A caller released or closed its response: one it dropped before its end was abandoned."""
+        if self.exchanges.pop(exchange, None) is not None:
+            self.feed(ExchangeAbandoned(exchange))
+
+    def head_due(self, exchange: str) -> None:
+        if exchange in self.exchanges:
+            self.feed(HeadDue(exchange))
+
+    def pause(self, delta: int) -> None:
+        before = self._paused
+        self._paused += delta
+        if before == 0 and self._paused > 0:
+            self.channel.pause_reading()
+        elif before > 0 and self._paused == 0:
+            self.channel.resume_reading()
+
+    # -- the channel's side (ChannelEvents) ---------------------------------------------------------
+
+    def received(self, data: bytes) -> None:
+        self.feed(ChannelReceived(data))
+
+    def oversized(self, size: int, head: bytes, tail: bytes) -> None:
+        self.feed(ChannelOversized(size, head, tail, self.owner.max_message_bytes))
+
+    def write_failed(self, exchange: str | None, detail: str) -> None:
+        if exchange is None:
+            self._log.warning("upstream_write_failed", upstream=self.owner.shown, detail=detail)
+            return
+        self.feed(ChannelWriteFailed(exchange, detail))
+
+    def closed(self, reason: str, *, asked: bool) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.feed(ChannelClosed(reason))
+        for ex in self.exchanges.values():  # the core answered them all; nothing may be left waiting
+            if not ex.head.done():
+                ex.head.set_exception(UpstreamError("cut", reason))
+        self.exchanges.clear()
+        self.owner.ended(self, reason, asked=asked)
+
+
+class ChannelUpstream:
+    """The upstream pool's interface (`request`) over message channels that `factory` makes.
+
+    `transport` names the kind (`stdio`, `sse`) for display. `max_message_bytes` is the bound the
+    channels enforce on each message, named when one is refused.
+    """
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        factory: ChannelFactory,
+        *,
+        transport: str,
+        head_timeout: float,
+        max_sessions: int,
+        restarts_per_minute: int,
+        max_message_bytes: int,
+        backlog: int = 256,
+        head_hold: float = HEAD_HOLD,
+    ) -> None:
+        self.upstream = upstream
+        self.factory = factory
+        self.transport = transport
+        self.head_timeout = head_timeout
+        self.max_message_bytes = max_message_bytes
+        self.backlog = backlog
+        self.head_hold = head_hold
+        self.shown = upstream.shown
+        self.sessions = ChannelSessions(lambda: secrets.token_hex(16), max_sessions, "max_upstream_children")
+        self.restarts = Restarts(restarts_per_minute)
+        self._shared: _Session | None = None
+        self._starting: asyncio.Future[_Session] | None = None
+        self._by_session: dict[str, _Session] = {}
+        self._all: set[_Session] = set()
+        self._names = itertools.count(1)
+        self._closed = False
+        self.started = 0
+        """Channels started so far (the first included)."""
+
+    def request_nowait(
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
+    ) -> PendingHead | None:
+        """Never at once: a channel's answer always comes later (the relay then awaits `request`)."""
+        return None
+
+    async def request(
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
+    ) -> UpstreamResponse:
+        """One request as an exchange of the channel it belongs to; returns once its head is decided."""
+        if self._closed:
+            raise UpstreamError("unreachable", "the proxy is shutting down")
+        if path not in self.upstream.endpoint_paths:
+            return _whole(404, b"", ())
+        items = list(headers)
+        placement = self.sessions.place(method, header(items, SESSION_ID), body)
+        match placement:
+            case Refused(status, answer):
+                return _whole(status, answer, (("Content-Type", "application/json"),))
+            case Shared():
+                session = await self._shared_session()
+            case ToSession(name):
+                session = self._by_session[name]
+            case NewSession(name):
+                session = await self._open(name)
+        name = f"x{next(self._names)}"
+        return await self._exchange(session, name, _event(method, name, body))
+
+    async def _exchange(self, session: _Session, name: str, event: ChannelEvent | None) -> UpstreamResponse:
+        if event is None:
+            return _whole(405, b"", (("Allow", "GET, POST, DELETE"),))
+        head: asyncio.Future[UpstreamResponse] = asyncio.get_running_loop().create_future()
+        session.exchanges[name] = _Exchange(head)
+        session.feed(event)
+        if head.done():
+            return head.result()
+        timer = asyncio.get_running_loop().call_later(self.head_hold, session.head_due, name)
+        try:
+            return await head
+        except asyncio.CancelledError:
+            session.finished(name)
+            raise
+        finally:
+            timer.cancel()
+
+    async def _shared_session(self) -> _Session:
+        shared = self._shared
+        if shared is not None and not shared.ended:
+            return shared
+        starting = self._starting
+        if starting is None or starting.done():
+            starting = self._starting = asyncio.get_running_loop().create_future()
+            try:
+                self._shared = await self._start(None)
+            except BaseException as exc:
+                starting.set_exception(exc)
+                starting.exception()  # retrieved: the waiters re-raise it
+                self._starting = None
+                raise
+            starting.set_result(self._shared)
+            return self._shared
+        return await asyncio.shield(starting)
+
+    async def _open(self, name: str) -> _Session:
+        try:
+            session = await self._start(name)
+        except BaseException:
+            self.sessions.ended(name)
+            raise
+        self._by_session[name] = session
+        return session
+
+    async def _start(self, name: str | None) -> _Session:
+        """Start a channel, waiting first as the restart budget says; refused past it."""
+        now = time.monotonic()
+        delay = self.restarts.delay(now)
+        if delay is None:
+            raise UpstreamError("unreachable", self.restarts.problem(now) or "restarting too often")
+        if delay:
+            await asyncio.sleep(delay)
+        session = _Session(self, name)
+        self._all.add(session)
+        try:
+            await session.channel.start()
+        except BaseException:
+            self._all.discard(session)
+            raise
+        self.started += 1
+        return session
+
+    def ended(self, session: _Session, reason: str, *, asked: bool) -> None:
+        """A channel closed: forget it; one that died on its own counts against the restart budget."""
+        self._all.discard(session)
+        if session is self._shared:
+            self._shared = None
+        if session.session is not None:
+            self._by_session.pop(session.session, None)
+            self.sessions.ended(session.session)
+        if not asked and not self._closed:
+            self.restarts.exited(time.monotonic())
+            get_logger().warning(
+                "upstream_exited",
+                upstream=self.shown,
+                transport=self.transport,
+                reason=reason,
+                session=session.session is not None,
+                hint="requests in flight got a JSON-RPC error; the next request starts it again",
+            )
+
+    def problem(self) -> str | None:
+        """Why no channel can be started now (readiness), or None."""
+        return self.restarts.problem(time.monotonic())
+
+    async def aclose(self, grace: float) -> None:
+        """Stop every channel (a stdio child: stdin closed, SIGTERM, SIGKILL after `grace` seconds)."""
+        self._closed = True
+        sessions = list(self._all)
+        for session in sessions:
+            session.channel.stop("the proxy is stopping")
+        await asyncio.gather(*(s.channel.stopped(grace) for s in sessions), return_exceptions=True)
+
+
+def _event(method: str, name: str, body: bytes) -> ChannelEvent | None:
+    if method == "POST":
+        return PostReceived(name, body)
+    if method == "GET":
+        return StreamRequested(name)
+    if method == "DELETE":
+        return DeleteRequested(name)
+    return None
+
+
+class _Done:
+    """The link of a response made whole at once (nothing feeds it later)."""
+
+    __slots__ = ("paused", "transport")
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.transport: asyncio.Transport | None = None
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def finish(self, *, reusable: bool) -> None:
+        pass
+
+
+def _whole(status: int, body: bytes, headers: tuple[tuple[str, str], ...]) -> UpstreamResponse:
+    response = UpstreamResponse(
+        _Done(), status, _reason(status), [*headers, ("Content-Length", str(len(body)))]
+    )
+    if body:
+        response.feed(body)
+    response.end()
+    return response
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""

@@ -1,0 +1,270 @@
+"""A stdio MCP server as a message channel: the child process, its three pipes, its end.
+
+The child runs in a process group of its own (`start_new_session`), so stopping it reaches whatever
+it started too (`npx` starts `node`): its stdin is closed first (an MCP stdio server exits on EOF),
+then the group gets SIGTERM, then SIGKILL after the grace. Should the proxy itself be killed
+outright, the child still sees its stdin close. Its stdout is newline-delimited JSON-RPC, each line
+bounded by `max_body_bytes` (a longer one is dropped as it arrives and reported); its stderr goes to
+the proxy's log as its own stream (`stream=upstream-stderr`), line by line, each line bounded and
+at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted and the count is logged).
+
+The pipes are read through asyncio's subprocess protocol (no stream readers, no task per pipe): a
+line of stdout reaches the channel's owner in the same loop turn its bytes arrived in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import cast
+
+from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
+from proxy.logs import get_logger
+from proxy.transport.channel_upstream import ChannelEvents
+from proxy.transport.tasks import spawn
+from proxy.transport.upstream_pool import UpstreamError
+
+STDERR_LINE_BYTES = 4096
+"""Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
+STDERR_LINES_PER_SECOND = 50
+"""stderr lines logged per second at most; past it they are counted and the count logged once."""
+STDIN_EOF_WAIT = 0.5
+"""Seconds a stopping child gets after its stdin closed, before SIGTERM."""
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "auth")
+
+
+def shown_command(argv: Sequence[str]) -> str:
+    """The command as logs and screens show it: values of options named like secrets masked."""
+    shown: list[str] = []
+    mask_next = False
+    for word in argv:
+        if mask_next:
+            shown.append("<redacted>")
+            mask_next = False
+            continue
+        name, eq, _value = word.partition("=")
+        secret = word.startswith("-") and any(w in name.lower() for w in _SECRET_WORDS)
+        if secret and eq:
+            shown.append(f"{name}=<redacted>")
+        else:
+            shown.append(word)
+            mask_next = secret
+    return shlex.join(shown)
+
+
+def exit_reason(pid: int, code: int | None) -> str:
+    """How the child ended, as a client's error message says it."""
+    if code is None:
+        return f"the upstream MCP server (pid {pid}) closed its stdout"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the upstream MCP server (pid {pid}) was killed by {name}"
+    return f"the upstream MCP server (pid {pid}) exited with status {code}"
+
+
+class StdioChannel(asyncio.SubprocessProtocol):
+    """One child process speaking MCP on stdio (see the module docstring)."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        events: ChannelEvents,
+        *,
+        max_line: int,
+        stop_grace: float,
+        shown: str,
+    ) -> None:
+        self.argv = list(argv)
+        self.events = events
+        self.stop_grace = stop_grace
+        self.shown = shown
+        self.pid = 0
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._lines = LineDecoder(max_line)
+        self._stderr = _StderrLog(shown)
+        self._asked = False
+        self._reason = ""
+        self._done: asyncio.Future[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._log = get_logger()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._done = loop.create_future()
+        try:
+            transport, _ = await loop.subprocess_exec(
+                lambda: self,
+                *self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise UpstreamError(
+                "unreachable",
+                f"could not start the upstream command {self.shown}: {exc.strerror or exc} "
+                "(check --upstream-cmd)",
+            ) from None
+        self._transport = transport
+        self.pid = self._transport.get_pid()
+        self._log.info("upstream_started", upstream=self.shown, pid=self.pid, transport="stdio")
+
+    # -- asyncio.SubprocessProtocol ------------------------------------------------------------------
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self._deliver(self._lines.feed(data))
+        else:
+            self._stderr.feed(data, self.pid)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._deliver(self._lines.end())
+        elif fd == 2:
+            self._stderr.end(self.pid)
+
+    def process_exited(self) -> None:
+        transport = self._transport
+        code = transport.get_returncode() if transport is not None else None
+        self._reason = exit_reason(self.pid, code)
+        self._kill_group(signal.SIGTERM)  # what it started must not outlive it (and hold its pipes)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The child exited and its pipes closed: the channel is over."""
+        reason = self._reason or exit_reason(self.pid, None)
+        done = self._done
+        if done is not None and not done.done():
+            done.set_result(None)
+        if self._transport is not None:
+            self._transport.close()
+        self.events.closed(reason, asked=self._asked)
+
+    def _deliver(self, items: list[bytes | Oversized]) -> None:
+        events = self.events
+        for item in items:
+            if isinstance(item, bytes):
+                events.received(item)
+            else:
+                events.oversized(item.size, item.head, item.tail)
+
+    # -- the owner's side ----------------------------------------------------------------------------
+
+    def write(self, data: bytes, exchange: str | None) -> None:
+        transport = self._transport
+        stdin = transport.get_pipe_transport(0) if transport is not None else None
+        if stdin is None or stdin.is_closing():
+            self.events.write_failed(exchange, "the upstream MCP server's stdin is closed")
+            return
+        cast(asyncio.WriteTransport, stdin).write(encode_line(data))
+
+    def pause_reading(self) -> None:
+        self._stdout_reading(pause=True)
+
+    def resume_reading(self) -> None:
+        self._stdout_reading(pause=False)
+
+    def _stdout_reading(self, *, pause: bool) -> None:
+        transport = self._transport
+        stdout = transport.get_pipe_transport(1) if transport is not None else None
+        if stdout is None or stdout.is_closing():
+            return
+        reader = cast(asyncio.ReadTransport, stdout)
+        if pause:
+            reader.pause_reading()
+        else:
+            reader.resume_reading()
+
+    def stop(self, reason: str) -> None:
+        if self._asked or self._done is None or self._done.done():
+            return
+        self._asked = True
+        self._log.info("upstream_stopping", upstream=self.shown, pid=self.pid, reason=reason)
+        self._stopping = spawn(self._stop(), name="upstream-stop")
+
+    async def _stop(self) -> None:
+        """stdin closed, then SIGTERM to the group, then SIGKILL to the group after the grace."""
+        done = self._done
+        assert done is not None
+        transport = self._transport
+        stdin = transport.get_pipe_transport(0) if transport is not None else None
+        if stdin is not None:
+            stdin.close()
+        for sig, wait in ((signal.SIGTERM, STDIN_EOF_WAIT), (signal.SIGKILL, self.stop_grace)):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await asyncio.shield(done)
+                    return
+            self._kill_group(sig)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.stop_grace):
+                await asyncio.shield(done)
+
+    async def stopped(self, grace: float) -> None:
+        self.stop_grace = min(self.stop_grace, grace)
+        if self._stopping is None:
+            self.stop("the proxy is stopping")
+        if self._stopping is not None:
+            await self._stopping
+
+    def _kill_group(self, sig: signal.Signals) -> None:
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+
+
+class _StderrLog:
+    """The child's stderr as log lines: bounded in length and in rate."""
+
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        self._lines = LineDecoder(STDERR_LINE_BYTES)
+        self._window = 0.0
+        self._count = 0
+        self._suppressed = 0
+        self._log = get_logger()
+
+    def feed(self, data: bytes, pid: int) -> None:
+        for item in self._lines.feed(data):
+            self._line(item, pid)
+
+    def end(self, pid: int) -> None:
+        for item in self._lines.end():
+            self._line(item, pid)
+        self._flush(pid)
+
+    def _line(self, item: bytes | Oversized, pid: int) -> None:
+        now = time.monotonic()
+        if now - self._window >= 1.0:
+            self._flush(pid)
+            self._window, self._count = now, 0
+        self._count += 1
+        if self._count > STDERR_LINES_PER_SECOND:
+            self._suppressed += 1
+            return
+        if isinstance(item, bytes):
+            text = item.decode("utf-8", "replace")
+        else:
+            text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
+        self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=text)
+
+    def _flush(self, pid: int) -> None:
+        if self._suppressed:
+            self._log.warning(
+                "upstream_stderr_suppressed",
+                stream="upstream-stderr",
+                pid=pid,
+                lines=self._suppressed,
+                reason=f"more than {STDERR_LINES_PER_SECOND} stderr lines a second",
+            )
+            self._suppressed = 0

@@ -1,0 +1,63 @@
+"""Real MCP servers on the transports a message channel carries: stdio commands and HTTP+SSE servers.
+
+- server-everything (npm) in ``stdio`` and ``sse`` modes, from the repository's ``.cache/node`` (the
+  ``sse`` one under the loopback preload, which announces its port);
+- the Python SDK's in-flight catalogue server (``tests.peers.apps``) on the SDK's stdio and HTTP+SSE
+  transports (``tests.peers.channel_serve``), in the peers' own environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from tests.peers.envs import LOOPBACK_PRELOAD, node_binary, node_package, peer_python
+from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment
+
+
+def everything_entry() -> str:
+    return str(node_package("@modelcontextprotocol/server-everything") / "dist" / "index.js")
+
+
+def everything_stdio_command() -> str:
+    """server-everything in stdio mode, as an `upstream_cmd`."""
+    return shlex.join([node_binary(), everything_entry(), "stdio"])
+
+
+def python_stdio_command() -> str:
+    """The Python SDK's in-flight catalogue server on stdio, as an `upstream_cmd` (run from the repo)."""
+    return shlex.join([str(peer_python()), "-m", "tests.peers.channel_serve", "stdio"])
+
+
+class EverythingSse(ServedPeer):
+    """server-everything in HTTP+SSE mode: GET /sse, POST /message?sessionId=..."""
+
+    label = "node-everything-sse"
+
+    def command(self) -> list[str]:
+        return [node_binary(), "--require", str(LOOPBACK_PRELOAD), everything_entry(), "sse"]
+
+    def environment(self) -> dict[str, str]:
+        return node_environment(PORT="0", **{ANNOUNCE_ENV: "1"})
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base_url}/sse"
+
+
+class PythonSse(ServedPeer):
+    """The Python SDK's catalogue server on HTTP+SSE: GET /sse, POST /messages/?session_id=..."""
+
+    label = "python-sse"
+
+    def command(self) -> list[str]:
+        return [str(peer_python()), "-m", "tests.peers.channel_serve", "sse", "--port", "0"]
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base_url}/sse"

@@ -1,0 +1,91 @@
+"""A hand-written FAKE stdio MCP server, for faults no real server produces on demand.
+
+Not a peer to test compatibility against (the real ones are in ``tests.e2e.channel_peers``): it
+answers just enough of MCP (``initialize``, ``tools/list``, ``tools/call``) to reach its faults, by
+the tool called: ``echo`` answers, ``noisy`` first prints a line that is not JSON, ``die`` exits with
+status 3 before answering, ``huge`` answers with a line of ``--huge`` bytes. ``--ignore-term`` makes
+it ignore SIGTERM and the end of its stdin (only SIGKILL stops it); ``--grandchild`` starts a process
+of its own in its process group and names its pid on stderr. Every byte it reads is appended to
+``--record`` (raw), so a test can see exactly what the proxy wrote to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[str, Any] | None:
+    if method == "initialize":
+        return {
+            "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "fake-stdio", "version": "0"},
+        }
+    if method == "tools/list":
+        return {
+            "tools": [
+                {"name": n, "inputSchema": {"type": "object"}} for n in ("echo", "noisy", "die", "huge")
+            ]
+        }
+    if method == "tools/call":
+        name = params.get("name")
+        if name == "noisy":
+            sys.stdout.write("this is not json, a stray print\n")
+            sys.stdout.flush()
+        elif name == "die":
+            sys.stderr.write("fake: dying on request\n")
+            sys.stderr.flush()
+            os._exit(3)
+        elif name == "huge":
+            text = "x" * huge
+            return {"content": [{"type": "text", "text": text}]}
+        return {"content": [{"type": "text", "text": f"echo {params.get('arguments', {})}"}]}
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", default="")
+    parser.add_argument("--huge", type=int, default=100_000)
+    parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--grandchild", action="store_true")
+    args = parser.parse_args()
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.grandchild:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        sys.stderr.write(f"grandchild {child.pid}\n")
+        sys.stderr.flush()
+    record = open(args.record, "ab") if args.record else None  # noqa: SIM115 (kept open for the run)
+    for raw in sys.stdin.buffer:
+        if record is not None:
+            record.write(raw)
+            record.flush()
+        message = json.loads(raw)
+        method, ident = message.get("method"), message.get("id")
+        if method is None or ident is None:
+            continue  # a notification or an answer
+        result = answer(ident, method, message.get("params") or {}, args.huge)
+        if result is None:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"no {method}"}})
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
+    while args.ignore_term:  # stdin ended: a stubborn server lingers until SIGKILL
+        time.sleep(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

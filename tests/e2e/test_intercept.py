@@ -1,0 +1,522 @@
+"""Intercept: messages held until a decision, with the official Python SDK on both sides, in both eras.
+
+A test drives the held desk as a script would, through the admin API (`/api/intercepts/wait` to learn
+of a held message, `POST /api/intercepts/held/{id}` to decide) while the client runs in its own
+process; what the client gets, what the server answered, the chain's note, the log line and
+/metrics show what each decision did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from proxy.runtime import Proxy
+from proxy.transport.tasks import spawn
+from tests.e2e.recording_upstream import SESSION, recording_upstream
+from tests.peers.clients import ClientKind, ClientRun, run_client
+from tests.peers.runner import PeerServer
+from tests.sidecar import run_mcp_proxy
+from tests.transport.helpers import captured_logs, client_session, wait_until
+
+pytestmark = pytest.mark.asyncio
+
+ERAS = [
+    pytest.param("python-legacy", "legacy_server", id="legacy"),
+    pytest.param("python-2026", "modern_server", id="2026-07-28"),
+]
+
+
+async def client_run(proxy: Proxy, kind: ClientKind, scenarios: list[str]) -> ClientRun:
+    run = await asyncio.to_thread(run_client, kind, proxy.endpoint(), scenarios, timeout=40.0)
+    await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
+    return run
+
+
+async def next_held(http: aiohttp.ClientSession, proxy: Proxy, after: str | None = None) -> dict[str, Any]:
+    """The next message held after `after`, by the long poll a script uses."""
+    url = f"{proxy.admin_url}/api/intercepts/wait?timeout=30" + (f"&after={after}" if after else "")
+    async with http.get(url) as resp:
+        assert resp.status == 200, await resp.text()
+        held: list[dict[str, Any]] = (await resp.json())["held"]
+    assert held, "nothing was held within 30 s"
+    return held[0]
+
+
+async def decide(
+    http: aiohttp.ClientSession, proxy: Proxy, held: str, body: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    async with http.post(f"{proxy.admin_url}/api/intercepts/held/{held}", json=body) as resp:
+        answer: dict[str, Any] = await resp.json()
+        return resp.status, answer
+
+
+async def with_desk(
+    proxy: Proxy, client: Awaitable[ClientRun], desk: Callable[[aiohttp.ClientSession], Awaitable[None]]
+) -> ClientRun:
+    """Run the client and the desk together; the client's run."""
+    async with client_session() as http:
+        run, _ = await asyncio.gather(client, desk(http))
+    return run
+
+
+async def chain_notes(proxy: Proxy) -> list[str]:
+    async with client_session() as http, http.get(f"{proxy.admin_url}/api/chains?limit=500") as resp:
+        found = await resp.json()
+    return [note for chain in found for note in chain.get("notes", [])]
+
+
+def tool_result(modern: bool, text: str) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+    if modern:
+        result["resultType"] = "complete"
+    return result
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_held_call_answered_by_the_desk_gets_the_typed_result(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert {k: held[k] for k in ("direction", "kind", "method", "mode", "side")} == {
+            "direction": "client",
+            "kind": "request",
+            "method": "tools/call",
+            "mode": "passthrough",
+            "side": "upstream",
+        }
+        assert held["message"]["params"]["name"] == "echo"
+        assert held["deadline"] - held["held_at"] == pytest.approx(60.0)
+        assert str(held["chain"]).startswith("c"), held  # its chain, built for the admin API
+        body = {"decision": "answer", "result": tool_result(client == "python-2026", "from the desk")}
+        assert await decide(http, proxy, held["id"], body) == (200, {"id": held["id"], "decision": "answer"})
+
+    with captured_logs() as logs:
+        async with proxy_for(upstream.url, intercepts=["tool:echo dir:client"]) as proxy:
+            run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+            notes = await chain_notes(proxy)
+            async with client_session() as http, http.get(proxy.admin_url + "/metrics") as resp:
+                metrics = await resp.text()
+    assert run.lines["echo"]["result"]["content"] == ["from the desk"], run.lines
+    assert any(n.startswith("the client's tools/call held by intercept i1 for") for n in notes), notes
+    assert any(n.endswith(", answered by the proxy by api") for n in notes), notes
+    (line,) = [e for e in logs if e.get("event") == "exchange" and e.get("intercept")]
+    assert line["intercept"].endswith("answer by api")
+    assert "mcp_proxy_intercepts_held_total 1.0" in metrics
+    assert 'mcp_proxy_intercepts_released_total{decision="answer"} 1.0' in metrics
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        edited = json.loads(json.dumps(held["message"]))
+        edited["params"]["arguments"]["text"] = "edited at the desk"
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+
+    async with proxy_for(upstream.url, intercepts=["tool:echo dir:client"]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+        notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["edited at the desk"], run.lines
+    assert any("forwarded edited by api" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_dropped_call_gets_an_error_naming_the_intercept(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (await decide(http, proxy, held["id"], {"decision": "drop", "by": "tui"}))[0] == 200
+
+    async with proxy_for(upstream.url, intercepts=["tool:add"]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
+        notes = await chain_notes(proxy)
+    error = run.lines["add"]["error"]
+    assert error["code"] == -32000, run.lines
+    assert "the proxy's intercept (i1) dropped this request" in error["message"]
+    assert any("dropped by tui" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(("client", "server"), ERAS)
+async def test_a_held_server_answer_is_replaced_by_the_typed_error(
+    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"], held["side"]) == (
+            "server",
+            "response",
+            "tools/call",
+            "client",
+        )
+        assert held["message"]["result"]["structuredContent"] == {"result": 5}  # the server did act
+        body = {"decision": "answer", "error": {"code": -32077, "message": "the desk says no"}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    async with proxy_for(upstream.url, intercepts=["tool:add dir:server"]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
+    assert run.lines["add"]["error"] == {"code": -32077, "message": "the desk says no"}, run.lines
+
+
+@pytest.mark.parametrize("verb", ["answer", "drop"])
+async def test_a_servers_elicitation_held_is_answered_upstream_and_never_reaches_the_client(
+    verb: str, legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"]) == (
+            "server",
+            "request",
+            "elicitation/create",
+        )
+        body: dict[str, Any] = {"decision": verb}
+        if verb == "answer":
+            body["result"] = {"action": "accept", "content": {"name": "the desk"}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    rule = "method:elicitation/create dir:server"
+    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    line = run.lines["ask_name"]
+    assert line.get("callbacks", []) == [], line  # the client never saw the question
+    if verb == "answer":
+        assert line["result"]["content"] == ["Hello, the desk!"], line
+    else:  # the server got an error as the client's answer
+        assert "error" in line or line["result"]["isError"], line
+
+
+async def test_a_server_notification_has_no_answer_and_dropped_it_never_reaches_the_client(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        first = await next_held(http, proxy)
+        status, answer = await decide(http, proxy, first["id"], {"decision": "answer", "result": {}})
+        assert status == 409
+        assert "a notification has no answer" in answer["message"]
+        assert (await decide(http, proxy, first["id"], {"decision": "drop"}))[0] == 200
+        after = first["id"]
+        for _ in range(2):
+            held = await next_held(http, proxy, after)
+            assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+            after = held["id"]
+        status, _ = await decide(http, proxy, first["id"], {"decision": "forward"})
+        assert status == 404  # released already
+
+    rule = "method:notifications/progress dir:server"
+    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["progress"]), desk)
+    assert "error" not in run.lines["progress"], run.lines
+    assert run.lines["progress"]["progress"] == [2.0, 3.0], run.lines
+
+
+async def test_a_forgotten_hold_goes_on_unchanged_when_its_timeout_passes(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, intercepts=["tool:echo timeout=300ms"]) as proxy:
+            run = await client_run(proxy, "python-legacy", ["echo"])
+            notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+    assert any("forwarded unchanged by timeout" in n for n in notes), notes
+    lines = [e["intercept"] for e in logs if e.get("event") == "exchange" and e.get("intercept")]
+    assert any(text.endswith("forward by timeout") for text in lines), lines
+
+
+async def test_past_the_bound_a_picked_message_goes_on_and_is_recorded_as_not_held(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        second = await asyncio.to_thread(  # not held: one is already
+            run_client, "python-legacy", proxy.endpoint(), ["echo"], timeout=40.0
+        )
+        assert second.lines["echo"]["result"]["content"] == ["hello"], second.lines
+        assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+
+    async with proxy_for(
+        legacy_server.url, intercepts=["tool:echo dir:client"], intercept_max_held=1
+    ) as proxy:
+        first = asyncio.to_thread(run_client, "python-legacy", proxy.endpoint(), ["echo"], timeout=40.0)
+        run = await with_desk(proxy, first, desk)
+        notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+    assert any(
+        "not held by intercept (i1: tool:echo dir:client)" in n and "1 messages already held" in n
+        for n in notes
+    )
+
+
+async def test_a_drain_releases_every_held_message_unchanged(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        await next_held(http, proxy)
+        proxy.desk.drain()  # what SIGTERM's drain does first
+        assert proxy.desk.held == {}
+
+    async with proxy_for(legacy_server.url, intercepts=["tool:echo"]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo", "add"]), desk)
+        notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+    assert any("forwarded unchanged by drain" in n for n in notes), notes
+
+
+BRIDGES = [
+    pytest.param("python-legacy", "modern_server", "legacy_to_mrtr", id="legacy-client-modern-server"),
+    pytest.param("python-2026", "legacy_server", "mrtr_to_legacy", id="modern-client-legacy-server"),
+]
+
+
+@pytest.mark.parametrize(("client", "server", "mode"), BRIDGES)
+async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited(
+    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    sides: list[tuple[str, str, str]] = []
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["mode"], held["side"], held["method"]) == (mode, "upstream", "tools/call")
+        edited = json.loads(json.dumps(held["message"]))
+        edited["params"]["arguments"]["text"] = "bridged edit"
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+        # Then the bridge's own messages of the same call, each held in turn: its call upstream, the
+        # upstream's answer to it, its answer to the client.
+        after = held["id"]
+        for _ in range(3):
+            held = await next_held(http, proxy, after)
+            sides.append((held["direction"], held["kind"], held["side"]))
+            assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+            after = held["id"]
+
+    async with proxy_for(upstream.url, intercepts=["tool:echo mode:bridged"]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+    assert run.lines["echo"]["result"]["content"] == ["bridged edit"], run.lines
+    assert sides == [
+        ("client", "request", "upstream"),
+        ("server", "response", "client"),
+        ("server", "response", "client"),
+    ]
+
+
+@pytest.mark.parametrize("verb", ["answer", "drop"])
+async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clients_place(
+    verb: str, modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"], held["side"], held["mode"]) == (
+            "server",
+            "request",
+            "elicitation/create",
+            "client",
+            "legacy_to_mrtr",
+        )
+        body: dict[str, Any] = {"decision": verb}
+        if verb == "answer":
+            body["result"] = {"action": "accept", "content": {"name": "the desk"}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    rule = "method:elicitation/create dir:server mode:legacy_to_mrtr"
+    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    line = run.lines["ask_name"]
+    assert line.get("callbacks", []) == [], line  # the client never saw the bridge's question
+    if verb == "answer":
+        assert line["result"]["content"] == ["Hello, the desk!"], line
+    else:
+        assert "error" in line or line["result"]["isError"], line
+
+
+async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["side"], held["method"]) == ("client", "upstream", "tools/call")
+        edited = json.loads(json.dumps(held["message"]))
+        (key,) = edited["params"]["inputResponses"]
+        edited["params"]["inputResponses"][key]["content"]["name"] = "edited upstream"
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+
+    rule = "round:>1 mode:legacy_to_mrtr"
+    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, edited upstream!"], run.lines
+
+
+async def test_an_upstreams_elicitation_to_the_bridge_is_answered_upstream_in_the_clients_place(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        assert (held["direction"], held["kind"], held["method"], held["mode"]) == (
+            "server",
+            "request",
+            "elicitation/create",
+            "mrtr_to_legacy",
+        )
+        body = {"decision": "answer", "result": {"action": "accept", "content": {"name": "the desk"}}}
+        assert (await decide(http, proxy, held["id"], body))[0] == 200
+
+    rule = "method:elicitation/create dir:server mode:mrtr_to_legacy"
+    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
+        run = await with_desk(proxy, client_run(proxy, "python-2026", ["ask_name"]), desk)
+    line = run.lines["ask_name"]
+    assert line.get("callbacks", []) == [], line
+    assert line["result"]["content"] == ["Hello, the desk!"], line
+
+
+LEGACY = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+STATE = "s3cret-state-the-server-sealed"
+
+
+async def post(http: aiohttp.ClientSession, url: str, body: Any, session: str | None = None) -> Any:
+    headers = {**LEGACY, "MCP-Protocol-Version": "2025-11-25"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    async with http.post(url, json=body, headers=headers) as resp:
+        text = await resp.text()
+        return resp.status, resp.headers.get("Mcp-Session-Id"), json.loads(text) if text else None
+
+
+async def test_an_edit_refused_is_never_sent_and_a_secret_left_in_place_is_restored(
+    proxy_for: Callable[..., Any],
+) -> None:
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"n": 1}, "requestState": STATE},
+    }
+    async with (
+        recording_upstream("legacy") as upstream,
+        proxy_for(upstream.url("/mcp"), intercepts=["tool:echo dir:client"]) as proxy,
+        client_session() as http,
+    ):
+        url = proxy.endpoint()
+        _, session, _ = await post(
+            http, url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        )
+        assert session == SESSION
+        calling = spawn(post(http, url, call, session), name="held-call")
+        held = await next_held(http, proxy)
+        async with http.get(f"{proxy.admin_url}/api/intercepts") as resp:
+            listing = await resp.text()
+        assert STATE not in listing  # shown redacted, as /api/chains shows messages
+        stand_in = held["message"]["params"]["requestState"]
+        assert stand_in.startswith("<requestState len=30 hmac:")
+        assert json.loads(listing)["rules"] == [
+            {
+                "id": "i1",
+                "match": "tool:echo dir:client",
+                "rule": "tool:echo dir:client",
+                "timeout_s": 60.0,
+                "held": 1,
+                "picked": 1,
+            }
+        ]
+        shown = held["message"]
+        refusals = [
+            ({"decision": "forward", "message": [shown]}, "is a JSON object"),
+            ({"decision": "forward", "message": {**shown, "id": 3}}, "keeps the held message's id 2"),
+            ({"decision": "forward", "message": {**shown, "jsonrpc": "1.0"}}, '"jsonrpc" must be "2.0"'),
+            (
+                {
+                    "decision": "forward",
+                    "message": {**shown, "params": {"name": "echo", "arguments": {"n": stand_in}}},
+                },
+                "was shown at params.requestState",
+            ),
+            ({"decision": "sideways"}, "decision is forward"),
+            ({"decision": "answer"}, "exactly one of"),
+            ({"decision": "forward", "by": "cron"}, "by is one of api, tui"),
+        ]
+        for body, reason in refusals:
+            status, answer = await decide(http, proxy, held["id"], body)
+            assert (status, answer["error"]) == (400, "bad_request"), (body, answer)
+            assert reason in answer["message"], (body, answer)
+        assert "tools/call" not in [h.method for h in upstream.heads]  # nothing was sent
+        edited = {**shown, "params": {**shown["params"], "arguments": {"n": 2}}}
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+        status, _, answer = await bounded_result(calling)
+        async with http.get(f"{proxy.admin_url}/api/chains?limit=50") as resp:
+            chains_text = await resp.text()
+    assert status == 200
+    assert answer["result"]["content"][0]["text"] == "echoed"
+    sent = json.loads(upstream.heads[-1].body)
+    assert sent["params"] == {"name": "echo", "arguments": {"n": 2}, "requestState": STATE}
+    assert STATE not in chains_text
+
+
+async def bounded_result(future: Awaitable[Any]) -> Any:
+    async with asyncio.timeout(30):
+        return await future
+
+
+async def test_rules_come_and_go_through_the_admin_api_and_a_deleted_rule_lets_its_messages_go(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async def desk(http: aiohttp.ClientSession) -> None:
+        api = f"{proxy.admin_url}/api/intercepts"
+        async with http.post(api, json={"rule": "tool:echo", "timeout": "45s"}) as resp:
+            assert resp.status == 201, await resp.text()
+            assert (await resp.json())["timeout_s"] == 45.0
+        async with http.post(api, json={"rule": "tool:echo => drop"}) as resp:
+            assert resp.status == 400
+            assert "has no action" in (await resp.json())["message"]
+        assert proxy.relays.gate is not None
+        run = spawn(client_run(proxy, "python-legacy", ["echo"]), name="held-client")
+        await next_held(http, proxy)
+        async with http.delete(api + "/i1") as resp:
+            assert await resp.json() == {"removed": 1, "released": 1}
+        async with http.delete(api + "/i1") as resp:
+            assert resp.status == 404
+        assert proxy.relays.gate is None  # no rule of either kind: the traffic no longer asks
+        done = await bounded_result(run)
+        assert done.lines["echo"]["result"]["content"] == ["hello"], done.lines
+
+    async with proxy_for(legacy_server.url) as proxy, client_session() as http:
+        await desk(http)
+        notes = await chain_notes(proxy)
+    assert any("forwarded unchanged by rule_deleted" in n for n in notes), notes
+
+
+async def test_the_mcp_proxy_command_takes_intercept_flags_and_shows_them_in_print_config() -> None:
+    argv = (
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        "--intercept",
+        "tool:a timeout=5s",
+        "--intercept",
+        "dir:server",
+    )
+    done = await asyncio.to_thread(run_mcp_proxy, "--print-config", *argv)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("intercepts")]
+    assert "tool:a timeout=5s" in line, line
+    assert "dir:server" in line, line
+    assert "--intercept" in line, line
+    bad = await asyncio.to_thread(
+        run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--intercept", "x => y"
+    )
+    assert bad.returncode == 2
+    assert "intercepts (flag --intercept): intercept rule 'x => y'" in bad.stderr

@@ -1,0 +1,186 @@
+"""Faults of a stdio upstream, through the ``mcp-proxy`` command, against the hand-written FAKE
+stdio server (``tests.e2e.fake_stdio_server``): a stray non-JSON line, an exit mid-call, an answer
+over ``max_body_bytes``, a server that keeps dying, and stopping the proxy with a stubborn child.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+FAKE = Path(__file__).with_name("fake_stdio_server.py")
+JSON = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def fake_command(*args: str) -> str:
+    return shlex.join([sys.executable, str(FAKE), *args])
+
+
+def post(url: str, message: dict[str, Any], session: str | None = None) -> tuple[int, dict[str, str], Any]:
+    headers = dict(JSON, **({"Mcp-Session-Id": session} if session else {}))
+    request = urllib.request.Request(url, json.dumps(message).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            status, head, body = response.status, _lower(response.headers.items()), response.read()
+    except urllib.error.HTTPError as exc:
+        status, head, body = exc.code, _lower(exc.headers.items()), exc.read()
+    return status, head, json.loads(body) if body else None
+
+
+def _lower(items: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in items}
+
+
+def initialize(url: str) -> str:
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    }
+    status, head, body = post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+    assert status == 200, body
+    assert body["result"]["serverInfo"]["name"] == "fake-stdio"
+    return head["mcp-session-id"]
+
+
+def call(url: str, tool: str, session: str | None = None, ident: int = 1) -> tuple[int, Any]:
+    message = {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {}},
+    }
+    status, _head, body = post(url, message, session)
+    return status, body
+
+
+def proxy_env(**settings: object) -> dict[str, str]:
+    return clean_env(**settings_env(upstream_era="legacy", **settings))
+
+
+def test_a_line_that_is_not_json_is_logged_as_the_servers_protocol_error_and_traffic_goes_on(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "read.jsonl"
+    with ProxyProcess(proxy_env(upstream_cmd=fake_command("--record", str(record)))) as proxy:
+        session = initialize(proxy.endpoint())
+        status, body = call(proxy.endpoint(), "noisy", session)
+        assert status == 200
+        assert body["result"]["content"][0]["text"] == "echo {}"
+        error = proxy.find("upstream_protocol_error")
+        assert error is not None, proxy.stderr()
+        assert error["preview"] == "this is not json, a stray print"
+        assert error["action"] == "skipped"
+        assert call(proxy.endpoint(), "echo", session, ident=2)[0] == 200
+    lines = record.read_bytes().splitlines()
+    assert json.loads(lines[0])["method"] == "initialize"  # what the client sent, one line each
+    assert [json.loads(line).get("id") for line in lines[-2:]] == [1, 2]
+
+
+def test_a_server_that_exits_mid_call_fails_the_call_naming_its_exit_status_and_is_started_again() -> None:
+    with ProxyProcess(proxy_env(upstream_cmd=fake_command())) as proxy:
+        url = proxy.endpoint()
+        session = initialize(url)
+        status, body = call(url, "die", session)
+        assert status == 200
+        assert body["id"] == 1
+        assert "exited with status 3" in body["error"]["message"], body
+        status, body = call(url, "echo", session, ident=2)
+        assert status == 404  # the session died with its process: a legacy client initializes again
+        assert body["error"]["message"] == "Session not found"
+        again = initialize(url)
+        assert call(url, "echo", again)[0] == 200
+        exited = proxy.find("upstream_exited")
+        assert exited is not None
+        assert "exited with status 3" in exited["reason"]
+        stderr = [e["line"] for e in proxy.events() if e.get("stream") == "upstream-stderr"]
+        assert "fake: dying on request" in stderr
+
+
+def test_an_answer_over_max_body_bytes_is_refused_with_an_error_and_never_held() -> None:
+    env = proxy_env(upstream_cmd=fake_command("--huge", "200000"), max_body_bytes=65536)
+    with ProxyProcess(env) as proxy:
+        url = proxy.endpoint()
+        session = initialize(url)
+        status, body = call(url, "huge", session)
+        assert status == 200
+        assert "max_body_bytes" in body["error"]["message"], body
+        logged = proxy.find("upstream_message_too_large")
+        assert logged is not None
+        assert logged["limit"] == 65536
+        assert logged["size"] > 200000
+        assert call(url, "echo", session, ident=2)[0] == 200  # the same child goes on
+
+
+def get_status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_server_that_keeps_dying_is_refused_past_the_restart_limit_and_readyz_says_503() -> None:
+    env = proxy_env(upstream_cmd=fake_command(), upstream_restarts_per_minute=2, health="127.0.0.1:0")
+    with ProxyProcess(env) as proxy:
+        url = proxy.endpoint()
+        assert get_status(proxy.health + "/readyz")[0] == 200
+        for ident in range(1, 4):  # sessionless calls share one child, started again after each death
+            status, body = call(url, "die", ident=ident)
+            assert status == 200
+            assert "exited with status 3" in body["error"]["message"], body
+        status, body = call(url, "echo", ident=9)
+        assert status == 502, body
+        assert "upstream_restarts_per_minute=2" in body["error"]["message"]
+        status, text = get_status(proxy.health + "/readyz")
+        assert status == 503
+        assert "upstream_restarts_per_minute" in text
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for a parent to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_proxy_stops_a_stubborn_child_and_what_it_started(sig: signal.Signals) -> None:
+    command = fake_command("--ignore-term", "--grandchild")
+    with ProxyProcess(proxy_env(upstream_cmd=command, upstream_stop_grace=0.5, drain_grace=1)) as proxy:
+        initialize(proxy.endpoint())
+        deadline = time.monotonic() + 10
+        while (
+            line := next(
+                (e["line"] for e in proxy.events() if str(e.get("line", "")).startswith("grandchild")), None
+            )
+        ) is None:
+            assert time.monotonic() < deadline, proxy.stderr()
+            time.sleep(0.02)
+        grandchild = int(line.split()[1])
+        children = [e["pid"] for e in proxy.events() if e.get("event") == "upstream_started"]
+        assert all(alive(pid) for pid in [*children, grandchild])
+        proxy.signal(sig)
+        assert proxy.process is not None
+        assert proxy.process.wait(timeout=20) == 0
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in [*children, grandchild]):
+            assert time.monotonic() < deadline, (
+                f"left behind: {[p for p in [*children, grandchild] if alive(p)]}"
+            )
+            time.sleep(0.02)

@@ -1,0 +1,142 @@
+"""stdio MCP servers behind ``mcp-proxy --upstream-cmd``, with SDK clients of both eras.
+
+server-everything (npm) in stdio mode is the same program the Streamable HTTP tests run, so each
+client's results through the proxy must equal what the same client library gets from it directly
+over HTTP (its session id, which it prints in a few texts, and its environment aside): pass-through
+for legacy clients, the modern->legacy bridge for 2026-07-28 clients (a tool that asks in flight over
+stdio comes back to them as `input_required`, which their SDK completes). The Python SDK's own stdio
+server (in its own environment) takes the catalogue of ``tests.peers.apps`` the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
+from tests.e2e.test_server_everything import (
+    DIRECT_BASELINE,
+    OUTSIDE_A_CALL,
+    differences,
+    normalized,
+    plan,
+)
+from tests.peers.clients import ClientKind, ClientRun, run_plan
+from tests.peers.runner import NodeServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+UNCOMPARED = {"get-env"}
+"""Prints the server's environment, which differs between a child of the proxy and the HTTP peer."""
+_SESSION_WORDS = re.compile(r"session (undefined|<uuid>)")
+
+
+def comparable(lines: dict[str, dict[str, Any]], *, bridged: bool) -> dict[str, Any]:
+    """A run's lines without the uncompared steps, with the session named alike (stdio has none)."""
+    skip = UNCOMPARED | (OUTSIDE_A_CALL if bridged else set())
+    text = {step: line for step, line in lines.items() if step not in skip}
+    return {step: _unsession(line) for step, line in text.items()}
+
+
+def _unsession(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SESSION_WORDS.sub("session <id>", value)
+    if isinstance(value, list):
+        return [_unsession(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _unsession(v) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture(scope="module")
+def everything_http() -> Iterator[NodeServer]:
+    with NodeServer("everything") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stdio_proxy() -> Iterator[ProxyProcess]:
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=everything_stdio_command()))) as process:
+        yield process
+
+
+def _logs(proxy: ProxyProcess) -> str:
+    return f"--- mcp-proxy stderr ---\n{proxy.stderr()[-4000:]}"
+
+
+@pytest.mark.parametrize("client", ["python-legacy", "ts-v1", "python-2026", "ts-v2"])
+def test_a_client_of_either_era_gets_from_a_stdio_server_what_it_gets_over_http(
+    client: ClientKind, everything_http: NodeServer, stdio_proxy: ProxyProcess
+) -> None:
+    bridged = client in ("python-2026", "ts-v2")
+    want = comparable(
+        normalized(run_plan(DIRECT_BASELINE[client], everything_http.url, plan(bridged=False))),
+        bridged=bridged,
+    )
+    got = comparable(
+        normalized(run_plan(client, stdio_proxy.endpoint(), plan(bridged=bridged))), bridged=bridged
+    )
+    assert got == want, f"{client} via stdio:\n{differences(got, want)}\n{_logs(stdio_proxy)}"
+
+
+def test_a_modern_client_gets_input_required_from_a_legacy_stdio_server_and_completes_it(
+    stdio_proxy: ProxyProcess,
+) -> None:
+    step = {"id": "ask", "op": "call", "tool": "trigger-elicitation-request", "arguments": {}}
+    run = run_plan("python-2026", stdio_proxy.endpoint(), [step])
+    line = run.lines["ask"]
+    assert line["callbacks"] == ["elicitation:Please provide inputs for the following fields:"], run.stderr
+    assert "- Name: octocat" in line["result"]["content"][1]["text"]
+    rounds = [
+        e
+        for e in stdio_proxy.events()
+        if e.get("event") == "bridge_round" and e.get("name") == "trigger-elicitation-request"
+    ]
+    assert [r["outcome"] for r in rounds][-2:] == ["input_required", "complete"], _logs(stdio_proxy)
+
+
+def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_session(
+    stdio_proxy: ProxyProcess,
+) -> None:
+    before = {e["pid"] for e in stdio_proxy.events() if e.get("event") == "upstream_started"}
+    steps = [{"id": "sum", "op": "call", "tool": "get-sum", "arguments": {"a": 1, "b": 2}}]
+    run_plan("python-legacy", stdio_proxy.endpoint(), steps)
+    run_plan("python-legacy", stdio_proxy.endpoint(), steps)
+    started = [e["pid"] for e in stdio_proxy.events() if e.get("event") == "upstream_started"]
+    new = [pid for pid in started if pid not in before]
+    assert len(new) == 2, _logs(stdio_proxy)
+    stopped = {e["pid"] for e in stdio_proxy.events() if e.get("event") == "upstream_stopping"}
+    assert set(new) <= stopped  # each client's DELETE ended its child
+
+
+# -- the Python SDK's stdio server ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def python_stdio_proxy() -> Iterator[ProxyProcess]:
+    env = settings_env(upstream_cmd=python_stdio_command(), upstream_era="legacy")
+    with ProxyProcess(clean_env(**env)) as process:
+        yield process
+
+
+PY_PLAN = [
+    {"id": "list_tools", "op": "list_tools"},
+    {"id": "echo", "op": "call", "tool": "echo", "arguments": {"text": "hi"}},
+    {"id": "ask_name", "op": "call", "tool": "ask_name", "arguments": {}},
+]
+
+
+@pytest.mark.parametrize("client", ["python-legacy", "python-2026"])
+def test_the_python_sdks_stdio_server_serves_both_eras_through_the_proxy(
+    client: ClientKind, python_stdio_proxy: ProxyProcess
+) -> None:
+    run: ClientRun = run_plan(client, python_stdio_proxy.endpoint(), PY_PLAN)
+    lines = run.lines
+    assert "echo" in lines["list_tools"]["result"], run.stderr + _logs(python_stdio_proxy)
+    assert "hi" in str(lines["echo"]["result"]), run.stderr
+    assert lines["ask_name"]["callbacks"], run.stderr + _logs(python_stdio_proxy)
+    assert "error" not in lines["ask_name"], lines["ask_name"]

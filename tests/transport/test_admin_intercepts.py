@@ -1,0 +1,119 @@
+"""`/api/intercepts` and the held desk behind it: token rules, decisions refused, the long poll."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from proxy.config import Settings
+from proxy.engine.gate.messages import seen
+from proxy.runtime import Proxy
+from proxy.transport.admin_intercepts import InterceptRoutes
+from proxy.transport.intercept_desk import Decision, InterceptError
+from proxy.wire.jsonrpc import classify_value
+
+pytestmark = pytest.mark.asyncio
+
+
+def bare_proxy(**settings: Any) -> Proxy:
+    values = {"upstream": "http://127.0.0.1:9/mcp", "listen": "127.0.0.1:0", "admin_enabled": False}
+    return Proxy(Settings(**{**values, **settings}))
+
+
+@asynccontextmanager
+async def intercept_api(listens_on: str, *, has_token: bool) -> AsyncIterator[tuple[str, Proxy]]:
+    """The intercept routes alone, served on loopback, told the admin API listens on `listens_on`."""
+    proxy = bare_proxy()
+    app = web.Application()
+    InterceptRoutes(proxy.intercepts, has_token=has_token, host=lambda: listens_on).add(app)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        yield str(server.make_url("/api/intercepts")), proxy
+    finally:
+        await server.close()
+
+
+async def call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http, http.request(method, url, json=body) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_beyond_loopback_without_a_token_every_intercept_path_is_refused_naming_the_fix() -> None:
+    async with intercept_api("192.0.2.10", has_token=False) as (url, proxy):
+        for method, path, body in (
+            ("GET", "", None),
+            ("POST", "", {"rule": "*"}),
+            ("DELETE", "", None),
+            ("DELETE", "/i1", None),
+            ("GET", "/wait?timeout=0", None),
+            ("POST", "/held/h1", {"decision": "forward"}),
+        ):
+            status, answer = await call(method, url + path, body)
+            assert status == 403, (method, path, answer)
+            assert "--admin-token" in answer["message"]
+            assert "intercepts are refused" in answer["message"]
+        assert proxy.relays.gate is None
+
+
+async def test_with_a_token_or_on_loopback_rules_are_taken_and_bad_ones_refused() -> None:
+    for host, has_token in (("192.0.2.10", True), ("127.0.0.1", False)):
+        async with intercept_api(host, has_token=has_token) as (url, proxy):
+            status, answer = await call("POST", url, {"rule": "tool:a", "timeout": 5})
+            assert (status, answer["id"], answer["timeout_s"]) == (201, "i1", 5.0), answer
+            assert proxy.relays.gate is proxy.faults.gate
+            status, answer = await call("POST", url, {"rule": "tool:a timeout=later"})
+            assert status == 400
+            assert "timeout is a duration" in answer["message"]
+            status, answer = await call("POST", url, ["tool:a"])
+            assert status == 400
+            status, answer = await call("GET", url + "/wait?timeout=61")
+            assert status == 400
+            status, answer = await call("DELETE", url)
+            assert answer == {"removed": 1, "released": 0}
+            assert proxy.relays.gate is None
+
+
+def held_call(proxy: Proxy, body: dict[str, Any], direction: str = "client") -> Any:
+    """Hold `body` at the desk as the relay would; the task awaiting its decision."""
+    msg = classify_value(body)
+    judged = seen(msg, direction, era="legacy", session=None, asked={})
+    fault = proxy.faults.gate.decide(judged)
+    assert fault is not None
+    side = "upstream" if direction == "client" else "client"
+    return asyncio.get_running_loop().create_task(proxy.desk.hold(fault, "x1", msg, judged, side=side))
+
+
+async def test_the_desk_refuses_what_cannot_apply_and_the_long_poll_wakes_on_a_new_hold() -> None:
+    proxy = bare_proxy(intercepts=["*"], intercept_max_held=2)
+    control = proxy.intercepts
+    waiting = asyncio.get_running_loop().create_task(control.wait(None, 5))
+    answer = held_call(proxy, {"jsonrpc": "2.0", "id": 4, "result": {"ok": True}})  # a client's answer
+    woke = await asyncio.wait_for(waiting, 5)
+    (held,) = woke["held"]
+    assert (held["id"], held["kind"], held["direction"]) == ("h1", "response", "client")
+    with pytest.raises(InterceptError) as caught:
+        control.decide("h1", {"decision": "answer", "result": {}})
+    assert caught.value.status == 409
+    assert "client's answer to the server's request" in caught.value.message
+    note = held_call(proxy, {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}})
+    third = held_call(proxy, {"jsonrpc": "2.0", "id": 9, "method": "ping"})
+    assert await asyncio.wait_for(third, 5) == Decision("forward", by="none")  # not held: 2 already are
+    assert (await control.wait("h1", 0))["held"][0]["kind"] == "notification"
+    with pytest.raises(InterceptError) as caught:
+        control.decide("h9", {"decision": "drop"})
+    assert caught.value.status == 404
+    assert "held now: h1, h2" in caught.value.message
+    assert control.decide("h2", {"decision": "drop"}) == {"id": "h2", "decision": "drop"}
+    assert (await asyncio.wait_for(note, 5)).verb == "drop"
+    proxy.desk.drain()
+    assert await asyncio.wait_for(answer, 5) == Decision("forward", by="drain")
+    assert proxy.desk.released == {"drop": 1, "forward": 1}
+    assert proxy.desk.held_total == 2

@@ -1,0 +1,157 @@
+"""Editing a held message before it goes out: in the TUI (a TextArea) or in `$EDITOR`.
+
+Both check the edit with the proxy's own JSON-RPC validation (`ui.held_edit`) before anything is sent:
+an invalid edit stays in the editor with the reason and is never sent, and a refusal from the proxy
+(its own checks, a message already released) is shown the same way. The message is shown redacted, as
+the proxy gives it; the editor says that a stand-in left in place goes out as the original value.
+
+`$EDITOR` gets a temporary file only this user can read (0600), removed as soon as the editor
+returns. The editor runs in a thread while the app is suspended and repaints are held, so a proxy
+running in this process keeps serving meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Static, TextArea
+
+from ui.desk import Decision, DeskError, Held, RuleDesk
+from ui.held_edit import STAND_IN_NOTE, EditRefused, editable_text, parse_edit
+from ui.messages import HeldDecided
+
+EDITOR_SECONDS = 3600.0
+"""Longest an external editor may stay open before the edit is abandoned (the held message's own
+deadline has usually passed long before)."""
+
+
+class HeldEditor(ModalScreen[bool]):
+    """The held message (or an answer to it) as JSON; Ctrl+S checks and sends, Esc cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "send", "Send", priority=True),
+        Binding("escape", "cancel", "Cancel", priority=True),
+    ]
+
+    def __init__(
+        self, desk: RuleDesk, held: Held, text: str, *, answer: bool = False, reason: str | None = None
+    ) -> None:
+        super().__init__()
+        self.desk = desk
+        self.held = held
+        self.text = text
+        self.answer = answer
+        self.reason = reason
+
+    def compose(self) -> ComposeResult:
+        """Title, the note on redacted values, the editor, the reason line, the footer."""
+        what = "answer" if self.answer else "edit"
+        held = self.held
+        title = f"{what} {held.id}: {held.kind} {held.method or ''} from the {held.direction}".rstrip()
+        with Vertical(id="editor-box"):
+            yield Static(Text(f"{title} — Ctrl+S sends, Esc cancels", style="bold"), id="editor-title")
+            yield Static(Text(f"shown redacted: {STAND_IN_NOTE}", style="dim"), id="editor-note")
+            yield TextArea(self.text, id="editor-text", soft_wrap=True, show_line_numbers=True)
+            yield Static(id="editor-error")
+            yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        """Focus the text; show why an edit from `$EDITOR` came back here, if it did."""
+        self.query_one(TextArea).focus()
+        if self.reason:
+            self.refuse(self.reason)
+
+    @property
+    def error(self) -> str:
+        """The reason shown now ('' when none)."""
+        return str(self.query_one("#editor-error", Static).content)
+
+    def refuse(self, reason: str) -> None:
+        """Show why the edit was not sent."""
+        self.query_one("#editor-error", Static).update(Text(f"not sent: {reason}", style="bold red"))
+
+    async def action_send(self) -> None:
+        """Check the edit; send it when it is valid JSON-RPC, else stay with the reason."""
+        text = self.query_one(TextArea).text
+        try:
+            message = parse_edit(text, self.held, answer=self.answer)
+        except EditRefused as exc:
+            self.refuse(str(exc))
+            return
+        decision = Decision("answer", answer=message) if self.answer else Decision("forward", message=message)
+        try:
+            await self.desk.decide(self.held.id, decision)
+        except DeskError as exc:
+            self.refuse(str(exc))
+            return
+        self.notify(f"{decision.describe()} {self.held.id}")
+        self.app.post_message(HeldDecided(self.held.id))
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """Close without sending (the message stays held until its deadline)."""
+        self.dismiss(False)
+
+
+def editor_command() -> list[str]:
+    """`$VISUAL`, else `$EDITOR`, else `vi`, split as a shell would."""
+    return shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+
+
+def run_editor(text: str, command: list[str]) -> str | None:
+    """Edit `text` in `command` on a 0600 temporary file, removed after; None when the editor failed.
+
+    Raises OSError when the editor cannot be started.
+    """
+    fd, name = tempfile.mkstemp(prefix="mcp-proxy-held-", suffix=".json")  # mkstemp creates it 0600
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        done = subprocess.run([*command, name], check=False, timeout=EDITOR_SECONDS)
+        if done.returncode != 0:
+            return None
+        return path.read_text(encoding="utf-8")
+    finally:
+        path.unlink(missing_ok=True)
+
+
+async def edit_externally(screen: Screen[None], desk: RuleDesk, held: Held) -> None:
+    """`E`: the held message in `$EDITOR`; a valid edit is sent, an invalid one opens in `HeldEditor`."""
+    app = screen.app
+    command = editor_command()
+    # A headless app (tests) has no terminal to hand over: the editor runs without suspending.
+    suspended = contextlib.nullcontext() if app.is_headless else app.suspend()
+    try:
+        with app.batch_update(), suspended:
+            edited = await asyncio.to_thread(run_editor, editable_text(held.message), command)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        screen.notify(f"cannot run {shlex.join(command)}: {exc}", severity="error")
+        return
+    if edited is None:
+        screen.notify(f"{shlex.join(command)} failed or was quit without saving: nothing sent")
+        return
+    try:
+        message = parse_edit(edited, held)
+    except EditRefused as exc:
+        app.push_screen(HeldEditor(desk, held, edited, reason=str(exc)))
+        return
+    try:
+        await desk.decide(held.id, Decision("forward", message=message))
+    except DeskError as exc:
+        app.push_screen(HeldEditor(desk, held, edited, reason=str(exc)))
+        return
+    screen.notify(f"forwarded edited {held.id}")
+    app.post_message(HeldDecided(held.id))
