@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
         "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector), "
         "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server), "
-        "`mcp-proxy stdio --upstream URL | -- CMD ARGS...` (the proxy as a stdio server) and "
+        "`mcp-proxy stdio --upstream URL | -- CMD ARGS...` (the proxy as a stdio server), "
+        "`mcp-proxy replay CAPTURE --chain ID | --all [--upstream URL]` (chains sent again to a live "
+        "server, in either era, and compared) and "
         "`mcp-proxy demo [--tui]` (a tour with bundled servers); each has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"mcp-proxy {__version__}")
@@ -122,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proxy.cli_mock import main as mock_main
 
         return mock_main(words[1:])
+    if words and words[0] == "replay":
+        from proxy.cli_replay import main as replay_main
+
+        return replay_main(words[1:])
     parser = build_parser()
     args = parser.parse_args(words)
     try:

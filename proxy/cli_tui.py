@@ -24,6 +24,7 @@ from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:
     from proxy.flows.bus import Subscription
+    from proxy.replay.runner import TuiReplayer
     from proxy.runtime import Proxy
     from ui.app import ProxyTui
 
@@ -64,6 +65,13 @@ def build_tui_parser() -> argparse.ArgumentParser:
     tui.add_argument(
         "--history", type=int, default=500, help="recent chains to fetch on attach (default 500)"
     )
+    tui.add_argument(
+        "--upstream",
+        metavar="URL",
+        default=None,
+        help="the server `r` replays a chain against (default: the attached proxy's upstream, or the "
+        "one the capture recorded)",
+    )
     demo = commands.add_parser(
         "demo", help="bundled servers, proxies and clients of both eras (needs [demo])"
     )
@@ -81,11 +89,11 @@ def main(argv: Sequence[str]) -> int:
         print(missing, file=sys.stderr)
         return 2
     if args.open is not None:
-        return open_capture(args.open)
-    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history)
+        return open_capture(args.open, args.upstream)
+    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history, args.upstream)
 
 
-def open_capture(path: Path) -> int:
+def open_capture(path: Path, upstream: str | None = None) -> int:
     """`tui --open FILE`: check the file is a readable capture, then browse it."""
     try:
         CaptureReader(path).close()
@@ -96,11 +104,11 @@ def open_capture(path: Path) -> int:
     from ui.feeds import CaptureFeed
     from ui.model import CAPTURE_CHAINS
 
-    ProxyTui(CaptureFeed(path), max_chains=CAPTURE_CHAINS).run()
+    ProxyTui(CaptureFeed(path), max_chains=CAPTURE_CHAINS, replayer=_replayer(upstream)).run()
     return 0
 
 
-def attach(url: str, token: str | None, history: int) -> int:
+def attach(url: str, token: str | None, history: int, upstream: str | None = None) -> int:
     """`tui --attach URL`: follow a running proxy's admin feed, reconnecting when it restarts."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -110,8 +118,19 @@ def attach(url: str, token: str | None, history: int) -> int:
     from ui.desk_http import HttpDesk
     from ui.feeds import AttachFeed
 
-    ProxyTui(AttachFeed(url, token, history=history), desk=HttpDesk(url, token)).run()
+    feed = AttachFeed(url, token, history=history)
+    ProxyTui(feed, desk=HttpDesk(url, token), replayer=_replayer(upstream)).run()
     return 0
+
+
+def _replayer(upstream: str | None) -> TuiReplayer:
+    """The TUI's `r` outside a proxy process: the replay's own proxy logs nowhere (the TUI owns the
+    terminal)."""
+    from proxy import logs
+    from proxy.replay.runner import for_tui
+
+    logs.configure(quiet=True)
+    return for_tui(upstream)
 
 
 def run_demo(*, tui: bool, as_json: bool) -> int:
@@ -159,12 +178,16 @@ def run_with_tui(loaded: LoadedSettings) -> int:
 def in_process_tui(proxy: Proxy, feed: Subscription) -> ProxyTui:
     """The TUI of a proxy in this process: its bus for the chains, its controls for the rule keys."""
     from proxy.desk_ops import DeskOps
+    from proxy.replay.runner import for_tui
     from ui.app import ProxyTui
     from ui.desk_local import LocalDesk
     from ui.feeds import BusFeed
 
     description = f"in-process proxy {proxy.url}"
-    return ProxyTui(BusFeed(feed, description), desk=LocalDesk(DeskOps(proxy), description))
+    replayer = for_tui(proxy.settings.upstream, proxy.settings)
+    return ProxyTui(
+        BusFeed(feed, description), desk=LocalDesk(DeskOps(proxy), description), replayer=replayer
+    )
 
 
 async def _serve_with_tui(proxy: Proxy) -> int:

@@ -33,6 +33,7 @@ from ui.messages import (
 )
 from ui.model import MAX_CHAINS, ViewModel
 from ui.query import message_match
+from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
 from ui.screens.faults import FaultScreen
 from ui.screens.help import HelpScreen
@@ -58,6 +59,7 @@ class ProxyTui(App[None]):
         Binding("F", "faults", "Faults", show=False),
         Binding("i", "intercept", "Intercept", show=False),
         Binding("I", "held", "Held", show=False),
+        Binding("r", "replay", "Replay", show=False),  # the chain under the cursor (ui/replaying.py)
     ]
 
     def __init__(
@@ -70,6 +72,7 @@ class ProxyTui(App[None]):
         batch_size: int = 500,
         desk: RuleDesk | None = None,
         no_desk: str = READ_ONLY_CAPTURE,
+        replayer: Replayer | None = None,
     ) -> None:
         super().__init__()
         self.desk = desk
@@ -79,6 +82,8 @@ class ProxyTui(App[None]):
         self.watcher: HeldWatcher | None = None
         self._desk_failure: str | None = None
         self.feed = feed
+        self.replayer = replayer
+        """Replays a chain for `r` (the command line's; None where no replay can run)."""
         self.model = ViewModel(max_chains=max_chains)
         self.save_dir = save_dir or Path.cwd()
         self.batch_delay = batch_delay
@@ -239,6 +244,10 @@ class ProxyTui(App[None]):
     def announce(self, text: str) -> None:
         """Keep a notice in the status bar (where it covers nothing) until another replaces it."""
         self.main.set_notice(text)
+
+    def action_replay(self) -> None:
+        """Replay the chain under the cursor against the upstream and show both side by side."""
+        start_replay(self, self.main.table.selected_key)
 
     def action_help(self) -> None:
         """Show the help screen (once)."""

@@ -210,9 +210,14 @@ def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> N
             for event in reader:
                 if on_info is not None and isinstance(event, ProxyInfo):
                     on_info(event)
-            report.corrupt_lines += reader.corrupt_lines
-            room = MAX_CORRUPT_SHOWN - len(report.corrupt)
-            report.corrupt.extend((str(reader.path), line, reason) for line, reason in reader.corrupt[:room])
-            report.unknown_lines += reader.skipped_unknown
-            if reader.truncated:
-                report.cut_short.append(str(reader.path))
+            note_skipped(reader, report)
+
+
+def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
+    """Add what a reader read to its end had to skip to `report`."""
+    report.corrupt_lines += reader.corrupt_lines
+    room = MAX_CORRUPT_SHOWN - len(report.corrupt)
+    report.corrupt.extend((str(reader.path), line, reason) for line, reason in reader.corrupt[:room])
+    report.unknown_lines += reader.skipped_unknown
+    if reader.truncated:
+        report.cut_short.append(str(reader.path))

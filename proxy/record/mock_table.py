@@ -213,12 +213,17 @@ SERVER_SIDES: Final = frozenset({Side.BOTH, Side.UPSTREAM})
 """Sides whose messages the server exchanged (the client's side of a bridge is the proxy's doing)."""
 
 
-class _ChainReader:
-    """Turns one chain's server-side messages into an Operation."""
+class ChainReader:
+    """Turns one chain's messages seen from one side into an Operation.
 
-    def __init__(self, chain: str, era: str) -> None:
+    The mock reads the server's side (`SERVER_SIDES`); a replay reads the client's (`both` and
+    `client`: the questions the client was asked and what it answered, in its own era).
+    """
+
+    def __init__(self, chain: str, era: str, sides: frozenset[Side] = SERVER_SIDES) -> None:
         self.chain = chain
         self.era = era
+        self.sides = sides
         self.method: str | None = None
         self.params: dict[str, Any] = {}
         self.request_ids: set[Any] = set()
@@ -233,7 +238,7 @@ class _ChainReader:
         self.round_notes: list[tuple[dict[str, Any], ...]] = []
 
     def read(self, record: MessageRecord) -> None:
-        if record.side not in SERVER_SIDES or record.kind == "http":
+        if record.side not in self.sides or record.kind == "http":
             return
         body = record.body
         if record.kind == "notification":
@@ -338,10 +343,10 @@ def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) 
     """The table of every operation in these events (a capture's, in file order)."""
     report = report if report is not None else TableReport()
     table = MockTable()
-    readers: dict[str, _ChainReader] = {}
+    readers: dict[str, ChainReader] = {}
     for event in events:
         if isinstance(event, ChainOpened):
-            readers[event.chain.id] = _ChainReader(event.chain.id, event.chain.upstream_era)
+            readers[event.chain.id] = ChainReader(event.chain.id, event.chain.upstream_era)
         elif isinstance(event, MessageRecorded):
             reader = readers.get(event.chain_id)
             if reader is not None:

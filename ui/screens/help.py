@@ -25,12 +25,13 @@ HELP = """\
 | p | main | pause: freeze the view; resume applies what arrived |
 | x | main | clear the view (the proxy keeps its own history) |
 | s | main | sessions view: who holds which session, init → expiry → re-init |
+| r | main | replay the chain against the upstream, shown beside its recording |
 | e | message | expand long bodies |
 | c | tree, message | copy the message as JSON-RPC (its whole body) to the clipboard |
 | C | tree, message | copy its request as a curl command (secrets as `$MCP_…` placeholders) |
 | w | message | save the message as JSON in the current directory |
 | [ ] | message | previous / next message of the chain |
-| Esc | message, help | back |
+| Esc | message, replay, help | back |
 | F | anywhere | fault rules: `a` add, `d` delete, Esc back |
 | i | anywhere | intercept: hold messages matching a rule (starts from the filter when it picks messages) |
 | I | anywhere | intercept rules and held messages (the status bar says "N held") |

@@ -1,0 +1,261 @@
+"""`mcp-proxy replay`: captured chains sent again to a live server, in either era, and compared.
+
+    mcp-proxy replay run.jsonl --chain r12                       # against the capture's upstream
+    mcp-proxy replay run.jsonl --all --upstream http://staging:8000/mcp --ignore '*.timestamp'
+
+Each chain is played in the era of the client that recorded it, through an in-process proxy in front
+of the server, whose bridges convert when the server speaks the other era (`proxy.replay`). The
+server's questions are answered from the capture where the same question was recorded (`--ask`
+asks on the terminal where none was). One line per chain: same, differs (the first difference,
+with both values and where), failed (why) or skipped. Exit status: 0 when every replayed chain is
+the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2 when
+nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be reached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from proxy.config import ConfigError, Settings, load_settings
+from proxy.record.capture import CaptureError, CaptureFormatError
+from proxy.record.replay_compare import IgnoreRules
+from proxy.record.replay_outcome import ChainOutcome
+from proxy.record.replay_plan import ChainPlan
+from proxy.record.replay_source import CaptureSource, open_capture, plans
+
+USAGE_EXIT: Final = 2
+DIFFERS_EXIT: Final = 1
+
+
+def build_replay_parser() -> argparse.ArgumentParser:
+    """The parser of `mcp-proxy replay`."""
+    parser = argparse.ArgumentParser(
+        prog="mcp-proxy replay",
+        description="Replay captured chains against a live server, in the era it speaks, and compare "
+        "them with the recording. Exit 0: all the same; 1: a chain differs or failed; 2: nothing "
+        "replayed (bad flags, not a capture, server unreachable).",
+    )
+    parser.add_argument("captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--chain",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a chain to replay (ids as tui --open and export --json show them: r1, r2, ...); repeatable",
+    )
+    which.add_argument("--all", action="store_true", help="replay every chain, in recorded order")
+    parser.add_argument(
+        "--upstream",
+        metavar="URL",
+        default=None,
+        help="the server to replay against (default: the upstream the capture recorded)",
+    )
+    parser.add_argument(
+        "--upstream-era",
+        choices=("auto", "legacy", "modern"),
+        default=None,
+        help="the server's era, when probing cannot tell (default: the upstream_era setting, auto)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="TOML file of proxy settings (also MCP_PROXY_*): the replay's proxy redacts, bounds and "
+        "bridges as they say",
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a field to leave out of the comparison, e.g. result.content[0].text or *.timestamp "
+        "(* any characters, [*] any index); repeatable",
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a header every replayed request carries, in place of a recorded one (a credential the "
+        "capture holds redacted); repeatable",
+    )
+    parser.add_argument(
+        "--ask",
+        action="store_true",
+        help="ask on the terminal for the answer to a server question the capture holds none for "
+        "(default: that chain fails, naming the question)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long one chain's replay may take (default 30)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
+    return parser
+
+
+def parse_headers(values: Sequence[str]) -> dict[str, str]:
+    """`NAME: VALUE` strings as a dict; raises ValueError naming a malformed one."""
+    out: dict[str, str] = {}
+    for text in values:
+        name, colon, value = text.partition(":")
+        if not colon or not name.strip():
+            first = text.strip().split(None, 1)[0] if text.strip() else ""
+            # only the first word is shown: the rest may be a credential typed without its colon
+            raise ValueError(f"--header {first!r}...: expected 'NAME: VALUE'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run `mcp-proxy replay` (argv without the subcommand)."""
+    args = build_replay_parser().parse_args(argv)
+    if not args.all and not args.chain:
+        print("mcp-proxy replay: name chains with --chain ID, or replay them all with --all", file=sys.stderr)
+        return USAGE_EXIT
+    try:
+        headers = parse_headers(args.header)
+        if any(not p.strip() for p in args.ignore):
+            raise ValueError("--ignore: an empty path")
+        source = open_capture(args.captures)
+        settings = load_settings(config_path=args.config, flags={}).settings
+    except ConfigError as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    except ValueError as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    except (CaptureFormatError, CaptureError) as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    for note in source.order_notes:
+        print(f"mcp-proxy replay: {note}", file=sys.stderr)
+    upstream = args.upstream or source.upstream
+    problem = _upstream_problem(upstream, args.upstream is not None, source)
+    if problem:
+        print(f"mcp-proxy replay: {problem}", file=sys.stderr)
+        return USAGE_EXIT
+    assert upstream is not None
+    print(f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}", file=sys.stderr)
+    from proxy import logs
+    from proxy.runtime import use_fast_loop
+
+    logs.configure(level="warning")
+    with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
+        return runner.run(_replay(args, source, upstream, headers, settings))
+
+
+def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) -> str | None:
+    if not upstream:
+        return "the capture names no upstream: give the server with --upstream URL"
+    if not upstream.startswith(("http://", "https://")):
+        return f"replay sends to an HTTP server, not {upstream!r}: give one with --upstream URL"
+    if not given and "<redacted" in upstream:
+        return f"the capture's upstream ({upstream}) holds masked credentials: give it with --upstream URL"
+    return None
+
+
+def _target_line(upstream: str, given: bool, source: CaptureSource) -> str:
+    if given:
+        recorded = f"; the capture recorded {source.upstream}" if source.upstream else ""
+        return f"replaying against {upstream} (--upstream{recorded})"
+    era = "" if source.upstream_era == "unknown" else f", a {source.upstream_era} server then"
+    return f"replaying against {upstream} (the upstream the capture recorded{era})"
+
+
+async def _replay(
+    args: argparse.Namespace,
+    source: CaptureSource,
+    upstream: str,
+    headers: dict[str, str],
+    settings: Settings,
+) -> int:
+    from proxy.replay.runner import Replay, ReplayOptions, Unreachable
+
+    options = ReplayOptions(
+        ignore=IgnoreRules(tuple(args.ignore)),
+        headers=headers,
+        ask=_ask_on_terminal if args.ask else None,
+        timeout=args.timeout,
+        upstream_era=args.upstream_era,
+        settings=settings,
+    )
+    wanted = set(args.chain)
+    outcomes: list[ChainOutcome] = []
+    try:
+        async with Replay(upstream, options) as replay:
+            async for outcome in replay.run(plans(source), lambda c: args.all or c in wanted):
+                outcomes.append(outcome)
+                if not args.json:
+                    print(outcome.line(), flush=True)
+    except Unreachable as exc:
+        print(f"mcp-proxy replay: the server cannot be reached: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    except OSError as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    missing = sorted(wanted - {o.chain for o in outcomes})
+    counts = Counter(o.word for o in outcomes)
+    if args.json:
+        print(json.dumps(_document(upstream, source, outcomes, missing), indent=2))
+    else:
+        print(_summary(counts, len(outcomes)))
+    for line in source.report.lines():
+        print(f"mcp-proxy replay: {line}", file=sys.stderr)
+    if missing:
+        print(f"mcp-proxy replay: no chain {', '.join(missing)} in the capture", file=sys.stderr)
+        return USAGE_EXIT
+    return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+WORDS: Final = ("same", "differs", "setup differs", "failed", "skipped")
+
+
+def _summary(counts: Counter[str], total: int) -> str:
+    parts = [f"{counts[w]} {w}" for w in WORDS if counts[w]]
+    return f"{total} chain{'s' if total != 1 else ''} replayed: " + (", ".join(parts) or "none")
+
+
+def _document(
+    upstream: str, source: CaptureSource, outcomes: list[Any], missing: list[str]
+) -> dict[str, Any]:
+    counts = Counter(o.word for o in outcomes)
+    return {
+        "upstream": upstream,
+        "recorded_upstream": source.upstream,
+        "chains": [o.as_json() for o in outcomes],
+        "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},
+        "not_found": missing,
+        "ok": not missing and not any(o.counts for o in outcomes),
+    }
+
+
+async def _ask_on_terminal(plan: ChainPlan, method: str, params: Any) -> Any:
+    """Show the question on stderr and read one line of JSON from stdin as the answer (empty: none)."""
+    question = json.dumps(params, indent=2, ensure_ascii=False)
+    print(
+        f"\n{plan.chain} {plan.headline()}: the server asks {method}, which the capture has no answer to:\n"
+        f"{question}\nanswer (one line of JSON, the bare result, e.g. "
+        '{"action": "accept", "content": {...}}; empty to fail the chain): ',
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    line = await asyncio.to_thread(sys.stdin.readline)
+    if not line.strip():
+        return None
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        print(f"mcp-proxy replay: not JSON ({exc}): the chain fails", file=sys.stderr)
+        return None

@@ -1,0 +1,254 @@
+"""What replaying one recorded chain takes: the client's requests as sent, and its answers to questions.
+
+A chain's client side is in the captured client's era. A plan holds what that client sent (the first
+request with its HTTP headers, the later retries of a 2026-07-28 call, notifications such as
+`notifications/initialized`) and the questions it was asked with the answers it gave (read by the
+mock's chain reader, `proxy.record.mock_table.ChainReader`, from the client's side). A question the
+replayed server asks is answered from the recording when one asked the same (method and params less
+ids, `_meta` and other run-specific fields); each recorded answer is given once, in recorded order.
+
+Everything in a capture was redacted when it was written: a value replaced by a stand-in
+(`<redacted len=N hmac:...>`) cannot be sent again, and a plan says which header or body field needs
+the user's own value. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from proxy.flows.events import ChainSummary, Direction, MessageRecord
+from proxy.record.mock_table import Ask, ChainReader, shown
+from proxy.record.replay_compare import CLIENT_SIDES, join, without_envelope
+
+STAND_IN: Final = re.compile(r"<redacted len=\d+ hmac:[0-9a-f]+>")
+"""A redacted value as captures hold it."""
+
+SESSION_HEADER: Final = "mcp-session-id"
+
+NOT_SENT: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "accept-encoding",
+        SESSION_HEADER,
+        "last-event-id",
+    }
+)
+"""Request headers a replay does not copy: hop-by-hop ones, the length and host its own request has,
+the session (the replay's is new) and compression (the replay reads the bytes as they come)."""
+
+HANDSHAKES: Final = frozenset({"initialize", "server/discover"})
+"""Requests that describe the peers rather than ask them to do something: a replay against another
+server (a newer build, the other era's) answers them differently by design."""
+
+
+class PlanKind(StrEnum):
+    """What a recorded chain was, and so how it is replayed."""
+
+    CALL = "call"
+    """A client request and its answer (the questions on the way included)."""
+    HANDSHAKE = "handshake"
+    """`initialize` (and `notifications/initialized`) or `server/discover`."""
+    NOTIFICATION = "notification"
+    """A client notification on its own."""
+    DELETE = "delete"
+    """A legacy session's end."""
+    STREAM = "stream"
+    """A standalone GET stream: carries only what the server chooses to send; not replayed."""
+    OTHER = "other"
+    """Nothing the client sent can be told from the recording (a refused or cut request)."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One HTTP request the client sent, as recorded."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class AnswerMiss:
+    """A question the recording holds no answer to, and the nearest one it does."""
+
+    asked: str
+    nearest: str | None
+
+    def text(self) -> str:
+        """`no recorded answer to elicitation/create ...; nearest recorded: ...`."""
+        near = f"; nearest recorded: {self.nearest}" if self.nearest else "; the recording was asked nothing"
+        return f"no recorded answer to {self.asked}{near}"
+
+
+def question_key(method: str, params: Any) -> str:
+    """What two questions must share to be the same question: method and params less ids and `_meta`
+    (as the mock matches requests: what frames a question is not what it asks)."""
+    kept = without_envelope(params) if isinstance(params, dict) else {}
+    kept = {k: v for k, v in kept.items() if v is not None and k != "_meta"}
+    return method + " " + json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class RecordedAnswers:
+    """The client's recorded answers, taken by question, each once, in recorded order."""
+
+    def __init__(self, asks: Iterable[Ask]) -> None:
+        self.asks = [a for a in asks if a.answer is not None]
+        self._used: set[int] = set()
+
+    def take(self, method: str, params: Any) -> Ask | AnswerMiss:
+        """The recorded answer to this question, or why there is none."""
+        key = question_key(method, params)
+        for i, ask in enumerate(self.asks):
+            if i not in self._used and question_key(ask.method, ask.params) == key:
+                self._used.add(i)
+                return ask
+        asked = shown(method, params)
+        if not self.asks:
+            return AnswerMiss(asked, None)
+        near = max(
+            self.asks,
+            key=lambda a: difflib.SequenceMatcher(
+                None, asked, shown(a.method, a.params), autojunk=False
+            ).ratio(),
+        )
+        return AnswerMiss(asked, shown(near.method, near.params))
+
+
+@dataclass
+class ChainPlan:
+    """Everything replaying one recorded chain takes."""
+
+    summary: ChainSummary
+    kind: PlanKind
+    records: list[MessageRecord]
+    """The chain's messages as recorded (compared with the replay's)."""
+    first: Sent | None = None
+    retries: list[Sent] = field(default_factory=list)
+    """Later requests of the same method (a 2026-07-28 client's retries after `input_required`)."""
+    notes: list[Sent] = field(default_factory=list)
+    """Notifications the client sent after its request (`notifications/initialized`)."""
+    answers: RecordedAnswers = field(default_factory=lambda: RecordedAnswers(()))
+    problem: str | None = None
+    """Why it cannot be replayed as recorded (a message cut at the capture's body limit)."""
+
+    @property
+    def chain(self) -> str:
+        """The recorded chain's id (`r5`)."""
+        return self.summary.id
+
+    @property
+    def era(self) -> str:
+        """The era of the client that recorded it (`legacy`, `modern` or `unknown`)."""
+        return self.summary.client_era
+
+    @property
+    def session(self) -> str | None:
+        """The recorded (redacted) session it ran in, for a legacy client."""
+        return self.summary.session
+
+    def headline(self) -> str:
+        """`tools/call greet`: what the chain asked, in a few words."""
+        return " ".join(p for p in (self.summary.method or "?", self.summary.name) if p)
+
+
+def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> ChainPlan:
+    """The plan of one recorded chain (its summary and messages, as the chain builder made them)."""
+    messages = list(records)
+    method = summary.method or ""
+    plan = ChainPlan(summary, _kind(method), messages)
+    if plan.kind in (PlanKind.DELETE, PlanKind.STREAM):
+        return plan
+    reader = ChainReader(summary.id, summary.client_era, CLIENT_SIDES)
+    for record in messages:
+        reader.read(record)
+        if record.side not in CLIENT_SIDES or record.direction is not Direction.TO_SERVER:
+            continue
+        _file_sent(plan, record)
+    plan.answers = RecordedAnswers(a for r in reader.rounds for a in r)
+    if plan.first is None:
+        plan.kind = PlanKind.OTHER
+        plan.problem = plan.problem or "the recording holds no request the client sent"
+    elif plan.kind is PlanKind.CALL and "id" not in plan.first.body:
+        plan.kind = PlanKind.NOTIFICATION
+    return plan
+
+
+def _kind(method: str) -> PlanKind:
+    if method == "DELETE session":
+        return PlanKind.DELETE
+    if method == "GET stream":
+        return PlanKind.STREAM
+    if method in HANDSHAKES:
+        return PlanKind.HANDSHAKE
+    return PlanKind.CALL
+
+
+def _file_sent(plan: ChainPlan, record: MessageRecord) -> None:
+    if record.kind not in ("request", "notification"):
+        return  # the client's answers to questions are built anew from the recorded answers
+    body = record.body
+    if record.truncated or not isinstance(body, dict):
+        plan.problem = (
+            f"the client's {record.method or 'message'} was cut at the capture's body limit "
+            "(record it again with a larger capture_body_limit)"
+        )
+        return
+    http = record.http
+    sent = Sent(body, dict(http.headers) if http else {})
+    if plan.first is None:
+        plan.first = sent
+    elif record.kind == "request" and body.get("method") == plan.first.body.get("method"):
+        plan.retries.append(sent)
+    elif record.kind == "notification":
+        plan.notes.append(sent)
+
+
+# -- redacted values ----------------------------------------------------------------------------
+
+
+def headers_to_send(
+    recorded: Mapping[str, str], given: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The headers a replayed request carries, and the names of redacted ones nobody gave a value for.
+
+    `given` (the user's `--header NAME: VALUE`, any case) replaces or adds; a recorded header whose
+    value holds a stand-in is sent only when given.
+    """
+    wanted = {k.lower(): (k, v) for k, v in given.items()}
+    out: dict[str, str] = {}
+    missing: list[str] = []
+    for name, value in recorded.items():
+        key = name.lower()
+        if key in NOT_SENT or key in wanted:
+            continue
+        if STAND_IN.search(value):
+            missing.append(name)
+            continue
+        out[name] = value
+    for name, value in wanted.values():
+        out[name] = value
+    return out, missing
+
+
+def redacted_paths(value: Any, path: str = "") -> list[str]:
+    """Where a body holds a stand-in for a redacted value (`params.arguments.token`)."""
+    if isinstance(value, str):
+        return [path] if STAND_IN.search(value) else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in redacted_paths(v, join(path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in redacted_paths(v, f"{path}[{i}]")]
+    return []

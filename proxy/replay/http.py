@@ -1,0 +1,99 @@
+"""The replay's HTTP side: one JSON-RPC message POSTed, the messages of its response read as they come.
+
+A response is one JSON body or an SSE stream (read with the proxy's own decoder, `proxy.framing.sse`);
+the caller sees the messages one by one, so it can answer a server's in-flight question while the
+stream that asked it is still open. Every request is bounded by the replay's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+
+from proxy.framing.sse import SseDecoder, SseEvent
+
+MAX_BODY: Final = 16 * 1024 * 1024
+"""Largest JSON response body read (a bigger one is reported, not read)."""
+
+
+class ReplayHttpError(Exception):
+    """A request of the replay that got no usable answer (the text says what happened)."""
+
+
+@dataclass
+class Reply:
+    """One response: its status and headers, and its messages to read in order."""
+
+    status: int
+    headers: Mapping[str, str]
+    _response: aiohttp.ClientResponse
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        """The JSON-RPC messages of the body (none for a 202 or an empty body)."""
+        kind = self._response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind == "text/event-stream":
+            decoder = SseDecoder()
+            async for chunk in self._response.content.iter_any():
+                for item in decoder.feed(chunk):
+                    message = _event_message(item)
+                    if message is not None:
+                        yield message
+            for item in decoder.close():
+                message = _event_message(item)
+                if message is not None:
+                    yield message
+            return
+        body = await self._response.content.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
+            raise ReplayHttpError(f"a response body past {MAX_BODY} bytes")
+        if not body.strip():
+            return
+        try:
+            value = json.loads(body)
+        except ValueError as exc:
+            raise ReplayHttpError(f"HTTP {self.status} with a body that is not JSON: {exc}") from exc
+        for message in value if isinstance(value, list) else [value]:
+            if isinstance(message, dict):
+                yield message
+
+
+def _event_message(item: object) -> dict[str, Any] | None:
+    if not isinstance(item, SseEvent) or not item.has_data or not item.data.strip():
+        return None
+    try:
+        value = json.loads(item.data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class ReplayHttp:
+    """Sends the replay's requests to one endpoint (the in-process proxy's)."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self.session = session
+        self.url = url
+
+    @asynccontextmanager
+    async def post(self, body: dict[str, Any], headers: Mapping[str, str]) -> AsyncIterator[Reply]:
+        """POST one message; the reply is open inside the `async with`."""
+        data = json.dumps(body, separators=(",", ":")).encode()
+        try:
+            async with self.session.post(self.url, data=data, headers=dict(headers)) as response:
+                yield Reply(response.status, response.headers, response)
+        except aiohttp.ClientError as exc:
+            raise ReplayHttpError(f"POST {body.get('method') or 'answer'}: {exc}") from exc
+
+    async def delete(self, headers: Mapping[str, str]) -> int:
+        """DELETE the endpoint (a legacy session's end); returns the status."""
+        try:
+            async with self.session.delete(self.url, headers=dict(headers)) as response:
+                await response.read()
+                return response.status
+        except aiohttp.ClientError as exc:
+            raise ReplayHttpError(f"DELETE: {exc}") from exc

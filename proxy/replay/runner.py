@@ -1,0 +1,320 @@
+"""Replaying recorded chains against a live server through an in-process proxy, and comparing them.
+
+The replay never speaks the server's era itself. It starts a `proxy.runtime.Proxy` whose upstream is
+the target (the proxy probes the server's era as it always does) and plays each recorded chain to
+it over loopback in the era of the client that recorded it (`proxy.replay.player`). A legacy
+capture replayed against a 2026-07-28 server goes through the proxy's own legacy->MRTR bridge, and a
+2026-07-28 capture against a legacy server through the other one, so the client's side of the new
+chain is comparable with the recording's whatever era the server speaks. The proxy's observations
+build the new chain (its bus, subscribed to, builds chains as they happen); the comparison is
+`proxy.record.replay_compare`.
+
+Chains are replayed one at a time, in recorded order, so each new chain is the proxy's next one.
+A legacy chain runs in a session of its own replay: the recorded session's `initialize` (and
+`notifications/initialized`) is played first (once), the new session id replaces the recorded one,
+and the recorded `DELETE` ends it; sessions still open at the end are ended too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import aiohttp
+
+from proxy.config import Settings
+from proxy.flows.events import ChainOpened, MessageRecord
+from proxy.flows.store import Chain
+from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
+from proxy.record.replay_outcome import ChainOutcome
+from proxy.record.replay_plan import ChainPlan, PlanKind
+from proxy.replay.http import ReplayHttp, ReplayHttpError
+from proxy.replay.player import AskUser, Played, Player, ReplayFailed
+from proxy.runtime import Proxy
+
+CHAIN_TIMEOUT: Final = 30.0
+"""Default seconds one chain's replay may take, questions and answers included."""
+
+SETTLE: Final = 5.0
+"""Seconds the new chain is given to end after its last response was read (its exchange to close)."""
+
+MAX_SESSIONS: Final = 1024
+"""Recorded sessions whose handshake is kept, to open them for a chain replayed on its own."""
+
+
+class Unreachable(Exception):
+    """The target server could not be reached at all: nothing can be replayed."""
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What the user chose for a replay."""
+
+    ignore: IgnoreRules = field(default_factory=IgnoreRules)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ask: AskUser | None = None
+    timeout: float = CHAIN_TIMEOUT
+    keep_records: bool = False
+    upstream_era: Literal["auto", "legacy", "modern"] | None = None
+    """The server's era when probing cannot tell (None: the settings' `upstream_era`)."""
+    settings: Settings | None = None
+    """The user's proxy settings (`--config`, `MCP_PROXY_*`): the replay's proxy redacts, bounds and
+    bridges as they say, so a difference never shows in clear what a recording showed redacted."""
+
+
+def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
+    """The replay's own proxy: the user's settings, on a free loopback port, recording nothing,
+    injecting no fault, exporting no span, serving no admin API."""
+    base = options.settings or Settings()
+    return base.model_copy(
+        update={
+            "upstream": upstream,
+            "upstream_cmd": None,
+            "upstream_era": options.upstream_era or base.upstream_era,
+            "upstream_timeout": options.timeout,
+            "listen": "127.0.0.1:0",
+            "admin_enabled": False,
+            "health": None,
+            "capture": None,
+            "otlp_endpoint": None,
+            "faults": [],
+            "tui": False,
+            "max_chains": 256,
+        }
+    )
+
+
+class Replay:
+    """An in-process proxy in front of the target server, and the sessions the replay opened there."""
+
+    def __init__(self, upstream: str, options: ReplayOptions | None = None) -> None:
+        self.options = options or ReplayOptions()
+        self.proxy = Proxy(replay_settings(upstream, self.options))
+        self._feed = self.proxy.bus.subscribe("replay")
+        self._opened: list[str] = []
+        self._http: aiohttp.ClientSession | None = None
+        self.player: Player | None = None
+        self.handshakes: OrderedDict[str, ChainPlan] = OrderedDict()
+        """Recorded session -> its handshake, to open it when a chain of it is replayed alone."""
+        self.sessions: dict[str, str] = {}
+        """Recorded session -> the session its replay opened."""
+
+    async def start(self) -> None:
+        """Start the proxy (it probes the target) and the client; raises Unreachable when it cannot."""
+        await self.proxy.start()
+        if self.proxy.router.reachable is False:
+            problem = self.proxy.router.problem
+            await self.stop()
+            raise Unreachable(f"{self.proxy.upstream.shown}: {problem}")
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
+        self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+        self.player = Player(
+            ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask
+        )
+
+    async def stop(self) -> None:
+        """End the sessions still open, then stop the client and the proxy."""
+        if self.player is not None:
+            for recorded, session in list(self.sessions.items()):
+                handshake = self.handshakes.get(recorded)
+                if handshake is not None and handshake.first is not None:
+                    with contextlib.suppress(ReplayHttpError, ReplayFailed, TimeoutError):
+                        async with asyncio.timeout(self.options.timeout):
+                            await self.player.end_session(handshake.first, session)
+            self.sessions.clear()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+        self._feed.close()
+        await self.proxy.stop()
+
+    async def __aenter__(self) -> Replay:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def run(
+        self, plans: Iterable[ChainPlan], wanted: Callable[[str], bool] = lambda _: True
+    ) -> AsyncIterator[ChainOutcome]:
+        """Replay each wanted chain in order, yielding how each went."""
+        for plan in plans:
+            if wanted(plan.chain):
+                yield await self.replay(plan)
+            else:
+                self.keep_handshake(plan)
+
+    def keep_handshake(self, plan: ChainPlan) -> None:
+        """Remember a legacy session's handshake, to open that session for a chain of it replayed alone."""
+        if plan.kind is not PlanKind.HANDSHAKE or plan.session is None:
+            return
+        self.handshakes[plan.session] = plan
+        self.handshakes.move_to_end(plan.session)
+        while len(self.handshakes) > MAX_SESSIONS:
+            self.handshakes.popitem(last=False)
+
+    async def replay(self, plan: ChainPlan) -> ChainOutcome:
+        """Replay one chain and compare it with its recording."""
+        self.keep_handshake(plan)
+        outcome = ChainOutcome(plan.chain, plan.headline(), "skipped", setup=plan.kind is PlanKind.HANDSHAKE)
+        if self.options.keep_records:
+            outcome.recorded = list(plan.records)
+        if plan.kind is PlanKind.STREAM:
+            outcome.reason = "a standalone GET stream carries what the server chooses to send: not replayed"
+            return outcome
+        if plan.kind is PlanKind.OTHER:
+            outcome.reason = plan.problem
+            return outcome
+        try:
+            async with asyncio.timeout(self.options.timeout):
+                chain, played = await self._play(plan)
+        except TimeoutError:
+            outcome.status, outcome.reason = "failed", f"no answer within {self.options.timeout:g} s"
+            return outcome
+        except (ReplayFailed, ReplayHttpError) as exc:
+            outcome.status, outcome.reason = "failed", str(exc)
+            return outcome
+        return self._judge(plan, outcome, chain, played)
+
+    async def _play(self, plan: ChainPlan) -> tuple[Chain | None, Played]:
+        assert self.player is not None
+        self._take_events()
+        self._opened.clear()
+        if plan.kind is PlanKind.DELETE:
+            return await self._delete(plan)
+        session = await self._session_for(plan) if plan.kind is not PlanKind.HANDSHAKE else None
+        played = await self.player.play(plan, session)
+        if plan.kind is PlanKind.HANDSHAKE and plan.session is not None and played.session:
+            self.sessions[plan.session] = played.session
+        return await self._settled(played.request_id), played
+
+    async def _session_for(self, plan: ChainPlan) -> str | None:
+        """The replay's session for the chain's recorded one, opened from its handshake if need be."""
+        recorded = plan.session
+        if plan.era != "legacy" or recorded is None:
+            return None
+        if recorded in self.sessions:
+            return self.sessions[recorded]
+        handshake = self.handshakes.get(recorded)
+        if handshake is None:
+            raise ReplayFailed(
+                "its session's initialize is not in the capture (a rotated part read alone?): "
+                "give the earlier parts too"
+            )
+        assert self.player is not None
+        played = await self.player.play(handshake, None)
+        if not played.session:
+            raise ReplayFailed(f"replaying its session's initialize ({handshake.chain}) opened no session")
+        self.sessions[recorded] = played.session
+        return played.session
+
+    async def _delete(self, plan: ChainPlan) -> tuple[Chain | None, Played]:
+        assert self.player is not None
+        recorded = plan.session
+        session = self.sessions.pop(recorded, None) if recorded else None
+        handshake = self.handshakes.get(recorded) if recorded else None
+        if session is None or handshake is None or handshake.first is None:
+            raise ReplayFailed("its session was not opened by this replay: nothing to end")
+        await self.player.end_session(handshake.first, session)
+        return await self._settled(None), Played()
+
+    def _take_events(self) -> None:
+        while (event := self._feed.get_nowait()) is not None:
+            if isinstance(event, ChainOpened):
+                self._opened.append(event.chain.id)
+
+    def _find(self, request_id: Any) -> Chain | None:
+        store = self.proxy.store
+        chains = [c for c in (store.get(i) for i in self._opened) if c is not None]
+        if request_id is not None:  # the headline's id is the last retry's: the first message has the call's
+            return next((c for c in chains if _first_id(c) == request_id), None)
+        return chains[0] if chains else None
+
+    async def _settled(self, request_id: Any) -> Chain | None:
+        """The new chain once it has ended (its exchange closed), or as it is after `SETTLE` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE):
+                while True:
+                    self._take_events()
+                    chain = self._find(request_id)
+                    if chain is not None and chain.summary.ended is not None:
+                        return chain
+                    event = await self._feed.get()
+                    if isinstance(event, ChainOpened):
+                        self._opened.append(event.chain.id)
+        return self._find(request_id)
+
+    def _judge(
+        self, plan: ChainPlan, outcome: ChainOutcome, chain: Chain | None, played: Played
+    ) -> ChainOutcome:
+        if chain is None:
+            outcome.status, outcome.reason = "failed", "the proxy recorded no chain for the replayed request"
+            return outcome
+        outcome.replayed_chain = chain.summary.id
+        if self.options.keep_records:
+            outcome.replayed = list(chain.messages)
+        if played.unanswered:
+            outcome.status, outcome.reason = "failed", played.unanswered
+            return outcome
+        if plan.kind is PlanKind.DELETE:
+            outcome.difference = _status_difference(plan.records, list(chain.messages))
+        else:
+            outcome.difference = compare_chains(plan.records, chain.messages, self.options.ignore)
+        outcome.status = "differs" if outcome.difference is not None else "same"
+        return outcome
+
+
+def _first_id(chain: Chain) -> Any:
+    return next((m.jsonrpc_id for m in chain.messages if m.kind == "request"), None)
+
+
+def _status_difference(recorded: list[MessageRecord], replayed: list[MessageRecord]) -> Difference | None:
+    """A DELETE carries no JSON-RPC message: its HTTP status is what is compared."""
+
+    def status(records: list[MessageRecord]) -> int | None:
+        return next((r.http.status for r in reversed(records) if r.http and r.http.status), None)
+
+    old, new = status(recorded), status(replayed)
+    if old == new:
+        return None
+    return Difference(1, "HTTP response", "status", old, new)
+
+
+async def replay_one(
+    upstream: str, plan: ChainPlan, handshake: ChainPlan | None, options: ReplayOptions | None = None
+) -> ChainOutcome:
+    """Replay one chain (the TUI's `r`) with its session's handshake at hand; both chains kept.
+
+    Raises Unreachable when the server cannot be reached at all.
+    """
+    kept = ReplayOptions(**{**(options or ReplayOptions()).__dict__, "keep_records": True})
+    async with Replay(upstream, kept) as replay:
+        if handshake is not None:
+            replay.keep_handshake(handshake)
+        return await replay.replay(plan)
+
+
+TuiReplayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
+
+
+def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:
+    """The TUI's `r`: replay against `fixed` (`--upstream`, the in-process proxy's), else the upstream
+    the TUI's feed names (an attached proxy's, or the one a capture recorded); `settings` are the
+    in-process proxy's, when there is one."""
+
+    async def replay(plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+        upstream = fixed or named
+        if not upstream:
+            raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
+        if not upstream.startswith(("http://", "https://")):
+            raise ReplayFailed(f"replay sends to an HTTP server, not {upstream}: give tui --upstream URL")
+        if "<redacted" in upstream:
+            raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
+        return await replay_one(upstream, plan, handshake, ReplayOptions(settings=settings))
+
+    return replay

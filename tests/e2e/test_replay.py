@@ -1,0 +1,300 @@
+"""`mcp-proxy replay`: the demo's captures sent again to live SDK servers of either era, and compared.
+
+The captures are recorded as a user records them: the `mcp-proxy` command with `--capture` in front of
+the demo's SDK servers (a legacy one asking in flight, a 2026-07-28 one asking with `input_required`
+rounds), driven by the demo's SDK clients of both eras: the demo's four combinations. Replaying each
+capture against the same servers, and against the servers of the other era, reproduces every chain.
+A newer build of the servers that answers differently (`tests.e2e.replay_peers`) gives the first
+difference with both values, a question nobody recorded fails its chain naming it (or is asked with
+`--ask`), `--ignore` hides a difference, and a server that cannot be reached exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from proxy.demo.clients import run_client
+from proxy.record.replay_source import open_capture, plans
+from tests.e2e.replay_peers import DemoPeer
+from tests.peers.runner import REPO_ROOT, PeerServer
+from tests.peers.scenarios import client_for, normalize_tool_result
+from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
+
+pytestmark = pytest.mark.e2e
+
+COMBINATIONS = [("legacy", "legacy"), ("modern", "modern"), ("legacy", "modern"), ("modern", "legacy")]
+"""(client era, server era): the demo's four combinations."""
+
+OTHER = {"legacy": "modern", "modern": "legacy"}
+
+
+@dataclass(frozen=True)
+class Demo:
+    """The demo's servers, running, and a capture of each combination."""
+
+    servers: dict[str, str]
+    captures: dict[tuple[str, str], Path]
+
+    def chain(self, combo: tuple[str, str], headline: str) -> str:
+        """The id of the capture's chain of `headline` (`tools/call add`)."""
+        found = [p.chain for p in plans(open_capture([self.captures[combo]])) if p.headline() == headline]
+        assert found, f"no {headline} chain in {combo}"
+        return found[0]
+
+
+async def _record(endpoint: str, era: str) -> None:
+    calls = await run_client(endpoint, era)
+    assert [c.detail for c in calls if not c.ok] == []
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """Both demo servers, and the four combinations recorded through `mcp-proxy --capture`."""
+    folder = tmp_path_factory.mktemp("replay")
+    with DemoPeer("legacy") as legacy, DemoPeer("modern") as modern:
+        servers = {"legacy": legacy.url, "modern": modern.url}
+        captures = {}
+        for client, server in COMBINATIONS:
+            capture = folder / f"{client}-{server}.jsonl"
+            env = settings_env(
+                upstream=servers[server], capture=capture, admin_enabled="false", drain_grace=1
+            )
+            with ProxyProcess(clean_env(**env)) as proxy:
+                asyncio.run(_record(proxy.endpoint(), client))
+                assert proxy.stop() == 0
+            captures[(client, server)] = capture
+        yield Demo(servers, captures)
+
+
+def _replay(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    words = ["replay", *(str(a) for a in args)]
+    if stdin is None:
+        return run_mcp_proxy(*words, timeout=50)
+    return subprocess.run(
+        [*proxy_command(), *words],
+        cwd=REPO_ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+
+
+def _lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Chain id -> its summary line."""
+    out = {}
+    for line in done.stdout.splitlines():
+        head = line.split(" ", 1)[0]
+        if head.startswith("r") and head[1:].isdigit():
+            out[head] = line
+    return out
+
+
+def _calls_all_the_same(done: subprocess.CompletedProcess[str]) -> None:
+    lines = _lines(done)
+    calls = [line for line in lines.values() if "tools/" in line]
+    assert len(calls) == 6, done.stdout  # tools/list and the five calls
+    assert all(line.endswith(": same") for line in calls), done.stdout
+    for line in lines.values():
+        assert ": same" in line or "GET stream: skipped" in line or "setup differs (not counted)" in line, (
+            line
+        )
+
+
+@pytest.mark.parametrize(("client", "server"), COMBINATIONS)
+def test_a_demo_capture_replayed_against_the_same_server_reproduces_every_chain(
+    demo: Demo, client: str, server: str
+) -> None:
+    done = _replay(demo.captures[(client, server)], "--all")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = _lines(done)
+    assert all(line.endswith(": same") for line in lines.values() if "GET stream" not in line), done.stdout
+    assert f"replaying against {demo.servers[server]} (the upstream the capture recorded" in done.stderr
+    _calls_all_the_same(done)
+
+
+@pytest.mark.parametrize(("client", "server"), COMBINATIONS)
+def test_a_demo_capture_replayed_against_the_server_of_the_other_era_reproduces_every_call(
+    demo: Demo, client: str, server: str
+) -> None:
+    done = _replay(demo.captures[(client, server)], "--all", "--upstream", demo.servers[OTHER[server]])
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    _calls_all_the_same(done)
+
+
+@pytest.mark.parametrize(("client", "server"), [("legacy", "legacy"), ("modern", "legacy")])
+def test_a_server_that_answers_differently_is_reported_with_the_first_difference_and_both_values(
+    demo: Demo, client: str, server: str
+) -> None:
+    combo = (client, server)
+    add = demo.chain(combo, "tools/call add")
+    with DemoPeer("changed-legacy") as changed:
+        done = _replay(demo.captures[combo], "--chain", add, "--upstream", changed.url)
+        as_json = _replay(demo.captures[combo], "--chain", add, "--upstream", changed.url, "--json")
+        hidden = _replay(
+            demo.captures[combo],
+            "--chain",
+            add,
+            "--upstream",
+            changed.url,
+            "--ignore",
+            "result.content[*].text",
+        )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _lines(done)[add] == (
+        f"{add} tools/call add: differs: message 2 (tools/call result) result.content[0].text: "
+        'recorded "5", replayed "2 + 3 = 5"'
+    )
+    assert as_json.returncode == 1
+    document = json.loads(as_json.stdout)
+    assert document["ok"] is False
+    assert document["chains"][0]["difference"] == {
+        "message": 2,
+        "label": "tools/call result",
+        "path": "result.content[0].text",
+        "recorded": "5",
+        "replayed": "2 + 3 = 5",
+    }
+    assert hidden.returncode == 0, hidden.stdout + hidden.stderr
+    assert _lines(hidden)[add].endswith(": same")
+
+
+@pytest.mark.parametrize(("client", "server"), [("legacy", "modern"), ("modern", "modern")])
+def test_a_question_the_capture_holds_no_answer_to_fails_its_chain_naming_it_and_the_nearest(
+    demo: Demo, client: str, server: str
+) -> None:
+    combo = (client, server)
+    greet = demo.chain(combo, "tools/call greet")
+    with DemoPeer("changed-modern") as changed:
+        done = _replay(demo.captures[combo], "--chain", greet, "--upstream", changed.url)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = _lines(done)[greet]
+    assert line.startswith(f"{greet} tools/call greet: failed: no recorded answer to elicitation/create ")
+    assert '"message":"What is your age?"' in line
+    assert 'nearest recorded: elicitation/create {"message":"What is your name?"' in line
+
+
+def test_with_ask_the_user_answers_an_unrecorded_question_and_the_new_result_is_compared(demo: Demo) -> None:
+    combo = ("legacy", "legacy")
+    greet = demo.chain(combo, "tools/call greet")
+    answer = json.dumps({"action": "accept", "content": {"age": "42"}})
+    with DemoPeer("changed-legacy") as changed:
+        done = _replay(
+            demo.captures[combo], "--chain", greet, "--upstream", changed.url, "--ask", stdin=answer
+        )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the server asks elicitation/create" in done.stderr
+    assert "What is your age?" in done.stderr
+    assert _lines(done)[greet].endswith(
+        'differs: message 2 (elicitation/create request) params.message: recorded "What is your name?", '
+        'replayed "What is your age?"'
+    )
+
+
+def test_an_unreachable_server_exits_2_with_the_reason(demo: Demo, unused_tcp_port: int) -> None:
+    done = _replay(
+        demo.captures[("legacy", "legacy")], "--all", "--upstream", f"http://127.0.0.1:{unused_tcp_port}/mcp"
+    )
+
+    assert done.returncode == 2
+    assert "the server cannot be reached" in done.stderr
+    assert "Connection refused" in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(demo: Demo) -> None:
+    capture = demo.captures[("modern", "modern")]
+    missing = _replay(capture, "--chain", "r99", "--upstream", demo.servers["modern"])
+    unnamed = _replay(capture)
+
+    assert missing.returncode == 2
+    assert "no chain r99 in the capture" in missing.stderr
+    assert unnamed.returncode == 2
+    assert "--chain ID" in unnamed.stderr
+    assert "--all" in unnamed.stderr
+
+
+SECRET = "Bearer replay-s3cret-token"
+
+
+async def _record_with_credentials(endpoint: str) -> None:
+    async with client_for(endpoint, "legacy", headers={"Authorization": SECRET}) as client:
+        result = await client.call_tool("add", {"a": 2, "b": 3})
+    assert normalize_tool_result(result)["content"] == ["5"]
+
+
+def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_when_given(
+    demo: Demo, tmp_path: Path
+) -> None:
+    capture = tmp_path / "auth.jsonl"
+    env = settings_env(upstream=demo.servers["legacy"], capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_with_credentials(proxy.endpoint()))
+        assert proxy.stop() == 0
+    add = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call add")
+
+    refused = _replay(capture, "--chain", add, "--upstream", demo.servers["modern"])
+    given = _replay(
+        capture, "--chain", add, "--upstream", demo.servers["modern"], "--header", f"Authorization: {SECRET}"
+    )
+
+    assert refused.returncode == 1
+    assert _lines(refused)[add] == (
+        f"{add} tools/call add: failed: the capture holds Authorization redacted: give the value to send "
+        "with --header 'Authorization: VALUE'"
+    )
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert _lines(given)[add].endswith(": same")
+    for done in (refused, given):
+        assert "s3cret" not in done.stdout + done.stderr
+
+
+PEER_CALLS: list[tuple[str, dict[str, object]]] = [
+    ("ask_two_at_once", {}),
+    ("ask_twice", {}),
+    ("slow_progress", {"steps": 3}),
+    ("list_client_roots", {}),
+]
+"""Calls of the SDK test peers whose questions come together (one in-flight pair, or one MRTR round, or
+two rounds when a bridge's round window splits them), in turn, or with progress on the way."""
+
+
+async def _record_peer_calls(endpoint: str, mode: str) -> None:
+    async with client_for(endpoint, mode) as client:
+        for name, args in PEER_CALLS:
+            result = normalize_tool_result(await client.call_tool(name, args))
+            assert not result.get("isError"), result
+
+
+@pytest.mark.parametrize(
+    ("mode", "server"), [("legacy", "legacy"), ("2026-07-28", "legacy"), ("2026-07-28", "modern")]
+)
+def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras(
+    legacy_server: PeerServer, modern_server: PeerServer, tmp_path: Path, mode: str, server: str
+) -> None:
+    urls = {"legacy": legacy_server.url, "modern": modern_server.url}
+    capture = tmp_path / "peers.jsonl"
+    env = settings_env(upstream=urls[server], capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), mode))
+        assert proxy.stop() == 0
+
+    for target in ("legacy", "modern"):
+        done = _replay(capture, "--all", "--upstream", urls[target])
+        assert done.returncode == 0, f"against {target}:\n{done.stdout}{done.stderr}"
+        calls = [line for line in _lines(done).values() if "tools/call" in line]
+        assert len(calls) == len(PEER_CALLS)
+        assert all(line.endswith(": same") for line in calls), done.stdout

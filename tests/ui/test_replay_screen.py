@@ -1,0 +1,110 @@
+"""The TUI's `r`: the chain under the cursor replayed against a live server, shown beside its recording.
+
+A real SDK client goes through a real in-process proxy watched by the TUI (as `mcp-proxy --upstream
+URL --tui` runs); `r` on its chain replays it against the same SDK server and against the server of
+the other era (the chain's session handshake taken from the chains the TUI holds), and the replay
+screen shows both sides with how it went. The screen's drawing marks the differing message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from proxy.config import Settings
+from proxy.flows.events import ChainStatus, Channel, Direction, MessageRecord, Side
+from proxy.record.replay_compare import Difference
+from proxy.record.replay_outcome import ChainOutcome
+from proxy.replay.runner import for_tui
+from proxy.runtime import Proxy
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import run_scenario
+from tests.ui.helpers import wait_for
+from ui.app import ProxyTui
+from ui.feeds import BusFeed
+from ui.screens.replay import ReplayScreen, side_text
+
+
+@asynccontextmanager
+async def watched(upstream: str) -> AsyncIterator[tuple[Proxy, ProxyTui]]:
+    proxy = Proxy(Settings(upstream=upstream, listen="127.0.0.1:0", admin_enabled=False))
+    feed = proxy.bus.subscribe("tui")
+    await proxy.start()
+    try:
+        yield proxy, ProxyTui(BusFeed(feed), batch_delay=0.01, replayer=for_tui(None))
+    finally:
+        await proxy.stop()
+
+
+def done(app: ProxyTui, name: str) -> bool:
+    return any(
+        e.summary.name == name and e.summary.status is ChainStatus.OK for e in app.model.chains.values()
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("other_era", [False, True])
+async def test_r_replays_the_chain_under_the_cursor_and_shows_both_sides(
+    legacy_server: PeerServer, modern_server: PeerServer, other_era: bool
+) -> None:
+    async with watched(legacy_server.url) as (proxy, app):
+        if other_era:
+            app.replayer = for_tui(modern_server.url)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await run_scenario(proxy.endpoint(), "legacy", "ask_name")
+            await wait_for(lambda: done(app, "ask_name"), what="the ask_name chain")
+            await pilot.press("slash", *"tool:ask_name", "enter", "escape")
+            await pilot.pause()
+            await pilot.press("r")
+            await wait_for(lambda: isinstance(app.screen, ReplayScreen), what="the replay screen", seconds=20)
+
+            screen = app.screen
+            assert isinstance(screen, ReplayScreen)
+            outcome = screen.outcome
+            assert outcome.status == "same", outcome.line()
+            assert [r.method for r in outcome.recorded if r.kind == "request"][:2] == [
+                "tools/call",
+                "elicitation/create",
+            ]
+            assert outcome.replayed_chain is not None
+            title = str(screen.query_one("#replay-title").render())
+            assert "same" in title
+            await pilot.press("escape")
+            assert not isinstance(app.screen, ReplayScreen)
+
+
+def record(number: int, body: dict[str, object]) -> MessageRecord:
+    return MessageRecord(
+        seq=number,
+        ts=0.0,
+        side=Side.BOTH,
+        direction=Direction.TO_CLIENT if "result" in body else Direction.TO_SERVER,
+        channel=Channel.POST,
+        exchange="x1",
+        kind="result" if "result" in body else "request",
+        jsonrpc_id=1,
+        method=str(body["method"]) if "method" in body else None,
+        body=body,
+    )
+
+
+def test_the_differing_message_is_marked_on_both_sides() -> None:
+    request = record(1, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add"}})
+    old = record(2, {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "5"}]}})
+    outcome = ChainOutcome(
+        "r3",
+        "tools/call add",
+        "differs",
+        difference=Difference(2, "tools/call result", "result.content[0].text", "5", "2 + 3 = 5"),
+        recorded=[request, old],
+    )
+
+    text = side_text("recorded r3", outcome.recorded, 2)
+
+    assert "1. tools/call request" in text.plain
+    assert "2. tools/call result" in text.plain
+    marked = [text.plain[s.start : s.end] for s in text.spans if "red" in str(s.style)]
+    assert any(part.startswith("2. tools/call result") for part in marked)
+    assert not any(part.startswith("1.") for part in marked)

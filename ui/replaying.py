@@ -1,0 +1,72 @@
+"""What the TUI's `r` replays: the chain under the cursor as a replay plan, with its session's handshake.
+
+The replay itself runs in the proxy (`proxy.replay`), which the UI must not import: the command line
+hands the app a `Replayer` (a coroutine function) when one can run, and the app calls it with the
+plans made here from the chains it holds, and the upstream its feed names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from proxy.record.replay_outcome import ChainOutcome
+from proxy.record.replay_plan import ChainPlan, PlanKind, plan_chain
+from ui.model import ChainEntry, ViewModel
+from ui.screens.replay import ReplayScreen
+
+if TYPE_CHECKING:
+    from ui.app import ProxyTui
+
+Replayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
+"""Replays a chain (its plan, its session's handshake plan, the upstream the feed names) and says how
+it went; raises with a message for the status bar when it cannot run at all."""
+
+
+def plans_for(model: ViewModel, entry: ChainEntry) -> tuple[ChainPlan, ChainPlan | None]:
+    """The chain's plan, and its legacy session's handshake (from the chains the TUI holds), if held."""
+    plan = plan_chain(entry.summary, entry.messages)
+    session = entry.summary.session
+    if session is None or plan.era != "legacy" or entry.summary.method == "initialize":
+        return plan, None
+    for other in reversed(model.chains.values()):
+        if other.summary.session == session and other.summary.method == "initialize":
+            held = model.get(other.key)
+            if held is not None:
+                return plan, plan_chain(held.summary, held.messages)
+    return plan, None
+
+
+def start_replay(app: ProxyTui, key: str | None) -> None:
+    """`r`: replay the chain with this key in a worker, then open the side-by-side screen."""
+    replayer = app.replayer
+    entry = app.model.get(key) if key is not None else None
+    if entry is None:
+        app.notify("no chain under the cursor to replay", severity="warning")
+        return
+    if replayer is None:
+        app.notify(
+            "replay needs the proxy's own process: mcp-proxy --tui, tui --attach or tui --open",
+            severity="warning",
+        )
+        return
+    plan, handshake = plans_for(app.model, entry)
+    if plan.kind in (PlanKind.STREAM, PlanKind.OTHER):
+        app.notify(
+            f"{plan.chain} cannot be replayed: {plan.problem or 'a standalone GET stream'}",
+            severity="warning",
+        )
+        return
+    info = app.model.info
+    upstream = info.upstream if info is not None else None
+    app.notify(f"replaying {plan.chain} {plan.headline()}...")
+
+    async def replay() -> None:
+        try:
+            outcome = await replayer(plan, handshake, upstream)
+        except Exception as exc:  # the status bar says why (unreachable server, no upstream known)
+            app.notify(f"replay of {plan.chain} failed: {exc}", severity="error", timeout=10)
+            return
+        app.push_screen(ReplayScreen(outcome))
+
+    app.run_worker(replay(), name="replay", group="replay", exclusive=True, exit_on_error=False)
