@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 from contextlib import suppress
 from dataclasses import dataclass
@@ -25,6 +26,16 @@ from proxy.transport.client_side import ClientGone
 
 READ_CHUNK = 256 * 1024
 """Bytes read from stdin at a time when it is a plain file (a pipe is read as data comes)."""
+
+
+def is_pipe(fd: int) -> bool:
+    """Whether `fd` can be watched by the event loop: a pipe, a socket or a terminal.
+
+    A plain file or `/dev/null` (`< requests.jsonl`, `> answers.jsonl`) cannot: asyncio refuses it
+    and uvloop aborts the whole process, so those are read in a thread and written directly.
+    """
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +82,39 @@ class _Writer(asyncio.Protocol):
         drain, self.drain = self.drain, None
         if drain is not None and not drain.done():
             drain.set_result(None)
+
+
+class _FileTransport(asyncio.WriteTransport):
+    """stdout when it is a plain file or `/dev/null`: each write goes straight to the file.
+
+    Writing to a file never waits on a reader, so there is nothing to pause; `close` tells the writer
+    the channel is gone, as a closed pipe would.
+    """
+
+    def __init__(self, fd: int, protocol: _Writer) -> None:
+        super().__init__()
+        self._fd = fd
+        self._protocol = protocol
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self._closing = True
+            self._protocol.connection_lost(exc)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._protocol.connection_lost(None)
 
 
 class StdoutChannel:
@@ -136,7 +180,12 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
     """Serve the stdio client on `pipes` until it closes stdin (or `stop` is set), then end cleanly."""
     loop = asyncio.get_running_loop()
     writer = _Writer()
-    await loop.connect_write_pipe(lambda: writer, os.fdopen(pipes.stdout, "wb", buffering=0, closefd=False))
+    if is_pipe(pipes.stdout):
+        await loop.connect_write_pipe(
+            lambda: writer, os.fdopen(pipes.stdout, "wb", buffering=0, closefd=False)
+        )
+    else:
+        writer.connection_made(_FileTransport(pipes.stdout, writer))
     out = StdoutChannel(writer)
     shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio")
     reader = _Reader(shell, serving.settings.max_body_bytes, stop)
@@ -144,9 +193,9 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
     read_task: asyncio.Future[Any] | None = None
     stdin = os.fdopen(pipes.stdin, "rb", buffering=0, closefd=False)
     transport: asyncio.BaseTransport | None = None
-    try:
+    if is_pipe(pipes.stdin):
         transport, _ = await loop.connect_read_pipe(lambda: reader, stdin)
-    except ValueError:  # a plain file (`< requests.jsonl`): no pipe to watch, so read it in a thread
+    else:  # a plain file (`< requests.jsonl`): no pipe to watch, so read it in a thread
         read_task = loop.run_in_executor(None, _read_file, loop, stdin, reader)
     log.info("stdio_client_ready", upstream=serving.relays.upstream.shown)
     try:

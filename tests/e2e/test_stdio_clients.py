@@ -280,3 +280,37 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.parametrize("stdin_kind", ["file", "devnull"])
+def test_plain_files_as_stdin_and_stdout_are_served_and_end_with_exit_0(
+    tmp_path: Path, legacy_server: PeerServer, stdin_kind: str
+) -> None:
+    # `mcp-proxy stdio < requests.jsonl > answers.jsonl`: no pipe for the event loop to watch, yet the
+    # lines are read, answers written, and the end of the file ends the run cleanly.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(b"this is not json\n" if stdin_kind == "file" else b"")
+    answers = tmp_path / "answers.jsonl"
+    with (
+        open(os.devnull, "rb") if stdin_kind == "devnull" else requests.open("rb") as stdin,
+        answers.open("wb") as stdout,
+    ):
+        done = subprocess.run(
+            [*proxy_command(), "stdio", "--upstream", legacy_server.url, "--admin", "127.0.0.1:0"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=clean_env(MCP_PROXY_LOG_FORMAT="json"),
+            cwd=REPO_ROOT,
+            timeout=30,
+            check=False,
+        )
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 0, stderr[-2000:]
+    assert '"stdio_client_closed"' in stderr
+    lines = [json.loads(line) for line in answers.read_text().splitlines()]
+    if stdin_kind == "file":
+        assert [line["error"]["code"] for line in lines] == [-32700]
+        assert lines[0]["error"]["data"] == {"received": "this is not json"}
+    else:
+        assert lines == []
