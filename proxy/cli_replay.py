@@ -17,13 +17,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from proxy.config import ConfigError, Settings, load_settings
+from proxy.framing.http import masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_outcome import ChainOutcome
@@ -95,13 +98,24 @@ def build_replay_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=30.0,
         metavar="SECONDS",
         help="how long one chain's replay may take (default 30)",
     )
     parser.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A chain's time limit: seconds above 0 (argparse names the flag when this refuses)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, such as 30, got {text!r}")
+    return seconds
 
 
 def parse_headers(values: Sequence[str]) -> dict[str, str]:
@@ -159,7 +173,12 @@ def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) 
     if not upstream:
         return "the capture names no upstream: give the server with --upstream URL"
     if not upstream.startswith(("http://", "https://")):
-        return f"replay sends to an HTTP server, not {upstream!r}: give one with --upstream URL"
+        return f"replay sends to an HTTP server, not {masked_url(upstream)!r}: give one with --upstream URL"
+    if "@" in urlsplit(upstream).netloc:
+        return (
+            f"the URL carries credentials (user:password@), which replay does not send: "
+            f"{masked_url(upstream)!r}; give them with --header 'Authorization: VALUE' instead"
+        )
     if not given and "<redacted" in upstream:
         return f"the capture's upstream ({upstream}) holds masked credentials: give it with --upstream URL"
     return None
@@ -168,9 +187,9 @@ def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) 
 def _target_line(upstream: str, given: bool, source: CaptureSource) -> str:
     if given:
         recorded = f"; the capture recorded {source.upstream}" if source.upstream else ""
-        return f"replaying against {upstream} (--upstream{recorded})"
+        return f"replaying against {masked_url(upstream)} (--upstream{recorded})"
     era = "" if source.upstream_era == "unknown" else f", a {source.upstream_era} server then"
-    return f"replaying against {upstream} (the upstream the capture recorded{era})"
+    return f"replaying against {masked_url(upstream)} (the upstream the capture recorded{era})"
 
 
 async def _replay(
@@ -231,7 +250,7 @@ def _document(
 ) -> dict[str, Any]:
     counts = Counter(o.word for o in outcomes)
     return {
-        "upstream": upstream,
+        "upstream": masked_url(upstream),
         "recorded_upstream": source.upstream,
         "chains": [o.as_json() for o in outcomes],
         "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},

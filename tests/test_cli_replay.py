@@ -41,3 +41,20 @@ def test_a_bad_header_or_an_empty_ignore_exits_2(tmp_path: Path, capsys: pytest.
     assert "--ignore: an empty path" in capsys.readouterr().err
     assert main([str(capture), "--all"]) == 2
     assert "the capture names no upstream: give the server with --upstream URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "soon"])
+def test_a_timeout_that_is_not_seconds_above_0_is_a_usage_error_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    capture = tmp_path / "c.jsonl"
+    capture.write_text(
+        '{"format": "mcp-debug-proxy-capture", "version": "1.1", "created": 1.0, "proxy_version": "0"}\n'
+    )
+
+    with pytest.raises(SystemExit) as exited:
+        main([str(capture), "--all", "--upstream", "http://127.0.0.1:9/mcp", "--timeout", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err
+    assert "seconds above 0" in err

@@ -227,6 +227,27 @@ def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(d
     assert "--all" in unnamed.stderr
 
 
+def test_an_upstream_url_with_a_credential_in_its_query_is_replayed_and_never_printed(demo: Demo) -> None:
+    key = "query-s3cret-key"
+    upstream = f"{demo.servers['legacy']}?api_key={key}"
+    done = _replay(demo.captures[("legacy", "legacy")], "--all", "--json", "--upstream", upstream)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert key not in done.stdout + done.stderr
+    assert json.loads(done.stdout)["upstream"] == f"{demo.servers['legacy']}?api_key=<redacted>"
+    assert "replaying against" in done.stderr
+
+
+def test_an_upstream_url_with_user_and_password_is_refused_without_printing_the_password(demo: Demo) -> None:
+    upstream = demo.servers["legacy"].replace("http://", "http://alice:pa55word@")
+    done = _replay(demo.captures[("legacy", "legacy")], "--all", "--upstream", upstream)
+
+    assert done.returncode == 2
+    assert "pa55word" not in done.stdout + done.stderr
+    assert "credentials (user:password@)" in done.stderr
+    assert "--header 'Authorization: VALUE'" in done.stderr
+
+
 SECRET = "Bearer replay-s3cret-token"
 
 
