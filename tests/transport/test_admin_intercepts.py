@@ -74,6 +74,9 @@ async def test_with_a_token_or_on_loopback_rules_are_taken_and_bad_ones_refused(
             assert "timeout is a duration" in answer["message"]
             status, answer = await call("POST", url, ["tool:a"])
             assert status == 400
+            status, answer = await call("POST", url, {"rule": "tool:b", "timeout": True})
+            assert (status, answer["error"]) == (400, "bad_request"), answer
+            assert "got True" in answer["message"]
             status, answer = await call("GET", url + "/wait?timeout=61")
             assert status == 400
             status, answer = await call("DELETE", url)

@@ -53,6 +53,8 @@ def parse_intercept(text: str, timeout: str | float | None = None) -> FaultRule:
     if timeout is not None:
         if seconds is not None:
             raise ValueError("give the timeout once: in the rule (timeout=30s) or apart, not both")
+        if isinstance(timeout, bool):  # JSON true is no number of seconds, though Python counts it as 1
+            raise ValueError(f"timeout is a duration such as 30s, or seconds, got {timeout!r}")
         seconds = float(timeout) if isinstance(timeout, int | float) else parse_timeout(timeout)
         if not 0 < seconds <= MAX_TIMEOUT_S:
             raise ValueError(f"timeout is above 0 and at most {MAX_TIMEOUT_S:g} seconds, got {timeout!r}")
