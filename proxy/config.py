@@ -41,7 +41,7 @@ from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
 from proxy.framing.classify import DEPTH_CEILING
-from proxy.framing.http import masked_url
+from proxy.framing.http import masked_command, masked_url
 
 ENV_PREFIX = "MCP_PROXY_"
 """Prefix of the environment variables that set a field: `MCP_PROXY_<FIELD_NAME_UPPER>`."""
@@ -654,6 +654,8 @@ def _toml_value(value: object) -> str:
 def render_settings(loaded: LoadedSettings) -> str:
     """The `--print-config` text: one `name = value    # source` line per field, secrets never shown."""
     shown = {"upstream": masked_url(loaded.settings.upstream)} if loaded.settings.upstream else {}
+    if loaded.settings.upstream_cmd:
+        shown["upstream_cmd"] = masked_command(shlex.split(loaded.settings.upstream_cmd))
     lines = [f"{name} = {_toml_value(shown.get(name, getattr(loaded.settings, name)))}" for name in _FIELDS]
     width = max(len(line) for line in lines if len(line) <= 60)  # long lists do not push every comment
     sources = [loaded.sources.get(name, "default") for name in _FIELDS]

@@ -56,3 +56,10 @@ def test_an_upstream_url_and_a_command_together_are_refused(capsys: pytest.Captu
         main(["stdio", "--upstream", "http://127.0.0.1:9/mcp", "--", "node", "s.js"])
     assert exited.value.code == 2
     assert "not two" in capsys.readouterr().err
+
+
+def test_print_config_masks_a_credential_in_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--print-config", "--", "env", "API_TOKEN=s3cret", "node", "server.js")
+    assert code == 0
+    assert "s3cret" not in out + err
+    assert "API_TOKEN=<redacted>" in err

@@ -7,6 +7,7 @@ re-exported from there, since most of the proxy looks headers up through this mo
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -120,6 +121,43 @@ def masked_url(url: str) -> str:
     Works on text that may not even parse (an error message must not echo a secret either).
     """
     return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential", "cookie")
+_ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+_HEADER_LINE = re.compile(r"^([A-Za-z0-9-]+):\s*(.*)$", re.DOTALL)
+
+
+def _names_secret(name: str) -> bool:
+    return any(word in name.lower() for word in _SECRET_WORDS)
+
+
+def masked_command(argv: Iterable[str]) -> str:
+    """A command line as logs and screens show it, with what may be a credential masked.
+
+    Masked: the value of an option named like a secret (`--api-key VALUE`, `--token=VALUE`), of an
+    assignment named like one (`env GITHUB_TOKEN=VALUE cmd`), of a header line named like one (the
+    `Authorization: Bearer ...` a `--header` passes on), and the password and query values of a URL.
+    """
+    shown: list[str] = []
+    mask_next = False
+    for word in argv:
+        if mask_next:
+            shown.append("<redacted>")
+            mask_next = False
+            continue
+        assignment = _ASSIGNMENT.match(word)
+        header_line = _HEADER_LINE.match(word)
+        if assignment is not None and _names_secret(assignment.group(1)):
+            shown.append(f"{assignment.group(1)}=<redacted>")
+        elif header_line is not None and header_line.group(2) and _names_secret(header_line.group(1)):
+            shown.append(f"{header_line.group(1)}: <redacted>")
+        elif "://" in word:
+            shown.append(masked_url(word))
+        else:
+            shown.append(word)
+            mask_next = word.startswith("-") and "=" not in word and _names_secret(word)
+    return shlex.join(shown)
 
 
 STDIO_PATH = "/mcp"

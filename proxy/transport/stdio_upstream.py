@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from typing import cast
 
+from proxy.framing.http import masked_command
 from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
 from proxy.logs import get_logger
 from proxy.transport.channel_upstream import ChannelEvents
@@ -37,26 +37,8 @@ STDERR_LINES_PER_SECOND = 50
 STDIN_EOF_WAIT = 0.5
 """Seconds a stopping child gets after its stdin closed, before SIGTERM."""
 
-_SECRET_WORDS = ("key", "token", "secret", "password", "auth")
-
-
-def shown_command(argv: Sequence[str]) -> str:
-    """The command as logs and screens show it: values of options named like secrets masked."""
-    shown: list[str] = []
-    mask_next = False
-    for word in argv:
-        if mask_next:
-            shown.append("<redacted>")
-            mask_next = False
-            continue
-        name, eq, _value = word.partition("=")
-        secret = word.startswith("-") and any(w in name.lower() for w in _SECRET_WORDS)
-        if secret and eq:
-            shown.append(f"{name}=<redacted>")
-        else:
-            shown.append(word)
-            mask_next = secret
-    return shlex.join(shown)
+shown_command = masked_command
+"""The command as logs and screens show it: what may be a credential masked (`masked_command`)."""
 
 
 def exit_reason(pid: int, code: int | None) -> str:

@@ -32,6 +32,22 @@ def test_a_command_is_shown_with_secret_looking_option_values_masked() -> None:
     )
 
 
+def test_a_command_is_shown_with_secret_assignments_header_lines_and_url_credentials_masked() -> None:
+    argv = [
+        "env", "GITHUB_TOKEN=ghp_s3cret", "PATH=/usr/bin", "npx", "mcp-remote",
+        "https://alice:pa55@mcp.example/mcp?api_key=k3y", "--header", "Authorization: Bearer t0ken",
+        "--header", "X-Tenant: acme",
+    ]  # fmt: skip
+    shown = shown_command(argv)
+    for secret in ("ghp_s3cret", "pa55", "k3y", "t0ken"):
+        assert secret not in shown
+    assert shown == (
+        "env 'GITHUB_TOKEN=<redacted>' PATH=/usr/bin npx mcp-remote "
+        "'https://alice:<redacted>@mcp.example/mcp?api_key=<redacted>' "
+        "--header 'Authorization: <redacted>' --header 'X-Tenant: acme'"
+    )
+
+
 def test_an_exit_is_described_by_status_or_signal() -> None:
     assert exit_reason(7, 3) == "the upstream MCP server (pid 7) exited with status 3"
     assert exit_reason(7, -9) == "the upstream MCP server (pid 7) was killed by SIGKILL"
