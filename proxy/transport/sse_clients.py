@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 
 from proxy import SERVER_SOFTWARE
 from proxy.config import Settings
+from proxy.framing.classify import peek_id
 from proxy.framing.http import header
 from proxy.framing.sse import encode_comment, encode_event
 from proxy.logs import get_logger
@@ -141,7 +142,7 @@ class SseClients:
                 f"no HTTP+SSE session of this id (it ended, or the proxy restarted): open a new stream "
                 f"with GET {self.stream_path} and POST to the endpoint its first event names"
             )
-            body = dumps(error_response(None, errors.INVALID_REQUEST, text))
+            body = dumps(error_response(peek_id(raw), errors.INVALID_REQUEST, text))
             side.respond(404, body, "application/json", ())
             return
         side.respond(202, b"Accepted", "text/plain; charset=utf-8", ())

@@ -89,7 +89,9 @@ async def test_the_endpoint_event_names_the_proxys_own_message_path(legacy_serve
             assert json.loads(event.split(b"data: ", 1)[1])["id"] == 1
             async with http.post(proxy.listen + "/messages?sessionId=nope", data=ping) as unknown:
                 assert unknown.status == 404
-                assert "GET /sse" in (await unknown.json())["error"]["message"]
+                refused = await unknown.json()
+                assert "GET /sse" in refused["error"]["message"]
+                assert refused["id"] == 1  # the client can tell which request failed
 
 
 async def test_streams_past_max_sse_sessions_are_refused_with_503(legacy_server: PeerServer) -> None:
