@@ -204,7 +204,8 @@ class InterceptDesk:
         if not alone:
             return "a message in a batch is relayed whole"
         if len(self.held) >= self.max_held:
-            return f"{len(self.held)} messages already held (intercept_max_held)"
+            count = len(self.held)
+            return f"{count} message{'' if count == 1 else 's'} already held (intercept_max_held)"
         return None
 
     # -- decisions --------------------------------------------------------------------------------

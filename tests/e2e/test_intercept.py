@@ -257,10 +257,8 @@ async def test_past_the_bound_a_picked_message_goes_on_and_is_recorded_as_not_he
         run = await with_desk(proxy, first, desk)
         notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
-    assert any(
-        "not held by intercept (i1: tool:echo dir:client)" in n and "1 messages already held" in n
-        for n in notes
-    )
+    not_held = "not held by intercept (i1: tool:echo dir:client): the client's tools/call: "
+    assert not_held + "1 message already held (intercept_max_held)" in notes, notes
 
 
 async def test_a_drain_releases_every_held_message_unchanged(
