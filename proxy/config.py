@@ -23,7 +23,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Self, get_args, get_origin
+from typing import Annotated, Final, Literal, Self, get_args, get_origin
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import (
@@ -524,6 +524,9 @@ class LoadedSettings:
 
 _FIELDS = Settings.model_fields
 _SECRETS = frozenset(name for name, info in _FIELDS.items() if SecretStr in get_args(info.annotation))
+SECRET_ENV_VARS: Final = frozenset(ENV_PREFIX + name.upper() for name in _SECRETS)
+"""The environment variables that hold the proxy's own secrets (`MCP_PROXY_ADMIN_TOKEN`, ...): a
+process the proxy starts (a stdio server) is not given them."""
 
 
 def _is_list(name: str) -> bool:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import cast
 
+from proxy.config import SECRET_ENV_VARS
 from proxy.framing.http import masked_command
 from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
 from proxy.logs import get_logger
@@ -39,6 +40,13 @@ STDIN_EOF_WAIT = 0.5
 
 shown_command = masked_command
 """The command as logs and screens show it: what may be a credential masked (`masked_command`)."""
+
+
+def child_environment() -> dict[str, str]:
+    """The proxy's environment less its own secrets: a stdio server (often a package fetched by npx)
+    has no use for the admin token, `state_key` or `redact_key`, and one that shows its environment
+    (server-everything's `get-env`) would hand them to any client."""
+    return {name: value for name, value in os.environ.items() if name not in SECRET_ENV_VARS}
 
 
 def exit_reason(pid: int, code: int | None) -> str:
@@ -91,6 +99,7 @@ class StdioChannel(asyncio.SubprocessProtocol):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                env=child_environment(),
             )
         except OSError as exc:
             raise UpstreamError(

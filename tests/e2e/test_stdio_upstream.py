@@ -113,6 +113,23 @@ def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_sessio
     assert set(new) <= stopped  # each client's DELETE ended its child
 
 
+def test_the_stdio_server_inherits_the_environment_but_not_the_proxys_own_secrets() -> None:
+    secrets = {
+        "admin_token": "adm1n-t0ken-for-the-proxy",
+        "state_key": "st4te-key-0123456789abcdef0123456789abcdef",
+        "redact_key": "r3dact-key-0123456789abcdef0123456789abcdef",
+    }
+    env = clean_env(**settings_env(upstream_cmd=everything_stdio_command(), **secrets))
+    env["MCP_TEST_INHERITED"] = "passed-on"
+    with ProxyProcess(env) as proxy:
+        run = run_plan("python-legacy", proxy.endpoint(), [{"id": "env", "op": "call", "tool": "get-env"}])
+    shown = run.lines["env"]["result"]["content"][0]["text"]
+    assert "passed-on" in shown, run.stderr
+    for name, value in secrets.items():
+        assert value not in shown, name
+        assert f"MCP_PROXY_{name.upper()}" not in shown
+
+
 # -- the Python SDK's stdio server ---------------------------------------------------------------
 
 
