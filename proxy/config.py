@@ -498,6 +498,13 @@ class Settings(BaseModel):
                 "(--upstream) or a stdio command (--upstream-cmd); drop one",
                 {"setting": "upstream_cmd"},
             )
+        if self.upstream_cmd and self.upstream_transport != "auto":
+            raise PydanticCustomError(
+                "transport_of_a_command",
+                "upstream_transport names how an upstream URL is spoken to; a stdio command "
+                "(--upstream-cmd) is always spoken to over stdio: drop upstream_transport",
+                {"setting": "upstream_transport"},
+            )
         return self
 
     @model_validator(mode="after")
@@ -604,7 +611,7 @@ def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> Config
     setting = str(first["loc"][0]) if first["loc"] else str(ctx.get("setting", "settings"))
     where = sources.get(setting, "default").replace(":", " ", 1)
     message = first["msg"].removeprefix("Value error, ")
-    if first["type"] not in ("value_error", "admin_exposed", "two_upstreams"):
+    if first["type"] not in ("value_error", "admin_exposed", "two_upstreams", "transport_of_a_command"):
         message = message[:1].lower() + message[1:]
         if setting not in _SECRETS:  # never echo a secret, even a malformed one
             message += f", got {first['input']!r}"

@@ -634,3 +634,13 @@ def test_an_upstream_url_and_an_upstream_command_together_are_refused_without_ec
         load_settings(env={}, flags={"upstream": "http://h/mcp?key=s3cret", "upstream_cmd": "srv --x"})
     assert "upstream and upstream_cmd are both set" in str(caught.value)
     assert "s3cret" not in str(caught.value)
+
+
+def test_a_transport_for_an_upstream_command_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"upstream_cmd": "srv --token s3cret", "upstream_transport": "sse"})
+    assert str(caught.value) == (
+        "upstream_transport (flag --upstream-transport): upstream_transport names how an upstream URL is "
+        "spoken to; a stdio command (--upstream-cmd) is always spoken to over stdio: drop upstream_transport"
+    )
+    assert load_settings(env={}, flags={"upstream_cmd": "srv --x"}).settings.upstream_transport == "auto"
