@@ -258,6 +258,13 @@ class Proxy:
         self._publish_info()
         self._announced = True
         log = get_logger()
+        if self._sse_url_unprobed():
+            log.warning(
+                "upstream_transport_unknown",
+                upstream=self.upstream.shown,
+                hint="--upstream-era skips the probe that tells an HTTP+SSE server (a URL ending in /sse) "
+                "from a Streamable HTTP one: if this is an HTTP+SSE server, add --upstream-transport sse",
+            )
         if self.settings.unredact_headers:
             log.warning(
                 "redaction_defaults_dropped",
@@ -386,6 +393,17 @@ class Proxy:
             upstream=self.upstream.shown,
             upstream_era=self.router.eras.label,
             bridge=self.settings.bridge,
+        )
+
+    def _sse_url_unprobed(self) -> bool:
+        """Whether the era is forced (no probe) on an upstream URL that looks like an HTTP+SSE one,
+        with no transport named: the probe is what finds that transport, so it would go unspoken."""
+        settings = self.settings
+        return (
+            settings.upstream_era != "auto"
+            and settings.upstream_transport == "auto"
+            and self.upstream.transport == "http"
+            and self.upstream.base_path.rstrip("/").endswith("/sse")
         )
 
     def _publish_info(self) -> None:

@@ -91,3 +91,20 @@ def test_the_python_sdks_sse_server_serves_clients_of_both_eras(
     assert "hi" in str(lines["echo"]["result"]), logs
     assert lines["ask_name"]["callbacks"], logs
     assert "error" not in lines["ask_name"], logs
+
+
+def test_an_era_named_without_the_transport_on_an_sse_url_warns_naming_the_flag(
+    python_sse: ProxyProcess,
+) -> None:
+    # --upstream-era skips the probe, which is what finds the HTTP+SSE transport: without the hint
+    # a client gets only the server's 404 to a POST on /sse.
+    server = EverythingSse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with (
+        server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.sse_url, upstream_era="legacy"))) as proxy,
+    ):
+        warning = proxy.find("upstream_transport_unknown")
+    assert warning is not None, proxy.stderr()[-3000:]
+    assert warning["level"] == "warning"
+    assert "add --upstream-transport sse" in warning["hint"]
+    assert python_sse.find("upstream_transport_unknown") is None  # the transport named: no warning
