@@ -73,6 +73,7 @@ from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
+from proxy.wire.mcp import INPUT_METHODS
 
 __all__ = ["ChainBuilder", "digest"]
 
@@ -630,11 +631,27 @@ _HEADS: dict[Direction | None, Head] = {
 }
 
 
+def sent_by(sender: str, method: str | None) -> str:
+    """How a note names a message: `the client's tools/call`, `the server's answer to tools/call`.
+
+    Observations carry, for an answer, the method of the request it answers, so who sent it tells the
+    two apart: a server answers the client's requests, a client answers the server's
+    (`elicitation/create`, sampling, roots). Notifications and `ping`, which either side sends, are
+    named by their method alone.
+    """
+    who = "client's" if sender == "client" else "server's"
+    if method is None:
+        return f"the {who} message"
+    two_way = method.startswith("notifications/") or method == "ping"
+    if not two_way and (method in INPUT_METHODS) == (sender == "client"):
+        return f"the {who} answer to {method}"
+    return f"the {who} {method}"
+
+
 def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
     """The chain's note for an intercept: a message released (how, by whom, after how long), or one a
     rule picked that was not held and why; None for a message now held (its release notes it)."""
-    sender = "client's" if obs.sender == "client" else "server's"
-    what = f"the {sender} {obs.method or 'message'}"
+    what = sent_by(obs.sender, obs.method)
     if isinstance(obs, InterceptHeld):
         if obs.applied:
             return None
@@ -651,8 +668,7 @@ def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
 
 def fault_note(obs: FaultInjected) -> str:
     """The chain's note for an injected fault: what the proxy did (or why it could not), and the rule."""
-    sender = "client's" if obs.sender == "client" else "server's"
-    what = f"{obs.fault} on the {sender} {obs.method or 'message'}"
+    what = f"{obs.fault} on {sent_by(obs.sender, obs.method)}"
     if not obs.applied:
         return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"
     detail = f" ({obs.detail})" if obs.detail else ""

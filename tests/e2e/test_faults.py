@@ -151,7 +151,7 @@ async def test_a_server_answer_replaced_by_an_error_reaches_the_client_as_that_e
         found = await chains(proxy)
     assert run.lines["add"]["error"]["code"] == -32099, run.lines
     notes = call_chain(found, "add")["notes"]
-    assert any("error -32099 on the server's tools/call" in n for n in notes), notes
+    assert any("error -32099 on the server's answer to tools/call" in n for n in notes), notes
 
 
 async def test_a_duplicated_server_event_reaches_the_client_twice(

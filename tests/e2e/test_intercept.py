@@ -172,7 +172,9 @@ async def test_a_held_server_answer_is_replaced_by_the_typed_error(
 
     async with proxy_for(upstream.url, intercepts=["tool:add dir:server"]) as proxy:
         run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
+        notes = await chain_notes(proxy)
     assert run.lines["add"]["error"] == {"code": -32077, "message": "the desk says no"}, run.lines
+    assert any(n.startswith("the server's answer to tools/call held by intercept i1") for n in notes), notes
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])
@@ -194,6 +196,8 @@ async def test_a_servers_elicitation_held_is_answered_upstream_and_never_reaches
     rule = "method:elicitation/create dir:server"
     async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
         run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+        notes = await chain_notes(proxy)
+    assert any(n.startswith("the server's elicitation/create held by intercept i1") for n in notes), notes
     line = run.lines["ask_name"]
     assert line.get("callbacks", []) == [], line  # the client never saw the question
     if verb == "answer":
