@@ -43,9 +43,7 @@ class HttpDesk:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def _call(
-        self, method: str, path: str, *, body: Any = None, wait: float | None = None
-    ) -> Any:
+    async def _call(self, method: str, path: str, *, body: Any = None, wait: float | None = None) -> Any:
         """One admin request; its JSON body, or DeskError naming why not."""
         bound = TIMEOUT if wait is None else httpx.Timeout(10.0, read=wait + 10.0)
         try:

@@ -175,9 +175,7 @@ class ChannelClientShell:
         serving = self.serving
         outcome = classify_request(serving.settings, side.method, serving.path, side.headers, body)
         try:
-            await serve_outcome(
-                serving.router, serving.relays, side, self.next_exchange, outcome, len(body)
-            )
+            await serve_outcome(serving.router, serving.relays, side, self.next_exchange, outcome, len(body))
             side.flush()
         except asyncio.CancelledError:
             if not side.cancelled:
