@@ -15,23 +15,13 @@ from typing import Any
 import pytest
 
 from proxy.runtime import Proxy
-from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
+from tests.e2e.gated_runs import ERAS, client_run
+from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
 from tests.transport.helpers import captured_logs, client_session, wait_until
 
 pytestmark = pytest.mark.asyncio
-
-ERAS = [
-    pytest.param("python-legacy", "legacy_server", id="legacy"),
-    pytest.param("python-2026", "modern_server", id="2026-07-28"),
-]
-
-
-async def client_run(proxy: Proxy, kind: ClientKind, scenarios: list[str]) -> ClientRun:
-    run = await asyncio.to_thread(run_client, kind, proxy.endpoint(), scenarios, timeout=40.0)
-    await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
-    return run
 
 
 async def chains(proxy: Proxy) -> list[dict[str, Any]]:

@@ -18,24 +18,14 @@ import pytest
 
 from proxy.runtime import Proxy
 from proxy.transport.tasks import spawn
+from tests.e2e.gated_runs import ERAS, client_run
 from tests.e2e.recording_upstream import SESSION, recording_upstream
 from tests.peers.clients import ClientKind, ClientRun, run_client
 from tests.peers.runner import PeerServer
 from tests.sidecar import run_mcp_proxy
-from tests.transport.helpers import captured_logs, client_session, wait_until
+from tests.transport.helpers import captured_logs, client_session
 
 pytestmark = pytest.mark.asyncio
-
-ERAS = [
-    pytest.param("python-legacy", "legacy_server", id="legacy"),
-    pytest.param("python-2026", "modern_server", id="2026-07-28"),
-]
-
-
-async def client_run(proxy: Proxy, kind: ClientKind, scenarios: list[str]) -> ClientRun:
-    run = await asyncio.to_thread(run_client, kind, proxy.endpoint(), scenarios, timeout=40.0)
-    await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
-    return run
 
 
 async def next_held(http: aiohttp.ClientSession, proxy: Proxy, after: str | None = None) -> dict[str, Any]:
