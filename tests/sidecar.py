@@ -190,6 +190,14 @@ class ProxyProcess:
         """The first log line with this `event`, or None."""
         return next((e for e in self.events() if e.get("event") == event), None)
 
+    def wait_for(self, event: str, seconds: float = 10.0) -> dict[str, Any] | None:
+        """The first log line with this `event`, waiting up to `seconds` for the proxy to write it
+        (a log line may reach stderr after the answer it describes reaches the client)."""
+        deadline = time.monotonic() + seconds
+        while (found := self.find(event)) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return found
+
     def signal(self, sig: signal.Signals) -> None:
         """Send a signal to the proxy."""
         assert self.process is not None

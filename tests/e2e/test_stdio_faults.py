@@ -118,7 +118,7 @@ def test_an_answer_over_max_body_bytes_is_refused_with_an_error_and_never_held()
         status, body = call(url, "huge", session)
         assert status == 200
         assert "max_body_bytes" in body["error"]["message"], body
-        logged = proxy.find("upstream_message_too_large")
+        logged = proxy.wait_for("upstream_message_too_large")
         assert logged is not None
         assert logged["limit"] == 65536
         assert logged["size"] > 200000
