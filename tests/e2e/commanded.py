@@ -125,7 +125,7 @@ class Commanded:
         The exchange line is written as the exchange closes; a rule added and removed afterwards
         logs a line behind it, so once that one is read every line before it is too.
         """
-        await self._until_no_exchange_is_open()
+        await self.no_exchange_open()
         (barrier,) = await self.add_faults(BARRIER_RULE)
         status, _ = await self.call("DELETE", f"/api/faults/{barrier}")
         assert status == 200
@@ -137,7 +137,8 @@ class Commanded:
 
         await until(removed, what=f"the log line of fault rule {barrier}'s removal", seconds=WAIT)
 
-    async def _until_no_exchange_is_open(self) -> None:
+    async def no_exchange_open(self) -> None:
+        """Wait (bounded) for /metrics to show no client exchange in flight."""
         async with asyncio.timeout(WAIT):
             while True:
                 if counters(await self.metrics()).get("mcp_proxy_open_exchanges") == 0.0:
