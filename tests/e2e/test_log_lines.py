@@ -7,8 +7,10 @@ rendered as on a terminal (`--log-format console`) or as JSON and read back from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,24 +43,48 @@ class ConsoleProxy(ProxyProcess):
         return out
 
 
-async def logged_run(fmt: str, upstream: str, client: str = "python-legacy") -> list[str]:
-    """Run the `ask_name` scenario through the proxy with its log rendered as `fmt`; the log's lines."""
-    kind = ConsoleProxy if fmt == "console" else ProxyProcess
-    process = kind(command_env(upstream), "--log-format", fmt)
-    await asyncio.to_thread(process.start)
-    try:
-        run = await asyncio.to_thread(run_client, client, process.endpoint(), ["ask_name"])  # type: ignore[arg-type]
-        assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
-        await Commanded(process).no_exchange_open()
-    finally:
-        await asyncio.to_thread(process.stop)  # every line it wrote is read once it has exited
-    return [line.rstrip("\n") for line in process.lines]
+class Renderings:
+    """The module's `mcp-proxy` runs, one per log format and upstream, started on first use and all
+    stopped at the end of the module (a start costs a process; the tests read only their own lines)."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._running: dict[tuple[str, str], Commanded] = {}
+
+    async def proxy(self, fmt: str, upstream: str) -> Commanded:
+        if (fmt, upstream) not in self._running:
+            kind = ConsoleProxy if fmt == "console" else ProxyProcess
+            process = kind(command_env(upstream), "--log-format", fmt)
+            await asyncio.to_thread(process.start)
+            self._stack.callback(process.stop)
+            self._running[fmt, upstream] = Commanded(process)
+        return self._running[fmt, upstream]
+
+
+@pytest.fixture(scope="module")
+def renderings() -> Iterator[Renderings]:
+    with contextlib.ExitStack() as stack:
+        yield Renderings(stack)
+
+
+async def logged_run(
+    renderings: Renderings, fmt: str, upstream: str, client: str = "python-legacy"
+) -> list[str]:
+    """Run the `ask_name` scenario through the proxy with its log rendered as `fmt`; the lines it
+    logged meanwhile, every exchange's included (`settled`)."""
+    proxy = await renderings.proxy(fmt, upstream)
+    mark = len(proxy.process.lines)
+    run = await asyncio.to_thread(run_client, client, proxy.endpoint(), ["ask_name"])  # type: ignore[arg-type]
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+    await proxy.settled()
+    return [line.rstrip("\n") for line in proxy.process.lines[mark:]]
 
 
 async def test_a_terminal_gets_one_short_line_per_exchange_naming_what_it_carried(
     legacy_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("console", legacy_server.url)
+    lines = await logged_run(renderings, "console", legacy_server.url)
     exchanges = [line for line in lines if LINE.match(line)]
     text = "\n".join(exchanges)
     assert any(" POST initialize #1 -> 200 " in line for line in exchanges), text
@@ -78,8 +104,9 @@ async def test_a_terminal_gets_one_short_line_per_exchange_naming_what_it_carrie
 
 async def test_json_lines_keep_every_field_and_name_the_message_too(
     legacy_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("json", legacy_server.url)
+    lines = await logged_run(renderings, "json", legacy_server.url)
     entries = [json.loads(line) for line in lines]
     rounds = [e for e in entries if e["event"] == "exchange"]
     answer = next(e for e in rounds if e["carried"] == "result of elicitation/create")
@@ -95,8 +122,9 @@ async def test_json_lines_keep_every_field_and_name_the_message_too(
 
 async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
     modern_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("console", modern_server.url)
+    lines = await logged_run(renderings, "console", modern_server.url)
     rounds = [line for line in lines if LINE.match(line) and " round " in line]
     assert len(rounds) >= 2, lines
     assert re.search(
@@ -109,6 +137,7 @@ async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
 async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
     modern_server: PeerServer,
     legacy_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
     def rounds(lines: list[str]) -> list[str]:
         found = [
@@ -116,8 +145,8 @@ async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
         ]
         return [f"{m[1]} {m[2]}" for m in found if m]
 
-    to_mrtr = await logged_run("console", modern_server.url)
-    to_legacy = await logged_run("console", legacy_server.url, "python-2026")
+    to_mrtr = await logged_run(renderings, "console", modern_server.url)
+    to_legacy = await logged_run(renderings, "console", legacy_server.url, "python-2026")
 
     assert any("[mrtr_to_legacy]" in line for line in to_legacy), to_legacy
     assert rounds(to_mrtr) == ["1 input_required", "2 complete"], to_mrtr
