@@ -1,5 +1,5 @@
-"""The `mcp-proxy` command as the fault and intercept tests drive it: rules, decisions and every mark
-read through the admin API (with its token) and the JSON log, as a user or a script would.
+"""The `mcp-proxy` command as the e2e tests drive it: rules, decisions and every mark read through the
+admin API (with its token) and the JSON log, as a user or a script would.
 
 Starting the command costs a process and its imports, so a module's tests share one per upstream
 (`ProxyFleet`, the `fleet` module fixture of tests/e2e/conftest.py): each test begins with `begin()`,
