@@ -46,6 +46,7 @@ from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
 from proxy.transport.intercept_control import InterceptControl
 from proxy.transport.intercept_desk import InterceptDesk
+from proxy.transport.metrics import continuations_of
 from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
 from proxy.transport.sse_clients import SseClients, sse_paths
@@ -461,27 +462,43 @@ class Proxy:
         return max(0, tally.open_exchanges - tally.open_streams)
 
     async def drain(self, grace: float) -> None:
-        """SIGTERM: stop taking connections, give open exchanges up to `grace` seconds, then `stop`.
+        """SIGTERM: finish the conversations under way for up to `grace` seconds, take no new ones, then
+        `stop`.
 
-        Connections already open may still carry requests while the grace lasts (a client's answer to a
-        nested request, say); a second signal (`hurry`) cuts the wait short. The admin API stays up
-        until the end, answering /readyz 503 so a load balancer stops sending traffic.
+        The listener stays open: a conversation's next step often comes on a new connection (a client's
+        answer to a server's in-flight request, a request its SDK makes before reporting a result, an
+        MRTR retry for a parked call, its DELETE). New work (an `initialize`, a request that begins a
+        new chain) gets 503 with `Retry-After`, and every response closes its connection
+        (`proxy.transport.front.FrontServer.begin_drain`). The drain ends once no exchange is in
+        flight, no client connection is open and no call is parked for a retry, or at the grace; a
+        second signal (`hurry`) cuts it short. The admin API stays up until the end, answering
+        /readyz 503 so a load balancer stops sending traffic.
         """
         log = get_logger()
         self.draining = True
         self.relays.holds.release()  # a fault's delay holds nothing the proxy is stopping for
         self.desk.drain()  # nor does an intercept: held messages go on unchanged
         if self._front is not None:
-            self._front.stop_listening()
-        log.info("draining", grace_s=grace, in_flight=self.in_flight())
+            self._front.begin_drain()
+        log.info("draining", grace_s=grace, **self.conversations())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while self.in_flight() and not self._hurry.is_set() and loop.time() < deadline:
+        while any(self.conversations().values()) and not self._hurry.is_set() and loop.time() < deadline:
             with suppress(TimeoutError):
                 async with asyncio.timeout(min(_DRAIN_POLL, max(0.0, deadline - loop.time()))):
                     await self._hurry.wait()
-        log.info("drained", in_flight=self.in_flight())
+        log.info("drained", **self.conversations())
         await self.stop()
+
+    def conversations(self) -> dict[str, int]:
+        """What a drain waits for: exchanges in flight, client connections open (a standalone GET
+        stream's among them: its client is still in its session) and calls parked for a retry."""
+        front = self._front
+        return {
+            "in_flight": self.in_flight(),
+            "connections": front.open_connections() if front is not None else 0,
+            "parked": sum(continuations_of(bridge.engine) for bridge in self.router.bridges.values()),
+        }
 
     def hurry(self) -> None:
         """End a drain's wait now (a second SIGTERM or SIGINT); open exchanges are then cut."""

@@ -403,8 +403,10 @@ async def test_sigterm_drains_a_call_in_flight_which_completes_then_the_proxy_ex
 
             refused = await wait_for_status(proxy.admin + "/readyz", 503)
             assert refused["reason"].startswith("draining")
-            with pytest.raises(aiohttp.ClientConnectionError):
-                await admin_get(proxy.endpoint())  # the MCP listener takes no new connection
+            # The MCP listener still takes connections (a conversation's next step may need one), but
+            # new work, here a GET naming no session, is refused and told to retry elsewhere.
+            status, headers, _ = await admin_get(proxy.endpoint())
+            assert (status, headers["Retry-After"]) == (503, "1")
 
         assert call.result().content[0].text == f"done {steps}"  # type: ignore[union-attr]
         assert len(log.progress) == steps

@@ -33,6 +33,7 @@ from typing import Any, cast
 
 from proxy import SERVER_SOFTWARE
 from proxy.config import Settings
+from proxy.engine.gate.drain import RETRY_AFTER_S, continues_work, draining_refusal
 from proxy.framing.classify import Rejection, Route, peek_id
 from proxy.framing.h1 import MAX_HEAD_BYTES as MAX_HEAD_BYTES
 from proxy.framing.h1 import MAX_HEADERS as MAX_HEADERS
@@ -93,6 +94,9 @@ class FrontServer:
         """When each setting's last `client_timeout` line was written, and the refusals since then
         that wrote none."""
         self.server: asyncio.Server | None = None
+        self.draining = False
+        """A SIGTERM drain is under way: new work is refused 503, and every connection closes once its
+        response ends (`begin_drain`)."""
         self.sse_clients: SseClients | None = None
         """The HTTP+SSE (2024-11-05) clients' paths and sessions (None: not served)."""
         self.now: Callable[[], float] = time.monotonic
@@ -131,8 +135,27 @@ class FrontServer:
                 get_logger().exception("front_sweep_failed")
                 conn.abort()
 
+    def begin_drain(self) -> None:
+        """A drain begins: keep listening, close idle connections, and from now on serve only requests
+        that carry on a conversation under way (`proxy.engine.gate.drain`), each response ending its
+        connection (`Connection: close`).
+
+        Listening goes on because a client's next step in a conversation often needs a new connection
+        (its others are busy with a response stream): its answer to a server's in-flight request, a
+        request its SDK makes before reporting a result, its DELETE. Refusing the connection would
+        cut the very conversation the drain waits for.
+        """
+        self.draining = True
+        for conn in list(self.connections):
+            if conn.idle:
+                conn.close()
+
+    def open_connections(self) -> int:
+        """Client connections open now (a drain ends when they are gone, or at its grace)."""
+        return len(self.connections)
+
     def stop_listening(self) -> None:
-        """Take no new connections (a drain); open ones go on."""
+        """Take no new connections (the proxy is stopping); open ones go on."""
         if self.server is not None:
             self.server.close()
 
@@ -249,6 +272,11 @@ class FrontConnection(asyncio.Protocol):
             pending.drop()
         if relay is not None:
             relay.abandon()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is being served, queued or read: a keep-alive connection waiting for a request."""
+        return not self.busy and not self.queue and self.current is None and not self.closed
 
     @property
     def busy(self) -> bool:
@@ -371,10 +399,17 @@ class FrontConnection(asyncio.Protocol):
         else:
             path = side.path_qs.split("?", 1)[0]
             sse = front.sse_clients
+            new_session = False
             if sse is not None and sse.wants(req.method, path, side.raw_query, side.headers):
-                self._serve_sse_client(sse, side, raw)
-                return
+                # While draining, a GET opens a new HTTP+SSE session: new work, refused below.
+                new_session = req.method == "GET"
+                if not (front.draining and new_session):
+                    self._serve_sse_client(sse, side, raw)
+                    return
             outcome = classify_request(self.settings, req.method, path, side.headers, raw)
+            if front.draining and isinstance(outcome, Route) and (new_session or not continues_work(outcome)):
+                self._refuse_draining(side, outcome, len(raw))
+                return
         router = front.router
         if not req.early and isinstance(outcome, Route):
             choice = router.choose(outcome)
@@ -407,6 +442,14 @@ class FrontConnection(asyncio.Protocol):
             self._run(side, relay.relay(route))
             return
         pending.future.add_done_callback(lambda _f: self._answered(relay, route, side, pending))
+
+    def _refuse_draining(self, side: FrontSide, route: Route, received: int) -> None:
+        """New work while draining: recorded, and answered 503 with `Retry-After` (the connection closes)."""
+        front = self.front
+        refusal = draining_refusal(route, self.settings.drain_grace)
+        relay = PassthroughRelay(front.relays, side, front.next_exchange())
+        relay.refuse_draining(route, refusal, RETRY_AFTER_S, received=received)
+        self._served(side)
 
     def _serve_sse_client(self, sse: SseClients, side: FrontSide, raw: bytes) -> None:
         """An HTTP+SSE client's stream (in a task, for as long as it is open) or one of its messages."""
@@ -457,8 +500,8 @@ class FrontConnection(asyncio.Protocol):
     def _served(self, side: FrontSide) -> None:
         """One request answered: on to the next, or close when the response ended the connection."""
         side.flush()
-        if not side.req.keep_alive or side.broken:
-            self.close()
+        if not side.req.keep_alive or side.broken or (self.front.draining and not self.queue):
+            self.close()  # while draining, even a response begun before the drain ends its connection
             return
         self.served += 1
         self.waiting_since = self.front.now()
@@ -600,7 +643,7 @@ class FrontSide:
         return transport
 
     def _closing_headers(self, headers: list[tuple[str, str]], close_delimited: bool) -> None:
-        if not self.req.keep_alive or close_delimited:
+        if not self.req.keep_alive or close_delimited or self.conn.front.draining:
             headers.append(("Connection", "close"))
             self.broken = True  # the connection ends with this response
         elif self.req.http10:

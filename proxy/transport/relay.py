@@ -307,6 +307,12 @@ class PassthroughRelay:
         if self.open(route, received=received) is not None:
             self._fault("era_unknown", problem, route.request_id, retry_after=1)
 
+    def refuse_draining(self, route: Route, refusal: Rejection, retry_after: int, *, received: int) -> None:
+        """Record new work a draining proxy takes no more of, and answer its 503 with `Retry-After`."""
+        if self.open(route, received=received) is not None:
+            self._answer(refusal.status, refusal.body, (("Retry-After", str(retry_after)),))
+            self._finish(refusal.reason)
+
     def timed_out(self, route: Route) -> None:
         """No head within the upstream timeout: 504."""
         detail = f"no response head within {self.ctx.upstream_timeout}s"

@@ -1,0 +1,157 @@
+"""A SIGTERM drain finishes the conversations under way, with the official Python SDK's legacy client.
+
+The proxy is the `mcp-proxy` command, one per test (a SIGTERM ends it). A legacy client's next step
+in a conversation often needs a NEW connection while its others are busy: the answer to a server's
+in-flight `elicitation/create`, or the `tools/list` its SDK sends to check a call's structured output
+before it reports the result. The drain keeps listening for those, refuses new work (a new
+`initialize`) with 503 and `Retry-After`, and exits 0 once the conversations have ended, well
+inside its grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from typing import Any
+
+import aiohttp
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.session import ClientRequestContext
+
+from tests.e2e.commanded import own_proxy
+from tests.peers.clients import run_plan
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import CallbackLog, client_for
+
+pytestmark = pytest.mark.asyncio
+
+GRACE = 60
+"""The drain's grace: far longer than any test here takes, so exiting early shows the drain ended
+with its conversations rather than at its grace."""
+
+GRACEFUL = {"MCP_PROXY_DRAIN_GRACE": str(GRACE)}
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "late-client", "version": "1"},
+    },
+}
+
+
+async def test_a_call_an_intercept_held_reaches_a_legacy_client_that_lists_tools_on_a_new_connection(
+    legacy_server: PeerServer,
+) -> None:
+    # The client never listed tools, so before it reports the call's result its SDK sends tools/list
+    # (to check the structured output), on a new connection while the call's stream still holds its
+    # first one.
+    async with own_proxy(legacy_server.url, "--intercept", "tool:echo dir:client", env=GRACEFUL) as proxy:
+
+        async def desk() -> float:
+            async with proxy.http() as http:
+                url = f"{proxy.admin_url}/api/intercepts/wait?timeout=30"
+                async with http.get(url) as resp:
+                    assert (await resp.json())["held"], "the call was never held"
+            proxy.process.signal(signal.SIGTERM)  # the drain releases the held call
+            return time.monotonic()
+
+        plan = [{"id": "echo", "op": "call", "tool": "echo", "arguments": {"text": "hello"}}]
+        client = asyncio.to_thread(run_plan, "python-legacy", proxy.endpoint(), plan, timeout=40.0)
+        run, signalled = await asyncio.gather(client, desk())
+        assert await proxy.process.exited(seconds=20) == 0
+        waited = time.monotonic() - signalled
+
+    assert [part["text"] for part in run.lines["echo"]["result"]["content"]] == ["hello"], run.lines
+    assert waited < GRACE / 3
+    listed = [
+        e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") == "tools/list"
+    ]
+    assert [e["status"] for e in listed] == [200]  # served during the drain, not refused
+    drained = proxy.process.find("drained")
+    assert drained is not None
+    assert drained["in_flight"] == 0
+
+
+async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_reaches_the_server(
+    legacy_server: PeerServer,
+) -> None:
+    asked = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        asked.set()
+        await asyncio.wait_for(answer.wait(), 20)  # the user answers once the drain has begun
+        return types.ElicitResult(action="accept", content={"name": "octocat"})
+
+    async with own_proxy(legacy_server.url, env=GRACEFUL) as proxy:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
+            server = streamable_http_client(proxy.endpoint(), http_client=http)
+            async with Client(server, mode="legacy", cache=None, elicitation_callback=elicitation) as client:
+                await client.list_tools()  # so the result is reported without a tools/list of its own
+                call = asyncio.ensure_future(client.call_tool("ask_name", {}))
+                try:
+                    await asyncio.wait_for(asked.wait(), 20)
+                    proxy.process.signal(signal.SIGTERM)
+                    draining = await proxy.process.logged("draining")
+                    answer.set()  # posted on a new connection: the call's stream holds the other
+                    result = await asyncio.wait_for(call, 20)
+                finally:
+                    call.cancel()
+        assert await proxy.process.exited(seconds=20) == 0
+
+    assert draining["in_flight"] >= 1
+    assert [block.text for block in result.content] == ["Hello, octocat!"]  # type: ignore[union-attr]
+    answers = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") is None]
+    assert 202 in [e["status"] for e in answers]  # the elicitation's answer, accepted during the drain
+
+
+async def test_a_new_initialize_during_a_drain_gets_503_naming_the_drain_and_the_proxy_exits_0_when_the_call_ends(
+    legacy_server: PeerServer,
+) -> None:
+    log = CallbackLog()
+    async with own_proxy(legacy_server.url, env=GRACEFUL) as proxy:
+        async with client_for(proxy.endpoint(), "legacy", log=log) as client, asyncio.TaskGroup() as tasks:
+            await client.list_tools()
+            call = tasks.create_task(
+                client.call_tool("slow_progress", {"steps": 40}, progress_callback=log.on_progress)
+            )
+            deadline = time.monotonic() + 20
+            while len(log.progress) < 3:  # until the slow call is under way
+                assert time.monotonic() < deadline, "the slow call never began"
+                await asyncio.sleep(0.02)
+            proxy.process.signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            await proxy.process.logged("draining")
+            status, headers, body = await post_initialize(proxy.endpoint())
+        assert call.result().content[0].text == "done 40"  # type: ignore[union-attr]
+        assert await proxy.process.exited(seconds=20) == 0
+        waited = time.monotonic() - signalled
+
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    assert headers["Connection"] == "close"
+    assert body["id"] == 7
+    assert "draining" in body["error"]["message"]
+    assert body["error"]["data"]["reason"] == "draining"
+    assert waited < GRACE / 3  # the drain ended with the conversation, not at its grace
+    refused = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") == "initialize"]
+    assert [(e["status"], e["outcome"]) for e in refused][-1] == (503, "draining")
+
+
+async def post_initialize(url: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """A new client's `initialize`, as its SDK sends it: status, headers and the JSON body."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as http, http.post(url, json=INITIALIZE, headers=headers) as resp:
+        return resp.status, dict(resp.headers), json.loads(await resp.read())
