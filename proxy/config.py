@@ -345,7 +345,9 @@ class Settings(BaseModel):
     """Bytes of messages waiting on one HTTP+SSE client's stream; a client reading more slowly than its
     messages come is cut off past it (logged, naming this setting), never slowing anyone else."""
     drain_grace: NonNegativeSeconds = 10.0
-    """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
+    """Seconds a SIGTERM drain gives the conversations under way before the proxy exits. Meanwhile the
+    listener stays open for their next steps (answers, a legacy session's requests, MRTR retries) and
+    new work gets 503 with Retry-After; the drain ends sooner once nothing is in flight or connected."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""
     # -- fault injection (staging) -------------------------------------------------------------------

@@ -21,8 +21,8 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.commanded import own_proxy
 from tests.peers.clients import run_plan
@@ -73,9 +73,7 @@ async def test_a_call_an_intercept_held_reaches_a_legacy_client_that_lists_tools
 
     assert [part["text"] for part in run.lines["echo"]["result"]["content"]] == ["hello"], run.lines
     assert waited < GRACE / 3
-    listed = [
-        e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") == "tools/list"
-    ]
+    listed = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") == "tools/list"]
     assert [e["status"] for e in listed] == [200]  # served during the drain, not refused
     drained = proxy.process.find("drained")
     assert drained is not None
@@ -98,17 +96,17 @@ async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_re
     async with own_proxy(legacy_server.url, env=GRACEFUL) as proxy:
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
             server = streamable_http_client(proxy.endpoint(), http_client=http)
-            async with Client(server, mode="legacy", cache=None, elicitation_callback=elicitation) as client:
+            async with (
+                Client(server, mode="legacy", cache=None, elicitation_callback=elicitation) as client,
+                asyncio.TaskGroup() as tasks,
+            ):
                 await client.list_tools()  # so the result is reported without a tools/list of its own
-                call = asyncio.ensure_future(client.call_tool("ask_name", {}))
-                try:
-                    await asyncio.wait_for(asked.wait(), 20)
-                    proxy.process.signal(signal.SIGTERM)
-                    draining = await proxy.process.logged("draining")
-                    answer.set()  # posted on a new connection: the call's stream holds the other
-                    result = await asyncio.wait_for(call, 20)
-                finally:
-                    call.cancel()
+                call = tasks.create_task(client.call_tool("ask_name", {}))
+                await asyncio.wait_for(asked.wait(), 20)
+                proxy.process.signal(signal.SIGTERM)
+                draining = await proxy.process.logged("draining")
+                answer.set()  # posted on a new connection: the call's stream holds the other
+                result = await asyncio.wait_for(call, 20)
         assert await proxy.process.exited(seconds=20) == 0
 
     assert draining["in_flight"] >= 1
@@ -117,7 +115,7 @@ async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_re
     assert 202 in [e["status"] for e in answers]  # the elicitation's answer, accepted during the drain
 
 
-async def test_a_new_initialize_during_a_drain_gets_503_naming_the_drain_and_the_proxy_exits_0_when_the_call_ends(
+async def test_a_new_initialize_during_a_drain_gets_503_and_the_proxy_exits_0_once_the_call_ends(
     legacy_server: PeerServer,
 ) -> None:
     log = CallbackLog()
