@@ -29,6 +29,7 @@ from proxy.transport.bridge import BridgeDriver
 from proxy.transport.probe import ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
+from proxy.wire.jsonrpc import Body
 from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -59,11 +60,21 @@ PROBE_FIRST = ProbeFirst()
 
 
 def classify_request(
-    settings: Settings, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
+    settings: Settings,
+    method: str,
+    path: str,
+    headers: tuple[tuple[str, str], ...],
+    raw: bytes,
+    parsed: Body | None = None,
 ) -> Route | Rejection:
-    """Route or refuse one client request (the path as sent, percent-encoded), within the settings' bounds."""
+    """Route or refuse one client request (the path as sent, percent-encoded), within the settings' bounds.
+
+    `parsed`: one message's body already decoded (`classify`).
+    """
     limits = _limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
-    return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
+    return classify(
+        method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits, parsed=parsed
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -200,6 +211,11 @@ class Router:
                 if session in bridge.engine.client_sessions:
                     return mode
         return self._modes.get(route.era, _PASSTHROUGH)
+
+    def passes_through(self, route: Route) -> bool:
+        """The request is served by pass-through now, with nothing to wait for: no probe due, the
+        upstream routable, and no bridge for its era or session."""
+        return not self.needs_probe() and self.unroutable() is None and self.mode_for(route) is _PASSTHROUGH
 
     def bridge_for(self, route: Route) -> BridgeDriver | None:
         """The bridge driver for this request, or None for pass-through."""

@@ -139,6 +139,10 @@ class StdoutChannel:
             if writer.closed:
                 raise ClientGone("stdout closed")
 
+    def full(self) -> bool:
+        """The client reads more slowly than lines come: the pipe is full (`room` waits)."""
+        return self._writer.drain is not None
+
     def close(self) -> None:
         transport = self._writer.transport
         if transport is not None:
@@ -187,7 +191,7 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
     else:
         writer.connection_made(_FileTransport(pipes.stdout, writer))
     out = StdoutChannel(writer)
-    shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio")
+    shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio", full=out.full)
     reader = _Reader(shell, serving.settings.max_body_bytes, stop)
     log = get_logger()
     read_task: asyncio.Future[Any] | None = None
