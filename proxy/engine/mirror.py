@@ -77,8 +77,8 @@ class Post:
     headers: Headers
     calls: tuple[RequestId, ...]
     method: str | None
-    parsed: Body | None = None
-    direct: bool = False
+    parsed: Body | None = field(default=None, compare=False, repr=False)
+    direct: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ shell that owns the channel names it and turns the commands into that request's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.engine.commands import Log
 from proxy.wire.jsonrpc import Body, Message
@@ -21,12 +21,13 @@ Headers = tuple[tuple[str, str], ...]
 class PostReceived:
     """A POST toward the channel, with its body as sent (one message or a 2025-03-26 batch).
 
-    `parsed` is the body already decoded by whoever read it (it is then not decoded again).
+    `parsed` is the body already decoded by whoever read it (it is then not decoded again); a copy of
+    what `body` says, so it takes no part in comparing events.
     """
 
     exchange: str
     body: bytes
-    parsed: Body | None = None
+    parsed: Body | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +124,14 @@ class Answer:
 
     `message` is the body's one message as decoded from the peer's line, when `body` is exactly that
     line (None for an answer the core made or rewrote): an executor that observes it need not decode
-    it again.
+    it again. A copy of what `body` says, so it takes no part in comparing commands.
     """
 
     exchange: str
     status: int
     headers: Headers
     body: bytes
-    message: Message | None = None
+    message: Message | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,7 @@ class StreamMessage:
 
     exchange: str
     data: bytes
-    message: Message | None = None
+    message: Message | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
