@@ -74,9 +74,11 @@ class Lane:
         self.shell = shell
         self.upstream = upstream
         self.full = full
-        self.open: set[LaneExchange] = set()
-        """Exchanges between their message and their end."""
+        self.open: dict[LaneExchange, None] = {}
+        """Exchanges between their message and their end, oldest first."""
         self._waiting: asyncio.Task[None] | None = None
+        self._due: asyncio.TimerHandle | None = None
+        """One timer for every held head (the oldest's); one per exchange would cost each message."""
 
     def post(self, order: Post) -> LaneExchange | None:
         """Serve the POST on the lane; None when it must take the HTTP shape (nothing was done)."""
@@ -94,10 +96,30 @@ class Lane:
         if session is None:
             return None
         exchange = LaneExchange(self, session, order, route)
-        self.open.add(exchange)
+        self.open[exchange] = None
         self.shell.lane_started(exchange)
         exchange.start()
+        if not exchange.done and self._due is None:
+            self._arm(exchange.began)
         return exchange
+
+    def _arm(self, began: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._due = loop.call_at(began + self.upstream.head_hold, self._heads_due)
+
+    def _heads_due(self) -> None:
+        """Heads held as long as a channel lets them wait start now (as SSE streams, as the HTTP shape
+        does); the timer is armed again for the oldest still held."""
+        self._due = None
+        now = asyncio.get_running_loop().time()
+        hold = self.upstream.head_hold
+        for exchange in list(self.open):
+            if exchange.headed or exchange.done:
+                continue
+            if now - exchange.began < hold:
+                self._arm(exchange.began)
+                return
+            exchange.session.head_due(exchange.name)
 
     def sent(self, session: ChannelSession) -> None:
         """A message went to the client: while the client's channel is full, the server is not read."""
@@ -118,12 +140,16 @@ class Lane:
         """The client's channel ended: every open exchange is given up, as a gone client's is."""
         for exchange in list(self.open):
             exchange.abandon()
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
 
 
 class LaneExchange:
     """One message on the lane and its response (the `DirectReceiver` of its channel exchange)."""
 
     __slots__ = (
+        "began",
         "calls",
         "cancelled",
         "done",
@@ -133,11 +159,11 @@ class LaneExchange:
         "name",
         "problem",
         "route",
+        "sent_at",
         "seq",
         "session",
         "sse",
         "status",
-        "timer",
         "unanswered",
     )
 
@@ -158,12 +184,28 @@ class LaneExchange:
         self.cancelled = False
         self.status = 0
         self.problem = ""
-        self.timer: asyncio.TimerHandle | None = None
+        self.began = 0.0
+        self.sent_at: float | None = None
+        """When the request went out, until it is reported."""
+        """When its message went to the channel (the loop's clock): its head is held from then."""
 
     def start(self) -> None:
-        """Report the request, hand it to the channel; a head not decided at once is held (bounded)."""
-        lane, route = self.lane, self.route
-        shell = lane.shell
+        """Hand the message to the channel, then report it: the server may work meanwhile, and the
+        request is still reported before anything of its response (`_reported`)."""
+        relays = self.lane.shell.serving.relays
+        relays.relaying += 1
+        self.began = asyncio.get_running_loop().time()
+        self.sent_at = relays.observations.now()
+        self.session.post_direct(self.name, self.route.raw, self.route.body, self)
+        self._reported()
+
+    def _reported(self) -> None:
+        """Report the request (once), as the relay does before it sends it upstream."""
+        if self.sent_at is None:
+            return
+        t, self.sent_at = self.sent_at, None
+        route = self.route
+        shell = self.lane.shell
         relays = shell.serving.relays
         sink = relays.observations
         era = str(route.era)
@@ -172,7 +214,7 @@ class LaneExchange:
         sink.emit_all(
             (
                 ExchangeOpened(
-                    sink.now(),
+                    t,
                     exchange,
                     http_method="POST",
                     path=shell.serving.path,
@@ -184,14 +226,9 @@ class LaneExchange:
                     client_transport=shell.transport,
                     upstream_transport=relays.router.transport,
                 ),
-                MessageSeen(sink.now(), exchange, route.body.messages[0], len(raw), _TO_SERVER, _POST),
+                MessageSeen(t, exchange, route.body.messages[0], len(raw), _TO_SERVER, _POST),
             )
         )
-        relays.relaying += 1
-        self.session.post_direct(self.name, raw, route.body, self)
-        if not self.headed and not self.done:
-            loop = asyncio.get_running_loop()
-            self.timer = loop.call_later(lane.upstream.head_hold, self.session.head_due, self.name)
 
     # -- DirectReceiver ----------------------------------------------------------------------------
 
@@ -267,12 +304,10 @@ class LaneExchange:
         self._finish("client_disconnected", [])
 
     def _head(self, status: int, headers: tuple[tuple[str, str], ...]) -> None:
-        """The response head is decided: the held head's timer stops, the mirror learns of it."""
+        """The response head is decided: the mirror learns of it."""
+        self._reported()
         self.headed = True
         self.status = status
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
         shell = self.lane.shell
         if (doubt := era_suspicion(self.route, status)) is not None:
             shell.serving.router.suspect(doubt)
@@ -300,12 +335,10 @@ class LaneExchange:
     def _finish(self, outcome: str | None, before: list[Observation]) -> None:
         """The exchange is over: its last observations and its round-trip line; an unanswered call
         gets the proxy's error, as in the HTTP shape."""
+        self._reported()
         self.done = True
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
         lane = self.lane
-        lane.open.discard(self)
+        lane.open.pop(self, None)
         shell = lane.shell
         relays = shell.serving.relays
         relays.relaying -= 1

@@ -80,6 +80,8 @@ class StdioChannel(asyncio.SubprocessProtocol):
         self.shown = shown
         self.pid = 0
         self._transport: asyncio.SubprocessTransport | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        """The child's stdin, once looked up (every message is written there)."""
         self._lines = LineDecoder(max_line)
         self._stderr = _StderrLog(shown)
         self._asked = False
@@ -152,12 +154,15 @@ class StdioChannel(asyncio.SubprocessProtocol):
     # -- the owner's side ----------------------------------------------------------------------------
 
     def write(self, data: bytes, exchange: str | None) -> None:
-        transport = self._transport
-        stdin = transport.get_pipe_transport(0) if transport is not None else None
+        stdin = self._stdin
+        if stdin is None:
+            transport = self._transport
+            pipe = transport.get_pipe_transport(0) if transport is not None else None
+            stdin = self._stdin = cast(asyncio.WriteTransport, pipe) if pipe is not None else None
         if stdin is None or stdin.is_closing():
             self.events.write_failed(exchange, "the upstream MCP server's stdin is closed")
             return
-        cast(asyncio.WriteTransport, stdin).write(encode_line(data))
+        stdin.write(encode_line(data))
 
     def pause_reading(self) -> None:
         self._stdout_reading(pause=True)
