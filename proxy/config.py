@@ -345,7 +345,8 @@ class Settings(BaseModel):
     """Bytes of messages waiting on one HTTP+SSE client's stream; a client reading more slowly than its
     messages come is cut off past it (logged, naming this setting), never slowing anyone else."""
     drain_grace: NonNegativeSeconds = 10.0
-    """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
+    """Seconds a SIGTERM waits for open chains to finish before the proxy exits; also how long
+    `mcp-proxy stdio` waits, once stdin has ended, for the answers to what the client sent."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""
     # -- fault injection (staging) -------------------------------------------------------------------

@@ -109,6 +109,8 @@ class ChannelClientShell:
         self.calls: dict[RequestId, tuple[asyncio.Task[None], ChannelSide]] = {}
         """The exchange carrying each call in flight (a cancellation closes it)."""
         self.tasks: set[asyncio.Task[None]] = set()
+        self.posts: set[asyncio.Task[None]] = set()
+        """The exchanges carrying the client's messages (its GET stream and DELETE are not among them)."""
         self.closed = False
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
@@ -126,6 +128,15 @@ class ChannelClientShell:
     def oversized(self, size: int, head: bytes) -> None:
         """A message over `max_body_bytes` arrived (only its start was kept)."""
         self.carry_out(self.mirror.oversized(size, head))
+
+    async def settled(self) -> None:
+        """Wait until every message the client sent has been served: none in flight, none held back.
+
+        A message held back (behind the `initialize` answer, say) goes out when the exchange it waits
+        for ends, before that exchange's task is done, so looking again after each end sees it.
+        """
+        while self.posts:
+            await asyncio.wait(list(self.posts), return_when=asyncio.FIRST_COMPLETED)
 
     async def close(self) -> None:
         """The channel ended: cancel what is in flight, end the session, wait (bounded) for both."""
@@ -149,6 +160,8 @@ class ChannelClientShell:
                 case Post():
                     side = ChannelSide(self, order.seq, "POST", order.headers, order.calls)
                     task = self._start(side, order.body, f"{self.transport}-post")
+                    self.posts.add(task)
+                    task.add_done_callback(self.posts.discard)
                     for ident in order.calls:
                         self.calls[ident] = (task, side)
                 case Reply(data, problem):
