@@ -452,7 +452,12 @@ class Settings(BaseModel):
     @field_validator("intercepts")
     @classmethod
     def _intercept_rules(cls, value: list[str]) -> list[str]:
-        rules = [rule.strip() for rule in value if rule.strip()]
+        if any(not rule.strip() for rule in value):  # an empty --intercept '' is a slip, not "no rule"
+            raise ValueError(
+                "an intercept rule is empty; write a match such as 'tool:delete_*' (or * for every "
+                "message), or give no rule"
+            )
+        rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} intercept rules, got {len(rules)}")
         for rule in rules:

@@ -533,3 +533,16 @@ async def test_the_mcp_proxy_command_takes_intercept_flags_and_shows_them_in_pri
     )
     assert bad.returncode == 2
     assert "intercepts (flag --intercept): intercept rule 'x => y'" in bad.stderr
+
+
+async def test_an_empty_intercept_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
+    # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
+    flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--intercept", "")
+    assert flag.returncode == 2
+    assert "intercepts (flag --intercept): an intercept rule is empty" in flag.stderr
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/mcp"\nintercepts = ["tool:a", "  "]\n')
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "an intercept rule is empty" in toml.stderr
+    assert "proxy.toml" in toml.stderr
