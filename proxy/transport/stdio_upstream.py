@@ -3,7 +3,8 @@
 The child runs in a process group of its own (`start_new_session`), so stopping it reaches whatever
 it started too (`npx` starts `node`): its stdin is closed first (an MCP stdio server exits on EOF),
 then the group gets SIGTERM, then SIGKILL after the grace. Should the proxy itself be killed
-outright, the child still sees its stdin close. Its stdout is newline-delimited JSON-RPC, each line
+outright, the child gets SIGTERM from the kernel on Linux (`PR_SET_PDEATHSIG`, asked between fork
+and exec), and sees its stdin close everywhere. Its stdout is newline-delimited JSON-RPC, each line
 bounded by `max_body_bytes` (a longer one is dropped as it arrives and reported); its stderr goes to
 the proxy's log as its own stream (`stream=upstream-stderr`), line by line, each line bounded and
 at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted and the count is logged).
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from proxy.config import SECRET_ENV_VARS
@@ -47,6 +50,44 @@ def child_environment() -> dict[str, str]:
     has no use for the admin token, `state_key` or `redact_key`, and one that shows its environment
     (server-everything's `get-env`) would hand them to any client."""
     return {name: value for name, value in os.environ.items() if name not in SECRET_ENV_VARS}
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux prctl option: the signal a process gets when its parent dies (kept across exec)."""
+
+
+def _linux_prctl() -> Callable[..., int] | None:
+    """libc's `prctl` on Linux, else None (the child then relies on its stdin closing)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _linux_prctl()
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """What the child runs between fork and exec so it gets SIGTERM when the proxy dies, or None.
+
+    A proxy killed outright (SIGKILL, the OOM killer) cannot stop its children; an MCP stdio server
+    notices its stdin closing only once its current operation ends, which may be never. Should the
+    proxy die before the child has asked, the child's parent is already another process: it ends
+    itself at once.
+    """
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def ask() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
 
 
 def exit_reason(pid: int, code: int | None) -> str:
@@ -100,6 +141,7 @@ class StdioChannel(asyncio.SubprocessProtocol):
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=child_environment(),
+                preexec_fn=parent_death_signal(),
             )
         except OSError as exc:
             raise UpstreamError(

@@ -5,10 +5,13 @@ over ``max_body_bytes``, a server that keeps dying, and stopping the proxy with 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -184,3 +187,38 @@ def test_stopping_the_proxy_stops_a_stubborn_child_and_what_it_started(sig: sign
                 f"left behind: {[p for p in [*children, grandchild] if alive(p)]}"
             )
             time.sleep(0.02)
+
+
+def test_a_child_busy_in_a_call_is_gone_soon_after_the_proxy_is_killed_outright() -> None:
+    # A server busy in a long operation reads nothing, so it sees its stdin close only when the
+    # operation ends (here 30 s); the kernel's parent-death signal ends it at once.
+    with ProxyProcess(proxy_env(upstream_cmd=fake_command())) as proxy:
+        url = proxy.endpoint()
+        session = initialize(url)
+        children = [e["pid"] for e in proxy.events() if e.get("event") == "upstream_started"]
+        try:
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "busy"}}
+            body = json.dumps(message).encode()
+            headers = dict(JSON, **{"Mcp-Session-Id": session})
+            request = urllib.request.Request(url, body, headers, method="POST")
+            waiting = threading.Thread(target=_unanswered, args=(request,), daemon=True)
+            waiting.start()
+            assert proxy.wait_for("upstream_stderr", 15) is not None, proxy.stderr()  # "fake: busy"
+            assert proxy.process is not None
+            proxy.process.kill()
+            proxy.process.wait(timeout=10)
+            killed = time.monotonic()
+            while any(alive(pid) for pid in children):
+                assert time.monotonic() - killed < 5, f"left behind: {[p for p in children if alive(p)]}"
+                time.sleep(0.02)
+            waiting.join(timeout=10)
+        finally:
+            for pid in children:  # never leave one behind, even when the test fails
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _unanswered(request: urllib.request.Request) -> None:
+    """POST a call whose answer never comes (the proxy is killed under it)."""
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(request, timeout=20).read()
