@@ -18,16 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import cast
 
 from proxy.config import SECRET_ENV_VARS
-from proxy.framing.http import masked_command
+from proxy.framing.http import masked_command, masked_text
 from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
 from proxy.logs import get_logger
 from proxy.transport.channel_upstream import ChannelEvents
@@ -38,6 +40,10 @@ STDERR_LINE_BYTES = 4096
 """Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
 """stderr lines logged per second at most; past it they are counted and the count logged once."""
+STDERR_TAIL_LINES = 5
+"""stderr lines kept to explain an exit (the start-up message of a child that exits at once)."""
+STDERR_TAIL_CHARS = 200
+"""Characters of each of those lines kept."""
 STDIN_EOF_WAIT = 0.5
 """Seconds a stopping child gets after its stdin closed, before SIGTERM."""
 
@@ -88,6 +94,24 @@ def parent_death_signal() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return ask
+
+
+_START_HINTS = {
+    errno.ENOENT: "Is it installed, and on PATH or named by its path?",
+    errno.EACCES: "Is it an executable file?",
+}
+
+
+def start_failure(shown: str, program: str, exc: OSError) -> str:
+    """Why the command could not be started, naming it and the OS error (`ENOENT`), with what to check."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    what = f"{exc.strerror or exc}" + (f" ({code})" if code else "")
+    hint = _START_HINTS.get(exc.errno or 0, "")
+    command = shown.removeprefix("stdio:")
+    return (
+        f"could not start the upstream command `{command}`: {masked_text(program)}: {what}. "
+        f"{hint + ' ' if hint else ''}Check --upstream-cmd"
+    )
 
 
 def exit_reason(pid: int, code: int | None) -> str:
@@ -144,11 +168,7 @@ class StdioChannel(asyncio.SubprocessProtocol):
                 preexec_fn=parent_death_signal(),
             )
         except OSError as exc:
-            raise UpstreamError(
-                "unreachable",
-                f"could not start the upstream command {self.shown}: {exc.strerror or exc} "
-                "(check --upstream-cmd)",
-            ) from None
+            raise UpstreamError("unreachable", start_failure(self.shown, self.argv[0], exc)) from None
         self._transport = transport
         self.pid = self._transport.get_pid()
         self._log.info("upstream_started", upstream=self.shown, pid=self.pid, transport="stdio")
@@ -181,7 +201,7 @@ class StdioChannel(asyncio.SubprocessProtocol):
             done.set_result(None)
         if self._transport is not None:
             self._transport.close()
-        self.events.closed(reason, asked=self._asked)
+        self.events.closed(reason, asked=self._asked, stderr=self._stderr.last_words())
 
     def _deliver(self, items: list[bytes | Oversized]) -> None:
         events = self.events
@@ -265,7 +285,12 @@ class _StderrLog:
         self._window = 0.0
         self._count = 0
         self._suppressed = 0
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._log = get_logger()
+
+    def last_words(self) -> str:
+        """The last few stderr lines, each cut short and what may be a secret masked ("" for none)."""
+        return " | ".join(self._tail)
 
     def feed(self, data: bytes, pid: int) -> None:
         for item in self._lines.feed(data):
@@ -289,6 +314,11 @@ class _StderrLog:
             text = item.decode("utf-8", "replace")
         else:
             text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
+        if text.strip():
+            kept = text.strip()
+            if len(kept) > STDERR_TAIL_CHARS:
+                kept = kept[:STDERR_TAIL_CHARS] + "..."
+            self._tail.append(masked_text(kept))
         self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=text)
 
     def _flush(self, pid: int) -> None:
