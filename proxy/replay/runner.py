@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 import aiohttp
 
 from proxy.config import Settings
+from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainOpened, MessageRecord
 from proxy.flows.store import Chain
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
@@ -162,6 +163,7 @@ class Replay:
         """Replay one chain and compare it with its recording."""
         self.keep_handshake(plan)
         outcome = ChainOutcome(plan.chain, plan.headline(), "skipped", setup=plan.kind is PlanKind.HANDSHAKE)
+        outcome.proxy_changes = proxy_changes(plan.summary.notes)
         if self.options.keep_records:
             outcome.recorded = list(plan.records)
         if plan.kind is PlanKind.STREAM:
