@@ -65,6 +65,9 @@ class ReplayOptions:
     settings: Settings | None = None
     """The user's proxy settings (`--config`, `MCP_PROXY_*`): the replay's proxy redacts, bounds and
     bridges as they say, so a difference never shows in clear what a recording showed redacted."""
+    upstream_cmd: str | None = None
+    """A stdio server's command line to replay against (the replay's proxy starts it), instead of
+    the upstream URL."""
 
 
 def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
@@ -73,8 +76,8 @@ def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
     base = options.settings or Settings()
     return base.model_copy(
         update={
-            "upstream": upstream,
-            "upstream_cmd": None,
+            "upstream": None if options.upstream_cmd else upstream,
+            "upstream_cmd": options.upstream_cmd,
             "upstream_era": options.upstream_era or base.upstream_era,
             "upstream_timeout": options.timeout,
             "listen": "127.0.0.1:0",

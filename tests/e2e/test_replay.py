@@ -22,6 +22,7 @@ import pytest
 
 from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
+from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.replay_peers import DemoPeer
 from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
@@ -358,3 +359,25 @@ def test_a_chain_a_fault_changed_when_recorded_is_marked_so_in_the_report(
     assert marked["tools/call add"] is None
     (note,) = marked["tools/call echo"]
     assert note.startswith("fault injected by the proxy: error")
+
+
+def test_a_capture_replays_against_a_stdio_server_the_replay_starts_itself(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # Recorded over HTTP from the SDK's catalogue server; replayed against the same catalogue served
+    # by the SDK on stdio, which `--upstream-cmd` starts (and stops) for the replay.
+    capture = tmp_path / "http.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        run_peer_client("python-legacy", proxy.endpoint(), ["echo", "add", "ask_name"])
+        assert proxy.stop() == 0
+    done = _replay(capture, "--all", "--upstream-cmd", python_stdio_command())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying against stdio:" in done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == 3, done.stdout
+    assert all(line.endswith(": same") for line in calls), done.stdout
+    missing = _replay(capture, "--all", "--upstream-cmd", "no-such-server --stdio")
+    assert missing.returncode == 2
+    assert "`no-such-server --stdio`" in missing.stderr
+    assert "ENOENT" in missing.stderr
