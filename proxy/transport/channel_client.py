@@ -138,15 +138,18 @@ class ChannelClientShell:
         while self.posts:
             await asyncio.wait(list(self.posts), return_when=asyncio.FIRST_COMPLETED)
 
-    async def close(self) -> None:
-        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both."""
+    async def close(self, outcome: str = "client_disconnected") -> None:
+        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both.
+
+        `outcome` is what the exchanges cut here record: the client leaving, or the proxy stopping.
+        """
         if self.closed:
             return
         self.closed = True
         orders = self.mirror.close()
         pending = list(self.tasks)
         for task in pending:
-            task.cancel()
+            task.cancel(outcome)
         self.carry_out(orders)
         waiting = list(self.tasks)
         if waiting:

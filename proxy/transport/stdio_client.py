@@ -21,6 +21,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
+from proxy.flows.observations import PROXY_STOPPING
 from proxy.framing.ndjson import LineDecoder, Oversized
 from proxy.logs import get_logger
 from proxy.transport.channel_client import ChannelClientShell, Serving
@@ -208,7 +209,7 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
             await finish_input(shell, stop, serving.settings.drain_grace)
     finally:
         log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "stopping")
-        await shell.close()
+        await shell.close(PROXY_STOPPING if stop.is_set() else "client_disconnected")
         if transport is not None:
             transport.close()
         if read_task is not None:

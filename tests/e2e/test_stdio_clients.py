@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -388,3 +389,24 @@ def test_the_wait_for_answers_after_the_end_of_stdin_is_bounded_by_drain_grace(
     answered = {line["id"] for line in lines if "id" in line and "method" not in line}
     assert answered == {1, 2}, lines
     assert took < 9, took  # the slow call alone would take over 10 s
+
+
+def test_a_call_in_flight_when_a_signal_stops_mcp_proxy_stdio_is_logged_as_cut_by_the_stop(
+    raw_client: Any, legacy_server: PeerServer
+) -> None:
+    client: RawStdioClient = raw_client("--upstream", legacy_server.url)
+    client.request(1, "initialize", **INIT)
+    assert client.answer(1)["result"]["serverInfo"]
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    client.request(
+        2, "tools/call", name="slow_progress", arguments={"steps": 1000}, _meta={"progressToken": 7}
+    )
+    deadline = time.monotonic() + READ_SECONDS
+    while not any(b"notifications/progress" in line for line in list(client.out)):
+        assert time.monotonic() < deadline, client.stderr()[-2000:]
+        time.sleep(0.01)
+    client.process.send_signal(signal.SIGINT)
+    assert client.process.wait(timeout=15) == 0
+    client.kill()  # reads the pipes to their end
+    calls = [json.loads(line) for line in client.err if b'"exchange"' in line and b"tools/call" in line]
+    assert [c.get("outcome") for c in calls if c.get("event") == "exchange"] == ["proxy_stopping"]
