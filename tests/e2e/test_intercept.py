@@ -128,24 +128,24 @@ async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
 
 
 async def test_a_held_call_sent_back_unchanged_as_an_edit_is_recorded_as_forwarded_unchanged(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
     # A script that always posts the message (edited or not) must not mark every hold as an edit.
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo dir:client")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         same = json.loads(json.dumps(held["message"]))
         status, answer = await decide(http, proxy, held["id"], {"decision": "forward", "message": same})
         assert (status, answer["decision"]) == (200, "forward")
 
-    async with proxy_for(legacy_server.url, intercepts=["tool:echo dir:client"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
-        notes = await chain_notes(proxy)
-        async with client_session() as http, http.get(proxy.admin_url + "/metrics") as resp:
-            metrics = await resp.text()
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
+    notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
     assert any("forwarded unchanged by api" in n for n in notes), notes
-    assert 'mcp_proxy_intercepts_released_total{decision="forward"} 1.0' in metrics
-    assert 'mcp_proxy_intercepts_released_total{decision="forward_edited"} 0.0' in metrics
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 1
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward_edited"}') == 0
 
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
