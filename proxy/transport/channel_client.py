@@ -113,6 +113,8 @@ class ChannelClientShell:
         self.calls: dict[RequestId, Callable[[], None]] = {}
         """How to close the exchange carrying each call in flight (a cancellation does)."""
         self.tasks: set[asyncio.Task[None]] = set()
+        self.posts: set[asyncio.Task[None]] = set()
+        """The exchanges carrying the client's messages (its GET stream and DELETE are not among them)."""
         self.closed = False
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
@@ -136,17 +138,32 @@ class ChannelClientShell:
         """A message over `max_body_bytes` arrived (only its start was kept)."""
         self.carry_out(self.mirror.oversized(size, head))
 
-    async def close(self) -> None:
-        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both."""
+    async def settled(self) -> None:
+        """Wait until every message the client sent has been served: none in flight, none held back.
+
+        A message held back (behind the `initialize` answer, say) goes out when the exchange it waits
+        for ends, before that exchange's task is done, so looking again after each end sees it.
+        """
+        while self.posts or (self.lane is not None and self.lane.open):
+            if self.posts:
+                await asyncio.wait(list(self.posts), return_when=asyncio.FIRST_COMPLETED)
+            elif self.lane is not None:
+                await self.lane.settled()
+
+    async def close(self, outcome: str = "client_disconnected") -> None:
+        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both.
+
+        `outcome` is what the exchanges cut here record: the client leaving, or the proxy stopping.
+        """
         if self.closed:
             return
         self.closed = True
         orders = self.mirror.close()
         pending = list(self.tasks)
         for task in pending:
-            task.cancel()
+            task.cancel(outcome)
         if self.lane is not None:
-            self.lane.close()
+            self.lane.close(outcome)
         self.carry_out(orders)
         waiting = list(self.tasks)
         if waiting:
@@ -163,6 +180,8 @@ class ChannelClientShell:
                     side = ChannelSide(self, order.seq, "POST", order.headers, order.calls, order.parsed)
                     task = self._start(side, order.body, f"{self.transport}-post")
                     close = functools.partial(_close_exchange, task, side)
+                    self.posts.add(task)
+                    task.add_done_callback(self.posts.discard)
                     for ident in order.calls:
                         self.calls[ident] = close
                 case Reply(data, problem):

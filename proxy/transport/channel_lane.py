@@ -78,6 +78,8 @@ class Lane:
         """Exchanges between their message and their end, oldest first."""
         self._waiting: asyncio.Task[None] | None = None
         self._due: asyncio.TimerHandle | None = None
+        self._emptied: asyncio.Future[None] | None = None
+        """Resolved when the last open exchange ends, for whoever waits in `settled`."""
         """One timer for every held head (the oldest's); one per exchange would cost each message."""
 
     def post(self, order: Post) -> LaneExchange | None:
@@ -136,10 +138,23 @@ class Lane:
             session.pause(-1)
             self._waiting = None
 
-    def close(self) -> None:
-        """The client's channel ended: every open exchange is given up, as a gone client's is."""
+    async def settled(self) -> None:
+        """Wait until no exchange is open on the lane (the end of stdin waits for their answers)."""
+        while self.open:
+            if self._emptied is None or self._emptied.done():
+                self._emptied = asyncio.get_running_loop().create_future()
+            await self._emptied
+
+    def ended(self, exchange: LaneExchange) -> None:
+        """An exchange is over: it leaves the open ones; the last to leave wakes `settled`."""
+        self.open.pop(exchange, None)
+        if not self.open and self._emptied is not None and not self._emptied.done():
+            self._emptied.set_result(None)
+
+    def close(self, outcome: str = "client_disconnected") -> None:
+        """The client's channel ended: every open exchange is given up, recording `outcome`."""
         for exchange in list(self.open):
-            exchange.abandon()
+            exchange.abandon(outcome)
         if self._due is not None:
             self._due.cancel()
             self._due = None
@@ -294,14 +309,14 @@ class LaneExchange:
 
     # -- the client's side -------------------------------------------------------------------------
 
-    def abandon(self) -> None:
-        """The client gave the call up (a 2026-07-28 cancellation) or left: the channel is told, and
-        the exchange ends as a gone client's does."""
+    def abandon(self, outcome: str = "client_disconnected") -> None:
+        """The client gave the call up (a 2026-07-28 cancellation) or left, or the proxy is stopping
+        (`outcome` says which): the channel is told, and the exchange ends as a gone client's does."""
         if self.done:
             return
         self.cancelled = True
         self.session.finished(self.name)
-        self._finish("client_disconnected", [])
+        self._finish(outcome, [])
 
     def _head(self, status: int, headers: tuple[tuple[str, str], ...]) -> None:
         """The response head is decided: the mirror learns of it."""
@@ -338,7 +353,7 @@ class LaneExchange:
         self._reported()
         self.done = True
         lane = self.lane
-        lane.open.pop(self, None)
+        lane.ended(self)
         shell = lane.shell
         relays = shell.serving.relays
         relays.relaying -= 1

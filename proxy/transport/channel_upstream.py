@@ -76,8 +76,9 @@ class ChannelEvents(Protocol):
     def write_failed(self, exchange: str | None, detail: str) -> None:
         """A message written for `exchange` did not reach the peer."""
 
-    def closed(self, reason: str, *, asked: bool) -> None:
-        """The channel ended (`asked`: because `stop` was called); nothing more comes."""
+    def closed(self, reason: str, *, asked: bool, stderr: str = "") -> None:
+        """The channel ended (`asked`: because `stop` was called); nothing more comes. `stderr` is
+        the last of what a child process wrote there (bounded, secrets masked), to explain an exit."""
 
 
 class Channel(Protocol):
@@ -275,7 +276,7 @@ class ChannelSession:
             return
         self.feed(ChannelWriteFailed(exchange, detail))
 
-    def closed(self, reason: str, *, asked: bool) -> None:
+    def closed(self, reason: str, *, asked: bool, stderr: str = "") -> None:
         if self.ended:
             return
         self.ended = True
@@ -287,7 +288,7 @@ class ChannelSession:
         direct, self.direct = self.direct, {}
         for receiver in direct.values():
             receiver.ended()
-        self.owner.ended(self, reason, asked=asked)
+        self.owner.ended(self, reason, asked=asked, stderr=stderr)
 
 
 class ChannelUpstream:
@@ -328,6 +329,10 @@ class ChannelUpstream:
         self._closed = False
         self.started = 0
         """Channels started so far (the first included)."""
+        self.last_exit: tuple[float, str] | None = None
+        """When a channel last ended on its own, and why (with its last stderr lines, if any)."""
+        self._start_failed = ""
+        """Why the last start failed ("" once one succeeds): logged once, not at every retry."""
 
     def request_nowait(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
@@ -430,13 +435,20 @@ class ChannelUpstream:
         self._all.add(session)
         try:
             await session.channel.start()
+        except UpstreamError as exc:
+            self._all.discard(session)
+            if str(exc) != self._start_failed:
+                self._start_failed = str(exc)
+                get_logger().error("upstream_start_failed", upstream=self.shown, error=str(exc))
+            raise
         except BaseException:
             self._all.discard(session)
             raise
+        self._start_failed = ""
         self.started += 1
         return session
 
-    def ended(self, session: ChannelSession, reason: str, *, asked: bool) -> None:
+    def ended(self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "") -> None:
         """A channel closed: forget it; one that died on its own counts against the restart budget."""
         self._all.discard(session)
         if session is self._shared:
@@ -445,7 +457,9 @@ class ChannelUpstream:
             self._by_session.pop(session.session, None)
             self.sessions.ended(session.session)
         if not asked and not self._closed:
-            self.restarts.exited(time.monotonic())
+            now = time.monotonic()
+            self.restarts.exited(now)
+            self.last_exit = (now, f"{reason}; its last stderr lines: {stderr}" if stderr else reason)
             get_logger().warning(
                 "upstream_exited",
                 upstream=self.shown,
@@ -453,7 +467,13 @@ class ChannelUpstream:
                 reason=reason,
                 session=session.session is not None,
                 hint="requests in flight got a JSON-RPC error; the next request starts it again",
+                **({"stderr": stderr} if stderr else {}),
             )
+
+    def exited_since(self, since: float) -> str | None:
+        """Why a channel ended on its own at or after `since` (monotonic), or None."""
+        last = self.last_exit
+        return last[1] if last is not None and last[0] >= since else None
 
     def problem(self) -> str | None:
         """Why no channel can be started now (readiness), or None."""

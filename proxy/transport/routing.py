@@ -15,6 +15,7 @@ verdict is probed again when the upstream's answers stop fitting it (`suspect`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.probe import ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
@@ -143,9 +145,10 @@ class Router:
         return self.eras
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
-        self._last_probe = time.monotonic()
+        self._last_probe = started = time.monotonic()
         limit = self.settings.upstream_timeout
         found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        found = _explained(found, self.pool, started)
         if found.transport == "sse" and self.on_sse is not None and self.transport == "http":
             self.pool, self.transport = self.on_sse(), "sse"
             get_logger().info("upstream_transport", transport="sse", upstream=self.endpoint)
@@ -183,6 +186,11 @@ class Router:
         """Why a request cannot be routed now (the upstream was out of reach at the last probe), or None."""
         if self.settled or self.eras.known or self.reachable is not False:
             return None
+        if self.transport == "stdio":  # nothing listens: a command is started
+            return (
+                f"{self.problem}. The proxy routes no request before it knows which protocol era the "
+                "upstream speaks; fix the command, then retry (or set --upstream-era to skip the probe)"
+            )
         return (
             f"{self.endpoint}: {self.problem}. The proxy routes no request before it knows which protocol "
             "era the upstream speaks; check that the MCP server is running and listening there, then "
@@ -226,3 +234,14 @@ class Router:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
+
+
+def _explained(found: ProbeResult, pool: UpstreamClient | ChannelUpstream, since: float) -> ProbeResult:
+    """A probe of a stdio command whose child exited under it says so (exit status, last stderr
+    lines), not which HTTP statuses the proxy's own stand-in answers carried."""
+    if found.eras.known or not isinstance(pool, ChannelUpstream):
+        return found
+    exited = pool.exited_since(since)
+    if exited is None:
+        return found
+    return dataclasses.replace(found, problem=f"{exited} (during the era probe)")
