@@ -347,7 +347,8 @@ class Settings(BaseModel):
     drain_grace: NonNegativeSeconds = 10.0
     """Seconds a SIGTERM drain gives the conversations under way before the proxy exits. Meanwhile the
     listener stays open for their next steps (answers, a legacy session's requests, MRTR retries) and
-    new work gets 503 with Retry-After; the drain ends sooner once nothing is in flight or connected."""
+    new work gets 503 with Retry-After; the drain ends sooner once nothing is in flight or connected.
+    Also how long `mcp-proxy stdio` waits, once stdin has ended, for the answers to what the client sent."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""
     # -- fault injection (staging) -------------------------------------------------------------------
@@ -453,7 +454,12 @@ class Settings(BaseModel):
     @field_validator("intercepts")
     @classmethod
     def _intercept_rules(cls, value: list[str]) -> list[str]:
-        rules = [rule.strip() for rule in value if rule.strip()]
+        if any(not rule.strip() for rule in value):  # an empty --intercept '' is a slip, not "no rule"
+            raise ValueError(
+                "an intercept rule is empty; write a match such as 'tool:delete_*' (or * for every "
+                "message), or give no rule"
+            )
+        rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} intercept rules, got {len(rules)}")
         for rule in rules:

@@ -127,6 +127,27 @@ async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
     assert any("forwarded edited by api" in n for n in notes), notes
 
 
+async def test_a_held_call_sent_back_unchanged_as_an_edit_is_recorded_as_forwarded_unchanged(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A script that always posts the message (edited or not) must not mark every hold as an edit.
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo dir:client")
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        same = json.loads(json.dumps(held["message"]))
+        status, answer = await decide(http, proxy, held["id"], {"decision": "forward", "message": same})
+        assert (status, answer["decision"]) == (200, "forward")
+
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
+    notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+    assert any("forwarded unchanged by api" in n for n in notes), notes
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 1
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward_edited"}') == 0
+
+
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_dropped_call_gets_an_error_naming_the_intercept(
     client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
@@ -564,3 +585,16 @@ async def test_the_mcp_proxy_command_takes_intercept_flags_and_shows_them_in_pri
     )
     assert bad.returncode == 2
     assert "intercepts (flag --intercept): intercept rule 'x => y'" in bad.stderr
+
+
+async def test_an_empty_intercept_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
+    # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
+    flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--intercept", "")
+    assert flag.returncode == 2
+    assert "intercepts (flag --intercept): an intercept rule is empty" in flag.stderr
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/mcp"\nintercepts = ["tool:a", "  "]\n')
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "an intercept rule is empty" in toml.stderr
+    assert "proxy.toml" in toml.stderr
