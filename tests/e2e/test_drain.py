@@ -80,9 +80,21 @@ async def test_a_call_an_intercept_held_reaches_a_legacy_client_that_lists_tools
     assert drained["in_flight"] == 0
 
 
-async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_reaches_the_server(
-    legacy_server: PeerServer,
+@pytest.mark.parametrize(
+    ("mode", "server"),
+    [
+        pytest.param("legacy", "legacy_server", id="legacy-client-in-flight"),
+        pytest.param("2026-07-28", "legacy_server", id="modern-client-parked-call-retried"),
+    ],
+)
+async def test_an_answer_to_an_elicitation_pending_at_sigterm_reaches_the_server(
+    mode: str, server: str, request: pytest.FixtureRequest
 ) -> None:
+    # Legacy: the elicitation rides the call's stream and the answer is POSTed on a new connection.
+    # 2026-07-28 against a legacy server: the bridge parks the upstream call and answers the client
+    # input_required, so nothing is in flight while the user answers; the drain waits for the parked
+    # call, and the retry (requestState) comes on a new connection and resumes it.
+    upstream: PeerServer = request.getfixturevalue(server)
     asked = asyncio.Event()
     answer = asyncio.Event()
 
@@ -93,11 +105,11 @@ async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_re
         await asyncio.wait_for(answer.wait(), 20)  # the user answers once the drain has begun
         return types.ElicitResult(action="accept", content={"name": "octocat"})
 
-    async with own_proxy(legacy_server.url, env=GRACEFUL) as proxy:
+    async with own_proxy(upstream.url, env=GRACEFUL) as proxy:
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
-            server = streamable_http_client(proxy.endpoint(), http_client=http)
+            transport = streamable_http_client(proxy.endpoint(), http_client=http)
             async with (
-                Client(server, mode="legacy", cache=None, elicitation_callback=elicitation) as client,
+                Client(transport, mode=mode, cache=None, elicitation_callback=elicitation) as client,
                 asyncio.TaskGroup() as tasks,
             ):
                 await client.list_tools()  # so the result is reported without a tools/list of its own
@@ -105,14 +117,15 @@ async def test_a_legacy_clients_answer_to_an_elicitation_in_flight_at_sigterm_re
                 await asyncio.wait_for(asked.wait(), 20)
                 proxy.process.signal(signal.SIGTERM)
                 draining = await proxy.process.logged("draining")
-                answer.set()  # posted on a new connection: the call's stream holds the other
+                answer.set()
                 result = await asyncio.wait_for(call, 20)
         assert await proxy.process.exited(seconds=20) == 0
 
-    assert draining["in_flight"] >= 1
+    assert draining["in_flight"] + draining["parked"] >= 1
     assert [block.text for block in result.content] == ["Hello, octocat!"]  # type: ignore[union-attr]
-    answers = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") is None]
-    assert 202 in [e["status"] for e in answers]  # the elicitation's answer, accepted during the drain
+    drained = proxy.process.find("drained")
+    assert drained is not None
+    assert (drained["in_flight"], drained["parked"]) == (0, 0)
 
 
 async def test_a_new_initialize_during_a_drain_gets_503_and_the_proxy_exits_0_once_the_call_ends(
