@@ -80,7 +80,7 @@ def test_a_line_that_is_not_json_is_logged_as_the_servers_protocol_error_and_tra
         status, body = call(proxy.endpoint(), "noisy", session)
         assert status == 200
         assert body["result"]["content"][0]["text"] == "echo {}"
-        error = proxy.find("upstream_protocol_error")
+        error = proxy.wait_for("upstream_protocol_error")  # logged; its line may trail the answer
         assert error is not None, proxy.stderr()
         assert error["preview"] == "this is not json, a stray print"
         assert error["action"] == "skipped"
@@ -103,10 +103,14 @@ def test_a_server_that_exits_mid_call_fails_the_call_naming_its_exit_status_and_
         assert body["error"]["message"] == "Session not found"
         again = initialize(url)
         assert call(url, "echo", again)[0] == 200
-        exited = proxy.find("upstream_exited")
+        exited = proxy.wait_for("upstream_exited")
         assert exited is not None
         assert "exited with status 3" in exited["reason"]
-        stderr = [e["line"] for e in proxy.events() if e.get("stream") == "upstream-stderr"]
+        # The child's stderr is read on its own, so its last line may be logged after the exit is seen.
+        events = proxy.wait_events(
+            lambda lines: any(e.get("line") == "fake: dying on request" for e in lines)
+        )
+        stderr = [e["line"] for e in events if e.get("stream") == "upstream-stderr"]
         assert "fake: dying on request" in stderr
 
 
