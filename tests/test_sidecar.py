@@ -652,10 +652,14 @@ def test_the_default_listen_address_when_taken_fails_fast_rather_than_moving_beh
     tmp_path: Path,
 ) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        # SO_REUSEPORT lets this test hold the port while another run of it (another checkout's suite
+        # on this host) holds it too; the proxy, without the option, is refused by either. Without it,
+        # the run that found the port taken could see the other release it and its proxy start there.
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
             holder.bind(("127.0.0.1", 8080))
             holder.listen()
-        except OSError:  # already taken by another process: just as good for this test
+        except OSError:  # held by another process without SO_REUSEPORT: just as good for this test
             pass
         env = clean_env(MCP_PROXY_UPSTREAM="http://127.0.0.1:9/mcp", MCP_PROXY_ADMIN_ENABLED="false")
 
