@@ -2,6 +2,7 @@
 
     mcp-proxy replay run.jsonl --chain r12                       # against the capture's upstream
     mcp-proxy replay run.jsonl --all --upstream http://staging:8000/mcp --ignore '*.timestamp'
+    mcp-proxy replay run.jsonl --all --upstream-cmd 'node build/server.js stdio'   # a stdio server
 
 Each chain is played in the era of the client that recorded it, through an in-process proxy in front
 of the server, whose bridges convert when the server speaks the other era (`proxy.replay`). The
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import math
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +28,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from proxy.config import ConfigError, Settings, load_settings
-from proxy.framing.http import masked_url
+from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_outcome import ChainOutcome
@@ -55,11 +57,19 @@ def build_replay_parser() -> argparse.ArgumentParser:
         help="a chain to replay (ids as tui --open and export --json show them: r1, r2, ...); repeatable",
     )
     which.add_argument("--all", action="store_true", help="replay every chain, in recorded order")
-    parser.add_argument(
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
         "--upstream",
         metavar="URL",
         default=None,
         help="the server to replay against (default: the upstream the capture recorded)",
+    )
+    target.add_argument(
+        "--upstream-cmd",
+        metavar="'CMD ARGS'",
+        default=None,
+        help="a stdio server to replay against: the replay's proxy starts this command (split as a "
+        "shell would, no shell run) and stops it at the end",
     )
     parser.add_argument(
         "--upstream-era",
@@ -154,13 +164,24 @@ def main(argv: Sequence[str]) -> int:
         return USAGE_EXIT
     for note in source.order_notes:
         print(f"mcp-proxy replay: {note}", file=sys.stderr)
-    upstream = args.upstream or source.upstream
-    problem = _upstream_problem(upstream, args.upstream is not None, source)
-    if problem:
-        print(f"mcp-proxy replay: {problem}", file=sys.stderr)
-        return USAGE_EXIT
-    assert upstream is not None
-    print(f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}", file=sys.stderr)
+    if args.upstream_cmd is not None:
+        if not args.upstream_cmd.strip():
+            print("mcp-proxy replay: --upstream-cmd: an empty command", file=sys.stderr)
+            return USAGE_EXIT
+        upstream = f"stdio:{masked_command(shlex.split(args.upstream_cmd))}"
+        recorded = f"; the capture recorded {source.upstream}" if source.upstream else ""
+        print(f"mcp-proxy replay: replaying against {upstream} (--upstream-cmd{recorded})", file=sys.stderr)
+    else:
+        named = args.upstream or source.upstream
+        problem = _upstream_problem(named, args.upstream is not None, source)
+        if problem:
+            print(f"mcp-proxy replay: {problem}", file=sys.stderr)
+            return USAGE_EXIT
+        assert named is not None
+        upstream = named
+        print(
+            f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}", file=sys.stderr
+        )
     from proxy import logs
     from proxy.runtime import use_fast_loop
 
@@ -208,6 +229,7 @@ async def _replay(
         timeout=args.timeout,
         upstream_era=args.upstream_era,
         settings=settings,
+        upstream_cmd=args.upstream_cmd,
     )
     wanted = set(args.chain)
     outcomes: list[ChainOutcome] = []

@@ -345,7 +345,8 @@ class Settings(BaseModel):
     """Bytes of messages waiting on one HTTP+SSE client's stream; a client reading more slowly than its
     messages come is cut off past it (logged, naming this setting), never slowing anyone else."""
     drain_grace: NonNegativeSeconds = 10.0
-    """Seconds a SIGTERM waits for open chains to finish before the proxy exits."""
+    """Seconds a SIGTERM waits for open chains to finish before the proxy exits; also how long
+    `mcp-proxy stdio` waits, once stdin has ended, for the answers to what the client sent."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""
     # -- fault injection (staging) -------------------------------------------------------------------
@@ -438,7 +439,11 @@ class Settings(BaseModel):
     @field_validator("faults")
     @classmethod
     def _fault_rules(cls, value: list[str]) -> list[str]:
-        rules = [rule.strip() for rule in value if rule.strip()]
+        if any(not rule.strip() for rule in value):  # an empty --fault '' is a slip, not "no rule"
+            raise ValueError(
+                "a fault rule is empty; write a rule such as 'tool:search => delay 500ms', or give no rule"
+            )
+        rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} fault rules, got {len(rules)}")
         for rule in rules:
@@ -451,7 +456,12 @@ class Settings(BaseModel):
     @field_validator("intercepts")
     @classmethod
     def _intercept_rules(cls, value: list[str]) -> list[str]:
-        rules = [rule.strip() for rule in value if rule.strip()]
+        if any(not rule.strip() for rule in value):  # an empty --intercept '' is a slip, not "no rule"
+            raise ValueError(
+                "an intercept rule is empty; write a match such as 'tool:delete_*' (or * for every "
+                "message), or give no rule"
+            )
+        rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} intercept rules, got {len(rules)}")
         for rule in rules:

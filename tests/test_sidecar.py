@@ -494,6 +494,7 @@ async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_e
     assert b'"result"' not in rest
     headline = final_headline(captured(capture), "slow_progress")
     assert headline.chain.status is ChainStatus.ERROR
+    assert _call_outcomes(proxy) == ["proxy_stopping"]  # the proxy cut it, not the client
 
 
 async def _read_to_the_cut(resp: aiohttp.ClientResponse) -> bytes:
@@ -512,6 +513,34 @@ async def test_sigint_stops_at_once_and_exits_0(legacy_server: PeerServer) -> No
         proxy.signal(signal.SIGINT)
         assert await proxy.exited(10) == 0
     assert proxy.find("drained") is not None
+
+
+async def test_a_call_in_flight_at_sigint_is_logged_as_cut_by_the_proxys_stop(
+    modern_server: PeerServer,
+) -> None:
+    params = modern_params(
+        {"name": "slow_progress", "arguments": {"steps": 1000}, "_meta": {"progressToken": 1}}
+    )
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    with sidecar(upstream=modern_server.url, drain_grace=30) as proxy:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), json=body, headers=modern_headers("tools/call", params)) as resp,
+        ):
+            first = await asyncio.wait_for(resp.content.readany(), 10)
+            assert b"notifications/progress" in first
+            proxy.signal(signal.SIGINT)
+            assert await proxy.exited(10) == 0
+            await asyncio.wait_for(_read_to_the_cut(resp), 10)
+    assert _call_outcomes(proxy) == ["proxy_stopping"]
+
+
+def _call_outcomes(proxy: Any) -> list[str | None]:
+    """The outcome of each `tools/call` exchange the proxy logged."""
+    lines = proxy.events()
+    return [
+        e.get("outcome") for e in lines if e.get("event") == "exchange" and e.get("method") == "tools/call"
+    ]
 
 
 async def test_sighup_stops_at_once_like_a_closed_terminal_and_exits_0(legacy_server: PeerServer) -> None:

@@ -32,4 +32,6 @@ def fault_text(reason: str, detail: str = "") -> str:
     if detail:
         text = f"{text}: {detail}"
     hint = FAULT_HINT.get(reason)
+    if "check --" in detail.lower():  # the detail already says what to do (a stdio command's start)
+        hint = None
     return f"{text} ({hint})" if hint else text

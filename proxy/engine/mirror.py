@@ -42,7 +42,7 @@ from proxy.framing.classify import peek_id
 from proxy.framing.status import too_large
 from proxy.wire import errors
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID, HeaderRefused, mcp_headers
-from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, error_response, parse_body
+from proxy.wire.jsonrpc import Body, Kind, Message, RequestId, dumps, error_response, parse_body
 from proxy.wire.mcp import META_PROTOCOL_VERSION, request_meta, target_name
 from proxy.wire.versions import MODERN_VERSIONS
 
@@ -67,7 +67,9 @@ PREVIEW_BYTES: Final = 120
 class Post:
     """Send `body` (one message or a batch, as the client wrote it) as a POST with these headers.
 
-    `calls` are the ids of the requests in it: each must get an answer on the channel.
+    `calls` are the ids of the requests in it: each must get an answer on the channel. `parsed` is
+    `body` decoded (whoever carries the POST out need not decode it again). `direct` says the POST
+    may skip the HTTP shape (see `ChannelClient.direct`).
     """
 
     seq: int
@@ -75,6 +77,8 @@ class Post:
     headers: Headers
     calls: tuple[RequestId, ...]
     method: str | None
+    parsed: Body | None = field(default=None, compare=False, repr=False)
+    direct: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +193,8 @@ class ChannelClient:
             calls = (first.id,) if first.kind is _REQUEST and first.id is not None else ()
         else:
             calls = tuple(m.id for m in messages if m.kind is _REQUEST and m.id is not None)
-        orders: list[Order] = [Post(seq, data, headers, calls, first.method)]
+        direct = self._direct(body, first)
+        orders: list[Order] = [Post(seq, data, headers, calls, first.method, body, direct)]
         if first.method == "initialize" and first.id is not None and not body.batch:
             self.initialize = self.blocking = seq
         elif not calls:
@@ -200,6 +205,18 @@ class ChannelClient:
             self.streaming = True
             orders.append(OpenStream(self._session_headers(("Accept", "text/event-stream"))))
         return orders
+
+    def _direct(self, body: Body, first: Message) -> bool:
+        """Whether this message may go straight to a channel upstream of the same era, as one message
+        written and its answer read back, without being made an HTTP request and response: one
+        message (no batch), a session already made (or a sessionless 2026-07-28 client), and not the
+        handshake (whose answer teaches the session and era, and may start a channel)."""
+        return (
+            not body.batch
+            and first.method != "initialize"
+            and (self.session is not None or self.modern)
+            and self.initialize is None
+        )
 
     def _headers(self, first: Message, modern: str | None) -> Headers:
         """The headers of the POST carrying `first` (and any batch behind it)."""

@@ -35,8 +35,9 @@ log line comes from `tally`, which needs no chain).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Final
 
 from proxy.flows.correlate import Correlator
 from proxy.flows.events import (
@@ -657,13 +658,30 @@ def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
             return None
         return f"not held by intercept ({obs.rule}): {what}: {obs.detail or 'it could not be held'}"
     rule = obs.rule.partition(":")[0]
-    done = {
-        "forward": "forwarded unchanged",
-        "forward_edited": "forwarded edited",
-        "drop": "dropped",
-        "answer": "answered by the proxy",
-    }.get(obs.decision, obs.decision)
+    done = _INTERCEPT_DONE.get(obs.decision, obs.decision)
     return f"{what} held by intercept {rule} for {obs.held_ms / 1000:.1f} s, {done} by {obs.by}"
+
+
+_INTERCEPT_DONE: Final = {
+    "forward": "forwarded unchanged",
+    "forward_edited": "forwarded edited",
+    "drop": "dropped",
+    "answer": "answered by the proxy",
+}
+"""How an intercept note words each decision."""
+_FAULT_INJECTED: Final = "fault injected by the proxy: "
+_CHANGED_BY_INTERCEPT: Final = re.compile(
+    r" held by intercept \S+ for [\d.]+ s, (?:"
+    + "|".join(re.escape(_INTERCEPT_DONE[d]) for d in ("forward_edited", "drop", "answer"))
+    + ") by "
+)
+
+
+def proxy_changes(notes: Iterable[str]) -> list[str]:
+    """The notes of a chain that say the proxy changed its traffic: a fault injected, or a held
+    message forwarded edited, dropped or answered by an intercept (its recording is then not what the
+    peers alone would have exchanged)."""
+    return [n for n in notes if n.startswith(_FAULT_INJECTED) or _CHANGED_BY_INTERCEPT.search(n)]
 
 
 def fault_note(obs: FaultInjected) -> str:
@@ -672,4 +690,4 @@ def fault_note(obs: FaultInjected) -> str:
     if not obs.applied:
         return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"
     detail = f" ({obs.detail})" if obs.detail else ""
-    return f"fault injected by the proxy: {what}{detail} [{obs.rule}]"
+    return f"{_FAULT_INJECTED}{what}{detail} [{obs.rule}]"

@@ -104,10 +104,13 @@ class ExchangeClosed:
     outcome: str | None = None
 
 
-STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted"})
-"""Outcomes that end a GET stream as it is meant to end: the server or client closed it, or the
-session it belonged to was deleted (the stream has nothing left to carry), so neither its chain nor
-the error counters call it a failure."""
+PROXY_STOPPING: Final = "proxy_stopping"
+"""The outcome of an exchange the proxy cut because it is stopping (SIGINT, or past a drain's grace)."""
+
+STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted", PROXY_STOPPING})
+"""Outcomes that end a GET stream as it is meant to end: the server or client closed it, the
+session it belonged to was deleted (the stream has nothing left to carry), or the proxy stopped, so
+neither its chain nor the error counters call it a failure."""
 
 
 @value

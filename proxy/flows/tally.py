@@ -16,6 +16,7 @@ from typing import Any
 from proxy.flows.events import Direction
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    PROXY_STOPPING,
     STREAM_NORMAL_ENDS,
     BytesOut,
     ExchangeClosed,
@@ -38,6 +39,9 @@ _ERROR = Kind.ERROR
 _INVALID = Kind.INVALID
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
+
+_CUT_AFTER_ANSWERS = frozenset({"client_disconnected", PROXY_STOPPING})
+"""Cuts that are no trouble once every request the exchange carried was answered."""
 _TO_CLIENT = Direction.TO_CLIENT
 
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
@@ -274,7 +278,7 @@ def _trouble(tally: _Open, outcome: str | None) -> str | None:
     """
     if tally.http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
         outcome = None
-    if outcome == "client_disconnected" and tally.ids and tally.answered >= len(tally.ids):
+    if outcome in _CUT_AFTER_ANSWERS and tally.ids and tally.answered >= len(tally.ids):
         outcome = None
     if outcome is not None:
         return outcome

@@ -100,17 +100,22 @@ def classify(
     *,
     max_body: int,
     limits: Limits = Limits(),
+    parsed: Body | None = None,
 ) -> Route | Rejection:
-    """Parse one client request; reject only what no engine or server can use (see the module doc)."""
+    """Parse one client request; reject only what no engine or server can use (see the module doc).
+
+    `parsed`: the body of one message (no batch) already decoded by whoever read it, not decoded again.
+    """
     items = tuple(headers)
     if len(raw) > max_body:
         status, body = too_large(max_body, peek_id(raw))
         return Rejection(status, body, "body too large")
     if http_method == "POST":
-        refused = _too_long(raw, limits.max_batch_messages)
-        if refused is not None:
-            return refused
-        parsed = parse_body(raw, limits.max_batch_messages)
+        if parsed is None or parsed.batch:
+            refused = _too_long(raw, limits.max_batch_messages)
+            if refused is not None:
+                return refused
+            parsed = parse_body(raw, limits.max_batch_messages)
         refused = (
             _batch_too_long(parsed, raw, limits.max_batch_messages)
             or _too_deep(raw, parsed, limits.max_json_depth)

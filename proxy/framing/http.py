@@ -160,6 +160,32 @@ def masked_command(argv: Iterable[str]) -> str:
     return shlex.join(shown)
 
 
+_WORD = re.compile(r"\S+")
+_SECRET_IN_TEXT = re.compile(
+    r"(?<![\w.-])(?:(?P<opt>-{1,2}[A-Za-z][\w.-]*)(?P<osep>\s+|=)|(?P<name>[A-Za-z_][\w.-]*)(?P<sep>\s*[:=]\s*))"
+    r"(?P<scheme>(?:Bearer|Basic)\s+)?(?P<value>[^\s,;]+)"
+)
+
+
+def masked_text(text: str) -> str:
+    """Free text (a line a server wrote to stderr) with what may be a credential masked.
+
+    Masked: the value after a name like a secret's, given as `NAME=VALUE`, `NAME: VALUE` or
+    `--name VALUE` (`token=...`, `Authorization: Bearer ...`, `--api-key ...`), and the password
+    and query values of a URL. It errs on the side of masking.
+    """
+
+    def mask(found: re.Match[str]) -> str:
+        name = found.group("opt") or found.group("name")
+        sep = found.group("osep") or found.group("sep")
+        if _names_secret(name):
+            return f"{name}{sep}{found.group('scheme') or ''}<redacted>"
+        # not a secret's name: its value may still hold one (`Error: token=...`)
+        return f"{name}{sep}{found.group('scheme') or ''}{_SECRET_IN_TEXT.sub(mask, found.group('value'))}"
+
+    return _WORD.sub(lambda word: masked_url(word.group(0)), _SECRET_IN_TEXT.sub(mask, text))
+
+
 STDIO_PATH = "/mcp"
 """The path the proxy serves a stdio upstream at (as well as `/`)."""
 

@@ -30,6 +30,9 @@ class ChainOutcome:
     recorded: list[MessageRecord] = field(default_factory=list)
     replayed: list[MessageRecord] = field(default_factory=list)
     """Both chains' messages, kept only when asked (the TUI's side by side)."""
+    proxy_changes: list[str] = field(default_factory=list)
+    """What the recording proxy changed in this chain (a fault injected, an intercept's edit, drop or
+    answer): a difference may then be expected, since the replay sends what the client sent."""
 
     @property
     def word(self) -> str:
@@ -43,6 +46,9 @@ class ChainOutcome:
 
     def line(self) -> str:
         """`r5 tools/call greet: same`, one line for the summary."""
+        return self._line() + self._changes()
+
+    def _line(self) -> str:
         head = f"{self.chain} {self.headline}: "
         if self.status == "differs" and self.difference is not None:
             word = "setup differs (not counted)" if self.setup else "differs"
@@ -50,6 +56,12 @@ class ChainOutcome:
         if self.reason:
             return head + f"{self.status}: {self.reason}"
         return head + self.status
+
+    def _changes(self) -> str:
+        if not self.proxy_changes:
+            return ""
+        changes = "; ".join(self.proxy_changes)
+        return f" [recorded with the proxy's changes, so a difference may be expected: {changes}]"
 
     def as_json(self) -> dict[str, Any]:
         """Plain data for `--json`."""
@@ -62,4 +74,6 @@ class ChainOutcome:
             out["difference"] = self.difference.as_json()
         if self.reason:
             out["reason"] = self.reason
+        if self.proxy_changes:
+            out["proxy_changes"] = self.proxy_changes
         return out

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 import aiohttp
 
 from proxy.config import Settings
+from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainOpened, MessageRecord
 from proxy.flows.store import Chain
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
@@ -64,6 +65,9 @@ class ReplayOptions:
     settings: Settings | None = None
     """The user's proxy settings (`--config`, `MCP_PROXY_*`): the replay's proxy redacts, bounds and
     bridges as they say, so a difference never shows in clear what a recording showed redacted."""
+    upstream_cmd: str | None = None
+    """A stdio server's command line to replay against (the replay's proxy starts it), instead of
+    the upstream URL."""
 
 
 def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
@@ -72,8 +76,8 @@ def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
     base = options.settings or Settings()
     return base.model_copy(
         update={
-            "upstream": upstream,
-            "upstream_cmd": None,
+            "upstream": None if options.upstream_cmd else upstream,
+            "upstream_cmd": options.upstream_cmd,
             "upstream_era": options.upstream_era or base.upstream_era,
             "upstream_timeout": options.timeout,
             "listen": "127.0.0.1:0",
@@ -162,6 +166,7 @@ class Replay:
         """Replay one chain and compare it with its recording."""
         self.keep_handshake(plan)
         outcome = ChainOutcome(plan.chain, plan.headline(), "skipped", setup=plan.kind is PlanKind.HANDSHAKE)
+        outcome.proxy_changes = proxy_changes(plan.summary.notes)
         if self.options.keep_records:
             outcome.recorded = list(plan.records)
         if plan.kind is PlanKind.STREAM:

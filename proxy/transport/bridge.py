@@ -70,7 +70,7 @@ from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds
-from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.client_side import ClientGone, ClientSide, cut_outcome
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
@@ -231,11 +231,11 @@ class BridgeDriver:
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.take())
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancel:
             if not ex.done:
                 ex.done = True
                 self.feed(ClientDisconnected(exchange))
-            self._close_observation(exchange, "client_disconnected")
+            self._close_observation(exchange, cut_outcome(cancel))
             raise
         finally:
             self.exchanges.pop(exchange, None)

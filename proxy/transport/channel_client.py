@@ -15,6 +15,7 @@ decide; this module carries its orders out and owns the tasks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Callable
 from contextlib import suppress
@@ -27,12 +28,14 @@ from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge
 from proxy.logs import get_logger
+from proxy.transport.channel_lane import Lane, LaneExchange
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.routing import Router, classify_request
 from proxy.transport.tasks import spawn
-from proxy.wire.jsonrpc import Kind, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Body, Kind, RequestId, dumps, parse_body
 
 CLOSE_GRACE = 2.0
 """Seconds a closing channel gives its session's DELETE (and its cancelled exchanges) to finish."""
@@ -100,18 +103,26 @@ class ChannelClientShell:
         transport: str,
         peer: str = "",
         client_headers: tuple[tuple[str, str], ...] = (),
+        full: Callable[[], bool] | None = None,
     ) -> None:
         self.serving = serving
         self.out = out
         self.transport = transport
         self.peer = peer
         self.mirror = ChannelClient(client_headers, serving.settings.max_body_bytes)
-        self.calls: dict[RequestId, tuple[asyncio.Task[None], ChannelSide]] = {}
-        """The exchange carrying each call in flight (a cancellation closes it)."""
+        self.calls: dict[RequestId, Callable[[], None]] = {}
+        """How to close the exchange carrying each call in flight (a cancellation does)."""
         self.tasks: set[asyncio.Task[None]] = set()
+        self.posts: set[asyncio.Task[None]] = set()
+        """The exchanges carrying the client's messages (its GET stream and DELETE are not among them)."""
         self.closed = False
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
+        upstream = serving.relays.pool
+        self.lane: Lane | None = None
+        """The direct lane to a stdio server (the shim), when the channel can say it is full (`full`)."""
+        if full is not None and isinstance(upstream, ChannelUpstream) and upstream.transport == "stdio":
+            self.lane = Lane(self, upstream, full)
 
     def next_exchange(self) -> str:
         """A fresh exchange id, apart from the front's (`x1`): `s1` for stdio, `e1` for HTTP+SSE."""
@@ -127,15 +138,32 @@ class ChannelClientShell:
         """A message over `max_body_bytes` arrived (only its start was kept)."""
         self.carry_out(self.mirror.oversized(size, head))
 
-    async def close(self) -> None:
-        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both."""
+    async def settled(self) -> None:
+        """Wait until every message the client sent has been served: none in flight, none held back.
+
+        A message held back (behind the `initialize` answer, say) goes out when the exchange it waits
+        for ends, before that exchange's task is done, so looking again after each end sees it.
+        """
+        while self.posts or (self.lane is not None and self.lane.open):
+            if self.posts:
+                await asyncio.wait(list(self.posts), return_when=asyncio.FIRST_COMPLETED)
+            elif self.lane is not None:
+                await self.lane.settled()
+
+    async def close(self, outcome: str = "client_disconnected") -> None:
+        """The channel ended: cancel what is in flight, end the session, wait (bounded) for both.
+
+        `outcome` is what the exchanges cut here record: the client leaving, or the proxy stopping.
+        """
         if self.closed:
             return
         self.closed = True
         orders = self.mirror.close()
         pending = list(self.tasks)
         for task in pending:
-            task.cancel()
+            task.cancel(outcome)
+        if self.lane is not None:
+            self.lane.close(outcome)
         self.carry_out(orders)
         waiting = list(self.tasks)
         if waiting:
@@ -147,10 +175,15 @@ class ChannelClientShell:
         for order in orders:
             match order:
                 case Post():
-                    side = ChannelSide(self, order.seq, "POST", order.headers, order.calls)
+                    if self.lane is not None and self.lane.post(order) is not None:
+                        continue
+                    side = ChannelSide(self, order.seq, "POST", order.headers, order.calls, order.parsed)
                     task = self._start(side, order.body, f"{self.transport}-post")
+                    close = functools.partial(_close_exchange, task, side)
+                    self.posts.add(task)
+                    task.add_done_callback(self.posts.discard)
                     for ident in order.calls:
-                        self.calls[ident] = (task, side)
+                        self.calls[ident] = close
                 case Reply(data, problem):
                     self.log.warning("client_protocol_error", transport=self.transport, problem=problem)
                     self._send(data)
@@ -159,11 +192,18 @@ class ChannelClientShell:
                 case Cancel(ident):
                     found = self.calls.get(ident)
                     if found is not None:
-                        task, side = found
-                        side.cancelled = True
-                        task.cancel()
+                        found()
                 case EndSession(headers):
                     self._start(ChannelSide(self, 0, "DELETE", headers, ()), b"", f"{self.transport}-delete")
+
+    def lane_started(self, exchange: LaneExchange) -> None:
+        """A POST took the direct lane: its calls are cancelled by closing that exchange."""
+        for ident in exchange.calls:
+            self.calls[ident] = exchange.abandon
+
+    def lane_ended(self, exchange: LaneExchange) -> None:
+        for ident in exchange.calls:
+            self.calls.pop(ident, None)
 
     def _start(self, side: ChannelSide, body: bytes, name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = spawn(self._exchange(side, body), name=name)
@@ -173,7 +213,9 @@ class ChannelClientShell:
 
     async def _exchange(self, side: ChannelSide, body: bytes) -> None:
         serving = self.serving
-        outcome = classify_request(serving.settings, side.method, serving.path, side.headers, body)
+        outcome = classify_request(
+            serving.settings, side.method, serving.path, side.headers, body, side.parsed
+        )
         try:
             await serve_outcome(serving.router, serving.relays, side, self.next_exchange, outcome, len(body))
             side.flush()
@@ -192,6 +234,12 @@ class ChannelClientShell:
             return
         with suppress(ClientGone):
             self.out.send(data)
+
+
+def _close_exchange(task: asyncio.Task[None], side: ChannelSide) -> None:
+    """Close an exchange in a task: a cancellation (the client gets no answer for it)."""
+    side.cancelled = True
+    task.cancel()
 
 
 class ChannelSide:
@@ -213,6 +261,7 @@ class ChannelSide:
         "headers",
         "method",
         "owner",
+        "parsed",
         "path_qs",
         "peer",
         "problem",
@@ -232,8 +281,11 @@ class ChannelSide:
         method: str,
         headers: tuple[tuple[str, str], ...],
         calls: tuple[RequestId, ...],
+        parsed: Body | None = None,
     ) -> None:
         self.owner = owner
+        self.parsed = parsed
+        """The request's body decoded, when the mirror decoded it (it is not decoded again)."""
         self.seq = seq
         self.method = method
         self.path_qs = owner.serving.path

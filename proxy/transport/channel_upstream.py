@@ -40,6 +40,7 @@ from proxy.engine.channel.vocab import (
     EndStream,
     ExchangeAbandoned,
     HeadDue,
+    Headers,
     OpenStream,
     PostReceived,
     StreamMessage,
@@ -51,13 +52,16 @@ from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
+from proxy.wire.jsonrpc import Body, Message
 
 HEAD_HOLD = 1.0
 """Seconds a response head waits for the first message before the response starts as an SSE stream
 (so a slow call is never cut by the upstream timeout, which bounds heads)."""
 
-_SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
-_EVENT = b"event: message\ndata: "
+SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+"""The head of a response that became an SSE stream (before the core's own headers)."""
+SSE_EVENT = b"event: message\ndata: "
+"""What goes before each message's JSON on such a stream (a blank line follows it)."""
 
 
 class ChannelEvents(Protocol):
@@ -72,8 +76,9 @@ class ChannelEvents(Protocol):
     def write_failed(self, exchange: str | None, detail: str) -> None:
         """A message written for `exchange` did not reach the peer."""
 
-    def closed(self, reason: str, *, asked: bool) -> None:
-        """The channel ended (`asked`: because `stop` was called); nothing more comes."""
+    def closed(self, reason: str, *, asked: bool, stderr: str = "") -> None:
+        """The channel ended (`asked`: because `stop` was called); nothing more comes. `stderr` is
+        the last of what a child process wrote there (bounded, secrets masked), to explain an exit."""
 
 
 class Channel(Protocol):
@@ -96,6 +101,25 @@ class Channel(Protocol):
     def resume_reading(self) -> None: ...
 
 
+class DirectReceiver(Protocol):
+    """Who takes one direct exchange's response as the core orders it (no HTTP response is made).
+
+    `message` is the data decoded, when the core had it.
+    """
+
+    def answered(self, status: int, headers: Headers, body: bytes, message: Message | None) -> None:
+        """The whole response: its status, the core's head, and its body (empty for none)."""
+
+    def opened(self, headers: Headers) -> None:
+        """The response is an SSE stream from now on (messages follow)."""
+
+    def streamed(self, data: bytes, message: Message | None) -> None:
+        """One message on the stream."""
+
+    def ended(self) -> None:
+        """The stream ended."""
+
+
 ChannelFactory = Callable[[ChannelEvents], Channel]
 """Makes one channel (not started yet) that reports to the given owner."""
 
@@ -105,7 +129,7 @@ class _Link:
 
     __slots__ = ("exchange", "owner", "paused", "transport")
 
-    def __init__(self, owner: _Session, exchange: str) -> None:
+    def __init__(self, owner: ChannelSession, exchange: str) -> None:
         self.owner = owner
         self.exchange = exchange
         self.paused = False
@@ -136,7 +160,7 @@ class _Exchange:
         self.response: UpstreamResponse | None = None
 
 
-class _Session:
+class ChannelSession:
     """One channel with its core: feeds the core what the channel and the callers report, and carries
     out the core's commands."""
 
@@ -146,6 +170,8 @@ class _Session:
         self.core = ChannelCore(session=session, backlog=owner.backlog)
         self.channel = owner.factory(self)
         self.exchanges: dict[str, _Exchange] = {}
+        self.direct: dict[str, DirectReceiver] = {}
+        """Exchanges posted directly (`post_direct`), each with who takes its response."""
         self.ended = False
         self._paused = 0
         self._log = get_logger()
@@ -155,10 +181,12 @@ class _Session:
             self._do(command)
 
     def _do(self, command: ChannelCommand) -> None:
+        if self.direct and self._to_direct(command):
+            return
         match command:
             case WriteChannel(data, exchange):
                 self.channel.write(data, exchange)
-            case Answer(exchange, status, headers, body):
+            case Answer(exchange, status, headers, body, _):
                 ex = self.exchanges.pop(exchange, None)
                 if ex is not None:
                     response = self._respond(
@@ -170,11 +198,11 @@ class _Session:
             case OpenStream(exchange, headers):
                 ex = self.exchanges.get(exchange)
                 if ex is not None:
-                    self._respond(ex, exchange, 200, [*_SSE_HEAD, *headers])
-            case StreamMessage(exchange, data):
+                    self._respond(ex, exchange, 200, [*SSE_HEAD, *headers])
+            case StreamMessage(exchange, data, _):
                 ex = self.exchanges.get(exchange)
                 if ex is not None and ex.response is not None:
-                    ex.response.feed(_EVENT + data + b"\n\n")
+                    ex.response.feed(SSE_EVENT + data + b"\n\n")
             case EndStream(exchange):
                 ex = self.exchanges.pop(exchange, None)
                 if ex is not None and ex.response is not None:
@@ -183,6 +211,22 @@ class _Session:
                 self.channel.stop(reason)
             case Log(event, level, fields):
                 getattr(self._log, level)(event, upstream=self.owner.shown, **fields)
+
+    def _to_direct(self, command: ChannelCommand) -> bool:
+        """Hand a command for a direct exchange to its receiver; False for any other command."""
+        direct = self.direct
+        match command:
+            case Answer(name, status, headers, body, message) if name in direct:
+                direct.pop(name).answered(status, headers, body, message)
+            case OpenStream(name, headers) if name in direct:
+                direct[name].opened(headers)
+            case StreamMessage(name, data, message) if name in direct:
+                direct[name].streamed(data, message)
+            case EndStream(name) if name in direct:
+                direct.pop(name).ended()
+            case _:
+                return False
+        return True
 
     def _respond(
         self, ex: _Exchange, exchange: str, status: int, headers: list[tuple[str, str]]
@@ -197,12 +241,18 @@ class _Session:
 
     def finished(self, exchange: str) -> None:
         """A caller released or closed its response: one it dropped before its end was abandoned."""
-        if self.exchanges.pop(exchange, None) is not None:
+        if self.exchanges.pop(exchange, None) is not None or self.direct.pop(exchange, None) is not None:
             self.feed(ExchangeAbandoned(exchange))
 
     def head_due(self, exchange: str) -> None:
-        if exchange in self.exchanges:
+        if exchange in self.exchanges or exchange in self.direct:
             self.feed(HeadDue(exchange))
+
+    def post_direct(self, name: str, raw: bytes, parsed: Body, receiver: DirectReceiver) -> None:
+        """A POST's message written to the channel as an exchange whose response goes to `receiver`,
+        not into an HTTP response (the receiver may be answered before this returns)."""
+        self.direct[name] = receiver
+        self.feed(PostReceived(name, raw, parsed))
 
     def pause(self, delta: int) -> None:
         before = self._paused
@@ -226,7 +276,7 @@ class _Session:
             return
         self.feed(ChannelWriteFailed(exchange, detail))
 
-    def closed(self, reason: str, *, asked: bool) -> None:
+    def closed(self, reason: str, *, asked: bool, stderr: str = "") -> None:
         if self.ended:
             return
         self.ended = True
@@ -235,7 +285,10 @@ class _Session:
             if not ex.head.done():
                 ex.head.set_exception(UpstreamError("cut", reason))
         self.exchanges.clear()
-        self.owner.ended(self, reason, asked=asked)
+        direct, self.direct = self.direct, {}
+        for receiver in direct.values():
+            receiver.ended()
+        self.owner.ended(self, reason, asked=asked, stderr=stderr)
 
 
 class ChannelUpstream:
@@ -268,14 +321,18 @@ class ChannelUpstream:
         self.shown = upstream.shown
         self.sessions = ChannelSessions(lambda: secrets.token_hex(16), max_sessions, "max_upstream_children")
         self.restarts = Restarts(restarts_per_minute)
-        self._shared: _Session | None = None
-        self._starting: asyncio.Future[_Session] | None = None
-        self._by_session: dict[str, _Session] = {}
-        self._all: set[_Session] = set()
+        self._shared: ChannelSession | None = None
+        self._starting: asyncio.Future[ChannelSession] | None = None
+        self._by_session: dict[str, ChannelSession] = {}
+        self._all: set[ChannelSession] = set()
         self._names = itertools.count(1)
         self._closed = False
         self.started = 0
         """Channels started so far (the first included)."""
+        self.last_exit: tuple[float, str] | None = None
+        """When a channel last ended on its own, and why (with its last stderr lines, if any)."""
+        self._start_failed = ""
+        """Why the last start failed ("" once one succeeds): logged once, not at every retry."""
 
     def request_nowait(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
@@ -305,7 +362,24 @@ class ChannelUpstream:
         name = f"x{next(self._names)}"
         return await self._exchange(session, name, _event(method, name, body))
 
-    async def _exchange(self, session: _Session, name: str, event: ChannelEvent | None) -> UpstreamResponse:
+    def direct_session(self, session: str | None) -> ChannelSession | None:
+        """The running channel a request naming `session` (None: none) goes to, or None when the
+        request must take `request` (the channel must be started, or the session is unknown)."""
+        if self._closed:
+            return None
+        if session is None:
+            shared = self._shared
+            return shared if shared is not None and not shared.ended else None
+        found = self._by_session.get(session)
+        return found if found is not None and not found.ended else None
+
+    def exchange_name(self) -> str:
+        """A fresh name for an exchange of a channel's core."""
+        return f"x{next(self._names)}"
+
+    async def _exchange(
+        self, session: ChannelSession, name: str, event: ChannelEvent | None
+    ) -> UpstreamResponse:
         if event is None:
             return _whole(405, b"", (("Allow", "GET, POST, DELETE"),))
         head: asyncio.Future[UpstreamResponse] = asyncio.get_running_loop().create_future()
@@ -322,7 +396,7 @@ class ChannelUpstream:
         finally:
             timer.cancel()
 
-    async def _shared_session(self) -> _Session:
+    async def _shared_session(self) -> ChannelSession:
         shared = self._shared
         if shared is not None and not shared.ended:
             return shared
@@ -340,7 +414,7 @@ class ChannelUpstream:
             return self._shared
         return await asyncio.shield(starting)
 
-    async def _open(self, name: str) -> _Session:
+    async def _open(self, name: str) -> ChannelSession:
         try:
             session = await self._start(name)
         except BaseException:
@@ -349,7 +423,7 @@ class ChannelUpstream:
         self._by_session[name] = session
         return session
 
-    async def _start(self, name: str | None) -> _Session:
+    async def _start(self, name: str | None) -> ChannelSession:
         """Start a channel, waiting first as the restart budget says; refused past it."""
         now = time.monotonic()
         delay = self.restarts.delay(now)
@@ -357,17 +431,24 @@ class ChannelUpstream:
             raise UpstreamError("unreachable", self.restarts.problem(now) or "restarting too often")
         if delay:
             await asyncio.sleep(delay)
-        session = _Session(self, name)
+        session = ChannelSession(self, name)
         self._all.add(session)
         try:
             await session.channel.start()
+        except UpstreamError as exc:
+            self._all.discard(session)
+            if str(exc) != self._start_failed:
+                self._start_failed = str(exc)
+                get_logger().error("upstream_start_failed", upstream=self.shown, error=str(exc))
+            raise
         except BaseException:
             self._all.discard(session)
             raise
+        self._start_failed = ""
         self.started += 1
         return session
 
-    def ended(self, session: _Session, reason: str, *, asked: bool) -> None:
+    def ended(self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "") -> None:
         """A channel closed: forget it; one that died on its own counts against the restart budget."""
         self._all.discard(session)
         if session is self._shared:
@@ -376,7 +457,9 @@ class ChannelUpstream:
             self._by_session.pop(session.session, None)
             self.sessions.ended(session.session)
         if not asked and not self._closed:
-            self.restarts.exited(time.monotonic())
+            now = time.monotonic()
+            self.restarts.exited(now)
+            self.last_exit = (now, f"{reason}; its last stderr lines: {stderr}" if stderr else reason)
             get_logger().warning(
                 "upstream_exited",
                 upstream=self.shown,
@@ -384,7 +467,13 @@ class ChannelUpstream:
                 reason=reason,
                 session=session.session is not None,
                 hint="requests in flight got a JSON-RPC error; the next request starts it again",
+                **({"stderr": stderr} if stderr else {}),
             )
+
+    def exited_since(self, since: float) -> str | None:
+        """Why a channel ended on its own at or after `since` (monotonic), or None."""
+        last = self.last_exit
+        return last[1] if last is not None and last[0] >= since else None
 
     def problem(self) -> str | None:
         """Why no channel can be started now (readiness), or None."""

@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from proxy.flows.observations import PROXY_STOPPING
+
 
 class ClientGone(Exception):
     """The client's connection closed while the proxy was still answering."""
+
+
+def cut_outcome(cancel: BaseException) -> str:
+    """The outcome of an exchange whose task was cancelled: the proxy's stop, or the client leaving.
+
+    The front cancels with `PROXY_STOPPING` as the message when the proxy stops, so the relay and the
+    bridges can tell that cut from a client that left.
+    """
+    return PROXY_STOPPING if cancel.args and cancel.args[0] == PROXY_STOPPING else "client_disconnected"
 
 
 class ClientSide(Protocol):

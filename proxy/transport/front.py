@@ -33,6 +33,7 @@ from typing import Any, cast
 
 from proxy import SERVER_SOFTWARE
 from proxy.config import Settings
+from proxy.flows.observations import PROXY_STOPPING
 from proxy.framing.classify import Rejection, Route, peek_id
 from proxy.framing.h1 import MAX_HEAD_BYTES as MAX_HEAD_BYTES
 from proxy.framing.h1 import MAX_HEADERS as MAX_HEADERS
@@ -151,7 +152,7 @@ class FrontServer:
         while any(conn.busy for conn in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         for conn in [*self.connections, *self.refusing]:
-            conn.abort()
+            conn.abort(PROXY_STOPPING)
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), timeout=grace)
@@ -173,6 +174,8 @@ class FrontConnection(asyncio.Protocol):
         """The exchange served without a task, waiting for its upstream head."""
         self.pending: PendingHead | None = None
         self.closed = False
+        self._cut = "client_disconnected"
+        """What an exchange cut with the connection records (the proxy's stop names itself)."""
         self.served = 0
         self.waiting_since = 0.0
         """Loop time the connection last began to wait on its client (connected, or a response ended)."""
@@ -248,7 +251,7 @@ class FrontConnection(asyncio.Protocol):
         if pending is not None:
             pending.drop()
         if relay is not None:
-            relay.abandon()
+            relay.abandon(self._cut)
 
     @property
     def busy(self) -> bool:
@@ -547,11 +550,12 @@ class FrontConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def abort(self) -> None:
-        """Close at once, dropping what was not yet sent."""
+    def abort(self, outcome: str = "client_disconnected") -> None:
+        """Close at once, dropping what was not yet sent; `outcome` is what the cut exchange records."""
         self.closed = True
+        self._cut = outcome
         if self.task is not None:
-            self.task.cancel()
+            self.task.cancel(outcome)
         if self.transport is not None:
             self.transport.abort()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -105,6 +106,12 @@ class Held:
             "deadline": self.deadline,
             "message": self.shown,
         }
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same message: equal as JSON text, whatever their keys' order
+    (Python's `==` would take `1` for `1.0` and `true` for `1`, which a peer may tell apart)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _kind(seen: Seen) -> str | None:
@@ -235,6 +242,8 @@ class InterceptDesk:
                 check_message(body["message"], kind=held.kind, ident=ident, max_bytes=limit)
                 edited = restore_stand_ins(body["message"], held.shown, held.msg.raw)
                 checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
+                if _same_json(checked, held.msg.raw):  # the held message sent back as it was
+                    return Decision("forward", by=by)
                 return Decision("forward", checked, by)
             if verb == "drop":
                 return Decision("drop", by=by)

@@ -108,7 +108,8 @@ class Readiness:
             return Verdict(True, "", self._era())
         if router.reachable:  # it answers, in no era the probe knows: requests pass through
             return Verdict(True, "", "unknown")
-        return Verdict(False, "upstream era not known yet: the era probe got no answer", "unknown")
+        why = router.problem or "the era probe got no answer"
+        return Verdict(False, f"upstream era not known yet: {why}", "unknown")
 
     def _era(self) -> str:
         return self.router.eras.label if self.router is not None else "unknown"

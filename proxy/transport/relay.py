@@ -45,7 +45,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
-from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.client_side import ClientGone, ClientSide, cut_outcome
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
@@ -295,8 +295,8 @@ class PassthroughRelay:
         """Cancelled (client gone, shutdown) or broken by a bug: the exchange ends, recorded, not leaked."""
         try:
             yield
-        except asyncio.CancelledError:
-            self.abandon()
+        except asyncio.CancelledError as cancel:
+            self.abandon(cut_outcome(cancel))
             raise
         except Exception:
             self.abandon("proxy_error")

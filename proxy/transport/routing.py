@@ -15,6 +15,7 @@ verdict is probed again when the upstream's answers stop fitting it (`suspect`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -26,9 +27,11 @@ from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.probe import ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
+from proxy.wire.jsonrpc import Body
 from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -59,11 +62,21 @@ PROBE_FIRST = ProbeFirst()
 
 
 def classify_request(
-    settings: Settings, method: str, path: str, headers: tuple[tuple[str, str], ...], raw: bytes
+    settings: Settings,
+    method: str,
+    path: str,
+    headers: tuple[tuple[str, str], ...],
+    raw: bytes,
+    parsed: Body | None = None,
 ) -> Route | Rejection:
-    """Route or refuse one client request (the path as sent, percent-encoded), within the settings' bounds."""
+    """Route or refuse one client request (the path as sent, percent-encoded), within the settings' bounds.
+
+    `parsed`: one message's body already decoded (`classify`).
+    """
     limits = _limits(settings.max_batch_messages, settings.max_json_depth, settings.max_method_length)
-    return classify(method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits)
+    return classify(
+        method, path, headers, raw, max_body=settings.max_body_bytes, limits=limits, parsed=parsed
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -132,9 +145,10 @@ class Router:
         return self.eras
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
-        self._last_probe = time.monotonic()
+        self._last_probe = started = time.monotonic()
         limit = self.settings.upstream_timeout
         found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        found = _explained(found, self.pool, started)
         if found.transport == "sse" and self.on_sse is not None and self.transport == "http":
             self.pool, self.transport = self.on_sse(), "sse"
             get_logger().info("upstream_transport", transport="sse", upstream=self.endpoint)
@@ -172,6 +186,11 @@ class Router:
         """Why a request cannot be routed now (the upstream was out of reach at the last probe), or None."""
         if self.settled or self.eras.known or self.reachable is not False:
             return None
+        if self.transport == "stdio":  # nothing listens: a command is started
+            return (
+                f"{self.problem}. The proxy routes no request before it knows which protocol era the "
+                "upstream speaks; fix the command, then retry (or set --upstream-era to skip the probe)"
+            )
         return (
             f"{self.endpoint}: {self.problem}. The proxy routes no request before it knows which protocol "
             "era the upstream speaks; check that the MCP server is running and listening there, then "
@@ -201,6 +220,11 @@ class Router:
                     return mode
         return self._modes.get(route.era, _PASSTHROUGH)
 
+    def passes_through(self, route: Route) -> bool:
+        """The request is served by pass-through now, with nothing to wait for: no probe due, the
+        upstream routable, and no bridge for its era or session."""
+        return not self.needs_probe() and self.unroutable() is None and self.mode_for(route) is _PASSTHROUGH
+
     def bridge_for(self, route: Route) -> BridgeDriver | None:
         """The bridge driver for this request, or None for pass-through."""
         mode = self.mode_for(route)
@@ -210,3 +234,14 @@ class Router:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
+
+
+def _explained(found: ProbeResult, pool: UpstreamClient | ChannelUpstream, since: float) -> ProbeResult:
+    """A probe of a stdio command whose child exited under it says so (exit status, last stderr
+    lines), not which HTTP statuses the proxy's own stand-in answers carried."""
+    if found.eras.known or not isinstance(pool, ChannelUpstream):
+        return found
+    exited = pool.exited_since(since)
+    if exited is None:
+        return found
+    return dataclasses.replace(found, problem=f"{exited} (during the era probe)")

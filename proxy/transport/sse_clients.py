@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 
 from proxy import SERVER_SOFTWARE
 from proxy.config import Settings
+from proxy.flows.observations import PROXY_STOPPING
 from proxy.framing.classify import peek_id
 from proxy.framing.http import header
 from proxy.framing.sse import encode_comment, encode_event
@@ -209,7 +210,7 @@ class SseClients:
         """The proxy stops: every stream ends, its session upstream too (bounded by `seconds`)."""
         for session in list(self.sessions.values()):
             session.outbox.close()
-        shells = [session.shell.close() for session in self.sessions.values()]
+        shells = [session.shell.close(PROXY_STOPPING) for session in self.sessions.values()]
         self.sessions.clear()
         for close in shells:
             await close

@@ -5,8 +5,9 @@ read with the bounded line decoder (a line over `max_body_bytes` is refused with
 and skipped, never held whole) and served through the proxy's engines by a `ChannelClientShell`;
 every message for the client is one line on stdout. Nothing else ever reaches stdout: `protocol_pipes`
 moves the process's own stdout onto stderr before anything runs, so a stray print (the proxy's or a
-library's) cannot corrupt the protocol. The client closing stdin ends the session: what is in
-flight is cancelled, a legacy session is ended upstream, and `serve_stdio` returns.
+library's) cannot corrupt the protocol. The end of stdin ends the session once what the client
+sent has been answered (`finish_input`: at most `drain_grace` seconds, or until a signal); then what
+is still in flight is cancelled, a legacy session is ended upstream, and `serve_stdio` returns.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import asyncio
 import os
 import stat
 import sys
+from collections.abc import Coroutine
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
+from proxy.flows.observations import PROXY_STOPPING
 from proxy.framing.ndjson import LineDecoder, Oversized
 from proxy.logs import get_logger
 from proxy.transport.channel_client import ChannelClientShell, Serving
 from proxy.transport.client_side import ClientGone
+from proxy.transport.tasks import spawn
 
 READ_CHUNK = 256 * 1024
 """Bytes read from stdin at a time when it is a plain file (a pipe is read as data comes)."""
@@ -139,6 +143,10 @@ class StdoutChannel:
             if writer.closed:
                 raise ClientGone("stdout closed")
 
+    def full(self) -> bool:
+        """The client reads more slowly than lines come: the pipe is full (`room` waits)."""
+        return self._writer.drain is not None
+
     def close(self) -> None:
         transport = self._writer.transport
         if transport is not None:
@@ -187,8 +195,9 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
     else:
         writer.connection_made(_FileTransport(pipes.stdout, writer))
     out = StdoutChannel(writer)
-    shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio")
-    reader = _Reader(shell, serving.settings.max_body_bytes, stop)
+    shell = ChannelClientShell(serving, out, transport="stdio", peer="stdio", full=out.full)
+    ended = asyncio.Event()
+    reader = _Reader(shell, serving.settings.max_body_bytes, ended)
     log = get_logger()
     read_task: asyncio.Future[Any] | None = None
     stdin = os.fdopen(pipes.stdin, "rb", buffering=0, closefd=False)
@@ -199,16 +208,43 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
         read_task = loop.run_in_executor(None, _read_file, loop, stdin, reader)
     log.info("stdio_client_ready", upstream=serving.relays.upstream.shown)
     try:
-        await stop.wait()
+        await _first(stop.wait(), ended.wait())
+        if not stop.is_set():
+            await finish_input(shell, stop, serving.settings.drain_grace)
     finally:
         log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "stopping")
-        await shell.close()
+        await shell.close(PROXY_STOPPING if stop.is_set() else "client_disconnected")
         if transport is not None:
             transport.close()
         if read_task is not None:
             read_task.cancel()
         with suppress(Exception):
             out.close()
+
+
+async def finish_input(shell: ChannelClientShell, stop: asyncio.Event, grace: float) -> None:
+    """stdin ended: wait for the answers to what the client sent, at most `grace` seconds or a signal.
+
+    The end of stdin is also the end of a file of requests (`< requests.jsonl`), whose answers are the
+    point of the run; a desktop client that quits closes stdin too, and then has nothing in flight or
+    stops waiting for the answers it no longer needs with a signal.
+    """
+    if not shell.posts:
+        return
+    get_logger().info("stdio_input_ended", in_flight=len(shell.posts), grace_s=grace)
+    with suppress(TimeoutError):
+        async with asyncio.timeout(grace):
+            await _first(shell.settled(), stop.wait())
+
+
+async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Run `waits` until the first of them ends; cancel the others."""
+    tasks = [spawn(wait, name="stdio-wait") for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def _read_file(loop: asyncio.AbstractEventLoop, stdin: Any, reader: _Reader) -> None:

@@ -3,7 +3,8 @@
 The child runs in a process group of its own (`start_new_session`), so stopping it reaches whatever
 it started too (`npx` starts `node`): its stdin is closed first (an MCP stdio server exits on EOF),
 then the group gets SIGTERM, then SIGKILL after the grace. Should the proxy itself be killed
-outright, the child still sees its stdin close. Its stdout is newline-delimited JSON-RPC, each line
+outright, the child gets SIGTERM from the kernel on Linux (`PR_SET_PDEATHSIG`, asked between fork
+and exec), and sees its stdin close everywhere. Its stdout is newline-delimited JSON-RPC, each line
 bounded by `max_body_bytes` (a longer one is dropped as it arrives and reported); its stderr goes to
 the proxy's log as its own stream (`stream=upstream-stderr`), line by line, each line bounded and
 at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted and the count is logged).
@@ -16,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from proxy.config import SECRET_ENV_VARS
-from proxy.framing.http import masked_command
+from proxy.framing.http import masked_command, masked_text
 from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
 from proxy.logs import get_logger
 from proxy.transport.channel_upstream import ChannelEvents
@@ -35,6 +40,10 @@ STDERR_LINE_BYTES = 4096
 """Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
 """stderr lines logged per second at most; past it they are counted and the count logged once."""
+STDERR_TAIL_LINES = 5
+"""stderr lines kept to explain an exit (the start-up message of a child that exits at once)."""
+STDERR_TAIL_CHARS = 200
+"""Characters of each of those lines kept."""
 STDIN_EOF_WAIT = 0.5
 """Seconds a stopping child gets after its stdin closed, before SIGTERM."""
 
@@ -47,6 +56,62 @@ def child_environment() -> dict[str, str]:
     has no use for the admin token, `state_key` or `redact_key`, and one that shows its environment
     (server-everything's `get-env`) would hand them to any client."""
     return {name: value for name, value in os.environ.items() if name not in SECRET_ENV_VARS}
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux prctl option: the signal a process gets when its parent dies (kept across exec)."""
+
+
+def _linux_prctl() -> Callable[..., int] | None:
+    """libc's `prctl` on Linux, else None (the child then relies on its stdin closing)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _linux_prctl()
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """What the child runs between fork and exec so it gets SIGTERM when the proxy dies, or None.
+
+    A proxy killed outright (SIGKILL, the OOM killer) cannot stop its children; an MCP stdio server
+    notices its stdin closing only once its current operation ends, which may be never. Should the
+    proxy die before the child has asked, the child's parent is already another process: it ends
+    itself at once.
+    """
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def ask() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
+
+
+_START_HINTS = {
+    errno.ENOENT: "Is it installed, and on PATH or named by its path?",
+    errno.EACCES: "Is it an executable file?",
+}
+
+
+def start_failure(shown: str, program: str, exc: OSError) -> str:
+    """Why the command could not be started, naming it and the OS error (`ENOENT`), with what to check."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    what = f"{exc.strerror or exc}" + (f" ({code})" if code else "")
+    hint = _START_HINTS.get(exc.errno or 0, "")
+    command = shown.removeprefix("stdio:")
+    return (
+        f"could not start the upstream command `{command}`: {masked_text(program)}: {what}. "
+        f"{hint + ' ' if hint else ''}Check --upstream-cmd"
+    )
 
 
 def exit_reason(pid: int, code: int | None) -> str:
@@ -80,6 +145,8 @@ class StdioChannel(asyncio.SubprocessProtocol):
         self.shown = shown
         self.pid = 0
         self._transport: asyncio.SubprocessTransport | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        """The child's stdin, once looked up (every message is written there)."""
         self._lines = LineDecoder(max_line)
         self._stderr = _StderrLog(shown)
         self._asked = False
@@ -100,13 +167,10 @@ class StdioChannel(asyncio.SubprocessProtocol):
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=child_environment(),
+                preexec_fn=parent_death_signal(),
             )
         except OSError as exc:
-            raise UpstreamError(
-                "unreachable",
-                f"could not start the upstream command {self.shown}: {exc.strerror or exc} "
-                "(check --upstream-cmd)",
-            ) from None
+            raise UpstreamError("unreachable", start_failure(self.shown, self.argv[0], exc)) from None
         self._transport = transport
         self.pid = self._transport.get_pid()
         self._log.info("upstream_started", upstream=self.shown, pid=self.pid, transport="stdio")
@@ -139,7 +203,7 @@ class StdioChannel(asyncio.SubprocessProtocol):
             done.set_result(None)
         if self._transport is not None:
             self._transport.close()
-        self.events.closed(reason, asked=self._asked)
+        self.events.closed(reason, asked=self._asked, stderr=self._stderr.last_words())
 
     def _deliver(self, items: list[bytes | Oversized]) -> None:
         events = self.events
@@ -152,12 +216,15 @@ class StdioChannel(asyncio.SubprocessProtocol):
     # -- the owner's side ----------------------------------------------------------------------------
 
     def write(self, data: bytes, exchange: str | None) -> None:
-        transport = self._transport
-        stdin = transport.get_pipe_transport(0) if transport is not None else None
+        stdin = self._stdin
+        if stdin is None:
+            transport = self._transport
+            pipe = transport.get_pipe_transport(0) if transport is not None else None
+            stdin = self._stdin = cast(asyncio.WriteTransport, pipe) if pipe is not None else None
         if stdin is None or stdin.is_closing():
             self.events.write_failed(exchange, "the upstream MCP server's stdin is closed")
             return
-        cast(asyncio.WriteTransport, stdin).write(encode_line(data))
+        stdin.write(encode_line(data))
 
     def pause_reading(self) -> None:
         self._stdout_reading(pause=True)
@@ -223,7 +290,12 @@ class _StderrLog:
         self._window = 0.0
         self._count = 0
         self._suppressed = 0
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._log = get_logger()
+
+    def last_words(self) -> str:
+        """The last few stderr lines, each cut short and what may be a secret masked ("" for none)."""
+        return " | ".join(self._tail)
 
     def feed(self, data: bytes, pid: int) -> None:
         for item in self._lines.feed(data):
@@ -247,6 +319,13 @@ class _StderrLog:
             text = item.decode("utf-8", "replace")
         else:
             text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
+        # What a server prints may hold a credential (a token in a debug line): masked before it is kept.
+        text = masked_text(text)
+        if text.strip():
+            kept = text.strip()
+            if len(kept) > STDERR_TAIL_CHARS:
+                kept = kept[:STDERR_TAIL_CHARS] + "..."
+            self._tail.append(kept)
         self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=text)
 
     def _flush(self, pid: int) -> None:

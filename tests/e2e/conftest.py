@@ -7,7 +7,8 @@ factory hook.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -17,6 +18,7 @@ from pytest_asyncio.plugin import LoopFactory
 
 from proxy.runtime import Proxy
 from tests.conftest import running_proxy
+from tests.e2e.commanded import ProxyFleet
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, LoopFactory]:
@@ -36,3 +38,10 @@ def proxy_for() -> Callable[..., AbstractAsyncContextManager[Proxy]]:
         return running_proxy(upstream, **{"admin_enabled": True, "admin": "127.0.0.1:0", **overrides})
 
     return start
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[ProxyFleet]:
+    """`mcp-proxy` commands shared by a module's tests (`await fleet.at(peer)`), stopped at its end."""
+    with contextlib.ExitStack() as stack:
+        yield ProxyFleet(stack)

@@ -3,10 +3,11 @@
 Not a peer to test compatibility against (the real ones are in ``tests.e2e.channel_peers``): it
 answers just enough of MCP (``initialize``, ``tools/list``, ``tools/call``) to reach its faults, by
 the tool called: ``echo`` answers, ``noisy`` first prints a line that is not JSON, ``die`` exits with
-status 3 before answering, ``huge`` answers with a line of ``--huge`` bytes. ``--ignore-term`` makes
-it ignore SIGTERM and the end of its stdin (only SIGKILL stops it); ``--grandchild`` starts a process
-of its own in its process group and names its pid on stderr. Every byte it reads is appended to
-``--record`` (raw), so a test can see exactly what the proxy wrote to it.
+status 3 before answering, ``busy`` blocks for ``seconds`` (default 30) reading nothing, as a
+server busy in a long operation does, ``huge`` answers with a line of ``--huge`` bytes.
+``--ignore-term`` makes it ignore SIGTERM and the end of its stdin (only SIGKILL stops it);
+``--grandchild`` starts a process of its own in its process group and names its pid on stderr. Every
+byte it reads is appended to ``--record`` (raw), so a test can see exactly what the proxy wrote to it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[s
     if method == "tools/list":
         return {
             "tools": [
-                {"name": n, "inputSchema": {"type": "object"}} for n in ("echo", "noisy", "die", "huge")
+                {"name": n, "inputSchema": {"type": "object"}}
+                for n in ("echo", "noisy", "die", "busy", "huge")
             ]
         }
     if method == "tools/call":
@@ -48,6 +50,10 @@ def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[s
             sys.stderr.write("fake: dying on request\n")
             sys.stderr.flush()
             os._exit(3)
+        elif name == "busy":  # a long operation that reads nothing meanwhile (a blocking call)
+            sys.stderr.write("fake: busy\n")
+            sys.stderr.flush()
+            time.sleep(float(params.get("arguments", {}).get("seconds", 30)))
         elif name == "huge":
             text = "x" * huge
             return {"content": [{"type": "text", "text": text}]}

@@ -1,5 +1,5 @@
 """What the fault and intercept tests share: the two SDK server eras, and a client run that returns
-once the proxy has closed every exchange it made (so the chains and log lines are complete)."""
+once the proxy has closed every exchange it made and logged them (so chains and log lines are whole)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import asyncio
 
 import pytest
 
-from proxy.runtime import Proxy
+from tests.e2e.commanded import Commanded
 from tests.peers.clients import ClientKind, ClientRun, run_client
-from tests.transport.helpers import wait_until
 
 ERAS = [
     pytest.param("python-legacy", "legacy_server", id="legacy"),
@@ -18,8 +17,8 @@ ERAS = [
 """(client kind, server fixture) for each era, pass-through."""
 
 
-async def client_run(proxy: Proxy, kind: ClientKind, scenarios: list[str]) -> ClientRun:
+async def client_run(proxy: Commanded, kind: ClientKind, scenarios: list[str]) -> ClientRun:
     """The SDK client's run of `scenarios` through the proxy, after every exchange has closed."""
     run = await asyncio.to_thread(run_client, kind, proxy.endpoint(), scenarios, timeout=40.0)
-    await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
+    await proxy.settled()
     return run

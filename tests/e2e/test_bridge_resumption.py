@@ -4,17 +4,17 @@ The Python SDK server in its polling configuration (``legacy-polling``) closes e
 stream after its priming event (an id and a `retry`); the elicitation and the result follow only on
 a GET with `Last-Event-ID`. A 2026-07-28 client cannot resume a stream it never saw, so the bridge
 must: the engine orders the resume (ResumeLeg), the driver waits and reopens, and the client sees
-one ordinary MRTR round and its result.
+one ordinary MRTR round and its result. The proxy is the `mcp-proxy` command with default settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import aiohttp
 import pytest
 
+from tests.e2e.commanded import own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 
@@ -22,11 +22,11 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_call_stream_the_legacy_server_closes_is_resumed_and_the_round_completes(
-    peer_factory: Callable[..., PeerServer], proxy_for: Callable[..., Any]
+    peer_factory: Callable[..., PeerServer],
 ) -> None:
     server = peer_factory("legacy-polling")
     call = {"name": "ask_name", "arguments": {}}
-    async with proxy_for(server.url) as proxy, aiohttp.ClientSession() as http:
+    async with own_proxy(server.url) as proxy, aiohttp.ClientSession() as http:
         url = proxy.endpoint()
         status, reply = await modern_call(http, url, "tools/call", call, ident=1)
         assert status == 200, reply

@@ -4,18 +4,20 @@ The principal of a parked call is only what its request claims (a hash of `Autho
 client that invents a fresh `Authorization` for every call once parked 1,000 calls and left everyone
 else with 503 for the continuation TTL. The per-address bound stops it at its own limit while a
 client from another address still parks its call. The upstream is the conformance suite's legacy
-fixture server, whose elicitation tool asks in flight (so the bridge parks the call).
+fixture server, whose elicitation tool asks in flight (so the bridge parks the call). The proxy is
+the `mcp-proxy` command, given the bound as a user gives it (`--max-continuations-per-client`).
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 
+from tests.e2e.commanded import own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 
@@ -37,10 +39,10 @@ async def park(http: aiohttp.ClientSession, url: str, ident: int) -> tuple[int, 
 
 
 async def test_fresh_authorization_values_from_one_address_park_no_more_than_the_per_client_bound(
-    upstream: PeerServer, proxy_for: Callable[..., Any]
+    upstream: PeerServer,
 ) -> None:
     async with (
-        proxy_for(upstream.url, max_continuations_per_client=3) as proxy,
+        own_proxy(upstream.url, "--max-continuations-per-client", "3") as proxy,
         aiohttp.ClientSession() as attacker,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))) as other,
     ):

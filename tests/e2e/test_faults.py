@@ -1,35 +1,34 @@
 """Fault injection on pass-through, with the official Python SDK on both sides, in both eras.
 
-Each action is checked by what the client gets, and by the marks a fault leaves: the chain's note
-(`/api/chains`), the round-trip log line's `fault` field, the /metrics counter. Rules come from the
-settings (as TOML or `--fault` give them) or the admin API.
+The proxy is the `mcp-proxy` command with default settings (tests.e2e.commanded: one per upstream,
+shared by the module's tests). Each action is checked by what the client gets, and by the marks a
+fault leaves: the chain's note (`/api/chains`), the round-trip JSON log line's `fault` field, the
+/metrics counter. Rules come from the admin API (with its token) or, as a user gives them at start,
+`--fault` flags.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from proxy.runtime import Proxy
+from tests.conftest import running_proxy
+from tests.e2e.commanded import Commanded, ProxyFleet, own_proxy
 from tests.e2e.gated_runs import ERAS, client_run
 from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
-from tests.transport.helpers import captured_logs, client_session, wait_until
+from tests.transport.helpers import client_session, dead_port, wait_until
 
 pytestmark = pytest.mark.asyncio
 
 
-async def chains(proxy: Proxy) -> list[dict[str, Any]]:
-    assert proxy.admin_url is not None
-    async with client_session() as http, http.get(proxy.admin_url + "/api/chains?limit=500") as resp:
-        assert resp.status == 200
-        found: list[dict[str, Any]] = await resp.json()
-        return found
+async def chains(proxy: Commanded) -> list[dict[str, Any]]:
+    """The chains this test's traffic made (`GET /api/chains`)."""
+    return await proxy.chains()
 
 
 def call_chain(found: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -44,16 +43,15 @@ def fault_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_an_error_fault_answers_the_call_without_the_server_and_says_so_everywhere(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
     rule = "tool:echo => error=-32050:staging says no"
-    with captured_logs() as logs:
-        async with proxy_for(upstream.url, faults=[rule]) as proxy:
-            run = await client_run(proxy, client, ["echo", "add"])
-            found = await chains(proxy)
-            async with client_session() as http, http.get(proxy.admin_url + "/metrics") as resp:
-                metrics = await resp.text()
+    await proxy.add_faults(rule)
+    run = await client_run(proxy, client, ["echo", "add"])
+    found = await chains(proxy)
+    injected = await proxy.counted('mcp_proxy_faults_injected_total{action="error"}')
+    logs = proxy.lines()
     assert run.lines["echo"]["error"]["code"] == -32050, run.lines
     assert run.lines["echo"]["error"]["message"] == "staging says no"
     assert "error" not in run.lines["add"], run.lines  # the rule picks echo only
@@ -65,17 +63,17 @@ async def test_an_error_fault_answers_the_call_without_the_server_and_says_so_ev
     (line,) = fault_lines(logs)
     assert line["fault"] == "error -32050"
     assert line["carried"] == "tools/call echo"
-    assert 'mcp_proxy_faults_injected_total{action="error"} 1.0' in metrics
+    assert injected == 1
 
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_dropped_request_gets_an_error_saying_the_proxy_dropped_it(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
-    async with proxy_for(upstream.url, faults=["method:tools/call tool:add => drop"]) as proxy:
-        run = await client_run(proxy, client, ["add"])
-        found = await chains(proxy)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    await proxy.add_faults("method:tools/call tool:add => drop")
+    run = await client_run(proxy, client, ["add"])
+    found = await chains(proxy)
     error = run.lines["add"]["error"]
     assert error["code"] == -32000, run.lines
     assert "the proxy dropped this request" in error["message"]
@@ -84,12 +82,13 @@ async def test_a_dropped_request_gets_an_error_saying_the_proxy_dropped_it(
 
 
 async def test_a_dropped_json_answer_says_the_server_got_the_request(
-    modern_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(modern_server)
     # The server ran the call: the client must not read the error as "safe to send again".
-    async with proxy_for(modern_server.url, faults=["tool:echo dir:server => drop"]) as proxy:
-        run = await client_run(proxy, "python-2026", ["echo"])
-        found = await chains(proxy)
+    await proxy.add_faults("tool:echo dir:server => drop")
+    run = await client_run(proxy, "python-2026", ["echo"])
+    found = await chains(proxy)
     error = run.lines["echo"]["error"]
     assert error["code"] == -32000, run.lines
     assert "dropped the server's answer" in error["message"]
@@ -100,13 +99,14 @@ async def test_a_dropped_json_answer_says_the_server_got_the_request(
 
 
 async def test_a_clients_answer_to_a_servers_request_is_picked_by_the_method_it_answers(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
     # The POST carrying the client's answer holds no method: it answers the server's elicitation/create.
     rule = "method:elicitation/create dir:client => delay=300ms"
-    with captured_logs() as logs:
-        async with proxy_for(legacy_server.url, faults=[rule]) as proxy:
-            run = await client_run(proxy, "python-legacy", ["ask_name"])
+    await proxy.add_faults(rule)
+    run = await client_run(proxy, "python-legacy", ["ask_name"])
+    logs = proxy.lines()
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
     (line,) = fault_lines(logs)
     assert line["fault"] == "delay 300 ms"
@@ -116,13 +116,13 @@ async def test_a_clients_answer_to_a_servers_request_is_picked_by_the_method_it_
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
-    with captured_logs() as logs:
-        async with proxy_for(upstream.url, faults=["tool:echo dir:client => delay=400ms"]) as proxy:
-            run = await client_run(proxy, client, ["echo"])
-            found = await chains(proxy)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    await proxy.add_faults("tool:echo dir:client => delay=400ms")
+    run = await client_run(proxy, client, ["echo"])
+    found = await chains(proxy)
+    logs = proxy.lines()
     assert "error" not in run.lines["echo"], run.lines
     chain = call_chain(found, "echo")
     assert chain["duration_ms"] >= 400, chain
@@ -133,24 +133,26 @@ async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
 
 
 async def test_a_server_answer_replaced_by_an_error_reaches_the_client_as_that_error(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
     # dir:server: the call reaches the server, its answer (an SSE event on this server) is replaced.
-    async with proxy_for(legacy_server.url, faults=["tool:add dir:server => error=-32099"]) as proxy:
-        run = await client_run(proxy, "python-legacy", ["add"])
-        found = await chains(proxy)
+    await proxy.add_faults("tool:add dir:server => error=-32099")
+    run = await client_run(proxy, "python-legacy", ["add"])
+    found = await chains(proxy)
     assert run.lines["add"]["error"]["code"] == -32099, run.lines
     notes = call_chain(found, "add")["notes"]
     assert any("error -32099 on the server's answer to tools/call" in n for n in notes), notes
 
 
 async def test_a_duplicated_server_event_reaches_the_client_twice(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
     rule = "method:notifications/progress => duplicate count=1"
-    async with proxy_for(legacy_server.url, faults=[rule]) as proxy:
-        run = await client_run(proxy, "python-legacy", ["progress"])
-        found = await chains(proxy)
+    await proxy.add_faults(rule)
+    run = await client_run(proxy, "python-legacy", ["progress"])
+    found = await chains(proxy)
     assert "error" not in run.lines["progress"], run.lines
     assert run.lines["progress"]["progress"] == [1.0, 1.0, 2.0, 3.0], run.lines  # the first one twice
     notes = call_chain(found, "slow_progress")["notes"]
@@ -160,23 +162,25 @@ async def test_a_duplicated_server_event_reaches_the_client_twice(
 
 
 async def test_a_duplicated_request_reaches_the_server_twice_and_the_client_once(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
-    async with proxy_for(legacy_server.url, faults=["tool:echo dir:client => duplicate"]) as proxy:
-        run = await client_run(proxy, "python-legacy", ["echo"])
-        found = await chains(proxy)
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_faults("tool:echo dir:client => duplicate")
+    run = await client_run(proxy, "python-legacy", ["echo"])
+    found = await chains(proxy)
     assert "error" not in run.lines["echo"], run.lines
     notes = call_chain(found, "echo")["notes"]
     assert any("duplicate on the client's tools/call (sent upstream twice" in n for n in notes), notes
 
 
 async def test_a_cut_stream_leaves_the_client_without_its_answer_and_the_chain_says_why(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
-    with captured_logs() as logs:
-        async with proxy_for(legacy_server.url, faults=["tool:slow_progress => cut_after=1"]) as proxy:
-            run = await client_run(proxy, "python-legacy", ["progress"])
-            found = await chains(proxy)
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_faults("tool:slow_progress => cut_after=1")
+    run = await client_run(proxy, "python-legacy", ["progress"])
+    found = await chains(proxy)
+    logs = proxy.lines()
     assert "result" not in run.lines["progress"], run.lines
     assert run.lines["progress"].get("progress", [1.0]) == [1.0]
     chain = call_chain(found, "slow_progress")
@@ -186,11 +190,12 @@ async def test_a_cut_stream_leaves_the_client_without_its_answer_and_the_chain_s
 
 
 async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(
-    modern_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
-    async with proxy_for(modern_server.url, faults=["tool:echo => cut_after=1"]) as proxy:
-        run = await client_run(proxy, "python-2026", ["echo"])
-        found = await chains(proxy)
+    proxy = await fleet.at(modern_server)
+    await proxy.add_faults("tool:echo => cut_after=1")
+    run = await client_run(proxy, "python-2026", ["echo"])
+    found = await chains(proxy)
     if "error" in run.lines["echo"]:  # the server streamed its answer: the cut did happen
         pytest.fail(f"expected a JSON answer from this server: {run.lines}")
     notes = call_chain(found, "echo")["notes"]
@@ -198,36 +203,35 @@ async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(
 
 
 async def test_a_corrupted_request_state_is_refused_by_the_server_that_sealed_it(
-    modern_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
-    async with proxy_for(modern_server.url, faults=["tool:state_only round:>1 => corrupt_state"]) as proxy:
-        run = await client_run(proxy, "python-2026", ["state_only"])
-        found = await chains(proxy)
+    proxy = await fleet.at(modern_server)
+    await proxy.add_faults("tool:state_only round:>1 => corrupt_state")
+    run = await client_run(proxy, "python-2026", ["state_only"])
+    found = await chains(proxy)
     assert run.lines["state_only"].get("error", {}).get("code") == -32602, run.lines
     noted = [n for c in found for n in c.get("notes", []) if "corrupt state" in n]
     assert noted, found
     assert "requestState" in noted[0], noted
 
 
-async def test_a_fixed_seed_injects_the_faults_its_draws_say(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
-) -> None:
+async def test_a_fixed_seed_injects_the_faults_its_draws_say(legacy_server: PeerServer) -> None:
     seed, calls = 7, 8
     draws = random.Random(seed)
     wanted = [draws.random() < 0.5 for _ in range(calls)]
     assert any(wanted)
     assert not all(wanted)
     plan = [{"id": f"c{i}", "op": "call", "tool": "echo", "arguments": {"text": "hi"}} for i in range(calls)]
-    settings = {"faults": ["tool:echo dir:client => error=-32001 p=0.5"], "fault_seed": seed}
-    async with proxy_for(legacy_server.url, **settings) as proxy:
+    # Its own proxy: the seed is a setting, and the draws start from it when the proxy starts.
+    args = ("--fault", "tool:echo dir:client => error=-32001 p=0.5", "--fault-seed", str(seed))
+    async with own_proxy(legacy_server.url, *args) as proxy:
         run = await asyncio.to_thread(run_plan, "python-legacy", proxy.endpoint(), plan, timeout=40.0)
     assert ["error" in run.lines[f"c{i}"] for i in range(calls)] == wanted, run.lines
 
 
-async def test_rules_come_and_go_through_the_admin_api(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
-) -> None:
-    async with proxy_for(legacy_server.url) as proxy, client_session() as http:
+async def test_rules_come_and_go_through_the_admin_api(legacy_server: PeerServer) -> None:
+    # Its own proxy: the first rule a proxy is given is f1.
+    async with own_proxy(legacy_server.url) as proxy, proxy.http() as http:
         api = proxy.admin_url + "/api/faults"
         async with http.post(api, json={"rule": "tool:echo => error=-32042"}) as resp:
             assert resp.status == 201, await resp.text()
@@ -249,9 +253,27 @@ async def test_rules_come_and_go_through_the_admin_api(
             assert resp.status == 404
         async with http.delete(api + "/f1") as resp:
             assert resp.status == 200
-        assert proxy.relays.gate is None  # no rule in force: the traffic no longer consults the gate
         run = await client_run(proxy, "python-legacy", ["echo"])
         assert "error" not in run.lines["echo"], run.lines
+
+
+async def test_the_last_fault_rule_deleted_by_id_takes_the_gate_off_the_traffic() -> None:
+    # In-process on purpose: whether the traffic consults the gate is the proxy's own state; a user
+    # sees the same answers either way (the test above shows those through the command), only the
+    # cost per message differs.
+    upstream = f"http://127.0.0.1:{dead_port()}/mcp"
+    async with (
+        running_proxy(upstream, admin_enabled=True, admin="127.0.0.1:0") as proxy,
+        client_session() as http,
+    ):
+        api = f"{proxy.admin_url}/api/faults"
+        assert proxy.relays.gate is None
+        async with http.post(api, json={"rule": "tool:echo => error=-32042"}) as resp:
+            assert resp.status == 201, await resp.text()
+        assert proxy.relays.gate is not None
+        async with http.delete(api + "/f1") as resp:
+            assert resp.status == 200
+        assert proxy.relays.gate is None  # no rule in force: the traffic no longer consults the gate
 
 
 async def test_the_mcp_proxy_command_takes_rules_as_repeated_flags_and_marks_each_fault(
@@ -299,6 +321,19 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     )
 
 
+async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
+    # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
+    flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")
+    assert flag.returncode == 2
+    assert "faults (flag --fault): a fault rule is empty" in flag.stderr
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/mcp"\nfaults = ["tool:a => drop", "  "]\n')
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "a fault rule is empty" in toml.stderr
+    assert "proxy.toml" in toml.stderr
+
+
 @pytest.mark.parametrize(
     ("client", "server", "mode"),
     [
@@ -307,18 +342,18 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     ],
 )
 async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the_bridge_takes_it(
-    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
     rules = [
         "tool:echo => error=-32051:bridged no",
         f"tool:add mode:{mode} => delay=300ms",
         "tool:ask_name => duplicate",  # not what a bridge takes: recorded as not injected
     ]
-    with captured_logs() as logs:
-        async with proxy_for(upstream.url, faults=rules) as proxy:
-            run = await client_run(proxy, client, ["echo", "add", "ask_name"])
-            found = await chains(proxy)
+    await proxy.add_faults(*rules)
+    run = await client_run(proxy, client, ["echo", "add", "ask_name"])
+    found = await chains(proxy)
+    logs = proxy.lines()
     assert run.lines["echo"]["error"]["code"] == -32051, run.lines
     assert "error" not in run.lines["add"], run.lines
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines

@@ -1,34 +1,42 @@
 """Intercept: messages held until a decision, with the official Python SDK on both sides, in both eras.
 
-A test drives the held desk as a script would, through the admin API (`/api/intercepts/wait` to learn
-of a held message, `POST /api/intercepts/held/{id}` to decide) while the client runs in its own
-process; what the client gets, what the server answered, the chain's note, the log line and
-/metrics show what each decision did.
+The proxy is the `mcp-proxy` command with default settings (tests.e2e.commanded: one per upstream,
+shared by the module's tests). A test puts its rule in force and drives the held desk as a script
+would, through the admin API with its token (`/api/intercepts/wait` to learn of a held message,
+`POST /api/intercepts/held/{id}` to decide) while the client runs in its own process; what the
+client gets, what the server answered, the chain's note, the JSON log line and /metrics show what
+each decision did.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from proxy.runtime import Proxy
 from proxy.transport.tasks import spawn
+from tests.conftest import running_proxy
+from tests.e2e.commanded import Commanded, ProxyFleet, own_proxy
 from tests.e2e.gated_runs import ERAS, client_run
 from tests.e2e.recording_upstream import SESSION, recording_upstream
-from tests.peers.clients import ClientKind, ClientRun, run_client
+from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import run_mcp_proxy
-from tests.transport.helpers import captured_logs, client_session
+from tests.transport.helpers import client_session, dead_port
 
 pytestmark = pytest.mark.asyncio
 
 
-async def next_held(http: aiohttp.ClientSession, proxy: Proxy, after: str | None = None) -> dict[str, Any]:
+async def next_held(
+    http: aiohttp.ClientSession, proxy: Commanded, after: str | None = None
+) -> dict[str, Any]:
     """The next message held after `after`, by the long poll a script uses."""
     url = f"{proxy.admin_url}/api/intercepts/wait?timeout=30" + (f"&after={after}" if after else "")
     async with http.get(url) as resp:
@@ -39,7 +47,7 @@ async def next_held(http: aiohttp.ClientSession, proxy: Proxy, after: str | None
 
 
 async def decide(
-    http: aiohttp.ClientSession, proxy: Proxy, held: str, body: dict[str, Any]
+    http: aiohttp.ClientSession, proxy: Commanded, held: str, body: dict[str, Any]
 ) -> tuple[int, dict[str, Any]]:
     async with http.post(f"{proxy.admin_url}/api/intercepts/held/{held}", json=body) as resp:
         answer: dict[str, Any] = await resp.json()
@@ -47,18 +55,17 @@ async def decide(
 
 
 async def with_desk(
-    proxy: Proxy, client: Awaitable[ClientRun], desk: Callable[[aiohttp.ClientSession], Awaitable[None]]
+    proxy: Commanded, client: Awaitable[ClientRun], desk: Callable[[aiohttp.ClientSession], Awaitable[None]]
 ) -> ClientRun:
-    """Run the client and the desk together; the client's run."""
-    async with client_session() as http:
+    """Run the client and the desk (an admin session with the token) together; the client's run."""
+    async with proxy.http() as http:
         run, _ = await asyncio.gather(client, desk(http))
     return run
 
 
-async def chain_notes(proxy: Proxy) -> list[str]:
-    async with client_session() as http, http.get(f"{proxy.admin_url}/api/chains?limit=500") as resp:
-        found = await resp.json()
-    return [note for chain in found for note in chain.get("notes", [])]
+async def chain_notes(proxy: Commanded) -> list[str]:
+    """The notes of the chains this test's traffic made (`GET /api/chains`)."""
+    return await proxy.notes()
 
 
 def tool_result(modern: bool, text: str) -> dict[str, Any]:
@@ -70,9 +77,10 @@ def tool_result(modern: bool, text: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_held_call_answered_by_the_desk_gets_the_typed_result(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    rule = await proxy.add_intercept("tool:echo dir:client")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -89,26 +97,23 @@ async def test_a_held_call_answered_by_the_desk_gets_the_typed_result(
         body = {"decision": "answer", "result": tool_result(client == "python-2026", "from the desk")}
         assert await decide(http, proxy, held["id"], body) == (200, {"id": held["id"], "decision": "answer"})
 
-    with captured_logs() as logs:
-        async with proxy_for(upstream.url, intercepts=["tool:echo dir:client"]) as proxy:
-            run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
-            notes = await chain_notes(proxy)
-            async with client_session() as http, http.get(proxy.admin_url + "/metrics") as resp:
-                metrics = await resp.text()
+    run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+    notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["from the desk"], run.lines
-    assert any(n.startswith("the client's tools/call held by intercept i1 for") for n in notes), notes
+    assert any(n.startswith(f"the client's tools/call held by intercept {rule} for") for n in notes), notes
     assert any(n.endswith(", answered by the proxy by api") for n in notes), notes
-    (line,) = [e for e in logs if e.get("event") == "exchange" and e.get("intercept")]
+    (line,) = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("intercept")]
     assert line["intercept"].endswith("answer by api")
-    assert "mcp_proxy_intercepts_held_total 1.0" in metrics
-    assert 'mcp_proxy_intercepts_released_total{decision="answer"} 1.0' in metrics
+    assert await proxy.counted("mcp_proxy_intercepts_held_total") == 1
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="answer"}') == 1
 
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    await proxy.add_intercept("tool:echo dir:client")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -116,37 +121,58 @@ async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
         edited["params"]["arguments"]["text"] = "edited at the desk"
         assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
 
-    async with proxy_for(upstream.url, intercepts=["tool:echo dir:client"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
-        notes = await chain_notes(proxy)
+    run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+    notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["edited at the desk"], run.lines
     assert any("forwarded edited by api" in n for n in notes), notes
 
 
+async def test_a_held_call_sent_back_unchanged_as_an_edit_is_recorded_as_forwarded_unchanged(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A script that always posts the message (edited or not) must not mark every hold as an edit.
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo dir:client")
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        same = json.loads(json.dumps(held["message"]))
+        status, answer = await decide(http, proxy, held["id"], {"decision": "forward", "message": same})
+        assert (status, answer["decision"]) == (200, "forward")
+
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
+    notes = await chain_notes(proxy)
+    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+    assert any("forwarded unchanged by api" in n for n in notes), notes
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 1
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward_edited"}') == 0
+
+
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_dropped_call_gets_an_error_naming_the_intercept(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    rule = await proxy.add_intercept("tool:add")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         assert (await decide(http, proxy, held["id"], {"decision": "drop", "by": "tui"}))[0] == 200
 
-    async with proxy_for(upstream.url, intercepts=["tool:add"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
-        notes = await chain_notes(proxy)
+    run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
+    notes = await chain_notes(proxy)
     error = run.lines["add"]["error"]
     assert error["code"] == -32000, run.lines
-    assert "the proxy's intercept (i1) dropped this request" in error["message"]
+    assert f"the proxy's intercept ({rule}) dropped this request" in error["message"]
     assert any("dropped by tui" in n for n in notes), notes
 
 
 @pytest.mark.parametrize(("client", "server"), ERAS)
 async def test_a_held_server_answer_is_replaced_by_the_typed_error(
-    client: ClientKind, server: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    rule = await proxy.add_intercept("tool:add dir:server")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -160,17 +186,21 @@ async def test_a_held_server_answer_is_replaced_by_the_typed_error(
         body = {"decision": "answer", "error": {"code": -32077, "message": "the desk says no"}}
         assert (await decide(http, proxy, held["id"], body))[0] == 200
 
-    async with proxy_for(upstream.url, intercepts=["tool:add dir:server"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
-        notes = await chain_notes(proxy)
+    run = await with_desk(proxy, client_run(proxy, client, ["add"]), desk)
+    notes = await chain_notes(proxy)
     assert run.lines["add"]["error"] == {"code": -32077, "message": "the desk says no"}, run.lines
-    assert any(n.startswith("the server's answer to tools/call held by intercept i1") for n in notes), notes
+    assert any(n.startswith(f"the server's answer to tools/call held by intercept {rule}") for n in notes), (
+        notes
+    )
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])
 async def test_a_servers_elicitation_held_is_answered_upstream_and_never_reaches_the_client(
-    verb: str, legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    verb: str, legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
+    rule = await proxy.add_intercept("method:elicitation/create dir:server")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         assert (held["direction"], held["kind"], held["method"]) == (
@@ -183,11 +213,11 @@ async def test_a_servers_elicitation_held_is_answered_upstream_and_never_reaches
             body["result"] = {"action": "accept", "content": {"name": "the desk"}}
         assert (await decide(http, proxy, held["id"], body))[0] == 200
 
-    rule = "method:elicitation/create dir:server"
-    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
-        notes = await chain_notes(proxy)
-    assert any(n.startswith("the server's elicitation/create held by intercept i1") for n in notes), notes
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    notes = await chain_notes(proxy)
+    assert any(n.startswith(f"the server's elicitation/create held by intercept {rule}") for n in notes), (
+        notes
+    )
     line = run.lines["ask_name"]
     assert line.get("callbacks", []) == [], line  # the client never saw the question
     if verb == "answer":
@@ -197,8 +227,11 @@ async def test_a_servers_elicitation_held_is_answered_upstream_and_never_reaches
 
 
 async def test_a_server_notification_has_no_answer_and_dropped_it_never_reaches_the_client(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("method:notifications/progress dir:server")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         first = await next_held(http, proxy)
         status, answer = await decide(http, proxy, first["id"], {"decision": "answer", "result": {}})
@@ -213,41 +246,40 @@ async def test_a_server_notification_has_no_answer_and_dropped_it_never_reaches_
         status, _ = await decide(http, proxy, first["id"], {"decision": "forward"})
         assert status == 404  # released already
 
-    rule = "method:notifications/progress dir:server"
-    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["progress"]), desk)
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["progress"]), desk)
     assert "error" not in run.lines["progress"], run.lines
     assert run.lines["progress"]["progress"] == [2.0, 3.0], run.lines
 
 
 async def test_a_forgotten_hold_goes_on_unchanged_when_its_timeout_passes(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
-    with captured_logs() as logs:
-        async with proxy_for(legacy_server.url, intercepts=["tool:echo timeout=300ms"]) as proxy:
-            run = await client_run(proxy, "python-legacy", ["echo"])
-            notes = await chain_notes(proxy)
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo timeout=300ms")
+    run = await client_run(proxy, "python-legacy", ["echo"])
+    notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
     assert any("forwarded unchanged by timeout" in n for n in notes), notes
-    lines = [e["intercept"] for e in logs if e.get("event") == "exchange" and e.get("intercept")]
+    lines = [e["intercept"] for e in proxy.lines() if e.get("event") == "exchange" and e.get("intercept")]
     assert any(text.endswith("forward by timeout") for text in lines), lines
 
 
 async def test_past_the_bound_a_picked_message_goes_on_and_is_recorded_as_not_held(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer,
 ) -> None:
-    async def desk(http: aiohttp.ClientSession) -> None:
-        held = await next_held(http, proxy)
-        second = await asyncio.to_thread(  # not held: one is already
-            run_client, "python-legacy", proxy.endpoint(), ["echo"], timeout=40.0
-        )
-        assert second.lines["echo"]["result"]["content"] == ["hello"], second.lines
-        assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+    # Its own proxy: the bound is a setting (--intercept-max-held), and the rule comes as a user's flag.
+    args = ("--intercept", "tool:echo dir:client", "--intercept-max-held", "1")
+    async with own_proxy(legacy_server.url, *args) as proxy:
 
-    async with proxy_for(
-        legacy_server.url, intercepts=["tool:echo dir:client"], intercept_max_held=1
-    ) as proxy:
-        first = asyncio.to_thread(run_client, "python-legacy", proxy.endpoint(), ["echo"], timeout=40.0)
+        async def desk(http: aiohttp.ClientSession) -> None:
+            held = await next_held(http, proxy)
+            second = await asyncio.to_thread(  # not held: one is already
+                run_client, "python-legacy", proxy.endpoint(), ["echo"], timeout=40.0
+            )
+            assert second.lines["echo"]["result"]["content"] == ["hello"], second.lines
+            assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+
+        first = client_run(proxy, "python-legacy", ["echo"])
         run = await with_desk(proxy, first, desk)
         notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
@@ -256,17 +288,34 @@ async def test_past_the_bound_a_picked_message_goes_on_and_is_recorded_as_not_he
 
 
 async def test_a_drain_releases_every_held_message_unchanged(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, tmp_path: Path
 ) -> None:
-    async def desk(http: aiohttp.ClientSession) -> None:
-        await next_held(http, proxy)
-        proxy.desk.drain()  # what SIGTERM's drain does first
-        assert proxy.desk.held == {}
+    # Its own proxy, ended by SIGTERM while a message is held: the chain's note is read afterwards
+    # from its capture, as `mcp-proxy export --json` shows it.
+    capture = tmp_path / "capture.jsonl"
+    async with own_proxy(modern_server.url, "--intercept", "tool:echo", "--capture", str(capture)) as proxy:
 
-    async with proxy_for(legacy_server.url, intercepts=["tool:echo"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo", "add"]), desk)
-        notes = await chain_notes(proxy)
-    assert run.lines["echo"]["result"]["content"] == ["hello"], run.lines
+        async def desk(http: aiohttp.ClientSession) -> None:
+            await next_held(http, proxy)
+            proxy.process.signal(signal.SIGTERM)  # a drain releases what is held first
+
+        # One step on one client: its answer is reported as it arrives; what the client does after
+        # (ending its session) meets a listener the drain has closed.
+        plan = [{"id": "echo", "op": "call", "tool": "echo", "arguments": {"text": "hello"}}]
+        client = asyncio.to_thread(run_plan, "python-2026", proxy.endpoint(), plan, timeout=40.0)
+        run = await with_desk(proxy, client, desk)
+        # The held message went on unchanged at once: the client has its answer, and the drain
+        # (which waits for open exchanges) ends well inside its grace.
+        assert await proxy.process.exited(seconds=15) == 0
+    assert [part["text"] for part in run.lines["echo"]["result"]["content"]] == ["hello"], run.lines
+    lines = [e["intercept"] for e in proxy.lines() if e.get("event") == "exchange" and e.get("intercept")]
+    # The call went on released by the drain, and its answer was not held again: nothing is held
+    # once the proxy drains.
+    (line,) = lines
+    assert re.fullmatch(r"held [0-9.]+ s, forward by drain; not held: the proxy is draining", line), lines
+    exported = await asyncio.to_thread(run_mcp_proxy, "export", "--json", "-", str(capture))
+    assert exported.returncode == 0, exported.stderr
+    notes = [n for item in json.loads(exported.stdout)["chains"] for n in item["chain"].get("notes", [])]
     assert any("forwarded unchanged by drain" in n for n in notes), notes
 
 
@@ -278,9 +327,10 @@ BRIDGES = [
 
 @pytest.mark.parametrize(("client", "server", "mode"), BRIDGES)
 async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited(
-    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, proxy_for: Callable[..., Any]
+    client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
-    upstream: PeerServer = request.getfixturevalue(server)
+    proxy = await fleet.at(request.getfixturevalue(server))
+    await proxy.add_intercept("tool:echo mode:bridged")
     sides: list[tuple[str, str, str]] = []
 
     async def desk(http: aiohttp.ClientSession) -> None:
@@ -298,8 +348,7 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
             assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
             after = held["id"]
 
-    async with proxy_for(upstream.url, intercepts=["tool:echo mode:bridged"]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
+    run = await with_desk(proxy, client_run(proxy, client, ["echo"]), desk)
     assert run.lines["echo"]["result"]["content"] == ["bridged edit"], run.lines
     assert sides == [
         ("client", "request", "upstream"),
@@ -310,8 +359,11 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])
 async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clients_place(
-    verb: str, modern_server: PeerServer, proxy_for: Callable[..., Any]
+    verb: str, modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(modern_server)
+    await proxy.add_intercept("method:elicitation/create dir:server mode:legacy_to_mrtr")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         assert (held["direction"], held["kind"], held["method"], held["side"], held["mode"]) == (
@@ -326,9 +378,7 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
             body["result"] = {"action": "accept", "content": {"name": "the desk"}}
         assert (await decide(http, proxy, held["id"], body))[0] == 200
 
-    rule = "method:elicitation/create dir:server mode:legacy_to_mrtr"
-    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
     line = run.lines["ask_name"]
     assert line.get("callbacks", []) == [], line  # the client never saw the bridge's question
     if verb == "answer":
@@ -338,8 +388,11 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
 
 
 async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(
-    modern_server: PeerServer, proxy_for: Callable[..., Any]
+    modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(modern_server)
+    await proxy.add_intercept("round:>1 mode:legacy_to_mrtr")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         assert (held["direction"], held["side"], held["method"]) == ("client", "upstream", "tools/call")
@@ -348,15 +401,16 @@ async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(
         edited["params"]["inputResponses"][key]["content"]["name"] = "edited upstream"
         assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
 
-    rule = "round:>1 mode:legacy_to_mrtr"
-    async with proxy_for(modern_server.url, intercepts=[rule]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["ask_name"]), desk)
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, edited upstream!"], run.lines
 
 
 async def test_an_upstreams_elicitation_to_the_bridge_is_answered_upstream_in_the_clients_place(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("method:elicitation/create dir:server mode:mrtr_to_legacy")
+
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
         assert (held["direction"], held["kind"], held["method"], held["mode"]) == (
@@ -368,9 +422,7 @@ async def test_an_upstreams_elicitation_to_the_bridge_is_answered_upstream_in_th
         body = {"decision": "answer", "result": {"action": "accept", "content": {"name": "the desk"}}}
         assert (await decide(http, proxy, held["id"], body))[0] == 200
 
-    rule = "method:elicitation/create dir:server mode:mrtr_to_legacy"
-    async with proxy_for(legacy_server.url, intercepts=[rule]) as proxy:
-        run = await with_desk(proxy, client_run(proxy, "python-2026", ["ask_name"]), desk)
+    run = await with_desk(proxy, client_run(proxy, "python-2026", ["ask_name"]), desk)
     line = run.lines["ask_name"]
     assert line.get("callbacks", []) == [], line
     assert line["result"]["content"] == ["Hello, the desk!"], line
@@ -389,9 +441,9 @@ async def post(http: aiohttp.ClientSession, url: str, body: Any, session: str | 
         return resp.status, resp.headers.get("Mcp-Session-Id"), json.loads(text) if text else None
 
 
-async def test_an_edit_refused_is_never_sent_and_a_secret_left_in_place_is_restored(
-    proxy_for: Callable[..., Any],
-) -> None:
+async def test_an_edit_refused_is_never_sent_and_a_secret_left_in_place_is_restored() -> None:
+    # Its own proxy, in front of a recording fake (a server that hands over the bytes it received);
+    # the rule is a user's flag, so its listing is exactly the one rule.
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     call = {
         "jsonrpc": "2.0",
@@ -401,15 +453,16 @@ async def test_an_edit_refused_is_never_sent_and_a_secret_left_in_place_is_resto
     }
     async with (
         recording_upstream("legacy") as upstream,
-        proxy_for(upstream.url("/mcp"), intercepts=["tool:echo dir:client"]) as proxy,
-        client_session() as http,
+        own_proxy(upstream.url("/mcp"), "--intercept", "tool:echo dir:client") as proxy,
+        client_session() as mcp,
+        proxy.http() as http,
     ):
         url = proxy.endpoint()
         _, session, _ = await post(
-            http, url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+            mcp, url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
         )
         assert session == SESSION
-        calling = spawn(post(http, url, call, session), name="held-call")
+        calling = spawn(post(mcp, url, call, session), name="held-call")
         held = await next_held(http, proxy)
         async with http.get(f"{proxy.admin_url}/api/intercepts") as resp:
             listing = await resp.text()
@@ -465,31 +518,51 @@ async def bounded_result(future: Awaitable[Any]) -> Any:
 
 
 async def test_rules_come_and_go_through_the_admin_api_and_a_deleted_rule_lets_its_messages_go(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer, fleet: ProxyFleet
 ) -> None:
+    proxy = await fleet.at(legacy_server)
+
     async def desk(http: aiohttp.ClientSession) -> None:
         api = f"{proxy.admin_url}/api/intercepts"
         async with http.post(api, json={"rule": "tool:echo", "timeout": "45s"}) as resp:
             assert resp.status == 201, await resp.text()
-            assert (await resp.json())["timeout_s"] == 45.0
+            added = await resp.json()
+            assert added["timeout_s"] == 45.0
         async with http.post(api, json={"rule": "tool:echo => drop"}) as resp:
             assert resp.status == 400
             assert "has no action" in (await resp.json())["message"]
-        assert proxy.relays.gate is not None
         run = spawn(client_run(proxy, "python-legacy", ["echo"]), name="held-client")
         await next_held(http, proxy)
-        async with http.delete(api + "/i1") as resp:
+        async with http.delete(f"{api}/{added['id']}") as resp:
             assert await resp.json() == {"removed": 1, "released": 1}
-        async with http.delete(api + "/i1") as resp:
+        async with http.delete(f"{api}/{added['id']}") as resp:
             assert resp.status == 404
-        assert proxy.relays.gate is None  # no rule of either kind: the traffic no longer asks
         done = await bounded_result(run)
         assert done.lines["echo"]["result"]["content"] == ["hello"], done.lines
 
-    async with proxy_for(legacy_server.url) as proxy, client_session() as http:
+    async with proxy.http() as http:
         await desk(http)
-        notes = await chain_notes(proxy)
+    notes = await chain_notes(proxy)
     assert any("forwarded unchanged by rule_deleted" in n for n in notes), notes
+
+
+async def test_the_last_intercept_rule_deleted_by_id_takes_the_gate_off_the_traffic() -> None:
+    # In-process on purpose: whether the traffic consults the gate is the proxy's own state; a user
+    # sees the same answers either way (the test above shows those through the command), only the
+    # cost per message differs.
+    upstream = f"http://127.0.0.1:{dead_port()}/mcp"
+    async with (
+        running_proxy(upstream, admin_enabled=True, admin="127.0.0.1:0") as proxy,
+        client_session() as http,
+    ):
+        api = f"{proxy.admin_url}/api/intercepts"
+        assert proxy.relays.gate is None
+        async with http.post(api, json={"rule": "tool:echo"}) as resp:
+            assert resp.status == 201, await resp.text()
+        assert proxy.relays.gate is not None
+        async with http.delete(api + "/i1") as resp:
+            assert await resp.json() == {"removed": 1, "released": 0}
+        assert proxy.relays.gate is None  # no rule of either kind: the traffic no longer asks
 
 
 async def test_the_mcp_proxy_command_takes_intercept_flags_and_shows_them_in_print_config() -> None:
@@ -512,3 +585,16 @@ async def test_the_mcp_proxy_command_takes_intercept_flags_and_shows_them_in_pri
     )
     assert bad.returncode == 2
     assert "intercepts (flag --intercept): intercept rule 'x => y'" in bad.stderr
+
+
+async def test_an_empty_intercept_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
+    # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
+    flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--intercept", "")
+    assert flag.returncode == 2
+    assert "intercepts (flag --intercept): an intercept rule is empty" in flag.stderr
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/mcp"\nintercepts = ["tool:a", "  "]\n')
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "an intercept rule is empty" in toml.stderr
+    assert "proxy.toml" in toml.stderr

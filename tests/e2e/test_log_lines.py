@@ -1,24 +1,24 @@
 """The round-trip log a person reads on a terminal: one compact line per exchange, named for what it carried.
 
-A real SDK client and server on either side of the proxy; the log is rendered as on a terminal
-(`log_format = console`) into a file, and read back as text.
+A real SDK client and server on either side of the proxy, the `mcp-proxy` command, whose log is
+rendered as on a terminal (`--log-format console`) or as JSON and read back from its stderr as text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from proxy import logs
+from tests.e2e.commanded import Commanded, command_env
 from tests.peers.clients import run_client
 from tests.peers.runner import PeerServer
-from tests.transport.helpers import wait_until
+from tests.sidecar import ProxyProcess
 
 pytestmark = pytest.mark.asyncio
 
@@ -26,26 +26,65 @@ LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} x\d+ ")
 """A compact round-trip line: time of day to the millisecond, then the exchange."""
 
 
+STRUCTURED = re.compile(r"^\S+ \[\w+\s*\] (\w+)\s+(.*)$")
+"""A console line that is not a round-trip: timestamp, [level], event, then key=value pairs."""
+
+
+class ConsoleProxy(ProxyProcess):
+    """`mcp-proxy --log-format console`: its `listening` line (and any other) read from the console
+    rendering, so the start waits on it as on the JSON one."""
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in list(self.lines):
+            if (match := STRUCTURED.match(line.rstrip("\n"))) is not None:
+                pairs = dict(re.findall(r"(\w+)=(\S+)", match[2]))
+                out.append({"event": match[1], **pairs})
+        return out
+
+
+class Renderings:
+    """The module's `mcp-proxy` runs, one per log format and upstream, started on first use and all
+    stopped at the end of the module (a start costs a process; the tests read only their own lines)."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._running: dict[tuple[str, str], Commanded] = {}
+
+    async def proxy(self, fmt: str, upstream: str) -> Commanded:
+        if (fmt, upstream) not in self._running:
+            kind = ConsoleProxy if fmt == "console" else ProxyProcess
+            process = kind(command_env(upstream), "--log-format", fmt)
+            await asyncio.to_thread(process.start)
+            self._stack.callback(process.stop)
+            self._running[fmt, upstream] = Commanded(process)
+        return self._running[fmt, upstream]
+
+
+@pytest.fixture(scope="module")
+def renderings() -> Iterator[Renderings]:
+    with contextlib.ExitStack() as stack:
+        yield Renderings(stack)
+
+
 async def logged_run(
-    fmt: str, upstream: str, proxy_for: Callable[..., Any], path: Path, client: str = "python-legacy"
+    renderings: Renderings, fmt: str, upstream: str, client: str = "python-legacy"
 ) -> list[str]:
-    """Run the `ask_name` scenario through the proxy with the log rendered as `fmt` into `path`."""
-    opened = logs.configure(level="info", fmt=fmt, file=path)
-    assert opened is not None
-    try:
-        async with proxy_for(upstream) as proxy:
-            run = await asyncio.to_thread(run_client, client, proxy.endpoint(), ["ask_name"])  # type: ignore[arg-type]
-            assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
-            await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
-    finally:
-        opened.close()
-    return (await asyncio.to_thread(path.read_text, encoding="utf-8")).splitlines()
+    """Run the `ask_name` scenario through the proxy with its log rendered as `fmt`; the lines it
+    logged meanwhile, every exchange's included (`settled`)."""
+    proxy = await renderings.proxy(fmt, upstream)
+    mark = len(proxy.process.lines)
+    run = await asyncio.to_thread(run_client, client, proxy.endpoint(), ["ask_name"])  # type: ignore[arg-type]
+    assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
+    await proxy.settled()
+    return [line.rstrip("\n") for line in proxy.process.lines[mark:]]
 
 
 async def test_a_terminal_gets_one_short_line_per_exchange_naming_what_it_carried(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+    legacy_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("console", legacy_server.url, proxy_for, tmp_path / "log.txt")
+    lines = await logged_run(renderings, "console", legacy_server.url)
     exchanges = [line for line in lines if LINE.match(line)]
     text = "\n".join(exchanges)
     assert any(" POST initialize #1 -> 200 " in line for line in exchanges), text
@@ -64,9 +103,10 @@ async def test_a_terminal_gets_one_short_line_per_exchange_naming_what_it_carrie
 
 
 async def test_json_lines_keep_every_field_and_name_the_message_too(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+    legacy_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("json", legacy_server.url, proxy_for, tmp_path / "log.jsonl")
+    lines = await logged_run(renderings, "json", legacy_server.url)
     entries = [json.loads(line) for line in lines]
     rounds = [e for e in entries if e["event"] == "exchange"]
     answer = next(e for e in rounds if e["carried"] == "result of elicitation/create")
@@ -81,9 +121,10 @@ async def test_json_lines_keep_every_field_and_name_the_message_too(
 
 
 async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
-    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path, restore_logging: None
+    modern_server: PeerServer,
+    renderings: Renderings,
 ) -> None:
-    lines = await logged_run("console", modern_server.url, proxy_for, tmp_path / "log.txt")
+    lines = await logged_run(renderings, "console", modern_server.url)
     rounds = [line for line in lines if LINE.match(line) and " round " in line]
     assert len(rounds) >= 2, lines
     assert re.search(
@@ -96,9 +137,7 @@ async def test_a_bridged_call_shows_its_rounds_in_a_line_each(
 async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
     modern_server: PeerServer,
     legacy_server: PeerServer,
-    proxy_for: Callable[..., Any],
-    tmp_path: Path,
-    restore_logging: None,
+    renderings: Renderings,
 ) -> None:
     def rounds(lines: list[str]) -> list[str]:
         found = [
@@ -106,8 +145,8 @@ async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
         ]
         return [f"{m[1]} {m[2]}" for m in found if m]
 
-    to_mrtr = await logged_run("console", modern_server.url, proxy_for, tmp_path / "a.txt")
-    to_legacy = await logged_run("console", legacy_server.url, proxy_for, tmp_path / "b.txt", "python-2026")
+    to_mrtr = await logged_run(renderings, "console", modern_server.url)
+    to_legacy = await logged_run(renderings, "console", legacy_server.url, "python-2026")
 
     assert any("[mrtr_to_legacy]" in line for line in to_legacy), to_legacy
     assert rounds(to_mrtr) == ["1 input_required", "2 complete"], to_mrtr

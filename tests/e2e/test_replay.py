@@ -22,7 +22,9 @@ import pytest
 
 from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
+from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.replay_peers import DemoPeer
+from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
@@ -319,3 +321,63 @@ def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras
         calls = [line for line in _lines(done).values() if "tools/call" in line]
         assert len(calls) == len(PEER_CALLS)
         assert all(line.endswith(": same") for line in calls), done.stdout
+
+
+def test_a_chain_a_fault_changed_when_recorded_is_marked_so_in_the_report(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # The recording proxy answered `echo` with an injected error; the replay sends the call as the
+    # client sent it, so the server now answers it: the difference is the fault's, and says so.
+    capture = tmp_path / "faulted.jsonl"
+    env = settings_env(
+        upstream=legacy_server.url,
+        capture=capture,
+        admin_enabled="false",
+        drain_grace=1,
+        faults="tool:echo dir:client => error=-32603:disk on fire",
+    )
+    with ProxyProcess(clean_env(**env)) as proxy:
+        run = run_peer_client("python-legacy", proxy.endpoint(), ["echo", "add"])
+        assert proxy.stop() == 0
+    assert "disk on fire" in json.dumps(run.lines["echo"]), run.lines
+    done = _replay(capture, "--all", "--upstream", legacy_server.url)
+    lines = [line for line in _lines(done).values() if "tools/call" in line]
+    (echo,) = [line for line in lines if "tools/call echo" in line]
+    (add,) = [line for line in lines if "tools/call add" in line]
+    assert ": differs: " in echo, done.stdout
+    assert (
+        "[recorded with the proxy's changes, so a difference may be expected: fault injected by the proxy:"
+        in echo
+    )
+    assert add.endswith(": same"), done.stdout
+    as_json = json.loads(_replay(capture, "--all", "--upstream", legacy_server.url, "--json").stdout)
+    marked = {
+        c["request"]: c.get("proxy_changes")
+        for c in as_json["chains"]
+        if c["request"].startswith("tools/call")
+    }
+    assert marked["tools/call add"] is None
+    (note,) = marked["tools/call echo"]
+    assert note.startswith("fault injected by the proxy: error")
+
+
+def test_a_capture_replays_against_a_stdio_server_the_replay_starts_itself(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # Recorded over HTTP from the SDK's catalogue server; replayed against the same catalogue served
+    # by the SDK on stdio, which `--upstream-cmd` starts (and stops) for the replay.
+    capture = tmp_path / "http.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        run_peer_client("python-legacy", proxy.endpoint(), ["echo", "add", "ask_name"])
+        assert proxy.stop() == 0
+    done = _replay(capture, "--all", "--upstream-cmd", python_stdio_command())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying against stdio:" in done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == 3, done.stdout
+    assert all(line.endswith(": same") for line in calls), done.stdout
+    missing = _replay(capture, "--all", "--upstream-cmd", "no-such-server --stdio")
+    assert missing.returncode == 2
+    assert "`no-such-server --stdio`" in missing.stderr
+    assert "ENOENT" in missing.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -320,3 +321,98 @@ def test_plain_files_as_stdin_and_stdout_are_served_and_end_with_exit_0(
         assert lines[0]["error"]["data"] == {"received": "this is not json"}
     else:
         assert lines == []
+
+
+def _requests_file(tmp_path: Path, *calls: dict[str, Any]) -> Path:
+    """A legacy client's whole session as a file: the handshake, then `calls` (ids 2, 3, ...)."""
+    lines: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    lines += [
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": c} for n, c in enumerate(calls, 2)
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _run_file(tmp_path: Path, requests: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    """`mcp-proxy stdio ARGS < requests > answers`: exit code, the answers, stderr."""
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run(
+            [*proxy_command(), "stdio", "--admin", "127.0.0.1:0", *args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=clean_env(MCP_PROXY_LOG_FORMAT="json"),
+            cwd=REPO_ROOT,
+            timeout=40,
+            check=False,
+        )
+    lines = [json.loads(line) for line in answers.read_text().splitlines()]
+    return done.returncode, lines, done.stderr.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("upstream", ["http", "shim"])
+def test_a_file_of_requests_is_answered_in_full_before_the_end_of_stdin_ends_the_run(
+    tmp_path: Path, legacy_server: PeerServer, upstream: str
+) -> None:
+    # The end of the file comes long before the answers: the calls in flight then are waited for.
+    requests = _requests_file(
+        tmp_path,
+        {"name": "echo", "arguments": {"text": "one"}},
+        {"name": "add", "arguments": {"a": 2, "b": 3}},
+    )
+    target = (
+        ["--upstream", legacy_server.url]
+        if upstream == "http"
+        else ["--", *shlex.split(python_stdio_command())]
+    )
+    code, lines, stderr = _run_file(tmp_path, requests, *target)
+    assert code == 0, stderr[-2000:]
+    answers = {line["id"]: line for line in lines if "id" in line and "method" not in line}
+    assert sorted(answers) == [1, 2, 3], (lines, stderr[-2000:])
+    assert answers[2]["result"]["content"][0]["text"] == "one"
+    assert answers[3]["result"]["content"][0]["text"] == "5"
+    assert '"stdio_input_ended"' in stderr
+
+
+def test_the_wait_for_answers_after_the_end_of_stdin_is_bounded_by_drain_grace(
+    tmp_path: Path, legacy_server: PeerServer
+) -> None:
+    # slow_progress of 1000 steps takes over 10 s; a drain_grace of 1 s gives up on it.
+    requests = _requests_file(
+        tmp_path,
+        {"name": "echo", "arguments": {"text": "quick"}},
+        {"name": "slow_progress", "arguments": {"steps": 1000}},
+    )
+    started = time.monotonic()
+    code, lines, stderr = _run_file(tmp_path, requests, "--upstream", legacy_server.url, "--drain-grace", "1")
+    took = time.monotonic() - started
+    assert code == 0, stderr[-2000:]
+    answered = {line["id"] for line in lines if "id" in line and "method" not in line}
+    assert answered == {1, 2}, lines
+    assert took < 9, took  # the slow call alone would take over 10 s
+
+
+def test_a_call_in_flight_when_a_signal_stops_mcp_proxy_stdio_is_logged_as_cut_by_the_stop(
+    raw_client: Any, legacy_server: PeerServer
+) -> None:
+    client: RawStdioClient = raw_client("--upstream", legacy_server.url)
+    client.request(1, "initialize", **INIT)
+    assert client.answer(1)["result"]["serverInfo"]
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    client.request(
+        2, "tools/call", name="slow_progress", arguments={"steps": 1000}, _meta={"progressToken": 7}
+    )
+    deadline = time.monotonic() + READ_SECONDS
+    while not any(b"notifications/progress" in line for line in list(client.out)):
+        assert time.monotonic() < deadline, client.stderr()[-2000:]
+        time.sleep(0.01)
+    client.process.send_signal(signal.SIGINT)
+    assert client.process.wait(timeout=15) == 0
+    client.kill()  # reads the pipes to their end
+    calls = [json.loads(line) for line in client.err if b'"exchange"' in line and b"tools/call" in line]
+    assert [c.get("outcome") for c in calls if c.get("event") == "exchange"] == ["proxy_stopping"]

@@ -5,10 +5,13 @@ over ``max_body_bytes``, a server that keeps dying, and stopping the proxy with 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -188,3 +191,105 @@ def test_stopping_the_proxy_stops_a_stubborn_child_and_what_it_started(sig: sign
                 f"left behind: {[p for p in [*children, grandchild] if alive(p)]}"
             )
             time.sleep(0.02)
+
+
+def test_a_child_busy_in_a_call_is_gone_soon_after_the_proxy_is_killed_outright() -> None:
+    # A server busy in a long operation reads nothing, so it sees its stdin close only when the
+    # operation ends (here 30 s); the kernel's parent-death signal ends it at once.
+    with ProxyProcess(proxy_env(upstream_cmd=fake_command())) as proxy:
+        url = proxy.endpoint()
+        session = initialize(url)
+        children = [e["pid"] for e in proxy.events() if e.get("event") == "upstream_started"]
+        try:
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "busy"}}
+            body = json.dumps(message).encode()
+            headers = dict(JSON, **{"Mcp-Session-Id": session})
+            request = urllib.request.Request(url, body, headers, method="POST")
+            waiting = threading.Thread(target=_unanswered, args=(request,), daemon=True)
+            waiting.start()
+            assert proxy.wait_for("upstream_stderr", 15) is not None, proxy.stderr()  # "fake: busy"
+            assert proxy.process is not None
+            proxy.process.kill()
+            proxy.process.wait(timeout=10)
+            killed = time.monotonic()
+            while any(alive(pid) for pid in children):
+                assert time.monotonic() - killed < 5, f"left behind: {[p for p in children if alive(p)]}"
+                time.sleep(0.02)
+            waiting.join(timeout=10)
+        finally:
+            for pid in children:  # never leave one behind, even when the test fails
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _unanswered(request: urllib.request.Request) -> None:
+    """POST a call whose answer never comes (the proxy is killed under it)."""
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(request, timeout=20).read()
+
+
+INIT_MESSAGE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def test_a_command_that_cannot_be_started_is_named_with_its_os_error_at_start_to_clients_and_in_readyz() -> (
+    None
+):
+    # The proxy still starts (start-up order is free); everything it says names the command and ENOENT.
+    env = clean_env(**settings_env(upstream_cmd="no-such-binary --flag", health="127.0.0.1:0"))
+    with ProxyProcess(env) as proxy:
+        failed = proxy.wait_for("upstream_start_failed")
+        assert failed is not None, proxy.stderr()
+        assert failed["level"] == "error"
+        assert "`no-such-binary --flag`" in failed["error"]
+        assert "No such file or directory (ENOENT)" in failed["error"]
+        status, _head, body = post(proxy.endpoint(), INIT_MESSAGE)
+        assert status == 503, body
+        message = body["error"]["message"]
+        assert "`no-such-binary --flag`" in message
+        assert "ENOENT" in message
+        assert "listening" not in message
+        status, text = get_status(proxy.health + "/readyz")
+        assert status == 503
+        assert "ENOENT" in json.loads(text)["reason"]
+    logged = [e for e in proxy.events() if e.get("event") == "upstream_start_failed"]
+    assert len(logged) == 1  # once, not at every retry
+    # With the era named there is no probe: the call's own error says the same, with no HTTP advice.
+    env = clean_env(**settings_env(upstream_cmd="no-such-binary --flag", upstream_era="legacy"))
+    with ProxyProcess(env) as proxy:
+        status, _head, body = post(proxy.endpoint(), INIT_MESSAGE)
+        assert status == 502, body
+        message = body["error"]["message"]
+        assert "`no-such-binary --flag`" in message
+        assert "ENOENT" in message
+        assert "--upstream names it" not in message
+
+
+def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_stderr_lines_masked() -> None:
+    # A FAKE in shell: a server that dies at start, saying why on stderr, a secret (from the
+    # environment the child inherits) among it.
+    script = "echo \"config: token=$FAKE_SECRET\" >&2; echo 'cannot go on' >&2; exit 3"
+    env = clean_env(FAKE_SECRET="s3cret-value", **settings_env(upstream_cmd=shlex.join(["sh", "-c", script])))
+    with ProxyProcess(env) as proxy:
+        unknown = proxy.wait_for("upstream_era_unknown")
+    assert unknown is not None, proxy.stderr()
+    problem = unknown["problem"]
+    assert "exited with status 3" in problem, problem
+    assert "config: token=<redacted> | cannot go on" in problem, problem
+    assert "HTTP" not in problem, problem
+    exited = proxy.find("upstream_exited")
+    assert exited is not None
+    assert "s3cret" not in json.dumps([unknown, exited])
+    # The child's own stderr stream reaches the log line by line, masked the same way.
+    said = proxy.wait_for("upstream_stderr")
+    assert said is not None and said["stream"] == "upstream-stderr", proxy.stderr()
+    assert "s3cret" not in proxy.stderr()
+    assert "config: token=<redacted>" in proxy.stderr()

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import ChainBuilder
+from proxy.flows.chains import ChainBuilder, fault_note, intercept_note, proxy_changes
 from proxy.flows.events import ChainChanged, Channel, Direction, FlowEvent
-from proxy.flows.observations import FaultInjected
+from proxy.flows.observations import FaultInjected, InterceptReleased
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -88,3 +88,27 @@ def test_a_capture_reads_a_fault_back_into_the_same_note(tmp_path: Path) -> None
         read = list(reader)
         assert reader.skipped_unknown == 0
     assert last_chain_notes(read) == last_chain_notes(live)
+
+
+def test_the_notes_of_what_the_proxy_changed_are_told_from_the_rest() -> None:
+    # A replay marks a chain whose recording the proxy changed: an injected fault, or a held message
+    # edited, dropped or answered; a message forwarded unchanged, or a fault not injected, changed nothing.
+    def released(decision: str) -> str:
+        obs = InterceptReleased(
+            0.0, "x1", "h1", "i1: tool:echo", "client", 1, "tools/call", decision, "api", 1200.0
+        )
+        note = intercept_note(obs)
+        assert note is not None
+        return note
+
+    injected = fault_note(
+        FaultInjected(0.0, "x1", "error -32603", "f1: tool:echo => error", "client", 1, "tools/call")
+    )
+    not_injected = fault_note(
+        FaultInjected(
+            0.0, "x1", "cut", "f2: tool:echo => cut", "server", 1, "tools/call", applied=False, detail="JSON"
+        )
+    )
+    changed = [released("forward_edited"), released("drop"), released("answer"), injected]
+    unchanged = [released("forward"), not_injected, "ended with its session (deleted)"]
+    assert proxy_changes([*unchanged, *changed]) == changed

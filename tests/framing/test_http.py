@@ -12,6 +12,7 @@ from proxy.framing.http import (
     forward_response_headers,
     header,
     is_sse,
+    masked_text,
     media_type,
     parse_upstream,
 )
@@ -341,3 +342,21 @@ def test_an_unusable_upstream_url_is_refused_without_echoing_its_secrets() -> No
 
     assert "s3cret" not in str(caught.value)
     assert "k-123" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("config: token=s3cret more", "config: token=<redacted> more"),
+        ("Authorization: Bearer abc.def", "Authorization: Bearer <redacted>"),
+        ("started with --api-key abc123 --port 3", "started with --api-key <redacted> --port 3"),
+        ("Error: PASSWORD=hunter2, retrying", "Error: PASSWORD=<redacted>, retrying"),
+        (
+            "fetch http://user:pw@host/x?sig=abc failed",
+            "fetch http://user:<redacted>@host/x?sig=<redacted> failed",
+        ),
+        ("Error: ENOENT: no such file or directory", "Error: ENOENT: no such file or directory"),
+    ],
+)
+def test_masked_text_hides_what_may_be_a_credential_in_free_text(line: str, shown: str) -> None:
+    assert masked_text(line) == shown

@@ -42,7 +42,16 @@ from proxy.engine.channel.vocab import (
 from proxy.engine.commands import Log
 from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
-from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, error_response, notification, parse_body
+from proxy.wire.jsonrpc import (
+    Body,
+    Kind,
+    Message,
+    RequestId,
+    dumps,
+    error_response,
+    notification,
+    parse_body,
+)
 
 DEFAULT_BACKLOG = 256
 """Server messages held for a GET stream that is not open yet, by default; past it the oldest go."""
@@ -139,8 +148,8 @@ class ChannelCore:
         match event:
             case ChannelReceived(data):
                 return self._received(data)
-            case PostReceived(exchange, body):
-                return self._post(exchange, body)
+            case PostReceived(exchange, body, parsed):
+                return self._post(exchange, body, parsed)
             case StreamRequested(exchange):
                 return self._get(exchange)
             case DeleteRequested(exchange):
@@ -163,10 +172,10 @@ class ChannelCore:
 
     # -- the client's side --------------------------------------------------------------------------
 
-    def _post(self, exchange: str, raw: bytes) -> list[ChannelCommand]:
+    def _post(self, exchange: str, raw: bytes, parsed: Body | None = None) -> list[ChannelCommand]:
+        body = parse_body(raw) if parsed is None else parsed
         if self.closed is not None:
-            return [self._refusal(exchange, 404 if self.session else 502, parse_body(raw).first)]
-        body = parse_body(raw)
+            return [self._refusal(exchange, 404 if self.session else 502, body.first)]
         if body.parse_error is not None:
             code = errors.PARSE_ERROR if body.parse_error.startswith("not JSON") else errors.INVALID_REQUEST
             return [self._error(exchange, 400, None, code, f"Parse error: {body.parse_error}")]
@@ -316,29 +325,33 @@ class ChannelCore:
             return [Log("upstream_answer_unmatched", "info", fields)]
         if call.token is not None:
             self._tokens.pop(call.token, None)
+        seen: Message | None = msg
         if call.client_id != msg.id:
             data = dumps({**msg.raw, "id": call.client_id})
+            seen = None
         if call.exchange is None:
             return [Log("upstream_answer_dropped", "debug", {"id": call.client_id})]
-        return self._deliver_answer(call.exchange, data)
+        return self._deliver_answer(call.exchange, data, seen)
 
-    def _deliver_answer(self, exchange: str, data: bytes) -> list[ChannelCommand]:
+    def _deliver_answer(self, exchange: str, data: bytes, msg: Message | None = None) -> list[ChannelCommand]:
         ex = self._exchanges[exchange]
         ex.pending -= 1
         if ex.pending == 0 and not ex.streaming and not ex.batch:
             self._end(exchange)
-            return [Answer(exchange, 200, self._json_head, data)]
-        commands = self._stream_to(exchange, ex, data)
+            return [Answer(exchange, 200, self._json_head, data, msg)]
+        commands = self._stream_to(exchange, ex, data, msg)
         if ex.pending == 0:
             self._end(exchange)
             commands.append(EndStream(exchange))
         return commands
 
-    def _stream_to(self, exchange: str, ex: _Exchange, data: bytes) -> list[ChannelCommand]:
+    def _stream_to(
+        self, exchange: str, ex: _Exchange, data: bytes, msg: Message | None = None
+    ) -> list[ChannelCommand]:
         if ex.streaming:
-            return [StreamMessage(exchange, data)]
+            return [StreamMessage(exchange, data, msg)]
         ex.streaming = True
-        return [OpenStream(exchange, self._sse_head), StreamMessage(exchange, data)]
+        return [OpenStream(exchange, self._sse_head), StreamMessage(exchange, data, msg)]
 
     def _started(self, msg: Message, data: bytes) -> list[ChannelCommand]:
         """A request or notification the peer started: onto the stream its cues name, or held."""
@@ -356,7 +369,7 @@ class ChannelCore:
             )
         if msg.kind is _REQUEST and msg.id is not None:
             self._asked[msg.id] = target
-        return commands + self._stream_to(target, self._exchanges[target], data)
+        return commands + self._stream_to(target, self._exchanges[target], data, msg)
 
     def _target(self, msg: Message) -> tuple[str | None, bool]:
         """Which open exchange a peer-started message rides, and whether that was a guess.

@@ -6,9 +6,10 @@ shell that owns the channel names it and turns the commands into that request's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.engine.commands import Log
+from proxy.wire.jsonrpc import Body, Message
 
 Headers = tuple[tuple[str, str], ...]
 
@@ -18,10 +19,15 @@ Headers = tuple[tuple[str, str], ...]
 
 @dataclass(frozen=True, slots=True)
 class PostReceived:
-    """A POST toward the channel, with its body as sent (one message or a 2025-03-26 batch)."""
+    """A POST toward the channel, with its body as sent (one message or a 2025-03-26 batch).
+
+    `parsed` is the body already decoded by whoever read it (it is then not decoded again); a copy of
+    what `body` says, so it takes no part in comparing events.
+    """
 
     exchange: str
     body: bytes
+    parsed: Body | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +120,18 @@ class WriteChannel:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Answer `exchange` with a whole response (`body` empty for none); the shell adds its length."""
+    """Answer `exchange` with a whole response (`body` empty for none); the shell adds its length.
+
+    `message` is the body's one message as decoded from the peer's line, when `body` is exactly that
+    line (None for an answer the core made or rewrote): an executor that observes it need not decode
+    it again. A copy of what `body` says, so it takes no part in comparing commands.
+    """
 
     exchange: str
     status: int
     headers: Headers
     body: bytes
+    message: Message | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +144,14 @@ class OpenStream:
 
 @dataclass(frozen=True, slots=True)
 class StreamMessage:
-    """Send one message (`data`, its JSON) as an SSE `message` event on `exchange`'s stream."""
+    """Send one message (`data`, its JSON) as an SSE `message` event on `exchange`'s stream.
+
+    `message` is `data` decoded, when the core has it (as for `Answer`).
+    """
 
     exchange: str
     data: bytes
+    message: Message | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
