@@ -290,6 +290,7 @@ def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_std
     assert "s3cret" not in json.dumps([unknown, exited])
     # The child's own stderr stream reaches the log line by line, masked the same way.
     said = proxy.wait_for("upstream_stderr")
-    assert said is not None and said["stream"] == "upstream-stderr", proxy.stderr()
+    assert said is not None, proxy.stderr()
+    assert said["stream"] == "upstream-stderr"
     assert "s3cret" not in proxy.stderr()
     assert "config: token=<redacted>" in proxy.stderr()
