@@ -199,7 +199,11 @@ def test_a_child_busy_in_a_call_is_gone_soon_after_the_proxy_is_killed_outright(
     with ProxyProcess(proxy_env(upstream_cmd=fake_command())) as proxy:
         url = proxy.endpoint()
         session = initialize(url)
-        children = [e["pid"] for e in proxy.events() if e.get("event") == "upstream_started"]
+        # The child's start is logged before it answers, but the line may reach the reader after the
+        # answer: without the wait the list could be empty and the check below vacuous.
+        started = proxy.wait_events(lambda lines: any(e.get("event") == "upstream_started" for e in lines))
+        children = [e["pid"] for e in started if e.get("event") == "upstream_started"]
+        assert children, proxy.stderr()
         try:
             message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "busy"}}
             body = json.dumps(message).encode()
