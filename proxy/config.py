@@ -441,7 +441,11 @@ class Settings(BaseModel):
     @field_validator("faults")
     @classmethod
     def _fault_rules(cls, value: list[str]) -> list[str]:
-        rules = [rule.strip() for rule in value if rule.strip()]
+        if any(not rule.strip() for rule in value):  # an empty --fault '' is a slip, not "no rule"
+            raise ValueError(
+                "a fault rule is empty; write a rule such as 'tool:search => delay 500ms', or give no rule"
+            )
+        rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:
             raise ValueError(f"at most {MAX_RULES} fault rules, got {len(rules)}")
         for rule in rules:

@@ -198,6 +198,17 @@ class ProxyProcess:
             time.sleep(0.02)
         return found
 
+    def wait_events(
+        self, check: Callable[[list[dict[str, Any]]], bool], seconds: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """The JSON log lines once `check` holds for them, waiting up to `seconds` (then the lines as
+        they are, for the caller's assertion to name): lines reach this process's reader after the
+        answers they describe reach the client."""
+        deadline = time.monotonic() + seconds
+        while not check(events := self.events()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return events
+
     def signal(self, sig: signal.Signals) -> None:
         """Send a signal to the proxy."""
         assert self.process is not None

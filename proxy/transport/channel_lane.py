@@ -200,9 +200,9 @@ class LaneExchange:
         self.status = 0
         self.problem = ""
         self.began = 0.0
+        """When its message went to the channel (the loop's clock): its head is held from then."""
         self.sent_at: float | None = None
         """When the request went out, until it is reported."""
-        """When its message went to the channel (the loop's clock): its head is held from then."""
 
     def start(self) -> None:
         """Hand the message to the channel, then report it: the server may work meanwhile, and the

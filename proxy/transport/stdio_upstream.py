@@ -319,11 +319,13 @@ class _StderrLog:
             text = item.decode("utf-8", "replace")
         else:
             text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
+        # What a server prints may hold a credential (a token in a debug line): masked before it is kept.
+        text = masked_text(text)
         if text.strip():
             kept = text.strip()
             if len(kept) > STDERR_TAIL_CHARS:
                 kept = kept[:STDERR_TAIL_CHARS] + "..."
-            self._tail.append(masked_text(kept))
+            self._tail.append(kept)
         self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=text)
 
     def _flush(self, pid: int) -> None:

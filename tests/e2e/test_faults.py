@@ -321,6 +321,19 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     )
 
 
+async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
+    # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
+    flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")
+    assert flag.returncode == 2
+    assert "faults (flag --fault): a fault rule is empty" in flag.stderr
+    config = tmp_path / "proxy.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/mcp"\nfaults = ["tool:a => drop", "  "]\n')
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "a fault rule is empty" in toml.stderr
+    assert "proxy.toml" in toml.stderr
+
+
 @pytest.mark.parametrize(
     ("client", "server", "mode"),
     [

@@ -15,7 +15,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import aiohttp
 import pytest
@@ -62,9 +62,17 @@ async def test_an_sse_client_reaches_a_streamable_http_server_through_the_proxy(
     assert {(c["client_transport"], c["upstream_transport"], c["mode"]) for c in calls} == {
         ("sse", "http", mode)
     }
-    lines = [e for e in proxy.events() if e.get("event") == "exchange" and e.get("method") == "tools/call"]
+
+    def exchanges(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in events if e.get("event") == "exchange" and e.get("method") == "tools/call"]
+
+    # An exchange's line is written as it closes, so the last may reach the reader after the client
+    # is done: wait (bounded) for a line per scenario.
+    events = await asyncio.to_thread(proxy.wait_events, lambda e: len(exchanges(e)) >= len(SCENARIOS))
+    lines = exchanges(events)
+    assert len(lines) >= len(SCENARIOS)
     assert {(line["client"], line["upstream"]) for line in lines} == {("sse", "http")}
-    opened = [e for e in proxy.events() if e.get("event") == "sse_client_opened"]
+    opened = [e for e in events if e.get("event") == "sse_client_opened"]
     assert len(opened) == len(SCENARIOS)  # one stream per client connection
 
 

@@ -187,10 +187,15 @@ class RawStdioClient:
         return b"".join(self.err).decode("utf-8", "replace")
 
     def logged(self, event: str) -> dict[str, Any]:
-        for line in list(self.err):
-            item = json.loads(line)
-            if item.get("event") == event:
-                return dict(item)
+        """The first log line with this `event` (waits, bounded: stderr is its own pipe, read apart
+        from the answers on stdout, so a line may arrive after the answer that followed it)."""
+        deadline = time.monotonic() + READ_SECONDS
+        while time.monotonic() < deadline:
+            for line in list(self.err):
+                item = json.loads(line)
+                if item.get("event") == event:
+                    return dict(item)
+            time.sleep(0.01)
         raise AssertionError(f"no {event} line in {self.stderr()[-2000:]}")
 
     def close(self) -> int:
@@ -269,7 +274,8 @@ async def test_closing_stdin_stops_the_shim_and_its_child(raw_client: Any) -> No
     client: RawStdioClient = raw_client("--", *shlex.split(python_stdio_command()))
     client.request(1, "initialize", **INIT)
     assert client.answer(1)["result"]["serverInfo"]
-    pids = [json.loads(line)["pid"] for line in client.err if b'"upstream_started"' in line]
+    client.logged("upstream_started")  # waits (bounded) for the line, which may trail the answer
+    pids = [json.loads(line)["pid"] for line in list(client.err) if b'"upstream_started"' in line]
     assert pids
     assert client.close() == 0
     await until(lambda: not any(_alive(pid) for pid in pids), what="the stdio server to exit", seconds=10)

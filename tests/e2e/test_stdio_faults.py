@@ -83,7 +83,7 @@ def test_a_line_that_is_not_json_is_logged_as_the_servers_protocol_error_and_tra
         status, body = call(proxy.endpoint(), "noisy", session)
         assert status == 200
         assert body["result"]["content"][0]["text"] == "echo {}"
-        error = proxy.find("upstream_protocol_error")
+        error = proxy.wait_for("upstream_protocol_error")  # logged; its line may trail the answer
         assert error is not None, proxy.stderr()
         assert error["preview"] == "this is not json, a stray print"
         assert error["action"] == "skipped"
@@ -106,10 +106,14 @@ def test_a_server_that_exits_mid_call_fails_the_call_naming_its_exit_status_and_
         assert body["error"]["message"] == "Session not found"
         again = initialize(url)
         assert call(url, "echo", again)[0] == 200
-        exited = proxy.find("upstream_exited")
+        exited = proxy.wait_for("upstream_exited")
         assert exited is not None
         assert "exited with status 3" in exited["reason"]
-        stderr = [e["line"] for e in proxy.events() if e.get("stream") == "upstream-stderr"]
+        # The child's stderr is read on its own, so its last line may be logged after the exit is seen.
+        events = proxy.wait_events(
+            lambda lines: any(e.get("line") == "fake: dying on request" for e in lines)
+        )
+        stderr = [e["line"] for e in events if e.get("stream") == "upstream-stderr"]
         assert "fake: dying on request" in stderr
 
 
@@ -195,7 +199,11 @@ def test_a_child_busy_in_a_call_is_gone_soon_after_the_proxy_is_killed_outright(
     with ProxyProcess(proxy_env(upstream_cmd=fake_command())) as proxy:
         url = proxy.endpoint()
         session = initialize(url)
-        children = [e["pid"] for e in proxy.events() if e.get("event") == "upstream_started"]
+        # The child's start is logged before it answers, but the line may reach the reader after the
+        # answer: without the wait the list could be empty and the check below vacuous.
+        started = proxy.wait_events(lambda lines: any(e.get("event") == "upstream_started" for e in lines))
+        children = [e["pid"] for e in started if e.get("event") == "upstream_started"]
+        assert children, proxy.stderr()
         try:
             message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "busy"}}
             body = json.dumps(message).encode()
@@ -284,3 +292,9 @@ def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_std
     exited = proxy.find("upstream_exited")
     assert exited is not None
     assert "s3cret" not in json.dumps([unknown, exited])
+    # The child's own stderr stream reaches the log line by line, masked the same way.
+    said = proxy.wait_for("upstream_stderr")
+    assert said is not None, proxy.stderr()
+    assert said["stream"] == "upstream-stderr"
+    assert "s3cret" not in proxy.stderr()
+    assert "config: token=<redacted>" in proxy.stderr()

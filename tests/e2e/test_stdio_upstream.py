@@ -87,16 +87,24 @@ def test_a_modern_client_gets_input_required_from_a_legacy_stdio_server_and_comp
     stdio_proxy: ProxyProcess,
 ) -> None:
     step = {"id": "ask", "op": "call", "tool": "trigger-elicitation-request", "arguments": {}}
+    earlier = len(rounds(stdio_proxy.events()))  # the module's proxy served other tests' calls
     run = run_plan("python-2026", stdio_proxy.endpoint(), [step])
     line = run.lines["ask"]
     assert line["callbacks"] == ["elicitation:Please provide inputs for the following fields:"], run.stderr
     assert "- Name: octocat" in line["result"]["content"][1]["text"]
-    rounds = [
-        e
-        for e in stdio_proxy.events()
+    # The last round's line is written as its answer goes out, so it may reach the reader after the
+    # client has finished: wait (bounded) for this call's round that completes it.
+    lines = stdio_proxy.wait_events(lambda lines: rounds(lines)[earlier:][-1:] == ["complete"])
+    assert rounds(lines)[earlier:] == ["input_required", "complete"], _logs(stdio_proxy)
+
+
+def rounds(lines: list[dict[str, Any]]) -> list[str]:
+    """The outcomes of the bridge's rounds of `trigger-elicitation-request` the log lines name."""
+    return [
+        e["outcome"]
+        for e in lines
         if e.get("event") == "bridge_round" and e.get("name") == "trigger-elicitation-request"
     ]
-    assert [r["outcome"] for r in rounds][-2:] == ["input_required", "complete"], _logs(stdio_proxy)
 
 
 def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_session(
@@ -106,11 +114,20 @@ def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_sessio
     steps = [{"id": "sum", "op": "call", "tool": "get-sum", "arguments": {"a": 1, "b": 2}}]
     run_plan("python-legacy", stdio_proxy.endpoint(), steps)
     run_plan("python-legacy", stdio_proxy.endpoint(), steps)
-    started = [e["pid"] for e in stdio_proxy.events() if e.get("event") == "upstream_started"]
-    new = [pid for pid in started if pid not in before]
+
+    def started(lines: list[dict[str, Any]]) -> list[int]:
+        return [e["pid"] for e in lines if e.get("event") == "upstream_started" and e["pid"] not in before]
+
+    def stopped(lines: list[dict[str, Any]]) -> set[int]:
+        return {e["pid"] for e in lines if e.get("event") == "upstream_stopping"}
+
+    # The client may exit as soon as its DELETE is answered, before the child's stop is logged.
+    lines = stdio_proxy.wait_events(
+        lambda lines: len(started(lines)) >= 2 and set(started(lines)) <= stopped(lines)
+    )
+    new = started(lines)
     assert len(new) == 2, _logs(stdio_proxy)
-    stopped = {e["pid"] for e in stdio_proxy.events() if e.get("event") == "upstream_stopping"}
-    assert set(new) <= stopped  # each client's DELETE ended its child
+    assert set(new) <= stopped(lines)  # each client's DELETE ended its child
 
 
 def test_the_stdio_server_inherits_the_environment_but_not_the_proxys_own_secrets() -> None:

@@ -30,9 +30,10 @@ async function connect(url, mode, log) {
     ? new SSEClientTransport(target)
     : new StreamableHTTPClientTransport(target);
   await client.connect(transport);
+  const progress = progressOnArrival(transport);
   const api = {
-    callTool: (name, args, onprogress) =>
-      client.callTool({ name, arguments: args ?? {} }, undefined, onprogress ? { onprogress } : undefined),
+    callTool: (name, args, onprogress) => progress.during(onprogress, (sdkOnprogress) =>
+      client.callTool({ name, arguments: args ?? {} }, undefined, sdkOnprogress ? { onprogress: sdkOnprogress } : undefined)),
     listTools: () => client.listTools(),
     listPrompts: () => client.listPrompts(),
     getPrompt: (name, args) => client.getPrompt({ name, ...(args && { arguments: args }) }),
@@ -44,6 +45,43 @@ async function connect(url, mode, log) {
     await client.close();
   };
   return { api, close };
+}
+
+// The SDK hands a progress notification to `onprogress` a microtask after the transport delivers
+// it, but retires the request's progress handler at once when the response is delivered: when the
+// last progress and the response arrive in one read (a proxy or a busy server may write them
+// together, as SSE allows), that progress is dropped as "unknown token". So the progress of a call
+// is recorded as the transport delivers it, in arrival order (what came over the wire), and the SDK
+// gets a no-op `onprogress` only so that the request carries a progressToken. Calls run one at a time.
+function progressOnArrival(transport) {
+  let current;
+  let token;
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const sent = message?.params?._meta?.progressToken;
+    if (current && message?.method === 'tools/call' && sent !== undefined) token = sent;
+    return send(message, options);
+  };
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const params = message?.params;
+    if (current && message?.method === 'notifications/progress' && params?.progressToken === token) {
+      const { progressToken: _token, ...event } = params;
+      current(event);
+    }
+    deliver?.(message, extra);
+  };
+  return {
+    async during(onprogress, call) {
+      current = onprogress;
+      token = undefined;
+      try {
+        return await call(onprogress ? () => {} : undefined);
+      } finally {
+        current = undefined;
+      }
+    },
+  };
 }
 
 await main('client-v1.mjs', connect);
