@@ -37,7 +37,7 @@ from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.envs import REPO_ROOT
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import expected_result
-from tests.sidecar import admin_json, clean_env, proxy_command, until
+from tests.sidecar import START_SECONDS, admin_json, clean_env, proxy_command, until
 
 pytestmark = pytest.mark.e2e
 
@@ -188,10 +188,10 @@ class RawStdioClient:
     def stderr(self) -> str:
         return b"".join(self.err).decode("utf-8", "replace")
 
-    def logged(self, event: str) -> dict[str, Any]:
+    def logged(self, event: str, seconds: float = READ_SECONDS) -> dict[str, Any]:
         """The first log line with this `event` (waits, bounded: stderr is its own pipe, read apart
         from the answers on stdout, so a line may arrive after the answer that followed it)."""
-        deadline = time.monotonic() + READ_SECONDS
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             for line in list(self.err):
                 item = json.loads(line)
@@ -230,6 +230,9 @@ def raw_client(tmp_path: Path) -> Iterator[Any]:
     def start(*args: str) -> RawStdioClient:
         client = RawStdioClient(list(args), tmp_path)
         started.append(client)
+        # Started (its imports, and a child's with its era probe) before any answer is waited for:
+        # on a loaded machine the start alone has taken the whole of one answer's READ_SECONDS.
+        client.logged("stdio_client_ready", seconds=START_SECONDS)
         return client
 
     yield start
