@@ -17,6 +17,7 @@ child cleanly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -25,6 +26,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,7 +37,7 @@ from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.envs import REPO_ROOT
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import expected_result
-from tests.sidecar import admin_json, clean_env, proxy_command, until
+from tests.sidecar import START_SECONDS, admin_json, clean_env, proxy_command, until
 
 pytestmark = pytest.mark.e2e
 
@@ -186,10 +188,10 @@ class RawStdioClient:
     def stderr(self) -> str:
         return b"".join(self.err).decode("utf-8", "replace")
 
-    def logged(self, event: str) -> dict[str, Any]:
+    def logged(self, event: str, seconds: float = READ_SECONDS) -> dict[str, Any]:
         """The first log line with this `event` (waits, bounded: stderr is its own pipe, read apart
         from the answers on stdout, so a line may arrive after the answer that followed it)."""
-        deadline = time.monotonic() + READ_SECONDS
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             for line in list(self.err):
                 item = json.loads(line)
@@ -228,6 +230,9 @@ def raw_client(tmp_path: Path) -> Iterator[Any]:
     def start(*args: str) -> RawStdioClient:
         client = RawStdioClient(list(args), tmp_path)
         started.append(client)
+        # Started (its imports, and a child's with its era probe) before any answer is waited for:
+        # on a loaded machine the start alone has taken the whole of one answer's READ_SECONDS.
+        client.logged("stdio_client_ready", seconds=START_SECONDS)
         return client
 
     yield start
@@ -388,13 +393,24 @@ def test_the_wait_for_answers_after_the_end_of_stdin_is_bounded_by_drain_grace(
         {"name": "echo", "arguments": {"text": "quick"}},
         {"name": "slow_progress", "arguments": {"steps": 1000}},
     )
-    started = time.monotonic()
     code, lines, stderr = _run_file(tmp_path, requests, "--upstream", legacy_server.url, "--drain-grace", "1")
-    took = time.monotonic() - started
     assert code == 0, stderr[-2000:]
     answered = {line["id"] for line in lines if "id" in line and "method" not in line}
     assert answered == {1, 2}, lines
-    assert took < 9, took  # the slow call alone would take over 10 s
+    # The wait is timed by the proxy's own log, from the end of stdin to the client's close: the
+    # command's start-up and exit around it take seconds of their own on a loaded machine.
+    ended, closed = (_logged_at(stderr, event) for event in ("stdio_input_ended", "stdio_client_closed"))
+    assert closed - ended < 9, stderr[-2000:]  # the slow call alone would take over 10 s
+
+
+def _logged_at(stderr: str, event: str) -> float:
+    """When the first JSON log line with this `event` was logged (its ISO `timestamp`), in seconds."""
+    for text in stderr.splitlines():
+        with contextlib.suppress(ValueError):
+            line = json.loads(text)
+            if isinstance(line, dict) and line.get("event") == event:
+                return datetime.fromisoformat(line["timestamp"]).timestamp()
+    raise AssertionError(f"no {event} line in:\n{stderr[-2000:]}")
 
 
 def test_a_call_in_flight_when_a_signal_stops_mcp_proxy_stdio_is_logged_as_cut_by_the_stop(

@@ -23,7 +23,7 @@ import pytest
 
 from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
 from tests.e2e.test_stdio_clients import logged_exchanges, stdio_command
-from tests.peers.clients import ClientKind, run_client, run_plan
+from tests.peers.clients import ClientKind, run_plan
 from tests.peers.scenarios import expected_result
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +31,14 @@ pytestmark = pytest.mark.e2e
 UNMATCHED_RULE: Final = "method:no/such/method => drop"
 """A fault rule no message matches: in force, it makes every message take the HTTP shape."""
 
-SCENARIOS: Final = ["echo", "ask_name", "progress"]
+STEPS: Final = {
+    "echo": {"tool": "echo", "arguments": {"text": "hello"}},
+    "ask_name": {"tool": "ask_name", "arguments": {}},
+    "progress": {"tool": "slow_progress", "arguments": {"steps": 3}, "progress": True},
+}
+"""The catalogue scenarios of the same names, as steps of one client session: one `mcp-proxy stdio`
+(and one child) per run, where a client per scenario started three of each, which a loaded machine
+took past the test's minute to do twice."""
 
 _VARYING: Final = {"timestamp", "duration_ms", "exchange", "t", "ts", "created"}
 """Fields that differ between any two runs (times, exchange ids in the order they were minted)."""
@@ -96,20 +103,42 @@ def _same_observations(lane: Path, shaped: Path) -> None:
     assert _multiset(lane_records) == _multiset(shaped_records)
 
 
+def _as_scenario(line: dict[str, Any]) -> dict[str, Any]:
+    """A plan step's line in the shape of its scenario's `expected_result` (texts of the content)."""
+    if "result" not in line:
+        return line
+    result = line["result"]
+    normalized = {
+        "content": [block.get("text") for block in result["content"]],
+        "isError": bool(result.get("isError")),
+    }
+    if "structuredContent" in result:
+        normalized["structuredContent"] = result["structuredContent"]
+    return {
+        "scenario": line["id"],
+        "result": normalized,
+        "callbacks": line["callbacks"],
+        "progress": line["progress"],
+    }
+
+
 @pytest.mark.parametrize("client", ["python-legacy", "python-2026"])
 def test_the_lane_and_the_http_shape_give_the_sdk_client_the_same_answers_and_chains(
     tmp_path: Path, client: ClientKind
 ) -> None:
     upstream = shlex.split(python_stdio_command())
-    scenarios = SCENARIOS if client == "python-legacy" else ["echo", "progress"]
+    scenarios = list(STEPS) if client == "python-legacy" else ["echo", "progress"]
+    plan = [{"id": scenario, "op": "call", **STEPS[scenario]} for scenario in scenarios]
 
     def run(command: str) -> Any:
-        return run_client(client, command, scenarios, transport="stdio")
+        return run_plan(client, command, plan, transport="stdio")
 
     lane_run, shaped_run, lane, shaped = _runs(tmp_path, upstream, run)
     for scenario in scenarios:
-        assert lane_run.lines[scenario] == expected_result(scenario), lane_run.stderr[-3000:]
-        assert shaped_run.lines[scenario] == expected_result(scenario), shaped_run.stderr[-3000:]
+        assert _as_scenario(lane_run.lines[scenario]) == expected_result(scenario), lane_run.stderr[-3000:]
+        assert _as_scenario(shaped_run.lines[scenario]) == expected_result(scenario), shaped_run.stderr[
+            -3000:
+        ]
     _same_observations(lane, shaped)
 
 
