@@ -304,3 +304,12 @@ def _modern_version(msg: Message) -> str | None:
     """The 2026-07-28 version a message names in its `_meta`, if it names one."""
     version: Any = request_meta(msg.params).get(META_PROTOCOL_VERSION)
     return version if isinstance(version, str) and version in MODERN_VERSIONS else None
+
+
+def no_answer_reason(problem: str, status: int) -> str:
+    """Why a POST's exchange ended without an answer, in the words its client's error gives."""
+    if problem:
+        return problem
+    if status == 0:
+        return "no response came"
+    return f"HTTP {status} without an answer"

@@ -23,7 +23,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from proxy.config import Settings
-from proxy.engine.mirror import Cancel, ChannelClient, EndSession, OpenStream, Order, Post, Reply
+from proxy.engine.mirror import (
+    Cancel,
+    ChannelClient,
+    EndSession,
+    OpenStream,
+    Order,
+    Post,
+    Reply,
+    no_answer_reason,
+)
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import header, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge
@@ -431,11 +440,7 @@ class ChannelSide:
 
     def why(self) -> str:
         """What the client hears when its call got no answer."""
-        if self.problem:
-            return self.problem
-        if self.status == 0:
-            return "no response came"
-        return f"HTTP {self.status} without an answer"
+        return no_answer_reason(self.problem, self.status)
 
 
 def _one_line(data: bytes) -> bytes:

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from proxy.engine.mirror import Post
+from proxy.engine.mirror import Post, no_answer_reason
 from proxy.engine.passthrough import era_suspicion
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import (
@@ -371,8 +371,4 @@ class LaneExchange:
             lane.sent(self.session)
 
     def _why(self) -> str:
-        if self.problem:
-            return self.problem
-        if self.status == 0:
-            return "no response came"
-        return f"HTTP {self.status} without an answer"
+        return no_answer_reason(self.problem, self.status)
