@@ -28,6 +28,7 @@ from tests.e2e.commanded import own_proxy
 from tests.peers.clients import run_plan
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
+from tests.sidecar import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -138,10 +139,7 @@ async def test_a_new_initialize_during_a_drain_gets_503_and_the_proxy_exits_0_on
             call = tasks.create_task(
                 client.call_tool("slow_progress", {"steps": 40}, progress_callback=log.on_progress)
             )
-            deadline = time.monotonic() + 20
-            while len(log.progress) < 3:  # until the slow call is under way
-                assert time.monotonic() < deadline, "the slow call never began"
-                await asyncio.sleep(0.02)
+            await until(lambda: len(log.progress) >= 3, what="the slow call under way", seconds=20)
             proxy.process.signal(signal.SIGTERM)
             signalled = time.monotonic()
             await proxy.process.logged("draining")
