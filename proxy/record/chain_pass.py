@@ -113,7 +113,10 @@ class ChainsFromPass:
         )
         assert self._proc.stdout is not None
         self._records = self._proc.stdout
-        self._next: tuple[int, int, list[str]] | None = None
+        self._file = self._offset = -1
+        """The place of the next record (file number, offset); -1 once the records ended."""
+        self._fields: list[str] = []
+        """The next record's kind and what follows its place."""
         self._ended = False
         self._read()
 
@@ -123,19 +126,20 @@ class ChainsFromPass:
         return self._proc.pid
 
     def at(self, file_no: int, offset: int) -> list[str] | None:
-        """The record of the line at `offset` of file `file_no` (its fields after the place), else None."""
-        place = (file_no, offset)
-        while self._next is not None and self._next[:2] < place:
+        """The record of the line at `offset` of file `file_no` (its kind and fields after the place)."""
+        while self._file != -1 and (
+            self._file < file_no or (self._file == file_no and self._offset < offset)
+        ):
             self._read()
-        nxt = self._next
-        if nxt is not None and nxt[0] == file_no and nxt[1] == offset:
+        if self._offset == offset and self._file == file_no:
+            fields = self._fields
             self._read()
-            return nxt[2]
+            return fields
         return None
 
     def finish(self) -> None:
         """Check the pass read everything; raises ChainPassError, with its stderr, when it did not."""
-        while self._next is not None:
+        while self._file != -1:
             self._read()
         if not self._ended:
             try:
@@ -157,15 +161,14 @@ class ChainsFromPass:
             self._proc.stderr.close()
 
     def _read(self) -> None:
-        line = self._records.readline()
-        fields = line.split()
-        if not fields or fields[0] == b"E":
-            self._next = None
-            self._ended = bool(fields)
+        fields = self._records.readline().decode().split()
+        if len(fields) < 3:
+            self._file = self._offset = -1
+            self._ended = fields == ["E"]
             return
-        kind = fields[0].decode()
-        rest = [f.decode() for f in fields[3:]]
-        self._next = (int(fields[1]), int(fields[2]), [kind, *rest])
+        self._file, self._offset = int(fields[1]), int(fields[2])
+        del fields[1:3]
+        self._fields = fields
 
     def _stderr(self) -> str:
         err = self._proc.stderr

@@ -38,6 +38,11 @@ SSE_CHANNELS: Final = frozenset({Channel.SSE, Channel.GET_SSE})
 SSE_TYPE: Final = "text/event-stream"
 JSON_TYPE: Final = "application/json"
 
+_TO_SERVER: Final = Direction.TO_SERVER
+_TO_CLIENT: Final = Direction.TO_CLIENT
+"""Bound once: a member read through its enum class costs several times a module constant's, and
+every message of an export is compared with them."""
+
 DEFAULT_ENTRY_BYTES: Final = 8 * 1024 * 1024
 """Message bytes one draft keeps; past it, later messages are counted in `_mcp.dropped_messages`."""
 
@@ -180,7 +185,7 @@ def _last_time(draft: EntryDraft) -> float:
 
 
 def _first_back(draft: EntryDraft) -> float | None:
-    return next((m.t for m in draft.messages if m.direction is Direction.TO_CLIENT), None)
+    return next((m.t for m in draft.messages if m.direction is _TO_CLIENT), None)
 
 
 def _pairs(headers: dict[str, str]) -> list[dict[str, str]]:
@@ -209,15 +214,21 @@ def _sse_text(messages: list[Carried]) -> str:
     return "".join(parts)
 
 
+def _query(url: str) -> list[dict[str, str]]:
+    if "?" not in url:
+        return []
+    return [{"name": n, "value": v} for n, v in parse_qsl(urlsplit(url).query, True)]
+
+
 def _request(draft: EntryDraft) -> dict[str, Any]:
-    sent = [m for m in draft.messages if m.direction is Direction.TO_SERVER]
+    sent = [m for m in draft.messages if m.direction is _TO_SERVER]
     request: dict[str, Any] = {
         "method": draft.http_method,
         "url": draft.url,
         "httpVersion": "HTTP/1.1",
         "cookies": [],
         "headers": _pairs(draft.request_headers),
-        "queryString": [{"name": n, "value": v} for n, v in parse_qsl(urlsplit(draft.url).query, True)],
+        "queryString": _query(draft.url),
         "headersSize": -1,
         "bodySize": draft.body_size if draft.body_size is not None else sum(m.size for m in sent),
     }
@@ -229,7 +240,7 @@ def _request(draft: EntryDraft) -> dict[str, Any]:
 
 
 def _response(draft: EntryDraft) -> dict[str, Any]:
-    back = [m for m in draft.messages if m.direction is Direction.TO_CLIENT]
+    back = [m for m in draft.messages if m.direction is _TO_CLIENT]
     sse = (draft.content_type or "").split(";")[0].strip().lower() == SSE_TYPE or (
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )
