@@ -176,6 +176,13 @@ def _id(cell: tuple[str, str]) -> str:
     return f"{cell[0]}-{cell[1]}"
 
 
+CELL_TIMEOUT: Final = 150
+"""Seconds a cell may take: the client's own bound (45 s) plus, for a column's first cell, starting its
+server and proxy, each with a bounded readiness wait of its own; under a loaded CI machine the suite's
+60 s default has been too tight for that sum."""
+
+
+@pytest.mark.timeout(CELL_TIMEOUT)
 @pytest.mark.parametrize(("client", "server"), PROXY_CELLS, ids=[_id(c) for c in PROXY_CELLS])
 def test_cell_through_the_proxy_command_gives_the_expected_results(
     client: ClientKind, server: str, columns: Columns, report: Report
@@ -189,6 +196,7 @@ def test_cell_through_the_proxy_command_gives_the_expected_results(
     )
 
 
+@pytest.mark.timeout(CELL_TIMEOUT)
 @pytest.mark.parametrize(("client", "server"), DIRECT_CELLS, ids=[_id(c) for c in DIRECT_CELLS])
 def test_cell_direct_gives_the_expected_results(
     client: ClientKind, server: str, columns: Columns, report: Report
