@@ -12,8 +12,9 @@ A record names its line by file number (0 the oldest) and byte offset, so a line
 corrupt never shifts the other's lines. One record per line, space-separated, in file order:
 
 - `C FILE OFFSET CHAIN`: the line's observation filed a message (or the response head) in `CHAIN`;
-- `L FILE OFFSET CHAIN CLIENT_ERA UPSTREAM_ERA MODE`: a leg message, filed in `CHAIN`, whose chain
-  had those eras and that mode when the message was built (a leg's entry carries them);
+- `L FILE OFFSET CHAIN FACTS`: a leg message, filed in `CHAIN`, whose chain had the eras and mode of
+  `FACTS` (a JSON array: client era, upstream era, mode; a capture's text, so JSON keeps it one field)
+  when the message was built (a leg's entry carries them);
 - `S FILE OFFSET`: a repeated line (the top of a rotated part) the pass skipped, because what it
   repeats was already open from an earlier file;
 - `E`: the pass read every file to its end.
@@ -30,6 +31,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Final
+
+import orjson
 
 from proxy.flows.observations import LegMessageSeen, Observation
 from proxy.flows.store import ChainStore
@@ -88,9 +91,8 @@ class ChainPass:
             summary = self._store.peek(chain)
             if summary is not None:
                 head = summary.summary
-                self._out.write(
-                    f"L {self._where()} {chain} {head.client_era} {head.upstream_era} {head.mode}\n".encode()
-                )
+                facts = orjson.dumps([head.client_era, head.upstream_era, str(head.mode)])
+                self._out.write(f"L {self._where()} {chain} ".encode() + facts + b"\n")
                 return
         self._out.write(f"C {self._where()} {chain}\n".encode())
 
@@ -161,14 +163,16 @@ class ChainsFromPass:
             self._proc.stderr.close()
 
     def _read(self) -> None:
-        fields = self._records.readline().decode().split()
+        fields = self._records.readline().decode().split(" ", 4)
         if len(fields) < 3:
             self._file = self._offset = -1
-            self._ended = fields == ["E"]
+            self._ended = fields == ["E\n"]
             return
         self._file, self._offset = int(fields[1]), int(fields[2])
-        del fields[1:3]
-        self._fields = fields
+        if fields[0] == "L":  # its chain's eras and mode, as the capture held them: JSON, spaces and all
+            self._fields = ["L", fields[3], *(str(fact) for fact in orjson.loads(fields[4]))]
+        else:
+            self._fields = [fields[0], *(f.rstrip("\n") for f in fields[3:])]
 
     def _stderr(self) -> str:
         err = self._proc.stderr

@@ -16,9 +16,21 @@ from pathlib import Path
 import orjson
 import pytest
 
+from proxy.flows.events import Channel, Direction, Mode, ProxyInfo, Side
+from proxy.flows.observations import (
+    ExchangeClosed,
+    ExchangeOpened,
+    LegClosed,
+    LegMessageSeen,
+    MessageSeen,
+)
+from proxy.flows.redact import Redactor
 from proxy.record import chain_pass
+from proxy.record.capture import CaptureWriter
 from proxy.record.chain_pass import ChainPassError, ChainsFromPass
 from proxy.record.export import CHAIN_PASS_FROM, Format, export_capture
+from proxy.record.observations import ObservationEncoder
+from proxy.wire.jsonrpc import classify_value
 from tests.record.captures import full_har, record_demo, replicate
 
 
@@ -113,3 +125,33 @@ def test_the_command_exports_a_big_capture_beside_its_chain_pass(capture: Path, 
 
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "big.har").read_bytes() == full_har([big])
+
+
+def test_an_era_with_spaces_and_a_line_break_reaches_the_leg_entry_whole(tmp_path: Path) -> None:
+    """A capture's eras are its own text: the pass's records carry them without breaking their framing."""
+    path = tmp_path / "odd.jsonl"
+    encode = ObservationEncoder(Redactor(), 65536).encode
+    call = classify_value({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask"}})
+    leg_call = classify_value({"jsonrpc": "2.0", "id": "leg-1", "method": "tools/call", "params": {}})
+    odd = "legacy \nE\n era"
+    observations = [
+        ExchangeOpened(1.0, "x1", "POST", "/mcp", {}, None, odd, "modern", Mode.LEGACY_TO_MRTR, 60),
+        MessageSeen(1.1, "x1", call, 60, Direction.TO_SERVER, Channel.POST, Side.CLIENT, None, None),
+        LegMessageSeen(1.2, "leg-1", "x1", leg_call, 50, Direction.TO_SERVER, Channel.POST),
+        LegClosed(1.3, "leg-1"),
+        ExchangeOpened(2.0, "x2", "POST", "/mcp", {}, None, "modern", "modern", Mode.PASSTHROUGH, 60),
+        MessageSeen(2.1, "x2", call, 60, Direction.TO_SERVER, Channel.POST, Side.BOTH, None, None),
+        ExchangeClosed(2.2, "x2", None),
+        ExchangeClosed(2.3, "x1", None),
+    ]
+    with CaptureWriter(path) as writer:
+        writer.write(ProxyInfo(ts=1.0, version="t", listen="http://127.0.0.1:1", upstream="http://h:2/mcp"))
+        writer.write_lines([encode(obs) for obs in observations])
+
+    beside, _ = har([path], chain_pass=True)
+
+    assert beside == full_har([path])
+    entries = orjson.loads(beside)["log"]["entries"]
+    leg = next(e for e in entries if e["_mcp"]["side"] == "upstream")
+    assert leg["_mcp"]["era"] == {"client": odd, "upstream": "modern"}
+    assert [e["_mcp"]["chains"] for e in entries] == [["r1"], ["r2"], ["r1"]]  # the call after the leg too
