@@ -9,10 +9,9 @@
    session ids (and times moved on by each copy's span) until the capture holds `--size-mib` MiB.
 3. Runs `mcp-proxy export --har|--json|--ndjson` on it as a user would (a subprocess), and on the
    seed alone for the baseline: throughput is capture bytes over wall time, and RSS growth is the
-   export's peak RSS less the peak RSS of the same command exporting the seed (interpreter, imports),
-   plus the whole peak RSS of the chain pass a big HAR export starts (the seed's starts none).
-   CPU seconds (the child's user + system time, its chain pass's included) are reported too: on a
-   machine others share, wall time measures them as much as the export.
+   export's peak RSS less the peak RSS of the same command exporting the seed (interpreter, imports).
+   CPU seconds (the child's user + system time) are reported too: on a machine others share, wall
+   time measures them as much as the export.
 
 Writes `results.json` and `results.md` to `--out`. Run it on a quiet machine; `nice` it beside others.
 """
@@ -64,16 +63,14 @@ def replicate(seed: Path, target: Path, size: int) -> tuple[int, int]:
 
 
 _CHILD = (
-    "import resource, sys\n"
+    "import sys\n"
     "from proxy.cli import main\n"
     "code = main(sys.argv[1:])\n"
     "peak = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
-    "print('pass_maxrss:', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
     "print(peak[0].strip() if peak else 'VmHWM: 0 kB', file=sys.stderr)\n"
     "raise SystemExit(code)\n"
 )
-"""`mcp-proxy export` in a child that reports its own peak RSS (VmHWM: since its exec, unlike ru_maxrss)
-and the peak RSS of the processes it started and waited for: the chain pass of a big HAR export."""
+"""`mcp-proxy export` in a child that reports its own peak RSS (VmHWM: since its exec, unlike ru_maxrss)."""
 
 
 def run_export(fmt: str, capture: Path, out: Path) -> dict[str, Any]:
@@ -87,21 +84,14 @@ def run_export(fmt: str, capture: Path, out: Path) -> dict[str, Any]:
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     lines = done.stderr.decode().strip().splitlines()
     peak_kib = int(lines[-1].split()[1]) if lines and lines[-1].startswith("VmHWM:") else 0
-    pass_kib = int(lines[-2].split()[1]) if len(lines) > 1 and lines[-2].startswith("pass_maxrss:") else 0
     return {
         "seconds": round(seconds, 3),
         "cpu_seconds": round(cpu, 3),
         "peak_rss_mib": round(peak_kib / 1024, 1),
-        "pass_peak_rss_mib": round(pass_kib / 1024, 1),
         "exit": done.returncode,
-        "stderr": lines[-3:-2],
+        "stderr": lines[-2:-1],
         "out_bytes": out.stat().st_size if out.exists() else 0,
     }
-
-
-def _resident(run: dict[str, Any]) -> float:
-    """Peak RSS of an export and of the chain pass it started, counted whole (the seed's starts none)."""
-    return float(run["peak_rss_mib"] + run["pass_peak_rss_mib"])
 
 
 def main() -> int:
@@ -139,7 +129,7 @@ def main() -> int:
                 "run": big,
                 "mib_per_s": round(size / 2**20 / big["seconds"], 1),
                 "mib_per_cpu_s": round(size / 2**20 / big["cpu_seconds"], 1),
-                "rss_growth_mib": round(_resident(big) - _resident(base), 1),
+                "rss_growth_mib": round(big["peak_rss_mib"] - base["peak_rss_mib"], 1),
             }
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.out / "results.md").write_text(report(results))
@@ -157,15 +147,14 @@ def report(results: dict[str, Any]) -> str:
         f"load {', '.join(f'{x:.2f}' for x in results['machine']['load'])} at start.",
         "",
         f"| format | seconds | MiB/s (target >= {TARGET_MIB_PER_S:.0f}) | CPU seconds | MiB per CPU second | "
-        f"peak RSS MiB | chain pass peak RSS MiB | RSS growth MiB (target < {TARGET_RSS_GROWTH_MIB:.0f}) | "
-        "output MiB | exit |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"peak RSS MiB | RSS growth MiB (target < {TARGET_RSS_GROWTH_MIB:.0f}) | output MiB | exit |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for fmt, r in results["formats"].items():
         run = r["run"]
         rows.append(
             f"| {fmt} | {run['seconds']} | {r['mib_per_s']} | {run['cpu_seconds']} | {r['mib_per_cpu_s']} | "
-            f"{run['peak_rss_mib']} | {run.get('pass_peak_rss_mib', 0.0) or '-'} | "
+            f"{run['peak_rss_mib']} | "
             f"{r['rss_growth_mib']} | {run['out_bytes'] / 2**20:.1f} | {run['exit']} |"
         )
     return "\n".join(rows) + "\n"

@@ -25,7 +25,6 @@ from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
-from proxy.record.chain_pass import ChainPassError
 from proxy.record.curl import NoRequest, Target, curl_command
 from proxy.record.export import Format, counted, export_capture, export_spans, find_chain, open_readers
 from proxy.record.observations import ObservationReplayer
@@ -125,11 +124,6 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         print(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    except ChainPassError as exc:
-        if str(target) != "-":
-            target.unlink(missing_ok=True)  # half a HAR is not one
-        print(f"mcp-proxy export: building the chains failed, nothing was exported: {exc}", file=sys.stderr)
-        return 1
     for line in report.lines():
         print(f"mcp-proxy export: {line}", file=sys.stderr)
     what = (

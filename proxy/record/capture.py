@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Protocol, get_args
+from typing import IO, Any, Final, get_args
 
 import orjson
 from pydantic import ValidationError
@@ -397,17 +397,6 @@ class _Unknown(Exception):
     """A line of an event type from a newer proxy: skipped and counted."""
 
 
-class LineReplayer(Protocol):
-    """What a reader hands observation lines to: an `ObservationReplayer`, or a drafter that takes
-    its chains from elsewhere (`proxy.record.har_capture.PassFollower`)."""
-
-    def start_file(self) -> None:
-        """A new file begins."""
-
-    def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
-        """The flow events one decoded observation line makes."""
-
-
 class CaptureReader:
     """Reads a capture back as FlowEvents, checking its header first so foreign or newer files fail clearly.
 
@@ -420,7 +409,9 @@ class CaptureReader:
     `replayer` lets several files (a capture and its rotated parts) share one observation replayer.
     """
 
-    def __init__(self, path: Path, *, strict: bool = False, replayer: LineReplayer | None = None) -> None:
+    def __init__(
+        self, path: Path, *, strict: bool = False, replayer: ObservationReplayer | None = None
+    ) -> None:
         self._path = Path(path)
         try:
             self._file: IO[bytes] = self._path.open("rb")
@@ -445,7 +436,7 @@ class CaptureReader:
         self._iterating = False
         self.line_start = 0
         """Where the line being read starts in the file (an index keeps where each record's line is)."""
-        self._replayer: LineReplayer | None = replayer
+        self._replayer: ObservationReplayer | None = replayer
 
     @property
     def path(self) -> Path:

@@ -26,19 +26,14 @@ from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader, LineReplayer
-from proxy.record.chain_pass import ChainsFromPass
+from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
-from proxy.record.har_capture import HarFromCapture, PassFollower
+from proxy.record.har_capture import HarFromCapture
 from proxy.record.observations import ObservationReplayer
 
 RING: Final = 500
 """Chains the export's store keeps built (ended ones past it are let go; open ones are held)."""
-
-CHAIN_PASS_FROM: Final = 4 * 1024 * 1024
-"""Capture bytes from which an unfiltered HAR export builds its chains in a process of its own: below
-it, starting that process costs more than it saves."""
 
 JSON_MESSAGES: Final = 10_000
 """Messages one chain keeps in a JSON export (later ones are counted in `dropped_messages`)."""
@@ -98,7 +93,7 @@ class ExportReport:
         }
 
 
-def open_readers(paths: Sequence[Path], replayer: LineReplayer) -> list[CaptureReader]:
+def open_readers(paths: Sequence[Path], replayer: ObservationReplayer) -> list[CaptureReader]:
     """Open every file (checking its header) before anything is written; closes them all on failure."""
     readers: list[CaptureReader] = []
     try:
@@ -112,33 +107,20 @@ def open_readers(paths: Sequence[Path], replayer: LineReplayer) -> list[CaptureR
 
 
 def export_capture(
-    paths: Sequence[Path],
-    fmt: Format,
-    out: IO[bytes],
-    keep: ChainFilter | None = None,
-    *,
-    chain_pass: bool | None = None,
+    paths: Sequence[Path], fmt: Format, out: IO[bytes], keep: ChainFilter | None = None
 ) -> ExportReport:
     """Export the capture files (oldest first) to `out`; returns what was written and skipped.
 
-    An unfiltered HAR export of at least `CHAIN_PASS_FROM` bytes builds its chains in a chain pass
-    beside it (`proxy.record.chain_pass`); `chain_pass` forces that either way (a filter judges chains
-    by their headlines, which only an export building its own chains has, so a filtered one never
-    does). Raises CaptureFormatError or CaptureError before writing anything when a file is not a
-    readable capture, and ChainPassError when the chain pass fails.
+    Raises CaptureFormatError or CaptureError before writing anything when a file is not a readable
+    capture.
     """
     keep = keep or ChainFilter()
     report = ExportReport()
     if fmt is Format.HAR:
+        store = ChainStore(max_chains=RING, max_messages_per_chain=1)
         har = HarWriter(out)
-        if chain_pass is None:
-            chain_pass = keep.empty and sum(_size(p) for p in paths) >= CHAIN_PASS_FROM
-        entries = _har_beside_pass(paths, har, report) if chain_pass and keep.empty else None
-        if entries is None:
-            store = ChainStore(max_chains=RING, max_messages_per_chain=1)
-            entries = HarFromCapture(har.write, store, keep=keep)
-            assert entries.replayer is not None
-            _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
+        entries = HarFromCapture(har.write, store, keep=keep)
+        _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -155,33 +137,6 @@ def export_capture(
     if isinstance(writer, JsonWriter):
         writer.close(report.skipped())
     return report
-
-
-def _har_beside_pass(paths: Sequence[Path], har: HarWriter, report: ExportReport) -> HarFromCapture:
-    """Draft every entry here while the chain pass builds the chains in a process of its own."""
-    entries = HarFromCapture(har.write, None)
-    follower = PassFollower(entries)
-    readers = open_readers(paths, follower)
-    try:
-        chains = ChainsFromPass(paths)
-    except BaseException:
-        for reader in readers:
-            reader.close()
-        raise
-    try:
-        follower.follow(readers, chains)
-        _read(readers, report, entries.proxy_info)
-        chains.finish()
-    finally:
-        chains.close()
-    return entries
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> ExportReport:

@@ -91,8 +91,8 @@ class EntryDraft:
     ended: float | None = None
     outcome: str | None = None
     related: str | None = None
-    chains: dict[str, ChainSummary | None] = field(default_factory=dict)
-    """The chains its messages joined, by id, with their (live) headlines where the drafter has them."""
+    chains: dict[str, ChainSummary] = field(default_factory=dict)
+    """The chains its messages joined, by id, with their (live) headlines."""
     kept_bytes: int = 0
     dropped: int = 0
     limit: int = DEFAULT_ENTRY_BYTES

@@ -13,23 +13,14 @@ A filter that judges chains by their end (status, free text) holds an ended exch
 chain it carried has ended too (a client's answer to a nested request closes before its call does);
 at most `max_held` such entries wait, past which the oldest is judged as things stand. An entry is
 kept when any of its chains passes the filter; one that joined no chain, only when nothing is filtered.
-
-`PassFollower` drafts the same entries without a chain builder of its own: a big export reads the
-lines in this process and takes each line's chain from the chain pass running beside it
-(`proxy.record.chain_pass`), which is how an unfiltered export uses a second core. Its drafts know
-their chains by id only (no headlines), which is all an unfiltered entry needs.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from proxy.record.capture import CaptureReader
-
-from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     ChainSummary,
@@ -55,12 +46,8 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.store import ChainStore
-from proxy.record.chain_pass import ChainsFromPass
 from proxy.record.har import DEFAULT_ENTRY_BYTES, Carried, EntryDraft, client_url, render, upstream_url
-from proxy.record.observations import ObservationReplayer, decode
-
-LegFacts = tuple[str, str, str]
-"""What a leg's entry takes from the chain it serves: the client's era, the upstream's era, the mode."""
+from proxy.record.observations import ObservationReplayer
 
 DEFAULT_MAX_HELD: Final = 10_000
 """Ended entries waiting for their chains to end before a filter judges them."""
@@ -72,7 +59,7 @@ class HarFromCapture:
     def __init__(
         self,
         write: Callable[[dict[str, Any]], None],
-        store: ChainStore | None,
+        store: ChainStore,
         *,
         keep: ChainFilter | None = None,
         entry_bytes: int = DEFAULT_ENTRY_BYTES,
@@ -90,16 +77,12 @@ class HarFromCapture:
         self._upstream = "http://upstream/"
         self.written = 0
         self._lean = lean
+        self.replayer = ObservationReplayer(
+            store=store, on_applied=self.applied, headlines=not lean, records=not lean
+        )
+        """The replayer to read the capture with: it hands each observation built to `applied`."""
+        self._builder = self.replayer.builder
         self._finished = 0
-        self._builder: ChainBuilder | None = None
-        self.replayer: ObservationReplayer | None = None
-        """The replayer to read the capture with: it hands each observation built to `applied` (None
-        without a store: the chains then come from a chain pass, `PassFollower`)."""
-        if store is not None:
-            self.replayer = ObservationReplayer(
-                store=store, on_applied=self.applied, headlines=not lean, records=not lean
-            )
-            self._builder = self.replayer.builder
 
     def proxy_info(self, info: ProxyInfo) -> None:
         """Learn where the proxy listened and what it proxied (entries' URLs)."""
@@ -110,13 +93,6 @@ class HarFromCapture:
         """Take one observation, as the replayer built it, with the chain it filed a message in."""
         if not self._lean:
             chain = next((e.chain_id for e in events if isinstance(e, MessageRecorded)), None)
-        self.take(obs, chain)
-        if self._chain_ended(events) and self._held:  # held entries may be judged now
-            self._release_held()
-
-    def take(self, obs: Observation, chain: str | None, leg: LegFacts | None = None) -> None:
-        """Draft one observation with the chain it filed a message in (and, for a leg's message from a
-        chain pass, the eras and mode its chain had then)."""
         match obs:
             case MessageSeen():
                 draft = self._open.get(obs.exchange)
@@ -164,7 +140,7 @@ class HarFromCapture:
                     draft.invalid_body = obs.body.decode("utf-8", "replace")
                     self._note_chain(draft, chain)
             case LegMessageSeen():
-                self._leg_message(obs, chain, leg)
+                self._leg_message(obs, chain)
             case LegLinked():
                 self._leg(obs.leg, obs.t, None).related = obs.related
             case LegClosed():
@@ -173,6 +149,8 @@ class HarFromCapture:
                     self._ended(draft)
             case _:
                 pass
+        if self._chain_ended(events) and self._held:  # held entries may be judged now
+            self._release_held()
 
     def finish(self) -> None:
         """Write what is left: entries waiting on their chains, then exchanges still open (marked so)."""
@@ -187,23 +165,17 @@ class HarFromCapture:
     def _chain_ended(self, events: list[FlowEvent]) -> bool:
         if not self._lean:
             return any(isinstance(e, ChainChanged) and e.chain.ended is not None for e in events)
-        if self._builder is None:
-            return False
         finished = self._builder.finished
         ended, self._finished = finished != self._finished, finished
         return ended
 
     def _summary(self, chain_id: str | None) -> ChainSummary | None:
-        if chain_id is None or self._store is None:
-            return None
-        chain = self._store.peek(chain_id)
+        chain = self._store.peek(chain_id) if chain_id is not None else None
         return chain.summary if chain is not None else None
 
     def _note_chain(self, draft: EntryDraft, chain_id: str | None) -> None:
+        """File the chain in the draft with its headline, looked up once per entry and chain."""
         if chain_id is not None and chain_id not in draft.chains:
-            if self._store is None:
-                draft.chains[chain_id] = None
-                return
             summary = self._summary(chain_id)
             if summary is not None:
                 draft.chains[chain_id] = summary
@@ -217,19 +189,20 @@ class HarFromCapture:
             )
         return draft
 
-    def _leg_message(self, obs: LegMessageSeen, chain: str | None, leg: LegFacts | None) -> None:
+    def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:
         draft = self._leg(obs.leg, obs.t, obs)
         msg = obs.msg
         carried = Carried(
             obs.t, obs.direction, obs.channel, Side.UPSTREAM, msg.kind, msg.raw,
             msg.id, msg.method, obs.size, None, None, chain,
         )  # fmt: skip
-        if not draft.chains:  # a leg has the eras and mode of the chain it serves
-            summary = self._summary(chain)
-            if summary is not None:
-                leg = (summary.client_era, summary.upstream_era, summary.mode.value)
-            if leg is not None and (summary is not None or self._store is None):
-                draft.client_era, draft.upstream_era, draft.mode = leg
+        if not draft.chains and (summary := self._summary(chain)) is not None:
+            # a leg has the eras and mode of the chain it serves
+            draft.client_era, draft.upstream_era, draft.mode = (
+                summary.client_era,
+                summary.upstream_era,
+                summary.mode.value,
+            )
         self._note_chain(draft, chain)
         draft.add(carried)
 
@@ -253,48 +226,10 @@ class HarFromCapture:
 
     def _judge(self, draft: EntryDraft) -> None:
         keep = self._keep
-        if keep.empty or any(summary is not None and keep(summary) for summary in draft.chains.values()):
+        if keep.empty or any(keep(summary) for summary in draft.chains.values()):
             self._write(render(draft))
             self.written += 1
 
 
 def _all_ended(draft: EntryDraft) -> bool:
-    return all(summary is not None and summary.ended is not None for summary in draft.chains.values())
-
-
-class PassFollower:
-    """Reads a capture's lines for `HarFromCapture`, each with the chain the chain pass found for it.
-
-    It stands where a reader's `ObservationReplayer` stands (`CaptureReader` hands it every observation
-    line) but builds no chains: it decodes the line and asks the pass, by the line's place, which chain
-    it joined, and drafts it with that. A repeated line the pass skipped is skipped here too. The files
-    are opened (their headers checked) before the pass starts, so `follow` comes after the readers.
-    """
-
-    def __init__(self, har: HarFromCapture) -> None:
-        self._har = har
-        self._chains: ChainsFromPass | None = None
-        self._readers: Sequence[CaptureReader] = ()
-        self._file_no = -1
-
-    def follow(self, readers: Sequence[CaptureReader], chains: ChainsFromPass) -> None:
-        """Read `readers` (oldest first, as the pass reads them) with the chains of `chains`."""
-        self._readers, self._chains = readers, chains
-
-    def start_file(self) -> None:
-        """The next file begins."""
-        self._file_no += 1
-
-    def replay(self, line: dict[str, Any]) -> list[FlowEvent]:
-        """Draft one observation line with its chain; a reader of this side gets no flow events."""
-        obs = decode(line)
-        record = None
-        if self._chains is not None and 0 <= self._file_no < len(self._readers):
-            record = self._chains.at(self._file_no, self._readers[self._file_no].line_start)
-        if record is None:
-            self._har.take(obs, None)
-        elif record[0] == "C":
-            self._har.take(obs, record[1])
-        elif record[0] == "L":
-            self._har.take(obs, record[1], (record[2], record[3], record[4]))
-        return []
+    return all(summary.ended is not None for summary in draft.chains.values())

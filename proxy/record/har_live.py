@@ -32,7 +32,7 @@ def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dic
     out = []
     for draft in sorted(drafts.values(), key=lambda d: d.started):
         draft.messages.sort(key=lambda m: m.t)
-        if all(s is not None and s.ended is not None for s in draft.chains.values()):
+        if all(s.ended is not None for s in draft.chains.values()):
             draft.ended = max([draft.started, *(m.t for m in draft.messages)])
         out.append(render(draft))
     return out

@@ -363,8 +363,6 @@ class ObservationReplayer:
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
-        self.on_skipped: Callable[[], None] | None = None
-        """Hears of each repeated line skipped because what it repeats was already open here."""
         self._builder = ChainBuilder(
             store if store is not None else ChainStore(max_chains=max_chains),
             self._events.append,
@@ -388,8 +386,6 @@ class ObservationReplayer:
             key = key_of(obs)
             if key not in self._restored:
                 if self._knows(obs, key):
-                    if self.on_skipped is not None:
-                        self.on_skipped()
                     return []
                 self._restored.add(key)
             chain = self._builder.apply(obs)

@@ -121,14 +121,3 @@ def test_a_lean_har_of_rotated_parts_is_the_full_builds(parts: tuple[Path, list[
     export_capture(files, Format.HAR, lean)
 
     assert lean.getvalue() == full_har(files)
-
-
-def test_a_har_of_rotated_parts_beside_a_chain_pass_is_the_full_builds(
-    parts: tuple[Path, list[Path]],
-) -> None:
-    """The pass skips a repeated line whose exchange an earlier part opened; the drafting side too."""
-    _capture, files = parts
-    beside = io.BytesIO()
-    export_capture(files, Format.HAR, beside, chain_pass=True)
-
-    assert beside.getvalue() == full_har(files)
