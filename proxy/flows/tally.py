@@ -174,10 +174,24 @@ class RoundTripTally:
         return exchange in self._open
 
     def observe_all(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
-        """Count observations in order; the line of an exchange one of them closes, if any."""
+        """Count observations in order; the line of an exchange one of them closes, if any.
+
+        The kinds every exchange has are handled in the loop itself (this runs for each observation
+        the proxy makes); observation kinds are never subclassed, so their type is compared exactly.
+        """
         line = None
+        opened = self._open
         for obs in batch:
-            line = self.observe(obs) or line
+            if type(obs) is MessageSeen:
+                self._message(obs)
+            elif type(obs) is ExchangeOpened:
+                self._opened(obs)
+            elif type(obs) is ResponseHeadSeen:
+                tally = opened.get(obs.exchange)
+                if tally is not None:
+                    tally.status, tally.content_type = obs.status, obs.content_type
+            else:
+                line = self.observe(obs) or line
         return line
 
     def observe(self, obs: Observation) -> ExchangeSummary | None:
