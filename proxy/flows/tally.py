@@ -312,26 +312,27 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
+    # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
-        exchange=exchange,
-        http_method=tally.http_method,
-        session=tally.session,
-        method=tally.method,
-        name=tally.name,
-        jsonrpc_ids=tuple(tally.ids),
-        status=tally.status,
-        content_type=tally.content_type,
-        bytes_in=tally.bytes_in,
-        bytes_out=tally.bytes_out,
-        messages_out=tally.messages_out,
-        duration_ms=round((closed.t - tally.started) * 1000, 3),
-        outcome=closed.outcome,
-        carried=_carried(tally, redactor),
-        trouble=_trouble(tally, closed.outcome),
-        fault="; ".join(tally.faults) if tally.faults else None,
-        client_transport=tally.transports[0],
-        upstream_transport=tally.transports[1],
-        intercept="; ".join(tally.intercepts) if tally.intercepts else None,
+        exchange,
+        tally.http_method,
+        tally.session,
+        tally.method,
+        tally.name,
+        tuple(tally.ids),
+        tally.status,
+        tally.content_type,
+        tally.bytes_in,
+        tally.bytes_out,
+        tally.messages_out,
+        round((closed.t - tally.started) * 1000, 3),  # duration_ms
+        closed.outcome,
+        _carried(tally, redactor),
+        _trouble(tally, closed.outcome),
+        "; ".join(tally.faults) if tally.faults else None,  # fault
+        tally.transports[0],
+        tally.transports[1],
+        "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
     )
 
 
