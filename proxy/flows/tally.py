@@ -10,7 +10,6 @@ exchange carries, which links a line to its chain. No I/O, no clock (times are t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.flows.events import Direction
@@ -112,33 +111,64 @@ class ExchangeSummary:
         return fields
 
 
-@dataclass(slots=True)
 class _Open:
-    """What the line needs of an exchange still open."""
+    """What the line needs of an exchange still open (a plain class: one is made per exchange, and a
+    dataclass called with keywords costs a dict of them)."""
 
-    http_method: str
-    started: float
-    session: str | None
-    bytes_in: int
-    method: str | None = None
-    name: str | None = None
-    ids: list[RequestId] = field(default_factory=list)
-    carried: str | None = None
-    answered: int = 0
-    """Responses to its requests that went to the client."""
-    failed: str | None = None
-    """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
-    path: str = ""
-    status: int | None = None
-    content_type: str | None = None
-    bytes_out: int = 0
-    messages_out: int = 0
-    faults: list[str] | None = None
-    """Faults injected into its messages, in order (None while there are none)."""
-    transports: tuple[str, str] = ("http", "http")
-    """How the client reached the proxy, and how the proxy reached the upstream."""
-    intercepts: list[str] | None = None
-    """What intercepts did to its messages, in order (None while nothing was picked)."""
+    __slots__ = (
+        "answered",
+        "bytes_in",
+        "bytes_out",
+        "carried",
+        "content_type",
+        "failed",
+        "faults",
+        "http_method",
+        "ids",
+        "intercepts",
+        "messages_out",
+        "method",
+        "name",
+        "path",
+        "session",
+        "started",
+        "status",
+        "transports",
+    )
+
+    def __init__(
+        self,
+        http_method: str,
+        started: float,
+        session: str | None,
+        bytes_in: int,
+        method: str | None,
+        path: str,
+        transports: tuple[str, str],
+    ) -> None:
+        self.http_method = http_method
+        self.started = started
+        self.session = session
+        self.bytes_in = bytes_in
+        self.method = method
+        self.name: str | None = None
+        self.ids: list[RequestId] = []
+        self.carried: str | None = None
+        self.answered = 0
+        """Responses to its requests that went to the client."""
+        self.failed: str | None = None
+        """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
+        self.path = path
+        self.status: int | None = None
+        self.content_type: str | None = None
+        self.bytes_out = 0
+        self.messages_out = 0
+        self.faults: list[str] | None = None
+        """Faults injected into its messages, in order (None while there are none)."""
+        self.transports = transports
+        """How the client reached the proxy, and how the proxy reached the upstream."""
+        self.intercepts: list[str] | None = None
+        """What intercepts did to its messages, in order (None while nothing was picked)."""
 
 
 class RoundTripTally:
@@ -262,13 +292,13 @@ class RoundTripTally:
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
         self._open[obs.exchange] = _Open(
-            http_method=obs.http_method,
-            method=STREAM_METHODS.get(obs.http_method),
-            started=obs.t,
-            session=session and self._redactor.token(session),
-            bytes_in=obs.body_size,
-            path=obs.path if obs.http_method == "GET" else "",
-            transports=(obs.client_transport, obs.upstream_transport),
+            obs.http_method,
+            obs.t,
+            session and self._redactor.token(session),
+            obs.body_size,
+            STREAM_METHODS.get(obs.http_method),  # the method a stream or a DELETE is named by
+            obs.path if obs.http_method == "GET" else "",
+            (obs.client_transport, obs.upstream_transport),
         )
 
 
