@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from proxy.engine.faults import fault_text
 from proxy.framing.classify import Route
-from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, header, is_sse
+from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, is_sse
 from proxy.framing.status import gateway_error
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.values import value
@@ -119,8 +119,14 @@ def client_head(
     origin as the client addressed it) rewrites a 3xx `Location` that names the upstream, so a
     redirect never leads the client around the proxy (nginx's `proxy_redirect default`).
     """
-    length = header(headers, "content-length")
-    content_type = header(headers, "content-type")
+    length: str | None = None
+    content_type: str | None = None
+    for name, text in headers:  # the two fields read, in one pass (this runs for every answer)
+        name_size = len(name)
+        if name_size == 14 and length is None and name.lower() == "content-length":
+            length = text
+        elif name_size == 12 and content_type is None and name.lower() == "content-type":
+            content_type = text
     sse = is_sse(content_type)
     keep = length is not None and not sse
     out = tuple(forward_response_headers(headers, keep_length=keep))

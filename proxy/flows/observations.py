@@ -12,7 +12,6 @@ Plain data: no I/O, no clock, no logging. Values are raw (secrets unredacted): t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final, TypeAlias
 
 from proxy.flows.events import Channel, Direction, Mode, Side
@@ -258,25 +257,16 @@ Observation: TypeAlias = (
 )
 """Every kind of observation."""
 
-_KEY_FIELD: dict[type[Any], str] = {
+KEY_FIELDS: dict[type[Any], str] = {
     LegMessageSeen: "leg",
     LegLinked: "leg",
     LegClosed: "leg",
     UpstreamSessionMoved: "name",
 }
+"""The field naming what an observation of these kinds belongs to; every other kind has `exchange`."""
 
 
 def key_of(obs: Observation) -> str:
     """What the observation belongs to: its exchange, its leg, or the session it names."""
-    key: str = getattr(obs, _KEY_FIELD.get(type(obs), "exchange"))
-    return key
-
-
-def common_key(batch: Sequence[Observation]) -> str | None:
-    """The key every observation of a non-empty `batch` belongs to (see `key_of`); None if they differ."""
-    fields = _KEY_FIELD
-    key: str = getattr(batch[0], fields.get(type(batch[0]), "exchange"))
-    for obs in batch:
-        if getattr(obs, fields.get(type(obs), "exchange")) != key:
-            return None
+    key: str = getattr(obs, KEY_FIELDS.get(type(obs), "exchange"))
     return key

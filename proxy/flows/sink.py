@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.observations import (
+    KEY_FIELDS,
     ExchangeClosed,
     InvalidBody,
     LegClosed,
@@ -30,7 +31,6 @@ from proxy.flows.observations import (
     LegMessageSeen,
     MessageSeen,
     Observation,
-    common_key,
     key_of,
 )
 from proxy.flows.redact import Redactor
@@ -153,17 +153,22 @@ class ObservationSink:
         for listener in self.listeners:
             listener(batch)
         line = self.tally.observe_all(batch)
-        for obs in batch:
-            if type(obs) in _LEG_KINDS:
-                self._track_leg(obs)
+        key, size, legs = _scan(batch)
+        if legs:
+            for obs in batch:
+                if type(obs) in _LEG_KINDS:
+                    self._track_leg(obs)
         if self._live:
             if self._pending or self._held:
                 self.build()
             apply = self.builder.apply
             for obs in batch:
                 apply(obs)
+        elif key is not None:
+            self._enqueue((tuple(batch), size, key))  # one key's (a relay's batches are): one entry
         else:
-            self._queue(batch)
+            for one in batch:  # what is dropped or held together is always one key's
+                self._enqueue(((one,), _body_bytes(one), key_of(one)))
         return line
 
     def _track_leg(self, obs: Observation) -> None:
@@ -184,18 +189,6 @@ class ObservationSink:
     def _open_leg(self, leg: str, owner: str) -> None:
         self._legs[leg] = owner
         self._leg_owners[owner] += 1
-
-    def _queue(self, batch: Sequence[Observation]) -> None:
-        """Queue a batch as one entry when all of it belongs to one key (a relay's batches do), else
-        one entry per observation: what is dropped or held together is always one key's."""
-        if not batch:
-            return
-        key = common_key(batch)
-        if key is None:
-            for one in batch:
-                self._enqueue(((one,), _body_bytes((one,)), key_of(one)))
-            return
-        self._enqueue((tuple(batch), _body_bytes(batch), key))
 
     def _enqueue(self, entry: _Entry) -> None:
         self._pending.append(entry)
@@ -237,10 +230,30 @@ class ObservationSink:
         )
 
 
-def _body_bytes(batch: Sequence[Observation]) -> int:
-    """Body bytes the observations hold (what the queue's byte bound counts)."""
+def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
+    """One pass over a batch: the key every observation in it belongs to (None if they differ, or
+    for no observation; see `key_of`), the body bytes they hold (what the queue's byte bound counts),
+    and whether any of them is a leg's (tracked while open)."""
+    key: str | None = None
     size = 0
+    legs = False
+    fields = KEY_FIELDS
     for obs in batch:
-        if type(obs) in _BODY_KINDS:
+        kind = type(obs)
+        if kind in _BODY_KINDS:
             size += obs.size  # type: ignore[union-attr]
-    return size
+        if kind in fields:
+            legs = legs or kind in _LEG_KINDS
+            this = getattr(obs, fields[kind])
+        else:
+            this = obs.exchange  # type: ignore[union-attr]  # every other kind has one
+        if key is None:
+            key = this
+        elif this != key:
+            return None, 0, True  # queued one by one, each counted alone; legs looked for one by one
+    return key, size, legs
+
+
+def _body_bytes(obs: Observation) -> int:
+    """Body bytes one observation holds."""
+    return obs.size if type(obs) in _BODY_KINDS else 0  # type: ignore[union-attr]

@@ -10,7 +10,6 @@ exchange carries, which links a line to its chain. No I/O, no clock (times are t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.flows.events import Direction
@@ -112,33 +111,64 @@ class ExchangeSummary:
         return fields
 
 
-@dataclass(slots=True)
 class _Open:
-    """What the line needs of an exchange still open."""
+    """What the line needs of an exchange still open (a plain class: one is made per exchange, and a
+    dataclass called with keywords costs a dict of them)."""
 
-    http_method: str
-    started: float
-    session: str | None
-    bytes_in: int
-    method: str | None = None
-    name: str | None = None
-    ids: list[RequestId] = field(default_factory=list)
-    carried: str | None = None
-    answered: int = 0
-    """Responses to its requests that went to the client."""
-    failed: str | None = None
-    """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
-    path: str = ""
-    status: int | None = None
-    content_type: str | None = None
-    bytes_out: int = 0
-    messages_out: int = 0
-    faults: list[str] | None = None
-    """Faults injected into its messages, in order (None while there are none)."""
-    transports: tuple[str, str] = ("http", "http")
-    """How the client reached the proxy, and how the proxy reached the upstream."""
-    intercepts: list[str] | None = None
-    """What intercepts did to its messages, in order (None while nothing was picked)."""
+    __slots__ = (
+        "answered",
+        "bytes_in",
+        "bytes_out",
+        "carried",
+        "content_type",
+        "failed",
+        "faults",
+        "http_method",
+        "ids",
+        "intercepts",
+        "messages_out",
+        "method",
+        "name",
+        "path",
+        "session",
+        "started",
+        "status",
+        "transports",
+    )
+
+    def __init__(
+        self,
+        http_method: str,
+        started: float,
+        session: str | None,
+        bytes_in: int,
+        method: str | None,
+        path: str,
+        transports: tuple[str, str],
+    ) -> None:
+        self.http_method = http_method
+        self.started = started
+        self.session = session
+        self.bytes_in = bytes_in
+        self.method = method
+        self.name: str | None = None
+        self.ids: list[RequestId] = []
+        self.carried: str | None = None
+        self.answered = 0
+        """Responses to its requests that went to the client."""
+        self.failed: str | None = None
+        """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
+        self.path = path
+        self.status: int | None = None
+        self.content_type: str | None = None
+        self.bytes_out = 0
+        self.messages_out = 0
+        self.faults: list[str] | None = None
+        """Faults injected into its messages, in order (None while there are none)."""
+        self.transports = transports
+        """How the client reached the proxy, and how the proxy reached the upstream."""
+        self.intercepts: list[str] | None = None
+        """What intercepts did to its messages, in order (None while nothing was picked)."""
 
 
 class RoundTripTally:
@@ -174,10 +204,24 @@ class RoundTripTally:
         return exchange in self._open
 
     def observe_all(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
-        """Count observations in order; the line of an exchange one of them closes, if any."""
+        """Count observations in order; the line of an exchange one of them closes, if any.
+
+        The kinds every exchange has are handled in the loop itself (this runs for each observation
+        the proxy makes); observation kinds are never subclassed, so their type is compared exactly.
+        """
         line = None
+        opened = self._open
         for obs in batch:
-            line = self.observe(obs) or line
+            if type(obs) is MessageSeen:
+                self._message(obs)
+            elif type(obs) is ExchangeOpened:
+                self._opened(obs)
+            elif type(obs) is ResponseHeadSeen:
+                tally = opened.get(obs.exchange)
+                if tally is not None:
+                    tally.status, tally.content_type = obs.status, obs.content_type
+            else:
+                line = self.observe(obs) or line
         return line
 
     def observe(self, obs: Observation) -> ExchangeSummary | None:
@@ -248,13 +292,13 @@ class RoundTripTally:
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
         self._open[obs.exchange] = _Open(
-            http_method=obs.http_method,
-            method=STREAM_METHODS.get(obs.http_method),
-            started=obs.t,
-            session=session and self._redactor.token(session),
-            bytes_in=obs.body_size,
-            path=obs.path if obs.http_method == "GET" else "",
-            transports=(obs.client_transport, obs.upstream_transport),
+            obs.http_method,
+            obs.t,
+            session and self._redactor.token(session),
+            obs.body_size,
+            STREAM_METHODS.get(obs.http_method),  # the method a stream or a DELETE is named by
+            obs.path if obs.http_method == "GET" else "",
+            (obs.client_transport, obs.upstream_transport),
         )
 
 
@@ -298,26 +342,27 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
+    # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
-        exchange=exchange,
-        http_method=tally.http_method,
-        session=tally.session,
-        method=tally.method,
-        name=tally.name,
-        jsonrpc_ids=tuple(tally.ids),
-        status=tally.status,
-        content_type=tally.content_type,
-        bytes_in=tally.bytes_in,
-        bytes_out=tally.bytes_out,
-        messages_out=tally.messages_out,
-        duration_ms=round((closed.t - tally.started) * 1000, 3),
-        outcome=closed.outcome,
-        carried=_carried(tally, redactor),
-        trouble=_trouble(tally, closed.outcome),
-        fault="; ".join(tally.faults) if tally.faults else None,
-        client_transport=tally.transports[0],
-        upstream_transport=tally.transports[1],
-        intercept="; ".join(tally.intercepts) if tally.intercepts else None,
+        exchange,
+        tally.http_method,
+        tally.session,
+        tally.method,
+        tally.name,
+        tuple(tally.ids),
+        tally.status,
+        tally.content_type,
+        tally.bytes_in,
+        tally.bytes_out,
+        tally.messages_out,
+        round((closed.t - tally.started) * 1000, 3),  # duration_ms
+        closed.outcome,
+        _carried(tally, redactor),
+        _trouble(tally, closed.outcome),
+        "; ".join(tally.faults) if tally.faults else None,  # fault
+        tally.transports[0],
+        tally.transports[1],
+        "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
     )
 
 

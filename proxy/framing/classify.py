@@ -130,16 +130,8 @@ def classify(
     era = era_of_request(first.method if first else None, first.params if first else {}, version)
     if era is _UNKNOWN and http_method == "POST" and header(items, SESSION_ID):
         era = _LEGACY
-    return Route(
-        http_method=http_method,
-        path=path,
-        headers=items,
-        raw=raw,
-        body=parsed,
-        era=era,
-        session_id=header(items, SESSION_ID),
-        protocol_version=version,
-    )
+    # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
+    return Route(http_method, path, items, raw, parsed, era, header(items, SESSION_ID), version)
 
 
 def _invalid(ident: RequestId | None, text: str, data: dict[str, Any], reason: str) -> Rejection:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import http
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Generic, TypeVar, cast
+from typing import Generic, TypeVar
 
 import httptools
 
@@ -50,10 +50,10 @@ def header(headers: Mapping[str, str] | Iterable[tuple[str, str]], name: str) ->
     a name of another length is passed over without lower-casing it.
     """
     kind = type(headers)
-    items = cast("Iterable[tuple[str, str]]", headers) if kind is list or kind is tuple else _pairs(headers)
+    pairs = headers if kind is list or kind is tuple else _pairs(headers)
     wanted = name.lower()
     size = len(wanted)
-    for key, value in items:
+    for key, value in pairs:  # type: ignore[str-unpack]  # a list or tuple here holds pairs
         if len(key) == size and key.lower() == wanted:
             return value
     return None
@@ -72,8 +72,10 @@ class Request:
     __slots__ = (
         "began",
         "body",
+        "coding",
         "continue_wanted",
         "early",
+        "expect",
         "head_done",
         "head_size",
         "headers",
@@ -96,6 +98,10 @@ class Request:
         """Bytes of the head as counted field by field (what a read holds before the body starts)."""
         self.hosts = 0
         """`Host` fields seen (exactly one is valid in HTTP/1.1)."""
+        self.coding: str | None = None
+        """The first `Transfer-Encoding` field's value, noted as the head is read."""
+        self.expect: str | None = None
+        """The first `Expect` field's value, noted as the head is read."""
         self.wire = 0
         """Body bytes as they came on the wire (chunk framing and extensions included)."""
         self.method = ""
@@ -163,6 +169,10 @@ class Refusal:
 
 
 RequestEvent = RequestHead[R] | EndOfRequest[R] | BodyTooLarge[R] | Refusal
+
+
+_WATCHED_SIZES = frozenset((4, 6, 17))
+"""Name lengths of the fields the reader acts on: `Host`, `Expect`, `Transfer-Encoding`."""
 
 
 class _BadVersion(Exception):
@@ -305,18 +315,36 @@ class RequestReader(Generic[R]):
             self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        """One field: counted toward the head's bound, and kept (with the fields the reader acts on
+        noted as they pass, so the head is not searched for them again); a trailer is only counted.
+
+        Runs for every field of every request: the count is kept inline, and only a name of a
+        watched field's length is lower-cased.
+        """
         req = self.current
         if req is None:
             return
-        self._count_head(len(name) + len(value) + 4)
+        size = len(name)
+        self._head_bytes += size + len(value) + 4
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise _HeadTooLarge(f"request head larger than {MAX_HEAD_BYTES} bytes")
         if req.method:  # a trailer field of a chunked body: counted, never merged into the headers
             return
-        if len(req.headers) >= MAX_HEADERS:
+        headers = req.headers
+        if len(headers) >= MAX_HEADERS:
             raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
-        if len(name) == 4 and name.lower() == b"host":
-            req.hosts += 1
         # A field value excludes the whitespace around it (RFC 9110, 5.5); llhttp drops only the leading.
-        req.headers.append((name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1")))
+        field = (name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1"))
+        headers.append(field)
+        if size in _WATCHED_SIZES:
+            watched = name.lower()
+            if watched == b"host":
+                req.hosts += 1
+            elif watched == b"transfer-encoding":
+                if req.coding is None:
+                    req.coding = field[1]
+            elif watched == b"expect" and req.expect is None:
+                req.expect = field[1]
 
     def on_headers_complete(self) -> None:
         req = self.current
@@ -326,7 +354,7 @@ class RequestReader(Generic[R]):
         version = parser.get_http_version()
         if version not in ("1.1", "1.0"):
             raise _BadVersion(f"HTTP/{version} is not served here: send HTTP/1.1")
-        coding = header(req.headers, "transfer-encoding")
+        coding = req.coding
         if coding is not None and coding.strip().lower() != "chunked":
             # llhttp de-chunks `gzip, chunked` and would hand over a body still gzip-coded, which the
             # proxy would then forward as if it were plain: a coding it does not decode is refused.
@@ -340,7 +368,7 @@ class RequestReader(Generic[R]):
         req.head_done = self.clock()
         req.head_size = self._head_bytes
         self._events.append(RequestHead(req))
-        expect = header(req.headers, "expect")
+        expect = req.expect
         if expect is not None and expect.lower() == "100-continue":
             declared = header(req.headers, "content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:

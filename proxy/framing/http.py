@@ -223,14 +223,6 @@ def parse_upstream(url: str, transport: str = "http") -> Upstream:
     )
 
 
-def _connection_listed(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
-    listed: set[str] = set()
-    for name, value in headers:
-        if len(name) == 10 and name.lower() == "connection":
-            listed.update(token.strip().lower() for token in value.split(",") if token.strip())
-    return frozenset(listed)
-
-
 _DROP_UP = HOP_BY_HOP | _NOT_FORWARDED_UP
 _DROP_DOWN = HOP_BY_HOP | _NOT_FORWARDED_DOWN
 
@@ -241,22 +233,35 @@ def forward_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[st
     The upstream's own `Host` and the body's length are added where the head is framed
     (`proxy.framing.h1.encode_request_head`).
     """
-    items = list(headers)
-    listed = _connection_listed(items)
-    drop = _DROP_UP | listed if listed else _DROP_UP
-    return [(k, v) for k, v in items if k.lower() not in drop]
+    return _forwarded(headers, _DROP_UP)
 
 
 def forward_response_headers(
     headers: Iterable[tuple[str, str]], *, keep_length: bool
 ) -> list[tuple[str, str]]:
     """Upstream response headers as sent to the client: hop-by-hop dropped, the rest kept."""
-    items = list(headers)
-    listed = _connection_listed(items)
-    drop = HOP_BY_HOP if keep_length else _DROP_DOWN
+    return _forwarded(headers, HOP_BY_HOP if keep_length else _DROP_DOWN)
+
+
+def _forwarded(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
+    """The headers without those named in `drop` or listed in a `Connection` field (which `drop` names).
+
+    One pass, each name lower-cased once: this runs twice for every relayed exchange. Fields a
+    `Connection` header lists are taken out after it, as they may come before it.
+    """
+    kept: list[tuple[str, str]] = []
+    listed: set[str] | None = None
+    for name, value in headers:
+        lower = name.lower()
+        if lower in drop:
+            if lower == "connection":
+                tokens = (token.strip().lower() for token in value.split(","))
+                listed = (listed or set()).union(token for token in tokens if token)
+            continue
+        kept.append((name, value))
     if listed:
-        drop = drop | listed
-    return [(k, v) for k, v in items if k.lower() not in drop]
+        return [(k, v) for k, v in kept if k.lower() not in listed]
+    return kept
 
 
 def media_type(content_type: str | None) -> str:

@@ -709,7 +709,7 @@ class FrontSide:
         self, status: int, reason: str | None, headers: tuple[tuple[str, str], ...], length: int | None
     ) -> bytes:
         """Frame the response head for the client's connection (length, chunking or close)."""
-        items = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        items = [(k, v) for k, v in headers if len(k) != 14 or k.lower() != "content-length"]
         self._no_body = self.method == "HEAD" or status in (204, 304) or 100 <= status < 200
         close_delimited = length is None and self.req.http10 and not self._no_body
         self._chunked = length is None and not self._no_body and not close_delimited

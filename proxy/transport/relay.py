@@ -30,7 +30,7 @@ from proxy.engine.passthrough import (
     sends_whole,
     upstream_request,
 )
-from proxy.flows.events import Channel, Direction, Side
+from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     BytesOut,
     EventIdSeen,
@@ -56,9 +56,11 @@ from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
+_BOTH = Side.BOTH
 _CLIENT = Side.CLIENT
 _GET_SSE = Channel.GET_SSE
 _JSON = Channel.JSON
+_PASSTHROUGH = Mode.PASSTHROUGH
 _POST = Channel.POST
 _SSE = Channel.SSE
 _TO_CLIENT = Direction.TO_CLIENT
@@ -156,21 +158,21 @@ class PassthroughRelay:
         ctx, client = self.ctx, self.client
         era = str(outcome.era) if isinstance(outcome, Route) else "unknown"  # its value, cheaper than .value
         sink = ctx.observations
+        # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
         self._emit(
             ExchangeOpened(
                 sink.now(),
                 self.exchange,
-                http_method=client.method,
-                path=client.path_qs,
-                headers=dict(client.headers),
-                session=outcome.session_id
-                if isinstance(outcome, Route)
-                else header(client.headers, SESSION_ID),
-                client_era=era,
-                upstream_era=era,
-                body_size=received,
-                client_transport=client.transport,
-                upstream_transport=ctx.router.transport,
+                client.method,
+                client.path_qs,
+                dict(client.headers),
+                outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID),
+                era,  # the client's
+                era,  # the upstream's: the same, passed through
+                _PASSTHROUGH,
+                received,  # body_size
+                client.transport,
+                ctx.router.transport,
             )
         )
         if isinstance(outcome, Rejection):
@@ -337,16 +339,8 @@ class PassthroughRelay:
         return f"http://{host}" if host else self.ctx.listen_url
 
     def _record_head(self, head: ClientHead, upstream: UpstreamResponse) -> None:
-        sink = self.ctx.observations
-        self._emit(
-            ResponseHeadSeen(
-                sink.now(),
-                self.exchange,
-                status=head.status,
-                content_type=head.content_type,
-                headers=dict(upstream.headers),
-            )
-        )
+        sink, headers = self.ctx.observations, dict(upstream.headers)
+        self._emit(ResponseHeadSeen(sink.now(), self.exchange, head.status, head.content_type, headers))
 
     def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
@@ -459,7 +453,7 @@ class PassthroughRelay:
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
         sink = self.ctx.observations
-        self._emit(MessageSeen(sink.now(), self.exchange, msg, size, _TO_CLIENT, channel, sse_id=sse_id))
+        self._emit(MessageSeen(sink.now(), self.exchange, msg, size, _TO_CLIENT, channel, _BOTH, sse_id))
 
     # -- endings --------------------------------------------------------------------------------
 

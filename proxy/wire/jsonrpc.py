@@ -95,14 +95,14 @@ def classify_value(value: Any) -> Message:
         if not isinstance(method, str):
             return Message(_INVALID, value, problem='"method" is not a string')
         if not has_id:
-            return Message(_NOTIFICATION, value, method=method)
+            return Message(_NOTIFICATION, value, None, method)
         if not _valid_id(ident):
             return Message(_INVALID, value, problem='"id" must be a string or integer')
-        return Message(_REQUEST, value, id=ident, method=method)
+        return Message(_REQUEST, value, ident, method)  # positional: keywords cost a dict on 3.11
     if "result" in value and "error" not in value:
-        return Message(_RESULT, value, id=ident if _valid_id(ident) else None)
+        return Message(_RESULT, value, ident if _valid_id(ident) else None)
     if "error" in value and "result" not in value:
-        return Message(_ERROR, value, id=ident if _valid_id(ident) else None)
+        return Message(_ERROR, value, ident if _valid_id(ident) else None)
     return Message(
         _INVALID, value, id=ident if _valid_id(ident) else None, problem="neither request nor response"
     )
