@@ -1,6 +1,6 @@
 """The proxy's own CPU per small `tools/call`, measured in one process without sockets or a kernel.
 
-    python bench/inproc.py [--requests 20000] [--clients 1] [--admin on|off] [--log info|error]
+    python bench/inproc.py [--requests 20000] [--clients 1] [--admin on|off] [--log info|error] [--sse]
                            [--otlp URL] [--profile OUT.prof]
 
 The loopback benchmark (`bench/run.py`) measures what users get, but on a 2-core machine its numbers
@@ -52,7 +52,20 @@ RESPONSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
     b"Date: Tue, 01 Dec 2026 23:40:05 GMT\r\nServer: Python/3.11 aiohttp/3.14.5\r\n\r\n"
 )
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\nDate: Tue, 01 Dec 2026 23:40:05 GMT\r\n"
+    b"Server: Python/3.11 aiohttp/3.14.5\r\n\r\n"
+)
+PROGRESS = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1,"total":2}}'
+LAST_CHUNK = b"0\r\n\r\n"
 _ID = re.compile(rb'"id":(\d+)')
+
+
+def sse_chunk(message: bytes) -> bytes:
+    """One SSE event carrying `message`, as one chunk of a chunked body (how aiohttp streams it)."""
+    event = b"event: message\r\ndata: " + message + b"\r\n\r\n"
+    return b"%x\r\n%s\r\n" % (len(event), event)
 
 
 class _Transport:
@@ -101,13 +114,24 @@ class _Transport:
 class _Loop(uvloop.Loop):  # type: ignore[misc]
     """uvloop, with upstream connections answered in memory by the benchmark upstream's bytes."""
 
+    sse = False
+    """Answer as the benchmark upstream's `sse` tool does: the head, a progress event, then the result
+    event and the body's end, each on a loop turn of its own (three reads for the proxy)."""
+
     async def create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         proto = factory()
 
         def answer(data: bytes) -> None:
             found = _ID.search(data)
-            result = RESULT % (found.group(1) if found else b"1")
-            self.call_soon(proto.data_received, RESPONSE_HEAD % len(result) + result)
+            ident = found.group(1) if found else b"1"
+            result = RESULT % ident
+            if not self.sse:
+                self.call_soon(proto.data_received, RESPONSE_HEAD % len(result) + result)
+                return
+            self.call_soon(proto.data_received, SSE_HEAD)
+            self.call_soon(lambda: self.call_soon(proto.data_received, sse_chunk(PROGRESS % ident)))
+            last = sse_chunk(result) + LAST_CHUNK
+            self.call_soon(lambda: self.call_soon(lambda: self.call_soon(proto.data_received, last)))
 
         transport = _Transport(answer)
         proto.connection_made(transport)
@@ -145,9 +169,11 @@ async def drive(args: argparse.Namespace) -> None:
             body = BODY % state["sent"]
             conn.data_received(REQUEST_HEAD % len(body) + body)
 
+        end = LAST_CHUNK if args.sse else b"}}"
+
         def received(data: bytes) -> None:
             buffer.extend(data)
-            if not buffer.endswith(b"}}"):
+            if not buffer.endswith(end):
                 return
             if b" 200 " not in buffer[:16]:
                 done.set_exception(RuntimeError(bytes(buffer[:300]).decode("latin-1")))
@@ -185,7 +211,8 @@ async def drive(args: argparse.Namespace) -> None:
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     await proxy.stop()
     print(
-        f"{total} requests, {args.clients} client(s), admin {args.admin}, log {args.log}, "
+        f"{total} {'SSE ' if args.sse else ''}requests, {args.clients} client(s), admin {args.admin}, "
+        f"log {args.log}, "
         f"otlp {'on' if args.otlp else 'off'}: "
         f"{cpu / total * 1e6:.1f} us CPU per request ({wall / total * 1e6:.1f} us wall)"
     )
@@ -219,7 +246,13 @@ def main() -> int:
         help="print `ready` and wait for this file before the measured part (for callgrind: see "
         "bench/instructions.sh)",
     )
+    parser.add_argument(
+        "--sse",
+        action="store_true",
+        help="each call answered as an SSE stream (head, a progress event, the result) in three reads",
+    )
     args = parser.parse_args()
+    _Loop.sse = args.sse
     with asyncio.Runner(loop_factory=_Loop) as runner:
         runner.run(drive(args))
     return 0
