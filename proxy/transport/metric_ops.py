@@ -3,10 +3,11 @@
 A chain costs redacted records, pydantic headlines and bus events; the counters need far less: which
 operation a client request starts (or continues, for an MRTR retry), when it ends and how, how long it
 waited on the client, how many rounds a bridge made of it. `OpCounter` follows the same rules as the
-chain builder's correlation (`proxy.flows.correlate`) for exactly that much, and moves the counters of
-`ProxyMetrics` as observations arrive, whether or not anyone watches chains. An *operation* here is
-what a chain is there: one client request with its nested requests, rounds and final answer, a GET
-stream, a DELETE, an invalid body, or a notification or response that joins no earlier request.
+chain builder's correlation (`proxy.flows.correlate`) for exactly that much, and adds to the rows of
+counts `ProxyMetrics` reads on a scrape as observations arrive, whether or not anyone watches chains.
+An *operation* here is what a chain is there: one client request with its nested requests, rounds
+and final answer, a GET stream, a DELETE, an invalid body, or a notification or response that joins
+no earlier request.
 
 Bounded like the builder: every correlation table forgets its oldest entries past `CORRELATION_BOUND`,
 and an exchange's state goes when it closes.
@@ -15,6 +16,7 @@ and an exchange's state goes when it closes.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -51,36 +53,46 @@ _TO_SERVER = Direction.TO_SERVER
 _UPSTREAM = Side.UPSTREAM
 
 _LABELS_KEPT = 1000
-"""Method names whose label `OpCounter` remembers (a client inventing names cannot grow it)."""
+"""Label sets whose rows `OpCounter` remembers (a client inventing names cannot grow it)."""
 
 _BRIDGED = (_LEGACY_TO_MRTR_VALUE, _MRTR_TO_LEGACY_VALUE)
 
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
+"""Histogram buckets (seconds) for upstream time per operation: MCP calls range from ms to a minute."""
+
+_FIRST_BOUND = LATENCY_BUCKETS[0]
+"""Most operations end within the first bucket: counted there without a search."""
+
+CHAINS, REQUESTS = 0, 1
+"""Places in a row of operations begun (by method, client era and mode)."""
+SUM = len(LATENCY_BUCKETS)
+OBSERVED, ERRORS = SUM + 1, SUM + 2
+ENDED_ROW = SUM + 3
+"""Places in a row of operations ended (by method and mode), after the count in each latency bucket
+(not cumulative), and its length."""
+
+BeganRow = list[int]
+EndedRow = list[float]
+
 
 class Counters(Protocol):
-    """What the counting moves (`ProxyMetrics` is one).
+    """Where the counting goes (`ProxyMetrics` is one).
 
-    Methods are named by a label (`label`), worked out once per operation: the traffic path calls
-    here for every request, so no name is checked twice.
+    The counts every operation moves are plain rows (lists laid out as `CHAINS`... `ERRORS` say)
+    that `OpCounter` adds to itself, once `rows` has named them for a label set: the traffic path
+    counts every request, so no label is looked up twice and no call is made per count.
     """
 
     def label(self, method: str | None) -> str:
         """The bounded label value counted for a method name."""
         ...
 
-    def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
-        """An operation began (`requested`: with a client's JSON-RPC request)."""
-        ...
-
-    def requested(self, label: str, era: str, mode: str) -> None:
-        """A client sent a JSON-RPC request that continues an operation (an MRTR retry)."""
+    def rows(self, label: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
+        """The rows of operations begun (by label, era, mode) and ended (by label, mode)."""
         ...
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took `added` more rounds."""
-        ...
-
-    def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
-        """An operation ended; `upstream_s` is its time upstream when it was a request."""
         ...
 
     def session(self, state: str) -> None:
@@ -92,10 +104,11 @@ class _Op:
     """One client operation, as far as the counters need it (a plain class: one per request)."""
 
     __slots__ = (
+        "began",
+        "ended",
         "finished",
         "id",
         "ident",
-        "label",
         "method",
         "mode",
         "params",
@@ -109,9 +122,11 @@ class _Op:
         "waiting_on",
     )
 
-    def __init__(self, method: str | None, label: str, mode: str, request: bool, started: float) -> None:
+    def __init__(
+        self, method: str | None, mode: str, request: bool, started: float, rows: tuple[BeganRow, EndedRow]
+    ) -> None:
         self.method = method
-        self.label = label
+        self.began, self.ended = rows
         self.mode = mode
         self.request = request
         self.started = started
@@ -190,8 +205,9 @@ class OpCounter:
         are found there (`_unanswered`), so the traffic path keeps no table of them."""
         self._mode, self._mode_text = Mode.PASSTHROUGH, str(Mode.PASSTHROUGH)
         """The mode of the latest exchange, and its value."""
-        self._labels: dict[str | None, str] = {}
-        """Method -> its counted label, as the counters gave it (bounded: `_LABELS_KEPT`)."""
+        self._rows: dict[tuple[str | None, str, str], tuple[BeganRow, EndedRow]] = {}
+        """(method, era, mode) -> the rows it counts into, as the counters gave them (bounded:
+        `_LABELS_KEPT`)."""
         self._session_init: BoundedMap = BoundedMap()
         self._event_ops: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
@@ -308,7 +324,7 @@ class OpCounter:
                 op = self._open(ex, msg.method, t, request=True, requested=True)
                 op.params = params
             else:
-                self._counters.requested(op.label, ex.era, ex.mode)
+                self._rows_of(op.method, ex.era, ex.mode)[0][REQUESTS] += 1
                 ex.ops.append(op)
                 self._round(op, op.rounds + 1)
                 self._stop_waiting(op, t)
@@ -338,9 +354,11 @@ class OpCounter:
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
         ident = msg.id
-        if msg.is_response and ident is not None and ident in ex.requests:
-            self._answered(ex, ex.requests[ident], ident, msg, t)
-            return
+        if msg.is_response and ident is not None:
+            op = ex.requests.get(ident)
+            if op is not None:
+                self._answered(ex, op, ident, msg, t)
+                return
         if msg.kind is _REQUEST and ident is not None:
             nests = next(iter(ex.requests.values())) if len(ex.requests) == 1 else None
             nests = nests or (ex.ops[-1] if ex.ops else None)
@@ -445,18 +463,29 @@ class OpCounter:
     def _open(self, ex: _Ex, method: str | None, t: float, *, request: bool, requested: bool = False) -> _Op:
         """A new operation (`request`: its upstream time is measured; `requested`: a client's
         JSON-RPC request began it)."""
-        counters = self._counters
-        label = self._labels.get(method)
-        if label is None:
-            label = counters.label(method)
-            if len(self._labels) < _LABELS_KEPT:
-                self._labels[method] = label
-        op = _Op(method, label, ex.mode, request, t)
+        mode = ex.mode
+        rows = self._rows.get((method, ex.era, mode))
+        if rows is None:
+            rows = self._rows_of(method, ex.era, mode)
+        op = _Op(method, mode, request, t, rows)
         ex.ops.append(op)
-        counters.opened(op.label, ex.era, ex.mode, requested=requested)
-        if ex.mode in _BRIDGED:
-            self._counters.rounds_taken(ex.mode, 1)
+        began = rows[0]
+        began[CHAINS] += 1
+        if requested:
+            began[REQUESTS] += 1
+        if mode in _BRIDGED:
+            self._counters.rounds_taken(mode, 1)
         return op
+
+    def _rows_of(self, method: str | None, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
+        """The rows an operation of `method` counts into (remembered for the first `_LABELS_KEPT`)."""
+        key = (method, era, mode)
+        rows = self._rows.get(key)
+        if rows is None:
+            rows = self._counters.rows(self._counters.label(method), era, mode)
+            if len(self._rows) < _LABELS_KEPT:
+                self._rows[key] = rows
+        return rows
 
     def _round(self, op: _Op, rounds: int) -> None:
         if rounds > op.rounds:
@@ -479,7 +508,13 @@ class OpCounter:
         if op.retry_awaited and op.id is not None:
             self._ops.pop(op.id, None)
             self._retries.forget(op.id)
-        upstream = (t - op.started) - op.waited if op.request else None
-        if upstream is not None and upstream < 0.0:
-            upstream = 0.0
-        self._counters.ended(op.label, op.mode, error=error, upstream_s=upstream)
+        row = op.ended
+        if error:
+            row[ERRORS] += 1
+        if op.request:
+            upstream = (t - op.started) - op.waited
+            if upstream < 0.0:
+                upstream = 0.0
+            row[0 if upstream <= _FIRST_BOUND else bisect_left(LATENCY_BUCKETS, upstream)] += 1
+            row[SUM] += upstream
+            row[OBSERVED] += 1

@@ -13,7 +13,6 @@ Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` dis
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,16 +29,24 @@ from prometheus_client.metrics_core import (
 from proxy.flows.bus import EventBus, Subscription
 from proxy.flows.events import ProxyInfo
 from proxy.flows.store import ChainStore
-from proxy.transport.metric_ops import OpCounter
+from proxy.transport.metric_ops import (
+    CHAINS,
+    ENDED_ROW,
+    ERRORS,
+    LATENCY_BUCKETS,
+    OBSERVED,
+    REQUESTS,
+    SUM,
+    BeganRow,
+    EndedRow,
+    OpCounter,
+)
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The Content-Type of `/metrics` (Prometheus text format 0.0.4, what `generate_latest` writes)."""
 
 MAX_METHOD_LABELS = 100
 """Distinct method label values kept before further names are counted as `other`."""
-
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
-"""Histogram buckets (seconds) for upstream time per chain: MCP calls range from ms to a minute."""
 
 _LABEL_TEXT = re.compile(r"[A-Za-z(][A-Za-z0-9_/. ()-]{0,63}")
 
@@ -103,41 +110,22 @@ class ProxyMetrics:
         """The label counted for a method (`OpCounter` remembers it per name)."""
         return self.method_label(method)
 
-    def opened(self, label: str, era: str, mode: str, *, requested: bool) -> None:
-        """An operation began (a chain, where chains are built), with a client request if `requested`."""
-        began, key = self.counts.began, (label, era, mode)
-        row = began.get(key)
-        if row is None:
-            row = began[key] = [0, 0]
-        row[_CHAINS] += 1
-        if requested:
-            row[_REQUESTS] += 1
-
-    def requested(self, label: str, era: str, mode: str) -> None:
-        """A client sent a JSON-RPC request that continues an operation."""
-        began, key = self.counts.began, (label, era, mode)
-        row = began.get(key)
-        if row is None:
-            row = began[key] = [0, 0]
-        row[_REQUESTS] += 1
+    def rows(self, label: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
+        """The rows `OpCounter` counts an operation into: begun by (label, era, mode), ended by
+        (label, mode)."""
+        began, ended = self.counts.began, self.counts.ended
+        began_row = began.get((label, era, mode))
+        if began_row is None:
+            began_row = began[(label, era, mode)] = [0, 0]
+        ended_row = ended.get((label, mode))
+        if ended_row is None:
+            ended_row = ended[(label, mode)] = [0.0] * ENDED_ROW
+        return began_row, ended_row
 
     def rounds_taken(self, mode: str, added: int) -> None:
         """A bridged operation took more rounds."""
         key, rounds = (mode,), self.counts.rounds
         rounds[key] = rounds.get(key, 0) + added
-
-    def ended(self, label: str, mode: str, *, error: bool, upstream_s: float | None) -> None:
-        """An operation ended: errors count, requests add their time upstream."""
-        ended, key = self.counts.ended, (label, mode)
-        row = ended.get(key)
-        if row is None:
-            row = ended[key] = [0.0] * _ENDED_ROW
-        if error:
-            row[_ERRORS] += 1
-        if upstream_s is not None:
-            row[bisect.bisect_left(LATENCY_BUCKETS, upstream_s)] += 1
-            row[_SUM] += upstream_s
-            row[_OBSERVED] += 1
 
     def session(self, state: str) -> None:
         """A session changed state."""
@@ -165,33 +153,33 @@ class _Counts:
     """
 
     def __init__(self) -> None:
-        self.began: dict[tuple[str, str, str], list[int]] = {}
-        """(method, client era, mode) -> [chains opened, client requests]: one row, one lookup."""
-        self.ended: dict[tuple[str, str], list[float]] = {}
+        self.began: dict[tuple[str, str, str], BeganRow] = {}
+        """(method, client era, mode) -> [chains opened, client requests] (`metric_ops.CHAINS`...)."""
+        self.ended: dict[tuple[str, str], EndedRow] = {}
         """(method, mode) -> the latency histogram's count in each bucket (not cumulative), the sum
-        of its observations, their number, then the errors: one row, one lookup."""
+        of its observations, their number, then the errors (`metric_ops.SUM`...)."""
         self.rounds: CounterOf = {}
         self.sessions: CounterOf = {}
 
     @property
     def chains(self) -> CounterOf:
         """Chains opened, by (method, client era, mode)."""
-        return {key: row[_CHAINS] for key, row in self.began.items() if row[_CHAINS]}
+        return {key: row[CHAINS] for key, row in self.began.items() if row[CHAINS]}
 
     @property
     def requests(self) -> CounterOf:
         """Client requests, by (method, client era, mode)."""
-        return {key: row[_REQUESTS] for key, row in self.began.items() if row[_REQUESTS]}
+        return {key: row[REQUESTS] for key, row in self.began.items() if row[REQUESTS]}
 
     @property
     def errors(self) -> CounterOf:
         """Chains that ended in an error, by (method, mode)."""
-        return {key: int(row[_ERRORS]) for key, row in self.ended.items() if row[_ERRORS]}
+        return {key: int(row[ERRORS]) for key, row in self.ended.items() if row[ERRORS]}
 
     @property
     def latency(self) -> dict[tuple[str, ...], list[float]]:
         """Per (method, mode) with upstream time observed: the count in each bucket, then the sum."""
-        return {key: row[: _SUM + 1] for key, row in self.ended.items() if row[_OBSERVED]}
+        return {key: row[: SUM + 1] for key, row in self.ended.items() if row[OBSERVED]}
 
     def collect(self) -> Iterator[Metric]:
         """The counter and histogram families, with the names and meanings they always had."""
@@ -216,13 +204,6 @@ class _Counts:
 
 CounterOf = dict[tuple[str, ...], int]
 """Counts by label values."""
-
-_CHAINS, _REQUESTS = 0, 1
-"""Places in a row of `_Counts.began`."""
-_SUM = len(LATENCY_BUCKETS)
-_OBSERVED, _ERRORS = _SUM + 1, _SUM + 2
-_ENDED_ROW = _SUM + 3
-"""Places in a row of `_Counts.ended`, after the bucket counts, and its length."""
 
 _DOCS = {
     "requests": "JSON-RPC requests received from clients, by method, client era "
