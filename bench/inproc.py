@@ -57,7 +57,10 @@ SSE_HEAD = (
     b"Transfer-Encoding: chunked\r\nDate: Tue, 01 Dec 2026 23:40:05 GMT\r\n"
     b"Server: Python/3.11 aiohttp/3.14.5\r\n\r\n"
 )
-PROGRESS = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1,"total":2}}'
+PROGRESS = (
+    b'{"jsonrpc":"2.0","method":"notifications/progress",'
+    b'"params":{"progressToken":%s,"progress":1,"total":2}}'
+)
 LAST_CHUNK = b"0\r\n\r\n"
 _ID = re.compile(rb'"id":(\d+)')
 
