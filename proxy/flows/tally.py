@@ -221,20 +221,16 @@ class RoundTripTally:
                 if tally is not None:
                     tally.status, tally.content_type = obs.status, obs.content_type
             else:
-                line = self.observe(obs) or line
+                line = self._other(obs) or line
         return line
 
     def observe(self, obs: Observation) -> ExchangeSummary | None:
         """Count one observation; an `ExchangeClosed` of an open exchange returns its line."""
-        if isinstance(obs, MessageSeen):
-            self._message(obs)
-        elif isinstance(obs, ExchangeOpened):
-            self._opened(obs)
-        elif isinstance(obs, ResponseHeadSeen):
-            tally = self._open.get(obs.exchange)
-            if tally is not None:
-                tally.status, tally.content_type = obs.status, obs.content_type
-        elif isinstance(obs, BytesOut):
+        return self.observe_all((obs,))
+
+    def _other(self, obs: Observation) -> ExchangeSummary | None:
+        """The kinds `observe_all` does not handle in its loop: an exchange's close and rarer ones."""
+        if isinstance(obs, BytesOut):
             tally = self._open.get(obs.exchange)
             if tally is not None:
                 tally.bytes_out += obs.size
