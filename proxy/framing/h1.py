@@ -340,9 +340,8 @@ class RequestReader(Generic[R]):
             watched = name.lower()
             if watched == b"host":
                 req.hosts += 1
-            elif watched == b"transfer-encoding":
-                if req.coding is None:
-                    req.coding = field[1]
+            elif watched == b"transfer-encoding" and req.coding is None:
+                req.coding = field[1]
             elif watched == b"expect" and req.expect is None:
                 req.expect = field[1]
 
