@@ -233,3 +233,14 @@ async def test_an_update_changes_the_row_in_place() -> None:
 
         assert h.table.cursor_row == 0
         assert [str(c) for c in h.table.get_row_at(1)][-2:] == ["error", "1.50s"]
+
+
+async def test_a_batch_arriving_while_the_widgets_are_being_removed_is_held_not_fatal() -> None:
+    # The shutdown removes the screen's widgets one by one while batches still arrive: here the tree
+    # goes first and the chain list stays, the order the app's own shutdown has been seen to take.
+    async with running(info(), opened("c1")) as h:
+        await h.tree.remove()
+        await h.push(message("c1", 1), opened("c2"))
+
+        assert len(h.app.model.chains) == 2
+        assert h.table.row_count == 1  # held: the list did not move without the tree

@@ -30,6 +30,9 @@ from ui.widgets.status_bar import StatusBar, ViewFlags
 WIDE_COLUMNS = 120
 """From this terminal width up the chain list shows its wide column set."""
 
+_FED_WIDGETS = (ChainTable, ChainTree, SessionsTable, StatusBar, ContentSwitcher)
+"""What showing a batch reaches; while any is missing (mounting, or shutting down) batches are held."""
+
 
 class MainScreen(Screen[None]):
     """Chains as they happen."""
@@ -89,8 +92,12 @@ class MainScreen(Screen[None]):
 
     @property
     def ready(self) -> bool:
-        """True while the widgets exist (batches can still arrive while the app shuts down)."""
-        return bool(self.query(ChainTable))
+        """True while every widget a batch reaches exists.
+
+        Batches still arrive while the app shuts down, and the shutdown removes the widgets one by
+        one, so one still being there says nothing of the others.
+        """
+        return all(self.query(kind) for kind in _FED_WIDGETS)
 
     def take(self, changes: Changes, events: int) -> None:
         """Show what a batch changed, or hold it while paused."""
