@@ -168,12 +168,14 @@ def _round(run: dict[str, Any], direction: str, column: str, key: str) -> Value:
     return dig(run.get("bridges", {}).get(direction, {}), column, "latency", key)
 
 
-def bridge_added(run: dict[str, Any], direction: str, base: str, key: str = "p50") -> Value:
+def bridge_added(
+    run: dict[str, Any], direction: str, base: str, key: str = "p50", column: str = "bridged"
+) -> Value:
     """Bridged round minus a native one (`base`: client_ours, client_direct, server_ours, server_direct)."""
     era, _, where = base.partition("_")
     other = next(o for d, _, o in BRIDGES if d == direction)
     native = _round(run, direction if era == "client" else other, f"native_{where}", key)
-    bridged = _round(run, direction, "bridged", key)
+    bridged = _round(run, direction, column, key)
     if isinstance(bridged, int | float) and isinstance(native, int | float):
         return round(bridged - native, 3)
     return bridged if isinstance(bridged, str) else None
@@ -210,7 +212,24 @@ def bridges_table(results: dict[str, Any]) -> list[str]:
             lines.append(
                 "| " + " | ".join([label if key == "p50" else "", f"round trip {key} ms", *cols]) + " |"
             )
+    lines += _window_0_rows(runs)
     return lines
+
+
+def _window_0_rows(runs: list[dict[str, Any]]) -> list[str]:
+    """The modern->legacy bridge again with `--round-window 0`: its rounds without the wait for more
+    requests the server sends together, so the table tells the window from the bridge's own work."""
+    direction, column = "modern_to_legacy", "bridged_window_0"
+    if not any(_round(r, direction, column, "p50") is not None for r in runs):
+        return []
+    rows = []
+    for key in ("p50", "p99"):
+        cols = [cell([_round(r, direction, column, key) for r in runs]), *["" for _ in range(4)]]
+        cols.append(cell([bridge_added(r, direction, "server_ours", key, column) for r in runs]))
+        cols.append(cell([bridge_added(r, direction, "client_ours", key, column) for r in runs]))
+        label = "modern client → legacy server, `--round-window 0`" if key == "p50" else ""
+        rows.append("| " + " | ".join([label, f"round trip {key} ms", *cols]) + " |")
+    return rows
 
 
 # -- targets -----------------------------------------------------------------------------------

@@ -691,7 +691,12 @@ def run_bridges(procs: Processes, tmp: Path, profile: Profile, tag: str) -> dict
     try:
         to_modern = start_bridge_proxy(procs, modern_url, tmp, f"{tag}-to-modern")
         to_legacy = start_bridge_proxy(procs, legacy_url, tmp, f"{tag}-to-legacy")
-        started = [to_modern, to_legacy]
+        # The same bridge with no round window: what the proxy itself adds to a round, apart from
+        # the wait (the default millisecond) for more requests the server sends together.
+        to_legacy_now = start_bridge_proxy(
+            procs, legacy_url, tmp, f"{tag}-to-legacy-w0", ("--round-window", "0")
+        )
+        started = [to_modern, to_legacy, to_legacy_now]
         n, warm = str(profile.bridge_rounds), "5"
 
         def rounds(era: str, path: Path_) -> dict[str, Any]:
@@ -705,7 +710,7 @@ def run_bridges(procs: Processes, tmp: Path, profile: Profile, tag: str) -> dict
         out: dict[str, Any] = {"legacy_to_modern": {}, "modern_to_legacy": {}}
         with loopback_quickack() as quickack:
             out["quickack"] = quickack
-            _bridge_rounds(out, rounds, legacy_url, modern_url, to_legacy, to_modern)
+            _bridge_rounds(out, rounds, legacy_url, modern_url, to_legacy, to_modern, to_legacy_now)
         return out
     finally:
         for path in started:
@@ -722,6 +727,7 @@ def _bridge_rounds(
     modern_url: str,
     to_legacy: Path_,
     to_modern: Path_,
+    to_legacy_now: Path_,
 ) -> None:
     """The six round-trip series: each client era direct, via ours natively, and bridged."""
     l2m, m2l = out["legacy_to_modern"], out["modern_to_legacy"]
@@ -740,13 +746,16 @@ def _bridge_rounds(
     m2l["native_ours"] = guarded(lambda: rounds("modern", to_modern), "m2l native")
     if mrtr_to_legacy_available():
         m2l["bridged"] = guarded(lambda: rounds("modern", to_legacy), "m2l bridged")
+        m2l["bridged_window_0"] = guarded(lambda: rounds("modern", to_legacy_now), "m2l bridged, window 0")
     else:
         m2l["bridged"] = {"na": "n/a (not available)"}
 
 
-def start_bridge_proxy(procs: Processes, upstream: str, tmp: Path, tag: str) -> Path_:
+def start_bridge_proxy(
+    procs: Processes, upstream: str, tmp: Path, tag: str, extra: tuple[str, ...] = ()
+) -> Path_:
     port = free_port()
-    argv = ours_argv(upstream, port, tmp, logged=True, tag=tag)
+    argv = [*ours_argv(upstream, port, tmp, logged=True, tag=tag), *extra]
     child = procs.start(tag, argv, cpu=SERVER_CPU, cwd=PROXY_ROOT)
     wait_port(port, child)
     return Path_("ours", f"http://127.0.0.1:{port}/mcp", child)
