@@ -94,11 +94,13 @@ class Profile:
     bridge_rounds: int
     idle_streams: int
     idle_wrk_seconds: int
+    interleave_rounds: int
+    interleave_seconds: int
 
 
-QUICK = Profile("quick", 5, 1, 200, 10, 5, 200, 40, 1000, 3)
-FULL = Profile("full", 10, 2, 500, 30, 10, 500, 150, 1000, 5)
-SMOKE = Profile("smoke", 1, 1, 20, 2, 1, 20, 5, 100, 1)
+QUICK = Profile("quick", 5, 1, 200, 10, 5, 200, 40, 1000, 3, 6, 2)
+FULL = Profile("full", 10, 2, 500, 30, 10, 500, 150, 1000, 5, 10, 3)
+SMOKE = Profile("smoke", 1, 1, 20, 2, 1, 20, 5, 100, 1, 1, 1)
 """Only checks that the harness works end to end; its numbers mean nothing."""
 
 
@@ -620,6 +622,39 @@ def run_path_workloads(procs: Processes, path: Path_, profile: Profile) -> dict[
     return results
 
 
+def run_interleaved(
+    procs: Processes, tmp: Path, profile: Profile, paths: list[str], upstream: str, tag: str
+) -> dict[str, Any]:
+    """Concurrency 16 on every path in turn: short rounds, each path once a round, order rotated.
+
+    Why: this machine's speed drifts by tens of percent within minutes, so two paths measured a
+    minute apart (as the per-path workloads are) compare the drift as much as the paths. Here every
+    round measures all paths within seconds of each other and gives one ratio per pair; the median of
+    those ratios holds still where one run per path swings. All paths stay started (idle while
+    another is measured), on the same core as before.
+    """
+    started: dict[str, Path_] = {}
+    try:
+        for name in paths:
+            try:
+                started[name] = start_path(procs, name, upstream, tmp, f"{tag}-il")
+            except RuntimeError as exc:
+                print(f"  ! {name} did not start: {exc}", flush=True)
+        for path in started.values():
+            run_wrk(path.url, 16, profile.warmup_seconds)
+        order = list(started)
+        rps: dict[str, list[float]] = {name: [] for name in order}
+        for turn in range(profile.interleave_rounds):
+            shift = turn % len(order) if order else 0
+            for name in order[shift:] + order[:shift]:
+                rps[name].append(run_wrk(started[name].url, 16, profile.interleave_seconds)["rps"])
+        return {"rounds": profile.interleave_rounds, "seconds": profile.interleave_seconds, "rps": rps}
+    finally:
+        for path in started.values():
+            if path.child is not None:
+                procs.stop(path.child)
+
+
 # -- bridges -----------------------------------------------------------------------------------
 
 
@@ -786,6 +821,10 @@ def run_once(
             finally:
                 if path.child is not None:
                     procs.stop(path.child)
+        print(f"run {index}: small JSON tools/call, concurrency 16, paths interleaved", flush=True)
+        run["interleaved_c16"] = guarded(
+            lambda: run_interleaved(procs, tmp, profile, paths, upstream, tag), "interleaved c=16"
+        )
     finally:
         procs.stop(up_child)
     if bridges:
