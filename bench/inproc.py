@@ -212,6 +212,10 @@ async def drive(args: argparse.Namespace) -> None:
         profiler.disable()
         profiler.dump_stats(args.profile)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if args.stop_after is not None:  # the tool outside stops measuring before the proxy's own stop
+        print("measured", flush=True)
+        while not args.stop_after.exists():  # noqa: ASYNC110 (another process makes the file)
+            await asyncio.sleep(0.05)
     await proxy.stop()
     print(
         f"{total} {'SSE ' if args.sse else ''}requests, {args.clients} client(s), admin {args.admin}, "
@@ -248,6 +252,12 @@ def main() -> int:
         type=Path,
         help="print `ready` and wait for this file before the measured part (for callgrind: see "
         "bench/instructions.sh)",
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=Path,
+        help="once the requests are answered, print `measured` and wait for this file before the proxy "
+        "stops (for callgrind: see bench/instructions.sh)",
     )
     parser.add_argument(
         "--sse",
