@@ -56,6 +56,8 @@ class FeedStatus:
     state: FeedState
     detail: str = ""
     retry_in: float | None = None
+    warning: str = ""
+    """What reading left out (corrupt lines skipped, a last line cut short): shown however it ended."""
 
 
 FeedItem = FlowEvent | FeedStatus | IndexReady
@@ -284,7 +286,8 @@ class CaptureFeed:
         finally:
             reader.close()
         skipped = _skipped(reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated)
-        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}"))
+        warning = skipped.removeprefix("; ").strip()
+        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}", warning=warning))
 
     async def _indexed(self, sink: Sink) -> None:
         """The newest part at once, then every chain once the index pass has built them.
@@ -327,7 +330,8 @@ class CaptureFeed:
         skipped = _skipped(
             end.get("corrupt_lines", 0), corrupt, end.get("unknown_lines", 0), bool(end.get("cut_short"))
         )
-        await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}"))
+        warning = skipped.removeprefix("; ").strip()
+        await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}", warning=warning))
 
 
 def _skipped(corrupt_lines: int, corrupt: list[tuple[int, str]], unknown: int, cut: bool) -> str:

@@ -153,6 +153,7 @@ async def test_a_corrupt_line_is_skipped_the_rest_shown_and_the_count_reported(t
     assert status.state == "ended"
     expected = f"133 events from {damaged.name}; 2 corrupt lines skipped (first: line 6, "
     assert status.detail.startswith(expected)
+    assert status.warning.startswith("2 corrupt lines skipped (first: line 6, ")
     assert len(items) == 135
 
 
@@ -170,7 +171,9 @@ async def test_a_newer_minor_versions_lines_are_skipped_and_counted_and_a_newer_
     (*_, refused) = await collect(CaptureFeed(major, chunk=10))
 
     assert read == FeedStatus(
-        "ended", f"133 events from {newer.name}; 1 line of a newer capture version skipped"
+        "ended",
+        f"133 events from {newer.name}; 1 line of a newer capture version skipped",
+        warning="1 line of a newer capture version skipped",
     )
     assert isinstance(refused, FeedStatus)
     assert refused.state == "failed"

@@ -91,6 +91,18 @@ def test_long_bodies_are_cut_with_a_count_of_what_is_hidden() -> None:
     assert whole.hidden_lines == 0
 
 
+def test_an_ended_capture_says_what_reading_skipped_and_a_clean_one_says_nothing_more() -> None:
+    detail = "9 events from a.jsonl; 1 corrupt line skipped"
+    skipped = FeedStatus("ended", detail, warning="1 corrupt line skipped")
+
+    shown = status_text(ViewModel(), skipped, ViewFlags()).plain
+    clean = status_text(ViewModel(), FeedStatus("ended", "9 events from a.jsonl"), ViewFlags()).plain
+
+    assert shown.startswith("■ ended 1 corrupt line skipped")
+    assert "9 events" not in clean
+    assert clean.startswith("■ ended  │")
+
+
 def test_the_status_line_puts_state_lag_and_pause_first() -> None:
     model = ViewModel()
     model.lagged_total = 42

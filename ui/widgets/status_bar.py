@@ -59,6 +59,8 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
             text.append(f" {feed.detail}", style="red")
         elif feed.state == "indexing":
             text.append(f" {feed.detail}", style="yellow")
+        if feed.warning:
+            text.append(f" {feed.warning}", style="yellow")
         text.append(*sep)
     if flags.notice:
         text.append(flags.notice, style="bold")
