@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "
         "`mcp-proxy export --har|--json|--ndjson OUT CAPTURE` (HAR, chains for scripts), "
         "`mcp-proxy export --otlp URL CAPTURE` (its spans to a collector), "
+        "`mcp-proxy export --curl CHAIN CAPTURE` (a chain's requests as curl commands), "
         "`mcp-proxy mock CAPTURE --listen HOST:PORT` (a capture served back as an MCP server), "
         "`mcp-proxy stdio --upstream URL | -- CMD ARGS...` (the proxy as a stdio server), "
         "`mcp-proxy replay CAPTURE --chain ID | --all [--upstream URL]` (chains sent again to a live "

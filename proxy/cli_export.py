@@ -44,7 +44,8 @@ def build_export_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy export`."""
     parser = argparse.ArgumentParser(
         prog="mcp-proxy export",
-        description="Export a capture as HAR 1.2, or its chains as JSON or NDJSON. "
+        description="Export a capture as HAR 1.2, its chains as JSON or NDJSON, its spans to an OTLP "
+        "collector, or one chain's requests as curl commands. "
         "Exit 0: all read; 1: written, some lines skipped (named on stderr); 2: nothing exported.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
@@ -209,6 +210,13 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         return 2
     messages = list(chain.messages)
     sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
+    if not sent:
+        print(
+            f"mcp-proxy export: chain {chain_id} holds no message the client sent (a GET stream's "
+            "events, or messages the server sent on its own): nothing to copy as curl",
+            file=sys.stderr,
+        )
+        return 2
     info = found.info
     try:
         commands = [

@@ -62,14 +62,25 @@ def _env(name: str) -> str:
     return f'"${{{name}:?set {name} to the value the proxy redacted}}"'
 
 
+_REQUEST_STATE_VAR: Final = "MCP_REQUEST_STATE"
+_REQUEST_STATE_WHAT: Final = (
+    "the requestState of the input_required answer this retry follows (run the chain's earlier "
+    "command and take it from that answer)"
+)
+
+
 def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
-    """One shell word: literal runs single-quoted, each stand-in an environment reference."""
+    """One shell word: literal runs single-quoted, each stand-in an environment reference (a
+    `requestState` one named for what it is, since it comes from the previous answer, not a secret)."""
     parts: list[str] = []
     last = 0
     for found in STAND_IN.finditer(text):
         if found.start() > last:
             parts.append(shlex.quote(text[last : found.start()]))
-        parts.append(_env(secrets.var(preferred, what)))
+        if found.group().startswith("<requestState "):
+            parts.append(_env(secrets.var(_REQUEST_STATE_VAR, _REQUEST_STATE_WHAT)))
+        else:
+            parts.append(_env(secrets.var(preferred, what)))
         last = found.end()
     if last < len(text) or not parts:
         parts.append(shlex.quote(text[last:]))
@@ -161,6 +172,35 @@ def _upstream_url(upstream: str, path: str | None) -> str:
     return urlunsplit((parts.scheme, parts.netloc, mapped, "&".join(queries), ""))
 
 
+def _waits(messages: list[MessageRecord], request: MessageRecord) -> list[str]:
+    """Comments for a request that takes part in the server asking the client mid-call.
+
+    A call whose stream carried the server's own requests waits, when sent again, for answers that
+    only the chain's later commands give, so run as printed it never ends; and the server picks its
+    request ids afresh on every run, so a recorded answer carries the old id.
+    """
+    if request.kind == "request":
+        asked = [
+            m
+            for m in messages
+            if m.exchange == request.exchange and m.direction is Direction.TO_CLIENT and m.kind == "request"
+        ]
+        if not asked:
+            return []
+        first = asked[0]
+        return [
+            f"# the server asked the client on this call's stream ({first.method} #{first.jsonrpc_id}): "
+            "the call waits for the answer,",
+            "# so run it in the background (append &) and send the answer with the next command",
+        ]
+    if request.kind in ("result", "error") and request.jsonrpc_id is not None:
+        return [
+            f"# answers the server's request #{request.jsonrpc_id}: a server numbers its requests afresh "
+            "on each run, so give the body the id its request has now"
+        ]
+    return []
+
+
 def curl_command(
     messages: list[MessageRecord],
     record: MessageRecord,
@@ -195,7 +235,8 @@ def curl_command(
             headers = [(n, v) for n, v in http.headers.items() if n.lower() not in DROPPED]
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
-    lines = [f"curl -sS -N -X {http_method} {_url_word(url, secrets)}"]
+    opening = request.method == "initialize"  # -i: its answer's head holds the session id
+    lines = [f"curl -sS -N{' -i' if opening else ''} -X {http_method} {_url_word(url, secrets)}"]
     for name, value in headers:
         lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
     body = _body_text(request)
@@ -207,6 +248,12 @@ def curl_command(
     comment = [f"# mcp-proxy: chain {chain_id}, message {request.seq} ({what}{ident}), sent to the {where}"]
     if request.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
+    comment += _waits(messages, request)
+    if opening:
+        comment.append(
+            "# -i shows the answer's headers: its Mcp-Session-Id is what later commands take as "
+            "MCP_SESSION_ID"
+        )
     for name, what_for in secrets.names.items():
         comment.append(f"# set {name} first: {what_for} (redacted in the capture), e.g. export {name}=...")
     return "\n".join(comment) + "\n" + " \\\n  ".join(lines) + "\n"

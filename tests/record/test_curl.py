@@ -104,7 +104,47 @@ def test_a_request_state_stand_in_comes_from_the_environment_too() -> None:
         [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
     )
     assert state not in command
-    assert "# set MCP_BODY_SECRET first" in command
-    args = curl_args(command, {**os.environ, "MCP_BODY_SECRET": "the-state"})
+    assert "# set MCP_REQUEST_STATE first: the requestState of the input_required answer" in command
+    args = curl_args(command, {**os.environ, "MCP_REQUEST_STATE": "the-state"})
     sent = json.loads(args[args.index("--data-binary") + 1])
     assert sent["params"]["requestState"] == "the-state"
+
+
+def test_an_initialize_shows_the_answers_head_where_the_session_id_comes_from() -> None:
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    opening = record(1, method="initialize", jsonrpc_id=0, body=body)
+    call = record(2)
+
+    first = curl_command([opening, call], opening, chain_id="c1", proxy_url="http://p", upstream_url=None)
+    later = curl_command([opening, call], call, chain_id="c1", proxy_url="http://p", upstream_url=None)
+
+    assert curl_args(first, dict(os.environ, MCP_TOKEN="t", MCP_QUERY_SECRET="q"))[:3] == ["-sS", "-N", "-i"]
+    assert "its Mcp-Session-Id is what later commands take as MCP_SESSION_ID" in first
+    assert " -i " not in later
+
+
+def test_a_call_the_server_asks_about_says_to_run_it_in_the_background_and_its_answer_which_id_to_use() -> (
+    None
+):
+    call = record(1)
+    asked = record(
+        2,
+        direction=Direction.TO_CLIENT,
+        channel=Channel.SSE,
+        kind="request",
+        jsonrpc_id=7,
+        method="elicitation/create",
+        http=None,
+    )
+    answer = record(
+        3, exchange="x2", kind="result", jsonrpc_id=7, method=None, body={"jsonrpc": "2.0", "id": 7}
+    )
+    messages = [call, asked, answer]
+
+    for_call = curl_command(messages, call, chain_id="c1", proxy_url="http://p", upstream_url=None)
+    for_answer = curl_command(messages, answer, chain_id="c1", proxy_url="http://p", upstream_url=None)
+
+    assert "asked the client on this call's stream (elicitation/create #7)" in for_call
+    assert "run it in the background (append &)" in for_call
+    assert "answers the server's request #7" in for_answer
+    assert "background" not in for_answer

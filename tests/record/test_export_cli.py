@@ -138,3 +138,26 @@ def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_eac
     assert "skipped 1 line of kinds a newer mcp-proxy wrote" in json_err
     assert "wrote 1 chain to " in json_err
     assert "wrote 1 curl command of chain r1" in curl_err
+
+
+def test_curl_of_a_chain_the_client_sent_nothing_in_exits_2_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "stream.jsonl"
+    encode = ObservationEncoder(Redactor(), 65536).encode
+    pushed = classify_value({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    observations = [
+        ExchangeOpened(1.0, "x1", "GET", "/mcp", {}, "s1", "legacy", "legacy", Mode.PASSTHROUGH, 0),
+        MessageSeen(1.1, "x1", pushed, 60, Direction.TO_CLIENT, Channel.GET_SSE, Side.BOTH, "e1", None),
+        ExchangeClosed(1.3, "x1", None),
+    ]
+    with CaptureWriter(path) as writer:
+        writer.write(
+            ProxyInfo(ts=1.0, version="t", listen="http://127.0.0.1:1", upstream="http://127.0.0.1:2/mcp")
+        )
+        writer.write_lines([encode(obs) for obs in observations])
+
+    assert main(["export", "--curl", "r1", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "chain r1 holds no message the client sent" in captured.err
+    assert captured.out == ""
