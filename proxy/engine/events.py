@@ -91,7 +91,13 @@ class LegCut:
 
 @dataclass(frozen=True, slots=True)
 class Stopping:
-    """The proxy is stopping: whatever the engine holds upstream should be let go now."""
+    """The proxy is stopping: whatever the engine holds upstream should be let go now.
+
+    `at` is the wall-clock time (epoch seconds) it began to, so a parked call let go says how long it
+    waited; 0.0 means "not supplied".
+    """
+
+    at: float = 0.0
 
 
 BridgeEvent = (

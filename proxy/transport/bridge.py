@@ -342,7 +342,7 @@ class BridgeDriver:
         if self._stop_legs is not None:
             return
         before = set(self.legs)
-        self.feed(Stopping())
+        self.feed(Stopping(time.time()))
         self._stop_legs = [task for leg, task in self.legs.items() if leg not in before]
 
     async def release_upstream(self, seconds: float) -> None:

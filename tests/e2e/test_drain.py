@@ -14,6 +14,7 @@ import asyncio
 import json
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -24,7 +25,9 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
+from proxy.cli import main
 from tests.e2e.commanded import own_proxy
+from tests.e2e.modern_raw import modern_call
 from tests.peers.clients import run_plan
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
@@ -164,3 +167,32 @@ async def post_initialize(url: str) -> tuple[int, dict[str, str], dict[str, Any]
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with aiohttp.ClientSession() as http, http.post(url, json=INITIALIZE, headers=headers) as resp:
         return resp.status, dict(resp.headers), json.loads(await resp.read())
+
+
+async def test_a_call_still_parked_when_the_proxy_stops_is_recorded_as_let_go_with_its_age(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # A 2026-07-28 client that never retries: the bridge's parked upstream call outlives the drain.
+    # The capture and the log must say the proxy let it go as it stopped, after how long, and the
+    # chain must not read as still parked.
+    capture = tmp_path / "run.jsonl"
+    env = {"MCP_PROXY_DRAIN_GRACE": "0.5", "MCP_PROXY_CAPTURE": str(capture)}
+    async with own_proxy(legacy_server.url, env=env) as proxy, aiohttp.ClientSession() as http:
+        status, reply = await modern_call(http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=1)
+        assert status == 200, reply
+        assert reply["result"]["resultType"] == "input_required", reply
+        await asyncio.sleep(0.2)  # parked for a while before the proxy stops
+        proxy.process.signal(signal.SIGTERM)
+        assert await proxy.process.exited(seconds=20) == 0
+
+    dead = proxy.process.find("bridge_continuation_dead")
+    assert dead is not None
+    assert dead["why"] == "the proxy is stopping"
+    lines = [json.loads(line) for line in capture.read_bytes().splitlines()]
+    moves = [(o["state"], o["age_ms"]) for o in lines if o.get("kind") == "continuation"]
+    assert [state for state, _ in moves] == ["parked", "expired"]
+    assert moves[-1][1] >= 200.0
+    exported = tmp_path / "chains.json"
+    assert main(["export", "--json", str(exported), str(capture)]) == 0
+    chains = [c["chain"] for c in json.loads(exported.read_bytes())["chains"]]
+    assert [c["status"] for c in chains if c["method"] == "tools/call"] == ["error"]

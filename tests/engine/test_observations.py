@@ -19,7 +19,7 @@ from proxy.engine.commands import (
     ReplyJson,
     StartTimer,
 )
-from proxy.engine.events import LegEnded, LegFailed, LegResponded, TimerFired
+from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from tests.engine.builders import up
 from tests.engine.playbook import Playbook
@@ -193,3 +193,25 @@ def test_reinitializing_a_lost_session_is_observed_as_such() -> None:
 
     assert commands[-1] == ObserveSession("upstream-1", "reinitialized", ME, ALL, "2025-11-25")
     assert [c for c in commands if isinstance(c, ObserveSession)] == [commands[-1]]
+
+
+def test_a_call_still_parked_when_the_proxy_stops_is_let_go_expired_with_how_long_it_waited() -> None:
+    engine = ready_engine()
+    park(engine, at=1000.0)
+
+    assert (
+        Playbook(engine, hide=())
+        >> Stopping(1110.5)
+        << Log(
+            "bridge_continuation_dead",
+            "warning",
+            {"call": "call-1", "continuation": "continuation-1", "why": "the proxy is stopping"},
+        )
+        << CancelTimer("ttl:call-1")
+        << CloseLeg("leg-3")
+        << Log("upstream_session_ended", "info", ANY)
+        << ANY  # the session's DELETE
+        << ObserveContinuation("x1", "continuation-1", "expired", None, (), 110_500.0)
+        >> LegEnded("leg-3")  # the leg's end, after: nothing more is said of the call
+        >> Stopping(1111.0)
+    )

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from typing import Any
 
-from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
+from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Log, ReplyJson
 from proxy.engine.events import (
     BridgeEvent,
     ClientDisconnected,
@@ -57,6 +57,7 @@ from proxy.engine.events import (
 from proxy.engine.faults import fault_text
 from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.exits import forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
 from proxy.engine.modern_client.state import MrtrContext, describe
@@ -167,17 +168,26 @@ class MrtrToLegacyEngine:
                 return self._sessions.on_timer(timer)
             case TimerFired(timer):
                 return self._rounds.on_timer(timer)
-            case Stopping():
-                return self._on_stopping()
+            case Stopping(at):
+                return self._on_stopping(at)
         return []
 
-    def _on_stopping(self) -> Commands:
-        """The proxy is stopping: parked calls end with it (the observer hears so), and every
-        upstream session is DELETEd, which ends the calls it carries."""
-        for call in self._ctx.calls.values():
-            if call.continuation is not None and call.observed is not None:
+    def _on_stopping(self, at: float) -> Commands:
+        """The proxy is stopping: parked calls end with it, said so (nobody can come back for them),
+        resumed ones are observed ended, and every upstream session is DELETEd, which ends the calls
+        it carries."""
+        commands: Commands = []
+        for call in list(self._ctx.calls.values()):
+            if call.phase == "parked" and call.continuation is not None:
+                leg = call.leg
+                why = {"call": call.key, "continuation": call.continuation, "why": "the proxy is stopping"}
+                commands.append(Log("bridge_continuation_dead", "warning", why))
+                commands.extend(forget(self._ctx, call, at))
+                if leg is not None:
+                    commands.append(CloseLeg(leg))
+            elif call.continuation is not None and call.observed is not None:
                 self._ctx.observe_continuation(call, "ended")
-        return self._sessions.end_all()
+        return [*commands, *self._sessions.end_all()]
 
     # -- the client side -----------------------------------------------------------------------
 
