@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from proxy.engine.select import (
@@ -46,6 +47,13 @@ class ProbeResult:
     are then unknown until it is probed again over that transport."""
 
 
+NOT_FOUND_HINT = (
+    "nothing answers MCP at this path: is it the server's MCP endpoint? (--upstream takes the "
+    "endpoint's full URL, often ending in /mcp)"
+)
+"""Said when an `initialize` got 404: the usual cause is an --upstream URL without the endpoint's path."""
+
+
 async def probe_upstream(
     pool: UpstreamClient,
     upstream: Upstream,
@@ -69,6 +77,8 @@ async def probe_upstream(
                 await _delete_session(pool, upstream, session, credentials)
         eras = UpstreamEras(legacy=legacy, modern=modern)
         problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
+        if status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize, whatever its era
+            problem += f"; {NOT_FOUND_HINT}"
         if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
                 if await _speaks_sse(pool, upstream, limit_s):

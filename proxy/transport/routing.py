@@ -28,7 +28,7 @@ from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.channel_upstream import ChannelUpstream
-from proxy.transport.probe import ProbeResult, probe_upstream
+from proxy.transport.probe import NOT_FOUND_HINT, ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
 from proxy.wire.jsonrpc import Body
@@ -166,8 +166,9 @@ class Router:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
                 if self.on_change is not None:
                     self.on_change(found.eras)
-        if not found.eras.known:
-            get_logger().info("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
+        if not found.eras.known:  # a 404 at both probes: a wrong URL, not a server still starting
+            level = get_logger().warning if NOT_FOUND_HINT in found.problem else get_logger().info
+            level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
         return found
 
     def _set_eras(self, eras: UpstreamEras) -> None:
