@@ -15,6 +15,7 @@ stderr and in the file), 2 when nothing could be exported (a file that is not a 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -122,6 +123,10 @@ def main(argv: Sequence[str]) -> int:
     except (CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        if str(target) != "-":
+            raise
+        return _reader_left()
     except OSError as exc:
         print(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -252,6 +257,21 @@ def _reads_into_itself(target: Path, captures: Sequence[Path]) -> Path | None:
         except OSError:
             continue
     return None
+
+
+PIPE_CLOSED_EXIT = 141
+"""Exit status when stdout's reader went away (`| head`): what a command killed by SIGPIPE returns."""
+
+
+def _reader_left() -> int:
+    """stdout's reader stopped reading: end quietly, as `cat` does, with nothing more to say.
+
+    stdout is pointed at /dev/null so the interpreter's last flush at exit does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return PIPE_CLOSED_EXIT
 
 
 def _output(target: Path) -> AbstractContextManager[IO[bytes]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,16 @@ def test_curl_of_a_chain_the_client_sent_nothing_in_exits_2_saying_why(
     captured = capsys.readouterr()
     assert "chain r1 holds no message the client sent" in captured.err
     assert captured.out == ""
+
+
+def test_an_export_to_a_pipe_whose_reader_left_ends_quietly_like_cat(tmp_path: Path) -> None:
+    capture = record_small(tmp_path)
+    command = [sys.executable, "-m", "proxy.cli", "export", "--har", "-", str(capture)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()  # the reader leaves before the first byte (`| head -c 0`)
+    _, err = child.communicate(timeout=60)
+
+    assert child.returncode == 141
+    assert b"Broken pipe" not in err
+    assert b"Traceback" not in err
