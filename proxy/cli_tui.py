@@ -35,6 +35,17 @@ OWN_PACKAGES = frozenset({"ui", "proxy"})
 """Top-level packages of this project: one of them failing to import is a bug, not a missing extra."""
 
 
+def no_terminal() -> str | None:
+    """None when stdin and stdout are a terminal; else the line saying the TUI needs one (drawn into a
+    pipe or a file it would leave escape codes there and wait for keys nobody can press)."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return None
+    return (
+        "mcp-proxy: the TUI needs a terminal on stdin and stdout (here one is a pipe or a file); "
+        "run it in a terminal, or leave out --tui and follow the log"
+    )
+
+
 def tui_missing(extra: str = "tui") -> str | None:
     """None when the TUI's packages import; else the line naming what is missing and the extra to install."""
     try:
@@ -100,6 +111,9 @@ def open_capture(path: Path, upstream: str | None = None) -> int:
     except (CaptureError, CaptureFormatError) as exc:
         print(f"mcp-proxy: capture: {exc}", file=sys.stderr)
         return 2
+    if (terminal := no_terminal()) is not None:
+        print(terminal, file=sys.stderr)
+        return 2
     from ui.app import ProxyTui
     from ui.feeds import CaptureFeed
     from ui.model import CAPTURE_CHAINS
@@ -113,6 +127,9 @@ def attach(url: str, token: str | None, history: int, upstream: str | None = Non
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         print(f"mcp-proxy: --attach: not an http(s) URL: {url!r}", file=sys.stderr)
+        return 2
+    if (terminal := no_terminal()) is not None:
+        print(terminal, file=sys.stderr)
         return 2
     from ui.app import ProxyTui
     from ui.desk_http import HttpDesk
@@ -144,7 +161,7 @@ def run_demo(*, tui: bool, as_json: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    if tui and (missing := tui_missing("demo")) is not None:
+    if tui and (missing := tui_missing("demo") or no_terminal()) is not None:
         print(missing, file=sys.stderr)
         return 2
     return demo_main(["--tui"] * tui + ["--json"] * as_json)
@@ -160,7 +177,7 @@ def run_with_tui(loaded: LoadedSettings) -> int:
     from proxy.cli import admin_may_move, start_failure
     from proxy.runtime import Proxy
 
-    if (missing := tui_missing()) is not None:
+    if (missing := tui_missing() or no_terminal()) is not None:
         print(missing, file=sys.stderr)
         return 2
     settings = loaded.settings

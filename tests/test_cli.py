@@ -20,6 +20,7 @@ import pytest
 from proxy.cli import build_parser, main
 from proxy.config import Settings
 from tests.sidecar import headless_command
+from tests.ui.helpers import TOUR
 
 UPSTREAM = "http://127.0.0.1:8000/mcp"
 
@@ -339,3 +340,20 @@ def test_every_setting_flag_has_a_whole_sentence_of_help() -> None:
         "Longest JSON-RPC method accepted, in characters; a method must also be visible ASCII "
         "(no spaces or control characters)."
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--upstream", UPSTREAM, "--listen", "127.0.0.1:0", "--no-admin-enabled", "--tui"),
+        ("tui", "--open", str(TOUR)),
+    ],
+    ids=["--tui", "tui --open"],
+)
+def test_a_tui_without_a_terminal_exits_2_saying_so_instead_of_drawing_into_a_pipe(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    done = run_cli(*argv, cwd=tmp_path)  # stdout is a pipe here, stdin no terminal
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("mcp-proxy: the TUI needs a terminal on stdin and stdout"), done.stderr
