@@ -20,6 +20,7 @@ from typing import Any, get_args
 from pydantic import SecretStr
 
 from proxy import __version__
+from proxy.cli_parser import CliParser
 from proxy.config import (
     RULE_LISTS,
     ConfigError,
@@ -74,7 +75,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `mcp-proxy` argument parser (run, tui, demo)."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="mcp-proxy",
         description="Debugging proxy for MCP: logs round-trips, groups chains, bridges eras.",
         epilog="Also: `mcp-proxy tui --attach URL | --open FILE` (watch chains), "

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
+from proxy.cli_parser import CliParser
 from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
@@ -43,7 +44,7 @@ OTLP_CLOSE_SECONDS = 30.0
 
 def build_export_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy export`."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="mcp-proxy export",
         description="Export a capture as HAR 1.2, its chains as JSON or NDJSON, its spans to an OTLP "
         "collector, or one chain's requests as curl commands. "

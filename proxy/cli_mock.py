@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from proxy.cli import admin_may_move, serve_until_signalled, start_failure
+from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, LoadedSettings, load_settings
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.mock_table import MockTable, TableReport, read_table
@@ -30,7 +31,7 @@ ANSWER_TIMEOUT: Final = 300.0
 
 def build_mock_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy mock`."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="mcp-proxy mock",
         description="Serve a capture back as an MCP server: recorded requests get their recorded "
         "results (and in-flight requests or MRTR rounds), in the era the client speaks.",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
@@ -41,7 +42,7 @@ DIFFERS_EXIT: Final = 1
 
 def build_replay_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy replay`."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="mcp-proxy replay",
         description="Replay captured chains against a live server, in the era it speaks, and compare "
         "them with the recording. Exit 0: all the same; 1: a chain differs or failed; 2: nothing "

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from proxy.cli import add_setting_flags, admin_may_move, load, start_failure
+from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, LoadedSettings, render_settings
 
 
 def build_stdio_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy stdio` (the command after `--` is split off before it runs)."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="mcp-proxy stdio",
         usage="mcp-proxy stdio --upstream URL [SETTINGS] | mcp-proxy stdio [SETTINGS] -- CMD ARGS...",
         description="Serve one stdio MCP client (stdin/stdout) through the proxy, to an HTTP upstream "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from proxy.cli_parser import CliParser
 from proxy.config import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
@@ -64,7 +65,7 @@ def tui_missing(extra: str = "tui") -> str | None:
 
 def build_tui_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy tui` and `mcp-proxy demo`."""
-    parser = argparse.ArgumentParser(prog="mcp-proxy")
+    parser = CliParser(prog="mcp-proxy")
     commands = parser.add_subparsers(dest="command", required=True)
     tui = commands.add_parser("tui", help="watch chains: attach to a running proxy or open a capture")
     source = tui.add_mutually_exclusive_group(required=True)

@@ -357,3 +357,21 @@ def test_a_tui_without_a_terminal_exits_2_saying_so_instead_of_drawing_into_a_pi
 
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith("mcp-proxy: the TUI needs a terminal on stdin and stdout"), done.stderr
+
+
+def test_a_mistyped_flag_gets_one_line_the_flag_meant_and_where_the_help_is(tmp_path: Path) -> None:
+    done = run_cli("--upstrem", UPSTREAM, cwd=tmp_path)
+
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"mcp-proxy: error: unrecognized arguments: --upstrem {UPSTREAM} (did you mean --upstream?)",
+        "Run `mcp-proxy --help` for the options.",
+    ]
+
+
+def test_a_subcommands_mistake_names_the_subcommand_and_its_help(tmp_path: Path) -> None:
+    done = run_cli("export", "--jsn", "out.json", "run.jsonl", cwd=tmp_path)
+
+    assert done.returncode == 2
+    assert "usage:" not in done.stderr
+    assert done.stderr.splitlines()[-1] == "Run `mcp-proxy export --help` for the options."
