@@ -197,7 +197,8 @@ def configure(
 
 
 class ConsoleLines:
-    """The console rendering: a round-trip line compact, every other line as structlog's renderer does.
+    """The console rendering: a round-trip line compact, every other line as structlog's renderer does
+    (with the round-trip lines' clock, and without the fields that hold nothing).
 
     A person scans the round-trip lines the way they scan mitmproxy's event log, so each is one short
     line: time, exchange, what it carried, status, content kind, size, duration, and the mode or what
@@ -215,7 +216,13 @@ class ConsoleLines:
             return exchange_text(event, colors=self.colors)
         if kind == "bridge_round" and "round" in event:
             return round_text(event, colors=self.colors)
-        text: str = self.fallback(logger, name, event)
+        # Every other line starts with the same clock as the round-trip lines and leaves out the
+        # fields that say nothing (None): the JSON rendering keeps them all.
+        shown = {key: value for key, value in event.items() if value is not None}
+        stamp = str(shown.get("timestamp") or "")
+        if len(stamp) >= 23:
+            shown["timestamp"] = stamp[11:23]
+        text: str = self.fallback(logger, name, shown)
         return text
 
 

@@ -135,3 +135,18 @@ def test_no_color_turns_every_colour_off_on_a_terminal(
     for line in lines:
         assert not ANSI.search(line), line
     assert lines[0].endswith("x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms [mrtr_to_legacy]")
+
+
+def test_a_console_line_that_is_no_round_trip_starts_with_the_same_clock_and_leaves_out_empty_fields(
+    tmp_path: Path, restore_logging: None
+) -> None:
+    path = tmp_path / "log.txt"
+    opened = logs.configure(level="info", fmt="console", file=path)
+    assert opened is not None
+    logs.get_logger().info("listening", listen="http://127.0.0.1:8080", health=None, admin="http://a:1")
+    opened.close()
+
+    (line,) = path.read_text().splitlines()
+    assert re.match(r"^\d\d:\d\d:\d\d\.\d{3} \[info\s*\] listening\s", line), line
+    assert "admin=http://a:1" in line
+    assert "health" not in line
