@@ -280,9 +280,15 @@ class RoundTripTally:
         if msg.is_response:
             asked = self._asked.pop((session, msg.id), None)
             word = "result" if msg.kind is _RESULT else "error"
-            return f"{word} of {asked}" if asked else f"{word} for id {msg.id}"
+            if not asked:
+                return f"{word} for id {msg.id}"
+            return f"{word} of {asked}{_answer_detail(asked, msg)}"
         if msg.kind is _INVALID:
             return "invalid message"
+        if msg.method == "notifications/cancelled":
+            cancelled = msg.params.get("requestId")
+            if isinstance(cancelled, (str, int)) and not isinstance(cancelled, bool):
+                return f"notifications/cancelled of #{cancelled}"
         return str(msg.method)  # a notification
 
     def _opened(self, obs: ExchangeOpened) -> None:
@@ -296,6 +302,16 @@ class RoundTripTally:
             obs.path if obs.http_method == "GET" else "",
             (obs.client_transport, obs.upstream_transport),
         )
+
+
+def _answer_detail(asked: str, msg: Message) -> str:
+    """What a person needs to tell one answer from another: an elicitation's action (accept, decline
+    or cancel look alike otherwise)."""
+    if asked != "elicitation/create" or msg.kind is not _RESULT:
+        return ""
+    result = msg.raw.get("result")
+    action = result.get("action") if isinstance(result, dict) else None
+    return f" ({action})" if isinstance(action, str) and action.isidentifier() and len(action) <= 20 else ""
 
 
 def _failure(msg: Message) -> str | None:

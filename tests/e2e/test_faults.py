@@ -110,7 +110,7 @@ async def test_a_clients_answer_to_a_servers_request_is_picked_by_the_method_it_
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
     (line,) = fault_lines(logs)
     assert line["fault"] == "delay 300 ms"
-    assert line["carried"] == "result of elicitation/create"
+    assert line["carried"] == "result of elicitation/create (accept)"
     assert line["duration_ms"] >= 300
 
 

@@ -109,7 +109,7 @@ async def test_json_lines_keep_every_field_and_name_the_message_too(
     lines = await logged_run(renderings, "json", legacy_server.url)
     entries = [json.loads(line) for line in lines]
     rounds = [e for e in entries if e["event"] == "exchange"]
-    answer = next(e for e in rounds if e["carried"] == "result of elicitation/create")
+    answer = next(e for e in rounds if e["carried"] == "result of elicitation/create (accept)")
     assert answer["method"] is None
     assert answer["http_method"] == "POST"
     call = next(e for e in rounds if e["carried"] == "tools/call ask_name")

@@ -52,7 +52,14 @@ def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_tr
     exchange(tally, "x1", "POST", [CALL], [ASK], None)
     reply = {"jsonrpc": "2.0", "id": 7, "result": {"action": "accept", "content": {"name": "o"}}}
     answer = exchange(tally, "x2", "POST", [reply], [], None)
-    assert answer.carried == "result of elicitation/create"
+    assert answer.carried == "result of elicitation/create (accept)"
+    exchange(tally, "x4", "POST", [CALL | {"id": 2}], [ASK | {"id": 8}], None)
+    declined = exchange(
+        tally, "x5", "POST", [{"jsonrpc": "2.0", "id": 8, "result": {"action": "decline"}}], [], None
+    )
+    assert declined.carried == "result of elicitation/create (decline)"
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+    assert exchange(tally, "x6", "POST", [cancel], [], None).carried == "notifications/cancelled of #2"
     unknown = exchange(tally, "x3", "POST", [{"jsonrpc": "2.0", "id": 99, "error": {"code": 1}}], [], None)
     assert unknown.carried == "error for id 99"
     for ending in ("client_disconnected", "session_deleted"):
