@@ -202,7 +202,10 @@ class Router:
         """The upstream answered in a way its verdict does not explain: probe again soon."""
         if not self.forced and not self._stale:
             self._stale = True
-            get_logger().info("upstream_eras_suspect", reason=reason)
+            if self.eras.legacy and self.eras.modern:  # the dual-era case the start-up hint is about
+                get_logger().info("upstream_eras_suspect", reason=reason, hint=DUAL_ERA_HINT)
+            else:
+                get_logger().info("upstream_eras_suspect", reason=reason)
 
     def choose(self, route: Route) -> BridgeDriver | ProbeFirst | None:
         """The one routing decision for a request: probe first, a bridge, or None for pass-through."""

@@ -19,6 +19,7 @@ from proxy.flows.events import ChainOpened, ChainStatus, Direction
 from proxy.flows.store import Chain
 from proxy.record.capture import read_capture
 from proxy.runtime import Proxy
+from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.transport.helpers import captured_logs
@@ -218,3 +219,18 @@ async def test_a_dual_era_upstream_is_named_with_the_flag_that_bridges_its_in_fl
             assert proxy.router.eras.label == "dual"
     (hint,) = [entry for entry in logs if entry["event"] == "upstream_dual_era"]
     assert "--upstream-era legacy" in hint["hint"]
+
+
+async def test_a_modern_call_a_dual_era_server_cannot_serve_in_flight_repeats_the_flag_that_bridges_it(
+    dual_inflight_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    # The SDK's dual-era server refuses a 2026-07-28 client's call to a tool that asks in flight (no
+    # back-channel): the proxy's suspicion of its verdict says, there, what would make it work.
+    with captured_logs() as logs:
+        async with proxy_for(dual_inflight_server.url) as proxy, aiohttp.ClientSession() as http:
+            status, reply = await modern_call(
+                http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=1
+            )
+    assert status >= 400, reply
+    (suspect,) = [entry for entry in logs if entry["event"] == "upstream_eras_suspect"]
+    assert "--upstream-era legacy" in suspect["hint"]
