@@ -7,6 +7,7 @@ framed (length, chunking, or the connection's close) nor which connection carrie
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from proxy.flows.observations import PROXY_STOPPING
@@ -79,3 +80,18 @@ class ClientSide(Protocol):
     @property
     def started(self) -> bool:
         """A response head has gone out (or is committed to)."""
+
+
+class PromptSide(Protocol):
+    """What a stream relayed from the upstream's reads (no task) asks of the client: writes that never
+    wait, and a way to wait for the client once it reads too slowly."""
+
+    def write_now(self, chunks: Iterable[bytes], *, end: bool = False) -> bool:
+        """Send body chunks in one write, each framed as `write` frames one; `end` ends the body in the
+        same write. True when the client reads too slowly to be sent more yet. Raises ClientGone."""
+
+    def finish_now(self) -> None:
+        """`finish`, at once. Raises ClientGone."""
+
+    async def drain(self) -> None:
+        """Wait until the client has read enough to be sent more. Raises ClientGone."""

@@ -44,7 +44,7 @@ from proxy.logs import get_logger
 from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide
 from proxy.transport.observe import INSPECT_LIMIT
-from proxy.transport.relay import PassthroughRelay, RelayContext
+from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
 
@@ -103,7 +103,7 @@ class GatedRelay(PassthroughRelay):
 
     async def relay(self, route: Route) -> None:
         """After `open`: the client's messages through the gate, then upstream and back through it."""
-        with self._given_up_on_failure():
+        with self.given_up_on_failure():
             sent = await self._client_faults(route)
             if sent is None:
                 return
@@ -311,7 +311,7 @@ class GatedRelay(PassthroughRelay):
         if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
             _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
             if self._started(head, upstream, length, body):
-                await self._stream_started(upstream, body)
+                await self.stream_started(Started(upstream, body))
             return
         body, delay_ms = await self._judge_json(body)
         if delay_ms:

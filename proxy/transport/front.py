@@ -28,7 +28,7 @@ import itertools
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, cast
 
 from proxy import SERVER_SOFTWARE
@@ -46,7 +46,8 @@ from proxy.logs import get_logger
 from proxy.transport.channel_client import serve_outcome
 from proxy.transport.client_side import ClientGone
 from proxy.transport.faults import gated_relay
-from proxy.transport.relay import PassthroughRelay, RelayContext
+from proxy.transport.pushed_stream import PushedStream
+from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.routing import ProbeFirst, Router, classify_request
 from proxy.transport.sse_clients import SseClients
 from proxy.transport.upstream_pool import PendingHead
@@ -194,8 +195,10 @@ class FrontConnection(asyncio.Protocol):
         self.queue: deque[_Request] = deque()
         self.task: asyncio.Task[None] | None = None
         self.relay: PassthroughRelay | None = None
-        """The exchange served without a task, waiting for its upstream head."""
+        """The exchange served without a task, waiting for its upstream head or streaming SSE."""
         self.pending: PendingHead | None = None
+        self.stream: PushedStream | None = None
+        """The SSE body of `relay`, going out from the upstream's reads."""
         self.closed = False
         self._cut = "client_disconnected"
         """What an exchange cut with the connection records (the proxy's stop names itself)."""
@@ -268,12 +271,16 @@ class FrontConnection(asyncio.Protocol):
         self._drop_relay()
 
     def _drop_relay(self) -> None:
-        """The client left while its request waited for the upstream's head: drop both."""
+        """The client left while its request waited for the upstream's head, or while its SSE stream
+        went out without a task: drop the upstream request."""
         relay, self.relay = self.relay, None
         pending, self.pending = self.pending, None
+        stream, self.stream = self.stream, None
         if pending is not None:
             pending.drop()
-        if relay is not None:
+        if stream is not None:
+            stream.abandon(self._cut)
+        elif relay is not None:
             relay.abandon(self._cut)
 
     @property
@@ -283,7 +290,7 @@ class FrontConnection(asyncio.Protocol):
 
     @property
     def busy(self) -> bool:
-        """A request is being served (in a task, or waiting for its head without one)."""
+        """A request is being served (in a task, or without one: waiting for its head, or streaming)."""
         return self.task is not None or self.relay is not None
 
     def pause_writing(self) -> None:
@@ -388,9 +395,10 @@ class FrontConnection(asyncio.Protocol):
         """Route the request once, then serve it: without a task when it can be (the hot path).
 
         A pass-through request with a warm upstream connection is sent at once, and its answer handled
-        in a done callback; the relay does the rest (`PassthroughRelay.answered`). Anything slower (a
-        probe due, no idle connection, a streamed body, a bridged request) continues in a task, which
-        the requests read behind it wait for.
+        in a done callback; the relay does the rest (`PassthroughRelay.answered`), and an SSE answer
+        streams from the upstream's reads (`PushedStream`). Anything slower (a probe due, no idle
+        connection, another streamed body, a client reading an SSE stream slowly, a bridged request)
+        continues in a task, which the requests read behind it wait for.
         """
         front = self.front
         raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
@@ -463,20 +471,48 @@ class FrontConnection(asyncio.Protocol):
         self._served(side)
 
     def _answered(self, relay: PassthroughRelay, route: Route, side: FrontSide, pending: PendingHead) -> None:
-        """The upstream's head (or its failure) for a request served without a task."""
+        """The upstream's head (or its failure) for a request served without a task.
+
+        An SSE body goes on without a task too (`PushedStream`): its events go out from the upstream
+        connection's reads. Any other body streams in a task.
+        """
         if self.relay is not relay:
             return  # abandoned meanwhile (the client left)
-        self.relay = self.pending = None  # nothing below waits: the connection cannot be lost meanwhile
+        self.pending = None
         try:
-            rest = relay.answered(route, pending)
+            started = relay.answered(route, pending)
+            if started is not None and relay.sse:
+                self.stream = self._pushed(relay, side, started)  # the relay stays held (`busy`)
         except Exception:
+            self.relay = self.stream = None
             relay.abandon("proxy_error")
             self._failed(side)
             return
-        if rest is not None:
-            self._run(side, rest)
+        if self.stream is not None:
+            self.stream.start()  # it may end here already (the whole rest had arrived)
+            return
+        self.relay = None
+        if started is not None:
+            self._run(side, relay.stream_started(started))
             return
         self._served(side)
+
+    def _pushed(self, relay: PassthroughRelay, side: FrontSide, started: Started) -> PushedStream:
+        """The rest of an SSE body, to stream from the upstream's reads; its end frees the connection."""
+
+        def ended() -> None:
+            self.relay = self.stream = None
+            self._served(side)
+
+        def slow(rest: Coroutine[Any, Any, None]) -> None:
+            self.relay = self.stream = None
+            self._run(side, rest)
+
+        def failed() -> None:
+            self.relay = self.stream = None
+            self._failed(side)
+
+        return PushedStream(relay, side, started, on_end=ended, on_slow=slow, on_failure=failed)
 
     async def _probe_then_serve(self, side: FrontSide, outcome: Route, received: int) -> None:
         """A probe is due before this request can be routed: probe, then bridge, relay or refuse."""
@@ -602,6 +638,11 @@ class FrontConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    @property
+    def backed_up(self) -> bool:
+        """The client reads more slowly than the upstream writes: send it no more before `drain`."""
+        return self._drain is not None
+
     async def drain(self) -> None:
         """Wait while the client reads more slowly than the upstream writes."""
         drain = self._drain
@@ -717,6 +758,30 @@ class FrontSide:
         self.started = True
         return _head(status, reason, items, length, self._chunked)
 
+    def write_now(self, chunks: Iterable[bytes], *, end: bool = False) -> bool:
+        transport = self._transport()
+        if self._no_body:
+            if end:
+                self.finish_now()
+            return self.conn.backed_up
+        if self._chunked:
+            data = b"".join([b"%x\r\n%b\r\n" % (len(chunk), chunk) for chunk in chunks if chunk])
+            if end:
+                data += b"0\r\n\r\n"
+                self._chunked = False  # finish_now() has nothing left to end
+        else:
+            data = b"".join(chunks)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            data = pending + data
+        if data:
+            transport.write(data)
+        return self.conn.backed_up
+
+    async def drain(self) -> None:
+        self._transport()
+        await self.conn.drain()
+
     async def write(self, chunk: bytes, *, end: bool = False) -> None:
         transport = self._transport()
         if self._no_body or not chunk:
@@ -732,6 +797,9 @@ class FrontSide:
         await self.conn.drain()
 
     async def finish(self) -> None:
+        self.finish_now()
+
+    def finish_now(self) -> None:
         transport = self._transport()
         pending, self._pending = self._pending, None
         tail = b"0\r\n\r\n" if self._chunked else b""

@@ -5,18 +5,20 @@ calls and nested requests; pass-through has one request, one response and three 
 per-exchange state machine (events, commands, dispatch) would cost more CPU than the relaying
 itself. Every decision is a pure function in `proxy.engine.passthrough`; this class is the one
 executor that carries them out, in order, whichever way the front serves the exchange: from a done
-callback without a task (`answered`, the hot path), or in a task (`relay`). The front only chooses
-between those two; the order of the steps is written here once. Typed observations (to the sink)
-carry parsed copies, never holding the bytes back: a body that arrived whole goes to the client in
-one write with its head, a stream goes chunk by chunk as it comes.
+callback without a task (`answered`, the hot path), or in a task (`relay`); an SSE body answered
+without a task goes on without one too, from the upstream connection's reads (`PushedStream`, which
+runs the steps written here: `streamed`, `body_ended_now`). The front only chooses between those;
+the order of the steps is written here once. Typed observations (to the sink) carry parsed copies,
+never holding the bytes back: a body that arrived whole goes to the client in one write with its
+head, a stream goes chunk by chunk as it comes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from proxy.engine.gate.rules import FaultGate
 from proxy.engine.passthrough import (
@@ -70,6 +72,14 @@ _LOG = get_logger()
 
 Rest = Coroutine[Any, Any, None]
 """What remains of an exchange once its head went out: the body to stream, in a task."""
+
+
+class Started(NamedTuple):
+    """A response whose head went out and whose body remains to stream."""
+
+    upstream: UpstreamResponse
+    sent: bytes
+    """Body bytes that went out with the head."""
 
 
 class RelayContext:
@@ -204,7 +214,7 @@ class PassthroughRelay:
 
     async def relay(self, route: Route) -> None:
         """After `open`, in a task: the upstream request and its response, to the end of the exchange."""
-        with self._given_up_on_failure():
+        with self.given_up_on_failure():
             try:
                 upstream = await self.ctx.pool.request(*self._upstream_call(route))
             except (TimeoutError, UpstreamError) as exc:
@@ -214,17 +224,18 @@ class PassthroughRelay:
             if rest is not None:
                 await rest
 
-    def answered(self, route: Route, pending: PendingHead) -> Rest | None:
+    def answered(self, route: Route, pending: PendingHead) -> Started | None:
         """After `send_now`, from the head's done callback: the same steps as `relay`, without a task.
 
-        Returns what remains to stream (None: the exchange ended here); the caller runs it in a task.
+        Returns the response whose body remains to stream (None: the exchange ended here); the caller
+        streams it (`stream_started`, in a task, or from the upstream's reads: `PushedStream`).
         """
         try:
             upstream = pending.result()
         except (TimeoutError, UpstreamError) as exc:
             self.failed(route, exc)
             return None
-        return self.headed(route, upstream)
+        return self.head_out(route, upstream)
 
     def failed(self, route: Route, exc: TimeoutError | UpstreamError) -> None:
         """No head came: 504 past the upstream timeout, else the fault `unreachable` describes."""
@@ -234,10 +245,16 @@ class PassthroughRelay:
             self.timed_out(route)
 
     def headed(self, route: Route, upstream: UpstreamResponse) -> Rest | None:
+        """The upstream's head arrived: `head_out`, then what remains to stream (None: nothing)."""
+        started = self.head_out(route, upstream)
+        return None if started is None else self.stream_started(started)
+
+    def head_out(self, route: Route, upstream: UpstreamResponse) -> Started | None:
         """The upstream's head arrived: the client's head goes out with what of the body is here.
 
-        What the client gets goes out first; it is recorded after. Returns what remains to stream, or
-        None when the body went out whole with its head.
+        What the client gets goes out first; it is recorded after. Returns the response whose body
+        remains to stream, or None when the exchange ended (the body went out whole with its head). The
+        head's record is handed on with the first of the body's (`observer_for`), in one batch.
         """
         head = self._take_head(route, upstream)
         client = self.client
@@ -249,12 +266,12 @@ class PassthroughRelay:
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
-        if not self._started(head, upstream, head.content_length, first, end=end):
+        if not self._started(head, upstream, head.content_length, first, end=end, flush=False):
             return None
         if end:
             self._delivered_whole(upstream, first)  # a chunked body that had all arrived
             return None
-        return self._stream_started(upstream, first)
+        return Started(upstream, first)
 
     def _take_head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
         """The upstream's head, taken: a status the route's era does not explain asks for a probe,
@@ -274,9 +291,10 @@ class PassthroughRelay:
         first: bytes = b"",
         *,
         end: bool = False,
+        flush: bool = True,
     ) -> bool:
         """Send the client's head with `first` of the body, and record it; False when the client left
-        (the exchange is then over)."""
+        (the exchange is then over). `flush` False: the caller hands the record on with what follows."""
         try:
             self.client.start_now(head.status, upstream.reason, head.headers, length, first, end=end)
         except ClientGone:
@@ -284,16 +302,17 @@ class PassthroughRelay:
             self._gone()
             return False
         self._record_head(head, upstream)
-        self._flush()
+        if flush:
+            self._flush()
         return True
 
-    async def _stream_started(self, upstream: UpstreamResponse, sent: bytes) -> None:
-        """`stream` for a response whose head (and `sent`, the body so far) went out already."""
-        with self._given_up_on_failure():
-            await self.stream(upstream, sent)
+    async def stream_started(self, started: Started) -> None:
+        """`stream` for a response whose head (and the body so far) went out already."""
+        with self.given_up_on_failure():
+            await self.stream(started.upstream, started.sent)
 
     @contextlib.contextmanager
-    def _given_up_on_failure(self) -> Iterator[None]:
+    def given_up_on_failure(self) -> Iterator[None]:
         """Cancelled (client gone, shutdown) or broken by a bug: the exchange ends, recorded, not leaked."""
         try:
             yield
@@ -366,12 +385,21 @@ class PassthroughRelay:
 
         `sent`: body bytes that already went out with the head; they are observed first.
         """
-        ctx, client = self.ctx, self.client
-        sse = self.sse
-        observer = self._observer(upstream, sse=sse)
+        await self.stream_on(upstream, self.observer_for(upstream, sent))
+
+    def observer_for(self, upstream: UpstreamResponse, sent: bytes = b"") -> BodyObserver:
+        """The observer of a streamed body, shown `sent` (what went out with the head); what was
+        recorded so far is handed on."""
+        observer = self._observer(upstream, sse=self.sse)
         if sent:
             observer.feed(sent)
-            self._flush()
+        self._flush()
+        return observer
+
+    async def stream_on(self, upstream: UpstreamResponse, observer: BodyObserver) -> None:
+        """`stream` from here on, `observer` having seen what went out before."""
+        ctx, client = self.ctx, self.client
+        sse = self.sse
         if sse:
             ctx.open_streams += 1
         cut: UpstreamError | None = None
@@ -400,6 +428,36 @@ class PassthroughRelay:
             self._flush()
             await self._end(end.outcome)  # the upstream connection, read to its end, goes back to the pool
             return
+        self._broken_off(end, observer, cut)
+
+    def streamed(self, observer: BodyObserver, chunks: Iterable[bytes], *, flush: bool = True) -> None:
+        """Chunks went out to the client: observe them, and hand what was seen on (`flush` False: the
+        exchange ends at once, and its end hands them on)."""
+        for chunk in chunks:
+            observer.feed(chunk)
+        if flush:
+            self._flush()
+
+    def body_ended_now(
+        self, end: BodyEnd, observer: BodyObserver, cut: UpstreamError | None, finish: Callable[[], None]
+    ) -> None:
+        """`_body_ended` for a client whose response `finish` ends at once: nothing waits, so what was
+        recorded goes to the sink with the exchange's end, in one batch."""
+        if not end.finish_client:
+            self._broken_off(end, observer, cut)
+            return
+        self._observed(observer)
+        if self.ended:
+            return
+        outcome = end.outcome
+        try:
+            finish()
+        except ClientGone:
+            outcome = outcome or "client_disconnected"
+        self._released(outcome)
+
+    def _broken_off(self, end: BodyEnd, observer: BodyObserver, cut: UpstreamError | None) -> None:
+        """The body ended early (upstream cut, client gone): close both as `end` says, and record it."""
         if cut is not None:
             observer.finish()
             _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(cut))
@@ -505,6 +563,10 @@ class PassthroughRelay:
             await self.client.finish()
         except ClientGone:
             outcome = outcome or "client_disconnected"
+        self._released(outcome)
+
+    def _released(self, outcome: str | None) -> None:
+        """The client's response ended: the upstream connection goes back, and the exchange ends."""
         upstream, self.upstream = self.upstream, None
         if upstream is not None:
             upstream.release()

@@ -34,7 +34,7 @@ import select
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, cast
 
 from proxy.framing.h1 import (
@@ -104,7 +104,10 @@ class UpstreamResponse:
         "_chunks",
         "_conn",
         "_done",
+        "_due",
         "_error",
+        "_listener",
+        "_reading",
         "_waiter",
         "buffered",
         "complete",
@@ -146,6 +149,11 @@ class UpstreamResponse:
         self._done = False
         self._error: UpstreamError | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._listener: Callable[[], None] | None = None
+        self._reading = False
+        """A read from the upstream is being parsed: the listener hears of what it brings after it."""
+        self._due = False
+        """Bytes or the end arrived in the read under way."""
 
     def header(self, name: str) -> str | None:
         """The first value of a header, by case-insensitive name."""
@@ -174,6 +182,31 @@ class UpstreamResponse:
         if conn is not None and conn.paused:
             conn.resume()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def take_chunks(self) -> deque[bytes]:
+        """The body chunks that arrived so far, each as it arrived, taken at once."""
+        chunks, self._chunks = self._chunks, deque()
+        self.buffered = 0
+        conn = self._conn
+        if conn is not None and conn.paused:
+            conn.resume()
+        return chunks
+
+    def listen(self, listener: Callable[[], None] | None) -> None:
+        """Call `listener` when body bytes or the body's end arrive (once per upstream read), instead
+        of waking `chunks`; None stops it. Whoever listens takes what arrived (`take_chunks`)."""
+        self._listener = listener
+        self._due = False
+
+    @property
+    def ended(self) -> bool:
+        """The body ended, whole or cut (`error` says which); what arrived may still be buffered."""
+        return self._done
+
+    @property
+    def error(self) -> UpstreamError | None:
+        """Why the body was cut short, once it was (None while it goes on, or when it ended whole)."""
+        return self._error
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises UpstreamError("cut", ...) if the upstream breaks it off."""
@@ -243,7 +276,21 @@ class UpstreamResponse:
         self.complete = error is None
         self._wake()
 
+    def heard(self) -> None:
+        """The read under way ended: the listener hears of what it brought (one call for the read)."""
+        if self._due:
+            self._due = False
+            listener = self._listener
+            if listener is not None:
+                listener()
+
     def _wake(self) -> None:
+        if self._listener is not None:
+            if self._reading:
+                self._due = True
+            else:
+                self._listener()
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -277,6 +324,13 @@ class _Connection(asyncio.Protocol):
         if self.pending is None and self.response is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted with another request
             return
+        # A listening relay hears of a whole read at once, once the core has parsed it: it may write the
+        # read's chunks together, and end the exchange (freeing this connection) from there.
+        listening = self.response
+        if listening is not None and listening._listener is not None:
+            listening._reading = True
+        else:
+            listening = None
         for event in self.reader.feed(data):
             if isinstance(event, bytes):  # body data, the most frequent event by far
                 if self.response is not None:
@@ -288,8 +342,13 @@ class _Connection(asyncio.Protocol):
                 if self.response is not None:
                     self.response._end(None)
             else:
+                if listening is not None:
+                    listening._reading = False  # it hears of the failure at once, with what came before
                 self._fail(event.kind, event.detail)
                 return
+        if listening is not None:
+            listening._reading = False
+            listening.heard()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False

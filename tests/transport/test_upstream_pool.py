@@ -422,6 +422,50 @@ async def test_a_large_unread_body_pauses_reading_and_arrives_whole_once_read(mo
         assert server.connections == 1
 
 
+async def test_a_listener_hears_of_a_read_once_with_each_of_its_chunks_as_it_came():
+    go_on = asyncio.Event()
+
+    async def head_then_the_body_in_one_write(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await hold(go_on)
+        writer.write(b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n")
+        await read_request(reader)  # held open: the end of the body, not of the connection, ends it
+
+    async with raw_fake_upstream(head_then_the_body_in_one_write) as server, pool_for(server) as pool:
+        response = await get(pool)
+        heard: list[tuple[list[bytes], bool]] = []
+        response.listen(lambda: heard.append((list(response.take_chunks()), response.ended)))
+        go_on.set()
+        await wait_until(lambda: bool(heard), what="the listener to hear of the read")
+        assert heard == [([b"one", b"two"], True)]
+        assert response.error is None
+        response.release()
+        assert pool.open_connections == 1  # read to its end: back in the pool
+
+
+async def test_a_listener_hears_of_a_cut_at_once_after_what_arrived_before_it():
+    async def cut_mid_chunk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"a\r\nonly")
+        await writer.drain()  # and the connection closes mid-chunk
+
+    async with raw_fake_upstream(cut_mid_chunk) as server, pool_for(server) as pool:
+        response = await get(pool)
+        received: list[bytes] = []
+        response.listen(lambda: received.extend(response.take_chunks()))
+        received.extend(response.take_chunks())  # what came before the listener
+        await wait_until(lambda: response.ended, what="the cut to be heard")
+        assert b"".join(received) == b"only"
+        assert response.error is not None
+        assert response.error.kind == "cut"
+        response.release()
+        await wait_until(lambda: pool.open_connections == 0, what="the cut connection to be forgotten")
+
+
 # --- faults -------------------------------------------------------------------------------------------
 
 
