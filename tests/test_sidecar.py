@@ -705,11 +705,19 @@ def test_the_default_listen_address_when_taken_fails_fast_rather_than_moving_beh
         # on this host) holds it too; the proxy, without the option, is refused by either. Without it,
         # the run that found the port taken could see the other release it and its proxy start there.
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            holder.bind(("127.0.0.1", 8080))
-            holder.listen()
-        except OSError:  # held by another process without SO_REUSEPORT: just as good for this test
-            pass
+        # Held by another process without SO_REUSEPORT (a proxy someone runs on its default port): wait
+        # for it to let go and hold the port ourselves, since it may let go while the proxy starts; if
+        # it holds on all along, it holds the port for this test just as well.
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                holder.bind(("127.0.0.1", 8080))
+                holder.listen()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
         env = clean_env(MCP_PROXY_UPSTREAM="http://127.0.0.1:9/mcp", MCP_PROXY_ADMIN_ENABLED="false")
 
         (line,) = refused(env, tmp_path)
