@@ -43,7 +43,7 @@ def no_terminal() -> str | None:
         return None
     return (
         "mcp-proxy: the TUI needs a terminal on stdin and stdout (here one is a pipe or a file); "
-        "run it in a terminal, or leave out --tui and follow the log"
+        "run it in a terminal (without one, follow the proxy's log or export its capture)"
     )
 
 

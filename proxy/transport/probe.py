@@ -77,7 +77,7 @@ async def probe_upstream(
                 await _delete_session(pool, upstream, session, credentials)
         eras = UpstreamEras(legacy=legacy, modern=modern)
         problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
-        if status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize, whatever its era
+        if not eras.known and status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize
             problem += f"; {NOT_FOUND_HINT}"
         if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):

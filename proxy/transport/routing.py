@@ -166,7 +166,7 @@ class Router:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
                 if self.on_change is not None:
                     self.on_change(found.eras)
-        if not found.eras.known:  # a 404 at both probes: a wrong URL, not a server still starting
+        if not found.eras.known:  # a 404 to initialize: a wrong URL, not a server still starting
             level = get_logger().warning if NOT_FOUND_HINT in found.problem else get_logger().info
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
         return found
