@@ -216,6 +216,8 @@ class ConsoleLines:
             return exchange_text(event, colors=self.colors)
         if kind == "bridge_round" and "round" in event:
             return round_text(event, colors=self.colors)
+        if kind == "server_asked" and "asks" in event:
+            return asked_text(event, colors=self.colors)
         # Every other line starts with the same clock as the round-trip lines and leaves out the
         # fields that say nothing (None): the JSON rendering keeps them all.
         shown = {key: value for key, value in event.items() if value is not None}
@@ -293,6 +295,27 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     intercept = event.get("intercept")
     if intercept:  # held or changed by a person: never to be taken for the peers' own behaviour
         parts.append((f"!! intercept: {intercept}", _BRIGHT + _WARN))
+    return _painted(parts, colors)
+
+
+def asked_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
+    """A request that went to the client, as it went: `12:00:01.234 x7 tools/call ask_name
+    <- elicitation/create #1 asked, waiting on the client`. The exchange's own line follows when it
+    closes; until then this one says what it waits for."""
+    stamp = str(event.get("timestamp") or "")
+    clock = stamp[11:23] if len(stamp) >= 23 else stamp
+    parts: list[Part] = [
+        (clock, _DIM),
+        (str(event.get("exchange", "")), _ID),
+        (str(event.get("carried", "")), ""),
+        ("<-", _DIM),
+        (str(event["asks"]), _BRIGHT),
+        (f"#{event.get('id')}", _ID),
+        ("asked, waiting on the client", _WARN),
+    ]
+    mode = event.get("mode")
+    if mode and mode != "passthrough":
+        parts.append((f"[{mode}]", _MODE))
     return _painted(parts, colors)
 
 

@@ -31,7 +31,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream, masked_url, parse_upstream, stdio_upstream
-from proxy.logs import get_logger, use_redactor
+from proxy.logs import get_logger, info_line, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
@@ -106,6 +106,8 @@ class Proxy:
         # keeps enough for the store's whole ring of chains either way.
         backlog = 10 * settings.max_chains
         self.observations = ObservationSink(self.builder, self.redactor, bus=self.bus, backlog=backlog)
+        log = get_logger()
+        self.observations.on_asked = lambda asked: info_line(log, "server_asked", asked.log_fields())
         self.pool = UpstreamPool(
             upstream,
             connect_timeout=settings.upstream_connect_timeout,

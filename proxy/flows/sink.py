@@ -34,7 +34,7 @@ from proxy.flows.observations import (
     key_of,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import ExchangeSummary, RoundTripTally
+from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 """Body bytes queued observations may hold before the oldest finished ones are dropped."""
@@ -75,6 +75,9 @@ class ObservationSink:
         """The time an observation is made at (call sites stamp their observations with it)."""
         self.tally = RoundTripTally(redactor)
         self.listeners: list[Listener] = []
+        self.on_asked: Callable[[ServerAsked], None] | None = None
+        """Told of each request sent to a client, as it goes (the runtime logs it): the exchange it
+        rides waits on the client from then on."""
         self._live = bus.live
         """The bus's live subscribers (the same list): someone wants chains as they happen if any."""
         self.backlog = backlog
@@ -152,7 +155,10 @@ class ObservationSink:
     def _take(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
         for listener in self.listeners:
             listener(batch)
-        line = self.tally.observe_all(batch)
+        tally = self.tally
+        line = tally.observe_all(batch)
+        if tally.asking:
+            self._tell_asked(tally.asking)
         key, size, legs = _scan(batch)
         if legs:
             for obs in batch:
@@ -170,6 +176,15 @@ class ObservationSink:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_bytes(one), key_of(one)))
         return line
+
+    def _tell_asked(self, asking: list[ServerAsked]) -> None:
+        told = self.on_asked
+        try:
+            if told is not None:
+                for asked in asking:
+                    told(asked)
+        finally:
+            asking.clear()
 
     def _track_leg(self, obs: Observation) -> None:
         match obs:

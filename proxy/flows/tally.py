@@ -4,7 +4,10 @@ Every exchange gets one line when it closes, whether or not anyone watches and w
 chain is built yet: the line describes the exchange by what it carried (its first request's method
 and target, the request ids, the response head, bytes and messages out), never by the chain it joins,
 so it is the same line either way. The exchange id in it is the one every message record of the
-exchange carries, which links a line to its chain. No I/O, no clock (times are the observations').
+exchange carries, which links a line to its chain. A request the server sends the client on an open
+exchange (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...) is told at once as a
+`ServerAsked`: the exchange it rides waits on the client's answer, and a person watching the log sees
+what it waits for instead of silence until it closes. No I/O, no clock (times are the observations').
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.flows.events import Direction
+from proxy.flows.events import Direction, Mode
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     PROXY_STOPPING,
@@ -48,6 +51,31 @@ STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 
 ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
+
+
+@value
+class ServerAsked:
+    """A request went to the client on an open exchange: what rides on it now waits for its answer."""
+
+    exchange: str
+    session: str | None
+    """Redacted, as the round-trip line shows it."""
+    carried: str
+    """What the exchange carried (`tools/call ask_name`, `GET stream`): what is waiting."""
+    method: str
+    ident: RequestId
+    mode: Mode
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields of its log line (already redacted)."""
+        return {
+            "mode": str(self.mode),
+            "exchange": self.exchange,
+            "session": self.session,
+            "carried": self.carried,
+            "asks": self.method,
+            "id": self.ident,
+        }
 
 
 @value
@@ -128,6 +156,7 @@ class _Open:
         "intercepts",
         "messages_out",
         "method",
+        "mode",
         "name",
         "path",
         "session",
@@ -145,6 +174,7 @@ class _Open:
         method: str | None,
         path: str,
         transports: tuple[str, str],
+        mode: Mode,
     ) -> None:
         self.http_method = http_method
         self.started = started
@@ -169,6 +199,7 @@ class _Open:
         """How the client reached the proxy, and how the proxy reached the upstream."""
         self.intercepts: list[str] | None = None
         """What intercepts did to its messages, in order (None while nothing was picked)."""
+        self.mode = mode
 
 
 class RoundTripTally:
@@ -179,6 +210,9 @@ class RoundTripTally:
         self._open: dict[str, _Open] = {}
         self._asked: BoundedMap = BoundedMap(ASKED_BOUND)
         """(session, id) of each request a server sent a client -> its method: names the answer."""
+        self.asking: list[ServerAsked] = []
+        """Requests sent to a client by the batch just counted: whoever takes the batch reads them
+        and empties the list."""
 
     @property
     def open_exchanges(self) -> int:
@@ -260,6 +294,10 @@ class RoundTripTally:
             tally.bytes_out += obs.size
             if msg.kind is _REQUEST and msg.id is not None and msg.method:
                 self._asked[(tally.session, msg.id)] = msg.method
+                carried = tally.carried or tally.method or tally.http_method
+                self.asking.append(
+                    ServerAsked(obs.exchange, tally.session, carried, msg.method, msg.id, tally.mode)
+                )
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
                 if tally.failed is None:
@@ -301,6 +339,7 @@ class RoundTripTally:
             STREAM_METHODS.get(obs.http_method),  # the method a stream or a DELETE is named by
             obs.path if obs.http_method == "GET" else "",
             (obs.client_transport, obs.upstream_transport),
+            obs.mode,
         )
 
 

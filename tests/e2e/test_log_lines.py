@@ -13,12 +13,17 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.commanded import Commanded, command_env
 from tests.peers.clients import run_client
 from tests.peers.runner import PeerServer
-from tests.sidecar import ProxyProcess
+from tests.sidecar import ProxyProcess, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -154,3 +159,49 @@ async def test_both_bridges_number_a_calls_rounds_alike_from_round_1(
     resumed = [line for line in to_legacy if "bridge_resumed" in line]
     assert resumed, to_legacy
     assert all("round=2" in line for line in resumed), resumed
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+async def test_a_question_waiting_on_the_client_is_logged_while_it_waits(
+    legacy_server: PeerServer, renderings: Renderings, fmt: str
+) -> None:
+    # The client holds its answer until the proxy has logged the question: the line must come while
+    # the call still waits, not with the call's own line when it closes.
+    proxy = await renderings.proxy(fmt, legacy_server.url)
+    mark = len(proxy.process.lines)
+    seen: list[str] = []
+
+    def asked() -> list[str]:
+        return [line for line in proxy.process.lines[mark:] if "elicitation/create" in line]
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        await until(lambda: bool(asked()), what="the question's log line", seconds=10)
+        seen.extend(line.rstrip("\n") for line in proxy.process.lines[mark:])
+        return types.ElicitResult(action="accept", content={"name": "octocat"})
+
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
+        transport = streamable_http_client(proxy.endpoint(), http_client=http)
+        async with Client(transport, mode="legacy", cache=None, elicitation_callback=elicitation) as client:
+            result = await client.call_tool("ask_name", {})
+    assert [block.text for block in result.content] == ["Hello, octocat!"]  # type: ignore[union-attr]
+
+    waiting = [line for line in seen if "elicitation/create" in line]
+    assert len(waiting) == 1, seen
+    assert not any("tools/call ask_name" in line and "-> 200" in line for line in seen), seen
+    if fmt == "console":
+        assert re.search(
+            r"^\d\d:\d\d:\d\d\.\d{3} x\d+ tools/call ask_name <- elicitation/create #\S+ asked, "
+            r"waiting on the client$",
+            waiting[0],
+        ), waiting[0]
+    else:
+        line = json.loads(waiting[0])
+        assert (line["event"], line["carried"], line["asks"], line["mode"]) == (
+            "server_asked",
+            "tools/call ask_name",
+            "elicitation/create",
+            "passthrough",
+        )
+        assert line["session"].startswith("<redacted"), line

@@ -425,3 +425,15 @@ def test_a_notification_on_an_exchange_of_its_own_carries_that_exchanges_request
     sent = [m for m in chain.messages if m.exchange == "x2"]
     assert sent[0].http is not None  # its own head, with the session the first exchange had not
     assert "Mcp-Session-Id" in sent[0].http.headers
+
+
+def test_a_request_to_the_client_is_told_as_it_goes_whether_or_not_anyone_listens() -> None:
+    told, rig = [], Rig()
+    rig.sink.on_asked = told.append
+    _nested_elicitation(rig.facts, rig.clock)
+    assert [(a.exchange, a.carried, a.method, a.ident) for a in told] == [
+        ("x1", "tools/call ask", "elicitation/create", 0)
+    ]
+    quiet = Rig()  # nobody to tell: nothing is kept either
+    _nested_elicitation(quiet.facts, quiet.clock)
+    assert quiet.sink.tally.asking == []

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from proxy.flows.events import Channel, Direction
+from proxy.flows.events import Channel, Direction, Mode
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen, ResponseHeadSeen
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import ExchangeSummary, RoundTripTally
+from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
 from proxy.wire.jsonrpc import classify_value
 
 
@@ -88,3 +88,26 @@ def test_a_get_that_gets_no_event_stream_is_named_by_its_path_with_secrets_maske
     assert page.carried.startswith("GET /nothing?token=<redacted")
     assert "s3cr3t" not in page.carried
     assert page.trouble == "HTTP 404"
+
+
+def test_a_request_sent_to_the_client_is_told_at_once_with_what_waits_on_it() -> None:
+    redactor = Redactor(key=b"k")
+    tally = RoundTripTally(redactor)
+    tally.observe(ExchangeOpened(1.0, "x1", http_method="POST", path="/mcp", headers={}, session="s1"))
+    tally.observe(MessageSeen(1.0, "x1", classify_value(CALL), 10, Direction.TO_SERVER, Channel.POST))
+    assert tally.asking == []
+    tally.observe(MessageSeen(1.2, "x1", classify_value(ASK), 10, Direction.TO_CLIENT, Channel.SSE))
+    assert tally.is_open("x1")  # told while the exchange still waits, not when it closes
+    assert tally.asking == [
+        ServerAsked("x1", redactor.token("s1"), "tools/call add", "elicitation/create", 7, Mode.PASSTHROUGH)
+    ]
+    assert tally.asking[0].log_fields()["session"] != "s1"
+    tally.asking.clear()
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+    for value in (progress, DONE):  # a notification or an answer to the client asks nothing
+        tally.observe(MessageSeen(1.3, "x1", classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
+    assert tally.asking == []
+    tally.observe(ExchangeOpened(2.0, "g1", http_method="GET", path="/mcp", headers={}, session="s1"))
+    roots = {"jsonrpc": "2.0", "id": 3, "method": "roots/list"}
+    tally.observe(MessageSeen(2.1, "g1", classify_value(roots), 10, Direction.TO_CLIENT, Channel.SSE))
+    assert [(a.carried, a.method, a.ident) for a in tally.asking] == [("GET stream", "roots/list", 3)]
