@@ -239,7 +239,11 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     except NoRequest as exc:
         print(f"mcp-proxy export: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write("\n".join(commands))
+    try:
+        sys.stdout.write("\n".join(commands))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_left()
     print(
         f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}",
         file=sys.stderr,

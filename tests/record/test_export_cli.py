@@ -165,9 +165,12 @@ def test_curl_of_a_chain_the_client_sent_nothing_in_exits_2_saying_why(
     assert captured.out == ""
 
 
-def test_an_export_to_a_pipe_whose_reader_left_ends_quietly_like_cat(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chosen", [["--har", "-"], ["--curl", "r1"]], ids=["har", "curl"])
+def test_an_export_to_a_pipe_whose_reader_left_ends_quietly_like_cat(
+    tmp_path: Path, chosen: list[str]
+) -> None:
     capture = record_small(tmp_path)
-    command = [sys.executable, "-m", "proxy.cli", "export", "--har", "-", str(capture)]
+    command = [sys.executable, "-m", "proxy.cli", "export", *chosen, str(capture)]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout is not None
     child.stdout.close()  # the reader leaves before the first byte (`| head -c 0`)
