@@ -54,10 +54,13 @@ def summary(description: str) -> str:
     return _SENTENCE_END.split(" ".join(description.split()), maxsplit=1)[0]
 
 
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per Settings field, named `--field-name`, defaulting to 'not typed' (None)."""
+def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str] = frozenset()) -> None:
+    """One flag per Settings field, named `--field-name`, defaulting to 'not typed' (None); none for
+    the fields in `leave_out` (settings a command has no use for: its help lists only what acts)."""
     group = parser.add_argument_group("settings (each also MCP_PROXY_<NAME> or a TOML key)")
     for name, info in Settings.model_fields.items():
+        if name in leave_out:
+            continue
         flag = flag_name(name)
         help_text = summary(info.description or "")
         kind = _flag_type(info.annotation)

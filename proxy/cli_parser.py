@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from typing import NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 
 class CliParser(argparse.ArgumentParser):
-    """An `ArgumentParser` whose errors are one line, a suggestion and a pointer to `--help`."""
+    """An `ArgumentParser` whose errors are one line, a suggestion and a pointer to `--help`.
+
+    `elsewhere` names flags other commands take and this one has no use for, each with why: typed
+    here, the error says so instead of guessing at a near spelling.
+    """
+
+    def __init__(self, *args: Any, elsewhere: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.elsewhere = dict(elsewhere or {})
 
     def error(self, message: str) -> NoReturn:
         """Say what was wrong (and what was likely meant), then exit 2 as argparse does."""
@@ -31,6 +40,8 @@ class CliParser(argparse.ArgumentParser):
             flag = word.split("=", 1)[0]
             if flag in known:
                 continue
+            if flag in self.elsewhere:
+                return f" ({flag} {self.elsewhere[flag]})"
             close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
             if close:
                 return f" (did you mean {close[0]}?)"

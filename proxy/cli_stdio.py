@@ -24,12 +24,32 @@ from typing import Any
 
 from proxy.cli import add_setting_flags, admin_may_move, load, start_failure
 from proxy.cli_parser import CliParser
-from proxy.config import ConfigError, LoadedSettings, render_settings
+from proxy.config import ConfigError, LoadedSettings, flag_name, render_settings
+
+HTTP_CLIENTS_ONLY = frozenset(
+    {
+        "listen",
+        "head_read_timeout",
+        "body_read_timeout",
+        "keepalive_timeout",
+        "max_client_connections",
+        "max_pipelined_bytes",
+        "sse_path",
+        "sse_messages_path",
+        "max_sse_sessions",
+        "sse_queue_bytes",
+    }
+)
+"""Settings of the listener HTTP clients reach (its address, connection limits and timeouts, the
+HTTP+SSE endpoints): the stdio command serves no HTTP client, so it has no flag for them (a config
+file or environment shared with `mcp-proxy --upstream ...` may still set them; they are unused)."""
 
 
 def build_stdio_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy stdio` (the command after `--` is split off before it runs)."""
+    why = "sets the listener HTTP clients reach; mcp-proxy stdio serves one client on stdin/stdout"
     parser = CliParser(
+        elsewhere={flag_name(name): why for name in HTTP_CLIENTS_ONLY},
         prog="mcp-proxy stdio",
         usage="mcp-proxy stdio --upstream URL [SETTINGS] | mcp-proxy stdio [SETTINGS] -- CMD ARGS...",
         description="Serve one stdio MCP client (stdin/stdout) through the proxy, to an HTTP upstream "
@@ -41,7 +61,7 @@ def build_stdio_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--print-config", action="store_true", help="print each effective setting and its source, then exit"
     )
-    add_setting_flags(parser)
+    add_setting_flags(parser, leave_out=HTTP_CLIENTS_ONLY)
     return parser
 
 

@@ -63,3 +63,21 @@ def test_print_config_masks_a_credential_in_the_command(capsys: pytest.CaptureFi
     assert code == 0
     assert "s3cret" not in out + err
     assert "API_TOKEN=<redacted>" in err
+
+
+def test_help_lists_no_setting_of_the_http_listener_and_typing_one_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["stdio", "--help"])
+    shown = capsys.readouterr().out
+    for flag in ("--upstream ", "--capture ", "--admin "):
+        assert flag in shown, flag
+    for flag in ("--listen ", "--keepalive-timeout", "--max-client-connections", "--sse-path"):
+        assert flag not in shown, flag
+    with pytest.raises(SystemExit) as exited:
+        main(["stdio", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:8080"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--listen sets the listener HTTP clients reach" in err
+    assert "did you mean" not in err
