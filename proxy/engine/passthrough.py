@@ -17,7 +17,7 @@ transport's relay (`proxy.transport.relay`) carries them out, in one executor fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -149,10 +149,13 @@ def sends_whole(length: int | None, buffered: int, complete: bool) -> bool:
     return length is not None and complete and buffered == length
 
 
-def body_end(*, upstream_cut: bool, client_gone: bool) -> BodyEnd:
-    """How a relayed body ended decides the end of both sides: the client leaving comes first."""
-    if client_gone:
-        return CLIENT_LEFT
+def body_end(*, upstream_cut: bool, client_gone: str | None) -> BodyEnd:
+    """How a relayed body ended decides the end of both sides: the client's connection closing comes
+    first (`client_gone` is the outcome it records: the client left, or the proxy stopping cut it)."""
+    if client_gone is not None:
+        if client_gone == CLIENT_LEFT.outcome:
+            return CLIENT_LEFT
+        return replace(CLIENT_LEFT, outcome=client_gone)
     return BODY_CUT if upstream_cut else BODY_COMPLETE
 
 

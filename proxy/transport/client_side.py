@@ -14,7 +14,16 @@ from proxy.flows.observations import PROXY_STOPPING
 
 
 class ClientGone(Exception):
-    """The client's connection closed while the proxy was still answering."""
+    """The client's connection closed while the proxy was still answering.
+
+    `outcome` is what the exchange records: the client left (`client_disconnected`), or the proxy
+    cut the connection because it is stopping (`proxy_stopping`), which a write can find before the
+    cut's own news arrives.
+    """
+
+    def __init__(self, detail: str, outcome: str = "client_disconnected") -> None:
+        super().__init__(detail)
+        self.outcome = outcome
 
 
 def cut_outcome(cancel: BaseException) -> str:

@@ -200,7 +200,8 @@ class FrontConnection(asyncio.Protocol):
         self.stream: PushedStream | None = None
         """The SSE body of `relay`, going out from the upstream's reads."""
         self.closed = False
-        self._cut = "client_disconnected"
+        self.cut_as = "client_disconnected"
+        """What an exchange the connection's close ends records (`abort` says when it is not the client)."""
         """What an exchange cut with the connection records (the proxy's stop names itself)."""
         self.served = 0
         self.waiting_since = 0.0
@@ -265,7 +266,7 @@ class FrontConnection(asyncio.Protocol):
         self.front.connections.discard(self)
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
-            drain.set_exception(ClientGone("connection closed"))
+            drain.set_exception(ClientGone("connection closed", self.cut_as))
         if self.task is not None:
             self.task.cancel()
         self._drop_relay()
@@ -279,9 +280,9 @@ class FrontConnection(asyncio.Protocol):
         if pending is not None:
             pending.drop()
         if stream is not None:
-            stream.abandon(self._cut)
+            stream.abandon(self.cut_as)
         elif relay is not None:
-            relay.abandon(self._cut)
+            relay.abandon(self.cut_as)
 
     @property
     def idle(self) -> bool:
@@ -632,7 +633,7 @@ class FrontConnection(asyncio.Protocol):
     def abort(self, outcome: str = "client_disconnected") -> None:
         """Close at once, dropping what was not yet sent; `outcome` is what the cut exchange records."""
         self.closed = True
-        self._cut = outcome
+        self.cut_as = outcome
         if self.task is not None:
             self.task.cancel(outcome)
         if self.transport is not None:
@@ -684,7 +685,7 @@ class FrontSide:
     def _transport(self) -> asyncio.Transport:
         transport = self.conn.transport
         if transport is None or self.conn.closed or transport.is_closing():
-            raise ClientGone("connection closed")
+            raise ClientGone("connection closed", self.conn.cut_as)
         return transport
 
     def _closing_headers(self, headers: list[tuple[str, str]], close_delimited: bool) -> None:

@@ -76,12 +76,13 @@ class PushedStream:
         chunks = upstream.take_chunks()
         done = upstream.ended
         cut = upstream.error
-        gone = slow = False
+        gone: str | None = None
+        slow = False
         if chunks:
             try:
                 slow = self.side.write_now(chunks, end=done and cut is None)
-            except ClientGone:
-                gone = True
+            except ClientGone as exc:
+                gone = exc.outcome
             relay.streamed(self.observer, chunks, flush=not (gone or done))
         if gone or done:
             self._stop()
@@ -109,8 +110,8 @@ class PushedStream:
         with relay.given_up_on_failure():
             try:
                 await self.side.drain()
-            except ClientGone:
-                gone = body_end(upstream_cut=False, client_gone=True)
+            except ClientGone as exc:
+                gone = body_end(upstream_cut=False, client_gone=exc.outcome)
                 relay.body_ended_now(gone, self.observer, None, self.side.finish_now)
                 return
             await relay.stream_on(self.upstream, self.observer)

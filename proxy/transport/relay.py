@@ -403,16 +403,16 @@ class PassthroughRelay:
         if sse:
             ctx.open_streams += 1
         cut: UpstreamError | None = None
-        gone = False
+        gone: str | None = None
         try:
             async for chunk in upstream.chunks():
                 try:
                     await client.write(chunk)
-                except ClientGone:
-                    gone = True
+                except ClientGone as exc:
+                    gone = exc.outcome
                 observer.feed(chunk)
                 self._flush()
-                if gone:
+                if gone is not None:
                     break
         except UpstreamError as exc:
             cut = exc
@@ -452,8 +452,8 @@ class PassthroughRelay:
         outcome = end.outcome
         try:
             finish()
-        except ClientGone:
-            outcome = outcome or "client_disconnected"
+        except ClientGone as exc:
+            outcome = outcome or exc.outcome
         self._released(outcome)
 
     def _broken_off(self, end: BodyEnd, observer: BodyObserver, cut: UpstreamError | None) -> None:
@@ -561,8 +561,8 @@ class PassthroughRelay:
             return
         try:
             await self.client.finish()
-        except ClientGone:
-            outcome = outcome or "client_disconnected"
+        except ClientGone as exc:
+            outcome = outcome or exc.outcome
         self._released(outcome)
 
     def _released(self, outcome: str | None) -> None:

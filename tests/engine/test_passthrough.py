@@ -251,7 +251,7 @@ def test_a_body_goes_whole_only_when_all_of_it_arrived_as_declared(
 
 
 def test_a_body_that_ended_as_framed_ends_the_clients_response_cleanly() -> None:
-    assert body_end(upstream_cut=False, client_gone=False) is BODY_COMPLETE
+    assert body_end(upstream_cut=False, client_gone=None) is BODY_COMPLETE
     assert (BODY_COMPLETE.finish_client, BODY_COMPLETE.cut_client, BODY_COMPLETE.outcome) == (
         True,
         False,
@@ -260,16 +260,21 @@ def test_a_body_that_ended_as_framed_ends_the_clients_response_cleanly() -> None
 
 
 def test_a_body_the_upstream_cut_cuts_the_clients_connection() -> None:
-    end = body_end(upstream_cut=True, client_gone=False)
+    end = body_end(upstream_cut=True, client_gone=None)
     assert end is BODY_CUT
     assert (end.finish_client, end.cut_client, end.outcome) == (False, True, fault_outcome("cut"))
 
 
 def test_a_client_that_left_is_recorded_as_gone_whatever_the_upstream_did() -> None:
     for cut in (False, True):
-        end = body_end(upstream_cut=cut, client_gone=True)
+        end = body_end(upstream_cut=cut, client_gone="client_disconnected")
         assert end is CLIENT_LEFT
         assert (end.finish_client, end.cut_client, end.outcome) == (False, False, "client_disconnected")
+
+
+def test_a_connection_the_stopping_proxy_cut_is_recorded_as_its_cut_not_as_the_client_leaving() -> None:
+    end = body_end(upstream_cut=False, client_gone="proxy_stopping")
+    assert (end.finish_client, end.cut_client, end.outcome) == (False, False, "proxy_stopping")
 
 
 @pytest.mark.parametrize("status", [400, 404, 405])

@@ -13,8 +13,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from proxy.flows.events import ChainStatus
+from proxy.flows.observations import PROXY_STOPPING
 from proxy.runtime import Proxy
+from proxy.transport.client_side import ClientGone
 from proxy.transport.front import FrontConnection
 from tests.transport.helpers import (
     RELAY_ONLY,
@@ -247,3 +251,33 @@ async def test_a_client_that_reads_slowly_gets_the_rest_in_a_task_byte_for_byte(
         await wait_until(lambda: drained(proxy), what="the exchange to close")
         assert proxy.relays.open_streams == 0
         assert all(c.summary.status is ChainStatus.OK for c in proxy.chains())
+
+
+async def test_a_write_the_stopping_proxy_cut_short_is_recorded_as_the_stop_not_as_the_client_leaving(
+    proxy_for,
+):
+    # When the proxy stops it aborts each connection; an upstream read handled before the abort's
+    # close reaches the stream finds the client's side closed: that is the proxy's cut, not the client.
+    async def stream_until_closed(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _id: Any
+    ) -> None:
+        writer.write(SSE_HEAD + chunk(PROGRESS))
+        await reader.read()
+
+    async with sse_upstream(stream_until_closed) as (url, _server), proxy_for(url, **RELAY_ONLY) as proxy:
+        await warm(proxy)
+        async with connection(proxy) as (reader, writer):
+            writer.write(call(6))
+            await bounded(reader.readuntil(b"\r\n\r\n"), what="the head")
+            await bounded(reader.readexactly(len(chunk(PROGRESS))), what="the first event")
+            (conn,) = [c for c in front_connections(proxy) if c.stream is not None]
+            stream = conn.stream
+            assert stream is not None
+            conn.abort(PROXY_STOPPING)
+            with pytest.raises(ClientGone) as gone:
+                stream.side.write_now([chunk(PROGRESS_2)])
+            assert gone.value.outcome == PROXY_STOPPING
+        await wait_until(lambda: drained(proxy), what="the cut exchange to close")
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
+        assert chain.summary.status is ChainStatus.ERROR
+        assert PROXY_STOPPING in (chain.summary.error or "")
