@@ -184,9 +184,11 @@ def run_proxy(loaded: LoadedSettings) -> int:
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(serve_until_signalled(proxy))
     except OSError as exc:
+        logs.flush()  # the lines logged before it come first
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
+        logs.flush()
         if log_file is not None:
             log_file.close()
 

@@ -94,9 +94,11 @@ def _run(loaded: LoadedSettings, table: MockTable, report: TableReport, names: l
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve_mock(loaded, table, report, names, wait))
     except OSError as exc:
+        logs.flush()  # the lines logged before it come first
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
+        logs.flush()
         if log_file is not None:
             log_file.close()
 

@@ -123,9 +123,11 @@ def run_stdio(loaded: LoadedSettings) -> int:
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve(proxy, pipes))
     except OSError as exc:
+        logs.flush()  # the lines logged before it come first
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
+        logs.flush()
         if log_file is not None:
             log_file.close()
 

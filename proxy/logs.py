@@ -10,6 +10,8 @@ values) is masked wherever it appears in a string field.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import logging
 import os
@@ -77,15 +79,51 @@ class LineWriter:
         self._flush_scheduled = True
         loop.call_later(FLUSH_INTERVAL, self.flush)
 
+    def urgent(self, message: str) -> None:
+        """Write one line and flush at once, with the lines before it: a warning or an error is read
+        next to what the command prints itself (a start failure, a hint), so it never waits."""
+        with self._lock:
+            self._stream.write(message + "\n")
+        self.flush()
+
     def flush(self) -> None:
-        """Flush what was written (a stream closed meanwhile is left alone)."""
+        """Flush what was written (a stream closed meanwhile, or a reader gone, is left alone)."""
         self._flush_scheduled = False
         with self._lock:
             if not self._stream.closed:
-                self._stream.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    self._stream.flush()
 
-    log = debug = info = warn = warning = msg
-    fatal = failure = err = error = critical = exception = msg
+    log = debug = info = msg
+    warn = warning = fatal = failure = err = error = critical = exception = urgent
+
+
+def _buffered(stream: TextIO) -> TextIO:
+    """`stream` (stderr) with a buffer of its own when it has a file descriptor.
+
+    Python writes each line to stderr straight through, a write(2) per line: one per request for the
+    round-trip log. The same descriptor behind a `WRITE_BUFFER` buffer lets `LineWriter` write the
+    lines of `FLUSH_INTERVAL` at once. A stream without a descriptor (a test's capture) is kept.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stream
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return open(  # the descriptor stays open (closefd=False); `flush` and exit flush the buffer
+        fd, "w", encoding=encoding, errors="backslashreplace", buffering=WRITE_BUFFER, closefd=False
+    )
+
+
+_WRITER: LineWriter | None = None
+"""The writer `configure` installed last: flushed when the interpreter exits."""
+
+
+@atexit.register
+def flush() -> None:
+    """Write out the lines still buffered (a command calls it as it ends; so does the interpreter)."""
+    if _WRITER is not None:
+        _WRITER.flush()
 
 
 class LogRedactor(Protocol):
@@ -153,7 +191,7 @@ def configure(
     elif quiet:
         stream = None
     else:
-        stream = sys.stderr
+        stream = _buffered(sys.stderr)
     renderer: Any
     if stream is not None and choose_format(fmt, stream) == "console":
         # Plain tracebacks: a rich one shows every frame's locals, which hold request headers (secrets)
@@ -177,20 +215,19 @@ def configure(
         # the traceback rendered into the line, or the line says only that there was an exception.
         processors.append(structlog.processors.format_exc_info)
     processors.append(renderer)
-    global _FAST
+    global _FAST, _WRITER
+    if _WRITER is not None:
+        _WRITER.flush()  # what the previous configuration wrote comes first
     _FAST = None
-    if stream is not None and is_json and _LEVELS.get(level, logging.INFO) <= logging.INFO:
-        _FAST = _FastJson(LineWriter(stream), processors)
+    _WRITER = LineWriter(stream) if stream is not None else None
+    if _WRITER is not None and is_json and _LEVELS.get(level, logging.INFO) <= logging.INFO:
+        _FAST = _FastJson(_WRITER, processors)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
         # Quiet: a logger that returns its line instead of printing it (structlog has no level above
         # CRITICAL to filter everything with).
-        logger_factory=(
-            _shared(_FAST.writer if _FAST is not None else LineWriter(stream))
-            if stream is not None
-            else structlog.ReturnLoggerFactory()
-        ),
+        logger_factory=_shared(_WRITER) if _WRITER is not None else structlog.ReturnLoggerFactory(),
         cache_logger_on_first_use=False,
     )
     return opened
