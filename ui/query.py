@@ -34,7 +34,14 @@ MESSAGE_FIELDS = frozenset({"method", "tool", "name", "era", "mode", "session", 
 Bodies = Callable[[], str]
 """Gives a chain's message bodies as lower-cased text, one body per line."""
 
-_STATUS_ALIASES = {"waiting": "waiting_client", "wait": "waiting_client", "failed": "error", "fail": "error"}
+_STATUS_ALIASES = {
+    "waiting": "waiting_client",
+    "wait": "waiting_client",
+    "failed": "error",
+    "fail": "error",
+    "canceled": "cancelled",
+    "cancel": "cancelled",
+}
 _MODE_ALIASES = {"pass": "passthrough", "bridge": "bridged"}
 _DURATION = re.compile(r"^(>=|<=|>|<|=)?\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1.0, "s": 1000.0, "m": 60000.0}

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
-from proxy.flows.events import ChainStatus, ChainSummary, Direction, MessageRecord, Side
+from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from ui.model import ChainEntry, SessionEntry
 from ui.timeline import Node, Pair
 
@@ -22,6 +22,7 @@ ERA_STYLE = {"legacy": "bold yellow", "modern": "bold cyan", "dual": "bold green
 STATUS_WORD = {
     ChainStatus.OK: "ok",
     ChainStatus.ERROR: "error",
+    ChainStatus.CANCELLED: "cancelled",
     ChainStatus.PENDING: "pending",
     ChainStatus.WAITING_CLIENT: "waiting",
     ChainStatus.PARKED: "parked",
@@ -30,6 +31,7 @@ STATUS_WORD = {
 STATUS_STYLE = {
     ChainStatus.OK: "green",
     ChainStatus.ERROR: "bold red",
+    ChainStatus.CANCELLED: "dark_orange",
     ChainStatus.PENDING: "yellow",
     ChainStatus.WAITING_CLIENT: "magenta",
     ChainStatus.PARKED: "bold blue",
@@ -91,7 +93,7 @@ def transports(summary: ChainSummary) -> str:
 def status_cell(summary: ChainSummary, continuation: str | None = None) -> Text:
     """The chain's status word in its colour (a parked continuation shows as parked)."""
     status = summary.status
-    if continuation == "parked" and status not in (ChainStatus.OK, ChainStatus.ERROR):
+    if continuation == "parked" and status not in DECIDED:
         status = ChainStatus.PARKED
     return Text(STATUS_WORD[status], style=STATUS_STYLE[status])
 

@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from proxy.flows.correlate import Correlator
 from proxy.flows.events import (
+    DECIDED,
     ChainStatus,
     Channel,
     Direction,
@@ -75,11 +76,15 @@ from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
 from proxy.wire.mcp import INPUT_METHODS
+from proxy.wire.versions import Era
 
 __all__ = ["ChainBuilder", "digest"]
 
 BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is there (read parts oldest first)"
 """The note on a chain whose exchange a rotated part repeated and closed with no response in it."""
+
+MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
+"""The note on a chain a 2026-07-28 client cancelled the only way that era has."""
 
 
 class ObservedClock:
@@ -286,10 +291,7 @@ class ChainBuilder:
         if chain is None:
             return False
         ex.chains.append(chain.summary.id)
-        if chain.summary.jsonrpc_id is not None and chain.summary.status not in (
-            ChainStatus.OK,
-            ChainStatus.ERROR,
-        ):
+        if chain.summary.jsonrpc_id is not None and chain.summary.status not in DECIDED:
             ex.requests[chain.summary.jsonrpc_id] = chain.summary.id
         chain.summary.notes.append(f"stream resumed with Last-Event-ID {last}")
         return True
@@ -444,7 +446,7 @@ class ChainBuilder:
         if state in ("ended", "expired"):
             self._continuations.pop(continuation, None)
         if state == "ended":
-            failed = chain is not None and chain.summary.status is ChainStatus.ERROR
+            failed = chain is not None and chain.summary.status in (ChainStatus.ERROR, ChainStatus.CANCELLED)
             state = "cancelled" if failed else "completed"
         if state in ("expired", "cancelled") and chain is not None and chain.summary.ended is None:
             chain.summary.notes.append(f"parked upstream call {state}")
@@ -511,8 +513,11 @@ class ChainBuilder:
                 continue  # the server may drop a stream after an event id; the client resumes it
             self._correlator.forget_request(ex.session, ident, chain_id)
             chain = self.store.peek(chain_id)
-            if chain is None or chain.summary.status in (ChainStatus.OK, ChainStatus.ERROR):
+            if chain is None or chain.summary.status in DECIDED:
                 continue
+            if outcome == "client_disconnected" and ex.client_era == Era.MODERN:
+                chain.summary.notes.append(MODERN_CANCEL)
+                chain.cancelled = True
             if outcome is not None or ex.http_failed():
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)

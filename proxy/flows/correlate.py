@@ -117,6 +117,7 @@ class Correlator:
             self._ledger.attach(chain, ex)
             if msg.method == "notifications/cancelled":
                 chain.summary.notes.append("cancelled by the client")
+                chain.cancelled = True
         return chain
 
     @staticmethod

@@ -46,9 +46,17 @@ class ChainStatus(StrEnum):
     PARKED = "parked"
     OK = "ok"
     ERROR = "error"
+    CANCELLED = "cancelled"
+    """Ended by the client's cancel: a legacy client's `notifications/cancelled`, or a 2026-07-28
+    client closing its stream before the answer (how that era cancels). A person asked for the end,
+    so it is no failure of the server's; whatever the server answered is kept in the chain."""
     INCOMPLETE = "incomplete"
     """Ended, but how is not known: the chain began before the capture file read (a rotated part read
     alone), and what decided it, its response among them, is in an earlier part."""
+
+
+DECIDED: frozenset[ChainStatus] = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.CANCELLED})
+"""The statuses of a chain whose end is known: nothing that arrives later changes it."""
 
 
 class Mode(StrEnum):

@@ -132,6 +132,8 @@ class ChainLedger:
     def finish(self, chain: Chain, status: ChainStatus, error: str | None, now: float) -> None:
         """End a chain with its final status, splitting its duration into client wait and upstream time."""
         self.stop_waiting(chain)
+        if status is ChainStatus.ERROR and chain.cancelled:
+            status = ChainStatus.CANCELLED  # the error answers the client's cancel (or is the cut)
         summary = chain.summary
         summary.status = status
         summary.error = error

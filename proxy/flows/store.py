@@ -30,6 +30,8 @@ class Chain:
     upstream_requests: int = 0
     signature: tuple[str, str | None, str] | None = None
     """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""
+    cancelled: bool = False
+    """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
 
     def add(self, record: MessageRecord) -> None:
         """Append a message, counting (not keeping) those past the bound."""

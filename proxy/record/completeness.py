@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, FlowEvent, MessageRecorded
+from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, FlowEvent, MessageRecorded
 from proxy.record.capture import CaptureReader
 from proxy.record.observations import ObservationReplayer
 
@@ -34,7 +34,7 @@ ToWhom = Literal["to_server", "to_client"]
 
 _CLIENT_SIDES = frozenset({"both", "client"})
 
-ENDED: Final = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.INCOMPLETE})
+ENDED: Final = frozenset({*DECIDED, ChainStatus.INCOMPLETE})
 """The statuses of a chain that ended (an incomplete one ended too, in a part read alone)."""
 
 MARKER_TOKEN: Final = re.compile(r"[A-Za-z0-9_.:#-]+")

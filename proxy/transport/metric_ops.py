@@ -40,11 +40,13 @@ from proxy.flows.observations import (
 from proxy.flows.retries import RetryBook, request_signature
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
+from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
 _ERROR = Kind.ERROR
 _LEGACY_TO_MRTR_VALUE = Mode.LEGACY_TO_MRTR.value
+_MODERN = Era.MODERN.value
 _MRTR_TO_LEGACY_VALUE = Mode.MRTR_TO_LEGACY.value
 _NOTIFICATION = Kind.NOTIFICATION
 _REQUEST = Kind.REQUEST
@@ -105,6 +107,7 @@ class _Op:
 
     __slots__ = (
         "began",
+        "cancelled",
         "ended",
         "finished",
         "id",
@@ -144,6 +147,8 @@ class _Op:
         """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
         self.retry_awaited = False
         """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
+        self.cancelled = False
+        """The client cancelled it: its end is counted, not as an error (as its chain says)."""
 
 
 class _Ex:
@@ -305,6 +310,8 @@ class OpCounter:
                 continue  # the server may drop a stream after an event id; the client resumes it
             if self._resumable.get((ex.session, ident)) is op:
                 del self._resumable[(ex.session, ident)]
+            if outcome == "client_disconnected" and ex.era == _MODERN:
+                op.cancelled = True  # a 2026-07-28 client cancels by closing its stream
             self._finish(op, t, error=True)
         for op in ex.ops:
             if op.method not in ("GET stream", "DELETE session"):
@@ -345,6 +352,8 @@ class OpCounter:
                 cancelled = msg.params.get("requestId")
                 if isinstance(cancelled, (str, int)):
                     target = self._unanswered(ex.session, cancelled)
+                    if target is not None:
+                        target.cancelled = True
             elif msg.method == "notifications/initialized" and ex.session:
                 target = self._session_init.get(ex.session)
             if target is None:
@@ -509,7 +518,7 @@ class OpCounter:
             self._ops.pop(op.id, None)
             self._retries.forget(op.id)
         row = op.ended
-        if error:
+        if error and not op.cancelled:
             row[ERRORS] += 1
         if op.request:
             upstream = (t - op.started) - op.waited

@@ -210,7 +210,7 @@ _DOCS = {
     "and how the proxy handled them.",
     "chains": "Chains (logical client operations) opened, by method, client era and mode.",
     "errors": "Chains that ended in an error (JSON-RPC error, tool isError, HTTP failure), "
-    "by method and mode.",
+    "by method and mode; a chain the client cancelled is no error.",
     "rounds": "Rounds of bridged chains (a bridged call answered without asking the client counts one).",
     "sessions": "Legacy session events (opened, ended, expired, reinitialized).",
     "upstream": "Time a finished chain spent upstream (its duration less the time waiting on the client).",

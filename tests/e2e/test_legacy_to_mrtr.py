@@ -197,6 +197,32 @@ async def test_client_cancelling_mid_round_leaves_nothing_pending(
     assert after.content[0].text == "still serving"  # type: ignore[union-attr]
     cancelled = chain_named(proxy, "ask_name").summary
     assert "cancelled by the client" in cancelled.notes
+    assert cancelled.status is ChainStatus.CANCELLED
+
+
+async def test_a_call_a_legacy_client_cancels_in_passthrough_ends_cancelled(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    asked = anyio.Event()
+    stall = stalling(asked)
+
+    async with (
+        proxy_for(legacy_server.url) as proxy,
+        Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
+    ):
+        with anyio.move_on_after(20) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "ask_name", {})
+                await asked.wait()
+                tg.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        await wait_until(
+            lambda: chain_named(proxy, "ask_name").summary.ended is not None, what="the call's chain to end"
+        )
+        cancelled = chain_named(proxy, "ask_name").summary
+    assert cancelled.mode is Mode.PASSTHROUGH
+    assert "cancelled by the client" in cancelled.notes
+    assert cancelled.status is ChainStatus.CANCELLED
 
 
 async def test_client_vanishing_mid_round_leaves_nothing_pending(

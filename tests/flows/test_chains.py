@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.chains import ChainBuilder
+from proxy.flows.chains import MODERN_CANCEL, ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -27,7 +27,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.store import Chain, ChainStore
-from proxy.wire.jsonrpc import classify_value, notification, request, result_response
+from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from proxy.wire.mcp import META_CLIENT_INFO, META_PROTOCOL_VERSION
 
 SSE = "text/event-stream"
@@ -256,6 +256,36 @@ def test_a_cancellation_joins_the_chain_of_the_request_it_cancels(world: World) 
     assert joined == cid
     assert "cancelled by the client" in world.summary(cid).notes
     assert world.trail(cid)[-1] == ("x2", "to_server", "notification", "notifications/cancelled")
+
+
+def test_a_call_the_client_cancelled_ends_cancelled_not_in_error_whatever_the_server_answers(
+    world: World,
+) -> None:
+    cid = world.post("x1", call(5), session=SESSION)
+    world.head("x1", 200, SSE)
+    world.post("x2", notification("notifications/cancelled", {"requestId": 5}), session=SESSION)
+    world.down("x1", error_response(5, -32800, "Request cancelled"))
+
+    summary = world.summary(cid)
+    assert summary.status is ChainStatus.CANCELLED
+    assert summary.error == "-32800: Request cancelled"  # the server's answer is kept
+    assert summary.ended is not None
+
+
+def test_a_modern_client_closing_its_stream_before_the_answer_cancels_and_a_legacy_one_fails(
+    world: World,
+) -> None:
+    for exchange, era, ident in (("x1", "modern", 1), ("x2", "legacy", 2)):
+        world.builder.open_exchange(
+            exchange, http_method="POST", path="/mcp", headers={}, session=None, client_era=era
+        )
+        world.up(exchange, call(ident, _meta=meta()) if era == "modern" else call(ident))
+        world.head(exchange, 200, SSE)
+        world.close(exchange, "client_disconnected")
+    modern, legacy = (next(c.summary for c in world.store if c.summary.jsonrpc_id == i) for i in (1, 2))
+    assert (modern.status, modern.error) == (ChainStatus.CANCELLED, "client_disconnected")
+    assert MODERN_CANCEL in modern.notes
+    assert legacy.status is ChainStatus.ERROR  # a legacy client's stream may drop without a cancel
 
 
 def test_a_cancellation_in_another_session_does_not_join(world: World) -> None:

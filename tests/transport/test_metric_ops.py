@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, Mode
+from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode
 from tests.flows.test_sink import SCENARIOS, Play, Rig
 from tests.transport.test_admin import bare_metrics
 
@@ -36,7 +36,7 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
             rounds[(chain.mode.value,)] += chain.rounds
         if chain.status is ChainStatus.ERROR:
             errors[key] += 1
-        if chain.status in (ChainStatus.OK, ChainStatus.ERROR) and chain.jsonrpc_id is not None:
+        if chain.status in DECIDED and chain.jsonrpc_id is not None:
             latency[key] = round(latency.get(key, 0.0) + chain.upstream_ms / 1000, 6)
     return {"chains": opened, "errors": errors, "rounds": rounds, "latency": latency}
 
