@@ -742,10 +742,27 @@ def run_bridges(procs: Processes, tmp: Path, profile: Profile, tag: str) -> dict
                 raise RuntimeError(f"round trip failed: {result.get('error') or result.get('texts')}")
             return result
 
+        def paired(era: str, bridged: Path_, base_era: str, base: Path_) -> dict[str, Any]:
+            args = ["--era", era, "--base", base.url, "--base-era", base_era]
+            result = run_client(procs, ["paired", bridged.url, *args, "--n", n, "--warmup", warm])
+            if result.get("errors") or result.get("texts") != ["Hello, octocat!"]:
+                raise RuntimeError(f"paired rounds failed: {result.get('error') or result.get('texts')}")
+            return result
+
         out: dict[str, Any] = {"legacy_to_modern": {}, "modern_to_legacy": {}}
         with loopback_quickack() as quickack:
             out["quickack"] = quickack
             _bridge_rounds(out, rounds, legacy_url, modern_url, to_legacy, to_modern, to_legacy_now)
+            # Each bridged round paired with a server-era native one through the same proxy, the two
+            # in alternation: the difference a slow minute cannot move.
+            print("  bridges: each bridged round paired with a server-era native round via ours", flush=True)
+            out["legacy_to_modern"]["paired"] = guarded(
+                lambda: paired("legacy", to_modern, "modern", to_modern), "l2m paired"
+            )
+            if mrtr_to_legacy_available():
+                out["modern_to_legacy"]["paired"] = guarded(
+                    lambda: paired("modern", to_legacy, "legacy", to_legacy), "m2l paired"
+                )
         return out
     finally:
         for path in started:

@@ -9,6 +9,9 @@ Subcommands (each prints one JSON object on stdout; every wait is bounded):
   trip = the call until its result, answers included.
 - `modern URL --tool T --n N`: a 2026-07-28 client: N calls of tool T, each `input_required` answered
   with a retry carrying `inputResponses` and the echoed `requestState`, until the result.
+- `paired URL --era E --base URL2 --base-era E2 --tool T --n N`: N rounds of tool T on URL (a client of
+  era E) each paired with one on URL2 (era E2), run in alternation; prints both series and the
+  median of the per-pair differences (`added`), which a drift of the machine's speed cannot move.
 - `idle URL --count C`: opens C legacy GET streams, prints `OPEN <opened> <failed>`, holds them until
   a line (or EOF) arrives on stdin or `--hold` seconds pass, closes them and prints the JSON summary.
 
@@ -276,6 +279,71 @@ async def run_rounds(
     return {"latency": stats_ms(times), "texts": sorted(texts), "errors": len(errors), "error": errors[:1]}
 
 
+async def _one_round(
+    http: aiohttp.ClientSession, url: str, era: str, session: str | None, ident: int, tool: str
+) -> str:
+    if era == "legacy":
+        return await legacy_round(http, url, session, ident, tool)
+    return await modern_round(http, url, ident, tool)
+
+
+async def run_paired(
+    http: aiohttp.ClientSession,
+    url: str,
+    era: str,
+    base: str,
+    base_era: str,
+    tool: str,
+    n: int,
+    warmup: int,
+) -> dict[str, Any]:
+    """Rounds on `url` and on `base` in alternation (which goes first alternates too): each pair's
+    difference is what `url` adds to `base` in the same moment, so a drift of the machine's speed
+    over the run, which moves two series measured one after the other apart, cancels out."""
+    sessions = {
+        side: await legacy_handshake(http, side_url) if side_era == "legacy" else None
+        for side, side_url, side_era in (("main", url, era), ("base", base, base_era))
+    }
+    sides = {"main": (url, era), "base": (base, base_era)}
+    times: dict[str, list[float]] = {"main": [], "base": []}
+    added: list[float] = []
+    texts: set[str] = set()
+    errors: list[str] = []
+    for i in range(-warmup, n):
+        took: dict[str, float] = {}
+        for side in ("main", "base") if i % 2 == 0 else ("base", "main"):
+            side_url, side_era = sides[side]
+            start = time.perf_counter()
+            try:
+                text = await _one_round(http, side_url, side_era, sessions[side], 2 * (i + warmup) + 1, tool)
+            except (aiohttp.ClientError, RuntimeError, ValueError) as exc:
+                errors.append(f"{side}: {str(exc)[:200]}")
+                break
+            took[side] = time.perf_counter() - start
+            texts.add(text)
+        if len(errors) >= 3:
+            break
+        if i >= 0 and len(took) == 2:
+            for side, seconds in took.items():
+                times[side].append(seconds)
+            added.append(took["main"] - took["base"])
+    result: dict[str, Any] = {
+        "latency": stats_ms(times["main"]),
+        "base": stats_ms(times["base"]),
+        "texts": sorted(texts),
+        "errors": len(errors),
+        "error": errors[:1],
+    }
+    if added:  # differences may be negative: their percentiles, not stats_ms's latency rounding
+        ordered = sorted(added)
+        result["added"] = {
+            "n": len(ordered),
+            "p50": round(statistics.median(ordered) * 1000, 4),
+            "mean": round(statistics.fmean(ordered) * 1000, 4),
+        }
+    return result
+
+
 async def wait_for_stdin_line(limit: float) -> None:
     """Return once a line (or EOF) arrives on stdin, or after `limit` seconds (a daemon thread reads)."""
     loop = asyncio.get_running_loop()
@@ -338,17 +406,27 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             return await run_sse(http, args.url, args.n, args.warmup)
         if args.cmd == "big":
             return await run_big(http, args.url, args.tool, args.n, args.warmup)
+        if args.cmd == "paired":
+            return await run_paired(
+                http, args.url, args.era, args.base, args.base_era, args.tool, args.n, args.warmup
+            )
         return await run_rounds(http, args.url, args.cmd, args.tool, args.n, args.warmup)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("sse", "big", "legacy", "modern", "idle"):
+    for name in ("sse", "big", "legacy", "modern", "idle", "paired"):
         p = sub.add_parser(name)
         p.add_argument("url")
         p.add_argument("--n", type=int, default=50)
-        default_tool = {"big": "big1m", "legacy": "ask_name", "modern": "ask_name"}.get(name, "sse")
+        if name == "paired":
+            p.add_argument("--era", choices=("legacy", "modern"), required=True)
+            p.add_argument("--base", required=True, help="the URL each round is paired with")
+            p.add_argument("--base-era", choices=("legacy", "modern"), required=True)
+        default_tool = {"big": "big1m", "legacy": "ask_name", "modern": "ask_name", "paired": "ask_name"}.get(
+            name, "sse"
+        )
         p.add_argument("--tool", default=default_tool)
         p.add_argument("--warmup", type=int, default=0, help="untimed calls first")
         p.add_argument("--count", type=int, default=1000)
