@@ -20,7 +20,10 @@ Idle connections are closed before the upstream would close them: after `idle_ti
 little before the `timeout=N` of the upstream's `Keep-Alive` header when it sends one, so a request is
 not written onto a connection the server is closing. Should that race be lost anyway, a request on a
 reused connection that closes before any byte of its answer arrived is sent once more on a fresh
-connection (the server never read it); never a request on a fresh connection, never after a byte.
+connection, if it may be sent twice: a GET or DELETE, or JSON-RPC requests that only read
+(`proxy.wire.mcp.REPEATABLE_METHODS`). A closed connection does not prove the server never read the
+request: it may have run a `tools/call` and then died, and a second one would run it again. Never a
+request on a fresh connection, never after a byte.
 
 Guarded: a refused head never takes a connection, and every failure after one was taken gives it back
 or closes it.
@@ -37,6 +40,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, cast
 
+import orjson
+
 from proxy.framing.h1 import (
     EndOfResponse,
     HeadError,
@@ -48,6 +53,7 @@ from proxy.framing.h1 import (
 )
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
+from proxy.wire.mcp import repeatable
 
 HIGH_WATER = 256 * 1024
 """Body bytes held for the relay before the upstream socket is paused."""
@@ -355,9 +361,10 @@ class _Connection(asyncio.Protocol):
         self.lost = True
         self.pool.forget(self)
         pending = self.pending
-        if pending is not None and self.reader.head_bytes == 0 and self.uses > 1 and not pending.retried:
-            # A reused connection closed before a byte of the answer: the upstream closed it idle as the
-            # request went out, and never read it. Sent once more, on a fresh connection.
+        lost_early = pending is not None and self.reader.head_bytes == 0 and self.uses > 1
+        if pending is not None and lost_early and not pending.retried and may_resend(pending.data):
+            # A reused connection closed before a byte of the answer: most likely the upstream closed
+            # it idle as the request went out. A request that may be sent twice goes once more, fresh.
             self.pending = None
             self.pool.retry(pending, exc)
             return
@@ -365,7 +372,10 @@ class _Connection(asyncio.Protocol):
         if exc is None and response is not None and response.until_close:
             response._end(None)  # a clean close is how a body without length or chunking ends
         if pending is not None or response is not None:
-            self._fail("cut", f"the upstream closed the connection{f': {exc}' if exc else ''}")
+            detail = f"the upstream closed the connection{f': {exc}' if exc else ''}"
+            if lost_early and pending is not None and not pending.retried:
+                detail += " before answering; not sent again, since the server may have acted on it"
+            self._fail("cut", detail)
 
     def _headed(self, head: ResponseHead) -> None:
         response = UpstreamResponse(self, head.status, head.reason, head.headers)
@@ -433,6 +443,28 @@ class _Connection(asyncio.Protocol):
 def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
     if not head.done():
         head.set_exception(TimeoutError())
+
+
+def may_resend(data: bytes) -> bool:
+    """Whether a framed request may go to the upstream a second time (see the module's docstring)."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    method = head.split(b" ", 1)[0]
+    if method in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
+        return True
+    return method == b"POST" and repeatable(body)
+
+
+def _described(data: bytes) -> str:
+    """`POST tools/list` (the HTTP method and the JSON-RPC methods of a framed request), for the log."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    method = head.split(b" ", 1)[0].decode("ascii", "replace")
+    try:
+        value = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return method
+    messages = value if isinstance(value, list) else [value]
+    named = [m["method"] for m in messages if isinstance(m, dict) and isinstance(m.get("method"), str)]
+    return " ".join([method, *named[:5]])
 
 
 class PendingHead:
@@ -595,6 +627,7 @@ class UpstreamPool:
         get_logger().info(
             "upstream_request_retried",
             reason="the upstream closed a reused connection before answering; sent again on a new one",
+            request=_described(pending.data),
             error=str(exc) if exc else None,
         )
         task = asyncio.get_running_loop().create_task(self._resend(pending), name="upstream-retry")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from proxy.wire.versions import Era, era_of_version
@@ -50,6 +51,37 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
 
 MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", "subscriptions/listen"})
 """Client->server requests that exist only from 2026-07-28 on (no handshake version has them)."""
+
+REPEATABLE_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+"""Requests with no effect beyond their answer (reads, a ping, the handshakes): one sent twice does no
+harm. Others (`tools/call` above all) may act on the world, and a server that received one may have
+acted before its connection closed: those are never sent a second time."""
+
+
+def repeatable(body: bytes) -> bool:
+    """Whether every message of a JSON-RPC body is a request that may be sent twice."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    messages = value if isinstance(value, list) else [value]
+    return bool(messages) and all(
+        isinstance(m, dict) and "id" in m and m.get("method") in REPEATABLE_METHODS for m in messages
+    )
+
 
 RESULT_COMPLETE: Final = "complete"
 RESULT_INPUT_REQUIRED: Final = "input_required"

@@ -23,6 +23,7 @@ from proxy.framing.http import parse_upstream
 from proxy.transport import upstream_pool
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
+from proxy.wire.mcp import repeatable
 from tests.transport.helpers import (
     RELAY_ONLY,
     WAIT,
@@ -819,6 +820,61 @@ async def test_a_reused_connection_closed_as_the_next_request_goes_out_is_retrie
         assert bytes(received[1]).startswith(b"GET /two HTTP/1.1\r\n")
         assert await fetch(pool, "/three") == (200, b"you asked for /three"), "the new connection is pooled"
         assert pool.retried == 1
+
+
+def rpc_body(method: str) -> bytes:
+    return b'{"jsonrpc":"2.0","id":7,"method":"%b","params":{}}' % method.encode()
+
+
+@pytest.mark.parametrize(("method", "sent_again"), [("tools/call", False), ("tools/list", True)])
+async def test_a_post_the_upstream_read_then_closed_on_is_sent_again_only_when_it_only_reads(
+    method: str, sent_again: bool
+) -> None:
+    """A fake, as above: its first connection answers one request, then reads the next and closes
+    unanswered, as a server that dies while it runs a tool does. The request reached it: a
+    `tools/call` may have run, so it is never sent twice; a `tools/list` may be."""
+    received: list[bytearray] = []
+
+    async def fake_upstream_that_dies_after_reading(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        wire = WireRequests(reader)
+        received.append(wire.raw)
+        first = len(received) == 1
+        while (request := await wire.next()) is not None:
+            if first and request.method == "POST":
+                return  # read, then gone without a byte of an answer
+            writer.write(ok(b'{"jsonrpc":"2.0","id":7,"result":{}}'))
+            await writer.drain()
+
+    async with raw_fake_upstream(fake_upstream_that_dies_after_reading) as server, pool_for(server) as pool:
+        assert (await fetch(pool))[0] == 200  # the connection is now a reused one
+        body = rpc_body(method)
+        if sent_again:
+            with captured_logs() as logs:
+                response = await bounded(pool.request("POST", "/", HOST, body), what="the POST")
+            assert [log.get("request") for log in logs] == ["POST tools/list"]
+            assert response.status == 200
+            await read_body(response)
+            response.release()
+        else:
+            with pytest.raises(UpstreamError) as caught:
+                await bounded(pool.request("POST", "/", HOST, body), what="the POST")
+            assert caught.value.kind == "cut"
+            assert "not sent again, since the server may have acted on it" in str(caught.value)
+        posts = sum(bytes(raw).count(b"POST / HTTP/1.1\r\n") for raw in received)
+        assert (pool.retried, posts) == ((1, 2) if sent_again else (0, 1))
+
+
+def test_only_requests_that_read_may_be_sent_twice() -> None:
+    batch = b"[" + rpc_body("tools/list") + b"," + rpc_body("resources/read") + b"]"
+    assert repeatable(batch)
+    assert repeatable(rpc_body("initialize"))
+    mixed = b"[" + rpc_body("tools/list") + b"," + rpc_body("tools/call") + b"]"
+    answer = b'{"jsonrpc":"2.0","id":3,"result":{"action":"accept"}}'  # a client's answer: not twice
+    note = b'{"jsonrpc":"2.0","method":"ping"}'  # no id: a notification, however named
+    for body in (mixed, rpc_body("tools/call"), answer, note, b"[]", b"not json"):
+        assert not repeatable(body), body
 
 
 async def test_a_request_on_a_fresh_connection_closed_before_answering_is_not_retried():
