@@ -77,7 +77,7 @@ class LegacyMock(MockServer):
         params = msg.get("params")
         if method == "initialize":
             return self._initialize(msg["id"], params)
-        found = self.table.lookup(method, params)
+        found = self.table.lookup(method, params, era="legacy")
         if isinstance(found, Miss):
             if method in ANSWERED_LOCALLY:
                 return json_response(reply(msg["id"], {"result": {}}))

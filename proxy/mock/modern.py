@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from proxy.engine.modern_client.answers import complete_result
 from proxy.logs import get_logger
 from proxy.mock.backend import (
     PATH,
@@ -80,7 +81,7 @@ class ModernMock(MockServer):
         state = params.get("requestState") if isinstance(params, dict) else None
         if isinstance(state, str) and isinstance(params, dict):
             return await _respond(request, params, *self._retry(msg_id, method, params, state))
-        found = self.table.lookup(method, params)
+        found = self.table.lookup(method, params, era="modern")
         if isinstance(found, Miss):
             get_logger().info("mock_unmatched", method=method, message=found.message)
             status = 404 if found.code == METHOD_NOT_FOUND else 200
@@ -104,8 +105,8 @@ class ModernMock(MockServer):
         """Round `number` of `op`'s questions, or its recorded answer once every round was answered."""
         if number >= len(op.rounds):
             answer = op.answer
-            if "result" in answer and isinstance(answer["result"], dict):
-                answer = {"result": {"resultType": "complete", **answer["result"]}}
+            if "result" in answer and isinstance(answer["result"], dict):  # a legacy answer in 2026 dress
+                answer = {"result": complete_result(op.method, answer["result"], None)}
             return op.notes, reply(msg_id, answer)
         token = secrets.token_urlsafe(16)
         self._states[token] = _Waiting(op, key, number)

@@ -165,11 +165,20 @@ class MockTable:
         """The first recorded operation of `method`, whatever its params."""
         return next((ops[0] for ops in self.operations.values() if ops[0].method == method), None)
 
-    def lookup(self, method: str, params: Any) -> Operation | Miss:
-        """The recorded answer to this request: the next in recorded order, else a Miss naming the nearest."""
+    def lookup(self, method: str, params: Any, era: str | None = None) -> Operation | Miss:
+        """The recorded answer to this request: the next in recorded order, else a Miss naming the nearest.
+
+        With `era`, the answers a server of that era gave come first: a capture of a dual-era server
+        holds a `tools/list` answered to each era, and a 2026-07-28 client must not get the legacy
+        one (it lacks the caching hints that era requires). The others serve when the era has none.
+        """
         key = match_key(method, params)
         ops = self.operations.get(key)
         if ops:
+            if era is not None:
+                same = [op for op in ops if op.era == era]
+                if same and len(same) < len(ops):
+                    ops, key = same, f"{key}\x00{era}"
             index = min(self.served[key], len(ops) - 1)
             self.served[key] += 1
             return ops[index]

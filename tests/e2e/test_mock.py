@@ -179,3 +179,32 @@ async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming
     assert cut.value.error.code == -32603
     assert "recording of tools/list" in cut.value.error.message
     assert "capture_body_limit" in cut.value.error.message
+
+
+async def test_a_capture_of_a_dual_era_server_serves_each_client_what_its_era_recorded(
+    tmp_path: Path,
+) -> None:
+    # One capture of the SDK's default dual-era server, listed by a client of each era: a 2026-07-28
+    # client of the mock must get the modern answer (with its caching hints), whatever the order.
+    capture = tmp_path / "dual.jsonl"
+    with PeerServer("dual-mrtr") as peer:
+        env = clean_env(
+            **settings_env(upstream=peer.url, capture=capture, admin_enabled="false", drain_grace=1)
+        )
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "legacy") as client:
+                await client.list_tools()
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                for _ in range(2):
+                    await client.list_tools()
+                    await client.call_tool("add", {"a": 1, "b": 2})
+            assert proxy.stop() == 0
+    with _mock(capture) as mock:
+        async with client_for(mock.endpoint(), "2026-07-28") as client:
+            listed = [[tool.name for tool in (await client.list_tools()).tools] for _ in range(3)]
+        serving = mock.find("mock_serving")
+    assert serving is not None
+    assert serving["era"] == "modern"
+    assert len(listed) == 3
+    assert "add" in listed[0]
+    assert listed[0] == listed[1] == listed[2]
