@@ -416,6 +416,8 @@ class Proxy:
         self.bus.publish(info)
 
     def _eras_changed(self, eras: UpstreamEras) -> None:
+        if self.channels is not None and eras.known and not eras.modern:
+            self.channels.release_shared("the upstream serves no 2026-07-28 request: nothing would use it")
         if self._announced:  # the first probe's eras go out with the proxy's first announcement
             self._publish_info()
 

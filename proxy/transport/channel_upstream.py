@@ -373,6 +373,17 @@ class ChannelUpstream:
         found = self._by_session.get(session)
         return found if found is not None and not found.ended else None
 
+    def release_shared(self, why: str) -> None:
+        """Stop the shared channel while it carries nothing: the upstream serves no request that would
+        use it. The era probe's `server/discover` starts it; a legacy-only server refuses that, and its
+        2026-07-28 clients are bridged onto sessions of their own, so an idle child would only run
+        beside them (and a server that allows one instance at a time would refuse them)."""
+        shared = self._shared
+        if shared is None or shared.ended or shared.exchanges:
+            return
+        self._shared = None
+        shared.channel.stop(why)
+
     def exchange_name(self) -> str:
         """A fresh name for an exchange of a channel's core."""
         return f"x{next(self._names)}"

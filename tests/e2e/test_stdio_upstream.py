@@ -174,3 +174,19 @@ def test_the_python_sdks_stdio_server_serves_both_eras_through_the_proxy(
     assert "hi" in str(lines["echo"]["result"]), run.stderr
     assert lines["ask_name"]["callbacks"], run.stderr + _logs(python_stdio_proxy)
     assert "error" not in lines["ask_name"], lines["ask_name"]
+
+
+def test_no_child_is_left_running_after_the_probe_of_a_legacy_stdio_server() -> None:
+    # The probe's `server/discover` starts the child 2026-07-28 requests share; server-everything is
+    # legacy-only, so nothing would use it: it must not run beside the clients' own children (a
+    # server that allows one instance at a time would refuse them).
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=everything_stdio_command()))) as proxy:
+        assert proxy.wait_for("upstream_eras", 60) is not None, _logs(proxy)
+
+        def running(lines: list[dict[str, Any]]) -> set[int]:
+            started = {e["pid"] for e in lines if e.get("event") == "upstream_started"}
+            return started - {e["pid"] for e in lines if e.get("event") == "upstream_stopping"}
+
+        lines = proxy.wait_events(lambda lines: not running(lines))
+        assert not running(lines), _logs(proxy)
+        assert len([e for e in lines if e.get("event") == "upstream_started"]) >= 1  # the probe ran
