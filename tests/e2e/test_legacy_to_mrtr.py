@@ -242,7 +242,12 @@ async def test_client_vanishing_mid_round_leaves_nothing_pending(
                 await asked.wait()
                 tg.cancel_scope.cancel()
         await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
-    assert chain_named(proxy, "ask_name").summary.status is ChainStatus.ERROR
+    # The SDK's client may get its notifications/cancelled out as it goes (the call ends cancelled),
+    # or be gone first (the vanished client fails it): ended either way, never left pending.
+    vanished = chain_named(proxy, "ask_name").summary
+    assert vanished.status is (
+        ChainStatus.CANCELLED if "cancelled by the client" in vanished.notes else ChainStatus.ERROR
+    )
     opened, closed = exchange_ends(capture)
     assert opened
     assert closed == opened  # every exchange closed in the capture, and none twice

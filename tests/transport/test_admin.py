@@ -136,7 +136,10 @@ async def test_api_chains_filters_by_method_status_mode_and_text_newest_last_wit
 @pytest.mark.parametrize(
     ("query", "named"),
     [
-        ("status=finished", "status must be one of error, incomplete, ok, parked, pending, waiting_client"),
+        (
+            "status=finished",
+            "status must be one of cancelled, error, incomplete, ok, parked, pending, waiting_client",
+        ),
         ("mode=sideways", "mode must be one of legacy_to_mrtr"),
         ("limit=0", "limit must be an integer of at least 1, got 0"),
         ("limit=many", "limit must be an integer of at least 1, got 'many'"),
