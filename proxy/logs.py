@@ -336,8 +336,9 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
 
 
 def asked_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
-    """A request that went to the client, as it went: `12:00:01.234 x7 tools/call ask_name
-    <- elicitation/create #1 asked, waiting on the client`. The exchange's own line follows when it
+    """The client asked something, as it goes: `12:00:01.234 x7 tools/call ask_name #2 <- asks
+    elicitation/create #0, waiting on the client` (an `input_required` answer's input names its key:
+    `<- input_required asks elicitation/create (name), ...`). The exchange's own line follows when it
     closes; until then this one says what it waits for."""
     stamp = str(event.get("timestamp") or "")
     clock = stamp[11:23] if len(stamp) >= 23 else stamp
@@ -345,11 +346,20 @@ def asked_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
         (clock, _DIM),
         (str(event.get("exchange", "")), _ID),
         (str(event.get("carried", "")), ""),
-        ("<-", _DIM),
-        (str(event["asks"]), _BRIGHT),
-        (f"#{event.get('id')}", _ID),
-        ("asked, waiting on the client", _WARN),
     ]
+    ids = event.get("ids") or []
+    if ids:
+        parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
+    parts.append(("<-", _DIM))
+    if event.get("how") == "input_required":
+        parts += [
+            ("input_required asks", ""),
+            (str(event["asks"]), _BRIGHT),
+            (f"({event.get('asked')}),", _ID),
+        ]
+    else:
+        parts += [("asks", ""), (str(event["asks"]), _BRIGHT), (f"#{event.get('asked')},", _ID)]
+    parts.append(("waiting on the client", _WARN))
     mode = event.get("mode")
     if mode and mode != "passthrough":
         parts.append((f"[{mode}]", _MODE))

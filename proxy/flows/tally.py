@@ -32,7 +32,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
-from proxy.wire.mcp import target_name
+from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.values import value
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -41,6 +41,7 @@ _ERROR = Kind.ERROR
 _INVALID = Kind.INVALID
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
+_PASSTHROUGH = Mode.PASSTHROUGH
 
 _CUT_AFTER_ANSWERS = frozenset({"client_disconnected", PROXY_STOPPING})
 """Cuts that are no trouble once every request the exchange carried was answered."""
@@ -49,22 +50,34 @@ _TO_CLIENT = Direction.TO_CLIENT
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
 
+ASKS_TOLD = 20
+"""Inputs of one `input_required` answer told as asked (a server asking more is cut short)."""
+
 ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
 
 
 @value
 class ServerAsked:
-    """A request went to the client on an open exchange: what rides on it now waits for its answer."""
+    """The client was asked something on an open exchange: what rides on it now waits for its answer.
+
+    In flight (a legacy server's request on the call's stream: `asked` is its JSON-RPC id), or as an
+    `input_required` answer a 2026-07-28 server gave in pass-through (`asked` is the input key; the
+    bridges log their rounds themselves).
+    """
 
     exchange: str
     session: str | None
     """Redacted, as the round-trip line shows it."""
     carried: str
     """What the exchange carried (`tools/call ask_name`, `GET stream`): what is waiting."""
+    ids: tuple[RequestId, ...]
+    """The JSON-RPC ids of the client's requests on the exchange."""
     method: str
-    ident: RequestId
+    asked: RequestId
     mode: Mode
+    how: str = "in flight"
+    """`in flight` or `input_required`."""
 
     def log_fields(self) -> dict[str, Any]:
         """The fields of its log line (already redacted)."""
@@ -73,8 +86,10 @@ class ServerAsked:
             "exchange": self.exchange,
             "session": self.session,
             "carried": self.carried,
+            "ids": list(self.ids),
             "asks": self.method,
-            "id": self.ident,
+            "asked": self.asked,
+            "how": self.how,
         }
 
 
@@ -294,14 +309,13 @@ class RoundTripTally:
             tally.bytes_out += obs.size
             if msg.kind is _REQUEST and msg.id is not None and msg.method:
                 self._asked[(tally.session, msg.id)] = msg.method
-                carried = tally.carried or tally.method or tally.http_method
-                self.asking.append(
-                    ServerAsked(obs.exchange, tally.session, carried, msg.method, msg.id, tally.mode)
-                )
+                self._ask(obs.exchange, tally, msg.method, msg.id, "in flight")
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
                 if tally.failed is None:
                     tally.failed = _failure(msg)
+                if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
+                    self._input_required(obs.exchange, tally, msg)
             return
         if msg.kind is _REQUEST:
             if tally.method is None:
@@ -312,6 +326,23 @@ class RoundTripTally:
                 tally.ids.append(msg.id)
         elif tally.carried is None:
             tally.carried = self._name(msg, tally.session)
+
+    def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
+        carried = tally.carried or tally.method or tally.http_method
+        self.asking.append(
+            ServerAsked(exchange, tally.session, carried, tuple(tally.ids), method, asked, tally.mode, how)
+        )
+
+    def _input_required(self, exchange: str, tally: _Open, msg: Message) -> None:
+        """A 2026-07-28 server's `input_required` answer: each input it asks for waits on the client."""
+        result = msg.raw.get("result")
+        if type(result) is not dict or result.get("resultType") != RESULT_INPUT_REQUIRED:
+            return
+        asks = result.get("inputRequests")
+        if isinstance(asks, dict):
+            for key, ask in list(asks.items())[:ASKS_TOLD]:
+                method = ask.get("method") if isinstance(ask, dict) else None
+                self._ask(exchange, tally, method if isinstance(method, str) else "?", key, "input_required")
 
     def _name(self, msg: Message, session: str | None) -> str:
         """The client message an exchange carried first, named for a person reading the log."""

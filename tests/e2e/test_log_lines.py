@@ -192,16 +192,31 @@ async def test_a_question_waiting_on_the_client_is_logged_while_it_waits(
     assert not any("tools/call ask_name" in line and "-> 200" in line for line in seen), seen
     if fmt == "console":
         assert re.search(
-            r"^\d\d:\d\d:\d\d\.\d{3} x\d+ tools/call ask_name <- elicitation/create #\S+ asked, "
+            r"^\d\d:\d\d:\d\d\.\d{3} x\d+ tools/call ask_name #\S+ <- asks elicitation/create #\S+, "
             r"waiting on the client$",
             waiting[0],
         ), waiting[0]
     else:
         line = json.loads(waiting[0])
-        assert (line["event"], line["carried"], line["asks"], line["mode"]) == (
+        assert (line["event"], line["carried"], line["asks"], line["how"], line["mode"]) == (
             "server_asked",
             "tools/call ask_name",
             "elicitation/create",
+            "in flight",
             "passthrough",
         )
+        assert len(line["ids"]) == 1  # the call's own id, beside the question's (`asked`)
         assert line["session"].startswith("<redacted"), line
+
+
+async def test_an_input_required_answer_in_passthrough_says_what_the_call_waits_for(
+    modern_server: PeerServer, renderings: Renderings
+) -> None:
+    lines = await logged_run(renderings, "json", modern_server.url, "python-2026")
+    entries = [json.loads(line) for line in lines]
+    asked = [e for e in entries if e["event"] == "server_asked"]
+    assert [(e["carried"], e["asks"], e["how"], e["mode"]) for e in asked] == [
+        ("tools/call ask_name", "elicitation/create", "input_required", "passthrough")
+    ], entries
+    call = next(e for e in entries if e["event"] == "exchange" and e["exchange"] == asked[0]["exchange"])
+    assert call["ids"] == asked[0]["ids"]

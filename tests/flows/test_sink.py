@@ -431,7 +431,7 @@ def test_a_request_to_the_client_is_told_as_it_goes_whether_or_not_anyone_listen
     told, rig = [], Rig()
     rig.sink.on_asked = told.append
     _nested_elicitation(rig.facts, rig.clock)
-    assert [(a.exchange, a.carried, a.method, a.ident) for a in told] == [
+    assert [(a.exchange, a.carried, a.method, a.asked) for a in told] == [
         ("x1", "tools/call ask", "elicitation/create", 0)
     ]
     quiet = Rig()  # nobody to tell: nothing is kept either

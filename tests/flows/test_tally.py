@@ -99,7 +99,9 @@ def test_a_request_sent_to_the_client_is_told_at_once_with_what_waits_on_it() ->
     tally.observe(MessageSeen(1.2, "x1", classify_value(ASK), 10, Direction.TO_CLIENT, Channel.SSE))
     assert tally.is_open("x1")  # told while the exchange still waits, not when it closes
     assert tally.asking == [
-        ServerAsked("x1", redactor.token("s1"), "tools/call add", "elicitation/create", 7, Mode.PASSTHROUGH)
+        ServerAsked(
+            "x1", redactor.token("s1"), "tools/call add", (1,), "elicitation/create", 7, Mode.PASSTHROUGH
+        )
     ]
     assert tally.asking[0].log_fields()["session"] != "s1"
     tally.asking.clear()
@@ -110,4 +112,23 @@ def test_a_request_sent_to_the_client_is_told_at_once_with_what_waits_on_it() ->
     tally.observe(ExchangeOpened(2.0, "g1", http_method="GET", path="/mcp", headers={}, session="s1"))
     roots = {"jsonrpc": "2.0", "id": 3, "method": "roots/list"}
     tally.observe(MessageSeen(2.1, "g1", classify_value(roots), 10, Direction.TO_CLIENT, Channel.SSE))
-    assert [(a.carried, a.method, a.ident) for a in tally.asking] == [("GET stream", "roots/list", 3)]
+    assert [(a.carried, a.method, a.asked) for a in tally.asking] == [("GET stream", "roots/list", 3)]
+
+
+def test_an_input_required_answer_in_passthrough_tells_each_input_it_waits_for() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    asks = {
+        "name": {"method": "elicitation/create", "params": {"message": "name?"}},
+        "llm": {"method": "sampling/createMessage", "params": {}},
+    }
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "inputRequests": asks}}
+    line = exchange(tally, "x1", "POST", [CALL], [answer], None, content_type="application/json")
+    told = [(a.exchange, a.ids, a.method, a.asked, a.how) for a in tally.asking]
+    assert told == [
+        ("x1", (1,), "elicitation/create", "name", "input_required"),
+        ("x1", (1,), "sampling/createMessage", "llm", "input_required"),
+    ]
+    assert line.trouble is None
+    tally.asking.clear()
+    exchange(tally, "x2", "POST", [CALL], [DONE], None, content_type="application/json")
+    assert tally.asking == []  # a complete answer asks nothing
