@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from proxy import __version__
 from proxy.cli_parser import CliParser
+from proxy.cli_pipes import print_out
 from proxy.config import (
     RULE_LISTS,
     ConfigError,
@@ -141,8 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcp-proxy: {exc}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(render_settings(loaded))
-        return 0
+        return print_out(render_settings(loaded))
     settings = loaded.settings
     if not settings.upstream and not settings.upstream_cmd:
         print(

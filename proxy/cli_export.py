@@ -15,7 +15,6 @@ stderr and in the file), 2 when nothing could be exported (a file that is not a 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from proxy.cli_parser import CliParser
+from proxy.cli_pipes import reader_left
 from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
@@ -127,7 +127,7 @@ def main(argv: Sequence[str]) -> int:
     except BrokenPipeError:
         if str(target) != "-":
             raise
-        return _reader_left()
+        return reader_left()
     except OSError as exc:
         print(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -243,7 +243,7 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         sys.stdout.write("\n".join(commands))
         sys.stdout.flush()
     except BrokenPipeError:
-        return _reader_left()
+        return reader_left()
     print(
         f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}",
         file=sys.stderr,
@@ -262,21 +262,6 @@ def _reads_into_itself(target: Path, captures: Sequence[Path]) -> Path | None:
         except OSError:
             continue
     return None
-
-
-PIPE_CLOSED_EXIT = 141
-"""Exit status when stdout's reader went away (`| head`): what a command killed by SIGPIPE returns."""
-
-
-def _reader_left() -> int:
-    """stdout's reader stopped reading: end quietly, as `cat` does, with nothing more to say.
-
-    stdout is pointed at /dev/null so the interpreter's last flush at exit does not fail again.
-    """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return PIPE_CLOSED_EXIT
 
 
 def _output(target: Path) -> AbstractContextManager[IO[bytes]]:

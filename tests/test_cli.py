@@ -375,3 +375,15 @@ def test_a_subcommands_mistake_names_the_subcommand_and_its_help(tmp_path: Path)
     assert done.returncode == 2
     assert "usage:" not in done.stderr
     assert done.stderr.splitlines()[-1] == "Run `mcp-proxy export --help` for the options."
+
+
+def test_print_config_to_a_pipe_whose_reader_left_ends_quietly_like_cat() -> None:
+    command = [sys.executable, "-m", "proxy.cli", "--upstream", "http://127.0.0.1:9/mcp", "--print-config"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()  # the reader leaves before the first byte (`| head -c 0`)
+    _, err = child.communicate(timeout=60)
+
+    assert child.returncode == 141
+    assert b"Broken pipe" not in err
+    assert b"Traceback" not in err
