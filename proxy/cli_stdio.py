@@ -48,8 +48,16 @@ file or environment shared with `mcp-proxy --upstream ...` may still set them; t
 def build_stdio_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy stdio` (the command after `--` is split off before it runs)."""
     why = "sets the listener HTTP clients reach; mcp-proxy stdio serves one client on stdin/stdout"
+    no_tui = (
+        "draws on the terminal, but stdout carries the protocol here: watch with "
+        "`mcp-proxy tui --attach http://ADMIN` (the admin address is logged at start)"
+    )
     parser = CliParser(
-        elsewhere={flag_name(name): why for name in HTTP_CLIENTS_ONLY},
+        elsewhere={
+            **{flag_name(name): why for name in HTTP_CLIENTS_ONLY},
+            "--tui": no_tui,
+            "--no-tui": no_tui,
+        },
         prog="mcp-proxy stdio",
         usage="mcp-proxy stdio --upstream URL [SETTINGS] | mcp-proxy stdio [SETTINGS] -- CMD ARGS...",
         description="Serve one stdio MCP client (stdin/stdout) through the proxy, to an HTTP upstream "
@@ -61,7 +69,7 @@ def build_stdio_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--print-config", action="store_true", help="print each effective setting and its source, then exit"
     )
-    add_setting_flags(parser, leave_out=HTTP_CLIENTS_ONLY)
+    add_setting_flags(parser, leave_out=HTTP_CLIENTS_ONLY | {"tui"})
     return parser
 
 

@@ -305,9 +305,9 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     ids = event.get("ids") or []
     http_method, carried = str(event.get("http_method", "")), str(event["carried"])
     parts: list[Part] = [(clock, _DIM), (str(event.get("exchange", "")), _ID)]
-    parts += (
-        [(carried, _BRIGHT)] if carried.startswith(http_method) else [(http_method, ""), (carried, _BRIGHT)]
-    )
+    # A stdio client's exchanges are HTTP-shaped inside the proxy only: no method went on its wire.
+    no_method = carried.startswith(http_method) or event.get("client") == "stdio"
+    parts += [(carried, _BRIGHT)] if no_method else [(http_method, ""), (carried, _BRIGHT)]
     if ids:
         parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
     status = event.get("status")

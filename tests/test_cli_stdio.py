@@ -34,8 +34,17 @@ def test_without_an_upstream_it_exits_2_naming_the_three_ways_to_give_one(
     assert "-- CMD ARGS" in err
 
 
-def test_the_tui_is_refused_since_stdout_carries_the_protocol(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "--upstream", "http://127.0.0.1:9/mcp", "--tui")
+def test_the_tui_is_refused_since_stdout_carries_the_protocol(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as exited:  # no such flag here: the error says why
+        main(["stdio", "--upstream", "http://127.0.0.1:9/mcp", "--tui"])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "tui --attach" in err
+    monkeypatch.setenv("MCP_PROXY_TUI", "true")  # nor as a setting from the environment
+    code, out, err = run(capsys, "--upstream", "http://127.0.0.1:9/mcp")
     assert code == 2
     assert out == ""
     assert "tui --attach" in err
@@ -73,7 +82,7 @@ def test_help_lists_no_setting_of_the_http_listener_and_typing_one_says_why(
     shown = capsys.readouterr().out
     for flag in ("--upstream ", "--capture ", "--admin "):
         assert flag in shown, flag
-    for flag in ("--listen ", "--keepalive-timeout", "--max-client-connections", "--sse-path"):
+    for flag in ("--listen ", "--keepalive-timeout", "--max-client-connections", "--sse-path", "--tui"):
         assert flag not in shown, flag
     with pytest.raises(SystemExit) as exited:
         main(["stdio", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:8080"])

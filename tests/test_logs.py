@@ -14,6 +14,7 @@ import pytest
 
 from proxy import logs
 from proxy.flows.redact import Redactor
+from proxy.logs import exchange_text
 
 
 def test_principal_fields_are_rekeyed_and_known_secret_texts_masked_in_every_line(
@@ -150,3 +151,22 @@ def test_a_console_line_that_is_no_round_trip_starts_with_the_same_clock_and_lea
     assert re.match(r"^\d\d:\d\d:\d\d\.\d{3} \[info\s*\] listening\s", line), line
     assert "admin=http://a:1" in line
     assert "health" not in line
+
+
+def test_a_stdio_clients_exchange_line_names_no_http_method_it_never_sent() -> None:
+    line = {
+        "timestamp": "2026-12-02T03:00:00.000000Z",
+        "exchange": "s1",
+        "http_method": "POST",
+        "carried": "initialize",
+        "ids": [0],
+        "status": 200,
+        "content_type": "application/json",
+        "bytes_out": 120,
+        "duration_ms": 1.5,
+        "mode": "passthrough",
+    }
+    assert exchange_text(line) == "03:00:00.000 s1 POST initialize #0 -> 200 json 120 B 1.5 ms"
+    assert (
+        exchange_text({**line, "client": "stdio"}) == "03:00:00.000 s1 initialize #0 -> 200 json 120 B 1.5 ms"
+    )
