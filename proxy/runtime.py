@@ -491,7 +491,14 @@ class Proxy:
             with suppress(TimeoutError):
                 async with asyncio.timeout(min(_DRAIN_POLL, max(0.0, deadline - loop.time()))):
                     await self._hurry.wait()
-        log.info("drained", **self.conversations())
+        left = self.conversations()
+        if not any(left.values()):
+            how = "every conversation ended"
+        elif self._hurry.is_set():
+            how = "cut short by a second signal: what is left is cut"
+        else:
+            how = f"the grace ({grace:g} s) ran out: what is left is cut"
+        log.info("drained", how=how, **left)
         await self.stop()
 
     def conversations(self) -> dict[str, int]:

@@ -433,6 +433,7 @@ async def test_sigterm_drains_a_call_in_flight_which_completes_then_the_proxy_ex
     drained = proxy.find("drained")
     assert drained is not None
     assert drained["in_flight"] == 0
+    assert drained["how"] == "every conversation ended"
     events = captured(capture)
     headline = final_headline(events, "slow_progress")
     assert headline.chain.status is ChainStatus.OK
@@ -502,6 +503,7 @@ async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_e
     drained = proxy.find("drained")
     assert drained is not None
     assert drained["in_flight"] == 1  # the call was still open when the grace ran out
+    assert drained["how"] == "the grace (1 s) ran out: what is left is cut"
     assert b'"result"' not in rest
     headline = final_headline(captured(capture), "slow_progress")
     assert headline.chain.status is ChainStatus.ERROR
