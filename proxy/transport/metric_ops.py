@@ -268,6 +268,22 @@ class OpCounter:
                 if handler is not None:
                     handler(obs)
 
+    def waiting_on_client(self) -> int:
+        """Operations waiting on the client now: a question the server asked in flight and not yet
+        answered, or an `input_required` answer whose retry has not come (read on a scrape: the tables
+        are bounded, and the traffic path keeps no count of its own)."""
+        waiting = {
+            id(op)
+            for ops in (
+                (op for ex in self._exchanges.values() for op in ex.ops),
+                self._nested.values(),
+                self._ops.values(),
+            )
+            for op in ops
+            if op.wait_from is not None and not op.finished
+        }
+        return len(waiting)
+
     # -- exchanges ----------------------------------------------------------------------------------
 
     def _stream_opened(self, ex: _Ex, obs: ExchangeOpened) -> None:

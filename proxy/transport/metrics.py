@@ -92,6 +92,7 @@ class ProxyMetrics:
                 observations_dropped=observations_dropped,
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
+                waiting_on_client=self.counting.waiting_on_client,
             )
         )
 
@@ -242,10 +243,12 @@ class _PresentState:
         observations_dropped: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
+        waiting_on_client: Callable[[], int],
     ) -> None:
         self._store = store
         self._otlp_spans = otlp_spans
         self._client_timeouts = client_timeouts
+        self._waiting_on_client = waiting_on_client
         self._observations_dropped = observations_dropped
         self._bus = bus
         self._open_streams = open_streams
@@ -263,6 +266,12 @@ class _PresentState:
             "mcp_proxy_open_streams", "SSE response streams being relayed now.", self._open_streams()
         )
         yield _gauge("mcp_proxy_open_exchanges", "Client HTTP exchanges in flight.", self._open_exchanges())
+        yield _gauge(
+            "mcp_proxy_waiting_on_client",
+            "Client operations waiting on the client now: a question the server asked (in flight or "
+            "as input_required) not yet answered.",
+            self._waiting_on_client(),
+        )
         yield _gauge(
             "mcp_proxy_parked_continuations",
             "Upstream calls parked between MRTR rounds (modern client, legacy server bridge).",

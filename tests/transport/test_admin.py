@@ -17,7 +17,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import mcp_types as types
 import pytest
+from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Settings
@@ -458,3 +460,26 @@ async def test_observations_dropped_before_anyone_built_them_are_counted() -> No
 
     assert sink.dropped == 30
     assert metric(metrics.render().decode(), "mcp_proxy_observations_dropped_total") == 30
+
+
+@pytest.mark.parametrize(("kind", "mode"), [("legacy-inflight", "legacy"), ("modern-mrtr", "2026-07-28")])
+async def test_a_call_waiting_on_the_client_shows_in_the_waiting_gauge_until_it_is_answered(
+    peer_factory: Any, kind: str, mode: str
+) -> None:
+    # In flight (a legacy server's question on the call's stream) or between an input_required
+    # answer and its retry (2026-07-28): the client holds its answer until the gauge says it waits.
+    server = peer_factory(kind)
+    seen: list[float] = []
+
+    async with admin_proxy(server.url) as proxy:
+
+        async def elicitation(context: Any, params: Any) -> Any:
+            text = await wait_until_metric(proxy, "mcp_proxy_waiting_on_client", 1.0)
+            seen.append(metric(text, "mcp_proxy_waiting_on_client"))
+            return types.ElicitResult(action="accept", content={"name": "octocat"})
+
+        async with Client(proxy.endpoint(), mode=mode, elicitation_callback=elicitation) as client:
+            result = await client.call_tool("ask_name", {})
+        assert [block.text for block in result.content] == ["Hello, octocat!"]  # type: ignore[union-attr]
+        await wait_until_metric(proxy, "mcp_proxy_waiting_on_client", 0.0)
+    assert seen == [1.0]
