@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from proxy.cli import admin_may_move, serve_until_signalled, start_failure
+from proxy.cli import add_setting_flags, admin_may_move, load, serve_until_signalled, start_failure
 from proxy.cli_parser import CliParser
-from proxy.config import ConfigError, LoadedSettings, load_settings
+from proxy.config import ConfigError, LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.mock_table import MockTable, TableReport, read_table
 
@@ -56,7 +56,15 @@ def build_mock_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long to wait for a client's answer to a recorded question (default {ANSWER_TIMEOUT:g})",
     )
+    add_setting_flags(parser, leave_out=MOCK_OWN)
     return parser
+
+
+MOCK_OWN = frozenset(
+    {"upstream", "upstream_cmd", "upstream_transport", "upstream_era", "listen", "capture", "tui"}
+)
+"""Settings the mock has no flag for (it has no upstream; `--listen` and `--capture` are its own, above;
+it draws no TUI): every other setting of the proxy is a flag here too (`--admin`, `--log-format`, ...)."""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -65,9 +73,8 @@ def main(argv: Sequence[str]) -> int:
     if args.captures and args.capture is not None and args.capture in args.captures:
         print("mcp-proxy mock: --capture names a capture being served: record elsewhere", file=sys.stderr)
         return 2
-    flags = {name: value for name, value in (("listen", args.listen), ("capture", args.capture)) if value}
     try:
-        loaded = load_settings(config_path=args.config, flags=flags)
+        loaded = load(args)
         table, report = read_table(args.captures)
     except (ConfigError, CaptureFormatError, CaptureError) as exc:
         print(f"mcp-proxy mock: {exc}", file=sys.stderr)

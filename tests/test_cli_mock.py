@@ -62,3 +62,13 @@ def test_recording_the_mock_into_the_capture_it_serves_is_refused(
     assert code == 2
     assert "--capture names a capture being served" in err
     assert capture.read_text().count("\n") == 1
+
+
+def test_the_proxys_settings_are_flags_of_mock_too_but_the_upstream_is_not() -> None:
+    from proxy.cli_mock import build_mock_parser
+
+    parser = build_mock_parser()
+    args = parser.parse_args(["--admin", "127.0.0.1:0", "--log-format", "json", "run.jsonl"])
+    assert (args.admin, args.log_format) == ("127.0.0.1:0", "json")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--upstream", "http://127.0.0.1:9/mcp", "run.jsonl"])
