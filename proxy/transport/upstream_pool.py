@@ -20,8 +20,8 @@ Idle connections are closed before the upstream would close them: after `idle_ti
 little before the `timeout=N` of the upstream's `Keep-Alive` header when it sends one, so a request is
 not written onto a connection the server is closing. Should that race be lost anyway, a request on a
 reused connection that closes before any byte of its answer arrived is sent once more on a fresh
-connection, if it may be sent twice: a GET or DELETE, or JSON-RPC requests that only read
-(`proxy.wire.mcp.REPEATABLE_METHODS`). A closed connection does not prove the server never read the
+connection, if a second copy does no harm: a GET or DELETE, or a JSON-RPC body of notifications,
+answers to the server and requests that only read or set a state (`proxy.wire.mcp.repeatable`). A closed connection does not prove the server never read the
 request: it may have run a `tools/call` and then died, and a second one would run it again. Never a
 request on a fresh connection, never after a byte.
 

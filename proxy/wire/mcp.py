@@ -63,24 +63,35 @@ REPEATABLE_METHODS: Final[frozenset[str]] = frozenset(
         "resources/list",
         "resources/templates/list",
         "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "logging/setLevel",
         "completion/complete",
     }
 )
-"""Requests with no effect beyond their answer (reads, a ping, the handshakes): one sent twice does no
-harm. Others (`tools/call` above all) may act on the world, and a server that received one may have
-acted before its connection closed: those are never sent a second time."""
+"""Requests with no effect beyond their answer, or the same effect however often they come (reads, a
+ping, the handshakes, a subscription, a log level): one sent twice does no harm. Others (`tools/call`
+above all, and any method not known here) may act on the world, and a server that received one may
+have acted before its connection closed: those are never sent a second time."""
 
 
 def repeatable(body: bytes) -> bool:
-    """Whether every message of a JSON-RPC body is a request that may be sent twice."""
+    """Whether a JSON-RPC body may reach the server twice: every message in it is a notification, a
+    response to the server (a second one for the same id is ignored), or a `REPEATABLE_METHODS`
+    request."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return False
     messages = value if isinstance(value, list) else [value]
-    return bool(messages) and all(
-        isinstance(m, dict) and "id" in m and m.get("method") in REPEATABLE_METHODS for m in messages
-    )
+    return bool(messages) and all(isinstance(m, dict) and _repeatable_message(m) for m in messages)
+
+
+def _repeatable_message(message: dict[str, Any]) -> bool:
+    method = message.get("method")
+    if method is None:
+        return "id" in message and ("result" in message or "error" in message)  # a response
+    return "id" not in message or method in REPEATABLE_METHODS
 
 
 RESULT_COMPLETE: Final = "complete"

@@ -870,10 +870,12 @@ def test_only_requests_that_read_may_be_sent_twice() -> None:
     batch = b"[" + rpc_body("tools/list") + b"," + rpc_body("resources/read") + b"]"
     assert repeatable(batch)
     assert repeatable(rpc_body("initialize"))
+    answer = b'{"jsonrpc":"2.0","id":3,"result":{"action":"accept"}}'  # a second one is ignored
+    note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    assert repeatable(answer)
+    assert repeatable(note)
     mixed = b"[" + rpc_body("tools/list") + b"," + rpc_body("tools/call") + b"]"
-    answer = b'{"jsonrpc":"2.0","id":3,"result":{"action":"accept"}}'  # a client's answer: not twice
-    note = b'{"jsonrpc":"2.0","method":"ping"}'  # no id: a notification, however named
-    for body in (mixed, rpc_body("tools/call"), answer, note, b"[]", b"not json"):
+    for body in (mixed, rpc_body("tools/call"), rpc_body("vendor/launch"), b"[]", b"not json", b"{}"):
         assert not repeatable(body), body
 
 
