@@ -44,6 +44,18 @@ def run_mcp_proxy(*args: str, timeout: float = 30) -> subprocess.CompletedProces
     )
 
 
+def run_into_a_closed_pipe(*args: str, timeout: float = 60) -> tuple[int, bytes]:
+    """Run `mcp-proxy ARGS...` with a stdout whose reader left before the first byte (`| head -c 0`):
+    its exit status and what it wrote on stderr."""
+    child = subprocess.Popen(
+        [*proxy_command(), *args], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=timeout)
+    return child.returncode, err
+
+
 def run_bash(command: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run a command line in bash (an exported curl command, say) with exactly `env`."""
     return subprocess.run(

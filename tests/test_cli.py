@@ -19,7 +19,7 @@ import pytest
 
 from proxy.cli import build_parser, main
 from proxy.config import Settings
-from tests.sidecar import headless_command
+from tests.sidecar import headless_command, run_into_a_closed_pipe
 from tests.ui.helpers import TOUR
 
 UPSTREAM = "http://127.0.0.1:8000/mcp"
@@ -378,12 +378,7 @@ def test_a_subcommands_mistake_names_the_subcommand_and_its_help(tmp_path: Path)
 
 
 def test_print_config_to_a_pipe_whose_reader_left_ends_quietly_like_cat() -> None:
-    command = [sys.executable, "-m", "proxy.cli", "--upstream", "http://127.0.0.1:9/mcp", "--print-config"]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert child.stdout is not None
-    child.stdout.close()  # the reader leaves before the first byte (`| head -c 0`)
-    _, err = child.communicate(timeout=60)
-
-    assert child.returncode == 141
+    status, err = run_into_a_closed_pipe("--upstream", "http://127.0.0.1:9/mcp", "--print-config")
+    assert status == 141
     assert b"Broken pipe" not in err
     assert b"Traceback" not in err

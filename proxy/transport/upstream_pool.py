@@ -21,9 +21,10 @@ little before the `timeout=N` of the upstream's `Keep-Alive` header when it send
 not written onto a connection the server is closing. Should that race be lost anyway, a request on a
 reused connection that closes before any byte of its answer arrived is sent once more on a fresh
 connection, if a second copy does no harm: a GET or DELETE, or a JSON-RPC body of notifications,
-answers to the server and requests that only read or set a state (`proxy.wire.mcp.repeatable`). A closed connection does not prove the server never read the
-request: it may have run a `tools/call` and then died, and a second one would run it again. Never a
-request on a fresh connection, never after a byte.
+answers to the server and requests that only read or set a state (`proxy.wire.mcp.repeatable`). A
+closed connection does not prove the server never read the request: it may have run a `tools/call`
+and then died, and a second one would run it again. Never a request on a fresh connection, never
+after a byte.
 
 Guarded: a refused head never takes a connection, and every failure after one was taken gives it back
 or closes it.

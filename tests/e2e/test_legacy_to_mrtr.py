@@ -176,6 +176,17 @@ async def test_round_cap_fails_the_call_with_a_clear_message(
     assert "round" in message
 
 
+async def cancel_once_asked(client: Client, asked: anyio.Event) -> None:
+    """Call `ask_name` and cancel it once the server's question has reached the client (the SDK then
+    sends `notifications/cancelled`); bounded."""
+    with anyio.move_on_after(20) as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "ask_name", {})
+            await asked.wait()
+            tg.cancel_scope.cancel()
+    assert not scope.cancelled_caught
+
+
 async def test_client_cancelling_mid_round_leaves_nothing_pending(
     modern_server: PeerServer, proxy_for: Callable[..., Any]
 ) -> None:
@@ -186,12 +197,7 @@ async def test_client_cancelling_mid_round_leaves_nothing_pending(
         proxy_for(modern_server.url) as proxy,
         Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
     ):
-        with anyio.move_on_after(20) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.call_tool, "ask_name", {})
-                await asked.wait()
-                tg.cancel_scope.cancel()
-        assert not scope.cancelled_caught
+        await cancel_once_asked(client, asked)
         await wait_until(lambda: bridge_tables_empty(proxy), what="bridge tables to drain")
         after = await client.call_tool("echo", {"text": "still serving"})
     assert after.content[0].text == "still serving"  # type: ignore[union-attr]
@@ -210,12 +216,7 @@ async def test_a_call_a_legacy_client_cancels_in_passthrough_ends_cancelled(
         proxy_for(legacy_server.url) as proxy,
         Client(proxy.endpoint(), mode="legacy", elicitation_callback=stall) as client,
     ):
-        with anyio.move_on_after(20) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.call_tool, "ask_name", {})
-                await asked.wait()
-                tg.cancel_scope.cancel()
-        assert not scope.cancelled_caught
+        await cancel_once_asked(client, asked)
         await wait_until(
             lambda: chain_named(proxy, "ask_name").summary.ended is not None, what="the call's chain to end"
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from proxy.flows.redact import Redactor
 from proxy.record.capture import CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
+from tests.sidecar import run_into_a_closed_pipe
 
 
 def record_small(directory: Path) -> Path:
@@ -171,12 +170,8 @@ def test_an_export_to_a_pipe_whose_reader_left_ends_quietly_like_cat(
     tmp_path: Path, chosen: list[str]
 ) -> None:
     capture = record_small(tmp_path)
-    command = [sys.executable, "-m", "proxy.cli", "export", *chosen, str(capture)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert child.stdout is not None
-    child.stdout.close()  # the reader leaves before the first byte (`| head -c 0`)
-    _, err = child.communicate(timeout=60)
+    status, err = run_into_a_closed_pipe("export", *chosen, str(capture))
 
-    assert child.returncode == 141
+    assert status == 141
     assert b"Broken pipe" not in err
     assert b"Traceback" not in err
