@@ -255,6 +255,8 @@ class ConsoleLines:
             return round_text(event, colors=self.colors)
         if kind == "server_asked" and "asks" in event:
             return asked_text(event, colors=self.colors)
+        if kind == "bridge_resumed" and "round" in event:
+            return resumed_text(event, colors=self.colors)
         # Every other line starts with the same clock as the round-trip lines and leaves out the
         # fields that say nothing (None): the JSON rendering keeps them all.
         shown = {key: value for key, value in event.items() if value is not None}
@@ -362,6 +364,24 @@ def asked_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     parts.append(("waiting on the client", _WARN))
     mode = event.get("mode")
     if mode and mode != "passthrough":
+        parts.append((f"[{mode}]", _MODE))
+    return _painted(parts, colors)
+
+
+def resumed_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
+    """A parked call taken up again by the client's retry, among the round lines it sits between:
+    `12:00:01.234 x9 round 2 resumed by #11 [mrtr_to_legacy]`."""
+    stamp = str(event.get("timestamp") or "")
+    clock = stamp[11:23] if len(stamp) >= 23 else stamp
+    parts: list[Part] = [
+        (clock, _DIM),
+        (str(event.get("exchange", "")), _ID),
+        (f"round {event['round']}", ""),
+        ("resumed by", ""),
+        (f"#{event.get('client_id')}", _ID),
+    ]
+    mode = event.get("mode")
+    if mode:
         parts.append((f"[{mode}]", _MODE))
     return _painted(parts, colors)
 

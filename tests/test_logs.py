@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import structlog
 
 from proxy import logs
 from proxy.flows.redact import Redactor
@@ -170,3 +171,18 @@ def test_a_stdio_clients_exchange_line_names_no_http_method_it_never_sent() -> N
     assert (
         exchange_text({**line, "client": "stdio"}) == "03:00:00.000 s1 initialize #0 -> 200 json 120 B 1.5 ms"
     )
+
+
+def test_a_resumed_bridge_call_reads_as_a_short_line_among_its_rounds() -> None:
+    renderer = logs.ConsoleLines(structlog.dev.ConsoleRenderer(colors=False))
+    event = {
+        "event": "bridge_resumed",
+        "mode": "mrtr_to_legacy",
+        "call": "call-464",
+        "exchange": "x654",
+        "client_id": 11601,
+        "round": 2,
+        "timestamp": "2026-12-02T03:00:00.123000Z",
+        "level": "info",
+    }
+    assert renderer(None, "info", event) == "03:00:00.123 x654 round 2 resumed by #11601 [mrtr_to_legacy]"
