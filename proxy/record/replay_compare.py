@@ -383,6 +383,9 @@ def _first_in(old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
                 return found
         return None
     if isinstance(old, list) and isinstance(new, list):
+        key = _identity(old, new)
+        if key is not None and (found := _first_by_identity(old, new, path, key)) is not None:
+            return found
         for i in range(max(len(old), len(new))):
             found = _first_in(
                 old[i] if i < len(old) else MISSING, new[i] if i < len(new) else MISSING, f"{path}[{i}]"
@@ -392,6 +395,44 @@ def _first_in(old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
         return None
     if old is MISSING or new is MISSING or type(old) is not type(new) or old != new:
         return path, old, new
+    return None
+
+
+IDENTITY_KEYS: Final = ("name", "uri", "uriTemplate")
+"""Fields that name an item of a list (a tool, prompt, resource or template): lists whose items all
+carry one, unique on each side, are compared item by item by it, so a tool added to a list reads as
+that tool, not as every later tool changed."""
+
+
+def _identity(old: list[Any], new: list[Any]) -> str | None:
+    """The field that names every item of both lists, uniquely within each; None when none does."""
+    for key in IDENTITY_KEYS:
+        named = True
+        for items in (old, new):
+            names = [item.get(key) if isinstance(item, dict) else None for item in items]
+            if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+                named = False
+                break
+        if named and (old or new):
+            return key
+    return None
+
+
+def _first_by_identity(old: list[Any], new: list[Any], path: str, key: str) -> tuple[str, Any, Any] | None:
+    """The first recorded item missing from the replay or changed in it, then the first item only the
+    replay has; None when both hold the same items (their order is compared by place afterwards)."""
+    replayed = {item[key]: item for item in new}
+    for i, item in enumerate(old):
+        again = replayed.get(item[key], MISSING)
+        if again is MISSING:
+            return f"{path}[{i}]", item, MISSING
+        found = _first_in(item, again, f"{path}[{i}]")
+        if found is not None:
+            return found
+    recorded = {item[key] for item in old}
+    for j, item in enumerate(new):
+        if item[key] not in recorded:
+            return f"{path}[{j}]", MISSING, item
     return None
 
 

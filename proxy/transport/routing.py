@@ -50,6 +50,12 @@ DUAL_ERA_HINT = (
 )
 """What a user of a dual-era server (the Python SDK's default) may need to know."""
 
+UNREACHABLE_HINT = (
+    "the proxy serves anyway and probes the upstream again on the next request; /readyz answers 503 "
+    "until the upstream answers (normal for a sidecar started before its server; else check --upstream)"
+)
+"""What an upstream nobody answers at (yet) means for the proxy, said once with the probe's problem."""
+
 _CREDENTIALS = ("authorization", "cookie")
 """Headers of the request that asked for a probe that go along with it."""
 
@@ -168,7 +174,8 @@ class Router:
                     self.on_change(found.eras)
         if not found.eras.known:  # a 404 to initialize: a wrong URL, not a server still starting
             level = get_logger().warning if NOT_FOUND_HINT in found.problem else get_logger().info
-            level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem)
+            hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
+            level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
         return found
 
     def _set_eras(self, eras: UpstreamEras) -> None:

@@ -212,7 +212,7 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
         if not stop.is_set():
             await finish_input(shell, stop, serving.settings.drain_grace)
     finally:
-        log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "stopping")
+        log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "the proxy is stopping")
         await shell.close(PROXY_STOPPING if stop.is_set() else "client_disconnected")
         if transport is not None:
             transport.close()

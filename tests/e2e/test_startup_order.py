@@ -113,3 +113,16 @@ async def test_readyz_turns_ready_within_a_second_of_the_upstream_listening() ->
         finally:
             await asyncio.to_thread(peer.cleanup)
     assert took < 1.0, f"ready {took:.2f}s after the upstream listened"
+
+
+def test_an_upstream_nobody_answers_at_start_is_explained_not_only_named() -> None:
+    port = dead_port()
+    env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", admin_enabled="false"))
+    with ProxyProcess(env) as proxy:
+        unknown = proxy.wait_for("upstream_era_unknown")
+
+    assert unknown is not None, proxy.stderr()
+    assert unknown["level"] == "info", unknown  # a sidecar often starts before its server
+    assert "Connection refused" in unknown["problem"]
+    assert "probes the upstream again on the next request" in unknown["hint"]
+    assert "/readyz answers 503" in unknown["hint"]

@@ -432,3 +432,5 @@ def test_a_call_in_flight_when_a_signal_stops_mcp_proxy_stdio_is_logged_as_cut_b
     client.kill()  # reads the pipes to their end
     calls = [json.loads(line) for line in client.err if b'"exchange"' in line and b"tools/call" in line]
     assert [c.get("outcome") for c in calls if c.get("event") == "exchange"] == ["proxy_stopping"]
+    closed = [json.loads(line) for line in client.err if b'"stdio_client_closed"' in line]
+    assert [c["reason"] for c in closed] == ["the proxy is stopping"]

@@ -321,7 +321,7 @@ def test_delete_answers_and_closes_a_session_channel() -> None:
         Playbook(ChannelCore(session="s-1"))
         >> DeleteRequested("d")
         << Answer("d", 200, SESSION, b"")
-        << CloseChannel("the client ended its session")
+        << CloseChannel("its session ended (DELETE)")
     )
 
 

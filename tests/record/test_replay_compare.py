@@ -279,3 +279,48 @@ def test_a_message_label_as_an_ignore_pattern_leaves_those_messages_out() -> Non
 
     assert compare_chains(recorded, call(1, "hi")) is not None
     assert compare_chains(recorded, call(1, "hi"), IgnoreRules(("notifications/message",))) is None
+
+
+def tools_list(*names: str) -> list[MessageRecord]:
+    tools = [{"name": name, "description": f"The {name} tool", "inputSchema": {}} for name in names]
+    return [up({"id": 1, "method": "tools/list"}), down({"id": 1, "result": {"tools": tools}})]
+
+
+def test_a_tool_added_to_a_list_is_named_as_that_tool_not_as_later_tools_changed() -> None:
+    found = compare_chains(tools_list("add", "echo"), tools_list("add", "divide", "echo"))
+
+    assert found is not None
+    assert found.path == "result.tools[1]"
+    assert found.recorded is MISSING
+    assert found.replayed["name"] == "divide"
+
+
+def test_a_tool_gone_from_a_list_is_named_as_that_tool() -> None:
+    found = compare_chains(tools_list("add", "divide", "echo"), tools_list("add", "echo"))
+
+    assert found is not None
+    assert found.path == "result.tools[1]"
+    assert found.recorded["name"] == "divide"
+    assert found.replayed is MISSING
+
+
+def test_a_changed_tool_is_found_by_its_name_wherever_it_moved() -> None:
+    replayed = tools_list("add", "echo")
+    replayed[1].body["result"]["tools"].insert(0, {"name": "zero", "description": "", "inputSchema": {}})
+    replayed[1].body["result"]["tools"][2]["description"] = "Echoes"
+
+    found = compare_chains(tools_list("add", "echo"), replayed)
+
+    assert found is not None
+    assert (found.path, found.recorded, found.replayed) == (
+        "result.tools[1].description",
+        "The echo tool",
+        "Echoes",
+    )
+
+
+def test_the_same_tools_in_another_order_still_differ_by_place() -> None:
+    found = compare_chains(tools_list("add", "echo"), tools_list("echo", "add"))
+
+    assert found is not None
+    assert found.path == "result.tools[0].name"

@@ -274,7 +274,7 @@ class ChannelCore:
         if self.session is None:
             text = "Method Not Allowed: the sessionless (2026-07-28) channel has no session to end"
             return [self._error(exchange, 405, None, errors.INVALID_REQUEST, text)]
-        return [Answer(exchange, 200, self._sse_head, b""), CloseChannel("the client ended its session")]
+        return [Answer(exchange, 200, self._sse_head, b""), CloseChannel("its session ended (DELETE)")]
 
     def _abandoned(self, exchange: str) -> list[ChannelCommand]:
         ex = self._exchanges.pop(exchange, None)
