@@ -21,6 +21,22 @@ MAX_BODY: Final = 16 * 1024 * 1024
 """Largest JSON response body read (a bigger one is reported, not read)."""
 
 
+SHOWN_BODY: Final = 80
+"""Bytes of a response body that is not JSON shown in the report: enough to recognise an HTML page."""
+
+
+def plainly(exc: aiohttp.ClientError) -> str:
+    """What an HTTP client error means for the request, in the report's words (the library's own
+    wording names its internals: payload, transfer encoding, connector)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the connection closed before an answer"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "the response body broke off before its end"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect: {exc.os_error.strerror or exc.os_error}"
+    return str(exc) or type(exc).__name__
+
+
 class ReplayHttpError(Exception):
     """A request of the replay that got no usable answer (the text says what happened)."""
 
@@ -51,12 +67,22 @@ class Reply:
         body = await self._response.content.read(MAX_BODY + 1)
         if len(body) > MAX_BODY:
             raise ReplayHttpError(f"a response body past {MAX_BODY} bytes")
+        promised = self._response.content_length
+        if promised is not None and len(body) < promised:
+            raise ReplayHttpError(
+                f"HTTP {self.status}: the response body broke off after {len(body)} of {promised} bytes"
+            )
         if not body.strip():
             return
         try:
             value = json.loads(body)
         except ValueError as exc:
-            raise ReplayHttpError(f"HTTP {self.status} with a body that is not JSON: {exc}") from exc
+            shown = body[:SHOWN_BODY].decode("utf-8", "replace").strip()
+            cut = "..." if len(body) > SHOWN_BODY else ""
+            raise ReplayHttpError(
+                f"HTTP {self.status} answered {kind or 'a body of no content type'} ({len(body)} bytes), "
+                f"not JSON-RPC: {shown!r}{cut}"
+            ) from exc
         for message in value if isinstance(value, list) else [value]:
             if isinstance(message, dict):
                 yield message
@@ -87,7 +113,7 @@ class ReplayHttp:
             async with self.session.post(self.url, data=data, headers=dict(headers)) as response:
                 yield Reply(response.status, response.headers, response)
         except aiohttp.ClientError as exc:
-            raise ReplayHttpError(f"POST {body.get('method') or 'answer'}: {exc}") from exc
+            raise ReplayHttpError(f"POST {body.get('method') or 'answer'}: {plainly(exc)}") from exc
 
     async def delete(self, headers: Mapping[str, str]) -> int:
         """DELETE the endpoint (a legacy session's end); returns the status."""
@@ -96,4 +122,4 @@ class ReplayHttp:
                 await response.read()
                 return response.status
         except aiohttp.ClientError as exc:
-            raise ReplayHttpError(f"DELETE: {exc}") from exc
+            raise ReplayHttpError(f"DELETE: {plainly(exc)}") from exc

@@ -1,0 +1,102 @@
+"""The replay's HTTP side reports an answer it cannot use in the report's words, not its library's.
+
+The server that answers HTML is the standard library's `http.server` (a real peer: it answers 501 to
+a POST); the body cut short is a named fake, since no real server sends less than its Content-Length
+on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import aiohttp
+import pytest
+
+from proxy.replay.http import ReplayHttp, ReplayHttpError
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add"}}
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+async def cut_body_server() -> AsyncIterator[str]:
+    """Fake: answers a JSON head promising 100 bytes, sends 10, and closes."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+        writer.write(b'{"jsonrpc"')
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def first_message(url: str) -> None:
+    async with aiohttp.ClientSession() as session, ReplayHttp(session, url).post(CALL, {}) as reply:
+        async for _ in reply.messages():
+            pass
+
+
+async def test_an_html_answer_is_named_by_status_type_size_and_its_first_bytes(html_server: str) -> None:
+    with pytest.raises(ReplayHttpError) as caught:
+        await first_message(html_server)
+
+    text = str(caught.value)
+    assert text.startswith("HTTP 501 answered text/html (")
+    assert "not JSON-RPC: '<!DOCTYPE HTML>" in text
+    assert "Expecting value" not in text  # the JSON parser's own words
+
+
+async def test_a_body_cut_short_says_so_in_plain_words(cut_body_server: str) -> None:
+    with pytest.raises(ReplayHttpError) as caught:
+        await first_message(cut_body_server)
+
+    assert str(caught.value) == "HTTP 200: the response body broke off after 10 of 100 bytes"
+
+
+@pytest.fixture
+async def hang_up_server() -> AsyncIterator[str]:
+    """Fake: reads the request and closes without a byte of answer (a server that crashed on it)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_server_that_hangs_up_is_said_to_have_closed_the_connection(hang_up_server: str) -> None:
+    with pytest.raises(ReplayHttpError) as caught:
+        await first_message(hang_up_server)
+
+    assert str(caught.value) == "POST tools/call: the connection closed before an answer"
