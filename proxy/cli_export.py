@@ -233,6 +233,7 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
                 proxy_url=info.listen if info else None,
                 upstream_url=info.upstream if info else None,
                 target=to,
+                session_opener=found.session_opener(),
             )
             for m in sent
         ]

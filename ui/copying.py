@@ -33,6 +33,17 @@ def _proxy_for(model: ViewModel, request: MessageRecord) -> ProxyInfo | None:
     return model.info
 
 
+def _session_opener(model: ViewModel, entry: ChainEntry) -> str | None:
+    """The chain in view whose `initialize` opened `entry`'s session, if any."""
+    session = entry.summary.session
+    if not session:
+        return None
+    for chain in model.chains.values():
+        if chain.summary.session == session and chain.summary.method == "initialize":
+            return chain.summary.id
+    return None
+
+
 def as_curl(model: ViewModel, entry: ChainEntry, record: MessageRecord) -> Copy:
     """The curl command of `record`'s request (the request itself, or the one whose exchange carried it)."""
     try:
@@ -44,6 +55,7 @@ def as_curl(model: ViewModel, entry: ChainEntry, record: MessageRecord) -> Copy:
             chain_id=entry.summary.id,
             proxy_url=info.listen if info else None,
             upstream_url=info.upstream if info else None,
+            session_opener=_session_opener(model, entry),
         )
     except NoRequest as exc:
         return Copy(f"nothing to copy as curl: {exc}", "")

@@ -48,14 +48,28 @@ class _Secrets:
     """The placeholders one command uses: variable name -> what it stands for."""
 
     names: dict[str, str] = field(default_factory=dict)
+    session_from: str = ""
+    """Where the session id comes from, said where the session's placeholder is explained."""
 
     def var(self, preferred: str, what: str) -> str:
+        if preferred == _SESSION_VAR and self.session_from:
+            what = self.session_from
         name, n = preferred, 1
         while name in self.names and self.names[name] != what:
             n += 1
             name = f"{preferred}_{n}"
         self.names[name] = what
         return name
+
+
+_SESSION_VAR: Final = _WELL_KNOWN["mcp-session-id"]
+
+
+def _session_source(opener: str | None) -> str:
+    where = "the Mcp-Session-Id header of the answer to the session's initialize"
+    if opener is None:
+        return f"the session id, from {where} (its command prints it, with -i)"
+    return f"the session id, from {where}, chain {opener} (`mcp-proxy export --curl {opener}` prints it)"
 
 
 def _env(name: str) -> str:
@@ -209,10 +223,15 @@ def curl_command(
     proxy_url: str | None,
     upstream_url: str | None,
     target: Target = "proxy",
+    session_opener: str | None = None,
 ) -> str:
-    """A bash command that sends `record`'s request again with its headers (see the module doc)."""
+    """A bash command that sends `record`'s request again with its headers (see the module doc).
+
+    `session_opener` is the id of the chain whose `initialize` opened the request's session, when the
+    caller knows it: the comment then says which command's answer holds the session id to set.
+    """
     request = request_for(messages, record)
-    secrets = _Secrets()
+    secrets = _Secrets(session_from="" if request.side is Side.UPSTREAM else _session_source(session_opener))
     headers: list[tuple[str, str]] = [("Content-Type", "application/json")]
     accept = "application/json, text/event-stream"
     if request.side is Side.UPSTREAM:

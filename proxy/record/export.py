@@ -178,6 +178,13 @@ class ChainFound:
     chain: Chain | None = None
     info: ProxyInfo | None = None
     report: ExportReport = field(default_factory=ExportReport)
+    openers: dict[str, str] = field(default_factory=dict)
+    """Session (as recorded, redacted) -> the id of the chain whose `initialize` opened it."""
+
+    def session_opener(self) -> str | None:
+        """The chain that opened the found chain's session, if the capture holds it."""
+        session = self.chain.summary.session if self.chain is not None else None
+        return self.openers.get(session) if session else None
 
 
 def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
@@ -190,8 +197,11 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
     found = ChainFound()
 
     def gone(chain: Chain) -> None:
-        if chain.summary.id == chain_id:
+        summary = chain.summary
+        if summary.id == chain_id:
             found.chain = chain
+        if summary.method == "initialize" and summary.session:
+            found.openers.setdefault(summary.session, summary.id)
 
     def info(event: ProxyInfo) -> None:
         found.info = found.info or event

@@ -133,6 +133,7 @@ async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer
     assert listed.returncode == 0, listed.stderr
     chains = json.loads(listed.stdout)["chains"]
     (echo,) = [c["chain"]["id"] for c in chains if c["chain"].get("name") == "echo"]
+    (opener,) = [c["chain"]["id"] for c in chains if c["chain"]["method"] == "initialize"]
 
     exported = run_mcp_proxy("export", "--curl", echo, "--to", "upstream", str(capture))
     at_proxy = run_mcp_proxy("export", "--curl", echo, str(capture))
@@ -145,6 +146,7 @@ async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer
     assert f"curl -sS -N -X POST {proxy.endpoint()}" in at_proxy.stdout
     assert '"${MCP_TOKEN:?' in command
     assert '"${MCP_SESSION_ID:?' in command
+    assert f"initialize, chain {opener} (`mcp-proxy export --curl {opener}` prints it)" in at_proxy.stdout
     base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
 
     refused = run_bash(command, base)

@@ -123,6 +123,26 @@ def test_an_initialize_shows_the_answers_head_where_the_session_id_comes_from() 
     assert " -i " not in later
 
 
+def test_a_sessions_placeholder_says_which_chains_answer_holds_the_session_id() -> None:
+    session = "<redacted len=32 hmac:5589c7dc>"
+    headers = {"Host": "x", "Mcp-Session-Id": session}
+    call = record(2, http=HttpInfo(method="POST", path="/mcp", headers=headers))
+
+    named = curl_command(
+        [call], call, chain_id="r9", proxy_url="http://p", upstream_url=None, session_opener="r7"
+    )
+    unnamed = curl_command([call], call, chain_id="r9", proxy_url="http://p", upstream_url=None)
+
+    assert session not in named
+    assert (
+        "# set MCP_SESSION_ID first: the session id, from the Mcp-Session-Id header of the answer to "
+        "the session's initialize, chain r7 (`mcp-proxy export --curl r7` prints it)"
+    ) in named
+    assert "the session's initialize (its command prints it, with -i)" in unnamed
+    args = curl_args(named, dict(os.environ, MCP_SESSION_ID="abc", MCP_BODY_SECRET="s"))
+    assert "Mcp-Session-Id: abc" in args
+
+
 def test_a_call_the_server_asks_about_says_to_run_it_in_the_background_and_its_answer_which_id_to_use() -> (
     None
 ):

@@ -154,8 +154,15 @@ async def test_c_and_shift_c_in_the_tree_copy_the_message_and_show_the_command()
         await pilot.press("escape", "c")
         await pilot.pause()
         jsonrpc = app.clipboard
+        (session,) = [e.summary.session for e in app.model.chains.values() if e.summary.id == "c11"]
+        (opener,) = [
+            e.summary.id
+            for e in app.model.chains.values()
+            if e.summary.method == "initialize" and e.summary.session == session
+        ]
 
     assert shown == curl
+    assert f"answer to the session's initialize, chain {opener} (" in curl
     assert curl.startswith("# mcp-proxy: chain c11, message 1 (tools/call #4), sent to the proxy")
     assert "curl -sS -N -X POST http://127.0.0.1:8080/mcp" in curl
     assert "'mcp-session-id: '\"${MCP_SESSION_ID:?" in curl
