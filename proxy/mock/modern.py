@@ -16,6 +16,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from proxy.engine.modern_client.answers import complete_result
+from proxy.engine.modern_client.listen import ACKNOWLEDGED
 from proxy.logs import get_logger
 from proxy.mock.backend import (
     PATH,
@@ -33,7 +34,10 @@ from proxy.mock.backend import (
     start_stream,
 )
 from proxy.record.mock_table import INVALID_PARAMS, METHOD_NOT_FOUND, Ask, Miss, Operation, match_key
+from proxy.wire.mcp import META_SUBSCRIPTION_ID
 from proxy.wire.versions import LATEST_MODERN
+
+LISTEN: Final = "subscriptions/listen"
 
 MAX_STATES: Final = 1024
 """Rounds waiting for a retry that the mock remembers; the oldest is forgotten past this."""
@@ -82,6 +86,8 @@ class ModernMock(MockServer):
         if isinstance(state, str) and isinstance(params, dict):
             return await _respond(request, params, *self._retry(msg_id, method, params, state))
         found = self.table.lookup(method, params, era="modern")
+        if isinstance(found, Miss) and method == LISTEN:
+            return await _no_subscriptions(request, msg_id)
         if isinstance(found, Miss):
             get_logger().info("mock_unmatched", method=method, message=found.message)
             status = 404 if found.code == METHOD_NOT_FOUND else 200
@@ -142,6 +148,18 @@ async def _respond(
     for note in played:
         await send_event(response, note)
     await send_event(response, message)
+    await response.write_eof()
+    return response
+
+
+async def _no_subscriptions(request: web.Request, msg_id: Any) -> web.StreamResponse:
+    """A listen the capture cannot serve (nothing it recorded changes): acknowledged with no
+    notification honoured, then ended gracefully, as a legacy mock answers a GET stream 405."""
+    meta = {"_meta": {META_SUBSCRIPTION_ID: msg_id}}
+    response = await start_stream(request)
+    ack = {"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": {"notifications": {}, **meta}}
+    await send_event(response, ack)
+    await send_event(response, reply(msg_id, {"result": {"resultType": "complete", **meta}}))
     await response.write_eof()
     return response
 

@@ -13,10 +13,12 @@ recorded call.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -101,7 +103,9 @@ async def test_a_mock_gives_every_recorded_result_and_asks_every_recorded_questi
                 name: normalize_tool_result(await client.call_tool(name, args)) for name, args in CALLS
             }
         serving = mock.find("mock_serving")
+        warnings = [e for e in mock.events() if e.get("level") in ("warning", "error")]
     assert serving is not None
+    assert warnings == [], "a mock served as recorded warns of nothing"
     assert serving["era"] == ("legacy" if recorded.era == "legacy" else "modern")
     assert tools == recorded.tools
     assert results == recorded.results
@@ -208,3 +212,40 @@ async def test_a_capture_of_a_dual_era_server_serves_each_client_what_its_era_re
     assert len(listed) == 3
     assert "add" in listed[0]
     assert listed[0] == listed[1] == listed[2]
+
+
+@pytest.mark.parametrize("recorded", ["modern-mrtr"], indirect=True)
+async def test_a_listen_the_capture_cannot_serve_is_acknowledged_with_nothing_and_ended_gracefully(
+    recorded: Recorded,
+) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": True},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+        },
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Mcp-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    with _mock(recorded.capture) as mock:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(mock.endpoint(), json=body, headers=headers) as resp,
+        ):
+            status, kind, text = resp.status, resp.content_type, await resp.text()
+        warnings = [e for e in mock.events() if e.get("level") in ("warning", "error")]
+
+    assert (status, kind) == (200, "text/event-stream"), text
+    events = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    assert [e.get("method") for e in events] == ["notifications/subscriptions/acknowledged", None]
+    assert events[0]["params"]["notifications"] == {}
+    assert events[1]["id"] == 9
+    assert events[1]["result"]["resultType"] == "complete"
+    assert events[1]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 9
+    assert warnings == []
