@@ -23,6 +23,7 @@ from proxy import __version__
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import print_out
 from proxy.config import (
+    ENV_PREFIX,
     RULE_LISTS,
     ConfigError,
     LoadedSettings,
@@ -58,7 +59,10 @@ def summary(description: str) -> str:
 def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str] = frozenset()) -> None:
     """One flag per Settings field, named `--field-name`, defaulting to 'not typed' (None); none for
     the fields in `leave_out` (settings a command has no use for: its help lists only what acts)."""
-    group = parser.add_argument_group("settings (each also MCP_PROXY_<NAME> or a TOML key)")
+    group = parser.add_argument_group(
+        "settings (each also a TOML key, such as upstream_timeout or faults, and the variable named "
+        "after it: MCP_PROXY_UPSTREAM_TIMEOUT, MCP_PROXY_FAULTS)"
+    )
     for name, info in Settings.model_fields.items():
         if name in leave_out:
             continue
@@ -66,6 +70,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str]
         help_text = summary(info.description or "")
         kind = _flag_type(info.annotation)
         if name in RULE_LISTS:  # one rule per flag: a rule may hold commas
+            help_text += f" Repeat the flag per rule; in {ENV_PREFIX}{name.upper()}, rules are split on `;`."
             group.add_argument(flag, dest=name, action="append", default=None, metavar="RULE", help=help_text)
         elif kind is bool:
             group.add_argument(

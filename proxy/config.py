@@ -49,6 +49,9 @@ ENV_PREFIX = "MCP_PROXY_"
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
 
+HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
+"""A header name as HTTP defines one (a token, lowercased): what a redaction entry must be to match."""
+
 RULE_LISTS = {"faults": "--fault", "intercepts": "--intercept"}
 """List settings whose items are rules (which may hold commas), with their flag: one rule per flag,
 repeated (`--fault`), and split on `;` in a variable."""
@@ -436,6 +439,13 @@ class Settings(BaseModel):
         names = [name.strip().lower() for name in value]
         if "" in names:
             raise ValueError("an empty entry would match every header")
+        for name in names:
+            if not HEADER_TOKEN.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only): no "
+                    "header would match it; in a variable, list names with commas (x-a,x-b) or as a "
+                    'JSON array (["x-a", "x-b"])'
+                )
         return names
 
     @field_validator("faults")
@@ -557,8 +567,18 @@ def _hint(name: str, prefix: str = "") -> str:
     return f" (did you mean {prefix}{close[0].upper() if prefix else repr(close[0])}?)" if close else ""
 
 
-def _split_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+def _split_list(text: str, separator: str = ",") -> list[str] | object:
+    """A list variable's items: a JSON array as TOML would write it (`["x-a", "x-b"]`), else the text
+    split on `separator`. An array that is not valid JSON is handed on whole, for validation to refuse
+    by name rather than split into items nobody meant."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            return [stripped]
+        return value if isinstance(value, list) else [stripped]
+    return [item.strip() for item in text.split(separator) if item.strip()]
 
 
 def _read_file(path: Path) -> dict[str, tuple[object, str]]:
@@ -587,7 +607,7 @@ def _parse_env(name: str, var: str, text: str) -> object:
             )
         return word in _TRUE
     if name in RULE_LISTS:  # a rule may hold commas (an error's message): rules are split on `;`
-        return [item.strip() for item in text.split(";") if item.strip()]
+        return _split_list(text, ";")
     return _split_list(text) if _is_list(name) else text
 
 

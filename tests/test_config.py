@@ -196,6 +196,25 @@ def test_environment_lists_are_comma_separated_and_header_names_lowercased() -> 
     assert loaded.settings.redact_headers == ["authorization", "x-secret-thing"]
 
 
+def test_an_environment_list_may_be_a_json_array_as_toml_writes_it() -> None:
+    loaded = load_settings(
+        env={"MCP_PROXY_REDACT_HEADERS": '["X-A", "x-b"]', "MCP_PROXY_FAULTS": '["tool:a => delay=5ms"]'}
+    )
+
+    assert loaded.settings.redact_headers == ["x-a", "x-b"]
+    assert loaded.settings.faults == ["tool:a => delay=5ms"]
+
+
+@pytest.mark.parametrize("text", ['["x-a","x-b"', "x-a; x-b", '"x-a"', "x a"])
+def test_a_redaction_entry_no_header_could_match_is_refused_not_kept_unmatched(text: str) -> None:
+    # a list pasted in another syntax must not leave the headers it meant in clear without a word
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env={"MCP_PROXY_REDACT_HEADERS": text})
+
+    assert "is not a header name" in str(refused.value)
+    assert '(x-a,x-b) or as a JSON array (["x-a", "x-b"])' in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("true", True), ("1", True), ("YES", True), ("false", False), ("0", False), ("no", False)],
