@@ -7,3 +7,8 @@ room (`proxy.wire`, ...) stays cheap and never loads aiohttp.
 __version__ = "0.1.0"
 SERVER_SOFTWARE = f"mcp-debug-proxy/{__version__}"
 """The `Server` header of every response the proxy makes itself."""
+
+
+def install_hint(extra: str) -> str:
+    """How to add an optional extra where the README installs the proxy: an editable checkout."""
+    return f"pip install -e '.[{extra}]' in the mcp-debug-proxy checkout"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from proxy import install_hint
 from proxy.cli_parser import CliParser
 from proxy.config import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
@@ -58,7 +59,7 @@ def tui_missing(extra: str = "tui") -> str | None:
             raise
         return (
             f"mcp-proxy: the TUI needs the {extra} extra ({missing} is not installed): "
-            f"pip install 'mcp-debug-proxy[{extra}]'"
+            f"{install_hint(extra)}"
         )
     return None
 
@@ -158,7 +159,7 @@ def run_demo(*, tui: bool, as_json: bool) -> int:
     except ModuleNotFoundError as exc:
         print(
             f"mcp-proxy demo: needs the demo extra ({exc.name} is missing): "
-            "pip install 'mcp-debug-proxy[demo]'",
+            f"{install_hint('demo')}",
             file=sys.stderr,
         )
         return 2

@@ -169,7 +169,7 @@ class Settings(BaseModel):
     http://collector:4318 (/v1/traces is added unless the URL ends in it). Unset, the standard
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable turns tracing on;
     headers and the rest come from the standard OTEL_EXPORTER_OTLP_* variables. Needs the otel extra
-    (pip install 'mcp-debug-proxy[otel]')."""
+    (pip install -e '.[otel]' in the checkout)."""
     otlp_queue_size: PositiveInt = 2048
     """Finished spans waiting for the OTLP exporter before new ones are dropped (counted in /metrics),
     so a slow or unreachable collector never slows traffic."""

@@ -215,7 +215,8 @@ def test_print_config_shows_the_health_listener_unset_by_default_and_set_by_its_
 # -- without the `tui` extra ------------------------------------------------------------------------------
 
 TUI_HINT = (
-    "mcp-proxy: the TUI needs the tui extra (textual is not installed): pip install 'mcp-debug-proxy[tui]'\n"
+    "mcp-proxy: the TUI needs the tui extra (textual is not installed): "
+    "pip install -e '.[tui]' in the mcp-debug-proxy checkout\n"
 )
 
 
@@ -249,7 +250,7 @@ def test_the_demo_with_its_tui_but_without_textual_names_the_demo_extra(tmp_path
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "mcp-proxy: the TUI needs the demo extra (textual is not installed): "
-        "pip install 'mcp-debug-proxy[demo]'\n"
+        "pip install -e '.[demo]' in the mcp-debug-proxy checkout\n"
     )
 
 

@@ -38,7 +38,7 @@ def test_an_otlp_endpoint_without_the_sdk_stops_the_proxy_naming_the_extra_to_in
 
     assert done.returncode == 2
     assert "otlp_endpoint (flag --otlp-endpoint)" in done.stderr
-    assert "pip install 'mcp-debug-proxy[otel]'" in done.stderr
+    assert "pip install -e '.[otel]' in the mcp-debug-proxy checkout" in done.stderr
 
 
 def test_the_standard_variables_turn_tracing_on_and_otel_sdk_disabled_turns_it_off() -> None:

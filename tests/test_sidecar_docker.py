@@ -203,6 +203,17 @@ def test_the_lock_pins_every_core_dependency_and_build_tool_with_hashes_and_no_t
     assert TUI_PACKAGES.isdisjoint(entries)
 
 
+def test_the_lock_holds_the_otel_extra_so_a_sidecar_can_send_traces() -> None:
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+    entries = locked()
+
+    for text in project["project"]["optional-dependencies"]["otel"]:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in entries, f"{name} (the otel extra) is not in docker/requirements.lock: run docker/lock"
+        assert requirement.specifier.contains(entries[name][0], prereleases=True), (name, entries[name])
+
+
 def test_the_tui_packages_are_an_extra_that_the_demo_and_test_extras_include() -> None:
     project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
     names = {

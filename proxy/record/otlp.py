@@ -1,6 +1,6 @@
 """Spans to an OpenTelemetry collector over OTLP/HTTP, through the SDK's batch processor and exporter.
 
-The optional `otel` extra (`pip install 'mcp-debug-proxy[otel]'`): this module imports the SDK, so it
+The optional `otel` extra (`pip install -e '.[otel]'` in the checkout): this module imports the SDK, so it
 is itself imported only when tracing is on. `SpanSender.send` runs on the event loop for each span
 the follower (`proxy.flows.spans`) finishes and hands it to the SDK's `BatchSpanProcessor`, whose own
 thread batches the spans, encodes them (`proxy.record.otlp_encode`: a small fraction of the SDK
@@ -178,6 +178,20 @@ def _failure_text(done: object) -> str | None:
     return _exception_text(error) if isinstance(error, BaseException) else None
 
 
+DEFAULT_SERVICE: Final = "mcp-debug-proxy"
+"""The spans' `service.name` when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one."""
+
+
+def service_resource() -> Resource:
+    """The spans' resource: the standard variables' attributes, the service named `DEFAULT_SERVICE`
+    only when they name none (sidecars told apart by `OTEL_SERVICE_NAME` stay apart)."""
+    resource = Resource.create({SERVICE_VERSION: __version__})
+    name = resource.attributes.get(SERVICE_NAME)
+    if not isinstance(name, str) or name.startswith("unknown_service"):  # the SDK's stand-in
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
+    return resource
+
+
 class SpanSender:
     """Hands finished spans to the SDK's batch processor, bounded, and counts what was dropped."""
 
@@ -199,9 +213,7 @@ class SpanSender:
         self.queue_size = queue_size
         inner = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint) if endpoint else None)
         self.endpoint = getattr(inner, "_endpoint", endpoint or "")
-        self._resource = Resource.create({SERVICE_NAME: "mcp-debug-proxy", SERVICE_VERSION: __version__})
-        if self._resource.attributes.get(SERVICE_NAME) == "unknown_service":
-            self._resource = self._resource.merge(Resource({SERVICE_NAME: "mcp-debug-proxy"}))
+        self._resource = service_resource()
         self._scope = InstrumentationScope("mcp-debug-proxy", __version__)
         encoder = SpanEncoder(self._resource.attributes, "mcp-debug-proxy", __version__)
         self._counting = _Counting(inner, on_failure, self.readable, encoder)

@@ -12,10 +12,12 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
+from proxy import install_hint
+
 if TYPE_CHECKING:
     from proxy.record.otlp import SpanSender
 
-EXTRA: Final = "mcp-debug-proxy[otel]"
+EXTRA: Final = install_hint("otel")
 """The extra that brings the OpenTelemetry SDK and its OTLP/HTTP exporter."""
 
 
@@ -52,7 +54,7 @@ def missing_sdk() -> str | None:
         if found is None:
             return (
                 f"OpenTelemetry tracing needs the SDK and its OTLP exporter ({name} is not installed): "
-                f"pip install '{EXTRA}'"
+                f"{EXTRA}"
             )
     return None
 
@@ -67,6 +69,6 @@ def load_sender(
         missing = exc.name or "opentelemetry"
         raise OtlpUnavailable(
             f"OpenTelemetry tracing needs the SDK and its OTLP exporter ({missing} is not installed): "
-            f"pip install '{EXTRA}'"
+            f"{EXTRA}"
         ) from None
     return SpanSender(endpoint, queue_size=queue_size, on_failure=on_failure)

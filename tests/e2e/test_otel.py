@@ -247,3 +247,25 @@ async def test_an_unreachable_collector_never_slows_traffic_and_the_dropped_span
     if collector is silent_collector:  # the exporter hangs on its first batch: the queue fills
         assert full >= CALLS - 2 * QUEUE
     assert stopped_in < 10.0
+
+
+async def test_the_standard_variables_name_the_service_so_sidecars_stay_apart(
+    modern_server: PeerServer,
+) -> None:
+    with OtlpReceiver() as receiver:
+        env = clean_env(
+            **settings_env(upstream=modern_server.url, otlp_endpoint=receiver.url, admin_enabled="false"),
+            OTEL_SERVICE_NAME="sidecar-a",
+            OTEL_RESOURCE_ATTRIBUTES="deployment.environment=staging,service.name=overridden",
+        )
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                assert not (await client.call_tool("add", {"a": 2, "b": 3})).is_error
+            proxy.stop()
+        spans = receiver.spans()
+
+    assert spans
+    assert {s.resource["service.name"] for s in spans} == {
+        "sidecar-a"
+    }  # OTEL_SERVICE_NAME wins, as the spec says
+    assert {s.resource["deployment.environment"] for s in spans} == {"staging"}
