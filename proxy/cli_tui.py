@@ -58,8 +58,7 @@ def tui_missing(extra: str = "tui") -> str | None:
         if not missing or missing in OWN_PACKAGES:
             raise
         return (
-            f"mcp-proxy: the TUI needs the {extra} extra ({missing} is not installed): "
-            f"{install_hint(extra)}"
+            f"mcp-proxy: the TUI needs the {extra} extra ({missing} is not installed): {install_hint(extra)}"
         )
     return None
 
@@ -158,8 +157,7 @@ def run_demo(*, tui: bool, as_json: bool) -> int:
         from proxy.demo.run import main as demo_main
     except ModuleNotFoundError as exc:
         print(
-            f"mcp-proxy demo: needs the demo extra ({exc.name} is missing): "
-            f"{install_hint('demo')}",
+            f"mcp-proxy demo: needs the demo extra ({exc.name} is missing): {install_hint('demo')}",
             file=sys.stderr,
         )
         return 2

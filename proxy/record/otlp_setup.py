@@ -68,7 +68,6 @@ def load_sender(
     except ImportError as exc:
         missing = exc.name or "opentelemetry"
         raise OtlpUnavailable(
-            f"OpenTelemetry tracing needs the SDK and its OTLP exporter ({missing} is not installed): "
-            f"{EXTRA}"
+            f"OpenTelemetry tracing needs the SDK and its OTLP exporter ({missing} is not installed): {EXTRA}"
         ) from None
     return SpanSender(endpoint, queue_size=queue_size, on_failure=on_failure)
