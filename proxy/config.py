@@ -200,6 +200,10 @@ class Settings(BaseModel):
     They add to the built-in patterns (auth, token, secret, key, credential, session, password,
     passwd, cookie), which only `unredact_headers` can drop.
     """
+    redact_body_keys: list[str] = Field(default_factory=list)
+    """JSON keys (any case) whose values are masked wherever they occur in a message body, such as a
+    tool argument `api_token`: in logs, captures, the admin feed and exports; the message itself goes
+    to its peer unchanged. `requestState` is always masked."""
     unredact_headers: list[str] = Field(default_factory=list)
     """Built-in redaction names or patterns to drop (say mcp-session-id and session, to read session
     ids in clear); each must be a built-in entry, and the proxy warns at start-up that those values
@@ -447,6 +451,14 @@ class Settings(BaseModel):
                     'JSON array (["x-a", "x-b"])'
                 )
         return names
+
+    @field_validator("redact_body_keys")
+    @classmethod
+    def _body_keys(cls, value: list[str]) -> list[str]:
+        keys = [key.strip() for key in value]
+        if "" in keys:
+            raise ValueError("an empty key names nothing to mask; give a key such as api_token")
+        return keys
 
     @field_validator("faults")
     @classmethod

@@ -656,7 +656,7 @@ def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redac
     names = [n for n in DEFAULT_HEADER_NAMES if n not in dropped] + settings.redact_headers
     patterns = [p for p in DEFAULT_HEADER_PATTERNS if p not in dropped] + settings.redact_header_patterns
     key = settings.redact_key.get_secret_value().encode("utf-8") if settings.redact_key else None
-    return Redactor(names, patterns, secret_texts=url_secrets, key=key)
+    return Redactor(names, patterns, settings.redact_body_keys, secret_texts=url_secrets, key=key)
 
 
 def run_prefix() -> str:

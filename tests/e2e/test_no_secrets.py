@@ -64,6 +64,7 @@ def planted() -> dict[str, str]:
             *(f"?{q}" for q in QUERY_NAMES),
             "upstream?",
             "requestState",
+            "body api_token",
         ]
     }
 
@@ -107,7 +108,7 @@ async def traffic(proxy: Proxy, secret: dict[str, str], *, user_list: bool) -> l
             "tools/call",
             2,
             name="echo",
-            arguments={"text": "hello"},
+            arguments={"text": "hello", **({"api_token": secret["body api_token"]} if user_list else {})},
             _meta={"requestState": secret["requestState"]},
         )
         answered = await post(http, url, call, headers)
@@ -159,7 +160,15 @@ async def test_no_planted_secret_reaches_any_output(
     user_list = lists == "user-modified"
     secret = planted()
     upstream = legacy_server if server == "passthrough" else modern_server
-    extra = {"redact_headers": ["x-tenant"], "redact_header_patterns": ["private"]} if user_list else {}
+    extra = (
+        {
+            "redact_headers": ["x-tenant"],
+            "redact_header_patterns": ["private"],
+            "redact_body_keys": ["API_Token"],
+        }
+        if user_list
+        else {}
+    )
     capture = tmp_path / "capture.jsonl"
     with captured_logs() as logs:
         async with proxy_for(
@@ -188,7 +197,7 @@ async def test_no_planted_secret_reaches_any_output(
     assert any(entry["event"] == "exchange" for entry in logs), "the round-trip lines were logged"
     wanted = {**secret, **{f"session {n}": s for n, s in enumerate(sessions)}}
     if not user_list:
-        del wanted["X-Tenant"], wanted["X-Private-Id"]
+        del wanted["X-Tenant"], wanted["X-Private-Id"], wanted["body api_token"]
     leaks = sorted(
         (where, place) for place, value in wanted.items() for where, text in outputs.items() if value in text
     )
