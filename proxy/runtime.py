@@ -269,12 +269,19 @@ class Proxy:
                 "from a Streamable HTTP one: if this is an HTTP+SSE server, add --upstream-transport sse",
             )
         if self.settings.unredact_headers:
-            log.warning(
-                "redaction_defaults_dropped",
-                entries=self.settings.unredact_headers,
-                hint="headers and query parameters these built-in entries masked now reach logs, "
-                "captures, the admin feed and exports in clear (unredact_headers)",
+            kept = {
+                name: patterns
+                for name in self.settings.unredact_headers
+                if (patterns := self.redactor.masking_patterns(name))
+            }
+            hint = (
+                "headers and query parameters these built-in entries masked now reach logs, "
+                "captures, the admin feed and exports in clear (unredact_headers)"
             )
+            if kept:
+                named = "; ".join(f"{name} by {', '.join(map(repr, found))}" for name, found in kept.items())
+                hint += f"; still masked by a pattern (drop the pattern too to read them): {named}"
+            log.warning("redaction_defaults_dropped", entries=self.settings.unredact_headers, hint=hint)
         log.info(
             "listening",
             listen=self.url if self.http_clients else "stdio",

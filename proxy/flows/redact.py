@@ -147,6 +147,11 @@ class Redactor:
                 self._decisions[key] = decided
         return decided
 
+    def masking_patterns(self, name: str) -> list[str]:
+        """The patterns that mask a header of this name (empty when only its name, or nothing, does)."""
+        key = name.lower()
+        return [p for p in self._patterns if p in key]
+
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
         """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store.
 

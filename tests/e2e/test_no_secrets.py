@@ -219,4 +219,17 @@ async def test_dropping_a_built_in_entry_is_warned_at_start_naming_it_and_then_s
     assert warning["log_level"] == "warning"
     assert warning["entries"] == ["mcp-session-id", "session"]
     assert "in clear" in warning["hint"]
+    assert "still masked" not in warning["hint"]  # the session pattern went with the name
     assert sessions[0] in "\n".join(e.model_dump_json() for e in live), "the user asked to see it"
+
+
+async def test_a_dropped_name_a_pattern_still_masks_is_said_to_stay_masked(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, unredact_headers=["x-api-key"]):
+            pass
+    (warning,) = [entry for entry in logs if entry["event"] == "redaction_defaults_dropped"]
+    assert warning["hint"].endswith(
+        "still masked by a pattern (drop the pattern too to read them): x-api-key by 'key'"
+    )
