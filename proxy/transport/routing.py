@@ -50,6 +50,14 @@ DUAL_ERA_HINT = (
 )
 """What a user of a dual-era server (the Python SDK's default) may need to know."""
 
+FORCED_ERA_HINT = (
+    "--upstream-era skips the probe, and the upstream refused a request of the era it was said to "
+    "speak: if its tools ask the client in flight (elicitation, sampling, roots), it is a legacy or "
+    "dual-era server; --upstream-era legacy (or no --upstream-era) lets the proxy bridge 2026-07-28 "
+    "clients to it"
+)
+"""What a refusal means when the eras were forced rather than probed."""
+
 UNREACHABLE_HINT = (
     "the proxy serves anyway and probes the upstream again on the next request; /readyz answers 503 "
     "until the upstream answers (normal for a sidecar started before its server; else check --upstream)"
@@ -121,6 +129,8 @@ class Router:
         self._probe: asyncio.Task[ProbeResult] | None = None
         self._last_probe = 0.0
         self._stale = False
+        self._forced_doubted = False
+        """A refusal already made the forced-era warning (said once: every later one is the same)."""
         self.on_change: Callable[[UpstreamEras], None] | None = None
 
     @property
@@ -206,7 +216,16 @@ class Router:
         )
 
     def suspect(self, reason: str) -> None:
-        """The upstream answered in a way its verdict does not explain: probe again soon."""
+        """The upstream answered in a way its verdict does not explain: probe again soon (or, with the
+        eras forced, say once what the forced verdict may have got wrong)."""
+        if self.forced and not self._forced_doubted:
+            self._forced_doubted = True
+            get_logger().warning(
+                "upstream_era_forced_refused",
+                reason=reason,
+                upstream_era=self.settings.upstream_era,
+                hint=FORCED_ERA_HINT,
+            )
         if not self.forced and not self._stale:
             self._stale = True
             if self.eras.legacy and self.eras.modern:  # the dual-era case the start-up hint is about

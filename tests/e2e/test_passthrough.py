@@ -234,3 +234,22 @@ async def test_a_modern_call_a_dual_era_server_cannot_serve_in_flight_repeats_th
     assert status >= 400, reply
     (suspect,) = [entry for entry in logs if entry["event"] == "upstream_eras_suspect"]
     assert "--upstream-era legacy" in suspect["hint"]
+
+
+async def test_a_refusal_under_a_forced_era_says_once_what_the_forced_verdict_may_have_got_wrong(
+    dual_inflight_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    with captured_logs() as logs:
+        async with (
+            proxy_for(dual_inflight_server.url, upstream_era="modern") as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            for ident in (1, 2):
+                status, reply = await modern_call(
+                    http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=ident
+                )
+                assert status >= 400, reply
+    (refused,) = [entry for entry in logs if entry["event"] == "upstream_era_forced_refused"]
+    assert refused["log_level"] == "warning"
+    assert refused["upstream_era"] == "modern"
+    assert "--upstream-era legacy (or no --upstream-era)" in refused["hint"]

@@ -17,6 +17,7 @@ from proxy.engine.commands import CancelTimer, CloseLeg, Log, ReplyJson, StartTi
 from proxy.engine.events import ClientDisconnected, LegEnded, LegFailed, LegResponded, TimerFired
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from tests.engine.builders import CUT_HINT
 from tests.engine.playbook import Playbook
@@ -58,6 +59,8 @@ INVALID = {
     "message": "Invalid or expired requestState",
     "data": {"reason": "invalid_request_state"},
 }
+
+LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN}
 
 
 def rejected(exchange: str, ident: Any) -> ReplyJson:
@@ -403,7 +406,11 @@ def test_a_lost_upstream_session_kills_every_parked_continuation_on_it() -> None
         << tool_leg("leg-4", "x2", name="other")
         >> LegResponded("leg-4", 404, ())
         << CloseLeg("leg-4")
-        << Log("upstream_session_lost", "warning", {"session": "upstream-1", "generation": 1})
+        << Log(
+            "upstream_session_lost",
+            "warning",
+            {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN},
+        )
         << Log(
             "bridge_continuation_dead",
             "warning",

@@ -26,6 +26,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -71,6 +72,8 @@ FULL = (
     "in use; retry when a call has finished, or raise max_upstream_sessions (one session per caller and "
     "declared capability set)."
 )
+
+LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN}
 
 
 def principal(auth: tuple[str, str] | None) -> str:
@@ -353,7 +356,11 @@ def test_a_lost_session_kills_only_the_calls_parked_on_it() -> None:
         << leg("leg-7", "x3", "tools/call", {"name": "other", "arguments": ARGS})
         >> LegResponded("leg-7", 404, ())
         << CloseLeg("leg-7")
-        << Log("upstream_session_lost", "warning", {"session": "upstream-1", "generation": 1})
+        << Log(
+            "upstream_session_lost",
+            "warning",
+            {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN},
+        )
         << Log(
             "bridge_continuation_dead",
             "warning",

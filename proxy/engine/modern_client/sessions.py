@@ -60,6 +60,11 @@ IDLE_TIMER: Final = "session-idle:"
 """Prefix of every session's idle timer (the rest is the session's name)."""
 
 
+LOST_WHY: Final = "the upstream answered 404 in the session: it restarted or ended the session"
+LOST_THEN: Final = "a new session is opened and the call sent again; calls parked in the old one fail"
+"""What `upstream_session_lost` says happened and what the bridge does about it."""
+
+
 class SessionKeeper:
     """Finds, opens, re-opens, expires and closes the bridge's upstream sessions."""
 
@@ -269,7 +274,12 @@ class SessionKeeper:
     def _lost(self, link: UpstreamLink) -> Commands:
         """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
         link.lost()
-        fields = {"session": link.name, "generation": link.generation}
+        fields = {
+            "session": link.name,
+            "generation": link.generation,
+            "why": LOST_WHY,
+            "then": LOST_THEN,
+        }
         commands: Commands = [Log("upstream_session_lost", "warning", fields)]
         parked = [c for c in self._ctx.calls.values() if c.phase == "parked" and c.session == link.name]
         for call in parked:
