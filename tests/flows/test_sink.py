@@ -31,6 +31,7 @@ from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, notification, request, result_response
 from tests.flows.bridge_play import parked_bridge_call
 from tests.flows.calls import Calls
+from tests.flows.stream_play import streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -183,6 +184,7 @@ SCENARIOS: dict[str, Play] = {
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,
+    "streams-and-delete": streams_and_delete,
 }
 
 
