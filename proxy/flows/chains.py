@@ -407,10 +407,13 @@ class ChainBuilder:
         if chain is None:
             return None
         msg = message if isinstance(message, Message) else classify_value(message)
-        if direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST:
-            chain.upstream_requests += 1
-            if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
-                chain.summary.rounds = chain.upstream_requests
+        if msg.kind is Kind.REQUEST:
+            if direction is Direction.TO_SERVER:
+                chain.upstream_requests += 1
+                if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
+                    chain.summary.rounds = chain.upstream_requests
+            else:  # the legacy server asks in flight: the client is asked it as `input_required`
+                chain.summary.nested += 1
         if not self._keeps_records:
             return self._count(chain, direction, size, False, Head.NONE)
         record = self._records.message(
