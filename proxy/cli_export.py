@@ -215,7 +215,11 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         )
         return 2
     messages = list(chain.messages)
-    sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
+    sent = [
+        m
+        for m in messages
+        if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM and m.kind != "http"
+    ]
     if not sent:
         print(
             f"mcp-proxy export: chain {chain_id} holds no message the client sent (a GET stream's "

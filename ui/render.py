@@ -205,8 +205,11 @@ def _arrow(record: MessageRecord) -> str:
 def message_label(record: MessageRecord, bridged: bool = False) -> Text:
     """One message in the tree: arrow, who sent it to whom, kind, method or outcome, id, channel, size."""
     what = record.method or (outcome(record) if record.kind in ("result", "error") else record.kind)
-    if record.kind == "http" and record.http is not None:
-        what = f"HTTP {record.http.status}"
+    http = record.http
+    if record.kind == "http" and http is not None:
+        # a response head (`HTTP 200`), or a bodiless request's own head (`GET /mcp`)
+        request_line = " ".join(p for p in (http.method, http.path) if p)
+        what = f"HTTP {http.status}" if http.status is not None or not request_line else request_line
     ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
     text = Text.assemble(
         f"{_arrow(record)} ", route_tag(record, bridged), f" {record.kind} ", (what, "bold"), ident

@@ -105,7 +105,8 @@ def pair_messages(messages: list[MessageRecord]) -> list[Pair]:
             by_exchange[record.exchange].extras.append(record)  # the 202 that acknowledged an answer
         else:
             items.append(Pair(extras=[record]))
-            if record.kind != "http":
+            if record.kind != "http" or record.direction is Direction.TO_SERVER:
+                # a GET's or DELETE's own request head takes its answer's bare head under it
                 by_exchange.setdefault(record.exchange, items[-1])
     return items
 

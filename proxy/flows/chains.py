@@ -70,7 +70,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head
+from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
@@ -144,7 +144,8 @@ class ChainBuilder:
         """Build one observation into chains, at the time it was made (so a later build is the same).
 
         Returns the chain the observation filed a message in (a message, an invalid body, the `http`
-        record of an exchange that closed with no message carrying its response head), else None.
+        record of a GET's or DELETE's request head, or of an exchange that closed with no message
+        carrying its response head), else None.
         """
         clock = self._clock
         clock.at = obs.t
@@ -172,7 +173,7 @@ class ChainBuilder:
                     note=obs.note,
                 )
             case ExchangeOpened():
-                self.open_exchange(
+                return self.open_exchange(
                     obs.exchange,
                     http_method=obs.http_method,
                     path=obs.path,
@@ -249,12 +250,14 @@ class ChainBuilder:
         mode: Mode = Mode.PASSTHROUGH,
         body_size: int = 0,
         transports: tuple[str, str] = ("http", "http"),
-    ) -> None:
+    ) -> str | None:
         """Start tracking one HTTP exchange from the client (before any message is seen).
 
-        `transports`: how the client reached the proxy, and how the proxy reached the upstream.
+        `transports`: how the client reached the proxy, and how the proxy reached the upstream. A GET
+        stream or a DELETE carries no message to hold its request head, so its chain gets an `http`
+        record of it now; returns that chain (else None).
         """
-        self._exchanges[exchange_id] = Exchange(
+        ex = self._exchanges[exchange_id] = Exchange(
             id=exchange_id,
             http_method=http_method,
             path=path,
@@ -268,10 +271,13 @@ class ChainBuilder:
             upstream_transport=transports[1],
         )
         if http_method == "GET":
-            if not self._resume(self._exchanges[exchange_id]):
-                self._ledger.open(self._exchanges[exchange_id], method="GET stream", name=None, ident=None)
+            if not self._resume(ex):
+                self._ledger.open(ex, method="GET stream", name=None, ident=None)
         elif http_method == "DELETE":
-            self._ledger.open(self._exchanges[exchange_id], method="DELETE session", name=None, ident=None)
+            self._ledger.open(ex, method="DELETE session", name=None, ident=None)
+        else:
+            return None
+        return self._record_request_head(ex)
 
     def note_event_id(self, exchange_id: str, sse_id: str) -> None:
         """Remember which chain an SSE event id belongs to, so a resumed stream rejoins that chain."""
@@ -401,10 +407,13 @@ class ChainBuilder:
         if chain is None:
             return None
         msg = message if isinstance(message, Message) else classify_value(message)
-        if direction is Direction.TO_SERVER and msg.kind is Kind.REQUEST:
-            chain.upstream_requests += 1
-            if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
-                chain.summary.rounds = chain.upstream_requests
+        if msg.kind is Kind.REQUEST:
+            if direction is Direction.TO_SERVER:
+                chain.upstream_requests += 1
+                if chain.summary.mode is Mode.LEGACY_TO_MRTR and msg.method == chain.summary.method:
+                    chain.summary.rounds = chain.upstream_requests
+            else:  # the legacy server asks in flight: the client is asked it as `input_required`
+                chain.summary.nested += 1
         if not self._keeps_records:
             return self._count(chain, direction, size, False, Head.NONE)
         record = self._records.message(
@@ -611,6 +620,22 @@ class ChainBuilder:
         """Sizes of the builder's correlation tables (tests assert they drain)."""
         return {"exchanges": len(self._exchanges), **self._correlator.sizes()}
 
+    def _record_request_head(self, ex: Exchange) -> str | None:
+        """File the request head of a bodiless request (a GET stream, a DELETE) in the chain it opened
+        or resumed, as every request's head is: no message of its own carries it."""
+        chain = self.store.peek(ex.chains[-1]) if ex.chains else None
+        if chain is None:
+            return None
+        ex.request_recorded = True
+        if not self._keeps_records:
+            return self._count(chain, Direction.TO_SERVER, 0, False, Head.REQUEST)
+        head = self._records.request_head(ex.http_method, ex.path, ex.request_headers)
+        record = self._records.http_only(
+            chain, ex.id, head, side=http_side(ex.mode), direction=Direction.TO_SERVER
+        )
+        self._ledger.file(chain, record, invalid=False)
+        return chain.summary.id
+
     def _record_http_only(self, ex: Exchange) -> str | None:
         chain = self.store.peek(ex.chains[0])
         if chain is None or ex.head is None:
@@ -618,7 +643,7 @@ class ChainBuilder:
         ex.head_recorded = True
         if not self._keeps_records:
             return self._count(chain, Direction.TO_CLIENT, 0, False, http_only_head(ex.mode))
-        side = Side.CLIENT if http_only_head(ex.mode) is Head.HTTP_BRIDGED else Side.BOTH
+        side = http_side(ex.mode)
         self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
         return chain.summary.id
 

@@ -4,7 +4,9 @@ A client request opens a chain unless it retries an MRTR round (`retries`); a cl
 a nested request the server sent and joins that request's chain; `notifications/cancelled` joins the
 chain of the request it cancels and `notifications/initialized` that of the session's `initialize`.
 A server response settles its request's chain (ok, error, or waiting on the client after
-`input_required`); a server request nests in the chain its stream serves. The tables are bounded.
+`input_required`); a server request nests in the chain its stream serves. Each question the server
+asks counts once in its chain's `nested`, whichever way it was asked: a request in flight, or an input
+of an `input_required` result (`ChainSummary.nested`). The tables are bounded.
 No I/O, no clock of its own (one is injected), no logging; chains are opened, timed and announced
 through the ledger.
 """
@@ -187,6 +189,8 @@ class Correlator:
         if result_type(result) == RESULT_INPUT_REQUIRED:
             self._expect_retry(chain, result)
             parked = chain.summary.mode is Mode.MRTR_TO_LEGACY  # a live upstream call waits in the proxy
+            if not parked:  # MRTR->legacy restates the requests its upstream leg carried: counted there
+                chain.summary.nested += _count(result.get("inputRequests"))
             chain.summary.status = ChainStatus.PARKED if parked else ChainStatus.WAITING_CLIENT
             self._ledger.start_waiting(chain, now)
             self._ledger.changed(chain)
@@ -218,3 +222,8 @@ class Correlator:
         # from the request as sent: the recorded copy may be redacted or truncated
         signature = chain.signature or request_signature(chain.summary.method, {})
         self._retries.expect(chain.summary.id, signature, result)
+
+
+def _count(requests: Any) -> int:
+    """How many questions an `input_required` result's `inputRequests` asks (none when it is no map)."""
+    return len(requests) if isinstance(requests, dict) else 0

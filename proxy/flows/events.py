@@ -125,6 +125,14 @@ class ChainSummary(_Model):
     error: str | None = None
     rounds: int = 1
     nested: int = 0
+    """Questions the server asked the client during the chain, each counted once whichever way it was
+    asked and on whichever side of the proxy: a request in flight (`elicitation/create`, sampling,
+    roots) or an input of an `input_required` result. A bridge that turns one form into the other asks
+    the same question again, not a new one, so a tool that asks once counts 1 in every mode: a legacy
+    server's in-flight request counts where it arrives (the client's stream, or the MRTR->legacy
+    bridge's upstream leg, whose `input_required` to the client restates it), a 2026-07-28 server's
+    `input_required` where the client gets it, or, through the legacy->MRTR bridge, as the in-flight
+    requests the proxy asks the client in its place."""
     messages: int = 0
     bytes_to_server: int = 0
     bytes_to_client: int = 0

@@ -3,8 +3,9 @@
 Every message the chain builder files becomes a MessageRecord here: its body passed through the
 redactor and cut at the body limit, stamped with the injected clock and its chain's next sequence
 number, carrying the exchange's HTTP head where one applies. An exchange whose response head carried
-no message gets one `http` record, so its status still shows in its chain. No I/O, no clock of its own,
-no logging; storing and announcing the records is the builder's job.
+no message gets one `http` record, so its status still shows in its chain; so does the request head of
+a request without a body (a GET stream, a DELETE), so its request line and headers show too. No I/O,
+no clock of its own, no logging; storing and announcing the records is the builder's job.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ class Head(IntEnum):
 
     NONE = 0
     REQUEST = 1
-    """The request head of the message's exchange."""
+    """The request head of the message's exchange (filed by the exchange's opening itself: the `http`
+    record of a request without a body)."""
     RESPONSE = 2
     """The exchange's response head (the latest one seen when the message was filed)."""
     HTTP_RELAYED = 3
@@ -42,6 +44,12 @@ def http_only_head(mode: Mode) -> Head:
     """The head of an exchange's `http` record: a bridge answers the client's HTTP itself, pass-through
     relays the upstream's answer."""
     return Head.HTTP_BRIDGED if mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY) else Head.HTTP_RELAYED
+
+
+def http_side(mode: Mode) -> Side:
+    """The side of an exchange's `http` records: `client` where a bridge serves the client's HTTP itself
+    (the upstream never sees that request or answer), `both` where pass-through relays them."""
+    return Side.CLIENT if http_only_head(mode) is Head.HTTP_BRIDGED else Side.BOTH
 
 
 def carries_head(chain: Chain, ex: Exchange, msg: Message, direction: Direction) -> Direction | None:
@@ -175,26 +183,48 @@ class RecordMaker:
         """A response head as records carry it, redacted."""
         return HttpInfo(status=status, content_type=content_type, headers=self._redactor.headers(headers))
 
-    def http_only(self, chain: Chain, exchange: str, head: HttpInfo, *, side: Side) -> MessageRecord:
-        """The record of a response head that carried no message, so a bare status still shows.
+    def http_only(
+        self,
+        chain: Chain,
+        exchange: str,
+        head: HttpInfo,
+        *,
+        side: Side,
+        direction: Direction = Direction.TO_CLIENT,
+    ) -> MessageRecord:
+        """The record of an HTTP head that carried no message, so a bare status still shows.
 
-        `side` is `client` when the proxy gave that answer itself (a bridge acknowledging a POST),
-        `both` when the upstream's answer was relayed.
+        A response head (`to_client`) or the request head of a request without a body (`to_server`: a
+        GET stream, a DELETE), so the request line and its headers show too. `side` is `client` when
+        the proxy served that exchange itself (a bridge acknowledging a POST), `both` when it was relayed.
         """
         return self.build_http_only(
-            exchange, head, seq=chain.next_seq(), ts=self._clock(), round_=chain.summary.rounds, side=side
+            exchange,
+            head,
+            seq=chain.next_seq(),
+            ts=self._clock(),
+            round_=chain.summary.rounds,
+            side=side,
+            direction=direction,
         )
 
     @staticmethod
     def build_http_only(
-        exchange: str, head: HttpInfo, *, seq: int, ts: float, round_: int, side: Side
+        exchange: str,
+        head: HttpInfo,
+        *,
+        seq: int,
+        ts: float,
+        round_: int,
+        side: Side,
+        direction: Direction = Direction.TO_CLIENT,
     ) -> MessageRecord:
-        """The `http` record of a response head, numbered and timed as given."""
+        """The `http` record of an HTTP head, numbered and timed as given."""
         return MessageRecord.model_construct(
             seq=seq,
             ts=ts,
             side=side,
-            direction=Direction.TO_CLIENT,
+            direction=direction,
             channel=Channel.HTTP,
             exchange=exchange,
             kind="http",

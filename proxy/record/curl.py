@@ -122,7 +122,11 @@ def request_for(messages: list[MessageRecord], record: MessageRecord) -> Message
     HTTP exchange that carried it (raises NoRequest when there is none)."""
     if record.direction is Direction.TO_SERVER:
         return record
-    sent = [m for m in messages if m.exchange == record.exchange and m.direction is Direction.TO_SERVER]
+    sent = [
+        m
+        for m in messages
+        if m.exchange == record.exchange and m.direction is Direction.TO_SERVER and m.kind != "http"
+    ]
     if not sent:
         raise NoRequest(f"message {record.seq} came on a stream no recorded request opened (a GET stream)")
     return sent[0]

@@ -119,6 +119,7 @@ class HarFromCapture:
                     mode=obs.mode.value,
                     limit=self._entry_bytes,
                 )
+                self._note_chain(self._open[obs.exchange], chain)  # a GET's or DELETE's chain
             case ResponseHeadSeen():
                 if (draft := self._open.get(obs.exchange)) is not None:
                     draft.head(obs.t, obs.status, obs.content_type, obs.headers)

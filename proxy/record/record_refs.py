@@ -1,9 +1,10 @@
 """A capture's message records by reference: where each record's parts are, built only when shown.
 
-A record is the observation that filed it (a message, a leg's message, an invalid body, or the close
-of an exchange whose response head no message carried) plus what the chain builder knew then: its
-sequence number in its chain, its MRTR round, and which HTTP head it carries (the exchange's request
-head or its latest response head, each an observation line of its own). An index pass builds chains
+A record is the observation that filed it (a message, a leg's message, an invalid body, the opening
+of a GET or DELETE, whose request head no message carries, or the close of an exchange whose response
+head no message carried) plus what the chain builder knew then: its sequence number in its chain, its
+MRTR round, and which HTTP head it carries (the exchange's request head or its latest response head,
+each an observation line of its own). An index pass builds chains
 without records (`ChainBuilder(records=False, on_filed=...)`) and keeps for each message a `Ref`: the
 positions of those lines and the builder's numbers. `RecordBuilder` reads the lines back and makes the
 record with the builder's own `RecordMaker`, so it is the record an eager build would have made.
@@ -30,7 +31,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
 )
-from proxy.flows.records import Head, RecordMaker
+from proxy.flows.records import Head, RecordMaker, http_side
 from proxy.flows.redact import AlreadyRedacted
 from proxy.record.observations import decode
 from proxy.wire.jsonrpc import Kind, Message
@@ -73,19 +74,23 @@ class RefTaker:
         self._pending.append((chain_id, seq, round_, head))
 
     def applied(self, obs: Observation, _events: list[FlowEvent], _chain: str | None) -> None:
-        """The observation was built: its messages' refs are complete; its exchange's lines noted."""
+        """The observation was built: its messages' refs are complete; its exchange's lines noted.
+
+        An exchange's opening line is noted first: a GET's or DELETE's opening files the `http`
+        record of its own request head, whose head line it is.
+        """
+        if isinstance(obs, ExchangeOpened):
+            self._opened[obs.exchange] = self._where()
+            self._heads.pop(obs.exchange, None)
+        elif isinstance(obs, ResponseHeadSeen):
+            self._heads[obs.exchange] = self._where()
         if self._pending:
             at = self._where()
             exchange = getattr(obs, "exchange", None)
             for chain_id, seq, round_, head in self._pending:
                 self._keep(chain_id, (at, seq, round_, int(head), self._head_line(exchange, head)))
             self._pending.clear()
-        if isinstance(obs, ExchangeOpened):
-            self._opened[obs.exchange] = self._where()
-            self._heads.pop(obs.exchange, None)
-        elif isinstance(obs, ResponseHeadSeen):
-            self._heads[obs.exchange] = self._where()
-        elif isinstance(obs, ExchangeClosed):
+        if isinstance(obs, ExchangeClosed):
             self._opened.pop(obs.exchange, None)
             self._heads.pop(obs.exchange, None)
 
@@ -183,6 +188,16 @@ class RecordBuilder:
             case ExchangeClosed() if http is not None:
                 side = Side.CLIENT if head is Head.HTTP_BRIDGED else Side.BOTH
                 return maker.build_http_only(obs.exchange, http, seq=seq, ts=obs.t, round_=round_, side=side)
+            case ExchangeOpened() if http is not None:  # a GET's or DELETE's own request head
+                return maker.build_http_only(
+                    obs.exchange,
+                    http,
+                    seq=seq,
+                    ts=obs.t,
+                    round_=round_,
+                    side=http_side(obs.mode),
+                    direction=Direction.TO_SERVER,
+                )
             case _:
                 raise ValueError(f"line {at} files no record")
 

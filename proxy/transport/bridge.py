@@ -70,7 +70,7 @@ from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds
-from proxy.transport.client_side import ClientGone, ClientSide, cut_outcome
+from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
@@ -620,7 +620,11 @@ class BridgeDriver:
     ) -> None:
         sink = self.observer
         content_type = "application/json" if message else None
-        sink.emit(ResponseHeadSeen(sink.now(), exchange, status, content_type, dict(headers)))
+        sink.emit(
+            ResponseHeadSeen(
+                sink.now(), exchange, status, content_type, answer_headers(content_type, headers)
+            )
+        )
         if message is not None:
             self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON)
         self._close_observation(exchange, None)

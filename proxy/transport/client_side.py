@@ -35,6 +35,19 @@ def cut_outcome(cancel: BaseException) -> str:
     return PROXY_STOPPING if cancel.args and cancel.args[0] == PROXY_STOPPING else "client_disconnected"
 
 
+def answer_headers(content_type: str | None, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The head of a whole answer the proxy made (`ClientSide.respond`) as its observation records it:
+    the headers the proxy chose (`Retry-After`, ...) and its `Content-Type`, as `respond` sends them.
+
+    The framing headers the front adds to every response (`Content-Length`, `Date`, `Server`,
+    `Connection`) are not the answer's own and are left out, as they are for a relayed head.
+    """
+    out = dict(headers)
+    if content_type is not None:
+        out["Content-Type"] = content_type
+    return out
+
+
 class ClientSide(Protocol):
     """What an exchange needs of the client's connection: the request as sent, and a response to write."""
 

@@ -42,7 +42,7 @@ from proxy.framing.http import forward_request_headers
 from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
 from proxy.logs import get_logger
 from proxy.transport.bridge_faults import server_asked
-from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
 from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
@@ -252,7 +252,8 @@ class GatedRelay(PassthroughRelay):
     def _respond_json(self, answer: dict[str, Any], note: str) -> None:
         data = dumps(answer)
         sink = self.ctx.observations
-        self._emit(ResponseHeadSeen(sink.now(), self.exchange, 200, "application/json", {}))
+        head = answer_headers("application/json", ())
+        self._emit(ResponseHeadSeen(sink.now(), self.exchange, 200, "application/json", head))
         made = parse_body(data).first
         if made is not None:
             self._emit(

@@ -47,7 +47,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, info_line
-from proxy.transport.client_side import ClientGone, ClientSide, cut_outcome
+from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
@@ -522,7 +522,8 @@ class PassthroughRelay:
         data = dumps(body) if body is not None else b""
         sink = self.ctx.observations
         content_type = "application/json" if body is not None else None
-        self._emit(ResponseHeadSeen(sink.now(), self.exchange, status, content_type, {}))
+        head = answer_headers(content_type, headers)
+        self._emit(ResponseHeadSeen(sink.now(), self.exchange, status, content_type, head))
         if body is not None:
             msg = parse_body(data).first
             if msg is not None:

@@ -8,11 +8,14 @@ its own environment, `tests/peers/envs.py`), and the entries are checked: method
 events, the `_mcp` field of both sides of the bridge, the token shown as a stand-in and never in
 clear. The running proxy's `/api/export.har` passes the same validator, behind the admin token. A
 copy of the capture with a corrupt line still exports, naming the line in the log's comment, on
-stderr and in the exit status.
+stderr and in the exit status. A legacy client's GET stream and its session's DELETE, relayed or
+served by the bridge, are entries of their own method, URL and headers in the running proxy's HAR,
+as in the capture's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -23,7 +26,7 @@ import pytest
 from tests.peers.envs import har_python, har_validator, node_binary
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
-from tests.sidecar import ProxyProcess, admin_get, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -163,3 +166,58 @@ async def test_a_recorded_capture_exports_to_a_valid_har_with_sse_events_bridge_
     har = json.loads(bad_out.read_text())
     assert f"{damaged}:{middle + 1}: corrupt observation line" in har["log"]["comment"]
     assert len(har["log"]["entries"]) >= len(read["entries"]) - 1
+
+
+def bodiless(entries: list[dict[str, Any]]) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """The GET and DELETE entries of a HAR's client exchanges: exchange -> method, URL, request headers."""
+    return {
+        e["_mcp"]["exchange"]: (
+            e["request"]["method"],
+            e["request"]["url"],
+            {h["name"].lower(): h["value"] for h in e["request"]["headers"]},
+        )
+        for e in entries
+        if e["_mcp"]["side"] == "client" and e["request"]["method"] in ("GET", "DELETE")
+    }
+
+
+async def both_ended(admin: str) -> None:
+    """Poll the chains (bounded) until the session's GET stream and its DELETE have ended."""
+    wanted = {"GET stream", "DELETE session"}
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        chains = await admin_json(admin + "/api/chains?method=GET%20stream,DELETE%20session", TOKEN)
+        if {c["method"] for c in chains if c.get("ended") is not None} == wanted:
+            return
+        assert asyncio.get_running_loop().time() < deadline, (
+            f"the GET stream and the DELETE never ended: {chains}"
+        )
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("server", ["legacy_server", "modern_server"], ids=["passthrough", "legacy_to_mrtr"])
+async def test_a_get_stream_and_a_delete_are_their_own_entries_in_the_live_har_as_in_the_captures(
+    server: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=upstream.url, capture=capture, admin_token=TOKEN))
+    with ProxyProcess(env) as proxy:
+        # the SDK's legacy client opens the session's GET stream, and DELETEs the session on leaving
+        async with client_for(proxy.endpoint(), "legacy") as legacy:
+            assert not (await legacy.call_tool("echo", {"text": "hi"})).is_error
+        await both_ended(proxy.admin)
+        status, _, body = await admin_get(proxy.admin + "/api/export.har", TOKEN)
+        assert status == 200
+        proxy.stop()
+
+    live = bodiless(json.loads(body)["log"]["entries"])
+    assert {method for method, _, _ in live.values()} == {"GET", "DELETE"}
+    for method, url, headers in live.values():
+        assert url == proxy.endpoint(), method
+        assert headers["mcp-session-id"].startswith("<redacted len="), method
+    out = tmp_path / "capture.har"
+    done = run_mcp_proxy("export", "--har", str(out), str(capture))
+    assert done.returncode == 0, done.stderr
+    exported = bodiless(json.loads(out.read_text())["log"]["entries"])
+    assert {x: (m, u) for x, (m, u, _) in live.items()} == {x: (m, u) for x, (m, u, _) in exported.items()}

@@ -136,6 +136,23 @@ async def test_bridged_chain_holds_every_round_and_both_sides(
     assert summary.client_wait_ms > 0
 
 
+async def test_the_initialize_answer_the_bridge_makes_itself_records_the_headers_it_sent(
+    modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    async with proxy_for(modern_server.url) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")
+    chains = [c for c in proxy.chains() if c.summary.method == "initialize"]
+
+    assert chains
+    for chain in chains:
+        (answer,) = [m for m in chain.messages if m.kind == "result" and m.side is Side.CLIENT]
+        head = answer.http
+        assert head is not None
+        assert head.status == 200
+        assert head.headers["Content-Type"] == "application/json"
+        assert head.headers["Mcp-Session-Id"].startswith("<redacted len=")  # the session the bridge minted
+
+
 async def test_undeclared_capability_fails_the_tool_call_as_the_sdk_shims_do(
     modern_server: PeerServer, proxy_for: Callable[..., Any]
 ) -> None:

@@ -2,22 +2,27 @@
 
 In a sidecar pod the proxy and the MCP server start together, so the proxy's first era probe often
 finds nobody listening. Requests that arrive while the upstream is out of reach wait for a probe and
-get a 503 naming the cause; the first requests after the upstream comes up are bridged as they must
-be. The race runs through the `mcp-proxy` command (uvloop, default settings but free ports), ten
-times per bridged direction, with the clients starting the moment the server says it is ready.
+get a 503 naming the cause (its `Retry-After` and `Content-Type` kept in the live and the capture's
+exports); the first requests after the upstream comes up are bridged as they must be. The race runs
+through the `mcp-proxy` command (uvloop, default settings but free ports), ten times per bridged
+direction, with the clients starting the moment the server says it is ready.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
+from proxy.record.export import Format, export_capture
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer, arun_peer
 from tests.peers.scenarios import TOOL_CALLS, expected_result, run_scenario
@@ -80,6 +85,39 @@ async def test_requests_while_the_upstream_is_out_of_reach_get_a_503_naming_it(
     assert f"127.0.0.1:{port}/mcp" in message
     assert "check that the MCP server is running" in message
     assert waited < proxy.settings.upstream_connect_timeout + 1
+
+
+def answered_503(har: dict[str, Any], chains: dict[str, Any]) -> list[dict[str, str]]:
+    """The response headers of the 503 in a HAR export and in a JSON export of chains."""
+    (entry,) = [e for e in har["log"]["entries"] if e["response"]["status"] == 503]
+    (chain,) = [c for c in chains["chains"] if c["chain"]["method"] == "tools/list"]
+    (head,) = [m["http"] for m in chain["messages"] if (m.get("http") or {}).get("status") == 503]
+    return [{h["name"]: h["value"] for h in entry["response"]["headers"]}, head["headers"]]
+
+
+async def test_the_503_before_the_upstream_is_reachable_keeps_its_headers_in_live_and_capture_exports(
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]], tmp_path: Path
+) -> None:
+    port, capture = dead_port(), tmp_path / "capture.jsonl"
+    async with (
+        proxy_for(f"http://127.0.0.1:{port}/mcp", capture=capture) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.post(proxy.endpoint(), data=rpc("tools/list", 41), headers=CLIENT_ACCEPT) as resp:
+            assert (resp.status, resp.headers["Retry-After"]) == (503, "1")
+        async with http.get(proxy.admin_url + "/api/export.har") as resp:
+            live_har = await resp.json()
+        async with http.get(proxy.admin_url + "/api/export.json") as resp:
+            live_chains = await resp.json()
+    exported = []
+    for fmt in (Format.HAR, Format.JSON):
+        out = io.BytesIO()
+        export_capture([capture], fmt, out)
+        exported.append(json.loads(out.getvalue()))
+
+    sent = {"Retry-After": "1", "Content-Type": "application/json"}
+    assert answered_503(live_har, live_chains) == [sent, sent]
+    assert answered_503(*exported) == [sent, sent]
 
 
 async def test_a_request_joins_the_probe_that_finds_the_upstream_up(

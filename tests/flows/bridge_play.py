@@ -1,7 +1,9 @@
-"""The observer calls the MRTR->legacy bridge driver makes for one call parked for one elicitation.
+"""The observer calls the bridges make for one call that asks the client one question.
 
-Shared by the sink and capture tests: played into a sink that builds at once (what a live watcher
-sees) or one that queues (or into a capture), each must build the same chain.
+The MRTR->legacy bridge parks the call on the legacy server's elicitation; the legacy->MRTR bridge asks
+the client in flight what the 2026-07-28 server's `input_required` asks. Shared by the sink, metrics
+and capture tests: played into a sink that builds at once (what a live watcher sees) or one that
+queues (or into a capture), each must build the same chain.
 """
 
 from __future__ import annotations
@@ -79,4 +81,50 @@ def parked_bridge_call(obs: Any, clock: Ticking, state: str = STATE) -> list[Any
     obs.leg_closed("leg-1")
     ended = {"principal": None, "pending_keys": [], "age_ms": 0.0}
     obs.continuation_changed("x1", continuation="continuation-2", state="ended", **ended)
+    return closed
+
+
+def asked_bridge_call(obs: Any, clock: Ticking) -> list[Any]:
+    """A legacy call bridged to a 2026-07-28 server whose `input_required` asks one question.
+
+    Exchange x1 carries the call; its upstream leg (leg-1) answers `input_required`, which the proxy
+    asks the client as an `elicitation/create` on x1's stream. The client answers on x2 (the proxy
+    acknowledges it with 202), the retry goes upstream on leg-2, and its result ends x1's stream.
+    Returns what each close_exchange returned.
+    """
+    legacy = {"client_era": "legacy", "upstream_era": "modern", "mode": Mode.LEGACY_TO_MRTR}
+    to_server, to_client, client = Direction.TO_SERVER, Direction.TO_CLIENT, Side.CLIENT
+    call = classify_value(request(4, "tools/call", {"name": "ask_name", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session="s-1", **legacy)
+    obs.message("x1", call, size=80, direction=to_server, channel=Channel.POST, side=client)
+    upstream_call = request("mrtr-1", "tools/call", {"name": "ask_name", "arguments": {}})
+    obs.leg_message("leg-1", "x1", upstream_call, size=90, direction=to_server, channel=Channel.POST)
+    clock.now += 0.25
+    ask = {"method": "elicitation/create", "params": {"message": "Your name?", "requestedSchema": {}}}
+    asked = result_response("mrtr-1", {"resultType": "input_required", "inputRequests": {"name": ask}})
+    obs.leg_message("leg-1", "x1", asked, size=150, direction=to_client, channel=Channel.JSON)
+    obs.leg_closed("leg-1")
+    obs.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    nested = classify_value(request("nested-1", "elicitation/create", ask["params"]))
+    obs.message("x1", nested, size=95, direction=to_client, channel=Channel.SSE, side=client)
+    clock.now += 2.0
+    answer = {"action": "accept", "content": {"name": "octocat"}}
+    obs.open_exchange("x2", http_method="POST", path="/mcp", headers=PARK_HEADERS, session="s-1", **legacy)
+    reply = classify_value(result_response("nested-1", answer))
+    obs.message("x2", reply, size=70, direction=to_server, channel=Channel.POST, side=client)
+    obs.response_head("x2", status=202, content_type=None, headers={})
+    closed = [obs.close_exchange("x2", None)]
+    retry = request(
+        "mrtr-2", "tools/call", {"name": "ask_name", "arguments": {}, "inputResponses": {"name": answer}}
+    )
+    obs.leg_message("leg-2", "x1", retry, size=140, direction=to_server, channel=Channel.POST)
+    clock.now += 0.25
+    final = {"content": [{"type": "text", "text": "Hello, octocat!"}]}
+    obs.leg_message(
+        "leg-2", "x1", result_response("mrtr-2", final), size=75, direction=to_client, channel=Channel.JSON
+    )
+    obs.leg_closed("leg-2")
+    done = classify_value(result_response(4, final))
+    obs.message("x1", done, size=70, direction=to_client, channel=Channel.SSE, side=client)
+    closed.append(obs.close_exchange("x1", None))
     return closed

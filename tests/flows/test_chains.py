@@ -315,7 +315,7 @@ def test_messages_on_the_get_stream_join_the_get_chain_and_so_do_the_answers(wor
 
     summary = world.summary(gid)
     assert (summary.status, summary.nested) == (ChainStatus.OK, 1)
-    assert [kind for _, _, kind, _ in world.trail(gid)] == ["notification", "request", "result"]
+    assert [kind for _, _, kind, _ in world.trail(gid)] == ["http", "notification", "request", "result"]
 
 
 def test_a_get_stream_that_fails_ends_its_chain_in_error(world: World) -> None:

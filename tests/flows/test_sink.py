@@ -29,8 +29,9 @@ from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, notification, request, result_response
-from tests.flows.bridge_play import parked_bridge_call
+from tests.flows.bridge_play import asked_bridge_call, parked_bridge_call
 from tests.flows.calls import Calls
+from tests.flows.stream_play import streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -177,13 +178,48 @@ def _cancelled_calls(obs: Any, clock: Clock) -> list[Any]:
     return closed
 
 
+def _mrtr_rounds(obs: Any, clock: Clock) -> list[Any]:
+    """A 2026-07-28 call through pass-through whose server asks one question (`input_required`), then
+    the client's retry carrying the answer and the request state."""
+    modern = {"client_era": "modern", "upstream_era": "modern"}
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer tok-do-not-show"}
+    closed = []
+    ask = {"method": "elicitation/create", "params": {"message": "Your name?", "requestedSchema": {}}}
+    rounds: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("x1", {}, {"resultType": "input_required", "inputRequests": {"name": ask}, "requestState": "st-1"}),
+        ("x2", {"inputResponses": {"name": {"action": "accept"}}, "requestState": "st-1"}, {"content": []}),
+    ]
+    for ident, (exchange, extra, answer) in enumerate(rounds, start=1):
+        call = classify_value(request(ident, "tools/call", {"name": "ask_name", "arguments": {}, **extra}))
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=headers, session=None, **modern)
+        obs.message(exchange, call, size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=200, content_type="application/json", headers={})
+        clock.now += 0.25
+        reply = classify_value(result_response(ident, answer))
+        obs.message(exchange, reply, size=120, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+        closed.append(obs.close_exchange(exchange, None))
+        clock.now += 2.0
+    return closed
+
+
 SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
     "cancelled-calls": _cancelled_calls,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,
+    "asked-bridge-call": asked_bridge_call,
+    "mrtr-rounds": _mrtr_rounds,
+    "streams-and-delete": streams_and_delete,
 }
+
+ONE_QUESTION: dict[str, Play] = {
+    "legacy pass-through": _nested_elicitation,
+    "2026-07-28 pass-through": _mrtr_rounds,
+    "mrtr_to_legacy": parked_bridge_call,
+    "legacy_to_mrtr": asked_bridge_call,
+}
+"""Plays of one tool call whose server asks the client one question, in each mode."""
 
 
 def _chains(store: ChainStore) -> list[dict[str, Any]]:
@@ -437,3 +473,12 @@ def test_a_request_to_the_client_is_told_as_it_goes_whether_or_not_anyone_listen
     quiet = Rig()  # nobody to tell: nothing is kept either
     _nested_elicitation(quiet.facts, quiet.clock)
     assert quiet.sink.tally.asking == []
+
+
+@pytest.mark.parametrize("play", ONE_QUESTION.values(), ids=ONE_QUESTION.keys())
+def test_a_call_whose_server_asks_one_question_counts_one_nested_request_in_every_mode(play: Play) -> None:
+    rig = Rig()
+    play(rig.facts, rig.clock)
+
+    (call,) = [c.summary for c in rig.chains() if c.summary.method == "tools/call"]
+    assert (call.nested, call.status) == (1, ChainStatus.OK)

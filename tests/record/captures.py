@@ -1,9 +1,11 @@
 """Captures of real traffic for reader tests: the demo's SDK peers through real proxies, and bigger copies.
 
 `full_har` and `full_read` are what the full chain builder makes of a capture: the lighter readers
-are held to them. `record_demo` drives the demo's SDK clients of both eras through proxies in front
-of the demo's 2026-07-28 and 2025-era servers (pass-through and both bridges: SSE streams, nested
-requests, MRTR rounds, upstream legs, continuations) and joins the two captures into one file.
+are held to them. `record_play` writes a scripted play (`tests.flows`) to a capture while a watched
+sink builds its chains at once, as a running proxy with a watcher does. `record_demo` drives the
+demo's SDK clients of both eras through proxies in front of the demo's 2026-07-28 and 2025-era
+servers (pass-through and both bridges: SSE streams, nested requests, MRTR rounds, upstream legs,
+continuations) and joins the two captures into one file.
 `replicate` makes a bigger capture of it: copies of its observation lines with fresh exchange, leg,
 continuation and session names and later times, so each copy builds chains of its own.
 """
@@ -13,19 +15,32 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from proxy.config import Settings
 from proxy.demo.clients import run_client
 from proxy.demo.run import _start_server
-from proxy.flows.events import ChainSummary, MessageRecord, MessageRecorded, ProxyInfo
+from proxy.flows.bus import EventBus
+from proxy.flows.chains import ChainBuilder
+from proxy.flows.events import ChainSummary, FlowEvent, MessageRecord, MessageRecorded, ProxyInfo
 from proxy.flows.filters import ChainFilter
+from proxy.flows.redact import Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
+from proxy.record.capture import CaptureWriter
 from proxy.record.export import RING, open_readers
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
-from proxy.record.observations import OBS_PREFIX, ObservationReplayer
+from proxy.record.observations import OBS_PREFIX, ObservationEncoder, ObservationReplayer
 from proxy.runtime import Proxy
+from tests.flows.calls import Calls
+
+LISTEN = "http://127.0.0.1:18201"
+"""Where `record_play`'s proxy listened (its `proxy_info`)."""
+UPSTREAM = "http://127.0.0.1:18202/mcp"
+"""What `record_play`'s proxy proxied."""
 
 _IDS = re.compile(rb'"(exchange|leg|related|continuation|name)":"((?:x|leg-|continuation-|upstream-)[^"]*)"')
 _TIMES = re.compile(rb'"t":([0-9.]+)')
@@ -108,3 +123,31 @@ def full_read(paths: list[Path]) -> tuple[dict[str, ChainSummary], dict[str, lis
                 if isinstance(event, MessageRecorded):
                     records.setdefault(event.chain_id, []).append(event.message)
     return {chain.summary.id: chain.summary for chain in store.drain()}, records
+
+
+class _Clock:
+    """The play's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record_play(play: Callable[[Any, Any], object], path: Path) -> tuple[ChainStore, list[FlowEvent]]:
+    """A play into a watched sink (its chains built at once) whose observations go to the capture `path`
+    too; returns the live chains' store and the events they made."""
+    redactor, clock = Redactor(key=b"test-key"), _Clock()
+    store, events = ChainStore(), list[FlowEvent]()
+    bus = EventBus()
+    bus.subscribe("tui")
+    builder = ChainBuilder(store, events.append, redactor, clock=clock)
+    sink = ObservationSink(builder, redactor, bus=bus, clock=clock)
+    encoder = ObservationEncoder(redactor, 65536)
+    with CaptureWriter(path) as writer:
+        writer.write(ProxyInfo(ts=clock.now, version="t", listen=LISTEN, upstream=UPSTREAM))
+        sink.listeners.append(lambda batch: writer.write_lines([encoder.encode(obs) for obs in batch]))
+        play(Calls(sink), clock)
+    sink.build()
+    return store, events

@@ -8,13 +8,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.flows.events import ChainOpened, ChainSummary, MessageRecord, MessageRecorded
+from proxy.flows.events import ChainOpened, ChainSummary, Direction, MessageRecord, MessageRecorded
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, read_records, read_tail, run_index
 from proxy.record.observations import ObservationReplayer
 from proxy.record.record_refs import RecordBuilder
-from tests.record.captures import record_demo, replicate
+from tests.flows.stream_play import streams_and_delete
+from tests.record.captures import record_demo, record_play, replicate
 
 
 @pytest.fixture(scope="module")
@@ -35,21 +36,48 @@ def full_read(path: Path) -> tuple[dict[str, ChainSummary], dict[str, list[Messa
     return {chain.summary.id: chain.summary for chain in store.drain()}, records
 
 
-def test_the_index_holds_every_chain_a_full_read_builds_with_its_records(capture: Path) -> None:
+def index_agrees(capture: Path) -> tuple[list[bytes], dict[str, list[MessageRecord]]]:
+    """Index the capture and check each chain against a full read: its headline and its records
+    (built back from their references) the same. Returns the index's lines and the records."""
     spill, lines = io.BytesIO(), list[bytes]()
     end = run_index([capture], spill, lines.append)
     summaries, records = full_read(capture)
 
     indexed = [orjson.loads(line) for line in lines if line.startswith(b'{"type":"indexed"')]
-    assert end["chains"] == len(indexed) == len(summaries) > 30
+    assert end["chains"] == len(indexed) == len(summaries)
     assert end["corrupt_lines"] == 0
     with RecordBuilder([capture]) as builder:
         for item in indexed:
             summary = ChainSummary.model_validate(item["chain"])
             assert summary == summaries[summary.id]
             assert read_records(spill, item["records"], builder) == records.get(summary.id, [])
+    return lines, records
+
+
+def test_the_index_holds_every_chain_a_full_read_builds_with_its_records(capture: Path) -> None:
+    lines, records = index_agrees(capture)
+
+    assert len(records) > 30
     kinds = {orjson.loads(line)["type"] for line in lines}
     assert {"proxy_info", "session", "continuation", "index_progress"} <= kinds
+
+
+def test_the_request_heads_of_get_streams_and_a_delete_are_indexed_as_a_full_read_builds_them(
+    tmp_path: Path,
+) -> None:
+    capture = tmp_path / "streams.jsonl"
+    record_play(streams_and_delete, capture)
+
+    _, records = index_agrees(capture)
+
+    heads = [r for chain in records.values() for r in chain if r.direction is Direction.TO_SERVER]
+    assert sorted((r.exchange, r.kind, r.side.value) for r in heads) == [
+        ("d1", "http", "both"),
+        ("g1", "http", "both"),
+        ("g2", "http", "both"),
+        ("g3", "http", "client"),
+    ]
+    assert all(r.http is not None and r.http.method in ("GET", "DELETE") for r in heads)
 
 
 def test_a_corrupt_line_is_skipped_and_named_by_the_index(capture: Path, tmp_path: Path) -> None:

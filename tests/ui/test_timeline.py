@@ -1,8 +1,13 @@
-"""The chain tree's shape and the client-side/server-side pairing, on a real recorded tour."""
+"""The chain tree's shape and the client-side/server-side pairing, on a real recorded tour (and on a
+scripted session's GET streams and DELETE)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from proxy.flows.events import Direction, Mode, Side
+from tests.flows.stream_play import streams_and_delete
+from tests.record.captures import record_play
 from tests.ui.helpers import tour_events
 from ui.model import ChainEntry, ViewModel
 from ui.render import node_label
@@ -93,3 +98,26 @@ def test_pass_through_messages_have_no_other_side() -> None:
     entry = tour_chain("greet", Mode.PASSTHROUGH)
 
     assert all(counterparts(entry.messages, m) == [] for m in entry.messages)
+
+
+def test_a_get_stream_and_a_delete_show_their_request_line_with_the_bare_answer_under_it(
+    tmp_path: Path,
+) -> None:
+    store, _ = record_play(streams_and_delete, tmp_path / "streams.jsonl")
+    trees = {
+        chain.summary.method: labels(build_timeline(chain.summary, list(chain.messages)))
+        for chain in store
+        if chain.summary.mode is Mode.PASSTHROUGH
+    }
+    bridged = next(chain for chain in store if chain.summary.mode is Mode.LEGACY_TO_MRTR)
+
+    assert [line.split("  http ")[0] for line in trees["DELETE session"]] == [
+        "▶ [client→server] http DELETE /mcp?trace=1",
+        "  ◀ [server→client] http HTTP 200",  # under the request it answers
+    ]
+    stream = trees["GET stream"]
+    assert stream[0].startswith("▶ [client→server] http GET /mcp")
+    assert stream[1].startswith("◀ [server→client] notification notifications/tools/list_changed")
+    assert stream[2].startswith("▶ [client→server] http GET /mcp")  # resumed with Last-Event-ID
+    tree = labels(build_timeline(bridged.summary, list(bridged.messages)))
+    assert tree[0].startswith("▶ [client→proxy] http GET /mcp")

@@ -1,0 +1,101 @@
+"""The running proxy's HAR (drafted from chain records) agrees with a capture's (drafted from observations).
+
+Each play runs once into a sink that builds chains at once and writes the same observations to a
+capture. `/api/export.har`'s drafting (`har_live.entries_of`) over the live chains and `export --har`'s
+(`HarFromCapture`) over the capture must then give every client exchange the same request line,
+request headers, status and response headers, and the JSON of the chains the same records: a GET
+stream or a DELETE carries no message, so its chain holds an `http` record of its request head.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.flows.events import FlowEvent, MessageRecorded
+from proxy.record.capture import read_capture
+from proxy.record.export import Format, export_capture
+from proxy.record.har import upstream_url
+from proxy.record.har_live import entries_of
+from tests.flows.stream_play import SESSION, TOKEN, streams_and_delete
+from tests.flows.test_sink import SCENARIOS, Play
+from tests.record.captures import LISTEN, UPSTREAM, record_play
+
+
+def _heads(entries: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    """Each client exchange's request line and headers, status and response headers."""
+    return {
+        e["_mcp"]["exchange"]: (
+            e["request"]["method"],
+            e["request"]["url"],
+            e["request"]["headers"],
+            "postData" in e["request"],
+            e["response"]["status"],
+            e["response"]["headers"],
+            e["_mcp"]["chains"] != [],
+        )
+        for e in entries
+        if e["_mcp"]["side"] == "client"
+    }
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_live_har_entries_have_the_request_and_response_heads_the_captures_have(
+    play: Play, tmp_path: Path
+) -> None:
+    capture = tmp_path / "play.jsonl"
+    store, _ = record_play(play, capture)
+    out = io.BytesIO()
+    export_capture([capture], Format.HAR, out)
+
+    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
+    exported = orjson.loads(out.getvalue())["log"]["entries"]
+
+    assert _heads(live) == _heads(exported)
+
+
+def test_a_get_stream_and_a_delete_are_their_own_request_lines_in_both_hars(tmp_path: Path) -> None:
+    capture = tmp_path / "streams.jsonl"
+    store, _ = record_play(streams_and_delete, capture)
+
+    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
+    by_exchange = {e["_mcp"]["exchange"]: e["request"] for e in live}
+
+    for exchange, method, url in (
+        ("g1", "GET", f"{LISTEN}/mcp"),
+        ("g2", "GET", f"{LISTEN}/mcp"),
+        ("d1", "DELETE", f"{LISTEN}/mcp?trace=1"),
+        ("g3", "GET", f"{LISTEN}/mcp"),
+    ):
+        request = by_exchange[exchange]
+        assert (request["method"], request["url"]) == (method, url), exchange
+        headers = {h["name"]: h["value"] for h in request["headers"]}
+        assert headers["Mcp-Session-Id"].startswith("<redacted len=")
+        assert headers["Authorization"].startswith("Bearer <redacted len=")
+        assert "postData" not in request
+    assert {h["name"]: h["value"] for h in by_exchange["g2"]["headers"]}["Last-Event-ID"] == "e1"
+    text = orjson.dumps(live).decode()
+    assert SESSION not in text
+    assert TOKEN not in text
+
+
+def test_the_chains_of_a_capture_hold_the_records_the_live_chains_hold(tmp_path: Path) -> None:
+    capture = tmp_path / "streams.jsonl"
+    _, live_events = record_play(streams_and_delete, capture)
+
+    def records(events: list[FlowEvent]) -> list[dict[str, Any]]:
+        return [e.message.model_dump() for e in events if isinstance(e, MessageRecorded)]
+
+    live = records(live_events)
+    assert records(list(read_capture(capture))) == live
+    heads = [(m["exchange"], m["side"], m["http"]["method"]) for m in live if m["direction"] == "to_server"]
+    assert heads == [
+        ("g1", "both", "GET"),
+        ("g2", "both", "GET"),
+        ("d1", "both", "DELETE"),
+        ("g3", "client", "GET"),
+    ]
