@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import aiohttp
@@ -37,6 +38,22 @@ def html_server() -> Iterator[str]:
         thread.join(5)
 
 
+Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def fake_server(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> AsyncIterator[str]:
+    """A raw-socket fake on a loopback port serving `answer` per connection; its MCP URL."""
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 @pytest.fixture
 async def cut_body_server() -> AsyncIterator[str]:
     """Fake: answers a JSON head promising 100 bytes, sends 10, and closes."""
@@ -48,12 +65,8 @@ async def cut_body_server() -> AsyncIterator[str]:
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with fake_server(answer) as url:
+        yield url
 
 
 async def first_message(url: str) -> None:
@@ -87,12 +100,8 @@ async def hang_up_server() -> AsyncIterator[str]:
         await reader.readuntil(b"\r\n\r\n")
         writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with fake_server(answer) as url:
+        yield url
 
 
 async def test_a_server_that_hangs_up_is_said_to_have_closed_the_connection(hang_up_server: str) -> None:
