@@ -28,7 +28,15 @@ from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, curl_command
-from proxy.record.export import Format, counted, export_capture, export_spans, find_chain, open_readers
+from proxy.record.export import (
+    Format,
+    counted,
+    export_capture,
+    export_spans,
+    find_chain,
+    missing_chain_hint,
+    open_readers,
+)
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
 
@@ -209,8 +217,7 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     chain = found.chain
     if chain is None:
         print(
-            f"mcp-proxy export: no chain {chain_id!r} in the capture "
-            "(`mcp-proxy export --json - CAPTURE` lists its chains and their ids)",
+            f"mcp-proxy export: no chain {chain_id!r} in the capture ({missing_chain_hint([chain_id])})",
             file=sys.stderr,
         )
         return 2

@@ -31,6 +31,7 @@ from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
+from proxy.record.export import missing_chain_hint
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan
@@ -255,7 +256,10 @@ async def _replay(
     for line in source.report.lines():
         print(f"mcp-proxy replay: {line}", file=sys.stderr)
     if missing:
-        print(f"mcp-proxy replay: no chain {', '.join(missing)} in the capture", file=sys.stderr)
+        print(
+            f"mcp-proxy replay: no chain {', '.join(missing)} in the capture ({missing_chain_hint(missing)})",
+            file=sys.stderr,
+        )
         return USAGE_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
 

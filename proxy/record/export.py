@@ -13,6 +13,7 @@ not hold.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -169,6 +170,19 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
 def _count(report: ExportReport, send: Callable[[SpanRecord], None], span: SpanRecord) -> None:
     report.written += 1
     send(span)
+
+
+LIVE_ID: Final = re.compile(r"c[0-9a-f]{6}-\d+")
+"""A chain id as a running proxy gives it (`cb00287-11`): never a capture's, which are `r1`, `r2`, ..."""
+
+
+def missing_chain_hint(chain_ids: Sequence[str]) -> str:
+    """What to say after `no chain ... in the capture`: where a capture's ids are listed, and why a
+    live proxy's id is not among them."""
+    where = "`mcp-proxy export --json - CAPTURE` lists its chains and their ids"
+    if any(LIVE_ID.fullmatch(chain_id) for chain_id in chain_ids):
+        return f"a running proxy's chain id; a capture numbers its chains r1, r2, ... ({where})"
+    return where
 
 
 @dataclass

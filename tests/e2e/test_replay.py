@@ -224,6 +224,9 @@ def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(d
 
     assert missing.returncode == 2
     assert "no chain r99 in the capture" in missing.stderr
+    live = _replay(capture, "--chain", "cb00287-11", "--upstream", demo.servers["modern"])
+    assert live.returncode == 2
+    assert "a running proxy's chain id; a capture numbers its chains r1, r2, ..." in live.stderr
     assert unnamed.returncode == 2
     assert "--chain ID" in unnamed.stderr
     assert "--all" in unnamed.stderr
