@@ -41,6 +41,12 @@ DEFAULT_BODY_LINES = 300
 """Lines of pretty JSON the message view shows before its 'expand' marker."""
 
 
+def chain_id_cell(chain_id: str, width: int) -> str:
+    """A chain id cut to `width` from the left: a running proxy's ids share their start (the run tag,
+    `cb00287-`) and differ in their number, so the end is what tells rows apart."""
+    return chain_id if len(chain_id) <= width else "…" + chain_id[-(width - 1) :]
+
+
 def clock(ts: float) -> str:
     """Local wall-clock time of an event, to the second."""
     return time.strftime("%H:%M:%S", time.localtime(ts))

@@ -10,6 +10,7 @@ from ui.feeds import FeedStatus
 from ui.model import ViewModel
 from ui.render import (
     chain_headline,
+    chain_id_cell,
     duration,
     eras_cell,
     message_header,
@@ -112,3 +113,10 @@ def test_the_status_line_puts_state_lag_and_pause_first() -> None:
 
     assert text.startswith("○ disconnected (cannot connect) retry in 2s")
     assert text.index("lagged 42") < text.index("PAUSED +7") < text.index("0 chains")
+
+
+def test_a_live_chain_id_keeps_its_end_in_a_narrow_column_so_rows_stay_apart() -> None:
+    cells = {chain_id_cell(f"cb00287-{n}", 5) for n in (9, 10, 11)}
+
+    assert cells == {"…87-9", "…7-10", "…7-11"}
+    assert chain_id_cell("r12", 5) == "r12"

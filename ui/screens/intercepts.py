@@ -20,7 +20,11 @@ from textual.widgets import DataTable, Footer, Static
 from ui.desk import Decision, DeskError, Held, InterceptRule, Intercepts, RuleDesk
 from ui.held_edit import answer_skeleton, editable_text
 from ui.messages import HeldDecided
+from ui.render import chain_id_cell
 from ui.screens.held_editor import HeldEditor, edit_externally
+
+CHAIN_WIDTH = 8
+"""The held table's chain column: enough for a live id's end (`…287-11`)."""
 
 HELD_COLUMNS = (
     ("id", "Id", 5),
@@ -30,7 +34,7 @@ HELD_COLUMNS = (
     ("rule", "Rule", 5),
     ("age", "Age", 7),
     ("left", "Left", 6),
-    ("chain", "Chain", 8),
+    ("chain", "Chain", CHAIN_WIDTH),
 )
 
 DECIDED = ("forwarded", "dropped", "answered")
@@ -62,7 +66,7 @@ def held_cells(held: Held, now: float) -> dict[str, str]:
         "rule": held.rule,
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
-        "chain": held.chain or "",
+        "chain": chain_id_cell(held.chain or "", CHAIN_WIDTH),
     }
 
 

@@ -20,7 +20,7 @@ from textual.widgets.data_table import RowDoesNotExist, RowKey
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
 from ui.query import Query
-from ui.render import chain_cells
+from ui.render import chain_cells, chain_id_cell
 
 COMPACT: tuple[tuple[str, str, int], ...] = (
     ("time", "Time", 8),
@@ -146,7 +146,10 @@ class ChainTable(DataTable[Any]):
 
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
         cells = chain_cells(entry)
-        return [_fit(cells[key], width) for key, _, width in self._columns_spec]
+        return [
+            chain_id_cell(entry.summary.id, width) if key == "id" else _fit(cells[key], width)
+            for key, _, width in self._columns_spec
+        ]
 
     def rebuild(self, model: ViewModel, query: Query, now: float | None = None) -> None:
         """Show exactly the chains that match `query`, keeping the cursor on the same chain."""
