@@ -579,7 +579,7 @@ def _hint(name: str, prefix: str = "") -> str:
     return f" (did you mean {prefix}{close[0].upper() if prefix else repr(close[0])}?)" if close else ""
 
 
-def _split_list(text: str, separator: str = ",") -> list[str] | object:
+def _split_list(text: str, separator: str = ",") -> object:
     """A list variable's items: a JSON array as TOML would write it (`["x-a", "x-b"]`), else the text
     split on `separator`. An array that is not valid JSON is handed on whole, for validation to refuse
     by name rather than split into items nobody meant."""
