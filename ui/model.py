@@ -30,6 +30,7 @@ from proxy.flows.events import (
     ProxyInfo,
     SessionChanged,
 )
+from proxy.flows.store import sent_in_place
 
 MAX_CHAINS = 5000
 """Chains the TUI keeps before dropping the oldest (the proxy's own store is bounded separately)."""
@@ -324,6 +325,7 @@ class ViewModel:
         if len(entry.messages) >= self.max_messages:
             entry.dropped += 1
         else:
+            sent_in_place(entry.messages, record)
             entry.messages.append(record)
         if entry.key not in changes.added:
             changes.updated.add(entry.key)

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
+from proxy.flows.chains import proxy_changes
 from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from ui.model import ChainEntry, SessionEntry
 from ui.timeline import Node, Pair
@@ -96,12 +97,35 @@ def transports(summary: ChainSummary) -> str:
     return f"{client} → {upstream}"
 
 
+CHANGED_MARK = "✎"
+"""Beside a chain's status when the proxy changed its traffic (a fault, an intercept's edit, drop or
+answer): what the peers exchanged there is not what they alone would have."""
+
+
 def status_cell(summary: ChainSummary, continuation: str | None = None) -> Text:
-    """The chain's status word in its colour (a parked continuation shows as parked)."""
+    """The chain's status word in its colour (a parked continuation shows as parked), marked when the
+    proxy changed the chain's traffic."""
     status = summary.status
     if continuation == "parked" and status not in DECIDED:
         status = ChainStatus.PARKED
-    return Text(STATUS_WORD[status], style=STATUS_STYLE[status])
+    text = Text(STATUS_WORD[status], style=STATUS_STYLE[status])
+    if summary.notes and proxy_changes(summary.notes):
+        text.append(f" {CHANGED_MARK}", style=ROUTE_STYLE["proxy"])
+    return text
+
+
+def note_label(note: str, changed: bool) -> Text:
+    """A chain note in the tree, above its messages: one that says the proxy changed the traffic
+    stands out in the proxy's colour; any other (a resumed stream, a cancel) reads as an aside."""
+    if changed:
+        return Text.assemble((f"{CHANGED_MARK} ", ROUTE_STYLE["proxy"]), (note, ROUTE_STYLE["proxy"]))
+    return Text(f"• {note}", style="italic dim")
+
+
+def note_labels(summary: ChainSummary) -> list[Text]:
+    """Every note of a chain as a tree line, in the order they were made."""
+    changed = set(proxy_changes(summary.notes))
+    return [note_label(note, note in changed) for note in summary.notes]
 
 
 def target(summary: ChainSummary) -> str:
@@ -141,8 +165,10 @@ def chain_headline(summary: ChainSummary) -> Text:
         f"  {duration(summary.duration_ms)}",
     )
     if summary.duration_ms is not None:
+        upstream = max(0.0, summary.upstream_ms - summary.held_ms)
+        held = f", held by the proxy {duration(summary.held_ms)}" if summary.held_ms else ""
         text.append(
-            f"  (upstream {duration(summary.upstream_ms)}, client {duration(summary.client_wait_ms)})",
+            f"  (upstream {duration(upstream)}{held}, client {duration(summary.client_wait_ms)})",
             style="dim",
         )
     if summary.error:

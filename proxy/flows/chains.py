@@ -224,7 +224,8 @@ class ChainBuilder:
             case InterceptHeld() | InterceptReleased():
                 note = intercept_note(obs)
                 if note is not None:
-                    self._note(obs.exchange, obs.message_id, note)
+                    held = obs.held_ms if isinstance(obs, InterceptReleased) else 0.0
+                    self._note(obs.exchange, obs.message_id, note, held)
             case UpstreamSessionMoved():
                 self.upstream_session(
                     obs.name,
@@ -352,7 +353,11 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return None
-        if direction is Direction.TO_SERVER:
+        if side is Side.UPSTREAM:
+            # One leg of a message the proxy changed on a relayed exchange (what the server sent or got,
+            # beside what the client got or sent): it joins its request's chain and decides nothing.
+            ex_chain = (ex.requests.get(msg.id) if msg.id is not None else None) or ex.main_chain()
+        elif direction is Direction.TO_SERVER:
             ex_chain = self._correlator.client_message(ex, msg)
         else:
             ex_chain = self._correlator.server_message(ex, msg)
@@ -475,10 +480,11 @@ class ChainBuilder:
     def fault_injected(self, obs: FaultInjected) -> None:
         """Note an injected fault on the chain of the message it acted on, so it is never taken for
         the server's own behaviour (held for the exchange's first chain if none is open yet)."""
-        self._note(obs.exchange, obs.message_id, fault_note(obs))
+        self._note(obs.exchange, obs.message_id, fault_note(obs), obs.delay_ms if obs.applied else 0.0)
 
-    def _note(self, exchange: str, message_id: str | int | None, note: str) -> None:
-        """Add a note to the chain of a message of an exchange (its first chain's, or held for it)."""
+    def _note(self, exchange: str, message_id: str | int | None, note: str, held_ms: float = 0.0) -> None:
+        """Add a note to the chain of a message of an exchange (its first chain's, or held for it),
+        with the time the proxy held that message, if it did."""
         ex = self._exchanges.get(exchange)
         if ex is None:
             return
@@ -488,6 +494,8 @@ class ChainBuilder:
             ex.pending_note = note
             return
         chain.summary.notes.append(note)
+        if held_ms:
+            chain.summary.held_ms = round(chain.summary.held_ms + held_ms, 3)
         self._ledger.changed(chain)
 
     def link_leg(self, leg: str, related: str) -> None:

@@ -140,6 +140,9 @@ class ChainSummary(_Model):
     duration_ms: float | None = None
     upstream_ms: float = 0.0
     client_wait_ms: float = 0.0
+    held_ms: float = 0.0
+    """Of `upstream_ms`, the time the proxy itself held the chain's messages (a delay fault, an
+    intercept until its decision): the peers' own time is the rest."""
     invalid: bool = False
     notes: list[str] = Field(default_factory=list)
 

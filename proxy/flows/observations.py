@@ -191,6 +191,8 @@ class FaultInjected:
     method: str | None = None
     applied: bool = True
     detail: str | None = None
+    delay_ms: float = 0.0
+    """How long a delay fault held the message (0 for any other fault)."""
 
 
 @value

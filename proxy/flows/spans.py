@@ -257,10 +257,10 @@ class SpanFollower:
             return
         if obs.sse_id is not None:
             ex.resumable = True
+        if obs.side is _UPSTREAM:  # the server's leg of a message the proxy changed: the client's counts
+            return
         msg = obs.msg
         if obs.direction is _TO_SERVER:
-            if obs.side is _UPSTREAM:
-                return
             if msg.kind is _REQUEST and msg.id is not None:  # the common case, without a call more
                 self._request(ex, msg, msg.id, obs.t)
             else:

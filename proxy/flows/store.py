@@ -11,10 +11,30 @@ later progress and result still join it and the admin API still finds it by id; 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass
 
-from proxy.flows.events import ChainSummary, MessageRecord
+from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
+
+
+def sent_in_place(messages: MutableSequence[MessageRecord], made: MessageRecord) -> None:
+    """`made` went upstream in place of a client's request the proxy relays (an intercept's edit): the
+    client's own record of that request, relayed unchanged until then, travelled its first leg only
+    (client → proxy), so it becomes the client's side. Every list of a chain's records keeps this one
+    rule: the store's, and a viewer's that builds its own from the records it is sent.
+    """
+    if made.side is not Side.UPSTREAM or made.direction is not Direction.TO_SERVER or made.jsonrpc_id is None:
+        return
+    for i in range(len(messages) - 1, -1, -1):
+        old = messages[i]
+        if (
+            old.side is Side.BOTH
+            and old.direction is Direction.TO_SERVER
+            and old.exchange == made.exchange
+            and old.jsonrpc_id == made.jsonrpc_id
+        ):
+            messages[i] = old.model_copy(update={"side": Side.CLIENT})
+            return
 
 
 @dataclass(slots=True)
@@ -37,6 +57,7 @@ class Chain:
         """Append a message, counting (not keeping) those past the bound."""
         if len(self.messages) == self.messages.maxlen:
             self.dropped_messages += 1
+        sent_in_place(self.messages, record)
         self.messages.append(record)
 
     def next_seq(self) -> int:

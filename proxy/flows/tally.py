@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.flows.events import Direction, Mode
+from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     PROXY_STOPPING,
@@ -46,6 +46,7 @@ _PASSTHROUGH = Mode.PASSTHROUGH
 _CUT_AFTER_ANSWERS = frozenset({"client_disconnected", PROXY_STOPPING})
 """Cuts that are no trouble once every request the exchange carried was answered."""
 _TO_CLIENT = Direction.TO_CLIENT
+_UPSTREAM = Side.UPSTREAM
 
 STREAM_METHODS = {"GET": "GET stream", "DELETE": "DELETE session"}
 """What the line (and the chain) calls a GET or DELETE exchange."""
@@ -301,7 +302,7 @@ class RoundTripTally:
 
     def _message(self, obs: MessageSeen) -> None:
         tally = self._open.get(obs.exchange)
-        if tally is None:
+        if tally is None or obs.side is _UPSTREAM:  # the line tells the client's exchange as it went
             return
         msg = obs.msg
         if obs.direction is _TO_CLIENT:

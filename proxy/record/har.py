@@ -220,8 +220,15 @@ def _query(url: str) -> list[dict[str, str]]:
     return [{"name": n, "value": v} for n, v in parse_qsl(urlsplit(url).query, True)]
 
 
+def _on_wire(draft: EntryDraft) -> list[Carried]:
+    """The messages this entry's HTTP exchange carried: on a relayed exchange the proxy changed, the
+    other leg's record of a message (what the server sent or got instead) stays out of its bodies."""
+    upstream = draft.side == "upstream"
+    return [m for m in draft.messages if (m.side == "upstream") is upstream]
+
+
 def _request(draft: EntryDraft) -> dict[str, Any]:
-    sent = [m for m in draft.messages if m.direction is _TO_SERVER]
+    sent = [m for m in _on_wire(draft) if m.direction is _TO_SERVER]
     request: dict[str, Any] = {
         "method": draft.http_method,
         "url": draft.url,
@@ -240,7 +247,7 @@ def _request(draft: EntryDraft) -> dict[str, Any]:
 
 
 def _response(draft: EntryDraft) -> dict[str, Any]:
-    back = [m for m in draft.messages if m.direction is _TO_CLIENT]
+    back = [m for m in _on_wire(draft) if m.direction is _TO_CLIENT]
     sse = (draft.content_type or "").split(";")[0].strip().lower() == SSE_TYPE or (
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )

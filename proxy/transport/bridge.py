@@ -220,9 +220,10 @@ class BridgeDriver:
             if isinstance(answer, Route):  # an intercept's decision edited the client's message
                 route = ex.route = answer
             elif answer is not None:
+                status, message, note = answer
                 self.exchanges.pop(exchange, None)
-                self._observe_reply(exchange, *answer, ())
-                _json_response(client, *answer, ())
+                self._observe_reply(exchange, status, message, (), note)
+                _json_response(client, status, message, ())
                 return
         holds = self.intercepts
         if holds is not None and holds.active:
@@ -616,7 +617,12 @@ class BridgeDriver:
         self._observe_leg(leg, exchange, message, Direction.TO_CLIENT, size, channel)
 
     def _observe_reply(
-        self, exchange: str, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+        self,
+        exchange: str,
+        status: int,
+        message: dict[str, Any] | None,
+        headers: tuple[tuple[str, str], ...],
+        note: str | None = None,
     ) -> None:
         sink = self.observer
         content_type = "application/json" if message else None
@@ -626,7 +632,7 @@ class BridgeDriver:
             )
         )
         if message is not None:
-            self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON)
+            self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON, note)
         self._close_observation(exchange, None)
 
     def _observe_client_request(self, exchange: str, client: ClientSide, route: Route) -> None:
@@ -655,11 +661,13 @@ class BridgeDriver:
             )
 
     def _observe_client_bound(
-        self, exchange: str, message: dict[str, Any], size: int, channel: Channel
+        self, exchange: str, message: dict[str, Any], size: int, channel: Channel, note: str | None = None
     ) -> None:
         msg = classify_value(message)
         sink = self.observer
-        sink.emit(MessageSeen(sink.now(), exchange, msg, size, Direction.TO_CLIENT, channel, Side.CLIENT))
+        sink.emit(
+            MessageSeen(sink.now(), exchange, msg, size, Direction.TO_CLIENT, channel, Side.CLIENT, note=note)
+        )
 
     def _close_observation(self, exchange: str, outcome: str | None) -> None:
         sink = self.observer

@@ -26,8 +26,9 @@ from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
 
-Answer = tuple[int, dict[str, Any] | None]
-"""An HTTP status and the JSON-RPC message the client gets (None: an empty 202)."""
+Answer = tuple[int, dict[str, Any] | None, str | None]
+"""An HTTP status, the JSON-RPC message the client gets (None: an empty 202), and the note its record
+carries saying the proxy made it and why (as pass-through notes its own answers)."""
 
 
 async def bridged_client_faults(
@@ -93,22 +94,24 @@ async def _hold(
             return None
         raw = dumps(decision.message)
         return replace(route, raw=raw, body=parse_body(raw))
+    rule = fault.rule_id
     if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: never reaches the bridge
-        return 202, None
+        return 202, None, None
     if decision.verb == "answer" and decision.message is not None:
-        return 200, decision.message
-    return 200, intercept_drop_answer(msg.id, fault.rule_id)
+        return 200, decision.message, f"answered by the proxy's intercept ({rule})"
+    return 200, intercept_drop_answer(msg.id, rule), f"dropped by the proxy's intercept ({rule})"
 
 
 def _answer(gate: FaultGate, sink: ObservationSink, exchange: str, fault: Fault, msg: Message) -> Answer:
     if msg.kind is not Kind.REQUEST:
         _note(gate, sink, exchange, fault, msg, True, "not forwarded (the client got 202)")
-        return 202, None
+        return 202, None, None
+    made = f"fault injected by the proxy: {fault.describe()} [{fault.rule_id}]"
     if fault.action.kind == "error":
         _note(gate, sink, exchange, fault, msg, True, "answered by the proxy before the bridge")
-        return 200, error_answer(msg.id, fault.action, fault.rule_id)
+        return 200, error_answer(msg.id, fault.action, fault.rule_id), made
     _note(gate, sink, exchange, fault, msg, True, "not forwarded; the client got an error saying so")
-    return 200, drop_answer(msg.id, fault.rule_id)
+    return 200, drop_answer(msg.id, fault.rule_id), made
 
 
 def _note(
@@ -132,6 +135,7 @@ def _note(
             msg.method,
             applied,
             detail,
+            fault.action.delay_ms if fault.action.kind == "delay" else 0.0,
         )
     )
 

@@ -12,6 +12,10 @@ before it is written; its bytes go out unchanged unless a fault changes that eve
 Every fault is a `FaultInjected` observation: the chain notes it, the log line carries it, /metrics
 counts it and the capture keeps it. A rule that picks a message its action turns out not to fit (a
 cut for a JSON answer) is recorded as not injected, with the reason.
+
+A message the proxy changed is recorded as each peer had it, never as one relayed unchanged: what its
+sender sent on the sender's leg, and what the proxy sent in its place (an intercept's edit, a fault's
+error) on the receiver's, with a note saying why (`proxy.flows.store.sent_in_place`).
 """
 
 from __future__ import annotations
@@ -76,7 +80,17 @@ def gated_relay(
 class GatedRelay(PassthroughRelay):
     """One pass-through exchange relayed through the gate (always in a task)."""
 
-    __slots__ = ("asked", "cut_fault", "events_sent", "gate", "judged", "route", "route_era", "session")
+    __slots__ = (
+        "asked",
+        "cut_fault",
+        "events_sent",
+        "gate",
+        "judged",
+        "made",
+        "route",
+        "route_era",
+        "session",
+    )
 
     def __init__(
         self,
@@ -98,6 +112,9 @@ class GatedRelay(PassthroughRelay):
         """The client's request (an intercept answers a server's request upstream with its headers)."""
         self.cut_fault: Fault | None = None
         self.events_sent = 0
+        self.made: list[tuple[Any, Message, str]] = []
+        """Messages the proxy sends the client in place of the server's, until observed going out:
+        what it sends, what the server sent, and why."""
 
     # -- the client's messages ------------------------------------------------------------------
 
@@ -169,7 +186,11 @@ class GatedRelay(PassthroughRelay):
             if decision.message is None:
                 return route
             raw = dumps(decision.message)
-            return replace(route, raw=raw, body=parse_body(raw))
+            edited = replace(route, raw=raw, body=parse_body(raw))
+            self._sent_upstream(
+                edited, f"edited by the proxy's intercept ({fault.rule_id}), sent in place of the client's"
+            )
+            return edited
         if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: dropped, the client gets 202
             self._emit(ResponseHeadSeen(self.ctx.observations.now(), self.exchange, 202, None, {}))
             self.client.respond(202, b"", None, ())
@@ -187,7 +208,7 @@ class GatedRelay(PassthroughRelay):
 
     async def _hold_server(self, fault: Fault, msg: Message, judged: Seen) -> tuple[Any, bool]:
         """Hold a server's message for a decision: what the client gets in its place (None: nothing),
-        and whether that differs from what the server sent."""
+        and whether that differs from what the server sent (then recorded as `_in_place` says)."""
         desk = self.ctx.desk
         if desk is None:
             return msg.raw, False
@@ -196,14 +217,23 @@ class GatedRelay(PassthroughRelay):
         rule = fault.rule_id
         if decision.verb == "forward":
             edited = decision.message
-            return (msg.raw, False) if edited is None else (edited, True)
+            if edited is None:
+                return msg.raw, False
+            self._in_place(edited, msg, f"edited by the proxy's intercept ({rule})")
+            return edited, True
+        answered = decision.verb == "answer" and decision.message is not None
+        how = f"{'answered' if answered else 'dropped'} by the proxy's intercept ({rule})"
         if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
             answer = decision.message if decision.verb == "answer" else None
             await self._answer_upstream(answer or intercept_refusal(msg.id, rule))
+            self._in_place(None, msg, f"not forwarded to the client: {how}")
             return None, True
         if msg.is_response:
             answer = decision.message if decision.verb == "answer" else None
-            return answer or intercept_dropped_answer(msg.id, rule), True
+            made = answer or intercept_dropped_answer(msg.id, rule)
+            self._in_place(made, msg, f"the server's answer {how}")
+            return made, True
+        self._in_place(None, msg, f"not forwarded to the client: {how}")
         return None, True  # a notification dropped
 
     async def _answer_upstream(self, answer: dict[str, Any]) -> None:
@@ -246,7 +276,7 @@ class GatedRelay(PassthroughRelay):
             if fault.action.kind == "error"
             else drop_answer(msg.id, rule)
         )
-        self._respond_json(answer, f"fault injected by the proxy: {fault.describe()} [{rule}]")
+        self._respond_json(answer, _injected(fault))
         self._finish(None)
 
     def _respond_json(self, answer: dict[str, Any], note: str) -> None:
@@ -352,6 +382,7 @@ class GatedRelay(PassthroughRelay):
                     else dropped_answer(msg.id, fault.rule_id)
                 )
                 self._note(fault, msg, "server", detail=_replaced_detail(kind))
+                self._in_place(made, msg, _injected(fault))
                 out.append(made)
                 changed = True
             else:  # duplicate: one JSON body holds one answer per request
@@ -429,12 +460,14 @@ class GatedRelay(PassthroughRelay):
                 await self.ctx.holds.wait(fault.action.delay_ms / 1000)
             elif kind == "drop":
                 self._note(fault, msg, "server", detail="not forwarded to the client")
+                self._in_place(None, msg, f"not forwarded to the client: {_injected(fault)}")
                 self._flush()
                 return None
             elif kind == "error":
                 made = error_answer(msg.id, fault.action, fault.rule_id)
                 raw = event_with_data(raw, dumps(made).decode())
                 self._note(fault, msg, "server", detail="the server's answer replaced by the error")
+                self._in_place(made, msg, _injected(fault))
             elif kind == "duplicate":
                 copies = 2
                 self._note(fault, msg, "server", detail="the event written twice")
@@ -457,6 +490,51 @@ class GatedRelay(PassthroughRelay):
         return seen(msg, "server", era=self.route_era, session=self.session, asked=self.asked)
 
     # -- recording ------------------------------------------------------------------------------
+
+    def _sent_upstream(self, route: Route, note: str) -> None:
+        """Record what went upstream in place of the client's request (its edit), on the upstream's leg."""
+        sink = self.ctx.observations
+        single = len(route.body.messages) == 1
+        for msg in route.body.messages:
+            size = len(route.raw) if single else len(dumps(msg.raw))
+            self._emit(
+                MessageSeen(
+                    sink.now(), self.exchange, msg, size, Direction.TO_SERVER, Channel.POST, Side.UPSTREAM,
+                    note=note,
+                )
+            )  # fmt: skip
+
+    def _in_place(self, made: Any, original: Message, note: str) -> None:
+        """The client gets `made` (None: nothing) instead of the server's `original`: the server's is
+        recorded now on its own leg, and `made` as the proxy's when it goes out (`_observe_upstream`)."""
+        sink = self.ctx.observations
+        size = len(dumps(original.raw))
+        channel = Channel.JSON
+        if self.sse:
+            channel = Channel.GET_SSE if self.client.method == "GET" else Channel.SSE
+        self._emit(
+            MessageSeen(
+                sink.now(), self.exchange, original, size, Direction.TO_CLIENT, channel, Side.UPSTREAM,
+                note=note if made is None else None,
+            )
+        )  # fmt: skip
+        if made is not None:
+            self.made.append((made, original, note))
+
+    def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
+        """A message going out to the client: the proxy's own when it is one `_in_place` recorded."""
+        for i, (made, _, note) in enumerate(self.made):  # empty unless the proxy changed a message
+            if msg.raw == made:
+                del self.made[i]
+                sink = self.ctx.observations
+                self._emit(
+                    MessageSeen(
+                        sink.now(), self.exchange, msg, size, Direction.TO_CLIENT, channel, Side.CLIENT,
+                        sse_id, note,
+                    )
+                )  # fmt: skip
+                return
+        super()._observe_upstream(msg, size, channel, sse_id)
 
     def _note(
         self,
@@ -493,11 +571,17 @@ class GatedRelay(PassthroughRelay):
         self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
         now = self.ctx.observations.now()
         label = self.gate.label(fault.rule_id)
+        held = fault.action.delay_ms if fault.action.kind == "delay" else 0.0
         self._emit(
             FaultInjected(
-                now, self.exchange, fault.describe(), label, direction, ident, method, applied, detail
+                now, self.exchange, fault.describe(), label, direction, ident, method, applied, detail, held
             )
         )
+
+
+def _injected(fault: Fault) -> str:
+    """The note on a message a fault made or dropped, as the pass-through answers the proxy makes say."""
+    return f"fault injected by the proxy: {fault.describe()} [{fault.rule_id}]"
 
 
 def _answered_detail(kind: str, msg: Message) -> str:

@@ -239,9 +239,10 @@ class OpCounter:
                 ex = exchanges.get(obs.exchange)
                 if ex is None:
                     continue
-                if obs.direction is _TO_SERVER:
-                    if obs.side is not _UPSTREAM:
-                        self._client(ex, obs.msg, obs.t)
+                if obs.side is _UPSTREAM:  # the server's leg of a message the proxy changed
+                    pass
+                elif obs.direction is _TO_SERVER:
+                    self._client(ex, obs.msg, obs.t)
                 else:
                     self._server(ex, obs.msg, obs.t)
                 if obs.sse_id is not None:

@@ -105,6 +105,20 @@ class Commanded:
     async def notes(self) -> list[str]:
         return [note for chain in await self.chains() for note in chain.get("notes", [])]
 
+    async def messages(self, chain_id: str) -> list[dict[str, Any]]:
+        """The records of one chain, in order (`GET /api/chains/{id}`)."""
+        status, found = await self.call("GET", f"/api/chains/{chain_id}")
+        assert status == 200, found
+        messages: list[dict[str, Any]] = found["messages"]
+        return messages
+
+    async def har_entries(self) -> list[dict[str, Any]]:
+        """The running proxy's HAR entries (`GET /api/export.har`)."""
+        status, found = await self.call("GET", "/api/export.har?limit=100000")
+        assert status == 200, found
+        entries: list[dict[str, Any]] = found["log"]["entries"]
+        return entries
+
     async def metrics(self) -> str:
         async with self.http() as http, http.get(self.admin_url + "/metrics") as resp:
             assert resp.status == 200

@@ -37,6 +37,15 @@ def call_chain(found: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return calls[-1]
 
 
+async def answers(proxy: Commanded, chain: dict[str, Any]) -> list[tuple[str, str, Any, str | None]]:
+    """The records of the answers to a chain's call, in order: (side, kind, body, note) each."""
+    return [
+        (m["side"], m["kind"], m["body"], m.get("note"))
+        for m in await proxy.messages(chain["id"])
+        if m["direction"] == "to_client" and m.get("jsonrpc_id") == chain["jsonrpc_id"]
+    ]
+
+
 def fault_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entry for entry in logs if entry.get("event") == "exchange" and entry.get("fault")]
 
@@ -96,6 +105,12 @@ async def test_a_dropped_json_answer_says_the_server_got_the_request(
     assert "never saw" not in error["message"]
     notes = call_chain(found, "echo")["notes"]
     assert any("fault injected by the proxy: drop" in n for n in notes), notes
+    # The server's answer (a JSON body here) stays on its leg; the client got the proxy's error.
+    (server_leg, client_leg) = await answers(proxy, call_chain(found, "echo"))
+    assert server_leg[:2] == ("upstream", "result"), server_leg
+    assert client_leg[:2] == ("client", "error"), client_leg
+    assert {k: client_leg[2]["error"][k] for k in ("code", "message")} == error, client_leg
+    assert str(client_leg[3]).startswith("fault injected by the proxy: drop"), client_leg
 
 
 async def test_a_clients_answer_to_a_servers_request_is_picked_by_the_method_it_answers(
@@ -126,6 +141,8 @@ async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
     assert "error" not in run.lines["echo"], run.lines
     chain = call_chain(found, "echo")
     assert chain["duration_ms"] >= 400, chain
+    assert chain["held_ms"] == 400.0, chain  # the proxy's hold, told apart from the server's time
+    assert chain["upstream_ms"] >= chain["held_ms"], chain
     assert any("fault injected by the proxy: delay 400 ms" in n for n in chain["notes"])
     (line,) = fault_lines(logs)
     assert line["fault"] == "delay 400 ms"
@@ -143,6 +160,18 @@ async def test_a_server_answer_replaced_by_an_error_reaches_the_client_as_that_e
     assert run.lines["add"]["error"]["code"] == -32099, run.lines
     notes = call_chain(found, "add")["notes"]
     assert any("error -32099 on the server's answer to tools/call" in n for n in notes), notes
+    # The server's answer (an SSE event here) stays on its leg, never shown as what the client got.
+    chain = call_chain(found, "add")
+    assert chain["status"] == "error", chain
+    (server_leg, client_leg) = await answers(proxy, chain)
+    assert server_leg[:2] == ("upstream", "result"), server_leg
+    assert server_leg[2]["result"]["structuredContent"] == {"result": 5}, server_leg
+    assert client_leg[:2] == ("client", "error"), client_leg
+    assert client_leg[2]["error"]["code"] == -32099, client_leg
+    assert str(client_leg[3]).startswith("fault injected by the proxy: error -32099"), client_leg
+    # The HAR entry is the client's exchange: its SSE body carries the error, not the server's result.
+    (entry,) = [e for e in await proxy.har_entries() if "-32099" in e["response"]["content"]["text"]]
+    assert "structuredContent" not in entry["response"]["content"]["text"], entry["response"]
 
 
 async def test_a_duplicated_server_event_reaches_the_client_twice(
@@ -363,6 +392,9 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
     assert any("fault injected by the proxy: delay 300 ms" in n for n in add["notes"]), add
     echo = call_chain(found, "echo")
     assert any("fault injected by the proxy: error -32051" in n for n in echo["notes"]), echo
+    ((side, kind, _, note),) = await answers(proxy, echo)  # marked as the proxy's, as pass-through's are
+    assert (side, kind) == ("client", "error"), note
+    assert str(note).startswith("fault injected by the proxy:"), note
     ask = [n for c in found if c.get("name") == "ask_name" for n in c.get("notes", [])]
     assert any(n.startswith("fault not injected") and "on a bridged exchange" in n for n in ask), ask
     faults = sorted(str(line["fault"]) for line in fault_lines(logs))

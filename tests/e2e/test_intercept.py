@@ -68,6 +68,17 @@ async def chain_notes(proxy: Commanded) -> list[str]:
     return await proxy.notes()
 
 
+async def legs_of(proxy: Commanded, tool: str, direction: str) -> list[tuple[str, Any, str | None]]:
+    """The records of the `tools/call tool` chain's call (`to_server`) or answer (`to_client`), by
+    its JSON-RPC id: (side, body, note) each, in order."""
+    (chain,) = [c for c in await proxy.chains() if c.get("method") == "tools/call" and c.get("name") == tool]
+    return [
+        (m["side"], m["body"], m.get("note"))
+        for m in await proxy.messages(chain["id"])
+        if m["direction"] == direction and m.get("jsonrpc_id") == chain["jsonrpc_id"]
+    ]
+
+
 def tool_result(modern: bool, text: str) -> dict[str, Any]:
     result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
     if modern:
@@ -125,6 +136,20 @@ async def test_a_held_call_forwarded_edited_reaches_the_server_as_edited(
     notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["edited at the desk"], run.lines
     assert any("forwarded edited by api" in n for n in notes), notes
+    # The chain holds each leg as it went: the client's call reached the proxy only, the edit the server.
+    (client_leg, server_leg) = await legs_of(proxy, "echo", "to_server")
+    assert client_leg[0] == "client"
+    assert client_leg[1]["params"]["arguments"]["text"] == "hello"
+    assert server_leg[0] == "upstream"
+    assert server_leg[1]["params"]["arguments"]["text"] == "edited at the desk"
+    assert server_leg[2] is not None
+    assert server_leg[2].startswith("edited by the proxy's intercept ")
+    # The HAR entry is the client's exchange: its request body is what the client sent.
+    (entry,) = [
+        e for e in await proxy.har_entries() if "edited at the desk" in e["response"]["content"]["text"]
+    ]
+    assert '"hello"' in entry["request"]["postData"]["text"], entry["request"]
+    assert "edited at the desk" not in entry["request"]["postData"]["text"]
 
 
 async def test_a_held_call_sent_back_unchanged_as_an_edit_is_recorded_as_forwarded_unchanged(
@@ -192,6 +217,19 @@ async def test_a_held_server_answer_is_replaced_by_the_typed_error(
     assert any(n.startswith(f"the server's answer to tools/call held by intercept {rule}") for n in notes), (
         notes
     )
+    # What the server answered stays on its leg; the client's answer is marked as the proxy's.
+    (server_leg, client_leg) = await legs_of(proxy, "add", "to_client")
+    assert server_leg[0] == "upstream"
+    assert server_leg[1]["result"]["structuredContent"] == {"result": 5}
+    assert client_leg[:2] == (
+        "client",
+        {
+            "jsonrpc": "2.0",
+            "id": client_leg[1]["id"],
+            "error": {"code": -32077, "message": "the desk says no"},
+        },
+    )
+    assert client_leg[2] == f"the server's answer answered by the proxy's intercept ({rule})"
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])

@@ -293,3 +293,33 @@ def test_notifications_on_the_calls_stream_go_before_the_round_or_the_answer_the
 
     assert [n["params"]["progress"] for n in op.rounds[0].notes] == [1]
     assert [n["params"]["progress"] for n in op.notes] == [2]
+
+
+def test_a_pass_through_answer_the_proxy_replaced_is_served_as_the_server_sent_it() -> None:
+    # A fault or an intercept put an error in the server's answer's place: the chain holds both legs.
+    chain = (
+        Chain("r1")
+        .to_server(call(3, "add", {"a": 2, "b": 3}))
+        .to_client({"id": 3, "result": text("5")}, side=Side.UPSTREAM)
+        .to_client(
+            {"id": 3, "error": {"code": -32050, "message": "fault injected by the proxy"}}, side=Side.CLIENT
+        )
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert op.answer == {"result": text("5")}
+
+
+def test_a_call_an_intercept_edited_is_matched_as_the_server_got_it() -> None:
+    chain = (
+        Chain("r1")
+        .to_server(call(3, "echo", {"text": "hello"}), side=Side.CLIENT)
+        .to_server(call(3, "echo", {"text": "edited"}), side=Side.UPSTREAM)
+        .to_client({"id": 3, "result": text("edited")})
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert op.params["arguments"] == {"text": "edited"}
+    assert op.answer == {"result": text("edited")}

@@ -1,5 +1,8 @@
 """The chain view: the selected chain as a tree, from the client's request to the final result.
 
+The chain's notes come first, under its headline: what the proxy did to the traffic (a fault, an
+intercept's edit) is read before the messages it changed.
+
 Built from `ui.timeline` (pure); each node's data is the sequence number of the message it opens
 with Enter. Redrawn when the chain changes, with the cursor kept on the same message.
 """
@@ -15,7 +18,7 @@ from textual.widgets.tree import TreeNode
 
 from ui.messages import CopyRequested, MessageChosen
 from ui.model import ChainEntry
-from ui.render import chain_headline, node_label
+from ui.render import chain_headline, node_label, note_labels
 from ui.timeline import Node, build_timeline
 
 NodeData = int | None
@@ -61,6 +64,8 @@ class ChainTree(Tree[NodeData]):
         self._version = version
         self.clear()
         self.root.set_label(chain_headline(entry.summary))
+        for note in note_labels(entry.summary):
+            self.root.add_leaf(note, data=None)
         self._add(self.root, build_timeline(entry.summary, entry.messages), entry.summary.bridged)
         self.root.expand_all()
         if keep is not None:
