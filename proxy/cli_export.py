@@ -27,7 +27,7 @@ from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import CaptureError, CaptureFormatError
-from proxy.record.curl import NoRequest, Target, curl_command
+from proxy.record.curl import NoRequest, Target, bodiless_request, curl_command
 from proxy.record.export import (
     Format,
     counted,
@@ -222,15 +222,12 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         )
         return 2
     messages = list(chain.messages)
-    sent = [
-        m
-        for m in messages
-        if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM and m.kind != "http"
-    ]
+    client_sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
+    sent = [m for m in client_sent if m.kind != "http"] or [m for m in client_sent if bodiless_request(m)]
     if not sent:
         print(
-            f"mcp-proxy export: chain {chain_id} holds no message the client sent (a GET stream's "
-            "events, or messages the server sent on its own): nothing to copy as curl",
+            f"mcp-proxy export: chain {chain_id} holds no request the client sent (messages the "
+            "server sent on its own, or a request the capture did not keep): nothing to copy as curl",
             file=sys.stderr,
         )
         return 2

@@ -119,17 +119,22 @@ def _var_for_header(name: str) -> str:
 
 def request_for(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord:
     """The request to copy for `record`: itself when sent toward the server, else the request of the
-    HTTP exchange that carried it (raises NoRequest when there is none)."""
+    HTTP exchange that carried it: its message, or for a request without a body (a GET stream, a
+    DELETE) the record of its head (raises NoRequest when there is neither)."""
     if record.direction is Direction.TO_SERVER:
         return record
-    sent = [
-        m
-        for m in messages
-        if m.exchange == record.exchange and m.direction is Direction.TO_SERVER and m.kind != "http"
-    ]
-    if not sent:
-        raise NoRequest(f"message {record.seq} came on a stream no recorded request opened (a GET stream)")
-    return sent[0]
+    sent = [m for m in messages if m.exchange == record.exchange and m.direction is Direction.TO_SERVER]
+    found = next((m for m in sent if m.kind != "http"), None) or next(
+        (m for m in sent if bodiless_request(m)), None
+    )
+    if found is None:
+        raise NoRequest(f"message {record.seq} came on a stream whose request was not recorded")
+    return found
+
+
+def bodiless_request(record: MessageRecord) -> bool:
+    """Whether `record` is the head of a request without a body (a GET stream, a DELETE)."""
+    return record.kind == "http" and record.http is not None and bool(record.http.method)
 
 
 def _head_of(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord | None:
@@ -267,8 +272,12 @@ def curl_command(
         data = _word(body, secrets, "MCP_BODY_SECRET", "a redacted value in the body")
         lines.append(f"--data-binary {data}")
     what = request.method or request.kind
+    if bodiless_request(request) and request.http is not None:
+        what = f"{http_method} {request.http.path or '/'}"
     ident = f" #{request.jsonrpc_id}" if request.jsonrpc_id is not None else ""
     comment = [f"# mcp-proxy: chain {chain_id}, message {request.seq} ({what}{ident}), sent to the {where}"]
+    if http_method == "GET":
+        comment.append("# a GET stream: curl prints the server's events as they come, until it ends (Ctrl-C)")
     if request.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
     comment += _waits(messages, request)

@@ -168,3 +168,29 @@ def test_a_call_the_server_asks_about_says_to_run_it_in_the_background_and_its_a
     assert "run it in the background (append &)" in for_call
     assert "answers the server's request #7" in for_answer
     assert "background" not in for_answer
+
+
+def test_a_get_streams_event_copies_the_streams_own_request_head() -> None:
+    head = record(
+        1,
+        exchange="x7",
+        kind="http",
+        channel=Channel.HTTP,
+        jsonrpc_id=None,
+        method=None,
+        body=None,
+        http=HttpInfo(
+            method="GET", path="/mcp", headers={"Accept": "text/event-stream", "Mcp-Session-Id": STAND_IN}
+        ),
+    )
+    pushed = record(2, direction=Direction.TO_CLIENT, exchange="x7", kind="notification", http=None)
+
+    command = curl_command(
+        [head, pushed], pushed, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp"
+    )
+
+    assert "message 1 (GET /mcp)" in command
+    assert "# a GET stream:" in command
+    assert "curl -sS -N -X GET http://p/mcp" in command
+    assert "--data-binary" not in command
+    assert '"${MCP_SESSION_ID:?' in command

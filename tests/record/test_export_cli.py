@@ -142,7 +142,7 @@ def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_eac
     assert "wrote 1 curl command of chain r1" in curl_err
 
 
-def test_curl_of_a_chain_the_client_sent_nothing_in_exits_2_saying_why(
+def test_curl_of_a_get_stream_chain_copies_its_request_head(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "stream.jsonl"
@@ -159,10 +159,11 @@ def test_curl_of_a_chain_the_client_sent_nothing_in_exits_2_saying_why(
         )
         writer.write_lines([encode(obs) for obs in observations])
 
-    assert main(["export", "--curl", "r1", str(path)]) == 2
+    assert main(["export", "--curl", "r1", str(path)]) == 0
     captured = capsys.readouterr()
-    assert "chain r1 holds no message the client sent" in captured.err
-    assert captured.out == ""
+    assert "curl -sS -N -X GET http://127.0.0.1:1/mcp" in captured.out  # the stream's own request head
+    assert "--data-binary" not in captured.out
+    assert "wrote 1 curl command of chain r1" in captured.err
 
 
 @pytest.mark.parametrize("chosen", [["--har", "-"], ["--curl", "r1"]], ids=["har", "curl"])
