@@ -26,6 +26,7 @@ from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:
     from proxy.flows.bus import Subscription
+    from proxy.logs import LogKeeper
     from proxy.replay.runner import TuiReplayer
     from proxy.runtime import Proxy
     from ui.app import ProxyTui
@@ -170,8 +171,10 @@ def run_demo(*, tui: bool, as_json: bool) -> int:
 def run_with_tui(loaded: LoadedSettings) -> int:
     """`mcp-proxy --upstream URL --tui`: the proxy and the TUI in one process and one event loop.
 
-    Logs go to `log_file` or nowhere (the TUI owns the terminal). A proxy that cannot start, or a TUI
-    that is not installed, says why on stderr before the TUI ever takes the screen.
+    Logs go to `log_file` or nowhere (the TUI owns the terminal); either way the proxy's own lines
+    (not the traffic's) are kept for the TUI's event log (`E`), and the warnings are summed up on
+    stderr once the TUI has given the terminal back. A proxy that cannot start, or a TUI that is not
+    installed, says why on stderr before the TUI ever takes the screen.
     """
     from proxy import logs
     from proxy.cli import admin_may_move, start_failure
@@ -181,19 +184,34 @@ def run_with_tui(loaded: LoadedSettings) -> int:
         print(missing, file=sys.stderr)
         return 2
     settings = loaded.settings
-    log_file = logs.configure(level=settings.log_level, fmt="json", file=settings.log_file, quiet=True)
+    keeper = logs.LogKeeper()
+    log_file = logs.configure(
+        level=settings.log_level, fmt="json", file=settings.log_file, quiet=True, keeper=keeper
+    )
     try:
-        return asyncio.run(_serve_with_tui(Proxy(settings, admin_fallback=admin_may_move(loaded))))
+        return asyncio.run(_serve_with_tui(Proxy(settings, admin_fallback=admin_may_move(loaded)), keeper))
     except OSError as exc:
         print(start_failure(loaded, exc), file=sys.stderr)
         return 2
     finally:
         if log_file is not None:
             log_file.close()
+        if keeper.warnings:
+            print(warnings_said(keeper, settings.log_file), file=sys.stderr)
 
 
-def in_process_tui(proxy: Proxy, feed: Subscription) -> ProxyTui:
-    """The TUI of a proxy in this process: its bus for the chains, its controls for the rule keys."""
+def warnings_said(keeper: LogKeeper, log_file: Path | None) -> str:
+    """What the proxy warned of while the TUI had the terminal, said once it is given back."""
+    assert keeper.last_warning is not None
+    _, level, event, fields = keeper.last_warning
+    where = f"the whole log is in {log_file}" if log_file else "--log-file FILE keeps the whole log"
+    count = f"{keeper.warnings} warning{'s' if keeper.warnings != 1 else ''}"
+    return f"mcp-proxy: {count} while the TUI ran ({where}); the last: {level} {event} {fields}".rstrip()
+
+
+def in_process_tui(proxy: Proxy, feed: Subscription, log: LogKeeper | None = None) -> ProxyTui:
+    """The TUI of a proxy in this process: its bus for the chains, its controls for the rule keys,
+    and the proxy's own log lines for its event log."""
     from proxy.desk_ops import DeskOps
     from proxy.replay.runner import for_tui
     from ui.app import ProxyTui
@@ -203,14 +221,17 @@ def in_process_tui(proxy: Proxy, feed: Subscription) -> ProxyTui:
     description = f"in-process proxy {proxy.url}"
     replayer = for_tui(proxy.settings.upstream, proxy.settings)
     return ProxyTui(
-        BusFeed(feed, description), desk=LocalDesk(DeskOps(proxy), description), replayer=replayer
+        BusFeed(feed, description),
+        desk=LocalDesk(DeskOps(proxy), description),
+        replayer=replayer,
+        log=log,
     )
 
 
-async def _serve_with_tui(proxy: Proxy) -> int:
+async def _serve_with_tui(proxy: Proxy, log: LogKeeper) -> int:
     feed = proxy.bus.subscribe("tui")  # before start: the TUI must see the first proxy_info
     await proxy.start()
-    app = in_process_tui(proxy, feed)
+    app = in_process_tui(proxy, feed, log)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
@@ -174,12 +175,64 @@ def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> 
     return event
 
 
+TRAFFIC_EVENTS = frozenset({"exchange", "bridge_round", "server_asked", "bridge_resumed"})
+"""The lines that tell the traffic itself (a round trip, a round, a question): chains show them."""
+
+KEPT_EVENTS = 500
+"""The proxy's own log lines a `LogKeeper` holds for the TUI (the oldest go first)."""
+
+LoggedEvent = tuple[str, str, str, str]
+"""A kept log line: its clock time, level, event name and the rest of its fields as `key=value`."""
+
+
+class LogKeeper:
+    """Keeps the proxy's own log lines (not the traffic's) for a TUI that owns the terminal.
+
+    With `--tui` and no log file, nothing is written anywhere, so a warning (an upstream out of
+    reach, a forced era refused, a rule put in force) would be seen by nobody; the TUI shows these
+    and announces the warnings. A processor after redaction, so it holds what a log file would.
+    """
+
+    def __init__(self, bound: int = KEPT_EVENTS) -> None:
+        self.events: deque[LoggedEvent] = deque(maxlen=bound)
+        self.total = 0
+        """Every line kept so far (the oldest may be gone: `events` is bounded)."""
+        self.warnings = 0
+        """Lines at warning or above kept so far."""
+        self.last_warning: LoggedEvent | None = None
+
+    def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        name = str(event.get("event", ""))
+        if name in TRAFFIC_EVENTS:
+            return event
+        level = str(event.get("level", "info"))
+        stamp = str(event.get("timestamp") or "")
+        rest = " ".join(
+            f"{key}={value}"
+            for key, value in event.items()
+            if key not in ("event", "level", "timestamp") and value is not None
+        )
+        kept = (stamp[11:19] if len(stamp) >= 19 else stamp, level, name, rest[:2000])
+        self.events.append(kept)
+        self.total += 1
+        if level in ("warning", "error", "critical"):
+            self.warnings += 1
+            self.last_warning = kept
+        return event
+
+
 def configure(
-    *, level: str = "info", fmt: str = "auto", file: Path | None = None, quiet: bool = False
+    *,
+    level: str = "info",
+    fmt: str = "auto",
+    file: Path | None = None,
+    quiet: bool = False,
+    keeper: LogKeeper | None = None,
 ) -> TextIO | None:
     """Install the one processor chain; returns the opened log file, if any (the caller closes it).
 
-    `quiet` sends nothing anywhere (a TUI with no log file must own the terminal alone).
+    `quiet` sends nothing anywhere (a TUI with no log file must own the terminal alone); `keeper`
+    also keeps the proxy's own lines, redacted, for the TUI to show.
     """
     stream: TextIO | None
     opened: TextIO | None = None
@@ -210,6 +263,8 @@ def configure(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    if keeper is not None:
+        processors.append(keeper)
     if is_json:
         # `log.exception(...)` leaves `exc_info=True`; the console renderer formats it itself, JSON needs
         # the traceback rendered into the line, or the line says only that there was an exception.

@@ -35,6 +35,7 @@ from ui.model import MAX_CHAINS, ViewModel
 from ui.query import message_match
 from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
+from ui.screens.events import EventsScreen, ProxyLog
 from ui.screens.faults import FaultScreen
 from ui.screens.help import HelpScreen
 from ui.screens.intercepts import InterceptScreen
@@ -60,7 +61,11 @@ class ProxyTui(App[None]):
         Binding("i", "intercept", "Intercept", show=False),
         Binding("I", "held", "Held", show=False),
         Binding("r", "replay", "Replay", show=False),  # the chain under the cursor (ui/replaying.py)
+        Binding("E", "events", "Events", show=False),  # the proxy's own log (a proxy in this process)
     ]
+
+    LOG_CHECK = 1.0
+    """Seconds between looks at the proxy's log for new warnings to announce."""
 
     def __init__(
         self,
@@ -73,8 +78,12 @@ class ProxyTui(App[None]):
         desk: RuleDesk | None = None,
         no_desk: str = READ_ONLY_CAPTURE,
         replayer: Replayer | None = None,
+        log: ProxyLog | None = None,
     ) -> None:
         super().__init__()
+        self.proxy_log = log
+        """The proxy's own log lines, when the proxy runs in this process (`E` shows them)."""
+        self._warnings_told = 0
         self.desk = desk
         self.no_desk = no_desk
         """What the rule keys say when there is no desk (a capture file, the demo)."""
@@ -99,6 +108,18 @@ class ProxyTui(App[None]):
         if self.desk is not None:
             self.watcher = HeldWatcher(self.desk, self._held_state, self._desk_failed)
             self.run_worker(self._watch(self.watcher), name="held", group="held", exit_on_error=False)
+        if self.proxy_log is not None:
+            self.set_interval(self.LOG_CHECK, self._new_warnings)
+
+    def _new_warnings(self) -> None:
+        """Announce warnings the proxy logged since the last look, once per look, pointing at `E`."""
+        log = self.proxy_log
+        if log is None or log.warnings == self._warnings_told:
+            return
+        new, self._warnings_told = log.warnings - self._warnings_told, log.warnings
+        last = next((e for e in reversed(log.events) if e[1] in ("warning", "error", "critical")), None)
+        said = f": {last[2]}" if last is not None else ""
+        self.notify(f"the proxy logged {new} warning(s){said} (E shows its log)", severity="warning")
 
     def _held_state(self, state: Intercepts) -> None:
         self.post_message(HeldChanged(state))
@@ -249,11 +270,21 @@ class ProxyTui(App[None]):
         """Replay the chain under the cursor against the upstream and show both side by side."""
         start_replay(self, self.main.table.selected_key)
 
+    def action_events(self) -> None:
+        """The proxy's own log lines (a proxy in this process; an attached proxy logs where it runs)."""
+        if self.proxy_log is None:
+            self.notify(NO_LOG, severity="warning")
+        elif not isinstance(self.screen, EventsScreen):
+            self.push_screen(EventsScreen(self.proxy_log))
+
     def action_help(self) -> None:
         """Show the help screen (once)."""
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+
+NO_LOG = "an attached proxy (or a capture) logs where it runs: E shows the log of a proxy run with --tui"
+"""What `E` says where the proxy's log is not in this process."""
 
 HINT = (
     "MATCH [timeout=30s]   e.g. method:tools/call tool:delete_*   dir:server method:elicitation/create"

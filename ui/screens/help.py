@@ -35,6 +35,7 @@ HELP = """\
 | F | anywhere | fault rules: `a` add, `d` delete, Esc back |
 | i | anywhere | intercept: hold messages matching a rule (starts from the filter when it picks messages) |
 | I | anywhere | intercept rules and held messages (the status bar says "N held") |
+| E | anywhere | the proxy's own log (`--tui`): warnings, rules put in force, what it said at start |
 | f | held | forward the held message unchanged |
 | e / E | held | edit it here / in `$EDITOR`, then forward the edit (Ctrl+S sends, Esc cancels) |
 | d | held | drop it (the sender gets a JSON-RPC error, or nothing for a notification) |
@@ -74,7 +75,10 @@ client → server; **⇄** the proxy bridged between eras. In the tree each mess
 whom: `[client→server]` and `[server→client]` were relayed unchanged (pass-through);
 `[client→proxy]` and `[server→proxy]` were received by the proxy; `[proxy→client]` and
 `[proxy→server]` (magenta) the proxy made itself: a bridge's requests, answers and
-acknowledgements, the session it minted, or a refusal.
+acknowledgements, the session it minted, or a refusal. **✎** beside a chain's status: the proxy
+changed its traffic (a fault, an intercept's edit, drop or answer); the tree's first lines say how,
+and a changed message shows on both legs, as its sender sent it and as its receiver got it. A
+headline's `held by the proxy` is the time a delay or an intercept held its messages.
 """
 
 
