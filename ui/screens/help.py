@@ -35,7 +35,7 @@ HELP = """\
 | F | anywhere | fault rules: `a` add, `d` delete, Esc back |
 | i | anywhere | intercept: hold messages matching a rule (starts from the filter when it picks messages) |
 | I | anywhere | intercept rules and held messages (the status bar says "N held") |
-| E | anywhere | the proxy's own log (`--tui`): warnings, rules put in force, what it said at start |
+| E | not held | the proxy's own log (`--tui`): warnings, rules put in force, what it said at start |
 | f | held | forward the held message unchanged |
 | e / E | held | edit it here / in `$EDITOR`, then forward the edit (Ctrl+S sends, Esc cancels) |
 | d | held | drop it (the sender gets a JSON-RPC error, or nothing for a notification) |
