@@ -260,7 +260,13 @@ through pass-through) or the proxy (a bridge turning an `input_required` result 
 
 
 def pair_label(pair: Pair) -> Text:
-    """A request/response pair: who asked what, how it ended, and who waited how long."""
+    """A request/response pair: who asked what, how it ended, and who waited how long.
+
+    A pair whose answer came in a later round (an MRTR->legacy bridge's upstream call, answered once
+    the client's retry brought what the server asked) says so: its time holds the client's part. A
+    question the server asked the bridge is answered by the proxy, from the client's retry, so its
+    time is how long the answer took, not how long the client waited (the headline has that).
+    """
     req = pair.request
     assert req is not None
     elapsed = pair.elapsed_ms
@@ -268,16 +274,17 @@ def pair_label(pair: Pair) -> Text:
         head = Text.assemble(("upstream ", "yellow"), (req.method or "?", "bold"))
         who = "upstream"
     elif pair.role == "nested":
-        asker = {Side.UPSTREAM: "server asks", Side.CLIENT: "proxy asks client"}.get(
-            req.side, "server asks client"
-        )
+        asker = _ASKER.get(req.side, "server asks client")
         head = Text.assemble((f"{asker} ", "magenta"), (req.method or "?", "bold"))
-        who = "client waited"
+        who = "answered after" if req.side is Side.UPSTREAM else "client waited"
     else:
         head = Text.assemble(("call ", "cyan"), (req.method or "?", "bold"))
         who = "took"
     head.append(f" #{req.jsonrpc_id} → {outcome(pair.response)}")
-    if elapsed is not None:
+    response = pair.response
+    if elapsed is not None and response is not None and response.round > req.round:
+        head.append(f"  answered in round {response.round}, {duration(elapsed)} after", style="dim")
+    elif elapsed is not None:
         head.append(f"  {who} {duration(elapsed)}", style="dim")
     return head
 
