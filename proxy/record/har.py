@@ -107,6 +107,14 @@ class EntryDraft:
         self.kept_bytes += carried.size
         self.messages.append(carried)
 
+    def sent_in_place(self, made: Carried) -> None:
+        """`made` went upstream in place of the client's request (an intercept's edit): the client's
+        own message travelled to the proxy only (as `proxy.flows.store.sent_in_place` files it)."""
+        for m in reversed(self.messages):
+            if m.direction is _TO_SERVER and m.side == "both" and m.jsonrpc_id == made.jsonrpc_id:
+                m.side = "client"
+                return
+
     def head(self, at: float, status: int, content_type: str | None, headers: dict[str, str]) -> None:
         """The response head went out."""
         self.head_at, self.status, self.content_type = at, status, content_type

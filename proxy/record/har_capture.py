@@ -52,6 +52,8 @@ from proxy.record.observations import ObservationReplayer
 DEFAULT_MAX_HELD: Final = 10_000
 """Ended entries waiting for their chains to end before a filter judges them."""
 
+_UPSTREAM: Final = Side.UPSTREAM
+
 
 class HarFromCapture:
     """Drafts the HAR entries of a capture's observations and hands each to `write` as it ends."""
@@ -103,6 +105,8 @@ class HarFromCapture:
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
                     )  # fmt: skip
                     self._note_chain(draft, chain)
+                    if obs.side is _UPSTREAM and obs.direction is Direction.TO_SERVER and msg.id is not None:
+                        draft.sent_in_place(carried)
                     draft.add(carried)
             case ExchangeOpened():
                 self._open[obs.exchange] = EntryDraft(

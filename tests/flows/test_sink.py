@@ -28,7 +28,7 @@ from proxy.flows.events import (
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
-from proxy.wire.jsonrpc import classify_value, notification, request, result_response
+from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from tests.flows.bridge_play import asked_bridge_call, parked_bridge_call
 from tests.flows.calls import Calls
 from tests.flows.stream_play import streams_and_delete
@@ -202,8 +202,31 @@ def _mrtr_rounds(obs: Any, clock: Clock) -> list[Any]:
     return closed
 
 
+def _changed_by_the_proxy(obs: Any, clock: Clock) -> list[Any]:
+    """A call an intercept edited on its way up, and an answer a fault replaced on its way back: each
+    changed message on both legs, as the relay records it."""
+    call = classify_value(request(5, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    edited = classify_value(request(5, "tools/call", {"name": "echo", "arguments": {"text": "edited"}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=80)
+    obs.message("x1", call, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+    clock.now += 1.5  # held at the desk
+    note = "edited by the proxy's intercept (i1), sent in place of the client's"
+    upstream = Side.UPSTREAM
+    up = Direction.TO_SERVER
+    obs.message("x1", edited, size=84, direction=up, channel=Channel.POST, side=upstream, note=note)
+    obs.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    clock.now += 0.25
+    server = classify_value(result_response(5, {"content": [{"type": "text", "text": "edited"}]}))
+    made = classify_value(error_response(5, -32050, "fault injected by the proxy"))
+    obs.message("x1", server, size=70, direction=Direction.TO_CLIENT, channel=Channel.SSE, side=upstream)
+    obs.message("x1", made, size=75, direction=Direction.TO_CLIENT, channel=Channel.SSE, side=Side.CLIENT,
+                note="fault injected by the proxy: error -32050 [f1]", sse_id="e1")  # fmt: skip
+    return [obs.close_exchange("x1", None)]
+
+
 SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
+    "changed-by-the-proxy": _changed_by_the_proxy,
     "cancelled-calls": _cancelled_calls,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,

@@ -99,3 +99,29 @@ def test_the_chains_of_a_capture_hold_the_records_the_live_chains_hold(tmp_path:
         ("d1", "both", "DELETE"),
         ("g3", "client", "GET"),
     ]
+
+
+def test_a_message_the_proxy_changed_is_on_both_legs_and_the_har_body_is_the_clients_wire(
+    tmp_path: Path,
+) -> None:
+    capture = tmp_path / "changed.jsonl"
+    store, _ = record_play(SCENARIOS["changed-by-the-proxy"], capture)
+    out = io.BytesIO()
+    export_capture([capture], Format.HAR, out)
+
+    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
+    exported = orjson.loads(out.getvalue())["log"]["entries"]
+
+    for entry in (live, exported):
+        (one,) = entry
+        sides = [(m["direction"], m["side"], m["kind"]) for m in one["_mcp"]["messages"]]
+        assert sides == [
+            ("to_server", "client", "request"),  # the client's call reached the proxy only
+            ("to_server", "upstream", "request"),  # the edit the server got
+            ("to_client", "upstream", "result"),  # the server's answer
+            ("to_client", "client", "error"),  # what the client got in its place
+        ]
+        assert '"text":"hi"' in one["request"]["postData"]["text"]
+        assert "edited" not in one["request"]["postData"]["text"]
+        assert "-32050" in one["response"]["content"]["text"]
+        assert '"result"' not in one["response"]["content"]["text"]
