@@ -92,7 +92,9 @@ def build_replay_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PATH",
         help="a field to leave out of the comparison, e.g. result.content[0].text or *.timestamp "
-        "(* any characters, [*] any index); repeatable",
+        "(* any characters, [*] any index); paths read as the report shows them: in a list of named "
+        "items (tools, prompts, resources), [5] is the recorded item at that place, or an item only "
+        "the new answer has at its place there; repeatable",
     )
     parser.add_argument(
         "--header",

@@ -23,7 +23,7 @@ import pytest
 from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
 from tests.e2e.channel_peers import python_stdio_command
-from tests.e2e.replay_peers import DemoPeer
+from tests.e2e.replay_peers import ADD_WORDED, DemoPeer
 from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import client_for, normalize_tool_result
@@ -170,6 +170,37 @@ def test_a_server_that_answers_differently_is_reported_with_the_first_difference
     }
     assert hidden.returncode == 0, hidden.stdout + hidden.stderr
     assert _lines(hidden)[add].endswith(": same")
+
+
+def test_ignoring_the_index_of_a_tool_the_new_build_added_hides_that_tool_and_no_other_change(
+    demo: Demo,
+) -> None:
+    # The newer build lists a sixth tool (`divide`, at [5]) and describes `add` (at [0]) anew.
+    combo = ("legacy", "legacy")
+    tools = demo.chain(combo, "tools/list")
+    with DemoPeer("changed-legacy") as changed:
+
+        def replay(*ignored: str) -> subprocess.CompletedProcess[str]:
+            words = [w for path in ignored for w in ("--ignore", path)]
+            return _replay(demo.captures[combo], "--chain", tools, "--upstream", changed.url, *words)
+
+        added_only = replay("result.tools[5]")
+        both = replay("result.tools[5]", "result.tools[0].description")
+        described_only = replay("result.tools[0].description")
+
+    assert added_only.returncode == 1, added_only.stdout + added_only.stderr
+    assert _lines(added_only)[tools] == (
+        f"{tools} tools/list: differs: message 2 (tools/list result) result.tools[0].description: "
+        f'recorded "Add two integers.", replayed "{ADD_WORDED}"'
+    )
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert _lines(both)[tools].endswith(": same")
+    assert described_only.returncode == 1
+    line = _lines(described_only)[tools]
+    assert line.startswith(
+        f"{tools} tools/list: differs: message 2 (tools/list result) result.tools[5]: recorded (none), "
+        'replayed {"description":"Divide two integers."'
+    ), line
 
 
 @pytest.mark.parametrize(("client", "server"), [("legacy", "modern"), ("modern", "modern")])
