@@ -357,6 +357,44 @@ def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras
         assert all(line.endswith(": same") for line in calls), done.stdout
 
 
+def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and_says_why(
+    dual_inflight_server: PeerServer, modern_server: PeerServer, tmp_path: Path
+) -> None:
+    # `mcp-proxy --upstream-era legacy` in front of the SDK's dual-era server bridged the 2026-07-28
+    # client's calls to its legacy side; a probe of that server finds both eras.
+    capture = tmp_path / "forced.jsonl"
+    server = dual_inflight_server.url
+    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    why = "recorded with the upstream era forced to legacy"
+
+    done = _replay(capture, "--all", "--upstream", server)
+    as_json = _replay(capture, "--all", "--upstream", server, "--json")
+    probed = _replay(capture, "--all", "--upstream", server, "--upstream-era", "auto")
+    gone = _replay(capture, "--all", "--upstream", modern_server.url)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == len(PEER_CALLS)
+    assert all(line.endswith(": same") for line in calls), done.stdout
+    assert (
+        f"speaking the legacy era to the server, forced: {why} (--upstream-era auto probes it instead)"
+        in done.stderr
+    )
+    assert json.loads(as_json.stdout)["upstream_era"] == {"era": "legacy", "forced": True, "why": why}
+    spoken = "speaking both eras (each chain in its client's) to the server, as probed: --upstream-era auto"
+    assert spoken in probed.stderr
+    assert gone.returncode == 2, gone.stdout + gone.stderr
+    assert gone.stdout == ""
+    assert (
+        "mcp-proxy replay: the capture was recorded with the upstream era forced to legacy, and the server "
+        "no longer speaks legacy (it speaks modern only); --upstream-era auto replays through the proxy's "
+        "bridge instead"
+    ) in gone.stderr
+
+
 def test_a_chain_a_fault_changed_when_recorded_is_marked_so_in_the_report(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
