@@ -67,7 +67,8 @@ def recorded_era(recorded: RecordedEra, probed: str) -> EraChoice:
     """
     era = ONE_ERA.get(recorded.era)
     if era is None:
-        return EraChoice("auto", f"the capture recorded a {recorded.era} upstream")
+        said = "a dual-era upstream" if recorded.era == "dual" else "no era of the upstream"
+        return EraChoice("auto", f"the capture recorded {said}")
     speaks = probed in (era, "dual")
     if recorded.forced:
         if probed in ONE_ERA and not speaks:

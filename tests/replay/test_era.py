@@ -46,8 +46,12 @@ def test_a_probed_one_era_recording_goes_through_the_bridge_to_a_server_of_the_o
     assert recorded_era(RecordedEra("legacy"), "legacy").setting == "auto"
 
 
-@pytest.mark.parametrize("era", ["dual", "unknown"])
-def test_a_recording_of_no_one_era_is_probed(era: str) -> None:
-    assert recorded_era(RecordedEra(era, forced=False), "dual") == EraChoice(
-        "auto", f"the capture recorded a {era} upstream"
-    )
+@pytest.mark.parametrize(
+    ("era", "why"),
+    [
+        ("dual", "the capture recorded a dual-era upstream"),
+        ("unknown", "the capture recorded no era of the upstream"),
+    ],
+)
+def test_a_recording_of_no_one_era_is_probed(era: str, why: str) -> None:
+    assert recorded_era(RecordedEra(era), "dual") == EraChoice("auto", why)
