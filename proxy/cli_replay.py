@@ -7,12 +7,12 @@
 Each chain is played in the era of the client that recorded it, through an in-process proxy in front
 of the server, whose bridges convert when the server speaks the other era (`proxy.replay`); that
 proxy speaks to the server in the era the recording did (`proxy.replay.era`), and the start says
-which and why. The
-server's questions are answered from the capture where the same question was recorded (`--ask`
-asks on the terminal where none was). One line per chain: same, differs (the first difference,
-with both values and where), failed (why) or skipped. Exit status: 0 when every replayed chain is
-the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2 when
-nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be reached).
+which and why. The server's questions are answered from the capture where the same question was
+recorded (`--ask` asks on the terminal where none was). One line per chain: same, differs (the first
+difference, with both values and where), failed (why) or skipped. Exit status: 0 when every replayed
+chain is the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2
+when nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be
+reached or no longer speaks the era the capture was forced to).
 """
 
 from __future__ import annotations

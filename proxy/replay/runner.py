@@ -3,8 +3,8 @@
 The replay never speaks the server's era itself. It starts a `proxy.runtime.Proxy` whose upstream is
 the target (the proxy probes the server's era as it always does, then is told the era the recording
 spoke to the server where that differs, `proxy.replay.era`) and plays each recorded chain to it over
-loopback in the era of the client that recorded it (`proxy.replay.player`). A legacy
-capture replayed against a 2026-07-28 server goes through the proxy's own legacy->MRTR bridge, and a
+loopback in the era of the client that recorded it (`proxy.replay.player`). A legacy capture
+replayed against a 2026-07-28 server goes through the proxy's own legacy->MRTR bridge, and a
 2026-07-28 capture against a legacy server through the other one, so the client's side of the new
 chain is comparable with the recording's whatever era the server speaks. The proxy's observations
 build the new chain (its bus, subscribed to, builds chains as they happen); the comparison is
