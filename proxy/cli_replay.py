@@ -5,12 +5,14 @@
     mcp-proxy replay run.jsonl --all --upstream-cmd 'node build/server.js stdio'   # a stdio server
 
 Each chain is played in the era of the client that recorded it, through an in-process proxy in front
-of the server, whose bridges convert when the server speaks the other era (`proxy.replay`). The
-server's questions are answered from the capture where the same question was recorded (`--ask`
-asks on the terminal where none was). One line per chain: same, differs (the first difference,
-with both values and where), failed (why) or skipped. Exit status: 0 when every replayed chain is
-the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2 when
-nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be reached).
+of the server, whose bridges convert when the server speaks the other era (`proxy.replay`); that
+proxy speaks to the server in the era the recording did (`proxy.replay.era`), and the start says
+which and why. The server's questions are answered from the capture where the same question was
+recorded (`--ask` asks on the terminal where none was). One line per chain: same, differs (the first
+difference, with both values and where), failed (why) or skipped. Exit status: 0 when every replayed
+chain is the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2
+when nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be
+reached or no longer speaks the era the capture was forced to).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from proxy.cli_parser import CliParser
@@ -37,6 +39,9 @@ from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan
 from proxy.record.replay_source import CaptureSource, open_capture, plans
 
+if TYPE_CHECKING:
+    from proxy.replay.runner import Replay
+
 USAGE_EXIT: Final = 2
 DIFFERS_EXIT: Final = 1
 
@@ -45,9 +50,10 @@ def build_replay_parser() -> argparse.ArgumentParser:
     """The parser of `mcp-proxy replay`."""
     parser = CliParser(
         prog="mcp-proxy replay",
-        description="Replay captured chains against a live server, in the era it speaks, and compare "
-        "them with the recording. Exit 0: all the same; 1: a chain differs or failed; 2: nothing "
-        "replayed (bad flags, not a capture, server unreachable).",
+        description="Replay captured chains against a live server, in the era the recording spoke to "
+        "it, and compare them with the recording. Exit 0: all the same; 1: a chain differs or failed; "
+        "2: nothing replayed (bad flags, not a capture, server unreachable or no longer speaking the "
+        "era the capture was forced to).",
     )
     parser.add_argument("captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s)")
     which = parser.add_mutually_exclusive_group()
@@ -77,7 +83,9 @@ def build_replay_parser() -> argparse.ArgumentParser:
         "--upstream-era",
         choices=("auto", "legacy", "modern"),
         default=None,
-        help="the server's era, when probing cannot tell (default: the upstream_era setting, auto)",
+        help="the era to speak to the server in; auto probes it (default: the upstream_era setting "
+        "when not auto, else the era the recording spoke to the server: forced again when the "
+        "recording forced it or when the server now speaks both eras)",
     )
     parser.add_argument(
         "--config",
@@ -92,7 +100,9 @@ def build_replay_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PATH",
         help="a field to leave out of the comparison, e.g. result.content[0].text or *.timestamp "
-        "(* any characters, [*] any index); repeatable",
+        "(* any characters, [*] any index); paths read as the report shows them: in a list of named "
+        "items (tools, prompts, resources), [5] is the recorded item at that place, or an item only "
+        "the new answer has at its place there; repeatable",
     )
     parser.add_argument(
         "--header",
@@ -222,6 +232,7 @@ async def _replay(
     headers: dict[str, str],
     settings: Settings,
 ) -> int:
+    from proxy.replay.era import EraUnspoken, RecordedEra
     from proxy.replay.runner import Replay, ReplayOptions, Unreachable
 
     options = ReplayOptions(
@@ -230,6 +241,7 @@ async def _replay(
         ask=_ask_on_terminal if args.ask else None,
         timeout=args.timeout,
         upstream_era=args.upstream_era,
+        recorded=RecordedEra(source.upstream_era, source.upstream_era_forced),
         settings=settings,
         upstream_cmd=args.upstream_cmd,
     )
@@ -237,6 +249,8 @@ async def _replay(
     outcomes: list[ChainOutcome] = []
     try:
         async with Replay(upstream, options) as replay:
+            era = _era(replay)
+            print(f"mcp-proxy replay: {_era_line(era)}", file=sys.stderr)
             async for outcome in replay.run(plans(source), lambda c: args.all or c in wanted):
                 outcomes.append(outcome)
                 if not args.json:
@@ -244,13 +258,16 @@ async def _replay(
     except Unreachable as exc:
         print(f"mcp-proxy replay: the server cannot be reached: {exc}", file=sys.stderr)
         return USAGE_EXIT
+    except EraUnspoken as exc:
+        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        return USAGE_EXIT
     except OSError as exc:
         print(f"mcp-proxy replay: {exc}", file=sys.stderr)
         return USAGE_EXIT
     missing = sorted(wanted - {o.chain for o in outcomes})
     counts = Counter(o.word for o in outcomes)
     if args.json:
-        print(json.dumps(_document(upstream, source, outcomes, missing), indent=2))
+        print(json.dumps(_document(upstream, source, outcomes, missing, era), indent=2))
     else:
         print(_summary(counts, len(outcomes)))
     for line in source.report.lines():
@@ -264,6 +281,32 @@ async def _replay(
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
 
 
+def _era(replay: Replay) -> dict[str, Any]:
+    """The era the replay's proxy speaks to the server in, how it got it, and why (`--json`'s)."""
+    return {
+        "era": replay.proxy.router.eras.label,
+        "forced": replay.era.setting != "auto",
+        "why": replay.era.why,
+        "from_recording": not replay.era_chosen,
+    }
+
+
+SPOKEN: Final = {
+    "legacy": "the legacy era",
+    "modern": "the 2026-07-28 era",
+    "dual": "both eras (each chain in its client's)",
+}
+
+
+def _era_line(era: dict[str, Any]) -> str:
+    """`speaking the legacy era to the server, forced: recorded with the upstream era forced to legacy`."""
+    spoken = SPOKEN.get(era["era"], "the era it answers in")
+    how = "forced" if era["forced"] else "as probed"
+    why = f": {era['why']}" if era["why"] else ""
+    hint = " (--upstream-era auto probes it instead)" if era["forced"] and era["from_recording"] else ""
+    return f"speaking {spoken} to the server, {how}{why}{hint}"
+
+
 WORDS: Final = ("same", "differs", "setup differs", "failed", "skipped")
 
 
@@ -273,12 +316,13 @@ def _summary(counts: Counter[str], total: int) -> str:
 
 
 def _document(
-    upstream: str, source: CaptureSource, outcomes: list[Any], missing: list[str]
+    upstream: str, source: CaptureSource, outcomes: list[Any], missing: list[str], era: dict[str, Any]
 ) -> dict[str, Any]:
     counts = Counter(o.word for o in outcomes)
     return {
         "upstream": masked_url(upstream),
         "recorded_upstream": source.upstream,
+        "upstream_era": {k: era[k] for k in ("era", "forced", "why")},
         "chains": [o.as_json() for o in outcomes],
         "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},
         "not_found": missing,

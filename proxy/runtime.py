@@ -402,6 +402,7 @@ class Proxy:
             listen=self.url if self.http_clients else "stdio",
             upstream=self.upstream.shown,
             upstream_era=self.router.eras.label,
+            upstream_era_forced=self.router.forced,
             bridge=self.settings.bridge,
         )
 

@@ -223,6 +223,9 @@ class ProxyInfo(_Model):
     listen: str
     upstream: str
     upstream_era: str = "unknown"
+    upstream_era_forced: bool = False
+    """`upstream_era` is what `--upstream-era` told the proxy, not what a probe found: a replay of the
+    capture speaks that era again (a probe of a dual-era server would find both)."""
     bridge: str = "auto"
 
 

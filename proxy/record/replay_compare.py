@@ -62,6 +62,12 @@ class Compared:
     label: str
     """What it is, in a few words: `tools/call request`, `elicitation/create result`."""
     body: Any
+    """The message without the fields the ignore rules hide: what is shown of a message only one side
+    has, and what questions are put in order by."""
+    whole: Any
+    """The message with every field: what is compared, a difference being passed over when the
+    ignore rules hide the path it is reported at (in a list matched by name, an index names an item
+    of one side only)."""
     index: int = 0
     """The message it stands for: its number among the chain's client-side messages, from 1."""
 
@@ -245,7 +251,7 @@ class ChainNormaliser:
         return head + [c for pair in ordered for c in pair if c is not None] + rest
 
     def _compared(self, label: str, body: Any, number: int) -> Compared:
-        return Compared(label, self.ignore.apply(body), number)
+        return Compared(label, self.ignore.apply(body), body, number)
 
     def _round(
         self,
@@ -349,8 +355,14 @@ def without_envelope(value: Any) -> Any:
 # -- the first difference ------------------------------------------------------------------------
 
 
-def first_difference(recorded: Sequence[Compared], replayed: Sequence[Compared]) -> Difference | None:
-    """Where the two chains first part, message by message in compared order; None when they agree."""
+def first_difference(
+    recorded: Sequence[Compared], replayed: Sequence[Compared], ignore: IgnoreRules | None = None
+) -> Difference | None:
+    """Where the two chains first part, message by message in compared order; None when they agree.
+
+    Inside a message, a difference at a path `ignore` hides is passed over, and the search goes on.
+    """
+    walk = _Walk(ignore or IgnoreRules())
     for place in range(max(len(recorded), len(replayed))):
         old = recorded[place] if place < len(recorded) else None
         new = replayed[place] if place < len(replayed) else None
@@ -368,33 +380,10 @@ def first_difference(recorded: Sequence[Compared], replayed: Sequence[Compared])
             )
         if old.label != new.label:
             return Difference(index, old.label, "", old.label, new.label, again)
-        found = _first_in(old.body, new.body, "")
+        found = walk.first(old.whole, new.whole, "")
         if found is not None:
             path, was, now = found
             return Difference(index, old.label, path, was, now, again)
-    return None
-
-
-def _first_in(old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in [*old, *(k for k in new if k not in old)]:
-            found = _first_in(old.get(key, MISSING), new.get(key, MISSING), join(path, key))
-            if found is not None:
-                return found
-        return None
-    if isinstance(old, list) and isinstance(new, list):
-        key = _identity(old, new)
-        if key is not None and (found := _first_by_identity(old, new, path, key)) is not None:
-            return found
-        for i in range(max(len(old), len(new))):
-            found = _first_in(
-                old[i] if i < len(old) else MISSING, new[i] if i < len(new) else MISSING, f"{path}[{i}]"
-            )
-            if found is not None:
-                return found
-        return None
-    if old is MISSING or new is MISSING or type(old) is not type(new) or old != new:
-        return path, old, new
     return None
 
 
@@ -402,6 +391,67 @@ IDENTITY_KEYS: Final = ("name", "uri", "uriTemplate")
 """Fields that name an item of a list (a tool, prompt, resource or template): lists whose items all
 carry one, unique on each side, are compared item by item by it, so a tool added to a list reads as
 that tool, not as every later tool changed."""
+
+
+class _Walk:
+    """Finds the first difference between two values that the ignore rules do not hide.
+
+    Hiding is decided on the path a difference is reported at, never on where a value sits in each
+    side on its own: in a list whose items are matched by name, `[4]` is the recorded answer's fifth
+    item (gone or changed), or the fifth item of the replay's answer when the recording has no item
+    of its name, so ignoring it hides exactly what the report would name there.
+    """
+
+    def __init__(self, ignore: IgnoreRules) -> None:
+        self.hides = ignore.hides
+
+    def first(self, old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
+        """The first unhidden difference under `path`, as (path, recorded, replayed)."""
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in [*old, *(k for k in new if k not in old)]:
+                found = self._at(old.get(key, MISSING), new.get(key, MISSING), join(path, key))
+                if found is not None:
+                    return found
+            return None
+        if isinstance(old, list) and isinstance(new, list):
+            key = _identity(old, new)
+            if key is not None:
+                return self._by_identity(old, new, path, key)
+            for i in range(max(len(old), len(new))):
+                found = self._at(
+                    old[i] if i < len(old) else MISSING, new[i] if i < len(new) else MISSING, f"{path}[{i}]"
+                )
+                if found is not None:
+                    return found
+            return None
+        if old is MISSING or new is MISSING or type(old) is not type(new) or old != new:
+            return path, old, new
+        return None
+
+    def _at(self, old: Any, new: Any, path: str) -> tuple[str, Any, Any] | None:
+        """The first difference at `path` or under it, unless the rules hide that path."""
+        return None if self.hides(path) else self.first(old, new, path)
+
+    def _by_identity(
+        self, old: list[Any], new: list[Any], path: str, key: str
+    ) -> tuple[str, Any, Any] | None:
+        """The first recorded item missing from the replay or changed in it, then the first item only
+        the replay has, then the first place where the items both hold come in another order."""
+        replayed = {item[key]: item for item in new}
+        recorded = {item[key] for item in old}
+        for i, item in enumerate(old):
+            found = self._at(item, replayed.get(item[key], MISSING), f"{path}[{i}]")
+            if found is not None:
+                return found
+        for j, item in enumerate(new):
+            if item[key] not in recorded and not self.hides(f"{path}[{j}]"):
+                return f"{path}[{j}]", MISSING, item
+        shared = [item for item in new if item[key] in recorded]
+        kept = [(i, item) for i, item in enumerate(old) if item[key] in replayed]
+        for (i, item), again in zip(kept, shared, strict=True):
+            if item[key] != again[key] and (found := self._at(item, again, f"{path}[{i}]")) is not None:
+                return found
+        return None
 
 
 def _identity(old: list[Any], new: list[Any]) -> str | None:
@@ -418,28 +468,10 @@ def _identity(old: list[Any], new: list[Any]) -> str | None:
     return None
 
 
-def _first_by_identity(old: list[Any], new: list[Any], path: str, key: str) -> tuple[str, Any, Any] | None:
-    """The first recorded item missing from the replay or changed in it, then the first item only the
-    replay has; None when both hold the same items (their order is compared by place afterwards)."""
-    replayed = {item[key]: item for item in new}
-    for i, item in enumerate(old):
-        again = replayed.get(item[key], MISSING)
-        if again is MISSING:
-            return f"{path}[{i}]", item, MISSING
-        found = _first_in(item, again, f"{path}[{i}]")
-        if found is not None:
-            return found
-    recorded = {item[key] for item in old}
-    for j, item in enumerate(new):
-        if item[key] not in recorded:
-            return f"{path}[{j}]", MISSING, item
-    return None
-
-
 def compare_chains(
     recorded: Iterable[MessageRecord], replayed: Iterable[MessageRecord], ignore: IgnoreRules | None = None
 ) -> Difference | None:
     """The first difference between a recorded chain's client side and its replay's, or None."""
     old = ChainNormaliser(ignore).chain(recorded)
     new = ChainNormaliser(ignore).chain(replayed)
-    return first_difference(old, new)
+    return first_difference(old, new, ignore)

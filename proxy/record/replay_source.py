@@ -31,6 +31,9 @@ class CaptureSource:
     upstream: str | None = None
     """The upstream the recording proxy pointed at (its first `proxy_info`), as it showed it."""
     upstream_era: str = "unknown"
+    """The era it spoke to (`legacy`, `modern`, `dual`, `unknown`), from the same `proxy_info`."""
+    upstream_era_forced: bool = False
+    """That era was forced (`--upstream-era`), not probed: a replay speaks it again."""
     report: ExportReport = field(default_factory=ExportReport)
     order_notes: list[str] = field(default_factory=list)
 
@@ -38,6 +41,7 @@ class CaptureSource:
         if self.upstream is None:
             self.upstream = event.upstream
             self.upstream_era = event.upstream_era
+            self.upstream_era_forced = event.upstream_era_forced
 
 
 REPLAY_RING: Final = 64

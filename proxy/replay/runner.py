@@ -1,9 +1,10 @@
 """Replaying recorded chains against a live server through an in-process proxy, and comparing them.
 
 The replay never speaks the server's era itself. It starts a `proxy.runtime.Proxy` whose upstream is
-the target (the proxy probes the server's era as it always does) and plays each recorded chain to
-it over loopback in the era of the client that recorded it (`proxy.replay.player`). A legacy
-capture replayed against a 2026-07-28 server goes through the proxy's own legacy->MRTR bridge, and a
+the target (the proxy probes the server's era as it always does, then is told the era the recording
+spoke to the server where that differs, `proxy.replay.era`) and plays each recorded chain to it over
+loopback in the era of the client that recorded it (`proxy.replay.player`). A legacy capture
+replayed against a 2026-07-28 server goes through the proxy's own legacy->MRTR bridge, and a
 2026-07-28 capture against a legacy server through the other one, so the client's side of the new
 chain is comparable with the recording's whatever era the server speaks. The proxy's observations
 build the new chain (its bus, subscribed to, builds chains as they happen); the comparison is
@@ -22,7 +23,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import aiohttp
 
@@ -33,6 +34,7 @@ from proxy.flows.store import Chain
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
+from proxy.replay.era import EraChoice, EraSetting, EraUnspoken, RecordedEra, recorded_era, users_era
 from proxy.replay.http import ReplayHttp, ReplayHttpError
 from proxy.replay.player import AskUser, Played, Player, ReplayFailed
 from proxy.runtime import Proxy
@@ -60,8 +62,11 @@ class ReplayOptions:
     ask: AskUser | None = None
     timeout: float = CHAIN_TIMEOUT
     keep_records: bool = False
-    upstream_era: Literal["auto", "legacy", "modern"] | None = None
-    """The server's era when probing cannot tell (None: the settings' `upstream_era`)."""
+    upstream_era: EraSetting | None = None
+    """The era to speak to the server in, as the user chose it (None: a non-auto `upstream_era`
+    setting, else the recording's, `recorded`)."""
+    recorded: RecordedEra = field(default_factory=RecordedEra)
+    """The upstream era the capture was recorded with (its `proxy_info`)."""
     settings: Settings | None = None
     """The user's proxy settings (`--config`, `MCP_PROXY_*`): the replay's proxy redacts, bounds and
     bridges as they say, so a difference never shows in clear what a recording showed redacted."""
@@ -70,15 +75,15 @@ class ReplayOptions:
     the upstream URL."""
 
 
-def replay_settings(upstream: str, options: ReplayOptions) -> Settings:
+def replay_settings(upstream: str, options: ReplayOptions, era: EraSetting | None = None) -> Settings:
     """The replay's own proxy: the user's settings, on a free loopback port, recording nothing,
-    injecting no fault, exporting no span, serving no admin API."""
+    injecting no fault, exporting no span, serving no admin API; `era` replaces the user's era."""
     base = options.settings or Settings()
     return base.model_copy(
         update={
             "upstream": None if options.upstream_cmd else upstream,
             "upstream_cmd": options.upstream_cmd,
-            "upstream_era": options.upstream_era or base.upstream_era,
+            "upstream_era": era or options.upstream_era or base.upstream_era,
             "upstream_timeout": options.timeout,
             "listen": "127.0.0.1:0",
             "admin_enabled": False,
@@ -97,8 +102,15 @@ class Replay:
 
     def __init__(self, upstream: str, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
+        self.upstream = upstream
         self.proxy = Proxy(replay_settings(upstream, self.options))
         self._feed = self.proxy.bus.subscribe("replay")
+        base = self.options.settings or Settings()
+        chosen = users_era(self.options.upstream_era, base.upstream_era)
+        self.era: EraChoice = chosen or EraChoice("auto", "")
+        """The era the proxy speaks to the server in, and why (the recording's, once started)."""
+        self.era_chosen = chosen is not None
+        """The user chose the era (`--upstream-era`, the setting); else the recording does."""
         self._opened: list[str] = []
         self._http: aiohttp.ClientSession | None = None
         self.player: Player | None = None
@@ -108,17 +120,38 @@ class Replay:
         """Recorded session -> the session its replay opened."""
 
     async def start(self) -> None:
-        """Start the proxy (it probes the target) and the client; raises Unreachable when it cannot."""
+        """Start the proxy (it probes the target), in the recording's era unless the user chose one,
+        and the client; raises Unreachable or EraUnspoken when nothing can be replayed."""
         await self.proxy.start()
         if self.proxy.router.reachable is False:
             problem = self.proxy.router.problem
             await self.stop()
             raise Unreachable(f"{self.proxy.upstream.shown}: {problem}")
+        if not self.era_chosen:
+            try:
+                self.era = recorded_era(self.options.recorded, self.proxy.router.eras.label)
+            except EraUnspoken:
+                await self.stop()
+                raise
+            if self.era.setting != "auto":
+                await self._restart_forced(self.era.setting)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
         self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
         self.player = Player(
             ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask
         )
+
+    async def _restart_forced(self, era: EraSetting) -> None:
+        """Start the proxy again with its era forced (no request has gone through it yet): the router
+        picks its engines from the era it is told, keeping the transport the probe found."""
+        settings = replay_settings(self.upstream, self.options, era)
+        if self.proxy.router.transport == "sse" and settings.upstream_transport == "auto":
+            settings = settings.model_copy(update={"upstream_transport": "sse"})
+        self._feed.close()
+        await self.proxy.stop()
+        self.proxy = Proxy(settings)
+        self._feed = self.proxy.bus.subscribe("replay")
+        await self.proxy.start()
 
     async def stop(self) -> None:
         """End the sessions still open, then stop the client and the proxy."""

@@ -6,8 +6,9 @@
 - `legacy`, `modern`: the demo's servers (`proxy.demo.servers`), unchanged: legacy-only in flight,
   2026-07-28-only with `input_required` rounds.
 - `changed-legacy`, `changed-modern`: the same servers, a newer build that answers differently: `add`
-  words its sum (`2 + 3 = 5`), and `greet` asks the user's age instead of their name. Real SDK servers,
-  so a replay meets a real server that changed, not a fake.
+  words its sum (`2 + 3 = 5`) and says so in its description, `greet` asks the user's age instead of
+  their name, and a sixth tool (`divide`) is listed. Real SDK servers, so a replay meets a real server
+  that changed, not a fake.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from proxy.demo import servers as demo
 from tests.peers.runner import DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT, ServedPeer
 
 AGE_QUESTION: Final = "What is your age?"
+ADD_WORDED: Final = "Add two integers and word the sum."
+CHANGED_TOOLS: Final = [
+    demo.TOOLS[0].model_copy(update={"description": ADD_WORDED}),
+    *demo.TOOLS[1:],
+    types.Tool(name="divide", description="Divide two integers.", input_schema=demo.TOOLS[0].input_schema),
+]
+"""The newer build's tools: `add` described anew (first), `divide` added (last, after the demo's five)."""
 KINDS: Final = ("legacy", "modern", "changed-legacy", "changed-modern")
 
 
@@ -48,7 +56,7 @@ def _changed(era: str) -> Server[Any]:
         return await base(ctx, params)
 
     async def list_tools(ctx: demo.Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(demo.TOOLS))
+        return types.ListToolsResult(tools=CHANGED_TOOLS)
 
     return Server(f"mcp-proxy-demo-{era}", version="1.0.0", on_list_tools=list_tools, on_call_tool=call)
 

@@ -23,7 +23,7 @@ import pytest
 from proxy.demo.clients import run_client
 from proxy.record.replay_source import open_capture, plans
 from tests.e2e.channel_peers import python_stdio_command
-from tests.e2e.replay_peers import DemoPeer
+from tests.e2e.replay_peers import ADD_WORDED, DemoPeer
 from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import client_for, normalize_tool_result
@@ -170,6 +170,37 @@ def test_a_server_that_answers_differently_is_reported_with_the_first_difference
     }
     assert hidden.returncode == 0, hidden.stdout + hidden.stderr
     assert _lines(hidden)[add].endswith(": same")
+
+
+def test_ignoring_the_index_of_a_tool_the_new_build_added_hides_that_tool_and_no_other_change(
+    demo: Demo,
+) -> None:
+    # The newer build lists a sixth tool (`divide`, at [5]) and describes `add` (at [0]) anew.
+    combo = ("legacy", "legacy")
+    tools = demo.chain(combo, "tools/list")
+    with DemoPeer("changed-legacy") as changed:
+
+        def replay(*ignored: str) -> subprocess.CompletedProcess[str]:
+            words = [w for path in ignored for w in ("--ignore", path)]
+            return _replay(demo.captures[combo], "--chain", tools, "--upstream", changed.url, *words)
+
+        added_only = replay("result.tools[5]")
+        both = replay("result.tools[5]", "result.tools[0].description")
+        described_only = replay("result.tools[0].description")
+
+    assert added_only.returncode == 1, added_only.stdout + added_only.stderr
+    assert _lines(added_only)[tools] == (
+        f"{tools} tools/list: differs: message 2 (tools/list result) result.tools[0].description: "
+        f'recorded "Add two integers.", replayed "{ADD_WORDED}"'
+    )
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert _lines(both)[tools].endswith(": same")
+    assert described_only.returncode == 1
+    line = _lines(described_only)[tools]
+    assert line.startswith(
+        f"{tools} tools/list: differs: message 2 (tools/list result) result.tools[5]: recorded (none), "
+        'replayed {"description":"Divide two integers."'
+    ), line
 
 
 @pytest.mark.parametrize(("client", "server"), [("legacy", "modern"), ("modern", "modern")])
@@ -324,6 +355,44 @@ def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras
         calls = [line for line in _lines(done).values() if "tools/call" in line]
         assert len(calls) == len(PEER_CALLS)
         assert all(line.endswith(": same") for line in calls), done.stdout
+
+
+def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and_says_why(
+    dual_inflight_server: PeerServer, modern_server: PeerServer, tmp_path: Path
+) -> None:
+    # `mcp-proxy --upstream-era legacy` in front of the SDK's dual-era server bridged the 2026-07-28
+    # client's calls to its legacy side; a probe of that server finds both eras.
+    capture = tmp_path / "forced.jsonl"
+    server = dual_inflight_server.url
+    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    why = "recorded with the upstream era forced to legacy"
+
+    done = _replay(capture, "--all", "--upstream", server)
+    as_json = _replay(capture, "--all", "--upstream", server, "--json")
+    probed = _replay(capture, "--all", "--upstream", server, "--upstream-era", "auto")
+    gone = _replay(capture, "--all", "--upstream", modern_server.url)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == len(PEER_CALLS)
+    assert all(line.endswith(": same") for line in calls), done.stdout
+    assert (
+        f"speaking the legacy era to the server, forced: {why} (--upstream-era auto probes it instead)"
+        in done.stderr
+    )
+    assert json.loads(as_json.stdout)["upstream_era"] == {"era": "legacy", "forced": True, "why": why}
+    spoken = "speaking both eras (each chain in its client's) to the server, as probed: --upstream-era auto"
+    assert spoken in probed.stderr
+    assert gone.returncode == 2, gone.stdout + gone.stderr
+    assert gone.stdout == ""
+    assert (
+        "mcp-proxy replay: the capture was recorded with the upstream era forced to legacy, and the server "
+        "no longer speaks legacy (it speaks modern only); --upstream-era auto replays through the proxy's "
+        "bridge instead"
+    ) in gone.stderr
 
 
 def test_a_chain_a_fault_changed_when_recorded_is_marked_so_in_the_report(

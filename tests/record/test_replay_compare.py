@@ -324,3 +324,81 @@ def test_the_same_tools_in_another_order_still_differ_by_place() -> None:
 
     assert found is not None
     assert found.path == "result.tools[0].name"
+
+
+def five_tools(*changes: tuple[int, str]) -> list[MessageRecord]:
+    chain = tools_list("add", "echo", "greet", "ask_llm", "roots")
+    for place, description in changes:
+        chain[1].body["result"]["tools"][place]["description"] = description
+    return chain
+
+
+def with_tool(chain: list[MessageRecord], place: int, name: str) -> list[MessageRecord]:
+    chain[1].body["result"]["tools"].insert(place, {"name": name, "description": "", "inputSchema": {}})
+    return chain
+
+
+def test_ignoring_an_index_hides_an_item_only_the_replay_has_at_that_index() -> None:
+    replayed = with_tool(five_tools(), 5, "divide")  # the new answer's sixth tool
+
+    assert compare_chains(five_tools(), replayed) is not None
+    assert compare_chains(five_tools(), replayed, IgnoreRules(("result.tools[5]",))) is None
+
+
+def test_an_added_item_hidden_by_index_leaves_the_order_of_the_others_compared_by_name() -> None:
+    # `divide` takes place 2 in the new answer: `greet` and the tools after it moved, unchanged.
+    replayed = with_tool(five_tools(), 2, "divide")
+
+    assert compare_chains(five_tools(), replayed, IgnoreRules(("result.tools[2]",))) is None
+
+
+def test_a_changed_item_at_another_index_is_still_reported_when_an_added_one_is_hidden() -> None:
+    replayed = with_tool(five_tools((1, "Echoes it back")), 5, "divide")
+
+    found = compare_chains(five_tools(), replayed, IgnoreRules(("result.tools[5]",)))
+
+    assert found is not None
+    assert (found.path, found.recorded, found.replayed) == (
+        "result.tools[1].description",
+        "The echo tool",
+        "Echoes it back",
+    )
+
+
+def test_an_index_of_a_list_matched_by_name_names_the_recorded_item_not_the_replays_item_there() -> None:
+    # `divide` pushes `roots` (recorded at [4]) to the replay's [5]; `roots` changed there. Ignoring
+    # [5] hides neither: the report names `roots` at [4] and `divide` at [4] of the new answer.
+    replayed = with_tool(five_tools((4, "Lists roots")), 4, "divide")
+    ignore_five = IgnoreRules(("result.tools[5]",))
+
+    found = compare_chains(five_tools(), replayed, ignore_five)
+
+    assert found is not None
+    assert (found.path, found.replayed) == ("result.tools[4].description", "Lists roots")
+    unchanged = with_tool(five_tools(), 4, "divide")
+    added = compare_chains(five_tools(), unchanged, ignore_five)
+    assert added is not None
+    assert (added.path, added.recorded, added.replayed["name"]) == ("result.tools[4]", MISSING, "divide")
+
+
+def test_ignoring_an_index_hides_the_recorded_item_gone_from_the_replay_and_no_item_after_it() -> None:
+    replayed = five_tools((4, "Lists roots"))
+    del replayed[1].body["result"]["tools"][2]  # `greet` gone; `roots` changed
+
+    found = compare_chains(five_tools(), replayed, IgnoreRules(("result.tools[2]",)))
+
+    assert found is not None
+    assert found.path == "result.tools[4].description"
+    assert compare_chains(five_tools(), replayed, IgnoreRules(("result.tools[2]", "result.tools[4]"))) is None
+
+
+def test_an_index_of_a_list_not_matched_by_name_is_the_same_place_on_both_sides() -> None:
+    recorded = call(1, "a")
+    recorded[1].body["result"]["content"].append({"type": "text", "text": "b"})
+    replayed = call(1, "a")
+    replayed[1].body["result"]["content"].append({"type": "text", "text": "c"})
+
+    assert compare_chains(recorded, replayed, IgnoreRules(("result.content[1]",))) is None
+    found = compare_chains(recorded, replayed, IgnoreRules(("result.content[0]",)))
+    assert found is not None
+    assert found.path == "result.content[1].text"
