@@ -165,12 +165,9 @@ def chain_headline(summary: ChainSummary) -> Text:
         f"  {duration(summary.duration_ms)}",
     )
     if summary.duration_ms is not None:
-        upstream = max(0.0, summary.upstream_ms - summary.held_ms)
         held = f", held by the proxy {duration(summary.held_ms)}" if summary.held_ms else ""
-        text.append(
-            f"  (upstream {duration(upstream)}{held}, client {duration(summary.client_wait_ms)})",
-            style="dim",
-        )
+        client = f", client {duration(summary.client_wait_ms)}" if summary.client_wait_ms else ""
+        text.append(f"  (upstream {duration(summary.upstream_ms)}{held}{client})", style="dim")
     if summary.error:
         text.append(f"  {summary.error}", style="red")
     return text

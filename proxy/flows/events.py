@@ -141,8 +141,9 @@ class ChainSummary(_Model):
     upstream_ms: float = 0.0
     client_wait_ms: float = 0.0
     held_ms: float = 0.0
-    """Of `upstream_ms`, the time the proxy itself held the chain's messages (a delay fault, an
-    intercept until its decision): the peers' own time is the rest."""
+    """The time the proxy itself held the chain's messages (a delay fault, an intercept until its
+    decision): neither the upstream's time nor the client's. `duration_ms` is `upstream_ms` +
+    `client_wait_ms` + `held_ms`."""
     invalid: bool = False
     notes: list[str] = Field(default_factory=list)
 

@@ -139,7 +139,9 @@ class ChainLedger:
         summary.error = error
         summary.ended = now
         summary.duration_ms = round((now - summary.started) * 1000, 3)
-        summary.upstream_ms = round(max(0.0, summary.duration_ms - summary.client_wait_ms), 3)
+        summary.upstream_ms = round(
+            max(0.0, summary.duration_ms - summary.client_wait_ms - summary.held_ms), 3
+        )
         summary.client_wait_ms = round(summary.client_wait_ms, 3)
         self.finished += 1
         self._on_finished(summary.id)

@@ -28,6 +28,8 @@ from proxy.flows.observations import (
     EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
+    FaultInjected,
+    InterceptReleased,
     InvalidBody,
     LegClosed,
     LegLinked,
@@ -225,6 +227,8 @@ class OpCounter:
             LegClosed: self._leg_closed,
             ContinuationMoved: self._continuation,
             UpstreamSessionMoved: self._upstream_session,
+            FaultInjected: self._held,
+            InterceptReleased: self._held,
         }
 
     def observe_all(self, batch: Sequence[Observation]) -> None:
@@ -393,6 +397,20 @@ class OpCounter:
                 nests.waiting_on += 1
                 if nests.wait_from is None:
                     nests.wait_from = t
+
+    def _held(self, obs: FaultInjected | InterceptReleased) -> None:
+        """The proxy held one of an exchange's messages (a delay fault, an intercept): that time is the
+        proxy's, not the upstream's, as the chain's `held_ms` says."""
+        held = obs.delay_ms if isinstance(obs, FaultInjected) and obs.applied else 0.0
+        if isinstance(obs, InterceptReleased):
+            held = obs.held_ms
+        ex = self._exchanges.get(obs.exchange)
+        if not held or ex is None:
+            return
+        op = ex.requests.get(obs.message_id) if obs.message_id is not None else None
+        op = op or ex.main()
+        if op is not None and not op.finished:
+            op.waited += held / 1000
 
     def _answered(self, ex: _Ex, op: _Op, ident: RequestId, msg: Message, t: float) -> None:
         """The answer to one of the exchange's requests: its operation ends, or waits for a retry."""

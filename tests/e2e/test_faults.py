@@ -46,6 +46,17 @@ async def answers(proxy: Commanded, chain: dict[str, Any]) -> list[tuple[str, st
     ]
 
 
+async def upstream_seconds(proxy: Commanded) -> float:
+    """The upstream latency /metrics has summed for tools/call so far, in seconds (any mode)."""
+    text = await proxy.metrics()
+    sums = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("mcp_proxy_upstream_latency_seconds_sum{") and 'method="tools/call"' in line
+    ]
+    return sum(sums)
+
+
 def fault_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entry for entry in logs if entry.get("event") == "exchange" and entry.get("fault")]
 
@@ -135,6 +146,7 @@ async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
 ) -> None:
     proxy = await fleet.at(request.getfixturevalue(server))
     await proxy.add_faults("tool:echo dir:client => delay=400ms")
+    before = await upstream_seconds(proxy)
     run = await client_run(proxy, client, ["echo"])
     found = await chains(proxy)
     logs = proxy.lines()
@@ -142,7 +154,10 @@ async def test_a_delay_holds_the_call_and_the_answer_is_unchanged(
     chain = call_chain(found, "echo")
     assert chain["duration_ms"] >= 400, chain
     assert chain["held_ms"] == 400.0, chain  # the proxy's hold, told apart from the server's time
-    assert chain["upstream_ms"] >= chain["held_ms"], chain
+    assert chain["upstream_ms"] < 400.0, chain
+    parts = chain["upstream_ms"] + chain["client_wait_ms"] + chain["held_ms"]
+    assert parts == pytest.approx(chain["duration_ms"], abs=0.01), chain
+    assert await upstream_seconds(proxy) - before < 0.4  # the hold is not the upstream's latency
     assert any("fault injected by the proxy: delay 400 ms" in n for n in chain["notes"])
     (line,) = fault_lines(logs)
     assert line["fault"] == "delay 400 ms"

@@ -25,6 +25,7 @@ from proxy.flows.events import (
     Side,
     event_to_json,
 )
+from proxy.flows.observations import FaultInjected, InterceptReleased
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -209,7 +210,12 @@ def _changed_by_the_proxy(obs: Any, clock: Clock) -> list[Any]:
     edited = classify_value(request(5, "tools/call", {"name": "echo", "arguments": {"text": "edited"}}))
     obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=80)
     obs.message("x1", call, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
-    clock.now += 1.5  # held at the desk
+    obs.sink.emit(FaultInjected(clock.now, "x1", "delay 500 ms", "f2: tool:echo => delay=500ms", "client", 5,
+                                "tools/call", True, "held before it went upstream", 500.0))  # fmt: skip
+    clock.now += 0.5
+    obs.sink.emit(InterceptReleased(clock.now + 1.0, "x1", "h1", "i1: tool:echo", "client", 5, "tools/call",
+                                    "forward_edited", "api", 1000.0))  # fmt: skip
+    clock.now += 1.0  # held at the desk
     note = "edited by the proxy's intercept (i1), sent in place of the client's"
     upstream = Side.UPSTREAM
     up = Direction.TO_SERVER
