@@ -367,7 +367,7 @@ class ChainBuilder:
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
         if not self._keeps_records:
-            head = _HEADS[carries_head(chain, ex, msg, direction)]
+            head = _HEADS[carries_head(chain, ex, msg, direction) if side is not Side.UPSTREAM else None]
             return self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
         record = self._records.on_exchange(
             chain,

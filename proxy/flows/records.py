@@ -95,9 +95,10 @@ class RecordMaker:
     ) -> MessageRecord:
         """The record of a message on a client exchange, carrying the HTTP head it travelled with
         (`carries_head`: a notification or an answer on an exchange of its own carries its own, not its
-        chain's)."""
+        chain's). The server's leg of a message the proxy changed (side `upstream`) carries none: the
+        heads are the client's exchange's, and stay with what the client sent and got."""
         http: HttpInfo | None = None
-        carries = carries_head(chain, ex, msg, direction)
+        carries = carries_head(chain, ex, msg, direction) if side is not Side.UPSTREAM else None
         if carries is Direction.TO_SERVER:
             http = self.request_head(ex.http_method, ex.path, ex.request_headers)
         elif carries is Direction.TO_CLIENT:

@@ -125,3 +125,17 @@ def test_a_message_the_proxy_changed_is_on_both_legs_and_the_har_body_is_the_cli
         assert "edited" not in one["request"]["postData"]["text"]
         assert "-32050" in one["response"]["content"]["text"]
         assert '"result"' not in one["response"]["content"]["text"]
+
+
+def test_the_server_legs_of_a_changed_message_carry_no_head_of_the_clients_exchange(tmp_path: Path) -> None:
+    store, _ = record_play(SCENARIOS["changed-by-the-proxy"], tmp_path / "changed.jsonl")
+
+    (chain,) = list(store)
+    heads = [(m.side.value, m.direction.value, m.http is not None) for m in chain.messages]
+
+    assert heads == [
+        ("client", "to_server", True),  # the client's request, with its request head
+        ("upstream", "to_server", False),  # the edit: never the client's Host or Content-Length
+        ("upstream", "to_client", False),
+        ("client", "to_client", True),  # what the client got, with the response head it got
+    ]
