@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, MutableSequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
 
@@ -52,6 +52,14 @@ class Chain:
     """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""
     cancelled: bool = False
     """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
+    exchange_ends: dict[str, float] = field(default_factory=dict)
+    """When each exchange its records travelled on closed (a GET stream's end is in no record); as
+    many as the chain holds messages at most."""
+
+    def exchange_ended(self, exchange: str, at: float) -> None:
+        """Note when one of its exchanges closed (past the bound, the latest ones are not kept)."""
+        if len(self.exchange_ends) < (self.messages.maxlen or 0):
+            self.exchange_ends[exchange] = at
 
     def add(self, record: MessageRecord) -> None:
         """Append a message, counting (not keeping) those past the bound."""

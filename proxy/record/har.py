@@ -325,7 +325,7 @@ def _message(m: Carried) -> dict[str, Any]:
 
 def _side_comment(draft: EntryDraft) -> str | None:
     if draft.side == "upstream":
-        return "a bridge's upstream leg: the capture holds its messages, not its HTTP heads"
+        return "a bridge's upstream leg: the proxy records its messages, not its HTTP heads"
     if draft.ended is None:
         return "still open when it was exported"
     return None

@@ -22,8 +22,10 @@ from proxy.record.har import Carried, EntryDraft, client_url, render
 def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dict[str, Any]]:
     """The HAR entries of the exchanges these chains' records travelled on, oldest first."""
     drafts: dict[str, EntryDraft] = {}
+    ends: dict[str, float] = {}
     for chain in chains:
         summary = chain.summary
+        ends.update(chain.exchange_ends)
         for record in list(chain.messages):
             draft = drafts.get(record.exchange)
             if draft is None:
@@ -32,10 +34,20 @@ def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dic
     out = []
     for draft in sorted(drafts.values(), key=lambda d: d.started):
         draft.messages.sort(key=lambda m: m.t)
-        if all(s.ended is not None for s in draft.chains.values()):
-            draft.ended = max([draft.started, *(m.t for m in draft.messages)])
+        ended = ends.get(draft.key)
+        if ended is not None or all(s.ended is not None for s in draft.chains.values()):
+            draft.ended = max(_ended(draft), ended or 0.0)
         out.append(render(draft))
     return out
+
+
+def _ended(draft: EntryDraft) -> float:
+    """When an ended exchange ended, as far as its records tell (its last message or response head):
+    the chains' note of the exchange's close comes on top (a GET stream ends after its last event)."""
+    times = [draft.started, *(m.t for m in draft.messages)]
+    if draft.head_at is not None:
+        times.append(draft.head_at)
+    return max(times)
 
 
 def _draft(record: MessageRecord, summary: ChainSummary, *, host: str, upstream: str) -> EntryDraft:

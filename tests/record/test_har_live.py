@@ -139,3 +139,21 @@ def test_the_server_legs_of_a_changed_message_carry_no_head_of_the_clients_excha
         ("upstream", "to_client", False),
         ("client", "to_client", True),  # what the client got, with the response head it got
     ]
+
+
+def test_a_get_stream_and_a_delete_take_the_time_they_took_in_both_hars(tmp_path: Path) -> None:
+    capture = tmp_path / "streams.jsonl"
+    store, _ = record_play(streams_and_delete, capture)
+    out = io.BytesIO()
+    export_capture([capture], Format.HAR, out)
+
+    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
+    exported = orjson.loads(out.getvalue())["log"]["entries"]
+
+    def times(entries: list[dict[str, Any]]) -> dict[str, float]:
+        return {
+            e["_mcp"]["exchange"]: e["time"] for e in entries if e["request"]["method"] in ("GET", "DELETE")
+        }
+
+    assert times(live) == times(exported)
+    assert (times(live)["g1"], times(live)["g3"]) == (1000.0, 500.0)  # each stream to its own close
