@@ -6,8 +6,9 @@ admin feed unchanged. Bodies in events are already redacted and bounded.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -101,6 +102,10 @@ class MessageRecord(_Model):
     sse_id: str | None = None
     round: int = 0
     note: str | None = None
+
+
+LIVE_ID: Final = re.compile(r"c[0-9a-f]{6}-\d+")
+"""A chain id as a running proxy gives it (`cb00287-11`): never a capture's, which are `r1`, `r2`, ..."""
 
 
 class ChainSummary(_Model):

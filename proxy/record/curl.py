@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from proxy.flows.events import Direction, MessageRecord, Side
+from proxy.flows.events import LIVE_ID, Direction, MessageRecord, Side
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 
 Target = Literal["proxy", "upstream"]
@@ -69,6 +69,8 @@ def _session_source(opener: str | None) -> str:
     where = "the Mcp-Session-Id header of the answer to the session's initialize"
     if opener is None:
         return f"the session id, from {where} (its command prints it, with -i)"
+    if LIVE_ID.fullmatch(opener):  # a running proxy's chain: its command is copied where it is shown
+        return f"the session id, from {where}, chain {opener} (C on its initialize copies that command)"
     return f"the session id, from {where}, chain {opener} (`mcp-proxy export --curl {opener}` prints it)"
 
 

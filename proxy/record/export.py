@@ -13,7 +13,6 @@ not hold.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 from urllib.parse import urlsplit
 
-from proxy.flows.events import ProxyInfo
+from proxy.flows.events import LIVE_ID, ProxyInfo
 from proxy.flows.filters import ChainFilter
 from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
@@ -170,10 +169,6 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
 def _count(report: ExportReport, send: Callable[[SpanRecord], None], span: SpanRecord) -> None:
     report.written += 1
     send(span)
-
-
-LIVE_ID: Final = re.compile(r"c[0-9a-f]{6}-\d+")
-"""A chain id as a running proxy gives it (`cb00287-11`): never a capture's, which are `r1`, `r2`, ..."""
 
 
 def missing_chain_hint(chain_ids: Sequence[str]) -> str:

@@ -139,6 +139,16 @@ def test_a_sessions_placeholder_says_which_chains_answer_holds_the_session_id() 
         "the session's initialize, chain r7 (`mcp-proxy export --curl r7` prints it)"
     ) in named
     assert "the session's initialize (its command prints it, with -i)" in unnamed
+    live = curl_command(
+        [call],
+        call,
+        chain_id="cb00287-9",
+        proxy_url="http://p",
+        upstream_url=None,
+        session_opener="cb00287-7",
+    )
+    assert "chain cb00287-7 (C on its initialize copies that command)" in live
+    assert "export --curl" not in live  # a running proxy's ids are no capture's
     args = curl_args(named, dict(os.environ, MCP_SESSION_ID="abc", MCP_BODY_SECRET="s"))
     assert "Mcp-Session-Id: abc" in args
 
