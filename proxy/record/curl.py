@@ -152,6 +152,39 @@ def _head_of(messages: list[MessageRecord], record: MessageRecord) -> MessageRec
     return earlier[-1] if earlier else (heads[0] if heads else None)
 
 
+def _client_head(messages: list[MessageRecord], request: MessageRecord) -> MessageRecord | None:
+    """For what the proxy sent upstream in place of a relayed request (an intercept's edit), the
+    client's record of that exchange carrying its head: the edit went with the client's headers."""
+    return next(
+        (
+            m
+            for m in messages
+            if m.exchange == request.exchange
+            and m.side is not Side.UPSTREAM
+            and m.http is not None
+            and m.http.method
+        ),
+        None,
+    )
+
+
+def _edited(messages: list[MessageRecord], request: MessageRecord) -> MessageRecord | None:
+    """The edit the server got in place of this client's request, if an intercept made one."""
+    if request.side is Side.UPSTREAM or request.jsonrpc_id is None:
+        return None
+    return next(
+        (
+            m
+            for m in messages
+            if m.side is Side.UPSTREAM
+            and m.direction is Direction.TO_SERVER
+            and m.exchange == request.exchange
+            and m.jsonrpc_id == request.jsonrpc_id
+        ),
+        None,
+    )
+
+
 def _body_text(record: MessageRecord) -> str:
     body: Any = record.body
     if body is None:
@@ -242,10 +275,18 @@ def curl_command(
     caller knows it: the comment then says which command's answer holds the session id to set.
     """
     request = request_for(messages, record)
-    secrets = _Secrets(session_from="" if request.side is Side.UPSTREAM else _session_source(session_opener))
+    in_place = _client_head(messages, request) if request.side is Side.UPSTREAM else None
+    leg = request.side is Side.UPSTREAM and in_place is None
+    secrets = _Secrets(session_from="" if leg else _session_source(session_opener))
     headers: list[tuple[str, str]] = [("Content-Type", "application/json")]
     accept = "application/json, text/event-stream"
-    if request.side is Side.UPSTREAM:
+    if in_place is not None and in_place.http is not None:  # the edit a relayed request became
+        client_http = in_place.http
+        http_method = client_http.method or "POST"
+        where = "upstream (what the proxy's intercept sent in place of the client's request)"
+        url = _upstream_url(upstream_url, client_http.path) if upstream_url else None
+        headers = [(n, v) for n, v in client_http.headers.items() if n.lower() not in DROPPED]
+    elif leg:
         where, url = "upstream (the proxy's own request to it)", upstream_url
         headers += [("Accept", accept), *_leg_headers(request)]
         http_method = "POST"
@@ -283,6 +324,12 @@ def curl_command(
     if request.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
     comment += _waits(messages, request)
+    edit = _edited(messages, request)
+    if edit is not None:
+        comment.append(
+            f"# the server got an edit of it instead (message {edit.seq}, the proxy's intercept): "
+            "C on that message copies what the server got"
+        )
     if opening:
         comment.append(
             "# -i shows the answer's headers: its Mcp-Session-Id is what later commands take as "

@@ -204,3 +204,30 @@ def test_a_get_streams_event_copies_the_streams_own_request_head() -> None:
     assert "curl -sS -N -X GET http://p/mcp" in command
     assert "--data-binary" not in command
     assert '"${MCP_SESSION_ID:?' in command
+
+
+def test_an_edited_call_says_the_server_got_the_edit_and_the_edit_is_copied_with_the_clients_head() -> None:
+    head = HttpInfo(
+        method="POST",
+        path="/mcp",
+        headers={"Host": "proxy:1", "User-Agent": "sdk", "Mcp-Protocol-Version": "2025-11-25"},
+    )
+    client = record(1, side=Side.CLIENT, http=head)
+    edited_body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "a": 40}}
+    edit = record(
+        2, side=Side.UPSTREAM, http=None, body=edited_body, note="edited by the proxy's intercept (i1)"
+    )
+    messages = [client, edit]
+
+    original = curl_command(
+        messages, client, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp"
+    )
+    sent = curl_command(messages, edit, chain_id="c1", proxy_url="http://p", upstream_url="http://u/mcp")
+
+    assert "# the server got an edit of it instead (message 2, the proxy's intercept)" in original
+    assert "sent to the upstream (what the proxy's intercept sent in place of the client's request)" in sent
+    assert "curl -sS -N -X POST http://u/mcp" in sent
+    assert "-H 'User-Agent: sdk'" in sent
+    assert "-H 'Mcp-Protocol-Version: 2025-11-25'" in sent
+    assert '"a":40' in sent
+    assert "proxy:1" not in sent  # curl sets the upstream's Host itself
