@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher, Footer, Input
 
 from ui.feeds import FeedStatus
 from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
@@ -173,6 +173,12 @@ class MainScreen(Screen[None]):
         self.query_ = parse_query(message.text)
         self.table.rebuild(self.model, self.query_, time.time())
         self.refresh_status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the filter bar applied the filter: back to the chain list, so the keys act on it again."""
+        if isinstance(event.input, FilterBar):
+            event.stop()
+            self.table.focus()
 
     def on_follow_changed(self, message: FollowChanged) -> None:
         """Scrolling back stopped following."""
