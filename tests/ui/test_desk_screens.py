@@ -225,7 +225,7 @@ async def test_an_invalid_edit_stays_in_the_editor_with_the_reason_and_is_never_
         await run.screen_is(InterceptScreen)
 
 
-async def test_a_starts_an_answer_from_a_result_skeleton_and_refuses_it_for_a_notification() -> None:
+async def test_a_starts_an_answer_valid_for_the_method_and_refuses_it_for_a_notification() -> None:
     note = held("h2", kind="notification", method="notifications/progress", message={"jsonrpc": "2.0"})
     desk = DeskDouble(held("h1"), note)
     async with running(desk) as run:
@@ -233,7 +233,8 @@ async def test_a_starts_an_answer_from_a_result_skeleton_and_refuses_it_for_a_no
         await run.pilot.press("a")
         await run.screen_is(HeldEditor)
         area = run.app.screen.query_one(TextArea)
-        assert json.loads(area.text) == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        start = {"content": [{"type": "text", "text": ""}], "isError": False}  # a valid tools/call result
+        assert json.loads(area.text) == {"jsonrpc": "2.0", "id": 7, "result": start}
         area.load_text('{"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "not today"}}')
         await run.pilot.press("ctrl+s")
         await wait_for(lambda: bool(desk.decisions), what="the answer")
