@@ -36,6 +36,7 @@ from ui.query import message_match
 from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
 from ui.screens.faults import FaultScreen
+from ui.screens.held_editor import HeldEditor
 from ui.screens.help import HelpScreen
 from ui.screens.intercepts import InterceptScreen
 from ui.screens.main import MainScreen
@@ -184,7 +185,7 @@ class ProxyTui(App[None]):
         self._desk_failure = None
         self.main.set_intercepted(len(message.state.held))
         for screen in self.screen_stack:
-            if isinstance(screen, InterceptScreen):
+            if isinstance(screen, InterceptScreen | HeldEditor):
                 screen.take(message.state)
         new = [held for held in message.state.held if held.id not in known]
         if len(new) == 1:
