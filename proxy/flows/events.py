@@ -221,6 +221,11 @@ class ProxyInfo(_Model):
     upstream: str
     upstream_era: str = "unknown"
     bridge: str = "auto"
+    run: str | None = None
+    """The run tag every chain id of this proxy process starts with (`cb00287` for `cb00287-11`): a
+    reader that meets a different one on the same address is seeing another run (None: an older proxy)."""
+    started: float | None = None
+    """When this proxy process started (epoch seconds); None from an older proxy."""
 
 
 FlowEvent = Annotated[
