@@ -166,7 +166,8 @@ class ProxyTui(App[None]):
         back = self.model.reattached
         if status.state == "live" and status.again and back is not None:
             self.notify(
-                reattached_text(back, status.address), severity="information" if back.same else "warning"
+                reattached_text(back, status.address, self.model.earlier),
+                severity="information" if back.same else "warning",
             )
 
     def on_message_chosen(self, message: MessageChosen) -> None:

@@ -80,6 +80,9 @@ def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own(
     earlier = [e.summary.id for e in model.chains.values() if e.earlier_run is not None]
     assert earlier == ["cb00287-1", "cb00287-2"]
 
+    model.clear()  # the user's x: the earlier run's chains go, and nothing still claims them
+    assert "earlier run" not in status_text(model, back(), ViewFlags()).plain
+
 
 # -- the app, on a scripted feed -------------------------------------------------------------
 

@@ -111,13 +111,16 @@ def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
     return text
 
 
-def reattached_text(back: Reattached, address: str = "") -> str:
-    """What a reconnection found, in a sentence: the same run, or a different one (with its upstream)."""
+def reattached_text(back: Reattached, address: str = "", kept: int = 0) -> str:
+    """What a reconnection found, in a sentence: the same run, or a different one (with its upstream),
+    and how many chains of the run it replaced are `kept` (the status bar counts them itself)."""
     where = f" at {_short(address)}" if address else ""
     if back.same:
         return f"reconnected{where}: the same proxy run ({run_label(back.info)})"
     upstream = _short(back.info.upstream)
-    earlier = f"; chains of {run_label(back.earlier)} kept, dimmed" if back.earlier is not None else ""
+    earlier = ""
+    if kept and back.earlier is not None:
+        earlier = f"; {kept} chains of {run_label(back.earlier)} kept, dimmed"
     return (
         f"now attached{where} to a different proxy run ({run_label(back.info)}, upstream {upstream}){earlier}"
     )
