@@ -94,13 +94,16 @@ class Proxy:
         self.upstream = upstream
         self.redactor = redactor_for(settings, upstream.secrets)
         use_redactor(self.redactor)
+        self.run_tag = run_prefix().removesuffix("-")
+        """What this process's chain ids start with, and what tells its feed from another run's."""
+        self.started = time.time()
         self.builder = ChainBuilder(
             self.store,
             self.bus.publish,
             self.redactor,
             clock=time.time,
             body_limit=settings.capture_body_limit,
-            id_prefix=run_prefix(),
+            id_prefix=self.run_tag + "-",
         )
         # A small pass-through exchange makes about five observations, a bridged one more: the queue
         # keeps enough for the store's whole ring of chains either way.
@@ -404,6 +407,8 @@ class Proxy:
             upstream_era=self.router.eras.label,
             upstream_era_forced=self.router.forced,
             bridge=self.settings.bridge,
+            run=self.run_tag,
+            started=self.started,
         )
 
     def _sse_url_unprobed(self) -> bool:

@@ -20,6 +20,7 @@ _.bytes_written  # CaptureWriter: what the rotation tests measure
 _.events_written
 _.events_applied  # ui ChainModel: how many events a batch applied
 _.batches  # ui feeds: how many batches a feed delivered
+_.deadline_text  # ui HeldEditor: the countdown line the tests read as shown
 read_capture  # record.capture: the one-call reader the tests and scripts use on a capture file
 
 # Called by the libraries they are handed to, under names those libraries choose.

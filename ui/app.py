@@ -25,6 +25,7 @@ from ui.messages import (
     CopyRequested,
     DeskFailed,
     EventsArrived,
+    FeedLost,
     FeedStatusChanged,
     HeldChanged,
     HeldDecided,
@@ -37,11 +38,13 @@ from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
 from ui.screens.events import EventsScreen, ProxyLog
 from ui.screens.faults import FaultScreen
+from ui.screens.held_editor import HeldEditor
 from ui.screens.help import HelpScreen
 from ui.screens.intercepts import InterceptScreen
 from ui.screens.main import MainScreen
 from ui.screens.message import MessageScreen
 from ui.screens.rule_prompt import RulePrompt
+from ui.widgets.status_bar import reattached_text
 
 
 class ProxyTui(App[None]):
@@ -143,6 +146,8 @@ class ProxyTui(App[None]):
             self.post_message(EventsArrived(batch, batcher.applied))
 
         def status(state: FeedStatus) -> None:
+            if state.again and state.state == "reconnecting":
+                self.post_message(FeedLost())
             self.post_message(FeedStatusChanged(state))
 
         def index(ready: IndexReady) -> None:
@@ -170,10 +175,21 @@ class ProxyTui(App[None]):
         changes = self.model.load_index(index.chains, index.events, index.load)
         self.main.take(changes, len(index.chains))
 
+    def on_feed_lost(self, message: FeedLost) -> None:
+        """The proxy went away: nothing it said of itself is shown as current until one answers again."""
+        self.main.take(self.model.detach(), 0)
+
     def on_feed_status_changed(self, message: FeedStatusChanged) -> None:
-        """Keep the feed's state for the status bar."""
-        self.feed_status = message.status
-        self.main.set_feed_status(message.status)
+        """Keep the feed's state for the status bar; say who answered when a lost feed is live again."""
+        status = message.status
+        self.feed_status = status
+        self.main.set_feed_status(status)
+        back = self.model.reattached
+        if status.state == "live" and status.again and back is not None:
+            self.notify(
+                reattached_text(back, status.address, self.model.earlier),
+                severity="information" if back.same else "warning",
+            )
 
     def on_message_chosen(self, message: MessageChosen) -> None:
         """Open the message screen."""
@@ -205,7 +221,7 @@ class ProxyTui(App[None]):
         self._desk_failure = None
         self.main.set_intercepted(len(message.state.held))
         for screen in self.screen_stack:
-            if isinstance(screen, InterceptScreen):
+            if isinstance(screen, InterceptScreen | HeldEditor):
                 screen.take(message.state)
         new = [held for held in message.state.held if held.id not in known]
         if len(new) == 1:

@@ -5,7 +5,8 @@ Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or statu
 - `BusFeed`: an in-process bus subscription (`mcp-proxy --upstream URL --tui`, the demo).
 - `AttachFeed`: a remote proxy's admin feed, `GET /api/feed` as server-sent events whose data is one
   FlowEvent JSON each (`proxy_info`, then history, then live events and `lagged` markers);
-  reconnects with bounded backoff when the proxy restarts or the network drops.
+  reconnects with bounded backoff when the proxy restarts or the network drops, its statuses marked
+  `again` from the first drop on (what answers next may be another run of the proxy).
 - `CaptureFeed`: a JSONL capture file, read off the event loop so a large file never freezes the
   screen. A small file is read whole; a big one shows its newest part at once (`read_tail`) while an
   index pass in a process of its own (`proxy.record.index`) builds every chain, then hands the app
@@ -58,6 +59,11 @@ class FeedStatus:
     retry_in: float | None = None
     warning: str = ""
     """What reading left out (corrupt lines skipped, a last line cut short): shown however it ended."""
+    address: str = ""
+    """The admin address an attached feed reads ('' for the other feeds), named while it reconnects."""
+    again: bool = False
+    """The feed was live and lost its proxy: this status is part of finding it again, and what comes
+    back on that address may be another run of the proxy (or another proxy)."""
 
 
 FeedItem = FlowEvent | FeedStatus | IndexReady
@@ -165,6 +171,7 @@ class AttachFeed:
         self.backoff = tuple(backoff)
         self.description = self.base
         self._transport = transport
+        self._was_live = False
 
     @property
     def feed_url(self) -> str:
@@ -180,23 +187,31 @@ class AttachFeed:
         failures = 0
         async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
             while True:
-                await sink(FeedStatus("connecting", self.base))
+                await sink(self._status("connecting", self.base))
                 try:
                     reason = await self._stream(client, headers, sink)
                 except (httpx.HTTPError, OSError) as exc:
                     reason = _describe(exc)
                 except _Refused as exc:
-                    await sink(FeedStatus("failed", str(exc)))
+                    await sink(self._status("failed", str(exc)))
                     return
                 if reason == "":
                     failures = 0  # it was live: the backoff starts over
                 delay = self.backoff[min(failures, len(self.backoff) - 1)]
                 failures += 1
-                await sink(FeedStatus("reconnecting", reason or "the proxy closed the feed", retry_in=delay))
+                reason = reason or "the proxy closed the feed"
+                await sink(self._status("reconnecting", reason, retry_in=delay))
                 await asyncio.sleep(delay)
 
+    def _status(self, state: FeedState, detail: str, retry_in: float | None = None) -> FeedStatus:
+        return FeedStatus(state, detail, retry_in, address=self.base, again=self._was_live)
+
     async def _stream(self, client: httpx.AsyncClient, headers: dict[str, str], sink: Sink) -> str:
-        """Read one connection to its end; '' when it was live and closed, else why it failed."""
+        """Read one connection to its end; '' when it was live and closed, else why it failed.
+
+        It says "live" after the first event (the proxy's `proxy_info`), so whoever shows the status
+        already knows which proxy run answered when it says so.
+        """
         params = {"history": str(self.history)}
         async with client.stream("GET", self.feed_url, headers=headers, params=params) as response:
             if response.status_code in (401, 403):
@@ -205,7 +220,7 @@ class AttachFeed:
                 raise _Refused(f"no live feed at {self.feed_url} (HTTP 404): is it the admin address?")
             if response.status_code != 200:
                 return f"HTTP {response.status_code}"
-            await sink(FeedStatus("live", self.base))
+            live = False
             reader = SseReader()
             async for chunk in response.aiter_text():
                 for data in reader.feed(chunk):
@@ -214,7 +229,11 @@ class AttachFeed:
                     except ValidationError:
                         continue  # an event type from a newer proxy, or garbage: skip, keep reading
                     await sink(event)
-        return ""
+                    if not live:
+                        live = True
+                        await sink(self._status("live", self.base))
+                        self._was_live = True
+        return "" if live else "the proxy closed the feed before its first event"
 
 
 class _Refused(Exception):

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from proxy.wire.edits import EditRefused, check_message, restore_stand_ins
+from ui.answer_templates import answer_result
 from ui.desk import Held
 
 __all__ = ["EditRefused", "answer_skeleton", "editable_text", "parse_edit"]
@@ -29,8 +30,9 @@ def editable_text(message: dict[str, Any]) -> str:
 
 
 def answer_skeleton(held: Held) -> str:
-    """The editor's start for an answer: a result to the held message's id."""
-    return editable_text({"jsonrpc": "2.0", "id": held.jsonrpc_id, "result": {}})
+    """The editor's start for an answer: a result to the held message's id, valid for its method."""
+    result = answer_result(held.method, held.message)
+    return editable_text({"jsonrpc": "2.0", "id": held.jsonrpc_id, "result": result})
 
 
 def parse_edit(text: str, held: Held, *, answer: bool = False) -> dict[str, Any]:

@@ -45,6 +45,10 @@ class FeedStatusChanged(Message):
         return isinstance(message, FeedStatusChanged)
 
 
+class FeedLost(Message):
+    """The attached feed lost its proxy. Never coalesced: the next `proxy_info` is judged against it."""
+
+
 class ChainHighlighted(Message):
     """The cursor of the chain table moved onto a chain (by its view-model key)."""
 

@@ -8,6 +8,13 @@ Chains are keyed by id *and* start time: a proxy that restarts counts its chain 
 and an attached TUI that reconnects must keep the old chains apart from the new ones. A history
 replay after a reconnect repeats events the model has already seen; they are merged, not doubled
 (chains by key, messages by their per-chain sequence number).
+
+An attached TUI whose proxy went away is `detach`ed: what the proxy said of itself is put aside, so
+nothing shows it as current. The next `proxy_info` tells whether the same run came back (its run
+tag) or another took the address; then the chains held so far stay, marked as from an earlier run
+(the last calls before a crash or a restart are what a debugging user came for, and the new proxy
+no longer has them), the counts start over for the new run, and the old run's parked calls, gone
+with its process, are forgotten.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from proxy.flows.events import (
     SessionChanged,
 )
 from proxy.flows.store import sent_in_place
+from ui.runs import Reattached, same_run
 
 MAX_CHAINS = 5000
 """Chains the TUI keeps before dropping the oldest (the proxy's own store is bounded separately)."""
@@ -69,6 +77,8 @@ class ChainEntry:
     """The latest continuation state (parked, resumed, completed, ...) for bridged calls that parked."""
     records: Sequence[int] | None = None
     """Where an indexed capture's chain keeps its messages; they are read only while it is shown."""
+    earlier_run: ProxyInfo | None = None
+    """The proxy run this chain came from, once another run took its place (None: the run shown now)."""
 
     _text: str = ""
     """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
@@ -178,13 +188,21 @@ class ViewModel:
         self._current: dict[str, str] = {}
         self._loader: RecordLoader | None = None
         self._loaded: OrderedDict[str, ChainEntry] = OrderedDict()
+        self.lost: dict[str, ProxyInfo] = {}
+        """What the proxies said of themselves before the feed lost them (empty while attached)."""
+        self.reattached: Reattached | None = None
+        """What the last reconnection found (None before any)."""
+        self.earlier = 0
+        """Chains held from earlier proxy runs (marked, not counted with the run shown now)."""
 
     # -- reading ------------------------------------------------------------------------------
 
     @property
     def info(self) -> ProxyInfo | None:
-        """The most recent ProxyInfo (a single proxy's identity, or the last one of several)."""
-        return next(reversed(self.proxies.values()), None) if self.proxies else None
+        """The most recent ProxyInfo (a single proxy's identity, or the last one of several); while
+        the feed is lost, the last one it had (what recorded the chains shown)."""
+        proxies = self.proxies or self.lost
+        return next(reversed(proxies.values()), None) if proxies else None
 
     @property
     def parked(self) -> int:
@@ -255,8 +273,16 @@ class ViewModel:
         self._apply(event, changes)
         return changes
 
+    def detach(self) -> Changes:
+        """The feed lost its proxy: put aside what it said of itself until a `proxy_info` says who is back."""
+        if self.proxies:
+            self.lost = dict(self.proxies)
+            self.proxies.clear()
+        return Changes(info=True)
+
     def clear(self) -> Changes:
         """Forget chains, sessions and continuations (the user's 'clear'); proxy info and lag stay."""
+        self.earlier = 0
         self.chains.clear()
         self.sessions.clear()
         self.continuations.clear()
@@ -280,8 +306,28 @@ class ViewModel:
             self.lagged_total += event.dropped
             changes.lagged = True
         elif isinstance(event, ProxyInfo):
+            if self.lost:
+                self._reattach(event, changes)
             self.proxies[event.listen] = event
             changes.info = True
+
+    def _reattach(self, info: ProxyInfo, changes: Changes) -> None:
+        """A proxy answers again: the same run, or another whose chains must be kept apart."""
+        lost, self.lost = self.lost, {}
+        if any(same_run(before, info) for before in lost.values()):
+            self.reattached = Reattached(info, same=True)
+            self.proxies.update(lost)
+            return
+        earlier = next(reversed(lost.values()))
+        self.reattached = Reattached(info, same=False, earlier=earlier)
+        for entry in self.chains.values():
+            if entry.earlier_run is None:
+                entry.earlier_run = earlier
+        self.earlier = len(self.chains)
+        self.messages_seen = 0
+        self.continuations.clear()  # parked calls ended with the process that held them
+        self._current.clear()  # a message of the new run never lands in an old chain
+        changes.cleared = True
 
     def _upsert(self, summary: ChainSummary, changes: Changes) -> ChainEntry:
         key = chain_key(summary)
@@ -303,6 +349,8 @@ class ViewModel:
             key, entry = self.chains.popitem(last=False)
             if self._current.get(entry.summary.id) == key:
                 del self._current[entry.summary.id]
+            if entry.earlier_run is not None:
+                self.earlier -= 1
             self.evicted += 1
             if key in changes.added:
                 changes.added.remove(key)

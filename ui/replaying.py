@@ -1,26 +1,36 @@
 """What the TUI's `r` replays: the chain under the cursor as a replay plan, with its session's handshake.
 
 The replay itself runs in the proxy (`proxy.replay`), which the UI must not import: the command line
-hands the app a `Replayer` (a coroutine function) when one can run, and the app calls it with the
-plans made here from the chains it holds, and the upstream its feed names.
+hands the app a `Replayer` when one can run, and the app calls it with the plans made here from the
+chains it holds, and the upstream its feed names, once the user said yes to the question naming
+what goes where (a replay runs a tool again, side effects and all).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind, plan_chain
 from ui.model import ChainEntry, ViewModel
+from ui.screens.confirm_replay import ConfirmReplay
 from ui.screens.replay import ReplayScreen
 
 if TYPE_CHECKING:
     from ui.app import ProxyTui
 
-Replayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
-"""Replays a chain (its plan, its session's handshake plan, the upstream the feed names) and says how
-it went; raises with a message for the status bar when it cannot run at all."""
+
+class Replayer(Protocol):
+    """Replays a chain against a live server (`proxy.replay.runner.TuiReplayer` is the real one)."""
+
+    def target(self, named: str | None) -> str | None:
+        """Where a replay would go, given the upstream the feed names (None: nowhere known)."""
+        ...
+
+    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+        """Replay the chain (after its session's handshake) and say how it went; raises with a message
+        for the status bar when it cannot run at all."""
+        ...
 
 
 def plans_for(model: ViewModel, entry: ChainEntry) -> tuple[ChainPlan, ChainPlan | None]:
@@ -38,7 +48,7 @@ def plans_for(model: ViewModel, entry: ChainEntry) -> tuple[ChainPlan, ChainPlan
 
 
 def start_replay(app: ProxyTui, key: str | None) -> None:
-    """`r`: replay the chain with this key in a worker, then open the side-by-side screen."""
+    """`r`: ask first (a replay sends real requests), then replay the chain with this key."""
     replayer = app.replayer
     entry = app.model.get(key) if key is not None else None
     if entry is None:
@@ -59,6 +69,25 @@ def start_replay(app: ProxyTui, key: str | None) -> None:
         return
     info = app.model.info
     upstream = info.upstream if info is not None else None
+    target = replayer.target(upstream)
+
+    def answered(replay: bool | None) -> None:
+        if replay:
+            run_replay(app, replayer, (plan, handshake), upstream)
+
+    if target is None:  # nothing can be sent: the replayer says why
+        answered(True)
+        return
+    app.push_screen(
+        ConfirmReplay(plan.chain, plan.headline(), target, handshake=handshake is not None), answered
+    )
+
+
+def run_replay(
+    app: ProxyTui, replayer: Replayer, plans: tuple[ChainPlan, ChainPlan | None], upstream: str | None
+) -> None:
+    """Replay in a worker, then open the side-by-side screen (or say why it failed)."""
+    plan, handshake = plans
     app.notify(f"replaying {plan.chain} {plan.headline()}...")
 
     async def replay() -> None:

@@ -233,6 +233,11 @@ class ProxyInfo(_Model):
     """`upstream_era` is what `--upstream-era` told the proxy, not what a probe found: a replay of the
     capture speaks that era again (a probe of a dual-era server would find both)."""
     bridge: str = "auto"
+    run: str | None = None
+    """The run tag every chain id of this proxy process starts with (`cb00287` for `cb00287-11`): a
+    reader that meets a different one on the same address is seeing another run (None: an older proxy)."""
+    started: float | None = None
+    """When this proxy process started (epoch seconds); None from an older proxy."""
 
 
 FlowEvent = Annotated[

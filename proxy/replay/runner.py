@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -337,22 +337,31 @@ async def replay_one(
         return await replay.replay(plan)
 
 
-TuiReplayer = Callable[[ChainPlan, ChainPlan | None, str | None], Awaitable[ChainOutcome]]
-
-
-def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:
-    """The TUI's `r`: replay against `fixed` (`--upstream`, the in-process proxy's), else the upstream
+class TuiReplayer:
+    """The TUI's `r`: replays against `fixed` (`--upstream`, the in-process proxy's), else the upstream
     the TUI's feed names (an attached proxy's, or the one a capture recorded); `settings` are the
     in-process proxy's, when there is one."""
 
-    async def replay(plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
-        upstream = fixed or named
+    def __init__(self, fixed: str | None, settings: Settings | None = None) -> None:
+        self.fixed = fixed
+        self.settings = settings
+
+    def target(self, named: str | None) -> str | None:
+        """Where a replay would send its requests, so the TUI can name it before anything is sent."""
+        return self.fixed or named
+
+    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+        """Replay the chain (and its session's handshake) against the target; raises saying why not."""
+        upstream = self.target(named)
         if not upstream:
             raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
         if not upstream.startswith(("http://", "https://")):
             raise ReplayFailed(f"replay sends to an HTTP server, not {upstream}: give tui --upstream URL")
         if "<redacted" in upstream:
             raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
-        return await replay_one(upstream, plan, handshake, ReplayOptions(settings=settings))
+        return await replay_one(upstream, plan, handshake, ReplayOptions(settings=self.settings))
 
-    return replay
+
+def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:
+    """The TUI's replayer: against `fixed` when given, else the upstream the TUI's feed names."""
+    return TuiReplayer(fixed, settings)

@@ -92,6 +92,8 @@ class DeskDouble:
         self.faults = [rule for rule in self.faults if rule.id != rule_id]
 
     async def intercepts(self) -> Intercepts:
+        now = time.time()  # as the proxy does, a message past its deadline has gone on unchanged
+        self.held = [item for item in self.held if item.deadline > now]
         return Intercepts(rules=tuple(self.rules), held=tuple(self.held))
 
     async def add_intercept(self, rule: str, hold_for: str | None = None) -> InterceptRule:

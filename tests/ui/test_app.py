@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.message import Message
 from textual.pilot import Pilot
-from textual.widgets import ContentSwitcher
+from textual.widgets import ContentSwitcher, Input
 
 from proxy.flows.events import ChainStatus, Lagged, SessionChanged, Side
 from tests.ui.helpers import BASE, ScriptedFeed, bridged, finished, info, message, opened, wait_for
@@ -244,3 +244,18 @@ async def test_a_batch_arriving_while_the_widgets_are_being_removed_is_held_not_
 
         assert len(h.app.model.chains) == 2
         assert h.table.row_count == 1  # held: the list did not move without the tree
+
+
+async def test_enter_in_the_filter_applies_it_and_gives_the_keys_back_to_the_chain_list() -> None:
+    chains = [opened("c1"), finished("c1"), opened("c2", started=BASE + 1)]
+    async with running(*chains) as h:
+        await h.pilot.press("slash", *"status:ok", "enter")
+
+        assert h.table.has_focus
+        assert h.table.row_count == 1
+        await h.pilot.press("slash")  # a second `/` opens the filter again, it types nothing
+        bar = h.app.main.query_one("#filter", Input)
+        assert bar.has_focus
+        assert bar.value == "status:ok"
+        await h.pilot.press("escape")
+        assert h.table.has_focus

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from tests.ui.helpers import ScriptedFeed, info, wait_for
 from ui.app import ProxyTui, split_timeout
 from ui.desk import READ_ONLY_CAPTURE, Decision
 from ui.screens.faults import FaultScreen
-from ui.screens.held_editor import HeldEditor
+from ui.screens.held_editor import HeldEditor, countdown
 from ui.screens.intercepts import InterceptScreen
 from ui.screens.rule_prompt import RulePrompt
 from ui.widgets.status_bar import StatusBar
@@ -225,7 +226,7 @@ async def test_an_invalid_edit_stays_in_the_editor_with_the_reason_and_is_never_
         await run.screen_is(InterceptScreen)
 
 
-async def test_a_starts_an_answer_from_a_result_skeleton_and_refuses_it_for_a_notification() -> None:
+async def test_a_starts_an_answer_valid_for_the_method_and_refuses_it_for_a_notification() -> None:
     note = held("h2", kind="notification", method="notifications/progress", message={"jsonrpc": "2.0"})
     desk = DeskDouble(held("h1"), note)
     async with running(desk) as run:
@@ -233,7 +234,8 @@ async def test_a_starts_an_answer_from_a_result_skeleton_and_refuses_it_for_a_no
         await run.pilot.press("a")
         await run.screen_is(HeldEditor)
         area = run.app.screen.query_one(TextArea)
-        assert json.loads(area.text) == {"jsonrpc": "2.0", "id": 7, "result": {}}
+        start = {"content": [{"type": "text", "text": ""}], "isError": False}  # a valid tools/call result
+        assert json.loads(area.text) == {"jsonrpc": "2.0", "id": 7, "result": start}
         area.load_text('{"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "not today"}}')
         await run.pilot.press("ctrl+s")
         await wait_for(lambda: bool(desk.decisions), what="the answer")
@@ -250,6 +252,39 @@ async def test_a_starts_an_answer_from_a_result_skeleton_and_refuses_it_for_a_no
         await run.pilot.pause()
         assert "has no answer" in screen.status
         assert run.app.screen is screen
+
+
+def test_the_editor_counts_down_to_the_deadline_then_says_how_the_message_went() -> None:
+    item = held("h1", hold_for=30.0)  # held two seconds ago
+    now = time.time()
+
+    waiting = countdown(item, now).plain
+    late = countdown(item, item.deadline + 0.5).plain
+    elsewhere = countdown(item, now, gone=True).plain
+
+    assert waiting == "the proxy forwards it unchanged in 30s (intercept timeout 32s)"
+    assert late.startswith("released by the intercept timeout (32s) at ")
+    assert late.endswith("the proxy forwarded it unchanged, without this edit")
+    assert elsewhere.startswith("already released (by another TUI or a script)")
+
+
+async def test_an_open_editor_shows_the_time_left_and_says_when_the_timeout_released_the_message() -> None:
+    desk = DeskDouble(held("h1", hold_for=2.0))
+    async with running(desk) as run:
+        await open_held(run)
+        await run.pilot.press("e")
+        await run.screen_is(HeldEditor)
+        editor = run.app.screen
+        assert isinstance(editor, HeldEditor)
+        assert "the proxy forwards it unchanged in " in editor.deadline_text
+        assert "(intercept timeout 4s)" in editor.deadline_text
+
+        await wait_for(
+            lambda: "released by the intercept timeout (4s)" in editor.deadline_text,
+            what="the editor to say the timeout released it",
+        )
+        assert run.app.screen is editor  # what was typed stays, to copy elsewhere
+        assert desk.decisions == []
 
 
 EDITOR_SCRIPT = """\

@@ -17,13 +17,15 @@ from proxy.config import Settings
 from proxy.flows.events import ChainStatus, Channel, Direction, MessageRecord, Side
 from proxy.record.replay_compare import Difference
 from proxy.record.replay_outcome import ChainOutcome
+from proxy.record.replay_plan import ChainPlan
 from proxy.replay.runner import for_tui
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.ui.helpers import wait_for
+from tests.ui.helpers import ScriptedFeed, finished, info, message, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import BusFeed
+from ui.screens.confirm_replay import ConfirmReplay
 from ui.screens.replay import ReplayScreen, side_text
 
 
@@ -58,6 +60,8 @@ async def test_r_replays_the_chain_under_the_cursor_and_shows_both_sides(
             await pilot.press("slash", *"tool:ask_name", "enter", "escape")
             await pilot.pause()
             await pilot.press("r")
+            await wait_for(lambda: isinstance(app.screen, ConfirmReplay), what="the question")
+            await pilot.press("y")
             await wait_for(lambda: isinstance(app.screen, ReplayScreen), what="the replay screen", seconds=20)
 
             screen = app.screen
@@ -108,3 +112,43 @@ def test_the_differing_message_is_marked_on_both_sides() -> None:
     marked = [text.plain[s.start : s.end] for s in text.spans if "red" in str(s.style)]
     assert any(part.startswith("2. tools/call result") for part in marked)
     assert not any(part.startswith("1.") for part in marked)
+
+
+class CountingReplayer:
+    """A replayer double that sends nothing: it counts the replays asked of it."""
+
+    def __init__(self) -> None:
+        self.replayed: list[str] = []
+
+    def target(self, named: str | None) -> str | None:
+        return named
+
+    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+        self.replayed.append(plan.chain)
+        return ChainOutcome(plan.chain, plan.headline(), "same", replayed_chain="c9")
+
+
+async def test_r_asks_naming_the_call_and_the_upstream_and_sends_only_on_yes() -> None:
+    result = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+    reply = message("c1", 2, direction=Direction.TO_CLIENT, kind="result", method=None, body=result)
+    feed = ScriptedFeed(info(upstream="http://127.0.0.1:8000/mcp"), opened("c1"), message("c1", 1), reply)
+    feed.push(finished("c1"))
+    replayer = CountingReplayer()
+    app = ProxyTui(feed, batch_delay=0.01, replayer=replayer)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: app.main.table.row_count == 1, what="the chain's row")
+        for cancel in ("escape", "n"):
+            await pilot.press("r")
+            await wait_for(lambda: isinstance(app.screen, ConfirmReplay), what="the question")
+            asked = str(app.screen.query_one("#confirm-text").render())
+            assert "replay tools/call echo (chain c1)" in asked
+            assert "against http://127.0.0.1:8000/mcp?" in asked
+            await pilot.press(cancel)
+            await wait_for(lambda: app.screen is app.main, what="the question to close")
+        assert replayer.replayed == []  # nothing was sent
+
+        await pilot.press("r")
+        await wait_for(lambda: isinstance(app.screen, ConfirmReplay), what="the question")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, ReplayScreen), what="the replay screen")
+        assert replayer.replayed == ["c1"]

@@ -120,11 +120,11 @@ async def test_the_filter_finds_chains_by_what_their_bodies_say() -> None:
         await pilot.pause()
         by_body = shown_entries(app)
 
-        await pilot.press("ctrl+u", *"Ada", "enter")
+        await pilot.press("slash", "ctrl+u", *"Ada", "enter")
         await pilot.pause()
         by_text = shown_entries(app)
 
-        await pilot.press("ctrl+u", *"body:nobody-says-this", "enter")
+        await pilot.press("slash", "ctrl+u", *"body:nobody-says-this", "enter")
         await pilot.pause()
         none = shown_entries(app)
 

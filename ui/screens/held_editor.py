@@ -5,6 +5,10 @@ an invalid edit stays in the editor with the reason and is never sent, and a ref
 (its own checks, a message already released) is shown the same way. The message is shown redacted, as
 the proxy gives it; the editor says that a stand-in left in place goes out as the original value.
 
+A held message waits only until its deadline, when the proxy forwards it unchanged; the editor
+counts down to it every second and, once it passed (or the message left the held list while the
+editor was open), says plainly that the message went on without the edit.
+
 `$EDITOR` gets a temporary file only this user can read (0600), removed as soon as the editor
 returns. The editor runs in a thread while the app is suspended and repaints are held, so a proxy
 running in this process keeps serving meanwhile.
@@ -18,6 +22,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,13 +33,35 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static, TextArea
 
-from ui.desk import Decision, DeskError, Held, RuleDesk
+from ui.desk import Decision, DeskError, Held, Intercepts, RuleDesk
 from ui.held_edit import STAND_IN_NOTE, EditRefused, editable_text, parse_edit
 from ui.messages import HeldDecided
+from ui.render import clock
 
 EDITOR_SECONDS = 3600.0
 """Longest an external editor may stay open before the edit is abandoned (the held message's own
 deadline has usually passed long before)."""
+
+
+def countdown(held: Held, now: float, *, gone: bool = False) -> Text:
+    """How long the held message still waits, or that it went on unchanged (`gone`: left the list)."""
+    timeout = max(held.deadline - held.held_at, 0.0)
+    left = held.deadline - now
+    if left > 0 and not gone:
+        style = "bold yellow" if left <= 10 else ""
+        return Text(
+            f"the proxy forwards it unchanged in {left:.0f}s (intercept timeout {timeout:g}s)", style=style
+        )
+    if gone and left > 1:  # left well before its deadline: someone else decided
+        return Text(
+            "already released (by another TUI or a script): Ctrl+S can no longer send this",
+            style="bold red",
+        )
+    return Text(
+        f"released by the intercept timeout ({timeout:g}s) at {clock(held.deadline)}: the proxy forwarded "
+        "it unchanged, without this edit",
+        style="bold red",
+    )
 
 
 class HeldEditor(ModalScreen[bool]):
@@ -54,6 +81,8 @@ class HeldEditor(ModalScreen[bool]):
         self.text = text
         self.answer = answer
         self.reason = reason
+        self.gone = False
+        """The proxy no longer holds the message (its timeout, or another decision)."""
 
     def compose(self) -> ComposeResult:
         """Title, the note on redacted values, the editor, the reason line, the footer."""
@@ -63,6 +92,7 @@ class HeldEditor(ModalScreen[bool]):
         with Vertical(id="editor-box"):
             yield Static(Text(f"{title} — Ctrl+S sends, Esc cancels", style="bold"), id="editor-title")
             yield Static(Text(f"shown redacted: {STAND_IN_NOTE}", style="dim"), id="editor-note")
+            yield Static(countdown(held, time.time()), id="editor-countdown")
             yield TextArea(self.text, id="editor-text", soft_wrap=True, show_line_numbers=True)
             yield Static(id="editor-error")
             yield Footer(compact=True)
@@ -72,6 +102,21 @@ class HeldEditor(ModalScreen[bool]):
         self.query_one(TextArea).focus()
         if self.reason:
             self.refuse(self.reason)
+        self.set_interval(1.0, self._tick)
+
+    @property
+    def deadline_text(self) -> str:
+        """The countdown line as shown now."""
+        return str(self.query_one("#editor-countdown", Static).content)
+
+    def take(self, state: Intercepts) -> None:
+        """A new state of the held messages: this one gone from it means it was released meanwhile."""
+        if not any(held.id == self.held.id for held in state.held):
+            self.gone = True
+            self._tick()
+
+    def _tick(self) -> None:
+        self.query_one("#editor-countdown", Static).update(countdown(self.held, time.time(), gone=self.gone))
 
     @property
     def error(self) -> str:

@@ -25,7 +25,7 @@ HELP = """\
 | p | main | pause: freeze the view; resume applies what arrived |
 | x | main | clear the view (the proxy keeps its own history) |
 | s | main | sessions view: who holds which session, init → expiry → re-init |
-| r | main | replay the chain against the upstream, shown beside its recording |
+| r | main | replay the chain against the upstream (asks first), shown beside its recording |
 | e | message | expand long bodies |
 | c | tree, message | copy the message as JSON-RPC (its whole body) to the clipboard |
 | C | tree, message | copy its request as a curl command (secrets as `$MCP_…` placeholders) |

@@ -15,12 +15,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher, Footer, Input
 
 from ui.feeds import FeedStatus
 from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
-from ui.model import Changes, ViewModel
+from ui.model import ChainEntry, Changes, ViewModel
 from ui.query import Query, parse_query
+from ui.runs import run_label
 from ui.widgets.chain_table import ChainTable
 from ui.widgets.chain_tree import ChainTree
 from ui.widgets.filter_bar import FilterBar
@@ -32,6 +33,15 @@ WIDE_COLUMNS = 120
 
 _FED_WIDGETS = (ChainTable, ChainTree, SessionsTable, StatusBar, ContentSwitcher)
 """What showing a batch reaches; while any is missing (mounting, or shutting down) batches are held."""
+
+
+def chain_title(entry: ChainEntry | None) -> str:
+    """The tree's border title: the chain's id, and the run it came from when that run is gone."""
+    if entry is None:
+        return "chain"
+    if entry.earlier_run is not None:
+        return f"chain {entry.summary.id} (earlier proxy run {run_label(entry.earlier_run)})"
+    return f"chain {entry.summary.id}"
 
 
 class MainScreen(Screen[None]):
@@ -148,7 +158,7 @@ class MainScreen(Screen[None]):
         self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
         key = self.chain_tree.chain_key
         entry = self.model.get(key) if key is not None else None
-        title = "sessions" if self.flags.sessions else f"chain {entry.summary.id}" if entry else "chain"
+        title = "sessions" if self.flags.sessions else chain_title(entry)
         self.query_one(ContentSwitcher).border_title = title
 
     # -- what widgets tell us ----------------------------------------------------------------
@@ -173,6 +183,12 @@ class MainScreen(Screen[None]):
         self.query_ = parse_query(message.text)
         self.table.rebuild(self.model, self.query_, time.time())
         self.refresh_status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the filter bar applied the filter: back to the chain list, so the keys act on it again."""
+        if isinstance(event.input, FilterBar):
+            event.stop()
+            self.table.focus()
 
     def on_follow_changed(self, message: FollowChanged) -> None:
         """Scrolling back stopped following."""

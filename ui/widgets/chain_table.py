@@ -1,7 +1,8 @@
 """The chain list: one row per chain, updated in place so the list never jumps under the cursor.
 
 Columns have fixed widths (a growing cell never shifts the others); a wide terminal gets more of
-them. New chains append at the bottom; with follow on, the cursor rides the newest row, otherwise it
+them. New chains append at the bottom (a chain of an earlier proxy run, kept after an
+attached proxy was replaced, is dimmed); with follow on, the cursor rides the newest row, otherwise it
 stays on the chain it is on, even when rows are removed above it. The table never holds state of its
 own beyond its rows: the app hands it the model, the change set and the filter.
 """
@@ -64,6 +65,12 @@ def _fit(value: Text | str, width: int) -> Text | str:
             value.truncate(width, overflow="ellipsis")
         return value
     return value if len(value) <= width else value[: max(0, width - 1)] + "…"
+
+
+def _dim(cell: Text | str) -> Text:
+    text = cell.copy() if isinstance(cell, Text) else Text(cell)
+    text.stylize("dim")
+    return text
 
 
 class ChainTable(DataTable[Any]):
@@ -146,10 +153,13 @@ class ChainTable(DataTable[Any]):
 
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
         cells = chain_cells(entry)
-        return [
+        row = [
             chain_id_cell(entry.summary.id, width) if key == "id" else _fit(cells[key], width)
             for key, _, width in self._columns_spec
         ]
+        if entry.earlier_run is not None:  # an earlier proxy run's chain: shown, set apart
+            return [_dim(cell) for cell in row]
+        return row
 
     def rebuild(self, model: ViewModel, query: Query, now: float | None = None) -> None:
         """Show exactly the chains that match `query`, keeping the cursor on the same chain."""

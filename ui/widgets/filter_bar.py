@@ -1,4 +1,8 @@
-"""The filter bar: an input for the query language (see `ui.query`), debounced while typing."""
+"""The filter bar: an input for the query language (see `ui.query`), debounced while typing.
+
+Enter applies the filter at once and Esc leaves it as typed; either way the main screen gives the
+focus back to the chain list, so the list's keys (and a second `/`) act as keys again.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +32,7 @@ class FilterBar(Input):
         self._timer = self.set_timer(DEBOUNCE, self._send)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter: apply now."""
-        event.stop()
+        """Enter: apply now (the event goes on to the screen, which takes the focus back to the list)."""
         self._send()
 
     def _send(self) -> None:

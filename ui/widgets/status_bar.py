@@ -1,7 +1,9 @@
 """The status bar: feed state, the markers that must never be missed, then counts and addresses.
 
 Ordered by importance, because an 80-column terminal cuts the end: feed state, a standing notice,
-"lagged N", paused, filter errors first; upstream URL and listen address last.
+"lagged N", paused, filter errors first; upstream URL and listen address last. An attached feed
+that lost its proxy says so first, with the address it reconnects to, and shows no upstream, era or
+count of the lost run as current; once a proxy answers, it says whether it is the same run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ui.feeds import FeedStatus
 from ui.model import ViewModel
 from ui.query import Query
 from ui.render import era_badge
+from ui.runs import Reattached, run_label
 
 _STATE_STYLE = {
     "connecting": ("◌ connecting", "yellow"),
@@ -50,17 +53,7 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     sep = ("  │ ", "dim")
     text = Text()
     if feed is not None:
-        word, style = _STATE_STYLE[feed.state]
-        text.append(word, style=style)
-        if feed.state == "reconnecting":
-            retry = f" retry in {feed.retry_in:g}s" if feed.retry_in is not None else ""
-            text.append(f" ({feed.detail}){retry}", style="red")
-        elif feed.state == "failed":
-            text.append(f" {feed.detail}", style="red")
-        elif feed.state == "indexing":
-            text.append(f" {feed.detail}", style="yellow")
-        if feed.warning:
-            text.append(f" {feed.warning}", style="yellow")
+        text.append_text(feed_text(feed, model.reattached))
         text.append(*sep)
     if flags.notice:
         text.append(flags.notice, style="bold")
@@ -77,7 +70,9 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     if flags.query is not None and flags.query.error:
         text.append(flags.query.error, style="bold red")
         text.append(*sep)
-    text.append(f"{len(model.chains)} chains {model.messages_seen} msgs")
+    text.append(f"{len(model.chains) - model.earlier} chains {model.messages_seen} msgs")
+    if model.earlier:
+        text.append(f" +{model.earlier} of an earlier run", style="dim")
     if model.parked:
         text.append(*sep)
         text.append(f"parked {model.parked}", style="bold blue")
@@ -89,6 +84,46 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
         text.append_text(era_badge(info.upstream_era))
         text.append(f" {_short(info.upstream)} ⇠ {_short(info.listen)}")
     return text
+
+
+def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
+    """The feed's state; an attached feed that lost its proxy says so, where it looks, and who came back."""
+    word, style = _STATE_STYLE[feed.state]
+    text = Text()
+    if feed.again and feed.state in ("reconnecting", "connecting"):
+        text.append("○ proxy gone", style="bold red")
+        retry = f"; retry in {feed.retry_in:g}s" if feed.retry_in is not None else ""
+        reason = f" ({feed.detail}{retry})" if feed.state == "reconnecting" else ""
+        text.append(f", reconnecting to {_short(feed.address)}{reason}", style="red")
+        return text
+    text.append(word, style=style)
+    if feed.state == "live" and feed.again and back is not None:
+        text.append(" " + reattached_text(back), style="green" if back.same else "bold yellow")
+    elif feed.state == "reconnecting":
+        retry = f" retry in {feed.retry_in:g}s" if feed.retry_in is not None else ""
+        text.append(f" ({feed.detail}){retry}", style="red")
+    elif feed.state == "failed":
+        text.append(f" {feed.detail}", style="red")
+    elif feed.state == "indexing":
+        text.append(f" {feed.detail}", style="yellow")
+    if feed.warning:
+        text.append(f" {feed.warning}", style="yellow")
+    return text
+
+
+def reattached_text(back: Reattached, address: str = "", kept: int = 0) -> str:
+    """What a reconnection found, in a sentence: the same run, or a different one (with its upstream),
+    and how many chains of the run it replaced are `kept` (the status bar counts them itself)."""
+    where = f" at {_short(address)}" if address else ""
+    if back.same:
+        return f"reconnected{where}: the same proxy run ({run_label(back.info)})"
+    upstream = _short(back.info.upstream)
+    earlier = ""
+    if kept and back.earlier is not None:
+        earlier = f"; {kept} chains of {run_label(back.earlier)} kept, dimmed"
+    return (
+        f"now attached{where} to a different proxy run ({run_label(back.info)}, upstream {upstream}){earlier}"
+    )
 
 
 class StatusBar(Static):

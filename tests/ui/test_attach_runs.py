@@ -1,0 +1,173 @@
+"""An attached TUI across its proxy going away: it says so at once, and who answers when one is back.
+
+End to end with real `mcp-proxy` processes (one stopped, another started on the same admin port and
+a different upstream) and real SDK clients; the same-run reconnection and the wording are driven by a
+scripted feed, and the model's rules are checked without an app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from proxy.flows.events import ChainStatus, ProxyInfo
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import run_scenario
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.ui.helpers import BASE, ScriptedFeed, opened, wait_for
+from ui.app import ProxyTui
+from ui.feeds import AttachFeed, FeedStatus
+from ui.model import ViewModel
+from ui.widgets.status_bar import StatusBar, ViewFlags, status_text
+
+TOKEN = "attach-runs-token"
+ADMIN = "http://127.0.0.1:9901"
+
+
+def run_info(run: str, upstream: str = "http://127.0.0.1:8000/mcp", era: str = "legacy") -> ProxyInfo:
+    return ProxyInfo(
+        ts=BASE,
+        version="0.1.0",
+        listen="http://127.0.0.1:8080",
+        upstream=upstream,
+        upstream_era=era,
+        run=run,
+        started=BASE,
+    )
+
+
+def lost(retry: float = 1.0) -> FeedStatus:
+    return FeedStatus("reconnecting", "connection lost", retry, address=ADMIN, again=True)
+
+
+def back() -> FeedStatus:
+    return FeedStatus("live", ADMIN, address=ADMIN, again=True)
+
+
+# -- the model and the status line, without an app ---------------------------------------------
+
+
+def test_a_lost_proxy_shows_no_upstream_until_one_answers_and_the_same_run_is_said_to_be_back() -> None:
+    model = ViewModel()
+    model.apply_all([run_info("cb00287"), opened("cb00287-1")])
+    model.detach()
+
+    gone = status_text(model, lost(), ViewFlags()).plain
+    assert gone.startswith("○ proxy gone, reconnecting to 127.0.0.1:9901 (connection lost; retry in 1s)")
+    assert "8000/mcp" not in gone  # the lost run's upstream is not shown as current
+
+    model.apply(run_info("cb00287", era="modern"))  # the same run (an era change repeats its info)
+    again = status_text(model, back(), ViewFlags()).plain
+    assert again.startswith("● live reconnected: the same proxy run (cb00287)")
+    assert "1 chains" in again
+    assert all(entry.earlier_run is None for entry in model.chains.values())
+
+
+def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own() -> None:
+    model = ViewModel()
+    model.apply_all([run_info("cb00287"), opened("cb00287-1"), opened("cb00287-2", started=BASE + 1)])
+    model.detach()
+
+    changes = model.apply(run_info("cf11111", upstream="http://127.0.0.1:9000/mcp"))
+    model.apply(opened("cf11111-1", started=BASE + 2))
+
+    assert changes.cleared  # every row is redrawn, the earlier ones dimmed
+    line = status_text(model, back(), ViewFlags()).plain
+    assert "now attached to a different proxy run (cf11111, upstream 127.0.0.1:9000/mcp)" in line
+    assert "1 chains 0 msgs +2 of an earlier run" in line
+    assert "8000/mcp" not in line
+    earlier = [e.summary.id for e in model.chains.values() if e.earlier_run is not None]
+    assert earlier == ["cb00287-1", "cb00287-2"]
+
+    model.clear()  # the user's x: the earlier run's chains go, and nothing still claims them
+    assert "earlier run" not in status_text(model, back(), ViewFlags()).plain
+
+
+# -- the app, on a scripted feed -------------------------------------------------------------
+
+
+async def test_the_status_bar_says_at_once_the_proxy_is_gone_and_when_the_same_run_is_back() -> None:
+    feed = ScriptedFeed(run_info("cb00287"), FeedStatus("live", ADMIN, address=ADMIN), opened("cb00287-1"))
+    app = ProxyTui(feed, batch_delay=0.01)
+    async with app.run_test(size=(160, 24)):
+
+        def status() -> str:
+            return str(app.main.query_one(StatusBar).content)
+
+        await wait_for(lambda: "127.0.0.1:8000/mcp" in status(), what="the proxy's upstream")
+        feed.push(lost())
+        await wait_for(lambda: "proxy gone, reconnecting to 127.0.0.1:9901" in status(), what="the loss")
+        assert "127.0.0.1:8000/mcp" not in status()
+
+        feed.push(run_info("cb00287"), back())
+        await wait_for(lambda: "reconnected: the same proxy run (cb00287)" in status(), what="the return")
+        assert "127.0.0.1:8000/mcp" in status()
+        assert "earlier run" not in status()
+
+
+# -- real proxies ------------------------------------------------------------------------------
+
+
+def done(app: ProxyTui, name: str) -> bool:
+    return any(
+        e.summary.name == name and e.summary.status is ChainStatus.OK for e in app.model.chains.values()
+    )
+
+
+@pytest.mark.e2e
+async def test_a_proxy_replaced_on_the_admin_port_is_said_to_be_a_different_run_and_kept_apart(
+    legacy_server: PeerServer, modern_server: PeerServer
+) -> None:
+    first = await asyncio.to_thread(
+        ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, admin_token=TOKEN))).start
+    )
+    admin = first.admin
+    second: ProxyProcess | None = None
+    try:
+        app = ProxyTui(AttachFeed(admin, TOKEN, backoff=(0.05, 0.1)), batch_delay=0.01)
+        async with app.run_test(size=(200, 24)):
+
+            def status() -> str:
+                return str(app.main.query_one(StatusBar).content)
+
+            await wait_for(lambda: legacy_server.url.removeprefix("http://") in status(), what="live")
+            await run_scenario(first.listen + "/mcp", "legacy", "echo")
+            await wait_for(lambda: done(app, "echo"), what="the first run's chain")
+            first_run = app.model.info.run if app.model.info else None
+            assert first_run
+
+            await asyncio.to_thread(first.stop)
+            where = admin.removeprefix("http://")
+            await wait_for(lambda: f"proxy gone, reconnecting to {where}" in status(), what="the loss")
+            assert legacy_server.url.removeprefix("http://") not in status()
+            held = len(app.model.chains)  # the scenario's initialize, its call, its session's end...
+            assert f"{held} chains" in status()  # still shown, as what this view holds
+
+            env = settings_env(upstream=modern_server.url, admin_token=TOKEN, admin=where)
+            second = await asyncio.to_thread(ProxyProcess(clean_env(**env)).start)
+            await wait_for(lambda: "now attached" in status(), what="the new run", seconds=15)
+            line = status()
+            second_run = app.model.info.run if app.model.info else None
+            assert second_run
+            assert second_run != first_run
+            upstream = modern_server.url.removeprefix("http://")
+            assert f"to a different proxy run ({second_run}, upstream {upstream})" in line
+            assert legacy_server.url.removeprefix("http://") not in line
+            assert f"0 chains 0 msgs +{held} of an earlier run" in line
+
+            kept = list(app.model.chains.values())  # the first run's chains stay, marked as its
+            assert done(app, "echo")
+            assert {e.earlier_run.run if e.earlier_run else None for e in kept} == {first_run}
+            await run_scenario(second.listen + "/mcp", "legacy", "add")
+            await wait_for(lambda: done(app, "add"), what="the second run's chain")
+            fresh = len(app.model.chains) - held
+            await wait_for(lambda: f"{fresh} chains" in status(), what="the new run's count")
+            assert f"+{held} of an earlier run" in status()
+            ids = [e.summary.id for e in app.model.chains.values() if e.earlier_run is None]
+            assert len(ids) == fresh
+            assert all(i.startswith(f"{second_run}-") for i in ids)
+    finally:
+        await asyncio.to_thread(first.stop)
+        if second is not None:
+            await asyncio.to_thread(second.stop)

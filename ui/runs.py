@@ -1,0 +1,45 @@
+"""Proxy runs as an attached TUI tells them apart: one process of a proxy, from its start to its stop.
+
+A proxy that restarts on the same admin address (or another proxy that took it) is another run: its
+chains, sessions and counts start over. Its `proxy_info` says which run it is (`run`, the tag its
+chain ids start with, and `started`); these pure helpers compare two and name one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from proxy.flows.events import ProxyInfo
+
+
+def same_run(before: ProxyInfo, now: ProxyInfo) -> bool:
+    """Whether two `proxy_info`s come from one proxy process (an era change repeats it; a restart not).
+
+    The run tag decides, else the start time; a proxy too old to send either is judged by what it
+    points at, which a restart in place cannot tell apart.
+    """
+    if before.run and now.run:
+        return before.run == now.run
+    if before.started is not None and now.started is not None:
+        return before.started == now.started
+    return (before.listen, before.upstream, before.version) == (now.listen, now.upstream, now.version)
+
+
+def run_label(info: ProxyInfo) -> str:
+    """A proxy run in a few words: its run tag, else its start time, else its version."""
+    if info.run:
+        return info.run
+    if info.started is not None:
+        return "started " + time.strftime("%H:%M:%S", time.localtime(info.started))
+    return f"v{info.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reattached:
+    """What answered when a lost feed came back: the same proxy run, or another (`info`)."""
+
+    info: ProxyInfo
+    same: bool
+    earlier: ProxyInfo | None = None
+    """The run it replaced (None when the same one came back)."""
