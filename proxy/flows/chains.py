@@ -508,7 +508,7 @@ class ChainBuilder:
         """Forget a finished leg's chain."""
         chain_id = self._legs.pop(leg, None)
         if chain_id is not None:
-            self.store.release(chain_id)
+            self._release((chain_id,))
 
     def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
         """Finish an exchange: unanswered requests fail with `outcome`.
@@ -553,9 +553,20 @@ class ChainBuilder:
                 chain.summary.notes.append("ended with its session (deleted)")
             status = ChainStatus.ERROR if failed else ChainStatus.OK
             self._ledger.finish(chain, status, outcome if failed else None, now)
-        for chain_id in ex.chains:
-            self.store.release(chain_id)
+        self._release(ex.chains)
         return filed
+
+    def _release(self, chain_ids: Iterable[str]) -> None:
+        """Let the store stop holding chains the ring let go once they ended and nothing of theirs is
+        open any more: a later exchange of a chain (the 202 to an answer the client POSTed) may close
+        after the call's own, and its record still belongs in the chain."""
+        if not self.store.held:
+            return
+        open_chains = {c for ex in self._exchanges.values() for c in ex.chains}
+        open_chains.update(self._legs.values())
+        for chain_id in chain_ids:
+            if chain_id not in open_chains:
+                self.store.release(chain_id)
 
     def _unanswered(self, chain: Chain, ex: Exchange, now: float) -> None:
         """End a chain whose exchange closed cleanly without its response.

@@ -65,10 +65,12 @@ async def test_an_elicited_call_the_ring_let_go_keeps_its_answer_and_result_in_t
         async with Client(url, mode="legacy", elicitation_callback=answer) as client:
             result = await client.call_tool("ask_name", {})
         text = result.content[0].text  # type: ignore[union-attr]
-        events = []
-        while (event := feed.get_nowait()) is not None:
-            events.append(event)
-        feed.close()
+    # Read once the proxy has stopped: the answer's 202 exchange may close after the client has its
+    # result, and its `http` record is filed when it closes (the capture holds it either way).
+    events = []
+    while (event := feed.get_nowait()) is not None:
+        events.append(event)
+    feed.close()
     chain_id = seen["chain"]
     assert "ringname-7" in text
     assert seen["left_ring"], "the flood pushed the waiting call's chain out of the ring"

@@ -766,3 +766,24 @@ def test_no_emitted_event_holds_a_raw_session_id_or_request_state(world: World) 
     assert STATE_1 not in dumped
     assert STATE_2 not in dumped
     assert world.redactor.token(SESSION) in dumped
+
+
+def test_a_chain_the_ring_let_go_keeps_the_record_of_an_exchange_that_closes_after_its_end() -> None:
+    # The answer's 202 exchange may close after the call's own (a loaded machine): its `http` record
+    # still joins the chain, as a capture's reader (with room in its ring) files it.
+    world = World(store=ChainStore(max_chains=1))
+    cid = world.post("x1", call(1), session=SESSION)
+    world.head("x1", 200, SSE)
+    world.down("x1", elicit(0))
+    world.post("x2", result_response(0, {"action": "accept", "content": {"ok": True}}), session=SESSION)
+    world.head("x2", 202, None)
+    world.post("x3", request(9, "ping", {}), session=SESSION)  # a newer chain: the ring lets x1's go
+    world.down("x1", done(1))
+    world.close("x1")  # the call ended; its answer's exchange is still open
+
+    assert world.store.get(cid) is not None, "let go while one of its exchanges was open"
+    world.close("x2")
+
+    filed = [e.message for e in world.of_type(MessageRecorded) if e.chain_id == cid]
+    assert [(m.exchange, m.kind) for m in filed][-1] == ("x2", "http")
+    assert world.store.get(cid) is None  # nothing of it open any more: let go
