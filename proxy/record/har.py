@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from proxy import __version__
+from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
 
 _PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
@@ -136,7 +137,14 @@ def render(draft: EntryDraft, *, note: str | None = None) -> dict[str, Any]:
         "timings": {"send": 0, "wait": round(wait, 3), "receive": round(total - wait, 3)},
         "_mcp": _mcp(draft),
     }
+    changed = [
+        f"{chain}: {said}" for chain, s in draft.chains.items() if s.notes for said in proxy_changes(s.notes)
+    ]
+    if changed:  # a HAR reader sees the wait, not who made it: a delay fault reads as a slow server
+        entry["_mcp"]["proxy_changes"] = changed
     comments = [c for c in (note, _side_comment(draft)) if c]
+    if changed:
+        comments.append("the proxy changed its chain's traffic: " + "; ".join(changed))
     if comments:
         entry["comment"] = "; ".join(comments)
     return entry

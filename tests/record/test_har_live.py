@@ -125,6 +125,10 @@ def test_a_message_the_proxy_changed_is_on_both_legs_and_the_har_body_is_the_cli
         assert "edited" not in one["request"]["postData"]["text"]
         assert "-32050" in one["response"]["content"]["text"]
         assert '"result"' not in one["response"]["content"]["text"]
+        changes = one["_mcp"]["proxy_changes"]  # a HAR reader is told the wait was the proxy's
+        assert any("fault injected by the proxy: delay 500 ms" in c for c in changes), changes
+        assert any("forwarded edited by api" in c for c in changes), changes
+        assert "the proxy changed its chain's traffic: " in one["comment"]
 
 
 def test_the_server_legs_of_a_changed_message_carry_no_head_of_the_clients_exchange(tmp_path: Path) -> None:
