@@ -191,7 +191,7 @@ def outcome(record: MessageRecord | None) -> str:
         names = ", ".join(keys) if isinstance(keys, dict) else "state only"
         return f"input_required [{names}]"
     if result.get("isError") is True:
-        return "error result"
+        return "tool error (isError)"
     if isinstance(result.get("action"), str):
         return str(result["action"])
     return "ok"
@@ -240,9 +240,8 @@ def message_label(record: MessageRecord, bridged: bool = False) -> Text:
         request_line = " ".join(p for p in (http.method, http.path) if p)
         what = f"HTTP {http.status}" if http.status is not None or not request_line else request_line
     ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
-    text = Text.assemble(
-        f"{_arrow(record)} ", route_tag(record, bridged), f" {record.kind} ", (what, "bold"), ident
-    )
+    kind = "" if what.startswith(f"{record.kind} ") else f"{record.kind} "  # not `error error -32050`
+    text = Text.assemble(f"{_arrow(record)} ", route_tag(record, bridged), f" {kind}", (what, "bold"), ident)
     text.append(f"  {record.channel.value} {size(record.size)}", style="dim")
     if record.truncated:
         text.append("  [truncated]", style="yellow")

@@ -717,7 +717,7 @@ _INTERCEPT_DONE: Final = {
     "forward": "forwarded unchanged",
     "forward_edited": "forwarded edited",
     "drop": "dropped",
-    "answer": "answered by the proxy",
+    "answer": "answered in its place",
 }
 """How an intercept note words each decision."""
 _FAULT_INJECTED: Final = "fault injected by the proxy: "

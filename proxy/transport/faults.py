@@ -222,7 +222,7 @@ class GatedRelay(PassthroughRelay):
             self._in_place(edited, msg, f"edited by the proxy's intercept ({rule})")
             return edited, True
         answered = decision.verb == "answer" and decision.message is not None
-        how = f"{'answered' if answered else 'dropped'} by the proxy's intercept ({rule})"
+        how = f"{'answered' if answered else 'dropped'} at the proxy's intercept ({rule})"
         if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
             answer = decision.message if decision.verb == "answer" else None
             await self._answer_upstream(answer or intercept_refusal(msg.id, rule))
@@ -231,7 +231,10 @@ class GatedRelay(PassthroughRelay):
         if msg.is_response:
             answer = decision.message if decision.verb == "answer" else None
             made = answer or intercept_dropped_answer(msg.id, rule)
-            self._in_place(made, msg, f"the server's answer {how}")
+            instead = "one typed at" if answered else "a drop error from"
+            self._in_place(
+                made, msg, f"in place of the server's answer: {instead} the proxy's intercept ({rule})"
+            )
             return made, True
         self._in_place(None, msg, f"not forwarded to the client: {how}")
         return None, True  # a notification dropped

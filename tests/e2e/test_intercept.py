@@ -112,7 +112,7 @@ async def test_a_held_call_answered_by_the_desk_gets_the_typed_result(
     notes = await chain_notes(proxy)
     assert run.lines["echo"]["result"]["content"] == ["from the desk"], run.lines
     assert any(n.startswith(f"the client's tools/call held by intercept {rule} for") for n in notes), notes
-    assert any(n.endswith(", answered by the proxy by api") for n in notes), notes
+    assert any(n.endswith(", answered in its place by api") for n in notes), notes
     (line,) = [e for e in proxy.lines() if e.get("event") == "exchange" and e.get("intercept")]
     assert line["intercept"].endswith("answer by api")
     assert await proxy.counted("mcp_proxy_intercepts_held_total") == 1
@@ -229,7 +229,7 @@ async def test_a_held_server_answer_is_replaced_by_the_typed_error(
             "error": {"code": -32077, "message": "the desk says no"},
         },
     )
-    assert client_leg[2] == f"the server's answer answered by the proxy's intercept ({rule})"
+    assert client_leg[2] == f"in place of the server's answer: one typed at the proxy's intercept ({rule})"
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])

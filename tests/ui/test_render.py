@@ -70,7 +70,7 @@ def test_a_parked_continuation_shows_as_parked_until_the_chain_ends() -> None:
             "input_required [name, llm]",
         ),
         ({"result": {"action": "accept"}}, "result", "accept"),
-        ({"result": {"isError": True}}, "result", "error result"),
+        ({"result": {"isError": True}}, "result", "tool error (isError)"),
         ({"result": {"content": []}}, "result", "ok"),
         ({"error": {"code": -32602, "message": "bad"}}, "error", "error -32602 bad"),
     ],
