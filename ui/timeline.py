@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
+from proxy.flows.events import ChainSummary, Direction, MessageRecord, Mode, Side
 
 Role = Literal["call", "leg", "nested", "orphan", "single"]
 NodeKind = Literal["message", "pair", "round"]
@@ -82,13 +82,20 @@ def _id(value: Any) -> str:
     return repr(value)
 
 
-def pair_messages(messages: list[MessageRecord]) -> list[Pair]:
-    """Pair requests with responses (same side, opposite direction, same id); keep the rest alone."""
+def pair_messages(messages: list[MessageRecord], *, relayed: bool = False) -> list[Pair]:
+    """Pair requests with responses (same side, opposite direction, same id); keep the rest alone.
+
+    `relayed` (a pass-through chain): a record on the upstream's side is the server's leg of a message
+    the proxy changed (what the server got or sent instead of what the client sent or got); it stands
+    alone where it happened, and the client's request pairs with the answer the client got.
+    """
     items: list[Pair] = []
     open_requests: dict[tuple[str, Direction, str], Pair] = {}
     by_exchange: dict[str, Pair] = {}
     for record in messages:
-        if record.kind == "request" and record.jsonrpc_id is not None:
+        if relayed and record.side is Side.UPSTREAM:
+            items.append(Pair(extras=[record]))
+        elif record.kind == "request" and record.jsonrpc_id is not None:
             pair = Pair(request=record)
             open_requests[(_group(record), record.direction, _id(record.jsonrpc_id))] = pair
             items.append(pair)
@@ -113,7 +120,7 @@ def pair_messages(messages: list[MessageRecord]) -> list[Pair]:
 
 def build_timeline(summary: ChainSummary, messages: list[MessageRecord]) -> list[Node]:
     """The tree under a chain's headline: request, rounds of legs and nested pairs, final result."""
-    items = pair_messages(messages)
+    items = pair_messages(messages, relayed=summary.mode is Mode.PASSTHROUGH)
     calls = [p for p in items if p.role == "call"]
     head: list[Node] = []
     tail: list[Node] = []

@@ -7,7 +7,8 @@ from proxy.flows.events import Direction, Side
 from tests.ui.helpers import finished, message, opened, summary
 from tests.ui.test_app import running
 from ui.model import ViewModel
-from ui.render import chain_headline, message_header, message_label, note_labels, status_cell
+from ui.render import chain_headline, message_header, message_label, node_label, note_labels, status_cell
+from ui.timeline import build_timeline
 
 FAULT = "fault injected by the proxy: error -32050 on the client's tools/call [f1: tool:echo => error=-32050]"
 EDIT = "the client's tools/call held by intercept i1 for 2.0 s, forwarded edited by tui"
@@ -73,3 +74,24 @@ async def test_the_chain_tree_shows_the_notes_above_the_messages() -> None:
         assert lines[0] == f"✎ {FAULT}"
         assert "tools/call" in lines[1]
         assert "✎" in str(h.table.get_row_at(0))
+
+
+def test_a_changed_relayed_call_reads_request_the_edit_answer_in_the_tree() -> None:
+    model = ViewModel()
+    edited = message(
+        "c1", 2, exchange="x1", jsonrpc_id=1, side=Side.UPSTREAM, note="edited by the proxy's intercept (i1)"
+    )
+    answer = message(
+        "c1", 3, exchange="x1", jsonrpc_id=1, direction=Direction.TO_CLIENT, kind="result", method=None,
+        body={"jsonrpc": "2.0", "id": 1, "result": {"content": []}},
+    )  # fmt: skip
+    model.apply_all([opened("c1"), message("c1", 1, exchange="x1"), edited, answer])
+    (entry,) = model.chains.values()
+
+    lines = [node_label(node).plain for node in build_timeline(entry.summary, entry.messages)]
+
+    assert [line.split("  ")[0] for line in lines] == [
+        "▶ [client→proxy] request tools/call #1",
+        "▶ [proxy→server] request tools/call #1",  # the edit, alone: not an upstream call left unanswered
+        "◀ [server→client] result ok #1",
+    ]
