@@ -324,3 +324,18 @@ async def test_E_edits_in_editor_on_a_private_file_removed_after(
         report = json.loads(seen.read_text())
         assert report["mode"] == stat.S_IRUSR | stat.S_IWUSR  # only this user reads the message
         assert not await asyncio.to_thread(os.path.exists, report["path"])  # gone once the editor returned
+
+
+async def test_the_held_screen_never_says_nothing_held_above_a_held_row() -> None:
+    desk = DeskDouble()
+    async with running(desk) as run:
+        await desk.add_intercept("tool:echo", None)
+        await run.pilot.pause()
+        await run.pilot.press("I")
+        await run.screen_is(InterceptScreen)
+        screen = run.app.screen
+        assert isinstance(screen, InterceptScreen)
+        await wait_for(lambda: screen.status == "nothing held", what="the empty list said")
+        desk.hold(held("h1"))
+        await wait_for(lambda: screen.held_table.row_count == 1, what="the held row")
+        await wait_for(lambda: screen.status.startswith("1 held: "), what="the line to follow the list")

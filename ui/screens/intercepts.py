@@ -70,6 +70,10 @@ def held_cells(held: Held, now: float) -> dict[str, str]:
     }
 
 
+NOTHING_HELD = "nothing held"
+NO_RULE = "no intercept rule in force: i adds one"
+
+
 class InterceptScreen(Screen[None]):
     """Intercept rules above, held messages below; decisions apply to the highlighted held message."""
 
@@ -162,7 +166,9 @@ class InterceptScreen(Screen[None]):
         if chosen is not None and chosen.id in ids:
             table.move_cursor(row=ids.index(chosen.id), scroll=False)
         if not held and not self.status.startswith(DECIDED):  # the last decision's line stays
-            self.say("nothing held" if self.state.rules else "no intercept rule in force: i adds one")
+            self.say(NOTHING_HELD if self.state.rules else NO_RULE)
+        elif held and self.status in (NOTHING_HELD, NO_RULE):  # never "nothing held" under a held row
+            self.say(f"{len(held)} held: f forwards, e edits, d drops, a answers")
 
     def _tick(self) -> None:
         now = time.time()
