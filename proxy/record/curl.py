@@ -307,7 +307,8 @@ def curl_command(
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
     opening = request.method == "initialize"  # -i: its answer's head holds the session id
-    lines = [f"curl -sS -N{' -i' if opening else ''} -X {http_method} {_url_word(url, secrets)}"]
+    heads = opening or http_method == "DELETE"  # a DELETE's answer is its status line alone
+    lines = [f"curl -sS -N{' -i' if heads else ''} -X {http_method} {_url_word(url, secrets)}"]
     for name, value in headers:
         lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
     body = _body_text(request)

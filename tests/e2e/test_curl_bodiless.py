@@ -40,7 +40,7 @@ async def test_a_recorded_delete_copied_as_curl_ends_the_session_it_names(
 
     assert exported.returncode == 0, exported.stderr
     command = exported.stdout
-    assert f"curl -sS -N -X DELETE {legacy_server.url}" in command
+    assert f"curl -sS -N -i -X DELETE {legacy_server.url}" in command  # -i: its status is its answer
     assert "--data-binary" not in command
     assert "(DELETE /" in command, command  # the comment names the request, not "http"
     assert '"${MCP_SESSION_ID:?' in command
@@ -53,6 +53,7 @@ async def test_a_recorded_delete_copied_as_curl_ends_the_session_it_names(
     base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
     ran = run_bash(command, {**base, "MCP_SESSION_ID": session})
     assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("HTTP/1.1 200"), ran.stdout
 
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
     headers = {**ACCEPT, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
