@@ -440,18 +440,27 @@ class _Walk:
         replayed = {item[key]: item for item in new}
         recorded = {item[key] for item in old}
         for i, item in enumerate(old):
-            found = self._at(item, replayed.get(item[key], MISSING), f"{path}[{i}]")
+            if item[key] not in replayed:  # gone: shown by its name first, however long it is
+                if not self.hides(f"{path}[{i}]"):
+                    return f"{path}[{i}]", _named_first(item, key), MISSING
+                continue
+            found = self._at(item, replayed[item[key]], f"{path}[{i}]")
             if found is not None:
                 return found
         for j, item in enumerate(new):
             if item[key] not in recorded and not self.hides(f"{path}[{j}]"):
-                return f"{path}[{j}]", MISSING, item
+                return f"{path}[{j}]", MISSING, _named_first(item, key)
         shared = [item for item in new if item[key] in recorded]
         kept = [(i, item) for i, item in enumerate(old) if item[key] in replayed]
         for (i, item), again in zip(kept, shared, strict=True):
             if item[key] != again[key] and (found := self._at(item, again, f"{path}[{i}]")) is not None:
                 return found
         return None
+
+
+def _named_first(item: dict[str, Any], key: str) -> dict[str, Any]:
+    """An item of a list matched by `key`, with its name first: a report cut short still names it."""
+    return {key: item[key], **{k: v for k, v in item.items() if k != key}}
 
 
 def _identity(old: list[Any], new: list[Any]) -> str | None:

@@ -293,6 +293,21 @@ def test_a_tool_added_to_a_list_is_named_as_that_tool_not_as_later_tools_changed
     assert found.path == "result.tools[1]"
     assert found.recorded is MISSING
     assert found.replayed["name"] == "divide"
+    assert 'replayed {"name":"divide",' in found.text()  # named first: a cut line still says which
+
+
+def test_an_added_tool_is_named_first_in_its_line_however_long_it_is() -> None:
+    recorded = tools_list("add")
+    divide = {"description": "x" * 500, "inputSchema": {"type": "object"}, "name": "divide"}  # name last
+    tools = [*recorded[1].body["result"]["tools"], divide]
+    replayed = [recorded[0], down({"id": 1, "result": {"tools": tools}})]
+
+    found = compare_chains(recorded, replayed)
+
+    assert found is not None
+    assert found.text().startswith(
+        'message 2 (tools/list result) result.tools[1]: recorded (none), replayed {"name":"divide"'
+    )
 
 
 def test_a_tool_gone_from_a_list_is_named_as_that_tool() -> None:
@@ -302,6 +317,7 @@ def test_a_tool_gone_from_a_list_is_named_as_that_tool() -> None:
     assert found.path == "result.tools[1]"
     assert found.recorded["name"] == "divide"
     assert found.replayed is MISSING
+    assert 'recorded {"name":"divide",' in found.text()
 
 
 def test_a_changed_tool_is_found_by_its_name_wherever_it_moved() -> None:
