@@ -19,7 +19,7 @@ from proxy.flows.events import FlowEvent
 from ui.capture_index import IndexReady
 from ui.copying import as_curl, as_jsonrpc
 from ui.desk import READ_ONLY_CAPTURE, DeskError, Intercepts, RuleDesk
-from ui.feeds import Batcher, Feed, FeedStatus
+from ui.feeds import Batcher, BusFeed, Feed, FeedStatus
 from ui.held_watch import HeldWatcher
 from ui.messages import (
     CopyRequested,
@@ -86,6 +86,7 @@ class ProxyTui(App[None]):
         super().__init__()
         self.proxy_log = log
         """The proxy's own log lines, when the proxy runs in this process (`E` shows them)."""
+        self._quit_told = False
         self._warnings_told = 0
         self.desk = desk
         self.no_desk = no_desk
@@ -285,6 +286,20 @@ class ProxyTui(App[None]):
     def action_replay(self) -> None:
         """Replay the chain under the cursor against the upstream and show both side by side."""
         start_replay(self, self.main.table.selected_key)
+
+    async def action_quit(self) -> None:
+        """Quit; with messages held, the first `q` says what becomes of them and the next one quits."""
+        held = len(self.intercepts.held)
+        if held and not self._quit_told:
+            self._quit_told = True
+            fate = (
+                "go on unchanged as the proxy stops"
+                if isinstance(self.feed, BusFeed)  # the proxy runs in this process: it stops too
+                else "stay held at the proxy until their timeout"
+            )
+            self.notify(f"{held} held message(s) {fate}: q again quits", severity="warning", timeout=10)
+            return
+        self.exit()
 
     def action_events(self) -> None:
         """The proxy's own log lines (a proxy in this process; an attached proxy logs where it runs)."""

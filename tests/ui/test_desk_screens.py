@@ -339,3 +339,18 @@ async def test_the_held_screen_never_says_nothing_held_above_a_held_row() -> Non
         desk.hold(held("h1"))
         await wait_for(lambda: screen.held_table.row_count == 1, what="the held row")
         await wait_for(lambda: screen.status.startswith("1 held: "), what="the line to follow the list")
+
+
+async def test_quitting_with_a_message_held_says_what_becomes_of_it_first() -> None:
+    desk = DeskDouble(held("h1"))
+    async with running(desk) as run:
+        await wait_for(lambda: bool(run.app.intercepts.held), what="the held message")
+        await run.pilot.press("q")
+        await wait_for(
+            lambda: any("1 held message(s) stay held at the proxy until their timeout: q again quits" in n
+                        for n in run.notices()),
+            what="the warning",
+        )  # fmt: skip
+        assert run.app.is_running
+        await run.pilot.press("q")
+        await wait_for(lambda: not run.app.is_running, what="the app to quit")

@@ -42,7 +42,7 @@ HELP = """\
 | a | held | answer it: a result (or an error) typed in, sent instead of forwarding |
 | D | held | delete the highlighted intercept rule (what it holds goes on unchanged) |
 | ? F1 | anywhere | this help |
-| q | anywhere | quit |
+| q | anywhere | quit (with messages held, the first q says what becomes of them; q again quits) |
 
 # Filter language
 
