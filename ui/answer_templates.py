@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from proxy.wire.mcp import era_of_request
+from proxy.wire.mcp import CACHEABLE_METHODS, era_of_request
 from proxy.wire.versions import LATEST_LEGACY, LATEST_MODERN, Era
 
 _EMPTY_TEXT: Final = {"type": "text", "text": ""}
@@ -41,18 +41,6 @@ RESULTS: Final[dict[str, dict[str, Any]]] = {
 }
 """The minimal valid result of each method an answer is typed for (the MCP schema's required fields)."""
 
-CACHEABLE: Final = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
-"""2026-07-28 results that must say how long they may be cached (`ttlMs`, `cacheScope`)."""
-
 
 def answer_result(method: str, message: dict[str, Any]) -> dict[str, Any]:
     """The result an answer to `message` (a held `method`) starts from."""
@@ -63,7 +51,7 @@ def answer_result(method: str, message: dict[str, Any]) -> dict[str, Any]:
             result["protocolVersion"] = asked
     if _modern(method, message):
         result["resultType"] = "complete"
-        if method in CACHEABLE:
+        if method in CACHEABLE_METHODS:
             result.update(ttlMs=0, cacheScope="private")
     return result
 

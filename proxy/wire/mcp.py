@@ -97,6 +97,18 @@ def _repeatable_message(message: dict[str, Any]) -> bool:
 RESULT_COMPLETE: Final = "complete"
 RESULT_INPUT_REQUIRED: Final = "input_required"
 
+CACHEABLE_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+"""2026-07-28 (SEP-2549): complete results of these carry `ttlMs` and `cacheScope`."""
+
 
 class Relayed(BaseModel):
     """Base for every wire model: unknown fields are kept so relays are lossless."""

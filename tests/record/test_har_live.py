@@ -43,17 +43,22 @@ def _heads(entries: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
     }
 
 
+def both_hars(play: Play, capture: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The play's HAR entries twice: drafted from its live chains (`/api/export.har`) and from the
+    capture it wrote (`export --har`)."""
+    store, _ = record_play(play, capture)
+    out = io.BytesIO()
+    export_capture([capture], Format.HAR, out)
+    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
+    exported: list[dict[str, Any]] = orjson.loads(out.getvalue())["log"]["entries"]
+    return live, exported
+
+
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_live_har_entries_have_the_request_and_response_heads_the_captures_have(
     play: Play, tmp_path: Path
 ) -> None:
-    capture = tmp_path / "play.jsonl"
-    store, _ = record_play(play, capture)
-    out = io.BytesIO()
-    export_capture([capture], Format.HAR, out)
-
-    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
-    exported = orjson.loads(out.getvalue())["log"]["entries"]
+    live, exported = both_hars(play, tmp_path / "play.jsonl")
 
     assert _heads(live) == _heads(exported)
 
@@ -104,13 +109,7 @@ def test_the_chains_of_a_capture_hold_the_records_the_live_chains_hold(tmp_path:
 def test_a_message_the_proxy_changed_is_on_both_legs_and_the_har_body_is_the_clients_wire(
     tmp_path: Path,
 ) -> None:
-    capture = tmp_path / "changed.jsonl"
-    store, _ = record_play(SCENARIOS["changed-by-the-proxy"], capture)
-    out = io.BytesIO()
-    export_capture([capture], Format.HAR, out)
-
-    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
-    exported = orjson.loads(out.getvalue())["log"]["entries"]
+    live, exported = both_hars(SCENARIOS["changed-by-the-proxy"], tmp_path / "changed.jsonl")
 
     for entry in (live, exported):
         (one,) = entry
@@ -146,13 +145,7 @@ def test_the_server_legs_of_a_changed_message_carry_no_head_of_the_clients_excha
 
 
 def test_a_get_stream_and_a_delete_take_the_time_they_took_in_both_hars(tmp_path: Path) -> None:
-    capture = tmp_path / "streams.jsonl"
-    store, _ = record_play(streams_and_delete, capture)
-    out = io.BytesIO()
-    export_capture([capture], Format.HAR, out)
-
-    live = entries_of(list(store), host=LISTEN.removeprefix("http://"), upstream=upstream_url(UPSTREAM))
-    exported = orjson.loads(out.getvalue())["log"]["entries"]
+    live, exported = both_hars(streams_and_delete, tmp_path / "streams.jsonl")
 
     def times(entries: list[dict[str, Any]]) -> dict[str, float]:
         return {

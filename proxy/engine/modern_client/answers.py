@@ -26,19 +26,7 @@ from proxy.engine.capabilities import has_capability, required_capability
 from proxy.engine.modern_client.validation import SUPPORTED_VERSIONS
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId, error_response, result_response
-from proxy.wire.mcp import META_SERVER_INFO, RESULT_COMPLETE, RESULT_INPUT_REQUIRED
-
-CACHEABLE_METHODS: Final[frozenset[str]] = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
-"""2026-07-28 (SEP-2549): complete results of these carry `ttlMs` and `cacheScope`."""
+from proxy.wire.mcp import CACHEABLE_METHODS, META_SERVER_INFO, RESULT_COMPLETE, RESULT_INPUT_REQUIRED
 
 DEFAULT_TTL_MS: Final = 0
 DEFAULT_CACHE_SCOPE: Final = "private"
