@@ -199,7 +199,7 @@ def test_ignoring_the_index_of_a_tool_the_new_build_added_hides_that_tool_and_no
     line = _lines(described_only)[tools]
     assert line.startswith(
         f"{tools} tools/list: differs: message 2 (tools/list result) result.tools[5]: recorded (none), "
-        'replayed {"description":"Divide two integers."'
+        'replayed {"name":"divide","description":"Divide two integers."'  # named first, however cut
     ), line
 
 
