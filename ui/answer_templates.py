@@ -4,7 +4,7 @@ An answer goes to a real client, whose SDK validates the result against the meth
 `{}` for `tools/call` is rejected (no `content`), so the editor starts from a result that is valid as
 it stands and only needs its values typed in. A 2026-07-28 request's result also carries
 `resultType`, and the cacheable list and read methods their `ttlMs` and `cacheScope`
-(docs: mcp-protocol-notes, 2.6). A method not named here (`ping`, `logging/setLevel`, a method
+(`proxy.wire.mcp.CACHEABLE_METHODS`). A method not named here (`ping`, `logging/setLevel`, a method
 this table does not know) starts from `{}`, the result every JSON-RPC answer may have.
 
 Pure (no Textual), so the templates are tested without an app.
