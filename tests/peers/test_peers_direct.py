@@ -345,7 +345,7 @@ async def test_mrtr_refuses_undeclared_capability(modern_server: PeerServer) -> 
 async def test_dual_era_default_does_not_mix_styles(
     dual_inflight_server: PeerServer, dual_mrtr_server: PeerServer
 ) -> None:
-    # Why the proxy's bridges matter even in front of a dual-era server (see docs/peers.md).
+    # Why the proxy's bridges matter even in front of a dual-era server: the SDK does not mix styles.
     async with client_for(dual_mrtr_server.url, "legacy") as client:
         with pytest.raises(MCPError) as invalid:
             await client.call_tool("ask_name", {})
