@@ -16,7 +16,7 @@ from typing import Any
 
 from proxy.engine.gate.actions import HOLD
 from proxy.engine.gate.match import Seen
-from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, intercept_drop_answer, seen
+from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, intercept_reply, seen
 from proxy.engine.gate.rules import BRIDGED_ACTIONS, Fault, FaultGate
 from proxy.flows.events import Mode
 from proxy.flows.observations import FaultInjected
@@ -94,19 +94,17 @@ async def _hold(
             return None
         raw = dumps(decision.message)
         return replace(route, raw=raw, body=parse_body(raw))
-    rule = fault.rule_id
     if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: never reaches the bridge
         return 202, None, None
-    if decision.verb == "answer" and decision.message is not None:
-        return 200, decision.message, f"answered by the proxy's intercept ({rule})"
-    return 200, intercept_drop_answer(msg.id, rule), f"dropped by the proxy's intercept ({rule})"
+    answer = decision.message if decision.verb == "answer" else None
+    return 200, *intercept_reply(answer, msg.id, fault.rule_id)
 
 
 def _answer(gate: FaultGate, sink: ObservationSink, exchange: str, fault: Fault, msg: Message) -> Answer:
     if msg.kind is not Kind.REQUEST:
         _note(gate, sink, exchange, fault, msg, True, "not forwarded (the client got 202)")
         return 202, None, None
-    made = f"fault injected by the proxy: {fault.describe()} [{fault.rule_id}]"
+    made = fault.made_note()
     if fault.action.kind == "error":
         _note(gate, sink, exchange, fault, msg, True, "answered by the proxy before the bridge")
         return 200, error_answer(msg.id, fault.action, fault.rule_id), made

@@ -32,9 +32,9 @@ from proxy.engine.gate.messages import (
     drop_answer,
     dropped_answer,
     error_answer,
-    intercept_drop_answer,
     intercept_dropped_answer,
     intercept_refusal,
+    intercept_reply,
     seen,
 )
 from proxy.engine.gate.rules import Fault, FaultGate
@@ -196,13 +196,8 @@ class GatedRelay(PassthroughRelay):
             self.client.respond(202, b"", None, ())
             self._finish(None)
             return None
-        rule = fault.rule_id
-        if decision.verb == "answer" and decision.message is not None:
-            self._respond_json(decision.message, f"answered by the proxy's intercept ({rule})")
-        else:
-            self._respond_json(
-                intercept_drop_answer(msg.id, rule), f"dropped by the proxy's intercept ({rule})"
-            )
+        answer = decision.message if decision.verb == "answer" else None
+        self._respond_json(*intercept_reply(answer, msg.id, fault.rule_id))
         self._finish(None)
         return None
 
@@ -279,7 +274,7 @@ class GatedRelay(PassthroughRelay):
             if fault.action.kind == "error"
             else drop_answer(msg.id, rule)
         )
-        self._respond_json(answer, _injected(fault))
+        self._respond_json(answer, fault.made_note())
         self._finish(None)
 
     def _respond_json(self, answer: dict[str, Any], note: str) -> None:
@@ -385,7 +380,7 @@ class GatedRelay(PassthroughRelay):
                     else dropped_answer(msg.id, fault.rule_id)
                 )
                 self._note(fault, msg, "server", detail=_replaced_detail(kind))
-                self._in_place(made, msg, _injected(fault))
+                self._in_place(made, msg, fault.made_note())
                 out.append(made)
                 changed = True
             else:  # duplicate: one JSON body holds one answer per request
@@ -463,14 +458,14 @@ class GatedRelay(PassthroughRelay):
                 await self.ctx.holds.wait(fault.action.delay_ms / 1000)
             elif kind == "drop":
                 self._note(fault, msg, "server", detail="not forwarded to the client")
-                self._in_place(None, msg, f"not forwarded to the client: {_injected(fault)}")
+                self._in_place(None, msg, f"not forwarded to the client: {fault.made_note()}")
                 self._flush()
                 return None
             elif kind == "error":
                 made = error_answer(msg.id, fault.action, fault.rule_id)
                 raw = event_with_data(raw, dumps(made).decode())
                 self._note(fault, msg, "server", detail="the server's answer replaced by the error")
-                self._in_place(made, msg, _injected(fault))
+                self._in_place(made, msg, fault.made_note())
             elif kind == "duplicate":
                 copies = 2
                 self._note(fault, msg, "server", detail="the event written twice")
@@ -580,11 +575,6 @@ class GatedRelay(PassthroughRelay):
                 now, self.exchange, fault.describe(), label, direction, ident, method, applied, detail, held
             )
         )
-
-
-def _injected(fault: Fault) -> str:
-    """The note on a message a fault made or dropped, as the pass-through answers the proxy makes say."""
-    return f"fault injected by the proxy: {fault.describe()} [{fault.rule_id}]"
 
 
 def _answered_detail(kind: str, msg: Message) -> str:

@@ -127,6 +127,16 @@ def intercept_drop_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
     )
 
 
+def intercept_reply(
+    answer: dict[str, Any] | None, ident: RequestId | None, rule: str
+) -> tuple[dict[str, Any], str]:
+    """What the client gets for a held request an intercept answered (`answer`) or dropped (None), and
+    the note its record carries, in pass-through and bridges alike."""
+    if answer is not None:
+        return answer, f"answered by the proxy's intercept ({rule})"
+    return intercept_drop_answer(ident, rule), f"dropped by the proxy's intercept ({rule})"
+
+
 def intercept_dropped_answer(ident: RequestId | None, rule: str) -> dict[str, Any]:
     """What the client gets in place of a server's answer an intercept held and a person dropped: the
     server received the request and may have acted on it."""

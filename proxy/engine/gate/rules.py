@@ -152,6 +152,10 @@ class Fault:
         """The fault in a few words (`delay 200 ms`)."""
         return self.action.describe()
 
+    def made_note(self) -> str:
+        """The note on a message this fault made or took away, in pass-through and bridges alike."""
+        return f"fault injected by the proxy: {self.describe()} [{self.rule_id}]"
+
 
 @dataclass(frozen=True, slots=True)
 class _Could:
