@@ -407,9 +407,14 @@ class Proxy:
             upstream_era=self.router.eras.label,
             upstream_era_forced=self.router.forced,
             bridge=self.settings.bridge,
+            upstream_unreachable=self._unanswered(),
             run=self.run_tag,
             started=self.started,
         )
+
+    def _unanswered(self) -> str | None:
+        """Why the last probe got no answer from the upstream; None when it answered or none ran."""
+        return (self.router.problem or "no answer") if self.router.reachable is False else None
 
     def _sse_url_unprobed(self) -> bool:
         """Whether the era is forced (no probe) on an upstream URL that looks like an HTTP+SSE one,

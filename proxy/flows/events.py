@@ -233,6 +233,9 @@ class ProxyInfo(_Model):
     """`upstream_era` is what `--upstream-era` told the proxy, not what a probe found: a replay of the
     capture speaks that era again (a probe of a dual-era server would find both)."""
     bridge: str = "auto"
+    upstream_unreachable: str | None = None
+    """Why the proxy's last probe got no answer from the upstream (`Connection refused`); None when it
+    answered or was not probed yet. The proxy probes again on the next request."""
     run: str | None = None
     """The run tag every chain id of this proxy process starts with (`cb00287` for `cb00287-11`): a
     reader that meets a different one on the same address is seeing another run (None: an older proxy)."""

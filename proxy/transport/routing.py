@@ -171,7 +171,9 @@ class Router:
             if self.on_change is not None:
                 self.on_change(self.eras)
             found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        answered_before = self.reachable
         self.reachable, self.problem = found.reachable, found.problem
+        changed = False
         if found.eras.known or not self.eras.known:
             changed = found.eras != self.eras
             self._set_eras(found.eras)
@@ -180,8 +182,8 @@ class Router:
                 get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
                 if found.eras.legacy and found.eras.modern:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
-                if self.on_change is not None:
-                    self.on_change(found.eras)
+        if (changed or answered_before != found.reachable) and self.on_change is not None:
+            self.on_change(self.eras)  # whoever shows the upstream says whether it answers, too
         if not found.eras.known:  # a 404 to initialize: a wrong URL, not a server still starting
             level = get_logger().warning if NOT_FOUND_HINT in found.problem else get_logger().info
             hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT

@@ -22,12 +22,16 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxy.flows.events import ProxyInfo
 from proxy.record.export import Format, export_capture
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer, arun_peer
 from tests.peers.scenarios import TOOL_CALLS, expected_result, run_scenario
 from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
+from ui.feeds import FeedStatus
+from ui.model import ViewModel
+from ui.widgets.status_bar import ViewFlags, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -131,6 +135,32 @@ async def test_a_request_joins_the_probe_that_finds_the_upstream_up(
             got = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
         assert proxy.router.eras.label == "modern"
     assert got == expected_result("ask_name")
+
+
+async def test_the_proxy_says_when_its_upstream_stops_and_starts_answering_its_probe(
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]], tmp_path: Path
+) -> None:
+    """Whoever shows the proxy (the TUI's status bar, a capture's reader) learns the upstream is down
+    from the proxy's announcement, and that it is up again from the next one."""
+    port, capture = dead_port(), tmp_path / "capture.jsonl"
+    async with (
+        proxy_for(f"http://127.0.0.1:{port}/mcp", capture=capture) as proxy,
+        arun_peer("modern-mrtr", port=port),
+    ):
+        got = await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
+    assert got == expected_result("echo")
+
+    infos = [
+        line for line in map(json.loads, capture.read_text().splitlines()) if line.get("type") == "proxy_info"
+    ]
+    assert "Connection refused" in infos[0]["upstream_unreachable"], infos[0]
+    assert "upstream_unreachable" not in infos[-1], infos
+    assert infos[-1]["upstream_era"] != "unknown", infos
+    model = ViewModel()
+    model.apply(ProxyInfo.model_validate(infos[0]))
+    assert "upstream not answering" in status_text(model, FeedStatus("live"), ViewFlags()).plain
+    model.apply(ProxyInfo.model_validate(infos[-1]))
+    assert "not answering" not in status_text(model, FeedStatus("live"), ViewFlags()).plain
 
 
 async def test_readyz_turns_ready_within_a_second_of_the_upstream_listening() -> None:

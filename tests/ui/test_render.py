@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.flows.events import ChainStatus, Mode
+from proxy.flows.events import ChainStatus, Mode, ProxyInfo
 from tests.ui.helpers import message, summary
 from ui.feeds import FeedStatus
 from ui.model import ViewModel
@@ -113,6 +113,18 @@ def test_the_status_line_puts_state_lag_and_pause_first() -> None:
 
     assert text.startswith("○ disconnected (cannot connect) retry in 2s")
     assert text.index("lagged 42") < text.index("PAUSED +7") < text.index("0 chains")
+
+
+def test_an_upstream_the_probe_got_no_answer_from_is_named_before_the_counts_while_live() -> None:
+    model = ViewModel()
+    down = ProxyInfo(ts=1.0, version="0", listen="http://127.0.0.1:1", upstream="http://127.0.0.1:2/mcp")
+    model.apply(down.model_copy(update={"upstream_unreachable": "Connection refused"}))
+
+    live = status_text(model, FeedStatus("live"), ViewFlags()).plain
+    recorded = status_text(model, FeedStatus("ended"), ViewFlags()).plain
+
+    assert live.index("upstream not answering") < live.index("0 chains")
+    assert "not answering" not in recorded  # a capture's last word on its upstream is history
 
 
 def test_a_live_chain_id_keeps_its_end_in_a_narrow_column_so_rows_stay_apart() -> None:

@@ -67,6 +67,12 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     if flags.paused:
         text.append(f" PAUSED +{flags.held} ", style="bold black on yellow")
         text.append(*sep)
+    live = feed is None or feed.state == "live"  # a capture's last word on its upstream is history
+    for info in list(model.proxies.values())[-2:]:
+        if live and info.upstream_unreachable:  # nothing passes: said before the counts, not at the end
+            text.append(" upstream not answering ", style="bold black on yellow")
+            text.append(*sep)
+            break
     if flags.query is not None and flags.query.error:
         text.append(flags.query.error, style="bold red")
         text.append(*sep)
