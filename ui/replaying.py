@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from proxy.flows.events import ProxyInfo
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind, plan_chain
 from ui.model import ChainEntry, ViewModel
@@ -21,13 +22,19 @@ if TYPE_CHECKING:
 
 
 class Replayer(Protocol):
-    """Replays a chain against a live server (`proxy.replay.runner.TuiReplayer` is the real one)."""
+    """Replays a chain against a live server (`proxy.replay.runner.TuiReplayer` is the real one).
 
-    def target(self, named: str | None) -> str | None:
-        """Where a replay would go, given the upstream the feed names (None: nowhere known)."""
+    `recorded` is what the feed's proxy said of itself: its upstream (where a replay goes unless the
+    replayer was given one) and the era it spoke there (which a replay speaks again).
+    """
+
+    def target(self, recorded: ProxyInfo | None) -> str | None:
+        """Where a replay would go (None: nowhere known)."""
         ...
 
-    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+    async def __call__(
+        self, plan: ChainPlan, handshake: ChainPlan | None, recorded: ProxyInfo | None
+    ) -> ChainOutcome:
         """Replay the chain (after its session's handshake) and say how it went; raises with a message
         for the status bar when it cannot run at all."""
         ...
@@ -68,12 +75,11 @@ def start_replay(app: ProxyTui, key: str | None) -> None:
         )
         return
     info = app.model.info
-    upstream = info.upstream if info is not None else None
-    target = replayer.target(upstream)
+    target = replayer.target(info)
 
     def answered(replay: bool | None) -> None:
         if replay:
-            run_replay(app, replayer, (plan, handshake), upstream)
+            run_replay(app, replayer, (plan, handshake), info)
 
     if target is None:  # nothing can be sent: the replayer says why
         answered(True)
@@ -84,7 +90,7 @@ def start_replay(app: ProxyTui, key: str | None) -> None:
 
 
 def run_replay(
-    app: ProxyTui, replayer: Replayer, plans: tuple[ChainPlan, ChainPlan | None], upstream: str | None
+    app: ProxyTui, replayer: Replayer, plans: tuple[ChainPlan, ChainPlan | None], recorded: ProxyInfo | None
 ) -> None:
     """Replay in a worker, then open the side-by-side screen (or say why it failed)."""
     plan, handshake = plans
@@ -92,7 +98,7 @@ def run_replay(
 
     async def replay() -> None:
         try:
-            outcome = await replayer(plan, handshake, upstream)
+            outcome = await replayer(plan, handshake, recorded)
         except Exception as exc:  # the status bar says why (unreachable server, no upstream known)
             app.notify(f"replay of {plan.chain} failed: {exc}", severity="error", timeout=10)
             return

@@ -82,13 +82,21 @@ class Sent:
 
 @dataclass(frozen=True)
 class AnswerMiss:
-    """A question the recording holds no answer to, and the nearest one it does."""
+    """A question the recording holds no answer to, and the nearest one it does; or, when the
+    recording was asked the same question but fewer times (`answered`), how many."""
 
     asked: str
     nearest: str | None
+    answered: int = 0
 
     def text(self) -> str:
         """`no recorded answer to elicitation/create ...; nearest recorded: ...`."""
+        if self.answered:
+            times = "once" if self.answered == 1 else f"{self.answered} times"
+            return (
+                f"asked {self.asked} more often than recorded: the recording answered it {times}, "
+                "and the replay asked it again"
+            )
         near = f"; nearest recorded: {self.nearest}" if self.nearest else "; the recording was asked nothing"
         return f"no recorded answer to {self.asked}{near}"
 
@@ -111,11 +119,17 @@ class RecordedAnswers:
     def take(self, method: str, params: Any) -> Ask | AnswerMiss:
         """The recorded answer to this question, or why there is none."""
         key = question_key(method, params)
+        same = 0
         for i, ask in enumerate(self.asks):
-            if i not in self._used and question_key(ask.method, ask.params) == key:
+            if question_key(ask.method, ask.params) != key:
+                continue
+            if i not in self._used:
                 self._used.add(i)
                 return ask
+            same += 1
         asked = shown(method, params)
+        if same:
+            return AnswerMiss(asked, None, answered=same)
         if not self.asks:
             return AnswerMiss(asked, None)
         near = max(

@@ -29,7 +29,7 @@ import aiohttp
 
 from proxy.config import Settings
 from proxy.flows.chains import proxy_changes
-from proxy.flows.events import ChainOpened, MessageRecord
+from proxy.flows.events import ChainOpened, MessageRecord, ProxyInfo
 from proxy.flows.store import Chain
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
 from proxy.record.replay_outcome import ChainOutcome
@@ -339,27 +339,33 @@ async def replay_one(
 
 class TuiReplayer:
     """The TUI's `r`: replays against `fixed` (`--upstream`, the in-process proxy's), else the upstream
-    the TUI's feed names (an attached proxy's, or the one a capture recorded); `settings` are the
-    in-process proxy's, when there is one."""
+    the TUI's feed names (an attached proxy's, or the one a capture recorded), in the era that proxy
+    spoke there; `settings` are the in-process proxy's, when there is one."""
 
     def __init__(self, fixed: str | None, settings: Settings | None = None) -> None:
         self.fixed = fixed
         self.settings = settings
 
-    def target(self, named: str | None) -> str | None:
+    def target(self, recorded: ProxyInfo | None) -> str | None:
         """Where a replay would send its requests, so the TUI can name it before anything is sent."""
-        return self.fixed or named
+        return self.fixed or (recorded.upstream if recorded is not None else None)
 
-    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+    async def __call__(
+        self, plan: ChainPlan, handshake: ChainPlan | None, recorded: ProxyInfo | None
+    ) -> ChainOutcome:
         """Replay the chain (and its session's handshake) against the target; raises saying why not."""
-        upstream = self.target(named)
+        upstream = self.target(recorded)
         if not upstream:
             raise ReplayFailed("no upstream known: open the capture with tui --open FILE --upstream URL")
         if not upstream.startswith(("http://", "https://")):
             raise ReplayFailed(f"replay sends to an HTTP server, not {upstream}: give tui --upstream URL")
         if "<redacted" in upstream:
             raise ReplayFailed(f"the upstream's credentials are masked ({upstream}): give --upstream URL")
-        return await replay_one(upstream, plan, handshake, ReplayOptions(settings=self.settings))
+        era = RecordedEra()
+        if recorded is not None:
+            era = RecordedEra(recorded.upstream_era, recorded.upstream_era_forced)
+        options = ReplayOptions(settings=self.settings, recorded=era)
+        return await replay_one(upstream, plan, handshake, options)
 
 
 def for_tui(fixed: str | None, settings: Settings | None = None) -> TuiReplayer:

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from proxy.demo.clients import run_client
+from proxy.flows.events import ProxyInfo
 from proxy.record.replay_source import open_capture, plans
+from proxy.replay.runner import for_tui
 from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.replay_peers import ADD_WORDED, DemoPeer
 from tests.peers.clients import run_client as run_peer_client
@@ -393,6 +395,33 @@ def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and
         "no longer speaks legacy (it speaks modern only); --upstream-era auto replays through the proxy's "
         "bridge instead"
     ) in gone.stderr
+
+
+def test_the_tuis_replay_speaks_the_era_the_recording_proxy_was_told_too(
+    dual_inflight_server: PeerServer, tmp_path: Path
+) -> None:
+    """`r` in `tui --open` replays with the capture's `proxy_info`, as `mcp-proxy replay` does: a call
+    recorded through the bridge to a dual-era server is bridged again, not passed through and reported
+    as differing for the proxy's sake."""
+    capture = tmp_path / "forced.jsonl"
+    server = dual_inflight_server.url
+    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    recorded = ProxyInfo.model_validate_json(capture.read_text().splitlines()[1])
+    asked = next(plan for plan in plans(open_capture([capture])) if "ask_twice" in plan.headline())
+
+    told = asyncio.run(for_tui(None)(asked, None, recorded))
+    unforced = recorded.model_copy(update={"upstream_era_forced": False})
+    probed = asyncio.run(for_tui(None)(asked, None, unforced))
+
+    assert recorded.upstream_era_forced, recorded
+    assert told.status == "same", told
+    # What the replay did before it read the recording's era: passed through, the dual-era server asks
+    # the client in flight and asks again on the retry, which the recording never answered.
+    assert probed.status == "failed", probed
+    assert "more often than recorded: the recording answered it once" in str(probed.reason), probed
 
 
 def test_a_chain_a_fault_changed_when_recorded_is_marked_so_in_the_report(

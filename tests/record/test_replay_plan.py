@@ -76,7 +76,12 @@ def test_a_legacy_call_keeps_its_request_and_its_in_flight_answers_in_order() ->
     assert color.answer == {"action": "accept", "content": {"color": "teal"}}
     assert not isinstance(name, AnswerMiss)
     assert name.answer == {"action": "accept", "content": {"name": "Ada"}}
-    assert isinstance(again, AnswerMiss)  # each recorded answer is given once
+    assert isinstance(again, AnswerMiss)  # each recorded answer is given once, and the miss says so
+    assert again.text() == (
+        'asked elicitation/create {"message":"What is your name?","mode":"form","requestedSchema":'
+        '{"type":"object"}} more often than recorded: the recording answered it once, and the replay '
+        "asked it again"
+    )
 
 
 def test_a_question_never_recorded_is_missed_naming_the_nearest_recorded_question() -> None:

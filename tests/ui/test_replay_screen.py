@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from proxy.config import Settings
-from proxy.flows.events import ChainStatus, Channel, Direction, MessageRecord, Side
+from proxy.flows.events import ChainStatus, Channel, Direction, MessageRecord, ProxyInfo, Side
 from proxy.record.replay_compare import Difference
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan
@@ -119,19 +119,26 @@ class CountingReplayer:
 
     def __init__(self) -> None:
         self.replayed: list[str] = []
+        self.recorded: list[ProxyInfo | None] = []
 
-    def target(self, named: str | None) -> str | None:
-        return named
+    def target(self, recorded: ProxyInfo | None) -> str | None:
+        return recorded.upstream if recorded is not None else None
 
-    async def __call__(self, plan: ChainPlan, handshake: ChainPlan | None, named: str | None) -> ChainOutcome:
+    async def __call__(
+        self, plan: ChainPlan, handshake: ChainPlan | None, recorded: ProxyInfo | None
+    ) -> ChainOutcome:
         self.replayed.append(plan.chain)
+        self.recorded.append(recorded)
         return ChainOutcome(plan.chain, plan.headline(), "same", replayed_chain="c9")
 
 
 async def test_r_asks_naming_the_call_and_the_upstream_and_sends_only_on_yes() -> None:
     result = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
     reply = message("c1", 2, direction=Direction.TO_CLIENT, kind="result", method=None, body=result)
-    feed = ScriptedFeed(info(upstream="http://127.0.0.1:8000/mcp"), opened("c1"), message("c1", 1), reply)
+    told = info(upstream="http://127.0.0.1:8000/mcp").model_copy(
+        update={"upstream_era": "legacy", "upstream_era_forced": True}
+    )
+    feed = ScriptedFeed(told, opened("c1"), message("c1", 1), reply)
     feed.push(finished("c1"))
     replayer = CountingReplayer()
     app = ProxyTui(feed, batch_delay=0.01, replayer=replayer)
@@ -152,3 +159,6 @@ async def test_r_asks_naming_the_call_and_the_upstream_and_sends_only_on_yes() -
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, ReplayScreen), what="the replay screen")
         assert replayer.replayed == ["c1"]
+        spoken = replayer.recorded[0]  # the era the recording proxy was told goes to the replay
+        assert spoken is not None
+        assert (spoken.upstream_era, spoken.upstream_era_forced) == ("legacy", True)
