@@ -131,6 +131,9 @@ class SessionEntry:
     side: str = "both"
     principal: str | None = None
     capabilities: str | None = None
+    earlier_run: bool = False
+    """Last heard of from a proxy run before the one attached now: its state is as that run last
+    said (a session the proxy itself held ended with that process; a server's may live on)."""
 
 
 @dataclass(slots=True)
@@ -324,10 +327,14 @@ class ViewModel:
             if entry.earlier_run is None:
                 entry.earlier_run = earlier
         self.earlier = len(self.chains)
+        for session in self.sessions.values():
+            session.earlier_run = True
         self.messages_seen = 0
+        self.lagged_total = 0  # the new run dropped nothing for this TUI (the earlier chains are dimmed)
         self.continuations.clear()  # parked calls ended with the process that held them
         self._current.clear()  # a message of the new run never lands in an old chain
         changes.cleared = True
+        changes.sessions = True
 
     def _upsert(self, summary: ChainSummary, changes: Changes) -> ChainEntry:
         key = chain_key(summary)
@@ -393,6 +400,7 @@ class ViewModel:
             self.sessions[event.session] = entry
         entry.state = event.state
         entry.changed = event.ts
+        entry.earlier_run = False
         entry.client_name = event.client_name or entry.client_name
         entry.protocol_version = event.protocol_version or entry.protocol_version
         entry.principal = event.principal or entry.principal

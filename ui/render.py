@@ -363,7 +363,7 @@ def session_cells(entry: SessionEntry) -> dict[str, str]:
         "principal": entry.principal or "",
         "caps": entry.capabilities or "",
         "version": entry.protocol_version or "",
-        "state": entry.state,
+        "state": f"{entry.state}, earlier run" if entry.earlier_run else entry.state,
         "opened": clock(entry.opened),
         "changed": clock(entry.changed),
         "history": history,

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from proxy.flows.events import ChainStatus, ProxyInfo
+from proxy.flows.events import ChainStatus, Lagged, ProxyInfo, SessionChanged, Side
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.sidecar import ProxyProcess, clean_env, settings_env
@@ -19,6 +19,7 @@ from tests.ui.helpers import BASE, ScriptedFeed, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed, FeedStatus
 from ui.model import ViewModel
+from ui.render import session_cells
 from ui.widgets.status_bar import StatusBar, ViewFlags, status_text
 
 TOKEN = "attach-runs-token"
@@ -66,17 +67,25 @@ def test_a_lost_proxy_shows_no_upstream_until_one_answers_and_the_same_run_is_sa
 
 def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own() -> None:
     model = ViewModel()
+    held = SessionChanged(ts=BASE, session="<redacted:1a2b>", state="opened", side=Side.CLIENT)
+    kept = SessionChanged(ts=BASE, session="<redacted:3c4d>", state="opened")
     model.apply_all([run_info("cb00287"), opened("cb00287-1"), opened("cb00287-2", started=BASE + 1)])
+    model.apply_all([held, kept, Lagged(ts=BASE, dropped=7)])
     model.detach()
 
     changes = model.apply(run_info("cf11111", upstream="http://127.0.0.1:9000/mcp"))
     model.apply(opened("cf11111-1", started=BASE + 2))
+    model.apply(kept.model_copy(update={"ts": BASE + 3, "state": "reinitialized"}))  # heard of again
 
     assert changes.cleared  # every row is redrawn, the earlier ones dimmed
+    assert changes.sessions
     line = status_text(model, back(), ViewFlags()).plain
     assert "now attached to a different proxy run (cf11111, upstream 127.0.0.1:9000/mcp)" in line
     assert "1 chains 0 msgs +2 of an earlier run" in line
     assert "8000/mcp" not in line
+    assert "lagged" not in line  # the earlier run's drops are not the new one's
+    states = {s.session: session_cells(s)["state"] for s in model.sessions.values()}
+    assert states == {"<redacted:1a2b>": "opened, earlier run", "<redacted:3c4d>": "reinitialized"}
     earlier = [e.summary.id for e in model.chains.values() if e.earlier_run is not None]
     assert earlier == ["cb00287-1", "cb00287-2"]
 
