@@ -192,13 +192,15 @@ class Settings(BaseModel):
     """More header names (any case) to mask in logs, captures, the admin feed and exports.
 
     They add to the built-in names (authorization, proxy-authorization, cookie, set-cookie, x-api-key,
-    api-key, x-auth-token, mcp-session-id), which only `unredact_headers` can drop.
+    api-key, x-auth-token, mcp-session-id, and the query parameters code, state and sig), which only
+    `unredact_headers` can drop.
     """
     redact_header_patterns: list[str] = Field(default_factory=list)
     """More substrings: a header or query parameter whose name contains one (any case) is masked.
 
     They add to the built-in patterns (auth, token, secret, key, credential, session, password,
-    passwd, cookie), which only `unredact_headers` can drop.
+    passwd, cookie, pass, pwd, jwt, bearer, dpop, signature), which only `unredact_headers` can drop.
+    A server's challenge (`WWW-Authenticate`) carries no credential and stays readable.
     """
     redact_body_keys: list[str] = Field(default_factory=list)
     """JSON keys (any case) whose values are masked wherever they occur in a message body, such as a

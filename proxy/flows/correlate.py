@@ -183,7 +183,8 @@ class Correlator:
             self._session_opened(chain, ex, msg)
         if msg.kind is Kind.ERROR:
             err = msg.error
-            self._ledger.finish(chain, ChainStatus.ERROR, f"{err.get('code')}: {err.get('message')}", now)
+            text = self._redactor.scrub(f"{err.get('code')}: {err.get('message')}")
+            self._ledger.finish(chain, ChainStatus.ERROR, text, now)
             return
         result = msg.result
         if result_type(result) == RESULT_INPUT_REQUIRED:

@@ -79,7 +79,7 @@ class ChainLedger:
             upstream_transport=ex.upstream_transport,
             mode=ex.mode,
             method=method,
-            name=name,
+            name=name and self._redactor.scrub(name),  # a client's own token in a tool name stays masked
             jsonrpc_id=ident,
         )
         if ex.pending_note:

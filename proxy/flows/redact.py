@@ -33,8 +33,12 @@ DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
     "api-key",
     "x-auth-token",
     "mcp-session-id",
+    "code",
+    "state",
+    "sig",
 )
-"""Header names masked by default (compared case-insensitively)."""
+"""Header and query parameter names masked by default (compared case-insensitively): `code` and
+`state` are an OAuth redirect's authorization code and its anti-forgery value, `sig` a signed URL's."""
 
 DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = (
     "auth",
@@ -46,6 +50,12 @@ DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = (
     "password",
     "passwd",
     "cookie",
+    "pass",
+    "pwd",
+    "jwt",
+    "bearer",
+    "dpop",
+    "signature",
 )
 """Substrings that mark a header or query parameter name as secret by default (any case).
 
@@ -55,6 +65,20 @@ is a bearer credential; the keyed stand-in still tells one session from another.
 
 MIN_SECRET_TEXT: Final = 4
 """Shorter texts are not masked inside other values: `1` or `on` would blot out half of every header."""
+
+MIN_ECHOED_SECRET: Final = 8
+"""Shortest credential a redactor remembers to mask where a server echoes it (a real one is longer)."""
+
+MAX_ECHOED_SECRETS: Final = 32
+"""Most credentials a redactor remembers at once (the newest kept): a few clients, each with one."""
+
+_NOT_ECHOED: Final = ("session", "cookie")
+"""Secret headers whose values are not remembered for echoes: a session id or cookie changes with
+every session, and the stand-in of the header itself already tells one from another."""
+
+CHALLENGE_HEADERS: Final = frozenset({"www-authenticate", "proxy-authenticate"})
+"""Headers named like credentials that carry none: a server's challenge (its scheme, `error`,
+`resource_metadata`) is what an OAuth flow is debugged with, so only a name the user lists masks it."""
 
 REQUEST_STATE_KEY: Final = "requestState"
 """The MRTR body key whose value is always masked, wherever it appears in a message."""
@@ -84,6 +108,9 @@ AUTH_SCHEMES: Final[frozenset[str]] = frozenset(
 """Authorization schemes whose word is kept visible; an unknown first word is masked with the rest."""
 
 _SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.DOTALL)
+
+_CHALLENGE_TOKEN: Final = re.compile(r"(\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+)([A-Za-z0-9._~+/-]+=*)\s*")
+"""One challenge of a `WWW-Authenticate` list that is a scheme and a bare token (`Negotiate YII...`)."""
 
 
 URL_HEADERS: Final = frozenset({"referer", "location", "content-location"})
@@ -122,10 +149,15 @@ class Redactor:
         self._key = key or secrets.token_bytes(32)
         """The HMAC key of every stand-in and fingerprint (random per process unless configured)."""
         self._names = frozenset(n.strip().lower() for n in header_names if n.strip())
-        texts = {t for t in secret_texts if len(t) >= MIN_SECRET_TEXT}
-        self._texts = tuple(sorted(texts, key=len, reverse=True))
-        """Secrets masked wherever they appear in any header's value (the upstream URL's credentials,
-        which an upstream may echo, say in a redirect's `Location`), longest first."""
+        self._given = frozenset(t for t in secret_texts if len(t) >= MIN_SECRET_TEXT)
+        """The upstream URL's credentials, which an upstream may echo (say in a redirect's `Location`)."""
+        self._echoed: dict[str, None] = {}
+        """Credentials seen in secret headers (a client's bearer token), newest last: a server that
+        echoes one (a debug header, an error message) must not show it in clear either."""
+        self._texts: tuple[str, ...] = ()
+        """Secrets masked wherever they appear in any header's value or body string, longest first."""
+        self._json_texts: tuple[tuple[bytes, bytes], ...] = ()
+        """The same as they appear inside JSON strings, each with its stand-in, for bodies."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
         self._body_keys = frozenset(k.lower() for k in body_keys if k) - self._state_keys
@@ -133,7 +165,29 @@ class Redactor:
         self._decisions: dict[str, bool] = {}
         self._tokens: dict[str, str] = {}
         self._header_memo: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._set_texts()
         self._secret_member = _member_pattern(self._all_keys)
+
+    def _set_texts(self) -> None:
+        texts = sorted(self._given | self._echoed.keys(), key=len, reverse=True)
+        self._texts = tuple(texts)
+        self._json_texts = tuple(
+            (orjson.dumps(text)[1:-1], orjson.dumps(self.token(text))[1:-1]) for text in texts
+        )
+        self._header_memo.clear()  # a head masked before may hold the new text
+
+    def _remember(self, secret: str) -> None:
+        """Mask this credential wherever it shows up from now on (see `_echoed`)."""
+        secret = secret.strip()
+        if len(secret) < MIN_ECHOED_SECRET or secret in self._given:
+            return
+        echoed = self._echoed
+        if secret in echoed:
+            return
+        echoed[secret] = None
+        while len(echoed) > MAX_ECHOED_SECRETS:
+            del echoed[next(iter(echoed))]
+        self._set_texts()
 
     # -- headers -----------------------------------------------------------------------------
 
@@ -142,7 +196,8 @@ class Redactor:
         key = name.lower()
         decided = self._decisions.get(key)
         if decided is None:
-            decided = key in self._names or any(p in key for p in self._patterns)
+            patterned = key not in CHALLENGE_HEADERS and any(p in key for p in self._patterns)
+            decided = key in self._names or patterned
             if len(self._decisions) < 1024:  # bounded memo: header names are few, but never trust peers
                 self._decisions[key] = decided
         return decided
@@ -171,17 +226,21 @@ class Redactor:
         out: dict[str, str] = {}
         spelling: dict[str, str] = {}
         decisions = self._decisions
+        masked: list[str | None] = []  # every credential of the head is known before the rest is scrubbed
         for name, value in pairs:
-            key = name.lower()
-            secret = decisions.get(key)  # inlined memo lookup: this runs for every header of every exchange
+            secret = decisions.get(name.lower())  # inlined memo lookup: this runs for every header
             if secret is None:
                 secret = self.is_secret_header(name)
-            if secret:
-                shown = self.header_value(name, value)
-            elif key in URL_HEADERS:
-                shown = self.path(value)
-            else:
-                shown = self.scrub(value)
+            masked.append(self.header_value(name, value) if secret else None)
+        for (name, value), shown in zip(pairs, masked, strict=True):
+            key = name.lower()
+            if shown is None:
+                if key in URL_HEADERS:
+                    shown = self.path(value)
+                elif key in CHALLENGE_HEADERS:
+                    shown = self.challenge(value)
+                else:
+                    shown = self.scrub(value)
             first = spelling.get(key)
             if first is None:
                 spelling[key] = name
@@ -201,11 +260,27 @@ class Redactor:
         """Mask one header value if its name is secret, keeping a known Authorization scheme word."""
         if not self.is_secret_header(name):
             return value
-        if name.lower().endswith("authorization"):
+        key = name.lower()
+        remember = not any(word in key for word in _NOT_ECHOED)
+        if key.endswith("authorization"):
             match = _SCHEME_RE.fullmatch(value.strip())
             if match and match.group(1).lower() in AUTH_SCHEMES:
+                if remember:
+                    self._remember(match.group(3))
                 return f"{match.group(1)} {self.token(match.group(3))}"
+        if remember:
+            self._remember(value)
         return self.token(value)
+
+    def challenge(self, value: str) -> str:
+        """A `WWW-Authenticate` value with its schemes and parameters shown (`Bearer error="invalid_token",
+        resource_metadata="..."`) and any bare token after a scheme (`Negotiate <token>`: a handshake
+        leg) masked, as are known secret texts."""
+        pieces = []
+        for piece in value.split(","):
+            match = _CHALLENGE_TOKEN.fullmatch(piece)
+            pieces.append(f"{match.group(1)}{self.token(match.group(2))}" if match else piece)
+        return self.scrub(",".join(pieces))
 
     def token(self, value: str) -> str:
         """Return the `<redacted len=N hmac:xxxxxxxx>` stand-in for any secret (session ids, credentials)."""
@@ -242,10 +317,31 @@ class Redactor:
     # -- bodies ------------------------------------------------------------------------------
 
     def body(self, value: Any) -> Any:
-        """Return a JSON-RPC message with `requestState` and secret keys masked; the input itself if none."""
+        """Return a JSON-RPC message with `requestState`, secret keys and known secret texts masked; the
+        input itself if none."""
         if not isinstance(value, dict | list) or not value:
             return value
+        if self._json_texts:
+            value = self._scrub_body(value)
         return _walk(value, self._all_keys, self._mask_body_value)
+
+    def _scrub_body(self, value: Any, encoded: bytes | None = None) -> Any:
+        """The body with known secret texts in its strings masked (the input itself if none is in it)."""
+        if encoded is None:
+            try:
+                encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+            except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
+                return value
+        scrubbed = self._scrub_json(encoded)
+        return value if scrubbed is None else orjson.loads(scrubbed)
+
+    def _scrub_json(self, encoded: bytes) -> bytes | None:
+        """Compact JSON with known secret texts masked inside its strings; None when none is in it."""
+        found = False
+        for text, stand_in in self._json_texts:
+            if text in encoded:
+                encoded, found = encoded.replace(text, stand_in), True
+        return encoded if found else None
 
     def _mask_body_value(self, key: str, value: Any) -> Any:
         if value is None:
@@ -289,8 +385,10 @@ class Redactor:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
             return (*bound_body(self.body(value), limit), None)
+        if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
+            value, encoded = orjson.loads(scrubbed), scrubbed
         if _KELVIN in encoded or self._secret_member.search(encoded):
-            return (*bound_body(self.body(value), limit), None)
+            return (*bound_body(_walk(value, self._all_keys, self._mask_body_value), limit), None)
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated else encoded
 

@@ -208,6 +208,7 @@ class SpanFollower:
     # -- exchanges ------------------------------------------------------------------------------------
 
     def _opened(self, obs: ExchangeOpened) -> None:
+        self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
         self._exchanges[obs.exchange] = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers)
 
     def _head(self, obs: ResponseHeadSeen) -> None:
@@ -559,12 +560,11 @@ class SpanFollower:
             if isinstance(result, dict) and result.get("isError") is True:
                 self._fail(span, "tool_error", None)
 
-    @staticmethod
-    def _fail(span: SpanRecord, error_type: str, text: str | None) -> None:
+    def _fail(self, span: SpanRecord, error_type: str, text: str | None) -> None:
         if span.failed:
             return
         span.failed = True
-        span.error = text
+        span.error = text and self._redactor.scrub(text)
         span.attributes["error.type"] = error_type
 
     def _finish(self, span: SpanRecord, t: float) -> None:

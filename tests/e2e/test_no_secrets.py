@@ -1,8 +1,9 @@
 """No secret in any output: distinct secrets planted everywhere a client or the configuration can put one.
 
 Every credential-like header name the defaults cover (by name and by pattern), credential-like query
-parameters, the upstream URL's query, a `requestState` in a body, and the session ids the server or the
-bridge mints: none of them may appear in clear in the log, the capture (raw bytes and read back), the
+parameters, the upstream URL's query, a `requestState` in a body, the session ids the server or the
+bridge mints, and the client's token where the server echoes it (a result, a log notification, an
+error message): none of them may appear in clear in the log, the capture (raw bytes and read back), the
 live bus a TUI or the admin feed reads, the admin API's every path, or what the TUI renders. Run with
 the built-in lists and with a user-modified list (the user's own names and patterns added).
 """
@@ -113,6 +114,13 @@ async def traffic(proxy: Proxy, secret: dict[str, str], *, user_list: bool) -> l
         )
         answered = await post(http, url, call, headers)
         assert answered.status == 200
+        # The server echoes what it was sent: the client's own token comes back in a result, a log
+        # notification and an error message, where no header name says it is a credential.
+        token = secret["Authorization"]
+        echo = rpc("tools/call", 3, name="echo", arguments={"text": f"my token is {token}"})
+        unknown = rpc("tools/call", 4, name=f"tool-{token}", arguments={})
+        for body in (echo, unknown):
+            assert (await post(http, url, body, headers)).status == 200
     return [session]
 
 
@@ -195,13 +203,16 @@ async def test_no_planted_secret_reaches_any_output(
     assert "hello" in outputs["capture read back"], "the capture holds the call"
     assert admin.count('"name":"echo"') >= 2, "the admin API shows the call (list, chain, feed)"
     assert any(entry["event"] == "exchange" for entry in logs), "the round-trip lines were logged"
+    assert "my token is <redacted len=" in outputs["capture read back"], "the echo was recorded, masked"
+    assert "Unknown tool: tool-<redacted len=" in admin, "the server's error echoing the token, masked"
     wanted = {**secret, **{f"session {n}": s for n, s in enumerate(sessions)}}
     if not user_list:
         del wanted["X-Tenant"], wanted["X-Private-Id"], wanted["body api_token"]
     leaks = sorted(
         (where, place) for place, value in wanted.items() for where, text in outputs.items() if value in text
     )
-    assert leaks == []
+    seen = [(w, p, outputs[w][max(0, outputs[w].index(wanted[p]) - 200) :][:260]) for w, p in leaks]
+    assert leaks == [], seen
 
 
 async def test_dropping_a_built_in_entry_is_warned_at_start_naming_it_and_then_shows_it(

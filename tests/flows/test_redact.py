@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.flows.redact import DEFAULT_HEADER_NAMES, Redactor, bound_body
+from proxy.flows.redact import DEFAULT_HEADER_NAMES, MAX_ECHOED_SECRETS, Redactor, bound_body
 
 SECRET = "s3cr3t-VALUE-that-must-never-leak-0123456789"
 STAND_IN = re.compile(r"<redacted len=(\d+) hmac:([0-9a-f]{8})>")
@@ -352,11 +352,79 @@ def test_secret_texts_are_masked_inside_any_header_value() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["X-Auth", "X-Access-Key", "X-Credentials", "X-Session", "X-Passwd", "Set-Cookie2", "WWW-Authenticate"],
+    [
+        "X-Auth",
+        "X-Access-Key",
+        "X-Credentials",
+        "X-Session",
+        "X-Passwd",
+        "Set-Cookie2",
+        "X-Jwt",
+        "DPoP",
+        "X-Bearer",
+        "X-Pass",
+        "X-Amz-Signature",
+    ],
 )
 def test_credential_looking_header_names_are_masked_by_default(redactor: Redactor, name: str) -> None:
     out = redactor.headers({name: SECRET})
     assert STAND_IN.fullmatch(out[name]), out[name]
+
+
+def test_a_servers_challenge_stays_readable_but_a_bare_handshake_token_in_it_is_masked(
+    redactor: Redactor,
+) -> None:
+    bearer = 'Bearer error="invalid_token", resource_metadata="https://mcp.test/.well-known/oauth"'
+    negotiate = f"Negotiate {SECRET}==, Basic realm=x"
+
+    shown = redactor.headers([("WWW-Authenticate", bearer), ("Proxy-Authenticate", negotiate)])
+
+    assert shown["WWW-Authenticate"] == bearer
+    assert shown["Proxy-Authenticate"] == f"Negotiate {redactor.token(SECRET + '==')}, Basic realm=x"
+    assert STAND_IN.fullmatch(
+        Redactor(["www-authenticate"]).headers({"WWW-Authenticate": bearer})["WWW-Authenticate"]
+    )  # a user who lists it masks it whole
+
+
+def test_oauth_and_signed_url_query_values_are_masked(redactor: Redactor) -> None:
+    shown = redactor.path(f"/cb?code=c-{SECRET}&state=s-{SECRET}&sig=g-{SECRET}&pwd=p-{SECRET}&tab=2")
+
+    assert SECRET not in shown
+    assert shown.endswith("&tab=2")
+
+
+def test_a_credential_a_server_echoes_is_masked_wherever_it_shows_up(redactor: Redactor) -> None:
+    """A debug header or an error message that repeats the client's token shows its stand-in too."""
+    request = redactor.headers([("X-Echo", "none yet"), ("Authorization", f"Bearer {SECRET}")])
+    echoed = redactor.headers([("X-Debug-Echo", f"Bearer {SECRET}")])
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": f"bad credentials: {SECRET}"}}
+    body, _, _ = redactor.body_bounded(error, 10_000)
+    captured, _, encoded = redactor.body_for_capture(error, 10_000)
+
+    stand_in = redactor.token(SECRET)
+    assert request["Authorization"] == f"Bearer {stand_in}"
+    assert echoed["X-Debug-Echo"] == f"Bearer {stand_in}"
+    assert body["error"]["message"] == f"bad credentials: {stand_in}"
+    assert SECRET not in dump(captured)
+    assert encoded is None or SECRET.encode() not in encoded
+    assert SECRET not in dump(redactor.body(error))
+    assert SECRET not in redactor.scrub(f"a log line naming {SECRET}")
+    assert error["error"]["message"] == f"bad credentials: {SECRET}"  # the traffic itself is untouched
+
+
+def test_echoed_credentials_are_remembered_within_a_bound_newest_kept(redactor: Redactor) -> None:
+    tokens = [f"token-{n:04d}-{SECRET}" for n in range(MAX_ECHOED_SECRETS + 1)]
+    for token in tokens:
+        redactor.headers([("Authorization", f"Bearer {token}")])
+
+    assert redactor.scrub(tokens[0]) == tokens[0]  # the oldest was let go
+    assert redactor.scrub(tokens[-1]) == redactor.token(tokens[-1])
+
+
+def test_session_ids_and_short_values_are_not_remembered_as_echoed_credentials(redactor: Redactor) -> None:
+    redactor.headers([("Mcp-Session-Id", SECRET), ("X-Api-Key", "short")])
+
+    assert redactor.scrub(f"{SECRET} short") == f"{SECRET} short"
 
 
 def test_credential_like_query_parameters_are_masked_and_the_rest_kept(redactor: Redactor) -> None:

@@ -151,6 +151,23 @@ def test_an_error_answer_fails_the_span_with_the_conventions_error_type(
     assert span.error == message
 
 
+def test_an_error_echoing_the_clients_token_has_it_masked_in_the_span() -> None:
+    """Only the follower sees the exchange (no capture, nobody watching): it learns the token itself."""
+    play = Play()
+    token = "tok-" + "9" * 24
+    echo = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": f"invalid credentials: {token}"}}
+    play.feed(
+        ExchangeOpened(play.tick(), "x1", "POST", "/mcp", {"Authorization": f"Bearer {token}"}, None),
+        MessageSeen(play.t, "x1", classify_value(call(1)), 100, Direction.TO_SERVER, Channel.POST),
+        ResponseHeadSeen(play.tick(), "x1", 200, "application/json", {}),
+        MessageSeen(play.t, "x1", classify_value(echo), 80, Direction.TO_CLIENT, Channel.JSON),
+        ExchangeClosed(play.tick(), "x1", None),
+    )
+
+    (span,) = play.spans
+    assert span.error == f"invalid credentials: {play.redactor.token(token)}"
+
+
 def test_a_request_left_unanswered_ends_with_the_exchanges_outcome() -> None:
     play = Play()
     play.exchange("x1", call(1), None)
