@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, get_args, get_origin
 
 from pydantic import SecretStr
 
@@ -78,6 +78,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str]
             )
         elif SecretStr in get_args(info.annotation):
             group.add_argument(flag, dest=name, default=None, metavar="SECRET", help=help_text)
+        elif get_origin(info.annotation) is list:  # repeated, each a comma-separated list
+            group.add_argument(flag, dest=name, action="append", default=None, metavar="A,B", help=help_text)
         else:
             group.add_argument(flag, dest=name, type=kind, default=None, help=help_text)
 

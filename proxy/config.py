@@ -39,7 +39,7 @@ from pydantic_core import PydanticCustomError
 
 from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
-from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS
+from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, key_words
 from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_command, masked_url
 
@@ -193,7 +193,7 @@ class Settings(BaseModel):
 
     They add to the built-in names (authorization, proxy-authorization, cookie, set-cookie, x-api-key,
     api-key, x-auth-token, mcp-session-id, and the query parameters code, state and sig), which only
-    `unredact_headers` can drop.
+    `unredact_headers` can drop; each source (file, variable, flag) adds to the others.
     """
     redact_header_patterns: list[str] = Field(default_factory=list)
     """More substrings: a header or query parameter whose name contains one (any case) is masked.
@@ -203,9 +203,11 @@ class Settings(BaseModel):
     A server's challenge (`WWW-Authenticate`) carries no credential and stays readable.
     """
     redact_body_keys: list[str] = Field(default_factory=list)
-    """JSON keys (any case) whose values are masked wherever they occur in a message body, such as a
-    tool argument `api_token`: in logs, captures, the admin feed and exports; the message itself goes
-    to its peer unchanged. `requestState` is always masked."""
+    """JSON keys whose values are masked wherever they occur in a message body, such as a tool
+    argument `api_token`: in logs, captures, the admin feed and exports; the message itself goes to
+    its peer unchanged. A key matches by its words in any case or spelling (`api_key` masks `apiKey`,
+    `API-Key` and `old_api_key`, not `api_keys`). `requestState` is always masked. Like the two lists
+    above, each source (file, variable, flag) adds to the others."""
     unredact_headers: list[str] = Field(default_factory=list)
     """Built-in redaction names or patterns to drop (say mcp-session-id and session, to read session
     ids in clear); each must be a built-in entry, and the proxy warns at start-up that those values
@@ -460,6 +462,11 @@ class Settings(BaseModel):
         keys = [key.strip() for key in value]
         if "" in keys:
             raise ValueError("an empty key names nothing to mask; give a key such as api_token")
+        for key in keys:
+            if not key_words(key):
+                raise ValueError(
+                    f"{key!r} has no letter or digit, so no key would match it; give one such as api_token"
+                )
         return keys
 
     @field_validator("faults")
@@ -572,6 +579,11 @@ SECRET_ENV_VARS: Final = frozenset(ENV_PREFIX + name.upper() for name in _SECRET
 process the proxy starts (a stdio server) is not given them."""
 
 
+ADDED_UP: Final = frozenset({"redact_headers", "redact_header_patterns", "redact_body_keys"})
+"""Lists every source adds to rather than replaces: a flag or variable that names one more secret
+never unmasks what the config file named."""
+
+
 def _is_list(name: str) -> bool:
     return get_origin(_FIELDS[name].annotation) is list
 
@@ -593,6 +605,14 @@ def _split_list(text: str, separator: str = ",") -> object:
             return [stripped]
         return value if isinstance(value, list) else [stripped]
     return [item.strip() for item in text.split(separator) if item.strip()]
+
+
+def _flag_items(given: object) -> list[object]:
+    """One typed list flag's items (`--redact-headers x-a,x-b`)."""
+    if not isinstance(given, str):
+        return [given]
+    items = _split_list(given)
+    return items if isinstance(items, list) else [items]
 
 
 def _read_file(path: Path) -> dict[str, tuple[object, str]]:
@@ -646,6 +666,8 @@ def _read_flags(flags: Mapping[str, object]) -> dict[str, tuple[object, str]]:
             raise ConfigError(name, f"unknown setting {name!r} given as a flag")
         if _is_list(name) and isinstance(value, str):
             value = [value] if name in RULE_LISTS else _split_list(value)
+        elif _is_list(name) and isinstance(value, list) and name not in RULE_LISTS:  # a repeated flag
+            value = [item for given in value for item in _flag_items(given)]
         layer[name] = (value, f"flag:{flag_name(name)}")
     return layer
 
@@ -684,6 +706,11 @@ def load_settings(
     sources = dict.fromkeys(_FIELDS, "default")
     for layer in layers:
         for name, (value, source) in layer.items():
+            earlier = values.get(name)
+            if name in ADDED_UP and isinstance(earlier, list) and isinstance(value, list):
+                values[name] = [*earlier, *(item for item in value if item not in earlier)]
+                sources[name] = f"{sources[name]} + {source}"
+                continue
             values[name] = value
             sources[name] = source
     try:

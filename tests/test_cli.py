@@ -76,6 +76,41 @@ def test_print_config_shows_a_file_value_and_a_flag_overriding_the_file(
     assert setting_line(out, "upstream").split()[-1] == "flag:--upstream"
 
 
+def test_redaction_lists_add_up_across_the_file_the_environment_and_repeated_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Naming one more secret anywhere never unmasks one named elsewhere; `unredact_headers` is the
+    one list a later source replaces (adding to it would unmask more)."""
+    config = tmp_path / "proxy.toml"
+    config.write_text('redact_body_keys = ["password"]\nunredact_headers = ["session"]\n', encoding="utf-8")
+    monkeypatch.setenv("MCP_PROXY_REDACT_BODY_KEYS", "pin")
+    argv = ["--config", str(config), "--upstream", UPSTREAM, "--print-config"]
+    argv += ["--redact-body-keys", "api_key", "--redact-headers", "x-jwt", "--redact-headers", "dpop,x-b"]
+
+    code, out, _ = run_main(capsys, *argv, "--unredact-headers", "mcp-session-id")
+
+    assert code == 0
+    assert setting_line(out, "redact_body_keys").split() == [
+        "redact_body_keys",
+        "=",
+        '["password",',
+        '"pin",',
+        '"api_key"]',
+        "#",
+        f"file:{config}",
+        "+",
+        "env:MCP_PROXY_REDACT_BODY_KEYS",
+        "+",
+        "flag:--redact-body-keys",
+    ]
+    assert setting_line(out, "redact_headers").split()[2:5] == ['["x-jwt",', '"dpop",', '"x-b"]']
+    assert setting_line(out, "unredact_headers").split()[2:5] == [
+        '["mcp-session-id"]',
+        "#",
+        "flag:--unredact-headers",
+    ]
+
+
 def test_print_config_never_shows_a_secret(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main(capsys, "--admin-token", "tok-very-secret", "--print-config")
 

@@ -663,3 +663,10 @@ def test_a_transport_for_an_upstream_command_is_refused_naming_the_setting() -> 
         "spoken to; a stdio command (--upstream-cmd) is always spoken to over stdio: drop upstream_transport"
     )
     assert load_settings(env={}, flags={"upstream_cmd": "srv --x"}).settings.upstream_transport == "auto"
+
+
+def test_a_body_key_with_no_letter_or_digit_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env={"MCP_PROXY_REDACT_BODY_KEYS": "api_token,--"})
+
+    assert "'--' has no letter or digit, so no key would match it" in str(refused.value)

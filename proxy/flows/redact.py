@@ -160,13 +160,15 @@ class Redactor:
         """The same as they appear inside JSON strings, each with its stand-in, for bodies."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
-        self._body_keys = frozenset(k.lower() for k in body_keys if k) - self._state_keys
-        self._all_keys = self._state_keys | self._body_keys
+        self._body_words = tuple(sorted({"".join(words) for k in body_keys if (words := key_words(k))}))
+        """Each configured body key as its words run together (`api_key`, `apiKey` -> `apikey`): a member
+        whose name has a run of words that reads the same is masked (`API-Key`, `old_api_key`)."""
+        self._key_memo: dict[str, bool] = {}
         self._decisions: dict[str, bool] = {}
         self._tokens: dict[str, str] = {}
         self._header_memo: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._set_texts()
-        self._secret_member = _member_pattern(self._all_keys)
+        self._secret_member = _member_pattern(self._state_keys, self._body_words)
 
     def _set_texts(self) -> None:
         texts = sorted(self._given | self._echoed.keys(), key=len, reverse=True)
@@ -319,11 +321,13 @@ class Redactor:
     def body(self, value: Any) -> Any:
         """Return a JSON-RPC message with `requestState`, secret keys and known secret texts masked; the
         input itself if none."""
+        if isinstance(value, str):  # a body that was not JSON-RPC, kept as text
+            return self.text_body(value)
         if not isinstance(value, dict | list) or not value:
             return value
         if self._json_texts:
             value = self._scrub_body(value)
-        return _walk(value, self._all_keys, self._mask_body_value)
+        return _walk(value, self.is_secret_key, self._mask_body_value)
 
     def _scrub_body(self, value: Any, encoded: bytes | None = None) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -342,6 +346,34 @@ class Redactor:
             if text in encoded:
                 encoded, found = encoded.replace(text, stand_in), True
         return encoded if found else None
+
+    def is_secret_key(self, key: str) -> bool:
+        """Whether a body member's value is masked: `requestState` (any case), or a key holding a
+        configured key's words in a row, however they are joined or cased."""
+        known = self._key_memo.get(key)
+        if known is None:
+            known = key.lower() in self._state_keys
+            if not known and self._body_words:
+                words = key_words(key)
+                known = any(_holds(words, wanted) for wanted in self._body_words)
+            if len(self._key_memo) >= _KEY_MEMO:
+                self._key_memo.clear()
+            self._key_memo[key] = known
+        return known
+
+    def text_body(self, text: str) -> str:
+        """A body that is not JSON-RPC (kept as text for the record), with what looks like a member
+        named like a secret key masked and known secret texts masked, so a malformed body never
+        carries in clear what the same body well-formed would not."""
+
+        def mask(match: re.Match[str]) -> str:
+            if not self.is_secret_key(match.group(2)):
+                return match.group(0)
+            value = match.group(3)
+            inner = value[1:-1] if value.startswith('"') else value
+            return f'{match.group(1)}"{self.token(inner)}"'
+
+        return self.scrub(_TEXT_MEMBER.sub(mask, text))
 
     def _mask_body_value(self, key: str, value: Any) -> Any:
         if value is None:
@@ -388,7 +420,7 @@ class Redactor:
         if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
         if _KELVIN in encoded or self._secret_member.search(encoded):
-            return (*bound_body(_walk(value, self._all_keys, self._mask_body_value), limit), None)
+            return (*bound_body(_walk(value, self.is_secret_key, self._mask_body_value), limit), None)
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated else encoded
 
@@ -403,22 +435,57 @@ _KELVIN: Final = "\u212a".encode()
 """UTF-8 of the Kelvin sign, the one non-ASCII character whose lower case is an ASCII letter (k)."""
 
 
-def _member_pattern(keys: frozenset[str]) -> re.Pattern[bytes] | None:
-    """Finds a member named like a secret key in compact JSON, ASCII case-insensitively (no copy made).
+_KEY_MEMO: Final = 4096
+"""Most body member names a Redactor remembers its verdict on."""
 
-    None when a key is not plain ASCII: then every body takes the walk.
+_WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
+"""The words of a member name: `apiKey`, `API_Key` and `api-key` are all `api`, `key`."""
+
+_TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
+"""A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
+array value is left to the members inside it)."""
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """A member name's words in lower case (`db_Password` -> `db`, `password`)."""
+    return tuple(word.lower() for word in _WORD.findall(key))
+
+
+def _holds(words: tuple[str, ...], wanted: str) -> bool:
+    """Whether a run of `words` reads `wanted` (`access token` holds `token`; `max tokens` does not)."""
+    for start in range(len(words)):
+        run = ""
+        for word in words[start:]:
+            run += word
+            if len(run) >= len(wanted):
+                if run == wanted:
+                    return True
+                break
+    return False
+
+
+def _member_pattern(exact: frozenset[str], joined: tuple[str, ...]) -> re.Pattern[bytes] | None:
+    """Finds, ASCII case-insensitively and without a copy, what may be a member named like a secret
+    key in compact JSON: an exact name, or a configured key's letters anywhere, a separator allowed
+    between any two (a hit only sends the body down the walk, which decides). None when a name is
+    not plain ASCII: then every body takes the walk.
     """
-    if not keys or not all(key.isascii() for key in keys):
+    if not exact and not joined:
         return None
-    names = b"|".join(re.escape(orjson.dumps(key)) for key in sorted(keys))
-    return re.compile(b"(?:" + names + b"):", re.IGNORECASE)
+    if not all(key.isascii() for key in (*exact, *joined)):
+        return None
+    names = [re.escape(orjson.dumps(key)) + b":" for key in sorted(exact)]
+    names += [b"[-_. ]?".join(re.escape(c.encode()) for c in key) for key in joined]
+    return re.compile(b"|".join(names), re.IGNORECASE)
 
 
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
     return iter(node.items()) if isinstance(node, dict) else enumerate(node)
 
 
-def _walk(root: dict[Any, Any] | list[Any], keys: frozenset[str], mask: Callable[[str, Any], Any]) -> Any:
+def _walk(
+    root: dict[Any, Any] | list[Any], secret: Callable[[str], bool], mask: Callable[[str, Any], Any]
+) -> Any:
     """Copy-on-write walk, iterative so that no nesting depth can exhaust the Python stack.
 
     Unchanged containers are returned as the very same objects; only the path from the root down to
@@ -434,7 +501,7 @@ def _walk(root: dict[Any, Any] | list[Any], keys: frozenset[str], mask: Callable
         descended = False
         is_dict = isinstance(node, dict)
         for k, v in children:
-            if is_dict and isinstance(k, str) and k.lower() in keys:
+            if is_dict and isinstance(k, str) and secret(k):
                 masked = mask(k, v)
                 if masked is not v:
                     changes[k] = masked
@@ -518,6 +585,10 @@ class AlreadyRedacted(Redactor):
     def body(self, value: Any) -> Any:
         """The body as it is."""
         return value
+
+    def text_body(self, text: str) -> str:
+        """The text as it is."""
+        return text
 
     def body_bounded(self, value: Any, limit: int) -> tuple[Any, bool, int]:
         """The body as it is, bounded."""

@@ -116,7 +116,7 @@ class ObservationEncoder:
             case InterceptReleased():  # the edit or answer sent in the held message's place
                 line["message"] = redactor.body_bounded(obs.message, self._body_limit)[0]
             case InvalidBody():  # the raw bytes that were not JSON-RPC
-                line["body"] = obs.body[: self._body_limit].decode("utf-8", "replace")
+                line["body"] = redactor.text_body(obs.body[: self._body_limit].decode("utf-8", "replace"))
             case _:
                 pass
         return orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)

@@ -121,6 +121,11 @@ async def traffic(proxy: Proxy, secret: dict[str, str], *, user_list: bool) -> l
         unknown = rpc("tools/call", 4, name=f"tool-{token}", arguments={})
         for body in (echo, unknown):
             assert (await post(http, url, body, headers)).status == 200
+        if user_list:  # a body cut short is recorded as text: its secret member is masked there too
+            broken = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"api_token":"%s",' % (
+                secret["body api_token"].encode()
+            )
+            assert (await post(http, url, broken, headers)).status in (400, 200)
     return [session]
 
 

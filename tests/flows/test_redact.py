@@ -191,7 +191,7 @@ def test_body_keys_are_case_insensitive_and_mask_any_value_type() -> None:
             "arguments": {
                 "PASSWORD": SECRET,
                 "apikey": {"nested": SECRET},
-                "password2": "visible",
+                "username": "visible",
                 "list": [{"password": 123456789}],
             }
         }
@@ -201,7 +201,7 @@ def test_body_keys_are_case_insensitive_and_mask_any_value_type() -> None:
     text = dump(out)
     assert SECRET not in text
     assert "123456789" not in text
-    assert out["params"]["arguments"]["password2"] == "visible"
+    assert out["params"]["arguments"]["username"] == "visible"
     assert STAND_IN.fullmatch(out["params"]["arguments"]["PASSWORD"])
     assert message == before
 
@@ -300,6 +300,28 @@ def test_body_bounded_keeps_the_very_same_body_when_nothing_is_secret(redactor: 
     out, truncated, size = redactor.body_bounded(message, 65536)
     assert out is message
     assert (truncated, size) == (False, len(orjson.dumps(message)))
+
+
+def test_a_body_that_is_not_json_rpc_has_its_secret_looking_members_and_known_texts_masked() -> None:
+    r = Redactor(body_keys=["api_key"], key=KEY)
+    r.headers([("Authorization", f"Bearer tok-{SECRET}")])
+    text = f'{{"id":1,"apiKey": "{SECRET}", "requestState":"st-{SECRET}", "n": 5, "t": "tok-{SECRET}"'
+
+    shown = r.body(text)
+
+    assert SECRET not in shown
+    assert shown.startswith('{"id":1,"apiKey": "<redacted len=')
+    assert '"n": 5' in shown
+
+
+@pytest.mark.parametrize("name", ["api_key", "apiKey", "API-Key", "old_api_key", "x.apikey", "apiKey2"])
+def test_a_body_key_masks_members_whose_words_read_it_however_they_are_joined(name: str) -> None:
+    r = Redactor(body_keys=["api_key"], key=KEY)
+    out, _, _ = r.body_bounded({"arguments": {name: SECRET, "api_keys_count": 3, "rapid_keyboard": 1}}, 65536)
+
+    assert STAND_IN.fullmatch(out["arguments"][name])
+    assert out["arguments"]["api_keys_count"] == 3  # `keys` is another word
+    assert out["arguments"]["rapid_keyboard"] == 1
 
 
 def test_body_bounded_masks_a_key_spelled_with_the_kelvin_sign() -> None:
