@@ -111,7 +111,9 @@ class Upstream:
         return self.base_path if client_path in ("", "/") else client_path
 
 
-_USERINFO_PASSWORD = re.compile(r"(//[^/?#@:]*:)[^/?#@]*@")
+_USERINFO_PASSWORD = re.compile(r"([^/?#@:\s'\"]*:)[^/?#@\s]*@")
+"""A userinfo's password, with or without the `//` before it (`user:pw@host`, `http:/user:pw@host`):
+text that is not a well-formed URL must not show it either."""
 _QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
 
 
@@ -123,7 +125,19 @@ def masked_url(url: str) -> str:
     return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
 
 
-_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential", "cookie")
+_SECRET_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "pass",
+    "pwd",
+    "auth",
+    "credential",
+    "cookie",
+    "jwt",
+    "bearer",
+    "signature",
+)
 _ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 _HEADER_LINE = re.compile(r"^([A-Za-z0-9-]+):\s*(.*)$", re.DOTALL)
 
@@ -162,9 +176,20 @@ def masked_command(argv: Iterable[str]) -> str:
 
 _WORD = re.compile(r"\S+")
 _SECRET_IN_TEXT = re.compile(
-    r"(?<![\w.-])(?:(?P<opt>-{1,2}[A-Za-z][\w.-]*)(?P<osep>\s+|=)|(?P<name>[A-Za-z_][\w.-]*)(?P<sep>\s*[:=]\s*))"
-    r"(?P<scheme>(?:Bearer|Basic)\s+)?(?P<value>[^\s,;]+)"
+    r"(?<![\w.-])(?:(?P<opt>-{1,2}[A-Za-z][\w.-]*)(?P<osep>\s+|=)"
+    r"|(?P<name>[A-Za-z_][\w.-]*)(?P<sep>\"?\s*[:=]\s*\"?))"
+    r"(?P<scheme>(?:Bearer|Basic)\s+)?(?P<value>[^\s,;\"]+)"
 )
+"""A value after a name: `--name VALUE`, `name=VALUE`, `name: VALUE`, `"name":"VALUE"` (a JSON log line)."""
+
+_TOKEN_SHAPES = re.compile(
+    r"(?i:\b(?:bearer|basic)\s+)(?P<after>[A-Za-z0-9._~+/=-]{8,})"
+    r"|\b(?P<shaped>(?:sk|pk|rk)[-_][A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
+    r"|xox[abpros]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{6,}\.[\w-]{6,}\.[\w-]+)"
+)
+"""Credentials told by their shape wherever they stand: a bearer or basic credential after its
+scheme, and the well-known token formats (`sk-...` API keys, GitHub, Slack and AWS access key ids,
+JWTs)."""
 
 
 def masked_text(text: str) -> str:
@@ -183,7 +208,13 @@ def masked_text(text: str) -> str:
         # not a secret's name: its value may still hold one (`Error: token=...`)
         return f"{name}{sep}{found.group('scheme') or ''}{_SECRET_IN_TEXT.sub(mask, found.group('value'))}"
 
-    return _WORD.sub(lambda word: masked_url(word.group(0)), _SECRET_IN_TEXT.sub(mask, text))
+    def shaped(found: re.Match[str]) -> str:
+        if found.group("after") is not None:
+            return found.group(0)[: found.start("after") - found.start()] + "<redacted>"
+        return "<redacted>"
+
+    text = _WORD.sub(lambda word: masked_url(word.group(0)), _SECRET_IN_TEXT.sub(mask, text))
+    return _TOKEN_SHAPES.sub(shaped, text)
 
 
 STDIO_PATH = "/mcp"

@@ -53,9 +53,17 @@ class HealthListenError(ListenError):
     setting = "health"
 
 
+STDIO_SHOWN = "stdio"
+"""How a health answer names a stdio upstream: not by its command, which the probe's caller (maybe
+beyond loopback, with no token) has no business reading."""
+
+
 def scrub(text: str, upstream: Upstream) -> str:
     """`text` with the upstream URL shown as its origin and its userinfo, password and query masked."""
     parts = urlsplit(upstream.url)
+    if upstream.scheme == "stdio":  # its command line may hold what masking cannot tell is a secret
+        shown = upstream.url.removeprefix("stdio:")
+        return text.replace(upstream.url, STDIO_SHOWN).replace(shown, STDIO_SHOWN) if shown else text
     text = text.replace(upstream.url, upstream.origin)
     userinfo, at, _ = parts.netloc.rpartition("@")
     pairs = [(userinfo + at, MASK + at), ("?" + parts.query, "?" + MASK), ("#" + parts.fragment, "#" + MASK)]
@@ -108,7 +116,8 @@ class HealthAnswers:
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         """200 when the upstream is reachable and its era known; 503 with the reason otherwise."""
         verdict = await self.readiness.check()
-        body = {"upstream": self.upstream.origin, "upstream_era": verdict.upstream_era}
+        shown = STDIO_SHOWN if self.upstream.scheme == "stdio" else self.upstream.origin
+        body = {"upstream": shown, "upstream_era": verdict.upstream_era}
         if verdict.ready:
             return json_response({"status": "ready", **body})
         reason = scrub(verdict.reason, self.upstream)

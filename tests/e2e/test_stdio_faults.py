@@ -263,7 +263,10 @@ def test_a_command_that_cannot_be_started_is_named_with_its_os_error_at_start_to
         assert "listening" not in message
         status, text = get_status(proxy.health + "/readyz")
         assert status == 503
-        assert "ENOENT" in json.loads(text)["reason"]
+        answer = json.loads(text)
+        assert "ENOENT" in answer["reason"]
+        assert answer["upstream"] == "stdio"  # the command line is not the probe's caller's to read
+        assert "--flag" not in text
     logged = [e for e in proxy.events() if e.get("event") == "upstream_start_failed"]
     assert len(logged) == 1  # once, not at every retry
     # With the era named there is no probe: the call's own error says the same, with no HTTP advice.

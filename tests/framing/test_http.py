@@ -345,6 +345,16 @@ def test_an_unusable_upstream_url_is_refused_without_echoing_its_secrets() -> No
 
 
 @pytest.mark.parametrize(
+    "url", ["bot:s3cret@127.0.0.1:9/mcp", "http:/bot:s3cret@h/mcp", "http:bot:s3cret@h/mcp"]
+)
+def test_a_url_missing_its_slashes_is_refused_without_echoing_its_password(url: str) -> None:
+    with pytest.raises(ValueError, match=r"not an http|no host") as caught:
+        parse_upstream(url)
+
+    assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
     ("line", "shown"),
     [
         ("config: token=s3cret more", "config: token=<redacted> more"),
@@ -356,6 +366,13 @@ def test_an_unusable_upstream_url_is_refused_without_echoing_its_secrets() -> No
             "fetch http://user:<redacted>@host/x?sig=<redacted> failed",
         ),
         ("Error: ENOENT: no such file or directory", "Error: ENOENT: no such file or directory"),
+        ('{"level":"info","apiKey":"k-123456789"}', '{"level":"info","apiKey":"<redacted>"}'),
+        (
+            "run --header Authorization: Bearer abcdefgh123 now",
+            "run --header Authorization: Bearer <redacted> now",
+        ),
+        ("using sk-live-abcdef123456 and ghp_abcdefghijklmnop1234", "using <redacted> and <redacted>"),
+        ("--passphrase hunter22 -v", "--passphrase <redacted> -v"),
     ],
 )
 def test_masked_text_hides_what_may_be_a_credential_in_free_text(line: str, shown: str) -> None:
