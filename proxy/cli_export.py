@@ -26,7 +26,7 @@ from proxy.cli_pipes import reader_left
 from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
-from proxy.record.capture import CaptureError, CaptureFormatError
+from proxy.record.capture import HEADER_PREFIX, CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, bodiless_request, curl_command
 from proxy.record.export import (
     Format,
@@ -124,6 +124,13 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if _reads_into_itself(target, args.captures) is not None:
         print(f"mcp-proxy export: {target} is one of the captures read: write elsewhere", file=sys.stderr)
+        return 2
+    if _is_capture(target):
+        print(
+            f"mcp-proxy export: {target} is a capture, and writing the {fmt.value} there would replace it; "
+            f"the output comes first: mcp-proxy export --{fmt.value} OUT CAPTURE...",
+            file=sys.stderr,
+        )
         return 2
     try:
         captures = _checked_in_order(args.captures)
@@ -271,6 +278,17 @@ def _reads_into_itself(target: Path, captures: Sequence[Path]) -> Path | None:
         except OSError:
             continue
     return None
+
+
+def _is_capture(target: Path) -> bool:
+    """Whether `target` is an existing capture file (its header line), which an export must not overwrite."""
+    if str(target) == "-" or not target.is_file():
+        return False
+    try:
+        with target.open("rb") as handle:
+            return handle.read(len(HEADER_PREFIX)) == HEADER_PREFIX
+    except OSError:
+        return False
 
 
 def _output(target: Path) -> AbstractContextManager[IO[bytes]]:

@@ -46,7 +46,8 @@ FORMAT_MINOR: Final = 4
 FORMAT_VERSION: Final = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 """The `version` of every header this code writes."""
 
-_HEADER_PREFIX: Final = b'{"format":"' + FORMAT_NAME.encode() + b'"'
+HEADER_PREFIX: Final = b'{"format":"' + FORMAT_NAME.encode() + b'"'
+"""How every capture file this code writes begins (its header line's first member)."""
 _MAX_HEADER_LINE: Final = 64 * 1024
 WRITE_BUFFER: Final = 1024 * 1024
 """Bytes buffered between flushes: the writer's owner flushes on a short timer, so a busy proxy makes
@@ -303,7 +304,7 @@ class CaptureWriter:
         with path.open("r+b") as f:
             first = f.readline(_MAX_HEADER_LINE)
             if not first.endswith(b"\n"):
-                if _HEADER_PREFIX.startswith(first) or first.startswith(_HEADER_PREFIX):
+                if HEADER_PREFIX.startswith(first) or first.startswith(HEADER_PREFIX):
                     f.truncate(0)  # only a torn header was ever written
                     return 0
                 raise CaptureError(f"refusing to append to {path}: it is not a {FORMAT_NAME} file", path)
@@ -460,7 +461,7 @@ class CaptureReader:
         try:
             obj = orjson.loads(first)
         except orjson.JSONDecodeError as exc:
-            if not first.endswith(b"\n") and first.startswith(_HEADER_PREFIX[: len(first)]):
+            if not first.endswith(b"\n") and first.startswith(HEADER_PREFIX[: len(first)]):
                 raise CaptureFormatError("capture header was cut short", self._path, 1) from exc
             raise CaptureFormatError(
                 f"not a {FORMAT_NAME} file (first line is not JSON)", self._path, 1

@@ -72,6 +72,22 @@ def test_an_output_that_is_one_of_the_captures_is_refused_and_left_as_it_was(
         assert capture.read_bytes() == b'{"kind":"header"}\n{"kind":"anything"}\n'
 
 
+def test_a_capture_given_first_as_if_it_were_read_is_refused_not_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`export --json a.jsonl b.jsonl` meant to read both: the output is the first name."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (first, second):
+        path.write_bytes(b'{"format":"mcp-debug-proxy-capture","version":"1.4"}\n')
+
+    assert main(["export", "--json", str(first), str(second)]) == 2
+
+    err = capsys.readouterr().err
+    assert f"{first} is a capture, and writing the json there would replace it" in err
+    assert "mcp-proxy export --json OUT CAPTURE..." in err
+    assert first.read_bytes() == b'{"format":"mcp-debug-proxy-capture","version":"1.4"}\n'
+
+
 @pytest.mark.parametrize(
     ("url", "said"),
     [
