@@ -186,8 +186,10 @@ def needs_input(requests: dict[str, Any] | None = None, state: str | None = None
     return result
 
 
-def meta(caps: dict[str, Any] | None = None, level: str | None = None, **own: Any) -> dict[str, Any]:
-    """The `_meta` the bridge sends upstream (FULL_CAPS session by default) after the client's own keys."""
+def meta(caps: dict[str, Any] | None = None, level: str | None = "debug", **own: Any) -> dict[str, Any]:
+    """The `_meta` the bridge sends upstream (FULL_CAPS session by default) after the client's own keys;
+    `level`: the client's `logging/setLevel`, `debug` (every log message) when it sent none, None on a
+    request that asks for no log (`server/discover`)."""
     out: dict[str, Any] = dict(own)
     out["io.modelcontextprotocol/protocolVersion"] = "2026-07-28"
     out["io.modelcontextprotocol/clientCapabilities"] = FULL_CAPS_MODERN if caps is None else caps
@@ -282,7 +284,7 @@ ROUND_LOG = Log("bridge_round", "info", ANY)
 
 def test_initialize_is_answered_locally_from_one_cached_discovery_with_a_new_session_each() -> None:
     engine = LegacyToMrtrEngine(UPSTREAM, Counter())
-    discover = req("leg-1", "server/discover", {"_meta": meta()})
+    discover = req("leg-1", "server/discover", {"_meta": meta(level=None)})
     discover_headers = (
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
@@ -326,7 +328,7 @@ def test_a_discovery_error_fails_initialize_with_a_readable_internal_error_and_i
         )
         >> LegEnded("leg-1")
         >> initialize("x2")
-        << SendLeg("leg-2", "x2", ANY, req("leg-2", "server/discover", {"_meta": meta()}))
+        << SendLeg("leg-2", "x2", ANY, req("leg-2", "server/discover", {"_meta": meta(level=None)}))
     )
     assert drained(engine, pending_initialize=1, legs=1)
 

@@ -22,6 +22,11 @@ from proxy.wire.mcp import META_SERVER_INFO, request_meta
 LegPurpose = Literal["discover", "call", "refresh", "listen"]
 """Why the bridge opened an upstream leg: learn the server, carry a call, refresh tools, listen."""
 
+UNSET_LOG_LEVEL = "debug"
+"""The `logLevel` asked of the 2026-07-28 server for a client that never sent `logging/setLevel`: a
+legacy server sends such a client every log message its tools write, and a 2026 server sends none
+unless asked, so the bridge asks for all of them."""
+
 FALLBACK_SERVER_INFO: dict[str, str] = {"name": "unknown-upstream", "version": "unknown"}
 """What `initialize` reports when the upstream's discovery result names no server."""
 
@@ -90,6 +95,7 @@ class Session:
     peer: str = ""
     """The address that opened the session (shared between sessions of one address)."""
     log_level: str | None = None
+    """What the client's `logging/setLevel` asked for (None: it never sent one)."""
     subscriptions: list[str] = field(default_factory=list)
     get_exchange: str | None = None
     get_headers: tuple[tuple[str, str], ...] = ()
@@ -99,7 +105,7 @@ class Session:
 
     def envelope(self) -> Envelope:
         """The `_meta` facts this session adds to each upstream request (fresh every leg)."""
-        return Envelope(self.capabilities, self.client_info, self.log_level)
+        return Envelope(self.capabilities, self.client_info, self.log_level or UNSET_LOG_LEVEL)
 
     @property
     def busy(self) -> bool:
