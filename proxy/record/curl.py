@@ -103,6 +103,19 @@ def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
     return "".join(parts)
 
 
+def _repeated_secrets(value: str) -> list[str]:
+    """The stand-ins of a header the client sent more than once with secret values (recorded joined
+    with `, `), one per value; empty for any other header value."""
+    parts = value.split(", ")
+    if len(parts) < 2 or not all(STAND_IN.fullmatch(part) for part in parts):
+        return []
+    return parts
+
+
+def _ordinal(n: int) -> str:
+    return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
+
+
 def _url_word(url: str, secrets: _Secrets) -> str:
     """The URL as one shell word, each redacted query value a placeholder of its own, named for its
     parameter in the comment (the upstream's own query and the client's may each hold one)."""
@@ -310,7 +323,13 @@ def curl_command(
     heads = opening or http_method == "DELETE"  # a DELETE's answer is its status line alone
     lines = [f"curl -sS -N{' -i' if heads else ''} -X {http_method} {_url_word(url, secrets)}"]
     for name, value in headers:
-        lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
+        masked = _repeated_secrets(value)
+        if not masked:
+            lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
+            continue
+        for i, one in enumerate(masked, 1):  # each value sent again as its own header, as recorded
+            what = f"{name} (the {_ordinal(i)} of the {len(masked)} sent)"
+            lines.append(f"-H {_word(f'{name}: {one}', secrets, _var_for_header(name), what)}")
     body = _body_text(request)
     if body:
         data = _word(body, secrets, "MCP_BODY_SECRET", "a redacted value in the body")

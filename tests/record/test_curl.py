@@ -81,6 +81,26 @@ def test_the_command_hands_curl_every_byte_and_each_secret_from_the_environment(
         assert f"# set {name} first" in command
 
 
+def test_a_secret_header_sent_twice_is_sent_twice_each_value_from_its_own_variable() -> None:
+    other = "<redacted len=9 hmac:99998888>"
+    head = HttpInfo(
+        method="POST", path="/mcp", headers={"X-Api-Key": f"{STAND_IN}, {other}", "Accept": "a, b"}
+    )
+    request = record(1, http=head)
+    command = curl_command(
+        [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
+    )
+
+    args = curl_args(
+        command, {**os.environ, "MCP_X_API_KEY": "k1", "MCP_X_API_KEY_2": "k2", "MCP_BODY_SECRET": "b"}
+    )
+
+    headers = [args[i + 1] for i, a in enumerate(args) if a == "-H"]
+    assert [h for h in headers if h.startswith("X-Api-Key")] == ["X-Api-Key: k1", "X-Api-Key: k2"]
+    assert "Accept: a, b" in headers  # a list that holds no secret stays one header
+    assert "X-Api-Key (the second of the 2 sent)" in command
+
+
 def test_a_response_copies_the_request_of_its_exchange_and_a_stream_event_has_none() -> None:
     request = record(1)
     answer = record(2, direction=Direction.TO_CLIENT, kind="result", method=None, http=None)
