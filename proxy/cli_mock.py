@@ -136,6 +136,8 @@ async def _serve_mock(
             unknown_lines=report.unknown_lines,
             dropped=table.dropped,
         )
-        return await serve_until_signalled(Proxy(settings, admin_fallback=admin_may_move(loaded)))
+        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
+        table.masked = proxy.redactor.body  # a miss names the request as the proxy records it
+        return await serve_until_signalled(proxy)
     finally:
         await server.stop()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -130,6 +130,11 @@ def shown(method: str, params: Any) -> str:
     return " ".join(part for part in (method, str(head) if head else "", rest) if part)
 
 
+def _as_sent(params: Any) -> Any:
+    """Params shown as the client sent them (a table read without a proxy in front, in tests)."""
+    return params
+
+
 @dataclass
 class MockTable:
     """Recorded operations by match key, served in recorded order (the last one repeats)."""
@@ -138,6 +143,10 @@ class MockTable:
     served: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
     """Chains past `MAX_OPERATIONS`, not kept."""
+    masked: Callable[[Any], Any] = _as_sent
+    """How a request's params are shown in a miss's message, which the mock logs and the proxy in
+    front of it records: the user's redaction (`Redactor.body`), so the message never holds in clear
+    what a recorded body would not."""
 
     def add(self, op: Operation) -> None:
         """Keep `op` (or count it dropped once the table is full)."""
@@ -186,7 +195,7 @@ class MockTable:
 
     def _miss(self, method: str, params: Any) -> Miss:
         same = [ops[0] for ops in self.operations.values() if ops[0].method == method]
-        asked = shown(method, params)
+        asked = shown(method, self.masked(params))
         if same:
             near = _nearest(asked, same)
             return Miss(

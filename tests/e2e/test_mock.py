@@ -161,6 +161,21 @@ async def test_a_call_never_recorded_gets_an_error_naming_the_nearest_recorded_c
     assert still == recorded.results["add"]
 
 
+async def test_a_call_never_recorded_is_named_with_the_users_body_keys_masked_in_the_log_and_the_answer(
+    recorded: Recorded,
+) -> None:
+    secret = "pw-never-in-a-log-123"
+    env = clean_env(**settings_env(admin_enabled="false", drain_grace=1, redact_body_keys="password"))
+    with ProxyProcess(env, "mock", str(recorded.capture)) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            with pytest.raises(MCPError) as missed:
+                await client.call_tool("add", {"a": 2, "b": 4, "password": secret})
+        unmatched = await mock.logged("mock_unmatched")
+    assert '"password":"<redacted len=' in unmatched["message"]
+    assert secret not in mock.stderr()
+    assert secret not in missed.value.error.message
+
+
 async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
