@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
@@ -187,6 +188,13 @@ def run_proxy(loaded: LoadedSettings) -> int:
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
+        if exposed := secrets_on_command_line(loaded):
+            logs.get_logger().warning(
+                "secret_on_command_line",
+                flags=exposed,
+                hint="any user of this machine can read a process's command line (ps, /proc); give "
+                "secrets as MCP_PROXY_* variables or in the --config file instead",
+            )
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(serve_until_signalled(proxy))
@@ -198,6 +206,21 @@ def run_proxy(loaded: LoadedSettings) -> int:
         logs.flush()
         if log_file is not None:
             log_file.close()
+
+
+def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:
+    """The flags that put a secret in the process's command line: a secret setting (`--admin-token`,
+    `--redact-key`, `--state-key`) or an `--upstream` URL with a query value that may be a credential."""
+    exposed = [
+        flag_name(name)
+        for name, info in Settings.model_fields.items()
+        if SecretStr in get_args(info.annotation) and loaded.sources.get(name, "").startswith("flag:")
+    ]
+    upstream = loaded.settings.upstream
+    typed = loaded.sources.get("upstream", "").startswith("flag:")
+    if typed and upstream and "=" in urlsplit(upstream).query:
+        exposed.append("--upstream")
+    return exposed
 
 
 def start_failure(loaded: LoadedSettings, exc: OSError) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import build_parser, main
-from proxy.config import Settings
+from proxy.cli import build_parser, main, secrets_on_command_line
+from proxy.config import Settings, load_settings
 from tests.sidecar import headless_command, run_into_a_closed_pipe
 from tests.ui.helpers import TOUR
 
@@ -418,3 +418,14 @@ def test_print_config_to_a_pipe_whose_reader_left_ends_quietly_like_cat() -> Non
     assert status == 141
     assert b"Broken pipe" not in err
     assert b"Traceback" not in err
+
+
+def test_a_secret_typed_as_a_flag_is_named_for_a_warning_and_one_from_the_environment_is_not() -> None:
+    typed = load_settings(
+        env={"MCP_PROXY_STATE_KEY": "s" * 40},
+        flags={"admin_token": "tok-123", "upstream": "http://h:1/mcp?api_key=k-1", "redact_key": None},
+    )
+    plain = load_settings(env={"MCP_PROXY_ADMIN_TOKEN": "tok-123"}, flags={"upstream": "http://h:1/mcp"})
+
+    assert secrets_on_command_line(typed) == ["--admin-token", "--upstream"]
+    assert secrets_on_command_line(plain) == []
