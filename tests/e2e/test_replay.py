@@ -359,17 +359,22 @@ def test_questions_asked_together_replay_the_same_against_sdk_peers_of_both_eras
         assert all(line.endswith(": same") for line in calls), done.stdout
 
 
+def _record_forced_legacy(server: str, capture: Path) -> Path:
+    """The peer calls of a 2026-07-28 client, recorded by `mcp-proxy --upstream-era legacy`."""
+    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    return capture
+
+
 def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and_says_why(
     dual_inflight_server: PeerServer, modern_server: PeerServer, tmp_path: Path
 ) -> None:
     # `mcp-proxy --upstream-era legacy` in front of the SDK's dual-era server bridged the 2026-07-28
     # client's calls to its legacy side; a probe of that server finds both eras.
-    capture = tmp_path / "forced.jsonl"
     server = dual_inflight_server.url
-    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
-    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
-        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
-        assert proxy.stop() == 0
+    capture = _record_forced_legacy(server, tmp_path / "forced.jsonl")
     why = "recorded with the upstream era forced to legacy"
 
     done = _replay(capture, "--all", "--upstream", server)
@@ -403,12 +408,8 @@ def test_the_tuis_replay_speaks_the_era_the_recording_proxy_was_told_too(
     """`r` in `tui --open` replays with the capture's `proxy_info`, as `mcp-proxy replay` does: a call
     recorded through the bridge to a dual-era server is bridged again, not passed through and reported
     as differing for the proxy's sake."""
-    capture = tmp_path / "forced.jsonl"
     server = dual_inflight_server.url
-    env = settings_env(upstream=server, capture=capture, admin_enabled="false", drain_grace=1)
-    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
-        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
-        assert proxy.stop() == 0
+    capture = _record_forced_legacy(server, tmp_path / "forced.jsonl")
     recorded = ProxyInfo.model_validate_json(capture.read_text().splitlines()[1])
     asked = next(plan for plan in plans(open_capture([capture])) if "ask_twice" in plan.headline())
 
