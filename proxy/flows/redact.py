@@ -157,7 +157,7 @@ class Redactor:
         self._texts: tuple[str, ...] = ()
         """Secrets masked wherever they appear in any header's value or body string, longest first."""
         self._json_texts: tuple[tuple[bytes, bytes], ...] = ()
-        """The same as they appear inside JSON strings, each with its stand-in, for bodies."""
+        """The longer ones as they appear inside JSON strings, each with its stand-in, for bodies."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
         self._body_words = tuple(sorted({"".join(words) for k in body_keys if (words := key_words(k))}))
@@ -174,7 +174,9 @@ class Redactor:
         texts = sorted(self._given | self._echoed.keys(), key=len, reverse=True)
         self._texts = tuple(texts)
         self._json_texts = tuple(
-            (orjson.dumps(text)[1:-1], orjson.dumps(self.token(text))[1:-1]) for text in texts
+            (orjson.dumps(text)[1:-1], orjson.dumps(self.token(text))[1:-1])
+            for text in texts
+            if len(text) >= MIN_ECHOED_SECRET  # a short query value (`format=json`) is a word in bodies
         )
         self._header_memo.clear()  # a head masked before may hold the new text
 
@@ -329,13 +331,12 @@ class Redactor:
             value = self._scrub_body(value)
         return _walk(value, self.is_secret_key, self._mask_body_value)
 
-    def _scrub_body(self, value: Any, encoded: bytes | None = None) -> Any:
+    def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
-        if encoded is None:
-            try:
-                encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-            except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
-                return value
+        try:
+            encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
+            return value
         scrubbed = self._scrub_json(encoded)
         return value if scrubbed is None else orjson.loads(scrubbed)
 

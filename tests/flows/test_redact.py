@@ -443,6 +443,17 @@ def test_echoed_credentials_are_remembered_within_a_bound_newest_kept(redactor: 
     assert redactor.scrub(tokens[-1]) == redactor.token(tokens[-1])
 
 
+def test_a_short_upstream_query_value_is_masked_in_headers_but_left_in_bodies_where_it_is_a_word() -> None:
+    r = Redactor(secret_texts=["json", "k-1234567890"], key=KEY)
+    body = {"result": {"mimeType": "application/json", "echo": "key k-1234567890"}}
+
+    out, _, _ = r.body_bounded(body, 65536)
+
+    assert out["result"]["mimeType"] == "application/json"
+    assert out["result"]["echo"] == f"key {r.token('k-1234567890')}"
+    assert r.headers({"X-Format": "json"})["X-Format"] == r.token("json")
+
+
 def test_session_ids_and_short_values_are_not_remembered_as_echoed_credentials(redactor: Redactor) -> None:
     redactor.headers([("Mcp-Session-Id", SECRET), ("X-Api-Key", "short")])
 
