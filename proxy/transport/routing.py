@@ -46,7 +46,8 @@ REPROBE_INTERVAL = 2.0
 DUAL_ERA_HINT = (
     "the upstream serves both eras, so every client passes through unchanged; if its tools ask the "
     "client in flight (elicitation, sampling, roots) and 2026-07-28 clients must reach them, run with "
-    "--upstream-era legacy so the proxy bridges those clients"
+    "--upstream-era legacy so the proxy bridges those clients (tools that answer input_required "
+    "themselves, written for 2026-07-28, then fail: they exist only in that era)"
 )
 """What a user of a dual-era server (the Python SDK's default) may need to know."""
 
