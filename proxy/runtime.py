@@ -388,6 +388,7 @@ class Proxy:
             open_exchanges=lambda: observations.open_exchanges,
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
+            client_connections=self._client_connections,
             faults=self.faults,
             intercepts=self.intercepts,
         )
@@ -411,6 +412,11 @@ class Proxy:
             run=self.run_tag,
             started=self.started,
         )
+
+    def _client_connections(self) -> tuple[int, dict[str, int]]:
+        """Client connections open now, and those refused past `max_client_connections`, by how."""
+        front = self._front
+        return (len(front.connections), dict(front.over_cap)) if front is not None else (0, {})
 
     def _unanswered(self) -> str | None:
         """Why the last probe got no answer from the upstream; None when it answered or none ran."""

@@ -83,6 +83,8 @@ class AdminContext:
     """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
     client_timeouts: Callable[[], dict[str, int]] = dict
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
+    client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {})
+    """Client connections open now, and those refused past `max_client_connections`, by how."""
     faults: FaultControl | None = None
     """The fault rules in force (`/api/faults`; their counts in /metrics)."""
     intercepts: InterceptControl | None = None
@@ -116,6 +118,7 @@ class AdminServer:
             observations_dropped=lambda: ctx.observations.dropped,
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
+            client_connections=ctx.client_connections,
         )
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:

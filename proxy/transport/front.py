@@ -91,10 +91,13 @@ class FrontServer:
         """Connections refused over the cap, still given a moment to read their 503."""
         self.timeouts: Counter[str] = Counter()
         """Requests refused 408 because the client was too slow, by the setting whose wait ran out."""
-        self.timeout_logged: dict[str, float] = {}
-        self.timeouts_unlogged: Counter[str] = Counter()
-        """When each setting's last `client_timeout` line was written, and the refusals since then
-        that wrote none."""
+        self.over_cap: Counter[str] = Counter()
+        """Connections refused past `max_client_connections`: `answered` (a 503), or `cut` (past as many
+        refusals still lingering as the cap itself)."""
+        self.refusal_logged: dict[str, float] = {}
+        self.refusals_unlogged: Counter[str] = Counter()
+        """When each kind of refusal's last line was written, and the refusals since then that wrote
+        none (`unlogged_since_said`)."""
         self.server: asyncio.Server | None = None
         self.draining = False
         """A SIGTERM drain is under way: new work is refused 503, and every connection closes once its
@@ -116,6 +119,17 @@ class FrontServer:
         self._sweep = loop.call_later(self.sweep_every, self.sweep)
         sockets = self.server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port
+
+    def unlogged_since_said(self, kind: str) -> int | None:
+        """One refusal of this kind: None when a line for it was written within `TIMEOUT_LOG_EVERY`
+        seconds (this one is counted for the next line), else how many went unlogged since (a flood
+        of refusals must not flood the log; `/metrics` counts every one)."""
+        now = self.now()
+        if now < self.refusal_logged.get(kind, -math.inf) + TIMEOUT_LOG_EVERY:
+            self.refusals_unlogged[kind] += 1
+            return None
+        self.refusal_logged[kind] = now
+        return self.refusals_unlogged.pop(kind, 0)
 
     def full(self) -> bool:
         """As many client connections are open as `max_client_connections` allows."""
@@ -343,12 +357,9 @@ class FrontConnection(asyncio.Protocol):
         """
         front = self.front
         front.timeouts[setting] += 1
-        now = front.now()
-        if now < front.timeout_logged.get(setting, -math.inf) + TIMEOUT_LOG_EVERY:
-            front.timeouts_unlogged[setting] += 1
+        also = front.unlogged_since_said(setting)
+        if also is None:
             return
-        front.timeout_logged[setting] = now
-        also = front.timeouts_unlogged.pop(setting, 0)
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         fields: dict[str, object] = {
             "peer": _peer(peer),
@@ -606,7 +617,18 @@ class FrontConnection(asyncio.Protocol):
         assert transport is not None
         front = self.front
         limit = self.settings.max_client_connections
-        if len(front.refusing) >= limit:
+        cut = len(front.refusing) >= limit
+        front.over_cap["cut" if cut else "answered"] += 1
+        also = front.unlogged_since_said("max_client_connections")
+        if also is not None:
+            get_logger().warning(
+                "client_connections_refused",
+                limit=limit,
+                how="cut without an answer" if cut else "503",
+                also_unlogged=also or None,
+                hint="raise max_client_connections if these clients are welcome",
+            )
+        if cut:
             transport.abort()
             return
         _, body = gateway_error(

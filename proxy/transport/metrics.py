@@ -68,6 +68,7 @@ class ProxyMetrics:
         observations_dropped: Callable[[], int] = lambda: 0,
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
+        client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -92,6 +93,7 @@ class ProxyMetrics:
                 observations_dropped=observations_dropped,
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
+                client_connections=client_connections,
                 waiting_on_client=self.counting.waiting_on_client,
             )
         )
@@ -243,9 +245,12 @@ class _PresentState:
         observations_dropped: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
+        client_connections: Callable[[], tuple[int, dict[str, int]]],
         waiting_on_client: Callable[[], int],
     ) -> None:
         self._store = store
+        self._client_connections = client_connections
+        """Client connections open now, and those refused past the cap by how (`answered`, `cut`)."""
         self._otlp_spans = otlp_spans
         self._client_timeouts = client_timeouts
         self._waiting_on_client = waiting_on_client
@@ -304,6 +309,7 @@ class _PresentState:
         yield from self._bus_families()
         yield from self._otlp_families()
         yield self._timeouts()
+        yield from self._connections()
         yield self._about()
 
     def _otlp_families(self) -> Iterator[Metric]:
@@ -323,6 +329,19 @@ class _PresentState:
         for reason in ("queue_full", "export_failed"):
             dropped.add_metric([reason], counts.get(reason, 0))
         yield dropped
+
+    def _connections(self) -> Iterator[Metric]:
+        open_now, refused = self._client_connections()
+        yield _gauge("mcp_proxy_client_connections", "Client connections open now.", open_now)
+        family = CounterMetricFamily(
+            "mcp_proxy_client_connections_refused",
+            "Client connections refused past max_client_connections: answered 503, or cut without an "
+            "answer once as many refusals are still being answered as the cap itself.",
+            labels=["how"],
+        )
+        for how in ("answered", "cut"):
+            family.add_metric([how], refused.get(how, 0))
+        yield family
 
     def _timeouts(self) -> Metric:
         counts = self._client_timeouts()

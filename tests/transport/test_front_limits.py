@@ -216,6 +216,13 @@ async def test_a_request_served_longer_than_every_read_deadline_is_answered(prox
 async def test_past_the_connection_cap_a_client_gets_503_with_retry_after_and_the_admin_api_answers(
     proxy_for,
 ):
+    with captured_logs() as logs:
+        await _past_the_cap(proxy_for)
+    (refused,) = [entry for entry in logs if entry["event"] == "client_connections_refused"]
+    assert (refused["limit"], refused["how"]) == (2, "503")
+
+
+async def _past_the_cap(proxy_for):
     async with (
         fake_upstream(fake_upstream_that_answers_by_method) as fake,
         proxy_for(
@@ -242,7 +249,11 @@ async def test_past_the_connection_cap_a_client_gets_503_with_retry_after_and_th
         assert (await read_response(reader1)).json()["id"] == 1
         async with client_session() as http, http.get(f"{proxy.admin_url}/healthz") as health:
             assert health.status == 200
+        async with client_session() as http, http.get(f"{proxy.admin_url}/metrics") as scraped:
+            metrics = await scraped.text()
         assert [json.loads(s.body)["id"] for s in fake.seen] == [1]
+        assert 'mcp_proxy_client_connections_refused_total{how="answered"} 1.0' in metrics
+        assert "mcp_proxy_client_connections 2.0" in metrics
     # one of the two left: a new client is served again
     async with (
         fake_upstream(fake_upstream_that_answers_by_method) as fake,
