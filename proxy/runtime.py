@@ -389,6 +389,7 @@ class Proxy:
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
             client_connections=self._client_connections,
+            capture_failed=lambda: self._sink.failed if self._sink is not None else None,
             faults=self.faults,
             intercepts=self.intercepts,
         )
@@ -550,7 +551,8 @@ class Proxy:
         except CaptureError as exc:
             log.error("capture_reopen_failed", error=str(exc))
             return
-        log.info("capture_reopened", path=str(self._capture.path))
+        resumed = self._sink is not None and self._sink.resume()
+        log.info("capture_reopened", path=str(self._capture.path), resumed_after_failure=resumed or None)
 
     async def __aenter__(self) -> Proxy:
         await self.start()

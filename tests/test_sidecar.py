@@ -590,6 +590,38 @@ async def test_sigusr1_reopens_the_capture_at_its_path_after_it_was_moved_away(
     assert final_headline(new, "add").chain.status is ChainStatus.OK
 
 
+async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes_on_and_sigusr1_resumes_it(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # The file-size limit (`prlimit --fsize`) makes the kernel refuse the capture's writes past it
+    # (EFBIG), as a full disk does (ENOSPC): the OS refuses at the flush, not at the proxy's write.
+    capture = tmp_path / "capture.jsonl"
+    limit = 16 * 1024
+    env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture, admin_token=TOKEN))
+    command = ["prlimit", f"--fsize={limit}", *proxy_command()]
+    with ProxyProcess(env, command=command) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            for n in range(40):
+                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
+            failed = await proxy.logged("capture_failed")
+            text = (await admin_get(proxy.admin + "/metrics", TOKEN))[2].decode()
+            assert "mcp_proxy_capture_failed 1.0" in text
+            capture.rename(tmp_path / "full.jsonl")
+            proxy.signal(signal.SIGUSR1)
+            reopened = await proxy.logged("capture_reopened")
+            await client.call_tool("echo", {"text": "after"})
+            await until(lambda: chain_finished(capture, "echo"), what="the call after the reopen captured")
+            text = (await admin_get(proxy.admin + "/metrics", TOKEN))[2].decode()
+        assert proxy.stop() == 0
+
+    assert "File too large" in failed["error"], failed
+    assert failed["level"] == "error"
+    assert [e for e in proxy.events() if e.get("event") == "capture_failed"] == [failed]  # said once
+    assert reopened["resumed_after_failure"] is True
+    assert "mcp_proxy_capture_failed 0.0" in text
+    assert (tmp_path / "full.jsonl").stat().st_size <= limit
+
+
 async def test_the_capture_rotates_by_size_keeping_capture_keep_older_files(
     modern_server: PeerServer, tmp_path: Path
 ) -> None:

@@ -147,6 +147,8 @@ def test_the_image_installs_the_hashed_lock_runs_non_root_and_checks_health_with
         "MCP_PROXY_ADMIN": "0.0.0.0:9901",
         "MCP_PROXY_HEALTH": "0.0.0.0:9902",
         "MCP_PROXY_CAPTURE": "/captures/capture.jsonl",
+        "MCP_PROXY_CAPTURE_MAX_BYTES": "104857600",  # a sidecar's capture is bounded: 6 files of 100 MiB
+        "MCP_PROXY_CAPTURE_KEEP": "5",
     }
     (exposed,) = [rest for keyword, rest in stage if keyword == "EXPOSE"]
     assert exposed.split() == ["8080", "9901", "9902"]

@@ -20,6 +20,7 @@ It drives no traffic and imports neither aiohttp, structlog, textual nor the eng
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -253,7 +254,8 @@ class CaptureWriter:
         """Close and reopen the same path (after an external tool moved it away, e.g. on SIGUSR1)."""
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
-        self._close_file()
+        with contextlib.suppress(CaptureError):  # what the old file could not take (a full disk) is
+            self._close_file()  # lost with it; the new one starts clean
         self._open()
 
     def __enter__(self) -> CaptureWriter:

@@ -85,6 +85,8 @@ class AdminContext:
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
     client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {})
     """Client connections open now, and those refused past `max_client_connections`, by how."""
+    capture_failed: Callable[[], bool | None] = lambda: None
+    """Whether writing the capture failed (None: no capture is written)."""
     faults: FaultControl | None = None
     """The fault rules in force (`/api/faults`; their counts in /metrics)."""
     intercepts: InterceptControl | None = None
@@ -119,6 +121,7 @@ class AdminServer:
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
             client_connections=ctx.client_connections,
+            capture_failed=ctx.capture_failed,
         )
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:

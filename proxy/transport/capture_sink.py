@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import suppress
 
 from proxy.flows.events import FlowEvent
 from proxy.flows.observations import Observation
@@ -38,6 +37,7 @@ class CaptureSink:
         self._encoder = encoder
         self._flush: asyncio.TimerHandle | None = None
         self._failed = False
+        self._closing = False
         self._taken: list[Observation] = []
         self._lines: list[bytes] = []
         self._encoded: list[Observation] = []  # the observations of `_lines`, in order
@@ -83,9 +83,13 @@ class CaptureSink:
         """Write what is held and flush (the proxy is stopping); later observations and events are ignored."""
         self._cancel()
         self._write_lines()
+        if not self._failed:
+            try:
+                self.writer.flush()
+            except CaptureError as exc:
+                self._fail(exc)
+        self._closing = True
         self._failed = True
-        with suppress(CaptureError):
-            self.writer.flush()
 
     def _encode(self) -> None:
         """Encode the observations taken so far, once a loop turn, after the turn's responses went out.
@@ -132,8 +136,27 @@ class CaptureSink:
     def _flush_now(self) -> None:
         self._flush = None
         self._write_lines()
-        with suppress(CaptureError):
+        if self._failed:
+            return
+        try:  # the OS takes the lines here: a full disk or a lost mount shows now, not at the write
             self.writer.flush()
+        except CaptureError as exc:
+            self._fail(exc)
+
+    def resume(self) -> bool:
+        """Write again after a failure, into the file just reopened (SIGUSR1); whether it had failed.
+
+        What arrived meanwhile is lost; the new file repeats what is still open, as a rotated one does.
+        """
+        if not self.failed:
+            return False
+        self._failed = False
+        return True
+
+    @property
+    def failed(self) -> bool:
+        """The capture stopped being written (`capture_failed` said why); traffic goes on without it."""
+        return self._failed and not self._closing
 
     def _cancel(self) -> None:
         if self._flush is not None:

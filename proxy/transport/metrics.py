@@ -69,6 +69,7 @@ class ProxyMetrics:
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
+        capture_failed: Callable[[], bool | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
@@ -94,6 +95,7 @@ class ProxyMetrics:
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
                 client_connections=client_connections,
+                capture_failed=capture_failed,
                 waiting_on_client=self.counting.waiting_on_client,
             )
         )
@@ -246,9 +248,11 @@ class _PresentState:
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
         client_connections: Callable[[], tuple[int, dict[str, int]]],
+        capture_failed: Callable[[], bool | None],
         waiting_on_client: Callable[[], int],
     ) -> None:
         self._store = store
+        self._capture_failed = capture_failed
         self._client_connections = client_connections
         """Client connections open now, and those refused past the cap by how (`answered`, `cut`)."""
         self._otlp_spans = otlp_spans
@@ -310,6 +314,14 @@ class _PresentState:
         yield from self._otlp_families()
         yield self._timeouts()
         yield from self._connections()
+        failed = self._capture_failed()
+        if failed is not None:
+            yield _gauge(
+                "mcp_proxy_capture_failed",
+                "1 once writing the capture failed (a full disk, a lost mount; the log says why), until a "
+                "SIGUSR1 reopens it; traffic goes on without it.",
+                int(failed),
+            )
         yield self._about()
 
     def _otlp_families(self) -> Iterator[Metric]:
