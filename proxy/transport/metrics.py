@@ -7,15 +7,16 @@ whether anyone watches chains. Gauges that describe the present (open streams an
 continuations, bus queues) are read when Prometheus scrapes. Every proxy has its own
 `CollectorRegistry`, so several proxies can run in one process (the tests do) without sharing a counter.
 
-Label values are bounded: the method label takes at most `MAX_METHOD_LABELS` distinct names, then
-`other`, so a client inventing method names cannot grow the registry without limit.
+Label values are bounded: the method label takes the protocol's own method names and at most
+`MAX_METHOD_LABELS` other distinct names, then `other`, so a client inventing method names cannot
+grow the registry without limit, nor take the labels of the methods every client sends.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -41,11 +42,15 @@ from proxy.transport.metric_ops import (
     EndedRow,
     OpCounter,
 )
+from proxy.wire.mcp import SPEC_METHODS
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The Content-Type of `/metrics` (Prometheus text format 0.0.4, what `generate_latest` writes)."""
 
 MAX_METHOD_LABELS = 100
+
+ALWAYS_LABELLED: Final = SPEC_METHODS | {"GET stream", "DELETE session", "(response)"}
+"""Labels outside the bound: the protocol's methods and the operations the proxy names itself."""
 """Distinct method label values kept before further names are counted as `other`."""
 
 _LABEL_TEXT = re.compile(r"[A-Za-z(][A-Za-z0-9_/. ()-]{0,63}")
@@ -138,10 +143,11 @@ class ProxyMetrics:
         sessions[key] = sessions.get(key, 0) + 1
 
     def method_label(self, method: str | None) -> str:
-        """A bounded label value for a method name."""
+        """A bounded label value for a method name: the protocol's own names always keep theirs, so
+        names a client invents never push them into `other`."""
         if method is None:
             return "none"
-        if method in self._methods:
+        if method in self._methods or method in ALWAYS_LABELLED:
             return method
         if len(self._methods) >= MAX_METHOD_LABELS or not _LABEL_TEXT.fullmatch(method):
             return "other"

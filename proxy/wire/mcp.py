@@ -52,6 +52,38 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
 MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", "subscriptions/listen"})
 """Client->server requests that exist only from 2026-07-28 on (no handshake version has them)."""
 
+SPEC_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        *INPUT_METHODS,
+        *LEGACY_ONLY_METHODS,
+        *MODERN_ONLY_METHODS,
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/message",
+        "notifications/roots/list_changed",
+        "notifications/resources/updated",
+        "notifications/resources/list_changed",
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/elicitation/complete",
+        "notifications/tasks/status",
+    }
+)
+"""Every method the protocol's eras define, either way: names a client cannot invent."""
+
 REPEATABLE_METHODS: Final[frozenset[str]] = frozenset(
     {
         "initialize",
