@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import os
 import re
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args, get_origin
 from urllib.parse import urlsplit
@@ -147,26 +149,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         loaded = load(args)
     except ConfigError as exc:
-        print(f"mcp-proxy: {exc}", file=sys.stderr)
-        return 2
+        return refuse_start(str(exc), args.log_format or os.environ.get(f"{ENV_PREFIX}LOG_FORMAT"))
     if args.print_config:
         return print_out(render_settings(loaded))
     settings = loaded.settings
     if not settings.upstream and not settings.upstream_cmd:
-        print(
-            "mcp-proxy: upstream: required (--upstream URL or MCP_PROXY_UPSTREAM, or a stdio server's "
-            "command line with --upstream-cmd 'CMD ARGS')",
-            file=sys.stderr,
+        return refuse_start(
+            "upstream: required (--upstream URL or MCP_PROXY_UPSTREAM, or a stdio server's command line "
+            "with --upstream-cmd 'CMD ARGS')",
+            settings.log_format,
         )
-        return 2
     if settings.otlp_endpoint:
         from proxy.record.otlp_setup import missing_sdk
 
         missing = missing_sdk()
         if missing:
             source = loaded.sources.get("otlp_endpoint", "default").replace(":", " ", 1)
-            print(f"mcp-proxy: otlp_endpoint ({source}): {missing}", file=sys.stderr)
-            return 2
+            return refuse_start(f"otlp_endpoint ({source}): {missing}", settings.log_format)
     if settings.tui:
         from proxy.cli_tui import run_with_tui
 
@@ -200,12 +199,23 @@ def run_proxy(loaded: LoadedSettings) -> int:
             return runner.run(serve_until_signalled(proxy))
     except OSError as exc:
         logs.flush()  # the lines logged before it come first
-        print(start_failure(loaded, exc), file=sys.stderr)
-        return 2
+        return refuse_start(start_failure(loaded, exc).removeprefix("mcp-proxy: "), settings.log_format)
     finally:
         logs.flush()
         if log_file is not None:
             log_file.close()
+
+
+def refuse_start(reason: str, log_format: str | None) -> int:
+    """Say in one line why the proxy does not start, and exit 2: a JSON object when the logs are JSON
+    (`log_format json`, as the image sets), so a log shipper reads it like every other line."""
+    if (log_format or "").strip().lower() == "json":
+        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        line = json.dumps({"error": reason, "event": "start_refused", "level": "error", "timestamp": stamp})
+        print(line, file=sys.stderr)
+    else:
+        print(f"mcp-proxy: {reason}", file=sys.stderr)
+    return 2
 
 
 def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:

@@ -3,6 +3,7 @@ the TUI commands of an install without the `tui` extra."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import signal
@@ -429,3 +430,20 @@ def test_a_secret_typed_as_a_flag_is_named_for_a_warning_and_one_from_the_enviro
 
     assert secrets_on_command_line(typed) == ["--admin-token", "--upstream"]
     assert secrets_on_command_line(plain) == []
+
+
+def test_with_json_logs_a_refused_start_is_one_json_line_a_log_shipper_reads(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_PROXY_LOG_FORMAT", "json")
+    monkeypatch.setenv("MCP_PROXY_MAX_CHAINS", "lots")
+
+    code, out, err = run_main(capsys, "--upstream", UPSTREAM)
+
+    (line,) = err.splitlines()
+    refused = json.loads(line)
+    assert (code, out) == (2, "")
+    assert (refused["event"], refused["level"]) == ("start_refused", "error")
+    assert refused["error"].startswith("max_chains (env MCP_PROXY_MAX_CHAINS): ")
+    code, _, err = run_main(capsys, "--log-format", "console", "--upstream", UPSTREAM)
+    assert err.startswith("mcp-proxy: max_chains (env MCP_PROXY_MAX_CHAINS): ")
