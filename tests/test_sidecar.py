@@ -680,7 +680,11 @@ def refused(env: dict[str, str], tmp_path: Path, *args: str) -> list[str]:
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    return lines
+    if env.get("MCP_PROXY_LOG_FORMAT") != "json":
+        return lines
+    said = json.loads(lines[0])  # the image's JSON logs: the refusal is one more JSON line
+    assert (said["event"], said["level"]) == ("start_refused", "error"), said
+    return [f"mcp-proxy: {said['error']}"]
 
 
 @pytest.fixture
