@@ -558,7 +558,8 @@ class Settings(BaseModel):
                 raise PydanticCustomError(
                     "admin_exposed",
                     "the admin API listens beyond loopback ({host}) only with a token: set --admin-token "
-                    "or MCP_PROXY_ADMIN_TOKEN (or listen on 127.0.0.1)",
+                    "or MCP_PROXY_ADMIN_TOKEN (or listen on 127.0.0.1, or turn it off: --no-admin-enabled, "
+                    "MCP_PROXY_ADMIN_ENABLED=false)",
                     {"setting": "admin", "host": host},
                 )
         return self
