@@ -100,12 +100,17 @@ def test_one_address_at_its_cap_makes_room_from_its_own_sessions_never_anothers(
     engine = engine_with(max_sessions=10, max_sessions_per_client=3)  # session-1 came from "" (unknown)
     others = [open_session(engine, 1001.0 + n)[0] for n in range(2)]  # the same unknown address
     flood: list[str] = []
+    said: list[Log] = []
     for n in range(20):  # one client opening sessions without end
-        reply = engine.handle(from_address(initialize(f"x-{n}"), "198.51.100.7", 1010.0 + n))[-1]
+        commands = engine.handle(from_address(initialize(f"x-{n}"), "198.51.100.7", 1010.0 + n))
+        reply = commands[-1]
         assert isinstance(reply, ReplyJson)
         assert reply.status == 200, reply
         flood.append(dict(reply.headers)["Mcp-Session-Id"])
+        said += [c for c in commands if isinstance(c, Log) and c.event == "legacy_sessions_dropped"]
     assert engine.table_sizes()["sessions"] == 6
+    assert len(said) == 17  # each session it let go is said, with the setting that made it go
+    assert said[0].fields == {"dropped": 1, "held_by_client": 3, "max_legacy_sessions_per_client": 3}
     for kept in ("session-1", *others, *flood[-3:]):
         assert ping(engine, kept, 1100.0).status == 200
     assert ping(engine, flood[0], 1101.0).status == 404, "its own oldest went"

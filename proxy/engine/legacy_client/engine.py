@@ -319,7 +319,10 @@ class LegacyToMrtrEngine:
         idle = next((s for s in self._ctx.sessions.values() if s.peer == peer and not s.busy), None)
         if idle is None:
             return [], False
-        return self._drop_session(idle, "session_evicted"), True
+        held = self._per_peer.get(peer, 0)
+        fields = {"dropped": 1, "held_by_client": held, "max_legacy_sessions_per_client": self.max_per_client}
+        said = Log("legacy_sessions_dropped", "info", fields)  # its client gets 404 on that session next
+        return [said, *self._drop_session(idle, "session_evicted")], True
 
     def _client_full(self, pending: PendingInit) -> Commands:
         """Every session this address holds is busy at its cap: refuse the new one, naming the setting."""
