@@ -176,6 +176,7 @@ class Proxy:
                 instance=secrets.token_hex(4),
                 max_sessions=settings.max_upstream_sessions,
                 session_ttl=settings.upstream_session_ttl,
+                keep_streams=True,
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,

@@ -53,6 +53,8 @@ class OpenLegStream:
     leg: str
     exchange: str
     headers: tuple[tuple[str, str], ...]
+    standing: bool = False
+    """The session's own stream, kept while the session lives (not a leg any request waits on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class ReplyJson:
     status: int
     message: dict[str, Any] | None
     headers: tuple[tuple[str, str], ...] = ()
+    note: str | None = None
+    """What the chain says beside the message (a guess the engine made in building it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class SendSse:
     exchange: str
     message: dict[str, Any]
     event_id: str | None = None
+    note: str | None = None
+    """What the chain says beside the message (a guess the engine made in building it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,8 @@ class BridgeDriver:
         self._leg_heads: dict[str, tuple[tuple[str, str], ...]] = {}
         """Request headers of open legs while intercepts are in force: an answer the proxy POSTs to
         the upstream's request on a leg goes with that leg's session."""
+        self._standing: set[str] = set()
+        """Open legs that are a session's own GET stream (kept while the session lives)."""
         self._stop_legs: list[asyncio.Task[Any]] | None = None
         """The upstream requests the engine started when the proxy began to stop (None: not yet)."""
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
@@ -254,8 +256,8 @@ class BridgeDriver:
                 return
             cmd = held
         match cmd:
-            case ReplyJson(_, status, message, headers):
-                self._observe_reply(exchange, status, message, headers)
+            case ReplyJson(_, status, message, headers, note):
+                self._observe_reply(exchange, status, message, headers, note)
                 _json_response(ex.client, status, message, headers)
                 ex.answered = ex.done = True
             case StartSse(_, headers):
@@ -313,7 +315,7 @@ class BridgeDriver:
     def _event(self, exchange: str, cmd: SendSse) -> bytes:
         """One SSE event on the client's stream, observed as it goes out."""
         data = dumps(cmd.message)
-        self._observe_client_bound(exchange, cmd.message, len(data), Channel.SSE)
+        self._observe_client_bound(exchange, cmd.message, len(data), Channel.SSE, cmd.note)
         return encode_event(data.decode(), id=cmd.event_id)
 
     async def _guard(self, exchange: str, ex: _Exchange, write: Awaitable[None]) -> None:
@@ -380,8 +382,10 @@ class BridgeDriver:
                 self.leg_exchange[leg] = ""
                 run = self._run_leg(leg, "", "DELETE", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
-            case OpenLegStream(leg, exchange, headers):
+            case OpenLegStream(leg, exchange, headers, standing):
                 self.leg_exchange[leg] = exchange
+                if standing:
+                    self._standing.add(leg)
                 if self.intercepts is not None and self.intercepts.active:
                     self._leg_heads[leg] = headers
                 run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
@@ -598,6 +602,7 @@ class BridgeDriver:
         self.observer.emit(LegClosed(self.observer.now(), leg))
 
     def _forget_leg(self, leg: str) -> None:
+        self._standing.discard(leg)
         if self._leg_heads:
             self._leg_heads.pop(leg, None)
         if self.intercepts is not None:
@@ -681,8 +686,15 @@ class BridgeDriver:
         return sum(1 for ex in self.exchanges.values() if ex.client.started and not ex.done)
 
     def table_sizes(self) -> dict[str, int]:
-        """Open exchanges, legs and timers (tests assert they drain)."""
-        return {"exchanges": len(self.exchanges), "legs": len(self.legs), "timers": len(self.timers)}
+        """Open exchanges, legs and timers (tests assert they drain); a session's own GET stream is
+        counted apart, since it stays while the session lives."""
+        standing = len(self._standing)
+        return {
+            "exchanges": len(self.exchanges),
+            "legs": len(self.legs) - standing,
+            "timers": len(self.timers),
+            "session_streams": standing,
+        }
 
 
 def _sse_head(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

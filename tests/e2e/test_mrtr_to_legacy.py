@@ -44,15 +44,17 @@ ANSWER = {"action": "accept", "content": {"name": "octocat"}}
 def bridge_sizes(proxy: Proxy) -> dict[str, int]:
     """The engine's and the driver's tables, minus the idle upstream sessions the bridge keeps.
 
-    An idle session keeps its idle timer (one per session, in the driver's timers too); anything
-    still using a session (`session_users`) is not idle and counts.
+    An idle session keeps its idle timer (one per session, in the driver's timers too) and its GET
+    stream (`session_streams`, in the driver's too); anything still using a session
+    (`session_users`) is not idle and counts.
     """
     bridge = proxy.router.bridges[Mode.MRTR_TO_LEGACY]
     engine_sizes = bridge.engine.table_sizes()  # type: ignore[attr-defined]
     driver = bridge.table_sizes()
     driver["timers"] -= engine_sizes["session_timers"]
     sizes = {**engine_sizes, **{f"driver_{k}": v for k, v in driver.items()}}
-    kept = ("upstream_sessions", "session_timers", "session_param_headers")
+    kept = ("upstream_sessions", "session_timers", "session_param_headers", "session_streams")
+    kept += ("driver_session_streams",)
     return {k: v for k, v in sizes.items() if v and k not in kept}
 
 

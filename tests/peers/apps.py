@@ -405,6 +405,24 @@ async def _inflight_state_only(ctx: Ctx, params: types.CallToolRequestParams) ->
     return _text("state ok")
 
 
+async def _session_roots_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    # `list_roots()` names no related request: the SDK sends it on the session's GET stream.
+    return _text(_roots_text(await ctx.session.list_roots()))
+
+
+async def _session_ask_name(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    # No related request id either: the question goes on the session's GET stream.
+    return _text(_hello(await ctx.session.elicit_form(NAME_QUESTION, _NAME_SCHEMA)))
+
+
+_SESSION_STREAM_TOOLS: Final[dict[str, _ToolFn]] = {
+    "session_roots": _session_roots_tool,
+    "session_ask_name": _session_ask_name,
+}
+"""Tools that ask on the session's GET stream, as `ctx.session.list_roots()` and friends do; callable
+by name on the in-flight style but not listed, so every peer's catalogue stays the same."""
+
+
 _INFLIGHT_TOOLS: Final[dict[str, _ToolFn]] = {
     **_COMMON_TOOLS,
     "ask_name": _inflight_ask_name,
@@ -414,6 +432,7 @@ _INFLIGHT_TOOLS: Final[dict[str, _ToolFn]] = {
     "ask_twice": _inflight_ask_twice,
     "ask_two_at_once": _inflight_ask_two_at_once,
     "state_only": _inflight_state_only,
+    **_SESSION_STREAM_TOOLS,
 }
 
 

@@ -61,6 +61,7 @@ from proxy.engine.modern_client.exits import forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
 from proxy.engine.modern_client.state import MrtrContext, describe
+from proxy.engine.modern_client.stream_asks import StreamAsks
 from proxy.engine.modern_client.tokens import StateSealer
 from proxy.engine.modern_client.upstream_session import SessionPool, session_key
 from proxy.engine.modern_client.validation import removed, validate
@@ -92,19 +93,29 @@ class MrtrToLegacyEngine:
         instance: str = "",
         max_sessions: int = 100,
         session_ttl: float = 300.0,
+        keep_streams: bool = False,
     ) -> None:
         self.upstream = upstream
         table = ContinuationTable(max_continuations, max_per_principal, max_per_client)
         sealer = StateSealer(state_key, instance)
         pool = SessionPool(max_sessions)
         self._ctx = MrtrContext(
-            new_id, sealer, table, max_rounds, continuation_ttl, round_window, pool, session_ttl
+            new_id,
+            sealer,
+            table,
+            max_rounds,
+            continuation_ttl,
+            round_window,
+            pool,
+            session_ttl,
+            keep_streams=keep_streams,
         )
         self._listen = ListenEmulator(self._ctx)
         self.client_sessions: Container[str] = frozenset()
         """None: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
         self._calls = CallDriver(self._ctx, self._listen.broadcast)
         self._rounds = self._calls.rounds
+        self._asks = StreamAsks(self._ctx, self._rounds)
         self._sessions = SessionKeeper(self._ctx, self._calls, self._listen)
 
     def __repr__(self) -> str:
@@ -263,8 +274,8 @@ class MrtrToLegacyEngine:
             return self._sessions.on_close_answer(leg, status)
         elif ref.purpose == "call" and status == 404:
             return self._sessions.call_not_found(leg, ref)
-        elif ref.purpose == "stream" and status >= 400:
-            return [Log("bridge_listen_stream_refused", "warning", {"leg": leg, "status": status})]
+        elif ref.purpose == "stream":
+            return self._listen.on_stream_head(leg, status)
         return []
 
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:
@@ -276,7 +287,8 @@ class MrtrToLegacyEngine:
         if ref.purpose == "call":
             return self._calls.on_message(leg, ref, msg)
         if ref.purpose == "stream":
-            return self._listen.on_stream_message(leg, msg)
+            placed = self._asks.on_message(leg, msg)
+            return placed if placed is not None else self._listen.on_stream_message(leg, msg)
         if ref.purpose == "initialize":
             return self._sessions.on_initialize_answer(leg, ref, msg)
         return []

@@ -53,14 +53,16 @@ def stream(call: Call, message: dict[str, Any]) -> Commands:
     return [*head, SendSse(exchange, message)]
 
 
-def answer(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
+def answer(
+    ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200, *, note: str | None = None
+) -> Commands:
     """The asker's last message (JSON unless something streamed already); the asker is then detached."""
     exchange = call.asker.exchange
     ctx.serving.pop(exchange, None)
     if call.streaming:
         call.streaming = False
-        return [SendSse(exchange, message), EndClientResponse(exchange)]
-    return [ReplyJson(exchange, status, message)]
+        return [SendSse(exchange, message, note=note), EndClientResponse(exchange)]
+    return [ReplyJson(exchange, status, message, note=note)]
 
 
 def start_timer(ctx: MrtrContext, call: Call, kind: str, seconds: float) -> Commands:

@@ -14,10 +14,17 @@ one GET stream (a legacy server allows only one) while any of its listeners list
 `resources/subscribe` per URI while any of them wants it (reference counted; `unsubscribe` when the
 last one leaves). Each notification is copied to every listener of that session that asked for it,
 tagged with `_meta` `subscriptionId` = that listen request's id. Progress and logs never go here. A server
-request on the GET stream belongs to no client request, so no 2026 client can answer it: `ping` is
-answered by the bridge, anything else is refused with -32601. When a GET stream ends, every
-listener of its session is closed gracefully (a complete result for its listen id), since there is
-no replay.
+request on the GET stream belongs to no client request: an input request is given to a call in
+flight when the session has one (`stream_asks`); `ping` is answered by the bridge, anything else is
+refused with -32601. When a GET stream ends, every listener of its session is closed gracefully (a
+complete result for its listen id), since there is no replay.
+
+With `keep_streams` (what the proxy runs), every session opens its GET stream as soon as its
+handshake is complete, as a legacy client does, and keeps it while the session lives whoever
+listens: a legacy SDK server sends `list_roots()`, `create_message()` and `elicit()` there when they
+name no related request, and a session without the stream loses them. The stream is resumed after a
+cut that named an event id (as a call's stream is), else given up until the session is opened
+again; a 405 means the server offers none, which is said once and never asked again.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.modern_client.state import LegRef, Listener, MrtrContext
 from proxy.engine.modern_client.upstream_session import UpstreamLink
+from proxy.engine.resume import Resumable
 from proxy.wire import errors
 from proxy.wire.jsonrpc import (
     Kind,
@@ -105,6 +113,25 @@ class ListenEmulator:
             commands.append(self._open_stream(link, listener))
         return commands
 
+    def open_standing(self, link: UpstreamLink) -> Commands:
+        """The session is open: keep its GET stream (`keep_streams`) unless it has one or none is offered."""
+        if not self._ctx.keep_streams or link.stream_leg is not None or link.stream_refused:
+            return []
+        return [self._open(link, link.exchange, link.credentials)]
+
+    def on_stream_head(self, leg: str, status: int) -> Commands:
+        """The GET's answer: a 405 from a server that offers no stream is noted once per session."""
+        if status < 400:
+            return []
+        link = self._link_of(leg)
+        if status == 405 and self._ctx.keep_streams and link is not None:
+            if link.stream_refused:
+                return []
+            link.stream_refused = True
+            fields = {"session": link.name, "status": status}
+            return [Log("upstream_stream_not_offered", "info", fields)]
+        return [Log("bridge_listen_stream_refused", "warning", {"leg": leg, "status": status})]
+
     def broadcast(self, msg: Message, link: UpstreamLink) -> Commands:
         """Copy one change notification from `link` to every listener of it that asked for it."""
         commands: Commands = []
@@ -136,7 +163,10 @@ class ListenEmulator:
         if link is None or link.stream_leg != leg:
             return []
         link.stream_leg = None
-        commands: Commands = [Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why})]
+        said = link.stream_refused and self._ctx.keep_streams  # the 405 was noted already
+        commands: Commands = (
+            [] if said else [Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why})]
+        )
         for exchange, listener in list(self._ctx.listeners.items()):
             if listener.active and listener.session == link.name:
                 done = result_response(listener.ident, _tagged_result(listener.ident))
@@ -171,7 +201,7 @@ class ListenEmulator:
     def _close_stream_if_unheard(self, link: UpstreamLink) -> Commands:
         leg = link.stream_leg
         listening = any(other.active and other.session == link.name for other in self._ctx.listeners.values())
-        if leg is None or listening:
+        if leg is None or listening or self._ctx.keep_streams:
             return []
         link.stream_leg = None
         self._ctx.drop_leg(leg)
@@ -182,10 +212,17 @@ class ListenEmulator:
         return self._ctx.pool.named(ref.owner) if ref is not None else None
 
     def _open_stream(self, link: UpstreamLink, listener: Listener) -> OpenLegStream:
+        return self._open(link, listener.exchange, listener.headers)
+
+    def _open(self, link: UpstreamLink, exchange: str, client: tuple[tuple[str, str], ...]) -> OpenLegStream:
+        """The session's GET stream; kept for the session's life (and resumable) with `keep_streams`."""
         leg = self._ctx.new_id("leg")
         link.stream_leg = leg
-        self._ctx.legs[leg] = LegRef("stream", link.name)
-        return OpenLegStream(leg, listener.exchange, link.headers(listener.headers, stream=True))
+        headers = link.headers(client, stream=True)
+        standing = self._ctx.keep_streams
+        resumable = Resumable(None, headers) if standing else None
+        self._ctx.legs[leg] = LegRef("stream", link.name, resumable=resumable)
+        return OpenLegStream(leg, exchange, headers, standing)
 
     def _post(self, link: UpstreamLink, listener: Listener, method: str, uri: str) -> BridgeCommand:
         leg = self._ctx.new_id("leg")

@@ -95,8 +95,9 @@ class RoundKeeper:
 
     # -- collecting and parking ----------------------------------------------------------------
 
-    def on_nested(self, call: Call, msg: Message) -> Commands:
-        """An input request arrived on the call's leg: gate it, then collect it into a round."""
+    def on_nested(self, call: Call, msg: Message, note: str | None = None) -> Commands:
+        """An input request arrived for the call (on its leg, or placed from the session's GET
+        stream with `note` saying why when that was a guess): gate it, then collect it into a round."""
         assert msg.method is not None
         needed = missing_capability(msg.method, msg.params, call.asker.capabilities)
         if needed is not None:
@@ -105,7 +106,8 @@ class RoundKeeper:
         elicitation_id = None
         if msg.method == "elicitation/create" and params.get("mode") == "url":
             elicitation_id = params.pop("elicitationId", None)
-        call.collecting.append(Nested(msg.id, call.mint_key(msg.method), msg.method, params, elicitation_id))
+        nested = Nested(msg.id, call.mint_key(msg.method), msg.method, params, elicitation_id, note)
+        call.collecting.append(nested)
         if call.phase != "running":
             return []  # joins the open round, or the next one when the call is parked
         call.phase = "collecting"
@@ -142,6 +144,7 @@ class RoundKeeper:
         refusal = self._cannot_park(call)
         if refusal is not None:
             return refusal
+        notes = [nested.note for nested in call.collecting if nested.note is not None]
         for nested in call.collecting:
             call.asked[nested.key] = nested
         call.collecting.clear()
@@ -159,7 +162,8 @@ class RoundKeeper:
         call.parker = call.parker or call.asker.exchange
         ctx.observe_continuation(call, "parked")
         body = as_result(call.asker.ident, input_required(entries, token))
-        return [log, *answer(ctx, call, body), *start_timer(ctx, call, "ttl", ctx.ttl)]
+        note = "; ".join(notes) or None
+        return [log, *answer(ctx, call, body, note=note), *start_timer(ctx, call, "ttl", ctx.ttl)]
 
     def _cannot_park(self, call: Call) -> Commands | None:
         """Refuse a round past `max_rounds` or a new continuation past the table's bounds."""

@@ -206,6 +206,7 @@ class SessionKeeper:
         commands: Commands = []
         waiting = link.mark_ready()
         self._ctx.observe_session(link, "reinitialized" if link.announced else "opened")
+        commands.extend(self._listen.open_standing(link))
         for kind, user in waiting:
             if kind == "call":
                 call = self._ctx.calls.get(user)
@@ -273,6 +274,7 @@ class SessionKeeper:
 
     def _lost(self, link: UpstreamLink) -> Commands:
         """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
+        stream = link.stream_leg if self._ctx.keep_streams else None
         link.lost()
         fields = {
             "session": link.name,
@@ -281,6 +283,8 @@ class SessionKeeper:
             "then": LOST_THEN,
         }
         commands: Commands = [Log("upstream_session_lost", "warning", fields)]
+        if stream is not None:  # the new session opens its own
+            commands.extend([CloseLeg(stream), *self._listen.on_stream_lost(stream, "upstream session lost")])
         parked = [c for c in self._ctx.calls.values() if c.phase == "parked" and c.session == link.name]
         for call in parked:
             leg = call.leg

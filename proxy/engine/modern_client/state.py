@@ -84,6 +84,8 @@ class Nested:
     method: str
     params: dict[str, Any]
     elicitation_id: str | None = None
+    note: str | None = None
+    """Why it was given to this call when that was a guess (it came on the session's GET stream)."""
 
 
 @dataclass
@@ -167,6 +169,9 @@ class MrtrContext:
     pool: SessionPool
     session_ttl: float
     max_buffered: int = 100
+    keep_streams: bool = False
+    """Each session holds its GET stream open while it lives, for server requests sent outside any
+    call's stream; False: a GET stream is open only while a listener listens."""
     calls: dict[str, Call] = field(default_factory=dict)
     serving: dict[str, str] = field(default_factory=dict)
     legs: dict[str, LegRef] = field(default_factory=dict)
@@ -253,6 +258,8 @@ class MrtrContext:
         """The size of every table (tests assert a finished flow leaves only what it should)."""
         calls = self.calls.values()
         links = list(self.pool)
+        streams = sum(link.stream_leg is not None for link in links)
+        standing = streams if self.keep_streams else 0
         return {
             "upstream_sessions": len(links),
             "session_users": sum(len(link.users) for link in links),
@@ -260,7 +267,7 @@ class MrtrContext:
             "waiting": sum(len(link.waiting) for link in links),
             "calls": len(self.calls),
             "serving": len(self.serving),
-            "legs": len(self.legs),
+            "legs": len(self.legs) - standing,
             "timers": len(self.timers),
             "continuations": len(self.table),
             "principals": self.table.principals(),
@@ -271,7 +278,8 @@ class MrtrContext:
             "discovers": len(self.discovers),
             "listeners": len(self.listeners),
             "subscriptions": sum(len(link.subscribed) for link in links),
-            "stream_legs": sum(link.stream_leg is not None for link in links),
+            "stream_legs": streams - standing,
+            "session_streams": standing,
             "session_param_headers": sum(len(link.tools) for link in links),
         }
 

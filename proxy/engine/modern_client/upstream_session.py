@@ -125,7 +125,10 @@ class UpstreamLink:
     tools: ToolHeaders = field(default_factory=ToolHeaders)
     """`x-mcp-header` arguments learned from this session's tool lists (they may differ per session)."""
     stream_leg: str | None = None
-    """The session's GET stream, open while a listener of this session wants notifications."""
+    """The session's GET stream: open while the session lives (`keep_streams`), else while a listener
+    of this session wants notifications."""
+    stream_refused: bool = False
+    """The upstream answered the GET with 405: it offers no stream, the session does not ask again."""
     subscribed: Counter[str] = field(default_factory=Counter)
     """Resource URIs subscribed upstream on this session, with how many listeners want each."""
     announced: bool = False

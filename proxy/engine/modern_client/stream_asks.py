@@ -1,0 +1,90 @@
+"""Server requests that arrive on a legacy session's GET stream, given to a call in flight there.
+
+Theory of operation. A legacy server asks its client in flight on the stream of the request it is
+serving, but it may also ask on the session's standalone GET stream: the Python SDK does so for
+`list_roots()`, and for `create_message()` / `elicit()` that name no related request. A 2026-07-28
+client can only be asked as part of one of its requests, so such a request (elicitation, sampling,
+roots) is given to a call of that session whose upstream request is still open and whose method
+can end in `input_required` (`tools/call`, `prompts/get`, `resources/read`), running or parked:
+
+- one such call: it is asked there, exactly as if the request had come on its own stream;
+- several: the newest one (the call most likely to be waiting on it, as the HTTP+SSE side of the
+  proxy decides for a server with one stream), and the guess is said in a log line and in the note
+  of the message that asks the client;
+- none: nobody could answer, so the listen emulator refuses it upstream at once (the server never
+  waits for an answer that cannot come).
+
+From there it is one of the call's nested requests like any other: it joins the call's round, the
+capability gate applies, and the client's answer is POSTed upstream on the session. A
+`notifications/cancelled` on the GET stream withdraws the request it names from the call holding it.
+"""
+
+from __future__ import annotations
+
+from proxy.engine.commands import BridgeCommand, Log
+from proxy.engine.modern_client.rounds import RoundKeeper
+from proxy.engine.modern_client.state import Call, MrtrContext
+from proxy.wire.jsonrpc import Kind, Message
+from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS
+
+Commands = list[BridgeCommand]
+
+
+class StreamAsks:
+    """Places input requests from a session's GET stream on that session's calls in flight."""
+
+    def __init__(self, ctx: MrtrContext, rounds: RoundKeeper) -> None:
+        self._ctx = ctx
+        self._rounds = rounds
+
+    def on_message(self, leg: str, msg: Message) -> Commands | None:
+        """What placing `msg` takes; None when it is not for a call (the listen emulator has it)."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None:
+            return None
+        if msg.kind is Kind.REQUEST and msg.method in INPUT_METHODS and msg.id is not None:
+            return self._place(leg, ref.owner, msg)
+        if msg.kind is Kind.NOTIFICATION and msg.method == "notifications/cancelled":
+            return self._withdraw(ref.owner, msg)
+        return None
+
+    def _place(self, leg: str, session: str, msg: Message) -> Commands | None:
+        waiting = calls_in_flight(self._ctx, session)
+        if not waiting:
+            return None
+        call = waiting[-1]
+        guessed = len(waiting) > 1
+        fields = {
+            "leg": leg,
+            "method": msg.method,
+            "id": msg.id,
+            "call": call.key,
+            "in_flight": len(waiting),
+            "guessed": guessed,
+        }
+        note = None
+        if guessed:
+            note = (
+                f"{msg.method} #{msg.id} came on the upstream session's GET stream while "
+                f"{len(waiting)} calls were in flight on it; given to the newest, this one"
+            )
+        log = Log("bridge_stream_request_placed", "info", fields)
+        return [log, *self._rounds.on_nested(call, msg, note)]
+
+    def _withdraw(self, session: str, msg: Message) -> Commands | None:
+        asked = msg.params.get("requestId")
+        for call in calls_in_flight(self._ctx, session):
+            nested = [*call.collecting, *call.asked.values()]
+            if any(n.upstream_id == asked for n in nested):
+                return self._rounds.withdraw(call, asked)
+        return None
+
+
+def calls_in_flight(ctx: MrtrContext, session: str) -> list[Call]:
+    """The calls of `session` a GET-stream request may join, oldest first: upstream request open,
+    method able to ask the client (`input_required`)."""
+    return [
+        call
+        for call in ctx.calls.values()
+        if call.session == session and call.leg is not None and call.method in MRTR_METHODS
+    ]

@@ -1,0 +1,217 @@
+"""The MRTR->legacy bridge's session GET stream (`keep_streams`), Playbook style.
+
+A legacy server may ask outside any request's stream (the Python SDK's `list_roots()`, and
+`create_message()` / `elicit()` without a related request, go on the session's GET stream). The
+bridge keeps that stream open while the session lives and gives such a request to the session's call
+in flight: the one call, else the newest (said so), else none (refused upstream at once).
+`ready_engine(keep_streams=True)` opens the session on `leg-1`/`leg-2` and its GET stream on `leg-3`,
+so a test's first call runs on `leg-4`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import ANY
+
+from proxy.engine.commands import Log, OpenLegStream, ReplyJson, ResumeLeg, StartTimer
+from proxy.engine.events import LegCut, LegEnded, LegResponded, TimerFired
+from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.resume import resume_headers
+from proxy.wire.jsonrpc import error_response as err
+from proxy.wire.jsonrpc import notification as note
+from proxy.wire.jsonrpc import request as req
+from proxy.wire.jsonrpc import result_response as ok
+from tests.engine.builders import up
+from tests.engine.playbook import Playbook, protocol
+from tests.engine.test_mrtr_to_legacy import (
+    FORM,
+    MY_ROOTS,
+    RESUMED,
+    ROUND_LOG,
+    STREAM_HEADERS,
+    Counter,
+    answer_leg,
+    call,
+    drained,
+    entry,
+    head,
+    input_required,
+    open_session,
+    ready_engine,
+    send,
+    state,
+    tool_leg,
+)
+from tests.engine.test_mrtr_to_legacy import KEY as STATE_KEY
+from tests.engine.test_mrtr_to_legacy import UPSTREAM as UPSTREAM_URL
+
+STREAM = "leg-3"
+"""The session's GET stream in every test here (opened right after the handshake)."""
+
+
+def engine() -> MrtrToLegacyEngine:
+    return ready_engine(keep_streams=True)
+
+
+def placed(method: str, ident: Any, call_key: str, in_flight: int = 1) -> Log:
+    fields = {
+        "leg": STREAM,
+        "method": method,
+        "id": ident,
+        "call": call_key,
+        "in_flight": in_flight,
+        "guessed": in_flight > 1,
+    }
+    return Log("bridge_stream_request_placed", "info", fields)
+
+
+def test_an_opened_session_opens_its_get_stream_and_keeps_it_while_the_session_lives() -> None:
+    bridge = MrtrToLegacyEngine(UPSTREAM_URL, Counter(), state_key=STATE_KEY, keep_streams=True)
+    bridge.handle(send("x0", 0, "server/discover"))
+    done = open_session(bridge)
+    assert done[0] == OpenLegStream(STREAM, "x0", STREAM_HEADERS, True), done
+    assert isinstance(done[1], ReplyJson)
+    assert done[1].status == 200
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> up("leg-4", ok("leg-4", {"content": []}))
+        << ROUND_LOG
+        << ANY
+    )
+    assert drained(bridge, session_streams=1)  # the call is over, the stream stays
+
+
+def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answer_is_posted() -> None:
+    bridge = engine()
+    token = state()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> head("leg-4")
+        >> up(STREAM, req(7, "roots/list"))
+        << placed("roots/list", 7, "call-1")
+        << StartTimer("round:call-1", ANY)
+        >> TimerFired("round:call-1")
+        << ROUND_LOG
+        << ReplyJson("x1", 200, input_required(1, {"roots-1": entry("roots/list", {})}, token))
+        << StartTimer("ttl:call-1", ANY)
+        >> call("x2", 2, requestState=token, inputResponses={"roots-1": MY_ROOTS})
+        << ANY  # the ttl timer cancelled
+        << RESUMED
+        << answer_leg("leg-5", "x2", 7, MY_ROOTS, call_leg="leg-4")
+    )
+
+
+def test_with_several_calls_in_flight_the_newest_is_asked_and_the_guess_is_noted() -> None:
+    bridge = engine()
+    token = state(continuation="continuation-1")
+    guess = (
+        "elicitation/create #9 came on the upstream session's GET stream while 2 calls were in flight "
+        "on it; given to the newest, this one"
+    )
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> call("x2", 2)
+        << tool_leg("leg-5", "x2")
+        >> up(STREAM, req(9, "elicitation/create", FORM))
+        << placed("elicitation/create", 9, "call-2", in_flight=2)
+        << StartTimer("round:call-2", ANY)
+        >> TimerFired("round:call-2")
+        << ROUND_LOG
+        << ReplyJson(
+            "x2",
+            200,
+            input_required(2, {"elicitation-1": entry("elicitation/create", FORM)}, token),
+            note=guess,
+        )
+        << StartTimer("ttl:call-2", ANY)
+    )
+
+
+def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once() -> None:
+    bridge = engine()
+    text = "Method not found: roots/list is not associated with a client request"
+    refusal = Log(
+        "bridge_unassociated_request", "warning", {"leg": STREAM, "method": "roots/list", "id": "g1"}
+    )
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1, name="other")
+        << tool_leg("leg-4", "x1", "other")
+        >> up("leg-4", ok("leg-4", {"content": []}))
+        << ROUND_LOG
+        << ANY
+        >> up(STREAM, req("g1", "roots/list"))  # the only call is over: nobody can answer
+        << refusal
+        << ANY
+    )
+    sent = protocol(bridge.handle(up(STREAM, req("g2", "sampling/createMessage", {}))))
+    assert sent[1].message == err("g2", -32601, text.replace("roots/list", "sampling/createMessage"))
+
+
+def test_a_call_that_cannot_ask_its_client_is_not_given_a_get_stream_request() -> None:
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> send("x1", 1, "tools/list")
+        << ANY
+        >> up(STREAM, req("g1", "roots/list"))
+        << Log("bridge_unassociated_request", "warning", {"leg": STREAM, "method": "roots/list", "id": "g1"})
+        << ANY
+    )
+
+
+def test_a_server_that_offers_no_get_stream_is_noted_once_and_not_asked_again() -> None:
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> LegResponded(STREAM, 405, ())
+        << Log("upstream_stream_not_offered", "info", {"session": "upstream-1", "status": 405})
+        >> LegEnded(STREAM)
+    )
+    assert drained(bridge)
+
+
+def test_a_get_stream_cut_after_an_event_id_is_resumed_else_given_up() -> None:
+    bridge = engine()
+    resumed = Log("leg_resumed", "info", {"leg": STREAM, "last_event_id": "e5", "attempt": 1})
+    ended = Log("bridge_listen_stream_ended", "warning", {"leg": STREAM, "why": ANY})
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> LegCut(STREAM, "e5", None, "reset")
+        << resumed
+        << ResumeLeg(STREAM, 0.0, "e5", resume_headers(STREAM_HEADERS, "e5"))
+        >> LegCut(STREAM, None, None, "reset")
+        << ended
+    )
+    assert drained(bridge)
+
+
+def test_a_cancellation_on_the_get_stream_withdraws_the_request_from_its_call() -> None:
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> up(STREAM, req(7, "roots/list"))
+        << placed("roots/list", 7, "call-1")
+        << StartTimer("round:call-1", ANY)
+        >> up(STREAM, note("notifications/cancelled", {"requestId": 7}))
+        << ANY  # the round timer cancelled: nothing is left to ask
+        >> up("leg-4", ok("leg-4", {"content": []}))
+        << ROUND_LOG
+        << ANY
+    )
+    assert drained(bridge, session_streams=1)
