@@ -337,41 +337,37 @@ class _PresentState:
             "Spans the OTLP exporter delivered to the collector (0 while tracing is off).",
             counts.get("sent", 0),
         )
-        dropped = CounterMetricFamily(
+        yield _counts_by(
             "mcp_proxy_otlp_spans_dropped",
             "Spans never delivered to the collector, by reason: queue_full (the exporter's queue was full, "
             "so the span was never queued) or export_failed (the collector refused, failed or timed out); "
             "traffic never waits for either.",
-            labels=["reason"],
+            "reason",
+            ("queue_full", "export_failed"),
+            counts,
         )
-        for reason in ("queue_full", "export_failed"):
-            dropped.add_metric([reason], counts.get(reason, 0))
-        yield dropped
 
     def _connections(self) -> Iterator[Metric]:
         open_now, refused = self._client_connections()
         yield _gauge("mcp_proxy_client_connections", "Client connections open now.", open_now)
-        family = CounterMetricFamily(
+        yield _counts_by(
             "mcp_proxy_client_connections_refused",
             "Client connections refused past max_client_connections: answered 503, or cut without an "
             "answer once as many refusals are still being answered as the cap itself.",
-            labels=["how"],
+            "how",
+            ("answered", "cut"),
+            refused,
         )
-        for how in ("answered", "cut"):
-            family.add_metric([how], refused.get(how, 0))
-        yield family
 
     def _timeouts(self) -> Metric:
-        counts = self._client_timeouts()
-        family = CounterMetricFamily(
+        return _counts_by(
             "mcp_proxy_client_timeouts",
             "Requests refused 408 because the client sent them too slowly, by the setting whose wait ran "
             "out: head_read_timeout (the request head) or body_read_timeout (its body).",
-            labels=["setting"],
+            "setting",
+            ("head_read_timeout", "body_read_timeout"),
+            self._client_timeouts(),
         )
-        for setting in ("head_read_timeout", "body_read_timeout"):
-            family.add_metric([setting], counts.get(setting, 0))
-        return family
 
     def _bus_families(self) -> Iterator[Metric]:
         drops = dict(self._retired)
@@ -408,6 +404,16 @@ class _PresentState:
         )
         about.add_metric([info.version, info.upstream_era, info.bridge], 1)
         return about
+
+
+def _counts_by(
+    name: str, doc: str, label: str, values: tuple[str, ...], counts: dict[str, int]
+) -> CounterMetricFamily:
+    """A counter with one sample per label value, each there from the start (0 until it counts)."""
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for value in values:
+        family.add_metric([value], counts.get(value, 0))
+    return family
 
 
 def _gauge(name: str, doc: str, value: float) -> Metric:

@@ -52,9 +52,26 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
 MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", "subscriptions/listen"})
 """Client->server requests that exist only from 2026-07-28 on (no handshake version has them)."""
 
-SPEC_METHODS: Final[frozenset[str]] = frozenset(
+SERVER_SENT_METHODS: Final[frozenset[str]] = frozenset(
     {
         *INPUT_METHODS,
+        "ping",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/cancelled",
+        "notifications/resources/updated",
+        "notifications/resources/list_changed",
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/elicitation/complete",
+        "notifications/tasks/status",
+    }
+)
+"""Methods a server sends a client, in either era."""
+
+SPEC_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        *SERVER_SENT_METHODS,
         *LEGACY_ONLY_METHODS,
         *MODERN_ONLY_METHODS,
         "tools/list",
@@ -70,16 +87,7 @@ SPEC_METHODS: Final[frozenset[str]] = frozenset(
         "tasks/result",
         "tasks/cancel",
         "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/message",
         "notifications/roots/list_changed",
-        "notifications/resources/updated",
-        "notifications/resources/list_changed",
-        "notifications/tools/list_changed",
-        "notifications/prompts/list_changed",
-        "notifications/elicitation/complete",
-        "notifications/tasks/status",
     }
 )
 """Every method the protocol's eras define, either way: names a client cannot invent."""

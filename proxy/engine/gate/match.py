@@ -19,6 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Final
 
 from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
+from proxy.wire.mcp import SERVER_SENT_METHODS
 
 FIELDS: Final = ("method", "tool", "name", "era", "mode", "session", "body", "dir", "round")
 """Field names a rule's match knows (a subset of the TUI filter's, plus `dir` and `round`)."""
@@ -26,21 +27,7 @@ FIELDS: Final = ("method", "tool", "name", "era", "mode", "session", "body", "di
 _DIRECTIONS: Final = {"client": "client", "server": "server", "to_server": "client", "to_client": "server"}
 _MODE_ALIASES: Final = {"pass": "passthrough"}
 
-SERVER_METHODS: Final = (
-    "elicitation/create",
-    "sampling/createmessage",
-    "roots/list",
-    "ping",
-    "notifications/message",
-    "notifications/progress",
-    "notifications/cancelled",
-    "notifications/resources/updated",
-    "notifications/resources/list_changed",
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/elicitation/complete",
-    "notifications/tasks/status",
-)
+SERVER_METHODS: Final = tuple(sorted(method.lower() for method in SERVER_SENT_METHODS))
 """Methods a server sends a client (lower case): a rule whose method term fits none of them can
 only pick a server's message by the request it answers."""
 
