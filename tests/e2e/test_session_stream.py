@@ -15,11 +15,9 @@ import anyio
 import pytest
 
 from proxy.flows.events import Mode
-from proxy.runtime import Proxy
-from tests.e2e.test_mrtr_to_legacy import drained
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
-from tests.transport.helpers import wait_until
+from tests.sidecar import ProxyProcess, admin_json, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -42,17 +40,16 @@ async def call_tools(url: str, mode: str) -> list[dict[str, Any]]:
 
 
 async def test_a_question_on_the_get_stream_reaches_a_modern_client_as_a_legacy_client_gets_it(
-    legacy_server: PeerServer, proxy_for: Callable[..., Any]
+    legacy_server: PeerServer,
 ) -> None:
     direct = await call_tools(legacy_server.url, "legacy")
     assert [o["result"]["content"] for o in direct] == [["file:///home/u/proj"], ["Hello, octocat!"]]
     assert [o["callbacks"] for o in direct] == [["roots"], ["elicitation:What is your name?"]]
-    async with proxy_for(legacy_server.url) as proxy:
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))) as proxy:  # the command
         bridged = await call_tools(proxy.endpoint(), MODERN)
-        await wait_until(lambda: drained(proxy), what="bridge tables to drain")
-        rounds = _round_keys(proxy)
+        exported = await admin_json(proxy.admin + "/api/export.json")
     assert bridged == direct
-    assert rounds == [["roots-1"], ["elicitation-1"]]  # each asked in its call's round, as in-flight ones
+    assert _round_keys(exported["chains"]) == [["roots-1"], ["elicitation-1"]]  # each in its call's round
 
 
 async def test_the_session_keeps_its_get_stream_while_it_lives(
@@ -66,14 +63,15 @@ async def test_the_session_keeps_its_get_stream_while_it_lives(
         assert bridge.table_sizes()["session_streams"] == 1
 
 
-def _round_keys(proxy: Proxy) -> list[list[str]]:
-    """The input keys each session_* call was asked in its first round, from the chains."""
+def _round_keys(chains: list[dict[str, Any]]) -> list[list[str]]:
+    """The input keys each session_* call was asked in its rounds, from the admin API's chains."""
     keys = []
-    for chain in proxy.chains():
-        if chain.summary.name not in TOOLS:
+    for chain in chains:
+        if chain["chain"].get("name") not in TOOLS:
             continue
-        for message in chain.messages:
-            result = message.body.get("result") if isinstance(message.body, dict) else None
+        for message in chain["messages"]:
+            body = message.get("body")
+            result = body.get("result") if isinstance(body, dict) else None
             if isinstance(result, dict) and result.get("resultType") == "input_required":
                 keys.append(sorted(result["inputRequests"]))
     return keys

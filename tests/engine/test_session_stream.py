@@ -65,6 +65,11 @@ def placed(method: str, ident: Any, call_key: str, in_flight: int = 1) -> Log:
     return Log("bridge_stream_request_placed", "info", fields)
 
 
+def unassociated(ident: str) -> Log:
+    """The listen emulator's refusal of a stream request no call can take."""
+    return Log("bridge_unassociated_request", "warning", {"leg": STREAM, "method": "roots/list", "id": ident})
+
+
 def test_an_opened_session_opens_its_get_stream_and_keeps_it_while_the_session_lives() -> None:
     bridge = MrtrToLegacyEngine(UPSTREAM_URL, Counter(), state_key=STATE_KEY, keep_streams=True)
     bridge.handle(send("x0", 0, "server/discover"))
@@ -139,9 +144,6 @@ def test_with_several_calls_in_flight_the_newest_is_asked_and_the_guess_is_noted
 def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once() -> None:
     bridge = engine()
     text = "Method not found: roots/list is not associated with a client request"
-    refusal = Log(
-        "bridge_unassociated_request", "warning", {"leg": STREAM, "method": "roots/list", "id": "g1"}
-    )
     assert (
         Playbook(bridge)
         >> head(STREAM)
@@ -151,7 +153,7 @@ def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once()
         << ROUND_LOG
         << ANY
         >> up(STREAM, req("g1", "roots/list"))  # the only call is over: nobody can answer
-        << refusal
+        << unassociated("g1")
         << ANY
     )
     sent = protocol(bridge.handle(up(STREAM, req("g2", "sampling/createMessage", {}))))
@@ -166,7 +168,7 @@ def test_a_call_that_cannot_ask_its_client_is_not_given_a_get_stream_request() -
         >> send("x1", 1, "tools/list")
         << ANY
         >> up(STREAM, req("g1", "roots/list"))
-        << Log("bridge_unassociated_request", "warning", {"leg": STREAM, "method": "roots/list", "id": "g1"})
+        << unassociated("g1")
         << ANY
     )
 
