@@ -137,17 +137,16 @@ async def test_a_request_joins_the_probe_that_finds_the_upstream_up(
     assert got == expected_result("ask_name")
 
 
-async def test_the_proxy_says_when_its_upstream_stops_and_starts_answering_its_probe(
-    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]], tmp_path: Path
-) -> None:
+async def test_the_proxy_says_when_its_upstream_stops_and_starts_answering_its_probe(tmp_path: Path) -> None:
     """Whoever shows the proxy (the TUI's status bar, a capture's reader) learns the upstream is down
-    from the proxy's announcement, and that it is up again from the next one."""
+    from the proxy's announcement, and that it is up again from the next one. The `mcp-proxy`
+    command starts first, as a sidecar does."""
     port, capture = dead_port(), tmp_path / "capture.jsonl"
-    async with (
-        proxy_for(f"http://127.0.0.1:{port}/mcp", capture=capture) as proxy,
-        arun_peer("modern-mrtr", port=port),
-    ):
-        got = await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
+    env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", capture=capture))
+    with ProxyProcess(env) as proxy:
+        async with arun_peer("modern-mrtr", port=port):
+            got = await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
+        assert proxy.stop() == 0
     assert got == expected_result("echo")
 
     infos = [
