@@ -187,13 +187,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
-        if exposed := secrets_on_command_line(loaded):
-            logs.get_logger().warning(
-                "secret_on_command_line",
-                flags=exposed,
-                hint="any user of this machine can read a process's command line (ps, /proc); give "
-                "secrets as MCP_PROXY_* variables or in the --config file instead",
-            )
+        warn_of_secrets_on_command_line(loaded)
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(serve_until_signalled(proxy))
@@ -216,6 +210,20 @@ def refuse_start(reason: str, log_format: str | None) -> int:
     else:
         print(f"mcp-proxy: {reason}", file=sys.stderr)
     return 2
+
+
+def warn_of_secrets_on_command_line(loaded: LoadedSettings) -> None:
+    """Warn, naming the flags and never their values, of secrets typed on the command line: every
+    way of running the proxy (headless, `--tui`, `stdio`) says so once logging is set up."""
+    from proxy import logs
+
+    if exposed := secrets_on_command_line(loaded):
+        logs.get_logger().warning(
+            "secret_on_command_line",
+            flags=exposed,
+            hint="any user of this machine can read a process's command line (ps, /proc); give "
+            "secrets as MCP_PROXY_* variables or in the --config file instead",
+        )
 
 
 def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -430,6 +431,65 @@ def test_a_secret_typed_as_a_flag_is_named_for_a_warning_and_one_from_the_enviro
 
     assert secrets_on_command_line(typed) == ["--admin-token", "--upstream"]
     assert secrets_on_command_line(plain) == []
+
+
+PLANTED_KEY = "k-planted-31337"
+PLANTED_TOKEN = "tok-planted-4242"
+
+
+@pytest.mark.parametrize("mode", ["headless", "--tui", "stdio"])
+def test_every_way_of_running_warns_of_secrets_typed_on_its_command_line_naming_never_their_values(
+    mode: str, tmp_path: Path
+) -> None:
+    """`ps` shows a secret typed as a flag to every user of the machine: the headless proxy, the
+    proxy with its TUI (on a pty here) and `mcp-proxy stdio` each warn once, by flag name."""
+    log = tmp_path / "log.jsonl"
+    flags = ["--upstream", f"http://127.0.0.1:9/mcp?api_key={PLANTED_KEY}", "--upstream-era", "modern"]
+    flags += ["--admin", "127.0.0.1:0", "--admin-token", PLANTED_TOKEN, "--log-file", str(log)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")} | {"TERM": "xterm"}
+    command = [sys.executable, "-c", "from proxy.cli import main; raise SystemExit(main())"]
+    primary: int | None = None
+    pipes: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+    pipes["stderr"] = subprocess.PIPE
+    if mode == "stdio":  # stdin at its end at once: the stdio proxy serves nobody and exits
+        argv = [*command, "stdio", *flags]
+    elif mode == "--tui":
+        primary, secondary = pty.openpty()
+        argv = [*command, "--tui", "--listen", "127.0.0.1:0", *flags]
+        pipes = {"stdin": secondary, "stdout": secondary, "stderr": secondary}
+    else:
+        argv = [*command, "--listen", "127.0.0.1:0", *flags]
+    process = subprocess.Popen(argv, cwd=tmp_path, env=env, **pipes)
+    if primary is not None:
+        os.close(pipes["stdin"])
+        threading.Thread(target=_drain, args=(primary,), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 30
+        while b"secret_on_command_line" not in (log.read_bytes() if log.exists() else b""):
+            assert time.monotonic() < deadline, f"no warning logged; the proxy exited {process.poll()}"
+            time.sleep(0.05)  # polling a file, bounded by the deadline above
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+        if primary is not None:
+            os.close(primary)
+    warnings = [json.loads(line) for line in log.read_text().splitlines() if "secret_on_command_line" in line]
+    assert len(warnings) == 1
+    assert warnings[0]["flags"] == ["--admin-token", "--upstream"]
+    said = log.read_bytes() + (err or b"")
+    assert PLANTED_KEY.encode() not in said
+    assert PLANTED_TOKEN.encode() not in said
+
+
+def _drain(primary: int) -> None:
+    """Read what a TUI draws on its pty, so it never blocks on a full buffer."""
+    with suppress(OSError):
+        while os.read(primary, 65536):
+            pass
 
 
 def test_with_json_logs_a_refused_start_is_one_json_line_a_log_shipper_reads(
