@@ -543,7 +543,7 @@ class ChainBuilder:
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None and self._keeps_records:
-                chain.exchange_ended(exchange_id, now)
+                chain.exchange_ended(exchange_id, now, outcome)
             if chain is None or chain.summary.method not in ("GET stream", "DELETE session"):
                 continue
             if chain.summary.method == "DELETE session" and ex.session:

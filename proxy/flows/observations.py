@@ -111,6 +111,23 @@ STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_del
 session it belonged to was deleted (the stream has nothing left to carry), or the proxy stopped, so
 neither its chain nor the error counters call it a failure."""
 
+_CUT_AFTER_ANSWERS: Final = frozenset({"client_disconnected", PROXY_STOPPING})
+"""Cuts that are no trouble once every request the exchange carried was answered."""
+
+
+def unusual_end(outcome: str | None, http_method: str, asked: int, answered: int) -> str | None:
+    """How an exchange ended when it did not end as meant, else None.
+
+    A GET stream ends when its client leaves, its session is deleted or the proxy stops; and a client
+    may close a response stream once every one of the `asked` requests it carried is answered (a
+    client that read its result and hung up before the server's stream ended did nothing wrong).
+    """
+    if http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
+        return None
+    if outcome in _CUT_AFTER_ANSWERS and asked and answered >= asked:
+        return None
+    return outcome
+
 
 @value
 class LegMessageSeen:

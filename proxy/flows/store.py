@@ -55,11 +55,16 @@ class Chain:
     exchange_ends: dict[str, float] = field(default_factory=dict)
     """When each exchange its records travelled on closed (a GET stream's end is in no record); as
     many as the chain holds messages at most."""
+    exchange_outcomes: dict[str, str] = field(default_factory=dict)
+    """How those exchanges ended, for the ones that closed with an outcome (the client left, say)."""
 
-    def exchange_ended(self, exchange: str, at: float) -> None:
-        """Note when one of its exchanges closed (past the bound, the latest ones are not kept)."""
+    def exchange_ended(self, exchange: str, at: float, outcome: str | None = None) -> None:
+        """Note when (and, given, how) one of its exchanges closed (past the bound, the latest ones
+        are not kept)."""
         if len(self.exchange_ends) < (self.messages.maxlen or 0):
             self.exchange_ends[exchange] = at
+            if outcome is not None:
+                self.exchange_outcomes[exchange] = outcome
 
     def add(self, record: MessageRecord) -> None:
         """Append a message, counting (not keeping) those past the bound."""

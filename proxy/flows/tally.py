@@ -18,8 +18,6 @@ from typing import Any
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
-    PROXY_STOPPING,
-    STREAM_NORMAL_ENDS,
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
@@ -29,6 +27,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    unusual_end,
 )
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
@@ -43,8 +42,6 @@ _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
 _PASSTHROUGH = Mode.PASSTHROUGH
 
-_CUT_AFTER_ANSWERS = frozenset({"client_disconnected", PROXY_STOPPING})
-"""Cuts that are no trouble once every request the exchange carried was answered."""
 _TO_CLIENT = Direction.TO_CLIENT
 _UPSTREAM = Side.UPSTREAM
 
@@ -403,10 +400,7 @@ def _trouble(tally: _Open, outcome: str | None) -> str | None:
     session is deleted, and a client may close a response stream once every request it carried is
     answered.
     """
-    if tally.http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
-        outcome = None
-    if outcome in _CUT_AFTER_ANSWERS and tally.ids and tally.answered >= len(tally.ids):
-        outcome = None
+    outcome = unusual_end(outcome, tally.http_method, len(tally.ids), tally.answered)
     if outcome is not None:
         return outcome
     if tally.failed is not None:

@@ -29,6 +29,7 @@ import orjson
 from proxy import __version__
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
+from proxy.flows.observations import unusual_end
 
 _PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
 
@@ -283,6 +284,23 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
     }
 
 
+def _unusual_end(draft: EntryDraft) -> str | None:
+    """The exchange's outcome when it ended badly: as the round-trip log judges it, a client that hung
+    up once each of its requests was answered ended normally (unknowable once messages were dropped)."""
+    if draft.outcome is None or draft.dropped:
+        return draft.outcome
+    asked: set[int | str] = set()
+    answered = 0
+    for m in draft.messages:
+        if m.side == "upstream" or m.jsonrpc_id is None:
+            continue
+        if m.direction is _TO_SERVER and m.kind == "request":
+            asked.add(m.jsonrpc_id)
+        elif m.direction is not _TO_SERVER and m.kind in ("result", "error") and m.jsonrpc_id in asked:
+            answered += 1
+    return unusual_end(draft.outcome, draft.http_method, len(asked), answered)
+
+
 def _mcp(draft: EntryDraft) -> dict[str, Any]:
     ids: list[int | str] = []
     for m in draft.messages:
@@ -299,8 +317,8 @@ def _mcp(draft: EntryDraft) -> dict[str, Any]:
     }
     if draft.session is not None:
         out["session"] = draft.session
-    if draft.outcome is not None:
-        out["outcome"] = draft.outcome
+    if (outcome := _unusual_end(draft)) is not None:
+        out["outcome"] = outcome
     if draft.related is not None:
         out["related"] = draft.related
     if draft.dropped:

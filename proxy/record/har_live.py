@@ -2,11 +2,12 @@
 
 The store holds records, not observations: each record names its exchange (or a bridge's upstream
 leg) and carries the request head on requests and the response head on the first message back, so
-an exchange's entry is drafted from the records of every chain it carried, in time order. What the
-records do not hold (bytes that carried no message, the head of a POST that only answered a nested
-request, an exchange's close) is left out or inferred: an exchange whose chains have all ended is
-complete; one whose chain is still running is marked open. Records were redacted when they were
-made, with the proxy's own redactor, so an entry holds nothing the store does not.
+an exchange's entry is drafted from the records of every chain it carried, in time order; the chains
+note when, and how, each of those exchanges closed. What the records do not hold (bytes that carried
+no message, the head of a POST that only answered a nested request) is left out or inferred: an
+exchange whose chains have all ended is complete; one whose chain is still running is marked open.
+Records were redacted when they were made, with the proxy's own redactor, so an entry holds nothing
+the store does not.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dic
     """The HAR entries of the exchanges these chains' records travelled on, oldest first."""
     drafts: dict[str, EntryDraft] = {}
     ends: dict[str, float] = {}
+    outcomes: dict[str, str] = {}
     for chain in chains:
         summary = chain.summary
         ends.update(chain.exchange_ends)
+        outcomes.update(chain.exchange_outcomes)
         for record in list(chain.messages):
             draft = drafts.get(record.exchange)
             if draft is None:
@@ -37,6 +40,7 @@ def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dic
         ended = ends.get(draft.key)
         if ended is not None or all(s.ended is not None for s in draft.chains.values()):
             draft.ended = max(_ended(draft), ended or 0.0)
+            draft.outcome = outcomes.get(draft.key)
         out.append(render(draft))
     return out
 

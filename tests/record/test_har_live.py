@@ -16,12 +16,13 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.flows.events import FlowEvent, MessageRecorded
+from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecorded
 from proxy.record.capture import read_capture
 from proxy.record.export import Format, export_capture
 from proxy.record.har import upstream_url
 from proxy.record.har_live import entries_of
-from tests.flows.stream_play import SESSION, TOKEN, streams_and_delete
+from proxy.wire.jsonrpc import classify_value, request, result_response
+from tests.flows.stream_play import HEADERS, SESSION, TOKEN, streams_and_delete
 from tests.flows.test_sink import SCENARIOS, Play
 from tests.record.captures import LISTEN, UPSTREAM, record_play
 
@@ -154,3 +155,32 @@ def test_a_get_stream_and_a_delete_take_the_time_they_took_in_both_hars(tmp_path
 
     assert times(live) == times(exported)
     assert (times(live)["g1"], times(live)["g3"]) == (1000.0, 500.0)  # each stream to its own close
+
+
+def _hung_up_calls(obs: Any, clock: Any) -> list[Any]:
+    """Two SSE calls whose client hangs up: `x1` once its result came, `x2` before any; and a GET
+    stream its client leaves."""
+    closed = []
+    for ident, exchange, answered in ((1, "x1", True), (2, "x2", False)):
+        call = classify_value(request(ident, "tools/call", {"name": "slow", "arguments": {}}))
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.message(exchange, call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=200, content_type="text/event-stream", headers={})
+        if answered:
+            done = classify_value(result_response(ident, {"content": []}))
+            obs.message(exchange, done, size=50, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+        clock.now += 0.5
+        closed.append(obs.close_exchange(exchange, "client_disconnected"))
+    obs.open_exchange("g1", http_method="GET", path="/mcp", headers=HEADERS, session=SESSION)
+    obs.response_head("g1", status=200, content_type="text/event-stream", headers={})
+    clock.now += 1.0
+    closed.append(obs.close_exchange("g1", "client_disconnected"))
+    return closed
+
+
+def test_both_hars_give_an_outcome_only_to_an_exchange_that_ended_badly(tmp_path: Path) -> None:
+    """A client that hangs up after its answer, or leaves a GET stream, ended its exchange as meant:
+    the `_mcp.outcome` a HAR reader filters failures by says so only for the call left unanswered."""
+    for entries in both_hars(_hung_up_calls, tmp_path / "hung-up.jsonl"):
+        outcomes = {e["_mcp"]["exchange"]: e["_mcp"].get("outcome") for e in entries}
+        assert outcomes == {"x1": None, "x2": "client_disconnected", "g1": None}
