@@ -197,7 +197,7 @@ def main(argv: Sequence[str]) -> int:
     from proxy import logs
     from proxy.runtime import use_fast_loop
 
-    logs.configure(level="warning")
+    logs.configure(level="warning", fmt="console")  # among the report's plain lines, even in a pipe
     with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
         return runner.run(_replay(args, source, upstream, headers, settings))
 

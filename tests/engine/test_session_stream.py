@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 from unittest.mock import ANY
 
-from proxy.engine.commands import Log, OpenLegStream, ReplyJson, ResumeLeg, StartTimer
-from proxy.engine.events import LegCut, LegEnded, LegResponded, TimerFired
+from proxy.engine.commands import CloseLeg, Log, OpenLegStream, ReplyJson, ResumeLeg, StartTimer
+from proxy.engine.events import LegCut, LegEnded, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.resume import resume_headers
 from proxy.wire.jsonrpc import error_response as err
@@ -217,3 +217,25 @@ def test_a_cancellation_on_the_get_stream_withdraws_the_request_from_its_call() 
         << ANY
     )
     assert drained(bridge, session_streams=1)
+
+
+def test_when_the_proxy_stops_the_get_stream_is_closed_before_its_session_is_deleted() -> None:
+    """The server ends the session's GET stream for the DELETE: that end is the proxy's own doing,
+    not a stream lost, so nothing warns of it."""
+    bridge = engine()
+    ended = Log(
+        "upstream_session_ended", "info", {"session": "upstream-1", "principal": ANY, "capabilities": ANY}
+    )
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> Stopping()
+        << ended
+        << CloseLeg(STREAM)
+        << ANY  # the DELETE, on leg-4
+        >> LegEnded(STREAM)
+        >> LegResponded("leg-4", 200, ())
+        >> LegEnded("leg-4")
+        >> Stopping()
+    )
+    assert drained(bridge, upstream_sessions=1, session_timers=1)  # the proxy's end takes them

@@ -317,11 +317,7 @@ class SessionKeeper:
             "capabilities": link.label,
             "why": why,
         }
-        commands: Commands = [Log("upstream_session_closed", "info", fields)]
-        if link.stream_leg is not None:
-            self._ctx.drop_leg(link.stream_leg)
-            commands.append(CloseLeg(link.stream_leg))
-            link.stream_leg = None
+        commands: Commands = [Log("upstream_session_closed", "info", fields), *self._close_stream(link)]
         if link.session_id is not None:
             leg = self._ctx.new_id("leg")
             self._ctx.legs[leg] = LegRef("close", link.name)
@@ -329,7 +325,8 @@ class SessionKeeper:
         return [*commands, *self._discard(link, ending)]
 
     def end_all(self) -> Commands:
-        """The proxy is stopping: DELETE every session upstream (its calls end with the proxy)."""
+        """The proxy is stopping: DELETE every session upstream (its calls end with the proxy), its GET
+        stream closed first, so the server ending that stream for the DELETE is no stream lost."""
         commands: Commands = []
         for link in self._ctx.pool:
             if link.session_id is None:
@@ -338,10 +335,22 @@ class SessionKeeper:
             leg = self._ctx.new_id("leg")
             self._ctx.legs[leg] = LegRef("close", link.name)
             commands.extend(
-                [Log("upstream_session_ended", "info", fields), DeleteSession(leg, link.delete_headers())]
+                [
+                    Log("upstream_session_ended", "info", fields),
+                    *self._close_stream(link),
+                    DeleteSession(leg, link.delete_headers()),
+                ]
             )
             link.session_id = None  # one DELETE per session, however often this is asked
         return commands
+
+    def _close_stream(self, link: UpstreamLink) -> Commands:
+        """Close the session's GET stream, if it holds one, before the session goes."""
+        if link.stream_leg is None:
+            return []
+        leg, link.stream_leg = link.stream_leg, None
+        self._ctx.drop_leg(leg)
+        return [CloseLeg(leg)]
 
     def _discard(self, link: UpstreamLink, ending: str = "ended") -> Commands:
         """Forget a session; the observer hears it `expired` (unused too long) or `ended` if it opened."""
