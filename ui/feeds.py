@@ -215,7 +215,7 @@ class AttachFeed:
         params = {"history": str(self.history)}
         async with client.stream("GET", self.feed_url, headers=headers, params=params) as response:
             if response.status_code in (401, 403):
-                raise _Refused(f"the admin API refused this token (HTTP {response.status_code})")
+                raise _Refused(refusal_text(response.status_code, sent_token=bool(self.token)))
             if response.status_code == 404:
                 raise _Refused(f"no live feed at {self.feed_url} (HTTP 404): is it the admin address?")
             if response.status_code != 200:
@@ -445,3 +445,13 @@ class Batcher:
             await asyncio.sleep(self.max_delay)
             self._started.clear()
             await self.flush()
+
+
+def refusal_text(status: int, *, sent_token: bool) -> str:
+    """Why the admin API refused the TUI, and how to give it the token it wants."""
+    if not sent_token:
+        return (
+            f"the admin API wants a token (HTTP {status}): give its admin_token with --token TOKEN "
+            "or MCP_PROXY_ADMIN_TOKEN"
+        )
+    return f"the admin API refused this token (HTTP {status}): is it the proxy's admin_token?"

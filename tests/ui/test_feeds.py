@@ -266,3 +266,15 @@ async def test_attach_gives_up_when_retrying_cannot_help(status: int, reason: st
     assert isinstance(last, FeedStatus)
     assert last.state == "failed"
     assert reason in last.detail
+
+
+async def test_attach_without_a_token_to_a_proxy_that_wants_one_says_how_to_give_it() -> None:
+    async with serve(FakeAdmin(status=401)) as port:
+        items = await collect(AttachFeed(f"http://127.0.0.1:{port}"))
+
+    last = items[-1]
+    assert isinstance(last, FeedStatus)
+    assert last.state == "failed"
+    assert "wants a token" in last.detail
+    assert "--token" in last.detail
+    assert "MCP_PROXY_ADMIN_TOKEN" in last.detail
