@@ -356,7 +356,8 @@ def _status_style(status: Any) -> str:
 
 
 def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
-    """One round-trip line for a person: `12:00:01.234 x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms`."""
+    """One round-trip line for a person: `12:00:01.234 x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms`,
+    with the transports (`[stdio→http]`) when either side is not Streamable HTTP."""
     stamp = str(event.get("timestamp") or "")
     clock = stamp[11:23] if len(stamp) >= 23 else stamp
     ids = event.get("ids") or []
@@ -380,6 +381,9 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     mode = event.get("mode")
     if mode and mode != "passthrough":
         parts.append((f"[{mode}]", _MODE))
+    client, upstream = event.get("client", "http"), event.get("upstream", "http")
+    if client != "http" or upstream != "http":  # Streamable HTTP both sides is the usual, left unsaid
+        parts.append((f"[{client}→{upstream}]", _MODE))
     trouble = event.get("trouble")
     if trouble:
         parts.append((f"!! {trouble}", _BRIGHT + _BAD))

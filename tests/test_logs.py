@@ -154,7 +154,7 @@ def test_a_console_line_that_is_no_round_trip_starts_with_the_same_clock_and_lea
     assert "health" not in line
 
 
-def test_a_stdio_clients_exchange_line_names_no_http_method_it_never_sent() -> None:
+def test_a_stdio_exchange_line_names_no_http_method_it_never_sent_and_says_its_transports() -> None:
     line = {
         "timestamp": "2026-12-02T03:00:00.000000Z",
         "exchange": "s1",
@@ -168,9 +168,11 @@ def test_a_stdio_clients_exchange_line_names_no_http_method_it_never_sent() -> N
         "mode": "passthrough",
     }
     assert exchange_text(line) == "03:00:00.000 s1 POST initialize #0 -> 200 json 120 B 1.5 ms"
-    assert (
-        exchange_text({**line, "client": "stdio"}) == "03:00:00.000 s1 initialize #0 -> 200 json 120 B 1.5 ms"
-    )
+    assert exchange_text({**line, "client": "http", "upstream": "http"}) == exchange_text(line)
+    stdio_client = exchange_text({**line, "client": "stdio", "upstream": "http"})
+    assert stdio_client == "03:00:00.000 s1 initialize #0 -> 200 json 120 B 1.5 ms [stdio→http]"
+    stdio_server = exchange_text({**line, "client": "http", "upstream": "stdio"})
+    assert stdio_server == "03:00:00.000 s1 POST initialize #0 -> 200 json 120 B 1.5 ms [http→stdio]"
 
 
 def test_a_resumed_bridge_call_reads_as_a_short_line_among_its_rounds() -> None:
