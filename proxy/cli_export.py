@@ -24,11 +24,12 @@ from typing import IO
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import reader_left
 from proxy.config import otlp_url
-from proxy.flows.events import ChainStatus, Direction, Mode, Side
+from proxy.flows.events import ChainStatus, Direction, MessageRecord, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.record.capture import HEADER_PREFIX, CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, bodiless_request, curl_command
 from proxy.record.export import (
+    ChainFound,
     Format,
     counted,
     export_capture,
@@ -229,6 +230,9 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         )
         return 2
     messages = list(chain.messages)
+    mode = chain.summary.mode
+    if to == "upstream" and mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY):
+        return _curl_bridged(found, chain_id, messages, mode)
     client_sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
     sent = [m for m in client_sent if m.kind != "http"] or [m for m in client_sent if bodiless_request(m)]
     if not sent:
@@ -238,6 +242,34 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
             file=sys.stderr,
         )
         return 2
+    return _print_curl(found, chain_id, messages, sent, to)
+
+
+def _curl_bridged(found: ChainFound, chain_id: str, messages: list[MessageRecord], mode: Mode) -> int:
+    """`--to upstream` of a bridged chain: the server never got the client's requests, which are of the
+    other era, but the proxy's own in its place; those are the commands, said so."""
+    sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is Side.UPSTREAM]
+    sent = [m for m in sent if m.kind != "http"]
+    if not sent:
+        print(
+            f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}), so the server never got the "
+            "client's requests, and the capture holds none the proxy sent it in their place: nothing "
+            "to copy as curl --to upstream (--to proxy copies the client's)",
+            file=sys.stderr,
+        )
+        return 2
+    print(
+        f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}): the server got the proxy's own "
+        "requests in its era, not the client's; these are those (--to proxy copies the client's)",
+        file=sys.stderr,
+    )
+    return _print_curl(found, chain_id, messages, sent, "upstream")
+
+
+def _print_curl(
+    found: ChainFound, chain_id: str, messages: list[MessageRecord], sent: list[MessageRecord], to: Target
+) -> int:
+    """Print a command for each of `sent` on stdout, and what was written on stderr."""
     info = found.info
     try:
         commands = [

@@ -13,6 +13,8 @@ from proxy.flows.redact import Redactor
 from proxy.record.capture import CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
+from tests.flows.bridge_play import parked_bridge_call
+from tests.record.captures import UPSTREAM, record_play
 from tests.sidecar import run_into_a_closed_pipe
 
 
@@ -192,3 +194,26 @@ def test_an_export_to_a_pipe_whose_reader_left_ends_quietly_like_cat(
     assert status == 141
     assert b"Broken pipe" not in err
     assert b"Traceback" not in err
+
+
+def test_curl_to_upstream_of_a_bridged_chain_copies_what_the_proxy_sent_the_server_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server of a bridged chain never got the client's requests (they are of the other era):
+    `--to upstream` copies the proxy's own requests to it instead, and says why."""
+    capture = tmp_path / "bridged.jsonl"
+    record_play(parked_bridge_call, capture)
+
+    assert main(["export", "--curl", "r1", "--to", "upstream", str(capture)]) == 0
+    upstream = capsys.readouterr()
+    assert main(["export", "--curl", "r1", str(capture)]) == 0
+    proxy = capsys.readouterr()
+
+    assert "was bridged (mrtr_to_legacy): the server got the proxy's own requests" in upstream.err
+    assert upstream.out.count("curl -sS") == 2  # the upstream call, then the answer the proxy posted
+    assert '"id":"mrtr-1"' in upstream.out
+    assert '"action":"accept"' in upstream.out
+    assert "requestState" not in upstream.out  # nothing of the client's 2026-07-28 retry
+    assert f"{UPSTREAM}" in upstream.out
+    assert "requestState" in proxy.out  # --to proxy copies the client's own requests, as before
+    assert "bridged" not in proxy.err
