@@ -108,6 +108,8 @@ class ExchangeSummary:
     messages_out: int
     duration_ms: float
     outcome: str | None
+    """How the exchange ended when it did not end as meant (`client_disconnected` before its
+    answer, `upstream_timeout`, ...), else None: the judgement every output shares (HAR, console)."""
     carried: str = ""
     """What the exchange carried, named for a person: `tools/call add`, `result of elicitation/create`,
     `notifications/initialized`, `GET stream`."""
@@ -122,6 +124,9 @@ class ExchangeSummary:
     """How the proxy reached the upstream: `http`, `sse` or `stdio`."""
     intercept: str | None = None
     """What intercepts did to its messages (`held 3.2 s, forwarded edited by api`), if any."""
+    end: str | None = None
+    """How an exchange that ended as meant was closed, when something closed it (`client_disconnected`:
+    the client hung up once answered; `session_deleted`): a fact for the JSON log, no trouble."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -149,6 +154,8 @@ class ExchangeSummary:
             fields["fault"] = self.fault
         if self.intercept is not None:  # only on an exchange an intercept rule picked
             fields["intercept"] = self.intercept
+        if self.end is not None:
+            fields["end"] = self.end
         return fields
 
 
@@ -394,13 +401,8 @@ def _failure(msg: Message) -> str | None:
 
 
 def _trouble(tally: _Open, outcome: str | None) -> str | None:
-    """What went wrong, if anything: how the exchange ended, else what its answer or status says.
-
-    How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
-    session is deleted, and a client may close a response stream once every request it carried is
-    answered.
-    """
-    outcome = unusual_end(outcome, tally.http_method, len(tally.ids), tally.answered)
+    """What went wrong, if anything: how the exchange ended (`outcome`, already judged by
+    `unusual_end`), else what its answer or status says."""
     if outcome is not None:
         return outcome
     if tally.failed is not None:
@@ -419,6 +421,9 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
+    # How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
+    # session is deleted, and a client may close a response stream once each of its requests is answered.
+    outcome = unusual_end(closed.outcome, tally.http_method, len(tally.ids), tally.answered)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
@@ -433,13 +438,14 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         tally.bytes_out,
         tally.messages_out,
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
-        closed.outcome,
+        outcome,
         _carried(tally, redactor),
-        _trouble(tally, closed.outcome),
+        _trouble(tally, outcome),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
+        closed.outcome if outcome is None else None,  # end
     )
 
 

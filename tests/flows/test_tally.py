@@ -43,8 +43,11 @@ def test_a_client_leaving_before_its_answer_is_trouble_and_after_it_is_not() -> 
     cut = exchange(tally, "x1", "POST", [CALL], [ASK], "client_disconnected")
     assert (cut.carried, cut.trouble) == ("tools/call add", "client_disconnected")
     answered = exchange(tally, "x2", "POST", [CALL], [DONE], "client_disconnected")
-    assert answered.trouble is None
-    assert answered.outcome == "client_disconnected"  # still told in full to machines
+    assert (answered.trouble, answered.outcome) == (None, None)  # as the HAR's `_mcp.outcome` says
+    assert answered.end == "client_disconnected"  # still told in full to machines, as no trouble
+    fields = answered.log_fields("passthrough")
+    assert (fields["outcome"], fields["end"]) == (None, "client_disconnected")
+    assert "end" not in cut.log_fields("passthrough")
 
 
 def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_trouble() -> None:
