@@ -101,7 +101,11 @@ def build_export_parser() -> argparse.ArgumentParser:
     filters.add_argument("--method", action="append", default=[], help="JSON-RPC method, or 'GET stream'")
     filters.add_argument("--mode", action="append", default=[], help=", ".join(m.value for m in Mode))
     filters.add_argument(
-        "--q", action="append", default=[], metavar="TEXT", help="case-insensitive substring"
+        "--q",
+        action="append",
+        default=[],
+        metavar="QUERY",
+        help="the TUI filter's language: 'tool:ask_* status:error', 'body:octocat', free text",
     )
     return parser
 

@@ -16,6 +16,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from proxy.flows.events import FlowEvent
+from proxy.flows.query import message_match
 from ui.capture_index import IndexReady
 from ui.copying import as_curl, as_jsonrpc
 from ui.desk import READ_ONLY_CAPTURE, DeskError, Intercepts, RuleDesk
@@ -33,7 +34,6 @@ from ui.messages import (
     MessageChosen,
 )
 from ui.model import MAX_CHAINS, ViewModel
-from ui.query import message_match
 from ui.replaying import Replayer, start_replay
 from ui.screens.copied import CopiedScreen
 from ui.screens.events import EventsScreen, ProxyLog

@@ -19,11 +19,9 @@ with its process, are forgotten.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from proxy.flows.events import (
     ChainChanged,
@@ -37,6 +35,7 @@ from proxy.flows.events import (
     ProxyInfo,
     SessionChanged,
 )
+from proxy.flows.query import body_text
 from proxy.flows.store import sent_in_place
 from ui.runs import Reattached, same_run
 
@@ -92,7 +91,7 @@ class ChainEntry:
         nothing and a chain searched again costs only its new messages.
         """
         if self._searched < len(self.messages):
-            fresh = [_body_text(r.body) for r in self.messages[self._searched :]]
+            fresh = [body_text(r.body) for r in self.messages[self._searched :]]
             self._text = "\n".join([self._text, *fresh]) if self._text else "\n".join(fresh)
             self._searched = len(self.messages)
         return self._text
@@ -103,13 +102,6 @@ class ChainEntry:
             if record.seq == seq:
                 return record
         return None
-
-
-def _body_text(body: Any) -> str:
-    if body is None:
-        return ""
-    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
-    return text.lower()
 
 
 @dataclass(slots=True)

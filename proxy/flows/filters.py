@@ -2,18 +2,24 @@
 
 A filter is built from named parameters (`status`, `method`, `mode`, `q`), each given any number of
 times or as a comma-separated list, the way a query string or a repeated flag gives them; every given
-criterion must hold. An unknown status or mode is refused naming the parameter and what it accepts,
-so the admin API can answer 400 and the CLI can exit 2 with the same words. Plain data: no I/O.
+criterion must hold. `q` is the TUI filter bar's language (`proxy.flows.query`: `tool:ask_*
+status:error body:octocat`, free text), so a query that finds a chain on the screen finds it through
+the API and the exports too. An unknown status or mode, or a query that does not parse, is refused
+naming the parameter and what it accepts, so the admin API can answer 400 and the CLI can exit 2
+with the same words. Plain data: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import TypeVar
 
 from proxy.flows.events import ChainStatus, ChainSummary, Mode
+from proxy.flows.query import Bodies, Query, bodies_text, parse_query
+from proxy.flows.store import Chain
 
 
 class FilterError(ValueError):
@@ -28,27 +34,44 @@ class ChainFilter:
     methods: frozenset[str] = frozenset()
     modes: frozenset[Mode] = frozenset()
     text: str = ""
-    """A case-insensitive substring of id, method, name, client name, error, session or notes."""
+    """A query in the TUI filter's language; FilterError when it does not parse."""
+    query: Query = field(init=False, repr=False, compare=False)
 
-    def __call__(self, summary: ChainSummary) -> bool:
+    def __post_init__(self) -> None:
+        query = parse_query(self.text.strip())
+        if query.error is not None:
+            raise FilterError(f"q: {query.error.removeprefix('filter: ')}")
+        object.__setattr__(self, "query", query)
+
+    def __call__(self, summary: ChainSummary, bodies: Bodies | None = None) -> bool:
+        """Whether the chain is kept; `bodies` gives its message bodies when the query searches them
+        (without, `body:` matches nothing and free text only the headline)."""
         if self.statuses and summary.status not in self.statuses:
             return False
         if self.methods and summary.method not in self.methods:
             return False
         if self.modes and summary.mode not in self.modes:
             return False
-        needle = self.text.strip().lower()
-        return not needle or needle in _haystack(summary)
+        return self.query.matches(summary, None, bodies)
+
+    def keeps(self, chain: Chain) -> bool:
+        """Whether a stored chain is kept, its kept messages' bodies searched when the query asks."""
+        return self(chain.summary, partial(bodies_text, chain.messages) if self.needs_bodies else None)
 
     @property
     def empty(self) -> bool:
         """Whether the filter keeps every chain."""
-        return not (self.statuses or self.methods or self.modes or self.text.strip())
+        return not (self.statuses or self.methods or self.modes or self.query.active)
 
     @property
     def needs_end(self) -> bool:
         """Whether a chain can be judged only once it has ended (its status, error and notes settle then)."""
-        return bool(self.statuses or self.text.strip())
+        return bool(self.statuses or self.query.active)
+
+    @property
+    def needs_bodies(self) -> bool:
+        """Whether the query searches message bodies (`body:` or free text)."""
+        return any(term.field in ("body", "text") for term in self.query.terms)
 
     @classmethod
     def from_params(cls, values: Callable[[str], Iterable[str]]) -> ChainFilter:
@@ -61,13 +84,8 @@ class ChainFilter:
             statuses=frozenset(_members(values, "status", ChainStatus)),
             methods=frozenset(_split(values("method"))),
             modes=frozenset(_members(values, "mode", Mode)),
-            text=texts[0] if texts else "",
+            text=" ".join(texts),  # each one more term, ANDed like the rest
         )
-
-
-def _haystack(summary: ChainSummary) -> str:
-    fields = (summary.id, summary.method, summary.name, summary.client_name, summary.error, summary.session)
-    return " ".join([*(f for f in fields if f), *summary.notes]).lower()
 
 
 def _split(values: Iterable[str]) -> set[str]:

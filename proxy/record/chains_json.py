@@ -50,7 +50,7 @@ class ChainsOut:
 
     def gone(self, chain: Chain) -> None:
         """A chain nothing can join any more: write it if it is wanted."""
-        if self._keep(chain.summary):
+        if self._keep.keeps(chain):
             self._write(chain_object(chain))
             self.written += 1
 

@@ -117,9 +117,10 @@ def export_capture(
     keep = keep or ChainFilter()
     report = ExportReport()
     if fmt is Format.HAR:
-        store = ChainStore(max_chains=RING, max_messages_per_chain=1)
+        searched = keep.needs_bodies  # the chains keep their messages for the query to search
+        store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES if searched else 1)
         har = HarWriter(out)
-        entries = HarFromCapture(har.write, store, keep=keep)
+        entries = HarFromCapture(har.write, store, keep=keep, lean=not searched)
         _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
         entries.finish()
         report.written = entries.written

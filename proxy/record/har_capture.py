@@ -231,9 +231,15 @@ class HarFromCapture:
 
     def _judge(self, draft: EntryDraft) -> None:
         keep = self._keep
-        if keep.empty or any(keep(summary) for summary in draft.chains.values()):
+        if keep.empty or any(self._kept(chain_id, summary) for chain_id, summary in draft.chains.items()):
             self._write(render(draft))
             self.written += 1
+
+    def _kept(self, chain_id: str, summary: ChainSummary) -> bool:
+        """The filter's verdict on one chain: on its stored messages when the query searches bodies
+        (and the store still holds it), else on its headline."""
+        chain = self._store.peek(chain_id) if self._keep.needs_bodies else None
+        return self._keep.keeps(chain) if chain is not None else self._keep(summary)
 
 
 def _all_ended(draft: EntryDraft) -> bool:

@@ -234,7 +234,7 @@ class AdminServer:
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
         keep = _filter(query)
         self.ctx.observations.build()  # what waits to be built is part of the answer
-        found = [chain.summary for chain in store if keep(chain.summary)][-limit:]
+        found = [chain.summary for chain in store if keep.keeps(chain)][-limit:]
         return _json([_summary(summary) for summary in found])
 
     async def chain(self, request: web.Request) -> web.StreamResponse:
@@ -288,7 +288,7 @@ class AdminServer:
         limit = _int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
         keep = _filter(request.query)
         self.ctx.observations.build()
-        return [chain for chain in store if keep(chain.summary)][-limit:]
+        return [chain for chain in store if keep.keeps(chain)][-limit:]
 
     async def continuations_list(self, request: web.Request) -> web.StreamResponse:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""

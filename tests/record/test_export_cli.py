@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from proxy.cli import main
@@ -14,6 +16,7 @@ from proxy.record.capture import CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
 from tests.flows.bridge_play import parked_bridge_call
+from tests.flows.test_sink import SCENARIOS
 from tests.record.captures import UPSTREAM, record_play
 from tests.sidecar import run_into_a_closed_pipe
 
@@ -217,3 +220,37 @@ def test_curl_to_upstream_of_a_bridged_chain_copies_what_the_proxy_sent_the_serv
     assert f"{UPSTREAM}" in upstream.out
     assert "requestState" in proxy.out  # --to proxy copies the client's own requests, as before
     assert "bridged" not in proxy.err
+
+
+def _two_calls(obs: Any, clock: Any) -> list[Any]:
+    """A call whose server asks the client its name (answered "Ada"), then a plain call."""
+    return [*SCENARIOS["nested-elicitation"](obs, clock), *SCENARIOS["json-call"](obs, clock, "x9", 9)]
+
+
+def test_the_exports_q_is_the_tui_filters_language_searching_bodies_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--q` takes what the TUI's `/` takes: `body:ada` finds the call whose elicitation was answered
+    Ada, in the JSON export and the HAR alike; a query that does not parse exits 2 naming why."""
+    capture = tmp_path / "two.jsonl"
+    record_play(_two_calls, capture)
+
+    def chains(*query: str) -> list[str]:
+        out = tmp_path / "out.json"
+        assert main(["export", "--json", str(out), *query, str(capture)]) == 0
+        return [c["chain"]["name"] for c in orjson.loads(out.read_bytes())["chains"]]
+
+    def har_exchanges(*query: str) -> set[str]:
+        out = tmp_path / "out.har"
+        assert main(["export", "--har", str(out), *query, str(capture)]) == 0
+        return {e["_mcp"]["exchange"] for e in orjson.loads(out.read_bytes())["log"]["entries"]}
+
+    assert chains() == ["ask", "add"]
+    assert chains("--q", "body:ada") == ["ask"]
+    assert chains("--q", "ada") == ["ask"]  # free text searches bodies too
+    assert chains("--q", "tool:a* -status:waiting_client", "--q=-body:ada") == ["add"]
+    assert har_exchanges("--q", "body:ada") == {"x1", "x2"}  # the call and the answer's POST
+    assert har_exchanges("--q", "tool:add") == {"x9"}
+    capsys.readouterr()
+    assert main(["export", "--json", str(tmp_path / "bad.json"), "--q", "tol:add", str(capture)]) == 2
+    assert "q: unknown field 'tol'" in capsys.readouterr().err

@@ -126,7 +126,14 @@ async def test_api_chains_filters_by_method_status_mode_and_text_newest_last_wit
         assert [c["name"] for c in await ok(proxy, "/api/chains?method=tools/call&limit=1")] == ["add"]
         assert len(await ok(proxy, "/api/chains?method=tools/call&limit=999999")) == 3
         assert [c["name"] for c in await ok(proxy, "/api/chains?status=error")] == ["fail"]
-        assert [c["name"] for c in await ok(proxy, "/api/chains?status=error,ok&q=ECHO")] == ["echo"]
+        assert [c["name"] for c in await ok(proxy, "/api/chains?status=error,ok&q=tool:ECHO")] == ["echo"]
+        # q is the TUI filter's language: free text and body: search the messages too
+        assert [c["name"] for c in await ok(proxy, "/api/chains?q=body:first")] == ["echo"]
+        assert [c["name"] for c in await ok(proxy, "/api/chains?q=first")] == ["echo"]
+        texts = [c.get("name") for c in await ok(proxy, "/api/chains?q=ECHO")]
+        assert "echo" in texts
+        assert "fail" not in texts
+        assert [c["name"] for c in await ok(proxy, "/api/chains?q=tool:*a* -status:error")] == ["add"]
         both = await ok(proxy, "/api/chains?method=initialize&method=tools/call")
         assert [c["method"] for c in both] == ["initialize", "tools/call", "tools/call", "tools/call"]
         assert await ok(proxy, "/api/chains?mode=legacy_to_mrtr") == []
@@ -145,6 +152,7 @@ async def test_api_chains_filters_by_method_status_mode_and_text_newest_last_wit
         ("mode=sideways", "mode must be one of legacy_to_mrtr"),
         ("limit=0", "limit must be an integer of at least 1, got 0"),
         ("limit=many", "limit must be an integer of at least 1, got 'many'"),
+        ("q=tol:echo", "q: unknown field 'tol' (known: method, tool,"),
     ],
 )
 async def test_api_chains_answers_400_naming_a_bad_parameter(
@@ -163,7 +171,7 @@ async def test_api_chain_by_id_gives_headline_messages_and_how_many_it_no_longer
     async with admin_proxy(legacy_server.url, max_messages_per_chain=3) as proxy:
         async with client_for(proxy.endpoint(), "legacy") as client:
             await client.call_tool("slow_progress", {"steps": 5}, progress_callback=_ignore_progress)
-        (call,) = await ok(proxy, "/api/chains?q=slow_progress")
+        (call,) = await ok(proxy, "/api/chains?q=tool:slow_progress")
 
         detail = await ok(proxy, f"/api/chains/{call['id']}")
 

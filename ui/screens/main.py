@@ -17,10 +17,10 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
+from proxy.flows.query import Query, parse_query
 from ui.feeds import FeedStatus
 from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
-from ui.query import Query, parse_query
 from ui.runs import run_label
 from ui.widgets.chain_table import ChainTable
 from ui.widgets.chain_tree import ChainTree

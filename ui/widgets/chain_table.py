@@ -18,9 +18,9 @@ from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist, RowKey
 
+from proxy.flows.query import Query
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
-from ui.query import Query
 from ui.render import chain_cells, chain_id_cell
 
 COMPACT: tuple[tuple[str, str, int], ...] = (

@@ -1,4 +1,4 @@
-"""The filter bar: an input for the query language (see `ui.query`), debounced while typing.
+"""The filter bar: an input for the query language (see `proxy.flows.query`), debounced while typing.
 
 Enter applies the filter at once and Esc leaves it as typed; either way the main screen gives the
 focus back to the chain list, so the list's keys (and a second `/`) act as keys again.

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from proxy.flows.query import Query
 from ui.feeds import FeedStatus
 from ui.model import ViewModel
-from ui.query import Query
 from ui.render import era_badge
 from ui.runs import Reattached, run_label
 

@@ -1,4 +1,4 @@
-"""Which messages a rule picks: the TUI filter's syntax (`ui/query.py`), applied to one message.
+"""Which messages a rule picks: the TUI filter's syntax (`proxy/flows/query.py`), applied to one message.
 
     method:tools/call   tool:delete_*   name:res://x   era:modern   mode:passthrough
     session:08b2   body:octocat   dir:client|server   round:1|>1   -term   *

@@ -1,4 +1,5 @@
-"""The filter bar's query language: parse once, then match chain headlines with pure functions.
+"""The chain query language of the TUI's filter bar, the admin API's `q` and the exports' `--q`:
+parse once, then match chain headlines with pure functions.
 
     method:tools/call   tool:ask_*   name:res://ask   status:error   era:legacy   mode:legacy_to_mrtr
     bridged   -bridged   client:claude   session:08b2   id:c12   duration:>500ms   body:octocat
@@ -14,12 +15,14 @@ everything, so a typo never empties the screen; the status bar shows the error i
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from proxy.flows.events import ChainSummary
+from proxy.flows.events import ChainSummary, MessageRecord
 from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
 
 FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration", "body")
@@ -199,3 +202,16 @@ def _duration_matches(term: Term, s: ChainSummary, now: float | None) -> bool:
         "<=": took <= limit,
         "=": abs(took - limit) < 0.5,
     }[term.op]
+
+
+def bodies_text(messages: Iterable[MessageRecord]) -> str:
+    """Message bodies as `Bodies` gives them: lower-cased JSON, one body per line."""
+    return "\n".join(body_text(record.body) for record in messages)
+
+
+def body_text(body: Any) -> str:
+    """One body as the language searches it: its JSON (or text), lower-cased."""
+    if body is None:
+        return ""
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return text.lower()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.flows.events import ChainStatus, Mode
+from proxy.flows.query import parse_query
 from tests.ui.helpers import BASE, summary
-from ui.query import parse_query
 
 CALL = summary(
     "c7",
