@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from proxy.flows.events import Mode
 from tests.peers.runner import PeerServer
@@ -61,6 +62,42 @@ async def test_the_session_keeps_its_get_stream_while_it_lives(
         sizes = bridge.engine.table_sizes()  # type: ignore[attr-defined]
         assert sizes["session_streams"] == sizes["upstream_sessions"] == 1
         assert bridge.table_sizes()["session_streams"] == 1
+
+
+async def test_a_get_stream_question_while_two_clients_calls_are_in_flight_is_asked_of_neither(
+    legacy_server: PeerServer,
+) -> None:
+    """Two clients without credentials share the bridge's upstream session: a question the server asks
+    on its GET stream while both calls wait could be either's, so neither client is asked it (giving
+    it to one could show it another client's prompt); the server gets a refusal at once."""
+    logs = [CallbackLog(), CallbackLog()]
+
+    async def one_client(url: str, log: CallbackLog) -> str:
+        async with client_for(url, MODERN, log=log, read_timeout=10.0) as client:
+            with anyio.fail_after(15):
+                try:
+                    await client.call_tool("session_ask_name_later", {"wait": 1.0})
+                except MCPError as exc:  # the server's elicit failed with the proxy's refusal
+                    return str(exc)
+        return "answered"
+
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))) as proxy:
+        results = ["", ""]
+
+        async def run(i: int) -> None:
+            results[i] = await one_client(proxy.endpoint(), logs[i])
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, 0)
+            group.start_soon(run, 1)
+        ambiguous = proxy.wait_events(
+            lambda lines: sum(e.get("event") == "bridge_stream_request_ambiguous" for e in lines) >= 2
+        )
+    assert [log.callbacks for log in logs] == [[], []]  # nobody was asked another's question
+    assert all("the proxy cannot tell whose it is" in r for r in results), results
+    said = [e for e in ambiguous if e.get("event") == "bridge_stream_request_ambiguous"]
+    assert {e["in_flight"] for e in said} == {2}
+    assert all(e["level"] == "warning" for e in said)
 
 
 def _round_keys(chains: list[dict[str, Any]]) -> list[list[str]]:

@@ -53,15 +53,8 @@ def engine() -> MrtrToLegacyEngine:
     return ready_engine(keep_streams=True)
 
 
-def placed(method: str, ident: Any, call_key: str, in_flight: int = 1) -> Log:
-    fields = {
-        "leg": STREAM,
-        "method": method,
-        "id": ident,
-        "call": call_key,
-        "in_flight": in_flight,
-        "guessed": in_flight > 1,
-    }
+def placed(method: str, ident: Any, call_key: str) -> Log:
+    fields = {"leg": STREAM, "method": method, "id": ident, "in_flight": 1, "call": call_key}
     return Log("bridge_stream_request_placed", "info", fields)
 
 
@@ -112,12 +105,17 @@ def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answe
     )
 
 
-def test_with_several_calls_in_flight_the_newest_is_asked_and_the_guess_is_noted() -> None:
+def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_could_be_anyones() -> None:
+    """Clients without credentials share an upstream session: a question that names no request,
+    while two calls are in flight, could be either client's, and is given to neither."""
     bridge = engine()
-    token = state(continuation="continuation-1")
-    guess = (
-        "elicitation/create #9 came on the upstream session's GET stream while 2 calls were in flight "
-        "on it; given to the newest, this one"
+    text = (
+        "elicitation/create names no client request and 2 calls are in flight on this session: the "
+        "proxy cannot tell whose it is"
+    )
+    fields = {"leg": STREAM, "method": "elicitation/create", "id": 9, "in_flight": 2}
+    ambiguous = Log(
+        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["call-1", "call-2"], "hint": ANY}
     )
     assert (
         Playbook(bridge)
@@ -126,19 +124,11 @@ def test_with_several_calls_in_flight_the_newest_is_asked_and_the_guess_is_noted
         << tool_leg("leg-4", "x1")
         >> call("x2", 2)
         << tool_leg("leg-5", "x2")
-        >> up(STREAM, req(9, "elicitation/create", FORM))
-        << placed("elicitation/create", 9, "call-2", in_flight=2)
-        << StartTimer("round:call-2", ANY)
-        >> TimerFired("round:call-2")
-        << ROUND_LOG
-        << ReplyJson(
-            "x2",
-            200,
-            input_required(2, {"elicitation-1": entry("elicitation/create", FORM)}, token),
-            note=guess,
-        )
-        << StartTimer("ttl:call-2", ANY)
     )
+    said = protocol(bridge.handle(up(STREAM, req(9, "elicitation/create", FORM))))
+    assert said[0] == ambiguous
+    assert [c.message for c in said[1:]] == [err(9, -32601, text)]  # the refusal, posted upstream
+    assert not [c for c in said if isinstance(c, (StartTimer, ReplyJson))]  # neither call is asked
 
 
 def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once() -> None:

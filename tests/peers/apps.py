@@ -415,9 +415,16 @@ async def _session_ask_name(ctx: Ctx, params: types.CallToolRequestParams) -> ty
     return _text(_hello(await ctx.session.elicit_form(NAME_QUESTION, _NAME_SCHEMA)))
 
 
+async def _session_ask_name_later(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    # The same question after `wait` seconds, so several calls can be in flight when it is asked.
+    await anyio.sleep(float((params.arguments or {}).get("wait", 1.0)))
+    return await _session_ask_name(ctx, params)
+
+
 _SESSION_STREAM_TOOLS: Final[dict[str, _ToolFn]] = {
     "session_roots": _session_roots_tool,
     "session_ask_name": _session_ask_name,
+    "session_ask_name_later": _session_ask_name_later,
 }
 """Tools that ask on the session's GET stream, as `ctx.session.list_roots()` and friends do; callable
 by name on the in-flight style but not listed, so every peer's catalogue stays the same."""

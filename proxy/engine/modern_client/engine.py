@@ -115,7 +115,7 @@ class MrtrToLegacyEngine:
         """None: 2026-07-28 clients have no sessions (the upstream sessions are the proxy's own)."""
         self._calls = CallDriver(self._ctx, self._listen.broadcast)
         self._rounds = self._calls.rounds
-        self._asks = StreamAsks(self._ctx, self._rounds)
+        self._asks = StreamAsks(self._ctx, self._rounds, self._listen.refuse)
         self._sessions = SessionKeeper(self._ctx, self._calls, self._listen)
 
     def __repr__(self) -> str:

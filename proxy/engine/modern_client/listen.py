@@ -152,9 +152,15 @@ class ListenEmulator:
         if msg.method == "ping":
             return [self._notice(link, result_response(msg.id, {}), "pong")]
         text = f"Method not found: {msg.method} is not associated with a client request"
-        refusal = error_response(msg.id, errors.METHOD_NOT_FOUND, text)
         fields = {"leg": leg, "method": msg.method, "id": msg.id}
-        return [Log("bridge_unassociated_request", "warning", fields), self._notice(link, refusal, "refuse")]
+        return [Log("bridge_unassociated_request", "warning", fields), *self.refuse(leg, msg, text)]
+
+    def refuse(self, leg: str, msg: Message, text: str) -> Commands:
+        """Answer a request on a session's GET stream with a -32601 saying `text` (nobody here can)."""
+        link = self._link_of(leg)
+        if link is None or msg.id is None:
+            return []
+        return [self._notice(link, error_response(msg.id, errors.METHOD_NOT_FOUND, text), "refuse")]
 
     def on_stream_lost(self, leg: str, why: str) -> Commands:
         """A GET stream is over: end every listener of its session gracefully (there is no replay)."""

@@ -8,9 +8,11 @@ roots) is given to a call of that session whose upstream request is still open a
 can end in `input_required` (`tools/call`, `prompts/get`, `resources/read`), running or parked:
 
 - one such call: it is asked there, exactly as if the request had come on its own stream;
-- several: the newest one (the call most likely to be waiting on it, as the HTTP+SSE side of the
-  proxy decides for a server with one stream), and the guess is said in a log line and in the note
-  of the message that asks the client;
+- several: it is refused upstream at once, said in a warning. Clients that send no credentials
+  share one upstream session, so the calls in flight may be different people's: giving the question
+  to any one of them could show one client's prompt to another and give its answer to the wrong
+  call. A server that names the related request, or clients with their own `Authorization` (each
+  its own upstream session), avoid the refusal;
 - none: nobody could answer, so the listen emulator refuses it upstream at once (the server never
   waits for an answer that cannot come).
 
@@ -21,6 +23,8 @@ capability gate applies, and the client's answer is POSTed upstream on the sessi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from proxy.engine.commands import BridgeCommand, Log
 from proxy.engine.modern_client.rounds import RoundKeeper
 from proxy.engine.modern_client.state import Call, MrtrContext
@@ -28,14 +32,24 @@ from proxy.wire.jsonrpc import Kind, Message
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS
 
 Commands = list[BridgeCommand]
+Refuse = Callable[[str, Message, str], Commands]
+"""Refuses a GET-stream request upstream: its leg, the request, the error's text."""
+
+HINT = (
+    "the server asked on its session's GET stream, naming no request; clients without credentials "
+    "share one upstream session, so the question could be any of theirs: a server that relates its "
+    "request (the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
+    "Authorization avoid this"
+)
 
 
 class StreamAsks:
     """Places input requests from a session's GET stream on that session's calls in flight."""
 
-    def __init__(self, ctx: MrtrContext, rounds: RoundKeeper) -> None:
+    def __init__(self, ctx: MrtrContext, rounds: RoundKeeper, refuse: Refuse) -> None:
         self._ctx = ctx
         self._rounds = rounds
+        self._refuse = refuse
 
     def on_message(self, leg: str, msg: Message) -> Commands | None:
         """What placing `msg` takes; None when it is not for a call (the listen emulator has it)."""
@@ -52,24 +66,18 @@ class StreamAsks:
         waiting = calls_in_flight(self._ctx, session)
         if not waiting:
             return None
-        call = waiting[-1]
-        guessed = len(waiting) > 1
-        fields = {
-            "leg": leg,
-            "method": msg.method,
-            "id": msg.id,
-            "call": call.key,
-            "in_flight": len(waiting),
-            "guessed": guessed,
-        }
-        note = None
-        if guessed:
-            note = (
-                f"{msg.method} #{msg.id} came on the upstream session's GET stream while "
-                f"{len(waiting)} calls were in flight on it; given to the newest, this one"
+        fields = {"leg": leg, "method": msg.method, "id": msg.id, "in_flight": len(waiting)}
+        if len(waiting) > 1:
+            text = (
+                f"{msg.method} names no client request and {len(waiting)} calls are in flight on this "
+                "session: the proxy cannot tell whose it is"
             )
-        log = Log("bridge_stream_request_placed", "info", fields)
-        return [log, *self._rounds.on_nested(call, msg, note)]
+            calls = [call.key for call in waiting]
+            said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
+            return [said, *self._refuse(leg, msg, text)]
+        call = waiting[0]
+        log = Log("bridge_stream_request_placed", "info", {**fields, "call": call.key})
+        return [log, *self._rounds.on_nested(call, msg, None)]
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
         asked = msg.params.get("requestId")
