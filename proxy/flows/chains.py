@@ -86,6 +86,12 @@ BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is ther
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
 """The note on a chain a 2026-07-28 client cancelled the only way that era has."""
 
+CLIENT_NEVER_RETRIED = (
+    "parked upstream call expired: the client did not retry within continuation_ttl (a 2026-07-28 "
+    "client may stop asking; the proxy cancelled the call upstream)"
+)
+"""The note on a bridged call whose client never came back with the answers."""
+
 
 class ObservedClock:
     """The builder's clock: the time of the observation being built, else the injected source."""
@@ -444,10 +450,12 @@ class ChainBuilder:
         pending_keys: list[str],
         age_ms: float,
     ) -> None:
-        """Announce a parked upstream call's change; one that ends while its chain still waits fails it.
+        """Announce a parked upstream call's change, and end a chain that still waits when it goes.
 
         The call is named by the exchange that parked it first (its chain is looked up then and
-        remembered). `ended` becomes `completed`, or `cancelled` when the chain failed.
+        remembered). `ended` becomes `completed`, or `cancelled` when the chain failed. A call whose
+        client never came back (`expired`) ends its chain incomplete: a 2026-07-28 client may stop
+        asking, so nothing failed; one whose upstream went first (`lost`) fails it.
         """
         chain_id = self._continuations.get(continuation)
         if chain_id is None:
@@ -457,14 +465,18 @@ class ChainBuilder:
                 return
             self._continuations[continuation] = chain_id
         chain = self.store.peek(chain_id)
-        if state in ("ended", "expired"):
+        if state in ("ended", "expired", "lost"):
             self._continuations.pop(continuation, None)
         if state == "ended":
             failed = chain is not None and chain.summary.status in (ChainStatus.ERROR, ChainStatus.CANCELLED)
             state = "cancelled" if failed else "completed"
-        if state in ("expired", "cancelled") and chain is not None and chain.summary.ended is None:
-            chain.summary.notes.append(f"parked upstream call {state}")
-            self._ledger.finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())
+        if chain is not None and chain.summary.ended is None:
+            if state == "expired":
+                chain.summary.notes.append(CLIENT_NEVER_RETRIED)
+                self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, self._clock())
+            elif state in ("lost", "cancelled"):
+                chain.summary.notes.append(f"parked upstream call {state}")
+                self._ledger.finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())
         self._ledger.continuation_event(
             chain_id, state, principal=principal, pending_keys=pending_keys, age_ms=age_ms
         )

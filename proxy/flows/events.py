@@ -207,7 +207,7 @@ class ContinuationChanged(_Model):
     type: Literal["continuation"] = "continuation"
     ts: float
     chain_id: str
-    state: Literal["parked", "resumed", "completed", "expired", "cancelled"]
+    state: Literal["parked", "resumed", "completed", "expired", "lost", "cancelled"]
     principal: str | None = None
     pending_keys: list[str] = Field(default_factory=list)
     age_ms: float = 0.0

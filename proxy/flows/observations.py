@@ -161,9 +161,11 @@ class LegClosed:
 
 @value
 class ContinuationMoved:
-    """A parked upstream call (modern client, legacy server) was parked, resumed, ended or expired.
+    """A parked upstream call (modern client, legacy server) was parked, resumed, ended, expired (its
+    client never came back) or lost (its upstream went first).
 
-    Named by the exchange that parked it first; `state` is `parked`, `resumed`, `ended` or `expired`.
+    Named by the exchange that parked it first; `state` is `parked`, `resumed`, `ended`, `expired` or
+    `lost`.
     """
 
     t: float

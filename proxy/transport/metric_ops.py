@@ -494,9 +494,11 @@ class OpCounter:
             if op is None:
                 return
             self._continuations[obs.continuation] = op
-        if obs.state in ("ended", "expired"):
+        if obs.state in ("ended", "expired", "lost"):
             self._continuations.pop(obs.continuation, None)
-        if obs.state in ("expired", "cancelled"):
+        if obs.state == "expired":  # the client may never come back: nothing failed
+            self._finish(op, obs.t, error=False)
+        elif obs.state in ("lost", "cancelled"):
             self._finish(op, obs.t, error=True)
 
     def _upstream_session(self, obs: UpstreamSessionMoved) -> None:

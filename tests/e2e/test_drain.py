@@ -190,7 +190,7 @@ async def test_a_call_still_parked_when_the_proxy_stops_is_recorded_as_let_go_wi
     assert dead["why"] == "the proxy is stopping"
     lines = [json.loads(line) for line in capture.read_bytes().splitlines()]
     moves = [(o["state"], o["age_ms"]) for o in lines if o.get("kind") == "continuation"]
-    assert [state for state, _ in moves] == ["parked", "expired"]
+    assert [state for state, _ in moves] == ["parked", "lost"]  # its upstream went with the proxy
     assert moves[-1][1] >= 200.0
     exported = tmp_path / "chains.json"
     assert main(["export", "--json", str(exported), str(capture)]) == 0

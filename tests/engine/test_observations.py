@@ -110,7 +110,7 @@ def test_a_call_nobody_came_back_for_is_observed_expired() -> None:
     )
 
 
-def test_a_parked_call_whose_stream_dies_is_observed_expired_once() -> None:
+def test_a_parked_call_whose_stream_dies_is_observed_lost_once() -> None:
     engine = ready_engine()
     park(engine)
 
@@ -119,7 +119,7 @@ def test_a_parked_call_whose_stream_dies_is_observed_expired_once() -> None:
         >> LegFailed("leg-3", "cut", "reset")
         << Log("bridge_continuation_dead", "warning", ANY)
         << CancelTimer("ttl:call-1")
-        << ending("expired")
+        << ending("lost")  # its upstream went before the client came back
         >> call("x2", 2, requestState=state(), inputResponses={"elicitation-1": ACCEPT})
         << ANY
         << ANY
@@ -195,7 +195,7 @@ def test_reinitializing_a_lost_session_is_observed_as_such() -> None:
     assert [c for c in commands if isinstance(c, ObserveSession)] == [commands[-1]]
 
 
-def test_a_call_still_parked_when_the_proxy_stops_is_let_go_expired_with_how_long_it_waited() -> None:
+def test_a_call_still_parked_when_the_proxy_stops_is_let_go_lost_with_how_long_it_waited() -> None:
     engine = ready_engine()
     park(engine, at=1000.0)
 
@@ -211,7 +211,7 @@ def test_a_call_still_parked_when_the_proxy_stops_is_let_go_expired_with_how_lon
         << CloseLeg("leg-3")
         << Log("upstream_session_ended", "info", ANY)
         << ANY  # the session's DELETE
-        << ObserveContinuation("x1", "continuation-1", "expired", None, (), 110_500.0)
+        << ObserveContinuation("x1", "continuation-1", "lost", None, (), 110_500.0)
         >> LegEnded("leg-3")  # the leg's end, after: nothing more is said of the call
         >> Stopping(1111.0)
     )

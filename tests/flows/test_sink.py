@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import ChainBuilder
+from proxy.flows.chains import CLIENT_NEVER_RETRIED, ChainBuilder
 from proxy.flows.events import (
     ChainStatus,
     Channel,
@@ -395,7 +395,16 @@ def test_a_bridged_call_built_later_has_its_legs_and_its_continuation_story() ->
     ]
 
 
-def test_a_continuation_that_expires_fails_the_chain_it_parked() -> None:
+@pytest.mark.parametrize(
+    ("state", "status", "note"),
+    [
+        ("expired", ChainStatus.INCOMPLETE, CLIENT_NEVER_RETRIED),  # a client may stop asking
+        ("lost", ChainStatus.ERROR, "parked upstream call lost"),  # its upstream went first
+    ],
+)
+def test_a_continuation_that_expires_leaves_its_chain_incomplete_and_one_lost_fails_it(
+    state: str, status: ChainStatus, note: str
+) -> None:
     rig = Rig()
     rig.bus.subscribe("tui")
     call = classify_value(request(1, "tools/call", {"name": "ask", "arguments": {}}))
@@ -408,12 +417,12 @@ def test_a_continuation_that_expires_fails_the_chain_it_parked() -> None:
         "x1", classify_value(asked), size=1, direction=Direction.TO_CLIENT, channel=Channel.JSON
     )
     rig.facts.close_exchange("x1", None)
-    rig.facts.continuation_changed("x1", continuation="continuation-1", state="expired", **parked)
+    rig.facts.continuation_changed("x1", continuation="continuation-1", state=state, **parked)
     (chain,) = list(rig.store)
-    assert chain.summary.status is ChainStatus.ERROR
-    assert "parked upstream call expired" in chain.summary.notes
+    assert chain.summary.status is status
+    assert note in chain.summary.notes
     states = [e.state for e in rig.events if isinstance(e, ContinuationChanged)]
-    assert states == ["parked", "expired"]
+    assert states == ["parked", state]
 
 
 def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when_watched() -> None:

@@ -120,7 +120,7 @@ class CallDriver:
         fields: dict[str, Any] = {"call": call.key, "leg": leg, "phase": call.phase, "why": why}
         if call.phase == "parked":
             fields["continuation"] = call.continuation
-            return [Log("bridge_continuation_dead", "warning", fields), *forget(self._ctx, call)]
+            return [Log("bridge_continuation_dead", "warning", fields), *forget(self._ctx, call, lost=True)]
         if refused:
             body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")
             return [Log("bridge_request_refused", "info", fields), *finish(self._ctx, call, body, 400)]

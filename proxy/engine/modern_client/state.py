@@ -183,9 +183,9 @@ class MrtrContext:
     """Observations of the event being handled; the engine emits them after its other orders."""
 
     def observe_continuation(self, call: Call, state: str, age_ms: float = 0.0) -> None:
-        """A parked call changed state (`parked`, `resumed`, `expired`, `ended`): tell the observer."""
+        """A parked call changed state (`parked`, `resumed`, `expired`, `lost`, `ended`): say so."""
         assert call.continuation is not None
-        ending = state in ("expired", "ended")
+        ending = state in ("expired", "lost", "ended")
         principal = None if ending else call.binding.principal[:16]
         pending = () if ending else tuple(sorted(call.asked))
         self.observed.append(
