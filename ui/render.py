@@ -278,6 +278,9 @@ def pair_label(pair: Pair) -> Text:
         who = "took"
     head.append(f" #{req.jsonrpc_id} → {outcome(pair.response)}")
     response = pair.response
+    refused = response.http.status if response is not None and response.http is not None else None
+    if pair.role == "leg" and refused is not None and refused >= 400:  # the upstream refused the leg
+        head.append(f" (HTTP {refused})", style="red")
     if elapsed is not None and response is not None and response.round > req.round:
         head.append(f"  answered in round {response.round}, {duration(elapsed)} after", style="dim")
     elif elapsed is not None:
