@@ -533,6 +533,7 @@ def test_a_legs_response_head_rides_its_first_message_back_or_is_an_http_record_
     assert (headed["leg-4"].kind, headed["leg-4"].channel) == ("http", Channel.HTTP)  # a 202, no message
     assert headed["leg-1"].channel is Channel.GET_SSE  # its head came before any event on it
     minted = headed["leg-3"].http
-    assert minted is not None and minted.headers["Mcp-Session-Id"].startswith("<redacted len=")
+    assert minted is not None
+    assert minted.headers["Mcp-Session-Id"].startswith("<redacted len=")
     assert UPSTREAM_SESSION not in str(chain.messages)
     assert chain.summary.http_status == 200  # the chain's own status stays the client's exchange's

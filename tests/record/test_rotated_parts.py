@@ -148,5 +148,6 @@ def test_a_part_begun_between_a_legs_head_and_its_answer_repeats_the_head_for_th
 
     _, alone = full_read([second])
     (answer,) = [r for chain in alone.values() for r in chain if r.exchange == "leg-5" and r.kind == "result"]
-    assert answer.http is not None and answer.http.status == 200
+    assert answer.http is not None
+    assert answer.http.status == 200
     assert full_read([first, second]) == full_read([capture])  # the repeated head is not taken twice
