@@ -242,12 +242,24 @@ def message_label(record: MessageRecord, bridged: bool = False) -> Text:
     ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
     kind = "" if what.startswith(f"{record.kind} ") else f"{record.kind} "  # not `error error -32050`
     text = Text.assemble(f"{_arrow(record)} ", route_tag(record, bridged), f" {kind}", (what, "bold"), ident)
+    refused = refusal(record) if record.kind != "http" else None
+    if refused is not None:
+        text.append(f"  {refused}", style="red")
     text.append(f"  {record.channel.value} {size(record.size)}", style="dim")
     if record.truncated:
         text.append("  [truncated]", style="yellow")
     if record.note:
         text.append(f"  {record.note}", style="italic dim")
     return text
+
+
+def refusal(record: MessageRecord) -> str | None:
+    """`HTTP 404` when the upstream refused a bridge's leg at the HTTP level and this message came
+    with that head: its JSON-RPC error alone does not say the request never reached a handler."""
+    http = record.http
+    if record.side is not Side.UPSTREAM or http is None or http.status is None or http.status < 400:
+        return None
+    return f"HTTP {http.status}"
 
 
 _ASKER = {Side.UPSTREAM: "server asks", Side.CLIENT: "proxy asks client"}
@@ -278,6 +290,9 @@ def pair_label(pair: Pair) -> Text:
         who = "took"
     head.append(f" #{req.jsonrpc_id} → {outcome(pair.response)}")
     response = pair.response
+    refused = refusal(response) if response is not None else None
+    if refused is not None:
+        head.append(f" ({refused})", style="red")
     if elapsed is not None and response is not None and response.round > req.round:
         head.append(f"  answered in round {response.round}, {duration(elapsed)} after", style="dim")
     elif elapsed is not None:

@@ -2,15 +2,15 @@
 
 Theory of operation. The transport reports each HTTP exchange (`open_exchange` ... `close_exchange`)
 and each JSON-RPC message seen on it (`message`); a bridge also reports the upstream legs it makes
-(`leg_message`). A client request opens a chain, unless it is the retry of an MRTR round, which joins
-the chain that got the `input_required` result (matched by the `requestState` digest, or, when the
-server sent none, by method + name/uri + arguments + answered keys, and only when exactly one chain
-fits). Anything that rides the POST's response stream joins the chain of that POST's request; a
-server request registers its id so the client's answering POST joins the same chain;
-`notifications/cancelled` joins the chain of the request it cancels; GET-stream traffic joins the
-chain of that stream, and a GET resumed with `Last-Event-ID` rejoins the chain of that event. Time
-spent waiting on the client (a nested request outstanding, or an `input_required` result not yet
-retried) is split from time spent upstream.
+(`leg_message`) and the upstream's response head to each (`leg_head`). A client request opens a
+chain, unless it is the retry of an MRTR round, which joins the chain that got the `input_required`
+result (matched by the `requestState` digest, or, when the server sent none, by method + name/uri +
+arguments + answered keys, and only when exactly one chain fits). Anything that rides the POST's
+response stream joins the chain of that POST's request; a server request registers its id so the
+client's answering POST joins the same chain; `notifications/cancelled` joins the chain of the
+request it cancels; GET-stream traffic joins the chain of that stream, and a GET resumed with
+`Last-Event-ID` rejoins the chain of that event. Time spent waiting on the client (a nested request
+outstanding, or an `input_required` result not yet retried) is split from time spent upstream.
 
 This module holds the builder the transport talks to and the exchange and leg bookkeeping; the rest
 is in small rooms beside it:
@@ -46,6 +46,7 @@ from proxy.flows.events import (
     Channel,
     Direction,
     FlowEvent,
+    HttpInfo,
     Mode,
     Side,
 )
@@ -63,6 +64,7 @@ from proxy.flows.observations import (
     InterceptReleased,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -143,6 +145,8 @@ class ChainBuilder:
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
         self._exchanges: dict[str, Exchange] = {}
         self._legs: BoundedMap = BoundedMap()
+        self._leg_heads: BoundedMap = BoundedMap()
+        """Leg -> the upstream's response head to it, until a message on the leg or its close carries it."""
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
 
@@ -150,8 +154,8 @@ class ChainBuilder:
         """Build one observation into chains, at the time it was made (so a later build is the same).
 
         Returns the chain the observation filed a message in (a message, an invalid body, the `http`
-        record of a GET's or DELETE's request head, or of an exchange that closed with no message
-        carrying its response head), else None.
+        record of a GET's or DELETE's request head, or of an exchange or a bridge's leg that closed
+        with no message carrying its response head), else None.
         """
         clock = self._clock
         clock.at = obs.t
@@ -212,10 +216,12 @@ class ChainBuilder:
                     direction=obs.direction,
                     channel=obs.channel,
                 )
+            case LegHeadSeen():
+                self.leg_head(obs.leg, status=obs.status, content_type=obs.content_type, headers=obs.headers)
             case LegLinked():
                 self.link_leg(obs.leg, obs.related)
             case LegClosed():
-                self.leg_closed(obs.leg)
+                return self.leg_closed(obs.leg)
             case ContinuationMoved():
                 self.continuation_changed(
                     obs.exchange,
@@ -425,8 +431,13 @@ class ChainBuilder:
                     chain.summary.rounds = chain.upstream_requests
             else:  # the legacy server asks in flight: the client is asked it as `input_required`
                 chain.summary.nested += 1
+        head = (
+            self._leg_heads.pop(leg, None) if direction is Direction.TO_CLIENT and self._leg_heads else None
+        )
         if not self._keeps_records:
-            return self._count(chain, direction, size, False, Head.NONE)
+            return self._count(
+                chain, direction, size, False, Head.NONE if head is None else Head.LEG_RESPONSE
+            )
         record = self._records.message(
             chain,
             msg,
@@ -437,6 +448,7 @@ class ChainBuilder:
             size=size,
             note=note,
         )
+        record.http = head
         self._ledger.file(chain, record, invalid=False)
         return chain.summary.id
 
@@ -516,11 +528,32 @@ class ChainBuilder:
         if chain_id is not None:
             self._legs[leg] = chain_id
 
-    def leg_closed(self, leg: str) -> None:
-        """Forget a finished leg's chain."""
+    def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
+        """Remember the upstream's response head to a leg; the leg's first message back carries it."""
+        self._leg_heads[leg] = self._records.response_head(status, content_type, headers)
+
+    def leg_closed(self, leg: str) -> str | None:
+        """Forget a finished leg's chain; a response head no message carried gets an `http` record.
+
+        Returns the chain that got that record, else None.
+        """
+        head = self._leg_heads.pop(leg, None) if self._leg_heads else None
         chain_id = self._legs.pop(leg, None)
-        if chain_id is not None:
-            self._release((chain_id,))
+        if chain_id is None:
+            return None
+        filed = self._record_leg_head(chain_id, leg, head) if head is not None else None
+        self._release((chain_id,))
+        return filed
+
+    def _record_leg_head(self, chain_id: str, leg: str, head: HttpInfo) -> str | None:
+        chain = self.store.peek(chain_id)
+        if chain is None:
+            return None
+        if not self._keeps_records:
+            return self._count(chain, Direction.TO_CLIENT, 0, False, Head.HTTP_LEG)
+        record = self._records.http_only(chain, leg, head, side=Side.UPSTREAM)
+        self._ledger.file(chain, record, invalid=False)
+        return chain.summary.id
 
     def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
         """Finish an exchange: unanswered requests fail with `outcome`.

@@ -143,6 +143,18 @@ class LegMessageSeen:
 
 
 @value
+class LegHeadSeen:
+    """The upstream's response head to a leg arrived (an error status included): what it answered
+    at the HTTP level, which no message on the leg says (its status, its session id)."""
+
+    t: float
+    leg: str
+    status: int
+    content_type: str | None
+    headers: dict[str, str]
+
+
+@value
 class LegLinked:
     """A leg serves the same call as an earlier leg `related` (an answer to, or cancel of, a parked call)."""
 
@@ -268,6 +280,7 @@ Observation: TypeAlias = (
     | EventIdSeen
     | ExchangeClosed
     | LegMessageSeen
+    | LegHeadSeen
     | LegLinked
     | LegClosed
     | ContinuationMoved
@@ -280,6 +293,7 @@ Observation: TypeAlias = (
 
 KEY_FIELDS: dict[type[Any], str] = {
     LegMessageSeen: "leg",
+    LegHeadSeen: "leg",
     LegLinked: "leg",
     LegClosed: "leg",
     UpstreamSessionMoved: "name",

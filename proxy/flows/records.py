@@ -2,9 +2,10 @@
 
 Every message the chain builder files becomes a MessageRecord here: its body passed through the
 redactor and cut at the body limit, stamped with the injected clock and its chain's next sequence
-number, carrying the exchange's HTTP head where one applies. An exchange whose response head carried
-no message gets one `http` record, so its status still shows in its chain; so does the request head of
-a request without a body (a GET stream, a DELETE), so its request line and headers show too. No I/O,
+number, carrying the exchange's HTTP head where one applies (a bridge's leg: the upstream's response
+head to it). An exchange or leg whose response head carried no message gets one `http` record, so its
+status still shows in its chain; so does the request head of a request without a body (a GET stream, a
+DELETE), so its request line and headers show too. No I/O,
 no clock of its own, no logging; storing and announcing the records is the builder's job.
 """
 
@@ -33,6 +34,10 @@ class Head(IntEnum):
     """An `http` record of a response head no message carried, the upstream's answer relayed."""
     HTTP_BRIDGED = 4
     """An `http` record of a response head no message carried, a bridge's own answer."""
+    LEG_RESPONSE = 5
+    """The upstream's response head to a bridge's leg, carried by the leg's first message back."""
+    HTTP_LEG = 6
+    """An `http` record of the upstream's response head to a leg that no message on the leg carried."""
 
 
 Filed = Callable[[str, int, int, Head], None]

@@ -351,7 +351,9 @@ def _message(m: Carried) -> dict[str, Any]:
 
 def _side_comment(draft: EntryDraft) -> str | None:
     if draft.side == "upstream":
-        return "a bridge's upstream leg: the proxy records its messages, not its HTTP heads"
+        if draft.status is None:
+            return "a bridge's upstream leg: its response head is unknown (none came, or none was recorded)"
+        return "a bridge's upstream leg: the proxy records its response head, not its request head"
     if draft.ended is None:
         return "still open when it was exported"
     return None

@@ -3,11 +3,12 @@
 `HarFromCapture` listens to the `ObservationReplayer` it makes (`on_applied`): an exchange's opening
 line starts its draft, each message joins it with the chain the builder filed it in, and its closing
 line ends it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same
-way from its first message to its `leg_closed`. Memory holds the exchanges open at one time, not the
-file. An entry needs only which chain each message joined and the chains' headlines (kept current in
-the store), so the replayer builds no message records and announces no headline changes (`lean`).
-Without `lean` the replayer builds everything a live watcher gets, and the drafts learn the chains
-and their ends from its events instead: the same entries, by another road (tests hold them equal).
+way from its first message to its `leg_closed`, with the response head its `leg_head` line gave.
+Memory holds the exchanges open at one time, not the file. An entry needs only which chain each
+message joined and the chains' headlines (kept current in the store), so the replayer builds no
+message records and announces no headline changes (`lean`). Without `lean` the replayer builds
+everything a live watcher gets, and the drafts learn the chains and their ends from its events
+instead: the same entries, by another road (tests hold them equal).
 
 A filter that judges chains by their end (status, free text) holds an ended exchange until every
 chain it carried has ended too (a client's answer to a nested request closes before its call does);
@@ -39,6 +40,7 @@ from proxy.flows.observations import (
     ExchangeOpened,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -74,6 +76,8 @@ class HarFromCapture:
         self._entry_bytes = entry_bytes
         self._max_held = max_held
         self._open: dict[str, EntryDraft] = {}
+        self._leg_heads: dict[str, LegHeadSeen] = {}
+        """The head of a leg with no entry yet (a GET stream's comes before its first message)."""
         self._held: deque[EntryDraft] = deque()
         self._host = "localhost"
         self._upstream = "http://upstream/"
@@ -146,9 +150,15 @@ class HarFromCapture:
                     self._note_chain(draft, chain)
             case LegMessageSeen():
                 self._leg_message(obs, chain)
+            case LegHeadSeen():
+                if (draft := self._open.get(obs.leg)) is not None:
+                    draft.head(obs.t, obs.status, obs.content_type, obs.headers)
+                else:
+                    self._leg_heads[obs.leg] = obs
             case LegLinked():
                 self._leg(obs.leg, obs.t, None).related = obs.related
             case LegClosed():
+                self._leg_heads.pop(obs.leg, None)
                 if (draft := self._open.pop(obs.leg, None)) is not None:
                     draft.ended = obs.t
                     self._ended(draft)
@@ -192,6 +202,9 @@ class HarFromCapture:
             draft = self._open[leg] = EntryDraft(
                 leg, "upstream", t, "GET" if get else "POST", self._upstream, limit=self._entry_bytes
             )
+            head = self._leg_heads.pop(leg, None)
+            if head is not None:
+                draft.head(head.t, head.status, head.content_type, head.headers)
         return draft
 
     def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:

@@ -33,6 +33,7 @@ from proxy.flows.observations import (
     InterceptReleased,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -61,6 +62,7 @@ KINDS: Final[dict[type[Any], str]] = {
     EventIdSeen: "event_id",
     ExchangeClosed: "exchange_closed",
     LegMessageSeen: "leg_message",
+    LegHeadSeen: "leg_head",
     LegLinked: "leg_linked",
     LegClosed: "leg_closed",
     ContinuationMoved: "continuation",
@@ -109,7 +111,7 @@ class ObservationEncoder:
                     del line["client_transport"]
                 if obs.upstream_transport == "http":
                     del line["upstream_transport"]
-            case ResponseHeadSeen():
+            case ResponseHeadSeen() | LegHeadSeen():
                 line["headers"] = redactor.headers(obs.headers)
             case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint
                 line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
@@ -288,10 +290,10 @@ class OpenLines:
     """The lines that opened what is still open, repeated at the top of every new capture file.
 
     A rotation or a reopen starts a new file while exchanges, streams and a bridge's legs are open;
-    repeating their opening lines (the exchange, its client requests, a leg's first message) makes
-    each file readable on its own. The copies are marked `repeat`, so a reader that read the earlier
-    file already (rotated files in order) skips them and nothing is counted twice. Bounded: at most
-    `MAX_REPEATED_LINES` per exchange or leg and `max_bytes` in all.
+    repeating their opening lines (the exchange, its client requests, a leg's first message and its
+    response head) makes each file readable on its own. The copies are marked `repeat`, so a reader
+    that read the earlier file already (rotated files in order) skips them and nothing is counted
+    twice. Bounded: at most `MAX_REPEATED_LINES` per exchange or leg and `max_bytes` in all.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_REPEAT_BYTES) -> None:
@@ -310,6 +312,8 @@ class OpenLines:
                 self._keep(key, line, new=True)
             case LegMessageSeen() | LegLinked() if key not in self._held:
                 self._keep(key, line, new=True)
+            case LegHeadSeen():  # a GET stream's head comes before any message on it
+                self._keep(key, line, new=key not in self._held)
             case MessageSeen(direction=Direction.TO_SERVER) if key in self._held:
                 self._keep(key, line, new=False)
             case _:
@@ -413,6 +417,6 @@ class ObservationReplayer:
         self._restored.clear()
 
     def _knows(self, obs: Observation, key: str) -> bool:
-        if isinstance(obs, LegMessageSeen | LegLinked | LegClosed):
+        if isinstance(obs, LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):
             return self._builder.has_leg(key)
         return self._builder.has_exchange(key)

@@ -1,13 +1,14 @@
 """A capture's message records by reference: where each record's parts are, built only when shown.
 
 A record is the observation that filed it (a message, a leg's message, an invalid body, the opening
-of a GET or DELETE, whose request head no message carries, or the close of an exchange whose response
-head no message carried) plus what the chain builder knew then: its sequence number in its chain, its
-MRTR round, and which HTTP head it carries (the exchange's request head or its latest response head,
-each an observation line of its own). An index pass builds chains
-without records (`ChainBuilder(records=False, on_filed=...)`) and keeps for each message a `Ref`: the
-positions of those lines and the builder's numbers. `RecordBuilder` reads the lines back and makes the
-record with the builder's own `RecordMaker`, so it is the record an eager build would have made.
+of a GET or DELETE, whose request head no message carries, or the close of an exchange or leg whose
+response head no message carried) plus what the chain builder knew then: its sequence number in its
+chain, its MRTR round, and which HTTP head it carries (the exchange's request head or its latest
+response head, or the upstream's head to a leg, each an observation line of its own). An index pass
+builds chains without records (`ChainBuilder(records=False, on_filed=...)`) and keeps for each
+message a `Ref`: the positions of those lines and the builder's numbers. `RecordBuilder` reads the
+lines back and makes the record with the builder's own `RecordMaker`, so it is the record an eager
+build would have made.
 
 Positions name a file and an offset in one integer (`position`), so a capture and its rotated parts
 read as one. Everything read back was redacted when it was written. No aiohttp, structlog or textual.
@@ -26,6 +27,8 @@ from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
     InvalidBody,
+    LegClosed,
+    LegHeadSeen,
     LegMessageSeen,
     MessageSeen,
     Observation,
@@ -68,6 +71,8 @@ class RefTaker:
         """Exchange -> position of its `exchange_opened` line."""
         self._heads: dict[str, int] = {}
         """Exchange -> position of its latest `response_head` line."""
+        self._leg_heads: dict[str, int] = {}
+        """Leg -> position of its `leg_head` line."""
 
     def filed(self, chain_id: str, seq: int, round_: int, head: Head) -> None:
         """The builder counted a message (its observation is being built)."""
@@ -84,18 +89,26 @@ class RefTaker:
             self._heads.pop(obs.exchange, None)
         elif isinstance(obs, ResponseHeadSeen):
             self._heads[obs.exchange] = self._where()
+        elif isinstance(obs, LegHeadSeen):
+            self._leg_heads[obs.leg] = self._where()
         if self._pending:
             at = self._where()
-            exchange = getattr(obs, "exchange", None)
             for chain_id, seq, round_, head in self._pending:
-                self._keep(chain_id, (at, seq, round_, int(head), self._head_line(exchange, head)))
+                self._keep(chain_id, (at, seq, round_, int(head), self._head_line(obs, head)))
             self._pending.clear()
         if isinstance(obs, ExchangeClosed):
             self._opened.pop(obs.exchange, None)
             self._heads.pop(obs.exchange, None)
+        elif isinstance(obs, LegClosed):
+            self._leg_heads.pop(obs.leg, None)
 
-    def _head_line(self, exchange: str | None, head: Head) -> int:
-        if head is Head.NONE or exchange is None:
+    def _head_line(self, obs: Observation, head: Head) -> int:
+        if head is Head.NONE:
+            return NO_LINE
+        if head in (Head.LEG_RESPONSE, Head.HTTP_LEG):
+            return self._leg_heads.get(getattr(obs, "leg", ""), NO_LINE)
+        exchange = getattr(obs, "exchange", None)
+        if exchange is None:
             return NO_LINE
         table = self._opened if head is Head.REQUEST else self._heads
         return table.get(exchange, NO_LINE)
@@ -136,7 +149,7 @@ class RecordBuilder:
             head_obs = self._line(head_at)
             if isinstance(head_obs, ExchangeOpened):
                 http = maker.request_head(head_obs.http_method, head_obs.path, head_obs.headers)
-            elif isinstance(head_obs, ResponseHeadSeen):
+            elif isinstance(head_obs, ResponseHeadSeen | LegHeadSeen):
                 http = maker.response_head(head_obs.status, head_obs.content_type, head_obs.headers)
             else:
                 raise ValueError(f"line {head_at} is not an HTTP head")
@@ -157,7 +170,7 @@ class RecordBuilder:
                 record.http, record.sse_id = http, obs.sse_id
                 return record
             case LegMessageSeen():
-                return maker.build(
+                record = maker.build(
                     obs.msg,
                     seq=seq,
                     ts=obs.t,
@@ -169,6 +182,8 @@ class RecordBuilder:
                     size=obs.size,
                     note=None,
                 )
+                record.http = http
+                return record
             case InvalidBody():
                 preview = obs.body[: self._body_limit].decode("utf-8", "replace")
                 record = maker.build(
@@ -188,6 +203,10 @@ class RecordBuilder:
             case ExchangeClosed() if http is not None:
                 side = Side.CLIENT if head is Head.HTTP_BRIDGED else Side.BOTH
                 return maker.build_http_only(obs.exchange, http, seq=seq, ts=obs.t, round_=round_, side=side)
+            case LegClosed() if http is not None:  # a leg's head that no message on it carried
+                return maker.build_http_only(
+                    obs.leg, http, seq=seq, ts=obs.t, round_=round_, side=Side.UPSTREAM
+                )
             case ExchangeOpened() if http is not None:  # a GET's or DELETE's own request head
                 return maker.build_http_only(
                     obs.exchange,

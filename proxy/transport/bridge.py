@@ -57,6 +57,7 @@ from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -454,6 +455,8 @@ class BridgeDriver:
         resp = await self._open_leg(leg, query, method, headers, body)
         if resp is None:
             return
+        sink = self.observer  # before the engine hears of it: an error status may close the leg at once
+        sink.emit(LegHeadSeen(sink.now(), leg, resp.status, resp.header("content-type"), dict(resp.headers)))
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
         stream = _LegStream()
         while True:

@@ -10,7 +10,9 @@ clear. The running proxy's `/api/export.har` passes the same validator, behind t
 copy of the capture with a corrupt line still exports, naming the line in the log's comment, on
 stderr and in the exit status. A legacy client's GET stream and its session's DELETE, relayed or
 served by the bridge, are entries of their own method, URL and headers in the running proxy's HAR,
-as in the capture's.
+as in the capture's. A 2026-07-28 client bridged to a legacy server that restarted (forgetting the
+proxy's session) leaves upstream legs whose entries carry the server's real statuses, in the capture's
+HAR and the live one alike: 200s, the session id the server minted as a stand-in, and its 404.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.peers.envs import har_python, har_validator, node_binary
+from tests.peers.fixtures import PeerFactory
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
 from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, run_mcp_proxy, settings_env
@@ -221,3 +225,57 @@ async def test_a_get_stream_and_a_delete_are_their_own_entries_in_the_live_har_a
     assert done.returncode == 0, done.stderr
     exported = bodiless(json.loads(out.read_text())["log"]["entries"])
     assert {x: (m, u) for x, (m, u, _) in live.items()} == {x: (m, u) for x, (m, u, _) in exported.items()}
+
+
+def leg_heads(entries: list[dict[str, Any]]) -> dict[str, tuple[int, str, dict[str, str]]]:
+    """A HAR's upstream legs as haralyzer reads them: leg -> status, its text, response headers."""
+    return {
+        e["mcp"]["exchange"]: (
+            e["status"],
+            e["status_text"],
+            {h["name"].lower(): h["value"] for h in e["response_headers"]},
+        )
+        for e in entries
+        if e["mcp"]["side"] == "upstream"
+    }
+
+
+async def test_a_bridged_runs_legs_carry_the_upstreams_statuses_in_both_hars_its_404_included(
+    peer_factory: PeerFactory, tmp_path: Path
+) -> None:
+    first = peer_factory("legacy-inflight")
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=first.url, capture=capture, admin_token=TOKEN, drain_grace=5))
+    with ProxyProcess(env) as proxy:
+        async with client_for(proxy.endpoint(), "2026-07-28") as modern:
+            assert not (await modern.call_tool("echo", {"text": "before"})).is_error
+        # The server restarts and forgets every session: the bridge's next call on its session is refused.
+        await anyio.to_thread.run_sync(first.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("legacy-inflight", port=first.port))
+        async with client_for(proxy.endpoint(), "2026-07-28") as modern:
+            again = await modern.call_tool("echo", {"text": "after"})
+        assert not again.is_error
+        status, _, live = await admin_get(proxy.admin + "/api/export.har", TOKEN)
+        assert status == 200
+        proxy.stop()
+
+    out = tmp_path / "run.har"
+    done = run_mcp_proxy("export", "--har", str(out), str(capture))
+    assert done.returncode == 0, done.stderr
+    live_file = tmp_path / "live.har"
+    live_file.write_bytes(live)
+    for har in (out, live_file):
+        assert validate(har) == {"valid": True}
+        legs = leg_heads(read_back(har)["entries"])
+        statuses = sorted(status for status, _, _ in legs.values())
+        assert 0 not in statuses, legs
+        assert 404 in statuses, legs
+        assert 200 in statuses, legs
+        assert all(text == HTTP_TEXT[status] for status, text, _ in legs.values() if status in HTTP_TEXT)
+        minted = [h["mcp-session-id"] for _, _, h in legs.values() if "mcp-session-id" in h]
+        assert minted, "the initialize legs' heads hold the session the server minted"
+        assert all(value.startswith("<redacted len=") for value in minted)
+    assert leg_heads(read_back(out)["entries"]) == leg_heads(read_back(live_file)["entries"])
+
+
+HTTP_TEXT = {200: "OK", 202: "Accepted", 404: "Not Found"}

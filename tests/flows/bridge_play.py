@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from proxy.flows.events import Channel, Direction, Mode, Side
-from proxy.wire.jsonrpc import classify_value, request, result_response
+from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 
 STATE = "sealed-request-state"
 PARK_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer tok-parked-secret"}
@@ -127,4 +127,65 @@ def asked_bridge_call(obs: Any, clock: Ticking) -> list[Any]:
     done = classify_value(result_response(4, final))
     obs.message("x1", done, size=70, direction=to_client, channel=Channel.SSE, side=client)
     closed.append(obs.close_exchange("x1", None))
+    return closed
+
+
+UPSTREAM_SESSION = "upstream-sess-9c1e-secret"
+"""The session id the legacy server mints in `refused_leg_call` (shown only as a stand-in)."""
+
+LEG_STATUSES = {"leg-1": 200, "leg-2": 404, "leg-3": 200, "leg-4": 202, "leg-5": 200}
+"""The upstream's status on each leg of `refused_leg_call`."""
+
+
+def refused_leg_call(obs: Any, clock: Ticking) -> list[Any]:
+    """A modern call bridged to a legacy server that forgot the proxy's session, with every leg's head.
+
+    The session's GET stream (leg-1) answers its head before any event; the call (leg-2) is refused
+    404 with a JSON-RPC error; the proxy initializes again (leg-3, its head naming the new session),
+    acknowledges it (leg-4: a 202 that carries no message) and calls again (leg-5, an SSE answer).
+    Returns what the close_exchange returned.
+    """
+    modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
+    json, sse = "application/json", "text/event-stream"
+    call = classify_value(request(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x1", call, size=90, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
+    obs.leg_head("leg-1", status=200, content_type=sse, headers={"Content-Type": sse})
+    clock.now += 0.1
+    logged = notification("notifications/message", {"level": "info", "data": "stream open"})
+    obs.leg_message("leg-1", "x1", logged, size=60, direction=to_client, channel=Channel.GET_SSE)
+    upstream_call = request("legacy-1", "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    obs.leg_message("leg-2", "x1", upstream_call, size=80, direction=to_server, channel=Channel.POST)
+    clock.now += 0.05
+    obs.leg_head("leg-2", status=404, content_type=json, headers={"Content-Type": json})
+    gone = error_response(None, -32600, "Session not found")
+    obs.leg_message("leg-2", "x1", gone, size=70, direction=to_client, channel=Channel.JSON)
+    obs.leg_closed("leg-2")
+    init = request("legacy-2", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    obs.leg_message("leg-3", "x1", init, size=120, direction=to_server, channel=Channel.POST)
+    clock.now += 0.05
+    minted = {"Content-Type": json, "Mcp-Session-Id": UPSTREAM_SESSION}
+    obs.leg_head("leg-3", status=200, content_type=json, headers=minted)
+    ready = result_response("legacy-2", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    obs.leg_message("leg-3", "x1", ready, size=110, direction=to_client, channel=Channel.JSON)
+    obs.leg_closed("leg-3")
+    initialized = notification("notifications/initialized")
+    obs.leg_message("leg-4", "x1", initialized, size=50, direction=to_server, channel=Channel.POST)
+    obs.leg_head("leg-4", status=202, content_type=None, headers={})
+    obs.leg_closed("leg-4")
+    again = request("legacy-3", "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    obs.leg_message("leg-5", "x1", again, size=80, direction=to_server, channel=Channel.POST)
+    clock.now += 0.1
+    obs.leg_head("leg-5", status=200, content_type=sse, headers={"Content-Type": sse})
+    echoed = {"content": [{"type": "text", "text": "hi"}]}
+    obs.leg_message(
+        "leg-5", "x1", result_response("legacy-3", echoed), size=75, direction=to_client, channel=Channel.SSE
+    )
+    obs.leg_closed("leg-5")
+    obs.response_head("x1", status=200, content_type=json, headers={})
+    done = classify_value(result_response(1, {"resultType": "complete", **echoed}))
+    obs.message("x1", done, size=80, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
+    closed = [obs.close_exchange("x1", None)]
+    obs.leg_closed("leg-1")
     return closed

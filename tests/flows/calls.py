@@ -18,6 +18,7 @@ from proxy.flows.observations import (
     ExchangeOpened,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -101,6 +102,9 @@ class Calls:
     ) -> None:
         msg = message if isinstance(message, Message) else classify_value(message)
         self.sink.emit(LegMessageSeen(self.sink.now(), leg, exchange, msg, size, direction, channel))
+
+    def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
+        self.sink.emit(LegHeadSeen(self.sink.now(), leg, status, content_type, headers))
 
     def link_leg(self, leg: str, related: str) -> None:
         self.sink.emit(LegLinked(self.sink.now(), leg, related))

@@ -30,7 +30,13 @@ from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
-from tests.flows.bridge_play import asked_bridge_call, parked_bridge_call
+from tests.flows.bridge_play import (
+    LEG_STATUSES,
+    UPSTREAM_SESSION,
+    asked_bridge_call,
+    parked_bridge_call,
+    refused_leg_call,
+)
 from tests.flows.calls import Calls
 from tests.flows.stream_play import streams_and_delete
 
@@ -238,6 +244,7 @@ SCENARIOS: dict[str, Play] = {
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,
     "asked-bridge-call": asked_bridge_call,
+    "refused-leg-call": refused_leg_call,
     "mrtr-rounds": _mrtr_rounds,
     "streams-and-delete": streams_and_delete,
 }
@@ -520,3 +527,22 @@ def test_a_call_whose_server_asks_one_question_counts_one_nested_request_in_ever
 
     (call,) = [c.summary for c in rig.chains() if c.summary.method == "tools/call"]
     assert (call.nested, call.status) == (1, ChainStatus.OK)
+
+
+def test_a_legs_response_head_rides_its_first_message_back_or_is_an_http_record_of_its_own() -> None:
+    rig = Rig()
+    refused_leg_call(rig.facts, rig.clock)
+
+    (chain,) = rig.chains()
+    legs = [m for m in chain.messages if m.side is Side.UPSTREAM]
+    headed = {m.exchange: m for m in legs if m.http is not None}
+    assert {leg: m.http.status for leg, m in headed.items() if m.http} == LEG_STATUSES
+    assert all(m.direction is Direction.TO_CLIENT for m in headed.values())
+    assert headed["leg-2"].kind == "error"  # the refusal's own message carries the 404
+    assert (headed["leg-4"].kind, headed["leg-4"].channel) == ("http", Channel.HTTP)  # a 202, no message
+    assert headed["leg-1"].channel is Channel.GET_SSE  # its head came before any event on it
+    minted = headed["leg-3"].http
+    assert minted is not None
+    assert minted.headers["Mcp-Session-Id"].startswith("<redacted len=")
+    assert UPSTREAM_SESSION not in str(chain.messages)
+    assert chain.summary.http_status == 200  # the chain's own status stays the client's exchange's

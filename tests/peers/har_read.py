@@ -3,8 +3,8 @@
     .cache/peers/har/bin/python tests/peers/har_read.py FILE.har
 
 Prints one JSON object: the log's creator and version as haralyzer parsed them, and per entry what
-haralyzer makes of it (method, URL, status, response MIME type and text, request headers, start
-time) with the entry's `_mcp` field as it stands. Standard library and haralyzer only.
+haralyzer makes of it (method, URL, status and its text, response headers, MIME type and text, request
+headers, start time) with the entry's `_mcp` field as it stands. Standard library and haralyzer only.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def main(path: str) -> None:
                 "method": entry.request.method,
                 "url": entry.url,
                 "status": entry.status,
+                "status_text": entry.response.statusText,
+                "response_headers": entry.response.headers,
                 "mime": entry.response.mimeType,
                 "text": entry.response.text,
                 "request_headers": entry.request.headers,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -24,11 +26,20 @@ from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptRel
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
+from proxy.record import observations
 from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
+from proxy.record.export import Format, export_capture
 from proxy.record.observations import ObservationEncoder, decode
 from proxy.wire.jsonrpc import classify_value, request, result_response
-from tests.flows.bridge_play import PARK_HEADERS, parked_bridge_call
+from tests.flows.bridge_play import (
+    LEG_STATUSES,
+    PARK_HEADERS,
+    UPSTREAM_SESSION,
+    parked_bridge_call,
+    refused_leg_call,
+)
 from tests.flows.calls import Calls
+from tests.record.captures import record_play
 
 TOKEN = "tok-77-never-in-a-capture"
 SESSION = "sess-77-never-in-a-capture"
@@ -254,3 +265,69 @@ def test_an_intercept_reads_back_as_its_chain_note_and_the_edit_sent_is_redacted
     assert released["message"]["params"]["requestState"].startswith("<requestState len=")
     notes = [n for e in read_capture(path) if isinstance(e, ChainChanged) for n in e.chain.notes]
     assert "the client's tools/call held by intercept i1 for 1.5 s, forwarded edited by api" in notes
+
+
+def _records(events: list[FlowEvent]) -> list[dict[str, Any]]:
+    return [e.message.model_dump() for e in events if isinstance(e, MessageRecorded)]
+
+
+def _leg_statuses(capture: Path) -> dict[str, tuple[int, str]]:
+    """Each leg entry's status and comment in the capture's HAR."""
+    out = io.BytesIO()
+    export_capture([capture], Format.HAR, out)
+    entries = orjson.loads(out.getvalue())["log"]["entries"]
+    return {
+        e["_mcp"]["exchange"]: (e["response"]["status"], e.get("comment", ""))
+        for e in entries
+        if e["_mcp"]["side"] == "upstream"
+    }
+
+
+def test_a_legs_head_is_written_redacted_and_reads_back_as_the_live_chains_hold_it(tmp_path: Path) -> None:
+    capture = tmp_path / "refused.jsonl"
+    _, live = record_play(refused_leg_call, capture)
+
+    text = capture.read_text()
+    heads = [json.loads(line) for line in text.splitlines() if '"kind":"leg_head"' in line]
+    assert {h["leg"]: h["status"] for h in heads} == LEG_STATUSES
+    assert UPSTREAM_SESSION not in text
+    (minted,) = [h for h in heads if h["leg"] == "leg-3"]
+    assert minted["headers"]["Mcp-Session-Id"].startswith("<redacted len=")
+    assert json.loads(text.splitlines()[0])["version"] == "1.5"
+    assert _records(list(read_capture(capture))) == _records(live)
+    assert {leg: status for leg, (status, _) in _leg_statuses(capture).items()} == LEG_STATUSES
+
+
+def test_a_reader_that_does_not_know_leg_heads_skips_and_counts_them_and_reads_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = tmp_path / "refused.jsonl"
+    record_play(refused_leg_call, capture)
+    monkeypatch.delitem(observations._CLASSES, "leg_head")  # a 1.4 reader: the kind is unknown to it
+
+    with CaptureReader(capture) as reader:
+        events = list(reader)
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (len(LEG_STATUSES), 0)
+    legs = [m for m in _records(events) if m["side"] == "upstream"]
+    assert len(legs) == 8  # every leg message, none of them carrying a head
+    assert all(m["http"] is None for m in legs)
+
+
+def test_a_1_4_capture_reads_whole_with_its_legs_status_said_unknown(tmp_path: Path) -> None:
+    capture = tmp_path / "refused.jsonl"
+    record_play(refused_leg_call, capture)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    older = [lines[0].replace(b'"version":"1.5"', b'"version":"1.4"')]
+    older += [line for line in lines[1:] if b'"kind":"leg_head"' not in line]
+    assert len(older) == len(lines) - len(LEG_STATUSES)
+    capture.write_bytes(b"".join(older))
+
+    with CaptureReader(capture) as reader:
+        events = list(reader)
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (0, 0)
+    assert all(m["http"] is None for m in _records(events) if m["side"] == "upstream")
+    statuses = _leg_statuses(capture)
+    assert set(statuses) == {"leg-1", "leg-2", "leg-3", "leg-4", "leg-5"}
+    for status, comment in statuses.values():
+        assert status == 0
+        assert "its response head is unknown" in comment

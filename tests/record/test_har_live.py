@@ -22,6 +22,7 @@ from proxy.record.export import Format, export_capture
 from proxy.record.har import upstream_url
 from proxy.record.har_live import entries_of
 from proxy.wire.jsonrpc import classify_value, request, result_response
+from tests.flows.bridge_play import LEG_STATUSES, UPSTREAM_SESSION, refused_leg_call
 from tests.flows.stream_play import HEADERS, SESSION, TOKEN, streams_and_delete
 from tests.flows.test_sink import SCENARIOS, Play
 from tests.record.captures import LISTEN, UPSTREAM, record_play
@@ -44,6 +45,20 @@ def _heads(entries: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
     }
 
 
+def _leg_heads(entries: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    """Each bridge leg's status, status text, response headers and content type."""
+    return {
+        e["_mcp"]["exchange"]: (
+            e["response"]["status"],
+            e["response"]["statusText"],
+            e["response"]["headers"],
+            e["response"]["content"]["mimeType"],
+        )
+        for e in entries
+        if e["_mcp"]["side"] == "upstream"
+    }
+
+
 def both_hars(play: Play, capture: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The play's HAR entries twice: drafted from its live chains (`/api/export.har`) and from the
     capture it wrote (`export --har`)."""
@@ -62,6 +77,38 @@ def test_live_har_entries_have_the_request_and_response_heads_the_captures_have(
     live, exported = both_hars(play, tmp_path / "play.jsonl")
 
     assert _heads(live) == _heads(exported)
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_live_har_leg_entries_have_the_upstream_heads_the_captures_have(play: Play, tmp_path: Path) -> None:
+    live, exported = both_hars(play, tmp_path / "play.jsonl")
+
+    assert _leg_heads(live) == _leg_heads(exported)
+
+
+def test_a_legs_entry_has_the_status_headers_and_wait_the_upstream_answered_it_with(tmp_path: Path) -> None:
+    live, exported = both_hars(refused_leg_call, tmp_path / "refused.jsonl")
+
+    for entries in (live, exported):
+        legs = {e["_mcp"]["exchange"]: e for e in entries if e["_mcp"]["side"] == "upstream"}
+        assert {leg: e["response"]["status"] for leg, e in legs.items()} == LEG_STATUSES
+        refused = legs["leg-2"]["response"]
+        assert (refused["statusText"], refused["content"]["mimeType"]) == ("Not Found", "application/json")
+        assert "Session not found" in refused["content"]["text"]
+        minted = {h["name"]: h["value"] for h in legs["leg-3"]["response"]["headers"]}
+        assert minted["Mcp-Session-Id"].startswith("<redacted len=")
+        assert (
+            legs["leg-4"]["response"]["statusText"],
+            legs["leg-4"]["response"]["content"]["mimeType"],
+        ) == (
+            "Accepted",
+            "",
+        )
+        assert legs["leg-5"]["response"]["content"]["mimeType"] == "text/event-stream"
+        assert legs["leg-2"]["timings"]["wait"] == pytest.approx(50.0)  # the call to the 404's head
+        assert all("response head is unknown" not in e.get("comment", "") for e in legs.values())
+    assert UPSTREAM_SESSION not in orjson.dumps(live).decode()
+    assert UPSTREAM_SESSION not in orjson.dumps(exported).decode()
 
 
 def test_a_get_stream_and_a_delete_are_their_own_request_lines_in_both_hars(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, read_records, read_tail, run_index
 from proxy.record.observations import ObservationReplayer
 from proxy.record.record_refs import RecordBuilder
+from tests.flows.bridge_play import LEG_STATUSES, refused_leg_call
 from tests.flows.stream_play import streams_and_delete
 from tests.record.captures import record_demo, record_play, replicate
 
@@ -78,6 +79,22 @@ def test_the_request_heads_of_get_streams_and_a_delete_are_indexed_as_a_full_rea
         ("g3", "http", "client"),
     ]
     assert all(r.http is not None and r.http.method in ("GET", "DELETE") for r in heads)
+
+
+def test_the_upstream_heads_of_a_bridges_legs_are_indexed_as_a_full_read_builds_them(tmp_path: Path) -> None:
+    capture = tmp_path / "refused.jsonl"
+    record_play(refused_leg_call, capture)
+
+    _, records = index_agrees(capture)
+
+    (chain,) = records.values()
+    heads = {
+        r.exchange: (r.kind, r.http.status)
+        for r in chain
+        if r.http is not None and r.exchange.startswith("leg-")
+    }
+    assert {leg: status for leg, (_, status) in heads.items()} == LEG_STATUSES
+    assert heads["leg-4"] == ("http", 202)  # a head no message carried: filed when the leg closed
 
 
 def test_a_corrupt_line_is_skipped_and_named_by_the_index(capture: Path, tmp_path: Path) -> None:

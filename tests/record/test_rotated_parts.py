@@ -9,27 +9,41 @@ the case where a part read alone holds a call's request (repeated) and end, but 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 
 from proxy.flows.events import ProxyInfo
-from proxy.flows.observations import ExchangeClosed, MessageSeen
+from proxy.flows.observations import ExchangeClosed, LegMessageSeen, MessageSeen, Observation
 from proxy.record.capture import CaptureWriter
 from proxy.record.export import Format, export_capture
 from proxy.record.index import read_records, run_index
 from proxy.record.observations import OBS_PREFIX, OpenLines, decode
 from proxy.record.record_refs import OFFSET_BITS, RecordBuilder
-from tests.record.captures import full_har, full_read, record_demo
+from tests.flows.bridge_play import refused_leg_call
+from tests.record.captures import full_har, full_read, record_demo, record_play
 
 
 def split_after_responses(capture: Path, directory: Path) -> list[Path]:
     """Write `capture` again as parts, a new one begun before each exchange that carried a response closes."""
+    answered: set[str] = set()
+
+    def before(obs: Observation) -> bool:
+        if isinstance(obs, MessageSeen) and obs.msg.is_response:
+            answered.add(obs.exchange)
+        return isinstance(obs, ExchangeClosed) and obs.exchange in answered
+
+    return split(capture, directory, before)
+
+
+def split(capture: Path, directory: Path, before: Callable[[Observation], bool]) -> list[Path]:
+    """Write `capture` again as parts, a new one begun (as a rotation begins it) before each line
+    `before` picks."""
     path = directory / "run.jsonl"
     parts: list[Path] = []
     opened = OpenLines()
-    answered: set[str] = set()
     with CaptureWriter(path) as writer:
         writer.preamble = opened.preamble
         for line in capture.read_bytes().splitlines(keepends=True)[1:]:
@@ -37,9 +51,7 @@ def split_after_responses(capture: Path, directory: Path) -> list[Path]:
                 writer.write(ProxyInfo.model_validate(orjson.loads(line)))
                 continue
             obs = decode(orjson.loads(line))
-            if isinstance(obs, MessageSeen) and obs.msg.is_response:
-                answered.add(obs.exchange)
-            if isinstance(obs, ExchangeClosed) and obs.exchange in answered:
+            if before(obs):
                 writer.flush()
                 parts.append(path.rename(directory / f"run.part{len(parts) + 1:03d}.jsonl"))
                 writer.reopen()
@@ -121,3 +133,21 @@ def test_a_lean_har_of_rotated_parts_is_the_full_builds(parts: tuple[Path, list[
     export_capture(files, Format.HAR, lean)
 
     assert lean.getvalue() == full_har(files)
+
+
+def test_a_part_begun_between_a_legs_head_and_its_answer_repeats_the_head_for_the_answer_to_carry(
+    tmp_path: Path,
+) -> None:
+    capture = tmp_path / "refused.jsonl"
+    record_play(refused_leg_call, capture)
+
+    def answer_on_leg_5(obs: Observation) -> bool:
+        return isinstance(obs, LegMessageSeen) and obs.leg == "leg-5" and obs.msg.is_response
+
+    first, second = split(capture, tmp_path, answer_on_leg_5)
+
+    _, alone = full_read([second])
+    (answer,) = [r for chain in alone.values() for r in chain if r.exchange == "leg-5" and r.kind == "result"]
+    assert answer.http is not None
+    assert answer.http.status == 200
+    assert full_read([first, second]) == full_read([capture])  # the repeated head is not taken twice

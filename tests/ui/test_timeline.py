@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from proxy.flows.events import Direction, Mode, Side
+from tests.flows.bridge_play import refused_leg_call
 from tests.flows.stream_play import streams_and_delete
 from tests.record.captures import record_play
 from tests.ui.helpers import tour_events
@@ -121,3 +122,18 @@ def test_a_get_stream_and_a_delete_show_their_request_line_with_the_bare_answer_
     assert stream[2].startswith("▶ [client→server] http GET /mcp")  # resumed with Last-Event-ID
     tree = labels(build_timeline(bridged.summary, list(bridged.messages)))
     assert tree[0].startswith("▶ [client→proxy] http GET /mcp")
+
+
+def test_a_leg_the_upstream_refused_says_its_http_status_beside_its_error(tmp_path: Path) -> None:
+    _, events = record_play(refused_leg_call, tmp_path / "refused.jsonl")
+    model = ViewModel()
+    model.apply_all(events)
+    (entry,) = model.chains.values()
+
+    text = labels(build_timeline(entry.summary, entry.messages))
+
+    (refused,) = [line for line in text if "Session not found" in line]
+    assert "[server→proxy]" in refused
+    assert "HTTP 404" in refused
+    assert not [line for line in text if "HTTP 404" in line and line is not refused]
+    assert any("HTTP 202" in line for line in text)  # the bodiless acknowledgement's own record
