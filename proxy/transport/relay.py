@@ -256,16 +256,18 @@ class PassthroughRelay:
         remains to stream, or None when the exchange ended (the body went out whole with its head). The
         head's record is handed on with the first of the body's (`observer_for`), in one batch.
         """
-        head = self._take_head(route, upstream)
+        head = self._take_head(upstream)
         client = self.client
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
         if body is not None:
+            self.doubt(route, upstream.status, body)
             client.send_whole(head.status, upstream.reason, head.headers, body)
             self._record_head(head, upstream)
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
+        self.doubt(route, upstream.status, first if end else None)
         if not self._started(head, upstream, head.content_length, first, end=end, flush=False):
             return None
         if end:
@@ -273,15 +275,18 @@ class PassthroughRelay:
             return None
         return Started(upstream, first)
 
-    def _take_head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
-        """The upstream's head, taken: a status the route's era does not explain asks for a probe,
-        and the head is made the client's."""
+    def _take_head(self, upstream: UpstreamResponse) -> ClientHead:
+        """The upstream's head, taken and made the client's."""
         self.upstream = upstream
-        if (doubt := era_suspicion(route, upstream.status)) is not None:
-            self.ctx.router.suspect(doubt)
         head = self._client_head(upstream)
         self.sse = head.sse
         return head
+
+    def doubt(self, route: Route, status: int, body: bytes | None) -> None:
+        """An answer the route's era does not explain asks for a probe. `body` is the whole answer
+        when it arrived with its head (None: it streams, and the status alone decides)."""
+        if (doubt := era_suspicion(route, status, body)) is not None:
+            self.ctx.router.suspect(doubt)
 
     def _started(
         self,
