@@ -182,7 +182,7 @@ def body_end(*, upstream_cut: bool, client_gone: str | None) -> BodyEnd:
     return BODY_CUT if upstream_cut else BODY_COMPLETE
 
 
-def era_suspicion(route: Route, status: int, body: bytes | None = None) -> str | None:
+def era_suspicion(route: Route, status: int, body: bytes | bytearray | None = None) -> str | None:
     """Why this answer casts doubt on the upstream's era, or None when it does not.
 
     A refusal (400, 404, 405) of a handshake or of a 2026 request is what a server of the other era
@@ -209,7 +209,7 @@ def era_suspicion(route: Route, status: int, body: bytes | None = None) -> str |
     return f"{refusal} for {method or route.http_method} from a {route.era.value} client"
 
 
-def _jsonrpc_error(body: bytes | None) -> dict[str, Any] | None:
+def _jsonrpc_error(body: bytes | bytearray | None) -> dict[str, Any] | None:
     """The error object of the JSON-RPC error response `body` is, with an integer code; None for any
     other body, and for one over `ERA_BODY_LIMIT` (never parsed)."""
     if not body or len(body) > ERA_BODY_LIMIT:

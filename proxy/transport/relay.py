@@ -132,7 +132,7 @@ class RelayContext:
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "upstream")
+    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "unjudged", "upstream")
 
     def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
         self.ctx = ctx
@@ -148,6 +148,9 @@ class PassthroughRelay:
         """Observations made and not yet handed to the sink: they go together when the relay next
         waits (the request before it goes upstream, each streamed chunk) or at the exchange's end,
         so a watcher sees each in order and no later than the relay waits."""
+        self.unjudged: tuple[Route, int] | None = None
+        """The route and status of a JSON answer whose body was still arriving with its head: what
+        it says of the upstream's era is read once the body has gone by (`doubt`)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -267,7 +270,10 @@ class PassthroughRelay:
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
-        self.doubt(route, upstream.status, first if end else None)
+        if end or head.sse:
+            self.doubt(route, upstream.status, first if end else None)
+        else:
+            self.unjudged = (route, upstream.status)
         if not self._started(head, upstream, head.content_length, first, end=end, flush=False):
             return None
         if end:
@@ -282,9 +288,9 @@ class PassthroughRelay:
         self.sse = head.sse
         return head
 
-    def doubt(self, route: Route, status: int, body: bytes | None) -> None:
+    def doubt(self, route: Route, status: int, body: bytes | bytearray | None) -> None:
         """An answer the route's era does not explain asks for a probe. `body` is the whole answer
-        when it arrived with its head (None: it streams, and the status alone decides)."""
+        (None: an SSE stream, or a body cut off or not kept, and the status alone decides)."""
         if (doubt := era_suspicion(route, status, body)) is not None:
             self.ctx.router.suspect(doubt)
 
@@ -474,6 +480,9 @@ class PassthroughRelay:
     def _observed(self, observer: BodyObserver) -> None:
         """The body ended: the observer reports its last messages, and says if it could not look."""
         observer.finish()
+        if self.unjudged is not None:
+            (route, status), self.unjudged = self.unjudged, None
+            self.doubt(route, status, observer.json_body)
         if observer.problem:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
@@ -592,6 +601,9 @@ class PassthroughRelay:
         if self.ended:
             return
         self.ended = True
+        if self.unjudged is not None:  # the body never went by whole: its status alone decides
+            (route, status), self.unjudged = self.unjudged, None
+            self.doubt(route, status, None)
         if self.counted:
             self.counted = False
             self.ctx.relaying -= 1
