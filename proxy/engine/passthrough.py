@@ -187,7 +187,8 @@ def era_suspicion(route: Route, status: int, body: bytes | bytearray | None = No
 
     A refusal (400, 404, 405) of a handshake or of a 2026 request is what a server of the other era
     answers, so the upstream may have changed since it was probed. `body` is the whole answer when
-    it is at hand (None for a streamed one: the status alone decides). The rule:
+    it is at hand (None for an SSE stream, or a body that never went by whole: the status alone
+    decides). The rule:
 
     - a refused `initialize` always casts doubt: a pass-through handshake means the verdict has a
       legacy side, and a modern-only server's refusal (404 -32601, 400 -32022) says it is gone;

@@ -264,7 +264,8 @@ class PassthroughRelay:
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
         if body is not None:
-            self.doubt(route, upstream.status, body)
+            if (doubt := era_suspicion(route, upstream.status, body)) is not None:  # inline: every answer
+                self.ctx.router.suspect(doubt)
             client.send_whole(head.status, upstream.reason, head.headers, body)
             self._record_head(head, upstream)
             self._delivered_whole(upstream, body)
