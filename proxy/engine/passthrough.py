@@ -11,7 +11,7 @@ These are plain functions, not an event-driven state machine like the bridges' e
 has no state of its own beyond one exchange, and the events and commands of a state machine would
 cost a small exchange more CPU than the decisions themselves. Every decision of an exchange is made
 here (what goes upstream, what head the client gets, whether the body goes whole or streams, how a
-body's end ends the client's response, when a status casts doubt on the upstream's era); the
+body's end ends the client's response, when an answer casts doubt on the upstream's era); the
 transport's relay (`proxy.transport.relay`) carries them out, in one executor for every path.
 """
 
@@ -21,13 +21,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from proxy.engine.faults import fault_text
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, is_sse
 from proxy.framing.status import gateway_error
+from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.values import value
-from proxy.wire.versions import Era
+from proxy.wire.versions import MODERN_VERSIONS, Era
 
 _FAULT_STATUS = {
     "unreachable": 502,
@@ -40,6 +43,26 @@ _FAULT_STATUS = {
 
 _ERA_REFUSALS = frozenset((400, 404, 405))
 """Statuses a server of the other era answers a handshake or a 2026 request with."""
+
+_MODERN_ERRORS = {
+    400: frozenset(
+        (
+            errors.INVALID_PARAMS,
+            errors.HEADER_MISMATCH,
+            errors.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            errors.UNSUPPORTED_PROTOCOL_VERSION,
+        )
+    ),
+    404: frozenset((errors.METHOD_NOT_FOUND,)),
+}
+"""The JSON-RPC errors a 2026-07-28 server answers a client's own mistake with, by HTTP status."""
+
+ERA_BODY_LIMIT = 4096
+"""Bytes of a refusal's body read at most for its JSON-RPC error (a server's own error is a few
+hundred); a longer body is not parsed, and the status alone decides."""
+
+_DISCOVER = "server/discover"
+"""The one method every 2026-07-28 server implements."""
 
 
 @value
@@ -159,17 +182,63 @@ def body_end(*, upstream_cut: bool, client_gone: str | None) -> BodyEnd:
     return BODY_CUT if upstream_cut else BODY_COMPLETE
 
 
-def era_suspicion(route: Route, status: int) -> str | None:
-    """Why this status casts doubt on the upstream's era, or None when it does not.
+def era_suspicion(route: Route, status: int, body: bytes | bytearray | None = None) -> str | None:
+    """Why this answer casts doubt on the upstream's era, or None when it does not.
 
     A refusal (400, 404, 405) of a handshake or of a 2026 request is what a server of the other era
-    answers, so the upstream may have changed since it was probed.
+    answers, so the upstream may have changed since it was probed. `body` is the whole answer when
+    it is at hand (None for an SSE stream, or a body that never went by whole: the status alone
+    decides). The rule:
+
+    - a refused `initialize` always casts doubt: a pass-through handshake means the verdict has a
+      legacy side, and a modern-only server's refusal (404 -32601, 400 -32022) says it is gone;
+    - a 2026 request refused with the error a 2026-07-28 server gives a client's own mistake (400
+      with -32602, -32020, -32021 or -32022; 404 with -32601) is that server answering in its era,
+      so it casts none, unless the error itself denies the era: -32601 for `server/discover` (every
+      2026-07-28 server has it), or -32022 whose `data.supported` names no 2026 version;
+    - anything else (405, another code, an empty, non-JSON, HTML or oversized body) casts doubt.
     """
     if status not in _ERA_REFUSALS:
         return None
-    if route.method == "initialize" or route.era is Era.MODERN:
-        return f"HTTP {status} for {route.method or route.http_method} from a {route.era.value} client"
-    return None
+    method = route.method
+    if method != "initialize" and route.era is not Era.MODERN:
+        return None
+    error = _jsonrpc_error(body)
+    if error is not None and method != "initialize" and _modern_mistake(method, status, error):
+        return None
+    refusal = f"HTTP {status}" if error is None else f"HTTP {status} (JSON-RPC {error['code']})"
+    return f"{refusal} for {method or route.http_method} from a {route.era.value} client"
+
+
+def _jsonrpc_error(body: bytes | bytearray | None) -> dict[str, Any] | None:
+    """The error object of the JSON-RPC error response `body` is, with an integer code; None for any
+    other body, and for one over `ERA_BODY_LIMIT` (never parsed)."""
+    if not body or len(body) > ERA_BODY_LIMIT:
+        return None
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0":
+        return None
+    error = answer.get("error")
+    if not isinstance(error, dict) or type(error.get("code")) is not int:  # a bool passes isinstance
+        return None
+    return error
+
+
+def _modern_mistake(method: str | None, status: int, error: dict[str, Any]) -> bool:
+    """The error is a 2026-07-28 server's answer to a client's own mistake, and does not deny the era."""
+    code = error["code"]
+    if code not in _MODERN_ERRORS.get(status, ()):
+        return False
+    if code == errors.METHOD_NOT_FOUND:
+        return method != _DISCOVER
+    if code == errors.UNSUPPORTED_PROTOCOL_VERSION:
+        data = error.get("data")
+        supported = data.get("supported") if isinstance(data, dict) else None
+        return not isinstance(supported, list) or any(v in MODERN_VERSIONS for v in supported)
+    return True
 
 
 def proxied_location(location: str, upstream: Upstream, origin: str) -> str:

@@ -252,7 +252,7 @@ class LaneExchange:
     ) -> None:
         if self.done:
             return
-        self._head(status, headers)
+        self._head(status, headers, body)
         if body.strip() and status != 202:
             self._deliver(body, message)
         elif not 200 <= status < 300:
@@ -318,13 +318,14 @@ class LaneExchange:
         self.session.finished(self.name)
         self._finish(outcome, [])
 
-    def _head(self, status: int, headers: tuple[tuple[str, str], ...]) -> None:
-        """The response head is decided: the mirror learns of it."""
+    def _head(self, status: int, headers: tuple[tuple[str, str], ...], body: bytes | None = None) -> None:
+        """The response head is decided: the mirror learns of it. `body` is a whole answer's (None
+        for a stream), read with the status for what it says of the upstream's era."""
         self._reported()
         self.headed = True
         self.status = status
         shell = self.lane.shell
-        if (doubt := era_suspicion(self.route, status)) is not None:
+        if (doubt := era_suspicion(self.route, status, body)) is not None:
             shell.serving.router.suspect(doubt)
         shell.carry_out(shell.mirror.head(self.seq, headers))
 

@@ -312,14 +312,15 @@ class GatedRelay(PassthroughRelay):
     # -- the server's messages ------------------------------------------------------------------
 
     async def _answer_through_gate(self, route: Route, upstream: UpstreamResponse) -> None:
-        head = self._take_head(route, upstream)
+        head = self._take_head(upstream)
         if not head.sse:
-            await self._json_through_gate(head, upstream)
+            await self._json_through_gate(route, head, upstream)
             return
+        self.doubt(route, upstream.status, None)
         if self._started(head, upstream, None):  # no length: events may be added or cut
             await self._sse_through_gate(upstream)
 
-    async def _json_through_gate(self, head: ClientHead, upstream: UpstreamResponse) -> None:
+    async def _json_through_gate(self, route: Route, head: ClientHead, upstream: UpstreamResponse) -> None:
         """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
 
         One over `INSPECT_LIMIT` is relayed as it comes, unjudged, as the usual relay leaves it unparsed.
@@ -337,6 +338,7 @@ class GatedRelay(PassthroughRelay):
                 if size > INSPECT_LIMIT:
                     break
             body = b"".join(parts)
+        self.doubt(route, upstream.status, body)  # one not read (over the limit) is judged by its status
         if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
             _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
             if self._started(head, upstream, length, body):

@@ -83,6 +83,11 @@ class BodyObserver:
         if extra > 0:
             self.on_extra_bytes(extra)
 
+    @property
+    def json_body(self) -> bytearray | None:
+        """The JSON body seen so far; None for an SSE stream or a body too large to keep."""
+        return self._buffer
+
     def finish(self) -> Body | None:
         """Call at the end of the body; returns the parsed JSON body (None for SSE or uninspected)."""
         if self._decoder is not None:

@@ -132,7 +132,7 @@ class RelayContext:
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "upstream")
+    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "unjudged", "upstream")
 
     def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
         self.ctx = ctx
@@ -148,6 +148,9 @@ class PassthroughRelay:
         """Observations made and not yet handed to the sink: they go together when the relay next
         waits (the request before it goes upstream, each streamed chunk) or at the exchange's end,
         so a watcher sees each in order and no later than the relay waits."""
+        self.unjudged: tuple[Route, int] | None = None
+        """The route and status of a JSON answer whose body was still arriving with its head: what
+        it says of the upstream's era is read once the body has gone by (`doubt`)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -256,16 +259,22 @@ class PassthroughRelay:
         remains to stream, or None when the exchange ended (the body went out whole with its head). The
         head's record is handed on with the first of the body's (`observer_for`), in one batch.
         """
-        head = self._take_head(route, upstream)
+        head = self._take_head(upstream)
         client = self.client
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
         if body is not None:
+            if (doubt := era_suspicion(route, upstream.status, body)) is not None:  # inline: every answer
+                self.ctx.router.suspect(doubt)
             client.send_whole(head.status, upstream.reason, head.headers, body)
             self._record_head(head, upstream)
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
+        if end or head.sse:
+            self.doubt(route, upstream.status, first if end else None)
+        else:
+            self.unjudged = (route, upstream.status)
         if not self._started(head, upstream, head.content_length, first, end=end, flush=False):
             return None
         if end:
@@ -273,15 +282,18 @@ class PassthroughRelay:
             return None
         return Started(upstream, first)
 
-    def _take_head(self, route: Route, upstream: UpstreamResponse) -> ClientHead:
-        """The upstream's head, taken: a status the route's era does not explain asks for a probe,
-        and the head is made the client's."""
+    def _take_head(self, upstream: UpstreamResponse) -> ClientHead:
+        """The upstream's head, taken and made the client's."""
         self.upstream = upstream
-        if (doubt := era_suspicion(route, upstream.status)) is not None:
-            self.ctx.router.suspect(doubt)
         head = self._client_head(upstream)
         self.sse = head.sse
         return head
+
+    def doubt(self, route: Route, status: int, body: bytes | bytearray | None) -> None:
+        """An answer the route's era does not explain asks for a probe. `body` is the whole answer
+        (None: an SSE stream, or a body cut off or not kept, and the status alone decides)."""
+        if (doubt := era_suspicion(route, status, body)) is not None:
+            self.ctx.router.suspect(doubt)
 
     def _started(
         self,
@@ -469,6 +481,9 @@ class PassthroughRelay:
     def _observed(self, observer: BodyObserver) -> None:
         """The body ended: the observer reports its last messages, and says if it could not look."""
         observer.finish()
+        if self.unjudged is not None:
+            (route, status), self.unjudged = self.unjudged, None
+            self.doubt(route, status, observer.json_body)
         if observer.problem:
             _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
 
@@ -587,6 +602,9 @@ class PassthroughRelay:
         if self.ended:
             return
         self.ended = True
+        if self.unjudged is not None:  # the body never went by whole: its status alone decides
+            (route, status), self.unjudged = self.unjudged, None
+            self.doubt(route, status, None)
         if self.counted:
             self.counted = False
             self.ctx.relaying -= 1

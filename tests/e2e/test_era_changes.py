@@ -1,7 +1,8 @@
 """The upstream era verdict follows the upstream: probed at start, probed again when answers stop fitting.
 
 The proxy is the `mcp-proxy` command; its verdict is read where an operator reads it (`/readyz`'s
-`upstream_era`), and each chain's mode from the admin API (`/api/chains`).
+`upstream_era`), each chain's mode from the admin API (`/api/chains`), and its doubts from its JSON
+log (`upstream_eras_suspect`, after which the next request waits for a probe).
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import anyio
 import pytest
 
+from proxy.wire import errors
 from tests.e2e.commanded import Commanded, own_proxy
+from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 
@@ -24,6 +28,18 @@ async def upstream_era(proxy: Commanded) -> str:
     status, answer = await proxy.call("GET", "/readyz")
     assert status == 200, answer
     return str(answer["upstream_era"])
+
+
+def doubts(proxy: Commanded) -> list[dict[str, Any]]:
+    """The `upstream_eras_suspect` lines the proxy logged since its test's mark."""
+    return [line for line in proxy.lines() if line.get("event") == "upstream_eras_suspect"]
+
+
+async def refused(http: aiohttp.ClientSession, proxy: Commanded, method: str, ident: int) -> tuple[int, int]:
+    """A 2026-07-28 client's request the server refuses: the HTTP status and JSON-RPC error code."""
+    params = {"name": "echo", "arguments": {}} if method == "tools/call" else {}
+    status, reply = await modern_call(http, proxy.endpoint(), method, params, ident=ident)
+    return status, reply["error"]["code"]
 
 
 async def test_a_dual_era_upstream_passes_both_eras_through(dual_inflight_server: PeerServer) -> None:
@@ -74,3 +90,62 @@ async def test_an_upstream_that_changes_era_is_probed_again_and_then_bridged(
         chains = await proxy.chains()
     assert result["result"]["content"] == ["Hello, octocat!"]
     assert any(c["mode"] == "legacy_to_mrtr" and c.get("name") == "ask_name" for c in chains)
+
+
+async def test_a_modern_servers_refusals_of_client_mistakes_keep_its_verdict_until_its_era_changes(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    modern = peer_factory("modern-mrtr")
+    port = modern.port
+    async with own_proxy(modern.url) as proxy, aiohttp.ClientSession() as http:
+        assert await upstream_era(proxy) == "modern"
+        # Arguments the tool's schema refuses, and a method 2026-07-28 removed: the server's own
+        # answers to the client's mistakes, relayed as they are.
+        assert await refused(http, proxy, "tools/call", 1) == (400, errors.INVALID_PARAMS)
+        assert await refused(http, proxy, "ping", 2) == (404, errors.METHOD_NOT_FOUND)
+        await proxy.settled()
+        assert doubts(proxy) == []
+
+        # The upstream becomes a legacy-only server at the same address. The verdict was never
+        # marked stale, so the next 2026-07-28 request still passes through (no probe ran before
+        # it), and the legacy server's refusal of it is the doubt that sends the proxy to probe.
+        await anyio.to_thread.run_sync(modern.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("legacy-inflight", port=port))
+        params = {"name": "echo", "arguments": {"text": "hi"}}
+        status, reply = await modern_call(http, proxy.endpoint(), "tools/call", params, ident=3)
+        assert (status, reply["error"]["code"]) == (400, errors.INVALID_REQUEST)
+        await proxy.settled()
+        (doubt,) = doubts(proxy)
+        assert doubt["reason"] == "HTTP 400 (JSON-RPC -32600) for tools/call from a modern client"
+
+        result: dict[str, Any] | None = None
+        with anyio.fail_after(20):
+            while result is None:
+                try:
+                    result = await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
+                except BaseException as exc:
+                    if isinstance(exc, anyio.get_cancelled_exc_class()):
+                        raise
+                    await anyio.sleep(0.5)  # the proxy re-probes at most every 2 s; poll until it has
+        assert await upstream_era(proxy) == "legacy"
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+    assert result["result"]["content"] == ["hello"]
+    assert [line["eras"] for line in proxy.lines() if line.get("event") == "upstream_eras"] == ["legacy"]
+    assert any(c["mode"] == "mrtr_to_legacy" and c.get("name") == "echo" for c in chains)
+
+
+async def test_the_gated_relay_reads_a_refusals_body_for_its_era_too(modern_server: PeerServer) -> None:
+    # With a fault rule in force every answer takes the gated relay, which reads a JSON body first.
+    async with own_proxy(modern_server.url, "--bridge", "off") as proxy, aiohttp.ClientSession() as http:
+        await proxy.add_faults("dir:server => delay=1ms")
+        assert await refused(http, proxy, "tools/call", 1) == (400, errors.INVALID_PARAMS)
+        assert await refused(http, proxy, "ping", 2) == (404, errors.METHOD_NOT_FOUND)
+        await proxy.settled()
+        assert doubts(proxy) == []
+        # A legacy handshake passed through (no bridge) to a 2026-07-28-only server is era evidence.
+        with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the refusal in exception groups
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await proxy.settled()
+        (doubt,) = doubts(proxy)
+    assert doubt["reason"] == "HTTP 400 (JSON-RPC -32022) for initialize from a legacy client"

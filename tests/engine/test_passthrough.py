@@ -9,6 +9,7 @@ from proxy.engine.passthrough import (
     BODY_COMPLETE,
     BODY_CUT,
     CLIENT_LEFT,
+    ERA_BODY_LIMIT,
     ClientHead,
     FaultAnswer,
     UpstreamRequest,
@@ -289,3 +290,142 @@ def test_a_refused_legacy_call_or_a_success_casts_no_doubt() -> None:
     handshake = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
     assert era_suspicion(route(handshake), 200) is None
     assert era_suspicion(route(handshake), 500) is None
+
+
+MODERN = ("Mcp-Protocol-Version", "2026-07-28")
+HANDSHAKE = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+
+
+def modern_route(method: str = "tools/call") -> Route:
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "echo"}})
+    return route(body, MODERN)
+
+
+def error_body(code: object, data: object = None, **extra: object) -> bytes:
+    error: dict[str, object] = {"code": code, "message": "refused"}
+    if data is not None:
+        error["data"] = data
+    return orjson.dumps({"jsonrpc": "2.0", "id": 7, "error": error, **extra})
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (400, errors.INVALID_PARAMS),
+        (400, errors.HEADER_MISMATCH),
+        (400, errors.MISSING_REQUIRED_CLIENT_CAPABILITY),
+        (400, errors.UNSUPPORTED_PROTOCOL_VERSION),
+        (404, errors.METHOD_NOT_FOUND),
+    ],
+)
+def test_a_modern_servers_refusal_of_a_modern_clients_mistake_casts_no_doubt(status: int, code: int) -> None:
+    assert era_suspicion(modern_route(), status, error_body(code)) is None
+    assert era_suspicion(modern_route("ping"), status, error_body(code)) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (404, errors.INVALID_PARAMS),  # a modern server gives -32602 with 400 only
+        (400, errors.METHOD_NOT_FOUND),  # and -32601 with 404 only
+        (405, errors.METHOD_NOT_FOUND),
+        (405, errors.INVALID_PARAMS),
+        (400, errors.INVALID_REQUEST),  # what a legacy server's version check answers
+        (404, -32001),  # a legacy server's unknown session
+        (400, errors.INTERNAL_ERROR),
+    ],
+)
+def test_a_refusal_no_modern_server_gives_a_modern_client_keeps_the_doubt(status: int, code: int) -> None:
+    doubt = era_suspicion(modern_route(), status, error_body(code))
+    assert doubt == f"HTTP {status} (JSON-RPC {code}) for tools/call from a modern client"
+
+
+def test_server_discover_unknown_to_the_server_keeps_the_doubt_since_every_modern_server_has_it() -> None:
+    doubt = era_suspicion(modern_route("server/discover"), 404, error_body(errors.METHOD_NOT_FOUND))
+    assert doubt == "HTTP 404 (JSON-RPC -32601) for server/discover from a modern client"
+
+
+@pytest.mark.parametrize(
+    ("data", "doubted"),
+    [
+        ({"supported": ["2025-06-18", "2025-11-25"], "requested": "2026-07-28"}, True),
+        ({"supported": [], "requested": "2026-07-28"}, True),
+        ({"supported": ["2026-07-28"], "requested": "2027-01-01"}, False),
+        ({"supported": ["2025-11-25", "2026-07-28"]}, False),
+        ({"requested": "2026-07-28"}, False),
+        ("no details", False),
+        (None, False),
+    ],
+)
+def test_an_unsupported_version_error_keeps_the_doubt_only_when_it_names_no_modern_version(
+    data: object, doubted: bool
+) -> None:
+    doubt = era_suspicion(modern_route(), 400, error_body(errors.UNSUPPORTED_PROTOCOL_VERSION, data))
+    assert (doubt is not None) is doubted
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (404, errors.METHOD_NOT_FOUND),
+        (400, errors.UNSUPPORTED_PROTOCOL_VERSION),
+        (400, errors.INVALID_PARAMS),
+    ],
+)
+def test_a_handshake_refused_with_any_body_still_casts_doubt(status: int, code: int) -> None:
+    # A modern-only server refusing `initialize` is the era change the rule looks for.
+    data = {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+    doubt = era_suspicion(route(HANDSHAKE), status, error_body(code, data))
+    assert doubt == f"HTTP {status} (JSON-RPC {code}) for initialize from a legacy client"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"   ",
+        b"Not Found",
+        b"<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>",
+        b'event: message\ndata: {"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}\n\n',
+        error_body(errors.INVALID_PARAMS)[:-1],  # cut short
+        b"[" + error_body(errors.INVALID_PARAMS) + b"]",  # a batch
+        orjson.dumps({"id": 7, "error": {"code": errors.INVALID_PARAMS, "message": "no jsonrpc"}}),
+        orjson.dumps({"jsonrpc": "1.0", "id": 7, "error": {"code": errors.INVALID_PARAMS}}),
+        orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": {}}),
+        orjson.dumps({"jsonrpc": "2.0", "id": 7, "error": "bad params"}),
+        orjson.dumps({"jsonrpc": "2.0", "id": 7, "error": {"message": "no code"}}),
+        error_body(str(errors.INVALID_PARAMS)),
+        error_body(float(errors.INVALID_PARAMS)),
+        error_body(True),
+        b'"a string"',
+        b"\xff\xfe not utf-8",
+    ],
+)
+def test_a_body_that_is_not_a_json_rpc_error_keeps_the_status_only_doubt(body: bytes) -> None:
+    assert era_suspicion(modern_route(), 400, body) == "HTTP 400 for tools/call from a modern client"
+    assert era_suspicion(modern_route(), 404, body) == "HTTP 404 for tools/call from a modern client"
+
+
+def test_a_streamed_answer_is_judged_by_its_status_alone() -> None:
+    assert era_suspicion(modern_route(), 400, None) == "HTTP 400 for tools/call from a modern client"
+    assert era_suspicion(modern_route(), 405) == "HTTP 405 for tools/call from a modern client"
+
+
+def test_only_a_small_body_is_read_for_its_error() -> None:
+    def padded(size: int) -> bytes:
+        bare = error_body(errors.INVALID_PARAMS, data="")
+        body = error_body(errors.INVALID_PARAMS, data="x" * (size - len(bare)))
+        assert len(body) == size
+        return body
+
+    assert era_suspicion(modern_route(), 400, padded(ERA_BODY_LIMIT)) is None
+    doubt = "HTTP 400 for tools/call from a modern client"
+    assert era_suspicion(modern_route(), 400, padded(ERA_BODY_LIMIT + 1)) == doubt
+    assert era_suspicion(modern_route(), 400, padded(8 * 1024 * 1024)) == doubt
+
+
+def test_a_legacy_call_or_a_success_casts_no_doubt_whatever_its_body() -> None:
+    legacy = route(BODY, ("Mcp-Protocol-Version", "2025-11-25"))
+    assert era_suspicion(legacy, 400, b"<html>Bad Request</html>") is None
+    assert era_suspicion(modern_route(), 200, error_body(errors.INVALID_REQUEST)) is None
+    assert era_suspicion(route(HANDSHAKE), 200, b"") is None
