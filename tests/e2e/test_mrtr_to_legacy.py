@@ -18,8 +18,9 @@ from proxy.flows.chains import CLIENT_NEVER_RETRIED
 from proxy.flows.events import ChainStatus, ContinuationChanged, Direction, Mode, Side
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_call
-from tests.peers.runner import PeerServer
+from tests.peers.runner import PeerServer, Sdk1Server
 from tests.peers.scenarios import run_scenario
+from tests.sidecar import ProxyProcess, clean_env, settings_env
 from tests.transport.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -317,3 +318,49 @@ async def test_a_lost_upstream_session_is_reinitialized_and_its_parked_calls_are
         status, reply = await retry(http, proxy, parked)
         assert invalid_state(status, reply), reply
         await wait_until(lambda: drained(proxy), what="bridge tables to drain")
+
+
+async def test_a_1x_sdk_server_asks_a_2026_client_in_rounds_through_the_mcp_proxy_command() -> None:
+    """The SDK's last 1.x release, as most servers users run are built: its `ctx.elicit` reaches a
+    2026-07-28 client as an `input_required` round, and the retry's answer reaches the tool."""
+    with Sdk1Server() as server, ProxyProcess(clean_env(**settings_env(upstream=server.url))) as proxy:
+        async with aiohttp.ClientSession() as http:
+            with anyio.fail_after(20):
+                status, reply = await modern_call(
+                    http, proxy.endpoint(), "tools/call", {"name": "ask_name", "arguments": {}}, ident=1
+                )
+                assert status == 200, reply
+                asked = reply["result"]
+                assert asked["resultType"] == "input_required", reply
+                (key,) = asked["inputRequests"]
+                params = {
+                    "name": "ask_name",
+                    "arguments": {},
+                    "inputResponses": {key: ANSWER},
+                    "requestState": asked["requestState"],
+                }
+                status, reply = await modern_call(http, proxy.endpoint(), "tools/call", params, ident=2)
+    assert status == 200, reply
+    assert reply["result"]["content"][0]["text"] == "Hello, octocat!", reply
+
+
+async def test_a_stateless_server_that_asks_in_flight_fails_the_call_at_once_saying_why() -> None:
+    """A 1.x server run without sessions (`stateless_http=True`) asks in flight but can never get the
+    answer: a legacy client direct waits forever. Through the bridge the call fails at once, naming
+    the cause, and the upstream call is cancelled."""
+    with (
+        Sdk1Server(stateless=True) as server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.url))) as proxy,
+    ):
+        async with aiohttp.ClientSession() as http:
+            with anyio.fail_after(20):
+                status, reply = await modern_call(
+                    http, proxy.endpoint(), "tools/call", {"name": "ask_name", "arguments": {}}, ident=1
+                )
+        said = proxy.wait_events(
+            lambda lines: any(e.get("event") == "bridge_stateless_server_asked" for e in lines)
+        )
+    assert status == 200, reply
+    assert "runs without sessions" in reply["error"]["message"], reply
+    warned = next(e for e in said if e.get("event") == "bridge_stateless_server_asked")
+    assert (warned["level"], warned["method"]) == ("warning", "elicitation/create")

@@ -9,12 +9,10 @@ HTTP+SSE transport (``GET /sse``, ``POST /messages/?session_id=...``) under uvic
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
@@ -23,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from tests.peers.apps import build_server
-from tests.peers.serve import _bind, _ReadyServer
+from tests.peers.uvicorn_ready import serve
 
 
 async def serve_stdio() -> None:
@@ -58,15 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "stdio":
         anyio.run(serve_stdio)
         return 0
-    sock = _bind(args.port)
-    config = uvicorn.Config(
-        sse_app(), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
-    )
-    try:
-        asyncio.run(_ReadyServer(config, sock.getsockname()[1]).serve(sockets=[sock]))
-    finally:
-        sock.close()
-    return 0
+    return serve(sse_app(), args.port)
 
 
 if __name__ == "__main__":

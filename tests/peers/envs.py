@@ -11,6 +11,8 @@ Peers run the way users run them, never inside the proxy's virtualenv:
   ``npm ci`` from the committed ``tests/peers/node/package.json`` and ``package-lock.json``.
   ``tests/peers/node/node_modules`` is a link to ``.cache/node/node_modules``, so the project's own
   scripts beside the lock file resolve their imports the ordinary way.
+- The SDK's last 1.x release, the one most servers users run were built on (``pip install 'mcp<2'``),
+  in ``.cache/peers/sdk1`` (``requirements-sdk1.txt``), for ``tests.peers.sdk1_server``.
 - The export tests' HAR tools, each apart: the npm ``har-validator`` in ``.cache/har`` (``npm ci``
   from ``tests/peers/har/``, linked there the same way), and the PyPI HAR reader ``haralyzer`` in
   ``.cache/peers/har`` (``requirements-har.txt``), so neither meets the proxy's or the peers' packages.
@@ -49,6 +51,7 @@ __all__ = [
     "node_modules",
     "node_package",
     "peer_python",
+    "sdk1_python",
 ]
 
 Http = Literal["h11", "httptools"]
@@ -75,6 +78,8 @@ HAR_VALIDATE: Final = HAR_DIR / "validate.cjs"
 """``node`` it with a HAR file: prints har-validator's verdict as JSON."""
 HAR_PYTHON: Final = PYTHON_ENVS / "har"
 _HAR_REQUIREMENTS: Final = (PEERS_DIR / "requirements-har.txt",)
+SDK1_PYTHON: Final = PYTHON_ENVS / "sdk1"
+_SDK1_REQUIREMENTS: Final = (PEERS_DIR / "requirements-sdk1.txt",)
 _HAR_INPUTS: Final = (HAR_DIR / "package.json", HAR_DIR / "package-lock.json")
 
 BUILD_COMMAND: Final = "python3 -m tests.peers.envs"
@@ -183,6 +188,14 @@ def har_python() -> Path:
     return python
 
 
+def sdk1_python() -> Path:
+    """The interpreter of the 1.x SDK's environment; raises if not built."""
+    python = SDK1_PYTHON / "bin" / "python"
+    if not python.exists() or not _up_to_date(SDK1_PYTHON, _SDK1_REQUIREMENTS):
+        raise _missing(f"the 1.x SDK environment {SDK1_PYTHON} is missing or stale")
+    return python
+
+
 def node_package(name: str) -> Path:
     """The installed directory of npm package `name` (e.g. ``@modelcontextprotocol/server-everything``)."""
     path = node_modules() / name
@@ -243,16 +256,26 @@ def build_har() -> None:
     """The HAR tools: har-validator into ``.cache/har`` (linked), haralyzer into ``.cache/peers/har``."""
     _npm_ci(_HAR_INPUTS, HAR_PREFIX)
     _link_node_modules(HAR_NODE_MODULES, HAR_LINK)
-    if _up_to_date(HAR_PYTHON, _HAR_REQUIREMENTS) and (HAR_PYTHON / "bin" / "python").exists():
-        print(f"peers: {HAR_PYTHON.relative_to(REPO_ROOT)} is up to date")
+    _build_venv(HAR_PYTHON, _HAR_REQUIREMENTS)
+
+
+def build_sdk1() -> None:
+    """The 1.x SDK's environment, ``.cache/peers/sdk1``."""
+    _build_venv(SDK1_PYTHON, _SDK1_REQUIREMENTS)
+
+
+def _build_venv(directory: Path, requirements: Sequence[Path]) -> None:
+    """A virtualenv holding what `requirements` (one file) install, rebuilt when they changed."""
+    if _up_to_date(directory, requirements) and (directory / "bin" / "python").exists():
+        print(f"peers: {directory.relative_to(REPO_ROOT)} is up to date")
         return
-    print(f"peers: building {HAR_PYTHON.relative_to(REPO_ROOT)}", flush=True)
-    shutil.rmtree(HAR_PYTHON, ignore_errors=True)
-    _run([sys.executable, "-m", "venv", HAR_PYTHON])
-    python = HAR_PYTHON / "bin" / "python"
+    print(f"peers: building {directory.relative_to(REPO_ROOT)}", flush=True)
+    shutil.rmtree(directory, ignore_errors=True)
+    _run([sys.executable, "-m", "venv", directory])
+    python = directory / "bin" / "python"
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run([*pip, "-r", _HAR_REQUIREMENTS[0]])
-    (HAR_PYTHON / STAMP).write_text(_stamp_text(_HAR_REQUIREMENTS), encoding="utf-8")
+    _run([*pip, "-r", requirements[0]])
+    (directory / STAMP).write_text(_stamp_text(requirements), encoding="utf-8")
 
 
 def _npm_ci(inputs: Sequence[Path], prefix: Path) -> None:
@@ -300,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.python or every:
             for http in HTTP_IMPLEMENTATIONS:
                 build_python(http)
+            build_sdk1()
         if args.node or every:
             build_node()
         if args.har or every:

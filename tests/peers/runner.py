@@ -37,6 +37,7 @@ from tests.peers.envs import (
     node_binary,
     node_package,
     peer_python,
+    sdk1_python,
 )
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "NodeServer",
     "PeerServer",
     "PeerStartError",
+    "Sdk1Server",
     "ServedPeer",
     "arun_peer",
     "run_peer",
@@ -281,10 +283,7 @@ class PeerServer(ServedPeer):
         return cmd + self._extra_args
 
     def environment(self) -> dict[str, str]:
-        # Nothing from the proxy's interpreter may leak into the peer's import path.
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        return python_peer_environment()
 
     def ready(self, words: list[str]) -> None:
         self.http_implementation = words[0] if words else "(not reported)"
@@ -299,6 +298,36 @@ class PeerServer(ServedPeer):
         return self
 
     def __enter__(self) -> PeerServer:
+        return self.start()
+
+
+class Sdk1Server(ServedPeer):
+    """A server on the SDK's last 1.x release (``tests.peers.sdk1_server``) in ``.cache/peers/sdk1``,
+    as most servers users run are; `stateless` serves it as ``stateless_http=True`` does."""
+
+    def __init__(
+        self,
+        *,
+        stateless: bool = False,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    ) -> None:
+        super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
+        self.stateless = stateless
+        self.label = "sdk1-stateless" if stateless else "sdk1"
+
+    def command(self) -> list[str]:
+        cmd = [str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--port", "0"]
+        return [*cmd, "--stateless"] if self.stateless else cmd
+
+    def environment(self) -> dict[str, str]:
+        return python_peer_environment()
+
+    def start(self) -> Sdk1Server:
+        super().start()
+        return self
+
+    def __enter__(self) -> Sdk1Server:
         return self.start()
 
 
@@ -341,6 +370,13 @@ class NodeServer(ServedPeer):
 
     def __enter__(self) -> NodeServer:
         return self.start()
+
+
+def python_peer_environment() -> dict[str, str]:
+    """Ours, less what would leak the proxy's interpreter into the peer's import path, unbuffered."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 def node_environment(**extra: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from tests.peers.envs import (
     peer_python,
 )
 from tests.peers.runner import PeerServer, PeerStartError
-from tests.peers.serve import _bind
+from tests.peers.uvicorn_ready import bind
 
 pytestmark = pytest.mark.e2e
 
@@ -203,7 +203,7 @@ def test_conformance_cli_loads_on_this_node_with_the_preloads() -> None:
 
 async def test_peer_connections_have_tcp_nodelay_as_under_uvicorns_own_binding() -> None:
     """Without it a response written in pieces waits ~40 ms on a delayed ACK, which users never see."""
-    sock = _bind(0)
+    sock = bind(0)
     accepted: asyncio.Queue[asyncio.BaseTransport] = asyncio.Queue()
 
     class Keep(asyncio.Protocol):

@@ -102,6 +102,9 @@ class RoundKeeper:
         needed = missing_capability(msg.method, msg.params, call.asker.capabilities)
         if needed is not None:
             return self._refuse(call, msg.method, needed)
+        link = self._ctx.pool.named(call.session) if call.session else None
+        if link is not None and link.session_id is None:
+            return self._unanswerable(call, msg.method)
         params = dict(msg.params)
         elicitation_id = None
         if msg.method == "elicitation/create" and params.get("mode") == "url":
@@ -122,6 +125,22 @@ class RoundKeeper:
             call.final = body
             return [log, *cancel_upstream(self._ctx, call, f"the client lacks capability {needed}")]
         return [log, *abort(self._ctx, call, body, 400, f"the client lacks capability {needed}")]
+
+    def _unanswerable(self, call: Call, method: str) -> Commands:
+        """A server without sessions (stateless: no `Mcp-Session-Id`) asked in flight: its answer could
+        reach no request of its (a legacy client hangs there), so the call fails at once, saying why."""
+        text = (
+            f"The server asked {method} in flight, but it runs without sessions (it gave no "
+            "Mcp-Session-Id), so no answer can reach it and the call would wait forever; serve it with "
+            "sessions (the Python SDK: stateless_http=False) for tools that ask the client."
+        )
+        fields = {"call": call.key, "method": method}
+        log = Log("bridge_stateless_server_asked", "warning", fields)
+        if call.phase == "parked":  # nobody waits now: the retry will be told
+            call.final = error_response(call.asker.ident, errors.INTERNAL_ERROR, text)
+            return [log, *cancel_upstream(self._ctx, call, "the server cannot receive answers")]
+        body = error_response(call.asker.ident, errors.INTERNAL_ERROR, text)
+        return [log, *abort(self._ctx, call, body, 200, "the server cannot receive answers")]
 
     def on_timer(self, timer: str) -> Commands:
         """A round window closed (park) or a parked call's TTL ran out (expire)."""

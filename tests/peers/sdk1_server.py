@@ -1,0 +1,67 @@
+"""A server on the official SDK's last 1.x release, written the way its users write one.
+
+    .cache/peers/sdk1/bin/python -m tests.peers.sdk1_server [--port N] [--stateless]
+
+Runs only in ``.cache/peers/sdk1`` (``pip install 'mcp<2'``): ``mcp.server.fastmcp.FastMCP``, streamable
+HTTP, tools decorated with ``@mcp.tool()``. Most servers users put behind the proxy were built this
+way, and they ask their clients differently from the 2.x peers: ``ctx.elicit`` names its request,
+while ``ctx.session.create_message`` and ``list_roots`` without one go out on the session's GET
+stream. ``--stateless`` serves as ``stateless_http=True`` does: no session, so a question asked in
+flight can never be answered. Prints ``READY <port> <http>`` like every peer (``uvicorn_ready``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import SamplingMessage, TextContent
+from pydantic import BaseModel
+
+from tests.peers.uvicorn_ready import serve
+
+
+class Name(BaseModel):
+    """What `ask_name` asks the client for."""
+
+    name: str
+
+
+def build(stateless: bool) -> FastMCP:
+    """The server: a plain tool, one that elicits in flight, one that samples on the GET stream."""
+    mcp = FastMCP("sdk1-peer", stateless_http=stateless, host="127.0.0.1")
+
+    @mcp.tool()
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @mcp.tool()
+    async def ask_name(ctx: Context) -> str:  # type: ignore[type-arg]
+        """Ask the client for a name, in flight on the call's own stream."""
+        answer = await ctx.elicit("What is your name?", schema=Name)
+        return f"Hello, {answer.data.name}!" if answer.action == "accept" else f"no name: {answer.action}"
+
+    @mcp.tool()
+    async def summarize(topic: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """Ask the client's LLM, naming no request: the question goes on the session's GET stream."""
+        asked = SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize {topic}"))
+        sampled = await ctx.session.create_message(messages=[asked], max_tokens=50)
+        text = sampled.content.text if isinstance(sampled.content, TextContent) else str(sampled.content)
+        return f"{topic}: {text}"
+
+    return mcp
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and serve until a termination signal."""
+    parser = argparse.ArgumentParser(prog="python -m tests.peers.sdk1_server", description=__doc__)
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
+    parser.add_argument("--stateless", action="store_true", help="serve without sessions")
+    args = parser.parse_args(argv)
+    return serve(build(args.stateless).streamable_http_app(), args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
