@@ -41,6 +41,36 @@ INPUT_METHODS: Final[frozenset[str]] = frozenset(
 )
 """The server->client requests that MRTR can embed (and legacy servers send in flight)."""
 
+ELICITATION_ACTIONS: Final = ("accept", "decline", "cancel")
+
+
+def answer_problem(method: str, result: dict[str, Any]) -> str | None:
+    """What makes `result` no answer to a `method` request (the fields its result schema requires),
+    or None. A JSON-RPC response sent where its bare result belongs is named as such."""
+    if "jsonrpc" in result and ("result" in result or "error" in result):
+        return "a whole JSON-RPC response, where the bare result object belongs"
+    if method == "elicitation/create":
+        action = result.get("action")
+        if action not in ELICITATION_ACTIONS:
+            return f"'action' must be one of {', '.join(ELICITATION_ACTIONS)}, got {action!r}"
+        if "content" in result and not isinstance(result["content"], dict):
+            return "'content' must be an object"
+    elif method == "sampling/createMessage":
+        if result.get("role") not in ("user", "assistant"):
+            return f"'role' must be user or assistant, got {result.get('role')!r}"
+        if not isinstance(result.get("content"), dict | list):
+            return "'content' must be a content object (or a list of them)"
+        if not isinstance(result.get("model"), str):
+            return "'model' must be a string"
+    elif method == "roots/list":
+        roots = result.get("roots")
+        if not isinstance(roots, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots
+        ):
+            return "'roots' must be a list of objects each with a 'uri' string"
+    return None
+
+
 MRTR_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The only requests a 2026-07-28 server may answer with `input_required`."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from unittest.mock import ANY
 
 import orjson
+import pytest
 
 from proxy.engine.commands import (
     CancelTimer,
@@ -1107,6 +1108,50 @@ def test_missing_answers_are_asked_again_alone_and_bad_or_unknown_ones_ignored()
         << answer_leg("leg-5", "x4", "r1", MY_ROOTS)
     )
     assert drained(engine, calls=1, serving=1, legs=3, continuations=1, principals=1)
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ({"foo": 1}, "'action' must be one of accept, decline, cancel, got None"),
+        (
+            {"jsonrpc": "2.0", "id": "e1", "result": ACCEPT},
+            "a whole JSON-RPC response, where the bare result",
+        ),
+        ({"action": "accept", "content": "octocat"}, "'content' must be an object"),
+    ],
+    ids=["no-action", "json-rpc-wrapped", "content-not-object"],
+)
+def test_an_answer_that_is_no_result_of_its_question_is_refused_and_the_call_waits_for_a_good_retry(
+    answer: dict[str, Any], problem: str
+) -> None:
+    """A server fails the whole call on an answer its schema refuses: the bridge refuses the retry
+    instead (-32602 naming the key), touching nothing, so the same requestState can try again."""
+    engine = ready_engine()
+    park(engine)
+    refused = protocol(
+        engine.handle(call("x2", 2, requestState=state(), inputResponses={"elicitation-1": answer}))
+    )
+    assert isinstance(refused[0], Log)
+    assert refused[0].event == "bridge_answer_refused"
+    reply = refused[1]
+    assert isinstance(reply, ReplyJson)
+    assert reply.status == 400
+    error = reply.message
+    assert error is not None
+    assert error["error"]["code"] == -32602
+    assert error["error"]["message"].startswith(
+        "Invalid inputResponses: elicitation-1 (elicitation/create): "
+    )
+    assert problem in error["error"]["message"]
+    assert len(refused) == 2  # nothing went upstream, no timer moved
+    assert (
+        Playbook(engine)
+        >> call("x3", 3, requestState=state(), inputResponses={"elicitation-1": ACCEPT})
+        << CancelTimer("ttl:call-1")
+        << RESUMED
+        << answer_leg("leg-4", "x3", "e1", ACCEPT)
+    )
 
 
 def test_every_round_is_logged_with_the_chain_facts() -> None:

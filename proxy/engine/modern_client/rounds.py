@@ -69,7 +69,7 @@ from proxy.engine.modern_client.tokens import (
 )
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response, result_response
-from proxy.wire.mcp import request_meta
+from proxy.wire.mcp import answer_problem, request_meta
 
 Commands = list[BridgeCommand]
 
@@ -266,6 +266,11 @@ class RoundKeeper:
             call = self._claim(token, binding_for(msg.method, msg.params, headers), at)
         except InvalidToken as exc:
             return self._reject(exchange, msg.id, exc.reason, token)
+        problem = malformed_answer(call, msg.params.get("inputResponses"))
+        if problem is not None:  # refused before anything moves: the call stays parked for a good retry
+            fields = {"call": call.key, "exchange": exchange, "client_id": msg.id, "problem": problem}
+            body = error_response(msg.id, errors.INVALID_PARAMS, f"Invalid inputResponses: {problem}")
+            return [Log("bridge_answer_refused", "warning", fields), ReplyJson(exchange, 400, body)]
         commands = stop_timer(self._ctx, call)
         call.asker = Asker(exchange, msg.id, request_meta(msg.params), headers, at)
         call.streaming = False
@@ -343,3 +348,16 @@ class RoundKeeper:
             call.phase = "collecting"
             return start_timer(self._ctx, call, "round", self._ctx.round_window)
         return []
+
+
+def malformed_answer(call: Call, responses: Any) -> str | None:
+    """What is wrong with the first answer to one of the call's questions that is an object but no
+    result of its request's kind (a server would fail the call on it), or None. Answers that are no
+    object at all are taken as not given, and asked again."""
+    if not isinstance(responses, dict):
+        return None
+    for key, nested in call.asked.items():
+        value = responses.get(key)
+        if isinstance(value, dict) and (problem := answer_problem(nested.method, value)) is not None:
+            return f"{key} ({nested.method}): {problem}"
+    return None
