@@ -300,14 +300,25 @@ def pair_label(pair: Pair) -> Text:
     return head
 
 
-def node_label(node: Node, bridged: bool = False) -> Text:
-    """The label of any timeline node (`bridged`: the chain's, so the proxy's own messages say so)."""
+def node_label(node: Node, bridged: bool = False, start: float | None = None) -> Text:
+    """The label of any timeline node (`bridged`: the chain's, so the proxy's own messages say so);
+    given the chain's `start`, a message or pair begins with when it came (`+203ms`), so a call's
+    progress, questions and answers read as a timeline."""
     if node.kind == "round":
         return Text(f"round {node.round}", style="bold")
     if node.kind == "pair" and node.pair is not None:
-        return pair_label(node.pair)
-    assert node.message is not None
-    return message_label(node.message, bridged)
+        label, first = pair_label(node.pair), node.pair.first
+    else:
+        assert node.message is not None
+        label, first = message_label(node.message, bridged), node.message
+    if start is None:
+        return label
+    return Text.assemble((f"{offset(first.ts - start):>7} ", "dim"), label)
+
+
+def offset(seconds: float) -> str:
+    """When something happened after the chain began: `+0µs`, `+203ms`, `+1.25s`."""
+    return "+" + duration(max(0.0, seconds) * 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from tests.flows.stream_play import streams_and_delete
 from tests.record.captures import record_play
 from tests.ui.helpers import tour_events
 from ui.model import ChainEntry, ViewModel
-from ui.render import node_label
+from ui.render import duration, node_label
 from ui.timeline import Node, build_timeline, counterparts, pair_messages
 
 
@@ -137,3 +137,25 @@ def test_a_leg_the_upstream_refused_says_its_http_status_beside_its_error(tmp_pa
     assert "HTTP 404" in refused
     assert not [line for line in text if "HTTP 404" in line and line is not refused]
     assert any("HTTP 202" in line for line in text)  # the bodiless acknowledgement's own record
+
+
+def test_given_the_chains_start_each_node_says_when_it_came_so_the_tree_reads_as_a_timeline() -> None:
+    entry = tour_chain("survey", Mode.LEGACY_TO_MRTR)
+    nodes = build_timeline(entry.summary, entry.messages)
+    start = entry.summary.started
+
+    def flat(nodes: list[Node]) -> list[Node]:
+        return [n for node in nodes for n in (node, *flat(node.children))]
+
+    timed = [(node, node_label(node, True, start).plain) for node in flat(nodes) if node.kind != "round"]
+    for node, label in timed:
+        assert label.lstrip().split()[0] == "+" + duration((first_ts(node) - start) * 1000), label
+    offsets = [first_ts(node) for node, _ in timed]
+    assert offsets[-1] > offsets[0]  # the final result came after the call
+    assert all(not node_label(n, True, start).plain.startswith("+") for n in nodes if n.kind == "round")
+
+
+def first_ts(node: Node) -> float:
+    first = node.pair.first if node.kind == "pair" and node.pair is not None else node.message
+    assert first is not None
+    return first.ts

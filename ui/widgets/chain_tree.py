@@ -66,17 +66,18 @@ class ChainTree(Tree[NodeData]):
         self.root.set_label(chain_headline(entry.summary))
         for note in note_labels(entry.summary):
             self.root.add_leaf(note, data=None)
-        self._add(self.root, build_timeline(entry.summary, entry.messages), entry.summary.bridged)
+        timeline = build_timeline(entry.summary, entry.messages)
+        self._add(self.root, timeline, entry.summary.bridged, entry.summary.started)
         self.root.expand_all()
         if keep is not None:
             self._move_to(keep)
 
-    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], bridged: bool) -> None:
+    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], bridged: bool, start: float) -> None:
         for node in nodes:
-            label = node_label(node, bridged)
+            label = node_label(node, bridged, start)
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
-                self._add(branch, node.children, bridged)
+                self._add(branch, node.children, bridged, start)
             else:
                 parent.add_leaf(label, data=_seq_of(node))
 
