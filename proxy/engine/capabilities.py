@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+from proxy.wire.capabilities import has_capability, request_params, required_capability
 from proxy.wire.versions import LATEST_LEGACY, is_at_least
 
 BRIDGEABLE_CLIENT_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -116,38 +117,6 @@ def _narrow_elicitation(caps: dict[str, Any], version: str) -> None:
             del caps["elicitation"]
 
 
-def required_capability(entry: dict[str, Any]) -> str | None:
-    """The 2026 capability an embedded request needs (TS `requiredClientCapabilitiesForInputRequest`).
-
-    None means the method is not one MRTR may embed, so no capability can make it servable.
-    """
-    method = entry.get("method")
-    params = _params(entry)
-    if method == "elicitation/create":
-        return "elicitation.url" if params.get("mode") == "url" else "elicitation.form"
-    if method == "sampling/createMessage":
-        return "sampling.tools" if "tools" in params or "toolChoice" in params else "sampling"
-    if method == "roots/list":
-        return "roots"
-    return None
-
-
-def has_capability(caps: dict[str, Any], needed: str) -> bool:
-    """Whether translated client capabilities cover `needed` (a `required_capability` value)."""
-    elicitation = caps.get("elicitation")
-    sampling = caps.get("sampling")
-    match needed:
-        case "elicitation.url":
-            return isinstance(elicitation, dict) and "url" in elicitation
-        case "elicitation.form":
-            return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
-        case "sampling.tools":
-            return isinstance(sampling, dict) and "tools" in sampling
-        case "sampling" | "roots":
-            return needed in caps
-    return False
-
-
 def unservable(entries: dict[str, Any], caps: dict[str, Any], version: str) -> list[str]:
     """Explain every entry of an `inputRequests` map the client cannot serve (empty: all servable).
 
@@ -177,12 +146,7 @@ def input_kind(entry: Any) -> str:
     if not isinstance(entry, dict):
         return "invalid"
     method = entry.get("method")
-    params = _params(entry)
+    params = request_params(entry)
     if method == "elicitation/create":
         return f"elicitation/create:{params.get('mode', 'form')}"
     return method if isinstance(method, str) else "invalid"
-
-
-def _params(entry: dict[str, Any]) -> dict[str, Any]:
-    params = entry.get("params")
-    return params if isinstance(params, dict) else {}

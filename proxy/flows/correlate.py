@@ -6,7 +6,9 @@ chain of the request it cancels and `notifications/initialized` that of the sess
 A server response settles its request's chain (ok, error, or waiting on the client after
 `input_required`); a server request nests in the chain its stream serves. Each question the server
 asks counts once in its chain's `nested`, whichever way it was asked: a request in flight, or an input
-of an `input_required` result (`ChainSummary.nested`). The tables are bounded.
+of an `input_required` result (`ChainSummary.nested`). A question the client never declared it could
+answer (its `initialize`'s capabilities, or a 2026-07-28 request's `clientCapabilities`) is noted in
+its chain: it is the usual cause of a client's -32601 there. The tables are bounded.
 No I/O, no clock of its own (one is injected), no logging; chains are opened, timed and announced
 through the ledger.
 """
@@ -22,9 +24,11 @@ from proxy.flows.ledger import ChainLedger
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, request_signature
 from proxy.flows.store import Chain
+from proxy.wire.capabilities import has_capability, required_capability
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import (
     INPUT_METHODS,
+    META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     RESULT_INPUT_REQUIRED,
     request_meta,
@@ -47,6 +51,10 @@ class Correlator:
         self._nested: BoundedMap = BoundedMap()
         self._requests: BoundedMap = BoundedMap()
         self._session_init: BoundedMap = BoundedMap()
+        self._declared: BoundedMap = BoundedMap()
+        """chain id -> the client capabilities its request declared (`initialize`, or 2026 `_meta`)."""
+        self._session_caps: BoundedMap = BoundedMap()
+        """session -> the capabilities its client declared at `initialize`."""
 
     def forget_request(self, session: str | None, ident: RequestId, chain_id: str) -> None:
         """Drop a request no answer can come for any more (its exchange closed unanswered)."""
@@ -70,6 +78,9 @@ class Correlator:
                 )
                 chain.signature = request_signature(msg.method, msg.params)
                 self._adopt_client_info(chain, ex, msg)
+                declared = declared_capabilities(msg.method, msg.params)
+                if declared is not None:
+                    self._declared[chain.summary.id] = declared
             else:
                 self._ledger.attach(chain, ex)
                 chain.summary.rounds += 1
@@ -167,6 +178,8 @@ class Correlator:
             if chain is not None:
                 self._nested[(ex.session, msg.id)] = chain_id
                 chain.summary.nested += 1
+                if msg.method in INPUT_METHODS:
+                    self._note_undeclared(chain, ex, msg.method, msg.params)
                 if msg.method in INPUT_METHODS or msg.method:
                     chain.waiting_on += 1
                     self._ledger.start_waiting(chain, now)
@@ -189,6 +202,10 @@ class Correlator:
         result = msg.result
         if result_type(result) == RESULT_INPUT_REQUIRED:
             self._expect_retry(chain, result)
+            asks = result.get("inputRequests")
+            for entry in asks.values() if isinstance(asks, dict) else ():
+                if isinstance(entry, dict) and isinstance(entry.get("method"), str):
+                    self._note_undeclared(chain, ex, entry["method"], entry.get("params"))
             parked = chain.summary.mode is Mode.MRTR_TO_LEGACY  # a live upstream call waits in the proxy
             if not parked:  # MRTR->legacy restates the requests its upstream leg carried: counted there
                 chain.summary.nested += _count(result.get("inputRequests"))
@@ -203,9 +220,12 @@ class Correlator:
 
     def _session_opened(self, chain: Chain, ex: Exchange, msg: Message) -> None:
         session = ex.minted_session
+        declared = self._declared.pop(chain.summary.id, None)
         if not session:
             return
         self._session_init[session] = chain.summary.id
+        if declared is not None:
+            self._session_caps[session] = declared
         name = chain.summary.client_name
         if name:
             self._ledger.client_names[session] = name
@@ -219,6 +239,27 @@ class Correlator:
             minted=ex.mode is Mode.LEGACY_TO_MRTR,  # that bridge plays the server: the id is its own
         )
 
+    def _note_undeclared(self, chain: Chain, ex: Exchange, method: str, params: Any) -> None:
+        """Note a question the client never declared it could answer (once per chain and kind)."""
+        if chain.summary.mode is not Mode.PASSTHROUGH:
+            return  # a bridge gates what it asks the client itself (-32021)
+        declared = self._declared.get(chain.summary.id)
+        where = "this request's clientCapabilities"
+        if declared is None and ex.session:
+            declared, where = self._session_caps.get(ex.session), "its initialize"
+        if declared is None:
+            return  # the declaration was not seen (a capture part, say): nothing to judge by
+        needed = required_capability({"method": method, "params": params if isinstance(params, dict) else {}})
+        if needed is None or has_capability(declared, needed):
+            return
+        note = (
+            f"the server asked {method}, but the client declared no {needed} capability in {where}: "
+            "a client may refuse it (-32601) or never answer"
+        )
+        if note not in chain.summary.notes:
+            chain.summary.notes.append(note)
+            self._ledger.changed(chain)
+
     def _expect_retry(self, chain: Chain, result: dict[str, Any]) -> None:
         # from the request as sent: the recorded copy may be redacted or truncated
         signature = chain.signature or request_signature(chain.summary.method, {})
@@ -228,3 +269,14 @@ class Correlator:
 def _count(requests: Any) -> int:
     """How many questions an `input_required` result's `inputRequests` asks (none when it is no map)."""
     return len(requests) if isinstance(requests, dict) else 0
+
+
+def declared_capabilities(method: str | None, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The client capabilities a request declares: an `initialize`'s, or a 2026-07-28 request's
+    `_meta` `clientCapabilities`; None when it declares none."""
+    caps = (
+        params.get("capabilities")
+        if method == "initialize"
+        else request_meta(params).get(META_CLIENT_CAPABILITIES)
+    )
+    return caps if isinstance(caps, dict) else None

@@ -15,13 +15,13 @@ from proxy.engine.capabilities import (
     listen_flags,
     modern_client_capabilities,
     negotiate_version,
-    required_capability,
     unservable,
 )
 from proxy.engine.legacy_client.answers import call_failure, legacy_error, legacy_result, state_fingerprint
 from proxy.engine.legacy_client.request import Envelope, leg_headers, with_envelope
 from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
+from proxy.wire.capabilities import required_capability
 
 
 @pytest.mark.parametrize(

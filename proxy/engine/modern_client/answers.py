@@ -22,9 +22,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from proxy.engine.capabilities import has_capability, required_capability
 from proxy.engine.modern_client.validation import SUPPORTED_VERSIONS
 from proxy.wire import errors
+from proxy.wire.capabilities import has_capability, required_capability
 from proxy.wire.jsonrpc import RequestId, error_response, result_response
 from proxy.wire.mcp import CACHEABLE_METHODS, META_SERVER_INFO, RESULT_COMPLETE, RESULT_INPUT_REQUIRED
 
