@@ -186,7 +186,11 @@ def legacy_headers(
 
 
 def leg(leg_id: str, exchange: str, method: str, params: dict[str, Any], **kw: Any) -> SendLeg:
-    """A forwarded request: JSON-RPC id = leg id."""
+    """A forwarded request: JSON-RPC id = leg id. A call that may run over rounds carries a
+    progressToken, the client's or else the leg id (so a later retry can hear progress)."""
+    if method in ("tools/call", "prompts/get", "resources/read"):
+        meta = params.get("_meta", {})
+        params = {**params, "_meta": {"progressToken": leg_id, **meta}}
     return SendLeg(leg_id, exchange, legacy_headers(**kw), req(leg_id, method, params))
 
 
@@ -736,7 +740,9 @@ def test_a_404_reinitializes_the_session_and_resends_the_request_once() -> None:
         "leg-6",
         "x1",
         (*legacy_headers()[:3], ("Mcp-Session-Id", "up-session-2"), AUTH),
-        req("leg-6", "tools/call", {"name": "deploy", "arguments": ARGS}),
+        req(
+            "leg-6", "tools/call", {"name": "deploy", "arguments": ARGS, "_meta": {"progressToken": "leg-6"}}
+        ),
     )
 
     assert (
@@ -872,6 +878,37 @@ def test_notifications_stream_before_the_result_under_the_clients_token_and_log_
         << ReplyJson("x2", 200, complete(2, DONE))
     )
     assert drained(engine)
+
+
+def test_a_call_whose_first_request_named_no_progress_token_still_reports_progress_to_a_retry_that_does() -> (
+    None
+):
+    """The upstream call outlives its first request: it carries a token of the proxy's own, so a
+    legacy server reports progress, which each request hears under its own token, or not at all."""
+    engine = ready_engine()
+    sent = protocol(engine.handle(call("x1", 1)))  # names no progressToken
+    assert sent[-1].message["params"]["_meta"] == {"progressToken": "leg-3"}  # the proxy's own
+    engine.handle(head("leg-3"))
+    engine.handle(up("leg-3", req("e1", "elicitation/create", FORM)))
+    engine.handle(TimerFired("round:call-1"))
+    progress = note("notifications/progress", {"progressToken": "leg-3", "progress": 1, "total": 2})
+    shown = note("notifications/progress", {"progressToken": "p2", "progress": 1, "total": 2})
+    assert (
+        Playbook(engine)
+        >> call(
+            "x2",
+            2,
+            own={"progressToken": "p2"},
+            requestState=state(),
+            inputResponses={"elicitation-1": ACCEPT},
+        )
+        << CancelTimer("ttl:call-1")
+        << RESUMED
+        << answer_leg("leg-4", "x2", "e1", ACCEPT)
+        >> up("leg-3", progress)
+        << StartSse("x2")
+        << SendSse("x2", shown)
+    )
 
 
 def test_the_proxy_answers_upstream_pings_and_refuses_requests_a_2026_client_cannot_get() -> None:

@@ -116,7 +116,10 @@ def test_two_principals_get_two_sessions_each_opened_and_used_with_its_own_crede
     ]
     assert open_session(engine, "x2", init="leg-2", notify="leg-5", session=BOB_SESSION) == [
         SendLeg(
-            "leg-6", "x2", legacy_headers(auth=BOB, session=BOB_SESSION), req("leg-6", "tools/call", DEPLOY)
+            "leg-6",
+            "x2",
+            legacy_headers(auth=BOB, session=BOB_SESSION),
+            leg("leg-6", "x2", "tools/call", DEPLOY).message,
         )
     ]
     view = engine.sessions_view()

@@ -78,7 +78,7 @@ class CallDriver:
         call.leg = call.upstream_id = leg
         call.phase = "running"
         call.generation = link.generation
-        message = request(leg, call.method, call.params)
+        message = request(leg, call.method, with_progress_token(call.method, call.params, leg))
         headers = link.headers(call.asker.headers)
         return [ctx.send("call", call.key, call.asker.exchange, message, headers, leg=leg)]
 
@@ -191,3 +191,14 @@ class CallDriver:
             status, body = 200, as_result(ident, complete_result(call.method, result, server_info(link.init)))
             log = round_log(call, "complete")
         return [log, *finish(self._ctx, call, body, status)]
+
+
+def with_progress_token(method: str, params: dict[str, Any], token: str) -> dict[str, Any]:
+    """The call's params with a `progressToken` of the proxy's own when the client's first request
+    named none, for a call that may run over several rounds: a legacy server reports progress only on
+    a request that asked for it, and a later retry may ask (each request sees progress under its own
+    token, `exits.for_client`)."""
+    meta = params.get("_meta")
+    if method not in MRTR_METHODS or (isinstance(meta, dict) and "progressToken" in meta):
+        return params
+    return {**params, "_meta": {**(meta if isinstance(meta, dict) else {}), "progressToken": token}}
