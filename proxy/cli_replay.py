@@ -24,7 +24,7 @@ import math
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -35,8 +35,9 @@ from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.export import missing_chain_hint
 from proxy.record.replay_compare import IgnoreRules
+from proxy.record.replay_edit import Edit, EditError, edited_plan, parse_edit
 from proxy.record.replay_outcome import ChainOutcome
-from proxy.record.replay_plan import ChainPlan
+from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.record.replay_source import CaptureSource, open_capture, plans
 
 if TYPE_CHECKING:
@@ -113,6 +114,16 @@ def build_replay_parser() -> argparse.ArgumentParser:
         "capture holds redacted); repeatable",
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="edits",
+        metavar="PATH=VALUE",
+        help="send the chain's request edited: a value under params, as JSON or plain text "
+        "(params.arguments.b=4, params.name=other_tool); the report compares the answer with the "
+        "recording, so it shows what the edit changed; with one --chain; repeatable",
+    )
+    parser.add_argument(
         "--ask",
         action="store_true",
         help="ask on the terminal for the answer to a server question the capture holds none for "
@@ -159,8 +170,12 @@ def main(argv: Sequence[str]) -> int:
     if not args.all and not args.chain:
         print("mcp-proxy replay: name chains with --chain ID, or replay them all with --all", file=sys.stderr)
         return USAGE_EXIT
+    if args.edits and len(args.chain) != 1:
+        print("mcp-proxy replay: --set edits one chain: name it with one --chain ID", file=sys.stderr)
+        return USAGE_EXIT
     try:
         headers = parse_headers(args.header)
+        edits = tuple(parse_edit(text) for text in args.edits)
         if any(not p.strip() for p in args.ignore):
             raise ValueError("--ignore: an empty path")
         source = open_capture(args.captures)
@@ -199,7 +214,7 @@ def main(argv: Sequence[str]) -> int:
 
     logs.configure(level="warning", fmt="console")  # among the report's plain lines, even in a pipe
     with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
-        return runner.run(_replay(args, source, upstream, headers, settings))
+        return runner.run(_replay(args, source, upstream, headers, settings, edits))
 
 
 def _upstream_problem(upstream: str | None, given: bool, source: CaptureSource) -> str | None:
@@ -231,12 +246,14 @@ async def _replay(
     upstream: str,
     headers: dict[str, str],
     settings: Settings,
+    edits: tuple[Edit, ...] = (),
 ) -> int:
     from proxy.replay.era import EraUnspoken, RecordedEra
     from proxy.replay.runner import Replay, ReplayOptions, Unreachable
 
     options = ReplayOptions(
-        ignore=IgnoreRules(tuple(args.ignore)),
+        # the edited places differ by the user's own doing: the report shows what they changed instead
+        ignore=IgnoreRules((*args.ignore, *(edit.where for edit in edits))),
         headers=headers,
         ask=_ask_on_terminal if args.ask else None,
         timeout=args.timeout,
@@ -251,14 +268,15 @@ async def _replay(
         async with Replay(upstream, options) as replay:
             era = _era(replay)
             print(f"mcp-proxy replay: {_era_line(era)}", file=sys.stderr)
-            async for outcome in replay.run(plans(source), lambda c: args.all or c in wanted):
+            chosen = _edited(plans(source), edits, wanted) if edits else plans(source)
+            async for outcome in replay.run(chosen, lambda c: args.all or c in wanted):
                 outcomes.append(outcome)
                 if not args.json:
                     print(outcome.line(), flush=True)
     except Unreachable as exc:
         print(f"mcp-proxy replay: the server cannot be reached: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    except EraUnspoken as exc:
+    except (EraUnspoken, EditError) as exc:
         print(f"mcp-proxy replay: {exc}", file=sys.stderr)
         return USAGE_EXIT
     except OSError as exc:
@@ -279,6 +297,21 @@ async def _replay(
         )
         return USAGE_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+def _edited(chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[str]) -> Iterator[ChainPlan]:
+    """The plans, the one `--chain` names edited (said on stderr); raises EditError on a misfit."""
+    said = ", ".join(edit.text for edit in edits)
+    for plan in chosen:
+        if plan.chain in wanted:
+            if plan.kind is not PlanKind.CALL:
+                raise EditError(f"--set: chain {plan.chain} is a {plan.kind.value}, not a call to edit")
+            plan = edited_plan(plan, edits)
+            print(
+                f"mcp-proxy replay: {plan.chain} {plan.headline()}: sending it edited: {said}",
+                file=sys.stderr,
+            )
+        yield plan
 
 
 def _era(replay: Replay) -> dict[str, Any]:

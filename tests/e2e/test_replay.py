@@ -174,6 +174,29 @@ def test_a_server_that_answers_differently_is_reported_with_the_first_difference
     assert _lines(hidden)[add].endswith(": same")
 
 
+@pytest.mark.parametrize("combo", COMBINATIONS, ids=["-".join(c) for c in COMBINATIONS])
+def test_a_call_replayed_edited_shows_what_the_edit_changed(demo: Demo, combo: tuple[str, str]) -> None:
+    """`--set` is mitmproxy's edit-and-resend: the recorded `add` (2 + 3) sent with a=40 answers 43,
+    and the report shows it against the recorded 5; in every era pairing, bridged ones included."""
+    add = demo.chain(combo, "tools/call add")
+    done = _replay(demo.captures[combo], "--chain", add, "--set", "params.arguments.a=40")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{add} tools/call add: sending it edited: params.arguments.a=40" in done.stderr
+    assert _lines(done)[add].endswith('result.content[0].text: recorded "5", replayed "43"'), done.stdout
+
+
+def test_an_edit_that_does_not_fit_or_names_no_single_chain_exits_2_saying_why(demo: Demo) -> None:
+    capture = demo.captures[("legacy", "legacy")]
+    add = demo.chain(("legacy", "legacy"), "tools/call add")
+    deep = _replay(capture, "--chain", add, "--set", "params.arguments.a.b=1")
+    unnamed = _replay(capture, "--all", "--set", "params.arguments.a=1")
+    bare = _replay(capture, "--chain", add, "--set", "arguments.a=1")
+    assert (deep.returncode, unnamed.returncode, bare.returncode) == (2, 2, 2)
+    assert "'b' is not under an object in the request" in deep.stderr
+    assert "--set edits one chain" in unnamed.stderr
+    assert "PATH is a place under params" in bare.stderr
+
+
 def test_ignoring_the_index_of_a_tool_the_new_build_added_hides_that_tool_and_no_other_change(
     demo: Demo,
 ) -> None:

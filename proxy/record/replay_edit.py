@@ -1,0 +1,116 @@
+"""Edits to a recorded request before it is replayed: `replay --chain r5 --set params.arguments.b=4`.
+
+What mitmproxy does with duplicate, edit, replay: the chain is sent again with one or more values of
+its request changed, and the report compares what came back with the recording, so the difference
+the edit made is shown. Each edit is `PATH=VALUE`: PATH names a place in the request's JSON-RPC body
+under `params` (`params.arguments.b`, `params.arguments.items[0]`, `params.name`), VALUE is JSON
+(`4`, `"four"`, `[1, 2]`, `null`) or, when it is not JSON, the text as it is. An edit may add a key
+to an object but never reaches through something that is not one. A 2026-07-28 client's retries of
+the same call get the same edits, since a server binds its `requestState` to the call's arguments.
+
+Pure: plans in, plans out.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from proxy.record.replay_plan import ChainPlan, Sent
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+class EditError(ValueError):
+    """An edit that does not parse, or does not fit the request it is for; the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One `--set`: where in the request (keys and list indices, from `params`) and the new value."""
+
+    text: str
+    path: tuple[str | int, ...]
+    value: Any
+
+    @property
+    def where(self) -> str:
+        """The edited place as the replay report names paths (`params.arguments.b`)."""
+        return self.text.partition("=")[0].strip()
+
+
+def parse_edit(text: str) -> Edit:
+    """`params.arguments.b=4` as an Edit; raises EditError saying what is wrong."""
+    where, equals, raw = text.partition("=")
+    where = where.strip()
+    if not equals or not where:
+        raise EditError(f"--set {text!r}: expected PATH=VALUE, such as params.arguments.b=4")
+    path = _path(where, text)
+    if path[0] != "params" or len(path) < 2:
+        raise EditError(f"--set {text!r}: PATH is a place under params, such as params.arguments.b")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw  # not JSON: the text as it is, as a string
+    return Edit(text, path, value)
+
+
+def _path(where: str, text: str) -> tuple[str | int, ...]:
+    steps: list[str | int] = []
+    at = 0
+    for found in _STEP.finditer(where):
+        if found.start() != at and where[at : found.start()] != ".":
+            raise EditError(f"--set {text!r}: cannot read the path at {where[at:]!r}")
+        key, index = found.groups()
+        steps.append(int(index) if index is not None else key)
+        at = found.end()
+    if at != len(where) or not steps:
+        raise EditError(f"--set {text!r}: cannot read the path at {where[at:]!r}")
+    return tuple(steps)
+
+
+def apply_edits(body: dict[str, Any], edits: tuple[Edit, ...]) -> dict[str, Any]:
+    """A copy of the JSON-RPC `body` with each edit made, in order; raises EditError on a misfit."""
+    out = copy.deepcopy(body)
+    for edit in edits:
+        place: Any = out
+        for step in edit.path[:-1]:
+            place = _step_into(place, step, edit)
+        last = edit.path[-1]
+        if isinstance(last, int):
+            if not isinstance(place, list) or not -len(place) <= last < len(place):
+                raise EditError(f"--set {edit.text!r}: no item [{last}] there")
+            place[last] = edit.value
+        elif isinstance(place, dict):
+            place[last] = edit.value
+        else:
+            raise EditError(f"--set {edit.text!r}: {last!r} is not under an object in the request")
+    return out
+
+
+def _step_into(place: Any, step: str | int, edit: Edit) -> Any:
+    if isinstance(step, int):
+        if isinstance(place, list) and -len(place) <= step < len(place):
+            return place[step]
+        raise EditError(f"--set {edit.text!r}: no item [{step}] in the request there")
+    if not isinstance(place, dict):
+        raise EditError(f"--set {edit.text!r}: {step!r} is not under an object in the request")
+    if step not in place:
+        place[step] = {}  # an edit may add an object's key, and what leads to it
+    return place[step]
+
+
+def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
+    """The plan with its request, and each retry of it, edited (its notifications are left alone)."""
+    if plan.first is None:
+        raise EditError(f"chain {plan.chain} holds no request to edit")
+    first = replace(plan.first, body=apply_edits(plan.first.body, edits))
+    retries = [_edited(sent, edits) for sent in plan.retries]
+    return replace(plan, first=first, retries=retries)
+
+
+def _edited(sent: Sent, edits: tuple[Edit, ...]) -> Sent:
+    return replace(sent, body=apply_edits(sent.body, edits))
