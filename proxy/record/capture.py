@@ -257,6 +257,7 @@ class CaptureWriter:
         with contextlib.suppress(CaptureError):  # what the old file could not take (a full disk) is
             self._close_file()  # lost with it; the new one starts clean
         self._open()
+        self.flush()  # the new file is a capture at once (its header), not only after the next exchange
 
     def __enter__(self) -> CaptureWriter:
         return self

@@ -414,6 +414,18 @@ def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
     assert list(read_capture(path)) == [info(), message(3)]
 
 
+def test_a_reopened_file_is_a_capture_at_once_before_the_next_exchange(tmp_path: Path) -> None:
+    """A reader (tail -f, tui --open) of the new file finds its header and proxy_info straight after
+    SIGUSR1, not only after traffic comes."""
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    writer.write(info())
+    path.rename(tmp_path / "run.jsonl.old")
+    writer.reopen()
+    assert list(read_capture(path)) == [info()]  # nothing written since, and no close either
+    writer.close()
+
+
 def test_reopen_in_place_appends(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     writer = CaptureWriter(path)
