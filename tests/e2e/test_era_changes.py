@@ -35,6 +35,19 @@ def doubts(proxy: Commanded) -> list[dict[str, Any]]:
     return [line for line in proxy.lines() if line.get("event") == "upstream_eras_suspect"]
 
 
+async def once_reprobed(proxy: Commanded, era: str, scenario: str) -> dict[str, Any]:
+    """The scenario's result once it passes: the proxy re-probes a changed upstream at most every 2 s,
+    so it is tried again every half second, for at most 20 s."""
+    with anyio.fail_after(20):
+        while True:
+            try:
+                return await run_scenario(proxy.endpoint(), era, scenario)
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    raise
+                await anyio.sleep(0.5)
+
+
 async def refused(http: aiohttp.ClientSession, proxy: Commanded, method: str, ident: int) -> tuple[int, int]:
     """A 2026-07-28 client's request the server refuses: the HTTP status and JSON-RPC error code."""
     params = {"name": "echo", "arguments": {}} if method == "tools/call" else {}
@@ -76,15 +89,7 @@ async def test_an_upstream_that_changes_era_is_probed_again_and_then_bridged(
         await run_scenario(proxy.endpoint(), "legacy", "echo")
         await anyio.to_thread.run_sync(legacy.stop)
         await anyio.to_thread.run_sync(lambda: peer_factory("modern-mrtr", port=port))
-        result: dict[str, Any] | None = None
-        with anyio.fail_after(20):
-            while result is None:
-                try:
-                    result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
-                except BaseException as exc:
-                    if isinstance(exc, anyio.get_cancelled_exc_class()):
-                        raise
-                    await anyio.sleep(0.5)  # the proxy re-probes at most every 2 s; poll until it has
+        result = await once_reprobed(proxy, "legacy", "ask_name")
         assert await upstream_era(proxy) == "modern"
         await proxy.no_exchange_open()
         chains = await proxy.chains()
@@ -118,15 +123,7 @@ async def test_a_modern_servers_refusals_of_client_mistakes_keep_its_verdict_unt
         (doubt,) = doubts(proxy)
         assert doubt["reason"] == "HTTP 400 (JSON-RPC -32600) for tools/call from a modern client"
 
-        result: dict[str, Any] | None = None
-        with anyio.fail_after(20):
-            while result is None:
-                try:
-                    result = await run_scenario(proxy.endpoint(), "2026-07-28", "echo")
-                except BaseException as exc:
-                    if isinstance(exc, anyio.get_cancelled_exc_class()):
-                        raise
-                    await anyio.sleep(0.5)  # the proxy re-probes at most every 2 s; poll until it has
+        result = await once_reprobed(proxy, "2026-07-28", "echo")
         assert await upstream_era(proxy) == "legacy"
         await proxy.no_exchange_open()
         chains = await proxy.chains()
