@@ -264,7 +264,9 @@ def _curl_bridged(found: ChainFound, chain_id: str, messages: list[MessageRecord
         return 2
     print(
         f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}): the server got the proxy's own "
-        "requests in its era, not the client's; these are those (--to proxy copies the client's)",
+        "requests in its era, not the client's; these are those (--to proxy copies the client's). They "
+        "rode the proxy's own upstream session: open one with an initialize to the server first and set "
+        "MCP_SESSION_ID to the Mcp-Session-Id it answers",
         file=sys.stderr,
     )
     return _print_curl(found, chain_id, messages, sent, "upstream")

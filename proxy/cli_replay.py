@@ -252,8 +252,7 @@ async def _replay(
     from proxy.replay.runner import Replay, ReplayOptions, Unreachable
 
     options = ReplayOptions(
-        # the edited places differ by the user's own doing: the report shows what they changed instead
-        ignore=IgnoreRules((*args.ignore, *(edit.where for edit in edits))),
+        ignore=IgnoreRules(tuple(args.ignore)),
         headers=headers,
         ask=_ask_on_terminal if args.ask else None,
         timeout=args.timeout,
@@ -301,7 +300,7 @@ async def _replay(
 
 def _edited(chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[str]) -> Iterator[ChainPlan]:
     """The plans, the one `--chain` names edited (said on stderr); raises EditError on a misfit."""
-    said = ", ".join(edit.text for edit in edits)
+    said = ", ".join(edit.said for edit in edits)
     for plan in chosen:
         if plan.chain in wanted:
             if plan.kind is not PlanKind.CALL:

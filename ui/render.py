@@ -317,8 +317,12 @@ def node_label(node: Node, bridged: bool = False, start: float | None = None) ->
 
 
 def offset(seconds: float) -> str:
-    """When something happened after the chain began: `+0µs`, `+203ms`, `+1.25s`."""
-    return "+" + duration(max(0.0, seconds) * 1000)
+    """When something happened after the chain began, in one unit below a second: `+0ms`, `+0.3ms`,
+    `+4.2ms`, `+203ms`, then `+1.25s`."""
+    ms = max(0.0, seconds) * 1000
+    if ms < 0.05:
+        return "+0ms"
+    return f"+{ms:.1f}ms" if ms < 10 else "+" + duration(ms)
 
 
 @dataclass(frozen=True, slots=True)

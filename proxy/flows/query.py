@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.flows.events import ChainSummary, MessageRecord
+from proxy.flows.events import ChainStatus, ChainSummary, MessageRecord, Mode
 from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
 
 FIELDS = ("method", "tool", "name", "status", "era", "mode", "client", "session", "id", "duration", "body")
@@ -46,6 +46,12 @@ _STATUS_ALIASES = {
     "cancel": "cancelled",
 }
 _MODE_ALIASES = {"pass": "passthrough", "bridge": "bridged"}
+_KNOWN_VALUES: dict[str, tuple[str, ...]] = {
+    "status": tuple(status.value for status in ChainStatus),
+    "mode": (*(mode.value for mode in Mode), "bridged"),
+    "era": ("legacy", "modern", "unknown"),
+}
+"""Fields whose values are a closed set: a value outside it (not a glob) is a typo, said as one."""
 _DURATION = re.compile(r"^(>=|<=|>|<|=)?\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1.0, "s": 1000.0, "m": 60000.0}
 
@@ -90,7 +96,8 @@ def parse_query(text: str) -> Query:
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        return Query(text=text, error=f"filter: {exc}")
+        problem = "a quote is not closed" if "quotation" in str(exc) else str(exc)
+        return Query(text=text, error=f"filter: {problem}")
     terms: list[Term] = []
     for word in words:
         try:
@@ -139,6 +146,9 @@ def _parse_term(word: str) -> Term:
         value = _STATUS_ALIASES.get(value, value)
     elif name == "mode":
         value = _MODE_ALIASES.get(value, value)
+    known = _KNOWN_VALUES.get(name)
+    if known is not None and not any(c in value for c in "*?") and value not in known:
+        raise ValueError(f"{name}: no such value {value!r} (known: {', '.join(known)})")
     return Term(field=name, value=value, negate=negate)
 
 

@@ -379,12 +379,21 @@ def first_difference(
                 again,
             )
         if old.label != new.label:
-            return Difference(index, old.label, "", old.label, new.label, again)
+            return Difference(index, old.label, "", _gist(old), _gist(new), again)
         found = walk.first(old.whole, new.whole, "")
         if found is not None:
             path, was, now = found
             return Difference(index, old.label, path, was, now, again)
     return None
+
+
+def _gist(message: Compared) -> Any:
+    """What to show of a message of another kind than its counterpart: an error's own words (what a
+    server said when it refused an edited call), else what the message is."""
+    body = message.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return {"error": body["error"]}
+    return message.label
 
 
 IDENTITY_KEYS: Final = ("name", "uri", "uriTemplate")

@@ -3,10 +3,12 @@
 What mitmproxy does with duplicate, edit, replay: the chain is sent again with one or more values of
 its request changed, and the report compares what came back with the recording, so the difference
 the edit made is shown. Each edit is `PATH=VALUE`: PATH names a place in the request's JSON-RPC body
-under `params` (`params.arguments.b`, `params.arguments.items[0]`, `params.name`), VALUE is JSON
+under `params` (`params.arguments.b`, `params.arguments.items[0]`, `params.name`, and a key holding
+dots or brackets quoted: `params._meta["com.example/flag"]`), VALUE is JSON
 (`4`, `"four"`, `[1, 2]`, `null`) or, when it is not JSON, the text as it is. An edit may add a key
 to an object but never reaches through something that is not one. A 2026-07-28 client's retries of
-the same call get the same edits, since a server binds its `requestState` to the call's arguments.
+the same call get the same edits, since a server binds its `requestState` to the call's arguments,
+and so do the recording's copies of them, so the comparison reports what the edit changed.
 
 Pure: plans in, plans out.
 """
@@ -19,9 +21,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from proxy.flows.events import Direction
 from proxy.record.replay_plan import ChainPlan, Sent
 
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_STEP = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]')
 
 
 class EditError(ValueError):
@@ -35,11 +38,13 @@ class Edit:
     text: str
     path: tuple[str | int, ...]
     value: Any
+    as_text: bool = False
+    """VALUE was no JSON, so it goes as the text typed (said, in case a JSON value was meant)."""
 
     @property
-    def where(self) -> str:
-        """The edited place as the replay report names paths (`params.arguments.b`)."""
-        return self.text.partition("=")[0].strip()
+    def said(self) -> str:
+        """The edit as the replay announces it."""
+        return f"{self.text} (not JSON: sent as text)" if self.as_text else self.text
 
 
 def parse_edit(text: str) -> Edit:
@@ -52,10 +57,9 @@ def parse_edit(text: str) -> Edit:
     if path[0] != "params" or len(path) < 2:
         raise EditError(f"--set {text!r}: PATH is a place under params, such as params.arguments.b")
     try:
-        value = json.loads(raw)
+        return Edit(text, path, json.loads(raw))
     except ValueError:
-        value = raw  # not JSON: the text as it is, as a string
-    return Edit(text, path, value)
+        return Edit(text, path, raw, as_text=True)
 
 
 def _path(where: str, text: str) -> tuple[str | int, ...]:
@@ -64,8 +68,8 @@ def _path(where: str, text: str) -> tuple[str | int, ...]:
     for found in _STEP.finditer(where):
         if found.start() != at and where[at : found.start()] != ".":
             raise EditError(f"--set {text!r}: cannot read the path at {where[at:]!r}")
-        key, index = found.groups()
-        steps.append(int(index) if index is not None else key)
+        key, index, quoted = found.groups()
+        steps.append(int(index) if index is not None else quoted if quoted is not None else key)
         at = found.end()
     if at != len(where) or not steps:
         raise EditError(f"--set {text!r}: cannot read the path at {where[at:]!r}")
@@ -104,12 +108,26 @@ def _step_into(place: Any, step: str | int, edit: Edit) -> Any:
 
 
 def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
-    """The plan with its request, and each retry of it, edited (its notifications are left alone)."""
+    """The plan with its request, and each retry of it, edited (its notifications are left alone).
+
+    The recording's copies of those requests are edited alike, so the comparison finds the request
+    the same and reports what the edit changed in the answers.
+    """
     if plan.first is None:
         raise EditError(f"chain {plan.chain} holds no request to edit")
     first = replace(plan.first, body=apply_edits(plan.first.body, edits))
     retries = [_edited(sent, edits) for sent in plan.retries]
-    return replace(plan, first=first, retries=retries)
+    method = plan.first.body.get("method")
+    records = [
+        record.model_copy(update={"body": apply_edits(record.body, edits)})
+        if record.direction is Direction.TO_SERVER
+        and record.kind == "request"
+        and record.method == method
+        and isinstance(record.body, dict)
+        else record
+        for record in plan.records
+    ]
+    return replace(plan, first=first, retries=retries, records=records)
 
 
 def _edited(sent: Sent, edits: tuple[Edit, ...]) -> Sent:

@@ -183,6 +183,8 @@ def test_a_call_replayed_edited_shows_what_the_edit_changed(demo: Demo, combo: t
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{add} tools/call add: sending it edited: params.arguments.a=40" in done.stderr
     assert _lines(done)[add].endswith('result.content[0].text: recorded "5", replayed "43"'), done.stdout
+    added = _replay(demo.captures[combo], "--chain", add, "--set", "params.arguments.extra.deep=1")
+    assert "message 1 " not in _lines(added)[add], added.stdout  # the edited request is no difference
 
 
 def test_an_edit_that_does_not_fit_or_names_no_single_chain_exits_2_saying_why(demo: Demo) -> None:

@@ -1114,7 +1114,7 @@ def test_a_question_after_the_answers_is_a_second_round_under_a_new_token_for_th
     assert drained(engine, legs=2)
 
 
-def test_missing_answers_are_asked_again_alone_and_bad_or_unknown_ones_ignored() -> None:
+def test_missing_answers_are_asked_again_alone_and_unknown_ones_ignored() -> None:
     engine = ready_engine()
     engine.handle(call("x1", 1))
     engine.handle(up("leg-3", req("e1", "elicitation/create", FORM)))
@@ -1124,9 +1124,7 @@ def test_missing_answers_are_asked_again_alone_and_bad_or_unknown_ones_ignored()
 
     assert (
         Playbook(engine)
-        >> call(
-            "x2", 2, requestState=state(), inputResponses={"elicitation-1": ACCEPT, "roots-1": 5, "x": {}}
-        )
+        >> call("x2", 2, requestState=state(), inputResponses={"elicitation-1": ACCEPT, "x": {}})
         << CancelTimer("ttl:call-1")
         << RESUMED
         << answer_leg("leg-4", "x2", "e1", ACCEPT)
@@ -1156,11 +1154,13 @@ def test_missing_answers_are_asked_again_alone_and_bad_or_unknown_ones_ignored()
             "a whole JSON-RPC response, where the bare result",
         ),
         ({"action": "accept", "content": "octocat"}, "'content' must be an object"),
+        ("accept", "an answer is its result object, got a string"),
+        (None, "an answer is its result object, got null"),
     ],
-    ids=["no-action", "json-rpc-wrapped", "content-not-object"],
+    ids=["no-action", "json-rpc-wrapped", "content-not-object", "a-string", "null"],
 )
 def test_an_answer_that_is_no_result_of_its_question_is_refused_and_the_call_waits_for_a_good_retry(
-    answer: dict[str, Any], problem: str
+    answer: Any, problem: str
 ) -> None:
     """A server fails the whole call on an answer its schema refuses: the bridge refuses the retry
     instead (-32602 naming the key), touching nothing, so the same requestState can try again."""
@@ -1188,6 +1188,18 @@ def test_an_answer_that_is_no_result_of_its_question_is_refused_and_the_call_wai
         << CancelTimer("ttl:call-1")
         << RESUMED
         << answer_leg("leg-4", "x3", "e1", ACCEPT)
+    )
+
+
+def test_input_responses_that_are_no_object_are_refused() -> None:
+    engine = ready_engine()
+    park(engine)
+    refused = protocol(engine.handle(call("x2", 2, requestState=state(), inputResponses=[1])))
+    reply = refused[1]
+    assert isinstance(reply, ReplyJson)
+    assert reply.message is not None
+    assert reply.message["error"]["message"] == (
+        "Invalid inputResponses: inputResponses must be an object of answers by key, got list"
     )
 
 

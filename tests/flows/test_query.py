@@ -66,7 +66,10 @@ def test_a_query_selects_the_chains_it_names(text: str, call: bool, listing: boo
         ("colour:red", "unknown field 'colour'"),
         ("status:", "status: needs a value"),
         ("duration:soon", "duration: expected"),
-        ('"unclosed', "No closing quotation"),
+        ('"unclosed', "a quote is not closed"),
+        ("status:nope", "status: no such value 'nope' (known: pending, waiting_client, parked, ok, error"),
+        ("mode:sideways", "mode: no such value 'sideways'"),
+        ("era:old", "era: no such value 'old' (known: legacy, modern, unknown)"),
     ],
 )
 def test_a_bad_query_reports_why_and_hides_nothing(text: str, error: str) -> None:

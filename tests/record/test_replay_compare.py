@@ -179,7 +179,12 @@ def test_an_error_instead_of_a_result_is_a_difference_of_the_message_itself() ->
 
     assert found is not None
     assert (found.index, found.path) == (2, "")
-    assert (found.recorded, found.replayed) == ("tools/call result", "tools/call error")
+    # the error's own words: what a server said when it refused a call (an edited one, say)
+    assert (found.recorded, found.replayed) == (
+        "tools/call result",
+        {"error": {"code": -32602, "message": "Unknown tool"}},
+    )
+    assert 'replayed {"error":{"code":-32602,"message":"Unknown tool"}}' in found.text()
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from tests.flows.stream_play import streams_and_delete
 from tests.record.captures import record_play
 from tests.ui.helpers import tour_events
 from ui.model import ChainEntry, ViewModel
-from ui.render import duration, node_label
+from ui.render import node_label, offset
 from ui.timeline import Node, build_timeline, counterparts, pair_messages
 
 
@@ -149,7 +149,7 @@ def test_given_the_chains_start_each_node_says_when_it_came_so_the_tree_reads_as
 
     timed = [(node, node_label(node, True, start).plain) for node in flat(nodes) if node.kind != "round"]
     for node, label in timed:
-        assert label.lstrip().split()[0] == "+" + duration((first_ts(node) - start) * 1000), label
+        assert label.lstrip().split()[0] == offset(first_ts(node) - start), label
     offsets = [first_ts(node) for node, _ in timed]
     assert offsets[-1] > offsets[0]  # the final result came after the call
     assert all(not node_label(n, True, start).plain.startswith("+") for n in nodes if n.kind == "round")
@@ -159,3 +159,14 @@ def first_ts(node: Node) -> float:
     first = node.pair.first if node.kind == "pair" and node.pair is not None else node.message
     assert first is not None
     return first.ts
+
+
+def test_offsets_keep_to_milliseconds_below_a_second() -> None:
+    assert [offset(s) for s in (0.0, -0.001, 0.0003, 0.0042, 0.203, 1.25)] == [
+        "+0ms",
+        "+0ms",
+        "+0.3ms",
+        "+4.2ms",
+        "+203ms",
+        "+1.25s",
+    ]

@@ -313,7 +313,7 @@ class RoundKeeper:
         for key, nested in list(call.asked.items()):
             value = answers.get(key)
             if not isinstance(value, dict):
-                continue  # absent, or not a result object: asked again
+                continue  # not answered yet: asked again (`malformed_answer` refused any other)
             del call.asked[key]
             if nested.upstream_id is None or call.leg is None:
                 continue  # a URL round after -32042, or the upstream already answered
@@ -351,13 +351,32 @@ class RoundKeeper:
 
 
 def malformed_answer(call: Call, responses: Any) -> str | None:
-    """What is wrong with the first answer to one of the call's questions that is an object but no
-    result of its request's kind (a server would fail the call on it), or None. Answers that are no
-    object at all are taken as not given, and asked again."""
-    if not isinstance(responses, dict):
+    """What is wrong with the retry's answers, or None: `inputResponses` that is no object, or an
+    answer to one of the call's questions that is no result of its request's kind (a server would
+    fail the call on it). A key left out is no answer yet (asked again); one nobody asked is ignored."""
+    if responses is None:
         return None
+    if not isinstance(responses, dict):
+        return f"inputResponses must be an object of answers by key, got {type(responses).__name__}"
     for key, nested in call.asked.items():
-        value = responses.get(key)
-        if isinstance(value, dict) and (problem := answer_problem(nested.method, value)) is not None:
+        if key not in responses:
+            continue
+        value = responses[key]
+        if not isinstance(value, dict):
+            return f"{key} ({nested.method}): an answer is its result object, got {json_type(value)}"
+        if (problem := answer_problem(nested.method, value)) is not None:
             return f"{key} ({nested.method}): {problem}"
     return None
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's kind as a person names it: `a string`, `null`, `a number`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else type(value).__name__
