@@ -302,7 +302,7 @@ class RoundKeeper:
     def _reject(self, exchange: str, ident: RequestId, reason: str, token: Any) -> Commands:
         shown = fingerprint(token) if isinstance(token, str) else None
         fields = {"exchange": exchange, "client_id": ident, "reason": reason, "request_state": shown}
-        data = {"reason": "invalid_request_state"}
+        data = {"reason": errors.INVALID_STATE_REASON}
         body = error_response(ident, errors.INVALID_PARAMS, INVALID_STATE_MESSAGE, data)
         return [Log("bridge_state_rejected", "warning", fields), ReplyJson(exchange, 400, body)]
 
