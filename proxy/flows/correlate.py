@@ -243,7 +243,8 @@ class Correlator:
         found it (rounds, status, client wait) and waits for the next retry."""
         summary = chain.summary
         ident = summary.jsonrpc_id
-        summary.rounds, summary.status, summary.jsonrpc_id = claim.rounds, claim.status, claim.jsonrpc_id
+        summary.status, summary.jsonrpc_id = claim.status, claim.jsonrpc_id
+        chain.rounds_after = claim.rounds  # the refusal itself is filed in the refused retry's round
         chain.wait_started, summary.client_wait_ms = claim.wait_started, claim.client_wait_ms
         self._retries.restore(claim.found)
         err = msg.error

@@ -1,0 +1,126 @@
+"""Plays of a call whose first retry the server refuses for its `requestState`, then a good retry.
+
+The client retries an `input_required` round with the right `requestState` but something the token
+is not bound to (other arguments, another principal): the server (the MRTR->legacy bridge, or a
+2026-07-28 server in pass-through) answers -32602 "Invalid or expired requestState" with HTTP 400
+and touches nothing, so the proper retry that follows continues the call. Shared by the chain and
+sink tests (live, built later, and read back from a capture).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.wire.jsonrpc import classify_value, error_response, request, result_response
+from tests.flows.bridge_play import PARK_HEADERS, Ticking
+
+STATE = "sealed-request-state"
+OTHER_PRINCIPAL = {"Content-Type": "application/json", "Authorization": "Bearer tok-someone-else"}
+ANSWER = {"action": "accept", "content": {"name": "octocat"}}
+BRIDGE_REFUSAL = {"reason": "invalid_request_state"}
+
+
+def _retry(ident: int, arguments: dict[str, Any], state: str) -> dict[str, Any]:
+    params = {"name": "ask_name", "arguments": arguments, "inputResponses": {"elicitation-1": ANSWER}}
+    return request(ident, "tools/call", {**params, "requestState": state})
+
+
+def _refused(
+    obs: Any, exchange: str, retry: dict[str, Any], refusal: tuple[dict[str, str], Any], **era: Any
+) -> Any:
+    """One retry (with these headers) the server refuses with -32602 (HTTP 400, this `data`); returns
+    what its close returned."""
+    headers, data = refusal
+    obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=headers, session=None, **era)
+    side = Side.CLIENT if era.get("mode") is Mode.MRTR_TO_LEGACY else Side.BOTH
+    sent = classify_value(retry)
+    obs.message(exchange, sent, size=200, direction=Direction.TO_SERVER, channel=Channel.POST, side=side)
+    obs.response_head(exchange, status=400, content_type="application/json", headers={})
+    reply = classify_value(error_response(retry["id"], -32602, "Invalid or expired requestState", data))
+    obs.message(exchange, reply, size=110, direction=Direction.TO_CLIENT, channel=Channel.JSON, side=side)
+    return obs.close_exchange(exchange, None)
+
+
+def refused_bridge_retry(obs: Any, clock: Ticking) -> list[Any]:
+    """A modern call bridged to a legacy server, parked on an elicitation; its first retry carries the
+    call's `requestState` with other arguments (the bridge refuses it), the second is the proper one.
+
+    x1 parks the call (leg-1 stays open), x2 is the refused retry, x3 the accepted one whose answer
+    goes upstream on leg-3; the result arrives on leg-1.
+    """
+    modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
+    call = classify_value(request(1, "tools/call", {"name": "ask_name", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x1", call, size=90, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
+    upstream_call = request("mrtr-1", "tools/call", {"name": "ask_name", "arguments": {}})
+    obs.leg_message("leg-1", "x1", upstream_call, size=70, direction=to_server, channel=Channel.POST)
+    clock.now += 0.5
+    nested = request(0, "elicitation/create", {"message": "Your name?", "requestedSchema": {}})
+    obs.leg_message("leg-1", "x1", nested, size=95, direction=to_client, channel=Channel.SSE)
+    parked = {"principal": "p-1f2e", "pending_keys": ["elicitation-1"], "age_ms": 0.0}
+    obs.continuation_changed("x1", continuation="continuation-2", state="parked", **parked)
+    obs.response_head("x1", status=200, content_type="application/json", headers={})
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"elicitation-1": {"method": "elicitation/create", "params": nested["params"]}},
+        "requestState": STATE,
+    }
+    reply = classify_value(result_response(1, asked))
+    obs.message("x1", reply, size=180, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
+    closed = [obs.close_exchange("x1", None)]
+
+    clock.now += 1.0
+    closed.append(_refused(obs, "x2", _retry(2, {"x": 1}, STATE), (PARK_HEADERS, BRIDGE_REFUSAL), **modern))
+    clock.now += 1.0
+    again = classify_value(_retry(3, {}, STATE))
+    obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x3", again, size=200, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
+    obs.link_leg("leg-3", "leg-1")
+    obs.leg_message(
+        "leg-3", "x3", result_response(0, ANSWER), size=80, direction=to_server, channel=Channel.POST
+    )
+    resumed = {"principal": "p-1f2e", "pending_keys": [], "age_ms": 2000.0}
+    obs.continuation_changed("x1", continuation="continuation-2", state="resumed", **resumed)
+    obs.leg_closed("leg-3")
+    clock.now += 0.25
+    final = result_response("mrtr-1", {"content": [{"type": "text", "text": "Hello, octocat!"}]})
+    obs.leg_message("leg-1", "x1", final, size=75, direction=to_client, channel=Channel.SSE)
+    obs.response_head("x3", status=200, content_type="application/json", headers={})
+    done = classify_value(result_response(3, {"resultType": "complete", **final["result"]}))
+    obs.message("x3", done, size=90, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
+    closed.append(obs.close_exchange("x3", None))
+    obs.leg_closed("leg-1")
+    ended: dict[str, Any] = {"principal": None, "pending_keys": [], "age_ms": 0.0}
+    obs.continuation_changed("x1", continuation="continuation-2", state="ended", **ended)
+    return closed
+
+
+def refused_passthrough_retry(obs: Any, clock: Ticking) -> list[Any]:
+    """A 2026-07-28 call through pass-through whose server asks one question; another principal's
+    retry with the call's `requestState` is refused (the Python SDK's way: no `data`), then the
+    caller's own retry completes the call."""
+    modern = {"client_era": "modern", "upstream_era": "modern"}
+    ask = {"method": "elicitation/create", "params": {"message": "Your name?", "requestedSchema": {}}}
+    call = classify_value(request(1, "tools/call", {"name": "ask_name", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x1", call, size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x1", status=200, content_type="application/json", headers={})
+    clock.now += 0.25
+    asked = {"resultType": "input_required", "inputRequests": {"elicitation-1": ask}, "requestState": STATE}
+    reply = classify_value(result_response(1, asked))
+    obs.message("x1", reply, size=120, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    closed = [obs.close_exchange("x1", None)]
+    clock.now += 1.0
+    closed.append(_refused(obs, "x2", _retry(2, {}, STATE), (OTHER_PRINCIPAL, None), **modern))
+    clock.now += 1.0
+    again = classify_value(_retry(3, {}, STATE))
+    obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x3", again, size=200, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x3", status=200, content_type="application/json", headers={})
+    clock.now += 0.25
+    done = classify_value(result_response(3, {"content": [{"type": "text", "text": "Hello, octocat!"}]}))
+    obs.message("x3", done, size=90, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    closed.append(obs.close_exchange("x3", None))
+    return closed
