@@ -154,7 +154,7 @@ class Correlator:
         if found is None:
             return None
         chain = self._store.peek(found.chain_id) if found.chain_id else None
-        if chain is None:
+        if chain is None or chain.summary.ended is not None:  # nothing waits on an ended chain
             if found.unmatched_note:
                 ex.pending_note = found.unmatched_note
             return None

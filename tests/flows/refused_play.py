@@ -21,12 +21,12 @@ ANSWER = {"action": "accept", "content": {"name": "octocat"}}
 BRIDGE_REFUSAL = {"reason": "invalid_request_state"}
 
 
-def _retry(ident: int, arguments: dict[str, Any], state: str) -> dict[str, Any]:
+def retry_request(ident: int, arguments: dict[str, Any], state: str) -> dict[str, Any]:
     params = {"name": "ask_name", "arguments": arguments, "inputResponses": {"elicitation-1": ANSWER}}
     return request(ident, "tools/call", {**params, "requestState": state})
 
 
-def _refused(
+def refused_retry(
     obs: Any, exchange: str, retry: dict[str, Any], refusal: tuple[dict[str, str], Any], **era: Any
 ) -> Any:
     """One retry (with these headers) the server refuses with -32602 (HTTP 400, this `data`); returns
@@ -42,6 +42,41 @@ def _refused(
     return obs.close_exchange(exchange, None)
 
 
+MODERN_TO_LEGACY: dict[str, Any] = {
+    "client_era": "modern",
+    "upstream_era": "legacy",
+    "mode": Mode.MRTR_TO_LEGACY,
+}
+
+
+def park(obs: Any, clock: Ticking, exchange: str, sent: dict[str, Any], state: str) -> Any:
+    """A bridged request (the call, or a retry asked again) parked on the legacy server's elicitation
+    on leg-1 and answered `input_required` with `state`; returns what its close returned."""
+    to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
+    era = MODERN_TO_LEGACY
+    obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **era)
+    obs.message(
+        exchange, classify_value(sent), size=90, direction=to_server, channel=Channel.POST, side=Side.CLIENT
+    )
+    if "requestState" not in sent["params"]:
+        upstream_call = request("mrtr-1", "tools/call", {"name": "ask_name", "arguments": {}})
+        obs.leg_message("leg-1", exchange, upstream_call, size=70, direction=to_server, channel=Channel.POST)
+    clock.now += 0.5
+    nested = request(sent["id"], "elicitation/create", {"message": "Your name?", "requestedSchema": {}})
+    obs.leg_message("leg-1", exchange, nested, size=95, direction=to_client, channel=Channel.SSE)
+    parked = {"principal": "p-1f2e", "pending_keys": ["elicitation-1"], "age_ms": 0.0}
+    obs.continuation_changed("x1", continuation="continuation-2", state="parked", **parked)
+    obs.response_head(exchange, status=200, content_type="application/json", headers={})
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"elicitation-1": {"method": "elicitation/create", "params": nested["params"]}},
+        "requestState": state,
+    }
+    reply = classify_value(result_response(sent["id"], asked))
+    obs.message(exchange, reply, size=180, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
+    return obs.close_exchange(exchange, None)
+
+
 def refused_bridge_retry(obs: Any, clock: Ticking) -> list[Any]:
     """A modern call bridged to a legacy server, parked on an elicitation; its first retry carries the
     call's `requestState` with other arguments (the bridge refuses it), the second is the proper one.
@@ -49,37 +84,22 @@ def refused_bridge_retry(obs: Any, clock: Ticking) -> list[Any]:
     x1 parks the call (leg-1 stays open), x2 is the refused retry, x3 the accepted one whose answer
     goes upstream on leg-3; the result arrives on leg-1.
     """
-    modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    modern = MODERN_TO_LEGACY
     to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
-    call = classify_value(request(1, "tools/call", {"name": "ask_name", "arguments": {}}))
-    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
-    obs.message("x1", call, size=90, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
-    upstream_call = request("mrtr-1", "tools/call", {"name": "ask_name", "arguments": {}})
-    obs.leg_message("leg-1", "x1", upstream_call, size=70, direction=to_server, channel=Channel.POST)
-    clock.now += 0.5
-    nested = request(0, "elicitation/create", {"message": "Your name?", "requestedSchema": {}})
-    obs.leg_message("leg-1", "x1", nested, size=95, direction=to_client, channel=Channel.SSE)
-    parked = {"principal": "p-1f2e", "pending_keys": ["elicitation-1"], "age_ms": 0.0}
-    obs.continuation_changed("x1", continuation="continuation-2", state="parked", **parked)
-    obs.response_head("x1", status=200, content_type="application/json", headers={})
-    asked = {
-        "resultType": "input_required",
-        "inputRequests": {"elicitation-1": {"method": "elicitation/create", "params": nested["params"]}},
-        "requestState": STATE,
-    }
-    reply = classify_value(result_response(1, asked))
-    obs.message("x1", reply, size=180, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
-    closed = [obs.close_exchange("x1", None)]
+    call = request(1, "tools/call", {"name": "ask_name", "arguments": {}})
+    closed = [park(obs, clock, "x1", call, STATE)]
 
     clock.now += 1.0
-    closed.append(_refused(obs, "x2", _retry(2, {"x": 1}, STATE), (PARK_HEADERS, BRIDGE_REFUSAL), **modern))
+    closed.append(
+        refused_retry(obs, "x2", retry_request(2, {"x": 1}, STATE), (PARK_HEADERS, BRIDGE_REFUSAL), **modern)
+    )
     clock.now += 1.0
-    again = classify_value(_retry(3, {}, STATE))
+    again = classify_value(retry_request(3, {}, STATE))
     obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
     obs.message("x3", again, size=200, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
     obs.link_leg("leg-3", "leg-1")
     obs.leg_message(
-        "leg-3", "x3", result_response(0, ANSWER), size=80, direction=to_server, channel=Channel.POST
+        "leg-3", "x3", result_response(1, ANSWER), size=80, direction=to_server, channel=Channel.POST
     )
     resumed = {"principal": "p-1f2e", "pending_keys": [], "age_ms": 2000.0}
     obs.continuation_changed("x1", continuation="continuation-2", state="resumed", **resumed)
@@ -113,9 +133,9 @@ def refused_passthrough_retry(obs: Any, clock: Ticking) -> list[Any]:
     obs.message("x1", reply, size=120, direction=Direction.TO_CLIENT, channel=Channel.JSON)
     closed = [obs.close_exchange("x1", None)]
     clock.now += 1.0
-    closed.append(_refused(obs, "x2", _retry(2, {}, STATE), (OTHER_PRINCIPAL, None), **modern))
+    closed.append(refused_retry(obs, "x2", retry_request(2, {}, STATE), (OTHER_PRINCIPAL, None), **modern))
     clock.now += 1.0
-    again = classify_value(_retry(3, {}, STATE))
+    again = classify_value(retry_request(3, {}, STATE))
     obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
     obs.message("x3", again, size=200, direction=Direction.TO_SERVER, channel=Channel.POST)
     obs.response_head("x3", status=200, content_type="application/json", headers={})
