@@ -4,14 +4,14 @@ A client request opens a chain unless it retries an MRTR round (`retries`); a cl
 a nested request the server sent and joins that request's chain; `notifications/cancelled` joins the
 chain of the request it cancels and `notifications/initialized` that of the session's `initialize`.
 A server response settles its request's chain (ok, error, or waiting on the client after
-`input_required`), except the server's refusal of a retry's `requestState`: that touches nothing on the
-server, so the chain is put back as the retry found it and waits for the next retry (the refused
-attempt's messages stay in it, noted). A server request nests in the chain its stream serves. Each
-question the server asks counts once in its chain's `nested`, whichever way it was asked: a request
-in flight, or an input of an `input_required` result (`ChainSummary.nested`). A question the client
-never declared it could answer (its `initialize`'s capabilities, or a 2026-07-28 request's
-`clientCapabilities`) is noted in its chain: it is the usual cause of a client's -32601 there. The
-tables are bounded.
+`input_required`), except the server's refusal of a retry (its `requestState`, or its answers): that
+touches nothing on the server, so the chain is put back as the retry found it and waits for the next
+retry (the refused attempt's messages stay in it, noted). A server request nests in the chain its
+stream serves. Each question the server asks counts once in its chain's `nested`, whichever way it
+was asked: a request in flight, or an input of an `input_required` result (`ChainSummary.nested`). A
+question the client never declared it could answer (its `initialize`'s capabilities, or a 2026-07-28
+request's `clientCapabilities`) is noted in its chain: it is the usual cause of a client's -32601
+there. The tables are bounded.
 No I/O, no clock of its own (one is injected), no logging; chains are opened, timed and announced
 through the ledger.
 """
@@ -239,8 +239,8 @@ class Correlator:
         self._ledger.finish(chain, ChainStatus.OK, None, now)
 
     def _retry_refused(self, chain: Chain, claim: RetryClaim, msg: Message) -> None:
-        """The server refused a retry's `requestState` and touched nothing: the chain is as the retry
-        found it (rounds, status, client wait) and waits for the next retry."""
+        """The server refused a retry and touched nothing: the chain is as the retry found it (rounds,
+        status, client wait) and waits for the next retry."""
         summary = chain.summary
         ident = summary.jsonrpc_id
         summary.status, summary.jsonrpc_id = claim.status, claim.jsonrpc_id

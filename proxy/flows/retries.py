@@ -4,9 +4,9 @@ A chain whose request got an `input_required` result waits here for the client's
 matched by the digest of its `requestState` when the server sent one; otherwise by method + name/uri +
 argument digest, with the answered `inputResponses` keys among those the server asked for, and only
 when exactly one waiting chain fits: an ambiguous retry is never guessed, it opens a chain of its own.
-A retry the server refuses for its `requestState` (`refused`) leaves the call waiting as it was, so
-its expectation is put back (`restore`) for the retry that follows. Both tables are bounded. No I/O,
-no clock, no logging.
+A retry the server refuses (`refused`: its `requestState`, or answers that are no results of their
+questions) leaves the call waiting as it was, so its expectation is put back (`restore`) for the retry
+that follows. Both tables are bounded. No I/O, no clock, no logging.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import orjson
 
 from proxy.flows.events import ChainStatus
 from proxy.flows.exchanges import BoundedMap
-from proxy.wire.errors import refuses_request_state
+from proxy.wire.errors import refuses_retry
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import target_name
 
@@ -30,7 +30,7 @@ UNKNOWN_STATE = "retry carries a requestState no chain is waiting for"
 """The note on the chain a retry opens when its `requestState` matches no waiting chain."""
 
 REFUSED_RETRY = "a retry (id {ident}) was refused, {error}; the call kept waiting for its retry"
-"""The note on a chain whose retry the server refused for its `requestState` (the call untouched)."""
+"""The note on a chain whose retry the server refused, touching nothing (the call still waits)."""
 
 
 def digest(value: Any) -> str:
@@ -133,5 +133,6 @@ class RetryBook:
 
 
 def refused(msg: Message) -> bool:
-    """Whether a server's answer to a retry refuses its `requestState`, leaving the call untouched."""
-    return msg.kind is Kind.ERROR and refuses_request_state(msg.error)
+    """Whether a server's answer to a retry refuses it (its `requestState`, or its answers), leaving
+    the call untouched."""
+    return msg.kind is Kind.ERROR and refuses_retry(msg.error)

@@ -154,7 +154,7 @@ class _Op:
 
 
 class _Claim:
-    """A retry's match and what its operation was before it: a refusal of its `requestState` puts
+    """A retry's match and what its operation was before it: the server's refusal of the retry puts
     the operation back (as `proxy.flows.correlate` does with a chain); any other answer counts the
     round it took."""
 
@@ -476,8 +476,8 @@ class OpCounter:
             op.wait_from = t
 
     def _claim_settled(self, claim: _Claim, op: _Op, *, refusal: bool) -> bool:
-        """Count the round a retry took, unless the server refused its `requestState` (`refusal`):
-        then the operation is put back as the retry found it, and the answer settles nothing else."""
+        """Count the round a retry took, unless the server refused the retry (`refusal`): then the
+        operation is put back as the retry found it, and the answer settles nothing else."""
         if not refusal or op.finished:
             self._round(op, op.rounds + 1)
             return False

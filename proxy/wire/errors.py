@@ -43,6 +43,10 @@ INVALID_STATE_MESSAGE: Final = "Invalid or expired requestState"
 INVALID_STATE_REASON: Final = "invalid_request_state"
 """2026-07-28 SDK practice (TypeScript, and this proxy's bridge): `data.reason` of that -32602."""
 
+INVALID_ANSWERS_REASON: Final = "invalid_input_responses"
+"""This proxy's MRTR->legacy bridge: `data.reason` of the -32602 that refuses a retry whose answer is no
+result of its question (the call stays parked for a good retry)."""
+
 
 def refuses_request_state(error: Any) -> bool:
     """Whether a JSON-RPC error object is a server's refusal of the `requestState` it was sent.
@@ -56,3 +60,12 @@ def refuses_request_state(error: Any) -> bool:
     if isinstance(data, dict) and data.get("reason") == INVALID_STATE_REASON:
         return True
     return isinstance(message, str) and "requeststate" in message.lower()
+
+
+def refuses_retry(error: Any) -> bool:
+    """Whether a JSON-RPC error refuses an MRTR retry while the call it retries still waits: its
+    `requestState` refused, or (this proxy's bridge) an answer that is no result of its question."""
+    if refuses_request_state(error):
+        return True
+    data = error.get("data") if isinstance(error, dict) and error.get("code") == INVALID_PARAMS else None
+    return isinstance(data, dict) and data.get("reason") == INVALID_ANSWERS_REASON

@@ -1,10 +1,10 @@
-"""Retries the bridge refuses for their `requestState` leave the call's chain as it was.
+"""Retries the bridge refuses leave the call's chain as it was.
 
 A 2026-07-28 client's call is parked on a real legacy SDK server's elicitation, through the
-`mcp-proxy` command. Two retries carry the call's valid `requestState` but are refused (other
-arguments; another principal), then the caller's own retry completes the call. The admin API must
-show one ok chain with its two rounds (the refused attempts noted in it, no orphan left parked), and
-the error counter must not count the call.
+`mcp-proxy` command. Three retries carry the call's valid `requestState` but are refused (other
+arguments; another principal; an answer that is no result of its question), then the caller's own
+retry completes the call. The admin API must show one ok chain with its two rounds (the refused
+attempts noted in it, no orphan left parked), and the error counter must not count the call.
 """
 
 from __future__ import annotations
@@ -72,9 +72,12 @@ async def test_refused_retries_leave_one_ok_chain_with_its_rounds_and_count_no_e
             }
             other_arguments = await _call(http, url, 2, {**retry, "arguments": {"sneaky": True}}, ALICE)
             other_principal = await _call(http, url, 3, {**retry, "arguments": {}}, BOB)
-            status, done = await _call(http, url, 4, {**retry, "arguments": {}}, ALICE)
+            no_result = {**retry, "arguments": {}, "inputResponses": {key: {"foo": 1}}}
+            malformed_answer = await _call(http, url, 4, no_result, ALICE)
+            status, done = await _call(http, url, 5, {**retry, "arguments": {}}, ALICE)
         assert _refused(*other_arguments), other_arguments
         assert _refused(*other_principal), other_principal
+        assert _refused(*malformed_answer), malformed_answer
         assert status == 200, done
         assert done["result"]["content"][0]["text"] == "Hello, octocat!", done
 
@@ -82,7 +85,7 @@ async def test_refused_retries_leave_one_ok_chain_with_its_rounds_and_count_no_e
         errors = await _errors_counted(proxy.admin)
 
     [chain] = calls
-    assert (chain["status"], chain["rounds"], chain["jsonrpc_id"], chain.get("error")) == ("ok", 2, 4, None)
+    assert (chain["status"], chain["rounds"], chain["jsonrpc_id"], chain.get("error")) == ("ok", 2, 5, None)
     refused_notes = [n for n in chain["notes"] if "was refused" in n]
-    assert [("id 2" in n, "id 3" in n) for n in refused_notes] == [(True, False), (False, True)]
+    assert [n.split(")")[0] for n in refused_notes] == ["a retry (id 2", "a retry (id 3", "a retry (id 4"]
     assert errors == 0

@@ -12,32 +12,47 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.flows.events import Channel, Direction, Mode, Side
-from proxy.wire.jsonrpc import classify_value, error_response, request, result_response
+from proxy.wire.jsonrpc import classify_value, request, result_response
 from tests.flows.bridge_play import PARK_HEADERS, Ticking
 
 STATE = "sealed-request-state"
 OTHER_PRINCIPAL = {"Content-Type": "application/json", "Authorization": "Bearer tok-someone-else"}
 ANSWER = {"action": "accept", "content": {"name": "octocat"}}
-BRIDGE_REFUSAL = {"reason": "invalid_request_state"}
+BRIDGE_REFUSAL = {
+    "code": -32602,
+    "message": "Invalid or expired requestState",
+    "data": {"reason": "invalid_request_state"},
+}
+SDK_REFUSAL = {"code": -32602, "message": "Invalid or expired requestState"}
+"""How the Python SDK refuses a `requestState`: no `data`."""
+ANSWER_REFUSAL = {
+    "code": -32602,
+    "message": "Invalid inputResponses: elicitation-1 (elicitation/create): 'action' must be one of "
+    "accept, decline, cancel, got None",
+    "data": {"reason": "invalid_input_responses"},
+}
+"""How the bridge refuses an answer that is no result of its question (the call stays parked)."""
 
 
-def retry_request(ident: int, arguments: dict[str, Any], state: str) -> dict[str, Any]:
-    params = {"name": "ask_name", "arguments": arguments, "inputResponses": {"elicitation-1": ANSWER}}
+def retry_request(
+    ident: int, arguments: dict[str, Any], state: str, answer: dict[str, Any] = ANSWER
+) -> dict[str, Any]:
+    params = {"name": "ask_name", "arguments": arguments, "inputResponses": {"elicitation-1": answer}}
     return request(ident, "tools/call", {**params, "requestState": state})
 
 
 def refused_retry(
-    obs: Any, exchange: str, retry: dict[str, Any], refusal: tuple[dict[str, str], Any], **era: Any
+    obs: Any, exchange: str, retry: dict[str, Any], refusal: tuple[dict[str, str], dict[str, Any]], **era: Any
 ) -> Any:
-    """One retry (with these headers) the server refuses with -32602 (HTTP 400, this `data`); returns
-    what its close returned."""
-    headers, data = refusal
+    """One retry (with these headers) the server refuses with this error (HTTP 400); returns what its
+    close returned."""
+    headers, error = refusal
     obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=headers, session=None, **era)
     side = Side.CLIENT if era.get("mode") is Mode.MRTR_TO_LEGACY else Side.BOTH
     sent = classify_value(retry)
     obs.message(exchange, sent, size=200, direction=Direction.TO_SERVER, channel=Channel.POST, side=side)
     obs.response_head(exchange, status=400, content_type="application/json", headers={})
-    reply = classify_value(error_response(retry["id"], -32602, "Invalid or expired requestState", data))
+    reply = classify_value({"jsonrpc": "2.0", "id": retry["id"], "error": error})
     obs.message(exchange, reply, size=110, direction=Direction.TO_CLIENT, channel=Channel.JSON, side=side)
     return obs.close_exchange(exchange, None)
 
@@ -79,20 +94,28 @@ def park(obs: Any, clock: Ticking, exchange: str, sent: dict[str, Any], state: s
 
 def refused_bridge_retry(obs: Any, clock: Ticking) -> list[Any]:
     """A modern call bridged to a legacy server, parked on an elicitation; its first retry carries the
-    call's `requestState` with other arguments (the bridge refuses it), the second is the proper one.
+    call's `requestState` with other arguments (the bridge refuses it), the second is the proper one."""
+    return _bridged_with_a_refusal(obs, clock, retry_request(2, {"x": 1}, STATE), BRIDGE_REFUSAL)
 
-    x1 parks the call (leg-1 stays open), x2 is the refused retry, x3 the accepted one whose answer
-    goes upstream on leg-3; the result arrives on leg-1.
-    """
+
+def refused_bridge_answer(obs: Any, clock: Ticking) -> list[Any]:
+    """The same call whose first retry answers with no result of its question (no `action`): the
+    bridge refuses it and keeps the call parked; the second retry is the proper one."""
+    return _bridged_with_a_refusal(obs, clock, retry_request(2, {}, STATE, {"foo": 1}), ANSWER_REFUSAL)
+
+
+def _bridged_with_a_refusal(
+    obs: Any, clock: Ticking, refused: dict[str, Any], error: dict[str, Any]
+) -> list[Any]:
+    """x1 parks the call (leg-1 stays open), x2 is the refused retry, x3 the accepted one whose answer
+    goes upstream on leg-3; the result arrives on leg-1."""
     modern = MODERN_TO_LEGACY
     to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
     call = request(1, "tools/call", {"name": "ask_name", "arguments": {}})
     closed = [park(obs, clock, "x1", call, STATE)]
 
     clock.now += 1.0
-    closed.append(
-        refused_retry(obs, "x2", retry_request(2, {"x": 1}, STATE), (PARK_HEADERS, BRIDGE_REFUSAL), **modern)
-    )
+    closed.append(refused_retry(obs, "x2", refused, (PARK_HEADERS, error), **modern))
     clock.now += 1.0
     again = classify_value(retry_request(3, {}, STATE))
     obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
@@ -133,7 +156,9 @@ def refused_passthrough_retry(obs: Any, clock: Ticking) -> list[Any]:
     obs.message("x1", reply, size=120, direction=Direction.TO_CLIENT, channel=Channel.JSON)
     closed = [obs.close_exchange("x1", None)]
     clock.now += 1.0
-    closed.append(refused_retry(obs, "x2", retry_request(2, {}, STATE), (OTHER_PRINCIPAL, None), **modern))
+    closed.append(
+        refused_retry(obs, "x2", retry_request(2, {}, STATE), (OTHER_PRINCIPAL, SDK_REFUSAL), **modern)
+    )
     clock.now += 1.0
     again = classify_value(retry_request(3, {}, STATE))
     obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)

@@ -25,6 +25,7 @@ from tests.flows.refused_play import (
     PARK_HEADERS,
     STATE,
     park,
+    refused_bridge_answer,
     refused_bridge_retry,
     refused_passthrough_retry,
     refused_retry,
@@ -36,7 +37,11 @@ class _Clock:
     now = 7000.0
 
 
-PLAYS = {"mrtr_to_legacy": refused_bridge_retry, "2026-07-28 pass-through": refused_passthrough_retry}
+PLAYS = {
+    "mrtr_to_legacy": refused_bridge_retry,
+    "mrtr_to_legacy answer": refused_bridge_answer,
+    "2026-07-28 pass-through": refused_passthrough_retry,
+}
 
 
 def _play(play: Any) -> tuple[ChainStore, list[FlowEvent]]:

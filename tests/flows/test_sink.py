@@ -38,7 +38,7 @@ from tests.flows.bridge_play import (
     refused_leg_call,
 )
 from tests.flows.calls import Calls
-from tests.flows.refused_play import refused_bridge_retry, refused_passthrough_retry
+from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry, refused_passthrough_retry
 from tests.flows.stream_play import streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
@@ -249,6 +249,7 @@ SCENARIOS: dict[str, Play] = {
     "mrtr-rounds": _mrtr_rounds,
     "streams-and-delete": streams_and_delete,
     "refused-bridge-retry": refused_bridge_retry,
+    "refused-bridge-answer": refused_bridge_answer,
     "refused-passthrough-retry": refused_passthrough_retry,
 }
 
