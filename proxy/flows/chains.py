@@ -380,20 +380,24 @@ class ChainBuilder:
             self.note_event_id(exchange_id, sse_id)
         if not self._keeps_records:
             head = _HEADS[carries_head(chain, ex, msg, direction) if side is not Side.UPSTREAM else None]
-            return self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
-        record = self._records.on_exchange(
-            chain,
-            ex,
-            msg,
-            size=size,
-            direction=direction,
-            channel=channel,
-            side=side,
-            sse_id=sse_id,
-            note=note,
-        )
-        self._ledger.file(chain, record, invalid=msg.kind is Kind.INVALID)
-        return chain.summary.id
+            filed = self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
+        else:
+            record = self._records.on_exchange(
+                chain,
+                ex,
+                msg,
+                size=size,
+                direction=direction,
+                channel=channel,
+                side=side,
+                sse_id=sse_id,
+                note=note,
+            )
+            self._ledger.file(chain, record, invalid=msg.kind is Kind.INVALID)
+            filed = chain.summary.id
+        if chain.rounds_after is not None:  # a refused retry's answer is filed in its round, then undone
+            chain.summary.rounds, chain.rounds_after = chain.rounds_after, None
+        return filed
 
     def leg_message(
         self,

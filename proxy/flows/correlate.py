@@ -4,11 +4,14 @@ A client request opens a chain unless it retries an MRTR round (`retries`); a cl
 a nested request the server sent and joins that request's chain; `notifications/cancelled` joins the
 chain of the request it cancels and `notifications/initialized` that of the session's `initialize`.
 A server response settles its request's chain (ok, error, or waiting on the client after
-`input_required`); a server request nests in the chain its stream serves. Each question the server
-asks counts once in its chain's `nested`, whichever way it was asked: a request in flight, or an input
-of an `input_required` result (`ChainSummary.nested`). A question the client never declared it could
-answer (its `initialize`'s capabilities, or a 2026-07-28 request's `clientCapabilities`) is noted in
-its chain: it is the usual cause of a client's -32601 there. The tables are bounded.
+`input_required`), except the server's refusal of a retry (its `requestState`, or its answers): that
+touches nothing on the server, so the chain is put back as the retry found it and waits for the next
+retry (the refused attempt's messages stay in it, noted). A server request nests in the chain its
+stream serves. Each question the server asks counts once in its chain's `nested`, whichever way it
+was asked: a request in flight, or an input of an `input_required` result (`ChainSummary.nested`). A
+question the client never declared it could answer (its `initialize`'s capabilities, or a 2026-07-28
+request's `clientCapabilities`) is noted in its chain: it is the usual cause of a client's -32601
+there. The tables are bounded.
 No I/O, no clock of its own (one is injected), no logging; chains are opened, timed and announced
 through the ledger.
 """
@@ -22,7 +25,7 @@ from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.redact import Redactor
-from proxy.flows.retries import RetryBook, request_signature
+from proxy.flows.retries import REFUSED_RETRY, RetryBook, RetryClaim, refused, request_signature
 from proxy.flows.store import Chain
 from proxy.wire.capabilities import has_capability, required_capability
 from proxy.wire.jsonrpc import Kind, Message, RequestId
@@ -151,8 +154,21 @@ class Correlator:
         if found is None:
             return None
         chain = self._store.peek(found.chain_id) if found.chain_id else None
-        if chain is None and found.unmatched_note:
-            ex.pending_note = found.unmatched_note
+        if chain is None or chain.summary.ended is not None:  # nothing waits on an ended chain
+            if found.unmatched_note:
+                ex.pending_note = found.unmatched_note
+            return None
+        summary = chain.summary
+        claim = RetryClaim(
+            found,
+            summary.rounds,
+            summary.status,
+            summary.jsonrpc_id,
+            chain.wait_started,
+            summary.client_wait_ms,
+        )
+        assert msg.id is not None
+        ex.claims[msg.id] = claim
         return chain
 
     # -- the server side -------------------------------------------------------------------------
@@ -164,9 +180,13 @@ class Correlator:
             chain = self._store.peek(ex.requests[msg.id])
             ex.answered.add(msg.id)
             self._requests.pop((ex.session, msg.id), None)
+            claim = ex.claims.pop(msg.id, None) if ex.claims else None
             if chain is None:
                 return None
-            self._on_response(chain, ex, msg, now)
+            if claim is not None and refused(msg) and chain.summary.ended is None:
+                self._retry_refused(chain, claim, msg)
+            else:
+                self._on_response(chain, ex, msg, now)
             return chain.summary.id
         chain_id = ex.chains[-1] if ex.chains else None
         if len(ex.requests) == 1:
@@ -217,6 +237,20 @@ class Correlator:
             self._ledger.finish(chain, ChainStatus.ERROR, "tool result isError", now)
             return
         self._ledger.finish(chain, ChainStatus.OK, None, now)
+
+    def _retry_refused(self, chain: Chain, claim: RetryClaim, msg: Message) -> None:
+        """The server refused a retry and touched nothing: the chain is as the retry found it (rounds,
+        status, client wait) and waits for the next retry."""
+        summary = chain.summary
+        ident = summary.jsonrpc_id
+        summary.status, summary.jsonrpc_id = claim.status, claim.jsonrpc_id
+        chain.rounds_after = claim.rounds  # the refusal itself is filed in the refused retry's round
+        chain.wait_started, summary.client_wait_ms = claim.wait_started, claim.client_wait_ms
+        self._retries.restore(claim.found)
+        err = msg.error
+        error = self._redactor.scrub(f"{err.get('code')}: {err.get('message')}")
+        summary.notes.append(REFUSED_RETRY.format(ident=ident, error=error))
+        self._ledger.changed(chain)
 
     def _session_opened(self, chain: Chain, ex: Exchange, msg: Message) -> None:
         session = ex.minted_session

@@ -8,10 +8,13 @@ data: no I/O, no clock, no logging.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.flows.events import HttpInfo, Mode
 from proxy.wire.jsonrpc import RequestId
+
+if TYPE_CHECKING:
+    from proxy.flows.retries import RetryClaim
 
 CORRELATION_BOUND = 10000
 """How many open correlations (pending nested requests, expected retries) are remembered."""
@@ -63,6 +66,8 @@ class Exchange:
     pending_note: str | None = None
     began_earlier: bool = False
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
+    claims: dict[RequestId, RetryClaim] = field(default_factory=dict)
+    """Its MRTR retries still unanswered, with what each changed in the chain it joined."""
 
     def main_chain(self) -> str | None:
         """The chain this exchange serves: its first request's, else the first chain it joined."""

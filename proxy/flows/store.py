@@ -50,6 +50,8 @@ class Chain:
     upstream_requests: int = 0
     signature: tuple[str, str | None, str] | None = None
     """Method, name/uri and argument digest of the originating request (matches MRTR retries)."""
+    rounds_after: int | None = None
+    """The rounds to go back to once the message being filed is (a refused retry's answer)."""
     cancelled: bool = False
     """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
     exchange_ends: dict[str, float] = field(default_factory=dict)

@@ -39,7 +39,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.retries import RetryBook, request_signature
+from proxy.flows.retries import RetryBook, RetryMatch, refused, request_signature
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
 from proxy.wire.versions import Era
@@ -153,11 +153,25 @@ class _Op:
         """The client cancelled it: its end is counted, not as an error (as its chain says)."""
 
 
+class _Claim:
+    """A retry's match and what its operation was before it: the server's refusal of the retry puts
+    the operation back (as `proxy.flows.correlate` does with a chain); any other answer counts the
+    round it took."""
+
+    __slots__ = ("found", "wait_from", "waited")
+
+    def __init__(self, found: RetryMatch, op: _Op) -> None:
+        self.found = found
+        self.wait_from = op.wait_from
+        self.waited = op.waited
+
+
 class _Ex:
     """One open client exchange (a plain class: one is made per exchange, on the hot path)."""
 
     __slots__ = (
         "answered",
+        "claims",
         "era",
         "last_sse_id",
         "mode",
@@ -182,6 +196,8 @@ class _Ex:
         self.last_sse_id: str | None = None
         self.not_post = False
         """A GET or DELETE: its own operation (a stream, a session's end) ends when it closes."""
+        self.claims: dict[RequestId, _Claim] | None = None
+        """Its MRTR retries still unanswered: the round each takes once the server does not refuse it."""
 
     def minted_session(self) -> str | None:
         """The session id the response head carried, if any."""
@@ -323,6 +339,9 @@ class OpCounter:
 
     def _closed(self, ex: _Ex, obs: ExchangeClosed) -> None:
         t, outcome = obs.t, obs.outcome
+        if ex.claims:  # retries no answer refused here: each took its round
+            for ident in ex.claims:
+                self._claim_settled(ex.claims[ident], ex.requests[ident], refusal=False)
         for ident, op in ex.requests.items():
             if ident in ex.answered:
                 continue
@@ -347,14 +366,22 @@ class OpCounter:
     def _client(self, ex: _Ex, msg: Message, t: float) -> None:
         if msg.kind is _REQUEST and msg.id is not None:
             params = msg.params
-            op = self._retried(msg) if "requestState" in params or "inputResponses" in params else None
+            found = (
+                self._retries.match(msg.method, params)
+                if "requestState" in params or "inputResponses" in params
+                else None
+            )
+            op = self._ops.get(found.chain_id) if found is not None and found.chain_id is not None else None
             if op is None:
                 op = self._open(ex, msg.method, t, request=True, requested=True)
                 op.params = params
             else:
+                assert found is not None
                 self._rows_of(op.method, ex.era, ex.mode)[0][REQUESTS] += 1
                 ex.ops.append(op)
-                self._round(op, op.rounds + 1)
+                if ex.claims is None:
+                    ex.claims = {}
+                ex.claims[msg.id] = _Claim(found, op)
                 self._stop_waiting(op, t)
             op.ident = msg.id
             ex.requests[msg.id] = op
@@ -415,6 +442,9 @@ class OpCounter:
     def _answered(self, ex: _Ex, op: _Op, ident: RequestId, msg: Message, t: float) -> None:
         """The answer to one of the exchange's requests: its operation ends, or waits for a retry."""
         ex.answered.add(ident)
+        claim = ex.claims.pop(ident, None) if ex.claims else None
+        if claim is not None and self._claim_settled(claim, op, refusal=refused(msg)):
+            return
         if self._resumable:
             self._resumable.pop((ex.session, ident), None)
         if op.method == "initialize" and msg.kind is _RESULT and ex.session is None:
@@ -445,6 +475,16 @@ class OpCounter:
         if op.wait_from is None:
             op.wait_from = t
 
+    def _claim_settled(self, claim: _Claim, op: _Op, *, refusal: bool) -> bool:
+        """Count the round a retry took, unless the server refused the retry (`refusal`): then the
+        operation is put back as the retry found it, and the answer settles nothing else."""
+        if not refusal or op.finished:
+            self._round(op, op.rounds + 1)
+            return False
+        op.wait_from, op.waited = claim.wait_from, claim.waited
+        self._retries.restore(claim.found)
+        return True
+
     def _unanswered(self, session: str | None, ident: RequestId) -> _Op | None:
         """The operation of the session's latest request `ident` still unanswered (what a
         `notifications/cancelled` names): on an open exchange, else on a stream the client may resume."""
@@ -452,14 +492,6 @@ class OpCounter:
             if ex.session == session and ident in ex.requests and ident not in ex.answered:
                 return ex.requests[ident]
         op: _Op | None = self._resumable.get((session, ident))
-        return op
-
-    def _retried(self, msg: Message) -> _Op | None:
-        """The operation a request with `requestState` or `inputResponses` retries, if any."""
-        found = self._retries.match(msg.method, msg.params)
-        if found is None or found.chain_id is None:
-            return None
-        op: _Op | None = self._ops.get(found.chain_id)
         return op
 
     # -- a bridge's legs, parked calls and sessions -----------------------------------------------------

@@ -38,6 +38,7 @@ from tests.flows.bridge_play import (
     refused_leg_call,
 )
 from tests.flows.calls import Calls
+from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry, refused_passthrough_retry
 from tests.flows.stream_play import streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
@@ -247,6 +248,9 @@ SCENARIOS: dict[str, Play] = {
     "refused-leg-call": refused_leg_call,
     "mrtr-rounds": _mrtr_rounds,
     "streams-and-delete": streams_and_delete,
+    "refused-bridge-retry": refused_bridge_retry,
+    "refused-bridge-answer": refused_bridge_answer,
+    "refused-passthrough-retry": refused_passthrough_retry,
 }
 
 ONE_QUESTION: dict[str, Play] = {

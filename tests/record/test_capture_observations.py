@@ -39,6 +39,7 @@ from tests.flows.bridge_play import (
     refused_leg_call,
 )
 from tests.flows.calls import Calls
+from tests.flows.refused_play import refused_bridge_retry, refused_passthrough_retry
 from tests.record.captures import record_play
 
 TOKEN = "tok-77-never-in-a-capture"
@@ -331,3 +332,23 @@ def test_a_1_4_capture_reads_whole_with_its_legs_status_said_unknown(tmp_path: P
     for status, comment in statuses.values():
         assert status == 0
         assert "its response head is unknown" in comment
+
+
+REFUSED = {"mrtr_to_legacy": refused_bridge_retry, "2026-07-28 pass-through": refused_passthrough_retry}
+
+
+@pytest.mark.parametrize("play", REFUSED.values(), ids=REFUSED.keys())
+def test_a_capture_of_a_refused_retry_reads_back_as_the_one_ok_chain_the_proxy_built(
+    play: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "refused.jsonl"
+    _, live = record_play(play, path)
+    read = list(read_capture(path))
+
+    def headlines(events: list[Any]) -> dict[str, Any]:
+        final = {e.chain.id: e.chain for e in events if isinstance(e, ChainChanged)}
+        return {k: v.model_dump(exclude={"id"}) for k, v in final.items()}
+
+    [read_chain] = headlines(read).values()
+    assert read_chain == next(iter(headlines(live).values()))
+    assert (read_chain["status"], read_chain["rounds"]) == ("ok", 2)

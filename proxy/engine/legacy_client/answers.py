@@ -48,9 +48,7 @@ def legacy_failure(
 ) -> dict[str, Any]:
     """An upstream error for a legacy client; a missing capability fails the call like the shims do."""
     if error.get("code") == errors.MISSING_REQUIRED_CLIENT_CAPABILITY:
-        text = _translated(
-            error.get("code"), str(error.get("message", "")), error.get("data"), sent_state=False
-        )
+        text = _translated(error, sent_state=False)
         return call_failure(method, ident, text or "missing client capability")
     return legacy_error(ident, error, sent_state=sent_state)
 
@@ -64,14 +62,15 @@ def legacy_error(ident: RequestId, error: dict[str, Any], *, sent_state: bool) -
     code = error.get("code")
     message = str(error.get("message", ""))
     data = error.get("data")
-    translated = _translated(code, message, data, sent_state=sent_state)
+    translated = _translated(error, sent_state=sent_state)
     if translated is not None:
         return error_response(ident, errors.INTERNAL_ERROR, translated)
     return error_response(ident, code if isinstance(code, int) else errors.INTERNAL_ERROR, message, data)
 
 
-def _translated(code: Any, message: str, data: Any, *, sent_state: bool) -> str | None:
+def _translated(error: dict[str, Any], *, sent_state: bool) -> str | None:
     """The -32603 message replacing a code a legacy client must not see (None: keep the error)."""
+    code, message, data = error.get("code"), str(error.get("message", "")), error.get("data")
     if code == errors.HEADER_MISMATCH:
         return f"upstream rejected the bridged request's Mcp-* headers: {message}"
     if code == errors.MISSING_REQUIRED_CLIENT_CAPABILITY:
@@ -80,7 +79,7 @@ def _translated(code: Any, message: str, data: Any, *, sent_state: bool) -> str 
     if code == errors.UNSUPPORTED_PROTOCOL_VERSION:
         supported = _field(data, "supported")
         return f"upstream does not accept protocol 2026-07-28 (it supports {supported}): {message}"
-    if code == errors.INVALID_PARAMS and sent_state and _about_state(message, data):
+    if sent_state and errors.refuses_request_state(error):
         return f"upstream rejected the echoed requestState, so the call cannot resume: {message}"
     return None
 
@@ -94,10 +93,6 @@ def state_fingerprint(state: str | None) -> dict[str, Any] | None:
 
 def _field(data: Any, name: str) -> Any:
     return data.get(name) if isinstance(data, dict) else None
-
-
-def _about_state(message: str, data: Any) -> bool:
-    return "requeststate" in message.lower() or _field(data, "reason") == "invalid_request_state"
 
 
 def _dotted(caps: Any, prefix: str = "") -> list[str]:

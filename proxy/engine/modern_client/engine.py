@@ -30,10 +30,12 @@ Decisions worth knowing: the per-request capability gate (`rounds`) stays as a b
 servers that ask whatever their session declared; keys are `elicitation-N` / `sampling-N` /
 `roots-N` per call; a rejected `requestState` is -32602 "Invalid or expired requestState" with HTTP
 400 and `data.reason: "invalid_request_state"` (the 2026 status for -32602; the precise reason is
-logged only); `ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into
-every token so several proxies behind one entry point can route a retry to the one holding the call
-(a token minted by another instance is refused, never resumed). The engine never reads a clock:
-"now" is `ClientRequestReceived.at`, and every wait is a StartTimer.
+logged only), and an answer that is no result of its question is -32602 with `data.reason:
+"invalid_input_responses"`: either way the call stays parked, and a chain builder reads the reason;
+`ttlMs: 0` / `cacheScope: "private"` on cacheable results; `instance` is written into every token
+so several proxies behind one entry point can route a retry to the one holding the call (a token
+minted by another instance is refused, never resumed). The engine never reads a clock: "now" is
+`ClientRequestReceived.at`, and every wait is a StartTimer.
 """
 
 from __future__ import annotations

@@ -269,7 +269,8 @@ class RoundKeeper:
         problem = malformed_answer(call, msg.params.get("inputResponses"))
         if problem is not None:  # refused before anything moves: the call stays parked for a good retry
             fields = {"call": call.key, "exchange": exchange, "client_id": msg.id, "problem": problem}
-            body = error_response(msg.id, errors.INVALID_PARAMS, f"Invalid inputResponses: {problem}")
+            data = {"reason": errors.INVALID_ANSWERS_REASON}  # a chain builder reads: the call still waits
+            body = error_response(msg.id, errors.INVALID_PARAMS, f"Invalid inputResponses: {problem}", data)
             return [Log("bridge_answer_refused", "warning", fields), ReplyJson(exchange, 400, body)]
         commands = stop_timer(self._ctx, call)
         call.asker = Asker(exchange, msg.id, request_meta(msg.params), headers, at)
@@ -302,7 +303,7 @@ class RoundKeeper:
     def _reject(self, exchange: str, ident: RequestId, reason: str, token: Any) -> Commands:
         shown = fingerprint(token) if isinstance(token, str) else None
         fields = {"exchange": exchange, "client_id": ident, "reason": reason, "request_state": shown}
-        data = {"reason": "invalid_request_state"}
+        data = {"reason": errors.INVALID_STATE_REASON}
         body = error_response(ident, errors.INVALID_PARAMS, INVALID_STATE_MESSAGE, data)
         return [Log("bridge_state_rejected", "warning", fields), ReplyJson(exchange, 400, body)]
 

@@ -36,6 +36,7 @@ from typing import Any, Final
 import orjson
 
 from proxy.framing.http import header
+from proxy.wire import errors
 from proxy.wire.mcp import target_name
 
 TOKEN_VERSION: Final = "v1"
@@ -47,8 +48,9 @@ _CONTEXT: Final = b"mcp-debug-proxy/requestState/v1\x00"
 ANONYMOUS: Final = "anonymous"
 """The principal of a request without `Authorization` (all such callers share it)."""
 
-INVALID_STATE_MESSAGE: Final = "Invalid or expired requestState"
-"""The one client-facing text for every rejection (SDK practice); the reason goes to the log only."""
+INVALID_STATE_MESSAGE: Final = errors.INVALID_STATE_MESSAGE
+"""The one client-facing text for every rejection (SDK practice); the reason goes to the log and
+the chain's note, never to the client."""
 
 
 class InvalidToken(Exception):
