@@ -216,6 +216,7 @@ async def test_an_expired_continuation_is_cancelled_upstream_and_its_state_refus
         assert invalid_state(status, reply), reply
     cancels = [m for m in chain.messages if m.side is Side.UPSTREAM and m.method == "notifications/cancelled"]
     assert cancels, "the upstream was told the parked call is cancelled"
+    assert chain.summary.status is ChainStatus.INCOMPLETE  # the late, refused retry took nothing over
 
 
 async def test_the_continuation_table_is_bounded(
