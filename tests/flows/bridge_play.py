@@ -63,21 +63,29 @@ def parked_bridge_call(obs: Any, clock: Ticking, state: str = STATE) -> list[Any
     again = classify_value(request(2, "tools/call", params))
     obs.open_exchange("x2", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
     obs.message("x2", again, size=200, direction=Direction.TO_SERVER, channel=Channel.POST, side=Side.CLIENT)
+    return [*closed, *resumed_to_its_end(obs, clock, "x2", 2, result_response(0, answer))]
+
+
+def resumed_to_its_end(
+    obs: Any, clock: Ticking, exchange: str, ident: int, answer: dict[str, Any]
+) -> list[Any]:
+    """The retry on `exchange` (JSON-RPC id `ident`) resumes the call x1 parked: `answer` goes upstream
+    on leg-3 (linked to leg-1), the result arrives on leg-1 and answers the retry, the continuation
+    ends. Returns what the retry's close returned."""
     obs.link_leg("leg-3", "leg-1")
-    upstream_answer = result_response(0, answer)
-    obs.leg_message(
-        "leg-3", "x2", upstream_answer, size=80, direction=Direction.TO_SERVER, channel=Channel.POST
-    )
+    obs.leg_message("leg-3", exchange, answer, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
     resumed = {"principal": "p-1f2e", "pending_keys": [], "age_ms": 2000.0}
     obs.continuation_changed("x1", continuation="continuation-2", state="resumed", **resumed)
     obs.leg_closed("leg-3")
     clock.now += 0.25
     final = result_response("mrtr-1", {"content": [{"type": "text", "text": "Hello, octocat!"}]})
-    obs.leg_message("leg-1", "x1", final, size=75, direction=to_client, channel=Channel.SSE)
-    obs.response_head("x2", status=200, content_type="application/json", headers={})
-    done = classify_value(result_response(2, {"resultType": "complete", **final["result"]}))
-    obs.message("x2", done, size=90, direction=Direction.TO_CLIENT, channel=Channel.JSON, side=Side.CLIENT)
-    closed.append(obs.close_exchange("x2", None))
+    obs.leg_message("leg-1", "x1", final, size=75, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    obs.response_head(exchange, status=200, content_type="application/json", headers={})
+    done = classify_value(result_response(ident, {"resultType": "complete", **final["result"]}))
+    obs.message(
+        exchange, done, size=90, direction=Direction.TO_CLIENT, channel=Channel.JSON, side=Side.CLIENT
+    )
+    closed = [obs.close_exchange(exchange, None)]
     obs.leg_closed("leg-1")
     ended = {"principal": None, "pending_keys": [], "age_ms": 0.0}
     obs.continuation_changed("x1", continuation="continuation-2", state="ended", **ended)

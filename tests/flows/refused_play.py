@@ -13,7 +13,7 @@ from typing import Any
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import classify_value, request, result_response
-from tests.flows.bridge_play import PARK_HEADERS, Ticking
+from tests.flows.bridge_play import PARK_HEADERS, Ticking, resumed_to_its_end
 
 STATE = "sealed-request-state"
 OTHER_PRINCIPAL = {"Content-Type": "application/json", "Authorization": "Bearer tok-someone-else"}
@@ -110,7 +110,7 @@ def _bridged_with_a_refusal(
     """x1 parks the call (leg-1 stays open), x2 is the refused retry, x3 the accepted one whose answer
     goes upstream on leg-3; the result arrives on leg-1."""
     modern = MODERN_TO_LEGACY
-    to_server, to_client = Direction.TO_SERVER, Direction.TO_CLIENT
+    to_server = Direction.TO_SERVER
     call = request(1, "tools/call", {"name": "ask_name", "arguments": {}})
     closed = [park(obs, clock, "x1", call, STATE)]
 
@@ -120,24 +120,7 @@ def _bridged_with_a_refusal(
     again = classify_value(retry_request(3, {}, STATE))
     obs.open_exchange("x3", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
     obs.message("x3", again, size=200, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
-    obs.link_leg("leg-3", "leg-1")
-    obs.leg_message(
-        "leg-3", "x3", result_response(1, ANSWER), size=80, direction=to_server, channel=Channel.POST
-    )
-    resumed = {"principal": "p-1f2e", "pending_keys": [], "age_ms": 2000.0}
-    obs.continuation_changed("x1", continuation="continuation-2", state="resumed", **resumed)
-    obs.leg_closed("leg-3")
-    clock.now += 0.25
-    final = result_response("mrtr-1", {"content": [{"type": "text", "text": "Hello, octocat!"}]})
-    obs.leg_message("leg-1", "x1", final, size=75, direction=to_client, channel=Channel.SSE)
-    obs.response_head("x3", status=200, content_type="application/json", headers={})
-    done = classify_value(result_response(3, {"resultType": "complete", **final["result"]}))
-    obs.message("x3", done, size=90, direction=to_client, channel=Channel.JSON, side=Side.CLIENT)
-    closed.append(obs.close_exchange("x3", None))
-    obs.leg_closed("leg-1")
-    ended: dict[str, Any] = {"principal": None, "pending_keys": [], "age_ms": 0.0}
-    obs.continuation_changed("x1", continuation="continuation-2", state="ended", **ended)
-    return closed
+    return [*closed, *resumed_to_its_end(obs, clock, "x3", 3, result_response(1, ANSWER))]
 
 
 def refused_passthrough_retry(obs: Any, clock: Ticking) -> list[Any]:
