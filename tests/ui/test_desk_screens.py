@@ -24,7 +24,7 @@ from textual.widgets import Input, TextArea
 from tests.ui.desk_double import DeskDouble, held
 from tests.ui.helpers import ScriptedFeed, info, wait_for
 from ui.app import ProxyTui, split_timeout
-from ui.desk import READ_ONLY_CAPTURE, Decision
+from ui.desk import READ_ONLY_CAPTURE, Decision, Intercepts
 from ui.screens.faults import FaultScreen
 from ui.screens.held_editor import HeldEditor, countdown
 from ui.screens.intercepts import InterceptScreen
@@ -285,6 +285,16 @@ async def test_an_open_editor_shows_the_time_left_and_says_when_the_timeout_rele
         )
         assert run.app.screen is editor  # what was typed stays, to copy elsewhere
         assert desk.decisions == []
+
+
+def test_an_editor_told_its_message_went_before_it_is_drawn_shows_so_once_drawn() -> None:
+    """On a slow machine the message's timeout can release it while the editor is still being pushed:
+    the news waits for the screen, instead of failing on widgets not drawn yet."""
+    message = held("h1", hold_for=2.0)
+    editor = HeldEditor(DeskDouble(message), message, "{}")
+    editor.take(Intercepts(rules=(), held=()))  # before compose: nothing drawn to update
+    assert editor.gone
+    assert "already released" in str(countdown(message, time.time(), gone=editor.gone))
 
 
 EDITOR_SCRIPT = """\

@@ -92,7 +92,7 @@ class HeldEditor(ModalScreen[bool]):
         with Vertical(id="editor-box"):
             yield Static(Text(f"{title} — Ctrl+S sends, Esc cancels", style="bold"), id="editor-title")
             yield Static(Text(f"shown redacted: {STAND_IN_NOTE}", style="dim"), id="editor-note")
-            yield Static(countdown(held, time.time()), id="editor-countdown")
+            yield Static(countdown(held, time.time(), gone=self.gone), id="editor-countdown")
             yield TextArea(self.text, id="editor-text", soft_wrap=True, show_line_numbers=True)
             yield Static(id="editor-error")
             yield Footer(compact=True)
@@ -116,6 +116,8 @@ class HeldEditor(ModalScreen[bool]):
             self._tick()
 
     def _tick(self) -> None:
+        if not self.is_mounted:  # a state may come before the screen is drawn: compose shows it then
+            return
         self.query_one("#editor-countdown", Static).update(countdown(self.held, time.time(), gone=self.gone))
 
     @property
