@@ -116,9 +116,10 @@ class HeldEditor(ModalScreen[bool]):
             self._tick()
 
     def _tick(self) -> None:
-        if not self.is_mounted:  # a state may come before the screen is drawn: compose shows it then
-            return
-        self.query_one("#editor-countdown", Static).update(countdown(self.held, time.time(), gone=self.gone))
+        # A state may come while the countdown is not there: before the screen is drawn (compose
+        # shows `gone` then) or while it is being taken down.
+        for line in self.query("#editor-countdown").results(Static):
+            line.update(countdown(self.held, time.time(), gone=self.gone))
 
     @property
     def error(self) -> str:
