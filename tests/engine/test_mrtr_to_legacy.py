@@ -1199,7 +1199,7 @@ def test_input_responses_that_are_no_object_are_refused() -> None:
     assert isinstance(reply, ReplyJson)
     assert reply.message is not None
     assert reply.message["error"]["message"] == (
-        "Invalid inputResponses: inputResponses must be an object of answers by key, got list"
+        "Invalid inputResponses: inputResponses must be an object of answers by key, got an array"
     )
 
 

@@ -358,7 +358,7 @@ def malformed_answer(call: Call, responses: Any) -> str | None:
     if responses is None:
         return None
     if not isinstance(responses, dict):
-        return f"inputResponses must be an object of answers by key, got {type(responses).__name__}"
+        return f"inputResponses must be an object of answers by key, got {json_type(responses)}"
     for key, nested in call.asked.items():
         if key not in responses:
             continue
@@ -380,4 +380,4 @@ def json_type(value: Any) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    return "an array" if isinstance(value, list) else type(value).__name__
+    return "an array" if isinstance(value, list) else "an object"
