@@ -15,6 +15,7 @@ engine's orders, which the driver carries out: it waits, reopens, writes and han
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Container
@@ -291,10 +292,30 @@ class BridgeDriver:
                     return
                 await self._guard(exchange, ex, ex.client.write(event))
             case EndClientResponse(_, outcome):
-                if ex.client.started and outcome != "client_disconnected":
-                    await self._guard(exchange, ex, ex.client.finish())  # a no-op once the end went out
+                if outcome != "client_disconnected":
+                    if ex.client.started:
+                        await self._guard(exchange, ex, ex.client.finish())  # a no-op once the end went out
+                    elif not ex.answered:
+                        self._end_unanswered(exchange, ex, outcome)
                 ex.done = True
                 self._close_observation(exchange, outcome)
+
+    def _end_unanswered(self, exchange: str, ex: _Exchange, outcome: str | None) -> None:
+        """End a client's request that gets no answer before anything went out, observed as it goes.
+
+        A cancelled request gets none, as the protocol asks: its stream opens and ends with no event,
+        what a server that drops a cancelled request sends (an error body would be a response to an id
+        the client has forgotten). Anything else ends with a bare 500, so the client never waits on.
+        """
+        sink = self.observer
+        if outcome == "cancelled":
+            head = _sse_head(())
+            sink.emit(ResponseHeadSeen(sink.now(), exchange, 200, "text/event-stream", dict(head)))
+            with contextlib.suppress(ClientGone):  # a client that left first is owed nothing
+                ex.client.start_now(200, None, head, None, b"", end=True)
+            return
+        sink.emit(ResponseHeadSeen(sink.now(), exchange, 500, None, {}))
+        ex.client.respond(500, b"", None, ())
 
     async def _held_for_client(
         self, exchange: str, ex: _Exchange, cmd: ReplyJson | SendSse, holds: BridgeHolds

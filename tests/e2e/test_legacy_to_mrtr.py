@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import orjson
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -340,3 +342,67 @@ async def test_a_call_waiting_on_its_client_when_the_proxy_stops_fails_with_the_
     result = outcome["result"]
     assert result.is_error
     assert "the proxy is stopping" in result.content[0].text
+
+
+async def test_a_call_cancelled_before_its_stream_began_ends_with_an_empty_stream_not_a_500(
+    modern_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
+) -> None:
+    # No progressToken, so nothing has gone out on the call's response when the client cancels it.
+    capture = tmp_path / "run.jsonl"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "slow_progress", "arguments": {"steps": 500}},
+    }
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "user"},
+    }
+    async with proxy_for(modern_server.url, capture=capture) as proxy, httpx.AsyncClient(timeout=20) as http:
+        opened = await http.post(proxy.endpoint(), json=initialize, headers=headers)
+        session = {
+            **headers,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(proxy.endpoint(), json=initialized, headers=session)).status_code == 202
+
+        async def cancel_soon() -> None:
+            await anyio.sleep(0.5)
+            assert (await http.post(proxy.endpoint(), json=cancel, headers=session)).status_code == 202
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_soon)
+            answer = await http.post(proxy.endpoint(), json=call, headers=session)
+        await wait_until(
+            lambda: chain_named(proxy, "slow_progress").summary.ended is not None, what="the call to end"
+        )
+        ended = chain_named(proxy, "slow_progress").summary
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "text/event-stream"
+    assert answer.content == b""  # no answer to a cancelled request, as a server that drops it sends
+    assert ended.status is ChainStatus.CANCELLED
+    lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line.strip()]
+    call_exchange = next(
+        o["exchange"]
+        for o in lines
+        if o.get("kind") == "message" and o["msg"]["raw"].get("method") == "tools/call"
+    )
+    heads = [
+        o["status"] for o in lines if o.get("kind") == "response_head" and o.get("exchange") == call_exchange
+    ]
+    assert heads == [200]  # what the client got is in the capture too
