@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
@@ -128,6 +129,32 @@ def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_sessio
     new = started(lines)
     assert len(new) == 2, _logs(stdio_proxy)
     assert set(new) <= stopped(lines)  # each client's DELETE ended its child
+
+
+def test_a_request_right_after_delete_gets_404_while_the_child_stops(stdio_proxy: ProxyProcess) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    with httpx.Client(timeout=20) as http:
+        opened = http.post(
+            stdio_proxy.endpoint(),
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+            headers=headers,
+        )
+        session = {
+            **headers,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        assert http.delete(stdio_proxy.endpoint(), headers=session).status_code == 200
+        late = http.post(
+            stdio_proxy.endpoint(), json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
+        )
+    assert late.status_code == 404  # at once: the client initializes again, as for a legacy server
+    assert late.json()["error"] == {"code": -32001, "message": "Session not found"}
 
 
 def test_the_stdio_server_inherits_the_environment_but_not_the_proxys_own_secrets() -> None:

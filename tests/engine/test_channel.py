@@ -325,6 +325,19 @@ def test_delete_answers_and_closes_a_session_channel() -> None:
     )
 
 
+def test_a_request_after_delete_gets_404_at_once_while_the_sessions_process_stops() -> None:
+    assert (
+        Playbook(ChannelCore(session="s-1"))
+        >> DeleteRequested("d")
+        << Answer("d", 200, SESSION, b"")
+        << CloseChannel("its session ended (DELETE)")
+        >> PostReceived("a", call(7))
+        << Answer("a", 404, (*JSON, *SESSION), error(7, -32001, "Session not found"))
+        >> StreamRequested("g")
+        << Answer("g", 404, (*JSON, *SESSION), error(None, -32001, "Session not found"))
+    )
+
+
 def test_the_shared_channel_has_no_get_stream_and_no_session_to_delete() -> None:
     assert (
         Playbook(ChannelCore())

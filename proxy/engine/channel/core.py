@@ -274,7 +274,10 @@ class ChannelCore:
         if self.session is None:
             text = "Method Not Allowed: the sessionless (2026-07-28) channel has no session to end"
             return [self._error(exchange, 405, None, errors.INVALID_REQUEST, text)]
-        return [Answer(exchange, 200, self._sse_head, b""), CloseChannel("its session ended (DELETE)")]
+        # The session is gone from now on, not once its process has stopped: a request that comes
+        # meanwhile gets the 404 that tells its client to initialize again.
+        self.closed = "its session ended (DELETE)"
+        return [Answer(exchange, 200, self._sse_head, b""), CloseChannel(self.closed)]
 
     def _abandoned(self, exchange: str) -> list[ChannelCommand]:
         ex = self._exchanges.pop(exchange, None)
