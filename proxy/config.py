@@ -49,6 +49,14 @@ ENV_PREFIX = "MCP_PROXY_"
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
 
+SERVICE_LINK: Final = re.compile(
+    r"MCP_PROXY_(?:[A-Z0-9_]+_)?(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
+    r"|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)"
+)
+"""The variables Kubernetes puts in every pod for a Service named `mcp-proxy` or `mcp-proxy-*`
+(`MCP_PROXY_SERVICE_HOST`, `MCP_PROXY_PORT=tcp://...`, ...): not the proxy's, so not refused as
+misspelt settings, which would stop a sidecar from starting beside the Service that fronts it."""
+
 HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 """A header name as HTTP defines one (a token, lowercased): what a redaction entry must be to match."""
 
@@ -653,6 +661,8 @@ def _read_env(env: Mapping[str, str]) -> dict[str, tuple[object, str]]:
             continue
         name = var.removeprefix(ENV_PREFIX).lower()
         if name not in _FIELDS:
+            if SERVICE_LINK.fullmatch(var):
+                continue
             raise ConfigError(name, f"unknown environment variable {var}{_hint(name, ENV_PREFIX)}")
         layer[name] = (_parse_env(name, var, env[var]), f"env:{var}")
     return layer

@@ -327,6 +327,26 @@ def test_an_unknown_mcp_proxy_variable_is_an_error_naming_the_variable() -> None
     )
 
 
+def test_the_variables_kubernetes_sets_for_a_service_named_mcp_proxy_are_not_taken_for_settings() -> None:
+    links = {
+        "MCP_PROXY_SERVICE_HOST": "10.96.0.12",
+        "MCP_PROXY_SERVICE_PORT": "8080",
+        "MCP_PROXY_SERVICE_PORT_MCP": "8080",
+        "MCP_PROXY_PORT": "tcp://10.96.0.12:8080",
+        "MCP_PROXY_PORT_8080_TCP": "tcp://10.96.0.12:8080",
+        "MCP_PROXY_PORT_8080_TCP_PROTO": "tcp",
+        "MCP_PROXY_PORT_8080_TCP_PORT": "8080",
+        "MCP_PROXY_PORT_8080_TCP_ADDR": "10.96.0.12",
+        "MCP_PROXY_ADMIN_SERVICE_HOST": "10.96.0.13",  # a Service named mcp-proxy-admin
+        "MCP_PROXY_ADMIN_PORT_9901_TCP": "tcp://10.96.0.13:9901",
+    }
+    loaded = load_settings(env={**links, "MCP_PROXY_LISTEN": "127.0.0.1:8181"})
+
+    assert loaded.settings.listen == "127.0.0.1:8181"
+    with pytest.raises(ConfigError, match="unknown environment variable MCP_PROXY_PORTS"):
+        load_settings(env={"MCP_PROXY_PORTS": "8080"})  # no link's shape: a misspelt setting still is
+
+
 def test_an_unknown_flag_is_an_error_naming_it() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(env={}, flags={"listne": "127.0.0.1:1"})
