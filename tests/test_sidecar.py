@@ -622,6 +622,23 @@ async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes
     assert (tmp_path / "full.jsonl").stat().st_size <= limit
 
 
+async def test_a_drain_while_the_capture_is_refused_still_exits_0_without_a_start_refusal(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
+    command = ["prlimit", f"--fsize={16 * 1024}", *proxy_command()]
+    with ProxyProcess(env, command=command) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            for n in range(40):
+                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
+            await proxy.logged("capture_failed")
+        code = proxy.stop()  # SIGTERM: the file still refuses what the proxy holds for it
+
+    assert code == 0, proxy.stderr()
+    assert [e.get("event") for e in proxy.events() if e.get("level") == "error"] == ["capture_failed"]
+
+
 async def test_the_capture_rotates_by_size_keeping_capture_keep_older_files(
     modern_server: PeerServer, tmp_path: Path
 ) -> None:

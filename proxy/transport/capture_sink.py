@@ -80,13 +80,20 @@ class CaptureSink:
         self._schedule()
 
     def close(self) -> None:
-        """Write what is held and flush (the proxy is stopping); later observations and events are ignored."""
+        """Write what is held, flush and close the file (the proxy is stopping); later observations and
+        events are ignored. A file that refuses the last lines is said once, as during the run: the stop
+        goes on (it drained the traffic), whatever the disk does."""
         self._cancel()
         self._write_lines()
         if not self._failed:
             try:
                 self.writer.flush()
             except CaptureError as exc:
+                self._fail(exc)
+        try:
+            self.writer.close()
+        except CaptureError as exc:
+            if not self._failed:  # else said already: what the file could not take is lost with it
                 self._fail(exc)
         self._closing = True
         self._failed = True
