@@ -318,7 +318,10 @@ class Settings(BaseModel):
     admin_enabled: bool = True
     """Whether the admin API is served at all."""
     admin_token: SecretStr | None = None
-    """Bearer token the admin API requires; without one the admin API may listen on loopback only."""
+    """Bearer token the admin API requires; without one the admin API may listen on loopback only.
+
+    White space around it (the newline a file read with `$(cat ...)` or a secret mount keeps) is not
+    part of it."""
     health: str | None = None
     """HOST:PORT of a listener serving only /healthz and /readyz, never asking for a token (probes).
 
@@ -539,6 +542,16 @@ class Settings(BaseModel):
                 "setting out entirely"
             )
         return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token_as_sent(cls, value: SecretStr | None) -> SecretStr | None:
+        """The token without the newline `echo tok > file` leaves (a header cannot carry one, so a
+        token kept with it could never be matched)."""
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        return value if token == token.strip() else SecretStr(token.strip())
 
     @model_validator(mode="after")
     def _one_upstream(self) -> Self:

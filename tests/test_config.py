@@ -263,6 +263,13 @@ def test_settings_are_frozen_and_reject_unknown_fields() -> None:
         Settings(listne="127.0.0.1:1")  # type: ignore[call-arg]
 
 
+def test_an_admin_token_read_from_a_file_with_its_newline_is_the_token_a_client_can_send() -> None:
+    loaded = load_settings(env={"MCP_PROXY_ADMIN_TOKEN": "s3cret-token\n"})
+
+    assert loaded.settings.admin_token is not None
+    assert loaded.settings.admin_token.get_secret_value() == "s3cret-token"
+
+
 def test_a_non_loopback_admin_api_is_allowed_with_a_token_or_when_disabled() -> None:
     with_token = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_TOKEN": "t0k"})
     disabled = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_ENABLED": "no"})
