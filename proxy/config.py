@@ -645,10 +645,19 @@ def _read_file(path: Path) -> dict[str, tuple[object, str]]:
         raise ConfigError("config", f"cannot read config file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         raise ConfigError("config", f"invalid TOML in {path}: {exc}") from None
-    for key in data:
+    for key, value in data.items():
         if key not in _FIELDS:
             raise ConfigError(key, f"unknown setting {key!r} in {path}{_hint(key)}")
+        if isinstance(value, bool) and _takes_a_number(key):  # validation would read true as 1
+            raise ConfigError(key, f"{key} (file {path}): a number is expected, got {str(value).lower()}")
     return {key: (value, f"file:{path}") for key, value in data.items()}
+
+
+def _takes_a_number(name: str) -> bool:
+    """Whether a setting is a number (and not also a switch): TOML's `true` there is a slip."""
+    annotation = _FIELDS[name].annotation
+    kinds = set(get_args(annotation)) or {annotation}
+    return bool(kinds & {int, float}) and bool not in kinds
 
 
 def _parse_env(name: str, var: str, text: str) -> object:

@@ -354,6 +354,22 @@ def test_the_variables_kubernetes_sets_for_a_service_named_mcp_proxy_are_not_tak
         load_settings(env={"MCP_PROXY_PORTS": "8080"})  # no link's shape: a misspelt setting still is
 
 
+@pytest.mark.parametrize(
+    ("line", "setting"),
+    [("capture_max_bytes = true", "capture_max_bytes"), ("drain_grace = false", "drain_grace")],
+)
+def test_a_toml_boolean_for_a_number_is_refused_not_read_as_one_or_zero(
+    tmp_path: Path, line: str, setting: str
+) -> None:
+    path = tmp_path / "proxy.toml"
+    path.write_text(line + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == setting
+    assert str(caught.value) == f"{setting} (file {path}): a number is expected, got {line.split()[-1]}"
+
+
 def test_an_unknown_flag_is_an_error_naming_it() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(env={}, flags={"listne": "127.0.0.1:1"})
