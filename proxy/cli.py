@@ -187,7 +187,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
-        warn_of_secrets_on_command_line(loaded)
+        warn_of_settings(loaded)
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(serve_until_signalled(proxy))
@@ -212,9 +212,26 @@ def refuse_start(reason: str, log_format: str | None) -> int:
     return 2
 
 
+def warn_of_settings(loaded: LoadedSettings) -> None:
+    """Say at start what the settings do that their author may not see: secrets typed on the command
+    line, and file keys a variable or flag overrides. Every way of running the proxy (headless,
+    `--tui`, `stdio`) says so once logging is set up."""
+    from proxy import logs
+
+    for name, file_source in loaded.overridden.items():
+        logs.get_logger().warning(
+            "config_key_overridden",
+            setting=name,
+            file=file_source.removeprefix("file:"),
+            by=loaded.sources[name].replace(":", " ", 1),
+            hint="the file's value has no effect; unset the variable (an image's ENV sets some) or "
+            "drop the flag to let the file decide",
+        )
+    warn_of_secrets_on_command_line(loaded)
+
+
 def warn_of_secrets_on_command_line(loaded: LoadedSettings) -> None:
-    """Warn, naming the flags and never their values, of secrets typed on the command line: every
-    way of running the proxy (headless, `--tui`, `stdio`) says so once logging is set up."""
+    """Warn, naming the flags and never their values, of secrets typed on the command line."""
     from proxy import logs
 
     if exposed := secrets_on_command_line(loaded):

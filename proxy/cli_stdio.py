@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proxy.cli import add_setting_flags, admin_may_move, load, start_failure, warn_of_secrets_on_command_line
+from proxy.cli import add_setting_flags, admin_may_move, load, start_failure, warn_of_settings
 from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, LoadedSettings, flag_name, render_settings
 
@@ -127,7 +127,7 @@ def run_stdio(loaded: LoadedSettings) -> int:
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), http_clients=False)
-        warn_of_secrets_on_command_line(loaded)
+        warn_of_settings(loaded)
         tune_gc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve(proxy, pipes))

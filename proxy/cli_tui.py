@@ -177,7 +177,7 @@ def run_with_tui(loaded: LoadedSettings) -> int:
     installed, says why on stderr before the TUI ever takes the screen.
     """
     from proxy import logs
-    from proxy.cli import admin_may_move, start_failure, warn_of_secrets_on_command_line
+    from proxy.cli import admin_may_move, start_failure, warn_of_settings
     from proxy.runtime import Proxy
 
     if (missing := tui_missing() or no_terminal()) is not None:
@@ -188,7 +188,7 @@ def run_with_tui(loaded: LoadedSettings) -> int:
     log_file = logs.configure(
         level=settings.log_level, fmt="json", file=settings.log_file, quiet=True, keeper=keeper
     )
-    warn_of_secrets_on_command_line(loaded)
+    warn_of_settings(loaded)
     try:
         return asyncio.run(_serve_with_tui(Proxy(settings, admin_fallback=admin_may_move(loaded)), keeper))
     except OSError as exc:

@@ -21,7 +21,7 @@ import re
 import shlex
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Final, Literal, Self, get_args, get_origin
 from urllib.parse import SplitResult, urlsplit
@@ -592,6 +592,9 @@ class LoadedSettings:
 
     settings: Settings
     sources: dict[str, str]
+    overridden: dict[str, str] = field(default_factory=dict)
+    """Keys of the TOML file that a variable or a flag overrode, with the file's source: a file key
+    that has no effect (an image's `ENV` beats a mounted file) is said at start."""
 
 
 _FIELDS = Settings.model_fields
@@ -737,6 +740,7 @@ def load_settings(
     ]
     values: dict[str, object] = {}
     sources = dict.fromkeys(_FIELDS, "default")
+    overridden: dict[str, str] = {}
     for layer in layers:
         for name, (value, source) in layer.items():
             earlier = values.get(name)
@@ -744,13 +748,15 @@ def load_settings(
                 values[name] = [*earlier, *(item for item in value if item not in earlier)]
                 sources[name] = f"{sources[name]} + {source}"
                 continue
+            if sources[name].startswith("file:"):
+                overridden[name] = sources[name]
             values[name] = value
             sources[name] = source
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:
         raise _from_validation(exc, sources) from None
-    return LoadedSettings(settings=settings, sources=sources)
+    return LoadedSettings(settings=settings, sources=sources, overridden=overridden)
 
 
 def _toml_value(value: object) -> str:

@@ -804,6 +804,21 @@ def test_a_bad_upstream_url_in_the_environment_exits_2_naming_upstream_and_the_v
     assert "'ftp://server/mcp'" in line
 
 
+def test_a_file_key_a_variable_overrides_is_warned_of_at_start_naming_both(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text("capture_keep = 20\nupstream_timeout = 45\n")
+    env = clean_env(
+        **settings_env(upstream="http://127.0.0.1:9/mcp", capture_keep=5),
+        MCP_PROXY_CONFIG=str(config),
+    )
+    with ProxyProcess(env) as proxy:
+        said = [e for e in proxy.events() if e.get("event") == "config_key_overridden"]
+
+    assert [(e["setting"], e["file"], e["by"], e["level"]) for e in said] == [
+        ("capture_keep", str(config), "env MCP_PROXY_CAPTURE_KEEP", "warning")
+    ]  # the file's upstream_timeout took effect: not said
+
+
 def test_a_config_file_named_by_mcp_proxy_config_that_is_missing_exits_2_naming_the_file(
     tmp_path: Path,
 ) -> None:
