@@ -98,3 +98,16 @@ def cancelled_while_cut(obs: Any, clock: Ticking) -> list[Any]:
     closed = [obs.close_exchange("x1", None)]
     clock.now += 0.5
     return [*closed, _cancel(obs, clock, "x2", 1)]
+
+
+def cut_then_session_gone(obs: Any, clock: Ticking) -> list[Any]:
+    """A cut stream the client does not resume; its next request gets HTTP 404: the session is gone
+    from the server (it restarted, or expired the session)."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    clock.now += 2.0
+    ping = classify_value(request(2, "ping", {}))
+    obs.open_exchange("x2", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, **LEGACY)
+    obs.message("x2", ping, size=40, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x2", status=404, content_type="application/json", headers={})
+    return [*closed, obs.close_exchange("x2", None)]

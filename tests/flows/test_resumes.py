@@ -22,6 +22,7 @@ from tests.flows.resume_play import (
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
+    cut_then_session_gone,
 )
 from tests.flows.test_sink import Play, Rig
 from tests.record.captures import record_play
@@ -60,6 +61,14 @@ def test_a_cut_call_the_client_never_resumes_fails_as_it_was_cut_once_its_wait_o
     assert (deleted.status, deleted.error) == (ChainStatus.ERROR, "cut_by_fault")
     assert SESSION_ENDED in deleted.notes
     assert errors[("tools/call", "passthrough")] == 2
+
+
+def test_a_cut_call_fails_as_cut_when_the_server_says_its_session_is_gone() -> None:
+    calls, _ = _calls(cut_then_session_gone)
+
+    call = calls[1]
+    assert (call.status, call.error) == (ChainStatus.ERROR, "client_disconnected")
+    assert SESSION_ENDED in call.notes
 
 
 @pytest.mark.parametrize("play", [closed_after_cancel, cancelled_while_cut])

@@ -45,6 +45,7 @@ from tests.flows.resume_play import (
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
+    cut_then_session_gone,
 )
 from tests.flows.stream_play import streams_and_delete
 
@@ -263,6 +264,7 @@ SCENARIOS: dict[str, Play] = {
     "cut-never-resumed": cut_never_resumed,
     "closed-after-cancel": closed_after_cancel,
     "cancelled-while-cut": cancelled_while_cut,
+    "cut-then-session-gone": cut_then_session_gone,
 }
 
 ONE_QUESTION: dict[str, Play] = {
