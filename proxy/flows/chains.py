@@ -74,6 +74,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
+from proxy.flows.resumes import ResumeWaits, Wait, awaits_resume
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
@@ -87,6 +88,9 @@ BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is ther
 
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
 """The note on a chain a 2026-07-28 client cancelled the only way that era has."""
+
+UNANSWERED = "response stream ended without a response"
+"""The error of a request whose response stream ended cleanly without its answer."""
 
 CLIENT_NEVER_RETRIED = (
     "parked upstream call expired: the client did not retry within continuation_ttl (a 2026-07-28 "
@@ -149,6 +153,8 @@ class ChainBuilder:
         """Leg -> the upstream's response head to it, until a message on the leg or its close carries it."""
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
+        self._resumes: ResumeWaits[str] = ResumeWaits()
+        """Chains of requests whose stream closed unanswered after an event id, until resumed."""
 
     def apply(self, obs: Observation) -> str | None:
         """Build one observation into chains, at the time it was made (so a later build is the same).
@@ -160,6 +166,8 @@ class ChainBuilder:
         clock = self._clock
         clock.at = obs.t
         try:
+            if self._resumes.waits:
+                self._end_waits(obs)
             return self._apply(obs)
         finally:
             clock.at = None
@@ -310,8 +318,10 @@ class ChainBuilder:
         if chain is None:
             return False
         ex.chains.append(chain.summary.id)
-        if chain.summary.jsonrpc_id is not None and chain.summary.status not in DECIDED:
-            ex.requests[chain.summary.jsonrpc_id] = chain.summary.id
+        ident = chain.summary.jsonrpc_id
+        if ident is not None and chain.summary.status not in DECIDED:
+            ex.requests[ident] = chain.summary.id
+            self._resumes.take(ex.session, ident)
         chain.summary.notes.append(f"stream resumed with Last-Event-ID {last}")
         return True
 
@@ -397,7 +407,15 @@ class ChainBuilder:
             filed = chain.summary.id
         if chain.rounds_after is not None:  # a refused retry's answer is filed in its round, then undone
             chain.summary.rounds, chain.rounds_after = chain.rounds_after, None
+        if self._resumes.waits and chain.cancelled and msg.method == "notifications/cancelled":
+            self._cancel_wait(ex.session, msg.params.get("requestId"))
         return filed
+
+    def _cancel_wait(self, session: str | None, ident: object) -> None:
+        """The client cancelled a request that waited for a resume: nothing will answer it now."""
+        wait = self._resumes.take(session, ident) if isinstance(ident, (str, int)) else None
+        if wait is not None:
+            self._end_wait(wait, self._clock(), None)
 
     def leg_message(
         self,
@@ -575,10 +593,11 @@ class ChainBuilder:
         for ident, chain_id in ex.requests.items():
             if ident in ex.answered:
                 continue
-            if outcome is None and ex.last_sse_id is not None and not ex.http_failed():
-                continue  # the server may drop a stream after an event id; the client resumes it
-            self._correlator.forget_request(ex.session, ident, chain_id)
             chain = self.store.peek(chain_id)
+            if chain is not None and self._awaits_resume(chain, ex, outcome):
+                self._resumes.wait(ex.session, ident, chain_id, now, outcome)
+                continue
+            self._correlator.forget_request(ex.session, ident, chain_id)
             if chain is None or chain.summary.status in DECIDED:
                 continue
             if outcome == "client_disconnected" and ex.client_era == Era.MODERN:
@@ -605,6 +624,39 @@ class ChainBuilder:
         self._release(ex.chains)
         return filed
 
+    @staticmethod
+    def _awaits_resume(chain: Chain, ex: Exchange, outcome: str | None) -> bool:
+        """Whether a request its exchange left unanswered may still be answered on a resumed stream."""
+        if chain.cancelled or chain.summary.status in DECIDED or ex.http_failed():
+            return False
+        passthrough = ex.mode is Mode.PASSTHROUGH
+        return awaits_resume(outcome, ex.client_era, passthrough, ex.last_sse_id)
+
+    def _end_waits(self, obs: Observation) -> None:
+        """End the chains `obs` shows will not be resumed (their wait ran out, their session ended),
+        as of their cut: the client stopped there."""
+        for wait, note in self._resumes.ended_by(obs, self._session_of):
+            self._end_wait(wait, wait.since, note)
+
+    def _end_wait(self, wait: Wait[str], at: float, note: str | None) -> None:
+        """End a chain that waited for a resume, failed as its stream ended (or cancelled, if it was)."""
+        self._correlator.forget_request(wait.session, wait.ident, wait.target)
+        chain = self.store.peek(wait.target)
+        if chain is None or chain.summary.status in DECIDED:
+            return
+        if note is not None:
+            chain.summary.notes.append(note)
+        clock = self._clock
+        now, clock.at = clock.at, at
+        try:
+            self._ledger.finish(chain, ChainStatus.ERROR, wait.outcome or UNANSWERED, at)
+        finally:
+            clock.at = now
+
+    def _session_of(self, exchange_id: str) -> str | None:
+        ex = self._exchanges.get(exchange_id)
+        return ex.session if ex is not None else None
+
     def _release(self, chain_ids: Iterable[str]) -> None:
         """Let the store stop holding chains the ring let go once they ended and nothing of theirs is
         open any more: a later exchange of a chain (the 202 to an answer the client POSTed) may close
@@ -627,7 +679,7 @@ class ChainBuilder:
             chain.summary.notes.append(BEGAN_EARLIER)
             self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
         else:
-            self._ledger.finish(chain, ChainStatus.ERROR, "response stream ended without a response", now)
+            self._ledger.finish(chain, ChainStatus.ERROR, UNANSWERED, now)
 
     def mark_invalid(self, exchange_id: str, problem: str, *, size: int, body: bytes) -> str | None:
         """Record a client body that is not JSON-RPC (still forwarded in pass-through) as an invalid chain."""

@@ -39,6 +39,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
+from proxy.flows.resumes import ResumeWaits, Wait, awaits_resume
 from proxy.flows.retries import RetryBook, RetryMatch, refused, request_signature
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
@@ -51,6 +52,7 @@ _LEGACY_TO_MRTR_VALUE = Mode.LEGACY_TO_MRTR.value
 _MODERN = Era.MODERN.value
 _MRTR_TO_LEGACY_VALUE = Mode.MRTR_TO_LEGACY.value
 _NOTIFICATION = Kind.NOTIFICATION
+_PASSTHROUGH_VALUE = Mode.PASSTHROUGH.value
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
 _TO_SERVER = Direction.TO_SERVER
@@ -222,10 +224,10 @@ class OpCounter:
         """Operation id -> operation, for the retries the RetryBook names by id."""
         self._retries = RetryBook()
         self._nested: BoundedMap = BoundedMap()
-        self._resumable: BoundedMap = BoundedMap()
-        """(session, id) -> operation of requests whose stream closed after an event id, unanswered:
-        the client may resume it, and may cancel it meanwhile. Requests unanswered on open exchanges
-        are found there (`_unanswered`), so the traffic path keeps no table of them."""
+        self._resumes: ResumeWaits[_Op] = ResumeWaits()
+        """Operations of requests whose stream closed after an event id, unanswered: the client may
+        resume it, and may cancel it meanwhile. Requests unanswered on open exchanges are found there
+        (`_unanswered`), so the traffic path keeps no table of them."""
         self._mode, self._mode_text = Mode.PASSTHROUGH, str(Mode.PASSTHROUGH)
         """The mode of the latest exchange, and its value."""
         self._rows: dict[tuple[str | None, str, str], tuple[BeganRow, EndedRow]] = {}
@@ -254,7 +256,10 @@ class OpCounter:
         itself: this runs for each observation the proxy makes.
         """
         exchanges = self._exchanges
+        waits = self._resumes.waits
         for obs in batch:
+            if waits:  # the one check the traffic path pays for resumable streams
+                self._end_waits(obs)
             if type(obs) is MessageSeen:
                 ex = exchanges.get(obs.exchange)
                 if ex is None:
@@ -316,6 +321,7 @@ class OpCounter:
                 ex.ops.append(op)
                 if op.ident is not None and not op.finished:
                     ex.requests[op.ident] = op
+                    self._resumes.take(ex.session, op.ident)
                 return
             self._open(ex, "GET stream", obs.t, request=False)
         elif obs.http_method == "DELETE":
@@ -345,11 +351,13 @@ class OpCounter:
         for ident, op in ex.requests.items():
             if ident in ex.answered:
                 continue
-            if outcome is None and ex.last_sse_id is not None and not ex.failed():
-                self._resumable[(ex.session, ident)] = op
-                continue  # the server may drop a stream after an event id; the client resumes it
-            if self._resumable.get((ex.session, ident)) is op:
-                del self._resumable[(ex.session, ident)]
+            if op.finished:
+                continue
+            if not op.cancelled and not ex.failed():
+                passthrough = ex.mode == _PASSTHROUGH_VALUE
+                if awaits_resume(outcome, ex.era, passthrough, ex.last_sse_id):
+                    self._resumes.wait(ex.session, ident, op, t, outcome)
+                    continue
             if outcome == "client_disconnected" and ex.era == _MODERN:
                 op.cancelled = True  # a 2026-07-28 client cancels by closing its stream
             self._finish(op, t, error=True)
@@ -402,6 +410,7 @@ class OpCounter:
                     target = self._unanswered(ex.session, cancelled)
                     if target is not None:
                         target.cancelled = True
+                        self._cancel_wait(ex.session, cancelled, t)
             elif msg.method == "notifications/initialized" and ex.session:
                 target = self._session_init.get(ex.session)
             if target is None:
@@ -445,8 +454,6 @@ class OpCounter:
         claim = ex.claims.pop(ident, None) if ex.claims else None
         if claim is not None and self._claim_settled(claim, op, refusal=refused(msg)):
             return
-        if self._resumable:
-            self._resumable.pop((ex.session, ident), None)
         if op.method == "initialize" and msg.kind is _RESULT and ex.session is None:
             minted = ex.minted_session()
             if minted:
@@ -491,8 +498,25 @@ class OpCounter:
         for ex in reversed(self._exchanges.values()):
             if ex.session == session and ident in ex.requests and ident not in ex.answered:
                 return ex.requests[ident]
-        op: _Op | None = self._resumable.get((session, ident))
-        return op
+        wait: Wait[_Op] | None = self._resumes.waits.get((session, ident))
+        return wait.target if wait is not None else None
+
+    # -- streams the client may resume ------------------------------------------------------------------
+
+    def _end_waits(self, obs: Observation) -> None:
+        """End the operations `obs` shows will not be resumed (as the chain builder does), as of their cut."""
+        for wait, _ in self._resumes.ended_by(obs, self._session_of):
+            self._finish(wait.target, wait.since, error=True)
+
+    def _cancel_wait(self, session: str | None, ident: RequestId, t: float) -> None:
+        """The client cancelled a request that waited for a resume: it ends now, not as an error."""
+        wait = self._resumes.take(session, ident)
+        if wait is not None:
+            self._finish(wait.target, t, error=True)
+
+    def _session_of(self, exchange: str) -> str | None:
+        ex = self._exchanges.get(exchange)
+        return ex.session if ex is not None else None
 
     # -- a bridge's legs, parked calls and sessions -----------------------------------------------------
 

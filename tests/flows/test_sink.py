@@ -39,6 +39,14 @@ from tests.flows.bridge_play import (
 )
 from tests.flows.calls import Calls
 from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry, refused_passthrough_retry
+from tests.flows.resume_play import (
+    cancelled_while_cut,
+    closed_after_cancel,
+    cut_and_resumed,
+    cut_by_fault_and_resumed,
+    cut_never_resumed,
+    cut_then_session_gone,
+)
 from tests.flows.stream_play import streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
@@ -251,6 +259,12 @@ SCENARIOS: dict[str, Play] = {
     "refused-bridge-retry": refused_bridge_retry,
     "refused-bridge-answer": refused_bridge_answer,
     "refused-passthrough-retry": refused_passthrough_retry,
+    "cut-and-resumed": cut_and_resumed,
+    "cut-by-fault-and-resumed": cut_by_fault_and_resumed,
+    "cut-never-resumed": cut_never_resumed,
+    "closed-after-cancel": closed_after_cancel,
+    "cancelled-while-cut": cancelled_while_cut,
+    "cut-then-session-gone": cut_then_session_gone,
 }
 
 ONE_QUESTION: dict[str, Play] = {

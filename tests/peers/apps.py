@@ -19,6 +19,8 @@ Kinds (see ``KINDS``):
 - ``legacy-polling``: ``legacy-inflight`` with SEP-1699 SSE polling: each tool call's stream is
   dropped after its priming event (``tests.peers.polling_app``), so only a client that resumes with
   GET + ``Last-Event-ID`` sees the rest.
+- ``legacy-resumable``: ``legacy-inflight`` with an event store and streams left open: a client whose
+  side cut a call's stream resumes it with GET + ``Last-Event-ID`` (``tests.peers.polling_app``).
 - ``legacy-notifying``: a legacy-only server whose tool announces list changes and resource updates
   on the session's GET stream (``tests.peers.notifying_app``).
 
@@ -70,6 +72,7 @@ Kind = Literal[
     "conformance-modern",
     "conformance-legacy",
     "legacy-polling",
+    "legacy-resumable",
     "legacy-notifying",
 ]
 Style = Literal["inflight", "mrtr"]
@@ -82,6 +85,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     "conformance-modern",
     "conformance-legacy",
     "legacy-polling",
+    "legacy-resumable",
     "legacy-notifying",
 )
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
@@ -905,6 +909,10 @@ def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
         from tests.peers.polling_app import build_polling_app
 
         return build_polling_app()
+    if kind == "legacy-resumable":
+        from tests.peers.polling_app import build_resumable_app
+
+        return build_resumable_app()
     if kind == "legacy-notifying":
         from tests.peers.notifying_app import build_notifying_app
 

@@ -1,10 +1,12 @@
-"""A legacy (2025-11-25) SDK server that drops each tool call's SSE connection after the priming event.
+"""Legacy (2025-11-25) SDK servers with an event store, so a client can resume a call's stream.
 
-This is SEP-1699 "SSE polling" as the official SDK implements it: with an event store configured the
-server opens every POST stream with a priming event (an `id:` and no data) and a `retry:` hint; the
-tools here then call `ctx.close_sse_stream()`, so everything after - the in-flight elicitation and
-the final result - reaches a client only if it resumes with GET + `Last-Event-ID`. The event store
-is the small in-memory one this real server needs; nothing about the protocol is faked.
+`build_polling_app` is SEP-1699 "SSE polling" as the official SDK implements it: with an event store
+configured the server opens every POST stream with a priming event (an `id:` and no data) and a
+`retry:` hint; the tools here then call `ctx.close_sse_stream()`, so everything after - the in-flight
+elicitation and the final result - reaches a client only if it resumes with GET + `Last-Event-ID`.
+`build_resumable_app` keeps each stream open (as the TypeScript SDK's server with its event store
+does), so a stream is resumed only when the client's side cut it. The event store is the small
+in-memory one these real servers need; nothing about the protocol is faked.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ def build_polling_app() -> ASGIApp:
     server = build_server("inflight")
     _dropping_tools(server)
     app: ASGIApp = server.streamable_http_app(
+        streamable_http_path="/mcp", host="127.0.0.1", event_store=MemoryEventStore(), retry_interval=RETRY_MS
+    )
+    return legacy_only(app)
+
+
+def build_resumable_app() -> ASGIApp:
+    """The legacy-only in-flight test server with an event store: streams stay open, and resume."""
+    app: ASGIApp = build_server("inflight").streamable_http_app(
         streamable_http_path="/mcp", host="127.0.0.1", event_store=MemoryEventStore(), retry_interval=RETRY_MS
     )
     return legacy_only(app)

@@ -1,0 +1,115 @@
+"""Requests waiting for the client to resume their stream: which wait, and when a wait is over.
+
+A request whose response stream closed after an SSE event id, unanswered, may still get its answer:
+the client reconnects with GET + `Last-Event-ID` and the server replays the rest. That holds when the
+server dropped the stream, and for a legacy client also when the stream was cut on the client's side
+(it left, or a `cut_after` fault cut it); a 2026-07-28 client's close is its cancel and never waits.
+A request the client cancelled never waits either: nothing will answer it.
+
+A wait ends when the client resumes (the resumed stream carries the request again), cancels, deletes
+its session (or the server says the session is gone, HTTP 404), or when an observation comes more
+than `RESUME_WINDOW` seconds after the cut, so nothing waits for ever. The chain builder and the
+metrics' operation counter keep one table each, with the same rules, so a chain and the counters
+agree. No I/O, no clock (times are the observations'), no logging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from proxy.flows.exchanges import BoundedMap
+from proxy.flows.observations import ExchangeOpened, Observation, ResponseHeadSeen
+from proxy.wire.jsonrpc import RequestId
+
+RESUME_WINDOW: Final = 60.0
+"""Seconds a request whose stream was cut waits for the client to resume it (SDKs retry within a few
+seconds; a client that has not come back by then will not)."""
+
+CLIENT_CUTS: Final = frozenset({"client_disconnected", "cut_by_fault"})
+"""Cuts a legacy client may resume from: it left the stream, or the proxy's `cut_after` fault cut it."""
+
+NEVER_RESUMED: Final = (
+    f"the client did not resume its stream (GET with Last-Event-ID) within {RESUME_WINDOW:.0f} s"
+)
+"""The note on a request whose wait for a resume ran out."""
+
+SESSION_ENDED: Final = "the client did not resume its stream before its session ended"
+"""The note on a request whose session ended while it waited for a resume."""
+
+SESSION_GONE_STATUS: Final = 404
+"""The status a server answers a request of a session it no longer has."""
+
+T = TypeVar("T")
+SessionOf = Callable[[str], "str | None"]
+"""The session of an open exchange, by its id."""
+
+
+def awaits_resume(outcome: str | None, client_era: str, passthrough: bool, last_sse_id: str | None) -> bool:
+    """Whether an unanswered request whose exchange closed with `outcome` may yet be answered on a
+    resumed stream (the caller rules out a failed response and a cancelled request)."""
+    if last_sse_id is None:
+        return False
+    if outcome is None:
+        return True
+    # A bridge that plays the server drops the call when its client leaves: nothing is left to resume.
+    return outcome in CLIENT_CUTS and client_era != "modern" and passthrough
+
+
+@dataclass(slots=True)
+class Wait(Generic[T]):
+    """One request waiting for a resume: what it belongs to, since when, and how its stream ended."""
+
+    session: str | None
+    ident: RequestId
+    target: T
+    since: float
+    outcome: str | None
+
+
+class ResumeWaits(Generic[T]):
+    """The requests waiting for a resume, oldest first, keyed by (session, JSON-RPC id)."""
+
+    def __init__(self) -> None:
+        self.waits: BoundedMap = BoundedMap()
+        """(session, id) -> Wait, in the order the waits began (so the oldest is found first)."""
+
+    def wait(
+        self, session: str | None, ident: RequestId, target: T, since: float, outcome: str | None
+    ) -> None:
+        """Start (or restart, after a resumed stream was cut again) a request's wait."""
+        key = (session, ident)
+        self.waits.pop(key, None)
+        self.waits[key] = Wait(session, ident, target, since, outcome)
+
+    def take(self, session: str | None, ident: RequestId) -> Wait[T] | None:
+        """End a request's wait because it was resumed or cancelled; None when it was not waiting."""
+        return self.waits.pop((session, ident), None) if self.waits else None
+
+    def ended_by(self, obs: Observation, session_of: SessionOf) -> list[tuple[Wait[T], str]]:
+        """The waits `obs` ends, each with the note that says why: those that began more than
+        `RESUME_WINDOW` before it, and those of a session it ends (a DELETE, or HTTP 404 to a request of
+        the session). Only the oldest wait is looked at when none has run out."""
+        waits = self.waits
+        ended: list[tuple[Wait[T], str]] = []
+        while waits:
+            key, first = next(iter(waits.items()))
+            if obs.t - first.since <= RESUME_WINDOW:
+                break
+            del waits[key]
+            ended.append((first, NEVER_RESUMED))
+        session = _session_ended(obs, session_of)
+        if session is not None:
+            for key in [k for k in waits if k[0] == session]:
+                ended.append((waits.pop(key), SESSION_ENDED))
+        return ended
+
+
+def _session_ended(obs: Observation, session_of: SessionOf) -> str | None:
+    """The session `obs` says is over: a DELETE of it, or a 404 to one of its requests."""
+    if type(obs) is ExchangeOpened:
+        return obs.session if obs.http_method == "DELETE" else None
+    if type(obs) is ResponseHeadSeen and obs.status == SESSION_GONE_STATUS:
+        return session_of(obs.exchange)
+    return None

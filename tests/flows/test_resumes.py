@@ -1,0 +1,106 @@
+"""A call whose stream closed after an event id, unanswered, ends as the client's next move says.
+
+The client resumes it and gets the answer (ok), cancels it (cancelled), or never comes back (failed,
+as its stream ended, with a note saying so), and the metrics count what the chain says. The plays are
+in `tests.flows.resume_play`; `test_sink` and `test_metric_ops` run them too. An export of their
+capture says what the live chains said.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from proxy.cli import main
+from proxy.flows.events import ChainStatus, ChainSummary
+from proxy.flows.resumes import NEVER_RESUMED, SESSION_ENDED
+from tests.flows.resume_play import (
+    cancelled_while_cut,
+    closed_after_cancel,
+    cut_and_resumed,
+    cut_by_fault_and_resumed,
+    cut_never_resumed,
+    cut_then_session_gone,
+)
+from tests.flows.test_sink import Play, Rig
+from tests.record.captures import record_play
+from tests.transport.test_admin import bare_metrics
+
+RESUMED_NOTE = "stream resumed with Last-Event-ID x1-1"
+
+
+def _calls(play: Play) -> tuple[dict[int, ChainSummary], dict[tuple[str, str], int]]:
+    """The play's `tools/call` chains by JSON-RPC id, and the errors the metrics counted."""
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    play(rig.facts, rig.clock)
+    calls = {c.summary.jsonrpc_id: c.summary for c in rig.chains() if c.summary.method == "tools/call"}
+    return calls, dict(metrics.counts.errors)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("play", [cut_and_resumed, cut_by_fault_and_resumed])
+def test_a_legacy_call_cut_after_an_event_and_answered_on_the_resumed_stream_ends_ok(play: Play) -> None:
+    calls, errors = _calls(play)
+
+    call = calls[1]
+    assert (call.status, call.error) == (ChainStatus.OK, None)
+    assert RESUMED_NOTE in call.notes
+    assert call.duration_ms == 1750.0, "from the call to its answer on the resumed stream"
+    assert errors.get(("tools/call", "passthrough"), 0) == 0
+
+
+def test_a_cut_call_the_client_never_resumes_fails_as_it_was_cut_once_its_wait_or_session_ends() -> None:
+    calls, errors = _calls(cut_never_resumed)
+
+    waited, deleted = calls[1], calls[2]
+    assert (waited.status, waited.error) == (ChainStatus.ERROR, "client_disconnected")
+    assert NEVER_RESUMED in waited.notes
+    assert waited.duration_ms == 500.0, "it ended where the client left it"
+    assert (deleted.status, deleted.error) == (ChainStatus.ERROR, "cut_by_fault")
+    assert SESSION_ENDED in deleted.notes
+    assert errors[("tools/call", "passthrough")] == 2
+
+
+def test_a_cut_call_fails_as_cut_when_the_server_says_its_session_is_gone() -> None:
+    calls, _ = _calls(cut_then_session_gone)
+
+    call = calls[1]
+    assert (call.status, call.error) == (ChainStatus.ERROR, "client_disconnected")
+    assert SESSION_ENDED in call.notes
+
+
+@pytest.mark.parametrize("play", [closed_after_cancel, cancelled_while_cut])
+def test_a_call_the_client_cancelled_ends_cancelled_though_its_stream_had_event_ids_and_no_answer(
+    play: Play,
+) -> None:
+    calls, errors = _calls(play)
+
+    call = calls[1]
+    assert call.status is ChainStatus.CANCELLED
+    assert "cancelled by the client" in call.notes
+    assert call.ended is not None
+    assert errors.get(("tools/call", "passthrough"), 0) == 0
+
+
+ALL_PLAYS = [
+    cut_and_resumed,
+    cut_by_fault_and_resumed,
+    cut_never_resumed,
+    closed_after_cancel,
+    cancelled_while_cut,
+]
+
+
+@pytest.mark.parametrize("play", ALL_PLAYS)
+def test_an_export_of_the_capture_ends_each_call_as_the_live_chain_did(play: Play, tmp_path: Path) -> None:
+    capture, out = tmp_path / "run.jsonl", tmp_path / "run.json"
+    store, _ = record_play(play, capture)
+    live = [(c.summary.status.value, c.summary.error, c.summary.notes) for c in store]
+
+    assert main(["export", "--json", str(out), str(capture)]) == 0
+
+    exported = [c["chain"] for c in orjson.loads(out.read_bytes())["chains"]]
+    assert [(c["status"], c.get("error"), c.get("notes", [])) for c in exported] == live
+    assert all(status != "pending" for status, _, _ in live)
