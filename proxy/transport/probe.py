@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 
 from proxy.engine.select import (
     UNKNOWN_ERAS,
@@ -53,6 +53,12 @@ NOT_FOUND_HINT = (
 )
 """Said when an `initialize` got 404: the usual cause is an --upstream URL without the endpoint's path."""
 
+FAILING_HINT = "the server fails every MCP request it was sent (HTTP 5xx): it is up, but not serving MCP"
+"""Said when an `initialize` got a 5xx: an application that crashed behind a web server that answers."""
+
+NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT)
+"""The hints of an upstream that answers HTTP but would get no request through: not ready, warned of."""
+
 
 async def probe_upstream(
     pool: UpstreamClient,
@@ -79,6 +85,8 @@ async def probe_upstream(
         problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
         if not eras.known and status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize
             problem += f"; {NOT_FOUND_HINT}"
+        elif not eras.known and status_m >= 500 and status_l >= 500:
+            problem += f"; {FAILING_HINT}"
         if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
                 if await _speaks_sse(pool, upstream, limit_s):

@@ -6,7 +6,8 @@ command, whether its restarts per minute are spent) plus the
 router's era verdict, probing the upstream only while that verdict is unknown. Ready means requests
 are routed: the era is known, or the upstream answers in no era the probe knows (then requests pass
 through, so a server that wants credentials the probe lacks is not held unready forever), unless it
-answered `initialize` with 404: nothing serves MCP at that path, and no request would get through. A ready
+answered `initialize` with 404 (nothing serves MCP at that path) or 5xx (it fails what it is sent):
+no request would get through. A ready
 answer is cached for `ttl` seconds, a not-ready one only briefly, and concurrent probes share one
 check. A draining proxy is never ready.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from proxy.framing.http import Upstream
 from proxy.transport.channel_upstream import ChannelUpstream
-from proxy.transport.probe import NOT_FOUND_HINT
+from proxy.transport.probe import NOT_SERVING
 from proxy.transport.routing import Router
 
 NOT_READY_TTL = 0.25
@@ -108,7 +109,7 @@ class Readiness:
         router = self.router
         if self.bridge_off or router is None or router.eras.known:
             return Verdict(True, "", self._era())
-        if router.reachable and NOT_FOUND_HINT not in router.problem:
+        if router.reachable and not any(hint in router.problem for hint in NOT_SERVING):
             return Verdict(True, "", "unknown")  # it answers in no era the probe knows: requests pass
         why = router.problem or "the era probe got no answer"
         return Verdict(False, f"upstream era not known yet: {why}", "unknown")

@@ -28,7 +28,7 @@ from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.channel_upstream import ChannelUpstream
-from proxy.transport.probe import NOT_FOUND_HINT, ProbeResult, probe_upstream
+from proxy.transport.probe import NOT_SERVING, ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
 from proxy.wire.jsonrpc import Body
@@ -185,8 +185,9 @@ class Router:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
         if (changed or answered_before != found.reachable) and self.on_change is not None:
             self.on_change(self.eras)  # whoever shows the upstream says whether it answers, too
-        if not found.eras.known:  # a 404 to initialize: a wrong URL, not a server still starting
-            level = get_logger().warning if NOT_FOUND_HINT in found.problem else get_logger().info
+        if not found.eras.known:  # a 404 or 5xx to initialize: no server still starting says that
+            serving = not any(hint in found.problem for hint in NOT_SERVING)
+            level = get_logger().info if serving else get_logger().warning
             hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
         return found

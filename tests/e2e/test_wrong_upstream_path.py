@@ -1,4 +1,5 @@
-"""An `--upstream` URL without the server's MCP endpoint path: the proxy warns with what to check.
+"""An upstream that answers HTTP but serves no MCP (a URL without the endpoint's path, an application
+that fails every request): the proxy warns with what to check and is not ready.
 
 A real SDK server answers 404 off its endpoint; a user who gave only the server's origin (or a
 mistyped path) sees a warning at start naming the likely cause, not an info line among others.
@@ -7,7 +8,12 @@ mistyped path) sees a warning at start naming the likely cause, not an info line
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+import pytest
 
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
@@ -41,3 +47,50 @@ async def test_readyz_is_not_ready_while_nothing_serves_mcp_at_the_upstream_path
     answer = json.loads(body)
     assert answer["status"] == "not_ready"
     assert "is it the server's MCP endpoint?" in answer["reason"]
+
+
+class _FailingApp(BaseHTTPRequestHandler):
+    """A hand-written fake: an application that crashed behind a web server that still answers, 500 to
+    every request (no SDK server answers so while it serves MCP)."""
+
+    def _fail(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b"Internal Server Error"
+        self.send_response(500)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _fail
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def failing_upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FailingApp)
+    thread = threading.Thread(target=server.serve_forever, name="failing-upstream", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+async def test_readyz_is_not_ready_and_a_warning_says_why_while_the_upstream_fails_every_request(
+    failing_upstream: str,
+) -> None:
+    env = clean_env(**settings_env(upstream=failing_upstream, admin_enabled="false", health="127.0.0.1:0"))
+    with ProxyProcess(env) as proxy:
+        unknown = proxy.wait_for("upstream_era_unknown")
+        assert unknown is not None, proxy.stderr()
+        status, _, body = await admin_get(proxy.health + "/readyz")
+    assert unknown["level"] == "warning", unknown
+    assert "it is up, but not serving MCP" in unknown["problem"]
+    assert status == 503, body
+    assert "HTTP 500 to initialize" in json.loads(body)["reason"]
