@@ -276,6 +276,12 @@ class Redactor:
             self._remember(value)
         return self.token(value)
 
+    def learn(self, target: str, headers: Mapping[str, str]) -> None:
+        """Remember the credentials a request head carries (see `_echoed`) without showing it: what is
+        shown of its exchange before anything masked the head must mask their echoes too."""
+        self.path(target)
+        self.headers(headers)
+
     def challenge(self, value: str) -> str:
         """A `WWW-Authenticate` value with its schemes and parameters shown (`Bearer error="invalid_token",
         resource_metadata="..."`) and any bare token after a scheme (`Negotiate <token>`: a handshake
