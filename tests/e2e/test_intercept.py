@@ -597,6 +597,29 @@ async def test_a_held_message_masks_the_clients_token_where_it_echoes_it_with_no
     assert re.fullmatch(r"configure with <redacted len=26 hmac:[0-9a-f]{8}> please", note), note
 
 
+async def test_an_edit_leaving_a_string_as_shown_sends_the_token_echoed_inside_it_not_its_stand_in() -> None:
+    async with held_token_call() as (proxy, http, upstream, calling):
+        held = await next_held(http, proxy)
+        shown = held["message"]
+        arguments = shown["params"]["arguments"]
+        changed = {
+            **shown,
+            "params": {**shown["params"], "arguments": {**arguments, "note": arguments["note"] + "!"}},
+        }
+        refused = await decide(http, proxy, held["id"], {"decision": "forward", "message": changed})
+        edited = {**shown, "params": {**shown["params"], "arguments": {**arguments, "n": 2}}}
+        forwarded = await decide(http, proxy, held["id"], {"decision": "forward", "message": edited})
+        status, _, _ = await bounded_result(calling)
+
+    assert refused[0] == 400
+    assert refused[1]["message"].startswith(
+        "not sent: params.arguments.note holds a redacted stand-in inside"
+    )
+    assert (forwarded[0], status) == (200, 200)
+    sent = json.loads(upstream.heads[-1].body)
+    assert sent["params"]["arguments"] == {"note": NOTE, "n": 2}
+
+
 async def bounded_result(future: Awaitable[Any]) -> Any:
     async with asyncio.timeout(30):
         return await future
