@@ -112,6 +112,10 @@ _SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.
 _CHALLENGE_TOKEN: Final = re.compile(r"(\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+)([A-Za-z0-9._~+/-]+=*)\s*")
 """One challenge of a `WWW-Authenticate` list that is a scheme and a bare token (`Negotiate YII...`)."""
 
+_BARE_CREDENTIAL: Final = re.compile(r"[!#$%&'*+./^_`|~0-9A-Za-z-]+=*")
+"""A credential after an `Authorization` scheme that is one token68 or token (`SSWS 00Ab...`), not a
+list of auth-params: a server may echo it without the scheme, as error messages usually do."""
+
 
 URL_HEADERS: Final = frozenset({"referer", "location", "content-location"})
 """Headers whose value is a URL: its userinfo and credential-like query values are masked like a path's."""
@@ -272,6 +276,8 @@ class Redactor:
                 if remember:
                     self._remember(match.group(3))
                 return f"{match.group(1)} {self.token(match.group(3))}"
+            if match and remember and _BARE_CREDENTIAL.fullmatch(match.group(3)):
+                self._remember(match.group(3))  # an unknown scheme's credential, echoed on its own
         if remember:
             self._remember(value)
         return self.token(value)

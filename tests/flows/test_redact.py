@@ -434,6 +434,31 @@ def test_a_credential_a_server_echoes_is_masked_wherever_it_shows_up(redactor: R
     assert error["error"]["message"] == f"bad credentials: {SECRET}"  # the traffic itself is untouched
 
 
+@pytest.mark.parametrize("scheme", ["SSWS", "Splunk", "ApiKeyAuth", "Custom-Scheme"])
+def test_the_token_of_an_unknown_authorization_scheme_is_masked_where_a_server_echoes_it_alone(
+    redactor: Redactor, scheme: str
+) -> None:
+    """Okta's `SSWS` and Splunk's `Splunk` are masked whole; an error naming only the token hides it too."""
+    token = f"00Ab_{SECRET}"
+    request = redactor.headers({"Authorization": f"{scheme} {token}"})
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": f"unknown key {token}"}}
+    body, _, _ = redactor.body_bounded(error, 10_000)
+    echoed = redactor.headers({"X-Debug": f"token={token}", "X-Whole": f"{scheme} {token}"})
+
+    assert request["Authorization"] == redactor.token(f"{scheme} {token}")
+    assert body["error"]["message"] == f"unknown key {redactor.token(token)}"
+    assert echoed["X-Debug"] == f"token={redactor.token(token)}"
+    assert token not in echoed["X-Whole"]
+
+
+def test_auth_params_of_an_unknown_scheme_are_remembered_whole_not_piece_by_piece(redactor: Redactor) -> None:
+    value = f'Custom realm="r", key="{SECRET}"'
+    redactor.headers({"Authorization": value})
+
+    assert redactor.scrub(value) == redactor.token(value)
+    assert redactor.scrub(f'realm="r", key="{SECRET}"') == f'realm="r", key="{SECRET}"'
+
+
 def test_echoed_credentials_are_remembered_within_a_bound_newest_kept(redactor: Redactor) -> None:
     tokens = [f"token-{n:04d}-{SECRET}" for n in range(MAX_ECHOED_SECRETS + 1)]
     for token in tokens:
