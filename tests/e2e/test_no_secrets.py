@@ -2,10 +2,11 @@
 
 Every credential-like header name the defaults cover (by name and by pattern), credential-like query
 parameters, the upstream URL's query, a `requestState` in a body, the session ids the server or the
-bridge mints, and the client's token where the server echoes it (a result, a log notification, an
-error message): none of them may appear in clear in the log, the capture (raw bytes and read back), the
-live bus a TUI or the admin feed reads, the admin API's every path, or what the TUI renders. Run with
-the built-in lists and with a user-modified list (the user's own names and patterns added).
+bridge mints, and the client's token and query key where the server echoes them (a result, a log
+notification, an error message): none of them may appear in clear in the log, the capture (raw bytes
+and read back), the live bus a TUI or the admin feed reads, the admin API's every path, or what the
+TUI renders. Run with the built-in lists and with a user-modified list (the user's own names and
+patterns added).
 """
 
 from __future__ import annotations
@@ -114,10 +115,10 @@ async def traffic(proxy: Proxy, secret: dict[str, str], *, user_list: bool) -> l
         )
         answered = await post(http, url, call, headers)
         assert answered.status == 200
-        # The server echoes what it was sent: the client's own token comes back in a result, a log
-        # notification and an error message, where no header name says it is a credential.
-        token = secret["Authorization"]
-        echo = rpc("tools/call", 3, name="echo", arguments={"text": f"my token is {token}"})
+        # The server echoes what it was sent: the client's own token and query key come back in a
+        # result, a log notification and an error message, where no name says it is a credential.
+        token, key = secret["Authorization"], secret["?api_key"]
+        echo = rpc("tools/call", 3, name="echo", arguments={"text": f"my token is {token}, my key {key}"})
         unknown = rpc("tools/call", 4, name=f"tool-{token}", arguments={})
         for body in (echo, unknown):
             assert (await post(http, url, body, headers)).status == 200
@@ -209,6 +210,7 @@ async def test_no_planted_secret_reaches_any_output(
     assert admin.count('"name":"echo"') >= 2, "the admin API shows the call (list, chain, feed)"
     assert any(entry["event"] == "exchange" for entry in logs), "the round-trip lines were logged"
     assert "my token is <redacted len=" in outputs["capture read back"], "the echo was recorded, masked"
+    assert ", my key <redacted len=" in outputs["capture read back"], "the query key echoed, masked"
     assert "Unknown tool: tool-<redacted len=" in admin, "the server's error echoing the token, masked"
     wanted = {**secret, **{f"session {n}": s for n, s in enumerate(sessions)}}
     if not user_list:

@@ -508,6 +508,41 @@ def test_a_url_in_referer_or_location_has_its_credentials_masked_like_a_path(red
     assert shown["X-Note"] == "plain"
 
 
+def test_a_query_credential_is_masked_where_a_server_echoes_it_as_sent_or_decoded(redactor: Redactor) -> None:
+    key, encoded = f"k+{SECRET}/1", f"k%2B{SECRET}%2F1"
+    redactor.path(f"/mcp?api_key={encoded}&trace=on")
+    echoed = redactor.headers({"X-Original-Uri": f"/mcp?api_key={encoded}", "X-Note": f"key {key}"})
+    result = {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": f"seen {key}"}]}}
+    body, _, _ = redactor.body_bounded(result, 10_000)
+
+    assert SECRET not in repr(echoed)
+    assert body["result"]["content"][0]["text"] == f"seen {redactor.token(key)}"
+
+
+def test_a_session_id_in_a_query_is_masked_but_not_remembered_for_echoes(redactor: Redactor) -> None:
+    redactor.path(f"/messages?sessionId={SECRET}")
+
+    assert redactor.scrub(SECRET) == SECRET
+
+
+def test_urls_in_link_and_refresh_have_their_query_credentials_masked_like_a_path(redactor: Redactor) -> None:
+    shown = redactor.headers(
+        [
+            ("Link", f'<https://up.test/next?access_token=a-{SECRET}&page=2>; rel="next", </doc>; rel=help'),
+            ("Refresh", f"0; url=/x?token=r-{SECRET}"),
+            ("refresh", f"5;URL='https://up.test/y?api_key=q-{SECRET}'"),
+        ]
+    )
+
+    assert SECRET not in repr(shown)
+    assert shown["Link"].startswith("<https://up.test/next?access_token=<redacted len=")
+    assert shown["Link"].endswith('&page=2>; rel="next", </doc>; rel=help')
+    assert shown["Refresh"].startswith("0; url=/x?token=<redacted len=")
+    assert shown["Refresh"].endswith(
+        ", 5;URL='https://up.test/y?api_key=" + redactor.token(f"q-{SECRET}") + "'"
+    )
+
+
 @pytest.mark.parametrize(
     "target",
     [
