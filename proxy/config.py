@@ -210,8 +210,8 @@ class Settings(BaseModel):
     above, each source (file, variable, flag) adds to the others."""
     unredact_headers: list[str] = Field(default_factory=list)
     """Built-in redaction names or patterns to drop (say mcp-session-id and session, to read session
-    ids in clear); each must be a built-in entry, and the proxy warns at start-up that those values
-    now reach logs, captures, the feed and exports in clear."""
+    ids in clear); each must be a built-in entry, and the proxy warns at start-up, whatever
+    `log_level`, that those values now reach logs, captures, the feed and exports in clear."""
     redact_key: SecretStr | None = None
     """Key of the HMAC behind every mask and principal fingerprint; random per process when unset.
 

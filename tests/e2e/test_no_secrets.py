@@ -25,6 +25,7 @@ from proxy.flows.events import ChainOpened, FlowEvent, MessageRecorded
 from proxy.record.capture import read_capture
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, bounded, captured_logs, client_session, rpc, wait_until
 from ui.render import full_json, message_header
 
@@ -239,6 +240,21 @@ async def test_dropping_a_built_in_entry_is_warned_at_start_naming_it_and_then_s
     assert "in clear" in warning["hint"]
     assert "still masked" not in warning["hint"]  # the session pattern went with the name
     assert sessions[0] in "\n".join(e.model_dump_json() for e in live), "the user asked to see it"
+
+
+async def test_dropping_a_built_in_entry_is_warned_at_start_whatever_the_log_level(
+    legacy_server: PeerServer,
+) -> None:
+    """A quiet sidecar (`--log-level error`) still hears that redaction was weakened, and only that."""
+    env = clean_env(**settings_env(upstream=legacy_server.url))
+    proxy = ProxyProcess(env, "--log-level", "error", "--unredact-headers", "mcp-session-id")
+    await asyncio.to_thread(proxy.start, "redaction_defaults_dropped")
+    code = await asyncio.to_thread(proxy.stop)
+
+    (warning,) = [line for line in proxy.events() if line["event"] == "redaction_defaults_dropped"]
+    assert (warning["level"], warning["entries"]) == ("warning", ["mcp-session-id"])
+    assert [line["event"] for line in proxy.events()] == ["redaction_defaults_dropped"]
+    assert code == 0
 
 
 async def test_a_dropped_name_a_pattern_still_masks_is_said_to_stay_masked(
