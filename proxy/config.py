@@ -218,8 +218,8 @@ class Settings(BaseModel):
     above, each source (file, variable, flag) adds to the others."""
     unredact_headers: list[str] = Field(default_factory=list)
     """Built-in redaction names or patterns to drop (say mcp-session-id and session, to read session
-    ids in clear); each must be a built-in entry, and the proxy warns at start-up that those values
-    now reach logs, captures, the feed and exports in clear."""
+    ids in clear); each must be a built-in entry, and the proxy warns at start-up, whatever
+    `log_level`, that those values now reach logs, captures, the feed and exports in clear."""
     redact_key: SecretStr | None = None
     """Key of the HMAC behind every mask and principal fingerprint; random per process when unset.
 
@@ -773,9 +773,14 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+_URL_FIELDS: Final = ("upstream", "otlp_endpoint")
+"""Settings that are URLs: `--print-config` masks their query values, as the log lines naming them do."""
+
+
 def render_settings(loaded: LoadedSettings) -> str:
     """The `--print-config` text: one `name = value    # source` line per field, secrets never shown."""
-    shown = {"upstream": masked_url(loaded.settings.upstream)} if loaded.settings.upstream else {}
+    urls = {name: url for name in _URL_FIELDS if (url := getattr(loaded.settings, name))}
+    shown = {name: masked_url(url) for name, url in urls.items()}
     if loaded.settings.upstream_cmd:
         shown["upstream_cmd"] = masked_command(shlex.split(loaded.settings.upstream_cmd))
     lines = [f"{name} = {_toml_value(shown.get(name, getattr(loaded.settings, name)))}" for name in _FIELDS]

@@ -547,3 +547,16 @@ def _utc_timestamp() -> str:
 def get_logger(name: str = "mcp-proxy") -> Any:
     """A bound logger for one part of the proxy."""
     return structlog.get_logger(name)
+
+
+def warn_whatever_the_level(event: str, **fields: Any) -> None:
+    """Log a warning even when the configured level is above warning (`--log-level error`), through
+    the same processors and writer as every other line (flushed at once, as warnings are): a setting
+    that weakens redaction is always said, whatever quiet a deployment chose."""
+    config = structlog.get_config()
+    logger = structlog.wrap_logger(
+        config["logger_factory"]("mcp-proxy"),
+        processors=config["processors"],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
+    logger.warning(event, **fields)

@@ -31,7 +31,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
 from proxy.framing.http import Upstream, masked_url, parse_upstream, stdio_upstream
-from proxy.logs import get_logger, info_line, use_redactor
+from proxy.logs import get_logger, info_line, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
@@ -285,7 +285,9 @@ class Proxy:
             if kept:
                 named = "; ".join(f"{name} by {', '.join(map(repr, found))}" for name, found in kept.items())
                 hint += f"; still masked by a pattern (drop the pattern too to read them): {named}"
-            log.warning("redaction_defaults_dropped", entries=self.settings.unredact_headers, hint=hint)
+            warn_whatever_the_level(
+                "redaction_defaults_dropped", entries=self.settings.unredact_headers, hint=hint
+            )
         log.info(
             "listening",
             listen=self.url if self.http_clients else "stdio",

@@ -117,8 +117,9 @@ class ProxyProcess:
 
     # -- lifetime ---------------------------------------------------------------------------------
 
-    def start(self) -> ProxyProcess:
-        """Spawn the proxy and wait (bounded) for its `listening` line; fail with its stderr otherwise."""
+    def start(self, ready: str = "listening") -> ProxyProcess:
+        """Spawn the proxy and wait (bounded) for its `ready` line (`listening`: the one that names its
+        addresses); fail with its stderr otherwise."""
         self.process = subprocess.Popen(
             [*self.command, *self.args],
             cwd=self.cwd,
@@ -131,12 +132,12 @@ class ProxyProcess:
         self._reader = threading.Thread(target=self._read, name="proxy-stderr", daemon=True)
         self._reader.start()
         deadline = time.monotonic() + START_SECONDS
-        while (found := self.find("listening")) is None:
+        while (found := self.find(ready)) is None:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise AssertionError(f"mcp-proxy did not start:\n{self.stderr()}")
             time.sleep(0.02)
-        self.listen = found["listen"]
+        self.listen = found.get("listen") or ""
         self.admin = found.get("admin") or ""
         self.health = found.get("health") or ""
         return self

@@ -121,6 +121,31 @@ def test_print_config_never_shows_a_secret(capsys: pytest.CaptureFixture[str]) -
     assert setting_line(out, "admin_token").split()[:3] == ["admin_token", "=", '"<set>"']
 
 
+def test_print_config_masks_the_query_of_the_upstream_and_of_the_otlp_endpoint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    upstream = "http://127.0.0.1:18701/mcp?apikey=UPQUERYSECRET-1&x=2"
+    otlp = "http://127.0.0.1:4318/v1/traces?token=OTLPQ-1&x=OTLPPLAIN"
+    keys = ["--redact-key", "REDACTKEY-0123456789abcdef", "--state-key", "STATEKEY-0123456789abcdef"]
+    code, out, _ = run_main(capsys, "--upstream", upstream, "--otlp-endpoint", otlp, *keys, "--print-config")
+
+    assert code == 0
+    for secret in ("UPQUERYSECRET-1", "OTLPQ-1", "OTLPPLAIN", "REDACTKEY", "STATEKEY"):
+        assert secret not in out
+    assert (
+        setting_line(out, "redact_key").split()[2] == setting_line(out, "state_key").split()[2] == '"<set>"'
+    )
+    assert setting_line(out, "otlp_endpoint").split()[:3] == [
+        "otlp_endpoint",
+        "=",
+        '"http://127.0.0.1:4318/v1/traces?token=<redacted>&x=<redacted>"',
+    ]
+    assert (
+        setting_line(out, "upstream").split()[2]
+        == '"http://127.0.0.1:18701/mcp?apikey=<redacted>&x=<redacted>"'
+    )
+
+
 def test_a_missing_upstream_exits_2_saying_how_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(capsys)
 

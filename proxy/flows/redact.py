@@ -112,9 +112,21 @@ _SCHEME_RE: Final = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)([ \t]+)(.+)", re.
 _CHALLENGE_TOKEN: Final = re.compile(r"(\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+)([A-Za-z0-9._~+/-]+=*)\s*")
 """One challenge of a `WWW-Authenticate` list that is a scheme and a bare token (`Negotiate YII...`)."""
 
+_BARE_CREDENTIAL: Final = re.compile(r"[!#$%&'*+./^_`|~0-9A-Za-z-]+=*")
+"""A credential after an `Authorization` scheme that is one token68 or token (`SSWS 00Ab...`), not a
+list of auth-params: a server may echo it without the scheme, as error messages usually do."""
+
 
 URL_HEADERS: Final = frozenset({"referer", "location", "content-location"})
 """Headers whose value is a URL: its userinfo and credential-like query values are masked like a path's."""
+
+LINK_HEADER: Final = "link"
+_LINK_URI: Final = re.compile(r"<([^>]*)>")
+"""A `Link` value's URI-references, each in angle brackets (`<https://...?access_token=...>; rel=next`)."""
+
+REFRESH_HEADER: Final = "refresh"
+_REFRESH_URL: Final = re.compile(r"""(\burl\s*=\s*['"]?)([^'"]*)""", re.IGNORECASE)
+"""The URL of a `Refresh` value (`0; url=/next?token=...`, optionally quoted)."""
 
 
 def keyed_digest(key: bytes, value: str) -> str:
@@ -241,6 +253,10 @@ class Redactor:
             if shown is None:
                 if key in URL_HEADERS:
                     shown = self.path(value)
+                elif key == LINK_HEADER:
+                    shown = self.link(value)
+                elif key == REFRESH_HEADER:
+                    shown = self.refresh(value)
                 elif key in CHALLENGE_HEADERS:
                     shown = self.challenge(value)
                 else:
@@ -265,16 +281,32 @@ class Redactor:
         if not self.is_secret_header(name):
             return value
         key = name.lower()
-        remember = not any(word in key for word in _NOT_ECHOED)
+        remember = _echoes(key)
         if key.endswith("authorization"):
             match = _SCHEME_RE.fullmatch(value.strip())
             if match and match.group(1).lower() in AUTH_SCHEMES:
                 if remember:
                     self._remember(match.group(3))
                 return f"{match.group(1)} {self.token(match.group(3))}"
+            if match and remember and _BARE_CREDENTIAL.fullmatch(match.group(3)):
+                self._remember(match.group(3))  # an unknown scheme's credential, echoed on its own
         if remember:
             self._remember(value)
         return self.token(value)
+
+    def learn(self, target: str, headers: Mapping[str, str]) -> None:
+        """Remember the credentials a request head carries (see `_echoed`) without showing it: what is
+        shown of its exchange before anything masked the head must mask their echoes too."""
+        self.path(target)
+        self.headers(headers)
+
+    def link(self, value: str) -> str:
+        """A `Link` value with each URI-reference masked like a path, and known secret texts masked."""
+        return self.scrub(_LINK_URI.sub(lambda m: f"<{self.path(m.group(1))}>", value))
+
+    def refresh(self, value: str) -> str:
+        """A `Refresh` value with its URL masked like a path, and known secret texts masked."""
+        return self.scrub(_REFRESH_URL.sub(lambda m: m.group(1) + self.path(m.group(2)), value))
 
     def challenge(self, value: str) -> str:
         """A `WWW-Authenticate` value with its schemes and parameters shown (`Bearer error="invalid_token",
@@ -303,7 +335,8 @@ class Redactor:
     def path(self, target: str) -> str:
         """A request target with the values of credential-like query parameters masked (`?token=...`).
 
-        Parameter names are judged like header names; known secret texts are masked anywhere in it.
+        Parameter names are judged like header names, and a masked value is remembered like a secret
+        header's (a server may echo the target); known secret texts are masked anywhere in it.
         """
         base, q, query = target.partition("?")
         if "@" in base:  # an absolute-form target's userinfo is a credential, with or without a colon
@@ -313,10 +346,18 @@ class Redactor:
         parts = []
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")
-            if eq and value and self.is_secret_header(unquote_plus(name)):
-                value = self.token(unquote_plus(value))
+            if eq and value and self.is_secret_header(key := unquote_plus(name)):
+                value = self._query_value(key.lower(), value)
             parts.append(f"{name}{eq}{value}")
         return self.scrub(f"{base}?{'&'.join(parts)}")
+
+    def _query_value(self, key: str, value: str) -> str:
+        """The stand-in of a secret query value, remembered as sent and as decoded (either may be echoed)."""
+        decoded = unquote_plus(value)
+        if _echoes(key):
+            self._remember(value)
+            self._remember(decoded)
+        return self.token(decoded)
 
     # -- bodies ------------------------------------------------------------------------------
 
@@ -445,6 +486,11 @@ _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 _TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
 """A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
 array value is left to the members inside it)."""
+
+
+def _echoes(name: str) -> bool:
+    """Whether a secret of this (lower-case) header or query parameter name is remembered for echoes."""
+    return not any(word in name for word in _NOT_ECHOED)
 
 
 def key_words(key: str) -> tuple[str, ...]:

@@ -178,6 +178,7 @@ class _Open:
         "method",
         "mode",
         "name",
+        "opened",
         "path",
         "session",
         "started",
@@ -195,6 +196,7 @@ class _Open:
         path: str,
         transports: tuple[str, str],
         mode: Mode,
+        opened: ExchangeOpened,
     ) -> None:
         self.http_method = http_method
         self.started = started
@@ -220,6 +222,9 @@ class _Open:
         self.intercepts: list[str] | None = None
         """What intercepts did to its messages, in order (None while nothing was picked)."""
         self.mode = mode
+        self.opened = opened
+        """Its request head as received (a reference, never copied): what a held message of it is
+        shown beside (`RoundTripTally.opened`)."""
 
 
 class RoundTripTally:
@@ -256,6 +261,11 @@ class RoundTripTally:
     def is_open(self, exchange: str) -> bool:
         """Whether this exchange is open."""
         return exchange in self._open
+
+    def opened(self, exchange: str) -> ExchangeOpened | None:
+        """The request head of an open exchange as received, unmasked (None once it closed)."""
+        tally = self._open.get(exchange)
+        return None if tally is None else tally.opened
 
     def observe_all(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
         """Count observations in order; the line of an exchange one of them closes, if any.
@@ -376,6 +386,7 @@ class RoundTripTally:
             obs.path if obs.http_method == "GET" else "",
             (obs.client_transport, obs.upstream_transport),
             obs.mode,
+            obs,
         )
 
 

@@ -186,7 +186,7 @@ class InterceptDesk:
             side=side,
             held_at=now,
             deadline=now + timeout,
-            shown=self.sink.redactor.body(msg.raw),
+            shown=self._shown(exchange, msg),
             future=asyncio.get_running_loop().create_future(),
         )
         self.held[held.id] = held
@@ -202,6 +202,16 @@ class InterceptDesk:
         except asyncio.CancelledError:
             self._release(held, Decision("abandoned", by="client"))
             raise
+
+    def _shown(self, exchange: str, msg: Message) -> Any:
+        """The held message as observers show it, whether or not any observer has masked its exchange's
+        head yet (without a capture or a watcher nothing has): the head's credentials are learned first,
+        so an echo of the client's token in the message is masked."""
+        redactor = self.sink.redactor
+        opened = self.sink.tally.opened(exchange)
+        if opened is not None:
+            redactor.learn(opened.path, opened.headers)
+        return redactor.body(msg.raw)
 
     def _why_not(self, kind: str | None, alone: bool) -> str | None:
         if kind is None:

@@ -7,10 +7,12 @@ JSON-RPC 2.0 object of the held message's kind (request, notification or respons
 message's id, have a well-formed `params`, `result` or `error`, and fit the body limit.
 
 Held messages are shown redacted (`proxy.flows.redact`): secrets stand in as
-`<redacted len=N hmac:…>` (or `<requestState len=N hmac:…>`). An edit that leaves such a stand-in
-where it was shown gets the original value back (`restore_stand_ins`); a stand-in moved elsewhere, or
-one that is not the one shown there, is refused: the proxy will not send a stand-in as if it were the
-secret, nor guess which secret was meant. Pure: no I/O; the UI may import it.
+`<redacted len=N hmac:…>` (or `<requestState len=N hmac:…>`), a whole string or inside a longer one. An
+edit that leaves a string holding a stand-in as it was shown gets the original string back
+(`restore_stand_ins`); a stand-in moved elsewhere, one that is not the one shown there, or one inside
+a string that was changed, is refused: the proxy will not send a stand-in as if it were the secret,
+nor guess which secret was meant or how a changed string should read with it. Pure: no I/O; the UI
+may import it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import orjson
 from proxy.wire.jsonrpc import JSONRPC_VERSION, RequestId
 
 STAND_IN: Final = re.compile(r"<(?:redacted|requestState) len=\d+ hmac:[0-9a-f]{8}>")
-"""A redaction stand-in, as the proxy shows a secret in a held message (matched whole)."""
+"""A redaction stand-in, as the proxy shows a secret in a held message: a whole string, or part of one
+(a client's token echoed inside a longer text)."""
 
 KINDS: Final = ("request", "notification", "response")
 """The kinds of message a hold keeps, and an edit must keep."""
@@ -138,19 +141,8 @@ def restore_stand_ins(edited: Any, shown: Any, original: Any = None, *, restore:
     """
     where = dict(_stand_ins(shown))
     for path, text in _stand_ins(edited):
-        if where.get(path) == text:
-            continue
-        at = _path_text(path)
-        elsewhere = [p for p, t in where.items() if t == text]
-        if elsewhere:
-            raise EditRefused(
-                f"the redacted stand-in at {at} was shown at {_path_text(elsewhere[0])}: a secret can "
-                "only stay where it was; type the value itself to put one elsewhere"
-            )
-        raise EditRefused(
-            f"{at} holds a redacted stand-in that is not the one shown there ({text}): the proxy "
-            "cannot know the secret it stands for; put back the stand-in as shown, or type the value"
-        )
+        if where.get(path) != text:
+            raise _refusal(path, text, where)
     if not restore:
         return edited
     out = edited
@@ -159,13 +151,34 @@ def restore_stand_ins(edited: Any, shown: Any, original: Any = None, *, restore:
     return out
 
 
+def _refusal(path: Path, text: str, where: Mapping[Path, str]) -> EditRefused:
+    """Why `text`, a string at `path` holding a stand-in, cannot be sent: `where` is what was shown."""
+    at = _path_text(path)
+    elsewhere = [p for p, t in where.items() if t == text]
+    if elsewhere:
+        return EditRefused(
+            f"the redacted stand-in at {at} was shown at {_path_text(elsewhere[0])}: a secret can "
+            "only stay where it was; type the value itself to put one elsewhere"
+        )
+    if STAND_IN.fullmatch(text):
+        return EditRefused(
+            f"{at} holds a redacted stand-in that is not the one shown there ({text}): the proxy "
+            "cannot know the secret it stands for; put back the stand-in as shown, or type the value"
+        )
+    return EditRefused(
+        f"{at} holds a redacted stand-in inside a string that is not the one shown there: the proxy "
+        "puts a secret back only into a string left as shown; leave the string as shown, or type it whole"
+    )
+
+
 def _stand_ins(value: Any) -> Iterator[tuple[Path, str]]:
-    """Every string in `value` that is a stand-in, with its path (iterative: no depth limit)."""
+    """Every string in `value` that holds a stand-in (the whole string, or inside a longer one where a
+    known secret text was masked), with its path (iterative: no depth limit)."""
     stack: list[tuple[Path, Any]] = [((), value)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, str):
-            if STAND_IN.fullmatch(node):
+            if STAND_IN.search(node):
                 yield path, node
         elif isinstance(node, dict):
             stack.extend(((*path, k), v) for k, v in node.items())

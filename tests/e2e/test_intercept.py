@@ -11,10 +11,11 @@ each decision did.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from proxy.transport.tasks import spawn
 from tests.conftest import running_proxy
 from tests.e2e.commanded import Commanded, ProxyFleet, own_proxy
 from tests.e2e.gated_runs import ERAS, client_run
-from tests.e2e.recording_upstream import SESSION, recording_upstream
+from tests.e2e.recording_upstream import SESSION, RecordingUpstream, recording_upstream
 from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import run_mcp_proxy
@@ -470,10 +471,14 @@ LEGACY = {"Content-Type": "application/json", "Accept": "application/json, text/
 STATE = "s3cret-state-the-server-sealed"
 
 
-async def post(http: aiohttp.ClientSession, url: str, body: Any, session: str | None = None) -> Any:
+async def post(
+    http: aiohttp.ClientSession, url: str, body: Any, session: str | None = None, token: str | None = None
+) -> Any:
     headers = {**LEGACY, "MCP-Protocol-Version": "2025-11-25"}
     if session:
         headers["Mcp-Session-Id"] = session
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     async with http.post(url, json=body, headers=headers) as resp:
         text = await resp.text()
         return resp.status, resp.headers.get("Mcp-Session-Id"), json.loads(text) if text else None
@@ -548,6 +553,71 @@ async def test_an_edit_refused_is_never_sent_and_a_secret_left_in_place_is_resto
     sent = json.loads(upstream.heads[-1].body)
     assert sent["params"] == {"name": "echo", "arguments": {"n": 2}, "requestState": STATE}
     assert STATE not in chains_text
+
+
+TOKEN = "sk-live-PARTIAL-0123456789"
+"""A client's bearer token, which its call's argument also carries inside a longer string."""
+
+NOTE = f"configure with {TOKEN} please"
+
+
+@contextlib.asynccontextmanager
+async def held_token_call() -> AsyncIterator[tuple[Commanded, aiohttp.ClientSession, RecordingUpstream, Any]]:
+    """A default `mcp-proxy` (no capture, nobody watching) holding a call whose argument echoes the
+    client's bearer token: the proxy, an admin session, the upstream and the call's future."""
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"note": NOTE, "n": 1}},
+    }
+    async with (
+        recording_upstream("legacy") as upstream,
+        own_proxy(upstream.url("/mcp"), "--intercept", "tool:echo dir:client") as proxy,
+        client_session() as mcp,
+        proxy.http() as http,
+    ):
+        url = proxy.endpoint()
+        opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        _, session, _ = await post(mcp, url, opening, token=TOKEN)
+        yield proxy, http, upstream, spawn(post(mcp, url, call, session, TOKEN), name="held-call")
+
+
+async def test_a_held_message_masks_the_clients_token_where_it_echoes_it_with_no_capture_running() -> None:
+    async with held_token_call() as (proxy, http, _upstream, calling):
+        held = await next_held(http, proxy)
+        async with http.get(f"{proxy.admin_url}/api/intercepts") as resp:
+            listing = await resp.text()
+        assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+        await bounded_result(calling)
+
+    assert TOKEN not in listing
+    note = held["message"]["params"]["arguments"]["note"]
+    assert re.fullmatch(r"configure with <redacted len=26 hmac:[0-9a-f]{8}> please", note), note
+
+
+async def test_an_edit_leaving_a_string_as_shown_sends_the_token_echoed_inside_it_not_its_stand_in() -> None:
+    async with held_token_call() as (proxy, http, upstream, calling):
+        held = await next_held(http, proxy)
+        shown = held["message"]
+        arguments = shown["params"]["arguments"]
+        changed = {
+            **shown,
+            "params": {**shown["params"], "arguments": {**arguments, "note": arguments["note"] + "!"}},
+        }
+        refused = await decide(http, proxy, held["id"], {"decision": "forward", "message": changed})
+        edited = {**shown, "params": {**shown["params"], "arguments": {**arguments, "n": 2}}}
+        forwarded = await decide(http, proxy, held["id"], {"decision": "forward", "message": edited})
+        status, _, _ = await bounded_result(calling)
+
+    assert refused[0] == 400
+    assert refused[1]["message"].startswith(
+        "not sent: params.arguments.note holds a redacted stand-in inside"
+    )
+    assert (forwarded[0], status) == (200, 200)
+    sent = json.loads(upstream.heads[-1].body)
+    assert sent["params"]["arguments"] == {"note": NOTE, "n": 2}
 
 
 async def bounded_result(future: Awaitable[Any]) -> Any:

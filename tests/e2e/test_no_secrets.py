@@ -2,10 +2,11 @@
 
 Every credential-like header name the defaults cover (by name and by pattern), credential-like query
 parameters, the upstream URL's query, a `requestState` in a body, the session ids the server or the
-bridge mints, and the client's token where the server echoes it (a result, a log notification, an
-error message): none of them may appear in clear in the log, the capture (raw bytes and read back), the
-live bus a TUI or the admin feed reads, the admin API's every path, or what the TUI renders. Run with
-the built-in lists and with a user-modified list (the user's own names and patterns added).
+bridge mints, and the client's token and query key where the server echoes them (a result, a log
+notification, an error message): none of them may appear in clear in the log, the capture (raw bytes
+and read back), the live bus a TUI or the admin feed reads, the admin API's every path, or what the
+TUI renders. Run with the built-in lists and with a user-modified list (the user's own names and
+patterns added).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from proxy.flows.events import ChainOpened, FlowEvent, MessageRecorded
 from proxy.record.capture import read_capture
 from proxy.runtime import Proxy
 from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, bounded, captured_logs, client_session, rpc, wait_until
 from ui.render import full_json, message_header
 
@@ -114,10 +116,10 @@ async def traffic(proxy: Proxy, secret: dict[str, str], *, user_list: bool) -> l
         )
         answered = await post(http, url, call, headers)
         assert answered.status == 200
-        # The server echoes what it was sent: the client's own token comes back in a result, a log
-        # notification and an error message, where no header name says it is a credential.
-        token = secret["Authorization"]
-        echo = rpc("tools/call", 3, name="echo", arguments={"text": f"my token is {token}"})
+        # The server echoes what it was sent: the client's own token and query key come back in a
+        # result, a log notification and an error message, where no name says it is a credential.
+        token, key = secret["Authorization"], secret["?api_key"]
+        echo = rpc("tools/call", 3, name="echo", arguments={"text": f"my token is {token}, my key {key}"})
         unknown = rpc("tools/call", 4, name=f"tool-{token}", arguments={})
         for body in (echo, unknown):
             assert (await post(http, url, body, headers)).status == 200
@@ -209,6 +211,7 @@ async def test_no_planted_secret_reaches_any_output(
     assert admin.count('"name":"echo"') >= 2, "the admin API shows the call (list, chain, feed)"
     assert any(entry["event"] == "exchange" for entry in logs), "the round-trip lines were logged"
     assert "my token is <redacted len=" in outputs["capture read back"], "the echo was recorded, masked"
+    assert ", my key <redacted len=" in outputs["capture read back"], "the query key echoed, masked"
     assert "Unknown tool: tool-<redacted len=" in admin, "the server's error echoing the token, masked"
     wanted = {**secret, **{f"session {n}": s for n, s in enumerate(sessions)}}
     if not user_list:
@@ -237,6 +240,21 @@ async def test_dropping_a_built_in_entry_is_warned_at_start_naming_it_and_then_s
     assert "in clear" in warning["hint"]
     assert "still masked" not in warning["hint"]  # the session pattern went with the name
     assert sessions[0] in "\n".join(e.model_dump_json() for e in live), "the user asked to see it"
+
+
+async def test_dropping_a_built_in_entry_is_warned_at_start_whatever_the_log_level(
+    legacy_server: PeerServer,
+) -> None:
+    """A quiet sidecar (`--log-level error`) still hears that redaction was weakened, and only that."""
+    env = clean_env(**settings_env(upstream=legacy_server.url))
+    proxy = ProxyProcess(env, "--log-level", "error", "--unredact-headers", "mcp-session-id")
+    await asyncio.to_thread(proxy.start, "redaction_defaults_dropped")
+    code = await asyncio.to_thread(proxy.stop)
+
+    (warning,) = [line for line in proxy.events() if line["event"] == "redaction_defaults_dropped"]
+    assert (warning["level"], warning["entries"]) == ("warning", ["mcp-session-id"])
+    assert [line["event"] for line in proxy.events()] == ["redaction_defaults_dropped"]
+    assert code == 0
 
 
 async def test_a_dropped_name_a_pattern_still_masks_is_said_to_stay_masked(

@@ -434,6 +434,31 @@ def test_a_credential_a_server_echoes_is_masked_wherever_it_shows_up(redactor: R
     assert error["error"]["message"] == f"bad credentials: {SECRET}"  # the traffic itself is untouched
 
 
+@pytest.mark.parametrize("scheme", ["SSWS", "Splunk", "ApiKeyAuth", "Custom-Scheme"])
+def test_the_token_of_an_unknown_authorization_scheme_is_masked_where_a_server_echoes_it_alone(
+    redactor: Redactor, scheme: str
+) -> None:
+    """Okta's `SSWS` and Splunk's `Splunk` are masked whole; an error naming only the token hides it too."""
+    token = f"00Ab_{SECRET}"
+    request = redactor.headers({"Authorization": f"{scheme} {token}"})
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": f"unknown key {token}"}}
+    body, _, _ = redactor.body_bounded(error, 10_000)
+    echoed = redactor.headers({"X-Debug": f"token={token}", "X-Whole": f"{scheme} {token}"})
+
+    assert request["Authorization"] == redactor.token(f"{scheme} {token}")
+    assert body["error"]["message"] == f"unknown key {redactor.token(token)}"
+    assert echoed["X-Debug"] == f"token={redactor.token(token)}"
+    assert token not in echoed["X-Whole"]
+
+
+def test_auth_params_of_an_unknown_scheme_are_remembered_whole_not_piece_by_piece(redactor: Redactor) -> None:
+    value = f'Custom realm="r", key="{SECRET}"'
+    redactor.headers({"Authorization": value})
+
+    assert redactor.scrub(value) == redactor.token(value)
+    assert redactor.scrub(f'realm="r", key="{SECRET}"') == f'realm="r", key="{SECRET}"'
+
+
 def test_echoed_credentials_are_remembered_within_a_bound_newest_kept(redactor: Redactor) -> None:
     tokens = [f"token-{n:04d}-{SECRET}" for n in range(MAX_ECHOED_SECRETS + 1)]
     for token in tokens:
@@ -481,6 +506,41 @@ def test_a_url_in_referer_or_location_has_its_credentials_masked_like_a_path(red
     assert shown["Referer"].startswith("https://app.test/page?token=<redacted len=")
     assert shown["Referer"].endswith("&tab=2")
     assert shown["X-Note"] == "plain"
+
+
+def test_a_query_credential_is_masked_where_a_server_echoes_it_as_sent_or_decoded(redactor: Redactor) -> None:
+    key, encoded = f"k+{SECRET}/1", f"k%2B{SECRET}%2F1"
+    redactor.path(f"/mcp?api_key={encoded}&trace=on")
+    echoed = redactor.headers({"X-Original-Uri": f"/mcp?api_key={encoded}", "X-Note": f"key {key}"})
+    result = {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": f"seen {key}"}]}}
+    body, _, _ = redactor.body_bounded(result, 10_000)
+
+    assert SECRET not in repr(echoed)
+    assert body["result"]["content"][0]["text"] == f"seen {redactor.token(key)}"
+
+
+def test_a_session_id_in_a_query_is_masked_but_not_remembered_for_echoes(redactor: Redactor) -> None:
+    redactor.path(f"/messages?sessionId={SECRET}")
+
+    assert redactor.scrub(SECRET) == SECRET
+
+
+def test_urls_in_link_and_refresh_have_their_query_credentials_masked_like_a_path(redactor: Redactor) -> None:
+    shown = redactor.headers(
+        [
+            ("Link", f'<https://up.test/next?access_token=a-{SECRET}&page=2>; rel="next", </doc>; rel=help'),
+            ("Refresh", f"0; url=/x?token=r-{SECRET}"),
+            ("refresh", f"5;URL='https://up.test/y?api_key=q-{SECRET}'"),
+        ]
+    )
+
+    assert SECRET not in repr(shown)
+    assert shown["Link"].startswith("<https://up.test/next?access_token=<redacted len=")
+    assert shown["Link"].endswith('&page=2>; rel="next", </doc>; rel=help')
+    assert shown["Refresh"].startswith("0; url=/x?token=<redacted len=")
+    assert shown["Refresh"].endswith(
+        ", 5;URL='https://up.test/y?api_key=" + redactor.token(f"q-{SECRET}") + "'"
+    )
 
 
 @pytest.mark.parametrize(

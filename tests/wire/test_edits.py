@@ -118,3 +118,47 @@ def test_a_secret_typed_in_place_of_its_stand_in_is_sent_as_typed() -> None:
     original, shown = secret_call()
     typed = {**shown, "params": {**shown["params"], "requestState": "a-new-state"}}
     assert restore_stand_ins(typed, shown, original)["params"]["requestState"] == "a-new-state"
+
+
+def echoed_token_call() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A call whose argument repeats the client's bearer token inside a longer string, and how a held
+    message shows it once the redactor has seen that token in the client's `Authorization`."""
+    token = "sk-live-PARTIAL-0123456789"
+    redactor = Redactor()
+    redactor.headers({"Authorization": f"Bearer {token}"})
+    original = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"note": f"configure with {token} please", "n": 1}},
+    }
+    shown = redactor.body(original)
+    assert shown["params"]["arguments"]["note"] == f"configure with {redactor.token(token)} please"
+    return original, shown
+
+
+def test_a_string_left_as_shown_around_an_embedded_stand_in_gets_its_secret_back() -> None:
+    original, shown = echoed_token_call()
+    edited = {**shown, "params": {**shown["params"], "arguments": {**shown["params"]["arguments"], "n": 2}}}
+
+    restored = restore_stand_ins(edited, shown, original)
+
+    assert restored["params"]["arguments"] == {**original["params"]["arguments"], "n": 2}
+
+
+def test_a_changed_string_around_an_embedded_stand_in_is_refused_naming_its_path() -> None:
+    original, shown = echoed_token_call()
+    note = shown["params"]["arguments"]["note"]
+    changed = {**shown, "params": {**shown["params"], "arguments": {"note": f"{note}!", "n": 1}}}
+    moved = {**shown, "params": {**shown["params"], "arguments": {"n": 1, "other": note}}}
+
+    with pytest.raises(
+        EditRefused, match=r"^params.arguments.note holds a redacted stand-in inside a string"
+    ):
+        restore_stand_ins(changed, shown, original)
+    with pytest.raises(
+        EditRefused, match=r"^params.arguments.note holds a redacted stand-in inside a string"
+    ):
+        restore_stand_ins(changed, shown, restore=False)  # the TUI's check says the same
+    with pytest.raises(EditRefused, match=r"at params.arguments.other was shown at params.arguments.note"):
+        restore_stand_ins(moved, shown, original)
