@@ -413,13 +413,15 @@ def _failure(msg: Message) -> str | None:
 
 def _trouble(tally: _Open, outcome: str | None) -> str | None:
     """What went wrong, if anything: how the exchange ended (`outcome`, already judged by
-    `unusual_end`), else what its answer or status says."""
+    `unusual_end`), else what its answer or status says, or that a request it carried got none."""
     if outcome is not None:
         return outcome
     if tally.failed is not None:
         return tally.failed
     if tally.status is not None and tally.status >= 400:
         return f"HTTP {tally.status}"
+    if tally.answered < len(tally.ids):  # a body that was no JSON-RPC, a stream that ended first
+        return "no response"
     return None
 
 

@@ -83,6 +83,17 @@ def test_what_went_wrong_is_told_from_the_answer_and_the_status_when_the_exchang
     assert exchange(tally, "x4", "POST", [CALL], [DONE], None).trouble is None
 
 
+def test_a_request_whose_exchange_ended_cleanly_without_its_answer_is_trouble() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    not_json_rpc = exchange(tally, "x1", "POST", [CALL], [], None, content_type="application/json")
+    assert (not_json_rpc.trouble, not_json_rpc.outcome) == ("no response", None)
+    assert not_json_rpc.log_fields("passthrough")["trouble"] == "no response"
+    ended_first = exchange(tally, "x2", "POST", [CALL], [ASK], None)
+    assert ended_first.trouble == "no response"
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert exchange(tally, "x3", "POST", [note], [], None, status=202).trouble is None
+
+
 def test_a_get_that_gets_no_event_stream_is_named_by_its_path_with_secrets_masked() -> None:
     tally = RoundTripTally(Redactor(key=b"k"))
     page = exchange(
