@@ -793,6 +793,18 @@ def test_a_health_address_that_is_taken_exits_2_naming_health(busy_port: int, tm
     )
 
 
+def test_a_second_proxy_given_the_capture_another_writes_exits_2_naming_it(tmp_path: Path) -> None:
+    capture = tmp_path / "capture.jsonl"
+    settings = {"upstream": "http://127.0.0.1:9/mcp", "capture": capture, "admin_enabled": "false"}
+    with ProxyProcess(clean_env(**settings_env(**settings))):
+        (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
+
+    assert line == (
+        f"mcp-proxy: capture: capture file {capture} is being written by another process (it holds the "
+        "file's lock): give each proxy a capture path of its own"
+    )
+
+
 def test_a_bad_upstream_url_in_the_environment_exits_2_naming_upstream_and_the_variable(
     tmp_path: Path,
 ) -> None:

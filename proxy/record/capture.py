@@ -21,6 +21,7 @@ It drives no traffic and imports neither aiohttp, structlog, textual nor the eng
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -289,6 +290,13 @@ class CaptureWriter:
             raise
         except OSError as exc:
             raise self._error("cannot open capture file", exc) from exc
+        if not _lock(self._file):
+            self._close_file()
+            raise CaptureError(
+                f"capture file {path} is being written by another process (it holds the file's lock): "
+                "give each proxy a capture path of its own",
+                path,
+            )
         self._size = size
         # Events written into this file by write(); an existing capture counts as holding some, so it
         # can be rotated, while a fresh file always takes at least one event (no rotation loop).
@@ -362,6 +370,21 @@ class CaptureWriter:
         except OSError as exc:
             raise self._error("cannot rotate capture file", exc) from exc
         self._open(repeat_info=repeat_info)
+
+
+def _lock(f: IO[bytes]) -> bool:
+    """Take the file's advisory lock for this writer; False when another process holds it.
+
+    Two writers of one path would rotate each other's files away and cut each other's lines where a
+    buffered write splits one. A filesystem without locks (some network mounts) cannot tell: it passes.
+    """
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _numbered(path: Path, n: int) -> Path:

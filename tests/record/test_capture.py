@@ -341,6 +341,20 @@ def test_refuses_to_append_to_a_file_that_is_not_a_v1_capture(tmp_path: Path, co
     assert path.read_bytes() == content
 
 
+def test_a_capture_another_writer_holds_is_refused_naming_it_and_free_once_that_one_closes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.jsonl"
+    with CaptureWriter(path) as first:
+        first.write(Lagged(dropped=1))
+        with pytest.raises(CaptureError, match=r"run\.jsonl is being written by another process"):
+            CaptureWriter(path)
+        first.write(Lagged(dropped=2))
+    with CaptureWriter(path) as later:
+        later.write(Lagged(dropped=3))
+    assert list(read_capture(path)) == [Lagged(dropped=1), Lagged(dropped=2), Lagged(dropped=3)]
+
+
 # -- rotation --------------------------------------------------------------------------------
 
 
