@@ -640,12 +640,14 @@ def _flag_items(given: object) -> list[object]:
     return items if isinstance(items, list) else [items]
 
 
-def _read_file(path: Path) -> dict[str, tuple[object, str]]:
+def _read_file(path: Path, named_by: str = "") -> dict[str, tuple[object, str]]:
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
     except OSError as exc:
-        raise ConfigError("config", f"cannot read config file {path}: {exc.strerror or exc}") from None
+        raise ConfigError(
+            "config", f"cannot read config file {path}{named_by}: {exc.strerror or exc}"
+        ) from None
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         raise ConfigError("config", f"invalid TOML in {path}: {exc}") from None
     for key, value in data.items():
@@ -731,10 +733,11 @@ def load_settings(
 ) -> LoadedSettings:
     """Layer defaults < TOML file < `MCP_PROXY_*` env < typed flags, validate, and record each source."""
     environ = os.environ if env is None else env
+    named_by = ""
     if config_path is None and environ.get(CONFIG_ENV):
-        config_path = Path(environ[CONFIG_ENV])
+        config_path, named_by = Path(environ[CONFIG_ENV]), f" (named by {CONFIG_ENV})"
     layers = [
-        _read_file(config_path) if config_path is not None else {},
+        _read_file(config_path, named_by) if config_path is not None else {},
         _read_env(environ),
         _read_flags(flags or {}),
     ]

@@ -839,7 +839,9 @@ def test_a_config_file_named_by_mcp_proxy_config_that_is_missing_exits_2_naming_
 
     (line,) = refused(env, tmp_path)
 
-    assert line == f"mcp-proxy: cannot read config file {missing}: No such file or directory"
+    assert line == (
+        f"mcp-proxy: cannot read config file {missing} (named by MCP_PROXY_CONFIG): No such file or directory"
+    )
 
 
 def test_an_admin_on_all_interfaces_without_a_token_exits_2_naming_admin(tmp_path: Path) -> None:
