@@ -20,6 +20,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData, TextContent
 
 from proxy.flows.events import ChainStatus, Mode, Side
 from proxy.runtime import Proxy
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.transport.helpers import exchange_ends, wait_until
@@ -349,17 +350,6 @@ async def test_a_call_cancelled_before_its_stream_began_ends_with_an_empty_strea
 ) -> None:
     # No progressToken, so nothing has gone out on the call's response when the client cancels it.
     capture = tmp_path / "run.jsonl"
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 2,
@@ -372,12 +362,8 @@ async def test_a_call_cancelled_before_its_stream_began_ends_with_an_empty_strea
         "params": {"requestId": 2, "reason": "user"},
     }
     async with proxy_for(modern_server.url, capture=capture) as proxy, httpx.AsyncClient(timeout=20) as http:
-        opened = await http.post(proxy.endpoint(), json=initialize, headers=headers)
-        session = {
-            **headers,
-            "Mcp-Session-Id": opened.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-06-18",
-        }
+        opened = await http.post(proxy.endpoint(), json=initialize(), headers=HEADERS)
+        session = session_headers(opened.headers["mcp-session-id"])
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert (await http.post(proxy.endpoint(), json=initialized, headers=session)).status_code == 202
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.test_server_everything import (
     DIRECT_BASELINE,
     OUTSIDE_A_CALL,
@@ -132,23 +133,9 @@ def test_each_legacy_session_gets_a_child_of_its_own_and_ends_it_with_the_sessio
 
 
 def test_a_request_right_after_delete_gets_404_while_the_child_stops(stdio_proxy: ProxyProcess) -> None:
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    hello = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    }
     with httpx.Client(timeout=20) as http:
-        opened = http.post(
-            stdio_proxy.endpoint(),
-            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
-            headers=headers,
-        )
-        session = {
-            **headers,
-            "Mcp-Session-Id": opened.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-06-18",
-        }
+        opened = http.post(stdio_proxy.endpoint(), json=initialize(), headers=HEADERS)
+        session = session_headers(opened.headers["mcp-session-id"])
         assert http.delete(stdio_proxy.endpoint(), headers=session).status_code == 200
         late = http.post(
             stdio_proxy.endpoint(), json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
