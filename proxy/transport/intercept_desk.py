@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from proxy.engine.gate.match import Seen
@@ -36,6 +37,9 @@ DECIDERS: Final = ("api", "tui")
 
 MAX_WAIT_S: Final = 60.0
 """Longest a long poll for new held messages (`wait`) is kept open."""
+
+ID_KEY_BYTES: Final = 4
+"""Random bytes in a held message's id: 2**32 ids to try within the hold's timeout."""
 
 
 class InterceptError(Exception):
@@ -84,11 +88,14 @@ class Held:
     deadline: float
     shown: Any
     future: asyncio.Future[Decision]
+    key: str = field(default_factory=lambda: secrets.token_hex(ID_KEY_BYTES))
+    """The id's random part: a page that posts decisions blind cannot guess a held message's id."""
 
     @property
     def id(self) -> str:
-        """`h3`: the held message's id in the admin API and the TUI."""
-        return f"h{self.number}"
+        """`h3-9f2c41ab`: the held message's id in the admin API and the TUI; the number orders them
+        (`wait?after=h3`), the random part makes it unguessable."""
+        return f"h{self.number}-{self.key}"
 
     def view(self, chain: str | None) -> dict[str, Any]:
         """The held message as `/api/intercepts` shows it (its message redacted)."""
@@ -353,9 +360,11 @@ class InterceptDesk:
 
 
 def _number(held_id: str | None) -> int:
+    """The order number of a held id (`h3-9f2c41ab`, or just `h3`: only the order matters here)."""
     if not held_id:
         return 0
-    digits = held_id[1:] if held_id[:1] == "h" else held_id
+    head = held_id.partition("-")[0]
+    digits = head[1:] if head[:1] == "h" else head
     if not digits.isdigit():
-        raise InterceptError(400, f"after is a held message's id such as h3, got {held_id!r}")
+        raise InterceptError(400, f"after is a held message's id such as h3-9f2c41ab, got {held_id!r}")
     return int(digits)
