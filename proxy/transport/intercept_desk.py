@@ -9,8 +9,10 @@ message is not held but forwarded at once and recorded so. Each hold and release
 
 The desk checks a decision before it takes it (`proxy.wire.edits`): an edit that is not JSON-RPC,
 changes the kind or id, or moves a redacted stand-in is refused with the reason and never sent; a
-stand-in left where it was shown gets its secret back. What the decision means for the message is the
-gate point's to carry out (`Decision`).
+stand-in left where it was shown gets its secret back, and the redactor masks that secret wherever it
+shows up next (the server's answer may echo it). An edit that changes what the message does (its
+method, tool, prompt or resource) gets no secret back: it is refused. What the decision means for the
+message is the gate point's to carry out (`Decision`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from proxy.engine.gate.match import Seen
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.flows.observations import InterceptHeld, InterceptReleased
 from proxy.flows.sink import ObservationSink
-from proxy.wire.edits import EditRefused, answer_message, check_message, restore_stand_ins
+from proxy.wire.edits import (
+    EditRefused,
+    answer_message,
+    check_message,
+    restore_stand_ins,
+    restored_values,
+)
 from proxy.wire.jsonrpc import Message, RequestId
 
 DECIDERS: Final = ("api", "tui")
@@ -261,6 +269,7 @@ class InterceptDesk:
                 checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
                 if _same_json(checked, held.msg.raw):  # the held message sent back as it was
                     return Decision("forward", by=by)
+                self._remember_restored(body["message"], held.msg.raw)
                 return Decision("forward", checked, by)
             if verb == "drop":
                 return Decision("drop", by=by)
@@ -276,6 +285,13 @@ class InterceptDesk:
             "decision is forward (optionally with message), drop or answer (with result or error), "
             f"got {verb!r}",
         )
+
+    def _remember_restored(self, edited: Any, original: Any) -> None:
+        """Have the redactor mask the secrets an edit got back wherever they show up next: the message
+        now differs from the one its sender sent, and its answer may echo them."""
+        for value in restored_values(edited, original):
+            if isinstance(value, str):
+                self.sink.redactor.remember(value)
 
     @staticmethod
     def _answerable(held: Held) -> None:
