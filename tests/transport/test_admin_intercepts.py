@@ -88,7 +88,7 @@ async def test_with_a_token_or_on_loopback_rules_are_taken_and_bad_ones_refused(
 def held_call(proxy: Proxy, body: dict[str, Any], direction: str = "client") -> Any:
     """Hold `body` at the desk as the relay would; the task awaiting its decision."""
     msg = classify_value(body)
-    judged = seen(msg, direction, era="legacy", session=None, asked={})
+    judged = seen(msg, direction, era="legacy", session=None, asked={}, masks=proxy.redactor)
     fault = proxy.faults.gate.decide(judged)
     assert fault is not None
     side = "upstream" if direction == "client" else "client"
