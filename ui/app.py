@@ -228,7 +228,7 @@ class ProxyTui(App[None]):
         if len(new) == 1:
             (held,) = new
             what = f"{held.kind} {held.method}".rstrip()
-            self.notify(f"held {held.id}: {what} from the {held.direction} (I to decide)")
+            self.notify(f"held {held.label}: {what} from the {held.direction} (I to decide)")
         elif new:  # a burst: one notice, not a screenful
             self.notify(f"{len(new)} more messages held (I to decide)")
 

@@ -87,6 +87,12 @@ class Held:
     mode: str = ""
     side: str = ""
 
+    @property
+    def label(self) -> str:
+        """The id as people read it: `h3` of `h3-9f2c41ab` (the random part only keeps web pages from
+        guessing the id; decisions still name the whole id)."""
+        return self.id.partition("-")[0]
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Held:
         """Read one held message of the API's listing."""

@@ -192,6 +192,11 @@ class Redactor:
         )
         self._header_memo.clear()  # a head masked before may hold the new text
 
+    def remember(self, secret: str) -> None:
+        """Mask this text wherever it shows up from now on, as a credential seen in a secret header is:
+        a secret a person put back into an edited message may come back in the server's answer."""
+        self._remember(secret)
+
     def _remember(self, secret: str) -> None:
         """Mask this credential wherever it shows up from now on (see `_echoed`)."""
         secret = secret.strip()

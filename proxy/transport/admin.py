@@ -6,8 +6,9 @@ tables. With `admin_token` set, every request (unknown paths included) must carr
 `Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401. The two status
 paths, /healthz and /readyz, are the exception: probes cannot send a token and those answers reveal
 nothing else (`proxy.transport.health`). Configuration already refuses an admin listener beyond
-loopback without a token. docs/admin-api.md is the reference for every endpoint and for the feed
-protocol.
+loopback without a token; on loopback, `proxy.transport.admin_guard` refuses what a web page in the
+user's browser could send (a foreign `Host` or `Origin`, a state change whose body is not JSON).
+docs/admin-api.md is the reference for every endpoint and for the feed protocol.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
 from proxy.record.har import HarWriter, upstream_url
 from proxy.record.har_live import entries_of
 from proxy.transport.admin_faults import FaultRoutes
+from proxy.transport.admin_guard import browser_guard
 from proxy.transport.admin_intercepts import InterceptRoutes
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
@@ -189,7 +191,8 @@ class AdminServer:
 
     def app(self) -> web.Application:
         """The admin aiohttp application."""
-        app = web.Application(middlewares=[self._auth, _json_errors])
+        guard = browser_guard(has_token=self.token is not None, bound_host=lambda: self.host)
+        app = web.Application(middlewares=[guard, self._auth, _json_errors])
         self.health.add_routes(app)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/api/chains", self.chains)

@@ -8,13 +8,13 @@ listener run there.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from proxy.transport.admin_guard import is_loopback
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
@@ -110,7 +110,7 @@ async def _rule_texts(request: web.Request) -> list[str] | web.Response:
 def forbidden_without_token(has_token: bool, host: str, what: str) -> web.Response | None:
     """403 naming what to do when paths that steer the traffic (`what`) are asked of an admin API that
     listens beyond loopback without a token; None when they may answer."""
-    if has_token or _loopback(host):
+    if has_token or is_loopback(host):
         return None
     return _json(
         {
@@ -120,15 +120,6 @@ def forbidden_without_token(has_token: bool, host: str, what: str) -> web.Respon
         },
         status=403,
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _bad(message: str) -> web.Response:

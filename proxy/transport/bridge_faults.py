@@ -49,7 +49,15 @@ async def bridged_client_faults(
     era = str(route.era)
     delay_ms = 0.0
     for msg in messages:
-        judged = seen(msg, "client", era=era, session=route.session_id, asked=asked, mode=mode.value)
+        judged = seen(
+            msg,
+            "client",
+            era=era,
+            session=route.session_id,
+            asked=asked,
+            masks=sink.redactor,
+            mode=mode.value,
+        )
         fault = gate.decide(judged)
         if fault is None:
             continue

@@ -165,7 +165,10 @@ class BridgeHolds:
         gate, desk = self.relays.gate, self.relays.desk
         if gate is None or desk is None:
             return None
-        judged = seen(msg, direction, era=self.era, session=session, asked=asked, mode=self.mode.value)
+        masks = self.relays.observations.redactor
+        judged = seen(
+            msg, direction, era=self.era, session=session, asked=asked, masks=masks, mode=self.mode.value
+        )
         fault = gate.decide_hold(judged)
         if fault is None:
             return None

@@ -73,7 +73,10 @@ def gated_relay(
     if not gate.concerns(messages, asked):
         return None
     era = str(route.era)
-    judged = [seen(msg, "client", era=era, session=route.session_id, asked=asked) for msg in messages]
+    masks = relays.observations.redactor
+    judged = [
+        seen(msg, "client", era=era, session=route.session_id, asked=asked, masks=masks) for msg in messages
+    ]
     return GatedRelay(relays, client, exchange, gate, route, judged, asked)
 
 
@@ -487,7 +490,8 @@ class GatedRelay(PassthroughRelay):
         return None
 
     def _seen(self, msg: Message) -> Seen:
-        return seen(msg, "server", era=self.route_era, session=self.session, asked=self.asked)
+        masks = self.ctx.observations.redactor
+        return seen(msg, "server", era=self.route_era, session=self.session, asked=self.asked, masks=masks)
 
     # -- recording ------------------------------------------------------------------------------
 

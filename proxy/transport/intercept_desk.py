@@ -9,8 +9,10 @@ message is not held but forwarded at once and recorded so. Each hold and release
 
 The desk checks a decision before it takes it (`proxy.wire.edits`): an edit that is not JSON-RPC,
 changes the kind or id, or moves a redacted stand-in is refused with the reason and never sent; a
-stand-in left where it was shown gets its secret back. What the decision means for the message is the
-gate point's to carry out (`Decision`).
+stand-in left where it was shown gets its secret back, and the redactor masks that secret wherever it
+shows up next (the server's answer may echo it). An edit that changes what the message does (its
+method, tool, prompt or resource) gets no secret back: it is refused. What the decision means for the
+message is the gate point's to carry out (`Decision`).
 """
 
 from __future__ import annotations
@@ -18,17 +20,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from proxy.engine.gate.match import Seen
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.flows.observations import InterceptHeld, InterceptReleased
 from proxy.flows.sink import ObservationSink
-from proxy.wire.edits import EditRefused, answer_message, check_message, restore_stand_ins
+from proxy.wire.edits import (
+    EditRefused,
+    answer_message,
+    check_message,
+    restore_stand_ins,
+    restored_values,
+)
 from proxy.wire.jsonrpc import Message, RequestId
 
 DECIDERS: Final = ("api", "tui")
@@ -36,6 +45,9 @@ DECIDERS: Final = ("api", "tui")
 
 MAX_WAIT_S: Final = 60.0
 """Longest a long poll for new held messages (`wait`) is kept open."""
+
+ID_KEY_BYTES: Final = 4
+"""Random bytes in a held message's id: 2**32 ids to try within the hold's timeout."""
 
 
 class InterceptError(Exception):
@@ -84,11 +96,14 @@ class Held:
     deadline: float
     shown: Any
     future: asyncio.Future[Decision]
+    key: str = field(default_factory=lambda: secrets.token_hex(ID_KEY_BYTES))
+    """The id's random part: a page that posts decisions blind cannot guess a held message's id."""
 
     @property
     def id(self) -> str:
-        """`h3`: the held message's id in the admin API and the TUI."""
-        return f"h{self.number}"
+        """`h3-9f2c41ab`: the held message's id in the admin API and the TUI; the number orders them
+        (`wait?after=h3`), the random part makes it unguessable."""
+        return f"h{self.number}-{self.key}"
 
     def view(self, chain: str | None) -> dict[str, Any]:
         """The held message as `/api/intercepts` shows it (its message redacted)."""
@@ -254,6 +269,7 @@ class InterceptDesk:
                 checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
                 if _same_json(checked, held.msg.raw):  # the held message sent back as it was
                     return Decision("forward", by=by)
+                self._remember_restored(body["message"], held.msg.raw)
                 return Decision("forward", checked, by)
             if verb == "drop":
                 return Decision("drop", by=by)
@@ -269,6 +285,13 @@ class InterceptDesk:
             "decision is forward (optionally with message), drop or answer (with result or error), "
             f"got {verb!r}",
         )
+
+    def _remember_restored(self, edited: Any, original: Any) -> None:
+        """Have the redactor mask the secrets an edit got back wherever they show up next: the message
+        now differs from the one its sender sent, and its answer may echo them."""
+        for value in restored_values(edited, original):
+            if isinstance(value, str):
+                self.sink.redactor.remember(value)
 
     @staticmethod
     def _answerable(held: Held) -> None:
@@ -353,9 +376,11 @@ class InterceptDesk:
 
 
 def _number(held_id: str | None) -> int:
+    """The order number of a held id (`h3-9f2c41ab`, or just `h3`: only the order matters here)."""
     if not held_id:
         return 0
-    digits = held_id[1:] if held_id[:1] == "h" else held_id
+    head = held_id.partition("-")[0]
+    digits = head[1:] if head[:1] == "h" else head
     if not digits.isdigit():
-        raise InterceptError(400, f"after is a held message's id such as h3, got {held_id!r}")
+        raise InterceptError(400, f"after is a held message's id such as h3-9f2c41ab, got {held_id!r}")
     return int(digits)

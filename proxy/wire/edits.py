@@ -11,8 +11,10 @@ Held messages are shown redacted (`proxy.flows.redact`): secrets stand in as
 edit that leaves a string holding a stand-in as it was shown gets the original string back
 (`restore_stand_ins`); a stand-in moved elsewhere, one that is not the one shown there, or one inside
 a string that was changed, is refused: the proxy will not send a stand-in as if it were the secret,
-nor guess which secret was meant or how a changed string should read with it. Pure: no I/O; the UI
-may import it.
+nor guess which secret was meant or how a changed string should read with it. Nor does it put a
+secret back into a message whose edit changed what it does (another method, tool, prompt or
+resource): the answer to such a message may show the secret to whoever reads it. Pure: no I/O; the
+UI may import it.
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def restore_stand_ins(edited: Any, shown: Any, original: Any = None, *, restore:
     for path, text in _stand_ins(edited):
         if where.get(path) != text:
             raise _refusal(path, text, where)
+    _keeps_meaning(edited, shown)
     if not restore:
         return edited
     out = edited
@@ -169,6 +172,44 @@ def _refusal(path: Path, text: str, where: Mapping[Path, str]) -> EditRefused:
         f"{at} holds a redacted stand-in inside a string that is not the one shown there: the proxy "
         "puts a secret back only into a string left as shown; leave the string as shown, or type it whole"
     )
+
+
+def restored_values(edited: Any, original: Any) -> list[Any]:
+    """The secrets `restore_stand_ins` puts back into `edited`: `original`'s values where a whole string
+    was a stand-in (a stand-in inside a longer string masks a secret the redactor already knows)."""
+    return [_get(original, path) for path, text in _stand_ins(edited) if STAND_IN.fullmatch(text)]
+
+
+MEANING: Final = (("method",), ("params", "name"), ("params", "uri"))
+"""What says what a message does: its method, and the tool, prompt or resource it names."""
+
+
+def _keeps_meaning(edited: Any, shown: Any) -> None:
+    """Refuse an edit that keeps a stand-in but changes what the message does.
+
+    A secret goes back only into the message it was sent in: renamed to a tool that echoes its
+    arguments, or to another method, the same message would hand the secret to whoever reads the answer.
+    """
+    stand_in = next(_stand_ins(edited), None)
+    if stand_in is None:
+        return
+    for path in MEANING:
+        before, after = _member(shown, path), _member(edited, path)
+        if before != after:
+            raise EditRefused(
+                f"{_path_text(stand_in[0])} holds a redacted stand-in and the edit changes "
+                f"{_path_text(path)} ({_shown(before)} -> {_shown(after)}): a secret goes back only into "
+                "the message it was sent in; keep the name and method, or type the value itself"
+            )
+
+
+def _member(value: Any, path: Path) -> Any:
+    """The member at `path`, or None where the message has none."""
+    for step in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
 
 
 def _stand_ins(value: Any) -> Iterator[tuple[Path, str]]:

@@ -8,7 +8,8 @@ how absolute-form request lines went unseen). Its answers are the least a server
 - legacy: `initialize` -> InitializeResult with an `Mcp-Session-Id`; a 2026-07-28 request -> 400
   "Unsupported protocol version"; notifications and responses -> 202; DELETE -> 200; GET -> 405.
 - modern: `server/discover` -> DiscoverResult; `initialize` -> 400 -32022; GET/DELETE -> 405.
-- both: `tools/list` and `tools/call` (tool `echo`) answered in the era's shape, as JSON.
+- both: `tools/list` and `tools/call` (tool `echo`) answered in the era's shape, as JSON; a legacy
+  call of tool `dump` is answered with its arguments as JSON text, as a server's debugging tool would.
 """
 
 from __future__ import annotations
@@ -103,6 +104,14 @@ def _error(ident: Any, code: int, message: str, data: Any = None) -> dict[str, A
 _TOOL = {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}
 
 
+def _called(message: dict[str, Any]) -> str:
+    """A tool's text: `dump` gives back its arguments as JSON (a debugging tool), every other `echoed`."""
+    params = message.get("params")
+    if isinstance(params, dict) and params.get("name") == "dump":
+        return json.dumps(params.get("arguments"))
+    return "echoed"
+
+
 def _answer(era: Era, head: Head) -> bytes:
     verb = head.request_line.split(" ", 1)[0]
     if verb == "GET" or (verb == "DELETE" and era == "modern"):
@@ -136,7 +145,7 @@ def _answer(era: Era, head: Head) -> bytes:
         if method == "tools/list":
             return _response(200, _result(ident, {"tools": [_TOOL]}))
         if method == "tools/call":
-            return _response(200, _result(ident, {"content": [{"type": "text", "text": "echoed"}]}))
+            return _response(200, _result(ident, {"content": [{"type": "text", "text": _called(message)}]}))
         return _response(200, _error(ident, -32601, "Method not found"))
     if method == "initialize":
         data = {"supported": ["2026-07-28"], "requested": message.get("params", {}).get("protocolVersion")}

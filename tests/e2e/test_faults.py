@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import running_proxy
 from tests.e2e.commanded import Commanded, ProxyFleet, own_proxy
 from tests.e2e.gated_runs import ERAS, client_run
+from tests.e2e.recording_upstream import SESSION, recording_upstream
 from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
@@ -415,3 +416,44 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
     faults = sorted(str(line["fault"]) for line in fault_lines(logs))
     assert faults[:2] == ["delay 300 ms", "duplicate not injected"], faults
     assert "error -32051" in faults
+
+
+LEGACY_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+BODY_SECRET = "victim-bodysecret-424242"
+
+
+async def test_session_and_body_rules_match_what_the_chains_show_so_hit_counts_reveal_no_secret() -> None:
+    # The reviewer's oracle: harmless rules whose counts would say whether a guessed prefix is right.
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    call = {"name": "store", "arguments": {"api_token": BODY_SECRET}}
+    async with (
+        recording_upstream("legacy") as upstream,
+        own_proxy(upstream.url("/mcp"), "--redact-body-keys", "api_token") as proxy,
+        client_session() as mcp,
+    ):
+        url = proxy.endpoint()
+        opened = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        async with mcp.post(url, json=opened, headers=LEGACY_HEADERS) as resp:
+            assert resp.headers["Mcp-Session-Id"] == SESSION
+        (chain,) = await chains(proxy)
+        shown = chain["session"]  # <redacted len=14 hmac:xxxxxxxx>
+        assert shown.startswith("<redacted len=14 hmac:"), shown
+        rules = [  # the first that picks a message is the one that counts it
+            "body:*victim-b* => delay=1ms",  # a guess at the masked argument
+            "body:*api_token*redacted* => delay=1ms",  # the argument as the chains show it: the call
+            "session:fake-sess* => delay=1ms",  # a guess at the id in clear
+            f"session:{shown[-9:-1]} => delay=1ms",  # the hmac the chains show: the answer
+        ]
+        await proxy.add_faults(*rules)
+        headers = {**LEGACY_HEADERS, "Mcp-Session-Id": SESSION}
+        message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        async with mcp.post(url, json=message, headers=headers) as resp:
+            assert resp.status == 200
+        status, listing = await proxy.call("GET", "/api/faults")
+    assert status == 200
+    injected = {rule["rule"]: rule["injected"] for rule in listing["rules"]}
+    assert [injected[rule] for rule in rules] == [0, 1, 0, 1], injected

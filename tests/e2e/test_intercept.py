@@ -620,6 +620,65 @@ async def test_an_edit_leaving_a_string_as_shown_sends_the_token_echoed_inside_i
     assert sent["params"]["arguments"] == {"note": NOTE, "n": 2}
 
 
+BODY_SECRET = "VICTIM-BODYSECRET-424242"
+
+
+async def test_a_secret_goes_back_only_into_its_own_call_and_is_masked_where_the_answer_echoes_it() -> None:
+    # The client's api_token is masked (--redact-body-keys); `dump` answers its arguments as text.
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    flags = ("--redact-body-keys", "api_token", "--intercept", "dir:client method:tools/call")
+    async with (
+        recording_upstream("legacy") as upstream,
+        own_proxy(upstream.url("/mcp"), *flags) as proxy,
+        client_session() as mcp,
+        proxy.http() as http,
+    ):
+        url = proxy.endpoint()
+        _, session, _ = await post(
+            mcp, url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        )
+        store = {"name": "store", "arguments": {"api_token": BODY_SECRET}}
+        storing = spawn(
+            post(mcp, url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": store}, session),
+            name="store",
+        )
+        held = await next_held(http, proxy)
+        shown = held["message"]
+        assert shown["params"]["arguments"]["api_token"].startswith("<redacted len=24 hmac:")
+        renamed = {**shown, "params": {**shown["params"], "name": "dump"}}  # a tool that echoes them
+        status, answer = await decide(http, proxy, held["id"], {"decision": "forward", "message": renamed})
+        assert (status, answer["error"]) == (400, "bad_request"), answer
+        assert (
+            "params.arguments.api_token holds a redacted stand-in and the edit changes params.name "
+            '("store" -> "dump")'
+        ) in answer["message"]
+        assert "tools/call" not in [h.method for h in upstream.heads]  # nothing was sent
+        assert (await decide(http, proxy, held["id"], {"decision": "forward"}))[0] == 200
+        assert (await bounded_result(storing))[0] == 200
+
+        dump = {"name": "dump", "arguments": {"api_token": BODY_SECRET, "n": 1}}
+        dumping = spawn(
+            post(mcp, url, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": dump}, session),
+            name="dump",
+        )
+        held = await next_held(http, proxy, held["id"])
+        edited = json.loads(json.dumps(held["message"]))
+        edited["params"]["arguments"]["n"] = 2
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+        status, _, answer = await bounded_result(dumping)
+        async with http.get(f"{proxy.admin_url}/api/chains?limit=50") as resp:
+            chains = await resp.json()
+        shown_chains = []
+        for chain in chains:
+            async with http.get(f"{proxy.admin_url}/api/chains/{chain['id']}") as resp:
+                shown_chains.append(await resp.text())
+    assert status == 200
+    assert json.loads(answer["result"]["content"][0]["text"]) == {"api_token": BODY_SECRET, "n": 2}
+    assert json.loads(upstream.heads[-1].body)["params"]["arguments"] == {"api_token": BODY_SECRET, "n": 2}
+    assert '\\"n\\": 2' in "".join(shown_chains)  # the echo is in the chain ...
+    assert BODY_SECRET not in "".join(shown_chains)  # ... with the secret masked
+
+
 async def bounded_result(future: Awaitable[Any]) -> Any:
     async with asyncio.timeout(30):
         return await future

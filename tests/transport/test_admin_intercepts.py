@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -87,7 +88,7 @@ async def test_with_a_token_or_on_loopback_rules_are_taken_and_bad_ones_refused(
 def held_call(proxy: Proxy, body: dict[str, Any], direction: str = "client") -> Any:
     """Hold `body` at the desk as the relay would; the task awaiting its decision."""
     msg = classify_value(body)
-    judged = seen(msg, direction, era="legacy", session=None, asked={})
+    judged = seen(msg, direction, era="legacy", session=None, asked={}, masks=proxy.redactor)
     fault = proxy.faults.gate.decide(judged)
     assert fault is not None
     side = "upstream" if direction == "client" else "client"
@@ -101,22 +102,49 @@ async def test_the_desk_refuses_what_cannot_apply_and_the_long_poll_wakes_on_a_n
     answer = held_call(proxy, {"jsonrpc": "2.0", "id": 4, "result": {"ok": True}})  # a client's answer
     woke = await asyncio.wait_for(waiting, 5)
     (held,) = woke["held"]
-    assert (held["id"], held["kind"], held["direction"]) == ("h1", "response", "client")
+    first = held["id"]
+    assert (held["kind"], held["direction"]) == ("response", "client")
     with pytest.raises(InterceptError) as caught:
-        control.decide("h1", {"decision": "answer", "result": {}})
+        control.decide(first, {"decision": "answer", "result": {}})
     assert caught.value.status == 409
     assert "client's answer to the server's request" in caught.value.message
     note = held_call(proxy, {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}})
     third = held_call(proxy, {"jsonrpc": "2.0", "id": 9, "method": "ping"})
     assert await asyncio.wait_for(third, 5) == Decision("forward", by="none")  # not held: 2 already are
-    assert (await control.wait("h1", 0))["held"][0]["kind"] == "notification"
+    (newer,) = (await control.wait(first, 0))["held"]
+    assert newer["kind"] == "notification"
+    assert (await control.wait("h1", 0))["held"] == [newer]  # `after` needs only the number
     with pytest.raises(InterceptError) as caught:
         control.decide("h9", {"decision": "drop"})
     assert caught.value.status == 404
-    assert "held now: h1, h2" in caught.value.message
-    assert control.decide("h2", {"decision": "drop"}) == {"id": "h2", "decision": "drop"}
+    assert f"held now: {first}, {newer['id']}" in caught.value.message
+    assert control.decide(newer["id"], {"decision": "drop"}) == {"id": newer["id"], "decision": "drop"}
     assert (await asyncio.wait_for(note, 5)).verb == "drop"
     proxy.desk.drain()
     assert await asyncio.wait_for(answer, 5) == Decision("forward", by="drain")
     assert proxy.desk.released == {"drop": 1, "forward": 1}
     assert proxy.desk.held_total == 2
+
+
+async def test_a_held_messages_id_cannot_be_guessed_from_its_number() -> None:
+    async with intercept_api("127.0.0.1", has_token=False) as (url, proxy):
+        status, _ = await call("POST", url, {"rule": "method:ping"})
+        assert status == 201
+        ping = held_call(proxy, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        status, answer = await call("GET", url + "/wait?timeout=5")
+        (held,) = answer["held"]
+        number, _, key = held["id"].partition("-")
+        assert number == "h1"
+        assert re.fullmatch(r"[0-9a-f]{8}", key), held["id"]
+        status, answer = await call("POST", url + "/held/h1", {"decision": "drop"})  # a blind guess
+        assert (status, answer["error"]) == (404, "not_found"), answer
+        assert not ping.done()
+        status, answer = await call("POST", url + f"/held/{held['id']}", {"decision": "drop"})
+        assert (status, answer) == (200, {"id": held["id"], "decision": "drop"})
+        assert (await asyncio.wait_for(ping, 5)).verb == "drop"
+        other = held_call(proxy, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        (second,) = (await call("GET", url + f"/wait?timeout=5&after={held['id']}"))[1]["held"]
+        assert second["id"].startswith("h2-")
+        assert second["id"][3:] != key
+        proxy.desk.drain()
+        await asyncio.wait_for(other, 5)

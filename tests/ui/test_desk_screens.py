@@ -163,11 +163,12 @@ async def open_held(run: Run) -> InterceptScreen:
 
 
 async def test_the_held_screen_lists_each_message_and_f_and_d_decide() -> None:
-    desk = DeskDouble(held("h1"), held("h2", kind="notification", method="notifications/progress"))
+    first, second = "h1-3f9c0a7e", "h2-0b7d5e21"  # the proxy's ids: a number, then a random part
+    desk = DeskDouble(held(first), held(second, kind="notification", method="notifications/progress"))
     async with running(desk) as run:
         screen = await open_held(run)
         row = screen.held_table.get_row_at(0)
-        assert row[:5] == ["h1", "client→server", "request", "tools/call", "i1"]
+        assert row[:5] == ["h1", "client→server", "request", "tools/call", "i1"]  # the readable part
         age, left = float(row[5].removesuffix("s")), float(row[6].removesuffix("s"))
         assert 2.0 <= age < 10  # held two seconds before the screen opened
         assert 40 < left <= 60  # time left before it goes on unchanged
@@ -176,7 +177,8 @@ async def test_the_held_screen_lists_each_message_and_f_and_d_decide() -> None:
         await wait_for(lambda: screen.held_table.row_count == 1, what="h1 to leave the list")
         await run.pilot.press("d")
         await wait_for(lambda: screen.held_table.row_count == 0, what="h2 to leave the list")
-        assert desk.decisions == [("h1", Decision("forward")), ("h2", Decision("drop"))]
+        assert desk.decisions == [(first, Decision("forward")), (second, Decision("drop"))]
+        assert screen.status == "dropped h2 (notifications/progress)"
         await wait_for(lambda: "held" not in run.status(), what="the badge to go")
 
 

@@ -162,3 +162,28 @@ def test_a_changed_string_around_an_embedded_stand_in_is_refused_naming_its_path
         restore_stand_ins(changed, shown, restore=False)  # the TUI's check says the same
     with pytest.raises(EditRefused, match=r"at params.arguments.other was shown at params.arguments.note"):
         restore_stand_ins(moved, shown, original)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"name": "dump"}, 'params.name ("echo" -> "dump")'),
+        ({"name": None, "uri": "file:///etc/passwd"}, "params.name"),
+        ({"uri": "res://x"}, 'params.uri (null -> "res://x")'),
+    ],
+)
+def test_a_stand_in_is_not_put_back_into_a_call_whose_edit_changes_what_it_does(
+    change: dict[str, Any], named: str
+) -> None:
+    original, shown = secret_call()
+    params = {k: v for k, v in {**shown["params"], **change}.items() if v is not None}
+    edited = {**shown, "params": params}
+    for restore in (True, False):  # the proxy and the TUI's editor refuse it alike
+        with pytest.raises(EditRefused, match=r"params.requestState holds a redacted stand-in") as caught:
+            restore_stand_ins(edited, shown, original, restore=restore)
+        assert named in str(caught.value)
+    renamed_method = {**shown, "method": "prompts/get"}
+    with pytest.raises(EditRefused, match=r'changes method \("tools/call" -> "prompts/get"\)'):
+        restore_stand_ins(renamed_method, shown, original)
+    typed = {**edited, "params": {**params, "requestState": "typed-by-hand"}}  # no stand-in: no secret
+    assert restore_stand_ins(typed, shown, original) == typed

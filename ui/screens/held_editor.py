@@ -88,7 +88,7 @@ class HeldEditor(ModalScreen[bool]):
         """Title, the note on redacted values, the editor, the reason line, the footer."""
         what = "answer" if self.answer else "edit"
         held = self.held
-        title = f"{what} {held.id}: {held.kind} {held.method or ''} from the {held.direction}".rstrip()
+        title = f"{what} {held.label}: {held.kind} {held.method or ''} from the {held.direction}".rstrip()
         with Vertical(id="editor-box"):
             yield Static(Text(f"{title} — Ctrl+S sends, Esc cancels", style="bold"), id="editor-title")
             yield Static(Text(f"shown redacted: {STAND_IN_NOTE}", style="dim"), id="editor-note")
@@ -144,7 +144,7 @@ class HeldEditor(ModalScreen[bool]):
         except DeskError as exc:
             self.refuse(str(exc))
             return
-        self.notify(f"{decision.describe()} {self.held.id}")
+        self.notify(f"{decision.describe()} {self.held.label}")
         self.app.post_message(HeldDecided(self.held.id))
         self.dismiss(True)
 
@@ -201,5 +201,5 @@ async def edit_externally(screen: Screen[None], desk: RuleDesk, held: Held) -> N
     except DeskError as exc:
         app.push_screen(HeldEditor(desk, held, edited, reason=str(exc)))
         return
-    screen.notify(f"forwarded edited {held.id}")
+    screen.notify(f"forwarded edited {held.label}")
     app.post_message(HeldDecided(held.id))

@@ -59,7 +59,7 @@ def seconds(value: float) -> str:
 def held_cells(held: Held, now: float) -> dict[str, str]:
     """One held message's row."""
     return {
-        "id": held.id,
+        "id": held.label,
         "dir": direction_label(held),
         "kind": held.kind,
         "method": held.method or "(answer)",
@@ -203,9 +203,9 @@ class InterceptScreen(Screen[None]):
         try:
             await self.desk.decide(held.id, decision)
         except DeskError as exc:
-            self.say(f"{held.id} not released: {exc}", error=True)
+            self.say(f"{held.label} not released: {exc}", error=True)
             return False
-        self.say(f"{decision.describe()} {held.id} ({held.method or held.kind})")
+        self.say(f"{decision.describe()} {held.label} ({held.method or held.kind})")
         self.app.post_message(HeldDecided(held.id))
         return True
 
@@ -229,7 +229,7 @@ class InterceptScreen(Screen[None]):
         if (held := self._chosen()) is None:
             return
         if not held.answerable:
-            self.say(f"{held.id}: a {held.kind} from the {held.direction} has no answer", error=True)
+            self.say(f"{held.label}: a {held.kind} from the {held.direction} has no answer", error=True)
             return
         self.app.push_screen(HeldEditor(self.desk, held, answer_skeleton(held), answer=True))
 

@@ -5,9 +5,11 @@
 
 Terms are ANDed; `-` (or `!`) negates one. Values match exactly or as a glob (`*`, `?`),
 case-insensitively; `session:` also matches a substring, `body:` a substring (or a glob) of the
-message as JSON. A response is matched by the request it answers (its method and name), so
-`method:tools/call` picks both the call and its answer unless `dir:` says which. `*` alone (or no
-term) picks every message. Parsed once into a `Match`; `Match.matches` is a pure function.
+message as JSON. `session:` and `body:` see what the TUI filter sees: secrets masked (matched
+against the values in clear, a rule's hit count would confirm a guessed secret a character at a
+time). A response is matched by the request it answers (its method and name), so `method:tools/call`
+picks both the call and its answer unless `dir:` says which. `*` alone (or no term) picks every
+message. Parsed once into a `Match`; `Match.matches` is a pure function.
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ class Seen:
     mode: str
     """`passthrough`, `legacy_to_mrtr` or `mrtr_to_legacy` (`mode:bridged` matches either bridge)."""
     session: str | None
+    """The session id as the chains show it: masked (`<redacted len=N hmac:…>`), never in clear."""
     round: int | None
     """1 for a first request, 2 for a retry that carries `inputResponses` or `requestState` (an
     MRTR round past the first, whose exact number pass-through cannot know); None for the rest."""
     body: Callable[[], str]
-    """The message as lower-cased JSON, asked for only when a `body:` term needs it."""
+    """The message as lower-cased JSON, redacted as the chains show it, asked for only when a `body:`
+    term needs it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ proxy made it;
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -25,15 +25,38 @@ implementation-defined server error: the server's own answer never reached the c
 INJECTED_BY: Final = "mcp-debug-proxy fault injection"
 """`error.data.injectedBy` of every error a fault makes, so a client's log tells it from the server's."""
 
+
+class Masks(Protocol):
+    """How secrets are shown (`proxy.flows.redact.Redactor`): a rule sees a message as the chains do."""
+
+    def token(self, value: str) -> str:
+        """The stand-in of a secret value (a session id)."""
+        ...
+
+    def body(self, value: Any) -> Any:
+        """A message with its secrets masked."""
+        ...
+
+
 Asked = Mapping[RequestId, tuple[str | None, str | None]]
 """Request id -> (method, name) of the requests an exchange's messages answer: the client's own
 requests (their answers come back on it) and the server's requests the client answers in it."""
 
 
 def seen(
-    msg: Message, direction: str, *, era: str, session: str | None, asked: Asked, mode: str = "passthrough"
+    msg: Message,
+    direction: str,
+    *,
+    era: str,
+    session: str | None,
+    asked: Asked,
+    masks: Masks,
+    mode: str = "passthrough",
 ) -> Seen:
-    """A message as a rule sees it; an answer takes the method and name of the request it answers."""
+    """A message as a rule sees it; an answer takes the method and name of the request it answers.
+
+    Its session id and body are seen masked (`masks`), as the chains show them.
+    """
     kind = str(msg.kind)
     if msg.is_response:
         method, name = asked.get(msg.id, (None, None)) if msg.id is not None else (None, None)
@@ -46,9 +69,9 @@ def seen(
         name=name,
         era=era,
         mode=mode,
-        session=session,
+        session=masks.token(session) if session else None,
         round=_round(msg) if direction == "client" and msg.kind is Kind.REQUEST else None,
-        body=_lazy_body(msg.raw),
+        body=_lazy_body(msg.raw, masks),
     )
 
 
@@ -77,9 +100,9 @@ def _round(msg: Message) -> int:
     return 2 if "inputResponses" in params or "requestState" in params else 1
 
 
-def _lazy_body(raw: Any) -> Callable[[], str]:
+def _lazy_body(raw: Any, masks: Masks) -> Callable[[], str]:
     def body() -> str:
-        return orjson.dumps(raw).decode("utf-8", "replace").lower()
+        return orjson.dumps(masks.body(raw)).decode("utf-8", "replace").lower()
 
     return body
 

@@ -8,6 +8,7 @@ from proxy.engine.gate.actions import HOLD
 from proxy.engine.gate.intercepts import parse_intercept, parse_timeout
 from proxy.engine.gate.messages import seen
 from proxy.engine.gate.rules import FaultGate, parse_rule
+from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import classify_value
 
 
@@ -57,7 +58,7 @@ def test_the_gate_holds_before_any_fault_and_a_rule_that_matches_nothing_concern
     assert len(gate) == 2
     assert gate.fault_count == 1
     msg = classify_value(call("echo"))
-    fault = gate.decide(seen(msg, "client", era="legacy", session=None, asked={}))
+    fault = gate.decide(seen(msg, "client", era="legacy", session=None, asked={}, masks=Redactor()))
     assert fault is not None
     assert (fault.rule_id, fault.action.kind) == ("i1", HOLD)
     assert gate.label("i1") == "i1: tool:echo"

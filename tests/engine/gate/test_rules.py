@@ -10,26 +10,30 @@ import pytest
 from proxy.engine.gate.match import Seen, parse_match
 from proxy.engine.gate.messages import asked_of, corrupt_state, drop_answer, error_answer, seen
 from proxy.engine.gate.rules import FaultGate, parse_rule
+from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Message, classify_value
+
+MASKS = Redactor(body_keys=("api_token",), key=b"k" * 32)
+"""The proxy's redactor, with a fixed key so a test knows the stand-ins."""
+SESSION = "sess-08b2-S3cret"
 
 
 def call(name: str = "delete_repo", ident: int = 1, **params: object) -> Seen:
     msg = classify_value(
         {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": name, **params}}
     )
-    return seen(msg, "client", era="legacy", session="sess-08b2", asked={})
+    return seen(msg, "client", era="legacy", session=SESSION, asked={}, masks=MASKS)
 
 
 def answer_to(request: Seen, ident: int = 1) -> Seen:
     msg = classify_value({"jsonrpc": "2.0", "id": ident, "result": {"content": []}})
-    return seen(
-        msg, "server", era="legacy", session="sess-08b2", asked={ident: (request.method, request.name)}
-    )
+    asked = {ident: (request.method, request.name)}
+    return seen(msg, "server", era="legacy", session=SESSION, asked=asked, masks=MASKS)
 
 
 def server_request(method: str = "elicitation/create") -> Seen:
     msg = classify_value({"jsonrpc": "2.0", "id": 9, "method": method, "params": {}})
-    return seen(msg, "server", era="legacy", session=None, asked={})
+    return seen(msg, "server", era="legacy", session=None, asked={}, masks=MASKS)
 
 
 def test_the_filter_languages_fields_pick_a_message_as_they_pick_a_chain() -> None:
@@ -41,7 +45,7 @@ def test_the_filter_languages_fields_pick_a_message_as_they_pick_a_chain() -> No
         "era:legacy",
         "mode:pass",
         "-mode:bridged",
-        "session:08b2",
+        f"session:{MASKS.token(SESSION)[-9:-1]}",  # the hmac the chains show
         "body:delete_repo",
         "dir:client",
         "round:1",
@@ -58,6 +62,16 @@ def test_the_filter_languages_fields_pick_a_message_as_they_pick_a_chain() -> No
         "era:modern",
         "body:octocat",
     ):
+        assert not parse_match(text).matches(message), text
+
+
+def test_session_and_body_terms_see_secrets_masked_so_a_rule_cannot_confirm_a_guess() -> None:
+    message = call(arguments={"api_token": "victim-bodysecret-424242", "note": "hi"})
+    stand_in = MASKS.token(SESSION)
+    assert message.session == stand_in
+    for text in (f"session:{stand_in[-9:-5]}", "body:*api_token*<redacted*", "body:note"):
+        assert parse_match(text).matches(message), text
+    for text in ("session:sess-08b2*", "session:S3cret", "body:*victim-b*", "body:bodysecret"):
         assert not parse_match(text).matches(message), text
 
 

@@ -1,0 +1,118 @@
+"""The admin API's defences against web pages: the `Host`, `Origin` and `Content-Type` a request carries.
+
+A page open in the developer's browser can reach an admin API on loopback. A cross-site "simple"
+POST (`text/plain`, no preflight) reaches it blind, and DNS rebinding points the page's own name at
+127.0.0.1 so the page reads the answers. The browser sets what this guard checks and the page cannot
+change it: `Host` is the page's own name (not a loopback name) under rebinding, `Origin` names the
+page on every cross-site POST, fetch and feed (`EventSource`), and a body the page may send without a
+preflight is never `application/json`. So a request is refused when
+
+- its `Host` is not a loopback name or address, nor the host the admin API is bound to, while the
+  admin API has no token (with a token, the token is the defence: a page cannot know it, and a
+  sidecar is reached by whatever name its network gives it);
+- it carries an `Origin` that is not the admin API's own (`http://` or `https://` and the `Host` the
+  request names): clients that are no browser (curl, the TUI, Prometheus) send none;
+- it changes state with a body that is not `Content-Type: application/json`.
+
+`/healthz` and `/readyz` are left alone, as the token guard leaves them: probes name the pod by its
+address and those answers hold status only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from proxy.transport.health import OPEN_PATHS
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""Methods that change state: their body must be JSON (a browser sends no JSON cross-site unasked)."""
+
+JSON_TYPE = "application/json"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host (a name, an address, or an address in brackets) names this machine only."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def browser_guard(*, has_token: bool, bound_host: Callable[[], str]) -> Middleware:
+    """The middleware that refuses what a web page could send: a foreign `Host` (without a token), a
+    foreign `Origin`, a body that changes state and is not JSON.
+
+    `bound_host` is read when a request comes: the admin API binds after its app is made.
+    """
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        refusal = refusal_of(request, has_token=has_token, bound_host=bound_host())
+        return refusal if refusal is not None else await handler(request)
+
+    return guard
+
+
+def refusal_of(request: web.Request, *, has_token: bool, bound_host: str) -> web.Response | None:
+    """The 403 or 415 a request gets from the guard, naming why; None when it may go on."""
+    host = request.headers.get("Host", "")
+    if not has_token and not _host_allowed(host, bound_host):
+        return _refused(
+            403,
+            "forbidden",
+            f"Host {host!r} is not this admin API's: without a token it answers only requests to a "
+            "loopback name or address (localhost, 127.0.0.1, [::1]), which a web page cannot send "
+            "(DNS rebinding); set --admin-token (MCP_PROXY_ADMIN_TOKEN) to reach it by another name",
+        )
+    origin = request.headers.get("Origin")
+    if origin is not None and not _own_origin(origin, host):
+        return _refused(
+            403,
+            "forbidden",
+            f"Origin {origin!r} is not this admin API's (http://{host}): requests from web pages are "
+            "refused; clients that are no browser send no Origin",
+        )
+    if _writes_a_body(request) and request.content_type != JSON_TYPE:
+        return _refused(
+            415,
+            "unsupported_media_type",
+            f"{request.method} {request.path} takes a JSON body: send Content-Type: {JSON_TYPE} "
+            f"(got {request.headers.get('Content-Type') or 'none'})",
+        )
+    return None
+
+
+def _host_allowed(host: str, bound_host: str) -> bool:
+    try:
+        name = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return False
+    if not name:
+        return False
+    return is_loopback(name) or name == bound_host.strip("[]").lower()
+
+
+def _own_origin(origin: str, host: str) -> bool:
+    scheme, sep, authority = origin.lower().partition("://")
+    return bool(sep) and scheme in ("http", "https") and bool(host) and authority == host.lower()
+
+
+def _writes_a_body(request: web.Request) -> bool:
+    return request.method in WRITE_METHODS and (request.method != "DELETE" or request.body_exists)
+
+
+def _refused(status: int, error: str, message: str) -> web.Response:
+    body = orjson.dumps({"error": error, "message": message})
+    return web.Response(body=body, status=status, content_type="application/json")
