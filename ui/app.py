@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 
 from proxy.flows.events import FlowEvent
 from proxy.flows.query import message_match
+from proxy.wire.visible import visible
 from ui.capture_index import IndexReady
 from ui.copying import as_curl, as_jsonrpc
 from ui.desk import READ_ONLY_CAPTURE, DeskError, Intercepts, RuleDesk
@@ -228,7 +229,7 @@ class ProxyTui(App[None]):
         if len(new) == 1:
             (held,) = new
             what = f"{held.kind} {held.method}".rstrip()
-            self.notify(f"held {held.id}: {what} from the {held.direction} (I to decide)")
+            self.notify(visible(f"held {held.id}: {what} from the {held.direction} (I to decide)"))
         elif new:  # a burst: one notice, not a screenful
             self.notify(f"{len(new)} more messages held (I to decide)")
 
@@ -241,7 +242,7 @@ class ProxyTui(App[None]):
         """The watcher cannot read the intercepts: say so once per reason."""
         if message.reason != self._desk_failure:
             self._desk_failure = message.reason
-            self.notify(f"intercepts: {message.reason}", severity="warning")
+            self.notify(visible(f"intercepts: {message.reason}"), severity="warning")
 
     def action_faults(self) -> None:
         """The fault rules screen."""
@@ -270,7 +271,9 @@ class ProxyTui(App[None]):
                 rule = await desk.add_intercept(match, timeout)
             except DeskError as exc:
                 return str(exc)
-            self.notify(f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)")
+            self.notify(
+                visible(f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)")
+            )
             if self.watcher is not None:
                 self.watcher.kick()
             return None

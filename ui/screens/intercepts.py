@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from proxy.wire.visible import visible
 from ui.desk import Decision, DeskError, Held, InterceptRule, Intercepts, RuleDesk
 from ui.held_edit import answer_skeleton, editable_text
 from ui.messages import HeldDecided
@@ -59,11 +60,11 @@ def seconds(value: float) -> str:
 def held_cells(held: Held, now: float) -> dict[str, str]:
     """One held message's row."""
     return {
-        "id": held.id,
-        "dir": direction_label(held),
-        "kind": held.kind,
-        "method": held.method or "(answer)",
-        "rule": held.rule,
+        "id": visible(held.id),
+        "dir": visible(direction_label(held)),
+        "kind": visible(held.kind),
+        "method": visible(held.method or "(answer)"),
+        "rule": visible(held.rule),
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
         "chain": chain_id_cell(held.chain or "", CHAIN_WIDTH),
@@ -150,7 +151,9 @@ class InterceptScreen(Screen[None]):
         row = table.cursor_row
         table.clear()
         for rule in rules:
-            table.add_row(rule.id, rule.match, seconds(rule.timeout_s), str(rule.held), key=rule.id)
+            table.add_row(
+                visible(rule.id), visible(rule.match), seconds(rule.timeout_s), str(rule.held), key=rule.id
+            )
         if rules:
             table.move_cursor(row=min(max(row, 0), len(rules) - 1), scroll=False)
 
