@@ -25,7 +25,7 @@ _BEYOND_C0: Final = (
 UNSAFE: Final = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
 """A character a terminal may act on or reorder text by, rather than show."""
 
-_UNSAFE_BESIDE_LINES: Final = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
+UNSAFE_BESIDE_LINES: Final = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
 """The same, less the tab and newline a multi-line view lays its text out with."""
 
 
@@ -47,5 +47,5 @@ def visible(text: str, *, lines: bool = False) -> str:
     multi-line view such as a message body); plain text is returned as it is, unchanged."""
     if text.isprintable():
         return text
-    pattern = _UNSAFE_BESIDE_LINES if lines else UNSAFE
+    pattern = UNSAFE_BESIDE_LINES if lines else UNSAFE
     return pattern.sub(_escaped, text)
