@@ -229,7 +229,9 @@ class ProxyTui(App[None]):
         if len(new) == 1:
             (held,) = new
             what = f"{held.kind} {held.method}".rstrip()
-            self.notify(visible(f"held {held.id}: {what} from the {held.direction} (I to decide)"))
+            self.notify(
+                visible(f"held {held.id}: {what} from the {held.direction} (I to decide)"), markup=False
+            )
         elif new:  # a burst: one notice, not a screenful
             self.notify(f"{len(new)} more messages held (I to decide)")
 
@@ -242,7 +244,7 @@ class ProxyTui(App[None]):
         """The watcher cannot read the intercepts: say so once per reason."""
         if message.reason != self._desk_failure:
             self._desk_failure = message.reason
-            self.notify(visible(f"intercepts: {message.reason}"), severity="warning")
+            self.notify(visible(f"intercepts: {message.reason}"), severity="warning", markup=False)
 
     def action_faults(self) -> None:
         """The fault rules screen."""
@@ -271,9 +273,8 @@ class ProxyTui(App[None]):
                 rule = await desk.add_intercept(match, timeout)
             except DeskError as exc:
                 return str(exc)
-            self.notify(
-                visible(f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)")
-            )
+            in_force = f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)"
+            self.notify(visible(in_force), markup=False)
             if self.watcher is not None:
                 self.watcher.kick()
             return None

@@ -45,6 +45,12 @@ DEFAULT_BODY_LINES = 300
 """Lines of pretty JSON the message view shows before its 'expand' marker."""
 
 
+def cell(value: str) -> Text:
+    """A table cell shown as written: a DataTable reads a `str` cell as Rich markup, where a name such
+    as `[/x]` stops the app and `[link=...]` makes a terminal hyperlink."""
+    return Text(visible(value))
+
+
 def chain_id_cell(chain_id: str, width: int) -> str:
     """A chain id cut to `width` from the left: a running proxy's ids share their start (the run tag,
     `cb00287-`) and differ in their number, so the end is what tells rows apart."""
@@ -145,10 +151,10 @@ def chain_cells(entry: ChainEntry) -> dict[str, Text | str]:
     rounds = str(s.rounds) if s.rounds > 1 else ""
     return {
         "time": clock(s.started),
-        "id": visible(s.id),
-        "client": visible(s.client_name or ""),
-        "method": visible(s.method or "(none)"),
-        "name": target(s),
+        "id": cell(s.id),
+        "client": cell(s.client_name or ""),
+        "method": cell(s.method or "(none)"),
+        "name": cell(target(s)),
         "eras": eras_cell(s),
         "rounds": rounds,
         "status": status_cell(s, entry.continuation),
@@ -395,7 +401,7 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
     return [(visible(name), visible(value)) for name, value in rows if value]
 
 
-def session_cells(entry: SessionEntry) -> dict[str, str]:
+def session_cells(entry: SessionEntry) -> dict[str, Text]:
     """The sessions table's cells: whose session it is, what it declared, and its history."""
     history = " → ".join(state for _, state in entry.history)
     cells = {
@@ -410,4 +416,4 @@ def session_cells(entry: SessionEntry) -> dict[str, str]:
         "changed": clock(entry.changed),
         "history": history,
     }
-    return {key: visible(value) for key, value in cells.items()}
+    return {key: cell(value) for key, value in cells.items()}

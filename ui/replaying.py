@@ -95,13 +95,14 @@ def run_replay(
 ) -> None:
     """Replay in a worker, then open the side-by-side screen (or say why it failed)."""
     plan, handshake = plans
-    app.notify(visible(f"replaying {plan.chain} {plan.headline()}..."))
+    app.notify(visible(f"replaying {plan.chain} {plan.headline()}..."), markup=False)
 
     async def replay() -> None:
         try:
             outcome = await replayer(plan, handshake, recorded)
         except Exception as exc:  # the status bar says why (unreachable server, no upstream known)
-            app.notify(visible(f"replay of {plan.chain} failed: {exc}"), severity="error", timeout=10)
+            failed = visible(f"replay of {plan.chain} failed: {exc}")
+            app.notify(failed, severity="error", timeout=10, markup=False)
             return
         app.push_screen(ReplayScreen(outcome))
 

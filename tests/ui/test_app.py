@@ -184,7 +184,7 @@ async def test_the_sessions_view_lists_who_holds_which_session() -> None:
         assert h.app.main.query_one(ContentSwitcher).current == "sessions"
         sessions = h.app.main.sessions
         assert sessions.row_count == 1
-        assert sessions.get_row_at(0)[:2] == ["s-1", "claude"]
+        assert [str(cell) for cell in sessions.get_row_at(0)[:2]] == ["s-1", "claude"]
 
         await h.pilot.press("s")
         assert h.app.main.query_one(ContentSwitcher).current == "tree"
@@ -203,7 +203,13 @@ async def test_the_sessions_view_shows_an_upstream_session_with_its_principal_an
         await h.pilot.press("s")
 
         row = h.app.main.sessions.get_row_at(0)
-        assert row[:5] == ["upstream-1", "", "upstream", "0123456789abcdef", "sampling roots"]
+        assert [str(cell) for cell in row[:5]] == [
+            "upstream-1",
+            "",
+            "upstream",
+            "0123456789abcdef",
+            "sampling roots",
+        ]
 
 
 async def test_follow_rides_the_newest_chain_until_the_user_scrolls_back() -> None:
@@ -313,3 +319,17 @@ async def test_what_a_client_or_upstream_chose_is_shown_escaped_in_the_table_tre
         assert "7\\x1b[5m" in view
         for text in (table, tree, view):
             assert not any(char in text for char in CONTROLS), text
+
+
+async def test_a_name_that_looks_like_markup_is_shown_as_written_and_stops_nothing() -> None:
+    names = {"client_name": "[/x]", "name": "[link=u]t[/link]"}
+    async with running(opened("c1", **names), message("c1", 1), finished("c1", **names), size=(200, 20)) as h:
+        table = shown(h.table)
+        assert "[/x]" in table
+        assert "[link=u]t[/link]" in table
+        assert not [
+            segment
+            for strip in h.table.render_lines(Region(0, 0, *h.table.size))
+            for segment in strip
+            if segment.style and segment.style.link
+        ]

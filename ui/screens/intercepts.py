@@ -17,11 +17,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from proxy.wire.visible import visible
 from ui.desk import Decision, DeskError, Held, InterceptRule, Intercepts, RuleDesk
 from ui.held_edit import answer_skeleton, editable_text
 from ui.messages import HeldDecided
-from ui.render import chain_id_cell
+from ui.render import cell, chain_id_cell
 from ui.screens.held_editor import HeldEditor, edit_externally
 
 CHAIN_WIDTH = 8
@@ -57,14 +56,14 @@ def seconds(value: float) -> str:
     return f"{value:.1f}s" if value < 10 else f"{value:.0f}s"
 
 
-def held_cells(held: Held, now: float) -> dict[str, str]:
+def held_cells(held: Held, now: float) -> dict[str, Text | str]:
     """One held message's row."""
     return {
-        "id": visible(held.id),
-        "dir": visible(direction_label(held)),
-        "kind": visible(held.kind),
-        "method": visible(held.method or "(answer)"),
-        "rule": visible(held.rule),
+        "id": cell(held.id),
+        "dir": cell(direction_label(held)),
+        "kind": cell(held.kind),
+        "method": cell(held.method or "(answer)"),
+        "rule": cell(held.rule),
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
         "chain": chain_id_cell(held.chain or "", CHAIN_WIDTH),
@@ -152,7 +151,7 @@ class InterceptScreen(Screen[None]):
         table.clear()
         for rule in rules:
             table.add_row(
-                visible(rule.id), visible(rule.match), seconds(rule.timeout_s), str(rule.held), key=rule.id
+                cell(rule.id), cell(rule.match), seconds(rule.timeout_s), str(rule.held), key=rule.id
             )
         if rules:
             table.move_cursor(row=min(max(row, 0), len(rules) - 1), scroll=False)
