@@ -206,13 +206,13 @@ class ProxyTui(App[None]):
             return
         copied = as_curl(self.model, entry, record) if message.curl else as_jsonrpc(entry, record)
         if not copied.text:
-            self.notify(copied.title, severity="warning")
+            self.notify(visible(copied.title), severity="warning", markup=False)
             return
         self.copy_to_clipboard(copied.text)
         if message.curl:  # a command is worth reading before it is run
             self.push_screen(CopiedScreen(copied.title, copied.text))
         else:
-            self.notify(f"{copied.title} ({len(copied.text)} characters)")
+            self.notify(visible(f"{copied.title} ({len(copied.text)} characters)"), markup=False)
 
     # -- the rule desk ------------------------------------------------------------------------
 

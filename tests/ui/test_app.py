@@ -323,8 +323,11 @@ async def test_what_a_client_or_upstream_chose_is_shown_escaped_in_the_table_tre
 
 async def test_a_name_that_looks_like_markup_is_shown_as_written_and_stops_nothing() -> None:
     names = {"client_name": "[/x]", "name": "[link=u]t[/link]"}
-    async with running(opened("c1", **names), message("c1", 1), finished("c1", **names), size=(200, 20)) as h:
+    chain = "[/c]"
+    events = (opened(chain, **names), message(chain, 1), finished(chain, **names))
+    async with running(*events, size=(200, 20)) as h:
         table = shown(h.table)
+        assert "[/c]" in table
         assert "[/x]" in table
         assert "[link=u]t[/link]" in table
         assert not [

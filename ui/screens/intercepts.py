@@ -66,7 +66,7 @@ def held_cells(held: Held, now: float) -> dict[str, Text | str]:
         "rule": cell(held.rule),
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
-        "chain": chain_id_cell(held.chain or "", CHAIN_WIDTH),
+        "chain": cell(chain_id_cell(held.chain or "", CHAIN_WIDTH)),
     }
 
 
