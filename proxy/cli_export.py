@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from proxy.cli_parser import CliParser
-from proxy.cli_pipes import reader_left
+from proxy.cli_pipes import reader_left, tell
 from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, MessageRecord, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
@@ -115,7 +115,7 @@ def main(argv: Sequence[str]) -> int:
     args = build_export_parser().parse_args(argv)
     misplaced = _misplaced(args)
     if misplaced is not None:
-        print(f"mcp-proxy export: {misplaced}", file=sys.stderr)
+        tell(f"mcp-proxy export: {misplaced}")
         return 2
     if args.otlp is not None:
         return _to_collector(args)
@@ -125,16 +125,15 @@ def main(argv: Sequence[str]) -> int:
     try:
         keep = ChainFilter.from_params(lambda name: getattr(args, name))
     except FilterError as exc:
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: {exc}")
         return 2
     if _reads_into_itself(target, args.captures) is not None:
-        print(f"mcp-proxy export: {target} is one of the captures read: write elsewhere", file=sys.stderr)
+        tell(f"mcp-proxy export: {target} is one of the captures read: write elsewhere")
         return 2
     if _is_capture(target):
-        print(
+        tell(
             f"mcp-proxy export: {target} is a capture, and writing the {fmt.value} there would replace it; "
-            f"the output comes first: mcp-proxy export --{fmt.value} OUT CAPTURE...",
-            file=sys.stderr,
+            f"the output comes first: mcp-proxy export --{fmt.value} OUT CAPTURE..."
         )
         return 2
     try:
@@ -142,22 +141,22 @@ def main(argv: Sequence[str]) -> int:
         with _output(target) as out:
             report = export_capture(captures, fmt, out, keep)
     except (CaptureFormatError, CaptureError) as exc:
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: {exc}")
         return 2
     except BrokenPipeError:
         if str(target) != "-":
             raise
         return reader_left()
     except OSError as exc:
-        print(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: cannot write {target}: {exc.strerror or exc}")
         return 2
     for line in report.lines():
-        print(f"mcp-proxy export: {line}", file=sys.stderr)
+        tell(f"mcp-proxy export: {line}")
     what = (
         counted(report.written, "entry", "entries") if fmt is Format.HAR else counted(report.written, "chain")
     )
     where = "stdout" if str(target) == "-" else str(target)
-    print(f"mcp-proxy export: wrote {what} to {where}", file=sys.stderr)
+    tell(f"mcp-proxy export: wrote {what} to {where}")
     return SKIPPED_EXIT if report.any_skipped else 0
 
 
@@ -182,12 +181,12 @@ def _to_collector(args: argparse.Namespace) -> int:
     from proxy.record.otlp_setup import OtlpUnavailable, load_sender
 
     if args.status or args.method or args.mode or args.q:
-        print("mcp-proxy export: --otlp sends every span; filters are for chain exports", file=sys.stderr)
+        tell("mcp-proxy export: --otlp sends every span; filters are for chain exports")
         return 2
     try:
         otlp_url(args.otlp)
     except ValueError as exc:
-        print(f"mcp-proxy export: --otlp: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: --otlp: {exc}")
         return 2
     reasons: list[str] = []
     try:
@@ -196,7 +195,7 @@ def _to_collector(args: argparse.Namespace) -> int:
             args.otlp, queue_size=OTLP_BATCH, on_failure=lambda _count, reason: reasons.append(reason)
         )
     except (CaptureFormatError, CaptureError, OtlpUnavailable) as exc:
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: {exc}")
         return 2
     try:
         report = export_spans(captures, sender.send_all)
@@ -204,14 +203,13 @@ def _to_collector(args: argparse.Namespace) -> int:
     finally:
         sender.close(OTLP_CLOSE_SECONDS)
     for line in report.lines():
-        print(f"mcp-proxy export: {line}", file=sys.stderr)
+        tell(f"mcp-proxy export: {line}")
     counts = sender.counts()
-    print(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {sender.endpoint}", file=sys.stderr)
+    tell(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {sender.endpoint}")
     if counts["export_failed"]:
-        print(
+        tell(
             f"mcp-proxy export: {counts['export_failed']} of {counted(report.written, 'span')} "
-            f"not delivered: {reasons[-1] if reasons else 'the collector failed'}",
-            file=sys.stderr,
+            f"not delivered: {reasons[-1] if reasons else 'the collector failed'}"
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
     return SKIPPED_EXIT if report.any_skipped else 0
@@ -222,16 +220,13 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     try:
         found = find_chain(_checked_in_order(paths), chain_id)
     except (CaptureFormatError, CaptureError) as exc:
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: {exc}")
         return 2
     for line in found.report.lines():
-        print(f"mcp-proxy export: {line}", file=sys.stderr)
+        tell(f"mcp-proxy export: {line}")
     chain = found.chain
     if chain is None:
-        print(
-            f"mcp-proxy export: no chain {chain_id!r} in the capture ({missing_chain_hint([chain_id])})",
-            file=sys.stderr,
-        )
+        tell(f"mcp-proxy export: no chain {chain_id!r} in the capture ({missing_chain_hint([chain_id])})")
         return 2
     messages = list(chain.messages)
     mode = chain.summary.mode
@@ -240,10 +235,9 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     client_sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
     sent = [m for m in client_sent if m.kind != "http"] or [m for m in client_sent if bodiless_request(m)]
     if not sent:
-        print(
+        tell(
             f"mcp-proxy export: chain {chain_id} holds no request the client sent (messages the "
-            "server sent on its own, or a request the capture did not keep): nothing to copy as curl",
-            file=sys.stderr,
+            "server sent on its own, or a request the capture did not keep): nothing to copy as curl"
         )
         return 2
     return _print_curl(found, chain_id, messages, sent, to)
@@ -255,19 +249,17 @@ def _curl_bridged(found: ChainFound, chain_id: str, messages: list[MessageRecord
     sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is Side.UPSTREAM]
     sent = [m for m in sent if m.kind != "http"]
     if not sent:
-        print(
+        tell(
             f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}), so the server never got the "
             "client's requests, and the capture holds none the proxy sent it in their place: nothing "
-            "to copy as curl --to upstream (--to proxy copies the client's)",
-            file=sys.stderr,
+            "to copy as curl --to upstream (--to proxy copies the client's)"
         )
         return 2
-    print(
+    tell(
         f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}): the server got the proxy's own "
         "requests in its era, not the client's; these are those (--to proxy copies the client's). They "
         "rode the proxy's own upstream session: open one with an initialize to the server first and set "
-        "MCP_SESSION_ID to the Mcp-Session-Id it answers",
-        file=sys.stderr,
+        "MCP_SESSION_ID to the Mcp-Session-Id it answers"
     )
     return _print_curl(found, chain_id, messages, sent, "upstream")
 
@@ -291,17 +283,14 @@ def _print_curl(
             for m in sent
         ]
     except NoRequest as exc:
-        print(f"mcp-proxy export: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy export: {exc}")
         return 2
     try:
         sys.stdout.write("\n".join(commands))
         sys.stdout.flush()
     except BrokenPipeError:
         return reader_left()
-    print(
-        f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}",
-        file=sys.stderr,
-    )
+    tell(f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}")
     return SKIPPED_EXIT if found.report.any_skipped else 0
 
 
@@ -340,7 +329,7 @@ def _checked_in_order(paths: Sequence[Path]) -> list[Path]:
     _check(paths)
     order = oldest_first(paths)
     for note in order.notes():
-        print(f"mcp-proxy export: {note}", file=sys.stderr)
+        tell(f"mcp-proxy export: {note}")
     return order.paths
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from proxy.wire.visible import visible
+
 PIPE_CLOSED_EXIT = 141
 """Exit status when stdout's reader went away: what a command killed by SIGPIPE returns."""
 
@@ -33,3 +35,10 @@ def print_out(text: str) -> int:
     except BrokenPipeError:
         return reader_left()
     return 0
+
+
+def tell(text: str) -> None:
+    """One message for the person running a command, on stderr, shown through `visible`: it may name
+    what a capture or a server chose (a chain id, a method, an error's text), which a terminal must
+    show, not obey."""
+    print(visible(text), file=sys.stderr)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from proxy.cli_parser import CliParser
+from proxy.cli_pipes import tell
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
@@ -39,6 +40,7 @@ from proxy.record.replay_edit import Edit, EditError, edited_plan, parse_edit
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.record.replay_source import CaptureSource, open_capture, plans
+from proxy.wire.visible import visible
 
 if TYPE_CHECKING:
     from proxy.replay.runner import Replay
@@ -168,10 +170,10 @@ def main(argv: Sequence[str]) -> int:
     """Run `mcp-proxy replay` (argv without the subcommand)."""
     args = build_replay_parser().parse_args(argv)
     if not args.all and not args.chain:
-        print("mcp-proxy replay: name chains with --chain ID, or replay them all with --all", file=sys.stderr)
+        tell("mcp-proxy replay: name chains with --chain ID, or replay them all with --all")
         return USAGE_EXIT
     if args.edits and len(args.chain) != 1:
-        print("mcp-proxy replay: --set edits one chain: name it with one --chain ID", file=sys.stderr)
+        tell("mcp-proxy replay: --set edits one chain: name it with one --chain ID")
         return USAGE_EXIT
     try:
         headers = parse_headers(args.header)
@@ -181,34 +183,32 @@ def main(argv: Sequence[str]) -> int:
         source = open_capture(args.captures)
         settings = load_settings(config_path=args.config, flags={}).settings
     except ConfigError as exc:
-        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {exc}")
         return USAGE_EXIT
     except ValueError as exc:
-        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {exc}")
         return USAGE_EXIT
     except (CaptureFormatError, CaptureError) as exc:
-        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {exc}")
         return USAGE_EXIT
     for note in source.order_notes:
-        print(f"mcp-proxy replay: {note}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {note}")
     if args.upstream_cmd is not None:
         if not args.upstream_cmd.strip():
-            print("mcp-proxy replay: --upstream-cmd: an empty command", file=sys.stderr)
+            tell("mcp-proxy replay: --upstream-cmd: an empty command")
             return USAGE_EXIT
         upstream = f"stdio:{masked_command(shlex.split(args.upstream_cmd))}"
         recorded = f"; the capture recorded {source.upstream}" if source.upstream else ""
-        print(f"mcp-proxy replay: replaying against {upstream} (--upstream-cmd{recorded})", file=sys.stderr)
+        tell(f"mcp-proxy replay: replaying against {upstream} (--upstream-cmd{recorded})")
     else:
         named = args.upstream or source.upstream
         problem = _upstream_problem(named, args.upstream is not None, source)
         if problem:
-            print(f"mcp-proxy replay: {problem}", file=sys.stderr)
+            tell(f"mcp-proxy replay: {problem}")
             return USAGE_EXIT
         assert named is not None
         upstream = named
-        print(
-            f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}", file=sys.stderr
-        )
+        tell(f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}")
     from proxy import logs
     from proxy.runtime import use_fast_loop
 
@@ -266,20 +266,20 @@ async def _replay(
     try:
         async with Replay(upstream, options) as replay:
             era = _era(replay)
-            print(f"mcp-proxy replay: {_era_line(era)}", file=sys.stderr)
+            tell(f"mcp-proxy replay: {_era_line(era)}")
             chosen = _edited(plans(source), edits, wanted) if edits else plans(source)
             async for outcome in replay.run(chosen, lambda c: args.all or c in wanted):
                 outcomes.append(outcome)
                 if not args.json:
-                    print(outcome.line(), flush=True)
+                    print(visible(outcome.line()), flush=True)
     except Unreachable as exc:
-        print(f"mcp-proxy replay: the server cannot be reached: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: the server cannot be reached: {exc}")
         return USAGE_EXIT
     except (EraUnspoken, EditError) as exc:
-        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {exc}")
         return USAGE_EXIT
     except OSError as exc:
-        print(f"mcp-proxy replay: {exc}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {exc}")
         return USAGE_EXIT
     missing = sorted(wanted - {o.chain for o in outcomes})
     counts = Counter(o.word for o in outcomes)
@@ -288,11 +288,10 @@ async def _replay(
     else:
         print(_summary(counts, len(outcomes)))
     for line in source.report.lines():
-        print(f"mcp-proxy replay: {line}", file=sys.stderr)
+        tell(f"mcp-proxy replay: {line}")
     if missing:
-        print(
-            f"mcp-proxy replay: no chain {', '.join(missing)} in the capture ({missing_chain_hint(missing)})",
-            file=sys.stderr,
+        tell(
+            f"mcp-proxy replay: no chain {', '.join(missing)} in the capture ({missing_chain_hint(missing)})"
         )
         return USAGE_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
@@ -306,10 +305,7 @@ def _edited(chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[st
             if plan.kind is not PlanKind.CALL:
                 raise EditError(f"--set: chain {plan.chain} is a {plan.kind.value}, not a call to edit")
             plan = edited_plan(plan, edits)
-            print(
-                f"mcp-proxy replay: {plan.chain} {plan.headline()}: sending it edited: {said}",
-                file=sys.stderr,
-            )
+            tell(f"mcp-proxy replay: {plan.chain} {plan.headline()}: sending it edited: {said}")
         yield plan
 
 
@@ -364,9 +360,10 @@ def _document(
 
 async def _ask_on_terminal(plan: ChainPlan, method: str, params: Any) -> Any:
     """Show the question on stderr and read one line of JSON from stdin as the answer (empty: none)."""
-    question = json.dumps(params, indent=2, ensure_ascii=False)
+    question = visible(json.dumps(params, indent=2, ensure_ascii=False), lines=True)
     print(
-        f"\n{plan.chain} {plan.headline()}: the server asks {method}, which the capture has no answer to:\n"
+        f"\n{visible(f'{plan.chain} {plan.headline()}')}: the server asks {visible(method)}, "
+        "which the capture has no answer to:\n"
         f"{question}\nanswer (one line of JSON, the bare result, e.g. "
         '{"action": "accept", "content": {...}}; empty to fail the chain): ',
         end="",
@@ -379,5 +376,5 @@ async def _ask_on_terminal(plan: ChainPlan, method: str, params: Any) -> Any:
     try:
         return json.loads(line)
     except ValueError as exc:
-        print(f"mcp-proxy replay: not JSON ({exc}): the chain fails", file=sys.stderr)
+        tell(f"mcp-proxy replay: not JSON ({exc}): the chain fails")
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import io
 import json
 import logging
 import os
@@ -25,6 +26,8 @@ from typing import Any, Literal, Protocol, TextIO
 
 import orjson
 import structlog
+
+from proxy.wire.visible import visible
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -251,7 +254,7 @@ def configure(
         # and client-sized structures that take seconds to render on the event loop.
         colors = wants_colors(stream, os.environ)
         renderer = ConsoleLines(
-            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback),
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=visible_traceback),
             colors=colors,
         )
     else:
@@ -288,6 +291,14 @@ def configure(
     return opened
 
 
+def visible_traceback(sio: TextIO, exc_info: Any) -> None:
+    """A plain traceback with what a terminal would act on escaped: an exception's message may quote
+    what a client or the upstream sent."""
+    rendered = io.StringIO()
+    structlog.dev.plain_traceback(rendered, exc_info)
+    sio.write(visible(rendered.getvalue(), lines=True))
+
+
 class ConsoleLines:
     """The console rendering: a round-trip line compact, every other line as structlog's renderer does
     (with the round-trip lines' clock, and without the fields that hold nothing).
@@ -313,8 +324,13 @@ class ConsoleLines:
         if kind == "bridge_resumed" and "round" in event:
             return resumed_text(event, colors=self.colors)
         # Every other line starts with the same clock as the round-trip lines and leaves out the
-        # fields that say nothing (None): the JSON rendering keeps them all.
-        shown = {key: value for key, value in event.items() if value is not None}
+        # fields that say nothing (None): the JSON rendering keeps them all. Text fields are shown
+        # through `visible` (structlog prints them raw; other values it shows by `repr`, escaped).
+        shown = {
+            key: visible(value) if isinstance(value, str) else value
+            for key, value in event.items()
+            if value is not None
+        }
         stamp = str(shown.get("timestamp") or "")
         if len(stamp) >= 23:
             shown["timestamp"] = stamp[11:23]
@@ -344,8 +360,15 @@ _BAD: str = structlog.dev.RED
 
 
 def _painted(parts: list[Part], colors: bool) -> str:
+    """The parts as one line, shown through `visible`: clients and the upstream choose tool names, ids
+    and methods, and a terminal must not obey the controls in them. The line is checked once; only a
+    line that holds such a character has its parts escaped one by one (between their colours)."""
+    plain = " ".join([text for text, _style in parts])
+    shown = visible(plain)
     if not colors:
-        return " ".join(text for text, _style in parts)
+        return shown
+    if shown is not plain:
+        parts = [(visible(text), style) for text, style in parts]
     return " ".join(f"{style}{text}{_RESET}" if style else text for text, style in parts)
 
 

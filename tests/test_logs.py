@@ -188,3 +188,57 @@ def test_a_resumed_bridge_call_reads_as_a_short_line_among_its_rounds() -> None:
         "level": "info",
     }
     assert renderer(None, "info", event) == "03:00:00.123 x654 round 2 resumed by #11601 [mrtr_to_legacy]"
+
+
+HOSTILE = "x\x1b]0;TITLE\x07\r\n\u202ey\x9b"
+SHOWN = "x\\x1b]0;TITLE\\x07\\r\\n\\u202ey\\x9b"
+
+
+@pytest.mark.parametrize("colors", [False, True])
+def test_what_an_upstream_or_client_chose_is_shown_escaped_in_every_traffic_line(colors: bool) -> None:
+    renderer = logs.ConsoleLines(structlog.dev.ConsoleRenderer(colors=colors), colors=colors)
+    stamp = {"timestamp": "2026-12-02T03:00:00.123000Z", "level": "info", "exchange": "x4"}
+    events = [
+        {
+            "event": "server_asked",
+            "carried": f"tools/call {HOSTILE}",
+            "ids": [HOSTILE],
+            "asks": HOSTILE,
+            "asked": HOSTILE,
+        },
+        {
+            "event": "bridge_round",
+            "round": 1,
+            "method": "tools/call",
+            "name": HOSTILE,
+            "input_keys": {HOSTILE: HOSTILE},
+        },
+        {"event": "bridge_resumed", "round": 2, "client_id": HOSTILE, "mode": "mrtr_to_legacy"},
+        {"event": "exchange", "carried": HOSTILE, "http_method": "POST", "ids": [HOSTILE], "status": 200},
+    ]
+    for event in events:
+        line = ANSI.sub("", renderer(None, "info", {**stamp, **event}))
+        assert SHOWN in line, line
+        assert not any(char in line for char in "\n\x1b\u202e"), line
+
+
+def test_any_other_console_line_shows_its_text_fields_and_traceback_escaped(
+    tmp_path: Path, restore_logging: None
+) -> None:
+    path = tmp_path / "log.txt"
+    opened = logs.configure(level="info", fmt="console", file=path)
+    assert opened is not None
+    log = logs.get_logger()
+    log.warning("upstream_refused", reason=HOSTILE)
+    try:
+        raise RuntimeError(f"bad answer {HOSTILE}")
+    except RuntimeError:
+        log.exception(HOSTILE)
+    opened.close()
+
+    text = path.read_bytes().decode()
+    assert f"reason={SHOWN}" in text
+    # A traceback keeps its lines (and so the message's newline); everything else is escaped.
+    assert f"RuntimeError: bad answer {SHOWN.replace(chr(92) + 'n', chr(10))}" in text
+    assert f"] {SHOWN}" in text  # the event itself
+    assert not any(char in text for char in "\x1b\x07\r\u202e\x9b"), text

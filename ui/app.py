@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 
 from proxy.flows.events import FlowEvent
 from proxy.flows.query import message_match
+from proxy.wire.visible import visible
 from ui.capture_index import IndexReady
 from ui.copying import as_curl, as_jsonrpc
 from ui.desk import READ_ONLY_CAPTURE, DeskError, Intercepts, RuleDesk
@@ -205,13 +206,13 @@ class ProxyTui(App[None]):
             return
         copied = as_curl(self.model, entry, record) if message.curl else as_jsonrpc(entry, record)
         if not copied.text:
-            self.notify(copied.title, severity="warning")
+            self.notify(visible(copied.title), severity="warning", markup=False)
             return
         self.copy_to_clipboard(copied.text)
         if message.curl:  # a command is worth reading before it is run
             self.push_screen(CopiedScreen(copied.title, copied.text))
         else:
-            self.notify(f"{copied.title} ({len(copied.text)} characters)")
+            self.notify(visible(f"{copied.title} ({len(copied.text)} characters)"), markup=False)
 
     # -- the rule desk ------------------------------------------------------------------------
 
@@ -228,7 +229,9 @@ class ProxyTui(App[None]):
         if len(new) == 1:
             (held,) = new
             what = f"{held.kind} {held.method}".rstrip()
-            self.notify(f"held {held.label}: {what} from the {held.direction} (I to decide)")
+            self.notify(
+                visible(f"held {held.label}: {what} from the {held.direction} (I to decide)"), markup=False
+            )
         elif new:  # a burst: one notice, not a screenful
             self.notify(f"{len(new)} more messages held (I to decide)")
 
@@ -241,7 +244,7 @@ class ProxyTui(App[None]):
         """The watcher cannot read the intercepts: say so once per reason."""
         if message.reason != self._desk_failure:
             self._desk_failure = message.reason
-            self.notify(f"intercepts: {message.reason}", severity="warning")
+            self.notify(visible(f"intercepts: {message.reason}"), severity="warning", markup=False)
 
     def action_faults(self) -> None:
         """The fault rules screen."""
@@ -270,7 +273,8 @@ class ProxyTui(App[None]):
                 rule = await desk.add_intercept(match, timeout)
             except DeskError as exc:
                 return str(exc)
-            self.notify(f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)")
+            in_force = f"intercept {rule.id} in force: {rule.match} (held up to {rule.timeout_s:g}s)"
+            self.notify(visible(in_force), markup=False)
             if self.watcher is not None:
                 self.watcher.kick()
             return None

@@ -9,9 +9,11 @@ puts back redacted values), so its own refusal is shown too.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from proxy.wire.edits import EditRefused, check_message, restore_stand_ins
+from proxy.wire.visible import UNSAFE_BESIDE_LINES
 from ui.answer_templates import answer_result
 from ui.desk import Held
 
@@ -25,8 +27,14 @@ STAND_IN_NOTE = "a <redacted …> stand-in left in place is sent as the original
 
 
 def editable_text(message: dict[str, Any]) -> str:
-    """A message as the editor shows it: indented JSON, keys in the order the proxy gave them."""
-    return json.dumps(message, indent=2, ensure_ascii=False)
+    """A message as the editor shows it: indented JSON, keys in the order the proxy gave them, each
+    character a terminal would act on (DEL, C1, bidi controls; JSON escapes C0 itself) written as its
+    JSON escape `\\u202e`, which parses back to the same value."""
+    return UNSAFE_BESIDE_LINES.sub(_json_escape, json.dumps(message, indent=2, ensure_ascii=False))
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def answer_skeleton(held: Held) -> str:

@@ -2,6 +2,8 @@
 
 Every word the TUI shows about a chain or a message is decided here, so widgets stay thin and the
 wording is tested without an app. No clock: times are formatted from the events' own timestamps.
+Whatever a client, the upstream or a capture chose (names, ids, methods, error messages, notes,
+headers) is shown through `visible`: Rich passes ESC, C1 and bidi controls to the terminal as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.text import Text
 
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
+from proxy.wire.visible import visible
 from ui.model import ChainEntry, SessionEntry
 from ui.timeline import Node, Pair
 
@@ -42,9 +45,16 @@ DEFAULT_BODY_LINES = 300
 """Lines of pretty JSON the message view shows before its 'expand' marker."""
 
 
+def cell(value: str) -> Text:
+    """A table cell shown as written: a DataTable reads a `str` cell as Rich markup, where a name such
+    as `[/x]` stops the app and `[link=...]` makes a terminal hyperlink."""
+    return Text(visible(value))
+
+
 def chain_id_cell(chain_id: str, width: int) -> str:
     """A chain id cut to `width` from the left: a running proxy's ids share their start (the run tag,
     `cb00287-`) and differ in their number, so the end is what tells rows apart."""
+    chain_id = visible(chain_id)
     return chain_id if len(chain_id) <= width else "…" + chain_id[-(width - 1) :]
 
 
@@ -94,7 +104,7 @@ def transports(summary: ChainSummary) -> str:
     client, upstream = summary.client_transport, summary.upstream_transport
     if client == "http" and upstream == "http":
         return ""
-    return f"{client} → {upstream}"
+    return visible(f"{client} → {upstream}")
 
 
 CHANGED_MARK = "✎"
@@ -118,8 +128,10 @@ def note_label(note: str, changed: bool) -> Text:
     """A chain note in the tree, above its messages: one that says the proxy changed the traffic
     stands out in the proxy's colour; any other (a resumed stream, a cancel) reads as an aside."""
     if changed:
-        return Text.assemble((f"{CHANGED_MARK} ", ROUTE_STYLE["proxy"]), (note, ROUTE_STYLE["proxy"]))
-    return Text(f"• {note}", style="italic dim")
+        return Text.assemble(
+            (f"{CHANGED_MARK} ", ROUTE_STYLE["proxy"]), (visible(note), ROUTE_STYLE["proxy"])
+        )
+    return Text(f"• {visible(note)}", style="italic dim")
 
 
 def note_labels(summary: ChainSummary) -> list[Text]:
@@ -130,7 +142,7 @@ def note_labels(summary: ChainSummary) -> list[Text]:
 
 def target(summary: ChainSummary) -> str:
     """What the chain was about: tool, prompt or resource name, else empty."""
-    return summary.name or ""
+    return visible(summary.name or "")
 
 
 def chain_cells(entry: ChainEntry) -> dict[str, Text | str]:
@@ -139,10 +151,10 @@ def chain_cells(entry: ChainEntry) -> dict[str, Text | str]:
     rounds = str(s.rounds) if s.rounds > 1 else ""
     return {
         "time": clock(s.started),
-        "id": s.id,
-        "client": s.client_name or "",
-        "method": s.method or "(none)",
-        "name": target(s),
+        "id": cell(s.id),
+        "client": cell(s.client_name or ""),
+        "method": cell(s.method or "(none)"),
+        "name": cell(target(s)),
         "eras": eras_cell(s),
         "rounds": rounds,
         "status": status_cell(s, entry.continuation),
@@ -155,8 +167,8 @@ def chain_cells(entry: ChainEntry) -> dict[str, Text | str]:
 def chain_headline(summary: ChainSummary) -> Text:
     """The chain tree's root: what was called, through which mode, how it ended, and the time split."""
     text = Text.assemble(
-        (summary.method or "(none)", "bold"),
-        (f" {summary.name}" if summary.name else "", "bold"),
+        (visible(summary.method or "(none)"), "bold"),
+        (f" {target(summary)}" if summary.name else "", "bold"),
         "  ",
         eras_cell(summary),
         f"  {summary.mode.value}  ",
@@ -169,12 +181,16 @@ def chain_headline(summary: ChainSummary) -> Text:
         client = f", client {duration(summary.client_wait_ms)}" if summary.client_wait_ms else ""
         text.append(f"  (upstream {duration(summary.upstream_ms)}{held}{client})", style="dim")
     if summary.error:
-        text.append(f"  {summary.error}", style="red")
+        text.append(f"  {visible(summary.error)}", style="red")
     return text
 
 
 def outcome(record: MessageRecord | None) -> str:
     """A response in a few words: ok, input_required [keys], error -32602, an elicitation's action."""
+    return visible(_outcome(record))
+
+
+def _outcome(record: MessageRecord | None) -> str:
     if record is None:
         return "…"
     body = record.body if isinstance(record.body, dict) else {}
@@ -239,9 +255,10 @@ def message_label(record: MessageRecord, bridged: bool = False) -> Text:
         # a response head (`HTTP 200`), or a bodiless request's own head (`GET /mcp`)
         request_line = " ".join(p for p in (http.method, http.path) if p)
         what = f"HTTP {http.status}" if http.status is not None or not request_line else request_line
-    ident = f" #{record.jsonrpc_id}" if record.jsonrpc_id is not None else ""
+    ident = visible(f" #{record.jsonrpc_id}") if record.jsonrpc_id is not None else ""
     kind = "" if what.startswith(f"{record.kind} ") else f"{record.kind} "  # not `error error -32050`
-    text = Text.assemble(f"{_arrow(record)} ", route_tag(record, bridged), f" {kind}", (what, "bold"), ident)
+    shown = (visible(what), "bold")
+    text = Text.assemble(f"{_arrow(record)} ", route_tag(record, bridged), visible(f" {kind}"), shown, ident)
     refused = refusal(record) if record.kind != "http" else None
     if refused is not None:
         text.append(f"  {refused}", style="red")
@@ -249,7 +266,7 @@ def message_label(record: MessageRecord, bridged: bool = False) -> Text:
     if record.truncated:
         text.append("  [truncated]", style="yellow")
     if record.note:
-        text.append(f"  {record.note}", style="italic dim")
+        text.append(f"  {visible(record.note)}", style="italic dim")
     return text
 
 
@@ -278,17 +295,18 @@ def pair_label(pair: Pair) -> Text:
     req = pair.request
     assert req is not None
     elapsed = pair.elapsed_ms
+    method = visible(req.method or "?")
     if pair.role == "leg":
-        head = Text.assemble(("upstream ", "yellow"), (req.method or "?", "bold"))
+        head = Text.assemble(("upstream ", "yellow"), (method, "bold"))
         who = "upstream"
     elif pair.role == "nested":
         asker = _ASKER.get(req.side, "server asks client")
-        head = Text.assemble((f"{asker} ", "magenta"), (req.method or "?", "bold"))
+        head = Text.assemble((f"{asker} ", "magenta"), (method, "bold"))
         who = "answered after" if req.side is Side.UPSTREAM else "client waited"
     else:
-        head = Text.assemble(("call ", "cyan"), (req.method or "?", "bold"))
+        head = Text.assemble(("call ", "cyan"), (method, "bold"))
         who = "took"
-    head.append(f" #{req.jsonrpc_id} → {outcome(pair.response)}")
+    head.append(visible(f" #{req.jsonrpc_id}") + f" → {outcome(pair.response)}")
     response = pair.response
     refused = refusal(response) if response is not None else None
     if refused is not None:
@@ -380,13 +398,13 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
         line = " ".join(str(p) for p in (http.method, http.path, http.status, http.content_type) if p)
         rows.append(("http", line))
         rows.extend((f"  {name}", value) for name, value in http.headers.items())
-    return [(name, value) for name, value in rows if value]
+    return [(visible(name), visible(value)) for name, value in rows if value]
 
 
-def session_cells(entry: SessionEntry) -> dict[str, str]:
+def session_cells(entry: SessionEntry) -> dict[str, Text]:
     """The sessions table's cells: whose session it is, what it declared, and its history."""
     history = " → ".join(state for _, state in entry.history)
-    return {
+    cells = {
         "session": entry.session,
         "client": entry.client_name or "",
         "side": {"upstream": "upstream", "client": "proxy"}.get(entry.side, "client"),
@@ -398,3 +416,4 @@ def session_cells(entry: SessionEntry) -> dict[str, str]:
         "changed": clock(entry.changed),
         "history": history,
     }
+    return {key: cell(value) for key, value in cells.items()}

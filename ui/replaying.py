@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from proxy.flows.events import ProxyInfo
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind, plan_chain
+from proxy.wire.visible import visible
 from ui.model import ChainEntry, ViewModel
 from ui.screens.confirm_replay import ConfirmReplay
 from ui.screens.replay import ReplayScreen
@@ -94,13 +95,14 @@ def run_replay(
 ) -> None:
     """Replay in a worker, then open the side-by-side screen (or say why it failed)."""
     plan, handshake = plans
-    app.notify(f"replaying {plan.chain} {plan.headline()}...")
+    app.notify(visible(f"replaying {plan.chain} {plan.headline()}..."), markup=False)
 
     async def replay() -> None:
         try:
             outcome = await replayer(plan, handshake, recorded)
         except Exception as exc:  # the status bar says why (unreachable server, no upstream known)
-            app.notify(f"replay of {plan.chain} failed: {exc}", severity="error", timeout=10)
+            failed = visible(f"replay of {plan.chain} failed: {exc}")
+            app.notify(failed, severity="error", timeout=10, markup=False)
             return
         app.push_screen(ReplayScreen(outcome))
 

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from proxy.flows.events import ProxyInfo
+from proxy.wire.visible import visible
 
 
 def same_run(before: ProxyInfo, now: ProxyInfo) -> bool:
@@ -29,10 +30,10 @@ def same_run(before: ProxyInfo, now: ProxyInfo) -> bool:
 def run_label(info: ProxyInfo) -> str:
     """A proxy run in a few words: its run tag, else its start time, else its version."""
     if info.run:
-        return info.run
+        return visible(info.run)
     if info.started is not None:
         return "started " + time.strftime("%H:%M:%S", time.localtime(info.started))
-    return f"v{info.version}"
+    return visible(f"v{info.version}")
 
 
 @dataclass(frozen=True, slots=True)

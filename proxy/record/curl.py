@@ -11,7 +11,11 @@ the routing headers their body implies, since the proxy does not record a leg's 
 Nothing redacted is ever restored: each `<redacted ...>` stand-in in a header, the query or the body
 becomes an environment reference `"${MCP_TOKEN:?...}"`, which bash refuses to expand while unset with
 a message saying what to set, and the comment above the command lists each one. Every other byte is
-single-quoted for the shell, so any header value or body survives `bash -c` unchanged.
+quoted for the shell, so any header value or body survives `bash -c` unchanged: single-quoted, except
+the characters a terminal acts on (ESC, C1, bidi controls), which go as bash `$'\\xHH'` byte escapes so
+that printing the command shows them rather than obeys them. The comment lines show every recorded
+value through `visible`, so a value holding a newline stays inside its comment instead of becoming a
+command of its own.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from proxy.flows.events import LIVE_ID, Direction, MessageRecord, Side
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
+from proxy.wire.visible import UNSAFE, visible
 
 Target = Literal["proxy", "upstream"]
 
@@ -85,22 +91,44 @@ _REQUEST_STATE_WHAT: Final = (
 )
 
 
-def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
-    """One shell word: literal runs single-quoted, each stand-in an environment reference (a
-    `requestState` one named for what it is, since it comes from the previous answer, not a secret)."""
+def _spliced(
+    pattern: re.Pattern[str], text: str, plain: Callable[[str], str], found: Callable[[re.Match[str]], str]
+) -> str:
+    """`text` as shell text: each match of `pattern` rendered by `found`, the runs between by `plain`."""
     parts: list[str] = []
     last = 0
-    for found in STAND_IN.finditer(text):
-        if found.start() > last:
-            parts.append(shlex.quote(text[last : found.start()]))
-        if found.group().startswith("<requestState "):
-            parts.append(_env(secrets.var(_REQUEST_STATE_VAR, _REQUEST_STATE_WHAT)))
-        else:
-            parts.append(_env(secrets.var(preferred, what)))
-        last = found.end()
+    for match in pattern.finditer(text):
+        if match.start() > last:
+            parts.append(plain(text[last : match.start()]))
+        parts.append(found(match))
+        last = match.end()
     if last < len(text) or not parts:
-        parts.append(shlex.quote(text[last:]))
+        parts.append(plain(text[last:]))
     return "".join(parts)
+
+
+def _byte_escapes(match: re.Match[str]) -> str:
+    return "$'" + "".join(f"\\x{byte:02x}" for byte in match.group().encode()) + "'"
+
+
+def _quoted(literal: str) -> str:
+    """A literal as shell text: single-quoted runs, and each character a terminal acts on as a bash
+    `$'...'` escape of its UTF-8 bytes (exact in any locale, and harmless to print)."""
+    if UNSAFE.search(literal) is None:
+        return shlex.quote(literal)
+    return _spliced(UNSAFE, literal, shlex.quote, _byte_escapes)
+
+
+def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
+    """One shell word: literal runs quoted, each stand-in an environment reference (a
+    `requestState` one named for what it is, since it comes from the previous answer, not a secret)."""
+
+    def reference(found: re.Match[str]) -> str:
+        if found.group().startswith("<requestState "):
+            return _env(secrets.var(_REQUEST_STATE_VAR, _REQUEST_STATE_WHAT))
+        return _env(secrets.var(preferred, what))
+
+    return _spliced(STAND_IN, text, _quoted, reference)
 
 
 def _repeated_secrets(value: str) -> list[str]:
@@ -321,7 +349,7 @@ def curl_command(
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
     opening = request.method == "initialize"  # -i: its answer's head holds the session id
     heads = opening or http_method == "DELETE"  # a DELETE's answer is its status line alone
-    lines = [f"curl -sS -N{' -i' if heads else ''} -X {http_method} {_url_word(url, secrets)}"]
+    lines = [f"curl -sS -N{' -i' if heads else ''} -X {_quoted(http_method)} {_url_word(url, secrets)}"]
     for name, value in headers:
         masked = _repeated_secrets(value)
         if not masked:
@@ -357,4 +385,4 @@ def curl_command(
         )
     for name, what_for in secrets.names.items():
         comment.append(f"# set {name} first: {what_for} (redacted in the capture), e.g. export {name}=...")
-    return "\n".join(comment) + "\n" + " \\\n  ".join(lines) + "\n"
+    return "\n".join(visible(line) for line in comment) + "\n" + " \\\n  ".join(lines) + "\n"

@@ -220,3 +220,44 @@ async def test_an_input_required_answer_in_passthrough_says_what_the_call_waits_
     ], entries
     call = next(e for e in entries if e["event"] == "exchange" and e["exchange"] == asked[0]["exchange"])
     assert call["ids"] == asked[0]["ids"]
+
+
+HOSTILE_TOOL = "evil\x1b]0;TITLE\x07\x1b[2J\r\u202eX\x9b1m"
+HOSTILE_ID = "7\nforged line\x1b[31m"
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+async def test_a_clients_control_characters_are_shown_escaped_never_sent_to_the_terminal(
+    legacy_server: PeerServer, renderings: Renderings
+) -> None:
+    proxy = await renderings.proxy("console", legacy_server.url)
+    mark = len(proxy.process.lines)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    call = {"jsonrpc": "2.0", "id": HOSTILE_ID, "method": "tools/call", "params": {"name": HOSTILE_TOOL}}
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
+        opened = await http.post(proxy.endpoint(), json=init, headers=MCP_HEADERS)
+        session = {**MCP_HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        await http.post(
+            proxy.endpoint(), json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+        )
+        await http.post(proxy.endpoint(), json=call, headers=session)
+    await proxy.settled()
+    lines = [line.rstrip("\n") for line in proxy.process.lines[mark:]]
+
+    shown = [line for line in lines if " tools/call " in line]
+    assert len(shown) == 1, lines
+    assert (
+        " POST tools/call evil\\x1b]0;TITLE\\x07\\x1b[2J\\r\\u202eX\\x9b1m #7\\nforged line\\x1b[31m -> 200 "
+    ) in shown[0], shown[0]
+    assert not [line for line in lines if "forged line" in line and line is not shown[0]], lines
+    for line in lines:
+        assert not any(char in line for char in "\x1b\x07\r\x9b\u202e"), line

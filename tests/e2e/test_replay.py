@@ -509,3 +509,18 @@ def test_a_capture_replays_against_a_stdio_server_the_replay_starts_itself(
     assert missing.returncode == 2
     assert "`no-such-server --stdio`" in missing.stderr
     assert "ENOENT" in missing.stderr
+
+
+def test_a_recorded_name_with_control_characters_is_shown_escaped_in_the_report(
+    demo: Demo, tmp_path: Path
+) -> None:
+    combo = ("legacy", "legacy")
+    add = demo.chain(combo, "tools/call add")
+    crafted = tmp_path / "crafted.jsonl"
+    recorded = demo.captures[combo].read_text()
+    crafted.write_text(recorded.replace('"add"', '"add\\u001b]0;TITLE\\u0007\\u202e"'))
+
+    done = _replay(crafted, "--chain", add)
+
+    assert _lines(done)[add].startswith(f"{add} tools/call add\\x1b]0;TITLE\\x07\\u202e: "), done.stdout
+    assert not any(char in done.stdout + done.stderr for char in "\x1b\x07\u202e"), done.stdout + done.stderr

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from proxy.flows.events import Channel, Direction, HttpInfo, MessageRecord, Side
 from proxy.record.curl import NoRequest, curl_command
+from proxy.wire.visible import UNSAFE
 
 AWKWARD = 'it\'s "quoted" $HOME `date` \\ back\nslash'
 STAND_IN = "<redacted len=12 hmac:0123abcd>"
@@ -251,3 +253,91 @@ def test_an_edited_call_says_the_server_got_the_edit_and_the_edit_is_copied_with
     assert "-H 'Mcp-Protocol-Version: 2025-11-25'" in sent
     assert '"a":40' in sent
     assert "proxy:1" not in sent  # curl sets the upstream's Host itself
+
+
+PWN = "touch pwned; echo INJECTED"
+HOSTILE_ID = f"7)\n{PWN}\n# ("
+HOSTILE_TEXT = "a\x1b]0;TITLE\x07\x1b[2J\r\u202eb\x9b31m'$(touch pwned)`touch pwned`"
+CURL_STUB = '#!/bin/sh\nfor arg in "$@"; do printf "%s\\000" "$arg"; done > "$ARGV_FILE"\n'
+
+
+def run_with_stub_curl(command: str, tmp_path: Path) -> tuple[list[str], str]:
+    """Run the printed command with bash in an empty directory where `curl` is a stub on PATH that
+    records its argv: what curl got, and what the command printed besides."""
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir(parents=True)
+    (stub_dir / "curl").write_text(CURL_STUB)
+    (stub_dir / "curl").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{stub_dir}{os.pathsep}{os.environ['PATH']}",
+        "ARGV_FILE": str(tmp_path / "argv"),
+        "MCP_TOKEN": "tok",
+        "MCP_QUERY_SECRET": "q",
+        "MCP_BODY_SECRET": "b",
+    }
+    subprocess.run(["bash", "-n", "-c", command], check=True, timeout=10)
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=10, check=True
+    )
+    assert list(work.iterdir()) == []  # nothing the capture held ran
+    return (tmp_path / "argv").read_bytes().decode().split("\0")[:-1], done.stdout + done.stderr
+
+
+def assert_printable(command: str) -> None:
+    """Every comment stays one line, and no line holds a character a terminal would act on."""
+    comments, curl_line, _ = command.partition("\ncurl ")
+    assert curl_line
+    assert all(line.startswith("# ") for line in comments.split("\n"))
+    assert all(UNSAFE.search(line) is None for line in command.split("\n"))
+
+
+def test_hostile_ids_and_chain_ids_stay_inside_their_comment_lines(tmp_path: Path) -> None:
+    call = record(1, jsonrpc_id=HOSTILE_ID)
+    asked = record(
+        2,
+        direction=Direction.TO_CLIENT,
+        channel=Channel.SSE,
+        kind="request",
+        jsonrpc_id=HOSTILE_ID,
+        method="elicitation/create\n" + PWN,
+        http=None,
+    )
+    answer = record(3, exchange="x2", kind="result", jsonrpc_id=HOSTILE_ID, method=None, body={"id": 1})
+    messages = [call, asked, answer]
+
+    for copied in (call, answer):
+        command = curl_command(
+            messages, copied, chain_id="r1\n" + PWN, proxy_url="http://p", upstream_url=None
+        )
+        assert_printable(command)
+        args, printed = run_with_stub_curl(command, tmp_path / str(copied.seq))
+        assert "INJECTED" not in printed
+        assert args[:5] == ["-sS", "-N", "-X", "POST", "http://p/mcp?token=q"]
+    call_command = curl_command(messages, call, chain_id="r1", proxy_url="http://p", upstream_url=None)
+    shown_id = "#7)\\ntouch pwned; echo INJECTED\\n# ("
+    assert f"# mcp-proxy: chain r1, message 1 (tools/call {shown_id})" in call_command
+    assert "(elicitation/create\\ntouch pwned; echo INJECTED #7)\\n" in call_command
+
+
+def test_a_crafted_method_path_and_header_reach_curl_as_recorded_and_run_nothing(tmp_path: Path) -> None:
+    head = HttpInfo(
+        method="POST$(touch pwned)",
+        path="/mcp?x=" + HOSTILE_TEXT,
+        headers={"Host": "x", "X-Note": HOSTILE_TEXT, "X-Evil\n" + PWN: "v"},
+    )
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"text": HOSTILE_TEXT}}
+    request = record(1, http=head, body=body)
+    command = curl_command([request], request, chain_id="r2", proxy_url="http://p", upstream_url=None)
+
+    assert_printable(command)
+    args, printed = run_with_stub_curl(command, tmp_path)
+
+    assert "INJECTED" not in printed
+    assert args[:5] == ["-sS", "-N", "-X", "POST$(touch pwned)", "http://p/mcp?x=" + HOSTILE_TEXT]
+    headers = [args[i + 1] for i, a in enumerate(args) if a == "-H"]
+    assert f"X-Note: {HOSTILE_TEXT}" in headers
+    assert f"X-Evil\n{PWN}: v" in headers
+    assert json.loads(args[args.index("--data-binary") + 1])["params"]["text"] == HOSTILE_TEXT

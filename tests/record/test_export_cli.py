@@ -254,3 +254,20 @@ def test_the_exports_q_is_the_tui_filters_language_searching_bodies_too(
     capsys.readouterr()
     assert main(["export", "--json", str(tmp_path / "bad.json"), "--q", "tol:add", str(capture)]) == 2
     assert "q: unknown field 'tol'" in capsys.readouterr().err
+
+
+def test_what_export_says_on_stderr_shows_control_characters_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "got\x1b]0;TITLE\x07\u202e"
+    folder.mkdir()
+    capture = record_small(folder)
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"message","t":2.0,"exchange":"x9","size":3,"direction":"to_server"}\n')
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 1
+    err = capsys.readouterr().err
+
+    shown = str(capture).replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\u202e", "\\u202e")
+    assert f"skipped {shown}:7: corrupt observation line" in err
+    assert not any(char in err for char in "\x1b\x07\u202e"), err

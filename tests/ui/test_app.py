@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from textual.geometry import Region
 from textual.message import Message
 from textual.pilot import Pilot
-from textual.widgets import ContentSwitcher, Input
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Input, Static
 
-from proxy.flows.events import ChainStatus, Lagged, SessionChanged, Side
+from proxy.flows.events import ChainStatus, Direction, Lagged, SessionChanged, Side
 from tests.ui.helpers import BASE, ScriptedFeed, bridged, finished, info, message, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import FeedStatus
@@ -182,7 +184,7 @@ async def test_the_sessions_view_lists_who_holds_which_session() -> None:
         assert h.app.main.query_one(ContentSwitcher).current == "sessions"
         sessions = h.app.main.sessions
         assert sessions.row_count == 1
-        assert sessions.get_row_at(0)[:2] == ["s-1", "claude"]
+        assert [str(cell) for cell in sessions.get_row_at(0)[:2]] == ["s-1", "claude"]
 
         await h.pilot.press("s")
         assert h.app.main.query_one(ContentSwitcher).current == "tree"
@@ -201,7 +203,13 @@ async def test_the_sessions_view_shows_an_upstream_session_with_its_principal_an
         await h.pilot.press("s")
 
         row = h.app.main.sessions.get_row_at(0)
-        assert row[:5] == ["upstream-1", "", "upstream", "0123456789abcdef", "sampling roots"]
+        assert [str(cell) for cell in row[:5]] == [
+            "upstream-1",
+            "",
+            "upstream",
+            "0123456789abcdef",
+            "sampling roots",
+        ]
 
 
 async def test_follow_rides_the_newest_chain_until_the_user_scrolls_back() -> None:
@@ -259,3 +267,72 @@ async def test_enter_in_the_filter_applies_it_and_gives_the_keys_back_to_the_cha
         assert bar.value == "status:ok"
         await h.pilot.press("escape")
         assert h.table.has_focus
+
+
+CONTROLS = "\x1b\x07\x9b\u202e"
+"""What a terminal would obey or reorder text by, had it reached the screen raw."""
+
+
+def shown(widget: Widget) -> str:
+    """The text of every line `widget` renders, as the compositor gets it (segments joined)."""
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
+
+
+async def test_what_a_client_or_upstream_chose_is_shown_escaped_in_the_table_tree_and_message_view() -> None:
+    hostile_id = "7\x1b[5m"
+    chain = opened(
+        "c1",
+        client_name="c\x1b]2;T\x07",
+        name="t\x1b[41mX",
+        status=ChainStatus.ERROR,
+        error="up\u202eevil",
+    )
+    call = message(
+        "c1", 1, jsonrpc_id=hostile_id, body={"jsonrpc": "2.0", "id": hostile_id, "note": "b\x9b2J"}
+    )
+    error = {"code": -32000, "message": "boom\x1b]0;PWNED\x07\u202eevil"}
+    answer = message(
+        "c1",
+        2,
+        direction=Direction.TO_CLIENT,
+        kind="error",
+        method=None,
+        jsonrpc_id=hostile_id,
+        body={"jsonrpc": "2.0", "id": hostile_id, "error": error},
+    )
+    async with running(chain, call, answer, size=(200, 40)) as h:
+        table = shown(h.table)
+        assert "c\\x1b]2;T\\x07" in table
+        assert "t\\x1b[41mX" in table
+
+        await h.pilot.press("enter")
+        tree = shown(h.tree)
+        assert "tools/call t\\x1b[41mX" in tree
+        assert "up\\u202eevil" in tree
+        assert "request tools/call #7\\x1b[5m" in tree
+        assert "error -32000 boom\\x1b]0;PWNED\\x07\\u202eevil #7\\x1b[5m" in tree
+
+        await h.pilot.press("enter")
+        assert isinstance(h.app.screen, MessageScreen)
+        view = shown(h.app.screen.query_one("#this-body", Static))
+        assert '"note": "b\\x9b2J"' in view
+        assert "7\\x1b[5m" in view
+        for text in (table, tree, view):
+            assert not any(char in text for char in CONTROLS), text
+
+
+async def test_a_name_that_looks_like_markup_is_shown_as_written_and_stops_nothing() -> None:
+    names = {"client_name": "[/x]", "name": "[link=u]t[/link]"}
+    chain = "[/c]"
+    events = (opened(chain, **names), message(chain, 1), finished(chain, **names))
+    async with running(*events, size=(200, 20)) as h:
+        table = shown(h.table)
+        assert "[/c]" in table
+        assert "[/x]" in table
+        assert "[link=u]t[/link]" in table
+        assert not [
+            segment
+            for strip in h.table.render_lines(Region(0, 0, *h.table.size))
+            for segment in strip
+            if segment.style and segment.style.link
+        ]

@@ -84,7 +84,7 @@ def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own(
     assert "1 chains 0 msgs +2 of an earlier run" in line
     assert "8000/mcp" not in line
     assert "lagged" not in line  # the earlier run's drops are not the new one's
-    states = {s.session: session_cells(s)["state"] for s in model.sessions.values()}
+    states = {s.session: str(session_cells(s)["state"]) for s in model.sessions.values()}
     assert states == {"<redacted:1a2b>": "opened, earlier run", "<redacted:3c4d>": "reinitialized"}
     earlier = [e.summary.id for e in model.chains.values() if e.earlier_run is not None]
     assert earlier == ["cb00287-1", "cb00287-2"]

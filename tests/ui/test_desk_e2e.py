@@ -266,7 +266,7 @@ async def test_a_bridge_made_elicitation_held_in_the_tui_is_answered_in_the_clie
         screen = await held_screen(app, pilot)
         (held,) = app.intercepts.held
         assert (held.kind, held.method, held.mode) == ("request", "elicitation/create", "legacy_to_mrtr")
-        assert screen.held_table.get_row_at(0)[1] == "server→client"
+        assert str(screen.held_table.get_row_at(0)[1]) == "server→client"
         accept = {"action": "accept", "content": {"name": "tui"}}
         answer = {"jsonrpc": "2.0", "id": held.jsonrpc_id, "result": accept}
         await edit_and_send(app, pilot, "a", answer)

@@ -90,7 +90,7 @@ async def test_the_fault_screen_lists_adds_refuses_with_the_reason_and_deletes()
         await run.pilot.press("enter")
         await run.screen_is(FaultScreen)
         await wait_for(lambda: screen.table.row_count == 1, what="the new rule's row")
-        assert screen.table.get_row_at(0) == ["f1", "tool:echo => drop", "0"]
+        assert [str(cell) for cell in screen.table.get_row_at(0)] == ["f1", "tool:echo => drop", "0"]
         assert "f1 in force" in screen.status
 
         await run.pilot.press("d")
@@ -167,7 +167,7 @@ async def test_the_held_screen_lists_each_message_and_f_and_d_decide() -> None:
     desk = DeskDouble(held(first), held(second, kind="notification", method="notifications/progress"))
     async with running(desk) as run:
         screen = await open_held(run)
-        row = screen.held_table.get_row_at(0)
+        row = [str(cell) for cell in screen.held_table.get_row_at(0)]
         assert row[:5] == ["h1", "client→server", "request", "tools/call", "i1"]  # the readable part
         age, left = float(row[5].removesuffix("s")), float(row[6].removesuffix("s"))
         assert 2.0 <= age < 10  # held two seconds before the screen opened

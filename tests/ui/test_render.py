@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from proxy.flows.events import ChainStatus, Mode, ProxyInfo
-from tests.ui.helpers import message, summary
+from proxy.flows.events import ChainStatus, HttpInfo, Mode, ProxyInfo
+from tests.ui.helpers import BASE, message, summary
 from ui.feeds import FeedStatus
-from ui.model import ViewModel
+from ui.held_edit import editable_text
+from ui.model import SessionEntry, ViewModel
 from ui.render import (
     chain_headline,
     chain_id_cell,
     duration,
     eras_cell,
     message_header,
+    note_label,
     outcome,
     pretty_json,
+    session_cells,
     size,
     status_cell,
 )
@@ -132,3 +137,42 @@ def test_a_live_chain_id_keeps_its_end_in_a_narrow_column_so_rows_stay_apart() -
 
     assert cells == {"…87-9", "…7-10", "…7-11"}
     assert chain_id_cell("r12", 5) == "r12"
+
+
+def test_header_lines_session_cells_and_notes_show_what_a_peer_chose_escaped() -> None:
+    hostile = "v\x1b]0;T\x07\u202e"
+    escaped = "v\\x1b]0;T\\x07\\u202e"
+    head = HttpInfo(method="POST", path="/mcp", headers={"X-Peer": hostile})
+    record = message("c1", 1, http=head, note=hostile).message
+    rows = dict(message_header(record, summary("c1", name=hostile)))
+    assert rows["  X-Peer"] == escaped
+    assert rows["note"] == escaped
+    assert rows["chain"].endswith(f"tools/call {escaped}")
+    session = SessionEntry(
+        session=hostile, client_name=hostile, protocol_version=None, state="opened", opened=BASE, changed=BASE
+    )
+    assert {str(cell) for cell in session_cells(session).values()} >= {escaped}
+    assert note_label(hostile, changed=True).plain.endswith(escaped)
+    assert chain_id_cell(hostile, 40) == escaped
+
+
+def test_a_captures_upstream_and_run_tag_are_shown_escaped_in_the_status_line() -> None:
+    model = ViewModel()
+    crafted = ProxyInfo(
+        ts=1.0, version="0", listen="http://127.0.0.1:1", upstream="http://up\x1b]0;T\x07/mcp", run="r\u202e1"
+    )
+    model.apply(crafted)
+
+    text = status_text(model, FeedStatus("ended"), ViewFlags()).plain
+
+    assert "up\\x1b]0;T\\x07/mcp" in text
+    assert not any(char in text for char in "\x1b\x07\u202e"), text
+
+
+def test_a_held_message_opens_in_the_editor_with_its_controls_as_json_escapes_of_the_same_value() -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x\u202e\x9b\x7f名\n"}}
+
+    text = editable_text(message)
+
+    assert '"name": "x\\u202e\\u009b\\u007f名\\n"' in text
+    assert json.loads(text) == message

@@ -15,13 +15,15 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from proxy.wire.visible import visible
+
 
 def question(chain: str, what: str, target: str, handshake: bool) -> Text:
     """What the replay would send, and where, as the screen asks it."""
     text = Text("replay ", style="bold")
-    text.append(what, style="bold cyan")
-    text.append(f" (chain {chain})\nagainst ", style="bold")
-    text.append(target, style="bold yellow")
+    text.append(visible(what), style="bold cyan")
+    text.append(f" (chain {visible(chain)})\nagainst ", style="bold")
+    text.append(visible(target), style="bold yellow")
     text.append("?\n\n")
     first = "its session's initialize, then " if handshake else ""
     text.append(

@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from proxy.wire.visible import visible
+
 
 class CopiedScreen(ModalScreen[None]):
     """The copied text under a title; Esc closes."""
@@ -26,5 +28,6 @@ class CopiedScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         """The title, then the text as it was copied (selectable where the terminal allows)."""
         with VerticalScroll(id="copied-box"):
-            yield Static(Text(f"{self.title_text}  (Esc closes)", style="bold"), id="copied-title")
-            yield Static(Text(self.text), id="copied-text")
+            title = visible(self.title_text)
+            yield Static(Text(f"{title}  (Esc closes)", style="bold"), id="copied-title")
+            yield Static(Text(visible(self.text, lines=True)), id="copied-text")

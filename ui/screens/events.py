@@ -18,6 +18,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from proxy.wire.visible import visible
+from ui.render import cell
+
 LEVEL_STYLE = {"warning": "yellow", "error": "bold red", "critical": "bold red", "info": "dim"}
 
 
@@ -73,7 +76,7 @@ class EventsScreen(ModalScreen[None]):
         table.add_columns("time", "level", "event", "details")
         for clock, level, event, fields in self.shown:
             shown = Text(level, style=LEVEL_STYLE.get(level, ""))
-            table.add_row(clock, shown, Text(event, style="bold"), fields)
+            table.add_row(clock, shown, Text(visible(event), style="bold"), cell(fields))
         if table.row_count:
             table.move_cursor(row=table.row_count - 1)
         table.focus()
@@ -81,4 +84,5 @@ class EventsScreen(ModalScreen[None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter: the whole line (its details are cut at the table's width)."""
         clock, level, name, fields = self.shown[event.cursor_row]
-        self.notify(f"{clock} {level} {name}\n{fields}", title="log line", timeout=20)
+        line = f"{clock} {level} {visible(name)}\n{visible(fields)}"
+        self.notify(line, title="log line", timeout=20, markup=False)

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ui.desk import DeskError, FaultRule, RuleDesk
+from ui.render import cell
 from ui.screens.rule_prompt import RulePrompt
 
 REFRESH = 2.0
@@ -84,7 +85,7 @@ class FaultScreen(Screen[None]):
         row = table.cursor_row
         table.clear()
         for rule in rules:
-            table.add_row(rule.id, rule.rule, str(rule.injected), key=rule.id)
+            table.add_row(cell(rule.id), cell(rule.rule), str(rule.injected), key=rule.id)
         if rules:
             table.move_cursor(row=min(max(row, 0), len(rules) - 1), scroll=False)
         elif not self.status or self.status.startswith("cannot read"):

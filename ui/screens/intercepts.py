@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Static
 from ui.desk import Decision, DeskError, Held, InterceptRule, Intercepts, RuleDesk
 from ui.held_edit import answer_skeleton, editable_text
 from ui.messages import HeldDecided
-from ui.render import chain_id_cell
+from ui.render import cell, chain_id_cell
 from ui.screens.held_editor import HeldEditor, edit_externally
 
 CHAIN_WIDTH = 8
@@ -56,17 +56,17 @@ def seconds(value: float) -> str:
     return f"{value:.1f}s" if value < 10 else f"{value:.0f}s"
 
 
-def held_cells(held: Held, now: float) -> dict[str, str]:
+def held_cells(held: Held, now: float) -> dict[str, Text | str]:
     """One held message's row."""
     return {
-        "id": held.label,
-        "dir": direction_label(held),
-        "kind": held.kind,
-        "method": held.method or "(answer)",
-        "rule": held.rule,
+        "id": cell(held.label),
+        "dir": cell(direction_label(held)),
+        "kind": cell(held.kind),
+        "method": cell(held.method or "(answer)"),
+        "rule": cell(held.rule),
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
-        "chain": chain_id_cell(held.chain or "", CHAIN_WIDTH),
+        "chain": cell(chain_id_cell(held.chain or "", CHAIN_WIDTH)),
     }
 
 
@@ -150,7 +150,9 @@ class InterceptScreen(Screen[None]):
         row = table.cursor_row
         table.clear()
         for rule in rules:
-            table.add_row(rule.id, rule.match, seconds(rule.timeout_s), str(rule.held), key=rule.id)
+            table.add_row(
+                cell(rule.id), cell(rule.match), seconds(rule.timeout_s), str(rule.held), key=rule.id
+            )
         if rules:
             table.move_cursor(row=min(max(row, 0), len(rules) - 1), scroll=False)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,6 +22,7 @@ from proxy.flows.query import Query, parse_query
 from ui.feeds import FeedStatus
 from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
+from ui.render import cell
 from ui.runs import run_label
 from ui.widgets.chain_table import ChainTable
 from ui.widgets.chain_tree import ChainTree
@@ -35,13 +37,14 @@ _FED_WIDGETS = (ChainTable, ChainTree, SessionsTable, StatusBar, ContentSwitcher
 """What showing a batch reaches; while any is missing (mounting, or shutting down) batches are held."""
 
 
-def chain_title(entry: ChainEntry | None) -> str:
-    """The tree's border title: the chain's id, and the run it came from when that run is gone."""
+def chain_title(entry: ChainEntry | None) -> Text:
+    """The tree's border title: the chain's id, and the run it came from when that run is gone (a
+    `Text`, since a border title given as `str` is read as markup)."""
     if entry is None:
-        return "chain"
+        return cell("chain")
     if entry.earlier_run is not None:
-        return f"chain {entry.summary.id} (earlier proxy run {run_label(entry.earlier_run)})"
-    return f"chain {entry.summary.id}"
+        return cell(f"chain {entry.summary.id} (earlier proxy run {run_label(entry.earlier_run)})")
+    return cell(f"chain {entry.summary.id}")
 
 
 class MainScreen(Screen[None]):
@@ -158,7 +161,7 @@ class MainScreen(Screen[None]):
         self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
         key = self.chain_tree.chain_key
         entry = self.model.get(key) if key is not None else None
-        title = "sessions" if self.flags.sessions else chain_title(entry)
+        title = cell("sessions") if self.flags.sessions else chain_title(entry)
         self.query_one(ContentSwitcher).border_title = title
 
     # -- what widgets tell us ----------------------------------------------------------------

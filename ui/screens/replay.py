@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 from proxy.flows.events import MessageRecord
 from proxy.record.replay_compare import MISSING, ChainNormaliser, client_side
 from proxy.record.replay_outcome import ChainOutcome
+from proxy.wire.visible import visible
 
 BODY_CHARS: Final = 4000
 """Characters of one message's JSON shown before it is cut (the message screen shows it whole)."""
@@ -36,14 +37,14 @@ def side_text(title: str, records: Sequence[MessageRecord], marked: int | None) 
     if not shown:
         out.append("(no message)\n", style="dim")
     for number, record in enumerate(shown, start=1):
-        label = labels.label(record)
+        label = visible(labels.label(record))
         style = "bold red" if number == marked else ""
         out.append(f"{number}. {label}  ", style=style or "bold")
         out.append(f"[{record.direction.value.replace('_', ' ')}]\n", style="dim")
         body = json.dumps(record.body, indent=2, ensure_ascii=False, default=str)
         if len(body) > BODY_CHARS:
             body = body[: BODY_CHARS - 3] + "..."
-        out.append(body + "\n\n", style="red" if number == marked else "")
+        out.append(visible(body, lines=True) + "\n\n", style="red" if number == marked else "")
     return out
 
 
@@ -52,10 +53,10 @@ def headline(outcome: ChainOutcome) -> Text:
     style = STATUS_STYLE.get(outcome.status, "")
     if outcome.setup and outcome.status == "differs":
         style = "yellow"
-    text = Text(f"replay of {outcome.chain} ", style="bold")
-    text.append(outcome.line().partition(": ")[2] or outcome.status, style=style)
+    text = Text(f"replay of {visible(outcome.chain)} ", style="bold")
+    text.append(visible(outcome.line().partition(": ")[2] or outcome.status), style=style)
     if outcome.replayed_chain:
-        text.append(f"   (replayed as {outcome.replayed_chain})", style="dim")
+        text.append(f"   (replayed as {visible(outcome.replayed_chain)})", style="dim")
     return text
 
 

@@ -21,7 +21,7 @@ from textual.widgets.data_table import RowDoesNotExist, RowKey
 from proxy.flows.query import Query
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
-from ui.render import chain_cells, chain_id_cell
+from ui.render import cell, chain_cells, chain_id_cell
 
 COMPACT: tuple[tuple[str, str, int], ...] = (
     ("time", "Time", 8),
@@ -154,11 +154,11 @@ class ChainTable(DataTable[Any]):
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
         cells = chain_cells(entry)
         row = [
-            chain_id_cell(entry.summary.id, width) if key == "id" else _fit(cells[key], width)
+            cell(chain_id_cell(entry.summary.id, width)) if key == "id" else _fit(cells[key], width)
             for key, _, width in self._columns_spec
         ]
         if entry.earlier_run is not None:  # an earlier proxy run's chain: shown, set apart
-            return [_dim(cell) for cell in row]
+            return [_dim(value) for value in row]
         return row
 
     def rebuild(self, model: ViewModel, query: Query, now: float | None = None) -> None:

@@ -16,6 +16,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import Static
 
 from proxy.flows.events import ChainSummary, MessageRecord, Side
+from proxy.wire.visible import visible
 from ui.render import DEFAULT_BODY_LINES, message_header, message_label, pretty_json, route
 
 OTHER_SIDE_LINES = 60
@@ -36,7 +37,8 @@ def _body(record: MessageRecord, max_lines: int | None) -> list[RenderableType]:
     body = pretty_json(record.body, max_lines)
     parts: list[RenderableType] = []
     if body.text:
-        parts.append(Syntax(body.text, "json", theme="monokai", word_wrap=True, background_color="default"))
+        shown = visible(body.text, lines=True)
+        parts.append(Syntax(shown, "json", theme="monokai", word_wrap=True, background_color="default"))
     else:
         parts.append(Text("(no body)", style="dim"))
     if body.hidden_lines:

@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from proxy.flows.query import Query
+from proxy.wire.visible import visible
 from ui.feeds import FeedStatus
 from ui.model import ViewModel
 from ui.render import era_badge
@@ -45,7 +46,7 @@ class ViewFlags:
 
 
 def _short(url: str) -> str:
-    return url.removeprefix("http://").removeprefix("https://")
+    return visible(url.removeprefix("http://").removeprefix("https://"))
 
 
 def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> Text:
