@@ -483,7 +483,7 @@ class FrontConnection(asyncio.Protocol):
         continues in a task, which the requests read behind it wait for.
         """
         front = self.front
-        raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
+        raw = req.body[0] if len(req.body) == 1 else _joined(req)
         outcome: Route | Rejection
         if req.refusal is not None:
             outcome = req.refusal
@@ -743,6 +743,14 @@ class FrontConnection(asyncio.Protocol):
         drain = self._drain
         if drain is not None:
             await drain
+
+
+def _joined(req: _Request) -> bytes:
+    """The body read in pieces, as one: the pieces are let go, so a big body is not held twice while
+    it is served."""
+    raw = b"".join(req.body)
+    req.body = [raw]
+    return raw
 
 
 def _too_large(req: _Request, limit: int) -> Rejection:
