@@ -658,19 +658,27 @@ def encode_request_head(
 
 
 def encode_request(
-    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body: bytes
+    method: str,
+    target: str,
+    host: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    *,
+    apart: bool = False,
 ) -> bytes:
     """A whole request (head and body) for a pooled connection; HeadError if it cannot be framed.
 
     A body, or a method that carries one, gets `Content-Length`; the head is matched once more against
     `_SAFE_HEAD` before it is returned, the last line of defence should `encode_request_head` ever let
     a stray line break through: on a connection other clients share it would smuggle a second request.
+    With `apart`, the head alone (its length the body's): the caller writes the body after it, so a
+    big body is not copied behind its head.
     """
     length = len(body) if body or method in ("POST", "PUT", "PATCH") else None
     head = encode_request_head(method, target, host, headers, length)
     if _SAFE_HEAD.fullmatch(head) is None:
         raise HeadError("the request head holds CR, LF or NUL inside a line: nothing sent")
-    return head + body
+    return head if apart else head + body
 
 
 def encode_response_head(
