@@ -34,6 +34,7 @@ HTTP_CLIENTS_ONLY = frozenset(
         "keepalive_timeout",
         "max_client_connections",
         "max_pipelined_bytes",
+        "max_body_bytes_in_flight",
         "sse_path",
         "sse_messages_path",
         "max_sse_sessions",

@@ -183,6 +183,15 @@ class Settings(BaseModel):
     so a slow or unreachable collector never slows traffic."""
     max_body_bytes: PositiveInt = 8 * 1024 * 1024
     """Largest client request body accepted, in bytes; a larger one is answered HTTP 413 naming it."""
+    max_body_bytes_in_flight: PositiveInt = 64 * 1024 * 1024
+    """Request body bytes held at once across all clients, from a request's head (its declared length)
+    until it is answered; a request whose body would pass it gets 503 with Retry-After naming it.
+
+    Each body in flight costs the proxy a few times its size (the bytes, the parsed message, what
+    observers see), so this bounds the memory bodies take however many clients send at once: keep it
+    near a quarter of the memory the proxy may use. A request whose declared length would pass it is
+    refused before its body is read. At least max_body_bytes, so every body accepted can be served.
+    """
     upstream_connect_timeout: Seconds = 5.0
     """Seconds to wait for a connection to the upstream before the request fails."""
     upstream_timeout: Seconds = 60.0
@@ -568,6 +577,21 @@ class Settings(BaseModel):
                 "upstream_transport names how an upstream URL is spoken to; a stdio command "
                 "(--upstream-cmd) is always spoken to over stdio: drop upstream_transport",
                 {"setting": "upstream_transport"},
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _bodies_in_flight_fit_one_body(self) -> Self:
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise PydanticCustomError(
+                "in_flight_below_one_body",
+                "max_body_bytes_in_flight ({in_flight}) is below max_body_bytes ({one}): a body the "
+                "proxy accepts could never be served; raise it, or lower max_body_bytes",
+                {
+                    "setting": "max_body_bytes_in_flight",
+                    "in_flight": self.max_body_bytes_in_flight,
+                    "one": self.max_body_bytes,
+                },
             )
         return self
 

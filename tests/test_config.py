@@ -297,6 +297,15 @@ def test_an_upstream_that_is_not_an_http_url_with_a_host_is_rejected(url: str) -
     assert str(caught.value).startswith("upstream (flag --upstream): ")
 
 
+def test_a_bound_on_bodies_in_flight_below_one_body_is_refused_naming_it_and_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"MCP_PROXY_MAX_BODY_BYTES_IN_FLIGHT": "1048576"})
+
+    assert caught.value.setting == "max_body_bytes_in_flight"
+    assert "MCP_PROXY_MAX_BODY_BYTES_IN_FLIGHT" in str(caught.value)
+    assert "below max_body_bytes (8388608)" in str(caught.value)
+
+
 def test_a_bad_listen_address_names_the_setting_and_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, 'listen = "localhost"\n')
 

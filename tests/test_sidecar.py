@@ -312,6 +312,121 @@ async def test_metrics_count_requests_chains_errors_latency_and_open_streams_as_
     assert built > unbuilt
 
 
+# -- request bodies in flight ---------------------------------------------------------------------
+
+BIG = 1_000_000
+"""Bytes of each big body: two fit under a `max_body_bytes_in_flight` of 2 MiB, a third does not."""
+
+
+def big_call(size: int) -> bytes:
+    """A `tools/call` whose compact JSON body is exactly `size` bytes (padded in `_meta`)."""
+    head = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},'
+    head += b'"_meta":{"pad":"'
+    tail = b'"}}}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail
+
+
+def big_head(proxy: ProxyProcess, size: int, *, expect: bool) -> bytes:
+    """The head of a POST of a `size`-byte body to the proxy's MCP endpoint."""
+    host = proxy.listen.removeprefix("http://")
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: {host}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        f"Content-Length: {size}",
+        *(["Expect: 100-continue"] if expect else []),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    """One response head off a raw connection: its status and headers (names lower-cased)."""
+    raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    first, *fields = raw.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in fields if line)
+    return int(first.split(" ", 2)[1]), {k.lower(): v for k, v in headers.items()}
+
+
+async def hold_a_big_body(proxy: ProxyProcess) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A client whose big body the proxy has taken on (its 100 Continue came) and that sends only the
+    start of it, so the proxy holds it in flight until the rest comes or the client leaves."""
+    host, port = proxy.listen.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(big_head(proxy, BIG, expect=True))
+    status, _ = await read_head(reader)
+    assert status == 100, f"the big body was not taken on ({status})"
+    writer.write(big_call(BIG)[:4096])
+    await writer.drain()
+    return reader, writer
+
+
+async def refused_at_once(proxy: ProxyProcess) -> tuple[dict[str, str], dict[str, Any]]:
+    """A big body offered with `Expect: 100-continue` is refused 503 before any of it is sent: the
+    answer's headers and JSON body."""
+    host, port = proxy.listen.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(big_head(proxy, BIG, expect=True))
+        status, headers = await read_head(reader)
+        assert status == 503, f"the big body was taken on ({status}), not refused"
+        body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 10)
+        return headers, json.loads(body)
+    finally:
+        writer.close()
+
+
+async def test_big_bodies_past_max_body_bytes_in_flight_get_503_naming_it_while_a_small_call_is_served(
+    legacy_server: PeerServer,
+) -> None:
+    limit = 2 * 1024 * 1024
+    with sidecar(upstream=legacy_server.url, max_body_bytes=BIG, max_body_bytes_in_flight=limit) as proxy:
+        first = await hold_a_big_body(proxy)
+        second = await hold_a_big_body(proxy)
+
+        headers, answer = await refused_at_once(proxy)
+        assert headers["retry-after"] == "1"
+        assert "max_body_bytes_in_flight" in answer["error"]["message"]
+        assert answer["error"]["data"] == {"limit": limit, "setting": "max_body_bytes_in_flight"}
+        refused = await proxy.logged("request_bodies_refused")
+        assert refused["limit"] == limit
+        assert refused["size"] == BIG
+
+        async with client_for(proxy.endpoint(), "legacy") as client:  # a small call still fits
+            result = await client.call_tool("echo", {"text": "hi"})
+        assert not result.is_error
+
+        # One big body ends and is answered by the upstream; the other client leaves half way.
+        reader, writer = first
+        writer.write(big_call(BIG)[4096:])
+        status, _ = await read_head(reader)
+        assert status != 503
+        writer.close()
+        second[1].close()
+
+        # Both are freed: two big bodies fit again.
+        await until_two_fit(proxy)
+
+
+async def until_two_fit(proxy: ProxyProcess) -> None:
+    """Two big bodies are taken on at once (each gets its 100 Continue), within a bounded wait: the
+    proxy frees a leaving client's bytes when it sees the connection close."""
+    deadline = time.monotonic() + 10
+    while True:
+        held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        try:
+            held.append(await hold_a_big_body(proxy))
+            held.append(await hold_a_big_body(proxy))
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+        finally:
+            for _, writer in held:
+                writer.close()
+
+
 # -- token ----------------------------------------------------------------------------------------
 
 

@@ -113,22 +113,39 @@ class ObservationSink:
 
     def build(self) -> None:
         """Build every queued observation into chains now (someone is about to look at them)."""
+        self.build_some(None)
+
+    def build_some(self, most: int | None) -> bool:
+        """Build queued observations into chains, the oldest first: about `most` of them (None: all),
+        so a caller on the traffic's loop can yield between two calls; whether some are left."""
         if self._building or not (self._pending or self._held):
-            return
+            return False
         self._building = True
-        apply = self.builder.apply
         try:
-            for queue in (self._held, self._pending):
-                while queue:
-                    batch, size, _key = queue.popleft()
-                    self._bytes -= size
-                    self._count -= len(batch)
-                    for obs in batch:
-                        apply(obs)
-            self._held_keys.clear()
-            self._held_count = 0
+            left = self._build_from(self._held, most)
+            if not self._held:
+                self._held_keys.clear()  # what was held is built: the builder knows it from now on
+            if left is None or left > 0:
+                self._build_from(self._pending, left)
+            return bool(self._held or self._pending)
         finally:
             self._building = False
+
+    def _build_from(self, queue: deque[_Entry], most: int | None) -> int | None:
+        """Build entries off the front of `queue`, up to `most` observations (None: all of them); how
+        many more the caller may build (None: no bound)."""
+        apply = self.builder.apply
+        while queue and (most is None or most > 0):
+            batch, size, _key = queue.popleft()
+            self._bytes -= size
+            self._count -= len(batch)
+            if queue is self._held:
+                self._held_count -= len(batch)
+            if most is not None:
+                most -= len(batch)
+            for obs in batch:
+                apply(obs)
+        return most
 
     @property
     def pending(self) -> int:

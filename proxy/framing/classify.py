@@ -71,6 +71,9 @@ class Rejection:
     status: int
     body: dict[str, Any]
     reason: str
+    retry_after: int | None = None
+    """Seconds the client is told to wait before it tries again (`Retry-After`), for a refusal that
+    passes: the proxy is busy, not the request wrong."""
 
 
 DEFAULT_MAX_BATCH: Final = 256

@@ -82,6 +82,7 @@ class Request:
         "hosts",
         "http10",
         "keep_alive",
+        "length",
         "method",
         "size",
         "target",
@@ -102,6 +103,9 @@ class Request:
         """The first `Transfer-Encoding` field's value, noted as the head is read."""
         self.expect: str | None = None
         """The first `Expect` field's value, noted as the head is read."""
+        self.length: int | None = None
+        """The body's declared `Content-Length` (None: not given, or not a number), noted as the head is
+        read: what the body will hold is known before any of it arrives."""
         self.wire = 0
         """Body bytes as they came on the wire (chunk framing and extensions included)."""
         self.method = ""
@@ -171,8 +175,8 @@ class Refusal:
 RequestEvent = RequestHead[R] | EndOfRequest[R] | BodyTooLarge[R] | Refusal
 
 
-_WATCHED_SIZES = frozenset((4, 6, 17))
-"""Name lengths of the fields the reader acts on: `Host`, `Expect`, `Transfer-Encoding`."""
+_WATCHED_SIZES = frozenset((4, 6, 14, 17))
+"""Name lengths of the fields the reader acts on: `Host`, `Expect`, `Content-Length`, `Transfer-Encoding`."""
 
 
 class _BadVersion(Exception):
@@ -292,10 +296,16 @@ class RequestReader(Generic[R]):
 
     def _cut(self, req: R) -> None:
         """A body over the limit: hand the request out now, read no more of it, close after its answer."""
+        self.stop(req)
+        self._events.append(BodyTooLarge(req))
+
+    def stop(self, req: R) -> None:
+        """Read no more of this request's body (the server answers it without one): what else of it
+        arrives is discarded, and the connection closes after its answer."""
         req.early = True
         req.keep_alive = False
-        self.current = None
-        self._events.append(BodyTooLarge(req))
+        if self.current is req:
+            self.current = None
 
     def _count_head(self, size: int) -> None:
         self._head_bytes += size
@@ -344,6 +354,8 @@ class RequestReader(Generic[R]):
                 req.coding = field[1]
             elif watched == b"expect" and req.expect is None:
                 req.expect = field[1]
+            elif watched == b"content-length" and field[1].isdigit():
+                req.length = int(field[1])
 
     def on_headers_complete(self) -> None:
         req = self.current
@@ -369,8 +381,8 @@ class RequestReader(Generic[R]):
         self._events.append(RequestHead(req))
         expect = req.expect
         if expect is not None and expect.lower() == "100-continue":
-            declared = header(req.headers, "content-length")
-            if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            declared = req.length
+            if declared is not None and declared > self.max_body_bytes:
                 # The client waits for a go-ahead it will not get: refuse now, without its body.
                 req.too_large = True
                 self._cut(req)
@@ -646,19 +658,27 @@ def encode_request_head(
 
 
 def encode_request(
-    method: str, target: str, host: str, headers: Iterable[tuple[str, str]], body: bytes
+    method: str,
+    target: str,
+    host: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    *,
+    apart: bool = False,
 ) -> bytes:
     """A whole request (head and body) for a pooled connection; HeadError if it cannot be framed.
 
     A body, or a method that carries one, gets `Content-Length`; the head is matched once more against
     `_SAFE_HEAD` before it is returned, the last line of defence should `encode_request_head` ever let
     a stray line break through: on a connection other clients share it would smuggle a second request.
+    With `apart`, the head alone (its length the body's): the caller writes the body after it, so a
+    big body is not copied behind its head.
     """
     length = len(body) if body or method in ("POST", "PUT", "PATCH") else None
     head = encode_request_head(method, target, host, headers, length)
     if _SAFE_HEAD.fullmatch(head) is None:
         raise HeadError("the request head holds CR, LF or NUL inside a line: nothing sent")
-    return head + body
+    return head if apart else head + body
 
 
 def encode_response_head(

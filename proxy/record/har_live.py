@@ -12,7 +12,7 @@ the store does not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 from proxy.flows.events import ChainSummary, Channel, HttpInfo, MessageRecord, Side
@@ -20,29 +20,40 @@ from proxy.flows.store import Chain
 from proxy.record.har import Carried, EntryDraft, client_url, render
 
 
-def entries_of(chains: Iterable[Chain], *, host: str, upstream: str) -> list[dict[str, Any]]:
-    """The HAR entries of the exchanges these chains' records travelled on, oldest first."""
-    drafts: dict[str, EntryDraft] = {}
-    ends: dict[str, float] = {}
-    outcomes: dict[str, str] = {}
-    for chain in chains:
+class LiveDrafts:
+    """HAR entries drafted chain by chain, then rendered one by one, so a caller can pause between
+    any two steps (the admin API yields to the loop that serves MCP traffic)."""
+
+    def __init__(self, *, host: str, upstream: str) -> None:
+        self.host = host
+        self.upstream = upstream
+        self._drafts: dict[str, EntryDraft] = {}
+        self._ends: dict[str, float] = {}
+        self._outcomes: dict[str, str] = {}
+
+    def add(self, chain: Chain) -> None:
+        """Draft what this chain's records tell of the exchanges they travelled on."""
         summary = chain.summary
-        ends.update(chain.exchange_ends)
-        outcomes.update(chain.exchange_outcomes)
+        self._ends.update(chain.exchange_ends)
+        self._outcomes.update(chain.exchange_outcomes)
+        drafts = self._drafts
         for record in list(chain.messages):
             draft = drafts.get(record.exchange)
             if draft is None:
-                draft = drafts[record.exchange] = _draft(record, summary, host=host, upstream=upstream)
-            _take(draft, record, summary, host)
-    out = []
-    for draft in sorted(drafts.values(), key=lambda d: d.started):
-        draft.messages.sort(key=lambda m: m.t)
-        ended = ends.get(draft.key)
-        if ended is not None or all(s.ended is not None for s in draft.chains.values()):
-            draft.ended = max(_ended(draft), ended or 0.0)
-            draft.outcome = outcomes.get(draft.key)
-        out.append(render(draft))
-    return out
+                draft = drafts[record.exchange] = _draft(
+                    record, summary, host=self.host, upstream=self.upstream
+                )
+            _take(draft, record, summary, self.host)
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """The entries of every exchange drafted, oldest first, each rendered as it is asked for."""
+        for draft in sorted(self._drafts.values(), key=lambda d: d.started):
+            draft.messages.sort(key=lambda m: m.t)
+            ended = self._ends.get(draft.key)
+            if ended is not None or all(s.ended is not None for s in draft.chains.values()):
+                draft.ended = max(_ended(draft), ended or 0.0)
+                draft.outcome = self._outcomes.get(draft.key)
+            yield render(draft)
 
 
 def _ended(draft: EntryDraft) -> float:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import hmac
-import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,9 +32,8 @@ from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import Chain, ChainStore
 from proxy.logs import get_logger
-from proxy.record.chains_json import JsonWriter, NdjsonWriter, chain_object
-from proxy.record.har import HarWriter, upstream_url
-from proxy.record.har_live import entries_of
+from proxy.record.har import upstream_url
+from proxy.transport.admin_export import build_queued, har_pieces, json_pieces, ndjson_pieces, stream_export
 from proxy.transport.admin_faults import FaultRoutes
 from proxy.transport.admin_guard import browser_guard
 from proxy.transport.admin_intercepts import InterceptRoutes
@@ -236,7 +234,7 @@ class AdminServer:
         query = request.query
         limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
         keep = _filter(query)
-        self.ctx.observations.build()  # what waits to be built is part of the answer
+        await build_queued(self.ctx.observations)  # what waits to be built is part of the answer
         found = [chain.summary for chain in store if keep.keeps(chain)][-limit:]
         return _json([_summary(summary) for summary in found])
 
@@ -257,40 +255,30 @@ class AdminServer:
         )
 
     async def export_har(self, request: web.Request) -> web.StreamResponse:
-        """The filtered chains' exchanges as a HAR 1.2 log (`proxy.record.har_live`)."""
-        chains = self._export_chains(request)
+        """The filtered chains' exchanges as a HAR 1.2 log (`proxy.record.har_live`), sent in pieces."""
+        chains = await self._export_chains(request)
         info = self.ctx.info()
         host = info.listen.partition("://")[2].rstrip("/")
-        buffer = io.BytesIO()
-        writer = HarWriter(buffer)
-        for entry in entries_of(chains, host=host, upstream=upstream_url(info.upstream)):
-            writer.write(entry)
-        writer.close()
-        return web.Response(body=buffer.getvalue(), content_type="application/json")
+        pieces = har_pieces(chains, host=host, upstream=upstream_url(info.upstream))
+        return await stream_export(request, "application/json", pieces)
 
     async def export_json(self, request: web.Request) -> web.StreamResponse:
         """The filtered chains, each with its messages, as one JSON document (`proxy.record.chains_json`)."""
-        buffer = io.BytesIO()
-        writer = JsonWriter(buffer, [self.ctx.info().listen])
-        for chain in self._export_chains(request):
-            writer.write(chain_object(chain))
-        writer.close(None)
-        return web.Response(body=buffer.getvalue(), content_type="application/json")
+        pieces = json_pieces(await self._export_chains(request), [self.ctx.info().listen])
+        return await stream_export(request, "application/json", pieces)
 
     async def export_ndjson(self, request: web.Request) -> web.StreamResponse:
         """The filtered chains, one JSON object per line."""
-        buffer = io.BytesIO()
-        writer = NdjsonWriter(buffer)
-        for chain in self._export_chains(request):
-            writer.write(chain_object(chain))
-        return web.Response(body=buffer.getvalue(), content_type="application/x-ndjson")
+        return await stream_export(
+            request, "application/x-ndjson", ndjson_pieces(await self._export_chains(request))
+        )
 
-    def _export_chains(self, request: web.Request) -> list[Chain]:
+    async def _export_chains(self, request: web.Request) -> list[Chain]:
         """The stored chains an export asks for: filtered as `/api/chains`, the newest `limit` (all)."""
         store = self.ctx.store
         limit = _int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
         keep = _filter(request.query)
-        self.ctx.observations.build()
+        await build_queued(self.ctx.observations)
         return [chain for chain in store if keep.keeps(chain)][-limit:]
 
     async def continuations_list(self, request: web.Request) -> web.StreamResponse:

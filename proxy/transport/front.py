@@ -14,9 +14,11 @@ request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it an
 merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
 crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
 progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
-(503 past `max_client_connections`). Every wait on a client has a deadline (`head_read_timeout`,
-`body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the connections rather
-than a timer per request, so the hot path only notes the time.
+(503 past `max_client_connections`), body bytes held across all clients (503 past
+`max_body_bytes_in_flight`, counted from a request's head by its declared length and freed once it is
+answered: an integer added and taken away per request). Every wait on a client has a deadline
+(`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the
+connections rather than a timer per request, so the hot path only notes the time.
 """
 
 from __future__ import annotations
@@ -68,12 +70,14 @@ LINGER = 1.0
 class _Request(Request):
     """One request as read from the client (`proxy.framing.h1.Request`), and what serving it adds."""
 
-    __slots__ = ("continue_sent", "refusal")
+    __slots__ = ("charged", "continue_sent", "refusal")
 
     def __init__(self, began: float) -> None:
         super().__init__(began)
         self.refusal: Rejection | None = None
         """Answered without going upstream (its body is not read): a body over the limit, say."""
+        self.charged = 0
+        """Its body bytes counted in `FrontServer.body_bytes_held` (declared at its head, or as read)."""
         self.continue_sent = False
         """The 100 for `continue_wanted` went out (once the responses before it had)."""
 
@@ -94,6 +98,9 @@ class FrontServer:
         self.over_cap: Counter[str] = Counter()
         """Connections refused past `max_client_connections`: `answered` (a 503), or `cut` (past as many
         refusals still lingering as the cap itself)."""
+        self.body_bytes_held = 0
+        """Body bytes of the requests read or being read and not yet answered, across all clients: what
+        `max_body_bytes_in_flight` bounds."""
         self.refusal_logged: dict[str, float] = {}
         self.refusals_unlogged: Counter[str] = Counter()
         """When each kind of refusal's last line was written, and the refusals since then that wrote
@@ -221,6 +228,8 @@ class FrontConnection(asyncio.Protocol):
         self.waiting_since = 0.0
         """Loop time the connection last began to wait on its client (connected, or a response ended)."""
         self._queued_bytes = 0
+        self.held = 0
+        """This connection's share of `FrontServer.body_bytes_held`, freed whole when it closes."""
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._linger: asyncio.TimerHandle | None = None
@@ -247,6 +256,8 @@ class FrontConnection(asyncio.Protocol):
             elif isinstance(event, Refusal):
                 self._refuse_in_turn(event.status, event.reason)
                 break
+            elif event.request.length:
+                self._hold_declared(event.request)
             # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
         # Served once the whole chunk is parsed, never from inside the parser: a request served without
         # a task may end, and the next begin, before the parser returns.
@@ -261,6 +272,8 @@ class FrontConnection(asyncio.Protocol):
         """A request read to its end waits its turn; reading pauses while too much is queued."""
         if req.too_large:  # counted over the limit on the wire in the read that ended it
             req.refusal = _too_large(req, self.settings.max_body_bytes)
+        elif req.size > req.charged and req.refusal is None and not self._hold(req, req.size - req.charged):
+            req.refusal = self._over_bodies_in_flight(req)  # a chunked body, known only now
         self.queue.append(req)
         self._queued_bytes += req.size
         if (
@@ -278,6 +291,8 @@ class FrontConnection(asyncio.Protocol):
             self._linger = None
             self.front.refusing.discard(self)
         self.front.connections.discard(self)
+        self.front.body_bytes_held -= self.held
+        self.held = 0
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
             drain.set_exception(ClientGone("connection closed", self.cut_as))
@@ -372,10 +387,65 @@ class FrontConnection(asyncio.Protocol):
         get_logger().warning("client_timeout", **fields)
 
     # serving
+    def _hold_declared(self, req: _Request) -> None:
+        """Count a body by its declared length from its head on; one that would pass
+        `max_body_bytes_in_flight` is refused (503) without being read on."""
+        length = cast(int, req.length)
+        if length > self.settings.max_body_bytes or self._hold(req, length):
+            return  # over max_body_bytes: refused 413 as it is read
+        req.refusal = self._over_bodies_in_flight(req)
+        if self.reader.current is req:  # still coming: read no more of it
+            self.reader.stop(req)
+            self._dispatch_early(req)
+        # else it ended in this read: its EndOfRequest, next, queues it with its refusal
+
+    def _hold(self, req: _Request, size: int) -> bool:
+        """Count `size` more body bytes for `req` if `max_body_bytes_in_flight` allows them."""
+        front = self.front
+        if front.body_bytes_held + size > self.settings.max_body_bytes_in_flight:
+            return False
+        front.body_bytes_held += size
+        self.held += size
+        req.charged += size
+        return True
+
+    def _release(self, req: _Request) -> None:
+        """An answered request's body bytes no longer count (its connection's close frees the rest)."""
+        freed = min(req.charged, self.held)
+        req.charged = 0
+        self.held -= freed
+        self.front.body_bytes_held -= freed
+
+    def _over_bodies_in_flight(self, req: _Request) -> Rejection:
+        """503 with Retry-After for a body the bound has no room for now, naming the setting (logged at
+        most once a second, like the other refusals of a flood)."""
+        limit = self.settings.max_body_bytes_in_flight
+        front = self.front
+        also = front.unlogged_since_said("max_body_bytes_in_flight")
+        if also is not None:
+            get_logger().warning(
+                "request_bodies_refused",
+                limit=limit,
+                held=front.body_bytes_held,
+                size=req.length if req.length is not None else req.size,
+                also_unlogged=also or None,
+                hint="raise max_body_bytes_in_flight if the proxy has the memory for these bodies",
+            )
+        status, body = gateway_error(
+            503,
+            peek_id(req.body[0] if req.body else b""),
+            f"the proxy holds its limit of {limit} bytes of request bodies in flight "
+            "(max_body_bytes_in_flight); retry shortly",
+            {"limit": limit, "setting": "max_body_bytes_in_flight"},
+        )
+        return Rejection(status, body, "bodies in flight", RETRY_AFTER_S)
+
     def _dispatch_early(self, req: _Request) -> None:
         """A body over the limit: answer now (413), read no more, close after the answer."""
         limit = self.settings.max_body_bytes
-        if req.size <= limit:  # cut by its wire count or declared length; a decoded body over it is
+        if (
+            req.refusal is None and req.size <= limit
+        ):  # cut by its wire count or declared length; a decoded body over it is
             req.refusal = _too_large(req, limit)  # refused by `classify`, after the target's checks
         if self.transport is not None:
             self.transport.pause_reading()
@@ -413,7 +483,7 @@ class FrontConnection(asyncio.Protocol):
         continues in a task, which the requests read behind it wait for.
         """
         front = self.front
-        raw = b"".join(req.body) if len(req.body) != 1 else req.body[0]
+        raw = req.body[0] if len(req.body) == 1 else _joined(req)
         outcome: Route | Rejection
         if req.refusal is not None:
             outcome = req.refusal
@@ -551,6 +621,8 @@ class FrontConnection(asyncio.Protocol):
     def _served(self, side: FrontSide) -> None:
         """One request answered: on to the next, or close when the response ended the connection."""
         side.flush()
+        if side.req.charged:
+            self._release(side.req)
         if not side.req.keep_alive or side.broken or (self.front.draining and not self.queue):
             self.close()  # while draining, even a response begun before the drain ends its connection
             return
@@ -671,6 +743,14 @@ class FrontConnection(asyncio.Protocol):
         drain = self._drain
         if drain is not None:
             await drain
+
+
+def _joined(req: _Request) -> bytes:
+    """The body read in pieces, as one: the pieces are let go, so a big body is not held twice while
+    it is served."""
+    raw = b"".join(req.body)
+    req.body = [raw]
+    return raw
 
 
 def _too_large(req: _Request, limit: int) -> Rejection:

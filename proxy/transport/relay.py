@@ -190,7 +190,10 @@ class PassthroughRelay:
         )
         if isinstance(outcome, Rejection):
             self._emit(InvalidBody(sink.now(), self.exchange, f"refused: {outcome.reason}", received, b""))
-            self._answer(outcome.status, outcome.body)
+            retry = outcome.retry_after
+            self._answer(
+                outcome.status, outcome.body, () if retry is None else (("Retry-After", str(retry)),)
+            )
             self._close(outcome.reason)
             return None
         self._observe_client(outcome)

@@ -363,7 +363,12 @@ class _Connection(asyncio.Protocol):
         self.pool.forget(self)
         pending = self.pending
         lost_early = pending is not None and self.reader.head_bytes == 0 and self.uses > 1
-        if pending is not None and lost_early and not pending.retried and may_resend(pending.data):
+        if (
+            pending is not None
+            and lost_early
+            and not pending.retried
+            and may_resend(pending.data, pending.body)
+        ):
             # A reused connection closed before a byte of the answer: most likely the upstream closed
             # it idle as the request went out. A request that may be sent twice goes once more, fresh.
             self.pending = None
@@ -398,6 +403,8 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.reader.expect(pending.head_only)
         self.pool.write_soon(self.transport, pending.data)
+        if pending.body:
+            self.pool.write_soon(self.transport, pending.body)
 
     def finish(self, *, reusable: bool) -> None:
         """The exchange on this connection is over: back to the pool, or closed."""
@@ -446,18 +453,21 @@ def _expire(head: asyncio.Future[UpstreamResponse]) -> None:
         head.set_exception(TimeoutError())
 
 
-def may_resend(data: bytes) -> bool:
-    """Whether a framed request may go to the upstream a second time (see the module's docstring)."""
+def may_resend(data: bytes, apart: bytes = b"") -> bool:
+    """Whether a framed request (its body in `data`, or `apart`) may go to the upstream a second time
+    (see the module's docstring)."""
     head, _, body = data.partition(b"\r\n\r\n")
+    body = apart or body
     method = head.split(b" ", 1)[0]
     if method in (b"GET", b"HEAD", b"DELETE", b"OPTIONS"):
         return True
     return method == b"POST" and repeatable(body)
 
 
-def _described(data: bytes) -> str:
+def _described(data: bytes, apart: bytes) -> str:
     """`POST tools/list` (the HTTP method and the JSON-RPC methods of a framed request), for the log."""
     head, _, body = data.partition(b"\r\n\r\n")
+    body = apart or body
     method = head.split(b" ", 1)[0].decode("ascii", "replace")
     try:
         value = orjson.loads(body) if body else None
@@ -468,16 +478,26 @@ def _described(data: bytes) -> str:
     return " ".join([method, *named[:5]])
 
 
+BODY_APART = 64 * 1024
+"""Bodies at least this big are written after their head, not copied behind it: the framed request is
+kept until its answer's head (for the one retry), and a copy of every big body in flight would be
+kept with it."""
+
+Framed = tuple[bytes, bytes]
+"""A request framed for the upstream: all of it and nothing, or its head and a big body apart."""
+
+
 class PendingHead:
     """A request sent, its response head awaited: the future, the bytes (for the one retry), and what to
     undo if it fails."""
 
-    __slots__ = ("conn", "data", "future", "head_only", "pool", "retried")
+    __slots__ = ("body", "conn", "data", "future", "head_only", "pool", "retried")
 
-    def __init__(self, pool: UpstreamPool, conn: _Connection, data: bytes, head_only: bool) -> None:
+    def __init__(self, pool: UpstreamPool, conn: _Connection, framed: Framed, head_only: bool) -> None:
         self.pool = pool
         self.conn = conn
-        self.data = data
+        self.data, self.body = framed
+        """The request as written: all of it, or its head with a big body `body` apart (else empty)."""
         self.head_only = head_only
         self.retried = False
         self.future: asyncio.Future[UpstreamResponse] = pool.loop().create_future()
@@ -562,14 +582,14 @@ class UpstreamPool:
         upstream cannot be reached or breaks the connection before answering, or the head cannot be
         framed.
         """
-        data = self._frame(method, path, query, headers, body)
-        pending = self._send_idle(data, method)
+        framed = self._frame(method, path, query, headers, body)
+        pending = self._send_idle(framed, method)
         if pending is None:  # no warm connection: connect, or wait for one, within the same budget
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.head_timeout
             async with asyncio.timeout_at(deadline):
                 conn = await self._acquire()
-            pending = self._send(conn, data, method, deadline)
+            pending = self._send(conn, framed, method, deadline)
         try:
             await pending.future
         except asyncio.CancelledError:
@@ -590,29 +610,30 @@ class UpstreamPool:
         """
         if self._closed or not self._idle:
             return None
-        data = self._frame(method, path, query, headers, body)
-        return self._send_idle(data, method)
+        return self._send_idle(self._frame(method, path, query, headers, body), method)
 
     def _frame(
         self, method: str, path: str, query: str, headers: Iterable[tuple[str, str]], body: bytes
-    ) -> bytes:
+    ) -> Framed:
         upstream = self.upstream
+        apart = len(body) >= BODY_APART
         try:
-            return encode_request(
-                method, upstream.request_target(path, query), upstream.host_header, headers, body
+            data = encode_request(
+                method, upstream.request_target(path, query), upstream.host_header, headers, body, apart=apart
             )
         except HeadError as exc:
             raise UpstreamError("unsendable", str(exc)) from None
+        return (data, body) if apart else (data, b"")
 
-    def _send_idle(self, data: bytes, method: str) -> PendingHead | None:
+    def _send_idle(self, framed: Framed, method: str) -> PendingHead | None:
         conn = None if self._closed else self._take_idle()
         if conn is None:
             return None
         deadline = self.loop().time() + self.head_timeout
-        return self._send(conn, data, method, deadline)
+        return self._send(conn, framed, method, deadline)
 
-    def _send(self, conn: _Connection, data: bytes, method: str, deadline: float) -> PendingHead:
-        pending = PendingHead(self, conn, data, method == "HEAD")
+    def _send(self, conn: _Connection, framed: Framed, method: str, deadline: float) -> PendingHead:
+        pending = PendingHead(self, conn, framed, method == "HEAD")
         conn.send(pending)
         # One sweep for every head awaited, not a timer each: libuv timers cost the hot path more
         # than the few microseconds a dict entry does, and a head timeout needs no finer grain.
@@ -628,7 +649,7 @@ class UpstreamPool:
         get_logger().info(
             "upstream_request_retried",
             reason="the upstream closed a reused connection before answering; sent again on a new one",
-            request=_described(pending.data),
+            request=_described(pending.data, pending.body),
             error=str(exc) if exc else None,
         )
         task = asyncio.get_running_loop().create_task(self._resend(pending), name="upstream-retry")

@@ -310,6 +310,28 @@ def test_the_round_trip_lines_are_the_same_whether_or_not_anyone_watches(play: P
     assert all(line is not None for line in live_lines)
 
 
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_observations_built_a_few_at_a_time_make_the_chains_and_events_a_whole_build_makes(
+    play: Play,
+) -> None:
+    whole, pieces = Rig(), Rig()
+    play(whole.facts, whole.clock)
+    play(pieces.facts, pieces.clock)
+    waiting = pieces.sink.pending
+    whole.sink.build()
+
+    calls = 1
+    while pieces.sink.build_some(2):
+        assert pieces.sink.pending < waiting  # each call builds some, and says more wait
+        waiting = pieces.sink.pending
+        calls += 1
+
+    assert calls > 1
+    assert pieces.sink.pending == 0
+    assert _chains(pieces.store) == _chains(whole.store)
+    assert [event_to_json(e) for e in pieces.events] == [event_to_json(e) for e in whole.events]
+
+
 def test_reading_the_store_builds_nothing_and_build_builds_what_waits() -> None:
     rig = Rig()
     _json_call(rig.facts, rig.clock)

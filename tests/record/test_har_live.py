@@ -17,15 +17,24 @@ import orjson
 import pytest
 
 from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecorded
+from proxy.flows.store import Chain
 from proxy.record.capture import read_capture
 from proxy.record.export import Format, export_capture
 from proxy.record.har import upstream_url
-from proxy.record.har_live import entries_of
+from proxy.record.har_live import LiveDrafts
 from proxy.wire.jsonrpc import classify_value, request, result_response
 from tests.flows.bridge_play import LEG_STATUSES, UPSTREAM_SESSION, refused_leg_call
 from tests.flows.stream_play import HEADERS, SESSION, TOKEN, streams_and_delete
 from tests.flows.test_sink import SCENARIOS, Play
 from tests.record.captures import LISTEN, UPSTREAM, record_play
+
+
+def entries_of(chains: list[Chain], *, host: str, upstream: str) -> list[dict[str, Any]]:
+    """Every HAR entry the admin API's export drafts from these chains, oldest first."""
+    drafts = LiveDrafts(host=host, upstream=upstream)
+    for chain in chains:
+        drafts.add(chain)
+    return list(drafts.entries())
 
 
 def _heads(entries: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:

@@ -12,7 +12,8 @@ import errno
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,10 +24,11 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Settings
-from proxy.flows.events import ChainSummary, Channel, Direction, Mode, Side
+from proxy.flows.events import ChainSummary, Channel, Direction, MessageRecord, Mode, Side
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, LegMessageSeen, MessageSeen, Observation
 from proxy.runtime import Proxy
 from proxy.transport.admin import AdminListenError
+from proxy.transport.admin_export import PIECE
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.metrics import MAX_METHOD_LABELS, ProxyMetrics
 from proxy.wire.jsonrpc import classify_value, error_response, request
@@ -211,6 +213,48 @@ class ParkingEngine:
             {"chain_id": "c7", "principal": "alice", "age_ms": 1200.0, "pending_keys": ["name"]},
             {"chain_id": "c9", "principal": "bob", "age_ms": 15.5, "pending_keys": ["llm", "color"]},
         ]
+
+
+class _Watched(deque[MessageRecord]):
+    """A chain's messages that call `on_read` each time something reads them through."""
+
+    def __init__(self, records: deque[MessageRecord], on_read: Callable[[], None]) -> None:
+        super().__init__(records, maxlen=records.maxlen)
+        self.on_read = on_read
+
+    def __iter__(self) -> Iterator[MessageRecord]:
+        self.on_read()
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("path", ["/api/export.har", "/api/export.json", "/api/export.ndjson"])
+async def test_an_export_of_many_chains_lets_the_loop_run_other_work_before_it_ends(
+    legacy_server: PeerServer, path: str
+) -> None:
+    """The loop that serves the exports serves the MCP traffic: a callback scheduled as the export
+    reads its first chain runs before it reads its last one, so calls in flight are not held up."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            for n in range(3 * PIECE):
+                await client.call_tool("echo", {"text": str(n)})
+        await ok(proxy, "/api/chains")  # builds the chains
+        chains = list(proxy.store)
+        loop = asyncio.get_running_loop()
+        ran: list[bool] = []
+        ran_by_the_last_read: list[bool] = []
+        chains[0].messages = _Watched(chains[0].messages, lambda: loop.call_soon(ran.append, True))
+        chains[-1].messages = _Watched(chains[-1].messages, lambda: ran_by_the_last_read.append(bool(ran)))
+
+        assert proxy.admin_url is not None
+        async with aiohttp.ClientSession() as http, http.get(proxy.admin_url + path) as resp:
+            assert resp.status == 200
+            body = await resp.read()
+
+    assert ran_by_the_last_read == [True]
+    whole = (
+        [json.loads(line) for line in body.splitlines()] if path.endswith("ndjson") else [json.loads(body)]
+    )
+    assert len(whole) == (len(chains) if path.endswith("ndjson") else 1)
 
 
 async def test_api_continuations_lists_what_the_mrtr_to_legacy_bridge_has_parked(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from proxy.transport import front
 from proxy.transport.front import MAX_HEAD_BYTES
 from tests.transport.helpers import (
     RELAY_ONLY,
+    WAIT,
     bounded,
     captured_logs,
     client_session,
@@ -563,3 +565,59 @@ async def test_a_refused_client_that_never_leaves_is_cut_after_a_moment(proxy_fo
                 what="the refused connection to be cut",
                 seconds=front.LINGER + 2.0,
             )
+
+
+class _SwallowingUpstream:
+    """An upstream that reads every byte sent to it and keeps none, answering nothing: a request
+    stays in flight, and what memory it takes is the proxy's."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.received = 0
+        self.got_all = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._swallow, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/mcp"
+
+    async def _swallow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while chunk := await reader.read(65536):
+            self.received += len(chunk)
+            if self.received >= self.wanted:
+                self.got_all.set()
+        writer.close()
+
+
+async def test_a_big_body_in_flight_is_held_as_read_and_as_parsed_and_in_no_other_copy(
+    proxy_for,
+) -> None:
+    size = 4 * 1024 * 1024
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"pad":"'
+    body += b"x" * (size - len(body) - 4) + b'"}}}'
+    upstream = _SwallowingUpstream(size)
+    url = await upstream.start()
+    try:
+        async with proxy_for(url, **RELAY_ONLY, upstream_timeout=60) as proxy:
+            _, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            head = (
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                writer.write(head)
+                for start in range(0, len(body), 16384):  # read by the proxy in many pieces
+                    writer.write(body[start : start + 16384])
+                    await writer.drain()
+                await asyncio.wait_for(upstream.got_all.wait(), WAIT)
+                held = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            writer.close()
+    finally:
+        assert upstream.server is not None
+        upstream.server.close()
+    # The body as read and as parsed: two copies, not also its pieces or a copy framed for the upstream.
+    assert held < 2.5 * size, f"{held / size:.2f} copies of the body held"
