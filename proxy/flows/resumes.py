@@ -46,6 +46,16 @@ SessionOf = Callable[[str], "str | None"]
 """The session of an open exchange, by its id."""
 
 
+def awaiting_resume(outcome: str | None, last_sse_id: str | None) -> str:
+    """The note on a request that waits for its client to resume its stream: why the stream ended, and
+    for how long the chain stays open."""
+    ended = f"was cut ({outcome})" if outcome is not None else "was closed by the server"
+    return (
+        f"its stream {ended} after event {last_sse_id!r} before the answer: waiting up to "
+        f"{RESUME_WINDOW:.0f} s for the client to resume it (GET with Last-Event-ID)"
+    )
+
+
 def awaits_resume(outcome: str | None, client_era: str, passthrough: bool, last_sse_id: str | None) -> bool:
     """Whether an unanswered request whose exchange closed with `outcome` may yet be answered on a
     resumed stream (the caller rules out a failed response and a cancelled request)."""

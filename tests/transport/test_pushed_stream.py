@@ -44,6 +44,9 @@ from tests.transport.test_front import (
 )
 
 PROGRESS_2 = b'id: 3\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":2}}\n\n'
+UNNUMBERED_EVENT = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n'
+"""An event without an id: a client that leaves after it has nothing to resume from, so its call fails
+(with an id the call waits for a resume: `proxy.flows.resumes`)."""
 END = b"0\r\n\r\n"
 
 Streamer = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Any], Awaitable[None]]
@@ -188,7 +191,7 @@ async def test_a_client_that_leaves_mid_stream_closes_the_upstream_connection(pr
     async def stream_until_closed(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _id: Any
     ) -> None:
-        writer.write(SSE_HEAD + chunk(PROGRESS))
+        writer.write(SSE_HEAD + chunk(UNNUMBERED_EVENT))
         if await bounded(reader.read(), what="the proxy to close the upstream connection") == b"":
             upstream_saw_close.set()
 
@@ -197,7 +200,7 @@ async def test_a_client_that_leaves_mid_stream_closes_the_upstream_connection(pr
         async with connection(proxy) as (reader, writer):
             writer.write(call(5))
             await bounded(reader.readuntil(b"\r\n\r\n"), what="the head")
-            await bounded(reader.readexactly(len(chunk(PROGRESS))), what="the first event")
+            await bounded(reader.readexactly(len(chunk(UNNUMBERED_EVENT))), what="the first event")
             assert streaming_without_a_task(proxy)
         # the client's connection is closed mid-stream
         await bounded(upstream_saw_close.wait(), what="the upstream connection to be closed")
