@@ -14,9 +14,9 @@ request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it an
 merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
 crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
 progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
-(503 past `max_client_connections`), body bytes held across all clients (503 past
+(503 past `max_client_connections`), big body bytes held across all clients (503 past
 `max_body_bytes_in_flight`, counted from a request's head by its declared length and freed once it is
-answered: an integer added and taken away per request). Every wait on a client has a deadline
+answered; bodies under `COUNTED_BODY` are not counted). Every wait on a client has a deadline
 (`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the
 connections rather than a timer per request, so the hot path only notes the time.
 """
@@ -62,6 +62,11 @@ SWEEP_MAX = 1.0
 """Longest pause between two sweeps for expired waits; shorter timeouts sweep more often."""
 TIMEOUT_LOG_EVERY = 1.0
 """Seconds between two `client_timeout` warnings of one setting (the refusals between are counted)."""
+
+COUNTED_BODY = 64 * 1024
+"""Bodies at least this big count toward `max_body_bytes_in_flight`: the bound is there for the big
+ones, and smaller ones, bounded by the connection cap and `max_pipelined_bytes`, cost the traffic path
+nothing for it."""
 
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
@@ -256,7 +261,7 @@ class FrontConnection(asyncio.Protocol):
             elif isinstance(event, Refusal):
                 self._refuse_in_turn(event.status, event.reason)
                 break
-            elif event.request.length:
+            elif (event.request.length or 0) >= COUNTED_BODY:
                 self._hold_declared(event.request)
             # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
         # Served once the whole chunk is parsed, never from inside the parser: a request served without
@@ -272,7 +277,12 @@ class FrontConnection(asyncio.Protocol):
         """A request read to its end waits its turn; reading pauses while too much is queued."""
         if req.too_large:  # counted over the limit on the wire in the read that ended it
             req.refusal = _too_large(req, self.settings.max_body_bytes)
-        elif req.size > req.charged and req.refusal is None and not self._hold(req, req.size - req.charged):
+        elif (
+            req.size >= COUNTED_BODY
+            and req.size > req.charged
+            and req.refusal is None
+            and not self._hold(req, req.size - req.charged)
+        ):
             req.refusal = self._over_bodies_in_flight(req)  # a chunked body, known only now
         self.queue.append(req)
         self._queued_bytes += req.size
