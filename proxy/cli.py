@@ -214,7 +214,7 @@ def refuse_start(reason: str, log_format: str | None) -> int:
 
 def warn_of_settings(loaded: LoadedSettings) -> None:
     """Say at start what the settings do that their author may not see: secrets typed on the command
-    line, and file keys a variable or flag overrides. Every way of running the proxy (headless,
+    line, and file keys a variable overrides. Every way of running the proxy (headless,
     `--tui`, `stdio`) says so once logging is set up."""
     from proxy import logs
 
@@ -224,8 +224,8 @@ def warn_of_settings(loaded: LoadedSettings) -> None:
             setting=name,
             file=file_source.removeprefix("file:"),
             by=loaded.sources[name].replace(":", " ", 1),
-            hint="the file's value has no effect; unset the variable (an image's ENV sets some) or "
-            "drop the flag to let the file decide",
+            hint="the file's value has no effect; unset the variable (an image's ENV sets some) to let "
+            "the file decide",
         )
     warn_of_secrets_on_command_line(loaded)
 

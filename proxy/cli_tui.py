@@ -14,7 +14,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -103,7 +103,13 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if args.open is not None:
         return open_capture(args.open, args.upstream)
-    return attach(args.attach, args.token or os.environ.get(TOKEN_ENV) or None, args.history, args.upstream)
+    return attach(args.attach, attach_token(args.token, os.environ), args.history, args.upstream)
+
+
+def attach_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The admin token to attach with: `--token`, else the proxy's own variable, read as the proxy
+    reads it (without the newline a secret file leaves)."""
+    return (given or environ.get(TOKEN_ENV) or "").strip() or None
 
 
 def open_capture(path: Path, upstream: str | None = None) -> int:

@@ -618,8 +618,8 @@ class LoadedSettings:
     settings: Settings
     sources: dict[str, str]
     overridden: dict[str, str] = field(default_factory=dict)
-    """Keys of the TOML file that a variable or a flag overrode, with the file's source: a file key
-    that has no effect (an image's `ENV` beats a mounted file) is said at start."""
+    """Keys of the TOML file that a variable overrode, with the file's source: a file key that has no
+    effect (an image's `ENV` beats a mounted file) is said at start; a flag typed over it is meant."""
 
 
 _FIELDS = Settings.model_fields
@@ -744,7 +744,9 @@ def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> Config
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] not in ("value_error", "admin_exposed", "two_upstreams", "transport_of_a_command"):
         message = message[:1].lower() + message[1:]
-        if setting not in _SECRETS:  # never echo a secret, even a malformed one
+        # Never echo a secret, even a malformed one, nor the input of a check across settings (the
+        # whole settings, secrets and all): only one setting's own value.
+        if setting not in _SECRETS and first["loc"]:
             message += f", got {first['input']!r}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return ConfigError(setting, f"{setting} ({where}): {message}{more}")
@@ -776,7 +778,7 @@ def load_settings(
                 values[name] = [*earlier, *(item for item in value if item not in earlier)]
                 sources[name] = f"{sources[name]} + {source}"
                 continue
-            if sources[name].startswith("file:"):
+            if sources[name].startswith("file:") and source.startswith("env:"):  # a flag is meant
                 overridden[name] = sources[name]
             values[name] = value
             sources[name] = source

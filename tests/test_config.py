@@ -270,6 +270,30 @@ def test_an_admin_token_read_from_a_file_with_its_newline_is_the_token_a_client_
     assert loaded.settings.admin_token.get_secret_value() == "s3cret-token"
 
 
+def test_a_check_across_settings_names_them_without_echoing_the_settings_and_their_secrets() -> None:
+    env = {
+        "MCP_PROXY_ADMIN_TOKEN": "s3cret-token",
+        "MCP_PROXY_UPSTREAM": "http://127.0.0.1:9/mcp?api_key=K3Y",
+    }
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env=env, flags={"max_body_bytes_in_flight": 100_000})
+
+    assert "max_body_bytes_in_flight" in str(caught.value)
+    assert "s3cret-token" not in str(caught.value)
+    assert "K3Y" not in str(caught.value)
+
+
+def test_only_a_variable_over_a_file_key_is_said_a_flag_typed_over_it_is_meant(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.toml"
+    path.write_text("capture_keep = 20\nupstream_timeout = 45\n")
+
+    loaded = load_settings(
+        config_path=path, env={"MCP_PROXY_CAPTURE_KEEP": "5"}, flags={"upstream_timeout": 30.0}
+    )
+
+    assert loaded.overridden == {"capture_keep": f"file:{path}"}
+
+
 def test_a_non_loopback_admin_api_is_allowed_with_a_token_or_when_disabled() -> None:
     with_token = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_TOKEN": "t0k"})
     disabled = load_settings(env={"MCP_PROXY_ADMIN": "0.0.0.0:9901", "MCP_PROXY_ADMIN_ENABLED": "no"})

@@ -74,7 +74,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
-from proxy.flows.resumes import ResumeWaits, Wait, awaiting_resume, awaits_resume
+from proxy.flows.resumes import ID_REUSED, ResumeWaits, Wait, awaiting_resume, awaits_resume
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import Kind, Message, classify_value
@@ -595,7 +595,9 @@ class ChainBuilder:
                 continue
             chain = self.store.peek(chain_id)
             if chain is not None and self._awaits_resume(chain, ex, outcome):
-                self._resumes.wait(ex.session, ident, chain_id, now, outcome)
+                replaced = self._resumes.wait(ex.session, ident, chain_id, now, outcome)
+                if replaced is not None:
+                    self._end_wait(replaced, replaced.since, ID_REUSED)
                 chain.summary.notes.append(awaiting_resume(outcome, ex.last_sse_id))
                 self._ledger.changed(chain)
                 continue

@@ -38,6 +38,9 @@ NEVER_RESUMED: Final = (
 SESSION_ENDED: Final = "the client did not resume its stream before its session ended"
 """The note on a request whose session ended while it waited for a resume."""
 
+ID_REUSED: Final = "the client did not resume its stream: a later request of its session took the same id"
+"""The note on a request whose wait a later request with its id replaced (no resume can reach it)."""
+
 SESSION_GONE_STATUS: Final = 404
 """The status a server answers a request of a session it no longer has."""
 
@@ -87,11 +90,14 @@ class ResumeWaits(Generic[T]):
 
     def wait(
         self, session: str | None, ident: RequestId, target: T, since: float, outcome: str | None
-    ) -> None:
-        """Start (or restart, after a resumed stream was cut again) a request's wait."""
+    ) -> Wait[T] | None:
+        """Start (or restart, after a resumed stream was cut again) a request's wait; the wait of
+        another request it replaces (a later call of the session reused the id, so a resume can no
+        longer reach the earlier one), which the caller ends."""
         key = (session, ident)
-        self.waits.pop(key, None)
+        earlier = self.waits.pop(key, None)
         self.waits[key] = Wait(session, ident, target, since, outcome)
+        return earlier if earlier is not None and earlier.target is not target else None
 
     def take(self, session: str | None, ident: RequestId) -> Wait[T] | None:
         """End a request's wait because it was resumed or cancelled; None when it was not waiting."""

@@ -356,7 +356,9 @@ class OpCounter:
             if not op.cancelled and not ex.failed():
                 passthrough = ex.mode == _PASSTHROUGH_VALUE
                 if awaits_resume(outcome, ex.era, passthrough, ex.last_sse_id):
-                    self._resumes.wait(ex.session, ident, op, t, outcome)
+                    replaced = self._resumes.wait(ex.session, ident, op, t, outcome)
+                    if replaced is not None:
+                        self._finish(replaced.target, replaced.since, error=True)
                     continue
             if outcome == "client_disconnected" and ex.era == _MODERN:
                 op.cancelled = True  # a 2026-07-28 client cancels by closing its stream

@@ -111,3 +111,13 @@ def cut_then_session_gone(obs: Any, clock: Ticking) -> list[Any]:
     obs.message("x2", ping, size=40, direction=Direction.TO_SERVER, channel=Channel.POST)
     obs.response_head("x2", status=404, content_type="application/json", headers={})
     return [*closed, obs.close_exchange("x2", None)]
+
+
+def cut_and_id_reused(obs: Any, clock: Ticking) -> list[Any]:
+    """A cut stream the client never resumes; a later call of the session takes the same id (a naive
+    retry), so no resume can reach the first one; the later call is cut too and still waits."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    clock.now += 1.0
+    _call_with_progress(obs, clock, "x2", 1)
+    return [*closed, obs.close_exchange("x2", "client_disconnected")]

@@ -15,10 +15,11 @@ import pytest
 
 from proxy.cli import main
 from proxy.flows.events import ChainStatus, ChainSummary
-from proxy.flows.resumes import NEVER_RESUMED, SESSION_ENDED
+from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, SESSION_ENDED
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    cut_and_id_reused,
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
@@ -69,6 +70,19 @@ def test_a_cut_call_fails_as_cut_when_the_server_says_its_session_is_gone() -> N
     call = calls[1]
     assert (call.status, call.error) == (ChainStatus.ERROR, "client_disconnected")
     assert SESSION_ENDED in call.notes
+
+
+def test_a_cut_call_whose_id_a_later_call_reuses_fails_at_once_and_the_later_one_waits() -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    cut_and_id_reused(rig.facts, rig.clock)
+    first, later = (c.summary for c in rig.chains() if c.summary.method == "tools/call")
+
+    assert (first.status, first.error) == (ChainStatus.ERROR, "client_disconnected")
+    assert ID_REUSED in first.notes
+    assert first.duration_ms == 500.0, "it ended where the client left it"
+    assert later.status is ChainStatus.PENDING
+    assert dict(metrics.counts.errors)[("tools/call", "passthrough")] == 1  # type: ignore[index]
 
 
 @pytest.mark.parametrize("play", [closed_after_cancel, cancelled_while_cut])

@@ -42,6 +42,7 @@ from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    cut_and_id_reused,
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
@@ -265,6 +266,7 @@ SCENARIOS: dict[str, Play] = {
     "closed-after-cancel": closed_after_cancel,
     "cancelled-while-cut": cancelled_while_cut,
     "cut-then-session-gone": cut_then_session_gone,
+    "cut-and-id-reused": cut_and_id_reused,
 }
 
 ONE_QUESTION: dict[str, Play] = {

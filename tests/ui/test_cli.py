@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import main
-from proxy.cli_tui import build_tui_parser
+from proxy.cli_tui import attach_token, build_tui_parser
 
 
 def test_opening_a_file_that_is_no_capture_exits_2_naming_it(
@@ -76,3 +76,9 @@ def test_the_plain_proxy_command_line_loads_neither_textual_nor_the_demo_sdk() -
     )
 
     assert done.stdout.strip() == ""
+
+
+def test_attach_reads_the_admin_token_as_the_proxy_does_without_a_secret_files_newline() -> None:
+    assert attach_token(None, {"MCP_PROXY_ADMIN_TOKEN": "s3cret\n"}) == "s3cret"
+    assert attach_token("typed ", {"MCP_PROXY_ADMIN_TOKEN": "other"}) == "typed"
+    assert attach_token(None, {"MCP_PROXY_ADMIN_TOKEN": " \n"}) is None
