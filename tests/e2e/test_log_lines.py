@@ -21,6 +21,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.commanded import Commanded, command_env
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.peers.clients import run_client
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, until
@@ -224,7 +225,6 @@ async def test_an_input_required_answer_in_passthrough_says_what_the_call_waits_
 
 HOSTILE_TOOL = "evil\x1b]0;TITLE\x07\x1b[2J\r\u202eX\x9b1m"
 HOSTILE_ID = "7\nforged line\x1b[31m"
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 async def test_a_clients_control_characters_are_shown_escaped_never_sent_to_the_terminal(
@@ -232,20 +232,10 @@ async def test_a_clients_control_characters_are_shown_escaped_never_sent_to_the_
 ) -> None:
     proxy = await renderings.proxy("console", legacy_server.url)
     mark = len(proxy.process.lines)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     call = {"jsonrpc": "2.0", "id": HOSTILE_ID, "method": "tools/call", "params": {"name": HOSTILE_TOOL}}
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
-        opened = await http.post(proxy.endpoint(), json=init, headers=MCP_HEADERS)
-        session = {**MCP_HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        opened = await http.post(proxy.endpoint(), json=initialize(version="2025-11-25"), headers=HEADERS)
+        session = session_headers(opened.headers["mcp-session-id"], "2025-11-25")
         await http.post(
             proxy.endpoint(), json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
         )
