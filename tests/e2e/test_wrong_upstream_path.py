@@ -8,15 +8,15 @@ mistyped path) sees a warning at start naming the likely cause, not an info line
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
+from tests.threaded_http import serving
 
 
 def test_a_404_to_initialize_warns_that_the_path_is_likely_not_the_mcp_endpoint(
@@ -71,15 +71,8 @@ class _FailingApp(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def failing_upstream() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FailingApp)
-    thread = threading.Thread(target=server.serve_forever, name="failing-upstream", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(_FailingApp) as url:
+        yield url
 
 
 async def test_readyz_is_not_ready_and_a_warning_says_why_while_the_upstream_fails_every_request(

@@ -8,15 +8,15 @@ on purpose.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 
 import aiohttp
 import pytest
 
 from proxy.replay.http import ReplayHttp, ReplayHttpError
+from tests.threaded_http import serving
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add"}}
 
@@ -27,15 +27,8 @@ def html_server() -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving(Quiet) as url:
+        yield url
 
 
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
