@@ -245,7 +245,24 @@ def bridges_table(results: dict[str, Any]) -> list[str]:
                 "| " + " | ".join([label if key == "p50" else "", f"round trip {key} ms", *cols]) + " |"
             )
     lines += _window_0_rows(runs)
+    lines += _whole_round_rows(runs)
     return lines
+
+
+def _whole_round_rows(runs: list[dict[str, Any]]) -> list[str]:
+    """How many `ask_two_at_once` calls asked the legacy server's two concurrent requests in one round."""
+    rows = []
+    for label, key in (("default round window", "default"), ("`--round-window 0`", "window_0")):
+        seen = [r.get("bridges", {}).get("modern_to_legacy", {}).get("two_at_once", {}) for r in runs]
+        seen = [s.get(key) if isinstance(s, dict) else None for s in seen]
+        counts = [f"{s['whole']}/{s['calls']}" for s in seen if isinstance(s, dict) and "whole" in s]
+        if counts:
+            rows.append(
+                f"| modern client → legacy server, {label} | two concurrent requests asked in one round | "
+                + ", ".join(counts)
+                + " |" * 7
+            )
+    return rows
 
 
 def _window_0_rows(runs: list[dict[str, Any]]) -> list[str]:

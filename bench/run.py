@@ -753,6 +753,11 @@ def run_bridges(procs: Processes, tmp: Path, profile: Profile, tag: str) -> dict
         with loopback_quickack() as quickack:
             out["quickack"] = quickack
             _bridge_rounds(out, rounds, legacy_url, modern_url, to_legacy, to_modern, to_legacy_now)
+            if mrtr_to_legacy_available():
+                print("  bridges: a legacy server's two concurrent requests, in one round or two", flush=True)
+                out["modern_to_legacy"]["two_at_once"] = guarded(
+                    lambda: _whole_rounds(procs, n, warm, to_legacy, to_legacy_now), "m2l two at once"
+                )
             # Each bridged round paired with a server-era native one through the same proxy, the two
             # in alternation: the difference a slow minute cannot move.
             print("  bridges: each bridged round paired with a server-era native round via ours", flush=True)
@@ -801,6 +806,22 @@ def _bridge_rounds(
         m2l["bridged_window_0"] = guarded(lambda: rounds("modern", to_legacy_now), "m2l bridged, window 0")
     else:
         m2l["bridged"] = {"na": "n/a (not available)"}
+
+
+def _whole_rounds(
+    procs: Processes, n: str, warm: str, to_legacy: Path_, to_legacy_now: Path_
+) -> dict[str, Any]:
+    """How often the bridge asks a legacy server's two concurrent requests (`ask_two_at_once`) in one
+    round, with the default round window and with none: the window's worth, read off real runs."""
+    out: dict[str, Any] = {}
+    for label, path in (("default", to_legacy), ("window_0", to_legacy_now)):
+        args = ["modern", path.url, "--tool", "ask_two_at_once", "--n", n, "--warmup", warm]
+        result = run_client(procs, args)
+        if result.get("errors"):
+            raise RuntimeError(f"ask_two_at_once failed: {result.get('error')}")
+        asks = result.get("first_round_asks") or {}
+        out[label] = {"calls": int(n), "whole": int(asks.get("2", 0)), "first_round_asks": asks}
+    return out
 
 
 def start_bridge_proxy(

@@ -226,8 +226,19 @@ def modern_request(ident: int, tool: str, extra: dict[str, Any]) -> tuple[bytes,
     return orjson.dumps(body), headers
 
 
-async def modern_round(http: aiohttp.ClientSession, url: str, ident: int, tool: str, rounds: int = 10) -> str:
-    """One 2026-07-28 call, driven through its `input_required` rounds; returns the result's first text."""
+async def modern_round(
+    http: aiohttp.ClientSession,
+    url: str,
+    ident: int,
+    tool: str,
+    rounds: int = 10,
+    first_asks: list[int] | None = None,
+) -> str:
+    """One 2026-07-28 call, driven through its `input_required` rounds; returns the result's first text.
+
+    `first_asks` gets how many requests the first round asked (a server's concurrent requests split
+    over two rounds when the bridge's round window closed between them).
+    """
     extra: dict[str, Any] = {}
     for step in range(rounds):
         rid = ident * 100 + step
@@ -240,6 +251,8 @@ async def modern_round(http: aiohttp.ClientSession, url: str, ident: int, tool: 
         if result.get("resultType") != "input_required":
             return _text(reply)
         requests = result.get("inputRequests") or {}
+        if step == 0 and first_asks is not None:
+            first_asks.append(len(requests))
         extra = {"inputResponses": {key: answer_for(req) for key, req in requests.items()}}
         if "requestState" in result:
             extra["requestState"] = result["requestState"]
@@ -260,6 +273,7 @@ async def run_rounds(
     times: list[float] = []
     texts: set[str] = set()
     errors: list[str] = []
+    first_asks: list[int] = []
     session = await legacy_handshake(http, url) if era == "legacy" else None
     for i in range(-warmup, n):  # negative indexes warm up (connections, caches) and are not timed
         start = time.perf_counter()
@@ -267,7 +281,8 @@ async def run_rounds(
             if era == "legacy":
                 text = await legacy_round(http, url, session, i + warmup + 1, tool)
             else:
-                text = await modern_round(http, url, i + warmup + 1, tool)
+                counted = first_asks if i >= 0 else None
+                text = await modern_round(http, url, i + warmup + 1, tool, first_asks=counted)
         except (aiohttp.ClientError, RuntimeError, ValueError) as exc:
             errors.append(str(exc)[:200])
             if len(errors) >= 3:
@@ -276,7 +291,14 @@ async def run_rounds(
         if i >= 0:
             times.append(time.perf_counter() - start)
         texts.add(text)
-    return {"latency": stats_ms(times), "texts": sorted(texts), "errors": len(errors), "error": errors[:1]}
+    asks = {str(k): first_asks.count(k) for k in sorted(set(first_asks))}
+    return {
+        "latency": stats_ms(times),
+        "texts": sorted(texts),
+        "errors": len(errors),
+        "error": errors[:1],
+        "first_round_asks": asks,
+    }
 
 
 async def _one_round(
