@@ -181,7 +181,7 @@ def admin_may_move(loaded: LoadedSettings) -> bool:
 def run_proxy(loaded: LoadedSettings) -> int:
     """Run the proxy until SIGINT (stop now) or SIGTERM (drain for drain_grace seconds), then exit 0."""
     from proxy import logs
-    from proxy.runtime import Proxy, tune_gc, use_fast_loop
+    from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
 
     settings = loaded.settings
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
@@ -189,6 +189,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
         warn_of_settings(loaded)
         tune_gc()
+        tune_malloc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(serve_until_signalled(proxy))
     except OSError as exc:

@@ -120,7 +120,7 @@ def main(words: Sequence[str]) -> int:
 def run_stdio(loaded: LoadedSettings) -> int:
     """Serve the stdio client until it closes stdin or a signal comes; exit 0."""
     from proxy import logs
-    from proxy.runtime import Proxy, tune_gc, use_fast_loop
+    from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
     from proxy.transport.stdio_client import protocol_pipes
 
     pipes = protocol_pipes()  # before anything could print: stdout is the protocol's from here
@@ -130,6 +130,7 @@ def run_stdio(loaded: LoadedSettings) -> int:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), http_clients=False)
         warn_of_settings(loaded)
         tune_gc()
+        tune_malloc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve(proxy, pipes))
     except OSError as exc:

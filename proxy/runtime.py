@@ -734,6 +734,33 @@ def use_fast_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
+MMAP_THRESHOLD = 1024 * 1024
+"""Allocations of this many bytes or more get pages of their own from the allocator (glibc)."""
+_M_MMAP_THRESHOLD = -3
+"""glibc's `mallopt` parameter number for the mmap threshold (malloc.h)."""
+
+
+def tune_malloc() -> bool:
+    """Fix glibc's mmap threshold, so the memory of a big body goes back to the system once it is freed.
+
+    glibc gives an allocation of 128 KiB or more pages of its own, then, the first time it frees
+    one, raises that threshold to the freed size (up to 32 MiB): from then on every big body lands in
+    the heap, which the process keeps at its peak after a burst, so a second burst of big bodies
+    grows the RSS past the first. A fixed threshold keeps each big body in pages that are unmapped
+    when it is freed; smaller allocations (read chunks, messages) stay in the heap they reuse. Set
+    `MALLOC_MMAP_THRESHOLD_` to choose another threshold; returns whether the threshold was set.
+    """
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is not None:
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS has no mallopt)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def tune_gc() -> None:
     """Collector settings for a long-running proxy; call once, after start-up imports, before serving.
 

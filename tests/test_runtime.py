@@ -1,13 +1,21 @@
-"""The composition root's own choices: chain ids that never repeat across restarts, the redactor it builds."""
+"""The composition root's own choices: chain ids that never repeat across restarts, the redactor it
+builds, the allocator's threshold for big blocks."""
 
 from __future__ import annotations
 
+import os
+import platform
 import re
+import subprocess
+import sys
+
+import pytest
 
 from proxy.config import Settings
 from proxy.flows.events import Channel, Direction
 from proxy.runtime import Proxy, redactor_for
 from proxy.wire.jsonrpc import classify_value
+from tests.peers.runner import REPO_ROOT
 
 UPSTREAM = "http://127.0.0.1:9/mcp"
 
@@ -53,3 +61,47 @@ def test_a_configured_redact_key_gives_the_same_masks_across_restarts_and_none_d
     assert redactor_for(Settings(upstream=UPSTREAM)).token("abcd") != redactor_for(
         Settings(upstream=UPSTREAM)
     ).token("abcd")
+
+
+_BIG_ALLOCATION = """
+import ctypes, sys
+from proxy.runtime import tune_malloc
+
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost",
+    )]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+print(tune_malloc() if sys.argv[1] == "tuned" else "untouched")
+body = bytearray(8 << 20)
+del body  # glibc raises its mmap threshold to the size of the first big block it frees
+mapped = libc.mallinfo2().hblkhd
+body = bytearray(8 << 20)
+print((libc.mallinfo2().hblkhd - mapped) >> 20)
+"""
+
+
+def _big_body_mapped_mib(how: str, **env: str) -> tuple[str, int]:
+    """In a fresh interpreter: what tune_malloc said, and the MiB of a second 8 MiB block in pages of
+    its own (mmapped, given back when freed) rather than in the heap the process keeps."""
+    done = subprocess.run(
+        [sys.executable, "-c", _BIG_ALLOCATION, how],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+        cwd=REPO_ROOT,
+    )
+    said, mapped = done.stdout.split()
+    return said, int(mapped)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the threshold is glibc's (mallinfo2, mallopt)")
+def test_a_big_body_gets_pages_of_its_own_after_the_first_is_freed_so_a_burst_gives_its_memory_back() -> None:
+    assert _big_body_mapped_mib("untouched") == ("untouched", 0)  # glibc's own moving threshold
+    assert _big_body_mapped_mib("tuned") == ("True", 8)
+    # A threshold the user chose in the environment stays theirs.
+    assert _big_body_mapped_mib("tuned", MALLOC_MMAP_THRESHOLD_=str(64 << 20)) == ("False", 0)

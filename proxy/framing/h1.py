@@ -216,7 +216,11 @@ class RequestReader(Generic[R]):
         """Chunked requests that got chunk framing in the read being parsed (see `_count_begun`)."""
 
     def feed(self, data: bytes) -> list[RequestEvent[R]]:
-        """What `data` completed, in order; a `Refusal` ends the list and the stream."""
+        """What `data` completed, in order; a `Refusal` ends the list and the stream.
+
+        The list is the reader's own, reused by the next read: clear it once its events are handled,
+        or it keeps their requests (their bodies) alive while the connection waits for the next.
+        """
         events = self._events
         events.clear()
         if self.refused is not None:
@@ -244,6 +248,17 @@ class RequestReader(Generic[R]):
         if self._chunked_reads or (current is not None and current is not before and current.method):
             self._count_begun(before, counted, len(data))
         return events
+
+    def release(self) -> None:
+        """Let go of every request the reader still refers to, once its connection has closed.
+
+        The parser calls back into this reader, so the two make a reference cycle that only the
+        cyclic collector frees, and a few big bodies give it no reason to run: the request being
+        read and the last read's events (a body each) would wait in the cycle until it does.
+        """
+        self._events.clear()
+        self._chunked_reads.clear()
+        self.current = None
 
     def _refuse(self, status: int, reason: str) -> list[RequestEvent[R]]:
         refusal = Refusal(status, reason)
@@ -515,6 +530,12 @@ class ResponseReader:
         if awaiting and self.awaiting and self.head_bytes > self.max_head_bytes:
             self._too_large()
         return events
+
+    def release(self) -> None:
+        """Let go of the last read's events (body pieces) once the connection has closed: the parser
+        and this reader make a reference cycle that only the cyclic collector frees."""
+        self._events.clear()
+        self._headers = []
 
     def _fail(self, kind: str, detail: str) -> list[ResponseEvent]:
         self.failed = True

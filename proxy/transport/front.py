@@ -253,7 +253,8 @@ class FrontConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed or self._refusal_due is not None:
             return
-        for event in self.reader.feed(data):
+        events = self.reader.feed(data)
+        for event in events:
             if isinstance(event, EndOfRequest):
                 self._queue(event.request)
             elif isinstance(event, BodyTooLarge):
@@ -264,6 +265,7 @@ class FrontConnection(asyncio.Protocol):
             elif (event.request.length or 0) >= COUNTED_BODY:
                 self._hold_declared(event.request)
             # A RequestHead needs nothing at once: a 100 it asks for goes out from `_next`, below.
+        events.clear()
         # Served once the whole chunk is parsed, never from inside the parser: a request served without
         # a task may end, and the next begin, before the parser returns.
         self._next()
@@ -296,6 +298,7 @@ class FrontConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.reader.release()
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None

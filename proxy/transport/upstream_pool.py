@@ -360,6 +360,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
         self.lost = True
+        self.reader.release()
         self.pool.forget(self)
         pending = self.pending
         lost_early = pending is not None and self.reader.head_bytes == 0 and self.uses > 1
