@@ -128,6 +128,9 @@ REFRESH_HEADER: Final = "refresh"
 _REFRESH_URL: Final = re.compile(r"""(\burl\s*=\s*['"]?)([^'"]*)""", re.IGNORECASE)
 """The URL of a `Refresh` value (`0; url=/next?token=...`, optionally quoted)."""
 
+_URL_BEARING: Final = URL_HEADERS | {LINK_HEADER, REFRESH_HEADER}
+"""Headers whose values are URLs: their query credentials are learned before any header is scrubbed."""
+
 
 def keyed_digest(key: bytes, value: str) -> str:
     """HMAC-SHA-256 of a text under `key`, in hex: a fingerprint nobody without the key can check."""
@@ -249,19 +252,21 @@ class Redactor:
         decisions = self._decisions
         masked: list[str | None] = []  # every credential of the head is known before the rest is scrubbed
         for name, value in pairs:
-            secret = decisions.get(name.lower())  # inlined memo lookup: this runs for every header
+            key = name.lower()
+            secret = decisions.get(key)  # inlined memo lookup: this runs for every header
             if secret is None:
                 secret = self.is_secret_header(name)
-            masked.append(self.header_value(name, value) if secret else None)
+            if secret:
+                masked.append(self.header_value(name, value))
+                continue
+            masked.append(None)
+            if key in _URL_BEARING:
+                self._url_value(key, value)  # learns its query credentials, echoed in any header
         for (name, value), shown in zip(pairs, masked, strict=True):
             key = name.lower()
             if shown is None:
-                if key in URL_HEADERS:
-                    shown = self.path(value)
-                elif key == LINK_HEADER:
-                    shown = self.link(value)
-                elif key == REFRESH_HEADER:
-                    shown = self.refresh(value)
+                if key in _URL_BEARING:
+                    shown = self._url_value(key, value)
                 elif key in CHALLENGE_HEADERS:
                     shown = self.challenge(value)
                 else:
@@ -273,6 +278,14 @@ class Redactor:
             else:
                 out[first] = f"{out[first]}, {shown}"
         return out
+
+    def _url_value(self, key: str, value: str) -> str:
+        """A header value made of URLs (by its lower-case name), each masked like a path."""
+        if key == LINK_HEADER:
+            return self.link(value)
+        if key == REFRESH_HEADER:
+            return self.refresh(value)
+        return self.path(value)
 
     def scrub(self, value: str) -> str:
         """`value` with every known secret text in it replaced by its stand-in."""

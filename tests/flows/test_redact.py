@@ -567,3 +567,17 @@ def test_masks_and_fingerprints_are_keyed_so_a_guess_cannot_be_checked_without_t
     assert hashlib.sha256(SECRET.encode()).hexdigest()[:8] not in one.token(SECRET)
     assert one.fingerprint("principal") == same.fingerprint("principal") != other.fingerprint("principal")
     assert Redactor().token(SECRET) != Redactor().token(SECRET), "no key: random per redactor"
+
+
+def test_a_query_credential_of_a_link_is_masked_where_an_earlier_header_of_the_head_echoes_it(
+    redactor: Redactor,
+) -> None:
+    shown = redactor.headers(
+        [
+            ("X-Debug-Next", f"next page with access_token=a-{SECRET}"),
+            ("Link", f"<https://up.test/next?access_token=a-{SECRET}>; rel=next"),
+        ]
+    )
+
+    assert SECRET not in repr(shown)
+    assert shown["X-Debug-Next"] == "next page with access_token=" + redactor.token(f"a-{SECRET}")
