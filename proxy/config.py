@@ -680,7 +680,14 @@ def _read_file(path: Path, named_by: str = "") -> dict[str, tuple[object, str]]:
             raise ConfigError(key, f"unknown setting {key!r} in {path}{_hint(key)}")
         if isinstance(value, bool) and _takes_a_number(key):  # validation would read true as 1
             raise ConfigError(key, f"{key} (file {path}): a number is expected, got {str(value).lower()}")
+        if _FIELDS[key].annotation is bool and not isinstance(value, bool):  # 1, "yes": read as true
+            kind = _TOML_KINDS.get(type(value), "a value of another type")
+            raise ConfigError(key, f"{key} (file {path}): true or false is expected, got {kind}")
     return {key: (value, f"file:{path}") for key, value in data.items()}
+
+
+_TOML_KINDS: Final = {int: "a number", float: "a number", str: "a string", list: "an array", dict: "a table"}
+"""What a TOML value is, named in an error without echoing the value (it may be a misplaced secret)."""
 
 
 def _takes_a_number(name: str) -> bool:

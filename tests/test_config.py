@@ -746,3 +746,20 @@ def test_a_body_key_with_no_letter_or_digit_is_refused_naming_it() -> None:
         load_settings(env={"MCP_PROXY_REDACT_BODY_KEYS": "api_token,--"})
 
     assert "'--' has no letter or digit, so no key would match it" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [("admin_enabled = 0", "a number"), ('tui = "yes"', "a string"), ("admin_enabled = [false]", "an array")],
+)
+def test_a_toml_switch_takes_only_true_or_false_and_the_error_names_the_type_not_the_value(
+    tmp_path: Path, line: str, kind: str
+) -> None:
+    path = tmp_path / "proxy.toml"
+    path.write_text(line + "\n")
+    setting = line.split()[0]
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config_path=path, env={})
+
+    assert caught.value.setting == setting
+    assert str(caught.value) == f"{setting} (file {path}): true or false is expected, got {kind}"
