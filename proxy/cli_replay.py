@@ -113,7 +113,8 @@ def build_replay_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="'NAME: VALUE'",
         help="a header every replayed request carries, in place of a recorded one (a credential the "
-        "capture holds redacted); repeatable",
+        "capture holds redacted); @FILE reads one per line, keeping the value out of the process "
+        "list; repeatable",
     )
     parser.add_argument(
         "--set",
@@ -154,9 +155,11 @@ def _seconds(text: str) -> float:
 
 
 def parse_headers(values: Sequence[str]) -> dict[str, str]:
-    """`NAME: VALUE` strings as a dict; raises ValueError naming a malformed one."""
+    """`NAME: VALUE` strings as a dict, `@FILE` giving one per line (as curl's `-H @FILE` does, so a
+    credential stays out of the process list and the shell history); raises ValueError naming a
+    malformed one."""
     out: dict[str, str] = {}
-    for text in values:
+    for text in _header_lines(values):
         name, colon, value = text.partition(":")
         if not colon or not name.strip():
             first = text.strip().split(None, 1)[0] if text.strip() else ""
@@ -164,6 +167,23 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--header {first!r}...: expected 'NAME: VALUE'")
         out[name.strip()] = value.strip()
     return out
+
+
+def _header_lines(values: Sequence[str]) -> list[str]:
+    """The header arguments with each `@FILE` replaced by its non-empty lines."""
+    lines: list[str] = []
+    for text in values:
+        if not text.startswith("@"):
+            lines.append(text)
+            continue
+        path = Path(text[1:])
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+            raise ValueError(f"--header @{path}: cannot read it: {reason}") from None
+        lines.extend(line.rstrip("\r") for line in content.split("\n") if line.strip())
+    return lines
 
 
 def main(argv: Sequence[str]) -> int:

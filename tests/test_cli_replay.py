@@ -19,6 +19,23 @@ def test_headers_are_name_colon_value_and_a_malformed_one_is_refused_by_name() -
     assert "s3cret" not in str(refused.value)
 
 
+def test_headers_from_a_file_are_one_per_line_and_an_unreadable_file_is_named(tmp_path: Path) -> None:
+    headers = tmp_path / "headers.txt"
+    headers.write_text("Authorization: Bearer s3cret\r\n\nX-Tenant: acme\n")
+
+    assert parse_headers([f"@{headers}", "X-Extra: 1"]) == {
+        "Authorization": "Bearer s3cret",
+        "X-Tenant": "acme",
+        "X-Extra": "1",
+    }
+    with pytest.raises(ValueError, match=r"--header @.*missing\.txt: cannot read it: No such file"):
+        parse_headers([f"@{tmp_path / 'missing.txt'}"])
+    headers.write_text("Authorization Bearer s3cret\n")
+    with pytest.raises(ValueError, match="'Authorization'") as refused:
+        parse_headers([f"@{headers}"])
+    assert "s3cret" not in str(refused.value)
+
+
 def test_a_file_that_is_not_a_capture_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
