@@ -186,7 +186,7 @@ def run_proxy(loaded: LoadedSettings) -> int:
     settings = loaded.settings
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
-        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded))
+        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), keep_chains=settings.admin_enabled)
         warn_of_settings(loaded)
         tune_gc()
         tune_malloc()

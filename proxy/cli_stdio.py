@@ -127,7 +127,12 @@ def run_stdio(loaded: LoadedSettings) -> int:
     settings = loaded.settings
     log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     try:
-        proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), http_clients=False)
+        proxy = Proxy(
+            settings,
+            admin_fallback=admin_may_move(loaded),
+            http_clients=False,
+            keep_chains=settings.admin_enabled,
+        )
         warn_of_settings(loaded)
         tune_gc()
         tune_malloc()

@@ -74,12 +74,20 @@ class Proxy:
     """One running proxy: listener, upstream client, observation pipeline and capture."""
 
     def __init__(
-        self, settings: Settings, *, admin_fallback: bool = False, http_clients: bool = True
+        self,
+        settings: Settings,
+        *,
+        admin_fallback: bool = False,
+        http_clients: bool = True,
+        keep_chains: bool = True,
     ) -> None:
         """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one.
 
         `http_clients` False: no listener for MCP clients (`mcp-proxy stdio` serves its one client on
         stdin and stdout through `serving`).
+
+        `keep_chains` False: nothing in or out of the process can ever read chains (the command with
+        the admin API off and no TUI), so observations go to the capture, metrics and log line only.
         """
         if not settings.upstream and not settings.upstream_cmd:
             raise ValueError("upstream (a URL) or upstream_cmd (a stdio command) is required")
@@ -108,7 +116,9 @@ class Proxy:
         # A small pass-through exchange makes about five observations, a bridged one more: the queue
         # keeps enough for the store's whole ring of chains either way.
         backlog = 10 * settings.max_chains
-        self.observations = ObservationSink(self.builder, self.redactor, bus=self.bus, backlog=backlog)
+        self.observations = ObservationSink(
+            self.builder, self.redactor, bus=self.bus, backlog=backlog, keep=keep_chains
+        )
         log = get_logger()
         self.observations.on_asked = lambda asked: info_line(log, "server_asked", asked.log_fields())
         self.pool = UpstreamPool(

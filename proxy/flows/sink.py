@@ -67,6 +67,7 @@ class ObservationSink:
         clock: Callable[[], float] = time.time,
         backlog: int = DEFAULT_BACKLOG,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        keep: bool = True,
     ) -> None:
         self.builder = builder
         self.redactor = redactor
@@ -80,6 +81,9 @@ class ObservationSink:
         rides waits on the client from then on."""
         self._live = bus.live
         """The bus's live subscribers (the same list): someone wants chains as they happen if any."""
+        self.keep = keep
+        """Whether anyone may ever want chains: False, each observation ends with the listeners and the
+        tally, neither queued nor built (nothing could read them, and they hold decoded bodies)."""
         self.backlog = backlog
         self.max_bytes = max_bytes
         self._bytes = 0
@@ -176,6 +180,8 @@ class ObservationSink:
         line = tally.observe_all(batch)
         if tally.asking:
             self._tell_asked(tally.asking)
+        if not self.keep:
+            return line
         key, size, legs = _scan(batch)
         if legs:
             for obs in batch:

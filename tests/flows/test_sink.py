@@ -74,6 +74,7 @@ class Rig:
 
     backlog: int = 10_000
     max_bytes: int = 1 << 30
+    keep: bool = True
     clock: Clock = field(default_factory=Clock)
     bus: EventBus = field(default_factory=EventBus)
     store: ChainStore = field(default_factory=ChainStore)
@@ -94,6 +95,7 @@ class Rig:
             clock=self.clock,
             backlog=self.backlog,
             max_bytes=self.max_bytes,
+            keep=self.keep,
         )
         self.facts = Calls(self.sink)
 
@@ -310,6 +312,26 @@ def test_the_round_trip_lines_are_the_same_whether_or_not_anyone_watches(play: P
     assert deferred.sink.pending > 0
     assert deferred_lines == live_lines
     assert all(line is not None for line in live_lines)
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_a_sink_that_keeps_nothing_holds_and_builds_nothing_but_lines_and_listeners_are_the_same(
+    play: Play,
+) -> None:
+    kept, unkept = Rig(), Rig(keep=False)
+    heard: list[Any] = []
+    unkept.sink.listeners.append(heard.extend)
+    kept_lines = [s.log_fields("passthrough") for s in play(kept.facts, kept.clock)]
+    unkept_lines = [s.log_fields("passthrough") for s in play(unkept.facts, unkept.clock)]
+
+    assert kept.sink.pending > 0
+    assert unkept.sink.pending == 0
+    assert unkept.sink.pending_bytes == 0
+    assert unkept_lines == kept_lines
+    assert heard  # the capture and the metrics still hear everything
+    unkept.sink.build()  # nothing waits: nothing is built
+    assert list(unkept.store) == []
+    assert unkept.events == []
 
 
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
