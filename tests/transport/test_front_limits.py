@@ -569,6 +569,12 @@ async def test_a_refused_client_that_never_leaves_is_cut_after_a_moment(proxy_fo
             )
 
 
+def padded_call(size: int) -> bytes:
+    """A `tools/call` of exactly `size` bytes, padded by one long string argument."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"pad":"'
+    return body + b"x" * (size - len(body) - 4) + b'"}}}'
+
+
 class _SwallowingUpstream:
     """An upstream that reads every byte sent to it and keeps none, answering nothing: a request
     stays in flight, and what memory it takes is the proxy's."""
@@ -595,8 +601,7 @@ async def test_a_big_body_in_flight_is_held_as_read_and_as_parsed_and_in_no_othe
     proxy_for,
 ) -> None:
     size = 4 * 1024 * 1024
-    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"pad":"'
-    body += b"x" * (size - len(body) - 4) + b'"}}}'
+    body = padded_call(size)
     upstream = _SwallowingUpstream(size)
     url = await upstream.start()
     try:
@@ -665,8 +670,7 @@ async def test_a_big_body_is_let_go_once_answered_while_its_connection_stays_ope
     proxy_for,
 ) -> None:
     size = 4 * 1024 * 1024
-    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"pad":"'
-    body += b"x" * (size - len(body) - 4) + b'"}}}'
+    body = padded_call(size)
     sent = request_bytes(body)
     upstream = _AnsweringUpstream()
     url = await upstream.start()
