@@ -683,7 +683,14 @@ async def test_a_big_body_is_let_go_once_answered_while_its_connection_stays_ope
             async with connection(proxy) as (reader, writer):
                 writer.write(sent)
                 assert (await read_response(reader)).status == 200
-                await asyncio.sleep(0.1)  # the proxy's side of the exchange ends after the client's
+                await wait_until(  # the proxy's side of the exchange ends after the client's
+                    lambda: (
+                        proxy._front is not None
+                        and proxy.in_flight() == 0
+                        and all(c.idle for c in proxy._front.connections)
+                    ),
+                    what="the proxy to finish the exchange",
+                )
                 # Its observations wait, within their own bound, for someone to read the chains: read them.
                 proxy.observations.build()
                 while_open = tracemalloc.get_traced_memory()[0] - before
