@@ -252,10 +252,10 @@ def bridges_table(results: dict[str, Any]) -> list[str]:
 def _whole_round_rows(runs: list[dict[str, Any]]) -> list[str]:
     """How many `ask_two_at_once` calls asked the legacy server's two concurrent requests in one round."""
     rows = []
+    measured = [r.get("bridges", {}).get("modern_to_legacy", {}).get("two_at_once") for r in runs]
+    runs_of = [m for m in measured if isinstance(m, dict)]
     for label, key in (("default round window", "default"), ("`--round-window 0`", "window_0")):
-        seen = [r.get("bridges", {}).get("modern_to_legacy", {}).get("two_at_once", {}) for r in runs]
-        seen = [s.get(key) if isinstance(s, dict) else None for s in seen]
-        counts = [f"{s['whole']}/{s['calls']}" for s in seen if isinstance(s, dict) and "whole" in s]
+        counts = [f"{m[key]['whole']}/{m[key]['calls']}" for m in runs_of if "whole" in m.get(key, {})]
         if counts:
             rows.append(
                 f"| modern client → legacy server, {label} | two concurrent requests asked in one round | "
