@@ -244,6 +244,11 @@ class Settings(BaseModel):
     """How many chains the in-memory ring buffer keeps; the oldest is dropped first."""
     max_messages_per_chain: PositiveInt = 500
     """How many messages one chain keeps before further ones are counted but not stored."""
+    max_chain_store_bytes: PositiveInt = 64 * 1024 * 1024
+    """Memory the chain store's messages may take, estimated as the Python objects their bodies
+    decode to (64 KiB of JSON can be over a megabyte of them); past it the oldest chains go first, as
+    past max_chains, and a chain alone past it keeps its newest messages. The observations waiting
+    to be built into chains (the admin API on, nobody looking yet) are bounded at half of it."""
     bus_queue_size: PositiveInt = 10000
     """Bound of each event-bus subscriber's queue; a slow subscriber lags, traffic never waits."""
     bridge: Literal["auto", "off"] = "auto"

@@ -96,7 +96,10 @@ class Proxy:
         self.http_clients = http_clients
         self.bus = EventBus(settings.bus_queue_size)
         self.store = ChainStore(
-            settings.max_chains, settings.max_messages_per_chain, settings.max_unfinished_chains
+            settings.max_chains,
+            settings.max_messages_per_chain,
+            settings.max_unfinished_chains,
+            max_bytes=settings.max_chain_store_bytes,
         )
         upstream = upstream_for(settings)
         self.upstream = upstream
@@ -117,7 +120,12 @@ class Proxy:
         # keeps enough for the store's whole ring of chains either way.
         backlog = 10 * settings.max_chains
         self.observations = ObservationSink(
-            self.builder, self.redactor, bus=self.bus, backlog=backlog, keep=keep_chains
+            self.builder,
+            self.redactor,
+            bus=self.bus,
+            backlog=backlog,
+            max_bytes=settings.max_chain_store_bytes // 2,
+            keep=keep_chains,
         )
         log = get_logger()
         self.observations.on_asked = lambda asked: info_line(log, "server_asked", asked.log_fields())

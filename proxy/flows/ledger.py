@@ -99,7 +99,7 @@ class ChainLedger:
 
     def file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
         """Keep a record in its chain, count it in the headline, and tell the observers."""
-        chain.add(record)
+        self.store.add(chain, record)
         self.count(chain, record.direction, record.size, invalid=invalid)
         self._sink(MessageRecorded(chain_id=chain.summary.id, message=record))
 

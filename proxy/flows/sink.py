@@ -8,7 +8,8 @@ needs the chains of queued observations (an admin API read, a feed about to take
 `build`; nothing builds them behind a reader's back. Observations carry their own times, so a chain
 built later is the chain that would have been built live.
 
-Bounded: past `backlog` queued observations or `max_bytes` of bodies in them, the oldest are dropped
+Bounded: past `backlog` queued observations or `max_bytes` of memory their decoded bodies are
+estimated to hold (`value_weight`: the wire length can be a twentieth of it), the oldest are dropped
 one by one when what they belong to is over (its chains would have left the bounded store by the time
 anyone looked); those of an exchange or leg still open, or already half built, are held instead, so
 what is built later is never half there. Dropped observations are counted.
@@ -35,20 +36,21 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.wire.weight import value_weight
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
-"""Body bytes queued observations may hold before the oldest finished ones are dropped."""
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+"""Estimated memory queued observations' bodies may hold before the oldest finished ones are dropped."""
 
 DEFAULT_BACKLOG = 10_000
 """Observations queued before the oldest finished ones are dropped (about 2,000 small exchanges)."""
 
 _LEG_KINDS = frozenset({LegMessageSeen, LegLinked, LegClosed})
 
-_BODY_KINDS = frozenset({MessageSeen, LegMessageSeen, InvalidBody})
-"""Observations that hold body bytes (their `size`): what the bounded queue counts."""
+_MESSAGE_KINDS = frozenset({MessageSeen, LegMessageSeen})
+"""Observations that hold a decoded body (their message): the bounded queue weighs it."""
 
 _Entry = tuple[tuple[Observation, ...], int, str]
-"""Queued observations of one key, the body bytes they hold, and that key."""
+"""Queued observations of one key, the estimated memory their bodies hold, and that key."""
 
 Listener = Callable[[Sequence[Observation]], None]
 """Receives every observation as it is made (the capture, the metrics), in batches of one call site's
@@ -158,7 +160,7 @@ class ObservationSink:
 
     @property
     def pending_bytes(self) -> int:
-        """Body bytes the queued observations hold."""
+        """Estimated memory the queued observations' bodies hold."""
         return self._bytes
 
     @property
@@ -197,7 +199,7 @@ class ObservationSink:
             self._enqueue((tuple(batch), size, key))  # one key's (a relay's batches are): one entry
         else:
             for one in batch:  # what is dropped or held together is always one key's
-                self._enqueue(((one,), _body_bytes(one), key_of(one)))
+                self._enqueue(((one,), _body_weight(one), key_of(one)))
         return line
 
     def _tell_asked(self, asking: list[ServerAsked]) -> None:
@@ -270,7 +272,7 @@ class ObservationSink:
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
     """One pass over a batch: the key every observation in it belongs to (None if they differ, or
-    for no observation; see `key_of`), the body bytes they hold (what the queue's byte bound counts),
+    for no observation; see `key_of`), the memory their bodies hold (what the queue's byte bound counts),
     and whether any of them is a leg's (tracked while open)."""
     key: str | None = None
     size = 0
@@ -278,7 +280,9 @@ def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
     fields = KEY_FIELDS
     for obs in batch:
         kind = type(obs)
-        if kind in _BODY_KINDS:
+        if kind in _MESSAGE_KINDS:
+            size += value_weight(obs.msg.raw, obs.size)  # type: ignore[union-attr]
+        elif kind is InvalidBody:
             size += obs.size  # type: ignore[union-attr]
         if kind in fields:
             legs = legs or kind in _LEG_KINDS
@@ -292,6 +296,9 @@ def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
     return key, size, legs
 
 
-def _body_bytes(obs: Observation) -> int:
-    """Body bytes one observation holds."""
-    return obs.size if type(obs) in _BODY_KINDS else 0  # type: ignore[union-attr]
+def _body_weight(obs: Observation) -> int:
+    """Estimated memory one observation's body holds (the raw bytes of an invalid one)."""
+    kind = type(obs)
+    if kind in _MESSAGE_KINDS:
+        return value_weight(obs.msg.raw, obs.size)  # type: ignore[union-attr]
+    return obs.size if kind is InvalidBody else 0  # type: ignore[union-attr]

@@ -1,7 +1,10 @@
 """The bounded chain store: a ring buffer of chains, each holding a bounded list of its messages.
 
-Old chains fall off the front when the store is full; a chain past its message bound keeps its
-headline current and counts the messages it no longer holds. A chain that falls off while it is
+Old chains fall off the front when the store is full, in chains or (given `max_bytes`) in the memory
+their messages are estimated to hold: a record keeps its body decoded, and 64 KiB of JSON can be a
+megabyte and more of Python objects, so a bound in chains alone bounds nothing. A chain past its
+message bound (or alone past the memory bound) keeps its headline current and counts the messages
+it no longer holds. A chain that falls off while it is
 still open (a long call with many newer chains opened meanwhile) is held aside until it has ended and
 its exchange has closed (`release`), so its
 later progress and result still join it and the admin API still finds it by id; past
@@ -15,6 +18,19 @@ from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass, field
 
 from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
+from proxy.wire.weight import value_weight
+
+RECORD_WEIGHT = 1024
+"""A record's own memory beyond its body (the model, its headers, its strings), about."""
+
+
+def record_weight(record: MessageRecord) -> int:
+    """Estimated memory a record holds: itself and its body (a truncated body is its preview text)."""
+    body = record.body
+    if record.truncated:
+        preview = body.get("preview") if isinstance(body, dict) else None
+        return RECORD_WEIGHT + (len(preview) if isinstance(preview, str) else 0)
+    return RECORD_WEIGHT + value_weight(body, record.size, unlooked=0)
 
 
 def sent_in_place(messages: MutableSequence[MessageRecord], made: MessageRecord) -> None:
@@ -59,6 +75,10 @@ class Chain:
     many as the chain holds messages at most."""
     exchange_outcomes: dict[str, str] = field(default_factory=dict)
     """How those exchanges ended, for the ones that closed with an outcome (the client left, say)."""
+    weight: int = 0
+    """Estimated memory of the messages it holds, when its store bounds memory (else 0)."""
+    weights: deque[int] = field(default_factory=deque)
+    """Each held message's part of `weight`, in order (empty when its store bounds no memory)."""
 
     def exchange_ended(self, exchange: str, at: float, outcome: str | None = None) -> None:
         """Note when (and, given, how) one of its exchanges closed (past the bound, the latest ones
@@ -68,12 +88,27 @@ class Chain:
             if outcome is not None:
                 self.exchange_outcomes[exchange] = outcome
 
-    def add(self, record: MessageRecord) -> None:
-        """Append a message, counting (not keeping) those past the bound."""
+    def add(self, record: MessageRecord, weight: int = 0) -> int:
+        """Append a message, counting (not keeping) those past the bound; how much its weight grew."""
+        gone = 0
         if len(self.messages) == self.messages.maxlen:
             self.dropped_messages += 1
+            if self.weights:
+                gone = self.weights.popleft()
         sent_in_place(self.messages, record)
         self.messages.append(record)
+        if weight:
+            self.weights.append(weight)
+            self.weight += weight - gone
+        return weight - gone
+
+    def drop_oldest(self) -> int:
+        """Let go of its oldest message (counted like one past the bound); the weight that went."""
+        self.messages.popleft()
+        self.dropped_messages += 1
+        gone = self.weights.popleft() if self.weights else 0
+        self.weight -= gone
+        return gone
 
     def next_seq(self) -> int:
         """The sequence number of the next message in this chain."""
@@ -82,7 +117,8 @@ class Chain:
 
 
 class ChainStore:
-    """Recent chains by id, oldest evicted first once `max_chains` is reached."""
+    """Recent chains by id, oldest evicted first once `max_chains` is reached or (given) their
+    messages pass `max_bytes` of estimated memory."""
 
     def __init__(
         self,
@@ -90,10 +126,18 @@ class ChainStore:
         max_messages_per_chain: int = 500,
         max_unfinished: int = 10_000,
         *,
+        max_bytes: int | None = None,
         on_gone: Callable[[Chain], None] | None = None,
     ) -> None:
         if max_chains <= 0 or max_messages_per_chain <= 0 or max_unfinished < 0:
             raise ValueError("store bounds must be positive")
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError("the store's memory bound must be positive")
+        self.max_bytes = max_bytes
+        """Estimated memory all held messages may take (`record_weight`); None weighs nothing (a
+        capture's reader, whose rings hold one message a chain)."""
+        self.weight = 0
+        """Estimated memory the held messages take now (0 when `max_bytes` is None)."""
         self._on_gone = on_gone
         """Hears of each chain let go for good (an export writes it then: nothing joins it later)."""
         self._chains: OrderedDict[str, Chain] = OrderedDict()
@@ -112,13 +156,43 @@ class ChainStore:
         chain = Chain(summary=summary, messages=deque(maxlen=self.max_messages))
         self._chains[summary.id] = chain
         while len(self._chains) > self.max_chains:
-            old_id, old = self._chains.popitem(last=False)
-            self.evicted += 1
-            if old.summary.ended is None:
-                self._hold(old_id, old)
-            elif self._on_gone is not None:
-                self._on_gone(old)
+            self._evict_oldest()
         return chain
+
+    def add(self, chain: Chain, record: MessageRecord) -> None:
+        """Append a message to one of its chains, letting the oldest go while memory is over the bound."""
+        if self.max_bytes is None:
+            chain.add(record)
+            return
+        grew = chain.add(record, record_weight(record))
+        chain_id = chain.summary.id
+        if chain_id in self._chains or chain_id in self._held:
+            self.weight += grew
+            if self.weight > self.max_bytes:
+                self._lighten(chain, self.max_bytes)
+
+    def _lighten(self, keep: Chain, bound: int) -> None:
+        """Let chains go, oldest first, until the messages held fit `max_bytes` (`keep`, being filed,
+        goes last: past the bound on its own, it lets its own oldest messages go instead)."""
+        while self.weight > bound:
+            if len(self._chains) > 1 or (self._chains and keep.summary.id not in self._chains):
+                self._evict_oldest()
+                continue
+            held = next((c for c in self._held.values() if c is not keep), None)
+            if held is not None:
+                self._abandon(held)
+                continue
+            if len(keep.messages) <= 1:
+                return
+            self.weight -= keep.drop_oldest()
+
+    def _evict_oldest(self) -> None:
+        old_id, old = self._chains.popitem(last=False)
+        self.evicted += 1
+        if old.summary.ended is None:
+            self._hold(old_id, old)
+        else:
+            self._let_go(old)
 
     def _hold(self, chain_id: str, chain: Chain) -> None:
         held = self._held
@@ -126,8 +200,17 @@ class ChainStore:
         while len(held) > self.max_unfinished:
             _, gone = held.popitem(last=False)
             self.abandoned += 1
-            if self._on_gone is not None:
-                self._on_gone(gone)
+            self._let_go(gone)
+
+    def _abandon(self, chain: Chain) -> None:
+        del self._held[chain.summary.id]
+        self.abandoned += 1
+        self._let_go(chain)
+
+    def _let_go(self, chain: Chain) -> None:
+        self.weight -= chain.weight
+        if self._on_gone is not None:
+            self._on_gone(chain)
 
     def release(self, chain_id: str) -> None:
         """Stop holding a chain the ring let go if it has ended (its exchange or leg closed)."""
@@ -135,8 +218,7 @@ class ChainStore:
             chain = self._held.get(chain_id)
             if chain is not None and chain.summary.ended is not None:
                 del self._held[chain_id]
-                if self._on_gone is not None:
-                    self._on_gone(chain)
+                self._let_go(chain)
 
     @property
     def held(self) -> int:
@@ -170,11 +252,16 @@ class ChainStore:
     def drain(self) -> Iterator[Chain]:
         """Let go of every chain, oldest first (those held aside, then the ring), as a reader finishes."""
         while self._held:
-            yield self._held.popitem(last=False)[1]
+            chain = self._held.popitem(last=False)[1]
+            self.weight -= chain.weight
+            yield chain
         while self._chains:
-            yield self._chains.popitem(last=False)[1]
+            chain = self._chains.popitem(last=False)[1]
+            self.weight -= chain.weight
+            yield chain
 
     def clear(self) -> None:
         """Forget every chain (admin/TUI 'clear')."""
         self._chains.clear()
         self._held.clear()
+        self.weight = 0

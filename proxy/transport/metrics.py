@@ -297,7 +297,17 @@ class _PresentState:
             "Chains held in the ring buffer (built: while nobody watches, observations wait to be built).",
             len(store),
         )
-        yield _counter("mcp_proxy_chains_evicted", "Chains dropped from the full ring buffer.", store.evicted)
+        yield _counter(
+            "mcp_proxy_chains_evicted",
+            "Chains dropped from the ring buffer, full in chains or in memory (max_chain_store_bytes).",
+            store.evicted,
+        )
+        yield _gauge(
+            "mcp_proxy_chain_store_bytes",
+            "Memory the stored chains' messages take, estimated as their decoded bodies "
+            "(max_chain_store_bytes).",
+            store.weight,
+        )
         yield _counter(
             "mcp_proxy_observations_dropped",
             "Observations dropped from the full queue before anyone built them into chains "

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
@@ -443,6 +444,24 @@ def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> 
         assert rig.sink.pending_bytes <= 3 * 1024 * 1024
     assert rig.sink.dropped > 0
     assert {c.summary.jsonrpc_id for c in rig.chains()} >= {10}
+
+
+def test_the_byte_bound_weighs_a_body_as_the_objects_it_decoded_to_not_its_wire_length() -> None:
+    rig = Rig(max_bytes=4 * 1024 * 1024)
+    rows = [{"a": 1} for _ in range(4000)]  # 32 KiB of JSON, about 0.75 MiB of dicts decoded
+    wire = len(orjson.dumps(rows))
+    for n in range(1, 21):
+        call = classify_value(request(n, "tools/call", {"name": "rows", "arguments": {"rows": rows}}))
+        rig.facts.open_exchange(f"x{n}", http_method="POST", path="/mcp", headers={}, session=None)
+        rig.facts.message(f"x{n}", call, size=wire, direction=Direction.TO_SERVER, channel=Channel.POST)
+        rig.facts.close_exchange(f"x{n}", None)
+        assert rig.sink.pending_bytes <= 4 * 1024 * 1024
+
+    assert 20 * wire < 1024 * 1024  # by wire length all twenty fit four times over
+    assert rig.sink.dropped > 0
+    kept = {c.summary.jsonrpc_id for c in rig.chains()}
+    assert 20 in kept
+    assert 1 not in kept
 
 
 def test_a_bridged_call_built_later_has_its_legs_and_its_continuation_story() -> None:

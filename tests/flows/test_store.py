@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import orjson
 import pytest
 
 from proxy.flows.events import ChainSummary, Channel, Direction, MessageRecord, Side
@@ -106,3 +107,97 @@ def test_clear_forgets_every_chain() -> None:
 def test_bounds_must_be_positive(max_chains: int, max_messages: int) -> None:
     with pytest.raises(ValueError, match="store bounds must be positive"):
         ChainStore(max_chains, max_messages)
+
+
+# --- the memory bound ------------------------------------------------------------------------------
+
+TINY_OBJECTS = [{"a": 1} for _ in range(4000)]
+"""32 KiB of JSON, under the capture body limit, that decodes to about 0.75 MiB of dicts."""
+
+
+def heavy(seq: int, body: object = None) -> MessageRecord:
+    body = TINY_OBJECTS if body is None else body
+    return record(seq).model_copy(update={"body": body, "size": len(orjson.dumps(body))})
+
+
+def test_chains_past_the_memory_bound_go_oldest_first_weighed_by_their_decoded_bodies() -> None:
+    gone: list[str] = []
+    store = ChainStore(max_chains=100, max_bytes=4 * 1024 * 1024, on_gone=lambda c: gone.append(c.summary.id))
+    for n in range(1, 11):
+        chain = store.open(summary(n))
+        chain.summary.ended = float(n)
+        store.add(chain, heavy(1))
+
+    # each body is 32 KiB of JSON: ten of them are 320 KiB of text but about 7.5 MiB of objects
+    assert 3 <= len(store) <= 5
+    assert ids(store)[-1] == "c10"
+    assert gone == [f"c{n}" for n in range(1, 11 - len(store))]
+    assert store.evicted == len(gone)
+    assert store.weight <= store.max_bytes
+
+
+def test_a_store_without_a_memory_bound_weighs_nothing() -> None:
+    store = ChainStore(max_chains=100)
+    for n in range(1, 11):
+        store.add(store.open(summary(n)), heavy(1))
+
+    assert len(store) == 10
+    assert store.weight == 0
+
+
+def test_open_chains_let_go_by_the_memory_bound_are_held_and_still_weighed_then_abandoned() -> None:
+    store = ChainStore(max_chains=100, max_bytes=2 * 1024 * 1024)
+    first = store.open(summary(1))  # open: a long call
+    store.add(first, heavy(1))
+    for n in range(2, 6):
+        store.add(store.open(summary(n)), heavy(1))
+
+    assert store.get("c1") is None  # held chains weigh too: the oldest open one was let go at last
+    assert store.abandoned >= 1
+    assert store.weight <= 2 * 1024 * 1024
+
+
+def test_one_chain_past_the_memory_bound_keeps_its_newest_messages_and_counts_the_rest() -> None:
+    store = ChainStore(max_chains=100, max_bytes=2 * 1024 * 1024)
+    chain = store.open(summary(1))
+    for seq in range(1, 9):
+        store.add(chain, heavy(seq))
+
+    kept = [m.seq for m in chain.messages]
+    assert kept == list(range(9 - len(kept), 9))
+    assert 1 <= len(kept) <= 3
+    assert chain.dropped_messages == 8 - len(kept)
+    assert store.weight == chain.weight <= 2 * 1024 * 1024
+
+
+def test_a_truncated_body_weighs_its_preview_and_light_bodies_fill_the_ring_as_before() -> None:
+    preview = {"$truncated": True, "size": 10**7, "preview": "[" + '{"a":1},' * 8000}
+    store = ChainStore(max_chains=5, max_bytes=4 * 1024 * 1024)
+    for n in range(1, 11):
+        chain = store.open(summary(n))
+        chain.summary.ended = float(n)
+        store.add(chain, heavy(1, preview).model_copy(update={"truncated": True}))
+
+    assert ids(store) == ["c6", "c7", "c8", "c9", "c10"]  # the ring's bound, not memory's, let go
+    assert store.weight < 5 * 80 * 1024
+
+
+def test_the_weight_goes_with_the_chains_drained_cleared_or_released() -> None:
+    store = ChainStore(max_chains=2, max_bytes=64 * 1024 * 1024)
+    for n in range(1, 5):
+        store.add(store.open(summary(n)), heavy(1))
+    assert store.weight > 0
+    list(store.drain())
+    assert store.weight == 0
+
+    for n in range(1, 4):  # c1 and c2 open: the ring lets them go while open, so they are held
+        store.add(store.open(summary(n)), heavy(1))
+    assert store.held == 1
+    held = store.get("c1")
+    assert held is not None
+    before = store.weight
+    held.summary.ended = 1.0
+    store.release("c1")
+    assert store.weight == before - held.weight
+    store.clear()
+    assert store.weight == 0

@@ -476,6 +476,33 @@ def test_open_chains_the_ring_let_go_are_a_gauge_and_those_let_go_past_the_bound
     assert metric(text, "mcp_proxy_chains_abandoned_total") == 2
 
 
+def test_the_chain_stores_estimated_memory_is_a_gauge_that_falls_when_chains_go() -> None:
+    proxy = Proxy(
+        Settings(upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0", max_chains=1)
+    )
+    metrics = bare_metrics(proxy)
+    rows = [{"a": n} for n in range(2000)]
+    message = MessageRecord(
+        seq=1,
+        ts=0.0,
+        side=Side.BOTH,
+        direction=Direction.TO_SERVER,
+        channel=Channel.POST,
+        exchange="x",
+        kind="request",
+        body=rows,
+        size=len(json.dumps(rows, separators=(",", ":"))),
+    )
+    chain = proxy.store.open(ChainSummary(id="c1", started=0.0, ended=1.0))
+    proxy.store.add(chain, message)
+
+    weighed = metric(metrics.render().decode(), "mcp_proxy_chain_store_bytes")
+    assert weighed == proxy.store.weight > 10 * message.size  # the decoded rows, not their text
+
+    proxy.store.open(ChainSummary(id="c2", started=1.0))  # the ring's one place goes to the new chain
+    assert metric(metrics.render().decode(), "mcp_proxy_chain_store_bytes") == 0
+
+
 async def test_a_bridged_call_answered_as_a_stream_counts_as_an_open_stream(
     legacy_server: PeerServer,
 ) -> None:
