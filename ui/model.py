@@ -36,7 +36,7 @@ from proxy.flows.events import (
     SessionChanged,
 )
 from proxy.flows.query import body_text
-from proxy.flows.store import sent_in_place
+from proxy.flows.store import record_weight, sent_in_place
 from ui.runs import Reattached, same_run
 
 MAX_CHAINS = 5000
@@ -48,6 +48,10 @@ an indexed capture's messages are read only while shown)."""
 
 MAX_MESSAGES = 1000
 """Messages one chain keeps in the TUI; later ones are counted, not kept."""
+
+MAX_BYTES = 256 * 1024 * 1024
+"""Memory the messages the TUI keeps may take, estimated as their decoded bodies (`record_weight`):
+past it the oldest chains go, as past `MAX_CHAINS`, and a chain alone past it keeps its newest."""
 
 MAX_LOADED = 256
 """Chains of an indexed capture whose messages are held at once (read back when shown, let go after)."""
@@ -78,6 +82,9 @@ class ChainEntry:
     """Where an indexed capture's chain keeps its messages; they are read only while it is shown."""
     earlier_run: ProxyInfo | None = None
     """The proxy run this chain came from, once another run took its place (None: the run shown now)."""
+    weight: int = 0
+    """Estimated memory of the messages it keeps from the feed (an indexed chain's, read back when
+    shown, weigh nothing: `MAX_LOADED` bounds those)."""
 
     _text: str = ""
     """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
@@ -95,6 +102,11 @@ class ChainEntry:
             self._text = "\n".join([self._text, *fresh]) if self._text else "\n".join(fresh)
             self._searched = len(self.messages)
         return self._text
+
+    def forget_search(self) -> None:
+        """Let the search text go (its oldest messages went): the next search builds it again."""
+        self._text = ""
+        self._searched = 0
 
     def message(self, seq: int) -> MessageRecord | None:
         """The kept message with this sequence number, if any."""
@@ -169,9 +181,14 @@ class Changes:
 class ViewModel:
     """Chains, sessions, continuations and counters, built from flow events and nothing else."""
 
-    def __init__(self, max_chains: int = MAX_CHAINS, max_messages: int = MAX_MESSAGES) -> None:
+    def __init__(
+        self, max_chains: int = MAX_CHAINS, max_messages: int = MAX_MESSAGES, max_bytes: int = MAX_BYTES
+    ) -> None:
         self.max_chains = max_chains
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.weight = 0
+        """Estimated memory of the messages kept from the feed (`ChainEntry.weight`, summed)."""
         self.chains: OrderedDict[str, ChainEntry] = OrderedDict()
         self.proxies: dict[str, ProxyInfo] = {}
         self.sessions: OrderedDict[str, SessionEntry] = OrderedDict()
@@ -284,6 +301,7 @@ class ViewModel:
         self._current.clear()
         self._loaded.clear()
         self.messages_seen = 0
+        self.weight = 0
         return Changes(cleared=True, sessions=True, info=True)
 
     def _apply(self, event: FlowEvent, changes: Changes) -> None:
@@ -345,17 +363,36 @@ class ViewModel:
 
     def _evict(self, changes: Changes) -> None:
         while len(self.chains) > self.max_chains:
-            key, entry = self.chains.popitem(last=False)
-            if self._current.get(entry.summary.id) == key:
-                del self._current[entry.summary.id]
-            if entry.earlier_run is not None:
-                self.earlier -= 1
-            self.evicted += 1
-            if key in changes.added:
-                changes.added.remove(key)
+            self._evict_chain(next(iter(self.chains)), changes)
+
+    def _evict_chain(self, key: str, changes: Changes) -> None:
+        entry = self.chains.pop(key)
+        if self._current.get(entry.summary.id) == key:
+            del self._current[entry.summary.id]
+        if entry.earlier_run is not None:
+            self.earlier -= 1
+        self.evicted += 1
+        self.weight -= entry.weight
+        if key in changes.added:
+            changes.added.remove(key)
+        else:
+            changes.removed.add(key)
+        changes.updated.discard(key)
+
+    def _lighten(self, keep: ChainEntry, changes: Changes) -> None:
+        """Past `max_bytes`: the oldest chains but `keep` (being filled) go, then `keep`'s oldest messages."""
+        while self.weight > self.max_bytes:
+            other = next((key for key in self.chains if key != keep.key), None)
+            if other is not None:
+                self._evict_chain(other, changes)
+            elif len(keep.messages) > 1:
+                gone = record_weight(keep.messages.pop(0))
+                keep.weight -= gone
+                self.weight -= gone
+                keep.dropped += 1
+                keep.forget_search()
             else:
-                changes.removed.add(key)
-            changes.updated.discard(key)
+                return
 
     def _message(self, chain_id: str, record: MessageRecord, changes: Changes) -> None:
         key = self._current.get(chain_id)
@@ -374,6 +411,11 @@ class ViewModel:
         else:
             sent_in_place(entry.messages, record)
             entry.messages.append(record)
+            weight = record_weight(record)
+            entry.weight += weight
+            self.weight += weight
+            if self.weight > self.max_bytes:
+                self._lighten(entry, changes)
         if entry.key not in changes.added:
             changes.updated.add(entry.key)
 

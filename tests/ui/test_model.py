@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, SessionChanged, Side
+import json
+
+from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, MessageRecorded, SessionChanged, Side
 from tests.ui.helpers import BASE, finished, info, message, opened, summary, tour_events
 from ui.model import Changes, ViewModel, chain_key
 
@@ -57,6 +59,44 @@ def test_the_oldest_chains_are_evicted_past_the_bound() -> None:
     assert [e.summary.id for e in model.chains.values()] == ["c2", "c3"]
     assert changes.removed == {chain_key(summary("c1"))}
     assert model.evicted == 1
+
+
+ROWS = [{"a": n} for n in range(4000)]
+"""About 40 KiB of JSON that decodes to about a megabyte of dicts."""
+
+
+def rows_message(chain_id: str, seq: int) -> MessageRecorded:
+    return message(chain_id, seq, body=ROWS, size=len(json.dumps(ROWS, separators=(",", ":"))))
+
+
+def test_chains_past_the_memory_bound_go_oldest_first_weighed_as_their_decoded_bodies() -> None:
+    model = ViewModel(max_bytes=4 * 1024 * 1024)
+    for n in range(1, 11):
+        model.apply_all([opened(f"c{n}", started=BASE + n), rows_message(f"c{n}", 1)])
+
+    kept = [e.summary.id for e in model.chains.values()]
+    assert 2 <= len(kept) <= 5  # ten chains of 40 KiB of text each would all fit by their length
+    assert kept[-1] == "c10"
+    assert model.evicted == 10 - len(kept)
+    assert 0 < model.weight <= 4 * 1024 * 1024
+
+
+def test_a_chain_alone_past_the_memory_bound_keeps_its_newest_messages_and_searches_them() -> None:
+    model = ViewModel(max_bytes=3 * 1024 * 1024)
+    model.apply(opened("c1"))
+    entry = model.chains[chain_key(summary("c1"))]
+    model.apply(rows_message("c1", 1))
+    assert '{"a": 0}' in entry.search_text()
+    for seq in range(2, 9):
+        model.apply(rows_message("c1", seq))
+
+    seqs = [m.seq for m in entry.messages]
+    assert seqs == list(range(9 - len(seqs), 9))
+    assert entry.dropped == 8 - len(seqs)
+    assert entry.search_text().count('{"a": 0}') == len(seqs)  # built again from what is kept
+    assert model.weight == entry.weight <= 3 * 1024 * 1024
+    model.clear()
+    assert model.weight == 0
 
 
 def test_a_message_of_an_unknown_chain_opens_a_placeholder() -> None:
