@@ -31,7 +31,7 @@ from __future__ import annotations
 import http
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import httptools
 
@@ -191,6 +191,13 @@ class _UnknownCoding(Exception):
     """Raised inside a parser callback for a transfer coding other than `chunked`; refused with 501."""
 
 
+class _Deaf:
+    """A parser's protocol with no callbacks: what a released reader parses with."""
+
+
+_DEAF: Final = _Deaf()
+
+
 class RequestReader(Generic[R]):
     """Requests from one client connection, in order: feed it what the socket read.
 
@@ -254,11 +261,14 @@ class RequestReader(Generic[R]):
 
         The parser calls back into this reader, so the two make a reference cycle that only the
         cyclic collector frees, and a few big bodies give it no reason to run: the request being
-        read and the last read's events (a body each) would wait in the cycle until it does.
+        read and the last read's events (a body each) would wait in the cycle until it does. The
+        parser goes too, for one that calls nothing back: the reader is freed as soon as its
+        connection lets go of it, and bytes fed after this are ignored.
         """
         self._events.clear()
         self._chunked_reads.clear()
         self.current = None
+        self.parser = httptools.HttpRequestParser(_DEAF)  # the cycle broken: freed when let go
 
     def _refuse(self, status: int, reason: str) -> list[RequestEvent[R]]:
         refusal = Refusal(status, reason)
@@ -533,9 +543,12 @@ class ResponseReader:
 
     def release(self) -> None:
         """Let go of the last read's events (body pieces) once the connection has closed: the parser
-        and this reader make a reference cycle that only the cyclic collector frees."""
+        and this reader make a reference cycle that only the cyclic collector frees, so the parser
+        goes too, for one that calls nothing back (bytes fed after this are ignored)."""
         self._events.clear()
         self._headers = []
+        self.awaiting = False
+        self.parser = httptools.HttpResponseParser(_DEAF)
 
     def _fail(self, kind: str, detail: str) -> list[ResponseEvent]:
         self.failed = True

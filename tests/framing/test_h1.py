@@ -338,3 +338,32 @@ def test_what_the_core_frames_the_core_reads_back() -> None:
         ("Mcp-Method", "tools/call"),
         b'{"id":1}',
     )
+
+
+def test_a_released_reader_is_freed_by_reference_counting_not_left_in_a_cycle_with_its_parser() -> None:
+    import gc
+    import weakref
+
+    core, _clock = reader()
+    core.feed(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n{}")  # a body begun
+    upstream = ResponseReader(1024)
+    upstream.expect(no_body=False)
+    upstream.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}")
+    gone = [weakref.ref(core), weakref.ref(upstream)]
+    gc.disable()  # the cyclic collector's rare runs may not be what frees them
+    try:
+        core.release()
+        upstream.release()
+        del core, upstream
+        assert [ref() for ref in gone] == [None, None]
+    finally:
+        gc.enable()
+
+
+def test_a_released_reader_takes_no_more_bytes() -> None:
+    core, _clock = reader()
+    core.release()
+    assert core.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == []
+    upstream = ResponseReader(1024)
+    upstream.release()
+    assert upstream.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") == []
