@@ -320,7 +320,10 @@ class Proxy:
     async def _start_front(self) -> None:
         """Listen for MCP clients: Streamable HTTP, and HTTP+SSE on its own paths."""
         host, port = parse_host_port(self.settings.listen)
-        fit_descriptor_limit(self.settings.max_client_connections)
+        settings = self.settings
+        fit_descriptor_limit(
+            settings.max_client_connections, settings.max_continuations + settings.max_upstream_sessions
+        )
         self._front = FrontServer(self.settings, self.relays, self.router)
         paths = sse_paths(self.settings, self.upstream.base_path)
         if paths is not None:
@@ -595,13 +598,15 @@ DESCRIPTORS_SPARE = 256
 """Descriptors kept beyond two per client connection: listeners, the capture, logs, admin clients."""
 
 
-def fit_descriptor_limit(connections: int) -> int:
-    """Raise the soft open-file limit so `connections` clients (and an upstream socket each) fit.
+def fit_descriptor_limit(connections: int, held_upstream: int = 0) -> int:
+    """Raise the soft open-file limit so `connections` clients (and an upstream socket each) fit,
+    with `held_upstream` upstream connections more that outlive their clients' requests (a parked
+    MRTR continuation's call, an upstream session's GET stream).
 
     Only as far as the hard limit allows; short of it, a warning names `max_client_connections`,
     since past the limit new clients would be reset instead of answered 503. Returns the soft limit.
     """
-    wanted = 2 * connections + DESCRIPTORS_SPARE
+    wanted = 2 * connections + held_upstream + DESCRIPTORS_SPARE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return soft
@@ -615,8 +620,10 @@ def fit_descriptor_limit(connections: int) -> int:
             "descriptor_limit_low",
             open_files=soft,
             needed=wanted,
-            hint=f"max_client_connections ({connections}) needs about {wanted} open files; lower it "
-            "or raise the limit (ulimit -n), or clients past the limit are reset instead of answered 503",
+            hint=f"max_client_connections ({connections}) needs about {wanted} open files"
+            + (f" with {held_upstream} held upstream connections" if held_upstream else "")
+            + "; lower it or raise the limit (ulimit -n), or clients past the limit are reset instead "
+            "of answered 503",
         )
     return soft
 

@@ -31,6 +31,8 @@ _ELEMENT: Final = 48
 _MEMBER: Final = 40
 """A member's key and its growth of the dict."""
 
+_TEXTS: Final = (str, bytes)
+
 _WINDOWS: Final = 16
 _WINDOW: Final = 1024
 """Texts longer than twice `_WINDOWS * _WINDOW` are weighed on that many windows of that length."""
@@ -54,7 +56,7 @@ def value_weight(value: Any, size: int, *, unlooked: int = SMALL_TEXT) -> int:
     others are encoded once and weighed by `text_weight`. A string (a body that was not JSON)
     weighs its length.
     """
-    if isinstance(value, str | bytes):
+    if isinstance(value, _TEXTS):
         return 64 + len(value)
     if size <= unlooked:
         return 64 + WORST_RATIO * size

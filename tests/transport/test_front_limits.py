@@ -539,12 +539,26 @@ def test_the_open_file_limit_is_raised_to_fit_the_connection_cap_or_a_warning_na
     monkeypatch.setattr(runtime.resource, "setrlimit", setrlimit)
     with captured_logs() as seen:
         assert runtime.fit_descriptor_limit(1000) == 2 * 1000 + runtime.DESCRIPTORS_SPARE
+        # upstream connections held past their clients' requests (parked calls, sessions' streams)
+        assert runtime.fit_descriptor_limit(1000, 1400) == 2 * 1000 + 1400 + runtime.DESCRIPTORS_SPARE
     assert seen == []
     with captured_logs() as seen:
         assert runtime.fit_descriptor_limit(4096) == 4096  # the hard limit: as far as it goes
     (warning,) = seen
     assert warning["event"] == "descriptor_limit_low"
     assert "max_client_connections (4096)" in warning["hint"]
+
+
+async def test_the_proxy_fits_its_open_file_limit_to_the_upstream_connections_its_bridges_may_hold(
+    proxy_for, monkeypatch
+) -> None:
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(runtime, "fit_descriptor_limit", lambda *args: asked.append(args) or 1 << 20)
+    async with proxy_for(
+        "http://127.0.0.1:9/mcp", max_client_connections=100, max_continuations=30, max_upstream_sessions=7
+    ):
+        pass
+    assert asked == [(100, 37)]
 
 
 async def test_a_refused_client_that_never_leaves_is_cut_after_a_moment(proxy_for) -> None:
