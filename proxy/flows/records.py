@@ -111,7 +111,7 @@ class RecordMaker:
         record = self.message(
             chain, msg, exchange=ex.id, side=side, direction=direction, channel=channel, size=size, note=note
         )
-        record.http, record.sse_id = http, sse_id
+        record.http, record.sse_id = http, sse_id and self._redactor.scrub(sse_id)
         return record
 
     def message(

@@ -70,11 +70,17 @@ MIN_ECHOED_SECRET: Final = 8
 """Shortest credential a redactor remembers to mask where a server echoes it (a real one is longer)."""
 
 MAX_ECHOED_SECRETS: Final = 32
-"""Most credentials a redactor remembers at once (the newest kept): a few clients, each with one."""
+"""Most credentials a redactor remembers at once (those seen most recently kept): a few clients,
+each with one."""
 
-_NOT_ECHOED: Final = ("session", "cookie")
-"""Secret headers whose values are not remembered for echoes: a session id or cookie changes with
-every session, and the stand-in of the header itself already tells one from another."""
+_NOT_ECHOED: Final = ("cookie", "dpop")
+"""Secret headers whose values are not remembered for echoes: a cookie changes with every session
+and a DPoP proof with every request (remembering them would push out the credentials that last),
+and the stand-in of the header itself already tells one from another. Session ids are not either
+(`_SESSION_ID`)."""
+
+_CREDENTIAL_WORDS: Final = ("token", "key", "secret", "auth", "pass")
+"""Words that make a `session` name a credential's (`X-Session-Token`), not a session id's."""
 
 CHALLENGE_HEADERS: Final = frozenset({"www-authenticate", "proxy-authenticate"})
 """Headers named like credentials that carry none: a server's challenge (its scheme, `error`,
@@ -135,6 +141,10 @@ _URL_BEARING: Final = URL_HEADERS | {LINK_HEADER, REFRESH_HEADER}
 def keyed_digest(key: bytes, value: str) -> str:
     """HMAC-SHA-256 of a text under `key`, in hex: a fingerprint nobody without the key can check."""
     return hmac.digest(key, value.encode("utf-8", "surrogatepass"), "sha256").hex()
+
+
+_A_STAND_IN: Final = re.compile(r"<redacted len=\d+ hmac:[0-9a-f]{8}>")
+"""What `Redactor.token` makes of a secret."""
 
 
 def _stand_in(key: bytes, label: str, value: str) -> str:
@@ -206,7 +216,9 @@ class Redactor:
         if len(secret) < MIN_ECHOED_SECRET or secret in self._given:
             return
         echoed = self._echoed
-        if secret in echoed:
+        if secret in echoed:  # seen again: kept as the most recent, a credential in use is never let go
+            del echoed[secret]
+            echoed[secret] = None
             return
         echoed[secret] = None
         while len(echoed) > MAX_ECHOED_SECRETS:
@@ -441,6 +453,10 @@ class Redactor:
         text = value if isinstance(value, str) else _encode_for_mask(value)
         if key.lower() in self._state_keys:
             return _stand_in(self._key, REQUEST_STATE_KEY, text)
+        if text is value:  # a string, remembered: a server echoing it (a result quoting the arguments)
+            if text.startswith("<redacted len=") and _A_STAND_IN.fullmatch(text):
+                return text  # masked already as a known secret text: masked again it would hide its length
+            self._remember(text)
         return self.token(text)
 
     # -- size --------------------------------------------------------------------------------
@@ -507,8 +523,11 @@ array value is left to the members inside it)."""
 
 
 def _echoes(name: str) -> bool:
-    """Whether a secret of this (lower-case) header or query parameter name is remembered for echoes."""
-    return not any(word in name for word in _NOT_ECHOED)
+    """Whether a secret of this (lower-case) header or query parameter name is remembered for echoes:
+    not a cookie, a proof, or a session id (`session` named without a credential's word)."""
+    if any(word in name for word in _NOT_ECHOED):
+        return False
+    return "session" not in name or any(word in name for word in _CREDENTIAL_WORDS)
 
 
 def key_words(key: str) -> tuple[str, ...]:

@@ -176,10 +176,12 @@ class ObservationSink:
     # -- internals ------------------------------------------------------------------------------
 
     def _take(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
-        for listener in self.listeners:
-            listener(batch)
+        # The tally first: naming a request learns the credentials its target carries (a resource
+        # URI's query token), and every listener's copy is masked with them.
         tally = self.tally
         line = tally.observe_all(batch)
+        for listener in self.listeners:
+            listener(batch)
         if tally.asking:
             self._tell_asked(tally.asking)
         if not self.keep:

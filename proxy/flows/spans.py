@@ -331,7 +331,8 @@ class SpanFollower:
             parent = main[0] if main is not None else None
             attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
             attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
-            span = self._span(op, span_name(msg.method, msg.params), _SPAN_CLIENT, t, attributes, parent)
+            name = self._span_name(msg.method, msg.params)
+            span = self._span(op, name, _SPAN_CLIENT, t, attributes, parent)
             self._nested[(ex.session, msg.id)] = (span, op)
 
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
@@ -386,12 +387,12 @@ class SpanFollower:
         msg, t, op = obs.msg, obs.t, leg.op
         if obs.direction is _TO_SERVER:
             if msg.kind is _REQUEST and msg.id is not None:
-                attributes = {**_COMMON, **self._upstream, **method_attributes(msg)}
+                attributes = {**_COMMON, **self._upstream, **self._method_attributes(msg)}
                 if msg.method == op.method:
                     op.upstream_rounds += 1
                     attributes["mcp_proxy.round"] = op.upstream_rounds
                 span = self._span(
-                    op, span_name(msg.method, msg.params), _SPAN_CLIENT, t, attributes, leg.parent
+                    op, self._span_name(msg.method, msg.params), _SPAN_CLIENT, t, attributes, leg.parent
                 )
                 leg.requests[msg.id] = span
             elif msg.is_response and msg.id is not None:
@@ -417,7 +418,7 @@ class SpanFollower:
             attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
             attributes["mcp_proxy.nested"] = "relayed"
             leg.nested[msg.id] = (
-                self._span(op, span_name(msg.method, msg.params), _SPAN_SERVER, t, attributes, parent),
+                self._span(op, self._span_name(msg.method, msg.params), _SPAN_SERVER, t, attributes, parent),
                 op,
             )
 
@@ -519,13 +520,26 @@ class SpanFollower:
             if len(self._shared) >= _SHARED_LIMIT:
                 self._shared.clear()
             shared = self._shared[key] = (
-                span_name(method, params),
+                self._span_name(method, params),
                 self._shared_attributes(ex, msg, version),
             )
         return shared
 
+    def _span_name(self, method: str | None, params: dict[str, Any]) -> str:
+        """`span_name`, with any known secret in the tool or prompt name masked (as the chains show it)."""
+        return self._redactor.scrub(span_name(method, params))
+
+    def _method_attributes(self, msg: Message) -> Attributes:
+        """`method_attributes`, with any known secret in a tool or prompt name masked."""
+        attributes = method_attributes(msg)
+        for name in ("gen_ai.tool.name", "gen_ai.prompt.name"):
+            shown = attributes.get(name)
+            if isinstance(shown, str):
+                attributes[name] = self._redactor.scrub(shown)
+        return attributes
+
     def _shared_attributes(self, ex: _Ex, msg: Message, version: Any) -> Attributes:
-        attributes: Attributes = {**_COMMON, **method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        attributes: Attributes = {**_COMMON, **self._method_attributes(msg), "mcp_proxy.mode": ex.mode}
         attributes.pop("jsonrpc.request.id", None)
         if ex.session:
             attributes["mcp.session.id"] = self._redactor.token(ex.session)

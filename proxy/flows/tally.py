@@ -334,13 +334,23 @@ class RoundTripTally:
             return
         if msg.kind is _REQUEST:
             if tally.method is None:
-                tally.method, tally.name = msg.method, target_name(msg.method, msg.params)
+                tally.method, tally.name = msg.method, self._shown_name(msg.method, msg.params)
                 if tally.carried is None:
                     tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
             if msg.id is not None:
                 tally.ids.append(msg.id)
         elif tally.carried is None:
             tally.carried = self._name(msg, tally.session)
+
+    def _shown_name(self, method: str | None, params: dict[str, Any]) -> str | None:
+        """A request's target as the line shows it: a resource URI with its query credentials masked
+        (and learned, so an echo of one is masked too), any other name with known secrets masked."""
+        name = target_name(method, params)
+        if name is None:
+            return None
+        if method is not None and method.startswith("resources/"):
+            return self._redactor.path(name)
+        return self._redactor.scrub(name)
 
     def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
         carried = tally.carried or tally.method or tally.http_method

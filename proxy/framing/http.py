@@ -137,6 +137,7 @@ _SECRET_WORDS = (
     "jwt",
     "bearer",
     "signature",
+    "session",
 )
 _ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 _HEADER_LINE = re.compile(r"^([A-Za-z0-9-]+):\s*(.*)$", re.DOTALL)

@@ -103,6 +103,10 @@ class ObservationEncoder:
         match obs:
             case MessageSeen() | LegMessageSeen():
                 line["msg"] = self._message(obs.msg)
+                if line.get("sse_id"):  # the server's event id: any known secret in it masked
+                    line["sse_id"] = redactor.scrub(line["sse_id"])
+            case EventIdSeen():
+                line["sse_id"] = redactor.scrub(obs.sse_id)
             case ExchangeOpened():
                 line["headers"] = redactor.headers(obs.headers)
                 line["path"] = redactor.path(obs.path)

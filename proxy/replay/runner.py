@@ -215,7 +215,9 @@ class Replay:
             outcome.status, outcome.reason = "failed", f"no answer within {self.options.timeout:g} s"
             return outcome
         except (ReplayFailed, ReplayHttpError) as exc:
-            outcome.status, outcome.reason = "failed", str(exc)
+            # A body quoted from a refusal may hold what the request carried (a gateway's 401 saying
+            # which token it refused): masked with what the replay's proxy learned from those headers.
+            outcome.status, outcome.reason = "failed", self.proxy.redactor.scrub(str(exc))
             return outcome
         return self._judge(plan, outcome, chain, played)
 

@@ -16,6 +16,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
+from tests.threaded_http import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -344,6 +346,65 @@ def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_w
     assert _lines(given)[add].endswith(": same")
     for done in (refused, given):
         assert "s3cret" not in done.stdout + done.stderr
+
+
+class _GatewayQuotingTheToken(BaseHTTPRequestHandler):
+    """A legacy server behind a gateway that refuses calls with a text/plain 401 quoting the token it
+    refused (hand-written: no SDK peer answers a call outside JSON-RPC)."""
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method, ident = message.get("method"), message.get("id")
+        if method == "tools/call":
+            self._send(401, "text/plain", f"unauthorized: {self.headers.get('Authorization')}".encode())
+        elif ident is None:
+            self._send(202, "text/plain", b"")
+        elif method == "initialize":
+            result = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "serverInfo": {"name": "gw", "version": "1"},
+            }
+            self._send(
+                200,
+                "application/json",
+                json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode(),
+            )
+        else:
+            error = {"code": -32601, "message": "Method not found"}
+            self._send(
+                200, "application/json", json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode()
+            )
+
+    def _send(self, status: int, kind: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Mcp-Session-Id", "gw-session")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_refusal_quoting_the_token_it_refused_is_reported_with_the_token_masked(
+    demo: Demo, tmp_path: Path
+) -> None:
+    capture = tmp_path / "auth.jsonl"
+    env = settings_env(upstream=demo.servers["legacy"], capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_with_credentials(proxy.endpoint()))
+        assert proxy.stop() == 0
+    add = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call add")
+
+    with serving(_GatewayQuotingTheToken) as gateway:
+        done = _replay(capture, "--chain", add, "--upstream", gateway, "--header", f"Authorization: {SECRET}")
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "HTTP 401 answered text/plain" in _lines(done)[add]
+    assert "unauthorized: Bearer <redacted len=" in _lines(done)[add]
+    assert "s3cret" not in done.stdout + done.stderr
 
 
 PEER_CALLS: list[tuple[str, dict[str, object]]] = [

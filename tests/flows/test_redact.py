@@ -291,8 +291,9 @@ _JSON = st.recursive(
 
 @given(value=_JSON, limit=st.sampled_from([0, 8, 40, 65536]))
 def test_body_bounded_is_bound_of_body(value: Any, limit: int) -> None:
-    redactor = Redactor(body_keys=["apikey"], key=KEY)
-    assert redactor.body_bounded(value, limit) == Redactor.bound(redactor.body(value), limit)
+    # Two redactors in one state: masking a secret key's value remembers it (for echoes from then on).
+    one, two = Redactor(body_keys=["apikey"], key=KEY), Redactor(body_keys=["apikey"], key=KEY)
+    assert one.body_bounded(value, limit) == Redactor.bound(two.body(value), limit)
 
 
 def test_body_bounded_keeps_the_very_same_body_when_nothing_is_secret(redactor: Redactor) -> None:
@@ -466,6 +467,48 @@ def test_echoed_credentials_are_remembered_within_a_bound_newest_kept(redactor: 
 
     assert redactor.scrub(tokens[0]) == tokens[0]  # the oldest was let go
     assert redactor.scrub(tokens[-1]) == redactor.token(tokens[-1])
+
+
+def test_a_credential_still_in_use_stays_remembered_however_many_others_come_and_go(
+    redactor: Redactor,
+) -> None:
+    bearer = f"long-lived-{SECRET}"
+    for n in range(3 * MAX_ECHOED_SECRETS):  # a client's bearer, with another client's new token each time
+        redactor.headers([("Authorization", f"Bearer {bearer}")])
+        redactor.headers([("X-Api-Key", f"key-{n:04d}-{SECRET}")])
+        redactor.headers([("Authorization", f"Bearer {bearer}"), ("DPoP", f"proof-{n:04d}-{SECRET}")])
+
+        assert redactor.scrub(f"echo {bearer}") == f"echo {redactor.token(bearer)}", n
+
+
+def test_a_session_token_header_is_remembered_for_echoes_but_session_ids_cookies_and_proofs_are_not(
+    redactor: Redactor,
+) -> None:
+    redactor.headers(
+        [
+            ("X-Session-Token", f"xs-{SECRET}"),
+            ("Mcp-Session-Id", f"id-{SECRET}"),
+            ("Cookie", f"sid=ck-{SECRET}"),
+            ("DPoP", f"proof-{SECRET}"),
+        ]
+    )
+
+    assert redactor.scrub(f"xs-{SECRET}") == redactor.token(f"xs-{SECRET}")
+    for kept in (f"id-{SECRET}", f"sid=ck-{SECRET}", f"proof-{SECRET}"):
+        assert redactor.scrub(kept) == kept
+
+
+def test_a_body_keys_value_is_masked_where_the_server_echoes_it() -> None:
+    r = Redactor(body_keys=["password"], key=KEY)
+    call = {"jsonrpc": "2.0", "id": 1, "params": {"arguments": {"db_password": SECRET}}}
+    quoted = {"type": "text", "text": f'{{"db_password": "{SECRET}"}}'}
+    echo = {"jsonrpc": "2.0", "id": 1, "result": {"content": [quoted]}}
+
+    masked, _, _ = r.body_bounded(call, 65536)
+    echoed, _, _ = r.body_bounded(echo, 65536)
+
+    assert SECRET not in repr(masked)
+    assert SECRET not in repr(echoed)
 
 
 def test_a_short_upstream_query_value_is_masked_in_headers_but_left_in_bodies_where_it_is_a_word() -> None:

@@ -26,10 +26,11 @@ from proxy.flows.events import (
     Side,
     event_to_json,
 )
-from proxy.flows.observations import FaultInjected, InterceptReleased
+from proxy.flows.observations import FaultInjected, InterceptReleased, MessageSeen
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
+from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from tests.flows.bridge_play import (
     LEG_STATUSES,
@@ -629,3 +630,54 @@ def test_a_legs_response_head_rides_its_first_message_back_or_is_an_http_record_
     assert minted.headers["Mcp-Session-Id"].startswith("<redacted len=")
     assert UPSTREAM_SESSION not in str(chain.messages)
     assert chain.summary.http_status == 200  # the chain's own status stays the client's exchange's
+
+
+def test_a_resource_uris_credential_is_learned_before_any_listener_sees_the_request() -> None:
+    rig = Rig()
+    heard: list[str] = []
+    rig.sink.listeners.append(
+        lambda batch: heard.extend(
+            rig.sink.redactor.body(obs.msg.raw)["params"]["uri"]
+            for obs in batch
+            if isinstance(obs, MessageSeen) and obs.msg.method == "resources/read"
+        )
+    )
+    uri = "https://files.example/doc?access_token=uriLEAK-access-31337"
+    read = classify_value(request(1, "resources/read", {"uri": uri}))
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    rig.facts.message("x1", read, size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.close_exchange("x1", None)
+
+    assert heard
+    assert all("uriLEAK" not in uri for uri in heard)
+    (chain,) = rig.chains()
+    assert "uriLEAK" not in f"{chain.summary.name} {chain.messages[0].body}"
+
+
+def test_a_known_secret_in_an_sse_event_id_is_masked_in_the_record_and_the_capture_line() -> None:
+    rig = Rig()
+    rig.sink.redactor.remember("sk-LEAK-bearer-abc123def456")
+    lines: list[bytes] = []
+    encoder = ObservationEncoder(rig.sink.redactor, 65536)
+    rig.sink.listeners.append(lambda batch: lines.extend(encoder.encode(obs) for obs in batch))
+    call = classify_value(request(1, "tools/call", {"name": "add", "arguments": {}}))
+    done = classify_value(result_response(1, {"content": []}))
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    rig.facts.message("x1", call, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    rig.facts.message(
+        "x1",
+        done,
+        size=40,
+        direction=Direction.TO_CLIENT,
+        channel=Channel.SSE,
+        sse_id="ev-sk-LEAK-bearer-abc123def456",
+    )
+    rig.facts.close_exchange("x1", None)
+
+    (chain,) = rig.chains()
+    ids = [m.sse_id for m in chain.messages if m.sse_id]
+    assert ids == [ids[0]]
+    assert ids[0].startswith("ev-<redacted len=27 ")
+    assert b"LEAK" not in b"".join(lines)
+    assert b'"sse_id":"ev-<redacted len=27 ' in b"".join(lines)

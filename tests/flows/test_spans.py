@@ -223,3 +223,14 @@ def test_a_notification_joins_the_trace_of_the_request_it_cancels() -> None:
     assert cancelled.parent_id == request.span_id
     assert request.attributes["error.type"] == "client_disconnected"
     assert play.follower.open_spans == 0
+
+
+def test_a_known_secret_in_a_tool_name_is_masked_in_the_span_name_and_its_tool_attribute() -> None:
+    play = Play()
+    play.redactor.remember("sk-LEAK-bearer-abc123def456")  # learned from the client's Authorization
+    play.exchange("x1", call(1, name="echo-sk-LEAK-bearer-abc123def456"), result(1))
+
+    (span,) = play.spans
+    assert "LEAK" not in f"{span.name} {span.all_attributes()}"
+    assert span.name.startswith("tools/call echo-<redacted len=27 ")
+    assert str(span.all_attributes()["gen_ai.tool.name"]).startswith("echo-<redacted len=27 ")

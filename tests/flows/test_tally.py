@@ -146,3 +146,24 @@ def test_an_input_required_answer_in_passthrough_tells_each_input_it_waits_for()
     tally.asking.clear()
     exchange(tally, "x2", "POST", [CALL], [DONE], None, content_type="application/json")
     assert tally.asking == []  # a complete answer asks nothing
+
+
+def test_a_name_the_line_shows_is_masked_a_learned_secret_and_a_resource_uris_credential_alike() -> None:
+    redactor = Redactor(key=b"k")
+    redactor.remember("sk-LEAK-bearer-abc123def456")  # a client's bearer, learned from its header
+    tally = RoundTripTally(redactor)
+    tool = dict(CALL, params={"name": "echo-sk-LEAK-bearer-abc123def456", "arguments": {}})
+    uri = "https://files.example/doc?access_token=uriLEAK-access-31337&x=1"
+    read = {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": uri}}
+
+    lines = [exchange(tally, f"x{n}", "POST", [sent], [], None) for n, sent in enumerate((tool, read))]
+
+    for line in lines:
+        shown = f"{line.log_fields('passthrough')}"
+        assert "LEAK" not in shown, shown
+    assert lines[0].name is not None
+    assert lines[0].name.startswith("echo-<redacted len=27 ")
+    assert lines[1].carried.startswith("resources/read https://files.example/doc?access_token=<redacted")
+    assert lines[1].carried.endswith("&x=1")
+    # the credential is learned: wherever it shows up later (an echo in a result), it is masked
+    assert "uriLEAK" not in redactor.scrub("the token was uriLEAK-access-31337")

@@ -373,6 +373,7 @@ def test_a_url_missing_its_slashes_is_refused_without_echoing_its_password(url: 
         ),
         ("using sk-live-abcdef123456 and ghp_abcdefghijklmnop1234", "using <redacted> and <redacted>"),
         ("--passphrase hunter22 -v", "--passphrase <redacted> -v"),
+        ("serve --session-id s-1234567 -v", "serve --session-id <redacted> -v"),  # a session id is a bearer
     ],
 )
 def test_masked_text_hides_what_may_be_a_credential_in_free_text(line: str, shown: str) -> None:
