@@ -30,7 +30,7 @@ from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Re
 from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
-from proxy.framing.http import Upstream, masked_url, parse_upstream, stdio_upstream
+from proxy.framing.http import Upstream, command_secrets, masked_url, parse_upstream, stdio_upstream
 from proxy.logs import get_logger, info_line, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
@@ -661,7 +661,8 @@ class ExportFailureLog:
 def upstream_for(settings: Settings) -> Upstream:
     """The upstream the settings name: a URL, or a stdio command (shown with secret-looking values masked)."""
     if settings.upstream_cmd:
-        return stdio_upstream(shown_command(shlex.split(settings.upstream_cmd)))
+        argv = shlex.split(settings.upstream_cmd)
+        return stdio_upstream(shown_command(argv), command_secrets(argv, os.environ))
     assert settings.upstream is not None
     transport = "sse" if settings.upstream_transport == "sse" else "http"
     return parse_upstream(settings.upstream, transport)

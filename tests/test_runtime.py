@@ -105,3 +105,16 @@ def test_a_big_body_gets_pages_of_its_own_after_the_first_is_freed_so_a_burst_gi
     assert _big_body_mapped_mib("tuned") == ("True", 8)
     # A threshold the user chose in the environment stays theirs.
     assert _big_body_mapped_mib("tuned", MALLOC_MMAP_THRESHOLD_=str(64 << 20)) == ("False", 0)
+
+
+def test_a_stdio_servers_hidden_arguments_and_secret_environment_are_masked_where_it_echoes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_LEAKenv0123456789")
+    settings = Settings(upstream_cmd="python server.py --api-key argkeyLEAK-1111", listen="127.0.0.1:0")
+
+    proxy = Proxy(settings)
+
+    echoed = proxy.redactor.scrub("started with argkeyLEAK-1111, token ghp_LEAKenv0123456789")
+    assert "LEAK" not in echoed
+    assert "argkeyLEAK" not in proxy.upstream.shown

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -35,6 +35,8 @@ class Upstream:
     transport: str = "http"
     """How the proxy speaks to it, as configured: `http` (Streamable HTTP, or HTTP+SSE found by the
     era probe), `sse` (HTTP+SSE, named by the user) or `stdio` (a command the proxy runs)."""
+    command_secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """A stdio command's values `masked_command` hides, and the secret-named environment it inherits."""
 
     host_header: str = field(init=False, repr=False, compare=False)
     """The `Host` value the upstream expects (port omitted when it is the scheme default)."""
@@ -96,7 +98,10 @@ class Upstream:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What in the URL may be a credential: the userinfo's password and the query's values."""
+        """What in the URL may be a credential: the userinfo's password and the query's values (for
+        a stdio command, what its shown command hides)."""
+        if self.scheme == "stdio":
+            return self.command_secrets
         password = urlsplit(self.url).password
         values = [pair.split("=", 1)[1] for pair in self.query.split("&") if "=" in pair]
         return tuple(v for v in (password, *values) if v)
@@ -154,25 +159,55 @@ def masked_command(argv: Iterable[str]) -> str:
     assignment named like one (`env GITHUB_TOKEN=VALUE cmd`), of a header line named like one (the
     `Authorization: Bearer ...` a `--header` passes on), and the password and query values of a URL.
     """
+    return shlex.join(_masked_words(argv, []))
+
+
+def command_secrets(argv: Iterable[str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """What `masked_command` hides of a command, and the values of the variables named like secrets
+    in the environment it inherits (`GITHUB_PERSONAL_ACCESS_TOKEN`): a server that echoes one (its
+    argv in a log line, its token in a result) must show it masked."""
+    hidden: list[str] = []
+    _masked_words(argv, hidden)
+    hidden.extend(value for name, value in env.items() if _names_secret(name) and _credential_like(value))
+    return tuple(dict.fromkeys(value for value in hidden if value))
+
+
+def _credential_like(value: str) -> bool:
+    """An environment value that may be a credential: not a word (`AUTH_ENABLED=true`), a number or
+    a path (`SSH_AUTH_SOCK`), which would blot out every text they appear in."""
+    return len(value) >= 8 and not value.startswith(("/", "~")) and not any(c.isspace() for c in value)
+
+
+def _masked_words(argv: Iterable[str], hidden: list[str]) -> list[str]:
+    """Each word as shown, with each value it hides appended to `hidden`."""
     shown: list[str] = []
     mask_next = False
     for word in argv:
         if mask_next:
             shown.append("<redacted>")
+            hidden.append(word)
             mask_next = False
             continue
         assignment = _ASSIGNMENT.match(word)
         header_line = _HEADER_LINE.match(word)
         if assignment is not None and _names_secret(assignment.group(1)):
             shown.append(f"{assignment.group(1)}=<redacted>")
+            hidden.append(assignment.group(2))
         elif header_line is not None and header_line.group(2) and _names_secret(header_line.group(1)):
             shown.append(f"{header_line.group(1)}: <redacted>")
+            value = header_line.group(2)
+            scheme, _, credential = value.partition(" ")
+            hidden.append(credential if credential and scheme.lower() in ("bearer", "basic") else value)
         elif "://" in word:
             shown.append(masked_url(word))
+            parts = urlsplit(word)
+            hidden.extend(
+                v for v in (parts.password, *(q.partition("=")[2] for q in parts.query.split("&"))) if v
+            )
         else:
             shown.append(word)
             mask_next = word.startswith("-") and "=" not in word and _names_secret(word)
-    return shlex.join(shown)
+    return shown
 
 
 _WORD = re.compile(r"\S+")
@@ -222,10 +257,17 @@ STDIO_PATH = "/mcp"
 """The path the proxy serves a stdio upstream at (as well as `/`)."""
 
 
-def stdio_upstream(shown: str) -> Upstream:
-    """The upstream a stdio command stands for; `shown` is the command as logs show it (no secrets)."""
+def stdio_upstream(shown: str, secrets: tuple[str, ...] = ()) -> Upstream:
+    """The upstream a stdio command stands for; `shown` is the command as logs show it (no secrets),
+    `secrets` what it hides (`command_secrets`)."""
     return Upstream(
-        url=f"stdio:{shown}", scheme="stdio", host="", port=0, base_path=STDIO_PATH, transport="stdio"
+        url=f"stdio:{shown}",
+        scheme="stdio",
+        host="",
+        port=0,
+        base_path=STDIO_PATH,
+        transport="stdio",
+        command_secrets=secrets,
     )
 
 

@@ -8,13 +8,16 @@ import pytest
 
 from proxy.framing.h1 import HeadError, encode_request_head, origin_form
 from proxy.framing.http import (
+    command_secrets,
     forward_request_headers,
     forward_response_headers,
     header,
     is_sse,
+    masked_command,
     masked_text,
     media_type,
     parse_upstream,
+    stdio_upstream,
 )
 
 
@@ -378,3 +381,29 @@ def test_a_url_missing_its_slashes_is_refused_without_echoing_its_password(url: 
 )
 def test_masked_text_hides_what_may_be_a_credential_in_free_text(line: str, shown: str) -> None:
     assert masked_text(line) == shown
+
+
+def test_a_commands_hidden_values_and_its_secret_environment_are_what_its_redactor_masks() -> None:
+    argv = [
+        "server",
+        "--api-key",
+        "argkey-1111",
+        "--session-id=sess-3333",
+        "Authorization: Bearer hdr-tok-5555",
+        "https://x.example/?sig=sig-55556666",
+        "--port",
+        "3000",
+    ]
+    env = {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_env0123456789",
+        "AUTH_ENABLED": "true",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.1",
+        "HOME": "/home/me-and-my-long-name",
+    }
+
+    found = command_secrets(argv, env)
+
+    assert set(found) == {"argkey-1111", "sess-3333", "hdr-tok-5555", "sig-55556666", "ghp_env0123456789"}
+    shown = masked_command(argv)
+    assert not any(secret in shown for secret in found)
+    assert stdio_upstream(shown, found).secrets == found
