@@ -172,11 +172,13 @@ class ChainStore:
                 self._lighten(chain, self.max_bytes)
 
     def _lighten(self, keep: Chain, bound: int) -> None:
-        """Let chains go, oldest first, until the messages held fit `max_bytes` (`keep`, being filed,
-        goes last: past the bound on its own, it lets its own oldest messages go instead)."""
+        """Let chains go, oldest first but `keep` (being filed) last, until the messages held fit
+        `bound`; alone past it, `keep` lets its own oldest messages go."""
+        keep_id = keep.summary.id
         while self.weight > bound:
-            if len(self._chains) > 1 or (self._chains and keep.summary.id not in self._chains):
-                self._evict_oldest()
+            other = next((chain_id for chain_id in self._chains if chain_id != keep_id), None)
+            if other is not None:
+                self._evict(other)
                 continue
             held = next((c for c in self._held.values() if c is not keep), None)
             if held is not None:
@@ -187,10 +189,14 @@ class ChainStore:
             self.weight -= keep.drop_oldest()
 
     def _evict_oldest(self) -> None:
-        old_id, old = self._chains.popitem(last=False)
+        self._evict(next(iter(self._chains)))
+
+    def _evict(self, chain_id: str) -> None:
+        """Let a chain out of the ring: held aside while open, else gone."""
+        old = self._chains.pop(chain_id)
         self.evicted += 1
         if old.summary.ended is None:
-            self._hold(old_id, old)
+            self._hold(chain_id, old)
         else:
             self._let_go(old)
 

@@ -201,3 +201,19 @@ def test_the_weight_goes_with_the_chains_drained_cleared_or_released() -> None:
     assert store.weight == before - held.weight
     store.clear()
     assert store.weight == 0
+
+
+def test_the_chain_being_filed_stays_while_older_and_newer_ones_go_past_the_memory_bound() -> None:
+    store = ChainStore(max_chains=100, max_bytes=4 * 1024 * 1024)
+    first = store.open(summary(1))  # a long call, the oldest
+    store.add(first, heavy(1))
+    for n in (2, 3):
+        chain = store.open(summary(n))
+        chain.summary.ended = float(n)
+        store.add(chain, heavy(1))
+    assert ids(store) == ["c1", "c2", "c3"]
+
+    store.add(first, heavy(2))  # past the bound: the oldest other than the one filled goes
+
+    assert ids(store) == ["c1", "c3"]
+    assert [m.seq for m in first.messages] == [1, 2]
