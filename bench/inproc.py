@@ -154,7 +154,7 @@ async def drive(args: argparse.Namespace) -> None:
         faults=args.fault or [],
         intercepts=args.intercept or [],
     )
-    proxy = Proxy(settings)
+    proxy = Proxy(settings, keep_chains=settings.admin_enabled)  # as `mcp-proxy` builds it
     tune_gc()  # as `mcp-proxy` does before it serves
     await proxy.start()
     front = proxy._front
