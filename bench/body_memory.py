@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,28 @@ async def burst(url: str, clients: int, body: bytes) -> Counter[int]:
         return Counter(await asyncio.gather(*(one() for _ in range(clients))))
 
 
+@contextmanager
+def proxy_before_fast_upstream(settings: dict[str, str]) -> Iterator[tuple[ProxyProcess, int]]:
+    """`mcp-proxy` (default settings plus `settings`) in front of `bench/upstream_fast.py`, and the
+    proxy's pid, a second after it listens (its RSS settled); both stopped on exit."""
+    upstream = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "upstream_fast.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert upstream.stdout is not None
+        port = upstream.stdout.readline().split()[1]
+        env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", **settings))
+        with ProxyProcess(env) as proxy:
+            assert proxy.process is not None
+            time.sleep(1.0)
+            yield proxy, proxy.process.pid
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=3)
@@ -74,31 +98,16 @@ def main() -> int:
     argument = "x" * int(args.mib * 2**20)
     params = {"name": "small", "arguments": {"text": argument}}
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-    upstream = subprocess.Popen(
-        [sys.executable, str(REPO / "bench" / "upstream_fast.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     results: dict[str, Any] = {"settings": settings, "clients": args.clients, "mib": args.mib, "bursts": []}
-    try:
-        assert upstream.stdout is not None
-        port = upstream.stdout.readline().split()[1]
-        env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", **settings))
-        with ProxyProcess(env) as proxy:
-            assert proxy.process is not None
-            pid = proxy.process.pid
-            time.sleep(1.0)
-            results["start"] = memory_mib(pid)
-            print("start", results["start"], flush=True)
-            for n in range(1, args.bursts + 1):
-                statuses = asyncio.run(burst(proxy.endpoint(), args.clients, body))
-                time.sleep(0.5)
-                seen = {"burst": n, "statuses": dict(statuses), **memory_mib(pid)}
-                results["bursts"].append(seen)
-                print(seen, flush=True)
-    finally:
-        upstream.terminate()
-        upstream.wait(10)
+    with proxy_before_fast_upstream(settings) as (proxy, pid):
+        results["start"] = memory_mib(pid)
+        print("start", results["start"], flush=True)
+        for n in range(1, args.bursts + 1):
+            statuses = asyncio.run(burst(proxy.endpoint(), args.clients, body))
+            time.sleep(0.5)
+            seen = {"burst": n, "statuses": dict(statuses), **memory_mib(pid)}
+            results["bursts"].append(seen)
+            print(seen, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0

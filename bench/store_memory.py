@@ -19,9 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +29,8 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.body_memory import HEADERS, memory_mib  # noqa: E402
-from tests.sidecar import ProxyProcess, clean_env, settings_env  # noqa: E402
+from bench.body_memory import HEADERS, memory_mib, proxy_before_fast_upstream  # noqa: E402
+from tests.sidecar import ProxyProcess  # noqa: E402
 
 
 async def one_round(url: str, calls: int, body: bytes) -> dict[int, int]:
@@ -115,31 +113,16 @@ def main() -> int:
     rows = [{"a": n % 1000} for n in range(args.objects)]
     params = {"name": "small", "arguments": {"rows": rows}}
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-    upstream = subprocess.Popen(
-        [sys.executable, str(REPO / "bench" / "upstream_fast.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     results: dict[str, Any] = {
         "settings": settings,
         "calls": args.calls,
         "body_bytes": len(body),
         "watch": args.watch,
     }
-    try:
-        assert upstream.stdout is not None
-        port = upstream.stdout.readline().split()[1]
-        env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", **settings))
-        with ProxyProcess(env) as proxy:
-            assert proxy.process is not None
-            pid = proxy.process.pid
-            time.sleep(1.0)
-            results["start"] = memory_mib(pid)
-            print("start", results["start"], flush=True)
-            results.update(asyncio.run(run(proxy, pid, args, body)))
-    finally:
-        upstream.terminate()
-        upstream.wait(10)
+    with proxy_before_fast_upstream(settings) as (proxy, pid):
+        results["start"] = memory_mib(pid)
+        print("start", results["start"], flush=True)
+        results.update(asyncio.run(run(proxy, pid, args, body)))
     args.out.mkdir(parents=True, exist_ok=True)
     name = "watched.json" if args.watch else "queued.json"
     (args.out / name).write_text(json.dumps(results, indent=2) + "\n")

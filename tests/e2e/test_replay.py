@@ -322,15 +322,21 @@ async def _record_with_credentials(endpoint: str) -> None:
     assert normalize_tool_result(result)["content"] == ["5"]
 
 
-def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_when_given(
-    demo: Demo, tmp_path: Path
-) -> None:
+def _recorded_with_credentials(demo: Demo, tmp_path: Path) -> tuple[Path, str]:
+    """A capture of a `tools/call add` sent with `SECRET` (held redacted), and that call's chain id."""
     capture = tmp_path / "auth.jsonl"
     env = settings_env(upstream=demo.servers["legacy"], capture=capture, admin_enabled="false", drain_grace=1)
     with ProxyProcess(clean_env(**env)) as proxy:
         asyncio.run(_record_with_credentials(proxy.endpoint()))
         assert proxy.stop() == 0
     add = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call add")
+    return capture, add
+
+
+def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_when_given(
+    demo: Demo, tmp_path: Path
+) -> None:
+    capture, add = _recorded_with_credentials(demo, tmp_path)
 
     refused = _replay(capture, "--chain", add, "--upstream", demo.servers["modern"])
     given = _replay(
@@ -391,12 +397,7 @@ class _GatewayQuotingTheToken(BaseHTTPRequestHandler):
 def test_a_refusal_quoting_the_token_it_refused_is_reported_with_the_token_masked(
     demo: Demo, tmp_path: Path
 ) -> None:
-    capture = tmp_path / "auth.jsonl"
-    env = settings_env(upstream=demo.servers["legacy"], capture=capture, admin_enabled="false", drain_grace=1)
-    with ProxyProcess(clean_env(**env)) as proxy:
-        asyncio.run(_record_with_credentials(proxy.endpoint()))
-        assert proxy.stop() == 0
-    add = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call add")
+    capture, add = _recorded_with_credentials(demo, tmp_path)
 
     with serving(_GatewayQuotingTheToken) as gateway:
         done = _replay(capture, "--chain", add, "--upstream", gateway, "--header", f"Authorization: {SECRET}")
