@@ -77,7 +77,7 @@ _NOT_ECHOED: Final = ("cookie", "dpop")
 """Secret headers whose values are not remembered for echoes: a cookie changes with every session
 and a DPoP proof with every request (remembering them would push out the credentials that last),
 and the stand-in of the header itself already tells one from another. Session ids are not either
-(`_SESSION_ID`)."""
+(`_echoes`)."""
 
 _CREDENTIAL_WORDS: Final = ("token", "key", "secret", "auth", "pass")
 """Words that make a `session` name a credential's (`X-Session-Token`), not a session id's."""
