@@ -186,7 +186,8 @@ class Settings(BaseModel):
     max_body_bytes_in_flight: PositiveInt = 64 * 1024 * 1024
     """Request body bytes held at once across all clients, from a request's head (its declared length)
     until it is answered; a request whose body would pass it gets 503 with Retry-After naming it. Bodies
-    under 64 KiB are not counted (the connection cap and max_pipelined_bytes bound those).
+    under 64 KiB are not counted (the connection cap and max_pipelined_bytes bound those); a bridged
+    body counts three times (a bridge holds it decoded and re-encoded too), unless it is alone.
 
     Each body in flight costs the proxy a few times its size (the bytes, the parsed message, what
     observers see), so this bounds the memory bodies take however many clients send at once: keep it

@@ -15,10 +15,11 @@ merged into the headers), bodies (413 past the configured limit, answered as soo
 crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
 progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
 (503 past `max_client_connections`), big body bytes held across all clients (503 past
-`max_body_bytes_in_flight`, counted from a request's head by its declared length and freed once it is
-answered; bodies under `COUNTED_BODY` are not counted). Every wait on a client has a deadline
-(`head_read_timeout`, `body_read_timeout`, `keepalive_timeout`), kept by one periodic sweep over the
-connections rather than a timer per request, so the hot path only notes the time.
+`max_body_bytes_in_flight`, counted from a request's head by its declared length, three times over
+once a bridge takes it, and freed once it is answered; bodies under `COUNTED_BODY` are not counted).
+Every wait on a client has a deadline (`head_read_timeout`, `body_read_timeout`,
+`keepalive_timeout`), kept by one periodic sweep over the connections rather than a timer per
+request, so the hot path only notes the time.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ COUNTED_BODY = 64 * 1024
 """Bodies at least this big count toward `max_body_bytes_in_flight`: the bound is there for the big
 ones, and smaller ones, bounded by the connection cap and `max_pipelined_bytes`, cost the traffic path
 nothing for it."""
+
+BRIDGED_COPIES = 2
+"""Copies of a counted body a bridge holds besides the bytes read (the decoded value and the
+message re-encoded for the other side): what a bridged body counts toward `max_body_bytes_in_flight`
+on top of itself."""
 
 LINGER = 1.0
 """Seconds a refused connection (503, over the connection cap) is given to read its answer and leave."""
@@ -422,6 +428,18 @@ class FrontConnection(asyncio.Protocol):
         req.charged += size
         return True
 
+    def _hold_bridged(self, req: _Request) -> bool:
+        """Count a bridged body's copies too (`BRIDGED_COPIES`), if `max_body_bytes_in_flight` allows
+        them; a body alone in flight is always let through, as it was when it was read."""
+        extra = BRIDGED_COPIES * req.charged
+        if self.front.body_bytes_held == req.charged:  # nothing else held: the bound cannot be kept lower
+            front = self.front
+            front.body_bytes_held += extra
+            self.held += extra
+            req.charged += extra
+            return True
+        return self._hold(req, extra)
+
     def _release(self, req: _Request) -> None:
         """An answered request's body bytes no longer count (its connection's close frees the rest)."""
         freed = min(req.charged, self.held)
@@ -522,7 +540,11 @@ class FrontConnection(asyncio.Protocol):
             if isinstance(choice, ProbeFirst):
                 self._run(side, self._probe_then_serve(side, outcome, len(raw)))
                 return
-            if choice is not None:
+            if choice is None:
+                pass
+            elif req.charged and not self._hold_bridged(req):
+                outcome = self._over_bodies_in_flight(req)  # refused below, as the relay refuses
+            else:
                 self._run(side, choice.serve(side, front.next_exchange(), outcome))
                 return
         relays, exchange = front.relays, front.next_exchange()

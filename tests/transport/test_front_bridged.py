@@ -180,3 +180,41 @@ async def test_a_client_leaving_a_bridged_stream_closes_its_exchange_once_in_the
     opened, closed = exchange_ends(capture)
     assert opened
     assert closed == opened  # every exchange closed, and none twice
+
+
+def padded_initialize(ident: int, size: int) -> bytes:
+    """A legacy `initialize` of about `size` bytes (a long client version), which a bridge carries."""
+    body = json.loads(legacy_initialize(ident))
+    body["params"]["clientInfo"]["version"] = "v" * size
+    return json.dumps(body).encode()
+
+
+async def test_a_bridged_body_counts_three_times_toward_the_bodies_in_flight_unless_it_is_alone(
+    modern_server: PeerServer, proxy_for: Any
+) -> None:
+    bound = 256 * 1024
+    settings = {"max_body_bytes": bound, "max_body_bytes_in_flight": bound}
+    async with proxy_for(modern_server.url, **settings) as proxy:
+        async with connection(proxy) as (reader, writer):  # alone: 3 x 100 KB is past the bound, let through
+            writer.write(request_bytes(padded_initialize(1, 100_000)))
+            assert_initialized(await read_response(reader), 1)
+        async with connection(proxy) as (_slow_reader, slow_writer):
+            # another client's 70 KB body on its way: counted from its head
+            slow_writer.write(b"POST /mcp HTTP/1.1\r\nHost: proxy.test\r\nContent-Type: application/json\r\n")
+            slow_writer.write(b"Content-Length: 70000\r\n\r\n{")
+            await slow_writer.drain()
+            await wait_until(
+                lambda: proxy._front is not None and proxy._front.body_bytes_held >= 70_000,
+                what="the slow body to be counted",
+            )
+            async with connection(proxy) as (reader, writer):  # 70 KB + 3 x 80 KB: past the bound
+                writer.write(request_bytes(padded_initialize(2, 80_000)))
+                refused = await read_response(reader)
+        assert refused.status == 503
+        assert refused.json()["error"]["data"]["setting"] == "max_body_bytes_in_flight"
+        async with connection(proxy) as (reader, writer):  # the other body gone: served
+            writer.write(request_bytes(padded_initialize(3, 80_000)))
+            assert_initialized(await read_response(reader), 3)
+        await wait_until(
+            lambda: proxy._front is not None and proxy._front.body_bytes_held == 0, what="all freed"
+        )
