@@ -36,7 +36,7 @@ log line comes from `tally`, which needs no chain).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, KeysView
 from typing import Any, Final
 
 from proxy.flows.correlate import Correlator
@@ -728,6 +728,16 @@ class ChainBuilder:
             return None
         found = ex.requests.get(message_id) if message_id is not None else None
         return found or ex.main_chain()
+
+    @property
+    def exchange_ids(self) -> KeysView[str]:
+        """The ids of the exchanges open in the builder: a live view, for a caller that asks of many."""
+        return self._exchanges.keys()
+
+    @property
+    def leg_ids(self) -> KeysView[str]:
+        """The upstream legs the builder knows (seen and not yet closed): a live view."""
+        return self._legs.keys()
 
     def has_exchange(self, exchange_id: str) -> bool:
         """Whether this exchange is open in the builder."""

@@ -236,40 +236,44 @@ class ObservationSink:
         self._pending.append(entry)
         self._bytes += entry[1]
         self._count += len(entry[0])
-        while self._pending and (
-            self._count - self._held_count > self.backlog or self._bytes > self.max_bytes
-        ):
-            self._shed_one()
+        if self._count - self._held_count > self.backlog or self._bytes > self.max_bytes:
+            self._shed()
 
-    def _shed_one(self) -> None:
-        """Drop the oldest entry if what it belongs to is over; one that still matters is held.
+    def _shed(self) -> None:
+        """Past a bound, drop the oldest entries whose exchange or leg is over, down to a sixteenth
+        under each bound (so a queue at its bound sheds in runs, not one entry per observation);
+        an entry that still matters is held.
 
         Held observations are older than every queued one, so building the held ones first keeps the
         order. Whatever has a held observation keeps all its later ones: built later, it is whole.
         """
-        entry = self._pending.popleft()
-        key = entry[2]
-        if self._matters(key):
-            self._held.append(entry)
-            self._held_keys.add(key)
-            self._held_count += len(entry[0])
-            if self._held_count > self.backlog or self._bytes > self.max_bytes:
-                self.build()  # what still matters outgrew the bounds: build rather than grow
-            return
-        self._bytes -= entry[1]
-        self._count -= len(entry[0])
-        self.dropped += len(entry[0])
-
-    def _matters(self, key: str) -> bool:
-        builder = self.builder
-        return (
-            self.tally.is_open(key)
-            or key in self._legs
-            or key in self._leg_owners
-            or key in self._held_keys
-            or builder.has_exchange(key)
-            or builder.has_leg(key)
-        )
+        backlog, max_bytes = self.backlog, self.max_bytes
+        count_to, bytes_to = backlog - backlog // 16, max_bytes - max_bytes // 16
+        pending, held, held_keys = self._pending, self._held, self._held_keys
+        legs, leg_owners = self._legs, self._leg_owners
+        open_exchanges = self.tally.open_ids
+        built_exchanges, built_legs = self.builder.exchange_ids, self.builder.leg_ids
+        while pending and (self._count - self._held_count > count_to or self._bytes > bytes_to):
+            entry = pending.popleft()
+            key = entry[2]
+            if (
+                key in open_exchanges
+                or key in legs
+                or key in leg_owners
+                or key in held_keys
+                or key in built_exchanges
+                or key in built_legs
+            ):
+                held.append(entry)
+                held_keys.add(key)
+                self._held_count += len(entry[0])
+                if self._held_count > backlog or self._bytes > max_bytes:
+                    self.build()  # what still matters outgrew the bounds: build rather than grow
+                    return
+                continue
+            self._bytes -= entry[1]
+            self._count -= len(entry[0])
+            self.dropped += len(entry[0])
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:

@@ -12,7 +12,7 @@ what it waits for instead of silence until it closes. No I/O, no clock (times ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import KeysView, Sequence
 from typing import Any
 
 from proxy.flows.events import Direction, Mode, Side
@@ -258,9 +258,10 @@ class RoundTripTally:
         method: str | None = self._asked.get((token, ident))
         return method
 
-    def is_open(self, exchange: str) -> bool:
-        """Whether this exchange is open."""
-        return exchange in self._open
+    @property
+    def open_ids(self) -> KeysView[str]:
+        """The open exchanges' ids: a live view, for a caller that asks of many in a row."""
+        return self._open.keys()
 
     def opened(self, exchange: str) -> ExchangeOpened | None:
         """The request head of an open exchange as received, unmasked (None once it closed)."""

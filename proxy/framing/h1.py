@@ -178,6 +178,21 @@ RequestEvent = RequestHead[R] | EndOfRequest[R] | BodyTooLarge[R] | Refusal
 _WATCHED_SIZES = frozenset((4, 6, 14, 17))
 """Name lengths of the fields the reader acts on: `Host`, `Expect`, `Content-Length`, `Transfer-Encoding`."""
 
+_NAMES: dict[bytes, str] = {}
+"""Field names as text, each decoded once: every head's fields share one string per name, so the
+heads a proxy keeps (queued observations, chains) hold no copies of `Content-Type` of their own."""
+
+_NAMES_KEPT = 512
+"""Names `_NAMES` remembers: a peer inventing names cannot grow it; past it, names are decoded anew."""
+
+
+def _field_name(raw: bytes) -> str:
+    """A field name as text, remembered while `_NAMES` has room (look in `_NAMES` first)."""
+    name = raw.decode("latin-1")
+    if len(_NAMES) < _NAMES_KEPT:
+        _NAMES[raw] = name
+    return name
+
 
 class _BadVersion(Exception):
     """Raised inside a parser callback for a version other than HTTP/1.x; the reader refuses with 505."""
@@ -369,7 +384,7 @@ class RequestReader(Generic[R]):
         if len(headers) >= MAX_HEADERS:
             raise _HeadTooLarge(f"more than {MAX_HEADERS} header fields")
         # A field value excludes the whitespace around it (RFC 9110, 5.5); llhttp drops only the leading.
-        field = (name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1"))
+        field = (_NAMES.get(name) or _field_name(name), value.rstrip(b" \t").decode("latin-1"))
         headers.append(field)
         if size in _WATCHED_SIZES:
             watched = name.lower()
@@ -570,7 +585,7 @@ class ResponseReader:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.head_size += len(name) + len(value) + 4  # ": " and CRLF
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        self._headers.append((_NAMES.get(name) or _field_name(name), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
         if self.failed:

@@ -107,27 +107,25 @@ class Counters(Protocol):
 
 
 class _Op:
-    """One client operation, as far as the counters need it (a plain class: one per request)."""
+    """One client operation, as far as the counters need it (one per request: its constructor sets
+    what every operation has, and the class holds what most never change)."""
 
-    __slots__ = (
-        "began",
-        "cancelled",
-        "ended",
-        "finished",
-        "id",
-        "ident",
-        "method",
-        "mode",
-        "params",
-        "request",
-        "retry_awaited",
-        "rounds",
-        "started",
-        "upstream_requests",
-        "wait_from",
-        "waited",
-        "waiting_on",
-    )
+    id: str | None = None
+    """Named only when a retry must find it (`OpCounter._await_retry`)."""
+    rounds = 1
+    waited = 0.0
+    wait_from: float | None = None
+    waiting_on = 0
+    upstream_requests = 0
+    finished = False
+    params: dict[str, Any] | None = None
+    """Its first request's params, as sent: what a retry without `requestState` must repeat."""
+    ident: RequestId | None = None
+    """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
+    retry_awaited = False
+    """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
+    cancelled = False
+    """The client cancelled it: its end is counted, not as an error (as its chain says)."""
 
     def __init__(
         self, method: str | None, mode: str, request: bool, started: float, rows: tuple[BeganRow, EndedRow]
@@ -137,22 +135,6 @@ class _Op:
         self.mode = mode
         self.request = request
         self.started = started
-        self.id: str | None = None
-        """Named only when a retry must find it (`OpCounter._await_retry`)."""
-        self.rounds = 1
-        self.waited = 0.0
-        self.wait_from: float | None = None
-        self.waiting_on = 0
-        self.upstream_requests = 0
-        self.finished = False
-        self.params: dict[str, Any] | None = None
-        """Its first request's params, as sent: what a retry without `requestState` must repeat."""
-        self.ident: RequestId | None = None
-        """The JSON-RPC id of its latest request (a resumed stream may still carry its answer)."""
-        self.retry_awaited = False
-        """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
-        self.cancelled = False
-        """The client cancelled it: its end is counted, not as an error (as its chain says)."""
 
 
 class _Claim:

@@ -113,6 +113,26 @@ def test_pipelined_requests_come_out_in_order_from_one_read() -> None:
     ]
 
 
+def test_field_names_are_one_string_each_however_many_heads_carry_them() -> None:
+    """A proxy keeps many heads (queued observations, chains): each holds no copy of a name of its own."""
+    first, _ = reader()
+    second, _ = reader()
+    ends = [
+        e.request
+        for core in (first, second)
+        for e in feed(core, post(b"a", "Mcp-Session-Id: s") + post(b"b", "Mcp-Session-Id: s"))
+        if isinstance(e, EndOfRequest)
+    ]
+    names = [[name for name, _ in r.headers] for r in ends]
+    assert names[0] == ["Host", "Content-Length", "Mcp-Session-Id"]
+    for other in names[1:]:
+        assert all(a is b for a, b in zip(names[0], other, strict=True))
+
+    responses = [response_reader() for _ in range(2)]
+    heads = [feed(core, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")[0] for core in responses]
+    assert heads[0].headers[0][0] is heads[1].headers[0][0]
+
+
 def test_http10_is_read_with_its_own_keep_alive_rule() -> None:
     core, _ = reader()
     (_, end) = feed(core, b"GET /mcp HTTP/1.0\r\n\r\n")
