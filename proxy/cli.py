@@ -35,6 +35,7 @@ from proxy.config import (
     load_settings,
     render_settings,
 )
+from proxy.framing.http import credential_segment
 from proxy.record.capture import CaptureError
 
 
@@ -246,7 +247,8 @@ def warn_of_secrets_on_command_line(loaded: LoadedSettings) -> None:
 
 def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:
     """The flags that put a secret in the process's command line: a secret setting (`--admin-token`,
-    `--redact-key`, `--state-key`) or an `--upstream` URL with a query value that may be a credential."""
+    `--redact-key`, `--state-key`) or an `--upstream` URL with a query value or a path segment that may
+    be a credential."""
     exposed = [
         flag_name(name)
         for name, info in Settings.model_fields.items()
@@ -254,8 +256,10 @@ def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:
     ]
     upstream = loaded.settings.upstream
     typed = loaded.sources.get("upstream", "").startswith("flag:")
-    if typed and upstream and "=" in urlsplit(upstream).query:
-        exposed.append("--upstream")
+    if typed and upstream:
+        parts = urlsplit(upstream)
+        if "=" in parts.query or any(credential_segment(s) for s in parts.path.split("/")):
+            exposed.append("--upstream")
     return exposed
 
 

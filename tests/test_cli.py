@@ -456,6 +456,8 @@ def test_a_secret_typed_as_a_flag_is_named_for_a_warning_and_one_from_the_enviro
 
     assert secrets_on_command_line(typed) == ["--admin-token", "--upstream"]
     assert secrets_on_command_line(plain) == []
+    in_path = load_settings(flags={"upstream": "https://h/s/ZDk3OGE4YjctNWY2Ny00NGFl/mcp"})
+    assert secrets_on_command_line(in_path) == ["--upstream"]
 
 
 PLANTED_KEY = "k-planted-31337"

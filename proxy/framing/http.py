@@ -10,7 +10,8 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from typing import Final
+from urllib.parse import unquote, urlsplit
 
 from proxy.framing.h1 import NOT_IN_TARGET
 from proxy.framing.h1 import header as header
@@ -84,27 +85,30 @@ class Upstream:
 
     @property
     def shown(self) -> str:
-        """The URL as logs, captures and screens show it: no userinfo, query values masked.
+        """The URL as logs, captures and screens show it: no userinfo, query values and
+        credential-like path segments masked.
 
-        The path and the query's parameter names stay, since they tell one upstream from another;
-        a query value may be an API key.
+        The rest of the path and the query's parameter names stay, since they tell one upstream from
+        another; a query value or a key in the path (`/s/<key>/mcp`) may be an API key.
         """
         if self.scheme == "stdio":
             return self.url
+        path = masked_path(self.base_path)
         if not self.query:
-            return self.origin + self.base_path
+            return self.origin + path
         names = [pair.split("=", 1)[0] for pair in self.query.split("&")]
-        return f"{self.origin}{self.base_path}?" + "&".join(f"{name}=<redacted>" for name in names)
+        return f"{self.origin}{path}?" + "&".join(f"{name}=<redacted>" for name in names)
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What in the URL may be a credential: the userinfo's password and the query's values (for
-        a stdio command, what its shown command hides)."""
+        """What in the URL may be a credential: the userinfo's password, the query's values and the
+        path's credential-like segments (for a stdio command, what its shown command hides)."""
         if self.scheme == "stdio":
             return self.command_secrets
         password = urlsplit(self.url).password
         values = [pair.split("=", 1)[1] for pair in self.query.split("&") if "=" in pair]
-        return tuple(v for v in (password, *values) if v)
+        segments = [s for s in self.base_path.split("/") if credential_segment(s)]
+        return tuple(v for v in (password, *values, *segments) if v)
 
     def path_for(self, client_path: str) -> str:
         """Map the client's request path onto the upstream's: the same path, `/` for the endpoint.
@@ -122,12 +126,45 @@ text that is not a well-formed URL must not show it either."""
 _QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
 
 
+_PATH_SEGMENT = re.compile(r"(?<=[^/]/)[^/?#:\s'\"<>]+")
+"""A path segment: after a `/` that follows something other than a `/` (not a URL's host)."""
+
+_TOKEN_SEPARATORS = re.compile(r"[-_.~+=:;,]")
+
+CREDENTIAL_PIECE: Final = 16
+"""Letters and digits run together at least this long in a path segment read as a credential."""
+
+
+def credential_segment(segment: str) -> bool:
+    """Whether a URL path segment looks like a credential: a run of at least `CREDENTIAL_PIECE`
+    letters and digits with both in it (`/s/ZDk3OGE4YjctNWY2Ny00/mcp`, a hex token, `sk-ak-...`).
+
+    Words (`server-everything`), dates, numbers and UUIDs (identifiers, in runs of up to 12) are
+    not: the path tells one upstream from another, and masking it all would hide which one it is.
+    """
+    for piece in _TOKEN_SEPARATORS.split(unquote(segment)):
+        if len(piece) >= CREDENTIAL_PIECE and not piece.isdigit() and not piece.isalpha() and piece.isalnum():
+            return True
+    return False
+
+
+def masked_path(path: str) -> str:
+    """A URL path with its credential-like segments masked (`credential_segment`)."""
+    return _PATH_SEGMENT.sub(_masked_segment, path) if len(path) > CREDENTIAL_PIECE else path
+
+
+def _masked_segment(match: re.Match[str]) -> str:
+    return "<redacted>" if credential_segment(match.group(0)) else match.group(0)
+
+
 def masked_url(url: str) -> str:
-    """Any URL text with its userinfo password and query values masked, for messages and screens.
+    """Any URL text with its userinfo password, query values and credential-like path segments
+    masked, for messages and screens.
 
     Works on text that may not even parse (an error message must not echo a secret either).
     """
-    return _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
+    text = _QUERY_VALUE.sub(r"\1<redacted>", _USERINFO_PASSWORD.sub(r"\1<redacted>@", url))
+    return masked_path(text)
 
 
 _SECRET_WORDS = (

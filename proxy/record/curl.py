@@ -148,7 +148,9 @@ def _url_word(url: str, secrets: _Secrets) -> str:
     """The URL as one shell word, each redacted query value a placeholder of its own, named for its
     parameter in the comment (the upstream's own query and the client's may each hold one)."""
     base, mark, query = url.partition("?")
-    parts = [_word(base + mark, secrets, "MCP_QUERY_SECRET", "a redacted value in the URL")]
+    parts = [
+        _word(base + mark, secrets, "MCP_URL_SECRET", "a redacted segment of the URL's path (a key in it)")
+    ]
     for i, pair in enumerate(query.split("&") if query else []):
         name = pair.split("=", 1)[0]
         what = f"the redacted value of query parameter {name!r} (parameter {i + 1} of the query)"

@@ -15,6 +15,7 @@ from proxy.framing.http import (
     is_sse,
     masked_command,
     masked_text,
+    masked_url,
     media_type,
     parse_upstream,
     stdio_upstream,
@@ -26,6 +27,41 @@ def names(headers: list[tuple[str, str]]) -> list[str]:
 
 
 # -- upstream URL ---------------------------------------------------------------------------------
+
+
+KEY = "ZDk3OGE4YjctNWY2Ny00NGFlLTk5ZTAtYTk5NDEy"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"https://mcp.example.com/api/mcp/s/{KEY}/mcp", "https://mcp.example.com/api/mcp/s/<redacted>/mcp"),
+        ("http://h/0123456789abcdef0123456789abcdef/sse", "http://h/<redacted>/sse"),
+        ("http://h/sk-ak-AbCdEf0123456789xyz/mcp", "http://h/<redacted>/mcp"),
+        ("refused: http://h:1/x/0123456789abcdef0123: no", "refused: http://h:1/x/<redacted>: no"),
+        # Words, dates, numbers, UUIDs and hosts name things: they stay.
+        ("http://h/server-everything/2025-06-18/mcp", "http://h/server-everything/2025-06-18/mcp"),
+        (
+            "http://h/v1/p/4f1c2d3e-1111-2222-3333-444455556666/mcp",
+            "http://h/v1/p/4f1c2d3e-1111-2222-3333-444455556666/mcp",
+        ),
+        ("http://h/users/12345678901234567890/mcp", "http://h/users/12345678901234567890/mcp"),
+        (
+            "https://abcdef1234567890abcdef.tunnel.example/mcp",
+            "https://abcdef1234567890abcdef.tunnel.example/mcp",
+        ),
+    ],
+)
+def test_a_key_in_a_urls_path_is_masked_and_the_path_around_it_kept(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+
+
+def test_a_key_in_the_upstream_path_is_one_of_its_secrets_and_never_shown() -> None:
+    upstream = parse_upstream(f"https://mcp.example.com/s/{KEY}/mcp?api_key=k-123456789")
+    assert KEY in upstream.secrets
+    assert "k-123456789" in upstream.secrets
+    assert upstream.shown == "https://mcp.example.com:443/s/<redacted>/mcp?api_key=<redacted>"
+    assert upstream.target == f"/s/{KEY}/mcp?api_key=k-123456789"  # what goes on the wire is whole
 
 
 def test_an_upstream_url_is_split_into_origin_host_port_and_base_path() -> None:

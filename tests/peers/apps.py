@@ -894,8 +894,9 @@ def modern_only(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
-def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
-    """Build the ASGI app for `kind` (one of `KINDS`); the MCP endpoint is ``/mcp``.
+def build_app(kind: str, *, seal_state: bool = True, path: str = "/mcp") -> ASGIApp:
+    """Build the ASGI app for `kind` (one of `KINDS`); the MCP endpoint is `path` for the SDK's own
+    kinds (``/mcp`` by default, as the SDK serves it), ``/mcp`` for the others.
 
     The SDK app gets DNS-rebinding protection for 127.0.0.1 (its default for a loopback host).
     Its lifespan (the session manager) passes through the era wrappers untouched.
@@ -921,7 +922,7 @@ def build_app(kind: str, *, seal_state: bool = True) -> ASGIApp:
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
     app: ASGIApp = build_server(style, seal_state=seal_state).streamable_http_app(
-        streamable_http_path="/mcp", host="127.0.0.1"
+        streamable_http_path=path, host="127.0.0.1"
     )
     if kind == "legacy-inflight":
         return legacy_only(app)

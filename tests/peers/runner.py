@@ -79,6 +79,8 @@ class ServedPeer:
     """
 
     label = "peer"
+    path = "/mcp"
+    """The MCP endpoint's path."""
 
     def __init__(self, *, start_timeout: float, stop_timeout: float) -> None:
         self._start_timeout = start_timeout
@@ -114,7 +116,7 @@ class ServedPeer:
     @property
     def url(self) -> str:
         """The peer's MCP endpoint, e.g. ``http://127.0.0.1:PORT/mcp``."""
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     @property
     def base_url(self) -> str:
@@ -263,6 +265,7 @@ class PeerServer(ServedPeer):
         start_timeout: float = DEFAULT_START_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         extra_args: list[str] | None = None,
+        path: str = "/mcp",
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
@@ -274,10 +277,11 @@ class PeerServer(ServedPeer):
         self._requested_port = port
         self._seal_state = seal_state
         self._extra_args = list(extra_args or [])
+        self.path = path
 
     def command(self) -> list[str]:
         cmd = [str(peer_python(self.http)), "-m", "tests.peers.serve", self.kind]
-        cmd += ["--port", str(self._requested_port)]
+        cmd += ["--port", str(self._requested_port), "--path", self.path]
         if not self._seal_state:
             cmd.append("--no-seal")
         return cmd + self._extra_args

@@ -24,12 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--no-seal", action="store_true", help="MRTR kinds: send requestState as plain JSON")
+    parser.add_argument("--path", default="/mcp", help="the MCP endpoint's path (the SDK kinds)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (stderr)")
     parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (needs --tls-key)")
     parser.add_argument("--tls-key", help="the PEM private key of --tls-cert")
     args = parser.parse_args(argv)
 
-    app = build_app(args.kind, seal_state=not args.no_seal)
+    app = build_app(args.kind, seal_state=not args.no_seal, path=args.path)
     return serve(
         app, args.port, log_level=args.log_level, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key
     )
