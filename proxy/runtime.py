@@ -30,7 +30,14 @@ from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Re
 from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
-from proxy.framing.http import Upstream, command_secrets, masked_url, parse_upstream, stdio_upstream
+from proxy.framing.http import (
+    Upstream,
+    command_secrets,
+    masked_path,
+    masked_url,
+    parse_upstream,
+    stdio_upstream,
+)
 from proxy.logs import get_logger, info_line, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
@@ -232,6 +239,12 @@ class Proxy:
         """The proxy URL that stands for the upstream's MCP endpoint."""
         return self.url + self.upstream.base_path
 
+    def shown_endpoint(self) -> str:
+        """The endpoint as the start-up line shows it: the bare `/` (which stands for the upstream's
+        endpoint) when the upstream's path holds a key, so the URL shown works and shows no key."""
+        base_path = self.upstream.base_path
+        return self.url + "/" if masked_path(base_path) != base_path else self.endpoint()
+
     def sse_endpoint(self) -> str | None:
         """The URL HTTP+SSE (2024-11-05) clients open their stream at (None: not served)."""
         front = self._front
@@ -309,7 +322,7 @@ class Proxy:
         log.info(
             "listening",
             listen=self.url if self.http_clients else "stdio",
-            endpoint=self.endpoint() if self.http_clients else None,
+            endpoint=self.shown_endpoint() if self.http_clients else None,
             sse=self.sse_endpoint(),
             admin=self.admin_url,
             health=self.health_url,

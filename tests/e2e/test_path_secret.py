@@ -73,6 +73,8 @@ async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path) -> N
     }
     assert '"event":"exchange"' in log, "the round trips were logged"
     assert "/s/<redacted>/mcp" in log, "the upstream is shown, its key masked"
+    listening = next(json.loads(line) for line in log.splitlines() if '"event":"listening"' in line)
+    assert listening["endpoint"] == listening["listen"] + "/", "the endpoint shown works as it is shown"
     assert '"name":"echo"' in outputs["capture"]
     assert '"name":"echo"' in outputs["admin API"]
     assert '/s/"${MCP_URL_SECRET:?' in outputs["export --curl"], "the key is a placeholder to set"
