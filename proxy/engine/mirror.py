@@ -36,7 +36,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import peek_id
 from proxy.framing.status import too_large
@@ -44,6 +43,7 @@ from proxy.wire import errors
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID, HeaderRefused, mcp_headers
 from proxy.wire.jsonrpc import Body, Kind, Message, RequestId, dumps, error_response, parse_body
 from proxy.wire.mcp import META_PROTOCOL_VERSION, request_meta, target_name
+from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.versions import MODERN_VERSIONS
 
 Headers = tuple[tuple[str, str], ...]

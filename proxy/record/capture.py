@@ -545,6 +545,8 @@ class CaptureReader:
             if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
                 raise _Unknown from None
             detail = errors[0]["msg"] if errors else str(exc)
+            if any(e["type"] == "json_invalid" for e in errors):  # which kind of line it was is unknown
+                raise CaptureFormatError(f"corrupt line (not JSON): {detail}", self._path, lineno) from None
             loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
             raise CaptureFormatError(
                 f"corrupt event line: {detail}" + (f" (at {loc})" if loc else ""), self._path, lineno

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from proxy.flows.events import LIVE_ID, Direction, MessageRecord, Side
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
+from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
 
 Target = Literal["proxy", "upstream"]
@@ -81,6 +82,8 @@ def _session_source(opener: str | None) -> str:
 
 
 def _env(name: str) -> str:
+    if name == _SESSION_VAR:  # a recorded session has likely ended: a live one's id is wanted
+        return f'"${{{name}:?set {name} to the id of a live session (see the comment above)}}"'
     return f'"${{{name}:?set {name} to the value the proxy redacted}}"'
 
 
@@ -235,8 +238,11 @@ def _body_text(record: MessageRecord) -> str:
     return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def _leg_headers(record: MessageRecord) -> list[tuple[str, str]]:
-    """The routing headers a bridge's upstream request carried, as its body implies them."""
+def _leg_headers(messages: list[MessageRecord], record: MessageRecord) -> list[tuple[str, str]]:
+    """The headers a bridge's upstream request carried: the routing headers its body implies (for a
+    2026-07-28 server) or the session and the version the proxy's own handshake agreed (a legacy one),
+    then the client headers a bridge relays (`Authorization`, custom ones), from the latest client head
+    of the chain before it."""
     body = record.body if isinstance(record.body, dict) else {}
     params = body.get("params")
     params = params if isinstance(params, dict) else {}
@@ -247,8 +253,31 @@ def _leg_headers(record: MessageRecord) -> list[tuple[str, str]]:
         name = params.get("name") or params.get("uri")
         if isinstance(name, str) and name.isascii():
             out.append((NAME, name))
-        return out
-    return [(SESSION_ID, "<redacted: the upstream session the proxy held>")]
+    else:
+        out = [(SESSION_ID, "<redacted: the upstream session the proxy held>")]
+        agreed = _agreed_version(messages)
+        if agreed is not None:
+            out.insert(0, (PROTOCOL_VERSION, agreed))
+    heads = [
+        m.http
+        for m in messages
+        if m.side is not Side.UPSTREAM and m.http is not None and m.http.method and m.seq < record.seq
+    ]
+    latest = heads[-1] if heads else None
+    return out + relayed_client_headers(latest.headers.items()) if latest is not None else out
+
+
+def _agreed_version(messages: list[MessageRecord]) -> str | None:
+    """The protocol version the upstream's answer to the proxy's own `initialize` agreed, if the chain
+    holds it (a legacy server's requests carry it as `MCP-Protocol-Version` from then on)."""
+    for m in messages:
+        body = m.body if isinstance(m.body, dict) else {}
+        result = body.get("result")
+        if m.side is Side.UPSTREAM and m.kind == "result" and isinstance(result, dict):
+            version = result.get("protocolVersion")
+            if isinstance(version, str) and version.isascii() and "serverInfo" in result:
+                return version
+    return None
 
 
 def _url(base: str, path: str | None) -> str:
@@ -331,7 +360,7 @@ def curl_command(
         headers = [(n, v) for n, v in client_http.headers.items() if n.lower() not in DROPPED]
     elif leg:
         where, url = "upstream (the proxy's own request to it)", upstream_url
-        headers += [("Accept", accept), *_leg_headers(request)]
+        headers += [("Accept", accept), *_leg_headers(messages, request)]
         http_method = "POST"
     else:
         head = _head_of(messages, request)
@@ -349,6 +378,13 @@ def curl_command(
             headers = [(n, v) for n, v in http.headers.items() if n.lower() not in DROPPED]
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
+    if url.startswith("stdio:"):
+        instead = (
+            "copy the client's request instead" if leg else "copy it toward the proxy instead (--to proxy)"
+        )
+        raise NoRequest(
+            f"the upstream is a command the proxy ran (stdio): there is no URL to send this to; {instead}"
+        )
     opening = request.method == "initialize"  # -i: its answer's head holds the session id
     heads = opening or http_method == "DELETE"  # a DELETE's answer is its status line alone
     lines = [f"curl -sS -N{' -i' if heads else ''} -X {_quoted(http_method)} {_url_word(url, secrets)}"]

@@ -19,9 +19,9 @@ from proxy.engine.capabilities import (
 )
 from proxy.engine.legacy_client.answers import call_failure, legacy_error, legacy_result, state_fingerprint
 from proxy.engine.legacy_client.request import Envelope, leg_headers, with_envelope
-from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.capabilities import required_capability
+from proxy.wire.relayed import relayed_client_headers
 
 
 @pytest.mark.parametrize(

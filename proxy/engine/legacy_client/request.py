@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.headers import (
     PROTOCOL_VERSION,
@@ -30,6 +29,7 @@ from proxy.wire.mcp import (
     META_PROTOCOL_VERSION,
     target_name,
 )
+from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.versions import LATEST_MODERN
 
 MODERN_ACCEPT: Final = "application/json, text/event-stream"

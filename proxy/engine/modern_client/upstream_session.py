@@ -38,11 +38,11 @@ from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
 from proxy.engine.modern_client.tokens import principal_of
-from proxy.engine.relayed import relayed_client_headers
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.jsonrpc import Kind, Message, notification, request
+from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.versions import LATEST_LEGACY
 
 CLIENT_INFO: Final[dict[str, str]] = {"name": "mcp-debug-proxy", "version": __version__}

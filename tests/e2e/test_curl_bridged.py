@@ -1,0 +1,88 @@
+"""Copy as curl toward the upstream of what the user really ran: a 2026-07-28 SDK client with a bearer
+token bridged by the real `mcp-proxy` to the official Python SDK's legacy server, and a stdio server.
+
+A bridge opens its upstream session with the caller's `Authorization` and relays it (and the client's
+custom headers) on every request of its own, so the command for one of those requests carries them,
+the token a placeholder; run by bash with the token and a live session set, the legacy server answers
+it. A stdio upstream has no URL: `--to upstream` refuses, saying why, instead of printing a command
+for `stdio:/mcp`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.channel_peers import python_stdio_command
+from tests.e2e.test_tui_truths import _live_session
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import client_for
+from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "bridged-curl-bearer-5e0c1d"
+
+
+def chain_of(capture: Path, tool: str) -> str:
+    listed = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert listed.returncode == 0, listed.stderr
+    (chain,) = [
+        c["chain"]["id"] for c in json.loads(listed.stdout)["chains"] if c["chain"].get("name") == tool
+    ]
+    return str(chain)
+
+
+async def test_a_bridged_calls_upstream_command_carries_the_callers_token_and_the_server_answers_it(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "run.jsonl"
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, capture=capture))) as proxy:
+        auth = {"Authorization": f"Bearer {SECRET}", "X-Tenant": "blue"}
+        async with client_for(proxy.endpoint(), "2026-07-28", headers=auth) as modern:
+            added = await modern.call_tool("add", {"a": 2, "b": 3})
+        assert not added.is_error
+        proxy.stop()
+
+    exported = run_mcp_proxy("export", "--curl", chain_of(capture, "add"), "--to", "upstream", str(capture))
+
+    assert exported.returncode == 0, exported.stderr
+    assert "the server got the proxy's own requests" in exported.stderr
+    command = exported.stdout
+    assert SECRET not in command
+    assert "-H 'Authorization: Bearer '\"${MCP_TOKEN:?" in command
+    assert "-H 'X-Tenant: blue'" in command
+    # The chain's first call opened the proxy's session upstream: its initialize, initialized, the call.
+    blocks = [b for b in command.split("\n\n") if "curl -sS" in b]
+    assert ['"method":"initialize"' in b for b in blocks] == [True, False, False]
+    (call,) = [b for b in blocks if '"method":"tools/call"' in b]
+    assert "-H 'MCP-Protocol-Version: " in call  # as the proxy's handshake agreed with the server
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+    session = await _live_session(legacy_server.url)
+    ran = run_bash(call, {**base, "MCP_TOKEN": SECRET, "MCP_SESSION_ID": session})
+    assert ran.returncode == 0, ran.stderr
+    assert '"text":"5"' in ran.stdout, ran.stdout
+
+
+async def test_copy_as_curl_toward_a_stdio_upstream_refuses_saying_there_is_no_url(tmp_path: Path) -> None:
+    capture = tmp_path / "run.jsonl"
+    env = settings_env(upstream_cmd=python_stdio_command(), upstream_era="legacy", capture=capture)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as legacy:
+            echoed = await legacy.call_tool("echo", {"text": "hi"})
+        assert not echoed.is_error
+        proxy.stop()
+    chain = chain_of(capture, "echo")
+
+    upstream = run_mcp_proxy("export", "--curl", chain, "--to", "upstream", str(capture))
+    at_proxy = run_mcp_proxy("export", "--curl", chain, str(capture))
+
+    assert upstream.returncode == 2, upstream.stdout
+    assert "stdio:" not in upstream.stdout
+    assert "the upstream is a command the proxy ran (stdio): there is no URL" in upstream.stderr
+    assert "--to proxy" in upstream.stderr
+    assert at_proxy.returncode == 0, at_proxy.stderr
+    assert f"curl -sS -N -X POST {proxy.endpoint()}" in at_proxy.stdout
