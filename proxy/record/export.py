@@ -26,7 +26,7 @@ from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
+from proxy.record.capture import FORMAT_MINOR, FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
@@ -65,6 +65,9 @@ class ExportReport:
     """Lines of a kind or type a newer proxy wrote, skipped."""
     cut_short: list[str] = field(default_factory=list)
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
+    newer: list[tuple[str, str]] = field(default_factory=list)
+    """Files of a newer minor format version, each with its version: read, though whatever that
+    version added is ignored or skipped (said, never counted as skipped by itself)."""
 
     def lines(self) -> list[str]:
         """One sentence per thing skipped, for stderr and the HAR's comment; empty when nothing was."""
@@ -74,6 +77,11 @@ class ExportReport:
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
         out.extend(f"{path}: last line cut short (a proxy stopped mid-write)" for path in self.cut_short)
+        out.extend(
+            f"{path}: capture format {version} is newer than this mcp-proxy writes ({FORMAT_VERSION}): "
+            "what it added is not shown (upgrade mcp-proxy to see it)"
+            for path, version in self.newer
+        )
         return out
 
     @property
@@ -241,3 +249,7 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     report.unknown_lines += reader.skipped_unknown
     if reader.truncated:
         report.cut_short.append(str(reader.path))
+    version = reader.header.get("version")
+    minor = version.partition(".")[2] if isinstance(version, str) else ""
+    if minor.isdigit() and int(minor) > FORMAT_MINOR:  # the major was checked when the file opened
+        report.newer.append((str(reader.path), version))

@@ -143,6 +143,23 @@ def test_an_option_given_to_an_export_it_does_not_apply_to_is_refused_naming_whe
     assert not out.exists()
 
 
+def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without_failing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().split(b"\n", 1)
+    header = orjson.loads(lines[0])
+    header["version"] = "1.99"
+    capture.write_bytes(orjson.dumps(header) + b"\n" + lines[1])
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 0
+    err = capsys.readouterr().err
+
+    assert f"{capture}: capture format 1.99 is newer than this mcp-proxy writes" in err
+    assert "wrote 1 chain to " in err
+    assert orjson.loads((tmp_path / "out.json").read_bytes())["chains"]
+
+
 def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_each_count_takes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
