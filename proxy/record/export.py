@@ -250,6 +250,7 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     if reader.truncated:
         report.cut_short.append(str(reader.path))
     version = reader.header.get("version")
-    minor = version.partition(".")[2] if isinstance(version, str) else ""
-    if minor.isdigit() and int(minor) > FORMAT_MINOR:  # the major was checked when the file opened
-        report.newer.append((str(reader.path), version))
+    if isinstance(version, str):
+        minor = version.partition(".")[2]
+        if minor.isdigit() and int(minor) > FORMAT_MINOR:  # the major was checked when the file opened
+            report.newer.append((str(reader.path), version))
