@@ -296,7 +296,8 @@ class ChainBuilder:
             upstream_transport=transports[1],
         )
         if self._keeps_records:
-            ex.facts = ExchangeFacts(started=ex.started, body_size=body_size)
+            token = self._redactor.token(session) if session else None
+            ex.facts = ExchangeFacts(started=ex.started, body_size=body_size, session=token)
         if http_method == "GET":
             if not self._resume(ex):
                 self._ledger.open(ex, method="GET stream", name=None, ident=None)

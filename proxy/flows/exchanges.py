@@ -60,6 +60,8 @@ class ExchangeFacts:
     """Why it ended badly, when it did (a client exchange)."""
     body_size: int | None = None
     """The request body's bytes as read (a client exchange)."""
+    session: str | None = None
+    """The `Mcp-Session-Id` its request carried, redacted (a client exchange)."""
     bytes_out: int = 0
     """Response bytes that carried no message: SSE comments, priming events."""
     related: str | None = None

@@ -68,6 +68,8 @@ def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
     if facts.head_at is not None:
         draft.head_at = facts.head_at
     draft.ended, draft.outcome = facts.ended, facts.outcome
+    if draft.side == "client":
+        draft.session = facts.session
     draft.body_size, draft.bytes_out, draft.related = facts.body_size, facts.bytes_out, facts.related
     messages = draft.messages
     for n, (t, before, sse_id) in enumerate(facts.events):  # where each came among the messages
