@@ -47,10 +47,11 @@ from proxy.flows.events import (
     Direction,
     FlowEvent,
     HttpInfo,
+    MessageRecord,
     Mode,
     Side,
 )
-from proxy.flows.exchanges import BoundedMap, Exchange
+from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
@@ -151,6 +152,9 @@ class ChainBuilder:
         self._legs: BoundedMap = BoundedMap()
         self._leg_heads: BoundedMap = BoundedMap()
         """Leg -> the upstream's response head to it, until a message on the leg or its close carries it."""
+        self._leg_facts: BoundedMap = BoundedMap()
+        """Leg -> what its chain's records do not hold of it (`ExchangeFacts`), until it closes; only
+        when records are kept."""
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
         self._resumes: ResumeWaits[str] = ResumeWaits()
@@ -210,9 +214,9 @@ class ChainBuilder:
             case ExchangeClosed():
                 return self.close_exchange(obs.exchange, obs.outcome)
             case BytesOut():
-                pass  # the tally counts them; a chain counts message bytes only
+                self.bytes_out(obs.exchange, obs.size)
             case EventIdSeen():
-                self.note_event_id(obs.exchange, obs.sse_id)
+                self.note_event_id(obs.exchange, obs.sse_id, bare=True)
             case InvalidBody():
                 return self.mark_invalid(obs.exchange, obs.problem, size=obs.size, body=obs.body)
             case LegMessageSeen():
@@ -291,6 +295,9 @@ class ChainBuilder:
             client_transport=transports[0],
             upstream_transport=transports[1],
         )
+        if self._keeps_records:
+            token = self._redactor.token(session) if session else None
+            ex.facts = ExchangeFacts(started=ex.started, body_size=body_size, session=token)
         if http_method == "GET":
             if not self._resume(ex):
                 self._ledger.open(ex, method="GET stream", name=None, ident=None)
@@ -300,15 +307,36 @@ class ChainBuilder:
             return None
         return self._record_request_head(ex)
 
-    def note_event_id(self, exchange_id: str, sse_id: str) -> None:
-        """Remember which chain an SSE event id belongs to, so a resumed stream rejoins that chain."""
+    def note_event_id(self, exchange_id: str, sse_id: str, *, bare: bool = False) -> None:
+        """Remember which chain an SSE event id belongs to, so a resumed stream rejoins that chain;
+        `bare`: the event carried no message (its exchange's facts keep it for the exports)."""
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return
+        if bare and ex.facts is not None:
+            ex.facts.bare_event(self._clock(), self._redactor.scrub(sse_id))
         ex.last_sse_id = sse_id
         chain_id = ex.main_chain()
         if chain_id is not None:
             self._event_chains[(ex.session, sse_id)] = chain_id
+
+    def bytes_out(self, exchange_id: str, size: int) -> None:
+        """Count response bytes that carried no message in the exchange's facts (a chain counts
+        message bytes only)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None and ex.facts is not None:
+            ex.facts.bytes_out += size
+
+    def _file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
+        """File a record in its chain, with the facts of the exchange or leg it travelled on."""
+        self._ledger.file(chain, record, invalid=invalid)
+        key = record.exchange
+        ex = self._exchanges.get(key)
+        facts = ex.facts if ex is not None else self._leg_facts.get(key)
+        if facts is not None:
+            if record.kind != "http":
+                facts.carried += 1
+            chain.note_exchange(key, facts)
 
     def _resume(self, ex: Exchange) -> bool:
         """A GET with Last-Event-ID continues the stream of the chain that event belonged to."""
@@ -333,6 +361,8 @@ class ChainBuilder:
         if ex is None:
             return
         ex.head = self._records.response_head(status, content_type, headers)
+        if ex.facts is not None:
+            ex.facts.head_at = self._clock()
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
@@ -403,7 +433,7 @@ class ChainBuilder:
                 sse_id=sse_id,
                 note=note,
             )
-            self._ledger.file(chain, record, invalid=msg.kind is Kind.INVALID)
+            self._file(chain, record, invalid=msg.kind is Kind.INVALID)
             filed = chain.summary.id
         if chain.rounds_after is not None:  # a refused retry's answer is filed in its round, then undone
             chain.summary.rounds, chain.rounds_after = chain.rounds_after, None
@@ -445,6 +475,8 @@ class ChainBuilder:
         chain = self.store.peek(chain_id)
         if chain is None:
             return None
+        if self._keeps_records:
+            self._leg_fact(leg)
         msg = message if isinstance(message, Message) else classify_value(message)
         if msg.kind is Kind.REQUEST:
             if direction is Direction.TO_SERVER:
@@ -471,7 +503,7 @@ class ChainBuilder:
             note=note,
         )
         record.http = head
-        self._ledger.file(chain, record, invalid=False)
+        self._file(chain, record, invalid=False)
         return chain.summary.id
 
     def continuation_changed(
@@ -549,10 +581,26 @@ class ChainBuilder:
         chain_id = self._legs.get(related)
         if chain_id is not None:
             self._legs[leg] = chain_id
+        if self._keeps_records:
+            self._leg_fact(leg).related = related
+
+    def _leg_fact(self, leg: str) -> ExchangeFacts:
+        """The facts of a leg, begun when it is first linked or carries a message."""
+        facts: ExchangeFacts | None = self._leg_facts.get(leg)
+        if facts is None:
+            facts = self._leg_facts[leg] = ExchangeFacts()
+        if facts.started is None:
+            facts.started = self._clock()
+        return facts
 
     def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
         """Remember the upstream's response head to a leg; the leg's first message back carries it."""
         self._leg_heads[leg] = self._records.response_head(status, content_type, headers)
+        if self._keeps_records:
+            facts = self._leg_facts.get(leg)
+            if facts is None:
+                facts = self._leg_facts[leg] = ExchangeFacts()
+            facts.head_at = self._clock()
 
     def leg_closed(self, leg: str) -> str | None:
         """Forget a finished leg's chain; a response head no message carried gets an `http` record.
@@ -560,6 +608,9 @@ class ChainBuilder:
         Returns the chain that got that record, else None.
         """
         head = self._leg_heads.pop(leg, None) if self._leg_heads else None
+        facts = self._leg_facts.pop(leg, None) if self._leg_facts else None
+        if facts is not None:
+            facts.ended = self._clock()
         chain_id = self._legs.pop(leg, None)
         if chain_id is None:
             return None
@@ -574,7 +625,7 @@ class ChainBuilder:
         if not self._keeps_records:
             return self._count(chain, Direction.TO_CLIENT, 0, False, Head.HTTP_LEG)
         record = self._records.http_only(chain, leg, head, side=Side.UPSTREAM)
-        self._ledger.file(chain, record, invalid=False)
+        self._file(chain, record, invalid=False)
         return chain.summary.id
 
     def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
@@ -612,10 +663,12 @@ class ChainBuilder:
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
                 self._unanswered(chain, ex, now)
+        if ex.facts is not None:
+            ex.facts.ended, ex.facts.outcome = now, outcome
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
-            if chain is not None and self._keeps_records:
-                chain.exchange_ended(exchange_id, now, outcome)
+            if chain is not None and ex.facts is not None:
+                chain.note_exchange(exchange_id, ex.facts)
             if chain is None or chain.summary.method not in ("GET stream", "DELETE session"):
                 continue
             if chain.summary.method == "DELETE session" and ex.session:
@@ -707,7 +760,7 @@ class ChainBuilder:
                 sse_id=None,
                 note=problem,
             )
-            self._ledger.file(chain, record, invalid=True)
+            self._file(chain, record, invalid=True)
         else:
             head = _HEADS[carries_head(chain, ex, msg, Direction.TO_SERVER)]
             self._count(chain, Direction.TO_SERVER, size, True, head)
@@ -769,7 +822,7 @@ class ChainBuilder:
         record = self._records.http_only(
             chain, ex.id, head, side=http_side(ex.mode), direction=Direction.TO_SERVER
         )
-        self._ledger.file(chain, record, invalid=False)
+        self._file(chain, record, invalid=False)
         return chain.summary.id
 
     def _record_http_only(self, ex: Exchange) -> str | None:
@@ -780,7 +833,7 @@ class ChainBuilder:
         if not self._keeps_records:
             return self._count(chain, Direction.TO_CLIENT, 0, False, http_only_head(ex.mode))
         side = http_side(ex.mode)
-        self._ledger.file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
+        self._file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
         return chain.summary.id
 
     def _count(self, chain: Chain, direction: Direction, size: int, invalid: bool, head: Head) -> str:

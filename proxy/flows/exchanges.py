@@ -1,6 +1,7 @@
 """What the chain builder remembers about each HTTP exchange, and the bounded tables it correlates in.
 
-Holds the record of one open exchange with the client (`Exchange`) and `BoundedMap`, the size-capped
+Holds the record of one open exchange with the client (`Exchange`), what the exports need of an
+exchange or a bridge leg beyond its message records (`ExchangeFacts`), and `BoundedMap`, the size-capped
 table every correlation lives in, so a peer that never answers cannot grow the proxy's memory. Plain
 data: no I/O, no clock, no logging.
 """
@@ -39,6 +40,44 @@ class BoundedMap(dict[Any, Any]):
             del self[next(iter(self))]
 
 
+MAX_BARE_EVENTS = 100
+"""SSE events without a message one exchange's facts keep (a priming event or two, as a rule)."""
+
+
+@dataclass(slots=True)
+class ExchangeFacts:
+    """What an export tells of one HTTP exchange (or a bridge's upstream leg) that no message record
+    holds: when it began, when its response head came and when it ended, the bytes that carried no
+    message, the leg it serves. A HAR entry's timings and sizes come from these, as a capture's come
+    from its observations, so the running proxy's export and the capture's agree."""
+
+    started: float | None = None
+    """When the request head arrived (a leg: its first message, or its link to an earlier leg)."""
+    head_at: float | None = None
+    """When the response head went out (a leg: when the upstream's came)."""
+    ended: float | None = None
+    outcome: str | None = None
+    """Why it ended badly, when it did (a client exchange)."""
+    body_size: int | None = None
+    """The request body's bytes as read (a client exchange)."""
+    session: str | None = None
+    """The `Mcp-Session-Id` its request carried, redacted (a client exchange)."""
+    bytes_out: int = 0
+    """Response bytes that carried no message: SSE comments, priming events."""
+    related: str | None = None
+    """For a leg: the earlier leg it serves (an answer to, or cancel of, a parked call)."""
+    carried: int = 0
+    """Messages recorded on it so far (where each bare event came among them)."""
+    events: list[tuple[float, int, str]] = field(default_factory=list)
+    """SSE events that carried no message: time, messages carried before it, event id (at most
+    `MAX_BARE_EVENTS`)."""
+
+    def bare_event(self, at: float, sse_id: str) -> None:
+        """An SSE event that carried no message went out."""
+        if len(self.events) < MAX_BARE_EVENTS:
+            self.events.append((at, self.carried, sse_id))
+
+
 @dataclass(slots=True)
 class Exchange:
     """What the builder remembers about one open HTTP exchange with the client."""
@@ -68,6 +107,8 @@ class Exchange:
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
     claims: dict[RequestId, RetryClaim] = field(default_factory=dict)
     """Its MRTR retries still unanswered, with what each changed in the chain it joined."""
+    facts: ExchangeFacts | None = None
+    """What its chains' records do not hold of it, for the exports (only when records are kept)."""
 
     def main_chain(self) -> str | None:
         """The chain this exchange serves: its first request's, else the first chain it joined."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass, field
 
 from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
+from proxy.flows.exchanges import ExchangeFacts
 from proxy.wire.weight import value_weight
 
 RECORD_WEIGHT = 1024
@@ -70,23 +71,20 @@ class Chain:
     """The rounds to go back to once the message being filed is (a refused retry's answer)."""
     cancelled: bool = False
     """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
-    exchange_ends: dict[str, float] = field(default_factory=dict)
-    """When each exchange its records travelled on closed (a GET stream's end is in no record); as
-    many as the chain holds messages at most."""
-    exchange_outcomes: dict[str, str] = field(default_factory=dict)
-    """How those exchanges ended, for the ones that closed with an outcome (the client left, say)."""
+    exchanges: dict[str, ExchangeFacts] = field(default_factory=dict)
+    """What no record holds of each exchange (or bridge leg) its records travelled on, by id: as many
+    as the chain holds messages at most. An exchange that carried several chains shares one object
+    among them."""
     weight: int = 0
     """Estimated memory of the messages it holds, when its store bounds memory (else 0)."""
     weights: deque[int] = field(default_factory=deque)
     """Each held message's part of `weight`, in order (empty when its store bounds no memory)."""
 
-    def exchange_ended(self, exchange: str, at: float, outcome: str | None = None) -> None:
-        """Note when (and, given, how) one of its exchanges closed (past the bound, the latest ones
-        are not kept)."""
-        if len(self.exchange_ends) < (self.messages.maxlen or 0):
-            self.exchange_ends[exchange] = at
-            if outcome is not None:
-                self.exchange_outcomes[exchange] = outcome
+    def note_exchange(self, key: str, facts: ExchangeFacts) -> None:
+        """Keep the facts of one more exchange or leg its records travelled on (past the bound, the
+        latest ones are not kept)."""
+        if key not in self.exchanges and len(self.exchanges) < (self.messages.maxlen or 0):
+            self.exchanges[key] = facts
 
     def add(self, record: MessageRecord, weight: int = 0) -> int:
         """Append a message, counting (not keeping) those past the bound; how much its weight grew."""

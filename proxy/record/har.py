@@ -83,6 +83,9 @@ class EntryDraft:
     client_era: str = "unknown"
     upstream_era: str = "unknown"
     mode: str = "passthrough"
+    client_transport: str = "http"
+    """How the client reached the proxy: `http`, or `sse` / `stdio`, whose messages the proxy carries
+    as Streamable HTTP exchanges of its own making."""
     status: int | None = None
     content_type: str | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
@@ -90,6 +93,10 @@ class EntryDraft:
     messages: list[Carried] = field(default_factory=list)
     invalid_body: str | None = None
     bytes_out: int = 0
+    sent_bytes: int = 0
+    """Bytes of the messages this exchange carried to the server, kept or not."""
+    back_bytes: int = 0
+    """Bytes of the messages this exchange carried back, kept or not."""
     ended: float | None = None
     outcome: str | None = None
     related: str | None = None
@@ -103,6 +110,11 @@ class EntryDraft:
         """Take one message (kept while the draft is under its byte bound, else counted)."""
         if carried.chain is not None and summary is not None:
             self.chains.setdefault(carried.chain, summary)
+        if (carried.side == "upstream") is (self.side == "upstream"):  # on this entry's wire
+            if carried.direction is _TO_SERVER:
+                self.sent_bytes += carried.size
+            else:
+                self.back_bytes += carried.size
         if self.kept_bytes + carried.size > self.limit:
             self.dropped += 1
             return
@@ -254,7 +266,7 @@ def _request(draft: EntryDraft) -> dict[str, Any]:
         "headers": _pairs(draft.request_headers),
         "queryString": _query(draft.url),
         "headersSize": -1,
-        "bodySize": draft.body_size if draft.body_size is not None else sum(m.size for m in sent),
+        "bodySize": draft.body_size if draft.body_size is not None else draft.sent_bytes,
     }
     text = draft.invalid_body if draft.invalid_body is not None else _json_text(sent)
     if text or draft.http_method in ("POST", "PUT", "PATCH"):
@@ -269,7 +281,7 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )
     mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
-    size = sum(m.size for m in back) + draft.bytes_out
+    text = _sse_text(back) if sse else _json_text(back)
     status = draft.status or 0
     return {
         "status": status,
@@ -277,10 +289,10 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
         "httpVersion": "HTTP/1.1",
         "cookies": [],
         "headers": _pairs(draft.response_headers),
-        "content": {"size": size, "mimeType": mime, "text": _sse_text(back) if sse else _json_text(back)},
+        "content": {"size": len(text.encode()), "mimeType": mime, "text": text},
         "redirectURL": next((v for k, v in draft.response_headers.items() if k.lower() == "location"), ""),
         "headersSize": -1,
-        "bodySize": size,
+        "bodySize": draft.back_bytes + draft.bytes_out,
     }
 
 
@@ -313,6 +325,7 @@ def _mcp(draft: EntryDraft) -> dict[str, Any]:
         "jsonrpc_ids": ids,
         "era": {"client": draft.client_era, "upstream": draft.upstream_era},
         "mode": draft.mode,
+        "client_transport": draft.client_transport,
         "messages": [_message(m) for m in draft.messages if m.kind is not None],
     }
     if draft.session is not None:
@@ -349,14 +362,27 @@ def _message(m: Carried) -> dict[str, Any]:
     return out
 
 
+_INTERNAL_FORM: Final = {
+    "sse": "the client used the HTTP+SSE transport (2024-11-05: GET /sse, POST /messages)",
+    "stdio": "the client used stdio (mcp-proxy stdio)",
+}
+"""How an entry's comment names a client transport that sends no Streamable HTTP requests of its own."""
+
+
 def _side_comment(draft: EntryDraft) -> str | None:
     if draft.side == "upstream":
         if draft.status is None:
             return "a bridge's upstream leg: its response head is unknown (none came, or none was recorded)"
         return "a bridge's upstream leg: the proxy records its response head, not its request head"
+    said = []
+    if draft.client_transport != "http":
+        how = _INTERNAL_FORM.get(draft.client_transport, f"the client used {draft.client_transport}")
+        said.append(
+            f"{how}: the request line and headers shown are the proxy's internal Streamable HTTP form"
+        )
     if draft.ended is None:
-        return "still open when it was exported"
-    return None
+        said.append("still open when it was exported")
+    return "; ".join(said) or None
 
 
 class HarWriter:

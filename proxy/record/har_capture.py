@@ -125,6 +125,7 @@ class HarFromCapture:
                     client_era=obs.client_era,
                     upstream_era=obs.upstream_era,
                     mode=obs.mode.value,
+                    client_transport=obs.client_transport,
                     limit=self._entry_bytes,
                 )
                 self._note_chain(self._open[obs.exchange], chain)  # a GET's or DELETE's chain
@@ -146,8 +147,13 @@ class HarFromCapture:
                     draft.add(event)
             case InvalidBody():
                 if (draft := self._open.get(obs.exchange)) is not None:
-                    draft.invalid_body = obs.body.decode("utf-8", "replace")
+                    draft.invalid_body = text = obs.body.decode("utf-8", "replace")
                     self._note_chain(draft, chain)
+                    invalid = Carried(
+                        obs.t, Direction.TO_SERVER, Channel.POST, Side.BOTH.value, "invalid", text,
+                        size=obs.size, note=obs.problem, chain=chain,
+                    )  # fmt: skip
+                    draft.add(invalid)
             case LegMessageSeen():
                 self._leg_message(obs, chain)
             case LegHeadSeen():
@@ -216,10 +222,11 @@ class HarFromCapture:
         )  # fmt: skip
         if not draft.chains and (summary := self._summary(chain)) is not None:
             # a leg has the eras and mode of the chain it serves
-            draft.client_era, draft.upstream_era, draft.mode = (
+            draft.client_era, draft.upstream_era, draft.mode, draft.client_transport = (
                 summary.client_era,
                 summary.upstream_era,
                 summary.mode.value,
+                summary.client_transport,
             )
         self._note_chain(draft, chain)
         draft.add(carried)

@@ -2,12 +2,16 @@
 
 The store holds records, not observations: each record names its exchange (or a bridge's upstream
 leg) and carries the request head on requests and the response head on the first message back, so
-an exchange's entry is drafted from the records of every chain it carried, in time order; the chains
-note when, and how, each of those exchanges closed. What the records do not hold (bytes that carried
-no message, the head of a POST that only answered a nested request) is left out or inferred: an
-exchange whose chains have all ended is complete; one whose chain is still running is marked open.
-Records were redacted when they were made, with the proxy's own redactor, so an entry holds nothing
-the store does not.
+an exchange's entry is drafted from the records of every chain it carried, in time order. What no
+record holds, each chain keeps beside its records as the exchange's facts (`ExchangeFacts`): when
+the request came, when the response head went out and when the exchange closed (and how), the
+request body's bytes, response bytes that carried no message, SSE events without a message, and the
+earlier leg a leg serves. The entry takes its timings and sizes from those, as a capture's export
+takes them from the observations, so both exports give the same traffic the same numbers. Only what
+neither holds is left out (the head of a POST that only answered a nested request); an exchange whose
+facts a chain no longer kept (past its bound) is timed by its records, and is complete once its
+chains have ended. Records were redacted when they were made, with the proxy's own redactor, so an
+entry holds nothing the store does not.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from proxy.flows.events import ChainSummary, Channel, HttpInfo, MessageRecord, Side
+from proxy.flows.events import ChainSummary, Channel, Direction, HttpInfo, MessageRecord, Side
+from proxy.flows.exchanges import ExchangeFacts
 from proxy.flows.store import Chain
 from proxy.record.har import Carried, EntryDraft, client_url, render
 
@@ -28,14 +33,12 @@ class LiveDrafts:
         self.host = host
         self.upstream = upstream
         self._drafts: dict[str, EntryDraft] = {}
-        self._ends: dict[str, float] = {}
-        self._outcomes: dict[str, str] = {}
+        self._facts: dict[str, ExchangeFacts] = {}
 
     def add(self, chain: Chain) -> None:
         """Draft what this chain's records tell of the exchanges they travelled on."""
         summary = chain.summary
-        self._ends.update(chain.exchange_ends)
-        self._outcomes.update(chain.exchange_outcomes)
+        self._facts.update(chain.exchanges)
         drafts = self._drafts
         for record in list(chain.messages):
             draft = drafts.get(record.exchange)
@@ -47,13 +50,31 @@ class LiveDrafts:
 
     def entries(self) -> Iterator[dict[str, Any]]:
         """The entries of every exchange drafted, oldest first, each rendered as it is asked for."""
-        for draft in sorted(self._drafts.values(), key=lambda d: d.started):
+        for draft in self._drafts.values():
             draft.messages.sort(key=lambda m: m.t)
-            ended = self._ends.get(draft.key)
-            if ended is not None or all(s.ended is not None for s in draft.chains.values()):
-                draft.ended = max(_ended(draft), ended or 0.0)
-                draft.outcome = self._outcomes.get(draft.key)
+            facts = self._facts.get(draft.key)
+            if facts is not None:
+                _with_facts(draft, facts)
+            elif all(s.ended is not None for s in draft.chains.values()):
+                draft.ended = _ended(draft)
+        for draft in sorted(self._drafts.values(), key=lambda d: d.started):
             yield render(draft)
+
+
+def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
+    """Time and size the draft as its exchange's facts tell (what its capture's observations say)."""
+    if facts.started is not None:
+        draft.started = facts.started
+    if facts.head_at is not None:
+        draft.head_at = facts.head_at
+    draft.ended, draft.outcome = facts.ended, facts.outcome
+    if draft.side == "client":
+        draft.session = facts.session
+    draft.body_size, draft.bytes_out, draft.related = facts.body_size, facts.bytes_out, facts.related
+    messages = draft.messages
+    for n, (t, before, sse_id) in enumerate(facts.events):  # where each came among the messages
+        event = Carried(t, Direction.TO_CLIENT, Channel.SSE, Side.BOTH.value, None, sse_id=sse_id)
+        messages.insert(min(before + n, len(messages)), event)
 
 
 def _ended(draft: EntryDraft) -> float:
@@ -77,6 +98,7 @@ def _draft(record: MessageRecord, summary: ChainSummary, *, host: str, upstream:
         client_era=summary.client_era,
         upstream_era=summary.upstream_era,
         mode=summary.mode.value,
+        client_transport=summary.client_transport,
         session=None if upstream_side else summary.session,
     )
     return draft

@@ -13,6 +13,8 @@ served by the bridge, are entries of their own method, URL and headers in the ru
 as in the capture's. A 2026-07-28 client bridged to a legacy server that restarted (forgetting the
 proxy's session) leaves upstream legs whose entries carry the server's real statuses, in the capture's
 HAR and the live one alike: 200s, the session id the server minted as a stand-in, and its 404.
+SDK clients of both eras, one over HTTP+SSE, give the live HAR and the capture's the same timings
+(a stream's wait ends at its response head), sizes and `_mcp` fields, entry by entry.
 """
 
 from __future__ import annotations
@@ -279,3 +281,92 @@ async def test_a_bridged_runs_legs_carry_the_upstreams_statuses_in_both_hars_its
 
 
 HTTP_TEXT = {200: "OK", 202: "Accepted", 404: "Not Found"}
+
+
+async def settled_har(admin: str) -> list[dict[str, Any]]:
+    """The running proxy's HAR entries once no exchange in it is open (bounded)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        status, _, body = await admin_get(admin + "/api/export.har", TOKEN)
+        assert status == 200
+        entries: list[dict[str, Any]] = json.loads(body)["log"]["entries"]
+        if not any(e["_mcp"].get("open") for e in entries):
+            return entries
+        assert asyncio.get_running_loop().time() < deadline, [e["_mcp"]["exchange"] for e in entries]
+        await asyncio.sleep(0.1)
+
+
+def same_as_capture(live: dict[str, Any], exported: dict[str, Any]) -> None:
+    """One exchange's entry from the running proxy against the capture's: timings within 0.01 ms,
+    sizes, bodies and `_mcp` (chain ids aside: a running proxy's are `c…`, a capture's `r…`) alike."""
+    key = live["_mcp"]["exchange"]
+    assert live["startedDateTime"] == exported["startedDateTime"], key
+    for name in ("wait", "receive"):
+        assert live["timings"][name] == pytest.approx(exported["timings"][name], abs=0.01), (key, name)
+    assert live["time"] == pytest.approx(exported["time"], abs=0.01), key
+    for side in ("request", "response"):
+        assert live[side]["bodySize"] == exported[side]["bodySize"], (key, side)
+    assert live["request"].get("postData") == exported["request"].get("postData"), key
+    assert live["response"]["content"] == exported["response"]["content"], key
+    assert live["response"]["status"] == exported["response"]["status"], key
+    assert live.get("comment") == exported.get("comment"), key
+
+    def mcp(entry: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in entry["_mcp"].items() if k != "chains"}
+        out["messages"] = [{k: v for k, v in m.items() if k != "chain"} for m in out["messages"]]
+        out["chains"] = len(entry["_mcp"]["chains"])
+        return out
+
+    assert mcp(live) == mcp(exported), key
+
+
+@pytest.mark.parametrize("server", ["legacy_server", "modern_server"], ids=["to_legacy", "to_modern"])
+async def test_the_live_har_gives_each_exchange_the_timings_sizes_and_mcp_fields_of_the_captures(
+    server: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Real SDK clients of both eras, one of them over HTTP+SSE, through the `mcp-proxy` command: its
+    `/api/export.har` and `export --har` of its capture agree entry by entry. The calls that ask the
+    client (`ask_name`) park an upstream call (a 2026-07-28 client to a legacy server) or stream the
+    question on an SSE response after a priming event (a legacy client to a 2026-07-28 server)."""
+    upstream: PeerServer = request.getfixturevalue(server)
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=upstream.url, capture=capture, admin_token=TOKEN, drain_grace=5))
+    with ProxyProcess(env) as proxy:
+        for mode, transport in (("legacy", "http"), ("2026-07-28", "http"), ("legacy", "sse")):
+            url = proxy.endpoint("/sse") if transport == "sse" else proxy.endpoint()
+            async with client_for(url, mode, transport=transport) as client:  # type: ignore[arg-type]
+                assert not (await client.call_tool("ask_name", {})).is_error
+                assert not (await client.call_tool("echo", {"text": "hi"})).is_error
+        await both_ended(proxy.admin)
+        live = await settled_har(proxy.admin)
+        proxy.stop()
+
+    out = tmp_path / "capture.har"
+    done = run_mcp_proxy("export", "--har", str(out), str(capture))
+    assert done.returncode == 0, done.stderr
+    exported = {e["_mcp"]["exchange"]: e for e in json.loads(out.read_text())["log"]["entries"]}
+    assert live, "the running proxy exported its exchanges"
+    for entry in live:
+        same_as_capture(entry, exported[entry["_mcp"]["exchange"]])
+
+    streams = [e for e in live if e["request"]["method"] == "GET" and e["_mcp"]["side"] == "client"]
+    assert streams, "the legacy client's GET stream is an entry"
+    for stream in streams:  # wait is request to response head, the stream's life is receive
+        assert stream["timings"]["wait"] < stream["timings"]["receive"], stream["timings"]
+    for entry in live:
+        content = entry["response"]["content"]
+        assert content["size"] == len(content["text"].encode()), entry["_mcp"]["exchange"]
+    transports = {e["_mcp"]["client_transport"] for e in live if e["_mcp"]["side"] == "client"}
+    assert transports == {"http", "sse"}
+    for entry in live:
+        internal = "the proxy's internal Streamable HTTP form" in entry.get("comment", "")
+        assert internal == (entry["_mcp"]["side"] == "client" and entry["_mcp"]["client_transport"] == "sse")
+    if (
+        server == "legacy_server"
+    ):  # the 2026-07-28 client's answer goes up on a leg linked to the parked call's
+        assert any("related" in e["_mcp"] for e in live if e["_mcp"]["side"] == "upstream"), (
+            "no leg is related"
+        )
+    else:  # the bridge's SSE answer to the legacy client streams the upstream's priming event too
+        sse = [e for e in live if e["response"]["content"]["mimeType"].startswith("text/event-stream")]
+        assert any(e["response"]["bodySize"] != e["response"]["content"]["size"] for e in sse)

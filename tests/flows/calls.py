@@ -48,6 +48,7 @@ class Calls:
         upstream_era: str = "unknown",
         mode: Mode = Mode.PASSTHROUGH,
         body_size: int = 0,
+        client_transport: str = "http",
     ) -> None:
         self.sink.emit(
             ExchangeOpened(
@@ -61,6 +62,7 @@ class Calls:
                 upstream_era,
                 mode,
                 body_size,
+                client_transport=client_transport,
             )
         )
 

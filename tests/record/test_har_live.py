@@ -240,3 +240,95 @@ def test_both_hars_give_an_outcome_only_to_an_exchange_that_ended_badly(tmp_path
     for entries in both_hars(_hung_up_calls, tmp_path / "hung-up.jsonl"):
         outcomes = {e["_mcp"]["exchange"]: e["_mcp"].get("outcome") for e in entries}
         assert outcomes == {"x1": None, "x2": "client_disconnected", "g1": None}
+
+
+def _legacy_sse_client(obs: Any, clock: Any) -> list[Any]:
+    """A 2024-11-05 HTTP+SSE client's call: the proxy carries its message as a Streamable HTTP
+    exchange of its own making (`client_transport` `sse`), with a priming event before the answer."""
+    call = classify_value(request(1, "tools/call", {"name": "echo", "arguments": {"text": "é"}}))
+    obs.open_exchange(
+        "x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=80,
+        client_transport="sse",
+    )  # fmt: skip
+    obs.message("x1", call, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+    clock.now += 0.25
+    obs.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    obs.add_bytes_out("x1", 14)
+    obs.note_event_id("x1", "p0")
+    clock.now += 0.5
+    done = classify_value(result_response(1, {"content": [{"type": "text", "text": "é"}]}))
+    obs.message("x1", done, size=75, direction=Direction.TO_CLIENT, channel=Channel.SSE, sse_id="e1")
+    clock.now += 0.125
+    return [obs.close_exchange("x1", None)]
+
+
+PLAYS: dict[str, Play] = {
+    **SCENARIOS,
+    "streams-and-delete": streams_and_delete,
+    "refused-leg-call": refused_leg_call,
+    "hung-up-calls": _hung_up_calls,
+    "legacy-sse-client": _legacy_sse_client,
+}
+
+
+def har_facts(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What an entry tells of its exchange's timing, sizes, bodies and `_mcp`, by exchange; chain ids
+    left out (a running proxy's are `c…`, a capture's `r…`)."""
+    facts = {}
+    for e in entries:
+        mcp = {k: v for k, v in e["_mcp"].items() if k not in ("chains", "proxy_changes")}
+        mcp["messages"] = [{k: v for k, v in m.items() if k != "chain"} for m in mcp["messages"]]
+        request, response = e["request"], e["response"]
+        facts[e["_mcp"]["exchange"]] = {
+            "startedDateTime": e["startedDateTime"],
+            "time": e["time"],
+            "timings": e["timings"],
+            "request": (request["bodySize"], request.get("postData")),
+            "response": (response["status"], response["bodySize"], response["content"]),
+            "_mcp": mcp,
+            "chains": len(e["_mcp"]["chains"]),
+        }
+    return facts
+
+
+@pytest.mark.parametrize("play", PLAYS.values(), ids=PLAYS.keys())
+def test_both_hars_give_each_exchange_the_same_timings_sizes_bodies_and_mcp_fields(
+    play: Play, tmp_path: Path
+) -> None:
+    live, exported = both_hars(play, tmp_path / "play.jsonl")
+
+    assert har_facts(live) == har_facts(exported)
+
+
+def test_an_sse_responses_content_size_is_its_texts_length_and_its_body_size_the_bytes_on_the_wire(
+    tmp_path: Path,
+) -> None:
+    for entries in both_hars(_legacy_sse_client, tmp_path / "sse.jsonl"):
+        (entry,) = entries
+        content = entry["response"]["content"]
+        assert content["text"].startswith("id: p0\ndata: \n\nid: e1\ndata: {")
+        assert content["size"] == len(content["text"].encode()) != len(content["text"])  # an é is 2 bytes
+        assert entry["response"]["bodySize"] == 75 + 14  # the answer's event and the priming event
+        assert entry["request"]["bodySize"] == 80
+        assert entry["timings"] == {"send": 0, "wait": 250.0, "receive": 625.0}  # the head at 250 ms
+
+
+def test_a_legacy_clients_entry_says_its_request_line_is_the_proxys_internal_form(tmp_path: Path) -> None:
+    for entries in both_hars(_legacy_sse_client, tmp_path / "sse.jsonl"):
+        (entry,) = entries
+        assert entry["_mcp"]["client_transport"] == "sse"
+        assert "HTTP+SSE" in entry["comment"]
+        assert "the proxy's internal Streamable HTTP form" in entry["comment"]
+    for entries in both_hars(SCENARIOS["nested-elicitation"], tmp_path / "http.jsonl"):
+        assert {e["_mcp"]["client_transport"] for e in entries} == {"http"}
+        assert not any("internal" in e.get("comment", "") for e in entries)
+
+
+def test_a_leg_answering_a_parked_call_names_the_leg_it_serves_in_both_hars(tmp_path: Path) -> None:
+    for entries in both_hars(SCENARIOS["parked-bridge-call"], tmp_path / "parked.jsonl"):
+        related = {
+            e["_mcp"]["exchange"]: e["_mcp"].get("related")
+            for e in entries
+            if e["_mcp"]["side"] == "upstream"
+        }
+        assert related["leg-3"] == "leg-1"
