@@ -253,6 +253,8 @@ def _leg_headers(messages: list[MessageRecord], record: MessageRecord) -> list[t
         name = params.get("name") or params.get("uri")
         if isinstance(name, str) and name.isascii():
             out.append((NAME, name))
+    elif record.method == "initialize":  # the proxy's own handshake: it opens the session
+        out = []
     else:
         out = [(SESSION_ID, "<redacted: the upstream session the proxy held>")]
         agreed = _agreed_version(messages)

@@ -203,7 +203,7 @@ def upstream_url(upstream: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme or "http", netloc, parts.path or "/", "", ""))
+    return _uri_safe(urlunsplit((parts.scheme or "http", netloc, parts.path or "/", "", "")))
 
 
 def _last_time(draft: EntryDraft) -> float:

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.channel_peers import python_stdio_command
-from tests.e2e.test_tui_truths import _live_session
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
 from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
@@ -58,12 +57,18 @@ async def test_a_bridged_calls_upstream_command_carries_the_callers_token_and_th
     # The chain's first call opened the proxy's session upstream: its initialize, initialized, the call.
     blocks = [b for b in command.split("\n\n") if "curl -sS" in b]
     assert ['"method":"initialize"' in b for b in blocks] == [True, False, False]
-    (call,) = [b for b in blocks if '"method":"tools/call"' in b]
+    opening, initialized, call = blocks
+    assert "Mcp-Session-Id" not in opening.split("curl -sS", 1)[1]  # the handshake opens the session
     assert "-H 'MCP-Protocol-Version: " in call  # as the proxy's handshake agreed with the server
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
-    session = await _live_session(legacy_server.url)
-    ran = run_bash(call, {**base, "MCP_TOKEN": SECRET, "MCP_SESSION_ID": session})
-    assert ran.returncode == 0, ran.stderr
+    # Run by hand in order, as the comments say, the chain opens its own session and gets the answer.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")} | {"MCP_TOKEN": SECRET}
+    opened = run_bash(opening, base)
+    assert opened.returncode == 0, opened.stderr
+    heads = [line.split(":", 1) for line in opened.stdout.splitlines() if ":" in line]
+    session = next(value.strip() for name, value in heads if name.lower() == "mcp-session-id")
+    for step in (initialized, call):
+        ran = run_bash(step, base | {"MCP_SESSION_ID": session})
+        assert ran.returncode == 0, ran.stderr
     assert '"text":"5"' in ran.stdout, ran.stdout
 
 

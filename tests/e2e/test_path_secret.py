@@ -30,14 +30,17 @@ def key() -> str:
     return "Zk" + secrets.token_hex(16)
 
 
-async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path) -> None:
-    secret = key()
+@pytest.mark.parametrize("where", ["/s/{key}/mcp", "/{key}/mcp"])
+@pytest.mark.parametrize("kind", ["hex", "base64url"])
+async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path, where: str, kind: str) -> None:
+    secret = key() if kind == "hex" else "AcsW20VstS13_UzK3rKPTw" + secrets.token_hex(2)
+    upstream_path = where.format(key=secret)
     capture = tmp_path / "run.jsonl"
-    with PeerServer("legacy-inflight", path=f"/s/{secret}/mcp") as server:
+    with PeerServer("legacy-inflight", path=upstream_path) as server:
         env = clean_env(**settings_env(upstream=server.url, capture=capture, admin_token=TOKEN))
         with ProxyProcess(env) as proxy:
             # The bare `/` names the MCP endpoint; the upstream's own path works through the proxy too.
-            for path in ("/", f"/s/{secret}/mcp"):
+            for path in ("/", upstream_path):
                 result = await run_scenario(proxy.endpoint(path), "legacy", "echo")
                 assert result["result"]["content"] == ["hello"]
             admin = []
@@ -72,14 +75,15 @@ async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path) -> N
         "admin API": "\n".join(admin),
     }
     assert '"event":"exchange"' in log, "the round trips were logged"
-    assert "/s/<redacted>/mcp" in log, "the upstream is shown, its key masked"
+    assert where.format(key="<redacted>") in log, "the upstream is shown, its key masked"
     listening = next(json.loads(line) for line in log.splitlines() if '"event":"listening"' in line)
     assert listening["endpoint"] == listening["listen"] + "/", "the endpoint shown works as it is shown"
     assert '"name":"echo"' in outputs["capture"]
     assert '"name":"echo"' in outputs["admin API"]
-    assert '/s/"${MCP_URL_SECRET:?' in outputs["export --curl"], "the key is a placeholder to set"
-    leaks = [where for where, text in outputs.items() if secret in text]
-    assert leaks == [], {w: outputs[w][max(0, outputs[w].index(secret) - 200) :][:300] for w in leaks}
+    placeholder = where.split("{key}")[0] + '"${MCP_URL_SECRET:?'
+    assert placeholder in outputs["export --curl"], "the key is a placeholder to set"
+    leaks = [place for place, text in outputs.items() if secret in text]
+    assert leaks == [], {p: outputs[p][max(0, outputs[p].index(secret) - 200) :][:300] for p in leaks}
 
 
 async def test_a_client_told_the_upstream_is_out_of_reach_reads_its_address_with_the_key_masked() -> None:
