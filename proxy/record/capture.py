@@ -453,6 +453,8 @@ class CaptureReader:
             raise
         self.truncated = False
         """True if the last line was cut short and skipped."""
+        self.truncated_line: int | None = None
+        """The number of that line."""
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
         self.corrupt_lines = 0
@@ -515,7 +517,7 @@ class CaptureReader:
                 if raw.startswith(OBS_PREFIX):
                     events = self._replay(raw, lineno)
                     if events is None:
-                        self.truncated = True
+                        self.truncated, self.truncated_line = True, lineno
                         return
                     yield from events
                     continue
@@ -525,7 +527,7 @@ class CaptureReader:
                     raise
                 self._skip(exc)
             except _CutShort:
-                self.truncated = True
+                self.truncated, self.truncated_line = True, lineno
                 return
             except _Unknown:
                 self.skipped_unknown += 1

@@ -65,6 +65,8 @@ class ExportReport:
     """Lines of a kind or type a newer proxy wrote, skipped."""
     cut_short: list[str] = field(default_factory=list)
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
+    cut_short_lines: dict[str, int] = field(default_factory=dict)
+    """The number of each of those lines."""
     newer: list[tuple[str, str]] = field(default_factory=list)
     """Files of a newer minor format version, each with its version: read, though whatever that
     version added is ignored or skipped (said, never counted as skipped by itself)."""
@@ -76,7 +78,9 @@ class ExportReport:
             out.append(f"skipped {counted(self.corrupt_lines - len(self.corrupt), 'more corrupt line')}")
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
-        out.extend(f"{path}: last line cut short (a proxy stopped mid-write)" for path in self.cut_short)
+        for path in self.cut_short:
+            where = f"{path}:{self.cut_short_lines[path]}" if path in self.cut_short_lines else path
+            out.append(f"{where}: last line cut short (a proxy stopped mid-write)")
         out.extend(
             f"{path}: capture format {version} is newer than this mcp-proxy writes ({FORMAT_VERSION}): "
             "what it added is not shown (upgrade mcp-proxy to see it)"
@@ -249,6 +253,8 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     report.unknown_lines += reader.skipped_unknown
     if reader.truncated:
         report.cut_short.append(str(reader.path))
+        if reader.truncated_line is not None:
+            report.cut_short_lines[str(reader.path)] = reader.truncated_line
     version = reader.header.get("version")
     if isinstance(version, str):
         minor = version.partition(".")[2]

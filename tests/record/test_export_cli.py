@@ -143,6 +143,22 @@ def test_an_option_given_to_an_export_it_does_not_apply_to_is_refused_naming_whe
     assert not out.exists()
 
 
+def test_a_last_line_cut_short_is_named_with_its_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().count(b"\n")
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"message","t":2.0,"exch')  # a proxy killed mid-write
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 1
+    err = capsys.readouterr().err
+
+    assert f"{capture}:{lines + 1}: last line cut short (a proxy stopped mid-write)" in err
+    report = orjson.loads((tmp_path / "out.json").read_bytes())["skipped"]
+    assert report["cut_short"] == [str(capture)]
+
+
 def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without_failing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
