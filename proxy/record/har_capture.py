@@ -106,7 +106,7 @@ class HarFromCapture:
                     msg = obs.msg
                     carried = Carried(
                         obs.t, obs.direction, obs.channel, obs.side, msg.kind, msg.raw,
-                        msg.id, msg.method, obs.size, obs.sse_id, obs.note, chain,
+                        msg.id, msg.method, obs.size, obs.sse_id, obs.note or msg.problem, chain,
                     )  # fmt: skip
                     self._note_chain(draft, chain)
                     if obs.side is _UPSTREAM and obs.direction is Direction.TO_SERVER and msg.id is not None:
@@ -218,7 +218,7 @@ class HarFromCapture:
         msg = obs.msg
         carried = Carried(
             obs.t, obs.direction, obs.channel, Side.UPSTREAM, msg.kind, msg.raw,
-            msg.id, msg.method, obs.size, None, None, chain,
+            msg.id, msg.method, obs.size, None, msg.problem, chain,
         )  # fmt: skip
         if not draft.chains and (summary := self._summary(chain)) is not None:
             # a leg has the eras and mode of the chain it serves

@@ -22,7 +22,7 @@ from proxy.record.capture import read_capture
 from proxy.record.export import Format, export_capture
 from proxy.record.har import upstream_url
 from proxy.record.har_live import LiveDrafts
-from proxy.wire.jsonrpc import classify_value, request, result_response
+from proxy.wire.jsonrpc import Kind, Message, classify_value, parse_body, request, result_response
 from tests.flows.bridge_play import LEG_STATUSES, UPSTREAM_SESSION, refused_leg_call
 from tests.flows.stream_play import HEADERS, SESSION, TOKEN, streams_and_delete
 from tests.flows.test_sink import SCENARIOS, Play
@@ -262,12 +262,26 @@ def _legacy_sse_client(obs: Any, clock: Any) -> list[Any]:
     return [obs.close_exchange("x1", None)]
 
 
+def _answer_not_json(obs: Any, clock: Any) -> list[Any]:
+    """A server that answers a call with a body that is not JSON (a 404 page): its message says why."""
+    call = classify_value(request(1, "tools/call", {"name": "echo", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=60)
+    obs.message("x1", call, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
+    clock.now += 0.25
+    obs.response_head("x1", status=404, content_type="text/plain", headers={})
+    page = Message(Kind.INVALID, "Not Found", problem=parse_body(b"Not Found").parse_error)  # as relayed
+    obs.message("x1", page, size=9, direction=Direction.TO_CLIENT, channel=Channel.HTTP)
+    clock.now += 0.125
+    return [obs.close_exchange("x1", None)]
+
+
 PLAYS: dict[str, Play] = {
     **SCENARIOS,
     "streams-and-delete": streams_and_delete,
     "refused-leg-call": refused_leg_call,
     "hung-up-calls": _hung_up_calls,
     "legacy-sse-client": _legacy_sse_client,
+    "answer-not-json": _answer_not_json,
 }
 
 
