@@ -240,9 +240,9 @@ def _body_text(record: MessageRecord) -> str:
 
 def _leg_headers(messages: list[MessageRecord], record: MessageRecord) -> list[tuple[str, str]]:
     """The headers a bridge's upstream request carried: the routing headers its body implies (for a
-    2026-07-28 server) or the session and the version the proxy's own handshake agreed (a legacy one),
-    then the client headers a bridge relays (`Authorization`, custom ones), from the latest client head
-    of the chain before it."""
+    2026-07-28 server), or for a legacy one the session and the version its handshake agreed (when the
+    chain holds that handshake; its own `initialize` carries neither), then the client headers a bridge
+    relays (`Authorization`, custom ones), from the latest client head of the chain before it."""
     body = record.body if isinstance(record.body, dict) else {}
     params = body.get("params")
     params = params if isinstance(params, dict) else {}

@@ -72,7 +72,8 @@ class ExportReport:
     version added is ignored or skipped (said, never counted as skipped by itself)."""
 
     def lines(self) -> list[str]:
-        """One sentence per thing skipped, for stderr and the HAR's comment; empty when nothing was."""
+        """One sentence per thing skipped, and per file of a newer minor format, for stderr and the
+        HAR's comment; empty when there is nothing to say."""
         out = [f"skipped {path}:{line}: {reason}" for path, line, reason in self.corrupt]
         if self.corrupt_lines > len(self.corrupt):
             out.append(f"skipped {counted(self.corrupt_lines - len(self.corrupt), 'more corrupt line')}")
