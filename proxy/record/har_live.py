@@ -7,10 +7,9 @@ record holds, each chain keeps beside its records as the exchange's facts (`Exch
 the request came, when the response head went out and when the exchange closed (and how), the
 request body's bytes, response bytes that carried no message, SSE events without a message, and the
 earlier leg a leg serves. The entry takes its timings and sizes from those, as a capture's export
-takes them from the observations, so both exports give the same traffic the same numbers. Only what
-neither holds is left out (the head of a POST that only answered a nested request); an exchange whose
-facts a chain no longer kept (past its bound) is timed by its records, and is complete once its
-chains have ended. Records were redacted when they were made, with the proxy's own redactor, so an
+takes them from the observations, so both exports give the same traffic the same numbers. An
+exchange whose facts a chain no longer kept (past its bound) is timed by its records, and is complete
+once its chains have ended. Records were redacted when they were made, with the proxy's own redactor, so an
 entry holds nothing the store does not.
 """
 
