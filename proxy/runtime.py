@@ -33,7 +33,6 @@ from proxy.flows.store import ChainStore
 from proxy.framing.http import (
     Upstream,
     command_secrets,
-    masked_path,
     masked_url,
     parse_upstream,
     stdio_upstream,
@@ -242,8 +241,8 @@ class Proxy:
     def shown_endpoint(self) -> str:
         """The endpoint as the start-up line shows it: the bare `/` (which stands for the upstream's
         endpoint) when the upstream's path holds a key, so the URL shown works and shows no key."""
-        base_path = self.upstream.base_path
-        return self.url + "/" if masked_path(base_path) != base_path else self.endpoint()
+        upstream = self.upstream
+        return self.url + "/" if upstream.shown_path != upstream.base_path else self.endpoint()
 
     def sse_endpoint(self) -> str | None:
         """The URL HTTP+SSE (2024-11-05) clients open their stream at (None: not served)."""

@@ -94,11 +94,15 @@ class Upstream:
         """
         if self.scheme == "stdio":
             return self.url
-        path = masked_path(self.base_path)
         if not self.query:
-            return self.origin + path
+            return self.origin + self.shown_path
         names = [pair.split("=", 1)[0] for pair in self.query.split("&")]
-        return f"{self.origin}{path}?" + "&".join(f"{name}=<redacted>" for name in names)
+        return f"{self.origin}{self.shown_path}?" + "&".join(f"{name}=<redacted>" for name in names)
+
+    @property
+    def shown_path(self) -> str:
+        """The endpoint's path as shown to people: a key in it (`/s/<key>/mcp`) masked."""
+        return masked_path(self.base_path)
 
     @property
     def secrets(self) -> tuple[str, ...]:

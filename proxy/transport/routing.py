@@ -24,7 +24,7 @@ from proxy.config import Settings
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
 from proxy.framing.classify import Limits, Rejection, Route, classify
-from proxy.framing.http import Upstream, masked_path
+from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
 from proxy.transport.channel_upstream import ChannelUpstream
@@ -202,7 +202,7 @@ class Router:
         """The upstream's MCP endpoint as shown to people: scheme, host, port and path (no credentials)."""
         if self.transport == "stdio":
             return self.upstream.shown
-        return self.upstream.origin + masked_path(self.upstream.base_path)
+        return self.upstream.origin + self.upstream.shown_path
 
     def unroutable(self) -> str | None:
         """Why a request cannot be routed now (the upstream was out of reach at the last probe), or None."""
