@@ -361,12 +361,12 @@ async def test_the_live_har_gives_each_exchange_the_timings_sizes_and_mcp_fields
     for entry in live:
         internal = "the proxy's internal Streamable HTTP form" in entry.get("comment", "")
         assert internal == (entry["_mcp"]["side"] == "client" and entry["_mcp"]["client_transport"] == "sse")
-    if (
-        server == "legacy_server"
-    ):  # the 2026-07-28 client's answer goes up on a leg linked to the parked call's
-        assert any("related" in e["_mcp"] for e in live if e["_mcp"]["side"] == "upstream"), (
-            "no leg is related"
-        )
-    else:  # the bridge's SSE answer to the legacy client streams the upstream's priming event too
+    legs = [e for e in live if e["_mcp"]["side"] == "upstream"]
+    # To a legacy server, the 2026-07-28 client's answer goes up on a leg linked to the parked call's;
+    # to a 2026-07-28 one, the bridge's SSE answer to the legacy client streams the upstream's priming
+    # event too.
+    if server == "legacy_server":
+        assert any("related" in e["_mcp"] for e in legs), "no leg is related"
+    else:
         sse = [e for e in live if e["response"]["content"]["mimeType"].startswith("text/event-stream")]
         assert any(e["response"]["bodySize"] != e["response"]["content"]["size"] for e in sse)
