@@ -304,7 +304,13 @@ class CaptureFeed:
             return
         finally:
             reader.close()
-        skipped = _skipped(reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated)
+        replayer = reader.replayer
+        if replayer is not None:
+            replayer.finish()
+        left_out = replayer.lost_lines if replayer is not None else 0
+        skipped = _skipped(
+            reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out
+        )
         warning = skipped.removeprefix("; ").strip()
         await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}", warning=warning))
 
@@ -347,19 +353,28 @@ class CaptureFeed:
         end = index.end
         corrupt = [(line, reason) for _file, line, reason in end.get("corrupt", [])]
         skipped = _skipped(
-            end.get("corrupt_lines", 0), corrupt, end.get("unknown_lines", 0), bool(end.get("cut_short"))
+            end.get("corrupt_lines", 0),
+            corrupt,
+            end.get("unknown_lines", 0),
+            bool(end.get("cut_short")),
+            end.get("left_out_lines", 0),
         )
         warning = skipped.removeprefix("; ").strip()
         await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}", warning=warning))
 
 
-def _skipped(corrupt_lines: int, corrupt: list[tuple[int, str]], unknown: int, cut: bool) -> str:
+def _skipped(
+    corrupt_lines: int, corrupt: list[tuple[int, str]], unknown: int, cut: bool, left_out: int = 0
+) -> str:
     """What reading skipped, for the end status ('' when nothing)."""
     text = " (the last line was cut short)" if cut else ""
     if corrupt_lines:
         line, reason = corrupt[0]
         plural = "s" if corrupt_lines > 1 else ""
         text += f"; {corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
+    if left_out:
+        plural = "s" if left_out > 1 else ""
+        text += f"; {left_out} later line{plural} of exchanges whose opening line was skipped left out"
     if unknown:
         plural = "s" if unknown > 1 else ""
         text += f"; {unknown} line{plural} of a newer capture version skipped"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -468,6 +469,11 @@ class CaptureReader:
         self._replayer: ObservationReplayer | None = replayer
 
     @property
+    def replayer(self) -> ObservationReplayer | None:
+        """The replayer of its observation lines (shared by rotated parts), once one was needed."""
+        return self._replayer
+
+    @property
     def path(self) -> Path:
         """The file being read."""
         return self._path
@@ -556,21 +562,30 @@ class CaptureReader:
 
     def _replay(self, raw: bytes, lineno: int) -> list[FlowEvent] | None:
         """The events an observation line builds; None for a last line cut short."""
+        if self._replayer is None:
+            self._replayer = ObservationReplayer()
         try:
             line = orjson.loads(raw)
         except orjson.JSONDecodeError:
             if not raw.endswith(b"\n"):
                 return None
+            self._lose_opening(_OPENING.search(raw), lineno)
             raise CaptureFormatError("corrupt observation line (not JSON)", self._path, lineno) from None
-        if self._replayer is None:
-            self._replayer = ObservationReplayer()
         try:
             return self._replayer.replay(line)
         except UnknownKind:
             raise _Unknown from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._lose_opening(_OPENING.search(raw), lineno)
             reason = f"corrupt observation line: {_problem(exc)}"[:300]
             raise CaptureFormatError(reason, self._path, lineno) from None
+
+    def _lose_opening(self, found: re.Match[bytes] | None, lineno: int) -> None:
+        """A skipped line that opened an exchange (as far as its text still says): the replayer leaves
+        the exchange's later lines out and counts them, so the report says what went with it."""
+        if found is not None and self._replayer is not None and not self._strict:
+            exchange = found.group(1).decode("utf-8", "replace")
+            self._replayer.opening_lost(exchange, f"{self._path}:{lineno}")
 
     def close(self) -> None:
         """Close the file."""
@@ -586,6 +601,10 @@ class CaptureReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_OPENING: Final = re.compile(rb'"kind":"exchange_opened".*?"exchange":"([^"\\]{1,128})"')
+"""An `exchange_opened` line's exchange id, read from its text (the line may not parse)."""
 
 
 def _problem(exc: Exception) -> str:

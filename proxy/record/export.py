@@ -67,6 +67,10 @@ class ExportReport:
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
     cut_short_lines: dict[str, int] = field(default_factory=dict)
     """The number of each of those lines."""
+    left_out_lines: int = 0
+    """Lines left out because the opening line of their exchange was skipped (they have no chain)."""
+    left_out: list[tuple[str, int, str]] = field(default_factory=list)
+    """Exchange, lines left out and `file:line` of its skipped opening line, for the first of them."""
     newer: list[tuple[str, str]] = field(default_factory=list)
     """Files of a newer minor format version, each with its version: read, though whatever that
     version added is ignored or skipped (said, never counted as skipped by itself)."""
@@ -77,6 +81,14 @@ class ExportReport:
         out = [f"skipped {path}:{line}: {reason}" for path, line, reason in self.corrupt]
         if self.corrupt_lines > len(self.corrupt):
             out.append(f"skipped {counted(self.corrupt_lines - len(self.corrupt), 'more corrupt line')}")
+        out.extend(
+            f"left out {counted(lines, 'later line')} of exchange {exchange}: its opening line ({where}) "
+            "was skipped"
+            for exchange, lines, where in self.left_out
+        )
+        if self.left_out_lines > sum(lines for _, lines, _ in self.left_out):
+            more = self.left_out_lines - sum(lines for _, lines, _ in self.left_out)
+            out.append(f"left out {counted(more, 'more line')} of exchanges whose opening line was skipped")
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
         for path in self.cut_short:
@@ -101,6 +113,8 @@ class ExportReport:
         return {
             "corrupt_lines": self.corrupt_lines,
             "corrupt": [{"file": p, "line": n, "reason": r} for p, n, r in self.corrupt],
+            "left_out_lines": self.left_out_lines,
+            "left_out": [{"exchange": x, "lines": n, "opening_line": w} for x, n, w in self.left_out],
             "unknown_lines": self.unknown_lines,
             "cut_short": self.cut_short,
         }
@@ -244,6 +258,18 @@ def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> N
                 if on_info is not None and isinstance(event, ProxyInfo):
                     on_info(event)
             note_skipped(reader, report)
+    if readers:
+        note_left_out(readers[-1].replayer, report)
+
+
+def note_left_out(replayer: ObservationReplayer | None, report: ExportReport) -> None:
+    """Add the lines a replayer left out with their exchange's skipped opening line to `report` (once
+    every file of the capture was read: an exchange may close in a later part)."""
+    if replayer is None:
+        return
+    replayer.finish()
+    report.left_out_lines += replayer.lost_lines
+    report.left_out.extend((lost.exchange, lost.lines, lost.where) for lost in replayer.lost)
 
 
 def note_skipped(reader: CaptureReader, report: ExportReport) -> None:

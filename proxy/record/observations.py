@@ -345,6 +345,24 @@ Applied = Callable[[Observation, list[FlowEvent], str | None], None]
 """Hears of each observation once built: the events it made and the chain it filed a message in."""
 
 
+MAX_LOST_TRACKED: Final = 1024
+"""Exchanges with a lost opening line followed at once (a capture damaged past it reports the rest as
+corrupt lines only)."""
+
+MAX_LOST_SHOWN: Final = 20
+"""Exchanges with lines left out named in a report (all their lines are counted)."""
+
+
+@dataclasses.dataclass
+class LostOpening:
+    """An exchange whose opening line was skipped as corrupt, and its later lines left out with it."""
+
+    exchange: str
+    where: str
+    """`file:line` of the skipped opening line."""
+    lines: int = 0
+
+
 class ObservationReplayer:
     """Builds the events of a capture's observation lines with a chain builder of its own.
 
@@ -367,6 +385,14 @@ class ObservationReplayer:
         on_filed: Filed | None = None,
     ) -> None:
         self._events: list[FlowEvent] = []
+        self._lost: dict[str, LostOpening] = {}
+        """Exchanges whose opening line was skipped as corrupt, still open in the capture: their later
+        lines cannot be built into anything (bounded: `MAX_LOST_TRACKED`, the oldest forgotten)."""
+        self.lost: list[LostOpening] = []
+        """Exchanges whose later lines were left out because their opening line was skipped, in the
+        order they ended (bounded: `MAX_LOST_SHOWN`; `lost_lines` counts every line)."""
+        self.lost_lines = 0
+        """Lines left out because the opening line of their exchange was skipped."""
         self._restored: set[str] = set()
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
         self._on_applied = on_applied
@@ -390,6 +416,8 @@ class ObservationReplayer:
         this file began (read from an earlier file); otherwise it stands in for the lost original.
         """
         obs = decode(line)
+        if self._lost and self._left_out(obs):
+            return []
         if line.get("repeat") is True:
             key = key_of(obs)
             if key not in self._restored:
@@ -415,6 +443,42 @@ class ObservationReplayer:
     def builder(self) -> ChainBuilder:
         """The chain builder (a reader asks it how many chains have finished)."""
         return self._builder
+
+    def opening_lost(self, exchange: str, where: str) -> None:
+        """The opening line of `exchange` (at `where`, `file:line`) was skipped as corrupt: its later
+        lines are left out and counted (the builder cannot place them), and the report names it."""
+        if exchange in self._lost or self._builder.has_exchange(exchange):
+            return
+        if len(self._lost) >= MAX_LOST_TRACKED:
+            self._settle(self._lost.pop(next(iter(self._lost))))
+        self._lost[exchange] = LostOpening(exchange, where)
+
+    def finish(self) -> None:
+        """The capture's end: exchanges whose opening line was lost and never closed are reported too."""
+        for lost in self._lost.values():
+            self._settle(lost)
+        self._lost.clear()
+
+    def _left_out(self, obs: Observation) -> bool:
+        """Whether `obs` belongs to an exchange whose opening line was lost (a repeated opening line
+        in a later file restores it: that one is built)."""
+        if isinstance(obs, ExchangeOpened | LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):
+            lost = self._lost.pop(obs.exchange, None) if isinstance(obs, ExchangeOpened) else None
+            if lost is not None:
+                self._settle(lost)
+            return False
+        lost = self._lost.get(getattr(obs, "exchange", ""))
+        if lost is None:
+            return False
+        lost.lines += 1
+        self.lost_lines += 1
+        if isinstance(obs, ExchangeClosed):
+            self._settle(self._lost.pop(obs.exchange))
+        return True
+
+    def _settle(self, lost: LostOpening) -> None:
+        if lost.lines and len(self.lost) < MAX_LOST_SHOWN:
+            self.lost.append(lost)
 
     def start_file(self) -> None:
         """A new file begins: its repeated lines are judged afresh against what is open."""

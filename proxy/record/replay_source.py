@@ -17,7 +17,7 @@ from typing import Final
 
 from proxy.flows.events import ProxyInfo, event_from_json
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.export import JSON_MESSAGES, ExportReport, note_skipped, open_readers
+from proxy.record.export import JSON_MESSAGES, ExportReport, note_left_out, note_skipped, open_readers
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
 from proxy.record.replay_plan import ChainPlan, plan_chain
@@ -93,5 +93,6 @@ def plans(source: CaptureSource) -> Iterator[ChainPlan]:
                     chain = gone.popleft()
                     yield plan_chain(chain.summary, chain.messages)
             note_skipped(reader, source.report)
+    note_left_out(replayer, source.report)
     for chain in store.drain():
         yield plan_chain(chain.summary, chain.messages)

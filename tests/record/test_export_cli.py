@@ -304,3 +304,46 @@ def test_what_export_says_on_stderr_shows_control_characters_escaped(
     shown = str(capture).replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\u202e", "\\u202e")
     assert f"skipped {shown}:7: corrupt observation line" in err
     assert not any(char in err for char in "\x1b\x07\u202e"), err
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda line: line.replace(b'"http_method":"POST",', b""), id="a-field-missing"),
+        pytest.param(lambda line: line.replace(b'"http_method":"POST",', b"\x00{junk"), id="not-json"),
+    ],
+)
+def test_the_lines_an_exchange_loses_with_its_skipped_opening_line_are_counted_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any
+) -> None:
+    """The chains around it are whole; what went with the damaged exchange is said, not lost in silence."""
+    capture = tmp_path / "two.jsonl"
+    record_play(_two_calls, capture)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    opening = next(i for i, ln in enumerate(lines) if b'"exchange_opened"' in ln and b'"exchange":"x9"' in ln)
+    later = sum(1 for ln in lines[opening + 1 :] if b'"exchange":"x9"' in ln)
+    lines[opening] = damage(lines[opening])
+    capture.write_bytes(b"".join(lines))
+    out = tmp_path / "out.json"
+
+    assert main(["export", "--json", str(out), str(capture)]) == 1
+    err = capsys.readouterr().err
+
+    assert later >= 3  # its call, the answer and its close at least
+    where = f"{capture}:{opening + 1}"
+    assert f"skipped {where}: corrupt observation line" in err
+    assert f"left out {later} later lines of exchange x9: its opening line ({where}) was skipped" in err
+    written = orjson.loads(out.read_bytes())
+    assert [c["chain"]["name"] for c in written["chains"]] == ["ask"]
+    assert written["skipped"]["left_out_lines"] == later
+    assert written["skipped"]["left_out"] == [{"exchange": "x9", "lines": later, "opening_line": where}]
+
+
+def test_an_intact_capture_leaves_nothing_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capture = tmp_path / "two.jsonl"
+    record_play(_two_calls, capture)
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 0
+
+    assert "left out" not in capsys.readouterr().err
+    assert "skipped" not in orjson.loads((tmp_path / "out.json").read_bytes())

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -14,6 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.flows.events import FlowEvent, Lagged, event_to_json
+from tests.flows.test_sink import SCENARIOS
+from tests.record.captures import record_play
 from tests.ui.helpers import TOUR, ScriptedFeed, info, opened, wait_for
 from ui.feeds import AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
 
@@ -155,6 +158,33 @@ async def test_a_corrupt_line_is_skipped_the_rest_shown_and_the_count_reported(t
     assert status.detail.startswith(expected)
     assert status.warning.startswith("2 corrupt lines skipped (first: line 6, ")
     assert len(items) == 135
+
+
+@pytest.mark.parametrize("tail_bytes", [1 << 20, 256], ids=["read-whole", "indexed"])
+async def test_lines_lost_with_an_exchanges_skipped_opening_line_are_counted_in_the_end_status(
+    tmp_path: Path, tail_bytes: int
+) -> None:
+    """Read whole or indexed (a big capture), the status says what went with the damaged line."""
+    damaged = tmp_path / "damaged.jsonl"
+    record_play(_call_then_add, damaged)
+    lines = damaged.read_bytes().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if b'"exchange_opened"' in ln and b'"exchange":"x9"' in ln)
+    later = sum(1 for ln in lines[at + 1 :] if b'"exchange":"x9"' in ln)
+    lines[at] = lines[at].replace(b'"http_method":"POST",', b"")
+    damaged.write_bytes(b"".join(lines))
+
+    status = (await collect(CaptureFeed(damaged, chunk=10, tail_bytes=tail_bytes), seconds=30))[-1]
+
+    assert isinstance(status, FeedStatus)
+    assert status.state == "ended"
+    assert later >= 3
+    assert f"; {later} later lines of exchanges whose opening line was skipped left out" in status.detail
+    assert status.warning.startswith(f"1 corrupt line skipped (first: line {at + 1}, ")
+
+
+def _call_then_add(obs: Any, clock: Any) -> list[Any]:
+    """A call whose server asks the client its name, then a plain call on exchange x9."""
+    return [*SCENARIOS["nested-elicitation"](obs, clock), *SCENARIOS["json-call"](obs, clock, "x9", 9)]
 
 
 async def test_a_newer_minor_versions_lines_are_skipped_and_counted_and_a_newer_major_is_refused(
