@@ -4,7 +4,7 @@
 # configuration's median req/s and proxy CPU per 1,000 requests against the first one.
 # The X_* switches exist only with switches.patch applied (git apply bench/results/issue15-s23/switches.patch).
 set -u
-cd /work/main
+cd "$(dirname "$0")/../../.."
 PY=.venv/bin/python
 ROUNDS=${ROUNDS:-5}; SECS=${SECS:-6}
 tmp=$(mktemp -d)
