@@ -35,8 +35,8 @@ from proxy.config import (
     load_settings,
     render_settings,
 )
-from proxy.framing.http import credential_segment
 from proxy.record.capture import CaptureError
+from proxy.wire.path_keys import credential_segment
 
 
 def _flag_type(annotation: Any) -> Any:

@@ -182,7 +182,7 @@ class RecordMaker:
     def request_head(self, http_method: str, path: str, headers: Mapping[str, str]) -> HttpInfo:
         """The request head a record carries, redacted."""
         return HttpInfo(
-            method=http_method, path=self._redactor.path(path), headers=self._redactor.headers(headers)
+            method=http_method, path=self._redactor.target(path), headers=self._redactor.headers(headers)
         )
 
     def response_head(self, status: int, content_type: str | None, headers: Mapping[str, str]) -> HttpInfo:

@@ -17,9 +17,11 @@ import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
-from urllib.parse import unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 import orjson
+
+from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_segments
 
 _USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
 """The scheme and userinfo of an absolute URL (`http://user:password@host/...`)."""
@@ -381,6 +383,21 @@ class Redactor:
             parts.append(f"{name}{eq}{value}")
         return self.scrub(f"{base}?{'&'.join(parts)}")
 
+    def target(self, target: str) -> str:
+        """An HTTP request target as `path` masks it, with credential-like path segments masked too
+        (`/mcp/sk-ak-.../sse`: a gateway's key in the path, `proxy.wire.path_keys`), each remembered
+        as sent and as decoded, since a server may echo it."""
+        base, q, query = target.partition("?")
+        if len(base) > CREDENTIAL_PIECE:
+            base = mask_segments(base, self._path_key)
+        return self.path(f"{base}{q}{query}")
+
+    def _path_key(self, segment: str) -> str:
+        decoded = unquote(segment)
+        self._remember(segment)
+        self._remember(decoded)
+        return self.token(decoded)
+
     def _query_value(self, key: str, value: str) -> str:
         """The stand-in of a secret query value, remembered as sent and as decoded (either may be echoed)."""
         decoded = unquote_plus(value)
@@ -683,5 +700,9 @@ class AlreadyRedacted(Redactor):
         return value
 
     def path(self, target: str) -> str:
+        """The target as it was recorded."""
+        return target
+
+    def target(self, target: str) -> str:
         """The target as it was recorded."""
         return target

@@ -440,7 +440,7 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
     """What the exchange carried; a GET that got no event stream is named by its path (not a stream)."""
     kind = (tally.content_type or "").split(";", 1)[0].strip().lower()
     if tally.http_method == "GET" and kind != "text/event-stream":
-        return f"GET {redactor.path(tally.path)}"
+        return f"GET {redactor.target(tally.path)}"
     return tally.carried or tally.method or tally.http_method
 
 

@@ -6,17 +6,16 @@ re-exported from there, since most of the proxy looks headers up through this mo
 
 from __future__ import annotations
 
-import itertools
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from proxy.framing.h1 import NOT_IN_TARGET
 from proxy.framing.h1 import header as header
 from proxy.wire.headers import HOP_BY_HOP
+from proxy.wire.path_keys import credential_segment, masked_path
 
 SSE_TYPE = "text/event-stream"
 _NOT_FORWARDED_UP = frozenset({"host", "content-length"})
@@ -129,58 +128,6 @@ _USERINFO_PASSWORD = re.compile(r"([^/?#@:\s'\"]*:)[^/?#@\s]*@")
 """A userinfo's password, with or without the `//` before it (`user:pw@host`, `http:/user:pw@host`):
 text that is not a well-formed URL must not show it either."""
 _QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
-
-
-_PATH_SEGMENT = re.compile(r"(?:(?<=^/)|(?<=[^/]/))[^/?#:\s'\"<>]+")
-"""A path segment: after a `/` that begins the text or follows something other than a `/` (so not a
-URL's host, which follows `//`)."""
-
-_TOKEN_SEPARATORS = re.compile(r"[-_.~+=:;,/%]")
-
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-
-CREDENTIAL_PIECE: Final = 16
-"""Letters and digits run together at least this long in a path segment read as a credential."""
-
-
-def credential_segment(segment: str) -> bool:
-    """Whether a URL path segment looks like a credential.
-
-    Either a run of at least `CREDENTIAL_PIECE` letters and digits with both in it (a hex token,
-    `sk-ak-…`), or a segment of that length whose letters and digits, separators left out, change
-    between lower case, upper case and digit at least once in three characters, as random text does
-    (a base64url key, whose `-` and `_` split it into short runs). Words (`server-everything`,
-    `github-mcp-server-v2`), dates, numbers and UUIDs (identifiers) are not: the path tells one upstream
-    from another, and masking it all would hide which one it is. Names that run words and digits
-    together (`Project2024Archive`) are read as keys: for a secret, masking too much is the safer error.
-    """
-    text = unquote(segment)
-    if len(text) < CREDENTIAL_PIECE or not text.isascii() or _UUID.fullmatch(text):
-        return False
-    pieces = _TOKEN_SEPARATORS.split(text)
-    if any(
-        len(p) >= CREDENTIAL_PIECE and p.isalnum() and not p.isdigit() and not p.isalpha() for p in pieces
-    ):
-        return True
-    joined = "".join(pieces)
-    if len(joined) < 12 or not joined.isalnum() or joined.isdigit():
-        return False
-    return 3 * _class_changes(joined) >= len(joined)
-
-
-def _class_changes(text: str) -> int:
-    """How often consecutive characters differ in class (lower case, upper case, digit)."""
-    kinds = [0 if c.islower() else 1 if c.isupper() else 2 for c in text]
-    return sum(1 for a, b in itertools.pairwise(kinds) if a != b)
-
-
-def masked_path(path: str) -> str:
-    """A URL path with its credential-like segments masked (`credential_segment`)."""
-    return _PATH_SEGMENT.sub(_masked_segment, path) if len(path) > CREDENTIAL_PIECE else path
-
-
-def _masked_segment(match: re.Match[str]) -> str:
-    return "<redacted>" if credential_segment(match.group(0)) else match.group(0)
 
 
 def masked_url(url: str) -> str:

@@ -109,7 +109,7 @@ class ObservationEncoder:
                 line["sse_id"] = redactor.scrub(obs.sse_id)
             case ExchangeOpened():
                 line["headers"] = redactor.headers(obs.headers)
-                line["path"] = redactor.path(obs.path)
+                line["path"] = redactor.target(obs.path)
                 line["session"] = obs.session and redactor.token(obs.session)
                 if obs.client_transport == "http":  # written only when not the usual, which readers assume
                     del line["client_transport"]

@@ -105,3 +105,48 @@ async def test_a_client_told_the_upstream_is_out_of_reach_reads_its_address_with
     assert secret not in answer
     assert secret not in log
     assert "/s/<redacted>/mcp" in log
+
+
+async def test_a_key_a_client_puts_in_its_own_path_reaches_no_output(tmp_path: Path) -> None:
+    """A gateway that takes each client's key in the path (`/gw/<key>/mcp`): the proxy mirrors the
+    client's path to it, so the key is not the upstream URL's, and is masked as the client sent it."""
+    secret = key()
+    client_path = f"/gw/{secret}/mcp"
+    capture = tmp_path / "run.jsonl"
+    with PeerServer("legacy-inflight", path=client_path) as server:
+        upstream = f"http://127.0.0.1:{server.port}/"  # the gateway's root: no key in it
+        env = clean_env(
+            **settings_env(upstream=upstream, upstream_era="legacy", capture=capture, admin_token=TOKEN)
+        )
+        with ProxyProcess(env) as proxy:
+            result = await run_scenario(proxy.endpoint(client_path), "legacy", "echo")
+            assert result["result"]["content"] == ["hello"]
+            admin = []
+            for what in ("/api/chains?limit=100", "/api/export.har"):
+                status, _, body = await admin_get(proxy.admin + what, TOKEN)
+                assert status == 200, what
+                admin.append(body.decode())
+            proxy.stop()
+            log = proxy.stderr()
+        listed = run_mcp_proxy("export", "--json", "-", str(capture))
+        assert listed.returncode == 0, listed.stderr
+        chains = json.loads(listed.stdout)["chains"]
+        call = next(c["chain"]["id"] for c in chains if c["chain"]["method"] == "tools/call")
+        curl = run_mcp_proxy("export", "--curl", call, str(capture))
+        har = run_mcp_proxy("export", "--har", "-", str(capture))
+        assert curl.returncode == 0, curl.stderr
+        assert har.returncode == 0, har.stderr
+
+    outputs = {
+        "log": log,
+        "capture": capture.read_text(encoding="utf-8"),
+        "export --json": listed.stdout,
+        "export --har": har.stdout,
+        "export --curl": curl.stdout,
+        "admin API": "\n".join(admin),
+    }
+    assert '"name":"echo"' in outputs["capture"]
+    assert '"/gw/<redacted len=' in outputs["capture"], "the path is kept, its key masked"
+    assert '/gw/"${MCP_URL_SECRET:?' in outputs["export --curl"], "the key is a placeholder to set"
+    leaks = [place for place, text in outputs.items() if secret in text]
+    assert leaks == [], {p: outputs[p][max(0, outputs[p].index(secret) - 200) :][:300] for p in leaks}

@@ -624,3 +624,26 @@ def test_a_query_credential_of_a_link_is_masked_where_an_earlier_header_of_the_h
 
     assert SECRET not in repr(shown)
     assert shown["X-Debug-Next"] == "next page with access_token=" + redactor.token(f"a-{SECRET}")
+
+
+def test_a_request_targets_path_keys_are_masked_and_remembered_for_echoes(redactor: Redactor) -> None:
+    key = "Zk9f2c41d7a0b83e5c6d1f0a9b8c7d6e5f4"
+    shown = redactor.target(f"/mcp/{key}/sse?token=abc123secret&page=2")
+
+    assert key not in shown
+    assert shown.startswith("/mcp/<redacted len=")
+    assert shown.count("<redacted") == 2
+    assert shown.endswith("&page=2")
+    # A server echoing the key in a result has it masked too.
+    assert key not in json.dumps(redactor.body({"text": f"your key is {key}"}))
+    # Names, UUIDs, short paths and a URL's host are kept: they tell endpoints apart.
+    for kept in (
+        "/mcp",
+        "/server-everything/mcp",
+        "/sessions/123e4567-e89b-12d3-a456-426614174000/mcp",
+        "http://gateway.example.com/github-mcp-server-v2/mcp",
+    ):
+        assert redactor.target(kept) == kept
+    # `path` (resource URIs as well as targets) judges only the query: a page id is no key.
+    page = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d"
+    assert redactor.path(f"notion://workspace/page/{page}") == f"notion://workspace/page/{page}"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import secrets
 
 import pytest
 
 from proxy.framing.h1 import HeadError, encode_request_head, origin_form
 from proxy.framing.http import (
     command_secrets,
-    credential_segment,
     forward_request_headers,
     forward_response_headers,
     header,
@@ -60,12 +58,6 @@ KEY = "ZDk3OGE4YjctNWY2Ny00NGFlLTk5ZTAtYTk5NDEy"
 )
 def test_a_key_in_a_urls_path_is_masked_and_the_path_around_it_kept(url: str, shown: str) -> None:
     assert masked_url(url) == shown
-
-
-def test_random_base64url_keys_are_read_as_keys_whatever_their_dashes_and_underscores() -> None:
-    keys = [secrets.token_urlsafe(n) for n in (16, 24, 32) for _ in range(300)]
-    missed = [k for k in keys if not credential_segment(k)]
-    assert len(missed) <= len(keys) // 100, missed  # about 0.4% of 16-byte keys have too few changes
 
 
 def test_a_key_in_the_upstream_path_is_one_of_its_secrets_and_never_shown() -> None:
