@@ -141,8 +141,8 @@ class LogRedactor(Protocol):
         """`value` with every known secret text in it masked."""
         ...
 
-    def target(self, target: str) -> str:
-        """A request target with credential-like query values and path segments masked."""
+    def path(self, target: str) -> str:
+        """A request target with credential-like query values masked."""
         ...
 
 
@@ -150,8 +150,7 @@ FINGERPRINTED_FIELDS = frozenset({"principal"})
 """Log fields that carry an identity's digest: shown only as a keyed fingerprint."""
 
 TARGET_FIELDS = frozenset({"path", "target", "path_qs", "url"})
-"""Log fields that may carry a request target: credential-like query values and path segments in them
-are masked."""
+"""Log fields that may carry a request target: credential-like query values in them are masked."""
 
 _REDACTOR: LogRedactor | None = None
 
@@ -173,7 +172,7 @@ def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> 
         if key in FINGERPRINTED_FIELDS:
             event[key] = redactor.fingerprint(value)
         elif key in TARGET_FIELDS:
-            event[key] = redactor.target(value)
+            event[key] = redactor.path(value)
         else:
             event[key] = redactor.scrub(value)
     return event

@@ -374,7 +374,7 @@ def _skipped(
         text += f"; {corrupt_lines} corrupt line{plural} skipped (first: line {line}, {reason})"
     if left_out:
         plural = "s" if left_out > 1 else ""
-        text += f"; {left_out} later line{plural} of exchanges whose opening line was skipped left out"
+        text += f"; {left_out} later line{plural} left out (their exchange's opening line was skipped)"
     if unknown:
         plural = "s" if unknown > 1 else ""
         text += f"; {unknown} line{plural} of a newer capture version skipped"

@@ -21,7 +21,7 @@ from urllib.parse import unquote, unquote_plus
 
 import orjson
 
-from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_segments
+from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
 
 _USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
 """The scheme and userinfo of an absolute URL (`http://user:password@host/...`)."""
@@ -329,7 +329,7 @@ class Redactor:
     def learn(self, target: str, headers: Mapping[str, str]) -> None:
         """Remember the credentials a request head carries (see `_echoed`) without showing it: what is
         shown of its exchange before anything masked the head must mask their echoes too."""
-        self.path(target)
+        self.target(target)
         self.headers(headers)
 
     def link(self, value: str) -> str:
@@ -389,13 +389,17 @@ class Redactor:
         as sent and as decoded, since a server may echo it."""
         base, q, query = target.partition("?")
         if len(base) > CREDENTIAL_PIECE:
-            base = mask_segments(base, self._path_key)
+            base = mask_target_segments(base, self._path_key)
         return self.path(f"{base}{q}{query}")
 
     def _path_key(self, segment: str) -> str:
+        """The stand-in of a key in a path. One with a digit in it is remembered, as sent and decoded:
+        random keys nearly always have one, while a long camel-case name read as a key
+        (`getUserProfileData`) is masked in the path but not everywhere else it appears."""
         decoded = unquote(segment)
-        self._remember(segment)
-        self._remember(decoded)
+        if any(c.isdigit() for c in decoded):
+            self._remember(segment)
+            self._remember(decoded)
         return self.token(decoded)
 
     def _query_value(self, key: str, value: str) -> str:

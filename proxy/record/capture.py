@@ -554,6 +554,7 @@ class CaptureReader:
                 raise _Unknown from None
             detail = errors[0]["msg"] if errors else str(exc)
             if any(e["type"] == "json_invalid" for e in errors):  # which kind of line it was is unknown
+                self._lose_opening(_opened_exchange(raw), lineno)  # unless its text still says
                 raise CaptureFormatError(f"corrupt line (not JSON): {detail}", self._path, lineno) from None
             loc = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else ""
             raise CaptureFormatError(
@@ -569,23 +570,27 @@ class CaptureReader:
         except orjson.JSONDecodeError:
             if not raw.endswith(b"\n"):
                 return None
-            self._lose_opening(_OPENING.search(raw), lineno)
+            self._lose_opening(_opened_exchange(raw), lineno)
             raise CaptureFormatError("corrupt observation line (not JSON)", self._path, lineno) from None
         try:
             return self._replayer.replay(line)
         except UnknownKind:
             raise _Unknown from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            self._lose_opening(_OPENING.search(raw), lineno)
+            exchange = line.get("exchange") if isinstance(line, dict) else None
+            if isinstance(line, dict) and line.get("kind") == "exchange_opened" and isinstance(exchange, str):
+                self._lose_opening(exchange, lineno)
             reason = f"corrupt observation line: {_problem(exc)}"[:300]
             raise CaptureFormatError(reason, self._path, lineno) from None
 
-    def _lose_opening(self, found: re.Match[bytes] | None, lineno: int) -> None:
-        """A skipped line that opened an exchange (as far as its text still says): the replayer leaves
-        the exchange's later lines out and counts them, so the report says what went with it."""
-        if found is not None and self._replayer is not None and not self._strict:
-            exchange = found.group(1).decode("utf-8", "replace")
-            self._replayer.opening_lost(exchange, f"{self._path}:{lineno}")
+    def _lose_opening(self, exchange: str | None, lineno: int) -> None:
+        """A skipped line opened `exchange`: the replayer leaves the exchange's later lines out and
+        counts them, so the report says what went with it."""
+        if not exchange or self._strict:
+            return
+        if self._replayer is None:
+            self._replayer = ObservationReplayer()
+        self._replayer.opening_lost(exchange[:128], f"{self._path}:{lineno}")
 
     def close(self) -> None:
         """Close the file."""
@@ -603,8 +608,17 @@ class CaptureReader:
         self.close()
 
 
-_OPENING: Final = re.compile(rb'"kind":"exchange_opened".*?"exchange":"([^"\\]{1,128})"')
-"""An `exchange_opened` line's exchange id, read from its text (the line may not parse)."""
+_OPENING_KIND: Final = re.compile(rb'"kind"\s*:\s*"exchange_opened"')
+_EXCHANGE_ID: Final = re.compile(rb'"exchange"\s*:\s*"([^"\\]{1,128})"')
+
+
+def _opened_exchange(raw: bytes) -> str | None:
+    """The exchange a line that does not parse opened, as far as its text still says (its members in
+    any order and spacing); None when it is no `exchange_opened` line, or its id is gone."""
+    if _OPENING_KIND.search(raw) is None:
+        return None
+    found = _EXCHANGE_ID.search(raw)
+    return found.group(1).decode("utf-8", "replace") if found is not None else None
 
 
 def _problem(exc: Exception) -> str:

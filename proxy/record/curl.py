@@ -151,9 +151,16 @@ def _url_word(url: str, secrets: _Secrets) -> str:
     """The URL as one shell word, each redacted query value a placeholder of its own, named for its
     parameter in the comment (the upstream's own query and the client's may each hold one)."""
     base, mark, query = url.partition("?")
-    parts = [
-        _word(base + mark, secrets, "MCP_URL_SECRET", "a redacted segment of the URL's path (a key in it)")
-    ]
+    keys = list(dict.fromkeys(found.group() for found in STAND_IN.finditer(base)))
+
+    def path_key(found: re.Match[str]) -> str:
+        what = "a redacted segment of the URL's path (a key in it)"
+        if len(keys) > 1:  # different keys: a placeholder each, the same key always the same one
+            which = _ordinal(keys.index(found.group()) + 1)
+            what = f"the {which} of {len(keys)} redacted segments of the URL's path"
+        return _env(secrets.var("MCP_URL_SECRET", what))
+
+    parts = [_spliced(STAND_IN, base + mark, _quoted, path_key)]
     for i, pair in enumerate(query.split("&") if query else []):
         name = pair.split("=", 1)[0]
         what = f"the redacted value of query parameter {name!r} (parameter {i + 1} of the query)"

@@ -346,8 +346,8 @@ Applied = Callable[[Observation, list[FlowEvent], str | None], None]
 
 
 MAX_LOST_TRACKED: Final = 1024
-"""Exchanges with a lost opening line followed at once (a capture damaged past it reports the rest as
-corrupt lines only)."""
+"""Exchanges with a lost opening line followed at once; past it the oldest is reported with the lines
+counted so far, and its later ones are no longer counted."""
 
 MAX_LOST_SHOWN: Final = 20
 """Exchanges with lines left out named in a report (all their lines are counted)."""

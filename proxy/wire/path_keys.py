@@ -18,7 +18,12 @@ _PATH_SEGMENT = re.compile(r"(?:(?<=^/)|(?<=[^/]/))[^/?#:\s'\"<>]+")
 """A path segment: after a `/` that begins the text or follows something other than a `/` (so not a
 URL's host, which follows `//`)."""
 
-_TOKEN_SEPARATORS = re.compile(r"[-_.~+=:;,/%]")
+_TOKEN_SEPARATORS = re.compile(r"[^A-Za-z0-9]")
+"""What splits a segment into the runs a key is looked for in: anything but a letter or a digit
+(`acct:<key>`, `user@<key>`, base64url's `-` and `_`)."""
+
+_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/]*")
+"""An absolute-form target's scheme and authority (the host is a name, never judged as a key)."""
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -76,3 +81,20 @@ def mask_segments(path: str, stand_in: Callable[[str], str]) -> str:
         return stand_in(segment) if credential_segment(segment) else segment
 
     return _PATH_SEGMENT.sub(one, path)
+
+
+def mask_target_segments(path: str, stand_in: Callable[[str], str]) -> str:
+    """A request target's path (origin or absolute form, without its query) with each segment between
+    two `/` that reads as a key replaced by what `stand_in` makes of it. Unlike `mask_segments`, which
+    finds segments in any text, every segment counts here: one after `//` (`/gw//<key>/mcp`, a base
+    URL joined to a path) and one holding `:` or `@` (`/gw/acct:<key>/mcp`) alike."""
+    head = ""
+    if (authority := _AUTHORITY.match(path)) is not None:
+        head, path = authority.group(0), path[authority.end() :]
+    parts = path.split("/")
+    changed = False
+    for i, segment in enumerate(parts):
+        if len(segment) >= CREDENTIAL_PIECE and credential_segment(segment):
+            parts[i] = stand_in(segment)
+            changed = True
+    return head + "/".join(parts) if changed else head + path

@@ -644,6 +644,19 @@ def test_a_request_targets_path_keys_are_masked_and_remembered_for_echoes(redact
         "http://gateway.example.com/github-mcp-server-v2/mcp",
     ):
         assert redactor.target(kept) == kept
+    # Wherever a segment sits, whatever it holds besides the key, the key is masked.
+    for shape in ("/gw//{k}/mcp", "/gw/acct:{k}/mcp", "/gw/user@{k}/mcp", "http://h//{k}/mcp?x=1"):
+        other = "Zk" + hashlib.sha256(shape.encode()).hexdigest()[:24]
+        assert other not in redactor.target(shape.format(k=other)), shape
+    # A long camel-case name read as a key is masked in the path, not everywhere it appears.
+    assert "getUserProfileData" not in redactor.target("/tools/getUserProfileData/mcp")
+    assert redactor.scrub("tools/call getUserProfileData") == "tools/call getUserProfileData"
     # `path` (resource URIs as well as targets) judges only the query: a page id is no key.
     page = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d"
     assert redactor.path(f"notion://workspace/page/{page}") == f"notion://workspace/page/{page}"
+
+
+def test_a_request_head_learned_before_it_is_shown_masks_the_echo_of_its_path_key(redactor: Redactor) -> None:
+    key = "Zk4242424242abababababababab"
+    redactor.learn(f"/gw/{key}/mcp", {})
+    assert key not in json.dumps(redactor.body({"arguments": {"key": key}}))

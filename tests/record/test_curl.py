@@ -103,6 +103,21 @@ def test_a_secret_header_sent_twice_is_sent_twice_each_value_from_its_own_variab
     assert "X-Api-Key (the second of the 2 sent)" in command
 
 
+def test_two_keys_in_the_path_each_come_from_their_own_variable_and_a_repeated_key_from_one() -> None:
+    other = "<redacted len=22 hmac:99998888>"
+    head = HttpInfo(method="POST", path=f"/gw/{STAND_IN}/{other}/x/{STAND_IN}/mcp", headers={})
+    request = record(1, http=head)
+    command = curl_command(
+        [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
+    )
+
+    env = {**os.environ, "MCP_URL_SECRET": "k1", "MCP_URL_SECRET_2": "k2", "MCP_BODY_SECRET": "b"}
+    args = curl_args(command, env)
+
+    assert args[4] == "http://127.0.0.1:8080/gw/k1/k2/x/k1/mcp"
+    assert "the second of 2 redacted segments of the URL's path" in command
+
+
 def test_a_response_copies_the_request_of_its_exchange_and_a_stream_event_has_none() -> None:
     request = record(1)
     answer = record(2, direction=Direction.TO_CLIENT, kind="result", method=None, http=None)

@@ -306,11 +306,19 @@ def test_what_export_says_on_stderr_shows_control_characters_escaped(
     assert not any(char in err for char in "\x1b\x07\u202e"), err
 
 
+def _reordered_and_broken(line: bytes) -> bytes:
+    """The exchange id ahead of the kind, and the line no longer JSON."""
+    obj = orjson.loads(line)
+    first = {"exchange": obj.pop("exchange"), **obj}
+    return orjson.dumps(first)[:-1] + b",\n"
+
+
 @pytest.mark.parametrize(
     "damage",
     [
         pytest.param(lambda line: line.replace(b'"http_method":"POST",', b""), id="a-field-missing"),
         pytest.param(lambda line: line.replace(b'"http_method":"POST",', b"\x00{junk"), id="not-json"),
+        pytest.param(_reordered_and_broken, id="other-order-not-json"),
     ],
 )
 def test_the_lines_an_exchange_loses_with_its_skipped_opening_line_are_counted_and_named(
@@ -331,7 +339,7 @@ def test_the_lines_an_exchange_loses_with_its_skipped_opening_line_are_counted_a
 
     assert later >= 3  # its call, the answer and its close at least
     where = f"{capture}:{opening + 1}"
-    assert f"skipped {where}: corrupt observation line" in err
+    assert f"skipped {where}: corrupt " in err
     assert f"left out {later} later lines of exchange x9: its opening line ({where}) was skipped" in err
     written = orjson.loads(out.read_bytes())
     assert [c["chain"]["name"] for c in written["chains"]] == ["ask"]

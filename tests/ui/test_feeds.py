@@ -178,7 +178,7 @@ async def test_lines_lost_with_an_exchanges_skipped_opening_line_are_counted_in_
     assert isinstance(status, FeedStatus)
     assert status.state == "ended"
     assert later >= 3
-    assert f"; {later} later lines of exchanges whose opening line was skipped left out" in status.detail
+    assert f"; {later} later lines left out (their exchange's opening line was skipped)" in status.detail
     assert status.warning.startswith(f"1 corrupt line skipped (first: line {at + 1}, ")
 
 
