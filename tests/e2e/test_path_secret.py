@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -23,6 +24,24 @@ from tests.sidecar import ProxyProcess, admin_get, clean_env, run_bash, run_mcp_
 pytestmark = pytest.mark.e2e
 
 TOKEN = "path-secret-admin-token-3306"
+
+
+async def admin_pages(proxy: ProxyProcess, *pages: str) -> list[str]:
+    """The admin API's answers to these pages (each must be 200)."""
+    answers = []
+    for page in pages:
+        status, _, body = await admin_get(proxy.admin + page, TOKEN)
+        assert status == 200, page
+        answers.append(body.decode())
+    return answers
+
+
+def tools_calls(capture: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """`export --json` of the capture, and the ids of its `tools/call` chains."""
+    listed = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert listed.returncode == 0, listed.stderr
+    chains = json.loads(listed.stdout)["chains"]
+    return listed, [c["chain"]["id"] for c in chains if c["chain"]["method"] == "tools/call"]
 
 
 def key() -> str:
@@ -43,17 +62,11 @@ async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path, wher
             for path in ("/", upstream_path):
                 result = await run_scenario(proxy.endpoint(path), "legacy", "echo")
                 assert result["result"]["content"] == ["hello"]
-            admin = []
-            for what in ("/api/chains?limit=100", "/api/export.har", "/healthz", "/readyz"):
-                status, _, body = await admin_get(proxy.admin + what, TOKEN)
-                assert status == 200, what
-                admin.append(body.decode())
+            pages = ("/api/chains?limit=100", "/api/export.har", "/healthz", "/readyz")
+            admin = await admin_pages(proxy, *pages)
             proxy.stop()
             log = proxy.stderr()
-        listed = run_mcp_proxy("export", "--json", "-", str(capture))
-        assert listed.returncode == 0, listed.stderr
-        chains = json.loads(listed.stdout)["chains"]
-        calls = [c["chain"]["id"] for c in chains if c["chain"]["method"] == "tools/call"]
+        listed, calls = tools_calls(capture)
         assert len(calls) == 2
         curls = [run_mcp_proxy("export", "--curl", c, "--to", "upstream", str(capture)) for c in calls]
         har = run_mcp_proxy("export", "--har", "-", str(capture))
@@ -121,18 +134,11 @@ async def test_a_key_a_client_puts_in_its_own_path_reaches_no_output(tmp_path: P
         with ProxyProcess(env) as proxy:
             result = await run_scenario(proxy.endpoint(client_path), "legacy", "echo")
             assert result["result"]["content"] == ["hello"]
-            admin = []
-            for what in ("/api/chains?limit=100", "/api/export.har"):
-                status, _, body = await admin_get(proxy.admin + what, TOKEN)
-                assert status == 200, what
-                admin.append(body.decode())
+            admin = await admin_pages(proxy, "/api/chains?limit=100", "/api/export.har")
             proxy.stop()
             log = proxy.stderr()
-        listed = run_mcp_proxy("export", "--json", "-", str(capture))
-        assert listed.returncode == 0, listed.stderr
-        chains = json.loads(listed.stdout)["chains"]
-        call = next(c["chain"]["id"] for c in chains if c["chain"]["method"] == "tools/call")
-        curl = run_mcp_proxy("export", "--curl", call, str(capture))
+        listed, calls = tools_calls(capture)
+        curl = run_mcp_proxy("export", "--curl", calls[0], str(capture))
         har = run_mcp_proxy("export", "--har", "-", str(capture))
         assert curl.returncode == 0, curl.stderr
         assert har.returncode == 0, har.stderr

@@ -151,3 +151,15 @@ def record_play(play: Callable[[Any, Any], object], path: Path) -> tuple[ChainSt
         play(Calls(sink), clock)
     sink.build()
     return store, events
+
+
+def damage_opening(capture: Path, exchange: str, damage: Callable[[bytes], bytes]) -> tuple[int, int]:
+    """Damage, in place, the `exchange_opened` line of `exchange`: its line number (from 1), and how
+    many later lines are that exchange's (what the reader cannot place without it)."""
+    lines = capture.read_bytes().splitlines(keepends=True)
+    own = f'"exchange":"{exchange}"'.encode()
+    at = next(i for i, line in enumerate(lines) if b'"exchange_opened"' in line and own in line)
+    later = sum(1 for line in lines[at + 1 :] if own in line)
+    lines[at] = damage(lines[at])
+    capture.write_bytes(b"".join(lines))
+    return at + 1, later

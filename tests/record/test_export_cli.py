@@ -17,7 +17,7 @@ from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
 from tests.flows.bridge_play import parked_bridge_call
 from tests.flows.test_sink import SCENARIOS
-from tests.record.captures import UPSTREAM, record_play
+from tests.record.captures import UPSTREAM, damage_opening, record_play
 from tests.sidecar import run_into_a_closed_pipe
 
 
@@ -327,18 +327,14 @@ def test_the_lines_an_exchange_loses_with_its_skipped_opening_line_are_counted_a
     """The chains around it are whole; what went with the damaged exchange is said, not lost in silence."""
     capture = tmp_path / "two.jsonl"
     record_play(_two_calls, capture)
-    lines = capture.read_bytes().splitlines(keepends=True)
-    opening = next(i for i, ln in enumerate(lines) if b'"exchange_opened"' in ln and b'"exchange":"x9"' in ln)
-    later = sum(1 for ln in lines[opening + 1 :] if b'"exchange":"x9"' in ln)
-    lines[opening] = damage(lines[opening])
-    capture.write_bytes(b"".join(lines))
+    opening, later = damage_opening(capture, "x9", damage)
     out = tmp_path / "out.json"
 
     assert main(["export", "--json", str(out), str(capture)]) == 1
     err = capsys.readouterr().err
 
     assert later >= 3  # its call, the answer and its close at least
-    where = f"{capture}:{opening + 1}"
+    where = f"{capture}:{opening}"
     assert f"skipped {where}: corrupt " in err
     assert f"left out {later} later lines of exchange x9: its opening line ({where}) was skipped" in err
     written = orjson.loads(out.read_bytes())

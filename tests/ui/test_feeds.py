@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from proxy.flows.events import FlowEvent, Lagged, event_to_json
 from tests.flows.test_sink import SCENARIOS
-from tests.record.captures import record_play
+from tests.record.captures import damage_opening, record_play
 from tests.ui.helpers import TOUR, ScriptedFeed, info, opened, wait_for
 from ui.feeds import AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
 
@@ -167,11 +167,7 @@ async def test_lines_lost_with_an_exchanges_skipped_opening_line_are_counted_in_
     """Read whole or indexed (a big capture), the status says what went with the damaged line."""
     damaged = tmp_path / "damaged.jsonl"
     record_play(_call_then_add, damaged)
-    lines = damaged.read_bytes().splitlines(keepends=True)
-    at = next(i for i, ln in enumerate(lines) if b'"exchange_opened"' in ln and b'"exchange":"x9"' in ln)
-    later = sum(1 for ln in lines[at + 1 :] if b'"exchange":"x9"' in ln)
-    lines[at] = lines[at].replace(b'"http_method":"POST",', b"")
-    damaged.write_bytes(b"".join(lines))
+    at, later = damage_opening(damaged, "x9", lambda line: line.replace(b'"http_method":"POST",', b""))
 
     status = (await collect(CaptureFeed(damaged, chunk=10, tail_bytes=tail_bytes), seconds=30))[-1]
 
@@ -179,7 +175,7 @@ async def test_lines_lost_with_an_exchanges_skipped_opening_line_are_counted_in_
     assert status.state == "ended"
     assert later >= 3
     assert f"; {later} later lines left out (their exchange's opening line was skipped)" in status.detail
-    assert status.warning.startswith(f"1 corrupt line skipped (first: line {at + 1}, ")
+    assert status.warning.startswith(f"1 corrupt line skipped (first: line {at}, ")
 
 
 def _call_then_add(obs: Any, clock: Any) -> list[Any]:
