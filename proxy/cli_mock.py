@@ -133,6 +133,7 @@ async def _serve_mock(
             methods=table.methods(),
             unanswered=report.unanswered,
             corrupt_lines=report.corrupt_lines,
+            left_out_lines=report.left_out_lines,
             unknown_lines=report.unknown_lines,
             dropped=table.dropped,
         )

@@ -348,6 +348,8 @@ class TableReport:
     """What reading the capture skipped, for the mock's start-up lines."""
 
     corrupt_lines: int = 0
+    left_out_lines: int = 0
+    """Lines of exchanges whose opening line was skipped as corrupt: no operation holds them."""
     unknown_lines: int = 0
     unanswered: int = 0
     """Chains whose request the server never answered (or that were not requests): not served."""
@@ -393,5 +395,7 @@ def read_table(paths: Sequence[Path]) -> tuple[MockTable, TableReport]:
                 yield from reader
                 report.corrupt_lines += reader.corrupt_lines
                 report.unknown_lines += reader.skipped_unknown
+        replayer.finish()
+        report.left_out_lines = replayer.lost_lines
 
     return build_table(events(), report), report

@@ -13,6 +13,7 @@ from proxy.flows.events import Channel, Direction, Mode, ProxyInfo, Side
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen
 from proxy.flows.redact import Redactor
 from proxy.record.capture import CaptureWriter
+from proxy.record.mock_table import read_table
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
 from tests.flows.bridge_play import parked_bridge_call
@@ -351,3 +352,14 @@ def test_an_intact_capture_leaves_nothing_out(tmp_path: Path, capsys: pytest.Cap
 
     assert "left out" not in capsys.readouterr().err
     assert "skipped" not in orjson.loads((tmp_path / "out.json").read_bytes())
+
+
+def test_a_mock_built_from_a_capture_counts_the_lines_a_skipped_opening_line_took(tmp_path: Path) -> None:
+    capture = tmp_path / "two.jsonl"
+    record_play(_two_calls, capture)
+    _, later = damage_opening(capture, "x9", lambda line: line.replace(b'"http_method":"POST",', b""))
+
+    table, report = read_table([capture])
+
+    assert (report.corrupt_lines, report.left_out_lines) == (1, later)
+    assert "tools/call" in table.methods()  # the call whose opening line is whole is served
