@@ -44,6 +44,19 @@ def run_mcp_proxy(*args: str, timeout: float = 30) -> subprocess.CompletedProces
     )
 
 
+def exported_chains(*captures: Path) -> tuple[str, list[dict[str, Any]]]:
+    """`mcp-proxy export --json -` of the captures, run as a user runs it (it must succeed): what it
+    printed, and each chain's headline (`id`, `method`, `name`, ...) in the order it wrote them."""
+    listed = run_mcp_proxy("export", "--json", "-", *map(str, captures))
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout, [c["chain"] for c in json.loads(listed.stdout)["chains"]]
+
+
+def chain_ids(chains: list[dict[str, Any]], field: str, value: str) -> list[str]:
+    """The ids of the chains whose headline has `field` equal to `value`."""
+    return [str(c["id"]) for c in chains if c.get(field) == value]
+
+
 def run_into_a_closed_pipe(*args: str, timeout: float = 60) -> tuple[int, bytes]:
     """Run `mcp-proxy ARGS...` with a stdout whose reader left before the first byte (`| head -c 0`):
     its exit status and what it wrote on stderr."""

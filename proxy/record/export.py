@@ -86,8 +86,8 @@ class ExportReport:
             "was skipped"
             for exchange, lines, where in self.left_out
         )
-        if self.left_out_lines > sum(lines for _, lines, _ in self.left_out):
-            more = self.left_out_lines - sum(lines for _, lines, _ in self.left_out)
+        more = self.left_out_lines - sum(lines for _, lines, _ in self.left_out)
+        if more > 0:
             out.append(f"left out {counted(more, 'more line')} of exchanges whose opening line was skipped")
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")

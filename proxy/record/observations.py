@@ -462,10 +462,12 @@ class ObservationReplayer:
     def _left_out(self, obs: Observation) -> bool:
         """Whether `obs` belongs to an exchange whose opening line was lost (a repeated opening line
         in a later file restores it: that one is built)."""
-        if isinstance(obs, ExchangeOpened | LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):
-            lost = self._lost.pop(obs.exchange, None) if isinstance(obs, ExchangeOpened) else None
+        if isinstance(obs, ExchangeOpened):
+            lost = self._lost.pop(obs.exchange, None)
             if lost is not None:
                 self._settle(lost)
+            return False
+        if isinstance(obs, LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):  # a leg's, by its own key
             return False
         lost = self._lost.get(getattr(obs, "exchange", ""))
         if lost is None:

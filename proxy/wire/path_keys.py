@@ -63,29 +63,17 @@ def _class_changes(text: str) -> int:
 
 
 def masked_path(path: str) -> str:
-    """A URL path with its credential-like segments masked (`credential_segment`)."""
-    return mask_segments(path, _hidden)
+    """A URL path, or any text holding URLs, with its credential-like segments masked."""
+    return _PATH_SEGMENT.sub(_masked_segment, path) if len(path) > CREDENTIAL_PIECE else path
 
 
-def _hidden(_segment: str) -> str:
-    return "<redacted>"
-
-
-def mask_segments(path: str, stand_in: Callable[[str], str]) -> str:
-    """`path` with each credential-like segment replaced by what `stand_in` makes of it."""
-    if len(path) <= CREDENTIAL_PIECE:
-        return path
-
-    def one(match: re.Match[str]) -> str:
-        segment = match.group(0)
-        return stand_in(segment) if credential_segment(segment) else segment
-
-    return _PATH_SEGMENT.sub(one, path)
+def _masked_segment(match: re.Match[str]) -> str:
+    return "<redacted>" if credential_segment(match.group(0)) else match.group(0)
 
 
 def mask_target_segments(path: str, stand_in: Callable[[str], str]) -> str:
     """A request target's path (origin or absolute form, without its query) with each segment between
-    two `/` that reads as a key replaced by what `stand_in` makes of it. Unlike `mask_segments`, which
+    two `/` that reads as a key replaced by what `stand_in` makes of it. Unlike `masked_path`, which
     finds segments in any text, every segment counts here: one after `//` (`/gw//<key>/mcp`, a base
     URL joined to a path) and one holding `:` or `@` (`/gw/acct:<key>/mcp`) alike."""
     head = ""

@@ -4,7 +4,6 @@ DELETE ends the session it names."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,7 +13,15 @@ import pytest
 from tests.e2e.test_tui_truths import _live_session
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    chain_ids,
+    clean_env,
+    exported_chains,
+    run_bash,
+    run_mcp_proxy,
+    settings_env,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,11 +36,9 @@ async def test_a_recorded_delete_copied_as_curl_ends_the_session_it_names(
         result = await run_scenario(proxy.endpoint(), "legacy", "echo")
         assert result["result"]["content"] == ["hello"]
         proxy.stop()
-    listed = run_mcp_proxy("export", "--json", "-", str(capture))
-    assert listed.returncode == 0, listed.stderr
-    chains = json.loads(listed.stdout)["chains"]
-    (delete,) = [c["chain"]["id"] for c in chains if c["chain"]["method"] == "DELETE session"]
-    (stream,) = [c["chain"]["id"] for c in chains if c["chain"]["method"] == "GET stream"]
+    chains = exported_chains(capture)[1]
+    (delete,) = chain_ids(chains, "method", "DELETE session")
+    (stream,) = chain_ids(chains, "method", "GET stream")
 
     exported = run_mcp_proxy("export", "--curl", delete, "--to", "upstream", str(capture))
     streamed = run_mcp_proxy("export", "--curl", stream, "--to", "upstream", str(capture))

@@ -10,7 +10,6 @@ for `stdio:/mcp`.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -19,7 +18,15 @@ import pytest
 from tests.e2e.channel_peers import python_stdio_command
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
-from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    chain_ids,
+    clean_env,
+    exported_chains,
+    run_bash,
+    run_mcp_proxy,
+    settings_env,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -27,12 +34,8 @@ SECRET = "bridged-curl-bearer-5e0c1d"
 
 
 def chain_of(capture: Path, tool: str) -> str:
-    listed = run_mcp_proxy("export", "--json", "-", str(capture))
-    assert listed.returncode == 0, listed.stderr
-    (chain,) = [
-        c["chain"]["id"] for c in json.loads(listed.stdout)["chains"] if c["chain"].get("name") == tool
-    ]
-    return str(chain)
+    (chain,) = chain_ids(exported_chains(capture)[1], "name", tool)
+    return chain
 
 
 async def test_a_bridged_calls_upstream_command_carries_the_callers_token_and_the_server_answers_it(

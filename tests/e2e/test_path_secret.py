@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import socket
-import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -19,7 +18,16 @@ import pytest
 from tests.e2e.test_tui_truths import _live_session
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.sidecar import ProxyProcess, admin_get, clean_env, run_bash, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    admin_get,
+    chain_ids,
+    clean_env,
+    exported_chains,
+    run_bash,
+    run_mcp_proxy,
+    settings_env,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -34,14 +42,6 @@ async def admin_pages(proxy: ProxyProcess, *pages: str) -> list[str]:
         assert status == 200, page
         answers.append(body.decode())
     return answers
-
-
-def tools_calls(capture: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """`export --json` of the capture, and the ids of its `tools/call` chains."""
-    listed = run_mcp_proxy("export", "--json", "-", str(capture))
-    assert listed.returncode == 0, listed.stderr
-    chains = json.loads(listed.stdout)["chains"]
-    return listed, [c["chain"]["id"] for c in chains if c["chain"]["method"] == "tools/call"]
 
 
 def key() -> str:
@@ -66,7 +66,8 @@ async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path, wher
             admin = await admin_pages(proxy, *pages)
             proxy.stop()
             log = proxy.stderr()
-        listed, calls = tools_calls(capture)
+        listed, chains = exported_chains(capture)
+        calls = chain_ids(chains, "method", "tools/call")
         assert len(calls) == 2
         curls = [run_mcp_proxy("export", "--curl", c, "--to", "upstream", str(capture)) for c in calls]
         har = run_mcp_proxy("export", "--har", "-", str(capture))
@@ -82,7 +83,7 @@ async def test_a_key_in_the_upstream_path_reaches_no_output(tmp_path: Path, wher
     outputs = {
         "log": log,
         "capture": capture.read_text(encoding="utf-8"),
-        "export --json": listed.stdout,
+        "export --json": listed,
         "export --har": har.stdout,
         "export --curl": "\n".join(c.stdout for c in curls),
         "admin API": "\n".join(admin),
@@ -137,8 +138,9 @@ async def test_a_key_a_client_puts_in_its_own_path_reaches_no_output(tmp_path: P
             admin = await admin_pages(proxy, "/api/chains?limit=100", "/api/export.har")
             proxy.stop()
             log = proxy.stderr()
-        listed, calls = tools_calls(capture)
-        curl = run_mcp_proxy("export", "--curl", calls[0], str(capture))
+        listed, chains = exported_chains(capture)
+        (call,) = chain_ids(chains, "method", "tools/call")
+        curl = run_mcp_proxy("export", "--curl", call, str(capture))
         har = run_mcp_proxy("export", "--har", "-", str(capture))
         assert curl.returncode == 0, curl.stderr
         assert har.returncode == 0, har.stderr
@@ -146,7 +148,7 @@ async def test_a_key_a_client_puts_in_its_own_path_reaches_no_output(tmp_path: P
     outputs = {
         "log": log,
         "capture": capture.read_text(encoding="utf-8"),
-        "export --json": listed.stdout,
+        "export --json": listed,
         "export --har": har.stdout,
         "export --curl": curl.stdout,
         "admin API": "\n".join(admin),

@@ -20,7 +20,15 @@ import pytest
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, FlowEvent
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
-from tests.sidecar import ProxyProcess, clean_env, run_bash, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    chain_ids,
+    clean_env,
+    exported_chains,
+    run_bash,
+    run_mcp_proxy,
+    settings_env,
+)
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed
@@ -129,11 +137,9 @@ async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer
         result = await run_scenario(proxy.endpoint(), "legacy", "echo", headers=auth)
         assert result["result"]["content"] == ["hello"]
         proxy.stop()
-    listed = run_mcp_proxy("export", "--json", "-", str(capture))
-    assert listed.returncode == 0, listed.stderr
-    chains = json.loads(listed.stdout)["chains"]
-    (echo,) = [c["chain"]["id"] for c in chains if c["chain"].get("name") == "echo"]
-    (opener,) = [c["chain"]["id"] for c in chains if c["chain"]["method"] == "initialize"]
+    chains = exported_chains(capture)[1]
+    (echo,) = chain_ids(chains, "name", "echo")
+    (opener,) = chain_ids(chains, "method", "initialize")
 
     exported = run_mcp_proxy("export", "--curl", echo, "--to", "upstream", str(capture))
     at_proxy = run_mcp_proxy("export", "--curl", echo, str(capture))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from proxy.wire.path_keys import credential_segment, mask_segments, masked_path
+from proxy.wire.path_keys import credential_segment, mask_target_segments, masked_path
 
 
 def test_random_base64url_keys_are_read_as_keys_whatever_their_dashes_and_underscores() -> None:
@@ -16,7 +16,7 @@ def test_random_base64url_keys_are_read_as_keys_whatever_their_dashes_and_unders
 def test_each_key_segment_gets_its_own_stand_in_and_names_are_left_alone() -> None:
     path = "/gw/Zk0123456789abcdef0123/tools/AcsW20VstS13_UzK3rKPTw/mcp"
 
-    shown = mask_segments(path, lambda segment: f"<{len(segment)}>")
+    shown = mask_target_segments(path, lambda segment: f"<{len(segment)}>")
 
     assert shown == "/gw/<22>/tools/<22>/mcp"
     assert masked_path(path) == "/gw/<redacted>/tools/<redacted>/mcp"
