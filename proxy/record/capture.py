@@ -120,6 +120,14 @@ def check_header(obj: Any, path: Path) -> dict[str, Any]:
     return obj
 
 
+def newer_minor(header: dict[str, Any]) -> bool:
+    """Whether a checked header's minor version is newer than the one this code writes: only such a
+    file can hold kinds and types this version does not know; in any other, an unknown one is damage."""
+    version = header.get("version")
+    minor = version.partition(".")[2] if isinstance(version, str) else ""
+    return minor.isdigit() and int(minor) > FORMAT_MINOR
+
+
 def parse_version(version: Any) -> int | None:
     """The major of a `major.minor` version string, or None when malformed."""
     if not isinstance(version, str):
@@ -432,8 +440,10 @@ class CaptureReader:
     killed mid-write) is skipped and `truncated` becomes True; a bad line anywhere else is skipped too,
     counted in `corrupt_lines` and described in `corrupt` (line number and reason, the first
     `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
-    `CaptureFormatError` naming its line number instead. Lines whose `type` this version does not know
-    (written by a newer proxy of the same format version) are skipped and counted in `skipped_unknown`.
+    `CaptureFormatError` naming its line number instead. Lines of a `type` or `kind` this version does
+    not know are skipped: counted in `skipped_unknown` when a newer minor wrote the file, and as
+    corrupt lines in a file of this minor or an older one (which has no such type or kind: the line
+    is damaged).
     `replayer` lets several files (a capture and its rotated parts) share one observation replayer.
     """
 
@@ -467,6 +477,9 @@ class CaptureReader:
         self.line_start = 0
         """Where the line being read starts in the file (an index keeps where each record's line is)."""
         self._replayer: ObservationReplayer | None = replayer
+        self._newer = newer_minor(self._header)
+        """Whether a newer minor wrote the file: its unknown kinds and types are skipped and counted
+        apart; in a file of this minor or an older one they are corrupt lines."""
 
     @property
     def replayer(self) -> ObservationReplayer | None:
@@ -551,7 +564,14 @@ class CaptureReader:
             if not raw.endswith(b"\n") and any(e["type"] == "json_invalid" for e in errors):
                 raise _CutShort from None
             if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
-                raise _Unknown from None
+                if self._newer:
+                    raise _Unknown from None
+                raise CaptureFormatError(
+                    f"corrupt event line: unknown type {_type_text(raw)} (capture format "
+                    f"{self._header['version']} has no such type)",
+                    self._path,
+                    lineno,
+                ) from None
             detail = errors[0]["msg"] if errors else str(exc)
             if any(e["type"] == "json_invalid" for e in errors):  # which kind of line it was is unknown
                 self._lose_opening(_opened_exchange(raw), lineno)  # unless its text still says
@@ -575,7 +595,17 @@ class CaptureReader:
         try:
             return self._replayer.replay(line)
         except UnknownKind:
-            raise _Unknown from None
+            if self._newer:
+                raise _Unknown from None
+            if isinstance(line.get("exchange"), str) and "http_method" in line:  # only an opening has both
+                self._lose_opening(line["exchange"], lineno)
+            kind = str(line.get("kind"))[:64]
+            raise CaptureFormatError(
+                f"corrupt observation line: unknown kind {kind!r} (capture format "
+                f"{self._header['version']} has no such kind)",
+                self._path,
+                lineno,
+            ) from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             exchange = line.get("exchange") if isinstance(line, dict) else None
             if isinstance(line, dict) and line.get("kind") == "exchange_opened" and isinstance(exchange, str):
@@ -641,6 +671,11 @@ def _has_unknown_type(raw: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"] not in KNOWN_EVENT_TYPES
+
+
+def _type_text(raw: bytes) -> str:
+    """An event line's `type`, quoted and bounded (the line is known to be a JSON object with one)."""
+    return repr(str(orjson.loads(raw).get("type"))[:64])
 
 
 def read_capture(path: Path) -> Iterator[FlowEvent]:

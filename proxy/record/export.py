@@ -26,7 +26,7 @@ from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import FORMAT_MINOR, FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader
+from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader, newer_minor
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
@@ -282,8 +282,5 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
         report.cut_short.append(str(reader.path))
         if reader.truncated_line is not None:
             report.cut_short_lines[str(reader.path)] = reader.truncated_line
-    version = reader.header.get("version")
-    if isinstance(version, str):
-        minor = version.partition(".")[2]
-        if minor.isdigit() and int(minor) > FORMAT_MINOR:  # the major was checked when the file opened
-            report.newer.append((str(reader.path), version))
+    if newer_minor(reader.header):  # the major was checked when the file opened
+        report.newer.append((str(reader.path), str(reader.header["version"])))

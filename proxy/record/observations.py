@@ -9,7 +9,8 @@ would have seen. Chains built from a capture get ids starting with `r`, so they 
 ids of chains the proxy built live.
 
 A reader of this major version accepts fields and kinds it does not know (a newer minor version added
-them): unknown fields are ignored, a line of an unknown kind is skipped and counted.
+them): unknown fields are ignored; a line of an unknown kind is skipped and counted, apart when the
+file's minor is newer than this one, as a corrupt line otherwise (`proxy.record.capture`).
 """
 
 from __future__ import annotations

@@ -287,11 +287,27 @@ def test_many_corrupt_lines_are_all_counted_and_the_first_few_described(tmp_path
 def test_unknown_event_types_from_a_newer_proxy_are_skipped(tmp_path: Path) -> None:
     future = orjson.dumps({"type": "from_the_future", "x": 1}) + b"\n"
     path = write_raw(
-        tmp_path / "x.jsonl", header(), future, orjson.dumps({"type": "lagged", "dropped": 2}) + b"\n"
+        tmp_path / "x.jsonl",
+        header(version="1.99"),
+        future,
+        orjson.dumps({"type": "lagged", "dropped": 2}) + b"\n",
     )
     with CaptureReader(path) as reader:
         assert list(reader) == [Lagged(dropped=2)]
-        assert reader.skipped_unknown == 1
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+
+
+def test_an_unknown_event_type_in_a_file_of_this_version_is_a_corrupt_line(tmp_path: Path) -> None:
+    damaged = orjson.dumps({"type": "lagge", "dropped": 1}) + b"\n"
+    path = write_raw(
+        tmp_path / "x.jsonl", header(), damaged, orjson.dumps({"type": "lagged", "dropped": 2}) + b"\n"
+    )
+    with CaptureReader(path) as reader:
+        assert list(reader) == [Lagged(dropped=2)]
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (0, 1)
+        assert reader.corrupt == [
+            (2, "corrupt event line: unknown type 'lagge' (capture format 1.0 has no such type)")
+        ]
 
 
 def test_blank_lines_are_ignored(tmp_path: Path) -> None:

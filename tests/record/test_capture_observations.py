@@ -26,8 +26,15 @@ from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptRel
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
+from proxy.record import capture as capture_module
 from proxy.record import observations
-from proxy.record.capture import CaptureFormatError, CaptureReader, CaptureWriter, read_capture
+from proxy.record.capture import (
+    FORMAT_VERSION,
+    CaptureFormatError,
+    CaptureReader,
+    CaptureWriter,
+    read_capture,
+)
 from proxy.record.export import Format, export_capture
 from proxy.record.observations import ObservationEncoder, decode
 from proxy.wire.jsonrpc import classify_value, request, result_response
@@ -205,6 +212,7 @@ def test_an_observation_of_a_kind_or_with_fields_this_version_does_not_know_is_r
     whole = list(read_capture(path))
     lines = path.read_bytes().splitlines(keepends=True)
     # A newer minor version: one kind more, and a field more on a line this version knows.
+    lines[0] = lines[0].replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"')
     lines.insert(2, b'{"type":"obs","kind":"tls_handshake","t":1.0,"exchange":"x1","cipher":"x"}\n')
     lines[1] = lines[1].replace(b'"kind":"exchange_opened",', b'"kind":"exchange_opened","color":"red",')
     assert b'"color":"red"' in lines[1]
@@ -212,6 +220,32 @@ def test_an_observation_of_a_kind_or_with_fields_this_version_does_not_know_is_r
     with CaptureReader(path) as reader:
         assert list(reader) == whole
         assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+
+
+def test_a_damaged_kind_in_a_file_of_this_version_is_a_corrupt_line_and_its_exchange_is_left_out(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "damaged.jsonl"
+    _record(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"kind":"exchange_opened"' in lines[1]
+    later = sum(1 for line in lines[2:] if b'"exchange":"x1"' in line)
+    lines[1] = lines[1].replace(b'"kind":"exchange_opened"', b'"kind":"exchange_opend"')
+    path.write_bytes(b"".join(lines))
+
+    with CaptureReader(path) as reader:
+        events = list(reader)
+        assert (reader.skipped_unknown, reader.corrupt_lines) == (0, 1)
+        assert reader.corrupt == [
+            (
+                2,
+                "corrupt observation line: unknown kind 'exchange_opend' "
+                f"(capture format {FORMAT_VERSION} has no such kind)",
+            )
+        ]
+        assert reader.replayer is not None
+        assert reader.replayer.lost_lines == later > 0
+    assert not _records(events)
 
 
 def test_each_sides_transport_is_kept_and_a_capture_before_it_reads_as_streamable_http() -> None:
@@ -305,6 +339,7 @@ def test_a_reader_that_does_not_know_leg_heads_skips_and_counts_them_and_reads_t
     capture = tmp_path / "refused.jsonl"
     record_play(refused_leg_call, capture)
     monkeypatch.delitem(observations._CLASSES, "leg_head")  # a 1.4 reader: the kind is unknown to it
+    monkeypatch.setattr(capture_module, "FORMAT_MINOR", 4)
 
     with CaptureReader(capture) as reader:
         events = list(reader)

@@ -12,7 +12,7 @@ from proxy.cli import main
 from proxy.flows.events import Channel, Direction, Mode, ProxyInfo, Side
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen
 from proxy.flows.redact import Redactor
-from proxy.record.capture import CaptureWriter
+from proxy.record.capture import FORMAT_VERSION, CaptureWriter
 from proxy.record.mock_table import read_table
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
@@ -181,6 +181,10 @@ def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_eac
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capture = record_small(tmp_path)
+    head, rest = capture.read_bytes().split(b"\n", 1)
+    capture.write_bytes(
+        head.replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"') + b"\n" + rest
+    )
     with capture.open("ab") as f:
         f.write(b'{"type":"obs","kind":"message","t":2.0,"exchange":"x9","size":3,"direction":"to_server"}\n')
         f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
