@@ -28,3 +28,6 @@ class Leg(Generic[P]):
     content_type: str = ""
     resumable: Resumable | None = None
     """Set when the leg carries a request: what resuming its cut stream needs."""
+    said: str | None = None
+    """The upstream's own words when it answered with an error naming no request (a 400 whose body
+    is `{"error": ..., "id": null}`): what a fault on the leg quotes, since no answer carries them."""

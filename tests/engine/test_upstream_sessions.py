@@ -26,7 +26,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY
+from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY, lost_why
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -380,6 +380,81 @@ def test_a_lost_session_kills_only_the_calls_parked_on_it() -> None:
         << Log("bridge_state_rejected", "warning", ANY)
         << ReplyJson("x5", 400, ANY)
     )
+
+
+NO_SESSION = "Bad Request: No valid session ID provided"
+"""What the TypeScript SDK's servers answer, with HTTP 400, to a session they do not know."""
+
+
+def no_session() -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "error": {"code": -32000, "message": NO_SESSION}, "id": None}
+
+
+def test_a_400_whose_error_names_no_request_is_a_lost_session_and_the_call_goes_again() -> None:
+    engine = ready_engine()
+    park(engine)  # call-1 on upstream-1, leg-3
+
+    assert (
+        Playbook(engine)
+        >> call("x3", 3, name="other")
+        << leg("leg-4", "x3", "tools/call", {"name": "other", "arguments": ARGS})
+        >> LegResponded("leg-4", 400, (("Content-Type", "application/json"),))
+        >> up("leg-4", no_session())
+        << CloseLeg("leg-4")
+        << Log(
+            "upstream_session_lost",
+            "warning",
+            {
+                "session": "upstream-1",
+                "generation": 1,
+                "why": lost_why(f"400 ({NO_SESSION})"),
+                "then": LOST_THEN,
+            },
+        )
+        << Log(
+            "bridge_continuation_dead",
+            "warning",
+            {"call": "call-1", "continuation": "continuation-1", "why": ANY},
+        )
+        << CancelTimer("ttl:call-1")
+        << CloseLeg("leg-3")
+        << initialize("leg-5", "x3", LEGACY_CAPS_ALL)
+    )
+
+
+def test_a_400_again_after_the_new_session_reaches_the_client_in_the_servers_words() -> None:
+    engine = ready_engine()
+    engine.handle(call("x1", 1))
+    engine.handle(LegResponded("leg-3", 400, (("Content-Type", "application/json"),)))
+    engine.handle(up("leg-3", no_session()))
+    open_session(engine, "x1", init="leg-4", notify="leg-5", session="up-session-2")
+
+    assert (
+        Playbook(engine)
+        >> LegResponded("leg-6", 400, (("Content-Type", "application/json"),))
+        >> up("leg-6", no_session())
+        << Log("bridge_upstream_dropped", "warning", {"leg": "leg-6", "why": "a response for id None"})
+    )
+    replies = [c for c in engine.handle(LegEnded("leg-6")) if isinstance(c, ReplyJson)]
+    assert [(r.exchange, r.status) for r in replies] == [("x1", 502)]
+    assert f"(HTTP 400: {NO_SESSION})" in replies[0].message["error"]["message"]
+
+
+def test_a_400_that_answers_the_call_is_its_answer_and_the_session_stays() -> None:
+    engine = ready_engine()
+    engine.handle(call("x1", 1))
+    refused = err("leg-3", -32602, "Invalid params")
+
+    assert (
+        Playbook(engine)
+        >> LegResponded("leg-3", 400, (("Content-Type", "application/json"),))
+        >> up("leg-3", refused)
+        << Log("bridge_round", "info", ANY)
+        << ReplyJson(
+            "x1", 400, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Invalid params"}}
+        )
+    )
+    assert engine.table_sizes()["upstream_sessions"] == 1
 
 
 # -- listen streams -------------------------------------------------------------------------------

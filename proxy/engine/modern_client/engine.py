@@ -9,7 +9,8 @@ its `Authorization`) and declared capability set, each opened with that caller's
 `initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
 checks its session's capabilities takes the path it would take for that client (asks the LLM instead
 of the user, say) and no caller rides a session another caller opened. Requests wait until their
-session is open; a 404 on a session re-initializes it transparently and re-sends the request once,
+session is open; a 404 on a session (or a 400 whose error names no request, the TypeScript SDK's
+answer to a session it does not know) re-initializes it transparently and re-sends the request once,
 killing only the calls parked on that session. Sessions are bounded (`max_sessions`: the least
 recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
 closed (DELETE) after `session_ttl` unused.
@@ -275,7 +276,7 @@ class MrtrToLegacyEngine:
         elif ref.purpose == "close":
             return self._sessions.on_close_answer(leg, status)
         elif ref.purpose == "call" and status == 404:
-            return self._sessions.call_not_found(leg, ref)
+            return self._sessions.call_not_found(leg, ref, "404")
         elif ref.purpose == "stream":
             return self._listen.on_stream_head(leg, status)
         return []
@@ -287,6 +288,13 @@ class MrtrToLegacyEngine:
         if ref.resumable is not None:
             ref.resumable.saw(msg.id, msg.is_response)
         if ref.purpose == "call":
+            if ref.status == 400 and msg.kind is Kind.ERROR and msg.id is None:
+                ref.said = _said(msg)
+                # The TypeScript SDK's servers answer a session they do not know with 400 and an
+                # error naming no request (the Python SDK's with 404): the call never ran there.
+                lost = self._sessions.call_not_found(leg, ref, f"400 ({ref.said})")
+                if lost:
+                    return lost
             return self._calls.on_message(leg, ref, msg)
         if ref.purpose == "stream":
             placed = self._asks.on_message(leg, msg)
@@ -317,7 +325,7 @@ class MrtrToLegacyEngine:
         if ref is None:
             return []
         if ref.status is not None:
-            why = f"{why} (HTTP {ref.status})"
+            why = f"{why} (HTTP {ref.status}{': ' + ref.said if ref.said else ''})"
         if ref.purpose == "call":
             return self._calls.on_lost(leg, ref, why, refused=refused)
         if ref.purpose == "stream":
@@ -331,6 +339,13 @@ class MrtrToLegacyEngine:
             link = self._ctx.pool.named(ref.owner)
             return self._sessions.initialize_failed(link, why) if link is not None else []
         return [Log("bridge_notice_failed", "warning", {"leg": leg, "what": ref.what, "why": why})]
+
+
+def _said(msg: Message) -> str:
+    """The text of an error that names no request, bounded (it is quoted in logs and faults)."""
+    error = msg.raw.get("error")
+    text = error.get("message") if isinstance(error, dict) else None
+    return str(text)[:200] if text else "an error naming no request"
 
 
 def _bad(exchange: str, code: int, text: str) -> ReplyJson:

@@ -17,7 +17,8 @@ the engine never reads a clock): when it fires and the session was neither busy 
 last firing, the session is closed (DELETE upstream); otherwise the timer starts again. A session
 therefore closes between one and two TTLs after its last use.
 
-Loss. A 404 on a request that carried the session id means the upstream forgot that session: its
+Loss. A 404 on a request that carried the session id means the upstream forgot that session (so
+does a 400 whose JSON-RPC error names no request: the TypeScript SDK's servers answer so): its
 generation goes up, the calls parked on it die (their retries get -32602, "Invalid or expired
 requestState"), the call that saw the 404 is sent again (once) after a new handshake, and the other
 sessions are untouched. A session whose handshake fails hands every waiting request a gateway fault
@@ -60,7 +61,12 @@ IDLE_TIMER: Final = "session-idle:"
 """Prefix of every session's idle timer (the rest is the session's name)."""
 
 
-LOST_WHY: Final = "the upstream answered 404 in the session: it restarted or ended the session"
+def lost_why(answered: str) -> str:
+    """Why `upstream_session_lost` was said: what the upstream answered a request in the session."""
+    return f"the upstream answered {answered} in the session: it restarted or ended the session"
+
+
+LOST_WHY: Final = lost_why("404")
 LOST_THEN: Final = "a new session is opened and the call sent again; calls parked in the old one fail"
 """What `upstream_session_lost` says happened and what the bridge does about it."""
 
@@ -257,8 +263,9 @@ class SessionKeeper:
 
     # -- a session the upstream forgot ----------------------------------------------------------
 
-    def call_not_found(self, leg: str, ref: LegRef) -> Commands:
-        """404 on a call: its session is gone; re-initialize it and send the call again (once)."""
+    def call_not_found(self, leg: str, ref: LegRef, answered: str) -> Commands:
+        """A call's session is gone (`answered`: what said so, `404`, or a 400 whose error names no
+        request); re-initialize it and send the call again (once). Nothing when it is not that."""
         call = self._ctx.calls.get(ref.owner)
         if call is None or call.resent:
             return []  # the body (or its absence) tells the client what happened
@@ -268,18 +275,18 @@ class SessionKeeper:
         commands: Commands = [CloseLeg(leg)]
         self._calls.requeue(call)
         if call.generation == link.generation:
-            commands.extend(self._lost(link))
+            commands.extend(self._lost(link, lost_why(answered)))
         waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
         return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
-    def _lost(self, link: UpstreamLink) -> Commands:
+    def _lost(self, link: UpstreamLink, why: str) -> Commands:
         """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
         stream = link.stream_leg if self._ctx.keep_streams else None
         link.lost()
         fields = {
             "session": link.name,
             "generation": link.generation,
-            "why": LOST_WHY,
+            "why": why,
             "then": LOST_THEN,
         }
         commands: Commands = [Log("upstream_session_lost", "warning", fields)]

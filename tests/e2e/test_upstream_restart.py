@@ -1,0 +1,67 @@
+"""The upstream restarts under a running proxy: the bridge's upstream session is found lost and reopened.
+
+server-everything (Streamable HTTP, TypeScript SDK v1, from the repository's ``.cache/node``) forgets
+its sessions when it restarts, and answers a request in a session it does not know with HTTP 400 and a
+JSON-RPC error naming no request (``Bad Request: No valid session ID provided``), where the Python SDK
+answers 404. One ``mcp-proxy`` (default settings) stays up while the server is stopped and started
+again on the same port; a 2026-07-28 client's call through the modern->legacy bridge must work on
+both sides of the restart, at once, without waiting for the session's idle timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Final
+
+import pytest
+
+from tests.peers.clients import run_plan
+from tests.peers.runner import NodeServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+ECHO: Final[list[dict[str, Any]]] = [
+    {"id": "echo", "op": "call", "tool": "echo", "arguments": {"message": "x"}}
+]
+
+
+class EverythingOnPort(NodeServer):
+    """server-everything on a port chosen beforehand, so a second one can take the first one's place."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__("everything")
+        self.wanted_port = port
+
+    def environment(self) -> dict[str, str]:
+        return {**super().environment(), "PORT": str(self.wanted_port)}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def echoed(proxy: ProxyProcess) -> Any:
+    run = run_plan("python-2026", proxy.endpoint(), ECHO)
+    return run.lines["echo"].get("result"), run
+
+
+def test_a_2026_client_calls_through_the_bridge_right_after_the_upstream_restarted() -> None:
+    port = free_port()
+    first = EverythingOnPort(port).start()
+    try:
+        with ProxyProcess(clean_env(**settings_env(upstream=first.url))) as proxy:
+            before, run = echoed(proxy)
+            assert "Echo: x" in str(before), f"{run.lines}\n{proxy.stderr()[-3000:]}"
+            first.stop()
+            with EverythingOnPort(port) as second:
+                assert second.url == first.url
+                after, run = echoed(proxy)
+                assert after == before, f"{run.lines}\n{proxy.stderr()[-3000:]}"
+            lost = proxy.find("upstream_session_lost")
+            assert lost is not None, proxy.stderr()[-3000:]
+            assert "400 (Bad Request: No valid session ID provided)" in lost["why"]
+    finally:
+        first.stop()
