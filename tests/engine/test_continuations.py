@@ -17,7 +17,7 @@ from proxy.engine.commands import CancelTimer, CloseLeg, Log, ReplyJson, StartTi
 from proxy.engine.events import ClientDisconnected, LegEnded, LegFailed, LegResponded, TimerFired
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY
+from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from tests.engine.builders import CUT_HINT
 from tests.engine.playbook import Playbook
@@ -60,7 +60,7 @@ INVALID = {
     "data": {"reason": "invalid_request_state"},
 }
 
-LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN}
+LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN}
 
 
 def rejected(exchange: str, ident: Any) -> ReplyJson:
@@ -409,7 +409,7 @@ def test_a_lost_upstream_session_kills_every_parked_continuation_on_it() -> None
         << Log(
             "upstream_session_lost",
             "warning",
-            {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN},
+            {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN},
         )
         << Log(
             "bridge_continuation_dead",

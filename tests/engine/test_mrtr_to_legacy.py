@@ -36,7 +36,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY
+from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from proxy.framing.http import parse_upstream
 from proxy.wire.jsonrpc import error_response as err
@@ -80,7 +80,7 @@ PARIS = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "mod
 MY_ROOTS = {"roots": [{"uri": "file:///home/u/proj", "name": "proj"}]}
 DONE = {"content": [{"type": "text", "text": "done"}]}
 
-LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN}
+LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN}
 
 
 class Counter:
@@ -754,7 +754,7 @@ def test_a_404_reinitializes_the_session_and_resends_the_request_once() -> None:
         << Log(
             "upstream_session_lost",
             "warning",
-            {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN},
+            {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN},
         )
         << initialize("leg-4", "x1", LEGACY_CAPS_ALL)
         >> LegEnded("leg-3")

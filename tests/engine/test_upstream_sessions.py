@@ -26,7 +26,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, LOST_WHY, lost_why
+from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -73,7 +73,7 @@ FULL = (
     "declared capability set)."
 )
 
-LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN}
+LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN}
 
 
 def principal(auth: tuple[str, str] | None) -> str:
@@ -362,7 +362,7 @@ def test_a_lost_session_kills_only_the_calls_parked_on_it() -> None:
         << Log(
             "upstream_session_lost",
             "warning",
-            {"session": "upstream-1", "generation": 1, "why": LOST_WHY, "then": LOST_THEN},
+            {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN},
         )
         << Log(
             "bridge_continuation_dead",

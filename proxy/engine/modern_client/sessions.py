@@ -66,9 +66,8 @@ def lost_why(answered: str) -> str:
     return f"the upstream answered {answered} in the session: it restarted or ended the session"
 
 
-LOST_WHY: Final = lost_why("404")
 LOST_THEN: Final = "a new session is opened and the call sent again; calls parked in the old one fail"
-"""What `upstream_session_lost` says happened and what the bridge does about it."""
+"""What `upstream_session_lost` says the bridge does about it."""
 
 
 class SessionKeeper:
