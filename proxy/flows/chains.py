@@ -227,6 +227,7 @@ class ChainBuilder:
                     size=obs.size,
                     direction=obs.direction,
                     channel=obs.channel,
+                    joins=obs.joins,
                 )
             case LegHeadSeen():
                 self.leg_head(obs.leg, status=obs.status, content_type=obs.content_type, headers=obs.headers)
@@ -457,13 +458,16 @@ class ChainBuilder:
         direction: Direction,
         channel: Channel,
         note: str | None = None,
+        joins: str | None = None,
     ) -> str | None:
         """Record a message on an upstream leg a bridge made; it joins the chain of the request it serves.
 
         A leg keeps its chain after the client exchange that caused it has closed (a parked call).
+        A message that `joins` another leg goes to that leg's chain, and its own leg stays unbound:
+        a session's GET stream carries questions for one call after another.
         Upstream-side messages never change the chain's status: the client side decides that.
         """
-        chain_id = self._legs.get(leg)
+        chain_id = self._legs.get(leg if joins is None else joins)
         if chain_id is None:
             ex = self._exchanges.get(exchange_id)
             if ex is None:
@@ -471,7 +475,8 @@ class ChainBuilder:
             chain_id = ex.main_chain()
             if chain_id is None:
                 return None
-            self._legs[leg] = chain_id
+            if joins is None:
+                self._legs[leg] = chain_id
         chain = self.store.peek(chain_id)
         if chain is None:
             return None

@@ -377,13 +377,16 @@ class SpanFollower:
     # -- a bridge's upstream legs ---------------------------------------------------------------------------
 
     def _leg_message(self, obs: LegMessageSeen) -> None:
-        leg = self._legs.get(obs.leg)
+        joins = obs.joins
+        leg = self._legs.get(obs.leg if joins is None else joins)
         if leg is None:
             ex = self._exchanges.get(obs.exchange)
             main = ex.main() if ex is not None else None
             if main is None:
                 return
-            leg = self._legs[obs.leg] = _Leg(main[0], main[1])
+            leg = _Leg(main[0], main[1])
+            if joins is None:
+                self._legs[obs.leg] = leg
         msg, t, op = obs.msg, obs.t, leg.op
         if obs.direction is _TO_SERVER:
             if msg.kind is _REQUEST and msg.id is not None:

@@ -106,6 +106,8 @@ class ObservationEncoder:
                 line["msg"] = self._message(obs.msg)
                 if line.get("sse_id"):  # the server's event id: any known secret in it masked
                     line["sse_id"] = redactor.scrub(line["sse_id"])
+                if "joins" in line and line["joins"] is None:  # written only when set, as readers assume
+                    del line["joins"]
             case EventIdSeen():
                 line["sse_id"] = redactor.scrub(obs.sse_id)
             case ExchangeOpened():
@@ -223,6 +225,7 @@ def _leg_message(line: dict[str, Any]) -> LegMessageSeen:
         line["size"],
         _enum_value(_DIRECTION, line["direction"], Direction),
         _enum_value(_CHANNEL, line["channel"], Channel),
+        line.get("joins"),
     )
 
 

@@ -104,6 +104,11 @@ class BridgeEngine(Protocol):
 
     def handle(self, event: BridgeEvent) -> list[BridgeCommand]: ...
 
+    def joins(self, leg: str, msg: Message) -> str | None:
+        """The leg whose chain a message arriving on `leg` joins instead of its own (observation
+        files it there), asked before the message is handled."""
+        ...
+
     @property
     def client_sessions(self) -> Container[str]:
         """The client sessions this engine minted (their requests must come back to it): the router
@@ -586,7 +591,7 @@ class BridgeDriver:
             raise UpstreamError("cut", _TOO_DEEP)
         for msg in messages:
             if leg in self.legs:
-                self._observe_leg_msg(leg, msg.raw, len(raw), Channel.JSON)
+                self._observe_leg_msg(leg, msg, len(raw), Channel.JSON)
                 await self._leg_message(leg, msg, None)
 
     async def _leg_event(self, leg: str, item: SseEvent, stream: _LegStream) -> None:
@@ -599,7 +604,7 @@ class BridgeDriver:
         msg = parse_text(item.data)
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
-        self._observe_leg_msg(leg, msg.raw, len(item.data), Channel.SSE)
+        self._observe_leg_msg(leg, msg, len(item.data), Channel.SSE)
         await self._leg_message(leg, msg, item.id)
 
     def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
@@ -641,9 +646,12 @@ class BridgeDriver:
         sink = self.observer
         sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, direction, channel))
 
-    def _observe_leg_msg(self, leg: str, message: Any, size: int, channel: Channel) -> None:
-        exchange = self.leg_exchange.get(leg, "")
-        self._observe_leg(leg, exchange, message, Direction.TO_CLIENT, size, channel)
+    def _observe_leg_msg(self, leg: str, msg: Message, size: int, channel: Channel) -> None:
+        """An upstream message on `leg`, filed with the exchange of the leg whose chain it joins."""
+        joins = self.engine.joins(leg, msg)
+        exchange = self.leg_exchange.get(leg if joins is None else joins, "")
+        sink = self.observer
+        sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, Direction.TO_CLIENT, channel, joins))
 
     def _observe_reply(
         self,

@@ -505,13 +505,15 @@ class OpCounter:
     # -- a bridge's legs, parked calls and sessions -----------------------------------------------------
 
     def _leg_message(self, obs: LegMessageSeen) -> None:
-        op = self._legs.get(obs.leg)
+        joins = obs.joins
+        op = self._legs.get(obs.leg if joins is None else joins)
         if op is None:
             ex = self._exchanges.get(obs.exchange)
             op = ex.main() if ex is not None else None
             if op is None:
                 return
-            self._legs[obs.leg] = op
+            if joins is None:
+                self._legs[obs.leg] = op
         msg = obs.msg
         if obs.direction is _TO_SERVER and msg.kind is _REQUEST:
             op.upstream_requests += 1

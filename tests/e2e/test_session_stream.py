@@ -8,7 +8,9 @@ call's round, and get the same result as a legacy client talking to the server d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from proxy.flows.events import Mode
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
-from tests.sidecar import ProxyProcess, admin_json, clean_env, settings_env
+from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -41,16 +43,22 @@ async def call_tools(url: str, mode: str) -> list[dict[str, Any]]:
 
 
 async def test_a_question_on_the_get_stream_reaches_a_modern_client_as_a_legacy_client_gets_it(
-    legacy_server: PeerServer,
+    legacy_server: PeerServer, tmp_path: Path
 ) -> None:
     direct = await call_tools(legacy_server.url, "legacy")
     assert [o["result"]["content"] for o in direct] == [["file:///home/u/proj"], ["Hello, octocat!"]]
     assert [o["callbacks"] for o in direct] == [["roots"], ["elicitation:What is your name?"]]
-    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))) as proxy:  # the command
+    capture = tmp_path / "run.jsonl"
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, capture=capture))) as proxy:
         bridged = await call_tools(proxy.endpoint(), MODERN)
         exported = await admin_json(proxy.admin + "/api/export.json")
     assert bridged == direct
     assert _round_keys(exported["chains"]) == [["roots-1"], ["elicitation-1"]]  # each in its call's round
+    asked = {"session_roots": (1, ["roots/list"]), "session_ask_name": (1, ["elicitation/create"])}
+    assert _asked(exported["chains"]) == asked  # and each question in its call's chain, counted there once
+    replayed = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert replayed.returncode == 0, replayed.stderr
+    assert _asked(json.loads(replayed.stdout)["chains"]) == asked  # the capture files them alike
 
 
 async def test_the_session_keeps_its_get_stream_while_it_lives(
@@ -98,6 +106,22 @@ async def test_a_get_stream_question_while_two_clients_calls_are_in_flight_is_as
     said = [e for e in ambiguous if e.get("event") == "bridge_stream_request_ambiguous"]
     assert {e["in_flight"] for e in said} == {2}
     assert all(e["level"] == "warning" for e in said)
+
+
+def _asked(chains: list[dict[str, Any]]) -> dict[str, tuple[int, list[str]]]:
+    """Each session_* call's `nested` count and the requests its chain holds from the server."""
+    return {
+        chain["chain"]["name"]: (
+            chain["chain"]["nested"],
+            [
+                m["method"]
+                for m in chain["messages"]
+                if m["side"] == "upstream" and m["direction"] == "to_client" and m["kind"] == "request"
+            ],
+        )
+        for chain in chains
+        if chain["chain"].get("name") in TOOLS
+    }
 
 
 def _round_keys(chains: list[dict[str, Any]]) -> list[list[str]]:

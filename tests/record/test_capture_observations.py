@@ -22,7 +22,7 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptReleased
+from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptReleased, LegMessageSeen
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -265,6 +265,20 @@ def test_each_sides_transport_is_kept_and_a_capture_before_it_reads_as_streamabl
     assert "upstream_transport" not in usual
 
 
+def test_a_leg_message_that_joins_another_legs_chain_says_so_and_only_then() -> None:
+    encoder = ObservationEncoder(Redactor(key=b"test-key"), 65536)
+    asked = classify_value(request("s-1", "roots/list", {}))
+    placed = LegMessageSeen(1.0, "leg-5", "x3", asked, 40, Direction.TO_CLIENT, Channel.SSE, joins="leg-9")
+    line = orjson.loads(encoder.encode(placed))
+    assert line["joins"] == "leg-9"
+    assert decode(line) == placed
+    del line["joins"]  # as a writer before 1.6 wrote it: the message is its own leg's
+    older = decode(line)
+    assert isinstance(older, LegMessageSeen)
+    assert older.joins is None
+    assert "joins" not in orjson.loads(encoder.encode(older))
+
+
 def test_an_intercept_reads_back_as_its_chain_note_and_the_edit_sent_is_redacted(tmp_path: Path) -> None:
     path = tmp_path / "intercept.jsonl"
     redactor = Redactor(key=b"test-key")
@@ -328,7 +342,7 @@ def test_a_legs_head_is_written_redacted_and_reads_back_as_the_live_chains_hold_
     assert UPSTREAM_SESSION not in text
     (minted,) = [h for h in heads if h["leg"] == "leg-3"]
     assert minted["headers"]["Mcp-Session-Id"].startswith("<redacted len=")
-    assert json.loads(text.splitlines()[0])["version"] == "1.5"
+    assert json.loads(text.splitlines()[0])["version"] == FORMAT_VERSION
     assert _records(list(read_capture(capture))) == _records(live)
     assert {leg: status for leg, (status, _) in _leg_statuses(capture).items()} == LEG_STATUSES
 
@@ -353,7 +367,7 @@ def test_a_1_4_capture_reads_whole_with_its_legs_status_said_unknown(tmp_path: P
     capture = tmp_path / "refused.jsonl"
     record_play(refused_leg_call, capture)
     lines = capture.read_bytes().splitlines(keepends=True)
-    older = [lines[0].replace(b'"version":"1.5"', b'"version":"1.4"')]
+    older = [lines[0].replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.4"')]
     older += [line for line in lines[1:] if b'"kind":"leg_head"' not in line]
     assert len(older) == len(lines) - len(LEG_STATUSES)
     capture.write_bytes(b"".join(older))

@@ -205,6 +205,9 @@ class ParkingEngine:
 
     client_sessions: frozenset[str] = frozenset()
 
+    def joins(self, leg: str, msg: object) -> str | None:
+        return None
+
     def table_sizes(self) -> dict[str, int]:
         return {"continuations": 2, "legs": 2}
 

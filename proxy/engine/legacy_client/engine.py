@@ -109,6 +109,11 @@ class LegacyToMrtrEngine:
         """The size of every internal table; a finished flow leaves only its session (and caches)."""
         return self._ctx.table_sizes()
 
+    def joins(self, leg: str, msg: Message) -> str | None:
+        """Every upstream message here belongs to its own leg's chain (a 2026-07-28 server asks only
+        in results of the call it answers)."""
+        return None
+
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:

@@ -281,6 +281,11 @@ class MrtrToLegacyEngine:
             return self._listen.on_stream_head(leg, status)
         return []
 
+    def joins(self, leg: str, msg: Message) -> str | None:
+        """The leg whose chain a message arriving on `leg` joins instead of its own: a question on a
+        session's GET stream goes to the one call it is given to."""
+        return self._asks.placed_on(leg, msg)
+
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:

@@ -62,6 +62,22 @@ class StreamAsks:
             return self._withdraw(ref.owner, msg)
         return None
 
+    def placed_on(self, leg: str, msg: Message) -> str | None:
+        """The leg of the call a message on the GET stream `leg` is given to (as `on_message` would
+        give it, asked before it is), so its observation joins that call's chain; None otherwise."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None or ref.purpose != "stream":
+            return None
+        if msg.kind is Kind.REQUEST and msg.method in INPUT_METHODS and msg.id is not None:
+            waiting = calls_in_flight(self._ctx, ref.owner)
+            return waiting[0].leg if len(waiting) == 1 else None
+        if msg.kind is Kind.NOTIFICATION and msg.method == "notifications/cancelled":
+            asked = msg.params.get("requestId")
+            for call in calls_in_flight(self._ctx, ref.owner):
+                if any(n.upstream_id == asked for n in (*call.collecting, *call.asked.values())):
+                    return call.leg
+        return None
+
     def _place(self, leg: str, session: str, msg: Message) -> Commands | None:
         waiting = calls_in_flight(self._ctx, session)
         if not waiting:
