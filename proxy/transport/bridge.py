@@ -57,6 +57,7 @@ from proxy.flows.observations import (
     ContinuationMoved,
     ExchangeClosed,
     ExchangeOpened,
+    InvalidBody,
     LegClosed,
     LegHeadSeen,
     LegLinked,
@@ -691,6 +692,10 @@ class BridgeDriver:
                 upstream_transport=self.upstream_transport(),
             )
         )
+        problem = route.body.parse_error
+        if problem is not None and route.raw.strip():  # kept as it came, as pass-through keeps it
+            sink.emit(InvalidBody(sink.now(), exchange, problem, len(route.raw), route.raw))
+            return
         for msg in route.body.messages:
             size = len(route.raw) if len(route.body.messages) == 1 else len(dumps(msg.raw))
             sink.emit(

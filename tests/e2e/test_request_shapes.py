@@ -254,3 +254,22 @@ async def test_a_passed_through_upstream_answer_of_any_depth_reaches_the_client_
         )
     assert status == 200
     assert b"[" * 300 + b"]" * 300 in raw, "relayed byte for byte"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("body", [b"{not json", b"[]"], ids=["not-json", "empty-batch"])
+async def test_a_body_that_holds_no_message_is_kept_in_a_chain_of_its_own_in_every_mode(
+    proxy_for: ProxyFor, mode: Mode, body: bytes
+) -> None:
+    async with client_in(proxy_for, mode) as (client, _upstream, proxy):
+        status, _, raw = await client.post_raw(body, client.headers("tools/call", {}))
+        async with aiohttp.ClientSession() as http, http.get(proxy.admin_url + "/api/export.json") as resp:
+            exported = await resp.json()
+    assert status == 400, raw
+    (chain,) = [c for c in exported["chains"] if c["chain"].get("invalid")]
+    asked = chain["messages"][0]
+    assert (asked["direction"], asked["kind"], asked["body"]) == ("to_server", "invalid", body.decode())
+    if not mode.name.startswith("pass-through"):
+        # The proxy answers in the server's place, as JSON-RPC 2.0 says: `[]` is an invalid request.
+        code = json.loads(raw)["error"]["code"]
+        assert code == (-32600 if body == b"[]" else -32700), raw

@@ -160,6 +160,9 @@ class LegacyToMrtrEngine:
     def _on_post(self, exchange: str, route: Route, at: float, peer: str = "") -> Commands:
         body = route.body
         first = body.first
+        if body.batch and not body.messages:  # `[]`: JSON, but no request in it (JSON-RPC 2.0: -32600)
+            error = error_response(None, errors.INVALID_REQUEST, "Invalid Request: empty batch")
+            return [ReplyJson(exchange, 400, error)]
         if body.parse_error is not None or first is None:
             error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
             return [ReplyJson(exchange, 400, error)]

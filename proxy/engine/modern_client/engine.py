@@ -212,6 +212,8 @@ class MrtrToLegacyEngine:
             return [ReplyJson(exchange, 405, refusal, (("Allow", "POST"),))]
         body = route.body
         msg = body.first
+        if body.batch and not body.messages:  # `[]`: JSON, but no request in it (JSON-RPC 2.0: -32600)
+            return [_bad(exchange, errors.INVALID_REQUEST, "Invalid Request: empty batch")]
         if body.parse_error is not None or msg is None:
             return [_bad(exchange, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")]
         if body.batch:
