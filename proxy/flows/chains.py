@@ -351,7 +351,7 @@ class ChainBuilder:
         if ident is not None and chain.summary.status not in DECIDED:
             ex.requests[ident] = chain.summary.id
             self._resumes.take(ex.session, ident)
-        chain.summary.notes.append(f"stream resumed with Last-Event-ID {last}")
+        ex.resumed_with = last
         return True
 
     def response_head(
@@ -369,6 +369,20 @@ class ChainBuilder:
             chain = self.store.peek(chain_id)
             if chain is not None and chain.summary.http_status is None:
                 chain.summary.http_status = status
+        if ex.resumed_with is not None:
+            self._resumed(ex, ex.resumed_with, status)
+
+    def _resumed(self, ex: Exchange, last: str, status: int) -> None:
+        """Tell the chain a GET resumed how its resume went: the stream goes on, or the server refused."""
+        if status < 400:
+            note = f"stream resumed with Last-Event-ID {last}"
+        else:
+            note = f"stream not resumed with Last-Event-ID {last}: the resume was answered HTTP {status}"
+        for chain_id in ex.chains:
+            chain = self.store.peek(chain_id)
+            if chain is not None:
+                chain.summary.notes.append(note)
+                self._ledger.changed(chain)
 
     def message(
         self,

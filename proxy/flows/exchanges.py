@@ -102,6 +102,9 @@ class Exchange:
     """A message of this exchange to the server carries its request head already."""
     minted_session: str | None = None
     last_sse_id: str | None = None
+    resumed_with: str | None = None
+    """The `Last-Event-ID` of a GET that resumes a chain's stream: the chain is told how the resume
+    went once the response head says (a resume the server refuses is no resumed stream)."""
     pending_note: str | None = None
     began_earlier: bool = False
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""

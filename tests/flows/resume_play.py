@@ -65,6 +65,18 @@ def cut_and_resumed(obs: Any, clock: Ticking, outcome: str = "client_disconnecte
     return [*closed, obs.close_exchange("g1", None)]
 
 
+def cut_and_resume_refused(obs: Any, clock: Ticking) -> list[Any]:
+    """The client's stream is cut after an event; its GET + `Last-Event-ID` is answered 400 (the
+    server restarted and knows the session no more), and nothing more comes."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    clock.now += 0.5
+    resumed = {**HEADERS, "Last-Event-ID": "x1-1"}
+    obs.open_exchange("g1", http_method="GET", path="/mcp", headers=resumed, session=SESSION, **LEGACY)
+    obs.response_head("g1", status=400, content_type="application/json", headers={})
+    return [*closed, obs.close_exchange("g1", None)]
+
+
 def cut_by_fault_and_resumed(obs: Any, clock: Ticking) -> list[Any]:
     """As `cut_and_resumed`, the stream cut by the proxy's own `cut_after` fault."""
     return cut_and_resumed(obs, clock, "cut_by_fault")

@@ -20,6 +20,7 @@ from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
     cut_and_id_reused,
+    cut_and_resume_refused,
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
@@ -39,6 +40,14 @@ def _calls(play: Play) -> tuple[dict[int, ChainSummary], dict[tuple[str, str], i
     play(rig.facts, rig.clock)
     calls = {c.summary.jsonrpc_id: c.summary for c in rig.chains() if c.summary.method == "tools/call"}
     return calls, dict(metrics.counts.errors)  # type: ignore[arg-type]
+
+
+def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
+    calls, _ = _calls(cut_and_resume_refused)
+
+    notes = calls[1].notes
+    assert RESUMED_NOTE not in notes
+    assert "stream not resumed with Last-Event-ID x1-1: the resume was answered HTTP 400" in notes
 
 
 @pytest.mark.parametrize("play", [cut_and_resumed, cut_by_fault_and_resumed])
