@@ -31,6 +31,7 @@ from proxy.config import Settings
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainOpened, MessageRecord, ProxyInfo
 from proxy.flows.store import Chain
+from proxy.record.export import JSON_MESSAGES
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
@@ -77,7 +78,12 @@ class ReplayOptions:
 
 def replay_settings(upstream: str, options: ReplayOptions, era: EraSetting | None = None) -> Settings:
     """The replay's own proxy: the user's settings, on a free loopback port, recording nothing,
-    injecting no fault, exporting no span, serving no admin API; `era` replaces the user's era."""
+    injecting no fault, exporting no span, serving no admin API; `era` replaces the user's era.
+
+    A chain keeps as many messages as the capture's reader keeps of the recorded one, so the two are
+    compared whole: the user's bound (`max_messages_per_chain`) keeps a chain's newest messages, and
+    a long call (hundreds of progress notifications) would lose its request and first answers on the
+    replay's side only."""
     base = options.settings or Settings()
     return base.model_copy(
         update={
@@ -93,6 +99,7 @@ def replay_settings(upstream: str, options: ReplayOptions, era: EraSetting | Non
             "faults": [],
             "tui": False,
             "max_chains": 256,
+            "max_messages_per_chain": JSON_MESSAGES,
         }
     )
 
@@ -111,7 +118,10 @@ class Replay:
         """The era the proxy speaks to the server in, and why (the recording's, once started)."""
         self.era_chosen = chosen is not None
         """The user chose the era (`--upstream-era`, the setting); else the recording does."""
-        self._opened: list[str] = []
+        self._opened: dict[str, tuple[str | None, Any]] = {}
+        """Chains the proxy opened while a chain is replayed -> the method and id of the message that
+        opened each, as the proxy announced it: a long chain lets its oldest messages go (the store's
+        bounds), that request among them, and is still the request's chain."""
         self._http: aiohttp.ClientSession | None = None
         self.player: Player | None = None
         self.handshakes: OrderedDict[str, ChainPlan] = OrderedDict()
@@ -231,7 +241,9 @@ class Replay:
         played = await self.player.play(plan, session)
         if plan.kind is PlanKind.HANDSHAKE and plan.session is not None and played.session:
             self.sessions[plan.session] = played.session
-        return await self._settled(played.request_id), played
+        sent = plan.first.body if plan.first is not None else {}
+        request = (sent.get("method"), played.request_id) if played.request_id is not None else None
+        return await self._settled(request), played
 
     async def _session_for(self, plan: ChainPlan) -> str | None:
         """The replay's session for the chain's recorded one, opened from its handshake if need be."""
@@ -266,28 +278,29 @@ class Replay:
     def _take_events(self) -> None:
         while (event := self._feed.get_nowait()) is not None:
             if isinstance(event, ChainOpened):
-                self._opened.append(event.chain.id)
+                self._opened[event.chain.id] = (event.chain.method, event.chain.jsonrpc_id)
 
-    def _find(self, request_id: Any) -> Chain | None:
+    def _find(self, request: tuple[str | None, Any] | None) -> Chain | None:
+        """The chain the replayed request (method and id) opened, else the first chain opened: matched
+        by what it was opened with (a headline's id is the last retry's by now), never by its
+        messages, which a chain past the store's bounds no longer holds from the start."""
         store = self.proxy.store
-        chains = [c for c in (store.get(i) for i in self._opened) if c is not None]
-        if request_id is not None:  # the headline's id is the last retry's: the first message has the call's
-            return next((c for c in chains if _first_id(c) == request_id), None)
-        return chains[0] if chains else None
+        opened = (i for i, first in self._opened.items() if request is None or first == request)
+        return next((c for c in map(store.get, opened) if c is not None), None)
 
-    async def _settled(self, request_id: Any) -> Chain | None:
+    async def _settled(self, request: tuple[str | None, Any] | None) -> Chain | None:
         """The new chain once it has ended (its exchange closed), or as it is after `SETTLE` seconds."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SETTLE):
                 while True:
                     self._take_events()
-                    chain = self._find(request_id)
+                    chain = self._find(request)
                     if chain is not None and chain.summary.ended is not None:
                         return chain
                     event = await self._feed.get()
                     if isinstance(event, ChainOpened):
-                        self._opened.append(event.chain.id)
-        return self._find(request_id)
+                        self._opened[event.chain.id] = (event.chain.method, event.chain.jsonrpc_id)
+        return self._find(request)
 
     def _judge(
         self, plan: ChainPlan, outcome: ChainOutcome, chain: Chain | None, played: Played
@@ -301,6 +314,9 @@ class Replay:
         if played.unanswered:
             outcome.status, outcome.reason = "failed", played.unanswered
             return outcome
+        if chain.dropped_messages:
+            outcome.status, outcome.reason = "failed", _cut(chain)
+            return outcome
         if plan.kind is PlanKind.DELETE:
             outcome.difference = _status_difference(plan.records, list(chain.messages))
         else:
@@ -309,8 +325,17 @@ class Replay:
         return outcome
 
 
-def _first_id(chain: Chain) -> Any:
-    return next((m.jsonrpc_id for m in chain.messages if m.kind == "request"), None)
+def _cut(chain: Chain) -> str:
+    """Why a replayed chain whose oldest messages its proxy let go is not compared: the recording's
+    first messages would be set against later ones, and every difference named would be the cut's."""
+    held = len(chain.messages)
+    total = held + chain.dropped_messages
+    if held >= JSON_MESSAGES:
+        why = f"a replay compares at most {JSON_MESSAGES} messages of a chain"
+    else:
+        why = "its memory passed max_chain_store_bytes: raise that setting (--config, MCP_PROXY_*)"
+    kept = f"the replayed chain has {total} messages, of which its proxy kept the newest {held}"
+    return f"{kept}: not compared, {why}"
 
 
 def _status_difference(recorded: list[MessageRecord], replayed: list[MessageRecord]) -> Difference | None:

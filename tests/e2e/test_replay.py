@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.replay_peers import ADD_WORDED, DemoPeer
 from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
-from tests.peers.scenarios import client_for, normalize_tool_result
+from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
 from tests.threaded_http import serving
 
@@ -586,3 +587,77 @@ def test_a_recorded_name_with_control_characters_is_shown_escaped_in_the_report(
 
     assert _lines(done)[add].startswith(f"{add} tools/call add\\x1b]0;TITLE\\x07\\u202e: "), done.stdout
     assert not any(char in done.stdout + done.stderr for char in "\x1b\x07\u202e"), done.stdout + done.stderr
+
+
+LONG_STEPS = 300
+"""Progress steps of a call whose chain (each notification on both sides of the bridge) holds more
+messages than a chain keeps by default (`max_messages_per_chain`, 500)."""
+
+
+async def _record_long_progress(endpoint: str) -> None:
+    log = CallbackLog()
+    async with client_for(endpoint, "2026-07-28", log=log) as client:
+        result = await client.call_tool(
+            "slow_progress", {"steps": LONG_STEPS}, progress_callback=log.on_progress
+        )
+    assert normalize_tool_result(result)["content"] == [f"done {LONG_STEPS}"]
+    assert len(log.progress) == LONG_STEPS
+
+
+@pytest.fixture(scope="module")
+def long_call(legacy_server: PeerServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A 2026-07-28 client's `slow_progress` call with `LONG_STEPS` steps, recorded through the bridge
+    in front of a legacy server: the capture, and the call's chain id."""
+    capture = tmp_path_factory.mktemp("long") / "long.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_long_progress(proxy.endpoint()))
+        assert proxy.stop() == 0
+    (slow,) = [p for p in plans(open_capture([capture])) if p.headline() == "tools/call slow_progress"]
+    assert len(slow.records) > 2 * LONG_STEPS
+    return capture, slow.chain
+
+
+def _replayed(done: subprocess.CompletedProcess[str], chain: str) -> dict[str, Any]:
+    """One chain's outcome in a `--json` replay's document."""
+    (outcome,) = [c for c in json.loads(done.stdout)["chains"] if c["chain"] == chain]
+    return outcome
+
+
+def test_a_chain_longer_than_a_live_proxy_keeps_is_replayed_and_compared_whole(
+    long_call: tuple[Path, str],
+) -> None:
+    # A live proxy keeps a chain's newest `max_messages_per_chain` messages (500 by default): the
+    # replay's proxy keeps what the capture's reader keeps, the call's request and first answers too.
+    capture, chain = long_call
+
+    done = _replay(capture, "--all", "--json")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _replayed(done, chain)["status"] == "same"
+
+
+def test_a_replayed_chain_its_proxy_cut_for_memory_is_still_the_calls_and_says_why_it_is_not_compared(
+    long_call: tuple[Path, str],
+) -> None:
+    capture, chain = long_call
+    env = clean_env(MCP_PROXY_MAX_CHAIN_STORE_BYTES=str(256 * 1024))
+
+    done = subprocess.run(
+        [*proxy_command(), "replay", str(capture), "--chain", chain, "--json"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    outcome = _replayed(done, chain)
+    assert outcome["status"] == "failed"
+    assert outcome["replayed_chain"], outcome  # found though its request is no longer held
+    assert outcome["reason"].startswith("the replayed chain has "), outcome
+    assert "of which its proxy kept the newest" in outcome["reason"]
+    assert outcome["reason"].endswith("raise that setting (--config, MCP_PROXY_*)"), outcome
+    assert "max_chain_store_bytes" in outcome["reason"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from proxy.config import Settings
+from proxy.record.export import JSON_MESSAGES
 from proxy.replay.runner import ReplayOptions, replay_settings
 
 
@@ -41,3 +42,11 @@ def test_the_replays_proxy_keeps_the_users_redaction_and_bounds_but_records_and_
     assert settings.admin_enabled is False
     assert settings.listen == "127.0.0.1:0"
     assert chosen.upstream_era == "modern"
+
+
+def test_the_replays_proxy_keeps_as_many_messages_of_a_chain_as_the_captures_reader() -> None:
+    user = Settings(upstream="http://recorded:1/mcp", max_messages_per_chain=500)
+
+    settings = replay_settings("http://staging:8000/mcp", ReplayOptions(settings=user))
+
+    assert settings.max_messages_per_chain == JSON_MESSAGES
