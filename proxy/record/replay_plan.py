@@ -5,7 +5,9 @@ request with its HTTP headers, the later retries of a 2026-07-28 call, notificat
 `notifications/initialized`) and the questions it was asked with the answers it gave (read by the
 mock's chain reader, `proxy.record.mock_table.ChainReader`, from the client's side). A question the
 replayed server asks is answered from the recording when one asked the same (method and params less
-ids, `_meta` and other run-specific fields); each recorded answer is given once, in recorded order.
+ids, `_meta` and other run-specific fields); each recorded answer is given once, in recorded order. A
+question the recording was asked and its client never answered (a 2026-07-28 client that got
+`input_required` and did not retry) is where that client stopped: a replay asked it stops there too.
 
 Everything in a capture was redacted when it was written: a value replaced by a stand-in
 (`<redacted len=N hmac:...>`) cannot be sent again, and a plan says which header or body field needs
@@ -82,12 +84,14 @@ class Sent:
 
 @dataclass(frozen=True)
 class AnswerMiss:
-    """A question the recording holds no answer to, and the nearest one it does; or, when the
-    recording was asked the same question but fewer times (`answered`), how many."""
+    """A question the recording was not asked, and the nearest one it was (`nearest_unanswered`: its
+    client never answered that one); or, when the recording was asked the same question but fewer
+    times (`answered`), how many."""
 
     asked: str
     nearest: str | None
     answered: int = 0
+    nearest_unanswered: bool = False
 
     def text(self) -> str:
         """`no recorded answer to elicitation/create ...; nearest recorded: ...`."""
@@ -97,8 +101,10 @@ class AnswerMiss:
                 f"asked {self.asked} more often than recorded: the recording answered it {times}, "
                 "and the replay asked it again"
             )
-        near = f"; nearest recorded: {self.nearest}" if self.nearest else "; the recording was asked nothing"
-        return f"no recorded answer to {self.asked}{near}"
+        if not self.nearest:
+            return f"no recorded answer to {self.asked}; the recording was asked nothing"
+        never = " (asked, and never answered: its client stopped there)" if self.nearest_unanswered else ""
+        return f"no recorded answer to {self.asked}; nearest recorded: {self.nearest}{never}"
 
 
 def question_key(method: str, params: Any) -> str:
@@ -110,14 +116,17 @@ def question_key(method: str, params: Any) -> str:
 
 
 class RecordedAnswers:
-    """The client's recorded answers, taken by question, each once, in recorded order."""
+    """The questions the recording was asked with the client's answers, taken by question, each once,
+    in recorded order; a question its client never answered is kept, with no answer (`answer` None),
+    as where that client stopped."""
 
     def __init__(self, asks: Iterable[Ask]) -> None:
-        self.asks = [a for a in asks if a.answer is not None]
+        self.asks = list(asks)
         self._used: set[int] = set()
 
     def take(self, method: str, params: Any) -> Ask | AnswerMiss:
-        """The recorded answer to this question, or why there is none."""
+        """The recorded question the same as this one with its answer (None: the recording's client
+        never answered it), or why there is none."""
         key = question_key(method, params)
         same = 0
         for i, ask in enumerate(self.asks):
@@ -138,7 +147,7 @@ class RecordedAnswers:
                 None, asked, shown(a.method, a.params), autojunk=False
             ).ratio(),
         )
-        return AnswerMiss(asked, shown(near.method, near.params))
+        return AnswerMiss(asked, shown(near.method, near.params), nearest_unanswered=near.answer is None)
 
 
 @dataclass
@@ -155,6 +164,9 @@ class ChainPlan:
     notes: list[Sent] = field(default_factory=list)
     """Notifications the client sent after its request (`notifications/initialized`)."""
     answers: RecordedAnswers = field(default_factory=lambda: RecordedAnswers(()))
+    stopped: str | None = None
+    """The question a 2026-07-28 client was asked last and never answered: it got `input_required`
+    and sent no retry after it, so a replay stops after the same round and compares what it got."""
     problem: str | None = None
     """Why it cannot be replayed as recorded (a message cut at the capture's body limit)."""
 
@@ -192,6 +204,9 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
             continue
         _file_sent(plan, record)
     plan.answers = RecordedAnswers(a for r in reader.rounds for a in r)
+    if plan.era == "modern" and reader.answer is None and reader.rounds:
+        unanswered = next((a for a in reader.rounds[-1] if a.answer is None), None)
+        plan.stopped = shown(unanswered.method, unanswered.params) if unanswered else None
     if plan.first is None:
         plan.kind = PlanKind.OTHER
         plan.problem = plan.problem or "the recording holds no request the client sent"
@@ -211,6 +226,11 @@ def _kind(method: str) -> PlanKind:
 
 
 def _file_sent(plan: ChainPlan, record: MessageRecord) -> None:
+    if record.kind in ("result", "error") and record.truncated:  # else read as a question never answered
+        plan.problem = (
+            "the client's answer to a question was cut at the capture's body limit "
+            "(record it again with a larger capture_body_limit)"
+        )
     if record.kind not in ("request", "notification"):
         return  # the client's answers to questions are built anew from the recorded answers
     body = record.body

@@ -7,7 +7,11 @@ A 2026-07-28 client's call is POSTed; an `input_required` result is answered by 
 result's own keys, each the recorded answer to that entry's question, and its `requestState` echoed.
 A question with no recorded match goes to `ask` (the user, with `--ask`) or fails the chain naming
 it and the nearest recorded question; a legacy server waiting on it is answered with an error so
-the call ends.
+the call ends. A 2026-07-28 client that got `input_required` and sent no retry after it stopped
+there: the replay stops after the same round (or at a question that client never answered), and what
+it got is compared. A legacy server waiting in flight on a question the recording never answered
+cannot be left waiting as that client left it: it is answered with an error and the chain fails
+saying so.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from proxy.record.mock_table import shown
 from proxy.record.replay_plan import AnswerMiss, ChainPlan, Sent, headers_to_send, redacted_paths
 from proxy.replay.http import ReplayHttp
 
@@ -35,11 +40,15 @@ class ReplayFailed(Exception):
 
 @dataclass
 class Played:
-    """What playing a chain gave: the first request's id, a new session, and a question unanswered."""
+    """What playing a chain gave: the first request's id, a new session, a question unanswered, and
+    the question where the replay stopped as the recording's client did."""
 
     request_id: Any = None
     session: str | None = None
     unanswered: str | None = None
+    stopped: str | None = None
+    """A question the recording's client never answered (`input_required` it did not retry after):
+    the replay stopped after that round too, so its chain waits on the client as the recording's did."""
 
 
 class Player:
@@ -99,7 +108,14 @@ class Player:
     async def _answer_in_flight(
         self, plan: ChainPlan, question: dict[str, Any], headers: dict[str, str], played: Played
     ) -> None:
-        answer = await self._recorded(plan, str(question["method"]), question.get("params"), played)
+        method, params = str(question["method"]), question.get("params")
+        answer = await self._recorded(plan, method, params, played)
+        if played.stopped is not None:  # nothing can leave a legacy server's call waiting as the client did
+            played.stopped = None
+            played.unanswered = played.unanswered or (
+                f"the recording's client never answered {shown(method, params)} (it stopped there); a "
+                "legacy server waits on it in flight, so the replay answered it with an error"
+            )
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": question["id"]}
         if answer is None:
             reply["error"] = {"code": NO_ANSWER, "message": f"mcp-proxy replay: {played.unanswered}"}
@@ -112,6 +128,8 @@ class Player:
     async def _recorded(self, plan: ChainPlan, method: str, params: Any, played: Played) -> Any:
         found = plan.answers.take(method, params)
         if not isinstance(found, AnswerMiss):
+            if found.answer is None:
+                played.stopped = played.stopped or shown(found.method, found.params)
             return found.answer
         if self.ask is not None:
             given = await self.ask(plan, method, params)
@@ -129,6 +147,9 @@ class Player:
             result = final.get("result") if final else None
             if not isinstance(result, dict) or result.get("resultType") != "input_required":
                 return played
+            if plan.stopped is not None and round_ >= len(plan.retries):  # the recording retried no more
+                played.stopped = plan.stopped
+                return played
             if round_ == MAX_ROUNDS:
                 raise ReplayFailed(f"the server asked for input more than {MAX_ROUNDS} times")
             responses = await self._responses(plan, result.get("inputRequests"), played)
@@ -143,7 +164,7 @@ class Player:
         for key, entry in (requests if isinstance(requests, dict) else {}).items():
             entry = entry if isinstance(entry, dict) else {}
             answer = await self._recorded(plan, str(entry.get("method")), entry.get("params"), played)
-            if answer is None:
+            if answer is None:  # unanswered, or where the recording's client stopped: no retry
                 return None
             responses[str(key)] = answer
         return responses

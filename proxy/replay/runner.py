@@ -29,7 +29,7 @@ import aiohttp
 
 from proxy.config import Settings
 from proxy.flows.chains import proxy_changes
-from proxy.flows.events import ChainOpened, MessageRecord, ProxyInfo
+from proxy.flows.events import ChainOpened, ChainStatus, MessageRecord, ProxyInfo
 from proxy.flows.store import Chain
 from proxy.record.export import JSON_MESSAGES
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
@@ -243,7 +243,7 @@ class Replay:
             self.sessions[plan.session] = played.session
         sent = plan.first.body if plan.first is not None else {}
         request = (sent.get("method"), played.request_id) if played.request_id is not None else None
-        return await self._settled(request), played
+        return await self._settled(request, waits=played.stopped is not None), played
 
     async def _session_for(self, plan: ChainPlan) -> str | None:
         """The replay's session for the chain's recorded one, opened from its handshake if need be."""
@@ -288,14 +288,16 @@ class Replay:
         opened = (i for i, first in self._opened.items() if request is None or first == request)
         return next((c for c in map(store.get, opened) if c is not None), None)
 
-    async def _settled(self, request: tuple[str | None, Any] | None) -> Chain | None:
-        """The new chain once it has ended (its exchange closed), or as it is after `SETTLE` seconds."""
+    async def _settled(self, request: tuple[str | None, Any] | None, *, waits: bool = False) -> Chain | None:
+        """The new chain once it has ended (its exchange closed), or, when the replay stopped where the
+        recording's client did (`waits`), once it waits on the client (it ends only when the parked
+        call expires); else as it is after `SETTLE` seconds."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SETTLE):
                 while True:
                     self._take_events()
                     chain = self._find(request)
-                    if chain is not None and chain.summary.ended is not None:
+                    if chain is not None and (chain.summary.ended is not None or (waits and _waits(chain))):
                         return chain
                     event = await self._feed.get()
                     if isinstance(event, ChainOpened):
@@ -317,12 +319,18 @@ class Replay:
         if chain.dropped_messages:
             outcome.status, outcome.reason = "failed", _cut(chain)
             return outcome
+        if played.stopped is not None:
+            outcome.reason = f"stopped where the recording's client did, never answering {played.stopped}"
         if plan.kind is PlanKind.DELETE:
             outcome.difference = _status_difference(plan.records, list(chain.messages))
         else:
             outcome.difference = compare_chains(plan.records, chain.messages, self.options.ignore)
         outcome.status = "differs" if outcome.difference is not None else "same"
         return outcome
+
+
+def _waits(chain: Chain) -> bool:
+    return chain.summary.status in (ChainStatus.WAITING_CLIENT, ChainStatus.PARKED)
 
 
 def _cut(chain: Chain) -> str:

@@ -20,7 +20,13 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 
 from proxy.demo.clients import run_client
 from proxy.flows.events import ProxyInfo
@@ -661,3 +667,77 @@ def test_a_replayed_chain_its_proxy_cut_for_memory_is_still_the_calls_and_says_w
     assert "of which its proxy kept the newest" in outcome["reason"]
     assert outcome["reason"].endswith("raise that setting (--config, MCP_PROXY_*)"), outcome
     assert "max_chain_store_bytes" in outcome["reason"]
+
+
+async def _record_a_call_never_retried(endpoint: str, tool: str) -> None:
+    """A 2026-07-28 SDK client calls `tool`, is asked the user's name (`input_required`), and stops
+    there: its elicitation handler never answers, and the call is given up."""
+    asked = anyio.Event()
+
+    async def elicitation(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("never answered")
+
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        Client(
+            streamable_http_client(endpoint, http_client=http),
+            mode="2026-07-28",
+            cache=None,
+            elicitation_callback=elicitation,
+        ) as client,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(client.call_tool, tool, {})
+        with anyio.fail_after(10):
+            await asked.wait()
+        tasks.cancel_scope.cancel()
+
+
+def _stopped_call(upstream: str, capture: Path, tool: str) -> str:
+    """Record `tool` called by a client that stops at `input_required`, through `mcp-proxy
+    --upstream-era legacy`; the chain id of the call."""
+    env = settings_env(upstream=upstream, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env), "--upstream-era", "legacy") as proxy:
+        asyncio.run(_record_a_call_never_retried(proxy.endpoint(), tool))
+        assert proxy.stop() == 0
+    (asked,) = [p for p in plans(open_capture([capture])) if p.headline() == f"tools/call {tool}"]
+    assert asked.retries == []
+    return asked.chain
+
+
+def test_a_call_whose_client_stopped_at_input_required_replays_to_that_round_and_is_compared(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "stopped.jsonl"
+    chain = _stopped_call(legacy_server.url, capture, "ask_name")
+
+    done = _replay(capture, "--chain", chain)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = _lines(done)[chain]
+    assert line.startswith(
+        f"{chain} tools/call ask_name: same: stopped where the recording's client did, never answering "
+        "elicitation/create "
+    ), line
+    assert "What is your name?" in line
+    assert "the recording was asked nothing" not in line
+
+
+def test_a_stopped_call_whose_server_now_asks_something_else_differs_in_that_round(
+    demo: Demo, tmp_path: Path
+) -> None:
+    capture = tmp_path / "stopped.jsonl"
+    chain = _stopped_call(demo.servers["legacy"], capture, "greet")
+
+    with DemoPeer("changed-legacy") as changed:
+        done = _replay(capture, "--chain", chain, "--upstream", changed.url)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _lines(done)[chain] == (
+        f"{chain} tools/call greet: differs: message 2 (elicitation/create request) params.message: "
+        'recorded "What is your name?", replayed "What is your age?"'
+    )

@@ -135,6 +135,34 @@ def test_a_modern_call_keeps_its_retries_and_reads_answers_from_their_input_resp
     assert found.answer == {"action": "accept"}
 
 
+def test_a_modern_call_its_client_never_retried_stops_at_the_question_it_was_asked() -> None:
+    asked = {
+        "id": 1,
+        "result": {
+            "resultType": "input_required",
+            "inputRequests": {"name": {"method": "elicitation/create", "params": NAME}},
+        },
+    }
+    plan = plan_chain(
+        summary("tools/call", era="modern", session=None),
+        [
+            rec(Direction.TO_SERVER, {"id": 1, "method": "tools/call", "params": {"name": "greet"}}),
+            rec(Direction.TO_CLIENT, asked),
+        ],
+    )
+
+    assert plan.retries == []
+    assert plan.stopped is not None
+    assert plan.stopped.startswith('elicitation/create {"message":"What is your name?"')
+    other = plan.answers.take("elicitation/create", COLOR)
+    found = plan.answers.take("elicitation/create", NAME)
+    assert isinstance(other, AnswerMiss)  # the recording was asked something, and says what
+    assert "the recording was asked nothing" not in other.text()
+    assert other.text().endswith("(asked, and never answered: its client stopped there)")
+    assert not isinstance(found, AnswerMiss)
+    assert found.answer is None  # asked, and where its client stopped
+
+
 def test_a_bridged_chain_is_planned_from_the_clients_side_only() -> None:
     plan = plan_chain(
         summary("tools/call"),
@@ -190,6 +218,20 @@ def test_streams_deletes_and_cut_requests_are_told_apart() -> None:
     assert cut.kind is PlanKind.OTHER
     assert cut.problem is not None
     assert "capture_body_limit" in cut.problem
+
+
+def test_a_cut_answer_is_a_problem_not_a_question_the_client_never_answered() -> None:
+    plan = plan_chain(
+        summary("tools/call"),
+        [
+            rec(Direction.TO_SERVER, {"id": 7, "method": "tools/call", "params": {"name": "survey"}}),
+            rec(Direction.TO_CLIENT, {"id": 1, "method": "elicitation/create", "params": NAME}),
+            rec(Direction.TO_SERVER, {"id": 1, "result": {"action": "accept"}}, truncated=True),
+        ],
+    )
+
+    assert plan.problem is not None
+    assert plan.problem.startswith("the client's answer to a question was cut at the capture's body limit")
 
 
 def test_redacted_headers_need_the_users_value_and_hop_by_hop_ones_are_not_copied() -> None:
