@@ -5,8 +5,9 @@ it). A message sent toward the server is copied as it is; anything else is copie
 whose HTTP exchange carried it (a result on a call's stream, an `elicitation/create` on it), so every
 message of a chain has a command. Client-side requests go to the proxy's address by default (the
 proxy records the replay as a new chain); `target="upstream"` sends them to the upstream URL instead,
-past the proxy. A bridge's own upstream requests (`side` upstream) always go to the upstream, with
-the routing headers their body implies, since the proxy does not record a leg's head.
+past the proxy. A bridge's own upstream requests (`side` upstream) always go to the upstream (its
+endpoint, with the query of the client request they serve), with the routing headers their body
+implies, since the proxy does not record a leg's head.
 
 Nothing redacted is ever restored: each `<redacted ...>` stand-in in a header, the query or the body
 becomes an environment reference `"${MCP_TOKEN:?...}"`, which bash refuses to expand while unset with
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from proxy.flows.events import LIVE_ID, Direction, MessageRecord, Side
+from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
@@ -267,13 +268,27 @@ def _leg_headers(messages: list[MessageRecord], record: MessageRecord) -> list[t
         agreed = _agreed_version(messages)
         if agreed is not None:
             out.insert(0, (PROTOCOL_VERSION, agreed))
+    latest = _client_head_before(messages, record)
+    return out + relayed_client_headers(latest.headers.items()) if latest is not None else out
+
+
+def _client_head_before(messages: list[MessageRecord], record: MessageRecord) -> HttpInfo | None:
+    """The head of the client's latest request before a bridge's upstream request: the record of a
+    leg names no client exchange, and a bridge sends the headers and query of the client request it
+    serves, which is this one or, for a retry of a call, one with the same URL and headers."""
     heads = [
         m.http
         for m in messages
         if m.side is not Side.UPSTREAM and m.http is not None and m.http.method and m.seq < record.seq
     ]
-    latest = heads[-1] if heads else None
-    return out + relayed_client_headers(latest.headers.items()) if latest is not None else out
+    return heads[-1] if heads else None
+
+
+def _leg_url(upstream: str, client: HttpInfo | None) -> str:
+    """The URL of a bridge's own upstream request: the upstream's endpoint whatever path the client
+    named (a bridge only serves the endpoint), the upstream URL's query, then the client's."""
+    query = (client.path or "").partition("?")[2] if client is not None else ""
+    return _upstream_url(upstream, f"/?{query}" if query else "/")
 
 
 def _agreed_version(messages: list[MessageRecord]) -> str | None:
@@ -368,7 +383,8 @@ def curl_command(
         url = _upstream_url(upstream_url, client_http.path) if upstream_url else None
         headers = [(n, v) for n, v in client_http.headers.items() if n.lower() not in DROPPED]
     elif leg:
-        where, url = "upstream (the proxy's own request to it)", upstream_url
+        where = "upstream (the proxy's own request to it)"
+        url = _leg_url(upstream_url, _client_head_before(messages, request)) if upstream_url else None
         headers += [("Accept", accept), *_leg_headers(messages, request)]
         http_method = "POST"
     else:
