@@ -257,11 +257,38 @@ def _curl_bridged(found: ChainFound, chain_id: str, messages: list[MessageRecord
         return 2
     tell(
         f"mcp-proxy export: chain {chain_id} was bridged ({mode.value}): the server got the proxy's own "
-        "requests in its era, not the client's; these are those (--to proxy copies the client's). They "
-        "rode the proxy's own upstream session: open one with an initialize to the server first and set "
-        "MCP_SESSION_ID to the Mcp-Session-Id it answers"
+        f"requests in its era, not the client's; these are those (--to proxy copies the client's). "
+        f"{_bridged_session(mode, sent)}"
     )
     return _print_curl(found, chain_id, messages, sent, "upstream")
+
+
+def _bridged_session(mode: Mode, sent: list[MessageRecord]) -> str:
+    """What the proxy's own requests of a bridged chain need to be sent again, by the server's era: a
+    legacy server's session (the bridge held one), or for a 2026-07-28 server nothing but each
+    retry's `requestState`, which that server keeps in its answers instead of a session."""
+    if mode is Mode.LEGACY_TO_MRTR:
+        retries = any(_params(m).get("requestState") is not None for m in sent)
+        then = (
+            ": a retry's MCP_REQUEST_STATE comes from the answer to the command before it" if retries else ""
+        )
+        return f"A 2026-07-28 server holds no session, so no command carries a session id{then}"
+    if any(m.method == "initialize" for m in sent):
+        return (
+            "They ride the proxy's own session with the server, which the chain's initialize opens: "
+            "run that command first and set MCP_SESSION_ID to the Mcp-Session-Id it answers"
+        )
+    return (
+        "They rode the proxy's own session with the server, which an earlier chain opened: open one "
+        "with an initialize to the server first and set MCP_SESSION_ID to the Mcp-Session-Id it answers"
+    )
+
+
+def _params(record: MessageRecord) -> dict[str, object]:
+    """The params of a recorded request's body (empty when it has none)."""
+    body = record.body if isinstance(record.body, dict) else {}
+    params = body.get("params")
+    return params if isinstance(params, dict) else {}
 
 
 def _print_curl(

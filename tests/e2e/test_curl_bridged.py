@@ -1,16 +1,19 @@
 """Copy as curl toward the upstream of what the user really ran: a 2026-07-28 SDK client with a bearer
-token bridged by the real `mcp-proxy` to the official Python SDK's legacy server, and a stdio server.
+token bridged by the real `mcp-proxy` to the official Python SDK's legacy server, a legacy SDK client
+bridged to its 2026-07-28 server, and a stdio server.
 
 A bridge opens its upstream session with the caller's `Authorization` and relays it (and the client's
 custom headers) on every request of its own, so the command for one of those requests carries them,
 the token a placeholder; run by bash with the token and a live session set, the legacy server answers
-it. A stdio upstream has no URL: `--to upstream` refuses, saying why, instead of printing a command
-for `stdio:/mcp`.
+it. Toward the 2026-07-28 server there is no session to set, only each retry's `requestState` from
+the answer before it. A stdio upstream has no URL: `--to upstream` refuses, saying why, instead of
+printing a command for `stdio:/mcp`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +56,7 @@ async def test_a_bridged_calls_upstream_command_carries_the_callers_token_and_th
 
     assert exported.returncode == 0, exported.stderr
     assert "the server got the proxy's own requests" in exported.stderr
+    assert "the chain's initialize opens: run that command first and set MCP_SESSION_ID" in exported.stderr
     command = exported.stdout
     assert SECRET not in command
     assert "-H 'Authorization: Bearer '\"${MCP_TOKEN:?" in command
@@ -73,6 +77,42 @@ async def test_a_bridged_calls_upstream_command_carries_the_callers_token_and_th
         ran = run_bash(step, base | {"MCP_SESSION_ID": session})
         assert ran.returncode == 0, ran.stderr
     assert '"text":"5"' in ran.stdout, ran.stdout
+
+
+async def test_a_legacy_clients_bridged_call_runs_by_hand_against_the_2026_server_no_session_wanted(
+    modern_server: PeerServer, tmp_path: Path
+) -> None:
+    """Through the legacy->MRTR bridge the 2026-07-28 server holds no session: stderr says no command
+    carries one, and each retry takes its `requestState` from the answer to the command before it.
+    Run in order that way, with the client's query key set, the server completes the call."""
+    capture = tmp_path / "run.jsonl"
+    with ProxyProcess(clean_env(**settings_env(upstream=modern_server.url, capture=capture))) as proxy:
+        async with client_for(proxy.endpoint() + f"?api_key={SECRET}", "legacy") as legacy:
+            asked = await legacy.call_tool("ask_twice", {})
+        assert not asked.is_error
+        proxy.stop()
+
+    exported = run_mcp_proxy(
+        "export", "--curl", chain_of(capture, "ask_twice"), "--to", "upstream", str(capture)
+    )
+
+    assert exported.returncode == 0, exported.stderr
+    assert "A 2026-07-28 server holds no session, so no command carries a session id" in exported.stderr
+    assert "a retry's MCP_REQUEST_STATE comes from the answer to the command before it" in exported.stderr
+    command = exported.stdout
+    assert SECRET not in command
+    assert "MCP_SESSION_ID" not in exported.stderr + command
+    call, *retries = [b for b in command.split("\n\n") if "curl -sS" in b]
+    assert len(retries) == 2, command
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")} | {"MCP_QUERY_SECRET": SECRET}
+    ran = run_bash(call, base)
+    for retry in retries:
+        assert ran.returncode == 0, ran.stderr
+        state = re.search(r'"requestState":"([^"]+)"', ran.stdout)
+        assert state is not None, ran.stdout
+        ran = run_bash(retry, base | {"MCP_REQUEST_STATE": state.group(1)})
+    assert ran.returncode == 0, ran.stderr
+    assert '"text":"name=octocat color=' in ran.stdout, ran.stdout
 
 
 async def test_copy_as_curl_toward_a_stdio_upstream_refuses_saying_there_is_no_url(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ async def test_a_bridged_calls_command_to_the_upstream_sends_the_clients_query_a
 ) -> None:
     """The bridge's call carries the legacy client's query after the upstream URL's own, so a server
     that takes its key from the query accepts it; the command sends the same request line, the key a
-    placeholder."""
+    placeholder, and stderr says no session id is wanted (a 2026-07-28 server holds no session)."""
     capture = tmp_path / "run.jsonl"
     async with recording_upstream("modern") as fake:
         env = clean_env(**settings_env(upstream=fake.url("/mcp", "region=eu"), capture=capture))
@@ -115,3 +115,5 @@ async def test_a_bridged_calls_command_to_the_upstream_sends_the_clients_query_a
     assert SECRET not in command
     assert "# set MCP_QUERY_SECRET_2 first: the redacted value of query parameter 'api_key'" in command
     assert "the server got the proxy's own requests" in exported.stderr
+    assert "A 2026-07-28 server holds no session, so no command carries a session id" in exported.stderr
+    assert "MCP_SESSION_ID" not in exported.stderr + command
