@@ -17,6 +17,7 @@ import pytest
 from proxy.flows.chains import CLIENT_NEVER_RETRIED
 from proxy.flows.events import ChainStatus, ContinuationChanged, Direction, Mode, Side
 from proxy.runtime import Proxy
+from proxy.wire.mcp import META_SERVER_INFO
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer, Sdk1Server
 from tests.peers.scenarios import run_scenario
@@ -122,6 +123,29 @@ async def test_upstream_era_legacy_bridges_a_dual_era_server_with_in_flight_tool
     async with proxy_for(dual_inflight_server.url, upstream_era="legacy") as proxy:
         bridged = await run_scenario(proxy.endpoint(), MODERN, scenario)
     assert bridged == direct
+
+
+async def test_a_bridged_input_required_names_the_server_as_a_modern_servers_does(
+    legacy_server: PeerServer, modern_server: PeerServer, proxy_for: Callable[..., Any]
+) -> None:
+    """A 2026-07-28 server names itself in every result's `_meta`, an `input_required` one too; the
+    normalized scenarios do not see `_meta`, so the raw results are compared. Through the bridge the
+    interim result carries the legacy server's identity, the one its `complete` result carries."""
+    async with aiohttp.ClientSession() as http:
+        status, native = await modern_call(
+            http, modern_server.url, "tools/call", {"name": "ask_name", "arguments": {}}, ident=1
+        )
+        assert status == 200, native
+        async with proxy_for(legacy_server.url) as proxy:
+            bridged = await first_round(http, proxy)
+            status, done = await retry(http, proxy, bridged)
+        assert status == 200, done
+        assert completed(done), done
+
+    assert native["result"]["resultType"] == "input_required"
+    assert META_SERVER_INFO in native["result"]["_meta"]
+    assert bridged.get("_meta", {}).keys() == native["result"]["_meta"].keys()
+    assert bridged["_meta"][META_SERVER_INFO] == done["result"]["_meta"][META_SERVER_INFO]
 
 
 async def test_bridged_chain_holds_every_round_on_both_sides(

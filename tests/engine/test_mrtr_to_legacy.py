@@ -231,8 +231,13 @@ def state(
 
 
 def input_required(ident: Any, entries: dict[str, Any], token: str) -> dict[str, Any]:
-    """The interim result that parks a call."""
-    result = {"resultType": "input_required", "inputRequests": entries, "requestState": token}
+    """The interim result that parks a call, naming the upstream as a `complete` one does."""
+    result = {
+        "resultType": "input_required",
+        "inputRequests": entries,
+        "requestState": token,
+        "_meta": {SERVER_INFO_KEY: SERVER_INFO},
+    }
     return ok(ident, result)
 
 

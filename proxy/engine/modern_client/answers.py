@@ -146,9 +146,16 @@ def gateway_fault(ident: RequestId, method: str, text: str) -> dict[str, Any]:
     )
 
 
-def input_required(entries: dict[str, Any], token: str) -> dict[str, Any]:
-    """The interim result that parks a call: the questions and the sealed state."""
-    return {"resultType": RESULT_INPUT_REQUIRED, "inputRequests": entries, "requestState": token}
+def input_required(entries: dict[str, Any], token: str, server_info: Any) -> dict[str, Any]:
+    """The interim result that parks a call: the questions, the sealed state and `_meta.serverInfo`,
+    which a 2026-07-28 server puts in every result, so the client learns whom it talks to from the
+    first answer of a call as well as from its `complete` one."""
+    return {
+        "resultType": RESULT_INPUT_REQUIRED,
+        "inputRequests": entries,
+        "requestState": token,
+        "_meta": {META_SERVER_INFO: server_info},
+    }
 
 
 def as_result(ident: RequestId, result: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ server sends together reach the client as one round. When the window closes the 
 takes a continuation slot (bounded in total and per principal), every collected request becomes an
 `inputRequests` entry under a proxy-minted key (`elicitation-1`, `sampling-1`, `roots-1`, ...
 counted per call; URL elicitations lose their `elicitationId`, which is remembered), and the asker
-is answered `{resultType: "input_required", inputRequests, requestState}` with a freshly sealed
-token. The upstream leg stays open; a TTL timer (re-armed every round) cancels it if no retry comes.
+is answered `{resultType: "input_required", inputRequests, requestState, _meta}` with a freshly sealed
+token and the upstream's `serverInfo` in `_meta`, as a 2026-07-28 server names itself in every
+result. The upstream leg stays open; a TTL timer (re-armed every round) cancels it if no retry comes.
 
 The retry must carry a token that verifies (`tokens`), names a continuation that still exists, is
 of the call's current round (older rounds are replays: each round mints a new token) and finds the
@@ -45,6 +46,7 @@ from proxy.engine.modern_client.answers import (
     input_required,
     missing_capability,
     missing_capability_error,
+    server_info,
 )
 from proxy.engine.modern_client.exits import (
     abandon,
@@ -180,7 +182,8 @@ class RoundKeeper:
         call.phase = "parked"
         call.parker = call.parker or call.asker.exchange
         ctx.observe_continuation(call, "parked")
-        body = as_result(call.asker.ident, input_required(entries, token))
+        info = server_info(ctx.link_of(call).init)
+        body = as_result(call.asker.ident, input_required(entries, token, info))
         note = "; ".join(notes) or None
         return [log, *answer(ctx, call, body, note=note), *start_timer(ctx, call, "ttl", ctx.ttl)]
 
