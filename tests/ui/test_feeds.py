@@ -189,7 +189,7 @@ async def test_a_newer_minor_versions_lines_are_skipped_and_counted_and_a_newer_
     lines = TOUR.read_bytes().splitlines(keepends=True)
     newer = tmp_path / "newer.jsonl"
     unknown = b'{"type":"obs","kind":"tls_handshake","t":1.0,"exchange":"x1"}\n'
-    newer.write_bytes(b"".join([lines[0].replace(b'"1.0"', b'"1.4"'), unknown, *lines[1:]]))
+    newer.write_bytes(b"".join([lines[0].replace(b'"1.0"', b'"1.99"'), unknown, *lines[1:]]))
     major = tmp_path / "major.jsonl"
     major.write_bytes(b"".join([lines[0].replace(b'"1.0"', b'"2.0"'), *lines[1:]]))
 
