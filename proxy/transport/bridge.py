@@ -76,6 +76,7 @@ from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
+from proxy.wire.cors import CorsAnswers, origin_of
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -205,6 +206,8 @@ class BridgeDriver:
         the upstream's request on a leg goes with that leg's session."""
         self._standing: set[str] = set()
         """Open legs that are a session's own GET stream (kept while the session lives)."""
+        self._cors = CorsAnswers()
+        """The upstream's CORS answer by request origin: the bridge's own answers carry it."""
         self._stop_legs: list[asyncio.Task[Any]] | None = None
         """The upstream requests the engine started when the proxy began to stop (None: not yet)."""
         """A cut leg's resume order, between the LegCut that caused it and the leg's reader."""
@@ -265,11 +268,12 @@ class BridgeDriver:
             cmd = held
         match cmd:
             case ReplyJson(_, status, message, headers, note):
+                headers = self._cors.add_to(origin_of(ex.client.headers), headers)
                 self._observe_reply(exchange, status, message, headers, note)
                 _json_response(ex.client, status, message, headers)
                 ex.answered = ex.done = True
             case StartSse(_, headers):
-                head = _sse_head(headers)
+                head = self._cors.add_to(origin_of(ex.client.headers), _sse_head(headers))
                 sink = self.observer
                 sink.emit(ResponseHeadSeen(sink.now(), exchange, 200, "text/event-stream", dict(head)))
                 # The head goes out with the event queued behind it (unless an intercept may hold it).
@@ -314,14 +318,16 @@ class BridgeDriver:
         the client has forgotten). Anything else ends with a bare 500, so the client never waits on.
         """
         sink = self.observer
+        origin = origin_of(ex.client.headers)
         if outcome == "cancelled":
-            head = _sse_head(())
+            head = self._cors.add_to(origin, _sse_head(()))
             sink.emit(ResponseHeadSeen(sink.now(), exchange, 200, "text/event-stream", dict(head)))
             with contextlib.suppress(ClientGone):  # a client that left first is owed nothing
                 ex.client.start_now(200, None, head, None, b"", end=True)
             return
-        sink.emit(ResponseHeadSeen(sink.now(), exchange, 500, None, {}))
-        ex.client.respond(500, b"", None, ())
+        bare = self._cors.add_to(origin, ())
+        sink.emit(ResponseHeadSeen(sink.now(), exchange, 500, None, dict(bare)))
+        ex.client.respond(500, b"", None, bare)
 
     async def _held_for_client(
         self, exchange: str, ex: _Exchange, cmd: ReplyJson | SendSse, holds: BridgeHolds
@@ -484,6 +490,9 @@ class BridgeDriver:
             return
         sink = self.observer  # before the engine hears of it: an error status may close the leg at once
         sink.emit(LegHeadSeen(sink.now(), leg, resp.status, resp.header("content-type"), dict(resp.headers)))
+        served = self.exchanges.get(self.leg_exchange.get(leg, ""))
+        if served is not None:
+            self._cors.learn(origin_of(served.client.headers), resp.headers)
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
         stream = _LegStream()
         while True:

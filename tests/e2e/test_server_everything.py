@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
+import httpx
 import pytest
 
 from tests.peers.clients import ClientKind, ClientRun, run_plan
@@ -246,3 +247,63 @@ def test_a_2026_client_through_the_bridge_gets_what_a_legacy_client_gets_directl
     want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL}
     got = normalized(run_plan(client, proxy.endpoint(), plan(bridged=True)))
     assert got == want, f"{client} via the bridge:\n{differences(got, want)}\n{_logs(proxy, everything)}"
+
+
+PAGE: Final = "http://localhost:6274"
+"""A browser page's origin (the MCP Inspector's web UI serves from it)."""
+
+
+def _modern_call(tool: str, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Headers and body of a 2026-07-28 `tools/call` a browser page sends (with its `Origin`)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "page", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    headers = {
+        "Origin": PAGE,
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": meta},
+    }
+    return headers, body
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "result_type"),
+    [("get-sum", {"a": 1, "b": 2}, "complete"), ("trigger-elicitation-request", {}, "input_required")],
+)
+def test_a_browser_page_may_read_the_bridges_answers_as_the_server_lets_it_read_its_own(
+    everything: NodeServer, proxy: ProxyProcess, tool: str, arguments: dict[str, Any], result_type: str
+) -> None:
+    """The bridge answers in the server's place: the server's CORS answer to the page's origin comes
+    with it, or a browser sends the request (the preflight passes through) and hides the answer."""
+    direct = httpx.post(
+        everything.url,
+        json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+        headers={
+            "Origin": PAGE,
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        },
+    )
+    allowed = direct.headers.get("access-control-allow-origin")
+    assert allowed, direct.headers  # the server's own policy for the page
+
+    headers, body = _modern_call(tool, arguments)
+    bridged = httpx.post(proxy.endpoint(), json=body, headers=headers, timeout=20)
+
+    assert bridged.status_code == 200, bridged.text
+    assert bridged.json()["result"]["resultType"] == result_type
+    assert bridged.headers.get("access-control-allow-origin") == allowed
+    assert bridged.headers.get("access-control-expose-headers") == direct.headers.get(
+        "access-control-expose-headers"
+    )
