@@ -25,6 +25,10 @@ FAULT_HINT: Final[dict[str, str]] = {
 }
 """What the user can do about a fault, where the detail does not already say it."""
 
+BEFORE_ANY_HEAD: Final = frozenset({"unreachable", "era_unknown", "unsendable"})
+"""Fault kinds of a request that got no response at all: the status an earlier response on the same
+leg had (a GET stream before its resume) says nothing of them, and is not quoted with them."""
+
 
 def fault_text(reason: str, detail: str = "") -> str:
     """The message for a fault: what happened, its detail, and (in parentheses) what to do."""

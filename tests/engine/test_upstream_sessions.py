@@ -493,3 +493,15 @@ def test_listeners_hear_only_their_own_sessions_notifications() -> None:
         << SendSse("x1", tagged(changed, 1))
     )
     assert drained(engine, upstream_sessions=2, listeners=2, stream_legs=2, legs=3, calls=1, serving=1)
+
+
+def test_a_stream_that_answered_and_then_could_not_be_reached_quotes_no_status_with_that() -> None:
+    engine = ready_engine()
+    engine.handle(send("x1", 1, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+    engine.handle(LegResponded("leg-3", 200, (("Content-Type", "text/event-stream"),)))
+
+    lost = engine.handle(LegFailed("leg-3", "unreachable", "[Errno 111] Connection refused"))
+
+    (ended,) = [c for c in lost if isinstance(c, Log) and c.event == "bridge_listen_stream_ended"]
+    assert ended.fields["why"].startswith("the upstream MCP server is unreachable: [Errno 111]")
+    assert "HTTP" not in ended.fields["why"]

@@ -40,7 +40,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
-from proxy.engine.faults import fault_text
+from proxy.engine.faults import BEFORE_ANY_HEAD, fault_text
 from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
@@ -129,7 +129,12 @@ class LegacyToMrtrEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+                return self._on_leg_lost(
+                    leg,
+                    fault_text(reason, detail),
+                    refused=reason == "unsendable",
+                    answered=reason not in BEFORE_ANY_HEAD,
+                )
             case LegCut(leg, _, _, detail):  # a 2026-07-28 server's streams are not resumed
                 why = "the response ended without a JSON-RPC answer"
                 return self._on_leg_lost(leg, why if detail is None else fault_text("cut", detail))
@@ -460,15 +465,16 @@ class LegacyToMrtrEngine:
             return self._on_discovery(leg, msg) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
-    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:
         """A leg ended or failed without its answer (a leg that answered is already forgotten).
 
-        `refused`: the leg's head could not be framed, which only the client's input can cause.
+        `refused`: the leg's head could not be framed, which only the client's input can cause;
+        `answered`: the failure came after a response of the leg (its status is quoted), not before any.
         """
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
-        if ref.status is not None:
+        if answered and ref.status is not None:
             why = f"{why} (HTTP {ref.status})"
         if ref.purpose == "listen":
             return self._listen.on_leg_lost(leg, ref, why)

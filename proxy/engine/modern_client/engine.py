@@ -57,7 +57,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
-from proxy.engine.faults import fault_text
+from proxy.engine.faults import BEFORE_ANY_HEAD, fault_text
 from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.exits import forget
@@ -175,7 +175,12 @@ class MrtrToLegacyEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(leg, fault_text(reason, detail), refused=reason == "unsendable")
+                return self._on_leg_lost(
+                    leg,
+                    fault_text(reason, detail),
+                    refused=reason == "unsendable",
+                    answered=reason not in BEFORE_ANY_HEAD,
+                )
             case LegCut(leg, last_event_id, retry_ms, detail):
                 return self._on_leg_cut(leg, last_event_id, retry_ms, detail)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
@@ -326,12 +331,13 @@ class MrtrToLegacyEngine:
             return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
         return self._on_leg_lost(leg, fault_text("cut", detail))
 
-    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False) -> Commands:
-        """A leg ended or failed; `refused`: its head could not be framed (the client's input)."""
+    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:
+        """A leg ended or failed; `refused`: its head could not be framed (the client's input);
+        `answered`: the failure came after a response (its status is quoted), not before any."""
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
-        if ref.status is not None:
+        if answered and ref.status is not None:
             why = f"{why} (HTTP {ref.status}{': ' + ref.said if ref.said else ''})"
         if ref.purpose == "call":
             return self._calls.on_lost(leg, ref, why, refused=refused)
