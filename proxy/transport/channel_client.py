@@ -147,6 +147,12 @@ class ChannelClientShell:
         """A message over `max_body_bytes` arrived (only its start was kept)."""
         self.carry_out(self.mirror.oversized(size, head))
 
+    @property
+    def in_flight(self) -> int:
+        """Messages the client sent that are still being served: on an exchange of their own, or on
+        the direct lane (a stdio shim's)."""
+        return len(self.posts) + (len(self.lane.open) if self.lane is not None else 0)
+
     async def settled(self) -> None:
         """Wait until every message the client sent has been served: none in flight, none held back.
 

@@ -229,9 +229,10 @@ async def finish_input(shell: ChannelClientShell, stop: asyncio.Event, grace: fl
     point of the run; a desktop client that quits closes stdin too, and then has nothing in flight or
     stops waiting for the answers it no longer needs with a signal.
     """
-    if not shell.posts:
+    in_flight = shell.in_flight
+    if not in_flight:
         return
-    get_logger().info("stdio_input_ended", in_flight=len(shell.posts), grace_s=grace)
+    get_logger().info("stdio_input_ended", in_flight=in_flight, grace_s=grace)
     with suppress(TimeoutError):
         async with asyncio.timeout(grace):
             await _first(shell.settled(), stop.wait())

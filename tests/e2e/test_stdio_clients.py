@@ -384,6 +384,25 @@ def test_a_file_of_requests_is_answered_in_full_before_the_end_of_stdin_ends_the
     assert '"stdio_input_ended"' in stderr
 
 
+def test_a_shims_call_still_running_at_the_end_of_stdin_is_answered_before_the_run_ends(
+    raw_client: Any,
+) -> None:
+    # Once the session is up, a shim serves calls on its direct lane to the stdio server: the end
+    # of stdin waits for those too (slow_progress of 100 steps takes over a second).
+    client: RawStdioClient = raw_client("--", *shlex.split(python_stdio_command()))
+    client.request(1, "initialize", **INIT)
+    assert "result" in client.answer(1)
+    client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    client.request(2, "tools/call", name="slow_progress", arguments={"steps": 100})
+
+    assert client.close() == 0
+    answered = [json.loads(line) for line in client.out]
+    (call,) = [m for m in answered if m.get("id") == 2 and "method" not in m] or [None]
+    assert call is not None, (answered, client.stderr()[-2000:])
+    assert call["result"]["content"][0]["text"] == "done 100"
+    assert client.logged("stdio_input_ended")["in_flight"] == 1
+
+
 def test_the_wait_for_answers_after_the_end_of_stdin_is_bounded_by_drain_grace(
     tmp_path: Path, legacy_server: PeerServer
 ) -> None:
