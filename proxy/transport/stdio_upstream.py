@@ -290,12 +290,15 @@ class _StderrLog:
         self._window = 0.0
         self._count = 0
         self._suppressed = 0
-        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._tail: deque[bytes | Oversized] = deque(maxlen=STDERR_TAIL_LINES)
+        """The last lines that held anything, as read, whether logged or suppressed: the lines that
+        explain a crash come last, often after a flood. Turned into text only when asked for."""
         self._log = get_logger()
 
     def last_words(self) -> str:
         """The last few stderr lines, each cut short and what may be a secret masked ("" for none)."""
-        return " | ".join(self._tail)
+        kept = (_text(item).strip() for item in self._tail)
+        return " | ".join(t[:STDERR_TAIL_CHARS] + "..." if len(t) > STDERR_TAIL_CHARS else t for t in kept)
 
     def feed(self, data: bytes, pid: int) -> None:
         for item in self._lines.feed(data):
@@ -312,21 +315,12 @@ class _StderrLog:
             self._flush(pid)
             self._window, self._count = now, 0
         self._count += 1
+        if (item.head if isinstance(item, Oversized) else item).strip():
+            self._tail.append(item)
         if self._count > STDERR_LINES_PER_SECOND:
             self._suppressed += 1
             return
-        if isinstance(item, bytes):
-            text = item.decode("utf-8", "replace")
-        else:
-            text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
-        # What a server prints may hold a credential (a token in a debug line): masked before it is kept.
-        text = masked_text(text)
-        if text.strip():
-            kept = text.strip()
-            if len(kept) > STDERR_TAIL_CHARS:
-                kept = kept[:STDERR_TAIL_CHARS] + "..."
-            self._tail.append(kept)
-        self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=text)
+        self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=_text(item))
 
     def _flush(self, pid: int) -> None:
         if self._suppressed:
@@ -338,3 +332,12 @@ class _StderrLog:
                 reason=f"more than {STDERR_LINES_PER_SECOND} stderr lines a second",
             )
             self._suppressed = 0
+
+
+def _text(item: bytes | Oversized) -> str:
+    """One stderr line as text, what may be a secret in it masked (a token in a debug line)."""
+    if isinstance(item, bytes):
+        text = item.decode("utf-8", "replace")
+    else:
+        text = item.head.decode("utf-8", "replace") + f"... ({item.size} bytes)"
+    return masked_text(text)

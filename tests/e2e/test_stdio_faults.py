@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from proxy.transport.stdio_upstream import STDERR_LINES_PER_SECOND
 from tests.sidecar import ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -301,3 +302,18 @@ def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_std
     assert said["stream"] == "upstream-stderr"
     assert "s3cret" not in proxy.stderr()
     assert "config: token=<redacted>" in proxy.stderr()
+
+
+def test_a_childs_last_words_after_a_flood_of_stderr_still_explain_its_exit() -> None:
+    # A FAKE in shell: a server that prints more debug lines than the log takes in a second, then
+    # why it stops. The log suppresses the flood; the exit still quotes the last lines it printed.
+    flood = STDERR_LINES_PER_SECOND + 30
+    fatal = "echo 'FATAL: DATABASE_URL is not set' >&2; exit 3"
+    script = f'for i in $(seq {flood}); do echo "debug line $i" >&2; done; {fatal}'
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=shlex.join(["sh", "-c", script])))) as proxy:
+        unknown = proxy.wait_for("upstream_era_unknown")
+        assert unknown is not None, proxy.stderr()
+        assert proxy.wait_for("upstream_stderr_suppressed") is not None, proxy.stderr()
+    problem = unknown["problem"]
+    assert "exited with status 3" in problem, problem
+    assert f"debug line {flood} | FATAL: DATABASE_URL is not set" in problem, problem
