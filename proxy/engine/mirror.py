@@ -179,6 +179,8 @@ class ChannelClient:
         if self.modern and first.method == CANCELLED and self.session is None:
             ident = first.params.get("requestId")
             return [Cancel(ident)] if isinstance(ident, str | int) else []
+        if first.method == "initialize" and modern is None and not body.batch:
+            self._new_session()
         try:
             headers = self._headers(first, modern)
         except HeaderRefused as exc:
@@ -205,6 +207,13 @@ class ChannelClient:
             self.streaming = True
             orders.append(OpenStream(self._session_headers(("Accept", "text/event-stream"))))
         return orders
+
+    def _new_session(self) -> None:
+        """The client initializes again (its server restarted, or its session was lost): what the
+        old session taught goes, so the handshake carries no dead session id and the new answer
+        names the session, the version and the GET stream afresh."""
+        self.session = self.version = self._legacy = None
+        self.streaming = False
 
     def _direct(self, body: Body, first: Message) -> bool:
         """Whether this message may go straight to a channel upstream of the same era, as one message

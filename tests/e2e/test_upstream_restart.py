@@ -5,19 +5,23 @@ its sessions when it restarts, and answers a request in a session it does not kn
 JSON-RPC error naming no request (``Bad Request: No valid session ID provided``), where the Python SDK
 answers 404. One ``mcp-proxy`` (default settings) stays up while the server is stopped and started
 again on the same port; a 2026-07-28 client's call through the modern->legacy bridge must work on
-both sides of the restart, at once, without waiting for the session's idle timeout.
+both sides of the restart, at once, without waiting for the session's idle timeout; and a stdio
+client (`mcp-proxy stdio --upstream URL`) that initializes again after the restart gets a new session,
+its handshake carrying no dead session id.
 """
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
+from tests.e2e.test_stdio_clients import INIT, RawStdioClient
 from tests.peers.clients import run_plan
 from tests.peers.runner import NodeServer
-from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.sidecar import START_SECONDS, ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -64,4 +68,33 @@ def test_a_2026_client_calls_through_the_bridge_right_after_the_upstream_restart
             assert lost is not None, proxy.stderr()[-3000:]
             assert "400 (Bad Request: No valid session ID provided)" in lost["why"]
     finally:
+        first.stop()
+
+
+def test_a_stdio_client_that_initializes_again_after_the_restart_is_served_in_a_new_session(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    first = EverythingOnPort(port).start()
+    client = RawStdioClient(["--upstream", first.url], tmp_path)
+    try:
+        client.logged("stdio_client_ready", seconds=START_SECONDS)
+        client.request(1, "initialize", **INIT)
+        assert "result" in client.answer(1)
+        client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        client.request(2, "tools/call", name="echo", arguments={"message": "before"})
+        assert client.answer(2)["result"]["content"][0]["text"] == "Echo: before"
+        first.stop()
+        with EverythingOnPort(port):
+            client.request(3, "tools/call", name="echo", arguments={"message": "lost"})
+            assert "error" in client.answer(3)  # the server forgot the session: the client hears it
+            client.request(4, "initialize", **INIT)  # and starts again, as a client does
+            assert "result" in client.answer(4), client.stderr()[-2000:]
+            client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            client.request(5, "tools/call", name="echo", arguments={"message": "after"})
+            assert client.answer(5).get("result", {}).get("content") == [
+                {"type": "text", "text": "Echo: after"}
+            ]
+    finally:
+        client.kill()
         first.stop()

@@ -166,3 +166,25 @@ def test_the_clients_own_credentials_go_along_but_not_its_framing_headers() -> N
     (post,) = client.received(call(1, "initialize", protocolVersion="2025-11-25"))
     assert isinstance(post, Post)
     assert post.headers == (JSON, ACCEPT, ("Authorization", "Bearer t"), ("X-Tenant", "a"))
+
+
+def test_a_client_that_initializes_again_starts_a_new_session_with_no_dead_session_id() -> None:
+    client = ChannelClient()
+    initialized(client)
+    (post, first_stream) = client.received(note("notifications/initialized"))
+    assert isinstance(post, Post)
+    assert isinstance(first_stream, OpenStream)
+    client.head(post.seq, ())
+
+    # The server restarted and forgot s-1; the client notices and initializes again.
+    (again,) = client.received(call(9, "initialize", protocolVersion="2025-11-25"))
+    assert again == Post(
+        again.seq, call(9, "initialize", protocolVersion="2025-11-25"), (JSON, ACCEPT), (9,), "initialize"
+    )
+    client.head(again.seq, (("mcp-session-id", "s-2"),))
+    client.delivered(again.seq, answer(9, protocolVersion="2025-06-18"))  # type: ignore[arg-type]
+    (sent, stream) = client.received(note("notifications/initialized"))
+    fresh = (("Mcp-Session-Id", "s-2"), ("MCP-Protocol-Version", "2025-06-18"))
+    assert isinstance(sent, Post)
+    assert sent.headers == (JSON, ACCEPT, *fresh)
+    assert stream == OpenStream((("Accept", "text/event-stream"), *fresh))
