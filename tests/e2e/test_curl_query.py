@@ -20,7 +20,7 @@ import httpx2
 import pytest
 
 from tests.e2e.modern_raw import modern_headers, modern_params
-from tests.e2e.recording_upstream import recording_upstream
+from tests.e2e.recording_upstream import RecordingUpstream, recording_upstream
 from tests.peers.scenarios import client_for
 from tests.sidecar import (
     ProxyProcess,
@@ -62,16 +62,7 @@ async def test_a_curl_command_to_the_upstream_sends_the_request_line_the_proxy_s
         (chain,) = [
             c["chain"]["id"] for c in json.loads(listed.stdout)["chains"] if c["chain"].get("name") == "echo"
         ]
-        exported = await asyncio.to_thread(
-            run_mcp_proxy, "export", "--curl", chain, "--to", "upstream", str(capture)
-        )
-        assert exported.returncode == 0, exported.stderr
-        command = exported.stdout
-        base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
-        replay = {**base, "MCP_QUERY_SECRET": "eu", "MCP_QUERY_SECRET_2": SECRET}
-        done = await asyncio.to_thread(run_bash, command, replay)
-        assert done.returncode == 0, done.stderr
-        (replayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"][1:]
+        command, _, replayed = await _by_hand(fake, capture, chain)
 
     assert relayed == f"POST /mcp?region=eu&tenant=acme&api_key={SECRET} HTTP/1.1"
     assert replayed == relayed
@@ -99,21 +90,27 @@ async def test_a_bridged_calls_command_to_the_upstream_sends_the_clients_query_a
         (relayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"]
         _, chains = await asyncio.to_thread(exported_chains, capture)
         (chain,) = chain_ids(chains, "name", "echo")
-        exported = await asyncio.to_thread(
-            run_mcp_proxy, "export", "--curl", chain, "--to", "upstream", str(capture)
-        )
-        assert exported.returncode == 0, exported.stderr
-        command = exported.stdout
-        base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
-        replay = {**base, "MCP_QUERY_SECRET": "eu", "MCP_QUERY_SECRET_2": SECRET}
-        done = await asyncio.to_thread(run_bash, command, replay)
-        assert done.returncode == 0, done.stderr
-        (replayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"][1:]
+        command, said, replayed = await _by_hand(fake, capture, chain)
 
     assert relayed == f"POST /mcp?region=eu&api_key={SECRET}&x=1 HTTP/1.1"
     assert replayed == relayed
     assert SECRET not in command
     assert "# set MCP_QUERY_SECRET_2 first: the redacted value of query parameter 'api_key'" in command
-    assert "the server got the proxy's own requests" in exported.stderr
-    assert "A 2026-07-28 server holds no session, so no command carries a session id" in exported.stderr
-    assert "MCP_SESSION_ID" not in exported.stderr + command
+    assert "the server got the proxy's own requests" in said
+    assert "A 2026-07-28 server holds no session, so no command carries a session id" in said
+    assert "MCP_SESSION_ID" not in said + command
+
+
+async def _by_hand(fake: RecordingUpstream, capture: Path, chain: str) -> tuple[str, str, str]:
+    """`export --curl CHAIN --to upstream` of the capture, run with bash with its placeholders set:
+    the command, what the export said on stderr, and the request line the fake got from the command."""
+    exported = await asyncio.to_thread(
+        run_mcp_proxy, "export", "--curl", chain, "--to", "upstream", str(capture)
+    )
+    assert exported.returncode == 0, exported.stderr
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+    replay = {**base, "MCP_QUERY_SECRET": "eu", "MCP_QUERY_SECRET_2": SECRET}
+    done = await asyncio.to_thread(run_bash, exported.stdout, replay)
+    assert done.returncode == 0, done.stderr
+    (replayed,) = [h.request_line for h in fake.heads if h.method == "tools/call"][1:]
+    return exported.stdout, exported.stderr, replayed
