@@ -86,13 +86,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         yield Demo(servers, captures)
 
 
-def _replay(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _replay(
+    *args: str | Path, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     words = ["replay", *(str(a) for a in args)]
-    if stdin is None:
+    if stdin is None and env is None:
         return run_mcp_proxy(*words, timeout=50)
     return subprocess.run(
         [*proxy_command(), *words],
         cwd=REPO_ROOT,
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
@@ -649,15 +652,7 @@ def test_a_replayed_chain_its_proxy_cut_for_memory_is_still_the_calls_and_says_w
     capture, chain = long_call
     env = clean_env(MCP_PROXY_MAX_CHAIN_STORE_BYTES=str(256 * 1024))
 
-    done = subprocess.run(
-        [*proxy_command(), "replay", str(capture), "--chain", chain, "--json"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=50,
-        check=False,
-    )
+    done = _replay(capture, "--chain", chain, "--json", env=env)
 
     assert done.returncode == 1, done.stdout + done.stderr
     outcome = _replayed(done, chain)

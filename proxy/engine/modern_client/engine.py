@@ -356,8 +356,7 @@ class MrtrToLegacyEngine:
 
 def _said(msg: Message) -> str:
     """The text of an error that names no request, bounded (it is quoted in logs and faults)."""
-    error = msg.raw.get("error")
-    text = error.get("message") if isinstance(error, dict) else None
+    text = msg.error.get("message")
     return str(text)[:200] if text else "an error naming no request"
 
 

@@ -72,10 +72,8 @@ class StreamAsks:
             waiting = calls_in_flight(self._ctx, ref.owner)
             return waiting[0].leg if len(waiting) == 1 else None
         if msg.kind is Kind.NOTIFICATION and msg.method == "notifications/cancelled":
-            asked = msg.params.get("requestId")
-            for call in calls_in_flight(self._ctx, ref.owner):
-                if any(n.upstream_id == asked for n in (*call.collecting, *call.asked.values())):
-                    return call.leg
+            holder = self._holding(ref.owner, msg.params.get("requestId"))
+            return holder.leg if holder is not None else None
         return None
 
     def _place(self, leg: str, session: str, msg: Message) -> Commands | None:
@@ -97,10 +95,14 @@ class StreamAsks:
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
         asked = msg.params.get("requestId")
+        holder = self._holding(session, asked)
+        return self._rounds.withdraw(holder, asked) if holder is not None else None
+
+    def _holding(self, session: str, asked: object) -> Call | None:
+        """The call of `session` in flight that holds the server's request `asked`, if any."""
         for call in calls_in_flight(self._ctx, session):
-            nested = [*call.collecting, *call.asked.values()]
-            if any(n.upstream_id == asked for n in nested):
-                return self._rounds.withdraw(call, asked)
+            if any(n.upstream_id == asked for n in (*call.collecting, *call.asked.values())):
+                return call
         return None
 
 
