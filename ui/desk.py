@@ -126,18 +126,43 @@ class Held:
 
 
 @dataclass(frozen=True, slots=True)
+class Released:
+    """How a held message left the held list: `decision` (`forward`, `forward_edited`, `drop`,
+    `answer`, `abandoned`), who or what made it (`by`: `api`, `tui`, `timeout`, `client`,
+    `rule_deleted`, `drain`), and when."""
+
+    id: str
+    decision: str
+    by: str
+    at: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Released:
+        """Read one release of the API's listing."""
+        return cls(
+            id=str(data["id"]),
+            decision=str(data.get("decision", "")),
+            by=str(data.get("by", "")),
+            at=float(data.get("at", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Intercepts:
-    """The intercept rules in force and the messages held now (`GET /api/intercepts`)."""
+    """The intercept rules in force, the messages held now and how the latest ones were released
+    (`GET /api/intercepts`)."""
 
     rules: tuple[InterceptRule, ...] = ()
     held: tuple[Held, ...] = ()
+    released: tuple[Released, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Intercepts:
-        """Read the API's listing."""
+        """Read the API's listing (a proxy that lists no releases gives none)."""
         return cls(
             rules=tuple(InterceptRule.from_json(r) for r in data.get("rules") or ()),
             held=tuple(Held.from_json(h) for h in data.get("held") or ()),
+            released=tuple(Released.from_json(r) for r in data.get("released") or ()),
         )
 
 

@@ -34,7 +34,8 @@ class InterceptControl:
             self.add(text)
 
     def listing(self) -> dict[str, Any]:
-        """`{"rules": [...], "held": [...]}`: each rule with its timeout and messages held now."""
+        """`{"rules": [...], "held": [...], "released": [...]}`: each rule with its timeout, the
+        messages held now, and how the latest ones were released."""
         held = self.desk.listing()
         rules = []
         for rule_id, rule, picked in self.faults.gate.intercepts():
@@ -49,7 +50,7 @@ class InterceptControl:
                     "picked": picked,
                 }
             )
-        return {"rules": rules, "held": held}
+        return {"rules": rules, "held": held, "released": list(self.desk.recent)}
 
     def add(self, rule: str, timeout: str | float | None = None) -> dict[str, Any]:
         """Put a rule `MATCH [timeout=30s]` in force; the rule as `listing` shows it (400 why not)."""

@@ -22,7 +22,7 @@ import itertools
 import json
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -48,6 +48,10 @@ MAX_WAIT_S: Final = 60.0
 
 ID_KEY_BYTES: Final = 4
 """Random bytes in a held message's id: 2**32 ids to try within the hold's timeout."""
+
+RECENT_RELEASES: Final = 64
+"""Releases `/api/intercepts` lists (newest last): an editor open on a message that left the held
+list reads there how it left (a timeout, the client leaving, another decision)."""
 
 
 class InterceptError(Exception):
@@ -162,6 +166,8 @@ class InterceptDesk:
         """Messages held since the start (`mcp_proxy_intercepts_held_total`)."""
         self.released: Counter[str] = Counter()
         """Releases by decision (`forward`, `forward_edited`, `drop`, `answer`, `abandoned`)."""
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_RELEASES)
+        """The latest releases, as `/api/intercepts` lists them under `released`."""
         self.draining = False
         self._numbers = itertools.count(1)
         self._new: asyncio.Event | None = None
@@ -310,7 +316,9 @@ class InterceptDesk:
         if not held.future.done():
             held.future.set_result(decision)
         self.released[decision.name] += 1
-        held_ms = round((self.clock() - held.held_at) * 1000, 3)
+        now = self.clock()
+        held_ms = round((now - held.held_at) * 1000, 3)
+        self.recent.append({"id": held.id, "decision": decision.name, "by": decision.by, "at": now})
         self._emit(
             InterceptReleased(
                 self.sink.now(),

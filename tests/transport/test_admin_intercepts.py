@@ -64,6 +64,17 @@ async def test_beyond_loopback_without_a_token_every_intercept_path_is_refused_n
         assert proxy.relays.gate is None
 
 
+async def test_every_rules_timeout_is_listed_as_seconds_with_a_fraction() -> None:
+    """A typed client reads `timeout_s` as a float whichever way the rule got its timeout."""
+    async with intercept_api("127.0.0.1", has_token=False) as (url, _proxy):
+        for body in ({"rule": "tool:a timeout=1s"}, {"rule": "tool:b"}, {"rule": "tool:c", "timeout": 2}):
+            status, _answer = await call("POST", url, body)
+            assert status == 201
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            text = await resp.text()
+    assert re.findall(r'"timeout_s":([^,}]*)', text) == ["1.0", "60.0", "2.0"], text
+
+
 async def test_with_a_token_or_on_loopback_rules_are_taken_and_bad_ones_refused() -> None:
     for host, has_token in (("192.0.2.10", True), ("127.0.0.1", False)):
         async with intercept_api(host, has_token=has_token) as (url, proxy):

@@ -222,6 +222,40 @@ async def test_held_calls_are_forwarded_edited_dropped_answered_and_forwarded_fr
         await wait_for(lambda: "held" not in str(app.main.query_one("#status").content), what="no badge")
 
 
+async def test_an_open_editor_says_the_client_left_when_its_held_call_was_abandoned() -> None:
+    """The client gives up while a person edits its held call: the editor says the proxy sent it
+    nowhere, not that a timeout forwarded it (the deadline passing later changes nothing)."""
+    async with (
+        recording_upstream("legacy") as fake,
+        attached(fake.url("/mcp")) as (proxy, app, pilot),
+        asyncio.TaskGroup() as calls,
+    ):
+        await intercept(app, pilot, "tool:echo dir:client timeout=3s")
+        leaving = calls.create_task(call(proxy.endpoint(), "echo", {"text": "abandon me"}))
+        await held_screen(app, pilot)
+        (held,) = app.intercepts.held
+        await pilot.press("e")
+        await wait_for(lambda: isinstance(app.screen, HeldEditor), what="the editor")
+        editor = app.screen
+        assert isinstance(editor, HeldEditor)
+
+        leaving.cancel()  # the client leaves: its connection closes while the call is held
+        await asyncio.gather(leaving, return_exceptions=True)
+        await wait_for(
+            lambda: "abandoned at" in editor.deadline_text, what="the editor to say the client left"
+        )
+        assert "sent it nowhere" in editor.deadline_text
+        await asyncio.sleep(held.deadline - held.held_at + 0.5)  # past the rule's deadline
+        assert "abandoned at" in editor.deadline_text
+        assert "timeout" not in editor.deadline_text
+
+        listing = await admin_json(proxy.admin + "/api/intercepts", TOKEN)
+        assert [(r["id"], r["decision"], r["by"]) for r in listing["released"]] == [
+            (held.id, "abandoned", "client")
+        ]
+    assert not [h for h in fake.heads if h.method == "tools/call"]
+
+
 async def test_an_invalid_edit_is_refused_in_the_editor_and_the_upstream_never_sees_it() -> None:
     async with (
         recording_upstream("legacy") as fake,

@@ -24,7 +24,7 @@ from textual.widgets import Input, TextArea
 from tests.ui.desk_double import DeskDouble, held
 from tests.ui.helpers import ScriptedFeed, info, wait_for
 from ui.app import ProxyTui, split_timeout
-from ui.desk import READ_ONLY_CAPTURE, Decision, Intercepts
+from ui.desk import READ_ONLY_CAPTURE, Decision, Intercepts, Released
 from ui.screens.faults import FaultScreen
 from ui.screens.held_editor import HeldEditor, countdown
 from ui.screens.intercepts import InterceptScreen
@@ -268,6 +268,23 @@ def test_the_editor_counts_down_to_the_deadline_then_says_how_the_message_went()
     assert late.startswith("released by the intercept timeout (32s) at ")
     assert late.endswith("the proxy forwarded it unchanged, without this edit")
     assert elsewhere.startswith("already released (by another TUI or a script)")
+
+
+def test_a_listed_release_names_how_the_message_left_whatever_the_deadline() -> None:
+    item = held("h1", hold_for=30.0)
+    now = time.time()
+
+    def shown(decision: str, by: str) -> str:
+        return countdown(item, now, gone=True, release=Released(item.id, decision, by, now)).plain
+
+    assert shown("abandoned", "client").startswith("abandoned at ")
+    assert shown("forward", "timeout").startswith("released by the intercept timeout (32s) at ")
+    assert shown("drop", "tui").startswith("already dropped at ")
+    assert shown("drop", "tui").endswith("by another TUI: Ctrl+S can no longer send this")
+    assert "by a script (the admin API)" in shown("forward_edited", "api")
+    assert shown("forward", "rule_deleted").endswith(
+        "when its rule was deleted: the proxy forwarded it unchanged, without this edit"
+    )
 
 
 async def test_an_open_editor_shows_the_time_left_and_says_when_the_timeout_released_the_message() -> None:

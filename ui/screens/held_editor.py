@@ -6,8 +6,9 @@ an invalid edit stays in the editor with the reason and is never sent, and a ref
 the proxy gives it; the editor says that a stand-in left in place goes out as the original value.
 
 A held message waits only until its deadline, when the proxy forwards it unchanged; the editor
-counts down to it every second and, once it passed (or the message left the held list while the
-editor was open), says plainly that the message went on without the edit.
+counts down to it every second and, once the message left the held list while the editor was open,
+says how, as the proxy lists it: its timeout forwarded it, its client left (nothing was sent),
+another TUI or a script decided, its rule was deleted, or the proxy drained.
 
 `$EDITOR` gets a temporary file only this user can read (0600), removed as soon as the editor
 returns. The editor runs in a thread while the app is suspended and repaints are held, so a proxy
@@ -33,7 +34,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static, TextArea
 
-from ui.desk import Decision, DeskError, Held, Intercepts, RuleDesk
+from ui.desk import Decision, DeskError, Held, Intercepts, Released, RuleDesk
 from ui.held_edit import STAND_IN_NOTE, EditRefused, editable_text, parse_edit
 from ui.messages import HeldDecided
 from ui.render import clock
@@ -43,10 +44,14 @@ EDITOR_SECONDS = 3600.0
 deadline has usually passed long before)."""
 
 
-def countdown(held: Held, now: float, *, gone: bool = False) -> Text:
-    """How long the held message still waits, or that it went on unchanged (`gone`: left the list)."""
+def countdown(held: Held, now: float, *, gone: bool = False, release: Released | None = None) -> Text:
+    """How long the held message still waits, or how it left the held list: `release` as the proxy
+    lists it, else a guess from the deadline (`gone`: it left the list; a proxy that lists no
+    releases)."""
     timeout = max(held.deadline - held.held_at, 0.0)
     left = held.deadline - now
+    if release is not None:
+        return Text(_released_text(release, timeout), style="bold red")
     if left > 0 and not gone:
         style = "bold yellow" if left <= 10 else ""
         return Text(
@@ -62,6 +67,37 @@ def countdown(held: Held, now: float, *, gone: bool = False) -> Text:
         "it unchanged, without this edit",
         style="bold red",
     )
+
+
+_DONE = {
+    "forward": "forwarded",
+    "forward_edited": "forwarded edited",
+    "drop": "dropped",
+    "answer": "answered",
+}
+
+
+def _released_text(release: Released, timeout: float) -> str:
+    at = clock(release.at)
+    if release.decision == "abandoned":
+        return (
+            f"abandoned at {at}: its exchange ended (the client left) while it was held, so the proxy "
+            "sent it nowhere"
+        )
+    if release.by == "timeout":
+        return (
+            f"released by the intercept timeout ({timeout:g}s) at {at}: the proxy forwarded it unchanged, "
+            "without this edit"
+        )
+    if release.by == "rule_deleted":
+        return (
+            f"released at {at} when its rule was deleted: the proxy forwarded it unchanged, without this edit"
+        )
+    if release.by == "drain":
+        return f"released at {at} as the proxy drained: it forwarded it unchanged, without this edit"
+    who = "another TUI" if release.by == "tui" else "a script (the admin API)"
+    done = _DONE.get(release.decision, release.decision)
+    return f"already {done} at {at} by {who}: Ctrl+S can no longer send this"
 
 
 class HeldEditor(ModalScreen[bool]):
@@ -83,6 +119,8 @@ class HeldEditor(ModalScreen[bool]):
         self.reason = reason
         self.gone = False
         """The proxy no longer holds the message (its timeout, or another decision)."""
+        self.release: Released | None = None
+        """How it left the held list, as the proxy lists it (None: not known, or still held)."""
 
     def compose(self) -> ComposeResult:
         """Title, the note on redacted values, the editor, the reason line, the footer."""
@@ -92,7 +130,9 @@ class HeldEditor(ModalScreen[bool]):
         with Vertical(id="editor-box"):
             yield Static(Text(f"{title} — Ctrl+S sends, Esc cancels", style="bold"), id="editor-title")
             yield Static(Text(f"shown redacted: {STAND_IN_NOTE}", style="dim"), id="editor-note")
-            yield Static(countdown(held, time.time(), gone=self.gone), id="editor-countdown")
+            yield Static(
+                countdown(held, time.time(), gone=self.gone, release=self.release), id="editor-countdown"
+            )
             yield TextArea(self.text, id="editor-text", soft_wrap=True, show_line_numbers=True)
             yield Static(id="editor-error")
             yield Footer(compact=True)
@@ -113,13 +153,14 @@ class HeldEditor(ModalScreen[bool]):
         """A new state of the held messages: this one gone from it means it was released meanwhile."""
         if not any(held.id == self.held.id for held in state.held):
             self.gone = True
+            self.release = next((r for r in state.released if r.id == self.held.id), self.release)
             self._tick()
 
     def _tick(self) -> None:
         # A state may come while the countdown is not there: before the screen is drawn (compose
         # shows `gone` then) or while it is being taken down.
         for line in self.query("#editor-countdown").results(Static):
-            line.update(countdown(self.held, time.time(), gone=self.gone))
+            line.update(countdown(self.held, time.time(), gone=self.gone, release=self.release))
 
     @property
     def error(self) -> str:
