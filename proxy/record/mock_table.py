@@ -1,7 +1,8 @@
 """What a capture answered, as a table a mock server serves from (`mcp-proxy mock`).
 
 Each chain of a capture becomes one recorded *operation*, seen from the server's side (messages the
-upstream saw: `both` in pass-through, `upstream` behind a bridge): the request (method, params), the
+upstream saw: `both` in pass-through, `upstream` behind a bridge): the chain's own request (method,
+params; a bridge's handshake with the server on the same chain is a recorded handshake of its own), the
 rounds of questions the server put to the client before answering (in-flight `elicitation/create`,
 `sampling/createMessage`, `roots/list`, or MRTR `inputRequests`), each with the answer the client
 recorded, and the final result or error. A round is what the server asked before it heard any answer:
@@ -235,20 +236,32 @@ class ChainReader:
     """Turns one chain's messages seen from one side into an Operation.
 
     The mock reads the server's side (`SERVER_SIDES`); a replay reads the client's (`both` and
-    `client`: the questions the client was asked and what it answered, in its own era).
+    `client`: the questions the client was asked and what it answered, in its own era). The operation
+    is the chain's own request (`method`, or the first request read when the chain names none) and its
+    retries. Behind a bridge the server also saw the bridge's own handshake on the chain (an
+    `initialize` before the call, a `server/discover`): never the operation nor its answer, it is kept
+    in `handshakes` as a recorded answer of its own. JSON-RPC ids are matched to the latest request
+    sent under them, since a chain's legs may reuse one.
     """
 
-    def __init__(self, chain: str, era: str, sides: frozenset[Side] = SERVER_SIDES) -> None:
+    def __init__(
+        self, chain: str, era: str, sides: frozenset[Side] = SERVER_SIDES, method: str | None = None
+    ) -> None:
         self.chain = chain
         self.era = era
         self.sides = sides
+        self.own_method = method
+        """The method of the request the chain was opened for, when the chain's headline names one."""
         self.method: str | None = None
         self.params: dict[str, Any] = {}
-        self.request_ids: set[Any] = set()
         self.rounds: list[list[Ask]] = []
         self.answered: set[str] = set()
         self._where: dict[Any, tuple[int, int]] = {}
         """An unanswered in-flight request's id -> its round and place in that round."""
+        self._sent: dict[Any, tuple[str, dict[str, Any]] | None] = {}
+        """A request id -> what was last sent under it: None for the operation (or a retry of it), the
+        method and params of a bridge's handshake not yet answered."""
+        self.handshakes: list[Operation] = []
         self.answer: dict[str, Any] | None = None
         self.cut = False
         self.notes: list[dict[str, Any]] = []
@@ -264,24 +277,43 @@ class ChainReader:
                 self.notes.append(body)
             return
         if record.truncated or not isinstance(body, dict) or TRUNCATED_KEY in body or UNENCODABLE_KEY in body:
-            self.cut = self.cut or record.kind in ("request", "result", "error")
-            if record.direction is Direction.TO_CLIENT and record.jsonrpc_id in self.request_ids:
-                self.answer = {}  # answered, but too big to play back: served as an error naming the limit
+            self._cut(record)
             return
         if record.direction is Direction.TO_SERVER:
             self._to_server(record, body)
         else:
             self._to_client(record, body)
 
+    def _cut(self, record: MessageRecord) -> None:
+        """A message too big to play back: the operation's own makes it served as an error naming the
+        limit; a bridge's handshake cut short is only left out."""
+        to_client = record.direction is Direction.TO_CLIENT
+        if record.kind == "request" and not to_client and not self._is_own(str(record.method)):
+            return
+        if to_client and record.kind in ("result", "error") and record.jsonrpc_id in self._sent:
+            if self._sent[record.jsonrpc_id] is not None:
+                del self._sent[record.jsonrpc_id]
+                return
+            self.answer = {}
+        self.cut = self.cut or record.kind in ("request", "result", "error")
+
+    def _is_own(self, method: str) -> bool:
+        if self.method is not None:
+            return method == self.method
+        return self.own_method is None or method == self.own_method
+
     def _to_server(self, record: MessageRecord, body: dict[str, Any]) -> None:
         if record.kind == "request":
+            method = str(body.get("method"))
+            if not self._is_own(method):
+                if method in METHOD_ONLY:
+                    self._sent[record.jsonrpc_id] = (method, _params(body) or {})
+                return
             if self.method is None:
-                self.method = str(body.get("method"))
-                params = body.get("params")
-                self.params = params if isinstance(params, dict) else {}
-            elif body.get("method") == self.method:  # an MRTR retry: its answers fill the last round
+                self.method, self.params = method, _params(body) or {}
+            else:  # an MRTR retry: its answers fill the last round
                 self._answers(body.get("params"))
-            self.request_ids.add(record.jsonrpc_id)
+            self._sent[record.jsonrpc_id] = None
         elif record.kind in ("result", "error") and record.jsonrpc_id in self._where:
             r, i = self._where.pop(record.jsonrpc_id)
             answer = body.get("result") if record.kind == "result" else {"error": body.get("error")}
@@ -295,14 +327,18 @@ class ChainReader:
             key = f"ask-{sum(len(r) for r in self.rounds) + 1}"
             self.rounds[-1].append(Ask(key, str(body.get("method")), _params(body)))
             self._where[record.jsonrpc_id] = (len(self.rounds) - 1, len(self.rounds[-1]) - 1)
-        elif record.kind in ("result", "error") and record.jsonrpc_id in self.request_ids:
-            result = body.get("result")
+        elif record.kind in ("result", "error") and record.jsonrpc_id in self._sent:
+            answer = {"result": body.get("result")} if record.kind == "result" else _error(body)
+            sent = self._sent[record.jsonrpc_id]
+            if sent is not None:
+                del self._sent[record.jsonrpc_id]
+                self.handshakes.append(Operation(self.chain, *sent, (), answer, self.era))
+                return
+            result = answer.get("result")
             if isinstance(result, dict) and result.get("resultType") == "input_required":
                 self._input_required(result)
-            elif record.kind == "result":
-                self.answer = {"result": result}
             else:
-                self.answer = {"error": body.get("error")}
+                self.answer = answer
 
     def _input_required(self, result: dict[str, Any]) -> None:
         requests = result.get("inputRequests")
@@ -339,6 +375,10 @@ def _params(message: dict[str, Any]) -> dict[str, Any] | None:
     return params if isinstance(params, dict) else None
 
 
+def _error(message: dict[str, Any]) -> dict[str, Any]:
+    return {"error": message.get("error")}
+
+
 def _answered(ask: Ask, answer: Any) -> Ask:
     return Ask(ask.key, ask.method, ask.params, answer)
 
@@ -366,17 +406,22 @@ def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) 
     readers: dict[str, ChainReader] = {}
     for event in events:
         if isinstance(event, ChainOpened):
-            readers[event.chain.id] = ChainReader(event.chain.id, event.chain.upstream_era)
+            chain = event.chain
+            readers[chain.id] = ChainReader(chain.id, chain.upstream_era, method=chain.method)
         elif isinstance(event, MessageRecorded):
             reader = readers.get(event.chain_id)
             if reader is not None:
                 reader.read(event.message)
+    handshakes: list[Operation] = []
     for reader in readers.values():
         op = reader.operation()
-        if op is None:
+        if op is None and not reader.handshakes:
             report.unanswered += 1
-        else:
+        elif op is not None:
             table.add(op)
+        handshakes.extend(reader.handshakes)
+    for handshake in handshakes:  # the capture's own handshakes are served first, a bridge's after them
+        table.add(handshake)
     return table
 
 

@@ -200,6 +200,38 @@ async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming
     assert "capture_body_limit" in cut.value.error.message
 
 
+@pytest.mark.parametrize("legacy_recorded", [False, True], ids=["bridged-only", "bridged-then-passthrough"])
+async def test_a_capture_a_2026_client_recorded_through_the_bridge_hands_legacy_clients_the_servers_handshake(
+    legacy_server: PeerServer, tmp_path: Path, legacy_recorded: bool
+) -> None:
+    # Behind the modern->legacy bridge the server saw the bridge's own initialize before the call:
+    # that handshake is the server's InitializeResult, never the call's answer.
+    capture = tmp_path / "bridged.jsonl"
+    env = clean_env(
+        **settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    )
+    with ProxyProcess(env) as proxy:
+        async with client_for(proxy.endpoint(), "2026-07-28") as client:
+            echoed = normalize_tool_result(await client.call_tool("echo", {"text": "hello"}))
+        if legacy_recorded:
+            async with client_for(proxy.endpoint(), "legacy") as client:
+                await client.call_tool("add", {"a": 2, "b": 3})
+        assert proxy.stop() == 0
+    async with client_for(legacy_server.url, "legacy") as client:
+        server_info = client.server_info
+
+    with _mock(capture) as mock:
+        for _ in range(2):  # every legacy client, not only the first, gets the handshake
+            async with client_for(mock.endpoint(), "legacy") as client:
+                assert client.server_info == server_info
+                assert normalize_tool_result(await client.call_tool("echo", {"text": "hello"})) == echoed
+        async with client_for(mock.endpoint(), "2026-07-28") as client:
+            assert normalize_tool_result(await client.call_tool("echo", {"text": "hello"})) == echoed
+        made_up = mock.find("mock_handshake_made")
+    assert echoed["content"] == ["hello"]
+    assert made_up is None
+
+
 async def test_a_capture_of_a_dual_era_server_serves_each_client_what_its_era_recorded(
     tmp_path: Path,
 ) -> None:

@@ -37,8 +37,16 @@ META = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
 class Chain:
     """Events of one chain, written message by message."""
 
-    def __init__(self, chain_id: str, era: str = "legacy", side: Side = Side.BOTH) -> None:
-        summary = ChainSummary(id=chain_id, started=0.0, upstream_era=era, mode=Mode.PASSTHROUGH)
+    def __init__(
+        self,
+        chain_id: str,
+        era: str = "legacy",
+        side: Side = Side.BOTH,
+        *,
+        method: str | None = None,
+        mode: Mode = Mode.PASSTHROUGH,
+    ) -> None:
+        summary = ChainSummary(id=chain_id, started=0.0, upstream_era=era, mode=mode, method=method)
         self.events: list[FlowEvent] = [ChainOpened(chain=summary)]
         self.id = chain_id
         self.side = side
@@ -174,6 +182,44 @@ def test_behind_a_bridge_only_the_servers_side_is_recorded_as_the_operation() ->
     op = only(build_table(chain.events).operations)
 
     assert (op.method, op.answer) == ("server/discover", {"result": {"supportedVersions": ["2026-07-28"]}})
+
+
+def test_behind_the_modern_to_legacy_bridge_its_own_handshake_is_served_as_one_never_as_the_call() -> None:
+    # The bridge opens its upstream session on the call's chain, and a leg may reuse a JSON-RPC id.
+    bridged_init = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "srv"}}
+    client_init = {**bridged_init, "instructions": "from a legacy client's own handshake"}
+    up = {"side": Side.UPSTREAM}
+    bridged = (
+        Chain("r1", side=Side.CLIENT, method="tools/call", mode=Mode.MRTR_TO_LEGACY)
+        .to_server(call(1, "echo", {"text": "hello"}, **META))
+        .to_server({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}, **up)
+        .to_client({"id": 1, "result": bridged_init}, **up)
+        .to_server({"method": "notifications/initialized"}, **up)
+        .to_server(call(1, "echo", {"text": "hello"}), **up)
+        .to_client({"id": 1, "result": text("hello")}, **up)
+        .to_client({"id": 1, "result": {"resultType": "complete", **text("hello")}})
+    )
+    passthrough = (
+        Chain("r2", method="initialize")
+        .to_server({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
+        .to_client({"id": 1, "result": client_init})
+    )
+    report = TableReport()
+
+    alone = build_table(bridged.events, report)
+    mixed = build_table([*bridged.events, *passthrough.events])
+
+    echoed = alone.lookup("tools/call", {"name": "echo", "arguments": {"text": "hello"}})
+    handshake = alone.recorded("initialize")
+    assert isinstance(echoed, Operation)
+    assert echoed.answer == {"result": text("hello")}
+    assert echoed.params == {"name": "echo", "arguments": {"text": "hello"}}
+    assert handshake is not None
+    assert (handshake.chain, handshake.answer) == ("r1", {"result": bridged_init})
+    assert report.unanswered == 0
+    own = mixed.recorded("initialize")  # a client's own recorded handshake comes before a bridge's
+    assert own is not None
+    assert (own.chain, own.answer) == ("r2", {"result": client_init})
 
 
 def test_a_request_matches_whatever_its_meta_and_a_handshake_whatever_its_params() -> None:
