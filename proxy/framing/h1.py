@@ -160,7 +160,7 @@ class BodyTooLarge(Generic[R]):
 
 
 class Refusal:
-    """The stream cannot be read on (malformed, a head over its bound, an upgrade): answer and close."""
+    """The stream cannot be read on (malformed, a head over its bound, a `CONNECT`): answer and close."""
 
     __slots__ = ("reason", "status")
 
@@ -236,6 +236,10 @@ class RequestReader(Generic[R]):
         self._head_raw = 0
         self._chunked_reads: list[R] = []
         """Chunked requests that got chunk framing in the read being parsed (see `_count_begun`)."""
+        self._resuming: R | None = None
+        """The request a stand-in head is being parsed for, after an upgrade it ignores (`_past_upgrade`)."""
+        self._last_head: R | None = None
+        """The request whose head was read last (an upgrade is found at the end of a head)."""
 
     def feed(self, data: bytes) -> list[RequestEvent[R]]:
         """What `data` completed, in order; a `Refusal` ends the list and the stream.
@@ -249,9 +253,15 @@ class RequestReader(Generic[R]):
             return events
         before = self.current
         try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            return self._refuse(501, "protocol upgrades are not proxied")
+            rest: bytes | None = data
+            while rest is not None:
+                try:
+                    self.parser.feed_data(rest)
+                    rest = None
+                except httptools.HttpParserUpgrade as exc:
+                    rest = self._past_upgrade(rest[int(exc.args[0]) :])
+                    if rest is None:
+                        return events
         except httptools.HttpParserError as exc:
             cause = exc.__context__
             if isinstance(cause, _HeadTooLarge):
@@ -284,6 +294,42 @@ class RequestReader(Generic[R]):
         self._chunked_reads.clear()
         self.current = None
         self.parser = httptools.HttpRequestParser(_DEAF)  # the cycle broken: freed when let go
+
+    def _past_upgrade(self, rest: bytes) -> bytes | None:
+        """A request asked to switch protocols (`Upgrade: h2c` from `curl --http2`, a WebSocket
+        handshake) or to tunnel (`CONNECT`): what of the read is left to parse, None once refused.
+
+        llhttp ends such a request at its head and leaves the rest of the stream unread. The proxy
+        does not switch (RFC 9110, 7.8 lets a server ignore `Upgrade`, which is hop-by-hop and never
+        forwarded), so the request is served as plain HTTP/1.1: the end llhttp reported is taken
+        back, and a fresh parser, given a head of the request's own framing in place of the one
+        already read, reads its body and what follows it. A tunnel is refused, with nothing of it
+        served.
+        """
+        events = self._events
+        req = self._last_head
+        if req is None or req.method == "CONNECT":
+            events[:] = [event for event in events if event.request is not req]  # type: ignore[union-attr]
+            self._refuse(
+                501,
+                "CONNECT is not served: mcp-proxy is a reverse proxy in front of one MCP server; send "
+                "requests to its URL instead of using it as a forward proxy",
+            )
+            return None
+        if events and isinstance(events[-1], EndOfRequest) and events[-1].request is req:
+            events.pop()  # llhttp ended it at its head: its body is still to come
+            self.current = req
+        version = "1.0" if req.http10 else "1.1"
+        framing = (
+            "Transfer-Encoding: chunked"
+            if req.coding is not None
+            else f"Content-Length: {req.length if req.length is not None else 0}"
+        )
+        connection = "keep-alive" if req.keep_alive else "close"
+        self._resuming = req
+        self.parser = httptools.HttpRequestParser(self)
+        head = f"{req.method} / HTTP/{version}\r\n{framing}\r\nConnection: {connection}\r\n\r\n"
+        return head.encode("latin-1") + rest
 
     def _refuse(self, status: int, reason: str) -> list[RequestEvent[R]]:
         refusal = Refusal(status, reason)
@@ -354,13 +400,15 @@ class RequestReader(Generic[R]):
 
     # httptools callbacks
     def on_message_begin(self) -> None:
+        if self._resuming is not None:  # the stand-in head of a request whose own head was read
+            return
         self.current = self.new_request(self.clock())
         self._head_bytes = 0
         self._head_raw = 0
 
     def on_url(self, url: bytes) -> None:
         req = self.current
-        if req is not None:
+        if req is not None and self._resuming is None:
             req.target += url
             self._count_head(len(url))
 
@@ -372,7 +420,7 @@ class RequestReader(Generic[R]):
         watched field's length is lower-cased.
         """
         req = self.current
-        if req is None:
+        if req is None or self._resuming is not None:
             return
         size = len(name)
         self._head_bytes += size + len(value) + 4
@@ -398,9 +446,13 @@ class RequestReader(Generic[R]):
                 req.length = int(field[1])
 
     def on_headers_complete(self) -> None:
+        if self._resuming is not None:
+            self._resuming = None  # its head was handed out already; its body comes next
+            return
         req = self.current
         if req is None:
             return
+        self._last_head = req
         parser = self.parser
         version = parser.get_http_version()
         if version not in ("1.1", "1.0"):

@@ -215,20 +215,55 @@ def test_a_head_that_never_ends_is_refused_by_the_bytes_it_arrived_in() -> None:
             "fields",
         ),
         (b"GET / HTTP/2.0\r\nHost: p\r\n\r\n", 505, "HTTP/2.0"),
-        (b"GET / HTTP/1.1\r\nHost: p\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 501, "upgrade"),
+        (b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n", 501, "CONNECT is not served"),
         (b"GET / HTTP/1.1\r\nHost p\r\n\r\n", 400, "malformed"),
         (b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "malformed"),
         (b"POST / HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "gzip"),
         (b"POST / HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: identity\r\n\r\n", 501, "identity"),
     ],
-    ids=["too-many-fields", "http2", "upgrade", "bad-field", "two-framings", "gzip-coded", "identity"],
+    ids=["too-many-fields", "http2", "connect", "bad-field", "two-framings", "gzip-coded", "identity"],
 )
 def test_what_cannot_be_served_is_refused_with_its_status(data: bytes, status: int, words: str) -> None:
     core, _ = reader()
     events = feed(core, data)
-    assert isinstance(events[-1], Refusal)
-    assert events[-1].status == status
-    assert words in events[-1].reason
+    assert len(events) == 1, events  # refused whole: nothing of it is served first
+    assert isinstance(events[0], Refusal)
+    assert events[0].status == status
+    assert words in events[0].reason
+
+
+UPGRADING = (
+    b"POST /mcp HTTP/1.1\r\nHost: p\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+    b"HTTP2-Settings: AAMAAABk\r\nContent-Length: 2\r\n\r\n{}"
+    b"POST /mcp HTTP/1.1\r\nHost: p\r\nConnection: upgrade\r\nUpgrade: h2c\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+    b"3\r\n[1]\r\n0\r\n\r\n"
+    b"GET /mcp HTTP/1.1\r\nHost: p\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Key: k\r\n\r\n"
+    b"POST /mcp HTTP/1.0\r\nHost: p\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 1\r\n\r\nx"
+)
+
+
+@pytest.mark.parametrize(
+    "size", [len(UPGRADING), 1, 7, 64], ids=["one-read", "bytewise", "7-byte-reads", "64-byte-reads"]
+)
+def test_a_request_asking_to_switch_protocols_is_read_as_plain_http_body_and_all(size: int) -> None:
+    """`Upgrade` is ignored (curl --http2, a WebSocket handshake): each request comes out whole, in
+    order, and the ones after it are read as usual; an HTTP/1.0 one closes after its answer."""
+    core, _ = reader()
+    events = [
+        event for i in range(0, len(UPGRADING), size) for event in list(core.feed(UPGRADING[i : i + size]))
+    ]
+
+    ends = [event.request for event in events if isinstance(event, EndOfRequest)]
+    assert [(r.method, b"".join(r.body), r.keep_alive) for r in ends] == [
+        ("POST", b"{}", True),
+        ("POST", b"[1]", True),
+        ("GET", b"", True),
+        ("POST", b"x", False),
+    ]
+    assert kinds(events).count("RequestHead") == 4
+    assert not [event for event in events if isinstance(event, Refusal)]
 
 
 def test_a_subclass_carries_the_servers_own_fields() -> None:
