@@ -255,11 +255,11 @@ class RequestReader(Generic[R]):
         try:
             rest: bytes | None = data
             while rest is not None:
+                parsing, rest = rest, None
                 try:
-                    self.parser.feed_data(rest)
-                    rest = None
+                    self.parser.feed_data(parsing)
                 except httptools.HttpParserUpgrade as exc:
-                    rest = self._past_upgrade(rest[int(exc.args[0]) :])
+                    rest = self._past_upgrade(parsing[int(exc.args[0]) :])
                     if rest is None:
                         return events
         except httptools.HttpParserError as exc:
