@@ -68,6 +68,7 @@ from proxy.flows.observations import (
     LegHeadSeen,
     LegLinked,
     LegMessageSeen,
+    LegOpened,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
@@ -229,6 +230,9 @@ class ChainBuilder:
                     channel=obs.channel,
                     joins=obs.joins,
                 )
+            case LegOpened():
+                if self._keeps_records:  # its facts begin when its request went out, not at its head
+                    self._leg_fact(obs.leg)
             case LegHeadSeen():
                 self.leg_head(obs.leg, status=obs.status, content_type=obs.content_type, headers=obs.headers)
             case LegLinked():
@@ -604,7 +608,8 @@ class ChainBuilder:
             self._leg_fact(leg).related = related
 
     def _leg_fact(self, leg: str) -> ExchangeFacts:
-        """The facts of a leg, begun when it is first linked or carries a message."""
+        """The facts of a leg, begun when it is opened, first linked or carries a message (or, in a
+        capture before 1.7, when the head of a request that carried none arrived)."""
         facts: ExchangeFacts | None = self._leg_facts.get(leg)
         if facts is None:
             facts = self._leg_facts[leg] = ExchangeFacts()
@@ -615,11 +620,8 @@ class ChainBuilder:
     def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
         """Remember the upstream's response head to a leg; the leg's first message back carries it."""
         self._leg_heads[leg] = self._records.response_head(status, content_type, headers)
-        if self._keeps_records:
-            facts = self._leg_facts.get(leg)
-            if facts is None:
-                facts = self._leg_facts[leg] = ExchangeFacts()
-            facts.head_at = self._clock()
+        if self._keeps_records:  # a head before any message or opening: a bodiless request's, begun then
+            self._leg_fact(leg).head_at = self._clock()
 
     def leg_closed(self, leg: str) -> str | None:
         """Forget a finished leg's chain; a response head no message carried gets an `http` record.

@@ -69,6 +69,13 @@ class Mode(StrEnum):
     LOCAL = "local"
 
 
+BRIDGE_ERAS: Final[dict[Mode, tuple[str, str]]] = {
+    Mode.LEGACY_TO_MRTR: ("legacy", "modern"),
+    Mode.MRTR_TO_LEGACY: ("modern", "legacy"),
+}
+"""The client's and the upstream's era on each side of a bridge."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

@@ -52,7 +52,7 @@ class ExchangeFacts:
     from its observations, so the running proxy's export and the capture's agree."""
 
     started: float | None = None
-    """When the request head arrived (a leg: its first message, or its link to an earlier leg)."""
+    """When the request head arrived (a leg: its opening or first message, or its link to an earlier leg)."""
     head_at: float | None = None
     """When the response head went out (a leg: when the upstream's came)."""
     ended: float | None = None

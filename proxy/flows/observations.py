@@ -146,6 +146,19 @@ class LegMessageSeen:
 
 
 @value
+class LegOpened:
+    """A bridge sent the upstream a leg that carries no message (a session's GET stream, a DELETE of
+    its session): no message on it says its method, its mode, or when its request went out."""
+
+    t: float
+    leg: str
+    exchange: str
+    """The client exchange it serves (empty for a DELETE, which serves none)."""
+    http_method: str
+    mode: Mode
+
+
+@value
 class LegHeadSeen:
     """The upstream's response head to a leg arrived (an error status included): what it answered
     at the HTTP level, which no message on the leg says (its status, its session id)."""
@@ -283,6 +296,7 @@ Observation: TypeAlias = (
     | EventIdSeen
     | ExchangeClosed
     | LegMessageSeen
+    | LegOpened
     | LegHeadSeen
     | LegLinked
     | LegClosed
@@ -296,6 +310,7 @@ Observation: TypeAlias = (
 
 KEY_FIELDS: dict[type[Any], str] = {
     LegMessageSeen: "leg",
+    LegOpened: "leg",
     LegHeadSeen: "leg",
     LegLinked: "leg",
     LegClosed: "leg",

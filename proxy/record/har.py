@@ -100,6 +100,9 @@ class EntryDraft:
     ended: float | None = None
     outcome: str | None = None
     related: str | None = None
+    run: str | None = None
+    """The run tag of the proxy process it passed through (`proxy_info.run`): exchange and leg ids
+    start again at each restart, so in a capture a restarted proxy appended to, they repeat."""
     chains: dict[str, ChainSummary] = field(default_factory=dict)
     """The chains its messages joined, by id, with their (live) headlines."""
     kept_bytes: int = 0
@@ -249,6 +252,11 @@ def _query(url: str) -> list[dict[str, str]]:
     return [{"name": n, "value": v} for n, v in parse_qsl(urlsplit(url).query, True)]
 
 
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a response's `Content-Type` names an SSE stream (parameters and case aside)."""
+    return (content_type or "").split(";")[0].strip().lower() == SSE_TYPE
+
+
 def _on_wire(draft: EntryDraft) -> list[Carried]:
     """The messages this entry's HTTP exchange carried: on a relayed exchange the proxy changed, the
     other leg's record of a message (what the server sent or got instead) stays out of its bodies."""
@@ -277,7 +285,7 @@ def _request(draft: EntryDraft) -> dict[str, Any]:
 
 def _response(draft: EntryDraft) -> dict[str, Any]:
     back = [m for m in _on_wire(draft) if m.direction is _TO_CLIENT]
-    sse = (draft.content_type or "").split(";")[0].strip().lower() == SSE_TYPE or (
+    sse = is_event_stream(draft.content_type) or (
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )
     mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
@@ -321,6 +329,7 @@ def _mcp(draft: EntryDraft) -> dict[str, Any]:
     out: dict[str, Any] = {
         "exchange": draft.key,
         "side": draft.side,
+        **({"run": draft.run} if draft.run is not None else {}),
         "chains": list(draft.chains) or sorted({m.chain for m in draft.messages if m.chain}),
         "jsonrpc_ids": ids,
         "era": {"client": draft.client_era, "upstream": draft.upstream_era},

@@ -3,7 +3,9 @@
 `HarFromCapture` listens to the `ObservationReplayer` it makes (`on_applied`): an exchange's opening
 line starts its draft, each message joins it with the chain the builder filed it in, and its closing
 line ends it, so the entry is written then and forgotten. A bridge's upstream leg is drafted the same
-way from its first message to its `leg_closed`, with the response head its `leg_head` line gave.
+way from its first message (or, for a leg that sends none, a session's GET stream or DELETE, its
+`leg_opened`) to its `leg_closed`, with the response head its `leg_head` line gave. Each entry names
+the run of the proxy it went through (the latest `proxy_info`), since ids start again at a restart.
 Memory holds the exchanges open at one time, not the file. An entry needs only which chain each
 message joined and the chains' headlines (kept current in the store), so the replayer builds no
 message records and announces no headline changes (`lean`). Without `lean` the replayer builds
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from proxy.flows.events import (
+    BRIDGE_ERAS,
     ChainChanged,
     ChainSummary,
     Channel,
@@ -43,12 +46,21 @@ from proxy.flows.observations import (
     LegHeadSeen,
     LegLinked,
     LegMessageSeen,
+    LegOpened,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
 )
 from proxy.flows.store import ChainStore
-from proxy.record.har import DEFAULT_ENTRY_BYTES, Carried, EntryDraft, client_url, render, upstream_url
+from proxy.record.har import (
+    DEFAULT_ENTRY_BYTES,
+    Carried,
+    EntryDraft,
+    client_url,
+    is_event_stream,
+    render,
+    upstream_url,
+)
 from proxy.record.observations import ObservationReplayer
 
 DEFAULT_MAX_HELD: Final = 10_000
@@ -81,6 +93,7 @@ class HarFromCapture:
         self._held: deque[EntryDraft] = deque()
         self._host = "localhost"
         self._upstream = "http://upstream/"
+        self._run: str | None = None
         self.written = 0
         self._lean = lean
         self.replayer = ObservationReplayer(
@@ -94,6 +107,7 @@ class HarFromCapture:
         """Learn where the proxy listened and what it proxied (entries' URLs)."""
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
+        self._run = info.run or self._run
 
     def applied(self, obs: Observation, events: list[FlowEvent], chain: str | None) -> None:
         """Take one observation, as the replayer built it, with the chain it filed a message in."""
@@ -126,6 +140,7 @@ class HarFromCapture:
                     upstream_era=obs.upstream_era,
                     mode=obs.mode.value,
                     client_transport=obs.client_transport,
+                    run=self._run,
                     limit=self._entry_bytes,
                 )
                 self._note_chain(self._open[obs.exchange], chain)  # a GET's or DELETE's chain
@@ -156,9 +171,15 @@ class HarFromCapture:
                     draft.add(invalid)
             case LegMessageSeen():
                 self._leg_message(obs, chain)
+            case LegOpened():
+                self._leg_opened(obs)
             case LegHeadSeen():
                 if (draft := self._open.get(obs.leg)) is not None:
                     draft.head(obs.t, obs.status, obs.content_type, obs.headers)
+                elif is_event_stream(obs.content_type):  # before 1.7: a head before any message is a GET's
+                    self._leg(obs.leg, obs.t, None, "GET").head(
+                        obs.t, obs.status, obs.content_type, obs.headers
+                    )
                 else:
                     self._leg_heads[obs.leg] = obs
             case LegLinked():
@@ -201,17 +222,28 @@ class HarFromCapture:
             if summary is not None:
                 draft.chains[chain_id] = summary
 
-    def _leg(self, leg: str, t: float, first: LegMessageSeen | None) -> EntryDraft:
+    def _leg(self, leg: str, t: float, first: LegMessageSeen | None, method: str = "POST") -> EntryDraft:
         draft = self._open.get(leg)
         if draft is None:
-            get = first is not None and first.channel is Channel.GET_SSE
+            if first is not None and first.channel is Channel.GET_SSE:
+                method = "GET"
             draft = self._open[leg] = EntryDraft(
-                leg, "upstream", t, "GET" if get else "POST", self._upstream, limit=self._entry_bytes
+                leg, "upstream", t, method, self._upstream, run=self._run, limit=self._entry_bytes
             )
             head = self._leg_heads.pop(leg, None)
             if head is not None:
                 draft.head(head.t, head.status, head.content_type, head.headers)
         return draft
+
+    def _leg_opened(self, obs: LegOpened) -> None:
+        """A leg that sends no message (a GET stream, a DELETE): an entry from its request on, with
+        its bridge's eras and mode (and its client's transport, while the exchange it serves is open)."""
+        draft = self._leg(obs.leg, obs.t, None, obs.http_method)
+        draft.client_era, draft.upstream_era = BRIDGE_ERAS.get(obs.mode, ("unknown", "unknown"))
+        draft.mode = obs.mode.value
+        served = self._open.get(obs.exchange)
+        if served is not None:
+            draft.client_transport = served.client_transport
 
     def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:
         draft = self._leg(obs.leg, obs.t, obs)

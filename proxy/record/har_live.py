@@ -28,9 +28,11 @@ class LiveDrafts:
     """HAR entries drafted chain by chain, then rendered one by one, so a caller can pause between
     any two steps (the admin API yields to the loop that serves MCP traffic)."""
 
-    def __init__(self, *, host: str, upstream: str) -> None:
+    def __init__(self, *, host: str, upstream: str, run: str | None = None) -> None:
         self.host = host
         self.upstream = upstream
+        self.run = run
+        """The proxy's run tag, which every entry carries as a capture's export gives it."""
         self._drafts: dict[str, EntryDraft] = {}
         self._facts: dict[str, ExchangeFacts] = {}
 
@@ -45,6 +47,7 @@ class LiveDrafts:
                 draft = drafts[record.exchange] = _draft(
                     record, summary, host=self.host, upstream=self.upstream
                 )
+                draft.run = self.run
             _take(draft, record, summary, self.host)
 
     def entries(self) -> Iterator[dict[str, Any]]:

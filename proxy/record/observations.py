@@ -37,6 +37,7 @@ from proxy.flows.observations import (
     LegHeadSeen,
     LegLinked,
     LegMessageSeen,
+    LegOpened,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
@@ -63,6 +64,7 @@ KINDS: Final[dict[type[Any], str]] = {
     EventIdSeen: "event_id",
     ExchangeClosed: "exchange_closed",
     LegMessageSeen: "leg_message",
+    LegOpened: "leg_opened",
     LegHeadSeen: "leg_head",
     LegLinked: "leg_linked",
     LegClosed: "leg_closed",
@@ -73,6 +75,9 @@ KINDS: Final[dict[type[Any], str]] = {
     InterceptReleased: "intercept_released",
 }
 """The schema name of each observation kind."""
+
+_LEG_KINDS: Final = (LegMessageSeen, LegOpened, LegHeadSeen, LegLinked, LegClosed)
+"""The kinds that belong to a bridge's upstream leg (keyed by it, not by an exchange)."""
 
 _CLASSES: Final = {name: cls for cls, name in KINDS.items()}
 _FIELDS: Final = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in KINDS}
@@ -318,7 +323,7 @@ class OpenLines:
             case ExchangeOpened():
                 self._drop(key)
                 self._keep(key, line, new=True)
-            case LegMessageSeen() | LegLinked() if key not in self._held:
+            case LegMessageSeen() | LegLinked() | LegOpened() if key not in self._held:
                 self._keep(key, line, new=True)
             case LegHeadSeen():  # a GET stream's head comes before any message on it
                 self._keep(key, line, new=key not in self._held)
@@ -471,7 +476,7 @@ class ObservationReplayer:
             if lost is not None:
                 self._settle(lost)
             return False
-        if isinstance(obs, LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):  # a leg's, by its own key
+        if isinstance(obs, _LEG_KINDS):  # a leg's, by its own key
             return False
         lost = self._lost.get(getattr(obs, "exchange", ""))
         if lost is None:
@@ -491,6 +496,6 @@ class ObservationReplayer:
         self._restored.clear()
 
     def _knows(self, obs: Observation, key: str) -> bool:
-        if isinstance(obs, LegMessageSeen | LegHeadSeen | LegLinked | LegClosed):
+        if isinstance(obs, _LEG_KINDS):
             return self._builder.has_leg(key)
         return self._builder.has_exchange(key)

@@ -259,7 +259,7 @@ class AdminServer:
         chains = await self._export_chains(request)
         info = self.ctx.info()
         host = info.listen.partition("://")[2].rstrip("/")
-        pieces = har_pieces(chains, host=host, upstream=upstream_url(info.upstream))
+        pieces = har_pieces(chains, host=host, upstream=upstream_url(info.upstream), run=info.run)
         return await stream_export(request, "application/json", pieces)
 
     async def export_json(self, request: web.Request) -> web.StreamResponse:

@@ -52,9 +52,9 @@ async def stream_export(
     return response
 
 
-def har_pieces(chains: list[Chain], *, host: str, upstream: str) -> Iterator[bytes]:
+def har_pieces(chains: list[Chain], *, host: str, upstream: str, run: str | None = None) -> Iterator[bytes]:
     """A HAR 1.2 log of the chains' exchanges: nothing while the entries are drafted, then the log."""
-    drafts = LiveDrafts(host=host, upstream=upstream)
+    drafts = LiveDrafts(host=host, upstream=upstream, run=run)
     for n, chain in enumerate(chains, 1):
         drafts.add(chain)
         if n % PIECE == 0:

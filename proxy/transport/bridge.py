@@ -52,7 +52,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
-from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     ContinuationMoved,
     ExchangeClosed,
@@ -62,6 +62,7 @@ from proxy.flows.observations import (
     LegHeadSeen,
     LegLinked,
     LegMessageSeen,
+    LegOpened,
     MessageSeen,
     ResponseHeadSeen,
     UpstreamSessionMoved,
@@ -93,7 +94,6 @@ _SSE_HEADERS = (
 )
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The `max_bridged_message_bytes` setting's default."""
-_ERAS = {Mode.LEGACY_TO_MRTR: ("legacy", "modern"), Mode.MRTR_TO_LEGACY: ("modern", "legacy")}
 _LEAST_GRACE = 0.001
 """Shortest wait a due timer grants legs to feed what they hold unread (a 0 s timer's included)."""
 _TOO_DEEP = (
@@ -123,6 +123,8 @@ class _LegStream:
     """What a leg's reader saw of its SSE body: the last event id and `retry`, which a LegCut reports."""
 
     sse: bool = False
+    channel: Channel = Channel.SSE
+    """What its events are observed on: `get_sse` on a GET stream, `sse` on a POST's response."""
     last_id: str | None = None
     retry_ms: int | None = None
 
@@ -414,6 +416,7 @@ class BridgeDriver:
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
+                self._observe_bodiless(leg, "", "DELETE")
                 run = self._run_leg(leg, "", "DELETE", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case OpenLegStream(leg, exchange, headers, standing):
@@ -422,6 +425,7 @@ class BridgeDriver:
                     self._standing.add(leg)
                 if self.intercepts is not None and self.intercepts.active:
                     self._leg_heads[leg] = headers
+                self._observe_bodiless(leg, exchange, "GET")
                 run = self._run_leg(leg, self._query(exchange), "GET", headers, b"")
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case ResumeLeg(leg):
@@ -494,7 +498,7 @@ class BridgeDriver:
         if served is not None:
             self._cors.learn(origin_of(served.client.headers), resp.headers)
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
-        stream = _LegStream()
+        stream = _LegStream(channel=Channel.GET_SSE if method == "GET" else Channel.SSE)
         while True:
             self._reading[leg] = resp
             try:
@@ -614,7 +618,7 @@ class BridgeDriver:
         msg = parse_text(item.data)
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
-        self._observe_leg_msg(leg, msg, len(item.data), Channel.SSE)
+        self._observe_leg_msg(leg, msg, len(item.data), stream.channel)
         await self._leg_message(leg, msg, item.id)
 
     def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
@@ -656,6 +660,11 @@ class BridgeDriver:
         sink = self.observer
         sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, direction, channel))
 
+    def _observe_bodiless(self, leg: str, exchange: str, method: str) -> None:
+        """A leg that sends no message: observed as it goes, since nothing on it names its method."""
+        sink = self.observer
+        sink.emit(LegOpened(sink.now(), leg, exchange, method, self.mode))
+
     def _observe_leg_msg(self, leg: str, msg: Message, size: int, channel: Channel) -> None:
         """An upstream message on `leg`, filed with the exchange of the leg whose chain it joins."""
         joins = self.engine.joins(leg, msg)
@@ -683,7 +692,7 @@ class BridgeDriver:
         self._close_observation(exchange, None)
 
     def _observe_client_request(self, exchange: str, client: ClientSide, route: Route) -> None:
-        client_era, upstream_era = _ERAS[self.mode]
+        client_era, upstream_era = BRIDGE_ERAS[self.mode]
         sink = self.observer
         sink.emit(
             ExchangeOpened(

@@ -14,7 +14,9 @@ as in the capture's. A 2026-07-28 client bridged to a legacy server that restart
 proxy's session) leaves upstream legs whose entries carry the server's real statuses, in the capture's
 HAR and the live one alike: 200s, the session id the server minted as a stand-in, and its 404.
 SDK clients of both eras, one over HTTP+SSE, give the live HAR and the capture's the same timings
-(a stream's wait ends at its response head), sizes and `_mcp` fields, entry by entry.
+(a stream's wait ends at its response head), sizes and `_mcp` fields, entry by entry. A 2026-07-28
+client bridged to a legacy server, in two runs appending to one capture, leaves its session's GET
+streams and DELETEs as entries of those methods, each entry naming its run.
 """
 
 from __future__ import annotations
@@ -277,7 +279,10 @@ async def test_a_bridged_runs_legs_carry_the_upstreams_statuses_in_both_hars_its
         minted = [h["mcp-session-id"] for _, _, h in legs.values() if "mcp-session-id" in h]
         assert minted, "the initialize legs' heads hold the session the server minted"
         assert all(value.startswith("<redacted len=") for value in minted)
-    assert leg_heads(read_back(out)["entries"]) == leg_heads(read_back(live_file)["entries"])
+    # The running proxy exports chains: a leg that joined none (an idle GET stream, a DELETE) is
+    # in the capture's HAR only.
+    chained = [e for e in read_back(out)["entries"] if e["mcp"]["chains"]]
+    assert leg_heads(chained) == leg_heads(read_back(live_file)["entries"])
 
 
 HTTP_TEXT = {200: "OK", 202: "Accepted", 404: "Not Found"}
@@ -370,3 +375,66 @@ async def test_the_live_har_gives_each_exchange_the_timings_sizes_and_mcp_fields
     else:
         sse = [e for e in live if e["response"]["content"]["mimeType"].startswith("text/event-stream")]
         assert any(e["response"]["bodySize"] != e["response"]["content"]["size"] for e in sse)
+
+
+def capture_legs(capture: Path) -> set[tuple[str, str]]:
+    """(run, leg) of every leg the capture holds a response head for, each in the run it was made in."""
+    run, legs = "", set()
+    for line in capture.read_text().splitlines():
+        item = json.loads(line)
+        if item.get("type") == "proxy_info":
+            run = item["run"]
+        elif item.get("kind") == "leg_head":
+            legs.add((run, item["leg"]))
+    return legs
+
+
+async def test_a_bridges_session_streams_and_deletes_are_entries_of_their_own_method_in_each_run(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """A 2026-07-28 client bridged to a legacy SDK server, in two runs of the proxy that append to one
+    capture: the session's GET stream (one carrying the server's `roots/list`, one carrying nothing)
+    and its DELETE when the proxy stops are HAR entries with their real methods, the bridge's mode and
+    eras and a wait of their own; each entry names its run, so ids that start again stay apart."""
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture, drain_grace=5))
+    for tool in ("session_roots", "echo"):
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28", read_timeout=10.0) as modern:
+                arguments = {"text": "hi"} if tool == "echo" else {}
+                with anyio.fail_after(15):
+                    assert not (await modern.call_tool(tool, arguments)).is_error
+            proxy.stop()
+
+    out = tmp_path / "run.har"
+    done = run_mcp_proxy("export", "--har", str(out), str(capture))
+    assert done.returncode == 0, done.stderr
+    assert validate(out) == {"valid": True}
+    entries = json.loads(out.read_text())["log"]["entries"]
+    read = read_back(out)["entries"]
+    legs = [(raw, e) for raw, e in zip(entries, read, strict=True) if e["mcp"]["side"] == "upstream"]
+    assert {(e["mcp"]["run"], e["mcp"]["exchange"]) for _, e in legs} >= capture_legs(capture)
+    keys = [(e["mcp"]["run"], e["mcp"]["exchange"]) for e in read]
+    assert len(set(keys)) == len(keys), "an exchange id repeats within a run"
+    assert len({run for run, _ in keys}) == 2
+
+    by_method: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for raw, e in legs:
+        by_method.setdefault(e["method"], []).append((raw, e))
+        assert e["mcp"]["mode"] == "mrtr_to_legacy", e["mcp"]
+        assert e["mcp"]["era"] == {"client": "modern", "upstream": "legacy"}, e["mcp"]
+    assert all(e["request_text"] for _, e in by_method["POST"]), "a POST leg without a body"
+    streams = by_method["GET"]
+    assert len(streams) == 2, [e["mcp"]["exchange"] for _, e in streams]  # one session per run
+    for raw, e in streams:
+        assert e["status"] == 200
+        assert e["mime"].startswith("text/event-stream")
+        assert "postData" not in raw["request"]
+        assert 0 < raw["timings"]["wait"] < raw["timings"]["receive"], raw["timings"]
+    carried = [e["mcp"]["messages"] for _, e in streams]
+    assert sorted(len(m) for m in carried) == [0, 1]
+    (asked,) = [m for messages in carried for m in messages]
+    assert (asked["method"], asked["channel"]) == ("roots/list", "get_sse")
+    deletes = by_method["DELETE"]
+    assert len(deletes) == 2, [e["mcp"]["exchange"] for _, e in deletes]
+    assert all(e["status"] in (200, 204) and not e["mcp"]["messages"] for _, e in deletes)
