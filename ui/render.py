@@ -179,7 +179,8 @@ def chain_headline(summary: ChainSummary) -> Text:
     if summary.duration_ms is not None:
         held = f", held by the proxy {duration(summary.held_ms)}" if summary.held_ms else ""
         client = f", client {duration(summary.client_wait_ms)}" if summary.client_wait_ms else ""
-        text.append(f"  (upstream {duration(summary.upstream_ms)}{held}{client})", style="dim")
+        stream = f", stream open {duration(summary.stream_ms)}" if summary.stream_ms else ""
+        text.append(f"  (upstream {duration(summary.upstream_ms)}{held}{client}{stream})", style="dim")
     if summary.error:
         text.append(f"  {visible(summary.error)}", style="red")
     return text

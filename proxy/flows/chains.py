@@ -152,7 +152,8 @@ class ChainBuilder:
         self._exchanges: dict[str, Exchange] = {}
         self._legs: BoundedMap = BoundedMap()
         self._leg_heads: BoundedMap = BoundedMap()
-        """Leg -> the upstream's response head to it, until a message on the leg or its close carries it."""
+        """Leg -> the upstream's response head to it and when it came, until a message on the leg or its
+        close carries it."""
         self._leg_facts: BoundedMap = BoundedMap()
         """Leg -> what its chain's records do not hold of it (`ExchangeFacts`), until it closes; only
         when records are kept."""
@@ -366,8 +367,9 @@ class ChainBuilder:
         if ex is None:
             return
         ex.head = self._records.response_head(status, content_type, headers)
+        ex.head_at = self._clock()
         if ex.facts is not None:
-            ex.facts.head_at = self._clock()
+            ex.facts.head_at = ex.head_at
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
@@ -508,9 +510,10 @@ class ChainBuilder:
                     chain.summary.rounds = chain.upstream_requests
             else:  # the legacy server asks in flight: the client is asked it as `input_required`
                 chain.summary.nested += 1
-        head = (
+        seen = (
             self._leg_heads.pop(leg, None) if direction is Direction.TO_CLIENT and self._leg_heads else None
         )
+        head = seen[0] if seen is not None else None
         if not self._keeps_records:
             return self._count(
                 chain, direction, size, False, Head.NONE if head is None else Head.LEG_RESPONSE
@@ -619,9 +622,10 @@ class ChainBuilder:
 
     def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
         """Remember the upstream's response head to a leg; the leg's first message back carries it."""
-        self._leg_heads[leg] = self._records.response_head(status, content_type, headers)
+        now = self._clock()
+        self._leg_heads[leg] = (self._records.response_head(status, content_type, headers), now)
         if self._keeps_records:  # a head before any message or opening: a bodiless request's, begun then
-            self._leg_fact(leg).head_at = self._clock()
+            self._leg_fact(leg).head_at = now
 
     def leg_closed(self, leg: str) -> str | None:
         """Forget a finished leg's chain; a response head no message carried gets an `http` record.
@@ -635,17 +639,18 @@ class ChainBuilder:
         chain_id = self._legs.pop(leg, None)
         if chain_id is None:
             return None
-        filed = self._record_leg_head(chain_id, leg, head) if head is not None else None
+        filed = self._record_leg_head(chain_id, leg, *head) if head is not None else None
         self._release((chain_id,))
         return filed
 
-    def _record_leg_head(self, chain_id: str, leg: str, head: HttpInfo) -> str | None:
+    def _record_leg_head(self, chain_id: str, leg: str, head: HttpInfo, at: float) -> str | None:
+        """File the `http` record of a leg's response head no message carried, timed when it came."""
         chain = self.store.peek(chain_id)
         if chain is None:
             return None
         if not self._keeps_records:
             return self._count(chain, Direction.TO_CLIENT, 0, False, Head.HTTP_LEG)
-        record = self._records.http_only(chain, leg, head, side=Side.UPSTREAM)
+        record = self._records.http_only(chain, leg, head, side=Side.UPSTREAM, ts=at)
         self._file(chain, record, invalid=False)
         return chain.summary.id
 
@@ -698,7 +703,7 @@ class ChainBuilder:
             if outcome == "session_deleted" and not failed:
                 chain.summary.notes.append("ended with its session (deleted)")
             status = ChainStatus.ERROR if failed else ChainStatus.OK
-            self._ledger.finish(chain, status, outcome if failed else None, now)
+            self._ledger.finish(chain, status, outcome if failed else None, now, answered=ex.head_at)
         self._release(ex.chains)
         return filed
 
@@ -847,6 +852,8 @@ class ChainBuilder:
         return chain.summary.id
 
     def _record_http_only(self, ex: Exchange) -> str | None:
+        """File the `http` record of a response head no message carried (filed as the exchange closes,
+        timed when the head came: a GET stream's answer is not its end)."""
         chain = self.store.peek(ex.chains[0])
         if chain is None or ex.head is None:
             return None
@@ -854,7 +861,8 @@ class ChainBuilder:
         if not self._keeps_records:
             return self._count(chain, Direction.TO_CLIENT, 0, False, http_only_head(ex.mode))
         side = http_side(ex.mode)
-        self._file(chain, self._records.http_only(chain, ex.id, ex.head, side=side), invalid=False)
+        record = self._records.http_only(chain, ex.id, ex.head, side=side, ts=ex.head_at)
+        self._file(chain, record, invalid=False)
         return chain.summary.id
 
     def _count(self, chain: Chain, direction: Direction, size: int, invalid: bool, head: Head) -> str:

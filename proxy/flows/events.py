@@ -154,8 +154,11 @@ class ChainSummary(_Model):
     client_wait_ms: float = 0.0
     held_ms: float = 0.0
     """The time the proxy itself held the chain's messages (a delay fault, an intercept until its
-    decision): neither the upstream's time nor the client's. `duration_ms` is `upstream_ms` +
-    `client_wait_ms` + `held_ms`."""
+    decision): neither the upstream's time nor the client's."""
+    stream_ms: float = 0.0
+    """The time a GET stream (or a DELETE) stayed open after the server answered it (its response
+    head): the client listening, not the upstream's wait. `duration_ms` is `upstream_ms` +
+    `client_wait_ms` + `held_ms` + `stream_ms`."""
     invalid: bool = False
     notes: list[str] = Field(default_factory=list)
 

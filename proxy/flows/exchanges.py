@@ -97,6 +97,9 @@ class Exchange:
     requests: dict[RequestId, str] = field(default_factory=dict)
     answered: set[RequestId] = field(default_factory=set)
     head: HttpInfo | None = None
+    head_at: float | None = None
+    """When the (latest) response head came: the `http` record of a head no message carried, filed
+    only when the exchange closes, is timed by it, as is a stream's answer in its chain's headline."""
     head_recorded: bool = False
     request_recorded: bool = False
     """A message of this exchange to the server carries its request head already."""

@@ -129,8 +129,20 @@ class ChainLedger:
             chain.summary.client_wait_ms += (self._clock() - chain.wait_started) * 1000
             chain.wait_started = None
 
-    def finish(self, chain: Chain, status: ChainStatus, error: str | None, now: float) -> None:
-        """End a chain with its final status, splitting its duration into client wait and upstream time."""
+    def finish(
+        self,
+        chain: Chain,
+        status: ChainStatus,
+        error: str | None,
+        now: float,
+        *,
+        answered: float | None = None,
+    ) -> None:
+        """End a chain with its final status, splitting its duration into client wait and upstream time.
+
+        `answered` is when the server answered a stream's request (a GET stream's or a DELETE's response
+        head): the upstream's time ends there, and the rest of the chain is the stream staying open.
+        """
         self.stop_waiting(chain)
         if status is ChainStatus.ERROR and chain.cancelled:
             status = ChainStatus.CANCELLED  # the error answers the client's cancel (or is the cut)
@@ -139,9 +151,10 @@ class ChainLedger:
         summary.error = error
         summary.ended = now
         summary.duration_ms = round((now - summary.started) * 1000, 3)
-        summary.upstream_ms = round(
-            max(0.0, summary.duration_ms - summary.client_wait_ms - summary.held_ms), 3
-        )
+        rest = max(0.0, summary.duration_ms - summary.client_wait_ms - summary.held_ms)
+        upstream = rest if answered is None else min(rest, max(0.0, (answered - summary.started) * 1000))
+        summary.upstream_ms = round(upstream, 3)
+        summary.stream_ms = round(rest - upstream, 3)
         summary.client_wait_ms = round(summary.client_wait_ms, 3)
         self.finished += 1
         self._on_finished(summary.id)

@@ -197,18 +197,20 @@ class RecordMaker:
         *,
         side: Side,
         direction: Direction = Direction.TO_CLIENT,
+        ts: float | None = None,
     ) -> MessageRecord:
         """The record of an HTTP head that carried no message, so a bare status still shows.
 
         A response head (`to_client`) or the request head of a request without a body (`to_server`: a
         GET stream, a DELETE), so the request line and its headers show too. `side` is `client` when
         the proxy served that exchange itself (a bridge acknowledging a POST), `both` when it was relayed.
+        `ts` is when the head came, for a response head filed only once its exchange closed (else now).
         """
         return self.build_http_only(
             exchange,
             head,
             seq=chain.next_seq(),
-            ts=self._clock(),
+            ts=self._clock() if ts is None else ts,
             round_=chain.summary.rounds,
             side=side,
             direction=direction,

@@ -143,6 +143,7 @@ class RecordBuilder:
         obs = self._line(at)
         maker = self._maker
         http = None
+        head_obs: Observation | None = None
         if head is not Head.NONE:
             if head_at < 0:
                 raise ValueError(f"the record at {at} names no line for its HTTP head")
@@ -200,12 +201,14 @@ class RecordBuilder:
                 )
                 record.http, record.sse_id = http, None
                 return record
-            case ExchangeClosed() if http is not None:
+            case ExchangeClosed() if http is not None and head_obs is not None:  # timed when the head came
                 side = Side.CLIENT if head is Head.HTTP_BRIDGED else Side.BOTH
-                return maker.build_http_only(obs.exchange, http, seq=seq, ts=obs.t, round_=round_, side=side)
-            case LegClosed() if http is not None:  # a leg's head that no message on it carried
                 return maker.build_http_only(
-                    obs.leg, http, seq=seq, ts=obs.t, round_=round_, side=Side.UPSTREAM
+                    obs.exchange, http, seq=seq, ts=head_obs.t, round_=round_, side=side
+                )
+            case LegClosed() if http is not None and head_obs is not None:  # a head no leg message carried
+                return maker.build_http_only(
+                    obs.leg, http, seq=seq, ts=head_obs.t, round_=round_, side=Side.UPSTREAM
                 )
             case ExchangeOpened() if http is not None:  # a GET's or DELETE's own request head
                 return maker.build_http_only(

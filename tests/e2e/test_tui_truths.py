@@ -1,13 +1,16 @@
 """What the TUI and the exports say, checked against real peers and real `mcp-proxy` processes.
 
-A GET stream ended by its session's deletion is a normal end in the chain and in `/metrics`; chain
-ids stay unique when an attached TUI outlives the proxy process it watched; a curl command exported
-from a capture, run by bash with its placeholders filled from the environment, gets the real SDK
-server's answer (and never holds the secret it stands for).
+A GET stream ended by its session's deletion is a normal end in the chain and in `/metrics`; a GET
+stream's `HTTP 200` is timed when the server answered, not when the stream ended, and its headline
+counts the rest as the stream open, not as upstream time, in `/api/chains`, `export --json` and the
+TUI's tree of the capture alike; chain ids stay unique when an attached TUI outlives the proxy
+process it watched; a curl command exported from a capture, run by bash with its placeholders filled
+from the environment, gets the real SDK server's answer (and never holds the secret it stands for).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -22,6 +25,7 @@ from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.sidecar import (
     ProxyProcess,
+    admin_json,
     chain_ids,
     clean_env,
     exported_chains,
@@ -31,7 +35,9 @@ from tests.sidecar import (
 )
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.feeds import AttachFeed
+from ui.feeds import AttachFeed, CaptureFeed
+from ui.render import offset
+from ui.widgets.chain_tree import ChainTree
 
 pytestmark = pytest.mark.e2e
 
@@ -71,6 +77,73 @@ async def test_a_get_stream_ended_by_session_deletion_is_a_normal_end_in_chains_
     assert "ended with its session (deleted)" in stream.notes
     errors = [line for line in metrics.splitlines() if line.startswith("mcp_proxy_errors_total{")]
     assert not [line for line in errors if 'method="GET stream"' in line], errors
+
+
+async def stream_and_delete(admin: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ended GET stream's chain (`/api/chains/{id}`) and the DELETE's headline, once both ended."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        chains = await admin_json(admin + "/api/chains?method=GET%20stream,DELETE%20session")
+        ended = {c["method"]: c for c in chains if c.get("ended") is not None}
+        if len(ended) == 2:
+            break
+        assert asyncio.get_running_loop().time() < deadline, f"the stream or DELETE never ended: {chains}"
+        await asyncio.sleep(0.05)
+    stream = await admin_json(f"{admin}/api/chains/{ended['GET stream']['id']}")
+    return stream, ended["DELETE session"]
+
+
+def answered(chain: dict[str, Any]) -> float:
+    """When a stream chain's `HTTP 200` record says the server answered."""
+    (head,) = [m for m in chain["messages"] if m["kind"] == "http" and m["direction"] == "to_client"]
+    assert head["http"]["status"] == 200, head
+    return float(head["ts"])
+
+
+def tree_of(app: ProxyTui) -> list[str]:
+    """The chain tree's headline and every label below it, as plain text."""
+    tree = app.main.query_one(ChainTree)
+    out, pending = [str(tree.root.label)], list(tree.root.children)
+    while pending:
+        node = pending.pop(0)
+        out.append(str(node.label))
+        pending[:0] = node.children
+    return out
+
+
+async def test_a_get_streams_http_200_is_timed_when_the_server_answered_live_in_the_export_and_the_tui(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "run.jsonl"
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, capture=capture))) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")  # a GET stream, a call, then the DELETE
+        live, delete = await stream_and_delete(proxy.admin)
+        proxy.stop()
+
+    summary = live["chain"]
+    head_at = answered(live)
+    # The server answered the GET at once; the stream stayed open until after the client's DELETE.
+    assert summary["started"] <= head_at < delete["started"] < summary["ended"], (summary, head_at, delete)
+    assert summary["upstream_ms"] == pytest.approx((head_at - summary["started"]) * 1000, abs=0.01)
+    assert summary["stream_ms"] > 0
+    total = summary["upstream_ms"] + summary["client_wait_ms"] + summary["held_ms"] + summary["stream_ms"]
+    assert total == pytest.approx(summary["duration_ms"], abs=0.01)
+
+    printed, _ = exported_chains(capture)
+    (exported,) = [c for c in json.loads(printed)["chains"] if c["chain"]["method"] == "GET stream"]
+    assert answered(exported) == head_at
+    timings = ("duration_ms", "upstream_ms", "stream_ms")
+    assert {k: exported["chain"][k] for k in timings} == {k: summary[k] for k in timings}
+
+    app = ProxyTui(CaptureFeed(capture), batch_delay=0.01)
+    async with app.run_test(size=(160, 36)) as pilot:
+        await wait_for(lambda: app.feed_status is not None and app.feed_status.state == "ended", what="read")
+        await pilot.press("slash", *f"id:{exported['chain']['id']}", "enter", "escape", "enter")
+        await pilot.pause()
+        lines = tree_of(app)
+    (head_line,) = [line for line in lines if "HTTP 200" in line]
+    assert head_line.lstrip().startswith(offset(head_at - summary["started"]) + " "), lines
+    assert "stream open" in lines[0], lines
 
 
 async def test_an_attached_tui_never_shows_two_chains_with_one_id_across_proxy_processes(
