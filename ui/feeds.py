@@ -308,8 +308,9 @@ class CaptureFeed:
         if replayer is not None:
             replayer.finish()
         left_out = replayer.lost_lines if replayer is not None else 0
+        unplaced = replayer.unplaced.lines if replayer is not None else 0
         skipped = _skipped(
-            reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out
+            reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out, unplaced
         )
         warning = skipped.removeprefix("; ").strip()
         await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}", warning=warning))
@@ -358,13 +359,19 @@ class CaptureFeed:
             end.get("unknown_lines", 0),
             bool(end.get("cut_short")),
             end.get("left_out_lines", 0),
+            end.get("unplaced_lines", 0),
         )
         warning = skipped.removeprefix("; ").strip()
         await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}", warning=warning))
 
 
 def _skipped(
-    corrupt_lines: int, corrupt: list[tuple[int, str]], unknown: int, cut: bool, left_out: int = 0
+    corrupt_lines: int,
+    corrupt: list[tuple[int, str]],
+    unknown: int,
+    cut: bool,
+    left_out: int = 0,
+    unplaced: int = 0,
 ) -> str:
     """What reading skipped, for the end status ('' when nothing)."""
     text = " (the last line was cut short)" if cut else ""
@@ -375,6 +382,9 @@ def _skipped(
     if left_out:
         plural = "s" if left_out > 1 else ""
         text += f"; {left_out} later line{plural} left out (their exchange's opening line was skipped)"
+    if unplaced:
+        plural = "s" if unplaced > 1 else ""
+        text += f"; {unplaced} later line{plural} left out (they joined no chain: a line before was skipped)"
     if unknown:
         plural = "s" if unknown > 1 else ""
         text += f"; {unknown} line{plural} of a newer capture version skipped"

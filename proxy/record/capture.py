@@ -555,6 +555,9 @@ class CaptureReader:
         self.corrupt_lines += 1
         if len(self.corrupt) < MAX_CORRUPT_SHOWN:
             self.corrupt.append((exc.line or 0, exc.reason))
+        if self._replayer is None:
+            self._replayer = ObservationReplayer()
+        self._replayer.line_skipped(f"{self._path}:{exc.line or 0}")
 
     def _event(self, raw: bytes, lineno: int) -> FlowEvent:
         try:

@@ -71,6 +71,12 @@ class ExportReport:
     """Lines left out because the opening line of their exchange was skipped (they have no chain)."""
     left_out: list[tuple[str, int, str]] = field(default_factory=list)
     """Exchange, lines left out and `file:line` of its skipped opening line, for the first of them."""
+    unplaced_lines: int = 0
+    """Message lines of client exchanges that joined no chain (the request they answer was skipped):
+    in a HAR they are in their exchange's entry; a chain export has nowhere to put them."""
+    unplaced: list[tuple[str, int, str | None]] = field(default_factory=list)
+    """Exchange, its lines that joined no chain and `file:line` of the corrupt line skipped before
+    them (None when none was), for the first of them."""
     newer: list[tuple[str, str]] = field(default_factory=list)
     """Files of a newer minor format version, each with its version: read, though whatever that
     version added is ignored or skipped (said, never counted as skipped by itself)."""
@@ -89,6 +95,7 @@ class ExportReport:
         more = self.left_out_lines - sum(lines for _, lines, _ in self.left_out)
         if more > 0:
             out.append(f"left out {counted(more, 'more line')} of exchanges whose opening line was skipped")
+        out.extend(self._unplaced_lines())
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
         for path in self.cut_short:
@@ -101,10 +108,29 @@ class ExportReport:
         )
         return out
 
+    def _unplaced_lines(self) -> list[str]:
+        """One sentence per exchange whose message lines joined no chain, and one for the rest."""
+        out = []
+        for exchange, lines, after in self.unplaced:
+            they, joined = ("it", "it joined") if lines == 1 else ("them", "they joined")
+            why = (
+                f"a line before {they} ({after}) was skipped"
+                if after
+                else "what they answer is not in the capture"
+            )
+            out.append(
+                f"left out {counted(lines, 'later line')} of exchange {exchange}: {joined} no chain, {why}"
+            )
+        more = self.unplaced_lines - sum(lines for _, lines, _ in self.unplaced)
+        if more > 0:
+            out.append(f"left out {counted(more, 'more line')} that joined no chain")
+        return out
+
     @property
     def any_skipped(self) -> bool:
-        """Whether any line was skipped (corrupt, of a newer kind, or cut short): the exit status says so."""
-        return bool(self.corrupt_lines or self.unknown_lines or self.cut_short)
+        """Whether any line was skipped (corrupt, of a newer kind, or cut short) or joined no chain: the
+        exit status says so."""
+        return bool(self.corrupt_lines or self.unknown_lines or self.cut_short or self.unplaced_lines)
 
     def skipped(self) -> dict[str, Any] | None:
         """The JSON export's `skipped` member; None when nothing was skipped."""
@@ -115,6 +141,8 @@ class ExportReport:
             "corrupt": [{"file": p, "line": n, "reason": r} for p, n, r in self.corrupt],
             "left_out_lines": self.left_out_lines,
             "left_out": [{"exchange": x, "lines": n, "opening_line": w} for x, n, w in self.left_out],
+            "unplaced_lines": self.unplaced_lines,
+            "unplaced": [{"exchange": x, "lines": n, "after_line": w} for x, n, w in self.unplaced],
             "unknown_lines": self.unknown_lines,
             "cut_short": self.cut_short,
         }
@@ -148,7 +176,7 @@ def export_capture(
         store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES if searched else 1)
         har = HarWriter(out)
         entries = HarFromCapture(har.write, store, keep=keep, lean=not searched)
-        _read(open_readers(paths, entries.replayer), report, entries.proxy_info)
+        _read(open_readers(paths, entries.replayer), report, entries.proxy_info, chained=False)
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -190,7 +218,7 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
         headlines=False,
         records=False,
     )
-    _read(open_readers(paths, replayer), report, upstream)
+    _read(open_readers(paths, replayer), report, upstream, chained=False)
     return report
 
 
@@ -250,8 +278,9 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
     return found
 
 
-def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> None:
-    """Drive every reader to its end (the replayer's listener does the work), noting what was skipped."""
+def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any, *, chained: bool = True) -> None:
+    """Drive every reader to its end (the replayer's listener does the work), noting what was skipped;
+    `chained`: what is written is chains, which lose the message lines that joined none."""
     for reader in readers:
         with reader:
             for event in reader:
@@ -259,17 +288,26 @@ def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any) -> N
                     on_info(event)
             note_skipped(reader, report)
     if readers:
-        note_left_out(readers[-1].replayer, report)
+        note_left_out(readers[-1].replayer, report, unplaced=chained)
 
 
-def note_left_out(replayer: ObservationReplayer | None, report: ExportReport) -> None:
+def note_left_out(
+    replayer: ObservationReplayer | None, report: ExportReport, *, unplaced: bool = True
+) -> None:
     """Add the lines a replayer left out with their exchange's skipped opening line to `report` (once
-    every file of the capture was read: an exchange may close in a later part)."""
+    every file of the capture was read: an exchange may close in a later part), and, when `unplaced`
+    (chains are written, not exchanges: a HAR keeps them in their exchange's entry), the message lines
+    that joined no chain."""
     if replayer is None:
         return
     replayer.finish()
     report.left_out_lines += replayer.lost_lines
     report.left_out.extend((lost.exchange, lost.lines, lost.where) for lost in replayer.lost)
+    if not unplaced:
+        return
+    joined_none = replayer.unplaced
+    report.unplaced_lines += joined_none.lines
+    report.unplaced.extend((u.exchange, u.lines, u.after) for u in joined_none.settled)
 
 
 def note_skipped(reader: CaptureReader, report: ExportReport) -> None:

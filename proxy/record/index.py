@@ -21,8 +21,9 @@ starts it, so the pass has a core to itself and the screen stays live) and write
 - `{"type": "indexed", "chain": ChainSummary, "records": [offset, ...], "dropped": n}` per chain;
 - every other flow event the capture makes (`proxy_info`, `session`, `continuation`), as itself;
 - last, `{"type": "index_end", "corrupt_lines": n, "corrupt": [[file, line, reason], ...],
-  "unknown_lines": n, "cut_short": [file, ...], "left_out_lines": n, "chains": n}` (`left_out_lines`:
-  lines of exchanges whose opening line was skipped, which no chain can hold).
+  "unknown_lines": n, "cut_short": [file, ...], "left_out_lines": n, "unplaced_lines": n, "chains": n}`
+  (`left_out_lines`: lines of exchanges whose opening line was skipped, which no chain can hold;
+  `unplaced_lines`: messages that joined no chain, the request they answer skipped).
 
 `read_tail` builds the newest part of a capture on its own, for a first screen while the pass runs:
 its chains are built without what came before them (a call opened earlier is not among them), and
@@ -228,6 +229,7 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
     indexer.finish()
     indexer.replayer.finish()
     end["left_out_lines"] = indexer.replayer.lost_lines
+    end["unplaced_lines"] = indexer.replayer.unplaced.lines
     end["chains"] = indexer.chains
     return end
 

@@ -47,6 +47,7 @@ from proxy.flows.observations import (
 from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, Redactor
 from proxy.flows.store import ChainStore
+from proxy.record.unplaced import Unplaced
 from proxy.wire.jsonrpc import Kind, Message
 
 OBS_TYPE: Final = "obs"
@@ -404,6 +405,9 @@ class ObservationReplayer:
         """Lines left out because the opening line of their exchange was skipped."""
         self._restored: set[str] = set()
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
+        self.unplaced = Unplaced()
+        """Message lines of client exchanges that joined no chain (the request they answer was
+        skipped as corrupt), counted and named for the report."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
@@ -438,6 +442,10 @@ class ObservationReplayer:
                 self._builder.began_earlier(key)
         else:
             chain = self._builder.apply(obs)
+        if chain is None and type(obs) is MessageSeen:
+            self.unplaced.joined_none(obs.exchange)
+        elif type(obs) is ExchangeClosed:
+            self.unplaced.closed(obs.exchange)
         events = self._events
         if events:
             events = events[:]
@@ -463,10 +471,17 @@ class ObservationReplayer:
         self._lost[exchange] = LostOpening(exchange, where)
 
     def finish(self) -> None:
-        """The capture's end: exchanges whose opening line was lost and never closed are reported too."""
+        """The capture's end: exchanges whose opening line was lost and never closed are reported too,
+        as are those still open with lines that joined no chain."""
         for lost in self._lost.values():
             self._settle(lost)
         self._lost.clear()
+        self.unplaced.finish()
+
+    def line_skipped(self, where: str) -> None:
+        """A line (at `where`, `file:line`) was skipped as corrupt: later lines that join no chain are
+        named after it."""
+        self.unplaced.last_skipped = where
 
     def _left_out(self, obs: Observation) -> bool:
         """Whether `obs` belongs to an exchange whose opening line was lost (a repeated opening line

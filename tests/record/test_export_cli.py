@@ -348,6 +348,51 @@ def test_the_lines_an_exchange_loses_with_its_skipped_opening_line_are_counted_a
     assert written["skipped"]["left_out"] == [{"exchange": "x9", "lines": later, "opening_line": where}]
 
 
+def cut_request(capture: Path, exchange: str) -> tuple[int, int]:
+    """Cut, in place, the client's request line on `exchange` in half (as a disk error might): its line
+    number (from 1), and how many later message lines of that exchange there are."""
+    lines = capture.read_bytes().splitlines(keepends=True)
+    own = f'"exchange":"{exchange}"'.encode()
+    at = next(i for i, line in enumerate(lines) if own in line and b'"direction":"to_server"' in line)
+    later = sum(1 for line in lines[at + 1 :] if own in line and b'"kind":"message"' in line)
+    lines[at] = lines[at][: len(lines[at]) // 2] + b"\n"
+    capture.write_bytes(b"".join(lines))
+    return at + 1, later
+
+
+def test_the_lines_that_join_no_chain_after_a_skipped_request_are_counted_and_named_not_lost_in_silence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's answer to a request whose line was cut has no chain to join: `--json` and
+    `--ndjson` say so, as the HAR keeps it in its exchange's entry."""
+    capture = tmp_path / "two.jsonl"
+    record_play(_two_calls, capture)
+    cut, later = cut_request(capture, "x9")
+    where = f"{capture}:{cut}"
+    said = f"left out 1 later line of exchange x9: it joined no chain, a line before it ({where}) was skipped"
+    assert later == 1  # the call's answer
+
+    out = tmp_path / "out.json"
+    assert main(["export", "--json", str(out), str(capture)]) == 1
+    err = capsys.readouterr().err
+    assert f"skipped {where}: corrupt " in err
+    assert said in err
+    written = orjson.loads(out.read_bytes())
+    assert [c["chain"]["name"] for c in written["chains"]] == ["ask"]
+    assert written["skipped"]["unplaced_lines"] == 1
+    assert written["skipped"]["unplaced"] == [{"exchange": "x9", "lines": 1, "after_line": where}]
+
+    assert main(["export", "--ndjson", str(tmp_path / "out.ndjson"), str(capture)]) == 1
+    assert said in capsys.readouterr().err
+
+    har = tmp_path / "out.har"
+    assert main(["export", "--har", str(har), str(capture)]) == 1
+    assert "joined no chain" not in capsys.readouterr().err  # the HAR holds it
+    (entry,) = [e for e in orjson.loads(har.read_bytes())["log"]["entries"] if e["_mcp"]["exchange"] == "x9"]
+    assert entry["_mcp"]["chains"] == []
+    assert '"result"' in entry["response"]["content"]["text"]
+
+
 def test_an_intact_capture_leaves_nothing_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capture = tmp_path / "two.jsonl"
     record_play(_two_calls, capture)
