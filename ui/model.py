@@ -178,6 +178,10 @@ class Changes:
         )
 
 
+MAX_RUNS = 1000
+"""Run tags a model remembers (a capture of many restarts counts up to this many)."""
+
+
 class ViewModel:
     """Chains, sessions, continuations and counters, built from flow events and nothing else."""
 
@@ -206,6 +210,8 @@ class ViewModel:
         """What the last reconnection found (None before any)."""
         self.earlier = 0
         """Chains held from earlier proxy runs (marked, not counted with the run shown now)."""
+        self.runs: OrderedDict[str, None] = OrderedDict()
+        """Proxy runs the feed has spoken for, by run tag (a capture written by several; bounded)."""
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -322,6 +328,11 @@ class ViewModel:
             if self.lost:
                 self._reattach(event, changes)
             self.proxies[event.listen] = event
+            if event.run:
+                self.runs[event.run] = None
+                self.runs.move_to_end(event.run)
+                if len(self.runs) > MAX_RUNS:
+                    self.runs.popitem(last=False)
             changes.info = True
 
     def _reattach(self, info: ProxyInfo, changes: Changes) -> None:

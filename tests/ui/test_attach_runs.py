@@ -65,6 +65,19 @@ def test_a_lost_proxy_shows_no_upstream_until_one_answers_and_the_same_run_is_sa
     assert all(entry.earlier_run is None for entry in model.chains.values())
 
 
+def test_a_capture_of_several_runs_says_its_addresses_are_the_last_runs() -> None:
+    model = ViewModel()
+    model.apply_all([run_info("aa11111"), run_info("bb22222", upstream="http://127.0.0.1:8001/mcp")])
+    model.apply(run_info("cc33333", upstream="http://127.0.0.1:8002/mcp"))
+
+    ended = status_text(model, FeedStatus("ended"), ViewFlags()).plain
+    assert ended.endswith("127.0.0.1:8002/mcp ⇠ 127.0.0.1:8080 (the last of 3 runs)")
+    assert "8000/mcp" not in ended
+    one = ViewModel()
+    one.apply(run_info("aa11111"))
+    assert "runs" not in status_text(one, FeedStatus("ended"), ViewFlags()).plain
+
+
 def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own() -> None:
     model = ViewModel()
     held = SessionChanged(ts=BASE, session="<redacted:1a2b>", state="opened", side=Side.CLIENT)

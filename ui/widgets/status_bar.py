@@ -16,7 +16,7 @@ from textual.widgets import Static
 from proxy.flows.query import Query
 from proxy.wire.visible import visible
 from ui.feeds import FeedStatus
-from ui.model import ViewModel
+from ui.model import MAX_RUNS, ViewModel
 from ui.render import era_badge
 from ui.runs import Reattached, run_label
 
@@ -90,6 +90,9 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
         text.append(*sep)
         text.append_text(era_badge(info.upstream_era))
         text.append(f" {_short(info.upstream)} ⇠ {_short(info.listen)}")
+    runs = len(model.runs)
+    if not live and runs > 1 and proxies:  # a capture of several runs: the addresses are its last run's
+        text.append(f" (the last of {runs}{'+' if runs >= MAX_RUNS else ''} runs)", style="dim")
     return text
 
 
