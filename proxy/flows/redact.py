@@ -38,9 +38,15 @@ DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
     "code",
     "state",
     "sig",
+    "code_verifier",
+    "assertion",
+    "client_assertion",
+    "device_code",
 )
-"""Header and query parameter names masked by default (compared case-insensitively): `code` and
-`state` are an OAuth redirect's authorization code and its anti-forgery value, `sig` a signed URL's."""
+"""Header, query parameter and form field names masked by default (compared case-insensitively): `code`
+and `state` are an OAuth redirect's authorization code and its anti-forgery value, `sig` a signed
+URL's; `code_verifier`, `assertion`, `client_assertion` and `device_code` are what a token request
+proves itself with, and no credential word names them."""
 
 DEFAULT_HEADER_PATTERNS: Final[tuple[str, ...]] = (
     "auth",
@@ -87,6 +93,31 @@ _CREDENTIAL_WORDS: Final = ("token", "key", "secret", "auth", "pass")
 CHALLENGE_HEADERS: Final = frozenset({"www-authenticate", "proxy-authenticate"})
 """Headers named like credentials that carry none: a server's challenge (its scheme, `error`,
 `resource_metadata`) is what an OAuth flow is debugged with, so only a name the user lists masks it."""
+
+OAUTH_BODY_KEYS: Final = frozenset(
+    {
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "client_secret",
+        "registration_access_token",
+        "code_verifier",
+        "client_assertion",
+        "assertion",
+        "subject_token",
+        "actor_token",
+        "device_code",
+        "password",
+    }
+)
+"""Members masked in a JSON body that is not JSON-RPC (any case): an OAuth token or registration
+endpoint on the server's origin answers through the proxy's mirrored paths with the tokens and the
+client secret every later request carries. Exact names only: the same endpoints' metadata
+(`token_endpoint`, `authorization_servers`) is what an OAuth flow is debugged with."""
+
+_FORM: Final = re.compile(r"[^\s&=]+=[^\s&]*(?:&[^\s&]*)*")
+"""A body shaped like `application/x-www-form-urlencoded` (`grant_type=...&code=...`), as an OAuth
+token request is: its fields are judged by name like a query's."""
 
 REQUEST_STATE_KEY: Final = "requestState"
 """The MRTR body key whose value is always masked, wherever it appears in a message."""
@@ -375,13 +406,17 @@ class Redactor:
             base = _USERINFO.sub(lambda m: f"{m.group(1)}{self.token(m.group(2))}@", base, count=1)
         if not q:
             return self.scrub(base)
+        return self.scrub(f"{base}?{self._fields(query)}")
+
+    def _fields(self, query: str) -> str:
+        """A query or form-encoded body with the values of credential-like fields masked (and remembered)."""
         parts = []
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")
             if eq and value and self.is_secret_header(key := unquote_plus(name)):
                 value = self._query_value(key.lower(), value)
             parts.append(f"{name}{eq}{value}")
-        return self.scrub(f"{base}?{'&'.join(parts)}")
+        return "&".join(parts)
 
     def target(self, target: str) -> str:
         """An HTTP request target as `path` masks it, with credential-like path segments masked too
@@ -421,7 +456,8 @@ class Redactor:
             return value
         if self._json_texts:
             value = self._scrub_body(value)
-        return _walk(value, self.is_secret_key, self._mask_body_value)
+        secret = self._foreign_key if _foreign(value) else self.is_secret_key
+        return _walk(value, secret, self._mask_body_value)
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -454,13 +490,21 @@ class Redactor:
             self._key_memo[key] = known
         return known
 
+    def _foreign_key(self, key: str) -> bool:
+        """Whether a member of a body that is not JSON-RPC is masked: a secret key, or an OAuth one."""
+        return key.lower() in OAUTH_BODY_KEYS or self.is_secret_key(key)
+
     def text_body(self, text: str) -> str:
         """A body that is not JSON-RPC (kept as text for the record), with what looks like a member
         named like a secret key masked and known secret texts masked, so a malformed body never
-        carries in clear what the same body well-formed would not."""
+        carries in clear what the same body well-formed would not. A form-encoded body (an OAuth
+        token request) has its credential-like fields masked and remembered as a query's are."""
+        stripped = text.rstrip()
+        if _FORM.fullmatch(stripped):
+            text = self._fields(stripped) + text[len(stripped) :]
 
         def mask(match: re.Match[str]) -> str:
-            if not self.is_secret_key(match.group(2)):
+            if not self._foreign_key(match.group(2)):
                 return match.group(0)
             value = match.group(3)
             inner = value[1:-1] if value.startswith('"') else value
@@ -508,7 +552,7 @@ class Redactor:
         return shown, truncated, encoded
 
     def _bound_encoded(self, value: Any, limit: int) -> tuple[Any, bool, int, bytes | None]:
-        if self._secret_member is None or not isinstance(value, dict | list) or not value:
+        if self._secret_member is None or not isinstance(value, dict | list) or not value or _foreign(value):
             return (*bound_body(self.body(value), limit), None)
         try:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
@@ -541,6 +585,14 @@ _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 _TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
 """A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
 array value is left to the members inside it)."""
+
+
+def _foreign(value: Any) -> bool:
+    """Whether a decoded body is JSON that is not JSON-RPC (an OAuth endpoint's answer, say): an
+    object, or an array holding one, without a `jsonrpc` member."""
+    if isinstance(value, dict):
+        return "jsonrpc" not in value
+    return isinstance(value, list) and any(isinstance(item, dict) and "jsonrpc" not in item for item in value)
 
 
 def _echoes(name: str) -> bool:

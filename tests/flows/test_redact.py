@@ -228,7 +228,12 @@ def test_body_survives_nesting_deeper_than_the_python_stack(redactor: Redactor) 
 
 
 def test_default_redactor_leaves_ordinary_argument_names() -> None:
-    message = {"params": {"arguments": {"token": "t", "password": "p"}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"arguments": {"token": "t", "password": "p"}},
+    }
     assert Redactor(key=KEY).body(message) is message  # body keys beyond requestState are opt-in
 
 
@@ -660,3 +665,50 @@ def test_a_request_head_learned_before_it_is_shown_masks_the_echo_of_its_path_ke
     key = "Zk4242424242abababababababab"
     redactor.learn(f"/gw/{key}/mcp", {})
     assert key not in json.dumps(redactor.body({"arguments": {"key": key}}))
+
+
+def test_an_oauth_token_requests_form_fields_are_masked_and_remembered_like_a_querys(
+    redactor: Redactor,
+) -> None:
+    form = (
+        f"grant_type=authorization_code&code=c-{SECRET}&client_id=cid-1&client_secret=s-{SECRET}"
+        f"&code_verifier=v-{SECRET}&client_assertion=a-{SECRET}&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcb\n"
+    )
+    shown = redactor.body(form)
+    echoed = redactor.scrub(f"bad verifier v-{SECRET}")
+
+    assert SECRET not in shown + echoed
+    assert shown.startswith("grant_type=authorization_code&code=<redacted len=")
+    assert "&client_id=cid-1&" in shown
+    assert shown.endswith("&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcb\n")
+
+
+def test_a_token_endpoints_json_answer_has_its_tokens_masked_and_remembered_its_metadata_kept(
+    redactor: Redactor,
+) -> None:
+    answer = {
+        "access_token": f"at-{SECRET}",
+        "token_type": "Bearer",
+        "refresh_token": f"rt-{SECRET}",
+        "expires_in": 60,
+    }
+    registered = {
+        "client_id": "cid-1",
+        "client_secret": f"cs-{SECRET}",
+        "registration_access_token": f"r-{SECRET}",
+    }
+    metadata = {"token_endpoint": "http://as/token", "authorization_servers": ["http://as"]}
+    shown = [redactor.body_bounded(body, 10_000)[0] for body in (answer, registered, metadata)]
+    later = redactor.headers({"Authorization": f"Bearer at-{SECRET}", "X-Debug-Echo": f"at-{SECRET}"})
+
+    assert SECRET not in repr(shown) + repr(later)
+    assert shown[0]["token_type"] == "Bearer"
+    assert shown[0]["expires_in"] == 60
+    assert shown[1]["client_id"] == "cid-1"
+    assert shown[2] == metadata
+
+
+def test_a_json_rpc_members_named_like_oauth_tokens_are_kept_as_bodies_are(redactor: Redactor) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"access_token": "t"}}}
+
+    assert redactor.body_bounded(call, 10_000)[0] == call

@@ -307,22 +307,26 @@ class PeerServer(ServedPeer):
 
 class Sdk1Server(ServedPeer):
     """A server on the SDK's last 1.x release (``tests.peers.sdk1_server``) in ``.cache/peers/sdk1``,
-    as most servers users run are; `stateless` serves it as ``stateless_http=True`` does."""
+    as most servers users run are; `stateless` serves it as ``stateless_http=True`` does, `oauth` with
+    its own authorization server on the same origin (``tests.peers.sdk1_oauth``)."""
 
     def __init__(
         self,
         *,
         stateless: bool = False,
+        oauth: bool = False,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     ) -> None:
         super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
         self.stateless = stateless
+        self.oauth = oauth
         self.label = "sdk1-stateless" if stateless else "sdk1"
 
     def command(self) -> list[str]:
         cmd = [str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--port", "0"]
-        return [*cmd, "--stateless"] if self.stateless else cmd
+        cmd += ["--stateless"] if self.stateless else []
+        return [*cmd, "--oauth"] if self.oauth else cmd
 
     def environment(self) -> dict[str, str]:
         return python_peer_environment()

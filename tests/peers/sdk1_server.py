@@ -7,7 +7,9 @@ HTTP, tools decorated with ``@mcp.tool()``. Most servers users put behind the pr
 way, and they ask their clients differently from the 2.x peers: ``ctx.elicit`` names its request,
 while ``ctx.session.create_message`` and ``list_roots`` without one go out on the session's GET
 stream. ``--stateless`` serves as ``stateless_http=True`` does: no session, so a question asked in
-flight can never be answered. Prints ``READY <port> <http>`` like every peer (``uvicorn_ready``).
+flight can never be answered. ``--oauth`` adds an authorization server on the same origin
+(``tests.peers.sdk1_oauth``) and asks every MCP request for its bearer token. Prints
+``READY <port> <http>`` like every peer (``uvicorn_ready``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ class Name(BaseModel):
     name: str
 
 
-def build(stateless: bool) -> FastMCP:
+def build(stateless: bool, oauth: bool = False) -> FastMCP:
     """The server: a plain tool, one that elicits in flight, one that samples on the GET stream."""
-    mcp = FastMCP("sdk1-peer", stateless_http=stateless, host="127.0.0.1")
+    if oauth:
+        from tests.peers import sdk1_oauth
+
+        mcp = FastMCP(
+            "sdk1-peer",
+            stateless_http=stateless,
+            host="127.0.0.1",
+            auth_server_provider=sdk1_oauth.MemoryProvider(),
+            auth=sdk1_oauth.settings(),
+        )
+    else:
+        mcp = FastMCP("sdk1-peer", stateless_http=stateless, host="127.0.0.1")
 
     @mcp.tool()
     def add(a: int, b: int) -> int:
@@ -59,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.peers.sdk1_server", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--stateless", action="store_true", help="serve without sessions")
+    parser.add_argument(
+        "--oauth", action="store_true", help="serve OAuth on the same origin, bearer required"
+    )
     args = parser.parse_args(argv)
-    return serve(build(args.stateless).streamable_http_app(), args.port)
+    return serve(build(args.stateless, args.oauth).streamable_http_app(), args.port)
 
 
 if __name__ == "__main__":
