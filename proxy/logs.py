@@ -260,18 +260,19 @@ def configure(
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_json_line)
     is_json = not isinstance(renderer, ConsoleLines)
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
+    processors: list[Any] = [structlog.contextvars.merge_contextvars]
+    if is_json:
+        # `log.exception(...)` leaves `exc_info=True`; the console renderer formats it itself, JSON needs
+        # the traceback rendered into the line, or the line says only that there was an exception. It is
+        # rendered before redaction: an exception's message may quote a request's credential.
+        processors.append(structlog.processors.format_exc_info)
+    processors += [
         redact_fields,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if keeper is not None:
         processors.append(keeper)
-    if is_json:
-        # `log.exception(...)` leaves `exc_info=True`; the console renderer formats it itself, JSON needs
-        # the traceback rendered into the line, or the line says only that there was an exception.
-        processors.append(structlog.processors.format_exc_info)
     processors.append(renderer)
     global _FAST, _WRITER
     if _WRITER is not None:
@@ -292,11 +293,13 @@ def configure(
 
 
 def visible_traceback(sio: TextIO, exc_info: Any) -> None:
-    """A plain traceback with what a terminal would act on escaped: an exception's message may quote
-    what a client or the upstream sent."""
+    """A plain traceback with known secret texts masked and what a terminal would act on escaped: an
+    exception's message may quote what a client or the upstream sent, its credentials included."""
     rendered = io.StringIO()
     structlog.dev.plain_traceback(rendered, exc_info)
-    sio.write(visible(rendered.getvalue(), lines=True))
+    text = rendered.getvalue()
+    redactor = _REDACTOR
+    sio.write(visible(text if redactor is None else redactor.scrub(text), lines=True))
 
 
 class ConsoleLines:

@@ -527,6 +527,42 @@ async def test_a_front_failure_is_logged_with_its_traceback_in_json(proxy_for, m
     assert "Traceback" in failed["exception"]
 
 
+@pytest.mark.parametrize("fmt", ["json", "console"])
+async def test_a_front_failure_quoting_a_clients_token_logs_its_traceback_with_the_token_masked(
+    proxy_for, monkeypatch, tmp_path: Path, fmt: str
+):
+    token = "front-failure-token-4417abcdef"
+    bearer = (("Authorization", f"Bearer {token}"),)
+
+    def broken(settings: Any, method: str, path: str, headers: Any, raw: bytes) -> Any:
+        sent = {name.lower(): value for name, value in headers}
+        raise ValueError(f"could not parse {sent['authorization']!r}")
+
+    saved = structlog.get_config()
+    log_file = tmp_path / "proxy.log"
+    opened = logs.configure(fmt=fmt, file=log_file)
+    try:
+        async with (
+            fake_upstream(fake_upstream_that_answers_by_method) as fake,
+            proxy_for(fake.url, **RELAY_ONLY, capture=tmp_path / "run.jsonl") as proxy,
+            connection(proxy) as (reader, writer),
+        ):
+            writer.write(request_bytes(rpc("ping", 1), headers=bearer))  # recorded: the token is learned
+            assert (await read_response(reader)).status == 200
+            monkeypatch.setattr(front, "classify_request", broken)
+            writer.write(request_bytes(rpc("ping", 2), headers=bearer))
+            assert (await read_response(reader)).status == 500
+            assert await closed(reader)
+    finally:
+        structlog.configure(**saved)
+        assert opened is not None
+        opened.close()
+    text = log_file.read_text()
+    assert "front_exchange_failed" in text
+    assert "ValueError: could not parse 'Bearer <redacted len=" in text
+    assert token not in text
+
+
 def test_the_open_file_limit_is_raised_to_fit_the_connection_cap_or_a_warning_names_the_setting(
     monkeypatch,
 ) -> None:
