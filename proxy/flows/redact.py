@@ -12,6 +12,8 @@ neither aiohttp, structlog nor textual.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import re
 import secrets
@@ -350,12 +352,26 @@ class Redactor:
             if match and match.group(1).lower() in AUTH_SCHEMES:
                 if remember:
                     self._remember(match.group(3))
+                    if match.group(1).lower() == "basic":
+                        self._remember_basic(match.group(3))
                 return f"{match.group(1)} {self.token(match.group(3))}"
             if match and remember and _BARE_CREDENTIAL.fullmatch(match.group(3)):
                 self._remember(match.group(3))  # an unknown scheme's credential, echoed on its own
         if remember:
             self._remember(value)
         return self.token(value)
+
+    def _remember_basic(self, credentials: str) -> None:
+        """Remember a Basic credential decoded too, `user:password` and the password alone: a server
+        echoes it decoded (an error naming who failed to log in, a debug tool), as a query's is."""
+        try:
+            decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return
+        self._remember(decoded)
+        _user, colon, password = decoded.partition(":")
+        if colon:
+            self._remember(password)
 
     def learn(self, target: str, headers: Mapping[str, str]) -> None:
         """Remember the credentials a request head carries (see `_echoed`) without showing it: what is

@@ -12,6 +12,7 @@ patterns added).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import secrets
 from collections.abc import Callable
@@ -267,3 +268,38 @@ async def test_a_dropped_name_a_pattern_still_masks_is_said_to_stay_masked(
     assert warning["hint"].endswith(
         "still masked by a pattern (drop the pattern too to read them): x-api-key by 'key'"
     )
+
+
+async def test_a_basic_credential_echoed_decoded_reaches_no_output(
+    legacy_server: PeerServer, proxy_for: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A server that echoes a Basic credential decoded (`alice:<password>`, or the password alone in
+    an error) shows it masked everywhere, as it shows the base64 form it was sent in."""
+    password = f"BASIC{secrets.token_hex(8)}"
+    encoded = base64.b64encode(f"alice:{password}".encode()).decode()
+    headers = {"Authorization": f"Basic {encoded}"}
+    capture = tmp_path / "capture.jsonl"
+    with captured_logs() as logs:
+        async with proxy_for(legacy_server.url, capture=capture) as proxy, client_session() as http:
+            url = proxy.endpoint()
+            info = {"name": "basic-test", "version": "1"}
+            init = rpc("initialize", 1, protocolVersion="2025-11-25", capabilities={}, clientInfo=info)
+            first = await post(http, url, init, headers)
+            headers["Mcp-Session-Id"] = first.headers["Mcp-Session-Id"]
+            assert (await post(http, url, rpc("notifications/initialized", None), headers)).status == 202
+            for n, text in enumerate((f"decoded: alice:{password}", f"wrong password {password}"), start=2):
+                echo = rpc("tools/call", n, name="echo", arguments={"text": text})
+                assert (await post(http, url, echo, headers)).status == 200
+            await wait_until(lambda: proxy.observations.open_exchanges == 0, what="the exchanges to close")
+            admin = await admin_outputs(proxy)
+    read_back = list(read_capture(capture))
+    outputs = {
+        "log": json.dumps(logs, default=str),
+        "capture": capture.read_text(encoding="utf-8"),
+        "admin API": admin,
+        "TUI": rendered(read_back),
+    }
+    assert "wrong password <redacted len=" in outputs["capture"], "the echo was recorded, masked"
+    assert "decoded: <redacted len=" in outputs["admin API"]
+    leaks = [where for where, text in outputs.items() if password in text]
+    assert leaks == [], [outputs[w][max(0, outputs[w].index(password) - 200) :][:300] for w in leaks]

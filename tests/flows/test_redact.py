@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import hmac
@@ -712,3 +713,28 @@ def test_a_json_rpc_members_named_like_oauth_tokens_are_kept_as_bodies_are(redac
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"access_token": "t"}}}
 
     assert redactor.body_bounded(call, 10_000)[0] == call
+
+
+@pytest.mark.parametrize("header", ["Authorization", "Proxy-Authorization"])
+def test_a_basic_credential_is_masked_where_a_server_echoes_it_decoded_or_its_password_alone(
+    redactor: Redactor, header: str
+) -> None:
+    password = f"pw-{SECRET}"
+    encoded = base64.b64encode(f"alice:{password}".encode()).decode()
+    redactor.headers({header: f"Basic {encoded}"})
+    result = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {"content": [{"type": "text", "text": f"decoded: alice:{password}"}]},
+    }
+    body, _, _ = redactor.body_bounded(result, 10_000)
+    said = redactor.scrub(f"wrong password {password} for alice")
+
+    assert SECRET not in repr(body) + said
+    assert body["result"]["content"][0]["text"].startswith("decoded: <redacted len=")
+
+
+def test_a_basic_value_that_is_not_base64_is_masked_as_a_whole_and_breaks_nothing(redactor: Redactor) -> None:
+    shown = redactor.headers({"Authorization": f"Basic not*base64-{SECRET}"})
+
+    assert shown["Authorization"].startswith("Basic <redacted len=")
