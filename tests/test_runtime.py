@@ -111,10 +111,13 @@ def test_a_stdio_servers_hidden_arguments_and_secret_environment_are_masked_wher
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_LEAKenv0123456789")
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:dbLEAKpw-0083@db/app")
     settings = Settings(upstream_cmd="python server.py --api-key argkeyLEAK-1111", listen="127.0.0.1:0")
 
     proxy = Proxy(settings)
 
-    echoed = proxy.redactor.scrub("started with argkeyLEAK-1111, token ghp_LEAKenv0123456789")
+    echoed = proxy.redactor.scrub(
+        "started with argkeyLEAK-1111, token ghp_LEAKenv0123456789, DATABASE_URL=postgres://app:dbLEAKpw-0083@db/app"
+    )
     assert "LEAK" not in echoed
     assert "argkeyLEAK" not in proxy.upstream.shown

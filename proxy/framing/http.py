@@ -173,13 +173,26 @@ def masked_command(argv: Iterable[str]) -> str:
 
 
 def command_secrets(argv: Iterable[str], env: Mapping[str, str]) -> tuple[str, ...]:
-    """What `masked_command` hides of a command, and the values of the variables named like secrets
-    in the environment it inherits (`GITHUB_PERSONAL_ACCESS_TOKEN`): a server that echoes one (its
-    argv in a log line, its token in a result) must show it masked."""
+    """What `masked_command` hides of a command, the values of the variables named like secrets in
+    the environment it inherits (`GITHUB_PERSONAL_ACCESS_TOKEN`), and the password of a URL one holds
+    (`DATABASE_URL=postgres://app:<password>@db/app`, which the child's stderr lines show masked): a
+    server that echoes one (its argv in a log line, its token in a result) must show it masked."""
     hidden: list[str] = []
     _masked_words(argv, hidden)
-    hidden.extend(value for name, value in env.items() if _names_secret(name) and _credential_like(value))
+    for name, value in env.items():
+        if _names_secret(name) and _credential_like(value):
+            hidden.append(value)
+        elif "://" in value and "@" in value:
+            hidden.append(_url_password(value))
     return tuple(dict.fromkeys(value for value in hidden if value))
+
+
+def _url_password(url: str) -> str:
+    """The password of a URL's userinfo, or "" (none, or text that does not parse as a URL)."""
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:
+        return ""
 
 
 def _credential_like(value: str) -> bool:

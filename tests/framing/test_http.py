@@ -439,11 +439,21 @@ def test_a_commands_hidden_values_and_its_secret_environment_are_what_its_redact
         "AUTH_ENABLED": "true",
         "SSH_AUTH_SOCK": "/tmp/ssh-agent.1",
         "HOME": "/home/me-and-my-long-name",
+        "DATABASE_URL": "postgres://app:dbpw-7777@db/app",
+        "UPSTREAM_URL": "http://[not-a-url@x",
+        "DOCS_URL": "https://docs.example/@team",
     }
 
     found = command_secrets(argv, env)
 
-    assert set(found) == {"argkey-1111", "sess-3333", "hdr-tok-5555", "sig-55556666", "ghp_env0123456789"}
+    assert set(found) == {
+        "argkey-1111",
+        "sess-3333",
+        "hdr-tok-5555",
+        "sig-55556666",
+        "ghp_env0123456789",
+        "dbpw-7777",
+    }
     shown = masked_command(argv)
     assert not any(secret in shown for secret in found)
     assert stdio_upstream(shown, found).secrets == found
