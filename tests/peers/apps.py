@@ -894,9 +894,12 @@ def modern_only(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
-def build_app(kind: str, *, seal_state: bool = True, path: str = "/mcp") -> ASGIApp:
+def build_app(
+    kind: str, *, seal_state: bool = True, path: str = "/mcp", json_response: bool = False
+) -> ASGIApp:
     """Build the ASGI app for `kind` (one of `KINDS`); the MCP endpoint is `path` for the SDK's own
-    kinds (``/mcp`` by default, as the SDK serves it), ``/mcp`` for the others.
+    kinds (``/mcp`` by default, as the SDK serves it), ``/mcp`` for the others. `json_response`
+    makes the SDK's own kinds answer plain JSON instead of SSE streams.
 
     The SDK app gets DNS-rebinding protection for 127.0.0.1 (its default for a loopback host).
     Its lifespan (the session manager) passes through the era wrappers untouched.
@@ -922,7 +925,7 @@ def build_app(kind: str, *, seal_state: bool = True, path: str = "/mcp") -> ASGI
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
     app: ASGIApp = build_server(style, seal_state=seal_state).streamable_http_app(
-        streamable_http_path=path, host="127.0.0.1"
+        streamable_http_path=path, host="127.0.0.1", json_response=json_response
     )
     if kind == "legacy-inflight":
         return legacy_only(app)

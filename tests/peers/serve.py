@@ -6,7 +6,8 @@ event loop sits on the other side of the proxy, exactly as in production. The pr
 stdout once the app's lifespan has started and the socket is accepting connections, and serves
 ``/mcp`` until SIGTERM or SIGINT. ``<http>`` is the HTTP implementation uvicorn picked (``h11`` or
 ``httptools``): uvicorn takes httptools whenever it is installed, so the environment the peer runs in
-decides, and the runner checks it got the one it asked for.
+decides, and the runner checks it got the one it asked for. ``--gzip json|sse`` puts the peer behind
+compression middleware (``tests.peers.compressed``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import sys
 
 from tests.peers.apps import KINDS, build_app
+from tests.peers.compressed import COMPRESSIONS, gzipped
 from tests.peers.uvicorn_ready import serve
 
 
@@ -28,9 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (stderr)")
     parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (needs --tls-key)")
     parser.add_argument("--tls-key", help="the PEM private key of --tls-cert")
+    parser.add_argument(
+        "--gzip",
+        choices=COMPRESSIONS,
+        help="behind Starlette's GZipMiddleware: json answers plain JSON, compressed; sse compresses SSE",
+    )
     args = parser.parse_args(argv)
 
-    app = build_app(args.kind, seal_state=not args.no_seal, path=args.path)
+    app = build_app(args.kind, seal_state=not args.no_seal, path=args.path, json_response=args.gzip == "json")
+    if args.gzip is not None:
+        app = gzipped(app, args.gzip)
     return serve(
         app, args.port, log_level=args.log_level, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key
     )
