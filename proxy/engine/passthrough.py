@@ -90,6 +90,8 @@ class ClientHead:
     """The body's `Content-Type` (read once here: the relay records it and observes the body by it)."""
     sse: bool = field(default=False, compare=False)
     """The body is an SSE stream (observed event by event)."""
+    content_encoding: str | None = field(default=None, compare=False)
+    """The body's `Content-Encoding`: relayed as it is, observed decoded."""
 
 
 @value
@@ -144,12 +146,15 @@ def client_head(
     """
     length: str | None = None
     content_type: str | None = None
-    for name, text in headers:  # the two fields read, in one pass (this runs for every answer)
+    encoding: str | None = None
+    for name, text in headers:  # the three fields read, in one pass (this runs for every answer)
         name_size = len(name)
         if name_size == 14 and length is None and name.lower() == "content-length":
             length = text
         elif name_size == 12 and content_type is None and name.lower() == "content-type":
             content_type = text
+        elif name_size == 16 and name.lower() == "content-encoding":
+            encoding = text if encoding is None else f"{encoding}, {text}"  # listed in the order applied
     sse = is_sse(content_type)
     keep = length is not None and not sse
     out = tuple(forward_response_headers(headers, keep_length=keep))
@@ -159,7 +164,7 @@ def client_head(
             (k, proxied_location(v, upstream, origin) if k.lower() == "location" else v) for k, v in out
         )
     size = int(length) if keep and length is not None and length.isdigit() else None
-    return ClientHead(status, out, size, content_type, sse)
+    return ClientHead(status, out, size, content_type, sse, encoding)
 
 
 def sends_whole(length: int | None, buffered: int, complete: bool) -> bool:

@@ -1,7 +1,10 @@
 """Observing a relayed body: parsed copies of what the bytes carry, without ever holding the traffic.
 
 SSE bodies are decoded incrementally as chunks pass; JSON bodies are kept only up to an inspection
-limit (past it the chain notes the size instead of the content).
+limit (past it the chain notes the size instead of the content). A compressed body (`Content-Encoding:
+gzip` or `deflate`) is observed decoded, piece by piece as it streams, under the same limits as a plain
+one: the client gets the compressed bytes it asked for, people see what they say. A body in a coding
+the proxy cannot undo is relayed and named as not inspected.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.flows.events import Channel
+from proxy.framing.content_coding import CodingError, ContentDecoder, content_codings, undecodable
 from proxy.framing.sse import SseDecoder, SseEvent, SseItem, SseTooLarge
 from proxy.wire.jsonrpc import Body, Kind, Message, parse_body, parse_text
 
@@ -23,6 +27,22 @@ INSPECT_LIMIT = 4 * 1024 * 1024
 """JSON bodies larger than this are relayed but not parsed for the chain (bounded observer memory)."""
 
 NOT_INSPECTED = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+
+
+def not_inspected_decoded(coding: str) -> str:
+    """Why a compressed JSON body that decodes past `INSPECT_LIMIT` is not shown."""
+    return f"{coding} body decoding to more than {INSPECT_LIMIT} bytes was relayed but not inspected"
+
+
+def not_inspected_coding(coding: str) -> str:
+    """Why a body in a coding the proxy cannot undo is not shown."""
+    return f"{coding}-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)"
+
+
+def not_inspected_corrupt(coding: str, detail: str) -> str:
+    """Why a body that is not what its declared coding produces is not shown."""
+    return f"{coding}-encoded body could not be decoded ({detail}): relayed but not inspected"
+
 
 MessageSink = Callable[[Message, int, Channel, str | None], None]
 """Receives (message, size in bytes, channel, SSE id) for each message found in the body."""
@@ -43,8 +63,19 @@ class BodyObserver:
     problem: str | None = None
     declared_size: int | None = None
     """The body's Content-Length, if any: a JSON body known to be too large is never buffered at all."""
+    encoding: str | None = None
+    """The body's Content-Encoding, if any: what is observed is the body it decodes to."""
+    _coding: str = ""
+    _content: ContentDecoder | None = None
 
     def __post_init__(self) -> None:
+        codings = content_codings(self.encoding)
+        if (unknown := undecodable(codings)) is not None:
+            self.problem = not_inspected_coding(unknown)
+            return
+        if codings:
+            self._coding = ", ".join(codings)
+            self._content = ContentDecoder(codings)
         if self.sse:
             self._decoder = SseDecoder()
         elif self.declared_size is not None and self.declared_size > INSPECT_LIMIT:
@@ -53,22 +84,40 @@ class BodyObserver:
             self._buffer = bytearray()
 
     def feed(self, chunk: bytes) -> None:
-        """Look at one relayed chunk."""
+        """Look at one relayed chunk (decoded first when the body is compressed)."""
         self._size += len(chunk)
+        content = self._content
+        if content is None:
+            self._look(chunk)
+            return
+        try:
+            for piece in content.feed(chunk):
+                if self._decoder is None and self._buffer is None:
+                    break  # no longer looking: the rest is not decoded either
+                self._look(piece)
+        except CodingError as exc:
+            self._stop(not_inspected_corrupt(self._coding, str(exc)))
+
+    def _look(self, data: bytes) -> None:
+        """Look at body bytes as they read once decoded."""
         if self._decoder is not None:
             try:
-                items = self._decoder.feed(chunk)
+                items = self._decoder.feed(data)
             except SseTooLarge as exc:
-                self.problem = str(exc)
-                self._decoder = None
+                self._stop(str(exc))
                 return
-            self._emit_sse(items, len(chunk))
+            self._emit_sse(items, len(data))
         elif self._buffer is not None:
-            if len(self._buffer) + len(chunk) > INSPECT_LIMIT:
-                self._buffer = None
-                self.problem = NOT_INSPECTED
+            if len(self._buffer) + len(data) > INSPECT_LIMIT:
+                self._stop(not_inspected_decoded(self._coding) if self._coding else NOT_INSPECTED)
             else:
-                self._buffer += chunk
+                self._buffer += data
+
+    def _stop(self, problem: str) -> None:
+        """Stop looking at the body (it goes on being relayed), saying why."""
+        self.problem = problem
+        self._decoder = None
+        self._buffer = None
 
     def _emit_sse(self, items: list[SseItem], chunk_size: int) -> None:
         extra = chunk_size

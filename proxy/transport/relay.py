@@ -132,7 +132,18 @@ class RelayContext:
 class PassthroughRelay:
     """Relays one exchange between a client and the upstream, and reports what it saw."""
 
-    __slots__ = ("batch", "client", "counted", "ctx", "ended", "exchange", "sse", "unjudged", "upstream")
+    __slots__ = (
+        "batch",
+        "client",
+        "counted",
+        "ctx",
+        "encoding",
+        "ended",
+        "exchange",
+        "sse",
+        "unjudged",
+        "upstream",
+    )
 
     def __init__(self, ctx: RelayContext, client: ClientSide, exchange: str) -> None:
         self.ctx = ctx
@@ -144,6 +155,8 @@ class PassthroughRelay:
         """Counted in `ctx.relaying` (from the upstream request to the end)."""
         self.sse = False
         """The upstream's body is an SSE stream (read from its head once)."""
+        self.encoding: str | None = None
+        """The upstream body's `Content-Encoding` (read from its head once): observed decoded."""
         self.batch: list[Observation] = []
         """Observations made and not yet handed to the sink: they go together when the relay next
         waits (the request before it goes upstream, each streamed chunk) or at the exchange's end,
@@ -267,14 +280,16 @@ class PassthroughRelay:
         whole = sends_whole(head.content_length, upstream.buffered, upstream.complete)
         body = upstream.body_if_complete() if whole else None
         if body is not None:
-            if (doubt := era_suspicion(route, upstream.status, body)) is not None:  # inline: every answer
+            if head.content_encoding is not None:  # judged once decoded (`_observed`)
+                self.unjudged = (route, upstream.status)
+            elif (doubt := era_suspicion(route, upstream.status, body)) is not None:  # inline: every answer
                 self.ctx.router.suspect(doubt)
             client.send_whole(head.status, upstream.reason, head.headers, body)
             self._record_head(head, upstream)
             self._delivered_whole(upstream, body)
             return None
         first, end = upstream.take_buffered(), upstream.complete
-        if end or head.sse:
+        if (end or head.sse) and head.content_encoding is None:
             self.doubt(route, upstream.status, first if end else None)
         else:
             self.unjudged = (route, upstream.status)
@@ -290,6 +305,7 @@ class PassthroughRelay:
         self.upstream = upstream
         head = self._client_head(upstream)
         self.sse = head.sse
+        self.encoding = head.content_encoding
         return head
 
     def doubt(self, route: Route, status: int, body: bytes | bytearray | None) -> None:
@@ -378,8 +394,8 @@ class PassthroughRelay:
 
     def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
-        if self.sse:
-            observer = self._observer(upstream, sse=True)
+        if self.sse or self.encoding is not None:
+            observer = self._observer(upstream, sse=self.sse)
             observer.feed(body)
             self._observed(observer)
         else:
@@ -499,6 +515,7 @@ class PassthroughRelay:
             channel=_GET_SSE if self.client.method == "GET" else _SSE,
             on_event_id=lambda sse_id: emit(EventIdSeen(sink.now(), exchange, sse_id)),
             declared_size=upstream.content_length,
+            encoding=self.encoding,
         )
 
     # -- observation ----------------------------------------------------------------------------

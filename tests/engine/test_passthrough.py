@@ -101,6 +101,15 @@ def test_a_head_without_content_length_starts_a_streamed_response() -> None:
     )
 
 
+def test_a_compressed_body_keeps_its_content_encoding_and_the_head_names_it_for_observers() -> None:
+    head = (("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Content-Length", "42"))
+
+    made = client_head(200, head)
+    assert made == ClientHead(200, head, 42)  # relayed unchanged: the client asked for gzip
+    assert made.content_encoding == "gzip"
+    assert client_head(200, head[:1]).content_encoding is None
+
+
 def test_an_upstream_error_status_is_relayed_as_is() -> None:
     head = (("Content-Type", "application/json"), ("Content-Length", "10"))
 
