@@ -239,7 +239,7 @@ class RequestReader(Generic[R]):
         self._resuming: R | None = None
         """The request a stand-in head is being parsed for, after an upgrade it ignores (`_past_upgrade`)."""
         self._last_head: R | None = None
-        """The request whose head was read last (an upgrade is found at the end of a head)."""
+        """The request whose head the read being parsed ended (an upgrade is found at the end of a head)."""
 
     def feed(self, data: bytes) -> list[RequestEvent[R]]:
         """What `data` completed, in order; a `Refusal` ends the list and the stream.
@@ -262,6 +262,8 @@ class RequestReader(Generic[R]):
                     rest = self._past_upgrade(parsing[int(exc.args[0]) :])
                     if rest is None:
                         return events
+                finally:
+                    self._last_head = None  # never kept past the read: it holds its body
         except httptools.HttpParserError as exc:
             cause = exc.__context__
             if isinstance(cause, _HeadTooLarge):
