@@ -302,7 +302,14 @@ class Settings(BaseModel):
     """Largest upstream message a bridge holds to re-encode it for the client (a JSON body, or one SSE
     event); past it the leg fails and the client gets a JSON-RPC error naming this setting. Memory a
     bridge may hold is about this times the bridged calls in flight. Pass-through streams and holds
-    nothing whole."""
+    nothing whole (what it reads for the chains is bounded by max_inspected_bytes)."""
+    max_inspected_bytes: PositiveInt = 16 * 1024 * 1024
+    """Largest response body (a JSON answer) or single SSE event the proxy reads to show its messages
+    in pass-through. A larger one is still relayed whole, byte for byte; it is recorded as not
+    inspected, naming this setting (a chain note, `not_inspected` on the log line, a
+    `body_not_inspected` capture line), and a call it may have answered ends `incomplete`, not failed.
+    After an SSE event over it the rest of that stream goes unread. Memory the observer may hold is
+    about this times the responses in flight; bridges hold messages by max_bridged_message_bytes."""
     upstream_max_head_bytes: PositiveInt = 64 * 1024
     """Largest upstream response head (status line and headers) accepted, in bytes; past it the
     client gets HTTP 502 naming this setting and the connection to the upstream is closed."""

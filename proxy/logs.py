@@ -419,6 +419,8 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     intercept = event.get("intercept")
     if intercept:  # held or changed by a person: never to be taken for the peers' own behaviour
         parts.append((f"!! intercept: {intercept}", _BRIGHT + _WARN))
+    if event.get("not_inspected"):  # relayed whole, unread: what it carried is not known
+        parts.append(("(body not inspected)", _WARN))
     return _painted(parts, colors)
 
 

@@ -155,6 +155,7 @@ class Proxy:
             observations=self.observations,
             router=self.router,
             upstream_timeout=settings.upstream_timeout,
+            inspect_limit=settings.max_inspected_bytes,
         )
         self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
         """The fault rules in force (none by default: the relay then never consults the gate)."""

@@ -175,6 +175,24 @@ def test_a_stdio_exchange_line_names_no_http_method_it_never_sent_and_says_its_t
     assert stdio_server == "03:00:00.000 s1 POST initialize #0 -> 200 json 120 B 1.5 ms [http→stdio]"
 
 
+def test_an_exchange_line_whose_body_went_by_unread_says_so_and_no_trouble() -> None:
+    line = {
+        "timestamp": "2026-12-02T03:00:00.000000Z",
+        "exchange": "x3",
+        "http_method": "POST",
+        "carried": "tools/call big",
+        "ids": [3],
+        "status": 200,
+        "content_type": "application/json",
+        "bytes_out": 2048,
+        "duration_ms": 1.5,
+        "trouble": None,
+        "not_inspected": "a response body of 2048 bytes larger than max_inspected_bytes (1024 bytes) ...",
+    }
+    text = exchange_text(line)
+    assert text == "03:00:00.000 x3 POST tools/call big #3 -> 200 json 2.0 KiB 1.5 ms (body not inspected)"
+
+
 def test_a_resumed_bridge_call_reads_as_a_short_line_among_its_rounds() -> None:
     renderer = logs.ConsoleLines(structlog.dev.ConsoleRenderer(colors=False))
     event = {

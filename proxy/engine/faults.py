@@ -9,6 +9,7 @@ from typing import Final
 
 FAULT_TEXT: Final[dict[str, str]] = {
     "unreachable": "the upstream MCP server is unreachable",
+    "bad_response": "the upstream MCP server was reached, but its response was broken or cut off",
     "timeout": "the upstream MCP server did not answer in time",
     "cut": "the upstream MCP server cut the response stream",
     "unsendable": "the proxy cannot send this request upstream as it is",
@@ -21,6 +22,7 @@ FAULT_HINT: Final[dict[str, str]] = {
     "unreachable": "check that the MCP server is running and that --upstream names it",
     "timeout": "a server this slow needs a larger --upstream-timeout",
     "cut": "the MCP server's own log says why it stopped",
+    "bad_response": "the MCP server's own log says what it sent, or why it stopped",
     "head_too_large": "raise upstream_max_head_bytes if the server's headers are meant to be this large",
 }
 """What the user can do about a fault, where the detail does not already say it."""

@@ -2,10 +2,10 @@
 
 Theory of operation: a routed client request becomes one upstream request with hop-by-hop headers
 dropped and `Host` rewritten; the upstream's head goes back with its status unchanged and its body is
-relayed byte for byte. Faults become proxy answers: unreachable -> 502, too slow -> 504 (each with a
-JSON-RPC error carrying the request id when it could be read); a fault after the head has gone out
-can only cut the client's response; a client that leaves aborts the upstream request, since the
-client's own connection is what pass-through mirrors.
+relayed byte for byte. Faults become proxy answers: unreachable or a broken head -> 502, too slow ->
+504 (each with a JSON-RPC error carrying the request id when it could be read); a fault after the
+head has gone out can only cut the client's response; a client that leaves aborts the upstream
+request, since the client's own connection is what pass-through mirrors.
 
 These are plain functions, not an event-driven state machine like the bridges' engines: pass-through
 has no state of its own beyond one exchange, and the events and commands of a state machine would
@@ -34,6 +34,7 @@ from proxy.wire.versions import MODERN_VERSIONS, Era
 
 _FAULT_STATUS = {
     "unreachable": 502,
+    "bad_response": 502,
     "timeout": 504,
     "unsendable": 400,
     "head_too_large": 502,

@@ -55,6 +55,7 @@ from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
+    BodyNotInspected,
     BytesOut,
     ContinuationMoved,
     EventIdSeen,
@@ -90,6 +91,9 @@ BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is ther
 
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
 """The note on a chain a 2026-07-28 client cancelled the only way that era has."""
+
+NOT_INSPECTED = "response not inspected: "
+"""How the note on a chain whose response body the proxy relayed unread begins (the reason follows)."""
 
 UNANSWERED = "response stream ended without a response"
 """The error of a request whose response stream ended cleanly without its answer."""
@@ -217,6 +221,8 @@ class ChainBuilder:
                 return self.close_exchange(obs.exchange, obs.outcome)
             case BytesOut():
                 self.bytes_out(obs.exchange, obs.size)
+            case BodyNotInspected():
+                self.not_inspected(obs.exchange, obs.reason)
             case EventIdSeen():
                 self.note_event_id(obs.exchange, obs.sse_id, bare=True)
             case InvalidBody():
@@ -332,6 +338,14 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is not None and ex.facts is not None:
             ex.facts.bytes_out += size
+
+    def not_inspected(self, exchange_id: str, reason: str) -> None:
+        """Note on the exchange's chain that its response went by unread: a request it carried that
+        no message answered then ends `incomplete` (the answer may be in what was not read)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None and ex.not_inspected is None:
+            ex.not_inspected = reason
+            self._note(exchange_id, None, f"{NOT_INSPECTED}{reason}")
 
     def _file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
         """File a record in its chain, with the facts of the exchange or leg it travelled on."""
@@ -709,8 +723,9 @@ class ChainBuilder:
 
     @staticmethod
     def _awaits_resume(chain: Chain, ex: Exchange, outcome: str | None) -> bool:
-        """Whether a request its exchange left unanswered may still be answered on a resumed stream."""
-        if chain.cancelled or chain.summary.status in DECIDED or ex.http_failed():
+        """Whether a request its exchange left unanswered may still be answered on a resumed stream
+        (not when the stream went by unread: its answer may have been there)."""
+        if chain.cancelled or chain.summary.status in DECIDED or ex.http_failed() or ex.not_inspected:
             return False
         passthrough = ex.mode is Mode.PASSTHROUGH
         return awaits_resume(outcome, ex.client_era, passthrough, ex.last_sse_id)
@@ -756,9 +771,12 @@ class ChainBuilder:
         """End a chain whose exchange closed cleanly without its response.
 
         When the exchange began in an earlier capture file (a rotated part read alone), its response
-        may well be there: the chain ends incomplete, not failed.
+        may well be there, as it may be in a body the proxy relayed unread (its note says why): the
+        chain ends incomplete, not failed.
         """
-        if ex.began_earlier:
+        if ex.not_inspected is not None:
+            self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
+        elif ex.began_earlier:
             chain.summary.notes.append(BEGAN_EARLIER)
             self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
         else:

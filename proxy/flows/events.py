@@ -53,7 +53,8 @@ class ChainStatus(StrEnum):
     so it is no failure of the server's; whatever the server answered is kept in the chain."""
     INCOMPLETE = "incomplete"
     """Ended, but how is not known: the chain began before the capture file read (a rotated part read
-    alone), and what decided it, its response among them, is in an earlier part."""
+    alone), and what decided it, its response among them, is in an earlier part; or its response came
+    in a body the proxy relayed unread (over `max_inspected_bytes`, as its note says)."""
 
 
 DECIDED: frozenset[ChainStatus] = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.CANCELLED})

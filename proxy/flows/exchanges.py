@@ -109,6 +109,8 @@ class Exchange:
     """The `Last-Event-ID` of a GET that resumes a chain's stream: the chain is told how the resume
     went once the response head says (a resume the server refuses is no resumed stream)."""
     pending_note: str | None = None
+    not_inspected: str | None = None
+    """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
     began_earlier: bool = False
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
     claims: dict[RequestId, RetryClaim] = field(default_factory=dict)

@@ -78,11 +78,26 @@ class InvalidBody:
 
 @value
 class BytesOut:
-    """Response bytes that carried no message (SSE comments, priming events)."""
+    """Response bytes that carried no message (SSE comments, priming events), or that the proxy
+    relayed without reading (`BodyNotInspected`)."""
 
     t: float
     exchange: str
     size: int
+
+
+@value
+class BodyNotInspected:
+    """The proxy relayed a response body, or the rest of it, whole without reading it for the chain.
+
+    `reason` says why and names what to change (a body over `max_inspected_bytes`). The client got
+    every byte (counted by `BytesOut`); what it carried is unknown, so a request it may have answered
+    is not taken for one the server left unanswered.
+    """
+
+    t: float
+    exchange: str
+    reason: str
 
 
 @value
@@ -293,6 +308,7 @@ Observation: TypeAlias = (
     | ResponseHeadSeen
     | InvalidBody
     | BytesOut
+    | BodyNotInspected
     | EventIdSeen
     | ExchangeClosed
     | LegMessageSeen

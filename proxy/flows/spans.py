@@ -33,6 +33,7 @@ from typing import Any
 from proxy.flows.events import Direction, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    BodyNotInspected,
     ExchangeClosed,
     ExchangeOpened,
     InvalidBody,
@@ -120,6 +121,8 @@ class _Ex:
     status: int | None = None
     response_headers: dict[str, str] | None = None
     resumable: bool = False
+    unread: bool = False
+    """Its response body, or the rest of it, went by unread (`BodyNotInspected`)."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
@@ -178,6 +181,7 @@ class SpanFollower:
             MessageSeen: self._message,
             ResponseHeadSeen: self._head,
             ExchangeClosed: self._closed,
+            BodyNotInspected: self._unread,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
             LegLinked: self._leg_linked,
@@ -217,6 +221,11 @@ class SpanFollower:
             ex.status = obs.status
             ex.response_headers = obs.headers
 
+    def _unread(self, obs: BodyNotInspected) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is not None:
+            ex.unread = True
+
     def _invalid(self, obs: InvalidBody) -> None:
         ex = self._exchanges.get(obs.exchange)
         if ex is None:
@@ -238,6 +247,8 @@ class SpanFollower:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             elif obs.outcome is not None:
                 self._fail(span, obs.outcome, None)
+            elif ex.unread:  # its answer may have been in what went by unread: no failure seen
+                span.attributes["mcp_proxy.outcome"] = "not_inspected"
             elif ex.resumable:
                 span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
             else:

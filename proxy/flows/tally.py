@@ -18,6 +18,7 @@ from typing import Any
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
@@ -127,6 +128,9 @@ class ExchangeSummary:
     end: str | None = None
     """How an exchange that ended as meant was closed, when something closed it (`client_disconnected`:
     the client hung up once answered; `session_deleted`): a fact for the JSON log, no trouble."""
+    not_inspected: str | None = None
+    """Why its response body, or the rest of it, was relayed unread (`max_inspected_bytes`), if it was:
+    a request it carried may have been answered there, so its missing answer is no trouble."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -156,6 +160,8 @@ class ExchangeSummary:
             fields["intercept"] = self.intercept
         if self.end is not None:
             fields["end"] = self.end
+        if self.not_inspected is not None:  # only on an exchange whose body went by unread
+            fields["not_inspected"] = self.not_inspected
         return fields
 
 
@@ -178,6 +184,7 @@ class _Open:
         "method",
         "mode",
         "name",
+        "not_inspected",
         "opened",
         "path",
         "session",
@@ -221,6 +228,8 @@ class _Open:
         """How the client reached the proxy, and how the proxy reached the upstream."""
         self.intercepts: list[str] | None = None
         """What intercepts did to its messages, in order (None while nothing was picked)."""
+        self.not_inspected: str | None = None
+        """Why its response body went by unread, if it did."""
         self.mode = mode
         self.opened = opened
         """Its request head as received (a reference, never copied): what a held message of it is
@@ -299,6 +308,10 @@ class RoundTripTally:
             tally = self._open.get(obs.exchange)
             if tally is not None:
                 tally.bytes_out += obs.size
+        elif isinstance(obs, BodyNotInspected):
+            tally = self._open.get(obs.exchange)
+            if tally is not None:
+                tally.not_inspected = tally.not_inspected or obs.reason
         elif isinstance(obs, ExchangeClosed):
             tally = self._open.pop(obs.exchange, None)
             if tally is not None:
@@ -424,15 +437,16 @@ def _failure(msg: Message) -> str | None:
 
 def _trouble(tally: _Open, outcome: str | None) -> str | None:
     """What went wrong, if anything: how the exchange ended (`outcome`, already judged by
-    `unusual_end`), else what its answer or status says, or that a request it carried got none."""
+    `unusual_end`), else what its answer or status says, or that a request it carried got none (in
+    a body the proxy read: one relayed unread may have held the answer)."""
     if outcome is not None:
         return outcome
     if tally.failed is not None:
         return tally.failed
     if tally.status is not None and tally.status >= 400:
         return f"HTTP {tally.status}"
-    if tally.answered < len(tally.ids):  # a body that was no JSON-RPC, a stream that ended first
-        return "no response"
+    if tally.answered < len(tally.ids) and tally.not_inspected is None:
+        return "no response"  # a body that was no JSON-RPC, a stream that ended first (not one unread)
     return None
 
 
@@ -470,6 +484,7 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         tally.transports[1],
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
         closed.outcome if outcome is None else None,  # end
+        tally.not_inspected,
     )
 
 

@@ -24,6 +24,7 @@ import orjson
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Channel, Direction, FlowEvent, Mode, Side
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     ContinuationMoved,
     EventIdSeen,
@@ -62,6 +63,7 @@ KINDS: Final[dict[type[Any], str]] = {
     ResponseHeadSeen: "response_head",
     InvalidBody: "invalid_body",
     BytesOut: "bytes_out",
+    BodyNotInspected: "body_not_inspected",
     EventIdSeen: "event_id",
     ExchangeClosed: "exchange_closed",
     LegMessageSeen: "leg_message",

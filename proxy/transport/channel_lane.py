@@ -26,6 +26,7 @@ from proxy.engine.mirror import Post, no_answer_reason
 from proxy.engine.passthrough import era_suspicion
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     ExchangeClosed,
     ExchangeOpened,
@@ -38,7 +39,7 @@ from proxy.framing.http import header
 from proxy.logs import get_logger, info_line
 from proxy.transport.channel_upstream import SSE_EVENT, SSE_HEAD, ChannelSession, ChannelUpstream
 from proxy.transport.client_side import ClientGone
-from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, json_messages
+from proxy.transport.observe import json_messages, too_large
 from proxy.transport.routing import classify_request
 from proxy.transport.tasks import spawn
 from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
@@ -263,8 +264,14 @@ class LaneExchange:
         batch: list[Observation] = [
             ResponseHeadSeen(sink.now(), exchange, status, header(headers, "content-type"), dict(whole))
         ]
-        if len(body) > INSPECT_LIMIT:
-            _LOG.info("body_not_inspected", exchange=exchange, problem=NOT_INSPECTED)
+        limit = self.lane.shell.serving.relays.inspect_limit
+        if len(body) > limit:
+            reason = too_large(f"a response body of {len(body)} bytes", limit)
+            batch += [
+                BytesOut(sink.now(), exchange, len(body)),
+                BodyNotInspected(sink.now(), exchange, reason),
+            ]
+            _LOG.info("body_not_inspected", exchange=exchange, reason=reason)
         elif message is not None:
             batch.append(MessageSeen(sink.now(), exchange, message, len(body), _TO_CLIENT, _JSON))
         else:

@@ -47,7 +47,6 @@ from proxy.framing.sse_events import EventSplitter, event_message, event_with_da
 from proxy.logs import get_logger
 from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
-from proxy.transport.observe import INSPECT_LIMIT
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
@@ -326,24 +325,25 @@ class GatedRelay(PassthroughRelay):
     async def _json_through_gate(self, route: Route, head: ClientHead, upstream: UpstreamResponse) -> None:
         """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
 
-        One over `INSPECT_LIMIT` is relayed as it comes, unjudged, as the usual relay leaves it unparsed.
+        One over `max_inspected_bytes` is relayed as it comes, unjudged and unread, as the usual relay
+        leaves it.
         """
         if self.cut_fault is not None:
             self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
-        length = head.content_length
+        length, limit = head.content_length, self.ctx.inspect_limit
         body = b""
-        if length is None or length <= INSPECT_LIMIT:
+        if length is None or length <= limit:
             parts: list[bytes] = []
             size = 0
             async for chunk in upstream.chunks():
                 parts.append(chunk)
                 size += len(chunk)
-                if size > INSPECT_LIMIT:
+                if size > limit:
                     break
             body = b"".join(parts)
         self.doubt(route, upstream.status, body)  # one not read (over the limit) is judged by its status
-        if (length is not None and length > INSPECT_LIMIT) or len(body) > INSPECT_LIMIT:
-            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=INSPECT_LIMIT)
+        if (length is not None and length > limit) or len(body) > limit:
+            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=limit)
             if self._started(head, upstream, length, body):
                 await self.stream_started(Started(upstream, body))
             return

@@ -24,6 +24,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
+    BodyNotInspected,
     ContinuationMoved,
     EventIdSeen,
     ExchangeClosed,
@@ -165,6 +166,7 @@ class _Ex:
         "response_headers",
         "session",
         "status",
+        "unread",
     )
 
     def __init__(self, era: str, mode: str, session: str | None) -> None:
@@ -182,6 +184,8 @@ class _Ex:
         """A GET or DELETE: its own operation (a stream, a session's end) ends when it closes."""
         self.claims: dict[RequestId, _Claim] | None = None
         """Its MRTR retries still unanswered: the round each takes once the server does not refuse it."""
+        self.unread = False
+        """Its response body, or the rest of it, went by unread: an answer may have been there."""
 
     def minted_session(self) -> str | None:
         """The session id the response head carried, if any."""
@@ -221,6 +225,7 @@ class OpCounter:
         self._continuations: BoundedMap = BoundedMap()
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             EventIdSeen: self._event_id,
+            BodyNotInspected: self._unread,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
             LegLinked: self._leg_linked,
@@ -320,6 +325,11 @@ class OpCounter:
         if op is not None:
             self._event_ops[(ex.session, sse_id)] = op
 
+    def _unread(self, obs: BodyNotInspected) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is not None:
+            ex.unread = True
+
     def _invalid(self, obs: InvalidBody) -> None:
         ex = self._exchanges.get(obs.exchange)
         if ex is not None:
@@ -334,6 +344,9 @@ class OpCounter:
             if ident in ex.answered:
                 continue
             if op.finished:
+                continue
+            if ex.unread and outcome is None and not ex.failed():
+                self._finish(op, t, error=False)  # its answer may have been in what went by unread
                 continue
             if not op.cancelled and not ex.failed():
                 passthrough = ex.mode == _PASSTHROUGH_VALUE

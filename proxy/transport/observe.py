@@ -1,10 +1,16 @@
 """Observing a relayed body: parsed copies of what the bytes carry, without ever holding the traffic.
 
 SSE bodies are decoded incrementally as chunks pass; JSON bodies are kept only up to an inspection
-limit (past it the chain notes the size instead of the content). A compressed body (`Content-Encoding:
-gzip` or `deflate`) is observed decoded, piece by piece as it streams, under the same limits as a plain
-one: the client gets the compressed bytes it asked for, people see what they say. A body in a coding
-the proxy cannot undo is relayed and named as not inspected.
+limit (`max_inspected_bytes`, which bounds one SSE event too). Past it the body is relayed whole and
+unread: the observer stops looking (`BodyObserver.skip`), counts the bytes it did not read, and says
+why (`not_inspected`), so the exchange is recorded as not inspected rather than as one without an
+answer. Every relayed byte is counted once: in the size of the message it carried, or as extra bytes.
+
+A compressed body (`Content-Encoding: gzip` or `deflate`) is observed decoded, piece by piece as it
+streams, under the same limit as a plain one: the client gets the compressed bytes it asked for,
+people see what they say. Its bytes are counted decoded (its messages' sizes, the bytes no message
+carried), as far as it was read. A body in a coding the proxy cannot undo, or one that does not
+decode, is relayed and named as not inspected, its bytes counted as they came.
 """
 
 from __future__ import annotations
@@ -23,25 +29,26 @@ _HTTP = Channel.HTTP
 _INVALID = Kind.INVALID
 _JSON = Channel.JSON
 
-INSPECT_LIMIT = 4 * 1024 * 1024
-"""JSON bodies larger than this are relayed but not parsed for the chain (bounded observer memory)."""
+INSPECT_LIMIT = 16 * 1024 * 1024
+"""The default of `max_inspected_bytes`: the largest JSON body, or SSE event, read for the chain."""
 
-NOT_INSPECTED = f"body larger than {INSPECT_LIMIT} bytes was relayed but not inspected"
+INSPECT_SETTING = "max_inspected_bytes"
+"""The setting that bounds what the observer reads, named wherever a body goes unread because of it."""
 
 
-def not_inspected_decoded(coding: str) -> str:
-    """Why a compressed JSON body that decodes past `INSPECT_LIMIT` is not shown."""
-    return f"{coding} body decoding to more than {INSPECT_LIMIT} bytes was relayed but not inspected"
+def too_large(what: str, limit: int) -> str:
+    """Why a body went unread: `what` was larger than the limit, named with its setting."""
+    return f"{what} larger than {INSPECT_SETTING} ({limit} bytes) was relayed whole but not inspected"
 
 
 def not_inspected_coding(coding: str) -> str:
     """Why a body in a coding the proxy cannot undo is not shown."""
-    return f"{coding}-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)"
+    return f"a {coding}-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)"
 
 
 def not_inspected_corrupt(coding: str, detail: str) -> str:
     """Why a body that is not what its declared coding produces is not shown."""
-    return f"{coding}-encoded body could not be decoded ({detail}): relayed but not inspected"
+    return f"a {coding}-encoded body that could not be decoded ({detail}) was relayed but not inspected"
 
 
 MessageSink = Callable[[Message, int, Channel, str | None], None]
@@ -55,82 +62,111 @@ class BodyObserver:
     sse: bool
     sink: MessageSink
     on_extra_bytes: Callable[[int], None]
+    """Receives counts of relayed bytes no message carried (SSE framing, comments, unread bytes)."""
     on_event_id: Callable[[str], None] = lambda _id: None
     channel: Channel = Channel.SSE
-    _decoder: SseDecoder | None = None
-    _buffer: bytearray | None = None
-    _size: int = 0
-    problem: str | None = None
     declared_size: int | None = None
     """The body's Content-Length, if any: a JSON body known to be too large is never buffered at all."""
+    limit: int = INSPECT_LIMIT
+    """The largest JSON body or SSE event read (`max_inspected_bytes`), decoded when compressed."""
     encoding: str | None = None
     """The body's Content-Encoding, if any: what is observed is the body it decodes to."""
-    _coding: str = ""
     _content: ContentDecoder | None = None
+    _coding: str = ""
+    _decoder: SseDecoder | None = None
+    _buffer: bytearray | None = None
+    _owed: int = 0
+    """Bytes fed that neither a message's size nor an extra-bytes count has told yet: an SSE event
+    still arriving (told once it completes)."""
+    problem: str | None = None
+    """What went wrong reading the body (a stream cut inside an event), for the log."""
+    not_inspected: str | None = None
+    """Why the body, or the rest of it, was relayed unread (`skip`); None while it is read."""
 
     def __post_init__(self) -> None:
         codings = content_codings(self.encoding)
         if (unknown := undecodable(codings)) is not None:
-            self.problem = not_inspected_coding(unknown)
+            self.skip(not_inspected_coding(unknown))
             return
         if codings:
             self._coding = ", ".join(codings)
             self._content = ContentDecoder(codings)
         if self.sse:
-            self._decoder = SseDecoder()
-        elif self.declared_size is not None and self.declared_size > INSPECT_LIMIT:
-            self.problem = NOT_INSPECTED
+            self._decoder = SseDecoder(self.limit)
+        elif self._content is None and self.declared_size is not None and self.declared_size > self.limit:
+            self.skip(too_large(f"a response body of {self.declared_size} bytes", self.limit))
         else:
             self._buffer = bytearray()
 
+    def skip(self, reason: str) -> None:
+        """Stop reading: the rest of the body is relayed and counted, unread; `reason` says why."""
+        self.not_inspected = self.not_inspected or reason
+        self._decoder = None
+        if self._buffer is not None:
+            self._owed += len(self._buffer)
+            self._buffer = None
+
     def feed(self, chunk: bytes) -> None:
         """Look at one relayed chunk (decoded first when the body is compressed)."""
-        self._size += len(chunk)
         content = self._content
         if content is None:
             self._look(chunk)
             return
+        if self._decoder is None and self._buffer is None:  # no longer looking: nor decoding
+            return
         try:
             for piece in content.feed(chunk):
-                if self._decoder is None and self._buffer is None:
-                    break  # no longer looking: the rest is not decoded either
                 self._look(piece)
+                if self._decoder is None and self._buffer is None:
+                    break  # stopped looking: the rest is not decoded either
         except CodingError as exc:
-            self._stop(not_inspected_corrupt(self._coding, str(exc)))
+            self.skip(not_inspected_corrupt(self._coding, str(exc)))
+            self._tell_extra(0)
 
-    def _look(self, data: bytes) -> None:
-        """Look at body bytes as they read once decoded."""
-        if self._decoder is not None:
+    def _look(self, chunk: bytes) -> None:
+        """Look at body bytes as they read (decoded, when the body is compressed)."""
+        decoder = self._decoder
+        if decoder is not None:
             try:
-                items = self._decoder.feed(data)
+                items = decoder.feed(chunk)
             except SseTooLarge as exc:
-                self._stop(str(exc))
+                self._owed += len(chunk) - self._emit_sse(exc.items)
+                self.skip(too_large("an SSE event", self.limit) + ", nor the rest of its stream")
+                self._tell_extra(0)
                 return
-            self._emit_sse(items, len(data))
+            self._owed += len(chunk) - self._emit_sse(items)
+            self._tell_extra(decoder.pending_bytes)
         elif self._buffer is not None:
-            if len(self._buffer) + len(data) > INSPECT_LIMIT:
-                self._stop(not_inspected_decoded(self._coding) if self._coding else NOT_INSPECTED)
-            else:
-                self._buffer += data
+            if len(self._buffer) + len(chunk) <= self.limit:
+                self._buffer += chunk
+                return
+            self._owed += len(chunk)
+            what = f"a {self._coding}-encoded response body, decoded," if self._coding else "a response body"
+            self.skip(too_large(what, self.limit))
+            self._tell_extra(0)
+        else:
+            self.on_extra_bytes(len(chunk))
 
-    def _stop(self, problem: str) -> None:
-        """Stop looking at the body (it goes on being relayed), saying why."""
-        self.problem = problem
-        self._decoder = None
-        self._buffer = None
-
-    def _emit_sse(self, items: list[SseItem], chunk_size: int) -> None:
-        extra = chunk_size
+    def _emit_sse(self, items: tuple[SseItem, ...] | list[SseItem]) -> int:
+        """Hand on the messages of completed events; returns the bytes their sizes count."""
+        counted = 0
         for item in items:
-            if isinstance(item, SseEvent) and item.id is not None and not item.carries_message:
-                self.on_event_id(item.id)
-            if isinstance(item, SseEvent) and item.carries_message:
-                msg = parse_text(item.data)
-                size = len(item.data)
-                extra -= size
-                self.sink(msg, size, self.channel, item.id)
+            if isinstance(item, SseEvent):
+                if item.carries_message:
+                    msg = parse_text(item.data)
+                    size = len(item.data)
+                    counted += size
+                    self.sink(msg, size, self.channel, item.id)
+                elif item.id is not None:
+                    self.on_event_id(item.id)
+        return counted
+
+    def _tell_extra(self, held: int) -> None:
+        """Count the bytes owed beyond `held` (an event still arriving, told when it completes)."""
+        extra = self._owed - held
         if extra > 0:
             self.on_extra_bytes(extra)
+            self._owed = held
 
     @property
     def json_body(self) -> bytearray | None:
@@ -139,14 +175,13 @@ class BodyObserver:
 
     def finish(self) -> Body | None:
         """Call at the end of the body; returns the parsed JSON body (None for SSE or uninspected)."""
-        if self._decoder is not None:
-            self._decoder.close()
-            if self._decoder.pending_bytes:
-                self.problem = (
-                    f"stream ended inside an event ({self._decoder.pending_bytes} bytes unfinished)"
-                )
-            return None
-        if self._buffer is None:
+        decoder = self._decoder
+        if decoder is not None:
+            decoder.close()
+            if decoder.pending_bytes:
+                self.problem = f"stream ended inside an event ({decoder.pending_bytes} bytes unfinished)"
+        self._tell_extra(0)
+        if decoder is not None or self._buffer is None:
             return None
         return observe_json(bytes(self._buffer), self.sink)
 

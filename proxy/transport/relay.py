@@ -34,6 +34,7 @@ from proxy.engine.passthrough import (
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     EventIdSeen,
     ExchangeClosed,
@@ -50,7 +51,7 @@ from proxy.logs import get_logger, info_line
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
-from proxy.transport.observe import INSPECT_LIMIT, NOT_INSPECTED, BodyObserver, json_messages
+from proxy.transport.observe import INSPECT_LIMIT, BodyObserver, json_messages, too_large
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -69,6 +70,11 @@ _TO_CLIENT = Direction.TO_CLIENT
 _TO_SERVER = Direction.TO_SERVER
 
 _LOG = get_logger()
+
+_HEADLESS = {"unsendable": "unsendable", "head_too_large": "head_too_large", "cut": "bad_response"}
+"""The fault of a request that got no usable head, by the transport's kind (any other: unreachable).
+A server that took the connection and then closed it or sent a malformed head was reached: telling
+the user to check that it runs would send them the wrong way."""
 
 Rest = Coroutine[Any, Any, None]
 """What remains of an exchange once its head went out: the body to stream, in a task."""
@@ -89,6 +95,7 @@ class RelayContext:
         "desk",
         "gate",
         "holds",
+        "inspect_limit",
         "listen_url",
         "observations",
         "open_streams",
@@ -107,6 +114,7 @@ class RelayContext:
         observations: ObservationSink,
         router: Router,
         upstream_timeout: float,
+        inspect_limit: int = INSPECT_LIMIT,
     ) -> None:
         self.upstream = upstream
         self.pool = pool
@@ -114,6 +122,8 @@ class RelayContext:
         """Where the relay reports what it sees (queued, or built into chains when someone watches)."""
         self.router = router
         self.upstream_timeout = upstream_timeout
+        self.inspect_limit = inspect_limit
+        """The largest response body, or SSE event, read for the chain (`max_inspected_bytes`)."""
         self.listen_url = ""
         """The proxy's own base URL once it listens (`http://127.0.0.1:8080`), for rewritten redirects."""
         self.open_streams = 0
@@ -257,9 +267,9 @@ class PassthroughRelay:
         return self.head_out(route, upstream)
 
     def failed(self, route: Route, exc: TimeoutError | UpstreamError) -> None:
-        """No head came: 504 past the upstream timeout, else the fault `unreachable` describes."""
+        """No head came: 504 past the upstream timeout, else the fault `no_head` describes."""
         if isinstance(exc, UpstreamError):
-            self.unreachable(route, exc)
+            self.no_head(route, exc)
         else:
             self.timed_out(route)
 
@@ -370,11 +380,11 @@ class PassthroughRelay:
         detail = f"no response head within {self.ctx.upstream_timeout}s"
         self._fault("timeout", detail, route.request_id)
 
-    def unreachable(self, route: Route, exc: UpstreamError) -> None:
-        """The upstream could not be reached, closed before its head or sent one over the limit (502),
-        or the request head could not be framed (400: nothing was sent)."""
-        reason = exc.kind if exc.kind in ("unsendable", "head_too_large") else "unreachable"
-        self._fault(reason, _describe(exc), route.request_id)
+    def no_head(self, route: Route, exc: UpstreamError) -> None:
+        """The upstream could not be reached, was reached but closed or broke its answer before a
+        usable head, or sent one over the limit (502), or the request head could not be framed (400:
+        nothing was sent)."""
+        self._fault(_HEADLESS.get(exc.kind, "unreachable"), _describe(exc), route.request_id)
 
     def _client_head(self, upstream: UpstreamResponse) -> ClientHead:
         """The upstream's head as the client gets it (a redirect to the upstream moves onto the proxy)."""
@@ -405,8 +415,10 @@ class PassthroughRelay:
         self._finish(None)
 
     def _observe_json(self, body: bytes) -> None:
-        if len(body) > INSPECT_LIMIT:
-            _LOG.info("body_not_inspected", exchange=self.exchange, problem=NOT_INSPECTED)
+        limit = self.ctx.inspect_limit
+        if len(body) > limit:
+            self._emit(BytesOut(self.ctx.observations.now(), self.exchange, len(body)))
+            self.not_inspected(too_large(f"a response body of {len(body)} bytes", limit))
             return
         for msg, size, channel in json_messages(body)[1]:
             self._observe_upstream(msg, size, channel, None)
@@ -492,6 +504,8 @@ class PassthroughRelay:
         if cut is not None:
             observer.finish()
             _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(cut))
+        if observer.not_inspected is not None:
+            self.not_inspected(observer.not_inspected)
         self._close_upstream()
         if end.cut_client:
             self.client.cut()
@@ -503,8 +517,16 @@ class PassthroughRelay:
         if self.unjudged is not None:
             (route, status), self.unjudged = self.unjudged, None
             self.doubt(route, status, observer.json_body)
+        if observer.not_inspected is not None:
+            self.not_inspected(observer.not_inspected)
         if observer.problem:
-            _LOG.info("body_not_inspected", exchange=self.exchange, problem=observer.problem)
+            _LOG.info("body_unfinished", exchange=self.exchange, problem=observer.problem)
+
+    def not_inspected(self, reason: str) -> None:
+        """The body, or the rest of it, went to the client unread: the exchange records why, so a
+        request it may have answered is not taken for one the server left unanswered."""
+        self._emit(BodyNotInspected(self.ctx.observations.now(), self.exchange, reason))
+        _LOG.info("body_not_inspected", exchange=self.exchange, reason=reason)
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
         sink, exchange, emit = self.ctx.observations, self.exchange, self._emit
@@ -515,6 +537,7 @@ class PassthroughRelay:
             channel=_GET_SSE if self.client.method == "GET" else _SSE,
             on_event_id=lambda sse_id: emit(EventIdSeen(sink.now(), exchange, sse_id)),
             declared_size=upstream.content_length,
+            limit=self.ctx.inspect_limit,
             encoding=self.encoding,
         )
 

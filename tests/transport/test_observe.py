@@ -12,12 +12,7 @@ import zlib
 from collections.abc import Iterator
 
 from proxy.flows.events import Channel
-from proxy.transport.observe import (
-    INSPECT_LIMIT,
-    BodyObserver,
-    not_inspected_coding,
-    not_inspected_decoded,
-)
+from proxy.transport.observe import INSPECT_LIMIT, BodyObserver, not_inspected_coding, too_large
 from proxy.wire.jsonrpc import Message
 
 ANSWER = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}'
@@ -54,6 +49,7 @@ def test_a_gzip_json_answer_is_seen_as_the_message_it_holds() -> None:
         (7, len(ANSWER), Channel.JSON)
     ]
     assert observer.problem is None
+    assert observer.not_inspected is None
 
 
 def test_a_gzip_sse_stream_is_seen_event_by_event_as_it_streams() -> None:
@@ -83,7 +79,8 @@ def test_a_gzip_body_inflating_past_the_limit_is_not_inspected_and_never_held_wh
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert observer.problem == not_inspected_decoded("gzip")
+    assert observer.not_inspected == too_large("a gzip-encoded response body, decoded,", INSPECT_LIMIT)
+    assert INSPECT_LIMIT < seen.extra < INSPECT_LIMIT + (1 << 20)  # counted decoded, as far as read
     assert observer.json_body is None
     assert seen.messages == []
     assert peak < INSPECT_LIMIT + 4 * (1 << 20)  # the bounded buffer and a few pieces, never 64 MiB
@@ -95,9 +92,9 @@ def test_a_coding_the_proxy_cannot_undo_is_named_not_inspected_and_never_parsed(
     observer.feed(b"\x1b\x4a\x00\xf8\x1d\xa9\x53")  # Brotli bytes, or anything: never looked at
     observer.finish()
     assert (
-        observer.problem
+        observer.not_inspected
         == not_inspected_coding("br")
-        == ("br-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)")
+        == ("a br-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)")
     )
     assert seen.messages == []
 
@@ -107,5 +104,5 @@ def test_a_body_that_is_not_what_its_coding_says_is_named_not_inspected_not_inva
     observer = seen.observer("gzip")
     observer.feed(ANSWER)  # plain JSON under a gzip header
     observer.finish()
-    assert (observer.problem or "").startswith("gzip-encoded body could not be decoded")
+    assert (observer.not_inspected or "").startswith("a gzip-encoded body that could not be decoded")
     assert seen.messages == []

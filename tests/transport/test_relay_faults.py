@@ -22,6 +22,7 @@ from tests.transport.helpers import (
     CLIENT_ACCEPT,
     RELAY_ONLY,
     SSE_HEADERS,
+    Script,
     bounded,
     captured_logs,
     client_session,
@@ -29,7 +30,9 @@ from tests.transport.helpers import (
     drained,
     fake_upstream,
     hold,
+    raw_fake_upstream,
     read_event,
+    read_request,
     rpc,
     wait_until,
 )
@@ -123,6 +126,55 @@ async def test_unreachable_upstream_gets_502_with_the_request_id(proxy_for):
         (chain,) = list(proxy.chains())
         assert chain.summary.status is ChainStatus.ERROR
         assert "unreachable" in (chain.summary.error or "")
+
+
+BROKEN_HEADS = {
+    "one-byte-then-close": b"H",
+    "two-content-lengths": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n"
+    ),
+}
+"""What a server that was reached can send instead of a response head, before it closes."""
+
+
+def answering_with(broken: bytes) -> Script:
+    """A raw fake's script: `broken` for a tools/call (then the connection closes), a pong for `PING`."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (body := await read_request(reader)) is not None:
+            if body != PING:
+                writer.write(broken)
+                await writer.drain()
+                return
+            pong = b'{"jsonrpc":"2.0","id":99,"result":{}}'
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(pong)}\r\n\r\n"
+            writer.write(head.encode() + pong)
+
+    return script
+
+
+@pytest.mark.parametrize("broken", list(BROKEN_HEADS.values()), ids=list(BROKEN_HEADS))
+async def test_upstream_that_breaks_its_head_gets_502_saying_it_was_reached_not_unreachable(
+    proxy_for, broken
+):
+    async with (
+        raw_fake_upstream(answering_with(broken)) as fake,
+        proxy_for(f"http://127.0.0.1:{fake.port}/mcp", **RELAY_ONLY) as proxy,
+    ):
+        with captured_logs() as logs:
+            status, body = await post(proxy, rpc("tools/call", 13, name="x"))
+            await wait_until(lambda: drained(proxy), what="the exchange to close")
+        assert status == 502
+        message = str(assert_gateway_error(body, 13, errors.UPSTREAM_UNAVAILABLE)["message"])
+        assert "was reached, but its response was broken or cut off" in message
+        assert "unreachable" not in message
+        assert "check that the MCP server is running" not in message
+        (line,) = [entry for entry in logs if entry["event"] == "exchange"]
+        assert line["trouble"] == "upstream_bad_response"
+        chain = next(c for c in proxy.chains() if c.summary.method == "tools/call")
+        assert chain.summary.status is ChainStatus.ERROR
+        assert "was reached" in (chain.summary.error or "")
+        await still_serves(proxy)
 
 
 async def test_upstream_that_sends_no_head_in_time_gets_504_with_the_request_id(proxy_for):
