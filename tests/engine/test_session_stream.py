@@ -3,7 +3,8 @@
 A legacy server may ask outside any request's stream (the Python SDK's `list_roots()`, and
 `create_message()` / `elicit()` without a related request, go on the session's GET stream). The
 bridge keeps that stream open while the session lives and gives such a request to the session's call
-in flight: the one call, else the newest (said so), else none (refused upstream at once).
+whose client waits for its answer: the one call, else none (several: each could own it; none:
+nobody can answer), refused upstream at once. A call parked for a retry never takes one.
 `ready_engine(keep_streams=True)` opens the session on `leg-1`/`leg-2` and its GET stream on `leg-3`,
 so a test's first call runs on `leg-4`.
 """
@@ -17,6 +18,7 @@ from proxy.engine.commands import CloseLeg, Log, OpenLegStream, ReplyJson, Resum
 from proxy.engine.events import LegCut, LegEnded, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.resume import resume_headers
+from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
@@ -129,6 +131,83 @@ def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_c
     assert said[0] == ambiguous
     assert [c.message for c in said[1:]] == [err(9, -32601, text)]  # the refusal, posted upstream
     assert not [c for c in said if isinstance(c, (StartTimer, ReplyJson))]  # neither call is asked
+
+
+def parked_on_leg_4(bridge: MrtrToLegacyEngine) -> None:
+    """`deploy` on x1 (call-1, leg-4) asks a form in flight and parks: its client has the round."""
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> head("leg-4")
+        >> up("leg-4", req("e1", "elicitation/create", FORM))
+        << StartTimer("round:call-1", ANY)
+        >> TimerFired("round:call-1")
+        << ROUND_LOG
+        << ReplyJson("x1", 200, ANY)
+        << StartTimer("ttl:call-1", ANY)
+    )
+
+
+def test_a_call_parked_for_a_retry_is_passed_over_and_the_running_call_gets_the_question() -> None:
+    """A 2026-07-28 client may never retry a round: its parked call neither takes the session's next
+    GET-stream question nor makes the one running call look like one of several."""
+    bridge = engine()
+    parked_on_leg_4(bridge)
+    fields = {"leg": STREAM, "method": "roots/list", "id": 7, "in_flight": 1, "parked": ["call-1"]}
+    assert (
+        Playbook(bridge)
+        >> call("x2", 2, name="other")
+        << tool_leg("leg-5", "x2", "other")
+        >> head("leg-5")
+        >> up(STREAM, req(7, "roots/list"))
+        << Log("bridge_stream_request_placed", "info", {**fields, "call": "call-2"})
+        << StartTimer("round:call-2", ANY)
+        >> TimerFired("round:call-2")
+        << ROUND_LOG
+        << ReplyJson("x2", 200, ANY)
+        << StartTimer("ttl:call-2", ANY)
+    )
+    assert bridge.joins(STREAM, classify_value(req(8, "roots/list"))) is None  # both parked now
+    sizes = bridge.table_sizes()
+    assert (sizes["calls"], sizes["continuations"], sizes["asked"]) == (2, 2, 2)  # one question each
+
+
+def test_a_get_stream_question_with_only_a_parked_call_is_refused_at_once_naming_it() -> None:
+    """The parked call's client has its round and may be gone: the server is refused now rather
+    than left waiting until continuation_ttl, and the warning names the call passed over."""
+    bridge = engine()
+    parked_on_leg_4(bridge)
+    fields = {"leg": STREAM, "method": "roots/list", "id": "g1", "in_flight": 0, "parked": ["call-1"]}
+    said = protocol(bridge.handle(up(STREAM, req("g1", "roots/list"))))
+    assert said[0] == Log("bridge_unassociated_request", "warning", {**fields, "hint": ANY})
+    assert "parked" in said[0].fields["hint"]
+    text = "Method not found: roots/list is not associated with a client request"
+    assert [c.message for c in said[1:]] == [err("g1", -32601, text)]
+    assert bridge.table_sizes()["asked"] == 1  # the parked call holds only its own question
+
+
+def test_a_refused_ambiguous_question_is_noted_in_each_waiting_calls_answer() -> None:
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> call("x2", 2)
+        << tool_leg("leg-5", "x2")
+        >> up(STREAM, req(9, "roots/list"))
+        << ANY  # the warning
+        << ANY  # the refusal, posted upstream
+    )
+    answers = [protocol(bridge.handle(up(leg, ok(leg, {"content": []}))))[1] for leg in ("leg-4", "leg-5")]
+    assert [type(a) for a in answers] == [ReplyJson, ReplyJson]
+    assert all(isinstance(a, ReplyJson) and a.note is not None for a in answers)
+    note = answers[0].note
+    assert isinstance(note, str)
+    assert note.startswith("the server asked roots/list on its session's GET stream while 2 calls")
+    assert "(call-1, call-2); the proxy refused it" in note
 
 
 def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once() -> None:

@@ -56,9 +56,13 @@ def stream(call: Call, message: dict[str, Any]) -> Commands:
 def answer(
     ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200, *, note: str | None = None
 ) -> Commands:
-    """The asker's last message (JSON unless something streamed already); the asker is then detached."""
+    """The asker's last message (JSON unless something streamed already), carrying the call's pending
+    notes beside `note`; the asker is then detached."""
     exchange = call.asker.exchange
     ctx.serving.pop(exchange, None)
+    if call.notes:
+        note = "; ".join([*call.notes, *([note] if note else [])])
+        call.notes.clear()
     if call.streaming:
         call.streaming = False
         return [SendSse(exchange, message, note=note), EndClientResponse(exchange)]
@@ -122,6 +126,7 @@ def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, lost: bool = False)
     call.asked.clear()
     call.collecting.clear()
     call.buffered.clear()
+    call.notes.clear()
     return commands
 
 

@@ -121,6 +121,8 @@ class Call:
     asked: dict[str, Nested] = field(default_factory=dict)
     collecting: list[Nested] = field(default_factory=list)
     buffered: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the chain should say beside the asker's next answer (a question refused on its behalf)."""
     dropped: int = 0
     counters: Counter[str] = field(default_factory=Counter)
 

@@ -5,16 +5,26 @@ serving, but it may also ask on the session's standalone GET stream: the Python 
 `list_roots()`, and for `create_message()` / `elicit()` that name no related request. A 2026-07-28
 client can only be asked as part of one of its requests, so such a request (elicitation, sampling,
 roots) is given to a call of that session whose upstream request is still open and whose method
-can end in `input_required` (`tools/call`, `prompts/get`, `resources/read`), running or parked:
+can end in `input_required` (`tools/call`, `prompts/get`, `resources/read`) and whose client is
+waiting for its answer (running, or collecting a round):
 
 - one such call: it is asked there, exactly as if the request had come on its own stream;
-- several: it is refused upstream at once, said in a warning. Clients that send no credentials
-  share one upstream session, so the calls in flight may be different people's: giving the question
-  to any one of them could show one client's prompt to another and give its answer to the wrong
-  call. A server that names the related request, or clients with their own `Authorization` (each
-  its own upstream session), avoid the refusal;
-- none: nobody could answer, so the listen emulator refuses it upstream at once (the server never
-  waits for an answer that cannot come).
+- several: it is refused upstream at once, said in a warning and in a note on each of those calls'
+  answers. Clients that send no credentials share one upstream session, so the calls may be
+  different people's: giving the question to any one of them could show one client's prompt to
+  another and give its answer to the wrong call. A server that names the related request, or
+  clients with their own `Authorization` (each its own upstream session), avoid the refusal;
+- none: nobody could answer, so it is refused upstream at once (the server never waits for an
+  answer that cannot come).
+
+A parked call never takes such a request. Its client already has its `input_required` round and
+may never retry (a 2026-07-28 client may stop asking, as the SDK's does when a callback fails), and
+its upstream request is itself blocked awaiting the answers to the questions it asked, so a new
+question on the GET stream is not its own: giving it there would leave the server waiting up to
+`continuation_ttl` on a client that may be gone, and counting it would make a single client's next
+call look like one of several. The parked call keeps its slot until its retry or its TTL (a later
+call of the session proves nothing: anonymous clients share the session, and one client may make
+other calls while a person answers); the log lines name it (`parked`) when it was passed over.
 
 From there it is one of the call's nested requests like any other: it joins the call's round, the
 capability gate applies, and the client's answer is POSTed upstream on the session. A
@@ -24,6 +34,7 @@ capability gate applies, and the client's answer is POSTed upstream on the sessi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from proxy.engine.commands import BridgeCommand, Log
 from proxy.engine.modern_client.rounds import RoundKeeper
@@ -36,10 +47,15 @@ Refuse = Callable[[str, Message, str], Commands]
 """Refuses a GET-stream request upstream: its leg, the request, the error's text."""
 
 HINT = (
-    "the server asked on its session's GET stream, naming no request; clients without credentials "
-    "share one upstream session, so the question could be any of theirs: a server that relates its "
-    "request (the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
+    "the server asked on its session's GET stream, naming no request, while several calls waited for "
+    "their answers; clients without credentials share one upstream session (and one client may run "
+    "calls side by side), so the question could be any of theirs: a server that relates its request "
+    "(the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
     "Authorization avoid this"
+)
+PARKED_HINT = (
+    "calls parked for a retry are not asked: their client already has its input_required round and "
+    "may never come back, and their server request awaits its own answers"
 )
 
 
@@ -69,7 +85,7 @@ class StreamAsks:
         if ref is None or ref.purpose != "stream":
             return None
         if msg.kind is Kind.REQUEST and msg.method in INPUT_METHODS and msg.id is not None:
-            waiting = calls_in_flight(self._ctx, ref.owner)
+            waiting = calls_asking(self._ctx, ref.owner)
             return waiting[0].leg if len(waiting) == 1 else None
         if msg.kind is Kind.NOTIFICATION and msg.method == "notifications/cancelled":
             holder = self._holding(ref.owner, msg.params.get("requestId"))
@@ -77,21 +93,37 @@ class StreamAsks:
         return None
 
     def _place(self, leg: str, session: str, msg: Message) -> Commands | None:
-        waiting = calls_in_flight(self._ctx, session)
-        if not waiting:
+        waiting = calls_asking(self._ctx, session)
+        parked = [call.key for call in calls_in_flight(self._ctx, session) if call.phase == "parked"]
+        if not waiting and not parked:
             return None
-        fields = {"leg": leg, "method": msg.method, "id": msg.id, "in_flight": len(waiting)}
-        if len(waiting) > 1:
-            text = (
-                f"{msg.method} names no client request and {len(waiting)} calls are in flight on this "
-                "session: the proxy cannot tell whose it is"
-            )
-            calls = [call.key for call in waiting]
-            said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
+        fields: dict[str, Any] = {"leg": leg, "method": msg.method, "id": msg.id, "in_flight": len(waiting)}
+        if parked:
+            fields["parked"] = parked
+        if not waiting:
+            text = f"Method not found: {msg.method} is not associated with a client request"
+            said = Log("bridge_unassociated_request", "warning", {**fields, "hint": PARKED_HINT})
             return [said, *self._refuse(leg, msg, text)]
+        if len(waiting) > 1:
+            return self._ambiguous(leg, msg, waiting, fields)
         call = waiting[0]
         log = Log("bridge_stream_request_placed", "info", {**fields, "call": call.key})
         return [log, *self._rounds.on_nested(call, msg, None)]
+
+    def _ambiguous(self, leg: str, msg: Message, waiting: list[Call], fields: dict[str, Any]) -> Commands:
+        """Refuse a question several waiting calls could own; each of them notes it in its answer."""
+        text = (
+            f"{msg.method} names no client request and {len(waiting)} calls are in flight on this "
+            "session: the proxy cannot tell whose it is"
+        )
+        calls = [call.key for call in waiting]
+        for call in waiting:
+            call.notes.append(
+                f"the server asked {msg.method} on its session's GET stream while {len(waiting)} calls "
+                f"waited ({', '.join(calls)}); the proxy refused it, since it could not tell whose it was"
+            )
+        said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
+        return [said, *self._refuse(leg, msg, text)]
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
         asked = msg.params.get("requestId")
@@ -107,10 +139,16 @@ class StreamAsks:
 
 
 def calls_in_flight(ctx: MrtrContext, session: str) -> list[Call]:
-    """The calls of `session` a GET-stream request may join, oldest first: upstream request open,
-    method able to ask the client (`input_required`)."""
+    """The calls of `session` that may hold a GET-stream request, oldest first: upstream request
+    open, method able to ask the client (`input_required`), running or parked."""
     return [
         call
         for call in ctx.calls.values()
         if call.session == session and call.leg is not None and call.method in MRTR_METHODS
     ]
+
+
+def calls_asking(ctx: MrtrContext, session: str) -> list[Call]:
+    """The calls of `session` a GET-stream request may join, oldest first: in flight, and their
+    client waiting for the answer (not parked for a retry)."""
+    return [call for call in calls_in_flight(ctx, session) if call.phase in ("running", "collecting")]
