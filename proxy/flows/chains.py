@@ -94,6 +94,12 @@ MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 cl
 
 NOT_INSPECTED = "response not inspected: "
 """How the note on a chain whose response body the proxy relayed unread begins (the reason follows)."""
+LEGACY_LEFT_BRIDGE = (
+    "the legacy client disconnected before the answer: the bridge ended the call and closed its "
+    "upstream 2026-07-28 request if one was open (a closed stream is that era's cancel)"
+)
+"""The note on a legacy client's call through `legacy_to_mrtr` that ended with the client's hang-up:
+the engine closes the call's open upstream leg, which tells a 2026-07-28 server to stop."""
 
 UNANSWERED = "response stream ended without a response"
 """The error of a request whose response stream ended cleanly without its answer."""
@@ -698,6 +704,8 @@ class ChainBuilder:
             if outcome == "client_disconnected" and ex.client_era == Era.MODERN:
                 chain.summary.notes.append(MODERN_CANCEL)
                 chain.cancelled = True
+            elif outcome == "client_disconnected" and ex.mode is Mode.LEGACY_TO_MRTR:
+                chain.summary.notes.append(LEGACY_LEFT_BRIDGE)
             if outcome is not None or ex.http_failed():
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.chains import MODERN_CANCEL, ChainBuilder
+from proxy.flows.chains import LEGACY_LEFT_BRIDGE, MODERN_CANCEL, ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -22,6 +22,7 @@ from proxy.flows.events import (
     Direction,
     FlowEvent,
     MessageRecorded,
+    Mode,
     SessionChanged,
     event_to_json,
 )
@@ -286,6 +287,23 @@ def test_a_modern_client_closing_its_stream_before_the_answer_cancels_and_a_lega
     assert (modern.status, modern.error) == (ChainStatus.CANCELLED, "client_disconnected")
     assert MODERN_CANCEL in modern.notes
     assert legacy.status is ChainStatus.ERROR  # a legacy client's stream may drop without a cancel
+
+
+def test_a_legacy_client_hanging_up_on_the_legacy_to_2026_bridge_notes_what_became_of_the_upstream(
+    world: World,
+) -> None:
+    """The bridge closes the call's upstream 2026-07-28 stream, which is that era's cancel: the chain
+    says so, as it does for the other ways a call is cancelled, and still ends in error."""
+    world.builder.open_exchange(
+        "x1", http_method="POST", path="/mcp", headers={}, session=SESSION, client_era="legacy",
+        mode=Mode.LEGACY_TO_MRTR,
+    )  # fmt: skip
+    world.up("x1", call(5))
+    world.head("x1", 200, SSE)
+    world.close("x1", "client_disconnected")
+    summary = next(c.summary for c in world.store if c.summary.jsonrpc_id == 5)
+    assert (summary.status, summary.error) == (ChainStatus.ERROR, "client_disconnected")
+    assert summary.notes == [LEGACY_LEFT_BRIDGE]
 
 
 def test_a_cancellation_in_another_session_does_not_join(world: World) -> None:
