@@ -185,7 +185,10 @@ def run_proxy(loaded: LoadedSettings) -> int:
     from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
 
     settings = loaded.settings
-    log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    try:
+        log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    except logs.LogFileError as exc:
+        return refuse_start(start_failure(loaded, exc).removeprefix("mcp-proxy: "), settings.log_format)
     try:
         proxy = Proxy(settings, admin_fallback=admin_may_move(loaded), keep_chains=settings.admin_enabled)
         warn_of_settings(loaded)
@@ -265,10 +268,14 @@ def secrets_on_command_line(loaded: LoadedSettings) -> list[str]:
 
 def start_failure(loaded: LoadedSettings, exc: OSError) -> str:
     """The one line that blames the setting at fault when the proxy cannot start, and what to do."""
+    from proxy.logs import LogFileError
     from proxy.transport.health import ListenError
 
     if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
         return f"mcp-proxy: capture: {exc}"
+    if isinstance(exc, LogFileError):
+        source = loaded.sources.get("log_file", "default").replace(":", " ", 1)
+        return f"mcp-proxy: {exc.strerror}".replace("log_file:", f"log_file ({source}):", 1)
     setting = exc.setting if isinstance(exc, ListenError) else "listen"  # the front's bind failed
     address = str(getattr(loaded.settings, setting))
     source = loaded.sources.get(setting, "default")
@@ -301,15 +308,15 @@ async def serve_until_signalled(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
 
     SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports
-    behind a closed terminal; SIGUSR1 reopens the capture file, for external log rotation (as nginx
-    does).
+    behind a closed terminal; SIGUSR1 reopens the capture file and the log file, for external log
+    rotation (as nginx does).
     """
     loop = asyncio.get_running_loop()
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in stopping:
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
     try:
         await proxy.start()
         first = await signals.get()

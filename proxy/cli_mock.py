@@ -96,7 +96,11 @@ def _run(loaded: LoadedSettings, table: MockTable, report: TableReport, names: l
     from proxy.runtime import use_fast_loop
 
     settings = loaded.settings
-    log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    try:
+        log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    except logs.LogFileError as exc:
+        print(start_failure(loaded, exc), file=sys.stderr)
+        return 2
     try:
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
             return runner.run(_serve_mock(loaded, table, report, names, wait))

@@ -125,7 +125,11 @@ def run_stdio(loaded: LoadedSettings) -> int:
 
     pipes = protocol_pipes()  # before anything could print: stdout is the protocol's from here
     settings = loaded.settings
-    log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    try:
+        log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
+    except logs.LogFileError as exc:
+        print(start_failure(loaded, exc), file=sys.stderr)
+        return 2
     try:
         proxy = Proxy(
             settings,
@@ -157,7 +161,7 @@ async def _serve(proxy: Any, pipes: Any) -> int:
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
     try:
         await proxy.start()
         await serve_stdio(proxy.serving(), pipes, stop)

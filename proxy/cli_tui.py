@@ -191,9 +191,13 @@ def run_with_tui(loaded: LoadedSettings) -> int:
         return 2
     settings = loaded.settings
     keeper = logs.LogKeeper()
-    log_file = logs.configure(
-        level=settings.log_level, fmt="json", file=settings.log_file, quiet=True, keeper=keeper
-    )
+    try:
+        log_file = logs.configure(
+            level=settings.log_level, fmt="json", file=settings.log_file, quiet=True, keeper=keeper
+        )
+    except logs.LogFileError as exc:
+        print(start_failure(loaded, exc), file=sys.stderr)
+        return 2
     warn_of_settings(loaded)
     try:
         return asyncio.run(_serve_with_tui(Proxy(settings, admin_fallback=admin_may_move(loaded)), keeper))
@@ -243,7 +247,7 @@ async def _serve_with_tui(proxy: Proxy, log: LogKeeper) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal the TUI drew on is gone
         loop.add_signal_handler(sig, app.exit)
     # As without the TUI: logrotate's SIGUSR1 reopens the capture (its default action would kill us).
-    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_capture)
+    loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
     try:
         await app.run_async()
     finally:

@@ -163,7 +163,7 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Lowest log level written: debug, info, warning or error."""
     log_file: Path | None = None
-    """File the logs go to while the TUI owns the terminal (logs are never written over the TUI)."""
+    """File the logs go to instead of stderr (with the TUI, they never go over it); SIGUSR1 reopens it."""
     capture: Path | None = None
     """JSONL file every flow event is recorded to, for `mcp-proxy tui --open` or export later."""
     capture_max_bytes: NonNegativeInt = 0

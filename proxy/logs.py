@@ -90,6 +90,13 @@ class LineWriter:
             self._stream.write(message + "\n")
         self.flush()
 
+    def swap(self, stream: TextIO) -> TextIO:
+        """Write to `stream` from now on (the lines before go to the old one, flushed); the old one."""
+        self.flush()
+        with self._lock:
+            old, self._stream = self._stream, stream
+        return old
+
     def flush(self) -> None:
         """Flush what was written (a stream closed meanwhile, or a reader gone, is left alone)."""
         self._flush_scheduled = False
@@ -120,6 +127,41 @@ def _buffered(stream: TextIO) -> TextIO:
 
 
 _WRITER: LineWriter | None = None
+
+_LOG_PATH: Path | None = None
+"""The log file the lines go to (`log_file`), reopened at its path by `reopen_file`."""
+
+
+class LogFileError(OSError):
+    """The log file cannot be opened: the message names the setting, the path and the cause."""
+
+
+def _open_log(file: Path) -> TextIO:
+    try:
+        # LineWriter flushes on its timer, so the large buffer means one write(2) per flush.
+        return open(file, "a", encoding="utf-8", buffering=WRITE_BUFFER)
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+        raise LogFileError(exc.errno, f"log_file: cannot open {file}: {cause}") from None
+
+
+def reopen_file() -> bool:
+    """Reopen the log file at its path (SIGUSR1, after logrotate or `mv` moved it away), as nginx
+    does; whether there was one to reopen. One that cannot be opened now leaves the lines where they
+    went, said in a line there."""
+    path, writer = _LOG_PATH, _WRITER
+    if path is None or writer is None:
+        return False
+    try:
+        fresh = _open_log(path)
+    except LogFileError as exc:
+        get_logger().error("log_file_reopen_failed", error=str(exc))
+        return True
+    writer.swap(fresh).close()
+    get_logger().info("log_file_reopened", path=str(path))
+    return True
+
+
 """The writer `configure` installed last: flushed when the interpreter exits."""
 
 
@@ -234,15 +276,17 @@ def configure(
 ) -> TextIO | None:
     """Install the one processor chain; returns the opened log file, if any (the caller closes it).
 
+    Raises LogFileError (an OSError naming `log_file`) when the log file cannot be opened.
+
     `quiet` sends nothing anywhere (a TUI with no log file must own the terminal alone); `keeper`
     also keeps the proxy's own lines, redacted, for the TUI to show.
     """
     stream: TextIO | None
     opened: TextIO | None = None
+    global _LOG_PATH
+    _LOG_PATH = file
     if file is not None:
-        # Lifetime owned by the caller. LineWriter flushes on its timer, so the large buffer means one
-        # write(2) per flush, not one per 8 KiB of lines.
-        opened = open(file, "a", encoding="utf-8", buffering=WRITE_BUFFER)  # noqa: SIM115
+        opened = _open_log(file)  # lifetime owned by the caller (a reopened one: by this module)
         stream = opened
     elif quiet:
         stream = None

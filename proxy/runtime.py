@@ -37,7 +37,7 @@ from proxy.framing.http import (
     parse_upstream,
     stdio_upstream,
 )
-from proxy.logs import get_logger, info_line, use_redactor, warn_whatever_the_level
+from proxy.logs import get_logger, info_line, reopen_file, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
@@ -577,8 +577,14 @@ class Proxy:
         """End a drain's wait now (a second SIGTERM or SIGINT); open exchanges are then cut."""
         self._hurry.set()
 
+    def reopen_files(self) -> None:
+        """SIGUSR1: reopen the capture and the log file at their paths, after logrotate or `mv` moved
+        them away."""
+        self.reopen_capture()
+        reopen_file()
+
     def reopen_capture(self) -> None:
-        """SIGUSR1: reopen the capture at its path, after logrotate or `mv` moved the file away."""
+        """Reopen the capture at its path, after logrotate or `mv` moved the file away."""
         log = get_logger()
         if self._capture is None:
             log.info("capture_reopen_skipped", reason="no capture file configured")

@@ -705,6 +705,48 @@ async def test_sigusr1_reopens_the_capture_at_its_path_after_it_was_moved_away(
     assert final_headline(new, "add").chain.status is ChainStatus.OK
 
 
+async def test_sigusr1_reopens_the_log_file_at_its_path_after_it_was_moved_away(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """logrotate's way without copytruncate: the file is moved, SIGUSR1 sent, and the proxy's lines go
+    to a new file at the path (as nginx does), not on into the moved one."""
+    log = tmp_path / "proxy.log"
+    moved = tmp_path / "proxy.log.1"
+    env = clean_env(**settings_env(upstream=legacy_server.url, log_file=log, log_format="json"))
+    process = await asyncio.create_subprocess_exec(
+        *proxy_command(), env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        await until(lambda: log.exists() and b'"listening"' in log.read_bytes(), what="the listening line")
+        listening = next(json.loads(line) for line in log.read_bytes().splitlines() if b'"listening"' in line)
+        async with client_for(listening["endpoint"], "legacy") as client:
+            await client.call_tool("echo", {"text": "before"})
+            await until(lambda: b'"name":"echo"' in log.read_bytes(), what="the echo line in the log file")
+            log.rename(moved)
+            process.send_signal(signal.SIGUSR1)
+            await until(
+                lambda: log.exists() and b"log_file_reopened" in log.read_bytes(), what="a new log file"
+            )
+            await client.call_tool("add", {"a": 1, "b": 2})
+            await until(lambda: b'"name":"add"' in log.read_bytes(), what="the add line in the new file")
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+
+    assert b'"name":"add"' not in moved.read_bytes()
+    assert all(json.loads(line) for line in log.read_bytes().splitlines())
+
+
+def test_a_log_file_that_cannot_be_opened_exits_2_naming_log_file_and_the_cause(tmp_path: Path) -> None:
+    settings = {"upstream": "http://127.0.0.1:9/mcp", "log_file": tmp_path / "no-such-dir" / "p.log"}
+    (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
+
+    assert line == (
+        f"mcp-proxy: log_file (env MCP_PROXY_LOG_FILE): cannot open {tmp_path / 'no-such-dir' / 'p.log'}: "
+        "No such file or directory"
+    )
+
+
 async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes_on_and_sigusr1_resumes_it(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
