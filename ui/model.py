@@ -28,6 +28,7 @@ from proxy.flows.events import (
     ChainOpened,
     ChainSummary,
     ContinuationChanged,
+    Direction,
     FlowEvent,
     Lagged,
     MessageRecord,
@@ -85,6 +86,9 @@ class ChainEntry:
     weight: int = 0
     """Estimated memory of the messages it keeps from the feed (an indexed chain's, read back when
     shown, weigh nothing: `MAX_LOADED` bounds those)."""
+    own_summary: bool = False
+    """Whether `summary` is this entry's own copy (counted into), not the event's (which other
+    subscribers of the same bus may still read)."""
 
     _text: str = ""
     """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
@@ -368,6 +372,7 @@ class ViewModel:
             self._evict(changes)
         else:
             entry.summary = summary
+            entry.own_summary = False
             if key not in changes.added:
                 changes.updated.add(key)
         return entry
@@ -417,6 +422,7 @@ class ViewModel:
             return  # a history replay repeating what this view already holds
         entry.last_seq = max(entry.last_seq, record.seq)
         self.messages_seen += 1
+        _count(entry, record)
         if len(entry.messages) >= self.max_messages:
             entry.dropped += 1
         else:
@@ -467,3 +473,25 @@ class ViewModel:
             if entry.key not in changes.added:
                 changes.updated.add(entry.key)
         changes.info = True
+
+
+def _count(entry: ChainEntry, record: MessageRecord) -> None:
+    """Count a message its headline does not count yet, so the row agrees with the chain's messages.
+
+    The proxy announces a headline when a chain's status moves, not for each message: a request still
+    running, or a message after the final answer (`notifications/initialized`, the 202 to a POSTed
+    answer), arrives after the last headline. A record's sequence number is its place in the chain,
+    so a headline counting `messages` already counts records up to that number (a history replay's
+    headline counts all of its messages, which are not counted twice).
+    """
+    summary = entry.summary
+    if record.seq and record.seq <= summary.messages:
+        return
+    if not entry.own_summary:
+        summary = entry.summary = summary.model_copy()
+        entry.own_summary = True
+    summary.messages += 1
+    if record.direction is Direction.TO_SERVER:
+        summary.bytes_to_server += record.size
+    else:
+        summary.bytes_to_client += record.size

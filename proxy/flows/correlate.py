@@ -77,10 +77,14 @@ class Correlator:
             chain = self._match_retry(ex, msg)
             if chain is None:
                 chain = self._ledger.open(
-                    ex, method=msg.method, name=target_name(msg.method, msg.params), ident=msg.id
+                    ex,
+                    method=msg.method,
+                    name=target_name(msg.method, msg.params),
+                    ident=msg.id,
+                    client_name=self._declared_client_name(msg),
+                    user_agent=ex.request_headers.get("user-agent"),
                 )
                 chain.signature = request_signature(msg.method, msg.params)
-                self._adopt_client_info(chain, ex, msg)
                 declared = declared_capabilities(msg.method, msg.params)
                 if declared is not None:
                     self._declared[chain.summary.id] = declared
@@ -137,17 +141,15 @@ class Correlator:
         return chain
 
     @staticmethod
-    def _adopt_client_info(chain: Chain, ex: Exchange, msg: Message) -> None:
+    def _declared_client_name(msg: Message) -> str | None:
+        """The name the request's client gives itself (`initialize`'s `clientInfo`, or a 2026 `_meta`)."""
         info = (
             msg.params.get("clientInfo")
             if msg.method == "initialize"
             else request_meta(msg.params).get(META_CLIENT_INFO)
         )
-        if isinstance(info, dict) and isinstance(info.get("name"), str):
-            chain.summary.client_name = info["name"]
-        if chain.summary.client_name is None:
-            agent = ex.request_headers.get("user-agent")
-            chain.summary.client_name = agent
+        name = info.get("name") if isinstance(info, dict) else None
+        return name if isinstance(name, str) else None
 
     def _match_retry(self, ex: Exchange, msg: Message) -> Chain | None:
         found = self._retries.match(msg.method, msg.params)

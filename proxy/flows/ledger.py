@@ -64,15 +64,30 @@ class ChainLedger:
 
     # -- opening and filing ----------------------------------------------------------------------
 
-    def open(self, ex: Exchange, *, method: str | None, name: str | None, ident: RequestId | None) -> Chain:
-        """Start a chain on an exchange, carrying over any note the exchange was holding for it."""
+    def open(
+        self,
+        ex: Exchange,
+        *,
+        method: str | None,
+        name: str | None,
+        ident: RequestId | None,
+        client_name: str | None = None,
+        user_agent: str | None = None,
+    ) -> Chain:
+        """Start a chain on an exchange, carrying over any note the exchange was holding for it.
+
+        The client is named in the opening headline (the name it declared, else its session's, else
+        its User-Agent), so a watcher sees who sent a call while it still runs.
+        """
         now = self._clock()
         session = ex.session
+        if client_name is None and session:
+            client_name = self.client_names.get(session)
         summary = ChainSummary(
             id=f"{self._id_prefix}{next(self._ids)}",
             started=now,
             session=self._redactor.token(session) if session else None,
-            client_name=self.client_names.get(session) if session else None,
+            client_name=client_name if client_name is not None else user_agent,
             client_era=ex.client_era,
             upstream_era=ex.upstream_era,
             client_transport=ex.client_transport,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from proxy.flows.events import ChainStatus, ContinuationChanged, Lagged, MessageRecorded, SessionChanged, Side
+from proxy.flows.events import (
+    ChainStatus,
+    ContinuationChanged,
+    Direction,
+    Lagged,
+    MessageRecorded,
+    SessionChanged,
+    Side,
+)
 from tests.ui.helpers import BASE, finished, info, message, opened, summary, tour_events
 from ui.model import Changes, ViewModel, chain_key
 
@@ -59,6 +67,29 @@ def test_the_oldest_chains_are_evicted_past_the_bound() -> None:
     assert [e.summary.id for e in model.chains.values()] == ["c2", "c3"]
     assert changes.removed == {chain_key(summary("c1"))}
     assert model.evicted == 1
+
+
+def test_a_message_after_the_last_headline_is_counted_once_and_leaves_the_event_alone() -> None:
+    model = ViewModel()
+    done = finished("c1", messages=2, bytes_to_server=10, bytes_to_client=20)
+    model.apply_all([opened("c1"), message("c1", 1, size=10), message("c1", 2, size=20), done])
+
+    late = model.apply(message("c1", 3, size=5, direction=Direction.TO_SERVER, kind="notification"))
+
+    entry = model.get(chain_key(summary("c1")))
+    assert entry is not None
+    assert late.updated == {entry.key}
+    assert (entry.summary.messages, entry.summary.bytes_to_server) == (3, 15)
+    assert done.chain.messages == 2  # the bus's event, which other subscribers read, is not changed
+
+
+def test_a_history_replay_headline_already_counting_its_messages_is_not_counted_again() -> None:
+    model = ViewModel()
+
+    model.apply_all([opened("c1", messages=2, bytes_to_server=30), message("c1", 1), message("c1", 2)])
+
+    (entry,) = model.chains.values()
+    assert (entry.summary.messages, entry.summary.bytes_to_server) == (2, 30)
 
 
 ROWS = [{"a": n} for n in range(4000)]
