@@ -112,6 +112,29 @@ async def test_a_bad_filter_hides_nothing_and_says_why() -> None:
 
         assert h.table.row_count == 2
         assert "unknown field 'colour'" in h.status()
+        assert "still showing every chain" in h.status()
+
+
+async def test_a_bad_filter_keeps_the_view_of_the_filter_before_it() -> None:
+    chains = [opened("c1"), finished("c1"), opened("c2", started=BASE + 1)]
+    failed = finished("c2", status=ChainStatus.ERROR, started=BASE + 1)
+    async with running(*chains, failed, size=(160, 24)) as h:
+        await h.pilot.press("slash", *"status:error", "enter")
+        assert h.table.row_count == 1
+
+        await h.pilot.press("slash", *"bogus:thing", "enter")
+
+        assert h.table.row_count == 1  # not every chain, which would read as "all of them matched"
+        assert h.table.selected_key is not None
+        assert h.table.selected_key.startswith("c2@")
+        assert "unknown field 'bogus'" in h.status()
+        assert "still showing the filter 'status:error'" in h.status()
+
+        await h.pilot.press("slash", *"-status:error", "enter")
+        assert "bogus" not in h.status()
+        assert h.table.row_count == 1
+        assert h.table.selected_key is not None
+        assert h.table.selected_key.startswith("c1@")
 
 
 async def test_pause_stops_updates_until_resumed() -> None:

@@ -182,9 +182,19 @@ class MainScreen(Screen[None]):
             tree.move_cursor(tree.root.children[0])
 
     def on_filter_changed(self, message: FilterChanged) -> None:
-        """Apply the new filter to the whole list."""
-        self.query_ = parse_query(message.text)
-        self.table.rebuild(self.model, self.query_, time.time())
+        """Apply the new filter to the whole list; one that does not parse leaves the list as it was.
+
+        Showing every chain for a misspelt field would read as "everything matched", so the view
+        keeps the filter last applied and the status bar says why the new one was not.
+        """
+        query = parse_query(message.text)
+        if query.error:
+            kept = f"the filter {self.query_.text.strip()!r}" if self.query_.active else "every chain"
+            self.flags.filter_error = f"{query.error}; still showing {kept}"
+        else:
+            self.flags.filter_error = None
+            self.query_ = query
+            self.table.rebuild(self.model, self.query_, time.time())
         self.refresh_status()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -38,6 +38,8 @@ class ViewFlags:
     held: int = 0
     follow: bool = True
     query: Query | None = None
+    filter_error: str | None = None
+    """Why the filter typed last was not applied (the list still shows `query`'s chains)."""
     sessions: bool = False
     intercepted: int = 0
     """Messages an intercept rule holds now, waiting for a decision (`I`)."""
@@ -74,8 +76,8 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
             text.append(" upstream not answering ", style="bold black on yellow")
             text.append(*sep)
             break
-    if flags.query is not None and flags.query.error:
-        text.append(flags.query.error, style="bold red")
+    if flags.filter_error:
+        text.append(flags.filter_error, style="bold red")
         text.append(*sep)
     text.append(f"{len(model.chains) - model.earlier} chains {model.messages_seen} msgs")
     if model.earlier:
