@@ -186,6 +186,8 @@ class ProxyTui(App[None]):
         status = message.status
         self.feed_status = status
         self.main.set_feed_status(status)
+        if status.unfinished:
+            self.main.take(self.model.settle(status.unfinished), 0)
         back = self.model.reattached
         if status.state == "live" and status.again and back is not None:
             self.notify(

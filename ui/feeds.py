@@ -47,6 +47,15 @@ from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 from proxy.record.index import read_tail
 from ui.capture_index import IndexFailed, IndexReady, index_capture
 
+CAPTURE_ENDS = (
+    "the capture ends before this call did: a rotated capture goes on in its next part "
+    "(open the parts together to see the end)"
+)
+"""The note on a call a capture holds no end of."""
+
+PROXY_STOPPED = "the proxy stopped before this call ended"
+"""The note on a call still running when the in-process proxy stopped."""
+
 FeedState = Literal["connecting", "indexing", "live", "reconnecting", "ended", "failed"]
 
 
@@ -61,6 +70,9 @@ class FeedStatus:
     """What reading left out (corrupt lines skipped, a last line cut short): shown however it ended."""
     address: str = ""
     """The admin address an attached feed reads ('' for the other feeds), named while it reconnects."""
+    unfinished: str = ""
+    """Set on a feed's end for good: why a chain it left unfinished never ends (shown as its note,
+    the chain as `incomplete`)."""
     again: bool = False
     """The feed was live and lost its proxy: this status is part of finding it again, and what comes
     back on that address may be another run of the proxy (or another proxy)."""
@@ -103,7 +115,7 @@ class BusFeed:
         await sink(FeedStatus("live", self.description))
         async for event in self.subscription:
             await sink(prefix_event(event, self.prefix) if self.prefix else event)
-        await sink(FeedStatus("ended", "the proxy stopped"))
+        await sink(FeedStatus("ended", "the proxy stopped", unfinished=PROXY_STOPPED))
 
 
 class MergedFeed:
@@ -313,7 +325,8 @@ class CaptureFeed:
             reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out, unplaced
         )
         warning = skipped.removeprefix("; ").strip()
-        await sink(FeedStatus("ended", f"{count} events from {self.path.name}{skipped}", warning=warning))
+        ended = f"{count} events from {self.path.name}{skipped}"
+        await sink(FeedStatus("ended", ended, warning=warning, unfinished=CAPTURE_ENDS))
 
     async def _indexed(self, sink: Sink) -> None:
         """The newest part at once, then every chain once the index pass has built them.
@@ -362,7 +375,8 @@ class CaptureFeed:
             end.get("unplaced_lines", 0),
         )
         warning = skipped.removeprefix("; ").strip()
-        await sink(FeedStatus("ended", f"{len(index.chains)} chains from {name}{skipped}", warning=warning))
+        ended = f"{len(index.chains)} chains from {name}{skipped}"
+        await sink(FeedStatus("ended", ended, warning=warning, unfinished=CAPTURE_ENDS))
 
 
 def _skipped(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
+    ChainStatus,
     ChainSummary,
     ContinuationChanged,
     Direction,
@@ -58,6 +59,12 @@ MAX_LOADED = 256
 """Chains of an indexed capture whose messages are held at once (read back when shown, let go after)."""
 
 _ACTIVE_CONTINUATION = frozenset({"parked", "resumed"})
+
+UNFINISHED = frozenset({ChainStatus.PENDING, ChainStatus.WAITING_CLIENT, ChainStatus.PARKED})
+"""Statuses of a chain whose end has not been seen yet."""
+
+RUN_ENDED = "its proxy run ended before it did (the proxy stopped or another run took its place)"
+"""The note on a chain an earlier proxy run left unfinished: no answer can come for it any more."""
 
 RecordLoader = Callable[[Sequence[int]], list[MessageRecord]]
 """Reads an indexed chain's messages back from where the index put them (`proxy.record.index`)."""
@@ -314,6 +321,17 @@ class ViewModel:
         self.weight = 0
         return Changes(cleared=True, sessions=True, info=True)
 
+    def settle(self, note: str) -> Changes:
+        """Show every unfinished chain as `incomplete`, with `note` saying why: its feed ended for good
+        (a capture read to its end, a proxy that stopped), so no later event can end it."""
+        settled = False
+        for entry in self.chains.values():
+            if entry.summary.status in UNFINISHED:
+                _settle(entry, note)
+                settled = True
+        # Redrawn whole: an indexed capture's chain would otherwise be read back to redraw its row.
+        return Changes(cleared=settled)
+
     def _apply(self, event: FlowEvent, changes: Changes) -> None:
         self.events_applied += 1
         if isinstance(event, ChainOpened | ChainChanged):
@@ -351,6 +369,8 @@ class ViewModel:
         for entry in self.chains.values():
             if entry.earlier_run is None:
                 entry.earlier_run = earlier
+                if entry.summary.status in UNFINISHED:
+                    _settle(entry, RUN_ENDED)
         self.earlier = len(self.chains)
         for session in self.sessions.values():
             session.earlier_run = True
@@ -495,3 +515,12 @@ def _count(entry: ChainEntry, record: MessageRecord) -> None:
         summary.bytes_to_server += record.size
     else:
         summary.bytes_to_client += record.size
+
+
+def _settle(entry: ChainEntry, note: str) -> None:
+    """End an unfinished chain as `incomplete`, on a copy of its headline (the event's may be shared)."""
+    summary = entry.summary
+    entry.summary = summary.model_copy(
+        update={"status": ChainStatus.INCOMPLETE, "notes": [*summary.notes, note]}
+    )
+    entry.own_summary = True

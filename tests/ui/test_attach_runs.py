@@ -15,11 +15,11 @@ from proxy.flows.events import ChainStatus, Lagged, ProxyInfo, SessionChanged, S
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.sidecar import ProxyProcess, clean_env, settings_env
-from tests.ui.helpers import BASE, ScriptedFeed, opened, wait_for
+from tests.ui.helpers import BASE, ScriptedFeed, finished, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed, FeedStatus
-from ui.model import ViewModel
-from ui.render import session_cells
+from ui.model import RUN_ENDED, ViewModel
+from ui.render import chain_cells, session_cells
 from ui.widgets.status_bar import StatusBar, ViewFlags, status_text
 
 TOKEN = "attach-runs-token"
@@ -104,6 +104,24 @@ def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own(
 
     model.clear()  # the user's x: the earlier run's chains go, and nothing still claims them
     assert "earlier run" not in status_text(model, back(), ViewFlags()).plain
+
+
+def test_a_call_its_run_left_running_ends_incomplete_once_another_run_answers() -> None:
+    model = ViewModel()
+    model.apply_all([run_info("cb00287"), opened("cb00287-1"), opened("cb00287-2", started=BASE + 1)])
+    model.apply(finished("cb00287-2", started=BASE + 1))
+    model.detach()
+    model.apply(run_info("cb00287"))  # the same run back: its call may still answer
+    model.detach()
+    assert [e.summary.status for e in model.chains.values()] == [ChainStatus.PENDING, ChainStatus.OK]
+
+    model.apply(run_info("cf11111"))
+
+    left, done = model.chains.values()
+    assert left.summary.status is ChainStatus.INCOMPLETE
+    assert left.summary.notes[-1] == RUN_ENDED
+    assert str(chain_cells(left)["status"]) == "incomplete"
+    assert done.summary.status is ChainStatus.OK
 
 
 # -- the app, on a scripted feed -------------------------------------------------------------

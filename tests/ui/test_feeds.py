@@ -18,7 +18,7 @@ from proxy.flows.events import FlowEvent, Lagged, event_to_json
 from tests.flows.test_sink import SCENARIOS
 from tests.record.captures import damage_opening, record_play
 from tests.ui.helpers import TOUR, ScriptedFeed, info, opened, wait_for
-from ui.feeds import AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
+from ui.feeds import CAPTURE_ENDS, AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
 
 STREAM = "data: one\r\n\r\n: comment\nid: 7\ndata: two\ndata:  lines\n\nevent: x\rdata:three\r\r"
 
@@ -128,7 +128,7 @@ async def test_a_capture_file_is_read_to_its_end() -> None:
     items = await collect(CaptureFeed(TOUR, chunk=10))
 
     assert items[0] == FeedStatus("connecting", f"reading {TOUR}")
-    assert items[-1] == FeedStatus("ended", f"133 events from {TOUR.name}")
+    assert items[-1] == FeedStatus("ended", f"133 events from {TOUR.name}", unfinished=CAPTURE_ENDS)
     assert len(items) == 135
 
 
@@ -200,6 +200,7 @@ async def test_a_newer_minor_versions_lines_are_skipped_and_counted_and_a_newer_
         "ended",
         f"133 events from {newer.name}; 1 line of a newer capture version skipped",
         warning="1 line of a newer capture version skipped",
+        unfinished=CAPTURE_ENDS,
     )
     assert isinstance(refused, FeedStatus)
     assert refused.state == "failed"

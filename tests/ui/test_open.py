@@ -24,7 +24,7 @@ from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.capture_index import READ_CHUNK, Headlines, IndexReady, index_capture, output_lines
-from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
+from ui.feeds import CAPTURE_ENDS, CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS
 from ui.widgets.chain_table import ChainTable
@@ -89,7 +89,8 @@ async def test_a_big_capture_shows_its_newest_chains_first_then_every_chain_by_t
 
         feed.release.set()
         await wait_for(lambda: app.feed_status is not None and app.feed_status.state == "ended", what="end")
-        assert app.feed_status == FeedStatus("ended", f"{len(expected)} chains from {capture.name}")
+        ended = FeedStatus("ended", f"{len(expected)} chains from {capture.name}", unfinished=CAPTURE_ENDS)
+        assert app.feed_status == ended
         assert {s.summary.id: s.summary.method for s in app.model.chains.values()} == {
             chain_id: method for chain_id, (method, _, _) in expected.items()
         }
