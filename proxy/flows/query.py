@@ -124,11 +124,15 @@ def message_match(text: str) -> str:
     return text.strip()
 
 
+_QUOTABLE = frozenset({"method", "tool", "name", "client", "session", "id", "body"})
+"""Fields whose value may hold a space when quoted (`method:"GET stream"`, as the Method column shows it)."""
+
+
 def _parse_term(word: str) -> Term:
-    if " " in word:  # it was quoted: search for it as it is
-        name, colon, quoted = word.partition(":")
-        if colon and name.lower() == "body":
-            return Term(field="body", value=quoted.lower())
+    if " " in word:  # it was quoted: a field's value as it is, or free text
+        negate, name, quoted = split_word(word)
+        if quoted and name.lower() in _QUOTABLE:
+            return Term(field=name.lower(), value=quoted.lower(), negate=negate)
         return Term(field="text", value=word.lower())
     negate, name, value = split_word(word)
     if value is None:  # not a field term: a flag, or free text

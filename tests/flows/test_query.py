@@ -88,3 +88,12 @@ def test_a_pending_chain_is_timed_against_now() -> None:
     assert not query.matches(pending)
     assert query.matches(pending, now=BASE + 2)
     assert not query.matches(pending, now=BASE + 0.5)
+
+
+def test_a_quoted_value_matches_the_method_column_as_shown() -> None:
+    stream = summary("c9", method="GET stream", name=None, status=ChainStatus.OK)
+
+    assert parse_query('method:"GET stream"').matches(stream)
+    assert not parse_query('method:"GET stream"').matches(CALL)
+    assert not parse_query('-method:"GET stream"').matches(stream)
+    assert parse_query('-method:"GET stream"').matches(CALL)

@@ -49,11 +49,13 @@ HELP = """\
 Terms are ANDed; `-` before a term negates it; values match exactly or as a glob (`*`, `?`).
 
 - `method:tools/call` `tool:ask_*` `name:res://ask` — method, tool name, any name/uri
-- `status:error` (ok, error, pending, waiting, parked)
+- `status:cancelled` (pending, waiting_client, parked, ok, error, cancelled, incomplete; `waiting` for short)
 - `era:legacy` (legacy, modern, unknown — either side) `mode:legacy_to_mrtr`
 - `bridged` `-bridged` `invalid`
 - `duration:>500ms` (`>`, `>=`, `<`, `<=`, `=`; ms, s, m)
-- `client:NAME` `session:PREFIX` `id:c12`
+- `method:"GET stream"` — quote a value with a space, as the Method column shows it
+- `client:NAME` `session:PREFIX`
+- `id:c6276a3-12` (a live chain's whole id), `id:*-12` (by its number), `id:r12` (in a capture)
 - `body:octocat` `body:"two words"` `body:ask_*` — a substring (or glob) of any message body, as JSON
 - free text: id, method, name, client, error, notes, and every message body
 
