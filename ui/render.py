@@ -180,7 +180,9 @@ def chain_headline(summary: ChainSummary) -> Text:
         held = f", held by the proxy {duration(summary.held_ms)}" if summary.held_ms else ""
         client = f", client {duration(summary.client_wait_ms)}" if summary.client_wait_ms else ""
         stream = f", stream open {duration(summary.stream_ms)}" if summary.stream_ms else ""
-        text.append(f"  (upstream {duration(summary.upstream_ms)}{held}{client}{stream})", style="dim")
+        spent = summary.upstream_ms
+        upstream = "answered by the proxy" if spent is None else f"upstream {duration(spent)}"
+        text.append(f"  ({upstream}{held}{client}{stream})", style="dim")
     if summary.error:
         text.append(f"  {visible(summary.error)}", style="red")
     return text

@@ -55,6 +55,7 @@ from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
+    AnsweredByProxy,
     BodyNotInspected,
     BytesOut,
     ContinuationMoved,
@@ -229,6 +230,8 @@ class ChainBuilder:
                 self.bytes_out(obs.exchange, obs.size)
             case BodyNotInspected():
                 self.not_inspected(obs.exchange, obs.reason)
+            case AnsweredByProxy():
+                self.answered_by_proxy(obs.exchange)
             case EventIdSeen():
                 self.note_event_id(obs.exchange, obs.sse_id, bare=True)
             case InvalidBody():
@@ -352,6 +355,18 @@ class ChainBuilder:
         if ex is not None and ex.not_inspected is None:
             ex.not_inspected = reason
             self._note(exchange_id, None, f"{NOT_INSPECTED}{reason}")
+
+    def answered_by_proxy(self, exchange_id: str) -> None:
+        """The proxy answers the exchange's requests itself: the chains they began, and any it begins
+        from now, took no time upstream (a retry that continues an earlier chain keeps its rounds')."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None:
+            return
+        ex.answered_by_proxy = True
+        for ident, chain_id in ex.requests.items():
+            chain = self.store.get(chain_id)
+            if chain is not None and ident not in ex.claims:
+                chain.answered_by_proxy = True
 
     def _file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
         """File a record in its chain, with the facts of the exchange or leg it travelled on."""

@@ -10,7 +10,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 
 class Side(StrEnum):
@@ -151,17 +158,28 @@ class ChainSummary(_Model):
     bytes_to_client: int = 0
     http_status: int | None = None
     duration_ms: float | None = None
-    upstream_ms: float = 0.0
+    upstream_ms: float | None = 0.0
+    """Time upstream (with the proxy's own relaying); None when the upstream never saw the chain's
+    request: the proxy answered it itself (a refusal, a 502 for a connection refused, a fault's answer)."""
     client_wait_ms: float = 0.0
     held_ms: float = 0.0
     """The time the proxy itself held the chain's messages (a delay fault, an intercept until its
     decision): neither the upstream's time nor the client's."""
     stream_ms: float = 0.0
     """The time a GET stream (or a DELETE) stayed open after the server answered it (its response
-    head): the client listening, not the upstream's wait. `duration_ms` is `upstream_ms` +
-    `client_wait_ms` + `held_ms` + `stream_ms`."""
+    head): the client listening, not the upstream's wait. `duration_ms` is `upstream_ms` (or, when that
+    is None, the proxy's own time) + `client_wait_ms` + `held_ms` + `stream_ms`."""
     invalid: bool = False
     notes: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _upstream_ms_shown(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Headlines are written without their None fields, but `upstream_ms` stays, as null: a reader
+        of a finished chain's times learns the upstream never saw it, rather than missing a field."""
+        data: dict[str, Any] = handler(self)
+        if self.upstream_ms is None:
+            data["upstream_ms"] = None
+        return data
 
     @property
     def bridged(self) -> bool:

@@ -113,6 +113,9 @@ class Exchange:
     """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
     began_earlier: bool = False
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
+    answered_by_proxy: bool = False
+    """The proxy answers its requests itself (`AnsweredByProxy`): the chains they begin took no time
+    upstream."""
     claims: dict[RequestId, RetryClaim] = field(default_factory=dict)
     """Its MRTR retries still unanswered, with what each changed in the chain it joined."""
     facts: ExchangeFacts | None = None

@@ -101,6 +101,7 @@ class ChainLedger:
             summary.notes.append(ex.pending_note)
             ex.pending_note = None
         chain = self.store.open(summary)
+        chain.answered_by_proxy = ex.answered_by_proxy
         ex.chains.append(summary.id)
         if self._headlines:
             self._sink(ChainOpened(chain=summary.model_copy()))
@@ -156,7 +157,9 @@ class ChainLedger:
         """End a chain with its final status, splitting its duration into client wait and upstream time.
 
         `answered` is when the server answered a stream's request (a GET stream's or a DELETE's response
-        head): the upstream's time ends there, and the rest of the chain is the stream staying open.
+        head): the upstream's time ends there, and the rest of the chain is the stream staying open. A
+        chain the proxy answered itself has no upstream time (`upstream_ms` None): the rest is the
+        proxy's own.
         """
         self.stop_waiting(chain)
         if status is ChainStatus.ERROR and chain.cancelled:
@@ -167,9 +170,12 @@ class ChainLedger:
         summary.ended = now
         summary.duration_ms = round((now - summary.started) * 1000, 3)
         rest = max(0.0, summary.duration_ms - summary.client_wait_ms - summary.held_ms)
-        upstream = rest if answered is None else min(rest, max(0.0, (answered - summary.started) * 1000))
-        summary.upstream_ms = round(upstream, 3)
-        summary.stream_ms = round(rest - upstream, 3)
+        if chain.answered_by_proxy:
+            summary.upstream_ms = None
+        else:
+            upstream = rest if answered is None else min(rest, max(0.0, (answered - summary.started) * 1000))
+            summary.upstream_ms = round(upstream, 3)
+            summary.stream_ms = round(rest - upstream, 3)
         summary.client_wait_ms = round(summary.client_wait_ms, 3)
         self.finished += 1
         self._on_finished(summary.id)

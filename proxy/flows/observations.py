@@ -101,6 +101,21 @@ class BodyNotInspected:
 
 
 @value
+class AnsweredByProxy:
+    """The proxy answered the exchange's request itself and the upstream never saw it: refused before
+    going upstream (the upstream's era unknown and out of reach, a drain, a request `classify`
+    refused) or sent nowhere (the connection to the upstream failed, or the request could not be framed).
+
+    It took no time upstream, so nothing of it is upstream time: `reason` says why (`era_unknown`,
+    `draining`, `unreachable`, a refusal's reason, ...).
+    """
+
+    t: float
+    exchange: str
+    reason: str
+
+
+@value
 class EventIdSeen:
     """An SSE event id on a response stream that carried no message (resumption may name it)."""
 
@@ -309,6 +324,7 @@ Observation: TypeAlias = (
     | InvalidBody
     | BytesOut
     | BodyNotInspected
+    | AnsweredByProxy
     | EventIdSeen
     | ExchangeClosed
     | LegMessageSeen

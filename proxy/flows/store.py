@@ -71,6 +71,8 @@ class Chain:
     """The rounds to go back to once the message being filed is (a refused retry's answer)."""
     cancelled: bool = False
     """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
+    answered_by_proxy: bool = False
+    """The proxy answered its request itself and the upstream never saw it: it has no upstream time."""
     exchanges: dict[str, ExchangeFacts] = field(default_factory=dict)
     """What no record holds of each exchange (or bridge leg) its records travelled on, by id: as many
     as the chain holds messages at most. An exchange that carried several chains shares one object

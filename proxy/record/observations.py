@@ -24,6 +24,7 @@ import orjson
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Channel, Direction, FlowEvent, Mode, Side
 from proxy.flows.observations import (
+    AnsweredByProxy,
     BodyNotInspected,
     BytesOut,
     ContinuationMoved,
@@ -64,6 +65,7 @@ KINDS: Final[dict[type[Any], str]] = {
     InvalidBody: "invalid_body",
     BytesOut: "bytes_out",
     BodyNotInspected: "body_not_inspected",
+    AnsweredByProxy: "answered_by_proxy",
     EventIdSeen: "event_id",
     ExchangeClosed: "exchange_closed",
     LegMessageSeen: "leg_message",

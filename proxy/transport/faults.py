@@ -40,7 +40,7 @@ from proxy.engine.gate.messages import (
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.engine.passthrough import ClientHead
 from proxy.flows.events import Channel, Direction, Side
-from proxy.flows.observations import FaultInjected, MessageSeen, ResponseHeadSeen
+from proxy.flows.observations import AnsweredByProxy, FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import forward_request_headers
 from proxy.framing.sse_events import EventSplitter, event_message, event_with_data
@@ -271,6 +271,7 @@ class GatedRelay(PassthroughRelay):
             self.client.respond(202, b"", None, ())
             self._finish(None)
             return
+        self._emit(AnsweredByProxy(self.ctx.observations.now(), self.exchange, f"fault {rule}"))
         answer = (
             error_answer(msg.id, fault.action, rule)
             if fault.action.kind == "error"

@@ -24,6 +24,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
+    AnsweredByProxy,
     BodyNotInspected,
     ContinuationMoved,
     EventIdSeen,
@@ -226,6 +227,7 @@ class OpCounter:
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             EventIdSeen: self._event_id,
             BodyNotInspected: self._unread,
+            AnsweredByProxy: self._answered_here,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
             LegLinked: self._leg_linked,
@@ -329,6 +331,17 @@ class OpCounter:
         ex = self._exchanges.get(obs.exchange)
         if ex is not None:
             ex.unread = True
+
+    def _answered_here(self, obs: AnsweredByProxy) -> None:
+        """The proxy answers the exchange's requests itself: the operations they began took no time
+        upstream, so none is measured (a retry that continues an earlier operation keeps its rounds')."""
+        ex = self._exchanges.get(obs.exchange)
+        if ex is None:
+            return
+        claims = ex.claims or {}
+        for ident, op in ex.requests.items():
+            if ident not in claims:
+                op.request = False
 
     def _invalid(self, obs: InvalidBody) -> None:
         ex = self._exchanges.get(obs.exchange)

@@ -34,6 +34,7 @@ from proxy.engine.passthrough import (
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
+    AnsweredByProxy,
     BodyNotInspected,
     BytesOut,
     EventIdSeen,
@@ -63,6 +64,7 @@ _BOTH = Side.BOTH
 _CLIENT = Side.CLIENT
 _GET_SSE = Channel.GET_SSE
 _JSON = Channel.JSON
+_LOCAL = Mode.LOCAL
 _PASSTHROUGH = Mode.PASSTHROUGH
 _POST = Channel.POST
 _SSE = Channel.SSE
@@ -75,6 +77,9 @@ _HEADLESS = {"unsendable": "unsendable", "head_too_large": "head_too_large", "cu
 """The fault of a request that got no usable head, by the transport's kind (any other: unreachable).
 A server that took the connection and then closed it or sent a malformed head was reached: telling
 the user to check that it runs would send them the wrong way."""
+
+_NEVER_SENT = frozenset(("unreachable", "unsendable"))
+"""Faults of a request the upstream never got: no connection to it, or a head that could not be framed."""
 
 Rest = Coroutine[Any, Any, None]
 """What remains of an exchange once its head went out: the body to stream, in a task."""
@@ -191,8 +196,11 @@ class PassthroughRelay:
 
     def open(self, outcome: Route | Rejection, *, received: int) -> Route | None:
         """Record the request; a refused one is answered here (None), a routed one is returned."""
+        if isinstance(outcome, Rejection):
+            self._refused(outcome, received)
+            return None
         ctx, client = self.ctx, self.client
-        era = str(outcome.era) if isinstance(outcome, Route) else "unknown"  # its value, cheaper than .value
+        era = str(outcome.era)  # its value, cheaper than .value
         sink = ctx.observations
         # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
         self._emit(
@@ -202,7 +210,7 @@ class PassthroughRelay:
                 client.method,
                 client.path_qs,
                 dict(client.headers),
-                outcome.session_id if isinstance(outcome, Route) else header(client.headers, SESSION_ID),
+                outcome.session_id,
                 era,  # the client's
                 era,  # the upstream's: the same, passed through
                 _PASSTHROUGH,
@@ -211,14 +219,6 @@ class PassthroughRelay:
                 ctx.router.transport,
             )
         )
-        if isinstance(outcome, Rejection):
-            self._emit(InvalidBody(sink.now(), self.exchange, f"refused: {outcome.reason}", received, b""))
-            retry = outcome.retry_after
-            self._answer(
-                outcome.status, outcome.body, () if retry is None else (("Retry-After", str(retry)),)
-            )
-            self._close(outcome.reason)
-            return None
         self._observe_client(outcome)
         self._flush()
         ctx.relaying += 1
@@ -366,14 +366,49 @@ class PassthroughRelay:
 
     def refuse_unroutable(self, route: Route, problem: str, *, received: int) -> None:
         """Record the request and answer 503: the upstream's era is unknown and it cannot be reached."""
-        if self.open(route, received=received) is not None:
-            self._fault("era_unknown", problem, route.request_id, retry_after=1)
+        self._opened_here(route, received, "era_unknown")
+        self._fault("era_unknown", problem, route.request_id, retry_after=1)
 
     def refuse_draining(self, route: Route, refusal: Rejection, retry_after: int, *, received: int) -> None:
         """Record new work a draining proxy takes no more of, and answer its 503 with `Retry-After`."""
-        if self.open(route, received=received) is not None:
-            self._answer(refusal.status, refusal.body, (("Retry-After", str(retry_after)),))
-            self._finish(refusal.reason)
+        self._opened_here(route, received, refusal.reason)
+        self._answer(refusal.status, refusal.body, (("Retry-After", str(retry_after)),))
+        self._finish(refusal.reason)
+
+    def _refused(self, refusal: Rejection, received: int) -> None:
+        """Record a request `classify` refused, and answer it."""
+        self._opened_here(None, received, refusal.reason)
+        sink = self.ctx.observations
+        self._emit(InvalidBody(sink.now(), self.exchange, f"refused: {refusal.reason}", received, b""))
+        retry = refusal.retry_after
+        self._answer(refusal.status, refusal.body, () if retry is None else (("Retry-After", str(retry)),))
+        self._close(refusal.reason)
+
+    def _opened_here(self, route: Route | None, received: int, reason: str) -> None:
+        """Record a request the proxy answers itself, never sending it upstream (`route` None: one
+        `classify` refused): mode `local`, and the upstream's era as far as the proxy knows it (what
+        `mcp_proxy_info` says), not the client's, which only a passed-through answer would confirm."""
+        ctx, client, sink = self.ctx, self.client, self.ctx.observations
+        router = ctx.router
+        self._emit(
+            ExchangeOpened(
+                sink.now(),
+                self.exchange,
+                client.method,
+                client.path_qs,
+                dict(client.headers),
+                route.session_id if route is not None else header(client.headers, SESSION_ID),
+                str(route.era) if route is not None else "unknown",
+                router.eras.label,
+                _LOCAL,
+                received,
+                client.transport,
+                router.transport,
+            )
+        )
+        if route is not None:
+            self._observe_client(route)
+        self._emit(AnsweredByProxy(sink.now(), self.exchange, reason))
 
     def timed_out(self, route: Route) -> None:
         """No head within the upstream timeout: 504."""
@@ -384,7 +419,10 @@ class PassthroughRelay:
         """The upstream could not be reached, was reached but closed or broke its answer before a
         usable head, or sent one over the limit (502), or the request head could not be framed (400:
         nothing was sent)."""
-        self._fault(_HEADLESS.get(exc.kind, "unreachable"), _describe(exc), route.request_id)
+        reason = _HEADLESS.get(exc.kind, "unreachable")
+        if reason in _NEVER_SENT:
+            self._emit(AnsweredByProxy(self.ctx.observations.now(), self.exchange, reason))
+        self._fault(reason, _describe(exc), route.request_id)
 
     def _client_head(self, upstream: UpstreamResponse) -> ClientHead:
         """The upstream's head as the client gets it (a redirect to the upstream moves onto the proxy)."""
