@@ -1671,9 +1671,9 @@ def test_unassociated_server_requests_on_the_get_stream_are_refused_and_pings_an
         << ANY
         >> up("leg-3", req("g1", "roots/list"))
         << Log("bridge_unassociated_request", "warning", {"leg": "leg-3", "method": "roots/list", "id": "g1"})
-        << SendLeg("leg-4", "x1", legacy_headers(), err("g1", -32601, text))
+        << SendLeg("leg-4", "x1", legacy_headers(), err("g1", -32601, text), "leg-3")
         >> up("leg-3", req("g2", "ping"))
-        << answer_leg("leg-5", "x1", "g2", {}, call_leg=None)
+        << answer_leg("leg-5", "x1", "g2", {}, call_leg="leg-3")
         >> up("leg-3", ok("zz", {}))
     )
 

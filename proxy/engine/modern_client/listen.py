@@ -150,7 +150,7 @@ class ListenEmulator:
         if msg.kind is not Kind.REQUEST or msg.id is None:
             return []
         if msg.method == "ping":
-            return [self._notice(link, result_response(msg.id, {}), "pong")]
+            return [self._notice(link, leg, result_response(msg.id, {}), "pong")]
         text = f"Method not found: {msg.method} is not associated with a client request"
         fields = {"leg": leg, "method": msg.method, "id": msg.id}
         return [Log("bridge_unassociated_request", "warning", fields), *self.refuse(leg, msg, text)]
@@ -160,7 +160,7 @@ class ListenEmulator:
         link = self._link_of(leg)
         if link is None or msg.id is None:
             return []
-        return [self._notice(link, error_response(msg.id, errors.METHOD_NOT_FOUND, text), "refuse")]
+        return [self._notice(link, leg, error_response(msg.id, errors.METHOD_NOT_FOUND, text), "refuse")]
 
     def on_stream_lost(self, leg: str, why: str) -> Commands:
         """A GET stream is over: end every listener of its session gracefully (there is no replay)."""
@@ -236,11 +236,13 @@ class ListenEmulator:
         what = f"{method} {uri}"
         return self._ctx.notice(link, "", listener.exchange, message, listener.headers, what, leg=leg)
 
-    def _notice(self, link: UpstreamLink, message: dict[str, Any], what: str) -> BridgeCommand:
-        """An answer on a session for its GET stream, with its first listener's credentials."""
+    def _notice(self, link: UpstreamLink, stream: str, message: dict[str, Any], what: str) -> BridgeCommand:
+        """An answer on a session for its GET stream, with its first listener's credentials; related to
+        the `stream` leg that asked, so observation files it beside the question it answers (often no
+        client exchange is open when the server asks there)."""
         first = next((ls for ls in self._ctx.listeners.values() if ls.session == link.name), None)
         exchange, headers = (first.exchange, first.headers) if first is not None else ("", link.credentials)
-        return self._ctx.notice(link, "", exchange, message, headers, what)
+        return self._ctx.notice(link, "", exchange, message, headers, what, related=stream)
 
 
 def _capabilities(link: UpstreamLink) -> dict[str, Any]:
