@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from proxy.flows.correlate import Correlator
 from proxy.flows.events import (
+    BRIDGE_ERAS,
     DECIDED,
     ChainStatus,
     Channel,
@@ -81,6 +82,7 @@ from proxy.flows.redact import Redactor
 from proxy.flows.resumes import ID_REUSED, ResumeWaits, Wait, awaiting_resume, awaits_resume
 from proxy.flows.retries import RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
+from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
 from proxy.wire.jsonrpc import Kind, Message, classify_value
 from proxy.wire.mcp import INPUT_METHODS
 from proxy.wire.versions import Era
@@ -168,6 +170,7 @@ class ChainBuilder:
         self._leg_facts: BoundedMap = BoundedMap()
         """Leg -> what its chain's records do not hold of it (`ExchangeFacts`), until it closes; only
         when records are kept."""
+        self._streams = StreamLegs()
         self._event_chains: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
         self._resumes: ResumeWaits[str] = ResumeWaits()
@@ -247,6 +250,7 @@ class ChainBuilder:
                     joins=obs.joins,
                 )
             case LegOpened():
+                self._streams.opened(obs.leg, obs.http_method, obs.mode, obs.t)
                 if self._keeps_records:  # its facts begin when its request went out, not at its head
                     self._leg_fact(obs.leg)
             case LegHeadSeen():
@@ -525,12 +529,12 @@ class ChainBuilder:
         chain_id = self._legs.get(leg if joins is None else joins)
         if chain_id is None:
             ex = self._exchanges.get(exchange_id)
-            if ex is None:
-                return None
-            chain_id = ex.main_chain()
+            chain_id = ex.main_chain() if ex is not None else None
             if chain_id is None:
-                return None
-            if joins is None:
+                chain_id = self._stream_chain(leg, direction, channel)
+                if chain_id is None:
+                    return None
+            elif joins is None:
                 self._legs[leg] = chain_id
         chain = self.store.peek(chain_id)
         if chain is None:
@@ -566,6 +570,26 @@ class ChainBuilder:
         record.http = head
         self._file(chain, record, invalid=False)
         return chain.summary.id
+
+    def _stream_chain(self, leg: str, direction: Direction, channel: Channel) -> str | None:
+        """The chain of a GET stream's own, opened for a message on it that joins no other (as of when
+        the stream was opened, when the capture says); None when `leg` is no stream."""
+        if not self._streams.is_stream(leg, direction, channel):
+            return None
+        mode, opened_at = self._streams.origin(leg)
+        eras = BRIDGE_ERAS.get(mode, ("unknown", "unknown"))
+        clock = self._clock
+        now = clock()
+        stream = Exchange(leg, "GET", "", now, None, eras[0], eras[1], mode, {})
+        seen, clock.at = clock.at, opened_at if opened_at is not None else now
+        try:
+            chain = self._ledger.open(stream, method=STREAM_METHOD, name=None, ident=None)
+        finally:
+            clock.at = seen
+        chain_id = chain.summary.id
+        self._legs[leg] = chain_id
+        self._streams.own(leg, chain_id)
+        return chain_id
 
     def continuation_changed(
         self,
@@ -672,11 +696,21 @@ class ChainBuilder:
         if facts is not None:
             facts.ended = self._clock()
         chain_id = self._legs.pop(leg, None)
+        own = self._streams.closed(leg)
         if chain_id is None:
             return None
         filed = self._record_leg_head(chain_id, leg, *head) if head is not None else None
+        if own is not None:
+            self._stream_ended(own, facts.head_at if facts is not None else None)
         self._release((chain_id,))
         return filed
+
+    def _stream_ended(self, chain_id: str, answered: float | None) -> None:
+        """A GET stream with a chain of its own closed: so does its chain (the upstream's time ends at
+        its response head, when known)."""
+        chain = self.store.peek(chain_id)
+        if chain is not None and chain.summary.ended is None:
+            self._ledger.finish(chain, ChainStatus.OK, None, self._clock(), answered=answered)
 
     def _record_leg_head(self, chain_id: str, leg: str, head: HttpInfo, at: float) -> str | None:
         """File the `http` record of a leg's response head no message carried, timed when it came."""

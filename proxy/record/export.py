@@ -72,11 +72,12 @@ class ExportReport:
     left_out: list[tuple[str, int, str]] = field(default_factory=list)
     """Exchange, lines left out and `file:line` of its skipped opening line, for the first of them."""
     unplaced_lines: int = 0
-    """Message lines of client exchanges that joined no chain (the request they answer was skipped):
-    in a HAR they are in their exchange's entry; a chain export has nowhere to put them."""
-    unplaced: list[tuple[str, int, str | None]] = field(default_factory=list)
-    """Exchange, its lines that joined no chain and `file:line` of the corrupt line skipped before
-    them (None when none was), for the first of them."""
+    """Message lines that joined no chain (on a client exchange, the request they answer was skipped;
+    on a bridge's leg, the capture ties it to none): in a HAR they are in their exchange's or leg's
+    entry; a chain export has nowhere to put them."""
+    unplaced: list[tuple[str, int, str | None, bool]] = field(default_factory=list)
+    """Exchange (or leg), its lines that joined no chain, `file:line` of the corrupt line skipped
+    before them (None when none was) and whether it is a bridge's upstream leg, for the first of them."""
     newer: list[tuple[str, str]] = field(default_factory=list)
     """Files of a newer minor format version, each with its version: read, though whatever that
     version added is ignored or skipped (said, never counted as skipped by itself)."""
@@ -111,17 +112,18 @@ class ExportReport:
     def _unplaced_lines(self) -> list[str]:
         """One sentence per exchange whose message lines joined no chain, and one for the rest."""
         out = []
-        for exchange, lines, after in self.unplaced:
+        for exchange, lines, after, leg in self.unplaced:
             they, joined = ("it", "it joined") if lines == 1 else ("them", "they joined")
-            why = (
-                f"a line before {they} ({after}) was skipped"
-                if after
-                else "what they answer is not in the capture"
-            )
-            out.append(
-                f"left out {counted(lines, 'later line')} of exchange {exchange}: {joined} no chain, {why}"
-            )
-        more = self.unplaced_lines - sum(lines for _, lines, _ in self.unplaced)
+            if after:
+                why = f"a line before {they} ({after}) was skipped"
+            elif leg:
+                why = f"the capture ties {they} to no client exchange or earlier leg"
+            else:
+                why = "what they answer is not in the capture"
+            where = f"upstream leg {exchange}" if leg else f"exchange {exchange}"
+            noun = "line" if leg else "later line"
+            out.append(f"left out {counted(lines, noun)} of {where}: {joined} no chain, {why}")
+        more = self.unplaced_lines - sum(entry[1] for entry in self.unplaced)
         if more > 0:
             out.append(f"left out {counted(more, 'more line')} that joined no chain")
         return out
@@ -142,10 +144,19 @@ class ExportReport:
             "left_out_lines": self.left_out_lines,
             "left_out": [{"exchange": x, "lines": n, "opening_line": w} for x, n, w in self.left_out],
             "unplaced_lines": self.unplaced_lines,
-            "unplaced": [{"exchange": x, "lines": n, "after_line": w} for x, n, w in self.unplaced],
+            "unplaced": [_unplaced_entry(*entry) for entry in self.unplaced],
             "unknown_lines": self.unknown_lines,
             "cut_short": self.cut_short,
         }
+
+
+def _unplaced_entry(exchange: str, lines: int, after: str | None, leg: bool) -> dict[str, Any]:
+    """One `skipped.unplaced` element; a bridge's leg is named in `exchange` too (as a HAR's
+    `_mcp.exchange` names it), with `leg: true`."""
+    entry: dict[str, Any] = {"exchange": exchange, "lines": lines, "after_line": after}
+    if leg:
+        entry["leg"] = True
+    return entry
 
 
 def open_readers(paths: Sequence[Path], replayer: ObservationReplayer) -> list[CaptureReader]:
@@ -307,7 +318,7 @@ def note_left_out(
         return
     joined_none = replayer.unplaced
     report.unplaced_lines += joined_none.lines
-    report.unplaced.extend((u.exchange, u.lines, u.after) for u in joined_none.settled)
+    report.unplaced.extend((u.exchange, u.lines, u.after, u.leg) for u in joined_none.settled)
 
 
 def note_skipped(reader: CaptureReader, report: ExportReport) -> None:

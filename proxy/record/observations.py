@@ -410,8 +410,9 @@ class ObservationReplayer:
         self._restored: set[str] = set()
         """Exchanges and legs this file's repeated lines opened (their other repeated lines apply)."""
         self.unplaced = Unplaced()
-        """Message lines of client exchanges that joined no chain (the request they answer was
-        skipped as corrupt), counted and named for the report."""
+        """Message lines that joined no chain (on a client exchange, the request they answer was
+        skipped as corrupt; on a leg, nothing in the capture ties it to a chain), counted and named
+        for the report."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
@@ -446,10 +447,13 @@ class ObservationReplayer:
                 self._builder.began_earlier(key)
         else:
             chain = self._builder.apply(obs)
-        if chain is None and type(obs) is MessageSeen:
-            self.unplaced.joined_none(obs.exchange)
-        elif type(obs) is ExchangeClosed:
-            self.unplaced.closed(obs.exchange)
+        kind = type(obs)
+        if kind is ExchangeClosed or kind is LegClosed:
+            self.unplaced.closed(key_of(obs))
+        elif chain is None and kind is MessageSeen:
+            self.unplaced.joined_none(key_of(obs))
+        elif chain is None and kind is LegMessageSeen:
+            self.unplaced.joined_none(key_of(obs), leg=True)
         events = self._events
         if events:
             events = events[:]

@@ -2,10 +2,13 @@
 
 A message that a client exchange carries joins the chain of the request it answers or rides; when the
 line of that request was skipped as corrupt (a line cut in half, say), the server's later messages on
-the exchange have no chain to join, and a chain export (JSON, NDJSON, the TUI) cannot show them. The
-reader cannot invent the chain the lost request would have opened, so it says what it left out: which
-exchange, how many lines, and the skipped line before them. An exchange's count is settled when it
-closes (or when the capture ends). Plain bookkeeping: no I/O.
+the exchange have no chain to join, and a chain export (JSON, NDJSON, the TUI) cannot show them. A
+message on a bridge's upstream leg joins the chain of the exchange, or earlier leg, its leg serves;
+one whose leg the capture ties to neither (a capture before format 1.7 does not link the bridge's
+answer to a question on its session's GET stream) has none either. The reader cannot invent the chain
+such lines would have joined, so it says what it left out: which exchange or leg, how many lines, and
+the skipped line before them. A count is settled when its exchange or leg closes (or when the capture
+ends). Plain bookkeeping: no I/O.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ class UnplacedLines:
     """Message lines of one exchange that joined no chain."""
 
     exchange: str
+    """The client exchange, or the upstream leg (`leg`), they travelled on."""
     after: str | None
     """`file:line` of the last line skipped as corrupt before the first of them; None when none was."""
     lines: int = 0
+    leg: bool = False
 
 
 class Unplaced:
@@ -42,18 +47,19 @@ class Unplaced:
         self.lines = 0
         """Message lines that joined no chain, all of them."""
 
-    def joined_none(self, exchange: str) -> None:
-        """A message line of `exchange` joined no chain."""
+    def joined_none(self, exchange: str, *, leg: bool = False) -> None:
+        """A message line of `exchange` (a bridge's upstream leg when `leg`) joined no chain."""
         entry = self._open.get(exchange)
         if entry is None:
             if len(self._open) >= MAX_UNPLACED_TRACKED:
                 self._settle(self._open.pop(next(iter(self._open))))
-            entry = self._open[exchange] = UnplacedLines(exchange[:128], self.last_skipped)
+            entry = UnplacedLines(exchange[:128], self.last_skipped, leg=leg)
+            self._open[exchange] = entry
         entry.lines += 1
         self.lines += 1
 
     def closed(self, exchange: str) -> None:
-        """`exchange` ended: its count, if it has one, is final."""
+        """`exchange` (or a leg) ended: its count, if it has one, is final."""
         entry = self._open.pop(exchange, None)
         if entry is not None:
             self._settle(entry)
