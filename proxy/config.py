@@ -508,7 +508,7 @@ class Settings(BaseModel):
     def _fault_rules(cls, value: list[str]) -> list[str]:
         if any(not rule.strip() for rule in value):  # an empty --fault '' is a slip, not "no rule"
             raise ValueError(
-                "a fault rule is empty; write a rule such as 'tool:search => delay 500ms', or give no rule"
+                "a fault rule is empty; write a rule such as 'tool:search => delay=500ms', or give no rule"
             )
         rules = [rule.strip() for rule in value]
         if len(rules) > MAX_RULES:

@@ -371,6 +371,11 @@ async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: An
     flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")
     assert flag.returncode == 2
     assert "faults (flag --fault): a fault rule is empty" in flag.stderr
+    suggested = flag.stderr.split("such as '", 1)[1].split("'", 1)[0]  # the rule it suggests is one
+    taken = await asyncio.to_thread(
+        run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", suggested, "--print-config"
+    )
+    assert taken.returncode == 0, taken.stderr
     config = tmp_path / "proxy.toml"
     config.write_text('upstream = "http://127.0.0.1:9/mcp"\nfaults = ["tool:a => drop", "  "]\n')
     toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
