@@ -15,6 +15,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "unsendable": "the proxy cannot send this request upstream as it is",
     "head_too_large": "the upstream MCP server's response head is too large",
     "era_unknown": "the upstream MCP server is not reachable yet",
+    "tls_refused": "the proxy refused the upstream MCP server's TLS certificate",
 }
 """Keyed by the transport's fault kinds (`UpstreamError.kind`, a leg's failure reason)."""
 
@@ -24,12 +25,20 @@ FAULT_HINT: Final[dict[str, str]] = {
     "cut": "the MCP server's own log says why it stopped",
     "bad_response": "the MCP server's own log says what it sent, or why it stopped",
     "head_too_large": "raise upstream_max_head_bytes if the server's headers are meant to be this large",
+    "tls_refused": "retrying will not help: give the proxy the CA that signs the server's certificate with "
+    "SSL_CERT_FILE=/path/to/ca.pem (only the system's CAs are trusted otherwise)",
 }
 """What the user can do about a fault, where the detail does not already say it."""
 
-BEFORE_ANY_HEAD: Final = frozenset({"unreachable", "era_unknown", "unsendable"})
+BEFORE_ANY_HEAD: Final = frozenset({"unreachable", "era_unknown", "unsendable", "tls_refused"})
 """Fault kinds of a request that got no response at all: the status an earlier response on the same
 leg had (a GET stream before its resume) says nothing of them, and is not quoted with them."""
+
+
+def tls_refused(problem: str) -> bool:
+    """Whether a failure to reach the upstream is its TLS certificate being refused: a setup to fix,
+    not a server still starting, so no retry will get past it."""
+    return "CERTIFICATE_VERIFY_FAILED" in problem or "certificate verify failed" in problem
 
 
 def fault_text(reason: str, detail: str = "") -> str:

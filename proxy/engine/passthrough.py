@@ -39,6 +39,7 @@ _FAULT_STATUS = {
     "unsendable": 400,
     "head_too_large": 502,
     "era_unknown": 503,
+    "tls_refused": 502,
 }
 """HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, NamedTuple
 
+from proxy.engine.faults import tls_refused
 from proxy.engine.gate.rules import FaultGate
 from proxy.engine.passthrough import (
     BodyEnd,
@@ -365,9 +366,15 @@ class PassthroughRelay:
             raise
 
     def refuse_unroutable(self, route: Route, problem: str, *, received: int) -> None:
-        """Record the request and answer 503: the upstream's era is unknown and it cannot be reached."""
-        self._opened_here(route, received, "era_unknown")
-        self._fault("era_unknown", problem, route.request_id, retry_after=1)
+        """Record the request and answer 503: the upstream's era is unknown and it cannot be reached
+        (502 when what stops the probe is the upstream's TLS certificate: no retry gets past that)."""
+        refused = self.ctx.router.problem
+        if tls_refused(refused):  # no retry gets past it: a gateway error, not "not yet"
+            self._opened_here(route, received, "tls_refused")
+            self._fault("tls_refused", refused, route.request_id)
+        else:
+            self._opened_here(route, received, "era_unknown")
+            self._fault("era_unknown", problem, route.request_id, retry_after=1)
 
     def refuse_draining(self, route: Route, refusal: Rejection, retry_after: int, *, received: int) -> None:
         """Record new work a draining proxy takes no more of, and answer its 503 with `Retry-After`."""

@@ -42,14 +42,14 @@ def legacy_https(tls_files: TlsFiles) -> Iterator[str]:
         peer.stop()
 
 
-def https_proxy(upstream: str, ca: str | None) -> ProxyProcess:
+def https_proxy(upstream: str, ca: str | None, *, probed: bool = False) -> ProxyProcess:
     """`mcp-proxy` in front of the HTTPS peer, trusting `ca` through `SSL_CERT_FILE` (None: no such
-    file, so only the system's CAs)."""
+    file, so only the system's CAs); told the upstream's era, or (`probed`) finding it as by default."""
     env = command_env(upstream)
     env.pop("SSL_CERT_FILE", None)
     if ca is not None:
         env["SSL_CERT_FILE"] = ca
-    return ProxyProcess(env, "--upstream-era", "legacy")
+    return ProxyProcess(env) if probed else ProxyProcess(env, "--upstream-era", "legacy")
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,28 @@ async def test_an_upstream_certificate_nobody_trusts_fails_the_call_and_says_why
     for status, reply in (passed, bridged):
         assert status == 502, reply
         assert "certificate verify failed" in reply["error"]["message"], reply
+
+
+async def test_by_default_a_refused_certificate_is_a_gateway_error_naming_the_fix_not_a_retry_later(
+    legacy_https: str,
+) -> None:
+    """With the era probed (the default), the probe meets the certificate first: that is no server
+    still starting, so the client gets 502 without Retry-After, and the start is warned of."""
+    client_info = {"name": "t", "version": "1"}
+    initialize = rpc("initialize", 1, protocolVersion=LEGACY, capabilities={}, clientInfo=client_info)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with https_proxy(legacy_https, None, probed=True) as proxy:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), data=initialize, headers=headers) as response,
+        ):
+            status, retry, reply = response.status, response.headers.get("Retry-After"), await response.json()
+        unknown = proxy.wait_for("upstream_era_unknown")
+    assert (status, retry) == (502, None), reply
+    message = reply["error"]["message"]
+    assert message.startswith("the proxy refused the upstream MCP server's TLS certificate: ")
+    assert "certificate verify failed" in message
+    assert "SSL_CERT_FILE" in message
+    assert unknown is not None
+    assert unknown["level"] == "warning"
+    assert "SSL_CERT_FILE" in unknown["hint"]
