@@ -362,15 +362,17 @@ class Redactor:
         return self.token(value)
 
     def _remember_basic(self, credentials: str) -> None:
-        """Remember a Basic credential decoded too, `user:password` and the password alone: a server
-        echoes it decoded (an error naming who failed to log in, a debug tool), as a query's is."""
+        """Remember a Basic credential decoded too, `user:password`, and the password alone unless it
+        could be a word: a server echoes it decoded (an error naming who failed to log in, a debug
+        tool), as a query's is; a password like `password` would blot out that word (a schema's
+        property name) in every body instead."""
         try:
             decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return
         self._remember(decoded)
         _user, colon, password = decoded.partition(":")
-        if colon:
+        if colon and not password.isalpha():
             self._remember(password)
 
     def learn(self, target: str, headers: Mapping[str, str]) -> None:

@@ -182,8 +182,8 @@ def command_secrets(argv: Iterable[str], env: Mapping[str, str]) -> tuple[str, .
     for name, value in env.items():
         if _names_secret(name) and _credential_like(value):
             hidden.append(value)
-        elif "://" in value and "@" in value:
-            hidden.append(_url_password(value))
+        elif "://" in value and "@" in value and _distinctive(password := _url_password(value)):
+            hidden.append(password)
     return tuple(dict.fromkeys(value for value in hidden if value))
 
 
@@ -193,6 +193,13 @@ def _url_password(url: str) -> str:
         return urlsplit(url).password or ""
     except ValueError:
         return ""
+
+
+def _distinctive(password: str) -> bool:
+    """A URL password in the environment worth masking wherever it shows: one that could be a word
+    (`HTTP_PROXY=http://u:pass@proxy`, `postgres://postgres:postgres@db`) would blot out that word in
+    every log line and body instead (the child's stderr still shows the URL itself masked)."""
+    return _credential_like(password) and not password.isalpha()
 
 
 def _credential_like(value: str) -> bool:

@@ -734,6 +734,23 @@ def test_a_basic_credential_is_masked_where_a_server_echoes_it_decoded_or_its_pa
     assert body["result"]["content"][0]["text"].startswith("decoded: <redacted len=")
 
 
+def test_a_basic_password_that_could_be_a_word_is_not_masked_wherever_that_word_shows(
+    redactor: Redactor,
+) -> None:
+    """`admin:password` is masked as a pair; `password` alone would mask a schema's property name."""
+    encoded = base64.b64encode(b"admin:password").decode()
+    redactor.headers({"Authorization": f"Basic {encoded}"})
+    schema = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"tools": [{"inputSchema": {"properties": {"password": {}}}}]},
+    }
+    body, _, _ = redactor.body_bounded(schema, 10_000)
+
+    assert body == schema
+    assert "admin:password" not in redactor.scrub("login admin:password refused")
+
+
 def test_a_basic_value_that_is_not_base64_is_masked_as_a_whole_and_breaks_nothing(redactor: Redactor) -> None:
     shown = redactor.headers({"Authorization": f"Basic not*base64-{SECRET}"})
 

@@ -442,6 +442,8 @@ def test_a_commands_hidden_values_and_its_secret_environment_are_what_its_redact
         "DATABASE_URL": "postgres://app:dbpw-7777@db/app",
         "UPSTREAM_URL": "http://[not-a-url@x",
         "DOCS_URL": "https://docs.example/@team",
+        "HTTP_PROXY": "http://u:pass@proxy.internal:3128",  # a password that could be a word: left
+        "DEV_DATABASE_URL": "postgres://postgres:postgres@localhost/dev",
     }
 
     found = command_secrets(argv, env)
