@@ -316,12 +316,28 @@ class GatedRelay(PassthroughRelay):
 
     async def _answer_through_gate(self, route: Route, upstream: UpstreamResponse) -> None:
         head = self._take_head(upstream)
+        if head.content_encoding is not None:
+            await self._compressed_through_gate(route, head, upstream)
+            return
         if not head.sse:
             await self._json_through_gate(route, head, upstream)
             return
         self.doubt(route, upstream.status, None)
         if self._started(head, upstream, None):  # no length: events may be added or cut
             await self._sse_through_gate(upstream)
+
+    async def _compressed_through_gate(
+        self, route: Route, head: ClientHead, upstream: UpstreamResponse
+    ) -> None:
+        """A compressed answer (`Content-Encoding`) is relayed as it comes, unjudged: the rules judge
+        plain bodies only (its compressed bytes hold no event boundary to hold it at), and the chain
+        still shows it decoded."""
+        if self.cut_fault is not None:
+            self._note_cut(applied=False, detail=f"the server's answer is {head.content_encoding}-encoded")
+        _LOG.info("fault_body_not_judged", exchange=self.exchange, encoding=head.content_encoding)
+        self.doubt(route, upstream.status, None)  # judged by its status: its body is compressed
+        if self._started(head, upstream, head.content_length):
+            await self.stream_started(Started(upstream, b""))
 
     async def _json_through_gate(self, route: Route, head: ClientHead, upstream: UpstreamResponse) -> None:
         """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.

@@ -105,3 +105,19 @@ async def test_the_client_gets_the_gzip_bytes_the_server_sent(
         assert response.headers["Content-Encoding"] == "gzip"
     text = gzip.decompress(raw).decode()
     assert '"serverInfo"' in text
+
+
+async def test_a_fault_rule_on_a_compressed_answer_lets_it_through_as_it_comes(
+    gzip_server: tuple[PeerServer, str], proxy_for: Callable[..., Any]
+) -> None:
+    """A rule that picks the call routes its answer through the fault gate, which judges plain bodies
+    only: a compressed one (an SSE stream flushed event by event too) goes on as it comes, never held
+    back waiting for an event boundary its compressed bytes do not show."""
+    peer, shape = gzip_server
+    scenario, _ = SCENARIO[shape]
+    direct = await run_scenario(peer.url, "legacy", scenario)
+    async with proxy_for(peer.url, faults=[f"tool:{scenario} dir:server => delay=20ms"]) as proxy:
+        proxied = await run_scenario(proxy.endpoint(), "legacy", scenario)
+        chains = {c.summary.method: c for c in proxy.chains() if c.summary.jsonrpc_id is not None}
+    assert proxied == direct
+    assert chains["tools/call"].summary.status is ChainStatus.OK
