@@ -127,6 +127,7 @@ def _buffered(stream: TextIO) -> TextIO:
 
 
 _WRITER: LineWriter | None = None
+"""The writer `configure` installed last: flushed when the interpreter exits."""
 
 _LOG_PATH: Path | None = None
 """The log file the lines go to (`log_file`), reopened at its path by `reopen_file`."""
@@ -160,9 +161,6 @@ def reopen_file() -> bool:
     writer.swap(fresh).close()
     get_logger().info("log_file_reopened", path=str(path))
     return True
-
-
-"""The writer `configure` installed last: flushed when the interpreter exits."""
 
 
 @atexit.register

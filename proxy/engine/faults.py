@@ -43,6 +43,8 @@ def tls_refused(problem: str) -> bool:
 
 def fault_text(reason: str, detail: str = "") -> str:
     """The message for a fault: what happened, its detail, and (in parentheses) what to do."""
+    if reason == "unreachable" and tls_refused(detail):  # a bridge's leg meets the certificate too
+        reason = "tls_refused"
     text = FAULT_TEXT.get(reason, f"the upstream request failed ({reason})")
     if detail:
         text = f"{text}: {detail}"

@@ -10,7 +10,8 @@ A compressed body (`Content-Encoding: gzip` or `deflate`) is observed decoded, p
 streams, under the same limit as a plain one: the client gets the compressed bytes it asked for,
 people see what they say. Its bytes are counted decoded (its messages' sizes, the bytes no message
 carried), as far as it was read. A body in a coding the proxy cannot undo, or one that does not
-decode, is relayed and named as not inspected, its bytes counted as they came.
+decode, is relayed and named as not inspected, its bytes counted as they come (from the read that
+failed to decode, for the latter).
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class BodyObserver:
         except CodingError as exc:
             self.skip(not_inspected_corrupt(self._coding, str(exc)))
             self._tell_extra(0)
+            self._content = None  # from here on its bytes are counted as they come
+            self.on_extra_bytes(len(chunk))
 
     def _look(self, chunk: bytes) -> None:
         """Look at body bytes as they read (decoded, when the body is compressed)."""

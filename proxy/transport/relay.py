@@ -79,7 +79,7 @@ _HEADLESS = {"unsendable": "unsendable", "head_too_large": "head_too_large", "cu
 A server that took the connection and then closed it or sent a malformed head was reached: telling
 the user to check that it runs would send them the wrong way."""
 
-_NEVER_SENT = frozenset(("unreachable", "unsendable"))
+_NEVER_SENT = frozenset(("unreachable", "unsendable", "tls_refused"))
 """Faults of a request the upstream never got: no connection to it, or a head that could not be framed."""
 
 Rest = Coroutine[Any, Any, None]
@@ -427,9 +427,12 @@ class PassthroughRelay:
         usable head, or sent one over the limit (502), or the request head could not be framed (400:
         nothing was sent)."""
         reason = _HEADLESS.get(exc.kind, "unreachable")
+        detail = _describe(exc)
+        if reason == "unreachable" and tls_refused(detail):  # a setup to fix, whatever the era probe knew
+            reason = "tls_refused"
         if reason in _NEVER_SENT:
             self._emit(AnsweredByProxy(self.ctx.observations.now(), self.exchange, reason))
-        self._fault(reason, _describe(exc), route.request_id)
+        self._fault(reason, detail, route.request_id)
 
     def _client_head(self, upstream: UpstreamResponse) -> ClientHead:
         """The upstream's head as the client gets it (a redirect to the upstream moves onto the proxy)."""

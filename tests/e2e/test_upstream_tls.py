@@ -95,6 +95,7 @@ async def test_an_upstream_certificate_nobody_trusts_fails_the_call_and_says_why
     for status, reply in (passed, bridged):
         assert status == 502, reply
         assert "certificate verify failed" in reply["error"]["message"], reply
+        assert "SSL_CERT_FILE" in reply["error"]["message"], reply  # what to do, era known or not
 
 
 async def test_by_default_a_refused_certificate_is_a_gateway_error_naming_the_fix_not_a_retry_later(

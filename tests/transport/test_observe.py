@@ -103,6 +103,8 @@ def test_a_body_that_is_not_what_its_coding_says_is_named_not_inspected_not_inva
     seen = Seen()
     observer = seen.observer("gzip")
     observer.feed(ANSWER)  # plain JSON under a gzip header
+    observer.feed(b"more of it")
     observer.finish()
+    assert seen.extra == len(ANSWER) + len(b"more of it")  # counted as they came
     assert (observer.not_inspected or "").startswith("a gzip-encoded body that could not be decoded")
     assert seen.messages == []
