@@ -17,6 +17,7 @@ from unittest.mock import ANY
 from proxy.engine.commands import CloseLeg, Log, OpenLegStream, ReplyJson, ResumeLeg, StartTimer
 from proxy.engine.events import LegCut, LegEnded, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
+from proxy.engine.modern_client.stream_asks import MAX_CALL_NOTES
 from proxy.engine.resume import resume_headers
 from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err
@@ -208,6 +209,24 @@ def test_a_refused_ambiguous_question_is_noted_in_each_waiting_calls_answer() ->
     assert isinstance(note, str)
     assert note.startswith("the server asked roots/list on its session's GET stream while 2 calls")
     assert "(call-1, call-2); the proxy refused it" in note
+
+
+def test_a_server_asking_on_and_on_leaves_a_bounded_note_on_each_waiting_call() -> None:
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> call("x1", 1)
+        << tool_leg("leg-4", "x1")
+        >> call("x2", 2)
+        << tool_leg("leg-5", "x2")
+    )
+    for ident in range(100):
+        bridge.handle(up(STREAM, req(f"q{ident}", "roots/list")))
+    answer = protocol(bridge.handle(up("leg-4", ok("leg-4", {"content": []}))))[1]
+    assert isinstance(answer, ReplyJson)
+    assert isinstance(answer.note, str)
+    assert answer.note.count("the proxy refused it") == MAX_CALL_NOTES
 
 
 def test_a_request_on_the_get_stream_with_no_call_in_flight_is_refused_at_once() -> None:

@@ -53,6 +53,9 @@ HINT = (
     "(the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
     "Authorization avoid this"
 )
+MAX_CALL_NOTES = 8
+"""Refusals noted for one call's next answer (its log lines say every one)."""
+
 PARKED_HINT = (
     "calls parked for a retry are not asked: their client already has its input_required round and "
     "may never come back, and their server request awaits its own answers"
@@ -118,10 +121,12 @@ class StreamAsks:
         )
         calls = [call.key for call in waiting]
         for call in waiting:
-            call.notes.append(
-                f"the server asked {msg.method} on its session's GET stream while {len(waiting)} calls "
-                f"waited ({', '.join(calls)}); the proxy refused it, since it could not tell whose it was"
-            )
+            if len(call.notes) < MAX_CALL_NOTES:  # a server asking on and on says it once per few
+                call.notes.append(
+                    f"the server asked {msg.method} on its session's GET stream while {len(waiting)} "
+                    f"calls waited ({', '.join(calls)}); the proxy refused it, since it could not tell "
+                    "whose it was"
+                )
         said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
         return [said, *self._refuse(leg, msg, text)]
 
