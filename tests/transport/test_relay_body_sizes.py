@@ -27,6 +27,7 @@ from tests.transport.helpers import (
     rpc,
     wait_until,
 )
+from tests.transport.test_relay_observation import open_session
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,22 +40,6 @@ async def post(proxy: Proxy, client: aiohttp.ClientSession, body: bytes, session
         assert response.status in (200, 202)
     await wait_until(lambda: drained(proxy), what="the proxy to close the exchange")
     return data
-
-
-async def open_session(proxy: Proxy, client: aiohttp.ClientSession) -> str:
-    """The legacy handshake through the proxy; returns the session id the server minted."""
-    init = rpc(
-        "initialize",
-        1,
-        protocolVersion="2025-11-25",
-        capabilities={},
-        clientInfo={"name": "t", "version": "1"},
-    )
-    async with client.post(proxy.endpoint(), data=init, headers=CLIENT_ACCEPT) as response:
-        await response.read()
-        session = response.headers["Mcp-Session-Id"]
-    await post(proxy, client, rpc("notifications/initialized", None), session)
-    return session
 
 
 @pytest.mark.parametrize("chars", [2_000, 300_000], ids=["one-read", "many-reads"])
