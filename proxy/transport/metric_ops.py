@@ -54,6 +54,7 @@ _LEGACY_TO_MRTR_VALUE = Mode.LEGACY_TO_MRTR.value
 _MODERN = Era.MODERN.value
 _MRTR_TO_LEGACY_VALUE = Mode.MRTR_TO_LEGACY.value
 _NOTIFICATION = Kind.NOTIFICATION
+_PASSTHROUGH = Mode.PASSTHROUGH
 _PASSTHROUGH_VALUE = Mode.PASSTHROUGH.value
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
@@ -200,6 +201,27 @@ class _Ex:
         return self.status is not None and self.status >= 400
 
 
+class _Quick:
+    """A pass-through POST exchange that so far carries nothing but one plain request and its answer:
+    what nearly all traffic is. It is counted without the operation tables (no `_Ex`, no `_Op`, no
+    calls), and becomes an `_Ex` (`OpCounter._promote`) the moment an observation needs those tables:
+    anything else on it, or anything elsewhere that could reach it (a cancellation, a resumed stream,
+    a bridge), so whatever the slow path reads is always there."""
+
+    __slots__ = ("done", "headers", "opened", "request", "rows", "started", "status")
+
+    def __init__(self, opened: ExchangeOpened) -> None:
+        self.opened = opened
+        self.request: Message | None = None
+        """Its one request, once seen."""
+        self.rows: tuple[BeganRow, EndedRow] | None = None
+        self.started = 0.0
+        self.status: int | None = None
+        self.headers: dict[str, str] | None = None
+        self.done = False
+        """Its request was answered (and counted)."""
+
+
 class OpCounter:
     """Follows client operations through observations and tells `Counters` what happened to them."""
 
@@ -207,6 +229,8 @@ class OpCounter:
         self._counters = counters
         self._ids = itertools.count(1)
         self._exchanges: dict[str, _Ex] = {}
+        self._quick: dict[str, _Quick] = {}
+        """Open exchanges counted the quick way (see `_Quick`); never in `_exchanges` at the same time."""
         self._ops: BoundedMap = BoundedMap()
         """Operation id -> operation, for the retries the RetryBook names by id."""
         self._retries = RetryBook()
@@ -242,14 +266,24 @@ class OpCounter:
         """Count observations in order (a listener of the observation sink).
 
         The kinds every exchange has (its messages and its response head) are handled in the loop
-        itself: this runs for each observation the proxy makes.
+        itself, and a plain pass-through exchange entirely (`_Quick`): this runs for each observation
+        the proxy makes.
         """
         exchanges = self._exchanges
+        quick = self._quick
         waits = self._resumes.waits
         for obs in batch:
             if waits:  # the one check the traffic path pays for resumable streams
+                if quick:
+                    self._promote_all()
                 self._end_waits(obs)
             if type(obs) is MessageSeen:
+                if quick:
+                    q = quick.get(obs.exchange)
+                    if q is not None:
+                        if not waits and self._quick_message(q, obs):
+                            continue
+                        self._promote_all()
                 ex = exchanges.get(obs.exchange)
                 if ex is None:
                     continue
@@ -262,12 +296,19 @@ class OpCounter:
                 if obs.sse_id is not None:
                     self._note_event(ex, obs.sse_id)
             elif type(obs) is ResponseHeadSeen:
+                q = quick.get(obs.exchange) if quick else None
+                if q is not None:
+                    q.status, q.headers = obs.status, obs.headers
+                    continue
                 ex = exchanges.get(obs.exchange)
                 if ex is not None:
                     ex.status = obs.status
                     ex.response_headers = obs.headers
             elif type(obs) is ExchangeOpened:
                 mode = obs.mode
+                if mode is _PASSTHROUGH and obs.http_method == "POST" and not waits:
+                    quick[obs.exchange] = _Quick(obs)
+                    continue
                 if mode is not self._mode:  # its text, worked out once per mode met
                     self._mode, self._mode_text = mode, str(mode)
                 ex = exchanges[obs.exchange] = _Ex(obs.client_era, self._mode_text, obs.session)
@@ -275,18 +316,103 @@ class OpCounter:
                     ex.not_post = True
                     self._stream_opened(ex, obs)
             elif type(obs) is ExchangeClosed:
+                if quick:
+                    q = quick.get(obs.exchange)
+                    if q is not None:
+                        if q.done or q.request is None:  # answered, or it carried no message
+                            del quick[obs.exchange]
+                            continue
+                        self._promote_all()
                 ex = exchanges.pop(obs.exchange, None)
                 if ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
                     self._closed(ex, obs)  # else every request it carried was answered: nothing ends
             else:
                 handler = self._handlers.get(type(obs))
                 if handler is not None:
+                    if quick:
+                        self._promote_all()
                     handler(obs)
+
+    def _quick_message(self, q: _Quick, obs: MessageSeen) -> bool:
+        """Count a message on a quick exchange if it is its one plain request or that request's plain
+        answer; False if it is anything else (the exchange must be promoted and counted the slow way)."""
+        if obs.sse_id is not None:
+            return False
+        msg = obs.msg
+        if obs.side is _UPSTREAM:
+            return True  # the server's leg of a message the proxy changed: not counted
+        request = q.request
+        if obs.direction is _TO_SERVER:
+            if request is not None or msg.kind is not _REQUEST or msg.id is None:
+                return False
+            if msg.method == "initialize":
+                return False  # it may mint a session: the slow path counts that
+            params = msg.params
+            if "requestState" in params or "inputResponses" in params:
+                return False  # a retry: what it continues is the slow path's to find
+            opened = q.opened
+            key = (msg.method, opened.client_era, _PASSTHROUGH_VALUE)
+            rows = self._rows.get(key)
+            if rows is None:
+                rows = self._rows_of(msg.method, opened.client_era, _PASSTHROUGH_VALUE)
+            began = rows[0]
+            began[CHAINS] += 1
+            began[REQUESTS] += 1
+            q.request, q.rows, q.started = msg, rows, obs.t
+            return True
+        if request is None or q.done or not msg.is_response or msg.id != request.id:
+            return False
+        if msg.kind is _ERROR:
+            error = True
+        else:
+            result = msg.raw.get("result")
+            if type(result) is not dict or "resultType" in result:
+                return False
+            error = result.get("isError") is True
+        q.done = True
+        rows = q.rows
+        assert rows is not None  # set with its request
+        row = rows[1]
+        if error:
+            row[ERRORS] += 1
+        upstream = obs.t - q.started
+        if upstream < 0.0:
+            upstream = 0.0
+        row[0 if upstream <= _FIRST_BOUND else bisect_left(LATENCY_BUCKETS, upstream)] += 1
+        row[SUM] += upstream
+        row[OBSERVED] += 1
+        return True
+
+    def _promote_all(self) -> None:
+        """Give every quick exchange the tables the slow path reads (it is about to read them)."""
+        for key, q in self._quick.items():
+            self._exchanges[key] = self._promote(q)
+        self._quick.clear()
+
+    @staticmethod
+    def _promote(q: _Quick) -> _Ex:
+        """The `_Ex` (and `_Op`) the slow path would have made of what the quick exchange has seen."""
+        opened = q.opened
+        ex = _Ex(opened.client_era, _PASSTHROUGH_VALUE, opened.session)
+        ex.status, ex.response_headers = q.status, q.headers
+        msg = q.request
+        ident = msg.id if msg is not None else None
+        if msg is not None and ident is not None and q.rows is not None:
+            op = _Op(msg.method, _PASSTHROUGH_VALUE, True, q.started, q.rows)
+            op.params = msg.params
+            op.ident = ident
+            ex.ops.append(op)
+            ex.requests[ident] = op
+            if q.done:
+                ex.answered.add(ident)
+                op.finished = True
+        return ex
 
     def waiting_on_client(self) -> int:
         """Operations waiting on the client now: a question the server asked in flight and not yet
         answered, or an `input_required` answer whose retry has not come (read on a scrape: the tables
         are bounded, and the traffic path keeps no count of its own)."""
+        self._promote_all()  # a quick exchange never waits, but the tables below are read whole
         waiting = {
             id(op)
             for ops in (

@@ -199,6 +199,35 @@ def _cancelled_calls(obs: Any, clock: Clock) -> list[Any]:
     return closed
 
 
+def _answered_calls_still_open(obs: Any, clock: Clock) -> list[Any]:
+    """Three calls open at once over SSE: one answered with a tool error, one with a JSON-RPC error, one
+    cancelled from another exchange while the first two have their answers but not their ends (what
+    the metrics' quick path must hand over whole to the slow one)."""
+    answers = {
+        "x1": result_response(1, {"content": [], "isError": True}),
+        "x2": error_response(2, -32602, "unknown tool"),
+    }
+    for ident, exchange in enumerate(("x1", "x2", "x3"), start=1):
+        call = classify_value(request(ident, "tools/call", {"name": "slow", "arguments": {}}))
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.message(exchange, call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=200, content_type="text/event-stream", headers={})
+        clock.now += 0.125
+        if exchange in answers:
+            answer = classify_value(answers[exchange])
+            obs.message(exchange, answer, size=60, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    cancel = classify_value(notification("notifications/cancelled", {"requestId": 3}))
+    obs.open_exchange("x4", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+    obs.message("x4", cancel, size=50, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x4", status=202, content_type=None, headers={})
+    closed = [obs.close_exchange("x4", None)]
+    clock.now += 0.25
+    closed.append(obs.close_exchange("x1", "client_disconnected"))
+    closed.append(obs.close_exchange("x2", None))
+    closed.append(obs.close_exchange("x3", "client_disconnected"))
+    return closed
+
+
 def _mrtr_rounds(obs: Any, clock: Clock) -> list[Any]:
     """A 2026-07-28 call through pass-through whose server asks one question (`input_required`), then
     the client's retry carrying the answer and the request state."""
@@ -254,6 +283,7 @@ SCENARIOS: dict[str, Play] = {
     "json-call": _json_call,
     "changed-by-the-proxy": _changed_by_the_proxy,
     "cancelled-calls": _cancelled_calls,
+    "answered-calls-still-open": _answered_calls_still_open,
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,
