@@ -26,12 +26,14 @@ from proxy.flows.chains import ChainBuilder
 from proxy.flows.observations import (
     KEY_FIELDS,
     ExchangeClosed,
+    ExchangeOpened,
     InvalidBody,
     LegClosed,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
     Observation,
+    ResponseHeadSeen,
     key_of,
 )
 from proxy.flows.redact import Redactor
@@ -45,6 +47,9 @@ DEFAULT_BACKLOG = 10_000
 """Observations queued before the oldest finished ones are dropped (about 2,000 small exchanges)."""
 
 _LEG_KINDS = frozenset({LegMessageSeen, LegLinked, LegClosed})
+
+_EXCHANGE_KINDS = frozenset({ExchangeOpened, ResponseHeadSeen, ExchangeClosed})
+"""The kinds besides messages every relayed exchange makes: keyed by their exchange, bodiless."""
 
 _MESSAGE_KINDS = frozenset({MessageSeen, LegMessageSeen})
 """Observations that hold a decoded body (their message): the bounded queue weighs it."""
@@ -197,8 +202,12 @@ class ObservationSink:
             apply = self.builder.apply
             for obs in batch:
                 apply(obs)
-        elif key is not None:
-            self._enqueue((tuple(batch), size, key))  # one key's (a relay's batches are): one entry
+        elif key is not None:  # one key's (a relay's batches are): one entry
+            self._pending.append((tuple(batch), size, key))
+            self._bytes += size
+            self._count += len(batch)
+            if self._count - self._held_count > self.backlog or self._bytes > self.max_bytes:
+                self._shed()
         else:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_weight(one), key_of(one)))
@@ -253,52 +262,67 @@ class ObservationSink:
         legs, leg_owners = self._legs, self._leg_owners
         open_exchanges = self.tally.open_ids
         built_exchanges, built_legs = self.builder.exchange_ids, self.builder.leg_ids
-        while pending and (self._count - self._held_count > count_to or self._bytes > bytes_to):
-            entry = pending.popleft()
-            key = entry[2]
-            if (
-                key in open_exchanges
-                or key in legs
-                or key in leg_owners
-                or key in held_keys
-                or key in built_exchanges
-                or key in built_legs
-            ):
-                held.append(entry)
-                held_keys.add(key)
-                self._held_count += len(entry[0])
-                if self._held_count > backlog or self._bytes > max_bytes:
-                    self.build()  # what still matters outgrew the bounds: build rather than grow
-                    return
-                continue
-            self._bytes -= entry[1]
-            self._count -= len(entry[0])
-            self.dropped += len(entry[0])
+        count, held_count, queued_bytes, dropped = self._count, self._held_count, self._bytes, 0
+        try:
+            while pending and (count - held_count > count_to or queued_bytes > bytes_to):
+                entry = pending.popleft()
+                batch, size, key = entry
+                if (
+                    key in open_exchanges
+                    or key in legs
+                    or key in leg_owners
+                    or key in held_keys
+                    or key in built_exchanges
+                    or key in built_legs
+                ):
+                    held.append(entry)
+                    held_keys.add(key)
+                    held_count += len(batch)
+                    if held_count > backlog or queued_bytes > max_bytes:
+                        break  # what still matters outgrew the bounds: build rather than grow
+                    continue
+                queued_bytes -= size
+                count -= len(batch)
+                dropped += len(batch)
+            else:
+                return
+        finally:
+            self._count, self._held_count, self._bytes = count, held_count, queued_bytes
+            self.dropped += dropped
+        self.build()
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
     """One pass over a batch: the key every observation in it belongs to (None if they differ, or
     for no observation; see `key_of`), the memory their bodies hold (what the queue's byte bound counts),
-    and whether any of them is a leg's (tracked while open)."""
+    and whether any of them is a leg's (tracked while open).
+
+    The kinds a relay's batches hold (an exchange's opening, messages, response head and end) are
+    looked at first and most cheaply: every small exchange passes here."""
     key: str | None = None
     size = 0
     legs = False
-    fields = KEY_FIELDS
     for obs in batch:
         kind = type(obs)
-        if kind in _MESSAGE_KINDS:
+        if kind is MessageSeen:
             size += value_weight(obs.msg.raw, obs.size)  # type: ignore[union-attr]
-        elif kind is InvalidBody:
-            size += obs.size  # type: ignore[union-attr]
-        if kind in fields:
+            this = obs.exchange  # type: ignore[union-attr]
+        elif kind in _EXCHANGE_KINDS:
+            this = obs.exchange  # type: ignore[union-attr]
+        elif kind in KEY_FIELDS:
+            if kind is LegMessageSeen:
+                size += value_weight(obs.msg.raw, obs.size)  # type: ignore[union-attr]
             legs = legs or kind in _LEG_KINDS
-            this = getattr(obs, fields[kind])
+            this = getattr(obs, KEY_FIELDS[kind])
         else:
+            if kind is InvalidBody:
+                size += obs.size  # type: ignore[union-attr]
             this = obs.exchange  # type: ignore[union-attr]  # every other kind has one
-        if key is None:
-            key = this
-        elif this != key:
-            return None, 0, True  # queued one by one, each counted alone; legs looked for one by one
+        if this is not key:
+            if key is None:
+                key = this
+            elif this != key:
+                return None, 0, True  # queued one by one, each counted alone; legs looked for one by one
     return key, size, legs
 
 

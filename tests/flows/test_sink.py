@@ -462,6 +462,18 @@ def test_past_the_backlog_finished_exchanges_are_dropped_and_open_ones_kept_whol
     assert 1 not in kept
 
 
+def test_open_exchanges_outgrowing_the_backlog_are_built_rather_than_held_without_bound() -> None:
+    rig = Rig(backlog=8)
+    for n in range(1, 7):  # six calls left open: three observations each, all held while open
+        call = classify_value(request(n, "tools/call", {"name": "slow", "arguments": {}}))
+        rig.facts.open_exchange(f"o{n}", http_method="POST", path="/mcp", headers={}, session=None)
+        rig.facts.message(f"o{n}", call, size=1, direction=Direction.TO_SERVER, channel=Channel.POST)
+        rig.facts.response_head(f"o{n}", status=200, content_type="text/event-stream", headers={})
+        _json_call(rig.facts, rig.clock, exchange=f"x{n}", ident=100 + n)
+    assert rig.sink.pending <= 2 * 8  # what is held never passes its own bound: it was built instead
+    assert rig.builder.open_exchanges > 0  # built while still open
+
+
 def test_large_bodies_count_against_the_byte_bound_not_just_the_fact_count() -> None:
     rig = Rig(max_bytes=3 * 1024 * 1024)
     big = "y" * (1024 * 1024)
