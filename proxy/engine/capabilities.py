@@ -15,10 +15,12 @@ import copy
 from typing import Any, Final
 
 from proxy.wire.capabilities import has_capability, request_params, required_capability
-from proxy.wire.versions import LATEST_LEGACY, is_at_least
+from proxy.wire.versions import HANDSHAKE_VERSIONS, LATEST_LEGACY, is_at_least
 
-BRIDGEABLE_CLIENT_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26")
-"""Legacy versions the bridge negotiates (Streamable HTTP ones; 2024-11-05 used HTTP+SSE)."""
+BRIDGEABLE_CLIENT_VERSIONS: Final[tuple[str, ...]] = HANDSHAKE_VERSIONS
+"""Legacy versions the bridge negotiates: every handshake version, so a client pinned to one it
+supports (an HTTP+SSE client on 2024-11-05, say) gets it; the capability gate holds back what its
+wire cannot carry."""
 
 SERVER_CAPABILITIES_KEPT: Final[tuple[str, ...]] = (
     "tools",

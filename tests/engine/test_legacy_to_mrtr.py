@@ -305,7 +305,7 @@ def test_initialize_is_answered_locally_from_one_cached_discovery_with_a_new_ses
         << ReplyJson("x2", 200, ok(0, init_result("2025-06-18")), (("Mcp-Session-Id", "session-2"),))
         >> LegEnded("leg-1")
         >> initialize("x3", version="2024-11-05")
-        << ReplyJson("x3", 200, ok(0, init_result("2025-11-25")), (("Mcp-Session-Id", "session-3"),))
+        << ReplyJson("x3", 200, ok(0, init_result("2024-11-05")), (("Mcp-Session-Id", "session-3"),))
     )
     assert drained(engine, sessions=3)
 

@@ -11,6 +11,7 @@ One process runs a whole list of scenarios (`run_client`) or one plan of steps o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -19,10 +20,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tests.peers.envs import NODE_DIR, REPO_ROOT, Http, node_binary, node_modules, peer_python
+from tests.peers.envs import NODE_DIR, REPO_ROOT, Http, node_binary, node_modules, peer_python, sdk2024_python
 from tests.peers.runner import node_environment
 
-__all__ = ["CLIENTS", "ClientKind", "ClientRun", "client_command", "run_client", "run_plan"]
+__all__ = [
+    "CLIENTS",
+    "ClientKind",
+    "ClientRun",
+    "client_command",
+    "run_client",
+    "run_plan",
+    "run_sdk2024_client",
+]
 
 ClientKind = Literal["python-legacy", "python-2026", "ts-v1", "ts-v2", "ts-v2-legacy"]
 
@@ -158,3 +167,35 @@ def run_plan(
     """Run `plan`'s steps on one connected client of `kind`; lines keyed by step id."""
     steps = [str(step["id"]) for step in plan]
     return _run(kind, url, ["--plan", json.dumps(list(plan))], steps, timeout, transport)
+
+
+def run_sdk2024_client(
+    transport: Literal["sse", "stdio"], target: Sequence[str], *, timeout: float = 60.0
+) -> ClientRun:
+    """Run the 2024-11-05-only client (``tests.peers.sdk2024_client``) over `transport` against
+    `target` (the proxy's ``/sse`` URL, or the command it spawns); lines keyed by step."""
+    command = [str(sdk2024_python()), "-m", "tests.peers.sdk2024_client", transport, *target]
+    run = ClientRun(kind="python-legacy", url=" ".join(target))
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env=_environment("python-legacy"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        stdout, run.stderr = done.stdout, done.stderr
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        run.stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        run.failure = f"killed after {timeout:.0f}s"
+    run.seconds = time.monotonic() - started
+    for text in stdout.splitlines():
+        with contextlib.suppress(ValueError):  # a line cut short by the kill
+            line = json.loads(text)
+            run.lines[str(line["step"])] = line
+    return run

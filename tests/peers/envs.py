@@ -13,6 +13,9 @@ Peers run the way users run them, never inside the proxy's virtualenv:
   scripts beside the lock file resolve their imports the ordinary way.
 - The SDK's last 1.x release, the one most servers users run were built on (``pip install 'mcp<2'``),
   in ``.cache/peers/sdk1`` (``requirements-sdk1.txt``), for ``tests.peers.sdk1_server``.
+- The SDK's last release that speaks only 2024-11-05 (``pip install 'mcp==1.3.0'``), in
+  ``.cache/peers/sdk2024`` (``requirements-sdk2024.txt``), for ``tests.peers.sdk2024_client``: a
+  client that refuses any other version in the answer to its ``initialize``.
 - The export tests' HAR tools, each apart: the npm ``har-validator`` in ``.cache/har`` (``npm ci``
   from ``tests/peers/har/``, linked there the same way), and the PyPI HAR reader ``haralyzer`` in
   ``.cache/peers/har`` (``requirements-har.txt``), so neither meets the proxy's or the peers' packages.
@@ -52,6 +55,7 @@ __all__ = [
     "node_package",
     "peer_python",
     "sdk1_python",
+    "sdk2024_python",
 ]
 
 Http = Literal["h11", "httptools"]
@@ -80,6 +84,8 @@ HAR_PYTHON: Final = PYTHON_ENVS / "har"
 _HAR_REQUIREMENTS: Final = (PEERS_DIR / "requirements-har.txt",)
 SDK1_PYTHON: Final = PYTHON_ENVS / "sdk1"
 _SDK1_REQUIREMENTS: Final = (PEERS_DIR / "requirements-sdk1.txt",)
+SDK2024_PYTHON: Final = PYTHON_ENVS / "sdk2024"
+_SDK2024_REQUIREMENTS: Final = (PEERS_DIR / "requirements-sdk2024.txt",)
 _HAR_INPUTS: Final = (HAR_DIR / "package.json", HAR_DIR / "package-lock.json")
 
 BUILD_COMMAND: Final = "python3 -m tests.peers.envs"
@@ -196,6 +202,14 @@ def sdk1_python() -> Path:
     return python
 
 
+def sdk2024_python() -> Path:
+    """The interpreter of the 2024-11-05-only SDK's environment; raises if not built."""
+    python = SDK2024_PYTHON / "bin" / "python"
+    if not python.exists() or not _up_to_date(SDK2024_PYTHON, _SDK2024_REQUIREMENTS):
+        raise _missing(f"the 2024-11-05 SDK environment {SDK2024_PYTHON} is missing or stale")
+    return python
+
+
 def node_package(name: str) -> Path:
     """The installed directory of npm package `name` (e.g. ``@modelcontextprotocol/server-everything``)."""
     path = node_modules() / name
@@ -264,6 +278,11 @@ def build_sdk1() -> None:
     _build_venv(SDK1_PYTHON, _SDK1_REQUIREMENTS)
 
 
+def build_sdk2024() -> None:
+    """The 2024-11-05-only SDK's environment, ``.cache/peers/sdk2024``."""
+    _build_venv(SDK2024_PYTHON, _SDK2024_REQUIREMENTS)
+
+
 def _build_venv(directory: Path, requirements: Sequence[Path]) -> None:
     """A virtualenv holding what `requirements` (one file) install, rebuilt when they changed."""
     if _up_to_date(directory, requirements) and (directory / "bin" / "python").exists():
@@ -324,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for http in HTTP_IMPLEMENTATIONS:
                 build_python(http)
             build_sdk1()
+            build_sdk2024()
         if args.node or every:
             build_node()
         if args.har or every:
