@@ -213,6 +213,7 @@ class Proxy:
         for driver in router.bridges.values():  # the client's messages pass the fault rules too
             driver.faults = self.relays
             driver.upstream_transport = lambda: router.transport
+            driver.suspect = router.suspect  # a replaced upstream meets only the bridge's own requests
             driver.intercepts = BridgeHolds(self.relays, driver.mode)  # and the bridge's own, intercepts
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None

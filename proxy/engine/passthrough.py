@@ -30,7 +30,7 @@ from proxy.framing.status import gateway_error
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.values import value
-from proxy.wire.versions import MODERN_VERSIONS, Era
+from proxy.wire.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS, Era
 
 _FAULT_STATUS = {
     "unreachable": 502,
@@ -43,7 +43,7 @@ _FAULT_STATUS = {
 }
 """HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 
-_ERA_REFUSALS = frozenset((400, 404, 405))
+ERA_REFUSALS = frozenset((400, 404, 405))
 """Statuses a server of the other era answers a handshake or a 2026 request with."""
 
 _MODERN_ERRORS = {
@@ -199,22 +199,44 @@ def era_suspicion(route: Route, status: int, body: bytes | bytearray | None = No
 
     - a refused `initialize` always casts doubt: a pass-through handshake means the verdict has a
       legacy side, and a modern-only server's refusal (404 -32601, 400 -32022) says it is gone;
+    - another legacy request casts doubt only when refused with -32022 whose `data.supported` names
+      no handshake version: a modern-only server telling an old session that the legacy side is gone
+      (anything else is a legacy server's answer to that session, a forgotten one say);
     - a 2026 request refused with the error a 2026-07-28 server gives a client's own mistake (400
       with -32602, -32020, -32021 or -32022; 404 with -32601) is that server answering in its era,
       so it casts none, unless the error itself denies the era: -32601 for `server/discover` (every
       2026-07-28 server has it), or -32022 whose `data.supported` names no 2026 version;
     - anything else (405, another code, an empty, non-JSON, HTML or oversized body) casts doubt.
     """
-    if status not in _ERA_REFUSALS:
+    if status not in ERA_REFUSALS:
         return None
-    method = route.method
-    if method != "initialize" and route.era is not Era.MODERN:
+    era = route.era
+    return _doubt(route.method or route.http_method, era, status, body, f"from a {era.value} client")
+
+
+def leg_suspicion(
+    method: str, era: Era, status: int, body: bytes | bytearray | None, bridge: str
+) -> str | None:
+    """Why the answer to a bridge's own upstream request casts doubt on the upstream's era, or None.
+
+    A bridge speaks one era upstream (`era`), so when a server of the other era replaces the
+    upstream only the bridge's requests meet its refusals: they are judged by `era_suspicion`'s rule.
+    """
+    if status not in ERA_REFUSALS:
         return None
+    return _doubt(method, era, status, body, f"from the {bridge} bridge")
+
+
+def _doubt(method: str, era: Era, status: int, body: bytes | bytearray | None, sender: str) -> str | None:
+    """`era_suspicion`'s rule for a refusal (400, 404, 405) of `method` sent in `era` by `sender`."""
     error = _jsonrpc_error(body)
-    if error is not None and method != "initialize" and _modern_mistake(method, status, error):
+    if method != "initialize" and era is not Era.MODERN:
+        if error is None or not _denies_legacy(error):
+            return None
+    elif error is not None and method != "initialize" and _modern_mistake(method, status, error):
         return None
     refusal = f"HTTP {status}" if error is None else f"HTTP {status} (JSON-RPC {error['code']})"
-    return f"{refusal} for {method or route.http_method} from a {route.era.value} client"
+    return f"{refusal} for {method} {sender}"
 
 
 def _jsonrpc_error(body: bytes | bytearray | None) -> dict[str, Any] | None:
@@ -232,6 +254,15 @@ def _jsonrpc_error(body: bytes | bytearray | None) -> dict[str, Any] | None:
     if not isinstance(error, dict) or type(error.get("code")) is not int:  # a bool passes isinstance
         return None
     return error
+
+
+def _denies_legacy(error: dict[str, Any]) -> bool:
+    """The error is -32022 whose `data.supported` lists versions, none of them a handshake one."""
+    if error["code"] != errors.UNSUPPORTED_PROTOCOL_VERSION:
+        return False
+    data = error.get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return isinstance(supported, list) and not any(v in HANDSHAKE_VERSIONS for v in supported)
 
 
 def _modern_mistake(method: str | None, status: int, error: dict[str, Any]) -> bool:

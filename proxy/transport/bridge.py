@@ -52,6 +52,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
+from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     ContinuationMoved,
@@ -79,6 +80,7 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
+from proxy.wire.versions import Era
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
 """Headers an answer the proxy POSTs upstream sets itself (it is JSON, and takes JSON or SSE back)."""
@@ -127,6 +129,9 @@ class _LegStream:
     """What its events are observed on: `get_sse` on a GET stream, `sse` on a POST's response."""
     last_id: str | None = None
     retry_ms: int | None = None
+    sent: str | None = None
+    """The JSON-RPC method of the POST the leg sent while its refused answer awaits judging
+    (`leg_suspicion`); None once judged, or for a leg whose answer is no refusal."""
 
 
 @dataclass
@@ -199,6 +204,9 @@ class BridgeDriver:
         self._resumes: dict[str, ResumeLeg] = {}
         self.upstream_transport: Callable[[], str] = lambda: upstream.transport
         """How the upstream is spoken to now (`http`, `sse`, `stdio`): the probe may find `sse`."""
+        self.suspect: Callable[[str], None] = _unheard
+        """Told why an answer to the bridge's own request casts doubt on the upstream's era (the
+        router's `suspect`, which probes again): the bridge's requests are all a replaced upstream meets."""
         self.faults: RelayContext | None = None
         """Where the fault rules in force are found (`RelayContext.gate`); None: never consulted."""
         self.intercepts: BridgeHolds | None = None
@@ -412,7 +420,7 @@ class BridgeDriver:
                     held = self._run_held_leg(holds, leg, exchange, query, headers, message)
                     self.legs[leg] = spawn(held, name=f"leg-{leg}")
                     return
-                run = self._run_leg(leg, query, "POST", headers, dumps(message))
+                run = self._run_leg(leg, query, "POST", headers, dumps(message), message.get("method"))
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case DeleteSession(leg, headers):
                 self.leg_exchange[leg] = ""
@@ -486,9 +494,16 @@ class BridgeDriver:
         return ex.client.raw_query if ex is not None else ""
 
     async def _run_leg(
-        self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
+        self,
+        leg: str,
+        query: str,
+        method: str,
+        headers: tuple[tuple[str, str], ...],
+        body: bytes,
+        sent: Any = None,
     ) -> None:
-        """Send one leg and feed what comes back; a cut SSE body is reopened while the engine says so."""
+        """Send one leg and feed what comes back; a cut SSE body is reopened while the engine says so.
+        `sent` is the method of the JSON-RPC request the leg carries, whose refusal is judged."""
         resp = await self._open_leg(leg, query, method, headers, body)
         if resp is None:
             return
@@ -499,6 +514,8 @@ class BridgeDriver:
             self._cors.learn(origin_of(served.client.headers), resp.headers)
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
         stream = _LegStream(channel=Channel.GET_SSE if method == "GET" else Channel.SSE)
+        if isinstance(sent, str) and resp.status in ERA_REFUSALS:
+            stream.sent = sent
         while True:
             self._reading[leg] = resp
             try:
@@ -507,6 +524,7 @@ class BridgeDriver:
                 resp.release()  # read to its end: the connection carries the next leg
             except UpstreamError as exc:
                 cut = str(exc) or type(exc).__name__
+                self._judge(stream, resp.status, None)
             except SseTooLarge as exc:
                 cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
@@ -593,6 +611,7 @@ class BridgeDriver:
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:
         if is_sse(resp.header("content-type")):
             stream.sse = True
+            self._judge(stream, resp.status, None)
             decoder = SseDecoder(self.max_message_bytes)
             async for chunk in resp.chunks():
                 for item in decoder.feed(chunk):
@@ -600,6 +619,7 @@ class BridgeDriver:
                         await self._leg_event(leg, item, stream)
             return
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
+        self._judge(stream, resp.status, raw)
         messages = parse_body(raw).messages
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
@@ -620,6 +640,15 @@ class BridgeDriver:
             raise UpstreamError("cut", _TOO_DEEP)
         self._observe_leg_msg(leg, msg, len(item.data), stream.channel)
         await self._leg_message(leg, msg, item.id)
+
+    def _judge(self, stream: _LegStream, status: int, body: bytes | None) -> None:
+        """A refused request of the bridge's own, judged once with its body (None: by its status)."""
+        sent, stream.sent = stream.sent, None
+        if sent is None:
+            return
+        era = Era(BRIDGE_ERAS[self.mode][1])
+        if (doubt := leg_suspicion(sent, era, status, body, self.mode.value)) is not None:
+            self.suspect(doubt)
 
     def _leg_cut(self, leg: str, event: LegCut) -> ResumeLeg | None:
         """Tell the engine a leg's SSE body stopped; its ResumeLeg keeps the leg, else the leg is over."""
@@ -750,6 +779,10 @@ class BridgeDriver:
             "timers": len(self.timers),
             "session_streams": standing,
         }
+
+
+def _unheard(_reason: str) -> None:
+    """Where a driver nobody routes for sends its doubts (tests drive bridges without a router)."""
 
 
 def _sse_head(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

@@ -97,6 +97,35 @@ async def test_an_upstream_that_changes_era_is_probed_again_and_then_bridged(
     assert any(c["mode"] == "legacy_to_mrtr" and c.get("name") == "ask_name" for c in chains)
 
 
+@pytest.mark.parametrize(
+    ("first", "then", "client", "bridge"),
+    [
+        ("legacy-inflight", "modern-mrtr", "2026-07-28", "mrtr_to_legacy"),
+        ("modern-mrtr", "legacy-inflight", "legacy", "legacy_to_mrtr"),
+    ],
+)
+async def test_an_upstream_replaced_by_the_other_era_is_probed_again_when_only_bridged_clients_come(
+    peer_factory: Callable[..., PeerServer], first: str, then: str, client: str, bridge: str
+) -> None:
+    # Every client is bridged, so no client request reaches the new server as it was sent: the
+    # refusals of the bridge's own requests (its handshake, its 2026-07-28 call) are the news.
+    old = peer_factory(first)
+    port = old.port
+    async with own_proxy(old.url) as proxy:
+        await run_scenario(proxy.endpoint(), client, "ask_name")
+        await anyio.to_thread.run_sync(old.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory(then, port=port))
+        result = await once_reprobed(proxy, client, "ask_name")
+        assert await upstream_era(proxy) == ("modern" if then == "modern-mrtr" else "legacy")
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+        reasons = [line["reason"] for line in doubts(proxy)]
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert reasons
+    assert all(reason.endswith(f"from the {bridge} bridge") for reason in reasons), reasons
+    assert [c["mode"] for c in chains if c.get("name") == "ask_name"][-1] == "passthrough"
+
+
 async def test_a_modern_servers_refusals_of_client_mistakes_keep_its_verdict_until_its_era_changes(
     peer_factory: Callable[..., PeerServer],
 ) -> None:

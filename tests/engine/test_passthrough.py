@@ -18,6 +18,7 @@ from proxy.engine.passthrough import (
     era_suspicion,
     fault_answer,
     fault_outcome,
+    leg_suspicion,
     proxied_location,
     sends_whole,
     upstream_request,
@@ -25,6 +26,7 @@ from proxy.engine.passthrough import (
 from proxy.framing.classify import Route, classify
 from proxy.framing.http import parse_upstream
 from proxy.wire import errors
+from proxy.wire.versions import Era
 
 UPSTREAM = parse_upstream("http://upstream.internal:8000/mcp")
 UNREACHABLE_HINT = " (check that the MCP server is running and that --upstream names it)"
@@ -303,6 +305,40 @@ def test_a_refused_legacy_call_or_a_success_casts_no_doubt() -> None:
 
 MODERN = ("Mcp-Protocol-Version", "2026-07-28")
 HANDSHAKE = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+
+
+@pytest.mark.parametrize(
+    ("data", "doubted"),
+    [
+        ({"supported": ["2026-07-28"], "requested": "2025-11-25"}, True),
+        ({"supported": [], "requested": "2025-11-25"}, True),
+        ({"supported": ["2025-11-25", "2026-07-28"]}, False),
+        ({"requested": "2025-11-25"}, False),
+        (None, False),
+    ],
+)
+def test_a_legacy_call_refused_as_a_version_no_longer_served_casts_doubt(data: object, doubted: bool) -> None:
+    # A modern-only server that replaced a legacy one answers an old session's call so.
+    call = route(BODY, ("Mcp-Protocol-Version", "2025-11-25"))
+    doubt = era_suspicion(call, 400, error_body(errors.UNSUPPORTED_PROTOCOL_VERSION, data))
+    assert (doubt is not None) is doubted
+    assert era_suspicion(call, 400, error_body(errors.INVALID_REQUEST, data)) is None
+
+
+def test_a_bridges_own_requests_are_judged_by_the_same_rule_and_named_as_the_bridges() -> None:
+    legacy_gone = error_body(errors.UNSUPPORTED_PROTOCOL_VERSION, {"supported": ["2026-07-28"]})
+    assert (
+        leg_suspicion("tools/call", Era.LEGACY, 400, legacy_gone, "mrtr_to_legacy")
+        == "HTTP 400 (JSON-RPC -32022) for tools/call from the mrtr_to_legacy bridge"
+    )
+    assert leg_suspicion("initialize", Era.LEGACY, 400, None, "mrtr_to_legacy") == (
+        "HTTP 400 for initialize from the mrtr_to_legacy bridge"
+    )
+    assert leg_suspicion("tools/call", Era.MODERN, 400, error_body(errors.INVALID_PARAMS), "x") is None
+    assert leg_suspicion(
+        "tools/call", Era.MODERN, 400, error_body(errors.INVALID_REQUEST), "legacy_to_mrtr"
+    ) == ("HTTP 400 (JSON-RPC -32600) for tools/call from the legacy_to_mrtr bridge")
+    assert leg_suspicion("initialize", Era.LEGACY, 200, None, "mrtr_to_legacy") is None
 
 
 def modern_route(method: str = "tools/call") -> Route:
