@@ -212,7 +212,8 @@ class LaneExchange:
         relays.relaying += 1
         self.began = asyncio.get_running_loop().time()
         self.sent_at = relays.observations.now()
-        self.session.post_direct(self.name, self.route.raw, self.route.body, self)
+        route = self.route
+        self.session.post_direct(self.name, route.raw, route.body, self, route.headers)
         self._reported()
 
     def _reported(self) -> None:

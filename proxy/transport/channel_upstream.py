@@ -64,6 +64,21 @@ SSE_EVENT = b"event: message\ndata: "
 """What goes before each message's JSON on such a stream (a blank line follows it)."""
 
 
+_JSON_TYPE = (("Content-Type", "application/json"),)
+
+
+class RefusedStart(UpstreamError):
+    """A channel could not start because the upstream refused the request that opened it with an
+    answer meant for the client (an HTTP+SSE server's 401 to the client's credentials): its status,
+    head and body, which the client gets in place of a gateway error."""
+
+    def __init__(self, detail: str, status: int, headers: Headers, body: bytes) -> None:
+        super().__init__("unreachable", detail)
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
 class ChannelEvents(Protocol):
     """What a channel reports to the one that owns it."""
 
@@ -84,11 +99,19 @@ class ChannelEvents(Protocol):
 class Channel(Protocol):
     """One message channel's I/O (a stdio child, an HTTP+SSE session)."""
 
-    async def start(self) -> None:
-        """Open the channel; UpstreamError("unreachable", why) when it cannot be opened."""
+    async def start(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        """Open the channel; UpstreamError("unreachable", why) when it cannot be opened.
 
-    def write(self, data: bytes, exchange: str | None) -> None:
-        """Send one message (its JSON, no newline); a failure is reported through `write_failed`."""
+        `headers` are those of the request that opened it (an HTTP+SSE session's GET carries them).
+        """
+
+    def write(
+        self, data: bytes, exchange: str | None, headers: Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        """Send one message (its JSON, no newline); a failure is reported through `write_failed`.
+
+        `headers` are those of the request the message came in (None: a message of the proxy's own).
+        """
 
     def stop(self, reason: str) -> None:
         """End the channel; `closed(..., asked=True)` follows."""
@@ -172,6 +195,8 @@ class ChannelSession:
         self.exchanges: dict[str, _Exchange] = {}
         self.direct: dict[str, DirectReceiver] = {}
         """Exchanges posted directly (`post_direct`), each with who takes its response."""
+        self.headers_of: dict[str, Iterable[tuple[str, str]]] = {}
+        """The request headers of each exchange in flight, for the messages written for it."""
         self.ended = False
         self._paused = 0
         self._log = get_logger()
@@ -181,11 +206,13 @@ class ChannelSession:
             self._do(command)
 
     def _do(self, command: ChannelCommand) -> None:
+        if isinstance(command, Answer | EndStream):
+            self.headers_of.pop(command.exchange, None)
         if self.direct and self._to_direct(command):
             return
         match command:
             case WriteChannel(data, exchange):
-                self.channel.write(data, exchange)
+                self.channel.write(data, exchange, self.headers_of.get(exchange) if exchange else None)
             case Answer(exchange, status, headers, body, _):
                 ex = self.exchanges.pop(exchange, None)
                 if ex is not None:
@@ -243,15 +270,25 @@ class ChannelSession:
         """A caller released or closed its response: one it dropped before its end was abandoned."""
         if self.exchanges.pop(exchange, None) is not None or self.direct.pop(exchange, None) is not None:
             self.feed(ExchangeAbandoned(exchange))
+        self.headers_of.pop(exchange, None)
 
     def head_due(self, exchange: str) -> None:
         if exchange in self.exchanges or exchange in self.direct:
             self.feed(HeadDue(exchange))
 
-    def post_direct(self, name: str, raw: bytes, parsed: Body, receiver: DirectReceiver) -> None:
+    def post_direct(
+        self,
+        name: str,
+        raw: bytes,
+        parsed: Body,
+        receiver: DirectReceiver,
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
         """A POST's message written to the channel as an exchange whose response goes to `receiver`,
-        not into an HTTP response (the receiver may be answered before this returns)."""
+        not into an HTTP response (the receiver may be answered before this returns); `headers` are
+        the request's."""
         self.direct[name] = receiver
+        self.headers_of[name] = headers
         self.feed(PostReceived(name, raw, parsed))
 
     def pause(self, delta: int) -> None:
@@ -285,6 +322,7 @@ class ChannelSession:
             if not ex.head.done():
                 ex.head.set_exception(UpstreamError("cut", reason))
         self.exchanges.clear()
+        self.headers_of.clear()
         direct, self.direct = self.direct, {}
         for receiver in direct.values():
             receiver.ended()
@@ -350,17 +388,20 @@ class ChannelUpstream:
             return _whole(404, b"", ())
         items = list(headers)
         placement = self.sessions.place(method, header(items, SESSION_ID), body)
-        match placement:
-            case Refused(status, answer):
-                return _whole(status, answer, (("Content-Type", "application/json"),))
-            case Shared():
-                session = await self._shared_session()
-            case ToSession(name):
-                session = self._by_session[name]
-            case NewSession(name):
-                session = await self._open(name)
+        try:
+            match placement:
+                case Refused(status, answer):
+                    return _whole(status, answer, _JSON_TYPE)
+                case Shared():
+                    session = await self._shared_session(items)
+                case ToSession(name):
+                    session = self._by_session[name]
+                case NewSession(name):
+                    session = await self._open(name, items)
+        except RefusedStart as refused:  # the server's answer to the client's credentials: theirs
+            return _whole(refused.status, refused.body, refused.headers)
         name = f"x{next(self._names)}"
-        return await self._exchange(session, name, _event(method, name, body))
+        return await self._exchange(session, name, _event(method, name, body), items)
 
     def direct_session(self, session: str | None) -> ChannelSession | None:
         """The running channel a request naming `session` (None: none) goes to, or None when the
@@ -389,10 +430,15 @@ class ChannelUpstream:
         return f"x{next(self._names)}"
 
     async def _exchange(
-        self, session: ChannelSession, name: str, event: ChannelEvent | None
+        self,
+        session: ChannelSession,
+        name: str,
+        event: ChannelEvent | None,
+        headers: Iterable[tuple[str, str]] = (),
     ) -> UpstreamResponse:
         if event is None:
             return _whole(405, b"", (("Allow", "GET, POST, DELETE"),))
+        session.headers_of[name] = headers
         head: asyncio.Future[UpstreamResponse] = asyncio.get_running_loop().create_future()
         session.exchanges[name] = _Exchange(head)
         session.feed(event)
@@ -407,7 +453,7 @@ class ChannelUpstream:
         finally:
             timer.cancel()
 
-    async def _shared_session(self) -> ChannelSession:
+    async def _shared_session(self, headers: list[tuple[str, str]]) -> ChannelSession:
         shared = self._shared
         if shared is not None and not shared.ended:
             return shared
@@ -415,7 +461,7 @@ class ChannelUpstream:
         if starting is None or starting.done():
             starting = self._starting = asyncio.get_running_loop().create_future()
             try:
-                self._shared = await self._start(None)
+                self._shared = await self._start(None, headers)
             except BaseException as exc:
                 starting.set_exception(exc)
                 starting.exception()  # retrieved: the waiters re-raise it
@@ -425,17 +471,18 @@ class ChannelUpstream:
             return self._shared
         return await asyncio.shield(starting)
 
-    async def _open(self, name: str) -> ChannelSession:
+    async def _open(self, name: str, headers: list[tuple[str, str]]) -> ChannelSession:
         try:
-            session = await self._start(name)
+            session = await self._start(name, headers)
         except BaseException:
             self.sessions.ended(name)
             raise
         self._by_session[name] = session
         return session
 
-    async def _start(self, name: str | None) -> ChannelSession:
-        """Start a channel, waiting first as the restart budget says; refused past it."""
+    async def _start(self, name: str | None, headers: list[tuple[str, str]]) -> ChannelSession:
+        """Start a channel for a request with `headers`, waiting first as the restart budget says;
+        refused past it."""
         now = time.monotonic()
         delay = self.restarts.delay(now)
         if delay is None:
@@ -445,7 +492,10 @@ class ChannelUpstream:
         session = ChannelSession(self, name)
         self._all.add(session)
         try:
-            await session.channel.start()
+            await session.channel.start(headers)
+        except RefusedStart:  # the server's answer to this request's credentials, which its client gets
+            self._all.discard(session)
+            raise
         except UpstreamError as exc:
             self._all.discard(session)
             if str(exc) != self._start_failed:

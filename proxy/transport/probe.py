@@ -29,8 +29,9 @@ from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
 
 PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
-SSE_HINTS = (400, 404, 405)
-"""Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there."""
+SSE_HINTS = (400, 401, 404, 405)
+"""Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there (401:
+one behind a credentials check answers every request so, whatever its transport)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ async def probe_upstream(
             problem += f"; {FAILING_HINT}"
         if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
-                if await _speaks_sse(pool, upstream, limit_s):
+                if await _speaks_sse(pool, upstream, limit_s, credentials):
                     return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
@@ -98,10 +99,13 @@ async def probe_upstream(
     return ProbeResult(eras, True, problem)
 
 
-async def _speaks_sse(pool: UpstreamClient, upstream: Upstream, limit_s: float) -> bool:
-    """A GET on the URL opens an HTTP+SSE session (its first event names a message endpoint)."""
+async def _speaks_sse(
+    pool: UpstreamClient, upstream: Upstream, limit_s: float, credentials: tuple[tuple[str, str], ...]
+) -> bool:
+    """A GET on the URL, with the probe's credentials, opens an HTTP+SSE session (its first event
+    names a message endpoint)."""
     try:
-        stream, *_ = await open_session(pool, upstream, limit_s, PROBE_BODY_LIMIT)
+        stream, *_ = await open_session(pool, upstream, limit_s, PROBE_BODY_LIMIT, credentials)
     except UpstreamError:
         return False
     stream.close()

@@ -7,6 +7,14 @@ Both ride the proxy's one upstream pool, so they leave with the same request lin
 everything else. An endpoint on another origin is refused: the proxy would otherwise post its
 clients' messages to a host nobody configured. POSTs go out one at a time, in order, since the
 server reads them as one ordered stream; a POST the server refuses fails the call it carried.
+
+Headers: the GET carries the end-to-end headers of the request that opened the session, and each
+POST those of the request whose message it carries (the session's own for a message the proxy
+writes itself), as a pass-through would send them: `Authorization`, cookies, custom headers. The
+headers of the Streamable HTTP transport the proxy's clients speak (`SESSION_ONLY`) stay behind:
+this transport names its session in the endpoint's query, and the proxy reads these bodies itself.
+A GET refused with 401 or 403 is the server's answer to the client's credentials, handed back whole
+(`RefusedStart`) so the client sees it, `WWW-Authenticate` included.
 """
 
 from __future__ import annotations
@@ -14,22 +22,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from proxy.framing.http import Upstream, is_sse
+from proxy.engine.channel.vocab import Headers
+from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge
 from proxy.logs import get_logger
-from proxy.transport.channel_upstream import ChannelEvents
+from proxy.transport.channel_upstream import ChannelEvents, RefusedStart
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
+from proxy.wire.headers import LAST_EVENT_ID, METHOD, NAME, PARAM_PREFIX, PROTOCOL_VERSION, SESSION_ID
 
 ENDPOINT_BYTES = 64 * 1024
 """Bytes of the GET stream read at most while waiting for the `endpoint` event."""
 POST_ANSWER_BYTES = 64 * 1024
 """Bytes of a POST's answer read (an SDK answers `Accepted`)."""
+REFUSAL_BYTES = 64 * 1024
+"""Bytes of a refused GET's answer read at most, to hand to the client."""
+RELAYED_REFUSALS = frozenset({401, 403})
+"""Statuses of a GET that answer the client's credentials: relayed to it, not made a gateway error."""
 _ACCEPT_SSE = (("Accept", "text/event-stream"),)
 _JSON = (("Content-Type", "application/json"),)
+
+_TRANSPORT_OWN = (SESSION_ID, PROTOCOL_VERSION, METHOD, NAME, LAST_EVENT_ID)
+SESSION_ONLY = frozenset(
+    name.lower() for name in (*_TRANSPORT_OWN, "Accept", "Accept-Encoding", "Content-Type")
+)
+"""Headers of the Streamable HTTP request the proxy was sent that an HTTP+SSE request does not carry:
+that transport's session and version, the 2026-07-28 mirrors, what the client accepts (the proxy
+reads the stream and the POST's answer itself, so it says what it accepts) and the body's type."""
+_PARAM = PARAM_PREFIX.lower()
+
+
+def sent_along(headers: Iterable[tuple[str, str]]) -> Headers:
+    """The end-to-end headers of a client request that go with the HTTP+SSE requests made for it."""
+    return tuple(
+        (name, value)
+        for name, value in forward_request_headers(headers)
+        if name.lower() not in SESSION_ONLY and not name.lower().startswith(_PARAM)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,21 +74,27 @@ class Endpoint:
 
 
 async def open_session(
-    pool: UpstreamClient, upstream: Upstream, limit_s: float, max_event: int
+    pool: UpstreamClient, upstream: Upstream, limit_s: float, max_event: int, headers: Headers = ()
 ) -> tuple[UpstreamResponse, SseDecoder, Endpoint, list[SseEvent]]:
-    """GET the SSE URL and read up to its `endpoint` event (within `limit_s` seconds).
+    """GET the SSE URL with `headers` (`sent_along`) and read up to its `endpoint` event (within
+    `limit_s` seconds).
 
     Returns the open stream, its decoder, the endpoint and the events decoded after it. Raises
-    UpstreamError naming what the upstream did instead (a status, no stream, no endpoint).
+    RefusedStart for a 401 or 403, and UpstreamError naming what the upstream did instead (another
+    status, no stream, no endpoint).
     """
-    resp = await pool.request("GET", upstream.base_path, _ACCEPT_SSE, b"")
+    resp = await pool.request("GET", upstream.base_path, (*_ACCEPT_SSE, *headers), b"")
     try:
         if resp.status != 200 or not is_sse(resp.header("content-type")):
-            raise UpstreamError(
-                "unreachable",
+            detail = (
                 f"GET {upstream.shown} answered HTTP {resp.status} "
-                f"({resp.header('content-type') or 'no content type'}), not an HTTP+SSE stream",
+                f"({resp.header('content-type') or 'no content type'}), not an HTTP+SSE stream"
             )
+            if resp.status in RELAYED_REFUSALS:
+                body = await resp.read(REFUSAL_BYTES, "the refused GET's answer")
+                kept = tuple(forward_response_headers(resp.headers, keep_length=False))
+                raise RefusedStart(detail, resp.status, kept, body)
+            raise UpstreamError("unreachable", detail)
         decoder = SseDecoder(max_event)
         async with asyncio.timeout(limit_s):
             endpoint, after = await _endpoint_event(resp, decoder)
@@ -117,7 +156,9 @@ class SseChannel:
         self.max_event = max_event
         self._stream: UpstreamResponse | None = None
         self._endpoint = Endpoint("/", "")
-        self._outbox: deque[tuple[bytes, str | None]] = deque()
+        self._outbox: deque[tuple[bytes, str | None, Headers | None]] = deque()
+        self._headers: Headers = ()
+        """The end-to-end headers of the request that opened the session (its GET carried them)."""
         self._wake = asyncio.Event()
         self._reading = asyncio.Event()
         self._reading.set()
@@ -126,9 +167,10 @@ class SseChannel:
         self._ended = False
         self._stop_reason = ""
 
-    async def start(self) -> None:
+    async def start(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        self._headers = sent_along(headers)
         stream, decoder, endpoint, after = await open_session(
-            self.pool, self.upstream, self.limit_s, self.max_event
+            self.pool, self.upstream, self.limit_s, self.max_event, self._headers
         )
         self._stream, self._endpoint = stream, endpoint
         get_logger().info(
@@ -164,8 +206,10 @@ class SseChannel:
             if event.event == "message" and event.carries_message:
                 self.events.received(event.data.encode("utf-8"))
 
-    def write(self, data: bytes, exchange: str | None) -> None:
-        self._outbox.append((data, exchange))
+    def write(
+        self, data: bytes, exchange: str | None, headers: Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        self._outbox.append((data, exchange, None if headers is None else sent_along(headers)))
         self._wake.set()
 
     async def _post_all(self) -> None:
@@ -173,15 +217,15 @@ class SseChannel:
             while not self._outbox:
                 self._wake.clear()
                 await self._wake.wait()
-            data, exchange = self._outbox.popleft()
-            problem = await self._post(data)
+            data, exchange, headers = self._outbox.popleft()
+            problem = await self._post(data, self._headers if headers is None else headers)
             if problem is not None:
                 self.events.write_failed(exchange, problem)
 
-    async def _post(self, data: bytes) -> str | None:
+    async def _post(self, data: bytes, headers: Headers) -> str | None:
         endpoint = self._endpoint
         try:
-            resp = await self.pool.request("POST", endpoint.path, _JSON, data, endpoint.query)
+            resp = await self.pool.request("POST", endpoint.path, (*_JSON, *headers), data, endpoint.query)
         except (TimeoutError, UpstreamError) as exc:
             return f"POST {endpoint.path}: {exc or 'timed out'}"
         try:

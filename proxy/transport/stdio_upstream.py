@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 from proxy.config import SECRET_ENV_VARS
@@ -155,7 +155,8 @@ class StdioChannel(asyncio.SubprocessProtocol):
         self._stopping: asyncio.Task[None] | None = None
         self._log = get_logger()
 
-    async def start(self) -> None:
+    async def start(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        """Start the child (a process has no request headers: `headers` are not used)."""
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
         try:
@@ -215,7 +216,9 @@ class StdioChannel(asyncio.SubprocessProtocol):
 
     # -- the owner's side ----------------------------------------------------------------------------
 
-    def write(self, data: bytes, exchange: str | None) -> None:
+    def write(
+        self, data: bytes, exchange: str | None, headers: Iterable[tuple[str, str]] | None = None
+    ) -> None:
         stdin = self._stdin
         if stdin is None:
             transport = self._transport

@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+from typing import Any
 
 from tests.peers.envs import LOOPBACK_PRELOAD, node_binary, node_package, peer_python
 from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment
@@ -61,3 +63,19 @@ class PythonSse(ServedPeer):
     @property
     def sse_url(self) -> str:
         return f"{self.base_url}/sse"
+
+
+class GuardedPythonSse(PythonSse):
+    """`PythonSse` behind a bearer check (``channel_serve sse --bearer``): 401 with `WWW-Authenticate`
+    to any request without `Authorization: Bearer TOKEN`; `heard()` lists the request heads it got."""
+
+    label = "python-sse-bearer"
+    TOKEN = "sse-upstream-bearer-2417"
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--bearer", self.TOKEN]
+
+    def heard(self) -> list[dict[str, Any]]:
+        """Each request head the server got, in order: `heard` (method), `target`, `headers` (pairs)."""
+        lines = (line for line in self.stderr_text().splitlines() if line.startswith('{"heard"'))
+        return [json.loads(line) for line in lines]
