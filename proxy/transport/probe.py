@@ -22,7 +22,8 @@ from proxy.engine.select import (
 )
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent
-from proxy.transport.sse_upstream import open_session
+from proxy.transport.channel_upstream import RefusedStart
+from proxy.transport.sse_upstream import NotAStream, open_session
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
@@ -57,7 +58,11 @@ NOT_FOUND_HINT = (
 FAILING_HINT = "the server fails every MCP request it was sent (HTTP 5xx): it is up, but not serving MCP"
 """Said when an `initialize` got a 5xx: an application that crashed behind a web server that answers."""
 
-NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT)
+SSE_UNUSABLE = "a GET there opened an HTTP+SSE stream, but"
+"""Said, with the reason, when the URL is an HTTP+SSE endpoint whose session the proxy cannot use (its
+message endpoint on another origin, none named): the path is right, the server's setup is not."""
+
+NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE)
 """The hints of an upstream that answers HTTP but would get no request through: not ready, warned of."""
 
 
@@ -83,15 +88,17 @@ async def probe_upstream(
             if session:
                 await _delete_session(pool, upstream, session, credentials)
         eras = UpstreamEras(legacy=legacy, modern=modern)
-        problem = "" if eras.known else f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
-        if not eras.known and status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize
-            problem += f"; {NOT_FOUND_HINT}"
-        elif not eras.known and status_m >= 500 and status_l >= 500:
-            problem += f"; {FAILING_HINT}"
-        if not eras.known and status_m in SSE_HINTS and status_l in SSE_HINTS:
+        if eras.known:
+            return ProbeResult(eras, True)
+        statuses = f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
+        problem = _unknown(statuses, status_m, status_l)
+        if status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
-                if await _speaks_sse(pool, upstream, limit_s, credentials):
-                    return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
+                refused = await _sse_refusal(pool, upstream, limit_s, credentials)
+            if refused == "":
+                return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
+            if refused is not None:  # the path is right (a stream opened), the session is not usable
+                problem = f"{statuses}; {SSE_UNUSABLE} {refused}"
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
     except UpstreamError as exc:
@@ -99,17 +106,29 @@ async def probe_upstream(
     return ProbeResult(eras, True, problem)
 
 
-async def _speaks_sse(
+def _unknown(statuses: str, status_m: int, status_l: int) -> str:
+    """Why no era is known, from the statuses of the two probe requests."""
+    if status_l == HTTPStatus.NOT_FOUND:  # an MCP endpoint answers an initialize
+        return f"{statuses}; {NOT_FOUND_HINT}"
+    if status_m >= 500 and status_l >= 500:
+        return f"{statuses}; {FAILING_HINT}"
+    return statuses
+
+
+async def _sse_refusal(
     pool: UpstreamClient, upstream: Upstream, limit_s: float, credentials: tuple[tuple[str, str], ...]
-) -> bool:
-    """A GET on the URL, with the probe's credentials, opens an HTTP+SSE session (its first event
-    names a message endpoint)."""
+) -> str | None:
+    """Whether a GET on the URL opens an HTTP+SSE session (its first event names a message endpoint
+    the proxy can post to): "" when it does, None when the answer is no SSE stream, else why the
+    stream opened cannot be used (an endpoint on another origin, none sent)."""
     try:
         stream, *_ = await open_session(pool, upstream, limit_s, PROBE_BODY_LIMIT, credentials)
-    except UpstreamError:
-        return False
+    except (NotAStream, RefusedStart):
+        return None
+    except UpstreamError as exc:
+        return str(exc) or exc.kind
     stream.close()
-    return True
+    return ""
 
 
 async def _post(

@@ -65,6 +65,11 @@ def sent_along(headers: Iterable[tuple[str, str]]) -> Headers:
     )
 
 
+class NotAStream(UpstreamError):
+    """The GET was answered, but not with an SSE stream: no HTTP+SSE endpoint, to these credentials
+    at least (a 401 or 403 is a `RefusedStart` instead)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """Where an HTTP+SSE session's messages are posted: a path and a raw query on the upstream's origin."""
@@ -80,8 +85,8 @@ async def open_session(
     `limit_s` seconds).
 
     Returns the open stream, its decoder, the endpoint and the events decoded after it. Raises
-    RefusedStart for a 401 or 403, and UpstreamError naming what the upstream did instead (another
-    status, no stream, no endpoint).
+    RefusedStart for a 401 or 403, NotAStream for any other answer that is no SSE stream, and a
+    plain UpstreamError when a stream opened but names no endpoint the proxy can post to.
     """
     resp = await pool.request("GET", upstream.base_path, (*_ACCEPT_SSE, *headers), b"")
     try:
@@ -94,10 +99,11 @@ async def open_session(
                 body = await resp.read(REFUSAL_BYTES, "the refused GET's answer")
                 kept = tuple(forward_response_headers(resp.headers, keep_length=False))
                 raise RefusedStart(detail, resp.status, kept, body)
-            raise UpstreamError("unreachable", detail)
+            raise NotAStream("unreachable", detail)
         decoder = SseDecoder(max_event)
         async with asyncio.timeout(limit_s):
             endpoint, after = await _endpoint_event(resp, decoder)
+        resolved = resolve_endpoint(upstream, endpoint)
     except TimeoutError:
         resp.close()
         raise UpstreamError(
@@ -106,7 +112,7 @@ async def open_session(
     except BaseException:
         resp.close()
         raise
-    return resp, decoder, resolve_endpoint(upstream, endpoint), after
+    return resp, decoder, resolved, after
 
 
 async def _endpoint_event(resp: UpstreamResponse, decoder: SseDecoder) -> tuple[str, list[SseEvent]]:
@@ -132,7 +138,8 @@ def resolve_endpoint(upstream: Upstream, endpoint: str) -> Endpoint:
         raise UpstreamError(
             "unreachable",
             f"the HTTP+SSE server named a message endpoint on another origin ({parts.scheme}://"
-            f"{parts.hostname}:{port}); the proxy posts only to {upstream.origin}",
+            f"{parts.hostname}:{port}); the proxy posts only to {upstream.origin} (if that origin is "
+            f"this same server, name it in --upstream: {parts.scheme}://{parts.netloc}{upstream.shown_path})",
         )
     return Endpoint(parts.path or "/", parts.query)
 

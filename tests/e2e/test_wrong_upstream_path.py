@@ -87,3 +87,43 @@ async def test_readyz_is_not_ready_and_a_warning_says_why_while_the_upstream_fai
     assert "it is up, but not serving MCP" in unknown["problem"]
     assert status == 503, body
     assert "HTTP 500 to initialize" in json.loads(body)["reason"]
+
+
+class _ElsewhereSse(BaseHTTPRequestHandler):
+    """A hand-written fake: an HTTP+SSE server whose `endpoint` event names an absolute URL on another
+    origin (`localhost` for the `127.0.0.1` it was reached at), as servers behind a load balancer or
+    started with their public host name announce it; the SDK servers the tests run announce a path."""
+
+    def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(f"event: endpoint\ndata: http://localhost:{port}/messages?sessionId=1\n\n".encode())
+        self.wfile.flush()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b"Cannot POST /sse"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_sse_server_announcing_another_origin_is_named_as_the_cause_not_the_path() -> None:
+    with serving(_ElsewhereSse, "/sse") as url:
+        port = urlsplit(url).port
+        with ProxyProcess(clean_env(**settings_env(upstream=url, admin_enabled="false"))) as proxy:
+            unknown = proxy.wait_for("upstream_era_unknown")
+    assert unknown is not None, proxy.stderr()
+    assert unknown["level"] == "warning", unknown
+    problem = unknown["problem"]
+    assert "a GET there opened an HTTP+SSE stream, but" in problem
+    assert f"a message endpoint on another origin (http://localhost:{port})" in problem
+    assert f"name it in --upstream: http://localhost:{port}/sse" in problem
+    assert "is it the server's MCP endpoint?" not in problem
