@@ -68,6 +68,10 @@ async def serve_outcome(
     """
     if isinstance(outcome, Route):
         await router.ensure_probed(outcome.headers)
+        refusal = router.off_endpoint(outcome)  # the probe may have found HTTP+SSE behind the URL
+        if refusal is not None:
+            PassthroughRelay(relays, side, next_exchange()).refuse_route(outcome, refusal, received=received)
+            return
         bridge = router.bridge_for(outcome)
         if bridge is not None:
             await bridge.serve(side, next_exchange(), outcome)

@@ -22,7 +22,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from proxy.engine.channel.core import ChannelCore
 from proxy.engine.channel.restarts import Restarts
@@ -48,11 +48,13 @@ from proxy.engine.channel.vocab import (
     WriteChannel,
 )
 from proxy.engine.commands import Log
+from proxy.framing.classify import peek_id
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger
 from proxy.transport.upstream_pool import PendingHead, UpstreamError, UpstreamResponse
+from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
-from proxy.wire.jsonrpc import Body, Message
+from proxy.wire.jsonrpc import Body, Message, dumps, error_response
 
 HEAD_HOLD = 1.0
 """Seconds a response head waits for the first message before the response starts as an SSE stream
@@ -77,6 +79,23 @@ class RefusedStart(UpstreamError):
         self.status = status
         self.headers = headers
         self.body = body
+
+
+def off_endpoint(upstream: Upstream, path: str, transport: str) -> str:
+    """Why a request to `path` reaches no server: a channel upstream (an HTTP+SSE or stdio server) has
+    one MCP endpoint, which the proxy serves at `upstream.base_path` and `/`, and no other path."""
+    shown = path if len(path) <= 200 else path[:200] + "..."
+    return (
+        f"this proxy serves MCP at {upstream.shown_path} (and /) only: its upstream is an "
+        f"{'HTTP+SSE' if transport == 'sse' else transport} server, with no path "
+        f"but its MCP endpoint; {shown} is not it, point the client at {upstream.shown_path}"
+    )
+
+
+def off_endpoint_answer(upstream: Upstream, path: str, transport: str, body: bytes) -> dict[str, Any]:
+    """The JSON-RPC error a request off the endpoint gets (its id, when its body names one);
+    `transport` is the upstream's (`sse`, `stdio`)."""
+    return error_response(peek_id(body), errors.INVALID_REQUEST, off_endpoint(upstream, path, transport))
 
 
 class ChannelEvents(Protocol):
@@ -385,7 +404,9 @@ class ChannelUpstream:
         if self._closed:
             raise UpstreamError("unreachable", "the proxy is shutting down")
         if path not in self.upstream.endpoint_paths:
-            return _whole(404, b"", ())
+            return _whole(
+                404, dumps(off_endpoint_answer(self.upstream, path, self.transport, body)), _JSON_TYPE
+            )
         items = list(headers)
         placement = self.sessions.place(method, header(items, SESSION_ID), body)
         try:

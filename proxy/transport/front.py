@@ -535,6 +535,11 @@ class FrontConnection(asyncio.Protocol):
                 self._refuse_draining(side, outcome, len(raw))
                 return
         router = front.router
+        if isinstance(outcome, Route) and (refusal := router.off_endpoint(outcome)) is not None:
+            relay = PassthroughRelay(front.relays, side, front.next_exchange())
+            relay.refuse_route(outcome, refusal, received=len(raw))
+            self._served(side)
+            return
         if not req.early and isinstance(outcome, Route):
             choice = router.choose(outcome)
             if isinstance(choice, ProbeFirst):

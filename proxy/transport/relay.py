@@ -382,6 +382,12 @@ class PassthroughRelay:
         self._answer(refusal.status, refusal.body, (("Retry-After", str(retry_after)),))
         self._finish(refusal.reason)
 
+    def refuse_route(self, route: Route, refusal: Rejection, *, received: int) -> None:
+        """Record a routed request the proxy answers itself (`refusal`), never sending it upstream."""
+        self._opened_here(route, received, refusal.reason)
+        self._answer(refusal.status, refusal.body)
+        self._finish(refusal.reason)
+
     def _refused(self, refusal: Rejection, received: int) -> None:
         """Record a request `classify` refused, and answer it."""
         self._opened_here(None, received, refusal.reason)

@@ -28,7 +28,7 @@ from proxy.framing.classify import Limits, Rejection, Route, classify
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.bridge import BridgeDriver
-from proxy.transport.channel_upstream import ChannelUpstream
+from proxy.transport.channel_upstream import ChannelUpstream, off_endpoint_answer
 from proxy.transport.probe import NOT_SERVING, ProbeResult, probe_upstream
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient
@@ -240,6 +240,15 @@ class Router:
                 get_logger().info("upstream_eras_suspect", reason=reason, hint=DUAL_ERA_HINT)
             else:
                 get_logger().info("upstream_eras_suspect", reason=reason)
+
+    def off_endpoint(self, route: Route) -> Rejection | None:
+        """The proxy's own 404 for a request to a path an HTTP+SSE or stdio upstream does not have (it
+        has one endpoint, and no other path to pass a request to), or None. Answered here, it is
+        blamed on nobody: the upstream never saw it, so it says nothing of its era."""
+        if self.transport == "http" or route.path in self.upstream.endpoint_paths:
+            return None
+        body = off_endpoint_answer(self.upstream, route.path, self.transport, route.raw)
+        return Rejection(404, body, "not_the_endpoint")
 
     def choose(self, route: Route) -> BridgeDriver | ProbeFirst | None:
         """The one routing decision for a request: probe first, a bridge, or None for pass-through."""

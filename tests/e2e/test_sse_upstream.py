@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import aiohttp
 import pytest
 
 from tests.e2e.channel_peers import EverythingSse, PythonSse
+from tests.e2e.legacy_raw import HEADERS, initialize
 from tests.peers.clients import ClientKind, run_plan
 from tests.peers.runner import DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT
-from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.sidecar import ProxyProcess, clean_env, settings_env, until
 
 pytestmark = pytest.mark.e2e
 
@@ -108,3 +110,44 @@ def test_an_era_named_without_the_transport_on_an_sse_url_warns_naming_the_flag(
     assert warning["level"] == "warning"
     assert "add --upstream-transport sse" in warning["hint"]
     assert python_sse.find("upstream_transport_unknown") is None  # the transport named: no warning
+
+
+@pytest.fixture(scope="module")
+def python_sse_probed() -> Iterator[ProxyProcess]:
+    """The Python SDK's SSE server behind a proxy that found its transport by the era probe."""
+    server = PythonSse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with server, ProxyProcess(clean_env(**settings_env(upstream=server.sse_url))) as proxy:
+        assert proxy.wait_for("upstream_eras") is not None, proxy.stderr()[-3000:]
+        yield proxy
+
+
+async def test_a_request_off_the_endpoint_is_answered_by_the_proxy_naming_it_and_blames_nobody(
+    python_sse_probed: ProxyProcess,
+) -> None:
+    proxy = python_sse_probed
+    opened = len([e for e in proxy.events() if e.get("event") == "upstream_session_opened"])
+    async with aiohttp.ClientSession() as http:
+        for _ in range(2):  # a second one would re-probe, were the first blamed on the server
+            async with http.post(proxy.endpoint("/mcp"), json=initialize(), headers=HEADERS) as resp:
+                assert resp.status == 404, await resp.text()
+                answer = await resp.json()
+        async with http.post(proxy.endpoint("/sse"), json=initialize(), headers=HEADERS) as resp:
+            assert resp.status == 200, await resp.text()
+    assert answer["id"] == 1
+    message = answer["error"]["message"]
+    assert message.startswith("this proxy serves MCP at /sse (and /) only: its upstream is an HTTP+SSE")
+    assert "/mcp is not it, point the client at /sse" in message
+
+    def logged() -> list[dict[str, object]]:
+        return [e for e in proxy.events() if e.get("event") == "exchange"]
+
+    await until(lambda: len(logged()) == 3, what="the three exchanges' log lines")
+    events = proxy.events()
+    assert not [e for e in events if e.get("event") == "upstream_eras_suspect"], proxy.stderr()[-3000:]
+    lines = logged()
+    assert [(e["carried"], e["trouble"]) for e in lines] == [
+        ("initialize", "not_the_endpoint"),
+        ("initialize", "not_the_endpoint"),
+        ("initialize", None),
+    ], lines
+    assert len([e for e in events if e.get("event") == "upstream_session_opened"]) == opened + 1
