@@ -230,6 +230,9 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         return 2
     messages = list(chain.messages)
     mode = chain.summary.mode
+    if to == "upstream" and chain.summary.upstream_transport == "sse":
+        tell(f"mcp-proxy export: {SSE_UPSTREAM_NO_URL}")
+        return 2
     if to == "upstream" and mode in (Mode.LEGACY_TO_MRTR, Mode.MRTR_TO_LEGACY):
         return _curl_bridged(found, chain_id, messages, mode)
     client_sent = [m for m in messages if m.direction is Direction.TO_SERVER and m.side is not Side.UPSTREAM]
@@ -241,6 +244,14 @@ def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
         )
         return 2
     return _print_curl(found, chain_id, messages, sent, to)
+
+
+SSE_UPSTREAM_NO_URL = (
+    "the upstream speaks HTTP+SSE (2024-11-05): each message goes to the endpoint the server names on "
+    "a live GET stream, its session in the query, which no command written ahead can know; copy it "
+    "toward the proxy instead (--to proxy), which speaks that transport to the server for you"
+)
+"""Why `--curl --to upstream` refuses a chain whose upstream was an HTTP+SSE server."""
 
 
 def _curl_bridged(found: ChainFound, chain_id: str, messages: list[MessageRecord], mode: Mode) -> int:

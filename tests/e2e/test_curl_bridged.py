@@ -7,7 +7,8 @@ custom headers) on every request of its own, so the command for one of those req
 the token a placeholder; run by bash with the token and a live session set, the legacy server answers
 it. Toward the 2026-07-28 server there is no session to set, only each retry's `requestState` from
 the answer before it. A stdio upstream has no URL: `--to upstream` refuses, saying why, instead of
-printing a command for `stdio:/mcp`.
+printing a command for `stdio:/mcp`. Nor has an HTTP+SSE server one a command could name ahead (a
+message goes to the endpoint its live GET stream names): `--to upstream` refuses those chains too.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.channel_peers import python_stdio_command
-from tests.peers.runner import PeerServer
+from tests.e2e.channel_peers import PythonSse, python_stdio_command
+from tests.peers.runner import DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT, PeerServer
 from tests.peers.scenarios import client_for
 from tests.sidecar import (
     ProxyProcess,
@@ -134,3 +135,28 @@ async def test_copy_as_curl_toward_a_stdio_upstream_refuses_saying_there_is_no_u
     assert "--to proxy" in upstream.stderr
     assert at_proxy.returncode == 0, at_proxy.stderr
     assert f"curl -sS -N -X POST {proxy.endpoint()}" in at_proxy.stdout
+
+
+async def test_copy_as_curl_toward_an_http_sse_upstream_refuses_saying_why(tmp_path: Path) -> None:
+    capture = tmp_path / "run.jsonl"
+    server = PythonSse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with server:
+        env = settings_env(
+            upstream=server.sse_url, upstream_era="legacy", upstream_transport="sse", capture=capture
+        )
+        with ProxyProcess(clean_env(**env)) as proxy:
+            async with client_for(proxy.endpoint("/sse"), "legacy") as legacy:
+                echoed = await legacy.call_tool("echo", {"text": "hi"})
+            assert not echoed.is_error
+            proxy.stop()
+    chain = chain_of(capture, "echo")
+
+    upstream = run_mcp_proxy("export", "--curl", chain, "--to", "upstream", str(capture))
+    at_proxy = run_mcp_proxy("export", "--curl", chain, str(capture))
+
+    assert upstream.returncode == 2, upstream.stdout
+    assert upstream.stdout == ""
+    assert "the upstream speaks HTTP+SSE (2024-11-05)" in upstream.stderr
+    assert "--to proxy" in upstream.stderr
+    assert at_proxy.returncode == 0, at_proxy.stderr
+    assert f"curl -sS -N -X POST {proxy.endpoint('/sse')}" in at_proxy.stdout
