@@ -11,8 +11,8 @@ which and why. The server's questions are answered from the capture where the sa
 recorded (`--ask` asks on the terminal where none was). One line per chain: same, differs (the first
 difference, with both values and where), failed (why) or skipped. Exit status: 0 when every replayed
 chain is the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2
-when nothing could be replayed (bad flags, a file that is not a capture, a server that cannot be
-reached or no longer speaks the era the capture was forced to).
+when nothing could be replayed (bad flags, a file that is not a capture or holds no chain, chains all
+skipped, a server that cannot be reached or no longer speaks the era the capture was forced to).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from proxy.cli_pipes import tell
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
-from proxy.record.export import missing_chain_hint
+from proxy.record.export import counted, missing_chain_hint
 from proxy.record.replay_compare import IgnoreRules
 from proxy.record.replay_edit import Edit, EditError, edited_plan, parse_edit
 from proxy.record.replay_outcome import ChainOutcome
@@ -55,7 +55,8 @@ def build_replay_parser() -> argparse.ArgumentParser:
         prog="mcp-proxy replay",
         description="Replay captured chains against a live server, in the era the recording spoke to "
         "it, and compare them with the recording. Exit 0: all the same; 1: a chain differs or failed; "
-        "2: nothing replayed (bad flags, not a capture, server unreachable or no longer speaking the "
+        "2: nothing replayed (bad flags, not a capture, no chain in it or all skipped, server "
+        "unreachable or no longer speaking the "
         "era the capture was forced to).",
     )
     parser.add_argument("captures", nargs="+", type=Path, metavar="CAPTURE", help="capture file(s)")
@@ -305,7 +306,7 @@ async def _replay(
     counts = Counter(o.word for o in outcomes)
     if args.json:
         print(json.dumps(_document(upstream, source, outcomes, missing, era), indent=2))
-    else:
+    elif outcomes:
         print(_summary(counts, len(outcomes)))
     for line in source.report.lines():
         tell(f"mcp-proxy replay: {line}")
@@ -314,7 +315,21 @@ async def _replay(
             f"mcp-proxy replay: no chain {', '.join(missing)} in the capture ({missing_chain_hint(missing)})"
         )
         return USAGE_EXIT
+    if not any(o.compared for o in outcomes):
+        tell(f"mcp-proxy replay: {_nothing_replayed(outcomes)}")
+        return USAGE_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+def _nothing_replayed(outcomes: list[ChainOutcome]) -> str:
+    """Why the replay compared nothing: a capture with no chain (a recording that saw no traffic), or
+    chains that were all skipped; a check that compared nothing must not pass."""
+    if not outcomes:
+        return (
+            "the capture holds no chain to replay (did the recording proxy see any traffic?): "
+            "nothing was compared"
+        )
+    return f"{counted(len(outcomes), 'chain')} to replay, all skipped (above): nothing was compared"
 
 
 def _edited(chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[str]) -> Iterator[ChainPlan]:
@@ -374,7 +389,7 @@ def _document(
         "chains": [o.as_json() for o in outcomes],
         "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},
         "not_found": missing,
-        "ok": not missing and not any(o.counts for o in outcomes),
+        "ok": not missing and any(o.compared for o in outcomes) and not any(o.counts for o in outcomes),
     }
 
 

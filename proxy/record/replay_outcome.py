@@ -40,6 +40,11 @@ class ChainOutcome:
         return "setup differs" if self.setup and self.status == "differs" else self.status
 
     @property
+    def compared(self) -> bool:
+        """Whether it was replayed at all (skipped chains compare nothing, so they prove nothing)."""
+        return self.status != "skipped"
+
+    @property
     def counts(self) -> bool:
         """Whether it makes the replay fail: a difference outside the handshake, or a failure."""
         return self.status == "failed" or (self.status == "differs" and not self.setup)
