@@ -10,7 +10,8 @@ proxy speaks to the server in the era the recording did (`proxy.replay.era`), an
 which and why. The server's questions are answered from the capture where the same question was
 recorded (`--ask` asks on the terminal where none was). One line per chain: same, differs (the first
 difference, with both values and where), failed (why) or skipped. Exit status: 0 when every replayed
-chain is the same (a handshake's differences are shown, not counted), 1 when one differs or failed, 2
+chain is the same (a handshake's differences are shown, not counted), 1 when one differs or failed
+or lines of the capture were skipped (a chain may be missing, as `export` says too), 2
 when nothing could be replayed (bad flags, a file that is not a capture or holds no chain, chains all
 skipped, a server that cannot be reached or no longer speaks the era the capture was forced to).
 """
@@ -54,7 +55,8 @@ def build_replay_parser() -> argparse.ArgumentParser:
     parser = CliParser(
         prog="mcp-proxy replay",
         description="Replay captured chains against a live server, in the era the recording spoke to "
-        "it, and compare them with the recording. Exit 0: all the same; 1: a chain differs or failed; "
+        "it, and compare them with the recording. Exit 0: all the same; 1: a chain differs or failed, "
+        "or lines of the capture were skipped; "
         "2: nothing replayed (bad flags, not a capture, no chain in it or all skipped, server "
         "unreachable or no longer speaking the "
         "era the capture was forced to).",
@@ -318,6 +320,12 @@ async def _replay(
     if not any(o.compared for o in outcomes):
         tell(f"mcp-proxy replay: {_nothing_replayed(outcomes)}")
         return USAGE_EXIT
+    if source.report.any_skipped:
+        tell(
+            "mcp-proxy replay: lines of the capture were skipped (above), so chains may be missing "
+            "from what was replayed: exit 1, as export does"
+        )
+        return DIFFERS_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
 
 
@@ -389,7 +397,11 @@ def _document(
         "chains": [o.as_json() for o in outcomes],
         "summary": {w.replace(" ", "_"): counts[w] for w in WORDS},
         "not_found": missing,
-        "ok": not missing and any(o.compared for o in outcomes) and not any(o.counts for o in outcomes),
+        **({"skipped": skipped} if (skipped := source.report.skipped()) else {}),
+        "ok": not missing
+        and any(o.compared for o in outcomes)
+        and not any(o.counts for o in outcomes)
+        and not source.report.any_skipped,
     }
 
 

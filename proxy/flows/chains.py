@@ -869,6 +869,11 @@ class ChainBuilder:
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
 
+    def chain_lost(self) -> None:
+        """A chain the capture lost the opening of (its request line skipped as unreadable) keeps its
+        number: the chains after it keep theirs (`ChainLedger.pass_number`)."""
+        self._ledger.pass_number()
+
     def began_earlier(self, exchange_id: str) -> None:
         """Note that an open exchange began before the capture file being read (it was repeated there)."""
         ex = self._exchanges.get(exchange_id)

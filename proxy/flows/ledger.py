@@ -107,6 +107,12 @@ class ChainLedger:
             self._sink(ChainOpened(chain=summary.model_copy()))
         return chain
 
+    def pass_number(self) -> None:
+        """Use up the next chain number without a chain: a reader whose capture lost a chain's opening
+        line (cut or garbled) keeps the numbers of the chains after it, so `r7` names the same chain
+        whether or not an earlier line could be read."""
+        next(self._ids)
+
     @staticmethod
     def attach(chain: Chain, ex: Exchange) -> None:
         """Note that an exchange carries traffic of an existing chain."""

@@ -377,6 +377,24 @@ class LostOpening:
     lines: int = 0
 
 
+def _opens_a_chain(obs: Observation) -> bool:
+    """A client's request that is not a 2026-07-28 retry (which joins the chain of the call it
+    continues): the line a chain opens on."""
+    return (
+        isinstance(obs, MessageSeen)
+        and obs.direction is Direction.TO_SERVER
+        and obs.msg.kind is Kind.REQUEST
+        and "requestState" not in obs.msg.params
+        and "inputResponses" not in obs.msg.params
+    )
+
+
+def _answers_a_lost_request(obs: MessageSeen) -> bool:
+    """The server's answer to a client request that joined no chain after a line was skipped: that
+    line was the request, and its chain is lost (one answer per request, so one chain per answer)."""
+    return obs.direction is Direction.TO_CLIENT and obs.msg.is_response
+
+
 class ObservationReplayer:
     """Builds the events of a capture's observation lines with a chain builder of its own.
 
@@ -435,6 +453,8 @@ class ObservationReplayer:
         """
         obs = decode(line)
         if self._lost and self._left_out(obs):
+            if _opens_a_chain(obs):
+                self._builder.chain_lost()
             return []
         if line.get("repeat") is True:
             key = key_of(obs)
@@ -451,6 +471,9 @@ class ObservationReplayer:
         if kind is ExchangeClosed or kind is LegClosed:
             self.unplaced.closed(key_of(obs))
         elif chain is None and kind is MessageSeen:
+            assert isinstance(obs, MessageSeen)
+            if self.unplaced.last_skipped is not None and _answers_a_lost_request(obs):
+                self._builder.chain_lost()
             self.unplaced.joined_none(key_of(obs))
         elif chain is None and kind is LegMessageSeen:
             self.unplaced.joined_none(key_of(obs), leg=True)

@@ -80,9 +80,49 @@ def test_a_chain_named_that_is_skipped_compares_nothing_and_exits_2(recorded: Pa
 
 
 def _chain_of(capture: Path, headline: str) -> str:
-    exported = run_mcp_proxy("export", "--json", "-", str(capture))
-    for entry in json.loads(exported.stdout)["chains"]:
-        chain = entry["chain"]
-        if " ".join(p for p in (chain["method"], chain.get("name")) if p) == headline:
-            return str(chain["id"])
+    for line in _headlines(capture):
+        chain, said = line.split(" ", 1)
+        if said == headline:
+            return chain
     raise AssertionError(f"no {headline} chain in {capture}")
+
+
+def _cut_request_line(capture: Path, tool: str, out: Path) -> int:
+    """A copy of `capture` with the line of the client's `tools/call tool` request cut in half (as a
+    disk or an editor garbles one); returns its line number."""
+    lines = capture.read_text().splitlines(keepends=True)
+    for number, line in enumerate(lines, start=1):
+        if '"kind":"message"' in line and '"method":"tools/call"' in line and f'"name":"{tool}"' in line:
+            lines[number - 1] = line[:60] + "\n"
+            out.write_text("".join(lines))
+            return number
+    raise AssertionError(f"no tools/call {tool} request in {capture}")
+
+
+def test_a_corrupt_line_fails_the_replay_naming_it_and_the_other_chains_keep_their_ids(
+    recorded: Path, server: str, tmp_path: Path
+) -> None:
+    before = {c.split(" ", 1)[0]: c for c in _headlines(recorded)}
+    corrupt = tmp_path / "corrupt.jsonl"
+    cut = _cut_request_line(recorded, "add", corrupt)
+
+    done = _replay(corrupt, "--all", "--json", "--upstream", server)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert document["ok"] is False
+    assert document["skipped"]["corrupt"] == [
+        {"file": str(corrupt), "line": cut, "reason": "corrupt observation line (not JSON)"}
+    ]
+    assert f"skipped {corrupt}:{cut}" in done.stderr
+    replayed = {c["chain"]: f"{c['chain']} {c['request']}" for c in document["chains"]}
+    lost = next(i for i, line in before.items() if line.endswith("tools/call add"))
+    assert lost not in replayed
+    assert replayed == {i: line for i, line in before.items() if i != lost}  # every other id unchanged
+    assert all(c["status"] in ("same", "skipped") or c.get("setup") for c in document["chains"])
+
+
+def _headlines(capture: Path) -> list[str]:
+    exported = run_mcp_proxy("export", "--json", "-", str(capture))
+    chains = [entry["chain"] for entry in json.loads(exported.stdout)["chains"]]
+    return [" ".join(str(p) for p in (c["id"], c["method"], c.get("name")) if p) for c in chains]
