@@ -445,7 +445,9 @@ class _Walk:
         self, old: list[Any], new: list[Any], path: str, key: str
     ) -> tuple[str, Any, Any] | None:
         """The first recorded item missing from the replay or changed in it, then the first item only
-        the replay has, then the first place where the items both hold come in another order."""
+        the replay has. Where an item sits is not compared: MCP gives the order of tools, prompts or
+        resources no meaning, and a server that builds its list from a dict or a plugin registry
+        lists them in another order from build to build."""
         replayed = {item[key]: item for item in new}
         recorded = {item[key] for item in old}
         for i, item in enumerate(old):
@@ -459,11 +461,6 @@ class _Walk:
         for j, item in enumerate(new):
             if item[key] not in recorded and not self.hides(f"{path}[{j}]"):
                 return f"{path}[{j}]", MISSING, _named_first(item, key)
-        shared = [item for item in new if item[key] in recorded]
-        kept = [(i, item) for i, item in enumerate(old) if item[key] in replayed]
-        for (i, item), again in zip(kept, shared, strict=True):
-            if item[key] != again[key] and (found := self._at(item, again, f"{path}[{i}]")) is not None:
-                return found
         return None
 
 

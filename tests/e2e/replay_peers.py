@@ -5,6 +5,8 @@
 
 - `legacy`, `modern`: the demo's servers (`proxy.demo.servers`), unchanged: legacy-only in flight,
   2026-07-28-only with `input_required` rounds.
+- `reordered-legacy`: the demo's legacy server listing the same tools in reverse order (a build that
+  fills its list from a dict or a plugin registry), answering every call as the demo does.
 - `changed-legacy`, `changed-modern`: the same servers, a newer build that answers differently: `add`
   words its sum (`2 + 3 = 5`) and says so in its description, `greet` asks the user's age instead of
   their name, and a sixth tool (`divide`) is listed. Real SDK servers, so a replay meets a real server
@@ -35,7 +37,16 @@ CHANGED_TOOLS: Final = [
     types.Tool(name="divide", description="Divide two integers.", input_schema=demo.TOOLS[0].input_schema),
 ]
 """The newer build's tools: `add` described anew (first), `divide` added (last, after the demo's five)."""
-KINDS: Final = ("legacy", "modern", "changed-legacy", "changed-modern")
+KINDS: Final = ("legacy", "modern", "changed-legacy", "changed-modern", "reordered-legacy")
+
+
+def _reordered() -> Server[Any]:
+    async def list_tools(ctx: demo.Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=demo.TOOLS[::-1])
+
+    return Server(
+        "mcp-proxy-demo-legacy", version="1.0.0", on_list_tools=list_tools, on_call_tool=demo._legacy_call
+    )
 
 
 def _changed(era: str) -> Server[Any]:
@@ -65,8 +76,9 @@ def build(kind: str) -> ASGIApp:
     """The ASGI app of a peer kind."""
     if kind in ("legacy", "modern"):
         return demo.build_app(kind)
-    era = kind.removeprefix("changed-")
-    app: ASGIApp = _changed(era).streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+    era = kind.removeprefix("changed-").removeprefix("reordered-")
+    server = _reordered() if kind.startswith("reordered-") else _changed(era)
+    app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     return demo.legacy_only(app) if era == "legacy" else demo.modern_only(app)
 
 

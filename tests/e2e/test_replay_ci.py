@@ -4,7 +4,8 @@ A recording step that saw no traffic (the proxy started late, the client aimed a
 leaves a capture of its header and `proxy_info` only; a line of a capture cut or garbled leaves a
 chain out. Both are read by the real `mcp-proxy replay` command, against the demo's real SDK server,
 from captures the real `mcp-proxy --capture` wrote, and the exit status and `--json`'s `ok` say that
-nothing, or not everything, was checked.
+nothing, or not everything, was checked. A newer build that lists the same tools in another order
+(MCP gives the order no meaning) is no difference.
 """
 
 from __future__ import annotations
@@ -126,3 +127,13 @@ def _headlines(capture: Path) -> list[str]:
     exported = run_mcp_proxy("export", "--json", "-", str(capture))
     chains = [entry["chain"] for entry in json.loads(exported.stdout)["chains"]]
     return [" ".join(str(p) for p in (c["id"], c["method"], c.get("name")) if p) for c in chains]
+
+
+def test_a_build_that_lists_the_same_tools_in_another_order_replays_the_same(recorded: Path) -> None:
+    listing = _chain_of(recorded, "tools/list")
+
+    with DemoPeer("reordered-legacy") as reordered:
+        done = _replay(recorded, "--chain", listing, "--upstream", reordered.url)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{listing} tools/list: same" in done.stdout

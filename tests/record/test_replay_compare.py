@@ -340,11 +340,22 @@ def test_a_changed_tool_is_found_by_its_name_wherever_it_moved() -> None:
     )
 
 
-def test_the_same_tools_in_another_order_still_differ_by_place() -> None:
-    found = compare_chains(tools_list("add", "echo"), tools_list("echo", "add"))
+def test_the_same_tools_in_another_order_are_the_same() -> None:
+    assert compare_chains(tools_list("add", "echo", "greet"), tools_list("greet", "add", "echo")) is None
+
+
+def test_a_tool_changed_in_a_reordered_list_is_named_at_its_recorded_place() -> None:
+    replayed = tools_list("echo", "add")
+    replayed[1].body["result"]["tools"][1]["description"] = "Adds"
+
+    found = compare_chains(tools_list("add", "echo"), replayed)
 
     assert found is not None
-    assert found.path == "result.tools[0].name"
+    assert (found.path, found.recorded, found.replayed) == (
+        "result.tools[0].description",
+        "The add tool",
+        "Adds",
+    )
 
 
 def five_tools(*changes: tuple[int, str]) -> list[MessageRecord]:
