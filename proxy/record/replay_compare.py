@@ -388,12 +388,12 @@ def first_difference(
 
 
 def _gist(message: Compared) -> Any:
-    """What to show of a message of another kind than its counterpart: an error's own words (what a
-    server said when it refused an edited call), else what the message is."""
+    """What to show of a message of another kind than its counterpart: the message itself (an error's
+    own words, a result's content), never its label, which would read as a value the server sent."""
     body = message.body
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return {"error": body["error"]}
-    return message.label
+    if isinstance(body, dict):
+        return {k: v for k, v in body.items() if k != "jsonrpc"}
+    return body
 
 
 IDENTITY_KEYS: Final = ("name", "uri", "uriTemplate")

@@ -179,12 +179,29 @@ def test_an_error_instead_of_a_result_is_a_difference_of_the_message_itself() ->
 
     assert found is not None
     assert (found.index, found.path) == (2, "")
-    # the error's own words: what a server said when it refused a call (an edited one, say)
+    # both messages themselves: the recorded result, and the error's own words (what a server said
+    # when it refused a call, an edited one say); never the label, which reads as a value sent
     assert (found.recorded, found.replayed) == (
-        "tools/call result",
+        {"result": {"content": [{"type": "text", "text": "5"}]}},
         {"error": {"code": -32602, "message": "Unknown tool"}},
     )
-    assert 'replayed {"error":{"code":-32602,"message":"Unknown tool"}}' in found.text()
+    assert found.text() == (
+        'message 2 (tools/call result): recorded {"result":{"content":[{"type":"text","text":"5"}]}}, '
+        'replayed {"error":{"code":-32602,"message":"Unknown tool"}}'
+    )
+    assert found.as_json()["recorded"] == {"result": {"content": [{"type": "text", "text": "5"}]}}
+
+
+def test_a_result_where_the_recording_has_an_error_shows_the_new_result() -> None:
+    error = [call(1, "5")[0], down({"id": 1, "error": {"code": -32603, "message": "db down"}})]
+
+    found = compare_chains(error, call(1, "5"))
+
+    assert found is not None
+    assert (found.recorded, found.replayed) == (
+        {"error": {"code": -32603, "message": "db down"}},
+        {"result": {"content": [{"type": "text", "text": "5"}]}},
+    )
 
 
 @pytest.mark.parametrize(
