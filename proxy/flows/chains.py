@@ -89,8 +89,6 @@ from proxy.wire.versions import Era
 
 __all__ = ["ChainBuilder", "digest"]
 
-BEGAN_EARLIER = "began in an earlier capture file: its response, if any, is there (read parts oldest first)"
-"""The note on a chain whose exchange a rotated part repeated and closed with no response in it."""
 
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
 """The note on a chain a 2026-07-28 client cancelled the only way that era has."""
@@ -831,10 +829,7 @@ class ChainBuilder:
         may well be there, as it may be in a body the proxy relayed unread (its note says why): the
         chain ends incomplete, not failed.
         """
-        if ex.not_inspected is not None:
-            self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
-        elif ex.began_earlier:
-            chain.summary.notes.append(BEGAN_EARLIER)
+        if ex.not_inspected is not None or ex.began_earlier:
             self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
         else:
             self._ledger.finish(chain, ChainStatus.ERROR, UNANSWERED, now)

@@ -64,6 +64,13 @@ class ChainStatus(StrEnum):
     in a body the proxy relayed unread (over `max_inspected_bytes`, as its note says)."""
 
 
+BEGAN_EARLIER: Final = (
+    "began in an earlier capture file: its first messages, and its response if none is here, are "
+    "there (read parts oldest first)"
+)
+"""The note on a chain opened from a rotated part's repeated lines: its exchange began in an earlier
+file, which holds what the chain sent and got before this file began."""
+
 DECIDED: frozenset[ChainStatus] = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.CANCELLED})
 """The statuses of a chain whose end is known: nothing that arrives later changes it."""
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from proxy.flows.events import (
+    BEGAN_EARLIER,
     ChainChanged,
     ChainOpened,
     ChainStatus,
@@ -100,6 +101,8 @@ class ChainLedger:
         if ex.pending_note:
             summary.notes.append(ex.pending_note)
             ex.pending_note = None
+        if ex.began_earlier:
+            summary.notes.append(BEGAN_EARLIER)
         chain = self.store.open(summary)
         chain.answered_by_proxy = ex.answered_by_proxy
         ex.chains.append(summary.id)

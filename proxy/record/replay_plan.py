@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from proxy.flows.events import ChainSummary, Direction, MessageRecord
+from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord
 from proxy.record.mock_table import Ask, ChainReader, shown
 from proxy.record.replay_compare import CLIENT_SIDES, join, without_envelope
 
@@ -169,6 +169,9 @@ class ChainPlan:
     and sent no retry after it, so a replay stops after the same round and compares what it got."""
     problem: str | None = None
     """Why it cannot be replayed as recorded (a message cut at the capture's body limit)."""
+    unrecorded: str | None = None
+    """Why the recording holds only part of the chain (it began in a capture part not read, or never
+    ended): a replay compared with it could only differ, so it is skipped, saying this."""
 
     @property
     def chain(self) -> str:
@@ -194,7 +197,7 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
     """The plan of one recorded chain (its summary and messages, as the chain builder made them)."""
     messages = list(records)
     method = summary.method or ""
-    plan = ChainPlan(summary, _kind(method), messages)
+    plan = ChainPlan(summary, _kind(method), messages, unrecorded=_unrecorded(summary))
     if plan.kind in (PlanKind.DELETE, PlanKind.STREAM):
         return plan
     reader = ChainReader(summary.id, summary.client_era, CLIENT_SIDES)
@@ -213,6 +216,25 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
     elif plan.kind is PlanKind.CALL and "id" not in plan.first.body:
         plan.kind = PlanKind.NOTIFICATION
     return plan
+
+
+UNENDED: Final = (
+    "the recording never saw it end (its proxy stopped mid-call, or the capture part holding its end "
+    "was not given): nothing to compare with"
+)
+BEGAN_IN_A_PART_NOT_READ: Final = (
+    "it began in a capture part not given (read alone, or rotated away): its first messages are "
+    "there; give the earlier parts too"
+)
+
+
+def _unrecorded(summary: ChainSummary) -> str | None:
+    """Why the recording holds only part of the chain, if it does."""
+    if BEGAN_EARLIER in summary.notes:
+        return BEGAN_IN_A_PART_NOT_READ
+    if summary.status is ChainStatus.PENDING:
+        return UNENDED
+    return None
 
 
 def _kind(method: str) -> PlanKind:

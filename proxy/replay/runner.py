@@ -218,6 +218,9 @@ class Replay:
         if plan.kind is PlanKind.OTHER:
             outcome.reason = plan.problem
             return outcome
+        if plan.unrecorded is not None:
+            outcome.reason = plan.unrecorded
+            return outcome
         try:
             async with asyncio.timeout(self.options.timeout):
                 chain, played = await self._play(plan)
