@@ -121,6 +121,7 @@ class Proxy:
             clock=time.time,
             body_limit=settings.capture_body_limit,
             id_prefix=self.run_tag + "-",
+            retry_window=settings.continuation_ttl,
         )
         # A small pass-through exchange makes about five observations, a bridged one more: the queue
         # keeps enough for the store's whole ring of chains either way.

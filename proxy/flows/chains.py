@@ -5,7 +5,8 @@ and each JSON-RPC message seen on it (`message`); a bridge also reports the upst
 (`leg_message`) and the upstream's response head to each (`leg_head`). A client request opens a
 chain, unless it is the retry of an MRTR round, which joins the chain that got the `input_required`
 result (matched by the `requestState` digest, or, when the server sent none, by method + name/uri +
-arguments + answered keys, and only when exactly one chain fits). Anything that rides the POST's
+arguments + answered keys, look-alike calls told apart by their caller: `retries`); a pass-through
+call whose retry does not come within the retry window ends `incomplete`. Anything that rides the POST's
 response stream joins the chain of that POST's request; a server request registers its id so the
 client's answering POST joins the same chain; `notifications/cancelled` joins the chain of the
 request it cancels; GET-stream traffic joins the chain of that stream, and a GET resumed with
@@ -80,7 +81,7 @@ from proxy.flows.observations import (
 from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
 from proxy.flows.resumes import ID_REUSED, ResumeWaits, Wait, awaiting_resume, awaits_resume
-from proxy.flows.retries import RetryBook, digest
+from proxy.flows.retries import NEVER_RETRIED, RETRY_WINDOW, RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
 from proxy.wire.jsonrpc import Kind, Message, classify_value
@@ -139,7 +140,10 @@ class ChainBuilder:
         headlines: bool = True,
         records: bool = True,
         on_filed: Filed | None = None,
+        retry_window: float = RETRY_WINDOW,
     ) -> None:
+        """`retry_window`: seconds a pass-through call answered `input_required` waits for its retry
+        (`continuation_ttl`) before its chain ends `incomplete`."""
         self.store = store
         self._headlines = headlines
         self._keeps_records = records
@@ -148,7 +152,7 @@ class ChainBuilder:
         self._clock = ObservedClock(clock)
         clock = self._clock
         self._body_limit = body_limit
-        retries = RetryBook()
+        retries = self._retries = RetryBook(retry_window)
         self._ledger = ChainLedger(
             store,
             sink,
@@ -186,6 +190,8 @@ class ChainBuilder:
         try:
             if self._resumes.waits:
                 self._end_waits(obs)
+            if self._retries.waiting:
+                self._end_unretried(obs.t)
             return self._apply(obs)
         finally:
             clock.at = None
@@ -220,6 +226,7 @@ class ChainBuilder:
                     mode=obs.mode,
                     body_size=obs.body_size,
                     transports=(obs.client_transport, obs.upstream_transport),
+                    connection=obs.connection,
                 )
             case ResponseHeadSeen():
                 self.response_head(
@@ -298,6 +305,7 @@ class ChainBuilder:
         mode: Mode = Mode.PASSTHROUGH,
         body_size: int = 0,
         transports: tuple[str, str] = ("http", "http"),
+        connection: str | None = None,
     ) -> str | None:
         """Start tracking one HTTP exchange from the client (before any message is seen).
 
@@ -317,6 +325,7 @@ class ChainBuilder:
             request_headers=headers,
             client_transport=transports[0],
             upstream_transport=transports[1],
+            connection=connection,
         )
         if self._keeps_records:
             token = self._redactor.token(session) if session else None
@@ -790,6 +799,21 @@ class ChainBuilder:
         as of their cut: the client stopped there."""
         for wait, note in self._resumes.ended_by(obs, self._session_of):
             self._end_wait(wait, wait.since, note)
+
+    def _end_unretried(self, now: float) -> None:
+        """End `incomplete` the pass-through calls whose client has not retried within the window, as
+        of when it ran out: nothing failed, the client may have stopped asking."""
+        for chain_id, at in self._retries.overdue(now):
+            chain = self.store.peek(chain_id)
+            if chain is None or chain.summary.ended is not None:
+                continue
+            chain.summary.notes.append(NEVER_RETRIED.format(window=self._retries.window))
+            clock = self._clock
+            seen, clock.at = clock.at, at
+            try:
+                self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, at)
+            finally:
+                clock.at = seen
 
     def _end_wait(self, wait: Wait[str], at: float, note: str | None) -> None:
         """End a chain that waited for a resume, failed as its stream ended (or cancelled, if it was)."""

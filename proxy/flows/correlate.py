@@ -25,7 +25,15 @@ from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.redact import Redactor
-from proxy.flows.retries import REFUSED_RETRY, RetryBook, RetryClaim, refused, request_signature
+from proxy.flows.retries import (
+    AMBIGUOUS_RETRY,
+    REFUSED_RETRY,
+    RetryBook,
+    RetryClaim,
+    caller_of,
+    refused,
+    request_signature,
+)
 from proxy.flows.store import Chain
 from proxy.wire.capabilities import has_capability, required_capability
 from proxy.wire.jsonrpc import Kind, Message, RequestId
@@ -152,7 +160,7 @@ class Correlator:
         return name if isinstance(name, str) else None
 
     def _match_retry(self, ex: Exchange, msg: Message) -> Chain | None:
-        found = self._retries.match(msg.method, msg.params)
+        found = self._retries.match(msg.method, msg.params, caller_of(ex.request_headers, ex.connection))
         if found is None:
             return None
         chain = self._store.peek(found.chain_id) if found.chain_id else None
@@ -161,6 +169,8 @@ class Correlator:
                 ex.pending_note = found.unmatched_note
             return None
         summary = chain.summary
+        if found.ambiguity > 1:
+            summary.notes.append(AMBIGUOUS_RETRY.format(ident=msg.id, count=found.ambiguity))
         claim = RetryClaim(
             found,
             summary.rounds,
@@ -223,7 +233,7 @@ class Correlator:
             return
         result = msg.result
         if result_type(result) == RESULT_INPUT_REQUIRED:
-            self._expect_retry(chain, result)
+            self._expect_retry(chain, ex, result, now)
             asks = result.get("inputRequests")
             for entry in asks.values() if isinstance(asks, dict) else ():
                 if isinstance(entry, dict) and isinstance(entry.get("method"), str):
@@ -296,10 +306,12 @@ class Correlator:
             chain.summary.notes.append(note)
             self._ledger.changed(chain)
 
-    def _expect_retry(self, chain: Chain, result: dict[str, Any]) -> None:
+    def _expect_retry(self, chain: Chain, ex: Exchange, result: dict[str, Any], now: float) -> None:
         # from the request as sent: the recorded copy may be redacted or truncated
         signature = chain.signature or request_signature(chain.summary.method, {})
-        self._retries.expect(chain.summary.id, signature, result)
+        caller = caller_of(ex.request_headers, ex.connection)
+        since = now if chain.summary.mode is Mode.PASSTHROUGH else None  # a bridge's continuation expires
+        self._retries.expect(chain.summary.id, signature, result, caller, since)
 
 
 def _count(requests: Any) -> int:

@@ -61,7 +61,8 @@ class ChainStatus(StrEnum):
     INCOMPLETE = "incomplete"
     """Ended, but how is not known: the chain began before the capture file read (a rotated part read
     alone), and what decided it, its response among them, is in an earlier part; or its response came
-    in a body the proxy relayed unread (over `max_inspected_bytes`, as its note says)."""
+    in a body the proxy relayed unread (over `max_inspected_bytes`, as its note says); or a 2026-07-28
+    client never came back with the answers an `input_required` round asked for (`continuation_ttl`)."""
 
 
 BEGAN_EARLIER: Final = (

@@ -93,6 +93,8 @@ class Exchange:
     request_headers: dict[str, str]
     client_transport: str = "http"
     upstream_transport: str = "http"
+    connection: str | None = None
+    """The client connection that carried it (`ExchangeOpened.connection`)."""
     chains: list[str] = field(default_factory=list)
     requests: dict[RequestId, str] = field(default_factory=dict)
     answered: set[RequestId] = field(default_factory=set)

@@ -37,6 +37,9 @@ class ExchangeOpened:
     """How the client reached the proxy: `http` (Streamable HTTP), `sse` (HTTP+SSE) or `stdio`."""
     upstream_transport: str = "http"
     """How the proxy reaches the upstream: `http`, `sse` or `stdio`."""
+    connection: str | None = None
+    """The client connection that carried it (`k12` on HTTP, its channel's id on stdio or HTTP+SSE), an
+    id unique within the process: what tells apart two clients that send the same retry."""
 
 
 @value

@@ -45,7 +45,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.retries import RetryBook, request_signature
+from proxy.flows.retries import RetryBook, caller_of, request_signature
 from proxy.flows.span_records import (
     TRACEPARENT,
     TRACESTATE,
@@ -116,6 +116,7 @@ class _Ex:
     era: str
     session: str | None
     headers: dict[str, str]
+    connection: str | None = None
     requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
@@ -213,7 +214,8 @@ class SpanFollower:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
-        self._exchanges[obs.exchange] = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers)
+        opened = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers, obs.connection)
+        self._exchanges[obs.exchange] = opened
 
     def _head(self, obs: ResponseHeadSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -291,7 +293,7 @@ class SpanFollower:
 
     def _request(self, ex: _Ex, msg: Message, ident: RequestId, t: float) -> None:
         params = msg.params
-        op = self._retried(msg) if "requestState" in params or "inputResponses" in params else None
+        op = self._retried(ex, msg) if "requestState" in params or "inputResponses" in params else None
         name, shared = self._request_attributes(ex, msg)
         own: Attributes = {"jsonrpc.request.id": str(ident)}
         if op is None:
@@ -359,7 +361,7 @@ class SpanFollower:
                     self._session_init[minted] = op
             if isinstance(result, dict):
                 if result.get("resultType") == RESULT_INPUT_REQUIRED:
-                    self._expect_retry(span, op, result)
+                    self._expect_retry(ex, span, op, result)
                     retried = True
                 elif result.get("isError") is True:
                     self._fail(span, "tool_error", None)
@@ -369,17 +371,18 @@ class SpanFollower:
             span.end = t if t > span.start else span.start
             self._emit(span)
 
-    def _expect_retry(self, span: SpanRecord, op: _Op, result: dict[str, Any]) -> None:
+    def _expect_retry(self, ex: _Ex, span: SpanRecord, op: _Op, result: dict[str, Any]) -> None:
         """An `input_required` answer: the client's retry continues the operation (an MRTR round)."""
         span.attributes["mcp_proxy.result_type"] = RESULT_INPUT_REQUIRED
         if not op.key:
             self._count += 1
             op.key = f"s{self._count}"
-        self._retries.expect(op.key, request_signature(op.method, op.params or {}), result)
+        signature = request_signature(op.method, op.params or {})
+        self._retries.expect(op.key, signature, result, caller_of(ex.headers, ex.connection), None)
         self._ops[op.key] = op
 
-    def _retried(self, msg: Message) -> _Op | None:
-        found = self._retries.match(msg.method, msg.params)
+    def _retried(self, ex: _Ex, msg: Message) -> _Op | None:
+        found = self._retries.match(msg.method, msg.params, caller_of(ex.headers, ex.connection))
         if found is None or found.chain_id is None:
             return None
         op: _Op | None = self._ops.get(found.chain_id)

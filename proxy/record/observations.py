@@ -128,6 +128,8 @@ class ObservationEncoder:
                     del line["client_transport"]
                 if obs.upstream_transport == "http":
                     del line["upstream_transport"]
+                if obs.connection is None:  # written only when known, as readers assume
+                    del line["connection"]
             case ResponseHeadSeen() | LegHeadSeen():
                 line["headers"] = redactor.headers(obs.headers)
             case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint
@@ -254,6 +256,7 @@ def _exchange_opened(line: dict[str, Any]) -> ExchangeOpened:
         line.get("body_size", 0),
         line.get("client_transport", "http"),
         line.get("upstream_transport", "http"),
+        line.get("connection"),
     )
 
 

@@ -122,6 +122,8 @@ class AdminServer:
             client_timeouts=ctx.client_timeouts,
             client_connections=ctx.client_connections,
             capture_failed=ctx.capture_failed,
+            retry_window=settings.continuation_ttl,
+            clock=ctx.observations.now,
         )
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:

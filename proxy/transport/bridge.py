@@ -737,6 +737,7 @@ class BridgeDriver:
                 body_size=len(route.raw),
                 client_transport=client.transport,
                 upstream_transport=self.upstream_transport(),
+                connection=client.connection,
             )
         )
         problem = route.body.parse_error

@@ -131,6 +131,8 @@ class ChannelClientShell:
         self.closed = False
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
+        self.connection = f"{self._prefix}k{next(_ids)}"
+        """This client's channel, as the connection its exchanges record (`ExchangeOpened.connection`)."""
         upstream = serving.relays.pool
         self.lane: Lane | None = None
         """The direct lane to a stdio server (the shim), when the channel can say it is full (`full`)."""
@@ -277,6 +279,7 @@ class ChannelSide:
         "broken",
         "calls",
         "cancelled",
+        "connection",
         "headers",
         "method",
         "owner",
@@ -311,6 +314,7 @@ class ChannelSide:
         self.transport = owner.transport
         """How the client reached the proxy (`stdio`, `sse`): shown with its chains."""
         self.peer = owner.peer
+        self.connection = owner.connection
         self.headers = headers
         self.calls = calls
         self.unanswered = set(calls)

@@ -242,6 +242,7 @@ class LaneExchange:
                     body_size=len(raw),
                     client_transport=shell.transport,
                     upstream_transport=relays.router.transport,
+                    connection=shell.connection,
                 ),
                 MessageSeen(t, exchange, route.body.messages[0], len(raw), _TO_SERVER, _POST),
             )

@@ -58,6 +58,8 @@ class ClientSide(Protocol):
     headers: tuple[tuple[str, str], ...]
     transport: str
     """How the client reached the proxy (`http`, `sse`, `stdio`): shown with its chains."""
+    connection: str
+    """The client connection carrying the exchange, an id unique within the process (`k12`)."""
 
     @property
     def peer(self) -> str:

@@ -101,6 +101,7 @@ class FrontServer:
         self.relays = relays
         self.router = router
         self._ids = itertools.count(1)
+        self._connection_ids = itertools.count(1)
         self.connections: set[FrontConnection] = set()
         self.refusing: set[FrontConnection] = set()
         """Connections refused over the cap, still given a moment to read their 503."""
@@ -156,6 +157,10 @@ class FrontServer:
     def next_exchange(self) -> str:
         """A fresh exchange id (unique within this process), pass-through and bridged alike."""
         return f"x{next(self._ids)}"
+
+    def next_connection(self) -> str:
+        """A fresh client connection id (unique within this process)."""
+        return f"k{next(self._connection_ids)}"
 
     def sweep(self) -> None:
         """Close every connection that waited on its client past the deadline for what it waits for."""
@@ -220,6 +225,8 @@ class FrontConnection(asyncio.Protocol):
 
     def __init__(self, front: FrontServer) -> None:
         self.front = front
+        self.name = front.next_connection()
+        """This connection's id, recorded with each exchange it carries (`ExchangeOpened.connection`)."""
         self.settings = front.settings
         self.reader = RequestReader(front.settings.max_body_bytes, front.now, _Request)
         """The HTTP/1.1 core reading this connection's requests (and keeping their bounds)."""
@@ -806,6 +813,7 @@ class FrontSide:
     def __init__(self, conn: FrontConnection, req: _Request, target: Target | None) -> None:
         """`target` is the checked request target (None: refused, the path is recorded as sent)."""
         self.conn = conn
+        self.connection = conn.name
         self.req = req
         self.method = req.method
         path_qs = req.target.decode("latin-1") if target is None else target.path_qs

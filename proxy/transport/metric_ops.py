@@ -42,7 +42,15 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
 )
 from proxy.flows.resumes import ResumeWaits, Wait, awaits_resume
-from proxy.flows.retries import RetryBook, RetryMatch, refused, request_signature
+from proxy.flows.retries import (
+    RETRY_WINDOW,
+    Caller,
+    RetryBook,
+    RetryMatch,
+    caller_of,
+    refused,
+    request_signature,
+)
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
 from proxy.wire.versions import Era
@@ -159,7 +167,9 @@ class _Ex:
     __slots__ = (
         "answered",
         "claims",
+        "connection",
         "era",
+        "headers",
         "last_sse_id",
         "mode",
         "not_post",
@@ -171,10 +181,15 @@ class _Ex:
         "unread",
     )
 
-    def __init__(self, era: str, mode: str, session: str | None) -> None:
+    def __init__(
+        self, era: str, mode: str, session: str | None, headers: dict[str, str], connection: str | None
+    ) -> None:
         self.era = era
         self.mode = mode
         self.session = session
+        self.headers = headers
+        self.connection = connection
+        """The request head's headers and the client connection: who a retry's caller is (`caller`)."""
         self.ops: list[_Op] = []
         self.requests: dict[RequestId, _Op] = {}
         self.answered: set[RequestId] = set()
@@ -188,6 +203,10 @@ class _Ex:
         """Its MRTR retries still unanswered: the round each takes once the server does not refuse it."""
         self.unread = False
         """Its response body, or the rest of it, went by unread: an answer may have been there."""
+
+    def caller(self) -> Caller:
+        """Who sent the exchange's requests, as MRTR retry matching tells clients apart."""
+        return caller_of(self.headers, self.connection)
 
     def minted_session(self) -> str | None:
         """The session id the response head carried, if any."""
@@ -225,7 +244,9 @@ class _Quick:
 class OpCounter:
     """Follows client operations through observations and tells `Counters` what happened to them."""
 
-    def __init__(self, counters: Counters) -> None:
+    def __init__(self, counters: Counters, retry_window: float = RETRY_WINDOW) -> None:
+        """`retry_window`: seconds a pass-through call answered `input_required` waits for its retry
+        (`continuation_ttl`), as the chain builder's."""
         self._counters = counters
         self._ids = itertools.count(1)
         self._exchanges: dict[str, _Ex] = {}
@@ -233,7 +254,7 @@ class OpCounter:
         """Open exchanges counted the quick way (see `_Quick`); never in `_exchanges` at the same time."""
         self._ops: BoundedMap = BoundedMap()
         """Operation id -> operation, for the retries the RetryBook names by id."""
-        self._retries = RetryBook()
+        self._retries = RetryBook(retry_window)
         self._nested: BoundedMap = BoundedMap()
         self._resumes: ResumeWaits[_Op] = ResumeWaits()
         """Operations of requests whose stream closed after an event id, unanswered: the client may
@@ -272,11 +293,14 @@ class OpCounter:
         exchanges = self._exchanges
         quick = self._quick
         waits = self._resumes.waits
+        unretried = self._retries.waiting
         for obs in batch:
             if waits:  # the one check the traffic path pays for resumable streams
                 if quick:
                     self._promote_all()
                 self._end_waits(obs)
+            if unretried:  # and the one for calls waiting on a retry
+                self._end_unretried(obs.t)
             if type(obs) is MessageSeen:
                 if quick:
                     q = quick.get(obs.exchange)
@@ -311,7 +335,9 @@ class OpCounter:
                     continue
                 if mode is not self._mode:  # its text, worked out once per mode met
                     self._mode, self._mode_text = mode, str(mode)
-                ex = exchanges[obs.exchange] = _Ex(obs.client_era, self._mode_text, obs.session)
+                ex = exchanges[obs.exchange] = _Ex(
+                    obs.client_era, self._mode_text, obs.session, obs.headers, obs.connection
+                )
                 if obs.http_method != "POST":
                     ex.not_post = True
                     self._stream_opened(ex, obs)
@@ -393,7 +419,7 @@ class OpCounter:
     def _promote(q: _Quick) -> _Ex:
         """The `_Ex` (and `_Op`) the slow path would have made of what the quick exchange has seen."""
         opened = q.opened
-        ex = _Ex(opened.client_era, _PASSTHROUGH_VALUE, opened.session)
+        ex = _Ex(opened.client_era, _PASSTHROUGH_VALUE, opened.session, opened.headers, opened.connection)
         ex.status, ex.response_headers = q.status, q.headers
         msg = q.request
         ident = msg.id if msg is not None else None
@@ -408,10 +434,13 @@ class OpCounter:
                 op.finished = True
         return ex
 
-    def waiting_on_client(self) -> int:
-        """Operations waiting on the client now: a question the server asked in flight and not yet
-        answered, or an `input_required` answer whose retry has not come (read on a scrape: the tables
-        are bounded, and the traffic path keeps no count of its own)."""
+    def waiting_on_client(self, now: float | None = None) -> int:
+        """Operations waiting on the client `now`: a question the server asked in flight and not yet
+        answered, or an `input_required` answer whose retry has not come and may still (read on a
+        scrape: the tables are bounded, and the traffic path keeps no count of its own). A wait that
+        ran out by `now` ends here, as of when it ran out, as the next observation would end it."""
+        if now is not None and self._retries.waiting:
+            self._end_unretried(now)
         self._promote_all()  # a quick exchange never waits, but the tables below are read whole
         waiting = {
             id(op)
@@ -511,7 +540,7 @@ class OpCounter:
         if msg.kind is _REQUEST and msg.id is not None:
             params = msg.params
             found = (
-                self._retries.match(msg.method, params)
+                self._retries.match(msg.method, params, ex.caller())
                 if "requestState" in params or "inputResponses" in params
                 else None
             )
@@ -603,16 +632,18 @@ class OpCounter:
             self._finish(op, t, error=False)
             return
         if "resultType" in result and result_type(result) == RESULT_INPUT_REQUIRED:
-            self._await_retry(op, result, t)
+            self._await_retry(ex, op, result, t)
             return
         self._finish(op, t, error=result.get("isError") is True)
 
-    def _await_retry(self, op: _Op, result: dict[str, Any], t: float) -> None:
-        """An `input_required` answer: the operation waits for the client's retry."""
+    def _await_retry(self, ex: _Ex, op: _Op, result: dict[str, Any], t: float) -> None:
+        """An `input_required` answer: the operation waits for the client's retry (in pass-through, for
+        the retry window; a bridge's continuation says when its call stops waiting)."""
         if op.id is None:
             op.id = f"o{next(self._ids)}"
         signature = request_signature(op.method, op.params or {})
-        self._retries.expect(op.id, signature, result)
+        since = t if op.mode == _PASSTHROUGH_VALUE else None
+        self._retries.expect(op.id, signature, result, ex.caller(), since)
         self._ops[op.id] = op  # the retry names it by id
         op.retry_awaited = True
         if op.wait_from is None:
@@ -627,6 +658,15 @@ class OpCounter:
         op.wait_from, op.waited = claim.wait_from, claim.waited
         self._retries.restore(claim.found)
         return True
+
+    def _end_unretried(self, now: float) -> None:
+        """End the pass-through operations whose client has not retried within the window, as of when
+        it ran out: no error, and no upstream time measured (their chains end `incomplete`)."""
+        for op_id, at in self._retries.overdue(now):
+            op = self._ops.get(op_id)
+            if op is not None and not op.finished:
+                op.request = False
+                self._finish(op, at, error=False)
 
     def _unanswered(self, session: str | None, ident: RequestId) -> _Op | None:
         """The operation of the session's latest request `ident` still unanswered (what a

@@ -15,6 +15,7 @@ grow the registry without limit, nor take the labels of the methods every client
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -29,6 +30,7 @@ from prometheus_client.metrics_core import (
 
 from proxy.flows.bus import EventBus, Subscription
 from proxy.flows.events import ProxyInfo
+from proxy.flows.retries import RETRY_WINDOW
 from proxy.flows.store import ChainStore
 from proxy.transport.metric_ops import (
     CHAINS,
@@ -75,12 +77,16 @@ class ProxyMetrics:
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
         capture_failed: Callable[[], bool | None] = lambda: None,
+        retry_window: float = RETRY_WINDOW,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`retry_window` is how long a pass-through call answered `input_required` waits for its retry
+        (`continuation_ttl`); `clock` is the observations' (a scrape ends the waits that ran out by then)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
         self.counts = _Counts()
         """The counters, as plain numbers: read into metric families only when Prometheus scrapes."""
-        self.counting = OpCounter(self)
+        self.counting = OpCounter(self, retry_window)
         """Follows the observations (a listener of the observation sink while the admin API runs)."""
         self.retired_drops: dict[str, int] = {}
         reg = self.registry
@@ -101,7 +107,7 @@ class ProxyMetrics:
                 client_timeouts=client_timeouts,
                 client_connections=client_connections,
                 capture_failed=capture_failed,
-                waiting_on_client=self.counting.waiting_on_client,
+                waiting_on_client=lambda: self.counting.waiting_on_client(clock()),
             )
         )
 

@@ -218,6 +218,7 @@ class PassthroughRelay:
                 received,  # body_size
                 client.transport,
                 ctx.router.transport,
+                client.connection,
             )
         )
         self._observe_client(outcome)
@@ -417,6 +418,7 @@ class PassthroughRelay:
                 received,
                 client.transport,
                 router.transport,
+                client.connection,
             )
         )
         if route is not None:

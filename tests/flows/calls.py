@@ -49,6 +49,7 @@ class Calls:
         mode: Mode = Mode.PASSTHROUGH,
         body_size: int = 0,
         client_transport: str = "http",
+        connection: str | None = None,
     ) -> None:
         self.sink.emit(
             ExchangeOpened(
@@ -63,6 +64,7 @@ class Calls:
                 mode,
                 body_size,
                 client_transport=client_transport,
+                connection=connection,
             )
         )
 

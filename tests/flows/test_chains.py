@@ -27,6 +27,7 @@ from proxy.flows.events import (
     event_to_json,
 )
 from proxy.flows.redact import Redactor
+from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from proxy.wire.mcp import META_CLIENT_INFO, META_PROTOCOL_VERSION
@@ -70,12 +71,20 @@ class World:
     # -- the client side --------------------------------------------------------------------------
 
     def open(
-        self, exchange: str, *, method: str = "POST", session: str | None = None, **headers: str
+        self,
+        exchange: str,
+        *,
+        method: str = "POST",
+        session: str | None = None,
+        connection: str | None = None,
+        **headers: str,
     ) -> None:
         sent = {k.replace("_", "-"): v for k, v in headers.items()}
         if session is not None:
             sent["Mcp-Session-Id"] = session
-        self.builder.open_exchange(exchange, http_method=method, path="/mcp", headers=sent, session=session)
+        self.builder.open_exchange(
+            exchange, http_method=method, path="/mcp", headers=sent, session=session, connection=connection
+        )
 
     def up(self, exchange: str, value: dict[str, Any]) -> str | None:
         """The client sent this message on the exchange's POST."""
@@ -83,9 +92,17 @@ class World:
             exchange, classify_value(value), size=100, direction=Direction.TO_SERVER, channel=Channel.POST
         )
 
-    def post(self, exchange: str, value: dict[str, Any], *, session: str | None = None) -> str:
+    def post(
+        self,
+        exchange: str,
+        value: dict[str, Any],
+        *,
+        session: str | None = None,
+        connection: str | None = None,
+        **headers: str,
+    ) -> str:
         """Open a POST exchange carrying one message; return the chain it joined."""
-        self.open(exchange, session=session)
+        self.open(exchange, session=session, connection=connection, **headers)
         chain_id = self.up(exchange, value)
         assert chain_id is not None
         return chain_id
@@ -466,22 +483,50 @@ def test_a_retry_answering_keys_that_were_not_asked_opens_a_new_chain(world: Wor
     new = world.post("x2", retry(2, ("something_else",)))
 
     assert new != cid
-    assert world.summary(new).notes == ["retry matches 0 waiting chains; not guessing"]
+    assert world.summary(new).notes == [NO_FIT]
 
 
-def test_a_retry_that_fits_two_waiting_chains_joins_neither(world: World) -> None:
+def test_lookalike_retries_of_two_clients_continue_each_clients_own_call_by_its_authorization(
+    world: World,
+) -> None:
+    alice = world.post("x1", call(1, _meta=meta()), Authorization="Bearer alice")
+    world.down("x1", input_required(1), Channel.JSON)
+    bob = world.post("x2", call(1, _meta=meta()), Authorization="Bearer bob")
+    world.down("x2", input_required(1), Channel.JSON)
+
+    assert world.post("x3", retry(2), Authorization="Bearer bob") == bob
+    assert world.post("x4", retry(2), Authorization="Bearer alice") == alice
+    assert world.summary(alice).notes == world.summary(bob).notes == []
+
+
+def test_lookalike_retries_of_two_clients_continue_each_clients_own_call_by_its_connection(
+    world: World,
+) -> None:
+    alice = world.post("x1", call(1, _meta=meta()), connection="k1")
+    world.down("x1", input_required(1), Channel.JSON)
+    bob = world.post("x2", call(1, _meta=meta()), connection="k2")
+    world.down("x2", input_required(1), Channel.JSON)
+
+    assert world.post("x3", retry(2), connection="k2") == bob
+    assert world.post("x4", retry(2), connection="k1") == alice
+    assert world.summary(alice).notes == world.summary(bob).notes == []
+
+
+def test_a_retry_that_fits_two_calls_nothing_tells_apart_continues_the_oldest_and_says_so(
+    world: World,
+) -> None:
     first = world.post("x1", call(1, _meta=meta()))
     world.down("x1", input_required(1), Channel.JSON)
     second = world.post("x2", call(2, _meta=meta()))
     world.down("x2", input_required(2), Channel.JSON)
 
-    new = world.post("x3", retry(3))
+    assert world.post("x3", retry(3)) == first
+    assert world.post("x4", retry(4)) == second
 
-    assert new not in (first, second)
-    assert world.summary(new).notes == ["retry matches 2 waiting chains; not guessing"]
-    assert world.summary(first).rounds == 1
-    assert world.summary(second).rounds == 1
-    assert world.summary(first).status is ChainStatus.WAITING_CLIENT
+    assert world.summary(first).notes == [AMBIGUOUS_RETRY.format(ident=3, count=2)]
+    assert world.summary(second).notes == []
+    assert (world.summary(first).rounds, world.summary(second).rounds) == (2, 2)
+    assert len(world.of_type(ChainOpened)) == 2
 
 
 def test_a_retry_with_an_unknown_request_state_opens_a_new_chain_with_a_note(world: World) -> None:

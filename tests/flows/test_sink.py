@@ -28,6 +28,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.observations import FaultInjected, InterceptReleased, MessageSeen
 from proxy.flows.redact import Redactor
+from proxy.flows.retries import AMBIGUOUS_RETRY, NEVER_RETRIED, NO_FIT, RETRY_WINDOW
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
 from proxy.record.observations import ObservationEncoder
@@ -252,6 +253,82 @@ def _mrtr_rounds(obs: Any, clock: Clock) -> list[Any]:
     return closed
 
 
+def modern_round(
+    obs: Any,
+    clock: Clock,
+    exchange: str,
+    sent: dict[str, Any],
+    answer: dict[str, Any],
+    *,
+    connection: str,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """One 2026-07-28 request through pass-through and its JSON answer; returns what its close returned."""
+    modern = {"client_era": "modern", "upstream_era": "modern"}
+    head = {"Content-Type": "application/json", **(headers or {})}
+    obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=head, session=None,
+                      connection=connection, **modern)  # fmt: skip
+    obs.message(exchange, classify_value(sent), size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head(exchange, status=200, content_type="application/json", headers={})
+    clock.now += 0.25
+    reply = classify_value(result_response(sent["id"], answer))
+    obs.message(exchange, reply, size=120, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    return obs.close_exchange(exchange, None)
+
+
+ASK_NAME = {
+    "resultType": "input_required",
+    "inputRequests": {"name": {"method": "elicitation/create", "params": {"message": "Your name?"}}},
+}
+"""A 2026-07-28 server's `input_required` answer without `requestState` (the SDK's `ask_name`)."""
+
+
+def ask_name(ident: int, answer: str | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": "ask_name", "arguments": {}}
+    if answer is not None:
+        params["inputResponses"] = {"name": {"action": "accept", "content": {"name": answer}}}
+    return request(ident, "tools/call", params)
+
+
+def _lookalike_retries(obs: Any, clock: Clock) -> list[Any]:
+    """Clients making the same call at once, each answered `input_required` without `requestState`
+    before any retries: two on connections of their own, two with their own `Authorization` on one
+    connection, and two that nothing tells apart (one connection, no credentials)."""
+    bearer = [{"Authorization": "Bearer tok-alice"}, {"Authorization": "Bearer tok-bob"}]
+    apart = (("k1", None), ("k2", None))
+    pairs = [apart, (("k3", bearer[0]), ("k3", bearer[1])), (("k4", None), ("k4", None))]
+    closed, n = [], 0
+    for pair in pairs:
+        for connection, headers in pair:
+            n += 1
+            closed.append(modern_round(obs, clock, f"x{n}", ask_name(1), ASK_NAME, connection=connection,
+                                        headers=headers))  # fmt: skip
+        for who, (connection, headers) in reversed(list(enumerate(pair))):
+            n += 1
+            done = {"content": [{"type": "text", "text": f"Hello, {who}!"}]}
+            closed.append(modern_round(obs, clock, f"x{n}", ask_name(2, str(who)), done,
+                                        connection=connection, headers=headers))  # fmt: skip
+            clock.now += 0.5
+    return closed
+
+
+def _never_retried(obs: Any, clock: Clock) -> list[Any]:
+    """Two 2026-07-28 calls answered `input_required` (one without `requestState`, one with) whose
+    clients never retry: the next observation after the retry window ends both, and a retry that
+    comes after that is a call of its own."""
+    stated = {**ASK_NAME, "requestState": "st-9"}
+    closed = [
+        modern_round(obs, clock, "x1", ask_name(1), ASK_NAME, connection="k1"),
+        modern_round(obs, clock, "x2", ask_name(1), stated, connection="k2"),
+    ]
+    clock.now += RETRY_WINDOW + 1.0
+    closed.extend(_json_call(obs, clock, exchange="x3", ident=7))
+    late = ask_name(2, "late")
+    done = {"content": [{"type": "text", "text": "Hello, late!"}]}
+    closed.append(modern_round(obs, clock, "x4", late, done, connection="k1"))
+    return closed
+
+
 def _changed_by_the_proxy(obs: Any, clock: Clock) -> list[Any]:
     """A call an intercept edited on its way up, and an answer a fault replaced on its way back: each
     changed message on both legs, as the relay records it."""
@@ -290,6 +367,8 @@ SCENARIOS: dict[str, Play] = {
     "asked-bridge-call": asked_bridge_call,
     "refused-leg-call": refused_leg_call,
     "mrtr-rounds": _mrtr_rounds,
+    "lookalike-retries": _lookalike_retries,
+    "never-retried": _never_retried,
     "streams-and-delete": streams_and_delete,
     "refused-bridge-retry": refused_bridge_retry,
     "refused-bridge-answer": refused_bridge_answer,
@@ -723,3 +802,28 @@ def test_a_known_secret_in_an_sse_event_id_is_masked_in_the_record_and_the_captu
     assert ids[0].startswith("ev-<redacted len=27 ")
     assert b"LEAK" not in b"".join(lines)
     assert b'"sse_id":"ev-<redacted len=27 ' in b"".join(lines)
+
+
+def test_lookalike_retries_continue_each_clients_own_call_or_the_oldest_with_a_note() -> None:
+    rig = Rig()
+    _lookalike_retries(rig.facts, rig.clock)
+    calls = [c for c in rig.chains() if c.summary.method == "tools/call"]
+
+    assert [(c.summary.status, c.summary.rounds) for c in calls] == [(ChainStatus.OK, 2)] * 6
+    greeted = [c.messages[-1].body["result"]["content"][0]["text"] for c in calls]
+    assert greeted[:4] == ["Hello, 0!", "Hello, 1!", "Hello, 0!", "Hello, 1!"]  # each client's own
+    ambiguous = AMBIGUOUS_RETRY.format(ident=2, count=2)
+    assert [c.summary.notes for c in calls] == [[], [], [], [], [ambiguous], []]
+
+
+def test_calls_never_retried_end_incomplete_after_the_window_and_a_late_retry_is_a_call_of_its_own() -> None:
+    rig = Rig()
+    _never_retried(rig.facts, rig.clock)
+    first, stated, _, late = rig.chains()
+
+    for chain in (first, stated):
+        summary = chain.summary
+        assert (summary.status, summary.rounds) == (ChainStatus.INCOMPLETE, 1)
+        assert summary.notes == [NEVER_RETRIED.format(window=RETRY_WINDOW)]
+        assert summary.ended == summary.started + 0.25 + RETRY_WINDOW  # as of when the wait ran out
+    assert (late.summary.status, late.summary.notes) == (ChainStatus.OK, [NO_FIT])

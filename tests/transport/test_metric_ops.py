@@ -1,8 +1,8 @@
 """Metrics counted from observations agree with the chains the builder makes of the same observations.
 
 Each scripted play (a JSON call, a call with a nested request, an invalid body and a dropped stream, a
-bridged call parked and resumed) runs into a sink nobody watches with the metrics listening; the
-chains built afterwards say what the counters must hold.
+bridged call parked and resumed, look-alike MRTR retries, calls never retried) runs into a sink
+nobody watches with the metrics listening; the chains built afterwards say what the counters must hold.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode
-from tests.flows.test_sink import SCENARIOS, Play, Rig
+from proxy.flows.retries import RETRY_WINDOW
+from proxy.transport.metric_ops import CHAINS, ERRORS
+from tests.flows.test_sink import ASK_NAME, SCENARIOS, Play, Rig, ask_name, modern_round
 from tests.transport.test_admin import bare_metrics
 
 
@@ -57,3 +59,23 @@ def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
         "latency": {key: round(row[-1], 6) for key, row in counts.latency.items()},
     }
     assert counted == _from_chains(rig)
+
+
+def test_lookalike_retries_leave_no_call_waiting_on_the_client() -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    SCENARIOS["lookalike-retries"](rig.facts, rig.clock)
+
+    assert metrics.counting.waiting_on_client(rig.clock.now) == 0
+    assert sum(row[CHAINS] for key, row in metrics.counts.began.items() if key[0] == "tools/call") == 6
+
+
+def test_a_call_never_retried_stops_waiting_on_the_client_when_its_window_runs_out_without_traffic() -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    modern_round(rig.facts, rig.clock, "x1", ask_name(1), ASK_NAME, connection="k1")
+    asked = rig.clock.now
+
+    assert metrics.counting.waiting_on_client(asked + RETRY_WINDOW - 1) == 1
+    assert metrics.counting.waiting_on_client(asked + RETRY_WINDOW + 1) == 0
+    assert sum(row[ERRORS] for row in metrics.counts.ended.values()) == 0
