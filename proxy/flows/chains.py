@@ -80,7 +80,14 @@ from proxy.flows.observations import (
 )
 from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
-from proxy.flows.resumes import ID_REUSED, ResumeWaits, Wait, awaiting_resume, awaits_resume
+from proxy.flows.resumes import (
+    ID_REUSED,
+    SESSION_GONE_STATUS,
+    ResumeWaits,
+    Wait,
+    awaiting_resume,
+    awaits_resume,
+)
 from proxy.flows.retries import NEVER_RETRIED, RETRY_WINDOW, RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
@@ -177,6 +184,8 @@ class ChainBuilder:
         self._continuations: BoundedMap = BoundedMap()
         self._resumes: ResumeWaits[str] = ResumeWaits()
         """Chains of requests whose stream closed unanswered after an event id, until resumed."""
+        self._sessions_gone: BoundedMap = BoundedMap()
+        """Relayed sessions the server said it no longer has (HTTP 404), announced `expired` once each."""
 
     def apply(self, obs: Observation) -> str | None:
         """Build one observation into chains, at the time it was made (so a later build is the same).
@@ -417,12 +426,26 @@ class ChainBuilder:
         if ex.facts is not None:
             ex.facts.head_at = ex.head_at
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
+        if status == SESSION_GONE_STATUS and ex.session:
+            self._session_gone(ex)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None and chain.summary.http_status is None:
                 chain.summary.http_status = status
         if ex.resumed_with is not None:
             self._resumed(ex, ex.resumed_with, status)
+
+    def _session_gone(self, ex: Exchange) -> None:
+        """A 404 to a request of a relayed session: the server forgot it (it restarted, or let it
+        expire), announced once however many requests it refuses; a 404 to the client's DELETE is the
+        session's end, announced when that exchange closes."""
+        session = ex.session
+        if session is None or ex.mode is not Mode.PASSTHROUGH or ex.http_method == "DELETE":
+            return
+        if session in self._sessions_gone:
+            return
+        self._sessions_gone[session] = None
+        self._ledger.session_event(session, "expired")
 
     def _resumed(self, ex: Exchange, last: str, status: int) -> None:
         """Tell the chain a GET resumed how its resume went: the stream goes on, or the server refused."""

@@ -41,7 +41,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
-from proxy.flows.resumes import ResumeWaits, Wait, awaits_resume
+from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume
 from proxy.flows.retries import (
     RETRY_WINDOW,
     Caller,
@@ -266,6 +266,8 @@ class OpCounter:
         """(method, era, mode) -> the rows it counts into, as the counters gave them (bounded:
         `_LABELS_KEPT`)."""
         self._session_init: BoundedMap = BoundedMap()
+        self._sessions_gone: BoundedMap = BoundedMap()
+        """Sessions the server said it no longer has (HTTP 404), counted `expired` once each."""
         self._event_ops: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
@@ -323,11 +325,15 @@ class OpCounter:
                 q = quick.get(obs.exchange) if quick else None
                 if q is not None:
                     q.status, q.headers = obs.status, obs.headers
+                    if obs.status == SESSION_GONE_STATUS and q.opened.session is not None:
+                        self._session_gone(q.opened.session)
                     continue
                 ex = exchanges.get(obs.exchange)
                 if ex is not None:
                     ex.status = obs.status
                     ex.response_headers = obs.headers
+                    if obs.status == SESSION_GONE_STATUS and ex.session is not None:
+                        self._refused_session(ex)
             elif type(obs) is ExchangeOpened:
                 mode = obs.mode
                 if mode is _PASSTHROUGH and obs.http_method == "POST" and not waits:
@@ -734,6 +740,20 @@ class OpCounter:
             self._finish(op, obs.t, error=False)
         elif obs.state in ("lost", "cancelled"):
             self._finish(op, obs.t, error=True)
+
+    def _refused_session(self, ex: _Ex) -> None:
+        """A 404 to a request of a relayed session: the server forgot it, unless the request was the
+        client's DELETE of it (counted `ended` when it closes)."""
+        if ex.mode == _PASSTHROUGH_VALUE and not (ex.ops and ex.ops[0].method == "DELETE session"):
+            assert ex.session is not None
+            self._session_gone(ex.session)
+
+    def _session_gone(self, session: str) -> None:
+        """The server no longer has a relayed session (it restarted, or let it expire): counted once,
+        however many of the client's requests it refuses."""
+        if session not in self._sessions_gone:
+            self._sessions_gone[session] = None
+            self._counters.session("expired")
 
     def _upstream_session(self, obs: UpstreamSessionMoved) -> None:
         self._counters.session(obs.state)

@@ -329,6 +329,34 @@ def _never_retried(obs: Any, clock: Clock) -> list[Any]:
     return closed
 
 
+def _session_forgotten(obs: Any, clock: Clock) -> list[Any]:
+    """A legacy session the server forgets (it restarted): its calls and its GET stream are answered
+    404 "Session not found", then the client's DELETE of it is too."""
+    init = request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}})
+    head = {"Content-Type": "application/json"}
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=head, session=None)
+    obs.message("x1", classify_value(init), size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x1", status=200, content_type="application/json", headers={"Mcp-Session-Id": SESSION})
+    opened = result_response(1, {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {}})
+    obs.message("x1", classify_value(opened), size=90, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    closed = [obs.close_exchange("x1", None)]
+    clock.now += 1.0
+    gone = classify_value(error_response(None, -32001, "Session not found"))
+    for ident, exchange in ((2, "x2"), (3, "x3")):
+        call = classify_value(request(ident, "tools/call", {"name": "add", "arguments": {"a": 1}}))
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.message(exchange, call, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=404, content_type="application/json", headers={})
+        obs.message(exchange, gone, size=70, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+        closed.append(obs.close_exchange(exchange, None))
+        clock.now += 0.25
+    for exchange, method in (("g1", "GET"), ("d1", "DELETE")):
+        obs.open_exchange(exchange, http_method=method, path="/mcp", headers=HEADERS, session=SESSION)
+        obs.response_head(exchange, status=404, content_type="application/json", headers={})
+        closed.append(obs.close_exchange(exchange, None))
+    return closed
+
+
 def _changed_by_the_proxy(obs: Any, clock: Clock) -> list[Any]:
     """A call an intercept edited on its way up, and an answer a fault replaced on its way back: each
     changed message on both legs, as the relay records it."""
@@ -369,6 +397,7 @@ SCENARIOS: dict[str, Play] = {
     "mrtr-rounds": _mrtr_rounds,
     "lookalike-retries": _lookalike_retries,
     "never-retried": _never_retried,
+    "session-forgotten": _session_forgotten,
     "streams-and-delete": streams_and_delete,
     "refused-bridge-retry": refused_bridge_retry,
     "refused-bridge-answer": refused_bridge_answer,

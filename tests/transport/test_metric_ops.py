@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode
+from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode, SessionChanged
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.transport.metric_ops import CHAINS, ERRORS
 from tests.flows.test_sink import ASK_NAME, SCENARIOS, Play, Rig, ask_name, modern_round
@@ -25,8 +25,11 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
     errors: Counter[tuple[str, ...]] = Counter()
     rounds: Counter[tuple[str, ...]] = Counter()
     latency: dict[tuple[str, ...], float] = {}
+    sessions: Counter[tuple[str, ...]] = Counter()
     final = {}
     for event in rig.events:
+        if isinstance(event, SessionChanged):
+            sessions[(event.state,)] += 1
         if isinstance(event, ChainOpened):
             chain = event.chain
             opened[(chain.method or "none", chain.client_era, chain.mode.value)] += 1
@@ -40,7 +43,7 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
             errors[key] += 1
         if chain.status in DECIDED and chain.jsonrpc_id is not None:
             latency[key] = round(latency.get(key, 0.0) + chain.upstream_ms / 1000, 6)
-    return {"chains": opened, "errors": errors, "rounds": rounds, "latency": latency}
+    return {"chains": opened, "errors": errors, "rounds": rounds, "latency": latency, "sessions": sessions}
 
 
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
@@ -57,6 +60,7 @@ def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
         "errors": Counter(counts.errors),
         "rounds": Counter(counts.rounds),
         "latency": {key: round(row[-1], 6) for key, row in counts.latency.items()},
+        "sessions": Counter(counts.sessions),
     }
     assert counted == _from_chains(rig)
 
