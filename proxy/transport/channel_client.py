@@ -44,7 +44,7 @@ from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.routing import Router, classify_request
 from proxy.transport.tasks import spawn
-from proxy.wire.jsonrpc import Body, Kind, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Body, Kind, Message, RequestId, dumps, parse_body
 
 CLOSE_GRACE = 2.0
 """Seconds a closing channel gives its session's DELETE (and its cancelled exchanges) to finish."""
@@ -250,6 +250,22 @@ class ChannelClientShell:
                 unanswered = tuple(ident for ident in side.calls if ident in side.unanswered)
                 self.carry_out(self.mirror.ended(side.seq, unanswered, side.why()))
 
+    def refused_unanswerable(self, status: int, sent: Body | None, error: Message) -> None:
+        """The upstream refused a POST that carried no request (a notification, the client's answer to
+        a server's question): JSON-RPC answers neither, so the refusal is logged, never sent. Over HTTP
+        it is the POST's status, which never reaches the client's JSON-RPC stream either; on a channel,
+        an error with no id, or under the id of the client's answer, would be taken for the answer to a
+        request of the client's own."""
+        first = sent.first if sent is not None else None
+        self.log.warning(
+            "client_message_refused",
+            transport=self.transport,
+            status=status,
+            sent=(first.method or "a response") if first is not None else "a message",
+            error=str(error.error.get("message", "")),
+            action="not sent to the client: JSON-RPC answers no notification or response",
+        )
+
     def _send(self, data: bytes) -> None:
         if self.closed:
             return
@@ -445,6 +461,9 @@ class ChannelSide:
                 # Refused before the call was read (an id-less 4xx error): the client gets its error
                 # under the call's id once the exchange ends.
                 self.problem = f"HTTP {self.status}: {msg.error.get('message', '')}"
+                continue
+            if msg.kind is Kind.ERROR and self.method == "POST" and not self.calls:
+                owner.refused_unanswerable(self.status, self.parsed, msg)
                 continue
             if msg.is_response and msg.id in self.unanswered:
                 self.unanswered.discard(msg.id)

@@ -349,6 +349,9 @@ class LaneExchange:
         if message.kind is _ERROR and message.id is None and self.unanswered:
             self.problem = f"HTTP {self.status}: {message.error.get('message', '')}"
             return message
+        if message.kind is _ERROR and not self.calls:
+            self.lane.shell.refused_unanswerable(self.status, self.route.body, message)
+            return message
         if message.is_response and message.id in self.unanswered:
             self.unanswered.discard(message.id)
         shell = self.lane.shell

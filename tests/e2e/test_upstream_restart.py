@@ -7,11 +7,13 @@ answers 404. One ``mcp-proxy`` (default settings) stays up while the server is s
 again on the same port; a 2026-07-28 client's call through the modern->legacy bridge must work on
 both sides of the restart, at once, without waiting for the session's idle timeout; and a stdio
 client (`mcp-proxy stdio --upstream URL`) that initializes again after the restart gets a new session,
-its handshake carrying no dead session id.
+its handshake carrying no dead session id; the server's refusals of that client's notification and
+answer in the forgotten session are written nowhere (JSON-RPC answers neither).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any, Final
@@ -86,8 +88,14 @@ def test_a_stdio_client_that_initializes_again_after_the_restart_is_served_in_a_
         assert client.answer(2)["result"]["content"][0]["text"] == "Echo: before"
         first.stop()
         with EverythingOnPort(port):
+            # The server refuses the client's notification and its answer to a server's request too
+            # (HTTP 400, an error naming no id): JSON-RPC answers neither, so no line goes out for them.
+            client.send(b'{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}')
+            client.send(b'{"jsonrpc": "2.0", "id": 77, "result": {"roots": []}}')
             client.request(3, "tools/call", name="echo", arguments={"message": "lost"})
             assert "error" in client.answer(3)  # the server forgot the session: the client hears it
+            written = [json.loads(line) for line in list(client.out)]
+            assert [m for m in written if "error" in m and m.get("id") in (None, 77)] == []
             client.request(4, "initialize", **INIT)  # and starts again, as a client does
             assert "result" in client.answer(4), client.stderr()[-2000:]
             client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')

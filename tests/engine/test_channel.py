@@ -338,6 +338,20 @@ def test_a_request_after_delete_gets_404_at_once_while_the_sessions_process_stop
     )
 
 
+def test_a_notification_or_an_answer_after_the_session_ended_is_refused_under_no_id() -> None:
+    # An error under the id of the client's own answer would answer a request of the client's own.
+    assert (
+        Playbook(ChannelCore(session="s-1"))
+        >> DeleteRequested("d")
+        << Answer("d", 200, SESSION, b"")
+        << CloseChannel("its session ended (DELETE)")
+        >> PostReceived("n", note("notifications/roots/list_changed"))
+        << Answer("n", 404, (*JSON, *SESSION), error(None, -32001, "Session not found"))
+        >> PostReceived("r", result(77, roots=[]))
+        << Answer("r", 404, (*JSON, *SESSION), error(None, -32001, "Session not found"))
+    )
+
+
 def test_the_shared_channel_has_no_get_stream_and_no_session_to_delete() -> None:
     assert (
         Playbook(ChannelCore())

@@ -45,6 +45,19 @@ def test_a_session_that_ended_is_answered_404_session_not_found() -> None:
     assert orjson.loads(refused.body)["id"] == 4
 
 
+def test_an_answer_in_a_session_that_ended_is_refused_under_no_id() -> None:
+    # The client's answer to the server's request 77 is no request: an error under 77 would answer
+    # the client's own request 77.
+    table = sessions()
+    assert table.place("POST", None, INIT) == NewSession("s-1")
+    table.ended("s-1")
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": 77, "result": {"roots": []}})
+    refused = table.place("POST", "s-1", answer)
+    assert isinstance(refused, Refused)
+    assert refused.status == 404
+    assert orjson.loads(refused.body)["id"] is None
+
+
 def test_sessions_past_the_bound_are_refused_503_naming_the_setting() -> None:
     table = sessions(limit=1)
     assert table.place("POST", None, INIT) == NewSession("s-1")

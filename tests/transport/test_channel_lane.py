@@ -25,6 +25,7 @@ from proxy.transport.channel_client import ChannelClientShell
 from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.upstream_pool import UpstreamResponse
 from tests.e2e.channel_peers import python_stdio_command
+from tests.sidecar import until
 
 WAIT_SECONDS = 15.0
 """Longest wait for one answer from the child."""
@@ -142,3 +143,27 @@ async def test_a_streaming_call_on_the_lane_gets_an_error_naming_the_exit_when_t
     assert answer["error"]["message"] == (
         f"the upstream MCP server (pid {pid}) was killed by SIGKILL before answering"
     )
+
+
+async def test_once_the_session_is_gone_a_notification_or_an_answer_gets_no_line_and_a_request_its_error(
+    shim: tuple[Proxy, ChannelClientShell, Lines, CountedUpstream],
+) -> None:
+    # JSON-RPC answers no notification and no response: an error with no id is an unknown message to
+    # the client's SDK, and one under the id of the client's answer (77) would fail the client's own
+    # pending request 77.
+    proxy, shell, out, _counted = shim
+    shell.receive(_line(1, "initialize", _INIT))
+    await out.answer(1)
+    shell.receive(_line(None, "notifications/initialized", {}))
+    shell.receive(_line(2, "tools/call", {"name": "echo", "arguments": {"text": "hello"}}))
+    await out.answer(2)
+    assert proxy.channels is not None
+    (session,) = (s for s in proxy.channels._all if s.session is not None)
+    os.kill(session.channel.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    await until(lambda: session.ended, what="the session's channel to end", seconds=WAIT_SECONDS)
+    shell.receive(_line(None, "notifications/roots/list_changed", {}))
+    shell.receive(json.dumps({"jsonrpc": "2.0", "id": 77, "result": {"roots": []}}).encode())
+    shell.receive(_line(6, "ping", {}))
+    refused = await out.answer(6)  # after the two before it: each waits for the one before's head
+    assert refused["error"]["message"] == "Session not found"
+    assert [line for line in out.lines if line.get("id") in (None, 77) and "method" not in line] == []

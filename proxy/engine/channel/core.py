@@ -488,8 +488,12 @@ class ChannelCore:
         return Answer(exchange, status, self._json_head, dumps(error_response(ident, code, text)))
 
     def _refusal(self, exchange: str, status: int, first: Message | None) -> Answer:
-        """A request toward a channel that closed (its session ended: 404, as a legacy server says)."""
-        ident = first.id if first is not None else None
+        """A request toward a channel that closed (its session ended: 404, as a legacy server says).
+
+        The error names the request it refuses; a notification or a response the client sent is no
+        request, so the error names none (an answer under a response's id would answer the client's
+        own request of that id, if one is pending)."""
+        ident = first.id if first is not None and first.kind is _REQUEST else None
         if status == 404:
             return self._error(exchange, 404, ident, SESSION_NOT_FOUND, "Session not found")
         return self._error(exchange, status, ident, errors.UPSTREAM_UNAVAILABLE, f"{self.closed}")

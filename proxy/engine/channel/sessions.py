@@ -91,5 +91,6 @@ class ChannelSessions:
 
 
 def _first_id(body: bytes) -> RequestId | None:
+    """The id of the request a refusal answers; None for a notification or a response (no request)."""
     msg = parse_body(body).first if body else None
-    return msg.id if msg is not None else None
+    return msg.id if msg is not None and msg.kind is Kind.REQUEST else None
