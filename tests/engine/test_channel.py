@@ -272,6 +272,22 @@ def test_closing_a_calls_stream_in_a_legacy_session_is_no_cancellation_and_its_a
     )
 
 
+def test_progress_of_a_call_whose_stream_closed_in_a_legacy_session_is_dropped() -> None:
+    # The server may report progress of a call after its client closed the call's stream (or
+    # cancelled it) and before it notices: nobody listens for it any more.
+    progress = note("notifications/progress", progressToken="t1", progress=1)
+    assert (
+        Playbook(ChannelCore(session="s-1"))
+        >> PostReceived("a", call(1, _meta={"progressToken": "t1"}))
+        << WriteChannel(call(1, _meta={"progressToken": "t1"}), "a")
+        >> ExchangeAbandoned("a")
+        >> ChannelReceived(progress)
+        << Log("upstream_message_dropped", "debug", {"method": "notifications/progress", "reason": ANY})
+        >> ChannelReceived(result(1))
+        << Log("upstream_answer_dropped", "debug", {"id": 1})
+    )
+
+
 def test_a_clients_cancellation_names_the_call_by_its_alias() -> None:
     cancel = note("notifications/cancelled", requestId=1)
     aliased_cancel = note("notifications/cancelled", requestId="mcp-proxy-1")

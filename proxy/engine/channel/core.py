@@ -359,6 +359,11 @@ class ChannelCore:
     def _started(self, msg: Message, data: bytes) -> list[ChannelCommand]:
         """A request or notification the peer started: onto the stream its cues name, or held."""
         target, guessed = self._target(msg)
+        if target is not None and target not in self._exchanges:
+            # Progress of a legacy call whose stream the client closed (or cancelled): its answer
+            # is dropped when it comes, and so is what leads up to it.
+            reason = "it belongs to a call whose stream the client closed"
+            return [Log("upstream_message_dropped", "debug", {"method": msg.method, "reason": reason})]
         commands: list[ChannelCommand] = []
         if target is None:
             if len(self._held) >= self.backlog:
