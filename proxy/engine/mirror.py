@@ -21,6 +21,10 @@ request a Streamable HTTP client would have sent:
   `Mcp-Name`, `Mcp-Param-*` for the arguments the tool lists relayed to this client mark);
 - a 2026-07-28 client's `notifications/cancelled` (its stdio cancellation) closes that call's
   exchange, the cancellation 2026-07-28 HTTP defines; it is not sent on;
+- a legacy client's `notifications/cancelled` is sent on, as legacy HTTP sends it, and once the
+  upstream has taken it (its POST's head) the call's exchange is closed as cancelled: a legacy HTTP
+  client stops reading the call's stream, but on a channel the exchange is the proxy's own, and
+  the server need not answer a cancelled call, so nothing else would ever close it;
 - a request whose exchange ended without its answer (an HTTP error without a JSON-RPC body, a cut
   stream) is answered on the channel with a JSON-RPC error naming what happened, so no client waits
   forever; a line that is no JSON, or too long, is answered with the error an HTTP server would give;
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from proxy.engine.tool_headers import ToolHeaders
+from proxy.flows.observations import CLIENT_CANCELLED
 from proxy.framing.classify import peek_id
 from proxy.framing.status import too_large
 from proxy.wire import errors
@@ -98,9 +103,12 @@ class OpenStream:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    """Close the exchange carrying the call `request_id` (a 2026-07-28 cancellation)."""
+    """Close the exchange carrying the call `request_id`, recording `outcome`: a 2026-07-28
+    cancellation closes it as HTTP does (the client leaves the call's stream), a legacy one once the
+    upstream has taken the client's `notifications/cancelled` (`CLIENT_CANCELLED`)."""
 
     request_id: RequestId
+    outcome: str = "client_disconnected"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +145,9 @@ class ChannelClient:
     """Ids of `tools/list` calls in flight: their answers teach `tools`."""
     streaming: bool = False
     """The session's GET stream was opened."""
+    cancelling: dict[int, RequestId] = field(default_factory=dict)
+    """A legacy `notifications/cancelled` POST in flight, by its seq, and the call it cancels (at
+    most one: a notification's POST holds back what follows until its head)."""
     closed: bool = False
     _seq: int = 0
     _relayed: Headers = ()
@@ -197,6 +208,10 @@ class ChannelClient:
             calls = tuple(m.id for m in messages if m.kind is _REQUEST and m.id is not None)
         direct = self._direct(body, first)
         orders: list[Order] = [Post(seq, data, headers, calls, first.method, body, direct)]
+        if first.method == CANCELLED and not body.batch:
+            ident = first.params.get("requestId")
+            if isinstance(ident, str | int) and not isinstance(ident, bool):
+                self.cancelling[seq] = ident
         if first.method == "initialize" and first.id is not None and not body.batch:
             self.initialize = self.blocking = seq
         elif not calls:
@@ -257,7 +272,9 @@ class ChannelClient:
                     self.session = value
                     self._legacy = None
             return []
-        return self._release() if seq == self.blocking else []
+        cancelled = self.cancelling.pop(seq, None)
+        orders: list[Order] = [] if cancelled is None else [Cancel(cancelled, CLIENT_CANCELLED)]
+        return orders + self._release() if seq == self.blocking else orders
 
     def delivered(self, seq: int, msg: Message) -> list[Order]:
         """A message of POST `seq`'s answer went to the client: the answer to `initialize` names the
@@ -280,6 +297,7 @@ class ChannelClient:
     def ended(self, seq: int, unanswered: tuple[RequestId, ...], why: str) -> list[Order]:
         """A POST's exchange ended; `unanswered` are its calls the client never got an answer to."""
         orders: list[Order] = []
+        self.cancelling.pop(seq, None)
         for ident in unanswered:
             self.listing.discard(ident)
             text = f"the proxy got no answer to this request: {why}"
@@ -304,6 +322,7 @@ class ChannelClient:
             return []
         self.closed = True
         self.held.clear()
+        self.cancelling.clear()
         if self.session is None:
             return []
         return [EndSession(self._session_headers())]

@@ -139,6 +139,10 @@ class ExchangeClosed:
 PROXY_STOPPING: Final = "proxy_stopping"
 """The outcome of an exchange the proxy cut because it is stopping (SIGINT, or past a drain's grace)."""
 
+CLIENT_CANCELLED: Final = "cancelled"
+"""The outcome of an exchange closed because its client cancelled the call it carried (a legacy
+client's `notifications/cancelled`): the client's wish, so no trouble, answered or not."""
+
 STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted", PROXY_STOPPING})
 """Outcomes that end a GET stream as it is meant to end: the server or client closed it, the
 session it belonged to was deleted (the stream has nothing left to carry), or the proxy stopped, so
@@ -151,10 +155,13 @@ _CUT_AFTER_ANSWERS: Final = frozenset({"client_disconnected", PROXY_STOPPING})
 def unusual_end(outcome: str | None, http_method: str, asked: int, answered: int) -> str | None:
     """How an exchange ended when it did not end as meant, else None.
 
-    A GET stream ends when its client leaves, its session is deleted or the proxy stops; and a client
+    A GET stream ends when its client leaves, its session is deleted or the proxy stops; a client
     may close a response stream once every one of the `asked` requests it carried is answered (a
-    client that read its result and hung up before the server's stream ended did nothing wrong).
+    client that read its result and hung up before the server's stream ended did nothing wrong); and
+    a call the client cancelled ends when it says so.
     """
+    if outcome == CLIENT_CANCELLED:
+        return None
     if http_method == "GET" and outcome in STREAM_NORMAL_ENDS:
         return None
     if outcome in _CUT_AFTER_ANSWERS and asked and answered >= asked:

@@ -18,6 +18,7 @@ from typing import Any
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    CLIENT_CANCELLED,
     BodyNotInspected,
     BytesOut,
     ExchangeClosed,
@@ -127,7 +128,8 @@ class ExchangeSummary:
     """What intercepts did to its messages (`held 3.2 s, forwarded edited by api`), if any."""
     end: str | None = None
     """How an exchange that ended as meant was closed, when something closed it (`client_disconnected`:
-    the client hung up once answered; `session_deleted`): a fact for the JSON log, no trouble."""
+    the client hung up once answered; `session_deleted`; `cancelled`: the client cancelled its call):
+    a fact for the JSON log, no trouble."""
     not_inspected: str | None = None
     """Why its response body, or the rest of it, was relayed unread (`max_inspected_bytes`), if it was:
     a request it carried may have been answered there, so its missing answer is no trouble."""
@@ -478,7 +480,7 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
         outcome,
         _carried(tally, redactor),
-        _trouble(tally, outcome),
+        None if closed.outcome == CLIENT_CANCELLED else _trouble(tally, outcome),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],

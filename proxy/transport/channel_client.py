@@ -123,8 +123,9 @@ class ChannelClientShell:
         self.transport = transport
         self.peer = peer
         self.mirror = ChannelClient(client_headers, serving.settings.max_body_bytes)
-        self.calls: dict[RequestId, Callable[[], None]] = {}
-        """How to close the exchange carrying each call in flight (a cancellation does)."""
+        self.calls: dict[RequestId, Callable[[str], None]] = {}
+        """How to close the exchange carrying each call in flight, recording an outcome (a
+        cancellation does)."""
         self.tasks: set[asyncio.Task[None]] = set()
         self.posts: set[asyncio.Task[None]] = set()
         """The exchanges carrying the client's messages (its GET stream and DELETE are not among them)."""
@@ -210,10 +211,10 @@ class ChannelClientShell:
                     self._send(data)
                 case OpenStream(headers):
                     self._start(ChannelSide(self, 0, "GET", headers, ()), b"", f"{self.transport}-get")
-                case Cancel(ident):
+                case Cancel(ident, outcome):
                     found = self.calls.get(ident)
                     if found is not None:
-                        found()
+                        found(outcome)
                 case EndSession(headers):
                     self._start(ChannelSide(self, 0, "DELETE", headers, ()), b"", f"{self.transport}-delete")
 
@@ -273,10 +274,11 @@ class ChannelClientShell:
             self.out.send(data)
 
 
-def _close_exchange(task: asyncio.Task[None], side: ChannelSide) -> None:
-    """Close an exchange in a task: a cancellation (the client gets no answer for it)."""
+def _close_exchange(task: asyncio.Task[None], side: ChannelSide, outcome: str) -> None:
+    """Close an exchange in a task: a cancellation (the client gets no answer for it), recorded as
+    `outcome` (the message the task is cancelled with, read back by `cut_outcome`)."""
     side.cancelled = True
-    task.cancel()
+    task.cancel(outcome)
 
 
 class ChannelSide:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from proxy.flows.observations import PROXY_STOPPING
+from proxy.flows.observations import CLIENT_CANCELLED, PROXY_STOPPING
 
 
 class ClientGone(Exception):
@@ -27,12 +27,15 @@ class ClientGone(Exception):
 
 
 def cut_outcome(cancel: BaseException) -> str:
-    """The outcome of an exchange whose task was cancelled: the proxy's stop, or the client leaving.
+    """The outcome of an exchange whose task was cancelled: the proxy's stop, the client cancelling
+    the call it carried, or the client leaving.
 
-    The front cancels with `PROXY_STOPPING` as the message when the proxy stops, so the relay and the
-    bridges can tell that cut from a client that left.
+    The front cancels with `PROXY_STOPPING` as the message when the proxy stops, and a channel
+    client's shell with `CLIENT_CANCELLED` when its client cancels a call, so the relay and the
+    bridges can tell those cuts from a client that left.
     """
-    return PROXY_STOPPING if cancel.args and cancel.args[0] == PROXY_STOPPING else "client_disconnected"
+    reason = cancel.args[0] if cancel.args else None
+    return reason if reason in (PROXY_STOPPING, CLIENT_CANCELLED) else "client_disconnected"
 
 
 def answer_headers(content_type: str | None, headers: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -403,6 +403,51 @@ def test_a_shims_call_still_running_at_the_end_of_stdin_is_answered_before_the_r
     assert client.logged("stdio_input_ended")["in_flight"] == 1
 
 
+@pytest.mark.parametrize("way", ["lane", "http shape"])
+async def test_a_call_the_legacy_client_cancels_is_closed_as_cancelled_and_the_end_of_stdin_waits_not(
+    raw_client: Any, way: str
+) -> None:
+    # The SDK's stdio server drops a cancelled call without answering it, as the protocol allows, so
+    # only the client's cancellation can close the call's exchange: a legacy client's is sent on,
+    # then closes it. slow_progress of 1000 steps takes over 10 s, drain_grace's default. A fault
+    # rule that matches nothing sends every message the HTTP shape's way instead of the direct lane.
+    rule = ["--fault=method:no/such/method => drop"] if way == "http shape" else []
+    server = shlex.split(python_stdio_command())
+    client: RawStdioClient = raw_client("--upstream-era=legacy", *rule, "--", *server)
+    client.request(1, "initialize", **INIT)
+    assert "result" in client.answer(1)
+    client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    client.request(
+        2, "tools/call", name="slow_progress", arguments={"steps": 1000}, _meta={"progressToken": 7}
+    )
+    await until(
+        lambda: any(b"notifications/progress" in line for line in list(client.out)),
+        what="the call's progress",
+        seconds=READ_SECONDS,
+    )
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}')
+    line = _exchange_line(client, "tools/call slow_progress")  # logged on the cancel, stdin still open
+    assert (line["trouble"], line["outcome"], line["end"]) == (None, None, "cancelled")
+    admin = client.logged("listening")["admin"]
+    chains = await admin_json(f"{admin}/api/chains")
+    assert [c["status"] for c in chains if c.get("name") == "slow_progress"] == ["cancelled"]
+    assert client.close() == 0
+    assert '"stdio_input_ended"' not in client.stderr()  # nothing left in flight to wait for
+    assert [m for m in map(json.loads, client.out) if m.get("id") == 2 and "method" not in m] == []
+
+
+def _exchange_line(client: RawStdioClient, carried: str) -> dict[str, Any]:
+    """The round-trip log line of the exchange that carried `carried` (waits, bounded)."""
+    deadline = time.monotonic() + READ_SECONDS
+    while time.monotonic() < deadline:
+        for text in list(client.err):
+            item = json.loads(text)
+            if item.get("event") == "exchange" and item.get("carried") == carried:
+                return dict(item)
+        time.sleep(0.01)
+    raise AssertionError(f"no exchange line for {carried!r} in {client.stderr()[-2000:]}")
+
+
 def test_the_wait_for_answers_after_the_end_of_stdin_is_bounded_by_drain_grace(
     tmp_path: Path, legacy_server: PeerServer
 ) -> None:

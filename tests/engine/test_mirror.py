@@ -105,12 +105,30 @@ def test_a_modern_clients_cancellation_closes_the_calls_exchange_and_is_not_sent
     assert client.received(note("notifications/cancelled", requestId=9)) == [Cancel(9)]
 
 
-def test_a_legacy_clients_cancellation_is_sent_as_legacy_http_sends_it() -> None:
+def test_a_legacy_clients_cancellation_is_sent_on_then_closes_the_calls_exchange_as_cancelled() -> None:
+    # Sent as legacy HTTP sends it; once the upstream took it, nothing else would close the call's
+    # exchange (a server need not answer a cancelled call), so the mirror closes it.
+    client = ChannelClient()
+    initialized(client)
+    client.received(call(9, "tools/call", name="slow"))
+    (post,) = client.received(note("notifications/cancelled", requestId=9))
+    assert isinstance(post, Post)
+    assert post.method == "notifications/cancelled"
+    assert client.received(call(10, "ping")) == []  # waits for the notification's head
+    cancel, ping = client.head(post.seq, ())
+    assert cancel == Cancel(9, "cancelled")
+    assert isinstance(ping, Post)
+    assert ping.calls == (10,)
+    assert client.cancelling == {}
+
+
+def test_a_legacy_cancellation_whose_post_got_no_head_is_forgotten() -> None:
     client = ChannelClient()
     initialized(client)
     (post,) = client.received(note("notifications/cancelled", requestId=9))
     assert isinstance(post, Post)
-    assert post.method == "notifications/cancelled"
+    assert client.ended(post.seq, (), "no response came") == []
+    assert client.cancelling == {}
 
 
 def test_a_line_that_is_no_json_is_answered_with_a_parse_error_and_the_next_goes_on() -> None:

@@ -50,6 +50,13 @@ def test_a_client_leaving_before_its_answer_is_trouble_and_after_it_is_not() -> 
     assert "end" not in cut.log_fields("passthrough")
 
 
+def test_a_call_its_client_cancelled_ends_as_cancelled_with_no_trouble() -> None:
+    # The client asked for it: a failure filter (`.trouble`) must not list it.
+    tally = RoundTripTally(Redactor(key=b"k"))
+    cancelled = exchange(tally, "x1", "POST", [CALL], [ASK], "cancelled")
+    assert (cancelled.trouble, cancelled.outcome, cancelled.end) == (None, None, "cancelled")
+
+
 def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_trouble() -> None:
     tally = RoundTripTally(Redactor(key=b"k"))
     exchange(tally, "x1", "POST", [CALL], [ASK], None)
