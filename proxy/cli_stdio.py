@@ -9,6 +9,8 @@ differ) with every observation: watch it with `mcp-proxy tui --attach` on the ad
 with `--capture`. stdout belongs to the protocol, so logs go to stderr (or `--log-file`) and `--tui`
 is refused. Every setting of `mcp-proxy` applies (flags, `MCP_PROXY_*`, `--config`); nothing listens
 for HTTP clients. The client closing stdin stops the proxy (and a wrapped server) cleanly; exit 0.
+A wrapped server that exits on its own stops the proxy too, with stdout closed, one line on stderr
+saying why, and exit 1: the client sees its server go, as it would without the proxy.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from typing import Any
 from proxy.cli import add_setting_flags, admin_may_move, load, start_failure, warn_of_settings
 from proxy.cli_parser import CliParser
 from proxy.config import ConfigError, LoadedSettings, flag_name, render_settings
+
+SERVER_LOST_EXIT = 1
+"""The exit status when the wrapped server exited on its own (the client's server is gone)."""
 
 HTTP_CLIENTS_ONLY = frozenset(
     {
@@ -118,13 +123,15 @@ def main(words: Sequence[str]) -> int:
 
 
 def run_stdio(loaded: LoadedSettings) -> int:
-    """Serve the stdio client until it closes stdin or a signal comes; exit 0."""
+    """Serve the stdio client until it closes stdin or a signal comes (exit 0), or until the server
+    it wraps exits on its own (exit 1, saying so on stderr)."""
     from proxy import logs
     from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
     from proxy.transport.stdio_client import protocol_pipes
 
     pipes = protocol_pipes()  # before anything could print: stdout is the protocol's from here
     settings = loaded.settings
+    lost: str | None = None
     try:
         log_file = logs.configure(level=settings.log_level, fmt=settings.log_format, file=settings.log_file)
     except logs.LogFileError as exc:
@@ -141,7 +148,7 @@ def run_stdio(loaded: LoadedSettings) -> int:
         tune_gc()
         tune_malloc()
         with asyncio.Runner(loop_factory=use_fast_loop()) as runner:
-            return runner.run(_serve(proxy, pipes))
+            lost = runner.run(_serve(proxy, pipes))
     except OSError as exc:
         logs.flush()  # the lines logged before it come first
         print(start_failure(loaded, exc), file=sys.stderr)
@@ -150,10 +157,16 @@ def run_stdio(loaded: LoadedSettings) -> int:
         logs.flush()
         if log_file is not None:
             log_file.close()
+    if lost is None:
+        return 0
+    # Plain words, last, also when the log goes to a file: a desktop host shows a server's stderr.
+    print(lost, file=sys.stderr)
+    return SERVER_LOST_EXIT
 
 
-async def _serve(proxy: Any, pipes: Any) -> int:
-    """Start the proxy, serve stdio until stdin ends or a signal, then stop everything."""
+async def _serve(proxy: Any, pipes: Any) -> str | None:
+    """Start the proxy, serve stdio until stdin ends, a signal, or the wrapped server's own exit,
+    then stop everything; returns why the wrapped server is gone, if it is."""
     from proxy.transport.stdio_client import serve_stdio
 
     loop = asyncio.get_running_loop()
@@ -164,9 +177,9 @@ async def _serve(proxy: Any, pipes: Any) -> int:
     loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
     try:
         await proxy.start()
-        await serve_stdio(proxy.serving(), pipes, stop)
+        lost = await serve_stdio(proxy.serving(), pipes, stop)
     finally:
         await proxy.stop()
         for sig in (*signals, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
-    return 0
+    return lost

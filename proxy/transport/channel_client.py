@@ -44,7 +44,8 @@ from proxy.transport.faults import gated_relay
 from proxy.transport.relay import PassthroughRelay, RelayContext
 from proxy.transport.routing import Router, classify_request
 from proxy.transport.tasks import spawn
-from proxy.wire.jsonrpc import Body, Kind, Message, RequestId, dumps, parse_body
+from proxy.wire import errors
+from proxy.wire.jsonrpc import Body, Kind, Message, RequestId, dumps, error_response, parse_body
 
 CLOSE_GRACE = 2.0
 """Seconds a closing channel gives its session's DELETE (and its cancelled exchanges) to finish."""
@@ -130,6 +131,9 @@ class ChannelClientShell:
         self.posts: set[asyncio.Task[None]] = set()
         """The exchanges carrying the client's messages (its GET stream and DELETE are not among them)."""
         self.closed = False
+        self.gone: str | None = None
+        """Why the server the client talks to is gone for good (the shim's child exited), once it is:
+        what is still to be sent is answered with that instead."""
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
         self.connection = f"{self._prefix}k{next(_ids)}"
@@ -172,6 +176,11 @@ class ChannelClientShell:
             elif self.lane is not None:
                 await self.lane.settled()
 
+    def server_gone(self, why: str) -> None:
+        """The server is gone for good: a request not sent yet (held behind the one before it) gets
+        an error naming why, and the session is not ended upstream at the close (it is over)."""
+        self.gone = why
+
     async def close(self, outcome: str = "client_disconnected") -> None:
         """The channel ended: cancel what is in flight, end the session, wait (bounded) for both.
 
@@ -181,6 +190,8 @@ class ChannelClientShell:
             return
         self.closed = True
         orders = self.mirror.close()
+        if self.gone is not None:
+            orders = [order for order in orders if not isinstance(order, EndSession)]
         pending = list(self.tasks)
         for task in pending:
             task.cancel(outcome)
@@ -196,6 +207,9 @@ class ChannelClientShell:
     def carry_out(self, orders: list[Order]) -> None:
         for order in orders:
             match order:
+                case Post() if self.gone is not None:
+                    for ident in order.calls:
+                        self._send(dumps(error_response(ident, errors.UPSTREAM_UNAVAILABLE, self.gone)))
                 case Post():
                     if self.lane is not None and self.lane.post(order) is not None:
                         continue

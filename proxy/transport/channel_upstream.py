@@ -60,6 +60,11 @@ HEAD_HOLD = 1.0
 """Seconds a response head waits for the first message before the response starts as an SSE stream
 (so a slow call is never cut by the upstream timeout, which bounds heads)."""
 
+_RESTART_HINT = "requests in flight got a JSON-RPC error; the next request starts it again"
+_LOST_HINT = (
+    "requests in flight got a JSON-RPC error; mcp-proxy stdio stops, so its client sees the server go"
+)
+
 SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
 """The head of a response that became an SSE stream (before the core's own headers)."""
 SSE_EVENT = b"event: message\ndata: "
@@ -216,6 +221,8 @@ class ChannelSession:
         """Exchanges posted directly (`post_direct`), each with who takes its response."""
         self.headers_of: dict[str, Iterable[tuple[str, str]]] = {}
         """The request headers of each exchange in flight, for the messages written for it."""
+        self.carried = False
+        """A request reached it while its owner was watched (`ChannelUpstream.on_lost`)."""
         self.ended = False
         self._paused = 0
         self._log = get_logger()
@@ -308,6 +315,7 @@ class ChannelSession:
         the request's."""
         self.direct[name] = receiver
         self.headers_of[name] = headers
+        self.carried = self.carried or self.owner.on_lost is not None
         self.feed(PostReceived(name, raw, parsed))
 
     def pause(self, delta: int) -> None:
@@ -390,6 +398,11 @@ class ChannelUpstream:
         """When a channel last ended on its own, and why (with its last stderr lines, if any)."""
         self._start_failed = ""
         """Why the last start failed ("" once one succeeds): logged once, not at every retry."""
+        self.on_lost: Callable[[str], None] | None = None
+        """Told why (the exit, the last stderr lines) when a channel that carried a request since this
+        was set ends on its own: the shim (`mcp-proxy stdio -- CMD`) ends with its client's server,
+        so the client sees it go, as it would without the proxy. Set once the start-up probe is
+        done: the probe's idle child of a dual-era server carries nothing of the client's."""
 
     def request_nowait(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
@@ -422,6 +435,7 @@ class ChannelUpstream:
         except RefusedStart as refused:  # the server's answer to the client's credentials: theirs
             return _whole(refused.status, refused.body, refused.headers)
         name = f"x{next(self._names)}"
+        session.carried = session.carried or self.on_lost is not None
         return await self._exchange(session, name, _event(method, name, body), items)
 
     def direct_session(self, session: str | None) -> ChannelSession | None:
@@ -542,15 +556,18 @@ class ChannelUpstream:
             now = time.monotonic()
             self.restarts.exited(now)
             self.last_exit = (now, f"{reason}; its last stderr lines: {stderr}" if stderr else reason)
+            lost = self.on_lost if session.carried else None
             get_logger().warning(
                 "upstream_exited",
                 upstream=self.shown,
                 transport=self.transport,
                 reason=reason,
                 session=session.session is not None,
-                hint="requests in flight got a JSON-RPC error; the next request starts it again",
+                hint=_LOST_HINT if lost is not None else _RESTART_HINT,
                 **({"stderr": stderr} if stderr else {}),
             )
+            if lost is not None:
+                lost(self.last_exit[1])
 
     def exited_since(self, since: float) -> str | None:
         """Why a channel ended on its own at or after `since` (monotonic), or None."""

@@ -8,6 +8,13 @@ moves the process's own stdout onto stderr before anything runs, so a stray prin
 library's) cannot corrupt the protocol. The end of stdin ends the session once what the client
 sent has been answered (`finish_input`: at most `drain_grace` seconds, or until a signal); then what
 is still in flight is cancelled, a legacy session is ended upstream, and `serve_stdio` returns.
+
+A wrapped server (the shim, `mcp-proxy stdio -- CMD`) that exits on its own ends the run too
+(`serve_stdio` returns why): a stdio client learns that its server is gone when the server's stdout
+closes, and stdio hosts start a server again rather than initialize again on the same pipe, so the
+proxy stops reading, lets the errors of the calls in flight out (bounded by `CLOSE_GRACE`), and closes
+stdout, as the server would have. Restarting the child behind the client's back would hide the crash
+and lose the session's state, which the client believes it still has.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from typing import Any, cast
 from proxy.flows.observations import PROXY_STOPPING
 from proxy.framing.ndjson import LineDecoder, Oversized
 from proxy.logs import get_logger
-from proxy.transport.channel_client import ChannelClientShell, Serving
+from proxy.transport.channel_client import CLOSE_GRACE, ChannelClientShell, Serving
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.client_side import ClientGone
 from proxy.transport.tasks import spawn
 
@@ -184,8 +192,15 @@ class _Reader(asyncio.Protocol):
                 self.shell.receive(line)
 
 
-async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Event) -> None:
-    """Serve the stdio client on `pipes` until it closes stdin (or `stop` is set), then end cleanly."""
+LOST_PREFIX = "mcp-proxy stdio is stopping: its server is gone"
+"""How the errors of the client's messages not sent yet begin once the wrapped server is gone."""
+
+
+async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Event) -> str | None:
+    """Serve the stdio client on `pipes` until it closes stdin (or `stop` is set), then end cleanly.
+
+    Returns why the run ended early, when the wrapped server exited on its own (else None).
+    """
     loop = asyncio.get_running_loop()
     writer = _Writer()
     if is_pipe(pipes.stdout):
@@ -206,13 +221,22 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
         transport, _ = await loop.connect_read_pipe(lambda: reader, stdin)
     else:  # a plain file (`< requests.jsonl`): no pipe to watch, so read it in a thread
         read_task = loop.run_in_executor(None, _read_file, loop, stdin, reader)
+    lost = _watch_server(serving, shell)
     log.info("stdio_client_ready", upstream=serving.relays.upstream.shown)
     try:
-        await _first(stop.wait(), ended.wait())
-        if not stop.is_set():
+        await _first(stop.wait(), ended.wait(), lost.wait())
+        if shell.gone is not None:
+            if transport is not None:
+                transport.close()  # what the client sends from now on is for a server that is gone
+            await _settle(shell, stop, CLOSE_GRACE)
+        elif not stop.is_set():
             await finish_input(shell, stop, serving.settings.drain_grace)
     finally:
-        log.info("stdio_client_closed", reason="stdin closed" if reader.eof else "the proxy is stopping")
+        if shell.gone is not None:
+            reason = "its server is gone"
+        else:
+            reason = "stdin closed" if reader.eof else "the proxy is stopping"
+        log.info("stdio_client_closed", reason=reason)
         await shell.close(PROXY_STOPPING if stop.is_set() else "client_disconnected")
         if transport is not None:
             transport.close()
@@ -220,6 +244,36 @@ async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Even
             read_task.cancel()
         with suppress(Exception):
             out.close()
+    return shell.gone
+
+
+def _watch_server(serving: Serving, shell: ChannelClientShell) -> asyncio.Event:
+    """An event set when the server a shim wraps exits on its own (never set for an HTTP upstream,
+    whose server the proxy did not start and whose sessions a client may start again)."""
+    lost = asyncio.Event()
+    upstream = serving.relays.pool
+    if not isinstance(upstream, ChannelUpstream) or upstream.transport != "stdio":
+        return lost
+
+    def gone(why: str) -> None:
+        if shell.gone is None:
+            get_logger().error(
+                "stdio_server_lost",
+                reason=why,
+                action="stdout closed, exit 1: the client sees its server go, as without the proxy",
+            )
+            shell.server_gone(f"{LOST_PREFIX} ({why})")
+            lost.set()
+
+    upstream.on_lost = gone
+    return lost
+
+
+async def _settle(shell: ChannelClientShell, stop: asyncio.Event, grace: float) -> None:
+    """Let what is in flight end (the server's exit already failed it), at most `grace` seconds."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(grace):
+            await _first(shell.settled(), stop.wait())
 
 
 async def finish_input(shell: ChannelClientShell, stop: asyncio.Event, grace: float) -> None:
@@ -233,9 +287,7 @@ async def finish_input(shell: ChannelClientShell, stop: asyncio.Event, grace: fl
     if not in_flight:
         return
     get_logger().info("stdio_input_ended", in_flight=in_flight, grace_s=grace)
-    with suppress(TimeoutError):
-        async with asyncio.timeout(grace):
-            await _first(shell.settled(), stop.wait())
+    await _settle(shell, stop, grace)
 
 
 async def _first(*waits: Coroutine[Any, Any, Any]) -> None:

@@ -286,6 +286,44 @@ async def test_closing_stdin_stops_the_shim_and_its_child(raw_client: Any) -> No
     await until(lambda: not any(_alive(pid) for pid in pids), what="the stdio server to exit", seconds=10)
 
 
+async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_saying_why(
+    raw_client: Any,
+) -> None:
+    # Without the proxy, the client sees its server's stdout close and its host offers to start the
+    # server again (stdio hosts start a process, they never initialize again on the same pipe): the
+    # shim ends the same way, not answering "Session not found" for ever. The era probe's own child
+    # of this dual-era server is still running beside the client's, and is no concern of the client.
+    client: RawStdioClient = raw_client("--", *shlex.split(python_stdio_command()))
+    client.request(1, "initialize", **INIT)
+    assert "result" in client.answer(1)
+    client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    client.request(
+        2, "tools/call", name="slow_progress", arguments={"steps": 1000}, _meta={"progressToken": 7}
+    )
+    await until(
+        lambda: any(b"notifications/progress" in line for line in list(client.out)),
+        what="the call's progress",
+        seconds=READ_SECONDS,
+    )
+    started = [json.loads(line)["pid"] for line in list(client.err) if b'"upstream_started"' in line]
+    assert len(started) == 3, client.stderr()[-2000:]  # the probe's two, then the client's session's
+    os.kill(started[-1], signal.SIGKILL)
+    failed = client.answer(2)
+    assert failed["error"]["message"] == (
+        f"the upstream MCP server (pid {started[-1]}) was killed by SIGKILL before answering"
+    )
+    assert client.process.wait(timeout=READ_SECONDS) == 1  # stdin still open: the proxy ended itself
+    client.kill()  # reads the pipes to their end
+    last = client.err[-1].decode()
+    assert last.startswith("mcp-proxy stdio is stopping: its server is gone"), client.stderr()[-2000:]
+    assert f"(pid {started[-1]}) was killed by SIGKILL" in last
+    lost = [json.loads(line) for line in client.err[:-1] if b'"stdio_server_lost"' in line]
+    assert [entry["level"] for entry in lost] == ["error"]
+    answers = [json.loads(line) for line in client.out]
+    assert [m for m in answers if m.get("error", {}).get("message") == "Session not found"] == []
+    await until(lambda: not any(_alive(pid) for pid in started), what="every child to exit", seconds=10)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
