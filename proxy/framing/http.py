@@ -147,7 +147,7 @@ _SECRET_WORDS = (
     "pass",
     "pwd",
     "auth",
-    "credential",
+    "cred",
     "cookie",
     "jwt",
     "bearer",
@@ -158,8 +158,16 @@ _ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 _HEADER_LINE = re.compile(r"^([A-Za-z0-9-]+):\s*(.*)$", re.DOTALL)
 
 
+_SECRET_NAME_WORDS = frozenset({"pat", "pin", "otp", "dsn"})
+"""Short names of secrets that count only as a whole word of the name (`GITLAB_PAT`, `SENTRY_DSN`):
+inside another word they mean nothing (`PATH`, `SPINNER`)."""
+
+
 def _names_secret(name: str) -> bool:
-    return any(word in name.lower() for word in _SECRET_WORDS)
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS) or not _SECRET_NAME_WORDS.isdisjoint(
+        re.split(r"[^a-z0-9]+", lowered)
+    )
 
 
 def masked_command(argv: Iterable[str]) -> str:

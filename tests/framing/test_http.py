@@ -444,6 +444,11 @@ def test_a_commands_hidden_values_and_its_secret_environment_are_what_its_redact
         "DOCS_URL": "https://docs.example/@team",
         "HTTP_PROXY": "http://u:pass@proxy.internal:3128",  # a password that could be a word: left
         "DEV_DATABASE_URL": "postgres://postgres:postgres@localhost/dev",
+        "MY_SERVICE_CREDS": "plainS3cretValue99",
+        "GITLAB_PAT": "glpat-0123456789abc",
+        "SENTRY_DSN": "https://k3y0123@o1.ingest.sentry.io/5",
+        "PATH": "usr-bin:local-bin-long",
+        "SPINNER_STYLE": "dots-and-lines",
     }
 
     found = command_secrets(argv, env)
@@ -455,6 +460,9 @@ def test_a_commands_hidden_values_and_its_secret_environment_are_what_its_redact
         "sig-55556666",
         "ghp_env0123456789",
         "dbpw-7777",
+        "plainS3cretValue99",
+        "glpat-0123456789abc",
+        "https://k3y0123@o1.ingest.sentry.io/5",
     }
     shown = masked_command(argv)
     assert not any(secret in shown for secret in found)
