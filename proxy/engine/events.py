@@ -39,6 +39,9 @@ class TimerFired:
     """A timer the engine started has expired."""
 
     timer: str
+    at: float = 0.0
+    """When it fell due, by the transport's wall clock (0.0: not known): how long a parked call
+    waited for a retry that never came is measured to it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -479,7 +479,7 @@ class BridgeDriver:
             self.timers[timer] = loop.call_soon(self._fire, timer, until)
             return
         self.timers.pop(timer, None)
-        self.feed(TimerFired(timer))
+        self.feed(TimerFired(timer, time.time()))
 
     def _cancel_timer(self, timer: str) -> None:
         handle = self.timers.pop(timer, None)

@@ -10,8 +10,10 @@ the `mcp-proxy` command, given the bound as a user gives it (`--max-continuation
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,6 +22,7 @@ import pytest
 from tests.e2e.commanded import own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
+from tests.transport.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -60,3 +63,24 @@ async def test_fresh_authorization_values_from_one_address_park_no_more_than_the
     assert "max_continuations_per_client=3" in refused["error"]["message"]
     assert other_status == 200, "a client at another address still parks its call"
     assert others["result"]["resultType"] == "input_required"
+
+
+async def test_a_call_never_retried_is_captured_expired_with_how_long_it_waited(
+    upstream: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "capture.jsonl"
+    args = ("--continuation-ttl", "0.5", "--capture", str(capture))
+    async with own_proxy(upstream.url, *args) as proxy, aiohttp.ClientSession() as http:
+        status, parked = await park(http, proxy.endpoint(), 1)
+        assert status == 200, parked
+
+        def expired() -> list[dict[str, Any]]:
+            lines = capture.read_text().splitlines() if capture.exists() else []
+            events = [json.loads(line) for line in lines if '"kind":"continuation"' in line]
+            return [e for e in events if e.get("state") == "expired"]
+
+        await wait_until(lambda: bool(expired()), what="the parked call to expire in the capture")
+
+    (gone,) = expired()
+    assert gone["age_ms"] >= 500.0  # parked, never retried, let go at continuation_ttl
+    assert gone["age_ms"] < 60_000.0

@@ -110,6 +110,20 @@ def test_a_call_nobody_came_back_for_is_observed_expired() -> None:
     )
 
 
+def test_a_call_nobody_came_back_for_is_observed_expired_with_how_long_it_waited() -> None:
+    engine = ready_engine()
+    park(engine, at=1000.0)
+
+    assert (
+        Playbook(engine, hide=())
+        >> TimerFired("ttl:call-1", 1300.5)
+        << Log("bridge_continuation_expired", "info", ANY)
+        << ANY
+        << CloseLeg("leg-3")
+        << ObserveContinuation("x1", "continuation-1", "expired", None, (), 300500.0)
+    )
+
+
 def test_a_parked_call_whose_stream_dies_is_observed_lost_once() -> None:
     engine = ready_engine()
     park(engine)

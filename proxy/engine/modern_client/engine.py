@@ -185,8 +185,8 @@ class MrtrToLegacyEngine:
                 return self._on_leg_cut(leg, last_event_id, retry_ms, detail)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
-            case TimerFired(timer):
-                return self._rounds.on_timer(timer)
+            case TimerFired(timer, at):
+                return self._rounds.on_timer(timer, at)
             case Stopping(at):
                 return self._on_stopping(at)
         return []

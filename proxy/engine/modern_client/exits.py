@@ -140,10 +140,12 @@ def abort(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int, re
     return [*cancel_upstream(ctx, call, reason), *answer(ctx, call, message, status), *forget(ctx, call)]
 
 
-def abandon(ctx: MrtrContext, call: Call, reason: str, outcome: str | None = None) -> Commands:
-    """Nobody waits for the call any more (expiry, client gone): cancel upstream and forget it."""
+def abandon(
+    ctx: MrtrContext, call: Call, reason: str, outcome: str | None = None, *, at: float = 0.0
+) -> Commands:
+    """Nobody waits for the call any more (expiry at `at`, client gone): cancel upstream and forget it."""
     attached = ctx.serving.get(call.asker.exchange) == call.key
-    commands = [*cancel_upstream(ctx, call, reason), *forget(ctx, call)]
+    commands = [*cancel_upstream(ctx, call, reason), *forget(ctx, call, at)]
     if attached and outcome is not None:
         commands.append(EndClientResponse(call.asker.exchange, outcome))
     return commands

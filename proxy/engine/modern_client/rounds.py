@@ -144,8 +144,9 @@ class RoundKeeper:
         body = error_response(call.asker.ident, errors.INTERNAL_ERROR, text)
         return [log, *abort(self._ctx, call, body, 200, "the server cannot receive answers")]
 
-    def on_timer(self, timer: str) -> Commands:
-        """A round window closed (park) or a parked call's TTL ran out (expire)."""
+    def on_timer(self, timer: str, at: float = 0.0) -> Commands:
+        """A round window closed (park) or a parked call's TTL ran out (expire, with how long it
+        waited when `at`, the time it fell due, is known)."""
         key = self._ctx.timers.pop(timer, None)
         call = self._ctx.calls.get(key) if key is not None else None
         if call is None or call.timer != timer:
@@ -156,7 +157,10 @@ class RoundKeeper:
         if call.phase == "parked":
             fields = {"call": call.key, "continuation": call.continuation, "round": call.round}
             reason = "the client did not retry within continuation_ttl"
-            return [Log("bridge_continuation_expired", "info", fields), *abandon(self._ctx, call, reason)]
+            return [
+                Log("bridge_continuation_expired", "info", fields),
+                *abandon(self._ctx, call, reason, at=at),
+            ]
         return []
 
     def park(self, call: Call) -> Commands:
