@@ -331,7 +331,9 @@ class Settings(BaseModel):
     requests carry (a client cannot claim more by inventing principals); past it new ones are refused
     with an error naming this setting. Each parked call of a new principal keeps an upstream session
     busy, so this stays well below `max_upstream_sessions`: one address cannot take them all. Clients
-    behind one load balancer or NAT share an address, and so this bound."""
+    behind one load balancer or NAT share an address, and so this bound: a sidecar behind an ingress
+    or a mesh sees every client at one address, so set it to `max_continuations` there and let
+    `max_continuations_per_principal` keep clients apart."""
     admin: str = "127.0.0.1:9901"
     """HOST:PORT of the admin API (health, readiness, metrics, chains, live feed).
 

@@ -10,8 +10,10 @@ the `mcp-proxy` command, given the bound as a user gives it (`--max-continuation
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ import aiohttp
 import pytest
 
 from tests.e2e.commanded import own_proxy
-from tests.e2e.modern_raw import modern_call
+from tests.e2e.modern_raw import modern_call, modern_headers, modern_params
 from tests.peers.runner import PeerServer
 from tests.transport.helpers import wait_until
 
@@ -84,3 +86,34 @@ async def test_a_call_never_retried_is_captured_expired_with_how_long_it_waited(
     (gone,) = expired()
     assert gone["age_ms"] >= 500.0  # parked, never retried, let go at continuation_ttl
     assert gone["age_ms"] < 60_000.0
+
+
+async def refused(http: aiohttp.ClientSession, url: str, ident: int) -> tuple[int, str | None]:
+    """One call that would park, from a client address whose slots are taken: status, Retry-After."""
+    params = modern_params(ASK)
+    body = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
+    auth = {"Authorization": f"Bearer {secrets.token_hex(8)}"}
+    async with http.post(url, json=body, headers=modern_headers("tools/call", params, auth)) as resp:
+        await resp.read()
+        return resp.status, resp.headers.get("Retry-After")
+
+
+async def test_calls_refused_a_parking_slot_are_told_when_to_retry_and_logged_at_most_once_a_second(
+    upstream: PeerServer,
+) -> None:
+    args = ("--max-continuations-per-client", "1", "--continuation-ttl", "30")
+    async with own_proxy(upstream.url, *args) as proxy, aiohttp.ClientSession() as http:
+        url = proxy.endpoint()
+        status, parked = await park(http, url, 1)
+        assert status == 200, parked
+        began = time.monotonic()
+        answers = await asyncio.gather(*(refused(http, url, 10 + n) for n in range(6)))
+        took = time.monotonic() - began
+        await proxy.process.logged("bridge_continuations_full")
+        lines = [line for line in proxy.lines() if line.get("event") == "bridge_continuations_full"]
+
+    for status, retry in answers:
+        assert status == 503
+        assert retry is not None
+        assert 1 <= int(retry) <= 30  # when the slot held now is let go at the latest
+    assert 1 <= len(lines) <= 1 + int(took), lines

@@ -307,13 +307,44 @@ def test_parking_past_the_table_bounds_is_refused_and_cancelled_upstream(
         >> up("leg-4", req("e9", "elicitation/create", FORM))
         << StartTimer("round:call-2", 0.02)
         >> TimerFired("round:call-2")
-        << Log("bridge_continuations_full", "warning", {"call": "call-2", "why": why})
+        << Log("bridge_continuations_full", "warning", {"call": "call-2", "why": why, "retry_after": 300})
         << cancel_leg("leg-5", "x2", "leg-4", why)
         << CloseLeg("leg-4")
-        << ReplyJson("x2", 503, err(2, -32000, text))
+        << ReplyJson("x2", 503, err(2, -32000, text), (("Retry-After", "300"),))
     )
     assert drained(engine, calls=1, legs=2, timers=1, continuations=1, principals=1, asked=1)
     assert resumes(engine, leg="leg-6")
+
+
+def refuse(engine: MrtrToLegacyEngine, n: int, at: float) -> list[Any]:
+    """Call `second` as call n at `at`, get a question on its leg and close its round: refused a slot."""
+    sent = engine.handle(call(f"x{n}", n, name="second", at=at))
+    (leg,) = [command.leg for command in sent if getattr(command, "leg", None)]
+    engine.handle(up(leg, req(f"e{n}", "elicitation/create", FORM)))
+    return engine.handle(TimerFired(f"round:call-{n}", at + 0.02))
+
+
+def test_a_full_table_tells_when_its_oldest_slot_frees_and_logs_once_a_second_counting_the_rest() -> None:
+    engine = ready_engine(max_per_principal=1, continuation_ttl=30.0)
+    park(engine, at=1000.0)
+
+    refusals = [refuse(engine, n, at) for n, at in ((2, 1010.0), (3, 1010.4), (4, 1010.9), (5, 1011.1))]
+
+    replies = [c for commands in refusals for c in commands if isinstance(c, ReplyJson)]
+    assert [(r.status, r.headers) for r in replies] == [
+        (503, (("Retry-After", "20"),)),  # the call parked at 1000 lets its slot go at 1030
+        (503, (("Retry-After", "20"),)),
+        (503, (("Retry-After", "20"),)),
+        (503, (("Retry-After", "19"),)),
+    ]
+    logs = [[c.fields for c in commands if isinstance(c, Log)] for commands in refusals]
+    why = "this caller already holds max_continuations_per_principal=1 parked calls"
+    assert logs == [
+        [{"call": "call-2", "why": why, "retry_after": 20}],
+        [],
+        [],
+        [{"call": "call-5", "why": why, "retry_after": 19, "also_unlogged": 2}],
+    ]
 
 
 def test_another_principal_still_fits_when_one_caller_is_at_its_limit() -> None:

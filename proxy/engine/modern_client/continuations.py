@@ -67,6 +67,15 @@ class ContinuationTable:
             )
         return None
 
+    def refusing(self, principal: str, client: str = "") -> list[str]:
+        """The calls holding the bound `refusal` names for `principal` from `client` (all for the total)."""
+        slots = self._slots.values()
+        if len(self._slots) >= self.max_total:
+            return [slot.call for slot in slots]
+        if client and self._per_client[client] >= self.max_per_client:
+            return [slot.call for slot in slots if slot.client == client]
+        return [slot.call for slot in slots if slot.principal == principal]
+
     def take(self, continuation: str, call: str, principal: str, client: str = "") -> None:
         """Give `call` a slot under `continuation` (the caller checked `refusal` first)."""
         self._slots[continuation] = Slot(call, principal, client)

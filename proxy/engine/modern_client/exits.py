@@ -54,7 +54,13 @@ def stream(call: Call, message: dict[str, Any]) -> Commands:
 
 
 def answer(
-    ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200, *, note: str | None = None
+    ctx: MrtrContext,
+    call: Call,
+    message: dict[str, Any],
+    status: int = 200,
+    *,
+    note: str | None = None,
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> Commands:
     """The asker's last message (JSON unless something streamed already), carrying the call's pending
     notes beside `note`; the asker is then detached."""
@@ -66,7 +72,7 @@ def answer(
     if call.streaming:
         call.streaming = False
         return [SendSse(exchange, message, note=note), EndClientResponse(exchange)]
-    return [ReplyJson(exchange, status, message, note=note)]
+    return [ReplyJson(exchange, status, message, headers, note=note)]
 
 
 def start_timer(ctx: MrtrContext, call: Call, kind: str, seconds: float) -> Commands:
@@ -135,9 +141,17 @@ def finish(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 
     return [*answer(ctx, call, message, status), *forget(ctx, call)]
 
 
-def abort(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int, reason: str) -> Commands:
+def abort(
+    ctx: MrtrContext,
+    call: Call,
+    message: dict[str, Any],
+    status: int,
+    reason: str,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> Commands:
     """The bridge gives up on a live call: cancel it upstream, tell the client why, forget it."""
-    return [*cancel_upstream(ctx, call, reason), *answer(ctx, call, message, status), *forget(ctx, call)]
+    told = answer(ctx, call, message, status, headers=headers)
+    return [*cancel_upstream(ctx, call, reason), *told, *forget(ctx, call)]
 
 
 def abandon(

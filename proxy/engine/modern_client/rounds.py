@@ -37,6 +37,7 @@ of 0 holds exactly the requests that reached the proxy together with the first.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
@@ -208,8 +209,10 @@ class RoundKeeper:
         if why is not None:
             text = f"The proxy cannot hold this call for a retry: {why}."
             body = error_response(ident, errors.UPSTREAM_UNAVAILABLE, text)
-            log = Log("bridge_continuations_full", "warning", {"call": call.key, "why": why})
-            return [log, *abort(ctx, call, body, 503, why)]
+            wait = retry_after(ctx, call)
+            refused = abort(ctx, call, body, 503, why, (("Retry-After", str(wait)),))
+            said = ctx.full_line(call.asker.at, {"call": call.key, "why": why, "retry_after": wait})
+            return [said, *refused] if said is not None else refused
         call.continuation = ctx.new_id("continuation")
         ctx.table.take(call.continuation, call.key, call.binding.principal, call.client)
         return None
@@ -388,3 +391,16 @@ def json_type(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return "an array" if isinstance(value, list) else "an object"
+
+
+def retry_after(ctx: MrtrContext, call: Call) -> int:
+    """Whole seconds a call refused a parking slot is told to wait (`Retry-After`): until the oldest
+    call holding the bound that refused it reaches `continuation_ttl`, when its slot is let go at the
+    latest (at least 1; the whole TTL when arrival times are not known)."""
+    longest = max(1, math.ceil(ctx.ttl))
+    holders = (ctx.calls.get(key) for key in ctx.table.refusing(call.binding.principal, call.client))
+    parked = [held.parked_at for held in holders if held is not None and held.parked_at > 0.0]
+    now = call.asker.at
+    if not parked or now <= 0.0:
+        return longest
+    return min(longest, max(1, math.ceil(min(parked) + ctx.ttl - now)))

@@ -15,12 +15,13 @@ named `upstream-N`) for its whole life; the sessions live in the context's `Sess
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from proxy.engine.commands import BridgeCommand, ObserveContinuation, ObserveSession, SendLeg
+from proxy.engine.commands import BridgeCommand, Log, ObserveContinuation, ObserveSession, SendLeg
 from proxy.engine.legs import Leg
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.tokens import Binding, StateSealer
@@ -34,6 +35,9 @@ LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream", "c
 the DELETE that ends a session."""
 
 Phase = Literal["queued", "running", "collecting", "parked"]
+
+FULL_LOG_EVERY = 1.0
+"""Seconds between two `bridge_continuations_full` warnings (the refusals between are counted)."""
 """queued: waits for the session; running: leg open, asker attached; collecting: a round window is
 open; parked: the asker got `input_required` and the call waits for a retry."""
 
@@ -183,6 +187,24 @@ class MrtrContext:
     listeners: dict[str, Listener] = field(default_factory=dict)
     observed: list[BridgeCommand] = field(default_factory=list)
     """Observations of the event being handled; the engine emits them after its other orders."""
+    full_said_at: float = -math.inf
+    """When the last `bridge_continuations_full` line was written (by request arrival times)."""
+    full_unsaid: int = 0
+    """Refusals for want of a parking slot since that line, which the next one counts."""
+
+    def full_line(self, at: float, fields: dict[str, Any]) -> Log | None:
+        """The warning for a call refused a parking slot at `at`: None when one was written within
+        `FULL_LOG_EVERY` seconds (this one is counted for the next line, as `also_unlogged`). Clients
+        that are refused retry, so a full table refuses many calls a second, which must not flood the
+        log; `/metrics` counts every one as an error of its chain."""
+        if at < self.full_said_at + FULL_LOG_EVERY:
+            self.full_unsaid += 1
+            return None
+        self.full_said_at = at
+        also, self.full_unsaid = self.full_unsaid, 0
+        return Log(
+            "bridge_continuations_full", "warning", {**fields, "also_unlogged": also} if also else fields
+        )
 
     def observe_continuation(self, call: Call, state: str, age_ms: float = 0.0) -> None:
         """A parked call changed state (`parked`, `resumed`, `expired`, `lost`, `ended`): say so."""
