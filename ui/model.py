@@ -303,10 +303,15 @@ class ViewModel:
         return changes
 
     def detach(self) -> Changes:
-        """The feed lost its proxy: put aside what it said of itself until a `proxy_info` says who is back."""
+        """The feed lost its proxy: put aside what it said of itself until a `proxy_info` says who is back.
+
+        Its parked calls go too: no count of the lost run is shown as current, and a proxy that
+        answers again tells of the calls parked then in its history.
+        """
         if self.proxies:
             self.lost = dict(self.proxies)
             self.proxies.clear()
+        self.continuations.clear()
         return Changes(info=True)
 
     def clear(self) -> Changes:
@@ -329,8 +334,11 @@ class ViewModel:
             if entry.summary.status in UNFINISHED:
                 _settle(entry, note)
                 settled = True
+        # Nothing is parked once nothing more can come: a call parked at the end never resumes here.
+        info = bool(self.continuations)
+        self.continuations.clear()
         # Redrawn whole: an indexed capture's chain would otherwise be read back to redraw its row.
-        return Changes(cleared=settled)
+        return Changes(cleared=settled, info=info)
 
     def _apply(self, event: FlowEvent, changes: Changes) -> None:
         self.events_applied += 1

@@ -259,16 +259,17 @@ class ChainLedger:
     def continuation_event(
         self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
     ) -> None:
-        """Announce a parked upstream call's change of state, for the continuations view."""
-        self._sink(
-            ContinuationChanged.model_validate(
-                {
-                    "ts": self._clock(),
-                    "chain_id": chain_id,
-                    "state": state,
-                    "principal": principal and self._redactor.fingerprint(principal),
-                    "pending_keys": pending_keys,
-                    "age_ms": age_ms,
-                }
-            )
+        """Announce a parked upstream call's change of state, for the continuations view (and keep
+        it with the store while the call is parked, for a feed's history)."""
+        event = ContinuationChanged.model_validate(
+            {
+                "ts": self._clock(),
+                "chain_id": chain_id,
+                "state": state,
+                "principal": principal and self._redactor.fingerprint(principal),
+                "pending_keys": pending_keys,
+                "age_ms": age_ms,
+            }
         )
+        self.store.continuation_moved(event)
+        self._sink(event)

@@ -17,8 +17,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass, field
 
-from proxy.flows.events import ChainSummary, Direction, MessageRecord, Side
-from proxy.flows.exchanges import ExchangeFacts
+from proxy.flows.events import ChainSummary, ContinuationChanged, Direction, MessageRecord, Side
+from proxy.flows.exchanges import BoundedMap, ExchangeFacts
 from proxy.wire.weight import value_weight
 
 RECORD_WEIGHT = 1024
@@ -150,6 +150,17 @@ class ChainStore:
         self.abandoned = 0
         """Open chains let go because more than `max_unfinished` were held (their later messages are
         still in the capture, which records observations, not chains)."""
+        self.continuations: BoundedMap = BoundedMap()
+        """Chain id -> the latest change of its call parked (or resumed) now by the MRTR->legacy
+        bridge, oldest first; an ended one goes. A feed's history tells a late reader of them, as it
+        tells of chains: their `parked` events may be long gone from any queue."""
+
+    def continuation_moved(self, event: ContinuationChanged) -> None:
+        """Keep the latest state of a call while it is parked or resumed; forget it once it ends."""
+        if event.state in ("parked", "resumed"):
+            self.continuations[event.chain_id] = event
+        else:
+            self.continuations.pop(event.chain_id, None)
 
     def open(self, summary: ChainSummary) -> Chain:
         """Start holding a new chain, evicting the oldest when full."""

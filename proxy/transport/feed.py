@@ -3,7 +3,8 @@
 This is what `mcp-proxy tui --attach` reads (docs/admin-api.md is the protocol reference). Each SSE
 event's data is one `FlowEvent` as `event_to_json` encodes it: first a `proxy_info`, then for each of
 the newest `history` chains a `chain_opened` (its current headline), its stored `message`s and a
-`chain_changed`; then a `: live` comment; then live events from the bus, with a `lagged` marker where
+`chain_changed`, then a `continuation` for each call parked now (its latest state); then a `: live`
+comment; then live events from the bus, with a `lagged` marker where
 this client fell behind and a `: keepalive` comment when nothing happened for a while.
 
 The seam between history and live is the rule in `Seam`: the subscription is taken *before* the
@@ -24,6 +25,7 @@ from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
     ChainSummary,
+    ContinuationChanged,
     FlowEvent,
     MessageRecord,
     MessageRecorded,
@@ -58,22 +60,27 @@ class _ChainSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Copies of the newest chains, taken in one synchronous step so nothing moves under them."""
+    """Copies of the newest chains and of the calls parked now, taken in one synchronous step so
+    nothing moves under them."""
 
     chains: tuple[_ChainSnapshot, ...]
+    continuations: tuple[ContinuationChanged, ...] = ()
 
     @classmethod
     def take(cls, store: ChainStore, history: int) -> Snapshot:
-        """Copy the newest `history` chains (headline, held messages, last sequence number)."""
+        """Copy the newest `history` chains (headline, held messages, last sequence number) and the
+        latest state of every call parked now (whatever the history holds: a reader counts them)."""
         return cls(
             tuple(
                 _ChainSnapshot(chain.summary.model_copy(), tuple(chain.messages), chain.seq)
                 for chain in store.recent(history)
-            )
+            ),
+            tuple(store.continuations.values()),
         )
 
     def events(self) -> Iterator[FlowEvent]:
-        """The history part of the feed: per chain, opened, its messages, changed; oldest chain first."""
+        """The history part of the feed: per chain, opened, its messages, changed (oldest chain
+        first); then each parked call's latest state."""
         for chain in self.chains:
             yield ChainOpened(chain=chain.summary)
             for message in chain.messages:
@@ -81,6 +88,7 @@ class Snapshot:
                     type="message", chain_id=chain.summary.id, message=message
                 )
             yield ChainChanged(chain=chain.summary)
+        yield from self.continuations
 
     def seam(self) -> Seam:
         """The filter for the live events that follow this snapshot."""
