@@ -185,6 +185,8 @@ class ProxyTui(App[None]):
         """Keep the feed's state for the status bar; say who answered when a lost feed is live again."""
         status = message.status
         self.feed_status = status
+        if status.state == "behind":
+            self.main.take(self.model.resync(), 0)
         self.main.set_feed_status(status)
         if status.unfinished:
             self.main.take(self.model.settle(status.unfinished), 0)

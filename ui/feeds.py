@@ -6,7 +6,10 @@ Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or statu
 - `AttachFeed`: a remote proxy's admin feed, `GET /api/feed` as server-sent events whose data is one
   FlowEvent JSON each (`proxy_info`, then history, then live events and `lagged` markers);
   reconnects with bounded backoff when the proxy restarts or the network drops, its statuses marked
-  `again` from the first drop on (what answers next may be another run of the proxy).
+  `again` from the first drop on (what answers next may be another run of the proxy). A view that
+  falls behind the proxy (a `lagged` marker, or live events older than `BEHIND_AFTER` seconds by the
+  proxy's clock) says so and connects again at once: a fresh history shows the proxy as it is now,
+  and what waited for this view in the proxy's queue and in the sockets is let go unread.
 - `CaptureFeed`: a JSONL capture file, read off the event loop so a large file never freezes the
   screen. A small file is read whole; a big one shows its newest part at once (`read_tail`) while an
   index pass in a process of its own (`proxy.record.index`) builds every chain, then hands the app
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +44,10 @@ from proxy.flows.events import (
     ChainOpened,
     ContinuationChanged,
     FlowEvent,
+    Lagged,
     MessageRecorded,
+    ProxyInfo,
+    SessionChanged,
     event_from_json,
 )
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
@@ -56,7 +63,12 @@ CAPTURE_ENDS = (
 PROXY_STOPPED = "the proxy stopped before this call ended"
 """The note on a call still running when the in-process proxy stopped."""
 
-FeedState = Literal["connecting", "indexing", "live", "reconnecting", "ended", "failed"]
+FeedState = Literal["connecting", "indexing", "live", "behind", "reconnecting", "ended", "failed"]
+
+BEHIND_AFTER = 5.0
+"""Seconds an attached view's live events may trail the proxy's clock before it stops reading the
+backlog and takes a fresh history; also the least time it stays live between two such catch-ups (a
+view that cannot keep up at all then shows fresh chains every few seconds, never old ones as live)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +144,19 @@ class MergedFeed:
                 group.create_task(feed.run(sink), name=f"feed-{index}")
 
 
+@dataclass(frozen=True, slots=True)
+class SseComment:
+    """A comment line of the stream (`: live`, `: keepalive`), its text without the colon and space."""
+
+    text: str
+
+
 class SseReader:
     """The data of server-sent events from text chunks, per the WHATWG line rules.
 
     Lines end in CR, LF or CRLF (a CRLF may be split across chunks); `data:` lines join with LF;
-    comments and other fields are ignored; an event is dispatched on a blank line.
+    other fields are ignored; an event is dispatched on a blank line. Comments are ignored by `feed`
+    and kept in order among the events by `items` (the admin feed marks the end of its history so).
     """
 
     def __init__(self) -> None:
@@ -146,23 +166,29 @@ class SseReader:
 
     def feed(self, chunk: str) -> list[str]:
         """Consume a chunk; return the data of each event it completed."""
+        return [item for item in self.items(chunk) if isinstance(item, str)]
+
+    def items(self, chunk: str) -> list[str | SseComment]:
+        """Consume a chunk; return the data of each event it completed and each comment, in order."""
         if self._skip_lf and chunk.startswith("\n"):
             chunk = chunk[1:]
         self._skip_lf = chunk.endswith("\r")
         text = self._buffer + chunk
         lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         self._buffer = lines.pop()
-        events: list[str] = []
+        items: list[str | SseComment] = []
         for line in lines:
             if not line:
                 if self._data:
-                    events.append("\n".join(self._data))
+                    items.append("\n".join(self._data))
                     self._data = []
                 continue
             name, _, value = line.partition(":")
             if name == "data":
                 self._data.append(value[1:] if value.startswith(" ") else value)
-        return events
+            elif not name:
+                items.append(SseComment(value[1:] if value.startswith(" ") else value))
+        return items
 
 
 class AttachFeed:
@@ -176,14 +202,20 @@ class AttachFeed:
         history: int = 500,
         backoff: Sequence[float] = (0.5, 1.0, 2.0, 4.0, 5.0),
         transport: httpx.AsyncBaseTransport | None = None,
+        behind_after: float = BEHIND_AFTER,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.base = url.rstrip("/")
         self.token = token
         self.history = history
         self.backoff = tuple(backoff)
+        self.behind_after = behind_after
         self.description = self.base
         self._transport = transport
+        self._clock = clock
         self._was_live = False
+        self._behind = ""
+        """Why the view connects again at once (it fell behind); '' on any other connection."""
 
     @property
     def feed_url(self) -> str:
@@ -199,7 +231,10 @@ class AttachFeed:
         failures = 0
         async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
             while True:
-                await sink(self._status("connecting", self.base))
+                if self._behind:
+                    await sink(FeedStatus("behind", self._behind, address=self.base))
+                else:
+                    await sink(self._status("connecting", self.base))
                 try:
                     reason = await self._stream(client, headers, sink)
                 except (httpx.HTTPError, OSError) as exc:
@@ -207,6 +242,11 @@ class AttachFeed:
                 except _Refused as exc:
                     await sink(self._status("failed", str(exc)))
                     return
+                if isinstance(reason, _Behind):
+                    self._behind = reason.why
+                    failures = 0
+                    continue  # at once: the proxy is there, only this view is late
+                self._behind = ""
                 if reason == "":
                     failures = 0  # it was live: the backoff starts over
                 delay = self.backoff[min(failures, len(self.backoff) - 1)]
@@ -216,10 +256,13 @@ class AttachFeed:
                 await asyncio.sleep(delay)
 
     def _status(self, state: FeedState, detail: str, retry_in: float | None = None) -> FeedStatus:
-        return FeedStatus(state, detail, retry_in, address=self.base, again=self._was_live)
+        # A catch-up's connection is no reconnection: the proxy never went away.
+        again = self._was_live and not self._behind
+        return FeedStatus(state, detail, retry_in, address=self.base, again=again)
 
-    async def _stream(self, client: httpx.AsyncClient, headers: dict[str, str], sink: Sink) -> str:
-        """Read one connection to its end; '' when it was live and closed, else why it failed.
+    async def _stream(self, client: httpx.AsyncClient, headers: dict[str, str], sink: Sink) -> str | _Behind:
+        """Read one connection to its end; '' when it was live and closed, else why it failed, or
+        `_Behind` when the view fell behind the proxy and should read a fresh history.
 
         It says "live" after the first event (the proxy's `proxy_info`), so whoever shows the status
         already knows which proxy run answered when it says so.
@@ -233,11 +276,16 @@ class AttachFeed:
             if response.status_code != 200:
                 return f"HTTP {response.status_code}"
             live = False
+            lag = LagWatch(self.behind_after, self._clock)
             reader = SseReader()
             async for chunk in response.aiter_text():
-                for data in reader.feed(chunk):
+                for item in reader.items(chunk):
+                    if isinstance(item, SseComment):
+                        if item.text == "live":
+                            lag.history_read()
+                        continue
                     try:
-                        event = event_from_json(data)
+                        event = event_from_json(item)
                     except ValidationError:
                         continue  # an event type from a newer proxy, or garbage: skip, keep reading
                     await sink(event)
@@ -245,7 +293,69 @@ class AttachFeed:
                         live = True
                         await sink(self._status("live", self.base))
                         self._was_live = True
+                        self._behind = ""
+                    why = lag.behind(event)
+                    if why:
+                        return _Behind(why)
         return "" if live else "the proxy closed the feed before its first event"
+
+
+@dataclass(frozen=True, slots=True)
+class _Behind:
+    """The attached view fell behind the proxy (why, for the status bar): it reads a fresh history."""
+
+    why: str
+
+
+class LagWatch:
+    """Tells, event by event, whether an attached view has fallen behind the proxy it reads.
+
+    The proxy's clock is learned from its `proxy_info` (written as the connection opens), so a host
+    whose clock differs is not taken for a late one. Only live events count (the history is old by
+    nature), and only once the view has been live `after` seconds: a view that needs longer than
+    that to read a history still shows each fresh one for a while before it catches up again.
+    """
+
+    def __init__(self, after: float, clock: Callable[[], float]) -> None:
+        self.after = after
+        self._clock = clock
+        self._offset: float | None = None
+        """This host's clock minus the proxy's (None until its `proxy_info`)."""
+        self._live_since: float | None = None
+
+    def history_read(self) -> None:
+        """The history ended (`: live`): what follows happens now."""
+        self._live_since = self._clock()
+
+    def behind(self, event: FlowEvent) -> str:
+        """Why the view is behind after reading `event` ('' while it keeps up)."""
+        now = self._clock()
+        if isinstance(event, ProxyInfo) and self._offset is None:
+            self._offset = now - event.ts
+        if self._live_since is None or now - self._live_since < self.after:
+            return ""
+        if isinstance(event, Lagged):
+            return f"the proxy dropped {event.dropped} events for this view: reading its newest chains"
+        at = _happened_at(event)
+        if at is None or self._offset is None:
+            return ""
+        late = now - self._offset - at
+        if late <= self.after:
+            return ""
+        return f"{late:.0f}s behind the proxy: reading its newest chains"
+
+
+def _happened_at(event: FlowEvent) -> float | None:
+    """When the proxy saw what the event tells (None for an event that does not say)."""
+    if isinstance(event, MessageRecorded):
+        return event.message.ts
+    if isinstance(event, SessionChanged | ContinuationChanged):
+        return event.ts
+    if isinstance(event, ChainOpened):
+        return event.chain.started
+    if isinstance(event, ChainChanged):
+        return event.chain.ended
+    return None
 
 
 class _Refused(Exception):

@@ -314,6 +314,13 @@ class ViewModel:
         self.continuations.clear()
         return Changes(info=True)
 
+    def resync(self) -> Changes:
+        """The feed reads a fresh history of the same proxy (it fell behind): the parked calls held
+        now go, since ends this view never read would keep them forever, and that history tells
+        of every call parked now."""
+        self.continuations.clear()
+        return Changes(info=True)
+
     def clear(self) -> Changes:
         """Forget chains, sessions and continuations (the user's 'clear'); proxy info and lag stay."""
         self.earlier = 0

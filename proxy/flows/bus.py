@@ -1,8 +1,10 @@
 """The event bus: fans flow events out to subscribers, each on its own bounded queue.
 
-Publishing never waits. A subscriber that falls behind loses events; it reads what was queued before the
-gap, then a `Lagged` marker saying how many were lost there, then what came after. Traffic is never
-slowed by an observer.
+Publishing never waits. A subscriber that falls behind loses its *oldest* waiting events: the queue
+always holds the newest ones, and the subscriber's next read is a `Lagged` marker saying how many were
+lost, then the events after the gap. So a slow reader learns it fell behind at once, not after working
+through a full queue of old events, and what it reads next is as recent as the bound allows. Traffic
+is never slowed by an observer.
 """
 
 from __future__ import annotations
@@ -27,27 +29,29 @@ class Subscription:
         self.closed = False
 
     def offer(self, event: FlowEvent) -> None:
-        """Queue an event, or count it as dropped when the queue is full."""
-        if len(self._queue) >= self.maxsize:
+        """Queue an event; when the queue is full its oldest event goes (counted) to make room."""
+        queue = self._queue
+        if len(queue) >= self.maxsize:
+            # The gap grows at the front, next to the one not yet reported: still one gap.
+            queue.popleft()
             self._pending_drops += 1
             self.dropped_total += 1
-            return
-        if self._pending_drops:
-            # The marker sits where the gap is, so a reader never takes earlier events for later ones.
-            self._queue.append(Lagged(dropped=self._pending_drops))
-            self._pending_drops = 0
-        self._queue.append(event)
+        queue.append(event)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     def get_nowait(self) -> FlowEvent | None:
-        """The next event (a Lagged marker where events were dropped), or None when empty."""
-        if self._queue:
-            return self._queue.popleft()
+        """The next event, or None when empty; a Lagged marker first when events were dropped.
+
+        Drops are always the oldest events, so the gap is always at the front of the queue: the
+        marker read first sits exactly where the events were lost.
+        """
         if self._pending_drops:
             dropped, self._pending_drops = self._pending_drops, 0
             return Lagged(dropped=dropped)
+        if self._queue:
+            return self._queue.popleft()
         return None
 
     async def get(self) -> FlowEvent:

@@ -35,27 +35,40 @@ def test_publish_returns_at_once_even_when_a_subscriber_never_reads() -> None:
     assert bus.dropped_total == 9_997
 
 
-def test_a_lagging_subscriber_reads_a_lagged_marker_where_the_gap_is_then_the_next_event() -> None:
+def test_a_subscriber_that_fell_behind_is_told_at_its_next_read_not_behind_its_full_queue() -> None:
+    bus = EventBus()
+    sub = bus.subscribe("slow", maxsize=3)
+    for n in range(1, 11):
+        bus.publish(ev(n))
+
+    assert sub.get_nowait() == Lagged(dropped=7)
+    assert drain(sub) == [ev(8), ev(9), ev(10)]  # the newest events, the oldest ones dropped
+    assert sub.dropped_total == 7
+
+
+def test_the_marker_sits_where_the_gap_is_between_what_was_read_and_the_newest_events() -> None:
     bus = EventBus()
     sub = bus.subscribe("slow", maxsize=2)
-    for n in range(1, 6):
+    for n in range(1, 3):
         bus.publish(ev(n))
 
     assert sub.get_nowait() == ev(1)
-    bus.publish(ev(6))
+    for n in range(3, 6):
+        bus.publish(ev(n))  # ev(2) and ev(3) make room for ev(4) and ev(5)
 
-    assert drain(sub) == [ev(2), Lagged(dropped=3), ev(6)]
-    assert sub.dropped_total == 3
+    assert drain(sub) == [Lagged(dropped=2), ev(4), ev(5)]
+    assert drain(sub) == []
 
 
-def test_drops_at_the_end_of_the_queue_are_reported_once_the_queue_is_read() -> None:
+def test_drops_before_the_marker_is_read_join_its_gap() -> None:
     bus = EventBus()
     sub = bus.subscribe("slow", maxsize=1)
-    for n in range(1, 4):
-        bus.publish(ev(n))
 
-    assert drain(sub) == [ev(1), Lagged(dropped=2)]
-    assert drain(sub) == []
+    bus.publish(ev(1))
+    bus.publish(ev(2))
+    bus.publish(ev(3))
+
+    assert drain(sub) == [Lagged(dropped=2), ev(3)]
 
 
 def test_each_gap_gets_its_own_marker() -> None:
@@ -64,12 +77,12 @@ def test_each_gap_gets_its_own_marker() -> None:
 
     bus.publish(ev(1))
     bus.publish(ev(2))
-    assert sub.get_nowait() == ev(1)
+    assert drain(sub) == [Lagged(dropped=1), ev(2)]
     bus.publish(ev(3))
     bus.publish(ev(4))
     bus.publish(ev(5))
 
-    assert drain(sub) == [Lagged(dropped=1), ev(3), Lagged(dropped=2)]
+    assert drain(sub) == [Lagged(dropped=2), ev(5)]
 
 
 def test_subscribers_are_independent_a_slow_one_never_costs_a_fast_one_events() -> None:
@@ -81,7 +94,7 @@ def test_subscribers_are_independent_a_slow_one_never_costs_a_fast_one_events() 
         bus.publish(ev(n))
 
     assert drain(fast) == [ev(n) for n in range(5)]
-    assert drain(slow) == [ev(0), Lagged(dropped=4)]
+    assert drain(slow) == [Lagged(dropped=4), ev(4)]
     assert fast.dropped_total == 0
 
 

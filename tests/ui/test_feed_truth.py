@@ -1,12 +1,16 @@
-"""An attached TUI shows the proxy as it is now: the calls parked there.
+"""An attached TUI shows the proxy as it is now: when it falls behind, and the calls parked there.
 
-A real proxy in front of the real legacy test server, real clients, the real admin feed. The
-`parked N` of the status bar is the proxy's count, whenever the view attached, and none is left
-standing once a capture ends.
+A real proxy in front of the real legacy test server, real clients, the real admin feed. A view that
+falls behind says so and reads a fresh history instead of working through old events while it says
+`live`; the `parked N` of the status bar is the proxy's count, whenever the view attached, and none is
+left standing once a capture ends. Falling behind is made without load: the proxy's bus is flooded in
+one synchronous burst (the feed cannot read in between), or the view's clock is moved ahead, so that
+the events it reads are that old by the proxy's clock.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,13 +20,14 @@ import aiohttp
 import pytest
 
 from proxy.config import Settings
-from proxy.flows.events import ChainStatus
+from proxy.flows.events import ChainStatus, SessionChanged
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
+from tests.peers.scenarios import run_scenario
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.feeds import AttachFeed, CaptureFeed
+from ui.feeds import AttachFeed, CaptureFeed, Feed, FeedItem, FeedStatus, Sink
 from ui.widgets.status_bar import ViewFlags, status_text
 
 pytestmark = pytest.mark.e2e
@@ -41,6 +46,38 @@ async def proxy_with_admin(upstream: str, **overrides: Any) -> AsyncIterator[Pro
         await proxy.stop()
 
 
+class ShiftedClock:
+    """The view's wall clock, which the test can move ahead (as a view falling behind sees it)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+class Recorded:
+    """A feed whose items are kept as they pass, so a status the app shows only briefly is seen."""
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self.description = feed.description
+        self.items: list[FeedItem] = []
+
+    async def run(self, sink: Sink) -> None:
+        async def keep(item: FeedItem) -> None:
+            self.items.append(item)
+            await sink(item)
+
+        await self.feed.run(keep)
+
+    def states(self) -> list[str]:
+        return [item.state for item in self.items if isinstance(item, FeedStatus)]
+
+    def behind(self) -> list[FeedStatus]:
+        return [item for item in self.items if isinstance(item, FeedStatus) and item.state == "behind"]
+
+
 def state(app: ProxyTui) -> str | None:
     return app.feed_status.state if app.feed_status else None
 
@@ -53,6 +90,65 @@ def done(app: ProxyTui, name: str) -> bool:
 
 def bar(app: ProxyTui) -> str:
     return status_text(app.model, app.feed_status, ViewFlags()).plain
+
+
+async def test_a_view_whose_events_fell_behind_the_proxys_clock_says_so_and_reads_a_fresh_history(
+    legacy_server: PeerServer,
+) -> None:
+    async with proxy_with_admin(legacy_server.url) as proxy:
+        assert proxy.admin_url is not None
+        clock = ShiftedClock()
+        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=clock))
+        app = ProxyTui(feed, batch_delay=0.01)
+        async with app.run_test(size=(160, 30)):
+            await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+            await wait_for(lambda: done(app, "echo"), what="the echo chain")
+            assert feed.behind() == []
+
+            clock.ahead = 60.0  # what the view reads from now on is a minute old by the proxy's clock
+            await run_scenario(proxy.endpoint(), "legacy", "add")
+            await wait_for(lambda: bool(feed.behind()), what="the view to say it is behind")
+            await wait_for(lambda: done(app, "add"), what="the fresh history to show the add chain")
+            await wait_for(lambda: state(app) == "live", what="the view to be live again")
+
+            (behind,) = feed.behind()
+            assert behind.detail.startswith("60s behind the proxy")
+            shown = status_text(app.model, behind, ViewFlags()).plain
+            assert shown.startswith("◌ behind 60s behind the proxy: reading its newest chains")
+            # Connected again at once, as the same run: no backoff, no "proxy gone".
+            assert feed.states()[-3:] == ["live", "behind", "live"]
+            assert "reconnecting" not in feed.states()
+            assert done(app, "echo")
+            names = [e.summary.name for e in app.model.chains.values()]
+            assert names.count("add") == 1  # read live, then again in the history: one row
+
+
+async def test_a_view_the_proxy_dropped_events_for_is_told_first_and_reads_a_fresh_history(
+    legacy_server: PeerServer,
+) -> None:
+    async with proxy_with_admin(legacy_server.url, bus_queue_size=5) as proxy:
+        assert proxy.admin_url is not None
+        clock = ShiftedClock()
+        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=clock))
+        app = ProxyTui(feed, batch_delay=0.01)
+        async with app.run_test(size=(160, 30)):
+            await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+            await wait_for(lambda: done(app, "echo"), what="the echo chain")
+
+            clock.ahead = 5.0  # live long enough that a lag marker is acted on at once
+            stale = time.time() - 3600  # an hour old: read before the marker, they would say so first
+            for n in range(50):  # one synchronous burst: the feed cannot read in between
+                proxy.bus.publish(SessionChanged(ts=stale, session=f"s{n}", state="opened"))
+            await wait_for(lambda: bool(feed.behind()), what="the view to say it is behind")
+            await wait_for(lambda: state(app) == "live", what="the view to be live again")
+
+            (behind,) = feed.behind()
+            assert behind.detail == "the proxy dropped 45 events for this view: reading its newest chains"
+            assert app.model.lagged_total == 45
+            assert "lagged 45" in bar(app)
+            assert done(app, "echo")
 
 
 async def park(http: aiohttp.ClientSession, url: str, ident: int) -> None:

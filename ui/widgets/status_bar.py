@@ -1,7 +1,8 @@
 """The status bar: feed state, the markers that must never be missed, then counts and addresses.
 
-Ordered by importance, because an 80-column terminal cuts the end: feed state, a standing notice,
-"lagged N", paused, filter errors first; upstream URL and listen address last. An attached feed
+Ordered by importance, because an 80-column terminal cuts the end: feed state (`behind` while an
+attached view that fell behind reads a fresh history), a standing notice, "lagged N", paused, filter
+errors first; upstream URL and listen address last. An attached feed
 that lost its proxy says so first, with the address it reconnects to, and shows no upstream, era or
 count of the lost run as current; once a proxy answers, it says whether it is the same run.
 """
@@ -24,6 +25,7 @@ _STATE_STYLE = {
     "connecting": ("◌ connecting", "yellow"),
     "indexing": ("◌ indexing", "yellow"),
     "live": ("● live", "green"),
+    "behind": ("◌ behind", "bold yellow"),
     "reconnecting": ("○ disconnected", "bold red"),
     "ended": ("■ ended", "dim"),
     "failed": ("✖ failed", "bold red"),
@@ -116,7 +118,7 @@ def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
         text.append(f" ({feed.detail}){retry}", style="red")
     elif feed.state == "failed":
         text.append(f" {feed.detail}", style="red")
-    elif feed.state == "indexing":
+    elif feed.state in ("indexing", "behind"):
         text.append(f" {feed.detail}", style="yellow")
     if feed.warning:
         text.append(f" {feed.warning}", style="yellow")
