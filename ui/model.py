@@ -96,6 +96,9 @@ class ChainEntry:
     own_summary: bool = False
     """Whether `summary` is this entry's own copy (counted into), not the event's (which other
     subscribers of the same bus may still read)."""
+    placeholder: bool = False
+    """Made up from a message whose `chain_opened` this view never read (a lagged feed, a capture cut
+    at the front): its start is the message's, not the chain's, until a headline says otherwise."""
 
     _text: str = ""
     """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
@@ -400,6 +403,10 @@ class ViewModel:
         key = chain_key(summary)
         entry = self.chains.get(key)
         if entry is None:
+            entry = self._placeholder_of(summary.id)
+            if entry is not None:  # the chain's own headline at last: one row, under its real start
+                self._rekey(entry, key, changes)
+        if entry is None:
             entry = ChainEntry(key=key, summary=summary)
             self.chains[key] = entry
             self._current[summary.id] = key
@@ -411,6 +418,26 @@ class ViewModel:
             if key not in changes.added:
                 changes.updated.add(key)
         return entry
+
+    def _placeholder_of(self, chain_id: str) -> ChainEntry | None:
+        key = self._current.get(chain_id)
+        entry = self.chains.get(key) if key is not None else None
+        return entry if entry is not None and entry.placeholder else None
+
+    def _rekey(self, entry: ChainEntry, key: str, changes: Changes) -> None:
+        """File a placeholder under the key its chain's headline gives (its row is drawn anew)."""
+        old = entry.key
+        del self.chains[old]
+        if old in changes.added:
+            changes.added.remove(old)
+        else:
+            changes.removed.add(old)
+        changes.updated.discard(old)
+        entry.key = key
+        entry.placeholder = False
+        self.chains[key] = entry
+        self._current[entry.summary.id] = key
+        changes.added.append(key)
 
     def _evict(self, changes: Changes) -> None:
         while len(self.chains) > self.max_chains:
@@ -453,6 +480,7 @@ class ViewModel:
             placeholder = ChainSummary(id=chain_id, started=record.ts, method=record.method)
             placeholder.notes.append("opened before this view started")
             entry = self._upsert(placeholder, changes)
+            entry.placeholder = True
         if record.seq and record.seq <= entry.last_seq:
             return  # a history replay repeating what this view already holds
         entry.last_seq = max(entry.last_seq, record.seq)

@@ -3,7 +3,7 @@
 A real proxy in front of the real legacy test server, real clients, the real admin feed. A view that
 falls behind says so and reads a fresh history instead of working through old events while it says
 `live`; the `parked N` of the status bar is the proxy's count, whenever the view attached, and none is
-left standing once a capture ends. Falling behind is made without load: the proxy's bus is flooded in
+left standing once a capture ends; a chain whose `chain_opened` the view never read is one row. Falling behind is made without load: the proxy's bus is flooded in
 one synchronous burst (the feed cannot read in between), or the view's clock is moved ahead, so that
 the events it reads are that old by the proxy's clock.
 """
@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from proxy.config import Settings
 from proxy.flows.events import ChainStatus, SessionChanged
+from proxy.framing.sse import SseDecoder, SseEvent
 from proxy.runtime import Proxy
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.modern_raw import modern_call
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
@@ -185,3 +188,57 @@ async def test_a_view_attached_after_calls_parked_counts_them_and_a_capture_that
         assert "parked" not in bar(app)
         statuses = {e.summary.name: e.summary.status for e in app.model.chains.values()}
         assert statuses["ask_name"] is ChainStatus.INCOMPLETE
+
+
+async def next_message(response: aiohttp.ClientResponse, decoder: SseDecoder) -> dict[str, Any]:
+    """The next JSON-RPC message on a call's SSE stream (its priming events skipped)."""
+    while True:
+        for item in decoder.feed(await response.content.readany()):
+            if isinstance(item, SseEvent) and item.data:
+                message: dict[str, Any] = orjson.loads(item.data)
+                return message
+
+
+async def test_a_chain_whose_opening_the_view_missed_is_one_row_once_its_headline_comes(
+    legacy_server: PeerServer,
+) -> None:
+    async with proxy_with_admin(legacy_server.url) as proxy, aiohttp.ClientSession() as http:
+        assert proxy.admin_url is not None
+        proxy.bus.subscribe("another view")  # watched: chains are built as they happen
+        url = proxy.endpoint()
+        hello = initialize()
+        hello["params"]["capabilities"] = {"elicitation": {}}
+        async with http.post(url, json=hello, headers=HEADERS) as opened:
+            session = opened.headers["Mcp-Session-Id"]
+            await opened.read()
+        headers = session_headers(session)
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with http.post(url, json=ready, headers=headers) as answered:
+            await answered.read()
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ASK}
+        async with http.post(url, json=call, headers=headers) as stream:
+            decoder = SseDecoder()
+            question = await next_message(stream, decoder)
+            assert question["method"] == "elicitation/create", question
+            # The call waits on its question: a view attached now, with no history, never reads its
+            # `chain_opened`, and first hears of it by the answer.
+            app = ProxyTui(AttachFeed(proxy.admin_url, history=0), batch_delay=0.01)
+            async with app.run_test(size=(160, 30)):
+                await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": question["id"],
+                    "result": {"action": "accept", "content": {"name": "octocat"}},
+                }
+                async with http.post(url, json=reply, headers=headers) as sent:
+                    await sent.read()
+                result = await next_message(stream, decoder)
+                assert result["id"] == 2, result
+                await wait_for(lambda: done(app, "ask_name"), what="the call's headline in the view")
+
+                rows = [e for e in app.model.chains.values() if e.summary.method == "tools/call"]
+                assert [(e.summary.name, e.summary.status) for e in rows] == [("ask_name", ChainStatus.OK)]
+                assert app.main.table.row_count == 1
+                (entry,) = rows
+                assert entry.messages  # what the view read of it is kept, under the chain's own start
+                assert entry.summary.started < entry.messages[0].ts
