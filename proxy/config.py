@@ -42,20 +42,13 @@ from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, key_words
 from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_command, masked_url
+from proxy.service_links import is_service_link
 
 ENV_PREFIX = "MCP_PROXY_"
 """Prefix of the environment variables that set a field: `MCP_PROXY_<FIELD_NAME_UPPER>`."""
 
 CONFIG_ENV = "MCP_PROXY_CONFIG"
 """Environment variable naming the TOML file when `--config` was not given."""
-
-SERVICE_LINK: Final = re.compile(
-    r"MCP_PROXY_(?:[A-Z0-9_]+_)?(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?"
-    r"|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)"
-)
-"""The variables Kubernetes puts in every pod for a Service named `mcp-proxy` or `mcp-proxy-*`
-(`MCP_PROXY_SERVICE_HOST`, `MCP_PROXY_PORT=tcp://...`, ...): not the proxy's, so not refused as
-misspelt settings, which would stop a sidecar from starting beside the Service that fronts it."""
 
 HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 """A header name as HTTP defines one (a token, lowercased): what a redaction entry must be to match."""
@@ -659,6 +652,23 @@ def _hint(name: str, prefix: str = "") -> str:
     return f" (did you mean {prefix}{close[0].upper() if prefix else repr(close[0])}?)" if close else ""
 
 
+_HOST_PORT_FIELDS: Final = ("listen", "admin", "health")
+"""Settings that hold a port, always with its host (`HOST:PORT`)."""
+
+
+def _env_hint(name: str) -> str:
+    """What an unknown variable likely meant; for a guessed `*_PORT`, the setting that holds the port."""
+    if not name.endswith("port"):
+        return _hint(name, ENV_PREFIX)
+    owner = name.removesuffix("port").removesuffix("_") or "listen"
+    if owner not in _HOST_PORT_FIELDS:
+        return _hint(name, ENV_PREFIX)
+    return (
+        f": a port is set with its host, as {ENV_PREFIX}{owner.upper()}=HOST:PORT (a variable of this "
+        "name is passed over only as the tcp://IP:PORT link Kubernetes sets for a Service)"
+    )
+
+
 def _split_list(text: str, separator: str = ",") -> object:
     """A list variable's items: a JSON array as TOML would write it (`["x-a", "x-b"]`), else the text
     split on `separator`. An array that is not valid JSON is handed on whole, for validation to refuse
@@ -736,9 +746,9 @@ def _read_env(env: Mapping[str, str]) -> dict[str, tuple[object, str]]:
             continue
         name = var.removeprefix(ENV_PREFIX).lower()
         if name not in _FIELDS:
-            if SERVICE_LINK.fullmatch(var):
+            if is_service_link(var, env[var]):
                 continue
-            raise ConfigError(name, f"unknown environment variable {var}{_hint(name, ENV_PREFIX)}")
+            raise ConfigError(name, f"unknown environment variable {var}{_env_hint(name)}")
         layer[name] = (_parse_env(name, var, env[var]), f"env:{var}")
     return layer
 

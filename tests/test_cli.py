@@ -146,6 +146,20 @@ def test_print_config_masks_the_query_of_the_upstream_and_of_the_otlp_endpoint(
     )
 
 
+def test_print_config_refuses_a_guessed_port_variable_instead_of_showing_the_default_port(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_PROXY_ADMIN_PORT", "9001")
+
+    code, out, err = run_main(capsys, "--upstream", UPSTREAM, "--print-config")
+
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "mcp-proxy: unknown environment variable MCP_PROXY_ADMIN_PORT: a port is set with its host, "
+        "as MCP_PROXY_ADMIN=HOST:PORT"
+    ), err
+
+
 def test_a_missing_upstream_exits_2_saying_how_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(capsys)
 

@@ -387,6 +387,53 @@ def test_the_variables_kubernetes_sets_for_a_service_named_mcp_proxy_are_not_tak
         load_settings(env={"MCP_PROXY_PORTS": "8080"})  # no link's shape: a misspelt setting still is
 
 
+def test_a_service_link_of_an_ipv6_cluster_is_passed_over_too() -> None:
+    links = {
+        "MCP_PROXY_SERVICE_HOST": "fd00:10:96::c",
+        "MCP_PROXY_PORT": "tcp://[fd00:10:96::c]:8080",
+        "MCP_PROXY_PORT_8080_TCP_ADDR": "fd00:10:96::c",
+    }
+    assert load_settings(env=links).settings.listen == "127.0.0.1:8080"
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "meant"),
+    [
+        ("MCP_PROXY_PORT", "9000", "MCP_PROXY_LISTEN"),
+        ("MCP_PROXY_LISTEN_PORT", "9000", "MCP_PROXY_LISTEN"),
+        ("MCP_PROXY_ADMIN_PORT", "9001", "MCP_PROXY_ADMIN"),
+        ("MCP_PROXY_HEALTH_PORT", "9002", "MCP_PROXY_HEALTH"),
+    ],
+)
+def test_a_port_variable_that_is_no_kubernetes_link_is_refused_naming_the_setting_that_holds_the_port(
+    var: str, value: str, meant: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={var: value})
+
+    assert str(caught.value) == (
+        f"unknown environment variable {var}: a port is set with its host, as {meant}=HOST:PORT (a "
+        "variable of this name is passed over only as the tcp://IP:PORT link Kubernetes sets for a Service)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("MCP_PROXY_PORT", "tcp://proxy.example:8080"),  # the kubelet writes the cluster IP
+        ("MCP_PROXY_PORT", "tcp://10.96.0.12:8080/mcp"),
+        ("MCP_PROXY_SERVICE_PORT", "http"),
+        ("MCP_PROXY_SERVICE_HOST", "0.0.0.0:8080"),
+        ("MCP_PROXY_PORT_8080_TCP_PROTO", "http"),
+        ("MCP_PROXY_PORT_8080_TCP_ADDR", "localhost"),
+        ("MCP_PROXY_UPSTREAM_PORT", "8000"),
+    ],
+)
+def test_a_link_name_whose_value_has_no_links_shape_is_refused_by_name(var: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"^unknown environment variable {var}\\b"):
+        load_settings(env={var: value})
+
+
 @pytest.mark.parametrize(
     ("line", "setting"),
     [("capture_max_bytes = true", "capture_max_bytes"), ("drain_grace = false", "drain_grace")],
