@@ -37,7 +37,7 @@ class CliParser(argparse.ArgumentParser):
         for word in message.replace(",", " ").split():
             if not word.startswith("--"):
                 continue
-            flag = word.split("=", 1)[0]
+            flag = word.split("=", 1)[0].rstrip(":;.'\")")  # argparse writes `argument --flag: ...`
             if flag in known:
                 continue
             if flag in self.elsewhere:

@@ -446,6 +446,30 @@ def test_a_mistyped_flag_gets_one_line_the_flag_meant_and_where_the_help_is(tmp_
     ]
 
 
+@pytest.mark.parametrize(
+    ("argv", "first_line"),
+    [
+        (
+            ("--upstream", UPSTREAM, "--max-rounds", "x"),
+            "mcp-proxy: error: argument --max-rounds: invalid int value: 'x'",
+        ),
+        (("--upstream",), "mcp-proxy: error: argument --upstream: expected one argument"),
+        (
+            ("replay", "run.jsonl", "--chain", "r1", "--all"),
+            "mcp-proxy replay: error: argument --all: not allowed with argument --chain",
+        ),
+    ],
+    ids=["bad value", "missing value", "flags that exclude each other"],
+)
+def test_an_error_about_a_flag_typed_right_suggests_no_other_spelling(
+    tmp_path: Path, argv: tuple[str, ...], first_line: str
+) -> None:
+    done = run_cli(*argv, cwd=tmp_path)
+
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == first_line
+
+
 def test_a_subcommands_mistake_names_the_subcommand_and_its_help(tmp_path: Path) -> None:
     done = run_cli("export", "--jsn", "out.json", "run.jsonl", cwd=tmp_path)
 
