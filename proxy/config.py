@@ -42,6 +42,7 @@ from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, key_words
 from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import masked_command, masked_url
+from proxy.record.otlp_setup import ENDPOINT_VARS, env_endpoint, missing_sdk, sdk_disabled
 from proxy.service_links import is_service_link
 
 ENV_PREFIX = "MCP_PROXY_"
@@ -840,8 +841,25 @@ _URL_FIELDS: Final = ("upstream", "otlp_endpoint")
 """Settings that are URLs: `--print-config` masks their query values, as the log lines naming them do."""
 
 
-def render_settings(loaded: LoadedSettings) -> str:
-    """The `--print-config` text: one `name = value    # source` line per field, secrets never shown."""
+def _tracing_note(settings: Settings, environ: Mapping[str, str]) -> str:
+    """What the standard OpenTelemetry variables do to `otlp_endpoint`, which its value alone hides."""
+    asked_by_env = env_endpoint(environ)
+    if sdk_disabled(environ):
+        return "; tracing off: OTEL_SDK_DISABLED=true" if settings.otlp_endpoint or asked_by_env else ""
+    if settings.otlp_endpoint or not asked_by_env:
+        return ""
+    var = next(name for name in ENDPOINT_VARS if environ.get(name))
+    shown = f"{var}={masked_url(environ[var])}"
+    missing = missing_sdk()
+    return f"; {shown} asks for traces, but {missing}" if missing else f"; tracing on: {shown}"
+
+
+def render_settings(loaded: LoadedSettings, environ: Mapping[str, str] | None = None) -> str:
+    """The `--print-config` text: one `name = value    # source` line per field, secrets never shown.
+
+    A setting another variable changes the effect of says so after its source: `otlp_endpoint` unset
+    while `OTEL_EXPORTER_OTLP_ENDPOINT` turns tracing on, or set while `OTEL_SDK_DISABLED` turns it off.
+    """
     urls = {name: url for name in _URL_FIELDS if (url := getattr(loaded.settings, name))}
     shown = {name: masked_url(url) for name, url in urls.items()}
     if loaded.settings.upstream_cmd:
@@ -849,6 +867,8 @@ def render_settings(loaded: LoadedSettings) -> str:
     lines = [f"{name} = {_toml_value(shown.get(name, getattr(loaded.settings, name)))}" for name in _FIELDS]
     width = max(len(line) for line in lines if len(line) <= 60)  # long lists do not push every comment
     sources = [loaded.sources.get(name, "default") for name in _FIELDS]
+    notes = {"otlp_endpoint": _tracing_note(loaded.settings, os.environ if environ is None else environ)}
+    sources = [source + notes.get(name, "") for name, source in zip(_FIELDS, sources, strict=True)]
     return "\n".join(
         f"{line.ljust(width)}    # {source}" for line, source in zip(lines, sources, strict=True)
     )

@@ -146,6 +146,62 @@ def test_print_config_masks_the_query_of_the_upstream_and_of_the_otlp_endpoint(
     )
 
 
+OTEL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED")
+
+
+def test_print_config_says_when_the_standard_otel_variable_turns_tracing_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in OTEL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318?token=OTELQ-1")
+
+    code, out, _ = run_main(capsys, "--upstream", UPSTREAM, "--print-config")
+
+    assert code == 0
+    assert "OTELQ-1" not in out
+    assert setting_line(out, "otlp_endpoint").split() == [
+        "otlp_endpoint",
+        "=",
+        "unset",
+        "#",
+        "default;",
+        "tracing",
+        "on:",
+        "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318?token=<redacted>",
+    ]
+
+
+def test_print_config_says_a_standard_otel_variable_asks_for_traces_the_missing_sdk_cannot_send(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None; "
+        "from proxy.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_PROXY_", "OTEL_"))}
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:4318/v1/traces"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--upstream", UPSTREAM, "--print-config"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        setting_line(done.stdout, "otlp_endpoint")
+        .split("#", 1)[1]
+        .startswith(
+            " default; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces asks for traces, "
+            "but OpenTelemetry tracing needs the SDK"
+        )
+    )
+
+
 def test_print_config_refuses_a_guessed_port_variable_instead_of_showing_the_default_port(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -728,6 +728,31 @@ def test_render_settings_never_prints_a_secret_value() -> None:
     assert loaded.settings.admin_token.get_secret_value() == "hunter2-admin"
 
 
+def otlp_comment(settings: LoadedSettings, environ: dict[str, str]) -> str:
+    line = render_settings(settings, environ).splitlines()[FIELDS.index("otlp_endpoint")]
+    return line.split("#", 1)[1].strip()
+
+
+def test_render_settings_names_the_standard_variable_that_wins_when_both_name_a_collector() -> None:
+    environ = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://base:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:4318/v1/traces",
+    }
+    comment = otlp_comment(load_settings(env={}), environ)
+
+    assert comment == "default; tracing on: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://traces:4318/v1/traces"
+
+
+def test_render_settings_says_otel_sdk_disabled_turns_a_set_otlp_endpoint_off() -> None:
+    loaded = load_settings(env={}, flags={"otlp_endpoint": "http://c:4318"})
+
+    assert otlp_comment(loaded, {"OTEL_SDK_DISABLED": "true"}) == (
+        "flag:--otlp-endpoint; tracing off: OTEL_SDK_DISABLED=true"
+    )
+    assert otlp_comment(loaded, {}) == "flag:--otlp-endpoint"
+    assert otlp_comment(load_settings(env={}), {"OTEL_SDK_DISABLED": "true"}) == "default"
+
+
 def test_render_settings_shows_unset_optional_settings_as_unset() -> None:
     lines = render_settings(load_settings(env={})).splitlines()
 

@@ -25,9 +25,13 @@ class OtlpUnavailable(RuntimeError):
     """Tracing is asked for, but the OpenTelemetry SDK is not installed."""
 
 
+ENDPOINT_VARS: Final = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+"""The standard variables naming a collector for traces, the first set one winning."""
+
+
 def env_endpoint(environ: Mapping[str, str]) -> str | None:
     """The collector the standard variables name for traces, if any."""
-    return environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return next((environ[name] for name in ENDPOINT_VARS if environ.get(name)), None)
 
 
 def sdk_disabled(environ: Mapping[str, str]) -> bool:
