@@ -17,10 +17,11 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
+from pydantic.fields import FieldInfo
 
 from proxy import __version__
 from proxy.cli_parser import CliParser
@@ -60,6 +61,38 @@ def summary(description: str) -> str:
     return _SENTENCE_END.split(" ".join(description.split()), maxsplit=1)[0]
 
 
+_METAVARS = {int: "N", float: "SECONDS", Path: "PATH"}
+"""What a flag's value is, by type, for the usage line (every float setting is a number of seconds)."""
+
+_STRING_METAVARS = {
+    "upstream": "URL",
+    "otlp_endpoint": "URL",
+    "upstream_cmd": "'CMD ARGS'",
+    "listen": "HOST:PORT",
+    "admin": "HOST:PORT",
+    "health": "HOST:PORT",
+    "sse_path": "PATH",
+    "sse_messages_path": "PATH",
+}
+
+
+def _metavar(name: str, annotation: Any) -> str | None:
+    """`{auto,off}` for a choice, else what the value is (`N`, `SECONDS`, `HOST:PORT`); None: the name."""
+    if get_origin(annotation) is Literal:
+        return "{" + ",".join(str(choice) for choice in get_args(annotation)) + "}"
+    kind = _flag_type(annotation)
+    return _STRING_METAVARS.get(name) if kind is str else _METAVARS.get(kind)
+
+
+def _default_note(info: FieldInfo) -> str:
+    """` (default: 60.0)` after a setting's help; nothing for one unset (or empty) unless given."""
+    default = info.get_default(call_default_factory=True)
+    if default is None or default == []:
+        return ""
+    shown = ("on" if default else "off") if isinstance(default, bool) else str(default)
+    return f" (default: {shown})".replace("%", "%%")  # argparse formats help with %
+
+
 def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str] = frozenset()) -> None:
     """One flag per Settings field, named `--field-name`, defaulting to 'not typed' (None); none for
     the fields in `leave_out` (settings a command has no use for: its help lists only what acts)."""
@@ -71,7 +104,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str]
         if name in leave_out:
             continue
         flag = flag_name(name)
-        help_text = summary(info.description or "")
+        help_text = summary(info.description or "").replace("%", "%%") + _default_note(info)
         kind = _flag_type(info.annotation)
         if name in RULE_LISTS:  # one rule per flag: a rule may hold commas
             help_text += f" Repeat the flag per rule; in {ENV_PREFIX}{name.upper()}, rules are split on `;`."
@@ -85,7 +118,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, leave_out: frozenset[str]
         elif get_origin(info.annotation) is list:  # repeated, each a comma-separated list
             group.add_argument(flag, dest=name, action="append", default=None, metavar="A,B", help=help_text)
         else:
-            group.add_argument(flag, dest=name, type=kind, default=None, help=help_text)
+            metavar = _metavar(name, info.annotation)
+            group.add_argument(flag, dest=name, type=kind, default=None, metavar=metavar, help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -471,8 +471,36 @@ def test_every_setting_flag_has_a_whole_sentence_of_help() -> None:
         assert text.count("(") == text.count(")"), f"{name}: {text!r}"
     assert helps["max_method_length"] == (
         "Longest JSON-RPC method accepted, in characters; a method must also be visible ASCII "
-        "(no spaces or control characters)."
+        "(no spaces or control characters). (default: 256)"
     )
+
+
+def test_help_shows_each_settings_default_and_the_values_a_choice_takes(tmp_path: Path) -> None:
+    done = run_cli("--help", cwd=tmp_path)
+    text = " ".join(done.stdout.split())
+
+    assert done.returncode == 0, done.stderr
+    for usage in ("[--bridge {auto,off}]", "[--upstream-era {auto,legacy,modern}]", "[--listen HOST:PORT]"):
+        assert usage in text
+    assert "before answering the client 504. (default: 60.0)" in text
+    assert "or modern skips the probe. (default: auto)" in text
+    assert "Whether the admin API is served at all. (default: on)" in text
+
+
+def test_every_default_help_shows_is_the_default_print_config_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    helps = {action.dest: action.help or "" for action in build_parser()._actions}
+    code, out, _ = run_main(capsys, "--upstream", UPSTREAM, "--print-config")
+
+    assert code == 0
+    for name in Settings.model_fields:
+        value = setting_line(out, name).split("=", 1)[1].split("#", 1)[0].strip()
+        if name == "upstream" or value in ("unset", "[]"):
+            assert "(default:" not in helps[name], name
+            continue
+        shown = {"true": "on", "false": "off"}.get(value, value.strip('"'))
+        assert helps[name].endswith(f"(default: {shown})"), (name, helps[name])
 
 
 @pytest.mark.parametrize(
