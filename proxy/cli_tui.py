@@ -90,12 +90,16 @@ def build_tui_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--tui", action="store_true", help="show the chains live in the TUI")
     demo.add_argument("--json", action="store_true", help="print the results as JSON")
+    for command in (tui, demo):  # a word it does not know is its mistake, answered with its own flags
+        command.set_defaults(command_parser=command)
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
     """Run `tui` or `demo` (argv starts with the subcommand)."""
-    args = build_tui_parser().parse_args(argv)
+    args, unknown = build_tui_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "demo":
         return run_demo(tui=args.tui, as_json=args.json)
     if (missing := tui_missing()) is not None:

@@ -562,6 +562,34 @@ def test_a_subcommands_mistake_names_the_subcommand_and_its_help(tmp_path: Path)
     assert done.stderr.splitlines()[-1] == "Run `mcp-proxy export --help` for the options."
 
 
+@pytest.mark.parametrize(
+    ("argv", "lines"),
+    [
+        (
+            ("demo", "--tuii"),
+            [
+                "mcp-proxy demo: error: unrecognized arguments: --tuii (did you mean --tui?)",
+                "Run `mcp-proxy demo --help` for the options.",
+            ],
+        ),
+        (
+            ("tui", "--open", "run.jsonl", "--histroy", "5"),
+            [
+                "mcp-proxy tui: error: unrecognized arguments: --histroy 5 (did you mean --history?)",
+                "Run `mcp-proxy tui --help` for the options.",
+            ],
+        ),
+    ],
+    ids=["demo", "tui"],
+)
+def test_an_unknown_flag_of_demo_or_tui_is_answered_by_that_subcommand_with_its_near_flag(
+    tmp_path: Path, argv: tuple[str, ...], lines: list[str]
+) -> None:
+    done = run_cli(*argv, cwd=tmp_path)
+
+    assert (done.returncode, done.stderr.splitlines()) == (2, lines)
+
+
 def test_print_config_to_a_pipe_whose_reader_left_ends_quietly_like_cat() -> None:
     status, err = run_into_a_closed_pipe("--upstream", "http://127.0.0.1:9/mcp", "--print-config")
     assert status == 141
