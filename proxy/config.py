@@ -649,7 +649,10 @@ def _is_list(name: str) -> bool:
 
 
 def _hint(name: str, prefix: str = "") -> str:
-    close = difflib.get_close_matches(name, list(_FIELDS), n=1)
+    """The setting `name` likely meant: one it extends with a word (`upstream_url` meant `upstream`,
+    not the similar-looking `upstream_era`), else the closest spelling."""
+    extended = [field for field in _FIELDS if name.startswith(field + "_")]
+    close = [max(extended, key=len)] if extended else difflib.get_close_matches(name, list(_FIELDS), n=1)
     return f" (did you mean {prefix}{close[0].upper() if prefix else repr(close[0])}?)" if close else ""
 
 

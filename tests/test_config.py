@@ -367,6 +367,20 @@ def test_an_unknown_mcp_proxy_variable_is_an_error_naming_the_variable() -> None
     )
 
 
+@pytest.mark.parametrize(
+    ("var", "meant"),
+    [
+        ("MCP_PROXY_UPSTREAM_URL", "MCP_PROXY_UPSTREAM"),
+        ("MCP_PROXY_UPSTREAM_TIMEOUT_SECONDS", "MCP_PROXY_UPSTREAM_TIMEOUT"),
+    ],
+)
+def test_a_variable_that_adds_a_word_to_a_setting_is_pointed_at_that_setting(var: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={var: "x"})
+
+    assert str(caught.value) == f"unknown environment variable {var} (did you mean {meant}?)"
+
+
 def test_the_variables_kubernetes_sets_for_a_service_named_mcp_proxy_are_not_taken_for_settings() -> None:
     links = {
         "MCP_PROXY_SERVICE_HOST": "10.96.0.12",
