@@ -272,9 +272,10 @@ class Settings(BaseModel):
     max_continuations_per_principal: PositiveInt = 100
     """Most parked upstream calls held at once for one principal (client identity)."""
     max_upstream_sessions: PositiveInt = 400
-    """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal and
-    declared capability set). When full, the least recently used idle one is closed to make room;
-    a request that finds every session busy is refused with an error naming this setting.
+    """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal, or per
+    client connection of callers without credentials, and declared capability set). When full, the
+    least recently used idle one is closed to make room; a request that finds every session busy is
+    refused with an error naming this setting.
     """
     upstream_session_ttl: Seconds = 300.0
     """Seconds an upstream session of the MRTR-client bridge may stay unused before it is closed.

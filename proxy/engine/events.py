@@ -19,12 +19,22 @@ class ClientRequestReceived:
     `at` is the wall-clock time (epoch seconds) the transport received it; engines never read a clock,
     so this is how a bridge learns "now" (token expiry, parked-at times). 0.0 means "not supplied".
     `peer` is the client's address (IP, no port), what per-client bounds count against; "" when unknown.
+    `connection` names the client connection that carried it, unique for the proxy's life and never
+    reused (a client without credentials has no other name); "" when unknown.
     """
 
     exchange: str
     route: Route
     at: float = 0.0
     peer: str = ""
+    connection: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnectionClosed:
+    """A client connection that carried requests to this bridge closed: no request comes on it again."""
+
+    connection: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,7 @@ class Stopping:
 BridgeEvent = (
     ClientRequestReceived
     | ClientDisconnected
+    | ClientConnectionClosed
     | LegResponded
     | LegMessage
     | LegEnded

@@ -42,6 +42,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.events import (
     BridgeEvent,
+    ClientConnectionClosed,
     ClientDisconnected,
     ClientRequestReceived,
     LegCut,
@@ -196,6 +197,8 @@ class BridgeDriver:
         self._pool = pool
         self.observer = observer
         self.exchanges: dict[str, _Exchange] = {}
+        self.connections: set[str] = set()
+        """Open client connections that brought this bridge a request (their close is news to it)."""
         self.legs: dict[str, asyncio.Task[Any]] = {}
         self.leg_exchange: dict[str, str] = {}
         self.timers: dict[str, asyncio.Handle] = {}
@@ -251,7 +254,9 @@ class BridgeDriver:
         holds = self.intercepts
         if holds is not None and holds.active:
             holds.client_request(exchange, route.body.messages)
-        self.feed(ClientRequestReceived(exchange, route, time.time(), client.peer))
+        connection = client.connection
+        self.connections.add(connection)
+        self.feed(ClientRequestReceived(exchange, route, time.time(), client.peer, connection))
         try:
             while not ex.done:
                 await self._write(exchange, ex, await ex.take())
@@ -353,7 +358,11 @@ class BridgeDriver:
         if outcome.verb == "reply" and route is not None:  # the bridge gets the answer as the client's
             raw = dumps(outcome.message)
             answer = replace(route, http_method="POST", raw=raw, body=parse_body(raw))
-            self.feed(ClientRequestReceived(f"{exchange}-intercept", answer, time.time(), ex.client.peer))
+            self.feed(
+                ClientRequestReceived(
+                    f"{exchange}-intercept", answer, time.time(), ex.client.peer, ex.client.connection
+                )
+            )
         return None
 
     def _event(self, exchange: str, cmd: SendSse) -> bytes:
@@ -381,6 +390,14 @@ class BridgeDriver:
         """Give the engine one fact and carry out its orders (writes are queued per exchange)."""
         for command in self.engine.handle(event):
             self._do(command)
+
+    def connection_closed(self, connection: str) -> None:
+        """A client connection closed: the engine hears it when that connection brought it requests
+        (and the proxy is not stopping, which ends everything anyway)."""
+        if connection in self.connections:
+            self.connections.discard(connection)
+            if self._stop_legs is None:
+                self.feed(ClientConnectionClosed(connection))
 
     def stopping(self) -> None:
         """The proxy is stopping: the engine ends what it holds. Calls whose clients still wait get

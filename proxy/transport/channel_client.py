@@ -137,7 +137,8 @@ class ChannelClientShell:
         self.log = get_logger()
         self._prefix = _PREFIXES.get(transport, "c")
         self.connection = f"{self._prefix}k{next(_ids)}"
-        """This client's channel, as the connection its exchanges record (`ExchangeOpened.connection`)."""
+        """This client's channel: its one connection, as its exchanges record it
+        (`ExchangeOpened.connection`) and the bridges know it (`ClientSide.connection`)."""
         upstream = serving.relays.pool
         self.lane: Lane | None = None
         """The direct lane to a stdio server (the shim), when the channel can say it is full (`full`)."""
@@ -201,6 +202,7 @@ class ChannelClientShell:
         waiting = list(self.tasks)
         if waiting:
             await asyncio.wait(waiting, timeout=CLOSE_GRACE)
+        self.serving.router.connection_closed(self.connection)
 
     # -- orders -----------------------------------------------------------------------------------
 

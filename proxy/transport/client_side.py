@@ -62,7 +62,8 @@ class ClientSide(Protocol):
     transport: str
     """How the client reached the proxy (`http`, `sse`, `stdio`): shown with its chains."""
     connection: str
-    """The client connection carrying the exchange, an id unique within the process (`k12`)."""
+    """The client connection carrying the exchange, an id unique within the process and never reused
+    (`k12`): what a client without credentials is told apart by."""
 
     @property
     def peer(self) -> str:

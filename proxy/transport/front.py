@@ -159,7 +159,7 @@ class FrontServer:
         return f"x{next(self._ids)}"
 
     def next_connection(self) -> str:
-        """A fresh client connection id (unique within this process)."""
+        """A fresh client connection id (unique within this process, never reused)."""
         return f"k{next(self._connection_ids)}"
 
     def sweep(self) -> None:
@@ -226,7 +226,8 @@ class FrontConnection(asyncio.Protocol):
     def __init__(self, front: FrontServer) -> None:
         self.front = front
         self.name = front.next_connection()
-        """This connection's id, recorded with each exchange it carries (`ExchangeOpened.connection`)."""
+        """This connection's id: recorded with each exchange it carries (`ExchangeOpened.connection`),
+        and what the bridges know the connection by (`ClientSide.connection`)."""
         self.settings = front.settings
         self.reader = RequestReader(front.settings.max_body_bytes, front.now, _Request)
         """The HTTP/1.1 core reading this connection's requests (and keeping their bounds)."""
@@ -325,6 +326,7 @@ class FrontConnection(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()
         self._drop_relay()
+        self.front.router.connection_closed(self.name)
 
     def _drop_relay(self) -> None:
         """The client left while its request waited for the upstream's head, or while its SSE stream

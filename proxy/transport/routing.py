@@ -277,6 +277,11 @@ class Router:
         mode = self.mode_for(route)
         return self.bridges.get(mode) if mode is not _PASSTHROUGH else None
 
+    def connection_closed(self, connection: str) -> None:
+        """A client connection closed: each bridge lets go of what it kept for that connection alone."""
+        for bridge in self.bridges.values():
+            bridge.connection_closed(connection)
+
     def close(self) -> None:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():

@@ -10,7 +10,9 @@ that ask the client in flight (elicitation, URL elicitation, sampling) or report
   except ``get-roots-list``: server-everything learns the client's roots from a ``roots/list`` it
   sends on the session's GET stream right after ``notifications/initialized``, outside any call, and
   asks again there when it has none. A 2026-07-28 client has no such stream and answers only the
-  requests embedded in a result of its own call, so that tool cannot complete through any bridge.
+  requests embedded in a result of its own call, so the plan leaves that tool out; the bridge asks
+  it as part of the call in flight on the session when the server asks again during the call, which
+  the roots test at the end checks per client.
 
 Each client runs the whole plan on one connection (`tests.peers.clients.run_plan`), answering
 elicitation and sampling with the fixed answers of the test clients. Its results through the proxy
@@ -22,6 +24,7 @@ by JSON-RPC code.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -29,8 +32,14 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import httpx
+import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 
+from proxy.engine.modern_client.sessions import ORPHAN_WHY
 from tests.peers.clients import ClientKind, ClientRun, run_plan
 from tests.peers.runner import NodeServer
 from tests.sidecar import ProxyProcess, clean_env, settings_env
@@ -76,6 +85,16 @@ CALLS: Final[list[tuple[str, str, dict[str, Any]]]] = [
 WITH_PROGRESS: Final = {"trigger-long-running-operation"}
 OUTSIDE_A_CALL: Final = {"get-roots-list"}
 """Tools that need a server request outside any call (see the module docstring): not bridged."""
+ACROSS_CALLS: Final = {
+    "toggle-simulated-logging:on",
+    "toggle-simulated-logging:off",
+    "toggle-subscriber-updates:on",
+    "toggle-subscriber-updates:off",
+}
+"""Steps whose result depends on an earlier call's session state: not bridged. 2026-07-28 carries no
+state between calls, and the bridge gives a client without credentials an upstream session per
+connection; the TypeScript SDK v2 client spreads its calls over two connections, so an `off` may
+reach another session than its `on`."""
 
 LISTED: Final = sorted({tool for _, tool, _ in CALLS})
 """The tools server-everything lists to a client declaring elicitation (form, url), sampling, roots;
@@ -93,7 +112,7 @@ DIRECT_BASELINE: Final[dict[ClientKind, ClientKind]] = {
 def plan(*, bridged: bool) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = [{"id": "list_tools", "op": "list_tools"}]
     for step_id, tool, arguments in CALLS:
-        if bridged and tool in OUTSIDE_A_CALL:
+        if bridged and (tool in OUTSIDE_A_CALL or step_id in ACROSS_CALLS):
             continue
         step = {"id": step_id, "op": "call", "tool": tool, "arguments": arguments}
         steps.append(step | {"progress": True} if step_id in WITH_PROGRESS else step)
@@ -244,7 +263,7 @@ def test_a_2026_client_through_the_bridge_gets_what_a_legacy_client_gets_directl
     client: ClientKind, everything: NodeServer, proxy: ProxyProcess, direct: dict[ClientKind, ClientRun]
 ) -> None:
     baseline = normalized(direct_run(direct, DIRECT_BASELINE[client], everything.url))
-    want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL}
+    want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL | ACROSS_CALLS}
     got = normalized(run_plan(client, proxy.endpoint(), plan(bridged=True)))
     assert got == want, f"{client} via the bridge:\n{differences(got, want)}\n{_logs(proxy, everything)}"
 
@@ -307,3 +326,56 @@ def test_a_browser_page_may_read_the_bridges_answers_as_the_server_lets_it_read_
     assert bridged.headers.get("access-control-expose-headers") == direct.headers.get(
         "access-control-expose-headers"
     )
+
+
+def secret_root(who: str) -> str:
+    return f"file:///home/{who}/secret-project"
+
+
+async def roots_the_server_used(url: str, who: str) -> list[str]:
+    """A 2026-07-28 SDK client without credentials whose roots are `who`'s own calls `get-roots-list`
+    (its own connections, as a separate program's): the root URIs the server answers with."""
+
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=secret_root(who), name=who)])
+
+    async with httpx2.AsyncClient(timeout=20.0) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="2026-07-28", cache=None, list_roots_callback=roots) as client:
+            result = await client.call_tool("get-roots-list", {})
+    text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+    return re.findall(r"file://\S+", text)
+
+
+def orphans_closed(proxy: ProxyProcess) -> int:
+    return sum(
+        1
+        for line in proxy.events()
+        if line.get("event") == "upstream_session_closed" and line.get("why") == ORPHAN_WHY
+    )
+
+
+async def test_anonymous_2026_clients_each_get_their_own_roots_never_another_clients(
+    everything: NodeServer, proxy: ProxyProcess
+) -> None:
+    """server-everything keeps the roots it asked a session for: bridged clients without credentials
+    get sessions of their own connections, so each sees its own roots, as it would direct, and each
+    session is deleted upstream once its client has gone."""
+    before = orphans_closed(proxy)
+
+    alice = await roots_the_server_used(proxy.endpoint(), "alice")
+    bob = await roots_the_server_used(proxy.endpoint(), "bob")
+    carol, dave = await asyncio.gather(
+        roots_the_server_used(proxy.endpoint(), "carol"), roots_the_server_used(proxy.endpoint(), "dave")
+    )
+
+    assert (alice, bob, carol, dave) == (
+        [secret_root("alice")],
+        [secret_root("bob")],
+        [secret_root("carol")],
+        [secret_root("dave")],
+    ), _logs(proxy, everything)
+    events = proxy.wait_events(lambda _lines: orphans_closed(proxy) >= before + 4)
+    assert orphans_closed(proxy) >= before + 4, [
+        e for e in events if "upstream_session" in str(e.get("event"))
+    ]

@@ -75,13 +75,14 @@ async def test_the_session_keeps_its_get_stream_while_it_lives(
 async def test_a_get_stream_question_while_two_clients_calls_are_in_flight_is_asked_of_neither(
     legacy_server: PeerServer,
 ) -> None:
-    """Two clients without credentials share the bridge's upstream session: a question the server asks
-    on its GET stream while both calls wait could be either's, so neither client is asked it (giving
-    it to one could show it another client's prompt); the server gets a refusal at once."""
+    """Two clients with the same credentials share the bridge's upstream session: a question the
+    server asks on its GET stream while both calls wait could be either's, so neither client is asked
+    it (giving it to one could show it another client's prompt); the server gets a refusal at once."""
     logs = [CallbackLog(), CallbackLog()]
+    shared = {"Authorization": "Bearer team-token"}
 
     async def one_client(url: str, log: CallbackLog) -> str:
-        async with client_for(url, MODERN, log=log, read_timeout=10.0) as client:
+        async with client_for(url, MODERN, headers=shared, log=log, read_timeout=10.0) as client:
             with anyio.fail_after(15):
                 try:
                     await client.call_tool("session_ask_name_later", {"wait": 1.0})
@@ -106,6 +107,32 @@ async def test_a_get_stream_question_while_two_clients_calls_are_in_flight_is_as
     said = [e for e in ambiguous if e.get("event") == "bridge_stream_request_ambiguous"]
     assert {e["in_flight"] for e in said} == {2}
     assert all(e["level"] == "warning" for e in said)
+
+
+async def test_two_anonymous_clients_calls_in_flight_are_each_asked_their_own_get_stream_question(
+    legacy_server: PeerServer,
+) -> None:
+    """Clients without credentials get upstream sessions of their own connections: the question each
+    server session asks on its GET stream while both calls wait is its own call's, so each client is
+    asked exactly its own and gets its answer back."""
+    logs = [CallbackLog(), CallbackLog()]
+    results: list[Any] = [None, None]
+
+    async def run(url: str, i: int) -> None:
+        async with client_for(url, MODERN, log=logs[i], read_timeout=10.0) as client:
+            with anyio.fail_after(15):
+                results[i] = normalize_tool_result(
+                    await client.call_tool("session_ask_name_later", {"wait": 1.0})
+                )
+
+    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))) as proxy:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, proxy.endpoint(), 0)
+            group.start_soon(run, proxy.endpoint(), 1)
+        ambiguous = proxy.find("bridge_stream_request_ambiguous")
+    assert [log.callbacks for log in logs] == [["elicitation:What is your name?"]] * 2
+    assert [r["content"] for r in results] == [["Hello, octocat!"]] * 2, results
+    assert ambiguous is None
 
 
 def _asked(chains: list[dict[str, Any]]) -> dict[str, tuple[int, list[str]]]:

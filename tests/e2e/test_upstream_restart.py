@@ -5,7 +5,9 @@ its sessions when it restarts, and answers a request in a session it does not kn
 JSON-RPC error naming no request (``Bad Request: No valid session ID provided``), where the Python SDK
 answers 404. One ``mcp-proxy`` (default settings) stays up while the server is stopped and started
 again on the same port; a 2026-07-28 client's call through the modern->legacy bridge must work on
-both sides of the restart, at once, without waiting for the session's idle timeout; and a stdio
+both sides of the restart, at once, without waiting for the session's idle timeout (the clients on
+either side send one `Authorization`, so they share the bridge's upstream session: a session of a
+client without one ends with its connection); and a stdio
 client (`mcp-proxy stdio --upstream URL`) that initializes again after the restart gets a new session,
 its handshake carrying no dead session id; the server's refusals of that client's notification and
 answer in the forgotten session are written nowhere (JSON-RPC answers neither).
@@ -16,20 +18,20 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+import mcp_types as types
 import pytest
 
 from tests.e2e.test_stdio_clients import INIT, RawStdioClient
-from tests.peers.clients import run_plan
 from tests.peers.runner import NodeServer
+from tests.peers.scenarios import client_for
 from tests.sidecar import START_SECONDS, ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
 
-ECHO: Final[list[dict[str, Any]]] = [
-    {"id": "echo", "op": "call", "tool": "echo", "arguments": {"message": "x"}}
-]
+CALLER: Final = {"Authorization": "Bearer restart-test"}
+"""The one caller of the bridge's session (server-everything ignores it)."""
 
 
 class EverythingOnPort(NodeServer):
@@ -49,23 +51,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def echoed(proxy: ProxyProcess) -> Any:
-    run = run_plan("python-2026", proxy.endpoint(), ECHO)
-    return run.lines["echo"].get("result"), run
+async def echoed(proxy: ProxyProcess) -> list[str]:
+    """What `echo` answers a fresh 2026-07-28 SDK client of `CALLER` through the proxy."""
+    async with client_for(proxy.endpoint(), "2026-07-28", headers=CALLER, read_timeout=20.0) as client:
+        result = await client.call_tool("echo", {"message": "x"})
+    return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
-def test_a_2026_client_calls_through_the_bridge_right_after_the_upstream_restarted() -> None:
+async def test_a_2026_client_calls_through_the_bridge_right_after_the_upstream_restarted() -> None:
     port = free_port()
     first = EverythingOnPort(port).start()
     try:
         with ProxyProcess(clean_env(**settings_env(upstream=first.url))) as proxy:
-            before, run = echoed(proxy)
-            assert "Echo: x" in str(before), f"{run.lines}\n{proxy.stderr()[-3000:]}"
+            before = await echoed(proxy)
+            assert before == ["Echo: x"], proxy.stderr()[-3000:]
             first.stop()
             with EverythingOnPort(port) as second:
                 assert second.url == first.url
-                after, run = echoed(proxy)
-                assert after == before, f"{run.lines}\n{proxy.stderr()[-3000:]}"
+                after = await echoed(proxy)
+                assert after == before, proxy.stderr()[-3000:]
             lost = proxy.find("upstream_session_lost")
             assert lost is not None, proxy.stderr()[-3000:]
             assert "400 (Bad Request: No valid session ID provided)" in lost["why"]

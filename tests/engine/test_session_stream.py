@@ -109,7 +109,7 @@ def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answe
 
 
 def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_could_be_anyones() -> None:
-    """Clients without credentials share an upstream session: a question that names no request,
+    """Clients with the same credentials share an upstream session: a question that names no request,
     while two calls are in flight, could be either client's, and is given to neither."""
     bridge = engine()
     text = (

@@ -8,6 +8,7 @@ upstream's side of a handshake and returns what the engine did when it completed
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 from unittest.mock import ANY
 
@@ -24,9 +25,17 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
-from proxy.engine.events import LegEnded, LegFailed, LegResponded, Stopping, TimerFired
+from proxy.engine.events import (
+    ClientConnectionClosed,
+    ClientRequestReceived,
+    LegEnded,
+    LegFailed,
+    LegResponded,
+    Stopping,
+    TimerFired,
+)
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
+from proxy.engine.modern_client.sessions import LOST_THEN, ORPHAN_WHY, lost_why
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -46,6 +55,7 @@ from tests.engine.test_mrtr_to_legacy import (
     complete,
     drained,
     err,
+    head,
     idle_timer,
     initialize,
     input_required,
@@ -69,8 +79,8 @@ DEPLOY = {"name": "deploy", "arguments": ARGS}
 ALL = "elicitation.form elicitation.url sampling sampling.tools roots"
 FULL = (
     "The proxy already holds max_upstream_sessions=1 sessions with the legacy upstream and every one is "
-    "in use; retry when a call has finished, or raise max_upstream_sessions (one session per caller and "
-    "declared capability set)."
+    "in use; retry when a call has finished, or raise max_upstream_sessions (one session per caller, or "
+    "per connection of a caller without credentials, and declared capability set)."
 )
 
 LOST_SESSION = {"session": "upstream-1", "generation": 1, "why": lost_why("404"), "then": LOST_THEN}
@@ -91,9 +101,16 @@ def delete(leg_id: str, session: str = SESSION, auth: tuple[str, str] | None = A
     return DeleteSession(leg_id, (*head, *((auth,) if auth else ())))
 
 
-def closed(name: str, why: str, caps: str = ALL, auth: tuple[str, str] | None = AUTH) -> Log:
+def closed(
+    name: str, why: str, caps: str = ALL, auth: tuple[str, str] | None = AUTH, connection: str | None = None
+) -> Log:
     fields = {"session": name, "principal": principal(auth), "capabilities": caps, "why": why}
-    return Log("upstream_session_closed", "info", fields)
+    return Log("upstream_session_closed", "info", fields | ({"connection": connection} if connection else {}))
+
+
+def on(connection: str, event: ClientRequestReceived) -> ClientRequestReceived:
+    """The same request, come on client connection `connection`."""
+    return replace(event, connection=connection)
 
 
 # -- whose session ----------------------------------------------------------------------------------
@@ -132,28 +149,100 @@ def test_two_principals_get_two_sessions_each_opened_and_used_with_its_own_crede
     assert drained(engine, upstream_sessions=2, calls=2, serving=2, legs=2)
 
 
-def test_requests_without_credentials_share_one_session_per_capability_set() -> None:
+def test_callers_without_credentials_get_sessions_of_their_own_connection_per_capability_set() -> None:
+    """A server keeps state per session (the roots it asked for, say): anonymous clients, known by
+    nothing but their connections, never share one."""
     engine = engine_with()
     sampling_only = {"sampling": {}}
 
     assert (
         Playbook(engine)
-        >> call("x1", 1, auth=None)
+        >> on("c1", call("x1", 1, auth=None))
         << idle_timer(1)
         << initialize("leg-1", "x1", LEGACY_CAPS_ALL, auth=None)
-        >> call("x2", 2, auth=None)
-        >> call("x3", 3, auth=None, caps=sampling_only)
+        >> on("c1", call("x2", 2, auth=None))
+        >> on("c2", call("x3", 3, auth=None))
         << idle_timer(2)
-        << initialize("leg-2", "x3", {"sampling": {}}, auth=None)
+        << initialize("leg-2", "x3", LEGACY_CAPS_ALL, auth=None)
+        >> on("c1", call("x4", 4, auth=None, caps=sampling_only))
+        << idle_timer(3)
+        << initialize("leg-3", "x4", {"sampling": {}}, auth=None)
     )
-    assert open_session(engine, "x1", init="leg-1", notify="leg-3") == [
-        leg("leg-4", "x1", "tools/call", DEPLOY, auth=None),
-        leg("leg-5", "x2", "tools/call", DEPLOY, auth=None),
+    assert open_session(engine, "x1", init="leg-1", notify="leg-4") == [
+        leg("leg-5", "x1", "tools/call", DEPLOY, auth=None),
+        leg("leg-6", "x2", "tools/call", DEPLOY, auth=None),
     ]
-    assert [(s["principal"], s["capabilities"]) for s in engine.sessions_view()] == [
-        ("anonymous", ALL),
-        ("anonymous", "sampling"),
+    assert [(s["principal"], s["connection"], s["capabilities"]) for s in engine.sessions_view()] == [
+        ("anonymous", "c1", ALL),
+        ("anonymous", "c2", ALL),
+        ("anonymous", "c1", "sampling"),
     ]
+
+
+def test_a_principal_keeps_one_session_whatever_connection_its_requests_come_on() -> None:
+    engine = engine_with()
+
+    assert (
+        Playbook(engine)
+        >> on("c1", call("x1", 1))
+        << idle_timer(1)
+        << initialize("leg-1", "x1", LEGACY_CAPS_ALL)
+        >> on("c2", call("x2", 2))
+    )
+    assert open_session(engine, "x1", init="leg-1", notify="leg-2") == [
+        leg("leg-3", "x1", "tools/call", DEPLOY),
+        leg("leg-4", "x2", "tools/call", DEPLOY),
+    ]
+    assert [(s["principal"], s["connection"]) for s in engine.sessions_view()] == [(principal(AUTH), None)]
+
+
+def test_the_idle_session_of_a_closed_connection_is_deleted_upstream_at_once() -> None:
+    engine = engine_with()
+    engine.handle(on("c1", send("x1", 1, "server/discover", auth=None)))
+    open_session(engine, "x1", init="leg-1", notify="leg-2")
+
+    assert (
+        Playbook(engine, hide=())
+        >> ClientConnectionClosed("c2")  # no session of its own: nothing to do
+        >> ClientConnectionClosed("c1")
+        << closed("upstream-1", ORPHAN_WHY, auth=None, connection="c1")
+        << delete("leg-3", auth=None)
+        << CancelTimer("session-idle:upstream-1")
+        << ObserveSession("upstream-1", "ended", "anonymous", ALL, "2025-11-25")
+        >> LegResponded("leg-3", 200, ())
+        >> LegEnded("leg-3")
+    )
+    assert drained(engine, upstream_sessions=0)
+
+
+def test_a_call_parked_on_a_closed_connections_session_resumes_from_another_and_then_the_session_closes() -> (
+    None
+):
+    engine = engine_with()
+    engine.handle(on("c1", send("x0", 0, "server/discover", auth=None)))
+    open_session(engine, "x0")
+    engine.handle(on("c1", call("x1", 1, auth=None)))
+    engine.handle(head("leg-3"))
+    engine.handle(up("leg-3", req("e1", "elicitation/create", FORM)))
+    engine.handle(TimerFired("round:call-1"))  # parked: its client has its input_required round
+    token = state(auth=None)
+
+    assert (
+        Playbook(engine)
+        >> ClientConnectionClosed("c1")  # the parked call still uses the session
+        >> on("c2", call("x2", 2, auth=None, requestState=token, inputResponses={"elicitation-1": ACCEPT}))
+        << CancelTimer("ttl:call-1")
+        << RESUMED
+        << SendLeg("leg-4", "x2", legacy_headers(auth=None), ok("e1", ACCEPT), "leg-3")
+        >> up("leg-3", ok("leg-3", DONE))
+        << ROUND_LOG
+        << ReplyJson("x2", 200, complete(2, DONE))
+        << closed("upstream-1", ORPHAN_WHY, auth=None, connection="c1")
+        << delete("leg-5", auth=None)
+        << CancelTimer("session-idle:upstream-1")
+    )
+    assert [s["connection"] for s in engine.sessions_view()] == []  # the retry's connection opened none
+    assert drained(engine, upstream_sessions=0, legs=2)
 
 
 def test_a_client_without_elicitation_gets_a_session_whose_server_takes_its_fallback_path() -> None:

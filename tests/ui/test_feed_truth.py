@@ -3,9 +3,10 @@
 A real proxy in front of the real legacy test server, real clients, the real admin feed. A view that
 falls behind says so and reads a fresh history instead of working through old events while it says
 `live`; the `parked N` of the status bar is the proxy's count, whenever the view attached, and none is
-left standing once a capture ends; a chain whose `chain_opened` the view never read is one row. Falling behind is made without load: the proxy's bus is flooded in
-one synchronous burst (the feed cannot read in between), or the view's clock is moved ahead, so that
-the events it reads are that old by the proxy's clock.
+left standing once a capture ends; a chain whose `chain_opened` the view never read is one row.
+Falling behind is made without load: the proxy's bus is flooded in one synchronous burst (the feed
+cannot read in between), or the view's clock is moved ahead, so that the events it reads are that
+old by the proxy's clock.
 """
 
 from __future__ import annotations

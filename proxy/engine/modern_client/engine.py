@@ -5,10 +5,11 @@ one (`validation`), answers `server/discover` from the upstream's InitializeResu
 what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`answers`)
 and serves `subscriptions/listen` (`listen`). Toward the upstream it is a legacy client with
 sessions of its own (`sessions`, `upstream_session`): one per caller (principal: the hash of
-its `Authorization`) and declared capability set, each opened with that caller's credentials and an
-`initialize` declaring exactly the input kinds the 2026 request declared, so a legacy server that
-checks its session's capabilities takes the path it would take for that client (asks the LLM instead
-of the user, say) and no caller rides a session another caller opened. Requests wait until their
+its `Authorization`; without one, the client connection, closed with it) and declared capability
+set, each opened with that caller's credentials and an `initialize` declaring exactly the input
+kinds the 2026 request declared, so a legacy server that checks its session's capabilities takes
+the path it would take for that client (asks the LLM instead of the user, say) and no caller rides
+a session another caller opened. Requests wait until their
 session is open; a 404 on a session (or a 400 whose error names no request, the TypeScript SDK's
 answer to a session it does not know) re-initializes it transparently and re-sends the request once,
 killing only the calls parked on that session. Sessions are bounded (`max_sessions`: the least
@@ -47,6 +48,7 @@ from typing import Any
 from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Log, ReplyJson
 from proxy.engine.events import (
     BridgeEvent,
+    ClientConnectionClosed,
     ClientDisconnected,
     ClientRequestReceived,
     LegCut,
@@ -157,6 +159,8 @@ class MrtrToLegacyEngine:
         (ObserveContinuation, ObserveSession), once the orders that carry out the change are given.
         """
         commands = self._handle(event)
+        if self._ctx.pool.orphans:  # a call that ended may leave a closed connection's session unused
+            commands = [*commands, *self._sessions.close_orphans()]
         if self._ctx.observed:
             commands = [*commands, *self._ctx.observed]
             self._ctx.observed.clear()
@@ -164,10 +168,12 @@ class MrtrToLegacyEngine:
 
     def _handle(self, event: BridgeEvent) -> Commands:
         match event:
-            case ClientRequestReceived(exchange, route, at, peer):
-                return self._on_client(exchange, route, at, peer)
+            case ClientRequestReceived(exchange, route, at, peer, connection):
+                return self._on_client(exchange, route, at, peer, connection)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
+            case ClientConnectionClosed(connection):
+                return self._sessions.connection_closed(connection)
             case LegResponded(leg, status, headers):
                 return self._on_leg_head(leg, status, headers)
             case LegMessage(leg, message):
@@ -210,7 +216,9 @@ class MrtrToLegacyEngine:
 
     # -- the client side -----------------------------------------------------------------------
 
-    def _on_client(self, exchange: str, route: Route, at: float, peer: str = "") -> Commands:
+    def _on_client(
+        self, exchange: str, route: Route, at: float, peer: str = "", connection: str = ""
+    ) -> Commands:
         if route.http_method != "POST":
             text = f"Method not allowed: {route.http_method} (2026-07-28 serves POST only)"
             refusal = error_response(None, errors.INVALID_REQUEST, text)
@@ -228,13 +236,15 @@ class MrtrToLegacyEngine:
         if msg.kind is not Kind.REQUEST:
             why = msg.problem or "a 2026-07-28 client must not POST responses"
             return [_bad(exchange, errors.INVALID_REQUEST, f"Invalid Request: {why}")]
-        return self._on_request(exchange, route, msg, at, peer)
+        return self._on_request(exchange, route, msg, at, peer, connection)
 
-    def _on_request(self, exchange: str, route: Route, msg: Message, at: float, peer: str) -> Commands:
+    def _on_request(
+        self, exchange: str, route: Route, msg: Message, at: float, peer: str, connection: str
+    ) -> Commands:
         assert msg.id is not None
         assert msg.method is not None
         caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
-        key = session_key(route.headers, caps)
+        key = session_key(route.headers, caps, connection)
         link = self._ctx.pool.get(key)
         tools = link.tools if link is not None else ToolHeaders()
         refusal = validate(msg.method, msg.params, route.headers, tools) or removed(msg.method)

@@ -1,11 +1,14 @@
 """The MRTR->legacy bridge's upstream sessions: which one serves a request, opening, losing, closing.
 
 Theory of operation. Every request the bridge forwards runs on a legacy session of its own
-*key*: the caller's principal (the hash of its `Authorization`, as tokens bind it; requests without
-one share the anonymous principal) and the input capabilities its `_meta` declared, normalized
-(`upstream_session.session_capabilities`). The first request of a key opens the session (its
-`initialize` declares exactly those capabilities, with that request's credentials); requests of
-the key that arrive meanwhile wait for it; later ones use it at once. Calls, listen streams and
+*key*: the caller's principal (the hash of its `Authorization`, as tokens bind it) and the input
+capabilities its `_meta` declared, normalized (`upstream_session.session_capabilities`). A request
+without `Authorization` is keyed by its client connection instead of a principal: anonymous clients
+are told apart by nothing else, and a legacy server keeps state per session (the roots it asked
+for, subscriptions, a tool's state) that one client must never be served from another's session.
+The first request of a key opens the session (its `initialize` declares exactly those
+capabilities, with that request's credentials); requests of the key that arrive meanwhile wait for
+it; later ones use it at once. Calls, listen streams and
 discover requests *use* a session while they last (a parked call uses it between rounds too, since
 its continuation lives on that session), so a session is busy while anything uses it.
 
@@ -15,7 +18,10 @@ every session is busy, the request is refused with -32000 (HTTP 503) naming
 `max_upstream_sessions`. Each session has an idle timer of `session_ttl` seconds (a StartTimer;
 the engine never reads a clock): when it fires and the session was neither busy nor used since the
 last firing, the session is closed (DELETE upstream); otherwise the timer starts again. A session
-therefore closes between one and two TTLs after its last use.
+therefore closes between one and two TTLs after its last use. A session whose client connection
+closed is closed (DELETE upstream) as soon as nobody uses it: no request can come for it again,
+while a call parked on it still resumes from whichever connection its retry comes on, since the
+sealed `requestState` names the call, not the session.
 
 Loss. A 404 on a request that carried the session id means the upstream forgot that session (so
 does a 400 whose JSON-RPC error names no request: the TypeScript SDK's servers answer so): its
@@ -65,6 +71,9 @@ def lost_why(answered: str) -> str:
     """Why `upstream_session_lost` was said: what the upstream answered a request in the session."""
     return f"the upstream answered {answered} in the session: it restarted or ended the session"
 
+
+ORPHAN_WHY: Final = "its client's connection closed and nothing uses it"
+"""Why a session of a caller without credentials is closed after its connection closed."""
 
 LOST_THEN: Final = "a new session is opened and the call sent again; calls parked in the old one fail"
 """What `upstream_session_lost` says the bridge does about it."""
@@ -139,7 +148,8 @@ class SessionKeeper:
                     fields = {"kind": kind, "max_upstream_sessions": pool.max_sessions}
                     return None, [Log("upstream_sessions_full", "warning", fields)]
                 commands = self.close(victim, "evicted: max_upstream_sessions reached")
-            link = UpstreamLink(self._ctx.new_id("upstream"), key.principal, session_capabilities(caps))
+            name = self._ctx.new_id("upstream")
+            link = UpstreamLink(name, key.principal, session_capabilities(caps), key.connection)
             pool.add(link)
             commands.extend(self._arm(link))
         pool.use(link, user)
@@ -303,6 +313,26 @@ class SessionKeeper:
 
     # -- idle expiry and closing -------------------------------------------------------------------
 
+    def connection_closed(self, connection: str) -> Commands:
+        """A client connection closed: its sessions close now, or once the calls using them end."""
+        pool = self._ctx.pool
+        for link in pool:
+            if link.connection and link.connection == connection:
+                pool.orphans.add(link.name)
+        return self.close_orphans()
+
+    def close_orphans(self) -> Commands:
+        """Close every session whose connection closed and that nobody uses (nor is opening) now."""
+        pool = self._ctx.pool
+        commands: Commands = []
+        for name in list(pool.orphans):
+            link = pool.named(name)
+            if link is None:
+                pool.orphans.discard(name)
+            elif not link.users and link.state not in ("initializing", "notifying"):
+                commands.extend(self.close(link, ORPHAN_WHY))
+        return commands
+
     def on_timer(self, timer: str) -> Commands:
         """A session's idle timer: close it if nothing used it for a whole period, else wait again."""
         link = self._ctx.pool.named(timer.removeprefix(IDLE_TIMER))
@@ -323,6 +353,8 @@ class SessionKeeper:
             "capabilities": link.label,
             "why": why,
         }
+        if link.connection:
+            fields["connection"] = link.connection
         commands: Commands = [Log("upstream_session_closed", "info", fields), *self._close_stream(link)]
         if link.session_id is not None:
             leg = self._ctx.new_id("leg")
@@ -384,6 +416,7 @@ def _sessions_full(ctx: MrtrContext) -> Fault:
     text = (
         f"The proxy already holds max_upstream_sessions={ctx.pool.max_sessions} sessions with the "
         "legacy upstream and every one is in use; retry when a call has finished, or raise "
-        "max_upstream_sessions (one session per caller and declared capability set)."
+        "max_upstream_sessions (one session per caller, or per connection of a caller without "
+        "credentials, and declared capability set)."
     )
     return lambda ident, _method: error_response(ident, errors.UPSTREAM_UNAVAILABLE, text)

@@ -286,6 +286,7 @@ class MrtrContext:
         standing = streams if self.keep_streams else 0
         return {
             "upstream_sessions": len(links),
+            "orphaned_sessions": len(self.pool.orphans),
             "session_users": sum(len(link.users) for link in links),
             "session_timers": sum(link.timer is not None for link in links),
             "waiting": sum(len(link.waiting) for link in links),

@@ -10,10 +10,11 @@ waiting for its answer (running, or collecting a round):
 
 - one such call: it is asked there, exactly as if the request had come on its own stream;
 - several: it is refused upstream at once, said in a warning and in a note on each of those calls'
-  answers. Clients that send no credentials share one upstream session, so the calls may be
+  answers. Clients sending the same credentials share one upstream session, so the calls may be
   different people's: giving the question to any one of them could show one client's prompt to
   another and give its answer to the wrong call. A server that names the related request, or
-  clients with their own `Authorization` (each its own upstream session), avoid the refusal;
+  clients with their own `Authorization` or none (each client connection its own upstream session),
+  avoid the refusal;
 - none: nobody could answer, so it is refused upstream at once (the server never waits for an
   answer that cannot come).
 
@@ -23,8 +24,8 @@ its upstream request is itself blocked awaiting the answers to the questions it 
 question on the GET stream is not its own: giving it there would leave the server waiting up to
 `continuation_ttl` on a client that may be gone, and counting it would make a single client's next
 call look like one of several. The parked call keeps its slot until its retry or its TTL (a later
-call of the session proves nothing: anonymous clients share the session, and one client may make
-other calls while a person answers); the log lines name it (`parked`) when it was passed over.
+call of the session proves nothing: clients of one principal share the session, and one client may
+make other calls while a person answers); the log lines name it (`parked`) when it was passed over.
 
 From there it is one of the call's nested requests like any other: it joins the call's round, the
 capability gate applies, and the client's answer is POSTed upstream on the session. A
@@ -48,10 +49,10 @@ Refuse = Callable[[str, Message, str], Commands]
 
 HINT = (
     "the server asked on its session's GET stream, naming no request, while several calls waited for "
-    "their answers; clients without credentials share one upstream session (and one client may run "
-    "calls side by side), so the question could be any of theirs: a server that relates its request "
-    "(the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
-    "Authorization avoid this"
+    "their answers; clients sending the same Authorization share one upstream session (and one client "
+    "may run calls side by side), so the question could be any of theirs: a server that relates its "
+    "request (the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
+    "Authorization (or none: each connection then has its own session) avoid this"
 )
 MAX_CALL_NOTES = 8
 """Refusals noted for one call's next answer (its log lines say every one)."""

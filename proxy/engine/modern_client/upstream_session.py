@@ -15,7 +15,10 @@ SDK server asks for elicitation only when the client declared it, and otherwise 
 path). Declaring more than the caller did would make the server ask questions the caller cannot
 answer; declaring less would hide its fallback-free features. Why a session per principal: the
 session is opened with the caller's `Authorization`, and a server may tie state and permissions to
-it, so one caller's calls never ride a session another caller's credentials opened.
+it, so one caller's calls never ride a session another caller's credentials opened. A caller
+without credentials is known by nothing but its connection, so each client connection of those gets
+sessions of its own: whatever a legacy server keeps per session (the roots it asked for, its log
+level, subscriptions, a tool's state) is never one anonymous client's seen by another.
 
 Every later upstream request carries the session id and the negotiated version. A 404 on a request
 that carried the session id means the upstream forgot the session: `lost()` bumps the generation,
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
-from proxy.engine.modern_client.tokens import principal_of
+from proxy.engine.modern_client.tokens import ANONYMOUS, principal_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
@@ -56,11 +59,15 @@ WaiterKind = Literal["call", "discover", "listen"]
 
 
 class SessionKey(NamedTuple):
-    """Which session serves a request: the caller's principal and its declared capability set."""
+    """Which session serves a request: the caller's principal and its declared capability set (and,
+    for a caller without credentials, its connection)."""
 
     principal: str
     capabilities: str
     """The canonical label of the declared input capabilities (`capability_label`)."""
+    connection: str = ""
+    """The client connection of a caller without credentials; "" for a principal's session, which
+    serves that principal on every connection."""
 
 
 def session_capabilities(modern: Any) -> dict[str, Any]:
@@ -94,9 +101,14 @@ def capability_label(legacy: dict[str, Any]) -> str:
     return " ".join(parts) or "none"
 
 
-def session_key(headers: Iterable[tuple[str, str]], modern_capabilities: Any) -> SessionKey:
-    """The session a request belongs to (no `Authorization`: the shared anonymous principal)."""
-    return SessionKey(principal_of(headers), capability_label(session_capabilities(modern_capabilities)))
+def session_key(
+    headers: Iterable[tuple[str, str]], modern_capabilities: Any, connection: str = ""
+) -> SessionKey:
+    """The session a request belongs to: its principal's, or without `Authorization` its connection's
+    (distinct anonymous clients are distinct clients to the server, as they would be direct)."""
+    principal = principal_of(headers)
+    label = capability_label(session_capabilities(modern_capabilities))
+    return SessionKey(principal, label, connection if principal == ANONYMOUS else "")
 
 
 @dataclass
@@ -107,6 +119,8 @@ class UpstreamLink:
     """The proxy's own name for it (`upstream-N`): shown in views, used in timers; not a secret."""
     principal: str
     capabilities: dict[str, Any]
+    connection: str = ""
+    """The client connection it serves (a caller without credentials), or "" (a principal's)."""
     label: str = field(init=False)
     """The declared capability set, as shown in views and logs (`capability_label`)."""
     state: LinkState = "idle"
@@ -148,7 +162,7 @@ class UpstreamLink:
     @property
     def key(self) -> SessionKey:
         """The pool key this session serves."""
-        return SessionKey(self.principal, self.label)
+        return SessionKey(self.principal, self.label, self.connection)
 
     @property
     def ready(self) -> bool:
@@ -245,6 +259,7 @@ class UpstreamLink:
             "session": self.name,
             "state": self.state,
             "principal": self.principal[:16],
+            "connection": self.connection or None,
             "capabilities": self.label,
             "version": self.version if self.init is not None else None,
             "server": info.get("name") if isinstance(info, dict) else None,
@@ -261,6 +276,8 @@ class SessionPool:
     max_sessions: int
     links: OrderedDict[SessionKey, UpstreamLink] = field(default_factory=OrderedDict)
     by_name: dict[str, UpstreamLink] = field(default_factory=dict)
+    orphans: set[str] = field(default_factory=set)
+    """Names of the sessions whose client connection closed, kept until they are closed."""
 
     def __len__(self) -> int:
         return len(self.links)
@@ -299,6 +316,7 @@ class SessionPool:
             return False
         del self.links[link.key]
         del self.by_name[link.name]
+        self.orphans.discard(link.name)
         return True
 
     def use(self, link: UpstreamLink, user: str) -> None:
