@@ -65,6 +65,11 @@ if TYPE_CHECKING:
 
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
+_LEFT = (
+    f"what is left has {CLOSE_TIMEOUT:g} s more to end, then is cut "
+    "(client_connections_cut says how many were)"
+)
+"""What a drain that ends with conversations open says becomes of them (`stop` gives them CLOSE_TIMEOUT)."""
 
 OTLP_CLOSE_TIMEOUT = 2.0
 """Seconds `stop` gives the span exporter to send what is queued before it is let go."""
@@ -495,8 +500,11 @@ class Proxy:
         if self._front is not None:
             if self._front.sse_clients is not None:  # their sessions end upstream before the pool closes
                 await self._front.sse_clients.close(CLOSE_TIMEOUT)
-            await self._front.close(CLOSE_TIMEOUT)
+            cut = await self._front.close(CLOSE_TIMEOUT)
             self._front = None
+            if cut:
+                why = f"still answering {CLOSE_TIMEOUT:g} s after the proxy began to stop"
+                get_logger().info("client_connections_cut", connections=cut, why=why)
         for bridge in self.router.bridges.values():  # before the upstream pool closes
             await bridge.release_upstream(CLOSE_TIMEOUT)
         if self.channels is not None:  # stdio children stopped (SIGTERM, then SIGKILL), SSE streams closed
@@ -559,9 +567,9 @@ class Proxy:
         if not any(left.values()):
             how = "every conversation ended"
         elif self._hurry.is_set():
-            how = "cut short by a second signal: what is left is cut"
+            how = f"cut short by a second signal: {_LEFT}"
         else:
-            how = f"the grace ({grace:g} s) ran out: what is left is cut"
+            how = f"the grace ({grace:g} s) ran out: {_LEFT}"
         log.info("drained", how=how, **left)
         await self.stop()
 

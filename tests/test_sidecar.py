@@ -618,7 +618,13 @@ async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_e
     drained = proxy.find("drained")
     assert drained is not None
     assert drained["in_flight"] == 1  # the call was still open when the grace ran out
-    assert drained["how"] == "the grace (1 s) ran out: what is left is cut"
+    assert drained["how"] == (
+        "the grace (1 s) ran out: what is left has 1 s more to end, then is cut "
+        "(client_connections_cut says how many were)"
+    )
+    cut = proxy.find("client_connections_cut")
+    assert cut is not None
+    assert cut["connections"] == 1  # the call's, still streaming
     assert b'"result"' not in rest
     headline = final_headline(captured(capture), "slow_progress")
     assert headline.chain.status is ChainStatus.ERROR

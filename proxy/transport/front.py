@@ -198,8 +198,9 @@ class FrontServer:
         if self.server is not None:
             self.server.close()
 
-    async def close(self, grace: float) -> None:
-        """Close idle connections now, give busy ones `grace` seconds, then cut them."""
+    async def close(self, grace: float) -> int:
+        """Close idle connections now, give busy ones `grace` seconds, then cut them; how many busy
+        ones were cut (a response still going out)."""
         self.stop_listening()
         if self._sweep is not None:
             self._sweep.cancel()
@@ -212,12 +213,14 @@ class FrontServer:
         # Exchanges served without a task have nothing to await: a shutdown polls them.
         while any(conn.busy for conn in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
+        cut = sum(conn.busy for conn in self.connections)
         for conn in [*self.connections, *self.refusing]:
             conn.abort(PROXY_STOPPING)
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), timeout=grace)
             self.server = None
+        return cut
 
 
 class FrontConnection(asyncio.Protocol):
