@@ -272,16 +272,27 @@ class Settings(BaseModel):
     max_continuations_per_principal: PositiveInt = 100
     """Most parked upstream calls held at once for one principal (client identity)."""
     max_upstream_sessions: PositiveInt = 400
-    """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal, or per
-    client connection of callers without credentials, and declared capability set). When full, the
-    least recently used idle one is closed to make room; a request that finds every session busy is
-    refused with an error naming this setting.
+    """Most legacy sessions the MRTR-client bridge holds with the upstream (one per principal and
+    declared capability set; see `anonymous_upstream_sessions` for callers without credentials). When
+    full, the least recently used idle one is closed to make room; a request that finds every session
+    busy is refused with an error naming this setting.
     """
     upstream_session_ttl: Seconds = 300.0
     """Seconds an upstream session of the MRTR-client bridge may stay unused before it is closed.
 
     It is checked once per this many seconds, so an unused session is closed (DELETE upstream)
     between one and two of these periods after its last use.
+    """
+    anonymous_upstream_sessions: Literal["shared", "per_connection"] = "shared"
+    """Upstream sessions of the MRTR-client bridge for 2026-07-28 callers without `Authorization`.
+
+    shared: every such caller shares one legacy session per declared capability set, so a client keeps
+    what a server holds per session (a toggle, a page a browser tool opened) from one call to the
+    next, whatever connections its SDK spreads them over; but anonymous clients then share all of that
+    state (one's roots, log level or subscriptions are the others'), and a warning says so the first
+    time two open client connections use one such session. per_connection: each client connection
+    gets sessions of its own, closed (DELETE upstream) once it closed and nothing uses them; use it
+    for a proxy serving several anonymous clients (or have them send `Authorization`).
     """
     # -- what goes upstream, and the engines' bounds ------------------------------------------------
     max_method_length: Annotated[int, Field(gt=0, le=4096)] = 256

@@ -208,6 +208,7 @@ class Proxy:
                 max_sessions=settings.max_upstream_sessions,
                 session_ttl=settings.upstream_session_ttl,
                 keep_streams=True,
+                anonymous_per_connection=settings.anonymous_upstream_sessions == "per_connection",
             ),
             mode=Mode.MRTR_TO_LEGACY,
             upstream=upstream,

@@ -12,7 +12,9 @@ that ask the client in flight (elicitation, URL elicitation, sampling) or report
   asks again there when it has none. A 2026-07-28 client has no such stream and answers only the
   requests embedded in a result of its own call, so the plan leaves that tool out; the bridge asks
   it as part of the call in flight on the session when the server asks again during the call, which
-  the roots test at the end checks per client.
+  the roots tests at the end check (clients without credentials share one upstream session by
+  default, `anonymous_upstream_sessions = "shared"`, and get one per connection with
+  `per_connection`).
 
 Each client runs the whole plan on one connection (`tests.peers.clients.run_plan`), answering
 elicitation and sampling with the fixed answers of the test clients. Its results through the proxy
@@ -85,16 +87,6 @@ CALLS: Final[list[tuple[str, str, dict[str, Any]]]] = [
 WITH_PROGRESS: Final = {"trigger-long-running-operation"}
 OUTSIDE_A_CALL: Final = {"get-roots-list"}
 """Tools that need a server request outside any call (see the module docstring): not bridged."""
-ACROSS_CALLS: Final = {
-    "toggle-simulated-logging:on",
-    "toggle-simulated-logging:off",
-    "toggle-subscriber-updates:on",
-    "toggle-subscriber-updates:off",
-}
-"""Steps whose result depends on an earlier call's session state: not bridged. 2026-07-28 carries no
-state between calls, and the bridge gives a client without credentials an upstream session per
-connection; the TypeScript SDK v2 client spreads its calls over two connections, so an `off` may
-reach another session than its `on`."""
 
 LISTED: Final = sorted({tool for _, tool, _ in CALLS})
 """The tools server-everything lists to a client declaring elicitation (form, url), sampling, roots;
@@ -112,7 +104,7 @@ DIRECT_BASELINE: Final[dict[ClientKind, ClientKind]] = {
 def plan(*, bridged: bool) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = [{"id": "list_tools", "op": "list_tools"}]
     for step_id, tool, arguments in CALLS:
-        if bridged and (tool in OUTSIDE_A_CALL or step_id in ACROSS_CALLS):
+        if bridged and tool in OUTSIDE_A_CALL:
             continue
         step = {"id": step_id, "op": "call", "tool": tool, "arguments": arguments}
         steps.append(step | {"progress": True} if step_id in WITH_PROGRESS else step)
@@ -263,7 +255,7 @@ def test_a_2026_client_through_the_bridge_gets_what_a_legacy_client_gets_directl
     client: ClientKind, everything: NodeServer, proxy: ProxyProcess, direct: dict[ClientKind, ClientRun]
 ) -> None:
     baseline = normalized(direct_run(direct, DIRECT_BASELINE[client], everything.url))
-    want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL | ACROSS_CALLS}
+    want = {step: line for step, line in baseline.items() if step not in OUTSIDE_A_CALL}
     got = normalized(run_plan(client, proxy.endpoint(), plan(bridged=True)))
     assert got == want, f"{client} via the bridge:\n{differences(got, want)}\n{_logs(proxy, everything)}"
 
@@ -355,12 +347,20 @@ def orphans_closed(proxy: ProxyProcess) -> int:
     )
 
 
+@pytest.fixture(scope="module")
+def per_connection(everything: NodeServer) -> Iterator[ProxyProcess]:
+    env = settings_env(upstream=everything.url, anonymous_upstream_sessions="per_connection")
+    with ProxyProcess(clean_env(**env)) as process:
+        yield process
+
+
 async def test_anonymous_2026_clients_each_get_their_own_roots_never_another_clients(
-    everything: NodeServer, proxy: ProxyProcess
+    everything: NodeServer, per_connection: ProxyProcess
 ) -> None:
-    """server-everything keeps the roots it asked a session for: bridged clients without credentials
-    get sessions of their own connections, so each sees its own roots, as it would direct, and each
-    session is deleted upstream once its client has gone."""
+    """server-everything keeps the roots it asked a session for: with `per_connection`, bridged
+    clients without credentials get sessions of their own connections, so each sees its own roots,
+    as it would direct, and each session is deleted upstream once its client has gone."""
+    proxy = per_connection
     before = orphans_closed(proxy)
 
     alice = await roots_the_server_used(proxy.endpoint(), "alice")
@@ -379,3 +379,42 @@ async def test_anonymous_2026_clients_each_get_their_own_roots_never_another_cli
     assert orphans_closed(proxy) >= before + 4, [
         e for e in events if "upstream_session" in str(e.get("event"))
     ]
+
+
+async def toggled(client: Client) -> str:
+    result = await client.call_tool("toggle-simulated-logging", {})
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def test_by_default_anonymous_connections_share_one_upstream_session_and_a_warning_says_so_once(
+    everything: NodeServer,
+) -> None:
+    """One developer's 2026-07-28 client keeps the server's session state whatever connections its
+    calls take: with the default (`shared`), a toggle turned on from one connection is turned off from
+    another, on the one upstream session; the first time two open connections use it, one warning
+    names `anonymous_upstream_sessions`, and no later request repeats it."""
+    with ProxyProcess(clean_env(**settings_env(upstream=everything.url))) as proxy:
+        async with (
+            httpx2.AsyncClient(timeout=20.0) as first_http,
+            httpx2.AsyncClient(timeout=20.0) as second_http,
+        ):
+            first_transport = streamable_http_client(proxy.endpoint(), http_client=first_http)
+            second_transport = streamable_http_client(proxy.endpoint(), http_client=second_http)
+            async with (
+                Client(first_transport, mode="2026-07-28", cache=None) as first,
+                Client(second_transport, mode="2026-07-28", cache=None) as second,
+            ):
+                on = await toggled(first)
+                off = await toggled(second)
+                again = [await toggled(first), await toggled(second)]
+        events = proxy.wait_events(lambda lines: any(e.get("event") == "upstream_initialized" for e in lines))
+        warnings = [e for e in events if e.get("event") == "anonymous_upstream_session_shared"]
+        opened = [e for e in events if e.get("event") == "upstream_initialized"]
+
+    assert on.startswith("Started"), (on, _logs(proxy, everything))
+    assert off.startswith("Stopped"), (off, _logs(proxy, everything))
+    assert [text.split()[0] for text in again] == ["Started", "Stopped"]
+    assert len(opened) == 1, opened
+    assert len(warnings) == 1, warnings
+    assert warnings[0]["level"] == "warning"
+    assert "anonymous_upstream_sessions = per_connection" in warnings[0]["hint"]

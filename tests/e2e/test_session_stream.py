@@ -112,9 +112,9 @@ async def test_a_get_stream_question_while_two_clients_calls_are_in_flight_is_as
 async def test_two_anonymous_clients_calls_in_flight_are_each_asked_their_own_get_stream_question(
     legacy_server: PeerServer,
 ) -> None:
-    """Clients without credentials get upstream sessions of their own connections: the question each
-    server session asks on its GET stream while both calls wait is its own call's, so each client is
-    asked exactly its own and gets its answer back."""
+    """With `per_connection`, clients without credentials get upstream sessions of their own
+    connections: the question each server session asks on its GET stream while both calls wait is its
+    own call's, so each client is asked exactly its own and gets its answer back."""
     logs = [CallbackLog(), CallbackLog()]
     results: list[Any] = [None, None]
 
@@ -125,7 +125,8 @@ async def test_two_anonymous_clients_calls_in_flight_are_each_asked_their_own_ge
                     await client.call_tool("session_ask_name_later", {"wait": 1.0})
                 )
 
-    with ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url))) as proxy:
+    env = settings_env(upstream=legacy_server.url, anonymous_upstream_sessions="per_connection")
+    with ProxyProcess(clean_env(**env)) as proxy:
         async with anyio.create_task_group() as group:
             group.start_soon(run, proxy.endpoint(), 0)
             group.start_soon(run, proxy.endpoint(), 1)

@@ -6,8 +6,8 @@ JSON-RPC error naming no request (``Bad Request: No valid session ID provided``)
 answers 404. One ``mcp-proxy`` (default settings) stays up while the server is stopped and started
 again on the same port; a 2026-07-28 client's call through the modern->legacy bridge must work on
 both sides of the restart, at once, without waiting for the session's idle timeout (the clients on
-either side send one `Authorization`, so they share the bridge's upstream session: a session of a
-client without one ends with its connection); and a stdio
+either side send one `Authorization`, so they share the bridge's upstream session whatever
+`anonymous_upstream_sessions` says); and a stdio
 client (`mcp-proxy stdio --upstream URL`) that initializes again after the restart gets a new session,
 its handshake carrying no dead session id; the server's refusals of that client's notification and
 answer in the forgotten session are written nowhere (JSON-RPC answers neither).

@@ -35,7 +35,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
-from proxy.engine.modern_client.sessions import LOST_THEN, ORPHAN_WHY, lost_why
+from proxy.engine.modern_client.sessions import LOST_THEN, ORPHAN_WHY, SHARED_HINT, lost_why
 from tests.engine.builders import UNREACHABLE_HINT
 from tests.engine.playbook import Playbook
 from tests.engine.test_mrtr_to_legacy import (
@@ -152,7 +152,7 @@ def test_two_principals_get_two_sessions_each_opened_and_used_with_its_own_crede
 def test_callers_without_credentials_get_sessions_of_their_own_connection_per_capability_set() -> None:
     """A server keeps state per session (the roots it asked for, say): anonymous clients, known by
     nothing but their connections, never share one."""
-    engine = engine_with()
+    engine = engine_with(anonymous_per_connection=True)
     sampling_only = {"sampling": {}}
 
     assert (
@@ -179,6 +179,53 @@ def test_callers_without_credentials_get_sessions_of_their_own_connection_per_ca
     ]
 
 
+def shared_warning(session: str = "upstream-1") -> Log:
+    fields = {
+        "session": session,
+        "capabilities": ALL,
+        "anonymous_upstream_sessions": "shared",
+        "hint": SHARED_HINT,
+    }
+    return Log("anonymous_upstream_session_shared", "warning", fields)
+
+
+def test_by_default_anonymous_callers_share_one_session_and_a_second_connection_is_warned_of_once() -> None:
+    """One developer's client keeps the server's per-session state whatever connections it uses; the
+    first time two open connections use the session, a warning names the setting that keeps clients
+    apart, and never again for that session."""
+    engine = engine_with()
+
+    assert (
+        Playbook(engine)
+        >> on("c1", call("x1", 1, auth=None))
+        << idle_timer(1)
+        << initialize("leg-1", "x1", LEGACY_CAPS_ALL, auth=None)
+        >> on("c1", call("x2", 2, auth=None))
+        >> on("c2", call("x3", 3, auth=None))
+        << shared_warning()
+        >> on("c3", call("x4", 4, auth=None))
+        >> on("c2", call("x5", 5, auth=None))
+    )
+    assert [(s["principal"], s["connection"]) for s in engine.sessions_view()] == [("anonymous", None)]
+
+
+def test_a_connection_using_the_shared_session_after_the_first_one_closed_is_not_warned_of() -> None:
+    """The same client reconnecting (its keep-alive connection closed) is no second client."""
+    engine = engine_with()
+    engine.handle(on("c1", send("x1", 1, "server/discover", auth=None)))
+    open_session(engine, "x1", init="leg-1", notify="leg-2")
+
+    assert (
+        Playbook(engine)
+        >> ClientConnectionClosed("c1")  # the shared session stays
+        >> on("c2", send("x2", 2, "server/discover", auth=None))
+        << ReplyJson("x2", 200, ANY)
+        >> on("c3", send("x3", 3, "server/discover", auth=None))
+        << ReplyJson("x3", 200, ANY)
+        << shared_warning()
+    )
+
+
 def test_a_principal_keeps_one_session_whatever_connection_its_requests_come_on() -> None:
     engine = engine_with()
 
@@ -197,7 +244,7 @@ def test_a_principal_keeps_one_session_whatever_connection_its_requests_come_on(
 
 
 def test_the_idle_session_of_a_closed_connection_is_deleted_upstream_at_once() -> None:
-    engine = engine_with()
+    engine = engine_with(anonymous_per_connection=True)
     engine.handle(on("c1", send("x1", 1, "server/discover", auth=None)))
     open_session(engine, "x1", init="leg-1", notify="leg-2")
 
@@ -218,7 +265,7 @@ def test_the_idle_session_of_a_closed_connection_is_deleted_upstream_at_once() -
 def test_a_call_parked_on_a_closed_connections_session_resumes_from_another_and_then_the_session_closes() -> (
     None
 ):
-    engine = engine_with()
+    engine = engine_with(anonymous_per_connection=True)
     engine.handle(on("c1", send("x0", 0, "server/discover", auth=None)))
     open_session(engine, "x0")
     engine.handle(on("c1", call("x1", 1, auth=None)))

@@ -4,17 +4,17 @@ Theory of operation. Toward the client the engine is a 2026-07-28 server: it val
 one (`validation`), answers `server/discover` from the upstream's InitializeResult, refuses
 what 2026 removed (404) and anything but POST (405), stamps results for 2026 eyes (`answers`)
 and serves `subscriptions/listen` (`listen`). Toward the upstream it is a legacy client with
-sessions of its own (`sessions`, `upstream_session`): one per caller (principal: the hash of
-its `Authorization`; without one, the client connection, closed with it) and declared capability
-set, each opened with that caller's credentials and an `initialize` declaring exactly the input
-kinds the 2026 request declared, so a legacy server that checks its session's capabilities takes
-the path it would take for that client (asks the LLM instead of the user, say) and no caller rides
-a session another caller opened. Requests wait until their
-session is open; a 404 on a session (or a 400 whose error names no request, the TypeScript SDK's
-answer to a session it does not know) re-initializes it transparently and re-sends the request once,
-killing only the calls parked on that session. Sessions are bounded (`max_sessions`: the least
-recently used idle one is DELETEd to make room, or the request is refused naming the setting) and
-closed (DELETE) after `session_ttl` unused.
+sessions of its own (`sessions`, `upstream_session`): one per caller (principal: the hash of its
+`Authorization`; callers without one share a session, or with `anonymous_per_connection` each
+client connection has its own, closed with it) and declared capability set, each opened with that
+caller's credentials and an `initialize` declaring exactly the input kinds the 2026 request
+declared, so a legacy server that checks its session's capabilities takes the path it would take
+for that client (asks the LLM instead of the user, say) and no caller rides a session another
+caller opened. Requests wait until their session is open; a 404 on a session (or a 400 whose error
+names no request, the TypeScript SDK's answer to a session it does not know) re-initializes it
+transparently and re-sends the request once, killing only the calls parked on that session.
+Sessions are bounded (`max_sessions`: the least recently used idle one is DELETEd to make room, or
+the request is refused naming the setting) and closed (DELETE) after `session_ttl` unused.
 
 The heart is the continuation (`rounds`): a legacy server asks its questions in flight on a
 call's SSE stream, a 2026 client can only be asked by ending its request with `input_required`.
@@ -68,7 +68,7 @@ from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
 from proxy.engine.modern_client.state import MrtrContext, describe
 from proxy.engine.modern_client.stream_asks import StreamAsks
 from proxy.engine.modern_client.tokens import StateSealer
-from proxy.engine.modern_client.upstream_session import SessionPool, session_key
+from proxy.engine.modern_client.upstream_session import SessionKey, SessionPool, session_key
 from proxy.engine.modern_client.validation import removed, validate
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import Route
@@ -99,6 +99,7 @@ class MrtrToLegacyEngine:
         max_sessions: int = 100,
         session_ttl: float = 300.0,
         keep_streams: bool = False,
+        anonymous_per_connection: bool = False,
     ) -> None:
         self.upstream = upstream
         table = ContinuationTable(max_continuations, max_per_principal, max_per_client)
@@ -114,6 +115,7 @@ class MrtrToLegacyEngine:
             pool,
             session_ttl,
             keep_streams=keep_streams,
+            anonymous_per_connection=anonymous_per_connection,
         )
         self._listen = ListenEmulator(self._ctx)
         self.client_sessions: Container[str] = frozenset()
@@ -244,12 +246,20 @@ class MrtrToLegacyEngine:
         assert msg.id is not None
         assert msg.method is not None
         caps = request_meta(msg.params).get(META_CLIENT_CAPABILITIES)
-        key = session_key(route.headers, caps, connection)
+        key = session_key(route.headers, caps, connection if self._ctx.anonymous_per_connection else "")
         link = self._ctx.pool.get(key)
         tools = link.tools if link is not None else ToolHeaders()
         refusal = validate(msg.method, msg.params, route.headers, tools) or removed(msg.method)
         if refusal is not None:
             return [ReplyJson(exchange, refusal.status, refusal.body(msg.id))]
+        commands = self._serve(exchange, route, msg, at, peer, key, caps)
+        return [*commands, *self._sessions.shared_by(key, connection)]
+
+    def _serve(
+        self, exchange: str, route: Route, msg: Message, at: float, peer: str, key: SessionKey, caps: Any
+    ) -> Commands:
+        """Serve a valid request on the session of `key` (a retry: on its parked call's session)."""
+        assert msg.id is not None
         if msg.method == "server/discover":
             return self._sessions.discover(exchange, msg.id, key, caps, route.headers)
         if msg.method == "subscriptions/listen":

@@ -2,26 +2,29 @@
 
 Theory of operation. Every request the bridge forwards runs on a legacy session of its own
 *key*: the caller's principal (the hash of its `Authorization`, as tokens bind it) and the input
-capabilities its `_meta` declared, normalized (`upstream_session.session_capabilities`). A request
-without `Authorization` is keyed by its client connection instead of a principal: anonymous clients
-are told apart by nothing else, and a legacy server keeps state per session (the roots it asked
-for, subscriptions, a tool's state) that one client must never be served from another's session.
-The first request of a key opens the session (its `initialize` declares exactly those
-capabilities, with that request's credentials); requests of the key that arrive meanwhile wait for
-it; later ones use it at once. Calls, listen streams and
-discover requests *use* a session while they last (a parked call uses it between rounds too, since
-its continuation lives on that session), so a session is busy while anything uses it.
+capabilities its `_meta` declared, normalized (`upstream_session.session_capabilities`). Requests
+without `Authorization` share the anonymous principal's sessions (`shared`, the default: the one
+developer's client keeps the server's per-session state whatever connections its SDK uses), and the
+first time a second open client connection uses such a session a warning names the setting, since a
+legacy server keeps state per session (the roots it asked for, subscriptions, a tool's state) that
+another client would then be served. With `per_connection` they are keyed by their client
+connection too: anonymous clients are told apart by nothing else. The first request of a key opens
+the session (its `initialize` declares exactly those capabilities, with that request's
+credentials); requests of the key that arrive meanwhile wait for it; later ones use it at once.
+Calls, listen streams and discover requests *use* a session while they last (a parked call uses it
+between rounds too, since its continuation lives on that session), so a session is busy while
+anything uses it.
 
 Bounds. At most `max_sessions` sessions exist. A request whose key has no session when the pool
 is full evicts the least recently used session nobody uses (DELETE upstream, then a new one); when
 every session is busy, the request is refused with -32000 (HTTP 503) naming
-`max_upstream_sessions`. Each session has an idle timer of `session_ttl` seconds (a StartTimer;
-the engine never reads a clock): when it fires and the session was neither busy nor used since the
-last firing, the session is closed (DELETE upstream); otherwise the timer starts again. A session
+`max_upstream_sessions`. Each session has an idle timer of `session_ttl` seconds (a StartTimer; the
+engine never reads a clock): when it fires and the session was neither busy nor used since the last
+firing, the session is closed (DELETE upstream); otherwise the timer starts again. A session
 therefore closes between one and two TTLs after its last use. A session whose client connection
-closed is closed (DELETE upstream) as soon as nobody uses it: no request can come for it again,
-while a call parked on it still resumes from whichever connection its retry comes on, since the
-sealed `requestState` names the call, not the session.
+closed (`per_connection`) is closed (DELETE upstream) as soon as nobody uses it: no request can
+come for it again, while a call parked on it still resumes from whichever connection its retry
+comes on, since the sealed `requestState` names the call, not the session.
 
 Loss. A 404 on a request that carried the session id means the upstream forgot that session (so
 does a 400 whose JSON-RPC error names no request: the TypeScript SDK's servers answer so): its
@@ -50,6 +53,7 @@ from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.exits import finish, forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
+from proxy.engine.modern_client.tokens import ANONYMOUS
 from proxy.engine.modern_client.upstream_session import (
     SessionKey,
     UpstreamLink,
@@ -74,6 +78,15 @@ def lost_why(answered: str) -> str:
 
 ORPHAN_WHY: Final = "its client's connection closed and nothing uses it"
 """Why a session of a caller without credentials is closed after its connection closed."""
+
+SHARED_HINT: Final = (
+    "callers without Authorization share this upstream session and everything the server keeps in it "
+    "(roots, log level, subscriptions, a tool's state); two client connections now use it: one client "
+    "spreading its calls over two (the TypeScript SDK does), or two clients seeing each other's state. "
+    "Set anonymous_upstream_sessions = per_connection, or have each client send its own Authorization, "
+    "to keep clients apart"
+)
+"""What `anonymous_upstream_session_shared` says (once per session)."""
 
 LOST_THEN: Final = "a new session is opened and the call sent again; calls parked in the old one fail"
 """What `upstream_session_lost` says the bridge does about it."""
@@ -314,12 +327,33 @@ class SessionKeeper:
     # -- idle expiry and closing -------------------------------------------------------------------
 
     def connection_closed(self, connection: str) -> Commands:
-        """A client connection closed: its sessions close now, or once the calls using them end."""
+        """A client connection closed: its sessions close now, or once the calls using them end (and
+        a shared anonymous session it used may go on to another connection without a warning)."""
         pool = self._ctx.pool
         for link in pool:
             if link.connection and link.connection == connection:
                 pool.orphans.add(link.name)
+            if link.sharer == connection:
+                link.sharer = ""
         return self.close_orphans()
+
+    def shared_by(self, key: SessionKey, connection: str) -> Commands:
+        """A request from `connection` uses the session of `key`: warn, once per session, when that is
+        the shared anonymous session and another open client connection uses it too."""
+        link = self._ctx.pool.get(key)
+        if link is None or link.principal != ANONYMOUS or link.connection or link.shared_warned:
+            return []
+        if not connection or link.sharer in ("", connection):
+            link.sharer = link.sharer or connection
+            return []
+        link.shared_warned = True
+        fields = {
+            "session": link.name,
+            "capabilities": link.label,
+            "anonymous_upstream_sessions": "shared",
+            "hint": SHARED_HINT,
+        }
+        return [Log("anonymous_upstream_session_shared", "warning", fields)]
 
     def close_orphans(self) -> Commands:
         """Close every session whose connection closed and that nobody uses (nor is opening) now."""

@@ -178,6 +178,9 @@ class MrtrContext:
     keep_streams: bool = False
     """Each session holds its GET stream open while it lives, for server requests sent outside any
     call's stream; False: a GET stream is open only while a listener listens."""
+    anonymous_per_connection: bool = False
+    """Callers without credentials get sessions per client connection (`per_connection`); False:
+    they share one per capability set (`shared`)."""
     calls: dict[str, Call] = field(default_factory=dict)
     serving: dict[str, str] = field(default_factory=dict)
     legs: dict[str, LegRef] = field(default_factory=dict)

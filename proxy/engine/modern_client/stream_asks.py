@@ -10,10 +10,11 @@ waiting for its answer (running, or collecting a round):
 
 - one such call: it is asked there, exactly as if the request had come on its own stream;
 - several: it is refused upstream at once, said in a warning and in a note on each of those calls'
-  answers. Clients sending the same credentials share one upstream session, so the calls may be
-  different people's: giving the question to any one of them could show one client's prompt to
-  another and give its answer to the wrong call. A server that names the related request, or
-  clients with their own `Authorization` or none (each client connection its own upstream session),
+  answers. Clients sending the same credentials, or none with `anonymous_upstream_sessions` =
+  `shared` (the default), share one upstream session, so the calls may be different people's:
+  giving the question to any one of them could show one client's prompt to another and give its
+  answer to the wrong call. A server that names the related request, clients with their own
+  `Authorization`, or `per_connection` (each anonymous client connection its own upstream session)
   avoid the refusal;
 - none: nobody could answer, so it is refused upstream at once (the server never waits for an
   answer that cannot come).
@@ -24,8 +25,9 @@ its upstream request is itself blocked awaiting the answers to the questions it 
 question on the GET stream is not its own: giving it there would leave the server waiting up to
 `continuation_ttl` on a client that may be gone, and counting it would make a single client's next
 call look like one of several. The parked call keeps its slot until its retry or its TTL (a later
-call of the session proves nothing: clients of one principal share the session, and one client may
-make other calls while a person answers); the log lines name it (`parked`) when it was passed over.
+call of the session proves nothing: clients of one principal, or anonymous ones by default, share
+the session, and one client may make other calls while a person answers); the log lines name it
+(`parked`) when it was passed over.
 
 From there it is one of the call's nested requests like any other: it joins the call's round, the
 capability gate applies, and the client's answer is POSTed upstream on the session. A
@@ -49,10 +51,11 @@ Refuse = Callable[[str, Message, str], Commands]
 
 HINT = (
     "the server asked on its session's GET stream, naming no request, while several calls waited for "
-    "their answers; clients sending the same Authorization share one upstream session (and one client "
-    "may run calls side by side), so the question could be any of theirs: a server that relates its "
-    "request (the Python SDK's related_request_id, ctx.elicit in a tool) or clients with their own "
-    "Authorization (or none: each connection then has its own session) avoid this"
+    "their answers; clients sending the same Authorization, or none with anonymous_upstream_sessions "
+    "= shared, share one upstream session (and one client may run calls side by side), so the question "
+    "could be any of theirs: a server that relates its request (the Python SDK's related_request_id, "
+    "ctx.elicit in a tool), clients with their own Authorization, or anonymous_upstream_sessions = "
+    "per_connection avoid this"
 )
 MAX_CALL_NOTES = 8
 """Refusals noted for one call's next answer (its log lines say every one)."""

@@ -15,10 +15,11 @@ SDK server asks for elicitation only when the client declared it, and otherwise 
 path). Declaring more than the caller did would make the server ask questions the caller cannot
 answer; declaring less would hide its fallback-free features. Why a session per principal: the
 session is opened with the caller's `Authorization`, and a server may tie state and permissions to
-it, so one caller's calls never ride a session another caller's credentials opened. A caller
-without credentials is known by nothing but its connection, so each client connection of those gets
-sessions of its own: whatever a legacy server keeps per session (the roots it asked for, its log
-level, subscriptions, a tool's state) is never one anonymous client's seen by another.
+it, so one caller's calls never ride a session another caller's credentials opened. Callers
+without credentials share one session per capability set by default (`shared`: one developer's
+client keeps a server's per-session state across its connections); `per_connection` keys them by
+their client connection instead, so whatever a legacy server keeps per session (the roots it asked
+for, its log level, subscriptions, a tool's state) is never one anonymous client's seen by another.
 
 Every later upstream request carries the session id and the negotiated version. A 404 on a request
 that carried the session id means the upstream forgot the session: `lost()` bumps the generation,
@@ -66,8 +67,8 @@ class SessionKey(NamedTuple):
     capabilities: str
     """The canonical label of the declared input capabilities (`capability_label`)."""
     connection: str = ""
-    """The client connection of a caller without credentials; "" for a principal's session, which
-    serves that principal on every connection."""
+    """The client connection of a caller without credentials when each connection has sessions of its
+    own (`per_connection`); "" for a session serving its principal on every connection."""
 
 
 def session_capabilities(modern: Any) -> dict[str, Any]:
@@ -104,8 +105,8 @@ def capability_label(legacy: dict[str, Any]) -> str:
 def session_key(
     headers: Iterable[tuple[str, str]], modern_capabilities: Any, connection: str = ""
 ) -> SessionKey:
-    """The session a request belongs to: its principal's, or without `Authorization` its connection's
-    (distinct anonymous clients are distinct clients to the server, as they would be direct)."""
+    """The session a request belongs to: its principal's, or without `Authorization` that of
+    `connection` (given when anonymous clients get sessions per connection; "" shares them)."""
     principal = principal_of(headers)
     label = capability_label(session_capabilities(modern_capabilities))
     return SessionKey(principal, label, connection if principal == ANONYMOUS else "")
@@ -147,6 +148,10 @@ class UpstreamLink:
     """Resource URIs subscribed upstream on this session, with how many listeners want each."""
     announced: bool = False
     """Told to the observer as open: its next handshake is a re-initialization, its removal an end."""
+    sharer: str = ""
+    """The open client connection known to use this shared anonymous session ("" for none yet)."""
+    shared_warned: bool = False
+    """A second open client connection used this shared anonymous session, and a warning said so."""
 
     def __repr__(self) -> str:
         held = "held" if self.session_id is not None else "none"
