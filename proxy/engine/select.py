@@ -3,6 +3,10 @@
 The probe is two requests the transport sends once (and again when the upstream's answers stop
 fitting the verdict): a 2026-07-28 `server/discover`, and a legacy `initialize` whose session is
 deleted right after. A server that accepts both is dual-era and every client passes through.
+
+Over stdio, a server that refuses `server/discover` with an error of its own speaks only the
+handshake era (a 2026-07-28 server must implement the method), so no `initialize` is sent: the child
+that answered stays fresh for the first client's own handshake.
 """
 
 from __future__ import annotations
@@ -87,6 +91,18 @@ def modern_accepted(status: int, messages: Sequence[Message]) -> bool:
         if msg.kind is Kind.ERROR and msg.error.get("code") in _MODERN_ERRORS:
             return True
     return False
+
+
+def refused_as_legacy(messages: Sequence[Message]) -> bool:
+    """Did a stdio server answer `server/discover` with an error of its own that no 2026-07-28
+    server gives (an unknown method, invalid params)? A handshake-era server answers so; -32000 is
+    left out, since the proxy says that itself when the child exits or cannot be written to."""
+    return any(
+        m.kind is Kind.ERROR
+        and m.error.get("code") not in _MODERN_ERRORS
+        and m.error.get("code") != errors.UPSTREAM_UNAVAILABLE
+        for m in messages
+    )
 
 
 def legacy_accepted(status: int, messages: Sequence[Message]) -> bool:

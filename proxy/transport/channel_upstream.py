@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import http
 import itertools
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -261,6 +262,7 @@ class ChannelSession:
                 if ex is not None and ex.response is not None:
                     ex.response.end()
             case CloseChannel(reason):
+                self.owner.stopping(self)
                 self.channel.stop(reason)
             case Log(event, level, fields):
                 getattr(self._log, level)(event, upstream=self.owner.shown, **fields)
@@ -387,6 +389,13 @@ class ChannelUpstream:
         self.sessions = ChannelSessions(lambda: secrets.token_hex(16), max_sessions, "max_upstream_children")
         self.restarts = Restarts(restarts_per_minute)
         self._shared: ChannelSession | None = None
+        self._spare: ChannelSession | None = None
+        """A channel the era probe started (it carries no session and no client request yet): the
+        first request that needs a channel takes it, so the probe costs no process of its own."""
+        self._spare_fresh = False
+        """The spare's server saw nothing but a refused `server/discover`: a session may adopt it."""
+        self._stopping: set[ChannelSession] = set()
+        """Channels asked to stop that have not ended yet (waited for before the probe starts one)."""
         self._starting: asyncio.Future[ChannelSession] | None = None
         self._by_session: dict[str, ChannelSession] = {}
         self._all: set[ChannelSession] = set()
@@ -402,7 +411,8 @@ class ChannelUpstream:
         """Told why (the exit, the last stderr lines) when a channel that carried a request since this
         was set ends on its own: the shim (`mcp-proxy stdio -- CMD`) ends with its client's server,
         so the client sees it go, as it would without the proxy. Set once the start-up probe is
-        done: the probe's idle child of a dual-era server carries nothing of the client's."""
+        done: the probe's own requests are no client's, and the probe's child that the first client
+        takes carries from that client's first request on."""
 
     def request_nowait(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes, query: str = ""
@@ -449,6 +459,49 @@ class ChannelUpstream:
         found = self._by_session.get(session)
         return found if found is not None and not found.ended else None
 
+    async def probe_request(self, headers: Iterable[tuple[str, str]], body: bytes) -> UpstreamResponse:
+        """The era probe's `server/discover`, on the running shared channel or else on the spare
+        (started for it when there is none): the probe never adds a process beside another."""
+        if self._closed:
+            raise UpstreamError("unreachable", "the proxy is shutting down")
+        items = list(headers)
+        session = self.direct_session(None)
+        if session is None:
+            spare = self._spare
+            if spare is None or spare.ended:
+                await self.settle()
+                spare = self._spare = await self._start(None, items)
+                self._spare_fresh = False
+            session = spare
+        name = f"x{next(self._names)}"
+        return await self._exchange(session, name, PostReceived(name, body), items)
+
+    def keep_spare_fresh(self) -> None:
+        """The spare's server refused `server/discover` as a handshake-era server does: the first
+        session's `initialize` goes to it (it saw no handshake yet)."""
+        self._spare_fresh = self._spare is not None and not self._spare.ended
+
+    async def drop_spare(self) -> None:
+        """Stop the spare and wait until it has ended (before a channel that must not run beside it)."""
+        spare, self._spare, self._spare_fresh = self._spare, None, False
+        if spare is not None and not spare.ended:
+            self._stop(spare, "the era probe is done with it")
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Wait until every channel asked to stop has ended (each forced after its own grace)."""
+        stopping = [s for s in self._stopping if not s.ended]
+        await asyncio.gather(*(s.channel.stopped(math.inf) for s in stopping), return_exceptions=True)
+
+    def stopping(self, session: ChannelSession) -> None:
+        """A channel was asked to stop (by the proxy, or by its core on a DELETE)."""
+        if not session.ended:
+            self._stopping.add(session)
+
+    def _stop(self, session: ChannelSession, why: str) -> None:
+        self.stopping(session)
+        session.channel.stop(why)
+
     def release_shared(self, why: str) -> None:
         """Stop the shared channel while it carries nothing: the upstream serves no request that would
         use it. The era probe's `server/discover` starts it; a legacy-only server refuses that, and its
@@ -458,7 +511,7 @@ class ChannelUpstream:
         if shared is None or shared.ended or shared.exchanges:
             return
         self._shared = None
-        shared.channel.stop(why)
+        self._stop(shared, why)
 
     def exchange_name(self) -> str:
         """A fresh name for an exchange of a channel's core."""
@@ -492,6 +545,10 @@ class ChannelUpstream:
         shared = self._shared
         if shared is not None and not shared.ended:
             return shared
+        spare, self._spare = self._spare, None
+        if spare is not None and not spare.ended:  # the probe's child serves sessionless clients
+            self._shared = spare
+            return spare
         starting = self._starting
         if starting is None or starting.done():
             starting = self._starting = asyncio.get_running_loop().create_future()
@@ -507,7 +564,16 @@ class ChannelUpstream:
         return await asyncio.shield(starting)
 
     async def _open(self, name: str, headers: list[tuple[str, str]]) -> ChannelSession:
+        spare, fresh = self._spare, self._spare_fresh
+        if spare is not None and fresh and not spare.ended and spare.core.idle:
+            self._spare, self._spare_fresh = None, False
+            spare.session = name
+            spare.core.adopt_session(name)
+            self._by_session[name] = spare
+            return spare
         try:
+            if spare is not None:  # it saw a 2026-07-28 request: never a session's, nor beside one
+                await self.drop_spare()
             session = await self._start(name, headers)
         except BaseException:
             self.sessions.ended(name)
@@ -547,8 +613,11 @@ class ChannelUpstream:
     def ended(self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "") -> None:
         """A channel closed: forget it; one that died on its own counts against the restart budget."""
         self._all.discard(session)
+        self._stopping.discard(session)
         if session is self._shared:
             self._shared = None
+        if session is self._spare:
+            self._spare, self._spare_fresh = None, False
         if session.session is not None:
             self._by_session.pop(session.session, None)
             self.sessions.ended(session.session)

@@ -3,6 +3,12 @@
 It rides the upstream pool like every other upstream request, to the MCP endpoint's path, so its
 request line and `Host` are the ones pass-through and the bridges send: a probe that succeeds proves
 the path works for them too.
+
+A stdio command is probed on one child at a time, and no child is started for the probe alone when
+the server speaks only the handshake era: its `server/discover` goes to a child that the first client
+then takes (a refused discover leaves it fresh for that client's `initialize`). Only a server that
+answers discover is sent an `initialize` too, on a second child started once the first has ended, and
+that one is ended before anything else starts: a server that allows one instance at a time serves.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from proxy.engine.select import (
     legacy_probe,
     modern_accepted,
     modern_probe,
+    refused_as_legacy,
 )
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent
-from proxy.transport.channel_upstream import RefusedStart
+from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -77,16 +84,25 @@ async def probe_upstream(
     `credentials` (the `Authorization` of the request that asked for the probe, if any) go along, so
     an upstream that answers nobody without them can still be told apart.
     """
+    stdio = pool if isinstance(pool, ChannelUpstream) and pool.transport == "stdio" else None
     try:
         async with asyncio.timeout(limit_s):
             headers, body = modern_probe()
-            status_m, messages, _ = await _post(pool, upstream, (*headers, *credentials), body)
+            first = _OnSpare(stdio) if stdio is not None else pool
+            status_m, messages, _ = await _post(first, upstream, (*headers, *credentials), body)
             modern = modern_accepted(status_m, messages)
+            if stdio is not None and not modern and refused_as_legacy(messages):
+                stdio.keep_spare_fresh()
+                return ProbeResult(UpstreamEras(legacy=True, modern=False), True)
+            if stdio is not None:
+                await stdio.drop_spare()
             headers, body = legacy_probe()
             status_l, messages, session = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
             if session:
                 await _delete_session(pool, upstream, session, credentials)
+            if stdio is not None:
+                await stdio.settle()  # the initialize's child has ended before any other starts
         eras = UpstreamEras(legacy=legacy, modern=modern)
         if eras.known:
             return ProbeResult(eras, True)
@@ -104,6 +120,18 @@ async def probe_upstream(
     except UpstreamError as exc:
         return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
     return ProbeResult(eras, True, problem)
+
+
+class _OnSpare:
+    """A stdio upstream's requests as the probe's `server/discover` goes: onto the spare child."""
+
+    def __init__(self, channels: ChannelUpstream) -> None:
+        self.channels = channels
+
+    async def request(
+        self, method: str, path: str, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> UpstreamResponse:
+        return await self.channels.probe_request(headers, body)
 
 
 def _unknown(statuses: str, status_m: int, status_l: int) -> str:
@@ -132,7 +160,10 @@ async def _sse_refusal(
 
 
 async def _post(
-    pool: UpstreamClient, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
+    pool: UpstreamClient | _OnSpare,
+    upstream: Upstream,
+    headers: tuple[tuple[str, str], ...],
+    body: dict[str, Any],
 ) -> tuple[int, list[Message], str | None]:
     resp = await pool.request("POST", upstream.base_path, headers, dumps(body))
     try:

@@ -291,8 +291,9 @@ async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_s
 ) -> None:
     # Without the proxy, the client sees its server's stdout close and its host offers to start the
     # server again (stdio hosts start a process, they never initialize again on the same pipe): the
-    # shim ends the same way, not answering "Session not found" for ever. The era probe's own child
-    # of this dual-era server is still running beside the client's, and is no concern of the client.
+    # shim ends the same way, not answering "Session not found" for ever. This dual-era server
+    # answers the era probe's `server/discover`, so its handshake is probed on a second child: both
+    # probe children have ended before the client's session child starts, and only that one is killed.
     client: RawStdioClient = raw_client("--", *shlex.split(python_stdio_command()))
     client.request(1, "initialize", **INIT)
     assert "result" in client.answer(1)
@@ -305,8 +306,14 @@ async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_s
         what="the call's progress",
         seconds=READ_SECONDS,
     )
-    started = [json.loads(line)["pid"] for line in list(client.err) if b'"upstream_started"' in line]
+    events = [json.loads(line) for line in list(client.err) if line.startswith(b"{")]
+    started = [e["pid"] for e in events if e.get("event") == "upstream_started"]
     assert len(started) == 3, client.stderr()[-2000:]  # the probe's two, then the client's session's
+    order = [(e.get("event"), e.get("pid")) for e in events]
+    session_start = order.index(("upstream_started", started[2]))
+    for probe_child in started[:2]:  # each stopped, and gone, before the session's child started
+        assert order.index(("upstream_stopping", probe_child)) < session_start, client.stderr()[-2000:]
+        assert not _alive(probe_child)
     os.kill(started[-1], signal.SIGKILL)
     failed = client.answer(2)
     assert failed["error"]["message"] == (
@@ -322,6 +329,22 @@ async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_s
     answers = [json.loads(line) for line in client.out]
     assert [m for m in answers if m.get("error", {}).get("message") == "Session not found"] == []
     await until(lambda: not any(_alive(pid) for pid in started), what="every child to exit", seconds=10)
+
+
+async def test_the_shim_starts_a_legacy_server_once_and_serves_it_even_when_single_instance(
+    raw_client: Any, tmp_path: Path
+) -> None:
+    # Under `flock -n` a second copy exits at once: the era probe's child must be the session's.
+    server = ["flock", "-n", str(tmp_path / "lock"), *shlex.split(everything_stdio_command())]
+    client: RawStdioClient = raw_client("--", *server)
+    client.request(1, "initialize", **INIT)
+    assert client.answer(1)["result"]["serverInfo"], client.stderr()
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    client.request(2, "tools/call", name="get-sum", arguments={"a": 1, "b": 2})
+    assert "3" in json.dumps(client.answer(2)["result"]), client.stderr()
+    assert client.close() == 0
+    started = [json.loads(line)["pid"] for line in list(client.err) if b'"upstream_started"' in line]
+    assert len(started) == 1, client.stderr()
 
 
 def _alive(pid: int) -> bool:

@@ -11,7 +11,9 @@ server (in its own environment) takes the catalogue of ``tests.peers.apps`` the 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -190,17 +192,63 @@ def test_the_python_sdks_stdio_server_serves_both_eras_through_the_proxy(
     assert "error" not in lines["ask_name"], lines["ask_name"]
 
 
-def test_no_child_is_left_running_after_the_probe_of_a_legacy_stdio_server() -> None:
-    # The probe's `server/discover` starts the child 2026-07-28 requests share; server-everything is
-    # legacy-only, so nothing would use it: it must not run beside the clients' own children (a
-    # server that allows one instance at a time would refuse them).
-    with ProxyProcess(clean_env(**settings_env(upstream_cmd=everything_stdio_command()))) as proxy:
-        assert proxy.wait_for("upstream_eras", 60) is not None, _logs(proxy)
+def single_instance(command: str, lock: Path) -> str:
+    """The command run under `flock -n`: a second copy started while one runs exits at once with
+    status 1, as a server that allows one instance at a time (a lock file, a fixed port) does."""
+    return shlex.join(["flock", "-n", str(lock), *shlex.split(command)])
 
-        def running(lines: list[dict[str, Any]]) -> set[int]:
-            started = {e["pid"] for e in lines if e.get("event") == "upstream_started"}
-            return started - {e["pid"] for e in lines if e.get("event") == "upstream_stopping"}
 
-        lines = proxy.wait_events(lambda lines: not running(lines))
-        assert not running(lines), _logs(proxy)
-        assert len([e for e in lines if e.get("event") == "upstream_started"]) >= 1  # the probe ran
+def _children(lines: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """The pids of the children started, and of those the proxy stopped, in the log's order."""
+    started = [e["pid"] for e in lines if e.get("event") == "upstream_started"]
+    return started, [e["pid"] for e in lines if e.get("event") == "upstream_stopping"]
+
+
+def _most_at_once(lines: list[dict[str, Any]]) -> int:
+    """The most children alive at once, from their starts and their ends (stopped, or exited)."""
+    alive: set[int] = set()
+    most = 0
+    for e in lines:
+        if e.get("event") == "upstream_started":
+            alive.add(e["pid"])
+            most = max(most, len(alive))
+        elif e.get("event") in ("upstream_stopping", "upstream_exited"):
+            alive.discard(e.get("pid", -1))
+    return most
+
+
+def test_the_probes_child_of_a_single_instance_legacy_server_serves_the_first_client(tmp_path: Path) -> None:
+    # server-everything refuses `server/discover` as every handshake-era server does, so the probe
+    # needs no `initialize` and no second child: the child it asked is the first session's.
+    command = single_instance(everything_stdio_command(), tmp_path / "lock")
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=command))) as proxy:
+        eras = proxy.wait_for("upstream_eras", 60)
+        assert eras is not None, _logs(proxy)
+        assert eras["eras"] == "legacy", _logs(proxy)
+        steps = [{"id": "sum", "op": "call", "tool": "get-sum", "arguments": {"a": 1, "b": 2}}]
+        run = run_plan("python-legacy", proxy.endpoint(), steps)
+        assert "3" in str(run.lines["sum"]["result"]), run.stderr + _logs(proxy)
+        lines = proxy.wait_events(lambda lines: bool(_children(lines)[1]))  # its DELETE ended the child
+        started, stopped = _children(lines)
+        assert started == stopped, _logs(proxy)  # one child, the probe's, ended with the session
+        assert len(started) == 1, _logs(proxy)
+
+
+def test_a_dual_era_stdio_server_is_probed_one_child_at_a_time_and_none_is_left_behind(
+    tmp_path: Path,
+) -> None:
+    # The Python SDK's stdio server answers `server/discover` and then serves that connection in the
+    # 2026-07-28 era only, so its handshake is probed on a second child: started once the first has
+    # ended, and ended before any client's child starts.
+    command = single_instance(python_stdio_command(), tmp_path / "lock")
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=command))) as proxy:
+        eras = proxy.wait_for("upstream_eras", 60)
+        assert eras is not None, _logs(proxy)
+        assert eras["eras"] == "dual", _logs(proxy)
+        run = run_plan("python-legacy", proxy.endpoint(), PY_PLAN)
+        assert run.lines["ask_name"]["callbacks"], run.stderr + _logs(proxy)
+        lines = proxy.wait_events(lambda lines: len(_children(lines)[1]) >= 3)
+        started, stopped = _children(lines)
+        assert _most_at_once(lines) == 1, _logs(proxy)
+        assert len(started) == 3, _logs(proxy)  # two for the probe, one for the session
+        assert set(started) == set(stopped), _logs(proxy)

@@ -131,6 +131,18 @@ class ChannelCore:
         self._held: deque[bytes] = deque()
         self._aliases = 0
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is in flight on the channel: no call, no open exchange, no server message held."""
+        return not (self._calls or self._exchanges or self._asked or self._held)
+
+    def adopt_session(self, session: str) -> None:
+        """Stand for a legacy session from now on: a fresh channel the era probe left, whose server
+        saw no `initialize` yet, serves the session a client's `initialize` opens (no new process)."""
+        self.session = session
+        self._json_head = (_JSON, (SESSION_ID, session))
+        self._sse_head = ((SESSION_ID, session),)
+
     def __repr__(self) -> str:
         return (
             f"ChannelCore(session={'yes' if self.session else 'shared'}, calls={len(self._calls)}, "
