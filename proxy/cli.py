@@ -340,19 +340,31 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
 
 async def serve_until_signalled(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
+    A signal during the start (the era probe waiting on a silent upstream) stops it at once too.
 
     SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports
     behind a closed terminal; SIGUSR1 reopens the capture file and the log file, for external log
     rotation (as nginx does).
     """
+    from proxy.cli_signals import start_unless_stopped
+    from proxy.logs import get_logger
+
     loop = asyncio.get_running_loop()
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
+    asked = asyncio.Event()
+
+    def signalled(sig: signal.Signals) -> None:
+        signals.put_nowait(sig)
+        asked.set()
+
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     for sig in stopping:
-        loop.add_signal_handler(sig, signals.put_nowait, sig)
+        loop.add_signal_handler(sig, signalled, sig)
     loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
     try:
-        await proxy.start()
+        if not await start_unless_stopped(proxy.start(), asked):
+            get_logger().info("stopped_while_starting", signal=signals.get_nowait().name)
+            return 0
         first = await signals.get()
         for sig in stopping:
             loop.add_signal_handler(sig, proxy.hurry)

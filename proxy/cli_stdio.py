@@ -167,6 +167,7 @@ def run_stdio(loaded: LoadedSettings) -> int:
 async def _serve(proxy: Any, pipes: Any) -> str | None:
     """Start the proxy, serve stdio until stdin ends, a signal, or the wrapped server's own exit,
     then stop everything; returns why the wrapped server is gone, if it is."""
+    from proxy.cli_signals import start_unless_stopped
     from proxy.transport.stdio_client import serve_stdio
 
     loop = asyncio.get_running_loop()
@@ -175,9 +176,10 @@ async def _serve(proxy: Any, pipes: Any) -> str | None:
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
+    lost: str | None = None
     try:
-        await proxy.start()
-        lost = await serve_stdio(proxy.serving(), pipes, stop)
+        if await start_unless_stopped(proxy.start(), stop):
+            lost = await serve_stdio(proxy.serving(), pipes, stop)
     finally:
         await proxy.stop()
         for sig in (*signals, signal.SIGUSR1):

@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import signal
+import socket
+import subprocess
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -25,9 +28,9 @@ import pytest
 from proxy.flows.events import ProxyInfo
 from proxy.record.export import Format, export_capture
 from proxy.runtime import Proxy
-from tests.peers.runner import PeerServer, arun_peer
+from tests.peers.runner import REPO_ROOT, PeerServer, arun_peer
 from tests.peers.scenarios import TOOL_CALLS, expected_result, run_scenario
-from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
+from tests.sidecar import START_SECONDS, ProxyProcess, admin_get, clean_env, proxy_command, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
 from ui.feeds import FeedStatus
 from ui.model import ViewModel
@@ -193,3 +196,38 @@ def test_an_upstream_nobody_answers_at_start_is_explained_not_only_named() -> No
     assert "Connection refused" in unknown["problem"]
     assert "probes the upstream again on the next request" in unknown["hint"]
     assert "/readyz answers 503" in unknown["hint"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_while_the_start_up_probe_waits_stops_the_proxy_at_once(sig: signal.Signals) -> None:
+    # A hand-written FAKE upstream: a socket that accepts and never answers (a hung server, a
+    # half-open tunnel), which no real server does on demand. The probe waits up to 120 s on it.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", upstream_timeout=120))
+        process = subprocess.Popen(
+            proxy_command(),
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            silent.settimeout(START_SECONDS)
+            probe, _ = silent.accept()  # the era probe is connected and waits for its answer
+            with probe:
+                process.send_signal(sig)
+                code = process.wait(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=5)
+            assert process.stderr is not None
+            with process.stderr:
+                logged = [json.loads(line) for line in process.stderr if line.startswith("{")]
+    events = [e.get("event") for e in logged]
+    assert code == 0, logged
+    assert "stopped_while_starting" in events, logged
+    assert "listening" not in events, logged  # never announced as serving after it was told to stop
