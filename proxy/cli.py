@@ -304,7 +304,10 @@ def start_failure(loaded: LoadedSettings, exc: OSError) -> str:
     """The one line that blames the setting at fault when the proxy cannot start, and what to do."""
     from proxy.logs import LogFileError
     from proxy.transport.health import ListenError
+    from proxy.transport.self_loop import UpstreamIsThisProxy
 
+    if isinstance(exc, UpstreamIsThisProxy):
+        return f"mcp-proxy: {exc}"
     if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
         return f"mcp-proxy: capture: {exc}"
     if isinstance(exc, LogFileError):

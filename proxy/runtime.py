@@ -55,6 +55,7 @@ from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.metrics import continuations_of
 from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
+from proxy.transport.self_loop import loop_refusal, upstream_is_listener
 from proxy.transport.sse_clients import SseClients, sse_paths
 from proxy.transport.sse_upstream import SseChannel
 from proxy.transport.stdio_upstream import StdioChannel, shown_command
@@ -351,6 +352,8 @@ class Proxy:
             self._front.sse_clients = SseClients(self.serving(), paths)
         self.port = await self._front.start(host, port)
         self.host = host
+        if upstream_is_listener(self.upstream, host, self.port):
+            raise loop_refusal(self.upstream, f"{host}:{self.port}")
         self.relays.listen_url = self.url
 
     def serving(self) -> Serving:

@@ -322,6 +322,33 @@ def test_a_listen_port_already_in_use_exits_2_with_one_line_naming_listen_its_fl
     )
 
 
+@pytest.mark.parametrize(
+    ("upstream_host", "listen_host", "era"),
+    [("127.0.0.1", "127.0.0.1", "legacy"), ("localhost", "0.0.0.0", "auto")],
+)
+def test_an_upstream_that_is_the_proxys_own_listener_is_refused_at_start_with_exit_2(
+    upstream_host: str, listen_host: str, era: str, tmp_path: Path
+) -> None:
+    # Served, one request would open thousands of connections to itself (a forced era), or the
+    # probe would wait on itself for upstream_timeout (auto).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    upstream = f"http://{upstream_host}:{port}/mcp"
+    listen = f"{listen_host}:{port}"
+
+    done = run_cli(
+        "--upstream", upstream, "--listen", listen, "--upstream-era", era, "--no-admin-enabled", cwd=tmp_path
+    )
+
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"mcp-proxy: upstream (http://{upstream_host}:{port}) is this proxy's own listener "
+        f"(listen {listen}): every request would come back to the proxy. Point --upstream at the MCP "
+        "server's address, or move the proxy with --listen HOST:PORT\n"
+    )
+
+
 def test_a_listen_host_that_is_no_address_of_this_machine_says_which_hosts_work(tmp_path: Path) -> None:
     done = run_cli("--upstream", UPSTREAM, "--listen", "192.0.2.1:0", "--no-admin-enabled", cwd=tmp_path)
 
