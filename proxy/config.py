@@ -292,7 +292,9 @@ class Settings(BaseModel):
     state (one's roots, log level or subscriptions are the others'), and a warning says so the first
     time two open client connections use one such session. per_connection: each client connection
     gets sessions of its own, closed (DELETE upstream) once it closed and nothing uses them; use it
-    for a proxy serving several anonymous clients (or have them send `Authorization`).
+    for a proxy serving several anonymous clients (or have them send `Authorization`). Each new
+    connection then costs an upstream handshake and a DELETE, and takes one of
+    `max_upstream_sessions` while open.
     """
     # -- what goes upstream, and the engines' bounds ------------------------------------------------
     max_method_length: Annotated[int, Field(gt=0, le=4096)] = 256

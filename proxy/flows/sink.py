@@ -203,11 +203,7 @@ class ObservationSink:
             for obs in batch:
                 apply(obs)
         elif key is not None:  # one key's (a relay's batches are): one entry
-            self._pending.append((tuple(batch), size, key))
-            self._bytes += size
-            self._count += len(batch)
-            if self._count - self._held_count > self.backlog or self._bytes > self.max_bytes:
-                self._shed()
+            self._enqueue((tuple(batch), size, key))
         else:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_weight(one), key_of(one)))
@@ -284,7 +280,7 @@ class ObservationSink:
                 queued_bytes -= size
                 count -= len(batch)
                 dropped += len(batch)
-            else:
+            else:  # down under the bounds without outgrowing them: nothing to build
                 return
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes

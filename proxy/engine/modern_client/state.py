@@ -35,11 +35,11 @@ LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream", "c
 the DELETE that ends a session."""
 
 Phase = Literal["queued", "running", "collecting", "parked"]
+"""queued: waits for the session; running: leg open, asker attached; collecting: a round window is
+open; parked: the asker got `input_required` and the call waits for a retry."""
 
 FULL_LOG_EVERY = 1.0
 """Seconds between two `bridge_continuations_full` warnings (the refusals between are counted)."""
-"""queued: waits for the session; running: leg open, asker attached; collecting: a round window is
-open; parked: the asker got `input_required` and the call waits for a retry."""
 
 KEY_PREFIX: dict[str, str] = {
     "elicitation/create": "elicitation",
