@@ -133,6 +133,8 @@ class RetryBook:
         self.window = window
         self._by_state: BoundedMap = BoundedMap()
         self._by_chain: BoundedMap = BoundedMap()
+        self._state_of: BoundedMap = BoundedMap()
+        """Chain id -> the `requestState` digest its retry is awaited by (a wait that runs out drops it)."""
         self.waiting: BoundedMap = BoundedMap()
         """Chain id -> when it began to wait for its retry, oldest first (`overdue` reads the first)."""
 
@@ -142,10 +144,12 @@ class RetryBook:
         """Wait for the retry of the `input_required` `result` that ended a round of `chain_id` at `since`
         (None: the call waits in a bridge, whose continuation says when it stops waiting)."""
         if since is not None:
-            self.waiting[chain_id] = since
+            self._wait_from(chain_id, since)
         state = result.get("requestState")
         if isinstance(state, str):
-            self._by_state[digest(state)] = chain_id
+            key = digest(state)
+            self._by_state[key] = chain_id
+            self._state_of[chain_id] = key
             return
         requests = result.get("inputRequests")
         keys = frozenset(requests) if isinstance(requests, dict) else frozenset()
@@ -160,6 +164,8 @@ class RetryBook:
         if isinstance(state, str):
             key = digest(state)
             chain_id = self._by_state.pop(key, None)
+            if chain_id is not None:
+                self._state_of.pop(chain_id, None)
             since = self.waiting.pop(chain_id, None) if chain_id is not None else None
             return RetryMatch(chain_id, UNKNOWN_STATE, state_key=key, since=since)
         answered = frozenset(responses) if isinstance(responses, dict) else frozenset()
@@ -178,9 +184,10 @@ class RetryBook:
         if found.chain_id is None:
             return
         if found.since is not None:
-            self.waiting[found.chain_id] = found.since
+            self._wait_from(found.chain_id, found.since)
         if found.state_key is not None:
             self._by_state[found.state_key] = found.chain_id
+            self._state_of[found.chain_id] = found.state_key
         elif found.expectation is not None:
             self._by_chain[found.chain_id] = found.expectation
 
@@ -188,6 +195,9 @@ class RetryBook:
         """Stop waiting for a finished chain's retry, so a later look-alike cannot join it."""
         self._by_chain.pop(chain_id, None)
         self.waiting.pop(chain_id, None)
+        state_key = self._state_of.pop(chain_id, None)
+        if state_key is not None and self._by_state.get(state_key) == chain_id:
+            del self._by_state[state_key]
 
     def overdue(self, now: float) -> list[tuple[str, float]]:
         """The chains whose wait for a retry ran out by `now`, each with when it ran out, no longer
@@ -200,8 +210,27 @@ class RetryBook:
                 break
             del waiting[chain_id]
             self._by_chain.pop(chain_id, None)
+            state_key = self._state_of.pop(chain_id, None)
+            if state_key is not None and self._by_state.get(state_key) == chain_id:
+                del self._by_state[state_key]
             ran_out.append((chain_id, since + self.window))
         return ran_out
+
+    def _wait_from(self, chain_id: str, since: float) -> None:
+        """Wait for `chain_id`'s retry from `since`, in its place among the waits by when each began (a
+        refused retry's call waits again from its first `since`, older than the waits that began since)."""
+        waiting = self.waiting
+        waiting.pop(chain_id, None)
+        newer: list[tuple[str, float]] = []
+        while waiting:
+            last = waiting.popitem()
+            if last[1] <= since:
+                waiting[last[0]] = last[1]
+                break
+            newer.append(last)
+        waiting[chain_id] = since
+        for key, began in reversed(newer):
+            waiting[key] = began
 
     def __len__(self) -> int:
         """Retries awaited by signature (those by `requestState` only age out of their bound)."""
