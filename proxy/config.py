@@ -256,7 +256,8 @@ class Settings(BaseModel):
     """Key that seals requestState tokens; random per process if unset (set it to share between restarts)."""
     continuation_ttl: Seconds = 300.0
     """Seconds a parked upstream call waits for the client's retry before it is cancelled; a
-    pass-through call answered `input_required` is shown waiting that long, then ends `incomplete`."""
+    pass-through call answered `input_required` is shown waiting that long, then ends `incomplete` (within
+    about a second, with or without traffic)."""
     round_window: NonNegativeSeconds = 0.001
     """Seconds the MRTR-client bridge waits for more in-flight requests before answering one round.
 

@@ -27,7 +27,7 @@ from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
-from proxy.flows.sink import ObservationSink
+from proxy.flows.sink import SWEEP_EVERY, ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
 from proxy.framing.http import (
@@ -236,6 +236,8 @@ class Proxy:
         self._announced = False
         """The proxy's first `ProxyInfo` went out: later era changes are announced as they happen."""
         self._hurry = asyncio.Event()
+        self._sweeper: asyncio.TimerHandle | None = None
+        """The next sweep of the waits that ran out (`_sweep`), while the proxy runs."""
         self.port = 0
         self.host = ""
 
@@ -338,6 +340,12 @@ class Proxy:
             upstream=self.upstream.shown,
             eras=self.router.eras.label,
         )
+        self._sweeper = asyncio.get_running_loop().call_later(SWEEP_EVERY, self._sweep)
+
+    def _sweep(self) -> None:
+        """End the waits that ran out with no traffic to end them, then come back (`SWEEP_EVERY`)."""
+        self._sweeper = asyncio.get_running_loop().call_later(SWEEP_EVERY, self._sweep)
+        self.observations.sweep()
 
     async def _start_front(self) -> None:
         """Listen for MCP clients: Streamable HTTP, and HTTP+SSE on its own paths."""
@@ -496,6 +504,9 @@ class Proxy:
 
     async def stop(self) -> None:
         """Stop listening, close the upstream client, flush and close the capture."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         self.relays.holds.release()
         self.desk.drain()  # every held message goes on unchanged
         self.router.close()

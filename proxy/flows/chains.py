@@ -205,6 +205,20 @@ class ChainBuilder:
         finally:
             clock.at = None
 
+    def sweep(self, now: float) -> None:
+        """End the waits that ran out by `now` though no observation came since (a quiet proxy): calls
+        never retried and streams never resumed, as the next observation would have ended them."""
+        if not (self._resumes.waits or self._retries.waiting):
+            return
+        clock = self._clock
+        clock.at = now
+        try:
+            for wait, note in self._resumes.ran_out(now):
+                self._end_wait(wait, wait.since, note)
+            self._end_unretried(now)
+        finally:
+            clock.at = None
+
     @property
     def finished(self) -> int:
         """Chains finished so far (how a reader without headlines learns that a chain ended)."""

@@ -7,10 +7,10 @@ server dropped the stream, and for a legacy client also when the stream was cut 
 A request the client cancelled never waits either: nothing will answer it.
 
 A wait ends when the client resumes (the resumed stream carries the request again), cancels, deletes
-its session (or the server says the session is gone, HTTP 404), or when an observation comes more
-than `RESUME_WINDOW` seconds after the cut, so nothing waits for ever. The chain builder and the
-metrics' operation counter keep one table each, with the same rules, so a chain and the counters
-agree. No I/O, no clock (times are the observations'), no logging.
+its session (or the server says the session is gone, HTTP 404), or when an observation comes, or the
+proxy's sweep runs, more than `RESUME_WINDOW` seconds after the cut, so nothing waits for ever. The
+chain builder and the metrics' operation counter keep one table each, with the same rules, so a chain
+and the counters agree. No I/O, no clock (times are the observations'), no logging.
 """
 
 from __future__ import annotations
@@ -108,17 +108,24 @@ class ResumeWaits(Generic[T]):
         `RESUME_WINDOW` before it, and those of a session it ends (a DELETE, or HTTP 404 to a request of
         the session). Only the oldest wait is looked at when none has run out."""
         waits = self.waits
-        ended: list[tuple[Wait[T], str]] = []
-        while waits:
-            key, first = next(iter(waits.items()))
-            if obs.t - first.since <= RESUME_WINDOW:
-                break
-            del waits[key]
-            ended.append((first, NEVER_RESUMED))
+        ended = self.ran_out(obs.t)
         session = _session_ended(obs, session_of)
         if session is not None:
             for key in [k for k in waits if k[0] == session]:
                 ended.append((waits.pop(key), SESSION_ENDED))
+        return ended
+
+    def ran_out(self, now: float) -> list[tuple[Wait[T], str]]:
+        """The waits that began more than `RESUME_WINDOW` before `now`, each with its note, no longer
+        waited on. Only the oldest wait is looked at when none has run out."""
+        waits = self.waits
+        ended: list[tuple[Wait[T], str]] = []
+        while waits:
+            key, first = next(iter(waits.items()))
+            if now - first.since <= RESUME_WINDOW:
+                break
+            del waits[key]
+            ended.append((first, NEVER_RESUMED))
         return ended
 
 

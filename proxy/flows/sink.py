@@ -5,7 +5,9 @@ exchange than relaying it. So the sink hands each observation to its listeners (
 metrics, which need no chain) and to the round-trip tally (the log line), and then either builds it
 into chains at once, when a watcher wants chains live (a TUI, the admin feed), or queues it. Whoever
 needs the chains of queued observations (an admin API read, a feed about to take its snapshot) calls
-`build`; nothing builds them behind a reader's back. Observations carry their own times, so a chain
+`build`; nothing builds them behind a reader's back. What ends with no observation at all (a call never
+retried, a stream never resumed) ends at a `sweep`: the proxy runs one every `SWEEP_EVERY` seconds and
+at each read, for the chains and the metrics alike. Observations carry their own times, so a chain
 built later is the chain that would have been built live.
 
 Bounded: past `backlog` queued observations or `max_bytes` of memory their decoded bodies are
@@ -57,6 +59,13 @@ _MESSAGE_KINDS = frozenset({MessageSeen, LegMessageSeen})
 _Entry = tuple[tuple[Observation, ...], int, str]
 """Queued observations of one key, the estimated memory their bodies hold, and that key."""
 
+SWEEP_EVERY = 1.0
+"""Seconds between two sweeps the running proxy makes (`ObservationSink.sweep`): a wait that ran out
+ends in the chains, the feed and the metrics at most this late, with no traffic at all."""
+
+Sweeper = Callable[[float], None]
+"""Told the time, to end what ran out by then (the metrics' operation counter)."""
+
 Listener = Callable[[Sequence[Observation]], None]
 """Receives every observation as it is made (the capture, the metrics), in batches of one call site's
 observations in order: never a chain. A listener must not keep the sequence itself."""
@@ -83,6 +92,9 @@ class ObservationSink:
         """The time an observation is made at (call sites stamp their observations with it)."""
         self.tally = RoundTripTally(redactor)
         self.listeners: list[Listener] = []
+        self.sweepers: list[Sweeper] = []
+        """Told the time at each `sweep` (the metrics), to end the waits that ran out by then as the
+        chain builder does."""
         self.on_asked: Callable[[ServerAsked], None] | None = None
         """Told of each request sent to a client, as it goes (the runtime logs it): the exchange it
         rides waits on the client from then on."""
@@ -123,8 +135,21 @@ class ObservationSink:
         return self._take((*before, obs) if before else (obs,))
 
     def build(self) -> None:
-        """Build every queued observation into chains now (someone is about to look at them)."""
+        """Build every queued observation into chains now, and end the waits that ran out by now
+        (someone is about to look at them)."""
         self.build_some(None)
+        self.sweep()
+
+    def sweep(self, now: float | None = None) -> None:
+        """End, in the chains and in every sweeper at once, the waits that ran out by `now` (None: the
+        clock's) though no observation came since: a call never retried within `continuation_ttl`, a
+        stream never resumed. Chains not built yet are swept when they are (`build`): a wait may have
+        ended by an observation still queued."""
+        now = self.now() if now is None else now
+        for sweeper in self.sweepers:
+            sweeper(now)
+        if self.keep and not (self._building or self._pending or self._held):
+            self.builder.sweep(now)
 
     def build_some(self, most: int | None) -> bool:
         """Build queued observations into chains, the oldest first: about `most` of them (None: all),
@@ -198,7 +223,7 @@ class ObservationSink:
                     self._track_leg(obs)
         if self._live:
             if self._pending or self._held:
-                self.build()
+                self.build_some(None)
             apply = self.builder.apply
             for obs in batch:
                 apply(obs)
@@ -285,7 +310,7 @@ class ObservationSink:
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes
             self.dropped += dropped
-        self.build()
+        self.build_some(None)
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:

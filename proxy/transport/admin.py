@@ -123,7 +123,7 @@ class AdminServer:
             client_connections=ctx.client_connections,
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
-            clock=ctx.observations.now,
+            sweep=ctx.observations.sweep,
         )
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:
@@ -133,6 +133,7 @@ class AdminServer:
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)
+        ctx.observations.sweepers.append(self.metrics.counting.sweep)
         self._runner: web.AppRunner | None = None
         self.host = ""
         self.port = 0
@@ -188,6 +189,9 @@ class AdminServer:
         listeners, counting = self.ctx.observations.listeners, self.metrics.counting.observe_all
         if counting in listeners:
             listeners.remove(counting)
+        sweepers, sweep = self.ctx.observations.sweepers, self.metrics.counting.sweep
+        if sweep in sweepers:
+            sweepers.remove(sweep)
 
     def app(self) -> web.Application:
         """The admin aiohttp application."""

@@ -36,6 +36,7 @@ async def build_queued(sink: ObservationSink) -> None:
     while left:
         await asyncio.sleep(0)
         left = sink.build_some(BUILD_PIECE)
+    sink.sweep()
 
 
 async def stream_export(

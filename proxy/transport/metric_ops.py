@@ -445,8 +445,8 @@ class OpCounter:
         answered, or an `input_required` answer whose retry has not come and may still (read on a
         scrape: the tables are bounded, and the traffic path keeps no count of its own). A wait that
         ran out by `now` ends here, as of when it ran out, as the next observation would end it."""
-        if now is not None and self._retries.waiting:
-            self._end_unretried(now)
+        if now is not None:
+            self.sweep(now)
         self._promote_all()  # a quick exchange never waits, but the tables below are read whole
         waiting = {
             id(op)
@@ -664,6 +664,15 @@ class OpCounter:
         op.wait_from, op.waited = claim.wait_from, claim.waited
         self._retries.restore(claim.found)
         return True
+
+    def sweep(self, now: float) -> None:
+        """End the waits that ran out by `now` though no observation came since, as the chain builder's
+        sweep does (the observation sink runs both at once, so the counters and the chains agree)."""
+        if self._resumes.waits:
+            for wait, _ in self._resumes.ran_out(now):
+                self._finish(wait.target, wait.since, error=True)
+        if self._retries.waiting:
+            self._end_unretried(now)
 
     def _end_unretried(self, now: float) -> None:
         """End the pass-through operations whose client has not retried within the window, as of when

@@ -15,7 +15,6 @@ grow the registry without limit, nor take the labels of the methods every client
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -78,10 +77,11 @@ class ProxyMetrics:
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
-        clock: Callable[[], float] = time.time,
+        sweep: Callable[[], None] = lambda: None,
     ) -> None:
         """`retry_window` is how long a pass-through call answered `input_required` waits for its retry
-        (`continuation_ttl`); `clock` is the observations' (a scrape ends the waits that ran out by then)."""
+        (`continuation_ttl`); `sweep` ends the waits that ran out by now, in the chains and the counters
+        alike (the observation sink's), before a scrape reads them."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
         self.counts = _Counts()
@@ -107,9 +107,14 @@ class ProxyMetrics:
                 client_timeouts=client_timeouts,
                 client_connections=client_connections,
                 capture_failed=capture_failed,
-                waiting_on_client=lambda: self.counting.waiting_on_client(clock()),
+                waiting_on_client=lambda: self._waiting_on_client(sweep),
             )
         )
+
+    def _waiting_on_client(self, sweep: Callable[[], None]) -> int:
+        """The operations waiting on the client once the waits that ran out by now are ended."""
+        sweep()
+        return self.counting.waiting_on_client()
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

@@ -83,3 +83,25 @@ def test_a_call_never_retried_stops_waiting_on_the_client_when_its_window_runs_o
     assert metrics.counting.waiting_on_client(asked + RETRY_WINDOW - 1) == 1
     assert metrics.counting.waiting_on_client(asked + RETRY_WINDOW + 1) == 0
     assert sum(row[ERRORS] for row in metrics.counts.ended.values()) == 0
+
+
+@pytest.mark.parametrize("watched", [False, True], ids=["built-on-read", "built-live"])
+def test_on_a_quiet_proxy_a_sweep_ends_a_call_never_retried_in_the_chains_and_the_gauge_alike(
+    watched: bool,
+) -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    rig.sink.sweepers.append(metrics.counting.sweep)
+    live = rig.bus.subscribe("tui", 100) if watched else None
+    modern_round(rig.facts, rig.clock, "x1", ask_name(1), ASK_NAME, connection="k1")
+    rig.sink.build()
+    (waiting,) = rig.chains()
+    assert waiting.summary.status is ChainStatus.WAITING_CLIENT
+
+    rig.clock.now += RETRY_WINDOW + 1  # no observation comes: only the proxy's sweep runs
+    rig.sink.sweep()
+
+    assert waiting.summary.status is ChainStatus.INCOMPLETE  # what /api/chains and the feed show
+    assert metrics.counting.waiting_on_client() == 0  # what the gauge says
+    if live is not None:  # a watching TUI hears of it without a read
+        assert rig.events[-1].chain.status is ChainStatus.INCOMPLETE  # type: ignore[attr-defined]
