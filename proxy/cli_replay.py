@@ -320,10 +320,10 @@ async def _replay(
     if not any(o.compared for o in outcomes):
         tell(f"mcp-proxy replay: {_nothing_replayed(outcomes)}")
         return USAGE_EXIT
-    if source.report.any_skipped:
+    if source.report.loses_chains:
         tell(
-            "mcp-proxy replay: lines of the capture were skipped (above), so chains may be missing "
-            "from what was replayed: exit 1, as export does"
+            "mcp-proxy replay: lines of the capture that may hold chains were skipped (above), so "
+            "chains may be missing from what was replayed: exit 1"
         )
         return DIFFERS_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
@@ -401,7 +401,7 @@ def _document(
         "ok": not missing
         and any(o.compared for o in outcomes)
         and not any(o.counts for o in outcomes)
-        and not source.report.any_skipped,
+        and not source.report.loses_chains,
     }
 
 

@@ -134,6 +134,13 @@ class ExportReport:
         exit status says so."""
         return bool(self.corrupt_lines or self.unknown_lines or self.cut_short or self.unplaced_lines)
 
+    @property
+    def loses_chains(self) -> bool:
+        """Whether a skipped line may have held a chain: a corrupt line, a last line cut short, or the
+        lines of an exchange whose opening line was one of those. Lines of kinds a newer minor wrote
+        (which the format promises to read past) and lines that joined no chain lose none."""
+        return bool(self.corrupt_lines or self.cut_short or self.left_out_lines)
+
     def skipped(self) -> dict[str, Any] | None:
         """The JSON export's `skipped` member; None when nothing was skipped."""
         if not self.any_skipped:
