@@ -15,7 +15,7 @@ import pytest
 
 from proxy.engine.commands import CancelTimer, CloseLeg, Log, ReplyJson, StartTimer
 from proxy.engine.events import ClientDisconnected, LegEnded, LegFailed, LegResponded, TimerFired
-from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.continuations import ContinuationTable, Refusal
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
@@ -97,12 +97,14 @@ def test_the_table_bounds_slots_in_total_and_per_principal_and_frees_them_on_rel
     table.take("c1", "call-1", "alice")
     table.take("c2", "call-2", "alice")
 
-    assert table.refusal("alice") == (
-        "this caller already holds max_continuations_per_principal=2 parked calls"
+    assert table.refusal("alice") == Refusal(
+        "this caller already holds max_continuations_per_principal=2 parked calls", ("call-1", "call-2")
     )
     assert table.refusal("bob") is None
     table.take("c3", "call-3", "bob")
-    assert table.refusal("carol") == "the proxy already holds max_continuations=3 parked calls"
+    assert table.refusal("carol") == Refusal(
+        "the proxy already holds max_continuations=3 parked calls", ("call-1", "call-2", "call-3")
+    )
     assert table.call_of("c2") == "call-2"
     assert (len(table), table.principals(), "c1" in table) == (3, 2, True)
 
@@ -347,6 +349,22 @@ def test_a_full_table_tells_when_its_oldest_slot_frees_and_logs_once_a_second_co
     ]
 
 
+def test_retry_after_counts_only_slots_whose_ttl_runs_not_a_resumed_call_still_running() -> None:
+    engine = ready_engine(max_per_principal=2, continuation_ttl=30.0)
+    park(engine, at=1000.0)
+    retry = call("x9", 9, requestState=state(at=1000.0, ttl=30.0), inputResponses=ANSWER, at=1005.0)
+    assert any(c == RESUMED for c in engine.handle(retry))  # call-1 runs again, keeping its slot
+    sent = engine.handle(call("x2", 2, name="second", at=1010.0))
+    (leg,) = [command.leg for command in sent if getattr(command, "leg", None)]
+    engine.handle(up(leg, req("e2", "elicitation/create", FORM)))
+    assert StartTimer("ttl:call-2", 30.0) in engine.handle(TimerFired("round:call-2", 1010.02))
+
+    refused = [c for c in refuse(engine, 3, 1020.0) if isinstance(c, ReplyJson)]
+
+    # call-1 (parked at 1000, running now) has no TTL running; call-2's slot frees at 1040 at the latest
+    assert [(r.status, r.headers) for r in refused] == [(503, (("Retry-After", "20"),))]
+
+
 def test_another_principal_still_fits_when_one_caller_is_at_its_limit() -> None:
     engine = ready_engine(max_per_principal=1)
     park(engine)
@@ -494,8 +512,8 @@ def test_the_table_bounds_slots_per_client_address_whatever_principal_they_claim
     table.take("c1", "call-1", "p1", "10.0.0.1")
     table.take("c2", "call-2", "p2", "10.0.0.1")
 
-    assert table.refusal("p3", "10.0.0.1") == (
-        "this client address already holds max_continuations_per_client=2 parked calls"
+    assert table.refusal("p3", "10.0.0.1") == Refusal(
+        "this client address already holds max_continuations_per_client=2 parked calls", ("call-1", "call-2")
     )
     assert table.refusal("p3", "10.0.0.2") is None
     assert table.refusal("p3") is None, "an unknown address is counted against none"

@@ -28,6 +28,13 @@ class Slot(NamedTuple):
     client: str
 
 
+class Refusal(NamedTuple):
+    """Why a call cannot be parked (naming the bound and its setting), and the calls holding that bound."""
+
+    why: str
+    holders: tuple[str, ...]
+
+
 @dataclass
 class ContinuationTable:
     """continuation id -> slot, with a total, a per-principal and a per-client-address bound."""
@@ -48,33 +55,30 @@ class ContinuationTable:
     def __repr__(self) -> str:
         return f"ContinuationTable({len(self)}/{self.max_total}, principals={len(self._per_principal)})"
 
-    def refusal(self, principal: str, client: str = "") -> str | None:
-        """Why a new continuation for `principal` from `client` cannot be parked now (None: there is room).
+    def refusal(self, principal: str, client: str = "") -> Refusal | None:
+        """Why a new continuation for `principal` from `client` cannot be parked now, and the calls
+        holding the bound that refuses it (None: there is room). The bounds are checked in one order
+        (total, client address, principal): the first one full is the one named.
 
         `client` is the client's address; "" (unknown) is counted against no address.
         """
+        slots = self._slots.values()
         if len(self._slots) >= self.max_total:
-            return f"the proxy already holds max_continuations={self.max_total} parked calls"
+            why = f"the proxy already holds max_continuations={self.max_total} parked calls"
+            return Refusal(why, tuple(slot.call for slot in slots))
         if client and self._per_client[client] >= self.max_per_client:
-            return (
+            why = (
                 f"this client address already holds max_continuations_per_client={self.max_per_client} "
                 "parked calls"
             )
+            return Refusal(why, tuple(slot.call for slot in slots if slot.client == client))
         if self._per_principal[principal] >= self.max_per_principal:
-            return (
+            why = (
                 f"this caller already holds max_continuations_per_principal={self.max_per_principal} "
                 "parked calls"
             )
+            return Refusal(why, tuple(slot.call for slot in slots if slot.principal == principal))
         return None
-
-    def refusing(self, principal: str, client: str = "") -> list[str]:
-        """The calls holding the bound `refusal` names for `principal` from `client` (all for the total)."""
-        slots = self._slots.values()
-        if len(self._slots) >= self.max_total:
-            return [slot.call for slot in slots]
-        if client and self._per_client[client] >= self.max_per_client:
-            return [slot.call for slot in slots if slot.client == client]
-        return [slot.call for slot in slots if slot.principal == principal]
 
     def take(self, continuation: str, call: str, principal: str, client: str = "") -> None:
         """Give `call` a slot under `continuation` (the caller checked `refusal` first)."""

@@ -38,6 +38,7 @@ of 0 holds exactly the requests that reached the proxy together with the first.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
@@ -205,11 +206,12 @@ class RoundKeeper:
             return [log, *abort(ctx, call, error_response(ident, errors.INTERNAL_ERROR, text), 200, text)]
         if call.continuation is not None:
             return None
-        why = ctx.table.refusal(call.binding.principal, call.client)
-        if why is not None:
+        refused_by = ctx.table.refusal(call.binding.principal, call.client)
+        if refused_by is not None:
+            why = refused_by.why
             text = f"The proxy cannot hold this call for a retry: {why}."
             body = error_response(ident, errors.UPSTREAM_UNAVAILABLE, text)
-            wait = retry_after(ctx, call)
+            wait = retry_after(ctx, call, refused_by.holders)
             refused = abort(ctx, call, body, 503, why, (("Retry-After", str(wait)),))
             said = ctx.full_line(call.asker.at, {"call": call.key, "why": why, "retry_after": wait})
             return [said, *refused] if said is not None else refused
@@ -393,13 +395,16 @@ def json_type(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def retry_after(ctx: MrtrContext, call: Call) -> int:
+def retry_after(ctx: MrtrContext, call: Call, holders: Iterable[str]) -> int:
     """Whole seconds a call refused a parking slot is told to wait (`Retry-After`): until the oldest
-    call holding the bound that refused it reaches `continuation_ttl`, when its slot is let go at the
-    latest (at least 1; the whole TTL when arrival times are not known)."""
+    of the `holders` of the bound that refused it whose `continuation_ttl` runs (parked, waiting for
+    its client's retry) reaches it, when its slot is let go at the latest (at least 1). A holder that
+    was resumed and runs another round has no TTL running and may keep its slot past that, so it is
+    not counted; the whole TTL is told when no holder is parked or arrival times are not known. It
+    is a hint: a parked holder resumed before then keeps its slot too."""
     longest = max(1, math.ceil(ctx.ttl))
-    holders = (ctx.calls.get(key) for key in ctx.table.refusing(call.binding.principal, call.client))
-    parked = [held.parked_at for held in holders if held is not None and held.parked_at > 0.0]
+    held = (ctx.calls.get(key) for key in holders)
+    parked = [c.parked_at for c in held if c is not None and c.phase == "parked" and c.parked_at > 0.0]
     now = call.asker.at
     if not parked or now <= 0.0:
         return longest
