@@ -349,6 +349,21 @@ def test_a_full_table_tells_when_its_oldest_slot_frees_and_logs_once_a_second_co
     ]
 
 
+def test_the_full_table_warning_is_never_silenced_by_unknown_arrival_times_or_a_clock_stepped_back() -> None:
+    engine = ready_engine(max_per_principal=1, continuation_ttl=30.0)
+    park(engine, at=1000.0)
+
+    def warned(n: int, at: float) -> list[dict[str, Any]]:
+        return [c.fields for c in refuse(engine, n, at) if isinstance(c, Log)]
+
+    assert [len(warned(n, 0.0)) for n in (2, 3, 4)] == [1, 1, 1]  # 0.0: no time given, no throttle
+    assert len(warned(5, 1010.0)) == 1
+    assert warned(6, 1010.5) == []
+    assert len(warned(7, 900.0)) == 1  # the wall clock stepped back (NTP): said at once
+    assert warned(8, 900.5) == []
+    assert warned(9, 901.0)[0]["also_unlogged"] == 1
+
+
 def test_retry_after_counts_only_slots_whose_ttl_runs_not_a_resumed_call_still_running() -> None:
     engine = ready_engine(max_per_principal=2, continuation_ttl=30.0)
     park(engine, at=1000.0)

@@ -191,7 +191,8 @@ class MrtrContext:
     observed: list[BridgeCommand] = field(default_factory=list)
     """Observations of the event being handled; the engine emits them after its other orders."""
     full_said_at: float = -math.inf
-    """When the last `bridge_continuations_full` line was written (by request arrival times)."""
+    """When the last `bridge_continuations_full` line was written (by request arrival times, wall
+    clock; lines for requests without one leave it as it is)."""
     full_unsaid: int = 0
     """Refusals for want of a parking slot since that line, which the next one counts."""
 
@@ -199,11 +200,16 @@ class MrtrContext:
         """The warning for a call refused a parking slot at `at`: None when one was written within
         `FULL_LOG_EVERY` seconds (this one is counted for the next line, as `also_unlogged`). Clients
         that are refused retry, so a full table refuses many calls a second, which must not flood the
-        log; `/metrics` counts every one as an error of its chain."""
-        if at < self.full_said_at + FULL_LOG_EVERY:
+        log; `/metrics` counts every one as an error of its chain.
+
+        `at` is a wall-clock time, so only a refusal within `FULL_LOG_EVERY` after the last line is
+        held back: one without a time (0.0) is always written, and so is one before the last line
+        (the clock stepped back), which the next ones are then measured from."""
+        if at > 0.0 and self.full_said_at <= at < self.full_said_at + FULL_LOG_EVERY:
             self.full_unsaid += 1
             return None
-        self.full_said_at = at
+        if at > 0.0:
+            self.full_said_at = at
         also, self.full_unsaid = self.full_unsaid, 0
         return Log(
             "bridge_continuations_full", "warning", {**fields, "also_unlogged": also} if also else fields
