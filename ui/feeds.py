@@ -7,9 +7,10 @@ Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or statu
   FlowEvent JSON each (`proxy_info`, then history, then live events and `lagged` markers);
   reconnects with bounded backoff when the proxy restarts or the network drops, its statuses marked
   `again` from the first drop on (what answers next may be another run of the proxy). A view that
-  falls behind the proxy (a `lagged` marker, or live events older than `BEHIND_AFTER` seconds by the
-  proxy's clock) says so and connects again at once: a fresh history shows the proxy as it is now,
-  and what waited for this view in the proxy's queue and in the sockets is let go unread.
+  falls behind the proxy (a `lagged` marker, or live events read more than `BEHIND_AFTER` seconds
+  after the proxy wrote them, by the proxy's clock) says so and connects again at once: a fresh
+  history shows the proxy as it is now, and what waited for this view in the proxy's queue and in
+  the sockets is let go unread.
 - `CaptureFeed`: a JSONL capture file, read off the event loop so a large file never freezes the
   screen. A small file is read whole; a big one shows its newest part at once (`read_tail`) while an
   index pass in a process of its own (`proxy.record.index`) builds every chain, then hands the app
@@ -47,7 +48,6 @@ from proxy.flows.events import (
     Lagged,
     MessageRecorded,
     ProxyInfo,
-    SessionChanged,
     event_from_json,
 )
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
@@ -283,6 +283,8 @@ class AttachFeed:
                     if isinstance(item, SseComment):
                         if item.text == "live":
                             lag.history_read()
+                        else:
+                            lag.stamped(item.text)
                         continue
                     try:
                         event = event_from_json(item)
@@ -310,10 +312,15 @@ class _Behind:
 class LagWatch:
     """Tells, event by event, whether an attached view has fallen behind the proxy it reads.
 
-    The proxy's clock is learned from its `proxy_info` (written as the connection opens), so a host
-    whose clock differs is not taken for a late one. Only live events count (the history is old by
-    nature), and only once the view has been live `after` seconds: a view that needs longer than
-    that to read a history still shows each fresh one for a while before it catches up again.
+    How late the view reads is judged by when the proxy wrote what it reads (the `: sent` stamp that
+    heads each write of live events), never by the times inside the events: a chain can end, or a
+    message be filed, long after what it tells happened (a stream ended as of its cut, a call its
+    client never retried), and such an event is news, not a backlog. A proxy that stamps nothing is
+    judged by its `lagged` markers alone. The proxy's clock is learned from its `proxy_info` (written
+    as the connection opens), so a host whose clock differs is not taken for a late one. Only live
+    events count (the history is old by nature), and only once the view has been live `after`
+    seconds: a view that needs longer than that to read a history still shows each fresh one for a
+    while before it catches up again.
     """
 
     def __init__(self, after: float, clock: Callable[[], float]) -> None:
@@ -322,10 +329,22 @@ class LagWatch:
         self._offset: float | None = None
         """This host's clock minus the proxy's (None until its `proxy_info`)."""
         self._live_since: float | None = None
+        self._sent: float | None = None
+        """When the proxy wrote the events read now, by its clock (None until a `: sent` stamp)."""
 
     def history_read(self) -> None:
         """The history ended (`: live`): what follows happens now."""
         self._live_since = self._clock()
+
+    def stamped(self, comment: str) -> None:
+        """Read a comment of the feed: a `sent <epoch seconds>` stamp times the events after it."""
+        name, _, value = comment.partition(" ")
+        if name != "sent":
+            return
+        try:
+            self._sent = float(value)
+        except ValueError:
+            return
 
     def behind(self, event: FlowEvent) -> str:
         """Why the view is behind after reading `event` ('' while it keeps up)."""
@@ -336,26 +355,12 @@ class LagWatch:
             return ""
         if isinstance(event, Lagged):
             return f"the proxy dropped {event.dropped} events for this view: reading its newest chains"
-        at = _happened_at(event)
-        if at is None or self._offset is None:
+        if self._sent is None or self._offset is None:
             return ""
-        late = now - self._offset - at
+        late = now - self._offset - self._sent
         if late <= self.after:
             return ""
         return f"{late:.0f}s behind the proxy: reading its newest chains"
-
-
-def _happened_at(event: FlowEvent) -> float | None:
-    """When the proxy saw what the event tells (None for an event that does not say)."""
-    if isinstance(event, MessageRecorded):
-        return event.message.ts
-    if isinstance(event, SessionChanged | ContinuationChanged):
-        return event.ts
-    if isinstance(event, ChainOpened):
-        return event.chain.started
-    if isinstance(event, ChainChanged):
-        return event.chain.ended
-    return None
 
 
 class _Refused(Exception):

@@ -4,8 +4,9 @@ This is what `mcp-proxy tui --attach` reads (docs/admin-api.md is the protocol r
 event's data is one `FlowEvent` as `event_to_json` encodes it: first a `proxy_info`, then for each of
 the newest `history` chains a `chain_opened` (its current headline), its stored `message`s and a
 `chain_changed`, then a `continuation` for each call parked now (its latest state); then a `: live`
-comment; then live events from the bus, with a `lagged` marker where
-this client fell behind and a `: keepalive` comment when nothing happened for a while.
+comment; then live events from the bus, each write of them headed by a `: sent <epoch seconds>`
+comment (when the proxy wrote them, so a reader can tell how late it reads them), with a `lagged`
+marker where this client fell behind and a `: keepalive` comment when nothing happened for a while.
 
 The seam between history and live is the rule in `Seam`: the subscription is taken *before* the
 snapshot, in the same synchronous step, and live events already covered by the snapshot are skipped.
@@ -14,6 +15,7 @@ snapshot, in the same synchronous step, and live events already covered by the s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -46,6 +48,17 @@ KEEPALIVE = b": keepalive\n\n"
 
 LIVE = b": live\n\n"
 """The SSE comment between the history and the live events (SSE parsers skip it; a TUI may use it)."""
+
+
+def sent_stamp(at: float) -> bytes:
+    """The comment heading each write of live events: when the proxy wrote them (epoch seconds).
+
+    A chain's own times say when its traffic happened, which can be long before the event that tells
+    it (a stream ended as of its cut, a head filed as its exchange closes), so a reader judges how
+    late it reads by this stamp alone.
+    """
+    return b": sent %.3f\n\n" % at
+
 
 _BATCH_BYTES = 256 * 1024
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError, ConnectionError)
@@ -135,6 +148,8 @@ class FeedSource:
     keepalive: float = 15.0
     on_close: Callable[[Subscription], None] | None = None
     clients: int = 0
+    clock: Callable[[], float] = time.time
+    """The clock of the `: sent` stamps (epoch seconds)."""
 
 
 async def serve_feed(request: web.Request, source: FeedSource, history: int) -> web.StreamResponse:
@@ -147,7 +162,7 @@ async def serve_feed(request: web.Request, source: FeedSource, history: int) -> 
     try:
         await response.prepare(request)
         await _write_all(response, [source.info(), *snapshot.events()], tail=LIVE)
-        await _stream_live(response, sub, snapshot.seam(), source.keepalive)
+        await _stream_live(response, sub, snapshot.seam(), source)
         await response.write_eof()
     except _CLIENT_GONE:
         pass
@@ -169,10 +184,12 @@ async def _write_all(response: web.StreamResponse, events: list[FlowEvent], *, t
     await response.write(bytes(batch + tail))
 
 
-async def _stream_live(response: web.StreamResponse, sub: Subscription, seam: Seam, keepalive: float) -> None:
+async def _stream_live(
+    response: web.StreamResponse, sub: Subscription, seam: Seam, source: FeedSource
+) -> None:
     while True:
         try:
-            async with asyncio.timeout(keepalive):
+            async with asyncio.timeout(source.keepalive):
                 first = await sub.get()
         except TimeoutError:
             await response.write(KEEPALIVE)
@@ -188,4 +205,4 @@ async def _stream_live(response: web.StreamResponse, sub: Subscription, seam: Se
                 break
             event = sub.get_nowait()
         if batch:
-            await response.write(bytes(batch))
+            await response.write(sent_stamp(source.clock()) + batch)

@@ -6,6 +6,7 @@ once, each message once, in order. The seam rule itself is also checked without 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -42,7 +43,8 @@ from tests.transport.test_admin import admin_proxy, metric, scrape
 pytestmark = pytest.mark.e2e
 
 Item = FlowEvent | str
-"""A feed item: a flow event, or the text of an SSE comment (`live`, `keepalive`)."""
+"""A feed item: a flow event, or the text of an SSE comment (`live`, `keepalive`); the `sent` stamps
+heading live writes are kept apart (`FeedReader.stamps`)."""
 
 
 class FeedReader:
@@ -53,6 +55,8 @@ class FeedReader:
         self.decoder = SseDecoder()
         self.pending: deque[Item] = deque()
         self.seen: list[Item] = []
+        self.stamps: list[float] = []
+        """The `sent` stamps read so far (epoch seconds), in order."""
 
     async def next(self) -> Item:
         while not self.pending:
@@ -62,6 +66,8 @@ class FeedReader:
             for item in self.decoder.feed(chunk):
                 if isinstance(item, SseEvent):
                     self.pending.append(event_from_json(item.data))
+                elif isinstance(item, SseComment) and item.text.startswith("sent "):
+                    self.stamps.append(float(item.text.removeprefix("sent ")))
                 elif isinstance(item, SseComment):
                     self.pending.append(item.text)
         item = self.pending.popleft()
@@ -262,3 +268,23 @@ def test_the_seam_skips_what_the_history_covered_and_passes_everything_newer() -
         "other chain message 1": True,
         "lagged": True,
     }
+
+
+async def test_each_write_of_live_events_is_headed_by_when_the_proxy_wrote_it(
+    legacy_server: PeerServer,
+) -> None:
+    """A reader tells how late it reads from these stamps: the times inside events can be old news."""
+    async with admin_proxy(legacy_server.url) as proxy, attached(proxy, "?history=0") as feed:
+        await feed.until(lambda item: item == "live")
+        assert feed.stamps == []  # the history is not stamped: it is old by nature
+        before = time.time()
+        proxy.bus.publish(SessionChanged(ts=1.0, session="s1", state="opened"))
+        chunk = await bounded(feed.response.content.readany(), what="the live write")
+        after = time.time()
+    head, _, frame = chunk.partition(b"\n\n")
+    assert head.startswith(b": sent ")
+    assert before - 0.001 <= float(head.removeprefix(b": sent ")) <= after + 0.001  # to the millisecond
+    assert frame.startswith(b"data: ")
+    assert event_from_json(frame.removeprefix(b"data: ")) == SessionChanged(
+        ts=1.0, session="s1", state="opened"
+    )

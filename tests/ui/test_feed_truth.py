@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from proxy.config import Settings
-from proxy.flows.events import ChainStatus, SessionChanged
+from proxy.flows.events import ChainChanged, ChainStatus, SessionChanged
 from proxy.framing.sse import SseDecoder, SseEvent
 from proxy.runtime import Proxy
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
@@ -128,31 +128,89 @@ async def test_a_view_whose_events_fell_behind_the_proxys_clock_says_so_and_read
             assert names.count("add") == 1  # read live, then again in the history: one row
 
 
+async def caught_up(proxy: Proxy, app: ProxyTui, marker: str) -> None:
+    """Wait until the proxy has written every event for the view, and the view has read them all.
+
+    The feed keeps the bus's order, so once the view holds a session the test publishes after the
+    proxy's queue for it is empty, it has read everything before it too. Every chain has ended first
+    (a scenario's GET stream closes after its calls): no more of its events follow the marker.
+    """
+    await wait_for(
+        lambda: all(chain.summary.ended is not None for chain in proxy.chains()),
+        what="every chain of the scenario to end",
+    )
+
+    def written_out() -> bool:
+        subs = [sub for sub in proxy.bus.subscribers if sub.name == "admin-feed"]
+        return len(subs) == 1 and len(subs[0]) == 0
+
+    await wait_for(written_out, what="the proxy to write the view's queue out")
+    proxy.bus.publish(SessionChanged(ts=time.time(), session=marker, state="opened"))
+    await wait_for(lambda: marker in app.model.sessions, what="the view to read up to the marker")
+
+
 async def test_a_view_the_proxy_dropped_events_for_is_told_first_and_reads_a_fresh_history(
     legacy_server: PeerServer,
 ) -> None:
     async with proxy_with_admin(legacy_server.url, bus_queue_size=5) as proxy:
+        assert proxy.admin is not None
         assert proxy.admin_url is not None
-        clock = ShiftedClock()
-        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=clock))
+        view_clock, proxy_clock = ShiftedClock(), ShiftedClock()
+        proxy.admin.feed.clock = proxy_clock
+        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=view_clock))
         app = ProxyTui(feed, batch_delay=0.01)
         async with app.run_test(size=(160, 30)):
             await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
             await run_scenario(proxy.endpoint(), "legacy", "echo")
             await wait_for(lambda: done(app, "echo"), what="the echo chain")
+            await caught_up(proxy, app, "marker")
+            lagged_before = app.model.lagged_total  # the scenario may have overflowed a queue of 5
 
-            clock.ahead = 5.0  # live long enough that a lag marker is acted on at once
-            stale = time.time() - 3600  # an hour old: read before the marker, they would say so first
-            for n in range(50):  # one synchronous burst: the feed cannot read in between
-                proxy.bus.publish(SessionChanged(ts=stale, session=f"s{n}", state="opened"))
+            # A minute on by both clocks: the view is past its grace and what it reads is not late.
+            view_clock.ahead = proxy_clock.ahead = 60.0
+            for n in range(50):  # one synchronous burst into an empty queue of 5: 45 dropped
+                proxy.bus.publish(SessionChanged(ts=time.time(), session=f"s{n}", state="opened"))
             await wait_for(lambda: bool(feed.behind()), what="the view to say it is behind")
             await wait_for(lambda: state(app) == "live", what="the view to be live again")
 
             (behind,) = feed.behind()
             assert behind.detail == "the proxy dropped 45 events for this view: reading its newest chains"
-            assert app.model.lagged_total == 45
-            assert "lagged 45" in bar(app)
+            assert app.model.lagged_total == lagged_before + 45
+            assert f"lagged {lagged_before + 45}" in bar(app)
             assert done(app, "echo")
+
+
+async def test_a_chain_ended_long_after_its_traffic_leaves_a_view_that_keeps_up_live(
+    legacy_server: PeerServer,
+) -> None:
+    """The proxy ends some chains as of a time long past (a stream never resumed ends as of its cut,
+    a call never retried when its wait ran out): that end is news, not a backlog the view trails."""
+    async with proxy_with_admin(legacy_server.url) as proxy:
+        assert proxy.admin is not None
+        assert proxy.admin_url is not None
+        view_clock, proxy_clock = ShiftedClock(), ShiftedClock()
+        proxy.admin.feed.clock = proxy_clock
+        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=view_clock))
+        app = ProxyTui(feed, batch_delay=0.01)
+        async with app.run_test(size=(160, 30)):
+            await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+            await wait_for(lambda: done(app, "echo"), what="the echo chain")
+            await caught_up(proxy, app, "marker")
+
+            view_clock.ahead = proxy_clock.ahead = 60.0  # past the view's grace; the view keeps up
+            (echo,) = [c.summary for c in proxy.chains() if c.summary.name == "echo"]
+            late_end = echo.model_copy(update={"ended": time.time() - 120, "notes": ["ended as of its cut"]})
+            proxy.bus.publish(ChainChanged(chain=late_end))
+            await wait_for(
+                lambda: any(e.summary.notes == ["ended as of its cut"] for e in app.model.chains.values()),
+                what="the view to read the late end",
+            )
+            await caught_up(proxy, app, "after")
+
+            assert feed.behind() == []
+            assert feed.states()[-1] == "live"
+            assert "behind" not in bar(app)
 
 
 async def park(http: aiohttp.ClientSession, url: str, ident: int) -> None:
