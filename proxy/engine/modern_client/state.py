@@ -202,10 +202,12 @@ class MrtrContext:
         that are refused retry, so a full table refuses many calls a second, which must not flood the
         log; `/metrics` counts every one as an error of its chain.
 
-        `at` is a wall-clock time, so only a refusal within `FULL_LOG_EVERY` after the last line is
-        held back: one without a time (0.0) is always written, and so is one before the last line
-        (the clock stepped back), which the next ones are then measured from."""
-        if at > 0.0 and self.full_said_at <= at < self.full_said_at + FULL_LOG_EVERY:
+        `at` is a wall-clock time, so only a refusal within `FULL_LOG_EVERY` of the last line is held
+        back, before it as well as after (concurrent requests are refused out of their arrival order):
+        one without a time (0.0) is always written, and so is one further before the last line (the
+        clock stepped back), which the next ones are then measured from."""
+        said = self.full_said_at
+        if at > 0.0 and said - FULL_LOG_EVERY < at < said + FULL_LOG_EVERY:
             self.full_unsaid += 1
             return None
         if at > 0.0:
