@@ -210,8 +210,9 @@ class ChannelClientShell:
         for order in orders:
             match order:
                 case Post() if self.gone is not None:
-                    for ident in order.calls:
-                        self._send(dumps(error_response(ident, errors.UPSTREAM_UNAVAILABLE, self.gone)))
+                    self._refuse(order, self.gone)
+                case OpenStream() if self.gone is not None:
+                    pass  # no server is left to stream from
                 case Post():
                     if self.lane is not None and self.lane.post(order) is not None:
                         continue
@@ -233,6 +234,14 @@ class ChannelClientShell:
                         found(outcome)
                 case EndSession(headers):
                     self._start(ChannelSide(self, 0, "DELETE", headers, ()), b"", f"{self.transport}-delete")
+
+    def _refuse(self, order: Post, why: str) -> None:
+        """Answer a message the gone server never gets: its calls get errors naming why, and the
+        mirror hears that its POST ended, so what waited behind it (a request behind a notification)
+        is answered in turn rather than dropped at the close."""
+        for ident in order.calls:
+            self._send(dumps(error_response(ident, errors.UPSTREAM_UNAVAILABLE, why)))
+        self.carry_out(self.mirror.ended(order.seq, (), why))
 
     def lane_started(self, exchange: LaneExchange) -> None:
         """A POST took the direct lane: its calls are cancelled by closing that exchange."""

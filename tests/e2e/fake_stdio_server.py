@@ -5,9 +5,11 @@ answers just enough of MCP (``initialize``, ``tools/list``, ``tools/call``) to r
 the tool called: ``echo`` answers, ``noisy`` first prints a line that is not JSON, ``die`` exits with
 status 3 before answering, ``busy`` blocks for ``seconds`` (default 30) reading nothing, as a
 server busy in a long operation does, ``huge`` answers with a line of ``--huge`` bytes.
-``--ignore-term`` makes it ignore SIGTERM and the end of its stdin (only SIGKILL stops it);
-``--grandchild`` starts a process of its own in its process group and names its pid on stderr. Every
-byte it reads is appended to ``--record`` (raw), so a test can see exactly what the proxy wrote to it.
+``--die-on-initialize`` makes it exit with status 3 on ``initialize``, before answering (a server
+that crashes at start-up). ``--ignore-term`` makes it ignore SIGTERM and the end of its stdin (only
+SIGKILL stops it); ``--grandchild`` starts a process of its own in its process group and names its
+pid on stderr. Every byte it reads is appended to ``--record`` (raw), so a test can see exactly what
+the proxy wrote to it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from typing import Any
 def send(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+def die() -> None:
+    sys.stderr.write("fake: dying on request\n")
+    sys.stderr.flush()
+    os._exit(3)
 
 
 def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[str, Any] | None:
@@ -47,9 +55,7 @@ def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[s
             sys.stdout.write("this is not json, a stray print\n")
             sys.stdout.flush()
         elif name == "die":
-            sys.stderr.write("fake: dying on request\n")
-            sys.stderr.flush()
-            os._exit(3)
+            die()
         elif name == "busy":  # a long operation that reads nothing meanwhile (a blocking call)
             sys.stderr.write("fake: busy\n")
             sys.stderr.flush()
@@ -66,6 +72,7 @@ def main() -> int:
     parser.add_argument("--record", default="")
     parser.add_argument("--huge", type=int, default=100_000)
     parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--die-on-initialize", action="store_true")
     parser.add_argument("--grandchild", action="store_true")
     args = parser.parse_args()
     if args.ignore_term:
@@ -83,6 +90,8 @@ def main() -> int:
         method, ident = message.get("method"), message.get("id")
         if method is None or ident is None:
             continue  # a notification or an answer
+        if method == "initialize" and args.die_on_initialize:
+            die()
         result = answer(ident, method, message.get("params") or {}, args.huge)
         if result is None:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"no {method}"}})

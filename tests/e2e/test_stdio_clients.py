@@ -23,6 +23,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,9 @@ pytestmark = pytest.mark.e2e
 
 SCENARIOS: Final = ["echo", "ask_name", "ask_two_at_once", "progress"]
 """A plain call, an in-flight elicitation, two questions at once, and progress notifications."""
+
+FAKE_SERVER: Final = Path(__file__).with_name("fake_stdio_server.py")
+"""The hand-written FAKE stdio server, for a crash no real server produces on demand."""
 
 READ_SECONDS: Final = 15.0
 """Longest wait for one line from a running `mcp-proxy stdio`."""
@@ -329,6 +333,31 @@ async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_s
     answers = [json.loads(line) for line in client.out]
     assert [m for m in answers if m.get("error", {}).get("message") == "Session not found"] == []
     await until(lambda: not any(_alive(pid) for pid in started), what="every child to exit", seconds=10)
+
+
+def test_when_the_wrapped_server_dies_each_request_still_waiting_is_answered_before_stdout_closes(
+    raw_client: Any, tmp_path: Path
+) -> None:
+    # The hand-written FAKE server dies on `initialize` (a crash at start-up, which no real server
+    # does on demand). What the client wrote behind the handshake waits for its answer: the
+    # notification, then a request behind the notification. The request is never sent to the dead
+    # server, but its client still hears why, before stdout closes; and no exchange of the run is
+    # recorded as the client leaving, since it did not.
+    capture = tmp_path / "capture.jsonl"
+    client: RawStdioClient = raw_client(
+        f"--capture={capture}", "--", sys.executable, str(FAKE_SERVER), "--die-on-initialize"
+    )
+    client.request(1, "initialize", **INIT)
+    client.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    client.request(2, "tools/list")
+    assert "exited with status 3" in client.answer(1)["error"]["message"], client.stderr()[-2000:]
+    held = client.answer(2)
+    assert held["error"]["message"].startswith("mcp-proxy stdio is stopping: its server is gone")
+    assert client.process.wait(timeout=READ_SECONDS) == 1
+    client.kill()
+    closed = [json.loads(line) for line in capture.read_text().splitlines() if '"exchange_closed"' in line]
+    assert closed, capture.read_text()
+    assert [c for c in closed if c.get("outcome") == "client_disconnected"] == []
 
 
 async def test_the_shim_starts_a_legacy_server_once_and_serves_it_even_when_single_instance(
