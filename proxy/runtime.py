@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
 _LEFT = (
-    f"what is left has {CLOSE_TIMEOUT:g} s more to end, then is cut "
+    f"what is left has up to {CLOSE_TIMEOUT:g} s more to end (HTTP+SSE client streams are ended "
+    "first), then is cut "
     "(client_connections_cut says how many were)"
 )
 """What a drain that ends with conversations open says becomes of them (`stop` gives them CLOSE_TIMEOUT)."""
@@ -513,9 +514,10 @@ class Proxy:
         for bridge in self.router.bridges.values():  # their clients hear why, before connections close
             bridge.stopping()
         if self._front is not None:
+            cut = 0
             if self._front.sse_clients is not None:  # their sessions end upstream before the pool closes
-                await self._front.sse_clients.close(CLOSE_TIMEOUT)
-            cut = await self._front.close(CLOSE_TIMEOUT)
+                cut = await self._front.sse_clients.close(CLOSE_TIMEOUT)
+            cut += await self._front.close(CLOSE_TIMEOUT)
             self._front = None
             if cut:
                 why = f"still answering {CLOSE_TIMEOUT:g} s after the proxy began to stop"

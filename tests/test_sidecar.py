@@ -619,7 +619,8 @@ async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_e
     assert drained is not None
     assert drained["in_flight"] == 1  # the call was still open when the grace ran out
     assert drained["how"] == (
-        "the grace (1 s) ran out: what is left has 1 s more to end, then is cut "
+        "the grace (1 s) ran out: what is left has up to 1 s more to end (HTTP+SSE client streams "
+        "are ended first), then is cut "
         "(client_connections_cut says how many were)"
     )
     cut = proxy.find("client_connections_cut")
@@ -629,6 +630,27 @@ async def test_a_drain_that_outlasts_drain_grace_is_cut_at_the_grace_and_still_e
     headline = final_headline(captured(capture), "slow_progress")
     assert headline.chain.status is ChainStatus.ERROR
     assert _call_outcomes(proxy) == ["proxy_stopping"]  # the proxy cut it, not the client
+
+
+async def test_an_http_sse_client_stream_a_drain_outlasted_is_counted_as_cut(
+    legacy_server: PeerServer,
+) -> None:
+    # A legacy client's HTTP+SSE stream keeps the drain waiting (its session is in use) until the
+    # grace runs out; the stop then ends it, and the count of cut connections includes it.
+    with sidecar(upstream=legacy_server.url, drain_grace=1) as proxy:
+        url = proxy.endpoint("/sse")
+        async with aiohttp.ClientSession() as http, http.get(url) as stream:
+            assert stream.status == 200
+            first = await asyncio.wait_for(stream.content.readuntil(b"\n\n"), 10)
+            assert first.startswith(b"event: endpoint")
+            proxy.signal(signal.SIGTERM)
+            assert await proxy.exited(10) == 0
+    drained = proxy.find("drained")
+    assert drained is not None
+    assert drained["connections"] == 1, proxy.stderr()
+    cut = proxy.find("client_connections_cut")
+    assert cut is not None, proxy.stderr()
+    assert cut["connections"] == 1
 
 
 async def _read_to_the_cut(resp: aiohttp.ClientResponse) -> bytes:

@@ -206,8 +206,12 @@ class SseClients:
         self.log.warning("sse_client_refused", peer=side.peer, limit=limit, setting="max_sse_sessions")
         side.respond(503, body, "application/json", (("Retry-After", "1"),))
 
-    async def close(self, seconds: float) -> None:
-        """The proxy stops: every stream ends, its session upstream too (bounded by `seconds`)."""
+    async def close(self, seconds: float) -> int:
+        """The proxy stops: every stream ends, its session upstream too (bounded by `seconds`).
+
+        Returns how many client streams were still open, and so were cut by the stop.
+        """
+        cut = len(self.sessions)
         for session in list(self.sessions.values()):
             session.outbox.close()
         shells = [session.shell.close(PROXY_STOPPING) for session in self.sessions.values()]
@@ -216,6 +220,7 @@ class SseClients:
             await close
         if self.closing:
             await asyncio.wait(list(self.closing), timeout=seconds)
+        return cut
 
 
 def _session_of(query: str) -> str | None:
