@@ -113,8 +113,10 @@ def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_c
     while two calls are in flight, could be either client's, and is given to neither."""
     bridge = engine()
     text = (
-        "elicitation/create names no client request and 2 calls are in flight on this session: the "
-        "proxy cannot tell whose it is"
+        "elicitation/create came on the session's GET stream, naming no client request, while 2 calls "
+        "are in flight on this session: the proxy cannot tell whose it is (behind an HTTP+SSE or stdio "
+        "server every question comes on one stream; anonymous_upstream_sessions = per_connection, "
+        "distinct Authorization, or one call at a time avoid this)"
     )
     fields = {"leg": STREAM, "method": "elicitation/create", "id": 9, "in_flight": 2}
     ambiguous = Log(

@@ -13,9 +13,11 @@ waiting for its answer (running, or collecting a round):
   answers. Clients sending the same credentials, or none with `anonymous_upstream_sessions` =
   `shared` (the default), share one upstream session, so the calls may be different people's:
   giving the question to any one of them could show one client's prompt to another and give its
-  answer to the wrong call. A server that names the related request, clients with their own
-  `Authorization`, or `per_connection` (each anonymous client connection its own upstream session)
-  avoid the refusal;
+  answer to the wrong call. A Streamable HTTP server that names the related request, clients with
+  their own `Authorization`, or `per_connection` (each anonymous client connection its own upstream
+  session) avoid the refusal. An HTTP+SSE or stdio server cannot name it: those transports carry
+  all of a session's messages on one stream, so each question asked while several calls wait is
+  refused, and the refusal's text says so;
 - none: nobody could answer, so it is refused upstream at once (the server never waits for an
   answer that cannot come).
 
@@ -51,12 +53,20 @@ Refuse = Callable[[str, Message, str], Commands]
 
 HINT = (
     "the server asked on its session's GET stream, naming no request, while several calls waited for "
-    "their answers; clients sending the same Authorization, or none with anonymous_upstream_sessions "
-    "= shared, share one upstream session (and one client may run calls side by side), so the question "
-    "could be any of theirs: a server that relates its request (the Python SDK's related_request_id, "
-    "ctx.elicit in a tool), clients with their own Authorization, or anonymous_upstream_sessions = "
-    "per_connection avoid this"
+    "their answers. Behind an HTTP+SSE or stdio server every question comes that way: the transport "
+    "carries all of a session's messages on one stream, so none can name its request. Clients sending "
+    "the same Authorization, or none with anonymous_upstream_sessions = shared, share one upstream "
+    "session (and one client may run calls side by side), so the question could be any of theirs. "
+    "anonymous_upstream_sessions = per_connection (clients on separate connections), clients with "
+    "their own Authorization, one call at a time, or a Streamable HTTP server that relates its request "
+    "(the Python SDK's related_request_id, ctx.elicit in a tool) avoid this"
 )
+ONE_STREAM = (
+    "behind an HTTP+SSE or stdio server every question comes on one stream; "
+    "anonymous_upstream_sessions = per_connection, distinct Authorization, or one call at a time "
+    "avoid this"
+)
+"""What the refusal sent upstream (and shown to the client by most servers) says of its cause."""
 MAX_CALL_NOTES = 8
 """Refusals noted for one call's next answer (its log lines say every one)."""
 
@@ -120,8 +130,9 @@ class StreamAsks:
     def _ambiguous(self, leg: str, msg: Message, waiting: list[Call], fields: dict[str, Any]) -> Commands:
         """Refuse a question several waiting calls could own; each of them notes it in its answer."""
         text = (
-            f"{msg.method} names no client request and {len(waiting)} calls are in flight on this "
-            "session: the proxy cannot tell whose it is"
+            f"{msg.method} came on the session's GET stream, naming no client request, while "
+            f"{len(waiting)} calls are in flight on this session: the proxy cannot tell whose it is "
+            f"({ONE_STREAM})"
         )
         calls = [call.key for call in waiting]
         for call in waiting:
