@@ -66,6 +66,10 @@ UNFINISHED = frozenset({ChainStatus.PENDING, ChainStatus.WAITING_CLIENT, ChainSt
 RUN_ENDED = "its proxy run ended before it did (the proxy stopped or another run took its place)"
 """The note on a chain an earlier proxy run left unfinished: no answer can come for it any more."""
 
+BEHIND_UNREAD = "the view fell behind the proxy: how this chain went on was not read"
+"""The note on a chain shown as unfinished when the view fell behind, which the fresh history it
+read holds no headline of (too old for it): it may have ended meanwhile, or may still run."""
+
 RecordLoader = Callable[[Sequence[int]], list[MessageRecord]]
 """Reads an indexed chain's messages back from where the index put them (`proxy.record.index`)."""
 
@@ -318,11 +322,17 @@ class ViewModel:
         return Changes(info=True)
 
     def resync(self) -> Changes:
-        """The feed reads a fresh history of the same proxy (it fell behind): the parked calls held
-        now go, since ends this view never read would keep them forever, and that history tells
-        of every call parked now."""
-        self.continuations.clear()
-        return Changes(info=True)
+        """The feed reads a fresh history of the same proxy (it fell behind): what the view shows as
+        unfinished may have ended unread, and would stand so forever.
+
+        The parked calls held now go (that history tells of every call parked now), and every
+        unfinished chain is settled as `incomplete` with `BEHIND_UNREAD` as its note: the history
+        gives each of its chains the headline it has now, so only a chain older than it keeps that
+        note, and a live event of one still running gives it its real state again.
+        """
+        changes = self.settle(BEHIND_UNREAD)
+        changes.info = True
+        return changes
 
     def clear(self) -> Changes:
         """Forget chains, sessions and continuations (the user's 'clear'); proxy info and lag stay."""

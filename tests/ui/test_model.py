@@ -14,7 +14,7 @@ from proxy.flows.events import (
     Side,
 )
 from tests.ui.helpers import BASE, finished, info, message, opened, summary, tour_events
-from ui.model import Changes, ViewModel, chain_key
+from ui.model import BEHIND_UNREAD, Changes, ViewModel, chain_key
 
 
 def test_a_chain_opened_then_messages_then_a_change_builds_one_entry() -> None:
@@ -212,6 +212,30 @@ def test_parked_continuations_are_counted_until_they_end() -> None:
 
     model.apply(ContinuationChanged(ts=BASE + 1, chain_id="c1", state="completed"))
     assert model.parked == 0
+
+
+def test_a_catch_up_settles_rows_its_fresh_history_holds_no_headline_of() -> None:
+    """A chain shown as running that ended while the view was behind, and is older than the fresh
+    history the view reads, says its end was not read; the history's chains show their state now."""
+    model = ViewModel()
+    model.apply_all([info(), opened("c1"), opened("c2", started=BASE + 1), opened("c3", started=BASE + 2)])
+    model.apply(ContinuationChanged(ts=BASE, chain_id="c3", state="parked"))
+
+    model.resync()
+    model.apply_all([info(), opened("c2", started=BASE + 1), finished("c3", started=BASE + 2)])
+
+    old, running, ended = (
+        model.chains[chain_key(summary(c, started=BASE + n))] for n, c in enumerate(("c1", "c2", "c3"))
+    )
+    assert old.summary.status is ChainStatus.INCOMPLETE
+    assert old.summary.notes[-1] == BEHIND_UNREAD
+    assert running.summary.status is ChainStatus.PENDING
+    assert running.summary.notes == []
+    assert ended.summary.status is ChainStatus.OK
+    assert model.parked == 0
+
+    model.apply(finished("c1"))  # a live end of the old one still comes through
+    assert old.summary.status is ChainStatus.OK
 
 
 def test_proxy_info_is_kept_per_listener() -> None:
