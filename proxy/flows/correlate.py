@@ -27,6 +27,7 @@ from proxy.flows.ledger import ChainLedger
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import (
     AMBIGUOUS_RETRY,
+    OTHER_AUTHORIZATION_RETRY,
     REFUSED_RETRY,
     RetryBook,
     RetryClaim,
@@ -171,6 +172,8 @@ class Correlator:
         summary = chain.summary
         if found.ambiguity > 1:
             summary.notes.append(AMBIGUOUS_RETRY.format(ident=msg.id, count=found.ambiguity))
+        if found.other_authorization:
+            summary.notes.append(OTHER_AUTHORIZATION_RETRY.format(ident=msg.id))
         claim = RetryClaim(
             found,
             summary.rounds,

@@ -6,7 +6,8 @@ argument digest, with the answered `inputResponses` keys among those the server 
 clients making the same call at once wait alike: their retries are told apart by who sends them (the
 `Authorization` they carry, then the client connection), and when nothing tells them apart the retry
 continues the oldest call that fits, noted so (the calls are the same request; only the answers may
-be the other client's). A retry that fits no waiting call opens a chain of its own.
+be the other client's); so is a retry that continues a call made with another `Authorization`, as no
+call that fits was made with its own. A retry that fits no waiting call opens a chain of its own.
 A retry the server refuses (`refused`: its `requestState`, or answers that are no results of their
 questions) leaves the call waiting as it was, so its expectation is put back (`restore`) for the retry
 that follows. A call whose client never retries stops waiting `window` seconds after the answer that
@@ -44,6 +45,13 @@ AMBIGUOUS_RETRY = (
     "may be another client's"
 )
 """The note on the chain an ambiguous retry continued (the calls are the same request)."""
+
+OTHER_AUTHORIZATION_RETRY = (
+    "a retry (id {ident}) continued a call made with another Authorization (none, or another token): "
+    "no waiting call that fits it was made with its own, so its answers may be another client's"
+)
+"""The note on the chain a retry continued although no call that fits it shares its `Authorization`
+(a token refreshed between rounds, or another client's look-alike retry)."""
 
 RETRY_WINDOW: Final = 300.0
 """Seconds a call answered `input_required` waits for its retry by default (`continuation_ttl`'s)."""
@@ -111,6 +119,8 @@ class RetryMatch:
     """When the call it continues began to wait, for the same reason."""
     ambiguity: int = 0
     """How many waiting calls it fitted that nothing told apart (0 or 1: none)."""
+    other_authorization: bool = False
+    """Whether the call it continues was made with another `Authorization` than the retry carries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +187,15 @@ class RetryBook:
         chosen = fits[0]  # the oldest of those nothing tells apart
         del self._by_chain[chosen.chain_id]
         since = self.waiting.pop(chosen.chain_id, None)
-        return RetryMatch(chosen.chain_id, None, expectation=chosen, since=since, ambiguity=len(fits))
+        other = chosen.caller.principal != caller.principal
+        return RetryMatch(
+            chosen.chain_id,
+            None,
+            expectation=chosen,
+            since=since,
+            ambiguity=len(fits),
+            other_authorization=other,
+        )
 
     def restore(self, found: RetryMatch) -> None:
         """Wait again for the retry `found` matched: the server refused it and the call still waits."""

@@ -27,7 +27,7 @@ from proxy.flows.events import (
     event_to_json,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT
+from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT, OTHER_AUTHORIZATION_RETRY
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from proxy.wire.mcp import META_CLIENT_INFO, META_PROTOCOL_VERSION
@@ -497,6 +497,31 @@ def test_lookalike_retries_of_two_clients_continue_each_clients_own_call_by_its_
     assert world.post("x3", retry(2), Authorization="Bearer bob") == bob
     assert world.post("x4", retry(2), Authorization="Bearer alice") == alice
     assert world.summary(alice).notes == world.summary(bob).notes == []
+
+
+def test_a_retry_continuing_a_call_made_with_another_authorization_says_so(world: World) -> None:
+    alice = world.post("x1", call(1, _meta=meta()), Authorization="Bearer alice")
+    world.down("x1", input_required(1), Channel.JSON)
+    anyone = world.post("x2", call(2, _meta=meta()))
+    world.down("x2", input_required(2), Channel.JSON)
+
+    assert world.post("x3", retry(3), Authorization="Bearer mallory") == alice
+    assert world.post("x4", retry(4)) == anyone  # anonymous, as its call was: nothing to say
+
+    assert world.summary(alice).notes == [
+        AMBIGUOUS_RETRY.format(ident=3, count=2),
+        OTHER_AUTHORIZATION_RETRY.format(ident=3),
+    ]
+    assert world.summary(anyone).notes == []
+
+
+def test_a_lone_fitting_call_continued_by_a_retry_with_another_authorization_says_so(world: World) -> None:
+    alice = world.post("x1", call(1, _meta=meta()), Authorization="Bearer alice")
+    world.down("x1", input_required(1), Channel.JSON)
+
+    assert world.post("x2", retry(2)) == alice
+
+    assert world.summary(alice).notes == [OTHER_AUTHORIZATION_RETRY.format(ident=2)]
 
 
 def test_lookalike_retries_of_two_clients_continue_each_clients_own_call_by_its_connection(
