@@ -9,7 +9,8 @@ Filters are those of the admin API's `/api/chains` (`--status`, `--method`, `--m
 the same code. Several files are read oldest first, by the start time each file's header holds
 (rotated parts in any order; stderr says when the order given was not that one). Exit status:
 0 when every line was read, 1 when the export was written but some lines were skipped (each named on
-stderr and in the file), 2 when nothing could be exported (a file that is not a capture, bad flags).
+stderr and in the file; lines of kinds a newer mcp-proxy wrote are named but fail nothing), 2 when
+nothing could be exported (a file that is not a capture, bad flags).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def build_export_parser() -> argparse.ArgumentParser:
         prog="mcp-proxy export",
         description="Export a capture as HAR 1.2, its chains as JSON or NDJSON, its spans to an OTLP "
         "collector, or one chain's requests as curl commands. "
-        "Exit 0: all read; 1: written, some lines skipped (named on stderr); 2: nothing exported.",
+        "Exit 0: all read (lines of kinds a newer mcp-proxy wrote are named on stderr); 1: written, some "
+        "lines skipped (named on stderr); 2: nothing exported.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
     for fmt, what in (
@@ -157,7 +159,7 @@ def main(argv: Sequence[str]) -> int:
     )
     where = "stdout" if str(target) == "-" else str(target)
     tell(f"mcp-proxy export: wrote {what} to {where}")
-    return SKIPPED_EXIT if report.any_skipped else 0
+    return SKIPPED_EXIT if report.lost_lines else 0
 
 
 def _misplaced(args: argparse.Namespace) -> str | None:
@@ -212,7 +214,7 @@ def _to_collector(args: argparse.Namespace) -> int:
             f"not delivered: {reasons[-1] if reasons else 'the collector failed'}"
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
-    return SKIPPED_EXIT if report.any_skipped else 0
+    return SKIPPED_EXIT if report.lost_lines else 0
 
 
 def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
@@ -329,7 +331,7 @@ def _print_curl(
     except BrokenPipeError:
         return reader_left()
     tell(f"mcp-proxy export: wrote {counted(len(commands), 'curl command')} of chain {chain_id}")
-    return SKIPPED_EXIT if found.report.any_skipped else 0
+    return SKIPPED_EXIT if found.report.lost_lines else 0
 
 
 def _reads_into_itself(target: Path, captures: Sequence[Path]) -> Path | None:

@@ -130,9 +130,16 @@ class ExportReport:
 
     @property
     def any_skipped(self) -> bool:
-        """Whether any line was skipped (corrupt, of a newer kind, or cut short) or joined no chain: the
-        exit status says so."""
+        """Whether any line was skipped (corrupt, of a newer kind, or cut short) or joined no chain: each
+        is named."""
         return bool(self.corrupt_lines or self.unknown_lines or self.cut_short or self.unplaced_lines)
+
+    @property
+    def lost_lines(self) -> bool:
+        """Whether a line this mcp-proxy reads is missing from what was written: a corrupt line, a
+        last line cut short, or a line that joined no chain (the exit status says so). Lines of kinds a
+        newer minor wrote, which the format promises to read past, are named but fail nothing."""
+        return bool(self.corrupt_lines or self.cut_short or self.unplaced_lines)
 
     @property
     def loses_chains(self) -> bool:

@@ -177,6 +177,29 @@ def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without
     assert orjson.loads((tmp_path / "out.json").read_bytes())["chains"]
 
 
+def test_lines_of_kinds_a_newer_minor_version_wrote_are_named_on_stderr_and_fail_no_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture from a newer sidecar's minor version is read as its format promises: every export of
+    it, as replay, names the lines it skipped and exits 0."""
+    capture = record_small(tmp_path)
+    head, rest = capture.read_bytes().split(b"\n", 1)
+    capture.write_bytes(
+        head.replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"') + b"\n" + rest
+    )
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
+
+    for fmt, out in (("--json", "out.json"), ("--ndjson", "out.ndjson"), ("--har", "out.har")):
+        assert main(["export", fmt, str(tmp_path / out), str(capture)]) == 0, fmt
+        assert "skipped 1 line of kinds a newer mcp-proxy wrote" in capsys.readouterr().err, fmt
+    assert main(["export", "--curl", "r1", str(capture)]) == 0
+    assert "skipped 1 line of kinds a newer mcp-proxy wrote" in capsys.readouterr().err
+    written = orjson.loads((tmp_path / "out.json").read_bytes())
+    assert written["skipped"]["unknown_lines"] == 1
+    assert [c["chain"]["name"] for c in written["chains"]] == ["echo"]
+
+
 def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_each_count_takes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
