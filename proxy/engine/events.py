@@ -61,6 +61,9 @@ class LegResponded:
     leg: str
     status: int
     headers: tuple[tuple[str, str], ...]
+    at: float = 0.0
+    """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
+    long it waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,9 @@ class LegMessage:
     leg: str
     message: Message
     sse_id: str | None = None
+    at: float = 0.0
+    """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
+    long it waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,9 @@ class LegEnded:
     """Leg `leg`'s response body ended normally (after its messages)."""
 
     leg: str
+    at: float = 0.0
+    """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
+    long it waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,9 @@ class LegFailed:
     leg: str
     reason: str
     detail: str = ""
+    at: float = 0.0
+    """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
+    long it waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +112,9 @@ class LegCut:
     last_event_id: str | None
     retry_ms: int | None
     detail: str | None = None
+    at: float = 0.0
+    """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
+    long it waited."""
 
 
 @dataclass(frozen=True, slots=True)

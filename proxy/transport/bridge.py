@@ -529,7 +529,7 @@ class BridgeDriver:
         served = self.exchanges.get(self.leg_exchange.get(leg, ""))
         if served is not None:
             self._cors.learn(origin_of(served.client.headers), resp.headers)
-        self.feed(LegResponded(leg, resp.status, tuple(resp.headers)))
+        self.feed(LegResponded(leg, resp.status, tuple(resp.headers), time.time()))
         stream = _LegStream(channel=Channel.GET_SSE if method == "GET" else Channel.SSE)
         if isinstance(sent, str) and resp.status in ERA_REFUSALS:
             stream.sent = sent
@@ -548,9 +548,14 @@ class BridgeDriver:
                 self._reading.pop(leg, None)
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
             if not stream.sse:
-                self._leg_done(leg, LegFailed(leg, "cut", cut) if cut is not None else LegEnded(leg))
+                self._leg_done(
+                    leg,
+                    LegFailed(leg, "cut", cut, time.time())
+                    if cut is not None
+                    else LegEnded(leg, time.time()),
+                )
                 return
-            resume = self._leg_cut(leg, LegCut(leg, stream.last_id, stream.retry_ms, cut))
+            resume = self._leg_cut(leg, LegCut(leg, stream.last_id, stream.retry_ms, cut, time.time()))
             if resume is None:
                 return
             await asyncio.sleep(resume.delay_s)
@@ -573,12 +578,12 @@ class BridgeDriver:
             await self._run_leg(leg, query, "POST", headers, dumps(outcome.message))
             return
         if outcome.verb == "reply":  # the bridge reads the answer as the upstream's JSON body
-            self.feed(LegResponded(leg, 200, (("Content-Type", "application/json"),)))
+            self.feed(LegResponded(leg, 200, (("Content-Type", "application/json"),), time.time()))
             if leg in self.legs:
-                self.feed(LegMessage(leg, classify_value(outcome.message)))
+                self.feed(LegMessage(leg, classify_value(outcome.message), None, time.time()))
         else:  # a notification or an answer dropped: as the upstream's 202
-            self.feed(LegResponded(leg, 202, ()))
-        self._leg_done(leg, LegEnded(leg))
+            self.feed(LegResponded(leg, 202, (), time.time()))
+        self._leg_done(leg, LegEnded(leg, time.time()))
 
     async def _answer_upstream(self, leg: str, answer: dict[str, Any]) -> None:
         """POST an answer to the upstream's request on `leg`, as the client would, with the leg's session."""
@@ -610,7 +615,7 @@ class BridgeDriver:
             if outcome.verb == "skip" or leg not in self.legs:
                 return
             msg = outcome.message
-        self.feed(LegMessage(leg, msg, sse_id))
+        self.feed(LegMessage(leg, msg, sse_id, time.time()))
 
     async def _open_leg(
         self, leg: str, query: str, method: str, headers: tuple[tuple[str, str], ...], body: bytes
@@ -620,9 +625,11 @@ class BridgeDriver:
         try:
             return await pool.request(method, self.upstream.base_path, headers, body, query)
         except TimeoutError:
-            self._leg_done(leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s"))
+            self._leg_done(
+                leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s", time.time())
+            )
         except UpstreamError as exc:
-            self._leg_done(leg, LegFailed(leg, exc.kind, str(exc) or type(exc).__name__))
+            self._leg_done(leg, LegFailed(leg, exc.kind, str(exc) or type(exc).__name__, time.time()))
         return None
 
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:

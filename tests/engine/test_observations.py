@@ -140,6 +140,37 @@ def test_a_parked_call_whose_stream_dies_is_observed_lost_once() -> None:
     )
 
 
+def test_a_parked_call_whose_stream_dies_is_observed_lost_with_how_long_it_waited() -> None:
+    engine = ready_engine()
+    park(engine, at=1000.0)
+
+    assert (
+        Playbook(engine, hide=())
+        >> LegFailed("leg-3", "cut", "reset", 1042.5)
+        << Log("bridge_continuation_dead", "warning", ANY)
+        << CancelTimer("ttl:call-1")
+        << ObserveContinuation("x1", "continuation-1", "lost", None, (), 42_500.0)
+    )
+
+
+def test_a_parked_call_whose_upstream_session_is_lost_is_observed_lost_with_how_long_it_waited() -> None:
+    engine = ready_engine()
+    park(engine, at=1000.0)
+    engine.handle(call("x2", 2, name="other", at=1007.0))
+
+    assert (
+        Playbook(engine, hide=())
+        >> LegResponded("leg-4", 404, (), 1007.25)
+        << CloseLeg("leg-4")
+        << Log("upstream_session_lost", "warning", ANY)
+        << Log("bridge_continuation_dead", "warning", ANY)
+        << CancelTimer("ttl:call-1")
+        << CloseLeg("leg-3")
+        << ANY  # the new session's initialize
+        << ObserveContinuation("x1", "continuation-1", "lost", None, (), 7_250.0)
+    )
+
+
 def test_a_call_answered_before_it_parks_is_never_observed() -> None:
     engine = ready_engine()
 

@@ -106,8 +106,9 @@ class CallDriver:
         why = msg.problem or f"a response for id {msg.id!r}"
         return [Log("bridge_upstream_dropped", "warning", {"leg": leg, "why": why})]
 
-    def on_lost(self, leg: str, ref: LegRef, why: str, *, refused: bool = False) -> Commands:
-        """The call's leg ended or failed before its answer; `refused`: it could not be sent as it is.
+    def on_lost(self, leg: str, ref: LegRef, why: str, at: float = 0.0, *, refused: bool = False) -> Commands:
+        """The call's leg ended or failed before its answer, at `at` (a parked call says how long it
+        waited); `refused`: it could not be sent as it is.
 
         A refused leg is the client's input (a head no upstream can be sent), so the client hears
         -32600 with HTTP 400, never a 502 that blames the gateway.
@@ -120,7 +121,10 @@ class CallDriver:
         fields: dict[str, Any] = {"call": call.key, "leg": leg, "phase": call.phase, "why": why}
         if call.phase == "parked":
             fields["continuation"] = call.continuation
-            return [Log("bridge_continuation_dead", "warning", fields), *forget(self._ctx, call, lost=True)]
+            return [
+                Log("bridge_continuation_dead", "warning", fields),
+                *forget(self._ctx, call, at, lost=True),
+            ]
         if refused:
             body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")
             return [Log("bridge_request_refused", "info", fields), *finish(self._ctx, call, body, 400)]

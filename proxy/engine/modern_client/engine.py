@@ -176,21 +176,22 @@ class MrtrToLegacyEngine:
                 return self._on_disconnect(exchange)
             case ClientConnectionClosed(connection):
                 return self._sessions.connection_closed(connection)
-            case LegResponded(leg, status, headers):
-                return self._on_leg_head(leg, status, headers)
-            case LegMessage(leg, message):
-                return self._on_leg_message(leg, message)
-            case LegEnded(leg):
-                return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
-            case LegFailed(leg, reason, detail):
+            case LegResponded(leg, status, headers, at=at):
+                return self._on_leg_head(leg, status, headers, at)
+            case LegMessage(leg, message, at=at):
+                return self._on_leg_message(leg, message, at)
+            case LegEnded(leg, at):
+                return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
+            case LegFailed(leg, reason, detail, at):
                 return self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
+                    at,
                     refused=reason == "unsendable",
                     answered=reason not in BEFORE_ANY_HEAD,
                 )
-            case LegCut(leg, last_event_id, retry_ms, detail):
-                return self._on_leg_cut(leg, last_event_id, retry_ms, detail)
+            case LegCut(leg, last_event_id, retry_ms, detail, at):
+                return self._on_leg_cut(leg, last_event_id, retry_ms, detail, at)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
                 return self._sessions.on_timer(timer)
             case TimerFired(timer, at):
@@ -284,7 +285,9 @@ class MrtrToLegacyEngine:
 
     # -- upstream legs -------------------------------------------------------------------------
 
-    def _on_leg_head(self, leg: str, status: int, headers: tuple[tuple[str, str], ...]) -> Commands:
+    def _on_leg_head(
+        self, leg: str, status: int, headers: tuple[tuple[str, str], ...], at: float = 0.0
+    ) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
@@ -303,7 +306,7 @@ class MrtrToLegacyEngine:
         elif ref.purpose == "close":
             return self._sessions.on_close_answer(leg, status)
         elif ref.purpose == "call" and status == 404:
-            return self._sessions.call_not_found(leg, ref, "404")
+            return self._sessions.call_not_found(leg, ref, "404", at)
         elif ref.purpose == "stream":
             return self._listen.on_stream_head(leg, status)
         return []
@@ -313,7 +316,7 @@ class MrtrToLegacyEngine:
         session's GET stream goes to the one call it is given to."""
         return self._asks.placed_on(leg, msg)
 
-    def _on_leg_message(self, leg: str, msg: Message) -> Commands:
+    def _on_leg_message(self, leg: str, msg: Message, at: float = 0.0) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []
@@ -324,7 +327,7 @@ class MrtrToLegacyEngine:
                 ref.said = _said(msg)
                 # The TypeScript SDK's servers answer a session they do not know with 400 and an
                 # error naming no request (the Python SDK's with 404): the call never ran there.
-                lost = self._sessions.call_not_found(leg, ref, f"400 ({ref.said})")
+                lost = self._sessions.call_not_found(leg, ref, f"400 ({ref.said})", at)
                 if lost:
                     return lost
             return self._calls.on_message(leg, ref, msg)
@@ -336,7 +339,7 @@ class MrtrToLegacyEngine:
         return []
 
     def _on_leg_cut(
-        self, leg: str, last_id: str | None, retry_ms: int | None, detail: str | None
+        self, leg: str, last_id: str | None, retry_ms: int | None, detail: str | None, at: float = 0.0
     ) -> Commands:
         """A leg's SSE body stopped: resume an unanswered request's stream (`resume`), else it is lost."""
         ref = self._ctx.legs.get(leg)
@@ -348,11 +351,13 @@ class MrtrToLegacyEngine:
             fields = {"leg": leg, "last_event_id": last_id, "attempt": ref.resumable.resumes}
             return [Log("leg_resumed", "info", fields), order]
         if detail is None:
-            return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
-        return self._on_leg_lost(leg, fault_text("cut", detail))
+            return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
+        return self._on_leg_lost(leg, fault_text("cut", detail), at)
 
-    def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:
-        """A leg ended or failed; `refused`: its head could not be framed (the client's input);
+    def _on_leg_lost(
+        self, leg: str, why: str, at: float = 0.0, *, refused: bool = False, answered: bool = True
+    ) -> Commands:
+        """A leg ended or failed at `at`; `refused`: its head could not be framed (the client's input);
         `answered`: the failure came after a response (its status is quoted), not before any."""
         ref = self._ctx.legs.get(leg)
         if ref is None:
@@ -360,7 +365,7 @@ class MrtrToLegacyEngine:
         if answered and ref.status is not None:
             why = f"{why} (HTTP {ref.status}{': ' + ref.said if ref.said else ''})"
         if ref.purpose == "call":
-            return self._calls.on_lost(leg, ref, why, refused=refused)
+            return self._calls.on_lost(leg, ref, why, at, refused=refused)
         if ref.purpose == "stream":
             return self._listen.on_stream_lost(leg, why)
         if ref.purpose == "close":

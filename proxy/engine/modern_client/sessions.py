@@ -285,9 +285,9 @@ class SessionKeeper:
 
     # -- a session the upstream forgot ----------------------------------------------------------
 
-    def call_not_found(self, leg: str, ref: LegRef, answered: str) -> Commands:
+    def call_not_found(self, leg: str, ref: LegRef, answered: str, at: float = 0.0) -> Commands:
         """A call's session is gone (`answered`: what said so, `404`, or a 400 whose error names no
-        request); re-initialize it and send the call again (once). Nothing when it is not that."""
+        request, at `at`); re-initialize it and send the call again (once). Nothing when it is not that."""
         call = self._ctx.calls.get(ref.owner)
         if call is None or call.resent:
             return []  # the body (or its absence) tells the client what happened
@@ -297,12 +297,13 @@ class SessionKeeper:
         commands: Commands = [CloseLeg(leg)]
         self._calls.requeue(call)
         if call.generation == link.generation:
-            commands.extend(self._lost(link, lost_why(answered)))
+            commands.extend(self._lost(link, lost_why(answered), at))
         waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
         return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
-    def _lost(self, link: UpstreamLink, why: str) -> Commands:
-        """Every call parked on the lost session is dead (its retry gets -32602); others are untouched."""
+    def _lost(self, link: UpstreamLink, why: str, at: float = 0.0) -> Commands:
+        """Every call parked on the lost session is dead (its retry gets -32602), each saying how long
+        it waited by `at` (when the loss was seen); others are untouched."""
         stream = link.stream_leg if self._ctx.keep_streams else None
         link.lost()
         fields = {
@@ -319,7 +320,7 @@ class SessionKeeper:
             leg = call.leg
             dead = {"call": call.key, "continuation": call.continuation, "why": "upstream session lost"}
             commands.append(Log("bridge_continuation_dead", "warning", dead))
-            commands.extend(forget(self._ctx, call, lost=True))
+            commands.extend(forget(self._ctx, call, at, lost=True))
             if leg is not None:
                 commands.append(CloseLeg(leg))
         return commands
