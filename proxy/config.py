@@ -41,7 +41,7 @@ from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, key_words
 from proxy.framing.classify import DEPTH_CEILING
-from proxy.framing.http import masked_command, masked_url
+from proxy.framing.http import is_loopback, masked_command, masked_url
 from proxy.record.otlp_setup import ENDPOINT_VARS, env_endpoint, missing_sdk, sdk_disabled
 from proxy.service_links import is_service_link
 
@@ -111,15 +111,6 @@ def base_url(host: str, port: int) -> str:
 def flag_name(field: str) -> str:
     """The command-line flag that sets `field` (`upstream_timeout` -> `--upstream-timeout`)."""
     return RULE_LISTS.get(field) or "--" + field.replace("_", "-")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Settings(BaseModel):
@@ -625,7 +616,7 @@ class Settings(BaseModel):
     def _admin_beyond_loopback_needs_token(self) -> Self:
         if self.admin_enabled and self.admin_token is None:
             host, _ = parse_host_port(self.admin)
-            if not _is_loopback(host):
+            if not is_loopback(host):
                 raise PydanticCustomError(
                     "admin_exposed",
                     "the admin API listens beyond loopback ({host}) only with a token: set --admin-token "

@@ -6,6 +6,7 @@ re-exported from there, since most of the proxy looks headers up through this mo
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -128,6 +129,16 @@ _USERINFO_PASSWORD = re.compile(r"([^/?#@:\s'\"]*:)[^/?#@\s]*@")
 """A userinfo's password, with or without the `//` before it (`user:pw@host`, `http:/user:pw@host`):
 text that is not a well-formed URL must not show it either."""
 _QUERY_VALUE = re.compile(r"([?&][^=&#]*=)[^&#]*")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, without brackets) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def masked_url(url: str) -> str:

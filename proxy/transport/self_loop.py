@@ -9,24 +9,13 @@ loopback upstream under a listener on every interface.
 
 from __future__ import annotations
 
-import ipaddress
-
-from proxy.framing.http import Upstream
+from proxy.framing.http import Upstream, is_loopback
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
 class UpstreamIsThisProxy(OSError):
     """The upstream URL names the proxy's own MCP listener (a start refused, as a bind failure is)."""
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def upstream_is_listener(upstream: Upstream, host: str, port: int) -> bool:
@@ -36,7 +25,7 @@ def upstream_is_listener(upstream: Upstream, host: str, port: int) -> bool:
     target, own = upstream.host.strip("[]").lower(), host.strip("[]").lower()
     if target == own:
         return True
-    return _loopback(target) and (own in _WILDCARDS or _loopback(own))
+    return is_loopback(target) and (own in _WILDCARDS or is_loopback(own))
 
 
 def loop_refusal(upstream: Upstream, listen: str) -> UpstreamIsThisProxy:
