@@ -95,6 +95,33 @@ def _environment(kind: ClientKind) -> dict[str, str]:
     return env
 
 
+def _execute(
+    run: ClientRun, command: list[str], env: dict[str, str], timeout: float
+) -> tuple[str, int | None]:
+    """Run a client process to its end or `timeout`, filling `run`'s stderr, seconds and (when it was
+    killed) failure; its stdout and exit status (None when killed)."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        stdout, run.stderr, status = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        run.stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        run.failure = f"killed after {timeout:.0f}s"
+        status = None
+    run.seconds = time.monotonic() - started
+    return stdout, status
+
+
 def _run(
     kind: ClientKind,
     url: str,
@@ -107,26 +134,9 @@ def _run(
     env = _environment(kind)
     if CLIENTS[kind].script is not None and transport != "http":
         env["MCP_TEST_CLIENT_TRANSPORT"] = transport  # the Node clients' switch (client-v1.mjs: sse)
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            [*client_command(kind, url, transport=transport), *extra],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        stdout, run.stderr = done.stdout, done.stderr
-        if done.returncode != 0:
-            run.failure = f"exit status {done.returncode}"
-    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        run.stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        run.failure = f"killed after {timeout:.0f}s"
-    run.seconds = time.monotonic() - started
+    stdout, status = _execute(run, [*client_command(kind, url, transport=transport), *extra], env, timeout)
+    if status not in (None, 0):
+        run.failure = f"exit status {status}"
     for text in stdout.splitlines():
         try:
             line = json.loads(text)
@@ -176,24 +186,7 @@ def run_sdk2024_client(
     `target` (the proxy's ``/sse`` URL, or the command it spawns); lines keyed by step."""
     command = [str(sdk2024_python()), "-m", "tests.peers.sdk2024_client", transport, *target]
     run = ClientRun(kind="python-legacy", url=" ".join(target))
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            command,
-            cwd=REPO_ROOT,
-            env=_environment("python-legacy"),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        stdout, run.stderr = done.stdout, done.stderr
-    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        run.stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        run.failure = f"killed after {timeout:.0f}s"
-    run.seconds = time.monotonic() - started
+    stdout, _status = _execute(run, command, _environment("python-legacy"), timeout)
     for text in stdout.splitlines():
         with contextlib.suppress(ValueError):  # a line cut short by the kill
             line = json.loads(text)
