@@ -23,6 +23,7 @@ from urllib.parse import unquote, unquote_plus
 
 import orjson
 
+from proxy.wire.header_text import readable
 from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
 
 _USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
@@ -281,6 +282,9 @@ class Redactor:
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
         """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store.
 
+        Each value is given as read (`readable`: a UTF-8 value in its UTF-8 reading), never as the
+        latin-1 text the relay keeps.
+
         Memoized by the exact header list: one client sends the same headers call after call, and the
         capture masks every exchange's request and response heads.
         """
@@ -293,7 +297,10 @@ class Redactor:
             shown = memo[key] = self._mask_headers(key)
         return dict(shown)
 
-    def _mask_headers(self, pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    def _mask_headers(self, raw: tuple[tuple[str, str], ...]) -> dict[str, str]:
+        # Masked as read (a UTF-8 value in its UTF-8 reading): a credential is remembered, and its
+        # stand-in made, from the text that bodies and exports show, not from its latin-1 mojibake.
+        pairs = [(name, readable(value)) for name, value in raw]
         out: dict[str, str] = {}
         spelling: dict[str, str] = {}
         decisions = self._decisions

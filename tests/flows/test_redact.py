@@ -755,3 +755,18 @@ def test_a_basic_value_that_is_not_base64_is_masked_as_a_whole_and_breaks_nothin
     shown = redactor.headers({"Authorization": f"Basic not*base64-{SECRET}"})
 
     assert shown["Authorization"].startswith("Basic <redacted len=")
+
+
+def test_a_utf8_header_is_shown_and_masked_as_read_so_its_echo_in_a_body_is_masked_too(
+    redactor: Redactor,
+) -> None:
+    """The HTTP core keeps a value as the latin-1 reading of its bytes; a body is read as UTF-8. The
+    secret a client sent as UTF-8 must be known by the text the body shows, or its echo goes unmasked."""
+    secret = "clé-secrète-77 名前"
+    on_the_wire = secret.encode().decode("latin-1")
+
+    out = redactor.headers([("X-Api-Key", on_the_wire), ("X-Weird", "it's café".encode().decode("latin-1"))])
+    echoed, _, _ = redactor.body_bounded({"result": {"text": f"you sent {secret}"}}, 65536)
+
+    assert out == {"X-Api-Key": f"<redacted len={len(secret)} hmac:{sha8(secret)}>", "X-Weird": "it's café"}
+    assert echoed == {"result": {"text": f"you sent {redactor.token(secret)}"}}
