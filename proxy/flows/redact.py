@@ -718,6 +718,18 @@ UNENCODABLE_KEY: Final = "$unencodable"
 """Marker key of a body that could not be encoded as JSON (e.g. nested deeper than orjson allows)."""
 
 
+class CutBody(dict[str, Any]):
+    """A capture's stand-in for a body it cut at its limit (`bound_body`'s marker), as read back.
+
+    The capture line says the body was cut (`msg.truncated`); the stand-in itself is small, so bounding
+    it again would call it whole. Read back as this type, it keeps saying so: `AlreadyRedacted` marks
+    its record truncated and the HAR entry says its body was cut, as the running proxy's own record
+    does. A peer's body that merely looks like a stand-in is read as a plain dict.
+    """
+
+    __slots__ = ()
+
+
 def bound_body(value: Any, limit: int) -> tuple[Any, bool, int]:
     """Cap a body for observers: `(value, False, size)` if it fits in `limit` bytes, else a preview marker.
 
@@ -773,8 +785,9 @@ class AlreadyRedacted(Redactor):
         return text
 
     def body_bounded(self, value: Any, limit: int) -> tuple[Any, bool, int]:
-        """The body as it is, bounded."""
-        return bound_body(value, limit)
+        """The body as it is, bounded; a body the capture cut (`CutBody`) stays truncated."""
+        shown, truncated, size = bound_body(value, limit)
+        return shown, truncated or isinstance(value, CutBody), size
 
     def fingerprint(self, value: str) -> str:
         """The fingerprint as it was recorded."""

@@ -65,6 +65,8 @@ class Carried:
     sse_id: str | None = None
     note: str | None = None
     chain: str | None = None
+    truncated: bool = False
+    """The proxy cut its body at the capture limit: `raw` is the `{"$truncated": ...}` stand-in."""
 
 
 @dataclass(slots=True)
@@ -158,7 +160,7 @@ def render(draft: EntryDraft, *, note: str | None = None) -> dict[str, Any]:
     ]
     if changed:  # a HAR reader sees the wait, not who made it: a delay fault reads as a slow server
         entry["_mcp"]["proxy_changes"] = changed
-    comments = [c for c in (note, _side_comment(draft)) if c]
+    comments = [c for c in (note, _side_comment(draft), _cut_comment(draft)) if c]
     if changed:
         comments.append("the proxy changed its chain's traffic: " + "; ".join(changed))
     if comments:
@@ -368,7 +370,24 @@ def _message(m: Carried) -> dict[str, Any]:
         out["sse_id"] = m.sse_id
     if m.note is not None:
         out["note"] = m.note
+    if m.truncated:
+        out["truncated"] = True
     return out
+
+
+def _cut_comment(draft: EntryDraft) -> str | None:
+    """What a HAR reader cannot tell from the text: a body in it is the proxy's stand-in for a message
+    it cut at its capture limit, not the message that travelled."""
+    cut = [m for m in _on_wire(draft) if m.truncated]
+    if not cut:
+        return None
+    sent = any(m.direction is _TO_SERVER for m in cut)
+    back = any(m.direction is not _TO_SERVER for m in cut)
+    where = "request and response bodies" if sent and back else "request body" if sent else "response body"
+    return (
+        f"the proxy cut the {where} at its capture limit (capture_body_limit): each cut message shows "
+        'as {"$truncated":true,"size":N,"preview":...}, not as it was sent'
+    )
 
 
 _INTERNAL_FORM: Final = {

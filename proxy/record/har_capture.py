@@ -51,6 +51,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
 )
+from proxy.flows.redact import CutBody
 from proxy.flows.store import ChainStore
 from proxy.record.har import (
     DEFAULT_ENTRY_BYTES,
@@ -121,6 +122,7 @@ class HarFromCapture:
                     carried = Carried(
                         obs.t, obs.direction, obs.channel, obs.side, msg.kind, msg.raw,
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note or msg.problem, chain,
+                        isinstance(msg.raw, CutBody),
                     )  # fmt: skip
                     self._note_chain(draft, chain)
                     if obs.side is _UPSTREAM and obs.direction is Direction.TO_SERVER and msg.id is not None:
@@ -250,7 +252,7 @@ class HarFromCapture:
         msg = obs.msg
         carried = Carried(
             obs.t, obs.direction, obs.channel, Side.UPSTREAM, msg.kind, msg.raw,
-            msg.id, msg.method, obs.size, None, msg.problem, chain,
+            msg.id, msg.method, obs.size, None, msg.problem, chain, isinstance(msg.raw, CutBody),
         )  # fmt: skip
         if not draft.chains and (summary := self._summary(chain)) is not None:
             # a leg has the eras and mode of the chain it serves

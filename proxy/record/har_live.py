@@ -121,5 +121,6 @@ def _take(draft: EntryDraft, record: MessageRecord, summary: ChainSummary, host:
     carried = Carried(
         record.ts, record.direction, record.channel, record.side.value, record.kind, record.body,
         record.jsonrpc_id, record.method, record.size, record.sse_id, record.note, summary.id,
+        record.truncated,
     )  # fmt: skip
     draft.add(carried, summary)

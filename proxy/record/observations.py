@@ -47,7 +47,7 @@ from proxy.flows.observations import (
     key_of,
 )
 from proxy.flows.records import Filed
-from proxy.flows.redact import AlreadyRedacted, Redactor
+from proxy.flows.redact import AlreadyRedacted, CutBody, Redactor
 from proxy.flows.store import ChainStore
 from proxy.record.unplaced import Unplaced
 from proxy.wire.jsonrpc import Kind, Message
@@ -288,9 +288,12 @@ _KIND: Final = {m.value: m for m in Kind}
 
 
 def _message(data: dict[str, Any]) -> Message:
+    raw = data.get("raw")
+    if data.get("truncated") and isinstance(raw, dict):  # the capture's stand-in for a cut body
+        raw = CutBody(raw)
     return Message(
         _enum_value(_KIND, data["kind"], Kind),
-        data.get("raw"),
+        raw,
         id=data.get("id"),
         method=data.get("method"),
         problem=data.get("problem"),
