@@ -201,7 +201,13 @@ def export_capture(
         store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES if searched else 1)
         har = HarWriter(out)
         entries = HarFromCapture(har.write, store, keep=keep, lean=not searched)
-        _read(open_readers(paths, entries.replayer), report, entries.proxy_info, chained=False)
+        _read(
+            open_readers(paths, entries.replayer),
+            report,
+            entries.proxy_info,
+            chained=False,
+            on_file=entries.file_header,
+        )
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -303,10 +309,20 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
     return found
 
 
-def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any, *, chained: bool = True) -> None:
+def _read(
+    readers: list[CaptureReader],
+    report: ExportReport,
+    on_info: Any,
+    *,
+    chained: bool = True,
+    on_file: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
     """Drive every reader to its end (the replayer's listener does the work), noting what was skipped;
-    `chained`: what is written is chains, which lose the message lines that joined none."""
+    `chained`: what is written is chains, which lose the message lines that joined none; `on_file`
+    gets each file's header before its lines."""
     for reader in readers:
+        if on_file is not None:
+            on_file(reader.header)
         with reader:
             for event in reader:
                 if on_info is not None and isinstance(event, ProxyInfo):
