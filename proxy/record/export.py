@@ -26,6 +26,7 @@ from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
+from proxy.record.batches import Batch, BatchesOf
 from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader, newer_minor
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
@@ -276,6 +277,8 @@ class ChainFound:
     report: ExportReport = field(default_factory=ExportReport)
     openers: dict[str, str] = field(default_factory=dict)
     """Session (as recorded, redacted) -> the id of the chain whose `initialize` opened it."""
+    batches: dict[str, Batch] = field(default_factory=dict)
+    """Exchange -> the JSON-RPC batch it carried, for the found chain's exchanges that carried one."""
 
     def session_opener(self) -> str | None:
         """The chain that opened the found chain's session, if the capture holds it."""
@@ -303,9 +306,13 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
         found.info = found.info or event
 
     store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone)
-    _read(open_readers(paths, ObservationReplayer(store=store, headlines=False)), found.report, info)
+    batches = BatchesOf(chain_id)
+    replayer = ObservationReplayer(store=store, headlines=False, on_applied=batches.applied)
+    _read(open_readers(paths, replayer), found.report, info)
     for chain in store.drain():
         gone(chain)
+    batches.finish()
+    found.batches = batches.found
     return found
 
 
