@@ -319,6 +319,7 @@ def _print_curl(
                 upstream_url=info.upstream if info else None,
                 target=to,
                 session_opener=found.session_opener(),
+                batches=found.batches,
             )
             for m in sent
         ]

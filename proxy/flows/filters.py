@@ -21,6 +21,9 @@ from proxy.flows.events import ChainStatus, ChainSummary, Mode
 from proxy.flows.query import Bodies, Query, bodies_text, parse_query
 from proxy.flows.store import Chain
 
+PARAMETERS = ("status", "method", "mode", "q")
+"""The names a filter is built from: `ChainFilter.from_params` asks for these and no other."""
+
 
 class FilterError(ValueError):
     """A filter parameter holds a value it does not accept; the message names both."""

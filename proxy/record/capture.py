@@ -123,9 +123,15 @@ def check_header(obj: Any, path: Path) -> dict[str, Any]:
 def newer_minor(header: dict[str, Any]) -> bool:
     """Whether a checked header's minor version is newer than the one this code writes: only such a
     file can hold kinds and types this version does not know; in any other, an unknown one is damage."""
+    minor = minor_version(header)
+    return minor is not None and minor > FORMAT_MINOR
+
+
+def minor_version(header: dict[str, Any]) -> int | None:
+    """The minor of a checked header's version, or None when it has none."""
     version = header.get("version")
     minor = version.partition(".")[2] if isinstance(version, str) else ""
-    return minor.isdigit() and int(minor) > FORMAT_MINOR
+    return int(minor) if minor.isdigit() else None
 
 
 def parse_version(version: Any) -> int | None:

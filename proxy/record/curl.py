@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
+from proxy.record.batches import Batch
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
@@ -355,6 +356,15 @@ def _waits(messages: list[MessageRecord], request: MessageRecord) -> list[str]:
     return []
 
 
+def _batched(batch: Batch) -> list[str]:
+    """Comments for a request the client sent inside a JSON-RPC batch, which the command sends alone."""
+    return [
+        f"# the client sent this in a JSON-RPC batch of {batch.size} in one POST ({batch.members()}):",
+        "# this command sends it alone, which the proxy and the server may answer otherwise "
+        "(a server that takes no batches refuses the batch)",
+    ]
+
+
 def curl_command(
     messages: list[MessageRecord],
     record: MessageRecord,
@@ -364,11 +374,14 @@ def curl_command(
     upstream_url: str | None,
     target: Target = "proxy",
     session_opener: str | None = None,
+    batches: Mapping[str, Batch] | None = None,
 ) -> str:
     """A bash command that sends `record`'s request again with its headers (see the module doc).
 
     `session_opener` is the id of the chain whose `initialize` opened the request's session, when the
     caller knows it: the comment then says which command's answer holds the session id to set.
+    `batches` gives the JSON-RPC batch a client exchange carried (`proxy.record.batches`): a request
+    sent in one is sent alone, and the comment says so.
     """
     request = request_for(messages, record)
     in_place = _client_head(messages, request) if request.side is Side.UPSTREAM else None
@@ -435,6 +448,9 @@ def curl_command(
     if request.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
     comment += _waits(messages, request)
+    batch = (batches or {}).get(request.exchange) if request.side is not Side.UPSTREAM else None
+    if batch is not None:
+        comment += _batched(batch)
     edit = _edited(messages, request)
     if edit is not None:
         comment.append(

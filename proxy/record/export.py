@@ -26,6 +26,7 @@ from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
+from proxy.record.batches import Batch, BatchesOf
 from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader, newer_minor
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
@@ -201,7 +202,13 @@ def export_capture(
         store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES if searched else 1)
         har = HarWriter(out)
         entries = HarFromCapture(har.write, store, keep=keep, lean=not searched)
-        _read(open_readers(paths, entries.replayer), report, entries.proxy_info, chained=False)
+        _read(
+            open_readers(paths, entries.replayer),
+            report,
+            entries.proxy_info,
+            chained=False,
+            on_file=entries.file_header,
+        )
         entries.finish()
         report.written = entries.written
         har.close(report.lines())
@@ -270,6 +277,8 @@ class ChainFound:
     report: ExportReport = field(default_factory=ExportReport)
     openers: dict[str, str] = field(default_factory=dict)
     """Session (as recorded, redacted) -> the id of the chain whose `initialize` opened it."""
+    batches: dict[str, Batch] = field(default_factory=dict)
+    """Exchange -> the JSON-RPC batch it carried, for the found chain's exchanges that carried one."""
 
     def session_opener(self) -> str | None:
         """The chain that opened the found chain's session, if the capture holds it."""
@@ -297,16 +306,30 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
         found.info = found.info or event
 
     store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=gone)
-    _read(open_readers(paths, ObservationReplayer(store=store, headlines=False)), found.report, info)
+    batches = BatchesOf(chain_id)
+    replayer = ObservationReplayer(store=store, headlines=False, on_applied=batches.applied)
+    _read(open_readers(paths, replayer), found.report, info)
     for chain in store.drain():
         gone(chain)
+    batches.finish()
+    found.batches = batches.found
     return found
 
 
-def _read(readers: list[CaptureReader], report: ExportReport, on_info: Any, *, chained: bool = True) -> None:
+def _read(
+    readers: list[CaptureReader],
+    report: ExportReport,
+    on_info: Any,
+    *,
+    chained: bool = True,
+    on_file: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
     """Drive every reader to its end (the replayer's listener does the work), noting what was skipped;
-    `chained`: what is written is chains, which lose the message lines that joined none."""
+    `chained`: what is written is chains, which lose the message lines that joined none; `on_file`
+    gets each file's header before its lines."""
     for reader in readers:
+        if on_file is not None:
+            on_file(reader.header)
         with reader:
             for event in reader:
                 if on_info is not None and isinstance(event, ProxyInfo):

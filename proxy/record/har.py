@@ -102,6 +102,10 @@ class EntryDraft:
     ended: float | None = None
     outcome: str | None = None
     related: str | None = None
+    head_missing: str | None = None
+    """What a leg without a response head says of it when a head may have come all the same (a capture
+    of a format before 1.5 records none; a store past its bounds); None: a head that came would be
+    here, so none came."""
     run: str | None = None
     """The run tag of the proxy process it passed through (`proxy_info.run`): exchange and leg ids
     start again at each restart, so in a capture a restarted proxy appended to, they repeat."""
@@ -400,7 +404,7 @@ _INTERNAL_FORM: Final = {
 def _side_comment(draft: EntryDraft) -> str | None:
     if draft.side == "upstream":
         if draft.status is None:
-            return "a bridge's upstream leg: its response head is unknown (none came, or none was recorded)"
+            return f"a bridge's upstream leg: {_no_head(draft)}"
         return "a bridge's upstream leg: the proxy records its response head, not its request head"
     said = []
     if draft.client_transport != "http":
@@ -411,6 +415,18 @@ def _side_comment(draft: EntryDraft) -> str | None:
     if draft.ended is None:
         said.append("still open when it was exported")
     return "; ".join(said) or None
+
+
+def _no_head(draft: EntryDraft) -> str:
+    """What a leg without a response head says of it: none came, or why none is shown."""
+    if draft.head_missing is not None:
+        return draft.head_missing
+    if draft.ended is None:
+        return "no response head had come yet when it was exported"
+    return (
+        "no response head came: the upstream was out of reach or did not answer in time, or the leg "
+        "ended before its answer (a cancel, an intercept answering in the upstream's place)"
+    )
 
 
 class HarWriter:

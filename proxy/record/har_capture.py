@@ -53,6 +53,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import CutBody
 from proxy.flows.store import ChainStore
+from proxy.record.capture import minor_version
 from proxy.record.har import (
     DEFAULT_ENTRY_BYTES,
     Carried,
@@ -63,6 +64,9 @@ from proxy.record.har import (
     upstream_url,
 )
 from proxy.record.observations import ObservationReplayer
+
+LEG_HEADS_SINCE: Final = 5
+"""The capture format minor that first records the upstream's response head to a leg (`leg_head`)."""
 
 DEFAULT_MAX_HELD: Final = 10_000
 """Ended entries waiting for their chains to end before a filter judges them."""
@@ -95,6 +99,8 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self._run: str | None = None
+        self._head_missing: str | None = None
+        """What a leg of the file being read without a head says (its format records none)."""
         self.written = 0
         self._lean = lean
         self.replayer = ObservationReplayer(
@@ -109,6 +115,17 @@ class HarFromCapture:
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
         self._run = info.run or self._run
+
+    def file_header(self, header: dict[str, Any]) -> None:
+        """Learn the format of the file about to be read: one before 1.5 records no leg's response
+        head, so a leg without one is unknown there, not one that got none."""
+        minor = minor_version(header)
+        self._head_missing = None
+        if minor is not None and minor < LEG_HEADS_SINCE:
+            self._head_missing = (
+                f"its response head is unknown: a capture of format {header['version']} records none "
+                "(1.5 and later do)"
+            )
 
     def applied(self, obs: Observation, events: list[FlowEvent], chain: str | None) -> None:
         """Take one observation, as the replayer built it, with the chain it filed a message in."""
@@ -232,6 +249,7 @@ class HarFromCapture:
             draft = self._open[leg] = EntryDraft(
                 leg, "upstream", t, method, self._upstream, run=self._run, limit=self._entry_bytes
             )
+            draft.head_missing = self._head_missing
             head = self._leg_heads.pop(leg, None)
             if head is not None:
                 draft.head(head.t, head.status, head.content_type, head.headers)

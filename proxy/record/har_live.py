@@ -57,10 +57,23 @@ class LiveDrafts:
             facts = self._facts.get(draft.key)
             if facts is not None:
                 _with_facts(draft, facts)
-            elif all(s.ended is not None for s in draft.chains.values()):
-                draft.ended = _ended(draft)
+            else:
+                draft.head_missing = UNKEPT_HEAD
+                if all(s.ended is not None for s in draft.chains.values()):
+                    draft.ended = _ended(draft)
         for draft in sorted(self._drafts.values(), key=lambda d: d.started):
             yield render(draft)
+
+
+UNKEPT_HEAD = "its response head is unknown: none came, or the store no longer holds what would say"
+"""What a leg without a response head says when no chain kept its facts (past their bound)."""
+
+DROPPED_HEAD = "its response head came, but the store no longer holds the message that carried it"
+"""What a leg without a response head says when one came and the leg has ended (the record of the
+head, on its first message back or on its own at the end, was filed, then dropped past the bounds)."""
+
+UNFILED_HEAD = "its response head came; the proxy files it with the leg's first message back, or at its end"
+"""What an open leg without a response head says when one came: it waits to be filed."""
 
 
 def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
@@ -69,6 +82,7 @@ def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
         draft.started = facts.started
     if facts.head_at is not None:
         draft.head_at = facts.head_at
+        draft.head_missing = DROPPED_HEAD if facts.ended is not None else UNFILED_HEAD
     draft.ended, draft.outcome = facts.ended, facts.outcome
     if draft.side == "client":
         draft.session = facts.session

@@ -13,6 +13,7 @@ docs/admin-api.md is the reference for every endpoint and for the feed protocol.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import hmac
 import time
@@ -27,7 +28,7 @@ from multidict import MultiMapping
 from proxy.config import Settings, base_url, parse_host_port
 from proxy.flows.bus import EventBus
 from proxy.flows.events import ChainSummary, Mode, ProxyInfo
-from proxy.flows.filters import ChainFilter, FilterError
+from proxy.flows.filters import PARAMETERS, ChainFilter, FilterError
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import Chain, ChainStore
@@ -49,6 +50,9 @@ DEFAULT_HISTORY = 200
 
 DEFAULT_LIMIT = 100
 """Chains `/api/chains` returns when the client does not say (`?limit=N`)."""
+
+CHAIN_PARAMETERS = frozenset({"limit", *PARAMETERS})
+"""The query names `/api/chains` and the exports take; any other is refused, not ignored."""
 
 CLOSE_TIMEOUT = 1.0
 """Seconds the admin listener gives open requests (feeds) to end when the proxy stops."""
@@ -360,10 +364,26 @@ def _int_param(query: MultiMapping[str], name: str, default: int, low: int, high
 
 def _filter(query: MultiMapping[str]) -> ChainFilter:
     """The chain filter of a query string (`/api/chains`, the exports); 400 naming a bad parameter."""
+    _known_only(query, CHAIN_PARAMETERS)
     try:
         return ChainFilter.from_params(lambda name: query.getall(name, []))
     except FilterError as exc:
         raise _BadQuery(str(exc)) from None
+
+
+def _known_only(query: MultiMapping[str], known: frozenset[str]) -> None:
+    """400 naming each parameter the endpoint does not take: a misspelled filter that were ignored
+    would answer 200 with every chain, and a script would not know its filter never applied."""
+    unknown = sorted(set(query) - known)
+    if not unknown:
+        return
+    named = ", ".join(f"{name!r}{_did_you_mean(name, known)}" for name in unknown)
+    raise _BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(sorted(known))}")
+
+
+def _did_you_mean(name: str, known: frozenset[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 @web.middleware

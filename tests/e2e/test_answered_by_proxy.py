@@ -5,6 +5,7 @@ The `mcp-proxy` command starts in front of nothing, as a sidecar often does befo
 `mcp_proxy_upstream_latency_seconds`, and their chains say `mode: local`, `upstream_era: unknown` and
 `upstream_ms: null`, live and read back from the capture. Then a real SDK server comes up and a call
 is timed as before; once the server is gone, the 502 for the refused connection is not timed either.
+A bridge's upstream leg that never reached its server says so in both HARs: no response head came.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.peers.runner import arun_peer
 from tests.peers.scenarios import expected_result, run_scenario
-from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, exported_chains, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    admin_get,
+    admin_json,
+    clean_env,
+    exported_chains,
+    run_mcp_proxy,
+    settings_env,
+)
 from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
 
 pytestmark = pytest.mark.e2e
@@ -125,3 +134,41 @@ async def test_requests_the_upstream_never_saw_are_not_timed_as_upstream_latency
     assert headlines(recorded, "tools/call", 503) == [("local", "legacy", "unknown", None)] * 3
     assert headlines(recorded, "initialize", 502) == [("passthrough", "legacy", "legacy", None)]
     assert json.loads(capture.read_text().splitlines()[0])["version"] == "1.9"
+
+
+NO_HEAD = (
+    "a bridge's upstream leg: no response head came: the upstream was out of reach or did not answer in "
+    "time, or the leg ended before its answer (a cancel, an intercept answering in the upstream's place)"
+)
+
+
+async def test_a_bridge_leg_that_never_reached_its_server_says_no_head_came_in_both_hars(
+    tmp_path: Path,
+) -> None:
+    """The capture records a leg's head whenever one comes (format 1.5 on), so a leg without one got
+    none, and its entry says that rather than that it might only be unrecorded."""
+    port, capture = dead_port(), tmp_path / "capture.jsonl"
+    upstream = f"http://127.0.0.1:{port}/mcp"  # a 2026-07-28 server, said so, that is not running
+    env = clean_env(**settings_env(upstream=upstream, upstream_era="modern", capture=capture))
+    with ProxyProcess(env) as proxy:
+        init = rpc("initialize", 1, protocolVersion="2025-11-25", capabilities={}, clientInfo=CLIENT)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), data=init, headers=CLIENT_ACCEPT) as resp,
+        ):
+            answer = await resp.json()
+        status, _, live = await admin_get(proxy.admin + "/api/export.har")
+        assert status == 200
+        assert proxy.stop() == 0
+    exported = tmp_path / "capture.har"
+    done = run_mcp_proxy("export", "--har", str(exported), str(capture))
+    assert done.returncode == 0, done.stderr
+
+    assert "unreachable" in answer["error"]["message"]
+    for har in (json.loads(live), json.loads(exported.read_bytes())):
+        (leg,) = [e for e in har["log"]["entries"] if e["_mcp"]["side"] == "upstream"]
+        assert leg["response"]["status"] == 0
+        assert leg["comment"] == NO_HEAD
+
+
+CLIENT = {"name": "raw-client", "version": "1"}

@@ -16,14 +16,14 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecorded
+from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecorded, Mode, Side
 from proxy.flows.store import Chain
 from proxy.record.capture import read_capture
 from proxy.record.export import Format, export_capture
 from proxy.record.har import upstream_url
-from proxy.record.har_live import LiveDrafts
+from proxy.record.har_live import UNFILED_HEAD, LiveDrafts
 from proxy.wire.jsonrpc import Kind, Message, classify_value, parse_body, request, result_response
-from tests.flows.bridge_play import LEG_STATUSES, UPSTREAM_SESSION, refused_leg_call
+from tests.flows.bridge_play import LEG_STATUSES, PARK_HEADERS, UPSTREAM_SESSION, refused_leg_call
 from tests.flows.stream_play import HEADERS, SESSION, TOKEN, streams_and_delete
 from tests.flows.test_sink import SCENARIOS, Play
 from tests.record.captures import LISTEN, UPSTREAM, record_play
@@ -346,3 +346,41 @@ def test_a_leg_answering_a_parked_call_names_the_leg_it_serves_in_both_hars(tmp_
             if e["_mcp"]["side"] == "upstream"
         }
         assert related["leg-3"] == "leg-1"
+
+
+def _legs_awaiting_answers(obs: Any, clock: Any) -> list[Any]:
+    """A modern call bridged to a legacy server, exported while two legs wait: leg-1's SSE head came
+    and no event yet, leg-2's request went and no head yet."""
+    modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    call = classify_value(request(1, "tools/call", {"name": "slow", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x1", call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST, side=Side.CLIENT)
+    for leg in ("leg-1", "leg-2"):
+        upstream_call = request(f"legacy-{leg}", "tools/call", {"name": "slow", "arguments": {}})
+        obs.leg_message(
+            leg, "x1", upstream_call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST
+        )
+    clock.now += 0.1
+    obs.leg_head("leg-1", status=200, content_type="text/event-stream", headers={})
+    return []
+
+
+def test_an_open_legs_comment_says_whether_its_head_came_in_both_hars(tmp_path: Path) -> None:
+    """The running proxy files a leg's head with its first message back, so an open leg whose head
+    came shows none yet: its comment says one came, where the capture's shows it; a leg whose head has
+    not come says so in both."""
+    live, exported = both_hars(_legs_awaiting_answers, tmp_path / "waiting.jsonl")
+
+    def legs(entries: list[dict[str, Any]]) -> dict[str, tuple[int, str]]:
+        return {
+            e["_mcp"]["exchange"]: (e["response"]["status"], e["comment"])
+            for e in entries
+            if e["_mcp"]["side"] == "upstream"
+        }
+
+    waiting = (0, "a bridge's upstream leg: no response head had come yet when it was exported")
+    assert legs(live) == {"leg-1": (0, f"a bridge's upstream leg: {UNFILED_HEAD}"), "leg-2": waiting}
+    assert legs(exported) == {
+        "leg-1": (200, "a bridge's upstream leg: the proxy records its response head, not its request head"),
+        "leg-2": waiting,
+    }

@@ -167,6 +167,27 @@ async def test_api_chains_answers_400_naming_a_bad_parameter(
     assert named in body["message"]
 
 
+@pytest.mark.parametrize("path", ["/api/chains", "/api/export.har", "/api/export.json", "/api/export.ndjson"])
+async def test_a_misspelled_filter_name_is_400_naming_it_and_the_known_names_not_ignored(
+    legacy_server: PeerServer, path: str
+) -> None:
+    async with admin_proxy(legacy_server.url) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            await client.call_tool("echo", {"text": "first"})
+        status, body = await get(proxy, f"{path}?stauts=error&limit=5")
+        every_name = "status=ok&method=tools/call&mode=passthrough&q=tool:echo&limit=5"
+        async with aiohttp.ClientSession() as http, http.get(f"{proxy.admin_url}{path}?{every_name}") as resp:
+            known_status = resp.status
+
+    assert status == 400
+    assert body == {
+        "error": "bad_request",
+        "message": "unknown parameter 'stauts' (did you mean status?); "
+        "this endpoint takes limit, method, mode, q, status",
+    }
+    assert known_status == 200
+
+
 async def test_api_chain_by_id_gives_headline_messages_and_how_many_it_no_longer_holds(
     legacy_server: PeerServer,
 ) -> None:
