@@ -123,10 +123,13 @@ class SendSse:
 
 @dataclass(frozen=True, slots=True)
 class ObserveContinuation:
-    """Tell the observer a parked upstream call changed: `parked`, `resumed`, `expired` or `ended`.
+    """Tell the observer a parked upstream call changed: `parked`, `resumed`, `expired`, `lost` or
+    `ended`.
 
     `exchange` is the client exchange that first parked the call (its chain); `age_ms` is how long
-    the call had been parked when it resumed or expired (0 otherwise). Never a token or a secret.
+    the call had been parked when it resumed or went (0 otherwise); `stopped`: an `expired` call went
+    because the proxy stopped before its client came back, not because its wait ran out. Never a
+    token or a secret.
     """
 
     exchange: str
@@ -135,6 +138,7 @@ class ObserveContinuation:
     principal: str | None
     pending_keys: tuple[str, ...] = ()
     age_ms: float = 0.0
+    stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ from proxy.flows.events import (
 from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
+    PROXY_STOPPING,
     STREAM_NORMAL_ENDS,
     AnsweredByProxy,
     BodyNotInspected,
@@ -118,6 +119,13 @@ CLIENT_NEVER_RETRIED = (
     "client may stop asking; the proxy cancelled the call upstream)"
 )
 """The note on a bridged call whose client never came back with the answers."""
+
+STOPPED_WHILE_PARKED = (
+    "parked upstream call let go as the proxy stopped: the client had not retried yet (a 2026-07-28 "
+    "client may stop asking; the proxy closed the call's upstream session)"
+)
+"""The note on a bridged call still waiting for its client's retry when the proxy stopped: nothing
+failed, the call just has no end to show."""
 
 
 class ObservedClock:
@@ -295,6 +303,7 @@ class ChainBuilder:
                     principal=obs.principal,
                     pending_keys=list(obs.pending_keys),
                     age_ms=obs.age_ms,
+                    outcome=obs.outcome,
                 )
             case FaultInjected():
                 self.fault_injected(obs)
@@ -644,13 +653,15 @@ class ChainBuilder:
         principal: str | None,
         pending_keys: list[str],
         age_ms: float,
+        outcome: str | None = None,
     ) -> None:
         """Announce a parked upstream call's change, and end a chain that still waits when it goes.
 
         The call is named by the exchange that parked it first (its chain is looked up then and
         remembered). `ended` becomes `completed`, or `cancelled` when the chain failed. A call whose
-        client never came back (`expired`) ends its chain incomplete: a 2026-07-28 client may stop
-        asking, so nothing failed; one whose upstream went first (`lost`) fails it.
+        client never came back (`expired`, its wait run out or, `outcome` `proxy_stopping`, the proxy
+        stopped first) ends its chain incomplete: a 2026-07-28 client may stop asking, so nothing
+        failed; one whose upstream went first (`lost`) fails it.
         """
         chain_id = self._continuations.get(continuation)
         if chain_id is None:
@@ -667,13 +678,14 @@ class ChainBuilder:
             state = "cancelled" if failed else "completed"
         if chain is not None and chain.summary.ended is None:
             if state == "expired":
-                chain.summary.notes.append(CLIENT_NEVER_RETRIED)
+                stopped = outcome == PROXY_STOPPING
+                chain.summary.notes.append(STOPPED_WHILE_PARKED if stopped else CLIENT_NEVER_RETRIED)
                 self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, self._clock())
             elif state in ("lost", "cancelled"):
                 chain.summary.notes.append(f"parked upstream call {state}")
                 self._ledger.finish(chain, ChainStatus.ERROR, f"parked upstream call {state}", self._clock())
         self._ledger.continuation_event(
-            chain_id, state, principal=principal, pending_keys=pending_keys, age_ms=age_ms
+            chain_id, state, principal=principal, pending_keys=pending_keys, age_ms=age_ms, outcome=outcome
         )
 
     def upstream_session(

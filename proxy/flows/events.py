@@ -248,6 +248,9 @@ class ContinuationChanged(_Model):
     principal: str | None = None
     pending_keys: list[str] = Field(default_factory=list)
     age_ms: float = 0.0
+    outcome: str | None = None
+    """Why an `expired` call went though its wait had not run out: `proxy_stopping` (the proxy
+    stopped first); None otherwise."""
 
 
 class Lagged(_Model):

@@ -257,7 +257,14 @@ class ChainLedger:
         )
 
     def continuation_event(
-        self, chain_id: str, state: str, *, principal: str | None, pending_keys: list[str], age_ms: float
+        self,
+        chain_id: str,
+        state: str,
+        *,
+        principal: str | None,
+        pending_keys: list[str],
+        age_ms: float,
+        outcome: str | None = None,
     ) -> None:
         """Announce a parked upstream call's change of state, for the continuations view (and keep
         it with the store while the call is parked, for a feed's history)."""
@@ -269,6 +276,7 @@ class ChainLedger:
                 "principal": principal and self._redactor.fingerprint(principal),
                 "pending_keys": pending_keys,
                 "age_ms": age_ms,
+                "outcome": outcome,
             }
         )
         self.store.continuation_moved(event)

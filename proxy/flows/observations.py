@@ -233,7 +233,8 @@ class ContinuationMoved:
     client never came back) or lost (its upstream went first).
 
     Named by the exchange that parked it first; `state` is `parked`, `resumed`, `ended`, `expired` or
-    `lost`.
+    `lost`. `outcome` says why an `expired` call went when its wait did not run out: `proxy_stopping`
+    (the proxy stopped before its client came back); None otherwise.
     """
 
     t: float
@@ -243,6 +244,7 @@ class ContinuationMoved:
     principal: str | None
     pending_keys: tuple[str, ...]
     age_ms: float
+    outcome: str | None = None
 
 
 @value

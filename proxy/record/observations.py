@@ -132,7 +132,11 @@ class ObservationEncoder:
                     del line["connection"]
             case ResponseHeadSeen() | LegHeadSeen():
                 line["headers"] = redactor.headers(obs.headers)
-            case ContinuationMoved() | UpstreamSessionMoved():  # a principal's keyed fingerprint
+            case ContinuationMoved():  # a principal's keyed fingerprint
+                line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
+                if obs.outcome is None:  # written only when set, as readers assume
+                    del line["outcome"]
+            case UpstreamSessionMoved():
                 line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
             case InterceptReleased():  # the edit or answer sent in the held message's place
                 line["message"] = redactor.body_bounded(obs.message, self._body_limit)[0]

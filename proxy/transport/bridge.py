@@ -56,6 +56,7 @@ from proxy.engine.events import (
 from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
+    PROXY_STOPPING,
     ContinuationMoved,
     ExchangeClosed,
     ExchangeOpened,
@@ -470,11 +471,12 @@ class BridgeDriver:
                 self.timers[timer] = loop.call_later(seconds, self._fire, timer, until)
             case CancelTimer(timer):
                 self._cancel_timer(timer)
-            case ObserveContinuation(exchange, continuation, state, principal, pending, age_ms):
+            case ObserveContinuation(exchange, continuation, state, principal, pending, age_ms, stopped):
                 sink = self.observer
+                outcome = PROXY_STOPPING if stopped else None
                 sink.emit(
                     ContinuationMoved(
-                        sink.now(), exchange, continuation, state, principal, tuple(pending), age_ms
+                        sink.now(), exchange, continuation, state, principal, tuple(pending), age_ms, outcome
                     )
                 )
             case ObserveSession(session, state, principal, capabilities, version):

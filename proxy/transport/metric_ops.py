@@ -745,7 +745,8 @@ class OpCounter:
             self._continuations[obs.continuation] = op
         if obs.state in ("ended", "expired", "lost"):
             self._continuations.pop(obs.continuation, None)
-        if obs.state == "expired":  # the client may never come back: nothing failed
+        if obs.state == "expired":  # the client never came back (or the proxy stopped first): nothing failed
+            op.request = False  # and no upstream time is measured: its chain ends `incomplete`
             self._finish(op, obs.t, error=False)
         elif obs.state in ("lost", "cancelled"):
             self._finish(op, obs.t, error=True)

@@ -26,12 +26,17 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from proxy.cli import main
-from tests.e2e.commanded import own_proxy
+from proxy.flows.chains import STOPPED_WHILE_PARKED
+from proxy.flows.events import ChainStatus
+from tests.e2e.commanded import TOKEN, own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.clients import run_plan
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import CallbackLog, client_for
 from tests.sidecar import until
+from ui.app import ProxyTui
+from ui.feeds import AttachFeed
+from ui.model import ChainEntry
 
 pytestmark = pytest.mark.asyncio
 
@@ -169,30 +174,69 @@ async def post_initialize(url: str) -> tuple[int, dict[str, str], dict[str, Any]
         return resp.status, dict(resp.headers), json.loads(await resp.read())
 
 
-async def test_a_call_still_parked_when_the_proxy_stops_is_recorded_as_let_go_with_its_age(
-    legacy_server: PeerServer, tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+async def test_a_call_parked_when_the_proxy_stops_ends_incomplete_noted_so_in_the_tui_capture_and_export(
+    sig: signal.Signals, legacy_server: PeerServer, tmp_path: Path
 ) -> None:
-    # A 2026-07-28 client that never retries: the bridge's parked upstream call outlives the drain.
-    # The capture and the log must say the proxy let it go as it stopped, after how long, and the
-    # chain must not read as still parked.
+    # A 2026-07-28 client that never retries: the bridge's parked upstream call outlives the proxy
+    # (SIGTERM: past a short drain; SIGINT: at once). Its client had not come back and its upstream
+    # was fine, so the attached TUI, the capture and the export say the proxy let it go as it
+    # stopped: `incomplete`, never an upstream error, and not listed by `export --status error`.
     capture = tmp_path / "run.jsonl"
     env = {"MCP_PROXY_DRAIN_GRACE": "0.5", "MCP_PROXY_CAPTURE": str(capture)}
     async with own_proxy(legacy_server.url, env=env) as proxy, aiohttp.ClientSession() as http:
-        status, reply = await modern_call(http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=1)
-        assert status == 200, reply
-        assert reply["result"]["resultType"] == "input_required", reply
-        await asyncio.sleep(0.2)  # parked for a while before the proxy stops
-        proxy.process.signal(signal.SIGTERM)
-        assert await proxy.process.exited(seconds=20) == 0
+        app = ProxyTui(AttachFeed(proxy.admin_url, TOKEN, backoff=(5.0, 5.0)), batch_delay=0.01)
+        async with app.run_test(size=(160, 40)):
+            await until(lambda: _feed_state(app) == "live", what="the attached TUI to go live")
+            status, reply = await modern_call(
+                http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=1
+            )
+            assert status == 200, reply
+            assert reply["result"]["resultType"] == "input_required", reply
+            await until(lambda: app.model.parked == 1, what="the TUI to show the call parked")
+            proxy.process.signal(sig)
+            assert await proxy.process.exited(seconds=20) == 0
+            await until(lambda: _call_row(app).summary.ended is not None, what="the TUI to end the call")
+            row = _call_row(app)
+            shown = str(app.main.table.get_cell(row.key, "status"))
 
+    assert (row.summary.status, row.summary.error, row.summary.notes) == (
+        ChainStatus.INCOMPLETE,
+        None,
+        [STOPPED_WHILE_PARKED],
+    )
+    assert shown.startswith("incom"), shown
     dead = proxy.process.find("bridge_continuation_dead")
     assert dead is not None
     assert dead["why"] == "the proxy is stopping"
     lines = [json.loads(line) for line in capture.read_bytes().splitlines()]
-    moves = [(o["state"], o["age_ms"]) for o in lines if o.get("kind") == "continuation"]
-    assert [state for state, _ in moves] == ["parked", "lost"]  # its upstream went with the proxy
-    assert moves[-1][1] >= 200.0
+    moves = [o for o in lines if o.get("kind") == "continuation"]
+    assert [(o["state"], o.get("outcome")) for o in moves] == [
+        ("parked", None),
+        ("expired", "proxy_stopping"),
+    ]
+    assert moves[-1]["age_ms"] > 0.0  # how long it waited for its client's retry
     exported = tmp_path / "chains.json"
     assert main(["export", "--json", str(exported), str(capture)]) == 0
-    chains = [c["chain"] for c in json.loads(exported.read_bytes())["chains"]]
-    assert [c["status"] for c in chains if c["method"] == "tools/call"] == ["error"]
+    (chain,) = [
+        c["chain"]
+        for c in json.loads(exported.read_bytes())["chains"]
+        if c["chain"]["method"] == "tools/call"
+    ]
+    assert (chain["status"], chain.get("error"), chain["notes"]) == (
+        "incomplete",
+        None,
+        [STOPPED_WHILE_PARKED],
+    )
+    errors = tmp_path / "errors.json"
+    assert main(["export", "--json", str(errors), "--status", "error", str(capture)]) == 0
+    assert json.loads(errors.read_bytes())["chains"] == []
+
+
+def _feed_state(app: ProxyTui) -> str | None:
+    return app.feed_status.state if app.feed_status is not None else None
+
+
+def _call_row(app: ProxyTui) -> ChainEntry:
+    (row,) = [e for e in app.model.chains.values() if e.summary.method == "tools/call"]
+    return row

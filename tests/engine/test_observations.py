@@ -1,6 +1,6 @@
 """What the MRTR->legacy engine tells the observer, and when: each change as it happens.
 
-Parked calls (`parked`, `resumed`, `expired`, `ended`) and upstream sessions (`opened`,
+Parked calls (`parked`, `resumed`, `expired`, `lost`, `ended`) and upstream sessions (`opened`,
 `reinitialized`, `ended`, `expired`) come out as ObserveContinuation / ObserveSession orders at the
 end of the event that changed them; nothing is found by comparing views after the fact. These
 Playbooks show observations (`hide=()`); the other engine tests leave them out.
@@ -240,7 +240,7 @@ def test_reinitializing_a_lost_session_is_observed_as_such() -> None:
     assert [c for c in commands if isinstance(c, ObserveSession)] == [commands[-1]]
 
 
-def test_a_call_still_parked_when_the_proxy_stops_is_let_go_lost_with_how_long_it_waited() -> None:
+def test_a_call_still_parked_when_the_proxy_stops_expires_by_the_stop_with_how_long_it_waited() -> None:
     engine = ready_engine()
     park(engine, at=1000.0)
 
@@ -256,7 +256,8 @@ def test_a_call_still_parked_when_the_proxy_stops_is_let_go_lost_with_how_long_i
         << CloseLeg("leg-3")
         << Log("upstream_session_ended", "info", ANY)
         << ANY  # the session's DELETE
-        << ObserveContinuation("x1", "continuation-1", "lost", None, (), 110_500.0)
+        # Its client had not come back and its upstream was fine: it expired by the stop, not lost.
+        << ObserveContinuation("x1", "continuation-1", "expired", None, (), 110_500.0, stopped=True)
         >> LegEnded("leg-3")  # the leg's end, after: nothing more is said of the call
         >> Stopping(1111.0)
     )

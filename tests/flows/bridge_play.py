@@ -30,6 +30,38 @@ def parked_bridge_call(obs: Any, clock: Ticking, state: str = STATE) -> list[Any
     x1 closes. Exchange x2 is the retry: its answer goes upstream on leg-3 (linked to leg-1), and the
     result arrives on leg-1. Returns what each close_exchange returned.
     """
+    closed = _parked(obs, clock, state)
+    clock.now += 2.0
+    answer = {"action": "accept", "content": {"name": "octocat"}}
+    params = {
+        "name": "ask_name",
+        "arguments": {},
+        "inputResponses": {"elicitation-1": answer},
+        "requestState": state,
+    }
+    again = classify_value(request(2, "tools/call", params))
+    modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    obs.open_exchange("x2", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
+    obs.message("x2", again, size=200, direction=Direction.TO_SERVER, channel=Channel.POST, side=Side.CLIENT)
+    return [*closed, *resumed_to_its_end(obs, clock, "x2", 2, result_response(0, answer))]
+
+
+def stopped_while_parked(obs: Any, clock: Ticking) -> list[Any]:
+    """The call of `parked_bridge_call` parks, its client never retries, and the proxy stops 3 s later:
+    the bridge lets the call go (`expired`, outcome `proxy_stopping`) and closes its leg."""
+    closed = _parked(obs, clock, STATE)
+    clock.now += 3.0
+    gone = {"principal": None, "pending_keys": [], "age_ms": 3000.0}
+    obs.continuation_changed(
+        "x1", continuation="continuation-2", state="expired", outcome="proxy_stopping", **gone
+    )
+    obs.leg_closed("leg-1")
+    return closed
+
+
+def _parked(obs: Any, clock: Ticking, state: str) -> list[Any]:
+    """Exchange x1's call, parked on leg-1's elicitation and answered `input_required`; returns what
+    its close_exchange returned."""
     modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
     call = classify_value(request(1, "tools/call", {"name": "ask_name", "arguments": {}}))
     obs.open_exchange("x1", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
@@ -50,20 +82,7 @@ def parked_bridge_call(obs: Any, clock: Ticking, state: str = STATE) -> list[Any
     }
     reply = classify_value(result_response(1, asked))
     obs.message("x1", reply, size=180, direction=Direction.TO_CLIENT, channel=Channel.JSON, side=Side.CLIENT)
-    closed = [obs.close_exchange("x1", None)]
-
-    clock.now += 2.0
-    answer = {"action": "accept", "content": {"name": "octocat"}}
-    params = {
-        "name": "ask_name",
-        "arguments": {},
-        "inputResponses": {"elicitation-1": answer},
-        "requestState": state,
-    }
-    again = classify_value(request(2, "tools/call", params))
-    obs.open_exchange("x2", http_method="POST", path="/mcp", headers=PARK_HEADERS, session=None, **modern)
-    obs.message("x2", again, size=200, direction=Direction.TO_SERVER, channel=Channel.POST, side=Side.CLIENT)
-    return [*closed, *resumed_to_its_end(obs, clock, "x2", 2, result_response(0, answer))]
+    return [obs.close_exchange("x1", None)]
 
 
 def resumed_to_its_end(

@@ -125,10 +125,18 @@ class Calls:
         principal: str | None,
         pending_keys: list[str],
         age_ms: float,
+        outcome: str | None = None,
     ) -> None:
         self.sink.emit(
             ContinuationMoved(
-                self.sink.now(), exchange, continuation, state, principal, tuple(pending_keys), age_ms
+                self.sink.now(),
+                exchange,
+                continuation,
+                state,
+                principal,
+                tuple(pending_keys),
+                age_ms,
+                outcome,
             )
         )
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import CLIENT_NEVER_RETRIED, ChainBuilder
+from proxy.flows.chains import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED, ChainBuilder
 from proxy.flows.events import (
     ChainStatus,
     Channel,
@@ -39,6 +39,7 @@ from tests.flows.bridge_play import (
     asked_bridge_call,
     parked_bridge_call,
     refused_leg_call,
+    stopped_while_parked,
 )
 from tests.flows.calls import Calls
 from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry, refused_passthrough_retry
@@ -392,6 +393,7 @@ SCENARIOS: dict[str, Play] = {
     "nested-elicitation": _nested_elicitation,
     "invalid-and-stream": _invalid_and_stream,
     "parked-bridge-call": parked_bridge_call,
+    "stopped-while-parked": stopped_while_parked,
     "asked-bridge-call": asked_bridge_call,
     "refused-leg-call": refused_leg_call,
     "mrtr-rounds": _mrtr_rounds,
@@ -664,6 +666,20 @@ def test_a_continuation_that_expires_leaves_its_chain_incomplete_and_one_lost_fa
     assert note in chain.summary.notes
     states = [e.state for e in rig.events if isinstance(e, ContinuationChanged)]
     assert states == ["parked", state]
+
+
+def test_a_call_still_parked_when_the_proxy_stops_ends_incomplete_noted_so_not_as_an_upstream_error() -> None:
+    rig = Rig()
+    rig.bus.subscribe("tui")
+    stopped_while_parked(rig.facts, rig.clock)
+    (chain,) = list(rig.store)
+    assert chain.summary.status is ChainStatus.INCOMPLETE
+    assert chain.summary.error is None
+    assert chain.summary.notes == [STOPPED_WHILE_PARKED]  # the proxy stopped: not "never retried"
+    moves = [(e.state, e.outcome, e.age_ms) for e in rig.events if isinstance(e, ContinuationChanged)]
+    assert moves == [("parked", None, 0.0), ("expired", "proxy_stopping", 3000.0)]
+    shown = [orjson.loads(event_to_json(e)) for e in rig.events if isinstance(e, ContinuationChanged)]
+    assert "outcome" not in shown[0]  # said only when there is one
 
 
 def test_an_upstream_session_of_a_bridge_is_announced_when_built_or_at_once_when_watched() -> None:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import ChainBuilder
+from proxy.flows.chains import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED, ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     Channel,
@@ -44,6 +44,7 @@ from tests.flows.bridge_play import (
     UPSTREAM_SESSION,
     parked_bridge_call,
     refused_leg_call,
+    stopped_while_parked,
 )
 from tests.flows.calls import Calls
 from tests.flows.refused_play import refused_bridge_retry, refused_passthrough_retry
@@ -180,6 +181,39 @@ def test_a_bridged_call_in_a_capture_reads_back_with_its_legs_and_continuation(t
     assert sum(m["side"] == "upstream" for m in read_messages) == 4
     states = [e.state for e in read if isinstance(e, ContinuationChanged)]
     assert states == ["parked", "resumed", "completed"]
+
+
+def test_a_call_the_proxy_let_go_as_it_stopped_is_written_expired_with_its_outcome_and_reads_back_so(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "stopped.jsonl"
+    store, _ = record_play(stopped_while_parked, path)
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()[1:]]
+    moves = [line for line in lines if line.get("kind") == "continuation"]
+    assert [(m["state"], m.get("outcome")) for m in moves] == [
+        ("parked", None),
+        ("expired", "proxy_stopping"),
+    ]
+    assert "outcome" not in moves[0]  # written only when there is one
+
+    read = [e.chain for e in read_capture(path) if isinstance(e, ChainChanged)][-1]
+    (chain,) = list(store)
+    assert read.model_dump(exclude={"id"}) == chain.summary.model_dump(exclude={"id"})
+    assert (read.status.value, read.error, read.notes) == ("incomplete", None, [STOPPED_WHILE_PARKED])
+
+
+def test_a_reader_that_does_not_know_a_continuations_outcome_still_ends_the_call_incomplete(
+    tmp_path: Path,
+) -> None:
+    """A reader of 1.9 or older ignores `outcome` (as any field it does not know): the call the proxy
+    let go as it stopped still reads as one whose client never came back, never as an error."""
+    path = tmp_path / "stopped.jsonl"
+    record_play(stopped_while_parked, path)
+    text = path.read_bytes().replace(b',"outcome":"proxy_stopping"', b"")
+    assert b"proxy_stopping" not in text
+    path.write_bytes(text)
+    read = [e.chain for e in read_capture(path) if isinstance(e, ChainChanged)][-1]
+    assert (read.status.value, read.error, read.notes) == ("incomplete", None, [CLIENT_NEVER_RETRIED])
 
 
 def test_an_upstream_session_observation_reads_back_as_the_session_event(tmp_path: Path) -> None:

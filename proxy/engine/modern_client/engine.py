@@ -201,16 +201,16 @@ class MrtrToLegacyEngine:
         return []
 
     def _on_stopping(self, at: float) -> Commands:
-        """The proxy is stopping: parked calls end with it, said so (nobody can come back for them),
-        resumed ones are observed ended, and every upstream session is DELETEd, which ends the calls
-        it carries."""
+        """The proxy is stopping: parked calls end with it, said so (nobody can come back for them,
+        and their clients had not: observed `expired`, stopped, as nothing failed), resumed ones are
+        observed ended, and every upstream session is DELETEd, which ends the calls it carries."""
         commands: Commands = []
         for call in list(self._ctx.calls.values()):
             if call.phase == "parked" and call.continuation is not None:
                 leg = call.leg
                 why = {"call": call.key, "continuation": call.continuation, "why": "the proxy is stopping"}
                 commands.append(Log("bridge_continuation_dead", "warning", why))
-                commands.extend(forget(self._ctx, call, at, lost=True))
+                commands.extend(forget(self._ctx, call, at, stopped=True))
                 if leg is not None:
                     commands.append(CloseLeg(leg))
             elif call.continuation is not None and call.observed is not None:

@@ -105,18 +105,22 @@ def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
     return [send, CloseLeg(leg)]
 
 
-def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, lost: bool = False) -> Commands:
+def forget(
+    ctx: MrtrContext, call: Call, at: float = 0.0, *, lost: bool = False, stopped: bool = False
+) -> Commands:
     """Remove the call from every table (its leg is over or was closed by the caller).
 
     A call that leaves while parked was never come back for (`expired`, with how long it waited when
-    `at`, the time now, is known), or, `lost`, its upstream went before the client could (the
-    server's stream or session ended, the proxy stopped); one that leaves after a retry resumed it
-    ran to its end (`ended`: the chain's status tells completed from cancelled).
+    `at`, the time now, is known; `stopped`: the proxy stopped before its client came back, which
+    fails nothing either), or, `lost`, its upstream went before the client could (the server's
+    stream or session ended); one that leaves after a retry resumed it ran to its end (`ended`: the
+    chain's status tells completed from cancelled).
     """
     commands = stop_timer(ctx, call)
     if call.observed == "parked":
         waited = (at - call.parked_at) * 1000.0 if at > 0.0 and call.parked_at > 0.0 else 0.0
-        ctx.observe_continuation(call, "lost" if lost else "expired", max(0.0, waited))
+        state = "lost" if lost else "expired"
+        ctx.observe_continuation(call, state, max(0.0, waited), stopped=stopped)
     elif call.observed is not None:
         ctx.observe_continuation(call, "ended")
     ctx.table.release(call.continuation)

@@ -217,14 +217,17 @@ class MrtrContext:
             "bridge_continuations_full", "warning", {**fields, "also_unlogged": also} if also else fields
         )
 
-    def observe_continuation(self, call: Call, state: str, age_ms: float = 0.0) -> None:
-        """A parked call changed state (`parked`, `resumed`, `expired`, `lost`, `ended`): say so."""
+    def observe_continuation(
+        self, call: Call, state: str, age_ms: float = 0.0, *, stopped: bool = False
+    ) -> None:
+        """A parked call changed state (`parked`, `resumed`, `expired`, `lost`, `ended`): say so
+        (`stopped`: it expired because the proxy stopped)."""
         assert call.continuation is not None
         ending = state in ("expired", "lost", "ended")
         principal = None if ending else call.binding.principal[:16]
         pending = () if ending else tuple(sorted(call.asked))
         self.observed.append(
-            ObserveContinuation(call.parker, call.continuation, state, principal, pending, age_ms)
+            ObserveContinuation(call.parker, call.continuation, state, principal, pending, age_ms, stopped)
         )
         call.observed = None if ending else state
 
