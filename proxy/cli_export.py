@@ -40,7 +40,7 @@ from proxy.record.export import (
     open_readers,
 )
 from proxy.record.observations import ObservationReplayer
-from proxy.record.parts import oldest_first
+from proxy.record.parts import PartsOrder, oldest_first
 
 SKIPPED_EXIT = 1
 """Exit status of an export written with lines skipped."""
@@ -139,9 +139,9 @@ def main(argv: Sequence[str]) -> int:
         )
         return 2
     try:
-        captures = _checked_in_order(args.captures)
+        order = _checked_in_order(args.captures)
         with _output(target) as out:
-            report = export_capture(captures, fmt, out, keep)
+            report = export_capture(order.paths, fmt, out, keep, order)
     except (CaptureFormatError, CaptureError) as exc:
         tell(f"mcp-proxy export: {exc}")
         return 2
@@ -192,7 +192,7 @@ def _to_collector(args: argparse.Namespace) -> int:
         return 2
     reasons: list[str] = []
     try:
-        captures = _checked_in_order(args.captures)
+        captures = _checked_in_order(args.captures).paths
         sender = load_sender(
             args.otlp, queue_size=OTLP_BATCH, on_failure=lambda _count, reason: reasons.append(reason)
         )
@@ -220,7 +220,7 @@ def _to_collector(args: argparse.Namespace) -> int:
 def _curl(paths: Sequence[Path], chain_id: str, to: Target) -> int:
     """Print the chain's client requests as curl commands on stdout; what was skipped on stderr."""
     try:
-        found = find_chain(_checked_in_order(paths), chain_id)
+        found = find_chain(_checked_in_order(paths).paths, chain_id)
     except (CaptureFormatError, CaptureError) as exc:
         tell(f"mcp-proxy export: {exc}")
         return 2
@@ -365,13 +365,14 @@ def _output(target: Path) -> AbstractContextManager[IO[bytes]]:
     return target.open("wb")
 
 
-def _checked_in_order(paths: Sequence[Path]) -> list[Path]:
-    """The captures checked (`_check`), oldest first by their headers, saying so on stderr if moved."""
+def _checked_in_order(paths: Sequence[Path]) -> PartsOrder:
+    """The captures checked (`_check`), each once, oldest first by their headers, saying on stderr when
+    that is not the order given, and which parts were given twice or are missing."""
     _check(paths)
     order = oldest_first(paths)
     for note in order.notes():
         tell(f"mcp-proxy export: {note}")
-    return order.paths
+    return order
 
 
 def _check(paths: Sequence[Path]) -> None:

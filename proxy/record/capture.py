@@ -1,9 +1,10 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
 A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.10",
-"created": <epoch seconds>, "proxy_version": "..."}`, then one line per observation (`{"type":
-"obs", ...}`, see `proxy.record.observations`), which the reader builds into events as a live watcher
-would have seen them, or one `FlowEvent` (the proxy's own `proxy_info`, or lines of other writers).
+"created": <epoch seconds>, "proxy_version": "...", "follows": <the previous file's created>}`, then
+one line per observation (`{"type": "obs", ...}`, see `proxy.record.observations`), which the
+reader builds into events as a live watcher would have seen them, or one `FlowEvent` (the proxy's own
+`proxy_info`, or lines of other writers). `follows` is absent from the first file a run starts.
 `docs/capture-format.md` is the reference: every line type and field, and the version rule
 (`major.minor`: a reader refuses a newer major by name and reads a newer minor, ignoring what it does
 not know).
@@ -85,14 +86,29 @@ class CaptureFormatError(ValueError):
         self.line = line
 
 
-def make_header(created: float) -> dict[str, Any]:
-    """Build the header object that starts every capture file, so readers can check what they hold."""
-    return {
+def make_header(created: float, follows: float | None = None) -> dict[str, Any]:
+    """Build the header object that starts every capture file, so readers can check what they hold.
+
+    `follows` is the `created` of the file the writer wrote before this one (a rotation or a reopen
+    started this one): a reader given parts with one left out between them can tell, and say so.
+    """
+    header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "created": created,
         "proxy_version": __version__,
     }
+    if follows is not None:
+        header["follows"] = follows
+    return header
+
+
+def header_time(header: dict[str, Any], name: str) -> float | None:
+    """A header's time field (`created`, `follows`) as a number, or None when absent or not a number."""
+    value = header.get(name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def check_header(obj: Any, path: Path) -> dict[str, Any]:
@@ -178,6 +194,8 @@ class CaptureWriter:
         self._bytes_written = 0
         self._events_written = 0
         self._proxy_info: bytes | None = None
+        self._created: float | None = None
+        """The `created` of the file being written: the next file's header says it `follows` it."""
         self._closed = False
         self.preamble: Callable[[], list[bytes]] | None = None
         """Lines to start every new file with, after the header and `proxy_info` (on rotation and
@@ -335,14 +353,16 @@ class CaptureWriter:
                     return 0
                 raise CaptureError(f"refusing to append to {path}: it is not a {FORMAT_NAME} file", path)
             try:
-                check_header(orjson.loads(first), path)
+                header = check_header(orjson.loads(first), path)
             except (orjson.JSONDecodeError, CaptureFormatError) as exc:
                 reason = exc.reason if isinstance(exc, CaptureFormatError) else "first line is not JSON"
                 raise CaptureError(f"refusing to append to {path}: {reason}", path) from exc
+            self._created = header_time(header, "created")
             return _cut_torn_tail(f, size)
 
     def _start_file(self, *, repeat_info: bool) -> None:
-        header = orjson.dumps(make_header(self._clock())) + b"\n"
+        follows, self._created = self._created, self._clock()
+        header = orjson.dumps(make_header(self._created, follows)) + b"\n"
         self._put(header)
         if repeat_info and self._proxy_info is not None:
             self._put(self._proxy_info)

@@ -27,7 +27,7 @@ from proxy.flows.store import Chain
 FORMAT_NAME: Final = "mcp-debug-proxy-chains"
 """The `format` of a JSON export."""
 
-FORMAT_VERSION: Final = "1.2"
+FORMAT_VERSION: Final = "1.3"
 """The `version` of a JSON export (major.minor, the capture's rule: a newer minor only adds)."""
 
 
@@ -83,10 +83,12 @@ class JsonWriter:
         self._out.write(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
         self._count += 1
 
-    def close(self, skipped: dict[str, Any] | None) -> None:
-        """End the document, with what the reader skipped (if anything)."""
+    def close(self, skipped: dict[str, Any] | None, parts: dict[str, Any] | None = None) -> None:
+        """End the document, with what the reader skipped and the parts given twice or missing (if
+        anything)."""
         self._start()
         tail = b',"skipped":' + orjson.dumps(skipped) if skipped else b""
+        tail += b',"parts":' + orjson.dumps(parts) if parts else b""
         self._out.write(b"\n]" + tail + b"}\n")
 
 

@@ -32,6 +32,7 @@ from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
 from proxy.record.observations import ObservationReplayer
+from proxy.record.parts import PartsOrder
 
 RING: Final = 500
 """Chains the export's store keeps built (ended ones past it are let go; open ones are held)."""
@@ -188,14 +189,21 @@ def open_readers(paths: Sequence[Path], replayer: ObservationReplayer) -> list[C
 
 
 def export_capture(
-    paths: Sequence[Path], fmt: Format, out: IO[bytes], keep: ChainFilter | None = None
+    paths: Sequence[Path],
+    fmt: Format,
+    out: IO[bytes],
+    keep: ChainFilter | None = None,
+    parts: PartsOrder | None = None,
 ) -> ExportReport:
     """Export the capture files (oldest first) to `out`; returns what was written and skipped.
 
+    `parts` (how the files given were put in order) lets the HAR's comment and the JSON's `parts`
+    member say which parts were given twice or are missing, as stderr does.
     Raises CaptureFormatError or CaptureError before writing anything when a file is not a readable
     capture.
     """
     keep = keep or ChainFilter()
+    parts = parts or PartsOrder(list(paths))
     report = ExportReport()
     if fmt is Format.HAR:
         searched = keep.needs_bodies  # the chains keep their messages for the query to search
@@ -211,7 +219,7 @@ def export_capture(
         )
         entries.finish()
         report.written = entries.written
-        har.close(report.lines())
+        har.close([*parts.problems(), *report.lines()])
         return report
     writer: JsonWriter | NdjsonWriter = (
         JsonWriter(out, [str(p) for p in paths]) if fmt is Format.JSON else NdjsonWriter(out)
@@ -223,7 +231,7 @@ def export_capture(
         chains.gone(chain)
     report.written = chains.written
     if isinstance(writer, JsonWriter):
-        writer.close(report.skipped())
+        writer.close(report.skipped(), parts.summary())
     return report
 
 

@@ -1,19 +1,58 @@
-"""The order a capture's files are read in: oldest first, by the time each file was started.
+"""The files of a capture to read, and their order: each part once, oldest first, gaps named.
 
 Rotated parts share one chain builder and must be read oldest first: a newer part read first opens
 the calls its repeated lines hold, and the older part then opens them again, so the export shows
 extra chains. Every file's header says when the file was started (`created`), so the order the
-user gave is checked against it and put right. Only the headers are read here; a file that is not a
-capture is left for the reader to refuse, naming it.
+user gave is checked against it and put right. A part given twice (the same path twice, or a copy
+under another name that a glob caught) would open its calls twice too: a file whose header is
+another's, and whose bytes the other holds from its start, is read once, as the file holding more
+(of two alike, the one given first).
+A header also says which file it `follows` (the one its writer wrote before it, from format 1.10):
+a given part that follows a file not given, started after the oldest part given, has a part
+missing before it, which is said, since every call that went on in the missing part ends pending.
+Only the headers are read here (and the bytes of files whose headers are the same); a file that is
+not a capture is left for the reader to refuse, naming it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Final
 
-from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
+from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader, header_time
+
+COMPARE_CHUNK: Final = 64 * 1024
+"""Bytes compared at a time when two files share a header (so a big copy is never read whole)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """A file not read, because another one given holds all it holds."""
+
+    path: Path
+    same_as: Path
+
+    def sentence(self) -> str:
+        """Why the file is not read, for stderr and an export's summary."""
+        if self.path == self.same_as:
+            return f"{self.path} is given twice: read once"
+        return (
+            f"not reading {self.path}: it is a copy of {self.same_as} (the same header, and "
+            f"{self.same_as} holds all its lines), read once"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """At least one part missing between two files given: `after` is the newest given before it."""
+
+    after: Path
+    before: Path
+    follows: float
+    """The `created` of the file `before` continues, which was not given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +64,14 @@ class PartsOrder:
     """The files were given in another order (they are read by their start times instead)."""
     unsure: list[Path] = field(default_factory=list)
     """Files whose start time is not known or is another file's too: read in the order given."""
+    copies: list[Copy] = field(default_factory=list)
+    """Files given that are copies of another one given: not read."""
+    gaps: list[Gap] = field(default_factory=list)
+    """Places between two files read where the headers say a part is missing."""
 
     def notes(self) -> list[str]:
-        """Sentences for stderr; empty when the order given was the order read."""
-        out = []
+        """Sentences for stderr; empty when the order given was the order read, each file once."""
+        out = self.problems()
         if self.reordered:
             out.append(
                 "reading the captures oldest first, by the time each file was started: "
@@ -42,25 +85,130 @@ class PartsOrder:
             )
         return out
 
+    def problems(self) -> list[str]:
+        """Sentences on parts given twice or missing, for stderr and an export's own summary."""
+        out = [c.sentence() for c in self.copies]
+        out.extend(
+            f"a capture part is missing between {g.after} and {g.before}: {g.before} continues a file "
+            f"started at {_when(g.follows)}, which was not given: what went on in it "
+            "is not read (its calls end pending, or lack their start); give every part"
+            for g in self.gaps
+        )
+        return out
 
-def started(path: Path) -> float | None:
-    """The `created` time of a capture file's header, or None when it cannot be read."""
+    def summary(self) -> dict[str, Any] | None:
+        """The JSON export's `parts` member; None when every part was given once."""
+        if not (self.copies or self.gaps):
+            return None
+        return {
+            "copies": [{"file": str(c.path), "same_as": str(c.same_as)} for c in self.copies],
+            "missing": [
+                {"after": str(g.after), "before": str(g.before), "follows": _when(g.follows)}
+                for g in self.gaps
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What a file's header says about its place among the parts."""
+
+    path: Path
+    header: dict[str, Any] | None
+    created: float | None
+    follows: float | None
+
+
+def _head(path: Path) -> _Head:
     try:
         with CaptureReader(path) as reader:
-            created = reader.header.get("created")
+            header = reader.header
     except (CaptureError, CaptureFormatError):
-        return None
-    if isinstance(created, int | float) and not isinstance(created, bool):
-        return float(created)
-    return None
+        return _Head(path, None, None, None)
+    return _Head(path, header, header_time(header, "created"), header_time(header, "follows"))
 
 
 def oldest_first(paths: Sequence[Path]) -> PartsOrder:
-    """The files ordered by their start times; files without a distinct one keep their given place."""
-    times = [started(p) for p in paths]
+    """The files each once, ordered by their start times; files without a distinct one keep their given
+    place; the copies left out and the parts missing between them named."""
+    heads, copies = _without_copies([_head(p) for p in paths])
+    gaps = _gaps(heads)
+    times = [h.created for h in heads]
     known = [t for t in times if t is not None]
-    unsure = [p for p, t in zip(paths, times, strict=True) if t is None or known.count(t) > 1]
+    kept = [h.path for h in heads]
+    unsure = [h.path for h in heads if h.created is None or known.count(h.created) > 1]
     if unsure:
-        return PartsOrder(list(paths), unsure=unsure)
-    ordered = [p for _t, p in sorted(zip(known, paths, strict=True), key=lambda pair: pair[0])]
-    return PartsOrder(ordered, reordered=ordered != list(paths))
+        return PartsOrder(kept, unsure=unsure, copies=copies, gaps=gaps)
+    ordered = [p for _t, p in sorted(zip(known, kept, strict=True), key=lambda pair: pair[0])]
+    return PartsOrder(ordered, reordered=ordered != kept, copies=copies, gaps=gaps)
+
+
+def _without_copies(heads: list[_Head]) -> tuple[list[_Head], list[Copy]]:
+    """The files but those another given file holds whole (same header, its bytes from the start)."""
+    kept: list[_Head] = []
+    copies: list[Copy] = []
+    for head in heads:
+        twin = next((k for k in kept if _same_part(k, head)), None)
+        if twin is None:
+            kept.append(head)
+            continue
+        bigger, smaller = (head, twin) if _size(head.path) > _size(twin.path) else (twin, head)
+        if bigger is head:
+            kept[kept.index(twin)] = head
+        copies.append(Copy(smaller.path, bigger.path))
+    return kept, copies
+
+
+def _same_part(a: _Head, b: _Head) -> bool:
+    """Whether two files are one part: the same file, or one header (its start time known) and the
+    smaller one's bytes the start of the bigger one's (a copy, made while it was written or after)."""
+    try:
+        if a.path.samefile(b.path):
+            return True
+    except OSError:
+        return False
+    if a.header is None or a.created is None or a.header != b.header:
+        return False
+    small, big = sorted((a.path, b.path), key=_size)
+    return _starts_with(big, small)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _starts_with(big: Path, small: Path) -> bool:
+    """Whether `big` begins with every byte of `small`, compared a chunk at a time."""
+    try:
+        with big.open("rb") as b, small.open("rb") as s:
+            while chunk := s.read(COMPARE_CHUNK):
+                if b.read(len(chunk)) != chunk:
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def _gaps(heads: list[_Head]) -> list[Gap]:
+    """Where a file follows one not given that started after an older given file: a part is missing.
+
+    A file that follows one older than every file given only lacks the parts before them (given
+    alone, or rotated away), which its chains' own notes say."""
+    started_at = {h.created: h.path for h in heads if h.created is not None}
+    gaps = []
+    for head in sorted(heads, key=lambda h: h.created if h.created is not None else float("inf")):
+        follows = head.follows
+        if follows is None or follows in started_at:
+            continue
+        earlier = [t for t in started_at if t < follows]
+        if earlier:
+            gaps.append(Gap(started_at[max(earlier)], head.path, follows))
+    return gaps
+
+
+def _when(epoch: float) -> str:
+    """An epoch time as users read it in a message (UTC, to the millisecond)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

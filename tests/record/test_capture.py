@@ -428,6 +428,31 @@ def test_a_new_proxy_info_is_not_duplicated_on_rotation(tmp_path: Path) -> None:
     assert list(read_capture(path)) == [info("http://b/mcp")]
 
 
+def test_each_rotated_file_says_which_file_it_follows(tmp_path: Path) -> None:
+    """A reader given the parts with one left out between them can tell from the headers alone."""
+    path = tmp_path / "run.jsonl"
+    ticks = iter(range(100, 200))
+    with CaptureWriter(path, max_bytes=10, keep=5, clock=lambda: float(next(ticks))) as writer:
+        for seq in range(3):
+            writer.write(message(seq))
+    names = ("run.jsonl.2", "run.jsonl.1", "run.jsonl")
+    headers = [orjson.loads(lines(tmp_path / name)[0]) for name in names]
+    assert [(h["created"], h.get("follows")) for h in headers] == [
+        (100.0, None),
+        (101.0, 100.0),
+        (102.0, 101.0),
+    ]
+
+
+def test_a_restarted_proxy_rotating_a_file_it_appended_to_says_that_file_is_followed(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    CaptureWriter(path, clock=lambda: 100.0).close()
+    with CaptureWriter(path, max_bytes=10, clock=lambda: 200.0) as writer:
+        writer.write(message(1))  # the appended file is over max_bytes: it rotates first
+    assert orjson.loads(lines(tmp_path / "run.jsonl.1")[0])["created"] == 100.0
+    assert orjson.loads(lines(path)[0])["follows"] == 100.0
+
+
 # -- reopen (external log rotation) ----------------------------------------------------------
 
 
@@ -443,6 +468,8 @@ def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
     writer.close()
     assert list(read_capture(tmp_path / "run.jsonl.old")) == [info(), message(1), message(2)]
     assert lines(path)[0].startswith(b'{"format":"' + FORMAT_NAME.encode())
+    old, new = (orjson.loads(lines(p)[0]) for p in (tmp_path / "run.jsonl.old", path))
+    assert new["follows"] == old["created"]
     assert list(read_capture(path)) == [info(), message(3)]
 
 

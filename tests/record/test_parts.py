@@ -1,4 +1,5 @@
-"""The order capture files are read in: by the start time in each file's header, else as given."""
+"""The capture files read, and their order: each part once, by the start time in each file's header
+(else as given), and the parts the headers say are missing named."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from proxy.record.capture import make_header
 from proxy.record.parts import oldest_first
 
 
-def part(directory: Path, name: str, created: object) -> Path:
-    header = make_header(0.0)
+def part(
+    directory: Path, name: str, created: object, *, follows: float | None = None, body: bytes = b""
+) -> Path:
+    header = make_header(0.0, follows)
     header["created"] = created
     path = directory / name
-    path.write_bytes(orjson.dumps(header) + b"\n")
+    path.write_bytes(orjson.dumps(header) + b"\n" + body)
     return path
 
 
@@ -40,7 +43,7 @@ def test_files_given_oldest_first_are_read_as_given_without_a_word(tmp_path: Pat
 
 
 def test_files_without_a_distinct_start_time_keep_the_order_given_and_are_named(tmp_path: Path) -> None:
-    same_a, same_b = part(tmp_path, "a", 10.0), part(tmp_path, "b", 10.0)
+    same_a, same_b = part(tmp_path, "a", 10.0, body=b"{}\n"), part(tmp_path, "b", 10.0, body=b"[]\n")
     unknown = part(tmp_path, "c", "yesterday")
     later = part(tmp_path, "d", 50.0)
 
@@ -52,3 +55,71 @@ def test_files_without_a_distinct_start_time_keep_the_order_given_and_are_named(
     (note,) = order.notes()
     assert note.startswith(f"cannot tell which is older of {same_b}, {same_a}, {unknown}")
     assert note.endswith("read in the order given")
+
+
+def test_a_copy_of_a_part_under_another_name_is_read_once_and_named(tmp_path: Path) -> None:
+    older = part(tmp_path, "run.jsonl.2", 10.0, body=b"{}\n")
+    kept = part(tmp_path, "run.jsonl.1", 20.0, follows=10.0, body=b"{}\n{}\n")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(kept.read_bytes())
+
+    order = oldest_first([older, kept, copy])
+
+    assert order.paths == [older, kept]
+    assert not order.reordered
+    assert order.notes() == [
+        f"not reading {copy}: it is a copy of {kept} (the same header, and {kept} holds all its lines), "
+        "read once"
+    ]
+    assert order.summary() == {"copies": [{"file": str(copy), "same_as": str(kept)}], "missing": []}
+
+
+def test_a_copy_taken_while_the_part_was_written_gives_way_to_the_part_holding_more(tmp_path: Path) -> None:
+    stale = part(tmp_path, "stale.jsonl", 10.0, body=b'{"a":1}\n')
+    whole = part(tmp_path, "run.jsonl", 10.0, body=b'{"a":1}\n{"b":2}\n')
+
+    order = oldest_first([stale, whole])
+
+    assert order.paths == [whole]
+    assert [(c.path, c.same_as) for c in order.copies] == [(stale, whole)]
+    assert order.unsure == []
+
+
+def test_the_same_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    capture = part(tmp_path, "run.jsonl", 10.0)
+
+    order = oldest_first([capture, capture])
+
+    assert order.paths == [capture]
+    assert order.notes() == [f"{capture} is given twice: read once"]
+
+
+def test_a_part_left_out_between_two_given_is_named_by_the_parts_around_it(tmp_path: Path) -> None:
+    fifth = part(tmp_path, "run.jsonl.5", 1796418282.5)
+    third = part(tmp_path, "run.jsonl.3", 1796418282.7, follows=1796418282.6)
+    second = part(tmp_path, "run.jsonl.2", 1796418282.8, follows=1796418282.7)
+
+    order = oldest_first([fifth, third, second])
+
+    assert order.paths == [fifth, third, second]
+    assert order.notes() == [
+        f"a capture part is missing between {fifth} and {third}: {third} continues a file started at "
+        "2026-12-04T21:04:42.600Z, which was not given: what went on in it is not read (its calls end "
+        "pending, or lack their start); give every part"
+    ]
+    assert order.summary() == {
+        "copies": [],
+        "missing": [{"after": str(fifth), "before": str(third), "follows": "2026-12-04T21:04:42.600Z"}],
+    }
+
+
+def test_parts_before_the_oldest_given_are_not_missing(tmp_path: Path) -> None:
+    newest_two = [
+        part(tmp_path, "run.jsonl.1", 20.0, follows=10.0),
+        part(tmp_path, "run.jsonl", 30.0, follows=20.0),
+    ]
+
+    order = oldest_first(newest_two)
+
+    assert order.gaps == []
+    assert order.notes() == []
