@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from textual.widgets._toast import Toast
 
 from proxy.flows.events import ChainStatus, Lagged, ProxyInfo, SessionChanged, Side
 from tests.peers.runner import PeerServer
@@ -144,6 +145,22 @@ async def test_the_status_bar_says_at_once_the_proxy_is_gone_and_when_the_same_r
         await wait_for(lambda: "reconnected: the same proxy run (cb00287)" in status(), what="the return")
         assert "127.0.0.1:8000/mcp" in status()
         assert "earlier run" not in status()
+
+
+async def test_the_notice_of_a_different_run_leaves_the_status_bar_readable_to_its_end() -> None:
+    feed = ScriptedFeed(run_info("cb00287"), FeedStatus("live", ADMIN, address=ADMIN), opened("cb00287-1"))
+    app = ProxyTui(feed, batch_delay=0.01)
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        bar = app.main.query_one(StatusBar)
+        await wait_for(lambda: "127.0.0.1:8000/mcp" in str(bar.content), what="the proxy's upstream")
+        feed.push(lost(), run_info("cf11111", upstream="http://127.0.0.1:9000/mcp"), back())
+        await wait_for(lambda: bool(app.screen.query(Toast)), what="the notice")
+        await pilot.pause()
+
+        (toast,) = app.screen.query(Toast)
+        assert "now attached at 127.0.0.1:9901 to a different proxy run" in str(toast.render())
+        assert not toast.region.overlaps(bar.region)  # the new run's upstream and listen address show
+        assert "127.0.0.1:9000/mcp ⇠ 127.0.0.1:8080" in str(bar.content)
 
 
 # -- real proxies ------------------------------------------------------------------------------
