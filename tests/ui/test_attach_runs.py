@@ -184,6 +184,34 @@ async def test_the_notice_of_a_different_run_leaves_the_status_bar_readable_to_i
         assert "127.0.0.1:9000/mcp ⇠ 127.0.0.1:8080" in str(bar.content)
 
 
+async def test_a_wide_terminal_shows_whole_chain_ids_and_how_many_chains_a_filter_matches() -> None:
+    first = [opened("cc13470-21", name="ask_name"), opened("cc13470-22", started=BASE + 1)]
+    feed = ScriptedFeed(run_info("cc13470"), FeedStatus("live", ADMIN, address=ADMIN), *first)
+    app = ProxyTui(feed, batch_delay=0.01)
+    async with app.run_test(size=(200, 50)) as pilot:
+        bar, table = app.main.query_one(StatusBar), app.main.table
+        await wait_for(lambda: table.row_count == 2, what="the first run's chains")
+        feed.push(
+            lost(), run_info("c793c00"), back(), opened("c793c00-21", started=BASE + 2, name="ask_name")
+        )
+        await wait_for(lambda: table.row_count == 3, what="the second run's chain")
+
+        await pilot.press("slash", *"tool:ask_name", "enter")
+        await wait_for(lambda: table.row_count == 2, what="the filter")
+        ids = [str(table.get_cell(key, "id")) for key in table.rows]
+        assert ids == ["cc13470-21", "c793c00-21"]  # two runs' chain 21, told apart
+        assert "filter: 2 of 3 chains match" in str(bar.content)
+
+        await pilot.press("slash", "ctrl+u", *"tool:nothing_has_this", "enter")
+        await wait_for(lambda: table.row_count == 0, what="a filter matching nothing")
+        assert "filter: 0 of 3 chains match" in str(bar.content)
+        assert app.main.chain_tree.chain_key is None  # no chain of before stays shown beside no rows
+
+        await pilot.press("slash", "ctrl+u", "enter")
+        await wait_for(lambda: table.row_count == 3, what="no filter")
+        assert "filter:" not in str(bar.content)
+
+
 # -- real proxies ------------------------------------------------------------------------------
 
 
