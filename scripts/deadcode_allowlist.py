@@ -21,6 +21,7 @@ _.events_written
 _.events_applied  # ui ChainModel: how many events a batch applied
 _.batches  # ui feeds: how many batches a feed delivered
 _.deadline_text  # ui HeldEditor: the countdown line the tests read as shown
+_.wide  # ui ChainTable: whether a wide column set shows, which the row tests wait for
 read_capture  # record.capture: the one-call reader the tests and scripts use on a capture file
 
 # Called by the libraries they are handed to, under names those libraries choose.

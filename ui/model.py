@@ -36,6 +36,7 @@ from proxy.flows.events import (
     MessageRecorded,
     ProxyInfo,
     SessionChanged,
+    Side,
 )
 from proxy.flows.query import body_text
 from proxy.flows.store import record_weight, sent_in_place
@@ -77,6 +78,16 @@ RecordLoader = Callable[[Sequence[int]], list[MessageRecord]]
 def chain_key(summary: ChainSummary) -> str:
     """The model's key for a chain: its id plus start time, unique across proxy restarts."""
     return f"{summary.id}@{summary.started:.6f}"
+
+
+def session_key(event: SessionChanged, run: str | None) -> str:
+    """The model's key for a session: a session the proxy holds itself (a bridge's upstream session,
+    named `upstream-N` afresh by every run, or a client session it minted) ends with its run, so it
+    is keyed by that run too; a client's session with the server keeps its key across runs, since
+    the server may still serve it after the proxy restarted."""
+    if event.side is Side.BOTH or not run:
+        return event.session
+    return f"{event.session}@{run}"
 
 
 @dataclass(slots=True)
@@ -230,6 +241,8 @@ class ViewModel:
         """Chains held from earlier proxy runs (marked, not counted with the run shown now)."""
         self.runs: OrderedDict[str, None] = OrderedDict()
         """Proxy runs the feed has spoken for, by run tag (a capture written by several; bounded)."""
+        self._run: str | None = None
+        """The run tag of the last `proxy_info`: the run whose events come now."""
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -379,6 +392,7 @@ class ViewModel:
                 self._reattach(event, changes)
             self.proxies[event.listen] = event
             if event.run:
+                self._run = event.run
                 self.runs[event.run] = None
                 self.runs.move_to_end(event.run)
                 if len(self.runs) > MAX_RUNS:
@@ -510,7 +524,8 @@ class ViewModel:
             changes.updated.add(entry.key)
 
     def _session(self, event: SessionChanged) -> None:
-        entry = self.sessions.get(event.session)
+        key = session_key(event, self._run)
+        entry = self.sessions.get(key)
         if entry is None:
             entry = SessionEntry(
                 session=event.session,
@@ -521,7 +536,7 @@ class ViewModel:
                 changed=event.ts,
                 side=event.side.value,
             )
-            self.sessions[event.session] = entry
+            self.sessions[key] = entry
         entry.state = event.state
         entry.changed = event.ts
         entry.earlier_run = False

@@ -223,6 +223,21 @@ def test_a_session_is_observed_opened_reinitialized_and_expired_once_each() -> N
     )
 
 
+def test_a_session_the_proxy_ends_as_it_stops_is_observed_ended_once() -> None:
+    engine = ready_engine()
+
+    assert (
+        Playbook(engine, hide=())
+        >> Stopping(1000.0)
+        << Log("upstream_session_ended", "info", ANY)
+        << ANY  # the session's DELETE
+        << ObserveSession("upstream-1", "ended", ME, ALL, "2025-11-25")
+        >> LegResponded("leg-3", 200, ())
+        >> LegEnded("leg-3")
+        >> Stopping(1001.0)  # asked again: nothing more to end, nothing observed twice
+    )
+
+
 def test_reinitializing_a_lost_session_is_observed_as_such() -> None:
     engine = MrtrToLegacyEngine(UPSTREAM, Counter(), state_key=KEY)
     engine.handle(send("x0", 0, "server/discover"))
@@ -258,6 +273,7 @@ def test_a_call_still_parked_when_the_proxy_stops_expires_by_the_stop_with_how_l
         << ANY  # the session's DELETE
         # Its client had not come back and its upstream was fine: it expired by the stop, not lost.
         << ObserveContinuation("x1", "continuation-1", "expired", None, (), 110_500.0, stopped=True)
+        << ObserveSession("upstream-1", "ended", ME, ALL, "2025-11-25")
         >> LegEnded("leg-3")  # the leg's end, after: nothing more is said of the call
         >> Stopping(1111.0)
     )

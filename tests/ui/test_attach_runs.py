@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from textual.widgets._toast import Toast
 
 from proxy.flows.events import ChainStatus, Lagged, ProxyInfo, SessionChanged, Side
 from tests.peers.runner import PeerServer
@@ -106,6 +107,27 @@ def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own(
     assert "earlier run" not in status_text(model, back(), ViewFlags()).plain
 
 
+def upstream_session(run_ts: float, state: str, principal: str) -> SessionChanged:
+    return SessionChanged(
+        ts=run_ts, session="upstream-2", state=state, side=Side.UPSTREAM, principal=principal
+    )
+
+
+def test_each_runs_upstream_session_is_its_own_row_though_every_run_names_its_first_alike() -> None:
+    model = ViewModel()
+    model.apply_all([run_info("cb00287"), upstream_session(BASE, "opened", "aaaa")])
+    model.apply(upstream_session(BASE + 5, "ended", "aaaa"))  # the proxy stopped and ended it
+    model.detach()
+    model.apply_all([run_info("cf11111"), upstream_session(BASE + 9, "opened", "bbbb")])
+
+    rows = [session_cells(s) for s in model.sessions.values()]
+    shown = [(str(r["session"]), str(r["principal"]), str(r["state"]), str(r["history"])) for r in rows]
+    assert shown == [
+        ("upstream-2", "aaaa", "ended, earlier run", "opened → ended"),
+        ("upstream-2", "bbbb", "opened", "opened"),
+    ]
+
+
 def test_a_call_its_run_left_running_ends_incomplete_once_another_run_answers() -> None:
     model = ViewModel()
     model.apply_all([run_info("cb00287"), opened("cb00287-1"), opened("cb00287-2", started=BASE + 1)])
@@ -144,6 +166,50 @@ async def test_the_status_bar_says_at_once_the_proxy_is_gone_and_when_the_same_r
         await wait_for(lambda: "reconnected: the same proxy run (cb00287)" in status(), what="the return")
         assert "127.0.0.1:8000/mcp" in status()
         assert "earlier run" not in status()
+
+
+async def test_the_notice_of_a_different_run_leaves_the_status_bar_readable_to_its_end() -> None:
+    feed = ScriptedFeed(run_info("cb00287"), FeedStatus("live", ADMIN, address=ADMIN), opened("cb00287-1"))
+    app = ProxyTui(feed, batch_delay=0.01)
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        bar = app.main.query_one(StatusBar)
+        await wait_for(lambda: "127.0.0.1:8000/mcp" in str(bar.content), what="the proxy's upstream")
+        feed.push(lost(), run_info("cf11111", upstream="http://127.0.0.1:9000/mcp"), back())
+        await wait_for(lambda: bool(app.screen.query(Toast)), what="the notice")
+        await pilot.pause()
+
+        (toast,) = app.screen.query(Toast)
+        assert "now attached at 127.0.0.1:9901 to a different proxy run" in str(toast.render())
+        assert not toast.region.overlaps(bar.region)  # the new run's upstream and listen address show
+        assert "127.0.0.1:9000/mcp ⇠ 127.0.0.1:8080" in str(bar.content)
+
+
+async def test_a_wide_terminal_shows_whole_chain_ids_and_how_many_chains_a_filter_matches() -> None:
+    first = [opened("cc13470-21", name="ask_name"), opened("cc13470-22", started=BASE + 1)]
+    feed = ScriptedFeed(run_info("cc13470"), FeedStatus("live", ADMIN, address=ADMIN), *first)
+    app = ProxyTui(feed, batch_delay=0.01)
+    async with app.run_test(size=(200, 50)) as pilot:
+        bar, table = app.main.query_one(StatusBar), app.main.table
+        await wait_for(lambda: table.row_count == 2, what="the first run's chains")
+        feed.push(
+            lost(), run_info("c793c00"), back(), opened("c793c00-21", started=BASE + 2, name="ask_name")
+        )
+        await wait_for(lambda: table.row_count == 3, what="the second run's chain")
+
+        await pilot.press("slash", *"tool:ask_name", "enter")
+        await wait_for(lambda: table.row_count == 2, what="the filter")
+        ids = [str(table.get_cell(key, "id")) for key in table.rows]
+        assert ids == ["cc13470-21", "c793c00-21"]  # two runs' chain 21, told apart
+        assert "filter: 2 of 3 chains match" in str(bar.content)
+
+        await pilot.press("slash", "ctrl+u", *"tool:nothing_has_this", "enter")
+        await wait_for(lambda: table.row_count == 0, what="a filter matching nothing")
+        assert "filter: 0 of 3 chains match" in str(bar.content)
+        assert app.main.chain_tree.chain_key is None  # no chain of before stays shown beside no rows
+
+        await pilot.press("slash", "ctrl+u", "enter")
+        await wait_for(lambda: table.row_count == 3, what="no filter")
+        assert "filter:" not in str(bar.content)
 
 
 # -- real proxies ------------------------------------------------------------------------------
@@ -207,6 +273,48 @@ async def test_a_proxy_replaced_on_the_admin_port_is_said_to_be_a_different_run_
             ids = [e.summary.id for e in app.model.chains.values() if e.earlier_run is None]
             assert len(ids) == fresh
             assert all(i.startswith(f"{second_run}-") for i in ids)
+    finally:
+        await asyncio.to_thread(first.stop)
+        if second is not None:
+            await asyncio.to_thread(second.stop)
+
+
+def upstream_rows(app: ProxyTui) -> list[tuple[str, str]]:
+    rows = (session_cells(s) for s in app.model.sessions.values() if s.side == "upstream")
+    return [(str(r["session"]), str(r["state"])) for r in rows]
+
+
+@pytest.mark.e2e
+async def test_the_sessions_view_keeps_each_runs_upstream_session_and_shows_one_ended_at_stop_ended(
+    legacy_server: PeerServer,
+) -> None:
+    env = settings_env(upstream=legacy_server.url, admin_token=TOKEN)
+    first = await asyncio.to_thread(ProxyProcess(clean_env(**env)).start)
+    second: ProxyProcess | None = None
+    try:
+        app = ProxyTui(AttachFeed(first.admin, TOKEN, backoff=(0.05, 0.1)), batch_delay=0.01)
+        async with app.run_test(size=(200, 50)) as pilot:
+            await run_scenario(first.listen + "/mcp", "2026-07-28", "ask_name")  # through the bridge
+            await wait_for(lambda: [s for _, s in upstream_rows(app)] == ["opened"], what="its session")
+            (name, _), first_run = upstream_rows(app)[0], app.model.info and app.model.info.run
+
+            await asyncio.to_thread(first.stop)
+            await wait_for(lambda: upstream_rows(app) == [(name, "ended")], what="its end at the stop")
+            where = first.admin.removeprefix("http://")
+            env = settings_env(upstream=legacy_server.url, admin_token=TOKEN, admin=where)
+            second = await asyncio.to_thread(ProxyProcess(clean_env(**env)).start)
+            await wait_for(
+                lambda: app.model.info is not None and app.model.info.run != first_run, what="run 2"
+            )
+            await run_scenario(second.listen + "/mcp", "2026-07-28", "ask_name")
+
+            both = [(name, "ended, earlier run"), (name, "opened")]  # each run names its first alike
+            await wait_for(lambda: upstream_rows(app) == both, what="the second run's session")
+            await pilot.press("s")
+            table = app.main.sessions
+            await wait_for(lambda: table.row_count == len(app.model.sessions), what="the sessions view")
+            states = [str(table.get_row_at(i)[6]) for i in range(table.row_count)]
+            assert states.count("ended, earlier run") >= 1
     finally:
         await asyncio.to_thread(first.stop)
         if second is not None:

@@ -6,17 +6,21 @@ bus as `mcp-proxy --upstream URL --tui` runs it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
 import pytest
 
 from proxy.config import Settings
-from proxy.flows.events import ChainStatus, Mode
+from proxy.flows.events import ChainStatus, Mode, Side
 from proxy.runtime import Proxy
+from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
+from tests.sidecar import ProxyProcess, clean_env, settings_env
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed, BusFeed
@@ -110,3 +114,59 @@ async def test_the_in_process_tui_reads_the_bus(modern_server: PeerServer) -> No
             assert app.model.sessions  # the bridge minted a session for the legacy client
     finally:
         await proxy.stop()
+
+
+def tree_labels(app: ProxyTui) -> list[str]:
+    """Every label of the chain tree, depth first, as plain text."""
+    pending, out = list(app.main.chain_tree.root.children), []
+    while pending:
+        node = pending.pop(0)
+        out.append(str(node.label))
+        pending[:0] = node.children
+    return out
+
+
+async def test_a_bridged_call_its_client_cancelled_shows_its_upstream_leg_over_unanswered(
+    legacy_server: PeerServer,
+) -> None:
+    """A 2026-07-28 client cancels by closing its stream: the proxy ends the call and tells the
+    upstream, whose leg then never answers; the tree must not show that leg as still running."""
+    proxy = await asyncio.to_thread(
+        ProxyProcess(clean_env(**settings_env(upstream=legacy_server.url, admin_token=TOKEN))).start
+    )
+    try:
+        app = ProxyTui(AttachFeed(proxy.admin, TOKEN, backoff=(0.05, 0.1)), batch_delay=0.01)
+        async with app.run_test(size=(200, 50)) as pilot, aiohttp.ClientSession() as http:
+            params = modern_params({"name": "slow_progress", "arguments": {"steps": 500}})
+            params["_meta"]["progressToken"] = "p1"
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            headers = modern_headers("tools/call", params)
+            async with http.post(proxy.listen + "/mcp", json=body, headers=headers) as resp:
+                assert resp.status == 200
+                await resp.content.readline()  # the call runs: its progress streams
+                await wait_for(lambda: bool(leg_of(app)), what="the upstream leg")
+                resp.close()  # the client cancels
+            await wait_for(lambda: cancelled(app), what="the chain cancelled")
+            await pilot.press("enter")
+            await wait_for(
+                lambda: any("upstream tools/call" in line for line in tree_labels(app)), what="tree"
+            )
+
+            (leg,) = [line for line in tree_labels(app) if "upstream tools/call" in line]
+            assert leg.endswith("→ no answer (chain cancelled)"), leg
+    finally:
+        await asyncio.to_thread(proxy.stop)
+
+
+def leg_of(app: ProxyTui) -> list[str]:
+    return [
+        m.method or ""
+        for e in app.model.chains.values()
+        for m in e.messages
+        if m.side is Side.UPSTREAM and m.method == "tools/call"
+    ]
+
+
+def cancelled(app: ProxyTui) -> bool:
+    calls = [e for e in app.model.chains.values() if e.summary.method == "tools/call"]
+    return bool(calls) and calls[-1].summary.status is ChainStatus.CANCELLED

@@ -174,7 +174,7 @@ async def test_c_and_shift_c_in_the_tree_copy_the_message_and_show_the_command()
 
 async def test_the_demos_finished_notice_stands_in_the_status_bar_and_no_toast_covers_it() -> None:
     app = ProxyTui(ScriptedFeed(opened("c1", status=ChainStatus.OK, mode=Mode.PASSTHROUGH)), batch_delay=0.01)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await wait_for(lambda: bool(app.model.chains), what="the chain")
         app.announce(finished_notice([ComboResult("legacy", "legacy", "passthrough")]))
         await pilot.pause()

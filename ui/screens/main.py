@@ -30,9 +30,6 @@ from ui.widgets.filter_bar import FilterBar
 from ui.widgets.sessions_table import SessionsTable
 from ui.widgets.status_bar import StatusBar, ViewFlags
 
-WIDE_COLUMNS = 120
-"""From this terminal width up the chain list shows its wide column set."""
-
 _FED_WIDGETS = (ChainTable, ChainTree, SessionsTable, StatusBar, ContentSwitcher)
 """What showing a batch reaches; while any is missing (mounting, or shutting down) batches are held."""
 
@@ -158,6 +155,7 @@ class MainScreen(Screen[None]):
         """Redraw the status bar."""
         self.flags.follow = self.table.follow
         self.flags.query = self.query_
+        self.flags.matched = self.table.matched if self.query_.active else None
         self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
         key = self.chain_tree.chain_key
         entry = self.model.get(key) if key is not None else None
@@ -195,6 +193,8 @@ class MainScreen(Screen[None]):
             self.flags.filter_error = None
             self.query_ = query
             self.table.rebuild(self.model, self.query_, time.time())
+            if self.table.selected_key is None:  # nothing matches: no chain of before stays shown
+                self.chain_tree.show(None)
         self.refresh_status()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -208,8 +208,8 @@ class MainScreen(Screen[None]):
         self.refresh_status()
 
     def on_resize(self, event: events.Resize) -> None:
-        """Use the wide column set on a wide terminal."""
-        self.table.set_wide(event.size.width >= WIDE_COLUMNS, self.model, self.query_)
+        """Use the column set that fits the terminal's width (wider ones show more, and more of each)."""
+        self.table.set_width(event.size.width, self.model, self.query_)
 
     # -- actions -----------------------------------------------------------------------------
 

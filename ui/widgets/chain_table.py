@@ -50,6 +50,34 @@ WIDE: tuple[tuple[str, str, int], ...] = (
 )
 """Columns from 120 terminal columns up."""
 
+WIDEST: tuple[tuple[str, str, int], ...] = (
+    ("time", "Time", 8),
+    ("id", "Chain", 13),
+    ("client", "Client", 18),
+    ("method", "Method", 20),
+    ("name", "Name", 24),
+    ("eras", "Eras", 5),
+    ("rounds", "Rd", 3),
+    ("status", "Status", 12),
+    ("duration", "Took", 7),
+    ("msgs", "Msgs", 5),
+    ("bytes", "Bytes", 7),
+)
+"""Columns from 160 terminal columns up: whole chain ids (`cc13470-21` of one run and `c793c00-21`
+of the next differ in their run tag) and whole status words (`incomplete ✎`)."""
+
+COLUMN_SETS: tuple[tuple[int, tuple[tuple[str, str, int], ...]], ...] = (
+    (0, COMPACT),
+    (120, WIDE),
+    (160, WIDEST),
+)
+"""The column set for a terminal width: the last whose minimum width the terminal reaches."""
+
+
+def columns_for(width: int) -> tuple[tuple[str, str, int], ...]:
+    """The column set a terminal `width` columns wide shows."""
+    return [spec for least, spec in COLUMN_SETS if width >= least][-1]
+
 
 MAX_ROWS = 5000
 """Rows the list shows at most: the newest chains that match the filter. The model may hold many more
@@ -108,9 +136,11 @@ class ChainTable(DataTable[Any]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self.wide = False
         self.follow = True
         self._columns_spec = COMPACT
+        self.unshown = 0
+        """Matching chains older than the rows shown, which `MAX_ROWS` left out at the last rebuild
+        (only an opened capture holds more chains than that; its rows are rebuilt, not synced)."""
 
     def on_mount(self) -> None:
         """Start with the compact columns."""
@@ -134,6 +164,11 @@ class ChainTable(DataTable[Any]):
             self.add_column(title, key=key, width=width)
 
     @property
+    def wide(self) -> bool:
+        """Whether a wide column set (120 terminal columns and up) is shown."""
+        return self._columns_spec is not COMPACT
+
+    @property
     def selected_key(self) -> str | None:
         """The key of the chain under the cursor, if any."""
         if not self.row_count:
@@ -143,12 +178,12 @@ class ChainTable(DataTable[Any]):
         except RowDoesNotExist:
             return None
 
-    def set_wide(self, wide: bool, model: ViewModel, query: Query) -> None:
-        """Switch between the compact and the wide column set (rebuilds the rows)."""
-        if wide == self.wide:
+    def set_width(self, width: int, model: ViewModel, query: Query) -> None:
+        """Show the column set for a terminal `width` columns wide (rebuilds the rows when it changes)."""
+        spec = columns_for(width)
+        if spec is self._columns_spec:
             return
-        self.wide = wide
-        self._set_columns(WIDE if wide else COMPACT)
+        self._set_columns(spec)
         self.rebuild(model, query)
 
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
@@ -170,7 +205,13 @@ class ChainTable(DataTable[Any]):
         ]
         for entry in matching[-MAX_ROWS:]:
             self.add_row(*self._cells(entry), key=entry.key)
+        self.unshown = max(0, len(matching) - MAX_ROWS)
         self._restore(keep)
+
+    @property
+    def matched(self) -> int:
+        """Chains that match the filter: the rows, and those past `MAX_ROWS` the last rebuild left out."""
+        return self.row_count + self.unshown
 
     def sync(self, model: ViewModel, changes: Changes, query: Query, now: float | None = None) -> None:
         """Apply one change set: update rows in place, append new ones, drop removed ones."""

@@ -9,19 +9,28 @@ with Enter. Redrawn when the chain changes, with the cursor kept on the same mes
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from proxy.flows.events import ChainStatus
 from ui.messages import CopyRequested, MessageChosen
 from ui.model import ChainEntry
-from ui.render import chain_headline, node_label, note_labels
+from ui.render import chain_headline, ended_status, node_label, note_labels
 from ui.timeline import Node, build_timeline
 
 NodeData = int | None
+
+
+class Labels(NamedTuple):
+    """What every node label of one chain needs from its headline."""
+
+    bridged: bool
+    start: float
+    ended: ChainStatus | None
 
 
 def _seq_of(node: Node) -> NodeData:
@@ -67,17 +76,21 @@ class ChainTree(Tree[NodeData]):
         for note in note_labels(entry.summary):
             self.root.add_leaf(note, data=None)
         timeline = build_timeline(entry.summary, entry.messages)
-        self._add(self.root, timeline, entry.summary.bridged, entry.summary.started)
+        self._add(
+            self.root,
+            timeline,
+            Labels(entry.summary.bridged, entry.summary.started, ended_status(entry.summary)),
+        )
         self.root.expand_all()
         if keep is not None:
             self._move_to(keep)
 
-    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], bridged: bool, start: float) -> None:
+    def _add(self, parent: TreeNode[NodeData], nodes: list[Node], labels: Labels) -> None:
         for node in nodes:
-            label = node_label(node, bridged, start)
+            label = node_label(node, labels.bridged, labels.start, labels.ended)
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
-                self._add(branch, node.children, bridged, start)
+                self._add(branch, node.children, labels)
             else:
                 parent.add_leaf(label, data=_seq_of(node))
 

@@ -17,7 +17,7 @@ COLUMNS = (
     ("principal", "Principal", 16),
     ("caps", "Capabilities", 24),
     ("version", "Version", 10),
-    ("state", "State", 13),
+    ("state", "State", 19),
     ("opened", "Opened", 8),
     ("changed", "Changed", 8),
     ("history", "History", 40),
@@ -39,8 +39,8 @@ class SessionsTable(DataTable[Any]):
         """Redraw every row (sessions are few; the cursor stays on its row index)."""
         row = self.cursor_row
         self.clear()
-        for entry in model.sessions.values():
+        for row_key, entry in model.sessions.items():  # one name may be several runs' sessions
             cells = session_cells(entry)
-            self.add_row(*(cells[key] for key, _, _ in COLUMNS), key=entry.session)
+            self.add_row(*(cells[key] for key, _, _ in COLUMNS), key=row_key)
         if self.row_count:
             self.move_cursor(row=min(row, self.row_count - 1), scroll=False)

@@ -2,7 +2,7 @@
 
 Ordered by importance, because an 80-column terminal cuts the end: feed state (`behind` while an
 attached view that fell behind reads a fresh history), a standing notice, "lagged N", paused, filter
-errors first; upstream URL and listen address last. An attached feed
+errors and how many chains the filter matches first; upstream URL and listen address last. An attached feed
 that lost its proxy says so first, with the address it reconnects to, and shows no upstream, era or
 count of the lost run as current; once a proxy answers, it says whether it is the same run.
 """
@@ -47,6 +47,8 @@ class ViewFlags:
     """Messages an intercept rule holds now, waiting for a decision (`I`)."""
     notice: str | None = None
     """A standing notice from whoever runs the app (the demo's result), shown after the feed state."""
+    matched: int | None = None
+    """Chains that match the filter in force (None: no filter), said before the counts."""
 
 
 def _short(url: str) -> str:
@@ -80,6 +82,9 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
             break
     if flags.filter_error:
         text.append(flags.filter_error, style="bold red")
+        text.append(*sep)
+    if flags.matched is not None:
+        text.append(f"filter: {flags.matched} of {len(model.chains)} chains match", style="bold cyan")
         text.append(*sep)
     text.append(f"{len(model.chains) - model.earlier} chains {model.messages_seen} msgs")
     if model.earlier:

@@ -399,7 +399,8 @@ class SessionKeeper:
 
     def end_all(self) -> Commands:
         """The proxy is stopping: DELETE every session upstream (its calls end with the proxy), its GET
-        stream closed first, so the server ending that stream for the DELETE is no stream lost."""
+        stream closed first, so the server ending that stream for the DELETE is no stream lost; each
+        is observed `ended`, so a view or capture does not show it open after the proxy is gone."""
         commands: Commands = []
         for link in self._ctx.pool:
             if link.session_id is None:
@@ -415,6 +416,8 @@ class SessionKeeper:
                 ]
             )
             link.session_id = None  # one DELETE per session, however often this is asked
+            if link.announced:
+                self._ctx.observe_session(link, "ended")
         return commands
 
     def _close_stream(self, link: UpstreamLink) -> Commands:
