@@ -175,6 +175,7 @@ class ProxyTui(App[None]):
         """Show every chain of an indexed capture instead of its newest part."""
         index = message.index
         changes = self.model.load_index(index.chains, index.events, index.load)
+        self.main.search_bodies()  # the filter's body terms now reach chains whose messages are not held
         self.main.take(changes, len(index.chains))
 
     def on_feed_lost(self, message: FeedLost) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import shutil
 import sys
 import tempfile
+import threading
 import weakref
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -101,6 +102,9 @@ class Spill:
     each one's lines are)."""
 
     def __init__(self, path: Path, builder: RecordBuilder) -> None:
+        self._lock = threading.Lock()
+        """Held while the files are read: the screen reads a chain back while a body search, in a
+        thread, reads others, and each read seeks the same files."""
         self._file: IO[bytes] = path.open("rb")
         path.unlink()
         self._builder = builder
@@ -110,16 +114,18 @@ class Spill:
     def load(self, offsets: Sequence[int]) -> list[MessageRecord]:
         """The records at these offsets; one whose capture lines changed since the pass is left out."""
         records: list[MessageRecord] = []
-        for offset in offsets:
-            try:
-                records.extend(read_records(self._file, (offset,), self._builder))
-            except (ValueError, KeyError, TypeError):  # the capture was rewritten under the TUI
-                continue
+        with self._lock:
+            for offset in offsets:
+                try:
+                    records.extend(read_records(self._file, (offset,), self._builder))
+                except (ValueError, KeyError, TypeError):  # the capture was rewritten (or closed at exit)
+                    continue
         return records
 
     def close(self) -> None:
         """Close the file (its space is freed then)."""
-        self._closer()
+        with self._lock:
+            self._closer()
 
 
 def _close(spill: IO[bytes], builder: RecordBuilder) -> None:

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from textual.message import Message
 
 from proxy.flows.events import FlowEvent
+from ui.body_search import ListFilter
 from ui.capture_index import IndexReady
 from ui.desk import Intercepts
 from ui.feeds import FeedStatus
+from ui.model import ChainEntry
 
 
 class EventsArrived(Message):
@@ -94,6 +96,20 @@ class FilterChanged(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+
+class BodiesFound(Message):
+    """What a step of the filter's body search found (`ui.body_search`); `search` is the filter it
+    searched for, so what a replaced filter's search still hands over is told apart. `failed` says why
+    the search stopped short."""
+
+    def __init__(
+        self, search: ListFilter, found: list[tuple[ChainEntry, int]], failed: str | None = None
+    ) -> None:
+        super().__init__()
+        self.search = search
+        self.found = found
+        self.failed = failed
 
 
 class FollowChanged(Message):

@@ -115,6 +115,10 @@ class ChainEntry:
     """Made up from a message whose `chain_opened` this view never read (a lagged feed, a capture cut
     at the front): its start is the message's, not the chain's, until a headline says otherwise."""
 
+    found: int = -1
+    """Which body-searching terms of the filter a search of its messages read back found (bit i for
+    the i-th of `Query.body_terms`); -1 until searched (`ui.body_search`)."""
+
     _text: str = ""
     """Lower-cased JSON of the kept messages' bodies, built the first time a filter searches them."""
     _searched: int = 0
@@ -131,6 +135,12 @@ class ChainEntry:
             self._text = "\n".join([self._text, *fresh]) if self._text else "\n".join(fresh)
             self._searched = len(self.messages)
         return self._text
+
+    @property
+    def bodies_held(self) -> bool:
+        """Whether its kept messages are all its bodies: a chain of a feed, or an indexed one read back
+        now (or with none). An indexed chain not read back holds none of its messages."""
+        return self.records is None or not self.records or bool(self.messages)
 
     def forget_search(self) -> None:
         """Let the search text go (its oldest messages went): the next search builds it again."""
@@ -265,6 +275,11 @@ class ViewModel:
             self._load(entry)
         return entry
 
+    @property
+    def loader(self) -> RecordLoader | None:
+        """Reads an indexed capture's chain's messages back (None until an index is loaded)."""
+        return self._loader
+
     def _load(self, entry: ChainEntry) -> None:
         """Read an indexed chain's messages, letting go of those of the chain shown longest ago."""
         loaded = self._loaded
@@ -279,6 +294,7 @@ class ViewModel:
             _, old = loaded.popitem(last=False)
             old.messages = []
             old.last_seq = 0
+            old.forget_search()  # its text goes with its messages, or every chain shown would keep it
 
     def load_index(
         self,

@@ -20,6 +20,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from proxy.flows.events import ChainStatus, ChainSummary, MessageRecord, Mode
@@ -36,6 +37,9 @@ MESSAGE_FIELDS = frozenset({"method", "tool", "name", "era", "mode", "session", 
 
 Bodies = Callable[[], str]
 """Gives a chain's message bodies as lower-cased text, one body per line."""
+
+BODY_FIELDS = frozenset({"body", "text"})
+"""Fields of terms that search message bodies (`body:` and free text)."""
 
 _STATUS_ALIASES = {
     "waiting": "waiting_client",
@@ -67,6 +71,10 @@ class Term:
     millis: float = 0.0
 
 
+Found = Callable[[Term], bool]
+"""Says whether a chain's bodies hold what a `body:` or free-text term looks for."""
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """A parsed filter: its terms (ANDed), the text it came from, and a parse error if any."""
@@ -86,9 +94,35 @@ class Query:
         `bodies` gives the chain's message bodies as lower-cased text, asked for only when a term
         searches them; without it, `body:` matches nothing and free text only the headline.
         """
+        found = None if bodies is None else partial(_found_in, bodies)
+        return self.matches_found(summary, now, found)
+
+    def matches_found(self, summary: ChainSummary, now: float | None, found: Found | None) -> bool:
+        """`matches`, with what the chain's bodies hold decided by `found` (a search that read them
+        elsewhere, or a guess of each outcome); without it, as `matches` without bodies."""
         if not self.active:
             return True
-        return all(_term_matches(term, summary, now, bodies) != term.negate for term in self.terms)
+        return all(_term_matches(term, summary, now, found) != term.negate for term in self.terms)
+
+    def verdict(self, summary: ChainSummary, now: float | None = None) -> bool | None:
+        """Whether the chain passes whatever its bodies hold (True), fails whatever they hold (False),
+        or passes only if they hold the right things (None): the answer without reading its bodies."""
+        if not self.active:
+            return True
+        depends = False
+        for term in self.terms:
+            without = _term_matches(term, summary, now, None) != term.negate
+            within = _term_matches(term, summary, now, _always) != term.negate
+            if term.field in BODY_FIELDS and within != without:
+                depends = True
+            elif not without:
+                return False
+        return None if depends else True
+
+    @property
+    def body_terms(self) -> tuple[Term, ...]:
+        """The terms that search message bodies, in order (none when the query is not active)."""
+        return tuple(term for term in self.terms if term.field in BODY_FIELDS) if self.active else ()
 
 
 def parse_query(text: str) -> Query:
@@ -165,12 +199,25 @@ def _duration_term(value: str, negate: bool) -> Term:
     return Term(field="duration", value=value, negate=negate, op=op or ">=", millis=millis)
 
 
-def _term_matches(term: Term, s: ChainSummary, now: float | None, bodies: Bodies | None) -> bool:
+def body_found(term: Term, text: str) -> bool:
+    """Whether bodies given as `Bodies` gives them hold what the term looks for (its negation aside)."""
+    return term.value in text if term.field == "text" else body_like(term.value, text)
+
+
+def _always(_term: Term) -> bool:
+    return True
+
+
+def _found_in(bodies: Bodies, term: Term) -> bool:
+    return body_found(term, bodies())
+
+
+def _term_matches(term: Term, s: ChainSummary, now: float | None, found: Found | None) -> bool:
     field = term.field
     if field == "text":
-        return _text_matches(term.value, s) or (bodies is not None and term.value in bodies())
+        return _text_matches(term.value, s) or (found is not None and found(term))
     if field == "body":
-        return bodies is not None and body_like(term.value, bodies())
+        return found is not None and found(term)
     if field == "bridged":
         return s.bridged
     if field == "invalid":

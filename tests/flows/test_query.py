@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.flows.events import ChainStatus, Mode
-from proxy.flows.query import parse_query
+from proxy.flows.query import Term, body_found, parse_query
 from tests.ui.helpers import BASE, summary
 
 CALL = summary(
@@ -97,3 +97,36 @@ def test_a_quoted_value_matches_the_method_column_as_shown() -> None:
     assert not parse_query('method:"GET stream"').matches(CALL)
     assert not parse_query('-method:"GET stream"').matches(stream)
     assert parse_query('-method:"GET stream"').matches(CALL)
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("status:error", True),
+        ("status:ok", False),
+        ("body:paris", None),
+        ("-body:paris", None),
+        ("ask_twice", True),  # the headline holds it: no body can change that
+        ("-ask_twice", False),
+        ("paris", None),
+        ("status:ok body:paris", False),  # the headline alone rules it out
+        ("body:paris -body:rome", None),
+        ("", True),
+    ],
+)
+def test_a_verdict_without_bodies_is_given_only_where_no_body_could_change_it(
+    text: str, verdict: bool | None
+) -> None:
+    assert parse_query(text).verdict(CALL) is verdict
+
+
+def test_what_a_search_found_decides_the_body_terms_as_the_bodies_themselves_would() -> None:
+    query = parse_query("body:paris -rome")
+    bodies = '{"text": "the capital is paris"}'
+
+    def found(term: Term) -> bool:
+        return body_found(term, bodies)
+
+    assert query.body_terms == (Term("body", "paris"), Term("text", "rome", negate=True))
+    assert query.matches_found(LIST, None, found) == query.matches(LIST, None, lambda: bodies) is True
+    assert not query.matches_found(LIST, None, lambda term: True)

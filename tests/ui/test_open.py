@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from proxy.flows.events import ChainOpened, ChainSummary
+from proxy.flows.filters import ChainFilter
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, run_index
@@ -26,8 +27,9 @@ from ui.app import ProxyTui
 from ui.capture_index import READ_CHUNK, Headlines, IndexReady, index_capture, output_lines
 from ui.feeds import CAPTURE_ENDS, CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
-from ui.model import CAPTURE_CHAINS
+from ui.model import CAPTURE_CHAINS, MAX_LOADED
 from ui.widgets.chain_table import ChainTable
+from ui.widgets.status_bar import StatusBar
 
 TAIL = 16 * 1024
 """The part of the capture shown first (small, so the test's capture is many times bigger)."""
@@ -105,6 +107,53 @@ async def test_a_big_capture_shows_its_newest_chains_first_then_every_chain_by_t
         assert entry is not None
         assert len(entry.messages) == expected["r1"][2] > 0
         assert [m.seq for m in entry.messages] == list(range(1, expected["r1"][2] + 1))
+
+
+def export_finds(path: Path, text: str) -> set[str]:
+    """The ids of the chains `mcp-proxy export --q TEXT` keeps: a full read, every body searched."""
+    keep = ChainFilter(text=text)
+    store = ChainStore(max_chains=1_000_000)
+    with CaptureReader(path, replayer=ObservationReplayer(store=store)) as reader:
+        for _ in reader:
+            pass
+    return {chain.summary.id for chain in store.drain() if keep.keeps(chain)}
+
+
+async def test_a_big_capture_s_body_and_free_text_filters_reach_every_chain_as_the_export_does(
+    capture: Path,
+) -> None:
+    paris, teal = export_finds(capture, "body:paris"), export_finds(capture, "teal")
+    assert len(paris) >= 12  # in every copy of the recorded traffic
+    assert len(teal) >= 12
+    feed = HeldIndex(CaptureFeed(capture, tail_bytes=TAIL))
+    app = ProxyTui(feed, max_chains=CAPTURE_CHAINS, batch_delay=0.01)
+    async with app.run_test(size=(200, 40)) as pilot:
+        table = app.main.query_one(ChainTable)
+
+        def shown() -> set[str]:
+            return {app.model.chains[str(key.value)].summary.id for key in table.rows}
+
+        def searched(text: str) -> bool:
+            done = "bodies of every chain searched" in str(app.main.query_one(StatusBar).content)
+            return app.main.query_.text == text and done
+
+        await wait_for(lambda: feed.index_waiting, what="the index pass to end", seconds=30)
+        await pilot.press("slash", *"body:paris", "enter")  # typed while the rest is indexed
+        await pilot.pause()
+        assert shown()
+        assert all(chain_id.startswith(TAIL_PREFIX) for chain_id in shown())  # the newest part's
+
+        feed.release.set()
+        await wait_for(lambda: searched("body:paris"), what="every chain searched", seconds=30)
+        assert shown() == paris  # the chains `export --q body:paris` finds, no fewer
+
+        await pilot.press("slash", *["backspace"] * len("body:paris"), *"teal", "enter")
+        await wait_for(lambda: searched("teal"), what="the second search", seconds=30)
+        assert shown() == teal
+
+        # Nothing of the chains searched stays held but the messages of those shown last.
+        holding = [entry for entry in app.model.chains.values() if entry.messages or entry.search_text()]
+        assert 0 < len(holding) <= MAX_LOADED
 
 
 async def test_a_big_capture_feed_hands_over_the_tail_then_the_index_then_its_end(capture: Path) -> None:

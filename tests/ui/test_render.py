@@ -8,6 +8,7 @@ import pytest
 
 from proxy.flows.events import ChainStatus, HttpInfo, Mode, ProxyInfo
 from tests.ui.helpers import BASE, message, summary
+from ui.body_search import ListFilter
 from ui.feeds import FeedStatus
 from ui.held_edit import editable_text
 from ui.model import SessionEntry, ViewModel
@@ -176,3 +177,19 @@ def test_a_held_message_opens_in_the_editor_with_its_controls_as_json_escapes_of
 
     assert '"name": "x\\u202e\\u009b\\u007f名\\n"' in text
     assert json.loads(text) == message
+
+
+def test_the_status_line_says_how_far_the_filter_s_body_search_is_and_when_it_is_done() -> None:
+    search = ListFilter(to_search=10, searched=3)
+    ended = FeedStatus("ended", "9 chains from a.jsonl")
+
+    running = status_text(ViewModel(), ended, ViewFlags(filter=search)).plain
+    search.searched = 10
+    done = status_text(ViewModel(), ended, ViewFlags(filter=search)).plain
+    search.failed = "cannot read the spill file"
+    failed = status_text(ViewModel(), ended, ViewFlags(filter=search)).plain
+
+    assert running.index("searching bodies 3 of 10 chains") < running.index("0 chains")
+    assert "bodies of every chain searched" in done
+    assert "body search stopped: cannot read the spill file; the chains not read are not shown" in failed
+    assert "bodies" not in status_text(ViewModel(), ended, ViewFlags(filter=ListFilter())).plain

@@ -1,8 +1,11 @@
 """The main screen: filter bar, live chain list, the selected chain's tree (or the sessions), status.
 
 It owns the view state the keys switch (follow, pause, filter, sessions view) and hands the model
-and each change set down to its widgets. While paused it folds incoming change sets together and
-applies them in one go on resume, so nothing is lost and nothing moves in between.
+and each change set down to its widgets. Over an indexed capture it runs the filter's search of the
+bodies the model does not hold (`ui.body_search`) and redraws the list as chains are found, paced so
+that redrawing a long list never takes most of the screen's time. While paused it folds incoming
+change sets together and applies them in one go on resume, so nothing is lost and nothing moves in
+between.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from proxy.flows.query import Query, parse_query
+from ui.body_search import ListFilter, RedrawPace, search_bodies
 from ui.feeds import FeedStatus
-from ui.messages import ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
-from ui.model import ChainEntry, Changes, ViewModel
+from ui.messages import BodiesFound, ChainChosen, ChainHighlighted, FilterChanged, FollowChanged
+from ui.model import ChainEntry, Changes, RecordLoader, ViewModel
 from ui.render import cell
 from ui.runs import run_label
 from ui.widgets.chain_table import ChainTable
@@ -29,6 +34,9 @@ from ui.widgets.chain_tree import ChainTree
 from ui.widgets.filter_bar import FilterBar
 from ui.widgets.sessions_table import SessionsTable
 from ui.widgets.status_bar import StatusBar, ViewFlags
+
+_SEARCH = "body-search"
+"""The worker group of the filter's body search (one at a time)."""
 
 _FED_WIDGETS = (ChainTable, ChainTree, SessionsTable, StatusBar, ContentSwitcher)
 """What showing a batch reaches; while any is missing (mounting, or shutting down) batches are held."""
@@ -60,9 +68,13 @@ class MainScreen(Screen[None]):
         super().__init__()
         self.model = model
         self.flags = ViewFlags()
-        self.query_ = Query()
+        self.filter_ = ListFilter()
         self.feed_status: FeedStatus | None = None
         self._held = Changes()
+        self._pace = RedrawPace()
+        self._redraw_due = False
+        """The body search found chains the list does not show yet."""
+        self._redraw_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         """Filter bar, chain list, tree/sessions switcher, status bar, footer."""
@@ -78,8 +90,13 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         """Focus the chain list and draw what the model already holds."""
         self.table.focus()
-        self.table.rebuild(self.model, self.query_)
+        self.table.rebuild(self.model, self.filter_)
         self.refresh_status()
+
+    @property
+    def query_(self) -> Query:
+        """The filter applied (the last one typed that parsed)."""
+        return self.filter_.query
 
     # -- widgets -----------------------------------------------------------------------------
 
@@ -142,7 +159,7 @@ class MainScreen(Screen[None]):
     def _show(self, changes: Changes) -> None:
         if not changes:
             return
-        self.table.sync(self.model, changes, self.query_, time.time())
+        self.table.sync(self.model, changes, self.filter_, time.time())
         key = self.chain_tree.chain_key
         if changes.cleared or (key is not None and (key in changes.updated or key in changes.removed)):
             self.chain_tree.show(self.model.get(key) if key is not None else None)
@@ -154,7 +171,7 @@ class MainScreen(Screen[None]):
     def refresh_status(self) -> None:
         """Redraw the status bar."""
         self.flags.follow = self.table.follow
-        self.flags.query = self.query_
+        self.flags.filter = self.filter_
         self.flags.matched = self.table.matched if self.query_.active else None
         self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
         key = self.chain_tree.chain_key
@@ -191,10 +208,62 @@ class MainScreen(Screen[None]):
             self.flags.filter_error = f"{query.error}; still showing {kept}"
         else:
             self.flags.filter_error = None
-            self.query_ = query
-            self.table.rebuild(self.model, self.query_, time.time())
+            self.filter_ = ListFilter(query)
+            self.search_bodies()
+            self.table.rebuild(self.model, self.filter_, time.time())
             if self.table.selected_key is None:  # nothing matches: no chain of before stays shown
                 self.chain_tree.show(None)
+        self.refresh_status()
+
+    def search_bodies(self) -> None:
+        """Start the filter's search of the bodies an indexed capture's chains do not hold (stopping
+        the one of the filter before); the list shows the chains it finds as they come."""
+        self.workers.cancel_group(self, _SEARCH)
+        self._redraw_due = False  # the caller draws the list for the new filter
+        search = self.filter_
+        todo = search.start(self.model.chains.values(), time.time())
+        loader = self.model.loader
+        if todo and loader is not None:
+            self.run_worker(self._search(search, todo, loader), group=_SEARCH, exit_on_error=False)
+        else:
+            search.to_search = 0
+
+    async def _search(self, search: ListFilter, todo: list[ChainEntry], loader: RecordLoader) -> None:
+        try:
+            async for found in search_bodies(loader, search.terms, todo):
+                self.post_message(BodiesFound(search, found))
+        except Exception as exc:  # the list must say it is short, not lose the worker silently
+            self.post_message(BodiesFound(search, [], failed=str(exc) or type(exc).__name__))
+
+    def on_bodies_found(self, message: BodiesFound) -> None:
+        """The body search read more chains: show those that match now (paced, and at its end)."""
+        search = message.search
+        if search is not self.filter_:
+            return  # a replaced filter's search, stopping
+        search.failed = message.failed
+        if search.took(message.found):
+            self._redraw_due = True
+        wait = self._pace.wait(time.monotonic())
+        if not search.searching or (self._redraw_due and wait <= 0):
+            self._redraw_found()  # at the end at once: the list is whole when the status bar says so
+        elif self._redraw_due and self._redraw_timer is None:
+            self._redraw_timer = self.set_timer(wait, self._redraw_found)
+        if self.ready:
+            self.refresh_status()
+
+    def _redraw_found(self) -> None:
+        if self._redraw_timer is not None:
+            self._redraw_timer.stop()
+            self._redraw_timer = None
+        if not self._redraw_due:
+            return
+        self._redraw_due = False
+        if self.flags.paused or not self.ready:
+            self._held.merge(Changes(cleared=True))
+            return
+        started = time.monotonic()
+        self.table.rebuild(self.model, self.filter_, time.time())
+        self._pace.drew(started, time.monotonic())
         self.refresh_status()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -209,7 +278,7 @@ class MainScreen(Screen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         """Use the column set that fits the terminal's width (wider ones show more, and more of each)."""
-        self.table.set_width(event.size.width, self.model, self.query_)
+        self.table.set_width(event.size.width, self.model, self.filter_)
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -240,6 +309,9 @@ class MainScreen(Screen[None]):
 
     def action_clear(self) -> None:
         """Forget every chain shown so far (the proxy keeps its own)."""
+        self.workers.cancel_group(self, _SEARCH)
+        self.filter_.to_search = 0
+        self._redraw_due = False
         self._held = Changes()
         self.flags.held = 0
         self._show(self.model.clear())

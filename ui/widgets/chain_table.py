@@ -18,7 +18,7 @@ from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist, RowKey
 
-from proxy.flows.query import Query
+from ui.body_search import ListFilter
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
 from ui.render import cell, chain_cells, chain_id_cell
@@ -178,13 +178,13 @@ class ChainTable(DataTable[Any]):
         except RowDoesNotExist:
             return None
 
-    def set_width(self, width: int, model: ViewModel, query: Query) -> None:
+    def set_width(self, width: int, model: ViewModel, list_filter: ListFilter) -> None:
         """Show the column set for a terminal `width` columns wide (rebuilds the rows when it changes)."""
         spec = columns_for(width)
         if spec is self._columns_spec:
             return
         self._set_columns(spec)
-        self.rebuild(model, query)
+        self.rebuild(model, list_filter)
 
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
         cells = chain_cells(entry)
@@ -196,13 +196,11 @@ class ChainTable(DataTable[Any]):
             return [_dim(value) for value in row]
         return row
 
-    def rebuild(self, model: ViewModel, query: Query, now: float | None = None) -> None:
-        """Show exactly the chains that match `query`, keeping the cursor on the same chain."""
+    def rebuild(self, model: ViewModel, list_filter: ListFilter, now: float | None = None) -> None:
+        """Show exactly the chains that `list_filter` shows, keeping the cursor on the same chain."""
         keep = self.selected_key
         self.clear()
-        matching = [
-            entry for entry in model.chains.values() if query.matches(entry.summary, now, entry.search_text)
-        ]
+        matching = [entry for entry in model.chains.values() if list_filter.wants(entry, now)]
         for entry in matching[-MAX_ROWS:]:
             self.add_row(*self._cells(entry), key=entry.key)
         self.unshown = max(0, len(matching) - MAX_ROWS)
@@ -213,10 +211,12 @@ class ChainTable(DataTable[Any]):
         """Chains that match the filter: the rows, and those past `MAX_ROWS` the last rebuild left out."""
         return self.row_count + self.unshown
 
-    def sync(self, model: ViewModel, changes: Changes, query: Query, now: float | None = None) -> None:
+    def sync(
+        self, model: ViewModel, changes: Changes, list_filter: ListFilter, now: float | None = None
+    ) -> None:
         """Apply one change set: update rows in place, append new ones, drop removed ones."""
         if changes.cleared:
-            self.rebuild(model, query, now)
+            self.rebuild(model, list_filter, now)
             return
         keep = self.selected_key
         moved = False
@@ -229,7 +229,7 @@ class ChainTable(DataTable[Any]):
             entry = model.get(key)
             if entry is None:
                 continue
-            shown, wanted = self._has(key), query.matches(entry.summary, now, entry.search_text)
+            shown, wanted = self._has(key), list_filter.wants(entry, now)
             if shown and wanted:
                 self._update(entry)
             elif shown:
@@ -237,14 +237,14 @@ class ChainTable(DataTable[Any]):
                 moved = True
             elif wanted:
                 if key != last:  # an older chain now matches: only a rebuild keeps the order
-                    self.rebuild(model, query, now)
+                    self.rebuild(model, list_filter, now)
                     return
                 self.add_row(*self._cells(entry), key=key)
         for key in changes.added:
             entry = model.get(key)
             if entry is None or self._has(key):
                 continue
-            if query.matches(entry.summary, now, entry.search_text):
+            if list_filter.wants(entry, now):
                 self.add_row(*self._cells(entry), key=key)
         if self.follow and self.row_count:
             self.move_cursor(row=self.row_count - 1)

@@ -2,9 +2,10 @@
 
 Ordered by importance, because an 80-column terminal cuts the end: feed state (`behind` while an
 attached view that fell behind reads a fresh history), a standing notice, "lagged N", paused, filter
-errors and how many chains the filter matches first; upstream URL and listen address last. An attached feed
-that lost its proxy says so first, with the address it reconnects to, and shows no upstream, era or
-count of the lost run as current; once a proxy answers, it says whether it is the same run.
+errors, how many chains the filter matches and how far its search of bodies is first; upstream URL
+and listen address last. An attached feed that lost its proxy says so first, with the address it
+reconnects to, and shows no upstream, era or count of the lost run as current; once a proxy answers,
+it says whether it is the same run.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
-from proxy.flows.query import Query
 from proxy.wire.visible import visible
+from ui.body_search import ListFilter
 from ui.feeds import FeedStatus
 from ui.model import MAX_RUNS, ViewModel
 from ui.render import era_badge
@@ -39,9 +40,10 @@ class ViewFlags:
     paused: bool = False
     held: int = 0
     follow: bool = True
-    query: Query | None = None
+    filter: ListFilter | None = None
+    """The filter applied, and how far its search of an indexed capture's bodies is."""
     filter_error: str | None = None
-    """Why the filter typed last was not applied (the list still shows `query`'s chains)."""
+    """Why the filter typed last was not applied (the list still shows `filter`'s chains)."""
     sessions: bool = False
     intercepted: int = 0
     """Messages an intercept rule holds now, waiting for a decision (`I`)."""
@@ -86,6 +88,9 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     if flags.matched is not None:
         text.append(f"filter: {flags.matched} of {len(model.chains)} chains match", style="bold cyan")
         text.append(*sep)
+    if flags.filter is not None and flags.filter.to_search:
+        text.append_text(search_text(flags.filter))
+        text.append(*sep)
     text.append(f"{len(model.chains) - model.earlier} chains {model.messages_seen} msgs")
     if model.earlier:
         text.append(f" +{model.earlier} of an earlier run", style="dim")
@@ -103,6 +108,16 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     if not live and runs > 1 and proxies:  # a capture of several runs: the addresses are its last run's
         text.append(f" (the last of {runs}{'+' if runs >= MAX_RUNS else ''} runs)", style="dim")
     return text
+
+
+def search_text(search: ListFilter) -> Text:
+    """How far the filter's search of the bodies the view does not hold is (the list grows meanwhile)."""
+    if search.failed is not None:
+        stopped = f"body search stopped: {search.failed}; the chains not read are not shown"
+        return Text(stopped, style="bold red")
+    if search.searching:
+        return Text(f"searching bodies {search.searched} of {search.to_search} chains", style="bold yellow")
+    return Text("bodies of every chain searched", style="green")
 
 
 def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
