@@ -159,10 +159,10 @@ class Settings(BaseModel):
     """Bytes of one message body kept in captures and the chain store before a truncation marker."""
     otlp_endpoint: str | None = None
     """OpenTelemetry collector (OTLP/HTTP) to send a trace of every chain to, such as
-    http://collector:4318 (/v1/traces is added unless the URL ends in it). Unset, the standard
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable turns tracing on;
-    headers and the rest come from the standard OTEL_EXPORTER_OTLP_* variables. Needs the otel extra
-    (pip install -e '.[otel]' in the checkout)."""
+    http://collector:4318 (/v1/traces is joined to its path unless the path ends in it; a query stays
+    the query). Unset, the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+    variable turns tracing on; headers and the rest come from the standard OTEL_EXPORTER_OTLP_*
+    variables. Needs the otel extra (pip install -e '.[otel]' in the checkout)."""
     otlp_queue_size: PositiveInt = 2048
     """Finished spans waiting for the OTLP exporter before new ones are dropped (counted in /metrics),
     so a slow or unreachable collector never slows traffic."""
