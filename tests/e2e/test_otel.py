@@ -302,3 +302,32 @@ async def test_a_collector_url_with_a_query_gets_the_traces_path_before_its_quer
     assert tracing is not None
     # The log line names the URL posted to, its query value masked: the path now shows before it.
     assert tracing["endpoint"] == receiver.url + path.rsplit("=", 1)[0] + "=<redacted>"
+
+
+COLLECTOR_PASSWORD = "collector-pw-90c2"
+
+
+@pytest.mark.parametrize("variable", ENDPOINT_VARS)
+async def test_a_standard_variable_with_a_password_in_its_url_is_refused_as_otlp_endpoint_is(
+    modern_server: PeerServer, variable: str
+) -> None:
+    with OtlpReceiver() as receiver:
+        env = clean_env(**settings_env(upstream=modern_server.url, admin_enabled="false"))
+        for name in (*ENDPOINT_VARS, "OTEL_SDK_DISABLED"):
+            env.pop(name, None)
+        env[variable] = receiver.url.replace("http://", f"http://otel:{COLLECTOR_PASSWORD}@")
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                assert not (await client.call_tool("add", {"a": 2, "b": 3})).is_error  # traffic runs
+            proxy.stop()
+        received = list(receiver.requests)
+
+    refused = proxy.find("otlp_refused")
+    assert refused is not None, proxy.stderr()
+    assert str(refused["error"]).startswith(
+        f"{variable}=http://otel:<redacted>@127.0.0.1:{receiver.port} is refused: "
+        "the URL carries credentials (user:password@)"
+    )
+    assert proxy.find("otlp_tracing") is None
+    assert received == []  # the password never went out in a URL
+    assert COLLECTOR_PASSWORD not in proxy.stderr()
