@@ -27,6 +27,7 @@ from proxy.cli_pipes import reader_left, tell
 from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, MessageRecord, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
+from proxy.framing.http import masked_url
 from proxy.record.capture import HEADER_PREFIX, CaptureError, CaptureFormatError
 from proxy.record.curl import NoRequest, Target, bodiless_request, curl_command
 from proxy.record.export import (
@@ -207,11 +208,13 @@ def _to_collector(args: argparse.Namespace) -> int:
     for line in report.lines():
         tell(f"mcp-proxy export: {line}")
     counts = sender.counts()
-    tell(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {sender.endpoint}")
+    # The URL's query may carry the collector's key, and the failure's reason quotes the URL: both
+    # are masked, as the live proxy's log lines mask them (this output lands in CI logs).
+    tell(f"mcp-proxy export: sent {counted(counts['sent'], 'span')} to {masked_url(sender.endpoint)}")
     if counts["export_failed"]:
         tell(
             f"mcp-proxy export: {counts['export_failed']} of {counted(report.written, 'span')} "
-            f"not delivered: {reasons[-1] if reasons else 'the collector failed'}"
+            f"not delivered: {masked_url(reasons[-1]) if reasons else 'the collector failed'}"
         )
         return 2 if not counts["sent"] else SKIPPED_EXIT
     return SKIPPED_EXIT if report.lost_lines else 0

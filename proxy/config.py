@@ -42,7 +42,7 @@ from proxy.engine.gate.rules import MAX_RULES, parse_rule
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, key_words
 from proxy.framing.classify import DEPTH_CEILING
 from proxy.framing.http import is_loopback, masked_command, masked_url
-from proxy.record.otlp_setup import ENDPOINT_VARS, env_endpoint, missing_sdk, sdk_disabled
+from proxy.record.otlp_setup import endpoint_var, missing_sdk, sdk_disabled
 from proxy.service_links import is_service_link
 
 ENV_PREFIX = "MCP_PROXY_"
@@ -159,10 +159,10 @@ class Settings(BaseModel):
     """Bytes of one message body kept in captures and the chain store before a truncation marker."""
     otlp_endpoint: str | None = None
     """OpenTelemetry collector (OTLP/HTTP) to send a trace of every chain to, such as
-    http://collector:4318 (/v1/traces is added unless the URL ends in it). Unset, the standard
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable turns tracing on;
-    headers and the rest come from the standard OTEL_EXPORTER_OTLP_* variables. Needs the otel extra
-    (pip install -e '.[otel]' in the checkout)."""
+    http://collector:4318 (/v1/traces is joined to its path unless the path ends in it; a query stays
+    the query). Unset, the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+    variable turns tracing on; headers and the rest come from the standard OTEL_EXPORTER_OTLP_*
+    variables. Needs the otel extra (pip install -e '.[otel]' in the checkout)."""
     otlp_queue_size: PositiveInt = 2048
     """Finished spans waiting for the OTLP exporter before new ones are dropped (counted in /metrics),
     so a slow or unreachable collector never slows traffic."""
@@ -852,12 +852,14 @@ _URL_FIELDS: Final = ("upstream", "otlp_endpoint")
 
 def _tracing_note(settings: Settings, environ: Mapping[str, str]) -> str:
     """What the standard OpenTelemetry variables do to `otlp_endpoint`, which its value alone hides."""
-    asked_by_env = env_endpoint(environ)
+    var = endpoint_var(environ)
     if sdk_disabled(environ):
-        return "; tracing off: OTEL_SDK_DISABLED=true" if settings.otlp_endpoint or asked_by_env else ""
-    if settings.otlp_endpoint or not asked_by_env:
+        return "; tracing off: OTEL_SDK_DISABLED=true" if settings.otlp_endpoint or var else ""
+    if settings.otlp_endpoint or var is None:
         return ""
-    var = next(name for name in ENDPOINT_VARS if environ.get(name))
+    refused = env_otlp_refusal(environ)
+    if refused is not None:
+        return f"; tracing off: {refused}"
     shown = f"{var}={masked_url(environ[var])}"
     missing = missing_sdk()
     return f"; {shown} asks for traces, but {missing}" if missing else f"; tracing on: {shown}"
@@ -908,3 +910,20 @@ def otlp_url(value: str) -> str:
             "headers in OTEL_EXPORTER_OTLP_HEADERS instead"
         )
     return value
+
+
+def env_otlp_refusal(environ: Mapping[str, str]) -> str | None:
+    """Why the collector a standard variable names is refused, if it is: `VAR=URL is refused: why`.
+
+    The variable's URL gets the checks `otlp_endpoint` gets (`otlp_url`), so a `user:password@`
+    refused in one place is refused in the other, and the password never rides along in a URL that
+    log lines and `--print-config` name. The URL shown is masked.
+    """
+    var = endpoint_var(environ)
+    if var is None:
+        return None
+    try:
+        otlp_url(environ[var])
+    except ValueError as exc:
+        return f"{var}={masked_url(environ[var])} is refused: {exc}"
+    return None

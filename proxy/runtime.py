@@ -19,7 +19,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from proxy import __version__
-from proxy.config import Settings, base_url, parse_host_port
+from proxy.config import Settings, base_url, env_otlp_refusal, parse_host_port
 from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
@@ -373,6 +373,16 @@ class Proxy:
         """Follow every observation into spans for the OTLP exporter, when tracing is asked for."""
         settings = self.settings
         if not tracing_wanted(settings.otlp_endpoint, os.environ):
+            return
+        refused = None if settings.otlp_endpoint else env_otlp_refusal(os.environ)
+        if refused is not None:
+            # A standard variable may be set for every program in the environment: the proxy runs,
+            # without traces, as when the SDK it asks for is missing.
+            get_logger().warning(
+                "otlp_refused",
+                error=refused,
+                hint="an OTEL_EXPORTER_OTLP_* variable asks for traces; the proxy runs without them",
+            )
             return
         failures = ExportFailureLog()
         try:

@@ -172,6 +172,24 @@ def test_print_config_says_when_the_standard_otel_variable_turns_tracing_on(
     ]
 
 
+def test_print_config_says_a_standard_otel_variable_with_a_password_is_refused_and_tracing_is_off(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in OTEL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:OTELPW-1@127.0.0.1:4318")
+
+    code, out, _ = run_main(capsys, "--upstream", UPSTREAM, "--print-config")
+
+    assert code == 0
+    assert "OTELPW-1" not in out
+    assert setting_line(out, "otlp_endpoint").split("#", 1)[1] == (
+        " default; tracing off: OTEL_EXPORTER_OTLP_ENDPOINT=http://otel:<redacted>@127.0.0.1:4318 "
+        "is refused: the URL carries credentials (user:password@); give the collector's credentials "
+        "as headers in OTEL_EXPORTER_OTLP_HEADERS instead"
+    )
+
+
 def test_print_config_says_a_standard_otel_variable_asks_for_traces_the_missing_sdk_cannot_send(
     tmp_path: Path,
 ) -> None:

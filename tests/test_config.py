@@ -685,6 +685,17 @@ def test_an_upstream_url_with_credentials_is_refused_without_echoing_them(userin
         assert secret not in message
 
 
+def test_an_otlp_endpoint_with_credentials_is_refused_without_echoing_them() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, flags={"otlp_endpoint": "http://otel:s3cret-pass@c.test:4318"})
+
+    message = str(caught.value)
+    assert caught.value.setting == "otlp_endpoint"
+    assert "carries credentials" in message
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in message
+    assert "s3cret-pass" not in message
+
+
 @pytest.mark.parametrize("where", ["flag", "env"])
 @pytest.mark.parametrize("setting", ["admin_token", "redact_key", "state_key"])
 def test_an_empty_secret_is_refused_like_a_missing_one_naming_the_setting(where: str, setting: str) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from proxy.record.otlp_setup import tracing_wanted
+import pytest
+
+from proxy.record.otlp_setup import env_traces_url, traces_url, tracing_wanted
 from tests.peers.runner import REPO_ROOT
 
 BLOCK_SDK = "import sys; sys.modules['opentelemetry'] = None; "
@@ -47,3 +49,33 @@ def test_the_standard_variables_turn_tracing_on_and_otel_sdk_disabled_turns_it_o
     assert tracing_wanted(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"})
     assert tracing_wanted(None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"})
     assert not tracing_wanted("http://c:4318", {"OTEL_SDK_DISABLED": "true"})
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "url"),
+    [
+        ("http://c:4318", "http://c:4318/v1/traces"),
+        ("http://c:4318/", "http://c:4318/v1/traces"),
+        ("http://c:4318?tenant=a", "http://c:4318/v1/traces?tenant=a"),
+        ("http://c:4318/?api_key=k&x=1", "http://c:4318/v1/traces?api_key=k&x=1"),
+        ("https://c/otlp/?tenant=a", "https://c/otlp/v1/traces?tenant=a"),
+        ("http://c:4318/v1/traces", "http://c:4318/v1/traces"),
+        ("http://c:4318/v1/traces/?tenant=a", "http://c:4318/v1/traces?tenant=a"),
+    ],
+)
+def test_otlp_endpoint_gets_the_traces_path_joined_to_its_path_and_keeps_its_query(
+    endpoint: str, url: str
+) -> None:
+    assert traces_url(endpoint) == url
+
+
+def test_the_standard_base_variable_gets_the_traces_path_joined_and_the_traces_one_is_used_as_is() -> None:
+    base = "OTEL_EXPORTER_OTLP_ENDPOINT"
+    own = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    assert env_traces_url({}) is None
+    assert env_traces_url({base: "http://c:4318/?tenant=b"}) == "http://c:4318/v1/traces?tenant=b"
+    assert env_traces_url({base: "http://c:4318/mine/"}) == "http://c:4318/mine/v1/traces"
+    assert (
+        env_traces_url({own: "http://t:4318/x?tenant=c", base: "http://c:4318"}) == "http://t:4318/x?tenant=c"
+    )
+    assert env_traces_url({own: "", base: "http://c:4318"}) == "http://c:4318/v1/traces"

@@ -2,7 +2,7 @@
 
 The proxy's span sender posts to a loopback OTLP/HTTP receiver that refuses every export with 401 (a
 collector wanting credentials), reached through the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
-with a password in it, and to a port nothing listens on (a collector that is down).
+with a key in its query, and to a port nothing listens on (a collector that is down).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from proxy.runtime import ExportFailureLog
 from tests.otlp_receiver import OtlpReceiver, closed_port
 from tests.transport.helpers import captured_logs
 
-PASSWORD = "collector-pass-5521"
+COLLECTOR_KEY = "collector-key-5521"
 
 
 def span() -> SpanRecord:
@@ -42,14 +42,15 @@ def test_a_refused_export_is_logged_with_the_masked_endpoint_and_the_collectors_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with OtlpReceiver(status=401) as collector:
-        url = collector.url.replace("http://", f"http://otel:{PASSWORD}@") + "/v1/traces"
+        url = f"{collector.url}/v1/traces?api_key={COLLECTOR_KEY}"
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
         event = failed_once(None)
-        assert collector.requests  # it was asked, and said no
+        # It was asked, at the URL as given, and said no.
+        assert [r.path for r in collector.requests] == [f"/v1/traces?api_key={COLLECTOR_KEY}"]
 
-    assert event["endpoint"] == f"http://otel:<redacted>@127.0.0.1:{collector.port}/v1/traces"
+    assert event["endpoint"] == f"http://127.0.0.1:{collector.port}/v1/traces?api_key=<redacted>"
     assert event["reason"] == "HTTP 401 Unauthorized"
-    assert PASSWORD not in str(event)
+    assert COLLECTOR_KEY not in str(event)
     assert event["spans_lost"] == 1
 
 

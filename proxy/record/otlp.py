@@ -10,9 +10,10 @@ collector: past `queue_size` spans not yet taken by the exporter, a span is drop
 counted too (`export_failed`); `/metrics` shows both. The SDK's own log lines are kept off the
 terminal (the TUI may own it); failures reach the caller's `on_failure` instead, with the reason.
 
-The endpoint: `otlp_endpoint` when set (a base URL gets `/v1/traces`, as OTEL_EXPORTER_OTLP_ENDPOINT
-does), else the SDK reads the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
-`OTEL_EXPORTER_OTLP_ENDPOINT`; headers, timeout, compression and TLS files come from the standard
+The endpoint: `otlp_endpoint` when set (a base URL gets `/v1/traces` joined to its path), else the
+standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is or `OTEL_EXPORTER_OTLP_ENDPOINT` with the
+same path joined (`proxy.record.otlp_setup` builds both; the SDK's own reading appends the path to the
+whole string, query included); headers, timeout, compression and TLS files come from the standard
 `OTEL_EXPORTER_OTLP_*` variables, and the resource from `OTEL_SERVICE_NAME` and
 `OTEL_RESOURCE_ATTRIBUTES`.
 """
@@ -37,9 +38,7 @@ from opentelemetry.trace import SpanKind as OtelKind
 from proxy import __version__
 from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp_encode import SpanEncoder
-
-TRACES_PATH: Final = "/v1/traces"
-"""Where an OTLP/HTTP collector takes traces, below its base URL."""
+from proxy.record.otlp_setup import env_traces_url, traces_url
 
 DEFAULT_QUEUE: Final = 2048
 """Spans waiting for the exporter before new ones are dropped (the SDK's own default)."""
@@ -55,12 +54,6 @@ def _env_int(name: str, default: int) -> int:
     except ValueError:
         return default
     return value if value > 0 else default
-
-
-def traces_url(endpoint: str) -> str:
-    """The traces URL of an endpoint: as given when it already ends in /v1/traces, else with it added."""
-    base = endpoint.rstrip("/")
-    return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
 
 
 class _Reasons(logging.Handler):
@@ -211,7 +204,8 @@ class SpanSender:
         and OTEL_BSP_SCHEDULE_DELAY; a batch is never larger than the queue."""
         _quiet_sdk_logs()
         self.queue_size = queue_size
-        inner = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint) if endpoint else None)
+        url = traces_url(endpoint) if endpoint else env_traces_url(os.environ)
+        inner = exporter or OTLPSpanExporter(endpoint=url)
         self.endpoint = getattr(inner, "_endpoint", endpoint or "")
         self._resource = service_resource()
         self._scope = InstrumentationScope("mcp-debug-proxy", __version__)

@@ -4,6 +4,11 @@ Tracing is on when `otlp_endpoint` is set, or when the standard `OTEL_EXPORTER_O
 or `OTEL_EXPORTER_OTLP_ENDPOINT` variable names a collector; `OTEL_SDK_DISABLED=true` turns it off
 whatever else says. The SDK comes with the `otel` extra; without it, `load_sender` raises
 `OtlpUnavailable` naming the extra to install.
+
+The traces URL is built here too, as the OTLP exporter specification says: `otlp_endpoint` and
+`OTEL_EXPORTER_OTLP_ENDPOINT` are base URLs, `/v1/traces` joined to their path (a query stays the
+query: `http://c:4318?tenant=a` posts to `/v1/traces?tenant=a`, where a string append would bury the
+path in the query's value); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is used as it is.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from proxy import install_hint
 
@@ -29,9 +35,42 @@ ENDPOINT_VARS: Final = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTL
 """The standard variables naming a collector for traces, the first set one winning."""
 
 
+TRACES_PATH: Final = "/v1/traces"
+"""Where an OTLP/HTTP collector takes traces, below its base URL."""
+
+
+def endpoint_var(environ: Mapping[str, str]) -> str | None:
+    """The standard variable that names the collector for traces, if one does."""
+    return next((name for name in ENDPOINT_VARS if environ.get(name)), None)
+
+
 def env_endpoint(environ: Mapping[str, str]) -> str | None:
-    """The collector the standard variables name for traces, if any."""
-    return next((environ[name] for name in ENDPOINT_VARS if environ.get(name)), None)
+    """The collector the standard variables name for traces, if any (as written in the variable)."""
+    var = endpoint_var(environ)
+    return environ[var] if var is not None else None
+
+
+def _with_traces_path(base: str) -> str:
+    """`base` with `/v1/traces` joined to its path; its query and fragment kept where they were."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + TRACES_PATH))
+
+
+def traces_url(endpoint: str) -> str:
+    """`otlp_endpoint`'s traces URL: as given when its path already ends in /v1/traces, else joined."""
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    if path.endswith(TRACES_PATH):
+        return urlunsplit(parts._replace(path=path))
+    return _with_traces_path(endpoint)
+
+
+def env_traces_url(environ: Mapping[str, str]) -> str | None:
+    """The traces URL the standard variables name: the traces variable as it is, else the base one's."""
+    var = endpoint_var(environ)
+    if var is None:
+        return None
+    return environ[var] if var == ENDPOINT_VARS[0] else _with_traces_path(environ[var])
 
 
 def sdk_disabled(environ: Mapping[str, str]) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxy.record.otlp_setup import ENDPOINT_VARS
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver, closed_port, silent_collector
 from tests.peers.runner import REPO_ROOT, PeerServer
@@ -269,3 +270,64 @@ async def test_the_standard_variables_name_the_service_so_sidecars_stay_apart(
         "sidecar-a"
     }  # OTEL_SERVICE_NAME wins, as the spec says
     assert {s.resource["deployment.environment"] for s in spans} == {"staging"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "given", "path"),
+    [
+        ("MCP_PROXY_OTLP_ENDPOINT", "?tenant=team-a", "/v1/traces?tenant=team-a"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "/?tenant=team-b", "/v1/traces?tenant=team-b"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "/otlp/traces?tenant=team-c", "/otlp/traces?tenant=team-c"),
+    ],
+    ids=["otlp_endpoint", "standard-base", "standard-traces-as-is"],
+)
+async def test_a_collector_url_with_a_query_gets_the_traces_path_before_its_query(
+    modern_server: PeerServer, variable: str, given: str, path: str
+) -> None:
+    with OtlpReceiver() as receiver:
+        env = clean_env(**settings_env(upstream=modern_server.url, admin_enabled="false"))
+        for name in (*ENDPOINT_VARS, "OTEL_SDK_DISABLED"):
+            env.pop(name, None)
+        env[variable] = receiver.url + given
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                assert not (await client.call_tool("add", {"a": 2, "b": 3})).is_error
+            proxy.stop()
+        targets = {r.path for r in receiver.requests}  # the request line's target, as the collector got it
+        spans = receiver.spans()
+
+    assert targets == {path}
+    assert by_name(spans, "tools/call add", "server")
+    tracing = proxy.find("otlp_tracing")
+    assert tracing is not None
+    # The log line names the URL posted to, its query value masked: the path now shows before it.
+    assert tracing["endpoint"] == receiver.url + path.rsplit("=", 1)[0] + "=<redacted>"
+
+
+COLLECTOR_PASSWORD = "collector-pw-90c2"
+
+
+@pytest.mark.parametrize("variable", ENDPOINT_VARS)
+async def test_a_standard_variable_with_a_password_in_its_url_is_refused_as_otlp_endpoint_is(
+    modern_server: PeerServer, variable: str
+) -> None:
+    with OtlpReceiver() as receiver:
+        env = clean_env(**settings_env(upstream=modern_server.url, admin_enabled="false"))
+        for name in (*ENDPOINT_VARS, "OTEL_SDK_DISABLED"):
+            env.pop(name, None)
+        env[variable] = receiver.url.replace("http://", f"http://otel:{COLLECTOR_PASSWORD}@")
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                assert not (await client.call_tool("add", {"a": 2, "b": 3})).is_error  # traffic runs
+            proxy.stop()
+        received = list(receiver.requests)
+
+    refused = proxy.find("otlp_refused")
+    assert refused is not None, proxy.stderr()
+    assert str(refused["error"]).startswith(
+        f"{variable}=http://otel:<redacted>@127.0.0.1:{receiver.port} is refused: "
+        "the URL carries credentials (user:password@)"
+    )
+    assert proxy.find("otlp_tracing") is None
+    assert received == []  # the password never went out in a URL
+    assert COLLECTOR_PASSWORD not in proxy.stderr()

@@ -18,8 +18,9 @@ from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
 from tests.flows.bridge_play import parked_bridge_call
 from tests.flows.test_sink import SCENARIOS
+from tests.otlp_receiver import OtlpReceiver, closed_port
 from tests.record.captures import UPSTREAM, damage_opening, record_play
-from tests.sidecar import run_into_a_closed_pipe
+from tests.sidecar import run_into_a_closed_pipe, run_mcp_proxy
 
 
 def record_small(directory: Path) -> Path:
@@ -108,6 +109,27 @@ def test_an_otlp_url_is_checked_as_the_proxys_setting_is_and_never_echoes_a_pass
     err = capsys.readouterr().err
     assert said in err
     assert "pa55word" not in err
+
+
+COLLECTOR_KEY = "collector-key-7f31"
+
+
+def test_an_otlp_export_never_prints_the_collector_urls_query_value_sent_or_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = record_small(tmp_path)
+    with OtlpReceiver() as collector:
+        sent = run_mcp_proxy("export", "--otlp", f"{collector.url}?api_key={COLLECTOR_KEY}", str(capture))
+        targets = [r.path for r in collector.requests]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")  # one quick try at the closed port
+    failed = run_mcp_proxy("export", "--otlp", f"{closed_port()}?api_key={COLLECTOR_KEY}", str(capture))
+
+    assert sent.returncode == 0, sent.stderr
+    assert targets == [f"/v1/traces?api_key={COLLECTOR_KEY}"]  # the collector still gets its key
+    assert f"sent 1 span to {collector.url}/v1/traces?api_key=<redacted>" in sent.stderr
+    assert failed.returncode == 2, failed.stderr
+    assert "1 of 1 span not delivered: ConnectionError: " in failed.stderr
+    assert COLLECTOR_KEY not in sent.stderr + failed.stderr
 
 
 @pytest.mark.parametrize(
