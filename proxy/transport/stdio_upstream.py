@@ -7,7 +7,8 @@ outright, the child gets SIGTERM from the kernel on Linux (`PR_SET_PDEATHSIG`, a
 and exec), and sees its stdin close everywhere. Its stdout is newline-delimited JSON-RPC, each line
 bounded by `max_body_bytes` (a longer one is dropped as it arrives and reported); its stderr goes to
 the proxy's log as its own stream (`stream=upstream-stderr`), line by line, each line bounded and
-at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted and the count is logged).
+at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted, the count logged when that
+second is over).
 What it writes while the proxy's own era probe is in flight (a handshake-era server's refusal of
 `server/discover` is often a hundred lines of validation errors) is the proxy's doing, not news: once
 the server has refused or answered the probe, those lines go to the log at debug only, summed up at
@@ -44,7 +45,8 @@ from proxy.transport.upstream_pool import UpstreamError
 STDERR_LINE_BYTES = 4096
 """Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
-"""stderr lines logged per second at most; past it they are counted and the count logged once."""
+"""stderr lines logged per second at most; past it they are counted and the count logged once, when
+the second is over."""
 STDERR_TAIL_LINES = 5
 """stderr lines kept to explain an exit (the start-up message of a child that exits at once)."""
 STDERR_TAIL_CHARS = 200
@@ -315,6 +317,9 @@ class _StderrLog:
         """Lines written since the era probe began, the first `PROBE_HELD_LINES` (None: no probe is
         in flight); `_held_count` counts them all."""
         self._held_count = 0
+        self._flush_due: asyncio.TimerHandle | None = None
+        """The count of lines suppressed is said when their second is over, not at the next line:
+        a server that floods stderr once, then falls quiet, may write no next line for a long time."""
         self._log = get_logger()
 
     def probe_began(self) -> None:
@@ -390,10 +395,16 @@ class _StderrLog:
         self._count += 1
         if self._count > STDERR_LINES_PER_SECOND:
             self._suppressed += 1
+            if self._flush_due is None:
+                delay = max(0.0, self._window + 1.0 - now)
+                self._flush_due = asyncio.get_running_loop().call_later(delay, self._flush, pid)
             return
         self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=_text(item))
 
     def _flush(self, pid: int) -> None:
+        due, self._flush_due = self._flush_due, None
+        if due is not None:
+            due.cancel()
         if self._suppressed:
             self._log.warning(
                 "upstream_stderr_suppressed",

@@ -75,3 +75,20 @@ def test_the_lines_summed_up_for_the_era_probe_are_logged_at_debug() -> None:
     assert refusal[0]["probe"] is True
     assert _said(lines, "input_value='server/discover'", level="debug"), _logs(proxy)
     assert not _said(lines, REFUSAL), _logs(proxy)
+
+
+def test_a_flood_of_stderr_after_start_is_said_to_be_suppressed_within_a_second_or_so() -> None:
+    # The SDK's warning for a request it cannot parse is about a hundred lines in one burst; the
+    # server writes nothing more while idle, so the count must not wait for its next line.
+    with ProxyProcess(clean_env(**settings_env(upstream_cmd=sdk1_stdio_command()))) as proxy:
+        with httpx.Client(timeout=20) as http:
+            opened = http.post(proxy.endpoint(), json=initialize(), headers=HEADERS)
+            session = session_headers(opened.headers["mcp-session-id"])
+            bogus = {"jsonrpc": "2.0", "id": 2, "method": "vendor/unknown", "params": {}}
+            assert "error" in http.post(proxy.endpoint(), json=bogus, headers=session).json()
+        lines = proxy.wait_events(lambda lines: bool(_said(lines, REFUSAL)))
+        assert _said(lines, REFUSAL), _logs(proxy)
+        suppressed = proxy.wait_for("upstream_stderr_suppressed", 3)
+    assert suppressed is not None, _logs(proxy)
+    shown = [e for e in lines if e.get("event") == "upstream_stderr" and e["level"] == "info"]
+    assert suppressed["lines"] + len(shown) >= 80, _logs(proxy)
