@@ -144,6 +144,14 @@ class Channel(Protocol):
     async def stopped(self, grace: float) -> None:
         """Wait until the channel has ended, forcing it after `grace` seconds."""
 
+    def probe_began(self) -> None:
+        """The proxy's era probe is in flight on the channel: what the peer writes beside the protocol
+        meanwhile (a stdio child's stderr) is its answer to the proxy, and is logged as such."""
+
+    def probe_ended(self, note: str | None) -> None:
+        """The probe has its answer, or never will; `note` says how the peer took it (None: not as a
+        server of either era does, so what it wrote meanwhile may say why, and shows as it is)."""
+
     def pause_reading(self) -> None: ...
 
     def resume_reading(self) -> None: ...
@@ -394,6 +402,8 @@ class ChannelUpstream:
         first request that needs a channel takes it, so the probe costs no process of its own."""
         self._spare_fresh = False
         """The spare's server saw nothing but a refused `server/discover`: a session may adopt it."""
+        self._probed: ChannelSession | None = None
+        """The spare while the probe's `server/discover` is in flight on it (no client's request is)."""
         self._stopping: set[ChannelSession] = set()
         """Channels asked to stop that have not ended yet (waited for before the probe starts one)."""
         self._starting: asyncio.Future[ChannelSession] | None = None
@@ -472,9 +482,19 @@ class ChannelUpstream:
                 await self.settle()
                 spare = self._spare = await self._start(None, items)
                 self._spare_fresh = False
-            session = spare
+            session = self._probed = spare
+            spare.channel.probe_began()
         name = f"x{next(self._names)}"
         return await self._exchange(session, name, PostReceived(name, body), items)
+
+    def probe_answered(self, note: str | None) -> None:
+        """The probe's `server/discover` has its answer, or never will (`note` says how the server
+        took it, None when not as a server of either era does): what the spare writes from now on is
+        its server's own again. Only the spare is so marked: the
+        running shared channel may carry clients' requests while the probe is in flight."""
+        probed, self._probed = self._probed, None
+        if probed is not None:
+            probed.channel.probe_ended(note)
 
     def keep_spare_fresh(self) -> None:
         """The spare's server refused `server/discover` as a handshake-era server does: the first

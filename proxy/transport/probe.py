@@ -9,6 +9,9 @@ the server speaks only the handshake era: its `server/discover` goes to a child 
 then takes (a refused discover leaves it fresh for that client's `initialize`). Only a server that
 answers discover is sent an `initialize` too, on a second child started once the first has ended, and
 that one is ended before anything else starts: a server that allows one instance at a time serves.
+What the probe's child writes on stderr while its `server/discover` is in flight is the proxy's doing
+(a handshake-era server's refusal is often a hundred lines of validation errors): once the server has
+refused or answered it, those lines are summed up in one line saying so and logged at debug only.
 """
 
 from __future__ import annotations
@@ -69,6 +72,18 @@ SSE_UNUSABLE = "a GET there opened an HTTP+SSE stream, but"
 """Said, with the reason, when the URL is an HTTP+SSE endpoint whose session the proxy cannot use (its
 message endpoint on another origin, none named): the path is right, the server's setup is not."""
 
+PROBE_REFUSED: Final = (
+    "written while the proxy's era probe (server/discover) was in flight, start-up lines included: "
+    "the server refused it, as a handshake-era (legacy) server does, which is expected; "
+    "--log-level debug shows the lines"
+)
+"""How a stdio server's stderr during the probe is summed up when it refused `server/discover`."""
+PROBE_ANSWERED: Final = (
+    "written while the proxy's era probe (server/discover) was in flight, start-up lines included: "
+    "the server answered it; --log-level debug shows the lines"
+)
+"""How they are summed up when it answered (a 2026-07-28 server)."""
+
 NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE)
 """The hints of an upstream that answers HTTP but would get no request through: not ready, warned of."""
 
@@ -88,8 +103,10 @@ async def probe_upstream(
     try:
         async with asyncio.timeout(limit_s):
             headers, body = modern_probe()
-            first = _OnSpare(stdio) if stdio is not None else pool
-            status_m, messages, _ = await _post(first, upstream, (*headers, *credentials), body)
+            if stdio is not None:
+                status_m, messages = await _discover_on_spare(stdio, upstream, (*headers, *credentials), body)
+            else:
+                status_m, messages, _ = await _post(pool, upstream, (*headers, *credentials), body)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -120,6 +137,24 @@ async def probe_upstream(
     except UpstreamError as exc:
         return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
     return ProbeResult(eras, True, problem)
+
+
+async def _discover_on_spare(
+    stdio: ChannelUpstream, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
+) -> tuple[int, list[Message]]:
+    """The `server/discover` of a stdio command, on its spare child. The child's stderr meanwhile is
+    summed up by how the server took it when it refused or answered it as a server of an era does;
+    otherwise (it exited, no answer came) those lines are shown as they are, since they may say why."""
+    note: str | None = None
+    try:
+        status, messages, _ = await _post(_OnSpare(stdio), upstream, headers, body)
+        if modern_accepted(status, messages):
+            note = PROBE_ANSWERED
+        elif refused_as_legacy(messages):
+            note = PROBE_REFUSED
+        return status, messages
+    finally:
+        stdio.probe_answered(note)
 
 
 class _OnSpare:

@@ -273,6 +273,12 @@ class SseChannel:
             async with asyncio.timeout(grace):
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def probe_began(self) -> None:
+        """Nothing to do: an HTTP+SSE server has no stderr, and it is probed over HTTP."""
+
+    def probe_ended(self, note: str | None) -> None:
+        """Nothing to do (see `probe_began`)."""
+
     def pause_reading(self) -> None:
         self._reading.clear()
 

@@ -7,7 +7,13 @@ outright, the child gets SIGTERM from the kernel on Linux (`PR_SET_PDEATHSIG`, a
 and exec), and sees its stdin close everywhere. Its stdout is newline-delimited JSON-RPC, each line
 bounded by `max_body_bytes` (a longer one is dropped as it arrives and reported); its stderr goes to
 the proxy's log as its own stream (`stream=upstream-stderr`), line by line, each line bounded and
-at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted and the count is logged).
+at most `STDERR_LINES_PER_SECOND` lines a second (the rest are counted, the count logged when that
+second is over).
+What it writes while the proxy's own era probe is in flight (a handshake-era server's refusal of
+`server/discover` is often a hundred lines of validation errors) is the proxy's doing, not news: once
+the server has refused or answered the probe, those lines go to the log at debug only, summed up at
+info in one line with their count. A probe with no such answer (the child exited, it timed out)
+leaves them shown as any others, since they may say why.
 
 The pipes are read through asyncio's subprocess protocol (no stream readers, no task per pipe): a
 line of stdout reaches the channel's owner in the same loop turn its bytes arrived in.
@@ -39,11 +45,14 @@ from proxy.transport.upstream_pool import UpstreamError
 STDERR_LINE_BYTES = 4096
 """Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
-"""stderr lines logged per second at most; past it they are counted and the count logged once."""
+"""stderr lines logged per second at most; past it they are counted and the count logged once, when
+the second is over."""
 STDERR_TAIL_LINES = 5
 """stderr lines kept to explain an exit (the start-up message of a child that exits at once)."""
 STDERR_TAIL_CHARS = 200
 """Characters of each of those lines kept."""
+PROBE_HELD_LINES = 200
+"""stderr lines written during the era probe held at most until its answer (all are counted)."""
 STDIN_EOF_WAIT = 0.5
 """Seconds a stopping child gets after its stdin closed, before SIGTERM."""
 
@@ -229,6 +238,12 @@ class StdioChannel(asyncio.SubprocessProtocol):
             return
         stdin.write(encode_line(data))
 
+    def probe_began(self) -> None:
+        self._stderr.probe_began()
+
+    def probe_ended(self, note: str | None) -> None:
+        self._stderr.probe_ended(self.pid, note)
+
     def pause_reading(self) -> None:
         self._stdout_reading(pause=True)
 
@@ -285,7 +300,9 @@ class StdioChannel(asyncio.SubprocessProtocol):
 
 
 class _StderrLog:
-    """The child's stderr as log lines: bounded in length and in rate."""
+    """The child's stderr as log lines: bounded in length and in rate. Lines written while the era
+    probe is in flight are held until its answer: a server that took it as expected wrote them for
+    the proxy (debug, and one summary), any other's are shown as they would have been."""
 
     def __init__(self, shown: str) -> None:
         self.shown = shown
@@ -296,7 +313,51 @@ class _StderrLog:
         self._tail: deque[bytes | Oversized] = deque(maxlen=STDERR_TAIL_LINES)
         """The last lines that held anything, as read, whether logged or suppressed: the lines that
         explain a crash come last, often after a flood. Turned into text only when asked for."""
+        self._held: list[bytes | Oversized] | None = None
+        """Lines written since the era probe began, the first `PROBE_HELD_LINES` (None: no probe is
+        in flight); `_held_count` counts them all."""
+        self._held_count = 0
+        self._flush_due: asyncio.TimerHandle | None = None
+        """The count of lines suppressed is said when their second is over, not at the next line:
+        a server that floods stderr once, then falls quiet, may write no next line for a long time."""
         self._log = get_logger()
+
+    def probe_began(self) -> None:
+        """Hold lines from now on, until `probe_ended` says how the server took the probe."""
+        self._held, self._held_count = [], 0
+
+    def probe_ended(self, pid: int, note: str | None) -> None:
+        """The lines held: at debug, summed up in one info line (their count, the first that holds
+        anything cut short, and `note`); with no `note` (the probe got no answer that tells an era),
+        logged as any other lines would have been."""
+        held, count = self._held, self._held_count
+        self._held, self._held_count = None, 0
+        if held is None:
+            return
+        if note is None:
+            self._release(held, count, pid)
+            return
+        for item in held:
+            self._log.debug(
+                "upstream_stderr", stream="upstream-stderr", pid=pid, line=_text(item), probe=True
+            )
+        if held:
+            first = next((t for t in (_text(item).strip() for item in held) if t), "")[:STDERR_TAIL_CHARS]
+            self._log.info(
+                "upstream_stderr_probe",
+                stream="upstream-stderr",
+                pid=pid,
+                lines=count,
+                first=first,
+                note=note,
+            )
+
+    def _release(self, held: list[bytes | Oversized], count: int, pid: int) -> None:
+        """Log held lines as if they came now (rate-bounded); those past the hold are suppressed."""
+        for item in held:
+            self._show(item, pid)
+        self._suppressed += count - len(held)
+        self._flush(pid)
 
     def last_words(self) -> str:
         """The last few stderr lines, each cut short and what may be a secret masked ("" for none)."""
@@ -308,24 +369,42 @@ class _StderrLog:
             self._line(item, pid)
 
     def end(self, pid: int) -> None:
+        """The child closed its stderr (it is going away): held lines explain why, so they show now."""
         for item in self._lines.end():
             self._line(item, pid)
+        self.probe_ended(pid, None)
         self._flush(pid)
 
     def _line(self, item: bytes | Oversized, pid: int) -> None:
+        if (item.head if isinstance(item, Oversized) else item).strip():
+            self._tail.append(item)
+        held = self._held
+        if held is not None:  # the probe's lines count against no rate until they are told how to show
+            self._held_count += 1
+            if len(held) < PROBE_HELD_LINES:
+                held.append(item)
+            return
+        self._show(item, pid)
+
+    def _show(self, item: bytes | Oversized, pid: int) -> None:
+        """Log one line at info, at most `STDERR_LINES_PER_SECOND` a second (the rest counted)."""
         now = time.monotonic()
         if now - self._window >= 1.0:
             self._flush(pid)
             self._window, self._count = now, 0
         self._count += 1
-        if (item.head if isinstance(item, Oversized) else item).strip():
-            self._tail.append(item)
         if self._count > STDERR_LINES_PER_SECOND:
             self._suppressed += 1
+            if self._flush_due is None:
+                delay = max(0.0, self._window + 1.0 - now)
+                self._flush_due = asyncio.get_running_loop().call_later(delay, self._flush, pid)
             return
         self._log.info("upstream_stderr", stream="upstream-stderr", pid=pid, line=_text(item))
 
     def _flush(self, pid: int) -> None:
+        due, self._flush_due = self._flush_due, None
+        if due is not None:
+            due.cancel()
         if self._suppressed:
             self._log.warning(
                 "upstream_stderr_suppressed",

@@ -3,7 +3,8 @@
 - server-everything (npm) in ``stdio`` and ``sse`` modes, from the repository's ``.cache/node`` (the
   ``sse`` one under the loopback preload, which announces its port);
 - the Python SDK's in-flight catalogue server (``tests.peers.apps``) on the SDK's stdio and HTTP+SSE
-  transports (``tests.peers.channel_serve``), in the peers' own environment.
+  transports (``tests.peers.channel_serve``), in the peers' own environment;
+- the 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, in its own environment.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import shlex
 from typing import Any
 
-from tests.peers.envs import LOOPBACK_PRELOAD, node_binary, node_package, peer_python
+from tests.peers.envs import LOOPBACK_PRELOAD, node_binary, node_package, peer_python, sdk1_python
 from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment
 
 
@@ -29,6 +30,12 @@ def everything_stdio_command() -> str:
 def python_stdio_command() -> str:
     """The Python SDK's in-flight catalogue server on stdio, as an `upstream_cmd` (run from the repo)."""
     return shlex.join([str(peer_python()), "-m", "tests.peers.channel_serve", "stdio"])
+
+
+def sdk1_stdio_command() -> str:
+    """The 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, as an `upstream_cmd` (run
+    from the repo): a handshake-era server, as most stdio servers users run are."""
+    return shlex.join([str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--stdio"])
 
 
 class EverythingSse(ServedPeer):

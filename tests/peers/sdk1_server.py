@@ -1,6 +1,6 @@
 """A server on the official SDK's last 1.x release, written the way its users write one.
 
-    .cache/peers/sdk1/bin/python -m tests.peers.sdk1_server [--port N] [--stateless]
+    .cache/peers/sdk1/bin/python -m tests.peers.sdk1_server [--port N] [--stateless] [--stdio]
 
 Runs only in ``.cache/peers/sdk1`` (``pip install 'mcp<2'``): ``mcp.server.fastmcp.FastMCP``, streamable
 HTTP, tools decorated with ``@mcp.tool()``. Most servers users put behind the proxy were built this
@@ -9,7 +9,8 @@ while ``ctx.session.create_message`` and ``list_roots`` without one go out on th
 stream. ``--stateless`` serves as ``stateless_http=True`` does: no session, so a question asked in
 flight can never be answered. ``--oauth`` adds an authorization server on the same origin
 (``tests.peers.sdk1_oauth``) and asks every MCP request for its bearer token. Prints
-``READY <port> <http>`` like every peer (``uvicorn_ready``).
+``READY <port> <http>`` like every peer (``uvicorn_ready``). ``--stdio`` serves the same server on stdio
+instead (``mcp.run("stdio")``), as a command behind ``--upstream-cmd``; it prints nothing of its own.
 """
 
 from __future__ import annotations
@@ -75,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--oauth", action="store_true", help="serve OAuth on the same origin, bearer required"
     )
+    parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead of HTTP")
     args = parser.parse_args(argv)
+    if args.stdio:
+        build(stateless=False).run("stdio")
+        return 0
     return serve(build(args.stateless, args.oauth).streamable_http_app(), args.port)
 
 
