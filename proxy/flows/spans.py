@@ -78,6 +78,9 @@ _COMMON: Attributes = {
 }
 """What every span's exchange ran on (MCP over Streamable HTTP, HTTP/1.1 on TCP)."""
 
+UNANSWERED_QUESTION = "the client never answered"
+"""The status description of a question the client got on its stream and never answered."""
+
 
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 
@@ -124,6 +127,8 @@ class _Ex:
     resumable: bool = False
     unread: bool = False
     """Its response body, or the rest of it, went by unread (`BodyNotInspected`)."""
+    asked: list[tuple[str | None, RequestId]] | None = None
+    """Keys (in `SpanFollower._nested`) of the questions its stream carried to the client."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
@@ -245,23 +250,33 @@ class SpanFollower:
         t = obs.t
         failed = ex.status is not None and ex.status >= 400
         for span, op in ex.requests.values():
-            if failed:
-                self._fail(span, str(ex.status), f"HTTP {ex.status}")
-            elif obs.outcome is not None:
-                self._fail(span, obs.outcome, None)
-            elif ex.unread:  # its answer may have been in what went by unread: no failure seen
-                span.attributes["mcp_proxy.outcome"] = "not_inspected"
-            elif ex.resumable:
-                span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
-            else:
-                self._fail(span, "no_response", None)
+            self._unanswered(ex, span, obs.outcome, None)
             if op.sampled:
                 self._finish(span, t)
+        for key in ex.asked or ():
+            found = self._nested.pop(key, None)
+            if found is not None:  # a question the client never answered ends with its stream
+                self._unanswered(ex, found[0], obs.outcome, UNANSWERED_QUESTION)
+                if found[1].sampled:
+                    self._finish(found[0], t)
         for span, op in ex.notes or ():
             if failed:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             if op.sampled:
                 self._finish(span, t)
+
+    def _unanswered(self, ex: _Ex, span: SpanRecord, outcome: str | None, text: str | None) -> None:
+        """Mark a span whose answer never came on its exchange by how the exchange ended."""
+        if ex.status is not None and ex.status >= 400:
+            self._fail(span, str(ex.status), f"HTTP {ex.status}")
+        elif outcome is not None:
+            self._fail(span, outcome, text)
+        elif ex.unread:  # its answer may have been in what went by unread: no failure seen
+            span.attributes["mcp_proxy.outcome"] = "not_inspected"
+        elif ex.resumable:
+            span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
+        else:
+            self._fail(span, "no_response", text)
 
     # -- messages on a client exchange ------------------------------------------------------------------
 
@@ -346,7 +361,11 @@ class SpanFollower:
             attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
             name = self._span_name(msg.method, msg.params)
             span = self._span(op, name, _SPAN_CLIENT, t, attributes, parent)
-            self._nested[(ex.session, msg.id)] = (span, op)
+            key = (ex.session, msg.id)
+            self._nested[key] = (span, op)
+            if ex.asked is None:
+                ex.asked = []
+            ex.asked.append(key)
 
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
         span, op = found

@@ -1,0 +1,86 @@
+"""How spans end when an exchange does not end as meant: real SDK servers, the `mcp-proxy` command, and
+an OTLP/HTTP receiver decoding what the proxy exports.
+
+A question the server asks (an `elicitation/create` on the client's stream) that the client never
+answers still gets its span, ending when the stream does, with how it ended; the client here is raw
+HTTP because hanging up mid-question is what is under test, and no SDK client does that on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
+from tests.otlp_receiver import DecodedSpan, OtlpReceiver
+from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+ASK = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+
+
+async def hang_up_on_the_question(endpoint: str) -> None:
+    """A legacy client that declares elicitation, calls `ask_name`, reads its stream until the
+    server's `elicitation/create` arrives, and closes the connection without answering."""
+    opening = initialize()
+    opening["params"]["capabilities"] = {"elicitation": {}}
+    timeout = aiohttp.ClientTimeout(total=20)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        async with http.post(endpoint, json=opening, headers=HEADERS) as resp:
+            assert resp.status == 200, await resp.text()
+            session = resp.headers["Mcp-Session-Id"]
+            await resp.read()
+        headers = session_headers(session)
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with http.post(endpoint, json=initialized, headers=headers) as resp:
+            assert resp.status == 202
+        async with http.post(endpoint, json=ASK, headers=headers) as resp:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            async for line in resp.content:
+                if line.startswith(b"data:"):
+                    asked = json.loads(line[5:])
+                    assert asked["method"] == "elicitation/create"
+                    break
+            resp.close()  # hangs up: the question is never answered
+
+
+def named(spans: list[DecodedSpan], name: str, kind: str) -> DecodedSpan:
+    (found,) = [s for s in spans if s.name == name and s.kind == kind]
+    return found
+
+
+def closed_exchanges(events: list[dict[str, Any]], *methods: str) -> list[dict[str, Any]]:
+    """The round-trip log lines of exchanges that carried one of `methods`."""
+    return [e for e in events if e.get("event") == "exchange" and e.get("method") in methods]
+
+
+@pytest.mark.parametrize(
+    ("server", "mode", "nested"),
+    [("legacy_server", "passthrough", "relayed"), ("modern_server", "legacy_to_mrtr", "asked")],
+)
+async def test_a_question_the_client_hangs_up_on_gets_a_span_ending_with_how_its_stream_ended(
+    server: str, mode: str, nested: str, request: pytest.FixtureRequest
+) -> None:
+    upstream: PeerServer = request.getfixturevalue(server)
+    with OtlpReceiver() as receiver:
+        env = clean_env(**settings_env(upstream=upstream.url, otlp_endpoint=receiver.url))
+        with ProxyProcess(env) as proxy:
+            await hang_up_on_the_question(proxy.endpoint())
+            events = proxy.wait_events(lambda e: bool(closed_exchanges(e, "tools/call")), 15)
+            (line,) = closed_exchanges(events, "tools/call")
+            assert (line["mode"], line["outcome"]) == (mode, "client_disconnected"), line
+            proxy.stop()
+        spans = receiver.spans()
+
+    call = named(spans, "tools/call ask_name", "server")
+    asked = named(spans, "elicitation/create", "client")
+    assert (asked.trace_id, asked.parent_id) == (call.trace_id, call.span_id)
+    assert asked.attributes["mcp_proxy.nested"] == nested
+    assert asked.attributes["error.type"] == "client_disconnected"
+    assert asked.status_message == "the client never answered"
+    assert call.start_ns < asked.start_ns <= asked.end_ns <= call.end_ns
