@@ -43,6 +43,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    unusual_end,
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, caller_of, request_signature
@@ -120,6 +121,7 @@ class _Ex:
     session: str | None
     headers: dict[str, str]
     connection: str | None = None
+    http_method: str = "POST"
     requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
@@ -129,6 +131,9 @@ class _Ex:
     """Its response body, or the rest of it, went by unread (`BodyNotInspected`)."""
     asked: list[tuple[str | None, RequestId]] | None = None
     """Keys (in `SpanFollower._nested`) of the questions its stream carried to the client."""
+    errored: list[tuple[SpanRecord, _Op]] | None = None
+    """Requests answered with a JSON-RPC error, emitted when the exchange ends: how it ended may name
+    the cause (the proxy's own 502 answers an unreachable upstream; its outcome says so)."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
@@ -219,7 +224,7 @@ class SpanFollower:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
-        opened = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers, obs.connection)
+        opened = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers, obs.connection, obs.http_method)
         self._exchanges[obs.exchange] = opened
 
     def _head(self, obs: ResponseHeadSeen) -> None:
@@ -259,6 +264,12 @@ class SpanFollower:
                 self._unanswered(ex, found[0], obs.outcome, UNANSWERED_QUESTION)
                 if found[1].sampled:
                     self._finish(found[0], t)
+        cause = unusual_end(obs.outcome, ex.http_method, 1, 1) if ex.errored else None
+        for span, op in ex.errored or ():
+            if cause is not None:  # the error answer is the proxy's word for how the exchange ended
+                span.attributes["error.type"] = cause
+            if op.sampled:
+                self._emit(span)
         for span, op in ex.notes or ():
             if failed:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
@@ -370,6 +381,14 @@ class SpanFollower:
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
         span, op = found
         retried = False
+        if msg.kind is _ERROR:
+            self._outcome(span, msg)
+            span.end = t if t > span.start else span.start
+            if ex.errored is None:
+                ex.errored = []
+            ex.errored.append(found)  # emitted when the exchange ends, which may name the cause
+            op.params = None
+            return
         if msg.kind is not _RESULT:
             self._outcome(span, msg)
         else:

@@ -4,6 +4,8 @@ an OTLP/HTTP receiver decoding what the proxy exports.
 A question the server asks (an `elicitation/create` on the client's stream) that the client never
 answers still gets its span, ending when the stream does, with how it ended; the client here is raw
 HTTP because hanging up mid-question is what is under test, and no SDK client does that on purpose.
+An upstream nobody listens on is named by its outcome (`upstream_unreachable`) in the round-trip log
+line and in the span, whichever mode served the client.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import aiohttp
 import pytest
 
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
+from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.transport.helpers import dead_port
 
 pytestmark = pytest.mark.e2e
 
@@ -84,3 +88,42 @@ async def test_a_question_the_client_hangs_up_on_gets_a_span_ending_with_how_its
     assert asked.attributes["error.type"] == "client_disconnected"
     assert asked.status_message == "the client never answered"
     assert call.start_ns < asked.start_ns <= asked.end_ns <= call.end_ns
+
+
+async def post(endpoint: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    timeout = aiohttp.ClientTimeout(total=20)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as http,
+        http.post(endpoint, json=body, headers=headers) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
+SENT = ("initialize", "tools/call")
+
+
+async def test_an_unreachable_upstream_is_the_outcome_of_the_log_line_and_the_span_in_every_mode() -> None:
+    """The same cause, one name: a legacy client's `initialize` relayed as it is, and a 2026-07-28
+    client's call the bridge needs a legacy session for, both to an upstream nobody listens on."""
+    upstream = f"http://127.0.0.1:{dead_port()}/mcp"
+    params = modern_params({"name": "add", "arguments": {"a": 2, "b": 3}})
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    with OtlpReceiver() as receiver:
+        env = clean_env(**settings_env(upstream=upstream, upstream_era="legacy", otlp_endpoint=receiver.url))
+        with ProxyProcess(env) as proxy:
+            relayed = await post(proxy.endpoint(), initialize(), HEADERS)
+            bridged = await post(proxy.endpoint(), call, modern_headers("tools/call", params))
+            events = proxy.wait_events(lambda e: len(closed_exchanges(e, *SENT)) == 2, 15)
+            proxy.stop()
+        spans = receiver.spans()
+
+    assert [(status, body["error"]["code"]) for status, body in (relayed, bridged)] == [(502, -32000)] * 2
+    assert [(e["mode"], e["outcome"], e["trouble"]) for e in closed_exchanges(events, *SENT)] == [
+        ("passthrough", "upstream_unreachable", "upstream_unreachable"),
+        ("mrtr_to_legacy", "upstream_unreachable", "upstream_unreachable"),
+    ]
+    for name in ("initialize", "tools/call add"):
+        span = named(spans, name, "server")
+        assert span.attributes["error.type"] == "upstream_unreachable", span
+        assert span.attributes["rpc.response.status_code"] == "-32000"  # the code the client got
+        assert "unreachable" in span.status_message
