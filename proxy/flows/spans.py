@@ -72,12 +72,21 @@ _SPAN_SERVER = SpanKind.SERVER
 _TO_SERVER = Direction.TO_SERVER
 _UPSTREAM = Side.UPSTREAM
 
-_COMMON: Attributes = {
+_HTTP_NETWORK: Attributes = {
     "network.protocol.name": "http",
     "network.protocol.version": "1.1",
     "network.transport": "tcp",
 }
-"""What every span's exchange ran on (MCP over Streamable HTTP, HTTP/1.1 on TCP)."""
+"""What a span's exchange ran on when it went over HTTP (Streamable HTTP or HTTP+SSE: HTTP/1.1 on TCP)."""
+
+_PIPE_NETWORK: Attributes = {"network.transport": "pipe"}
+"""What a span's exchange ran on over stdio: the semantic conventions' `pipe`, and no HTTP."""
+
+
+def network_attributes(transport: str) -> Attributes:
+    """The network attributes of a side spoken over `transport` (`http`, `sse` or `stdio`)."""
+    return _PIPE_NETWORK if transport == "stdio" else _HTTP_NETWORK
+
 
 UNANSWERED_QUESTION = "the client never answered"
 """The status description of a question the client got on its stream and never answered."""
@@ -122,6 +131,10 @@ class _Ex:
     headers: dict[str, str]
     connection: str | None = None
     http_method: str = "POST"
+    network: Attributes = field(default_factory=lambda: _HTTP_NETWORK)
+    """The client side's network attributes (how the client reached the proxy)."""
+    upstream_network: Attributes = field(default_factory=lambda: _HTTP_NETWORK)
+    """The upstream side's network attributes (the legs a bridge makes for it)."""
     requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
@@ -154,6 +167,8 @@ class _Leg:
 
     parent: SpanRecord
     op: _Op
+    network: Attributes
+    """How the leg reaches the upstream (HTTP on TCP, or a child's stdio)."""
     requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
     nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     """Requests the upstream sent on this leg (shared with the legs that answer them)."""
@@ -224,7 +239,16 @@ class SpanFollower:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
-        opened = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers, obs.connection, obs.http_method)
+        opened = _Ex(
+            str(obs.mode),
+            obs.client_era,
+            obs.session,
+            obs.headers,
+            obs.connection,
+            obs.http_method,
+            network_attributes(obs.client_transport),
+            network_attributes(obs.upstream_transport),
+        )
         self._exchanges[obs.exchange] = opened
 
     def _head(self, obs: ResponseHeadSeen) -> None:
@@ -368,7 +392,11 @@ class SpanFollower:
             main = ex.main()
             op = main[1] if main is not None else self._new_op(msg.method, msg.params)
             parent = main[0] if main is not None else None
-            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes = {
+                **ex.network,
+                "mcp.method.name": msg.method or "",
+                "jsonrpc.request.id": str(msg.id),
+            }
             attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
             name = self._span_name(msg.method, msg.params)
             span = self._span(op, name, _SPAN_CLIENT, t, attributes, parent)
@@ -436,13 +464,13 @@ class SpanFollower:
             main = ex.main() if ex is not None else None
             if main is None:
                 return
-            leg = _Leg(main[0], main[1])
+            leg = _Leg(main[0], main[1], ex.upstream_network if ex is not None else _HTTP_NETWORK)
             if joins is None:
                 self._legs[obs.leg] = leg
         msg, t, op = obs.msg, obs.t, leg.op
         if obs.direction is _TO_SERVER:
             if msg.kind is _REQUEST and msg.id is not None:
-                attributes = {**_COMMON, **self._upstream, **self._method_attributes(msg)}
+                attributes = {**leg.network, **self._upstream, **self._method_attributes(msg)}
                 if msg.method == op.method:
                     op.upstream_rounds += 1
                     attributes["mcp_proxy.round"] = op.upstream_rounds
@@ -455,7 +483,7 @@ class SpanFollower:
                 if found is not None:
                     self._answered(found, msg, t)
             elif msg.kind is _NOTIFICATION:
-                attributes = {**_COMMON, **self._upstream, "mcp.method.name": msg.method or ""}
+                attributes = {**leg.network, **self._upstream, "mcp.method.name": msg.method or ""}
                 span = self._span(op, msg.method or "(none)", _SPAN_CLIENT, t, attributes, leg.parent)
                 if op.sampled:
                     self._finish(span, t)
@@ -470,7 +498,11 @@ class SpanFollower:
                     self._finish(done, t)
         elif msg.kind is _REQUEST and msg.id is not None:
             parent = next(iter(leg.requests.values()), leg.parent)
-            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes = {
+                **leg.network,
+                "mcp.method.name": msg.method or "",
+                "jsonrpc.request.id": str(msg.id),
+            }
             attributes["mcp_proxy.nested"] = "relayed"
             leg.nested[msg.id] = (
                 self._span(op, self._span_name(msg.method, msg.params), _SPAN_SERVER, t, attributes, parent),
@@ -480,7 +512,7 @@ class SpanFollower:
     def _leg_linked(self, obs: LegLinked) -> None:
         related = self._legs.get(obs.related)
         if related is not None and obs.leg not in self._legs:
-            self._legs[obs.leg] = _Leg(related.parent, related.op, nested=related.nested)
+            self._legs[obs.leg] = _Leg(related.parent, related.op, related.network, nested=related.nested)
 
     def _leg_closed(self, obs: LegClosed) -> None:
         leg = self._legs.pop(obs.leg, None)
@@ -569,7 +601,8 @@ class SpanFollower:
         if version is None:
             version = ex.version()
         target = params.get(_TARGET_KEYS.get(method or "", "")) if params else None
-        key = (ex.mode, ex.era, ex.session, method, target if isinstance(target, str) else None, version)
+        target = target if isinstance(target, str) else None
+        key = (ex.mode, ex.era, ex.session, method, target, version, ex.network is _PIPE_NETWORK)
         shared = self._shared.get(key)
         if shared is None:
             if len(self._shared) >= _SHARED_LIMIT:
@@ -594,7 +627,7 @@ class SpanFollower:
         return attributes
 
     def _shared_attributes(self, ex: _Ex, msg: Message, version: Any) -> Attributes:
-        attributes: Attributes = {**_COMMON, **self._method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        attributes: Attributes = {**ex.network, **self._method_attributes(msg), "mcp_proxy.mode": ex.mode}
         attributes.pop("jsonrpc.request.id", None)
         if ex.session:
             attributes["mcp.session.id"] = self._redactor.token(ex.session)

@@ -5,7 +5,8 @@ A question the server asks (an `elicitation/create` on the client's stream) that
 answers still gets its span, ending when the stream does, with how it ended; the client here is raw
 HTTP because hanging up mid-question is what is under test, and no SDK client does that on purpose.
 An upstream nobody listens on is named by its outcome (`upstream_unreachable`) in the round-trip log
-line and in the span, whichever mode served the client.
+line and in the span, whichever mode served the client. A stdio upstream's legs say what they ran on:
+a pipe, not HTTP on TCP.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
 from tests.peers.runner import PeerServer
+from tests.peers.scenarios import client_for
 from tests.sidecar import ProxyProcess, clean_env, settings_env
 from tests.transport.helpers import dead_port
 
@@ -127,3 +130,28 @@ async def test_an_unreachable_upstream_is_the_outcome_of_the_log_line_and_the_sp
         assert span.attributes["error.type"] == "upstream_unreachable", span
         assert span.attributes["rpc.response.status_code"] == "-32000"  # the code the client got
         assert "unreachable" in span.status_message
+
+
+async def test_a_stdio_upstreams_legs_say_pipe_and_the_clients_side_stays_http() -> None:
+    """A 2026-07-28 SDK client's call bridged to the Python SDK's stdio server (a child of the proxy):
+    the upstream leg runs over the child's stdin and stdout, not HTTP on TCP."""
+    with OtlpReceiver() as receiver:
+        env = clean_env(
+            **settings_env(
+                upstream_cmd=python_stdio_command(), upstream_era="legacy", otlp_endpoint=receiver.url
+            )
+        )
+        with ProxyProcess(env) as proxy:
+            async with client_for(proxy.endpoint(), "2026-07-28") as client:
+                assert not (await client.call_tool("add", {"a": 2, "b": 3})).is_error
+            proxy.stop()
+        spans = receiver.spans()
+
+    served = named(spans, "tools/call add", "server")
+    leg = named(spans, "tools/call add", "client")
+    assert leg.parent_id == served.span_id
+    network = {key: value for key, value in leg.attributes.items() if key.startswith("network.")}
+    assert network == {"network.transport": "pipe"}
+    assert "server.address" not in leg.attributes
+    assert served.attributes["network.transport"] == "tcp"
+    assert served.attributes["network.protocol.name"] == "http"
