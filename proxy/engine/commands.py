@@ -100,6 +100,9 @@ class ReplyJson:
     headers: tuple[tuple[str, str], ...] = ()
     note: str | None = None
     """What the chain says beside the message (a guess the engine made in building it)."""
+    outcome: str | None = None
+    """How the exchange ended when the reply is the proxy's word for a fault (`upstream_unreachable`),
+    as pass-through records its own gateway errors; None for an answer."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,11 @@ Each text says what happened, the detail the transport saw, and what the user ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
+
+from proxy.engine.commands import BridgeCommand, EndClientResponse, ReplyJson
 
 FAULT_TEXT: Final[dict[str, str]] = {
     "unreachable": "the upstream MCP server is unreachable",
@@ -52,3 +56,25 @@ def fault_text(reason: str, detail: str = "") -> str:
     if "check --" in detail.lower():  # the detail already says what to do (a stdio command's start)
         hint = None
     return f"{text} ({hint})" if hint else text
+
+
+def fault_outcome(reason: str) -> str:
+    """How an exchange ended by an upstream fault is recorded (`upstream_unreachable`, ...)."""
+    return f"upstream_{reason}"
+
+
+def ended_by_fault(commands: Sequence[BridgeCommand], reason: str) -> list[BridgeCommand]:
+    """A bridge's orders for a leg's fault, each client exchange they end marked with the fault's
+    outcome: the log line, the chain and the span then name the cause as pass-through names it,
+    not only the JSON-RPC error the proxy made of it."""
+    outcome = fault_outcome(reason)
+    marked: list[BridgeCommand] = []
+    for command in commands:
+        if (
+            isinstance(command, ReplyJson | EndClientResponse)
+            and command.outcome is None
+            and (isinstance(command, EndClientResponse) or command.status >= 500)
+        ):
+            command = replace(command, outcome=outcome)
+        marked.append(command)
+    return marked

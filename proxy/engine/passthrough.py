@@ -317,8 +317,3 @@ def fault_answer(reason: str, detail: str, request_id: RequestId | None) -> Faul
         return None
     status, body = gateway_error(status, request_id, fault_text(reason, detail))
     return FaultAnswer(status, body)
-
-
-def fault_outcome(reason: str) -> str:
-    """How an exchange ended by an upstream fault is recorded (`upstream_unreachable`, ...)."""
-    return f"upstream_{reason}"

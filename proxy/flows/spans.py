@@ -43,6 +43,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    unusual_end,
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import RetryBook, caller_of, request_signature
@@ -71,12 +72,24 @@ _SPAN_SERVER = SpanKind.SERVER
 _TO_SERVER = Direction.TO_SERVER
 _UPSTREAM = Side.UPSTREAM
 
-_COMMON: Attributes = {
+_HTTP_NETWORK: Attributes = {
     "network.protocol.name": "http",
     "network.protocol.version": "1.1",
     "network.transport": "tcp",
 }
-"""What every span's exchange ran on (MCP over Streamable HTTP, HTTP/1.1 on TCP)."""
+"""What a span's exchange ran on when it went over HTTP (Streamable HTTP or HTTP+SSE: HTTP/1.1 on TCP)."""
+
+_PIPE_NETWORK: Attributes = {"network.transport": "pipe"}
+"""What a span's exchange ran on over stdio: the semantic conventions' `pipe`, and no HTTP."""
+
+
+def network_attributes(transport: str) -> Attributes:
+    """The network attributes of a side spoken over `transport` (`http`, `sse` or `stdio`)."""
+    return _PIPE_NETWORK if transport == "stdio" else _HTTP_NETWORK
+
+
+UNANSWERED_QUESTION = "the client never answered"
+"""The status description of a question the client got on its stream and never answered."""
 
 
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
@@ -117,6 +130,11 @@ class _Ex:
     session: str | None
     headers: dict[str, str]
     connection: str | None = None
+    http_method: str = "POST"
+    network: Attributes = field(default_factory=lambda: _HTTP_NETWORK)
+    """The client side's network attributes (how the client reached the proxy)."""
+    upstream_network: Attributes = field(default_factory=lambda: _HTTP_NETWORK)
+    """The upstream side's network attributes (the legs a bridge makes for it)."""
     requests: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
@@ -124,6 +142,11 @@ class _Ex:
     resumable: bool = False
     unread: bool = False
     """Its response body, or the rest of it, went by unread (`BodyNotInspected`)."""
+    asked: list[tuple[str | None, RequestId]] | None = None
+    """Keys (in `SpanFollower._nested`) of the questions its stream carried to the client."""
+    errored: list[tuple[SpanRecord, _Op]] | None = None
+    """Requests answered with a JSON-RPC error, emitted when the exchange ends: how it ended may name
+    the cause (the proxy's own 502 answers an unreachable upstream; its outcome says so)."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
@@ -144,6 +167,8 @@ class _Leg:
 
     parent: SpanRecord
     op: _Op
+    network: Attributes
+    """How the leg reaches the upstream (HTTP on TCP, or a child's stdio)."""
     requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
     nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     """Requests the upstream sent on this leg (shared with the legs that answer them)."""
@@ -214,7 +239,16 @@ class SpanFollower:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
-        opened = _Ex(str(obs.mode), obs.client_era, obs.session, obs.headers, obs.connection)
+        opened = _Ex(
+            str(obs.mode),
+            obs.client_era,
+            obs.session,
+            obs.headers,
+            obs.connection,
+            obs.http_method,
+            network_attributes(obs.client_transport),
+            network_attributes(obs.upstream_transport),
+        )
         self._exchanges[obs.exchange] = opened
 
     def _head(self, obs: ResponseHeadSeen) -> None:
@@ -245,23 +279,39 @@ class SpanFollower:
         t = obs.t
         failed = ex.status is not None and ex.status >= 400
         for span, op in ex.requests.values():
-            if failed:
-                self._fail(span, str(ex.status), f"HTTP {ex.status}")
-            elif obs.outcome is not None:
-                self._fail(span, obs.outcome, None)
-            elif ex.unread:  # its answer may have been in what went by unread: no failure seen
-                span.attributes["mcp_proxy.outcome"] = "not_inspected"
-            elif ex.resumable:
-                span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
-            else:
-                self._fail(span, "no_response", None)
+            self._unanswered(ex, span, obs.outcome, None)
             if op.sampled:
                 self._finish(span, t)
+        for key in ex.asked or ():
+            found = self._nested.pop(key, None)
+            if found is not None:  # a question the client never answered ends with its stream
+                self._unanswered(ex, found[0], obs.outcome, UNANSWERED_QUESTION)
+                if found[1].sampled:
+                    self._finish(found[0], t)
+        cause = unusual_end(obs.outcome, ex.http_method, 1, 1) if ex.errored else None
+        for span, op in ex.errored or ():
+            if cause is not None:  # the error answer is the proxy's word for how the exchange ended
+                span.attributes["error.type"] = cause
+            if op.sampled:
+                self._emit(span)
         for span, op in ex.notes or ():
             if failed:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             if op.sampled:
                 self._finish(span, t)
+
+    def _unanswered(self, ex: _Ex, span: SpanRecord, outcome: str | None, text: str | None) -> None:
+        """Mark a span whose answer never came on its exchange by how the exchange ended."""
+        if ex.status is not None and ex.status >= 400:
+            self._fail(span, str(ex.status), f"HTTP {ex.status}")
+        elif outcome is not None:
+            self._fail(span, outcome, text)
+        elif ex.unread:  # its answer may have been in what went by unread: no failure seen
+            span.attributes["mcp_proxy.outcome"] = "not_inspected"
+        elif ex.resumable:
+            span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
+        else:
+            self._fail(span, "no_response", text)
 
     # -- messages on a client exchange ------------------------------------------------------------------
 
@@ -342,15 +392,31 @@ class SpanFollower:
             main = ex.main()
             op = main[1] if main is not None else self._new_op(msg.method, msg.params)
             parent = main[0] if main is not None else None
-            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes = {
+                **ex.network,
+                "mcp.method.name": msg.method or "",
+                "jsonrpc.request.id": str(msg.id),
+            }
             attributes["mcp_proxy.nested"] = "asked" if ex.mode == "legacy_to_mrtr" else "relayed"
             name = self._span_name(msg.method, msg.params)
             span = self._span(op, name, _SPAN_CLIENT, t, attributes, parent)
-            self._nested[(ex.session, msg.id)] = (span, op)
+            key = (ex.session, msg.id)
+            self._nested[key] = (span, op)
+            if ex.asked is None:
+                ex.asked = []
+            ex.asked.append(key)
 
     def _responded(self, ex: _Ex, found: tuple[SpanRecord, _Op], msg: Message, t: float) -> None:
         span, op = found
         retried = False
+        if msg.kind is _ERROR:
+            self._outcome(span, msg)
+            span.end = t if t > span.start else span.start
+            if ex.errored is None:
+                ex.errored = []
+            ex.errored.append(found)  # emitted when the exchange ends, which may name the cause
+            op.params = None
+            return
         if msg.kind is not _RESULT:
             self._outcome(span, msg)
         else:
@@ -398,13 +464,13 @@ class SpanFollower:
             main = ex.main() if ex is not None else None
             if main is None:
                 return
-            leg = _Leg(main[0], main[1])
+            leg = _Leg(main[0], main[1], ex.upstream_network if ex is not None else _HTTP_NETWORK)
             if joins is None:
                 self._legs[obs.leg] = leg
         msg, t, op = obs.msg, obs.t, leg.op
         if obs.direction is _TO_SERVER:
             if msg.kind is _REQUEST and msg.id is not None:
-                attributes = {**_COMMON, **self._upstream, **self._method_attributes(msg)}
+                attributes = {**leg.network, **self._upstream, **self._method_attributes(msg)}
                 if msg.method == op.method:
                     op.upstream_rounds += 1
                     attributes["mcp_proxy.round"] = op.upstream_rounds
@@ -417,7 +483,7 @@ class SpanFollower:
                 if found is not None:
                     self._answered(found, msg, t)
             elif msg.kind is _NOTIFICATION:
-                attributes = {**_COMMON, **self._upstream, "mcp.method.name": msg.method or ""}
+                attributes = {**leg.network, **self._upstream, "mcp.method.name": msg.method or ""}
                 span = self._span(op, msg.method or "(none)", _SPAN_CLIENT, t, attributes, leg.parent)
                 if op.sampled:
                     self._finish(span, t)
@@ -432,7 +498,11 @@ class SpanFollower:
                     self._finish(done, t)
         elif msg.kind is _REQUEST and msg.id is not None:
             parent = next(iter(leg.requests.values()), leg.parent)
-            attributes = {**_COMMON, "mcp.method.name": msg.method or "", "jsonrpc.request.id": str(msg.id)}
+            attributes = {
+                **leg.network,
+                "mcp.method.name": msg.method or "",
+                "jsonrpc.request.id": str(msg.id),
+            }
             attributes["mcp_proxy.nested"] = "relayed"
             leg.nested[msg.id] = (
                 self._span(op, self._span_name(msg.method, msg.params), _SPAN_SERVER, t, attributes, parent),
@@ -442,7 +512,7 @@ class SpanFollower:
     def _leg_linked(self, obs: LegLinked) -> None:
         related = self._legs.get(obs.related)
         if related is not None and obs.leg not in self._legs:
-            self._legs[obs.leg] = _Leg(related.parent, related.op, nested=related.nested)
+            self._legs[obs.leg] = _Leg(related.parent, related.op, related.network, nested=related.nested)
 
     def _leg_closed(self, obs: LegClosed) -> None:
         leg = self._legs.pop(obs.leg, None)
@@ -531,7 +601,8 @@ class SpanFollower:
         if version is None:
             version = ex.version()
         target = params.get(_TARGET_KEYS.get(method or "", "")) if params else None
-        key = (ex.mode, ex.era, ex.session, method, target if isinstance(target, str) else None, version)
+        target = target if isinstance(target, str) else None
+        key = (ex.mode, ex.era, ex.session, method, target, version, ex.network is _PIPE_NETWORK)
         shared = self._shared.get(key)
         if shared is None:
             if len(self._shared) >= _SHARED_LIMIT:
@@ -556,7 +627,7 @@ class SpanFollower:
         return attributes
 
     def _shared_attributes(self, ex: _Ex, msg: Message, version: Any) -> Attributes:
-        attributes: Attributes = {**_COMMON, **self._method_attributes(msg), "mcp_proxy.mode": ex.mode}
+        attributes: Attributes = {**ex.network, **self._method_attributes(msg), "mcp_proxy.mode": ex.mode}
         attributes.pop("jsonrpc.request.id", None)
         if ex.session:
             attributes["mcp.session.id"] = self._redactor.token(ex.session)

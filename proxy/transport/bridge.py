@@ -283,9 +283,9 @@ class BridgeDriver:
                 return
             cmd = held
         match cmd:
-            case ReplyJson(_, status, message, headers, note):
+            case ReplyJson(_, status, message, headers, note, outcome):
                 headers = self._cors.add_to(origin_of(ex.client.headers), headers)
-                self._observe_reply(exchange, status, message, headers, note)
+                self._observe_reply(exchange, status, message, headers, note, outcome)
                 _json_response(ex.client, status, message, headers)
                 ex.answered = ex.done = True
             case StartSse(_, headers):
@@ -734,6 +734,7 @@ class BridgeDriver:
         message: dict[str, Any] | None,
         headers: tuple[tuple[str, str], ...],
         note: str | None = None,
+        outcome: str | None = None,
     ) -> None:
         sink = self.observer
         content_type = "application/json" if message else None
@@ -744,7 +745,7 @@ class BridgeDriver:
         )
         if message is not None:
             self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON, note)
-        self._close_observation(exchange, None)
+        self._close_observation(exchange, outcome)
 
     def _observe_client_request(self, exchange: str, client: ClientSide, route: Route) -> None:
         client_era, upstream_era = BRIDGE_ERAS[self.mode]

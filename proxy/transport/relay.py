@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from proxy.engine.faults import tls_refused
+from proxy.engine.faults import fault_outcome, tls_refused
 from proxy.engine.gate.rules import FaultGate
 from proxy.engine.passthrough import (
     BodyEnd,
@@ -29,7 +29,6 @@ from proxy.engine.passthrough import (
     client_head,
     era_suspicion,
     fault_answer,
-    fault_outcome,
     sends_whole,
     upstream_request,
 )

@@ -1147,7 +1147,7 @@ def test_an_upstream_that_fails_mid_chain_gets_an_internal_error_naming_the_faul
         >> LegFailed("leg-3", "cut", "connection reset")
         << Log("bridge_leg_lost", "warning", fields)
         << SendSse("x1", err(1, -32603, text))
-        << EndClientResponse("x1")
+        << EndClientResponse("x1", "upstream_cut")  # how pass-through ends it
     )
     assert drained(engine, sessions=1)
 

@@ -710,6 +710,7 @@ def test_an_unreachable_upstream_during_initialize_is_a_gateway_fault() -> None:
                 f"upstream MCP server failed during server/discover: cannot open a session with "
                 f"the legacy upstream: {why}",
             ),
+            outcome="upstream_unreachable",  # the cause, as pass-through records its own 502
         )
         << CancelTimer("session-idle:upstream-1")
     )
@@ -979,7 +980,7 @@ def test_a_leg_that_fails_while_the_client_waits_is_a_gateway_fault_naming_it() 
             {"call": "call-1", "leg": "leg-3", "phase": "running", "why": f"{cut} (HTTP 200)"},
         )
         << SendSse("x1", err(1, -32000, f"upstream MCP server failed during tools/call: {cut} (HTTP 200)"))
-        << EndClientResponse("x1")
+        << EndClientResponse("x1", "upstream_cut")
         >> send("x2", 2, "tools/list")
         << ANY
         >> head("leg-4", 502, "text/html")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from proxy.engine.faults import fault_outcome
 from proxy.engine.passthrough import (
     BODY_COMPLETE,
     BODY_CUT,
@@ -17,7 +18,6 @@ from proxy.engine.passthrough import (
     client_head,
     era_suspicion,
     fault_answer,
-    fault_outcome,
     leg_suspicion,
     proxied_location,
     sends_whole,

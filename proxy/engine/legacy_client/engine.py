@@ -40,7 +40,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
-from proxy.engine.faults import BEFORE_ANY_HEAD, fault_text
+from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
@@ -129,15 +129,17 @@ class LegacyToMrtrEngine:
             case LegEnded(leg):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
-                return self._on_leg_lost(
+                lost = self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
                     refused=reason == "unsendable",
                     answered=reason not in BEFORE_ANY_HEAD,
                 )
+                return ended_by_fault(lost, reason)
             case LegCut(leg, _, _, detail):  # a 2026-07-28 server's streams are not resumed
-                why = "the response ended without a JSON-RPC answer"
-                return self._on_leg_lost(leg, why if detail is None else fault_text("cut", detail))
+                if detail is None:
+                    return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
+                return ended_by_fault(self._on_leg_lost(leg, fault_text("cut", detail)), "cut")
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
             case Stopping():

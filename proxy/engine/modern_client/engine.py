@@ -59,7 +59,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
-from proxy.engine.faults import BEFORE_ANY_HEAD, fault_text
+from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.exits import forget
@@ -183,13 +183,14 @@ class MrtrToLegacyEngine:
             case LegEnded(leg, at):
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
             case LegFailed(leg, reason, detail, at):
-                return self._on_leg_lost(
+                lost = self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
                     at,
                     refused=reason == "unsendable",
                     answered=reason not in BEFORE_ANY_HEAD,
                 )
+                return ended_by_fault(lost, reason)
             case LegCut(leg, last_event_id, retry_ms, detail, at):
                 return self._on_leg_cut(leg, last_event_id, retry_ms, detail, at)
             case TimerFired(timer) if timer.startswith(IDLE_TIMER):
