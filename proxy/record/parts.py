@@ -150,9 +150,12 @@ def oldest_first(paths: Sequence[Path]) -> PartsOrder:
 
 
 def _without_copies(heads: list[_Head]) -> tuple[list[_Head], list[Copy]]:
-    """The files but those another given file holds whole (same header, its bytes from the start)."""
+    """The files but those another given file holds whole (same header, its bytes from the start), each
+    left-out file named with the file read in its place (of copies nested a ⊂ b ⊂ c, both a and b are
+    copies of c)."""
     kept: list[_Head] = []
-    copies: list[Copy] = []
+    dropped: list[tuple[Path, Path]] = []
+    replaced_by: dict[Path, Path] = {}
     for head in heads:
         twin = next((k for k in kept if _same_part(k, head)), None)
         if twin is None:
@@ -161,8 +164,23 @@ def _without_copies(heads: list[_Head]) -> tuple[list[_Head], list[Copy]]:
         bigger, smaller = (head, twin) if _size(head.path) > _size(twin.path) else (twin, head)
         if bigger is head:
             kept[kept.index(twin)] = head
-        copies.append(Copy(smaller.path, bigger.path))
+            replaced_by[twin.path] = head.path
+        dropped.append((smaller.path, bigger.path))
+    copies: list[Copy] = []
+    for path, same_as in dropped:
+        copy = Copy(path, _read_instead(same_as, replaced_by))
+        if copy not in copies:
+            copies.append(copy)
     return kept, copies
+
+
+def _read_instead(path: Path, replaced_by: dict[Path, Path]) -> Path:
+    """The file read in the place of `path`: the last of the bigger copies that took its place in turn."""
+    for _ in range(len(replaced_by)):  # each step is to a bigger file, so no path comes twice
+        if path not in replaced_by:
+            break
+        path = replaced_by[path]
+    return path
 
 
 def _same_part(a: _Head, b: _Head) -> bool:

@@ -166,3 +166,34 @@ def test_parts_that_name_no_series_are_never_said_to_miss_one(tmp_path: Path) ->
     newer = part(tmp_path, "run.jsonl", 30.0, follows=20.0)
 
     assert oldest_first([older, newer]).gaps == []
+
+
+def test_copies_nested_one_in_another_are_each_named_with_the_file_read_in_their_place(
+    tmp_path: Path,
+) -> None:
+    """Three copies of one part taken as it grew (a ⊂ b ⊂ c): only c is read, so a and b are both
+    copies of c, never of b, which is not read."""
+    lines = [b'{"n":1}\n', b'{"n":2}\n', b'{"n":3}\n']
+    a, b, c = (
+        part(tmp_path, name, 10.0, body=b"".join(lines[:n])) for name, n in (("a", 1), ("b", 2), ("c", 3))
+    )
+
+    order = oldest_first([a, b, c])
+
+    assert order.paths == [c]
+    assert order.summary() == {
+        "copies": [{"file": str(a), "same_as": str(c)}, {"file": str(b), "same_as": str(c)}],
+        "missing": [],
+    }
+
+
+def test_a_file_given_twice_and_a_bigger_copy_of_it_is_named_once_as_a_copy_of_the_file_read(
+    tmp_path: Path,
+) -> None:
+    small = part(tmp_path, "stale.jsonl", 10.0, body=b'{"n":1}\n')
+    whole = part(tmp_path, "run.jsonl", 10.0, body=b'{"n":1}\n{"n":2}\n')
+
+    order = oldest_first([small, small, whole])
+
+    assert order.paths == [whole]
+    assert [(c.path, c.same_as) for c in order.copies] == [(small, whole)]
