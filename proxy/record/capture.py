@@ -1,10 +1,12 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
 A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.10",
-"created": <epoch seconds>, "proxy_version": "...", "follows": <the previous file's created>}`, then
+"created": <epoch seconds>, "proxy_version": "...", "follows": <the previous file's created>,
+"series": <the first file's created>}`, then
 one line per observation (`{"type": "obs", ...}`, see `proxy.record.observations`), which the
 reader builds into events as a live watcher would have seen them, or one `FlowEvent` (the proxy's own
-`proxy_info`, or lines of other writers). `follows` is absent from the first file a run starts.
+`proxy_info`, or lines of other writers). `follows` is absent from the first file a run starts, and
+`series` is that file's `created` in it and in every file that follows it.
 `docs/capture-format.md` is the reference: every line type and field, and the version rule
 (`major.minor`: a reader refuses a newer major by name and reads a newer minor, ignoring what it does
 not know).
@@ -86,11 +88,13 @@ class CaptureFormatError(ValueError):
         self.line = line
 
 
-def make_header(created: float, follows: float | None = None) -> dict[str, Any]:
+def make_header(created: float, follows: float | None = None, series: float | None = None) -> dict[str, Any]:
     """Build the header object that starts every capture file, so readers can check what they hold.
 
     `follows` is the `created` of the file the writer wrote before this one (a rotation or a reopen
     started this one): a reader given parts with one left out between them can tell, and say so.
+    `series` is the `created` of the first file of those parts (None: not known, and not written): a
+    reader tells a part missing from one capture's parts from another capture given beside them.
     """
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -100,11 +104,13 @@ def make_header(created: float, follows: float | None = None) -> dict[str, Any]:
     }
     if follows is not None:
         header["follows"] = follows
+    if series is not None:
+        header["series"] = series
     return header
 
 
 def header_time(header: dict[str, Any], name: str) -> float | None:
-    """A header's time field (`created`, `follows`) as a number, or None when absent or not a number."""
+    """A header's time field (`created`, `follows`, `series`) as a number, or None when absent or not one."""
     value = header.get(name)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -196,6 +202,8 @@ class CaptureWriter:
         self._proxy_info: bytes | None = None
         self._created: float | None = None
         """The `created` of the file being written: the next file's header says it `follows` it."""
+        self._series: float | None = None
+        """The `created` of the first file of the parts being written, which each new part repeats."""
         self._closed = False
         self.preamble: Callable[[], list[bytes]] | None = None
         """Lines to start every new file with, after the header and `proxy_info` (on rotation and
@@ -358,11 +366,14 @@ class CaptureWriter:
                 reason = exc.reason if isinstance(exc, CaptureFormatError) else "first line is not JSON"
                 raise CaptureError(f"refusing to append to {path}: {reason}", path) from exc
             self._created = header_time(header, "created")
+            self._series = _series_of(header)
             return _cut_torn_tail(f, size)
 
     def _start_file(self, *, repeat_info: bool) -> None:
         follows, self._created = self._created, self._clock()
-        header = orjson.dumps(make_header(self._created, follows)) + b"\n"
+        if follows is None:
+            self._series = self._created
+        header = orjson.dumps(make_header(self._created, follows, self._series)) + b"\n"
         self._put(header)
         if repeat_info and self._proxy_info is not None:
             self._put(self._proxy_info)
@@ -405,6 +416,15 @@ class CaptureWriter:
         except OSError as exc:
             raise self._error("cannot rotate capture file", exc) from exc
         self._open(repeat_info=repeat_info)
+
+
+def _series_of(header: dict[str, Any]) -> float | None:
+    """The `series` a file appended to belongs to: its own, else its `created` when it follows no file
+    (it started its parts); None when it follows a file and names no series (written before `series`)."""
+    series = header_time(header, "series")
+    if series is not None or "follows" in header:
+        return series
+    return header_time(header, "created")
 
 
 def _lock(f: IO[bytes]) -> bool:

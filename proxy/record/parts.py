@@ -7,9 +7,12 @@ user gave is checked against it and put right. A part given twice (the same path
 under another name that a glob caught) would open its calls twice too: a file whose header is
 another's, and whose bytes the other holds from its start, is read once, as the file holding more
 (of two alike, the one given first).
-A header also says which file it `follows` (the one its writer wrote before it, from format 1.10):
-a given part that follows a file not given, started after the oldest part given, has a part
-missing before it, which is said, since every call that went on in the missing part ends pending.
+A header also says which file it `follows` (the one its writer wrote before it, from format 1.10)
+and the `series` of parts it belongs to (the `created` of their first file): a given part that
+follows a file not given, started after an older part given of its series, has a part missing
+before it, which is said, since every call that went on in the missing part ends pending. Another
+capture given beside the parts (another proxy's, an earlier run's) is of another series, so it
+never makes a part look missing.
 Only the headers are read here (and the bytes of files whose headers are the same); a file that is
 not a capture is left for the reader to refuse, naming it.
 """
@@ -47,7 +50,8 @@ class Copy:
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """At least one part missing between two files given: `after` is the newest given before it."""
+    """At least one part missing between two files given of one series: `after` is the newest of them
+    before it."""
 
     after: Path
     before: Path
@@ -117,6 +121,7 @@ class _Head:
     header: dict[str, Any] | None
     created: float | None
     follows: float | None
+    series: float | None
 
 
 def _head(path: Path) -> _Head:
@@ -124,8 +129,9 @@ def _head(path: Path) -> _Head:
         with CaptureReader(path) as reader:
             header = reader.header
     except (CaptureError, CaptureFormatError):
-        return _Head(path, None, None, None)
-    return _Head(path, header, header_time(header, "created"), header_time(header, "follows"))
+        return _Head(path, None, None, None, None)
+    times = (header_time(header, name) for name in ("created", "follows", "series"))
+    return _Head(path, header, *times)
 
 
 def oldest_first(paths: Sequence[Path]) -> PartsOrder:
@@ -144,9 +150,12 @@ def oldest_first(paths: Sequence[Path]) -> PartsOrder:
 
 
 def _without_copies(heads: list[_Head]) -> tuple[list[_Head], list[Copy]]:
-    """The files but those another given file holds whole (same header, its bytes from the start)."""
+    """The files but those another given file holds whole (same header, its bytes from the start), each
+    left-out file named with the file read in its place (of copies nested a ⊂ b ⊂ c, both a and b are
+    copies of c)."""
     kept: list[_Head] = []
-    copies: list[Copy] = []
+    dropped: list[tuple[Path, Path]] = []
+    replaced_by: dict[Path, Path] = {}
     for head in heads:
         twin = next((k for k in kept if _same_part(k, head)), None)
         if twin is None:
@@ -155,8 +164,23 @@ def _without_copies(heads: list[_Head]) -> tuple[list[_Head], list[Copy]]:
         bigger, smaller = (head, twin) if _size(head.path) > _size(twin.path) else (twin, head)
         if bigger is head:
             kept[kept.index(twin)] = head
-        copies.append(Copy(smaller.path, bigger.path))
+            replaced_by[twin.path] = head.path
+        dropped.append((smaller.path, bigger.path))
+    copies: list[Copy] = []
+    for path, same_as in dropped:
+        copy = Copy(path, _read_instead(same_as, replaced_by))
+        if copy not in copies:
+            copies.append(copy)
     return kept, copies
+
+
+def _read_instead(path: Path, replaced_by: dict[Path, Path]) -> Path:
+    """The file read in the place of `path`: the last of the bigger copies that took its place in turn."""
+    for _ in range(len(replaced_by)):  # each step is to a bigger file, so no path comes twice
+        if path not in replaced_by:
+            break
+        path = replaced_by[path]
+    return path
 
 
 def _same_part(a: _Head, b: _Head) -> bool:
@@ -193,19 +217,24 @@ def _starts_with(big: Path, small: Path) -> bool:
 
 
 def _gaps(heads: list[_Head]) -> list[Gap]:
-    """Where a file follows one not given that started after an older given file: a part is missing.
+    """Where a file follows one not given that started after an older given file of its series: a part
+    is missing.
 
-    A file that follows one older than every file given only lacks the parts before them (given
-    alone, or rotated away), which its chains' own notes say."""
-    started_at = {h.created: h.path for h in heads if h.created is not None}
+    A file that follows one older than every file given of its series only lacks the parts before them
+    (given alone, or rotated away), which its chains' own notes say; a file of another series (another
+    capture given with it), or of none (written before `series`), proves nothing missing."""
+    started = {h.created for h in heads if h.created is not None}
     gaps = []
     for head in sorted(heads, key=lambda h: h.created if h.created is not None else float("inf")):
         follows = head.follows
-        if follows is None or follows in started_at:
+        if follows is None or follows in started or head.series is None:
             continue
-        earlier = [t for t in started_at if t < follows]
+        earlier = [
+            h for h in heads if h.series == head.series and h.created is not None and h.created < follows
+        ]
         if earlier:
-            gaps.append(Gap(started_at[max(earlier)], head.path, follows))
+            after = max(earlier, key=lambda h: h.created or 0.0)
+            gaps.append(Gap(after.path, head.path, follows))
     return gaps
 
 

@@ -119,6 +119,7 @@ def test_header_line(tmp_path: Path) -> None:
         "version": "1.10",
         "created": 123.25,
         "proxy_version": proxy.__version__,
+        "series": 123.25,
     }
     with CaptureReader(path) as reader:
         assert reader.header == header
@@ -437,10 +438,10 @@ def test_each_rotated_file_says_which_file_it_follows(tmp_path: Path) -> None:
             writer.write(message(seq))
     names = ("run.jsonl.2", "run.jsonl.1", "run.jsonl")
     headers = [orjson.loads(lines(tmp_path / name)[0]) for name in names]
-    assert [(h["created"], h.get("follows")) for h in headers] == [
-        (100.0, None),
-        (101.0, 100.0),
-        (102.0, 101.0),
+    assert [(h["created"], h.get("follows"), h["series"]) for h in headers] == [
+        (100.0, None, 100.0),
+        (101.0, 100.0, 100.0),
+        (102.0, 101.0, 100.0),
     ]
 
 
@@ -450,7 +451,31 @@ def test_a_restarted_proxy_rotating_a_file_it_appended_to_says_that_file_is_foll
     with CaptureWriter(path, max_bytes=10, clock=lambda: 200.0) as writer:
         writer.write(message(1))  # the appended file is over max_bytes: it rotates first
     assert orjson.loads(lines(tmp_path / "run.jsonl.1")[0])["created"] == 100.0
-    assert orjson.loads(lines(path)[0])["follows"] == 100.0
+    header = orjson.loads(lines(path)[0])
+    assert (header["follows"], header["series"]) == (100.0, 100.0)
+
+
+def test_a_restarted_proxy_keeps_the_series_of_the_parts_it_appends_to(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    ticks = iter(range(100, 200))
+    CaptureWriter(path, max_bytes=10, clock=lambda: float(next(ticks))).close()
+    with CaptureWriter(path, max_bytes=10, clock=lambda: float(next(ticks))) as writer:
+        writer.write(message(1))
+        writer.write(message(2))
+    with CaptureWriter(path, max_bytes=10, clock=lambda: float(next(ticks))) as writer:
+        writer.write(message(3))
+    headers = [orjson.loads(lines(tmp_path / n)[0]) for n in ("run.jsonl.3", "run.jsonl.2", "run.jsonl.1")]
+    headers.append(orjson.loads(lines(path)[0]))
+    assert {h["series"] for h in headers} == {100.0}
+
+
+def test_a_file_started_with_no_file_before_it_starts_a_series_of_its_own(tmp_path: Path) -> None:
+    """A fresh capture path (another proxy's, or one given after the old file was moved away before a
+    restart) is not tied to any other file."""
+    CaptureWriter(tmp_path / "a.jsonl", clock=lambda: 100.0).close()
+    CaptureWriter(tmp_path / "b.jsonl", clock=lambda: 200.0).close()
+    a, b = (orjson.loads(lines(tmp_path / n)[0]) for n in ("a.jsonl", "b.jsonl"))
+    assert (a["series"], b["series"], "follows" in b) == (100.0, 200.0, False)
 
 
 # -- reopen (external log rotation) ----------------------------------------------------------
@@ -469,7 +494,7 @@ def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
     assert list(read_capture(tmp_path / "run.jsonl.old")) == [info(), message(1), message(2)]
     assert lines(path)[0].startswith(b'{"format":"' + FORMAT_NAME.encode())
     old, new = (orjson.loads(lines(p)[0]) for p in (tmp_path / "run.jsonl.old", path))
-    assert new["follows"] == old["created"]
+    assert (new["follows"], new["series"]) == (old["created"], old["series"])
     assert list(read_capture(path)) == [info(), message(3)]
 
 

@@ -12,9 +12,15 @@ from proxy.record.parts import oldest_first
 
 
 def part(
-    directory: Path, name: str, created: object, *, follows: float | None = None, body: bytes = b""
+    directory: Path,
+    name: str,
+    created: object,
+    *,
+    follows: float | None = None,
+    series: float | None = None,
+    body: bytes = b"",
 ) -> Path:
-    header = make_header(0.0, follows)
+    header = make_header(0.0, follows, series)
     header["created"] = created
     path = directory / name
     path.write_bytes(orjson.dumps(header) + b"\n" + body)
@@ -95,9 +101,9 @@ def test_the_same_file_given_twice_is_read_once(tmp_path: Path) -> None:
 
 
 def test_a_part_left_out_between_two_given_is_named_by_the_parts_around_it(tmp_path: Path) -> None:
-    fifth = part(tmp_path, "run.jsonl.5", 1796418282.5)
-    third = part(tmp_path, "run.jsonl.3", 1796418282.7, follows=1796418282.6)
-    second = part(tmp_path, "run.jsonl.2", 1796418282.8, follows=1796418282.7)
+    fifth = part(tmp_path, "run.jsonl.5", 1796418282.5, follows=1796418282.4, series=1796418282.0)
+    third = part(tmp_path, "run.jsonl.3", 1796418282.7, follows=1796418282.6, series=1796418282.0)
+    second = part(tmp_path, "run.jsonl.2", 1796418282.8, follows=1796418282.7, series=1796418282.0)
 
     order = oldest_first([fifth, third, second])
 
@@ -115,11 +121,79 @@ def test_a_part_left_out_between_two_given_is_named_by_the_parts_around_it(tmp_p
 
 def test_parts_before_the_oldest_given_are_not_missing(tmp_path: Path) -> None:
     newest_two = [
-        part(tmp_path, "run.jsonl.1", 20.0, follows=10.0),
-        part(tmp_path, "run.jsonl", 30.0, follows=20.0),
+        part(tmp_path, "run.jsonl.1", 20.0, follows=10.0, series=10.0),
+        part(tmp_path, "run.jsonl", 30.0, follows=20.0, series=10.0),
     ]
 
     order = oldest_first(newest_two)
 
     assert order.gaps == []
     assert order.notes() == []
+
+
+def test_another_capture_given_beside_parts_whose_older_parts_were_rotated_away_makes_none_missing(
+    tmp_path: Path,
+) -> None:
+    """`export dir/*.jsonl` over two proxies' captures: the other one started first, which proves
+    nothing about the parts before the rotated one."""
+    other = part(tmp_path, "other.jsonl", 5.0, series=5.0)
+    rotated = part(tmp_path, "run.jsonl", 30.0, follows=20.0, series=10.0)
+
+    order = oldest_first([other, rotated])
+
+    assert order.paths == [other, rotated]
+    assert order.gaps == []
+    assert order.notes() == []
+    assert order.summary() is None
+
+
+def test_a_part_missing_is_named_by_the_parts_of_its_own_capture_not_by_another_given_between(
+    tmp_path: Path,
+) -> None:
+    first = part(tmp_path, "run.jsonl.3", 10.0, series=10.0)
+    other = part(tmp_path, "other.jsonl", 15.0, series=15.0)
+    third = part(tmp_path, "run.jsonl.1", 30.0, follows=20.0, series=10.0)
+
+    order = oldest_first([first, other, third])
+
+    assert [(g.after, g.before, g.follows) for g in order.gaps] == [(first, third, 20.0)]
+
+
+def test_parts_that_name_no_series_are_never_said_to_miss_one(tmp_path: Path) -> None:
+    """A file that follows another but names no series was written before `series`: nothing ties it to
+    an older file given, so nothing is claimed."""
+    older = part(tmp_path, "run.jsonl.2", 10.0)
+    newer = part(tmp_path, "run.jsonl", 30.0, follows=20.0)
+
+    assert oldest_first([older, newer]).gaps == []
+
+
+def test_copies_nested_one_in_another_are_each_named_with_the_file_read_in_their_place(
+    tmp_path: Path,
+) -> None:
+    """Three copies of one part taken as it grew (a ⊂ b ⊂ c): only c is read, so a and b are both
+    copies of c, never of b, which is not read."""
+    lines = [b'{"n":1}\n', b'{"n":2}\n', b'{"n":3}\n']
+    a, b, c = (
+        part(tmp_path, name, 10.0, body=b"".join(lines[:n])) for name, n in (("a", 1), ("b", 2), ("c", 3))
+    )
+
+    order = oldest_first([a, b, c])
+
+    assert order.paths == [c]
+    assert order.summary() == {
+        "copies": [{"file": str(a), "same_as": str(c)}, {"file": str(b), "same_as": str(c)}],
+        "missing": [],
+    }
+
+
+def test_a_file_given_twice_and_a_bigger_copy_of_it_is_named_once_as_a_copy_of_the_file_read(
+    tmp_path: Path,
+) -> None:
+    small = part(tmp_path, "stale.jsonl", 10.0, body=b'{"n":1}\n')
+    whole = part(tmp_path, "run.jsonl", 10.0, body=b'{"n":1}\n{"n":2}\n')
+
+    order = oldest_first([small, small, whole])
+
+    assert order.paths == [whole]
+    assert [(c.path, c.same_as) for c in order.copies] == [(small, whole)]
