@@ -300,17 +300,21 @@ class Redactor:
     def _mask_headers(self, raw: tuple[tuple[str, str], ...]) -> dict[str, str]:
         # Masked as read (a UTF-8 value in its UTF-8 reading): a credential is remembered, and its
         # stand-in made, from the text that bodies and exports show, not from its latin-1 mojibake.
+        # A credential that reads otherwise is remembered in its latin-1 reading too, as a string taken
+        # from the raw head (a log field) holds it.
         pairs = [(name, readable(value)) for name, value in raw]
         out: dict[str, str] = {}
         spelling: dict[str, str] = {}
         decisions = self._decisions
         masked: list[str | None] = []  # every credential of the head is known before the rest is scrubbed
-        for name, value in pairs:
+        for (name, value), (_, wire) in zip(pairs, raw, strict=True):
             key = name.lower()
             secret = decisions.get(key)  # inlined memo lookup: this runs for every header
             if secret is None:
                 secret = self.is_secret_header(name)
             if secret:
+                if wire != value:
+                    self.header_value(name, wire)  # remembers what it holds; its stand-in is not shown
                 masked.append(self.header_value(name, value))
                 continue
             masked.append(None)

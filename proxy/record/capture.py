@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from proxy import __version__
 from proxy.flows.events import FlowEvent, ProxyInfo, event_from_json, event_to_json
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
+from proxy.record.old_header_text import headers_as_text, stores_latin1
 
 FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 """The `format` value of every capture header."""
@@ -154,6 +155,21 @@ def minor_version(header: dict[str, Any]) -> int | None:
     version = header.get("version")
     minor = version.partition(".")[2] if isinstance(version, str) else ""
     return int(minor) if minor.isdigit() else None
+
+
+def file_minor(f: IO[bytes]) -> int | None:
+    """The minor version the header line of an open capture names; None when it names none.
+
+    Reads from the file's start (its position is left after the header line), for readers that take
+    lines from a capture without a `CaptureReader`: the tail shown first, the records built back from
+    an index. Each reads a file whose header was checked by the pass that chose it.
+    """
+    f.seek(0)
+    try:
+        header = orjson.loads(f.readline(_MAX_HEADER_LINE))
+    except orjson.JSONDecodeError:
+        return None
+    return minor_version(header) if isinstance(header, dict) else None
 
 
 def parse_version(version: Any) -> int | None:
@@ -526,6 +542,8 @@ class CaptureReader:
         self._newer = newer_minor(self._header)
         """Whether a newer minor wrote the file: its unknown kinds and types are skipped and counted
         apart; in a file of this minor or an older one they are corrupt lines."""
+        self._latin1_headers = stores_latin1(minor_version(self._header))
+        """Whether the file stores header values as latin-1 readings (before 1.10): read as text."""
 
     @property
     def replayer(self) -> ObservationReplayer | None:
@@ -641,6 +659,8 @@ class CaptureReader:
                 return None
             self._lose_opening(_opened_exchange(raw), lineno)
             raise CaptureFormatError("corrupt observation line (not JSON)", self._path, lineno) from None
+        if self._latin1_headers:
+            headers_as_text(line)
         try:
             return self._replayer.replay(line)
         except UnknownKind:

@@ -57,8 +57,9 @@ from proxy.flows.events import (
 )
 from proxy.flows.observations import Observation
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader
+from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader, file_minor
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
+from proxy.record.old_header_text import headers_as_text, stores_latin1
 from proxy.record.record_refs import RecordBuilder, Ref, RefTaker, position
 
 RING: Final = 500
@@ -260,6 +261,7 @@ def read_tail(path: Path, nbytes: int) -> list[FlowEvent]:
     replayer = ObservationReplayer(id_prefix=TAIL_PREFIX, max_chains=100_000)
     events: list[FlowEvent] = []
     with path.open("rb") as f:
+        latin1_headers = stores_latin1(file_minor(f))
         start = max(0, f.seek(0, os.SEEK_END) - nbytes)
         f.seek(start)
         if start:
@@ -269,14 +271,15 @@ def read_tail(path: Path, nbytes: int) -> list[FlowEvent]:
         for raw in f:
             if not raw.endswith(b"\n"):
                 break  # a line being written (or cut short) ends what can be read
-            events.extend(_tail_line(replayer, raw))
+            events.extend(_tail_line(replayer, raw, latin1_headers=latin1_headers))
     return events
 
 
-def _tail_line(replayer: ObservationReplayer, raw: bytes) -> Iterator[FlowEvent]:
+def _tail_line(replayer: ObservationReplayer, raw: bytes, *, latin1_headers: bool) -> Iterator[FlowEvent]:
     try:
         if raw.startswith(OBS_PREFIX):
-            yield from replayer.replay(orjson.loads(raw))
+            line = orjson.loads(raw)
+            yield from replayer.replay(headers_as_text(line) if latin1_headers else line)
         elif raw.strip():
             yield event_from_json(raw)
     except (

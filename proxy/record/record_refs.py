@@ -36,7 +36,9 @@ from proxy.flows.observations import (
 )
 from proxy.flows.records import Head, RecordMaker, http_side
 from proxy.flows.redact import AlreadyRedacted
+from proxy.record.capture import file_minor
 from proxy.record.observations import decode
+from proxy.record.old_header_text import headers_as_text, stores_latin1
 from proxy.wire.jsonrpc import Kind, Message
 
 OFFSET_BITS: Final = 40
@@ -123,9 +125,13 @@ class RecordBuilder:
 
     def __init__(self, paths: Sequence[Path], *, body_limit: int = 65536) -> None:
         self._files: dict[int, IO[bytes]] = {}
+        self._latin1_headers: set[int] = set()
+        """The files that store header values as latin-1 readings (before 1.10): read as text."""
         try:
             for file_no, path in enumerate(paths):
-                self._files[file_no] = Path(path).open("rb")  # noqa: SIM115 - held until close()
+                f = self._files[file_no] = Path(path).open("rb")  # noqa: SIM115 - held until close()
+                if stores_latin1(file_minor(f)):
+                    self._latin1_headers.add(file_no)
         except OSError:
             self.close()
             raise
@@ -229,7 +235,8 @@ class RecordBuilder:
         if f is None:
             raise ValueError(f"no capture file {file_no} for line {at}")
         f.seek(offset)
-        return decode(orjson.loads(f.readline()))
+        line = orjson.loads(f.readline())
+        return decode(headers_as_text(line) if file_no in self._latin1_headers else line)
 
     def close(self) -> None:
         """Close the capture files."""

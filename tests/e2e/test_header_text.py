@@ -24,6 +24,7 @@ import pytest
 
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.recording_upstream import Head, recording_upstream
+from tests.record.captures import as_written_by_1_9
 from tests.sidecar import (
     ProxyProcess,
     chain_ids,
@@ -84,6 +85,42 @@ async def test_a_utf8_header_is_relayed_as_sent_shown_as_its_text_and_copied_as_
         assert WEIRD.encode().decode("latin-1") not in seen  # no mojibake anywhere a person reads
     for line in (b"X-Weird: " + WEIRD.encode(), b"X-Api-Key: " + SECRET.encode()):
         assert _field(replayed, line) == line  # the command sends the bytes the client sent
+
+
+async def test_a_capture_written_before_1_10_exports_a_utf8_header_as_its_text_and_curl_sends_its_bytes(
+    tmp_path: Path,
+) -> None:
+    """A capture of format 1.9, made by hand from a real one (`as_written_by_1_9`: each header value
+    its latin-1 reading, `cafÃ©` for `café`), is read as that text: `export --json` and `--har` show
+    the text, and the `--curl` command sends the client's bytes."""
+    capture = tmp_path / "run.jsonl"
+    async with recording_upstream("modern") as fake:
+        env = clean_env(**settings_env(upstream=fake.url("/mcp"), capture=capture))
+        proxy = await asyncio.to_thread(ProxyProcess(env).start)
+        try:
+            params = modern_params({"name": "echo", "arguments": {"text": "hi"}})
+            body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+            raw = {**modern_headers("tools/call", params), "X-Weird": WEIRD.encode()}
+            async with httpx2.AsyncClient(timeout=10.0) as http:
+                answer = await http.post(proxy.endpoint(), json=body, headers=raw)
+            assert answer.status_code == 200, answer.text
+        finally:
+            proxy.stop()
+        old = tmp_path / "old.jsonl"
+        old.write_bytes(as_written_by_1_9(capture.read_bytes()))
+        assert WEIRD.encode().decode("latin-1").encode() in old.read_bytes()
+        text, chains = await asyncio.to_thread(exported_chains, old)
+        (chain,) = chain_ids(chains, "name", "echo")
+        har = await asyncio.to_thread(run_mcp_proxy, "export", "--har", "-", str(old))
+        command, replayed = await _by_hand(fake.heads, old, chain)
+
+    assert _request_headers(json.loads(text))["X-Weird"] == WEIRD
+    entry = next(e for e in json.loads(har.stdout)["log"]["entries"] if "tools/call" in json.dumps(e))
+    assert {"name": "X-Weird", "value": WEIRD} in entry["request"]["headers"]
+    for seen in (text, har.stdout, command):
+        assert WEIRD.encode().decode("latin-1") not in seen
+    line = b"X-Weird: " + WEIRD.encode()
+    assert _field(replayed, line) == line
 
 
 def _request_headers(document: dict[str, Any]) -> dict[str, str]:

@@ -770,3 +770,22 @@ def test_a_utf8_header_is_shown_and_masked_as_read_so_its_echo_in_a_body_is_mask
 
     assert out == {"X-Api-Key": f"<redacted len={len(secret)} hmac:{sha8(secret)}>", "X-Weird": "it's café"}
     assert echoed == {"result": {"text": f"you sent {redactor.token(secret)}"}}
+
+
+def test_a_utf8_credential_is_masked_in_its_latin1_reading_too_where_raw_head_text_carries_it(
+    redactor: Redactor,
+) -> None:
+    """A string taken from the raw head (a log field) holds a value's latin-1 reading, not its UTF-8
+    text: a credential sent as UTF-8 must be known in both, the body's and the raw head's."""
+    secret = "clé-secrète-77 名前"
+    on_the_wire = secret.encode().decode("latin-1")
+    token = "tök-€-never-shown"
+
+    redactor.headers(
+        [("X-Api-Key", on_the_wire), ("Authorization", f"Bearer {token}".encode().decode("latin-1"))]
+    )
+
+    for clear in (secret, on_the_wire, token, token.encode().decode("latin-1")):
+        shown = redactor.scrub(f"upstream said: {clear}")
+        assert clear not in shown
+        assert shown == f"upstream said: {redactor.token(clear)}"

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from proxy.config import Settings
 from proxy.demo.clients import run_client
 from proxy.demo.run import _start_server
@@ -163,3 +165,21 @@ def damage_opening(capture: Path, exchange: str, damage: Callable[[bytes], bytes
     lines[at] = damage(lines[at])
     capture.write_bytes(b"".join(lines))
     return at + 1, later
+
+
+def as_written_by_1_9(capture: bytes) -> bytes:
+    """A capture of this version as format 1.9 wrote it, made by hand: its header says 1.9 and each
+    header value of its observation lines is the latin-1 reading of the value's UTF-8 bytes
+    (`cafÃ©` for `café`), as the 1.9 writer stored every value."""
+    lines = capture.splitlines(keepends=True)
+    header = orjson.loads(lines[0])
+    header["version"] = "1.9"
+    header.pop("follows", None)
+    out = [orjson.dumps(header) + b"\n"]
+    for raw in lines[1:]:
+        line = orjson.loads(raw)
+        if isinstance(line, dict) and isinstance(line.get("headers"), dict):
+            line["headers"] = {k: v.encode().decode("latin-1") for k, v in line["headers"].items()}
+            raw = orjson.dumps(line) + b"\n"
+        out.append(raw)
+    return b"".join(out)

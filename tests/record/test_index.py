@@ -8,15 +8,24 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.flows.events import ChainOpened, ChainSummary, Direction, MessageRecord, MessageRecorded
+from proxy.flows.events import (
+    ChainOpened,
+    ChainSummary,
+    Channel,
+    Direction,
+    MessageRecord,
+    MessageRecorded,
+)
 from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, read_records, read_tail, run_index
 from proxy.record.observations import ObservationReplayer
 from proxy.record.record_refs import RecordBuilder
+from proxy.wire.jsonrpc import classify_value, request, result_response
 from tests.flows.bridge_play import LEG_STATUSES, refused_leg_call
+from tests.flows.calls import Calls
 from tests.flows.stream_play import streams_and_delete
-from tests.record.captures import record_demo, record_play, replicate
+from tests.record.captures import as_written_by_1_9, record_demo, record_play, replicate
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +128,52 @@ def test_the_tail_builds_the_newest_chains_on_its_own(capture: Path) -> None:
     assert all(chain.id.startswith(TAIL_PREFIX) for chain in tail)
     assert len(tail) < len(summaries)  # only the newest part
     assert (newest.method, newest.started) in {(chain.method, chain.started) for chain in tail}
+
+
+WEIRD = "it's café 名前"
+
+
+def _utf8_heads(calls: Calls, _clock: object) -> None:
+    """One call whose request and response heads carry a value sent as UTF-8 (the transport hands
+    over its latin-1 reading, one character per byte)."""
+    wire = WEIRD.encode().decode("latin-1")
+    call = classify_value(request(1, "tools/call", {"name": "echo", "arguments": {}}))
+    calls.open_exchange("x1", http_method="POST", path="/mcp", headers={"X-Weird": wire}, session=None)
+    calls.message("x1", call, size=9, direction=Direction.TO_SERVER, channel=Channel.POST)
+    calls.response_head("x1", status=200, content_type="application/json", headers={"X-Reply": wire})
+    answer = classify_value(result_response(1, {"content": []}))
+    calls.message("x1", answer, size=9, direction=Direction.TO_CLIENT, channel=Channel.JSON)
+    calls.close_exchange("x1")
+
+
+def test_a_capture_written_before_1_10_shows_a_utf8_header_as_its_text_indexed_and_in_its_tail(
+    tmp_path: Path,
+) -> None:
+    """A 1.9 capture made by hand (`as_written_by_1_9`) holds `cafÃ©`; the records the index builds
+    back, and those of the tail read first, show `café`, as a full read does."""
+    made = tmp_path / "made.jsonl"
+    record_play(_utf8_heads, made)
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(as_written_by_1_9(made.read_bytes()))
+    assert WEIRD.encode().decode("latin-1").encode() in old.read_bytes()
+
+    _lines, records = index_agrees(old)
+    tail = [e.message for e in read_tail(old, 1_000_000) if isinstance(e, MessageRecorded)]
+
+    for shown in ([r for chain in records.values() for r in chain], tail):
+        heads = [r.http.headers for r in shown if r.http is not None]
+        assert {"X-Weird": WEIRD} in heads
+        assert {"X-Reply": WEIRD} in heads
+
+
+def test_a_capture_of_1_10_keeps_its_header_text_as_written(tmp_path: Path) -> None:
+    """From 1.10 a header value is the text itself: one that reads like mojibake stays as it is."""
+    made = tmp_path / "made.jsonl"
+    record_play(_utf8_heads, made)
+    mojibake = WEIRD.encode().decode("latin-1")
+    made.write_bytes(made.read_bytes().replace(WEIRD.encode(), mojibake.encode()))
+
+    _lines, records = index_agrees(made)
+
+    heads = [r.http.headers for chain in records.values() for r in chain if r.http is not None]
+    assert {"X-Weird": mojibake} in heads
