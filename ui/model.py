@@ -124,6 +124,16 @@ class ChainEntry:
     _searched: int = 0
     """How many of the kept messages `_text` holds."""
 
+    @property
+    def whole(self) -> bool:
+        """Whether the view keeps every message of the chain it was given: none was counted instead
+        of kept (past `max_messages` or `max_bytes`, or left out of an index) and none of an indexed
+        chain's was cut when read back. A request without an answer in a chain not whole may have
+        had its answer among those let go."""
+        if self.dropped:
+            return False
+        return self.records is None or len(self.messages) >= len(self.records)
+
     def search_text(self) -> str:
         """Every kept body as lower-cased JSON, one per line (what `body:` and free text search).
 

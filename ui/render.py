@@ -287,11 +287,15 @@ _ASKER = {Side.UPSTREAM: "server asks", Side.CLIENT: "proxy asks client"}
 through pass-through) or the proxy (a bridge turning an `input_required` result into a request)."""
 
 
-def unanswered(ended: ChainStatus | None) -> str:
+def unanswered(ended: ChainStatus | None, whole: bool = True) -> str:
     """What a request without an answer shows: `…` while its chain runs (one may still come), else
-    that none came, with how the chain ended (a cancelled or lost call's upstream leg is over too)."""
+    that none came, with how the chain ended (a cancelled or lost call's upstream leg is over too).
+    When the view did not keep all of the chain's messages (`whole` false) the answer may be among
+    those let go, so an ended chain's request says its answer is not kept, not that none came."""
     if ended is None:
         return "…"
+    if not whole:
+        return f"answer not kept (chain {STATUS_WORD[ended]})"
     return f"no answer (chain {STATUS_WORD[ended]})"
 
 
@@ -300,14 +304,15 @@ def ended_status(summary: ChainSummary) -> ChainStatus | None:
     return summary.status if summary.status in DECIDED or summary.status is ChainStatus.INCOMPLETE else None
 
 
-def pair_label(pair: Pair, ended: ChainStatus | None = None) -> Text:
+def pair_label(pair: Pair, ended: ChainStatus | None = None, whole: bool = True) -> Text:
     """A request/response pair: who asked what, how it ended, and who waited how long.
 
     A pair whose answer came in a later round (an MRTR->legacy bridge's upstream call, answered once
     the client's retry brought what the server asked) says so: its time holds the client's part. A
     question the server asked the bridge is answered by the proxy, from the client's retry, so its
     time is how long the answer took, not how long the client waited (the headline has that). A
-    request its `ended` chain left unanswered says so, not `…`.
+    request its `ended` chain left unanswered says so, not `…` (`whole`: the view kept every message
+    of the chain, so a missing answer is one that never came).
     """
     req = pair.request
     assert req is not None
@@ -324,7 +329,7 @@ def pair_label(pair: Pair, ended: ChainStatus | None = None) -> Text:
         head = Text.assemble(("call ", "cyan"), (method, "bold"))
         who = "took"
     response = pair.response
-    answer = outcome(response) if response is not None else unanswered(ended)
+    answer = outcome(response) if response is not None else unanswered(ended, whole)
     head.append(visible(f" #{req.jsonrpc_id}") + f" → {answer}")
     refused = refusal(response) if response is not None else None
     if refused is not None:
@@ -337,15 +342,20 @@ def pair_label(pair: Pair, ended: ChainStatus | None = None) -> Text:
 
 
 def node_label(
-    node: Node, bridged: bool = False, start: float | None = None, ended: ChainStatus | None = None
+    node: Node,
+    bridged: bool = False,
+    start: float | None = None,
+    ended: ChainStatus | None = None,
+    whole: bool = True,
 ) -> Text:
     """The label of any timeline node (`bridged`: the chain's, so the proxy's own messages say so);
     given the chain's `start`, a message or pair begins with when it came (`+203ms`), so a call's
-    progress, questions and answers read as a timeline; `ended`: how the chain ended, if it did."""
+    progress, questions and answers read as a timeline; `ended`: how the chain ended, if it did;
+    `whole`: whether the view kept all of the chain's messages."""
     if node.kind == "round":
         return Text(f"round {node.round}", style="bold")
     if node.kind == "pair" and node.pair is not None:
-        label, first = pair_label(node.pair, ended), node.pair.first
+        label, first = pair_label(node.pair, ended, whole), node.pair.first
     else:
         assert node.message is not None
         label, first = message_label(node.message, bridged), node.message

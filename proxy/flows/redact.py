@@ -723,7 +723,8 @@ UNENCODABLE_KEY: Final = "$unencodable"
 
 
 class CutBody(dict[str, Any]):
-    """A capture's stand-in for a body it cut at its limit (`bound_body`'s marker), as read back.
+    """A capture's stand-in for a body it cut at its limit or could not encode (`bound_body`'s
+    marker), as read back.
 
     The capture line says the body was cut (`msg.truncated`); the stand-in itself is small, so bounding
     it again would call it whole. Read back as this type, it keeps saying so: `AlreadyRedacted` marks
@@ -732,6 +733,12 @@ class CutBody(dict[str, Any]):
     """
 
     __slots__ = ()
+
+
+def unencodable(body: Any) -> bool:
+    """Whether a recorded body is `bound_body`'s stand-in for one it could not encode, which is also
+    marked truncated but was not cut at the capture limit (it was never JSON text to cut)."""
+    return isinstance(body, dict) and body.get(UNENCODABLE_KEY) is True
 
 
 def bound_body(value: Any, limit: int) -> tuple[Any, bool, int]:

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
+from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.relayed import relayed_client_headers
@@ -445,7 +446,9 @@ def curl_command(
     comment = [f"# mcp-proxy: chain {chain_id}, message {request.seq} ({what}{ident}), sent to the {where}"]
     if http_method == "GET":
         comment.append("# a GET stream: curl prints the server's events as they come, until it ends (Ctrl-C)")
-    if request.truncated:
+    if request.truncated and unencodable(request.body):
+        comment.append("# the proxy could not encode this body as JSON to record it: this is not the request")
+    elif request.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
     comment += _waits(messages, request)
     batch = (batches or {}).get(request.exchange) if request.side is not Side.UPSTREAM else None

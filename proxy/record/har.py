@@ -30,6 +30,7 @@ from proxy import __version__
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
 from proxy.flows.observations import unusual_end
+from proxy.flows.redact import unencodable
 
 _PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
 
@@ -66,7 +67,8 @@ class Carried:
     note: str | None = None
     chain: str | None = None
     truncated: bool = False
-    """The proxy cut its body at the capture limit: `raw` is the `{"$truncated": ...}` stand-in."""
+    """The proxy cut its body at the capture limit, or could not encode it: `raw` is the
+    `{"$truncated": ...}` or `{"$unencodable": ...}` stand-in."""
 
 
 @dataclass(slots=True)
@@ -381,17 +383,29 @@ def _message(m: Carried) -> dict[str, Any]:
 
 def _cut_comment(draft: EntryDraft) -> str | None:
     """What a HAR reader cannot tell from the text: a body in it is the proxy's stand-in for a message
-    it cut at its capture limit, not the message that travelled."""
-    cut = [m for m in _on_wire(draft) if m.truncated]
-    if not cut:
-        return None
-    sent = any(m.direction is _TO_SERVER for m in cut)
-    back = any(m.direction is not _TO_SERVER for m in cut)
-    where = "request and response bodies" if sent and back else "request body" if sent else "response body"
-    return (
-        f"the proxy cut the {where} at its capture limit (capture_body_limit): each cut message shows "
-        'as {"$truncated":true,"size":N,"preview":...}, not as it was sent'
-    )
+    it cut at its capture limit, or for one it could not encode as JSON, not the message that travelled."""
+    marked = [m for m in _on_wire(draft) if m.truncated]
+    cut = [m for m in marked if not unencodable(m.raw)]
+    odd = [m for m in marked if unencodable(m.raw)]
+    said = []
+    if cut:
+        said.append(
+            f"the proxy cut the {_bodies(cut)} at its capture limit (capture_body_limit): each cut "
+            'message shows as {"$truncated":true,"size":N,"preview":...}, not as it was sent'
+        )
+    if odd:
+        said.append(
+            f"the proxy could not encode the {_bodies(odd)} as JSON to record it: each such message "
+            'shows as {"$unencodable":true,"error":...}, not as it was sent'
+        )
+    return "; ".join(said) or None
+
+
+def _bodies(messages: list[Carried]) -> str:
+    """Which bodies of an exchange `messages` are: the request's, the response's, or both."""
+    sent = any(m.direction is _TO_SERVER for m in messages)
+    back = any(m.direction is not _TO_SERVER for m in messages)
+    return "request and response bodies" if sent and back else "request body" if sent else "response body"
 
 
 _INTERNAL_FORM: Final = {

@@ -216,6 +216,22 @@ def test_a_reader_that_does_not_know_a_continuations_outcome_still_ends_the_call
     assert (read.status.value, read.error, read.notes) == ("incomplete", None, [CLIENT_NEVER_RETRIED])
 
 
+def test_a_continuations_outcome_of_another_type_is_read_as_unknown_not_half_applied_and_corrupt(
+    tmp_path: Path,
+) -> None:
+    """An `outcome` that is not a string (damage, or a newer minor giving it structure) is read as an
+    outcome this reader does not know: the call still ends incomplete, and the line is not corrupt."""
+    path = tmp_path / "stopped.jsonl"
+    record_play(stopped_while_parked, path)
+    text = path.read_bytes().replace(b',"outcome":"proxy_stopping"', b',"outcome":5')
+    assert b'"outcome":5' in text
+    path.write_bytes(text)
+    with CaptureReader(path) as reader:
+        read = [e.chain for e in reader if isinstance(e, ChainChanged)][-1]
+        assert reader.corrupt_lines == 0, reader.corrupt
+    assert (read.status.value, read.error, read.notes) == ("incomplete", None, [CLIENT_NEVER_RETRIED])
+
+
 def test_an_upstream_session_observation_reads_back_as_the_session_event(tmp_path: Path) -> None:
     path = tmp_path / "sessions.jsonl"
     redactor = Redactor(key=b"test-key")

@@ -384,3 +384,32 @@ def test_an_open_legs_comment_says_whether_its_head_came_in_both_hars(tmp_path: 
         "leg-1": (200, "a bridge's upstream leg: the proxy records its response head, not its request head"),
         "leg-2": waiting,
     }
+
+
+def _unencodable_call(obs: Any, clock: Any) -> list[Any]:
+    """A scripted fake: an answer holding a lone surrogate, which the recorder cannot encode as JSON. The
+    proxy's own JSON reading refuses such text on the wire, so no real peer gets one to the recorder;
+    the play stands in for whatever else might (a body built in process)."""
+    call = classify_value(request(1, "tools/call", {"name": "echo", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, body_size=60)
+    obs.message("x1", call, size=60, direction=Direction.TO_SERVER, channel=Channel.POST)
+    clock.now += 0.25
+    obs.response_head("x1", status=200, content_type="application/json", headers={})
+    done = classify_value(result_response(1, {"content": [{"type": "text", "text": "\ud800"}]}))
+    obs.message("x1", done, size=70, direction=Direction.TO_CLIENT, channel=Channel.POST)
+    return [obs.close_exchange("x1", None)]
+
+
+def test_a_body_the_recorder_could_not_encode_is_not_described_as_cut_at_the_capture_limit(
+    tmp_path: Path,
+) -> None:
+    """Live and read back from the capture, the entry says the response body is the `$unencodable`
+    stand-in, not that it was cut at `capture_body_limit` (it was never cut)."""
+    for entries in both_hars(_unencodable_call, tmp_path / "unencodable.jsonl"):
+        (entry,) = entries
+        assert entry["response"]["content"]["text"].startswith('{"$unencodable":true,')
+        assert entry["comment"].endswith(
+            "the proxy could not encode the response body as JSON to record it: each such message shows "
+            'as {"$unencodable":true,"error":...}, not as it was sent'
+        )
+        assert "capture limit" not in entry["comment"]

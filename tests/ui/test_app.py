@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Input, Static
 
-from proxy.flows.events import ChainStatus, Direction, Lagged, SessionChanged, Side
+from proxy.flows.events import ChainStatus, Direction, Lagged, Mode, SessionChanged, Side
 from tests.ui.helpers import BASE, ScriptedFeed, bridged, finished, info, message, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import FeedStatus
@@ -359,3 +359,38 @@ async def test_a_name_that_looks_like_markup_is_shown_as_written_and_stops_nothi
             for segment in strip
             if segment.style and segment.style.link
         ]
+
+
+async def test_an_ended_chain_whose_answer_the_view_let_go_says_it_is_not_kept_not_that_none_came() -> None:
+    """Past `max_messages` the view counts a chain's messages instead of keeping them: the upstream
+    leg's answer may be among those, so the leg must not read as never answered."""
+    leg = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}}
+    answer = {"jsonrpc": "2.0", "id": 7, "result": {"content": []}}
+    async with running() as h:
+        h.app.model.max_messages = 2
+        await h.push(
+            bridged("c1"),
+            message("c1", 1),
+            message("c1", 2, side=Side.UPSTREAM, jsonrpc_id=7, body=leg),
+            message(
+                "c1",
+                3,
+                side=Side.UPSTREAM,
+                kind="result",
+                jsonrpc_id=7,
+                direction=Direction.TO_CLIENT,
+                method=None,
+                body=answer,
+            ),
+            finished("c1", mode=Mode.LEGACY_TO_MRTR, client_era="legacy", upstream_era="modern"),
+        )
+        await h.pilot.press("enter")
+
+        labels: list[str] = []
+        pending = list(h.tree.root.children)
+        while pending:
+            node = pending.pop(0)
+            labels.append(str(node.label))
+            pending[:0] = node.children
+        (upstream,) = [label for label in labels if "upstream tools/call #7" in label]
+        assert upstream.endswith("→ answer not kept (chain ok)"), labels

@@ -31,6 +31,14 @@ class Labels(NamedTuple):
     bridged: bool
     start: float
     ended: ChainStatus | None
+    whole: bool
+    """Whether the view kept every message of the chain (else a missing answer may be one let go)."""
+
+    @classmethod
+    def of(cls, entry: ChainEntry) -> Labels:
+        """The labels' context for `entry` as the view holds it now."""
+        summary = entry.summary
+        return cls(summary.bridged, summary.started, ended_status(summary), entry.whole)
 
 
 def _seq_of(node: Node) -> NodeData:
@@ -76,18 +84,14 @@ class ChainTree(Tree[NodeData]):
         for note in note_labels(entry.summary):
             self.root.add_leaf(note, data=None)
         timeline = build_timeline(entry.summary, entry.messages)
-        self._add(
-            self.root,
-            timeline,
-            Labels(entry.summary.bridged, entry.summary.started, ended_status(entry.summary)),
-        )
+        self._add(self.root, timeline, Labels.of(entry))
         self.root.expand_all()
         if keep is not None:
             self._move_to(keep)
 
     def _add(self, parent: TreeNode[NodeData], nodes: list[Node], labels: Labels) -> None:
         for node in nodes:
-            label = node_label(node, labels.bridged, labels.start, labels.ended)
+            label = node_label(node, labels.bridged, labels.start, labels.ended, labels.whole)
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
                 self._add(branch, node.children, labels)
