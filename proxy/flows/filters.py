@@ -15,14 +15,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from proxy.flows.events import ChainStatus, ChainSummary, Mode
 from proxy.flows.query import Bodies, Query, bodies_text, parse_query
 from proxy.flows.store import Chain
-
-PARAMETERS = ("status", "method", "mode", "q")
-"""The names a filter is built from: `ChainFilter.from_params` asks for these and no other."""
 
 
 class FilterError(ValueError):
@@ -78,17 +75,11 @@ class ChainFilter:
 
     @classmethod
     def from_params(cls, values: Callable[[str], Iterable[str]]) -> ChainFilter:
-        """The filter of named parameters; `values(name)` gives every value given for `name`.
+        """The filter of named parameters (`PARAMETERS`); `values(name)` gives every value given for `name`.
 
         Raises FilterError for an unknown status or mode.
         """
-        texts = [text for text in values("q") if text.strip()]
-        return cls(
-            statuses=frozenset(_members(values, "status", ChainStatus)),
-            methods=frozenset(_split(values("method"))),
-            modes=frozenset(_members(values, "mode", Mode)),
-            text=" ".join(texts),  # each one more term, ANDed like the rest
-        )
+        return cls(**dict(read(list(values(name))) for name, read in _READERS.items()))
 
 
 def _split(values: Iterable[str]) -> set[str]:
@@ -98,10 +89,23 @@ def _split(values: Iterable[str]) -> set[str]:
 _E = TypeVar("_E", bound=StrEnum)
 
 
-def _members(values: Callable[[str], Iterable[str]], name: str, kind: type[_E]) -> set[_E]:
-    given = _split(values(name))
+def _members(given: Iterable[str], name: str, kind: type[_E]) -> frozenset[_E]:
+    wanted = _split(given)
     allowed = sorted(member.value for member in kind)
-    unknown = sorted(given - set(allowed))
+    unknown = sorted(wanted - set(allowed))
     if unknown:
         raise FilterError(f"{name} must be one of {', '.join(allowed)}, got {', '.join(unknown)}")
-    return {kind(value) for value in given}
+    return frozenset(kind(value) for value in wanted)
+
+
+_READERS: dict[str, Callable[[list[str]], tuple[str, Any]]] = {
+    "status": lambda given: ("statuses", _members(given, "status", ChainStatus)),
+    "method": lambda given: ("methods", frozenset(_split(given))),
+    "mode": lambda given: ("modes", _members(given, "mode", Mode)),
+    # each `q` one more term, ANDed like the rest
+    "q": lambda given: ("text", " ".join(text for text in given if text.strip())),
+}
+"""Each parameter a filter is built from, and how its values become the `ChainFilter` field it sets."""
+
+PARAMETERS = tuple(_READERS)
+"""The names a filter is built from: `ChainFilter.from_params` asks for these and no other."""

@@ -2,7 +2,7 @@
 
 A batch's messages each open a chain of their own, so the chain a `--curl` copies holds one element
 and nothing of the rest; a command that sends that element alone is no copy of what the server got.
-The capture holds every message a client's POST carried, in order, on its exchange: this listener
+The capture holds every message a client's body carried, in order, on its exchange: this listener
 counts them while the exchange is open and keeps, for the exchanges that carried a message of the
 one chain asked for, the batch when there were more than one. A batch of one (`[{...}]`) is
 recorded as a lone message and is not told apart. Plain data, fed by the replayer: no I/O.
@@ -22,7 +22,7 @@ MAX_NAMED: Final = 8
 
 @dataclass(slots=True)
 class Batch:
-    """The messages one POST carried: how many, and the first few named (`#3 tools/list`)."""
+    """The messages one message body carried: how many, and the first few named (`#3 tools/list`)."""
 
     size: int = 0
     named: list[str] = field(default_factory=list)

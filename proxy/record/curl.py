@@ -360,7 +360,8 @@ def _waits(messages: list[MessageRecord], request: MessageRecord) -> list[str]:
 def _batched(batch: Batch) -> list[str]:
     """Comments for a request the client sent inside a JSON-RPC batch, which the command sends alone."""
     return [
-        f"# the client sent this in a JSON-RPC batch of {batch.size} in one POST ({batch.members()}):",
+        f"# the client sent this in a JSON-RPC batch of {batch.size} in one message body "
+        f"({batch.members()}):",
         "# this command sends it alone, which the proxy and the server may answer otherwise "
         "(a server that takes no batches refuses the batch)",
     ]

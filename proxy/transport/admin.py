@@ -13,7 +13,6 @@ docs/admin-api.md is the reference for every endpoint and for the feed protocol.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import hmac
 import time
@@ -38,6 +37,7 @@ from proxy.transport.admin_export import build_queued, har_pieces, json_pieces, 
 from proxy.transport.admin_faults import FaultRoutes
 from proxy.transport.admin_guard import browser_guard
 from proxy.transport.admin_intercepts import InterceptRoutes
+from proxy.transport.admin_query import BadQuery, int_param, known_only
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
@@ -53,6 +53,9 @@ DEFAULT_LIMIT = 100
 
 CHAIN_PARAMETERS = frozenset({"limit", *PARAMETERS})
 """The query names `/api/chains` and the exports take; any other is refused, not ignored."""
+
+FEED_PARAMETERS = frozenset({"history"})
+"""The query names `/api/feed` takes; any other is refused, not ignored."""
 
 CLOSE_TIMEOUT = 1.0
 """Seconds the admin listener gives open requests (feeds) to end when the proxy stops."""
@@ -242,7 +245,7 @@ class AdminServer:
         """Recent chain headlines, filtered, newest last."""
         store = self.ctx.store
         query = request.query
-        limit = _int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
+        limit = int_param(query, "limit", DEFAULT_LIMIT, 1, store.max_chains)
         keep = _filter(query)
         await build_queued(self.ctx.observations)  # what waits to be built is part of the answer
         found = [chain.summary for chain in store if keep.keeps(chain)][-limit:]
@@ -286,7 +289,7 @@ class AdminServer:
     async def _export_chains(self, request: web.Request) -> list[Chain]:
         """The stored chains an export asks for: filtered as `/api/chains`, the newest `limit` (all)."""
         store = self.ctx.store
-        limit = _int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
+        limit = int_param(request.query, "limit", store.max_chains, 1, store.max_chains)
         keep = _filter(request.query)
         await build_queued(self.ctx.observations)
         return [chain for chain in store if keep.keeps(chain)][-limit:]
@@ -303,7 +306,8 @@ class AdminServer:
 
     async def live_feed(self, request: web.Request) -> web.StreamResponse:
         """The SSE feed: proxy_info, history, then live flow events."""
-        history = _int_param(request.query, "history", DEFAULT_HISTORY, 0, self.ctx.store.max_chains)
+        known_only(request.query, FEED_PARAMETERS)
+        history = int_param(request.query, "history", DEFAULT_HISTORY, 0, self.ctx.store.max_chains)
         return await serve_feed(request, self.feed, history)
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -340,50 +344,13 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-class _BadQuery(web.HTTPBadRequest):
-    def __init__(self, message: str) -> None:
-        super().__init__(
-            text=orjson.dumps({"error": "bad_request", "message": message}).decode(),
-            content_type="application/json",
-        )
-
-
-def _int_param(query: MultiMapping[str], name: str, default: int, low: int, high: int) -> int:
-    """An integer parameter; above `high` means "all there are" (a remote client cannot know the bound)."""
-    text = query.get(name)
-    if text is None or text == "":
-        return max(low, min(default, high))
-    try:
-        value = int(text)
-    except ValueError:
-        raise _BadQuery(f"{name} must be an integer of at least {low}, got {text!r}") from None
-    if value < low:
-        raise _BadQuery(f"{name} must be an integer of at least {low}, got {value}")
-    return min(value, high)
-
-
 def _filter(query: MultiMapping[str]) -> ChainFilter:
     """The chain filter of a query string (`/api/chains`, the exports); 400 naming a bad parameter."""
-    _known_only(query, CHAIN_PARAMETERS)
+    known_only(query, CHAIN_PARAMETERS)
     try:
         return ChainFilter.from_params(lambda name: query.getall(name, []))
     except FilterError as exc:
-        raise _BadQuery(str(exc)) from None
-
-
-def _known_only(query: MultiMapping[str], known: frozenset[str]) -> None:
-    """400 naming each parameter the endpoint does not take: a misspelled filter that were ignored
-    would answer 200 with every chain, and a script would not know its filter never applied."""
-    unknown = sorted(set(query) - known)
-    if not unknown:
-        return
-    named = ", ".join(f"{name!r}{_did_you_mean(name, known)}" for name in unknown)
-    raise _BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(sorted(known))}")
-
-
-def _did_you_mean(name: str, known: frozenset[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+        raise BadQuery(str(exc)) from None
 
 
 @web.middleware

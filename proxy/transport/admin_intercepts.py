@@ -14,11 +14,15 @@ import orjson
 from aiohttp import web
 
 from proxy.transport.admin_faults import forbidden_without_token
+from proxy.transport.admin_query import known_only
 from proxy.transport.intercept_control import InterceptControl
 from proxy.transport.intercept_desk import MAX_WAIT_S, InterceptError
 
 MAX_DECISION_BYTES = 64 * 1024 * 1024
 """Largest POST body the intercept paths read (an edited message is bounded by max_body_bytes)."""
+
+WAIT_PARAMETERS = frozenset({"after", "timeout"})
+"""The query names the long poll takes; any other is refused, not ignored."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -83,6 +87,7 @@ class InterceptRoutes:
 
     async def wait(self, request: web.Request) -> web.StreamResponse:
         """Long poll: messages held after `after` (`h3`), waiting up to `timeout` seconds for one."""
+        known_only(request.query, WAIT_PARAMETERS)
         text = request.query.get("timeout", "10")
         try:
             timeout = float(text)

@@ -59,7 +59,8 @@ async def test_a_request_sent_in_a_batch_is_copied_alone_with_a_comment_naming_t
     assert batch.status_code == 400, batch.text  # the server got the batch, and refused it whole
     assert exported.returncode == 0, exported.stderr
     assert (
-        "# the client sent this in a JSON-RPC batch of 2 in one POST (#3 tools/list, #4 tools/call):\n"
+        "# the client sent this in a JSON-RPC batch of 2 in one message body "
+        "(#3 tools/list, #4 tools/call):\n"
         "# this command sends it alone, which the proxy and the server may answer otherwise "
         "(a server that takes no batches refuses the batch)\n"
     ) in exported.stdout

@@ -188,6 +188,33 @@ async def test_a_misspelled_filter_name_is_400_naming_it_and_the_known_names_not
     assert known_status == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "sent", "message"),
+    [
+        (
+            "/api/feed",
+            "histroy=0",
+            "unknown parameter 'histroy' (did you mean history?); this endpoint takes history",
+        ),
+        (
+            "/api/intercepts/wait",
+            "timeout=0&afer=h1",
+            "unknown parameter 'afer' (did you mean after?); this endpoint takes after, timeout",
+        ),
+    ],
+)
+async def test_the_feed_and_the_long_poll_refuse_a_misspelled_parameter_as_the_chains_do(
+    legacy_server: PeerServer, path: str, sent: str, message: str
+) -> None:
+    """Ignored, `histroy=0` would replay 200 chains and `afer=` would answer what was held long ago."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        status, body = await get(proxy, f"{path}?{sent}")
+        wait_status, _held = await get(proxy, "/api/intercepts/wait?after=h3-9f2c41ab&timeout=0")
+
+    assert (status, body) == (400, {"error": "bad_request", "message": message})
+    assert wait_status == 200
+
+
 async def test_api_chain_by_id_gives_headline_messages_and_how_many_it_no_longer_holds(
     legacy_server: PeerServer,
 ) -> None:

@@ -123,7 +123,7 @@ class CallDriver:
             fields["continuation"] = call.continuation
             return [
                 Log("bridge_continuation_dead", "warning", fields),
-                *forget(self._ctx, call, at, lost=True),
+                *forget(self._ctx, call, at, parked_end="lost"),
             ]
         if refused:
             body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")

@@ -211,7 +211,7 @@ class MrtrToLegacyEngine:
                 leg = call.leg
                 why = {"call": call.key, "continuation": call.continuation, "why": "the proxy is stopping"}
                 commands.append(Log("bridge_continuation_dead", "warning", why))
-                commands.extend(forget(self._ctx, call, at, stopped=True))
+                commands.extend(forget(self._ctx, call, at, parked_end="stopped"))
                 if leg is not None:
                     commands.append(CloseLeg(leg))
             elif call.continuation is not None and call.observed is not None:

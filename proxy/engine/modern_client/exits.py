@@ -14,7 +14,7 @@ to a request that asked with `_meta` `logLevel`, at or above that level.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from proxy.engine.commands import (
     BridgeCommand,
@@ -31,6 +31,9 @@ from proxy.engine.modern_client.state import Call, MrtrContext
 from proxy.wire.jsonrpc import notification
 
 Commands = list[BridgeCommand]
+
+ParkedEnd = Literal["expired", "lost", "stopped"]
+"""How a call leaves while parked: nobody came back for it, its upstream went, or the proxy stopped."""
 
 SEVERITY: Final[tuple[str, ...]] = (
     "debug",
@@ -105,22 +108,21 @@ def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
     return [send, CloseLeg(leg)]
 
 
-def forget(
-    ctx: MrtrContext, call: Call, at: float = 0.0, *, lost: bool = False, stopped: bool = False
-) -> Commands:
+def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, parked_end: ParkedEnd = "expired") -> Commands:
     """Remove the call from every table (its leg is over or was closed by the caller).
 
-    A call that leaves while parked was never come back for (`expired`, with how long it waited when
-    `at`, the time now, is known; `stopped`: the proxy stopped before its client came back, which
-    fails nothing either), or, `lost`, its upstream went before the client could (the server's
-    stream or session ended); one that leaves after a retry resumed it ran to its end (`ended`: the
-    chain's status tells completed from cancelled).
+    A call that leaves while parked ends as `parked_end` says: `expired`, never come back for (with
+    how long it waited when `at`, the time now, is known); `stopped`, the proxy stopped before its
+    client came back, observed as expired and stopped, which fails nothing either; or `lost`, its
+    upstream went before the client could (the server's stream or session ended). One that leaves
+    after a retry resumed it ran to its end (`ended`: the chain's status tells completed from
+    cancelled).
     """
     commands = stop_timer(ctx, call)
     if call.observed == "parked":
         waited = (at - call.parked_at) * 1000.0 if at > 0.0 and call.parked_at > 0.0 else 0.0
-        state = "lost" if lost else "expired"
-        ctx.observe_continuation(call, state, max(0.0, waited), stopped=stopped)
+        state = "lost" if parked_end == "lost" else "expired"
+        ctx.observe_continuation(call, state, max(0.0, waited), stopped=parked_end == "stopped")
     elif call.observed is not None:
         ctx.observe_continuation(call, "ended")
     ctx.table.release(call.continuation)

@@ -320,7 +320,7 @@ class SessionKeeper:
             leg = call.leg
             dead = {"call": call.key, "continuation": call.continuation, "why": "upstream session lost"}
             commands.append(Log("bridge_continuation_dead", "warning", dead))
-            commands.extend(forget(self._ctx, call, at, lost=True))
+            commands.extend(forget(self._ctx, call, at, parked_end="lost"))
             if leg is not None:
                 commands.append(CloseLeg(leg))
         return commands

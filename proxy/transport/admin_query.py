@@ -1,0 +1,55 @@
+"""Query strings of the admin API: every endpoint that takes query parameters reads them here.
+
+A parameter name an endpoint does not take is refused with 400 naming it and the names the endpoint
+takes, never ignored: a misspelled filter or bound that were ignored would answer 200 as if it were
+not given, and a script would not know it never applied. Refusals are JSON like every admin answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+import orjson
+from aiohttp import web
+from multidict import MultiMapping
+
+
+class BadQuery(web.HTTPBadRequest):
+    """A 400 whose JSON body names the query parameter at fault and what it accepts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            text=orjson.dumps({"error": "bad_request", "message": message}).decode(),
+            content_type="application/json",
+        )
+
+
+def known_only(query: MultiMapping[str], known: Iterable[str]) -> None:
+    """BadQuery naming each parameter in `query` that is not one of `known` (with the closest known
+    name, when one is close) and every name the endpoint takes."""
+    names = sorted(set(known))
+    unknown = sorted(set(query) - set(names))
+    if not unknown:
+        return
+    named = ", ".join(f"{name!r}{_did_you_mean(name, names)}" for name in unknown)
+    raise BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(names)}")
+
+
+def int_param(query: MultiMapping[str], name: str, default: int, low: int, high: int) -> int:
+    """An integer parameter; above `high` means "all there are" (a remote client cannot know the bound)."""
+    text = query.get(name)
+    if text is None or text == "":
+        return max(low, min(default, high))
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadQuery(f"{name} must be an integer of at least {low}, got {text!r}") from None
+    if value < low:
+        raise BadQuery(f"{name} must be an integer of at least {low}, got {value}")
+    return min(value, high)
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
