@@ -86,7 +86,7 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
         text.append(flags.filter_error, style="bold red")
         text.append(*sep)
     if flags.matched is not None:
-        text.append(f"filter: {flags.matched} of {_chains_held(model)} chains match", style="bold cyan")
+        text.append(f"filter: {flags.matched} of {len(model.chains)} chains match", style="bold cyan")
         text.append(*sep)
     if flags.filter is not None and flags.filter.to_search:
         text.append_text(search_text(flags.filter))
@@ -166,10 +166,3 @@ class StatusBar(Static):
     def show(self, model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> None:
         """Redraw from the current state."""
         self.update(status_text(model, feed, flags))
-
-
-def _chains_held(model: ViewModel) -> str:
-    """Every chain the view holds, counted as the counts segment counts them: this run's, then the
-    earlier runs' (`1 (+2 earlier)`), so the filter's total reads as the sum of the two there."""
-    this_run = len(model.chains) - model.earlier
-    return f"{this_run} (+{model.earlier} earlier)" if model.earlier else str(this_run)
