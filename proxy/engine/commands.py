@@ -74,6 +74,9 @@ class CloseLeg:
     """Abort leg `leg` (close its connection); to a 2026-07-28 server this is a cancellation."""
 
     leg: str
+    outcome: str | None = None
+    """Why the leg is closed before its answer, in an exchange's words (`cancelled`,
+    `client_disconnected`, `proxy_stopping`), for the leg's record; None when no cause is worth naming."""
 
 
 @dataclass(frozen=True, slots=True)

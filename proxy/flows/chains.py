@@ -294,7 +294,7 @@ class ChainBuilder:
             case LegLinked():
                 self.link_leg(obs.leg, obs.related)
             case LegClosed():
-                return self.leg_closed(obs.leg)
+                return self.leg_closed(obs.leg, obs.outcome)
             case ContinuationMoved():
                 self.continuation_changed(
                     obs.exchange,
@@ -742,15 +742,16 @@ class ChainBuilder:
         if self._keeps_records:  # a head before any message or opening: a bodiless request's, begun then
             self._leg_fact(leg).head_at = now
 
-    def leg_closed(self, leg: str) -> str | None:
+    def leg_closed(self, leg: str, outcome: str | None = None) -> str | None:
         """Forget a finished leg's chain; a response head no message carried gets an `http` record.
+        The leg's facts keep how it ended (`outcome`), as an exchange's do.
 
         Returns the chain that got that record, else None.
         """
         head = self._leg_heads.pop(leg, None) if self._leg_heads else None
         facts = self._leg_facts.pop(leg, None) if self._leg_facts else None
         if facts is not None:
-            facts.ended = self._clock()
+            facts.ended, facts.outcome = self._clock(), outcome
         chain_id = self._legs.pop(leg, None)
         own = self._streams.closed(leg)
         if chain_id is None:

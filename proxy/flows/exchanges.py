@@ -57,7 +57,7 @@ class ExchangeFacts:
     """When the response head went out (a leg: when the upstream's came)."""
     ended: float | None = None
     outcome: str | None = None
-    """Why it ended badly, when it did (a client exchange)."""
+    """Why it ended badly, when it did (a client exchange), or why a leg ended before its answer."""
     body_size: int | None = None
     """The request body's bytes as read (a client exchange)."""
     session: str | None = None

@@ -221,10 +221,17 @@ class LegLinked:
 
 @value
 class LegClosed:
-    """An upstream leg ended."""
+    """An upstream leg ended; `outcome` names why when the bridge knows it ended without its answer.
+
+    The words are an exchange's (`upstream_unreachable`, `upstream_timeout`, `upstream_cut`,
+    `cancelled`, `client_disconnected`, `proxy_stopping`, ...): a leg whose connection was refused
+    is not read as one whose upstream merely went quiet. None for a leg that ended as meant, or one
+    the bridge closed for a reason it does not name.
+    """
 
     t: float
     leg: str
+    outcome: str | None = None
 
 
 @value

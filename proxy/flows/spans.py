@@ -518,13 +518,14 @@ class SpanFollower:
         leg = self._legs.pop(obs.leg, None)
         if leg is None:
             return
+        why = obs.outcome or "no_response"  # the leg's cause when the bridge knew it (a refused connection)
         for span in leg.requests.values():
-            self._fail(span, "no_response", "the upstream leg closed before its answer")
+            self._fail(span, why, "the upstream leg closed before its answer")
             if leg.op.sampled:
                 self._finish(span, obs.t)
         if leg.nested and not any(other.nested is leg.nested for other in self._legs.values()):
             for span, op in leg.nested.values():
-                self._fail(span, "no_response", "nobody answered the upstream's request")
+                self._fail(span, why, "nobody answered the upstream's request")
                 if op.sampled:
                     self._finish(span, obs.t)
             leg.nested.clear()

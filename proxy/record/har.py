@@ -417,9 +417,10 @@ _INTERNAL_FORM: Final = {
 
 def _side_comment(draft: EntryDraft) -> str | None:
     if draft.side == "upstream":
+        ended = f"; it ended as {draft.outcome}" if draft.outcome is not None else ""
         if draft.status is None:
-            return f"a bridge's upstream leg: {_no_head(draft)}"
-        return "a bridge's upstream leg: the proxy records its response head, not its request head"
+            return f"a bridge's upstream leg: {_no_head(draft)}{ended}"
+        return f"a bridge's upstream leg: the proxy records its response head, not its request head{ended}"
     said = []
     if draft.client_transport != "http":
         how = _INTERNAL_FORM.get(draft.client_transport, f"the client used {draft.client_transport}")
@@ -437,6 +438,8 @@ def _no_head(draft: EntryDraft) -> str:
         return draft.head_missing
     if draft.ended is None:
         return "no response head had come yet when it was exported"
+    if draft.outcome is not None:  # the leg's cause is said beside: no guess at it
+        return "no response head came"
     return (
         "no response head came: the upstream was out of reach or did not answer in time, or the leg "
         "ended before its answer (a cancel, an intercept answering in the upstream's place)"

@@ -206,7 +206,7 @@ class HarFromCapture:
             case LegClosed():
                 self._leg_heads.pop(obs.leg, None)
                 if (draft := self._open.pop(obs.leg, None)) is not None:
-                    draft.ended = obs.t
+                    draft.ended, draft.outcome = obs.t, obs.outcome
                     self._ended(draft)
             case _:
                 pass

@@ -138,6 +138,8 @@ class ObservationEncoder:
                     del line["outcome"]
             case UpstreamSessionMoved():
                 line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
+            case LegClosed() if obs.outcome is None:  # written only when set, as readers assume
+                del line["outcome"]
             case InterceptReleased():  # the edit or answer sent in the held message's place
                 line["message"] = redactor.body_bounded(obs.message, self._body_limit)[0]
             case InvalidBody():  # the raw bytes that were not JSON-RPC
@@ -279,7 +281,8 @@ def _exchange_closed(line: dict[str, Any]) -> ExchangeClosed:
 
 
 def _leg_closed(line: dict[str, Any]) -> LegClosed:
-    return LegClosed(float(line["t"]), line["leg"])
+    outcome = line.get("outcome")  # one of another type is read as none: the leg still ended
+    return LegClosed(float(line["t"]), line["leg"], outcome if isinstance(outcome, str) else None)
 
 
 _FAST: Final[dict[str, Callable[[dict[str, Any]], Observation]]] = {

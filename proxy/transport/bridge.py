@@ -53,6 +53,7 @@ from proxy.engine.events import (
     Stopping,
     TimerFired,
 )
+from proxy.engine.faults import fault_outcome
 from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
@@ -456,13 +457,13 @@ class BridgeDriver:
                 self.legs[leg] = spawn(run, name=f"leg-{leg}")
             case ResumeLeg(leg):
                 self._resumes[leg] = command  # carried out by the leg's reader, which fed the cut
-            case CloseLeg(leg):
+            case CloseLeg(leg, outcome):
                 self._resumes.pop(leg, None)
                 self._forget_leg(leg)
                 task = self.legs.pop(leg, None)
                 self.leg_exchange.pop(leg, None)
-                self.observer.emit(LegClosed(self.observer.now(), leg))
-                if task is not None:
+                if task is not None:  # else its reader is ending it, and observes it closed with its cause
+                    self.observer.emit(LegClosed(self.observer.now(), leg, outcome))
                     task.cancel()
             case StartTimer(timer, seconds):
                 self._cancel_timer(timer)
@@ -688,7 +689,8 @@ class BridgeDriver:
             return resume
         self.leg_exchange.pop(leg, None)
         self._forget_leg(leg)
-        self.observer.emit(LegClosed(self.observer.now(), leg))
+        outcome = fault_outcome("cut") if event.detail is not None else None
+        self.observer.emit(LegClosed(self.observer.now(), leg, outcome))
         return None
 
     def _leg_done(self, leg: str, event: LegEnded | LegFailed) -> None:
@@ -697,7 +699,8 @@ class BridgeDriver:
             return
         self.feed(event)
         self.leg_exchange.pop(leg, None)
-        self.observer.emit(LegClosed(self.observer.now(), leg))
+        outcome = fault_outcome(event.reason) if isinstance(event, LegFailed) else None
+        self.observer.emit(LegClosed(self.observer.now(), leg, outcome))
 
     def _forget_leg(self, leg: str) -> None:
         self._standing.discard(leg)

@@ -136,10 +136,7 @@ async def test_requests_the_upstream_never_saw_are_not_timed_as_upstream_latency
     assert json.loads(capture.read_text().splitlines()[0])["version"] == "1.10"
 
 
-NO_HEAD = (
-    "a bridge's upstream leg: no response head came: the upstream was out of reach or did not answer in "
-    "time, or the leg ended before its answer (a cancel, an intercept answering in the upstream's place)"
-)
+NO_HEAD = "a bridge's upstream leg: no response head came; it ended as upstream_unreachable"
 
 
 async def test_a_bridge_leg_that_never_reached_its_server_says_no_head_came_in_both_hars(

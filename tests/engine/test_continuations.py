@@ -255,7 +255,7 @@ def test_an_unanswered_continuation_expires_cancels_upstream_and_leaves_nothing(
             {"call": "call-1", "continuation": "continuation-1", "round": 1},
         )
         << cancel_leg("leg-4", "x1", "leg-3", "the client did not retry within continuation_ttl")
-        << CloseLeg("leg-3")
+        << CloseLeg("leg-3", "cancelled")
         >> LegResponded("leg-4", 202, ())
         >> LegEnded("leg-4")
         >> TimerFired("ttl:call-1")
@@ -311,7 +311,7 @@ def test_parking_past_the_table_bounds_is_refused_and_cancelled_upstream(
         >> TimerFired("round:call-2")
         << Log("bridge_continuations_full", "warning", {"call": "call-2", "why": why, "retry_after": 300})
         << cancel_leg("leg-5", "x2", "leg-4", why)
-        << CloseLeg("leg-4")
+        << CloseLeg("leg-4", "cancelled")
         << ReplyJson("x2", 503, err(2, -32000, text), (("Retry-After", "300"),))
     )
     assert drained(engine, calls=1, legs=2, timers=1, continuations=1, principals=1, asked=1)
@@ -428,7 +428,7 @@ def test_a_client_leaving_during_a_resume_round_cancels_the_upstream_call() -> N
         >> ClientDisconnected("x2")
         << Log("bridge_client_left", "info", {"call": "call-1", "exchange": "x2", "phase": "running"})
         << cancel_leg("leg-5", "x2", "leg-3", "the client closed its request")
-        << CloseLeg("leg-3")
+        << CloseLeg("leg-3", "cancelled")
         << ANY
     )
     assert drained(engine, legs=2)

@@ -470,7 +470,7 @@ def test_delete_ends_the_session_its_calls_and_its_get_stream() -> None:
         << StartSse("g1")
         << ANY
         >> delete("x2")
-        << CloseLeg("leg-2")
+        << CloseLeg("leg-2", "session_deleted")
         << EndClientResponse("x1", "session_deleted")
         << CloseLeg("leg-3")
         << EndClientResponse("g1", "session_deleted")
@@ -1072,7 +1072,7 @@ def test_a_cancel_while_a_leg_is_open_closes_it_which_cancels_upstream() -> None
         >> head("leg-2", 200, "text/event-stream")
         >> post("c1", note("notifications/cancelled", {"requestId": 1}))
         << ReplyJson("c1", 202, None)
-        << CloseLeg("leg-2")
+        << CloseLeg("leg-2", "cancelled")
         << EndClientResponse("x1", "cancelled")
         >> up("leg-2", ok("leg-2", DONE))
         >> LegEnded("leg-2")
@@ -1109,7 +1109,7 @@ def test_a_client_that_vanishes_aborts_the_upstream_leg_without_notifications() 
         >> call("x1", 1)
         << ANY
         >> ClientDisconnected("x1")
-        << CloseLeg("leg-2")
+        << CloseLeg("leg-2", "client_disconnected")
         << EndClientResponse("x1", "client_disconnected")
         >> call("x2", 2)
         << ANY

@@ -105,7 +105,7 @@ def test_a_call_nobody_came_back_for_is_observed_expired() -> None:
         >> TimerFired("ttl:call-1")
         << Log("bridge_continuation_expired", "info", ANY)
         << ANY
-        << CloseLeg("leg-3")
+        << CloseLeg("leg-3", "cancelled")
         << ending("expired")
     )
 
@@ -119,7 +119,7 @@ def test_a_call_nobody_came_back_for_is_observed_expired_with_how_long_it_waited
         >> TimerFired("ttl:call-1", 1300.5)
         << Log("bridge_continuation_expired", "info", ANY)
         << ANY
-        << CloseLeg("leg-3")
+        << CloseLeg("leg-3", "cancelled")
         << ObserveContinuation("x1", "continuation-1", "expired", None, (), 300500.0)
     )
 
@@ -268,7 +268,7 @@ def test_a_call_still_parked_when_the_proxy_stops_expires_by_the_stop_with_how_l
             {"call": "call-1", "continuation": "continuation-1", "why": "the proxy is stopping"},
         )
         << CancelTimer("ttl:call-1")
-        << CloseLeg("leg-3")
+        << CloseLeg("leg-3", "proxy_stopping")
         << Log("upstream_session_ended", "info", ANY)
         << ANY  # the session's DELETE
         # Its client had not come back and its upstream was fine: it expired by the stop, not lost.

@@ -22,7 +22,13 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
-from proxy.flows.observations import ExchangeOpened, InterceptHeld, InterceptReleased, LegMessageSeen
+from proxy.flows.observations import (
+    ExchangeOpened,
+    InterceptHeld,
+    InterceptReleased,
+    LegClosed,
+    LegMessageSeen,
+)
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
@@ -230,6 +236,18 @@ def test_a_continuations_outcome_of_another_type_is_read_as_unknown_not_half_app
         read = [e.chain for e in reader if isinstance(e, ChainChanged)][-1]
         assert reader.corrupt_lines == 0, reader.corrupt
     assert (read.status.value, read.error, read.notes) == ("incomplete", None, [CLIENT_NEVER_RETRIED])
+
+
+def test_a_legs_outcome_is_written_only_when_known_and_one_of_another_type_reads_as_none() -> None:
+    """A leg that ended as meant writes no `outcome` (readers assume none); one that was refused
+    writes its cause; a non-string `outcome` (damage, a newer minor's structure) still ends the leg."""
+    encoder = ObservationEncoder(Redactor(key=b"test-key"), 65536)
+    clean, refused = LegClosed(1.0, "leg-1"), LegClosed(2.0, "leg-2", "upstream_unreachable")
+    lines = [orjson.loads(encoder.encode(obs)) for obs in (clean, refused)]
+    assert "outcome" not in lines[0]
+    assert lines[1]["outcome"] == "upstream_unreachable"
+    assert [decode(line) for line in lines] == [clean, refused]
+    assert decode({**lines[1], "outcome": 5}) == LegClosed(2.0, "leg-2")
 
 
 def test_an_upstream_session_observation_reads_back_as_the_session_event(tmp_path: Path) -> None:

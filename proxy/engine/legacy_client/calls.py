@@ -291,7 +291,7 @@ class CallDriver:
         call = self._ctx.calls.get(exchange) if exchange is not None else None
         if call is None:
             return []
-        commands = self._teardown(call, "the client cancelled the request")
+        commands = self._teardown(call, "the client cancelled the request", "cancelled")
         return [*commands, EndClientResponse(call.exchange, "cancelled")]
 
     def drop(self, exchange: str, outcome: str) -> Commands:
@@ -299,7 +299,7 @@ class CallDriver:
         call = self._ctx.calls.get(exchange)
         if call is None:
             return []
-        return [*self._teardown(call, None), EndClientResponse(exchange, outcome)]
+        return [*self._teardown(call, None, outcome), EndClientResponse(exchange, outcome)]
 
     def stop_all(self, text: str) -> Commands:
         """The proxy is stopping: every call still running fails with `text`, so no client is left
@@ -319,11 +319,12 @@ class CallDriver:
             return [*commands, SendSse(call.exchange, message), EndClientResponse(call.exchange)]
         return [*commands, ReplyJson(call.exchange, 200, message)]
 
-    def _teardown(self, call: Call, reason: str | None) -> Commands:
-        """Remove the call from every table; with a `reason`, tell the client its nested requests are void."""
+    def _teardown(self, call: Call, reason: str | None, outcome: str | None = None) -> Commands:
+        """Remove the call from every table; with a `reason`, tell the client its nested requests are void.
+        A leg still running closes with `outcome`, why the call ended before its answer (the client's)."""
         commands: Commands = []
         if call.leg is not None:
-            commands.append(CloseLeg(call.leg))
+            commands.append(CloseLeg(call.leg, outcome))
             self._ctx.drop_leg(call.leg)
         if call.timer is not None:
             commands.append(CancelTimer(call.timer))

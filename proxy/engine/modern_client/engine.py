@@ -213,7 +213,7 @@ class MrtrToLegacyEngine:
                 commands.append(Log("bridge_continuation_dead", "warning", why))
                 commands.extend(forget(self._ctx, call, at, parked_end="stopped"))
                 if leg is not None:
-                    commands.append(CloseLeg(leg))
+                    commands.append(CloseLeg(leg, "proxy_stopping"))
             elif call.continuation is not None and call.observed is not None:
                 self._ctx.observe_continuation(call, "ended")
         return [*commands, *self._sessions.end_all()]

@@ -97,7 +97,8 @@ def stop_timer(ctx: MrtrContext, call: Call) -> Commands:
 
 
 def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
-    """Tell the legacy upstream the call is cancelled, then close its leg (no-op without a leg)."""
+    """Tell the legacy upstream the call is cancelled, then close its leg, observed `cancelled`
+    (no-op without a leg)."""
     leg = call.leg
     if leg is None:
         return []
@@ -105,7 +106,7 @@ def cancel_upstream(ctx: MrtrContext, call: Call, reason: str) -> Commands:
     ctx.drop_leg(leg)
     message = notification("notifications/cancelled", {"requestId": leg, "reason": reason})
     send = ctx.call_notice(call, message, f"cancel {leg}")
-    return [send, CloseLeg(leg)]
+    return [send, CloseLeg(leg, "cancelled")]
 
 
 def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, parked_end: ParkedEnd = "expired") -> Commands:
