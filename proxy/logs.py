@@ -530,7 +530,7 @@ def round_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
         (f"round {event['round']}", ""),
     ]
     parts.append((what + ":", _BRIGHT))
-    outcome = str(event.get("result_type") or event.get("outcome") or "?")
+    outcome = str(event.get("outcome") or "?")
     asks = event.get("input_keys")
     listed = isinstance(asks, dict) and asks
     parts.append((outcome + ("," if listed else ""), _OUTCOME_STYLES.get(outcome, "")))

@@ -1352,7 +1352,7 @@ def test_every_round_is_logged_with_chain_facts_and_never_the_state_itself() -> 
                 "round": 1,
                 "http_status": 200,
                 "content_type": "text/event-stream",
-                "result_type": "input_required",
+                "outcome": "input_required",
                 "input_keys": {"who": "elicitation/create:url", "sky": "sampling/createMessage"},
                 "request_state": fingerprint,
             },
@@ -1376,7 +1376,7 @@ def test_every_round_is_logged_with_chain_facts_and_never_the_state_itself() -> 
                 "round": 2,
                 "http_status": 400,
                 "content_type": "application/json",
-                "result_type": "error",
+                "outcome": "error",
                 "error_code": -32021,
             },
         )

@@ -350,7 +350,8 @@ class CallDriver:
         return [StartSse(call.exchange)]
 
     def _round_log(self, call: Call, leg: str, ref: LegRef, msg: Message) -> Log:
-        """One line per upstream answer with the chain-visible facts (never the requestState value)."""
+        """One line per upstream answer with the chain-visible facts (never the requestState value); its
+        `outcome` (`input_required`, `complete`, `error`) is named as the other bridge names it."""
         fields: dict[str, Any] = {
             "exchange": call.exchange,
             "client_id": call.ident,
@@ -362,12 +363,12 @@ class CallDriver:
             "content_type": ref.content_type,
         }
         if msg.kind is Kind.ERROR:
-            fields["result_type"] = "error"
+            fields["outcome"] = "error"
             fields["error_code"] = msg.error.get("code")
             return Log("bridge_round", "info", fields)
         result = msg.result
-        fields["result_type"] = result_type(result)
-        if fields["result_type"] == RESULT_INPUT_REQUIRED and isinstance(result, dict):
+        fields["outcome"] = result_type(result)
+        if fields["outcome"] == RESULT_INPUT_REQUIRED and isinstance(result, dict):
             requests = result.get("inputRequests")
             if isinstance(requests, dict):
                 fields["input_keys"] = {key: input_kind(entry) for key, entry in requests.items()}
