@@ -40,9 +40,21 @@ STEPS: Final = {
 (and one child) per run, where a client per scenario started three of each, which a loaded machine
 took past the test's minute to do twice."""
 
-_VARYING: Final = {"timestamp", "duration_ms", "exchange", "t", "ts", "created", "run", "started"}
-"""Fields that differ between any two runs (times, exchange ids in the order they were minted, the
-proxy process's run tag and start in its `proxy_info`)."""
+_VARYING: Final = {
+    "timestamp",
+    "duration_ms",
+    "exchange",
+    "t",
+    "ts",
+    "created",
+    "series",
+    "follows",
+    "run",
+    "started",
+}
+"""Fields that differ between any two runs (times, the header's start times of its file and its
+series, exchange ids in the order they were minted, the proxy process's run tag and start in its
+`proxy_info`)."""
 _DIGEST: Final = re.compile(r"hmac:[0-9a-f]+")
 """A redacted value's digest: each run's sessions are its own."""
 
