@@ -199,16 +199,21 @@ def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without
     assert orjson.loads((tmp_path / "out.json").read_bytes())["chains"]
 
 
+def as_newer_minor(capture: Path) -> None:
+    """Rewrite the capture's header as a newer sidecar's minor version (1.99) would write it."""
+    head, rest = capture.read_bytes().split(b"\n", 1)
+    capture.write_bytes(
+        head.replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"') + b"\n" + rest
+    )
+
+
 def test_lines_of_kinds_a_newer_minor_version_wrote_are_named_on_stderr_and_fail_no_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A capture from a newer sidecar's minor version is read as its format promises: every export of
     it, as replay, names the lines it skipped and exits 0."""
     capture = record_small(tmp_path)
-    head, rest = capture.read_bytes().split(b"\n", 1)
-    capture.write_bytes(
-        head.replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"') + b"\n" + rest
-    )
+    as_newer_minor(capture)
     with capture.open("ab") as f:
         f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
 
@@ -226,10 +231,7 @@ def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_eac
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capture = record_small(tmp_path)
-    head, rest = capture.read_bytes().split(b"\n", 1)
-    capture.write_bytes(
-        head.replace(f'"version":"{FORMAT_VERSION}"'.encode(), b'"version":"1.99"') + b"\n" + rest
-    )
+    as_newer_minor(capture)
     with capture.open("ab") as f:
         f.write(b'{"type":"obs","kind":"message","t":2.0,"exchange":"x9","size":3,"direction":"to_server"}\n')
         f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -149,10 +150,21 @@ async def caught_up(proxy: Proxy, app: ProxyTui, marker: str) -> None:
     await wait_for(lambda: marker in app.model.sessions, what="the view to read up to the marker")
 
 
-async def test_a_view_the_proxy_dropped_events_for_is_told_first_and_reads_a_fresh_history(
-    legacy_server: PeerServer,
-) -> None:
-    async with proxy_with_admin(legacy_server.url, bus_queue_size=5) as proxy:
+@dataclass
+class Watched:
+    """A proxy and the TUI attached to it, with the two clocks the test moves ahead."""
+
+    proxy: Proxy
+    feed: Recorded
+    app: ProxyTui
+    view_clock: ShiftedClock
+    proxy_clock: ShiftedClock
+
+
+@asynccontextmanager
+async def watching_after_echo(upstream: str, **overrides: Any) -> AsyncIterator[Watched]:
+    """A proxy with a TUI attached, live and caught up once a real client's echo call has ended."""
+    async with proxy_with_admin(upstream, **overrides) as proxy:
         assert proxy.admin is not None
         assert proxy.admin_url is not None
         view_clock, proxy_clock = ShiftedClock(), ShiftedClock()
@@ -164,20 +176,29 @@ async def test_a_view_the_proxy_dropped_events_for_is_told_first_and_reads_a_fre
             await run_scenario(proxy.endpoint(), "legacy", "echo")
             await wait_for(lambda: done(app, "echo"), what="the echo chain")
             await caught_up(proxy, app, "marker")
-            lagged_before = app.model.lagged_total  # the scenario may have overflowed a queue of 5
+            yield Watched(proxy, feed, app, view_clock, proxy_clock)
 
-            # A minute on by both clocks: the view is past its grace and what it reads is not late.
-            view_clock.ahead = proxy_clock.ahead = 60.0
-            for n in range(50):  # one synchronous burst into an empty queue of 5: 45 dropped
-                proxy.bus.publish(SessionChanged(ts=time.time(), session=f"s{n}", state="opened"))
-            await wait_for(lambda: bool(feed.behind()), what="the view to say it is behind")
-            await wait_for(lambda: state(app) == "live", what="the view to be live again")
 
-            (behind,) = feed.behind()
-            assert behind.detail == "the proxy dropped 45 events for this view: reading its newest chains"
-            assert app.model.lagged_total == lagged_before + 45
-            assert f"lagged {lagged_before + 45}" in bar(app)
-            assert done(app, "echo")
+async def test_a_view_the_proxy_dropped_events_for_is_told_first_and_reads_a_fresh_history(
+    legacy_server: PeerServer,
+) -> None:
+    async with watching_after_echo(legacy_server.url, bus_queue_size=5) as watched:
+        proxy, feed, app = watched.proxy, watched.feed, watched.app
+        view_clock, proxy_clock = watched.view_clock, watched.proxy_clock
+        lagged_before = app.model.lagged_total  # the scenario may have overflowed a queue of 5
+
+        # A minute on by both clocks: the view is past its grace and what it reads is not late.
+        view_clock.ahead = proxy_clock.ahead = 60.0
+        for n in range(50):  # one synchronous burst into an empty queue of 5: 45 dropped
+            proxy.bus.publish(SessionChanged(ts=time.time(), session=f"s{n}", state="opened"))
+        await wait_for(lambda: bool(feed.behind()), what="the view to say it is behind")
+        await wait_for(lambda: state(app) == "live", what="the view to be live again")
+
+        (behind,) = feed.behind()
+        assert behind.detail == "the proxy dropped 45 events for this view: reading its newest chains"
+        assert app.model.lagged_total == lagged_before + 45
+        assert f"lagged {lagged_before + 45}" in bar(app)
+        assert done(app, "echo")
 
 
 async def test_a_chain_ended_long_after_its_traffic_leaves_a_view_that_keeps_up_live(
@@ -185,32 +206,22 @@ async def test_a_chain_ended_long_after_its_traffic_leaves_a_view_that_keeps_up_
 ) -> None:
     """The proxy ends some chains as of a time long past (a stream never resumed ends as of its cut,
     a call never retried when its wait ran out): that end is news, not a backlog the view trails."""
-    async with proxy_with_admin(legacy_server.url) as proxy:
-        assert proxy.admin is not None
-        assert proxy.admin_url is not None
-        view_clock, proxy_clock = ShiftedClock(), ShiftedClock()
-        proxy.admin.feed.clock = proxy_clock
-        feed = Recorded(AttachFeed(proxy.admin_url, behind_after=5.0, clock=view_clock))
-        app = ProxyTui(feed, batch_delay=0.01)
-        async with app.run_test(size=(160, 30)):
-            await wait_for(lambda: state(app) == "live", what="the attached feed to go live")
-            await run_scenario(proxy.endpoint(), "legacy", "echo")
-            await wait_for(lambda: done(app, "echo"), what="the echo chain")
-            await caught_up(proxy, app, "marker")
+    async with watching_after_echo(legacy_server.url) as watched:
+        proxy, feed, app = watched.proxy, watched.feed, watched.app
+        view_clock, proxy_clock = watched.view_clock, watched.proxy_clock
+        view_clock.ahead = proxy_clock.ahead = 60.0  # past the view's grace; the view keeps up
+        (echo,) = [c.summary for c in proxy.chains() if c.summary.name == "echo"]
+        late_end = echo.model_copy(update={"ended": time.time() - 120, "notes": ["ended as of its cut"]})
+        proxy.bus.publish(ChainChanged(chain=late_end))
+        await wait_for(
+            lambda: any(e.summary.notes == ["ended as of its cut"] for e in app.model.chains.values()),
+            what="the view to read the late end",
+        )
+        await caught_up(proxy, app, "after")
 
-            view_clock.ahead = proxy_clock.ahead = 60.0  # past the view's grace; the view keeps up
-            (echo,) = [c.summary for c in proxy.chains() if c.summary.name == "echo"]
-            late_end = echo.model_copy(update={"ended": time.time() - 120, "notes": ["ended as of its cut"]})
-            proxy.bus.publish(ChainChanged(chain=late_end))
-            await wait_for(
-                lambda: any(e.summary.notes == ["ended as of its cut"] for e in app.model.chains.values()),
-                what="the view to read the late end",
-            )
-            await caught_up(proxy, app, "after")
-
-            assert feed.behind() == []
-            assert feed.states()[-1] == "live"
-            assert "behind" not in bar(app)
+        assert feed.behind() == []
+        assert feed.states()[-1] == "live"
+        assert "behind" not in bar(app)
 
 
 async def park(http: aiohttp.ClientSession, url: str, ident: int) -> None:
