@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader, header_time
+from proxy.record.har import iso_time
 
 COMPARE_CHUNK: Final = 64 * 1024
 """Bytes compared at a time when two files share a header (so a big copy is never read whole)."""
@@ -94,7 +94,7 @@ class PartsOrder:
         out = [c.sentence() for c in self.copies]
         out.extend(
             f"a capture part is missing between {g.after} and {g.before}: {g.before} continues a file "
-            f"started at {_when(g.follows)}, which was not given: what went on in it "
+            f"started at {iso_time(g.follows)}, which was not given: what went on in it "
             "is not read (its calls end pending, or lack their start); give every part"
             for g in self.gaps
         )
@@ -107,7 +107,7 @@ class PartsOrder:
         return {
             "copies": [{"file": str(c.path), "same_as": str(c.same_as)} for c in self.copies],
             "missing": [
-                {"after": str(g.after), "before": str(g.before), "follows": _when(g.follows)}
+                {"after": str(g.after), "before": str(g.before), "follows": iso_time(g.follows)}
                 for g in self.gaps
             ],
         }
@@ -236,8 +236,3 @@ def _gaps(heads: list[_Head]) -> list[Gap]:
             after = max(earlier, key=lambda h: h.created or 0.0)
             gaps.append(Gap(after.path, head.path, follows))
     return gaps
-
-
-def _when(epoch: float) -> str:
-    """An epoch time as users read it in a message (UTC, to the millisecond)."""
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
