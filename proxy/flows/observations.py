@@ -181,8 +181,9 @@ class LegMessageSeen:
     direction: Direction
     channel: Channel
     joins: str | None = None
-    """Another leg whose chain the message joins instead of its own leg's: a question the bridge took
-    from a session's GET stream, which serves many calls, and gave to the call running on `joins`."""
+    """Another leg whose chain the message joins instead of its own leg's: a question or log message
+    the bridge took from a session's GET stream, which serves many calls, and gave to the call running
+    on `joins`."""
 
 
 @value

@@ -1,10 +1,10 @@
 """A bridge's session GET streams: which legs are streams, and the chain of their own some of them get.
 
 The modern-client -> legacy-server bridge keeps a GET stream open per upstream session. What the
-server sends there names no request: a question given to a call joins that call's chain (`joins`),
-and one that comes while the exchange that opened the session is still open joins its chain, as any
-leg's first message does. The rest (the server asking between calls, a log notification after the
-call that caused it ended) would join no chain, so the stream gets a chain of its own, `GET stream`
+server sends there names no request: a question or a log message given to a call joins that call's
+chain (`joins`), and one that comes while the exchange that opened the session is still open joins its
+chain, as any leg's first message does. The rest (the server asking between calls, a log message no
+call takes) would join no chain, so the stream gets a chain of its own, `GET stream`
 in the bridge's mode, as a client's GET stream has in pass-through; the bridge's answer to a question
 there is linked to the stream's leg and joins it too. The chain ends when the stream's leg closes.
 

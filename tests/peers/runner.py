@@ -57,10 +57,15 @@ DEFAULT_STOP_TIMEOUT: Final = 5.0
 STDOUT_TAIL: Final = 200
 """Lines of a peer's stdout kept after READY (server-everything logs every request there)."""
 
-NodeKind = Literal["everything", "ts-v2"]
-NODE_KINDS: Final[tuple[NodeKind, ...]] = ("everything", "ts-v2")
+NodeKind = Literal["everything", "ts-v2", "ts-v1-example"]
+NODE_KINDS: Final[tuple[NodeKind, ...]] = ("everything", "ts-v2", "ts-v1-example")
 """``everything``: @modelcontextprotocol/server-everything in Streamable HTTP mode (legacy era).
-``ts-v2``: tests/peers/node/server.mjs, this catalogue on the TypeScript SDK v2 (2026-07-28 only)."""
+``ts-v2``: tests/peers/node/server.mjs, this catalogue on the TypeScript SDK v2 (2026-07-28 only).
+``ts-v1-example``: the TypeScript SDK 1.x's own example server ``simpleStreamableHttp.js`` (legacy
+era), whose tools log on the session's GET stream (``server.sendLoggingMessage(params, sessionId)``)."""
+
+SDK1_EXAMPLE: Final = "dist/esm/examples/server/simpleStreamableHttp.js"
+"""The TypeScript SDK 1.x's example server, inside its package."""
 
 ANNOUNCE_ENV: Final = "MCP_TEST_PEER_ANNOUNCE"
 """Set to 1, the loopback preload prints ``READY <port>`` when the first server starts listening."""
@@ -344,7 +349,9 @@ class NodeServer(ServedPeer):
 
     ``everything`` is ``@modelcontextprotocol/server-everything`` in Streamable HTTP mode (it reads
     its port from ``PORT`` and prints nothing useful about it, so the preload announces the port it
-    really bound); ``ts-v2`` is ``tests/peers/node/server.mjs``, which announces itself. The process
+    really bound), and ``ts-v1-example`` the SDK 1.x example ``simpleStreamableHttp.js`` (port from
+    ``MCP_PORT``, announced the same way); ``ts-v2`` is ``tests/peers/node/server.mjs``, which
+    announces itself. The process
     gets a small environment of its own (server-everything's ``get-env`` tool prints all of it).
     """
 
@@ -366,11 +373,15 @@ class NodeServer(ServedPeer):
         if self.kind == "everything":
             entry = node_package("@modelcontextprotocol/server-everything") / "dist" / "index.js"
             return [node, "--require", str(LOOPBACK_PRELOAD), str(entry), "streamableHttp"]
+        if self.kind == "ts-v1-example":
+            entry = node_package("@modelcontextprotocol/sdk") / SDK1_EXAMPLE
+            return [node, "--require", str(LOOPBACK_PRELOAD), str(entry)]
         node_package("@modelcontextprotocol/server")
         return [node, "--require", str(LOOPBACK_PRELOAD), str(NODE_DIR / "server.mjs"), "--port", "0"]
 
     def environment(self) -> dict[str, str]:
-        return node_environment(PORT="0", **{ANNOUNCE_ENV: "1" if self.kind == "everything" else "0"})
+        announce = "0" if self.kind == "ts-v2" else "1"
+        return node_environment(PORT="0", MCP_PORT="0", **{ANNOUNCE_ENV: announce})
 
     def start(self) -> NodeServer:
         super().start()

@@ -60,6 +60,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
+from proxy.engine.modern_client import stream_logs
 from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.exits import forget
@@ -313,9 +314,9 @@ class MrtrToLegacyEngine:
         return []
 
     def joins(self, leg: str, msg: Message) -> str | None:
-        """The leg whose chain a message arriving on `leg` joins instead of its own: a question on a
-        session's GET stream goes to the one call it is given to."""
-        return self._asks.placed_on(leg, msg)
+        """The leg whose chain a message arriving on `leg` joins instead of its own: a question or a
+        log message on a session's GET stream goes to the one call it is given to."""
+        return self._asks.placed_on(leg, msg) or stream_logs.placed_on(self._ctx, leg, msg)
 
     def _on_leg_message(self, leg: str, msg: Message, at: float = 0.0) -> Commands:
         ref = self._ctx.legs.get(leg)
@@ -334,6 +335,8 @@ class MrtrToLegacyEngine:
             return self._calls.on_message(leg, ref, msg)
         if ref.purpose == "stream":
             placed = self._asks.on_message(leg, msg)
+            if placed is None:
+                placed = stream_logs.on_message(self._ctx, leg, msg)
             return placed if placed is not None else self._listen.on_stream_message(leg, msg)
         if ref.purpose == "initialize":
             return self._sessions.on_initialize_answer(leg, ref, msg)

@@ -13,11 +13,13 @@ that tailors notifications per session is heard as that caller would hear it): t
 one GET stream (a legacy server allows only one) while any of its listeners listens, and one
 `resources/subscribe` per URI while any of them wants it (reference counted; `unsubscribe` when the
 last one leaves). Each notification is copied to every listener of that session that asked for it,
-tagged with `_meta` `subscriptionId` = that listen request's id. Progress and logs never go here. A server
-request on the GET stream belongs to no client request: an input request is given to a call in
-flight when the session has one (`stream_asks`); `ping` is answered by the bridge, anything else is
-refused with -32601. When a GET stream ends, every listener of its session is closed gracefully (a
-complete result for its listen id), since there is no replay.
+tagged with `_meta` `subscriptionId` = that listen request's id. Progress and logs never go here: a
+log message on the GET stream goes to the session's one call in flight when it asked for that level
+(`stream_logs`), else nowhere. A server request on the GET stream belongs to no client request: an
+input request is given to a call in flight when the session has one (`stream_asks`); `ping` is
+answered by the bridge, anything else is refused with -32601. When a GET stream ends, every
+listener of its session is closed gracefully (a complete result for its listen id), since there is
+no replay.
 
 With `keep_streams` (what the proxy runs), every session opens its GET stream as soon as its
 handshake is complete, as a legacy client does, and keeps it while the session lives whoever

@@ -158,17 +158,19 @@ class StreamAsks:
         return None
 
 
-def calls_in_flight(ctx: MrtrContext, session: str) -> list[Call]:
+def calls_in_flight(ctx: MrtrContext, session: str, *, any_method: bool = False) -> list[Call]:
     """The calls of `session` that may hold a GET-stream request, oldest first: upstream request
-    open, method able to ask the client (`input_required`), running or parked."""
+    open, method able to ask the client (`input_required`; every method with `any_method`), running
+    or parked."""
     return [
         call
         for call in ctx.calls.values()
-        if call.session == session and call.leg is not None and call.method in MRTR_METHODS
+        if call.session == session and call.leg is not None and (any_method or call.method in MRTR_METHODS)
     ]
 
 
-def calls_asking(ctx: MrtrContext, session: str) -> list[Call]:
+def calls_asking(ctx: MrtrContext, session: str, *, any_method: bool = False) -> list[Call]:
     """The calls of `session` a GET-stream request may join, oldest first: in flight, and their
     client waiting for the answer (not parked for a retry)."""
-    return [call for call in calls_in_flight(ctx, session) if call.phase in ("running", "collecting")]
+    in_flight = calls_in_flight(ctx, session, any_method=any_method)
+    return [call for call in in_flight if call.phase in ("running", "collecting")]
