@@ -29,6 +29,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    client_end,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
@@ -128,7 +129,8 @@ class ExchangeSummary:
     """What intercepts did to its messages (`held 3.2 s, forwarded edited by api`), if any."""
     end: str | None = None
     """How an exchange that ended as meant was closed, when something closed it (`client_disconnected`:
-    the client hung up once answered; `session_deleted`; `cancelled`: the client cancelled its call):
+    the client hung up once answered; `session_deleted`; `cancelled`: the client cancelled its call, a
+    2026-07-28 client by closing its stream before the answer):
     a fact for the JSON log, no trouble."""
     not_inspected: str | None = None
     """Why its response body, or the rest of it, was relayed unread (`max_inspected_bytes`), if it was:
@@ -462,8 +464,10 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
     # How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
-    # session is deleted, and a client may close a response stream once each of its requests is answered.
-    outcome = unusual_end(closed.outcome, tally.http_method, len(tally.ids), tally.answered)
+    # session is deleted, a client may close a response stream once each of its requests is answered,
+    # and a 2026-07-28 client closing it before then cancels them (`client_end`).
+    ended = client_end(closed.outcome, tally.opened.client_era, len(tally.ids), tally.answered)
+    outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
@@ -480,12 +484,12 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
         outcome,
         _carried(tally, redactor),
-        None if closed.outcome == CLIENT_CANCELLED else _trouble(tally, outcome),
+        None if ended == CLIENT_CANCELLED else _trouble(tally, outcome),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
-        closed.outcome if outcome is None else None,  # end
+        ended if outcome is None else None,  # end
         tally.not_inspected,
     )
 
