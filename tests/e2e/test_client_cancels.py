@@ -5,7 +5,8 @@ stream before the answer (the TypeScript SDK v2 client: an `AbortController` on 
 `McpSubscription.close()`). The round-trip log line, the HAR, the chains and the error counter must
 give the same verdict for it: `end: cancelled` with no `trouble` (so the README's failure filter
 `select(.event == "exchange" and .trouble)` does not catch it), no `_mcp.outcome`, status
-`cancelled`, not counted. Real peers on both sides, through the real command, in pass-through and
+`cancelled`, not counted; the `notifications/cancelled` the SDK sends after closing is filed in the
+chain of the request it names. Real peers on both sides, through the real command, in pass-through and
 through the bridge to a legacy server.
 """
 
@@ -92,6 +93,11 @@ async def test_a_2026_client_cancelling_a_call_and_closing_a_listen_is_logged_ca
         chains = {c["method"]: c for c in await proxy.chains()}
         assert chains["tools/call"]["status"] == "cancelled", chains
         assert chains["subscriptions/listen"]["status"] == "cancelled", chains
+        # The `notifications/cancelled {requestId: "listen:0"}` the SDK sends on close, before or
+        # after its stream closed, is filed in the listen's chain, not in one of its own.
+        assert "notifications/cancelled" not in chains, chains
+        trail = [m.get("method") for m in await proxy.messages(chains["subscriptions/listen"]["id"])]
+        assert "notifications/cancelled" in trail, trail
         assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0
 
 
