@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.commanded import Commanded, own_proxy
-from tests.peers.clients import run_plan
+from tests.peers.clients import ClientKind, run_plan
 from tests.peers.runner import NodeServer
+from tests.sidecar import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -119,3 +120,34 @@ async def test_a_2026_client_cancelling_a_call_bridged_to_a_legacy_server_is_log
         assert "outcome" not in entry["_mcp"], entry["_mcp"]
         (chain,) = [c for c in await proxy.chains() if c["method"] == "tools/call"]
         assert chain["status"] == "cancelled", chain
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param("ts-v1", id="ts-sdk-1-aborts-then-cancels"),
+        pytest.param("python-legacy", id="python-sdk-cancels-then-server-ends-unanswered"),
+    ],
+)
+async def test_a_legacy_client_cancelling_a_passed_through_call_is_logged_cancelled_as_its_chain_says(
+    everything: NodeServer, client: ClientKind
+) -> None:
+    """The TypeScript SDK 1.x closes the call's stream and then POSTs `notifications/cancelled`; the
+    Python SDK POSTs the cancel first and server-everything then ends the stream unanswered. Either
+    way the call's line says `end: cancelled`, no trouble, as its chain does."""
+    async with own_proxy(everything.url) as proxy:
+        plan = [{"id": "cancel", **SLOW_EVERYTHING}, SETTLE]
+        run = await asyncio.to_thread(run_plan, client, proxy.endpoint(), plan)
+        assert "cancel" in run.lines, run.lines
+        await proxy.settled()
+
+        def logged() -> bool:
+            return bool(exchange_lines(proxy, "tools/call trigger-long-running-operation"))
+
+        await until(logged, what="the cancelled call's line", seconds=10)
+        (call,) = exchange_lines(proxy, "tools/call trigger-long-running-operation")
+        assert call["mode"] == "passthrough", call
+        assert_cancelled_line(call)
+        (chain,) = [c for c in await proxy.chains() if c["method"] == "tools/call"]
+        assert chain["status"] == "cancelled", chain
+        assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0
