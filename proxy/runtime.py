@@ -143,6 +143,7 @@ class Proxy:
         )
         log = get_logger()
         self.observations.on_asked = lambda asked: info_line(log, "server_asked", asked.log_fields())
+        self.observations.on_released = lambda line, mode: info_line(log, "exchange", line.log_fields(mode))
         self.pool = UpstreamPool(
             upstream,
             connect_timeout=settings.upstream_connect_timeout,
@@ -537,6 +538,7 @@ class Proxy:
         if self.channels is not None:  # stdio children stopped (SIGTERM, then SIGKILL), SSE streams closed
             await self.channels.aclose(self.settings.upstream_stop_grace)
         self.pool.close()
+        self.observations.release_held()  # no cancel comes any more: every line goes out as it stands
         for sub in self.bus.subscribers:
             sub.close()
         if self._sink is not None:

@@ -78,6 +78,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
     UpstreamSessionMoved,
+    cancels_by_hanging_up,
 )
 from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
 from proxy.flows.redact import Redactor
@@ -94,7 +95,6 @@ from proxy.flows.store import Chain, ChainStore
 from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
 from proxy.wire.jsonrpc import Kind, Message, classify_value
 from proxy.wire.mcp import INPUT_METHODS
-from proxy.wire.versions import Era
 
 __all__ = ["ChainBuilder", "digest"]
 
@@ -807,7 +807,7 @@ class ChainBuilder:
             self._correlator.forget_request(ex.session, ident, chain_id)
             if chain is None or chain.summary.status in DECIDED:
                 continue
-            if outcome == "client_disconnected" and ex.client_era == Era.MODERN:
+            if cancels_by_hanging_up(outcome, ex.client_era):
                 chain.summary.notes.append(MODERN_CANCEL)
                 chain.cancelled = True
             elif outcome == "client_disconnected" and ex.mode is Mode.LEGACY_TO_MRTR:

@@ -2,7 +2,8 @@
 
 A client request opens a chain unless it retries an MRTR round (`retries`); a client response answers
 a nested request the server sent and joins that request's chain; `notifications/cancelled` joins the
-chain of the request it cancels and `notifications/initialized` that of the session's `initialize`.
+chain of the request it cancels (also just after that request's exchange closed unanswered: a client
+may close its stream before it says so) and `notifications/initialized` that of the session's `initialize`.
 A server response settles its request's chain (ok, error, or waiting on the client after
 `input_required`), except the server's refusal of a retry (its `requestState`, or its answers): that
 touches nothing on the server, so the chain is put back as the retry found it and waits for the next
@@ -19,7 +20,7 @@ through the ledger.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.exchanges import BoundedMap, Exchange
@@ -48,6 +49,11 @@ from proxy.wire.mcp import (
     target_name,
 )
 
+LATE_CANCEL_S: Final = 5.0
+"""Seconds after a request's exchange closed unanswered in which a `notifications/cancelled` naming it
+still joins its chain: a client that cancels by closing its stream first (the TypeScript SDKs'
+abort, a 2026-07-28 `subscriptions/listen` closed) sends the notification just after."""
+
 
 class Correlator:
     """Files each client and server message in the chain of the client operation it serves."""
@@ -67,11 +73,26 @@ class Correlator:
         """chain id -> the client capabilities its request declared (`initialize`, or 2026 `_meta`)."""
         self._session_caps: BoundedMap = BoundedMap()
         """session -> the capabilities its client declared at `initialize`."""
+        self._closed: BoundedMap = BoundedMap()
+        """(session, id) of a request whose exchange closed unanswered -> (its chain, when): what a
+        late `notifications/cancelled` naming it joins."""
 
     def forget_request(self, session: str | None, ident: RequestId, chain_id: str) -> None:
         """Drop a request no answer can come for any more (its exchange closed unanswered)."""
         if self._requests.get((session, ident)) == chain_id:
             del self._requests[(session, ident)]
+        self._closed[(session, ident)] = (chain_id, self._clock())
+
+    def _closed_request(self, session: str | None, ident: object) -> str | None:
+        """The chain of a request of `session` whose exchange closed unanswered at most `LATE_CANCEL_S`
+        ago (forgotten once asked for: one cancel names it)."""
+        if not self._closed or not isinstance(ident, (str, int)):
+            return None
+        found = self._closed.pop((session, ident), None)
+        if found is None or self._clock() - found[1] > LATE_CANCEL_S:
+            return None
+        chain_id: str = found[0]
+        return chain_id
 
     def sizes(self) -> dict[str, int]:
         """Sizes of the correlation tables (tests assert they drain)."""
@@ -135,7 +156,7 @@ class Correlator:
         target: str | None = None
         if msg.method == "notifications/cancelled":
             rid = msg.params.get("requestId")
-            target = self._requests.get((ex.session, rid))
+            target = self._requests.get((ex.session, rid)) or self._closed_request(ex.session, rid)
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
         chain = self._store.peek(target) if target else None
@@ -144,7 +165,7 @@ class Correlator:
             self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
         else:
             self._ledger.attach(chain, ex)
-            if msg.method == "notifications/cancelled":
+            if msg.method == "notifications/cancelled" and not chain.cancelled:
                 chain.summary.notes.append("cancelled by the client")
                 chain.cancelled = True
         return chain

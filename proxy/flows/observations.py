@@ -17,6 +17,7 @@ from typing import Any, Final, TypeAlias
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.wire.jsonrpc import Message
 from proxy.wire.values import value
+from proxy.wire.versions import Era
 
 
 @value
@@ -143,12 +144,37 @@ CLIENT_CANCELLED: Final = "cancelled"
 """The outcome of an exchange closed because its client cancelled the call it carried (a legacy
 client's `notifications/cancelled`): the client's wish, so no trouble, answered or not."""
 
-STREAM_NORMAL_ENDS: Final = frozenset({None, "client_disconnected", "session_deleted", PROXY_STOPPING})
+CLIENT_DISCONNECTED: Final = "client_disconnected"
+"""The outcome of an exchange whose client closed its connection or stream."""
+
+
+def cancels_by_hanging_up(outcome: str | None, client_era: str) -> bool:
+    """Whether an exchange that `outcome` ended had its client's requests cancelled by the client.
+
+    A 2026-07-28 client has no cancel message: closing its stream before the answer is how it cancels
+    a call, and how it ends a `subscriptions/listen` subscription. A legacy client's hang-up is no
+    cancel (it says `notifications/cancelled` when it means one).
+    """
+    return outcome == CLIENT_DISCONNECTED and client_era == Era.MODERN
+
+
+def client_end(outcome: str | None, client_era: str, asked: int, answered: int) -> str | None:
+    """How an exchange ended, in the words every output shares (chains, log line, console, HAR).
+
+    A 2026-07-28 client's hang-up with `asked` requests not all `answered` is its cancel
+    (`cancelled`); every other outcome is as the transport named it.
+    """
+    if answered < asked and cancels_by_hanging_up(outcome, client_era):
+        return CLIENT_CANCELLED
+    return outcome
+
+
+STREAM_NORMAL_ENDS: Final = frozenset({None, CLIENT_DISCONNECTED, "session_deleted", PROXY_STOPPING})
 """Outcomes that end a GET stream as it is meant to end: the server or client closed it, the
 session it belonged to was deleted (the stream has nothing left to carry), or the proxy stopped, so
 neither its chain nor the error counters call it a failure."""
 
-_CUT_AFTER_ANSWERS: Final = frozenset({"client_disconnected", PROXY_STOPPING})
+_CUT_AFTER_ANSWERS: Final = frozenset({CLIENT_DISCONNECTED, PROXY_STOPPING})
 """Cuts that are no trouble once every request the exchange carried was answered."""
 
 

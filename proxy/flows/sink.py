@@ -95,6 +95,9 @@ class ObservationSink:
         self.sweepers: list[Sweeper] = []
         """Told the time at each `sweep` (the metrics), to end the waits that ran out by then as the
         chain builder does."""
+        self.on_released: Callable[[ExchangeSummary, str], None] | None = None
+        """Told of each round-trip line the tally held for a cancel and let go (with the exchange's
+        mode), as it goes: the runtime logs it."""
         self.on_asked: Callable[[ServerAsked], None] | None = None
         """Told of each request sent to a client, as it goes (the runtime logs it): the exchange it
         rides waits on the client from then on."""
@@ -146,6 +149,9 @@ class ObservationSink:
         stream never resumed. Chains not built yet are swept when they are (`build`): a wait may have
         ended by an observation still queued."""
         now = self.now() if now is None else now
+        self.tally.expire(now)
+        if self.tally.released:
+            self._tell_released()
         for sweeper in self.sweepers:
             sweeper(now)
         if self.keep and not (self._building or self._pending or self._held):
@@ -214,6 +220,8 @@ class ObservationSink:
             listener(batch)
         if tally.asking:
             self._tell_asked(tally.asking)
+        if tally.released:
+            self._tell_released()
         if not self.keep:
             return line
         key, size, legs = _scan(batch)
@@ -233,6 +241,19 @@ class ObservationSink:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_weight(one), key_of(one)))
         return line
+
+    def release_held(self) -> None:
+        """Let every round-trip line held for a cancel go as it stands (the proxy stops)."""
+        self.tally.release_all()
+        if self.tally.released:
+            self._tell_released()
+
+    def _tell_released(self) -> None:
+        released, self.tally.released = self.tally.released, []
+        told = self.on_released
+        if told is not None:
+            for line, mode in released:
+                told(line, mode)
 
     def _tell_asked(self, asking: list[ServerAsked]) -> None:
         told = self.on_asked

@@ -19,6 +19,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     CLIENT_CANCELLED,
+    CLIENT_DISCONNECTED,
     BodyNotInspected,
     BytesOut,
     ExchangeClosed,
@@ -29,12 +30,14 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    client_end,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.values import value
+from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -55,6 +58,18 @@ ASKS_TOLD = 20
 
 ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
+
+CANCELS_BOUND = 10_000
+"""A client's `notifications/cancelled` remembered (session, id) until its request's exchange closes
+(oldest forgotten first): a cancelled call the server then ends unanswered is no trouble."""
+
+HOLD_S = 2.0
+"""Seconds the line of a legacy client's call that hung up unanswered is held for the client's
+`notifications/cancelled` naming it (the TypeScript SDK aborts its stream first and cancels just
+after): with the sweep's second, a hang-up nobody cancels is logged at most about 3 s late."""
+
+HOLD_BOUND = 1_000
+"""Requests whose lines are held at once; past it the oldest line is logged as it stands."""
 
 
 @value
@@ -128,7 +143,8 @@ class ExchangeSummary:
     """What intercepts did to its messages (`held 3.2 s, forwarded edited by api`), if any."""
     end: str | None = None
     """How an exchange that ended as meant was closed, when something closed it (`client_disconnected`:
-    the client hung up once answered; `session_deleted`; `cancelled`: the client cancelled its call):
+    the client hung up once answered; `session_deleted`; `cancelled`: the client cancelled its call, a
+    2026-07-28 client by closing its stream before the answer):
     a fact for the JSON log, no trouble."""
     not_inspected: str | None = None
     """Why its response body, or the rest of it, was relayed unread (`max_inspected_bytes`), if it was:
@@ -173,6 +189,7 @@ class _Open:
 
     __slots__ = (
         "answered",
+        "answered_ids",
         "bytes_in",
         "bytes_out",
         "carried",
@@ -217,6 +234,8 @@ class _Open:
         self.carried: str | None = None
         self.answered = 0
         """Responses to its requests that went to the client."""
+        self.answered_ids: list[RequestId] | None = None
+        """The ids those responses named (None while there are none)."""
         self.failed: str | None = None
         """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
         self.path = path
@@ -249,6 +268,14 @@ class RoundTripTally:
         self.asking: list[ServerAsked] = []
         """Requests sent to a client by the batch just counted: whoever takes the batch reads them
         and empties the list."""
+        self._cancels: BoundedMap = BoundedMap(CANCELS_BOUND)
+        """(session, id) of each request a client cancelled while its exchange was open."""
+        self._held: dict[tuple[str, RequestId], _Held] = {}
+        """The lines held for a cancel (`HOLD_S`), by the (session, id) of a request each left
+        unanswered, oldest first."""
+        self.released: list[tuple[ExchangeSummary, str]] = []
+        """Held lines let go (each with its mode) by the batch just counted or the last `expire`:
+        whoever takes them logs them and empties the list."""
 
     @property
     def open_exchanges(self) -> int:
@@ -317,7 +344,7 @@ class RoundTripTally:
         elif isinstance(obs, ExchangeClosed):
             tally = self._open.pop(obs.exchange, None)
             if tally is not None:
-                return _line(obs.exchange, tally, obs, self._redactor)
+                return self._closed(obs, tally)
         elif isinstance(obs, FaultInjected):
             tally = self._open.get(obs.exchange)
             if tally is not None:
@@ -343,6 +370,7 @@ class RoundTripTally:
                 self._ask(obs.exchange, tally, msg.method, msg.id, "in flight")
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
+                tally.answered_ids = [*(tally.answered_ids or ()), msg.id]
                 if tally.failed is None:
                     tally.failed = _failure(msg)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
@@ -355,8 +383,62 @@ class RoundTripTally:
                     tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
             if msg.id is not None:
                 tally.ids.append(msg.id)
-        elif tally.carried is None:
+            return
+        if msg.method == "notifications/cancelled":
+            self._client_cancelled(tally.session, msg.params.get("requestId"))
+        if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
+
+    def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
+        """The line of an exchange that closed; None while it is held for its client's cancel."""
+        unanswered = _unanswered(tally)
+        cancelled = bool(unanswered) and tally.session is not None and bool(self._cancels)
+        if cancelled:
+            cancelled = all(self._cancels.pop((tally.session, i), None) is not None for i in unanswered)
+        if cancelled:
+            return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
+        if not _holds(obs.outcome, tally, unanswered):
+            return _line(obs.exchange, tally, obs, self._redactor)
+        assert tally.session is not None
+        held = _Held(obs, tally, unanswered)
+        for ident in unanswered:
+            self._held[(tally.session, ident)] = held
+        while len(self._held) > HOLD_BOUND:
+            self._release(next(iter(self._held.values())), None)
+        return None
+
+    def _client_cancelled(self, session: str | None, ident: object) -> None:
+        """A client cancelled request `ident`: its held line is let go as cancelled, or, its exchange
+        still open, the cancel is remembered for when it closes."""
+        if session is None or not isinstance(ident, (str, int)) or isinstance(ident, bool):
+            return
+        held = self._held.get((session, ident))
+        if held is not None:
+            self._release(held, CLIENT_CANCELLED)
+        else:
+            self._cancels[(session, ident)] = True
+
+    def _release(self, held: _Held, ended: str | None) -> None:
+        """Let a held line go: as cancelled (`ended`), or as it stands (None)."""
+        session = held.tally.session
+        assert session is not None  # only a session's call is held
+        for ident in held.unanswered:
+            self._held.pop((session, ident), None)
+        line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended)
+        self.released.append((line, str(held.tally.mode.value)))
+
+    def expire(self, now: float) -> None:
+        """Let go, as they stand, the held lines whose cancel did not come within `HOLD_S` by `now`."""
+        while self._held:
+            held = next(iter(self._held.values()))
+            if now - held.closed.t < HOLD_S:
+                return
+            self._release(held, None)
+
+    def release_all(self) -> None:
+        """Let every held line go as it stands (the proxy stops)."""
+        while self._held:
+            self._release(next(iter(self._held.values())), None)
 
     def _shown_name(self, method: str | None, params: dict[str, Any]) -> str | None:
         """A request's target as the line shows it: a resource URI with its query credentials masked
@@ -460,10 +542,45 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
     return tally.carried or tally.method or tally.http_method
 
 
-def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor) -> ExchangeSummary:
+class _Held:
+    """The line of a closed exchange waiting (`HOLD_S`) for its client's `notifications/cancelled`."""
+
+    __slots__ = ("closed", "tally", "unanswered")
+
+    def __init__(self, closed: ExchangeClosed, tally: _Open, unanswered: list[RequestId]) -> None:
+        self.closed = closed
+        self.tally = tally
+        self.unanswered = unanswered
+
+
+def _unanswered(tally: _Open) -> list[RequestId]:
+    """The requests the exchange carried that got no answer on it."""
+    if tally.answered >= len(tally.ids):
+        return []
+    done = tally.answered_ids or ()
+    return [ident for ident in tally.ids if ident not in done]
+
+
+def _holds(outcome: str | None, tally: _Open, unanswered: list[RequestId]) -> bool:
+    """Whether an exchange's line waits for a cancel: a legacy client hung up on a call of its session
+    before the answer, which is how the TypeScript SDK begins its cancel (the notification follows)."""
+    return (
+        outcome == CLIENT_DISCONNECTED
+        and bool(unanswered)
+        and tally.session is not None
+        and tally.opened.client_era != Era.MODERN
+    )
+
+
+def _line(
+    exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor, cancelled: str | None = None
+) -> ExchangeSummary:
     # How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
-    # session is deleted, and a client may close a response stream once each of its requests is answered.
-    outcome = unusual_end(closed.outcome, tally.http_method, len(tally.ids), tally.answered)
+    # session is deleted, a client may close a response stream once each of its requests is answered,
+    # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
+    # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
+    ended = cancelled or client_end(closed.outcome, tally.opened.client_era, len(tally.ids), tally.answered)
+    outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
@@ -480,12 +597,12 @@ def _line(exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redacto
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
         outcome,
         _carried(tally, redactor),
-        None if closed.outcome == CLIENT_CANCELLED else _trouble(tally, outcome),
+        None if ended == CLIENT_CANCELLED else _trouble(tally, outcome),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
-        closed.outcome if outcome is None else None,  # end
+        ended if outcome is None else None,  # end
         tally.not_inspected,
     )
 

@@ -29,7 +29,7 @@ import orjson
 from proxy import __version__
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
-from proxy.flows.observations import unusual_end
+from proxy.flows.observations import client_end, unusual_end
 from proxy.flows.redact import unencodable
 
 _PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
@@ -314,7 +314,8 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
 
 def _unusual_end(draft: EntryDraft) -> str | None:
     """The exchange's outcome when it ended badly: as the round-trip log judges it, a client that hung
-    up once each of its requests was answered ended normally (unknowable once messages were dropped)."""
+    up once each of its requests was answered ended normally, and a 2026-07-28 client that hung up
+    before cancelled (unknowable once messages were dropped)."""
     if draft.outcome is None or draft.dropped:
         return draft.outcome
     asked: set[int | str] = set()
@@ -326,7 +327,8 @@ def _unusual_end(draft: EntryDraft) -> str | None:
             asked.add(m.jsonrpc_id)
         elif m.direction is not _TO_SERVER and m.kind in ("result", "error") and m.jsonrpc_id in asked:
             answered += 1
-    return unusual_end(draft.outcome, draft.http_method, len(asked), answered)
+    ended = client_end(draft.outcome, draft.client_era, len(asked), answered)
+    return unusual_end(ended, draft.http_method, len(asked), answered)
 
 
 def _mcp(draft: EntryDraft) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
     UpstreamSessionMoved,
+    cancels_by_hanging_up,
 )
 from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume
 from proxy.flows.retries import (
@@ -53,13 +54,11 @@ from proxy.flows.retries import (
 )
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
-from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
 _ERROR = Kind.ERROR
 _LEGACY_TO_MRTR_VALUE = Mode.LEGACY_TO_MRTR.value
-_MODERN = Era.MODERN.value
 _MRTR_TO_LEGACY_VALUE = Mode.MRTR_TO_LEGACY.value
 _NOTIFICATION = Kind.NOTIFICATION
 _PASSTHROUGH = Mode.PASSTHROUGH
@@ -529,7 +528,7 @@ class OpCounter:
                     if replaced is not None:
                         self._finish(replaced.target, replaced.since, error=True)
                     continue
-            if outcome == "client_disconnected" and ex.era == _MODERN:
+            if cancels_by_hanging_up(outcome, ex.era):
                 op.cancelled = True  # a 2026-07-28 client cancels by closing its stream
             self._finish(op, t, error=True)
         for op in ex.ops:

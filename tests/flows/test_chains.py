@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from proxy.flows.chains import LEGACY_LEFT_BRIDGE, MODERN_CANCEL, ChainBuilder
+from proxy.flows.correlate import LATE_CANCEL_S
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -321,6 +322,40 @@ def test_a_legacy_client_hanging_up_on_the_legacy_to_2026_bridge_notes_what_beca
     summary = next(c.summary for c in world.store if c.summary.jsonrpc_id == 5)
     assert (summary.status, summary.error) == (ChainStatus.ERROR, "client_disconnected")
     assert summary.notes == [LEGACY_LEFT_BRIDGE]
+
+
+def test_a_cancellation_just_after_its_request_closed_unanswered_joins_that_requests_chain(
+    world: World,
+) -> None:
+    """The TypeScript SDK v2 closes a `subscriptions/listen` (or aborts a call) before it sends the
+    `notifications/cancelled` naming it: the cancel still belongs to that request's chain."""
+    world.builder.open_exchange(
+        "x1", http_method="POST", path="/mcp", headers={}, session=None, client_era="modern"
+    )
+    cid = world.up("x1", request("listen:0", "subscriptions/listen", {"_meta": meta()}))
+    world.head("x1", 200, SSE)
+    world.close("x1", "client_disconnected")
+
+    world.builder.open_exchange(
+        "x2", http_method="POST", path="/mcp", headers={}, session=None, client_era="modern"
+    )
+    joined = world.up("x2", notification("notifications/cancelled", {"requestId": "listen:0"}))
+
+    assert joined == cid
+    assert world.summary(cid).status is ChainStatus.CANCELLED
+    assert world.trail(cid)[-1] == ("x2", "to_server", "notification", "notifications/cancelled")
+    assert [c.summary.method for c in world.store] == ["subscriptions/listen"]
+
+
+def test_a_cancellation_long_after_its_request_closed_opens_a_chain_of_its_own(world: World) -> None:
+    cid = world.post("x1", call(5), session=SESSION)
+    world.close("x1", "client_disconnected")
+    world.clock.advance(LATE_CANCEL_S + 1)
+
+    other = world.post("x2", notification("notifications/cancelled", {"requestId": 5}), session=SESSION)
+
+    assert other != cid
+    assert world.summary(other).method == "notifications/cancelled"
 
 
 def test_a_cancellation_in_another_session_does_not_join(world: World) -> None:

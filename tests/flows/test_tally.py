@@ -5,7 +5,7 @@ from __future__ import annotations
 from proxy.flows.events import Channel, Direction, Mode
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen, ResponseHeadSeen
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.flows.tally import HOLD_S, ExchangeSummary, RoundTripTally, ServerAsked
 from proxy.wire.jsonrpc import classify_value
 
 
@@ -29,7 +29,10 @@ def exchange(
     for value in got:
         tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
     line = tally.observe(ExchangeClosed(1.5, ex, outcome))
-    assert line is not None
+    if line is None:  # held for a cancel that does not come: logged as it stands once the hold runs out
+        tally.expire(1.5 + HOLD_S)
+        ((line, _mode),) = tally.released
+        tally.released.clear()
     return line
 
 
@@ -55,6 +58,65 @@ def test_a_call_its_client_cancelled_ends_as_cancelled_with_no_trouble() -> None
     tally = RoundTripTally(Redactor(key=b"k"))
     cancelled = exchange(tally, "x1", "POST", [CALL], [ASK], "cancelled")
     assert (cancelled.trouble, cancelled.outcome, cancelled.end) == (None, None, "cancelled")
+
+
+CANCEL = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+
+
+def post(tally: RoundTripTally, ex: str, value: dict[str, object], t: float, era: str = "legacy") -> None:
+    """The client POSTs one message in session s1 (the exchange left open)."""
+    tally.observe(
+        ExchangeOpened(t, ex, http_method="POST", path="/mcp", headers={}, session="s1", client_era=era)
+    )
+    tally.observe(MessageSeen(t, ex, classify_value(value), 10, Direction.TO_SERVER, Channel.POST))
+
+
+def test_a_legacy_call_cut_before_its_answer_waits_for_the_cancel_that_follows_and_is_logged_cancelled() -> (
+    None
+):
+    """The TypeScript SDK aborts the call's stream first and POSTs `notifications/cancelled` after: the
+    call's line is held until the cancel names it, then says `cancelled`, not trouble."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    assert tally.released == []
+    post(tally, "x2", CANCEL, 1.3)
+    ((line, mode),) = tally.released
+    assert (line.exchange, mode) == ("x1", "passthrough")
+    assert (line.trouble, line.outcome, line.end) == (None, None, "cancelled")
+
+
+def test_a_legacy_call_cut_with_no_cancel_is_logged_as_trouble_once_the_hold_runs_out() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    tally.expire(1.2 + HOLD_S - 0.1)
+    assert tally.released == []
+    tally.expire(1.2 + HOLD_S)
+    ((line, _mode),) = tally.released
+    assert (line.trouble, line.outcome) == ("client_disconnected", "client_disconnected")
+
+
+def test_a_call_cancelled_first_then_ended_unanswered_by_the_server_is_logged_cancelled() -> None:
+    """The Python SDK POSTs `notifications/cancelled` first; the server then ends the call's stream
+    without an answer: no `no response` trouble."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    post(tally, "x2", CANCEL, 1.1)
+    assert tally.observe(ExchangeClosed(1.1, "x2")) is not None
+    line = tally.observe(ExchangeClosed(1.2, "x1"))
+    assert line is not None
+    assert (line.trouble, line.outcome, line.end) == (None, None, "cancelled")
+
+
+def test_a_cancel_from_another_session_leaves_the_line_alone() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    tally.observe(ExchangeOpened(1.1, "x2", http_method="POST", path="/mcp", headers={}, session="s2"))
+    tally.observe(MessageSeen(1.1, "x2", classify_value(CANCEL), 10, Direction.TO_SERVER, Channel.POST))
+    line = tally.observe(ExchangeClosed(1.2, "x1"))
+    assert line is not None
+    assert line.trouble == "no response"
 
 
 def test_an_answer_to_a_server_request_is_named_for_it_and_a_stream_end_is_no_trouble() -> None:

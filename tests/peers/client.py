@@ -70,7 +70,15 @@ async def _step(client: Any, log: CallbackLog, step: dict[str, Any]) -> Any:
         return sorted(tool.name for tool in (await client.list_tools()).tools)
     if step["op"] == "call":
         progress = log.on_progress if step.get("progress") else None
-        return _dump(await client.call_tool(step["tool"], step.get("arguments"), progress_callback=progress))
+        call = client.call_tool(step["tool"], step.get("arguments"), progress_callback=progress)
+        if "cancelAfterMs" in step:  # the caller gives up: the SDK sends notifications/cancelled
+            with anyio.move_on_after(step["cancelAfterMs"] / 1000):
+                return _dump(await call)
+            return "cancelled"
+        return _dump(await call)
+    if step["op"] == "sleep":
+        await anyio.sleep(step["ms"] / 1000)
+        return "slept"
     raise ValueError(f"unknown plan op {step['op']!r}")
 
 
@@ -79,10 +87,11 @@ async def run_plan(
 ) -> None:
     """Run `plan`'s steps in order on one client: ``{"id", "result"|"error", "callbacks", "progress"}``.
 
-    A step is ``{"id", "op": "list_tools"}`` or ``{"id", "op": "call", "tool", "arguments",
-    "progress": bool}``. ``callbacks`` are the elicitation and sampling callbacks the step triggered;
-    ``roots`` answers are left out, because a legacy server may ask for them at any time on its own
-    stream (server-everything does, right after the handshake), not only inside a step.
+    A step is ``{"id", "op": "list_tools"}``, ``{"id", "op": "call", "tool", "arguments",
+    "progress": bool, "cancelAfterMs": N}`` (the caller cancels the call after N ms, if given) or
+    ``{"id", "op": "sleep", "ms": N}``. ``callbacks`` are the elicitation and sampling callbacks the
+    step triggered; ``roots`` answers are left out, because a legacy server may ask for them at any
+    time on its own stream (server-everything does, right after the handshake), not only inside a step.
     """
     log = CallbackLog()
     async with client_for(url, mode, log=log, read_timeout=seconds, transport=transport) as client:

@@ -28,8 +28,9 @@ async function connect(url, mode, log) {
   await client.connect(transport);
   const progress = progressOnArrival(transport);
   const api = {
-    callTool: (name, args, onprogress) => progress.during(onprogress, (sdkOnprogress) =>
-      client.callTool({ name, arguments: args ?? {} }, sdkOnprogress ? { onprogress: sdkOnprogress } : undefined)),
+    callTool: (name, args, onprogress, signal) => progress.during(onprogress, (sdkOnprogress) =>
+      client.callTool({ name, arguments: args ?? {} }, callOptions(sdkOnprogress, signal))),
+    listen: (filter) => client.listen(filter),
     listTools: () => client.listTools(),
     listPrompts: () => client.listPrompts(),
     getPrompt: (name, args) => client.getPrompt({ name, ...(args && { arguments: args }) }),
@@ -41,6 +42,12 @@ async function connect(url, mode, log) {
     await client.close();
   };
   return { api, close };
+}
+
+/** The options of one call: a progress callback and an abort signal (the caller's cancel), if any. */
+function callOptions(onprogress, signal) {
+  if (!onprogress && !signal) return undefined;
+  return { ...(onprogress && { onprogress }), ...(signal && { signal }) };
 }
 
 // The SDK hands a progress notification to `onprogress` a microtask after the transport delivers

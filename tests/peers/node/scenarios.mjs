@@ -191,11 +191,33 @@ async function runScenarios(connect, args) {
   }
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Plan ops: `list_tools`; `call` (`tool`, `arguments`, `progress`, and `cancelAfterMs`: the caller
+// aborts the call that long after it began, the SDK's own cancel); `listen` (a 2026-07-28
+// `subscriptions/listen` with `filter`, closed by the SDK after `holdMs`); `sleep` (`ms`: lets what
+// the SDK sends after a cancel go out before the next step or the exit).
 async function runStep(api, step, log) {
   if (step.op === 'list_tools') return (await api.listTools()).tools.map((t) => t.name).sort();
   if (step.op === 'call') {
     const onprogress = step.progress ? (event) => log.progress.push(event.progress) : undefined;
-    return await api.callTool(step.tool, step.arguments, onprogress);
+    const abort = step.cancelAfterMs === undefined ? undefined : new AbortController();
+    const timer = abort && setTimeout(() => abort.abort('cancelled by the test'), step.cancelAfterMs);
+    try {
+      return await api.callTool(step.tool, step.arguments, onprogress, abort?.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  if (step.op === 'listen') {
+    const subscription = await api.listen(step.filter);
+    await sleep(step.holdMs ?? 100);
+    await subscription.close();
+    return 'closed';
+  }
+  if (step.op === 'sleep') {
+    await sleep(step.ms);
+    return 'slept';
   }
   throw new Error(`unknown plan op ${step.op}`);
 }
