@@ -33,6 +33,7 @@ from typing import Any
 from proxy.flows.events import Direction, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    CLIENT_CANCELLED,
     BodyNotInspected,
     ExchangeClosed,
     ExchangeOpened,
@@ -43,6 +44,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    cancels_by_hanging_up,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
@@ -301,7 +303,14 @@ class SpanFollower:
                 self._finish(span, t)
 
     def _unanswered(self, ex: _Ex, span: SpanRecord, outcome: str | None, text: str | None) -> None:
-        """Mark a span whose answer never came on its exchange by how the exchange ended."""
+        """Mark a span whose answer never came on its exchange by how the exchange ended: a request
+        its client cancelled (by `notifications/cancelled`, or a 2026-07-28 client closing its stream)
+        did not fail, as its chain and the error counters say."""
+        if span.attributes.get("mcp_proxy.outcome") == CLIENT_CANCELLED:
+            return
+        if cancels_by_hanging_up(outcome, ex.era):
+            span.attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
+            return
         if ex.status is not None and ex.status >= 400:
             self._fail(span, str(ex.status), f"HTTP {ex.status}")
         elif outcome is not None:
@@ -359,7 +368,10 @@ class SpanFollower:
     def _notification(self, ex: _Ex, msg: Message, t: float) -> None:
         target: _Op | None = None
         if msg.method == "notifications/cancelled":
-            target = self._cancelled(ex.session, msg.params.get("requestId"))
+            cancelled = self._cancelled(ex.session, msg.params.get("requestId"))
+            if cancelled is not None:
+                cancelled[0].attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
+                target = cancelled[1]
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
         name, shared = self._request_attributes(ex, msg)
@@ -374,12 +386,12 @@ class SpanFollower:
             ex.notes = []
         ex.notes.append((span, op))
 
-    def _cancelled(self, session: str | None, ident: Any) -> _Op | None:
-        """The operation of the open request a `notifications/cancelled` names (cancels are rare: the
-        open exchanges are searched rather than every request indexed)."""
+    def _cancelled(self, session: str | None, ident: Any) -> tuple[SpanRecord, _Op] | None:
+        """The span and operation of the open request a `notifications/cancelled` names (cancels are
+        rare: the open exchanges are searched rather than every request indexed)."""
         for ex in self._exchanges.values():
             if ex.session == session and ident in ex.requests:
-                return ex.requests[ident][1]
+                return ex.requests[ident]
         return None
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:

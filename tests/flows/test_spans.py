@@ -221,8 +221,31 @@ def test_a_notification_joins_the_trace_of_the_request_it_cancels() -> None:
     assert cancelled.name == "notifications/cancelled"
     assert cancelled.trace_id == request.trace_id
     assert cancelled.parent_id == request.span_id
-    assert request.attributes["error.type"] == "client_disconnected"
+    assert not request.failed  # cancelled, as its chain says: no error
+    assert "error.type" not in request.attributes
+    assert request.attributes["mcp_proxy.outcome"] == "cancelled"
     assert play.follower.open_spans == 0
+
+
+@pytest.mark.parametrize(("era", "cancelled"), [("modern", True), ("legacy", False)])
+def test_a_2026_client_closing_its_stream_before_the_answer_cancels_and_a_legacy_ones_fails(
+    era: str, cancelled: bool
+) -> None:
+    play = Play()
+    play.feed(
+        ExchangeOpened(play.tick(), "x1", "POST", "/mcp", {}, None, era, era),
+        MessageSeen(play.t, "x1", classify_value(call(5)), 90, Direction.TO_SERVER, Channel.POST),
+        ResponseHeadSeen(play.t, "x1", 200, "text/event-stream", {}),
+        ExchangeClosed(play.tick(), "x1", "client_disconnected"),
+    )
+
+    (request,) = play.spans
+    assert request.failed is not cancelled
+    if cancelled:
+        assert request.attributes["mcp_proxy.outcome"] == "cancelled"
+        assert "error.type" not in request.attributes
+    else:
+        assert request.attributes["error.type"] == "client_disconnected"
 
 
 def test_a_known_secret_in_a_tool_name_is_masked_in_the_span_name_and_its_tool_attribute() -> None:
