@@ -32,15 +32,12 @@ from urllib.parse import urlsplit, urlunsplit
 from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
 from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
+from proxy.record.body_secrets import STAND_IN, BodySecret, body_secrets, ordinal
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
 
 Target = Literal["proxy", "upstream"]
-
-STAND_IN: Final = re.compile(r"<redacted[^<>]*>|<[A-Za-z]+ len=\d+ hmac:[0-9a-f]+>")
-"""A redactor's stand-in in any recorded text: `<redacted len=N hmac:xxxxxxxx>`, or one named for
-what it hides, as `requestState` is (`<requestState len=N hmac:xxxxxxxx>`)."""
 
 DROPPED: Final = frozenset({"host", "content-length", "accept-encoding", *HOP_BY_HOP})
 """Headers curl sets itself (or that would ask for a compressed answer curl does not decode)."""
@@ -125,14 +122,18 @@ def _quoted(literal: str) -> str:
     return _spliced(UNSAFE, literal, shlex.quote, _byte_escapes)
 
 
-def _word(text: str, secrets: _Secrets, preferred: str, what: str) -> str:
+def _word(text: str, secrets: _Secrets, preferred: str, what: str | Mapping[str, BodySecret]) -> str:
     """One shell word: literal runs quoted, each stand-in an environment reference (a
-    `requestState` one named for what it is, since it comes from the previous answer, not a secret)."""
+    `requestState` one named for what it is, since it comes from the previous answer, not a secret).
+    `what` says what every stand-in is, or (a body's) the variable and description of each one."""
 
     def reference(found: re.Match[str]) -> str:
         if found.group().startswith("<requestState "):
             return _env(secrets.var(_REQUEST_STATE_VAR, _REQUEST_STATE_WHAT))
-        return _env(secrets.var(preferred, what))
+        if isinstance(what, str):
+            return _env(secrets.var(preferred, what))
+        known = what.get(found.group(), BodySecret(preferred, "a redacted value in the body"))
+        return _env(secrets.var(known.var, known.what))
 
     return _spliced(STAND_IN, text, _quoted, reference)
 
@@ -146,10 +147,6 @@ def _repeated_secrets(value: str) -> list[str]:
     return parts
 
 
-def _ordinal(n: int) -> str:
-    return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
-
-
 def _url_word(url: str, secrets: _Secrets) -> str:
     """The URL as one shell word, each redacted query value a placeholder of its own, named for its
     parameter in the comment (the upstream's own query and the client's may each hold one)."""
@@ -159,7 +156,7 @@ def _url_word(url: str, secrets: _Secrets) -> str:
     def path_key(found: re.Match[str]) -> str:
         what = "a redacted segment of the URL's path (a key in it)"
         if len(keys) > 1:  # different keys: a placeholder each, the same key always the same one
-            which = _ordinal(keys.index(found.group()) + 1)
+            which = ordinal(keys.index(found.group()) + 1)
             what = f"the {which} of {len(keys)} redacted segments of the URL's path"
         return _env(secrets.var("MCP_URL_SECRET", what))
 
@@ -434,11 +431,11 @@ def curl_command(
             lines.append(f"-H {_word(f'{name}: {value}', secrets, _var_for_header(name), name)}")
             continue
         for i, one in enumerate(masked, 1):  # each value sent again as its own header, as recorded
-            what = f"{name} (the {_ordinal(i)} of the {len(masked)} sent)"
+            what = f"{name} (the {ordinal(i)} of the {len(masked)} sent)"
             lines.append(f"-H {_word(f'{name}: {one}', secrets, _var_for_header(name), what)}")
     body = _body_text(request)
     if body:
-        data = _word(body, secrets, "MCP_BODY_SECRET", "a redacted value in the body")
+        data = _word(body, secrets, "MCP_BODY_SECRET", body_secrets(request.body, body))
         lines.append(f"--data-binary {data}")
     what = request.method or request.kind
     if bodiless_request(request) and request.http is not None:

@@ -68,7 +68,7 @@ async def serve_outcome(
     The one dispatch every request takes that is not served on the front's fast path.
     """
     if isinstance(outcome, Route):
-        await router.ensure_probed(outcome.headers)
+        await router.ensure_probed(outcome)
         refusal = router.off_endpoint(outcome)  # the probe may have found HTTP+SSE behind the URL
         if refusal is not None:
             PassthroughRelay(relays, side, next_exchange()).refuse_route(outcome, refusal, received=received)

@@ -40,6 +40,8 @@ from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
 
 PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
+CREDENTIALS_WANTED: Final = frozenset({401, 403})
+"""Statuses of an upstream that answers nobody without credentials (an OAuth-protected server)."""
 SSE_HINTS = (400, 401, 404, 405)
 """Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there (401:
 one behind a credentials check answers every request so, whatever its transport)."""
@@ -57,6 +59,9 @@ class ProbeResult:
     transport: str = "http"
     """`sse` when the URL is a 2024-11-05 HTTP+SSE endpoint (a GET there opened a session): the eras
     are then unknown until it is probed again over that transport."""
+    wants_credentials: bool = False
+    """Both probe requests were refused 401 or 403: the upstream serves nobody without credentials
+    (or refused those the probe carried), so only a probe with a client's credentials can tell its era."""
 
 
 NOT_FOUND_HINT = (
@@ -131,7 +136,9 @@ async def probe_upstream(
             if refused == "":
                 return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
             if refused is not None:  # the path is right (a stream opened), the session is not usable
-                problem = f"{statuses}; {SSE_UNUSABLE} {refused}"
+                return ProbeResult(eras, True, f"{statuses}; {SSE_UNUSABLE} {refused}")
+        if status_m in CREDENTIALS_WANTED and status_l in CREDENTIALS_WANTED:
+            return ProbeResult(eras, True, problem, wants_credentials=True)
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
     except UpstreamError as exc:

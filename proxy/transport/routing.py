@@ -8,8 +8,11 @@ reached (it is still starting, as a sidecar's server often is), every request wa
 probe at a time, shared by everyone waiting) and, if the upstream is still out of reach, gets a 503
 naming why. An upstream that answers but fits no era (it wants credentials the probe lacked, say) is
 passed through, so the client sees its own answer, an OAuth 401 included; the probe is repeated at
-most every REPROBE_INTERVAL seconds, with the credentials of the request that asked for it. A known
-verdict is probed again when the upstream's answers stop fitting it (`suspect`).
+most every REPROBE_INTERVAL seconds, with the credentials of the request that asked for it. Only a
+request to the MCP endpoint asks (another path, an OAuth `/token` say, is passed through whatever the
+era), and when the upstream wants credentials only one that carries some: a probe without them
+would learn nothing and hold off the one that can. A known verdict is probed again when the
+upstream's answers stop fitting it (`suspect`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ UNREACHABLE_HINT = (
     "until the upstream answers (normal for a sidecar started before its server; else check --upstream)"
 )
 """What an upstream nobody answers at (yet) means for the proxy, said once with the probe's problem."""
+
+CREDENTIALS_HINT = (
+    "the upstream wants credentials (HTTP 401/403 to the probe): requests pass through unchanged "
+    "meanwhile, and the era is learned by probing again with those of the first request to the MCP "
+    "endpoint that carries any (Authorization or Cookie, as an OAuth client's calls after its login do)"
+)
+"""What an upstream that refused the probe for want of credentials means for the proxy."""
 
 _CREDENTIALS = ("authorization", "cookie")
 """Headers of the request that asked for a probe that go along with it."""
@@ -129,6 +139,8 @@ class Router:
         self.problem = ""
         """Why the last probe found no era ("" when it found one)."""
         self._probe: asyncio.Task[ProbeResult] | None = None
+        self._wants_credentials = False
+        """The last probe was refused for want of credentials: a probe without any learns nothing."""
         self._last_probe = 0.0
         self._stale = False
         self._forced_doubted = False
@@ -140,25 +152,35 @@ class Router:
         """Routing needs no probe: the eras are forced, bridging is off, or the verdict is fresh."""
         return self.forced or self.settings.bridge == "off" or (self._known and not self._stale)
 
-    def needs_probe(self) -> bool:
-        """A request must wait for a probe before it can be routed."""
+    def needs_probe(self, route: Route | None = None) -> bool:
+        """A request must wait for a probe before it can be routed (`route` None: a probe is asked for
+        by no request, as at start-up and by `/readyz`)."""
         if self.settled:
             return False
         if self._known or self.reachable:  # stale, or answered without fitting an era
+            if not self._could_teach(route):
+                return False
             return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
         return True  # never reached: nothing to route on but a guess
 
-    async def ensure_probed(self, headers: tuple[tuple[str, str], ...] = ()) -> UpstreamEras:
+    def _could_teach(self, route: Route | None) -> bool:
+        """Whether a probe asked for by `route` could find what the last one did not: not for a path
+        other than the MCP endpoint's (passed through whatever the era), nor without credentials for
+        an upstream that wants them."""
+        if route is not None and route.path not in self.upstream.endpoint_paths:
+            return False
+        return not self._wants_credentials or bool(_credentials(route))
+
+    async def ensure_probed(self, route: Route | None = None) -> UpstreamEras:
         """Probe when a request needs it, joining a probe already under way; the verdict after it.
 
-        `headers` are the asking request's: its credentials go along with the probe.
+        `route` is the asking request (None: none asks): its credentials go along with the probe.
         """
-        if not self.needs_probe():
+        if not self.needs_probe(route):
             return self.eras
         task = self._probe
         if task is None or task.done():
-            credentials = tuple((name, value) for name, value in headers if name.lower() in _CREDENTIALS)
-            task = self._probe = spawn(self._run_probe(credentials), name="era-probe")
+            task = self._probe = spawn(self._run_probe(_credentials(route)), name="era-probe")
         await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
         return self.eras
 
@@ -175,6 +197,7 @@ class Router:
             found = await probe_upstream(self.pool, self.upstream, limit, credentials)
         answered_before = self.reachable
         self.reachable, self.problem = found.reachable, found.problem
+        self._wants_credentials = found.wants_credentials
         changed = False
         if found.eras.known or not self.eras.known:
             changed = found.eras != self.eras
@@ -193,6 +216,8 @@ class Router:
             hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
             if refused:
                 hint = FAULT_HINT["tls_refused"]
+            elif found.wants_credentials:
+                hint = CREDENTIALS_HINT
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
         return found
 
@@ -252,7 +277,7 @@ class Router:
 
     def choose(self, route: Route) -> BridgeDriver | ProbeFirst | None:
         """The one routing decision for a request: probe first, a bridge, or None for pass-through."""
-        if self.needs_probe():
+        if self.needs_probe(route):
             return PROBE_FIRST
         return self.bridge_for(route)
 
@@ -270,7 +295,9 @@ class Router:
     def passes_through(self, route: Route) -> bool:
         """The request is served by pass-through now, with nothing to wait for: no probe due, the
         upstream routable, and no bridge for its era or session."""
-        return not self.needs_probe() and self.unroutable() is None and self.mode_for(route) is _PASSTHROUGH
+        return (
+            not self.needs_probe(route) and self.unroutable() is None and self.mode_for(route) is _PASSTHROUGH
+        )
 
     def bridge_for(self, route: Route) -> BridgeDriver | None:
         """The bridge driver for this request, or None for pass-through."""
@@ -286,6 +313,13 @@ class Router:
         """Stop a probe still under way (the proxy is stopping)."""
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
+
+
+def _credentials(route: Route | None) -> tuple[tuple[str, str], ...]:
+    """The asking request's headers that go along with a probe (none when no request asks)."""
+    if route is None:
+        return ()
+    return tuple((name, value) for name, value in route.headers if name.lower() in _CREDENTIALS)
 
 
 def _explained(found: ProbeResult, pool: UpstreamClient | ChannelUpstream, since: float) -> ProbeResult:

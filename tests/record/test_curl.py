@@ -66,7 +66,7 @@ def test_the_command_hands_curl_every_byte_and_each_secret_from_the_environment(
         **os.environ,
         "MCP_TOKEN": "tok",
         "MCP_QUERY_SECRET": "q-secret",
-        "MCP_BODY_SECRET": "b-secret",
+        "MCP_BODY_S": "b-secret",
     }
 
     args = curl_args(command, env)
@@ -79,7 +79,7 @@ def test_the_command_hands_curl_every_byte_and_each_secret_from_the_environment(
     body = args[args.index("--data-binary") + 1]
     assert json.loads(body)["params"] == {"text": AWKWARD, "s": "b-secret"}
     assert STAND_IN not in command
-    for name in ("MCP_TOKEN", "MCP_QUERY_SECRET", "MCP_BODY_SECRET"):
+    for name in ("MCP_TOKEN", "MCP_QUERY_SECRET", "MCP_BODY_S"):
         assert f"# set {name} first" in command
 
 
@@ -94,7 +94,7 @@ def test_a_secret_header_sent_twice_is_sent_twice_each_value_from_its_own_variab
     )
 
     args = curl_args(
-        command, {**os.environ, "MCP_X_API_KEY": "k1", "MCP_X_API_KEY_2": "k2", "MCP_BODY_SECRET": "b"}
+        command, {**os.environ, "MCP_X_API_KEY": "k1", "MCP_X_API_KEY_2": "k2", "MCP_BODY_S": "b"}
     )
 
     headers = [args[i + 1] for i, a in enumerate(args) if a == "-H"]
@@ -111,7 +111,7 @@ def test_two_keys_in_the_path_each_come_from_their_own_variable_and_a_repeated_k
         [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
     )
 
-    env = {**os.environ, "MCP_URL_SECRET": "k1", "MCP_URL_SECRET_2": "k2", "MCP_BODY_SECRET": "b"}
+    env = {**os.environ, "MCP_URL_SECRET": "k1", "MCP_URL_SECRET_2": "k2", "MCP_BODY_S": "b"}
     args = curl_args(command, env)
 
     assert args[4] == "http://127.0.0.1:8080/gw/k1/k2/x/k1/mcp"
@@ -145,6 +145,68 @@ def test_a_request_state_stand_in_comes_from_the_environment_too() -> None:
     args = curl_args(command, {**os.environ, "MCP_REQUEST_STATE": "the-state"})
     sent = json.loads(args[args.index("--data-binary") + 1])
     assert sent["params"]["requestState"] == "the-state"
+
+
+def test_each_distinct_redacted_value_of_a_json_body_comes_from_a_variable_named_for_its_key() -> None:
+    other, third = "<redacted len=9 hmac:99998888>", "<redacted len=5 hmac:77776666>"
+    fourth = "<redacted len=3 hmac:55554444>"
+    arguments = {
+        "api_key": STAND_IN,
+        "password": other,
+        "again": STAND_IN,  # the same value, masked alike: one variable
+        "tokens": [third, other],
+        "x\n$(touch pwned)": fourth,
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": arguments}}
+    request = record(1, body=body, http=HttpInfo(method="POST", path="/mcp", headers={}))
+    command = curl_command(
+        [request], request, chain_id="c1", proxy_url="http://127.0.0.1:8080", upstream_url=None
+    )
+
+    env = {
+        **os.environ,
+        "MCP_BODY_API_KEY": "k",
+        "MCP_BODY_PASSWORD": "p",
+        "MCP_BODY_TOKENS": "t",
+        "MCP_BODY_X_TOUCH_PWNED": "f",
+    }
+    args = curl_args(command, env)
+
+    sent = json.loads(args[args.index("--data-binary") + 1])["params"]["arguments"]
+    assert sent == {
+        "api_key": "k",
+        "password": "p",
+        "again": "k",
+        "tokens": ["t", "p"],
+        "x\n$(touch pwned)": "f",
+    }
+    assert [line for line in command.split("\n") if line.startswith("# set ")] == [
+        f"# set {name} first: {what} (redacted in the capture), e.g. export {name}=..."
+        for name, what in (
+            ("MCP_BODY_API_KEY", "the redacted value of body field 'api_key'"),
+            ("MCP_BODY_PASSWORD", "the redacted value of body field 'password'"),
+            ("MCP_BODY_TOKENS", "the redacted value of body field 'tokens'"),
+            ("MCP_BODY_X_TOUCH_PWNED", "the redacted value of body field 'x\\n$(touch pwned)'"),
+        )
+    ]
+
+
+def test_two_different_redacted_values_of_one_body_field_each_come_from_their_own_variable() -> None:
+    other = "<redacted len=9 hmac:99998888>"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"a": {"token": STAND_IN}, "b": {"token": other}},
+    }
+    request = record(1, body=body, http=HttpInfo(method="POST", path="/mcp", headers={}))
+    command = curl_command([request], request, chain_id="c1", proxy_url="http://p", upstream_url=None)
+
+    args = curl_args(command, {**os.environ, "MCP_BODY_TOKEN": "one", "MCP_BODY_TOKEN_2": "two"})
+
+    sent = json.loads(args[args.index("--data-binary") + 1])["params"]
+    assert sent == {"a": {"token": "one"}, "b": {"token": "two"}}
+    assert "# set MCP_BODY_TOKEN_2 first: the second of 2 redacted values of body field 'token'" in command
 
 
 def test_an_initialize_shows_the_answers_head_where_the_session_id_comes_from() -> None:
@@ -186,7 +248,7 @@ def test_a_sessions_placeholder_says_which_chains_answer_holds_the_session_id() 
     )
     assert "chain cb00287-7 (C on its initialize copies that command)" in live
     assert "export --curl" not in live  # a running proxy's ids are no capture's
-    args = curl_args(named, dict(os.environ, MCP_SESSION_ID="abc", MCP_BODY_SECRET="s"))
+    args = curl_args(named, dict(os.environ, MCP_SESSION_ID="abc", MCP_BODY_S="s"))
     assert "Mcp-Session-Id: abc" in args
 
 
@@ -291,7 +353,7 @@ def run_with_stub_curl(command: str, tmp_path: Path) -> tuple[list[str], str]:
         "ARGV_FILE": str(tmp_path / "argv"),
         "MCP_TOKEN": "tok",
         "MCP_QUERY_SECRET": "q",
-        "MCP_BODY_SECRET": "b",
+        "MCP_BODY_S": "b",
     }
     subprocess.run(["bash", "-n", "-c", command], check=True, timeout=10)
     done = subprocess.run(
