@@ -191,6 +191,16 @@ class Settings(BaseModel):
     uvicorn, behind most SDK servers, keeps an idle connection without announcing it; a request that
     meets a connection the upstream closed anyway, before any byte of its answer, is sent once more.
     """
+    rewrite_oauth_origin: bool = True
+    """Move URLs that name the upstream's origin (scheme, host, port) onto the proxy's, as the client
+    addressed it, in what an OAuth client discovers through the proxy: the `resource_metadata` of a
+    `WWW-Authenticate` challenge, and in the JSON of `/.well-known/oauth-protected-resource`,
+    `/.well-known/oauth-authorization-server` and `/.well-known/openid-configuration` the `resource`,
+    `issuer`, `authorization_servers` and every endpoint URL; and move the RFC 8707 `resource` a client
+    sends (the authorization request's query, the token request's form) back to the upstream's URL.
+    A server that advertises its own URL then works through the proxy as it does directly; URLs on any
+    other origin stay as they are. Each rewrite is logged (`origin_rewritten`), captured and noted on
+    its chain. Off, these go to the client as the server sent them."""
     # -- secrets, capture completeness and admin access ------------------------------------------
     redact_headers: list[str] = Field(default_factory=list)
     """More header names (any case) to mask in logs, captures, the admin feed and exports.

@@ -165,6 +165,7 @@ class Proxy:
             router=self.router,
             upstream_timeout=settings.upstream_timeout,
             inspect_limit=settings.max_inspected_bytes,
+            rewrite_origin=settings.rewrite_oauth_origin,
         )
         self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
         """The fault rules in force (none by default: the relay then never consults the gate)."""

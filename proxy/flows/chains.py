@@ -76,6 +76,7 @@ from proxy.flows.observations import (
     LegOpened,
     MessageSeen,
     Observation,
+    OriginRewritten,
     ResponseHeadSeen,
     UpstreamSessionMoved,
     cancels_by_hanging_up,
@@ -307,6 +308,8 @@ class ChainBuilder:
                 )
             case FaultInjected():
                 self.fault_injected(obs)
+            case OriginRewritten():
+                self._note(obs.exchange, None, origin_note(obs))
             case InterceptHeld() | InterceptReleased():
                 note = intercept_note(obs)
                 if note is not None:
@@ -1088,3 +1091,12 @@ def fault_note(obs: FaultInjected) -> str:
         return f"fault not injected ({obs.rule}): {what}: {obs.detail or 'it cannot act on this message'}"
     detail = f" ({obs.detail})" if obs.detail else ""
     return f"{_FAULT_INJECTED}{what}{detail} [{obs.rule}]"
+
+
+def origin_note(obs: OriginRewritten) -> str:
+    """The chain's note for URLs the proxy moved between the upstream's origin and the client's (or a
+    discovery document it left as it was, and why)."""
+    if obs.problem is not None:
+        return f"origin not rewritten for the client: {obs.problem}"
+    side = "client" if obs.direction is Direction.TO_CLIENT else "server"
+    return f"origin rewritten for the {side} by the proxy: {obs.changed}: {obs.was} -> {obs.now}"

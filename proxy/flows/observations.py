@@ -105,6 +105,30 @@ class BodyNotInspected:
 
 
 @value
+class OriginRewritten:
+    """The proxy moved URLs between the upstream's origin and the one the client addressed, or left a
+    discovery document as it was and says why (`proxy.engine.oauth_origin`).
+
+    The exchange's other records hold what the sender sent (the client's request, the upstream's
+    answer); this one says what the other side got instead: in `direction`, the members or parameters
+    named in `changed` went with their origin `was` replaced by `now`. With `problem` set nothing was
+    changed (`changed` is empty): a document the proxy could not read, too large, or compressed.
+    """
+
+    t: float
+    exchange: str
+    direction: Direction
+    changed: str
+    """What was rewritten, comma-separated: `WWW-Authenticate resource_metadata`, `resource`,
+    `authorization_servers[0]`, `token_endpoint`, `Location`, `resource (query)`, `resource (form)`."""
+    was: str
+    """The origin the sender wrote (`http://localhost:3000`)."""
+    now: str
+    """The origin the other side got in its place (`http://127.0.0.1:8080`)."""
+    problem: str | None = None
+
+
+@value
 class AnsweredByProxy:
     """The proxy answered the exchange's request itself and the upstream never saw it: refused before
     going upstream (the upstream's era unknown and out of reach, a drain, a request `classify`
@@ -370,6 +394,7 @@ Observation: TypeAlias = (
     | InvalidBody
     | BytesOut
     | BodyNotInspected
+    | OriginRewritten
     | AnsweredByProxy
     | EventIdSeen
     | ExchangeClosed

@@ -42,6 +42,7 @@ from proxy.flows.observations import (
     LegOpened,
     MessageSeen,
     Observation,
+    OriginRewritten,
     ResponseHeadSeen,
     UpstreamSessionMoved,
     key_of,
@@ -78,6 +79,7 @@ KINDS: Final[dict[type[Any], str]] = {
     FaultInjected: "fault",
     InterceptHeld: "intercept_held",
     InterceptReleased: "intercept_released",
+    OriginRewritten: "origin_rewritten",
 }
 """The schema name of each observation kind."""
 

@@ -18,6 +18,7 @@ import contextlib
 import os
 import queue
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -43,6 +44,7 @@ from tests.peers.envs import (
 __all__ = [
     "NODE_KINDS",
     "REPO_ROOT",
+    "NodeOAuthExample",
     "NodeServer",
     "PeerServer",
     "PeerStartError",
@@ -108,6 +110,14 @@ class ServedPeer:
 
     def ready(self, words: list[str]) -> None:
         """Check the words after ``READY <port>`` (nothing by default)."""
+
+    def announced(self, line: str) -> int | None:
+        """The port a stdout line says the peer is ready on (``READY <port> ...``), else None."""
+        if not line.startswith("READY "):
+            return None
+        words = line.split()
+        self.ready(words[2:])
+        return int(words[1])
 
     # -- where it is ------------------------------------------------------------------------------
 
@@ -210,10 +220,9 @@ class ServedPeer:
                     f"peer {self.label} exited before READY (stdout: {''.join(seen)[-2000:]!r})\n"
                     f"{self.stderr_text()}"
                 )
-            if line.startswith("READY "):
-                words = line.split()
-                self.ready(words[2:])
-                return int(words[1])
+            port = self.announced(line)
+            if port is not None:
+                return port
             seen.append(line)
 
     def stop(self) -> None:
@@ -313,24 +322,29 @@ class PeerServer(ServedPeer):
 class Sdk1Server(ServedPeer):
     """A server on the SDK's last 1.x release (``tests.peers.sdk1_server``) in ``.cache/peers/sdk1``,
     as most servers users run are; `stateless` serves it as ``stateless_http=True`` does, `oauth` with
-    its own authorization server on the same origin (``tests.peers.sdk1_oauth``)."""
+    its own authorization server on the same origin (``tests.peers.sdk1_oauth``), `advertise` naming
+    its own URL there."""
 
     def __init__(
         self,
         *,
         stateless: bool = False,
         oauth: bool = False,
+        advertise: bool = False,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     ) -> None:
         super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
         self.stateless = stateless
         self.oauth = oauth
+        self.advertise = advertise
+        """With `oauth`: the server advertises its own URL and accepts only tokens issued for it."""
         self.label = "sdk1-stateless" if stateless else "sdk1"
 
     def command(self) -> list[str]:
         cmd = [str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--port", "0"]
         cmd += ["--stateless"] if self.stateless else []
+        cmd += ["--advertise"] if self.advertise else []
         return [*cmd, "--oauth"] if self.oauth else cmd
 
     def environment(self) -> dict[str, str]:
@@ -389,6 +403,66 @@ class NodeServer(ServedPeer):
 
     def __enter__(self) -> NodeServer:
         return self.start()
+
+
+class NodeOAuthExample(ServedPeer):
+    """The TypeScript SDK v1's example server with OAuth (``simpleStreamableHttp.js --oauth``), under the
+    loopback preload: ``/mcp`` and its protected resource metadata on one port, its authorization
+    server (``/authorize``, ``/token``, ``/register``, metadata) on another, both advertised as
+    ``http://localhost:PORT``, as the example always does.
+
+    The example reads both ports from its environment and advertises them, so they are chosen before
+    it starts (free at that moment; another process could take one before the example binds it, and
+    the start then fails naming the port). Ready once both servers say they listen.
+    """
+
+    label = "node-oauth-example"
+
+    def __init__(
+        self, *, start_timeout: float = DEFAULT_START_TIMEOUT, stop_timeout: float = DEFAULT_STOP_TIMEOUT
+    ) -> None:
+        super().__init__(start_timeout=start_timeout, stop_timeout=stop_timeout)
+        self.mcp_port, self.auth_port = free_port(), free_port()
+        self._listening: set[str] = set()
+
+    @property
+    def url(self) -> str:
+        """The endpoint as the example advertises it (`localhost`, which the proxy must be given too)."""
+        return f"http://localhost:{self.port}{self.path}"
+
+    @property
+    def auth_origin(self) -> str:
+        """The authorization server's origin as the example advertises it."""
+        return f"http://localhost:{self.auth_port}"
+
+    def command(self) -> list[str]:
+        example = (
+            node_package("@modelcontextprotocol/sdk") / "dist/esm/examples/server/simpleStreamableHttp.js"
+        )
+        return [node_binary(), "--require", str(LOOPBACK_PRELOAD), str(example), "--oauth"]
+
+    def environment(self) -> dict[str, str]:
+        return node_environment(MCP_PORT=str(self.mcp_port), MCP_AUTH_PORT=str(self.auth_port))
+
+    def announced(self, line: str) -> int | None:
+        for server in ("OAuth Authorization Server", "MCP Streamable HTTP Server"):
+            if line.startswith(f"{server} listening on port"):
+                self._listening.add(server)
+        return self.mcp_port if len(self._listening) == 2 else None
+
+    def start(self) -> NodeOAuthExample:
+        super().start()
+        return self
+
+    def __enter__(self) -> NodeOAuthExample:
+        return self.start()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (for a peer that must be told its port up front)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def python_peer_environment() -> dict[str, str]:

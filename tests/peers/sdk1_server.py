@@ -8,7 +8,9 @@ way, and they ask their clients differently from the 2.x peers: ``ctx.elicit`` n
 while ``ctx.session.create_message`` and ``list_roots`` without one go out on the session's GET
 stream. ``--stateless`` serves as ``stateless_http=True`` does: no session, so a question asked in
 flight can never be answered. ``--oauth`` adds an authorization server on the same origin
-(``tests.peers.sdk1_oauth``) and asks every MCP request for its bearer token. Prints
+(``tests.peers.sdk1_oauth``) and asks every MCP request for its bearer token; ``--advertise`` with it
+has the server advertise its own URL (issuer, resource, the 401's ``resource_metadata``) and accept
+only tokens issued for that resource, as most servers with OAuth are set up. Prints
 ``READY <port> <http>`` like every peer (``uvicorn_ready``). ``--stdio`` serves the same server on stdio
 instead (``mcp.run("stdio")``), as a command behind ``--upstream-cmd``; it prints nothing of its own.
 """
@@ -22,7 +24,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
-from tests.peers.uvicorn_ready import serve
+from tests.peers.uvicorn_ready import HOST, bind, serve
 
 
 class Name(BaseModel):
@@ -31,8 +33,10 @@ class Name(BaseModel):
     name: str
 
 
-def build(stateless: bool, oauth: bool = False) -> FastMCP:
-    """The server: a plain tool, one that elicits in flight, one that samples on the GET stream."""
+def build(stateless: bool, oauth: bool = False, base: str | None = None) -> FastMCP:
+    """The server: a plain tool, one that elicits in flight, one that samples on the GET stream.
+
+    `base` (with `oauth`): the server's own origin, which it then advertises (`sdk1_oauth.settings`)."""
     if oauth:
         from tests.peers import sdk1_oauth
 
@@ -41,7 +45,7 @@ def build(stateless: bool, oauth: bool = False) -> FastMCP:
             stateless_http=stateless,
             host="127.0.0.1",
             auth_server_provider=sdk1_oauth.MemoryProvider(),
-            auth=sdk1_oauth.settings(),
+            auth=sdk1_oauth.settings(base),
         )
     else:
         mcp = FastMCP("sdk1-peer", stateless_http=stateless, host="127.0.0.1")
@@ -76,12 +80,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--oauth", action="store_true", help="serve OAuth on the same origin, bearer required"
     )
+    parser.add_argument(
+        "--advertise", action="store_true", help="with --oauth: advertise the server's own URL"
+    )
     parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead of HTTP")
     args = parser.parse_args(argv)
     if args.stdio:
         build(stateless=False).run("stdio")
         return 0
-    return serve(build(args.stateless, args.oauth).streamable_http_app(), args.port)
+    sock = bind(args.port)  # bound first: an advertising server names the port it got
+    base = f"http://{HOST}:{sock.getsockname()[1]}" if args.advertise else None
+    return serve(build(args.stateless, args.oauth, base).streamable_http_app(), args.port, sock=sock)
 
 
 if __name__ == "__main__":

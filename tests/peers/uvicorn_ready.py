@@ -48,9 +48,12 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-def serve(app: Any, port: int, *, log_level: str = "warning", **config: Any) -> int:
-    """Bind `port` (0: any free one), serve `app` until SIGTERM or SIGINT, and return 0."""
-    sock = bind(port)
+def serve(
+    app: Any, port: int, *, log_level: str = "warning", sock: socket.socket | None = None, **config: Any
+) -> int:
+    """Bind `port` (0: any free one), or take `sock` bound already, serve `app` until SIGTERM or SIGINT,
+    and return 0."""
+    sock = sock or bind(port)
     settings = uvicorn.Config(
         app,
         log_level=log_level,
