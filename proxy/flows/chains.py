@@ -579,12 +579,15 @@ class ChainBuilder:
 
         A leg keeps its chain after the client exchange that caused it has closed (a parked call).
         A message that `joins` another leg goes to that leg's chain, and its own leg stays unbound:
-        a session's GET stream carries questions for one call after another.
+        a session's GET stream carries questions for one call after another. A message on a leg the
+        capture calls a GET stream that joins no call is the stream's own, even while the exchange
+        the stream was opened for is open (`StreamLegs`).
         Upstream-side messages never change the chain's status: the client side decides that.
         """
         chain_id = self._legs.get(leg if joins is None else joins)
         if chain_id is None:
-            ex = self._exchanges.get(exchange_id)
+            own = joins is None and self._streams.declared(leg, channel)
+            ex = None if own else self._exchanges.get(exchange_id)
             chain_id = ex.main_chain() if ex is not None else None
             if chain_id is None:
                 chain_id = self._stream_chain(leg, direction, channel)

@@ -2,15 +2,18 @@
 
 The modern-client -> legacy-server bridge keeps a GET stream open per upstream session. What the
 server sends there names no request: a question or a log message given to a call joins that call's
-chain (`joins`), and one that comes while the exchange that opened the session is still open joins its
-chain, as any leg's first message does. The rest (the server asking between calls, a log message no
-call takes) would join no chain, so the stream gets a chain of its own, `GET stream`
-in the bridge's mode, as a client's GET stream has in pass-through; the bridge's answer to a question
-there is linked to the stream's leg and joins it too. The chain ends when the stream's leg closes.
+chain (`joins`). The rest (the server asking between calls or while no call can take it, a log message
+no call takes, the stream's own end) is no call's, whichever exchange happened to be open when it
+came: the exchange that opened the session is only the one the stream was opened for. So the stream
+gets a chain of its own, `GET stream` in the bridge's mode, as a client's GET stream has in
+pass-through; the bridge's answer to a question there is linked to the stream's leg and joins it too.
+The chain ends when the stream's leg closes.
 
 A capture before format 1.7 does not say which legs are GET streams (no `leg_opened`, channel `sse`):
 there a leg whose first message unbound to any chain came from the server is one, since every other
-leg begins with the proxy's own message. Plain bookkeeping: no I/O, no clock.
+leg begins with the proxy's own message, and such a message that comes while the exchange its leg
+names is open joins that exchange's chain, as any leg's first message does. Plain bookkeeping: no
+I/O, no clock.
 """
 
 from __future__ import annotations
@@ -38,9 +41,14 @@ class StreamLegs:
         if http_method == "GET":
             self._opened[leg] = (mode, at)
 
+    def declared(self, leg: str, channel: Channel) -> bool:
+        """Whether the capture says `leg` is a GET stream (its `leg_opened` GET, or a message on it
+        written `get_sse`): then a message on it joins a call only when it says so (`joins`)."""
+        return leg in self._opened or channel is Channel.GET_SSE
+
     def is_stream(self, leg: str, direction: Direction, channel: Channel) -> bool:
         """Whether a message that joined no chain is on a GET stream (its leg may get a chain)."""
-        if leg in self._opened or channel is Channel.GET_SSE:
+        if self.declared(leg, channel):
             return True
         if direction is Direction.TO_SERVER:
             self._unbound[leg] = True

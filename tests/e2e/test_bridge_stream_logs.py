@@ -9,11 +9,18 @@ last one is sent right before the answer, on the other stream, and may reach the
 client) after it: the streams are not ordered, and a 2026-07-28 response ends with its answer. Real
 peers: the SDK 1.32 example under the loopback preload, the Python SDK 2.3 client in both eras, and
 the `mcp-proxy` command.
+
+A 2026-07-28 client that sends no `server/discover` opens the upstream session with its first call,
+and the session's GET stream is opened for that call: what the stream carries that the call does not
+take (the `debug` line, a log after the answer) is still the stream's own, in its `GET stream` chain,
+live and read back from the capture alike.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -21,7 +28,7 @@ import pytest
 
 from tests.peers.runner import NodeServer
 from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
-from tests.sidecar import ProxyProcess, admin_json, clean_env, settings_env
+from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -69,6 +76,34 @@ async def test_a_modern_client_gets_the_get_stream_logs_of_its_call_as_a_legacy_
     late = [LAST.replace(":", "|", 1)] if logs == [FIRST] else []  # after the answer: nobody's
     left = sorted(line for lines in others for line in lines)
     assert left == sorted(["debug|Starting multi-greet for Bob", *late])  # below the level: nobody's
+
+
+async def test_the_get_stream_opened_for_a_first_call_keeps_what_that_call_did_not_take(
+    example_server: NodeServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "run.jsonl"
+    log = CallbackLog()
+    env = clean_env(**settings_env(upstream=example_server.url, capture=capture))
+    with ProxyProcess(env) as proxy:
+        async with client_for(proxy.endpoint(), "2026-07-28", log=log, log_level="info") as client:
+            with anyio.fail_after(15):
+                first = normalize_tool_result(await client.call_tool("multi-greet", {"name": "Bob"}))
+                await client.call_tool("greet", {"name": "Ada"})
+        live = await admin_json(proxy.admin + "/api/export.json")
+    assert first == {"content": ["Good morning, Bob!"], "isError": False}
+    assert log.logs in ([FIRST], [FIRST, LAST])
+    done = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert done.returncode == 0, done.stderr
+    for exported in (live, json.loads(done.stdout)):
+        greet = next(c for c in exported["chains"] if c["chain"].get("name") == "multi-greet")
+        upstream = [m.get("method") for m in greet["messages"] if m["side"] == "upstream"]
+        assert "initialize" in upstream  # the call opened the session, and its GET stream with it
+        taken = _logs(greet, "upstream", "to_client")
+        assert taken == [line.replace(":", "|", 1) for line in log.logs]
+        (stream,) = [c for c in exported["chains"] if c["chain"]["method"] == "GET stream"]
+        assert stream["chain"]["mode"] == "mrtr_to_legacy"
+        late = [LAST.replace(":", "|", 1)] if log.logs == [FIRST] else []
+        assert _logs(stream, "upstream", "to_client") == ["debug|Starting multi-greet for Bob", *late]
 
 
 def _logs(chain: dict[str, Any], side: str, direction: str) -> list[str]:

@@ -169,7 +169,8 @@ def refused_leg_call(obs: Any, clock: Ticking) -> list[Any]:
 
     The session's GET stream (leg-1) answers its head before any event; the call (leg-2) is refused
     404 with a JSON-RPC error; the proxy initializes again (leg-3, its head naming the new session),
-    acknowledges it (leg-4: a 202 that carries no message) and calls again (leg-5, an SSE answer).
+    acknowledges it (leg-4: a 202 that carries no message) and calls again (leg-5, an SSE answer),
+    which takes the log the server sends on the GET stream meanwhile (`joins`).
     Returns what the close_exchange returned.
     """
     modern = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
@@ -180,8 +181,6 @@ def refused_leg_call(obs: Any, clock: Ticking) -> list[Any]:
     obs.message("x1", call, size=90, direction=to_server, channel=Channel.POST, side=Side.CLIENT)
     obs.leg_head("leg-1", status=200, content_type=sse, headers={"Content-Type": sse})
     clock.now += 0.1
-    logged = notification("notifications/message", {"level": "info", "data": "stream open"})
-    obs.leg_message("leg-1", "x1", logged, size=60, direction=to_client, channel=Channel.GET_SSE)
     upstream_call = request("legacy-1", "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     obs.leg_message("leg-2", "x1", upstream_call, size=80, direction=to_server, channel=Channel.POST)
     clock.now += 0.05
@@ -203,6 +202,10 @@ def refused_leg_call(obs: Any, clock: Ticking) -> list[Any]:
     obs.leg_closed("leg-4")
     again = request("legacy-3", "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     obs.leg_message("leg-5", "x1", again, size=80, direction=to_server, channel=Channel.POST)
+    logged = notification("notifications/message", {"level": "info", "data": "calling echo"})
+    obs.leg_message(
+        "leg-1", "x1", logged, size=60, direction=to_client, channel=Channel.GET_SSE, joins="leg-5"
+    )
     clock.now += 0.1
     obs.leg_head("leg-5", status=200, content_type=sse, headers={"Content-Type": sse})
     echoed = {"content": [{"type": "text", "text": "hi"}]}

@@ -102,10 +102,18 @@ class Calls:
         return self.sink.close(ExchangeClosed(self.sink.now(), exchange, outcome))
 
     def leg_message(
-        self, leg: str, exchange: str, message: Any, *, size: int, direction: Direction, channel: Channel
+        self,
+        leg: str,
+        exchange: str,
+        message: Any,
+        *,
+        size: int,
+        direction: Direction,
+        channel: Channel,
+        joins: str | None = None,
     ) -> None:
         msg = message if isinstance(message, Message) else classify_value(message)
-        self.sink.emit(LegMessageSeen(self.sink.now(), leg, exchange, msg, size, direction, channel))
+        self.sink.emit(LegMessageSeen(self.sink.now(), leg, exchange, msg, size, direction, channel, joins))
 
     def leg_head(self, leg: str, *, status: int, content_type: str | None, headers: dict[str, str]) -> None:
         self.sink.emit(LegHeadSeen(self.sink.now(), leg, status, content_type, headers))
