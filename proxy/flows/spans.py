@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.flows.events import Direction, Side
+from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     CLIENT_CANCELLED,
@@ -472,6 +472,8 @@ class SpanFollower:
         joins = obs.joins
         leg = self._legs.get(obs.leg if joins is None else joins)
         if leg is None:
+            if joins is None and obs.channel is Channel.GET_SSE:
+                return  # a session's GET stream serves no one call: only what joins a call is its
             ex = self._exchanges.get(obs.exchange)
             main = ex.main() if ex is not None else None
             if main is None:

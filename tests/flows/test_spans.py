@@ -14,6 +14,8 @@ from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
+    LegClosed,
+    LegMessageSeen,
     MessageSeen,
     Observation,
     ResponseHeadSeen,
@@ -257,3 +259,33 @@ def test_a_known_secret_in_a_tool_name_is_masked_in_the_span_name_and_its_tool_a
     assert "LEAK" not in f"{span.name} {span.all_attributes()}"
     assert span.name.startswith("tools/call echo-<redacted len=27 ")
     assert str(span.all_attributes()["gen_ai.tool.name"]).startswith("echo-<redacted len=27 ")
+
+
+def test_a_get_stream_message_no_call_took_is_not_hung_under_the_call_it_came_during() -> None:
+    """A session's GET stream serves one call after another: a question on it that no call took (the
+    bridge refused it) is not that call's, and one the bridge gave the call (`joins`) is."""
+    play = Play()
+    get_sse, post, down, up = Channel.GET_SSE, Channel.POST, Direction.TO_CLIENT, Direction.TO_SERVER
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    pong = {"jsonrpc": "2.0", "id": 7, "result": {}}
+    roots = {"jsonrpc": "2.0", "id": 8, "method": "roots/list"}
+    no_roots = {"jsonrpc": "2.0", "id": 8, "result": {"roots": []}}
+    play.feed(
+        ExchangeOpened(play.tick(), "x1", "POST", "/mcp", {}, None, "modern", "legacy", Mode.MRTR_TO_LEGACY),
+        MessageSeen(play.t, "x1", classify_value(call(1)), 90, up, Channel.POST),
+        LegMessageSeen(play.tick(), "leg-1", "x1", classify_value(call(1)), 90, up, Channel.POST),
+        LegMessageSeen(play.tick(), "leg-2", "x1", classify_value(ping), 40, down, get_sse),
+        LegMessageSeen(play.tick(), "leg-2", "x1", classify_value(pong), 40, up, Channel.POST),
+        LegMessageSeen(play.tick(), "leg-2", "x1", classify_value(roots), 40, down, get_sse, joins="leg-1"),
+        LegMessageSeen(play.tick(), "leg-2", "x1", classify_value(no_roots), 40, up, post, joins="leg-1"),
+        LegMessageSeen(play.tick(), "leg-1", "x1", classify_value(result(1)), 80, down, Channel.SSE),
+        LegClosed(play.t, "leg-1"),
+        MessageSeen(play.t, "x1", classify_value(result(1)), 80, down, Channel.SSE),
+        ExchangeClosed(play.tick(), "x1"),
+    )
+
+    names = sorted(span.name for span in play.spans)
+    assert "ping" not in names  # refused on the stream, during the call: not the call's
+    assert "roots/list" in names
+    (root,) = (span for span in play.spans if span.parent_id is None)
+    assert all(span.trace_id == root.trace_id for span in play.spans)
