@@ -25,6 +25,7 @@ from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
 from proxy.flows.sink import SWEEP_EVERY, ObservationSink
@@ -129,6 +130,7 @@ class Proxy:
             body_limit=settings.capture_body_limit,
             id_prefix=self.run_tag + "-",
             retry_window=settings.continuation_ttl,
+            endpoint=Endpoint(upstream.base_path),
         )
         # A small pass-through exchange makes about five observations, a bridged one more: the queue
         # keeps enough for the store's whole ring of chains either way.

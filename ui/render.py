@@ -16,6 +16,7 @@ from typing import Any
 from rich.text import Text
 
 from proxy.flows.chains import proxy_changes
+from proxy.flows.endpoint import is_plain_chain
 from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from proxy.wire.visible import visible
 from ui.model import ChainEntry, SessionEntry
@@ -92,7 +93,10 @@ def era_badge(era: str) -> Text:
 
 
 def eras_cell(summary: ChainSummary) -> Text:
-    """Client era -> upstream era, plus a bridge badge when the proxy converted between them."""
+    """Client era -> upstream era, plus a bridge badge when the proxy converted between them; `http`
+    for a plain HTTP request (a path other than the MCP endpoint), which speaks no era."""
+    if is_plain_chain(summary.method, summary.name):
+        return Text("http", style="dim")
     text = Text.assemble(era_badge(summary.client_era), ("→", "dim"), era_badge(summary.upstream_era))
     if summary.bridged:
         text.append(" ⇄", style="bold magenta")

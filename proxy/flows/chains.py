@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, KeysView
 from typing import Any, Final
 
 from proxy.flows.correlate import Correlator
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import (
     BRIDGE_ERAS,
     DECIDED,
@@ -81,7 +82,15 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     cancels_by_hanging_up,
 )
-from proxy.flows.records import Filed, Head, RecordMaker, carries_head, http_only_head, http_side
+from proxy.flows.records import (
+    Filed,
+    Head,
+    RecordMaker,
+    as_plain_body,
+    carries_head,
+    http_only_head,
+    http_side,
+)
 from proxy.flows.redact import Redactor
 from proxy.flows.resumes import (
     ID_REUSED,
@@ -157,10 +166,14 @@ class ChainBuilder:
         records: bool = True,
         on_filed: Filed | None = None,
         retry_window: float = RETRY_WINDOW,
+        endpoint: Endpoint | None = None,
     ) -> None:
         """`retry_window`: seconds a pass-through call answered `input_required` waits for its retry
-        (`continuation_ttl`) before its chain ends `incomplete`."""
+        (`continuation_ttl`) before its chain ends `incomplete`; `endpoint`: the MCP endpoint's paths
+        (a request to any other path is plain HTTP), unknown until given."""
         self.store = store
+        self.endpoint = endpoint if endpoint is not None else Endpoint()
+        """Which paths are the MCP endpoint (a capture's reader sets it from the capture's `proxy_info`)."""
         self._headlines = headlines
         self._keeps_records = records
         self._on_filed = on_filed
@@ -346,7 +359,8 @@ class ChainBuilder:
 
         `transports`: how the client reached the proxy, and how the proxy reached the upstream. A GET
         stream or a DELETE carries no message to hold its request head, so its chain gets an `http`
-        record of it now; returns that chain (else None).
+        record of it now; so does a plain HTTP request (to a path other than the MCP endpoint), whose
+        chain is named by its method and path. Returns that chain (else None).
         """
         ex = self._exchanges[exchange_id] = Exchange(
             id=exchange_id,
@@ -365,7 +379,12 @@ class ChainBuilder:
         if self._keeps_records:
             token = self._redactor.token(session) if session else None
             ex.facts = ExchangeFacts(started=ex.started, body_size=body_size, session=token)
-        if http_method == "GET":
+        if self.endpoint.is_plain(path, *transports):
+            ex.plain = True
+            self._ledger.open(
+                ex, method=http_method, name=self._redactor.target(path.split("?", 1)[0]), ident=None
+            )
+        elif http_method == "GET":
             if not self._resume(ex):
                 self._ledger.open(ex, method="GET stream", name=None, ident=None)
         elif http_method == "DELETE":
@@ -466,7 +485,7 @@ class ChainBuilder:
         expire), announced once however many requests it refuses; a 404 to the client's DELETE is the
         session's end, announced when that exchange closes."""
         session = ex.session
-        if session is None or ex.mode is not Mode.PASSTHROUGH or ex.http_method == "DELETE":
+        if session is None or ex.mode is not Mode.PASSTHROUGH or ex.http_method == "DELETE" or ex.plain:
             return
         if session in self._sessions_gone:
             return
@@ -521,6 +540,8 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return None
+        if ex.plain:
+            return self._plain_body(ex, msg, size, direction, channel)
         if side is Side.UPSTREAM:
             # One leg of a message the proxy changed on a relayed exchange (what the server sent or got,
             # beside what the client got or sent): it joins its request's chain and decides nothing.
@@ -829,6 +850,9 @@ class ChainBuilder:
             chain = self.store.peek(chain_id)
             if chain is not None and ex.facts is not None:
                 chain.note_exchange(exchange_id, ex.facts)
+            if chain is not None and ex.plain:
+                self._plain_ended(chain, ex, outcome, now)
+                continue
             if chain is None or chain.summary.method not in ("GET stream", "DELETE session"):
                 continue
             if chain.summary.method == "DELETE session" and ex.session:
@@ -919,6 +943,9 @@ class ChainBuilder:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return None
+        if ex.plain:  # a form or any other body of a plain HTTP request: no JSON-RPC was meant
+            text = body[: self._body_limit].decode("utf-8", "replace")
+            return self._plain_body(ex, Message(Kind.INVALID, text), size, Direction.TO_SERVER, Channel.POST)
         chain = self._ledger.open(ex, method=None, name=None, ident=None)
         chain.summary.invalid = True
         chain.summary.notes.append(f"invalid request: {problem}")
@@ -943,6 +970,49 @@ class ChainBuilder:
         # Nothing can answer it into success; without this it would stay pending for ever.
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid request: {problem}", self._clock())
         return chain.summary.id
+
+    def _plain_body(
+        self, ex: Exchange, msg: Message, size: int, direction: Direction, channel: Channel
+    ) -> str | None:
+        """File a body of a plain HTTP exchange in its chain as the body it is: no JSON-RPC meaning, no
+        problem with it; the first one back carries the response head."""
+        chain = self.store.peek(ex.chains[0]) if ex.chains else None
+        if chain is None:
+            return None
+        http = None
+        if direction is Direction.TO_CLIENT and not ex.head_recorded and ex.head is not None:
+            ex.head_recorded, http = True, ex.head
+        if not self._keeps_records:
+            return self._count(
+                chain, direction, size, False, Head.PLAIN_BODY if http is None else Head.PLAIN_RESPONSE
+            )
+        record = self._records.message(
+            chain,
+            msg,
+            exchange=ex.id,
+            side=Side.BOTH,
+            direction=direction,
+            channel=channel,
+            size=size,
+            note=None,
+        )
+        record = as_plain_body(record)
+        record.http = http
+        self._file(chain, record, invalid=False)
+        return chain.summary.id
+
+    def _plain_ended(self, chain: Chain, ex: Exchange, outcome: str | None, now: float) -> None:
+        """End a plain HTTP exchange's chain as its HTTP status says (4xx and 5xx fail it), or as the
+        exchange ended when it ended badly (no answer, the upstream's timeout)."""
+        if chain.summary.status in DECIDED:
+            return
+        status = ex.head.status if ex.head is not None else None
+        if status is not None and status >= 400:
+            self._ledger.finish(chain, ChainStatus.ERROR, f"HTTP {status}", now)
+        elif outcome is not None and (status is None or outcome not in STREAM_NORMAL_ENDS):
+            self._ledger.finish(chain, ChainStatus.ERROR, outcome, now)
+        else:
+            self._ledger.finish(chain, ChainStatus.OK, None, now)
 
     def chain_lost(self) -> None:
         """A chain the capture lost the opening of (its request line skipped as unreadable) keeps its

@@ -122,6 +122,9 @@ class Exchange:
     """Its MRTR retries still unanswered, with what each changed in the chain it joined."""
     facts: ExchangeFacts | None = None
     """What its chains' records do not hold of it, for the exports (only when records are kept)."""
+    plain: bool = False
+    """A request to a path other than the MCP endpoint (`proxy.flows.endpoint`): plain HTTP, one chain
+    named by its method and path, its bodies filed as they are, its outcome its HTTP status."""
 
     def main_chain(self) -> str | None:
         """The chain this exchange serves: its first request's, else the first chain it joined."""

@@ -38,6 +38,11 @@ class Head(IntEnum):
     """The upstream's response head to a bridge's leg, carried by the leg's first message back."""
     HTTP_LEG = 6
     """An `http` record of the upstream's response head to a leg that no message on the leg carried."""
+    PLAIN_BODY = 7
+    """A body of a plain HTTP exchange (a path other than the MCP endpoint), filed as it is
+    (`as_plain_body`), with no head of its own."""
+    PLAIN_RESPONSE = 8
+    """A plain HTTP exchange's response body, carrying the exchange's response head."""
 
 
 Filed = Callable[[str, int, int, Head], None]
@@ -55,6 +60,14 @@ def http_side(mode: Mode) -> Side:
     """The side of an exchange's `http` records: `client` where a bridge serves the client's HTTP itself
     (the upstream never sees that request or answer), `both` where pass-through relays them."""
     return Side.CLIENT if http_only_head(mode) is Head.HTTP_BRIDGED else Side.BOTH
+
+
+def as_plain_body(record: MessageRecord) -> MessageRecord:
+    """A body of a plain HTTP exchange as its record shows it: kind `http`, the body as it is (JSON or
+    text, redacted like any), with none of a JSON-RPC message's meaning (method, id, a problem with
+    its envelope), since none was meant."""
+    record.kind, record.method, record.jsonrpc_id, record.note = "http", None, None, None
+    return record
 
 
 def carries_head(chain: Chain, ex: Exchange, msg: Message, direction: Direction) -> Direction | None:

@@ -90,7 +90,7 @@ class ObservationSink:
         """The redactor every observation passes through (the admin API keys what it shows with it)."""
         self.now = clock
         """The time an observation is made at (call sites stamp their observations with it)."""
-        self.tally = RoundTripTally(redactor)
+        self.tally = RoundTripTally(redactor, builder.endpoint)
         self.listeners: list[Listener] = []
         self.sweepers: list[Sweeper] = []
         """Told the time at each `sweep` (the metrics), to end the waits that ran out by then as the

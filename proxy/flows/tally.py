@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import KeysView, Sequence
 from typing import Any
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
@@ -149,6 +150,9 @@ class ExchangeSummary:
     not_inspected: str | None = None
     """Why its response body, or the rest of it, was relayed unread (`max_inspected_bytes`), if it was:
     a request it carried may have been answered there, so its missing answer is no trouble."""
+    path: str | None = None
+    """The request target of a plain HTTP exchange (a path other than the MCP endpoint: OAuth's
+    `/token`, say), query credentials masked; None for the endpoint's exchanges."""
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -180,6 +184,8 @@ class ExchangeSummary:
             fields["end"] = self.end
         if self.not_inspected is not None:  # only on an exchange whose body went by unread
             fields["not_inspected"] = self.not_inspected
+        if self.path is not None:  # only on a plain HTTP exchange
+            fields["path"] = self.path
         return fields
 
 
@@ -206,6 +212,7 @@ class _Open:
         "not_inspected",
         "opened",
         "path",
+        "plain",
         "session",
         "started",
         "status",
@@ -223,6 +230,7 @@ class _Open:
         transports: tuple[str, str],
         mode: Mode,
         opened: ExchangeOpened,
+        plain: bool,
     ) -> None:
         self.http_method = http_method
         self.started = started
@@ -255,13 +263,18 @@ class _Open:
         self.opened = opened
         """Its request head as received (a reference, never copied): what a held message of it is
         shown beside (`RoundTripTally.opened`)."""
+        self.plain = plain
+        """A request to a path other than the MCP endpoint: plain HTTP, told by its method, path and
+        status, whatever its body holds."""
 
 
 class RoundTripTally:
     """Counts each open exchange's observations; hands back its line when it closes."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, endpoint: Endpoint | None = None) -> None:
+        """`endpoint`: the MCP endpoint's paths (an exchange to any other path is plain HTTP)."""
         self._redactor = redactor
+        self._endpoint = endpoint if endpoint is not None else Endpoint()
         self._open: dict[str, _Open] = {}
         self._asked: BoundedMap = BoundedMap(ASKED_BOUND)
         """(session, id) of each request a server sent a client -> its method: names the answer."""
@@ -359,8 +372,8 @@ class RoundTripTally:
 
     def _message(self, obs: MessageSeen) -> None:
         tally = self._open.get(obs.exchange)
-        if tally is None or obs.side is _UPSTREAM:  # the line tells the client's exchange as it went
-            return
+        if tally is None or obs.side is _UPSTREAM or tally.plain:  # the client's exchange as it went;
+            return  # a plain HTTP body means no JSON-RPC
         msg = obs.msg
         if obs.direction is _TO_CLIENT:
             tally.messages_out += 1
@@ -485,16 +498,22 @@ class RoundTripTally:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
+        plain = (
+            self._endpoint.is_plain(obs.path, obs.client_transport, obs.upstream_transport)
+            if self._endpoint.known
+            else False
+        )
         self._open[obs.exchange] = _Open(
             obs.http_method,
             obs.t,
             session and self._redactor.token(session),
             obs.body_size,
-            STREAM_METHODS.get(obs.http_method),  # the method a stream or a DELETE is named by
-            obs.path if obs.http_method == "GET" else "",
+            None if plain else STREAM_METHODS.get(obs.http_method),  # a stream's or a DELETE's name
+            obs.path if obs.http_method == "GET" or plain else "",
             (obs.client_transport, obs.upstream_transport),
             obs.mode,
             obs,
+            plain,
         )
 
 
@@ -535,10 +554,11 @@ def _trouble(tally: _Open, outcome: str | None) -> str | None:
 
 
 def _carried(tally: _Open, redactor: Redactor) -> str:
-    """What the exchange carried; a GET that got no event stream is named by its path (not a stream)."""
+    """What the exchange carried; a plain HTTP exchange, or a GET that got no event stream, is named
+    by its method and path (not a stream)."""
     kind = (tally.content_type or "").split(";", 1)[0].strip().lower()
-    if tally.http_method == "GET" and kind != "text/event-stream":
-        return f"GET {redactor.target(tally.path)}"
+    if tally.plain or (tally.http_method == "GET" and kind != "text/event-stream"):
+        return f"{tally.http_method} {redactor.target(tally.path)}"
     return tally.carried or tally.method or tally.http_method
 
 
@@ -604,6 +624,7 @@ def _line(
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
         ended if outcome is None else None,  # end
         tally.not_inspected,
+        redactor.target(tally.path) if tally.plain else None,
     )
 
 

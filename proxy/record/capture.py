@@ -604,7 +604,12 @@ class CaptureReader:
                         return
                     yield from events
                     continue
-                yield self._event(raw, lineno)
+                event = self._event(raw, lineno)
+                if type(event) is ProxyInfo:  # names the endpoint: requests to other paths are plain HTTP
+                    if self._replayer is None:
+                        self._replayer = ObservationReplayer()
+                    self._replayer.proxy_seen(event)
+                yield event
             except CaptureFormatError as exc:
                 if self._strict:
                     raise

@@ -96,6 +96,9 @@ class EntryDraft:
     head_at: float | None = None
     messages: list[Carried] = field(default_factory=list)
     invalid_body: str | None = None
+    plain: bool = False
+    """A request to a path other than the MCP endpoint: its bodies are plain HTTP's (kind `http`),
+    whatever they hold."""
     bytes_out: int = 0
     sent_bytes: int = 0
     """Bytes of the messages this exchange carried to the server, kept or not."""

@@ -141,6 +141,13 @@ class HarFromCapture:
                         msg.id, msg.method, obs.size, obs.sse_id, obs.note or msg.problem, chain,
                         isinstance(msg.raw, CutBody),
                     )  # fmt: skip
+                    if draft.plain:  # a plain HTTP body: no JSON-RPC meant
+                        carried.kind, carried.jsonrpc_id, carried.method, carried.note = (
+                            "http",
+                            None,
+                            None,
+                            None,
+                        )
                     self._note_chain(draft, chain)
                     if obs.side is _UPSTREAM and obs.direction is Direction.TO_SERVER and msg.id is not None:
                         draft.sent_in_place(carried)
@@ -161,6 +168,9 @@ class HarFromCapture:
                     client_transport=obs.client_transport,
                     run=self._run,
                     limit=self._entry_bytes,
+                    plain=self._builder.endpoint.is_plain(
+                        obs.path, obs.client_transport, obs.upstream_transport
+                    ),
                 )
                 self._note_chain(self._open[obs.exchange], chain)  # a GET's or DELETE's chain
             case ResponseHeadSeen():
@@ -187,6 +197,8 @@ class HarFromCapture:
                         obs.t, Direction.TO_SERVER, Channel.POST, Side.BOTH.value, "invalid", text,
                         size=obs.size, note=obs.problem, chain=chain,
                     )  # fmt: skip
+                    if draft.plain:  # a form or other plain HTTP body, as it is
+                        invalid.kind, invalid.note = "http", None
                     draft.add(invalid)
             case LegMessageSeen():
                 self._leg_message(obs, chain)

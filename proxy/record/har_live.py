@@ -129,7 +129,7 @@ def _take(draft: EntryDraft, record: MessageRecord, summary: ChainSummary, host:
         draft.request_headers = http.headers
     if http is not None and http.status is not None and draft.status is None:
         draft.head(record.ts, http.status, http.content_type, http.headers)
-    if record.kind == "http":  # a response head that carried no message
+    if record.kind == "http" and record.body is None:  # a head that carried no body
         draft.chains.setdefault(summary.id, summary)
         return
     carried = Carried(

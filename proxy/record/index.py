@@ -52,6 +52,7 @@ from proxy.flows.events import (
     FlowEvent,
     MessageRecord,
     MessageRecorded,
+    ProxyInfo,
     event_from_json,
     event_to_json,
 )
@@ -281,7 +282,10 @@ def _tail_line(replayer: ObservationReplayer, raw: bytes, *, latin1_headers: boo
             line = orjson.loads(raw)
             yield from replayer.replay(headers_as_text(line) if latin1_headers else line)
         elif raw.strip():
-            yield event_from_json(raw)
+            event = event_from_json(raw)
+            if type(event) is ProxyInfo:
+                replayer.proxy_seen(event)
+            yield event
     except (
         UnknownKind,
         ValidationError,

@@ -22,7 +22,8 @@ from typing import Any, Final
 import orjson
 
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import Channel, Direction, FlowEvent, Mode, Side
+from proxy.flows.endpoint import Endpoint
+from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side
 from proxy.flows.observations import (
     AnsweredByProxy,
     BodyNotInspected,
@@ -505,6 +506,11 @@ class ObservationReplayer:
         if self._on_applied is not None:
             self._on_applied(obs, events, chain)
         return events
+
+    def proxy_seen(self, info: ProxyInfo) -> None:
+        """The capture named the proxy's upstream: its path is the MCP endpoint, and the exchanges to
+        any other path that follow are plain HTTP (`proxy.flows.endpoint`)."""
+        self._builder.endpoint = Endpoint.of_upstream(info.upstream)
 
     @property
     def builder(self) -> ChainBuilder:

@@ -34,7 +34,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
 )
-from proxy.flows.records import Head, RecordMaker, http_side
+from proxy.flows.records import Head, RecordMaker, as_plain_body, http_side
 from proxy.flows.redact import AlreadyRedacted
 from proxy.record.capture import file_minor
 from proxy.record.observations import decode
@@ -49,6 +49,10 @@ NO_LINE: Final = -1
 
 Ref = tuple[int, int, int, int, int]
 """(position of the line that filed it, sequence number, round, `Head`, position of the head's line)."""
+
+
+_PLAIN_HEADS: Final = {Head.PLAIN_BODY: Head.NONE, Head.PLAIN_RESPONSE: Head.RESPONSE}
+"""The head a plain HTTP body's record carries, by the code its ref holds."""
 
 
 def position(file_no: int, offset: int) -> int:
@@ -105,7 +109,7 @@ class RefTaker:
             self._leg_heads.pop(obs.leg, None)
 
     def _head_line(self, obs: Observation, head: Head) -> int:
-        if head is Head.NONE:
+        if head is Head.NONE or head is Head.PLAIN_BODY:
             return NO_LINE
         if head in (Head.LEG_RESPONSE, Head.HTTP_LEG):
             return self._leg_heads.get(getattr(obs, "leg", ""), NO_LINE)
@@ -146,6 +150,9 @@ class RecordBuilder:
         """
         at, seq, round_, head_code, head_at = ref
         head = Head(head_code)
+        plain = head in _PLAIN_HEADS
+        if plain:
+            head = _PLAIN_HEADS[head]
         obs = self._line(at)
         maker = self._maker
         http = None
@@ -175,7 +182,7 @@ class RecordBuilder:
                     note=obs.note,
                 )
                 record.http, record.sse_id = http, obs.sse_id
-                return record
+                return as_plain_body(record) if plain else record
             case LegMessageSeen():
                 record = maker.build(
                     obs.msg,
@@ -206,7 +213,7 @@ class RecordBuilder:
                     note=obs.problem,
                 )
                 record.http, record.sse_id = http, None
-                return record
+                return as_plain_body(record) if plain else record
             case ExchangeClosed() if http is not None and head_obs is not None:  # timed when the head came
                 side = Side.CLIENT if head is Head.HTTP_BRIDGED else Side.BOTH
                 return maker.build_http_only(

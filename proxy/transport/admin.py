@@ -131,6 +131,7 @@ class AdminServer:
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
             sweep=ctx.observations.sweep,
+            endpoint=ctx.observations.builder.endpoint,
         )
         self.feed.on_close = self.metrics.retire
         if ctx.faults is not None:

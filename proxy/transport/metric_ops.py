@@ -18,8 +18,9 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
@@ -72,6 +73,10 @@ _LABELS_KEPT = 1000
 """Label sets whose rows `OpCounter` remembers (a client inventing names cannot grow it)."""
 
 _BRIDGED = (_LEGACY_TO_MRTR_VALUE, _MRTR_TO_LEGACY_VALUE)
+
+PLAIN_HTTP: Final = "(http)"
+"""The method label of a plain HTTP request (to a path other than the MCP endpoint: OAuth's `/token`,
+say): counted as a chain and timed, never as a JSON-RPC request or an error."""
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 """Histogram buckets (seconds) for upstream time per operation: MCP calls range from ms to a minute."""
@@ -173,6 +178,7 @@ class _Ex:
         "mode",
         "not_post",
         "ops",
+        "plain",
         "requests",
         "response_headers",
         "session",
@@ -202,6 +208,9 @@ class _Ex:
         """Its MRTR retries still unanswered: the round each takes once the server does not refuse it."""
         self.unread = False
         """Its response body, or the rest of it, went by unread: an answer may have been there."""
+        self.plain = False
+        """A request to a path other than the MCP endpoint: one plain HTTP operation, whatever its
+        body holds."""
 
     def caller(self) -> Caller:
         """Who sent the exchange's requests, as MRTR retry matching tells clients apart."""
@@ -243,10 +252,14 @@ class _Quick:
 class OpCounter:
     """Follows client operations through observations and tells `Counters` what happened to them."""
 
-    def __init__(self, counters: Counters, retry_window: float = RETRY_WINDOW) -> None:
+    def __init__(
+        self, counters: Counters, retry_window: float = RETRY_WINDOW, endpoint: Endpoint | None = None
+    ) -> None:
         """`retry_window`: seconds a pass-through call answered `input_required` waits for its retry
-        (`continuation_ttl`), as the chain builder's."""
+        (`continuation_ttl`), as the chain builder's; `endpoint`: the MCP endpoint's paths."""
         self._counters = counters
+        self._plain = endpoint.is_plain if endpoint is not None and endpoint.known else None
+        """Whether an exchange's path is not the MCP endpoint's (None: every path is)."""
         self._ids = itertools.count(1)
         self._exchanges: dict[str, _Ex] = {}
         self._quick: dict[str, _Quick] = {}
@@ -310,7 +323,7 @@ class OpCounter:
                             continue
                         self._promote_all()
                 ex = exchanges.get(obs.exchange)
-                if ex is None:
+                if ex is None or ex.plain:  # a plain HTTP body means no JSON-RPC
                     continue
                 if obs.side is _UPSTREAM:  # the server's leg of a message the proxy changed
                     pass
@@ -331,9 +344,14 @@ class OpCounter:
                 if ex is not None:
                     ex.status = obs.status
                     ex.response_headers = obs.headers
-                    if obs.status == SESSION_GONE_STATUS and ex.session is not None:
+                    if obs.status == SESSION_GONE_STATUS and ex.session is not None and not ex.plain:
                         self._refused_session(ex)
             elif type(obs) is ExchangeOpened:
+                if self._plain is not None and self._plain(
+                    obs.path, obs.client_transport, obs.upstream_transport
+                ):
+                    self._plain_opened(obs)
+                    continue
                 mode = obs.mode
                 if mode is _PASSTHROUGH and obs.http_method == "POST" and not waits:
                     quick[obs.exchange] = _Quick(obs)
@@ -355,7 +373,9 @@ class OpCounter:
                             continue
                         self._promote_all()
                 ex = exchanges.pop(obs.exchange, None)
-                if ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
+                if ex is not None and ex.plain:
+                    self._finish(ex.ops[0], obs.t, error=False)
+                elif ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
                     self._closed(ex, obs)  # else every request it carried was answered: nothing ends
             else:
                 handler = self._handlers.get(type(obs))
@@ -476,6 +496,13 @@ class OpCounter:
         elif obs.http_method == "DELETE":
             self._open(ex, "DELETE session", obs.t, request=False)
 
+    def _plain_opened(self, obs: ExchangeOpened) -> None:
+        """A plain HTTP request opened: an operation of its own, timed like any, never an error."""
+        mode = str(obs.mode)
+        ex = self._exchanges[obs.exchange] = _Ex(obs.client_era, mode, None, obs.headers, obs.connection)
+        ex.plain = True
+        self._open(ex, PLAIN_HTTP, obs.t, request=True)
+
     def _event_id(self, obs: EventIdSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
         if ex is not None:
@@ -505,7 +532,7 @@ class OpCounter:
 
     def _invalid(self, obs: InvalidBody) -> None:
         ex = self._exchanges.get(obs.exchange)
-        if ex is not None:
+        if ex is not None and not ex.plain:
             self._finish(self._open(ex, None, obs.t, request=False), obs.t, error=True)
 
     def _closed(self, ex: _Ex, obs: ExchangeClosed) -> None:

@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import (
 )
 
 from proxy.flows.bus import EventBus, Subscription
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import ProxyInfo
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.flows.store import ChainStore
@@ -37,6 +38,7 @@ from proxy.transport.metric_ops import (
     ERRORS,
     LATENCY_BUCKETS,
     OBSERVED,
+    PLAIN_HTTP,
     REQUESTS,
     SUM,
     BeganRow,
@@ -50,7 +52,7 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 MAX_METHOD_LABELS = 100
 
-ALWAYS_LABELLED: Final = SPEC_METHODS | {"GET stream", "DELETE session", "(response)"}
+ALWAYS_LABELLED: Final = SPEC_METHODS | {"GET stream", "DELETE session", "(response)", PLAIN_HTTP}
 """Labels outside the bound: the protocol's methods and the operations the proxy names itself."""
 """Distinct method label values kept before further names are counted as `other`."""
 
@@ -78,15 +80,17 @@ class ProxyMetrics:
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
         sweep: Callable[[], None] = lambda: None,
+        endpoint: Endpoint | None = None,
     ) -> None:
         """`retry_window` is how long a pass-through call answered `input_required` waits for its retry
         (`continuation_ttl`); `sweep` ends the waits that ran out by now, in the chains and the counters
-        alike (the observation sink's), before a scrape reads them."""
+        alike (the observation sink's), before a scrape reads them; `endpoint` names the MCP endpoint's
+        paths (requests to any other path are plain HTTP, counted apart and never as errors)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self._methods: set[str] = set()
         self.counts = _Counts()
         """The counters, as plain numbers: read into metric families only when Prometheus scrapes."""
-        self.counting = OpCounter(self, retry_window)
+        self.counting = OpCounter(self, retry_window, endpoint)
         """Follows the observations (a listener of the observation sink while the admin API runs)."""
         self.retired_drops: dict[str, int] = {}
         reg = self.registry
@@ -230,9 +234,11 @@ CounterOf = dict[tuple[str, ...], int]
 _DOCS = {
     "requests": "JSON-RPC requests received from clients, by method, client era "
     "and how the proxy handled them.",
-    "chains": "Chains (logical client operations) opened, by method, client era and mode.",
+    "chains": "Chains (logical client operations) opened, by method, client era and mode; plain HTTP "
+    "requests to the server's other paths (OAuth's, say) count as method (http).",
     "errors": "Chains that ended in an error (JSON-RPC error, tool isError, HTTP failure), "
-    "by method and mode; a chain the client cancelled is no error.",
+    "by method and mode; a chain the client cancelled is no error, nor is a plain HTTP request "
+    "to the server's other paths.",
     "rounds": "Rounds of bridged chains (a bridged call answered without asking the client counts one).",
     "sessions": "Legacy session events (opened, ended, expired, reinitialized).",
     "upstream": "Time a finished chain spent upstream (its duration less the time waiting on the client).",

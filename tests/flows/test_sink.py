@@ -16,6 +16,7 @@ import pytest
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED, ChainBuilder
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import (
     ChainStatus,
     Channel,
@@ -84,6 +85,8 @@ class Rig:
     bus: EventBus = field(default_factory=EventBus)
     store: ChainStore = field(default_factory=ChainStore)
     events: list[FlowEvent] = field(default_factory=list)
+    endpoint: Endpoint = field(default_factory=Endpoint)
+    """The MCP endpoint's paths (unknown by default: every path is the endpoint)."""
 
     def __post_init__(self) -> None:
         redactor = Redactor(key=b"test-key")
@@ -92,7 +95,7 @@ class Rig:
             self.events.append(event)
             self.bus.publish(event)
 
-        self.builder = ChainBuilder(self.store, publish, redactor, clock=self.clock)
+        self.builder = ChainBuilder(self.store, publish, redactor, clock=self.clock, endpoint=self.endpoint)
         self.sink = ObservationSink(
             self.builder,
             redactor,

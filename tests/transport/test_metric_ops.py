@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode, SessionChanged
 from proxy.flows.retries import RETRY_WINDOW
-from proxy.transport.metric_ops import CHAINS, ERRORS
+from proxy.transport.metric_ops import CHAINS, ERRORS, PLAIN_HTTP, OpCounter
+from tests.flows.plain_play import ENDPOINT, oauth_login
 from tests.flows.test_sink import ASK_NAME, SCENARIOS, Play, Rig, ask_name, modern_round
 from tests.transport.test_admin import bare_metrics
 
@@ -105,3 +107,17 @@ def test_on_a_quiet_proxy_a_sweep_ends_a_call_never_retried_in_the_chains_and_th
     assert metrics.counting.waiting_on_client() == 0  # what the gauge says
     if live is not None:  # a watching TUI hears of it without a read
         assert rig.events[-1].chain.status is ChainStatus.INCOMPLETE  # type: ignore[attr-defined]
+
+
+def test_plain_http_requests_beside_the_endpoint_count_as_http_chains_and_never_as_errors() -> None:
+    rig, metrics = Rig(endpoint=Endpoint(ENDPOINT)), bare_metrics()
+    metrics.counting = OpCounter(metrics, endpoint=Endpoint(ENDPOINT))
+    rig.sink.listeners.append(metrics.counting.observe_all)
+
+    oauth_login(rig.facts, rig.clock)
+
+    counts = metrics.counts
+    assert dict(counts.chains) == {(PLAIN_HTTP, "unknown", "passthrough"): 5}
+    assert dict(counts.requests) == {}
+    assert dict(counts.errors) == {}
+    assert sum(counts.latency[(PLAIN_HTTP, "passthrough")][:-1]) == 5  # each one timed, the 400 too

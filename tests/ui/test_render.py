@@ -47,6 +47,14 @@ def test_a_bridged_chain_shows_both_eras_and_the_bridge_badge() -> None:
     assert eras_cell(summary("c2", client_era="modern", upstream_era="modern")).plain == "M→M"
 
 
+def test_a_plain_http_request_beside_the_endpoint_shows_http_for_its_eras_and_its_path_as_its_name() -> None:
+    token = summary("c3", method="POST", name="/token")
+
+    assert eras_cell(token).plain == "http"
+    assert chain_headline(token).plain.startswith("POST /token  http  passthrough")
+    assert eras_cell(summary("c4", method="GET stream")).plain == "?→?"
+
+
 def test_a_chain_that_came_over_stdio_or_sse_says_so_in_its_headline_and_message_view() -> None:
     stdio = summary("c1", client_transport="stdio", upstream_transport="http")
     assert "stdio → http" in chain_headline(stdio).plain
