@@ -44,6 +44,7 @@ from proxy.flows.correlate import Correlator
 from proxy.flows.events import (
     BRIDGE_ERAS,
     DECIDED,
+    UNFINISHED,
     ChainStatus,
     Channel,
     Direction,
@@ -52,6 +53,7 @@ from proxy.flows.events import (
     MessageRecord,
     Mode,
     Side,
+    end_unfinished,
 )
 from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
@@ -167,18 +169,24 @@ class ChainBuilder:
         self._clock = ObservedClock(clock)
         clock = self._clock
         self._body_limit = body_limit
-        retries = self._retries = RetryBook(retry_window)
+        self._retry_window = retry_window
         self._ledger = ChainLedger(
             store,
             sink,
             redactor,
             clock=clock,
-            on_finished=retries.forget,
+            on_finished=self._retry_ended,
             id_prefix=id_prefix,
             headlines=headlines,
         )
-        self._correlator = Correlator(self._ledger, retries, redactor, clock=clock)
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
+        self._start_run()
+
+    def _start_run(self) -> None:
+        """The tables of one proxy run's open exchanges, legs and waits (a capture's next run starts
+        them afresh: it numbers its exchanges and legs from the first again)."""
+        retries = self._retries = RetryBook(self._retry_window)
+        self._correlator = Correlator(self._ledger, retries, self._redactor, clock=self._clock)
         self._exchanges: dict[str, Exchange] = {}
         self._legs: BoundedMap = BoundedMap()
         self._leg_heads: BoundedMap = BoundedMap()
@@ -194,6 +202,25 @@ class ChainBuilder:
         """Chains of requests whose stream closed unanswered after an event id, until resumed."""
         self._sessions_gone: BoundedMap = BoundedMap()
         """Relayed sessions the server said it no longer has (HTTP 404), announced `expired` once each."""
+
+    def _retry_ended(self, chain_id: str) -> None:
+        self._retries.forget(chain_id)
+
+    def run_ended(self, note: str) -> list[str]:
+        """The proxy run built so far is gone and another begins (a restarted proxy appending to its
+        capture): each chain it left unfinished ends `incomplete` with `note` (no answer can come for
+        it any more), and nothing of that run stays open to catch the next run's traffic, which
+        reuses its exchange and leg ids. Returns the chains it ended."""
+        ended = []
+        for chain in self.store.unended():
+            if chain.summary.status in UNFINISHED:
+                chain.wait_started = None
+                end_unfinished(chain.summary, note)
+                self._ledger.finished += 1
+                self._ledger.changed(chain)
+                ended.append(chain.summary.id)
+        self._start_run()
+        return ended
 
     def apply(self, obs: Observation) -> str | None:
         """Build one observation into chains, at the time it was made (so a later build is the same).

@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from proxy.flows.chains import ChainBuilder
-from proxy.flows.events import Channel, Direction, FlowEvent, Mode, Side
+from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side, same_run
 from proxy.flows.observations import (
     AnsweredByProxy,
     BodyNotInspected,
@@ -49,6 +49,7 @@ from proxy.flows.observations import (
 from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, CutBody, Redactor
 from proxy.flows.store import ChainStore
+from proxy.record.run_ends import RUN_REPLACED
 from proxy.record.unplaced import Unplaced
 from proxy.wire.jsonrpc import Kind, Message
 
@@ -448,6 +449,8 @@ class ObservationReplayer:
         """Message lines that joined no chain (on a client exchange, the request they answer was
         skipped as corrupt; on a leg, nothing in the capture ties it to a chain), counted and named
         for the report."""
+        self._run: ProxyInfo | None = None
+        """The `proxy_info` of the run whose lines are read now (None before the first)."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
@@ -502,6 +505,18 @@ class ObservationReplayer:
             events = []
         if self._on_applied is not None:
             self._on_applied(obs, events, chain)
+        return events
+
+    def proxy_info(self, info: ProxyInfo) -> list[FlowEvent]:
+        """A `proxy_info` line: when it is another run's than the one read so far (a restarted proxy
+        appending to its capture), that run is gone, and the calls it left open end `incomplete`
+        (`RUN_REPLACED`); returns the events that made (their new headlines)."""
+        before, self._run = self._run, info
+        if before is None or same_run(before, info):
+            return []
+        self._builder.run_ended(RUN_REPLACED)
+        events = self._events[:]
+        self._events.clear()
         return events
 
     @property
