@@ -844,6 +844,8 @@ class ChainBuilder:
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
                 self._unanswered(chain, ex, now)
+        if ex.http_failed():
+            self._refused_notifications(ex)
         if ex.facts is not None:
             ex.facts.ended, ex.facts.outcome = now, outcome
         for chain_id in ex.chains:
@@ -861,6 +863,21 @@ class ChainBuilder:
             self._ledger.finish(chain, status, outcome if failed else None, now, answered=ex.head_at)
         self._release(ex.chains)
         return filed
+
+    def _refused_notifications(self, ex: Exchange) -> None:
+        """A client notification the upstream refused (HTTP 4xx or 5xx: a session it no longer knows)
+        was not delivered: the chain it opened fails with that status, as a refused request's does,
+        so the chain, the metrics and the round-trip log line give it one verdict."""
+        reason = f"HTTP {ex.head.status if ex.head else '?'}"
+        for chain_id in ex.chains:
+            chain = self.store.peek(chain_id)
+            if chain is None:
+                continue
+            summary = chain.summary
+            own = summary.jsonrpc_id is None and (summary.method or "").startswith("notifications/")
+            if own and summary.status is ChainStatus.OK and summary.error is None:
+                summary.status, summary.error = ChainStatus.ERROR, reason
+                self._ledger.changed(chain)
 
     @staticmethod
     def _awaits_resume(chain: Chain, ex: Exchange, outcome: str | None) -> bool:
