@@ -506,7 +506,7 @@ class ChainBuilder:
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None:
-                chain.summary.notes.append(note)
+                note_counted(chain.summary.notes, note)
                 self._ledger.changed(chain)
 
     def message(
@@ -1071,6 +1071,21 @@ _HEADS: dict[Direction | None, Head] = {
     Direction.TO_CLIENT: Head.RESPONSE,
     None: Head.NONE,
 }
+
+
+_TIMES = re.compile(r"(.*) \((\d+) times\)", re.S)
+
+
+def note_counted(notes: list[str], note: str) -> None:
+    """Add `note`, or, when the chain says it already, count it there (`... (3 times)`): a client
+    that resumes again and again is told apart by how many times, not by a wall of one line."""
+    for i, old in enumerate(notes):
+        said = _TIMES.fullmatch(old)
+        text, times = (said.group(1), int(said.group(2))) if said else (old, 1)
+        if text == note:
+            notes[i] = f"{note} ({times + 1} times)"
+            return
+    notes.append(note)
 
 
 def sent_by(sender: str, method: str | None) -> str:
