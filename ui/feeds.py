@@ -52,13 +52,8 @@ from proxy.flows.events import (
 )
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 from proxy.record.index import read_tail
+from proxy.record.parts import capture_end
 from ui.capture_index import IndexFailed, IndexReady, index_capture
-
-CAPTURE_ENDS = (
-    "the capture ends before this call did: a rotated capture goes on in its next part "
-    "(open the parts together to see the end)"
-)
-"""The note on a call a capture holds no end of."""
 
 PROXY_STOPPED = "the proxy stopped before this call ended"
 """The note on a call still running when the in-process proxy stopped."""
@@ -441,7 +436,7 @@ class CaptureFeed:
         )
         warning = skipped.removeprefix("; ").strip()
         ended = f"{count} events from {self.path.name}{skipped}"
-        await sink(FeedStatus("ended", ended, warning=warning, unfinished=CAPTURE_ENDS))
+        await sink(FeedStatus("ended", ended, warning=warning, unfinished=await self._end_note()))
 
     async def _indexed(self, sink: Sink) -> None:
         """The newest part at once, then every chain once the index pass has built them.
@@ -491,7 +486,13 @@ class CaptureFeed:
         )
         warning = skipped.removeprefix("; ").strip()
         ended = f"{len(index.chains)} chains from {name}{skipped}"
-        await sink(FeedStatus("ended", ended, warning=warning, unfinished=CAPTURE_ENDS))
+        await sink(FeedStatus("ended", ended, warning=warning, unfinished=await self._end_note()))
+
+    async def _end_note(self) -> str:
+        """The note on a call still open where the file ends, as every reader of a capture notes it
+        (`proxy.record.run_ends`); '' while a running proxy still writes the file (it may be running)."""
+        end = await asyncio.to_thread(capture_end, self.path)
+        return end.note if end is not None else ""
 
 
 def _skipped(

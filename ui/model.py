@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from proxy.flows.events import (
+    UNFINISHED,
     ChainChanged,
     ChainOpened,
-    ChainStatus,
     ChainSummary,
     ContinuationChanged,
     Direction,
@@ -37,10 +37,12 @@ from proxy.flows.events import (
     ProxyInfo,
     SessionChanged,
     Side,
+    left_unfinished,
+    same_run,
 )
 from proxy.flows.query import body_text
 from proxy.flows.store import record_weight, sent_in_place
-from ui.runs import Reattached, same_run
+from ui.runs import Reattached
 
 MAX_CHAINS = 5000
 """Chains the TUI keeps before dropping the oldest (the proxy's own store is bounded separately)."""
@@ -60,9 +62,6 @@ MAX_LOADED = 256
 """Chains of an indexed capture whose messages are held at once (read back when shown, let go after)."""
 
 _ACTIVE_CONTINUATION = frozenset({"parked", "resumed"})
-
-UNFINISHED = frozenset({ChainStatus.PENDING, ChainStatus.WAITING_CLIENT, ChainStatus.PARKED})
-"""Statuses of a chain whose end has not been seen yet."""
 
 RUN_ENDED = "its proxy run ended before it did (the proxy stopped or another run took its place)"
 """The note on a chain an earlier proxy run left unfinished: no answer can come for it any more."""
@@ -613,8 +612,5 @@ def _count(entry: ChainEntry, record: MessageRecord) -> None:
 
 def _settle(entry: ChainEntry, note: str) -> None:
     """End an unfinished chain as `incomplete`, on a copy of its headline (the event's may be shared)."""
-    summary = entry.summary
-    entry.summary = summary.model_copy(
-        update={"status": ChainStatus.INCOMPLETE, "notes": [*summary.notes, note]}
-    )
+    entry.summary = left_unfinished(entry.summary, note)
     entry.own_summary = True

@@ -2,7 +2,8 @@
 
 A proxy that restarts on the same admin address (or another proxy that took it) is another run: its
 chains, sessions and counts start over. Its `proxy_info` says which run it is (`run`, the tag its
-chain ids start with, and `started`); these pure helpers compare two and name one.
+chain ids start with, and `started`); `proxy.flows.events.same_run` compares two (every capture
+reader does too), these pure helpers name one.
 """
 
 from __future__ import annotations
@@ -12,19 +13,6 @@ from dataclasses import dataclass
 
 from proxy.flows.events import ProxyInfo
 from proxy.wire.visible import visible
-
-
-def same_run(before: ProxyInfo, now: ProxyInfo) -> bool:
-    """Whether two `proxy_info`s come from one proxy process (an era change repeats it; a restart not).
-
-    The run tag decides, else the start time; a proxy too old to send either is judged by what it
-    points at, which a restart in place cannot tell apart.
-    """
-    if before.run and now.run:
-        return before.run == now.run
-    if before.started is not None and now.started is not None:
-        return before.started == now.started
-    return (before.listen, before.upstream, before.version) == (now.listen, now.upstream, now.version)
 
 
 def run_label(info: ProxyInfo) -> str:

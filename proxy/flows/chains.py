@@ -45,6 +45,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import (
     BRIDGE_ERAS,
     DECIDED,
+    UNFINISHED,
     ChainStatus,
     Channel,
     Direction,
@@ -53,6 +54,7 @@ from proxy.flows.events import (
     MessageRecord,
     Mode,
     Side,
+    end_unfinished,
 )
 from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
@@ -181,18 +183,24 @@ class ChainBuilder:
         self._clock = ObservedClock(clock)
         clock = self._clock
         self._body_limit = body_limit
-        retries = self._retries = RetryBook(retry_window)
+        self._retry_window = retry_window
         self._ledger = ChainLedger(
             store,
             sink,
             redactor,
             clock=clock,
-            on_finished=retries.forget,
+            on_finished=self._retry_ended,
             id_prefix=id_prefix,
             headlines=headlines,
         )
-        self._correlator = Correlator(self._ledger, retries, redactor, clock=clock)
         self._records = RecordMaker(redactor, clock=clock, body_limit=body_limit)
+        self._start_run()
+
+    def _start_run(self) -> None:
+        """The tables of one proxy run's open exchanges, legs and waits (a capture's next run starts
+        them afresh: it numbers its exchanges and legs from the first again)."""
+        retries = self._retries = RetryBook(self._retry_window)
+        self._correlator = Correlator(self._ledger, retries, self._redactor, clock=self._clock)
         self._exchanges: dict[str, Exchange] = {}
         self._legs: BoundedMap = BoundedMap()
         self._leg_heads: BoundedMap = BoundedMap()
@@ -208,6 +216,25 @@ class ChainBuilder:
         """Chains of requests whose stream closed unanswered after an event id, until resumed."""
         self._sessions_gone: BoundedMap = BoundedMap()
         """Relayed sessions the server said it no longer has (HTTP 404), announced `expired` once each."""
+
+    def _retry_ended(self, chain_id: str) -> None:
+        self._retries.forget(chain_id)
+
+    def run_ended(self, note: str) -> list[str]:
+        """The proxy run built so far is gone and another begins (a restarted proxy appending to its
+        capture): each chain it left unfinished ends `incomplete` with `note` (no answer can come for
+        it any more), and nothing of that run stays open to catch the next run's traffic, which
+        reuses its exchange and leg ids. Returns the chains it ended."""
+        ended = []
+        for chain in self.store.unended():
+            if chain.summary.status in UNFINISHED:
+                chain.wait_started = None
+                end_unfinished(chain.summary, note)
+                self._ledger.finished += 1
+                self._ledger.changed(chain)
+                ended.append(chain.summary.id)
+        self._start_run()
+        return ended
 
     def apply(self, obs: Observation) -> str | None:
         """Build one observation into chains, at the time it was made (so a later build is the same).
@@ -501,7 +528,7 @@ class ChainBuilder:
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None:
-                chain.summary.notes.append(note)
+                note_counted(chain.summary.notes, note)
                 self._ledger.changed(chain)
 
     def message(
@@ -844,6 +871,8 @@ class ChainBuilder:
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
                 self._unanswered(chain, ex, now)
+        if ex.http_failed():
+            self._refused_notifications(ex)
         if ex.facts is not None:
             ex.facts.ended, ex.facts.outcome = now, outcome
         for chain_id in ex.chains:
@@ -864,6 +893,21 @@ class ChainBuilder:
             self._ledger.finish(chain, status, outcome if failed else None, now, answered=ex.head_at)
         self._release(ex.chains)
         return filed
+
+    def _refused_notifications(self, ex: Exchange) -> None:
+        """A client notification the upstream refused (HTTP 4xx or 5xx: a session it no longer knows)
+        was not delivered: the chain it opened fails with that status, as a refused request's does,
+        so the chain, the metrics and the round-trip log line give it one verdict."""
+        reason = f"HTTP {ex.head.status if ex.head else '?'}"
+        for chain_id in ex.chains:
+            chain = self.store.peek(chain_id)
+            if chain is None:
+                continue
+            summary = chain.summary
+            own = summary.jsonrpc_id is None and (summary.method or "").startswith("notifications/")
+            if own and summary.status is ChainStatus.OK and summary.error is None:
+                summary.status, summary.error = ChainStatus.ERROR, reason
+                self._ledger.changed(chain)
 
     @staticmethod
     def _awaits_resume(chain: Chain, ex: Exchange, outcome: str | None) -> bool:
@@ -1103,6 +1147,21 @@ _HEADS: dict[Direction | None, Head] = {
     Direction.TO_CLIENT: Head.RESPONSE,
     None: Head.NONE,
 }
+
+
+_TIMES = re.compile(r"(.*) \((\d+) times\)", re.S)
+
+
+def note_counted(notes: list[str], note: str) -> None:
+    """Add `note`, or, when the chain says it already, count it there (`... (3 times)`): a client
+    that resumes again and again is told apart by how many times, not by a wall of one line."""
+    for i, old in enumerate(notes):
+        said = _TIMES.fullmatch(old)
+        text, times = (said.group(1), int(said.group(2))) if said else (old, 1)
+        if text == note:
+            notes[i] = f"{note} ({times + 1} times)"
+            return
+    notes.append(note)
 
 
 def sent_by(sender: str, method: str | None) -> str:

@@ -75,6 +75,11 @@ file, which holds what the chain sent and got before this file began."""
 DECIDED: frozenset[ChainStatus] = frozenset({ChainStatus.OK, ChainStatus.ERROR, ChainStatus.CANCELLED})
 """The statuses of a chain whose end is known: nothing that arrives later changes it."""
 
+UNFINISHED: frozenset[ChainStatus] = frozenset(
+    {ChainStatus.PENDING, ChainStatus.WAITING_CLIENT, ChainStatus.PARKED}
+)
+"""Statuses of a chain whose end has not been seen yet."""
+
 
 class Mode(StrEnum):
     """How the proxy handled the chain."""
@@ -291,6 +296,34 @@ FlowEvent = Annotated[
 
 flow_event_adapter: TypeAdapter[FlowEvent] = TypeAdapter(FlowEvent)
 """Decode/encode any FlowEvent (captures, admin feed)."""
+
+
+def end_unfinished(summary: ChainSummary, note: str) -> None:
+    """End an unfinished chain's headline `incomplete`, `note` saying why no end can come: every
+    reader that knows the chain's run is gone (a capture's end, a proxy stopped) ends it so. Its
+    `ended` stays unset: when it would have ended is not known."""
+    summary.status = ChainStatus.INCOMPLETE
+    summary.notes.append(note)
+
+
+def left_unfinished(summary: ChainSummary, note: str) -> ChainSummary:
+    """`end_unfinished` on a copy of the headline (an event's may be shared)."""
+    copy = summary.model_copy(update={"notes": list(summary.notes)})
+    end_unfinished(copy, note)
+    return copy
+
+
+def same_run(before: ProxyInfo, now: ProxyInfo) -> bool:
+    """Whether two `proxy_info`s come from one proxy process (an era change repeats it; a restart not).
+
+    The run tag decides, else the start time; a proxy too old to send either is judged by what it
+    points at, which a restart in place cannot tell apart.
+    """
+    if before.run and now.run:
+        return before.run == now.run
+    if before.started is not None and now.started is not None:
+        return before.started == now.started
+    return (before.listen, before.upstream, before.version) == (now.listen, now.upstream, now.version)
 
 
 def event_to_json(event: FlowEvent) -> bytes:

@@ -266,6 +266,10 @@ class ChainStore:
         chains = list(self._chains.values())
         return chains[-limit:]
 
+    def unended(self) -> list[Chain]:
+        """Every chain held whose end has not come (those held aside, then the ring's), oldest first."""
+        return [c for c in (*self._held.values(), *self._chains.values()) if c.summary.ended is None]
+
     def drain(self) -> Iterator[Chain]:
         """Let go of every chain, oldest first (those held aside, then the ring), as a reader finishes."""
         while self._held:

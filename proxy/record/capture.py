@@ -443,6 +443,23 @@ def _series_of(header: dict[str, Any]) -> float | None:
     return header_time(header, "created")
 
 
+def being_written(path: Path) -> bool:
+    """Whether a running proxy holds the capture file's lock now (it is writing it): its open calls
+    may still be running. The lock is tried and let go at once; a filesystem without locks says no."""
+    try:
+        with path.open("rb") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
 def _lock(f: IO[bytes]) -> bool:
     """Take the file's advisory lock for this writer; False when another process holds it.
 
@@ -605,10 +622,8 @@ class CaptureReader:
                     yield from events
                     continue
                 event = self._event(raw, lineno)
-                if type(event) is ProxyInfo:  # names the endpoint: requests to other paths are plain HTTP
-                    if self._replayer is None:
-                        self._replayer = ObservationReplayer()
-                    self._replayer.proxy_seen(event)
+                if type(event) is ProxyInfo:  # names the endpoint; another run's ends what the last left open
+                    yield from self._run_began(event)
                 yield event
             except CaptureFormatError as exc:
                 if self._strict:
@@ -619,6 +634,13 @@ class CaptureReader:
                 return
             except _Unknown:
                 self.skipped_unknown += 1
+
+    def _run_began(self, info: ProxyInfo) -> list[FlowEvent]:
+        """The events a `proxy_info` line makes before it (another run's ends the calls the earlier
+        run left open)."""
+        if self._replayer is None:
+            self._replayer = ObservationReplayer()
+        return self._replayer.proxy_info(info)
 
     def _skip(self, exc: CaptureFormatError) -> None:
         self.corrupt_lines += 1

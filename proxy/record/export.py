@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 from urllib.parse import urlsplit
 
-from proxy.flows.events import LIVE_ID, ProxyInfo
+from proxy.flows.events import LIVE_ID, UNFINISHED, ProxyInfo, end_unfinished
 from proxy.flows.filters import ChainFilter
 from proxy.flows.redact import AlreadyRedacted
 from proxy.flows.span_records import SpanRecord
@@ -32,7 +32,8 @@ from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
 from proxy.record.observations import ObservationReplayer
-from proxy.record.parts import PartsOrder
+from proxy.record.parts import PartsOrder, capture_end
+from proxy.record.run_ends import CaptureEnd
 
 RING: Final = 500
 """Chains the export's store keeps built (ended ones past it are let go; open ones are held)."""
@@ -217,7 +218,8 @@ def export_capture(
             chained=False,
             on_file=entries.file_header,
         )
-        entries.finish()
+        end = settle_at_end(store, paths)
+        entries.finish(end.open_entry if end is not None else None)
         report.written = entries.written
         har.close([*parts.problems(), *report.lines()])
         return report
@@ -227,6 +229,7 @@ def export_capture(
     chains = ChainsOut(writer.write, keep)
     store = ChainStore(max_chains=RING, max_messages_per_chain=JSON_MESSAGES, on_gone=chains.gone)
     _read(open_readers(paths, ObservationReplayer(store=store, headlines=False)), report, None)
+    settle_at_end(store, paths)
     for chain in store.drain():
         chains.gone(chain)
     report.written = chains.written
@@ -317,11 +320,25 @@ def find_chain(paths: Sequence[Path], chain_id: str) -> ChainFound:
     batches = BatchesOf(chain_id)
     replayer = ObservationReplayer(store=store, headlines=False, on_applied=batches.applied)
     _read(open_readers(paths, replayer), found.report, info)
+    settle_at_end(store, paths)
     for chain in store.drain():
         gone(chain)
     batches.finish()
     found.batches = batches.found
     return found
+
+
+def settle_at_end(store: ChainStore, paths: Sequence[Path]) -> CaptureEnd | None:
+    """End `incomplete` every chain still open where the capture read ends, noted with what that end
+    means (`proxy.record.run_ends`), as `tui --open` shows them; returns it (None: a running proxy
+    still writes the last file, and its open calls may still run, so they stay as they are)."""
+    end = capture_end(paths[-1]) if paths else None
+    if end is None:
+        return None
+    for chain in store.unended():
+        if chain.summary.status in UNFINISHED:
+            end_unfinished(chain.summary, end.note)
+    return end
 
 
 def _read(

@@ -116,6 +116,9 @@ class EntryDraft:
     start again at each restart, so in a capture a restarted proxy appended to, they repeat."""
     chains: dict[str, ChainSummary] = field(default_factory=dict)
     """The chains its messages joined, by id, with their (live) headlines."""
+    open_note: str | None = None
+    """Why an exchange with no end is written so (a capture's end, its run's); None: it was still open
+    when exported."""
     kept_bytes: int = 0
     dropped: int = 0
     limit: int = DEFAULT_ENTRY_BYTES
@@ -433,7 +436,7 @@ def _side_comment(draft: EntryDraft) -> str | None:
             f"{how}: the request line and headers shown are the proxy's internal Streamable HTTP form"
         )
     if draft.ended is None:
-        said.append("still open when it was exported")
+        said.append(draft.open_note or "still open when it was exported")
     return "; ".join(said) or None
 
 

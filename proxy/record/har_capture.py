@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from proxy.flows.events import (
     BRIDGE_ERAS,
+    UNFINISHED,
     ChainChanged,
     ChainSummary,
     Channel,
@@ -34,6 +35,7 @@ from proxy.flows.events import (
     MessageRecorded,
     ProxyInfo,
     Side,
+    same_run,
 )
 from proxy.flows.filters import ChainFilter
 from proxy.flows.observations import (
@@ -64,6 +66,7 @@ from proxy.record.har import (
     upstream_url,
 )
 from proxy.record.observations import ObservationReplayer
+from proxy.record.run_ends import OPEN_AT_RUN_END
 
 LEG_HEADS_SINCE: Final = 5
 """The capture format minor that first records the upstream's response head to a leg (`leg_head`)."""
@@ -99,6 +102,7 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self._run: str | None = None
+        self._info: ProxyInfo | None = None
         self._head_missing: str | None = None
         """What a leg of the file being read without a head says (its format records none)."""
         self.written = 0
@@ -112,6 +116,9 @@ class HarFromCapture:
 
     def proxy_info(self, info: ProxyInfo) -> None:
         """Learn where the proxy listened and what it proxied (entries' URLs)."""
+        before, self._info = self._info, info
+        if before is not None and not same_run(before, info):
+            self._close_all(OPEN_AT_RUN_END)  # the next run numbers its exchanges from x1 again
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
         self._run = info.run or self._run
@@ -225,13 +232,20 @@ class HarFromCapture:
         if self._chain_ended(events) and self._held:  # held entries may be judged now
             self._release_held()
 
-    def finish(self) -> None:
-        """Write what is left: entries waiting on their chains, then exchanges still open (marked so)."""
+    def finish(self, open_note: str | None = None) -> None:
+        """Write what is left: entries waiting on their chains, then exchanges still open (marked so,
+        `open_note` saying why they have no end, when the capture tells)."""
         while self._held:
             self._judge(self._held.popleft())
+        self._close_all(open_note)
+
+    def _close_all(self, open_note: str | None) -> None:
+        """Write every exchange and leg still open (rendered as such), oldest first, and forget them."""
         for draft in sorted(self._open.values(), key=lambda d: d.started):
-            self._judge(draft)  # rendered as still open
+            draft.open_note = open_note
+            self._judge(draft)
         self._open.clear()
+        self._leg_heads.clear()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -327,4 +341,6 @@ class HarFromCapture:
 
 
 def _all_ended(draft: EntryDraft) -> bool:
-    return all(summary.ended is not None for summary in draft.chains.values())
+    return all(
+        summary.ended is not None or summary.status not in UNFINISHED for summary in draft.chains.values()
+    )

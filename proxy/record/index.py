@@ -284,7 +284,7 @@ def _tail_line(replayer: ObservationReplayer, raw: bytes, *, latin1_headers: boo
         elif raw.strip():
             event = event_from_json(raw)
             if type(event) is ProxyInfo:
-                replayer.proxy_seen(event)
+                yield from replayer.proxy_info(event)
             yield event
     except (
         UnknownKind,

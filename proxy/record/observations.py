@@ -23,7 +23,7 @@ import orjson
 
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.endpoint import Endpoint
-from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side
+from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side, same_run
 from proxy.flows.observations import (
     AnsweredByProxy,
     BodyNotInspected,
@@ -51,6 +51,7 @@ from proxy.flows.observations import (
 from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, CutBody, Redactor
 from proxy.flows.store import ChainStore
+from proxy.record.run_ends import RUN_REPLACED
 from proxy.record.unplaced import Unplaced
 from proxy.wire.jsonrpc import Kind, Message
 
@@ -451,6 +452,8 @@ class ObservationReplayer:
         """Message lines that joined no chain (on a client exchange, the request they answer was
         skipped as corrupt; on a leg, nothing in the capture ties it to a chain), counted and named
         for the report."""
+        self._run: ProxyInfo | None = None
+        """The `proxy_info` of the run whose lines are read now (None before the first)."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
@@ -507,10 +510,20 @@ class ObservationReplayer:
             self._on_applied(obs, events, chain)
         return events
 
-    def proxy_seen(self, info: ProxyInfo) -> None:
-        """The capture named the proxy's upstream: its path is the MCP endpoint, and the exchanges to
-        any other path that follow are plain HTTP (`proxy.flows.endpoint`)."""
+    def proxy_info(self, info: ProxyInfo) -> list[FlowEvent]:
+        """A `proxy_info` line. It names the proxy's upstream, whose path is the MCP endpoint: the
+        exchanges to any other path that follow are plain HTTP (`proxy.flows.endpoint`). When it is
+        another run's than the one read so far (a restarted proxy appending to its capture), that run
+        is gone, and the calls it left open end `incomplete` (`RUN_REPLACED`); returns the events that
+        made (their new headlines)."""
+        before, self._run = self._run, info
+        events: list[FlowEvent] = []
+        if before is not None and not same_run(before, info):
+            self._builder.run_ended(RUN_REPLACED)
+            events = self._events[:]
+            self._events.clear()
         self._builder.endpoint = Endpoint.of_upstream(info.upstream)
+        return events
 
     @property
     def builder(self) -> ChainBuilder:

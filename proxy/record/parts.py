@@ -19,13 +19,15 @@ not a capture is left for the reader to refuse, naming it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader, header_time
+from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader, being_written, header_time
 from proxy.record.har import iso_time
+from proxy.record.run_ends import RUN_ENDED_THERE, CaptureEnd, in_later_part
 
 COMPARE_CHUNK: Final = 64 * 1024
 """Bytes compared at a time when two files share a header (so a big copy is never read whole)."""
@@ -236,3 +238,40 @@ def _gaps(heads: list[_Head]) -> list[Gap]:
             after = max(earlier, key=lambda h: h.created or 0.0)
             gaps.append(Gap(after.path, head.path, follows))
     return gaps
+
+
+MAX_SIBLINGS: Final = 200
+"""Files beside a capture file looked at for the part that follows it (rotation's names first)."""
+
+
+def later_part(path: Path) -> Path | None:
+    """The file beside `path` whose header says it follows `path` (a rotation went on in it), if any.
+
+    Rotated parts are `run.jsonl`, `run.jsonl.1`, ... (the newest unnumbered), so the part after
+    `run.jsonl.2` is `run.jsonl.1`; parts renamed since are found among the other files of the
+    directory (the first `MAX_SIBLINGS` by name), by their headers alone.
+    """
+    created = _head(path).created
+    if created is None:
+        return None
+    base = re.sub(r"\.\d+$", "", path.name)
+    rotated = [path.with_name(base), *(path.with_name(f"{base}.{n}") for n in range(1, 10))]
+    try:
+        others = sorted(p for p in path.parent.iterdir() if p not in rotated)[:MAX_SIBLINGS]
+    except OSError:
+        others = []
+    for candidate in (*rotated, *others):
+        if candidate.name == path.name or not candidate.is_file():
+            continue
+        if _head(candidate).follows == created:
+            return candidate
+    return None
+
+
+def capture_end(path: Path) -> CaptureEnd | None:
+    """What the end of `path`, the last capture file read, means for what is still open there
+    (`proxy.record.run_ends`): None while a running proxy still writes it (its calls may be running)."""
+    if being_written(path):
+        return None
+    later = later_part(path)
+    return in_later_part(later) if later is not None else RUN_ENDED_THERE

@@ -27,6 +27,7 @@ from typing import Any, Final
 from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord
 from proxy.record.mock_table import Ask, ChainReader, shown
 from proxy.record.replay_compare import CLIENT_SIDES, join, without_envelope
+from proxy.record.run_ends import RUN_REPLACED
 
 STAND_IN: Final = re.compile(r"<redacted len=\d+ hmac:[0-9a-f]+>")
 """A redacted value as captures hold it."""
@@ -232,7 +233,7 @@ def _unrecorded(summary: ChainSummary) -> str | None:
     """Why the recording holds only part of the chain, if it does."""
     if BEGAN_EARLIER in summary.notes:
         return BEGAN_IN_A_PART_NOT_READ
-    if summary.status is ChainStatus.PENDING:
+    if summary.status is ChainStatus.PENDING or RUN_REPLACED in summary.notes:
         return UNENDED
     return None
 

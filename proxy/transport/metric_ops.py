@@ -141,6 +141,8 @@ class _Op:
     """An `input_required` answer made it wait for a retry (so `_ops` and the RetryBook know it)."""
     cancelled = False
     """The client cancelled it: its end is counted, not as an error (as its chain says)."""
+    notification = False
+    """A client notification began it (it ends as it is seen, unless the upstream refuses it)."""
 
     def __init__(
         self, method: str | None, mode: str, request: bool, started: float, rows: tuple[BeganRow, EndedRow]
@@ -373,10 +375,15 @@ class OpCounter:
                             continue
                         self._promote_all()
                 ex = exchanges.pop(obs.exchange, None)
-                if ex is not None and ex.plain:
+                if ex is None:
+                    continue
+                if ex.plain:  # a plain HTTP request beside the endpoint: timed, never an error
                     self._finish(ex.ops[0], obs.t, error=False)
-                elif ex is not None and (ex.not_post or len(ex.answered) < len(ex.requests)):
+                    continue
+                if ex.not_post or len(ex.answered) < len(ex.requests):
                     self._closed(ex, obs)  # else every request it carried was answered: nothing ends
+                if ex.failed():
+                    self._refused_notifications(ex)
             else:
                 handler = self._handlers.get(type(obs))
                 if handler is not None:
@@ -566,6 +573,14 @@ class OpCounter:
             error = outcome not in STREAM_NORMAL_ENDS or ex.failed()
             self._finish(op, t, error=error)
 
+    @staticmethod
+    def _refused_notifications(ex: _Ex) -> None:
+        """The client notifications the upstream refused (HTTP 4xx or 5xx) were not delivered: each
+        counts as an error, as its chain ends (`error`, the status)."""
+        for op in ex.ops:
+            if op.notification:
+                op.ended[ERRORS] += 1
+
     # -- messages -------------------------------------------------------------------------------------
 
     def _client(self, ex: _Ex, msg: Message, t: float) -> None:
@@ -611,7 +626,9 @@ class OpCounter:
             elif msg.method == "notifications/initialized" and ex.session:
                 target = self._session_init.get(ex.session)
             if target is None:
-                self._finish(self._open(ex, msg.method, t, request=False), t, error=False)
+                op = self._open(ex, msg.method, t, request=False)
+                op.notification = True
+                self._finish(op, t, error=False)
         else:
             self._finish(self._open(ex, msg.method, t, request=msg.id is not None), t, error=True)
 

@@ -77,6 +77,20 @@ def cut_and_resume_refused(obs: Any, clock: Ticking) -> list[Any]:
     return [*closed, obs.close_exchange("g1", None)]
 
 
+def cut_and_resume_refused_again(obs: Any, clock: Ticking) -> list[Any]:
+    """The client's stream is cut after an event and it keeps resuming: two GETs + `Last-Event-ID`
+    are answered 502 (the server is down), three more 400 (it restarted and knows the session no more)."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    resumed = {**HEADERS, "Last-Event-ID": "x1-1"}
+    for n, status in enumerate((502, 502, 400, 400, 400), start=1):
+        clock.now += 0.5
+        obs.open_exchange(f"g{n}", http_method="GET", path="/mcp", headers=resumed, session=SESSION, **LEGACY)
+        obs.response_head(f"g{n}", status=status, content_type="application/json", headers={})
+        closed.append(obs.close_exchange(f"g{n}", None))
+    return closed
+
+
 def cut_by_fault_and_resumed(obs: Any, clock: Ticking) -> list[Any]:
     """As `cut_and_resumed`, the stream cut by the proxy's own `cut_after` fault."""
     return cut_and_resumed(obs, clock, "cut_by_fault")

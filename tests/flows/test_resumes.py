@@ -21,6 +21,7 @@ from tests.flows.resume_play import (
     closed_after_cancel,
     cut_and_id_reused,
     cut_and_resume_refused,
+    cut_and_resume_refused_again,
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
@@ -48,6 +49,16 @@ def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
     notes = calls[1].notes
     assert RESUMED_NOTE not in notes
     assert "stream not resumed with Last-Event-ID x1-1: the resume was answered HTTP 400" in notes
+
+
+def test_resumes_refused_alike_are_one_note_each_with_how_many_times() -> None:
+    calls, _ = _calls(cut_and_resume_refused_again)
+
+    refused = "stream not resumed with Last-Event-ID x1-1: the resume was answered HTTP"
+    assert [n for n in calls[1].notes if n.startswith("stream ")] == [
+        f"{refused} 502 (2 times)",
+        f"{refused} 400 (3 times)",
+    ]
 
 
 @pytest.mark.parametrize("play", [cut_and_resumed, cut_by_fault_and_resumed])

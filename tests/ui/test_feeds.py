@@ -15,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.flows.events import FlowEvent, Lagged, event_to_json
+from proxy.record.run_ends import CAPTURE_ENDS
 from tests.flows.test_sink import SCENARIOS
 from tests.record.captures import damage_opening, record_play
 from tests.ui.helpers import TOUR, ScriptedFeed, info, opened, wait_for
-from ui.feeds import CAPTURE_ENDS, AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
+from ui.feeds import AttachFeed, Batcher, CaptureFeed, FeedItem, FeedStatus, SseReader
 
 STREAM = "data: one\r\n\r\n: comment\nid: 7\ndata: two\ndata:  lines\n\nevent: x\rdata:three\r\r"
 

@@ -21,11 +21,12 @@ from proxy.flows.store import ChainStore
 from proxy.record.capture import CaptureReader
 from proxy.record.index import TAIL_PREFIX, run_index
 from proxy.record.observations import ObservationReplayer
+from proxy.record.run_ends import CAPTURE_ENDS
 from tests.record.captures import record_demo, replicate
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.capture_index import READ_CHUNK, Headlines, IndexReady, index_capture, output_lines
-from ui.feeds import CAPTURE_ENDS, CaptureFeed, FeedItem, FeedStatus, Sink
+from ui.feeds import CaptureFeed, FeedItem, FeedStatus, Sink
 from ui.messages import FilterChanged
 from ui.model import CAPTURE_CHAINS, MAX_LOADED
 from ui.widgets.chain_table import ChainTable

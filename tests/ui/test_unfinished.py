@@ -13,12 +13,13 @@ import pytest
 
 from proxy.flows.events import ChainStatus
 from proxy.record.observations import OBS_PREFIX
+from proxy.record.run_ends import CAPTURE_ENDS
 from tests.conftest import running_proxy
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
-from ui.feeds import CAPTURE_ENDS, CaptureFeed
+from ui.feeds import CaptureFeed
 
 pytestmark = pytest.mark.e2e
 
