@@ -405,7 +405,11 @@ class Proxy:
         failures.endpoint = sender.endpoint
         upstream = self.upstream
         self._follower = SpanFollower(
-            sender.send, self.redactor, upstream_host=upstream.host, upstream_port=upstream.port
+            sender.send,
+            self.redactor,
+            upstream_host=upstream.host,
+            upstream_port=upstream.port,
+            endpoint=Endpoint(upstream.base_path),
         )
         self.observations.listeners.append(self._follower.observe_all)
         self._spans = sender

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
@@ -187,8 +188,12 @@ class SpanFollower:
         upstream_host: str | None = None,
         upstream_port: int | None = None,
         ids: Callable[[int], int] | None = None,
+        endpoint: Endpoint | None = None,
     ) -> None:
         self._emit = emit
+        self.endpoint = endpoint if endpoint is not None else Endpoint()
+        """Which paths are the MCP endpoint: an exchange to any other path (OAuth's `/token`) is plain
+        HTTP, no MCP operation, and gets no span (a capture's reader sets it from `proxy_info`)."""
         self._redactor = redactor
         self._ids = ids or random.Random().getrandbits  # seeded from the system's entropy
         self._upstream: Attributes = {}
@@ -241,6 +246,8 @@ class SpanFollower:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         self._redactor.headers(obs.headers)  # learns the client's credentials, which a server may echo
+        if self.endpoint.is_plain(obs.path, obs.client_transport, obs.upstream_transport):
+            return  # plain HTTP beside the endpoint: none of its observations finds an exchange
         opened = _Ex(
             str(obs.mode),
             obs.client_era,

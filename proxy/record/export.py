@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 from urllib.parse import urlsplit
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import LIVE_ID, UNFINISHED, ProxyInfo, end_unfinished
 from proxy.flows.filters import ChainFilter
 from proxy.flows.redact import AlreadyRedacted
@@ -248,6 +249,7 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
     follower = SpanFollower(lambda span: _count(report, send, span), AlreadyRedacted())
 
     def upstream(info: ProxyInfo) -> None:
+        follower.endpoint = Endpoint.of_upstream(info.upstream)
         parts = urlsplit(info.upstream)
         try:
             follower.set_upstream(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     ExchangeClosed,
     ExchangeOpened,
+    InvalidBody,
     LegClosed,
     LegMessageSeen,
     MessageSeen,
@@ -289,3 +291,25 @@ def test_a_get_stream_message_no_call_took_is_not_hung_under_the_call_it_came_du
     assert "roots/list" in names
     (root,) = (span for span in play.spans if span.parent_id is None)
     assert all(span.trace_id == root.trace_id for span in play.spans)
+
+
+def test_a_plain_http_request_beside_the_endpoint_is_no_mcp_operation_and_gets_no_span() -> None:
+    """OAuth's `/token` (a form) and `/register` (JSON that is not JSON-RPC) pass the proxy's mirrored
+    paths: they are no MCP operations, so no `(invalid)` error span; the endpoint's own requests are."""
+    play = Play()
+    play.follower.endpoint = Endpoint("/mcp")
+    register = {"client_name": "app", "redirect_uris": ["http://127.0.0.1:1/cb"]}
+    play.feed(
+        ExchangeOpened(play.tick(), "x1", "POST", "/token", {}, None),
+        InvalidBody(play.t, "x1", "not JSON: unexpected character", 40, b"grant_type=refresh_token"),
+        ResponseHeadSeen(play.tick(), "x1", 200, "application/json", {}),
+        ExchangeClosed(play.tick(), "x1"),
+        ExchangeOpened(play.tick(), "x2", "POST", "/register", {}, None),
+        MessageSeen(play.t, "x2", classify_value(register), 70, Direction.TO_SERVER, Channel.POST),
+        ResponseHeadSeen(play.tick(), "x2", 201, "application/json", {}),
+        ExchangeClosed(play.tick(), "x2"),
+    )
+    play.exchange("x3", call(1), result(1))
+
+    assert [span.name for span in play.spans] == ["tools/call echo"]
+    assert play.follower.open_spans == 0
