@@ -10,7 +10,9 @@ without a task goes on without one too, from the upstream connection's reads (`P
 runs the steps written here: `streamed`, `body_ended_now`). The front only chooses between those;
 the order of the steps is written here once. Typed observations (to the sink) carry parsed copies,
 never holding the bytes back: a body that arrived whole goes to the client in one write with its
-head, a stream goes chunk by chunk as it comes.
+head, a stream goes chunk by chunk as it comes. An exchange of OAuth discovery whose URLs move between
+the upstream's origin and the proxy's gets an `OriginRewrites` (`proxy.transport.origin_rewrites`); the
+steps here only say where its rewrites happen and when they are recorded.
 """
 
 from __future__ import annotations
@@ -18,20 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 from proxy.engine.faults import fault_outcome, tls_refused
 from proxy.engine.gate.rules import FaultGate
-from proxy.engine.oauth_origin import (
-    Origins,
-    challenge,
-    document,
-    is_document_path,
-    is_form,
-    is_json_type,
-    resource_parameters,
-)
+from proxy.engine.oauth_origin import Origins
 from proxy.engine.passthrough import (
     BODY_CUT,
     BodyEnd,
@@ -54,7 +47,6 @@ from proxy.flows.observations import (
     InvalidBody,
     MessageSeen,
     Observation,
-    OriginRewritten,
     ResponseHeadSeen,
 )
 from proxy.flows.sink import ObservationSink
@@ -65,6 +57,7 @@ from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, 
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, BodyObserver, json_messages, too_large
+from proxy.transport.origin_rewrites import OriginRewrites, challenged, is_discovery, read_document
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -172,9 +165,7 @@ class PassthroughRelay:
         "encoding",
         "ended",
         "exchange",
-        "held",
-        "opened",
-        "rewrites",
+        "origin",
         "sse",
         "unjudged",
         "upstream",
@@ -199,12 +190,9 @@ class PassthroughRelay:
         self.unjudged: tuple[Route, int] | None = None
         """The route and status of a JSON answer whose body was still arriving with its head: what
         it says of the upstream's era is read once the body has gone by (`doubt`)."""
-        self.opened = False
-        """The exchange's request was recorded (what is recorded of it may follow)."""
-        self.rewrites: list[OriginRewritten] = []
-        """Origin rewrites made and not yet recorded: they follow the record of what they changed."""
-        self.held: ClientHead | None = None
-        """The head of a discovery document held back until its body is read and rewritten."""
+        self.origin: OriginRewrites | None = None
+        """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
+        None for the traffic that needs none."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -247,8 +235,8 @@ class PassthroughRelay:
             )
         )
         self._observe_client(outcome)
-        self.opened = True
-        self._say_rewrites()
+        if self.origin is not None:  # a `resource` moved on its way upstream (`send_now`) before this
+            self._say_rewrites(self.origin)
         self._flush()
         ctx.relaying += 1
         self.counted = True
@@ -259,25 +247,8 @@ class PassthroughRelay:
         send = upstream_request(route, self.client.raw_query)
         query, body = send.query, send.body
         if self.ctx.rewrite_origin and route.path not in self.ctx.upstream.endpoint_paths:
-            query, body = self._resource_moved(route, query, body)
+            query, body = self._rewrites().resource_moved(route, query, body)
         return send.http_method, send.path, send.headers, body, query
-
-    def _resource_moved(self, route: Route, query: str, body: bytes) -> tuple[str, bytes]:
-        """The query and body with an RFC 8707 `resource` naming the client's origin moved to the
-        upstream's (an authorization request's query, a token request's form)."""
-        origins = self._origins()
-        changed = []
-        if query and (moved := resource_parameters(query, origins)) is not None:
-            query = moved
-            changed.append("resource (query)")
-        if body and is_form(header(route.headers, "content-type")):
-            form = resource_parameters(body.decode("latin-1"), origins)
-            if form is not None:
-                body = form.encode("latin-1")
-                changed.append("resource (form)")
-        if changed and not any(r.direction is _TO_SERVER for r in self.rewrites):  # framed twice: said once
-            self._rewrote(_TO_SERVER, ", ".join(changed), origins.client, origins.upstream_origin)
-        return query, body
 
     def send_now(self, route: Route) -> PendingHead | None:
         """Send the upstream request on a warm connection at once; None when none is idle.
@@ -337,7 +308,7 @@ class PassthroughRelay:
         head = self._take_head(upstream)
         if self.ctx.rewrite_origin and self.client.method == "GET" and self._is_document(route, head):
             if not upstream.complete:
-                self.held = head  # nothing goes out until the document is read (`stream_started`)
+                self._rewrites().held = head  # nothing goes out until the document is read (`stream_started`)
                 return Started(upstream, b"")
             self._document_out(head, upstream, upstream.take_buffered())
             return None
@@ -404,49 +375,31 @@ class PassthroughRelay:
 
     async def stream_started(self, started: Started) -> None:
         """`stream` for a response whose head (and the body so far) went out already, or a discovery
-        document's whose head was held back (`held`)."""
+        document's whose head was held back (`OriginRewrites.held`)."""
         with self.given_up_on_failure():
-            if self.held is not None:
-                await self._document_read(self.held, started.upstream)
+            origin = self.origin
+            if origin is not None and (held := origin.held) is not None:
+                origin.held = None
+                await self._document_read(held, started.upstream)
                 return
             await self.stream(started.upstream, started.sent)
 
     def _is_document(self, route: Route, head: ClientHead) -> bool:
-        """A JSON discovery document answered to a GET on a path beside the MCP endpoint, whose URLs are read
-        and moved (a compressed or over-large one is relayed as it came, and said so)."""
-        if not (200 <= head.status < 300 and is_document_path(route.path)):
-            return False
-        if route.path in self.ctx.upstream.endpoint_paths or head.sse or not is_json_type(head.content_type):
-            return False
-        if head.content_encoding is not None:
-            self._left_as_is(f"a {head.content_encoding}-encoded document is relayed as the server sent it")
-            return False
-        limit = self.ctx.inspect_limit
-        if head.content_length is not None and head.content_length > limit:
-            self._left_as_is(too_large(f"a document of {head.content_length} bytes", limit))
-            return False
-        return True
+        """A discovery document whose URLs are read and moved (a compressed or over-large one is relayed
+        as it came, and said so)."""
+        ctx = self.ctx
+        return is_discovery(route, head, ctx.upstream) and self._rewrites().readable(head, ctx.inspect_limit)
 
     async def _document_read(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         """Read a discovery document whose body came after its head (bounded by `max_inspected_bytes`),
         then send it rewritten; one past the bound, or cut short, goes on as it came."""
-        self.held = None
-        limit, parts, size = self.ctx.inspect_limit, [], 0
-        cut: UpstreamError | None = None
-        try:
-            async for chunk in upstream.chunks():
-                parts.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    break
-        except UpstreamError as exc:
-            cut = exc
-        data = b"".join(parts)
-        if cut is None and size <= limit:
+        limit = self.ctx.inspect_limit
+        data, cut = await read_document(upstream, limit)
+        if cut is None and len(data) <= limit:
             self._document_out(head, upstream, data)
             return
         if cut is None:
-            self._left_as_is(too_large("a document", limit))
+            self._rewrites().left_as_is(too_large("a document", limit))
         if not self._started(head, upstream, head.content_length, data, flush=False):
             return
         observer = self.observer_for(upstream, data)
@@ -458,13 +411,8 @@ class PassthroughRelay:
     def _document_out(self, head: ClientHead, upstream: UpstreamResponse, body: bytes) -> None:
         """Send a whole discovery document with its URLs on the upstream's origin moved to the client's;
         the server's document is what is recorded, with what was moved."""
-        origins = self._origins()
-        rewritten = document(body, origins)
-        if rewritten.problem is not None:
-            self._left_as_is(f"the document is {rewritten.problem}")
-        elif rewritten.changed:
-            self._rewrote(_TO_CLIENT, ", ".join(rewritten.changed), origins.upstream_origin, origins.client)
-        self.client.send_whole(head.status, upstream.reason, head.headers, rewritten.data)
+        data = self._rewrites().document(body)
+        self.client.send_whole(head.status, upstream.reason, head.headers, data)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
 
@@ -563,65 +511,25 @@ class PassthroughRelay:
         if 300 <= status < 400:
             head = client_head(status, upstream.headers, (self.ctx.upstream, self._own_origin()))
             if header(head.headers, "location") != upstream.header("location"):
-                origins = self._origins()
-                self._rewrote(_TO_CLIENT, "Location", origins.upstream_origin, origins.client)
+                self._rewrites().rewrote(_TO_CLIENT, "Location")
             return head
         head = client_head(status, upstream.headers)
-        if 400 <= status < 500 and self.ctx.rewrite_origin:
-            return self._challenge_moved(head)
+        if 400 <= status < 500 and self.ctx.rewrite_origin and challenged(head.headers):
+            return self._rewrites().challenges_moved(head)
         return head
 
-    def _challenge_moved(self, head: ClientHead) -> ClientHead:
-        """The head with the `resource_metadata` of its `WWW-Authenticate` challenges moved to the client."""
-        origins: Origins | None = None
-        out, moved = [], False
-        for name, text in head.headers:
-            if len(name) == 16 and name.lower() == "www-authenticate":
-                origins = origins or self._origins()
-                new = challenge(text, origins)
-                if new is not None:
-                    text, moved = new, True
-            out.append((name, text))
-        if not moved or origins is None:
-            return head
-        self._rewrote(
-            _TO_CLIENT, "WWW-Authenticate resource_metadata", origins.upstream_origin, origins.client
-        )
-        return replace(head, headers=tuple(out))
+    def _rewrites(self) -> OriginRewrites:
+        """The exchange's origin rewrites, begun when the first is made or considered."""
+        origin = self.origin
+        if origin is None:
+            origins = Origins(self.ctx.upstream, self._own_origin())
+            origin = self.origin = OriginRewrites(origins, self.ctx.observations, self.exchange)
+        return origin
 
-    def _origins(self) -> Origins:
-        return Origins(self.ctx.upstream, self._own_origin())
-
-    def _rewrote(self, direction: Direction, changed: str, was: str, now: str) -> None:
-        """Say what was moved from which origin to which: logged now, recorded after what it changed."""
-        _LOG.info(
-            "origin_rewritten",
-            exchange=self.exchange,
-            direction=direction.value,
-            changed=changed,
-            was=was,
-            now=now,
-        )
-        sink = self.ctx.observations
-        self.rewrites.append(OriginRewritten(sink.now(), self.exchange, direction, changed, was, now))
-
-    def _left_as_is(self, problem: str) -> None:
-        """Say why a discovery document goes to the client as the server sent it."""
-        _LOG.info("origin_not_rewritten", exchange=self.exchange, reason=problem)
-        origins = self._origins()
-        sink = self.ctx.observations
-        self.rewrites.append(
-            OriginRewritten(
-                sink.now(), self.exchange, _TO_CLIENT, "", origins.upstream_origin, origins.client, problem
-            )
-        )
-
-    def _say_rewrites(self) -> None:
-        """Record the rewrites made so far, once the exchange (and what they changed) is recorded."""
-        if self.rewrites and self.opened:
-            for rewrite in self.rewrites:
-                self._emit(rewrite)
-            self.rewrites = []
+    def _say_rewrites(self, origin: OriginRewrites) -> None:
+        """Record the origin rewrites made so far, after the record of what they changed."""
+        for rewrite in origin.take():
+            self._emit(rewrite)
 
     def _own_origin(self) -> str:
         """The proxy's origin as this client addressed it (its `Host`), else the address it listens on."""
@@ -631,8 +539,8 @@ class PassthroughRelay:
     def _record_head(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         sink, headers = self.ctx.observations, dict(upstream.headers)
         self._emit(ResponseHeadSeen(sink.now(), self.exchange, head.status, head.content_type, headers))
-        if self.rewrites:
-            self._say_rewrites()
+        if self.origin is not None:
+            self._say_rewrites(self.origin)
 
     def _delivered_whole(self, upstream: UpstreamResponse, body: bytes) -> None:
         """The whole body went out with its head: observe it and end the exchange."""
@@ -888,9 +796,8 @@ class PassthroughRelay:
     def _close(self, outcome: str | None) -> None:
         sink = self.ctx.observations
         batch, self.batch = self.batch, []
-        if self.rewrites and self.opened:  # a request whose answer never came: its rewrite still said
-            batch += self.rewrites
-            self.rewrites = []
+        if self.origin is not None:  # a request whose answer never came: its rewrite still said
+            batch += self.origin.take()
         summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
         if summary is not None:
             info_line(_LOG, "exchange", summary.log_fields("passthrough"))

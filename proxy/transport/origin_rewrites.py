@@ -1,0 +1,164 @@
+"""OAuth discovery through the pass-through relay: the origin rewrites of one exchange, made and said.
+
+`proxy.engine.oauth_origin` holds the rules (which URLs move, and how); this module applies them to
+what one exchange carries (a request's `resource`, a challenge, a discovery document) and keeps what
+it changed until the relay records it. The relay holds one `OriginRewrites` only for an exchange that
+rewrites, or may: the MCP traffic that needs none only finds None where the relay looks for one.
+Nothing here sends or observes the traffic itself; the relay does, in its order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from proxy.engine.oauth_origin import (
+    Origins,
+    challenge,
+    document,
+    is_document_path,
+    is_form,
+    is_json_type,
+    resource_parameters,
+)
+from proxy.engine.passthrough import ClientHead
+from proxy.flows.events import Direction
+from proxy.flows.observations import OriginRewritten
+from proxy.flows.sink import ObservationSink
+from proxy.framing.classify import Route
+from proxy.framing.http import Upstream, header
+from proxy.logs import get_logger
+from proxy.transport.observe import too_large
+from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
+
+_TO_CLIENT = Direction.TO_CLIENT
+_TO_SERVER = Direction.TO_SERVER
+
+_LOG = get_logger()
+
+
+class OriginRewrites:
+    """One exchange's origin rewrites: each logged when made, recorded after what it changed."""
+
+    __slots__ = ("exchange", "held", "origins", "pending", "sink")
+
+    def __init__(self, origins: Origins, sink: ObservationSink, exchange: str) -> None:
+        self.origins = origins
+        self.sink = sink
+        self.exchange = exchange
+        self.pending: list[OriginRewritten] = []
+        """Rewrites made and not yet recorded: the relay records them after the record of what they
+        changed (the request, or the response's head), or with the exchange's end."""
+        self.held: ClientHead | None = None
+        """The head of a discovery document held back until its body is read and rewritten."""
+
+    def __repr__(self) -> str:
+        return f"OriginRewrites({self.exchange}, pending={len(self.pending)}, held={self.held is not None})"
+
+    def take(self) -> list[OriginRewritten]:
+        """The rewrites made since the last take, for the relay to record now."""
+        pending, self.pending = self.pending, []
+        return pending
+
+    def rewrote(self, direction: Direction, changed: str) -> None:
+        """Say what moved between the two origins, in `direction`: logged now, recorded later (`take`)."""
+        origins = self.origins
+        was, now = origins.upstream_origin, origins.client
+        if direction is _TO_SERVER:
+            was, now = now, was
+        _LOG.info(
+            "origin_rewritten",
+            exchange=self.exchange,
+            direction=direction.value,
+            changed=changed,
+            was=was,
+            now=now,
+        )
+        self.pending.append(OriginRewritten(self.sink.now(), self.exchange, direction, changed, was, now))
+
+    def left_as_is(self, problem: str) -> None:
+        """Say why a discovery document goes to the client as the server sent it."""
+        _LOG.info("origin_not_rewritten", exchange=self.exchange, reason=problem)
+        was, now, t = self.origins.upstream_origin, self.origins.client, self.sink.now()
+        self.pending.append(OriginRewritten(t, self.exchange, _TO_CLIENT, "", was, now, problem))
+
+    def resource_moved(self, route: Route, query: str, body: bytes) -> tuple[str, bytes]:
+        """The query and body with an RFC 8707 `resource` naming the client's origin moved to the
+        upstream's (an authorization request's query, a token request's form)."""
+        origins = self.origins
+        changed = []
+        if query and (moved := resource_parameters(query, origins)) is not None:
+            query = moved
+            changed.append("resource (query)")
+        if body and is_form(header(route.headers, "content-type")):
+            form = resource_parameters(body.decode("latin-1"), origins)
+            if form is not None:
+                body = form.encode("latin-1")
+                changed.append("resource (form)")
+        if changed and not any(r.direction is _TO_SERVER for r in self.pending):  # framed twice: said once
+            self.rewrote(_TO_SERVER, ", ".join(changed))
+        return query, body
+
+    def challenges_moved(self, head: ClientHead) -> ClientHead:
+        """The head with the `resource_metadata` of its `WWW-Authenticate` challenges moved to the client."""
+        out, moved = [], False
+        for name, text in head.headers:
+            if _is_challenge(name) and (new := challenge(text, self.origins)) is not None:
+                text, moved = new, True
+            out.append((name, text))
+        if not moved:
+            return head
+        self.rewrote(_TO_CLIENT, "WWW-Authenticate resource_metadata")
+        return replace(head, headers=tuple(out))
+
+    def readable(self, head: ClientHead, limit: int) -> bool:
+        """A discovery document the proxy can read within `limit`; a compressed or over-large one is
+        relayed as it came, and said so."""
+        if head.content_encoding is not None:
+            self.left_as_is(f"a {head.content_encoding}-encoded document is relayed as the server sent it")
+            return False
+        if head.content_length is not None and head.content_length > limit:
+            self.left_as_is(too_large(f"a document of {head.content_length} bytes", limit))
+            return False
+        return True
+
+    def document(self, body: bytes) -> bytes:
+        """A whole discovery document with its URLs on the upstream's origin moved to the client's."""
+        rewritten = document(body, self.origins)
+        if rewritten.problem is not None:
+            self.left_as_is(f"the document is {rewritten.problem}")
+        elif rewritten.changed:
+            self.rewrote(_TO_CLIENT, ", ".join(rewritten.changed))
+        return rewritten.data
+
+
+def is_discovery(route: Route, head: ClientHead, upstream: Upstream) -> bool:
+    """A JSON answer to a GET of a discovery document beside the MCP endpoint (its URLs are read, and
+    moved when they name the upstream's origin)."""
+    if not (200 <= head.status < 300 and is_document_path(route.path)):
+        return False
+    return route.path not in upstream.endpoint_paths and not head.sse and is_json_type(head.content_type)
+
+
+def challenged(headers: tuple[tuple[str, str], ...]) -> bool:
+    """The head carries a `WWW-Authenticate` challenge (whose `resource_metadata` may move)."""
+    return any(_is_challenge(name) for name, _ in headers)
+
+
+def _is_challenge(name: str) -> bool:
+    return len(name) == 16 and name.lower() == "www-authenticate"
+
+
+async def read_document(upstream: UpstreamResponse, limit: int) -> tuple[bytes, UpstreamError | None]:
+    """The body of a document whose head came first, read until it ends, breaks (the error returned)
+    or goes past `limit` (what was read, one chunk past it)."""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in upstream.chunks():
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                break
+    except UpstreamError as exc:
+        return b"".join(parts), exc
+    return b"".join(parts), None
