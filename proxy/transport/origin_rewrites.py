@@ -39,7 +39,7 @@ _LOG = get_logger()
 class OriginRewrites:
     """One exchange's origin rewrites: each logged when made, recorded after what it changed."""
 
-    __slots__ = ("exchange", "held", "origins", "pending", "sink")
+    __slots__ = ("exchange", "held", "origins", "pending", "request_said", "sink")
 
     def __init__(self, origins: Origins, sink: ObservationSink, exchange: str) -> None:
         self.origins = origins
@@ -50,6 +50,9 @@ class OriginRewrites:
         changed (the request, or the response's head), or with the exchange's end."""
         self.held: ClientHead | None = None
         """The head of a discovery document held back until its body is read and rewritten."""
+        self.request_said = False
+        """The request's `resource` rewrite was said: a request framed twice (tried on a warm
+        connection first, then sent on a new one) is said once."""
 
     def __repr__(self) -> str:
         return f"OriginRewrites({self.exchange}, pending={len(self.pending)}, held={self.held is not None})"
@@ -94,7 +97,8 @@ class OriginRewrites:
             if form is not None:
                 body = form.encode("latin-1")
                 changed.append("resource (form)")
-        if changed and not any(r.direction is _TO_SERVER for r in self.pending):  # framed twice: said once
+        if changed and not self.request_said:
+            self.request_said = True
             self.rewrote(_TO_SERVER, ", ".join(changed))
         return query, body
 
