@@ -30,11 +30,14 @@ class Endpoint:
     upstream (a capture without `proxy_info`, a test that feeds observations alone).
     """
 
-    __slots__ = ("_base", "_paths")
+    __slots__ = ("_base", "_paths", "paths")
 
     def __init__(self, path: str | None = None) -> None:
         self._base = path
         self._paths = None if path is None else frozenset({"", "/", path})
+        self.paths: frozenset[str] = self._paths or frozenset()
+        """The paths that are the endpoint itself, whatever the transports: a caller on the hot path
+        checks a request's path against these before asking `is_plain` (empty when unknown)."""
 
     @classmethod
     def of_upstream(cls, shown: str) -> Endpoint:
@@ -62,8 +65,8 @@ class Endpoint:
         proxy answers a request to another path itself (a misdirected MCP request, told so in JSON-RPC).
         """
         paths = self._paths
-        if paths is None or client_transport != "http" or upstream_transport != "http":
-            return False
+        if paths is None or path in paths or client_transport != "http" or upstream_transport != "http":
+            return False  # the endpoint itself, its path alone (every MCP request), is decided first
         path = path.split("?", 1)[0]
         if path in paths:
             return False

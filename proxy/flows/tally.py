@@ -357,6 +357,8 @@ class RoundTripTally:
         elif isinstance(obs, ExchangeClosed):
             tally = self._open.pop(obs.exchange, None)
             if tally is not None:
+                if tally.answered >= len(tally.ids):  # every request answered (the usual): none held
+                    return _line(obs.exchange, tally, obs, self._redactor)
                 return self._closed(obs, tally)
         elif isinstance(obs, FaultInjected):
             tally = self._open.get(obs.exchange)
@@ -403,7 +405,8 @@ class RoundTripTally:
             tally.carried = self._name(msg, tally.session)
 
     def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
-        """The line of an exchange that closed; None while it is held for its client's cancel."""
+        """The line of an exchange that closed with requests unanswered; None while it is held for its
+        client's cancel."""
         unanswered = _unanswered(tally)
         cancelled = bool(unanswered) and tally.session is not None and bool(self._cancels)
         if cancelled:
@@ -498,10 +501,11 @@ class RoundTripTally:
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
+        endpoint = self._endpoint
         plain = (
-            self._endpoint.is_plain(obs.path, obs.client_transport, obs.upstream_transport)
-            if self._endpoint.known
-            else False
+            obs.path not in endpoint.paths
+            and endpoint.known
+            and endpoint.is_plain(obs.path, obs.client_transport, obs.upstream_transport)
         )
         self._open[obs.exchange] = _Open(
             obs.http_method,
@@ -599,7 +603,12 @@ def _line(
     # session is deleted, a client may close a response stream once each of its requests is answered,
     # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
     # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
-    ended = cancelled or client_end(closed.outcome, tally.opened.client_era, len(tally.ids), tally.answered)
+    asked = len(tally.ids)
+    ended = cancelled or (
+        client_end(closed.outcome, tally.opened.client_era, asked, tally.answered)
+        if tally.answered < asked
+        else closed.outcome
+    )
     outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(

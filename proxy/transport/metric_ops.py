@@ -261,6 +261,8 @@ class OpCounter:
         (`continuation_ttl`), as the chain builder's; `endpoint`: the MCP endpoint's paths."""
         self._counters = counters
         self._plain = endpoint.is_plain if endpoint is not None and endpoint.known else None
+        self._endpoint_paths = endpoint.paths if endpoint is not None else frozenset()
+        """The endpoint's own paths, checked before `_plain` (every MCP request's path is one)."""
         """Whether an exchange's path is not the MCP endpoint's (None: every path is)."""
         self._ids = itertools.count(1)
         self._exchanges: dict[str, _Ex] = {}
@@ -349,8 +351,10 @@ class OpCounter:
                     if obs.status == SESSION_GONE_STATUS and ex.session is not None and not ex.plain:
                         self._refused_session(ex)
             elif type(obs) is ExchangeOpened:
-                if self._plain is not None and self._plain(
-                    obs.path, obs.client_transport, obs.upstream_transport
+                if (
+                    self._plain is not None
+                    and obs.path not in self._endpoint_paths
+                    and self._plain(obs.path, obs.client_transport, obs.upstream_transport)
                 ):
                     self._plain_opened(obs)
                     continue
