@@ -765,3 +765,28 @@ async def test_an_empty_intercept_rule_is_refused_as_a_flag_and_in_toml(tmp_path
     assert toml.returncode == 2
     assert "an intercept rule is empty" in toml.stderr
     assert "proxy.toml" in toml.stderr
+
+
+async def test_a_rules_text_as_the_api_shows_it_is_taken_back_as_the_same_rule(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A script saves the rules it reads and restores them later: the text must parse back.
+    proxy = await fleet.at(legacy_server)
+    written = (
+        ("/api/intercepts", "tool:echo timeout=1h", "tool:echo timeout=3600000ms"),
+        ("/api/faults", "tool:echo => delay=10m p=0.00001", "tool:echo => delay=600000ms p=0.00001"),
+    )
+    for path, rule, shown in written:
+        status, added = await proxy.call("POST", path, {"rule": rule})
+        assert status == 201, added
+        listed = added if path == "/api/intercepts" else added["rules"][0]
+        assert listed["rule"] == shown, listed
+        assert (await proxy.call("DELETE", path))[0] == 200
+        status, again = await proxy.call("POST", path, {"rule": listed["rule"]})
+        assert status == 201, again
+        relisted = again if path == "/api/intercepts" else again["rules"][0]
+        assert relisted["rule"] == shown, relisted
+    logged = [
+        e["rule"] for e in proxy.lines() if e.get("event") in ("intercept_rule_added", "fault_rule_added")
+    ]
+    assert [text.partition(": ")[2] for text in logged] == [shown for _, _, shown in written for _ in (1, 2)]
