@@ -7,12 +7,13 @@ not given, and a script would not know it never applied. Refusals are JSON like 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 import orjson
 from aiohttp import web
 from multidict import MultiMapping
+
+from proxy.transport.admin_names import did_you_mean
 
 
 class BadQuery(web.HTTPBadRequest):
@@ -32,7 +33,7 @@ def known_only(query: MultiMapping[str], known: Iterable[str]) -> None:
     unknown = sorted(set(query) - set(names))
     if not unknown:
         return
-    named = ", ".join(f"{name!r}{_did_you_mean(name, names)}" for name in unknown)
+    named = ", ".join(f"{name!r}{did_you_mean(name, names)}" for name in unknown)
     raise BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(names)}")
 
 
@@ -48,8 +49,3 @@ def int_param(query: MultiMapping[str], name: str, default: int, low: int, high:
     if value < low:
         raise BadQuery(f"{name} must be an integer of at least {low}, got {value}")
     return min(value, high)
-
-
-def _did_you_mean(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""

@@ -790,3 +790,43 @@ async def test_a_rules_text_as_the_api_shows_it_is_taken_back_as_the_same_rule(
         e["rule"] for e in proxy.lines() if e.get("event") in ("intercept_rule_added", "fault_rule_added")
     ]
     assert [text.partition(": ")[2] for text in logged] == [shown for _, _, shown in written for _ in (1, 2)]
+
+
+async def test_a_decision_with_a_key_it_does_not_take_is_refused_and_the_call_stays_held(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A misspelled `message` ignored would send the call unedited behind a 200.
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo dir:client")
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        edited = json.loads(json.dumps(held["message"]))
+        edited["params"]["arguments"]["text"] = "edited at the desk"
+        refusals = [
+            ({"decision": "forward", "mesage": edited}, "'mesage' (did you mean message?)"),
+            ({"decision": "forward", "result": {}}, "decision forward takes no key 'result'"),
+            ({"decision": "drop", "result": {}}, "decision drop takes no key 'result'"),
+        ]
+        for body, reason in refusals:
+            status, answer = await decide(http, proxy, held["id"], body)
+            assert (status, answer["error"]) == (400, "bad_request"), (body, answer)
+            assert reason in answer["message"], (body, answer)
+        for path, body, reason in (
+            ("/api/intercepts", {"rule": "tool:x", "timout": "5s"}, "'timout' (did you mean timeout?)"),
+            ("/api/faults", {"rule": "tool:x => drop", "count": 1}, "takes no key 'count'"),
+        ):
+            async with http.post(proxy.admin_url + path, json=body) as resp:
+                assert resp.status == 400, await resp.text()
+                assert reason in (await resp.json())["message"]
+        async with http.get(f"{proxy.admin_url}/api/intercepts") as resp:
+            listing = await resp.json()
+        assert [h["id"] for h in listing["held"]] == [held["id"]]  # still held, nothing decided
+        assert [r["match"] for r in listing["rules"]] == ["tool:echo dir:client"]
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
+    assert run.lines["echo"]["result"]["content"] == ["edited at the desk"], run.lines
+    assert any("forwarded edited by api" in n for n in await chain_notes(proxy))
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 0
+    assert (await proxy.call("GET", "/api/faults"))[1]["rules"] == []
