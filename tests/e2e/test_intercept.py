@@ -830,3 +830,23 @@ async def test_a_decision_with_a_key_it_does_not_take_is_refused_and_the_call_st
     assert any("forwarded edited by api" in n for n in await chain_notes(proxy))
     assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 0
     assert (await proxy.call("GET", "/api/faults"))[1]["rules"] == []
+
+
+async def test_a_rules_timeout_is_one_number_format_and_a_doubled_wait_parameter_is_refused(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    proxy = await fleet.at(legacy_server)
+    api = f"{proxy.admin_url}/api/intercepts"
+    async with proxy.http() as http:
+        async with http.post(api, json={"rule": "tool:echo"}) as resp:
+            added = await resp.read()
+        async with http.get(api) as resp:
+            listed = await resp.read()
+        async with http.get(api + "/wait?timeout=0&timeout=1") as resp:
+            doubled = (resp.status, await resp.json())
+    assert b'"timeout_s":60.0,' in added, added
+    assert b'"timeout_s":60.0,' in listed, listed
+    assert doubled == (
+        400,
+        {"error": "bad_request", "message": "parameter 'timeout' given more than once; give each once"},
+    )
