@@ -347,7 +347,7 @@ def _jsonable(value: Any) -> Any:
 
 def _filter(query: MultiMapping[str]) -> ChainFilter:
     """The chain filter of a query string (`/api/chains`, the exports); 400 naming a bad parameter."""
-    known_only(query, CHAIN_PARAMETERS)
+    known_only(query, CHAIN_PARAMETERS, repeatable=PARAMETERS)
     try:
         return ChainFilter.from_params(lambda name: query.getall(name, []))
     except FilterError as exc:

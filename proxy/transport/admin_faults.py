@@ -15,10 +15,14 @@ import orjson
 from aiohttp import web
 
 from proxy.transport.admin_guard import is_loopback
+from proxy.transport.admin_names import stray_keys
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
 """Largest POST body the fault paths read (a rule or a few of them)."""
+
+RULE_KEYS = ("rule", "rules")
+"""The keys a POST body takes; any other is refused, not ignored."""
 
 
 class FaultRoutes:
@@ -99,6 +103,9 @@ async def _rule_texts(request: web.Request) -> list[str] | web.Response:
         return _bad(f"the body is not JSON; {shape}")
     rules: Any = None
     if isinstance(body, dict):
+        stray = stray_keys(body, RULE_KEYS, "POST /api/faults")
+        if stray is not None:
+            return _bad(f"{stray}; {shape}")
         if "rule" in body and "rules" in body:
             return _bad(f"give either rule or rules, not both; {shape}")
         rules = [body["rule"]] if "rule" in body else body.get("rules")

@@ -14,6 +14,7 @@ import orjson
 from aiohttp import web
 
 from proxy.transport.admin_faults import forbidden_without_token
+from proxy.transport.admin_names import stray_keys
 from proxy.transport.admin_query import known_only
 from proxy.transport.intercept_control import InterceptControl
 from proxy.transport.intercept_desk import MAX_WAIT_S, InterceptError
@@ -23,6 +24,10 @@ MAX_DECISION_BYTES = 64 * 1024 * 1024
 
 WAIT_PARAMETERS = frozenset({"after", "timeout"})
 """The query names the long poll takes; any other is refused, not ignored."""
+
+RULE_KEYS = ("rule", "timeout")
+"""The keys a new rule's body takes; any other is refused, not ignored (a misspelled `timeout`
+would give the rule the default one)."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -67,6 +72,9 @@ class InterceptRoutes:
     async def create(self, request: web.Request) -> web.StreamResponse:
         """Add a rule: `{"rule": "MATCH", "timeout": "30s"}` (timeout optional); 201 with the rule."""
         body = await _body(request, 'send JSON {"rule": "MATCH", "timeout": "30s"} (timeout optional)')
+        stray = stray_keys(body, RULE_KEYS, "POST /api/intercepts")
+        if stray is not None:
+            raise InterceptError(400, stray)
         rule, timeout = body.get("rule"), body.get("timeout")
         if not isinstance(rule, str) or not (timeout is None or isinstance(timeout, str | int | float)):
             raise InterceptError(400, 'send JSON {"rule": "MATCH", "timeout": "30s"} (timeout optional)')

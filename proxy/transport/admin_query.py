@@ -2,17 +2,20 @@
 
 A parameter name an endpoint does not take is refused with 400 naming it and the names the endpoint
 takes, never ignored: a misspelled filter or bound that were ignored would answer 200 as if it were
-not given, and a script would not know it never applied. Refusals are JSON like every admin answer.
+not given, and a script would not know it never applied. So is a parameter read once (a bound, a
+cursor) given twice: one of the two would be dropped without a word. Refusals are JSON like every
+admin answer.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 import orjson
 from aiohttp import web
 from multidict import MultiMapping
+
+from proxy.transport.admin_names import did_you_mean
 
 
 class BadQuery(web.HTTPBadRequest):
@@ -25,15 +28,20 @@ class BadQuery(web.HTTPBadRequest):
         )
 
 
-def known_only(query: MultiMapping[str], known: Iterable[str]) -> None:
+def known_only(query: MultiMapping[str], known: Iterable[str], repeatable: Iterable[str] = ()) -> None:
     """BadQuery naming each parameter in `query` that is not one of `known` (with the closest known
-    name, when one is close) and every name the endpoint takes."""
+    name, when one is close) and every name the endpoint takes; or naming each one given more than
+    once that is not `repeatable` (a filter may repeat; a bound read once would drop the other)."""
     names = sorted(set(known))
     unknown = sorted(set(query) - set(names))
-    if not unknown:
-        return
-    named = ", ".join(f"{name!r}{_did_you_mean(name, names)}" for name in unknown)
-    raise BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(names)}")
+    if unknown:
+        named = ", ".join(f"{name!r}{did_you_mean(name, names)}" for name in unknown)
+        raise BadQuery(f"unknown parameter {named}; this endpoint takes {', '.join(names)}")
+    many = set(repeatable)
+    repeated = sorted(name for name in set(query) if name not in many and len(query.getall(name)) > 1)
+    if repeated:
+        named = ", ".join(repr(name) for name in repeated)
+        raise BadQuery(f"parameter {named} given more than once; give each once")
 
 
 def int_param(query: MultiMapping[str], name: str, default: int, low: int, high: int) -> int:
@@ -48,8 +56,3 @@ def int_param(query: MultiMapping[str], name: str, default: int, low: int, high:
     if value < low:
         raise BadQuery(f"{name} must be an integer of at least {low}, got {value}")
     return min(value, high)
-
-
-def _did_you_mean(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""

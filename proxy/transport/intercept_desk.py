@@ -31,6 +31,7 @@ from proxy.engine.gate.match import Seen
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.flows.observations import InterceptHeld, InterceptReleased
 from proxy.flows.sink import ObservationSink
+from proxy.transport.admin_names import did_you_mean, stray_keys
 from proxy.wire.edits import (
     EditRefused,
     answer_message,
@@ -42,6 +43,15 @@ from proxy.wire.jsonrpc import Message, RequestId
 
 DECIDERS: Final = ("api", "tui")
 """Who may be named as deciding (`by`) when a decision is posted."""
+
+DECISION_KEYS: Final = {
+    "forward": ("decision", "by", "message"),
+    "drop": ("decision", "by"),
+    "answer": ("decision", "by", "result", "error"),
+}
+"""The keys a decision takes, by its verb: any other key is refused before the message is released,
+so a misspelled `message` never sends the held message unedited, and a `result` given with
+`forward` or `drop` never passes for an answer."""
 
 MAX_WAIT_S: Final = 60.0
 """Longest a long poll for new held messages (`wait`) is kept open."""
@@ -256,27 +266,19 @@ class InterceptDesk:
             raise InterceptError(
                 404, f"no held message {held_id!r} (held now: {now}); it may have been released already"
             )
+        verb = _verb(body)
+        stray = stray_keys(body, DECISION_KEYS[verb], f"decision {verb}")
+        if stray is not None:
+            raise InterceptError(400, f"not decided: {stray}")
         by = body.get("by", "api")
         if by not in DECIDERS:
             raise InterceptError(400, f"by is one of {', '.join(DECIDERS)}, got {by!r}")
-        decision = self._decision(held, body, str(by))
+        decision = self._decision(held, verb, body, str(by))
         self._release(held, decision)
         return {"id": held.id, "decision": decision.name}
 
-    def _decision(self, held: Held, body: Mapping[str, Any], by: str) -> Decision:
-        verb = body.get("decision")
+    def _decision(self, held: Held, verb: str, body: Mapping[str, Any], by: str) -> Decision:
         try:
-            if verb == "forward":
-                if "message" not in body:
-                    return Decision("forward", by=by)
-                ident, limit = held.msg.id, self.max_body_bytes
-                check_message(body["message"], kind=held.kind, ident=ident, max_bytes=limit)
-                edited = restore_stand_ins(body["message"], held.shown, held.msg.raw)
-                checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
-                if _same_json(checked, held.msg.raw):  # the held message sent back as it was
-                    return Decision("forward", by=by)
-                self._remember_restored(body["message"], held.msg.raw)
-                return Decision("forward", checked, by)
             if verb == "drop":
                 return Decision("drop", by=by)
             if verb == "answer":
@@ -284,13 +286,18 @@ class InterceptDesk:
                 typed = restore_stand_ins(dict(body), {}, restore=False)
                 answer = answer_message(held.msg.id, typed, max_bytes=self.max_body_bytes)
                 return Decision("answer", answer, by)
+            if "message" not in body:
+                return Decision("forward", by=by)
+            ident, limit = held.msg.id, self.max_body_bytes
+            check_message(body["message"], kind=held.kind, ident=ident, max_bytes=limit)
+            edited = restore_stand_ins(body["message"], held.shown, held.msg.raw)
+            checked = check_message(edited, kind=held.kind, ident=ident, max_bytes=limit)
+            if _same_json(checked, held.msg.raw):  # the held message sent back as it was
+                return Decision("forward", by=by)
+            self._remember_restored(body["message"], held.msg.raw)
+            return Decision("forward", checked, by)
         except EditRefused as exc:
             raise InterceptError(400, f"not sent: {exc}") from None
-        raise InterceptError(
-            400,
-            "decision is forward (optionally with message), drop or answer (with result or error), "
-            f"got {verb!r}",
-        )
 
     def _remember_restored(self, edited: Any, original: Any) -> None:
         """Have the redactor mask the secrets an edit got back wherever they show up next: the message
@@ -381,6 +388,20 @@ class InterceptDesk:
 
     def _emit(self, obs: InterceptHeld | InterceptReleased) -> None:
         self.sink.emit(obs)
+
+
+def _verb(body: Mapping[str, Any]) -> str:
+    """The decision's verb, or InterceptError(400) naming the verbs (and the closest one)."""
+    verb = body.get("decision")
+    if isinstance(verb, str) and verb in DECISION_KEYS:
+        return verb
+    close = did_you_mean(verb, DECISION_KEYS) if isinstance(verb, str) else ""
+    stray = stray_keys(body, {key for keys in DECISION_KEYS.values() for key in keys}, "a decision")
+    raise InterceptError(
+        400,
+        "decision is forward (optionally with message), drop or answer (with result or error), "
+        f"got {verb!r}{close}" + (f"; {stray}" if stray else ""),
+    )
 
 
 def _number(held_id: str | None) -> int:

@@ -765,3 +765,88 @@ async def test_an_empty_intercept_rule_is_refused_as_a_flag_and_in_toml(tmp_path
     assert toml.returncode == 2
     assert "an intercept rule is empty" in toml.stderr
     assert "proxy.toml" in toml.stderr
+
+
+async def test_a_rules_text_as_the_api_shows_it_is_taken_back_as_the_same_rule(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A script saves the rules it reads and restores them later: the text must parse back.
+    proxy = await fleet.at(legacy_server)
+    written = (
+        ("/api/intercepts", "tool:echo timeout=1h", "tool:echo timeout=3600000ms"),
+        ("/api/faults", "tool:echo => delay=10m p=0.00001", "tool:echo => delay=600000ms p=0.00001"),
+    )
+    for path, rule, shown in written:
+        status, added = await proxy.call("POST", path, {"rule": rule})
+        assert status == 201, added
+        listed = added if path == "/api/intercepts" else added["rules"][0]
+        assert listed["rule"] == shown, listed
+        assert (await proxy.call("DELETE", path))[0] == 200
+        status, again = await proxy.call("POST", path, {"rule": listed["rule"]})
+        assert status == 201, again
+        relisted = again if path == "/api/intercepts" else again["rules"][0]
+        assert relisted["rule"] == shown, relisted
+    logged = [
+        e["rule"] for e in proxy.lines() if e.get("event") in ("intercept_rule_added", "fault_rule_added")
+    ]
+    assert [text.partition(": ")[2] for text in logged] == [shown for _, _, shown in written for _ in (1, 2)]
+
+
+async def test_a_decision_with_a_key_it_does_not_take_is_refused_and_the_call_stays_held(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    # A misspelled `message` ignored would send the call unedited behind a 200.
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_intercept("tool:echo dir:client")
+
+    async def desk(http: aiohttp.ClientSession) -> None:
+        held = await next_held(http, proxy)
+        edited = json.loads(json.dumps(held["message"]))
+        edited["params"]["arguments"]["text"] = "edited at the desk"
+        refusals = [
+            ({"decision": "forward", "mesage": edited}, "'mesage' (did you mean message?)"),
+            ({"decision": "forward", "result": {}}, "decision forward takes no key 'result'"),
+            ({"decision": "drop", "result": {}}, "decision drop takes no key 'result'"),
+        ]
+        for body, reason in refusals:
+            status, answer = await decide(http, proxy, held["id"], body)
+            assert (status, answer["error"]) == (400, "bad_request"), (body, answer)
+            assert reason in answer["message"], (body, answer)
+        for path, body, reason in (
+            ("/api/intercepts", {"rule": "tool:x", "timout": "5s"}, "'timout' (did you mean timeout?)"),
+            ("/api/faults", {"rule": "tool:x => drop", "count": 1}, "takes no key 'count'"),
+        ):
+            async with http.post(proxy.admin_url + path, json=body) as resp:
+                assert resp.status == 400, await resp.text()
+                assert reason in (await resp.json())["message"]
+        async with http.get(f"{proxy.admin_url}/api/intercepts") as resp:
+            listing = await resp.json()
+        assert [h["id"] for h in listing["held"]] == [held["id"]]  # still held, nothing decided
+        assert [r["match"] for r in listing["rules"]] == ["tool:echo dir:client"]
+        assert (await decide(http, proxy, held["id"], {"decision": "forward", "message": edited}))[0] == 200
+
+    run = await with_desk(proxy, client_run(proxy, "python-legacy", ["echo"]), desk)
+    assert run.lines["echo"]["result"]["content"] == ["edited at the desk"], run.lines
+    assert any("forwarded edited by api" in n for n in await chain_notes(proxy))
+    assert await proxy.counted('mcp_proxy_intercepts_released_total{decision="forward"}') == 0
+    assert (await proxy.call("GET", "/api/faults"))[1]["rules"] == []
+
+
+async def test_a_rules_timeout_is_one_number_format_and_a_doubled_wait_parameter_is_refused(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    proxy = await fleet.at(legacy_server)
+    api = f"{proxy.admin_url}/api/intercepts"
+    async with proxy.http() as http:
+        async with http.post(api, json={"rule": "tool:echo"}) as resp:
+            added = await resp.read()
+        async with http.get(api) as resp:
+            listed = await resp.read()
+        async with http.get(api + "/wait?timeout=0&timeout=1") as resp:
+            doubled = (resp.status, await resp.json())
+    assert b'"timeout_s":60.0,' in added, added
+    assert b'"timeout_s":60.0,' in listed, listed
+    assert doubled == (
+        400,
+        {"error": "bad_request", "message": "parameter 'timeout' given more than once; give each once"},
+    )

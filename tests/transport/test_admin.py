@@ -215,6 +215,29 @@ async def test_the_feed_and_the_long_poll_refuse_a_misspelled_parameter_as_the_c
     assert wait_status == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "sent", "named"),
+    [
+        ("/api/intercepts/wait", "timeout=0&timeout=1", "timeout"),
+        ("/api/intercepts/wait", "after=h1&timeout=0&after=h9", "after"),
+        ("/api/chains", "limit=1&limit=2", "limit"),
+        ("/api/export.json", "limit=1&status=ok&limit=2", "limit"),
+        ("/api/feed", "history=0&history=1", "history"),
+    ],
+)
+async def test_a_parameter_read_once_given_twice_is_400_naming_it_while_a_filter_may_repeat(
+    legacy_server: PeerServer, path: str, sent: str, named: str
+) -> None:
+    """Read once, one of the two values would be dropped without a word."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        status, body = await get(proxy, f"{path}?{sent}")
+        filters_status, _ = await get(proxy, "/api/chains?method=initialize&method=tools/call&q=a&q=b")
+
+    assert (status, body["error"]) == (400, "bad_request"), body
+    assert body["message"] == f"parameter {named!r} given more than once; give each once"
+    assert filters_status == 200
+
+
 async def test_api_chain_by_id_gives_headline_messages_and_how_many_it_no_longer_holds(
     legacy_server: PeerServer,
 ) -> None:

@@ -76,6 +76,16 @@ async def test_a_bad_body_or_rule_adds_nothing_and_says_what_to_send() -> None:
         assert len(control.gate) == 0  # all or none
 
 
+async def test_a_body_key_the_endpoint_does_not_take_is_refused_naming_it_and_adds_nothing() -> None:
+    async with fault_api("127.0.0.1", has_token=False) as (url, control):
+        status, answer = await call("POST", url, {"rule": "tool:a => drop", "cont": 1})
+        assert (status, answer["error"]) == (400, "bad_request"), answer
+        assert "POST /api/faults takes no key 'cont'; it takes rule, rules" in answer["message"]
+        status, answer = await call("POST", url, {"ruels": ["tool:a => drop"]})
+        assert "takes no key 'ruels' (did you mean rules?)" in answer["message"], answer
+        assert len(control.gate) == 0
+
+
 async def test_with_a_token_the_admin_guard_asks_for_it_first() -> None:
     settings = Settings(
         upstream="http://127.0.0.1:9/mcp", listen="127.0.0.1:0", admin="127.0.0.1:0", admin_token="t0ken-abc"

@@ -159,3 +159,49 @@ async def test_a_held_messages_id_cannot_be_guessed_from_its_number() -> None:
         assert second["id"][3:] != key
         proxy.desk.drain()
         await asyncio.wait_for(other, 5)
+
+
+async def test_a_decision_with_a_key_its_verb_does_not_take_is_refused_and_the_message_stays_held() -> None:
+    proxy = bare_proxy(intercepts=["method:ping"])
+    control = proxy.intercepts
+    ping = held_call(proxy, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    (held,) = (await control.wait(None, 5))["held"]
+    refusals = [
+        (
+            {"decision": "forward", "mesage": {}},
+            "decision forward takes no key 'mesage' (did you mean message?)",
+        ),
+        (
+            {"decision": "forward", "result": {}},
+            "decision forward takes no key 'result'; it takes by, decision, message",
+        ),
+        ({"decision": "drop", "result": {}}, "decision drop takes no key 'result'; it takes by, decision"),
+        ({"decision": "drop", "message": {}}, "decision drop takes no key 'message'"),
+        (
+            {"decision": "answer", "reslt": {}},
+            "decision answer takes no key 'reslt' (did you mean result?)",
+        ),
+        ({"decision": "foward"}, "got 'foward' (did you mean forward?)"),
+        ({"desicion": "forward"}, "got None; a decision takes no key 'desicion' (did you mean decision?)"),
+    ]
+    for body, reason in refusals:
+        with pytest.raises(InterceptError) as caught:
+            control.decide(held["id"], body)
+        assert caught.value.status == 400, body
+        assert reason in caught.value.message, (body, caught.value.message)
+    assert [h["id"] for h in control.listing()["held"]] == [held["id"]]
+    assert not ping.done()
+    assert proxy.desk.released == {}
+    assert control.decide(held["id"], {"decision": "drop", "by": "tui"})["decision"] == "drop"
+    assert (await asyncio.wait_for(ping, 5)).verb == "drop"
+
+
+async def test_a_new_rules_body_with_a_key_it_does_not_take_is_refused_and_adds_no_rule() -> None:
+    async with intercept_api("127.0.0.1", has_token=False) as (url, proxy):
+        status, answer = await call("POST", url, {"rule": "tool:x", "timout": "5s"})
+        assert (status, answer["error"]) == (400, "bad_request"), answer
+        assert answer["message"] == (
+            "POST /api/intercepts takes no key 'timout' (did you mean timeout?); it takes rule, timeout"
+        )
+        assert proxy.relays.gate is None
+        assert proxy.intercepts.listing()["rules"] == []

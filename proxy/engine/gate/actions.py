@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Final
 
 ACTIONS: Final = ("delay", "error", "drop", "cut_after", "duplicate", "corrupt_state")
@@ -26,7 +27,8 @@ MAX_DELAY_MS: Final = 600_000.0
 DEFAULT_ERROR_MESSAGE: Final = "fault injected by the proxy"
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m)?$", re.IGNORECASE)
-_UNIT_MS: Final = {"ms": 1.0, "s": 1000.0, "m": 60000.0}
+UNIT_MS: Final = {"ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3_600_000.0}
+"""Milliseconds in each unit a duration may be written in (a fault's delay takes all but `h`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,14 @@ class Action:
 
 
 def _ms(millis: float) -> str:
-    return f"{millis:g} ms"
+    return f"{plain_number(millis)} ms"
+
+
+def plain_number(number: float) -> str:
+    """`number` as the shortest plain decimal that reads back as exactly it (`3600000`, `0.00001`):
+    rules read digits with an optional fraction, so e-notation (`3.6e+06`) would not parse back."""
+    text = format(Decimal(repr(number)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def parse_action(text: str) -> Action:
@@ -106,7 +115,7 @@ def _delay(arg: str) -> float:
     if found is None:
         raise ValueError(f"action: delay= is a duration such as 200ms, 1.5s or 1m, got {arg!r}")
     number, unit = found.groups()
-    millis = float(number) * _UNIT_MS[(unit or "ms").lower()]
+    millis = float(number) * UNIT_MS[(unit or "ms").lower()]
     if millis > MAX_DELAY_MS:
         raise ValueError(f"action: delay= is at most {MAX_DELAY_MS / 60000:g}m, got {arg!r}")
     return millis

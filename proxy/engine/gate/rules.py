@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from proxy.engine.gate.actions import HOLD, Action, parse_action
+from proxy.engine.gate.actions import HOLD, Action, parse_action, plain_number
 from proxy.engine.gate.match import Match, Seen, parse_match
 from proxy.engine.gate.messages import Asked
 from proxy.wire.jsonrpc import Message
@@ -50,7 +50,7 @@ class FaultRule:
         if self.action.kind == HOLD:  # an intercept rule: MATCH [timeout=...]
             timeout = self.action.text()
             return f"{self.match.text or '*'}{' ' + timeout if timeout else ''}"
-        options = "" if self.p == 1.0 else f" p={self.p:g}"
+        options = "" if self.p == 1.0 else f" p={plain_number(self.p)}"
         if self.count is not None:
             options += f" count={self.count}"
         return f"{self.match.text or '*'} {ARROW} {self.action.text()}{options}"

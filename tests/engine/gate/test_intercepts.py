@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.engine.gate.actions import HOLD
-from proxy.engine.gate.intercepts import parse_intercept, parse_timeout
+from proxy.engine.gate.intercepts import parse_intercept
 from proxy.engine.gate.messages import seen
 from proxy.engine.gate.rules import FaultGate, parse_rule
 from proxy.flows.redact import Redactor
@@ -47,8 +47,8 @@ def test_a_rule_that_does_not_parse_is_refused_naming_why(text: str, reason: str
 def test_a_timeout_given_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="give the timeout once"):
         parse_intercept("tool:x timeout=5s", "10s")
-    assert parse_timeout("500ms") == 0.5
-    assert parse_timeout("3") == 3.0
+    assert parse_intercept("*", "500ms").action.delay_ms == 500
+    assert parse_intercept("*", "3").action.delay_ms == 3000
 
 
 def test_the_gate_holds_before_any_fault_and_a_rule_that_matches_nothing_concerns_nothing() -> None:
