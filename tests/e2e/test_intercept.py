@@ -369,7 +369,7 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
     client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
     proxy = await fleet.at(request.getfixturevalue(server))
-    await proxy.add_intercept("tool:echo mode:bridged")
+    rule = await proxy.add_intercept("tool:echo mode:bridged")
     sides: list[tuple[str, str, str]] = []
 
     async def desk(http: aiohttp.ClientSession) -> None:
@@ -394,6 +394,22 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
         ("server", "response", "client"),
         ("server", "response", "client"),
     ]
+    # The chain holds the client's call as it sent it, and the bridge's call upstream made from the
+    # edit, noted as pass-through notes its edited leg.
+    (chain,) = [c for c in await proxy.chains() if c.get("name") == "echo"]
+    calls = [
+        (m["side"], m["body"]["params"]["arguments"]["text"], m.get("note"))
+        for m in await proxy.messages(chain["id"])
+        if m["direction"] == "to_server" and m.get("method") == "tools/call"
+    ]
+    assert calls == [
+        ("client", "hello", None),
+        (
+            "upstream",
+            "bridged edit",
+            f"edited by the proxy's intercept ({rule}), sent in place of the client's",
+        ),
+    ], calls
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])
