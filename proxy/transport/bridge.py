@@ -41,6 +41,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import (
+    AnsweredForClient,
     BridgeEvent,
     ClientConnectionClosed,
     ClientDisconnected,
@@ -361,14 +362,9 @@ class BridgeDriver:
             return cmd if outcome.message is cmd.message else replace(cmd, message=outcome.message)
         if isinstance(cmd, ReplyJson):  # a whole answer always goes out: nothing else ends the exchange
             return replace(cmd, status=202, message=None)
-        if outcome.verb == "reply" and route is not None:  # the bridge gets the answer as the client's
-            raw = dumps(outcome.message)
-            answer = replace(route, http_method="POST", raw=raw, body=parse_body(raw))
-            self.feed(
-                ClientRequestReceived(
-                    f"{exchange}-intercept", answer, time.time(), ex.client.peer, ex.client.connection
-                )
-            )
+        if outcome.verb == "reply" and route is not None and route.session_id is not None:
+            answer = classify_value(outcome.message)  # the bridge gets it as made in the client's place
+            self.feed(AnsweredForClient(route.session_id, answer, outcome.by or "the proxy", outcome.dropped))
         return None
 
     def _event(self, exchange: str, cmd: SendSse) -> bytes:

@@ -417,7 +417,7 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
     verb: str, modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
     proxy = await fleet.at(modern_server)
-    await proxy.add_intercept("method:elicitation/create dir:server mode:legacy_to_mrtr")
+    rule = await proxy.add_intercept("method:elicitation/create dir:server mode:legacy_to_mrtr")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -438,8 +438,12 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
     assert line.get("callbacks", []) == [], line  # the client never saw the bridge's question
     if verb == "answer":
         assert line["result"]["content"] == ["Hello, the desk!"], line
-    else:
-        assert "error" in line or line["result"]["isError"], line
+    else:  # the bridge fails the call saying who kept the question from the client
+        assert line["result"]["isError"], line
+        assert line["result"]["content"] == [
+            f"the proxy's intercept ({rule}) dropped elicitation/create (input request 'name') "
+            "before it reached the client"
+        ], line
 
 
 async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(
