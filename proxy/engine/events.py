@@ -38,6 +38,21 @@ class ClientConnectionClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class AnsweredForClient:
+    """The proxy answered, in the client's place, a request the bridge sent the client (an intercept
+    held it there and a person answered or dropped it): the client never saw the request.
+
+    `by` names who answered (`the proxy's intercept (i2)`), and `dropped` says the answer is the
+    drop's refusal rather than one a person typed, so the bridge never says the client answered.
+    """
+
+    session: str
+    message: Message
+    by: str
+    dropped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ClientDisconnected:
     """The client went away before its exchange finished."""
 
@@ -130,6 +145,7 @@ class Stopping:
 
 BridgeEvent = (
     ClientRequestReceived
+    | AnsweredForClient
     | ClientDisconnected
     | ClientConnectionClosed
     | LegResponded

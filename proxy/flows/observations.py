@@ -234,6 +234,9 @@ class LegMessageSeen:
     """Another leg whose chain the message joins instead of its own leg's: a question or log message
     the bridge took from a session's GET stream, which serves many calls, and gave to the call running
     on `joins`."""
+    note: str | None = None
+    """Why the message is not the bridge's own making: the call the bridge made from a client's
+    request an intercept's edit changed, sent in place of the client's."""
 
 
 @value

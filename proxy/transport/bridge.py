@@ -41,6 +41,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import (
+    AnsweredForClient,
     BridgeEvent,
     ClientConnectionClosed,
     ClientDisconnected,
@@ -76,7 +77,7 @@ from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
-from proxy.transport.bridge_faults import bridged_client_faults
+from proxy.transport.bridge_faults import Edited, bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.tasks import spawn
@@ -153,6 +154,9 @@ class _Exchange:
     done: bool = False
     answered: bool = False
     """A whole response was given to the client side (`ReplyJson`)."""
+    edited: str | None = None
+    """The note of the bridge's upstream call made from the client's request an intercept edited,
+    until that call goes out."""
 
     def put(self, command: BridgeCommand) -> None:
         self.writes.append(command)
@@ -245,8 +249,9 @@ class BridgeDriver:
             answer = await bridged_client_faults(
                 gate, self.observer, exchange, route, self.mode, relays.holds, relays.desk
             )
-            if isinstance(answer, Route):  # an intercept's decision edited the client's message
-                route = ex.route = answer
+            if isinstance(answer, Edited):  # an intercept's decision edited the client's message
+                route = ex.route = answer.route
+                ex.edited = answer.note
             elif answer is not None:
                 status, message, note = answer
                 self.exchanges.pop(exchange, None)
@@ -357,14 +362,9 @@ class BridgeDriver:
             return cmd if outcome.message is cmd.message else replace(cmd, message=outcome.message)
         if isinstance(cmd, ReplyJson):  # a whole answer always goes out: nothing else ends the exchange
             return replace(cmd, status=202, message=None)
-        if outcome.verb == "reply" and route is not None:  # the bridge gets the answer as the client's
-            raw = dumps(outcome.message)
-            answer = replace(route, http_method="POST", raw=raw, body=parse_body(raw))
-            self.feed(
-                ClientRequestReceived(
-                    f"{exchange}-intercept", answer, time.time(), ex.client.peer, ex.client.connection
-                )
-            )
+        if outcome.verb == "reply" and route is not None and route.session_id is not None:
+            answer = classify_value(outcome.message)  # the bridge gets it as made in the client's place
+            self.feed(AnsweredForClient(route.session_id, answer, outcome.by or "the proxy", outcome.dropped))
         return None
 
     def _event(self, exchange: str, cmd: SendSse) -> bytes:
@@ -430,7 +430,13 @@ class BridgeDriver:
                 if related is not None:
                     self.observer.emit(LegLinked(self.observer.now(), leg, related))
                 self._observe_leg(
-                    leg, exchange, message, Direction.TO_SERVER, len(dumps(message)), Channel.POST
+                    leg,
+                    exchange,
+                    message,
+                    Direction.TO_SERVER,
+                    len(dumps(message)),
+                    Channel.POST,
+                    self._edit_note(exchange, message),
                 )
                 query = self._query(exchange)
                 holds = self.intercepts
@@ -712,11 +718,30 @@ class BridgeDriver:
     # -- observation ------------------------------------------------------------------------------
 
     def _observe_leg(
-        self, leg: str, exchange: str, message: Any, direction: Direction, size: int, channel: Channel
+        self,
+        leg: str,
+        exchange: str,
+        message: Any,
+        direction: Direction,
+        size: int,
+        channel: Channel,
+        note: str | None = None,
     ) -> None:
         msg = message if isinstance(message, Message) else classify_value(message)
         sink = self.observer
-        sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, direction, channel))
+        sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, direction, channel, note=note))
+
+    def _edit_note(self, exchange: str, message: dict[str, Any]) -> str | None:
+        """The note of the bridge's first upstream call made from a client's request an intercept
+        edited: the call of the client's method (not a session's `initialize` the bridge sends first)."""
+        ex = self.exchanges.get(exchange)
+        if ex is None or ex.edited is None or ex.route is None:
+            return None
+        first = ex.route.body.first
+        if first is None or message.get("method") != first.method or "id" not in message:
+            return None
+        note, ex.edited = ex.edited, None
+        return note
 
     def _observe_bodiless(self, leg: str, exchange: str, method: str) -> None:
         """A leg that sends no message: observed as it goes, since nothing on it names its method."""

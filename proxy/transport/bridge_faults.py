@@ -11,7 +11,7 @@ upstream's answers) do not pass through the gate yet (docs/faults.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.engine.gate.actions import HOLD
@@ -31,6 +31,15 @@ Answer = tuple[int, dict[str, Any] | None, str | None]
 carries saying the proxy made it and why (as pass-through notes its own answers)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Edited:
+    """The client's request as an intercept's decision edited it, for the bridge to take instead, and
+    the note the bridge's upstream call made from it carries (as pass-through notes the edited leg)."""
+
+    route: Route
+    note: str
+
+
 async def bridged_client_faults(
     gate: FaultGate,
     sink: ObservationSink,
@@ -39,9 +48,9 @@ async def bridged_client_faults(
     mode: Mode,
     holds: Holds,
     desk: InterceptDesk | None = None,
-) -> Answer | Route | None:
+) -> Answer | Edited | None:
     """Apply the faults and intercepts on a bridged request's messages: the answer when one answered
-    it, the route to take instead when an intercept's decision edited it, else None."""
+    it, the edited request to take instead when an intercept's decision edited it, else None."""
     messages = route.body.messages
     asked = asked_of(messages, server_asked(sink, route.session_id))
     if not gate.concerns(messages, asked):
@@ -93,7 +102,7 @@ async def bridged_client_faults(
 
 async def _hold(
     desk: InterceptDesk, exchange: str, route: Route, fault: Fault, msg: Message, judged: Seen
-) -> Answer | Route | None:
+) -> Answer | Edited | None:
     """Hold a client's message before the bridge takes it; what the decision makes of it."""
     alone = len(route.body.messages) == 1
     decision = await desk.hold(fault, exchange, msg, judged, side="upstream", alone=alone)
@@ -101,7 +110,8 @@ async def _hold(
         if decision.message is None:
             return None
         raw = dumps(decision.message)
-        return replace(route, raw=raw, body=parse_body(raw))
+        note = f"edited by the proxy's intercept ({fault.rule_id}), sent in place of the client's"
+        return Edited(replace(route, raw=raw, body=parse_body(raw)), note)
     if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: never reaches the bridge
         return 202, None, None
     answer = decision.message if decision.verb == "answer" else None

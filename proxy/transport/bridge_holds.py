@@ -50,6 +50,10 @@ class Outcome:
 
     verb: str
     message: Any = None
+    by: str | None = None
+    """Who made a `reply` to a bridge-made request to the client (`the proxy's intercept (i2)`)."""
+    dropped: bool = False
+    """The `reply` is the drop's refusal: the request was dropped, not answered."""
 
 
 def _remember(table: dict[Any, tuple[str | None, str | None]], key: Any, msg: Message) -> None:
@@ -99,7 +103,9 @@ class BridgeHolds:
         if verb == "forward":
             return Outcome("send", made or message)
         if msg.kind is Kind.REQUEST:  # a bridge-made request: its answer goes back to the bridge
-            return Outcome("reply", made if verb == "answer" else intercept_refusal(msg.id, rule))
+            dropped = verb != "answer" or made is None
+            reply = intercept_refusal(msg.id, rule) if dropped else made
+            return Outcome("reply", reply, f"the proxy's intercept ({rule})", dropped)
         if msg.is_response:
             return Outcome("send", made if verb == "answer" else intercept_dropped_answer(msg.id, rule))
         return Outcome("skip")

@@ -84,6 +84,7 @@ class GatedRelay(PassthroughRelay):
 
     __slots__ = (
         "asked",
+        "awaited",
         "cut_fault",
         "events_sent",
         "gate",
@@ -114,6 +115,8 @@ class GatedRelay(PassthroughRelay):
         """The client's request (an intercept answers a server's request upstream with its headers)."""
         self.cut_fault: Fault | None = None
         self.events_sent = 0
+        self.awaited: set[RequestId] | None = None
+        """Ids of the requests the response stream answers and has not answered yet (set as it opens)."""
         self.made: list[tuple[Any, Message, str]] = []
         """Messages the proxy sends the client in place of the server's, until observed going out:
         what it sends, what the server sent, and why."""
@@ -323,6 +326,7 @@ class GatedRelay(PassthroughRelay):
             await self._json_through_gate(route, head, upstream)
             return
         self.doubt(route, upstream.status, None)
+        self.awaited = {m.id for m in route.body.messages if m.kind is Kind.REQUEST and m.id is not None}
         if self._started(head, upstream, None):  # no length: events may be added or cut
             await self._sse_through_gate(upstream)
 
@@ -500,8 +504,17 @@ class GatedRelay(PassthroughRelay):
         self._flush()
         if msg is not None:
             self.events_sent += 1
+            if msg.is_response and msg.id is not None and self.awaited is not None:
+                self.awaited.discard(msg.id)
         cut = self.cut_fault
         if cut is not None and self.events_sent >= cut.action.events:
+            if self.awaited is not None and not self.awaited:  # the client has every answer it awaits
+                self._note_cut(
+                    applied=False,
+                    detail=f"the server answered in event {self.events_sent}: a cut after the answer "
+                    "changes nothing",
+                )
+                return None
             self._note_cut(applied=True, detail=f"after {_events(self.events_sent)}")
             return CUT_OUTCOME
         return None

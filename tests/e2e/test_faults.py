@@ -10,14 +10,18 @@ fault leaves: the chain's note (`/api/chains`), the round-trip JSON log line's `
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.conftest import running_proxy
 from tests.e2e.commanded import Commanded, ProxyFleet, own_proxy
 from tests.e2e.gated_runs import ERAS, client_run
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.recording_upstream import SESSION, recording_upstream
 from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.runner import PeerServer
@@ -232,6 +236,56 @@ async def test_a_cut_stream_leaves_the_client_without_its_answer_and_the_chain_s
     assert any("fault injected by the proxy: cut after 1 event" in n for n in chain["notes"]), chain
     (line,) = fault_lines(logs)
     assert line["outcome"] == "cut_by_fault"
+
+
+async def raw_call_bytes(http: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> bytes:
+    """The body a raw legacy client reads for one `slow_progress` call (no progress token), to its end."""
+    params = {"name": "slow_progress", "arguments": {"steps": 3}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    async with http.post(url, json=call, headers=headers) as resp:
+        assert resp.status == 200
+        return await resp.read()
+
+
+async def test_a_cut_after_the_final_answer_is_recorded_as_not_injected_and_the_answer_goes_out_whole(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    capture = tmp_path / "capture.jsonl"
+    rule = "tool:slow_progress => cut_after=1"
+    async with own_proxy(legacy_server.url, "--capture", str(capture)) as proxy, client_session() as http:
+        url = proxy.endpoint()
+        async with http.post(url, json=initialize(), headers=HEADERS) as resp:
+            session = resp.headers["Mcp-Session-Id"]
+            await resp.read()
+        headers = session_headers(session)
+        unfaulted = await raw_call_bytes(http, url, headers)
+        await proxy.add_faults(rule)
+        faulted = await raw_call_bytes(http, url, headers)
+        run = await client_run(proxy, "python-legacy", ["slow_progress"])
+        found = await chains(proxy)
+        logs = fault_lines(proxy.lines())
+        injected = await proxy.counted('mcp_proxy_faults_injected_total{action="cut_after"}')
+        not_injected = await proxy.counted('mcp_proxy_faults_injected_total{action="not_injected"}')
+    assert faulted == unfaulted  # the one event, the answer, and the stream's proper end
+    assert b"done 3" in faulted
+    assert run.lines["slow_progress"]["result"]["content"] == ["done 3"], run.lines
+    calls = [c for c in found if c.get("name") == "slow_progress"]
+    assert [c["status"] for c in calls] == ["ok", "ok", "ok"], calls
+    for chain in calls[1:]:  # the two calls made with the rule in force
+        assert not any("fault injected" in n for n in chain["notes"]), chain["notes"]
+        assert any(
+            n.startswith("fault not injected") and "a cut after the answer changes nothing" in n
+            for n in chain["notes"]
+        ), chain["notes"]
+    assert [(line["fault"], line["outcome"], line["trouble"]) for line in logs] == [
+        ("cut after 1 event not injected", None, None),
+        ("cut after 1 event not injected", None, None),
+    ], logs
+    assert (injected, not_injected) == (0.0, 2.0)
+    lines = [json.loads(line) for line in capture.read_text().splitlines()]
+    faults = [line for line in lines if line.get("kind") == "fault"]
+    assert [line["applied"] for line in faults] == [False, False], faults
+    assert not [line for line in lines if line.get("outcome") == "cut_by_fault"]
 
 
 async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(

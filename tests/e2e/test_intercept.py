@@ -369,7 +369,7 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
     client: ClientKind, server: str, mode: str, request: pytest.FixtureRequest, fleet: ProxyFleet
 ) -> None:
     proxy = await fleet.at(request.getfixturevalue(server))
-    await proxy.add_intercept("tool:echo mode:bridged")
+    rule = await proxy.add_intercept("tool:echo mode:bridged")
     sides: list[tuple[str, str, str]] = []
 
     async def desk(http: aiohttp.ClientSession) -> None:
@@ -394,6 +394,22 @@ async def test_on_a_bridge_the_clients_call_is_held_before_the_bridge_and_edited
         ("server", "response", "client"),
         ("server", "response", "client"),
     ]
+    # The chain holds the client's call as it sent it, and the bridge's call upstream made from the
+    # edit, noted as pass-through notes its edited leg.
+    (chain,) = [c for c in await proxy.chains() if c.get("name") == "echo"]
+    calls = [
+        (m["side"], m["body"]["params"]["arguments"]["text"], m.get("note"))
+        for m in await proxy.messages(chain["id"])
+        if m["direction"] == "to_server" and m.get("method") == "tools/call"
+    ]
+    assert calls == [
+        ("client", "hello", None),
+        (
+            "upstream",
+            "bridged edit",
+            f"edited by the proxy's intercept ({rule}), sent in place of the client's",
+        ),
+    ], calls
 
 
 @pytest.mark.parametrize("verb", ["answer", "drop"])
@@ -401,7 +417,7 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
     verb: str, modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
     proxy = await fleet.at(modern_server)
-    await proxy.add_intercept("method:elicitation/create dir:server mode:legacy_to_mrtr")
+    rule = await proxy.add_intercept("method:elicitation/create dir:server mode:legacy_to_mrtr")
 
     async def desk(http: aiohttp.ClientSession) -> None:
         held = await next_held(http, proxy)
@@ -422,8 +438,12 @@ async def test_an_elicitation_the_bridge_makes_is_held_and_answered_in_the_clien
     assert line.get("callbacks", []) == [], line  # the client never saw the bridge's question
     if verb == "answer":
         assert line["result"]["content"] == ["Hello, the desk!"], line
-    else:
-        assert "error" in line or line["result"]["isError"], line
+    else:  # the bridge fails the call saying who kept the question from the client
+        assert line["result"]["isError"], line
+        assert line["result"]["content"] == [
+            f"the proxy's intercept ({rule}) dropped elicitation/create (input request 'name') "
+            "before it reached the client"
+        ], line
 
 
 async def test_a_bridges_retry_upstream_is_held_and_its_input_responses_edited(

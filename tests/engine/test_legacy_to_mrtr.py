@@ -12,6 +12,7 @@ from typing import Any
 from unittest.mock import ANY
 
 import orjson
+import pytest
 
 from proxy.engine.commands import (
     CancelTimer,
@@ -25,6 +26,7 @@ from proxy.engine.commands import (
     StartTimer,
 )
 from proxy.engine.events import (
+    AnsweredForClient,
     ClientDisconnected,
     ClientRequestReceived,
     LegEnded,
@@ -1010,6 +1012,43 @@ def test_a_client_error_answer_fails_the_call_and_withdraws_the_other_nested_req
         >> post("a2", ok("nested-2", MY_ROOTS))
         << ReplyJson("a2", 202, None)
         << Log("bridge_unmatched_response", "warning", {"id": "nested-2", "kind": "result"})
+    )
+    assert drained(engine, sessions=1)
+
+
+INTERCEPT = "the proxy's intercept (i2)"
+
+
+@pytest.mark.parametrize(
+    ("dropped", "text"),
+    [
+        (True, f"{INTERCEPT} dropped elicitation/create (input request 'a') before it reached the client"),
+        (
+            False,
+            f"{INTERCEPT} answered, in the client's place, elicitation/create (input request 'a') "
+            "with error -32001: typed at the desk",
+        ),
+    ],
+)
+def test_an_error_the_proxy_made_in_the_clients_place_fails_the_call_naming_who_made_it(
+    dropped: bool, text: str
+) -> None:
+    engine = session_engine()
+    made = AnsweredForClient(
+        "session-1", classify_value(err("nested-1", -32001, "typed at the desk")), INTERCEPT, dropped
+    )
+
+    assert (
+        Playbook(engine)
+        >> call("x1", 1)
+        << ANY
+        >> up("leg-2", ok("leg-2", needs_input({"a": FORM}, "S")))
+        << ROUND_LOG
+        << StartSse("x1")
+        << SendSse("x1", req("nested-1", "elicitation/create", FORM["params"]))
+        >> made
+        << SendSse("x1", tool_error(1, text))
+        << EndClientResponse("x1")
     )
     assert drained(engine, sessions=1)
 

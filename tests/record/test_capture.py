@@ -116,7 +116,7 @@ def test_header_line(tmp_path: Path) -> None:
     header = orjson.loads(lines(path)[0])
     assert header == {
         "format": FORMAT_NAME,
-        "version": "1.11",
+        "version": "1.12",
         "created": 123.25,
         "proxy_version": proxy.__version__,
         "series": 123.25,
@@ -175,7 +175,7 @@ def test_a_newer_major_version_is_refused_by_name(tmp_path: Path) -> None:
 def test_a_newer_minor_version_is_read(tmp_path: Path) -> None:
     path = write_raw(
         tmp_path / "new.jsonl",
-        header(version="1.12", extra="a field this version does not know"),
+        header(version="1.13", extra="a field this version does not know"),
         orjson.dumps({"type": "lagged", "dropped": 1}) + b"\n",
     )
     assert list(read_capture(path)) == [Lagged(dropped=1)]

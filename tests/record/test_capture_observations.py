@@ -347,6 +347,21 @@ def test_a_leg_message_that_joins_another_legs_chain_says_so_and_only_then() -> 
     assert "joins" not in orjson.loads(encoder.encode(older))
 
 
+def test_a_bridges_call_made_from_an_edit_keeps_its_note_in_the_capture_and_only_then() -> None:
+    encoder = ObservationEncoder(Redactor(key=b"test-key"), 65536)
+    call = classify_value(request("b-1", "tools/call", {"name": "add", "arguments": {"a": 100}}))
+    note = "edited by the proxy's intercept (i1), sent in place of the client's"
+    edited = LegMessageSeen(1.0, "leg-2", "x1", call, 60, Direction.TO_SERVER, Channel.POST, note=note)
+    line = orjson.loads(encoder.encode(edited))
+    assert line["note"] == note
+    assert decode(line) == edited
+    del line["note"]  # as a writer before 1.12 wrote it, or a call the bridge made as it was asked
+    plain = decode(line)
+    assert isinstance(plain, LegMessageSeen)
+    assert plain.note is None
+    assert "note" not in orjson.loads(encoder.encode(plain))
+
+
 def test_an_intercept_reads_back_as_its_chain_note_and_the_edit_sent_is_redacted(tmp_path: Path) -> None:
     path = tmp_path / "intercept.jsonl"
     redactor = Redactor(key=b"test-key")

@@ -43,7 +43,7 @@ from proxy.engine.legacy_client.answers import (
     upstream_fault,
 )
 from proxy.engine.legacy_client.request import Envelope, with_envelope
-from proxy.engine.legacy_client.state import BridgeContext, Call, LegRef, Pending, Session
+from proxy.engine.legacy_client.state import Answerer, BridgeContext, Call, LegRef, Pending, Session
 from proxy.wire import errors
 from proxy.wire.headers import HeaderRefused
 from proxy.wire.jsonrpc import (
@@ -265,20 +265,16 @@ class CallDriver:
             commands.append(SendSse(call.exchange, request(nested, method, params)))
         return commands
 
-    def on_client_answer(self, session: Session, msg: Message) -> Commands:
-        """The client POSTed a response to a nested request: collect it, retry when the round is full."""
+    def on_client_answer(self, session: Session, msg: Message, made: Answerer | None = None) -> Commands:
+        """The client POSTed a response to a nested request (or the proxy `made` one in its place):
+        collect it, retry when the round is full."""
         exchange = session.nested.pop(msg.id, None) if msg.id is not None else None
         call = self._ctx.calls.get(exchange) if exchange is not None else None
         if call is None or msg.id not in call.outstanding:
             return [Log("bridge_unmatched_response", "warning", {"id": msg.id, "kind": str(msg.kind)})]
         pending = call.outstanding.pop(msg.id)
         if msg.kind is Kind.ERROR:
-            err = msg.error
-            text = (
-                f"The client answered {pending.method} (input request {pending.key!r}) with error "
-                f"{err.get('code')}: {err.get('message')}"
-            )
-            return self._fail(call, text)
+            return self._fail(call, refusal_text(pending, msg.error, made))
         assert call.answers is not None
         call.answers[pending.key] = msg.result
         return [] if call.outstanding else self._send(call)
@@ -402,3 +398,12 @@ def _nested_params(entry: dict[str, Any], nested: RequestId, version: str) -> di
         elif not is_at_least(version, "2025-11-25"):
             out.pop("mode", None)
     return out
+
+
+def refusal_text(pending: Pending, err: dict[str, Any], made: Answerer | None) -> str:
+    """Why a call failed on an error answer to its input request, naming who really answered."""
+    asked = f"{pending.method} (input request {pending.key!r})"
+    if made is not None and made.dropped:
+        return f"{made.by} dropped {asked} before it reached the client"
+    who = "The client answered" if made is None else f"{made.by} answered, in the client's place,"
+    return f"{who} {asked} with error {err.get('code')}: {err.get('message')}"

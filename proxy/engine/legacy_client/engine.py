@@ -29,6 +29,7 @@ from typing import Any, Final
 from proxy.engine.capabilities import can_subscribe, modern_client_capabilities, negotiate_version
 from proxy.engine.commands import BridgeCommand, EndClientResponse, Log, ReplyJson
 from proxy.engine.events import (
+    AnsweredForClient,
     BridgeEvent,
     ClientDisconnected,
     ClientRequestReceived,
@@ -44,7 +45,7 @@ from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
-from proxy.engine.legacy_client.state import BridgeContext, Discovery, PendingInit, Session
+from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, PendingInit, Session
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -121,6 +122,11 @@ class LegacyToMrtrEngine:
                 return self._on_client(exchange, route, at, peer)
             case ClientDisconnected(exchange):
                 return self._on_disconnect(exchange)
+            case AnsweredForClient(session_id, message, by, dropped):
+                session = self._ctx.sessions.get(session_id)
+                if session is None:
+                    return []
+                return self._calls.on_client_answer(session, message, Answerer(by, dropped))
             case LegResponded(leg, status, headers):
                 self._on_leg_head(leg, status, headers)
                 return []

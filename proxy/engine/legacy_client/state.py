@@ -71,6 +71,14 @@ class Discovery:
         )
 
 
+class Answerer(NamedTuple):
+    """Who answered a request the bridge sent the client, when not the client: `by` names it (the
+    proxy's intercept), `dropped` says the request was dropped before the client saw it."""
+
+    by: str
+    dropped: bool
+
+
 class Pending(NamedTuple):
     """A nested request the bridge put on a call's stream and still waits for."""
 
