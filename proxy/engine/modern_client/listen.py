@@ -57,12 +57,11 @@ from proxy.wire.jsonrpc import (
     request,
     result_response,
 )
-from proxy.wire.mcp import META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from proxy.wire.mcp import LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID, RESULT_COMPLETE
 
 Commands = list[BridgeCommand]
 
-ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
-"""2026-07-28: the first message of every listen stream (the subset of notifications honoured)."""
+ACKNOWLEDGED: Final = LISTEN_ACKNOWLEDGED
 
 UPDATED: Final = "notifications/resources/updated"
 
