@@ -324,6 +324,7 @@ class ChainBuilder:
                     size=obs.size,
                     direction=obs.direction,
                     channel=obs.channel,
+                    note=obs.note,
                     joins=obs.joins,
                 )
             case LegOpened():

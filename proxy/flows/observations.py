@@ -234,6 +234,9 @@ class LegMessageSeen:
     """Another leg whose chain the message joins instead of its own leg's: a question or log message
     the bridge took from a session's GET stream, which serves many calls, and gave to the call running
     on `joins`."""
+    note: str | None = None
+    """What the bridge did with it that no message shows: a change notification on a session's GET
+    stream that reached no listening client, and why."""
 
 
 @value

@@ -122,6 +122,8 @@ class ObservationEncoder:
                     line["sse_id"] = redactor.scrub(line["sse_id"])
                 if "joins" in line and line["joins"] is None:  # written only when set, as readers assume
                     del line["joins"]
+                if "note" in line and line["note"] is None and type(obs) is LegMessageSeen:  # likewise
+                    del line["note"]
             case EventIdSeen():
                 line["sse_id"] = redactor.scrub(obs.sse_id)
             case ExchangeOpened():
@@ -252,6 +254,7 @@ def _leg_message(line: dict[str, Any]) -> LegMessageSeen:
         _enum_value(_DIRECTION, line["direction"], Direction),
         _enum_value(_CHANNEL, line["channel"], Channel),
         line.get("joins"),
+        line.get("note"),
     )
 
 

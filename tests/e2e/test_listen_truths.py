@@ -1,12 +1,16 @@
-"""A `subscriptions/listen` through the `mcp-proxy` command: its open time is stream time.
+"""A `subscriptions/listen` through the `mcp-proxy` command: its open time, and what it was not given.
 
 A 2026-07-28 SDK client listens for tool-list changes and a resource's updates, calls a tool that
-announces both, and keeps listening for a while. The server is an `MCPServer` (SDK 2.3). In
-pass-through (the server in the 2026-07-28 era) the listen is the upstream's: its time up to the
-acknowledgement is upstream time, the rest is the stream staying open. Through the bridge to the same
-server in the legacy era the bridge serves the listen itself, which the upstream never sees: its time
-after the acknowledgement is stream time too. The live export, the capture's export and the upstream
-latency histogram agree.
+announces both, and keeps listening for a while. The server is an `MCPServer` (SDK 2.3) that
+declares neither `tools.listChanged` nor `resources.subscribe`, yet announces both. In pass-through
+(the server in the 2026-07-28 era) the listen is the upstream's: its time up to the acknowledgement
+is upstream time, the rest is the stream staying open. Through the bridge to the same server in the
+legacy era the bridge serves the listen itself, which the upstream never sees, and it grants only
+what the server declared (the 2026-07-28 listen contract: the acknowledgement names what will be
+delivered), so the client is acknowledged with nothing and gets nothing: the listen chain says which
+of the asked subscriptions the server does not offer, and the GET stream's records of the
+notifications the server sent anyway say they reached no listening client and why. The live export,
+the capture's export and the upstream latency histogram agree.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ HOLD = 1.5
 """Seconds the client keeps listening after its call: the listen's stream time, at least."""
 
 LISTEN = "subscriptions/listen"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 UNDECLARED = "the server did not declare"
 
 
@@ -121,7 +126,7 @@ async def test_a_passed_through_listen_is_upstream_time_until_its_acknowledgemen
     assert total < HOLD / 3
 
 
-async def test_a_bridged_listen_is_stream_time_after_its_acknowledgement(
+async def test_a_bridged_listen_says_what_the_server_does_not_offer_and_what_it_sent_reached_no_listener(
     legacy_announcing: PeerServer, tmp_path: Path
 ) -> None:
     capture = tmp_path / "run.jsonl"
@@ -156,6 +161,21 @@ async def test_a_bridged_listen_is_stream_time_after_its_acknowledgement(
         listen = chain_of(exported, LISTEN)
         assert listen["chain"]["mode"] == "mrtr_to_legacy"
         assert_stream_time(listen["chain"])
+        (ack,) = [
+            m for m in listen["messages"] if m.get("method") == "notifications/subscriptions/acknowledged"
+        ]
+        assert ack["note"] == (
+            "not honoured, the server did not declare them: toolsListChanged (tools.listChanged), "
+            "resourceSubscriptions (resources.subscribe)"
+        ), ack
+        stream = chain_of(exported, "GET stream")
+        notes = {m["method"]: m.get("note") for m in stream["messages"] if m["kind"] == "notification"}
+        assert notes == {
+            "notifications/tools/list_changed": "not delivered to the listening client: "
+            "the server did not declare tools.listChanged",
+            "notifications/resources/updated": "not delivered to the listening client: "
+            "the server did not declare resources.subscribe",
+        }, stream["messages"]
     assert count == 1
     assert total < HOLD / 3
 
