@@ -106,7 +106,7 @@ from proxy.flows.retries import NEVER_RETRIED, RETRY_WINDOW, RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
 from proxy.wire.jsonrpc import Kind, Message, classify_value
-from proxy.wire.mcp import INPUT_METHODS
+from proxy.wire.mcp import INPUT_METHODS, LISTEN, LISTEN_ACKNOWLEDGED
 
 __all__ = ["ChainBuilder", "digest"]
 
@@ -583,6 +583,8 @@ class ChainBuilder:
             return None
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
+        if msg.method == LISTEN_ACKNOWLEDGED and direction is Direction.TO_CLIENT:
+            acknowledged(chain, side, self._clock())
         if not self._keeps_records:
             head = _HEADS[carries_head(chain, ex, msg, direction) if side is not Side.UPSTREAM else None]
             filed = self._count(chain, direction, size, msg.kind is Kind.INVALID, head)
@@ -1151,6 +1153,13 @@ _HEADS: dict[Direction | None, Head] = {
 
 
 _TIMES = re.compile(r"(.*) \((\d+) times\)", re.S)
+
+
+def acknowledged(chain: Chain, side: Side, now: float) -> None:
+    """A listen's acknowledgement reached its client (not only the proxy, on a rewritten message's
+    upstream side): the listen is answered, its stream stays open."""
+    if side is not Side.UPSTREAM and chain.summary.method == LISTEN and chain.acknowledged is None:
+        chain.acknowledged = now
 
 
 def note_counted(notes: list[str], note: str) -> None:

@@ -180,7 +180,8 @@ class ChainSummary(_Model):
     decision): neither the upstream's time nor the client's."""
     stream_ms: float = 0.0
     """The time a GET stream (or a DELETE) stayed open after the server answered it (its response
-    head): the client listening, not the upstream's wait. `duration_ms` is `upstream_ms` (or, when that
+    head), or a `subscriptions/listen` after its acknowledgement: the client listening, not the
+    upstream's wait. `duration_ms` is `upstream_ms` (or, when that
     is None, the proxy's own time) + `client_wait_ms` + `held_ms` + `stream_ms`."""
     invalid: bool = False
     notes: list[str] = Field(default_factory=list)

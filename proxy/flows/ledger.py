@@ -166,10 +166,12 @@ class ChainLedger:
         """End a chain with its final status, splitting its duration into client wait and upstream time.
 
         `answered` is when the server answered a stream's request (a GET stream's or a DELETE's response
-        head): the upstream's time ends there, and the rest of the chain is the stream staying open. A
-        chain the proxy answered itself has no upstream time (`upstream_ms` None): the rest is the
-        proxy's own.
+        head; a listen's acknowledgement, when none is given): the upstream's time ends there, and the
+        rest of the chain is the stream staying open. A chain the proxy answered itself has no upstream
+        time (`upstream_ms` None): the rest is the proxy's own.
         """
+        if answered is None:
+            answered = chain.acknowledged
         self.stop_waiting(chain)
         if status is ChainStatus.ERROR and chain.cancelled:
             status = ChainStatus.CANCELLED  # the error answers the client's cancel (or is the cut)

@@ -235,8 +235,9 @@ class LegMessageSeen:
     the bridge took from a session's GET stream, which serves many calls, and gave to the call running
     on `joins`."""
     note: str | None = None
-    """Why the message is not the bridge's own making: the call the bridge made from a client's
-    request an intercept's edit changed, sent in place of the client's."""
+    """What the proxy says of the message that the message does not show: on the call the bridge made
+    from a client's request an intercept's edit changed, that it was sent in place of the client's;
+    on a change notification of a session's GET stream that reached no listening client, why."""
 
 
 @value

@@ -73,6 +73,9 @@ class Chain:
     """The client cancelled it: a failure that ends it is the cancel's doing (status `cancelled`)."""
     answered_by_proxy: bool = False
     """The proxy answered its request itself and the upstream never saw it: it has no upstream time."""
+    acknowledged: float | None = None
+    """When a `subscriptions/listen`'s acknowledgement reached the client: its answer, after which its
+    stream only stays open (the rest of its time is stream time, not the upstream's)."""
     exchanges: dict[str, ExchangeFacts] = field(default_factory=dict)
     """What no record holds of each exchange (or bridge leg) its records travelled on, by id: as many
     as the chain holds messages at most. An exchange that carried several chains shares one object

@@ -117,6 +117,11 @@ class BridgeEngine(Protocol):
         files it there), asked before the message is handled."""
         ...
 
+    def undelivered(self, leg: str, msg: Message) -> str | None:
+        """Why a message arriving on `leg` reaches no client though it was meant for clients (observation
+        files the note with it), asked before the message is handled; None when nothing is to say."""
+        ...
+
     @property
     def client_sessions(self) -> Container[str]:
         """The client sessions this engine minted (their requests must come back to it): the router
@@ -752,8 +757,10 @@ class BridgeDriver:
         """An upstream message on `leg`, filed with the exchange of the leg whose chain it joins."""
         joins = self.engine.joins(leg, msg)
         exchange = self.leg_exchange.get(leg if joins is None else joins, "")
+        note = self.engine.undelivered(leg, msg) if joins is None else None
         sink = self.observer
-        sink.emit(LegMessageSeen(sink.now(), leg, exchange, msg, size, Direction.TO_CLIENT, channel, joins))
+        seen = LegMessageSeen(sink.now(), leg, exchange, msg, size, Direction.TO_CLIENT, channel, joins, note)
+        sink.emit(seen)
 
     def _observe_reply(
         self,

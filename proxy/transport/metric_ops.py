@@ -54,7 +54,7 @@ from proxy.flows.retries import (
     request_signature,
 )
 from proxy.wire.jsonrpc import Kind, Message, RequestId
-from proxy.wire.mcp import RESULT_INPUT_REQUIRED, result_type
+from proxy.wire.mcp import LISTEN, LISTEN_ACKNOWLEDGED, RESULT_INPUT_REQUIRED, result_type
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -143,6 +143,9 @@ class _Op:
     """The client cancelled it: its end is counted, not as an error (as its chain says)."""
     notification = False
     """A client notification began it (it ends as it is seen, unless the upstream refuses it)."""
+    acknowledged: float | None = None
+    """When a `subscriptions/listen`'s acknowledgement reached the client: its upstream time ends
+    there (the rest is its stream staying open, as its chain's `stream_ms` says)."""
 
     def __init__(
         self, method: str | None, mode: str, request: bool, started: float, rows: tuple[BeganRow, EndedRow]
@@ -643,6 +646,10 @@ class OpCounter:
             if op is not None:
                 self._answered(ex, op, ident, msg, t)
                 return
+        if msg.kind is _NOTIFICATION:
+            if msg.method == LISTEN_ACKNOWLEDGED:
+                self._acknowledged(ex, t)
+            return
         if msg.kind is _REQUEST and ident is not None:
             nests = next(iter(ex.requests.values())) if len(ex.requests) == 1 else None
             nests = nests or (ex.ops[-1] if ex.ops else None)
@@ -651,6 +658,13 @@ class OpCounter:
                 nests.waiting_on += 1
                 if nests.wait_from is None:
                     nests.wait_from = t
+
+    @staticmethod
+    def _acknowledged(ex: _Ex, t: float) -> None:
+        """A listen's acknowledgement: the listen is answered, its stream stays open."""
+        op = ex.main()
+        if op is not None and op.method == LISTEN and op.acknowledged is None:
+            op.acknowledged = t
 
     def _held(self, obs: FaultInjected | InterceptReleased) -> None:
         """The proxy held one of an exchange's messages (a delay fault, an intercept): that time is the
@@ -869,7 +883,8 @@ class OpCounter:
         if error and not op.cancelled:
             row[ERRORS] += 1
         if op.request:
-            upstream = (t - op.started) - op.waited
+            answered = t if op.acknowledged is None else min(t, op.acknowledged)
+            upstream = (answered - op.started) - op.waited
             if upstream < 0.0:
                 upstream = 0.0
             row[0 if upstream <= _FIRST_BOUND else bisect_left(LATENCY_BUCKETS, upstream)] += 1

@@ -36,6 +36,13 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 """2026-07-28: tags each notification on a `subscriptions/listen` stream."""
 
+LISTEN: Final = "subscriptions/listen"
+"""2026-07-28: the request whose SSE response stays open to carry change notifications."""
+
+LISTEN_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+"""2026-07-28: the first message of every listen stream (the subset of notifications honoured): the
+server's answer to the listen, after which the stream only stays open."""
+
 INPUT_METHODS: Final[frozenset[str]] = frozenset(
     {"elicitation/create", "sampling/createMessage", "roots/list"}
 )
@@ -79,7 +86,7 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
 )
 """Client->server requests that 2026-07-28 removed."""
 
-MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", "subscriptions/listen"})
+MODERN_ONLY_METHODS: Final[frozenset[str]] = frozenset({"server/discover", LISTEN})
 """Client->server requests that exist only from 2026-07-28 on (no handshake version has them)."""
 
 SERVER_SENT_METHODS: Final[frozenset[str]] = frozenset(

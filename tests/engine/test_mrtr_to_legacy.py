@@ -39,6 +39,7 @@ from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
 from proxy.framing.http import parse_upstream
+from proxy.wire.jsonrpc import classify_value
 from proxy.wire.jsonrpc import error_response as err
 from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import request as req
@@ -1590,6 +1591,12 @@ STREAM_HEADERS = (
 )
 
 
+PROMPTS_NOT_OFFERED = (
+    "not honoured, the server did not declare them: promptsListChanged (prompts.listChanged)"
+)
+"""The acknowledgement's note when a listen asks for prompt-list changes (`INIT_RESULT` declares none)."""
+
+
 def test_listen_acknowledges_what_the_upstream_can_deliver_and_forwards_it_tagged() -> None:
     engine = ready_engine()
     honoured = {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]}
@@ -1602,7 +1609,7 @@ def test_listen_acknowledges_what_the_upstream_can_deliver_and_forwards_it_tagge
             "x1", "L1", toolsListChanged=True, promptsListChanged=True, resourceSubscriptions=["file:///a"]
         )
         << StartSse("x1")
-        << SendSse("x1", tagged(note(ACK, {"notifications": honoured}), "L1"))
+        << SendSse("x1", tagged(note(ACK, {"notifications": honoured}), "L1"), note=PROMPTS_NOT_OFFERED)
         << leg("leg-3", "x1", "resources/subscribe", {"uri": "file:///a"})
         << OpenLegStream("leg-4", "x1", STREAM_HEADERS)
         >> LegResponded("leg-3", 200, ())
@@ -1703,6 +1710,42 @@ def test_when_the_get_stream_ends_every_listener_ends_gracefully() -> None:
     assert drained(engine)
 
 
+def test_a_change_notification_no_listener_gets_is_said_undelivered_and_why() -> None:
+    """The server sends what it never declared (the Python SDK's `MCPServer` does): a listener that
+    asked for it was not granted it, so it goes nowhere, and observation is told why."""
+    engine = ready_engine()
+    prompts_changed = note("notifications/prompts/list_changed")
+    tools_changed = note("notifications/tools/list_changed")
+    updated = note("notifications/resources/updated", {"uri": "file:///a"})
+    assert (
+        Playbook(engine)
+        >> listen("x1", 1, toolsListChanged=True, promptsListChanged=True)
+        << ANY
+        << ANY
+        << ANY
+    )
+
+    said = {
+        name: engine.undelivered("leg-3", classify_value(message))
+        for name, message in (("prompts", prompts_changed), ("tools", tools_changed), ("updated", updated))
+    }
+    assert said == {
+        "prompts": "not delivered to the listening client: the server did not declare prompts.listChanged",
+        "tools": None,  # delivered
+        "updated": "not delivered: no client listens for it",
+    }
+    log = classify_value(note("notifications/message", {"level": "info", "data": "x"}))
+    assert engine.undelivered("leg-3", log) is None  # no change notification: never a listener's
+    assert engine.undelivered("leg-1", classify_value(prompts_changed)) is None  # no GET stream
+    assert (
+        Playbook(engine)
+        >> head("leg-3")
+        >> up("leg-3", prompts_changed)
+        >> up("leg-3", tools_changed)
+        << SendSse("x1", tagged(tools_changed, 1))
+    )
+
+
 def test_listen_without_anything_deliverable_is_acknowledged_empty_and_stays_quiet() -> None:
     engine = ready_engine()
 
@@ -1710,7 +1753,7 @@ def test_listen_without_anything_deliverable_is_acknowledged_empty_and_stays_qui
         Playbook(engine)
         >> listen("x1", 1, promptsListChanged=True, resourceSubscriptions=[])
         << StartSse("x1")
-        << SendSse("x1", tagged(note(ACK, {"notifications": {}}), 1))
+        << SendSse("x1", tagged(note(ACK, {"notifications": {}}), 1), note=PROMPTS_NOT_OFFERED)
         >> send("x2", 2, "subscriptions/listen", {"notifications": "all"})
         << ReplyJson(
             "x2", 400, err(2, -32602, "Invalid params: subscriptions/listen needs a notifications object")

@@ -1,7 +1,9 @@
-"""The observer calls of a legacy session's bodiless requests: GET streams (one resumed) and a DELETE.
+"""The observer calls of requests whose answer leaves a stream open: a legacy session's bodiless
+requests (GET streams, one resumed, and a DELETE) and 2026-07-28 `subscriptions/listen` streams.
 
-Shared by the sink, metrics and export tests: none of these requests carries a message, so their
-chains hold their request heads as `http` records, which every reader must build alike.
+Shared by the sink, metrics and export tests: the bodiless requests' chains hold their request heads as
+`http` records, which every reader must build alike, and every reader must split each stream's time
+alike (the upstream's until its answer, the stream's after).
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from proxy.flows.events import Channel, Direction, Mode
-from proxy.wire.jsonrpc import classify_value, notification
+from proxy.wire.jsonrpc import classify_value, notification, request, result_response
+from proxy.wire.mcp import LISTEN, LISTEN_ACKNOWLEDGED
 
 SESSION = "sess-9c2e-secret-session-value"
 TOKEN = "tok-never-shown"
@@ -47,4 +50,41 @@ def streams_and_delete(obs: Any, clock: Ticking) -> list[Any]:
     obs.response_head("g3", status=200, content_type="text/event-stream", headers={})
     clock.now += 0.5
     closed.append(obs.close_exchange("g3", "client_disconnected"))
+    return closed
+
+
+LISTEN_FILTER = {"notifications": {"toolsListChanged": True}}
+
+
+def listens(obs: Any, clock: Ticking) -> list[Any]:
+    """Three 2026-07-28 `subscriptions/listen` streams: one passed through, acknowledged after 0.25 s and
+    closed by its client 2 s later; one the server ends with its complete result 1 s after its
+    acknowledgement; one the MRTR->legacy bridge serves, acknowledged at once and closed after 3 s.
+    Returns what each close returned."""
+    modern = {"client_era": "modern", "upstream_era": "modern"}
+    ack = classify_value(notification(LISTEN_ACKNOWLEDGED, {"notifications": {"toolsListChanged": True}}))
+    closed = []
+    for exchange, ident in (("l1", "listen-1"), ("l2", "listen-2")):
+        obs.open_exchange(exchange, http_method="POST", path="/mcp", headers={}, session=None, **modern)
+        listen = classify_value(request(ident, LISTEN, LISTEN_FILTER))
+        obs.message(exchange, listen, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+        obs.response_head(exchange, status=200, content_type="text/event-stream", headers={})
+        clock.now += 0.25
+        obs.message(exchange, ack, size=90, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+        if exchange == "l1":
+            clock.now += 2.0
+            closed.append(obs.close_exchange(exchange, "client_disconnected"))
+        else:
+            clock.now += 1.0
+            done = classify_value(result_response(ident, {"resultType": "complete"}))
+            obs.message(exchange, done, size=60, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+            closed.append(obs.close_exchange(exchange, None))
+    bridged = {"client_era": "modern", "upstream_era": "legacy", "mode": Mode.MRTR_TO_LEGACY}
+    obs.open_exchange("l3", http_method="POST", path="/mcp", headers={}, session=None, **bridged)
+    listen = classify_value(request("listen-3", LISTEN, LISTEN_FILTER))
+    obs.message("l3", listen, size=80, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("l3", status=200, content_type="text/event-stream", headers={})
+    obs.message("l3", ack, size=90, direction=Direction.TO_CLIENT, channel=Channel.SSE)
+    clock.now += 3.0
+    closed.append(obs.close_exchange("l3", "client_disconnected"))
     return closed

@@ -54,7 +54,7 @@ from tests.flows.resume_play import (
     cut_never_resumed,
     cut_then_session_gone,
 )
-from tests.flows.stream_play import streams_and_delete
+from tests.flows.stream_play import listens, streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -405,6 +405,7 @@ SCENARIOS: dict[str, Play] = {
     "never-retried": _never_retried,
     "session-forgotten": _session_forgotten,
     "streams-and-delete": streams_and_delete,
+    "listens": listens,
     "refused-bridge-retry": refused_bridge_retry,
     "refused-bridge-answer": refused_bridge_answer,
     "refused-passthrough-retry": refused_passthrough_retry,
@@ -886,3 +887,18 @@ def test_calls_never_retried_end_incomplete_after_the_window_and_a_late_retry_is
         assert summary.notes == [NEVER_RETRIED.format(window=RETRY_WINDOW)]
         assert summary.ended == summary.started + 0.25 + RETRY_WINDOW  # as of when the wait ran out
     assert (late.summary.status, late.summary.notes) == (ChainStatus.OK, [NO_FIT])
+
+
+def test_a_listens_time_after_its_acknowledgement_is_stream_time_not_upstream_time() -> None:
+    """A `subscriptions/listen` is answered by its acknowledgement; its stream then stays open for as
+    long as the client listens, which is no wait on the upstream (the bridge's listen never reaches
+    it at all)."""
+    rig = Rig()
+    listens(rig.facts, rig.clock)
+    headlines = [c.summary for c in rig.chains()]
+    times = {s.jsonrpc_id: (s.status, s.upstream_ms, s.stream_ms, s.duration_ms) for s in headlines}
+    assert times == {
+        "listen-1": (ChainStatus.CANCELLED, 250.0, 2000.0, 2250.0),
+        "listen-2": (ChainStatus.OK, 250.0, 1000.0, 1250.0),
+        "listen-3": (ChainStatus.CANCELLED, 0.0, 3000.0, 3000.0),
+    }

@@ -23,6 +23,8 @@ Kinds (see ``KINDS``):
   side cut a call's stream resumes it with GET + ``Last-Event-ID`` (``tests.peers.polling_app``).
 - ``legacy-notifying``: a legacy-only server whose tool announces list changes and resource updates
   on the session's GET stream (``tests.peers.notifying_app``).
+- ``legacy-announcing`` / ``modern-announcing``: an ``MCPServer`` in one era whose tool announces a
+  tool-list change and a resource update it never declared (``tests.peers.announcing_app``).
 
 The low-level ``mcp.server.lowlevel.Server`` is used rather than ``MCPServer`` because it puts the
 wire shapes in plain sight: in-flight handlers call ``ctx.session`` with the originating request id
@@ -74,6 +76,8 @@ Kind = Literal[
     "legacy-polling",
     "legacy-resumable",
     "legacy-notifying",
+    "legacy-announcing",
+    "modern-announcing",
 ]
 Style = Literal["inflight", "mrtr"]
 
@@ -87,6 +91,8 @@ KINDS: Final[tuple[Kind, ...]] = (
     "legacy-polling",
     "legacy-resumable",
     "legacy-notifying",
+    "legacy-announcing",
+    "modern-announcing",
 )
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
 
@@ -921,6 +927,10 @@ def build_app(
         from tests.peers.notifying_app import build_notifying_app
 
         return build_notifying_app()
+    if kind.endswith("-announcing"):
+        from tests.peers.announcing_app import build_announcing_app
+
+        return build_announcing_app(kind.removesuffix("-announcing"))
     style = _KIND_STYLE.get(kind)
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")

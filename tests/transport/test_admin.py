@@ -279,6 +279,9 @@ class ParkingEngine:
     def joins(self, leg: str, msg: object) -> str | None:
         return None
 
+    def undelivered(self, leg: str, msg: object) -> str | None:
+        return None
+
     def table_sizes(self) -> dict[str, int]:
         return {"continuations": 2, "legs": 2}
 

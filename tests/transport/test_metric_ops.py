@@ -17,6 +17,7 @@ from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, 
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.transport.metric_ops import CHAINS, ERRORS, PLAIN_HTTP, OpCounter
 from tests.flows.plain_play import ENDPOINT, oauth_login
+from tests.flows.stream_play import listens
 from tests.flows.test_sink import ASK_NAME, SCENARIOS, Play, Rig, ask_name, modern_round
 from tests.transport.test_admin import bare_metrics
 
@@ -121,3 +122,15 @@ def test_plain_http_requests_beside_the_endpoint_count_as_http_chains_and_never_
     assert dict(counts.requests) == {}
     assert dict(counts.errors) == {}
     assert sum(counts.latency[(PLAIN_HTTP, "passthrough")][:-1]) == 5  # each one timed, the 400 too
+
+
+def test_a_listens_open_stream_is_not_measured_as_upstream_latency() -> None:
+    """Only a listen's time up to its acknowledgement is the upstream's (0.25 s passed through, none
+    when the bridge serves it): the seconds its client then listens are not."""
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+
+    listens(rig.facts, rig.clock)
+
+    latency = {mode: round(row[-1], 6) for (method, mode), row in metrics.counts.latency.items()}
+    assert latency == {"passthrough": 0.5, "mrtr_to_legacy": 0.0}

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from proxy.flows.events import ChainStatus, HttpInfo, Mode, ProxyInfo
+from tests.flows.stream_play import listens
+from tests.flows.test_sink import Rig
 from tests.ui.helpers import BASE, message, summary
 from ui.body_search import ListFilter
 from ui.feeds import FeedStatus
@@ -201,3 +203,12 @@ def test_the_status_line_says_how_far_the_filter_s_body_search_is_and_when_it_is
     assert "bodies of every chain searched" in done
     assert "body search stopped: cannot read the spill file; the chains not read are not shown" in failed
     assert "bodies" not in status_text(ViewModel(), ended, ViewFlags(filter=ListFilter())).plain
+
+
+def test_a_listens_headline_counts_its_open_stream_apart_from_the_upstreams_time() -> None:
+    rig = Rig()
+    listens(rig.facts, rig.clock)
+    headlines = {c.summary.jsonrpc_id: chain_headline(c.summary).plain for c in rig.chains()}
+
+    assert headlines["listen-1"].endswith("2.25s  (upstream 250ms, stream open 2.00s)  client_disconnected")
+    assert "(upstream 0µs, stream open 3.00s)" in headlines["listen-3"]

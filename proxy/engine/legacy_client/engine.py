@@ -115,6 +115,12 @@ class LegacyToMrtrEngine:
         in results of the call it answers)."""
         return None
 
+    @staticmethod
+    def undelivered(leg: str, msg: Message) -> str | None:
+        """Nothing an upstream sends here goes undelivered unsaid (a 2026-07-28 server's listen stream
+        carries only what it granted)."""
+        return None
+
     def handle(self, event: BridgeEvent) -> Commands:
         """Decide what the transport does next for one observed fact."""
         match event:

@@ -20,12 +20,11 @@ from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Lo
 from proxy.engine.legacy_client.request import with_envelope
 from proxy.engine.legacy_client.state import BridgeContext, LegRef, Session
 from proxy.wire.jsonrpc import Kind, Message
-from proxy.wire.mcp import META_SUBSCRIPTION_ID
+from proxy.wire.mcp import LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 
 Commands = list[BridgeCommand]
 
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-"""2026-07-28: first message of every listen stream; the subset of notifications honoured."""
+ACKNOWLEDGED = LISTEN_ACKNOWLEDGED
 
 
 class ListenEmulator:

@@ -318,6 +318,11 @@ class MrtrToLegacyEngine:
         log message on a session's GET stream goes to the one call it is given to."""
         return self._asks.placed_on(leg, msg) or stream_logs.placed_on(self._ctx, leg, msg)
 
+    def undelivered(self, leg: str, msg: Message) -> str | None:
+        """Why a change notification on a session's GET stream reaches no listening client (the note
+        observation files with it), asked before the message is handled; None when it is delivered."""
+        return self._listen.undelivered(leg, msg)
+
     def _on_leg_message(self, leg: str, msg: Message, at: float = 0.0) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:

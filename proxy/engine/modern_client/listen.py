@@ -57,12 +57,11 @@ from proxy.wire.jsonrpc import (
     request,
     result_response,
 )
-from proxy.wire.mcp import META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from proxy.wire.mcp import LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID, RESULT_COMPLETE
 
 Commands = list[BridgeCommand]
 
-ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
-"""2026-07-28: the first message of every listen stream (the subset of notifications honoured)."""
+ACKNOWLEDGED: Final = LISTEN_ACKNOWLEDGED
 
 UPDATED: Final = "notifications/resources/updated"
 
@@ -104,9 +103,11 @@ class ListenEmulator:
         if listener is None or link is None:
             return []
         listener.active = True
-        listener.honoured = _honoured(listener.requested, _capabilities(link))
+        caps = _capabilities(link)
+        listener.honoured = _honoured(listener.requested, caps)
         ack = notification(ACKNOWLEDGED, {"notifications": listener.honoured})
-        commands: Commands = [StartSse(exchange), SendSse(exchange, _tagged(ack, listener.ident))]
+        note = _not_offered(listener.requested, caps)
+        commands: Commands = [StartSse(exchange), SendSse(exchange, _tagged(ack, listener.ident), note=note)]
         for uri in listener.honoured.get("resourceSubscriptions", []):
             if link.subscribed[uri] == 0:
                 commands.append(self._post(link, listener, "resources/subscribe", uri))
@@ -141,6 +142,23 @@ class ListenEmulator:
             if listener.active and listener.session == link.name and _wants(listener, msg):
                 commands.append(SendSse(listener.exchange, _tagged(msg.raw, listener.ident)))
         return commands
+
+    def undelivered(self, leg: str, msg: Message) -> str | None:
+        """Why a change notification on a session's GET stream reaches no listening client, or None
+        (it is delivered, or `leg` is no such stream): a listener asked for it but the server never
+        declared the capability that would have granted it, or nobody listens for it."""
+        if not is_change(msg):  # asked of every upstream message: the cheap test first
+            return None
+        link = self._link_of(leg)
+        if link is None or self._ctx.legs[leg].purpose != "stream":
+            return None
+        listening = [ls for ls in self._ctx.listeners.values() if ls.active and ls.session == link.name]
+        if any(_wants(listener, msg) for listener in listening):
+            return None
+        capability = _capability_of(msg)
+        if any(_asked(listener.requested, msg) for listener in listening) and capability is not None:
+            return f"not delivered to the listening client: the server did not declare {capability}"
+        return "not delivered: no client listens for it"
 
     def on_stream_message(self, leg: str, msg: Message) -> Commands:
         """A message on a session's GET stream."""
@@ -263,6 +281,43 @@ def _honoured(requested: dict[str, Any], caps: dict[str, Any]) -> dict[str, Any]
         if kept:
             honoured["resourceSubscriptions"] = kept
     return honoured
+
+
+CAPABILITY_OF: Final[dict[str, str]] = {
+    "toolsListChanged": "tools.listChanged",
+    "promptsListChanged": "prompts.listChanged",
+    "resourcesListChanged": "resources.listChanged",
+    "resourceSubscriptions": "resources.subscribe",
+}
+"""The legacy capability a server declares for the bridge to grant each part of a listen request."""
+
+
+def _not_offered(requested: dict[str, Any], caps: dict[str, Any]) -> str | None:
+    """What a listen request asked for that the server did not declare (the acknowledgement's note)."""
+    honoured = _honoured(requested, caps)
+    asked = [flag for flag in FLAG_OF.values() if requested.get(flag) is True]
+    uris = requested.get("resourceSubscriptions")
+    if isinstance(uris, list) and any(isinstance(uri, str) for uri in uris):
+        asked.append("resourceSubscriptions")
+    missing = [f"{part} ({CAPABILITY_OF[part]})" for part in asked if part not in honoured]
+    if not missing:
+        return None
+    return "not honoured, the server did not declare them: " + ", ".join(missing)
+
+
+def _capability_of(msg: Message) -> str | None:
+    """The capability whose absence keeps a change notification from a listener that asked for it."""
+    flag = FLAG_OF.get(msg.method or "") or ("resourceSubscriptions" if msg.method == UPDATED else None)
+    return CAPABILITY_OF.get(flag) if flag is not None else None
+
+
+def _asked(requested: dict[str, Any], msg: Message) -> bool:
+    """Whether a listen request asked for this change notification (granted or not)."""
+    flag = FLAG_OF.get(msg.method or "")
+    if flag is not None:
+        return requested.get(flag) is True
+    uris = requested.get("resourceSubscriptions")
+    return msg.method == UPDATED and isinstance(uris, list) and msg.params.get("uri") in uris
 
 
 def is_change(msg: Message) -> bool:
