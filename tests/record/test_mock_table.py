@@ -405,3 +405,19 @@ def test_a_clients_answer_an_intercept_edited_is_recorded_as_the_server_got_it()
     assert [[a.answer for a in r.asks] for r in op.rounds] == [
         [{"action": "accept", "content": {"name": "edit"}}]
     ]
+
+
+def test_an_answer_the_intercept_gave_in_the_clients_place_is_the_recorded_answer() -> None:
+    # The server's question never reached the client: its leg and the proxy's answer are `upstream`.
+    answer = {"action": "accept", "content": {"name": "the desk"}}
+    chain = (
+        Chain("r1")
+        .to_server(call(2, "ask_name"))
+        .to_client({"id": 1, "method": "elicitation/create", "params": ASK_NAME}, side=Side.UPSTREAM)
+        .to_server({"id": 1, "result": answer}, side=Side.UPSTREAM)
+        .to_client({"id": 2, "result": text("Hello, the desk!")})
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert [[a.answer for a in r.asks] for r in op.rounds] == [[answer]]
