@@ -1204,6 +1204,18 @@ def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
     return f"{what} held by intercept {rule} for {obs.held_ms / 1000:.1f} s, {done} by {obs.by}"
 
 
+IN_CLIENTS_PLACE: Final = ", sent in the client's place"
+"""How the note of an answer the proxy sent a server in the client's place ends (`answered_for_client`)."""
+
+
+def answered_for_client(rule: str, answered: bool) -> str:
+    """The note on the answer an intercept sent a server to its request, which no client saw: the one
+    typed at the desk, or the error a drop makes (`answered` False). A replay reads it as the
+    recorded answer to that question (`proxy.record.replay_plan`)."""
+    whose = "typed at" if answered else "a drop error from"
+    return f"{whose} the proxy's intercept ({rule}){IN_CLIENTS_PLACE}"
+
+
 _INTERCEPT_DONE: Final = {
     "forward": "forwarded unchanged",
     "forward_edited": "forwarded edited",

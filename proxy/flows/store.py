@@ -38,7 +38,9 @@ def sent_in_place(messages: MutableSequence[MessageRecord], made: MessageRecord)
     """`made` went upstream in place of a client's request the proxy relays (an intercept's edit): the
     client's own record of that request, relayed unchanged until then, travelled its first leg only
     (client → proxy), so it becomes the client's side. Every list of a chain's records keeps this one
-    rule: the store's, and a viewer's that builds its own from the records it is sent.
+    rule: the store's, and a viewer's that builds its own from the records it is sent. An answer the
+    proxy sent the server in the client's place (an intercept's, to the server's request) replaces no
+    request: the client's request of the same id is left as relayed.
     """
     if made.side is not Side.UPSTREAM or made.direction is not Direction.TO_SERVER or made.jsonrpc_id is None:
         return
@@ -49,6 +51,7 @@ def sent_in_place(messages: MutableSequence[MessageRecord], made: MessageRecord)
             and old.direction is Direction.TO_SERVER
             and old.exchange == made.exchange
             and old.jsonrpc_id == made.jsonrpc_id
+            and (old.kind == "request") is (made.kind == "request")
         ):
             messages[i] = old.model_copy(update={"side": Side.CLIENT})
             return

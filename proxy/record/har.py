@@ -142,7 +142,12 @@ class EntryDraft:
         """`made` went upstream in place of the client's request (an intercept's edit): the client's
         own message travelled to the proxy only (as `proxy.flows.store.sent_in_place` files it)."""
         for m in reversed(self.messages):
-            if m.direction is _TO_SERVER and m.side == "both" and m.jsonrpc_id == made.jsonrpc_id:
+            if (
+                m.direction is _TO_SERVER
+                and m.side == "both"
+                and m.jsonrpc_id == made.jsonrpc_id
+                and (m.kind == "request") is (made.kind == "request")
+            ):
                 m.side = "client"
                 return
 

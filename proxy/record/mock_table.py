@@ -1,7 +1,8 @@
 """What a capture answered, as a table a mock server serves from (`mcp-proxy mock`).
 
 Each chain of a capture becomes one recorded *operation*, seen from the server's side (messages the
-upstream saw: `both` in pass-through, `upstream` behind a bridge): the chain's own request (method,
+upstream saw: `both` in pass-through, or the `upstream` edit an intercept sent in place of one, and
+`upstream` behind a bridge): the chain's own request (method,
 params; a bridge's handshake with the server on the same chain is a recorded handshake of its own), the
 rounds of questions the server put to the client before answering (in-flight `elicitation/create`,
 `sampling/createMessage`, `roots/list`, or MRTR `inputRequests`), each with the answer the client
@@ -45,6 +46,10 @@ RUN_SPECIFIC: Final = frozenset({"_meta", "inputResponses", "requestState"})
 
 METHOD_ONLY: Final = frozenset({"initialize", "server/discover"})
 """Requests matched on the method alone: their params describe the client, not what it asks."""
+
+RELAYED_BOUND: Final = 64
+"""Relayed client messages a chain reader remembers, in case an intercept's edit of one follows (it
+comes right after the hold it ended): older ones are let go."""
 
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
@@ -242,6 +247,11 @@ class ChainReader:
     `initialize` before the call, a `server/discover`): never the operation nor its answer, it is kept
     in `handshakes` as a recorded answer of its own. JSON-RPC ids are matched to the latest request
     sent under them, since a chain's legs may reuse one.
+
+    A pass-through message is recorded `both` as it arrives, before any intercept decides on it: when
+    an edit of it went upstream in its place (`upstream`, same exchange, id and kind, as
+    `proxy.flows.store.sent_in_place` files it), the edit is what the server saw, so what the relayed
+    copy set is undone and the edit read instead.
     """
 
     def __init__(
@@ -267,6 +277,10 @@ class ChainReader:
         self.notes: list[dict[str, Any]] = []
         """Notifications not yet placed: they go before the next round, or before the answer."""
         self.round_notes: list[tuple[dict[str, Any], ...]] = []
+        self._relayed: dict[tuple[str, Any, bool], tuple[str, Any]] = {}
+        """(exchange, id, is a request) of a relayed client message -> how to undo what it set, should
+        an intercept's edit of it follow: `own` (the operation), `retry` (the round before its
+        answers), `answer` (the question's place and its ask before)."""
 
     def read(self, record: MessageRecord) -> None:
         if record.side not in self.sides or record.kind == "http":
@@ -303,22 +317,52 @@ class ChainReader:
         return self.own_method is None or method == self.own_method
 
     def _to_server(self, record: MessageRecord, body: dict[str, Any]) -> None:
+        replaced = self._replaced(record)
         if record.kind == "request":
             method = str(body.get("method"))
-            if not self._is_own(method):
+            if replaced != "own" and not self._is_own(method):
                 if method in METHOD_ONLY:
                     self._sent[record.jsonrpc_id] = (method, _params(body) or {})
                 return
-            if self.method is None:
+            if self.method is None or replaced == "own":
                 self.method, self.params = method, _params(body) or {}
+                self._relaying(record, ("own", None))
             else:  # an MRTR retry: its answers fill the last round
+                self._relaying(record, ("retry", list(self.rounds[-1]) if self.rounds else None))
                 self._answers(body.get("params"))
             self._sent[record.jsonrpc_id] = None
         elif record.kind in ("result", "error") and record.jsonrpc_id in self._where:
             r, i = self._where.pop(record.jsonrpc_id)
+            self._relaying(record, ("answer", (r, i, self.rounds[r][i])))
             answer = body.get("result") if record.kind == "result" else {"error": body.get("error")}
             self.rounds[r][i] = _answered(self.rounds[r][i], answer)
             self.answered.add(self.rounds[r][i].key)
+
+    def _relaying(self, record: MessageRecord, undo: tuple[str, Any]) -> None:
+        """Remember how to undo what a relayed client message set (bounded: an edit follows at once)."""
+        if record.side is not Side.BOTH:
+            return
+        if len(self._relayed) >= RELAYED_BOUND:
+            del self._relayed[next(iter(self._relayed))]
+        self._relayed[(record.exchange, record.jsonrpc_id, record.kind == "request")] = undo
+
+    def _replaced(self, record: MessageRecord) -> str | None:
+        """An intercept's edit sent upstream in place of a relayed client message: what that message set
+        is undone, and what it was (`own`, `retry`, `answer`) returned; None for any other message."""
+        if record.side is not Side.UPSTREAM:
+            return None
+        undo = self._relayed.pop((record.exchange, record.jsonrpc_id, record.kind == "request"), None)
+        if undo is None:
+            return None
+        what, saved = undo
+        if what == "retry" and saved is not None:
+            self.rounds[-1] = saved
+        elif what == "answer":
+            r, i, before = saved
+            self.rounds[r][i] = before
+            self.answered.discard(before.key)
+            self._where[record.jsonrpc_id] = (r, i)
+        return str(what)
 
     def _to_client(self, record: MessageRecord, body: dict[str, Any]) -> None:
         if record.kind == "request" and self.method is not None:

@@ -8,6 +8,9 @@ replayed server asks is answered from the recording when one asked the same (met
 ids, `_meta` and other run-specific fields); each recorded answer is given once, in recorded order. A
 question the recording was asked and its client never answered (a 2026-07-28 client that got
 `input_required` and did not retry) is where that client stopped: a replay asked it stops there too.
+A question the server asked that never reached the client, answered by the proxy's intercept in the
+client's place, is answered with what the server got then, when the client's side holds no answer to
+it: the replay's server hears what the recording's did.
 
 Everything in a capture was redacted when it was written: a value replaced by a stand-in
 (`<redacted len=N hmac:...>`) cannot be sent again, and a plan says which header or body field needs
@@ -24,7 +27,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord
+from proxy.flows.chains import IN_CLIENTS_PLACE
+from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from proxy.record.mock_table import Ask, ChainReader, shown
 from proxy.record.replay_compare import CLIENT_SIDES, join, without_envelope
 from proxy.record.run_ends import RUN_REPLACED
@@ -119,16 +123,24 @@ def question_key(method: str, params: Any) -> str:
 class RecordedAnswers:
     """The questions the recording was asked with the client's answers, taken by question, each once,
     in recorded order; a question its client never answered is kept, with no answer (`answer` None),
-    as where that client stopped."""
+    as where that client stopped. `by_proxy`: questions the proxy's intercept answered in the client's
+    place (the client never saw them), taken when the client's own answers hold none the same."""
 
-    def __init__(self, asks: Iterable[Ask]) -> None:
+    def __init__(self, asks: Iterable[Ask], by_proxy: Iterable[Ask] = ()) -> None:
         self.asks = list(asks)
         self._used: set[int] = set()
+        self.by_proxy = list(by_proxy)
+        self._proxy_used: set[int] = set()
 
     def take(self, method: str, params: Any) -> Ask | AnswerMiss:
         """The recorded question the same as this one with its answer (None: the recording's client
         never answered it), or why there is none."""
         key = question_key(method, params)
+        if not any(question_key(a.method, a.params) == key for a in self.asks):
+            for i, ask in enumerate(self.by_proxy):
+                if i not in self._proxy_used and question_key(ask.method, ask.params) == key:
+                    self._proxy_used.add(i)
+                    return ask
         same = 0
         for i, ask in enumerate(self.asks):
             if question_key(ask.method, ask.params) != key:
@@ -207,7 +219,7 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
         if record.side not in CLIENT_SIDES or record.direction is not Direction.TO_SERVER:
             continue
         _file_sent(plan, record)
-    plan.answers = RecordedAnswers(a for r in reader.rounds for a in r)
+    plan.answers = RecordedAnswers((a for r in reader.rounds for a in r), answered_by_proxy(messages))
     if plan.era == "modern" and reader.answer is None and reader.rounds:
         unanswered = next((a for a in reader.rounds[-1] if a.answer is None), None)
         plan.stopped = shown(unanswered.method, unanswered.params) if unanswered else None
@@ -217,6 +229,34 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
     elif plan.kind is PlanKind.CALL and "id" not in plan.first.body:
         plan.kind = PlanKind.NOTIFICATION
     return plan
+
+
+def answered_by_proxy(records: Iterable[MessageRecord]) -> list[Ask]:
+    """The server's questions the proxy's intercept answered in the client's place, with that answer
+    (its record's note ends `IN_CLIENTS_PLACE`), in recorded order: what the server got for them."""
+    asked: dict[Any, MessageRecord] = {}
+    found: list[Ask] = []
+    for record in records:
+        body = record.body
+        if record.side is not Side.UPSTREAM or not isinstance(body, dict):
+            continue
+        if record.direction is Direction.TO_CLIENT and record.kind == "request":
+            asked[record.jsonrpc_id] = record  # as many as the chain holds records, at most
+        elif record.kind in ("result", "error") and (record.note or "").endswith(IN_CLIENTS_PLACE):
+            question = asked.pop(record.jsonrpc_id, None)
+            if question is None or not isinstance(question.body, dict):
+                continue
+            params = question.body.get("params")
+            answer = body.get("result") if record.kind == "result" else {"error": body.get("error")}
+            found.append(
+                Ask(
+                    f"proxy-{len(found) + 1}",
+                    str(question.method),
+                    params if isinstance(params, dict) else None,
+                    answer,
+                )
+            )
+    return found
 
 
 UNENDED: Final = (

@@ -599,8 +599,19 @@ class BridgeDriver:
             self.feed(LegResponded(leg, 202, (), time.time()))
         self._leg_done(leg, LegEnded(leg, time.time()))
 
-    async def _answer_upstream(self, leg: str, answer: dict[str, Any]) -> None:
-        """POST an answer to the upstream's request on `leg`, as the client would, with the leg's session."""
+    async def _answer_upstream(self, leg: str, served: str, answer: dict[str, Any], note: str | None) -> None:
+        """POST an answer to the upstream's request on `leg`, as the client would, with the leg's session;
+        recorded first as the server's leg of the exchange its question's chain is on (that of the leg
+        `served`: `leg`, or the call a GET stream's question was given to), `note` saying whose it is."""
+        sink = self.observer
+        made = classify_value(answer)
+        exchange = self.leg_exchange.get(served, "")
+        sink.emit(
+            MessageSeen(
+                sink.now(), exchange, made, len(dumps(answer)), Direction.TO_SERVER, Channel.POST,
+                Side.UPSTREAM, note=note,
+            )
+        )  # fmt: skip
         heads = [(k, v) for k, v in self._leg_heads.get(leg, ()) if k.lower() not in _OWN_HEADERS]
         heads += [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")]
         try:
@@ -622,9 +633,10 @@ class BridgeDriver:
         """Feed the engine one upstream message, past the intercepts when any is in force."""
         holds = self.intercepts
         if holds is not None and holds.active:
+            served = self.engine.joins(leg, msg) or leg  # asked before the hold, as its observation was
             outcome = await holds.from_upstream(leg, self.leg_exchange.get(leg, ""), msg)
             if outcome.verb == "reply":
-                await self._answer_upstream(leg, outcome.message)
+                await self._answer_upstream(leg, served, outcome.message, outcome.note)
                 return
             if outcome.verb == "skip" or leg not in self.legs:
                 return

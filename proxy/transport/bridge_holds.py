@@ -31,6 +31,7 @@ from proxy.engine.gate.messages import (
     intercept_refusal,
     seen,
 )
+from proxy.flows.chains import answered_for_client
 from proxy.flows.events import Mode
 from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import target_name
@@ -54,6 +55,8 @@ class Outcome:
     """Who made a `reply` to a bridge-made request to the client (`the proxy's intercept (i2)`)."""
     dropped: bool = False
     """The `reply` is the drop's refusal: the request was dropped, not answered."""
+    note: str | None = None
+    """For an answer POSTed upstream in the client's place: whose it is, for the chain."""
 
 
 def _remember(table: dict[Any, tuple[str | None, str | None]], key: Any, msg: Message) -> None:
@@ -142,7 +145,9 @@ class BridgeHolds:
         if verb == "forward":
             return Outcome("send", classify_value(made) if made is not None else msg)
         if msg.kind is Kind.REQUEST:  # the upstream gets the client's answer, from the proxy
-            return Outcome("reply", made if verb == "answer" else intercept_refusal(msg.id, rule))
+            answered = verb == "answer" and made is not None
+            answer = made if answered else intercept_refusal(msg.id, rule)
+            return Outcome("reply", answer, note=answered_for_client(rule, answered))
         if msg.is_response:
             made = made if verb == "answer" else intercept_dropped_answer(msg.id, rule)
             return Outcome("send", classify_value(made))

@@ -39,6 +39,7 @@ from proxy.engine.gate.messages import (
 )
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.engine.passthrough import ClientHead
+from proxy.flows.chains import answered_for_client
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import AnsweredByProxy, FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
@@ -49,7 +50,7 @@ from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
-from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value, dumps, parse_body
 
 _LOG = get_logger()
 
@@ -225,8 +226,9 @@ class GatedRelay(PassthroughRelay):
         how = f"{'answered' if answered else 'dropped'} at the proxy's intercept ({rule})"
         if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
             answer = decision.message if decision.verb == "answer" else None
-            await self._answer_upstream(answer or intercept_refusal(msg.id, rule))
             self._in_place(None, msg, f"not forwarded to the client: {how}")
+            note = answered_for_client(rule, answered)
+            await self._answer_upstream(answer or intercept_refusal(msg.id, rule), note)
             return None, True
         if msg.is_response:
             answer = decision.message if decision.verb == "answer" else None
@@ -239,8 +241,18 @@ class GatedRelay(PassthroughRelay):
         self._in_place(None, msg, f"not forwarded to the client: {how}")
         return None, True  # a notification dropped
 
-    async def _answer_upstream(self, answer: dict[str, Any]) -> None:
-        """POST an answer to a server's request upstream, as the client would (its headers, its session)."""
+    async def _answer_upstream(self, answer: dict[str, Any], note: str) -> None:
+        """POST an answer to a server's request upstream, as the client would (its headers, its session),
+        recorded first as the server's leg (`note` says whose it is): no client sent it."""
+        made = classify_value(answer)
+        sink = self.ctx.observations
+        self._emit(
+            MessageSeen(
+                sink.now(), self.exchange, made, len(dumps(answer)), Direction.TO_SERVER, Channel.POST,
+                Side.UPSTREAM, note=note,
+            )
+        )  # fmt: skip
+        self._flush()
         own = ("accept", "content-type", "content-length")
         headers = [(k, v) for k, v in forward_request_headers(self.route.headers) if k.lower() not in own]
         headers += [("Accept", "application/json, text/event-stream"), ("Content-Type", "application/json")]

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from proxy.flows.events import ChainSummary, Channel, Direction, MessageRecord, Side
-from proxy.flows.store import Chain, ChainStore
+from proxy.flows.store import Chain, ChainStore, sent_in_place
 
 
 def summary(n: int) -> ChainSummary:
@@ -217,3 +217,23 @@ def test_the_chain_being_filed_stays_while_older_and_newer_ones_go_past_the_memo
 
     assert ids(store) == ["c1", "c3"]
     assert [m.seq for m in first.messages] == [1, 2]
+
+
+def _on_x1(side: Side, direction: Direction, kind: str, ident: int) -> MessageRecord:
+    return MessageRecord(
+        seq=0, ts=0.0, side=side, direction=direction, channel=Channel.POST, exchange="x1", kind=kind,
+        jsonrpc_id=ident, method="tools/call" if kind == "request" else None, body={},
+    )  # fmt: skip
+
+
+def test_an_edit_makes_the_relayed_request_the_clients_and_an_answer_sent_for_the_client_does_not() -> None:
+    # A server's question may share its id with the client's call on the same exchange: the answer the
+    # proxy's intercept sent the server for it replaces no request of the client's.
+    call = _on_x1(Side.BOTH, Direction.TO_SERVER, "request", 1)
+    answered = [call]
+    sent_in_place(answered, _on_x1(Side.UPSTREAM, Direction.TO_SERVER, "result", 1))
+    edited = [call]
+    sent_in_place(edited, _on_x1(Side.UPSTREAM, Direction.TO_SERVER, "request", 1))
+
+    assert answered[0].side is Side.BOTH
+    assert edited[0].side is Side.CLIENT

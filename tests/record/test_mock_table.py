@@ -369,3 +369,55 @@ def test_a_call_an_intercept_edited_is_matched_as_the_server_got_it() -> None:
 
     assert op.params["arguments"] == {"text": "edited"}
     assert op.answer == {"result": text("edited")}
+
+
+def test_a_call_an_intercept_edited_is_keyed_as_the_server_got_it_though_recorded_relayed_first() -> None:
+    # A capture writes the client's call `both` as it arrives, before anyone decides on it; the edit
+    # follows as the server's leg. The server answered the edit, so that is what the mock serves it for.
+    chain = (
+        Chain("r1")
+        .to_server(call(2, "add", {"a": 2, "b": 3}))
+        .to_server(call(2, "add", {"a": 40, "b": 3}), side=Side.UPSTREAM)
+        .to_client({"id": 2, "result": text("43")})
+    )
+
+    table = build_table(chain.events)
+    op = only(table.operations)
+
+    assert op.params["arguments"] == {"a": 40, "b": 3}
+    assert op.rounds == ()
+    assert isinstance(table.lookup("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}), Miss)
+    assert table.lookup("tools/call", {"name": "add", "arguments": {"a": 40, "b": 3}}) is op
+
+
+def test_a_clients_answer_an_intercept_edited_is_recorded_as_the_server_got_it() -> None:
+    chain = (
+        Chain("r1")
+        .to_server(call(2, "ask_name"))
+        .to_client({"id": 1, "method": "elicitation/create", "params": ASK_NAME})
+        .to_server({"id": 1, "result": {"action": "accept", "content": {"name": "client"}}})
+        .to_server({"id": 1, "result": {"action": "accept", "content": {"name": "edit"}}}, side=Side.UPSTREAM)
+        .to_client({"id": 2, "result": text("Hello, edit!")})
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert [[a.answer for a in r.asks] for r in op.rounds] == [
+        [{"action": "accept", "content": {"name": "edit"}}]
+    ]
+
+
+def test_an_answer_the_intercept_gave_in_the_clients_place_is_the_recorded_answer() -> None:
+    # The server's question never reached the client: its leg and the proxy's answer are `upstream`.
+    answer = {"action": "accept", "content": {"name": "the desk"}}
+    chain = (
+        Chain("r1")
+        .to_server(call(2, "ask_name"))
+        .to_client({"id": 1, "method": "elicitation/create", "params": ASK_NAME}, side=Side.UPSTREAM)
+        .to_server({"id": 1, "result": answer}, side=Side.UPSTREAM)
+        .to_client({"id": 2, "result": text("Hello, the desk!")})
+    )
+
+    op = only(build_table(chain.events).operations)
+
+    assert [[a.answer for a in r.asks] for r in op.rounds] == [[answer]]

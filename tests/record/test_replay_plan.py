@@ -266,3 +266,51 @@ def test_questions_match_less_meta_and_ids_a_server_mints() -> None:
         "elicitation/create", {**url, "elicitationId": "e-2", "_meta": {"k": 1}}
     )
     assert question_key("roots/list", {}) == question_key("roots/list", None)
+
+
+def test_a_question_the_intercept_answered_in_the_clients_place_is_answered_as_the_server_got_it() -> None:
+    desk = {"action": "accept", "content": {"name": "the desk"}}
+    note = "typed at the proxy's intercept (i1), sent in the client's place"
+    plan = plan_chain(
+        summary("tools/call"),
+        [
+            rec(Direction.TO_SERVER, {"id": 7, "method": "tools/call", "params": {"name": "ask_name"}}),
+            rec(
+                Direction.TO_CLIENT,
+                {"id": 1, "method": "elicitation/create", "params": NAME},
+                side=Side.UPSTREAM,
+                note="not forwarded to the client: answered at the proxy's intercept (i1)",
+            ),
+            rec(Direction.TO_SERVER, {"id": 1, "result": desk}, side=Side.UPSTREAM, note=note),
+            rec(Direction.TO_CLIENT, {"id": 7, "result": {"content": []}}),
+        ],
+    )
+
+    taken = plan.answers.take("elicitation/create", NAME)
+    again = plan.answers.take("elicitation/create", NAME)
+
+    assert not isinstance(taken, AnswerMiss)
+    assert taken.answer == desk
+    assert isinstance(again, AnswerMiss)  # given once, as any recorded answer
+    assert plan.retries == []  # the proxy's answer is no request of the client's to send again
+
+
+def test_an_answer_the_proxy_relayed_for_the_client_is_not_taken_for_the_intercepts() -> None:
+    # Behind a bridge the upstream side holds the bridge's relay of the client's own answer: the
+    # client's answer is the recording's, and nothing is the intercept's.
+    plan = plan_chain(
+        summary("tools/call"),
+        [
+            rec(Direction.TO_SERVER, {"id": 7, "method": "tools/call", "params": {"name": "ask_name"}}),
+            rec(
+                Direction.TO_CLIENT,
+                {"id": 1, "method": "elicitation/create", "params": NAME},
+                side=Side.UPSTREAM,
+            ),
+            rec(Direction.TO_SERVER, {"id": 1, "result": {"action": "decline"}}, side=Side.UPSTREAM),
+            rec(Direction.TO_CLIENT, {"id": 7, "result": {"content": []}}),
+        ],
+    )
+
+    assert plan.answers.by_proxy == []
+    assert isinstance(plan.answers.take("elicitation/create", NAME), AnswerMiss)
