@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from proxy.flows.chains import IN_CLIENTS_PLACE
+from proxy.flows.endpoint import is_plain_chain
 from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from proxy.record.mock_table import Ask, ChainReader, shown
 from proxy.record.replay_compare import CLIENT_SIDES, join, without_envelope
@@ -75,6 +76,8 @@ class PlanKind(StrEnum):
     """A legacy session's end."""
     STREAM = "stream"
     """A standalone GET stream: carries only what the server chooses to send; not replayed."""
+    HTTP = "http"
+    """A plain HTTP request to a path beside the MCP endpoint (an OAuth step): not replayed."""
     OTHER = "other"
     """Nothing the client sent can be told from the recording (a refused or cut request)."""
 
@@ -211,7 +214,9 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
     messages = list(records)
     method = summary.method or ""
     plan = ChainPlan(summary, _kind(method), messages, unrecorded=_unrecorded(summary))
-    if plan.kind in (PlanKind.DELETE, PlanKind.STREAM):
+    if is_plain_chain(summary.method, summary.name):
+        plan.kind = PlanKind.HTTP
+    if plan.kind in (PlanKind.DELETE, PlanKind.STREAM, PlanKind.HTTP):
         return plan
     reader = ChainReader(summary.id, summary.client_era, CLIENT_SIDES)
     for record in messages:

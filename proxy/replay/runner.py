@@ -215,6 +215,9 @@ class Replay:
         if plan.kind is PlanKind.STREAM:
             outcome.reason = "a standalone GET stream carries what the server chooses to send: not replayed"
             return outcome
+        if plan.kind is PlanKind.HTTP:
+            outcome.reason = "a plain HTTP request beside the MCP endpoint (an OAuth step, say): not replayed"
+            return outcome
         if plan.kind is PlanKind.OTHER:
             outcome.reason = plan.problem
             return outcome

@@ -214,6 +214,12 @@ def test_streams_deletes_and_cut_requests_are_told_apart() -> None:
     )
 
     assert plan_chain(summary("GET stream"), []).kind is PlanKind.STREAM
+    oauth = summary("POST")
+    oauth.name = "/token"  # a plain HTTP request beside the endpoint: an OAuth step
+    form = rec(Direction.TO_SERVER, {"grant_type": "refresh_token"})
+    form = form.model_copy(update={"kind": "http", "body": "grant_type=refresh_token"})
+    token = plan_chain(oauth, [form])
+    assert (token.kind, token.problem) == (PlanKind.HTTP, None)
     assert plan_chain(summary("DELETE session"), []).kind is PlanKind.DELETE
     assert cut.kind is PlanKind.OTHER
     assert cut.problem is not None
