@@ -1207,13 +1207,28 @@ def intercept_note(obs: InterceptHeld | InterceptReleased) -> str | None:
 IN_CLIENTS_PLACE: Final = ", sent in the client's place"
 """How the note of an answer the proxy sent a server in the client's place ends (`answered_for_client`)."""
 
+INTERCEPT_BY: Final = "intercept:"
+"""How the name of a message's maker starts when an intercept rule made it (`by_intercept`)."""
 
-def answered_for_client(rule: str, answered: bool) -> str:
-    """The note on the answer an intercept sent a server to its request, which no client saw: the one
-    typed at the desk, or the error a drop makes (`answered` False). A replay reads it as the
-    recorded answer to that question (`proxy.record.replay_plan`)."""
-    whose = "typed at" if answered else "a drop error from"
-    return f"{whose} the proxy's intercept ({rule}){IN_CLIENTS_PLACE}"
+
+def by_intercept(rule: str) -> str:
+    """The typed name of the intercept rule `rule` as the maker of a message in the client's place
+    (`intercept:i2`): what code compares, where a note's words are for people."""
+    return f"{INTERCEPT_BY}{rule}"
+
+
+def answerer(by: str | None) -> str:
+    """Who `by` (`by_intercept`) names, in words: `the proxy's intercept (i2)`, else `the proxy`."""
+    rule = by.removeprefix(INTERCEPT_BY) if by is not None and by.startswith(INTERCEPT_BY) else ""
+    return f"the proxy's intercept ({rule})" if rule else "the proxy"
+
+
+def answered_for_client(by: str, dropped: bool) -> str:
+    """The note on the answer an intercept (`by`) sent a server to its request, which no client saw:
+    the one typed at the desk, or the error a drop makes (`dropped`). For people: code reads the
+    message's `answered_by`."""
+    whose = "a drop error from" if dropped else "typed at"
+    return f"{whose} {answerer(by)}{IN_CLIENTS_PLACE}"
 
 
 _INTERCEPT_DONE: Final = {

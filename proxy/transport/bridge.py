@@ -56,6 +56,7 @@ from proxy.engine.events import (
 )
 from proxy.engine.faults import fault_outcome
 from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
+from proxy.flows.chains import answered_for_client, answerer
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     PROXY_STOPPING,
@@ -78,7 +79,7 @@ from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import Edited, bridged_client_faults
-from proxy.transport.bridge_holds import BridgeHolds
+from proxy.transport.bridge_holds import BridgeHolds, Outcome
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
@@ -369,7 +370,7 @@ class BridgeDriver:
             return replace(cmd, status=202, message=None)
         if outcome.verb == "reply" and route is not None and route.session_id is not None:
             answer = classify_value(outcome.message)  # the bridge gets it as made in the client's place
-            self.feed(AnsweredForClient(route.session_id, answer, outcome.by or "the proxy", outcome.dropped))
+            self.feed(AnsweredForClient(route.session_id, answer, answerer(outcome.by), outcome.dropped))
         return None
 
     def _event(self, exchange: str, cmd: SendSse) -> bytes:
@@ -599,13 +600,16 @@ class BridgeDriver:
             self.feed(LegResponded(leg, 202, (), time.time()))
         self._leg_done(leg, LegEnded(leg, time.time()))
 
-    async def _answer_upstream(self, leg: str, served: str, answer: dict[str, Any], note: str | None) -> None:
-        """POST an answer to the upstream's request on `leg`, as the client would, with the leg's session;
-        recorded first as the server's leg of the exchange its question's chain is on (that of the leg
-        `served`: `leg`, or the call a GET stream's question was given to), `note` saying whose it is."""
+    async def _answer_upstream(self, leg: str, served: str, outcome: Outcome) -> None:
+        """POST the answer `outcome` made to the upstream's request on `leg`, as the client would, with
+        the leg's session; recorded first as the server's leg of the exchange its question's chain is on
+        (that of the leg `served`: `leg`, or the call a GET stream's question was given to), noted whose
+        it is."""
         sink = self.observer
+        answer = outcome.message
         made = classify_value(answer)
         exchange = self.leg_exchange.get(served, "")
+        note = answered_for_client(outcome.by or "", outcome.dropped)
         sink.emit(
             MessageSeen(
                 sink.now(), exchange, made, len(dumps(answer)), Direction.TO_SERVER, Channel.POST,
@@ -636,7 +640,7 @@ class BridgeDriver:
             served = self.engine.joins(leg, msg) or leg  # asked before the hold, as its observation was
             outcome = await holds.from_upstream(leg, self.leg_exchange.get(leg, ""), msg)
             if outcome.verb == "reply":
-                await self._answer_upstream(leg, served, outcome.message, outcome.note)
+                await self._answer_upstream(leg, served, outcome)
                 return
             if outcome.verb == "skip" or leg not in self.legs:
                 return

@@ -31,7 +31,7 @@ from proxy.engine.gate.messages import (
     intercept_refusal,
     seen,
 )
-from proxy.flows.chains import answered_for_client
+from proxy.flows.chains import by_intercept
 from proxy.flows.events import Mode
 from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import target_name
@@ -52,11 +52,10 @@ class Outcome:
     verb: str
     message: Any = None
     by: str | None = None
-    """Who made a `reply` to a bridge-made request to the client (`the proxy's intercept (i2)`)."""
+    """Who made a `reply` that answers a request in the client's place (`intercept:i2`, from
+    `proxy.flows.chains.by_intercept`): a bridge-made request to the client, or the upstream's."""
     dropped: bool = False
     """The `reply` is the drop's refusal: the request was dropped, not answered."""
-    note: str | None = None
-    """For an answer POSTed upstream in the client's place: whose it is, for the chain."""
 
 
 def _remember(table: dict[Any, tuple[str | None, str | None]], key: Any, msg: Message) -> None:
@@ -108,7 +107,7 @@ class BridgeHolds:
         if msg.kind is Kind.REQUEST:  # a bridge-made request: its answer goes back to the bridge
             dropped = verb != "answer" or made is None
             reply = intercept_refusal(msg.id, rule) if dropped else made
-            return Outcome("reply", reply, f"the proxy's intercept ({rule})", dropped)
+            return Outcome("reply", reply, by_intercept(rule), dropped)
         if msg.is_response:
             return Outcome("send", made if verb == "answer" else intercept_dropped_answer(msg.id, rule))
         return Outcome("skip")
@@ -147,7 +146,7 @@ class BridgeHolds:
         if msg.kind is Kind.REQUEST:  # the upstream gets the client's answer, from the proxy
             answered = verb == "answer" and made is not None
             answer = made if answered else intercept_refusal(msg.id, rule)
-            return Outcome("reply", answer, note=answered_for_client(rule, answered))
+            return Outcome("reply", answer, by_intercept(rule), not answered)
         if msg.is_response:
             made = made if verb == "answer" else intercept_dropped_answer(msg.id, rule)
             return Outcome("send", classify_value(made))

@@ -39,7 +39,7 @@ from proxy.engine.gate.messages import (
 )
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.engine.passthrough import ClientHead
-from proxy.flows.chains import answered_for_client
+from proxy.flows.chains import answered_for_client, by_intercept
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import AnsweredByProxy, FaultInjected, MessageSeen, ResponseHeadSeen
 from proxy.framing.classify import Rejection, Route
@@ -227,7 +227,7 @@ class GatedRelay(PassthroughRelay):
         if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
             answer = decision.message if decision.verb == "answer" else None
             self._in_place(None, msg, f"not forwarded to the client: {how}")
-            note = answered_for_client(rule, answered)
+            note = answered_for_client(by_intercept(rule), not answered)
             await self._answer_upstream(answer or intercept_refusal(msg.id, rule), note)
             return None, True
         if msg.is_response:
