@@ -285,6 +285,7 @@ class ChainBuilder:
                     side=obs.side,
                     sse_id=obs.sse_id,
                     note=obs.note,
+                    answered_by=obs.answered_by,
                 )
             case ExchangeOpened():
                 return self.open_exchange(
@@ -543,6 +544,7 @@ class ChainBuilder:
         side: Side = Side.BOTH,
         sse_id: str | None = None,
         note: str | None = None,
+        answered_by: str | None = None,
     ) -> str | None:
         """Record one message seen on an exchange; returns the chain it joined.
 
@@ -550,9 +552,9 @@ class ChainBuilder:
         ChainChanged of a chain already counts its final message.
         """
         if not self._headlines:
-            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
+            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note, answered_by)
         with self._ledger.changes_held():
-            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note)
+            return self._message(exchange_id, msg, size, direction, channel, side, sse_id, note, answered_by)
 
     def _message(
         self,
@@ -564,6 +566,7 @@ class ChainBuilder:
         side: Side,
         sse_id: str | None,
         note: str | None,
+        answered_by: str | None,
     ) -> str | None:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
@@ -600,6 +603,7 @@ class ChainBuilder:
                 sse_id=sse_id,
                 note=note,
             )
+            record.answered_by = answered_by
             self._file(chain, record, invalid=msg.kind is Kind.INVALID)
             filed = chain.summary.id
         if chain.rounds_after is not None:  # a refused retry's answer is filed in its round, then undone

@@ -56,6 +56,11 @@ class MessageSeen:
     side: Side = Side.BOTH
     sse_id: str | None = None
     note: str | None = None
+    """What the proxy says of the message, for people: code reads the typed fields."""
+    answered_by: str | None = None
+    """Who made the message in the client's place (`intercept:i2`, `proxy.flows.chains.by_intercept`):
+    the answer an intercept sent a server to its request, which no client saw. Replay and mock take
+    it as the recorded answer to that question."""
 
 
 @value
@@ -235,9 +240,10 @@ class LegMessageSeen:
     the bridge took from a session's GET stream, which serves many calls, and gave to the call running
     on `joins`."""
     note: str | None = None
-    """What the proxy says of the message that the message does not show: on the call the bridge made
-    from a client's request an intercept's edit changed, that it was sent in place of the client's;
-    on a change notification of a session's GET stream that reached no listening client, why."""
+    """What the proxy says of the message that the message does not show, for people (no code reads
+    it): on the call the bridge made from a client's request an intercept's edit changed, that it was
+    sent in place of the client's; on a change notification of a session's GET stream that reached no
+    listening client, why."""
 
 
 @value

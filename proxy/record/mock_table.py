@@ -348,8 +348,9 @@ class ChainReader:
 
     def _replaced(self, record: MessageRecord) -> str | None:
         """An intercept's edit sent upstream in place of a relayed client message: what that message set
-        is undone, and what it was (`own`, `retry`, `answer`) returned; None for any other message."""
-        if record.side is not Side.UPSTREAM:
+        is undone, and what it was (`own`, `retry`, `answer`) returned; None for any other message (an
+        answer the proxy made in the client's place, `answered_by`, replaces nothing the client sent)."""
+        if record.side is not Side.UPSTREAM or record.answered_by is not None:
             return None
         undo = self._relayed.pop((record.exchange, record.jsonrpc_id, record.kind == "request"), None)
         if undo is None:

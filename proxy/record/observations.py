@@ -16,12 +16,13 @@ file's minor is newer than this one, as a corrupt line otherwise (`proxy.record.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
-from proxy.flows.chains import ChainBuilder
+from proxy.flows.chains import ChainBuilder, by_intercept
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side, same_run
 from proxy.flows.observations import (
@@ -122,8 +123,11 @@ class ObservationEncoder:
                     line["sse_id"] = redactor.scrub(line["sse_id"])
                 if "joins" in line and line["joins"] is None:  # written only when set, as readers assume
                     del line["joins"]
-                if type(obs) is LegMessageSeen and obs.note is None:  # a leg's: written only when set
-                    del line["note"]
+                if isinstance(obs, LegMessageSeen):
+                    if obs.note is None:  # a leg's: written only when set
+                        del line["note"]
+                elif obs.answered_by is None:  # written only when set, as readers assume
+                    del line["answered_by"]
             case EventIdSeen():
                 line["sse_id"] = redactor.scrub(obs.sse_id)
             case ExchangeOpened():
@@ -225,9 +229,27 @@ _SIDE: Final = {m.value: m for m in Side}
 _MODE: Final = {m.value: m for m in Mode}
 
 
+NOTED_IN_CLIENTS_PLACE: Final = re.compile(r"the proxy's intercept \((\S+)\), sent in the client's place$")
+"""The note of an intercept's answer in the client's place on a `message` line written before
+`answered_by` was (early 1.12 lines): such a line is read as made by that rule. Part of the capture
+contract for those lines, whatever the proxy's notes say now."""
+
+
+def _answered_by(line: dict[str, Any], note: Any) -> str | None:
+    """A message line's `answered_by`, or the one its note says on a line written without the field."""
+    if "answered_by" in line:
+        by = line["answered_by"]
+        return by if isinstance(by, str) else None
+    if line.get("side") != Side.UPSTREAM.value or not isinstance(note, str):
+        return None
+    noted = NOTED_IN_CLIENTS_PLACE.search(note)
+    return by_intercept(noted[1]) if noted else None
+
+
 def _message_seen(line: dict[str, Any]) -> MessageSeen:
     data = line["msg"]
     note = line.get("note")
+    answered_by = _answered_by(line, note) if note is not None or "answered_by" in line else None
     if note is None and data.get("truncated"):
         note = "body truncated in the capture"
     side = line.get("side", Side.BOTH)
@@ -241,6 +263,7 @@ def _message_seen(line: dict[str, Any]) -> MessageSeen:
         side if side is Side.BOTH else _enum_value(_SIDE, side, Side),
         line.get("sse_id"),
         note,
+        answered_by,
     )
 
 

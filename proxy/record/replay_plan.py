@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from proxy.flows.chains import IN_CLIENTS_PLACE
 from proxy.flows.endpoint import is_plain_chain
 from proxy.flows.events import BEGAN_EARLIER, ChainStatus, ChainSummary, Direction, MessageRecord, Side
 from proxy.record.mock_table import Ask, ChainReader, shown
@@ -238,7 +237,7 @@ def plan_chain(summary: ChainSummary, records: Iterable[MessageRecord]) -> Chain
 
 def answered_by_proxy(records: Iterable[MessageRecord]) -> list[Ask]:
     """The server's questions the proxy's intercept answered in the client's place, with that answer
-    (its record's note ends `IN_CLIENTS_PLACE`), in recorded order: what the server got for them."""
+    (its record's `answered_by`), in recorded order: what the server got for them."""
     asked: dict[Any, MessageRecord] = {}
     found: list[Ask] = []
     for record in records:
@@ -247,7 +246,7 @@ def answered_by_proxy(records: Iterable[MessageRecord]) -> list[Ask]:
             continue
         if record.direction is Direction.TO_CLIENT and record.kind == "request":
             asked[record.jsonrpc_id] = record  # as many as the chain holds records, at most
-        elif record.kind in ("result", "error") and (record.note or "").endswith(IN_CLIENTS_PLACE):
+        elif record.kind in ("result", "error") and record.answered_by is not None:
             question = asked.pop(record.jsonrpc_id, None)
             if question is None or not isinstance(question.body, dict):
                 continue

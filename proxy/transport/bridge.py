@@ -613,7 +613,7 @@ class BridgeDriver:
         sink.emit(
             MessageSeen(
                 sink.now(), exchange, made, len(dumps(answer)), Direction.TO_SERVER, Channel.POST,
-                Side.UPSTREAM, note=note,
+                Side.UPSTREAM, note=note, answered_by=outcome.by,
             )
         )  # fmt: skip
         heads = [(k, v) for k, v in self._leg_heads.get(leg, ()) if k.lower() not in _OWN_HEADERS]

@@ -227,8 +227,9 @@ class GatedRelay(PassthroughRelay):
         if msg.kind is Kind.REQUEST:  # a server's request: answered upstream as the client would
             answer = decision.message if decision.verb == "answer" else None
             self._in_place(None, msg, f"not forwarded to the client: {how}")
-            note = answered_for_client(by_intercept(rule), not answered)
-            await self._answer_upstream(answer or intercept_refusal(msg.id, rule), note)
+            by = by_intercept(rule)
+            note = answered_for_client(by, not answered)
+            await self._answer_upstream(answer or intercept_refusal(msg.id, rule), note, by)
             return None, True
         if msg.is_response:
             answer = decision.message if decision.verb == "answer" else None
@@ -241,15 +242,15 @@ class GatedRelay(PassthroughRelay):
         self._in_place(None, msg, f"not forwarded to the client: {how}")
         return None, True  # a notification dropped
 
-    async def _answer_upstream(self, answer: dict[str, Any], note: str) -> None:
+    async def _answer_upstream(self, answer: dict[str, Any], note: str, by: str) -> None:
         """POST an answer to a server's request upstream, as the client would (its headers, its session),
-        recorded first as the server's leg (`note` says whose it is): no client sent it."""
+        recorded first as the server's leg made by `by` (`note` says whose it is): no client sent it."""
         made = classify_value(answer)
         sink = self.ctx.observations
         self._emit(
             MessageSeen(
                 sink.now(), self.exchange, made, len(dumps(answer)), Direction.TO_SERVER, Channel.POST,
-                Side.UPSTREAM, note=note,
+                Side.UPSTREAM, note=note, answered_by=by,
             )
         )  # fmt: skip
         self._flush()

@@ -287,7 +287,13 @@ def test_a_question_the_intercept_answered_in_the_clients_place_is_answered_as_t
                 side=Side.UPSTREAM,
                 note="not forwarded to the client: answered at the proxy's intercept (i1)",
             ),
-            rec(Direction.TO_SERVER, {"id": 1, "result": desk}, side=Side.UPSTREAM, note=note),
+            rec(
+                Direction.TO_SERVER,
+                {"id": 1, "result": desk},
+                side=Side.UPSTREAM,
+                note=note,
+                answered_by="intercept:i1",
+            ),
             rec(Direction.TO_CLIENT, {"id": 7, "result": {"content": []}}),
         ],
     )
@@ -320,3 +326,25 @@ def test_an_answer_the_proxy_relayed_for_the_client_is_not_taken_for_the_interce
 
     assert plan.answers.by_proxy == []
     assert isinstance(plan.answers.take("elicitation/create", NAME), AnswerMiss)
+
+
+def test_a_records_note_alone_never_makes_it_the_intercepts_answer() -> None:
+    # The note is for people: a record says it was made in the client's place by `answered_by` only.
+    note = "typed at the proxy's intercept (i1), sent in the client's place"
+    plan = plan_chain(
+        summary("tools/call"),
+        [
+            rec(Direction.TO_SERVER, {"id": 7, "method": "tools/call", "params": {"name": "ask_name"}}),
+            rec(
+                Direction.TO_CLIENT,
+                {"id": 1, "method": "elicitation/create", "params": NAME},
+                side=Side.UPSTREAM,
+            ),
+            rec(
+                Direction.TO_SERVER, {"id": 1, "result": {"action": "decline"}}, side=Side.UPSTREAM, note=note
+            ),
+            rec(Direction.TO_CLIENT, {"id": 7, "result": {"content": []}}),
+        ],
+    )
+
+    assert plan.answers.by_proxy == []
