@@ -35,7 +35,6 @@ from proxy.flows.events import (
     MessageRecorded,
     ProxyInfo,
     Side,
-    same_run,
 )
 from proxy.flows.filters import ChainFilter
 from proxy.flows.observations import (
@@ -102,7 +101,6 @@ class HarFromCapture:
         self._host = "localhost"
         self._upstream = "http://upstream/"
         self._run: str | None = None
-        self._info: ProxyInfo | None = None
         self._head_missing: str | None = None
         """What a leg of the file being read without a head says (its format records none)."""
         self.written = 0
@@ -115,10 +113,11 @@ class HarFromCapture:
         self._finished = 0
 
     def proxy_info(self, info: ProxyInfo) -> None:
-        """Learn where the proxy listened and what it proxied (entries' URLs)."""
-        before, self._info = self._info, info
-        if before is not None and not same_run(before, info):
-            self._close_all(OPEN_AT_RUN_END)  # the next run numbers its exchanges from x1 again
+        """Learn where the proxy listened and what it proxied (entries' URLs), once the replayer read
+        the line: when it began another run, that run's open entries end (the next run numbers its
+        exchanges from x1 again)."""
+        if self.replayer.run_changed:
+            self._close_all(OPEN_AT_RUN_END)
         self._host = info.listen.partition("://")[2].rstrip("/") or self._host
         self._upstream = upstream_url(info.upstream)
         self._run = info.run or self._run

@@ -480,6 +480,9 @@ class ObservationReplayer:
         for the report."""
         self._run: ProxyInfo | None = None
         """The `proxy_info` of the run whose lines are read now (None before the first)."""
+        self.run_changed = False
+        """Whether the last `proxy_info` read began another run than the lines before it (a reader
+        with drafts of its own ends the earlier run's open ones too: `proxy.record.har_capture`)."""
         self._on_applied = on_applied
         """Hears of each observation once built, with the events it made and the chain it filed in."""
         self._builder = ChainBuilder(
@@ -537,19 +540,30 @@ class ObservationReplayer:
         return events
 
     def proxy_info(self, info: ProxyInfo) -> list[FlowEvent]:
-        """A `proxy_info` line. It names the proxy's upstream, whose path is the MCP endpoint: the
-        exchanges to any other path that follow are plain HTTP (`proxy.flows.endpoint`). When it is
-        another run's than the one read so far (a restarted proxy appending to its capture), that run
-        is gone, and the calls it left open end `incomplete` (`RUN_REPLACED`); returns the events that
-        made (their new headlines)."""
-        before, self._run = self._run, info
-        events: list[FlowEvent] = []
-        if before is not None and not same_run(before, info):
-            self._builder.run_ended(RUN_REPLACED)
-            events = self._events[:]
-            self._events.clear()
-        self._builder.endpoint = Endpoint.of_upstream(info.upstream)
+        """A `proxy_info` line, taken in the two steps every reader of a capture needs: the run it
+        begins (`run_seen`), then the endpoint it names (`set_upstream`). Returns the events the first
+        made, which go before the line's own."""
+        events = self.run_seen(info)
+        self.set_upstream(info)
         return events
+
+    def run_seen(self, info: ProxyInfo) -> list[FlowEvent]:
+        """A `proxy_info` line's run: when it is another run's than the one read so far (a restarted
+        proxy appending to its capture), that run is gone, and the calls it left open end `incomplete`
+        (`RUN_REPLACED`); returns the events that made (their new headlines). `run_changed` says which."""
+        before, self._run = self._run, info
+        self.run_changed = before is not None and not same_run(before, info)
+        if not self.run_changed:
+            return []
+        self._builder.run_ended(RUN_REPLACED)
+        events = self._events[:]
+        self._events.clear()
+        return events
+
+    def set_upstream(self, info: ProxyInfo) -> None:
+        """A `proxy_info` line's upstream, whose path is the MCP endpoint: the exchanges to any other
+        path that follow are plain HTTP (`proxy.flows.endpoint`)."""
+        self._builder.endpoint = Endpoint.of_upstream(info.upstream)
 
     @property
     def builder(self) -> ChainBuilder:
