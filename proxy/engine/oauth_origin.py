@@ -23,6 +23,7 @@ from urllib.parse import quote, unquote_plus, urlsplit
 import orjson
 
 from proxy.engine.passthrough import proxied_location
+from proxy.engine.url_origin import DEFAULT_PORTS, same_origin
 from proxy.framing.http import Upstream
 
 DOCUMENT_PATHS = (
@@ -68,15 +69,14 @@ class Origins:
         return moved if moved != url else None
 
     def to_upstream(self, url: str) -> str | None:
-        """`url` moved onto the upstream's origin when it names the client's; None otherwise."""
+        """`url` moved onto the upstream's origin when it names the client's (`url_origin.same_origin`,
+        userinfo left out); None otherwise."""
         try:
             parts, own = urlsplit(url), urlsplit(self.client)
-            port, own_port = parts.port, own.port
+            own_port = own.port or DEFAULT_PORTS.get(own.scheme, 0)
         except ValueError:
             return None
-        if parts.scheme.lower() != own.scheme or (parts.hostname or "") != (own.hostname or "").lower():
-            return None
-        if (port or 80) != (own_port or 80):
+        if not same_origin(parts, own.scheme, own.hostname or "", own_port):
             return None
         query = f"?{parts.query}" if parts.query else ""
         fragment = f"#{parts.fragment}" if parts.fragment else ""

@@ -76,6 +76,18 @@ def test_only_a_url_on_the_clients_origin_moves_back_onto_the_upstreams(url: str
     assert ORIGINS.to_upstream(url) == moved
 
 
+def test_both_directions_read_a_urls_origin_alike_default_ports_and_userinfo_included() -> None:
+    """One rule for both ways: no port written means the scheme's default (443 for https, both
+    ways), and userinfo is no part of the origin, left out of the URL moved."""
+    https = Origins(parse_upstream("https://mcp.example.com/mcp"), "https://proxy.example")
+
+    assert https.to_upstream("https://proxy.example:443/mcp") == "https://mcp.example.com/mcp"
+    assert https.to_client("https://mcp.example.com:443/mcp") == "https://proxy.example/mcp"
+    assert https.to_upstream("https://proxy.example:80/mcp") is None
+    assert ORIGINS.to_upstream("http://user:pw@127.0.0.1:8080/mcp") == f"{UP}/mcp"
+    assert ORIGINS.to_client(f"http://user:pw@{UP.removeprefix('http://')}/mcp") == f"{ME}/mcp"
+
+
 def test_a_challenges_resource_metadata_moves_and_the_rest_of_it_stays_byte_for_byte() -> None:
     sent = (
         f'Bearer error="invalid_token", error_description="Missing", resource_metadata="{UP}/.well-known/x"'
