@@ -50,6 +50,10 @@ _RESOURCE_PARAMETER = "resource"
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 
+BYTES_HEADERS = frozenset({"etag", "digest", "content-md5", "content-digest", "repr-digest"})
+"""Response headers that name the server's exact bytes: a rewritten document is other bytes, and a
+client or cache that kept them would take the two for one entity (or find the digest wrong)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Origins:
@@ -163,6 +167,11 @@ def document(data: bytes, origins: Origins) -> Rewritten:
         return Rewritten(data)
     expected = {**doc, **moved}
     return Rewritten(_replaced(data, pairs, expected), tuple(changed))
+
+
+def rewritten_document_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The server's headers for a document whose bytes the proxy changed: without `BYTES_HEADERS`."""
+    return tuple((name, value) for name, value in headers if name.lower() not in BYTES_HEADERS)
 
 
 def _names_url(key: str) -> bool:

@@ -14,6 +14,7 @@ from proxy.engine.oauth_origin import (
     is_form,
     is_json_type,
     resource_parameters,
+    rewritten_document_headers,
 )
 from proxy.framing.http import parse_upstream
 
@@ -214,3 +215,20 @@ def test_json_and_form_media_types_are_told_by_their_type_alone() -> None:
     assert not is_json_type(None)
     assert is_form("application/x-www-form-urlencoded;charset=UTF-8")
     assert not is_form("application/json")
+
+
+def test_a_rewritten_documents_head_loses_what_names_the_servers_bytes_and_keeps_the_rest() -> None:
+    head = (
+        ("Content-Type", "application/json"),
+        ("ETag", 'W/"5d-abc"'),
+        ("Digest", "sha-256=X48E9q=="),
+        ("Content-MD5", "Q2hlY2s="),
+        ("Content-Digest", "sha-256=:X48E9q==:"),
+        ("Repr-Digest", "sha-256=:X48E9q==:"),
+        ("Cache-Control", "max-age=3600"),
+    )
+
+    assert rewritten_document_headers(head) == (
+        ("Content-Type", "application/json"),
+        ("Cache-Control", "max-age=3600"),
+    )
