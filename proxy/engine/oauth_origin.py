@@ -23,6 +23,7 @@ from urllib.parse import quote, unquote_plus, urlsplit
 import orjson
 
 from proxy.engine.passthrough import proxied_location
+from proxy.engine.url_origin import DEFAULT_PORTS, same_origin
 from proxy.framing.http import Upstream
 
 DOCUMENT_PATHS = (
@@ -49,6 +50,10 @@ _RESOURCE_PARAMETER = "resource"
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 
+BYTES_HEADERS = frozenset({"etag", "digest", "content-md5", "content-digest", "repr-digest"})
+"""Response headers that name the server's exact bytes: a rewritten document is other bytes, and a
+client or cache that kept them would take the two for one entity (or find the digest wrong)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Origins:
@@ -68,15 +73,14 @@ class Origins:
         return moved if moved != url else None
 
     def to_upstream(self, url: str) -> str | None:
-        """`url` moved onto the upstream's origin when it names the client's; None otherwise."""
+        """`url` moved onto the upstream's origin when it names the client's (`url_origin.same_origin`,
+        userinfo left out); None otherwise."""
         try:
             parts, own = urlsplit(url), urlsplit(self.client)
-            port, own_port = parts.port, own.port
+            own_port = own.port or DEFAULT_PORTS.get(own.scheme, 0)
         except ValueError:
             return None
-        if parts.scheme.lower() != own.scheme or (parts.hostname or "") != (own.hostname or "").lower():
-            return None
-        if (port or 80) != (own_port or 80):
+        if not same_origin(parts, own.scheme, own.hostname or "", own_port):
             return None
         query = f"?{parts.query}" if parts.query else ""
         fragment = f"#{parts.fragment}" if parts.fragment else ""
@@ -163,6 +167,11 @@ def document(data: bytes, origins: Origins) -> Rewritten:
         return Rewritten(data)
     expected = {**doc, **moved}
     return Rewritten(_replaced(data, pairs, expected), tuple(changed))
+
+
+def rewritten_document_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The server's headers for a document whose bytes the proxy changed: without `BYTES_HEADERS`."""
+    return tuple((name, value) for name, value in headers if name.lower() not in BYTES_HEADERS)
 
 
 def _names_url(key: str) -> bool:

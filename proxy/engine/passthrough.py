@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from proxy.engine.faults import fault_text
+from proxy.engine.url_origin import same_origin
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, forward_request_headers, forward_response_headers, is_sse
 from proxy.framing.status import gateway_error
@@ -284,18 +285,15 @@ def proxied_location(location: str, upstream: Upstream, origin: str) -> str:
 
     Relative references already resolve against the proxy's address, and a redirect to some other
     host is the upstream's business, so only an absolute (or scheme-relative) URL on the upstream's
-    scheme, host and port is rewritten; its path, query and fragment are kept, except the upstream
-    URL's own query (the proxy adds it to every request, and it may hold the operator's API key).
+    scheme, host and port is rewritten (`url_origin.same_origin`); its path, query and fragment are
+    kept, except the upstream URL's own query (the proxy adds it to every request, and it may hold the
+    operator's API key) and any userinfo.
     """
     try:
         parts = urlsplit(location)
-        port = parts.port
     except ValueError:
         return location
-    if not parts.netloc or (parts.hostname or "").lower() != upstream.host.lower():
-        return location
-    scheme = parts.scheme or upstream.scheme
-    if scheme != upstream.scheme or (port or (443 if scheme == "https" else 80)) != upstream.port:
+    if not same_origin(parts, upstream.scheme, upstream.host, upstream.port):
         return location
     query = _without_prefix(parts.query, upstream.query)
     fragment = f"#{parts.fragment}" if parts.fragment else ""

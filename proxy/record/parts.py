@@ -19,8 +19,9 @@ not a capture is left for the reader to refuse, naming it.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -248,19 +249,29 @@ def later_part(path: Path) -> Path | None:
     """The file beside `path` whose header says it follows `path` (a rotation went on in it), if any.
 
     Rotated parts are `run.jsonl`, `run.jsonl.1`, ... (the newest unnumbered), so the part after
-    `run.jsonl.2` is `run.jsonl.1`; parts renamed since are found among the other files of the
-    directory (the first `MAX_SIBLINGS` by name), by their headers alone.
+    `run.jsonl.2` is `run.jsonl.1`: those names are tried first, and the directory is listed only
+    when none of them follows `path`. Parts renamed since are then found among the other entries of
+    the directory, by their headers alone: at most `MAX_SIBLINGS` of them, in the order the
+    directory lists them, so a captures directory with many files costs one bounded read.
     """
     created = _head(path).created
     if created is None:
         return None
     base = re.sub(r"\.\d+$", "", path.name)
     rotated = [path.with_name(base), *(path.with_name(f"{base}.{n}") for n in range(1, 10))]
+    found = _following(rotated, path, created)
+    if found is not None:
+        return found
     try:
-        others = sorted(p for p in path.parent.iterdir() if p not in rotated)[:MAX_SIBLINGS]
+        others = list(itertools.islice((p for p in path.parent.iterdir() if p not in rotated), MAX_SIBLINGS))
     except OSError:
-        others = []
-    for candidate in (*rotated, *others):
+        return None
+    return _following(others, path, created)
+
+
+def _following(candidates: Iterable[Path], path: Path, created: float) -> Path | None:
+    """The first of `candidates` (other than `path`) whose header says it follows `path`'s `created`."""
+    for candidate in candidates:
         if candidate.name == path.name or not candidate.is_file():
             continue
         if _head(candidate).follows == created:

@@ -14,7 +14,7 @@ would have ended it is not there any more. One rule, for every reader of a captu
 - the last file read is still being written (a running proxy holds its lock): its calls may still be
   running, and stay `pending`, as a running proxy's own export shows them.
 
-The notes live here; finding which case holds is `proxy.record.parts.end_note`. Pure: no I/O.
+The notes live here; finding which case holds is `proxy.record.parts.capture_end`. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -264,9 +264,9 @@ class OpCounter:
         (`continuation_ttl`), as the chain builder's; `endpoint`: the MCP endpoint's paths."""
         self._counters = counters
         self._plain = endpoint.is_plain if endpoint is not None and endpoint.known else None
+        """Whether an exchange's path is not the MCP endpoint's (None: every path is)."""
         self._endpoint_paths = endpoint.paths if endpoint is not None else frozenset()
         """The endpoint's own paths, checked before `_plain` (every MCP request's path is one)."""
-        """Whether an exchange's path is not the MCP endpoint's (None: every path is)."""
         self._ids = itertools.count(1)
         self._exchanges: dict[str, _Ex] = {}
         self._quick: dict[str, _Quick] = {}

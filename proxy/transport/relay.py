@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from proxy.engine.faults import fault_outcome, tls_refused
 from proxy.engine.gate.rules import FaultGate
-from proxy.engine.oauth_origin import Origins
+from proxy.engine.oauth_origin import Origins, rewritten_document_headers
 from proxy.engine.passthrough import (
     BODY_CUT,
     BodyEnd,
@@ -409,10 +409,12 @@ class PassthroughRelay:
         await self.stream_on(upstream, observer)
 
     def _document_out(self, head: ClientHead, upstream: UpstreamResponse, body: bytes) -> None:
-        """Send a whole discovery document with its URLs on the upstream's origin moved to the client's;
-        the server's document is what is recorded, with what was moved."""
+        """Send a whole discovery document with its URLs on the upstream's origin moved to the client's
+        (without the server's `ETag` and digests once its bytes changed); the server's document and
+        head are what is recorded, with what was moved."""
         data = self._rewrites().document(body)
-        self.client.send_whole(head.status, upstream.reason, head.headers, data)
+        headers = head.headers if data == body else rewritten_document_headers(head.headers)
+        self.client.send_whole(head.status, upstream.reason, headers, data)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
 

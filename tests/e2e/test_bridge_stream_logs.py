@@ -14,6 +14,10 @@ A 2026-07-28 client that sends no `server/discover` opens the upstream session w
 and the session's GET stream is opened for that call: what the stream carries that the call does not
 take (the `debug` line, a log after the answer) is still the stream's own, in its `GET stream` chain,
 live and read back from the capture alike.
+
+Such a log goes to a call only on a session that carries one principal's calls: the proxies here
+run with `anonymous_upstream_sessions = per_connection` (the clients send no `Authorization`), save
+the one showing that the shared anonymous session gives none to any call.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ FIRST: Final = "info:Sending first greeting to Bob"
 LAST: Final = "info:Sending second greeting to Bob"
 """Logged just before the answer, on another stream: it may reach the proxy after the answer, when
 the call is over and no call takes it."""
+
+OWN_SESSIONS: Final = {"anonymous_upstream_sessions": "per_connection"}
+"""Each client connection its own upstream session: a GET-stream log can only be its own calls'."""
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +69,7 @@ async def test_a_modern_client_gets_the_get_stream_logs_of_its_call_as_a_legacy_
     direct = await _greet(example_server.url, "legacy")
     assert direct[0] == {"content": ["Good morning, Bob!"], "isError": False}
     assert direct[1] in ([FIRST], [FIRST, LAST])  # direct, too, the last one may come after the answer
-    with ProxyProcess(clean_env(**settings_env(upstream=example_server.url))) as proxy:
+    with ProxyProcess(clean_env(**settings_env(upstream=example_server.url, **OWN_SESSIONS))) as proxy:
         result, logs = await _greet(proxy.endpoint(), "2026-07-28")
         exported = await admin_json(proxy.admin + "/api/export.json")
     assert result == direct[0]
@@ -83,7 +90,7 @@ async def test_the_get_stream_opened_for_a_first_call_keeps_what_that_call_did_n
 ) -> None:
     capture = tmp_path / "run.jsonl"
     log = CallbackLog()
-    env = clean_env(**settings_env(upstream=example_server.url, capture=capture))
+    env = clean_env(**settings_env(upstream=example_server.url, capture=capture, **OWN_SESSIONS))
     with ProxyProcess(env) as proxy:
         async with client_for(proxy.endpoint(), "2026-07-28", log=log, log_level="info") as client:
             with anyio.fail_after(15):
@@ -104,6 +111,24 @@ async def test_the_get_stream_opened_for_a_first_call_keeps_what_that_call_did_n
         assert stream["chain"]["mode"] == "mrtr_to_legacy"
         late = [LAST.replace(":", "|", 1)] if log.logs == [FIRST] else []
         assert _logs(stream, "upstream", "to_client") == ["debug|Starting multi-greet for Bob", *late]
+
+
+async def test_on_the_shared_anonymous_session_a_modern_client_gets_no_get_stream_log(
+    example_server: NodeServer,
+) -> None:
+    """Anonymous clients share that session (the default), and a log that arrives after its call's
+    answer could be given to another client's call: so none is given, and each stays on the stream."""
+    with ProxyProcess(clean_env(**settings_env(upstream=example_server.url))) as proxy:
+        result, logs = await _greet(proxy.endpoint(), "2026-07-28")
+        exported = await admin_json(proxy.admin + "/api/export.json")
+    assert result == {"content": ["Good morning, Bob!"], "isError": False}
+    assert logs == []
+    (stream,) = [c for c in exported["chains"] if c["chain"]["method"] == "GET stream"]
+    assert _logs(stream, "upstream", "to_client") == [
+        "debug|Starting multi-greet for Bob",
+        FIRST.replace(":", "|", 1),
+        LAST.replace(":", "|", 1),
+    ]
 
 
 def _logs(chain: dict[str, Any], side: str, direction: str) -> list[str]:

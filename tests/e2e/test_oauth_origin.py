@@ -15,6 +15,7 @@ log, capture and export read; and with the rewriting turned off, the old failure
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import urllib.request
@@ -178,6 +179,32 @@ def test_the_typescript_sdk_client_logs_in_through_the_proxy_with_an_authorizati
         ("/mcp", "WWW-Authenticate resource_metadata"),
         (PRM, "resource"),
     }
+
+
+def raw_get(host: str, port: int, path: str) -> tuple[dict[str, str], bytes]:
+    """A GET's response headers (names lowercased) and body bytes, as they came on the wire."""
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        return {name.lower(): value for name, value in answer.getheaders()}, answer.read()
+    finally:
+        connection.close()
+
+
+def test_a_rewritten_document_is_sent_without_the_servers_etag_since_its_bytes_changed() -> None:
+    """The TypeScript example serves its metadata with Express, which sends an `ETag` of the bytes:
+    the client gets other bytes, so it must not get the tag that names the server's."""
+    with NodeOAuthExample() as server:
+        env = clean_env(**settings_env(upstream=server.url))
+        with ProxyProcess(env) as proxy:
+            served, upstream_prm = raw_get("127.0.0.1", server.port, PRM)
+            relayed, body = raw_get("127.0.0.1", urlsplit(proxy.listen).port or 80, PRM)
+    up = f"http://localhost:{server.port}"
+    assert "etag" in served, "the server tags its document"
+    assert body == upstream_prm.replace(up.encode(), proxy.listen.encode())
+    assert "etag" not in relayed
+    assert relayed["content-length"] == str(len(body))
 
 
 @pytest.mark.parametrize("client", [python_client, ts_client], ids=["python", "typescript"])

@@ -14,6 +14,7 @@ from proxy.engine.oauth_origin import (
     is_form,
     is_json_type,
     resource_parameters,
+    rewritten_document_headers,
 )
 from proxy.framing.http import parse_upstream
 
@@ -74,6 +75,18 @@ def test_the_upstream_urls_own_query_is_not_shown_to_the_client() -> None:
 )
 def test_only_a_url_on_the_clients_origin_moves_back_onto_the_upstreams(url: str, moved: str | None) -> None:
     assert ORIGINS.to_upstream(url) == moved
+
+
+def test_both_directions_read_a_urls_origin_alike_default_ports_and_userinfo_included() -> None:
+    """One rule for both ways: no port written means the scheme's default (443 for https, both
+    ways), and userinfo is no part of the origin, left out of the URL moved."""
+    https = Origins(parse_upstream("https://mcp.example.com/mcp"), "https://proxy.example")
+
+    assert https.to_upstream("https://proxy.example:443/mcp") == "https://mcp.example.com/mcp"
+    assert https.to_client("https://mcp.example.com:443/mcp") == "https://proxy.example/mcp"
+    assert https.to_upstream("https://proxy.example:80/mcp") is None
+    assert ORIGINS.to_upstream("http://user:pw@127.0.0.1:8080/mcp") == f"{UP}/mcp"
+    assert ORIGINS.to_client(f"http://user:pw@{UP.removeprefix('http://')}/mcp") == f"{ME}/mcp"
 
 
 def test_a_challenges_resource_metadata_moves_and_the_rest_of_it_stays_byte_for_byte() -> None:
@@ -202,3 +215,20 @@ def test_json_and_form_media_types_are_told_by_their_type_alone() -> None:
     assert not is_json_type(None)
     assert is_form("application/x-www-form-urlencoded;charset=UTF-8")
     assert not is_form("application/json")
+
+
+def test_a_rewritten_documents_head_loses_what_names_the_servers_bytes_and_keeps_the_rest() -> None:
+    head = (
+        ("Content-Type", "application/json"),
+        ("ETag", 'W/"5d-abc"'),
+        ("Digest", "sha-256=X48E9q=="),
+        ("Content-MD5", "Q2hlY2s="),
+        ("Content-Digest", "sha-256=:X48E9q==:"),
+        ("Repr-Digest", "sha-256=:X48E9q==:"),
+        ("Cache-Control", "max-age=3600"),
+    )
+
+    assert rewritten_document_headers(head) == (
+        ("Content-Type", "application/json"),
+        ("Cache-Control", "max-age=3600"),
+    )

@@ -4,12 +4,14 @@ The TypeScript SDK 1.x's `server.sendLoggingMessage(params, sessionId)` logs on 
 stream, naming no request. A 2026-07-28 client is sent a log message only on a request that asked
 (`_meta` `logLevel`), so such a message goes to the session's one call whose client waits for its
 answer when that call's level admits it, filed in its chain (`joins`); with several such calls, none
-(they may be different clients'); what no call takes stays on the stream. The session, its GET stream
-(`leg-3`) and the first call's leg (`leg-4`) are as in `test_session_stream`.
+(they may be different clients'), and on the shared anonymous session none at all (its one call may
+be another client's than the one whose call logged); what no call takes stays on the stream. The
+session, its GET stream (`leg-3`) and the first call's leg (`leg-4`) are as in `test_session_stream`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from unittest.mock import ANY
 
@@ -20,7 +22,19 @@ from proxy.wire.jsonrpc import notification as note
 from proxy.wire.jsonrpc import result_response as ok
 from tests.engine.builders import up
 from tests.engine.playbook import Playbook, protocol
-from tests.engine.test_mrtr_to_legacy import DONE, ROUND_LOG, call, complete, head, send, tool_leg
+from tests.engine.test_mrtr_to_legacy import (
+    DONE,
+    KEY,
+    ROUND_LOG,
+    UPSTREAM,
+    Counter,
+    call,
+    complete,
+    head,
+    open_session,
+    send,
+    tool_leg,
+)
 from tests.engine.test_session_stream import STREAM, engine, parked_on_leg_4
 
 LEVEL = "io.modelcontextprotocol/logLevel"
@@ -104,3 +118,39 @@ def test_a_call_parked_for_a_retry_takes_no_get_stream_log_and_the_running_call_
     )
     assert joins(bridge, message) == "leg-5"
     assert Playbook(bridge) >> up(STREAM, message) << StartSse("x2") << SendSse("x2", message)
+
+
+def anonymous_engine(connection: str = "") -> MrtrToLegacyEngine:
+    """A bridge whose session a caller without `Authorization` opened: shared by every such caller,
+    or, given a `connection`, that connection's own (`per_connection`)."""
+    bridge = MrtrToLegacyEngine(
+        UPSTREAM, Counter(), state_key=KEY, keep_streams=True, anonymous_per_connection=bool(connection)
+    )
+    bridge.handle(replace(send("x0", 0, "server/discover", auth=None), connection=connection))
+    open_session(bridge)
+    assert Playbook(bridge) >> head(STREAM)
+    return bridge
+
+
+def test_on_the_shared_anonymous_session_a_get_stream_log_goes_to_no_call_not_even_the_only_one() -> None:
+    """Anonymous clients share that session, and the GET stream is not ordered with a call's own: a
+    log of client A's call may arrive after A's answer, while client B's call is the only one left."""
+    bridge = anonymous_engine()
+    assert (
+        Playbook(bridge)
+        >> call("x1", 1, own={LEVEL: "debug"}, auth=None)
+        << ANY  # tools/call on leg-4
+        >> head("leg-4")
+    )
+    message = log("info", "the first client's secret")
+    assert joins(bridge, message) is None
+    assert protocol(bridge.handle(up(STREAM, message))) == []
+
+
+def test_on_an_anonymous_session_of_one_connection_a_get_stream_log_reaches_its_only_call() -> None:
+    bridge = anonymous_engine("c1")
+    asked = replace(call("x1", 1, own={LEVEL: "debug"}, auth=None), connection="c1")
+    assert Playbook(bridge) >> asked << ANY >> head("leg-4")
+    message = log("info", "mine")
+    assert joins(bridge, message) == "leg-4"
+    assert Playbook(bridge) >> up(STREAM, message) << StartSse("x1") << SendSse("x1", message)

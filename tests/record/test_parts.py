@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pytest
 
 from proxy.record.capture import make_header
-from proxy.record.parts import oldest_first
+from proxy.record.parts import MAX_SIBLINGS, later_part, oldest_first
 
 
 def part(
@@ -197,3 +199,42 @@ def test_a_file_given_twice_and_a_bigger_copy_of_it_is_named_once_as_a_copy_of_t
 
     assert order.paths == [whole]
     assert [(c.path, c.same_as) for c in order.copies] == [(small, whole)]
+
+
+def listed(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every directory entry `Path.iterdir` hands out from now on, as it hands it out."""
+    seen: list[Path] = []
+    real = Path.iterdir
+
+    def counting(self: Path) -> Iterator[Path]:
+        for entry in real(self):
+            seen.append(entry)
+            yield entry
+
+    monkeypatch.setattr(Path, "iterdir", counting)
+    return seen
+
+
+def test_the_rotated_part_after_a_file_is_found_without_listing_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    older = part(tmp_path, "run.jsonl.1", 10.0, series=10.0)
+    newer = part(tmp_path, "run.jsonl", 20.0, follows=10.0, series=10.0)
+    for n in range(50):
+        part(tmp_path, f"other-{n}.jsonl", 100.0 + n)
+    seen = listed(monkeypatch)
+
+    assert later_part(older) == newer
+    assert seen == []
+
+
+def test_a_renamed_later_part_is_looked_for_among_a_bounded_number_of_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    older = part(tmp_path, "run.jsonl", 10.0, series=10.0)
+    for n in range(MAX_SIBLINGS * 2):
+        part(tmp_path, f"other-{n:04}.jsonl", 100.0 + n)
+    seen = listed(monkeypatch)
+
+    assert later_part(older) is None
+    assert len(seen) <= MAX_SIBLINGS + 1  # the bound, and at most one entry skipped as `older` itself

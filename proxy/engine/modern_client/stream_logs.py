@@ -6,14 +6,21 @@ sessionId)`, which its example servers call inside tools, names no request, so i
 the message there. A legacy client hears it because its level is session-wide. A 2026-07-28 client
 asks per request (`_meta` `logLevel`) and may be sent a log message only on the stream of a request
 that asked, so a `notifications/message` on the GET stream goes to the calls a question on that
-stream may be given to (`stream_asks.calls_asking`, whatever their method: any handler may log):
+stream may be given to (`stream_asks.calls_asking`, whatever their method: any handler may log),
+and only on a session that carries one principal's calls (`UpstreamLink.one_principal`: opened
+with an `Authorization`, or `anonymous_upstream_sessions` = `per_connection`):
 
 - one such call: the message is its own, streamed on its response if the call's `logLevel` admits
   the level (`exits.for_client`), and filed in its chain;
 - several: to none. The message names no request, and the calls may be different clients' (clients
-  with the same `Authorization`, or none with `anonymous_upstream_sessions` = `shared`, share one
-  upstream session), so giving it to one or to all could show one client's log to another;
+  with the same `Authorization` share one upstream session), so giving it to one or to all could
+  show one client's log to another;
 - none, or one whose `logLevel` does not admit it: to none.
+
+The shared anonymous session (`anonymous_upstream_sessions` = `shared`) gives none to any call,
+even to its only call in flight: the two streams are not ordered, so a log of one client's call
+can arrive after that call's answer, while another client's call is the only one left, and that
+log may carry the first client's data.
 
 What no call takes stays on the stream (the listen emulator drops it: logs never go on a listen
 stream) and in the stream's own chain. A call parked for a retry takes none and is not counted: its
@@ -44,6 +51,9 @@ def taker(ctx: MrtrContext, leg: str, msg: Message) -> tuple[Call, dict[str, Any
     if ref is None or ref.purpose != "stream":
         return None
     if msg.kind is not Kind.NOTIFICATION or msg.method != LOG_METHOD:
+        return None
+    link = ctx.pool.named(ref.owner)
+    if link is None or not link.one_principal:
         return None
     waiting = calls_asking(ctx, ref.owner, any_method=True)
     if len(waiting) != 1:

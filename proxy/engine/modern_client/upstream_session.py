@@ -170,6 +170,13 @@ class UpstreamLink:
         return SessionKey(self.principal, self.label, self.connection)
 
     @property
+    def one_principal(self) -> bool:
+        """True when every call on the session is one principal's: it was opened with an
+        `Authorization` (only callers sending it use it), or it serves one client connection. The
+        shared anonymous session serves whoever sends none, so its calls may be different people's."""
+        return self.principal != ANONYMOUS or bool(self.connection)
+
+    @property
     def ready(self) -> bool:
         """True once requests may be sent."""
         return self.state == "ready"
