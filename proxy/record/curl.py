@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
 from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
@@ -190,6 +191,35 @@ def request_for(messages: list[MessageRecord], record: MessageRecord) -> Message
 def bodiless_request(record: MessageRecord) -> bool:
     """Whether `record` is the head of a request without a body (a GET stream, a DELETE)."""
     return record.kind == "http" and record.http is not None and bool(record.http.method)
+
+
+def _plain_body_of(messages: list[MessageRecord], request: MessageRecord) -> MessageRecord | None:
+    """The body of a plain HTTP request (to a path beside the MCP endpoint: OAuth's `/token`), whose
+    head's record carries none: its body is filed as it is, in a record of its own without a head."""
+    if not bodiless_request(request):
+        return None
+    return next(
+        (
+            m
+            for m in messages
+            if m is not request
+            and m.exchange == request.exchange
+            and m.direction is Direction.TO_SERVER
+            and m.kind == "http"
+            and m.body is not None
+            and not (m.http is not None and m.http.method)
+        ),
+        None,
+    )
+
+
+def _beside_endpoint(request: MessageRecord, upstream_url: str | None) -> bool:
+    """Whether `request` went to a path beside the MCP endpoint the recorded upstream names (plain
+    HTTP: a GET there is a document or a redirect, not an event stream)."""
+    http = request.http
+    if http is None or not http.path or upstream_url is None:
+        return False
+    return Endpoint.of_upstream(upstream_url).is_plain(http.path)
 
 
 def _head_of(messages: list[MessageRecord], record: MessageRecord) -> MessageRecord | None:
@@ -433,20 +463,21 @@ def curl_command(
         for i, one in enumerate(masked, 1):  # each value sent again as its own header, as recorded
             what = f"{name} (the {ordinal(i)} of the {len(masked)} sent)"
             lines.append(f"-H {_word(f'{name}: {one}', secrets, _var_for_header(name), what)}")
-    body = _body_text(request)
+    sent = _plain_body_of(messages, request) or request
+    body = _body_text(sent)
     if body:
-        data = _word(body, secrets, "MCP_BODY_SECRET", body_secrets(request.body, body))
+        data = _word(body, secrets, "MCP_BODY_SECRET", body_secrets(sent.body, body))
         lines.append(f"--data-binary {data}")
     what = request.method or request.kind
     if bodiless_request(request) and request.http is not None:
         what = f"{http_method} {request.http.path or '/'}"
     ident = f" #{request.jsonrpc_id}" if request.jsonrpc_id is not None else ""
     comment = [f"# mcp-proxy: chain {chain_id}, message {request.seq} ({what}{ident}), sent to the {where}"]
-    if http_method == "GET":
+    if http_method == "GET" and not _beside_endpoint(request, upstream_url):
         comment.append("# a GET stream: curl prints the server's events as they come, until it ends (Ctrl-C)")
-    if request.truncated and unencodable(request.body):
+    if sent.truncated and unencodable(sent.body):
         comment.append("# the proxy could not encode this body as JSON to record it: this is not the request")
-    elif request.truncated:
+    elif sent.truncated:
         comment.append("# the proxy cut this body at its capture limit: this is not the whole request")
     comment += _waits(messages, request)
     batch = (batches or {}).get(request.exchange) if request.side is not Side.UPSTREAM else None
