@@ -88,7 +88,8 @@ async def test_each_secret_of_a_token_requests_form_comes_from_its_own_variable_
         _, chains = exported_chains(capture)
         authorize = next(c for c in chains if c.get("name") == "/authorize")
         shown = run_mcp_proxy("export", "--curl", str(authorize["id"]), str(capture)).stdout
-        assert "/authorize?" in shown and "GET stream" not in shown, shown  # a redirect, no stream
+        assert "/authorize?" in shown, shown
+        assert "GET stream" not in shown, shown  # a redirect, no event stream
         base = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
         traded = run_bash(
             commands["code"],
