@@ -27,12 +27,16 @@ class Endpoint:
     """The client paths that name the MCP endpoint; any other path's exchanges are plain HTTP.
 
     Made without a path, every path counts as the endpoint: what a reader does before it knows the
-    upstream (a capture without `proxy_info`, a test that feeds observations alone).
+    upstream (a capture without `proxy_info`, a test that feeds observations alone). So does an
+    upstream at its root (`http://gateway:8080/`): the proxy mirrors each client's own path there (a
+    gateway taking a key per client in the path, `/gw/<key>/mcp`), so any path may be its endpoint.
     """
 
     __slots__ = ("_base", "_paths", "paths")
 
     def __init__(self, path: str | None = None) -> None:
+        if path in ("", "/"):
+            path = None  # an upstream at its root: every client path may be its endpoint
         self._base = path
         self._paths = None if path is None else frozenset({"", "/", path})
         self.paths: frozenset[str] = self._paths or frozenset()

@@ -95,3 +95,14 @@ def test_the_log_line_of_a_plain_request_names_its_method_and_path_and_its_statu
     assert told[3:] == [("POST /token", None, 200, None), ("POST /token", None, 400, "HTTP 400")]
     fields = lines[1].log_fields("passthrough")
     assert (fields["path"], fields["ids"]) == ("/register", [])
+
+
+def test_an_upstream_at_its_root_judges_no_path_plain_a_gateways_per_client_paths_are_mcp() -> None:
+    """A gateway at its root takes each client's own path (`/gw/<key>/mcp`): any path may be MCP."""
+    for root in ("/", ""):
+        endpoint = Endpoint(root)
+        assert not endpoint.known
+        assert not endpoint.is_plain("/gw/abc/mcp")
+        assert not endpoint.is_plain("/token")
+    assert not Endpoint.of_upstream("http://127.0.0.1:9/").known
+    assert Endpoint.of_upstream("http://127.0.0.1:9/mcp").is_plain("/token")
