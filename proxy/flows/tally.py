@@ -20,7 +20,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     CLIENT_CANCELLED,
-    CLIENT_DISCONNECTED,
+    LATE_CANCEL_S,
     BodyNotInspected,
     BytesOut,
     ExchangeClosed,
@@ -31,6 +31,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    awaits_cancel,
     client_end,
     unusual_end,
 )
@@ -38,7 +39,6 @@ from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.values import value
-from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -63,11 +63,6 @@ ASKED_BOUND = 10_000
 CANCELS_BOUND = 10_000
 """A client's `notifications/cancelled` remembered (session, id) until its request's exchange closes
 (oldest forgotten first): a cancelled call the server then ends unanswered is no trouble."""
-
-HOLD_S = 2.0
-"""Seconds the line of a legacy client's call that hung up unanswered is held for the client's
-`notifications/cancelled` naming it (the TypeScript SDK aborts its stream first and cancels just
-after): with the sweep's second, a hang-up nobody cancels is logged at most about 3 s late."""
 
 HOLD_BOUND = 1_000
 """Requests whose lines are held at once; past it the oldest line is logged as it stands."""
@@ -284,7 +279,7 @@ class RoundTripTally:
         self._cancels: BoundedMap = BoundedMap(CANCELS_BOUND)
         """(session, id) of each request a client cancelled while its exchange was open."""
         self._held: dict[tuple[str, RequestId], _Held] = {}
-        """The lines held for a cancel (`HOLD_S`), by the (session, id) of a request each left
+        """The lines held for a cancel (`LATE_CANCEL_S`), by the (session, id) of a request each left
         unanswered, oldest first."""
         self.released: list[tuple[ExchangeSummary, str]] = []
         """Held lines let go (each with its mode) by the batch just counted or the last `expire`:
@@ -400,7 +395,7 @@ class RoundTripTally:
                 tally.ids.append(msg.id)
             return
         if msg.method == "notifications/cancelled":
-            self._client_cancelled(tally.session, msg.params.get("requestId"))
+            self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
         if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
 
@@ -408,29 +403,30 @@ class RoundTripTally:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
         client's cancel."""
         unanswered = _unanswered(tally)
-        cancelled = bool(unanswered) and tally.session is not None and bool(self._cancels)
-        if cancelled:
-            cancelled = all(self._cancels.pop((tally.session, i), None) is not None for i in unanswered)
-        if cancelled:
+        session = tally.session
+        cancels = self._cancels
+        cancelled = bool(cancels) and bool(unanswered) and session is not None
+        if cancelled and all(cancels.pop((session, i), None) is not None for i in unanswered):
             return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
-        if not _holds(obs.outcome, tally, unanswered):
+        if not unanswered or not awaits_cancel(obs.outcome, tally.opened.client_era, session):
             return _line(obs.exchange, tally, obs, self._redactor)
-        assert tally.session is not None
+        assert session is not None
         held = _Held(obs, tally, unanswered)
         for ident in unanswered:
-            self._held[(tally.session, ident)] = held
+            self._held[(session, ident)] = held
         while len(self._held) > HOLD_BOUND:
             self._release(next(iter(self._held.values())), None)
         return None
 
-    def _client_cancelled(self, session: str | None, ident: object) -> None:
-        """A client cancelled request `ident`: its held line is let go as cancelled, or, its exchange
-        still open, the cancel is remembered for when it closes."""
+    def _client_cancelled(self, session: str | None, ident: object, t: float) -> None:
+        """A client cancelled request `ident` at `t`: its held line is let go as cancelled (as it
+        stands, the cancel past `LATE_CANCEL_S`), or, its exchange still open, the cancel is
+        remembered for when it closes."""
         if session is None or not isinstance(ident, (str, int)) or isinstance(ident, bool):
             return
         held = self._held.get((session, ident))
         if held is not None:
-            self._release(held, CLIENT_CANCELLED)
+            self._release(held, CLIENT_CANCELLED if t - held.closed.t <= LATE_CANCEL_S else None)
         else:
             self._cancels[(session, ident)] = True
 
@@ -444,10 +440,11 @@ class RoundTripTally:
         self.released.append((line, str(held.tally.mode.value)))
 
     def expire(self, now: float) -> None:
-        """Let go, as they stand, the held lines whose cancel did not come within `HOLD_S` by `now`."""
+        """Let go, as they stand, the held lines whose cancel did not come within `LATE_CANCEL_S` by
+        `now`."""
         while self._held:
             held = next(iter(self._held.values()))
-            if now - held.closed.t < HOLD_S:
+            if now - held.closed.t <= LATE_CANCEL_S:
                 return
             self._release(held, None)
 
@@ -567,7 +564,7 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 
 class _Held:
-    """The line of a closed exchange waiting (`HOLD_S`) for its client's `notifications/cancelled`."""
+    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`."""
 
     __slots__ = ("closed", "tally", "unanswered")
 
@@ -583,17 +580,6 @@ def _unanswered(tally: _Open) -> list[RequestId]:
         return []
     done = tally.answered_ids or ()
     return [ident for ident in tally.ids if ident not in done]
-
-
-def _holds(outcome: str | None, tally: _Open, unanswered: list[RequestId]) -> bool:
-    """Whether an exchange's line waits for a cancel: a legacy client hung up on a call of its session
-    before the answer, which is how the TypeScript SDK begins its cancel (the notification follows)."""
-    return (
-        outcome == CLIENT_DISCONNECTED
-        and bool(unanswered)
-        and tally.session is not None
-        and tally.opened.client_era != Era.MODERN
-    )
 
 
 def _line(

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from proxy.flows.events import Channel, Direction, Mode
-from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen, ResponseHeadSeen
+from proxy.flows.observations import (
+    LATE_CANCEL_S,
+    ExchangeClosed,
+    ExchangeOpened,
+    MessageSeen,
+    ResponseHeadSeen,
+)
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import HOLD_S, ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
 from proxy.wire.jsonrpc import classify_value
 
 
@@ -30,7 +36,7 @@ def exchange(
         tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
     line = tally.observe(ExchangeClosed(1.5, ex, outcome))
     if line is None:  # held for a cancel that does not come: logged as it stands once the hold runs out
-        tally.expire(1.5 + HOLD_S)
+        tally.expire(1.5 + LATE_CANCEL_S + 0.1)
         ((line, _mode),) = tally.released
         tally.released.clear()
     return line
@@ -90,9 +96,9 @@ def test_a_legacy_call_cut_with_no_cancel_is_logged_as_trouble_once_the_hold_run
     tally = RoundTripTally(Redactor(key=b"k"))
     post(tally, "x1", CALL, 1.0)
     assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
-    tally.expire(1.2 + HOLD_S - 0.1)
+    tally.expire(1.2 + LATE_CANCEL_S)
     assert tally.released == []
-    tally.expire(1.2 + HOLD_S)
+    tally.expire(1.2 + LATE_CANCEL_S + 0.1)
     ((line, _mode),) = tally.released
     assert (line.trouble, line.outcome) == ("client_disconnected", "client_disconnected")
 
@@ -236,3 +242,19 @@ def test_a_name_the_line_shows_is_masked_a_learned_secret_and_a_resource_uris_cr
     assert lines[1].carried.endswith("&x=1")
     # the credential is learned: wherever it shows up later (an echo in a result), it is masked
     assert "uriLEAK" not in redactor.scrub("the token was uriLEAK-access-31337")
+
+
+def _cancel(tally: RoundTripTally, ex: str, ident: int, t: float) -> None:
+    """The client POSTs `notifications/cancelled` of request `ident` in session s1, answered 202."""
+    post(tally, ex, {**CANCEL, "params": {"requestId": ident}}, t)
+    assert tally.observe(ExchangeClosed(t, ex)) is not None
+
+
+def test_a_cancel_past_the_window_leaves_a_held_line_as_it_stands() -> None:
+    """No sweep ran between the window's end and the cancel: the cancel is still too late."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    _cancel(tally, "x2", 1, 1.2 + LATE_CANCEL_S + 0.5)
+    ((line, _mode),) = tally.released
+    assert (line.trouble, line.end) == ("client_disconnected", None)
