@@ -61,8 +61,9 @@ ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
 
 CANCELS_BOUND = 10_000
-"""A client's `notifications/cancelled` remembered (session, id) until its request's exchange closes
-(oldest forgotten first): a cancelled call the server then ends unanswered is no trouble."""
+"""A client's `notifications/cancelled` of a request on an open exchange remembered (session, id)
+until that exchange closes (oldest forgotten first): a cancelled call the server then ends unanswered
+is no trouble."""
 
 HOLD_BOUND = 1_000
 """Requests whose lines are held at once; past it the oldest line is logged as it stands."""
@@ -405,14 +406,21 @@ class RoundTripTally:
         unanswered = _unanswered(tally)
         session = tally.session
         cancels = self._cancels
-        cancelled = bool(cancels) and bool(unanswered) and session is not None
-        if cancelled and all(cancels.pop((session, i), None) is not None for i in unanswered):
-            return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
+        if cancels and unanswered and session is not None:  # each id checked, then its cancel used
+            uncancelled = [ident for ident in unanswered if (session, ident) not in cancels]
+            for ident in unanswered:
+                cancels.pop((session, ident), None)
+            if not uncancelled:
+                return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
+            unanswered = uncancelled  # the line waits for the cancels still to come
         if not unanswered or not awaits_cancel(obs.outcome, tally.opened.client_era, session):
             return _line(obs.exchange, tally, obs, self._redactor)
         assert session is not None
         held = _Held(obs, tally, unanswered)
         for ident in unanswered:
+            earlier = self._held.get((session, ident))
+            if earlier is not None:  # a later call of the session took the id: the earlier line goes
+                self._release(earlier, None)
             self._held[(session, ident)] = held
         while len(self._held) > HOLD_BOUND:
             self._release(next(iter(self._held.values())), None)
@@ -420,14 +428,15 @@ class RoundTripTally:
 
     def _client_cancelled(self, session: str | None, ident: object, t: float) -> None:
         """A client cancelled request `ident` at `t`: its held line is let go as cancelled (as it
-        stands, the cancel past `LATE_CANCEL_S`), or, its exchange still open, the cancel is
-        remembered for when it closes."""
+        stands, the cancel past `LATE_CANCEL_S`), or, an open exchange of the session carrying it
+        unanswered, the cancel is remembered for when that exchange closes. Any other cancel names
+        nothing the line can show, and is not kept."""
         if session is None or not isinstance(ident, (str, int)) or isinstance(ident, bool):
             return
         held = self._held.get((session, ident))
         if held is not None:
             self._release(held, CLIENT_CANCELLED if t - held.closed.t <= LATE_CANCEL_S else None)
-        else:
+        elif any(open_.session == session and ident in _unanswered(open_) for open_ in self._open.values()):
             self._cancels[(session, ident)] = True
 
     def _release(self, held: _Held, ended: str | None) -> None:
