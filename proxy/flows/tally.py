@@ -381,7 +381,10 @@ class RoundTripTally:
                 self._ask(obs.exchange, tally, msg.method, msg.id, "in flight")
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
-                tally.answered_ids = [*(tally.answered_ids or ()), msg.id]
+                if len(tally.ids) > 1:  # one request answered needs no list (`_unanswered`)
+                    if tally.answered_ids is None:
+                        tally.answered_ids = []
+                    tally.answered_ids.append(msg.id)
                 if tally.failed is None:
                     tally.failed = _failure(msg)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
@@ -587,6 +590,8 @@ def _unanswered(tally: _Open) -> list[RequestId]:
     """The requests the exchange carried that got no answer on it."""
     if tally.answered >= len(tally.ids):
         return []
+    if tally.answered == 0:
+        return list(tally.ids)
     done = tally.answered_ids or ()
     return [ident for ident in tally.ids if ident not in done]
 
