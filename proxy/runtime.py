@@ -412,6 +412,7 @@ class Proxy:
             endpoint=Endpoint(upstream.base_path),
         )
         self.observations.listeners.append(self._follower.observe_all)
+        self.observations.sweepers.append(self._follower.sweep)
         self._spans = sender
         get_logger().info(
             "otlp_tracing", endpoint=masked_url(sender.endpoint), queue=settings.otlp_queue_size
@@ -424,6 +425,8 @@ class Proxy:
     async def _stop_tracing(self) -> None:
         if self._follower is not None:
             self.observations.listeners.remove(self._follower.observe_all)
+            self.observations.sweepers.remove(self._follower.sweep)
+            self._follower.release_all()  # no cancel comes any more: held spans go as they stand
             self._follower = None
         if self._spans is not None:
             sender, self._spans = self._spans, None

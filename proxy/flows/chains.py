@@ -59,6 +59,7 @@ from proxy.flows.events import (
 from proxy.flows.exchanges import BoundedMap, Exchange, ExchangeFacts
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.observations import (
+    LATE_CANCEL_S,
     PROXY_STOPPING,
     STREAM_NORMAL_ENDS,
     AnsweredByProxy,
@@ -82,6 +83,7 @@ from proxy.flows.observations import (
     OriginRewritten,
     ResponseHeadSeen,
     UpstreamSessionMoved,
+    awaits_cancel,
     cancels_by_hanging_up,
 )
 from proxy.flows.records import (
@@ -214,6 +216,9 @@ class ChainBuilder:
         self._continuations: BoundedMap = BoundedMap()
         self._resumes: ResumeWaits[str] = ResumeWaits()
         """Chains of requests whose stream closed unanswered after an event id, until resumed."""
+        self._cancel_waits: ResumeWaits[str] = ResumeWaits(LATE_CANCEL_S)
+        """Legacy calls whose client hung up before the answer, waiting for its cancel (`awaits_cancel`):
+        the chain stays as it was meanwhile and ends cancelled, or as its exchange closed, at the verdict."""
         self._sessions_gone: BoundedMap = BoundedMap()
         """Relayed sessions the server said it no longer has (HTTP 404), announced `expired` once each."""
 
@@ -248,6 +253,8 @@ class ChainBuilder:
         try:
             if self._resumes.waits:
                 self._end_waits(obs)
+            if self._cancel_waits.waits:
+                self._end_uncancelled(obs.t)
             if self._retries.waiting:
                 self._end_unretried(obs.t)
             return self._apply(obs)
@@ -257,13 +264,14 @@ class ChainBuilder:
     def sweep(self, now: float) -> None:
         """End the waits that ran out by `now` though no observation came since (a quiet proxy): calls
         never retried and streams never resumed, as the next observation would have ended them."""
-        if not (self._resumes.waits or self._retries.waiting):
+        if not (self._resumes.waits or self._cancel_waits.waits or self._retries.waiting):
             return
         clock = self._clock
         clock.at = now
         try:
             for wait, note in self._resumes.ran_out(now):
                 self._end_wait(wait, wait.since, note)
+            self._end_uncancelled(now)
             self._end_unretried(now)
         finally:
             clock.at = None
@@ -608,15 +616,31 @@ class ChainBuilder:
             filed = chain.summary.id
         if chain.rounds_after is not None:  # a refused retry's answer is filed in its round, then undone
             chain.summary.rounds, chain.rounds_after = chain.rounds_after, None
-        if self._resumes.waits and chain.cancelled and msg.method == "notifications/cancelled":
+        if (
+            (self._resumes.waits or self._cancel_waits.waits)
+            and chain.cancelled
+            and msg.method == "notifications/cancelled"
+        ):
             self._cancel_wait(ex.session, msg.params.get("requestId"))
         return filed
 
     def _cancel_wait(self, session: str | None, ident: object) -> None:
-        """The client cancelled a request that waited for a resume: nothing will answer it now."""
-        wait = self._resumes.take(session, ident) if isinstance(ident, (str, int)) else None
+        """The client cancelled a request that waited for a resume or for this cancel: nothing will
+        answer it now."""
+        if not isinstance(ident, (str, int)):
+            return
+        wait = self._resumes.take(session, ident)
         if wait is not None:
             self._end_wait(wait, self._clock(), None)
+        wait = self._cancel_waits.take(session, ident) if self._cancel_waits.waits else None
+        if wait is not None:
+            self._end_wait(wait, self._clock(), None, forgotten=True)
+
+    def _end_uncancelled(self, now: float) -> None:
+        """End, as their exchange closed and as of the close, the calls whose cancel did not come
+        within `LATE_CANCEL_S` by `now`."""
+        for wait, _ in self._cancel_waits.ran_out(now):
+            self._end_wait(wait, wait.since, None, forgotten=True)
 
     def leg_message(
         self,
@@ -873,6 +897,15 @@ class ChainBuilder:
                 chain.cancelled = True
             elif outcome == "client_disconnected" and ex.mode is Mode.LEGACY_TO_MRTR:
                 chain.summary.notes.append(LEGACY_LEFT_BRIDGE)
+            if (
+                not chain.cancelled
+                and not ex.http_failed()
+                and awaits_cancel(outcome, ex.client_era, ex.session)
+            ):
+                replaced = self._cancel_waits.wait(ex.session, ident, chain_id, now, outcome)
+                if replaced is not None:
+                    self._end_wait(replaced, replaced.since, None, forgotten=True)
+                continue
             if outcome is not None or ex.http_failed():
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
@@ -946,9 +979,12 @@ class ChainBuilder:
             finally:
                 clock.at = seen
 
-    def _end_wait(self, wait: Wait[str], at: float, note: str | None) -> None:
-        """End a chain that waited for a resume, failed as its stream ended (or cancelled, if it was)."""
-        self._correlator.forget_request(wait.session, wait.ident, wait.target)
+    def _end_wait(self, wait: Wait[str], at: float, note: str | None, *, forgotten: bool = False) -> None:
+        """End a chain that waited for a resume or a cancel, failed as its stream ended (or cancelled,
+        if it was). A request waiting for a resume is still the correlator's until then; one waiting for
+        a cancel was `forgotten` when its exchange closed (so a late cancel's window runs from there)."""
+        if not forgotten:
+            self._correlator.forget_request(wait.session, wait.ident, wait.target)
         chain = self.store.peek(wait.target)
         if chain is None or chain.summary.status in DECIDED:
             return

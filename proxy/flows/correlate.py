@@ -20,11 +20,12 @@ through the ledger.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
+from proxy.flows.observations import LATE_CANCEL_S
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import (
     AMBIGUOUS_RETRY,
@@ -48,11 +49,6 @@ from proxy.wire.mcp import (
     result_type,
     target_name,
 )
-
-LATE_CANCEL_S: Final = 5.0
-"""Seconds after a request's exchange closed unanswered in which a `notifications/cancelled` naming it
-still joins its chain: a client that cancels by closing its stream first (the TypeScript SDKs'
-abort, a 2026-07-28 `subscriptions/listen` closed) sends the notification just after."""
 
 
 class Correlator:
@@ -165,7 +161,11 @@ class Correlator:
             self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
         else:
             self._ledger.attach(chain, ex)
-            if msg.method == "notifications/cancelled" and not chain.cancelled:
+            if (
+                msg.method == "notifications/cancelled"
+                and not chain.cancelled
+                and chain.summary.ended is None
+            ):
                 chain.summary.notes.append("cancelled by the client")
                 chain.cancelled = True
         return chain

@@ -187,6 +187,20 @@ def cancels_by_hanging_up(outcome: str | None, client_era: str) -> bool:
     return outcome == CLIENT_DISCONNECTED and client_era == Era.MODERN
 
 
+LATE_CANCEL_S: Final = 2.0
+"""Seconds a legacy client's call whose stream the client closed before the answer waits for a
+`notifications/cancelled` of its session naming it: the TypeScript SDKs abort the stream first and
+cancel just after. Every output judges the call by it (chain, log line, metrics, span): cancelled when
+the cancel comes within it, else as the exchange closed, as of the close."""
+
+
+def awaits_cancel(outcome: str | None, client_era: str, session: str | None) -> bool:
+    """Whether a request its exchange left unanswered waits `LATE_CANCEL_S` for its client's cancel
+    before it is judged: a legacy client hung up on a call of its session (a cancel names the call by
+    session and id), which is how the TypeScript SDK begins a cancel."""
+    return outcome == CLIENT_DISCONNECTED and session is not None and client_era != Era.MODERN
+
+
 def client_end(outcome: str | None, client_era: str, asked: int, answered: int) -> str | None:
     """How an exchange ended, in the words every output shares (chains, log line, console, HAR).
 

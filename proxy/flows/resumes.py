@@ -82,9 +82,15 @@ class Wait(Generic[T]):
 
 
 class ResumeWaits(Generic[T]):
-    """The requests waiting for a resume, oldest first, keyed by (session, JSON-RPC id)."""
+    """The requests waiting for a resume, oldest first, keyed by (session, JSON-RPC id).
 
-    def __init__(self) -> None:
+    The same table, with `LATE_CANCEL_S` as its `window`, holds the requests waiting for their
+    client's cancel (`awaits_cancel`): those end only by a cancel or when the window runs out.
+    """
+
+    def __init__(self, window: float = RESUME_WINDOW) -> None:
+        self.window = window
+        """Seconds a wait lasts at most."""
         self.waits: BoundedMap = BoundedMap()
         """(session, id) -> Wait, in the order the waits began (so the oldest is found first)."""
 
@@ -116,13 +122,14 @@ class ResumeWaits(Generic[T]):
         return ended
 
     def ran_out(self, now: float) -> list[tuple[Wait[T], str]]:
-        """The waits that began more than `RESUME_WINDOW` before `now`, each with its note, no longer
+        """The waits that began more than `window` before `now`, each with its note, no longer
         waited on. Only the oldest wait is looked at when none has run out."""
         waits = self.waits
         ended: list[tuple[Wait[T], str]] = []
+        window = self.window
         while waits:
             key, first = next(iter(waits.items()))
-            if now - first.since <= RESUME_WINDOW:
+            if now - first.since <= window:
                 break
             del waits[key]
             ended.append((first, NEVER_RESUMED))

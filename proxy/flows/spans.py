@@ -35,6 +35,7 @@ from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     CLIENT_CANCELLED,
+    LATE_CANCEL_S,
     BodyNotInspected,
     ExchangeClosed,
     ExchangeOpened,
@@ -45,10 +46,12 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    awaits_cancel,
     cancels_by_hanging_up,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
+from proxy.flows.resumes import ResumeWaits, Wait
 from proxy.flows.retries import RetryBook, caller_of, request_signature
 from proxy.flows.span_records import (
     TRACEPARENT,
@@ -164,6 +167,10 @@ class _Ex:
         return self._version or None
 
 
+_Unanswered = tuple[SpanRecord, _Op, _Ex]
+"""A request's span held for its client's cancel, its operation, and the exchange that left it unanswered."""
+
+
 @dataclass(slots=True)
 class _Leg:
     """One upstream leg: the operation and span it serves, its open requests, the nested ones it carries."""
@@ -209,6 +216,10 @@ class SpanFollower:
         """(session, id) of a request that reached the client -> its span, until the client answers."""
         self._session_init: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
+        self._cancel_waits: ResumeWaits[_Unanswered] = ResumeWaits(LATE_CANCEL_S)
+        """Spans of legacy calls whose client hung up before the answer, held for its cancel
+        (`awaits_cancel`): emitted at the verdict, cancelled or as their exchange closed, as their
+        chains end."""
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             ExchangeOpened: self._opened,
             MessageSeen: self._message,
@@ -232,15 +243,31 @@ class SpanFollower:
     def observe_all(self, batch: Sequence[Observation]) -> None:
         """Follow observations in order (a listener of the observation sink)."""
         handlers = self._handlers
+        uncancelled = self._cancel_waits.waits
         for obs in batch:
+            if uncancelled:
+                self.sweep(obs.t)
             handler = handlers.get(type(obs))
             if handler is not None:
                 handler(obs)
 
+    def sweep(self, now: float) -> None:
+        """Emit the held spans whose cancel did not come within `LATE_CANCEL_S` by `now`, as their
+        exchange closed (a sweeper of the observation sink, as the metrics are)."""
+        if self._cancel_waits.waits:
+            for wait, _ in self._cancel_waits.ran_out(now):
+                self._judged(wait)
+
+    def release_all(self) -> None:
+        """Emit every held span as its exchange closed (no cancel comes any more: the proxy stops, or
+        a capture's observations ran out)."""
+        self.sweep(float("inf"))
+
     @property
     def open_spans(self) -> int:
-        """Client exchanges and legs still followed (tests assert they drain)."""
-        return len(self._exchanges) + len(self._legs)
+        """Client exchanges and legs still followed, and spans held for a cancel (tests assert they
+        drain)."""
+        return len(self._exchanges) + len(self._legs) + len(self._cancel_waits.waits)
 
     # -- exchanges ------------------------------------------------------------------------------------
 
@@ -287,7 +314,13 @@ class SpanFollower:
             return
         t = obs.t
         failed = ex.status is not None and ex.status >= 400
-        for span, op in ex.requests.values():
+        holds = not failed and awaits_cancel(obs.outcome, ex.era, ex.session)
+        for ident, (span, op) in ex.requests.items():
+            if holds and span.attributes.get("mcp_proxy.outcome") != CLIENT_CANCELLED:
+                replaced = self._cancel_waits.wait(ex.session, ident, (span, op, ex), t, obs.outcome)
+                if replaced is not None:
+                    self._judged(replaced)
+                continue
             self._unanswered(ex, span, obs.outcome, None)
             if op.sampled:
                 self._finish(span, t)
@@ -308,6 +341,13 @@ class SpanFollower:
                 self._fail(span, str(ex.status), f"HTTP {ex.status}")
             if op.sampled:
                 self._finish(span, t)
+
+    def _judged(self, wait: Wait[_Unanswered]) -> None:
+        """Emit a held span whose cancel did not come, as its exchange closed, as of the close."""
+        span, op, ex = wait.target
+        self._unanswered(ex, span, wait.outcome, None)
+        if op.sampled:
+            self._finish(span, wait.since)
 
     def _unanswered(self, ex: _Ex, span: SpanRecord, outcome: str | None, text: str | None) -> None:
         """Mark a span whose answer never came on its exchange by how the exchange ended: a request
@@ -375,10 +415,13 @@ class SpanFollower:
     def _notification(self, ex: _Ex, msg: Message, t: float) -> None:
         target: _Op | None = None
         if msg.method == "notifications/cancelled":
-            cancelled = self._cancelled(ex.session, msg.params.get("requestId"))
+            ident = msg.params.get("requestId")
+            cancelled = self._cancelled(ex.session, ident)
             if cancelled is not None:
                 cancelled[0].attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
                 target = cancelled[1]
+            elif self._cancel_waits.waits and isinstance(ident, (str, int)):
+                target = self._cancel_held(ex.session, ident, t)
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
         name, shared = self._request_attributes(ex, msg)
@@ -400,6 +443,17 @@ class SpanFollower:
             if ex.session == session and ident in ex.requests:
                 return ex.requests[ident]
         return None
+
+    def _cancel_held(self, session: str | None, ident: RequestId, t: float) -> _Op | None:
+        """The operation of a held span the client's cancel names: the span ends cancelled, now."""
+        wait = self._cancel_waits.take(session, ident)
+        if wait is None:
+            return None
+        span, op, _ = wait.target
+        span.attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
+        if op.sampled:
+            self._finish(span, t)
+        return op
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
         if msg.is_response:

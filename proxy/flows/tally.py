@@ -20,7 +20,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     CLIENT_CANCELLED,
-    CLIENT_DISCONNECTED,
+    LATE_CANCEL_S,
     BodyNotInspected,
     BytesOut,
     ExchangeClosed,
@@ -31,6 +31,7 @@ from proxy.flows.observations import (
     MessageSeen,
     Observation,
     ResponseHeadSeen,
+    awaits_cancel,
     client_end,
     unusual_end,
 )
@@ -38,7 +39,6 @@ from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.values import value
-from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -61,13 +61,9 @@ ASKED_BOUND = 10_000
 """Server-to-client requests remembered until their answer names them (oldest forgotten first)."""
 
 CANCELS_BOUND = 10_000
-"""A client's `notifications/cancelled` remembered (session, id) until its request's exchange closes
-(oldest forgotten first): a cancelled call the server then ends unanswered is no trouble."""
-
-HOLD_S = 2.0
-"""Seconds the line of a legacy client's call that hung up unanswered is held for the client's
-`notifications/cancelled` naming it (the TypeScript SDK aborts its stream first and cancels just
-after): with the sweep's second, a hang-up nobody cancels is logged at most about 3 s late."""
+"""A client's `notifications/cancelled` of a request on an open exchange remembered (session, id)
+until that exchange closes (oldest forgotten first): a cancelled call the server then ends unanswered
+is no trouble."""
 
 HOLD_BOUND = 1_000
 """Requests whose lines are held at once; past it the oldest line is logged as it stands."""
@@ -284,7 +280,7 @@ class RoundTripTally:
         self._cancels: BoundedMap = BoundedMap(CANCELS_BOUND)
         """(session, id) of each request a client cancelled while its exchange was open."""
         self._held: dict[tuple[str, RequestId], _Held] = {}
-        """The lines held for a cancel (`HOLD_S`), by the (session, id) of a request each left
+        """The lines held for a cancel (`LATE_CANCEL_S`), by the (session, id) of a request each left
         unanswered, oldest first."""
         self.released: list[tuple[ExchangeSummary, str]] = []
         """Held lines let go (each with its mode) by the batch just counted or the last `expire`:
@@ -385,7 +381,10 @@ class RoundTripTally:
                 self._ask(obs.exchange, tally, msg.method, msg.id, "in flight")
             elif msg.is_response and msg.id in tally.ids:
                 tally.answered += 1
-                tally.answered_ids = [*(tally.answered_ids or ()), msg.id]
+                if len(tally.ids) > 1:  # one request answered needs no list (`_unanswered`)
+                    if tally.answered_ids is None:
+                        tally.answered_ids = []
+                    tally.answered_ids.append(msg.id)
                 if tally.failed is None:
                     tally.failed = _failure(msg)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
@@ -400,7 +399,7 @@ class RoundTripTally:
                 tally.ids.append(msg.id)
             return
         if msg.method == "notifications/cancelled":
-            self._client_cancelled(tally.session, msg.params.get("requestId"))
+            self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
         if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
 
@@ -408,30 +407,39 @@ class RoundTripTally:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
         client's cancel."""
         unanswered = _unanswered(tally)
-        cancelled = bool(unanswered) and tally.session is not None and bool(self._cancels)
-        if cancelled:
-            cancelled = all(self._cancels.pop((tally.session, i), None) is not None for i in unanswered)
-        if cancelled:
-            return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
-        if not _holds(obs.outcome, tally, unanswered):
+        session = tally.session
+        cancels = self._cancels
+        if cancels and unanswered and session is not None:  # each id checked, then its cancel used
+            uncancelled = [ident for ident in unanswered if (session, ident) not in cancels]
+            for ident in unanswered:
+                cancels.pop((session, ident), None)
+            if not uncancelled:
+                return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
+            unanswered = uncancelled  # the line waits for the cancels still to come
+        if not unanswered or not awaits_cancel(obs.outcome, tally.opened.client_era, session):
             return _line(obs.exchange, tally, obs, self._redactor)
-        assert tally.session is not None
+        assert session is not None
         held = _Held(obs, tally, unanswered)
         for ident in unanswered:
-            self._held[(tally.session, ident)] = held
+            earlier = self._held.get((session, ident))
+            if earlier is not None:  # a later call of the session took the id: the earlier line goes
+                self._release(earlier, None)
+            self._held[(session, ident)] = held
         while len(self._held) > HOLD_BOUND:
             self._release(next(iter(self._held.values())), None)
         return None
 
-    def _client_cancelled(self, session: str | None, ident: object) -> None:
-        """A client cancelled request `ident`: its held line is let go as cancelled, or, its exchange
-        still open, the cancel is remembered for when it closes."""
+    def _client_cancelled(self, session: str | None, ident: object, t: float) -> None:
+        """A client cancelled request `ident` at `t`: its held line is let go as cancelled (as it
+        stands, the cancel past `LATE_CANCEL_S`), or, an open exchange of the session carrying it
+        unanswered, the cancel is remembered for when that exchange closes. Any other cancel names
+        nothing the line can show, and is not kept."""
         if session is None or not isinstance(ident, (str, int)) or isinstance(ident, bool):
             return
         held = self._held.get((session, ident))
         if held is not None:
-            self._release(held, CLIENT_CANCELLED)
-        else:
+            self._release(held, CLIENT_CANCELLED if t - held.closed.t <= LATE_CANCEL_S else None)
+        elif any(open_.session == session and ident in _unanswered(open_) for open_ in self._open.values()):
             self._cancels[(session, ident)] = True
 
     def _release(self, held: _Held, ended: str | None) -> None:
@@ -444,10 +452,11 @@ class RoundTripTally:
         self.released.append((line, str(held.tally.mode.value)))
 
     def expire(self, now: float) -> None:
-        """Let go, as they stand, the held lines whose cancel did not come within `HOLD_S` by `now`."""
+        """Let go, as they stand, the held lines whose cancel did not come within `LATE_CANCEL_S` by
+        `now`."""
         while self._held:
             held = next(iter(self._held.values()))
-            if now - held.closed.t < HOLD_S:
+            if now - held.closed.t <= LATE_CANCEL_S:
                 return
             self._release(held, None)
 
@@ -567,7 +576,7 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
 
 
 class _Held:
-    """The line of a closed exchange waiting (`HOLD_S`) for its client's `notifications/cancelled`."""
+    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`."""
 
     __slots__ = ("closed", "tally", "unanswered")
 
@@ -581,19 +590,10 @@ def _unanswered(tally: _Open) -> list[RequestId]:
     """The requests the exchange carried that got no answer on it."""
     if tally.answered >= len(tally.ids):
         return []
+    if tally.answered == 0:
+        return list(tally.ids)
     done = tally.answered_ids or ()
     return [ident for ident in tally.ids if ident not in done]
-
-
-def _holds(outcome: str | None, tally: _Open, unanswered: list[RequestId]) -> bool:
-    """Whether an exchange's line waits for a cancel: a legacy client hung up on a call of its session
-    before the answer, which is how the TypeScript SDK begins its cancel (the notification follows)."""
-    return (
-        outcome == CLIENT_DISCONNECTED
-        and bool(unanswered)
-        and tally.session is not None
-        and tally.opened.client_era != Era.MODERN
-    )
 
 
 def _line(

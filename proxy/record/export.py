@@ -264,6 +264,7 @@ def export_spans(paths: Sequence[Path], send: Callable[[SpanRecord], None]) -> E
         records=False,
     )
     _read(open_readers(paths, replayer), report, upstream, chained=False)
+    follower.release_all()  # the capture ended: no cancel comes for a span still held for one
     return report
 
 

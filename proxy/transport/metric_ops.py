@@ -24,6 +24,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
+    LATE_CANCEL_S,
     STREAM_NORMAL_ENDS,
     AnsweredByProxy,
     BodyNotInspected,
@@ -41,6 +42,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
     UpstreamSessionMoved,
+    awaits_cancel,
     cancels_by_hanging_up,
 )
 from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume
@@ -279,6 +281,9 @@ class OpCounter:
         """Operations of requests whose stream closed after an event id, unanswered: the client may
         resume it, and may cancel it meanwhile. Requests unanswered on open exchanges are found there
         (`_unanswered`), so the traffic path keeps no table of them."""
+        self._cancel_waits: ResumeWaits[_Op] = ResumeWaits(LATE_CANCEL_S)
+        """Legacy calls whose client hung up before the answer, waiting for its cancel (`awaits_cancel`):
+        counted at the verdict, as their chains end, since a counter cannot take an error back."""
         self._mode, self._mode_text = Mode.PASSTHROUGH, str(Mode.PASSTHROUGH)
         """The mode of the latest exchange, and its value."""
         self._rows: dict[tuple[str | None, str, str], tuple[BeganRow, EndedRow]] = {}
@@ -315,11 +320,14 @@ class OpCounter:
         quick = self._quick
         waits = self._resumes.waits
         unretried = self._retries.waiting
+        uncancelled = self._cancel_waits.waits
         for obs in batch:
             if waits:  # the one check the traffic path pays for resumable streams
                 if quick:
                     self._promote_all()
                 self._end_waits(obs)
+            if uncancelled:  # and the one for calls waiting on their client's cancel
+                self._end_uncancelled(obs.t)
             if unretried:  # and the one for calls waiting on a retry
                 self._end_unretried(obs.t)
             if type(obs) is MessageSeen:
@@ -569,6 +577,11 @@ class OpCounter:
                     if replaced is not None:
                         self._finish(replaced.target, replaced.since, error=True)
                     continue
+                if awaits_cancel(outcome, ex.era, ex.session):
+                    replaced = self._cancel_waits.wait(ex.session, ident, op, t, outcome)
+                    if replaced is not None:
+                        self._finish(replaced.target, replaced.since, error=True)
+                    continue
             if cancels_by_hanging_up(outcome, ex.era):
                 op.cancelled = True  # a 2026-07-28 client cancels by closing its stream
             self._finish(op, t, error=True)
@@ -732,6 +745,8 @@ class OpCounter:
         if self._resumes.waits:
             for wait, _ in self._resumes.ran_out(now):
                 self._finish(wait.target, wait.since, error=True)
+        if self._cancel_waits.waits:
+            self._end_uncancelled(now)
         if self._retries.waiting:
             self._end_unretried(now)
 
@@ -750,7 +765,9 @@ class OpCounter:
         for ex in reversed(self._exchanges.values()):
             if ex.session == session and ident in ex.requests and ident not in ex.answered:
                 return ex.requests[ident]
-        wait: Wait[_Op] | None = self._resumes.waits.get((session, ident))
+        wait: Wait[_Op] | None = self._resumes.waits.get((session, ident)) or self._cancel_waits.waits.get(
+            (session, ident)
+        )
         return wait.target if wait is not None else None
 
     # -- streams the client may resume ------------------------------------------------------------------
@@ -761,10 +778,17 @@ class OpCounter:
             self._finish(wait.target, wait.since, error=True)
 
     def _cancel_wait(self, session: str | None, ident: RequestId, t: float) -> None:
-        """The client cancelled a request that waited for a resume: it ends now, not as an error."""
-        wait = self._resumes.take(session, ident)
+        """The client cancelled a request that waited for a resume or for this cancel: it ends now, not
+        as an error."""
+        wait = self._resumes.take(session, ident) or self._cancel_waits.take(session, ident)
         if wait is not None:
             self._finish(wait.target, t, error=True)
+
+    def _end_uncancelled(self, now: float) -> None:
+        """End, as errors of how their exchange closed and as of the close, the calls whose cancel did
+        not come within `LATE_CANCEL_S` by `now` (as the chain builder ends them)."""
+        for wait, _ in self._cancel_waits.ran_out(now):
+            self._finish(wait.target, wait.since, error=True)
 
     def _session_of(self, exchange: str) -> str | None:
         ex = self._exchanges.get(exchange)

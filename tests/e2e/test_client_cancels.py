@@ -36,6 +36,9 @@ SLOW_EVERYTHING = {
 }
 """A five-second call on server-everything that the client aborts after 0.8 s."""
 
+SLOW_NO_STORE = {"op": "call", "tool": "slow", "arguments": {"ms": 5000}, "cancelAfterMs": 400}
+"""A five-second call on the TS SDK 1.x server without an event store, aborted after 0.4 s."""
+
 SETTLE = {"id": "settle", "op": "sleep", "ms": 300}
 """Lets the `notifications/cancelled` the SDK sends after its abort go out before the client exits."""
 
@@ -49,6 +52,12 @@ def ts_v2_server() -> Iterator[NodeServer]:
 @pytest.fixture(scope="module")
 def everything() -> Iterator[NodeServer]:
     with NodeServer("everything") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def no_event_store() -> Iterator[NodeServer]:
+    with NodeServer("ts-v1-no-store") as server:
         yield server
 
 
@@ -150,4 +159,40 @@ async def test_a_legacy_client_cancelling_a_passed_through_call_is_logged_cancel
         assert_cancelled_line(call)
         (chain,) = [c for c in await proxy.chains() if c["method"] == "tools/call"]
         assert chain["status"] == "cancelled", chain
+        assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0
+
+
+async def test_a_legacy_client_aborting_then_cancelling_a_call_to_a_server_without_event_ids_is_cancelled(
+    no_event_store: NodeServer,
+) -> None:
+    """The TypeScript SDK 1.x aborts the call and POSTs `notifications/cancelled`; the server keeps no
+    event store, so the call's stream carries events without ids, no resume can answer the call, and
+    only the cancel decides it: the log line, the chain and the error counter all say `cancelled`, and
+    the cancel is filed in the call's chain. (The SDK's aborted fetch keeps its connection until the
+    client exits, so the proxy sees the cancel before the hang-up here; the other order, the hang-up
+    first, is `tests/flows/test_late_cancel.py`'s.)"""
+    async with own_proxy(no_event_store.url) as proxy:
+        plan = [{"id": "cancel", **SLOW_NO_STORE}, SETTLE]
+        run = await asyncio.to_thread(run_plan, "ts-v1", proxy.endpoint(), plan)
+        assert "cancel" in run.lines, run.lines
+        await proxy.settled()
+
+        def logged() -> bool:
+            return bool(exchange_lines(proxy, "tools/call slow"))
+
+        await until(logged, what="the cancelled call's line", seconds=10)
+        (call,) = exchange_lines(proxy, "tools/call slow")
+        assert call["mode"] == "passthrough", call
+        assert_cancelled_line(call)
+        chains = {c["method"]: c for c in await proxy.chains()}
+        assert chains["tools/call"]["status"] == "cancelled", chains
+        assert "cancelled by the client" in chains["tools/call"]["notes"], chains
+        assert "notifications/cancelled" not in chains, chains
+        events = [
+            m
+            for m in await proxy.messages(chains["tools/call"]["id"])
+            if m.get("method") == "notifications/message"
+        ]
+        assert events, "the call's stream carried no event"
+        assert [m.get("sse_id") for m in events] == [None] * len(events)
         assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from proxy.flows.chains import LEGACY_LEFT_BRIDGE, MODERN_CANCEL, ChainBuilder
-from proxy.flows.correlate import LATE_CANCEL_S
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -27,6 +26,7 @@ from proxy.flows.events import (
     SessionChanged,
     event_to_json,
 )
+from proxy.flows.observations import LATE_CANCEL_S
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT, OTHER_AUTHORIZATION_RETRY
 from proxy.flows.store import Chain, ChainStore
@@ -311,7 +311,8 @@ def test_a_legacy_client_hanging_up_on_the_legacy_to_2026_bridge_notes_what_beca
     world: World,
 ) -> None:
     """The bridge closes the call's upstream 2026-07-28 stream, which is that era's cancel: the chain
-    says so, as it does for the other ways a call is cancelled, and still ends in error."""
+    says so, as it does for the other ways a call is cancelled, and still ends in error once no
+    cancel of the client's came within the window."""
     world.builder.open_exchange(
         "x1", http_method="POST", path="/mcp", headers={}, session=SESSION, client_era="legacy",
         mode=Mode.LEGACY_TO_MRTR,
@@ -319,6 +320,7 @@ def test_a_legacy_client_hanging_up_on_the_legacy_to_2026_bridge_notes_what_beca
     world.up("x1", call(5))
     world.head("x1", 200, SSE)
     world.close("x1", "client_disconnected")
+    world.builder.sweep(world.clock.now + LATE_CANCEL_S + 0.5)
     summary = next(c.summary for c in world.store if c.summary.jsonrpc_id == 5)
     assert (summary.status, summary.error) == (ChainStatus.ERROR, "client_disconnected")
     assert summary.notes == [LEGACY_LEFT_BRIDGE]

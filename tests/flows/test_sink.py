@@ -44,6 +44,7 @@ from tests.flows.bridge_play import (
     stopped_while_parked,
 )
 from tests.flows.calls import Calls
+from tests.flows.late_cancel_play import aborted_cancel_too_late, aborted_then_cancelled
 from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry, refused_passthrough_retry
 from tests.flows.resume_play import (
     cancelled_while_cut,
@@ -416,6 +417,8 @@ SCENARIOS: dict[str, Play] = {
     "cancelled-while-cut": cancelled_while_cut,
     "cut-then-session-gone": cut_then_session_gone,
     "cut-and-id-reused": cut_and_id_reused,
+    "aborted-then-cancelled": aborted_then_cancelled,
+    "aborted-cancel-too-late": aborted_cancel_too_late,
 }
 
 ONE_QUESTION: dict[str, Play] = {

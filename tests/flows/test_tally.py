@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from proxy.flows.events import Channel, Direction, Mode
-from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen, ResponseHeadSeen
+from proxy.flows.observations import (
+    LATE_CANCEL_S,
+    ExchangeClosed,
+    ExchangeOpened,
+    MessageSeen,
+    ResponseHeadSeen,
+)
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import HOLD_S, ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
 from proxy.wire.jsonrpc import classify_value
 
 
@@ -30,7 +36,7 @@ def exchange(
         tally.observe(MessageSeen(1.0, ex, classify_value(value), 10, Direction.TO_CLIENT, Channel.SSE))
     line = tally.observe(ExchangeClosed(1.5, ex, outcome))
     if line is None:  # held for a cancel that does not come: logged as it stands once the hold runs out
-        tally.expire(1.5 + HOLD_S)
+        tally.expire(1.5 + LATE_CANCEL_S + 0.1)
         ((line, _mode),) = tally.released
         tally.released.clear()
     return line
@@ -90,9 +96,9 @@ def test_a_legacy_call_cut_with_no_cancel_is_logged_as_trouble_once_the_hold_run
     tally = RoundTripTally(Redactor(key=b"k"))
     post(tally, "x1", CALL, 1.0)
     assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
-    tally.expire(1.2 + HOLD_S - 0.1)
+    tally.expire(1.2 + LATE_CANCEL_S)
     assert tally.released == []
-    tally.expire(1.2 + HOLD_S)
+    tally.expire(1.2 + LATE_CANCEL_S + 0.1)
     ((line, _mode),) = tally.released
     assert (line.trouble, line.outcome) == ("client_disconnected", "client_disconnected")
 
@@ -236,3 +242,66 @@ def test_a_name_the_line_shows_is_masked_a_learned_secret_and_a_resource_uris_cr
     assert lines[1].carried.endswith("&x=1")
     # the credential is learned: wherever it shows up later (an echo in a result), it is masked
     assert "uriLEAK" not in redactor.scrub("the token was uriLEAK-access-31337")
+
+
+def _cancel(tally: RoundTripTally, ex: str, ident: int, t: float) -> None:
+    """The client POSTs `notifications/cancelled` of request `ident` in session s1, answered 202."""
+    post(tally, ex, {**CANCEL, "params": {"requestId": ident}}, t)
+    assert tally.observe(ExchangeClosed(t, ex)) is not None
+
+
+def test_a_held_line_whose_id_a_later_call_reuses_is_logged_as_it_stands_not_lost() -> None:
+    """A client retrying with the same id hangs up on both calls inside the window: each is logged."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    post(tally, "x2", CALL, 1.3)
+    assert tally.observe(ExchangeClosed(1.5, "x2", "client_disconnected")) is None
+    ((first, _mode),) = tally.released  # the earlier call can no longer be named by a cancel
+    assert (first.exchange, first.trouble) == ("x1", "client_disconnected")
+    tally.released.clear()
+    _cancel(tally, "x3", 1, 1.6)
+    ((second, _mode),) = tally.released
+    assert (second.exchange, second.end) == ("x2", "cancelled")
+    tally.release_all()
+    assert tally.released == [(second, "passthrough")]  # nothing else was held
+
+
+def test_a_cancel_of_a_call_already_logged_does_not_mark_a_later_call_with_its_id() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    done = exchange(tally, "x1", "POST", [CALL], [DONE], None)
+    assert done.trouble is None
+    _cancel(tally, "x2", 1, 2.0)  # too late: the call was answered and logged
+    post(tally, "x3", CALL, 3.0)
+    line = tally.observe(ExchangeClosed(3.2, "x3"))
+    assert line is not None
+    assert (line.trouble, line.end) == ("no response", None)
+
+
+def test_a_cancel_of_one_of_two_open_calls_is_not_used_up_nor_left_for_a_later_call() -> None:
+    """A batch of two calls; the client cancels the second only, then hangs up: the line waits for the
+    first's cancel (none comes), and the second's cancel marks no later call with its id."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    second = {**CALL, "id": 2}
+    tally.observe(ExchangeOpened(1.0, "x1", http_method="POST", path="/mcp", headers={}, session="s1"))
+    for value in (CALL, second):
+        tally.observe(MessageSeen(1.0, "x1", classify_value(value), 10, Direction.TO_SERVER, Channel.POST))
+    _cancel(tally, "x2", 2, 1.1)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    tally.expire(1.2 + LATE_CANCEL_S + 0.1)
+    ((line, _mode),) = tally.released
+    assert line.trouble == "client_disconnected"
+    post(tally, "x3", second, 9.0)
+    later = tally.observe(ExchangeClosed(9.2, "x3"))
+    assert later is not None
+    assert later.trouble == "no response"
+
+
+def test_a_cancel_past_the_window_leaves_a_held_line_as_it_stands() -> None:
+    """No sweep ran between the window's end and the cancel: the cancel is still too late."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    post(tally, "x1", CALL, 1.0)
+    assert tally.observe(ExchangeClosed(1.2, "x1", "client_disconnected")) is None
+    _cancel(tally, "x2", 1, 1.2 + LATE_CANCEL_S + 0.5)
+    ((line, _mode),) = tally.released
+    assert (line.trouble, line.end) == ("client_disconnected", None)

@@ -53,6 +53,7 @@ def _from_chains(rig: Rig) -> dict[str, Any]:
 def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
     rig, metrics = Rig(), bare_metrics()
     rig.sink.listeners.append(metrics.counting.observe_all)
+    rig.sink.sweepers.append(metrics.counting.sweep)  # as the admin server wires it
     play(rig.facts, rig.clock)
     assert rig.events == []  # nobody watched: counted without a chain
     rig.sink.build()
