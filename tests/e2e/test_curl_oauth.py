@@ -17,32 +17,15 @@ import json
 import os
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
 
-from tests.e2e.test_oauth_secrets import REDIRECT, form_post
+from tests.e2e.test_oauth_secrets import REDIRECT, authorized_code, form_post
 from tests.peers.runner import Sdk1Server
 from tests.sidecar import ProxyProcess, clean_env, exported_chains, run_bash, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
-
-
-async def authorized_code(http: aiohttp.ClientSession, base: str, client_id: str, challenge: str) -> str:
-    """A fresh authorization code for the client (the provider approves at once)."""
-    query = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": secrets.token_urlsafe(16),
-    }
-    async with http.get(f"{base}/authorize?{urlencode(query)}", allow_redirects=False) as answer:
-        assert answer.status == 302, await answer.text()
-        (code,) = parse_qs(urlsplit(answer.headers["Location"]).query)["code"]
-        return code
 
 
 def token_commands(capture: Path) -> dict[str, str]:

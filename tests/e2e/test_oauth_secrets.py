@@ -52,6 +52,22 @@ async def form_post(http: aiohttp.ClientSession, url: str, fields: dict[str, str
         return decoded
 
 
+async def authorized_code(http: aiohttp.ClientSession, base: str, client_id: str, challenge: str) -> str:
+    """A fresh authorization code for the client (the provider approves at once)."""
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": secrets.token_urlsafe(16),
+    }
+    async with http.get(f"{base}/authorize?{urlencode(query)}", allow_redirects=False) as answer:
+        assert answer.status == 302, await answer.text()
+        (code,) = parse_qs(urlsplit(answer.headers["Location"]).query)["code"]
+        return code
+
+
 async def oauth_flow(base: str, mcp: str) -> dict[str, str]:
     """Register, authorize, trade the code, call `/mcp` with the token, refresh and revoke, all through
     the proxy; every secret the flow carried, by name."""
@@ -62,17 +78,7 @@ async def oauth_flow(base: str, mcp: str) -> dict[str, str]:
         async with http.post(f"{base}/register", json=registration) as answer:
             assert answer.status == 201, await answer.text()
             client = await answer.json()
-        query = {
-            "response_type": "code",
-            "client_id": client["client_id"],
-            "redirect_uri": REDIRECT,
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "state": secrets.token_urlsafe(16),
-        }
-        async with http.get(f"{base}/authorize?{urlencode(query)}", allow_redirects=False) as answer:
-            assert answer.status == 302, await answer.text()
-            (code,) = parse_qs(urlsplit(answer.headers["Location"]).query)["code"]
+        code = await authorized_code(http, base, client["client_id"], challenge)
         creds = {"client_id": client["client_id"], "client_secret": client["client_secret"]}
         trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT}
         first = await form_post(http, f"{base}/token", {**trade, **creds, "code_verifier": verifier})
