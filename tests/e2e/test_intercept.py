@@ -29,7 +29,7 @@ from tests.e2e.gated_runs import ERAS, client_run
 from tests.e2e.recording_upstream import SESSION, RecordingUpstream, recording_upstream
 from tests.peers.clients import ClientKind, ClientRun, run_client, run_plan
 from tests.peers.runner import PeerServer
-from tests.sidecar import run_mcp_proxy
+from tests.sidecar import run_mcp_proxy, until
 from tests.transport.helpers import client_session, dead_port
 
 pytestmark = pytest.mark.asyncio
@@ -806,10 +806,13 @@ async def test_a_rules_text_as_the_api_shows_it_is_taken_back_as_the_same_rule(
         assert status == 201, again
         relisted = again if path == "/api/intercepts" else again["rules"][0]
         assert relisted["rule"] == shown, relisted
-    logged = [
-        e["rule"] for e in proxy.lines() if e.get("event") in ("intercept_rule_added", "fault_rule_added")
-    ]
-    assert [text.partition(": ")[2] for text in logged] == [shown for _, _, shown in written for _ in (1, 2)]
+
+    def logged() -> list[str]:
+        added = ("intercept_rule_added", "fault_rule_added")
+        return [e["rule"].partition(": ")[2] for e in proxy.lines() if e.get("event") in added]
+
+    await until(lambda: len(logged()) >= 4, what="the four rule lines logged")  # read as they come
+    assert logged() == [shown for _, _, shown in written for _ in (1, 2)]
 
 
 async def test_a_decision_with_a_key_it_does_not_take_is_refused_and_the_call_stays_held(
