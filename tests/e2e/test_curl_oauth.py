@@ -11,17 +11,14 @@ variable cannot be. The same field takes the same variable in both commands.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
-import secrets
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.e2e.test_oauth_secrets import REDIRECT, authorized_code, form_post
+from tests.e2e.test_oauth_secrets import authorized_code, code_traded, form_post, pkce_pair, registered
 from tests.peers.runner import Sdk1Server
 from tests.sidecar import ProxyProcess, clean_env, exported_chains, run_bash, run_mcp_proxy, settings_env
 
@@ -48,21 +45,12 @@ async def test_each_secret_of_a_token_requests_form_comes_from_its_own_variable_
     tmp_path: Path,
 ) -> None:
     capture = tmp_path / "run.jsonl"
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    verifier, challenge = pkce_pair()
     with Sdk1Server(oauth=True) as server:
         with ProxyProcess(clean_env(**settings_env(upstream=server.url, capture=capture))) as proxy:
             async with aiohttp.ClientSession() as http:
-                registration = {"client_name": "curl-oauth", "redirect_uris": [REDIRECT]}
-                async with http.post(f"{proxy.listen}/register", json=registration) as answer:
-                    assert answer.status == 201, await answer.text()
-                    client = await answer.json()
-                creds = {"client_id": client["client_id"], "client_secret": client["client_secret"]}
-                code = await authorized_code(http, proxy.listen, client["client_id"], challenge)
-                trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT}
-                first = await form_post(
-                    http, f"{proxy.listen}/token", {**trade, **creds, "code_verifier": verifier}
-                )
+                client = await registered(http, proxy.listen, "curl-oauth")
+                code, creds, first = await code_traded(http, proxy.listen, client, verifier, challenge)
                 renewal = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"], **creds}
                 second = await form_post(http, f"{proxy.listen}/token", renewal)
                 fresh_code = await authorized_code(http, proxy.listen, client["client_id"], challenge)

@@ -12,9 +12,6 @@ is probed with its token, and the era is known from then on.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import secrets
 import time
 
 import aiohttp
@@ -22,8 +19,7 @@ import pytest
 
 from proxy.transport.routing import CREDENTIALS_HINT, REPROBE_INTERVAL
 from tests.e2e.legacy_raw import HEADERS, initialize
-from tests.e2e.test_curl_oauth import authorized_code
-from tests.e2e.test_oauth_secrets import REDIRECT, form_post
+from tests.e2e.test_oauth_secrets import code_traded, form_post, pkce_pair, registered
 from tests.peers.runner import Sdk1Server
 from tests.sidecar import ProxyProcess, clean_env, settings_env, until
 
@@ -33,8 +29,7 @@ pytestmark = pytest.mark.e2e
 async def test_an_oauth_upstreams_era_is_learned_from_the_first_call_with_a_token_not_from_its_login() -> (
     None
 ):
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    verifier, challenge = pkce_pair()
     with (
         Sdk1Server(oauth=True) as server,
         ProxyProcess(clean_env(**settings_env(upstream=server.url))) as proxy,
@@ -43,15 +38,8 @@ async def test_an_oauth_upstreams_era_is_learned_from_the_first_call_with_a_toke
         async with aiohttp.ClientSession() as http:
             async with http.post(proxy.endpoint(), json=initialize(), headers=HEADERS) as answer:
                 assert answer.status == 401, await answer.text()
-            async with http.post(f"{proxy.listen}/register", json={"redirect_uris": [REDIRECT]}) as answer:
-                assert answer.status == 201, await answer.text()
-                client = await answer.json()
-            creds = {"client_id": client["client_id"], "client_secret": client["client_secret"]}
-            code = await authorized_code(http, proxy.listen, client["client_id"], challenge)
-            trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT}
-            tokens = await form_post(
-                http, f"{proxy.listen}/token", {**trade, **creds, "code_verifier": verifier}
-            )
+            client = await registered(http, proxy.listen)
+            _, creds, tokens = await code_traded(http, proxy.listen, client, verifier, challenge)
             await until(
                 lambda: time.monotonic() - probed > REPROBE_INTERVAL,
                 what="the re-probe interval after the start-up probe",

@@ -68,20 +68,43 @@ async def authorized_code(http: aiohttp.ClientSession, base: str, client_id: str
         return code
 
 
+def pkce_pair() -> tuple[str, str]:
+    """A PKCE code verifier and its S256 challenge, as an OAuth client makes them."""
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+async def registered(http: aiohttp.ClientSession, base: str, name: str | None = None) -> dict[str, Any]:
+    """A client registered dynamically at `/register` (201): its id and secret."""
+    registration: dict[str, Any] = {"redirect_uris": [REDIRECT]}
+    if name is not None:
+        registration["client_name"] = name
+    async with http.post(f"{base}/register", json=registration) as answer:
+        assert answer.status == 201, await answer.text()
+        client: dict[str, Any] = await answer.json()
+        return client
+
+
+async def code_traded(
+    http: aiohttp.ClientSession, base: str, client: dict[str, Any], verifier: str, challenge: str
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Authorize the client, then trade the code at `/token`: the code, the client's credentials (as
+    a token request sends them) and the tokens."""
+    code = await authorized_code(http, base, client["client_id"], challenge)
+    creds = {"client_id": client["client_id"], "client_secret": client["client_secret"]}
+    trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT}
+    tokens = await form_post(http, f"{base}/token", {**trade, **creds, "code_verifier": verifier})
+    return code, creds, tokens
+
+
 async def oauth_flow(base: str, mcp: str) -> dict[str, str]:
     """Register, authorize, trade the code, call `/mcp` with the token, refresh and revoke, all through
     the proxy; every secret the flow carried, by name."""
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    verifier, challenge = pkce_pair()
     async with aiohttp.ClientSession() as http:
-        registration = {"client_name": "oauth-secrets", "redirect_uris": [REDIRECT]}
-        async with http.post(f"{base}/register", json=registration) as answer:
-            assert answer.status == 201, await answer.text()
-            client = await answer.json()
-        code = await authorized_code(http, base, client["client_id"], challenge)
-        creds = {"client_id": client["client_id"], "client_secret": client["client_secret"]}
-        trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT}
-        first = await form_post(http, f"{base}/token", {**trade, **creds, "code_verifier": verifier})
+        client = await registered(http, base, "oauth-secrets")
+        code, creds, first = await code_traded(http, base, client, verifier, challenge)
         init = {
             "jsonrpc": "2.0",
             "id": 1,
