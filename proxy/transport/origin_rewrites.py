@@ -19,16 +19,20 @@ from proxy.engine.oauth_origin import (
     is_form,
     is_json_type,
     resource_parameters,
+    rewritten_document_headers,
 )
 from proxy.engine.passthrough import ClientHead
 from proxy.flows.events import Direction
 from proxy.flows.observations import OriginRewritten
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route
+from proxy.framing.content_coding import CodingError, ContentDecoder, content_codings, undecodable
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger
 from proxy.transport.observe import too_large
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
+
+Headers = tuple[tuple[str, str], ...]
 
 _TO_CLIENT = Direction.TO_CLIENT
 _TO_SERVER = Direction.TO_SERVER
@@ -115,24 +119,44 @@ class OriginRewrites:
         return replace(head, headers=tuple(out))
 
     def readable(self, head: ClientHead, limit: int) -> bool:
-        """A discovery document the proxy can read within `limit`; a compressed or over-large one is
-        relayed as it came, and said so."""
-        if head.content_encoding is not None:
-            self.left_as_is(f"a {head.content_encoding}-encoded document is relayed as the server sent it")
+        """A discovery document the proxy can read within `limit`; one over-large, or compressed in a
+        coding the proxy cannot undo (`br`, `zstd`), is relayed as it came, and said so."""
+        coding = undecodable(content_codings(head.content_encoding))
+        if coding is not None:
+            self.left_as_is(f"a {coding}-encoded document is relayed as the server sent it")
             return False
         if head.content_length is not None and head.content_length > limit:
             self.left_as_is(too_large(f"a document of {head.content_length} bytes", limit))
             return False
         return True
 
-    def document(self, body: bytes) -> bytes:
-        """A whole discovery document with its URLs on the upstream's origin moved to the client's."""
-        rewritten = document(body, self.origins)
+    def document(
+        self, head: ClientHead, body: bytes, limit: int
+    ) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+        """A whole discovery document with its URLs on the upstream's origin moved to the client's, and
+        the headers to send it with: the server's own bytes and headers when nothing moved; otherwise
+        without the headers that name the server's bytes (`rewritten_document_headers`), and, for a
+        gzip or deflate document (compression middleware answering the client's `Accept-Encoding`),
+        sent decoded, without its `Content-Encoding`: any client takes an unencoded body."""
+        codings = content_codings(head.content_encoding)
+        plain = body
+        if codings:
+            decoded = _decoded(codings, body, limit)
+            if isinstance(decoded, str):
+                self.left_as_is(decoded)
+                return body, head.headers
+            plain = decoded
+        rewritten = document(plain, self.origins)
         if rewritten.problem is not None:
             self.left_as_is(f"the document is {rewritten.problem}")
         elif rewritten.changed:
             self.rewrote(_TO_CLIENT, ", ".join(rewritten.changed))
-        return rewritten.data
+        if rewritten.data == plain:
+            return body, head.headers
+        headers = rewritten_document_headers(head.headers)
+        if codings:
+            headers = tuple((name, value) for name, value in headers if name.lower() != "content-encoding")
+        return rewritten.data, headers
 
 
 def is_discovery(route: Route, head: ClientHead, upstream: Upstream) -> bool:
@@ -166,3 +190,19 @@ async def read_document(upstream: UpstreamResponse, limit: int) -> tuple[bytes, 
     except UpstreamError as exc:
         return b"".join(parts), exc
     return b"".join(parts), None
+
+
+def _decoded(codings: tuple[str, ...], body: bytes, limit: int) -> bytes | str:
+    """A compressed document's bytes, or why they are left as they came (not what the coding makes,
+    or more than `limit` once decoded)."""
+    pieces: list[bytes] = []
+    size = 0
+    try:
+        for piece in ContentDecoder(codings).feed(body):
+            pieces.append(piece)
+            size += len(piece)
+            if size > limit:
+                return too_large("a decoded document", limit)
+    except CodingError as exc:
+        return f"a {', '.join(codings)}-encoded document that does not decode ({exc}) is relayed as it came"
+    return b"".join(pieces)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from proxy.engine.faults import fault_outcome, tls_refused
 from proxy.engine.gate.rules import FaultGate
-from proxy.engine.oauth_origin import Origins, rewritten_document_headers
+from proxy.engine.oauth_origin import Origins
 from proxy.engine.passthrough import (
     BODY_CUT,
     BodyEnd,
@@ -412,8 +412,7 @@ class PassthroughRelay:
         """Send a whole discovery document with its URLs on the upstream's origin moved to the client's
         (without the server's `ETag` and digests once its bytes changed); the server's document and
         head are what is recorded, with what was moved."""
-        data = self._rewrites().document(body)
-        headers = head.headers if data == body else rewritten_document_headers(head.headers)
+        data, headers = self._rewrites().document(head, body, self.ctx.inspect_limit)
         self.client.send_whole(head.status, upstream.reason, headers, data)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)

@@ -15,6 +15,7 @@ log, capture and export read; and with the rewriting turned off, the old failure
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import subprocess
@@ -181,11 +182,11 @@ def test_the_typescript_sdk_client_logs_in_through_the_proxy_with_an_authorizati
     }
 
 
-def raw_get(host: str, port: int, path: str) -> tuple[dict[str, str], bytes]:
+def raw_get(host: str, port: int, path: str, **headers: str) -> tuple[dict[str, str], bytes]:
     """A GET's response headers (names lowercased) and body bytes, as they came on the wire."""
     connection = http.client.HTTPConnection(host, port, timeout=10)
     try:
-        connection.request("GET", path)
+        connection.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
         answer = connection.getresponse()
         return {name.lower(): value for name, value in answer.getheaders()}, answer.read()
     finally:
@@ -223,3 +224,38 @@ def test_with_rewriting_off_the_clients_get_the_upstreams_urls_and_refuse_them(
     assert f"Protected resource {up}/mcp does not match expected {proxy.endpoint()}" in lines[-1]["error"]
     assert f'resource_metadata="{up}{PRM}"' in got(lines, "/mcp")["www_authenticate"]
     assert rewrites(capture) == []
+
+
+def test_behind_compression_middleware_the_documents_are_decoded_rewritten_and_sent_plain(
+    tmp_path: Path,
+) -> None:
+    """The Python SDK's server runs behind Starlette's `GZipMiddleware`, so a client that accepts gzip
+    gets its discovery documents compressed (the TypeScript SDK's does: Node's fetch asks for it; the
+    Python SDK's OAuth flow makes its discovery requests without): the proxy decodes them to move
+    their URLs, and sends what it rewrote unencoded (a client takes an unencoded body whatever it
+    accepts)."""
+    capture = tmp_path / "run.jsonl"
+    with Sdk1Server(oauth=True, advertise=True, gzip=True) as server:
+        env = clean_env(**settings_env(upstream=server.url, capture=capture))
+        with ProxyProcess(env) as proxy:
+            lines = ts_client(proxy.endpoint())
+            port = urlsplit(proxy.listen).port or 80
+            served, packed = raw_get("127.0.0.1", server.port, ASM, accept_encoding="gzip")
+            relayed, body = raw_get("127.0.0.1", port, ASM, accept_encoding="gzip")
+            proxy.stop()
+    up, me = server.base_url, proxy.listen
+    assert (lines[-1]["step"], lines[-1]["tools"]) == ("done", ["add", "ask_name", "summarize"]), lines
+    assert {origin(line["url"]) for line in requests_of(lines)} == {me}, "every request went to the proxy"
+    assert served["content-encoding"] == "gzip", "the server compresses its documents"
+    assert "content-encoding" not in relayed
+    assert body == gzip.decompress(packed).replace(up.encode(), me.encode())
+    assert relayed["content-length"] == str(len(body))
+    assert [(path, changed) for path, _, changed, _, _ in rewrites(capture)][:3] == [
+        ("/mcp", "WWW-Authenticate resource_metadata"),
+        (PRM, "resource, authorization_servers[0]"),
+        (ASM, "issuer, authorization_endpoint, token_endpoint, registration_endpoint, revocation_endpoint"),
+    ]
+    heads = [json.loads(text) for text in capture.read_text(encoding="utf-8").splitlines()[1:]]
+    assert any(
+        h.get("kind") == "response_head" and h["headers"].get("content-encoding") == "gzip" for h in heads
+    ), "what the server sent is recorded as it came"

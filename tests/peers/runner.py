@@ -325,7 +325,7 @@ class Sdk1Server(ServedPeer):
     """A server on the SDK's last 1.x release (``tests.peers.sdk1_server``) in ``.cache/peers/sdk1``,
     as most servers users run are; `stateless` serves it as ``stateless_http=True`` does, `oauth` with
     its own authorization server on the same origin (``tests.peers.sdk1_oauth``), `advertise` naming
-    its own URL there."""
+    its own URL there, `gzip` behind Starlette's compression middleware."""
 
     def __init__(
         self,
@@ -333,6 +333,7 @@ class Sdk1Server(ServedPeer):
         stateless: bool = False,
         oauth: bool = False,
         advertise: bool = False,
+        gzip: bool = False,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     ) -> None:
@@ -341,12 +342,14 @@ class Sdk1Server(ServedPeer):
         self.oauth = oauth
         self.advertise = advertise
         """With `oauth`: the server advertises its own URL and accepts only tokens issued for it."""
+        self.gzip = gzip
         self.label = "sdk1-stateless" if stateless else "sdk1"
 
     def command(self) -> list[str]:
         cmd = [str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--port", "0"]
         cmd += ["--stateless"] if self.stateless else []
         cmd += ["--advertise"] if self.advertise else []
+        cmd += ["--gzip"] if self.gzip else []
         return [*cmd, "--oauth"] if self.oauth else cmd
 
     def environment(self) -> dict[str, str]:

@@ -13,6 +13,8 @@ has the server advertise its own URL (issuer, resource, the 401's ``resource_met
 only tokens issued for that resource, as most servers with OAuth are set up. Prints
 ``READY <port> <http>`` like every peer (``uvicorn_ready``). ``--stdio`` serves the same server on stdio
 instead (``mcp.run("stdio")``), as a command behind ``--upstream-cmd``; it prints nothing of its own.
+``--gzip`` serves the app behind Starlette's ``GZipMiddleware`` (every body a client accepts gzip for,
+small ones too), as a server deployed behind compression middleware answers.
 """
 
 from __future__ import annotations
@@ -84,13 +86,19 @@ def main(argv: list[str] | None = None) -> int:
         "--advertise", action="store_true", help="with --oauth: advertise the server's own URL"
     )
     parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead of HTTP")
+    parser.add_argument("--gzip", action="store_true", help="compress what clients accept gzip for")
     args = parser.parse_args(argv)
     if args.stdio:
         build(stateless=False).run("stdio")
         return 0
     sock = bind(args.port)  # bound first: an advertising server names the port it got
     base = f"http://{HOST}:{sock.getsockname()[1]}" if args.advertise else None
-    return serve(build(args.stateless, args.oauth, base).streamable_http_app(), args.port, sock=sock)
+    app = build(args.stateless, args.oauth, base).streamable_http_app()
+    if args.gzip:
+        from starlette.middleware.gzip import GZipMiddleware
+
+        app.add_middleware(GZipMiddleware, minimum_size=0)
+    return serve(app, args.port, sock=sock)
 
 
 if __name__ == "__main__":
