@@ -425,17 +425,27 @@ class Redactor:
         return keyed_digest(self._key, value)[:16]
 
     def path(self, target: str) -> str:
-        """A request target with the values of credential-like query parameters masked (`?token=...`).
+        """A request target or URL with the values of credential-like query parameters masked
+        (`?token=...`), and those of its fragment too (`#access_token=...`: an authorization server
+        answering with `response_mode=fragment` puts the tokens there).
 
         Parameter names are judged like header names, and a masked value is remembered like a secret
         header's (a server may echo the target); known secret texts are masked anywhere in it.
         """
-        base, q, query = target.partition("?")
+        url, hash_mark, fragment = target.partition("#")
+        base, q, query = url.partition("?")
         if "@" in base:  # an absolute-form target's userinfo is a credential, with or without a colon
             base = _USERINFO.sub(lambda m: f"{m.group(1)}{self.token(m.group(2))}@", base, count=1)
-        if not q:
-            return self.scrub(base)
-        return self.scrub(f"{base}?{self._fields(query)}")
+        shown = f"{base}?{self._fields(query)}" if q else base
+        if hash_mark:
+            shown = f"{shown}#{self._fragment(fragment)}"
+        return self.scrub(shown)
+
+    def _fragment(self, fragment: str) -> str:
+        """A URL's fragment with its credential-like `name=value` pairs masked as a query's are; in a
+        client-side route (`#/callback?code=...`) the pairs are those after its `?`."""
+        route, q, pairs = fragment.rpartition("?") if "?" in fragment else ("", "", fragment)
+        return f"{route}{q}{self._fields(pairs)}"
 
     def _fields(self, query: str) -> str:
         """A query or form-encoded body with the values of credential-like fields masked (and remembered)."""
@@ -451,10 +461,11 @@ class Redactor:
         """An HTTP request target as `path` masks it, with credential-like path segments masked too
         (`/mcp/sk-ak-.../sse`: a gateway's key in the path, `proxy.wire.path_keys`), each remembered
         as sent and as decoded, since a server may echo it."""
-        base, q, query = target.partition("?")
+        url, hash_mark, fragment = target.partition("#")
+        base, q, query = url.partition("?")
         if len(base) > CREDENTIAL_PIECE:
             base = mask_target_segments(base, self._path_key)
-        return self.path(f"{base}{q}{query}")
+        return self.path(f"{base}{q}{query}{hash_mark}{fragment}")
 
     def _path_key(self, segment: str) -> str:
         """The stand-in of a key in a path. One with a digit in it is remembered, as sent and decoded:

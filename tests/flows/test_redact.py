@@ -592,6 +592,35 @@ def test_urls_in_link_and_refresh_have_their_query_credentials_masked_like_a_pat
     )
 
 
+def test_a_urls_fragment_has_its_credentials_masked_and_remembered_like_a_querys(redactor: Redactor) -> None:
+    """An authorization server answering with `response_mode=fragment` redirects with the tokens in
+    the fragment; with a query present the fragment is not read as the last query value."""
+    id_token, access, code = f"eyJ.id-{SECRET}", f"at-{SECRET}", f"c-{SECRET}"
+    shown = redactor.headers(
+        [
+            ("Location", f"http://client.test/cb?x=1#id_token={id_token}&access_token={access}&state=st"),
+            ("Content-Location", f"http://client.test/cb#access_token={access}"),
+            ("Referer", f"https://app.test/#/callback?code={code}&tab=2"),
+            ("Link", f'<https://up.test/cb#access_token={access}>; rel="next"'),
+            ("Refresh", f"0; url=/cb#access_token={access}"),
+        ]
+    )
+    masked = redactor.token(access)
+
+    assert SECRET not in repr(shown)
+    assert shown["Location"] == (
+        f"http://client.test/cb?x=1#id_token={redactor.token(id_token)}&access_token={masked}"
+        f"&state={redactor.token('st')}"
+    )
+    assert shown["Content-Location"] == f"http://client.test/cb#access_token={masked}"
+    assert shown["Referer"] == f"https://app.test/#/callback?code={redactor.token(code)}&tab=2"
+    assert shown["Link"] == f'<https://up.test/cb#access_token={masked}>; rel="next"'
+    assert shown["Refresh"] == f"0; url=/cb#access_token={masked}"
+    assert redactor.scrub(f"Bearer {access}") == f"Bearer {masked}"
+    assert redactor.target(f"/mcp#token={access}") == f"/mcp#token={masked}"
+    assert redactor.path("/docs#section-2") == "/docs#section-2"
+
+
 @pytest.mark.parametrize(
     "target",
     [
