@@ -94,6 +94,7 @@ class Proxy:
         admin_fallback: bool = False,
         http_clients: bool = True,
         keep_chains: bool = True,
+        secret_texts: tuple[str, ...] = (),
     ) -> None:
         """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one.
 
@@ -102,6 +103,9 @@ class Proxy:
 
         `keep_chains` False: nothing in or out of the process can ever read chains (the command with
         the admin API off and no TUI), so observations go to the capture, metrics and log line only.
+
+        `secret_texts`: secrets known up front (what a user gave a replay to send), masked wherever
+        they appear, as the upstream URL's credentials are.
         """
         if not settings.upstream and not settings.upstream_cmd:
             raise ValueError("upstream (a URL) or upstream_cmd (a stdio command) is required")
@@ -117,7 +121,7 @@ class Proxy:
         )
         upstream = upstream_for(settings)
         self.upstream = upstream
-        self.redactor = redactor_for(settings, upstream.secrets)
+        self.redactor = redactor_for(settings, (*upstream.secrets, *secret_texts))
         use_redactor(self.redactor)
         self.run_tag = run_prefix().removesuffix("-")
         """What this process's chain ids start with, and what tells its feed from another run's."""

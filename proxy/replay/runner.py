@@ -30,6 +30,7 @@ import aiohttp
 from proxy.config import Settings
 from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainOpened, ChainStatus, MessageRecord, ProxyInfo
+from proxy.flows.redact import MIN_ECHOED_SECRET
 from proxy.flows.store import Chain
 from proxy.record.export import JSON_MESSAGES
 from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
@@ -104,13 +105,41 @@ def replay_settings(upstream: str, options: ReplayOptions, era: EraSetting | Non
     )
 
 
+def given_texts(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """Every value the user gave with `--header`: the replay's proxy masks them wherever they appear,
+    whatever the header's name, so a server echoing one (a cookie the live proxy would not remember)
+    never puts it in the report. A value made of credentials (`Bearer X`, `a=X; b=Y`) is masked by
+    each of them, so an echo of one alone is masked too and the scheme or cookie names stay readable;
+    one with a piece too short to be told from a word is masked whole as well."""
+    texts: list[str] = []
+    for value in headers.values():
+        pieces = _credentials_in(value.strip())
+        kept = [piece for piece in pieces if len(piece) >= MIN_ECHOED_SECRET]
+        texts += kept if pieces and kept == pieces else [value.strip(), *kept]
+    return tuple(texts)
+
+
+def _credentials_in(value: str) -> list[str]:
+    """The credentials a header value is made of: the one after an auth scheme (`Bearer X`), or each
+    cookie's value (`a=X; b=Y`); empty when it is neither."""
+    words = value.split()
+    if len(words) == 2 and "=" not in words[0]:
+        return [words[1]]
+    pairs = [pair.partition("=") for pair in value.split(";")]
+    if all(eq and piece.strip() for _name, eq, piece in pairs):
+        return [piece.strip() for _name, _eq, piece in pairs]
+    return []
+
+
 class Replay:
     """An in-process proxy in front of the target server, and the sessions the replay opened there."""
 
     def __init__(self, upstream: str, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
         self.upstream = upstream
-        self.proxy = Proxy(replay_settings(upstream, self.options))
+        self.proxy = Proxy(
+            replay_settings(upstream, self.options), secret_texts=given_texts(self.options.headers)
+        )
         self._feed = self.proxy.bus.subscribe("replay")
         base = self.options.settings or Settings()
         chosen = users_era(self.options.upstream_era, base.upstream_era)
@@ -159,7 +188,7 @@ class Replay:
             settings = settings.model_copy(update={"upstream_transport": "sse"})
         self._feed.close()
         await self.proxy.stop()
-        self.proxy = Proxy(settings)
+        self.proxy = Proxy(settings, secret_texts=given_texts(self.options.headers))
         self._feed = self.proxy.bus.subscribe("replay")
         await self.proxy.start()
 

@@ -244,6 +244,7 @@ async def _whoami(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
     caps = ctx.session.client_capabilities
     seen = {
         "authorization": headers.get("authorization") if headers is not None else None,
+        "cookie": headers.get("cookie") if headers is not None else None,
         "session": headers.get("mcp-session-id") if headers is not None else None,
         "capabilities": caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps else {},
     }

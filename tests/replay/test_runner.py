@@ -8,7 +8,7 @@ from pydantic import SecretStr
 
 from proxy.config import Settings
 from proxy.record.export import JSON_MESSAGES
-from proxy.replay.runner import ReplayOptions, replay_settings
+from proxy.replay.runner import ReplayOptions, given_texts, replay_settings
 
 
 def test_the_replays_proxy_keeps_the_users_redaction_and_bounds_but_records_and_injects_nothing() -> None:
@@ -50,3 +50,20 @@ def test_the_replays_proxy_keeps_as_many_messages_of_a_chain_as_the_captures_rea
     settings = replay_settings("http://staging:8000/mcp", ReplayOptions(settings=user))
 
     assert settings.max_messages_per_chain == JSON_MESSAGES
+
+
+def test_every_given_header_value_is_masked_by_its_credentials_or_whole_whatever_the_name() -> None:
+    given = {
+        "Authorization": "Bearer tok-0123456789",
+        "Cookie": "session=ck-0123456789; theme=darkmode",
+        "X-Tenant": "short; a=b",
+        "X-Api-Key": "sk-0123456789==",
+    }
+
+    assert given_texts(given) == (
+        "tok-0123456789",
+        "ck-0123456789",
+        "darkmode",
+        "short; a=b",
+        "sk-0123456789==",
+    )
