@@ -203,7 +203,8 @@ class Settings(BaseModel):
     its chain. Off, these go to the client as the server sent them."""
     # -- secrets, capture completeness and admin access ------------------------------------------
     redact_headers: list[str] = Field(default_factory=list)
-    """More header names (any case) to mask in logs, captures, the admin feed and exports.
+    """More header names (compared by their words, in any case or spelling: `x_tenant` masks
+    `X-Tenant` and `xTenant`) to mask in logs, captures, the admin feed and exports.
 
     They add to the built-in names (authorization, proxy-authorization, cookie, set-cookie, x-api-key,
     api-key, x-auth-token, mcp-session-id, and the query parameters code, state and sig), which only

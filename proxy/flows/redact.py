@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import re
 import secrets
@@ -46,7 +47,8 @@ DEFAULT_HEADER_NAMES: Final[tuple[str, ...]] = (
     "client_assertion",
     "device_code",
 )
-"""Header, query parameter and form field names masked by default (compared case-insensitively): `code`
+"""Header, query parameter and form field names masked by default (compared by their words, in any case
+or spelling: `code_verifier` masks `codeVerifier` and `Code-Verifier` too): `code`
 and `state` are an OAuth redirect's authorization code and its anti-forgery value, `sig` a signed
 URL's; `code_verifier`, `assertion`, `client_assertion` and `device_code` are what a token request
 proves itself with, and no credential word names them."""
@@ -113,10 +115,11 @@ OAUTH_BODY_KEYS: Final = frozenset(
         "password",
     }
 )
-"""Members masked in a JSON body that is not JSON-RPC (any case): an OAuth token or registration
-endpoint on the server's origin answers through the proxy's mirrored paths with the tokens and the
-client secret every later request carries. Exact names only: the same endpoints' metadata
-(`token_endpoint`, `authorization_servers`) is what an OAuth flow is debugged with."""
+"""Members masked in a JSON body that is not JSON-RPC (by their words, in any case or spelling:
+`access_token`, `accessToken`, `Access-Token`): an OAuth token or registration endpoint on the
+server's origin answers through the proxy's mirrored paths with the tokens and the client secret
+every later request carries. Whole names only: the same endpoints' metadata (`token_endpoint`,
+`authorization_servers`) is what an OAuth flow is debugged with."""
 
 _FORM: Final = re.compile(r"[^\s&=]+=[^\s&]*(?:&[^\s&]*)*")
 """A body shaped like `application/x-www-form-urlencoded` (`grant_type=...&code=...`), as an OAuth
@@ -209,7 +212,8 @@ class Redactor:
     ) -> None:
         self._key = key or secrets.token_bytes(32)
         """The HMAC key of every stand-in and fingerprint (random per process unless configured)."""
-        self._names = frozenset(n.strip().lower() for n in header_names if n.strip())
+        self._names = frozenset(joined for n in header_names if (joined := joined_words(n)))
+        """The names masked, each as its words run together (`Code-Verifier` -> `codeverifier`)."""
         self._given = frozenset(t for t in secret_texts if len(t) >= MIN_SECRET_TEXT)
         """The upstream URL's credentials, which an upstream may echo (say in a redirect's `Location`)."""
         self._echoed: dict[str, None] = {}
@@ -269,7 +273,7 @@ class Redactor:
         decided = self._decisions.get(key)
         if decided is None:
             patterned = key not in CHALLENGE_HEADERS and any(p in key for p in self._patterns)
-            decided = key in self._names or patterned
+            decided = patterned or joined_words(key) in self._names
             if len(self._decisions) < 1024:  # bounded memo: header names are few, but never trust peers
                 self._decisions[key] = decided
         return decided
@@ -532,7 +536,7 @@ class Redactor:
 
     def _foreign_key(self, key: str) -> bool:
         """Whether a member of a body that is not JSON-RPC is masked: a secret key, or an OAuth one."""
-        return key.lower() in OAUTH_BODY_KEYS or self.is_secret_key(key)
+        return joined_words(key) in _OAUTH_JOINED or self.is_secret_key(key)
 
     def text_body(self, text: str) -> str:
         """A body that is not JSON-RPC (kept as text for the record), with what looks like a member
@@ -648,6 +652,16 @@ def key_words(key: str) -> tuple[str, ...]:
     return tuple(word.lower() for word in _WORD.findall(key))
 
 
+@functools.lru_cache(maxsize=_KEY_MEMO)
+def joined_words(name: str) -> str:
+    """A name's words run together in lower case (`accessToken`, `ACCESS-TOKEN` -> `accesstoken`): how
+    a header, query parameter, form field or OAuth member name is compared with a listed one."""
+    return "".join(key_words(name))
+
+
+_OAUTH_JOINED: Final = frozenset(joined_words(key) for key in OAUTH_BODY_KEYS)
+
+
 def _holds(words: tuple[str, ...], wanted: str) -> bool:
     """Whether a run of `words` reads `wanted` (`access token` holds `token`; `max tokens` does not)."""
     for start in range(len(words)):
@@ -661,18 +675,24 @@ def _holds(words: tuple[str, ...], wanted: str) -> bool:
     return False
 
 
+_JSON_SEPARATOR: Final = rb"(?:[^A-Za-z0-9\x80-\xff\\]|\\(?:[^u]|u[0-9A-Fa-f]{4}))*"
+r"""Any run of what `key_words` splits words on, as compact JSON writes it: punctuation, spaces and
+JSON's escapes (`\"`, `\n`, `\u0001`), none of them a letter, digit or non-ASCII character."""
+
+
 def _member_pattern(exact: frozenset[str], joined: tuple[str, ...]) -> re.Pattern[bytes] | None:
     """Finds, ASCII case-insensitively and without a copy, what may be a member named like a secret
-    key in compact JSON: an exact name, or a configured key's letters anywhere, a separator allowed
-    between any two (a hit only sends the body down the walk, which decides). None when a name is
-    not plain ASCII: then every body takes the walk.
+    key in compact JSON: an exact name, or a configured key's letters anywhere, any run of separators
+    allowed between any two, as the walk's `key_words` allows (`API__KEY`, `api::key`, `api/key`), so
+    the pre-filter never passes a body the walk would mask (a hit only sends the body down the walk,
+    which decides). None when a name is not plain ASCII: then every body takes the walk.
     """
     if not exact and not joined:
         return None
     if not all(key.isascii() for key in (*exact, *joined)):
         return None
     names = [re.escape(orjson.dumps(key)) + b":" for key in sorted(exact)]
-    names += [b"[-_. ]?".join(re.escape(c.encode()) for c in key) for key in joined]
+    names += [_JSON_SEPARATOR.join(re.escape(c.encode()) for c in key) for key in joined]
     return re.compile(b"|".join(names), re.IGNORECASE)
 
 

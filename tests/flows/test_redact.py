@@ -738,6 +738,60 @@ def test_a_token_endpoints_json_answer_has_its_tokens_masked_and_remembered_its_
     assert shown[2] == metadata
 
 
+@pytest.mark.parametrize(
+    "name", ["accessToken", "AccessToken", "access-token", "ACCESS_TOKEN", "clientSecret", "Id.Token"]
+)
+def test_an_oauth_members_name_is_judged_by_its_words_in_any_case_or_spelling(name: str) -> None:
+    """An authorization server written in JavaScript answers `{"accessToken": ...}`."""
+    redactor = Redactor(key=KEY)
+    answer = {name: f"at-{SECRET}", "tokenType": "Bearer", "tokenEndpoint": "http://as/token"}
+    form = f"grant_type=authorization_code&{name}=f-{SECRET}&codeVerifier=v-{SECRET}&Code-Verifier=w-{SECRET}"
+
+    shown = redactor.body_bounded(answer, 10_000)[0]
+    malformed = redactor.body(f'{{"{name}": "m-{SECRET}", "tokenType": "Bearer"')
+
+    assert SECRET not in repr(shown) + redactor.body(form) + malformed
+    assert shown[name] == redactor.token(f"at-{SECRET}")
+    assert (shown["tokenType"], shown["tokenEndpoint"]) == ("Bearer", "http://as/token")
+    assert redactor.scrub(f"Bearer at-{SECRET}") == f"Bearer {redactor.token(f'at-{SECRET}')}"
+
+
+_SEPARATORS = st.text(alphabet='_-.:/ "\\\n\x01\t@', max_size=4)
+
+
+@given(
+    words=st.tuples(
+        st.sampled_from(["", "old", "x_"]),
+        st.sampled_from(["api", "API", "Api"]),
+        _SEPARATORS,
+        st.sampled_from(["key", "KEY", "Key", "keys"]),
+        _SEPARATORS,
+    )
+)
+def test_the_captures_pre_filter_sends_every_member_the_walk_would_mask_down_the_walk(
+    words: tuple[str, ...],
+) -> None:
+    """Whatever separators join a configured key's words (`API__KEY`, `api::key`, `api/key`), the
+    capture masks what `body` masks: its fast pre-filter never lets such a member through."""
+    name = "".join(words)
+    message = {"jsonrpc": "2.0", "id": 1, "params": {"arguments": {name: SECRET}}}
+
+    captured, _, _ = Redactor(body_keys=["api_key"], key=KEY).body_for_capture(message, 65536)
+    walked = Redactor(body_keys=["api_key"], key=KEY).body(message)
+
+    assert captured == walked
+
+
+@pytest.mark.parametrize("name", ["API__KEY", "api::key", "api/key", "API--KEY", "api\nkey", 'api"key'])
+def test_a_body_key_joined_by_any_separators_is_masked_in_the_capture(name: str) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "params": {"arguments": {name: SECRET}}}
+
+    captured, _, encoded = Redactor(body_keys=["api_key"], key=KEY).body_for_capture(message, 65536)
+
+    assert captured["params"]["arguments"][name] == Redactor(key=KEY).token(SECRET)
+    assert encoded is None
+
+
 def test_a_json_rpc_members_named_like_oauth_tokens_are_kept_as_bodies_are(redactor: Redactor) -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"access_token": "t"}}}
 
