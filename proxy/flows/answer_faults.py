@@ -3,7 +3,8 @@
 A request its exchange left unanswered fails; the chain's error, its notes and the round-trip log
 line say why in the same words, made here from what the exchange carried: a response whose id
 matches no request (a wrong id, none, `null`), one that is no valid JSON-RPC response, a body that
-held nothing (a 202 or 204 to a request, an empty 200), or a stream that ended first. Pure
+held nothing (a 202 or 204 to a request, an empty 200), or a stream that ended first. The check a
+passing answer gets (a batch the request's version does not have) is worded here too. Pure
 functions of plain values: no I/O, no clock, no state; called on the failure paths only.
 """
 
@@ -25,6 +26,9 @@ STRAY_NOTES: Final = 5
 
 JSON_TYPE: Final = "application/json"
 SSE_TYPE: Final = "text/event-stream"
+
+BATCHLESS_VERSIONS: Final = frozenset(("2025-06-18", "2025-11-25", "2026-07-28"))
+"""Protocol versions without JSON-RPC batches (removed in 2025-06-18): a batch answer breaks them."""
 
 _NO_BODY: Final = {202: "202 Accepted with no body", 204: "204 No Content"}
 
@@ -93,6 +97,22 @@ def no_answer(
     what = "JSON" if kind == JSON_TYPE else (kind or "untyped")
     said = f"the {what} answer holds no response to {_requests(ids, 'the request')}"
     return f"{said} ({problem})" if problem else said
+
+
+def declared_version(headers: Mapping[str, str]) -> str | None:
+    """The protocol version a request declared in its `MCP-Protocol-Version` header (required from
+    2025-06-18 on, and equal to a 2026-07-28 request's `_meta` one); None when it declared none."""
+    return next((v for k, v in headers.items() if k.lower() == "mcp-protocol-version"), None)
+
+
+def batch_note(version: str | None) -> str | None:
+    """The note on a request answered with a JSON-RPC batch, when its declared `version` has none."""
+    if version not in BATCHLESS_VERSIONS:
+        return None
+    return (
+        f"the server answered with a JSON-RPC batch, which protocol {version} (the request's) does not "
+        "have: batches were removed in 2025-06-18"
+    )
 
 
 def _requests(ids: Sequence[RequestId], one: str = "") -> str:

@@ -43,6 +43,8 @@ from typing import Any, Final
 from proxy.flows.answer_faults import (
     STRAY_NOTES,
     UNANSWERED,
+    batch_note,
+    declared_version,
     is_stray,
     no_answer,
     stray_note,
@@ -123,6 +125,7 @@ __all__ = ["UNANSWERED", "ChainBuilder", "digest"]
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): every message to a client passes `_answer_seen`.
 _INVALID = Kind.INVALID
+_JSON = Channel.JSON
 _RESULT = Kind.RESULT
 _TO_CLIENT = Direction.TO_CLIENT
 _UPSTREAM = Side.UPSTREAM
@@ -640,8 +643,12 @@ class ChainBuilder:
 
     def _answer_seen(self, ex: Exchange, chain: Chain, msg: Message, channel: Channel) -> None:
         """Count what the server sent the client on a request's exchange, and note what no client can
-        take: a response that answers none of its requests."""
+        take: a response that answers none of its requests, a batch its declared version lacks."""
         ex.back += 1
+        if channel is _JSON:
+            ex.json_back += 1
+            if ex.json_back == 2 and ex.requests:  # a second message in one JSON body: a batch
+                self._batch_answered(ex, chain)
         if msg.kind is _RESULT and msg.id in ex.requests:
             return  # the usual answer: nothing more to look at
         if ex.requests and (msg.is_response or msg.kind is _INVALID) and is_stray(msg, ex.requests):
@@ -653,6 +660,13 @@ class ChainBuilder:
                 self._ledger.changed(chain)
         elif msg.kind is _INVALID and ex.invalid_back is None:
             ex.invalid_back = msg.problem or "not JSON-RPC"
+
+    def _batch_answered(self, ex: Exchange, chain: Chain) -> None:
+        """Note a batch answer to a request whose declared version has no batches."""
+        note = batch_note(declared_version(ex.request_headers))
+        if note is not None and note not in chain.summary.notes:
+            chain.summary.notes.append(note)
+            self._ledger.changed(chain)
 
     def _cancel_wait(self, session: str | None, ident: object) -> None:
         """The client cancelled a request that waited for a resume or for this cancel: nothing will

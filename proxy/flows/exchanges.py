@@ -124,6 +124,8 @@ class Exchange:
     """What its chains' records do not hold of it, for the exports (only when records are kept)."""
     back: int = 0
     """Messages its response carried to the client (what an answer without a response held)."""
+    json_back: int = 0
+    """Of those, the ones in a JSON body: more than one is a batch."""
     stray: Any = None
     """The first response the server sent on it that answers none of its requests (`answer_faults`)."""
     strays: int = 0

@@ -24,7 +24,7 @@ from tests.threaded_http import serving
 pytestmark = pytest.mark.e2e
 
 VERSION = "2025-06-18"
-"""The protocol version each call declares."""
+"""The protocol version each call declares: one without batches."""
 
 RESULT = {"content": [{"type": "text", "text": "hello"}], "isError": False}
 
@@ -57,6 +57,11 @@ ANSWERS: dict[str, bytes] = {
     "nocontent": b"HTTP/1.1 204 No Content\r\n\r\n",
     "empty200": _answer("200 OK", JSON, b""),
     "textplain": _answer("200 OK", [("Content-Type", "text/plain")], b"Internal error: database is locked\n"),
+    "batch": _answer("200 OK", JSON, _json([_ok(), {"jsonrpc": "2.0", "method": "notifications/message"}])),
+    "noctype": _answer("200 OK", [], _json(_ok())),
+    "wrongctype": _answer("200 OK", [("Content-Type", "application/octet-stream")], _json(_ok())),
+    "textplain_json": _answer("200 OK", [("Content-Type", "text/plain")], _json(_ok())),
+    "dupctype": _answer("200 OK", [("Content-Type", "text/html"), *JSON], _json(_ok())),
     "unsolicited": _answer(
         "200 OK", SSE, b"data: " + _json(_ok(4242)) + b"\n\ndata: " + _json(_ok()) + b"\n\n"
     ),
@@ -194,3 +199,12 @@ def test_a_response_to_an_id_no_request_carried_is_noted_and_the_call_stays_ok(s
     for chain in (seen.live["unsolicited"], seen.exported["unsolicited"]):
         assert (chain["status"], chain.get("error"), chain["notes"]) == ("ok", None, [note])
     assert seen.lines["unsolicited"]["trouble"] is None
+
+
+def test_a_batch_answered_to_a_request_of_a_version_without_batches_is_noted(seen: Seen) -> None:
+    note = (
+        f"the server answered with a JSON-RPC batch, which protocol {VERSION} (the request's) does not have: "
+        "batches were removed in 2025-06-18"
+    )
+    for chain in (seen.live["batch"], seen.exported["batch"]):
+        assert (chain["status"], chain["notes"]) == ("ok", [note])
