@@ -3,9 +3,9 @@
 A request its exchange left unanswered fails; the chain's error, its notes and the round-trip log
 line say why in the same words, made here from what the exchange carried: a response whose id
 matches no request (a wrong id, none, `null`), one that is no valid JSON-RPC response, a body that
-held nothing (a 202 or 204 to a request, an empty 200), or a stream that ended first. The check a
-passing answer gets (a batch the request's version does not have) is worded here too. Pure
-functions of plain values: no I/O, no clock, no state; called on the failure paths only.
+held nothing (a 202 or 204 to a request, an empty 200), or a stream that ended first. The checks a
+passing answer gets (its Content-Type, a batch the request's version does not have) are worded here
+too. Pure functions of plain values: no I/O, no clock, no state; called on the failure paths only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ STRAY_NOTES: Final = 5
 
 JSON_TYPE: Final = "application/json"
 SSE_TYPE: Final = "text/event-stream"
+ACCEPTED_TYPES: Final = frozenset((JSON_TYPE, SSE_TYPE))
+"""The media types a Streamable HTTP client accepts in answer to a POST carrying requests."""
 
 BATCHLESS_VERSIONS: Final = frozenset(("2025-06-18", "2025-11-25", "2026-07-28"))
 """Protocol versions without JSON-RPC batches (removed in 2025-06-18): a batch answer breaks them."""
@@ -97,6 +99,25 @@ def no_answer(
     what = "JSON" if kind == JSON_TYPE else (kind or "untyped")
     said = f"the {what} answer holds no response to {_requests(ids, 'the request')}"
     return f"{said} ({problem})" if problem else said
+
+
+def content_type_problem(content_type: str | None, headers: Mapping[str, str]) -> str | None:
+    """What is wrong with the Content-Type of an answer to a POST carrying requests, if anything: none,
+    one a Streamable HTTP client does not accept, or two that disagree."""
+    sent = [content_type] if content_type else []
+    for name, value in headers.items():
+        if len(name) == 12 and name.lower() == "content-type" and value != content_type:
+            sent.append(value)
+    if len(sent) == 1 and media_type(sent[0]) in ACCEPTED_TYPES:
+        return None
+    accepted = " or ".join(sorted(ACCEPTED_TYPES))
+    if not sent:
+        said = "the answer has no Content-Type"
+    elif len(sent) > 1:
+        said = "the answer has two Content-Types (" + ", ".join(sent) + ")"
+    else:
+        said = f"the answer's Content-Type is {sent[0]}"
+    return f"{said}: a Streamable HTTP client accepts {accepted} only, and may refuse it"
 
 
 def declared_version(headers: Mapping[str, str]) -> str | None:

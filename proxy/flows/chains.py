@@ -44,6 +44,7 @@ from proxy.flows.answer_faults import (
     STRAY_NOTES,
     UNANSWERED,
     batch_note,
+    content_type_problem,
     declared_version,
     is_stray,
     no_answer,
@@ -129,6 +130,10 @@ _JSON = Channel.JSON
 _RESULT = Kind.RESULT
 _TO_CLIENT = Direction.TO_CLIENT
 _UPSTREAM = Side.UPSTREAM
+_PASSTHROUGH = Mode.PASSTHROUGH
+_BODILESS = (202, 204)
+"""Statuses of an answer that carries no body, so no Content-Type."""
+_HTTP_BOTH = ("http", "http")
 
 
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
@@ -531,6 +536,17 @@ class ChainBuilder:
                 chain.summary.http_status = status
         if ex.resumed_with is not None:
             self._resumed(ex, ex.resumed_with, status)
+        if ex.requests and 200 <= status < 300 and status not in _BODILESS and ex.mode is _PASSTHROUGH:
+            self._check_content_type(ex, content_type, headers)
+
+    def _check_content_type(self, ex: Exchange, content_type: str | None, headers: dict[str, str]) -> None:
+        """Note an answer to requests whose Content-Type no Streamable HTTP client takes (the relayed
+        head of the server's own answer: a bridge writes its own)."""
+        if ex.http_method != "POST" or ex.plain or (ex.client_transport, ex.upstream_transport) != _HTTP_BOTH:
+            return
+        problem = content_type_problem(content_type, headers)
+        if problem is not None:
+            self._note(ex.id, None, self._redactor.scrub(problem))
 
     def _session_gone(self, ex: Exchange) -> None:
         """A 404 to a request of a relayed session: the server forgot it (it restarted, or let it

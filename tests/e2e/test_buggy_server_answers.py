@@ -208,3 +208,19 @@ def test_a_batch_answered_to_a_request_of_a_version_without_batches_is_noted(see
     )
     for chain in (seen.live["batch"], seen.exported["batch"]):
         assert (chain["status"], chain["notes"]) == ("ok", [note])
+
+
+ACCEPTS = ": a Streamable HTTP client accepts application/json or text/event-stream only, and may refuse it"
+CONTENT_TYPES = {
+    "noctype": "the answer has no Content-Type",
+    "wrongctype": "the answer's Content-Type is application/octet-stream",
+    "textplain_json": "the answer's Content-Type is text/plain",
+    "dupctype": "the answer has two Content-Types (text/html, application/json)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTENT_TYPES))
+def test_an_answer_with_a_content_type_no_client_takes_is_noted_and_stays_ok(seen: Seen, name: str) -> None:
+    for chain in (seen.live[name], seen.exported[name]):
+        assert (chain["status"], chain["notes"]) == ("ok", [CONTENT_TYPES[name] + ACCEPTS])
+    assert seen.bodies[name] == _json(_ok())
