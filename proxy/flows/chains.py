@@ -40,6 +40,17 @@ import re
 from collections.abc import Callable, Iterable, KeysView
 from typing import Any, Final
 
+from proxy.flows.answer_faults import (
+    STRAY_NOTES,
+    UNANSWERED,
+    batch_note,
+    content_type_problem,
+    declared_version,
+    is_stray,
+    no_answer,
+    stray_note,
+    unmatched,
+)
 from proxy.flows.correlate import Correlator
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import (
@@ -107,10 +118,22 @@ from proxy.flows.resumes import (
 from proxy.flows.retries import NEVER_RETRIED, RETRY_WINDOW, RetryBook, digest
 from proxy.flows.store import Chain, ChainStore
 from proxy.flows.stream_legs import STREAM_METHOD, StreamLegs
-from proxy.wire.jsonrpc import Kind, Message, classify_value
+from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import INPUT_METHODS, LISTEN, LISTEN_ACKNOWLEDGED
 
-__all__ = ["ChainBuilder", "digest"]
+__all__ = ["UNANSWERED", "ChainBuilder", "digest"]
+
+# Enum members read through their class cost about ten times a module constant's on Python 3.11
+# (the enum metaclass's attribute hook): every message to a client passes `_answer_seen`.
+_INVALID = Kind.INVALID
+_JSON = Channel.JSON
+_RESULT = Kind.RESULT
+_TO_CLIENT = Direction.TO_CLIENT
+_UPSTREAM = Side.UPSTREAM
+_PASSTHROUGH = Mode.PASSTHROUGH
+_BODILESS = (202, 204)
+"""Statuses of an answer that carries no body, so no Content-Type."""
+_HTTP_BOTH = ("http", "http")
 
 
 MODERN_CANCEL = "the client closed its stream before the answer: a 2026-07-28 client's cancel"
@@ -124,9 +147,6 @@ LEGACY_LEFT_BRIDGE = (
 )
 """The note on a legacy client's call through `legacy_to_mrtr` that ended with the client's hang-up:
 the engine closes the call's open upstream leg, which tells a 2026-07-28 server to stop."""
-
-UNANSWERED = "response stream ended without a response"
-"""The error of a request whose response stream ended cleanly without its answer."""
 
 CLIENT_NEVER_RETRIED = (
     "parked upstream call expired: the client did not retry within continuation_ttl (a 2026-07-28 "
@@ -516,6 +536,17 @@ class ChainBuilder:
                 chain.summary.http_status = status
         if ex.resumed_with is not None:
             self._resumed(ex, ex.resumed_with, status)
+        if ex.requests and 200 <= status < 300 and status not in _BODILESS and ex.mode is _PASSTHROUGH:
+            self._check_content_type(ex, content_type, headers)
+
+    def _check_content_type(self, ex: Exchange, content_type: str | None, headers: dict[str, str]) -> None:
+        """Note an answer to requests whose Content-Type no Streamable HTTP client takes (the relayed
+        head of the server's own answer: a bridge writes its own)."""
+        if ex.http_method != "POST" or ex.plain or (ex.client_transport, ex.upstream_transport) != _HTTP_BOTH:
+            return
+        problem = content_type_problem(content_type, headers)
+        if problem is not None:
+            self._note(ex.id, None, self._redactor.scrub(problem))
 
     def _session_gone(self, ex: Exchange) -> None:
         """A 404 to a request of a relayed session: the server forgot it (it restarted, or let it
@@ -592,6 +623,8 @@ class ChainBuilder:
         chain = self.store.peek(ex_chain) if ex_chain else None
         if chain is None:
             return None
+        if direction is _TO_CLIENT and side is not _UPSTREAM:
+            self._answer_seen(ex, chain, msg, channel)
         if sse_id is not None:
             self.note_event_id(exchange_id, sse_id)
         if msg.method == LISTEN_ACKNOWLEDGED and direction is Direction.TO_CLIENT:
@@ -623,6 +656,33 @@ class ChainBuilder:
         ):
             self._cancel_wait(ex.session, msg.params.get("requestId"))
         return filed
+
+    def _answer_seen(self, ex: Exchange, chain: Chain, msg: Message, channel: Channel) -> None:
+        """Count what the server sent the client on a request's exchange, and note what no client can
+        take: a response that answers none of its requests, a batch its declared version lacks."""
+        ex.back += 1
+        if channel is _JSON:
+            ex.json_back += 1
+            if ex.json_back == 2 and ex.requests:  # a second message in one JSON body: a batch
+                self._batch_answered(ex, chain)
+        if msg.kind is _RESULT and msg.id in ex.requests:
+            return  # the usual answer: nothing more to look at
+        if ex.requests and (msg.is_response or msg.kind is _INVALID) and is_stray(msg, ex.requests):
+            ex.strays += 1
+            if ex.stray is None:
+                ex.stray = msg
+            if ex.strays <= STRAY_NOTES:
+                note_counted(chain.summary.notes, self._redactor.scrub(stray_note(msg)))
+                self._ledger.changed(chain)
+        elif msg.kind is _INVALID and ex.invalid_back is None:
+            ex.invalid_back = msg.problem or "not JSON-RPC"
+
+    def _batch_answered(self, ex: Exchange, chain: Chain) -> None:
+        """Note a batch answer to a request whose declared version has no batches."""
+        note = batch_note(declared_version(ex.request_headers))
+        if note is not None and note not in chain.summary.notes:
+            chain.summary.notes.append(note)
+            self._ledger.changed(chain)
 
     def _cancel_wait(self, session: str | None, ident: object) -> None:
         """The client cancelled a request that waited for a resume or for this cancel: nothing will
@@ -910,7 +970,7 @@ class ChainBuilder:
                 reason = outcome or f"HTTP {ex.head.status if ex.head else '?'}"
                 self._ledger.finish(chain, ChainStatus.ERROR, reason, now)
             elif chain.summary.status in (ChainStatus.PENDING, ChainStatus.WAITING_CLIENT):
-                self._unanswered(chain, ex, now)
+                self._unanswered(chain, ex, ident, now)
         if ex.http_failed():
             self._refused_notifications(ex)
         if ex.facts is not None:
@@ -1013,8 +1073,9 @@ class ChainBuilder:
             if chain_id not in open_chains:
                 self.store.release(chain_id)
 
-    def _unanswered(self, chain: Chain, ex: Exchange, now: float) -> None:
-        """End a chain whose exchange closed cleanly without its response.
+    def _unanswered(self, chain: Chain, ex: Exchange, ident: RequestId, now: float) -> None:
+        """End a chain whose exchange closed cleanly without its response, saying what the server sent
+        instead (`answer_faults`).
 
         When the exchange began in an earlier capture file (a rotated part read alone), its response
         may well be there, as it may be in a body the proxy relayed unread (its note says why): the
@@ -1022,8 +1083,14 @@ class ChainBuilder:
         """
         if ex.not_inspected is not None or ex.began_earlier:
             self._ledger.finish(chain, ChainStatus.INCOMPLETE, None, now)
+            return
+        if ex.stray is not None:
+            why = unmatched([ident], ex.stray)
         else:
-            self._ledger.finish(chain, ChainStatus.ERROR, UNANSWERED, now)
+            head = ex.head
+            status, kind = (head.status, head.content_type) if head is not None else (None, None)
+            why = no_answer([ident], status, kind, ex.back, ex.invalid_back)
+        self._ledger.finish(chain, ChainStatus.ERROR, self._redactor.scrub(why), now)
 
     def mark_invalid(self, exchange_id: str, problem: str, *, size: int, body: bytes) -> str | None:
         """Record a client body that is not JSON-RPC (still forwarded in pass-through) as an invalid chain."""

@@ -122,6 +122,16 @@ class Exchange:
     """Its MRTR retries still unanswered, with what each changed in the chain it joined."""
     facts: ExchangeFacts | None = None
     """What its chains' records do not hold of it, for the exports (only when records are kept)."""
+    back: int = 0
+    """Messages its response carried to the client (what an answer without a response held)."""
+    json_back: int = 0
+    """Of those, the ones in a JSON body: more than one is a batch."""
+    stray: Any = None
+    """The first response the server sent on it that answers none of its requests (`answer_faults`)."""
+    strays: int = 0
+    """Responses the server sent on it that answer none of its requests."""
+    invalid_back: str | None = None
+    """Why the first value its response carried that is no JSON-RPC message is not one."""
     plain: bool = False
     """A request to a path other than the MCP endpoint (`proxy.flows.endpoint`): plain HTTP, one chain
     named by its method and path, its bodies filed as they are, its outcome its HTTP status."""

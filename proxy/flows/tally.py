@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import KeysView, Sequence
 from typing import Any
 
+from proxy.flows.answer_faults import is_stray, no_answer, unmatched
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
@@ -209,9 +210,11 @@ class _Open:
         "opened",
         "path",
         "plain",
+        "problem",
         "session",
         "started",
         "status",
+        "stray",
         "transports",
     )
 
@@ -262,6 +265,10 @@ class _Open:
         self.plain = plain
         """A request to a path other than the MCP endpoint: plain HTTP, told by its method, path and
         status, whatever its body holds."""
+        self.stray: Message | None = None
+        """The first response the server sent that answers none of its requests (`answer_faults`)."""
+        self.problem: str | None = None
+        """Why the first value its response carried that is no JSON-RPC message is not one."""
 
 
 class RoundTripTally:
@@ -389,6 +396,8 @@ class RoundTripTally:
                     tally.failed = _failure(msg)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
                     self._input_required(obs.exchange, tally, msg)
+            elif msg.is_response or msg.kind is _INVALID:
+                _unmatched(tally, msg)
             return
         if msg.kind is _REQUEST:
             if tally.method is None:
@@ -551,7 +560,24 @@ def _failure(msg: Message) -> str | None:
     return None
 
 
-def _trouble(tally: _Open, outcome: str | None) -> str | None:
+def _unmatched(tally: _Open, msg: Message) -> None:
+    """Keep what tells why a request of the exchange may go unanswered: the first response that
+    answers none of them, or the first value that is no JSON-RPC message."""
+    if tally.stray is None and tally.ids and is_stray(msg, tally.ids):
+        tally.stray = msg
+    elif msg.kind is _INVALID and tally.problem is None:
+        tally.problem = msg.problem or "not JSON-RPC"
+
+
+def _why_unanswered(tally: _Open, redactor: Redactor) -> str:
+    """What the server sent instead of a response to the requests left unanswered, in the chain's words."""
+    ids = _unanswered(tally)
+    if tally.stray is not None:
+        return redactor.scrub(unmatched(ids, tally.stray))
+    return redactor.scrub(no_answer(ids, tally.status, tally.content_type, tally.messages_out, tally.problem))
+
+
+def _trouble(tally: _Open, outcome: str | None, redactor: Redactor) -> str | None:
     """What went wrong, if anything: how the exchange ended (`outcome`, already judged by
     `unusual_end`), else what its answer or status says, or that a request it carried got none (in
     a body the proxy read: one relayed unread may have held the answer)."""
@@ -562,7 +588,7 @@ def _trouble(tally: _Open, outcome: str | None) -> str | None:
     if tally.status is not None and tally.status >= 400:
         return f"HTTP {tally.status}"
     if tally.answered < len(tally.ids) and tally.not_inspected is None:
-        return "no response"  # a body that was no JSON-RPC, a stream that ended first (not one unread)
+        return _why_unanswered(tally, redactor)  # a stray answer, an empty body, a stream ended first
     return None
 
 
@@ -626,7 +652,7 @@ def _line(
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
         outcome,
         _carried(tally, redactor),
-        None if ended == CLIENT_CANCELLED else _trouble(tally, outcome),
+        None if ended == CLIENT_CANCELLED else _trouble(tally, outcome, redactor),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],

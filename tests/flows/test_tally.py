@@ -160,11 +160,12 @@ def test_what_went_wrong_is_told_from_the_answer_and_the_status_when_the_exchang
 
 def test_a_request_whose_exchange_ended_cleanly_without_its_answer_is_trouble() -> None:
     tally = RoundTripTally(Redactor(key=b"k"))
-    not_json_rpc = exchange(tally, "x1", "POST", [CALL], [], None, content_type="application/json")
-    assert (not_json_rpc.trouble, not_json_rpc.outcome) == ("no response", None)
-    assert not_json_rpc.log_fields("passthrough")["trouble"] == "no response"
+    empty = exchange(tally, "x1", "POST", [CALL], [], None, content_type="application/json")
+    said = "the server's 200 answer has an empty body, no response to a request"
+    assert (empty.trouble, empty.outcome) == (said, None)
+    assert empty.log_fields("passthrough")["trouble"] == said
     ended_first = exchange(tally, "x2", "POST", [CALL], [ASK], None)
-    assert ended_first.trouble == "no response"
+    assert ended_first.trouble == "response stream ended without a response"
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert exchange(tally, "x3", "POST", [note], [], None, status=202).trouble is None
 
