@@ -195,7 +195,8 @@ class Settings(BaseModel):
     """Move URLs that name the upstream's origin (scheme, host, port) onto the proxy's, as the client
     addressed it, in what an OAuth client discovers through the proxy: the `resource_metadata` of a
     `WWW-Authenticate` challenge, and in the JSON of `/.well-known/oauth-protected-resource`,
-    `/.well-known/oauth-authorization-server` and `/.well-known/openid-configuration` the `resource`,
+    `/.well-known/oauth-authorization-server`, `/.well-known/openid-configuration` and the path a
+    moved challenge named as its `resource_metadata` the `resource`,
     `issuer`, `authorization_servers` and every endpoint URL; and move the RFC 8707 `resource` a client
     sends (the authorization request's query, the token request's form) back to the upstream's URL.
     A server that advertises its own URL then works through the proxy as it does directly; URLs on any
