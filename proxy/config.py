@@ -119,8 +119,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     upstream: str | None = None
-    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host): a Streamable
-    HTTP endpoint (`/mcp`) or a 2024-11-05 HTTP+SSE one (`/sse`), told apart by the era probe."""
+    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host), connected to
+    directly whatever `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` say (the OTLP exporter follows them):
+    a Streamable HTTP endpoint (`/mcp`) or a 2024-11-05 HTTP+SSE one (`/sse`), told apart by the era
+    probe."""
     upstream_cmd: str | None = None
     """Command line of a stdio MCP server the proxy starts and serves to HTTP clients, instead of an
     upstream URL (split like a shell would, no shell run): `npx -y @modelcontextprotocol/server-everything`.
