@@ -119,8 +119,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     upstream: str | None = None
-    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host): a Streamable
-    HTTP endpoint (`/mcp`) or a 2024-11-05 HTTP+SSE one (`/sse`), told apart by the era probe."""
+    """URL of the MCP server endpoint the proxy forwards to (http or https, with a host), connected to
+    directly whatever `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` say (the OTLP exporter follows them):
+    a Streamable HTTP endpoint (`/mcp`) or a 2024-11-05 HTTP+SSE one (`/sse`), told apart by the era
+    probe."""
     upstream_cmd: str | None = None
     """Command line of a stdio MCP server the proxy starts and serves to HTTP clients, instead of an
     upstream URL (split like a shell would, no shell run): `npx -y @modelcontextprotocol/server-everything`.
@@ -195,7 +197,8 @@ class Settings(BaseModel):
     """Move URLs that name the upstream's origin (scheme, host, port) onto the proxy's, as the client
     addressed it, in what an OAuth client discovers through the proxy: the `resource_metadata` of a
     `WWW-Authenticate` challenge, and in the JSON of `/.well-known/oauth-protected-resource`,
-    `/.well-known/oauth-authorization-server` and `/.well-known/openid-configuration` the `resource`,
+    `/.well-known/oauth-authorization-server`, `/.well-known/openid-configuration` and the path a
+    moved challenge named as its `resource_metadata` the `resource`,
     `issuer`, `authorization_servers` and every endpoint URL; and move the RFC 8707 `resource` a client
     sends (the authorization request's query, the token request's form) back to the upstream's URL.
     A server that advertises its own URL then works through the proxy as it does directly; URLs on any

@@ -1,6 +1,7 @@
 """The rule desk over a proxy's admin API (`mcp-proxy tui --attach URL`): `/api/faults`, `/api/intercepts`.
 
-httpx with the admin token as a bearer, every request bounded (`TIMEOUT`), and every refusal turned
+httpx with the admin token as a bearer (never through an environment proxy to a loopback URL:
+`ui.admin_client`), every request bounded (`TIMEOUT`), and every refusal turned
 into a `DeskError` carrying the API's own reason (its JSON `message`), so the screens show what the
 proxy said: why a rule does not parse, why an edit is not valid JSON-RPC, that a message was already
 released. Learning of new held messages uses the API's long poll (`/api/intercepts/wait`); a proxy
@@ -15,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ui.admin_client import admin_client
 from ui.desk import Decision, DeskError, FaultRule, InterceptRule, Intercepts
 
 TIMEOUT = httpx.Timeout(10.0)
@@ -34,8 +36,8 @@ class HttpDesk:
         self.base = url.rstrip("/")
         self.description = self.base
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.AsyncClient(
-            base_url=self.base, headers=headers, timeout=TIMEOUT, transport=transport
+        self._client = admin_client(
+            self.base, base_url=self.base, headers=headers, timeout=TIMEOUT, transport=transport
         )
         self._long_poll = True
 

@@ -23,7 +23,8 @@ Three sources, one shape (`Feed.run(sink)` awaits `sink` once per event or statu
 the bus drops events for this observer only, which the view shows as "lagged N"; traffic never slows.
 
 This module may import only `proxy.flows`, `proxy.record` and `proxy.wire` (import-linter contract)
-and never aiohttp: the attach client uses httpx and a small SSE reader of its own.
+and never aiohttp: the attach client uses httpx (`ui.admin_client`: a loopback admin API is never
+reached through an environment proxy) and a small SSE reader of its own.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from proxy.flows.events import (
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 from proxy.record.index import read_tail
 from proxy.record.parts import capture_end
+from ui.admin_client import admin_client
 from ui.capture_index import IndexFailed, IndexReady, index_capture
 
 PROXY_STOPPED = "the proxy stopped before this call ended"
@@ -224,7 +226,7 @@ class AttachFeed:
             headers["Authorization"] = f"Bearer {self.token}"
         timeout = httpx.Timeout(10.0, read=None)
         failures = 0
-        async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
+        async with admin_client(self.base, timeout=timeout, transport=self._transport) as client:
             while True:
                 if self._behind:
                     await sink(FeedStatus("behind", self._behind, address=self.base))

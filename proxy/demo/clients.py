@@ -91,7 +91,9 @@ async def run_client(url: str, era: str, limit: float = 20.0) -> list[CallOutcom
     """
     outcomes: list[CallOutcome] = []
     try:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(limit)) as http:
+        # The demo's proxies listen on 127.0.0.1: a forward proxy from the environment (HTTP_PROXY)
+        # cannot reach them.
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(limit), trust_env=False) as http:
             transport = streamable_http_client(url, http_client=http)
             client = Client(
                 transport,

@@ -9,15 +9,20 @@ origin (nginx's `proxy_redirect default`), these URLs are moved onto the origin 
 when they name the upstream's scheme, host and port, and the RFC 8707 `resource` a client then sends
 is moved back, so an authorization server on the upstream's origin issues its token for the resource
 it knows. URLs on any other origin (an authorization server elsewhere, a public URL the server
-already advertises) are left as they are.
+already advertises) are left as they are. The documents are found by their well-known paths, and by
+the path a moved challenge named (RFC 9728 lets a server put its metadata at any URL): the proxy
+learns those (`DocumentPaths`), a bounded table.
 
-Pure functions: no I/O, no clock. The relay decides when to call them and reports what they changed.
+Pure functions and a table: no I/O, no clock. The relay decides when to call them and reports what
+they changed.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, unquote_plus, urlsplit
 
 import orjson
@@ -32,6 +37,10 @@ DOCUMENT_PATHS = (
     "/.well-known/openid-configuration",
 )
 """Where the discovery documents live: each path itself, or with the resource's or issuer's path after it."""
+
+LEARNED_PATHS_LIMIT = 64
+"""How many `resource_metadata` paths outside `DOCUMENT_PATHS` the proxy remembers (a server names one
+or two; a server naming new ones without end makes the oldest forgotten, never the table grow)."""
 
 _OPENID_SUFFIX = "/.well-known/openid-configuration"
 """OpenID Connect discovery of an issuer with a path puts the well-known part after it."""
@@ -99,11 +108,42 @@ class Rewritten:
 
 
 def is_document_path(path: str) -> bool:
-    """The request asks for an OAuth or OpenID discovery document (a path as the client sent it)."""
+    """The request asks for an OAuth or OpenID discovery document at a well-known path (a path as the
+    client sent it)."""
     for prefix in DOCUMENT_PATHS:
         if path == prefix or path.startswith(prefix + "/"):
             return True
     return path.endswith(_OPENID_SUFFIX)
+
+
+class DocumentPaths:
+    """The paths whose JSON answers are discovery documents: the well-known ones, and each path a
+    challenge moved onto the client's origin named as its `resource_metadata`, remembered (the
+    oldest forgotten past `limit`) because the client asks for that document next, by that path."""
+
+    __slots__ = ("_learned", "limit")
+
+    def __init__(self, limit: int = LEARNED_PATHS_LIMIT) -> None:
+        self.limit = limit
+        self._learned: dict[str, None] = {}
+        """Learned paths, oldest first (a dict keeps insertion order)."""
+
+    def __repr__(self) -> str:
+        return f"DocumentPaths(learned={list(self._learned)}, limit={self.limit})"
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._learned or is_document_path(path)
+
+    def learn(self, paths: Iterable[str]) -> None:
+        """Remember `paths` (each as a URL writes it, percent-encoded) as discovery documents' paths."""
+        learned = self._learned
+        for path in paths:
+            if is_document_path(path):
+                continue
+            learned.pop(path, None)
+            learned[path] = None
+            while len(learned) > self.limit:
+                del learned[next(iter(learned))]
 
 
 def is_json_type(content_type: str | None) -> bool:
@@ -114,22 +154,30 @@ def is_json_type(content_type: str | None) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-def challenge(value: str, origins: Origins) -> str | None:
+class MovedChallenge(NamedTuple):
+    """A challenge with its `resource_metadata` moved to the client, and the paths it now names."""
+
+    text: str
+    documents: tuple[str, ...]
+    """The path of each moved `resource_metadata` URL: the client asks for a document there next."""
+
+
+def challenge(value: str, origins: Origins) -> MovedChallenge | None:
     """A `WWW-Authenticate` value with its `resource_metadata` URL moved to the client; None if unchanged."""
-    changed = False
+    documents: list[str] = []
 
     def move(match: re.Match[str]) -> str:
-        nonlocal changed
         raw = match.group(2)
         quoted = raw.startswith('"')
-        moved = origins.to_client(raw[1:-1] if quoted else raw)
+        url = raw[1:-1] if quoted else raw
+        moved = origins.to_client(url)
         if moved is None:
             return match.group(0)
-        changed = True
+        documents.append(urlsplit(url).path or "/")  # parsed once already: the path stays as it was
         return f'{match.group(1)}"{moved}"' if quoted else f"{match.group(1)}{moved}"
 
     rewritten = _RESOURCE_METADATA.sub(move, value)
-    return rewritten if changed else None
+    return MovedChallenge(rewritten, tuple(documents)) if documents else None
 
 
 def document(data: bytes, origins: Origins) -> Rewritten:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from proxy.engine.oauth_origin import (
+    DocumentPaths,
     Origins,
     challenge,
     document,
-    is_document_path,
     is_form,
     is_json_type,
     resource_parameters,
@@ -43,12 +43,16 @@ _LOG = get_logger()
 class OriginRewrites:
     """One exchange's origin rewrites: each logged when made, recorded after what it changed."""
 
-    __slots__ = ("exchange", "held", "origins", "pending", "request_said", "sink")
+    __slots__ = ("documents", "exchange", "held", "origins", "pending", "request_said", "sink")
 
-    def __init__(self, origins: Origins, sink: ObservationSink, exchange: str) -> None:
+    def __init__(
+        self, origins: Origins, sink: ObservationSink, exchange: str, documents: DocumentPaths
+    ) -> None:
         self.origins = origins
         self.sink = sink
         self.exchange = exchange
+        self.documents = documents
+        """Where the paths a moved challenge names are learned (the relay's, shared by its exchanges)."""
         self.pending: list[OriginRewritten] = []
         """Rewrites made and not yet recorded: the relay records them after the record of what they
         changed (the request, or the response's head), or with the exchange's end."""
@@ -111,7 +115,8 @@ class OriginRewrites:
         out, moved = [], False
         for name, text in head.headers:
             if _is_challenge(name) and (new := challenge(text, self.origins)) is not None:
-                text, moved = new, True
+                text, moved = new.text, True
+                self.documents.learn(new.documents)
             out.append((name, text))
         if not moved:
             return head
@@ -159,10 +164,10 @@ class OriginRewrites:
         return rewritten.data, headers
 
 
-def is_discovery(route: Route, head: ClientHead, upstream: Upstream) -> bool:
+def is_discovery(route: Route, head: ClientHead, upstream: Upstream, documents: DocumentPaths) -> bool:
     """A JSON answer to a GET of a discovery document beside the MCP endpoint (its URLs are read, and
     moved when they name the upstream's origin)."""
-    if not (200 <= head.status < 300 and is_document_path(route.path)):
+    if not (200 <= head.status < 300 and route.path in documents):
         return False
     return route.path not in upstream.endpoint_paths and not head.sse and is_json_type(head.content_type)
 

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from proxy.engine.faults import fault_outcome, tls_refused
 from proxy.engine.gate.rules import FaultGate
-from proxy.engine.oauth_origin import Origins
+from proxy.engine.oauth_origin import DocumentPaths, Origins
 from proxy.engine.passthrough import (
     BODY_CUT,
     BodyEnd,
@@ -103,6 +103,7 @@ class RelayContext:
 
     __slots__ = (
         "desk",
+        "documents",
         "gate",
         "holds",
         "inspect_limit",
@@ -139,6 +140,9 @@ class RelayContext:
         self.rewrite_origin = rewrite_origin
         """Move the upstream's origin onto the client's in OAuth discovery, and back in the `resource`
         a client sends (`rewrite_oauth_origin`, `proxy.engine.oauth_origin`)."""
+        self.documents = DocumentPaths()
+        """The paths whose JSON answers are discovery documents: the well-known ones and those the
+        upstream's challenges named (learned as the relay moves them)."""
         self.listen_url = ""
         """The proxy's own base URL once it listens (`http://127.0.0.1:8080`), for rewritten redirects."""
         self.open_streams = 0
@@ -388,7 +392,9 @@ class PassthroughRelay:
         """A discovery document whose URLs are read and moved (a compressed or over-large one is relayed
         as it came, and said so)."""
         ctx = self.ctx
-        return is_discovery(route, head, ctx.upstream) and self._rewrites().readable(head, ctx.inspect_limit)
+        return is_discovery(route, head, ctx.upstream, ctx.documents) and self._rewrites().readable(
+            head, ctx.inspect_limit
+        )
 
     async def _document_read(self, head: ClientHead, upstream: UpstreamResponse) -> None:
         """Read a discovery document whose body came after its head (bounded by `max_inspected_bytes`),
@@ -524,7 +530,8 @@ class PassthroughRelay:
         origin = self.origin
         if origin is None:
             origins = Origins(self.ctx.upstream, self._own_origin())
-            origin = self.origin = OriginRewrites(origins, self.ctx.observations, self.exchange)
+            ctx = self.ctx
+            origin = self.origin = OriginRewrites(origins, ctx.observations, self.exchange, ctx.documents)
         return origin
 
     def _say_rewrites(self, origin: OriginRewrites) -> None:

@@ -6,6 +6,8 @@ import orjson
 import pytest
 
 from proxy.engine.oauth_origin import (
+    DocumentPaths,
+    MovedChallenge,
     Origins,
     Rewritten,
     challenge,
@@ -94,10 +96,36 @@ def test_a_challenges_resource_metadata_moves_and_the_rest_of_it_stays_byte_for_
         f'Bearer error="invalid_token", error_description="Missing", resource_metadata="{UP}/.well-known/x"'
     )
 
-    assert challenge(sent, ORIGINS) == sent.replace(UP, ME)
-    assert challenge(f"Bearer resource_metadata={UP}/.well-known/x, scope=a", ORIGINS) == (
-        f"Bearer resource_metadata={ME}/.well-known/x, scope=a"
+    assert challenge(sent, ORIGINS) == MovedChallenge(sent.replace(UP, ME), ("/.well-known/x",))
+    assert challenge(f"Bearer resource_metadata={UP}/.well-known/x, scope=a", ORIGINS) == MovedChallenge(
+        f"Bearer resource_metadata={ME}/.well-known/x, scope=a", ("/.well-known/x",)
     )
+
+
+def test_a_moved_challenge_names_the_path_of_its_metadata_wherever_the_server_keeps_it() -> None:
+    sent = f'Bearer resource_metadata="{UP}/custom/metadata/location.json?v=1", scope="a"'
+
+    moved = challenge(sent, ORIGINS)
+
+    assert moved is not None
+    assert moved.documents == ("/custom/metadata/location.json",)
+    assert challenge(f'Bearer resource_metadata="{UP}"', ORIGINS) == MovedChallenge(
+        f'Bearer resource_metadata="{ME}"', ("/",)
+    )
+
+
+def test_a_learned_metadata_path_is_a_document_path_and_the_table_keeps_the_newest_few() -> None:
+    paths = DocumentPaths(limit=2)
+
+    paths.learn(["/custom/a.json", "/.well-known/oauth-protected-resource/mcp"])
+    paths.learn(["/custom/b.json", "/custom/a.json", "/custom/c.json"])
+
+    assert "/custom/a.json" not in DocumentPaths()
+    assert "/.well-known/oauth-protected-resource/mcp" in paths, "a well-known path needs no learning"
+    assert "/custom/b.json" not in paths, "the oldest learned goes first"
+    assert "/custom/a.json" in paths, "learned again: the newest"
+    assert "/custom/c.json" in paths
+    assert repr(paths) == "DocumentPaths(learned=['/custom/a.json', '/custom/c.json'], limit=2)"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import cast
 
-from proxy.engine.oauth_origin import Origins
+from proxy.engine.oauth_origin import DocumentPaths, Origins
 from proxy.flows.events import Direction
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route, classify
@@ -35,7 +35,9 @@ def test_a_token_request_framed_twice_has_its_resource_rewrite_said_once() -> No
         max_body=1 << 20,
     )
     assert isinstance(route, Route)
-    rewrites = OriginRewrites(Origins(UPSTREAM, CLIENT), cast(ObservationSink, _Clock()), "x1")
+    rewrites = OriginRewrites(
+        Origins(UPSTREAM, CLIENT), cast(ObservationSink, _Clock()), "x1", DocumentPaths()
+    )
 
     first = rewrites.resource_moved(route, "", form)
     said = rewrites.take()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -13,10 +14,18 @@ from tests.peers.runner import REPO_ROOT
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_runs_every_available_combination_successfully() -> None:
+UNREACHABLE_FORWARD_PROXY = {"HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+"""A shell's forward proxy that cannot reach this machine's loopback (nothing listens there): the
+demo's clients talk to its own proxies on 127.0.0.1, never through it."""
+
+
+@pytest.mark.parametrize("proxy_env", [{}, UNREACHABLE_FORWARD_PROXY], ids=["plain", "http_proxy_set"])
+def test_the_demo_runs_every_available_combination_successfully(proxy_env: dict[str, str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"} | proxy_env
     done = subprocess.run(
         [sys.executable, "-m", "proxy.cli", "demo", "--json"],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=50,

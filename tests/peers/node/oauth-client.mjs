@@ -7,7 +7,7 @@
 // registers, asks for authorization (the "browser" is a fetch of the authorization URL that reads the
 // redirect's code instead of following it), trades the code with finishAuth(), reconnects, lists the
 // tools and calls `greet`. Prints one JSON line per HTTP request it made (method, URL without its
-// query, status, the WWW-Authenticate it got, the body of each discovery document as received), then
+// query, status, the WWW-Authenticate it got, the body of each discovery document as received: a /.well-known/ path's, or any JSON answer to a GET), then
 // {"step": "done", ...} or {"step": "error", ...}, so a test can tell where each step went and what
 // bytes the client was given.
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -24,7 +24,8 @@ async function logged(input, init) {
   const line = { step: 'http', method: init?.method ?? 'GET', url: where.origin + where.pathname, status: response.status };
   const challenge = response.headers.get('www-authenticate');
   if (challenge) line.www_authenticate = challenge;
-  if (where.pathname.includes('/.well-known/')) line.body = await response.clone().text();
+  const json = /json/i.test(response.headers.get('content-type') ?? '');
+  if (where.pathname.includes('/.well-known/') || (json && line.method === 'GET')) line.body = await response.clone().text();
   emit(line);
   return response;
 }
@@ -54,22 +55,25 @@ const provider = {
   codeVerifier() { return this.verifier; },
 };
 
-async function connect() {
-  const transport = new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: logged });
+async function connect(transport) {
   const client = new Client({ name: 'ts-oauth-client', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport };
 }
 
+const newTransport = () => new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: logged });
+
 try {
   let connected;
+  const challenged = newTransport();
   try {
-    connected = await connect();
+    connected = await connect(challenged);
   } catch (error) {
     if (!(error instanceof UnauthorizedError)) throw error;
-    const transport = new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: logged });
-    await transport.finishAuth(code);
-    connected = await connect();
+    // The transport that got the 401 trades the code: it keeps the challenge's resource_metadata URL,
+    // which a server with its metadata outside /.well-known/ is found by.
+    await challenged.finishAuth(code);
+    connected = await connect(newTransport());
   }
   const tools = (await connected.client.listTools()).tools.map((tool) => tool.name);
   const greeted = await connected.client.callTool({ name: 'greet', arguments: { name: 'oauth' } });
