@@ -101,6 +101,9 @@ class LegEnded:
     at: float = 0.0
     """When the transport saw it, by its wall clock (0.0: not known): a parked call it ends says how
     long it waited."""
+    body: bytes = b""
+    """The body of a JSON response that held no JSON-RPC message (a server refusing the request says
+    why in it), as read, within `max_bridged_message_bytes`; empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,10 @@ class Leg(Generic[P]):
     content_type: str = ""
     resumable: Resumable | None = None
     """Set when the leg carries a request: what resuming its cut stream needs."""
+    origin: str | None = None
+    """The client `Origin` the leg carried upstream (None: none), which its success vouches for."""
+    body: bytes = b""
+    """What the upstream's body said when it held no JSON-RPC message (`LegEnded.body`)."""
     said: str | None = None
     """The upstream's own words when it answered with an error naming no request (a 400 whose body
     is `{"error": ..., "id": null}`): what a fault on the leg quotes, since no answer carries them."""

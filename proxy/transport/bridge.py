@@ -142,6 +142,8 @@ class _LegStream:
     sent: str | None = None
     """The JSON-RPC method of the POST the leg sent while its refused answer awaits judging
     (`leg_suspicion`); None once judged, or for a leg whose answer is no refusal."""
+    unread: bytes = b""
+    """A JSON body that held no JSON-RPC message (a refusal's words), for the engine to quote."""
 
 
 @dataclass
@@ -567,7 +569,7 @@ class BridgeDriver:
                     leg,
                     LegFailed(leg, "cut", cut, time.time())
                     if cut is not None
-                    else LegEnded(leg, time.time()),
+                    else LegEnded(leg, time.time(), stream.unread),
                 )
                 return
             resume = self._leg_cut(leg, LegCut(leg, stream.last_id, stream.retry_ms, cut, time.time()))
@@ -675,6 +677,8 @@ class BridgeDriver:
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         self._judge(stream, resp.status, raw)
         messages = parse_body(raw).messages
+        if not messages and resp.status >= 400:
+            stream.unread = raw
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
         for msg in messages:

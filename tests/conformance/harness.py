@@ -109,8 +109,9 @@ def check_installed() -> None:
             raise HarnessMissingError(f"missing Node preload {path} (it is part of the repository)")
 
 
-def cli_command(url: str, scenario: str, output_dir: Path) -> list[str]:
-    """The node command line running one scenario against `url`, results under `output_dir`."""
+def cli_command(url: str, scenario: str, output_dir: Path, spec_version: str = SPEC_VERSION) -> list[str]:
+    """The node command line running one scenario of `spec_version` against `url`, results under
+    `output_dir`."""
     return [
         "node",
         "--require",
@@ -124,7 +125,7 @@ def cli_command(url: str, scenario: str, output_dir: Path) -> list[str]:
         "--scenario",
         scenario,
         "--spec-version",
-        SPEC_VERSION,
+        spec_version,
         "-o",
         str(output_dir),
         "--timeout",
@@ -162,14 +163,15 @@ def _read_checks(output_dir: Path) -> list[Check]:
     return [Check.parse(item) for item in raw]
 
 
-async def run_scenario(url: str, scenario: str) -> Run:
-    """Run `scenario` against `url` in a node subprocess (bounded), in a private temp dir."""
+async def run_scenario(url: str, scenario: str, spec_version: str = SPEC_VERSION) -> Run:
+    """Run `scenario` of `spec_version` against `url` in a node subprocess (bounded), in a private
+    temp dir."""
     run = Run(scenario=scenario, url=url)
     workdir = Path(tempfile.mkdtemp(prefix="conformance-"))
     output_dir = workdir / "results"
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        *cli_command(url, scenario, output_dir),
+        *cli_command(url, scenario, output_dir, spec_version),
         cwd=workdir,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,

@@ -380,8 +380,11 @@ OTHER_SCENARIOS: Final[dict[str, str]] = {
         )
     },
     "server-sse-multiple-streams": "concurrent POST streams of any server; its functional check is INFO",
-    "dns-rebinding-protection": "Host/Origin validation of the proxy's listener, in every mode alike "
-    "(not a bridge translation); the proxy does not validate them, so this fails through it",
+    "dns-rebinding-protection": "Host/Origin validation is the upstream's: pass-through carries the "
+    "client's Origin to it, and each bridge answers an origin from what it holds only once the server "
+    "accepted that origin; measured through both bridges, in both eras, by "
+    "tests/e2e/test_conformance.py::test_dns_rebinding_protection_holds_through_both_bridges_fresh_and_"
+    "after_a_client_was_served",
 }
 """The other 2026-07-28 server scenarios, each with why it does not measure the bridge."""
 

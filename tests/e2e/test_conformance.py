@@ -35,6 +35,7 @@ from tests.conformance.harness import (
     render_report,
     run_guarded,
     run_judged,
+    run_scenario,
 )
 from tests.conformance.scenarios import OTHER_SCENARIOS, PREFIX, SCENARIOS, fixture_names
 from tests.e2e.reports import publish_report
@@ -299,3 +300,57 @@ async def test_at_least_20_of_the_21_pass_through_the_bridge(
             "(the scenario stopped before it)",
         ]
         assert report[ALLOWED_TO_FAIL][VIA_PROXY][1].passed  # ... in exactly the minted-key shape
+
+
+# -- DNS rebinding through both bridges ------------------------------------------------------------
+
+REBINDING: Final = "dns-rebinding-protection"
+REBINDING_CHECKS: Final = ("localhost-host-rebinding-rejected", "localhost-host-valid-accepted")
+EVIL: Final = {"Host": "evil.example.com", "Origin": "http://evil.example.com"}
+"""What a page on a rebound name sends: the suite's own Host and Origin."""
+
+
+def _rebinding_passed(run: Run) -> list[str]:
+    """The problems of a dns-rebinding-protection run: each of its two checks must be a SUCCESS."""
+    found = {check.id: check for check in run.checks}
+    problems = [run.harness_error] if run.harness_error else []
+    for check_id in REBINDING_CHECKS:
+        check = found.get(check_id)
+        if check is None:
+            problems.append(f"{check_id} [MISSING]")
+        elif check.status != "SUCCESS":
+            problems.append(f"{check_id} [{check.status}: {check.error_message} {dict(check.details)}]")
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("spec_version", "reference", "upstream", "mode"),
+    [
+        ("2026-07-28", "conformance_modern", "conformance_legacy", "mrtr_to_legacy"),
+        ("2025-11-25", "conformance_legacy", "conformance_modern", "legacy_to_mrtr"),
+    ],
+)
+async def test_dns_rebinding_protection_holds_through_both_bridges_fresh_and_after_a_client_was_served(
+    spec_version: str,
+    reference: str,
+    upstream: str,
+    mode: str,
+    harness: None,
+    request: pytest.FixtureRequest,
+    proxy_for: Callable[..., AbstractAsyncContextManager[Proxy]],
+) -> None:
+    """The suite's scenario through each bridge, twice on one proxy: its rebound request first meets
+    a bridge that holds nothing, then one that has served a localhost client (what it answers from
+    what the server said then must not reach the rebound page). Direct, a server of the scenario's
+    era passes it: the reference."""
+    direct = await run_scenario(request.getfixturevalue(reference).url, REBINDING, spec_version)
+    assert _rebinding_passed(direct) == [], direct.output_tail()
+    peer: PeerServer = request.getfixturevalue(upstream)
+    async with proxy_for(peer.url) as proxy:
+        fresh = await run_scenario(proxy.endpoint(), REBINDING, spec_version)
+        served = await run_scenario(proxy.endpoint(), REBINDING, spec_version)
+        modes = {m.value for m in proxy.router.bridges}
+
+    assert mode in modes, modes
+    assert _rebinding_passed(fresh) == [], fresh.output_tail()
+    assert _rebinding_passed(served) == [], served.output_tail()

@@ -44,6 +44,7 @@ from proxy.engine.legacy_client.answers import (
 )
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Call, LegRef, Pending, Session
+from proxy.engine.origins import refusal, refusal_log
 from proxy.wire import errors
 from proxy.wire.headers import HeaderRefused
 from proxy.wire.jsonrpc import (
@@ -158,6 +159,18 @@ class CallDriver:
         fields = {"exchange": call.exchange, "leg": leg, "round": call.legs_sent, "why": why}
         fault = upstream_fault(call.ident, call.method, f"{why} (round {call.legs_sent})")
         return [Log("bridge_leg_lost", "warning", fields), *self._finish(call, fault)]
+
+    def on_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
+        """The upstream refused a call's leg itself (a 4xx, no JSON-RPC answer): the client gets the
+        server's status and words (on the stream, when one is open, as the last event)."""
+        self._ctx.drop_leg(leg)
+        call = self._ctx.calls.get(ref.owner)
+        if call is None:
+            return []
+        call.leg = None
+        status = ref.status or 400
+        said = refusal_log(call.method, status, ref.origin, body)
+        return [said, *self._finish(call, refusal(call.ident, status, body), status)]
 
     def _on_answer(self, call: Call, msg: Message) -> Commands:
         if msg.kind is Kind.ERROR:
@@ -309,11 +322,11 @@ class CallDriver:
         """Fail the call as the SDK shims do (tool error result, or -32603 for prompts/resources)."""
         return self._finish(call, call_failure(call.method, call.ident, text))
 
-    def _finish(self, call: Call, message: dict[str, Any]) -> Commands:
+    def _finish(self, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
         commands = self._teardown(call, "the request ended")
         if call.streaming:
             return [*commands, SendSse(call.exchange, message), EndClientResponse(call.exchange)]
-        return [*commands, ReplyJson(call.exchange, 200, message)]
+        return [*commands, ReplyJson(call.exchange, status, message)]
 
     def _teardown(self, call: Call, reason: str | None, outcome: str | None = None) -> Commands:
         """Remove the call from every table; with a `reason`, tell the client its nested requests are void.

@@ -45,7 +45,8 @@ from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
-from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, PendingInit, Session
+from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
+from proxy.engine.origins import origin_of, refusal, refusal_log, refused, server_words
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -138,7 +139,10 @@ class LegacyToMrtrEngine:
                 return []
             case LegMessage(leg, message):
                 return self._on_leg_message(leg, message)
-            case LegEnded(leg):
+            case LegEnded(leg, _, body):
+                ref = self._ctx.legs.get(leg)
+                if ref is not None and refused(ref.status):
+                    return self._on_refused(leg, ref, body)
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
                 lost = self._on_leg_lost(
@@ -376,13 +380,15 @@ class LegacyToMrtrEngine:
     # -- initialize and discovery --------------------------------------------------------------
 
     def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float, peer: str) -> Commands:
-        """Answer from the cached discovery, or hold the request until discovery answers."""
+        """Answer from the cached discovery when the upstream has accepted the client's `Origin`;
+        else hold the request until a discovery sent with the client's own headers answers."""
         assert msg.id is not None
-        pending = PendingInit(exchange, msg.id, msg.params, at, peer)
-        if self._ctx.discovery is not None:
+        origin = origin_of(route.headers)
+        pending = PendingInit(exchange, msg.id, msg.params, at, peer, origin)
+        if self._ctx.discovery is not None and origin in self._ctx.origins:
             return self._open_session(pending)
         self._ctx.pending_init[exchange] = pending
-        if any(ref.purpose == "discover" for ref in self._ctx.legs.values()):
+        if any(ref.purpose == "discover" and ref.origin == origin for ref in self._ctx.legs.values()):
             return []
         version = negotiate_version(msg.params.get("protocolVersion"))
         caps = modern_client_capabilities(msg.params.get("capabilities"), version)
@@ -433,33 +439,47 @@ class LegacyToMrtrEngine:
             ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),)),
         ]
 
-    def _on_discovery(self, leg: str, msg: Message) -> Commands:
+    def _on_discovery(self, leg: str, ref: LegRef, msg: Message) -> Commands:
         self._ctx.drop_leg(leg)
         if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
             err = msg.error
             text = f"it answered with error {err.get('code')}: {err.get('message')}"
-            return self._discovery_failed(text if err else "its result is not an object")
+            return self._discovery_failed(ref.origin, text if err else "its result is not an object")
         self._ctx.discovery = Discovery.from_result(msg.result)
+        self._ctx.origins.learn(ref.origin, ref.status or 200)  # its result: the origin was served
         info = self._ctx.discovery.server_info
         fields = {"server": info.get("name") if isinstance(info, dict) else None}
         commands: Commands = [Log("upstream_discovered", "info", fields)]
-        for pending in self._take_pending():
+        known = self._ctx.origins
+        for pending in self._take_pending(lambda p: p.origin == ref.origin or p.origin in known):
             commands.extend(self._open_session(pending))
         return commands
 
-    def _discovery_failed(self, why: str) -> Commands:
-        """Answer every held `initialize` with -32603 (HTTP 200, so legacy SDKs show the message)."""
+    def _discovery_failed(self, origin: str | None, why: str) -> Commands:
+        """Answer the held `initialize`s of the discovery's origin with -32603 (HTTP 200, so legacy
+        SDKs show the message); those of other origins wait for their own discovery."""
         text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
         commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
-        for pending in self._take_pending():
+        for pending in self._take_pending(lambda p: p.origin == origin):
             reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
             commands.append(ReplyJson(pending.exchange, 200, reply))
         return commands
 
-    def _take_pending(self) -> list[PendingInit]:
-        pending = list(self._ctx.pending_init.values())
-        self._ctx.pending_init.clear()
-        return pending
+    def _discovery_refused(self, ref: LegRef, body: bytes) -> Commands:
+        """The upstream refused the discovery sent with these clients' headers (their `Origin`, their
+        credentials): each held `initialize` of that origin gets the server's status and words."""
+        status = ref.status or 400
+        commands: Commands = [refusal_log("server/discover", status, ref.origin, body)]
+        for pending in self._take_pending(lambda p: p.origin == ref.origin):
+            commands.append(ReplyJson(pending.exchange, status, refusal(pending.ident, status, body)))
+        return commands
+
+    def _take_pending(self, which: Callable[[PendingInit], bool]) -> list[PendingInit]:
+        table = self._ctx.pending_init
+        taken = [pending for pending in table.values() if which(pending)]
+        for pending in taken:
+            del table[pending.exchange]
+        return taken
 
     # -- upstream side -------------------------------------------------------------------------
 
@@ -468,6 +488,7 @@ class LegacyToMrtrEngine:
         if ref is not None:
             ref.status = status
             ref.content_type = media_type(header(headers, "content-type"))
+            self._ctx.origins.learn(ref.origin, status)
 
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:
         ref = self._ctx.legs.get(leg)
@@ -476,7 +497,7 @@ class LegacyToMrtrEngine:
         if ref.purpose == "listen":
             return self._listen.on_leg_message(leg, ref, msg)
         if ref.purpose == "discover":
-            return self._on_discovery(leg, msg) if msg.is_response else []
+            return self._on_discovery(leg, ref, msg) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
     def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:
@@ -494,5 +515,16 @@ class LegacyToMrtrEngine:
             return self._listen.on_leg_lost(leg, ref, why)
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
-            return self._discovery_failed(why)
+            return self._discovery_failed(ref.origin, why)
         return self._calls.on_leg_lost(leg, ref, why, refused=refused)
+
+    def _on_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
+        """The upstream answered a leg with a 4xx and no JSON-RPC message: it refused the request
+        itself, and the client hears that refusal, not a failure of the server."""
+        if ref.purpose == "discover":
+            self._ctx.drop_leg(leg)
+            return self._discovery_refused(ref, body)
+        if ref.purpose == "listen":
+            why = f"the upstream refused it (HTTP {ref.status}): {server_words(body)}"
+            return self._listen.on_leg_lost(leg, ref, why)
+        return self._calls.on_refused(leg, ref, body)

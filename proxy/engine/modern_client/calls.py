@@ -39,6 +39,7 @@ from proxy.engine.modern_client.rounds import RoundKeeper
 from proxy.engine.modern_client.state import Asker, Call, LegRef, MrtrContext
 from proxy.engine.modern_client.tokens import binding_for
 from proxy.engine.modern_client.upstream_session import UpstreamLink
+from proxy.engine.origins import refusal, refusal_log
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message, error_response, request, result_response
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS, request_meta
@@ -130,6 +131,19 @@ class CallDriver:
             return [Log("bridge_request_refused", "info", fields), *finish(self._ctx, call, body, 400)]
         body = gateway_fault(call.asker.ident, call.method, why)
         return [Log("bridge_leg_lost", "warning", fields), *finish(self._ctx, call, body, 502)]
+
+    def on_refused(self, leg: str, ref: LegRef, body: bytes, at: float = 0.0) -> Commands:
+        """The upstream refused the call's leg itself (a 4xx, no JSON-RPC answer): the asker gets the
+        server's status and words; a parked call's continuation dies as with any lost leg."""
+        call = self._ctx.calls.get(ref.owner)
+        status = ref.status or 400
+        if call is None or call.leg != leg or call.phase == "parked":
+            return self.on_lost(leg, ref, f"the upstream refused it (HTTP {status})", at)
+        self._ctx.drop_leg(leg)
+        call.leg = None
+        said = refusal_log(call.method, status, ref.origin, body)
+        body_out = refusal(call.asker.ident, status, body)
+        return [said, *finish(self._ctx, call, body_out, status)]
 
     def on_disconnect(self, call: Call) -> Commands:
         """The asker closed its stream: to a 2026 client that is a cancellation, so cancel upstream."""

@@ -43,7 +43,7 @@ minted by another instance is refused, never resumed). The engine never reads a 
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from typing import Any
+from typing import Any, Final
 
 from proxy.engine.commands import BridgeCommand, CloseLeg, EndClientResponse, Log, ReplyJson
 from proxy.engine.events import (
@@ -66,11 +66,12 @@ from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.exits import forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
-from proxy.engine.modern_client.state import MrtrContext, describe
+from proxy.engine.modern_client.state import LegRef, MrtrContext, describe
 from proxy.engine.modern_client.stream_asks import StreamAsks
 from proxy.engine.modern_client.tokens import StateSealer
 from proxy.engine.modern_client.upstream_session import SessionKey, SessionPool, session_key
 from proxy.engine.modern_client.validation import removed, validate
+from proxy.engine.origins import refused
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
@@ -181,7 +182,10 @@ class MrtrToLegacyEngine:
                 return self._on_leg_head(leg, status, headers, at)
             case LegMessage(leg, message, at=at):
                 return self._on_leg_message(leg, message, at)
-            case LegEnded(leg, at):
+            case LegEnded(leg, at, body):
+                ref = self._ctx.legs.get(leg)
+                if ref is not None and refused(ref.status) and ref.said is None and ref.purpose in _REFUSABLE:
+                    return self._on_refused(leg, ref, body, at)
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
             case LegFailed(leg, reason, detail, at):
                 lost = self._on_leg_lost(
@@ -294,6 +298,10 @@ class MrtrToLegacyEngine:
         if ref is None:
             return []
         ref.status = status
+        if ref.purpose != "close":  # a DELETE carries the opener's headers, not a client's request
+            self._ctx.origins.learn(ref.origin, status)
+        if ref.purpose == "check":
+            return self._sessions.on_check_head(leg, ref, status, at)
         if ref.purpose == "initialize":
             self._sessions.on_initialize_head(ref, headers)
         elif ref.purpose == "initialized":
@@ -345,6 +353,12 @@ class MrtrToLegacyEngine:
             return placed if placed is not None else self._listen.on_stream_message(leg, msg)
         if ref.purpose == "initialize":
             return self._sessions.on_initialize_answer(leg, ref, msg)
+        if ref.purpose == "check" and msg.kind is Kind.ERROR:
+            words = str(msg.error.get("message") or "")
+            if refused(ref.status):
+                return self._sessions.on_check_refused(leg, ref, words.encode(), ref.status or 400)
+            self._ctx.drop_leg(leg)
+            return self._sessions.check_failed(ref, f"the upstream answered ping with an error: {words}")
         return []
 
     def _on_leg_cut(
@@ -385,7 +399,24 @@ class MrtrToLegacyEngine:
         if ref.purpose == "initialize":
             link = self._ctx.pool.named(ref.owner)
             return self._sessions.initialize_failed(link, why) if link is not None else []
+        if ref.purpose == "check":
+            return self._sessions.check_failed(ref, why)
         return [Log("bridge_notice_failed", "warning", {"leg": leg, "what": ref.what, "why": why})]
+
+    def _on_refused(self, leg: str, ref: LegRef, body: bytes, at: float) -> Commands:
+        """The upstream answered a leg carrying a client's request with a 4xx and no JSON-RPC
+        message: it refused the request itself, and the client hears that refusal, not a failure."""
+        if ref.purpose == "call":
+            return self._calls.on_refused(leg, ref, body, at)
+        if ref.purpose == "check":
+            return self._sessions.on_check_refused(leg, ref, body, ref.status or 400)
+        self._ctx.drop_leg(leg)
+        link = self._ctx.pool.named(ref.owner)
+        return self._sessions.initialize_refused(link, ref, body) if link is not None else []
+
+
+_REFUSABLE: Final = frozenset({"call", "check", "initialize"})
+"""Legs whose refusal the client that asked hears as the server's (a stream's or a notice's is logged)."""
 
 
 def _said(msg: Message) -> str:

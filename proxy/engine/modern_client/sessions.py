@@ -60,8 +60,9 @@ from proxy.engine.modern_client.upstream_session import (
     WaiterKind,
     session_capabilities,
 )
+from proxy.engine.origins import origin_of, refusal, refusal_log
 from proxy.wire import errors
-from proxy.wire.jsonrpc import Message, RequestId, error_response
+from proxy.wire.jsonrpc import Message, RequestId, error_response, request
 
 Commands = list[BridgeCommand]
 Fault = Callable[[RequestId, str], dict[str, Any]]
@@ -135,7 +136,7 @@ class SessionKeeper:
         if link is None:
             body = _sessions_full(self._ctx)(ident, "server/discover")
             return [*commands, ReplyJson(exchange, 503, body)]
-        self._ctx.discovers[exchange] = (ident, link.name)
+        self._ctx.discovers[exchange] = (ident, link.name, headers)
         waiting = self._when_ready(link, "discover", exchange, exchange, headers)
         return [*commands, *(waiting if waiting is not None else self._answer_discover(exchange))]
 
@@ -207,6 +208,7 @@ class SessionKeeper:
         problem = link.on_initialize_answer(msg)
         if problem is not None:
             return self.initialize_failed(link, problem)
+        self._ctx.origins.learn(ref.origin, ref.status or 200)  # its result: the origin was served
         info = link.init.get("serverInfo") if link.init else None
         fields = {
             "session": link.name,
@@ -246,15 +248,101 @@ class SessionKeeper:
         return commands
 
     def _answer_discover(self, exchange: str) -> Commands:
-        entry = self._ctx.discovers.pop(exchange, None)
+        """Answer from the session's InitializeResult, once the upstream has accepted the asker's
+        `Origin`; for an origin it has not, first a `ping` in the session with the asker's headers."""
+        entry = self._ctx.discovers.get(exchange)
         if entry is None:
             return []
-        ident, name = entry
+        ident, name, headers = entry
         link = self._ctx.pool.named(name)
+        if link is not None and link.init is not None and origin_of(headers) not in self._ctx.origins:
+            leg = self._ctx.new_id("leg")
+            ping = request(leg, "ping", {})
+            return [self._ctx.send("check", exchange, exchange, ping, link.headers(headers), leg=leg)]
+        del self._ctx.discovers[exchange]
         self._ctx.pool.release(name, exchange)
         if link is None or link.init is None:
             return []
         return [ReplyJson(exchange, 200, as_result(ident, discover_result(link.init)))]
+
+    def on_check_head(self, leg: str, ref: LegRef, status: int, at: float = 0.0) -> Commands:
+        """The upstream's answer to an origin check: a success answers the discover; a 404 says the
+        session is gone (a new handshake, with the asker's headers, comes first); a refusal waits for
+        its body's words (`on_check_refused`)."""
+        if 200 <= status < 300 or status == 404:
+            self._ctx.drop_leg(leg)
+        entry = self._ctx.discovers.get(ref.owner)
+        if entry is None:
+            return []
+        if 200 <= status < 300:
+            return self._answer_discover(ref.owner)
+        link = self._ctx.pool.named(entry[1])
+        if status != 404 or link is None:
+            return []
+        commands = self._lost(link, lost_why("404"), at) if link.ready else []
+        waiting = self._when_ready(link, "discover", ref.owner, ref.owner, entry[2])
+        return [*commands, *(waiting if waiting is not None else self._answer_discover(ref.owner))]
+
+    def on_check_refused(self, leg: str, ref: LegRef, body: bytes, status: int) -> Commands:
+        """The upstream refused the origin check (or answered it with an error): the discover gets the
+        server's status and words."""
+        self._ctx.drop_leg(leg)
+        entry = self._ctx.discovers.pop(ref.owner, None)
+        if entry is None:
+            return []
+        self._ctx.pool.release(entry[1], ref.owner)
+        said = refusal_log("server/discover", status, ref.origin, body)
+        return [said, ReplyJson(ref.owner, status, refusal(entry[0], status, body))]
+
+    def check_failed(self, ref: LegRef, why: str) -> Commands:
+        """The origin check got no answer: the discover gets a gateway fault naming why (HTTP 502)."""
+        entry = self._ctx.discovers.get(ref.owner)
+        if entry is None:
+            return []
+
+        def fault(ident: RequestId, method: str) -> dict[str, Any]:
+            return gateway_fault(ident, method, why)
+
+        return self._fail("discover", ref.owner, fault, 502)
+
+    def initialize_refused(self, link: UpstreamLink, ref: LegRef, body: bytes) -> Commands:
+        """The upstream refused the handshake sent with one client's headers: the waiters of that
+        client's `Origin` get the server's status and words, the others start it again with theirs."""
+        status = ref.status or 400
+        said = refusal_log("initialize", status, ref.origin, body)
+        commands: Commands = [said]
+
+        def told(ident: RequestId, _method: str) -> dict[str, Any]:
+            return refusal(ident, status, body)
+
+        for kind, user in link.failed():
+            headers = self._waiter_headers(kind, user)
+            if headers is None:
+                continue
+            if origin_of(headers) == ref.origin:
+                commands.extend(self._fail(kind, user, told, status))
+                continue
+            exchange = self._asker(user) if kind == "call" else user
+            waiting = self._when_ready(link, kind, user, exchange, headers)
+            commands.extend(waiting or [])
+        if not link.users:
+            commands.extend(self._discard(link))
+        return commands
+
+    def _waiter_headers(self, kind: WaiterKind, user: str) -> tuple[tuple[str, str], ...] | None:
+        """The headers of the request a waiter stands for (None: it is gone)."""
+        if kind == "call":
+            call = self._ctx.calls.get(user)
+            return call.asker.headers if call is not None else None
+        if kind == "discover":
+            entry = self._ctx.discovers.get(user)
+            return entry[2] if entry is not None else None
+        listener = self._ctx.listeners.get(user)
+        return listener.headers if listener is not None else None
+
+    def _asker(self, key: str) -> str:
+        call = self._ctx.calls.get(key)
+        return call.asker.exchange if call is not None else ""
 
     def initialize_failed(self, link: UpstreamLink, problem: str) -> Commands:
         """Everyone waiting gets a gateway fault; the session is forgotten once nobody uses it."""
