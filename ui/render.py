@@ -18,6 +18,7 @@ from rich.text import Text
 from proxy.flows.chains import proxy_changes
 from proxy.flows.endpoint import is_plain_chain
 from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
+from proxy.wire.joined_headers import field_lines
 from proxy.wire.visible import visible
 from ui.model import ChainEntry, SessionEntry
 from ui.timeline import Node, Pair
@@ -431,7 +432,7 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
     if http is not None:
         line = " ".join(str(p) for p in (http.method, http.path, http.status, http.content_type) if p)
         rows.append(("http", line))
-        rows.extend((f"  {name}", value) for name, value in http.headers.items())
+        rows.extend((f"  {name}", value) for name, value in field_lines(http.headers))
     return [(visible(name), visible(value)) for name, value in rows if value]
 
 

@@ -29,6 +29,7 @@ class ExchangeOpened:
     http_method: str
     path: str
     headers: dict[str, str]
+    """One member per field name, a repeated field's values joined (`proxy.wire.joined_headers`)."""
     session: str | None
     client_era: str = "unknown"
     upstream_era: str = "unknown"
@@ -72,6 +73,7 @@ class ResponseHeadSeen:
     status: int
     content_type: str | None
     headers: dict[str, str]
+    """One member per field name, a repeated field's values joined (`proxy.wire.joined_headers`)."""
 
 
 @value
@@ -283,6 +285,7 @@ class LegHeadSeen:
     status: int
     content_type: str | None
     headers: dict[str, str]
+    """One member per field name, a repeated field's values joined (`proxy.wire.joined_headers`)."""
 
 
 @value

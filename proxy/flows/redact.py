@@ -25,6 +25,7 @@ from urllib.parse import unquote, unquote_plus
 import orjson
 
 from proxy.wire.header_text import readable
+from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined, joiner
 from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
 
 _USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
@@ -338,7 +339,7 @@ class Redactor:
                 spelling[key] = name
                 out[name] = shown
             else:
-                out[first] = f"{out[first]}, {shown}"
+                out[first] = f"{out[first]}{joiner(key)}{shown}"
         return out
 
     def _url_value(self, key: str, value: str) -> str:
@@ -357,24 +358,43 @@ class Redactor:
         return value
 
     def header_value(self, name: str, value: str) -> str:
-        """Mask one header value if its name is secret, keeping a known Authorization scheme word."""
+        """Mask one header value if its name is secret, keeping a known Authorization scheme word.
+
+        A field that arrived more than once is recorded joined (`proxy.wire.joined_headers`): each
+        cookie of a `Set-Cookie` gets its own stand-in, so the cookies still read one per line; the
+        values of any other field are each remembered for echoes, as each alone would have been.
+        """
         if not self.is_secret_header(name):
             return value
         key = name.lower()
-        remember = _echoes(key)
+        if COOKIE_LINES in value and key == SET_COOKIE:
+            return COOKIE_LINES.join(self.header_value(name, one) for one in value.split(COOKIE_LINES))
+        if _echoes(key):
+            self._remember_value(key, value)
+            if ", " in value:
+                for one in value.split(", "):
+                    if _one_credential(key, one):
+                        self._remember_value(key, one)
         if key.endswith("authorization"):
             match = _SCHEME_RE.fullmatch(value.strip())
             if match and match.group(1).lower() in AUTH_SCHEMES:
-                if remember:
-                    self._remember(match.group(3))
-                    if match.group(1).lower() == "basic":
-                        self._remember_basic(match.group(3))
                 return f"{match.group(1)} {self.token(match.group(3))}"
-            if match and remember and _BARE_CREDENTIAL.fullmatch(match.group(3)):
-                self._remember(match.group(3))  # an unknown scheme's credential, echoed on its own
-        if remember:
-            self._remember(value)
         return self.token(value)
+
+    def _remember_value(self, key: str, value: str) -> None:
+        """Remember the credential a secret header's value holds, to mask where it is echoed: after a
+        known `Authorization` scheme the credential (a Basic one decoded too), else the value (and an
+        unknown scheme's bare credential on its own)."""
+        if key.endswith("authorization"):
+            match = _SCHEME_RE.fullmatch(value.strip())
+            if match and match.group(1).lower() in AUTH_SCHEMES:
+                self._remember(match.group(3))
+                if match.group(1).lower() == "basic":
+                    self._remember_basic(match.group(3))
+                return
+            if match and _BARE_CREDENTIAL.fullmatch(match.group(3)):
+                self._remember(match.group(3))  # an unknown scheme's credential, echoed on its own
+        self._remember(value)
 
     def _remember_basic(self, credentials: str) -> None:
         """Remember a Basic credential decoded too, `user:password`, and the password alone unless it
@@ -639,6 +659,16 @@ def _foreign(value: Any) -> bool:
     return isinstance(value, list) and any(isinstance(item, dict) and "jsonrpc" not in item for item in value)
 
 
+def _one_credential(key: str, piece: str) -> bool:
+    """Whether a piece of a secret header's value between two `, ` may be one value of a field sent more
+    than once (recorded joined), to remember on its own: any piece, but of an `Authorization` only a
+    scheme and a bare token (`Bearer abc`), never one parameter of an auth-param list (`realm="r"`)."""
+    if not key.endswith("authorization"):
+        return True
+    match = _SCHEME_RE.fullmatch(piece.strip())
+    return match is not None and _BARE_CREDENTIAL.fullmatch(match.group(3)) is not None
+
+
 def _echoes(name: str) -> bool:
     """Whether a secret of this (lower-case) header or query parameter name is remembered for echoes:
     not a cookie, a proof, or a session id (`session` named without a credential's word)."""
@@ -808,11 +838,7 @@ class AlreadyRedacted(Redactor):
 
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
         """The headers as they are (joined like `Redactor.headers`)."""
-        pairs: Iterable[tuple[str, str]] = items.items() if isinstance(items, Mapping) else items
-        out: dict[str, str] = {}
-        for name, value in pairs:
-            out[name] = f"{out[name]}, {value}" if name in out else value
-        return out
+        return joined(items if isinstance(items, Mapping) else tuple(items))
 
     def token(self, value: str) -> str:
         """The value as it is."""

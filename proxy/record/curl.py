@@ -35,6 +35,7 @@ from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
 from proxy.record.body_secrets import STAND_IN, BodySecret, body_secrets, ordinal
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
+from proxy.wire.joined_headers import field_lines
 from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
 
@@ -423,7 +424,7 @@ def curl_command(
         http_method = client_http.method or "POST"
         where = "upstream (what the proxy's intercept sent in place of the client's request)"
         url = _upstream_url(upstream_url, client_http.path) if upstream_url else None
-        headers = [(n, v) for n, v in client_http.headers.items() if n.lower() not in DROPPED]
+        headers = [(n, v) for n, v in field_lines(client_http.headers) if n.lower() not in DROPPED]
     elif leg:
         where = "upstream (the proxy's own request to it)"
         url = _leg_url(upstream_url, _client_head_before(messages, request)) if upstream_url else None
@@ -442,7 +443,7 @@ def curl_command(
         else:
             where, url = "proxy", _url(proxy_url, http.path if http else None) if proxy_url else None
         if http is not None:
-            headers = [(n, v) for n, v in http.headers.items() if n.lower() not in DROPPED]
+            headers = [(n, v) for n, v in field_lines(http.headers) if n.lower() not in DROPPED]
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
     if url.startswith("stdio:"):

@@ -31,6 +31,7 @@ from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
 from proxy.flows.observations import client_end, unusual_end
 from proxy.flows.redact import unencodable
+from proxy.wire.joined_headers import field_lines
 
 _PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
 
@@ -240,7 +241,8 @@ def _first_back(draft: EntryDraft) -> float | None:
 
 
 def _pairs(headers: dict[str, str]) -> list[dict[str, str]]:
-    return [{"name": name, "value": value} for name, value in headers.items()]
+    """One HAR header per field line: each cookie of a joined `Set-Cookie` an entry of its own."""
+    return [{"name": name, "value": value} for name, value in field_lines(headers)]
 
 
 def _text(raw: Any) -> str:

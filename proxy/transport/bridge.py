@@ -84,6 +84,7 @@ from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, 
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
+from proxy.wire.joined_headers import recorded
 from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
 from proxy.wire.versions import Era
 
@@ -542,7 +543,8 @@ class BridgeDriver:
         if resp is None:
             return
         sink = self.observer  # before the engine hears of it: an error status may close the leg at once
-        sink.emit(LegHeadSeen(sink.now(), leg, resp.status, resp.header("content-type"), dict(resp.headers)))
+        head = recorded(resp.headers)
+        sink.emit(LegHeadSeen(sink.now(), leg, resp.status, resp.header("content-type"), head))
         served = self.exchanges.get(self.leg_exchange.get(leg, ""))
         if served is not None:
             self._cors.learn(origin_of(served.client.headers), resp.headers)
@@ -811,7 +813,7 @@ class BridgeDriver:
                 exchange,
                 http_method=client.method,
                 path=client.path_qs,
-                headers=dict(client.headers),
+                headers=recorded(client.headers),
                 session=route.session_id,
                 client_era=client_era,
                 upstream_era=upstream_era,

@@ -42,6 +42,7 @@ from proxy.transport.client_side import ClientGone
 from proxy.transport.observe import json_messages, too_large
 from proxy.transport.routing import classify_request
 from proxy.transport.tasks import spawn
+from proxy.wire.joined_headers import recorded
 from proxy.wire.jsonrpc import Kind, Message, RequestId, dumps, parse_body
 
 if TYPE_CHECKING:
@@ -235,7 +236,7 @@ class LaneExchange:
                     exchange,
                     http_method="POST",
                     path=shell.serving.path,
-                    headers=dict(route.headers),
+                    headers=recorded(route.headers),
                     session=route.session_id,
                     client_era=era,
                     upstream_era=era,

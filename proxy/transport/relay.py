@@ -61,6 +61,7 @@ from proxy.transport.origin_rewrites import OriginRewrites, challenged, is_disco
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
+from proxy.wire.joined_headers import recorded
 from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -227,7 +228,7 @@ class PassthroughRelay:
                 self.exchange,
                 client.method,
                 client.path_qs,
-                dict(client.headers),
+                recorded(client.headers),
                 outcome.session_id,
                 era,  # the client's
                 era,  # the upstream's: the same, passed through
@@ -479,7 +480,7 @@ class PassthroughRelay:
                 self.exchange,
                 client.method,
                 client.path_qs,
-                dict(client.headers),
+                recorded(client.headers),
                 route.session_id if route is not None else header(client.headers, SESSION_ID),
                 str(route.era) if route is not None else "unknown",
                 router.eras.label,
@@ -545,7 +546,7 @@ class PassthroughRelay:
         return f"http://{host}" if host else self.ctx.listen_url
 
     def _record_head(self, head: ClientHead, upstream: UpstreamResponse) -> None:
-        sink, headers = self.ctx.observations, dict(upstream.headers)
+        sink, headers = self.ctx.observations, recorded(upstream.headers)
         self._emit(ResponseHeadSeen(sink.now(), self.exchange, head.status, head.content_type, headers))
         if self.origin is not None:
             self._say_rewrites(self.origin)

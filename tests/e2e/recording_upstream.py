@@ -10,6 +10,8 @@ how absolute-form request lines went unseen). Its answers are the least a server
 - modern: `server/discover` -> DiscoverResult; `initialize` -> 400 -32022; GET/DELETE -> 405.
 - both: `tools/list` and `tools/call` (tool `echo`) answered in the era's shape, as JSON; a legacy
   call of tool `dump` is answered with its arguments as JSON text, as a server's debugging tool would.
+- `answer_headers`: header lines added to every answer as given, a name repeated as often as it
+  comes (two `Set-Cookie`s of a sticky-session balancer), which no SDK server sends.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class RecordingUpstream:
     era: Era
     port: int = 0
     heads: list[Head] = field(default_factory=list)
+    answer_headers: tuple[tuple[str, str], ...] = ()
 
     def url(self, path: str, query: str = "") -> str:
         """The upstream URL to give the proxy."""
@@ -170,6 +173,15 @@ def _answer(era: Era, head: Head) -> bytes:
     return _response(200, _error(ident, -32601, "Method not found"))
 
 
+def _with_headers(answer: bytes, extra: tuple[tuple[str, str], ...]) -> bytes:
+    """`answer` with the `extra` header lines added at the end of its head."""
+    if not extra:
+        return answer
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = "".join(f"\r\n{name}: {value}" for name, value in extra).encode()
+    return head + lines + b"\r\n\r\n" + body
+
+
 def _peek_id(body: bytes) -> Any:
     """The id of a body too deep for the stdlib's parser, when it is the first member."""
     start = body.find(b'"id":')
@@ -206,9 +218,11 @@ class _Requests:
 
 
 @asynccontextmanager
-async def recording_upstream(era: Era) -> AsyncIterator[RecordingUpstream]:
+async def recording_upstream(
+    era: Era, answer_headers: tuple[tuple[str, str], ...] = ()
+) -> AsyncIterator[RecordingUpstream]:
     """Serve on 127.0.0.1:0 (keep-alive, one request at a time per connection); stopped on exit."""
-    fake = RecordingUpstream(era)
+    fake = RecordingUpstream(era, answer_headers=answer_headers)
     tasks: set[asyncio.Task[Any]] = set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -219,7 +233,7 @@ async def recording_upstream(era: Era) -> AsyncIterator[RecordingUpstream]:
             requests = _Requests(reader)
             while (head := await requests.next()) is not None:
                 fake.heads.append(head)
-                writer.write(_answer(era, head))
+                writer.write(_with_headers(_answer(era, head), fake.answer_headers))
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass

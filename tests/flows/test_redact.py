@@ -109,9 +109,29 @@ def test_repeated_headers_are_joined_and_each_masked(redactor: Redactor) -> None
     items = [("Set-Cookie", "a=" + SECRET), ("set-cookie", "b=" + SECRET), ("Vary", "A"), ("vary", "B")]
     out = redactor.headers(items)
     assert SECRET not in dump(out)
-    assert out["Set-Cookie"] == f"{redactor.token('a=' + SECRET)}, {redactor.token('b=' + SECRET)}"
+    assert out["Set-Cookie"] == f"{redactor.token('a=' + SECRET)}\n{redactor.token('b=' + SECRET)}"
     assert out["Vary"] == "A, B"
     assert set(out) == {"Set-Cookie", "Vary"}
+
+
+def test_each_cookie_of_a_recorded_set_cookie_gets_its_own_stand_in(redactor: Redactor) -> None:
+    out = redactor.headers({"Set-Cookie": f"a={SECRET}; Path=/\nb={SECRET}; Path=/"})
+    assert out["Set-Cookie"] == "\n".join(redactor.token(f"{c}={SECRET}; Path=/") for c in "ab")
+
+
+def test_each_value_of_a_repeated_credential_is_masked_where_a_server_echoes_it_alone(
+    redactor: Redactor,
+) -> None:
+    other = SECRET[::-1]
+    shown = redactor.headers(
+        {"Authorization": f"Bearer {SECRET}, Bearer {other}", "X-Api-Key": f"{SECRET}, {other}"}
+    )
+    assert SECRET not in dump(shown)
+    assert other not in dump(shown)
+    assert (
+        redactor.text_body(f"first {SECRET} then {other}")
+        == f"first {redactor.token(SECRET)} then {redactor.token(other)}"
+    )
 
 
 def test_headers_accepts_any_mapping_and_leaves_it_alone(redactor: Redactor) -> None:

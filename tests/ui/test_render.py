@@ -167,6 +167,19 @@ def test_header_lines_session_cells_and_notes_show_what_a_peer_chose_escaped() -
     assert chain_id_cell(hostile, 40) == escaped
 
 
+def test_a_joined_set_cookie_shows_one_header_row_per_cookie() -> None:
+    cookies = "<redacted len=11 hmac:0000aaaa>\n<redacted len=11 hmac:0000bbbb>"
+    head = HttpInfo(
+        status=200, content_type="application/json", headers={"Set-Cookie": cookies, "X-Trace": "a, b"}
+    )
+    rows = message_header(message("c1", 1, http=head).message, summary("c1"))
+    assert [row for row in rows if row[0].strip() in ("Set-Cookie", "X-Trace")] == [
+        ("  Set-Cookie", "<redacted len=11 hmac:0000aaaa>"),
+        ("  Set-Cookie", "<redacted len=11 hmac:0000bbbb>"),
+        ("  X-Trace", "a, b"),
+    ]
+
+
 def test_a_captures_upstream_and_run_tag_are_shown_escaped_in_the_status_line() -> None:
     model = ViewModel()
     crafted = ProxyInfo(
