@@ -107,7 +107,8 @@ def content_type_problem(content_type: str | None, headers: Mapping[str, str]) -
     sent = [content_type] if content_type else []
     for name, value in headers.items():
         if len(name) == 12 and name.lower() == "content-type" and value != content_type:
-            sent.append(value)
+            # A repeated field is recorded joined with ", " (`proxy.wire.joined_headers`).
+            sent.extend(part for part in (p.strip() for p in value.split(",")) if part and part not in sent)
     if len(sent) == 1 and media_type(sent[0]) in ACCEPTED_TYPES:
         return None
     accepted = " or ".join(sorted(ACCEPTED_TYPES))
