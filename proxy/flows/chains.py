@@ -499,10 +499,16 @@ class ChainBuilder:
     def response_head(
         self, exchange_id: str, *, status: int, content_type: str | None, headers: dict[str, str]
     ) -> None:
-        """Remember the HTTP head of the response; it is attached to the first message back."""
+        """Remember the HTTP head of the response; it is attached to the first message back.
+
+        A second head before any message went back replaces the first, in the chain's status too: the
+        first was the server's, taken and held for its body, and the proxy answered instead (a 502 for
+        a server that closed before its body).
+        """
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return
+        replaced = ex.head.status if ex.head is not None and not ex.head_recorded else None
         ex.head = self._records.response_head(status, content_type, headers)
         ex.head_at = self._clock()
         if ex.facts is not None:
@@ -512,7 +518,7 @@ class ChainBuilder:
             self._session_gone(ex)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
-            if chain is not None and chain.summary.http_status is None:
+            if chain is not None and chain.summary.http_status in (None, replaced):
                 chain.summary.http_status = status
         if ex.resumed_with is not None:
             self._resumed(ex, ex.resumed_with, status)
