@@ -61,7 +61,7 @@ from proxy.transport.origin_rewrites import OriginRewrites, challenged, is_disco
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
-from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Message, RequestId, dumps, member_sizes, parse_body
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -727,9 +727,7 @@ class PassthroughRelay:
             problem = route.body.parse_error
             self._emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
             return
-        single = len(messages) == 1
-        for msg in messages:
-            size = len(route.raw) if single else len(dumps(msg.raw))
+        for msg, size in zip(messages, member_sizes(messages, len(route.raw)), strict=True):
             self._emit(MessageSeen(sink.now(), self.exchange, msg, size, _TO_SERVER, _POST))
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:
