@@ -307,7 +307,17 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
     sse = is_event_stream(draft.content_type) or (
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )
-    mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
+    # What the server sent, none included (a client may refuse a body without it); guessed only for an
+    # exchange whose head is not on record.
+    mime = (
+        (draft.content_type or "")
+        if draft.head_at is not None
+        else SSE_TYPE
+        if sse
+        else JSON_TYPE
+        if back
+        else ""
+    )
     text = _sse_text(back) if sse else _json_text(back)
     status = draft.status or 0
     return {
