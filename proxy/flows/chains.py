@@ -444,19 +444,39 @@ class ChainBuilder:
             self._event_chains[(ex.session, sse_id)] = chain_id
 
     def bytes_out(self, exchange_id: str, size: int) -> None:
-        """Count response bytes that carried no message in the exchange's facts (a chain counts
-        message bytes only)."""
+        """Count response bytes that carried no message in the exchange's facts; its chain counts them
+        only once the body is known to have gone by unread (`not_inspected`): otherwise they are an
+        SSE stream's comments and priming events, and a chain counts message bytes."""
         ex = self._exchanges.get(exchange_id)
-        if ex is not None and ex.facts is not None:
+        if ex is None:
+            return
+        if ex.facts is not None:
             ex.facts.bytes_out += size
+        if ex.not_inspected is not None:
+            self._relayed_unread(ex, size)
+        else:
+            ex.unmessaged += size
 
     def not_inspected(self, exchange_id: str, reason: str) -> None:
         """Note on the exchange's chain that its response went by unread: a request it carried that
-        no message answered then ends `incomplete` (the answer may be in what was not read)."""
+        no message answered then ends `incomplete` (the answer may be in what was not read), and the
+        bytes relayed without a message count in its `bytes_to_client`."""
         ex = self._exchanges.get(exchange_id)
         if ex is not None and ex.not_inspected is None:
             ex.not_inspected = reason
+            if ex.facts is not None:
+                ex.facts.unread = reason
+            unread, ex.unmessaged = ex.unmessaged, 0
+            self._relayed_unread(ex, unread)
             self._note(exchange_id, None, f"{NOT_INSPECTED}{reason}")
+
+    def _relayed_unread(self, ex: Exchange, size: int) -> None:
+        """Count bytes of a body that went to the client unread in the exchange's main chain: no
+        message's size holds them, and the chain must say what was relayed."""
+        chain = self.store.peek(ex.main_chain() or "") if size else None
+        if chain is not None:
+            chain.summary.bytes_to_client += size
+            self._ledger.changed(chain)
 
     def answered_by_proxy(self, exchange_id: str) -> None:
         """The proxy answers the exchange's requests itself: the chains they began, and any it begins
