@@ -464,19 +464,39 @@ class ChainBuilder:
             self._event_chains[(ex.session, sse_id)] = chain_id
 
     def bytes_out(self, exchange_id: str, size: int) -> None:
-        """Count response bytes that carried no message in the exchange's facts (a chain counts
-        message bytes only)."""
+        """Count response bytes that carried no message in the exchange's facts; its chain counts them
+        only once the body is known to have gone by unread (`not_inspected`): otherwise they are an
+        SSE stream's comments and priming events, and a chain counts message bytes."""
         ex = self._exchanges.get(exchange_id)
-        if ex is not None and ex.facts is not None:
+        if ex is None:
+            return
+        if ex.facts is not None:
             ex.facts.bytes_out += size
+        if ex.not_inspected is not None:
+            self._relayed_unread(ex, size)
+        else:
+            ex.unmessaged += size
 
     def not_inspected(self, exchange_id: str, reason: str) -> None:
         """Note on the exchange's chain that its response went by unread: a request it carried that
-        no message answered then ends `incomplete` (the answer may be in what was not read)."""
+        no message answered then ends `incomplete` (the answer may be in what was not read), and the
+        bytes relayed without a message count in its `bytes_to_client`."""
         ex = self._exchanges.get(exchange_id)
         if ex is not None and ex.not_inspected is None:
             ex.not_inspected = reason
+            if ex.facts is not None:
+                ex.facts.unread = reason
+            unread, ex.unmessaged = ex.unmessaged, 0
+            self._relayed_unread(ex, unread)
             self._note(exchange_id, None, f"{NOT_INSPECTED}{reason}")
+
+    def _relayed_unread(self, ex: Exchange, size: int) -> None:
+        """Count bytes of a body that went to the client unread in the exchange's main chain: no
+        message's size holds them, and the chain must say what was relayed."""
+        chain = self.store.peek(ex.main_chain() or "") if size else None
+        if chain is not None:
+            chain.summary.bytes_to_client += size
+            self._ledger.changed(chain)
 
     def answered_by_proxy(self, exchange_id: str) -> None:
         """The proxy answers the exchange's requests itself: the chains they began, and any it begins
@@ -519,10 +539,16 @@ class ChainBuilder:
     def response_head(
         self, exchange_id: str, *, status: int, content_type: str | None, headers: dict[str, str]
     ) -> None:
-        """Remember the HTTP head of the response; it is attached to the first message back."""
+        """Remember the HTTP head of the response; it is attached to the first message back.
+
+        A second head before any message went back replaces the first, in the chain's status too: the
+        first was the server's, taken and held for its body, and the proxy answered instead (a 502 for
+        a server that closed before its body).
+        """
         ex = self._exchanges.get(exchange_id)
         if ex is None:
             return
+        replaced = ex.head.status if ex.head is not None and not ex.head_recorded else None
         ex.head = self._records.response_head(status, content_type, headers)
         ex.head_at = self._clock()
         if ex.facts is not None:
@@ -532,7 +558,7 @@ class ChainBuilder:
             self._session_gone(ex)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
-            if chain is not None and chain.summary.http_status is None:
+            if chain is not None and chain.summary.http_status in (None, replaced):
                 chain.summary.http_status = status
         if ex.resumed_with is not None:
             self._resumed(ex, ex.resumed_with, status)

@@ -63,7 +63,9 @@ class ExchangeFacts:
     session: str | None = None
     """The `Mcp-Session-Id` its request carried, redacted (a client exchange)."""
     bytes_out: int = 0
-    """Response bytes that carried no message: SSE comments, priming events."""
+    """Response bytes that carried no message: SSE comments, priming events, a body relayed unread."""
+    unread: str | None = None
+    """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
     related: str | None = None
     """For a leg: the earlier leg it serves (an answer to, or cancel of, a parked call)."""
     carried: int = 0
@@ -113,6 +115,9 @@ class Exchange:
     pending_note: str | None = None
     not_inspected: str | None = None
     """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
+    unmessaged: int = 0
+    """Response bytes relayed without a message so far, while its body is not known to be unread:
+    its chain counts them once it is (`ChainBuilder.not_inspected`)."""
     began_earlier: bool = False
     """Opened by a capture file's repeated lines: its earlier messages are in an earlier file."""
     answered_by_proxy: bool = False

@@ -66,7 +66,9 @@ class MessageSeen:
 
 @value
 class ResponseHeadSeen:
-    """The response head of a client exchange went out."""
+    """The response head of a client exchange went out, or was taken to go out with its body's first
+    bytes; a later one of the same exchange replaces it (the proxy's 502 when the upstream closed
+    before any of that body)."""
 
     t: float
     exchange: str

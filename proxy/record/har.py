@@ -101,6 +101,8 @@ class EntryDraft:
     """A request to a path other than the MCP endpoint: its bodies are plain HTTP's (kind `http`),
     whatever they hold."""
     bytes_out: int = 0
+    unread: str | None = None
+    """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
     sent_bytes: int = 0
     """Bytes of the messages this exchange carried to the server, kept or not."""
     back_bytes: int = 0
@@ -178,7 +180,7 @@ def render(draft: EntryDraft, *, note: str | None = None) -> dict[str, Any]:
     ]
     if changed:  # a HAR reader sees the wait, not who made it: a delay fault reads as a slow server
         entry["_mcp"]["proxy_changes"] = changed
-    comments = [c for c in (note, _side_comment(draft), _cut_comment(draft)) if c]
+    comments = [c for c in (note, _side_comment(draft), _cut_comment(draft), _unread_comment(draft)) if c]
     if changed:
         comments.append("the proxy changed its chain's traffic: " + "; ".join(changed))
     if comments:
@@ -309,7 +311,17 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
     sse = is_event_stream(draft.content_type) or (
         draft.content_type is None and any(m.channel in SSE_CHANNELS for m in back)
     )
-    mime = draft.content_type or (SSE_TYPE if sse else JSON_TYPE if back else "")
+    # What the server sent, none included (a client may refuse a body without it); guessed only for an
+    # exchange whose head is not on record.
+    mime = (
+        (draft.content_type or "")
+        if draft.head_at is not None
+        else SSE_TYPE
+        if sse
+        else JSON_TYPE
+        if back
+        else ""
+    )
     text = _sse_text(back) if sse else _json_text(back)
     status = draft.status or 0
     return {
@@ -414,6 +426,17 @@ def _cut_comment(draft: EntryDraft) -> str | None:
             'shows as {"$unencodable":true,"error":...}, not as it was sent'
         )
     return "; ".join(said) or None
+
+
+def _unread_comment(draft: EntryDraft) -> str | None:
+    """What a HAR reader cannot tell from an empty or short text: the proxy relayed the response body,
+    or the rest of it, without reading it (`bodySize` counts it), so the text lacks what was not read."""
+    if draft.unread is None:
+        return None
+    return (
+        f"the proxy relayed the response body to the client without inspecting it ({draft.unread}): "
+        "content.text holds only what it read, bodySize counts all of it"
+    )
 
 
 def _bodies(messages: list[Carried]) -> str:

@@ -38,6 +38,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.filters import ChainFilter
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     EventIdSeen,
     ExchangeClosed,
@@ -190,6 +191,9 @@ class HarFromCapture:
             case BytesOut():
                 if (draft := self._open.get(obs.exchange)) is not None:
                     draft.bytes_out += obs.size
+            case BodyNotInspected():
+                if (draft := self._open.get(obs.exchange)) is not None:
+                    draft.unread = draft.unread or obs.reason
             case EventIdSeen():
                 if (draft := self._open.get(obs.exchange)) is not None:
                     event = Carried(obs.t, Direction.TO_CLIENT, Channel.SSE, Side.BOTH.value, None)

@@ -87,6 +87,7 @@ def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
     if draft.side == "client":
         draft.session = facts.session
     draft.body_size, draft.bytes_out, draft.related = facts.body_size, facts.bytes_out, facts.related
+    draft.unread = facts.unread
     messages = draft.messages
     for n, (t, before, sse_id) in enumerate(facts.events):  # where each came among the messages
         event = Carried(t, Direction.TO_CLIENT, Channel.SSE, Side.BOTH.value, None, sse_id=sse_id)

@@ -85,7 +85,7 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
 from proxy.wire.joined_headers import recorded
-from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
+from proxy.wire.jsonrpc import Message, classify_value, dumps, member_sizes, parse_body, parse_text
 from proxy.wire.versions import Era
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -828,8 +828,8 @@ class BridgeDriver:
         if problem is not None and route.raw.strip():  # kept as it came, as pass-through keeps it
             sink.emit(InvalidBody(sink.now(), exchange, problem, len(route.raw), route.raw))
             return
-        for msg in route.body.messages:
-            size = len(route.raw) if len(route.body.messages) == 1 else len(dumps(msg.raw))
+        messages = route.body.messages
+        for msg, size in zip(messages, member_sizes(messages, len(route.raw)), strict=True):
             sink.emit(
                 MessageSeen(sink.now(), exchange, msg, size, Direction.TO_SERVER, Channel.POST, Side.CLIENT)
             )

@@ -430,6 +430,10 @@ class ChannelSide:
         self.broken = True
         self.problem = self.problem or "the upstream's response was cut short"
 
+    def withdraw_head(self) -> bool:
+        """A channel client's head is taken at once (`_begin`): none is ever held back."""
+        return False
+
     # -- reading the response back ---------------------------------------------------------------
 
     def _check(self) -> None:

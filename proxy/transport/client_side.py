@@ -109,6 +109,10 @@ class ClientSide(Protocol):
     def started(self) -> bool:
         """A response head has gone out (or is committed to)."""
 
+    def withdraw_head(self) -> bool:
+        """Take back a head begun but held for its body's first bytes, unsent: True when nothing of the
+        response went out, so the exchange can still be answered otherwise (`respond`)."""
+
 
 class PromptSide(Protocol):
     """What a stream relayed from the upstream's reads (no task) asks of the client: writes that never

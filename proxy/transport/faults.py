@@ -50,7 +50,7 @@ from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
-from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value, dumps, parse_body
+from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value, dumps, member_sizes, parse_body
 
 _LOG = get_logger()
 
@@ -541,9 +541,8 @@ class GatedRelay(PassthroughRelay):
     def _sent_upstream(self, route: Route, note: str) -> None:
         """Record what went upstream in place of the client's request (its edit), on the upstream's leg."""
         sink = self.ctx.observations
-        single = len(route.body.messages) == 1
-        for msg in route.body.messages:
-            size = len(route.raw) if single else len(dumps(msg.raw))
+        messages = route.body.messages
+        for msg, size in zip(messages, member_sizes(messages, len(route.raw)), strict=True):
             self._emit(
                 MessageSeen(
                     sink.now(), self.exchange, msg, size, Direction.TO_SERVER, Channel.POST, Side.UPSTREAM,

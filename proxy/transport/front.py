@@ -986,6 +986,14 @@ class FrontSide:
         self.broken = True
         self.conn.close()
 
+    def withdraw_head(self) -> bool:
+        """Take back a known-length head still waiting for its body's first bytes (`start_now`)."""
+        if not self.started or self._pending is None:
+            return False
+        self._pending = None
+        self.started = self.broken = self._chunked = self._no_body = False
+        return True
+
 
 def _peer(address: Any) -> str:
     """A client's address as `host:port` (`[host]:port` for IPv6), or `unknown`."""

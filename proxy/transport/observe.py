@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from proxy.flows.events import Channel
 from proxy.framing.content_coding import CodingError, ContentDecoder, content_codings, undecodable
 from proxy.framing.sse import SseDecoder, SseEvent, SseItem, SseTooLarge
-from proxy.wire.jsonrpc import Body, Kind, Message, parse_body, parse_text
+from proxy.wire.jsonrpc import Body, Kind, Message, member_sizes, parse_body, parse_text
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -197,8 +197,8 @@ def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]
     if body.parse_error and size:
         preview = data[:2048].decode("utf-8", "replace")
         return body, [(Message(_INVALID, preview, problem=body.parse_error), size, _HTTP)]
-    single = len(body.messages) == 1
-    return body, [(msg, size if single else 0, _JSON) for msg in body.messages]
+    sizes = member_sizes(body.messages, size)
+    return body, [(msg, share, _JSON) for msg, share in zip(body.messages, sizes, strict=True)]
 
 
 def observe_json(data: bytes, sink: MessageSink) -> Body:

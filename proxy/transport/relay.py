@@ -62,7 +62,7 @@ from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.joined_headers import recorded
-from proxy.wire.jsonrpc import Message, RequestId, dumps, parse_body
+from proxy.wire.jsonrpc import Message, RequestId, dumps, member_sizes, parse_body
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -171,6 +171,7 @@ class PassthroughRelay:
         "ended",
         "exchange",
         "origin",
+        "request_id",
         "sse",
         "unjudged",
         "upstream",
@@ -195,6 +196,8 @@ class PassthroughRelay:
         self.unjudged: tuple[Route, int] | None = None
         """The route and status of a JSON answer whose body was still arriving with its head: what
         it says of the upstream's era is read once the body has gone by (`doubt`)."""
+        self.request_id: RequestId | None = None
+        """The id of the request relayed (set by `open`): a gateway error made after its head carries it."""
         self.origin: OriginRewrites | None = None
         """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
         None for the traffic that needs none."""
@@ -219,6 +222,7 @@ class PassthroughRelay:
             self._refused(outcome, received)
             return None
         ctx, client = self.ctx, self.client
+        self.request_id = outcome.request_id
         era = str(outcome.era)  # its value, cheaper than .value
         sink = ctx.observations
         # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
@@ -649,7 +653,15 @@ class PassthroughRelay:
         self._released(outcome)
 
     def _broken_off(self, end: BodyEnd, observer: BodyObserver, cut: UpstreamError | None) -> None:
-        """The body ended early (upstream cut, client gone): close both as `end` says, and record it."""
+        """The body ended early (upstream cut, client gone): close both as `end` says, and record it.
+
+        An upstream that closes after a known-length head and before any of its body has sent the
+        client nothing yet (the head waits for the body's first bytes): the client gets the 502 of an
+        upstream that closed before its head, and the records say so, never the head it did not get.
+        """
+        if cut is not None and end.cut_client and self.client.withdraw_head():
+            self._closed_after_head(cut)
+            return
         if cut is not None:
             observer.finish()
             _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(cut))
@@ -659,6 +671,18 @@ class PassthroughRelay:
         if end.cut_client:
             self.client.cut()
         self._finish(end.outcome)
+
+    def _closed_after_head(self, cut: UpstreamError) -> None:
+        """The upstream closed after its head and before its body: 502 `upstream_bad_response`, the
+        head it sent named in the answer's detail. The server's head stays recorded as taken; the
+        502's head recorded after it replaces it as the one the client got."""
+        upstream = self.upstream
+        said = f"HTTP {upstream.status}" if upstream is not None else "a response head"
+        if upstream is not None and upstream.content_length is not None:
+            said += f" with Content-Length: {upstream.content_length}"
+        self._close_upstream()
+        detail = f"it sent {said}, then none of the body ({_describe(cut)})"
+        self._fault("bad_response", detail, self.request_id)
 
     def _observed(self, observer: BodyObserver) -> None:
         """The body ended: the observer reports its last messages, and says if it could not look."""
@@ -711,9 +735,7 @@ class PassthroughRelay:
             problem = route.body.parse_error
             self._emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
             return
-        single = len(messages) == 1
-        for msg in messages:
-            size = len(route.raw) if single else len(dumps(msg.raw))
+        for msg, size in zip(messages, member_sizes(messages, len(route.raw)), strict=True):
             self._emit(MessageSeen(sink.now(), self.exchange, msg, size, _TO_SERVER, _POST))
 
     def _observe_upstream(self, msg: Message, size: int, channel: Channel, sse_id: str | None) -> None:

@@ -6,6 +6,7 @@ original dict is kept so that unknown fields always survive a relay.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import field
 from enum import StrEnum
 from typing import Any, Final
@@ -157,6 +158,26 @@ def parse_text(text: str) -> Message:
 def dumps(value: Any) -> bytes:
     """Encode a JSON value compactly (the proxy's one JSON encoder)."""
     return orjson.dumps(value)
+
+
+def member_sizes(messages: Sequence[Message], size: int) -> list[int]:
+    """Each message's share of a body of `size` bytes, the shares adding up to `size`.
+
+    A single message is the whole body. A batch's members share it in proportion to their compact
+    encodings, so its brackets, commas and spacing are counted too: a body's byte count (log, chain,
+    HAR `bodySize`) is the sum of its messages' sizes, and must be what went on the wire.
+    """
+    if len(messages) == 1:
+        return [size]
+    weights = [len(dumps(msg.raw)) for msg in messages]
+    total = sum(weights) or 1
+    shares, before, running = [], 0, 0
+    for weight in weights:
+        running += weight
+        upto = size * running // total
+        shares.append(upto - before)
+        before = upto
+    return shares
 
 
 def error_response(ident: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -59,14 +59,22 @@ DEFAULT_STOP_TIMEOUT: Final = 5.0
 STDOUT_TAIL: Final = 200
 """Lines of a peer's stdout kept after READY (server-everything logs every request there)."""
 
-NodeKind = Literal["everything", "ts-v2", "ts-v1-example", "ts-v1-no-store"]
-NODE_KINDS: Final[tuple[NodeKind, ...]] = ("everything", "ts-v2", "ts-v1-example", "ts-v1-no-store")
+NodeKind = Literal["everything", "ts-v2", "ts-v1-example", "ts-v1-no-store", "ts-v1-json"]
+NODE_KINDS: Final[tuple[NodeKind, ...]] = (
+    "everything",
+    "ts-v2",
+    "ts-v1-example",
+    "ts-v1-no-store",
+    "ts-v1-json",
+)
 """``everything``: @modelcontextprotocol/server-everything in Streamable HTTP mode (legacy era).
 ``ts-v2``: tests/peers/node/server.mjs, this catalogue on the TypeScript SDK v2 (2026-07-28 only).
 ``ts-v1-example``: the TypeScript SDK 1.x's own example server ``simpleStreamableHttp.js`` (legacy
 era), whose tools log on the session's GET stream (``server.sendLoggingMessage(params, sessionId)``).
 ``ts-v1-no-store``: tests/peers/node/server-v1-no-store.mjs, a TypeScript SDK 1.x server with
-sessions and no event store (legacy era): its SSE events carry no id, as most servers' do."""
+sessions and no event store (legacy era): its SSE events carry no id, as most servers' do.
+``ts-v1-json``: the same server answering plain JSON (`enableJsonResponse`): a JSON-RPC batch of
+requests gets one JSON array of answers."""
 
 SDK1_EXAMPLE: Final = "dist/esm/examples/server/simpleStreamableHttp.js"
 """The TypeScript SDK 1.x's example server, inside its package."""
@@ -370,7 +378,8 @@ class NodeServer(ServedPeer):
     its port from ``PORT`` and prints nothing useful about it, so the preload announces the port it
     really bound), and ``ts-v1-example`` the SDK 1.x example ``simpleStreamableHttp.js`` (port from
     ``MCP_PORT``, announced the same way); ``ts-v2`` is ``tests/peers/node/server.mjs`` and
-    ``ts-v1-no-store`` ``tests/peers/node/server-v1-no-store.mjs``, which announce themselves. The process
+    ``ts-v1-no-store`` ``tests/peers/node/server-v1-no-store.mjs`` (``ts-v1-json`` with ``--json``),
+    which announce themselves. The process
     gets a small environment of its own (server-everything's ``get-env`` tool prints all of it).
     """
 
@@ -395,14 +404,15 @@ class NodeServer(ServedPeer):
         if self.kind == "ts-v1-example":
             entry = node_package("@modelcontextprotocol/sdk") / SDK1_EXAMPLE
             return [node, "--require", str(LOOPBACK_PRELOAD), str(entry)]
-        if self.kind == "ts-v1-no-store":
+        if self.kind in ("ts-v1-no-store", "ts-v1-json"):
             node_package("@modelcontextprotocol/sdk")
-            return [node, "--require", str(LOOPBACK_PRELOAD), str(NODE_DIR / "server-v1-no-store.mjs")]
+            cmd = [node, "--require", str(LOOPBACK_PRELOAD), str(NODE_DIR / "server-v1-no-store.mjs")]
+            return [*cmd, "--json"] if self.kind == "ts-v1-json" else cmd
         node_package("@modelcontextprotocol/server")
         return [node, "--require", str(LOOPBACK_PRELOAD), str(NODE_DIR / "server.mjs"), "--port", "0"]
 
     def environment(self) -> dict[str, str]:
-        announce = "0" if self.kind in ("ts-v2", "ts-v1-no-store") else "1"
+        announce = "0" if self.kind in ("ts-v2", "ts-v1-no-store", "ts-v1-json") else "1"
         return node_environment(PORT="0", MCP_PORT="0", **{ANNOUNCE_ENV: announce})
 
     def start(self) -> NodeServer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -18,6 +19,7 @@ from proxy.record.capture import read_capture
 from proxy.runtime import Proxy
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.runner import PeerServer
+from tests.sidecar import run_mcp_proxy
 from tests.transport.helpers import (
     CLIENT_ACCEPT,
     bounded,
@@ -70,8 +72,27 @@ async def errors_counted(proxy: Proxy) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith("mcp_proxy_errors_total{"))
 
 
-def assert_not_inspected(proxy: Proxy, logs: list[dict[str, object]], got: bytes, path: Path) -> None:
-    """The call's answer went by unread: recorded so (log line, chain, capture), and as no failure."""
+async def live_har(proxy: Proxy) -> dict[str, Any]:
+    """The running proxy's HAR (`/api/export.har`)."""
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as http, http.get(proxy.admin_url + "/api/export.har") as resp:
+        assert resp.status == 200
+        har: dict[str, Any] = json.loads(await resp.read())
+    return har
+
+
+def call_entry(har: dict[str, Any]) -> dict[str, Any]:
+    """The HAR entry of the exchange that carried the call with id 3."""
+    entries = har["log"]["entries"]
+    (entry,) = [e for e in entries if e["_mcp"]["side"] == "client" and 3 in e["_mcp"]["jsonrpc_ids"]]
+    return entry
+
+
+def assert_not_inspected(
+    proxy: Proxy, logs: list[dict[str, object]], got: bytes, path: Path, live: dict[str, Any]
+) -> None:
+    """The call's answer went by unread: recorded so (log line, chain, capture, both HARs), its bytes
+    counted as relayed, and as no failure."""
     (line,) = [entry for entry in logs if entry["event"] == "exchange"]
     assert line["trouble"] is None
     assert line["bytes_out"] == len(got)
@@ -80,9 +101,23 @@ def assert_not_inspected(proxy: Proxy, logs: list[dict[str, object]], got: bytes
     assert chain.summary.status is ChainStatus.INCOMPLETE
     assert chain.summary.error is None
     assert any(f"max_inspected_bytes ({LIMIT} bytes)" in note for note in chain.summary.notes)
+    assert chain.summary.bytes_to_client == len(got)
     read_back = [e.chain for e in read_capture(path) if isinstance(e, ChainChanged)]
     last = [c for c in read_back if c.jsonrpc_id == 3][-1]
     assert (last.status, last.notes) == (chain.summary.status, chain.summary.notes)
+    exported = run_mcp_proxy("export", "--json", "-", str(path))
+    assert exported.returncode == 0, exported.stderr
+    (listed,) = [
+        c["chain"] for c in json.loads(exported.stdout)["chains"] if c["chain"].get("jsonrpc_id") == 3
+    ]
+    assert listed["bytes_to_client"] == len(got)
+    har_file = path.with_suffix(".har")
+    done = run_mcp_proxy("export", "--har", str(har_file), str(path))
+    assert done.returncode == 0, done.stderr
+    for entry in (call_entry(live), call_entry(json.loads(har_file.read_bytes()))):
+        assert entry["response"]["bodySize"] == len(got)
+        assert "without inspecting it" in entry["comment"]
+        assert f"max_inspected_bytes ({LIMIT} bytes)" in entry["comment"]
 
 
 async def test_an_sse_answer_over_max_inspected_bytes_is_relayed_whole_and_recorded_as_not_inspected(
@@ -99,7 +134,8 @@ async def test_an_sse_answer_over_max_inspected_bytes_is_relayed_whole_and_recor
             got = await post(proxy, client, call, session)
         assert got.count(b"x" * 3 * LIMIT) == 2  # relayed whole: the echo, and the log that quotes it
         assert await errors_counted(proxy) == ""
-    assert_not_inspected(proxy, logs, got, path)
+        live = await live_har(proxy)
+    assert_not_inspected(proxy, logs, got, path, live)
 
 
 async def test_a_json_answer_over_max_inspected_bytes_is_relayed_whole_and_recorded_as_not_inspected(
@@ -119,4 +155,5 @@ async def test_a_json_answer_over_max_inspected_bytes_is_relayed_whole_and_recor
             await wait_until(lambda: drained(proxy), what="the proxy to close the exchange")
         assert json.loads(got)["result"]["content"][0]["text"] == "x" * 3 * LIMIT
         assert await errors_counted(proxy) == ""
-    assert_not_inspected(proxy, logs, got, path)
+        live = await live_har(proxy)
+    assert_not_inspected(proxy, logs, got, path, live)

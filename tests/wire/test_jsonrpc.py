@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.wire.jsonrpc import Kind, classify_value, parse_body, parse_text
+from proxy.wire.jsonrpc import Kind, classify_value, member_sizes, parse_body, parse_text
 from proxy.wire.mcp import result_type, target_name
 
 
@@ -209,3 +209,20 @@ def test_target_name_is_the_tool_prompt_uri_or_task_a_request_names(
     method: str | None, params: dict[str, Any], expected: str | None
 ) -> None:
     assert target_name(method, params) == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"jsonrpc":"2.0","id":1,"result":{}}',
+        b'[{"jsonrpc":"2.0","id":1,"result":{}}]',
+        b'[ {"jsonrpc": "2.0", "id": 1, "result": {"a": "\\u00e9"}},\n {"jsonrpc":"2.0","method":"x"} ]',
+        b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"bb"},3]',
+    ],
+)
+def test_the_messages_of_a_body_share_its_bytes_exactly(data: bytes) -> None:
+    body = parse_body(data)
+    sizes = member_sizes(body.messages, len(data))
+    assert len(sizes) == len(body.messages)
+    assert sum(sizes) == len(data)
+    assert all(size > 0 for size in sizes)

@@ -2,7 +2,9 @@
 // event store: the SSE events of its answers carry no id, so a client that closes a call's stream has
 // nothing to resume, as with most servers (the SDK's own example with sessions keeps one).
 //
-//   node --require ./loopback-only.cjs server-v1-no-store.mjs          (any free port)
+//   node --require ./loopback-only.cjs server-v1-no-store.mjs [--json]   (any free port)
+//
+// With --json it answers plain JSON (`enableJsonResponse`), a batch of requests with one JSON array.
 //
 // Its one tool, `slow` ({ms}), logs on the call's stream every 50 ms and answers after `ms`
 // milliseconds (unless cancelled). Prints
@@ -16,6 +18,7 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const MAX_SESSIONS = 100;
+const JSON_RESPONSE = process.argv.includes('--json');
 const TICK_MS = 50;
 
 function newServer() {
@@ -62,6 +65,7 @@ async function handle(req, res) {
     }
     transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
+      enableJsonResponse: JSON_RESPONSE,
       onsessioninitialized: (id) => transports.set(id, transport),
     });
     transport.onclose = () => transport.sessionId && transports.delete(transport.sessionId);
