@@ -84,7 +84,7 @@ from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, 
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
-from proxy.wire.jsonrpc import Message, classify_value, dumps, parse_body, parse_text
+from proxy.wire.jsonrpc import Kind, Message, classify_value, dumps, parse_body, parse_text
 from proxy.wire.versions import Era
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -677,8 +677,8 @@ class BridgeDriver:
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         self._judge(stream, resp.status, raw)
         messages = parse_body(raw).messages
-        if not messages and resp.status >= 400:
-            stream.unread = raw
+        if resp.status >= 400 and all(msg.kind is Kind.INVALID for msg in messages):
+            stream.unread = raw  # no JSON-RPC message (`{"error": "invalid_token"}` is none either)
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
         for msg in messages:

@@ -299,7 +299,7 @@ class MrtrToLegacyEngine:
             return []
         ref.status = status
         if ref.purpose != "close":  # a DELETE carries the opener's headers, not a client's request
-            self._ctx.origins.learn(ref.origin, status)
+            self._ctx.callers.learn(ref.caller, status)
         if ref.purpose == "check":
             return self._sessions.on_check_head(leg, ref, status, at)
         if ref.purpose == "initialize":

@@ -53,14 +53,14 @@ from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.exits import finish, forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
-from proxy.engine.modern_client.tokens import ANONYMOUS
 from proxy.engine.modern_client.upstream_session import (
     SessionKey,
     UpstreamLink,
     WaiterKind,
     session_capabilities,
 )
-from proxy.engine.origins import origin_of, refusal, refusal_log
+from proxy.engine.origins import caller_of, refusal, refusal_log
+from proxy.engine.principal import ANONYMOUS
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response, request
 
@@ -208,7 +208,7 @@ class SessionKeeper:
         problem = link.on_initialize_answer(msg)
         if problem is not None:
             return self.initialize_failed(link, problem)
-        self._ctx.origins.learn(ref.origin, ref.status or 200)  # its result: the origin was served
+        self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = link.init.get("serverInfo") if link.init else None
         fields = {
             "session": link.name,
@@ -248,14 +248,14 @@ class SessionKeeper:
         return commands
 
     def _answer_discover(self, exchange: str) -> Commands:
-        """Answer from the session's InitializeResult, once the upstream has accepted the asker's
-        `Origin`; for an origin it has not, first a `ping` in the session with the asker's headers."""
+        """Answer from the session's InitializeResult, once the upstream has accepted the asker (its
+        `Origin` and credentials); for another asker, first a `ping` in the session with its headers."""
         entry = self._ctx.discovers.get(exchange)
         if entry is None:
             return []
         ident, name, headers = entry
         link = self._ctx.pool.named(name)
-        if link is not None and link.init is not None and origin_of(headers) not in self._ctx.origins:
+        if link is not None and link.init is not None and caller_of(headers) not in self._ctx.callers:
             leg = self._ctx.new_id("leg")
             ping = request(leg, "ping", {})
             return [self._ctx.send("check", exchange, exchange, ping, link.headers(headers), leg=leg)]
@@ -307,7 +307,8 @@ class SessionKeeper:
 
     def initialize_refused(self, link: UpstreamLink, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the handshake sent with one client's headers: the waiters of that
-        client's `Origin` get the server's status and words, the others start it again with theirs."""
+        client (its `Origin` and credentials) get the server's status and words, the others start it
+        again with theirs."""
         status = ref.status or 400
         said = refusal_log("initialize", status, ref.origin, body)
         commands: Commands = [said]
@@ -319,7 +320,7 @@ class SessionKeeper:
             headers = self._waiter_headers(kind, user)
             if headers is None:
                 continue
-            if origin_of(headers) == ref.origin:
+            if caller_of(headers) == ref.caller:
                 commands.extend(self._fail(kind, user, told, status))
                 continue
             exchange = self._asker(user) if kind == "call" else user

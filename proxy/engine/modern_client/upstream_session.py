@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
-from proxy.engine.modern_client.tokens import ANONYMOUS, principal_of
+from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
