@@ -31,6 +31,9 @@ class Leg(Generic[P]):
     """Set when the leg carries a request: what resuming its cut stream needs."""
     caller: Caller = UNNAMED
     """Who the leg spoke for upstream (the client's `Origin` and principal), which its success vouches for."""
+    challenge: tuple[tuple[str, str], ...] = ()
+    """The `WWW-Authenticate` headers of a refusing head (401, 403): the client gets them with the
+    refusal, so an OAuth client learns where to log in (or which scope it lacks)."""
     body: bytes = b""
     """What the upstream's body said when it held no JSON-RPC message (`LegEnded.body`)."""
     said: str | None = None

@@ -88,6 +88,14 @@ def origin_of(headers: tuple[tuple[str, str], ...]) -> str | None:
     return None
 
 
+def challenges(status: int, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The `WWW-Authenticate` headers of a 401 or 403 head (RFC 6750: where and how to authenticate,
+    or the `insufficient_scope` a token lacks), which a bridged refusal carries to its client."""
+    if status not in (401, 403):
+        return ()
+    return tuple((name, value) for name, value in headers if name.lower() == "www-authenticate")
+
+
 def refused(status: int | None) -> bool:
     """Whether a leg's status is the server refusing the request itself: a 4xx, but not 404, which
     says the session (or the endpoint) is unknown there and which each bridge answers on its own."""

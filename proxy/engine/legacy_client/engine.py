@@ -46,7 +46,7 @@ from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
-from proxy.engine.origins import Caller, caller_of, refusal, refusal_log, refused, server_words
+from proxy.engine.origins import Caller, caller_of, challenges, refusal, refusal_log, refused, server_words
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -468,11 +468,13 @@ class LegacyToMrtrEngine:
 
     def _discovery_refused(self, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the discovery sent with these clients' headers (their `Origin`, their
-        credentials): each held `initialize` of that caller gets the server's status and words."""
+        credentials): each held `initialize` of that caller gets the server's status, words and
+        challenge."""
         status = ref.status or 400
         commands: Commands = [refusal_log("server/discover", status, ref.origin, body)]
         for pending in self._take_pending(lambda p: p.caller == ref.caller):
-            commands.append(ReplyJson(pending.exchange, status, refusal(pending.ident, status, body)))
+            answer = refusal(pending.ident, status, body)
+            commands.append(ReplyJson(pending.exchange, status, answer, ref.challenge))
         return commands
 
     def _take_pending(self, which: Callable[[PendingInit], bool]) -> list[PendingInit]:
@@ -489,6 +491,7 @@ class LegacyToMrtrEngine:
         if ref is not None:
             ref.status = status
             ref.content_type = media_type(header(headers, "content-type"))
+            ref.challenge = challenges(status, headers)
             self._ctx.callers.learn(ref.caller, status)
 
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:

@@ -71,7 +71,7 @@ from proxy.engine.modern_client.stream_asks import StreamAsks
 from proxy.engine.modern_client.tokens import StateSealer
 from proxy.engine.modern_client.upstream_session import SessionKey, SessionPool, session_key
 from proxy.engine.modern_client.validation import removed, validate
-from proxy.engine.origins import refused
+from proxy.engine.origins import challenges, refused
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
@@ -298,6 +298,7 @@ class MrtrToLegacyEngine:
         if ref is None:
             return []
         ref.status = status
+        ref.challenge = challenges(status, headers)
         if ref.purpose != "close":  # a DELETE carries the opener's headers, not a client's request
             self._ctx.callers.learn(ref.caller, status)
         if ref.purpose == "check":

@@ -292,7 +292,7 @@ class SessionKeeper:
             return []
         self._ctx.pool.release(entry[1], ref.owner)
         said = refusal_log("server/discover", status, ref.origin, body)
-        return [said, ReplyJson(ref.owner, status, refusal(entry[0], status, body))]
+        return [said, ReplyJson(ref.owner, status, refusal(entry[0], status, body), ref.challenge)]
 
     def check_failed(self, ref: LegRef, why: str) -> Commands:
         """The origin check got no answer: the discover gets a gateway fault naming why (HTTP 502)."""
@@ -321,7 +321,7 @@ class SessionKeeper:
             if headers is None:
                 continue
             if caller_of(headers) == ref.caller:
-                commands.extend(self._fail(kind, user, told, status))
+                commands.extend(self._fail(kind, user, told, status, ref.challenge))
                 continue
             exchange = self._asker(user) if kind == "call" else user
             waiting = self._when_ready(link, kind, user, exchange, headers)
@@ -358,19 +358,30 @@ class SessionKeeper:
             commands.extend(self._discard(link))
         return commands
 
-    def _fail(self, kind: WaiterKind, user: str, fault: Fault, status: int) -> Commands:
-        """Answer one request that cannot get its session with an error, and forget it."""
+    def _fail(
+        self,
+        kind: WaiterKind,
+        user: str,
+        fault: Fault,
+        status: int,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> Commands:
+        """Answer one request that cannot get its session with an error (and `headers`), and forget it."""
         if kind == "call":
             call = self._ctx.calls.get(user)
-            return finish(self._ctx, call, fault(call.asker.ident, call.method), status) if call else []
+            if call is None:
+                return []
+            return finish(self._ctx, call, fault(call.asker.ident, call.method), status, headers)
         if kind == "discover":
             entry = self._ctx.discovers.pop(user, None)
             if entry is None:
                 return []
             self._ctx.pool.release(entry[1], user)
-            return [ReplyJson(user, status, fault(entry[0], "server/discover"))]
+            return [ReplyJson(user, status, fault(entry[0], "server/discover"), headers)]
         ident = self._listen.fail(user)
-        return [ReplyJson(user, status, fault(ident, "subscriptions/listen"))] if ident is not None else []
+        if ident is None:
+            return []
+        return [ReplyJson(user, status, fault(ident, "subscriptions/listen"), headers)]
 
     # -- a session the upstream forgot ----------------------------------------------------------
 
