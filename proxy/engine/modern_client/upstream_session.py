@@ -71,6 +71,11 @@ class SessionKey(NamedTuple):
     own (`per_connection`); "" for a session serving its principal on every connection."""
 
 
+def lost_why(answered: str) -> str:
+    """Why `upstream_session_lost` was said: what the upstream answered a request in the session."""
+    return f"the upstream answered {answered} in the session: it restarted or ended the session"
+
+
 def session_capabilities(modern: Any) -> dict[str, Any]:
     """The legacy `initialize` capabilities that say exactly what a 2026 request declared.
 
