@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from proxy.engine.origins import UNNAMED, Caller
 from proxy.engine.resume import Resumable
 
 P = TypeVar("P", bound=str)
@@ -28,10 +29,18 @@ class Leg(Generic[P]):
     content_type: str = ""
     resumable: Resumable | None = None
     """Set when the leg carries a request: what resuming its cut stream needs."""
-    origin: str | None = None
-    """The client `Origin` the leg carried upstream (None: none), which its success vouches for."""
+    caller: Caller = UNNAMED
+    """Who the leg spoke for upstream (the client's `Origin` and principal), which its success vouches for."""
+    challenge: tuple[tuple[str, str], ...] = ()
+    """The `WWW-Authenticate` headers of a refusing head (401, 403): the client gets them with the
+    refusal, so an OAuth client learns where to log in (or which scope it lacks)."""
     body: bytes = b""
     """What the upstream's body said when it held no JSON-RPC message (`LegEnded.body`)."""
     said: str | None = None
     """The upstream's own words when it answered with an error naming no request (a 400 whose body
     is `{"error": ..., "id": null}`): what a fault on the leg quotes, since no answer carries them."""
+
+    @property
+    def origin(self) -> str | None:
+        """The client `Origin` the leg carried upstream (None: none)."""
+        return self.caller.origin

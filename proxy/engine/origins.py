@@ -1,12 +1,14 @@
-"""Which client origins the upstream accepts, and how its refusal reaches a bridged client.
+"""Which callers the upstream accepts, and how its refusal reaches a bridged client.
 
 A bridge answers some requests itself from what the upstream told it earlier (the legacy bridge's
 `initialize` from a cached `server/discover`, the modern one's `server/discover` from a session's
-InitializeResult). An upstream that defends itself against DNS rebinding judges each request's
-`Origin`, so an answer made from what the server said to one origin must not reach another origin
-the server would refuse. Each bridge keeps `KnownOrigins`, the origins (absence of one included) the
-upstream answered with a success, and asks the upstream with the client's own headers before it
-answers a client of any other origin from what it holds.
+InitializeResult). The upstream judges each request by who sends it: its `Origin` (a server that
+defends itself against DNS rebinding) and its credentials (a server that asks for a bearer token).
+So an answer made from what the server said to one caller must not reach a caller the server would
+refuse. Each bridge keeps `KnownCallers`, the (`Origin`, principal) pairs (absence of either
+included) the upstream answered with a success, and asks the upstream with the client's own headers
+before it answers any other caller from what it holds; the server's 401 or 403 then reaches that
+caller with the server's challenge.
 
 A 4xx whose body holds no JSON-RPC message is the server refusing the request itself (its Host or
 Origin check, its authentication): the bridge answers with that status and a JSON-RPC error quoting
@@ -17,48 +19,65 @@ status, which both eras' SDKs read first, stays the server's.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from proxy.engine.commands import Log
+from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId, error_response
 
-ORIGINS_KEPT: Final = 256
-"""Origins remembered as accepted; past it the earliest learned is forgotten (and asked about again)."""
+CALLERS_KEPT: Final = 256
+"""Callers remembered as accepted; past it the earliest learned is forgotten (and asked about again)."""
 
 WORDS_KEPT: Final = 500
 """Characters of a refusal's body quoted to the client (and in logs)."""
 
 
-class KnownOrigins:
-    """The client `Origin` values (None: a request without one) the upstream has answered with success.
+class Caller(NamedTuple):
+    """What the upstream judges a request by: its `Origin` (None: none) and its principal."""
 
-    Bounded by `ORIGINS_KEPT`; a known origin costs one set lookup, and forgetting one only costs
-    the next request from it a trip upstream.
+    origin: str | None = None
+    principal: str = ANONYMOUS
+
+
+UNNAMED: Final = Caller()
+"""A request with neither `Origin` nor `Authorization` (a default for records made without headers)."""
+
+
+def caller_of(headers: tuple[tuple[str, str], ...]) -> Caller:
+    """Who sends a request, as the upstream judges it."""
+    return Caller(origin_of(headers), principal_of(headers))
+
+
+class KnownCallers:
+    """The callers (`Caller`) the upstream has answered with success.
+
+    Bounded by `CALLERS_KEPT`; a known caller costs one set lookup, and forgetting one only costs
+    the next request from it a trip upstream. Only the principal's hash is kept, never a credential.
     """
 
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[str | None, None] = {}
+        self._seen: dict[Caller, None] = {}
         """An insertion-ordered set: the first key is the earliest learned."""
 
-    def __contains__(self, origin: str | None) -> bool:
-        return origin in self._seen
+    def __contains__(self, caller: Caller) -> bool:
+        return caller in self._seen
 
     def __len__(self) -> int:
         return len(self._seen)
 
     def __repr__(self) -> str:
-        return f"KnownOrigins({len(self._seen)})"
+        return f"KnownCallers({len(self._seen)})"
 
-    def learn(self, origin: str | None, status: int | None) -> None:
-        """The upstream answered a request carrying `origin` with `status`: a success vouches for it."""
-        if status is None or not 200 <= status < 300 or origin in self._seen:
+    def learn(self, caller: Caller, status: int | None) -> None:
+        """The upstream answered a request `caller` sent with `status`: a success vouches for it."""
+        if status is None or not 200 <= status < 300 or caller in self._seen:
             return
-        if len(self._seen) >= ORIGINS_KEPT:
+        if len(self._seen) >= CALLERS_KEPT:
             del self._seen[next(iter(self._seen))]
-        self._seen[origin] = None
+        self._seen[caller] = None
 
 
 def origin_of(headers: tuple[tuple[str, str], ...]) -> str | None:
@@ -67,6 +86,14 @@ def origin_of(headers: tuple[tuple[str, str], ...]) -> str | None:
         if len(name) == 6 and name.lower() == "origin":
             return value
     return None
+
+
+def challenges(status: int, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The `WWW-Authenticate` headers of a 401 or 403 head (RFC 6750: where and how to authenticate,
+    or the `insufficient_scope` a token lacks), which a bridged refusal carries to its client."""
+    if status not in (401, 403):
+        return ()
+    return tuple((name, value) for name, value in headers if name.lower() == "www-authenticate")
 
 
 def refused(status: int | None) -> bool:

@@ -55,6 +55,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import fault_outcome
+from proxy.engine.oauth_origin import Origins
 from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
 from proxy.flows.chains import answered_for_client, answerer
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
@@ -75,17 +76,18 @@ from proxy.flows.observations import (
 )
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
-from proxy.framing.http import Upstream, is_sse
+from proxy.framing.http import Upstream, header, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
 from proxy.logs import get_logger, info_line
 from proxy.transport.bridge_faults import Edited, bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds, Outcome
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
+from proxy.transport.origin_rewrites import OriginRewrites, challenged
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
 from proxy.wire.joined_headers import recorded
-from proxy.wire.jsonrpc import Message, classify_value, dumps, member_sizes, parse_body, parse_text
+from proxy.wire.jsonrpc import Kind, Message, classify_value, dumps, member_sizes, parse_body, parse_text
 from proxy.wire.versions import Era
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -226,7 +228,8 @@ class BridgeDriver:
         """Told why an answer to the bridge's own request casts doubt on the upstream's era (the
         router's `suspect`, which probes again): the bridge's requests are all a replaced upstream meets."""
         self.faults: RelayContext | None = None
-        """Where the fault rules in force are found (`RelayContext.gate`); None: never consulted."""
+        """Where the fault rules in force are found (`RelayContext.gate`), and the OAuth origin rewrite's
+        setting and learned document paths, which a refusal's challenge follows; None: never consulted."""
         self.intercepts: BridgeHolds | None = None
         """Intercepts on the bridge's own messages (`proxy.transport.bridge_holds`); None: never asked."""
         self._leg_heads: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -300,7 +303,10 @@ class BridgeDriver:
         match cmd:
             case ReplyJson(_, status, message, headers, note, outcome):
                 headers = self._cors.add_to(origin_of(ex.client.headers), headers)
-                self._observe_reply(exchange, status, message, headers, note, outcome)
+                moves = self._challenge_moves(exchange, ex, status, headers)
+                if moves is not None:
+                    headers = moves.challenge_headers(headers)
+                self._observe_reply(exchange, status, message, headers, note, outcome, moves)
                 _json_response(ex.client, status, message, headers)
                 ex.answered = ex.done = True
             case StartSse(_, headers):
@@ -679,8 +685,8 @@ class BridgeDriver:
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         self._judge(stream, resp.status, raw)
         messages = parse_body(raw).messages
-        if not messages and resp.status >= 400:
-            stream.unread = raw
+        if resp.status >= 400 and all(msg.kind is Kind.INVALID for msg in messages):
+            stream.unread = raw  # no JSON-RPC message (`{"error": "invalid_token"}` is none either)
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
         for msg in messages:
@@ -792,6 +798,7 @@ class BridgeDriver:
         headers: tuple[tuple[str, str], ...],
         note: str | None = None,
         outcome: str | None = None,
+        moves: OriginRewrites | None = None,
     ) -> None:
         sink = self.observer
         content_type = "application/json" if message else None
@@ -800,9 +807,23 @@ class BridgeDriver:
                 sink.now(), exchange, status, content_type, answer_headers(content_type, headers)
             )
         )
+        for rewrite in moves.take() if moves is not None else ():  # recorded after the head they changed
+            sink.emit(rewrite)
         if message is not None:
             self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON, note)
         self._close_observation(exchange, outcome)
+
+    def _challenge_moves(
+        self, exchange: str, ex: _Exchange, status: int, headers: tuple[tuple[str, str], ...]
+    ) -> OriginRewrites | None:
+        """Where the `resource_metadata` of a refusal's challenge moves onto the proxy's origin, by the
+        rules pass-through follows (`rewrite_oauth_origin`); None when nothing may move."""
+        relays = self.faults
+        if relays is None or not relays.rewrite_origin or not 400 <= status < 500 or not challenged(headers):
+            return None
+        host = header(ex.client.headers, "host")
+        own = f"http://{host}" if host else relays.listen_url
+        return OriginRewrites(Origins(self.upstream, own), self.observer, exchange, relays.documents)
 
     def _observe_client_request(self, exchange: str, client: ClientSide, route: Route) -> None:
         client_era, upstream_era = BRIDGE_ERAS[self.mode]

@@ -112,16 +112,22 @@ class OriginRewrites:
 
     def challenges_moved(self, head: ClientHead) -> ClientHead:
         """The head with the `resource_metadata` of its `WWW-Authenticate` challenges moved to the client."""
+        headers = self.challenge_headers(head.headers)
+        return head if headers is head.headers else replace(head, headers=headers)
+
+    def challenge_headers(self, headers: Headers) -> Headers:
+        """`headers` with the `resource_metadata` of their `WWW-Authenticate` challenges moved to the
+        client, said when one moved (the same object back when none did)."""
         out, moved = [], False
-        for name, text in head.headers:
+        for name, text in headers:
             if _is_challenge(name) and (new := challenge(text, self.origins)) is not None:
                 text, moved = new.text, True
                 self.documents.learn(new.documents)
             out.append((name, text))
         if not moved:
-            return head
+            return headers
         self.rewrote(_TO_CLIENT, "WWW-Authenticate resource_metadata")
-        return replace(head, headers=tuple(out))
+        return tuple(out)
 
     def readable(self, head: ClientHead, limit: int) -> bool:
         """A discovery document the proxy can read within `limit`; one over-large, or compressed in a

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from proxy.engine.modern_client import tokens
 from proxy.engine.modern_client.tokens import (
-    ANONYMOUS,
     Binding,
     Claims,
     InvalidToken,
@@ -19,8 +18,8 @@ from proxy.engine.modern_client.tokens import (
     arguments_digest,
     binding_for,
     fingerprint,
-    principal_of,
 )
+from proxy.engine.principal import ANONYMOUS, principal_of
 
 KEY = b"k" * 32
 BINDING = Binding(

@@ -25,6 +25,8 @@ Kinds (see ``KINDS``):
   on the session's GET stream (``tests.peers.notifying_app``).
 - ``legacy-announcing`` / ``modern-announcing``: an ``MCPServer`` in one era whose tool announces a
   tool-list change and a resource update it never declared (``tests.peers.announcing_app``).
+- ``legacy-bearer`` / ``modern-bearer``: ``legacy-inflight`` / ``modern-mrtr`` behind the SDK's
+  bearer-token check, one fixed token accepted (``tests.peers.bearer_app``).
 
 The low-level ``mcp.server.lowlevel.Server`` is used rather than ``MCPServer`` because it puts the
 wire shapes in plain sight: in-flight handlers call ``ctx.session`` with the originating request id
@@ -78,6 +80,8 @@ Kind = Literal[
     "legacy-notifying",
     "legacy-announcing",
     "modern-announcing",
+    "legacy-bearer",
+    "modern-bearer",
 ]
 Style = Literal["inflight", "mrtr"]
 
@@ -93,6 +97,8 @@ KINDS: Final[tuple[Kind, ...]] = (
     "legacy-notifying",
     "legacy-announcing",
     "modern-announcing",
+    "legacy-bearer",
+    "modern-bearer",
 )
 """Every peer kind `build_app` and `python -m tests.peers.serve` accept."""
 
@@ -927,6 +933,10 @@ def build_app(
         from tests.peers.notifying_app import build_notifying_app
 
         return build_notifying_app()
+    if kind.endswith("-bearer"):
+        from tests.peers.bearer_app import build_bearer_app
+
+        return build_bearer_app(kind.removesuffix("-bearer"))
     if kind.endswith("-announcing"):
         from tests.peers.announcing_app import build_announcing_app
 

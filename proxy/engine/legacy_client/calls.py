@@ -162,7 +162,7 @@ class CallDriver:
 
     def on_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused a call's leg itself (a 4xx, no JSON-RPC answer): the client gets the
-        server's status and words (on the stream, when one is open, as the last event)."""
+        server's status, words and challenge (on the stream, when one is open, as the last event)."""
         self._ctx.drop_leg(leg)
         call = self._ctx.calls.get(ref.owner)
         if call is None:
@@ -170,7 +170,7 @@ class CallDriver:
         call.leg = None
         status = ref.status or 400
         said = refusal_log(call.method, status, ref.origin, body)
-        return [said, *self._finish(call, refusal(call.ident, status, body), status)]
+        return [said, *self._finish(call, refusal(call.ident, status, body), status, ref.challenge)]
 
     def _on_answer(self, call: Call, msg: Message) -> Commands:
         if msg.kind is Kind.ERROR:
@@ -322,11 +322,18 @@ class CallDriver:
         """Fail the call as the SDK shims do (tool error result, or -32603 for prompts/resources)."""
         return self._finish(call, call_failure(call.method, call.ident, text))
 
-    def _finish(self, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
+    def _finish(
+        self,
+        call: Call,
+        message: dict[str, Any],
+        status: int = 200,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> Commands:
+        """Answer the call and forget it (`headers` go with a whole JSON answer; a stream has its head)."""
         commands = self._teardown(call, "the request ended")
         if call.streaming:
             return [*commands, SendSse(call.exchange, message), EndClientResponse(call.exchange)]
-        return [*commands, ReplyJson(call.exchange, status, message)]
+        return [*commands, ReplyJson(call.exchange, status, message, headers)]
 
     def _teardown(self, call: Call, reason: str | None, outcome: str | None = None) -> Commands:
         """Remove the call from every table; with a `reason`, tell the client its nested requests are void.

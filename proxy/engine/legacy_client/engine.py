@@ -46,7 +46,7 @@ from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
-from proxy.engine.origins import origin_of, refusal, refusal_log, refused, server_words
+from proxy.engine.origins import Caller, caller_of, challenges, refusal, refusal_log, refused, server_words
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -380,15 +380,16 @@ class LegacyToMrtrEngine:
     # -- initialize and discovery --------------------------------------------------------------
 
     def _on_initialize(self, exchange: str, route: Route, msg: Message, at: float, peer: str) -> Commands:
-        """Answer from the cached discovery when the upstream has accepted the client's `Origin`;
-        else hold the request until a discovery sent with the client's own headers answers."""
+        """Answer from the cached discovery when the upstream has accepted the client's `Origin` and
+        credentials; else hold the request until a discovery sent with the client's own headers
+        answers (and a refusal, a 401 included, reaches the client)."""
         assert msg.id is not None
-        origin = origin_of(route.headers)
-        pending = PendingInit(exchange, msg.id, msg.params, at, peer, origin)
-        if self._ctx.discovery is not None and origin in self._ctx.origins:
+        caller = caller_of(route.headers)
+        pending = PendingInit(exchange, msg.id, msg.params, at, peer, caller)
+        if self._ctx.discovery is not None and caller in self._ctx.callers:
             return self._open_session(pending)
         self._ctx.pending_init[exchange] = pending
-        if any(ref.purpose == "discover" and ref.origin == origin for ref in self._ctx.legs.values()):
+        if any(ref.purpose == "discover" and ref.caller == caller for ref in self._ctx.legs.values()):
             return []
         version = negotiate_version(msg.params.get("protocolVersion"))
         caps = modern_client_capabilities(msg.params.get("capabilities"), version)
@@ -444,34 +445,36 @@ class LegacyToMrtrEngine:
         if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
             err = msg.error
             text = f"it answered with error {err.get('code')}: {err.get('message')}"
-            return self._discovery_failed(ref.origin, text if err else "its result is not an object")
+            return self._discovery_failed(ref.caller, text if err else "its result is not an object")
         self._ctx.discovery = Discovery.from_result(msg.result)
-        self._ctx.origins.learn(ref.origin, ref.status or 200)  # its result: the origin was served
+        self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = self._ctx.discovery.server_info
         fields = {"server": info.get("name") if isinstance(info, dict) else None}
         commands: Commands = [Log("upstream_discovered", "info", fields)]
-        known = self._ctx.origins
-        for pending in self._take_pending(lambda p: p.origin == ref.origin or p.origin in known):
+        known = self._ctx.callers
+        for pending in self._take_pending(lambda p: p.caller == ref.caller or p.caller in known):
             commands.extend(self._open_session(pending))
         return commands
 
-    def _discovery_failed(self, origin: str | None, why: str) -> Commands:
-        """Answer the held `initialize`s of the discovery's origin with -32603 (HTTP 200, so legacy
-        SDKs show the message); those of other origins wait for their own discovery."""
+    def _discovery_failed(self, caller: Caller, why: str) -> Commands:
+        """Answer the held `initialize`s of the discovery's caller with -32603 (HTTP 200, so legacy
+        SDKs show the message); those of other callers wait for their own discovery."""
         text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
         commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
-        for pending in self._take_pending(lambda p: p.origin == origin):
+        for pending in self._take_pending(lambda p: p.caller == caller):
             reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
             commands.append(ReplyJson(pending.exchange, 200, reply))
         return commands
 
     def _discovery_refused(self, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the discovery sent with these clients' headers (their `Origin`, their
-        credentials): each held `initialize` of that origin gets the server's status and words."""
+        credentials): each held `initialize` of that caller gets the server's status, words and
+        challenge."""
         status = ref.status or 400
         commands: Commands = [refusal_log("server/discover", status, ref.origin, body)]
-        for pending in self._take_pending(lambda p: p.origin == ref.origin):
-            commands.append(ReplyJson(pending.exchange, status, refusal(pending.ident, status, body)))
+        for pending in self._take_pending(lambda p: p.caller == ref.caller):
+            answer = refusal(pending.ident, status, body)
+            commands.append(ReplyJson(pending.exchange, status, answer, ref.challenge))
         return commands
 
     def _take_pending(self, which: Callable[[PendingInit], bool]) -> list[PendingInit]:
@@ -488,7 +491,8 @@ class LegacyToMrtrEngine:
         if ref is not None:
             ref.status = status
             ref.content_type = media_type(header(headers, "content-type"))
-            self._ctx.origins.learn(ref.origin, status)
+            ref.challenge = challenges(status, headers)
+            self._ctx.callers.learn(ref.caller, status)
 
     def _on_leg_message(self, leg: str, msg: Message) -> Commands:
         ref = self._ctx.legs.get(leg)
@@ -515,7 +519,7 @@ class LegacyToMrtrEngine:
             return self._listen.on_leg_lost(leg, ref, why)
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
-            return self._discovery_failed(ref.origin, why)
+            return self._discovery_failed(ref.caller, why)
         return self._calls.on_leg_lost(leg, ref, why, refused=refused)
 
     def _on_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:

@@ -15,7 +15,7 @@ from proxy.engine.capabilities import legacy_server_capabilities
 from proxy.engine.commands import SendLeg
 from proxy.engine.legacy_client.request import Envelope, leg_headers
 from proxy.engine.legs import Leg
-from proxy.engine.origins import KnownOrigins, origin_of
+from proxy.engine.origins import UNNAMED, Caller, KnownCallers, caller_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.wire.jsonrpc import RequestId, request
 from proxy.wire.mcp import META_SERVER_INFO, request_meta
@@ -46,8 +46,8 @@ class PendingInit:
     at: float = 0.0
     peer: str = ""
     """The client's address, what `max_legacy_sessions_per_client` counts against."""
-    origin: str | None = None
-    """The client's `Origin` (None: none): it is answered once the upstream has accepted that origin."""
+    caller: Caller = UNNAMED
+    """The client's `Origin` and principal: it is answered once the upstream has accepted that caller."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +168,9 @@ class BridgeContext:
     pending_init: dict[str, PendingInit] = field(default_factory=dict)
     tools: ToolHeaders = field(default_factory=ToolHeaders)
     discovery: Discovery | None = None
-    origins: KnownOrigins = field(default_factory=KnownOrigins)
-    """Origins the upstream answered with success: only their clients are answered from `discovery`."""
+    callers: KnownCallers = field(default_factory=KnownCallers)
+    """Callers (`Origin`, principal) the upstream answered with success: only they are answered from
+    `discovery`."""
     _shared: dict[str, Any] = field(default_factory=dict)
 
     def shared(self, value: Any) -> Any:
@@ -199,7 +200,7 @@ class BridgeContext:
         # Built first: a refusal (HeaderRefused) leaves nothing registered behind.
         headers = leg_headers(method, params, client_headers, self.tools)
         leg = self.new_id("leg")
-        self.legs[leg] = LegRef(purpose, owner, origin=origin_of(headers))
+        self.legs[leg] = LegRef(purpose, owner, caller=caller_of(headers))
         return SendLeg(leg, exchange, headers, request(leg, method, params))
 
     def drop_leg(self, leg: str | None) -> None:

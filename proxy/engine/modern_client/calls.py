@@ -134,7 +134,7 @@ class CallDriver:
 
     def on_refused(self, leg: str, ref: LegRef, body: bytes, at: float = 0.0) -> Commands:
         """The upstream refused the call's leg itself (a 4xx, no JSON-RPC answer): the asker gets the
-        server's status and words; a parked call's continuation dies as with any lost leg."""
+        server's status, words and challenge; a parked call's continuation dies as with any lost leg."""
         call = self._ctx.calls.get(ref.owner)
         status = ref.status or 400
         if call is None or call.leg != leg or call.phase == "parked":
@@ -143,7 +143,7 @@ class CallDriver:
         call.leg = None
         said = refusal_log(call.method, status, ref.origin, body)
         body_out = refusal(call.asker.ident, status, body)
-        return [said, *finish(self._ctx, call, body_out, status)]
+        return [said, *finish(self._ctx, call, body_out, status, ref.challenge)]
 
     def on_disconnect(self, call: Call) -> Commands:
         """The asker closed its stream: to a 2026 client that is a cancellation, so cancel upstream."""

@@ -71,7 +71,7 @@ from proxy.engine.modern_client.stream_asks import StreamAsks
 from proxy.engine.modern_client.tokens import StateSealer
 from proxy.engine.modern_client.upstream_session import SessionKey, SessionPool, session_key
 from proxy.engine.modern_client.validation import removed, validate
-from proxy.engine.origins import refused
+from proxy.engine.origins import challenges, refused
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream
@@ -268,7 +268,7 @@ class MrtrToLegacyEngine:
         """Serve a valid request on the session of `key` (a retry: on its parked call's session)."""
         assert msg.id is not None
         if msg.method == "server/discover":
-            return self._sessions.discover(exchange, msg.id, key, caps, route.headers)
+            return self._sessions.discovers.start(exchange, msg.id, key, caps, route.headers)
         if msg.method == "subscriptions/listen":
             refused = self._listen.register(exchange, msg, route.headers)
             return refused or self._sessions.start_listen(exchange, key, caps, route.headers)
@@ -285,7 +285,7 @@ class MrtrToLegacyEngine:
             return self._calls.on_disconnect(call)
         if exchange in self._ctx.listeners:
             return self._listen.close(exchange, "client_disconnected")
-        if self._sessions.discover_left(exchange):
+        if self._sessions.discovers.left(exchange):
             return [EndClientResponse(exchange, "client_disconnected")]
         return []
 
@@ -298,10 +298,11 @@ class MrtrToLegacyEngine:
         if ref is None:
             return []
         ref.status = status
+        ref.challenge = challenges(status, headers)
         if ref.purpose != "close":  # a DELETE carries the opener's headers, not a client's request
-            self._ctx.origins.learn(ref.origin, status)
+            self._ctx.callers.learn(ref.caller, status)
         if ref.purpose == "check":
-            return self._sessions.on_check_head(leg, ref, status, at)
+            return self._sessions.discovers.on_check_head(leg, ref, status, at)
         if ref.purpose == "initialize":
             self._sessions.on_initialize_head(ref, headers)
         elif ref.purpose == "initialized":
@@ -356,9 +357,11 @@ class MrtrToLegacyEngine:
         if ref.purpose == "check" and msg.kind is Kind.ERROR:
             words = str(msg.error.get("message") or "")
             if refused(ref.status):
-                return self._sessions.on_check_refused(leg, ref, words.encode(), ref.status or 400)
+                return self._sessions.discovers.on_check_refused(leg, ref, words.encode(), ref.status or 400)
             self._ctx.drop_leg(leg)
-            return self._sessions.check_failed(ref, f"the upstream answered ping with an error: {words}")
+            return self._sessions.discovers.check_failed(
+                ref, f"the upstream answered ping with an error: {words}"
+            )
         return []
 
     def _on_leg_cut(
@@ -400,7 +403,7 @@ class MrtrToLegacyEngine:
             link = self._ctx.pool.named(ref.owner)
             return self._sessions.initialize_failed(link, why) if link is not None else []
         if ref.purpose == "check":
-            return self._sessions.check_failed(ref, why)
+            return self._sessions.discovers.check_failed(ref, why)
         return [Log("bridge_notice_failed", "warning", {"leg": leg, "what": ref.what, "why": why})]
 
     def _on_refused(self, leg: str, ref: LegRef, body: bytes, at: float) -> Commands:
@@ -409,7 +412,7 @@ class MrtrToLegacyEngine:
         if ref.purpose == "call":
             return self._calls.on_refused(leg, ref, body, at)
         if ref.purpose == "check":
-            return self._sessions.on_check_refused(leg, ref, body, ref.status or 400)
+            return self._sessions.discovers.on_check_refused(leg, ref, body, ref.status or 400)
         self._ctx.drop_leg(leg)
         link = self._ctx.pool.named(ref.owner)
         return self._sessions.initialize_refused(link, ref, body) if link is not None else []

@@ -143,9 +143,16 @@ def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, parked_end: ParkedE
     return commands
 
 
-def finish(ctx: MrtrContext, call: Call, message: dict[str, Any], status: int = 200) -> Commands:
-    """The upstream answered: deliver the answer and forget the call."""
-    return [*answer(ctx, call, message, status), *forget(ctx, call)]
+def finish(
+    ctx: MrtrContext,
+    call: Call,
+    message: dict[str, Any],
+    status: int = 200,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> Commands:
+    """The upstream answered: deliver the answer (with `headers`, when it is a whole response) and
+    forget the call."""
+    return [*answer(ctx, call, message, status, headers=headers), *forget(ctx, call)]
 
 
 def abort(

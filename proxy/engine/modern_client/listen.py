@@ -46,7 +46,7 @@ from proxy.engine.commands import (
 )
 from proxy.engine.modern_client.state import LegRef, Listener, MrtrContext
 from proxy.engine.modern_client.upstream_session import UpstreamLink
-from proxy.engine.origins import origin_of
+from proxy.engine.origins import caller_of
 from proxy.engine.resume import Resumable
 from proxy.wire import errors
 from proxy.wire.jsonrpc import (
@@ -248,7 +248,7 @@ class ListenEmulator:
         headers = link.headers(client, stream=True)
         standing = self._ctx.keep_streams
         resumable = Resumable(None, headers) if standing else None
-        self._ctx.legs[leg] = LegRef("stream", link.name, resumable=resumable, origin=origin_of(headers))
+        self._ctx.legs[leg] = LegRef("stream", link.name, resumable=resumable, caller=caller_of(headers))
         return OpenLegStream(leg, exchange, headers, standing)
 
     def _post(self, link: UpstreamLink, listener: Listener, method: str, uri: str) -> BridgeCommand:

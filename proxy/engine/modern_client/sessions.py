@@ -48,21 +48,23 @@ from proxy.engine.commands import (
     ReplyJson,
     StartTimer,
 )
-from proxy.engine.modern_client.answers import as_result, discover_result, gateway_fault
+from proxy.engine.modern_client.answers import gateway_fault
 from proxy.engine.modern_client.calls import CallDriver
+from proxy.engine.modern_client.discovers import DiscoverAnswers
 from proxy.engine.modern_client.exits import finish, forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
-from proxy.engine.modern_client.tokens import ANONYMOUS
 from proxy.engine.modern_client.upstream_session import (
     SessionKey,
     UpstreamLink,
     WaiterKind,
+    lost_why,
     session_capabilities,
 )
-from proxy.engine.origins import origin_of, refusal, refusal_log
+from proxy.engine.origins import caller_of, refusal, refusal_log
+from proxy.engine.principal import ANONYMOUS
 from proxy.wire import errors
-from proxy.wire.jsonrpc import Message, RequestId, error_response, request
+from proxy.wire.jsonrpc import Message, RequestId, error_response
 
 Commands = list[BridgeCommand]
 Fault = Callable[[RequestId, str], dict[str, Any]]
@@ -70,11 +72,6 @@ Fault = Callable[[RequestId, str], dict[str, Any]]
 
 IDLE_TIMER: Final = "session-idle:"
 """Prefix of every session's idle timer (the rest is the session's name)."""
-
-
-def lost_why(answered: str) -> str:
-    """Why `upstream_session_lost` was said: what the upstream answered a request in the session."""
-    return f"the upstream answered {answered} in the session: it restarted or ended the session"
 
 
 ORPHAN_WHY: Final = "its client's connection closed and nothing uses it"
@@ -100,55 +97,32 @@ class SessionKeeper:
         self._ctx = ctx
         self._calls = calls
         self._listen = listen
+        self.discovers = DiscoverAnswers(ctx, self)
+        """`server/discover` answered from the sessions' InitializeResults."""
 
     # -- which session serves a request ---------------------------------------------------------
 
     def start_call(self, call: Call, key: SessionKey, caps: Any) -> Commands:
         """Run `call` on its key's session, now or once the session is open."""
-        link, commands = self._enter("call", call.key, key, caps)
+        link, commands = self.enter("call", call.key, key, caps)
         if link is None:
-            return [*commands, *self._fail("call", call.key, _sessions_full(self._ctx), 503)]
+            return [*commands, *self.fail("call", call.key, sessions_full(self._ctx), 503)]
         call.session = link.name
-        waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
+        waiting = self.when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
         return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
     def start_listen(
         self, exchange: str, key: SessionKey, caps: Any, headers: tuple[tuple[str, str], ...]
     ) -> Commands:
         """Feed the listener on `exchange` from its key's session, now or once the session is open."""
-        link, commands = self._enter("listen", exchange, key, caps)
+        link, commands = self.enter("listen", exchange, key, caps)
         if link is None:
-            return [*commands, *self._fail("listen", exchange, _sessions_full(self._ctx), 503)]
+            return [*commands, *self.fail("listen", exchange, sessions_full(self._ctx), 503)]
         self._listen.bind(exchange, link)
-        waiting = self._when_ready(link, "listen", exchange, exchange, headers)
+        waiting = self.when_ready(link, "listen", exchange, exchange, headers)
         return [*commands, *(waiting if waiting is not None else self._listen.begin(exchange))]
 
-    def discover(
-        self,
-        exchange: str,
-        ident: RequestId,
-        key: SessionKey,
-        caps: Any,
-        headers: tuple[tuple[str, str], ...],
-    ) -> Commands:
-        """Answer `server/discover` from the InitializeResult of the caller's session."""
-        link, commands = self._enter("discover", exchange, key, caps)
-        if link is None:
-            body = _sessions_full(self._ctx)(ident, "server/discover")
-            return [*commands, ReplyJson(exchange, 503, body)]
-        self._ctx.discovers[exchange] = (ident, link.name, headers)
-        waiting = self._when_ready(link, "discover", exchange, exchange, headers)
-        return [*commands, *(waiting if waiting is not None else self._answer_discover(exchange))]
-
-    def discover_left(self, exchange: str) -> bool:
-        """The client of a waiting discover left: forget it (False when it was not one)."""
-        entry = self._ctx.discovers.pop(exchange, None)
-        if entry is None:
-            return False
-        self._ctx.pool.release(entry[1], exchange)
-        return True
-
-    def _enter(
+    def enter(
         self, kind: WaiterKind, user: str, key: SessionKey, caps: Any
     ) -> tuple[UpstreamLink | None, Commands]:
         """`user` uses the session of `key`, made (and room made for it) if needed; None when full."""
@@ -169,9 +143,13 @@ class SessionKeeper:
         pool.use(link, user)
         return link, commands
 
+    def full_fault(self) -> Fault:
+        """The refusal a request gets when every session is busy and none may be added."""
+        return sessions_full(self._ctx)
+
     # -- the handshake ---------------------------------------------------------------------------
 
-    def _when_ready(
+    def when_ready(
         self,
         link: UpstreamLink,
         kind: WaiterKind,
@@ -208,7 +186,7 @@ class SessionKeeper:
         problem = link.on_initialize_answer(msg)
         if problem is not None:
             return self.initialize_failed(link, problem)
-        self._ctx.origins.learn(ref.origin, ref.status or 200)  # its result: the origin was served
+        self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = link.init.get("serverInfo") if link.init else None
         fields = {
             "session": link.name,
@@ -242,72 +220,15 @@ class SessionKeeper:
                 call = self._ctx.calls.get(user)
                 commands.extend(self._calls.send(call) if call is not None else [])
             elif kind == "discover":
-                commands.extend(self._answer_discover(user))
+                commands.extend(self.discovers.answer(user))
             else:
                 commands.extend(self._listen.begin(user))
         return commands
 
-    def _answer_discover(self, exchange: str) -> Commands:
-        """Answer from the session's InitializeResult, once the upstream has accepted the asker's
-        `Origin`; for an origin it has not, first a `ping` in the session with the asker's headers."""
-        entry = self._ctx.discovers.get(exchange)
-        if entry is None:
-            return []
-        ident, name, headers = entry
-        link = self._ctx.pool.named(name)
-        if link is not None and link.init is not None and origin_of(headers) not in self._ctx.origins:
-            leg = self._ctx.new_id("leg")
-            ping = request(leg, "ping", {})
-            return [self._ctx.send("check", exchange, exchange, ping, link.headers(headers), leg=leg)]
-        del self._ctx.discovers[exchange]
-        self._ctx.pool.release(name, exchange)
-        if link is None or link.init is None:
-            return []
-        return [ReplyJson(exchange, 200, as_result(ident, discover_result(link.init)))]
-
-    def on_check_head(self, leg: str, ref: LegRef, status: int, at: float = 0.0) -> Commands:
-        """The upstream's answer to an origin check: a success answers the discover; a 404 says the
-        session is gone (a new handshake, with the asker's headers, comes first); a refusal waits for
-        its body's words (`on_check_refused`)."""
-        if 200 <= status < 300 or status == 404:
-            self._ctx.drop_leg(leg)
-        entry = self._ctx.discovers.get(ref.owner)
-        if entry is None:
-            return []
-        if 200 <= status < 300:
-            return self._answer_discover(ref.owner)
-        link = self._ctx.pool.named(entry[1])
-        if status != 404 or link is None:
-            return []
-        commands = self._lost(link, lost_why("404"), at) if link.ready else []
-        waiting = self._when_ready(link, "discover", ref.owner, ref.owner, entry[2])
-        return [*commands, *(waiting if waiting is not None else self._answer_discover(ref.owner))]
-
-    def on_check_refused(self, leg: str, ref: LegRef, body: bytes, status: int) -> Commands:
-        """The upstream refused the origin check (or answered it with an error): the discover gets the
-        server's status and words."""
-        self._ctx.drop_leg(leg)
-        entry = self._ctx.discovers.pop(ref.owner, None)
-        if entry is None:
-            return []
-        self._ctx.pool.release(entry[1], ref.owner)
-        said = refusal_log("server/discover", status, ref.origin, body)
-        return [said, ReplyJson(ref.owner, status, refusal(entry[0], status, body))]
-
-    def check_failed(self, ref: LegRef, why: str) -> Commands:
-        """The origin check got no answer: the discover gets a gateway fault naming why (HTTP 502)."""
-        entry = self._ctx.discovers.get(ref.owner)
-        if entry is None:
-            return []
-
-        def fault(ident: RequestId, method: str) -> dict[str, Any]:
-            return gateway_fault(ident, method, why)
-
-        return self._fail("discover", ref.owner, fault, 502)
-
     def initialize_refused(self, link: UpstreamLink, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the handshake sent with one client's headers: the waiters of that
-        client's `Origin` get the server's status and words, the others start it again with theirs."""
+        client (its `Origin` and credentials) get the server's status and words, the others start it
+        again with theirs."""
         status = ref.status or 400
         said = refusal_log("initialize", status, ref.origin, body)
         commands: Commands = [said]
@@ -319,11 +240,11 @@ class SessionKeeper:
             headers = self._waiter_headers(kind, user)
             if headers is None:
                 continue
-            if origin_of(headers) == ref.origin:
-                commands.extend(self._fail(kind, user, told, status))
+            if caller_of(headers) == ref.caller:
+                commands.extend(self.fail(kind, user, told, status, ref.challenge))
                 continue
             exchange = self._asker(user) if kind == "call" else user
-            waiting = self._when_ready(link, kind, user, exchange, headers)
+            waiting = self.when_ready(link, kind, user, exchange, headers)
             commands.extend(waiting or [])
         if not link.users:
             commands.extend(self._discard(link))
@@ -351,25 +272,36 @@ class SessionKeeper:
         commands: Commands = [Log("upstream_initialize_failed", "warning", fields)]
         for kind, user in link.failed():
             commands.extend(
-                self._fail(kind, user, lambda ident, method: gateway_fault(ident, method, text), 502)
+                self.fail(kind, user, lambda ident, method: gateway_fault(ident, method, text), 502)
             )
         if not link.users:
             commands.extend(self._discard(link))
         return commands
 
-    def _fail(self, kind: WaiterKind, user: str, fault: Fault, status: int) -> Commands:
-        """Answer one request that cannot get its session with an error, and forget it."""
+    def fail(
+        self,
+        kind: WaiterKind,
+        user: str,
+        fault: Fault,
+        status: int,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> Commands:
+        """Answer one request that cannot get its session with an error (and `headers`), and forget it."""
         if kind == "call":
             call = self._ctx.calls.get(user)
-            return finish(self._ctx, call, fault(call.asker.ident, call.method), status) if call else []
+            if call is None:
+                return []
+            return finish(self._ctx, call, fault(call.asker.ident, call.method), status, headers)
         if kind == "discover":
             entry = self._ctx.discovers.pop(user, None)
             if entry is None:
                 return []
             self._ctx.pool.release(entry[1], user)
-            return [ReplyJson(user, status, fault(entry[0], "server/discover"))]
+            return [ReplyJson(user, status, fault(entry[0], "server/discover"), headers)]
         ident = self._listen.fail(user)
-        return [ReplyJson(user, status, fault(ident, "subscriptions/listen"))] if ident is not None else []
+        if ident is None:
+            return []
+        return [ReplyJson(user, status, fault(ident, "subscriptions/listen"), headers)]
 
     # -- a session the upstream forgot ----------------------------------------------------------
 
@@ -385,11 +317,11 @@ class SessionKeeper:
         commands: Commands = [CloseLeg(leg)]
         self._calls.requeue(call)
         if call.generation == link.generation:
-            commands.extend(self._lost(link, lost_why(answered), at))
-        waiting = self._when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
+            commands.extend(self.lose(link, lost_why(answered), at))
+        waiting = self.when_ready(link, "call", call.key, call.asker.exchange, call.asker.headers)
         return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
-    def _lost(self, link: UpstreamLink, why: str, at: float = 0.0) -> Commands:
+    def lose(self, link: UpstreamLink, why: str, at: float = 0.0) -> Commands:
         """Every call parked on the lost session is dead (its retry gets -32602), each saying how long
         it waited by `at` (when the loss was seen); others are untouched."""
         stream = link.stream_leg if self._ctx.keep_streams else None
@@ -537,7 +469,7 @@ class SessionKeeper:
         return []
 
 
-def _sessions_full(ctx: MrtrContext) -> Fault:
+def sessions_full(ctx: MrtrContext) -> Fault:
     """The refusal when every session is busy and none may be added: it names the setting."""
     text = (
         f"The proxy already holds max_upstream_sessions={ctx.pool.max_sessions} sessions with the "

@@ -26,14 +26,15 @@ from proxy.engine.legs import Leg
 from proxy.engine.modern_client.continuations import ContinuationTable
 from proxy.engine.modern_client.tokens import Binding, StateSealer
 from proxy.engine.modern_client.upstream_session import SessionPool, UpstreamLink
-from proxy.engine.origins import KnownOrigins, origin_of
+from proxy.engine.origins import KnownCallers, caller_of
 from proxy.engine.resume import Resumable
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, target_name
 
 LegPurpose = Literal["initialize", "initialized", "call", "notice", "stream", "close", "check"]
 """Why the bridge opened an upstream leg: the handshake, a call, a fire-and-forget POST, the GET,
-the DELETE that ends a session, a `ping` asking whether the upstream accepts a client's `Origin`."""
+the DELETE that ends a session, a `ping` asking whether the upstream accepts a client (its `Origin`
+and credentials)."""
 
 Phase = Literal["queued", "running", "collecting", "parked"]
 """queued: waits for the session; running: leg open, asker attached; collecting: a round window is
@@ -189,9 +190,9 @@ class MrtrContext:
     discovers: dict[str, tuple[RequestId, str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     """Discover requests waiting for their session to open, or for the upstream to accept their
     `Origin`: exchange -> (JSON-RPC id, session, the request's headers)."""
-    origins: KnownOrigins = field(default_factory=KnownOrigins)
-    """Origins the upstream answered with success: only their clients are answered from a session's
-    InitializeResult without asking the upstream."""
+    callers: KnownCallers = field(default_factory=KnownCallers)
+    """Callers (`Origin`, principal) the upstream answered with success: only they are answered from a
+    session's InitializeResult without asking the upstream."""
     listeners: dict[str, Listener] = field(default_factory=dict)
     observed: list[BridgeCommand] = field(default_factory=list)
     """Observations of the event being handled; the engine emits them after its other orders."""
@@ -265,7 +266,7 @@ class MrtrContext:
         leg = leg if leg is not None else self.new_id("leg")
         ident = message.get("id")
         resumable = Resumable(ident, headers) if "method" in message and ident is not None else None
-        self.legs[leg] = LegRef(purpose, owner, what, resumable=resumable, origin=origin_of(headers))
+        self.legs[leg] = LegRef(purpose, owner, what, resumable=resumable, caller=caller_of(headers))
         return SendLeg(leg, exchange, headers, message, related)
 
     def notice(

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import orjson
 
-from proxy.framing.http import header
+from proxy.engine.principal import principal_of
 from proxy.wire import errors
 from proxy.wire.mcp import target_name
 
@@ -44,9 +44,6 @@ TOKEN_VERSION: Final = "v1"
 
 _CONTEXT: Final = b"mcp-debug-proxy/requestState/v1\x00"
 """Domain separation: this key's MACs mean "a requestState", never anything else."""
-
-ANONYMOUS: Final = "anonymous"
-"""The principal of a request without `Authorization` (all such callers share it)."""
 
 INVALID_STATE_MESSAGE: Final = errors.INVALID_STATE_MESSAGE
 """The one client-facing text for every rejection (SDK practice); the reason goes to the log and
@@ -80,14 +77,6 @@ class Claims:
     round: int
     expires: float
     binding: Binding
-
-
-def principal_of(headers: Iterable[tuple[str, str]]) -> str:
-    """SHA-256 (hex) of the request's `Authorization` value, or `anonymous` without one."""
-    value = header(headers, "authorization")
-    if value is None:
-        return ANONYMOUS
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def canonical_json(value: Any) -> bytes:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
 from proxy import __version__
-from proxy.engine.modern_client.tokens import ANONYMOUS, principal_of
+from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.engine.tool_headers import ToolHeaders
 from proxy.framing.http import header
 from proxy.wire.headers import PROTOCOL_VERSION, SESSION_ID
@@ -69,6 +69,11 @@ class SessionKey(NamedTuple):
     connection: str = ""
     """The client connection of a caller without credentials when each connection has sessions of its
     own (`per_connection`); "" for a session serving its principal on every connection."""
+
+
+def lost_why(answered: str) -> str:
+    """Why `upstream_session_lost` was said: what the upstream answered a request in the session."""
+    return f"the upstream answered {answered} in the session: it restarted or ended the session"
 
 
 def session_capabilities(modern: Any) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""A caller the server has not accepted hears the server's 401 through either bridge, not another
+caller's answer.
+
+Each bridge answers one request from what the server told an earlier caller: the legacy-client
+bridge answers `initialize` from a cached `server/discover`, the modern-client bridge answers
+`server/discover` from a session's InitializeResult. A server that asks for a bearer token judges
+each request by its credentials, so a caller without a token (or with one the server refuses) must
+reach the server and get its refusal, never capabilities, `serverInfo` and `instructions` fetched
+with someone else's token. Checked against the SDK's own bearer check (`tests.peers.bearer_app`),
+through the real `mcp-proxy` command told the server's era (as a server asking for a token answers
+the start-up probe 401), the bytes on the wire read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import aiohttp
+import pytest
+
+from tests.e2e.legacy_raw import HEADERS, initialize
+from tests.e2e.modern_raw import modern_headers, modern_params
+from tests.peers.bearer_app import TOKEN
+from tests.peers.runner import PeerServer
+from tests.sidecar import ProxyProcess, clean_env, settings_env
+
+pytestmark = pytest.mark.e2e
+
+GOOD: Final = {"Authorization": f"Bearer {TOKEN}"}
+REFUSED_CALLERS: Final = ({}, {"Authorization": "Bearer not-the-token"})
+"""A caller without credentials, and one whose token the server refuses."""
+
+WORDS: Final = '{"error": "invalid_token", "error_description": "Authentication required"}'
+"""What the SDK's bearer check says in the body of its 401."""
+
+
+def refused(ident: int) -> dict[str, Any]:
+    """The bridge's answer to a request the server refused with 401."""
+    return {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "error": {
+            "code": -32600,
+            "message": f"the upstream MCP server refused the request (HTTP 401): {WORDS}",
+            "data": {"status": 401, "upstream": WORDS},
+        },
+    }
+
+
+async def test_a_legacy_caller_without_the_token_is_not_initialized_from_a_token_holders_discovery() -> None:
+    with (
+        PeerServer("modern-bearer") as server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.url, upstream_era="modern"))) as proxy,
+    ):
+        async with aiohttp.ClientSession() as http:
+            heads = {**HEADERS, **GOOD}
+            async with http.post(proxy.endpoint(), json=initialize(1), headers=heads) as answer:
+                assert answer.status == 200, await answer.text()
+                assert "serverInfo" in (await answer.json())["result"]
+            outcomes = []
+            for ident, extra in enumerate(REFUSED_CALLERS, start=2):
+                heads = {**HEADERS, **extra}
+                async with http.post(proxy.endpoint(), json=initialize(ident), headers=heads) as answer:
+                    outcomes.append((answer.status, json.loads(await answer.read())))
+                    assert "Mcp-Session-Id" not in answer.headers
+    assert outcomes == [(401, refused(2)), (401, refused(3))]
+
+
+async def test_a_2026_caller_without_the_token_is_not_discovered_from_a_token_holders_session() -> None:
+    with (
+        PeerServer("legacy-bearer") as server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.url, upstream_era="legacy"))) as proxy,
+    ):
+        async with aiohttp.ClientSession() as http:
+            outcomes = []
+            for ident, extra in enumerate(({**GOOD}, *REFUSED_CALLERS), start=1):
+                body = {"jsonrpc": "2.0", "id": ident, "method": "server/discover"}
+                body["params"] = modern_params({})
+                head = modern_headers("server/discover", body["params"], extra)
+                async with http.post(proxy.endpoint(), data=json.dumps(body), headers=head) as answer:
+                    outcomes.append((answer.status, json.loads(await answer.read())))
+    assert outcomes[0][0] == 200, outcomes[0]
+    assert outcomes[0][1]["result"]["instructions"] == "Test peer (inflight style)."
+    assert outcomes[1:] == [(401, refused(2)), (401, refused(3))]
