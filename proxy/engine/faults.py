@@ -39,6 +39,36 @@ BEFORE_ANY_HEAD: Final = frozenset({"unreachable", "era_unknown", "unsendable", 
 leg had (a GET stream before its resume) says nothing of them, and is not quoted with them."""
 
 
+NAME_MISMATCH: Final = ("Hostname mismatch", "IP address mismatch")
+"""What OpenSSL says when the certificate is trusted but made out for another name than the one dialled."""
+
+NO_SUCH_CA_FILE: Final = "which does not exist"
+"""Said (by `proxy.transport.tls_failures`) of an `SSL_CERT_FILE` or `SSL_CERT_DIR` naming nothing:
+Python's ssl ignores such a variable without a word, so the detail says it."""
+
+NAME_MISMATCH_HINT: Final = (
+    "retrying will not help, nor will another CA: the certificate is trusted but made out for other "
+    "names; give --upstream a host name the certificate is for (or the server a certificate for this one)"
+)
+"""What to do when the certificate is for another name: the CA is not the problem."""
+
+NO_SUCH_CA_FILE_HINT: Final = (
+    "retrying will not help: point SSL_CERT_FILE at the PEM file of the CA that signs the server's "
+    "certificate (a path the proxy's process can read)"
+)
+"""What to do when the CA file the user named is not there (a typo, a secret not mounted)."""
+
+
+def tls_hint(detail: str) -> str:
+    """What to do about a refused certificate, from what the refusal says: a name the certificate is
+    not for, a CA file that is not there, or (else) a CA the proxy does not know."""
+    if any(words in detail for words in NAME_MISMATCH):
+        return NAME_MISMATCH_HINT
+    if NO_SUCH_CA_FILE in detail:
+        return NO_SUCH_CA_FILE_HINT
+    return FAULT_HINT["tls_refused"]
+
+
 def tls_refused(problem: str) -> bool:
     """Whether a failure to reach the upstream is its TLS certificate being refused: a setup to fix,
     not a server still starting, so no retry will get past it."""
@@ -52,7 +82,7 @@ def fault_text(reason: str, detail: str = "") -> str:
     text = FAULT_TEXT.get(reason, f"the upstream request failed ({reason})")
     if detail:
         text = f"{text}: {detail}"
-    hint = FAULT_HINT.get(reason)
+    hint = tls_hint(detail) if reason == "tls_refused" else FAULT_HINT.get(reason)
     if "check --" in detail.lower():  # the detail already says what to do (a stdio command's start)
         hint = None
     return f"{text} ({hint})" if hint else text

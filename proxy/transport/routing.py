@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from proxy.config import Settings
-from proxy.engine.faults import FAULT_HINT, tls_refused
+from proxy.engine.faults import tls_hint, tls_refused
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
 from proxy.framing.classify import Limits, Rejection, Route, classify
@@ -215,7 +215,7 @@ class Router:
             level = get_logger().info if serving else get_logger().warning
             hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
             if refused:
-                hint = FAULT_HINT["tls_refused"]
+                hint = tls_hint(found.problem)
             elif found.wants_credentials:
                 hint = CREDENTIALS_HINT
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
