@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
 
+from proxy.engine.faults import SPEAKS_TLS
 from proxy.engine.select import (
     UNKNOWN_ERAS,
     UpstreamEras,
@@ -34,6 +35,7 @@ from proxy.framing.http import Upstream, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent
 from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
+from proxy.transport.tls_failures import speaks_tls
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
@@ -42,6 +44,9 @@ PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
 CREDENTIALS_WANTED: Final = frozenset({401, 403})
 """Statuses of an upstream that answers nobody without credentials (an OAuth-protected server)."""
+DROPPED: Final = frozenset({"cut", "bad_response"})
+"""Kinds of a probe request the upstream took and then dropped or answered in no HTTP: what a TLS
+port does with a plain request (it closes, or sends a TLS alert)."""
 SSE_HINTS = (400, 401, 404, 405)
 """Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there (401:
 one behind a credentials check answers every request so, whatever its transport)."""
@@ -139,11 +144,23 @@ async def probe_upstream(
                 return ProbeResult(eras, True, f"{statuses}; {SSE_UNUSABLE} {refused}")
         if status_m in CREDENTIALS_WANTED and status_l in CREDENTIALS_WANTED:
             return ProbeResult(eras, True, problem, wants_credentials=True)
+        if status_m == status_l == HTTPStatus.BAD_REQUEST:  # a TLS server's "plain HTTP to HTTPS port" page
+            problem = await _scheme_checked(upstream, problem, limit_s)
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
     except UpstreamError as exc:
-        return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
+        problem = str(exc) or exc.kind
+        if exc.kind in DROPPED and stdio is None:
+            problem = await _scheme_checked(upstream, problem, limit_s)
+        return ProbeResult(UNKNOWN_ERAS, False, problem)
     return ProbeResult(eras, True, problem)
+
+
+async def _scheme_checked(upstream: Upstream, problem: str, limit_s: float) -> str:
+    """`problem`, saying so when an `http://` upstream's port speaks TLS (a scheme mix-up no retry fixes)."""
+    if upstream.scheme == "http" and await speaks_tls(upstream.host, upstream.port, limit_s):
+        return f"{problem}; {SPEAKS_TLS}"
+    return problem
 
 
 async def _discover_on_spare(

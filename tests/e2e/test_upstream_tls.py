@@ -178,3 +178,34 @@ async def test_an_ssl_cert_file_that_does_not_exist_is_named_as_missing(
     assert unknown is not None
     assert said in str(unknown["problem"])
     assert "point SSL_CERT_FILE at the PEM file" in message
+
+
+@pytest.mark.parametrize("speaks", ["https", "http"])
+async def test_a_scheme_the_upstream_does_not_speak_is_a_gateway_error_naming_the_right_one(
+    speaks: str, legacy_https: str, legacy_server: PeerServer, tls_files: TlsFiles
+) -> None:
+    """`http://` to a TLS port (uvicorn drops the plain request) and `https://` to a plain one (its
+    answer to the handshake is HTTP) are set-ups no retry fixes: 502 without Retry-After, warned of,
+    naming the scheme to use; not "not reachable yet, retry"."""
+    if speaks == "https":
+        upstream = legacy_https.replace("https://", "http://")
+    else:
+        upstream = legacy_server.url.replace("http://", "https://")
+    with https_proxy(upstream, str(tls_files.ca), probed=True) as proxy:
+        client_info = {"name": "t", "version": "1"}
+        initialize = rpc("initialize", 1, protocolVersion=LEGACY, capabilities={}, clientInfo=client_info)
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), data=initialize, headers=headers) as response,
+        ):
+            status, retry, reply = response.status, response.headers.get("Retry-After"), await response.json()
+        unknown = proxy.wait_for("upstream_era_unknown")
+    said = f"the upstream speaks {'HTTPS' if speaks == 'https' else 'plain HTTP'} there: use {speaks}://"
+    message = reply["error"]["message"]
+    assert (status, retry) == (502, None), reply
+    assert message.startswith("the upstream MCP server speaks another scheme than --upstream names: ")
+    assert said in message
+    assert unknown is not None
+    assert unknown["level"] == "warning"
+    assert said in unknown["hint"]
