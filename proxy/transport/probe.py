@@ -20,6 +20,7 @@ import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
+from urllib.parse import urljoin, urlsplit
 
 from proxy.engine.faults import SPEAKS_TLS
 from proxy.engine.select import (
@@ -31,7 +32,7 @@ from proxy.engine.select import (
     modern_probe,
     refused_as_legacy,
 )
-from proxy.framing.http import Upstream, is_sse
+from proxy.framing.http import Upstream, is_sse, masked_url
 from proxy.framing.sse import SseDecoder, SseEvent
 from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
@@ -64,6 +65,8 @@ class ProbeResult:
     transport: str = "http"
     """`sse` when the URL is a 2024-11-05 HTTP+SSE endpoint (a GET there opened a session): the eras
     are then unknown until it is probed again over that transport."""
+    hint: str = ""
+    """What the user can do, when the probe's answers say it (a redirect names the URL to give)."""
     wants_credentials: bool = False
     """Both probe requests were refused 401 or 403: the upstream serves nobody without credentials
     (or refused those the probe carried), so only a probe with a client's credentials can tell its era."""
@@ -94,7 +97,13 @@ PROBE_ANSWERED: Final = (
 )
 """How they are summed up when it answered (a 2026-07-28 server)."""
 
-NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE)
+REDIRECTED = "the server redirects"
+"""Said, with both URLs, when the endpoint answers with a redirect on its own origin: the proxy
+follows none (the endpoint's path is the user's choice), so no era is learned there."""
+REDIRECTS: Final = frozenset({307, 308})
+"""Statuses of a redirect a POST follows unchanged (an SDK client follows them to the endpoint)."""
+
+NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE, REDIRECTED)
 """The hints of an upstream that answers HTTP but would get no request through: not ready, warned of."""
 
 
@@ -115,8 +124,9 @@ async def probe_upstream(
             headers, body = modern_probe()
             if stdio is not None:
                 status_m, messages = await _discover_on_spare(stdio, upstream, (*headers, *credentials), body)
+                moved_m = None
             else:
-                status_m, messages, _ = await _post(pool, upstream, (*headers, *credentials), body)
+                status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -124,7 +134,7 @@ async def probe_upstream(
             if stdio is not None:
                 await stdio.drop_spare()
             headers, body = legacy_probe()
-            status_l, messages, session = await _post(pool, upstream, (*headers, *credentials), body)
+            status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
             if session:
                 await _delete_session(pool, upstream, session, credentials)
@@ -135,6 +145,13 @@ async def probe_upstream(
             return ProbeResult(eras, True)
         statuses = f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
         problem = _unknown(statuses, status_m, status_l)
+        moved = _moved_on_origin(upstream, moved_l or moved_m)
+        if moved:
+            fix = f"give --upstream {moved}"
+            said = f"{statuses}; {REDIRECTED} {upstream.origin}{upstream.shown_path} to {moved}: {fix}"
+            return ProbeResult(
+                eras, True, said, hint=f"{fix} (the proxy follows no redirect of the endpoint)"
+            )
         if status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
                 refused = await _sse_refusal(pool, upstream, limit_s, credentials)
@@ -171,7 +188,7 @@ async def _discover_on_spare(
     otherwise (it exited, no answer came) those lines are shown as they are, since they may say why."""
     note: str | None = None
     try:
-        status, messages, _ = await _post(_OnSpare(stdio), upstream, headers, body)
+        status, messages, _, _ = await _post(_OnSpare(stdio), upstream, headers, body)
         if modern_accepted(status, messages):
             note = PROBE_ANSWERED
         elif refused_as_legacy(messages):
@@ -191,6 +208,22 @@ class _OnSpare:
         self, method: str, path: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse:
         return await self.channels.probe_request(headers, body)
+
+
+def _moved_on_origin(upstream: Upstream, location: str | None) -> str | None:
+    """The URL a redirect of the endpoint names, when it is on the upstream's own origin (a path the
+    user can give instead, a slash added or removed by the server's router, say), shown masked."""
+    if not location:
+        return None
+    target = urlsplit(urljoin(upstream.origin + upstream.base_path, location))
+    default = 443 if target.scheme == "https" else 80
+    try:
+        port = target.port or default
+    except ValueError:
+        return None
+    if (target.scheme, target.hostname, port) != (upstream.scheme, upstream.host, upstream.port):
+        return None
+    return masked_url(target.geturl())
 
 
 def _unknown(statuses: str, status_m: int, status_l: int) -> str:
@@ -223,13 +256,15 @@ async def _post(
     upstream: Upstream,
     headers: tuple[tuple[str, str], ...],
     body: dict[str, Any],
-) -> tuple[int, list[Message], str | None]:
+) -> tuple[int, list[Message], str | None, str | None]:
+    """The status, messages, session and (a 307 or 308 answer) `Location` of one probe request."""
     resp = await pool.request("POST", upstream.base_path, headers, dumps(body))
     try:
         session = resp.header(SESSION_ID)
+        moved = resp.header("location") if resp.status in REDIRECTS else None
         if is_sse(resp.header("content-type")):
-            return resp.status, await _first_sse_messages(resp), session
-        return resp.status, list(parse_body(await _read(resp)).messages), session
+            return resp.status, await _first_sse_messages(resp), session, moved
+        return resp.status, list(parse_body(await _read(resp)).messages), session, moved
     finally:
         resp.close()  # a no-op once released; an answer not read to its end must not be reused
 

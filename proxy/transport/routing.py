@@ -218,6 +218,8 @@ class Router:
                 hint = fault_hint(setup, found.problem)
             elif found.wants_credentials:
                 hint = CREDENTIALS_HINT
+            elif found.hint:
+                hint = found.hint
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
         return found
 
