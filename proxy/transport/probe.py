@@ -4,6 +4,17 @@ It rides the upstream pool like every other upstream request, to the MCP endpoin
 request line and `Host` are the ones pass-through and the bridges send: a probe that succeeds proves
 the path works for them too.
 
+A server that answers `server/discover` is still sent a throwaway `initialize` (its session deleted
+at once): a 2026-07-28 server lists only 2026 revisions in `supportedVersions` whether or not it also
+serves the handshake era (the SDK's default dual-era server does), so nothing else tells a dual-era
+server, whose legacy clients pass through, from a modern-only one, whose legacy clients are bridged.
+Without it one guess would be wrong: legacy clients of a dual-era server bridged for good (nothing
+they get refused re-judges it), or the first `initialize` of a modern-only server's legacy client
+refused before the era is re-judged. The server sees that `initialize` as a client session
+(clientInfo `mcp-debug-proxy-probe`), so each probe request is logged (`era_probe_request`), and it
+carries what a 2026-07-28 client's requests carry (`Mcp-Method`, `MCP-Protocol-Version`, `_meta`) so
+that a server checking those does not count it as a faulty client; `--upstream-era` skips the probe.
+
 A stdio command is probed on one child at a time, and no child is started for the probe alone when
 the server speaks only the handshake era: its `server/discover` goes to a child that the first client
 then takes (a refused discover leaves it fresh for that client's `initialize`). Only a server that
@@ -34,6 +45,7 @@ from proxy.engine.select import (
 )
 from proxy.framing.http import Upstream, is_sse, masked_url
 from proxy.framing.sse import SseDecoder, SseEvent
+from proxy.logs import get_logger
 from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
 from proxy.transport.tls_failures import speaks_tls
@@ -127,6 +139,7 @@ async def probe_upstream(
                 moved_m = None
             else:
                 status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
+            _logged("server/discover", status_m)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -136,8 +149,9 @@ async def probe_upstream(
             headers, body = legacy_probe()
             status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
+            _logged("initialize", status_l, "opened" if session else None)
             if session:
-                await _delete_session(pool, upstream, session, credentials)
+                _logged("DELETE", await _delete_session(pool, upstream, session, credentials), "deleted")
             if stdio is not None:
                 await stdio.settle()  # the initialize's child has ended before any other starts
         eras = UpstreamEras(legacy=legacy, modern=modern)
@@ -295,9 +309,17 @@ async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:
 
 async def _delete_session(
     pool: UpstreamClient, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
-) -> None:
+) -> int:
+    """End the session the probe's `initialize` opened; the status of the DELETE."""
     resp = await pool.request("DELETE", upstream.base_path, ((SESSION_ID, session), *credentials), b"")
     try:
         await _read(resp)
     finally:
         resp.close()
+    return resp.status
+
+
+def _logged(method: str, status: int, session: str | None = None) -> None:
+    """One info line per request the probe sent: the server logs them as a client's (its clientInfo
+    is `mcp-debug-proxy-probe`), so the proxy's log shows them too (the session id is never shown)."""
+    get_logger().info("era_probe_request", method=method, status=status, session=session)
