@@ -20,6 +20,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "head_too_large": "the upstream MCP server's response head is too large",
     "era_unknown": "the upstream MCP server is not reachable yet",
     "tls_refused": "the proxy refused the upstream MCP server's TLS certificate",
+    "wrong_scheme": "the upstream MCP server speaks another scheme than --upstream names",
 }
 """Keyed by the transport's fault kinds (`UpstreamError.kind`, a leg's failure reason)."""
 
@@ -34,9 +35,72 @@ FAULT_HINT: Final[dict[str, str]] = {
 }
 """What the user can do about a fault, where the detail does not already say it."""
 
-BEFORE_ANY_HEAD: Final = frozenset({"unreachable", "era_unknown", "unsendable", "tls_refused"})
+BEFORE_ANY_HEAD: Final = frozenset(
+    {"unreachable", "era_unknown", "unsendable", "tls_refused", "wrong_scheme"}
+)
 """Fault kinds of a request that got no response at all: the status an earlier response on the same
 leg had (a GET stream before its resume) says nothing of them, and is not quoted with them."""
+
+
+NAME_MISMATCH: Final = ("Hostname mismatch", "IP address mismatch")
+"""What OpenSSL says when the certificate is trusted but made out for another name than the one dialled."""
+
+NO_SUCH_CA_FILE: Final = "which does not exist"
+"""Said (by `proxy.transport.tls_failures`) of an `SSL_CERT_FILE` or `SSL_CERT_DIR` naming nothing:
+Python's ssl ignores such a variable without a word, so the detail says it."""
+
+NAME_MISMATCH_HINT: Final = (
+    "retrying will not help, nor will another CA: the certificate is trusted but made out for other "
+    "names; give --upstream a host name the certificate is for (or the server a certificate for this one)"
+)
+"""What to do when the certificate is for another name: the CA is not the problem."""
+
+NO_SUCH_CA_FILE_HINT: Final = (
+    "retrying will not help: point SSL_CERT_FILE at the PEM file of the CA that signs the server's "
+    "certificate (a path the proxy's process can read)"
+)
+"""What to do when the CA file the user named is not there (a typo, a secret not mounted)."""
+
+
+def tls_hint(detail: str) -> str:
+    """What to do about a refused certificate, from what the refusal says: a name the certificate is
+    not for, a CA file that is not there, or (else) a CA the proxy does not know."""
+    if any(words in detail for words in NAME_MISMATCH):
+        return NAME_MISMATCH_HINT
+    if NO_SUCH_CA_FILE in detail:
+        return NO_SUCH_CA_FILE_HINT
+    return FAULT_HINT["tls_refused"]
+
+
+SPEAKS_PLAIN: Final = "the upstream answered the TLS handshake in plain HTTP"
+"""Said (by `proxy.transport.tls_failures`) of an `https://` upstream whose port speaks plain HTTP."""
+SPEAKS_TLS: Final = "a TLS handshake on that port succeeds"
+"""Said (by the era probe) of an `http://` upstream that dropped a plain request and speaks TLS."""
+
+SCHEME_HINTS: Final = (
+    (SPEAKS_PLAIN, "retrying will not help: the upstream speaks plain HTTP there: use http:// in --upstream"),
+    (SPEAKS_TLS, "retrying will not help: the upstream speaks HTTPS there: use https:// in --upstream"),
+)
+"""What to do about each scheme mix-up, by what its detail says."""
+
+
+def setup_fault(problem: str) -> str | None:
+    """The fault kind of a failure to reach the upstream that is a setup to fix, not a server still
+    starting (`tls_refused`, `wrong_scheme`), or None: no retry gets past either."""
+    if tls_refused(problem):
+        return "tls_refused"
+    if any(said in problem for said, _ in SCHEME_HINTS):
+        return "wrong_scheme"
+    return None
+
+
+def fault_hint(reason: str, detail: str) -> str | None:
+    """What the user can do about a fault: for a setup fault, what its detail says is wrong."""
+    if reason == "tls_refused":
+        return tls_hint(detail)
+    if reason == "wrong_scheme":
+        return next((hint for said, hint in SCHEME_HINTS if said in detail), None)
+    return FAULT_HINT.get(reason)
 
 
 def tls_refused(problem: str) -> bool:
@@ -47,12 +111,12 @@ def tls_refused(problem: str) -> bool:
 
 def fault_text(reason: str, detail: str = "") -> str:
     """The message for a fault: what happened, its detail, and (in parentheses) what to do."""
-    if reason == "unreachable" and tls_refused(detail):  # a bridge's leg meets the certificate too
-        reason = "tls_refused"
+    if reason == "unreachable":  # a bridge's leg meets the certificate (or the scheme) too
+        reason = setup_fault(detail) or reason
     text = FAULT_TEXT.get(reason, f"the upstream request failed ({reason})")
     if detail:
         text = f"{text}: {detail}"
-    hint = FAULT_HINT.get(reason)
+    hint = fault_hint(reason, detail)
     if "check --" in detail.lower():  # the detail already says what to do (a stdio command's start)
         hint = None
     return f"{text} ({hint})" if hint else text

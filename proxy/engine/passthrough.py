@@ -41,6 +41,7 @@ _FAULT_STATUS = {
     "head_too_large": 502,
     "era_unknown": 503,
     "tls_refused": 502,
+    "wrong_scheme": 502,
 }
 """HTTP status of each fault answered before the upstream's head (`proxy.engine.faults` words them)."""
 

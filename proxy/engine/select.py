@@ -79,8 +79,19 @@ def modern_probe() -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
 
 def legacy_probe() -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
     """Headers and body of the `initialize` probe (its session is deleted afterwards)."""
-    params = {"protocolVersion": LATEST_LEGACY, "capabilities": {}, "clientInfo": PROBE_CLIENT_INFO}
-    return (_JSON, _ACCEPT), request("probe-initialize", "initialize", params)
+    meta = {
+        META_PROTOCOL_VERSION: LATEST_LEGACY,
+        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_INFO: PROBE_CLIENT_INFO,
+    }
+    params = {
+        "protocolVersion": LATEST_LEGACY,
+        "capabilities": {},
+        "clientInfo": PROBE_CLIENT_INFO,
+        "_meta": meta,
+    }
+    headers = (_JSON, _ACCEPT, (PROTOCOL_VERSION, LATEST_LEGACY), (METHOD, "initialize"))
+    return headers, request("probe-initialize", "initialize", params)
 
 
 def modern_accepted(status: int, messages: Sequence[Message]) -> bool:

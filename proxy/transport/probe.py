@@ -4,6 +4,17 @@ It rides the upstream pool like every other upstream request, to the MCP endpoin
 request line and `Host` are the ones pass-through and the bridges send: a probe that succeeds proves
 the path works for them too.
 
+A server that answers `server/discover` is still sent a throwaway `initialize` (its session deleted
+at once): a 2026-07-28 server lists only 2026 revisions in `supportedVersions` whether or not it also
+serves the handshake era (the SDK's default dual-era server does), so nothing else tells a dual-era
+server, whose legacy clients pass through, from a modern-only one, whose legacy clients are bridged.
+Without it one guess would be wrong: legacy clients of a dual-era server bridged for good (nothing
+they get refused re-judges it), or the first `initialize` of a modern-only server's legacy client
+refused before the era is re-judged. The server sees that `initialize` as a client session
+(clientInfo `mcp-debug-proxy-probe`), so each probe request is logged (`era_probe_request`), and it
+carries what a 2026-07-28 client's requests carry (`Mcp-Method`, `MCP-Protocol-Version`, `_meta`) so
+that a server checking those does not count it as a faulty client; `--upstream-era` skips the probe.
+
 A stdio command is probed on one child at a time, and no child is started for the probe alone when
 the server speaks only the handshake era: its `server/discover` goes to a child that the first client
 then takes (a refused discover leaves it fresh for that client's `initialize`). Only a server that
@@ -20,7 +31,9 @@ import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
+from urllib.parse import urljoin, urlsplit
 
+from proxy.engine.faults import SPEAKS_TLS
 from proxy.engine.select import (
     UNKNOWN_ERAS,
     UpstreamEras,
@@ -30,10 +43,12 @@ from proxy.engine.select import (
     modern_probe,
     refused_as_legacy,
 )
-from proxy.framing.http import Upstream, is_sse
+from proxy.framing.http import Upstream, is_sse, masked_url
 from proxy.framing.sse import SseDecoder, SseEvent
+from proxy.logs import get_logger
 from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
+from proxy.transport.tls_failures import speaks_tls
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
@@ -42,6 +57,9 @@ PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
 CREDENTIALS_WANTED: Final = frozenset({401, 403})
 """Statuses of an upstream that answers nobody without credentials (an OAuth-protected server)."""
+DROPPED: Final = frozenset({"cut", "bad_response"})
+"""Kinds of a probe request the upstream took and then dropped or answered in no HTTP: what a TLS
+port does with a plain request (it closes, or sends a TLS alert)."""
 SSE_HINTS = (400, 401, 404, 405)
 """Statuses a 2024-11-05 HTTP+SSE endpoint gives a POST, which make the probe try a GET there (401:
 one behind a credentials check answers every request so, whatever its transport)."""
@@ -59,6 +77,8 @@ class ProbeResult:
     transport: str = "http"
     """`sse` when the URL is a 2024-11-05 HTTP+SSE endpoint (a GET there opened a session): the eras
     are then unknown until it is probed again over that transport."""
+    hint: str = ""
+    """What the user can do, when the probe's answers say it (a redirect names the URL to give)."""
     wants_credentials: bool = False
     """Both probe requests were refused 401 or 403: the upstream serves nobody without credentials
     (or refused those the probe carried), so only a probe with a client's credentials can tell its era."""
@@ -89,7 +109,13 @@ PROBE_ANSWERED: Final = (
 )
 """How they are summed up when it answered (a 2026-07-28 server)."""
 
-NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE)
+REDIRECTED = "the server redirects"
+"""Said, with both URLs, when the endpoint answers with a redirect on its own origin: the proxy
+follows none (the endpoint's path is the user's choice), so no era is learned there."""
+REDIRECTS: Final = frozenset({307, 308})
+"""Statuses of a redirect a POST follows unchanged (an SDK client follows them to the endpoint)."""
+
+NOT_SERVING: Final = (NOT_FOUND_HINT, FAILING_HINT, SSE_UNUSABLE, REDIRECTED)
 """The hints of an upstream that answers HTTP but would get no request through: not ready, warned of."""
 
 
@@ -110,8 +136,10 @@ async def probe_upstream(
             headers, body = modern_probe()
             if stdio is not None:
                 status_m, messages = await _discover_on_spare(stdio, upstream, (*headers, *credentials), body)
+                moved_m = None
             else:
-                status_m, messages, _ = await _post(pool, upstream, (*headers, *credentials), body)
+                status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
+            _logged("server/discover", status_m)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -119,10 +147,11 @@ async def probe_upstream(
             if stdio is not None:
                 await stdio.drop_spare()
             headers, body = legacy_probe()
-            status_l, messages, session = await _post(pool, upstream, (*headers, *credentials), body)
+            status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
+            _logged("initialize", status_l, "opened" if session else None)
             if session:
-                await _delete_session(pool, upstream, session, credentials)
+                _logged("DELETE", await _delete_session(pool, upstream, session, credentials), "deleted")
             if stdio is not None:
                 await stdio.settle()  # the initialize's child has ended before any other starts
         eras = UpstreamEras(legacy=legacy, modern=modern)
@@ -130,6 +159,13 @@ async def probe_upstream(
             return ProbeResult(eras, True)
         statuses = f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
         problem = _unknown(statuses, status_m, status_l)
+        moved = _moved_on_origin(upstream, moved_l or moved_m)
+        if moved:
+            fix = f"give --upstream {moved}"
+            said = f"{statuses}; {REDIRECTED} {upstream.origin}{upstream.shown_path} to {moved}: {fix}"
+            return ProbeResult(
+                eras, True, said, hint=f"{fix} (the proxy follows no redirect of the endpoint)"
+            )
         if status_m in SSE_HINTS and status_l in SSE_HINTS:
             async with asyncio.timeout(limit_s):
                 refused = await _sse_refusal(pool, upstream, limit_s, credentials)
@@ -139,11 +175,23 @@ async def probe_upstream(
                 return ProbeResult(eras, True, f"{statuses}; {SSE_UNUSABLE} {refused}")
         if status_m in CREDENTIALS_WANTED and status_l in CREDENTIALS_WANTED:
             return ProbeResult(eras, True, problem, wants_credentials=True)
+        if status_m == status_l == HTTPStatus.BAD_REQUEST:  # a TLS server's "plain HTTP to HTTPS port" page
+            problem = await _scheme_checked(upstream, problem, limit_s)
     except TimeoutError:
         return ProbeResult(UNKNOWN_ERAS, False, f"no answer to the era probe within {limit_s}s")
     except UpstreamError as exc:
-        return ProbeResult(UNKNOWN_ERAS, False, str(exc) or exc.kind)
+        problem = str(exc) or exc.kind
+        if exc.kind in DROPPED and stdio is None:
+            problem = await _scheme_checked(upstream, problem, limit_s)
+        return ProbeResult(UNKNOWN_ERAS, False, problem)
     return ProbeResult(eras, True, problem)
+
+
+async def _scheme_checked(upstream: Upstream, problem: str, limit_s: float) -> str:
+    """`problem`, saying so when an `http://` upstream's port speaks TLS (a scheme mix-up no retry fixes)."""
+    if upstream.scheme == "http" and await speaks_tls(upstream.host, upstream.port, limit_s):
+        return f"{problem}; {SPEAKS_TLS}"
+    return problem
 
 
 async def _discover_on_spare(
@@ -154,7 +202,7 @@ async def _discover_on_spare(
     otherwise (it exited, no answer came) those lines are shown as they are, since they may say why."""
     note: str | None = None
     try:
-        status, messages, _ = await _post(_OnSpare(stdio), upstream, headers, body)
+        status, messages, _, _ = await _post(_OnSpare(stdio), upstream, headers, body)
         if modern_accepted(status, messages):
             note = PROBE_ANSWERED
         elif refused_as_legacy(messages):
@@ -174,6 +222,22 @@ class _OnSpare:
         self, method: str, path: str, headers: tuple[tuple[str, str], ...], body: bytes
     ) -> UpstreamResponse:
         return await self.channels.probe_request(headers, body)
+
+
+def _moved_on_origin(upstream: Upstream, location: str | None) -> str | None:
+    """The URL a redirect of the endpoint names, when it is on the upstream's own origin (a path the
+    user can give instead, a slash added or removed by the server's router, say), shown masked."""
+    if not location:
+        return None
+    target = urlsplit(urljoin(upstream.origin + upstream.base_path, location))
+    default = 443 if target.scheme == "https" else 80
+    try:
+        port = target.port or default
+    except ValueError:
+        return None
+    if (target.scheme, target.hostname, port) != (upstream.scheme, upstream.host, upstream.port):
+        return None
+    return masked_url(target.geturl())
 
 
 def _unknown(statuses: str, status_m: int, status_l: int) -> str:
@@ -206,13 +270,15 @@ async def _post(
     upstream: Upstream,
     headers: tuple[tuple[str, str], ...],
     body: dict[str, Any],
-) -> tuple[int, list[Message], str | None]:
+) -> tuple[int, list[Message], str | None, str | None]:
+    """The status, messages, session and (a 307 or 308 answer) `Location` of one probe request."""
     resp = await pool.request("POST", upstream.base_path, headers, dumps(body))
     try:
         session = resp.header(SESSION_ID)
+        moved = resp.header("location") if resp.status in REDIRECTS else None
         if is_sse(resp.header("content-type")):
-            return resp.status, await _first_sse_messages(resp), session
-        return resp.status, list(parse_body(await _read(resp)).messages), session
+            return resp.status, await _first_sse_messages(resp), session, moved
+        return resp.status, list(parse_body(await _read(resp)).messages), session, moved
     finally:
         resp.close()  # a no-op once released; an answer not read to its end must not be reused
 
@@ -243,9 +309,17 @@ async def _first_sse_messages(resp: UpstreamResponse) -> list[Message]:
 
 async def _delete_session(
     pool: UpstreamClient, upstream: Upstream, session: str, credentials: tuple[tuple[str, str], ...]
-) -> None:
+) -> int:
+    """End the session the probe's `initialize` opened; the status of the DELETE."""
     resp = await pool.request("DELETE", upstream.base_path, ((SESSION_ID, session), *credentials), b"")
     try:
         await _read(resp)
     finally:
         resp.close()
+    return resp.status
+
+
+def _logged(method: str, status: int, session: str | None = None) -> None:
+    """One info line per request the probe sent: the server logs them as a client's (its clientInfo
+    is `mcp-debug-proxy-probe`), so the proxy's log shows them too (the session id is never shown)."""
+    get_logger().info("era_probe_request", method=method, status=status, session=session)

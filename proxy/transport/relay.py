@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from proxy.engine.faults import fault_outcome, tls_refused
+from proxy.engine.faults import fault_outcome, setup_fault
 from proxy.engine.gate.rules import FaultGate
 from proxy.engine.oauth_origin import DocumentPaths, Origins
 from proxy.engine.passthrough import (
@@ -84,7 +84,7 @@ _HEADLESS = {"unsendable": "unsendable", "head_too_large": "head_too_large", "cu
 A server that took the connection and then closed it or sent a malformed head was reached: telling
 the user to check that it runs would send them the wrong way."""
 
-_NEVER_SENT = frozenset(("unreachable", "unsendable", "tls_refused"))
+_NEVER_SENT = frozenset(("unreachable", "unsendable", "tls_refused", "wrong_scheme"))
 """Faults of a request the upstream never got: no connection to it, or a head that could not be framed."""
 
 Rest = Coroutine[Any, Any, None]
@@ -442,11 +442,13 @@ class PassthroughRelay:
 
     def refuse_unroutable(self, route: Route, problem: str, *, received: int) -> None:
         """Record the request and answer 503: the upstream's era is unknown and it cannot be reached
-        (502 when what stops the probe is the upstream's TLS certificate: no retry gets past that)."""
+        (502 when what stops the probe is the upstream's TLS certificate, or a scheme the upstream does
+        not speak: no retry gets past those)."""
         refused = self.ctx.router.problem
-        if tls_refused(refused):  # no retry gets past it: a gateway error, not "not yet"
-            self._opened_here(route, received, "tls_refused")
-            self._fault("tls_refused", refused, route.request_id)
+        setup = setup_fault(refused)
+        if setup is not None:  # no retry gets past it: a gateway error, not "not yet"
+            self._opened_here(route, received, setup)
+            self._fault(setup, refused, route.request_id)
         else:
             self._opened_here(route, received, "era_unknown")
             self._fault("era_unknown", problem, route.request_id, retry_after=1)
@@ -510,8 +512,8 @@ class PassthroughRelay:
         nothing was sent)."""
         reason = _HEADLESS.get(exc.kind, "unreachable")
         detail = _describe(exc)
-        if reason == "unreachable" and tls_refused(detail):  # a setup to fix, whatever the era probe knew
-            reason = "tls_refused"
+        if reason == "unreachable":  # a setup to fix, whatever the era probe knew
+            reason = setup_fault(detail) or reason
         if reason in _NEVER_SENT:
             self._emit(AnsweredByProxy(self.ctx.observations.now(), self.exchange, reason))
         self._fault(reason, detail, route.request_id)

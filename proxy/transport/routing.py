@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from proxy.config import Settings
-from proxy.engine.faults import FAULT_HINT, tls_refused
+from proxy.engine.faults import fault_hint, setup_fault
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
 from proxy.framing.classify import Limits, Rejection, Route, classify
@@ -210,14 +210,16 @@ class Router:
         if (changed or answered_before != found.reachable) and self.on_change is not None:
             self.on_change(self.eras)  # whoever shows the upstream says whether it answers, too
         if not found.eras.known:  # a 404 or 5xx to initialize: no server still starting says that
-            refused = tls_refused(found.problem)  # a setup to fix: said as loudly as a failing server
-            serving = not refused and not any(hint in found.problem for hint in NOT_SERVING)
+            setup = setup_fault(found.problem)  # a setup to fix: said as loudly as a failing server
+            serving = not setup and not any(hint in found.problem for hint in NOT_SERVING)
             level = get_logger().info if serving else get_logger().warning
             hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
-            if refused:
-                hint = FAULT_HINT["tls_refused"]
+            if setup is not None:
+                hint = fault_hint(setup, found.problem)
             elif found.wants_credentials:
                 hint = CREDENTIALS_HINT
+            elif found.hint:
+                hint = found.hint
             level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
         return found
 

@@ -54,6 +54,7 @@ from proxy.framing.h1 import (
 )
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
+from proxy.transport.tls_failures import handshake_failed
 from proxy.wire.mcp import repeatable
 
 HIGH_WATER = 256 * 1024
@@ -784,6 +785,10 @@ class UpstreamPool:
             self._open -= 1
             self._wake_one()
             raise UpstreamError("unreachable", f"connect timed out after {self.connect_timeout}s") from None
+        except ssl.SSLError as exc:
+            self._open -= 1
+            self._wake_one()
+            raise UpstreamError("unreachable", handshake_failed(exc)) from None
         except OSError as exc:
             self._open -= 1
             self._wake_one()

@@ -121,3 +121,91 @@ async def test_by_default_a_refused_certificate_is_a_gateway_error_naming_the_fi
     assert unknown is not None
     assert unknown["level"] == "warning"
     assert "SSL_CERT_FILE" in unknown["hint"]
+
+
+@pytest.fixture(scope="module")
+def misnamed_https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TlsFiles]]:
+    """The legacy peer over HTTPS with a certificate its CA signed for `mcp.internal` only, served at
+    127.0.0.1; its https URL and its files."""
+    files = make_tls_files(tmp_path_factory.mktemp("misnamed"), dns_names=("mcp.internal",))
+    tls = ["--tls-cert", str(files.cert), "--tls-key", str(files.key)]
+    peer = PeerServer("legacy-inflight", extra_args=tls).start()
+    try:
+        yield f"https://127.0.0.1:{peer.port}/mcp", files
+    finally:
+        peer.stop()
+
+
+async def _refusal(proxy: ProxyProcess) -> tuple[int, str, dict[str, object] | None]:
+    """A legacy client's `initialize` through `proxy`: the status, the error message, and the era
+    probe's `upstream_era_unknown` line."""
+    client_info = {"name": "t", "version": "1"}
+    initialize = rpc("initialize", 1, protocolVersion=LEGACY, capabilities={}, clientInfo=client_info)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(proxy.endpoint(), data=initialize, headers=headers) as response,
+    ):
+        status, reply = response.status, await response.json()
+    return status, reply["error"]["message"], proxy.wait_for("upstream_era_unknown")
+
+
+async def test_a_certificate_for_another_name_says_to_use_its_name_not_to_add_a_ca(
+    misnamed_https: tuple[str, TlsFiles],
+) -> None:
+    url, files = misnamed_https
+    with https_proxy(url, str(files.ca), probed=True) as proxy:  # the CA is trusted: only the name is wrong
+        status, message, unknown = await _refusal(proxy)
+    assert status == 502, message
+    assert "IP address mismatch" in message
+    for said in (message, str(unknown and unknown["hint"])):
+        assert "give --upstream a host name the certificate is for" in said, said
+        assert "SSL_CERT_FILE" not in said, said
+    assert unknown is not None
+    assert unknown["level"] == "warning"
+
+
+async def test_an_ssl_cert_file_that_does_not_exist_is_named_as_missing(
+    legacy_https: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Python's ssl ignores an SSL_CERT_FILE naming nothing: the proxy says so, since the user did set it."""
+    missing = tmp_path_factory.mktemp("nothing") / "ca.pem"
+    with https_proxy(legacy_https, str(missing), probed=True) as proxy:
+        status, message, unknown = await _refusal(proxy)
+    assert status == 502, message
+    said = f"SSL_CERT_FILE names {missing}, which does not exist"
+    assert said in message
+    assert unknown is not None
+    assert said in str(unknown["problem"])
+    assert "point SSL_CERT_FILE at the PEM file" in message
+
+
+@pytest.mark.parametrize("speaks", ["https", "http"])
+async def test_a_scheme_the_upstream_does_not_speak_is_a_gateway_error_naming_the_right_one(
+    speaks: str, legacy_https: str, legacy_server: PeerServer, tls_files: TlsFiles
+) -> None:
+    """`http://` to a TLS port (uvicorn drops the plain request) and `https://` to a plain one (its
+    answer to the handshake is HTTP) are set-ups no retry fixes: 502 without Retry-After, warned of,
+    naming the scheme to use; not "not reachable yet, retry"."""
+    if speaks == "https":
+        upstream = legacy_https.replace("https://", "http://")
+    else:
+        upstream = legacy_server.url.replace("http://", "https://")
+    with https_proxy(upstream, str(tls_files.ca), probed=True) as proxy:
+        client_info = {"name": "t", "version": "1"}
+        initialize = rpc("initialize", 1, protocolVersion=LEGACY, capabilities={}, clientInfo=client_info)
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), data=initialize, headers=headers) as response,
+        ):
+            status, retry, reply = response.status, response.headers.get("Retry-After"), await response.json()
+        unknown = proxy.wait_for("upstream_era_unknown")
+    said = f"the upstream speaks {'HTTPS' if speaks == 'https' else 'plain HTTP'} there: use {speaks}://"
+    message = reply["error"]["message"]
+    assert (status, retry) == (502, None), reply
+    assert message.startswith("the upstream MCP server speaks another scheme than --upstream names: ")
+    assert said in message
+    assert unknown is not None
+    assert unknown["level"] == "warning"
+    assert said in unknown["hint"]

@@ -19,6 +19,36 @@ from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
 from tests.threaded_http import serving
 
 
+@pytest.fixture(scope="module")
+def mounted_server() -> Iterator[PeerServer]:
+    """The legacy SDK server under a real Starlette `Mount("/api")`: its endpoint is `/api/mcp`, and
+    Starlette redirects `/api/mcp/` there (307)."""
+    peer = PeerServer("legacy-inflight", extra_args=["--mount", "/api"]).start()
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+async def test_an_upstream_the_server_redirects_warns_naming_the_url_to_give_and_readyz_says_it(
+    mounted_server: PeerServer,
+) -> None:
+    origin = f"http://127.0.0.1:{mounted_server.port}"
+    redirected = f"{origin}/api/mcp/"
+    env = clean_env(**settings_env(upstream=redirected, admin_enabled="false", health="127.0.0.1:0"))
+    with ProxyProcess(env) as proxy:
+        unknown = proxy.wait_for("upstream_era_unknown")
+        assert unknown is not None, proxy.stderr()
+        status, _, body = await admin_get(proxy.health + "/readyz")
+
+    fix = f"give --upstream {origin}/api/mcp"
+    assert unknown["level"] == "warning", unknown
+    assert f"the server redirects {redirected} to {origin}/api/mcp: {fix}" in unknown["problem"]
+    assert unknown["hint"].startswith(fix), unknown
+    assert status == 503, body
+    assert fix in json.loads(body)["reason"]
+
+
 def test_a_404_to_initialize_warns_that_the_path_is_likely_not_the_mcp_endpoint(
     legacy_server: PeerServer,
 ) -> None:

@@ -7,7 +7,8 @@ stdout once the app's lifespan has started and the socket is accepting connectio
 ``/mcp`` until SIGTERM or SIGINT. ``<http>`` is the HTTP implementation uvicorn picked (``h11`` or
 ``httptools``): uvicorn takes httptools whenever it is installed, so the environment the peer runs in
 decides, and the runner checks it got the one it asked for. ``--gzip json|sse`` puts the peer behind
-compression middleware (``tests.peers.compressed``).
+compression middleware (``tests.peers.compressed``); ``--mount /api`` serves it under that prefix
+(``tests.peers.mounted``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 
 from tests.peers.apps import KINDS, build_app
 from tests.peers.compressed import COMPRESSIONS, gzipped
+from tests.peers.mounted import mounted
 from tests.peers.uvicorn_ready import serve
 
 
@@ -35,11 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=COMPRESSIONS,
         help="behind Starlette's GZipMiddleware: json answers plain JSON, compressed; sse compresses SSE",
     )
+    parser.add_argument("--mount", help="serve the app under this path prefix (a Starlette Mount)")
     args = parser.parse_args(argv)
 
     app = build_app(args.kind, seal_state=not args.no_seal, path=args.path, json_response=args.gzip == "json")
     if args.gzip is not None:
         app = gzipped(app, args.gzip)
+    if args.mount:
+        app = mounted(app, args.mount)
     return serve(
         app, args.port, log_level=args.log_level, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key
     )

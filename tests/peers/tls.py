@@ -22,8 +22,9 @@ class TlsFiles:
     key: Path
 
 
-def make_tls_files(directory: Path) -> TlsFiles:
-    """Write a fresh CA and a server certificate it signed for 127.0.0.1 and localhost."""
+def make_tls_files(directory: Path, dns_names: tuple[str, ...] = ()) -> TlsFiles:
+    """Write a fresh CA and a server certificate it signed for 127.0.0.1 and localhost (for
+    `dns_names` alone when given: a certificate a client dialling 127.0.0.1 finds made out for others)."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp-debug-proxy test CA")])
@@ -39,7 +40,10 @@ def make_tls_files(directory: Path) -> TlsFiles:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names] or [
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.DNSName("localhost"),
+    ]
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
