@@ -31,7 +31,7 @@ from proxy.framing.status import gateway_error
 from proxy.wire import errors
 from proxy.wire.jsonrpc import RequestId
 from proxy.wire.values import value
-from proxy.wire.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS, Era
+from proxy.wire.versions import MODERN_VERSIONS, Era, denies_handshake
 
 _FAULT_STATUS = {
     "unreachable": 502,
@@ -233,7 +233,7 @@ def _doubt(method: str, era: Era, status: int, body: bytes | bytearray | None, s
     """`era_suspicion`'s rule for a refusal (400, 404, 405) of `method` sent in `era` by `sender`."""
     error = _jsonrpc_error(body)
     if method != "initialize" and era is not Era.MODERN:
-        if error is None or not _denies_legacy(error):
+        if error is None or not denies_handshake(error):
             return None
     elif error is not None and method != "initialize" and _modern_mistake(method, status, error):
         return None
@@ -256,15 +256,6 @@ def _jsonrpc_error(body: bytes | bytearray | None) -> dict[str, Any] | None:
     if not isinstance(error, dict) or type(error.get("code")) is not int:  # a bool passes isinstance
         return None
     return error
-
-
-def _denies_legacy(error: dict[str, Any]) -> bool:
-    """The error is -32022 whose `data.supported` lists versions, none of them a handshake one."""
-    if error["code"] != errors.UNSUPPORTED_PROTOCOL_VERSION:
-        return False
-    data = error.get("data")
-    supported = data.get("supported") if isinstance(data, dict) else None
-    return isinstance(supported, list) and not any(v in HANDSHAKE_VERSIONS for v in supported)
 
 
 def _modern_mistake(method: str | None, status: int, error: dict[str, Any]) -> bool:

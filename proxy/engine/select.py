@@ -20,7 +20,7 @@ from proxy.wire import errors
 from proxy.wire.headers import METHOD, PROTOCOL_VERSION
 from proxy.wire.jsonrpc import Kind, Message, request
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-from proxy.wire.versions import LATEST_LEGACY, LATEST_MODERN, Era
+from proxy.wire.versions import LATEST_LEGACY, LATEST_MODERN, Era, denies_handshake
 
 PROBE_CLIENT_INFO = {"name": "mcp-debug-proxy-probe", "version": "1"}
 _ACCEPT = ("Accept", "application/json, text/event-stream")
@@ -114,6 +114,12 @@ def refused_as_legacy(messages: Sequence[Message]) -> bool:
         and m.error.get("code") != errors.UPSTREAM_UNAVAILABLE
         for m in messages
     )
+
+
+def legacy_denied(messages: Sequence[Message]) -> bool:
+    """Did the upstream refuse `initialize` saying it serves no handshake version (a 2026-07-28-only
+    server's -32022)? It may answer so before it asks for credentials, as the SDK's does."""
+    return any(m.kind is Kind.ERROR and denies_handshake(m.error) for m in messages)
 
 
 def legacy_accepted(status: int, messages: Sequence[Message]) -> bool:

@@ -38,6 +38,7 @@ from proxy.engine.select import (
     UNKNOWN_ERAS,
     UpstreamEras,
     legacy_accepted,
+    legacy_denied,
     legacy_probe,
     modern_accepted,
     modern_probe,
@@ -149,6 +150,7 @@ async def probe_upstream(
             headers, body = legacy_probe()
             status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
+            no_legacy = legacy_denied(messages)
             _logged("initialize", status_l, "opened" if session else None)
             if session:
                 _logged("DELETE", await _delete_session(pool, upstream, session, credentials), "deleted")
@@ -173,7 +175,9 @@ async def probe_upstream(
                 return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
             if refused is not None:  # the path is right (a stream opened), the session is not usable
                 return ProbeResult(eras, True, f"{statuses}; {SSE_UNUSABLE} {refused}")
-        if status_m in CREDENTIALS_WANTED and status_l in CREDENTIALS_WANTED:
+        if status_m in CREDENTIALS_WANTED and (status_l in CREDENTIALS_WANTED or no_legacy):
+            # A 2026-07-28-only server may refuse `initialize` for its version before it asks for
+            # credentials: its discover's 401 is then the whole story.
             return ProbeResult(eras, True, problem, wants_credentials=True)
         if status_m == status_l == HTTPStatus.BAD_REQUEST:  # a TLS server's "plain HTTP to HTTPS port" page
             problem = await _scheme_checked(upstream, problem, limit_s)

@@ -8,7 +8,8 @@ reached (it is still starting, as a sidecar's server often is), every request wa
 probe at a time, shared by everyone waiting) and, if the upstream is still out of reach, gets a 503
 naming why. An upstream that answers but fits no era (it wants credentials the probe lacked, say) is
 passed through, so the client sees its own answer, an OAuth 401 included; the probe is repeated at
-most every REPROBE_INTERVAL seconds, with the credentials of the request that asked for it. Only a
+most every REPROBE_INTERVAL seconds (at once for the first request with credentials after a refusal
+for want of them), with the credentials of the request that asked for it. Only a
 request to the MCP endpoint asks (another path, an OAuth `/token` say, is passed through whatever the
 era), and when the upstream wants credentials only one that carries some: a probe without them
 would learn nothing and hold off the one that can. A known verdict is probed again when the
@@ -141,6 +142,10 @@ class Router:
         self._probe: asyncio.Task[ProbeResult] | None = None
         self._wants_credentials = False
         """The last probe was refused for want of credentials: a probe without any learns nothing."""
+        self._probed_with_credentials = False
+        """The last probe carried a request's credentials. One that carried none and was refused for
+        want of them is followed at once by the first request that carries some (an OAuth client
+        back from its login within the reprobe interval), not routed on the refusal's verdict."""
         self._last_probe = 0.0
         self._stale = False
         self._forced_doubted = False
@@ -160,6 +165,8 @@ class Router:
         if self._known or self.reachable:  # stale, or answered without fitting an era
             if not self._could_teach(route):
                 return False
+            if self._wants_credentials and not self._probed_with_credentials:
+                return True  # the first credentials since a refusal for want of them: at once
             return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
         return True  # never reached: nothing to route on but a guess
 
@@ -186,6 +193,7 @@ class Router:
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = started = time.monotonic()
+        self._probed_with_credentials = bool(credentials)
         limit = self.settings.upstream_timeout
         found = await probe_upstream(self.pool, self.upstream, limit, credentials)
         found = _explained(found, self.pool, started)

@@ -6,7 +6,9 @@ Versions are an enumerated set, never compared as dates: an unknown string is tr
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
+
+from proxy.wire.errors import UNSUPPORTED_PROTOCOL_VERSION
 
 
 class Era(StrEnum):
@@ -51,3 +53,14 @@ def is_at_least(version: str, minimum: str) -> bool:
     if version not in KNOWN_VERSIONS:
         return False
     return KNOWN_VERSIONS.index(version) >= KNOWN_VERSIONS.index(minimum)
+
+
+def denies_handshake(error: dict[str, Any]) -> bool:
+    """Whether a JSON-RPC error refusing a request says the handshake era is not served at all:
+    -32022 (unsupported protocol version) whose `data.supported` lists versions, none of them a
+    handshake one (a 2026-07-28-only server refusing `initialize`)."""
+    if error.get("code") != UNSUPPORTED_PROTOCOL_VERSION:
+        return False
+    data = error.get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return isinstance(supported, list) and not any(v in HANDSHAKE_VERSIONS for v in supported)

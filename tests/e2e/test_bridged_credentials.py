@@ -83,3 +83,23 @@ async def test_a_2026_caller_without_the_token_is_not_discovered_from_a_token_ho
     assert outcomes[0][0] == 200, outcomes[0]
     assert outcomes[0][1]["result"]["instructions"] == "Test peer (inflight style)."
     assert outcomes[1:] == [(401, refused(2)), (401, refused(3))]
+
+
+async def test_a_legacy_caller_with_a_token_is_bridged_at_once_to_a_2026_server_that_wants_one() -> None:
+    """The start-up probe gets the server's 401 (it has no credentials), so the era is unknown. An
+    OAuth client back from its login within the reprobe interval sends its `initialize` with its
+    token: that request is probed with its credentials at once, not passed through to a 2026-only
+    server, whose refusal (-32022) would fail the client's first connection."""
+    with (
+        PeerServer("modern-bearer") as server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.url))) as proxy,
+    ):
+        async with aiohttp.ClientSession() as http:
+            heads = {**HEADERS, **GOOD}
+            async with http.post(proxy.endpoint(), json=initialize(1), headers=heads) as answer:
+                status, body = answer.status, json.loads(await answer.read())
+        proxy.stop()
+        log = proxy.events()
+    assert status == 200, body
+    assert "serverInfo" in body["result"]
+    assert [e["eras"] for e in log if e["event"] == "upstream_eras"] == ["modern"]
