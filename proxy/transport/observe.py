@@ -197,8 +197,11 @@ def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]
     if body.parse_error and size:
         preview = data[:2048].decode("utf-8", "replace")
         return body, [(Message(_INVALID, preview, problem=body.parse_error), size, _HTTP)]
-    sizes = member_sizes(body.messages, size)
-    return body, [(msg, share, _JSON) for msg, share in zip(body.messages, sizes, strict=True)]
+    messages = body.messages
+    if len(messages) == 1:  # the common body: one message, the whole size
+        return body, [(messages[0], size, _JSON)]
+    sizes = member_sizes(messages, size)
+    return body, [(msg, share, _JSON) for msg, share in zip(messages, sizes, strict=True)]
 
 
 def observe_json(data: bytes, sink: MessageSink) -> Body:

@@ -170,8 +170,8 @@ class PassthroughRelay:
         "encoding",
         "ended",
         "exchange",
+        "opened",
         "origin",
-        "request_id",
         "sse",
         "unjudged",
         "upstream",
@@ -196,8 +196,8 @@ class PassthroughRelay:
         self.unjudged: tuple[Route, int] | None = None
         """The route and status of a JSON answer whose body was still arriving with its head: what
         it says of the upstream's era is read once the body has gone by (`doubt`)."""
-        self.request_id: RequestId | None = None
-        """The id of the request relayed (set by `open`): a gateway error made after its head carries it."""
+        self.opened: Route | None = None
+        """The request relayed (set by `open`): a gateway error made after its head carries its id."""
         self.origin: OriginRewrites | None = None
         """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
         None for the traffic that needs none."""
@@ -222,7 +222,7 @@ class PassthroughRelay:
             self._refused(outcome, received)
             return None
         ctx, client = self.ctx, self.client
-        self.request_id = outcome.request_id
+        self.opened = outcome
         era = str(outcome.era)  # its value, cheaper than .value
         sink = ctx.observations
         # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
@@ -684,7 +684,8 @@ class PassthroughRelay:
             said += f" with Content-Length: {upstream.content_length}"
         self._close_upstream()
         detail = f"it sent {said}, then none of the body ({_describe(cut)})"
-        self._fault("bad_response", detail, self.request_id)
+        opened = self.opened
+        self._fault("bad_response", detail, opened.request_id if opened is not None else None)
 
     def _observed(self, observer: BodyObserver) -> None:
         """The body ended: the observer reports its last messages, and says if it could not look."""
@@ -736,6 +737,9 @@ class PassthroughRelay:
         if route.body.parse_error and route.raw.strip():
             problem = route.body.parse_error
             self._emit(InvalidBody(sink.now(), self.exchange, problem, len(route.raw), route.raw))
+            return
+        if len(messages) == 1:  # the common body: one message, the whole size
+            self._emit(MessageSeen(sink.now(), self.exchange, messages[0], len(route.raw), _TO_SERVER, _POST))
             return
         for msg, size in zip(messages, member_sizes(messages, len(route.raw)), strict=True):
             self._emit(MessageSeen(sink.now(), self.exchange, msg, size, _TO_SERVER, _POST))

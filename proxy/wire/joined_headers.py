@@ -11,7 +11,7 @@ value can hold, so whatever writes one line per field (a HAR's `headers`, curl's
 rows) splits it back into one field per cookie.
 
 Pure data: no I/O. `recorded` runs for every head the proxy relays, so a head without repeats costs
-one C-level `dict` build and one lookup of its names in a bounded memo.
+one C-level `dict` build and a length comparison.
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ COOKIE_LINES: Final = "\n"
 _JOINS: Final = {SET_COOKIE: COOKIE_LINES, "cookie": "; "}
 """The fields not joined with `, ` (by lower-case name), and what joins their values instead."""
 
-_DISTINCT: dict[tuple[str, ...], bool] = {}
-"""Name lists seen before (each head's names in order), and whether no name repeats in another case:
-a client sends the same head call after call, so this is looked up, not worked out, per head."""
-
-_DISTINCT_KEPT: Final = 256
-"""Name lists `_DISTINCT` remembers; past it, it starts again (peers cannot grow it)."""
-
 
 def joiner(name: str) -> str:
     """What joins the values of a field of this (any case) name that arrived more than once."""
@@ -42,23 +35,14 @@ def joiner(name: str) -> str:
 
 
 def recorded(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """A head's fields as a record keeps them: one member per name, repeated values joined in order."""
+    """A head's fields as a record keeps them: one member per name, repeated values joined in order.
+
+    Only a name repeated exactly is joined here (a `dict` would keep its last value alone); one
+    repeated in another case keeps its own member, and every redacted view of the head (the capture,
+    the chains) joins it under the first spelling (`Redactor.headers`), so either way nothing is lost.
+    """
     out = dict(pairs)
-    if len(out) == len(pairs) and _DISTINCT.get(tuple(out)):
-        return out
-    return _worked_out(pairs, out)
-
-
-def _worked_out(pairs: Sequence[tuple[str, str]], out: dict[str, str]) -> dict[str, str]:
-    """`recorded` for a head whose names were not seen before, or that repeats one."""
-    if len(out) == len(pairs):
-        names = tuple(out)
-        if len(_DISTINCT) >= _DISTINCT_KEPT:
-            _DISTINCT.clear()
-        distinct = _DISTINCT[names] = len({name.lower() for name in names}) == len(names)
-        if distinct:
-            return out
-    return joined(pairs)
+    return out if len(out) == len(pairs) else joined(pairs)
 
 
 def joined(pairs: Sequence[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
