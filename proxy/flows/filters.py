@@ -77,9 +77,15 @@ class ChainFilter:
     def from_params(cls, values: Callable[[str], Iterable[str]]) -> ChainFilter:
         """The filter of named parameters (`PARAMETERS`); `values(name)` gives every value given for `name`.
 
-        Raises FilterError for an unknown status or mode.
+        Raises FilterError for an unknown status or mode, and for a parameter given with no value
+        (`status=`, `method=,`): a script that builds one from an unset variable would otherwise get
+        every chain, as if it had filtered nothing.
         """
-        return cls(**dict(read(list(values(name))) for name, read in _READERS.items()))
+        given = {name: list(values(name)) for name in _READERS}
+        for name, texts in given.items():
+            if any(not _split([text]) for text in texts):
+                raise FilterError(f"{name} given without a value; name one, or leave {name} out")
+        return cls(**dict(read(given[name]) for name, read in _READERS.items()))
 
 
 def _split(values: Iterable[str]) -> set[str]:

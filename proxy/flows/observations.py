@@ -89,6 +89,11 @@ class InvalidBody:
     body: bytes
 
 
+REFUSED: Final = "refused: "
+"""How the problem of an `InvalidBody` begins when the proxy refused the body itself and answered it
+(the reason `classify` gave follows): such a body never went upstream."""
+
+
 @value
 class BytesOut:
     """Response bytes that carried no message (SSE comments, priming events), or that the proxy

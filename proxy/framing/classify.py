@@ -215,6 +215,10 @@ def deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+IMPLAUSIBLE_METHOD: Final = "implausible method"
+"""The reason of a refusal for a method that is no plausible name (not visible ASCII, too long)."""
+
+
 def _implausible_method(body: Body, max_length: int) -> Rejection | None:
     """The first message whose method is no plausible name, refused with its id and the field named."""
     for msg in body.messages:
@@ -223,7 +227,7 @@ def _implausible_method(body: Body, max_length: int) -> Rejection | None:
         problem = method_problem(msg.method, max_length)
         if problem is not None:
             data = {"field": "method", "limit": max_length, "setting": "max_method_length"}
-            return _invalid(msg.id, problem, data, "implausible method")
+            return _invalid(msg.id, problem, data, IMPLAUSIBLE_METHOD)
     return None
 
 

@@ -3,11 +3,12 @@
 It runs on its own aiohttp listener (`settings.admin`), apart from the MCP traffic, and only reads:
 the chain store, the bus (through its own subscriptions), the router's era verdict and the bridges'
 tables. With `admin_token` set, every request (unknown paths included) must carry
-`Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401. The two status
-paths, /healthz and /readyz, are the exception: probes cannot send a token and those answers reveal
-nothing else (`proxy.transport.health`). Configuration already refuses an admin listener beyond
-loopback without a token; on loopback, `proxy.transport.admin_guard` refuses what a web page in the
-user's browser could send (a foreign `Host` or `Origin`, a state change whose body is not JSON).
+`Authorization: Bearer <token>`, compared in constant time; otherwise it gets 401, before anything
+else is judged. A GET or HEAD of the two status paths, /healthz and /readyz, is the exception:
+probes cannot send a token and those answers reveal nothing else (`proxy.transport.health`).
+Configuration already refuses an admin listener beyond loopback without a token; on loopback,
+`proxy.transport.admin_guard` refuses what a web page in the user's browser could send (a foreign
+`Host` or `Origin`, a state change whose body is not JSON).
 docs/admin-api.md is the reference for every endpoint and for the feed protocol.
 """
 
@@ -204,7 +205,9 @@ class AdminServer:
     def app(self) -> web.Application:
         """The admin aiohttp application."""
         guard = browser_guard(has_token=self.token is not None, bound_host=lambda: self.host)
-        app = web.Application(middlewares=[guard, self._auth, _json_errors])
+        # The token first: without it, every request but a probe's gets 401 before anything else
+        # is judged (a page's wrong Content-Type, a method the path does not take).
+        app = web.Application(middlewares=[self._auth, guard, _json_errors])
         self.health.add_routes(app)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/api/chains", self.chains)
@@ -226,7 +229,7 @@ class AdminServer:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:  # status only: probes cannot send the token
+        if request.path in OPEN_PATHS and request.method in _PROBE_METHODS:  # probes cannot send the token
             return await handler(request)
         if self.token is not None and not _bearer_matches(request.headers.get("Authorization"), self.token):
             return _json(
@@ -331,6 +334,10 @@ def _bearer_matches(header: str | None, token: str) -> bool:
 
 def _summary(summary: ChainSummary) -> dict[str, Any]:
     return summary.model_dump(mode="json", exclude_none=True)
+
+
+_PROBE_METHODS = frozenset({"GET", "HEAD"})
+"""How a probe asks `/healthz` and `/readyz` without the token (a HEAD answers the status, no body)."""
 
 
 def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

@@ -45,9 +45,10 @@ def known_only(query: MultiMapping[str], known: Iterable[str], repeatable: Itera
 
 
 def int_param(query: MultiMapping[str], name: str, default: int, low: int, high: int) -> int:
-    """An integer parameter; above `high` means "all there are" (a remote client cannot know the bound)."""
+    """An integer parameter; above `high` means "all there are" (a remote client cannot know the bound).
+    Given empty (`limit=`) it is refused, not read as its default: a script's unset variable says so."""
     text = query.get(name)
-    if text is None or text == "":
+    if text is None:
         return max(low, min(default, high))
     try:
         value = int(text)

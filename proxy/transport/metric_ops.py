@@ -25,6 +25,7 @@ from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.observations import (
     LATE_CANCEL_S,
+    REFUSED,
     STREAM_NORMAL_ENDS,
     AnsweredByProxy,
     BodyNotInspected,
@@ -55,6 +56,7 @@ from proxy.flows.retries import (
     refused,
     request_signature,
 )
+from proxy.framing.classify import IMPLAUSIBLE_METHOD
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import LISTEN, LISTEN_ACKNOWLEDGED, RESULT_INPUT_REQUIRED, result_type
 
@@ -79,6 +81,21 @@ _BRIDGED = (_LEGACY_TO_MRTR_VALUE, _MRTR_TO_LEGACY_VALUE)
 PLAIN_HTTP: Final = "(http)"
 """The method label of a plain HTTP request (to a path other than the MCP endpoint: OAuth's `/token`,
 say): counted as a chain and timed, never as a JSON-RPC request or an error."""
+RESPONSE: Final = "(response)"
+"""The method label of a client's response that answers no request the server asked."""
+GET_STREAM: Final = "GET stream"
+DELETE_SESSION: Final = "DELETE session"
+"""The method labels of a GET stream and of a session's DELETE."""
+NO_METHOD: Final = "none"
+"""The method label of a body with no method the proxy read: not JSON-RPC, or refused whole (too
+large, too deep, too many messages)."""
+OTHER: Final = "other"
+"""The method label of names not kept apart: past the bound, not plain label text, or one of the
+proxy's own labels (`PROXY_LABELS`), and of a request refused for its method."""
+
+PROXY_LABELS: Final = frozenset({PLAIN_HTTP, RESPONSE, GET_STREAM, DELETE_SESSION, NO_METHOD, OTHER})
+"""Method labels the proxy gives operations itself: a client's method of the same text is counted as
+`other`, so no client can write into them (`(http)` is never an error, whatever a client sends)."""
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 """Histogram buckets (seconds) for upstream time per operation: MCP calls range from ms to a minute."""
@@ -106,8 +123,8 @@ class Counters(Protocol):
     counts every request, so no label is looked up twice and no call is made per count.
     """
 
-    def label(self, method: str | None) -> str:
-        """The bounded label value counted for a method name."""
+    def label(self, method: str) -> str:
+        """The bounded label value counted for a client's method name (never one of `PROXY_LABELS`)."""
         ...
 
     def rows(self, label: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
@@ -186,6 +203,7 @@ class _Ex:
         "not_post",
         "ops",
         "plain",
+        "refused",
         "requests",
         "response_headers",
         "session",
@@ -218,6 +236,9 @@ class _Ex:
         self.plain = False
         """A request to a path other than the MCP endpoint: one plain HTTP operation, whatever its
         body holds."""
+        self.refused: _Op | None = None
+        """The operation of a body the proxy refused itself, until its answer says whether it was a
+        request (an error naming an id: counted then, as any request the proxy answers itself)."""
 
     def caller(self) -> Caller:
         """Who sent the exchange's requests, as MRTR retry matching tells clients apart."""
@@ -286,9 +307,12 @@ class OpCounter:
         counted at the verdict, as their chains end, since a counter cannot take an error back."""
         self._mode, self._mode_text = Mode.PASSTHROUGH, str(Mode.PASSTHROUGH)
         """The mode of the latest exchange, and its value."""
-        self._rows: dict[tuple[str | None, str, str], tuple[BeganRow, EndedRow]] = {}
-        """(method, era, mode) -> the rows it counts into, as the counters gave them (bounded:
+        self._rows: dict[tuple[str, str, str], tuple[BeganRow, EndedRow]] = {}
+        """(client's method, era, mode) -> the rows it counts into, as the counters gave them (bounded:
         `_LABELS_KEPT`)."""
+        self._own_rows: dict[tuple[str, str, str], tuple[BeganRow, EndedRow]] = {}
+        """(one of `PROXY_LABELS`, era, mode) -> its rows: kept apart from a client's method of the
+        same text (bounded by those labels, eras and modes)."""
         self._session_init: BoundedMap = BoundedMap()
         self._sessions_gone: BoundedMap = BoundedMap()
         """Sessions the server said it no longer has (HTTP 404), counted `expired` once each."""
@@ -416,18 +440,19 @@ class OpCounter:
             return True  # the server's leg of a message the proxy changed: not counted
         request = q.request
         if obs.direction is _TO_SERVER:
-            if request is not None or msg.kind is not _REQUEST or msg.id is None:
+            method = msg.method
+            if request is not None or msg.kind is not _REQUEST or msg.id is None or method is None:
                 return False
-            if msg.method == "initialize":
+            if method == "initialize":
                 return False  # it may mint a session: the slow path counts that
             params = msg.params
             if "requestState" in params or "inputResponses" in params:
                 return False  # a retry: what it continues is the slow path's to find
             opened = q.opened
-            key = (msg.method, opened.client_era, _PASSTHROUGH_VALUE)
+            key = (method, opened.client_era, _PASSTHROUGH_VALUE)
             rows = self._rows.get(key)
             if rows is None:
-                rows = self._rows_of(msg.method, opened.client_era, _PASSTHROUGH_VALUE)
+                rows = self._rows_of(method, opened.client_era, _PASSTHROUGH_VALUE)
             began = rows[0]
             began[CHAINS] += 1
             began[REQUESTS] += 1
@@ -514,16 +539,16 @@ class OpCounter:
                     ex.requests[op.ident] = op
                     self._resumes.take(ex.session, op.ident)
                 return
-            self._open(ex, "GET stream", obs.t, request=False)
+            self._open(ex, GET_STREAM, obs.t, request=False, own=True)
         elif obs.http_method == "DELETE":
-            self._open(ex, "DELETE session", obs.t, request=False)
+            self._open(ex, DELETE_SESSION, obs.t, request=False, own=True)
 
     def _plain_opened(self, obs: ExchangeOpened) -> None:
         """A plain HTTP request opened: an operation of its own, timed like any, never an error."""
         mode = str(obs.mode)
         ex = self._exchanges[obs.exchange] = _Ex(obs.client_era, mode, None, obs.headers, obs.connection)
         ex.plain = True
-        self._open(ex, PLAIN_HTTP, obs.t, request=True)
+        self._open(ex, PLAIN_HTTP, obs.t, request=True, own=True)
 
     def _event_id(self, obs: EventIdSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -553,9 +578,16 @@ class OpCounter:
                 op.request = False
 
     def _invalid(self, obs: InvalidBody) -> None:
+        """A body with no method read: counted as `none`, or as `other` when the proxy refused it for
+        its method (a name that is not plain method text, as the label docs promise)."""
         ex = self._exchanges.get(obs.exchange)
-        if ex is not None and not ex.plain:
-            self._finish(self._open(ex, None, obs.t, request=False), obs.t, error=True)
+        if ex is None or ex.plain:
+            return
+        label = OTHER if obs.problem == REFUSED + IMPLAUSIBLE_METHOD else NO_METHOD
+        op = self._open(ex, None, obs.t, request=False, label=label)
+        if obs.problem.startswith(REFUSED):
+            ex.refused = op
+        self._finish(op, obs.t, error=True)
 
     def _closed(self, ex: _Ex, obs: ExchangeClosed) -> None:
         t, outcome = obs.t, obs.outcome
@@ -586,9 +618,9 @@ class OpCounter:
                 op.cancelled = True  # a 2026-07-28 client cancels by closing its stream
             self._finish(op, t, error=True)
         for op in ex.ops:
-            if op.method not in ("GET stream", "DELETE session"):
+            if op.method not in (GET_STREAM, DELETE_SESSION):
                 continue
-            if op.method == "DELETE session" and ex.session and not op.finished:
+            if op.method == DELETE_SESSION and ex.session and not op.finished:
                 self._counters.session("ended")
             error = outcome not in STREAM_NORMAL_ENDS or ex.failed()
             self._finish(op, t, error=error)
@@ -617,7 +649,7 @@ class OpCounter:
                 op.params = params
             else:
                 assert found is not None
-                self._rows_of(op.method, ex.era, ex.mode)[0][REQUESTS] += 1
+                self._rows_of(msg.method or "", ex.era, ex.mode)[0][REQUESTS] += 1
                 ex.ops.append(op)
                 if ex.claims is None:
                     ex.claims = {}
@@ -628,7 +660,7 @@ class OpCounter:
         elif msg.is_response:
             op = self._nested.pop((ex.session, msg.id), None)
             if op is None:
-                self._finish(self._open(ex, "(response)", t, request=True), t, error=False)
+                self._finish(self._open(ex, RESPONSE, t, request=True, own=True), t, error=False)
             else:
                 ex.ops.append(op)
                 op.waiting_on = max(0, op.waiting_on - 1)
@@ -654,6 +686,9 @@ class OpCounter:
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
         ident = msg.id
+        if ex.refused is not None and msg.kind is _ERROR and ident is not None:
+            ex.refused.began[REQUESTS] += 1  # the proxy's refusal answers a request
+            ex.refused = None
         if msg.is_response and ident is not None:
             op = ex.requests.get(ident)
             if op is not None:
@@ -839,7 +874,7 @@ class OpCounter:
     def _refused_session(self, ex: _Ex) -> None:
         """A 404 to a request of a relayed session: the server forgot it, unless the request was the
         client's DELETE of it (counted `ended` when it closes)."""
-        if ex.mode == _PASSTHROUGH_VALUE and not (ex.ops and ex.ops[0].method == "DELETE session"):
+        if ex.mode == _PASSTHROUGH_VALUE and not (ex.ops and ex.ops[0].method == DELETE_SESSION):
             assert ex.session is not None
             self._session_gone(ex.session)
 
@@ -855,13 +890,25 @@ class OpCounter:
 
     # -- operations ---------------------------------------------------------------------------------------
 
-    def _open(self, ex: _Ex, method: str | None, t: float, *, request: bool, requested: bool = False) -> _Op:
+    def _open(
+        self,
+        ex: _Ex,
+        method: str | None,
+        t: float,
+        *,
+        request: bool,
+        requested: bool = False,
+        own: bool = False,
+        label: str | None = None,
+    ) -> _Op:
         """A new operation (`request`: its upstream time is measured; `requested`: a client's
-        JSON-RPC request began it)."""
+        JSON-RPC request began it). `method` is the client's, unless `own` says the proxy named the
+        operation itself; `label` is the label of an operation without a method."""
         mode = ex.mode
-        rows = self._rows.get((method, ex.era, mode))
-        if rows is None:
-            rows = self._rows_of(method, ex.era, mode)
+        if own or label is not None or method is None:
+            rows = self._own_rows_of(label or method or NO_METHOD, ex.era, mode)
+        else:
+            rows = self._rows.get((method, ex.era, mode)) or self._rows_of(method, ex.era, mode)
         op = _Op(method, mode, request, t, rows)
         ex.ops.append(op)
         began = rows[0]
@@ -872,7 +919,15 @@ class OpCounter:
             self._counters.rounds_taken(mode, 1)
         return op
 
-    def _rows_of(self, method: str | None, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
+    def _own_rows_of(self, label: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
+        """The rows of an operation the proxy labels itself (one of `PROXY_LABELS`)."""
+        key = (label, era, mode)
+        rows = self._own_rows.get(key)
+        if rows is None:
+            rows = self._own_rows[key] = self._counters.rows(label, era, mode)
+        return rows
+
+    def _rows_of(self, method: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
         """The rows an operation of `method` counts into (remembered for the first `_LABELS_KEPT`)."""
         key = (method, era, mode)
         rows = self._rows.get(key)

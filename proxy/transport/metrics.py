@@ -38,7 +38,8 @@ from proxy.transport.metric_ops import (
     ERRORS,
     LATENCY_BUCKETS,
     OBSERVED,
-    PLAIN_HTTP,
+    OTHER,
+    PROXY_LABELS,
     REQUESTS,
     SUM,
     BeganRow,
@@ -51,10 +52,10 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The Content-Type of `/metrics` (Prometheus text format 0.0.4, what `generate_latest` writes)."""
 
 MAX_METHOD_LABELS = 100
-
-ALWAYS_LABELLED: Final = SPEC_METHODS | {"GET stream", "DELETE session", "(response)", PLAIN_HTTP}
-"""Labels outside the bound: the protocol's methods and the operations the proxy names itself."""
 """Distinct method label values kept before further names are counted as `other`."""
+
+ALWAYS_LABELLED: Final = SPEC_METHODS - PROXY_LABELS
+"""Client method names outside the bound: the protocol's methods."""
 
 _LABEL_TEXT = re.compile(r"[A-Za-z(][A-Za-z0-9_/. ()-]{0,63}")
 
@@ -131,8 +132,8 @@ class ProxyMetrics:
 
     # -- what `OpCounter` tells ----------------------------------------------------------------------
 
-    def label(self, method: str | None) -> str:
-        """The label counted for a method (`OpCounter` remembers it per name)."""
+    def label(self, method: str) -> str:
+        """The label counted for a client's method (`OpCounter` remembers it per name)."""
         return self.method_label(method)
 
     def rows(self, label: str, era: str, mode: str) -> tuple[BeganRow, EndedRow]:
@@ -157,15 +158,18 @@ class ProxyMetrics:
         key, sessions = (state,), self.counts.sessions
         sessions[key] = sessions.get(key, 0) + 1
 
-    def method_label(self, method: str | None) -> str:
-        """A bounded label value for a method name: the protocol's own names always keep theirs, so
-        names a client invents never push them into `other`."""
-        if method is None:
-            return "none"
+    def method_label(self, method: str) -> str:
+        """A bounded label value for a client's method name: the protocol's own names always keep
+        theirs, so names a client invents never push them into `other`, and a name that is one of the
+        proxy's own labels (`(http)`, `none`, ...) is `other`, so no client writes into those."""
         if method in self._methods or method in ALWAYS_LABELLED:
             return method
-        if len(self._methods) >= MAX_METHOD_LABELS or not _LABEL_TEXT.fullmatch(method):
-            return "other"
+        if (
+            len(self._methods) >= MAX_METHOD_LABELS
+            or method in PROXY_LABELS
+            or not _LABEL_TEXT.fullmatch(method)
+        ):
+            return OTHER
         self._methods.add(method)
         return method
 

@@ -38,6 +38,7 @@ from proxy.engine.passthrough import (
 )
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
+    REFUSED,
     AnsweredByProxy,
     BodyNotInspected,
     BytesOut,
@@ -469,7 +470,7 @@ class PassthroughRelay:
         """Record a request `classify` refused, and answer it."""
         self._opened_here(None, received, refusal.reason)
         sink = self.ctx.observations
-        self._emit(InvalidBody(sink.now(), self.exchange, f"refused: {refusal.reason}", received, b""))
+        self._emit(InvalidBody(sink.now(), self.exchange, REFUSED + refusal.reason, received, b""))
         retry = refusal.retry_after
         self._answer(refusal.status, refusal.body, () if retry is None else (("Retry-After", str(retry)),))
         self._close(refusal.reason)
