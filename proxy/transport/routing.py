@@ -194,8 +194,8 @@ class Router:
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = started = time.monotonic()
         self._probed_with_credentials = bool(credentials)
-        limit = self.settings.upstream_timeout
-        found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        limit, discover_s = self.settings.upstream_timeout, self.settings.stdio_discover_timeout
+        found = await probe_upstream(self.pool, self.upstream, limit, credentials, discover_s)
         found = _explained(found, self.pool, started)
         if found.transport == "sse" and self.on_sse is not None and self.transport == "http":
             self.pool, self.transport = self.on_sse(), "sse"
