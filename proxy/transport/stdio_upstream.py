@@ -43,7 +43,8 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError
 
 STDERR_LINE_BYTES = 4096
-"""Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
+"""Bytes of one stderr line logged whole; a longer one is logged as its first `EDGE_BYTES` (512),
+marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
 """stderr lines logged per second at most; past it they are counted and the count logged once, when
 the second is over."""
