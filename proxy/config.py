@@ -143,6 +143,12 @@ class Settings(BaseModel):
     and /readyz answers 503 until the minute has passed."""
     upstream_stop_grace: Seconds = 2.0
     """Seconds a stdio server gets to exit after SIGTERM before SIGKILL (its stdin is closed first)."""
+    stdio_discover_timeout: Seconds = 5.0
+    """Seconds the era probe waits for a stdio server's answer to `server/discover` before it takes
+    the server for a handshake-era one that went silent (some older SDKs stop reading on a method
+    they do not know, without answering): that child is stopped, a warning names
+    `--upstream-era legacy`, and the probe goes on with a legacy `initialize` on a fresh child. Raise
+    it for a server that is slow to start (npx fetching its package on a first run)."""
     listen: str = "127.0.0.1:8080"
     """HOST:PORT the proxy serves MCP clients on (IPv6 as [::1]:8080)."""
     log_format: Literal["auto", "console", "json"] = "auto"

@@ -52,6 +52,18 @@ class NoRequest(ValueError):
     """The message has no HTTP request to copy (a GET stream's event, a record with no exchange)."""
 
 
+NO_URL_INSTEAD: Final = (
+    "copy the message's JSON-RPC instead (mcp-proxy export --json; c in the TUI) and send it as one "
+    "line on the server's stdin"
+)
+"""What to do with a request that reached no URL: a stdio client's, toward a stdio server too."""
+
+
+def _is_url(address: str | None) -> bool:
+    """Whether a recorded address is an HTTP URL (a stdio client's proxy address is `stdio`)."""
+    return address is not None and urlsplit(address).scheme in ("http", "https")
+
+
 @dataclass(slots=True)
 class _Secrets:
     """The placeholders one command uses: variable name -> what it stands for."""
@@ -448,10 +460,19 @@ def curl_command(
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
     if url.startswith("stdio:"):
         instead = (
-            "copy the client's request instead" if leg else "copy it toward the proxy instead (--to proxy)"
+            NO_URL_INSTEAD
+            if not _is_url(proxy_url)
+            else "copy the client's request instead"
+            if leg
+            else "copy it toward the proxy instead (--to proxy)"
         )
         raise NoRequest(
             f"the upstream is a command the proxy ran (stdio): there is no URL to send this to; {instead}"
+        )
+    if not _is_url(url):
+        raise NoRequest(
+            "the client spoke to the proxy over stdio (mcp-proxy stdio): there is no URL to send this "
+            f"to; {NO_URL_INSTEAD}"
         )
     opening = request.method == "initialize"  # -i: its answer's head holds the session id
     heads = opening or http_method == "DELETE"  # a DELETE's answer is its status line alone

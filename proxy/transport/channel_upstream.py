@@ -148,9 +148,11 @@ class Channel(Protocol):
         """The proxy's era probe is in flight on the channel: what the peer writes beside the protocol
         meanwhile (a stdio child's stderr) is its answer to the proxy, and is logged as such."""
 
-    def probe_ended(self, note: str | None) -> None:
+    def probe_ended(self, note: str | None, *, at_exit: bool = False) -> None:
         """The probe has its answer, or never will; `note` says how the peer took it (None: not as a
-        server of either era does, so what it wrote meanwhile may say why, and shows as it is)."""
+        server of either era does, so what it wrote meanwhile may say why, and shows as it is).
+        `at_exit`: the proxy stops the channel for the probe, so what the peer writes until it ends
+        (a silent server's traceback at its stdin's close) is the probe's too, summed up then."""
 
     def pause_reading(self) -> None: ...
 
@@ -487,14 +489,15 @@ class ChannelUpstream:
         name = f"x{next(self._names)}"
         return await self._exchange(session, name, PostReceived(name, body), items)
 
-    def probe_answered(self, note: str | None) -> None:
+    def probe_answered(self, note: str | None, *, at_exit: bool = False) -> None:
         """The probe's `server/discover` has its answer, or never will (`note` says how the server
         took it, None when not as a server of either era does): what the spare writes from now on is
         its server's own again. Only the spare is so marked: the
-        running shared channel may carry clients' requests while the probe is in flight."""
+        running shared channel may carry clients' requests while the probe is in flight. `at_exit`:
+        the probe stops the spare, and what it writes until then is the probe's too."""
         probed, self._probed = self._probed, None
         if probed is not None:
-            probed.channel.probe_ended(note)
+            probed.channel.probe_ended(note, at_exit=at_exit)
 
     def keep_spare_fresh(self) -> None:
         """The spare's server refused `server/discover` as a handshake-era server does: the first

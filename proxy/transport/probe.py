@@ -23,6 +23,11 @@ that one is ended before anything else starts: a server that allows one instance
 What the probe's child writes on stderr while its `server/discover` is in flight is the proxy's doing
 (a handshake-era server's refusal is often a hundred lines of validation errors): once the server has
 refused or answered it, those lines are summed up in one line saying so and logged at debug only.
+A stdio server that leaves its `server/discover` unanswered for `stdio_discover_timeout` seconds is
+taken for a handshake-era server that went silent (the mcp 1.3.0 SDK's stdio server stops reading at
+a method it does not know, and answers nothing more): its child is stopped, a warning names
+`--upstream-era legacy`, and the probe goes on with its `initialize` on a fresh child, so a client
+waits seconds, not the minute of `upstream_timeout`.
 """
 
 from __future__ import annotations
@@ -109,6 +114,21 @@ PROBE_ANSWERED: Final = (
     "the server answered it; --log-level debug shows the lines"
 )
 """How they are summed up when it answered (a 2026-07-28 server)."""
+PROBE_UNANSWERED: Final = (
+    "written while the proxy's era probe (server/discover) was in flight, start-up lines included: "
+    "the server did not answer it, as a handshake-era server that stops reading at a method it does "
+    "not know does; --log-level debug shows the lines"
+)
+"""How they are summed up when it left the probe unanswered past `stdio_discover_timeout`."""
+SILENT_HINT: Final = (
+    "a handshake-era (legacy) server that stops reading at a method it does not know (the mcp 1.3.0 "
+    "SDK's stdio server) never answers it: its child is stopped and the probe goes on with initialize "
+    "on a fresh one. --upstream-era legacy skips the probe and this wait; raise stdio_discover_timeout "
+    "for a server that is only slow to start"
+)
+"""What a user can do about a stdio server that left `server/discover` unanswered."""
+UNANSWERED: Final = 0
+"""The status of a stdio server's `server/discover` that got no answer in time (no HTTP status is 0)."""
 
 REDIRECTED = "the server redirects"
 """Said, with both URLs, when the endpoint answers with a redirect on its own origin: the proxy
@@ -125,22 +145,26 @@ async def probe_upstream(
     upstream: Upstream,
     limit_s: float,
     credentials: tuple[tuple[str, str], ...] = (),
+    discover_limit_s: float | None = None,
 ) -> ProbeResult:
     """Which eras the upstream accepts; an unknown verdict says whether it could be reached, and why not.
 
     `credentials` (the `Authorization` of the request that asked for the probe, if any) go along, so
-    an upstream that answers nobody without them can still be told apart.
+    an upstream that answers nobody without them can still be told apart. `discover_limit_s` bounds
+    a stdio server's answer to `server/discover` (None: `limit_s` does).
     """
     stdio = pool if isinstance(pool, ChannelUpstream) and pool.transport == "stdio" else None
     try:
         async with asyncio.timeout(limit_s):
             headers, body = modern_probe()
             if stdio is not None:
-                status_m, messages = await _discover_on_spare(stdio, upstream, (*headers, *credentials), body)
+                discover_s = limit_s if discover_limit_s is None else discover_limit_s
+                discover = (*headers, *credentials)
+                status_m, messages = await _discover_on_spare(stdio, upstream, discover, body, discover_s)
                 moved_m = None
             else:
                 status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
-            _logged("server/discover", status_m)
+            _logged("server/discover", status_m if status_m != UNANSWERED else None)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -199,21 +223,39 @@ async def _scheme_checked(upstream: Upstream, problem: str, limit_s: float) -> s
 
 
 async def _discover_on_spare(
-    stdio: ChannelUpstream, upstream: Upstream, headers: tuple[tuple[str, str], ...], body: dict[str, Any]
+    stdio: ChannelUpstream,
+    upstream: Upstream,
+    headers: tuple[tuple[str, str], ...],
+    body: dict[str, Any],
+    limit_s: float,
 ) -> tuple[int, list[Message]]:
-    """The `server/discover` of a stdio command, on its spare child. The child's stderr meanwhile is
-    summed up by how the server took it when it refused or answered it as a server of an era does;
-    otherwise (it exited, no answer came) those lines are shown as they are, since they may say why."""
+    """The `server/discover` of a stdio command, on its spare child; `UNANSWERED` and no messages when
+    no answer came within `limit_s` (the probe then stops the silent child: it serves no client). The
+    child's stderr meanwhile is summed up by how the server took it when it refused, answered or
+    ignored it as a server of an era does; otherwise (it exited) those lines are shown as they are,
+    since they may say why."""
     note: str | None = None
+    at_exit = False
     try:
-        status, messages, _, _ = await _post(_OnSpare(stdio), upstream, headers, body)
+        try:
+            async with asyncio.timeout(limit_s):
+                status, messages, _, _ = await _post(_OnSpare(stdio), upstream, headers, body)
+        except TimeoutError:
+            note, at_exit = PROBE_UNANSWERED, True  # the probe stops it: its last words are ours
+            get_logger().warning(
+                "upstream_discover_unanswered",
+                upstream=upstream.shown,
+                problem=f"no answer to the era probe's server/discover within {limit_s}s",
+                hint=SILENT_HINT,
+            )
+            return UNANSWERED, []
         if modern_accepted(status, messages):
             note = PROBE_ANSWERED
         elif refused_as_legacy(messages):
             note = PROBE_REFUSED
         return status, messages
     finally:
-        stdio.probe_answered(note)
+        stdio.probe_answered(note, at_exit=at_exit)
 
 
 class _OnSpare:
@@ -323,7 +365,8 @@ async def _delete_session(
     return resp.status
 
 
-def _logged(method: str, status: int, session: str | None = None) -> None:
+def _logged(method: str, status: int | None, session: str | None = None) -> None:
     """One info line per request the probe sent: the server logs them as a client's (its clientInfo
-    is `mcp-debug-proxy-probe`), so the proxy's log shows them too (the session id is never shown)."""
+    is `mcp-debug-proxy-probe`), so the proxy's log shows them too (the session id is never shown;
+    status None: no answer came)."""
     get_logger().info("era_probe_request", method=method, status=status, session=session)

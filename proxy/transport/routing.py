@@ -70,6 +70,12 @@ UNREACHABLE_HINT = (
 )
 """What an upstream nobody answers at (yet) means for the proxy, said once with the probe's problem."""
 
+STDIO_UNKNOWN_HINT = (
+    "the command did not answer the probe as an MCP stdio server does (its stderr lines are logged as "
+    "upstream_stderr): fix the command, or set --upstream-era legacy (or modern) to skip the probe"
+)
+"""What a stdio command that gave no era means: the proxy ran it, so nothing is still starting."""
+
 CREDENTIALS_HINT = (
     "the upstream wants credentials (HTTP 401/403 to the probe): requests pass through unchanged "
     "meanwhile, and the era is learned by probing again with those of the first request to the MCP "
@@ -140,6 +146,8 @@ class Router:
         self.problem = ""
         """Why the last probe found no era ("" when it found one)."""
         self._probe: asyncio.Task[ProbeResult] | None = None
+        self._waiting = 0
+        """Requests waiting on the probe under way: an unknown verdict then stalls them, said louder."""
         self._wants_credentials = False
         """The last probe was refused for want of credentials: a probe without any learns nothing."""
         self._probed_with_credentials = False
@@ -188,14 +196,18 @@ class Router:
         task = self._probe
         if task is None or task.done():
             task = self._probe = spawn(self._run_probe(_credentials(route)), name="era-probe")
-        await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
+        self._waiting += route is not None
+        try:
+            await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
+        finally:
+            self._waiting -= route is not None
         return self.eras
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = started = time.monotonic()
         self._probed_with_credentials = bool(credentials)
-        limit = self.settings.upstream_timeout
-        found = await probe_upstream(self.pool, self.upstream, limit, credentials)
+        limit, discover_s = self.settings.upstream_timeout, self.settings.stdio_discover_timeout
+        found = await probe_upstream(self.pool, self.upstream, limit, credentials, discover_s)
         found = _explained(found, self.pool, started)
         if found.transport == "sse" and self.on_sse is not None and self.transport == "http":
             self.pool, self.transport = self.on_sse(), "sse"
@@ -220,8 +232,12 @@ class Router:
         if not found.eras.known:  # a 404 or 5xx to initialize: no server still starting says that
             setup = setup_fault(found.problem)  # a setup to fix: said as loudly as a failing server
             serving = not setup and not any(hint in found.problem for hint in NOT_SERVING)
-            level = get_logger().info if serving else get_logger().warning
-            hint = None if found.reachable or self.transport == "stdio" else UNREACHABLE_HINT
+            # Requests wait on the verdict, or a command the proxy ran gave none: routing is stalled.
+            stalled = self._waiting > 0 or self.transport == "stdio"
+            level = get_logger().info if serving and not stalled else get_logger().warning
+            hint = None if found.reachable else UNREACHABLE_HINT
+            if self.transport == "stdio":
+                hint = STDIO_UNKNOWN_HINT
             if setup is not None:
                 hint = fault_hint(setup, found.problem)
             elif found.wants_credentials:

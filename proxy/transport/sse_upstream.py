@@ -276,7 +276,7 @@ class SseChannel:
     def probe_began(self) -> None:
         """Nothing to do: an HTTP+SSE server has no stderr, and it is probed over HTTP."""
 
-    def probe_ended(self, note: str | None) -> None:
+    def probe_ended(self, note: str | None, *, at_exit: bool = False) -> None:
         """Nothing to do (see `probe_began`)."""
 
     def pause_reading(self) -> None:

@@ -43,7 +43,8 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamError
 
 STDERR_LINE_BYTES = 4096
-"""Bytes of one stderr line logged; a longer line is cut there, marked with its full length."""
+"""Bytes of one stderr line logged whole; a longer one is logged as its first `EDGE_BYTES` (512),
+marked with its full length."""
 STDERR_LINES_PER_SECOND = 50
 """stderr lines logged per second at most; past it they are counted and the count logged once, when
 the second is over."""
@@ -241,8 +242,8 @@ class StdioChannel(asyncio.SubprocessProtocol):
     def probe_began(self) -> None:
         self._stderr.probe_began()
 
-    def probe_ended(self, note: str | None) -> None:
-        self._stderr.probe_ended(self.pid, note)
+    def probe_ended(self, note: str | None, *, at_exit: bool = False) -> None:
+        self._stderr.probe_ended(self.pid, note, at_exit=at_exit)
 
     def pause_reading(self) -> None:
         self._stdout_reading(pause=True)
@@ -317,6 +318,9 @@ class _StderrLog:
         """Lines written since the era probe began, the first `PROBE_HELD_LINES` (None: no probe is
         in flight); `_held_count` counts them all."""
         self._held_count = 0
+        self._exit_note: str | None = None
+        """How the lines held are summed up when the child ends (the probe stops it): None, as any
+        child's last lines, which may say why it went."""
         self._flush_due: asyncio.TimerHandle | None = None
         """The count of lines suppressed is said when their second is over, not at the next line:
         a server that floods stderr once, then falls quiet, may write no next line for a long time."""
@@ -326,10 +330,14 @@ class _StderrLog:
         """Hold lines from now on, until `probe_ended` says how the server took the probe."""
         self._held, self._held_count = [], 0
 
-    def probe_ended(self, pid: int, note: str | None) -> None:
+    def probe_ended(self, pid: int, note: str | None, *, at_exit: bool = False) -> None:
         """The lines held: at debug, summed up in one info line (their count, the first that holds
         anything cut short, and `note`); with no `note` (the probe got no answer that tells an era),
-        logged as any other lines would have been."""
+        logged as any other lines would have been. `at_exit`: held on until the child ends, since the
+        proxy stops it for the probe."""
+        if at_exit and self._held is not None:
+            self._exit_note = note
+            return
         held, count = self._held, self._held_count
         self._held, self._held_count = None, 0
         if held is None:
@@ -372,7 +380,7 @@ class _StderrLog:
         """The child closed its stderr (it is going away): held lines explain why, so they show now."""
         for item in self._lines.end():
             self._line(item, pid)
-        self.probe_ended(pid, None)
+        self.probe_ended(pid, self._exit_note)
         self._flush(pid)
 
     def _line(self, item: bytes | Oversized, pid: int) -> None:

@@ -4,7 +4,8 @@
   ``sse`` one under the loopback preload, which announces its port);
 - the Python SDK's in-flight catalogue server (``tests.peers.apps``) on the SDK's stdio and HTTP+SSE
   transports (``tests.peers.channel_serve``), in the peers' own environment;
-- the 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, in its own environment.
+- the 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, in its own environment;
+- the 1.3.0 SDK's FastMCP server (``tests.peers.sdk2024_server``) on stdio, in its own environment.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import os
 import shlex
 from typing import Any
 
-from tests.peers.envs import LOOPBACK_PRELOAD, node_binary, node_package, peer_python, sdk1_python
+from tests.peers.envs import (
+    LOOPBACK_PRELOAD,
+    node_binary,
+    node_package,
+    peer_python,
+    sdk1_python,
+    sdk2024_python,
+)
 from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment
 
 
@@ -36,6 +44,12 @@ def sdk1_stdio_command() -> str:
     """The 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, as an `upstream_cmd` (run
     from the repo): a handshake-era server, as most stdio servers users run are."""
     return shlex.join([str(sdk1_python()), "-m", "tests.peers.sdk1_server", "--stdio"])
+
+
+def sdk2024_stdio_command() -> list[str]:
+    """The 1.3.0 SDK's FastMCP server (``tests.peers.sdk2024_server``) on stdio (run from the repo): a
+    handshake-era server that leaves a method it does not know unanswered and stops reading."""
+    return [str(sdk2024_python()), "-m", "tests.peers.sdk2024_server", "--stdio"]
 
 
 class EverythingSse(ServedPeer):

@@ -9,17 +9,22 @@ it. Toward the 2026-07-28 server there is no session to set, only each retry's `
 the answer before it. A stdio upstream has no URL: `--to upstream` refuses, saying why, instead of
 printing a command for `stdio:/mcp`. Nor has an HTTP+SSE server one a command could name ahead (a
 message goes to the endpoint its live GET stream names): `--to upstream` refuses those chains too.
+Nor has a stdio client's proxy (`mcp-proxy stdio`): toward it, and toward its stdio server, the
+export refuses and points at the message's JSON-RPC instead.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.channel_peers import PythonSse, python_stdio_command
+from tests.e2e.test_stdio_clients import stdio_command
+from tests.peers.clients import run_client
 from tests.peers.runner import DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT, PeerServer
 from tests.peers.scenarios import client_for
 from tests.sidecar import (
@@ -135,6 +140,27 @@ async def test_copy_as_curl_toward_a_stdio_upstream_refuses_saying_there_is_no_u
     assert "--to proxy" in upstream.stderr
     assert at_proxy.returncode == 0, at_proxy.stderr
     assert f"curl -sS -N -X POST {proxy.endpoint()}" in at_proxy.stdout
+
+
+def test_copy_as_curl_of_a_stdio_clients_chain_refuses_either_way_pointing_at_the_json(
+    tmp_path: Path,
+) -> None:
+    shim = stdio_command(tmp_path, "--", *shlex.split(python_stdio_command()), upstream_era="legacy")
+    run = run_client("python-legacy", shim, ["echo"], transport="stdio")
+    assert "echo" in run.lines, run.stderr[-3000:]
+    capture = tmp_path / "capture.jsonl"
+    chain = chain_of(capture, "echo")
+
+    at_proxy = run_mcp_proxy("export", "--curl", chain, str(capture))
+    upstream = run_mcp_proxy("export", "--curl", chain, "--to", "upstream", str(capture))
+
+    for refused in (at_proxy, upstream):
+        assert refused.returncode == 2, refused.stdout
+        assert "curl" not in refused.stdout
+        assert "there is no URL to send this to" in refused.stderr
+        assert "mcp-proxy export --json" in refused.stderr
+        assert "--to proxy" not in refused.stderr  # the proxy has no URL either
+    assert "the client spoke to the proxy over stdio" in at_proxy.stderr
 
 
 async def test_copy_as_curl_toward_an_http_sse_upstream_refuses_saying_why(tmp_path: Path) -> None:

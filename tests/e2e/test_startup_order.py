@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 
 from proxy.flows.events import ProxyInfo
@@ -196,6 +197,21 @@ def test_an_upstream_nobody_answers_at_start_is_explained_not_only_named() -> No
     assert "Connection refused" in unknown["problem"]
     assert "probes the upstream again on the next request" in unknown["hint"]
     assert "/readyz answers 503" in unknown["hint"]
+
+
+def test_an_unknown_era_that_a_waiting_request_meets_is_a_warning() -> None:
+    port = dead_port()
+    env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", admin_enabled="false"))
+    with ProxyProcess(env) as proxy:
+        assert proxy.wait_for("upstream_era_unknown") is not None, proxy.stderr()
+        answer = httpx.post(proxy.endpoint(), content=rpc("tools/list"), headers=CLIENT_ACCEPT, timeout=20)
+        assert answer.status_code == 503  # it waited on a probe, which found nobody either
+        said = proxy.wait_events(lambda lines: len(_unknown(lines)) >= 2)
+    assert [e["level"] for e in _unknown(said)][:2] == ["info", "warning"], proxy.stderr()
+
+
+def _unknown(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in lines if e.get("event") == "upstream_era_unknown"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)

@@ -289,6 +289,8 @@ def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_std
     with ProxyProcess(env) as proxy:
         unknown = proxy.wait_for("upstream_era_unknown")
     assert unknown is not None, proxy.stderr()
+    assert unknown["level"] == "warning", unknown  # nothing routes until the command is fixed
+    assert "--upstream-era" in unknown["hint"], unknown
     problem = unknown["problem"]
     assert "exited with status 3" in problem, problem
     assert "config: token=<redacted> | cannot go on" in problem, problem
