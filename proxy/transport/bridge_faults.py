@@ -139,7 +139,7 @@ def _note(
     applied: bool,
     detail: str,
 ) -> None:
-    gate.injected[fault.action.kind if applied else "not_injected"] += 1
+    gate.settle(fault, applied=applied)
     sink.emit(
         FaultInjected(
             sink.now(),

@@ -603,6 +603,13 @@ class GatedRelay(PassthroughRelay):
             method = self.asked.get(msg.id, (None, None))[0]
         self._record_fault(fault, direction, msg.id if msg is not None else None, method, applied, detail)
 
+    def _finish(self, outcome: str | None) -> None:
+        """End the exchange; a cut still waiting for its stream is recorded as not injected (and its
+        rule's count given back): the exchange ended before the cut could fall."""
+        if not self.ended and self.cut_fault is not None:
+            self._note_cut(applied=False, detail="the exchange ended before the cut could fall")
+        super()._finish(outcome)
+
     def _note_cut(self, *, applied: bool, detail: str) -> None:
         fault, self.cut_fault = self.cut_fault, None
         if fault is None:
@@ -621,7 +628,7 @@ class GatedRelay(PassthroughRelay):
         detail: str | None,
     ) -> None:
         """Count the fault (or its not being injected) and observe it on this exchange."""
-        self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
+        self.gate.settle(fault, applied=applied)
         now = self.ctx.observations.now()
         label = self.gate.label(fault.rule_id)
         held = fault.action.delay_ms if fault.action.kind == "delay" else 0.0

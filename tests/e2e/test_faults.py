@@ -288,6 +288,26 @@ async def test_a_cut_after_the_final_answer_is_recorded_as_not_injected_and_the_
     assert not [line for line in lines if line.get("outcome") == "cut_by_fault"]
 
 
+async def test_a_fault_not_injected_leaves_its_count_for_one_that_is_and_every_view_agrees(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_faults("tool:slow_progress => cut_after=1 count=1")
+    # Without a progress token the stream carries only the answer: the cut would change nothing.
+    quiet = await client_run(proxy, "python-legacy", ["slow_progress"])
+    status, listed = await proxy.call("GET", "/api/faults")
+    assert status == 200, listed
+    assert [rule["injected"] for rule in listed["rules"]] == [0], listed
+    cut = await client_run(proxy, "python-legacy", ["progress"])
+    status, after = await proxy.call("GET", "/api/faults")
+    assert status == 200, after
+    assert quiet.lines["slow_progress"]["result"]["content"] == ["done 3"], quiet.lines
+    assert "result" not in cut.lines["progress"], cut.lines  # the count was left for this call
+    assert [rule["injected"] for rule in after["rules"]] == [1], after
+    assert await proxy.counted('mcp_proxy_faults_injected_total{action="cut_after"}') == 1.0
+    assert await proxy.counted('mcp_proxy_faults_injected_total{action="not_injected"}') == 1.0
+
+
 async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(
     modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:

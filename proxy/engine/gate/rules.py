@@ -194,6 +194,10 @@ class _Held:
     rule: FaultRule
     could: _Could
     fired: int = 0
+    """Messages the rule picked that still count against its `count`: its faults injected, and those
+    decided and not yet carried out (a cut waits for its stream); one found not to fit is given back."""
+    injected: int = 0
+    """Faults the transport carried out for the rule (`settle`): what the listing shows."""
 
 
 @dataclass(slots=True)
@@ -287,7 +291,22 @@ class FaultGate:
 
     def listing(self) -> list[dict[str, Any]]:
         """Every rule in force with its id and how many faults it injected."""
-        return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
+        return [
+            {"id": held.rule_id, **held.rule.describe(), "injected": held.injected} for held in self._rules
+        ]
+
+    def settle(self, fault: Fault, *, applied: bool) -> None:
+        """The transport carried `fault` out (`applied`), or found its action does not fit the message:
+        counted by action (`not_injected`), and a fault not injected gives its rule's count back, so
+        `count=N` is spent only by faults injected."""
+        self.injected[fault.action.kind if applied else "not_injected"] += 1
+        for held in self._rules:
+            if held.rule_id == fault.rule_id:
+                if applied:
+                    held.injected += 1
+                else:
+                    held.fired = max(0, held.fired - 1)
+                return
 
     def concerns(self, client: Sequence[Message], asked: Asked | None = None) -> bool:
         """Whether any rule could pick a message of an exchange whose client sent `client`.
