@@ -440,6 +440,42 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     )
 
 
+NEVER_ACTS = "method:notifications/progress => error=-32099"
+NEVER_ACTS_WHY = "error answers a client's request, or replaces a server's answer: "
+
+
+async def test_a_rule_whose_action_cannot_act_on_what_it_picks_is_refused_by_flag_toml_and_admin_api(
+    legacy_server: PeerServer, fleet: ProxyFleet, tmp_path: Path
+) -> None:
+    flag = await asyncio.to_thread(
+        run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", NEVER_ACTS, "--print-config"
+    )
+    assert flag.returncode == 2
+    assert flag.stderr.strip() == (
+        f"mcp-proxy: faults (flag --fault): fault rule {NEVER_ACTS!r}: {NEVER_ACTS_WHY}"
+        "method:notifications/progress picks only notifications"
+    )
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        'upstream = "http://127.0.0.1:9/mcp"\n'
+        'faults = ["method:elicitation/create dir:client => error=-32001:nope"]\n'
+    )
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "proxy.toml" in toml.stderr
+    assert "picks only the client's answer to a server's request" in toml.stderr
+    proxy = await fleet.at(legacy_server)
+    status, answer = await proxy.call(
+        "POST",
+        "/api/faults",
+        {"rules": ["tool:echo => delay=1ms", "method:notifications/initialized => corrupt_state"]},
+    )
+    assert status == 400, answer
+    assert "alters the requestState a client's retry carries" in json.dumps(answer), answer
+    status, listed = await proxy.call("GET", "/api/faults")
+    assert listed["rules"] == []  # all or none
+
+
 async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
     # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
     flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")

@@ -139,6 +139,30 @@ def _check(rule: FaultRule) -> None:
         )
     if action.kind == "corrupt_state" and match.only("round") == "1":
         raise ValueError("corrupt_state alters a retry's requestState: round:1 has none (use round:>1)")
+    picked = match.picks()
+    if picked is not None and not any(action.acts_on(sender, kind) for sender, kind in picked):
+        raise ValueError(
+            f"{action.kind} {_ACTS_ON[action.kind]}: {match.text} picks only {_picked_text(picked)}"
+        )
+
+
+_ACTS_ON: Final = {
+    "error": "answers a client's request, or replaces a server's answer",
+    "cut_after": "cuts the SSE stream that answers a client's request",
+    "corrupt_state": "alters the requestState a client's retry carries",
+}
+"""What each action that cannot act on every message acts on, for the reason a rule is refused."""
+
+
+def _picked_text(picked: frozenset[tuple[str, str]]) -> str:
+    """What a rule's match can pick, in words (`notifications`)."""
+    if all(kind == "notification" for _, kind in picked):
+        return "notifications"
+    if all(sender == "client" for sender, _ in picked):
+        return "the client's answer to a server's request"
+    if all(sender == "server" for sender, _ in picked):
+        return "a server's request to the client"
+    return "a server's request to the client and the client's answer to it"
 
 
 @dataclass(frozen=True, slots=True)
