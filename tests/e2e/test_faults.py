@@ -509,11 +509,18 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
         "tool:echo => error=-32051:bridged no",
         f"tool:add mode:{mode} => delay=300ms",
         "tool:ask_name => duplicate",  # not what a bridge takes: recorded as not injected
+        "tool:fail => drop",
     ]
     await proxy.add_faults(*rules)
-    run = await client_run(proxy, client, ["echo", "add", "ask_name"])
+    run = await client_run(proxy, client, ["echo", "add", "ask_name", "fail"])
     found = await chains(proxy)
     logs = proxy.lines()
+    timed = await proxy.counted(
+        f'mcp_proxy_upstream_latency_seconds_count{{method="tools/call",mode="{mode}"}}'
+    )
+    assert timed == 2.0  # add and ask_name went upstream; echo and fail the proxy answered
+    for answered in (call_chain(found, "echo"), call_chain(found, "fail")):
+        assert answered["upstream_ms"] is None, answered
     assert run.lines["echo"]["error"]["code"] == -32051, run.lines
     assert "error" not in run.lines["add"], run.lines
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
@@ -529,8 +536,7 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
     ask = [n for c in found if c.get("name") == "ask_name" for n in c.get("notes", [])]
     assert any(n.startswith("fault not injected") and "on a bridged exchange" in n for n in ask), ask
     faults = sorted(str(line["fault"]) for line in fault_lines(logs))
-    assert faults[:2] == ["delay 300 ms", "duplicate not injected"], faults
-    assert "error -32051" in faults
+    assert {"delay 300 ms", "drop", "duplicate not injected", "error -32051"} == set(faults), faults
 
 
 LEGACY_HEADERS = {
