@@ -92,9 +92,13 @@ def parse_rule(text: str) -> FaultRule:
 
 def _options(words: Sequence[str]) -> tuple[float, int | None]:
     p, count = 1.0, None
+    given: set[str] = set()
     for word in words:
         key, _, value = word.partition("=")
         key = key.lower()
+        if key in given:  # which one was meant is the writer's to say, not the last one's to win
+            raise ValueError(f"{key}= is given twice in one rule; keep the one you mean, got {word!r}")
+        given.add(key)
         if key == "p":
             try:
                 p = float(value)
