@@ -476,6 +476,22 @@ async def test_a_rule_whose_action_cannot_act_on_what_it_picks_is_refused_by_fla
     assert listed["rules"] == []  # all or none
 
 
+async def test_a_file_with_two_bad_settings_names_each_of_them(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        'upstream = "http://127.0.0.1:9/mcp"\nfaults = ["tool:echo => delay=1h"]\nfault_seed = "abc"\n'
+    )
+    done = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert done.returncode == 2
+    said = done.stderr.strip().removeprefix("mcp-proxy: ").split("; ")
+    assert said == [
+        f"faults (file {config}): fault rule 'tool:echo => delay=1h': action: delay= is a duration such "
+        "as 200ms, 1.5s or 1m, got '1h'",
+        f"fault_seed (file {config}): input should be a valid integer, unable to parse string as an "
+        "integer, got 'abc'",
+    ], done.stderr
+
+
 async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
     # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
     flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")
