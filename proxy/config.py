@@ -35,7 +35,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from proxy.engine.gate.intercepts import MAX_TIMEOUT_S, parse_intercept
 from proxy.engine.gate.rules import MAX_RULES, parse_rule
@@ -799,20 +799,26 @@ def _read_flags(flags: Mapping[str, object]) -> dict[str, tuple[object, str]]:
 
 
 def _from_validation(exc: ValidationError, sources: Mapping[str, str]) -> ConfigError:
+    """Every setting that failed, each named with where its value came from (`; ` between them), so
+    one run shows all there is to fix."""
     errors = exc.errors(include_url=False)
-    first = errors[0]
-    ctx = first.get("ctx") or {}
-    setting = str(first["loc"][0]) if first["loc"] else str(ctx.get("setting", "settings"))
+    said = [_said(error, sources) for error in errors]
+    return ConfigError(said[0][0], "; ".join(dict.fromkeys(text for _, text in said)))
+
+
+def _said(error: ErrorDetails, sources: Mapping[str, str]) -> tuple[str, str]:
+    """One validation error: the setting it concerns, and `setting (where): what is wrong`."""
+    ctx = error.get("ctx") or {}
+    setting = str(error["loc"][0]) if error["loc"] else str(ctx.get("setting", "settings"))
     where = sources.get(setting, "default").replace(":", " ", 1)
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] not in ("value_error", "admin_exposed", "two_upstreams", "transport_of_a_command"):
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] not in ("value_error", "admin_exposed", "two_upstreams", "transport_of_a_command"):
         message = message[:1].lower() + message[1:]
         # Never echo a secret, even a malformed one, nor the input of a check across settings (the
         # whole settings, secrets and all): only one setting's own value.
-        if setting not in _SECRETS and first["loc"]:
-            message += f", got {first['input']!r}"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return ConfigError(setting, f"{setting} ({where}): {message}{more}")
+        if setting not in _SECRETS and error["loc"]:
+            message += f", got {error['input']!r}"
+    return setting, f"{setting} ({where}): {message}"
 
 
 def load_settings(

@@ -19,7 +19,7 @@ from proxy.engine.gate.match import Seen
 from proxy.engine.gate.messages import asked_of, drop_answer, error_answer, intercept_reply, seen
 from proxy.engine.gate.rules import BRIDGED_ACTIONS, Fault, FaultGate
 from proxy.flows.events import Mode
-from proxy.flows.observations import FaultInjected
+from proxy.flows.observations import AnsweredByProxy, FaultInjected
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Route
 from proxy.transport.holds import Holds
@@ -122,6 +122,7 @@ def _answer(gate: FaultGate, sink: ObservationSink, exchange: str, fault: Fault,
     if msg.kind is not Kind.REQUEST:
         _note(gate, sink, exchange, fault, msg, True, "not forwarded (the client got 202)")
         return 202, None, None
+    sink.emit(AnsweredByProxy(sink.now(), exchange, f"fault {fault.rule_id}"))  # no upstream time to count
     made = fault.made_note()
     if fault.action.kind == "error":
         _note(gate, sink, exchange, fault, msg, True, "answered by the proxy before the bridge")
@@ -139,7 +140,7 @@ def _note(
     applied: bool,
     detail: str,
 ) -> None:
-    gate.injected[fault.action.kind if applied else "not_injected"] += 1
+    gate.settle(fault, applied=applied)
     sink.emit(
         FaultInjected(
             sink.now(),

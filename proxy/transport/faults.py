@@ -38,7 +38,7 @@ from proxy.engine.gate.messages import (
     seen,
 )
 from proxy.engine.gate.rules import Fault, FaultGate
-from proxy.engine.passthrough import ClientHead
+from proxy.engine.passthrough import BODY_CUT, ClientHead
 from proxy.flows.chains import answered_for_client, by_intercept
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import AnsweredByProxy, FaultInjected, MessageSeen, ResponseHeadSeen
@@ -48,6 +48,7 @@ from proxy.framing.sse_events import EventSplitter, event_message, event_with_da
 from proxy.logs import get_logger
 from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
+from proxy.transport.origin_rewrites import read_document
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value, dumps, member_sizes, parse_body
@@ -360,21 +361,18 @@ class GatedRelay(PassthroughRelay):
         """A whole (non-SSE) answer: read, judged message by message, sent once the faults are applied.
 
         One over `max_inspected_bytes` is relayed as it comes, unjudged and unread, as the usual relay
-        leaves it.
+        leaves it; one the upstream cuts short is relayed as far as it came and then cut, as the usual
+        relay cuts it (`upstream_cut`): a part of a body holds no message to judge.
         """
         if self.cut_fault is not None:
             self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
         length, limit = head.content_length, self.ctx.inspect_limit
         body = b""
         if length is None or length <= limit:
-            parts: list[bytes] = []
-            size = 0
-            async for chunk in upstream.chunks():
-                parts.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    break
-            body = b"".join(parts)
+            body, cut = await read_document(upstream, limit)
+            if cut is not None:
+                self._cut_short(route, head, upstream, body, cut)
+                return
         self.doubt(route, upstream.status, body)  # one not read (over the limit) is judged by its status
         if (length is not None and length > limit) or len(body) > limit:
             _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=limit)
@@ -388,6 +386,15 @@ class GatedRelay(PassthroughRelay):
         self.client.send_whole(head.status, upstream.reason, head.headers, body)
         self._record_head(head, upstream)
         self._delivered_whole(upstream, body)
+
+    def _cut_short(
+        self, route: Route, head: ClientHead, upstream: UpstreamResponse, body: bytes, cut: UpstreamError
+    ) -> None:
+        """The upstream cut its JSON answer after `body`: the client gets the head and `body`, then the
+        cut (a 502 when nothing of a known-length body came, as `_broken_off` decides)."""
+        self.doubt(route, upstream.status, None)  # a part of a body: its status alone decides
+        if self._started(head, upstream, head.content_length, body, flush=False):
+            self._broken_off(BODY_CUT, self.observer_for(upstream, body), cut)
 
     async def _judge_json(self, body: bytes) -> tuple[bytes, float]:
         """The body with the faults on its messages applied, and the delay they add."""
@@ -596,6 +603,13 @@ class GatedRelay(PassthroughRelay):
             method = self.asked.get(msg.id, (None, None))[0]
         self._record_fault(fault, direction, msg.id if msg is not None else None, method, applied, detail)
 
+    def _finish(self, outcome: str | None) -> None:
+        """End the exchange; a cut still waiting for its stream is recorded as not injected (and its
+        rule's count given back): the exchange ended before the cut could fall."""
+        if not self.ended and self.cut_fault is not None:
+            self._note_cut(applied=False, detail="the exchange ended before the cut could fall")
+        super()._finish(outcome)
+
     def _note_cut(self, *, applied: bool, detail: str) -> None:
         fault, self.cut_fault = self.cut_fault, None
         if fault is None:
@@ -614,7 +628,7 @@ class GatedRelay(PassthroughRelay):
         detail: str | None,
     ) -> None:
         """Count the fault (or its not being injected) and observe it on this exchange."""
-        self.gate.injected[fault.action.kind if applied else "not_injected"] += 1
+        self.gate.settle(fault, applied=applied)
         now = self.ctx.observations.now()
         label = self.gate.label(fault.rule_id)
         held = fault.action.delay_ms if fault.action.kind == "delay" else 0.0

@@ -288,6 +288,26 @@ async def test_a_cut_after_the_final_answer_is_recorded_as_not_injected_and_the_
     assert not [line for line in lines if line.get("outcome") == "cut_by_fault"]
 
 
+async def test_a_fault_not_injected_leaves_its_count_for_one_that_is_and_every_view_agrees(
+    legacy_server: PeerServer, fleet: ProxyFleet
+) -> None:
+    proxy = await fleet.at(legacy_server)
+    await proxy.add_faults("tool:slow_progress => cut_after=1 count=1")
+    # Without a progress token the stream carries only the answer: the cut would change nothing.
+    quiet = await client_run(proxy, "python-legacy", ["slow_progress"])
+    status, listed = await proxy.call("GET", "/api/faults")
+    assert status == 200, listed
+    assert [rule["injected"] for rule in listed["rules"]] == [0], listed
+    cut = await client_run(proxy, "python-legacy", ["progress"])
+    status, after = await proxy.call("GET", "/api/faults")
+    assert status == 200, after
+    assert quiet.lines["slow_progress"]["result"]["content"] == ["done 3"], quiet.lines
+    assert "result" not in cut.lines["progress"], cut.lines  # the count was left for this call
+    assert [rule["injected"] for rule in after["rules"]] == [1], after
+    assert await proxy.counted('mcp_proxy_faults_injected_total{action="cut_after"}') == 1.0
+    assert await proxy.counted('mcp_proxy_faults_injected_total{action="not_injected"}') == 1.0
+
+
 async def test_a_cut_rule_for_a_json_answer_is_recorded_as_not_injected(
     modern_server: PeerServer, fleet: ProxyFleet
 ) -> None:
@@ -420,6 +440,58 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     )
 
 
+NEVER_ACTS = "method:notifications/progress => error=-32099"
+NEVER_ACTS_WHY = "error answers a client's request, or replaces a server's answer: "
+
+
+async def test_a_rule_whose_action_cannot_act_on_what_it_picks_is_refused_by_flag_toml_and_admin_api(
+    legacy_server: PeerServer, fleet: ProxyFleet, tmp_path: Path
+) -> None:
+    flag = await asyncio.to_thread(
+        run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", NEVER_ACTS, "--print-config"
+    )
+    assert flag.returncode == 2
+    assert flag.stderr.strip() == (
+        f"mcp-proxy: faults (flag --fault): fault rule {NEVER_ACTS!r}: {NEVER_ACTS_WHY}"
+        "method:notifications/progress picks only notifications"
+    )
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        'upstream = "http://127.0.0.1:9/mcp"\n'
+        'faults = ["method:elicitation/create dir:client => error=-32001:nope"]\n'
+    )
+    toml = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert toml.returncode == 2
+    assert "proxy.toml" in toml.stderr
+    assert "picks only the client's answer to a server's request" in toml.stderr
+    proxy = await fleet.at(legacy_server)
+    status, answer = await proxy.call(
+        "POST",
+        "/api/faults",
+        {"rules": ["tool:echo => delay=1ms", "method:notifications/initialized => corrupt_state"]},
+    )
+    assert status == 400, answer
+    assert "alters the requestState a client's retry carries" in json.dumps(answer), answer
+    status, listed = await proxy.call("GET", "/api/faults")
+    assert listed["rules"] == []  # all or none
+
+
+async def test_a_file_with_two_bad_settings_names_each_of_them(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        'upstream = "http://127.0.0.1:9/mcp"\nfaults = ["tool:echo => delay=1h"]\nfault_seed = "abc"\n'
+    )
+    done = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
+    assert done.returncode == 2
+    said = done.stderr.strip().removeprefix("mcp-proxy: ").split("; ")
+    assert said == [
+        f"faults (file {config}): fault rule 'tool:echo => delay=1h': action: delay= is a duration such "
+        "as 200ms, 1.5s or 1m, got '1h'",
+        f"fault_seed (file {config}): input should be a valid integer, unable to parse string as an "
+        "integer, got 'abc'",
+    ], done.stderr
+
+
 async def test_an_empty_fault_rule_is_refused_as_a_flag_and_in_toml(tmp_path: Any) -> None:
     # An empty rule is a slip (an unset shell variable, say), not "no rule": it is refused naming it.
     flag = await asyncio.to_thread(run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", "")
@@ -453,11 +525,18 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
         "tool:echo => error=-32051:bridged no",
         f"tool:add mode:{mode} => delay=300ms",
         "tool:ask_name => duplicate",  # not what a bridge takes: recorded as not injected
+        "tool:fail => drop",
     ]
     await proxy.add_faults(*rules)
-    run = await client_run(proxy, client, ["echo", "add", "ask_name"])
+    run = await client_run(proxy, client, ["echo", "add", "ask_name", "fail"])
     found = await chains(proxy)
     logs = proxy.lines()
+    timed = await proxy.counted(
+        f'mcp_proxy_upstream_latency_seconds_count{{method="tools/call",mode="{mode}"}}'
+    )
+    assert timed == 2.0  # add and ask_name went upstream; echo and fail the proxy answered
+    for answered in (call_chain(found, "echo"), call_chain(found, "fail")):
+        assert answered["upstream_ms"] is None, answered
     assert run.lines["echo"]["error"]["code"] == -32051, run.lines
     assert "error" not in run.lines["add"], run.lines
     assert run.lines["ask_name"]["result"]["content"] == ["Hello, octocat!"], run.lines
@@ -473,8 +552,7 @@ async def test_on_a_bridge_the_clients_message_is_delayed_or_answered_before_the
     ask = [n for c in found if c.get("name") == "ask_name" for n in c.get("notes", [])]
     assert any(n.startswith("fault not injected") and "on a bridged exchange" in n for n in ask), ask
     faults = sorted(str(line["fault"]) for line in fault_lines(logs))
-    assert faults[:2] == ["delay 300 ms", "duplicate not injected"], faults
-    assert "error -32051" in faults
+    assert {"delay 300 ms", "drop", "duplicate not injected", "error -32051"} == set(faults), faults
 
 
 LEGACY_HEADERS = {

@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from typing import Final
 
 from proxy.wire.filter_terms import body_like, holds_or_like, like, split_word
-from proxy.wire.mcp import SERVER_SENT_METHODS
+from proxy.wire.mcp import INPUT_METHODS, SERVER_SENT_METHODS
 
 FIELDS: Final = ("method", "tool", "name", "era", "mode", "session", "body", "dir", "round")
 """Field names a rule's match knows (a subset of the TUI filter's, plus `dir` and `round`)."""
@@ -32,6 +32,14 @@ _MODE_ALIASES: Final = {"pass": "passthrough"}
 SERVER_METHODS: Final = tuple(sorted(method.lower() for method in SERVER_SENT_METHODS))
 """Methods a server sends a client (lower case): a rule whose method term fits none of them can
 only pick a server's message by the request it answers."""
+
+NOTIFICATION_PREFIX: Final = "notifications/"
+"""How every MCP notification's method begins, and no request's."""
+
+_SERVER_REQUESTS: Final = frozenset(method.lower() for method in INPUT_METHODS)
+_NOTIFICATIONS: Final = frozenset({("client", "notification"), ("server", "notification")})
+_ASKED_OF_CLIENT: Final = frozenset({("server", "request"), ("client", "result"), ("client", "error")})
+"""What a method only a server asks picks: the server's request and the client's answer to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,26 @@ class Match:
             if term.field == field and not term.negate:
                 return term.value
         return None
+
+    def picks(self) -> frozenset[tuple[str, str]] | None:
+        """The (sender, kind) pairs the method and dir terms leave a message, when a method term tells:
+        `notifications/...` picks notifications, a method only a server asks (`elicitation/create`)
+        its request and the client's answer. None when the terms allow any kind of message."""
+        picked: frozenset[tuple[str, str]] | None = None
+        for term in self.terms:
+            if term.field != "method" or term.negate:
+                continue
+            if term.value.startswith(NOTIFICATION_PREFIX):
+                kinds = _NOTIFICATIONS
+            elif term.value in _SERVER_REQUESTS:
+                kinds = _ASKED_OF_CLIENT
+            else:
+                continue
+            picked = kinds if picked is None else picked & kinds
+        sender = self.only("dir")
+        if picked is None or sender is None:
+            return picked
+        return frozenset(pair for pair in picked if pair[0] == sender)
 
     def may_pick_server_request(self) -> bool:
         """Whether a message a server sends on its own (not an answer) could pass the method terms.

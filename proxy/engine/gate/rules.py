@@ -92,9 +92,13 @@ def parse_rule(text: str) -> FaultRule:
 
 def _options(words: Sequence[str]) -> tuple[float, int | None]:
     p, count = 1.0, None
+    given: set[str] = set()
     for word in words:
         key, _, value = word.partition("=")
         key = key.lower()
+        if key in given:  # which one was meant is the writer's to say, not the last one's to win
+            raise ValueError(f"{key}= is given twice in one rule; keep the one you mean, got {word!r}")
+        given.add(key)
         if key == "p":
             try:
                 p = float(value)
@@ -139,6 +143,30 @@ def _check(rule: FaultRule) -> None:
         )
     if action.kind == "corrupt_state" and match.only("round") == "1":
         raise ValueError("corrupt_state alters a retry's requestState: round:1 has none (use round:>1)")
+    picked = match.picks()
+    if picked is not None and not any(action.acts_on(sender, kind) for sender, kind in picked):
+        raise ValueError(
+            f"{action.kind} {_ACTS_ON[action.kind]}: {match.text} picks only {_picked_text(picked)}"
+        )
+
+
+_ACTS_ON: Final = {
+    "error": "answers a client's request, or replaces a server's answer",
+    "cut_after": "cuts the SSE stream that answers a client's request",
+    "corrupt_state": "alters the requestState a client's retry carries",
+}
+"""What each action that cannot act on every message acts on, for the reason a rule is refused."""
+
+
+def _picked_text(picked: frozenset[tuple[str, str]]) -> str:
+    """What a rule's match can pick, in words (`notifications`)."""
+    if all(kind == "notification" for _, kind in picked):
+        return "notifications"
+    if all(sender == "client" for sender, _ in picked):
+        return "the client's answer to a server's request"
+    if all(sender == "server" for sender, _ in picked):
+        return "a server's request to the client"
+    return "a server's request to the client and the client's answer to it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +222,10 @@ class _Held:
     rule: FaultRule
     could: _Could
     fired: int = 0
+    """Messages the rule picked that still count against its `count`: its faults injected, and those
+    decided and not yet carried out (a cut waits for its stream); one found not to fit is given back."""
+    injected: int = 0
+    """Faults the transport carried out for the rule (`settle`): what the listing shows."""
 
 
 @dataclass(slots=True)
@@ -287,7 +319,22 @@ class FaultGate:
 
     def listing(self) -> list[dict[str, Any]]:
         """Every rule in force with its id and how many faults it injected."""
-        return [{"id": held.rule_id, **held.rule.describe(), "injected": held.fired} for held in self._rules]
+        return [
+            {"id": held.rule_id, **held.rule.describe(), "injected": held.injected} for held in self._rules
+        ]
+
+    def settle(self, fault: Fault, *, applied: bool) -> None:
+        """The transport carried `fault` out (`applied`), or found its action does not fit the message:
+        counted by action (`not_injected`), and a fault not injected gives its rule's count back, so
+        `count=N` is spent only by faults injected."""
+        self.injected[fault.action.kind if applied else "not_injected"] += 1
+        for held in self._rules:
+            if held.rule_id == fault.rule_id:
+                if applied:
+                    held.injected += 1
+                else:
+                    held.fired = max(0, held.fired - 1)
+                return
 
     def concerns(self, client: Sequence[Message], asked: Asked | None = None) -> bool:
         """Whether any rule could pick a message of an exchange whose client sent `client`.

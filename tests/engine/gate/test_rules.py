@@ -112,9 +112,32 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
         ("* => drop p=0", "a rule with p=0 never acts"),
         ("* => drop count=0", "count= is how many"),
         ("* => drop often", "only p=P and count=N"),
+        ("tool:x => drop p=0.5 p=0.2", "p= is given twice in one rule; keep the one you mean, got 'p=0.2'"),
+        ("tool:x => drop count=3 P=1 count=1", "count= is given twice in one rule"),
+        ("tool:x => error=-32001:no p=1 p=1", "p= is given twice"),
         ("dir:server => cut_after=2", "cuts the SSE stream that answers a client request"),
         ("dir:server => corrupt_state", "alters the requestState"),
         ("round:1 => corrupt_state", "round:1 has none"),
+        (
+            "method:notifications/progress => error=-32099",
+            "method:notifications/progress picks only notifications",
+        ),
+        (
+            "method:notifications/cancelled dir:client => error=-32001",
+            "answers a client's request, or replaces",
+        ),
+        ("method:elicitation/create dir:client => error=-32001:nope", "picks only the client's answer to a"),
+        (
+            "method:sampling/createMessage => error=-32001",
+            "a server's request to the client and the client's",
+        ),
+        ("method:notifications/initialized => corrupt_state", "alters the requestState a client's retry"),
+        ("method:notifications/initialized => cut_after=0", "cuts the SSE stream that answers a client's"),
+        ("method:notifications/progress dir:client => cut_after=1", "picks only notifications"),
+        (
+            "method:roots/list dir:client => cut_after=1",
+            "picks only the client's answer to a server's request",
+        ),
         ("mode:legacy_to_mrtr => duplicate", "on a bridged exchange (mode:legacy_to_mrtr) faults act on"),
         ("mode:bridged dir:server => delay=1s", "the client's messages only, with delay, error, drop"),
     ],
@@ -122,6 +145,22 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
 def test_a_rule_that_cannot_work_is_refused_with_the_reason(rule: str, reason: str) -> None:
     with pytest.raises(ValueError, match=re.escape(reason)):
         parse_rule(rule)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "method:notifications/progress => drop",
+        "method:notifications/* => delay=1000ms",
+        "method:elicitation/create dir:client => drop",
+        "method:elicitation/create dir:server => duplicate",
+        "method:notif* => error=-32001",  # a glob may pick requests too
+        "-method:notifications/progress => error=-32001",
+        "dir:client => corrupt_state",
+    ],
+)
+def test_a_rule_whose_action_fits_some_message_it_picks_is_taken(rule: str) -> None:
+    assert parse_rule(rule).text == rule
 
 
 def test_a_rule_reads_back_as_it_was_meant() -> None:
