@@ -24,6 +24,7 @@ from typing import Any, Final, NamedTuple
 from proxy.engine.commands import Log
 from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.wire import errors
+from proxy.wire.cors import origin_of
 from proxy.wire.jsonrpc import RequestId, error_response
 from proxy.wire.relayed import relayed_client_headers
 
@@ -85,14 +86,6 @@ class KnownCallers:
         if len(self._seen) >= CALLERS_KEPT:
             del self._seen[next(iter(self._seen))]
         self._seen[caller] = None
-
-
-def origin_of(headers: list[tuple[str, str]]) -> str | None:
-    """The request's `Origin` header, else None (a request without one is its own case)."""
-    for name, value in headers:
-        if len(name) == 6 and name.lower() == "origin":
-            return value
-    return None
 
 
 def challenges(status: int, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
