@@ -24,7 +24,9 @@ from typing import Any, Final, NamedTuple
 from proxy.engine.commands import Log
 from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.wire import errors
+from proxy.wire.cors import origin_of
 from proxy.wire.jsonrpc import RequestId, error_response
+from proxy.wire.relayed import relayed_client_headers
 
 CALLERS_KEPT: Final = 256
 """Callers remembered as accepted; past it the earliest learned is forgotten (and asked about again)."""
@@ -45,8 +47,14 @@ UNNAMED: Final = Caller()
 
 
 def caller_of(headers: tuple[tuple[str, str], ...]) -> Caller:
-    """Who sends a request, as the upstream judges it."""
-    return Caller(origin_of(headers), principal_of(headers))
+    """Who sends a request, as the upstream judges it: the `Origin` and `Authorization` that reach it.
+
+    One reading for a client's request and for the leg a bridge sends with its headers, so what a
+    leg's success teaches is what the request is checked against: a field the client lists in
+    `Connection` is hop-by-hop and never crosses (`relayed_client_headers`), so it names no one.
+    """
+    sent = relayed_client_headers(headers)
+    return Caller(origin_of(sent), principal_of(sent))
 
 
 class KnownCallers:
@@ -78,14 +86,6 @@ class KnownCallers:
         if len(self._seen) >= CALLERS_KEPT:
             del self._seen[next(iter(self._seen))]
         self._seen[caller] = None
-
-
-def origin_of(headers: tuple[tuple[str, str], ...]) -> str | None:
-    """The request's `Origin` header, else None (a request without one is its own case)."""
-    for name, value in headers:
-        if len(name) == 6 and name.lower() == "origin":
-            return value
-    return None
 
 
 def challenges(status: int, headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

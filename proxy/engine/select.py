@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from proxy.flows.events import Mode
 from proxy.wire import errors
@@ -23,6 +23,10 @@ from proxy.wire.mcp import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROT
 from proxy.wire.versions import LATEST_LEGACY, LATEST_MODERN, Era, denies_handshake
 
 PROBE_CLIENT_INFO = {"name": "mcp-debug-proxy-probe", "version": "1"}
+
+PROBE_IDS: Final = frozenset({"probe-discover", "probe-initialize"})
+"""The JSON-RPC ids of the era probe's own requests (`modern_probe`, `legacy_probe`): a server that
+exits on one cut no client's request short."""
 _ACCEPT = ("Accept", "application/json, text/event-stream")
 _JSON = ("Content-Type", "application/json")
 _MODERN_ERRORS = frozenset(

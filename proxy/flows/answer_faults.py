@@ -108,7 +108,7 @@ def content_type_problem(content_type: str | None, headers: Mapping[str, str]) -
     for name, value in headers.items():
         if len(name) == 12 and name.lower() == "content-type" and value != content_type:
             # A repeated field is recorded joined with ", " (`proxy.wire.joined_headers`).
-            sent.extend(part for part in (p.strip() for p in value.split(",")) if part and part not in sent)
+            sent.extend(part for part in media_types(value) if part not in sent)
     if len(sent) == 1 and media_type(sent[0]) in ACCEPTED_TYPES:
         return None
     accepted = " or ".join(sorted(ACCEPTED_TYPES))
@@ -119,6 +119,25 @@ def content_type_problem(content_type: str | None, headers: Mapping[str, str]) -
     else:
         said = f"the answer's Content-Type is {sent[0]}"
     return f"{said}: a Streamable HTTP client accepts {accepted} only, and may refuse it"
+
+
+def media_types(joined: str) -> list[str]:
+    """The media types of a joined Content-Type value, split at each comma between them: a comma
+    inside a quoted parameter (`profile="a,b"`, backslash escapes kept) is part of its type."""
+    parts: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for at, char in enumerate(joined):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            parts.append(joined[start:at])
+            start = at + 1
+    parts.append(joined[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 def declared_version(headers: Mapping[str, str]) -> str | None:

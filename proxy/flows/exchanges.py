@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proxy.flows.events import HttpInfo, Mode
-from proxy.wire.jsonrpc import RequestId
+from proxy.wire.jsonrpc import Message, RequestId
 
 if TYPE_CHECKING:
     from proxy.flows.retries import RetryClaim
@@ -131,7 +131,7 @@ class Exchange:
     """Messages its response carried to the client (what an answer without a response held)."""
     json_back: int = 0
     """Of those, the ones in a JSON body: more than one is a batch."""
-    stray: Any = None
+    stray: Message | None = None
     """The first response the server sent on it that answers none of its requests (`answer_faults`)."""
     strays: int = 0
     """Responses the server sent on it that answer none of its requests."""

@@ -61,10 +61,10 @@ HEAD_HOLD = 1.0
 """Seconds a response head waits for the first message before the response starts as an SSE stream
 (so a slow call is never cut by the upstream timeout, which bounds heads)."""
 
-_RESTART_HINT = "requests in flight got a JSON-RPC error; the next request starts it again"
-_LOST_HINT = (
-    "requests in flight got a JSON-RPC error; mcp-proxy stdio stops, so its client sees the server go"
-)
+_RESTART_HINT = "the next request starts it again"
+_LOST_HINT = "mcp-proxy stdio stops, so its client sees the server go"
+_IN_FLIGHT_HINT = "{} in flight got a JSON-RPC error; "
+"""What an exit's hint says first when it cut requests short (never when none was in flight)."""
 
 SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
 """The head of a response that became an SSE stream (before the core's own headers)."""
@@ -365,7 +365,7 @@ class ChannelSession:
         direct, self.direct = self.direct, {}
         for receiver in direct.values():
             receiver.ended()
-        self.owner.ended(self, reason, asked=asked, stderr=stderr)
+        self.owner.ended(self, reason, asked=asked, stderr=stderr, in_flight=self.core.cut_short)
 
 
 class ChannelUpstream:
@@ -633,8 +633,13 @@ class ChannelUpstream:
         self.started += 1
         return session
 
-    def ended(self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "") -> None:
-        """A channel closed: forget it; one that died on its own counts against the restart budget."""
+    def ended(
+        self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "", in_flight: int = 0
+    ) -> None:
+        """A channel closed: forget it; one that died on its own counts against the restart budget.
+
+        `in_flight`: the requests its end answered with a JSON-RPC error, which the warning
+        counts (and mentions only when there were some)."""
         self._all.discard(session)
         self._stopping.discard(session)
         if session is self._shared:
@@ -649,13 +654,17 @@ class ChannelUpstream:
             self.restarts.exited(now)
             self.last_exit = (now, f"{reason}; its last stderr lines: {stderr}" if stderr else reason)
             lost = self.on_lost if session.carried else None
+            hint = _LOST_HINT if lost is not None else _RESTART_HINT
+            if in_flight:
+                hint = _IN_FLIGHT_HINT.format(_requests(in_flight)) + hint
             get_logger().warning(
                 "upstream_exited",
                 upstream=self.shown,
                 transport=self.transport,
                 reason=reason,
                 session=session.session is not None,
-                hint=_LOST_HINT if lost is not None else _RESTART_HINT,
+                in_flight=in_flight,
+                hint=hint,
                 **({"stderr": stderr} if stderr else {}),
             )
             if lost is not None:
@@ -723,3 +732,7 @@ def _reason(status: int) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def _requests(count: int) -> str:
+    return "1 request" if count == 1 else f"{count} requests"

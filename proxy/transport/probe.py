@@ -365,8 +365,9 @@ async def _delete_session(
     return resp.status
 
 
-def _logged(method: str, status: int | None, session: str | None = None) -> None:
+def _logged(method: str, status: int | None, session_state: str | None = None) -> None:
     """One info line per request the probe sent: the server logs them as a client's (its clientInfo
-    is `mcp-debug-proxy-probe`), so the proxy's log shows them too (the session id is never shown;
-    status None: no answer came)."""
-    get_logger().info("era_probe_request", method=method, status=status, session=session)
+    is `mcp-debug-proxy-probe`), so the proxy's log shows them too. `session_state` says what the
+    request did to the session the probe opened (`opened`, `deleted`; None: nothing), never its id;
+    status None: no answer came."""
+    get_logger().info("era_probe_request", method=method, status=status, session_state=session_state)

@@ -62,6 +62,11 @@ ANSWERS: dict[str, bytes] = {
     "wrongctype": _answer("200 OK", [("Content-Type", "application/octet-stream")], _json(_ok())),
     "textplain_json": _answer("200 OK", [("Content-Type", "text/plain")], _json(_ok())),
     "dupctype": _answer("200 OK", [("Content-Type", "text/html"), *JSON], _json(_ok())),
+    "dupctype_quoted": _answer(
+        "200 OK",
+        [("Content-Type", 'application/json; profile="a,b"'), ("Content-Type", "text/html")],
+        _json(_ok()),
+    ),
     "unsolicited": _answer(
         "200 OK", SSE, b"data: " + _json(_ok(4242)) + b"\n\ndata: " + _json(_ok()) + b"\n\n"
     ),
@@ -216,6 +221,7 @@ CONTENT_TYPES = {
     "wrongctype": "the answer's Content-Type is application/octet-stream",
     "textplain_json": "the answer's Content-Type is text/plain",
     "dupctype": "the answer has two Content-Types (text/html, application/json)",
+    "dupctype_quoted": 'the answer has two Content-Types (application/json; profile="a,b", text/html)',
 }
 
 

@@ -68,7 +68,7 @@ def test_each_request_of_the_era_probe_is_in_the_proxy_log(dual_inflight_server:
     env = clean_env(**settings_env(upstream=dual_inflight_server.url, admin_enabled="false"))
     with ProxyProcess(env) as proxy:
         probed = proxy.wait_events(lambda lines: len(_probe_lines(lines)) == 3)
-    sent = [(e["method"], e["status"], e["session"], e["level"]) for e in _probe_lines(probed)]
+    sent = [(e["method"], e["status"], e.get("session_state"), e["level"]) for e in _probe_lines(probed)]
     assert sent == [
         ("server/discover", 200, None, "info"),
         ("initialize", 200, "opened", "info"),

@@ -110,6 +110,8 @@ def test_a_server_that_exits_mid_call_fails_the_call_naming_its_exit_status_and_
         exited = proxy.wait_for("upstream_exited")
         assert exited is not None
         assert "exited with status 3" in exited["reason"]
+        assert exited["in_flight"] == 1, exited
+        assert exited["hint"] == "1 request in flight got a JSON-RPC error; the next request starts it again"
         # The child's stderr is read on its own, so its last line may be logged after the exit is seen.
         events = proxy.wait_events(
             lambda lines: any(e.get("line") == "fake: dying on request" for e in lines)
@@ -298,6 +300,7 @@ def test_a_child_that_exits_at_once_is_explained_by_its_exit_status_and_last_std
     exited = proxy.find("upstream_exited")
     assert exited is not None
     assert "s3cret" not in json.dumps([unknown, exited])
+    assert (exited["in_flight"], exited["hint"]) == (0, "the next request starts it again"), exited
     # The child's own stderr stream reaches the log line by line, masked the same way.
     said = proxy.wait_for("upstream_stderr")
     assert said is not None, proxy.stderr()

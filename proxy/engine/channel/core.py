@@ -40,6 +40,7 @@ from proxy.engine.channel.vocab import (
     WriteChannel,
 )
 from proxy.engine.commands import Log
+from proxy.engine.select import PROBE_IDS
 from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import (
@@ -118,6 +119,9 @@ class ChannelCore:
         self.backlog = backlog
         self.closed: str | None = None
         """Why the channel closed (None while open)."""
+        self.cut_short = 0
+        """The clients' calls the channel's end answered with a JSON-RPC error (set when it closes;
+        the era probe's own are not counted): what an exit's log line counts as requests in flight."""
         session_head: Headers = ((SESSION_ID, session),) if session is not None else ()
         self._json_head: Headers = (_JSON, *session_head)
         self._sse_head: Headers = session_head
@@ -462,6 +466,8 @@ class ChannelCore:
     def _closed(self, reason: str) -> list[ChannelCommand]:
         self.closed = reason
         commands: list[ChannelCommand] = []
+        calls = self._calls.values()
+        self.cut_short = sum(1 for c in calls if c.exchange is not None and c.client_id not in PROBE_IDS)
         for channel_id, call in list(self._calls.items()):
             commands += self._fail_call(channel_id, call, f"{reason} before answering")
         for exchange, ex in list(self._exchanges.items()):  # GET streams and calls' streams left open

@@ -46,7 +46,7 @@ from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
-from proxy.engine.origins import Caller, caller_of, challenges, refusal, refusal_log, refused, server_words
+from proxy.engine.origins import caller_of, challenges, refusal, refusal_log, refused, server_words
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -385,16 +385,19 @@ class LegacyToMrtrEngine:
         answers (and a refusal, a 401 included, reaches the client)."""
         assert msg.id is not None
         caller = caller_of(route.headers)
-        pending = PendingInit(exchange, msg.id, msg.params, at, peer, caller)
         if self._ctx.discovery is not None and caller in self._ctx.callers:
-            return self._open_session(pending)
-        self._ctx.pending_init[exchange] = pending
-        if any(ref.purpose == "discover" and ref.caller == caller for ref in self._ctx.legs.values()):
-            return []
-        version = negotiate_version(msg.params.get("protocolVersion"))
-        caps = modern_client_capabilities(msg.params.get("capabilities"), version)
-        params = with_envelope({}, Envelope(caps, msg.params.get("clientInfo")))
-        return [self._ctx.open_leg("discover", "", exchange, "server/discover", params, route.headers)]
+            return self._open_session(PendingInit(exchange, msg.id, msg.params, at, peer, caller))
+        legs = self._ctx.legs.items()
+        leg = next((leg for leg, ref in legs if ref.purpose == "discover" and ref.caller == caller), None)
+        commands: Commands = []
+        if leg is None:
+            version = negotiate_version(msg.params.get("protocolVersion"))
+            caps = modern_client_capabilities(msg.params.get("capabilities"), version)
+            params = with_envelope({}, Envelope(caps, msg.params.get("clientInfo")))
+            send = self._ctx.open_leg("discover", "", exchange, "server/discover", params, route.headers)
+            leg, commands = send.leg, [send]
+        self._ctx.pending_init[exchange] = PendingInit(exchange, msg.id, msg.params, at, peer, caller, leg)
+        return commands
 
     def _open_session(self, pending: PendingInit) -> Commands:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
@@ -445,34 +448,34 @@ class LegacyToMrtrEngine:
         if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
             err = msg.error
             text = f"it answered with error {err.get('code')}: {err.get('message')}"
-            return self._discovery_failed(ref.caller, text if err else "its result is not an object")
+            return self._discovery_failed(leg, text if err else "its result is not an object")
         self._ctx.discovery = Discovery.from_result(msg.result)
         self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = self._ctx.discovery.server_info
         fields = {"server": info.get("name") if isinstance(info, dict) else None}
         commands: Commands = [Log("upstream_discovered", "info", fields)]
         known = self._ctx.callers
-        for pending in self._take_pending(lambda p: p.caller == ref.caller or p.caller in known):
+        for pending in self._take_pending(lambda p: p.discovery == leg or p.caller in known):
             commands.extend(self._open_session(pending))
         return commands
 
-    def _discovery_failed(self, caller: Caller, why: str) -> Commands:
-        """Answer the held `initialize`s of the discovery's caller with -32603 (HTTP 200, so legacy
-        SDKs show the message); those of other callers wait for their own discovery."""
+    def _discovery_failed(self, leg: str, why: str) -> Commands:
+        """Answer the held `initialize`s that waited for the discovery `leg` with -32603 (HTTP 200, so
+        legacy SDKs show the message); those of other callers wait for their own discovery."""
         text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
         commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
-        for pending in self._take_pending(lambda p: p.caller == caller):
+        for pending in self._take_pending(lambda p: p.discovery == leg):
             reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
             commands.append(ReplyJson(pending.exchange, 200, reply))
         return commands
 
-    def _discovery_refused(self, ref: LegRef, body: bytes) -> Commands:
-        """The upstream refused the discovery sent with these clients' headers (their `Origin`, their
-        credentials): each held `initialize` of that caller gets the server's status, words and
-        challenge."""
+    def _discovery_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
+        """The upstream refused the discovery `leg` sent with these clients' headers (their `Origin`,
+        their credentials): each held `initialize` that waited for it gets the server's status, words
+        and challenge."""
         status = ref.status or 400
         commands: Commands = [refusal_log("server/discover", status, ref.origin, body)]
-        for pending in self._take_pending(lambda p: p.caller == ref.caller):
+        for pending in self._take_pending(lambda p: p.discovery == leg):
             answer = refusal(pending.ident, status, body)
             commands.append(ReplyJson(pending.exchange, status, answer, ref.challenge))
         return commands
@@ -519,7 +522,7 @@ class LegacyToMrtrEngine:
             return self._listen.on_leg_lost(leg, ref, why)
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
-            return self._discovery_failed(ref.caller, why)
+            return self._discovery_failed(leg, why)
         return self._calls.on_leg_lost(leg, ref, why, refused=refused)
 
     def _on_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
@@ -527,7 +530,7 @@ class LegacyToMrtrEngine:
         itself, and the client hears that refusal, not a failure of the server."""
         if ref.purpose == "discover":
             self._ctx.drop_leg(leg)
-            return self._discovery_refused(ref, body)
+            return self._discovery_refused(leg, ref, body)
         if ref.purpose == "listen":
             why = f"the upstream refused it (HTTP {ref.status}): {server_words(body)}"
             return self._listen.on_leg_lost(leg, ref, why)

@@ -48,6 +48,9 @@ class PendingInit:
     """The client's address, what `max_legacy_sessions_per_client` counts against."""
     caller: Caller = UNNAMED
     """The client's `Origin` and principal: it is answered once the upstream has accepted that caller."""
+    discovery: str = ""
+    """The `server/discover` leg it waits for, sent with its caller's headers: that leg's outcome
+    answers it, whatever else the leg's success teaches."""
 
 
 @dataclass(frozen=True, slots=True)

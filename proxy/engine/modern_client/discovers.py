@@ -8,7 +8,9 @@ and principal. For a caller the upstream has not yet answered with success (`Mrt
 the bridge first sends a `ping` in the session with that caller's headers (an *origin check*, leg
 purpose `check`): a success answers the discover, a 404 says the session is gone (a new handshake,
 with the asker's headers, comes first), a refusal (403, 401 with its challenge) reaches the client
-with the server's status and words, and no answer at all is a gateway fault.
+with the server's status and words, and no answer at all is a gateway fault. A discover is checked
+at most once: the upstream accepted exactly what was sent for it, so a success answers it even when
+the caller is still not among the known ones, and one discover never sends a second `ping`.
 """
 
 from __future__ import annotations
@@ -60,15 +62,17 @@ class DiscoverAnswers:
         self._ctx.pool.release(entry[1], exchange)
         return True
 
-    def answer(self, exchange: str) -> Commands:
+    def answer(self, exchange: str, *, checked: bool = False) -> Commands:
         """Answer from the session's InitializeResult, once the upstream has accepted the asker (its
-        `Origin` and credentials); for another asker, first a `ping` in the session with its headers."""
+        `Origin` and credentials); for another asker, first a `ping` in the session with its headers
+        (`checked`: that ping succeeded, so the discover is answered whatever the known callers say)."""
         entry = self._ctx.discovers.get(exchange)
         if entry is None:
             return []
         ident, name, headers = entry
         link = self._ctx.pool.named(name)
-        if link is not None and link.init is not None and caller_of(headers) not in self._ctx.callers:
+        unknown = not checked and caller_of(headers) not in self._ctx.callers
+        if link is not None and link.init is not None and unknown:
             leg = self._ctx.new_id("leg")
             ping = request(leg, "ping", {})
             return [self._ctx.send("check", exchange, exchange, ping, link.headers(headers), leg=leg)]
@@ -88,7 +92,7 @@ class DiscoverAnswers:
         if entry is None:
             return []
         if 200 <= status < 300:
-            return self.answer(ref.owner)
+            return self.answer(ref.owner, checked=True)
         link = self._ctx.pool.named(entry[1])
         if status != 404 or link is None:
             return []
