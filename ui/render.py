@@ -53,11 +53,12 @@ def cell(value: str) -> Text:
     return Text(visible(value))
 
 
-def chain_id_cell(chain_id: str, width: int) -> str:
-    """A chain id cut to `width` from the left: a running proxy's ids share their start (the run tag,
-    `cb00287-`) and differ in their number, so the end is what tells rows apart."""
-    chain_id = visible(chain_id)
-    return chain_id if len(chain_id) <= width else "…" + chain_id[-(width - 1) :]
+def tail_cell(ident: str, width: int) -> str:
+    """An id cut to `width` from the left: a running proxy's chain ids share their start (the run
+    tag, `cb00287-`) and differ in their number, and session ids in their end, so the end is what
+    tells rows apart."""
+    ident = visible(ident)
+    return ident if len(ident) <= width else "…" + ident[-(width - 1) :]
 
 
 def clock(ts: float) -> str:
@@ -452,11 +453,16 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
     return [(visible(name), visible(value)) for name, value in rows if value]
 
 
+SESSION_WIDTH = 20
+"""The sessions table's session column: a session id is cut from the left, since its end tells rows
+apart (`upstream-2`, a redacted id's `hmac:12636f4d>`)."""
+
+
 def session_cells(entry: SessionEntry) -> dict[str, Text]:
     """The sessions table's cells: whose session it is, what it declared, and its history."""
     history = " → ".join(state for _, state in entry.history)
     cells = {
-        "session": entry.session,
+        "session": tail_cell(entry.session, SESSION_WIDTH),
         "client": entry.client_name or "",
         "side": {"upstream": "upstream", "client": "proxy"}.get(entry.side, "client"),
         "principal": entry.principal or "",

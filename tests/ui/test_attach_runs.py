@@ -342,7 +342,7 @@ async def test_the_sessions_view_keeps_each_runs_upstream_session_and_shows_one_
             await pilot.press("s")
             table = app.main.sessions
             await wait_for(lambda: table.row_count == len(app.model.sessions), what="the sessions view")
-            states = [str(table.get_row_at(i)[6]) for i in range(table.row_count)]
+            states = [str(table.get_cell(key, "state")) for key in table.rows]
             assert states.count("ended, earlier run") >= 1
     finally:
         await asyncio.to_thread(first.stop)
