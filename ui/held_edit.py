@@ -52,7 +52,8 @@ def parse_edit(text: str, held: Held, *, answer: bool = False) -> dict[str, Any]
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise EditRefused(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        reason = exc.msg.removesuffix(" at")  # `json` ends some reasons with "at", before the position
+        raise EditRefused(f"not JSON: {reason} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
         raise EditRefused("not JSON this editor can read: nested too deeply") from exc
     kind = "response" if answer else held.kind

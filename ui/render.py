@@ -53,11 +53,12 @@ def cell(value: str) -> Text:
     return Text(visible(value))
 
 
-def chain_id_cell(chain_id: str, width: int) -> str:
-    """A chain id cut to `width` from the left: a running proxy's ids share their start (the run tag,
-    `cb00287-`) and differ in their number, so the end is what tells rows apart."""
-    chain_id = visible(chain_id)
-    return chain_id if len(chain_id) <= width else "…" + chain_id[-(width - 1) :]
+def tail_cell(ident: str, width: int) -> str:
+    """An id cut to `width` from the left: a running proxy's chain ids share their start (the run
+    tag, `cb00287-`) and differ in their number, and session ids in their end, so the end is what
+    tells rows apart."""
+    ident = visible(ident)
+    return ident if len(ident) <= width else "…" + ident[-(width - 1) :]
 
 
 def clock(ts: float) -> str:
@@ -228,26 +229,35 @@ PROXY_ANSWER_NOTE = "answered by the proxy"
 """The note on a pass-through answer the proxy gave itself (a refusal, a gateway error)."""
 
 
-def route(record: MessageRecord, bridged: bool = False) -> tuple[str, str]:
+def answered_here(summary: ChainSummary) -> bool:
+    """The proxy answered the chain's request itself and the upstream never saw it (a refusal, a 502
+    for a server it cannot reach, a fault's answer): its request went no further than the proxy."""
+    return summary.upstream_ms is None
+
+
+def route(record: MessageRecord, bridged: bool = False, unrelayed: bool = False) -> tuple[str, str]:
     """Who sent the message, and to whom: `client`, `proxy` or `server` each.
 
     A bridge plays the server toward the client and the client toward the server, so everything it
     sends either way is its own making (a bridged `elicitation/create`, the `initialize` result with
     the session it minted, the answer built from `server/discover`, the bare HTTP acknowledgements);
-    pass-through relays the peers' messages unchanged, except answers the proxy gave itself.
+    pass-through relays the peers' messages unchanged, except answers the proxy gave itself; a client's
+    message in a chain the proxy answered itself (`unrelayed`, see `answered_here`) never reached the
+    server.
     """
     if record.side is Side.UPSTREAM:
         return ("proxy", "server") if record.direction is Direction.TO_SERVER else ("server", "proxy")
     if record.direction is Direction.TO_SERVER:
-        return ("client", "server") if record.side is Side.BOTH else ("client", "proxy")
+        relayed = record.side is Side.BOTH and not unrelayed
+        return ("client", "server") if relayed else ("client", "proxy")
     made = record.side is Side.CLIENT or bridged or record.note == PROXY_ANSWER_NOTE
     return ("proxy", "client") if made else ("server", "client")
 
 
-def route_tag(record: MessageRecord, bridged: bool = False) -> Text:
+def route_tag(record: MessageRecord, bridged: bool = False, unrelayed: bool = False) -> Text:
     """`[client→proxy]`, `[proxy→client]`, `[proxy→server]`, `[server→proxy]`, or for a message
     relayed unchanged `[client→server]` / `[server→client]`, coloured by its sender."""
-    sender, receiver = route(record, bridged)
+    sender, receiver = route(record, bridged, unrelayed)
     return Text(f"[{sender}→{receiver}]", style=ROUTE_STYLE[sender])
 
 
@@ -255,8 +265,9 @@ def _arrow(record: MessageRecord) -> str:
     return "▶" if record.direction is Direction.TO_SERVER else "◀"
 
 
-def message_label(record: MessageRecord, bridged: bool = False) -> Text:
-    """One message in the tree: arrow, who sent it to whom, kind, method or outcome, id, channel, size."""
+def message_label(record: MessageRecord, bridged: bool = False, unrelayed: bool = False) -> Text:
+    """One message in the tree: arrow, who sent it to whom, kind, method or outcome, id, channel, size
+    (`bridged`, `unrelayed`: the chain's, see `route`)."""
     what = record.method or (outcome(record) if record.kind in ("result", "error") else record.kind)
     http = record.http
     if record.kind == "http" and http is not None:
@@ -266,7 +277,9 @@ def message_label(record: MessageRecord, bridged: bool = False) -> Text:
     ident = visible(f" #{record.jsonrpc_id}") if record.jsonrpc_id is not None else ""
     kind = "" if what.startswith(f"{record.kind} ") else f"{record.kind} "  # not `error error -32050`
     shown = (visible(what), "bold")
-    text = Text.assemble(f"{_arrow(record)} ", route_tag(record, bridged), visible(f" {kind}"), shown, ident)
+    text = Text.assemble(
+        f"{_arrow(record)} ", route_tag(record, bridged, unrelayed), visible(f" {kind}"), shown, ident
+    )
     refused = refusal(record) if record.kind != "http" else None
     if refused is not None:
         text.append(f"  {refused}", style="red")
@@ -352,8 +365,10 @@ def node_label(
     start: float | None = None,
     ended: ChainStatus | None = None,
     whole: bool = True,
+    unrelayed: bool = False,
 ) -> Text:
-    """The label of any timeline node (`bridged`: the chain's, so the proxy's own messages say so);
+    """The label of any timeline node (`bridged`, `unrelayed`: the chain's, so the proxy's own
+    messages, and those it did not relay, say so);
     given the chain's `start`, a message or pair begins with when it came (`+203ms`), so a call's
     progress, questions and answers read as a timeline; `ended`: how the chain ended, if it did;
     `whole`: whether the view kept all of the chain's messages."""
@@ -363,7 +378,7 @@ def node_label(
         label, first = pair_label(node.pair, ended, whole), node.pair.first
     else:
         assert node.message is not None
-        label, first = message_label(node.message, bridged), node.message
+        label, first = message_label(node.message, bridged, unrelayed), node.message
     if start is None:
         return label
     return Text.assemble((f"{offset(first.ts - start):>7} ", "dim"), label)
@@ -406,16 +421,18 @@ def full_json(body: Any) -> str:
 _LEG = {Side.CLIENT: "client ⇄ proxy", Side.UPSTREAM: "proxy ⇄ server", Side.BOTH: "relayed unchanged"}
 
 
-def _leg(side: Side) -> str:
-    return _LEG[side]
+def _leg(record: MessageRecord, unrelayed: bool) -> str:
+    if unrelayed and record.side is Side.BOTH and record.direction is Direction.TO_SERVER:
+        return "not relayed: the proxy answered it"
+    return _LEG[record.side]
 
 
 def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[str, str]]:
     """Name/value lines above a message body: where it travelled, what it is, its HTTP head."""
     rows = [
         ("chain", f"{summary.id}  {summary.method or ''} {summary.name or ''}".rstrip()),
-        ("side", f"{record.side.value} ({_leg(record.side)})"),
-        ("from", "{} → {}".format(*route(record, summary.bridged))),
+        ("side", f"{record.side.value} ({_leg(record, answered_here(summary))})"),
+        ("from", "{} → {}".format(*route(record, summary.bridged, answered_here(summary)))),
         ("transport", transports(summary)),
         ("direction", record.direction.value.replace("_", " ")),
         ("channel", record.channel.value + (f"  sse id {record.sse_id}" if record.sse_id else "")),
@@ -436,11 +453,16 @@ def message_header(record: MessageRecord, summary: ChainSummary) -> list[tuple[s
     return [(visible(name), visible(value)) for name, value in rows if value]
 
 
+SESSION_WIDTH = 20
+"""The sessions table's session column: a session id is cut from the left, since its end tells rows
+apart (`upstream-2`, a redacted id's `hmac:12636f4d>`)."""
+
+
 def session_cells(entry: SessionEntry) -> dict[str, Text]:
     """The sessions table's cells: whose session it is, what it declared, and its history."""
     history = " → ".join(state for _, state in entry.history)
     cells = {
-        "session": entry.session,
+        "session": tail_cell(entry.session, SESSION_WIDTH),
         "client": entry.client_name or "",
         "side": {"upstream": "upstream", "client": "proxy"}.get(entry.side, "client"),
         "principal": entry.principal or "",

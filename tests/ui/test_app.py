@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.message import Message
 from textual.pilot import Pilot
@@ -213,6 +214,9 @@ async def test_the_sessions_view_lists_who_holds_which_session() -> None:
         assert h.app.main.query_one(ContentSwitcher).current == "tree"
 
 
+COLUMN_KEYS = ("session", "client", "side", "principal", "caps")
+
+
 async def test_the_sessions_view_shows_an_upstream_session_with_its_principal_and_capabilities() -> None:
     upstream = SessionChanged(
         ts=BASE,
@@ -225,8 +229,9 @@ async def test_the_sessions_view_shows_an_upstream_session_with_its_principal_an
     async with running(upstream) as h:
         await h.pilot.press("s")
 
-        row = h.app.main.sessions.get_row_at(0)
-        assert [str(cell) for cell in row[:5]] == [
+        table = h.app.main.sessions
+        row = [table.get_cell_at(Coordinate(0, table.get_column_index(key))) for key in COLUMN_KEYS]
+        assert [str(cell) for cell in row] == [
             "upstream-1",
             "",
             "upstream",
@@ -394,3 +399,21 @@ async def test_an_ended_chain_whose_answer_the_view_let_go_says_it_is_not_kept_n
             pending[:0] = node.children
         (upstream,) = [label for label in labels if "upstream tools/call #7" in label]
         assert upstream.endswith("→ answer not kept (chain ok)"), labels
+
+
+async def test_at_80_columns_the_sessions_view_shows_each_sessions_state() -> None:
+    earlier = SessionChanged(
+        ts=BASE, session="<redacted len=36 hmac:12636f4d>", state="opened", client_name="claude-code"
+    )
+    async with running(earlier, size=(80, 24)) as h:
+        await h.pilot.press("s")
+        sessions = h.app.main.sessions
+        await wait_for(lambda: sessions.row_count == 1, what="the session row")
+
+        shown = 0
+        for key, column in sessions.columns.items():
+            shown += column.get_render_width(sessions)
+            if key.value == "state":
+                break
+        assert shown <= sessions.scrollable_content_region.width, "the State column is cut off"
+        assert str(sessions.get_cell_at(Coordinate(0, 0))).endswith("hmac:12636f4d>")

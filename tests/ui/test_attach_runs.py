@@ -16,11 +16,14 @@ from proxy.flows.events import ChainStatus, Lagged, ProxyInfo, SessionChanged, S
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.sidecar import ProxyProcess, clean_env, settings_env
+from tests.ui.desk_double import DeskDouble
+from tests.ui.desk_double import held as held_message
 from tests.ui.helpers import BASE, ScriptedFeed, finished, opened, wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed, FeedStatus
 from ui.model import RUN_ENDED, ViewModel
 from ui.render import chain_cells, session_cells
+from ui.screens.main import MainScreen
 from ui.widgets.status_bar import StatusBar, ViewFlags, status_text
 
 TOKEN = "attach-runs-token"
@@ -60,8 +63,8 @@ def test_a_lost_proxy_shows_no_upstream_until_one_answers_and_the_same_run_is_sa
     assert "8000/mcp" not in gone  # the lost run's upstream is not shown as current
 
     model.apply(run_info("cb00287", era="modern"))  # the same run (an era change repeats its info)
-    again = status_text(model, back(), ViewFlags()).plain
-    assert again.startswith("● live reconnected: the same proxy run (cb00287)")
+    again = status_text(model, back(), ViewFlags(reattached=model.reattached)).plain
+    assert again.startswith("● live  │ reconnected: the same proxy run (cb00287)")
     assert "1 chains" in again
     assert all(entry.earlier_run is None for entry in model.chains.values())
 
@@ -93,7 +96,7 @@ def test_a_different_run_keeps_the_earlier_chains_apart_and_counts_only_its_own(
 
     assert changes.cleared  # every row is redrawn, the earlier ones dimmed
     assert changes.sessions
-    line = status_text(model, back(), ViewFlags()).plain
+    line = status_text(model, back(), ViewFlags(reattached=model.reattached)).plain
     assert "now attached to a different proxy run (cf11111, upstream 127.0.0.1:9000/mcp)" in line
     assert "1 chains 0 msgs +2 of an earlier run" in line
     assert "8000/mcp" not in line
@@ -182,6 +185,32 @@ async def test_the_notice_of_a_different_run_leaves_the_status_bar_readable_to_i
         assert "now attached at 127.0.0.1:9901 to a different proxy run" in str(toast.render())
         assert not toast.region.overlaps(bar.region)  # the new run's upstream and listen address show
         assert "127.0.0.1:9000/mcp ⇠ 127.0.0.1:8080" in str(bar.content)
+
+
+async def test_at_80_columns_the_reattach_notice_leaves_the_markers_in_view_and_then_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user at 80 columns who reattached to a new proxy run still sees what is held, that the view
+    is paused and why the filter was not applied; the notice of the new run then goes away."""
+    monkeypatch.setattr(MainScreen, "REATTACHED_SHOWN", 1.0, raising=False)
+    feed = ScriptedFeed(run_info("cb00287"), FeedStatus("live", ADMIN, address=ADMIN), opened("cb00287-1"))
+    app = ProxyTui(feed, batch_delay=0.01, desk=DeskDouble(held_message("h1")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.main.query_one(StatusBar)
+
+        def shown() -> str:
+            return "".join(str(segment.text) for segment in bar.render_line(0))
+
+        await wait_for(lambda: "1 held" in shown(), what="the held message")
+        feed.push(lost(), run_info("cf11111", upstream="http://127.0.0.1:9000/mcp"), back())
+        await wait_for(lambda: "now attached" in str(bar.content), what="the new run")
+        await pilot.press("p", "slash", *"status:bogus", "enter")
+        await wait_for(lambda: "still showing every chain" in str(bar.content), what="the filter error")
+
+        line = shown()
+        assert line.startswith("● live  │  1 held   │  PAUSED +0   │ filter: status:"), line
+        await wait_for(lambda: "now attached" not in str(bar.content), what="the notice to go")
+        assert "1 held" in shown()
 
 
 async def test_a_wide_terminal_shows_whole_chain_ids_and_how_many_chains_a_filter_matches() -> None:
@@ -313,7 +342,7 @@ async def test_the_sessions_view_keeps_each_runs_upstream_session_and_shows_one_
             await pilot.press("s")
             table = app.main.sessions
             await wait_for(lambda: table.row_count == len(app.model.sessions), what="the sessions view")
-            states = [str(table.get_row_at(i)[6]) for i in range(table.row_count)]
+            states = [str(table.get_cell(key, "state")) for key in table.rows]
             assert states.count("ended, earlier run") >= 1
     finally:
         await asyncio.to_thread(first.stop)

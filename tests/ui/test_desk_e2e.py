@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
+from textual.coordinate import Coordinate
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
@@ -300,9 +301,15 @@ async def test_a_bridge_made_elicitation_held_in_the_tui_is_answered_in_the_clie
         screen = await held_screen(app, pilot)
         (held,) = app.intercepts.held
         assert (held.kind, held.method, held.mode) == ("request", "elicitation/create", "legacy_to_mrtr")
-        assert str(screen.held_table.get_row_at(0)[1]) == "server→client"
+        assert str(held_cell(screen, "dir")) == "server→client"
         accept = {"action": "accept", "content": {"name": "tui"}}
         answer = {"jsonrpc": "2.0", "id": held.jsonrpc_id, "result": accept}
         await edit_and_send(app, pilot, "a", answer)
         assert (await pending)["result"]["content"] == ["Hello, tui!"]
     assert log.callbacks == []  # the client was never asked: the TUI answered in its place
+
+
+def held_cell(screen: InterceptScreen, column: str) -> object:
+    """The first held message's cell in `column` (by key, whatever the columns' order)."""
+    table = screen.held_table
+    return table.get_cell_at(Coordinate(0, table.get_column_index(column)))

@@ -14,12 +14,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
+from textual.widgets import DataTable, Input, TextArea
 
 from tests.ui.desk_double import DeskDouble, held
 from tests.ui.helpers import ScriptedFeed, info, wait_for
@@ -27,7 +29,7 @@ from ui.app import ProxyTui, split_timeout
 from ui.desk import READ_ONLY_CAPTURE, Decision, Intercepts, Released
 from ui.screens.faults import FaultScreen
 from ui.screens.held_editor import HeldEditor, countdown
-from ui.screens.intercepts import InterceptScreen
+from ui.screens.intercepts import HELD_COLUMNS, InterceptScreen
 from ui.screens.rule_prompt import RulePrompt
 from ui.widgets.status_bar import StatusBar
 
@@ -167,9 +169,11 @@ async def test_the_held_screen_lists_each_message_and_f_and_d_decide() -> None:
     desk = DeskDouble(held(first), held(second, kind="notification", method="notifications/progress"))
     async with running(desk) as run:
         screen = await open_held(run)
-        row = [str(cell) for cell in screen.held_table.get_row_at(0)]
-        assert row[:5] == ["h1", "client→server", "request", "tools/call", "i1"]  # the readable part
-        age, left = float(row[5].removesuffix("s")), float(row[6].removesuffix("s"))
+        cells = screen.held_table.get_row_at(0)
+        row = {key: str(cell) for (key, _, _), cell in zip(HELD_COLUMNS, cells, strict=True)}
+        readable = [row[key] for key in ("id", "dir", "kind", "method", "rule")]
+        assert readable == ["h1", "client→server", "request", "tools/call", "i1"]
+        age, left = float(row["age"].removesuffix("s")), float(row["left"].removesuffix("s"))
         assert 2.0 <= age < 10  # held two seconds before the screen opened
         assert 40 < left <= 60  # time left before it goes on unchanged
 
@@ -385,3 +389,27 @@ async def test_quitting_with_a_message_held_says_what_becomes_of_it_first() -> N
         assert run.app.is_running
         await run.pilot.press("q")
         await wait_for(lambda: not run.app.is_running, what="the app to quit")
+
+
+def shown_width(table: DataTable[Any], last: str) -> int:
+    """Cells from the table's left edge to the end of column `last`."""
+    widths = []
+    for key, column in table.columns.items():
+        widths.append(column.get_render_width(table))
+        if key.value == last:
+            return sum(widths)
+    raise AssertionError(f"no column {last}")
+
+
+async def test_at_80_columns_the_held_list_shows_each_messages_time_left_and_chain() -> None:
+    desk = DeskDouble(held("h1", kind="notification", method="notifications/progress"))
+    async with running(desk, size=(80, 24)) as run:
+        screen = await open_held(run)
+        table = screen.held_table
+        await wait_for(lambda: table.row_count == 1, what="the held row")
+
+        room = table.scrollable_content_region.width
+        assert shown_width(table, "left") <= room
+        assert shown_width(table, "chain") <= room
+        assert table.virtual_size.width <= room, "a column is cut off"
+        assert str(table.get_cell_at(Coordinate(0, 1))).endswith("s")  # the time left, in seconds

@@ -7,6 +7,7 @@ bus as `mcp-proxy --upstream URL --tui` runs it.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -170,3 +171,40 @@ def leg_of(app: ProxyTui) -> list[str]:
 def cancelled(app: ProxyTui) -> bool:
     calls = [e for e in app.model.chains.values() if e.summary.method == "tools/call"]
     return bool(calls) and calls[-1].summary.status is ChainStatus.CANCELLED
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_a_request_the_proxy_answered_with_the_server_down_is_not_shown_as_relayed() -> None:
+    """The server never got it: the tree says the client sent it to the proxy, which answered."""
+    upstream = f"http://127.0.0.1:{closed_port()}/mcp"
+    proxy = Proxy(
+        Settings(upstream=upstream, upstream_era="legacy", listen="127.0.0.1:0", admin_enabled=False)
+    )
+    feed = proxy.bus.subscribe("tui")
+    await proxy.start()
+    try:
+        app = ProxyTui(BusFeed(feed), batch_delay=0.01)
+        async with app.run_test(size=(160, 36)) as pilot, aiohttp.ClientSession() as http:
+            body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+            headers = {"Accept": "application/json, text/event-stream"}
+            async with http.post(proxy.endpoint(), json=body, headers=headers) as resp:
+                assert resp.status == 502
+            await wait_for(
+                lambda: any(e.summary.ended for e in app.model.chains.values()), what="the refused chain"
+            )
+            await pilot.press("enter")
+            await wait_for(lambda: len(tree_labels(app)) >= 2, what="the tree")
+
+            lines = tree_labels(app)
+    finally:
+        await proxy.stop()
+    assert any("[client→proxy] request initialize" in line for line in lines), lines
+    assert any("[proxy→client] error" in line for line in lines), lines
+    assert not [line for line in lines if "[client→server]" in line], lines

@@ -16,7 +16,6 @@ from ui.held_edit import editable_text
 from ui.model import SessionEntry, ViewModel
 from ui.render import (
     chain_headline,
-    chain_id_cell,
     duration,
     eras_cell,
     message_header,
@@ -26,6 +25,7 @@ from ui.render import (
     session_cells,
     size,
     status_cell,
+    tail_cell,
 )
 from ui.widgets.status_bar import ViewFlags, status_text
 
@@ -144,10 +144,10 @@ def test_an_upstream_the_probe_got_no_answer_from_is_named_before_the_counts_whi
 
 
 def test_a_live_chain_id_keeps_its_end_in_a_narrow_column_so_rows_stay_apart() -> None:
-    cells = {chain_id_cell(f"cb00287-{n}", 5) for n in (9, 10, 11)}
+    cells = {tail_cell(f"cb00287-{n}", 5) for n in (9, 10, 11)}
 
     assert cells == {"…87-9", "…7-10", "…7-11"}
-    assert chain_id_cell("r12", 5) == "r12"
+    assert tail_cell("r12", 5) == "r12"
 
 
 def test_header_lines_session_cells_and_notes_show_what_a_peer_chose_escaped() -> None:
@@ -164,7 +164,7 @@ def test_header_lines_session_cells_and_notes_show_what_a_peer_chose_escaped() -
     )
     assert {str(cell) for cell in session_cells(session).values()} >= {escaped}
     assert note_label(hostile, changed=True).plain.endswith(escaped)
-    assert chain_id_cell(hostile, 40) == escaped
+    assert tail_cell(hostile, 40) == escaped
 
 
 def test_a_joined_set_cookie_shows_one_header_row_per_cookie() -> None:

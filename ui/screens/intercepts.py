@@ -20,22 +20,25 @@ from textual.widgets import DataTable, Footer, Static
 from ui.desk import Decision, DeskError, Held, InterceptRule, Intercepts, RuleDesk
 from ui.held_edit import answer_skeleton, editable_text
 from ui.messages import HeldDecided
-from ui.render import cell, chain_id_cell
+from ui.render import cell, tail_cell
 from ui.screens.held_editor import HeldEditor, edit_externally
 
 CHAIN_WIDTH = 8
 """The held table's chain column: enough for a live id's end (`…287-11`)."""
 
 HELD_COLUMNS = (
-    ("id", "Id", 5),
-    ("dir", "Direction", 14),
-    ("kind", "Kind", 12),
-    ("method", "Method", 24),
-    ("rule", "Rule", 5),
-    ("age", "Age", 7),
-    ("left", "Left", 6),
+    ("id", "Id", 4),
+    ("left", "Left", 5),
+    ("method", "Method", 16),
+    ("dir", "Direction", 13),
     ("chain", "Chain", CHAIN_WIDTH),
+    ("age", "Age", 5),
+    ("kind", "Kind", 7),
+    ("rule", "Rule", 4),
 )
+"""Ordered and sized so an 80-column terminal shows them all (with cell padding, 78 cells): what the
+decision needs first (the time left before the message goes on unchanged, what it is, its chain); a
+long method or `notification` is cut."""
 
 DECIDED = ("forwarded", "dropped", "answered")
 """How the status line starts after a decision (kept while the list empties)."""
@@ -66,7 +69,7 @@ def held_cells(held: Held, now: float) -> dict[str, Text | str]:
         "rule": cell(held.rule),
         "age": seconds(now - held.held_at),
         "left": seconds(held.deadline - now),
-        "chain": cell(chain_id_cell(held.chain or "", CHAIN_WIDTH)),
+        "chain": cell(tail_cell(held.chain or "", CHAIN_WIDTH)),
     }
 
 

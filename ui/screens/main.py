@@ -63,6 +63,8 @@ class MainScreen(Screen[None]):
         Binding("s", "toggle_sessions", "Sessions"),
         Binding("escape", "focus_chains", "Chains", show=False),
     ]
+    REATTACHED_SHOWN: ClassVar[float] = 20.0
+    """Seconds the status bar says who answered a lost feed: news, not a state (a toast says it too)."""
 
     def __init__(self, model: ViewModel) -> None:
         super().__init__()
@@ -75,6 +77,8 @@ class MainScreen(Screen[None]):
         self._redraw_due = False
         """The body search found chains the list does not show yet."""
         self._redraw_timer: Timer | None = None
+        self._reattached_timer: Timer | None = None
+        """Running while the status bar says who answered when the feed came back."""
 
     def compose(self) -> ComposeResult:
         """Filter bar, chain list, tree/sessions switcher, status bar, footer."""
@@ -139,8 +143,18 @@ class MainScreen(Screen[None]):
         self.refresh_status()
 
     def set_feed_status(self, status: FeedStatus) -> None:
-        """The feed's state changed (connected, dropped, ended)."""
+        """The feed's state changed (connected, dropped, ended); a lost feed live again is news a while."""
         self.feed_status = status
+        if self._reattached_timer is not None:
+            self._reattached_timer.stop()
+            self._reattached_timer = None
+        if status.state == "live" and status.again:
+            self._reattached_timer = self.set_timer(self.REATTACHED_SHOWN, self._reattached_told)
+        if self.ready:
+            self.refresh_status()
+
+    def _reattached_told(self) -> None:
+        self._reattached_timer = None
         if self.ready:
             self.refresh_status()
 
@@ -173,6 +187,7 @@ class MainScreen(Screen[None]):
         self.flags.follow = self.table.follow
         self.flags.filter = self.filter_
         self.flags.matched = self.table.matched if self.query_.active else None
+        self.flags.reattached = self.model.reattached if self._reattached_timer is not None else None
         self.query_one(StatusBar).show(self.model, self.feed_status, self.flags)
         key = self.chain_tree.chain_key
         entry = self.model.get(key) if key is not None else None

@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 from proxy.flows.events import MessageRecord
 from ui.messages import CopyRequested
 from ui.model import ChainEntry, ViewModel
-from ui.render import message_label
+from ui.render import answered_here, message_label
 from ui.timeline import counterparts
 from ui.widgets.message_view import MessageView
 
@@ -67,7 +67,7 @@ class MessageScreen(Screen[None]):
         if entry is None or record is None:
             title.update("this message is no longer held (cleared or evicted)")
             return
-        title.update(message_label(record, entry.summary.bridged))
+        title.update(message_label(record, entry.summary.bridged, answered_here(entry.summary)))
         others = counterparts(entry.messages, record)
         self.query_one(MessageView).show(record, entry.summary, others, expanded=self.expanded)
 

@@ -21,7 +21,7 @@ from textual.widgets.data_table import RowDoesNotExist, RowKey
 from ui.body_search import ListFilter
 from ui.messages import ChainChosen, ChainHighlighted, FollowChanged
 from ui.model import ChainEntry, Changes, ViewModel
-from ui.render import cell, chain_cells, chain_id_cell
+from ui.render import cell, chain_cells, tail_cell
 
 COMPACT: tuple[tuple[str, str, int], ...] = (
     ("time", "Time", 8),
@@ -189,7 +189,7 @@ class ChainTable(DataTable[Any]):
     def _cells(self, entry: ChainEntry) -> list[Text | str]:
         cells = chain_cells(entry)
         row = [
-            cell(chain_id_cell(entry.summary.id, width)) if key == "id" else _fit(cells[key], width)
+            cell(tail_cell(entry.summary.id, width)) if key == "id" else _fit(cells[key], width)
             for key, _, width in self._columns_spec
         ]
         if entry.earlier_run is not None:  # an earlier proxy run's chain: shown, set apart

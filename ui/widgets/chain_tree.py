@@ -19,7 +19,7 @@ from textual.widgets.tree import TreeNode
 from proxy.flows.events import ChainStatus
 from ui.messages import CopyRequested, MessageChosen
 from ui.model import ChainEntry
-from ui.render import chain_headline, ended_status, node_label, note_labels
+from ui.render import answered_here, chain_headline, ended_status, node_label, note_labels
 from ui.timeline import Node, build_timeline
 
 NodeData = int | None
@@ -33,12 +33,16 @@ class Labels(NamedTuple):
     ended: ChainStatus | None
     whole: bool
     """Whether the view kept every message of the chain (else a missing answer may be one let go)."""
+    unrelayed: bool
+    """Whether the proxy answered the chain's request itself (the server never saw it)."""
 
     @classmethod
     def of(cls, entry: ChainEntry) -> Labels:
         """The labels' context for `entry` as the view holds it now."""
         summary = entry.summary
-        return cls(summary.bridged, summary.started, ended_status(summary), entry.whole)
+        return cls(
+            summary.bridged, summary.started, ended_status(summary), entry.whole, answered_here(summary)
+        )
 
 
 def _seq_of(node: Node) -> NodeData:
@@ -91,7 +95,9 @@ class ChainTree(Tree[NodeData]):
 
     def _add(self, parent: TreeNode[NodeData], nodes: list[Node], labels: Labels) -> None:
         for node in nodes:
-            label = node_label(node, labels.bridged, labels.start, labels.ended, labels.whole)
+            label = node_label(
+                node, labels.bridged, labels.start, labels.ended, labels.whole, labels.unrelayed
+            )
             if node.children:
                 branch = parent.add(label, data=_seq_of(node))
                 self._add(branch, node.children, labels)

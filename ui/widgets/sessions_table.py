@@ -8,20 +8,21 @@ from typing import Any
 from textual.widgets import DataTable
 
 from ui.model import ViewModel
-from ui.render import session_cells
+from ui.render import SESSION_WIDTH, session_cells
 
 COLUMNS = (
-    ("session", "Session", 30),
+    ("session", "Session", SESSION_WIDTH),
     ("client", "Client", 12),
     ("side", "Side", 8),
+    ("state", "State", 19),
     ("principal", "Principal", 16),
     ("caps", "Capabilities", 24),
     ("version", "Version", 10),
-    ("state", "State", 19),
     ("opened", "Opened", 8),
     ("changed", "Changed", 8),
     ("history", "History", 40),
 )
+"""Whose session it is and its state first, so an 80-column terminal shows them; the rest scrolls."""
 
 
 class SessionsTable(DataTable[Any]):

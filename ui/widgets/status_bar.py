@@ -5,7 +5,8 @@ attached view that fell behind reads a fresh history), a standing notice, "lagge
 errors, how many chains the filter matches and how far its search of bodies is first; upstream URL
 and listen address last. An attached feed that lost its proxy says so first, with the address it
 reconnects to, and shows no upstream, era or count of the lost run as current; once a proxy answers,
-it says whether it is the same run.
+it says for a while whether it is the same run, after the markers (the sentence is long, and a
+marker must not be pushed off the line by it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class ViewFlags:
     """A standing notice from whoever runs the app (the demo's result), shown after the feed state."""
     matched: int | None = None
     """Chains that match the filter in force (None: no filter), said before the counts."""
+    reattached: Reattached | None = None
+    """Who answered when a lost feed came back, while that is news (the main screen lets it go)."""
 
 
 def _short(url: str) -> str:
@@ -62,7 +65,7 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
     sep = ("  │ ", "dim")
     text = Text()
     if feed is not None:
-        text.append_text(feed_text(feed, model.reattached))
+        text.append_text(feed_text(feed))
         text.append(*sep)
     if flags.notice:
         text.append(flags.notice, style="bold")
@@ -90,6 +93,10 @@ def status_text(model: ViewModel, feed: FeedStatus | None, flags: ViewFlags) -> 
         text.append(*sep)
     if flags.filter is not None and flags.filter.to_search:
         text.append_text(search_text(flags.filter))
+        text.append(*sep)
+    back = flags.reattached
+    if back is not None and live:
+        text.append(reattached_text(back), style="green" if back.same else "bold yellow")
         text.append(*sep)
     text.append(f"{len(model.chains) - model.earlier} chains {model.messages_seen} msgs")
     if model.earlier:
@@ -120,8 +127,8 @@ def search_text(search: ListFilter) -> Text:
     return Text("bodies of every chain searched", style="green")
 
 
-def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
-    """The feed's state; an attached feed that lost its proxy says so, where it looks, and who came back."""
+def feed_text(feed: FeedStatus) -> Text:
+    """The feed's state; an attached feed that lost its proxy says so, and where it looks."""
     word, style = _STATE_STYLE[feed.state]
     text = Text()
     if feed.again and feed.state in ("reconnecting", "connecting"):
@@ -131,9 +138,7 @@ def feed_text(feed: FeedStatus, back: Reattached | None) -> Text:
         text.append(f", reconnecting to {_short(feed.address)}{reason}", style="red")
         return text
     text.append(word, style=style)
-    if feed.state == "live" and feed.again and back is not None:
-        text.append(" " + reattached_text(back), style="green" if back.same else "bold yellow")
-    elif feed.state == "reconnecting":
+    if feed.state == "reconnecting":
         retry = f" retry in {feed.retry_in:g}s" if feed.retry_in is not None else ""
         text.append(f" ({feed.detail}){retry}", style="red")
     elif feed.state == "failed":
