@@ -25,7 +25,7 @@ from urllib.parse import unquote, unquote_plus
 import orjson
 
 from proxy.wire.header_text import readable
-from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined, joiner
+from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined
 from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
 
 _USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
@@ -285,7 +285,8 @@ class Redactor:
         return [p for p in self._patterns if p in key]
 
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
-        """Return a masked copy of headers (repeated names joined with ", ") that is safe to show or store.
+        """Return a masked copy of headers (a repeated name's values joined: `joined_headers`) that is
+        safe to show or store.
 
         Each value is given as read (`readable`: a UTF-8 value in its UTF-8 reading), never as the
         latin-1 text the relay keeps.
@@ -308,8 +309,6 @@ class Redactor:
         # A credential that reads otherwise is remembered in its latin-1 reading too, as a string taken
         # from the raw head (a log field) holds it.
         pairs = [(name, readable(value)) for name, value in raw]
-        out: dict[str, str] = {}
-        spelling: dict[str, str] = {}
         decisions = self._decisions
         masked: list[str | None] = []  # every credential of the head is known before the rest is scrubbed
         for (name, value), (_, wire) in zip(pairs, raw, strict=True):
@@ -325,22 +324,18 @@ class Redactor:
             masked.append(None)
             if key in _URL_BEARING:
                 self._url_value(key, value)  # learns its query credentials, echoed in any header
+        shown_pairs: list[tuple[str, str]] = []
         for (name, value), shown in zip(pairs, masked, strict=True):
-            key = name.lower()
             if shown is None:
+                key = name.lower()
                 if key in _URL_BEARING:
                     shown = self._url_value(key, value)
                 elif key in CHALLENGE_HEADERS:
                     shown = self.challenge(value)
                 else:
                     shown = self.scrub(value)
-            first = spelling.get(key)
-            if first is None:
-                spelling[key] = name
-                out[name] = shown
-            else:
-                out[first] = f"{out[first]}{joiner(key)}{shown}"
-        return out
+            shown_pairs.append((name, shown))
+        return joined(shown_pairs)  # a name repeated in any case under its first spelling
 
     def _url_value(self, key: str, value: str) -> str:
         """A header value made of URLs (by its lower-case name), each masked like a path."""

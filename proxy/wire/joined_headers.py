@@ -29,11 +29,6 @@ _JOINS: Final = {SET_COOKIE: COOKIE_LINES, "cookie": "; "}
 """The fields not joined with `, ` (by lower-case name), and what joins their values instead."""
 
 
-def joiner(name: str) -> str:
-    """What joins the values of a field of this (any case) name that arrived more than once."""
-    return _JOINS.get(name.lower(), ", ")
-
-
 def recorded(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     """A head's fields as a record keeps them: one member per name, repeated values joined in order.
 
