@@ -52,6 +52,13 @@ def exported_chains(*captures: Path) -> tuple[str, list[dict[str, Any]]]:
     return listed.stdout, [c["chain"] for c in json.loads(listed.stdout)["chains"]]
 
 
+def exported_har(capture: Path, into: Path) -> Path:
+    """`mcp-proxy export --har INTO CAPTURE`, run as a user runs it (it must succeed): the HAR file."""
+    done = run_mcp_proxy("export", "--har", str(into), str(capture))
+    assert done.returncode == 0, done.stderr
+    return into
+
+
 def chain_ids(chains: list[dict[str, Any]], field: str, value: str) -> list[str]:
     """The ids of the chains whose headline has `field` equal to `value`."""
     return [str(c["id"]) for c in chains if c.get(field) == value]

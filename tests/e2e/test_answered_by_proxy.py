@@ -28,7 +28,7 @@ from tests.sidecar import (
     admin_json,
     clean_env,
     exported_chains,
-    run_mcp_proxy,
+    exported_har,
     settings_env,
 )
 from tests.transport.helpers import CLIENT_ACCEPT, dead_port, rpc
@@ -157,9 +157,7 @@ async def test_a_bridge_leg_that_never_reached_its_server_says_no_head_came_in_b
         status, _, live = await admin_get(proxy.admin + "/api/export.har")
         assert status == 200
         assert proxy.stop() == 0
-    exported = tmp_path / "capture.har"
-    done = run_mcp_proxy("export", "--har", str(exported), str(capture))
-    assert done.returncode == 0, done.stderr
+    exported = exported_har(capture, tmp_path / "capture.har")
 
     assert "unreachable" in answer["error"]["message"]
     for har in (json.loads(live), json.loads(exported.read_bytes())):

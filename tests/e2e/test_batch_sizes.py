@@ -18,7 +18,14 @@ import httpx2
 import pytest
 
 from tests.peers.runner import NodeServer
-from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    admin_get,
+    admin_json,
+    clean_env,
+    exported_har,
+    settings_env,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -74,9 +81,7 @@ async def test_a_batch_and_its_batch_answer_count_the_bytes_on_the_wire(
         status, _, live = await admin_get(proxy.admin + "/api/export.har")
         assert status == 200
         assert proxy.stop() == 0
-    exported = tmp_path / "capture.har"
-    done = run_mcp_proxy("export", "--har", str(exported), str(capture))
-    assert done.returncode == 0, done.stderr
+    exported = exported_har(capture, tmp_path / "capture.har")
 
     assert answer.status_code == 200, answer.text
     assert [m["id"] for m in json.loads(answer.content)] == [2, 3]

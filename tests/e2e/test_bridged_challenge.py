@@ -23,6 +23,7 @@ import pytest
 
 from tests.e2e.legacy_raw import HEADERS, initialize
 from tests.e2e.modern_raw import modern_headers, modern_params
+from tests.e2e.test_bridged_credentials import refused
 from tests.e2e.test_oauth_origin import PRM, rewrites
 from tests.peers.bearer_app import RESOURCE
 from tests.peers.runner import PeerServer, Sdk1Server
@@ -34,21 +35,6 @@ CHALLENGE: Final = (
     'Bearer error="invalid_token", error_description="Authentication required", resource_metadata="{}"'
 )
 """The SDK's challenge, naming the protected resource metadata at the URL given."""
-
-WORDS: Final = '{"error": "invalid_token", "error_description": "Authentication required"}'
-
-
-def refused(ident: int | str) -> dict[str, Any]:
-    """The bridge's answer to a request the server refused with 401."""
-    return {
-        "jsonrpc": "2.0",
-        "id": ident,
-        "error": {
-            "code": -32600,
-            "message": f"the upstream MCP server refused the request (HTTP 401): {WORDS}",
-            "data": {"status": 401, "upstream": WORDS},
-        },
-    }
 
 
 async def _discover_without_token(url: str) -> tuple[int, dict[str, Any], list[str]]:

@@ -35,7 +35,7 @@ WORDS: Final = '{"error": "invalid_token", "error_description": "Authentication 
 """What the SDK's bearer check says in the body of its 401."""
 
 
-def refused(ident: int) -> dict[str, Any]:
+def refused(ident: int | str) -> dict[str, Any]:
     """The bridge's answer to a request the server refused with 401."""
     return {
         "jsonrpc": "2.0",

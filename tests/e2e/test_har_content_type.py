@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from tests.e2e.test_export import validate
-from tests.sidecar import ProxyProcess, admin_get, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import ProxyProcess, admin_get, clean_env, exported_har, settings_env
 from tests.transport.helpers import CLIENT_ACCEPT, raw_fake_upstream, read_request, rpc
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +44,7 @@ async def test_an_answer_without_a_content_type_has_an_empty_mime_type_in_both_h
             status, _, live = await admin_get(proxy.admin + "/api/export.har")
             assert status == 200
             assert proxy.stop() == 0
-    exported = tmp_path / "capture.har"
-    done = run_mcp_proxy("export", "--har", str(exported), str(capture))
-    assert done.returncode == 0, done.stderr
+    exported = exported_har(capture, tmp_path / "capture.har")
     live_file = tmp_path / "live.har"
     live_file.write_bytes(live)
 

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from proxy.wire import errors
-from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    admin_get,
+    admin_json,
+    clean_env,
+    exported_har,
+    settings_env,
+)
 from tests.transport.helpers import raw_fake_upstream, read_request, rpc
 
 pytestmark = pytest.mark.e2e
@@ -82,9 +89,7 @@ async def test_a_head_then_a_close_gets_the_client_a_502_and_every_record_says_s
             status, _, live = await admin_get(proxy.admin + "/api/export.har")
             assert status == 200
             assert proxy.stop() == 0
-    exported = tmp_path / "capture.har"
-    done = run_mcp_proxy("export", "--har", str(exported), str(capture))
-    assert done.returncode == 0, done.stderr
+    exported = exported_har(capture, tmp_path / "capture.har")
 
     head, _, body = answered.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 502 "), answered
