@@ -74,7 +74,7 @@ async def bridged_client_faults(
         if kind == HOLD:
             if desk is None:
                 continue
-            held = await _hold(desk, exchange, route, fault, msg, judged)
+            held = await _hold(desk, sink, exchange, route, fault, msg, judged)
             if held is not None:
                 return held
             continue
@@ -101,9 +101,16 @@ async def bridged_client_faults(
 
 
 async def _hold(
-    desk: InterceptDesk, exchange: str, route: Route, fault: Fault, msg: Message, judged: Seen
+    desk: InterceptDesk,
+    sink: ObservationSink,
+    exchange: str,
+    route: Route,
+    fault: Fault,
+    msg: Message,
+    judged: Seen,
 ) -> Answer | Edited | None:
-    """Hold a client's message before the bridge takes it; what the decision makes of it."""
+    """Hold a client's message before the bridge takes it; what the decision makes of it (a request
+    answered or dropped at the desk never goes upstream, so the proxy is recorded as answering it)."""
     alone = len(route.body.messages) == 1
     decision = await desk.hold(fault, exchange, msg, judged, side="upstream", alone=alone)
     if decision.verb == "forward":
@@ -114,6 +121,7 @@ async def _hold(
         return Edited(replace(route, raw=raw, body=parse_body(raw)), note)
     if msg.kind is not Kind.REQUEST:  # a notification or a client's answer: never reaches the bridge
         return 202, None, None
+    sink.emit(AnsweredByProxy(sink.now(), exchange, f"intercept {fault.rule_id}"))  # no upstream time
     answer = decision.message if decision.verb == "answer" else None
     return 200, *intercept_reply(answer, msg.id, fault.rule_id)
 

@@ -203,6 +203,7 @@ class GatedRelay(PassthroughRelay):
             self.client.respond(202, b"", None, ())
             self._finish(None)
             return None
+        self._emit(AnsweredByProxy(self.ctx.observations.now(), self.exchange, f"intercept {fault.rule_id}"))
         answer = decision.message if decision.verb == "answer" else None
         self._respond_json(*intercept_reply(answer, msg.id, fault.rule_id))
         self._finish(None)
