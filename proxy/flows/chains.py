@@ -357,7 +357,7 @@ class ChainBuilder:
                     joins=obs.joins,
                 )
             case LegOpened():
-                self._streams.opened(obs.leg, obs.http_method, obs.mode, obs.t)
+                self._streams.opened(obs)
                 if self._keeps_records:  # its facts begin when its request went out, not at its head
                     self._leg_fact(obs.leg)
             case LegHeadSeen():
@@ -800,11 +800,11 @@ class ChainBuilder:
         the stream was opened, when the capture says); None when `leg` is no stream."""
         if not self._streams.is_stream(leg, direction, channel):
             return None
-        mode, opened_at = self._streams.origin(leg)
+        mode, opened_at, transports = self._streams.origin(leg)
         eras = BRIDGE_ERAS.get(mode, ("unknown", "unknown"))
         clock = self._clock
         now = clock()
-        stream = Exchange(leg, "GET", "", now, None, eras[0], eras[1], mode, {})
+        stream = Exchange(leg, "GET", "", now, None, eras[0], eras[1], mode, {}, *transports)
         seen, clock.at = clock.at, opened_at if opened_at is not None else now
         try:
             chain = self._ledger.open(stream, method=STREAM_METHOD, name=None, ident=None)

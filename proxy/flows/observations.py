@@ -280,6 +280,11 @@ class LegOpened:
     """The client exchange it serves (empty for a DELETE, which serves none)."""
     http_method: str
     mode: Mode
+    client_transport: str = "http"
+    """How the client of the exchange it serves reached the proxy (`ExchangeOpened.client_transport`);
+    a DELETE serves no client and keeps the default, as a capture before 1.14 reads for every leg."""
+    upstream_transport: str = "http"
+    """How the bridge reaches its upstream (`ExchangeOpened.upstream_transport`)."""
 
 
 @value

@@ -7,7 +7,9 @@ no call takes, the stream's own end) is no call's, whichever exchange happened t
 came: the exchange that opened the session is only the one the stream was opened for. So the stream
 gets a chain of its own, `GET stream` in the bridge's mode, as a client's GET stream has in
 pass-through; the bridge's answer to a question there is linked to the stream's leg and joins it too.
-The chain ends when the stream's leg closes.
+The chain ends when the stream's leg closes. Its transports are those its `leg_opened` names (the
+client's of the exchange it was opened for, the bridge's upstream's); a capture before 1.14 names
+none, and its stream chains read as `http -> http`.
 
 A capture before format 1.7 does not say which legs are GET streams (no `leg_opened`, channel `sse`):
 there a leg whose first message unbound to any chain came from the server is one, since every other
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from proxy.flows.events import Channel, Direction, Mode
 from proxy.flows.exchanges import BoundedMap
+from proxy.flows.observations import LegOpened
 
 STREAM_METHOD = "GET stream"
 """The method of a stream's own chain (as a client's GET stream's chain is named)."""
@@ -30,16 +33,17 @@ class StreamLegs:
 
     def __init__(self) -> None:
         self._opened: BoundedMap = BoundedMap()
-        """GET leg -> (its bridge's mode, when its request went out), from its `leg_opened`."""
+        """GET leg -> (its bridge's mode, when its request went out, its client's and its upstream's
+        transports), from its `leg_opened`."""
         self._own: BoundedMap = BoundedMap()
         """Leg -> the id of the chain of its own, until it closes."""
         self._unbound: BoundedMap = BoundedMap()
         """Legs that began with the proxy's own message joining no chain: no stream, nothing to join."""
 
-    def opened(self, leg: str, http_method: str, mode: Mode, at: float) -> None:
+    def opened(self, obs: LegOpened) -> None:
         """A bridge sent a bodiless leg: a GET is a stream whatever it carries."""
-        if http_method == "GET":
-            self._opened[leg] = (mode, at)
+        if obs.http_method == "GET":
+            self._opened[obs.leg] = (obs.mode, obs.t, (obs.client_transport, obs.upstream_transport))
 
     def declared(self, leg: str, channel: Channel) -> bool:
         """Whether the capture says `leg` is a GET stream (its `leg_opened` GET, or a message on it
@@ -55,11 +59,12 @@ class StreamLegs:
             return False
         return leg not in self._unbound
 
-    def origin(self, leg: str) -> tuple[Mode, float | None]:
-        """The stream's bridge mode and when it was opened (only GET legs open with no message, and only
-        the modern-client -> legacy-server bridge sends them, so that is the mode when none was said)."""
-        mode, at = self._opened.get(leg, (Mode.MRTR_TO_LEGACY, None))
-        return mode, at
+    def origin(self, leg: str) -> tuple[Mode, float | None, tuple[str, str]]:
+        """The stream's bridge mode, when it was opened, and its (client, upstream) transports (only GET
+        legs open with no message, and only the modern-client -> legacy-server bridge sends them, so
+        that is the mode when none was said; the transports are then the usual `http`)."""
+        mode, at, transports = self._opened.get(leg, (Mode.MRTR_TO_LEGACY, None, ("http", "http")))
+        return mode, at, transports
 
     def own(self, leg: str, chain_id: str) -> None:
         """`leg` has a chain of its own now."""

@@ -286,13 +286,13 @@ class HarFromCapture:
 
     def _leg_opened(self, obs: LegOpened) -> None:
         """A leg that sends no message (a GET stream, a DELETE): an entry from its request on, with
-        its bridge's eras and mode (and its client's transport, while the exchange it serves is open)."""
+        its bridge's eras and mode, and its client's transport (the exchange it serves says, while it is
+        open; else the line does, from 1.14)."""
         draft = self._leg(obs.leg, obs.t, None, obs.http_method)
         draft.client_era, draft.upstream_era = BRIDGE_ERAS.get(obs.mode, ("unknown", "unknown"))
         draft.mode = obs.mode.value
         served = self._open.get(obs.exchange)
-        if served is not None:
-            draft.client_transport = served.client_transport
+        draft.client_transport = served.client_transport if served is not None else obs.client_transport
 
     def _leg_message(self, obs: LegMessageSeen, chain: str | None) -> None:
         draft = self._leg(obs.leg, obs.t, obs)

@@ -140,6 +140,11 @@ class ObservationEncoder:
                     del line["upstream_transport"]
                 if obs.connection is None:  # written only when known, as readers assume
                     del line["connection"]
+            case LegOpened():  # transports written only when not the usual, which readers assume
+                if obs.client_transport == "http":
+                    del line["client_transport"]
+                if obs.upstream_transport == "http":
+                    del line["upstream_transport"]
             case ResponseHeadSeen() | LegHeadSeen():
                 line["headers"] = redactor.headers(obs.headers)
             case ContinuationMoved():  # a principal's keyed fingerprint

@@ -777,9 +777,12 @@ class BridgeDriver:
         return note
 
     def _observe_bodiless(self, leg: str, exchange: str, method: str) -> None:
-        """A leg that sends no message: observed as it goes, since nothing on it names its method."""
+        """A leg that sends no message: observed as it goes, since nothing on it names its method, with
+        the transports of the exchange it serves (a DELETE serves none: its client's is the default)."""
+        served = self.exchanges.get(exchange)
+        client = served.client.transport if served is not None else "http"
         sink = self.observer
-        sink.emit(LegOpened(sink.now(), leg, exchange, method, self.mode))
+        sink.emit(LegOpened(sink.now(), leg, exchange, method, self.mode, client, self.upstream_transport()))
 
     def _observe_leg_msg(self, leg: str, msg: Message, size: int, channel: Channel) -> None:
         """An upstream message on `leg`, filed with the exchange of the leg whose chain it joins."""
