@@ -832,8 +832,9 @@ class AlreadyRedacted(Redactor):
         super().__init__(header_names=(), header_patterns=())
 
     def headers(self, items: Iterable[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
-        """The headers as they are (joined like `Redactor.headers`)."""
-        return joined(items if isinstance(items, Mapping) else tuple(items))
+        """The headers as they are (joined like `Redactor.headers`); a mapping read from a capture was
+        joined when it was recorded, so it is copied as it is."""
+        return dict(items) if isinstance(items, Mapping) else joined(tuple(items))
 
     def token(self, value: str) -> str:
         """The value as it is."""

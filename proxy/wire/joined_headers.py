@@ -16,7 +16,7 @@ one C-level `dict` build and a length comparison.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 SET_COOKIE: Final = "set-cookie"
@@ -55,12 +55,18 @@ def joined(pairs: Sequence[tuple[str, str]] | Mapping[str, str]) -> dict[str, st
     return out
 
 
-def field_lines(headers: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+def field_lines(headers: Mapping[str, str]) -> list[tuple[str, str]]:
     """A recorded head as one (name, value) per field line to write: each cookie of a joined
-    `Set-Cookie` its own line, every other member one line as it is (its joined value means the same)."""
-    for name, value in headers.items():
+    `Set-Cookie` its own line, every other member one line as it is (its joined value means the same).
+
+    Every exported entry's heads pass here, so a head with no joined cookie is copied as it is."""
+    lines = list(headers.items())
+    if not any(COOKIE_LINES in value for value in headers.values()):
+        return lines
+    out: list[tuple[str, str]] = []
+    for name, value in lines:
         if COOKIE_LINES in value and name.lower() == SET_COOKIE:
-            for one in value.split(COOKIE_LINES):
-                yield name, one
+            out.extend((name, one) for one in value.split(COOKIE_LINES))
         else:
-            yield name, value
+            out.append((name, value))
+    return out
