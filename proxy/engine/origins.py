@@ -26,10 +26,14 @@ from proxy.engine.principal import ANONYMOUS, principal_of
 from proxy.wire import errors
 from proxy.wire.cors import origin_of
 from proxy.wire.jsonrpc import RequestId, error_response
-from proxy.wire.relayed import relayed_client_headers
 
 CALLERS_KEPT: Final = 256
 """Callers remembered as accepted; past it the earliest learned is forgotten (and asked about again)."""
+
+_CALLER_FIELDS: Final = frozenset({"origin", "authorization"})
+"""The fields a caller is judged by (lower case): both cross unless `Connection` lists them."""
+
+_CALLER_NAME_SIZES: Final = frozenset({len("origin"), len("authorization"), len("connection")})
 
 WORDS_KEPT: Final = 500
 """Characters of a refusal's body quoted to the client (and in logs)."""
@@ -53,8 +57,19 @@ def caller_of(headers: tuple[tuple[str, str], ...]) -> Caller:
     leg's success teaches is what the request is checked against: a field the client lists in
     `Connection` is hop-by-hop and never crosses (`relayed_client_headers`), so it names no one.
     """
-    sent = relayed_client_headers(headers)
-    return Caller(origin_of(sent), principal_of(sent))
+    picked: list[tuple[str, str]] = []
+    listed = ""
+    for name, value in headers:  # one pass, no copy: this runs for every request a bridge sends
+        if len(name) in _CALLER_NAME_SIZES:
+            key = name.lower()
+            if key == "connection":
+                listed = f"{listed},{value}"
+            elif key in _CALLER_FIELDS:
+                picked.append((name, value))
+    if listed:  # a field the client lists in `Connection` does not cross (`relayed_client_headers`)
+        hop = {token.strip().lower() for token in listed.split(",")}
+        picked = [(name, value) for name, value in picked if name.lower() not in hop]
+    return Caller(origin_of(picked), principal_of(picked))
 
 
 class KnownCallers:
