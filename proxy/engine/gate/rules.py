@@ -144,6 +144,8 @@ def _check(rule: FaultRule) -> None:
     if action.kind == "corrupt_state" and match.only("round") == "1":
         raise ValueError("corrupt_state alters a retry's requestState: round:1 has none (use round:>1)")
     picked = match.picks()
+    if picked is not None and not picked:
+        raise ValueError(f"{action.kind}: {match.text} picks no message (its terms exclude each other)")
     if picked is not None and not any(action.acts_on(sender, kind) for sender, kind in picked):
         raise ValueError(
             f"{action.kind} {_ACTS_ON[action.kind]}: {match.text} picks only {_picked_text(picked)}"

@@ -135,6 +135,10 @@ def test_a_retry_is_round_two_and_a_server_request_has_no_round() -> None:
         ("method:notifications/initialized => cut_after=0", "cuts the SSE stream that answers a client's"),
         ("method:notifications/progress dir:client => cut_after=1", "picks only notifications"),
         (
+            "method:notifications/x method:elicitation/create => error=-32000",
+            "picks no message (its terms exclude each other)",
+        ),
+        (
             "method:roots/list dir:client => cut_after=1",
             "picks only the client's answer to a server's request",
         ),
