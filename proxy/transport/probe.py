@@ -183,7 +183,8 @@ async def probe_upstream(
         eras = UpstreamEras(legacy=legacy, modern=modern)
         if eras.known:
             return ProbeResult(eras, True)
-        statuses = f"HTTP {status_m} to server/discover, HTTP {status_l} to initialize"
+        discover_said = f"HTTP {status_m}" if status_m else "no answer"  # 0: a stdio server kept silent
+        statuses = f"{discover_said} to server/discover, HTTP {status_l} to initialize"
         problem = _unknown(statuses, status_m, status_l)
         moved = _moved_on_origin(upstream, moved_l or moved_m)
         if moved:
