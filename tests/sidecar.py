@@ -289,6 +289,21 @@ async def admin_get(
         return resp.status, dict(resp.headers), await resp.read()
 
 
+async def admin_outputs(admin: str, token: str | None = None) -> list[str]:
+    """Every page a reader of the admin API gets (the chains, each chain, the three exports), as text:
+    what a test that no secret reaches any output reads (each must answer 200)."""
+    pages = []
+    for page in ("/api/chains?limit=100", "/api/export.har", "/api/export.json", "/api/export.ndjson"):
+        status, _, body = await admin_get(admin + page, token)
+        assert status == 200, page
+        pages.append(body.decode())
+    for chain in json.loads(pages[0]):
+        status, _, body = await admin_get(f"{admin}/api/chains/{chain['id']}", token)
+        assert status == 200, chain
+        pages.append(body.decode())
+    return pages
+
+
 async def admin_json(url: str, token: str | None = None) -> Any:
     """GET an admin URL that must answer 200 JSON; the decoded body."""
     status, _, body = await admin_get(url, token)

@@ -10,7 +10,6 @@ masked, the client getting the `Location` unchanged.
 
 from __future__ import annotations
 
-import json
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Final
@@ -20,7 +19,14 @@ import pytest
 
 from proxy.record.capture import read_capture
 from tests.e2e.test_no_secrets import rendered
-from tests.sidecar import ProxyProcess, admin_get, clean_env, exported_chains, run_mcp_proxy, settings_env
+from tests.sidecar import (
+    ProxyProcess,
+    admin_outputs,
+    clean_env,
+    exported_chains,
+    run_mcp_proxy,
+    settings_env,
+)
 from tests.threaded_http import serving
 
 pytestmark = pytest.mark.e2e
@@ -62,16 +68,7 @@ async def test_tokens_in_a_redirects_fragment_are_masked_in_every_output(tmp_pat
             ):
                 assert answer.status == 302
                 assert answer.headers["Location"] == LOCATION, "the client gets the redirect as sent"
-            admin = []
-            pages = ("/api/chains?limit=100", "/api/export.har", "/api/export.json", "/api/export.ndjson")
-            for page in pages:
-                status, _, body = await admin_get(proxy.admin + page, TOKEN)
-                assert status == 200, page
-                admin.append(body.decode())
-            for chain in json.loads(admin[0]):
-                status, _, body = await admin_get(f"{proxy.admin}/api/chains/{chain['id']}", TOKEN)
-                assert status == 200, chain
-                admin.append(body.decode())
+            admin = await admin_outputs(proxy.admin, TOKEN)
             proxy.stop()
             log = proxy.stderr()
     listed, _chains = exported_chains(capture)

@@ -28,7 +28,7 @@ from tests.e2e.test_no_secrets import rendered
 from tests.peers.runner import Sdk1Server
 from tests.sidecar import (
     ProxyProcess,
-    admin_get,
+    admin_outputs,
     chain_ids,
     clean_env,
     exported_chains,
@@ -144,20 +144,7 @@ async def test_an_oauth_flow_through_the_mirrored_paths_reaches_no_output_in_cle
         )
         with ProxyProcess(env) as proxy:
             planted = await oauth_flow(proxy.listen, proxy.endpoint())
-            admin = []
-            for page in (
-                "/api/chains?limit=100",
-                "/api/export.har",
-                "/api/export.json",
-                "/api/export.ndjson",
-            ):
-                status, _, body = await admin_get(proxy.admin + page, TOKEN)
-                assert status == 200, page
-                admin.append(body.decode())
-            for chain in json.loads(admin[0]):
-                status, _, body = await admin_get(f"{proxy.admin}/api/chains/{chain['id']}", TOKEN)
-                assert status == 200, chain
-                admin.append(body.decode())
+            admin = await admin_outputs(proxy.admin, TOKEN)
             proxy.stop()
             log = proxy.stderr()
     listed, chains = exported_chains(capture)
