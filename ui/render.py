@@ -15,9 +15,9 @@ from typing import Any
 
 from rich.text import Text
 
-from proxy.flows.chains import proxy_changes
 from proxy.flows.endpoint import is_plain_chain
 from proxy.flows.events import DECIDED, ChainStatus, ChainSummary, Direction, MessageRecord, Side
+from proxy.flows.proxy_notes import proxy_changes
 from proxy.wire.joined_headers import field_lines
 from proxy.wire.visible import visible
 from ui.model import ChainEntry, SessionEntry

@@ -133,7 +133,7 @@ class MessageRecord(_Model):
     """What the proxy says of the message, for people (code reads the typed fields)."""
     answered_by: str | None = None
     """Who made the message in the client's place, when the proxy did: `intercept:i2` on the answer an
-    intercept rule sent a server to its request (`proxy.flows.chains.by_intercept`)."""
+    intercept rule sent a server to its request (`proxy.flows.proxy_notes.by_intercept`)."""
 
 
 LIVE_ID: Final = re.compile(r"c[0-9a-f]{6}-\d+")

@@ -59,7 +59,7 @@ class MessageSeen:
     note: str | None = None
     """What the proxy says of the message, for people: code reads the typed fields."""
     answered_by: str | None = None
-    """Who made the message in the client's place (`intercept:i2`, `proxy.flows.chains.by_intercept`):
+    """Who made the message in the client's place (`intercept:i2`, `proxy.flows.proxy_notes.by_intercept`):
     the answer an intercept sent a server to its request, which no client saw. Replay and mock take
     it as the recorded answer to that question."""
 

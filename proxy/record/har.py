@@ -27,9 +27,9 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from proxy import __version__
-from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainSummary, Channel, Direction
 from proxy.flows.observations import client_end, unusual_end
+from proxy.flows.proxy_notes import proxy_changes
 from proxy.flows.redact import unencodable
 from proxy.wire.joined_headers import field_lines
 

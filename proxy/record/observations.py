@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from proxy.flows.chains import ChainBuilder, by_intercept
+from proxy.flows.chains import ChainBuilder
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Channel, Direction, FlowEvent, Mode, ProxyInfo, Side, same_run
 from proxy.flows.observations import (
@@ -49,6 +49,7 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     key_of,
 )
+from proxy.flows.proxy_notes import by_intercept
 from proxy.flows.records import Filed
 from proxy.flows.redact import AlreadyRedacted, CutBody, Redactor
 from proxy.flows.store import ChainStore

@@ -28,8 +28,8 @@ from typing import Any, Final
 import aiohttp
 
 from proxy.config import Settings
-from proxy.flows.chains import proxy_changes
 from proxy.flows.events import ChainOpened, ChainStatus, MessageRecord, ProxyInfo
+from proxy.flows.proxy_notes import proxy_changes
 from proxy.flows.redact import MIN_ECHOED_SECRET
 from proxy.flows.store import Chain
 from proxy.record.export import JSON_MESSAGES

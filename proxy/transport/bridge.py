@@ -57,7 +57,6 @@ from proxy.engine.events import (
 from proxy.engine.faults import fault_outcome
 from proxy.engine.oauth_origin import Origins
 from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
-from proxy.flows.chains import answered_for_client, answerer
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     PROXY_STOPPING,
@@ -74,6 +73,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     UpstreamSessionMoved,
 )
+from proxy.flows.proxy_notes import answered_for_client, answerer
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, header, is_sse

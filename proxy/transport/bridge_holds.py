@@ -31,8 +31,8 @@ from proxy.engine.gate.messages import (
     intercept_refusal,
     seen,
 )
-from proxy.flows.chains import by_intercept
 from proxy.flows.events import Mode
+from proxy.flows.proxy_notes import by_intercept
 from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value
 from proxy.wire.mcp import target_name
 
@@ -53,7 +53,7 @@ class Outcome:
     message: Any = None
     by: str | None = None
     """Who made a `reply` that answers a request in the client's place (`intercept:i2`, from
-    `proxy.flows.chains.by_intercept`): a bridge-made request to the client, or the upstream's."""
+    `proxy.flows.proxy_notes.by_intercept`): a bridge-made request to the client, or the upstream's."""
     dropped: bool = False
     """The `reply` is the drop's refusal: the request was dropped, not answered."""
 

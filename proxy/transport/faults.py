@@ -39,9 +39,9 @@ from proxy.engine.gate.messages import (
 )
 from proxy.engine.gate.rules import Fault, FaultGate
 from proxy.engine.passthrough import BODY_CUT, ClientHead
-from proxy.flows.chains import answered_for_client, by_intercept
 from proxy.flows.events import Channel, Direction, Side
 from proxy.flows.observations import AnsweredByProxy, FaultInjected, MessageSeen, ResponseHeadSeen
+from proxy.flows.proxy_notes import answered_for_client, by_intercept
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import forward_request_headers
 from proxy.framing.sse_events import EventSplitter, event_message, event_with_data

@@ -26,8 +26,8 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from proxy.cli import main
-from proxy.flows.chains import STOPPED_WHILE_PARKED
 from proxy.flows.events import ChainStatus
+from proxy.flows.leg_handlers import STOPPED_WHILE_PARKED
 from tests.e2e.commanded import TOKEN, own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.clients import run_plan

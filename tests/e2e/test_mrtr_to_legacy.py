@@ -14,8 +14,8 @@ import aiohttp
 import anyio
 import pytest
 
-from proxy.flows.chains import CLIENT_NEVER_RETRIED
 from proxy.flows.events import ChainStatus, ContinuationChanged, Direction, Mode, Side
+from proxy.flows.leg_handlers import CLIENT_NEVER_RETRIED
 from proxy.runtime import Proxy
 from proxy.wire.mcp import META_SERVER_INFO
 from tests.e2e.modern_raw import modern_call

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.chains import LEGACY_LEFT_BRIDGE, MODERN_CANCEL, ChainBuilder
+from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     ChainOpened,
@@ -26,6 +26,7 @@ from proxy.flows.events import (
     SessionChanged,
     event_to_json,
 )
+from proxy.flows.exchange_closing import LEGACY_LEFT_BRIDGE, MODERN_CANCEL
 from proxy.flows.observations import LATE_CANCEL_S
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT, OTHER_AUTHORIZATION_RETRY

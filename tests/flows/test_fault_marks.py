@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import ChainBuilder, fault_note, intercept_note, proxy_changes
+from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import ChainChanged, Channel, Direction, FlowEvent
 from proxy.flows.observations import FaultInjected, InterceptReleased
+from proxy.flows.proxy_notes import fault_note, intercept_note, proxy_changes
 from proxy.flows.redact import Redactor
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED, ChainBuilder
+from proxy.flows.chains import ChainBuilder
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import (
     ChainStatus,
@@ -27,6 +27,7 @@ from proxy.flows.events import (
     Side,
     event_to_json,
 )
+from proxy.flows.leg_handlers import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED
 from proxy.flows.observations import FaultInjected, InterceptReleased, MessageSeen
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NEVER_RETRIED, NO_FIT, RETRY_WINDOW

@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-import proxy.flows.chains as chains
-from proxy.flows.chains import answered_for_client, by_intercept
+import proxy.flows.proxy_notes as proxy_notes
 from proxy.flows.events import Channel, Direction, FlowEvent, MessageRecorded, Side
 from proxy.flows.observations import (
     ExchangeClosed,
@@ -22,6 +21,7 @@ from proxy.flows.observations import (
     Observation,
     ResponseHeadSeen,
 )
+from proxy.flows.proxy_notes import answered_for_client, by_intercept
 from proxy.flows.redact import Redactor
 from proxy.flows.store import ChainStore
 from proxy.record.mock_table import build_table
@@ -88,7 +88,7 @@ def test_replay_and_mock_take_the_intercepts_answer_whatever_its_note_says(
     wording: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if wording is not None:
-        monkeypatch.setattr(chains, "IN_CLIENTS_PLACE", wording)
+        monkeypatch.setattr(proxy_notes, "IN_CLIENTS_PLACE", wording)
     lines = _lines()
     (answer,) = [line for line in lines if line.get("answered_by")]
     assert answer["answered_by"] == "intercept:i1"

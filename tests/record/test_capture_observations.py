@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from proxy.flows.bus import EventBus
-from proxy.flows.chains import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED, ChainBuilder
+from proxy.flows.chains import ChainBuilder
 from proxy.flows.events import (
     ChainChanged,
     Channel,
@@ -22,6 +22,7 @@ from proxy.flows.events import (
     SessionChanged,
     Side,
 )
+from proxy.flows.leg_handlers import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED
 from proxy.flows.observations import (
     ExchangeOpened,
     InterceptHeld,

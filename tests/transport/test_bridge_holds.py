@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from proxy.flows.chains import answered_for_client, answerer
 from proxy.flows.events import Mode
+from proxy.flows.proxy_notes import answered_for_client, answerer
 from proxy.flows.redact import Redactor
 from proxy.transport.bridge_holds import BridgeHolds, Outcome
 from proxy.wire.jsonrpc import classify_value
