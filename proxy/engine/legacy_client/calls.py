@@ -102,7 +102,7 @@ class CallDriver:
             params["requestState"] = call.round_state
         call.legs_sent += 1
         call.sent_state = call.round_state is not None
-        call.progress_base = call.progress_last or 0
+        call.progress_base = None  # decided by the round's first progress (`_rebase_progress`)
         try:
             send = self._ctx.open_leg("call", call.exchange, call.exchange, call.method, params, call.headers)
         except HeaderRefused as exc:
@@ -208,11 +208,17 @@ class CallDriver:
         return [*self._stream(call), SendSse(call.exchange, raw)]
 
     def _rebase_progress(self, call: Call, params: dict[str, Any]) -> dict[str, Any] | None:
-        """Client's token, values offset so they keep rising across legs (each leg restarts at 0)."""
+        """The progress under the client's token, as the server sent it while it keeps rising past
+        what the client was last sent; a round (a new upstream request) whose first value starts at or
+        below that is offset by it for the whole round, total included, since the client's token must
+        see rising values. A value that would not rise is dropped."""
         token = request_meta(call.params).get("progressToken")
         value = params.get("progress")
         if token is None or not isinstance(value, int | float) or isinstance(value, bool):
             return None
+        if call.progress_base is None:
+            last = call.progress_last
+            call.progress_base = last if last is not None and value <= last else 0
         progress = call.progress_base + value
         if call.progress_last is not None and progress <= call.progress_last:
             return None
