@@ -1056,6 +1056,29 @@ def test_a_client_error_answer_fails_the_call_and_withdraws_the_other_nested_req
     assert drained(engine, sessions=1)
 
 
+def test_a_client_answer_that_is_no_result_of_its_request_fails_the_call_naming_it() -> None:
+    engine = session_engine()
+    text = (
+        "The client's answer is no result of its request: 'a' (elicitation/create): "
+        "'action' must be one of accept, decline, cancel, got None"
+    )
+
+    assert (
+        Playbook(engine)
+        >> call("x1", 1)
+        << ANY
+        >> up("leg-2", ok("leg-2", needs_input({"a": FORM}, "S")))
+        << ROUND_LOG
+        << StartSse("x1")
+        << SendSse("x1", req("nested-1", "elicitation/create", FORM["params"]))
+        >> post("a1", ok("nested-1", {"content": {"ok": True}}))
+        << ReplyJson("a1", 202, None)
+        << SendSse("x1", tool_error(1, text))
+        << EndClientResponse("x1")
+    )
+    assert drained(engine, sessions=1)
+
+
 INTERCEPT = "the proxy's intercept (i2)"
 
 

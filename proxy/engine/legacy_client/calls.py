@@ -35,6 +35,7 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
+from proxy.engine.input_answers import answer_fault
 from proxy.engine.legacy_client.answers import (
     call_failure,
     legacy_failure,
@@ -294,6 +295,9 @@ class CallDriver:
         pending = call.outstanding.pop(msg.id)
         if msg.kind is Kind.ERROR:
             return self._fail(call, refusal_text(pending, msg.error, made))
+        fault = answer_fault(repr(pending.key), pending.method, msg.result)
+        if fault is not None:  # the server would fail the call on it without saying which answer
+            return self._fail(call, f"The client's answer is no result of its request: {fault}")
         assert call.answers is not None
         call.answers[pending.key] = msg.result
         return [] if call.outstanding else self._send(call)

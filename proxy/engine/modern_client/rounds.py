@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
 from proxy.engine.commands import BridgeCommand, Log, ReplyJson
+from proxy.engine.input_answers import answer_fault, json_type
 from proxy.engine.modern_client.answers import (
     as_result,
     input_required,
@@ -76,7 +77,7 @@ from proxy.engine.modern_client.tokens import (
 )
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response, result_response
-from proxy.wire.mcp import answer_problem, request_meta
+from proxy.wire.mcp import request_meta
 
 Commands = list[BridgeCommand]
 
@@ -400,25 +401,9 @@ def malformed_answer(call: Call, responses: Any) -> str | None:
     for key, nested in call.asked.items():
         if key not in responses:
             continue
-        value = responses[key]
-        if not isinstance(value, dict):
-            return f"{key} ({nested.method}): an answer is its result object, got {json_type(value)}"
-        if (problem := answer_problem(nested.method, value)) is not None:
-            return f"{key} ({nested.method}): {problem}"
+        if (problem := answer_fault(key, nested.method, responses[key])) is not None:
+            return problem
     return None
-
-
-def json_type(value: Any) -> str:
-    """A JSON value's kind as a person names it: `a string`, `null`, `a number`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def retry_after(ctx: MrtrContext, call: Call, holders: Iterable[str]) -> int:
