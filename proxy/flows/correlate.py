@@ -63,6 +63,10 @@ class Correlator:
         self._redactor = redactor
         self._clock = clock
         self._nested: BoundedMap = BoundedMap()
+        self._answered: BoundedMap = BoundedMap()
+        """(session, id) of a question the client answered -> its chain: a second answer to it is
+        named as such, not as an answer to a request nobody asked. A memory of what is over (bounded,
+        like `_closed`), so not among the open correlations `sizes` counts."""
         self._requests: BoundedMap = BoundedMap()
         self._session_init: BoundedMap = BoundedMap()
         self._declared: BoundedMap = BoundedMap()
@@ -129,9 +133,11 @@ class Correlator:
             chain = self._store.peek(chain_id) if chain_id else None
             if chain is None:
                 chain = self._ledger.open(ex, method="(response)", name=None, ident=msg.id)
-                chain.summary.notes.append("response to a request the proxy did not see")
+                chain.summary.notes.append(self._unmatched_note(ex_key, msg.id))
                 self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
             else:
+                assert chain_id is not None
+                self._answered[(ex_key, msg.id)] = chain_id
                 self._ledger.attach(chain, ex)
                 chain.waiting_on = max(0, chain.waiting_on - 1)
                 if chain.waiting_on == 0:
@@ -147,6 +153,14 @@ class Correlator:
         chain.summary.notes.append(f"invalid message: {msg.problem}")
         self._ledger.finish(chain, ChainStatus.ERROR, f"invalid message: {msg.problem}", self._clock())
         return chain.summary.id
+
+    def _unmatched_note(self, session: str | None, ident: RequestId | None) -> str:
+        """Why a client response joins no chain: it repeats an answer already given, or it answers
+        a request the proxy never saw."""
+        earlier = self._answered.get((session, ident))
+        if earlier is None:
+            return "response to a request the proxy did not see"
+        return f"repeated answer to the question {ident!r}, already answered in chain {earlier}"
 
     def _client_notification(self, ex: Exchange, msg: Message) -> Chain:
         target: str | None = None

@@ -10,7 +10,9 @@ either side send one `Authorization`, so they share the bridge's upstream sessio
 `anonymous_upstream_sessions` says); and a stdio
 client (`mcp-proxy stdio --upstream URL`) that initializes again after the restart gets a new session,
 its handshake carrying no dead session id; the server's refusals of that client's notification and
-answer in the forgotten session are written nowhere (JSON-RPC answers neither).
+answer in the forgotten session are written nowhere (JSON-RPC answers neither). A call parked
+between rounds when the server stops is lost with it: the client's correct retry is told so
+(-32000, HTTP 502), not that its `requestState` is invalid.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import socket
 from pathlib import Path
 from typing import Final
 
+import aiohttp
 import mcp_types as types
 import pytest
 
+from tests.e2e.modern_raw import modern_call
 from tests.e2e.test_stdio_clients import INIT, RawStdioClient
 from tests.peers.runner import NodeServer
 from tests.peers.scenarios import client_for
@@ -73,6 +77,34 @@ async def test_a_2026_client_calls_through_the_bridge_right_after_the_upstream_r
             lost = proxy.find("upstream_session_lost")
             assert lost is not None, proxy.stderr()[-3000:]
             assert "400 (Bad Request: No valid session ID provided)" in lost["why"]
+    finally:
+        first.stop()
+
+
+async def test_a_retry_of_a_call_parked_when_the_upstream_restarted_is_told_the_call_was_lost() -> None:
+    port = free_port()
+    first = EverythingOnPort(port).start()
+    ask = {"name": "trigger-elicitation-request", "arguments": {}}
+    try:
+        with ProxyProcess(clean_env(**settings_env(upstream=first.url))) as proxy:
+            async with aiohttp.ClientSession() as http:
+                _, parked = await modern_call(
+                    http, proxy.endpoint(), "tools/call", ask, ident=1, headers=CALLER
+                )
+                result = parked.get("result", {})
+                assert result.get("resultType") == "input_required", (parked, proxy.stderr()[-3000:])
+                first.stop()
+                assert proxy.wait_for("bridge_continuation_dead", 20.0), proxy.stderr()[-3000:]
+                with EverythingOnPort(port):
+                    answers = {key: {"action": "decline"} for key in result["inputRequests"]}
+                    retry = {**ask, "requestState": result["requestState"], "inputResponses": answers}
+                    status, told = await modern_call(
+                        http, proxy.endpoint(), "tools/call", retry, ident=2, headers=CALLER
+                    )
+        assert status == 502, told
+        assert told["error"]["code"] == -32000
+        assert "the upstream call was lost while it waited for your answers" in told["error"]["message"]
+        assert told["error"]["message"].endswith("it did not complete, start it again")
     finally:
         first.stop()
 

@@ -15,7 +15,7 @@ import pytest
 
 from proxy.engine.commands import CancelTimer, CloseLeg, Log, ReplyJson, StartTimer
 from proxy.engine.events import ClientDisconnected, LegEnded, LegFailed, LegResponded, TimerFired
-from proxy.engine.modern_client.continuations import ContinuationTable, Refusal
+from proxy.engine.modern_client.continuations import ContinuationTable, EndedContinuations, Ending, Refusal
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.modern_client.sessions import LOST_THEN, lost_why
 from proxy.engine.modern_client.tokens import Claims, StateSealer, binding_for
@@ -434,7 +434,20 @@ def test_a_client_leaving_during_a_resume_round_cancels_the_upstream_call() -> N
     assert drained(engine, legs=2)
 
 
-def test_an_upstream_stream_that_dies_while_parked_kills_the_continuation() -> None:
+def lost_reply(exchange: str, ident: Any, why: str) -> ReplyJson:
+    text = (
+        "upstream MCP server failed during tools/call: the upstream call was lost while it waited for "
+        f"your answers ({why}); it did not complete, start it again"
+    )
+    return ReplyJson(exchange, 502, err(ident, -32000, text))
+
+
+def ended_log(exchange: str, ident: Any) -> Log:
+    fields = {"exchange": exchange, "client_id": ident, "continuation": "continuation-1"}
+    return Log("bridge_retry_of_ended_call", "info", fields)
+
+
+def test_an_upstream_stream_that_dies_while_parked_tells_the_retry_the_call_was_lost_once() -> None:
     engine = ready_engine()
     park(engine)
     why = "the upstream MCP server cut the response stream: reset" + CUT_HINT + " (HTTP 200)"
@@ -455,13 +468,43 @@ def test_an_upstream_stream_that_dies_while_parked_kills_the_continuation() -> N
         )
         << CancelTimer("ttl:call-1")
         >> call("x2", 2, requestState=state(), inputResponses=ANSWER)
-        << rejection_log("x2", 2, "unknown_continuation")
-        << rejected("x2", 2)
+        << ended_log("x2", 2)
+        << lost_reply("x2", 2, why)
+        >> call("x3", 3, requestState=state(), inputResponses=ANSWER)
+        << rejection_log("x3", 3, "unknown_continuation")
+        << rejected("x3", 3)
     )
     assert drained(engine)
 
 
-def test_a_lost_upstream_session_kills_every_parked_continuation_on_it() -> None:
+def test_the_record_of_a_lost_call_ends_with_its_token() -> None:
+    engine = ready_engine()
+    park(engine, at=1000.0)
+
+    engine.handle(LegFailed("leg-3", "cut", "reset", 1010.0))
+
+    assert engine.table_sizes()["ended_continuations"] == 1
+    assert (
+        Playbook(engine)
+        >> call("x2", 2, at=1301.0, requestState=state(at=1000.0), inputResponses=ANSWER)
+        << rejection_log("x2", 2, "expired")
+        << rejected("x2", 2)
+    )
+
+
+def test_ended_records_are_bounded_in_number_and_dropped_when_their_token_expires() -> None:
+    ended = EndedContinuations(limit=2)
+    for n in range(3):
+        ended.record(f"c{n}", Ending(1, 100.0 + n, -32000, "lost", 502), now=10.0)
+
+    assert (len(ended), ended.take("c0", 10.0)) == (2, None)  # the oldest went first
+    ended.prune(101.5)
+    assert ended.take("c1", 101.5) is None
+    assert ended.take("c2", 101.5) == Ending(1, 102.0, -32000, "lost", 502)
+    assert ended.take("c2", 101.5) is None  # told once
+
+
+def test_a_lost_upstream_session_kills_every_parked_continuation_on_it_and_tells_its_retry() -> None:
     engine = ready_engine()
     park(engine)
 
@@ -485,8 +528,8 @@ def test_a_lost_upstream_session_kills_every_parked_continuation_on_it() -> None
         << CloseLeg("leg-3")
         << ANY
         >> call("x3", 3, requestState=state(), inputResponses=ANSWER)
-        << rejection_log("x3", 3, "unknown_continuation")
-        << rejected("x3", 3)
+        << ended_log("x3", 3)
+        << lost_reply("x3", 3, "the upstream session was lost: " + lost_why("404"))
     )
 
 

@@ -769,6 +769,46 @@ def test_one_round_becomes_a_nested_request_and_the_retry_echoes_the_state() -> 
     assert drained(engine, sessions=1)
 
 
+def test_progress_that_keeps_rising_across_rounds_reaches_the_client_as_the_server_sent_it() -> None:
+    engine = session_engine()
+    params = {"name": "deploy", "arguments": {"env": "prod"}, "_meta": {"progressToken": "p"}}
+    first = {**params, "_meta": meta(progressToken="p")}
+
+    def step(n: int) -> dict[str, Any]:
+        return note("notifications/progress", {"progressToken": "p", "progress": n, "total": 4})
+
+    assert (
+        Playbook(engine)
+        >> post("x1", req(1, "tools/call", params))
+        << leg("leg-2", "x1", "tools/call", first)
+        >> head("leg-2", 200, "text/event-stream")
+        >> up("leg-2", step(1))
+        << StartSse("x1")
+        << SendSse("x1", step(1))
+        >> up("leg-2", ok("leg-2", needs_input({"github_login": FORM}, "S1")))
+        << ROUND_LOG
+        << SendSse("x1", req("nested-1", "elicitation/create", FORM["params"]))
+        >> LegEnded("leg-2")
+        >> post("a1", ok("nested-1", ACCEPT))
+        << ReplyJson("a1", 202, None)
+        << leg(
+            "leg-3",
+            "x1",
+            "tools/call",
+            {**first, "inputResponses": {"github_login": ACCEPT}, "requestState": "S1"},
+        )
+        >> up("leg-3", step(2))
+        << SendSse("x1", step(2))
+        >> up("leg-3", step(4))
+        << SendSse("x1", step(4))
+        >> up("leg-3", ok("leg-3", DONE))
+        << ROUND_LOG
+        << SendSse("x1", ok(1, DONE_LEGACY))
+        << EndClientResponse("x1")
+    )
+    assert drained(engine, sessions=1)
+
+
 def test_several_kinds_in_one_round_are_all_asked_and_retried_together() -> None:
     engine = session_engine()
     state = "opaque+/=state"
@@ -1012,6 +1052,29 @@ def test_a_client_error_answer_fails_the_call_and_withdraws_the_other_nested_req
         >> post("a2", ok("nested-2", MY_ROOTS))
         << ReplyJson("a2", 202, None)
         << Log("bridge_unmatched_response", "warning", {"id": "nested-2", "kind": "result"})
+    )
+    assert drained(engine, sessions=1)
+
+
+def test_a_client_answer_that_is_no_result_of_its_request_fails_the_call_naming_it() -> None:
+    engine = session_engine()
+    text = (
+        "The client's answer is no result of its request: 'a' (elicitation/create): "
+        "'action' must be one of accept, decline, cancel, got None"
+    )
+
+    assert (
+        Playbook(engine)
+        >> call("x1", 1)
+        << ANY
+        >> up("leg-2", ok("leg-2", needs_input({"a": FORM}, "S")))
+        << ROUND_LOG
+        << StartSse("x1")
+        << SendSse("x1", req("nested-1", "elicitation/create", FORM["params"]))
+        >> post("a1", ok("nested-1", {"content": {"ok": True}}))
+        << ReplyJson("a1", 202, None)
+        << SendSse("x1", tool_error(1, text))
+        << EndClientResponse("x1")
     )
     assert drained(engine, sessions=1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 
 import pytest
@@ -44,8 +45,23 @@ def test_a_sealed_token_opens_to_the_same_claims_and_verifies_for_the_same_reque
     token = sealer().seal(CLAIMS)
 
     assert token.startswith("v1.")
-    assert sealer().open(token) == CLAIMS
+    keyed = Binding(sealer().sealed_principal(BINDING.principal), "tools/call", "deploy", BINDING.arguments)
+    assert sealer().open(token) == Claims("proxy-a", "continuation-1", 2, 1300.5, keyed)
     assert sealer().verify(token, BINDING, now=1300.5) == CLAIMS
+
+
+def test_a_token_carries_the_callers_principal_keyed_never_a_plain_digest_of_its_authorization() -> None:
+    secret = "Bearer alice-SECRET-TOKEN-1"
+    binding = binding_for("tools/call", {"name": "ask"}, [("Authorization", secret)])
+    token = sealer().seal(Claims("proxy-a", "c", 1, 5.0, binding))
+    payload = base64.urlsafe_b64decode(token.split(".")[1] + "==").decode()
+    plain = hashlib.sha256(secret.encode()).hexdigest()
+
+    assert plain not in payload
+    assert secret not in payload
+    assert sealer().sealed_principal(plain) in payload
+    assert sealer(key=b"j" * 32).sealed_principal(plain) != sealer().sealed_principal(plain)
+    assert sealer().verify(token, binding, 0.0).binding == binding
 
 
 def test_a_name_less_binding_round_trips_too() -> None:

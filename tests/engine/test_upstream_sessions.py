@@ -513,8 +513,8 @@ def test_a_lost_session_kills_only_the_calls_parked_on_it() -> None:
         << RESUMED
         << SendLeg("leg-9", "x4", legacy_headers(auth=BOB, session=BOB_SESSION), ok("e9", ACCEPT), "leg-6")
         >> call("x5", 5, requestState=state(), inputResponses={"elicitation-1": ACCEPT})
-        << Log("bridge_state_rejected", "warning", ANY)
-        << ReplyJson("x5", 400, ANY)
+        << Log("bridge_retry_of_ended_call", "info", ANY)
+        << ReplyJson("x5", 502, ANY)
     )
 
 

@@ -757,6 +757,20 @@ def test_a_client_response_to_no_known_request_is_its_own_chain_with_a_note(worl
     assert summary.notes == ["response to a request the proxy did not see"]
 
 
+def test_a_second_answer_to_a_question_is_named_a_repeated_answer_not_an_unknown_response(
+    world: World,
+) -> None:
+    cid = legacy_call_with_elicitation(world)
+    again = world.post("x3", result_response(0, {"action": "decline"}), session=SESSION)
+
+    summary = world.summary(again)
+    assert again != cid
+    assert (summary.method, summary.status) == ("(response)", ChainStatus.OK)
+    assert summary.notes == [f"repeated answer to the question 0, already answered in chain {cid}"]
+    made_up = world.summary(world.post("x4", result_response(99999, {}), session=SESSION))
+    assert made_up.notes == ["response to a request the proxy did not see"]
+
+
 def test_messages_on_an_unknown_exchange_are_ignored(world: World) -> None:
     assert world.down("never-opened", done(1)) is None
     assert world.builder.close_exchange("never-opened") is None

@@ -35,6 +35,7 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
+from proxy.engine.input_answers import answer_fault
 from proxy.engine.legacy_client.answers import (
     call_failure,
     legacy_failure,
@@ -102,7 +103,7 @@ class CallDriver:
             params["requestState"] = call.round_state
         call.legs_sent += 1
         call.sent_state = call.round_state is not None
-        call.progress_base = call.progress_last or 0
+        call.progress_base = None  # decided by the round's first progress (`_rebase_progress`)
         try:
             send = self._ctx.open_leg("call", call.exchange, call.exchange, call.method, params, call.headers)
         except HeaderRefused as exc:
@@ -208,11 +209,17 @@ class CallDriver:
         return [*self._stream(call), SendSse(call.exchange, raw)]
 
     def _rebase_progress(self, call: Call, params: dict[str, Any]) -> dict[str, Any] | None:
-        """Client's token, values offset so they keep rising across legs (each leg restarts at 0)."""
+        """The progress under the client's token, as the server sent it while it keeps rising past
+        what the client was last sent; a round (a new upstream request) whose first value starts at or
+        below that is offset by it for the whole round, total included, since the client's token must
+        see rising values. A value that would not rise is dropped."""
         token = request_meta(call.params).get("progressToken")
         value = params.get("progress")
         if token is None or not isinstance(value, int | float) or isinstance(value, bool):
             return None
+        if call.progress_base is None:
+            last = call.progress_last
+            call.progress_base = last if last is not None and value <= last else 0
         progress = call.progress_base + value
         if call.progress_last is not None and progress <= call.progress_last:
             return None
@@ -288,6 +295,9 @@ class CallDriver:
         pending = call.outstanding.pop(msg.id)
         if msg.kind is Kind.ERROR:
             return self._fail(call, refusal_text(pending, msg.error, made))
+        fault = answer_fault(repr(pending.key), pending.method, msg.result)
+        if fault is not None:  # the server would fail the call on it without saying which answer
+            return self._fail(call, f"The client's answer is no result of its request: {fault}")
         assert call.answers is not None
         call.answers[pending.key] = msg.result
         return [] if call.outstanding else self._send(call)

@@ -151,7 +151,8 @@ class Call:
     round_state: str | None = None
     outstanding: dict[RequestId, Pending] = field(default_factory=dict)
     progress_last: float | None = None
-    progress_base: float = 0
+    progress_base: float | None = 0
+    """What the current round's progress is offset by; None until its first progress decides."""
 
     def __repr__(self) -> str:
         waiting = sorted(str(p.key) for p in self.outstanding.values())

@@ -16,7 +16,8 @@ The leg's stream then decides:
   retry is the retry's id; a `-32042` becomes a URL-elicitation round instead.
 
 A leg that ends or fails without its answer is reported to a waiting client as a gateway fault;
-while the call is parked nobody waits, so it is simply dropped (its retry then gets -32602).
+while the call is parked nobody waits, so it is dropped and its retry is told the call was lost
+(-32000 naming why, as when the upstream's answer is a fault).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from proxy.engine.modern_client.answers import (
     server_info,
     upstream_params,
 )
-from proxy.engine.modern_client.exits import abandon, finish, for_client, forget, round_log, stream
+from proxy.engine.modern_client.exits import abandon, finish, for_client, lose_parked, round_log, stream
 from proxy.engine.modern_client.listen import is_change
 from proxy.engine.modern_client.rounds import RoundKeeper
 from proxy.engine.modern_client.state import Asker, Call, LegRef, MrtrContext
@@ -124,7 +125,7 @@ class CallDriver:
             fields["continuation"] = call.continuation
             return [
                 Log("bridge_continuation_dead", "warning", fields),
-                *forget(self._ctx, call, at, parked_end="lost"),
+                *lose_parked(self._ctx, call, why, at),
             ]
         if refused:
             body = error_response(call.asker.ident, errors.INVALID_REQUEST, f"Invalid Request: {why}")

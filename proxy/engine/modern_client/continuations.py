@@ -11,13 +11,19 @@ cannot lose its place); it gives the slot back when it ends in any way.
 
 The table holds only the slot bookkeeping; the call itself lives in the bridge's call table. The
 admin-facing description of a parked call is built by `state.describe`.
+
+A parked call that ends before its client comes back (its upstream stream or session went, or the
+client cancelled it) leaves an *ended* record (`EndedContinuations`): what its retry is told instead
+of a generic "invalid requestState", which would send the client looking for a bug in its token.
+A record lives no longer than the call's token is valid, is told once, and the records are bounded
+in number (the oldest goes first).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Slot(NamedTuple):
@@ -116,3 +122,49 @@ class ContinuationTable:
     def clients(self) -> int:
         """How many distinct client addresses hold slots."""
         return len(self._per_client)
+
+
+class Ending(NamedTuple):
+    """How a parked call ended, for its retry: the round its token is of, when that token expires
+    (epoch seconds), and the error (code, words, `data`) and HTTP status the retry gets."""
+
+    round: int
+    expires: float
+    code: int
+    message: str
+    status: int
+    data: Any = None
+
+
+@dataclass
+class EndedContinuations:
+    """continuation id -> how its parked call ended, at most `limit` records, each until its expiry."""
+
+    limit: int
+    _ended: dict[str, Ending] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._ended)
+
+    def __repr__(self) -> str:
+        return f"EndedContinuations({len(self)}/{self.limit})"
+
+    def record(self, continuation: str, ending: Ending, now: float) -> None:
+        """Remember how `continuation` ended; expired records and, past `limit`, the oldest go."""
+        self.prune(now)
+        self._ended.pop(continuation, None)
+        self._ended[continuation] = ending
+        while len(self._ended) > self.limit:
+            del self._ended[next(iter(self._ended))]
+
+    def take(self, continuation: str, now: float) -> Ending | None:
+        """How `continuation` ended, told once (None: it never parked here, or its record expired)."""
+        self.prune(now)
+        return self._ended.pop(continuation, None)
+
+    def prune(self, now: float) -> None:
+        """Drop the records whose token expired by `now` (0.0: the time is unknown, nothing is dropped)."""
+        if now <= 0.0:
+            return
+        for continuation in [c for c, e in self._ended.items() if e.expires < now]:
+            del self._ended[continuation]

@@ -62,7 +62,7 @@ from proxy.engine.events import (
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.modern_client import stream_logs
 from proxy.engine.modern_client.calls import CallDriver
-from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.continuations import ContinuationTable, EndedContinuations
 from proxy.engine.modern_client.exits import forget
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.sessions import IDLE_TIMER, SessionKeeper
@@ -118,6 +118,7 @@ class MrtrToLegacyEngine:
             session_ttl,
             keep_streams=keep_streams,
             anonymous_per_connection=anonymous_per_connection,
+            ended=EndedContinuations(max_continuations),
         )
         self._listen = ListenEmulator(self._ctx)
         self.client_sessions: Container[str] = frozenset()

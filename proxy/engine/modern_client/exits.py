@@ -14,6 +14,7 @@ to a request that asked with `_meta` `logLevel`, at or above that level.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final, Literal
 
 from proxy.engine.commands import (
@@ -27,7 +28,9 @@ from proxy.engine.commands import (
     StartSse,
     StartTimer,
 )
+from proxy.engine.modern_client.continuations import Ending
 from proxy.engine.modern_client.state import Call, MrtrContext
+from proxy.wire import errors
 from proxy.wire.jsonrpc import notification
 
 Commands = list[BridgeCommand]
@@ -141,6 +144,26 @@ def forget(ctx: MrtrContext, call: Call, at: float = 0.0, *, parked_end: ParkedE
     call.buffered.clear()
     call.notes.clear()
     return commands
+
+
+def lose_parked(ctx: MrtrContext, call: Call, why: str, at: float = 0.0) -> Commands:
+    """A parked call's upstream went before its client came back (`why`: the stream or session that
+    ended): remember that for its retry, which is told the call did not complete, then forget it."""
+    text = (
+        f"upstream MCP server failed during {call.method}: the upstream call was lost while it waited "
+        f"for your answers ({why}); it did not complete, start it again"
+    )
+    end_parked(ctx, call, errors.UPSTREAM_UNAVAILABLE, text, 502, at)
+    return forget(ctx, call, at, parked_end="lost")
+
+
+def end_parked(ctx: MrtrContext, call: Call, code: int, text: str, status: int, at: float = 0.0) -> None:
+    """Record what the retry of a parked call that is ending is told (error `code`, `text`, HTTP
+    `status`), for as long as its token is valid."""
+    if call.continuation is None:
+        return
+    expires = call.parked_at + ctx.ttl if call.parked_at > 0.0 else math.inf
+    ctx.ended.record(call.continuation, Ending(call.round, expires, code, text, status), at)
 
 
 def finish(

@@ -16,7 +16,9 @@ result. The upstream leg stays open; a TTL timer (re-armed every round) cancels 
 
 The retry must carry a token that verifies (`tokens`), names a continuation that still exists, is
 of the call's current round (older rounds are replays: each round mints a new token) and finds the
-call parked (not already being resumed by another request). Anything else is -32602 "Invalid or
+call parked (not already being resumed by another request). A valid token of a call that ended
+while parked (its upstream went, or its client cancelled it) is told how it ended and that it did not
+complete (`continuations.EndedContinuations`). Anything else is -32602 "Invalid or
 expired requestState" and touches nothing. A valid retry becomes the call's new asker: each answered
 key is POSTed upstream as the JSON-RPC response to its nested request, notifications buffered
 between rounds are flushed onto the retry's stream, and the leg keeps being drained for this
@@ -43,6 +45,7 @@ from typing import Any, Protocol
 
 from proxy.engine.capabilities import input_kind
 from proxy.engine.commands import BridgeCommand, Log, ReplyJson
+from proxy.engine.input_answers import answer_fault, json_type
 from proxy.engine.modern_client.answers import (
     as_result,
     input_required,
@@ -50,6 +53,7 @@ from proxy.engine.modern_client.answers import (
     missing_capability_error,
     server_info,
 )
+from proxy.engine.modern_client.continuations import Ending
 from proxy.engine.modern_client.exits import (
     abandon,
     abort,
@@ -73,7 +77,7 @@ from proxy.engine.modern_client.tokens import (
 )
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Message, RequestId, error_response, result_response
-from proxy.wire.mcp import answer_problem, request_meta
+from proxy.wire.mcp import request_meta
 
 Commands = list[BridgeCommand]
 
@@ -88,6 +92,15 @@ class CallPort(Protocol):
     def deliver_final(self, call: Call, raw: dict[str, Any]) -> Commands:
         """Deliver the upstream's final response to the asker and end the call."""
         ...
+
+
+class CallEnded(Exception):
+    """A verified retry of a call that ended while parked: `ending` says what the retry is told."""
+
+    def __init__(self, continuation: str, ending: Ending) -> None:
+        super().__init__(continuation)
+        self.continuation = continuation
+        self.ending = ending
 
 
 class RoundKeeper:
@@ -171,6 +184,7 @@ class RoundKeeper:
         refusal = self._cannot_park(call)
         if refusal is not None:
             return refusal
+        ctx.ended.prune(call.asker.at)
         notes = [nested.note for nested in call.collecting if nested.note is not None]
         for nested in call.collecting:
             call.asked[nested.key] = nested
@@ -278,6 +292,8 @@ class RoundKeeper:
             call = self._claim(token, binding_for(msg.method, msg.params, headers), at)
         except InvalidToken as exc:
             return self._reject(exchange, msg.id, exc.reason, token)
+        except CallEnded as ended:
+            return self._ended(exchange, msg.id, ended)
         problem = malformed_answer(call, msg.params.get("inputResponses"))
         if problem is not None:  # refused before anything moves: the call stays parked for a good retry
             fields = {"call": call.key, "exchange": exchange, "client_id": msg.id, "problem": problem}
@@ -305,6 +321,9 @@ class RoundKeeper:
         key = self._ctx.table.call_of(claims.continuation)
         call = self._ctx.calls.get(key) if key is not None else None
         if call is None:
+            ending = self._ctx.ended.take(claims.continuation, now)
+            if ending is not None:
+                raise CallEnded(claims.continuation, ending)
             raise InvalidToken("unknown_continuation")
         if claims.round != call.round:
             raise InvalidToken("replayed")
@@ -318,6 +337,14 @@ class RoundKeeper:
         data = {"reason": errors.INVALID_STATE_REASON}
         body = error_response(ident, errors.INVALID_PARAMS, INVALID_STATE_MESSAGE, data)
         return [Log("bridge_state_rejected", "warning", fields), ReplyJson(exchange, 400, body)]
+
+    def _ended(self, exchange: str, ident: RequestId, ended: CallEnded) -> Commands:
+        """The retry of a call that ended while parked: say how it ended (once; later retries of the
+        same token are unknown)."""
+        ending = ended.ending
+        fields = {"exchange": exchange, "client_id": ident, "continuation": ended.continuation}
+        body = error_response(ident, ending.code, ending.message, ending.data)
+        return [Log("bridge_retry_of_ended_call", "info", fields), ReplyJson(exchange, ending.status, body)]
 
     def _post_answers(self, call: Call, responses: Any) -> Commands:
         """POST each answered key upstream as the response to its nested request (202 expected)."""
@@ -374,25 +401,9 @@ def malformed_answer(call: Call, responses: Any) -> str | None:
     for key, nested in call.asked.items():
         if key not in responses:
             continue
-        value = responses[key]
-        if not isinstance(value, dict):
-            return f"{key} ({nested.method}): an answer is its result object, got {json_type(value)}"
-        if (problem := answer_problem(nested.method, value)) is not None:
-            return f"{key} ({nested.method}): {problem}"
+        if (problem := answer_fault(key, nested.method, responses[key])) is not None:
+            return problem
     return None
-
-
-def json_type(value: Any) -> str:
-    """A JSON value's kind as a person names it: `a string`, `null`, `a number`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def retry_after(ctx: MrtrContext, call: Call, holders: Iterable[str]) -> int:

@@ -51,7 +51,7 @@ from proxy.engine.commands import (
 from proxy.engine.modern_client.answers import gateway_fault
 from proxy.engine.modern_client.calls import CallDriver
 from proxy.engine.modern_client.discovers import DiscoverAnswers
-from proxy.engine.modern_client.exits import finish, forget
+from proxy.engine.modern_client.exits import finish, lose_parked
 from proxy.engine.modern_client.listen import ListenEmulator
 from proxy.engine.modern_client.state import Call, LegRef, MrtrContext
 from proxy.engine.modern_client.upstream_session import (
@@ -322,7 +322,7 @@ class SessionKeeper:
         return [*commands, *(waiting if waiting is not None else self._calls.send(call))]
 
     def lose(self, link: UpstreamLink, why: str, at: float = 0.0) -> Commands:
-        """Every call parked on the lost session is dead (its retry gets -32602), each saying how long
+        """Every call parked on the lost session is dead (its retry is told so), each saying how long
         it waited by `at` (when the loss was seen); others are untouched."""
         stream = link.stream_leg if self._ctx.keep_streams else None
         link.lost()
@@ -340,7 +340,7 @@ class SessionKeeper:
             leg = call.leg
             dead = {"call": call.key, "continuation": call.continuation, "why": "upstream session lost"}
             commands.append(Log("bridge_continuation_dead", "warning", dead))
-            commands.extend(forget(self._ctx, call, at, parked_end="lost"))
+            commands.extend(lose_parked(self._ctx, call, f"the upstream session was lost: {why}", at))
             if leg is not None:
                 commands.append(CloseLeg(leg))
         return commands

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from proxy.engine.commands import BridgeCommand, Log, ObserveContinuation, ObserveSession, SendLeg
 from proxy.engine.legs import Leg
-from proxy.engine.modern_client.continuations import ContinuationTable
+from proxy.engine.modern_client.continuations import ContinuationTable, EndedContinuations
 from proxy.engine.modern_client.tokens import Binding, StateSealer
 from proxy.engine.modern_client.upstream_session import SessionPool, UpstreamLink
 from proxy.engine.origins import KnownCallers, caller_of
@@ -183,6 +183,8 @@ class MrtrContext:
     anonymous_per_connection: bool = False
     """Callers without credentials get sessions per client connection (`per_connection`); False:
     they share one per capability set (`shared`)."""
+    ended: EndedContinuations = field(default_factory=lambda: EndedContinuations(1000))
+    """Parked calls that ended before their client came back: what each one's retry is told."""
     calls: dict[str, Call] = field(default_factory=dict)
     serving: dict[str, str] = field(default_factory=dict)
     legs: dict[str, LegRef] = field(default_factory=dict)
@@ -315,6 +317,7 @@ class MrtrContext:
             "legs": len(self.legs) - standing,
             "timers": len(self.timers),
             "continuations": len(self.table),
+            "ended_continuations": len(self.ended),
             "principals": self.table.principals(),
             "clients": self.table.clients(),
             "asked": sum(len(c.asked) for c in calls),

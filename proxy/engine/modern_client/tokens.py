@@ -8,10 +8,12 @@ way back, and it names a piece of process memory (the parked call), so it is int
 
 `payload` is canonical JSON (a fixed-order array) binding everything a retry must agree with: the
 proxy instance that holds the call (so a load balancer could route the retry there), the
-continuation id, the caller's principal hash, the method, the name/uri, a SHA-256 digest of the
+continuation id, the caller's principal keyed under the token key (HMAC-SHA256 of the principal,
+itself a hash of the caller's `Authorization`), the method, the name/uri, a SHA-256 digest of the
 canonical JSON arguments, the round number and an expiry (epoch seconds). The payload is readable
-by whoever holds the token; it holds nothing the client does not already know (the principal is a
-hash of the client's own `Authorization` value).
+by whoever holds the token (a client's debug log, an agent's transcript, a body-logging ingress),
+so the principal is keyed: without the key a reader cannot check a guessed or leaked credential
+against it offline. The rest is what the client sent.
 
 Verification recomputes the MAC and compares it in constant time (`hmac.compare_digest`), insists
 on the canonical base64url spelling of both parts (so no two strings open to the same token), then
@@ -30,7 +32,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -44,6 +46,9 @@ TOKEN_VERSION: Final = "v1"
 
 _CONTEXT: Final = b"mcp-debug-proxy/requestState/v1\x00"
 """Domain separation: this key's MACs mean "a requestState", never anything else."""
+
+_PRINCIPAL_CONTEXT: Final = b"mcp-debug-proxy/requestState/principal/v1\x00"
+"""Domain separation for the keyed principal a token carries (never a token's MAC)."""
 
 INVALID_STATE_MESSAGE: Final = errors.INVALID_STATE_MESSAGE
 """The one client-facing text for every rejection (SDK practice); the reason goes to the log and
@@ -124,7 +129,7 @@ class StateSealer:
                 TOKEN_VERSION,
                 claims.instance,
                 claims.continuation,
-                b.principal,
+                self.sealed_principal(b.principal),
                 b.method,
                 b.name,
                 b.arguments,
@@ -134,8 +139,13 @@ class StateSealer:
         )
         return f"{TOKEN_VERSION}.{_b64(payload)}.{_b64(self._mac(payload))}"
 
+    def sealed_principal(self, principal: str) -> str:
+        """The principal as a token carries it: keyed, so a reader of the token cannot test a guess."""
+        return hmac.new(self._key, _PRINCIPAL_CONTEXT + principal.encode("utf-8"), hashlib.sha256).hexdigest()
+
     def open(self, token: str) -> Claims:
-        """The claims of an authentic token (raises InvalidToken when it is not one of ours)."""
+        """The claims of an authentic token (raises InvalidToken when it is not one of ours); its
+        binding's principal is the keyed one it carries (`sealed_principal`)."""
         parts = token.split(".") if isinstance(token, str) else []
         if len(parts) != 3 or parts[0] != TOKEN_VERSION:
             raise InvalidToken("malformed")
@@ -147,14 +157,15 @@ class StateSealer:
         return _claims(payload)
 
     def verify(self, token: str, binding: Binding, now: float) -> Claims:
-        """Open `token` and check it was minted here, is still valid and belongs to this very request."""
+        """Open `token` and check it was minted here, is still valid and belongs to this very request
+        (the claims returned carry that request's `binding`)."""
         claims = self.open(token)
         if claims.instance != self.instance:
             raise InvalidToken("foreign_instance")
         if now > claims.expires:
             raise InvalidToken("expired")
         bound = claims.binding
-        if bound.principal != binding.principal:
+        if not hmac.compare_digest(bound.principal, self.sealed_principal(binding.principal)):
             raise InvalidToken("foreign_principal")
         if bound.method != binding.method:
             raise InvalidToken("method_mismatch")
@@ -162,7 +173,7 @@ class StateSealer:
             raise InvalidToken("name_mismatch")
         if bound.arguments != binding.arguments:
             raise InvalidToken("arguments_mismatch")
-        return claims
+        return replace(claims, binding=binding)
 
     def _mac(self, payload: bytes) -> bytes:
         return hmac.new(self._key, _CONTEXT + payload, hashlib.sha256).digest()
