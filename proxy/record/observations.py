@@ -389,6 +389,12 @@ class OpenLines:
             case _:
                 pass
 
+    def ended(self, obs: Observation) -> None:
+        """Hear of an observation that was not written (the file refused it): what it ends is no longer
+        open, so no new file repeats it; nothing is kept, as its line is not in any file."""
+        if isinstance(obs, ExchangeClosed | LegClosed):
+            self._drop(key_of(obs))
+
     def preamble(self) -> list[bytes]:
         """The repeated lines, in the order they were written, for the top of a new file."""
         return [line for lines in self._held.values() for line in lines]
