@@ -549,6 +549,9 @@ class CaptureReader:
         """True if the last line was cut short and skipped."""
         self.truncated_line: int | None = None
         """The number of that line."""
+        self.unfinished_line: int | None = None
+        """The number of a last line a running proxy is still writing (it holds the file's lock):
+        left out as not yet written, not counted as cut short."""
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
         self.corrupt_lines = 0
@@ -625,7 +628,7 @@ class CaptureReader:
                 if raw.startswith(OBS_PREFIX):
                     events = self._replay(raw, lineno)
                     if events is None:
-                        self.truncated, self.truncated_line = True, lineno
+                        self._cut_short(lineno)
                         return
                     yield from events
                     continue
@@ -641,10 +644,18 @@ class CaptureReader:
                     raise
                 self._skip(exc)
             except _CutShort:
-                self.truncated, self.truncated_line = True, lineno
+                self._cut_short(lineno)
                 return
             except _Unknown:
                 self.skipped_unknown += 1
+
+    def _cut_short(self, lineno: int) -> None:
+        """The last line has no newline and does not parse: a line a running proxy is writing now
+        (it holds the file's lock) is left out as not yet written; otherwise its writer stopped."""
+        if being_written(self._path):
+            self.unfinished_line = lineno
+        else:
+            self.truncated, self.truncated_line = True, lineno
 
     def _run_began(self, info: ProxyInfo) -> list[FlowEvent]:
         """The events a `proxy_info` line makes before it (another run's ends the calls the earlier

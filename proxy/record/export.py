@@ -72,6 +72,8 @@ class ExportReport:
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
     cut_short_lines: dict[str, int] = field(default_factory=dict)
     """The number of each of those lines."""
+    unfinished: list[tuple[str, int]] = field(default_factory=list)
+    """File and line number of a last line a running proxy was still writing: left out, not skipped."""
     left_out_lines: int = 0
     """Lines left out because the opening line of their exchange was skipped (they have no chain)."""
     left_out: list[tuple[str, int, str]] = field(default_factory=list)
@@ -115,6 +117,10 @@ class ExportReport:
         for path in self.cut_short:
             where = f"{path}:{self.cut_short_lines[path]}" if path in self.cut_short_lines else path
             out.append(f"{where}: last line cut short (a proxy stopped mid-write)")
+        out.extend(
+            f"{path}:{line}: left out the last line, which the running proxy is still writing"
+            for path, line in self.unfinished
+        )
         out.extend(
             f"{path}: capture format {version} is newer than this mcp-proxy writes ({FORMAT_VERSION}): "
             "what it added is not shown (upgrade mcp-proxy to see it)"
@@ -405,6 +411,8 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     report.gap_lines += reader.gap_lines
     room = MAX_GAPS_SHOWN - len(report.gaps)
     report.gaps.extend((str(reader.path), line, gap) for line, gap in reader.gaps[:room])
+    if reader.unfinished_line is not None:
+        report.unfinished.append((str(reader.path), reader.unfinished_line))
     if reader.truncated:
         report.cut_short.append(str(reader.path))
         if reader.truncated_line is not None:

@@ -182,6 +182,27 @@ def test_a_last_line_cut_short_is_named_with_its_file_and_line(
     assert report["cut_short"] == [str(capture)]
 
 
+def test_a_last_line_a_running_proxy_is_still_writing_is_left_out_in_one_line_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().count(b"\n")
+    with CaptureWriter(capture):  # the proxy's own writer holds the file's lock, as while it runs
+        with capture.open("ab") as f:
+            f.write(b'{"type":"obs","kind":"message","t":2.0,"exch')  # the rest not flushed yet
+        assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 0
+    err = capsys.readouterr().err
+
+    assert err.splitlines() == [
+        f"mcp-proxy export: {capture}:{lines + 1}: left out the last line, which the running proxy is "
+        "still writing",
+        f"mcp-proxy export: wrote 1 chain to {tmp_path / 'out.json'}",
+    ]
+    exported = orjson.loads((tmp_path / "out.json").read_bytes())
+    assert "skipped" not in exported
+    assert [c["chain"]["name"] for c in exported["chains"]] == ["echo"]
+
+
 def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without_failing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
