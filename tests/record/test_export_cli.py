@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from tests.flows.bridge_play import parked_bridge_call
 from tests.flows.test_sink import SCENARIOS
 from tests.otlp_receiver import OtlpReceiver, closed_port
 from tests.record.captures import UPSTREAM, damage_opening, record_play
-from tests.sidecar import run_into_a_closed_pipe, run_mcp_proxy
+from tests.sidecar import proxy_command, run_into_a_closed_pipe, run_mcp_proxy
 
 
 def record_small(directory: Path) -> Path:
@@ -180,6 +181,25 @@ def test_a_last_line_cut_short_is_named_with_its_file_and_line(
     assert f"{capture}:{lines + 1}: last line cut short (a proxy stopped mid-write)" in err
     report = orjson.loads((tmp_path / "out.json").read_bytes())["skipped"]
     assert report["cut_short"] == [str(capture)]
+
+
+def test_an_export_the_disk_refuses_leaves_the_previous_output_as_it_was_and_no_part_file(
+    tmp_path: Path,
+) -> None:
+    # The file-size limit makes the kernel refuse the export's writes past it (EFBIG), as a full
+    # disk does (ENOSPC).
+    capture = record_small(tmp_path)
+    out = tmp_path / "out" / "x.json"
+    out.parent.mkdir()
+    out.write_bytes(b'{"previous": "good export"}')
+    command = ["prlimit", "--fsize=512", *proxy_command(), "export", "--json", str(out), str(capture)]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+
+    assert done.returncode == 2, done.stderr
+    assert f"mcp-proxy export: cannot write {out}: File too large" in done.stderr
+    assert out.read_bytes() == b'{"previous": "good export"}'
+    assert [p.name for p in out.parent.iterdir()] == ["x.json"]
 
 
 def test_a_last_line_a_running_proxy_is_still_writing_is_left_out_in_one_line_and_exits_0(
