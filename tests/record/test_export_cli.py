@@ -183,6 +183,27 @@ def test_a_last_line_cut_short_is_named_with_its_file_and_line(
     assert report["cut_short"] == [str(capture)]
 
 
+def test_a_line_with_a_field_of_the_wrong_type_is_skipped_whole_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    head = b'{"type":"obs","kind":"response_head","t":1.15,"exchange":"x1","status":"200",'
+    head += b'"content_type":"application/json","headers":{}}\n'
+    capture.write_bytes(b"".join([*lines[:4], head, *lines[4:]]))  # after the request's line
+    out = tmp_path / "out.json"
+
+    assert main(["export", "--json", str(out), str(capture)]) == 1
+    err = capsys.readouterr().err
+
+    assert (
+        f"mcp-proxy export: skipped {capture}:5: corrupt observation line: a field holds a value of the "
+        "wrong type ('status' holds str, not int)"
+    ) in err.splitlines()
+    (chain,) = [c["chain"] for c in orjson.loads(out.read_bytes())["chains"]]
+    assert chain.get("http_status") is None  # nothing of the skipped line reached the chain
+
+
 def test_an_export_the_disk_refuses_leaves_the_previous_output_as_it_was_and_no_part_file(
     tmp_path: Path,
 ) -> None:
