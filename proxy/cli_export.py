@@ -18,10 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO
 
+from proxy.cli_output import output_file
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import reader_left, tell
 from proxy.config import otlp_url
@@ -141,7 +140,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     try:
         order = _checked_in_order(args.captures)
-        with _output(target) as out:
+        with output_file(target) as out:
             report = export_capture(order.paths, fmt, out, keep, order)
     except (CaptureFormatError, CaptureError) as exc:
         tell(f"mcp-proxy export: {exc}")
@@ -360,12 +359,6 @@ def _is_capture(target: Path) -> bool:
             return handle.read(len(HEADER_PREFIX)) == HEADER_PREFIX
     except OSError:
         return False
-
-
-def _output(target: Path) -> AbstractContextManager[IO[bytes]]:
-    if str(target) == "-":
-        return nullcontext(sys.stdout.buffer)
-    return target.open("wb")
 
 
 def _checked_in_order(paths: Sequence[Path]) -> PartsOrder:

@@ -36,6 +36,7 @@ from tests.sidecar import (
     clean_env,
     headless_command,
     proxy_command,
+    run_mcp_proxy,
     settings_env,
     until,
 )
@@ -805,6 +806,43 @@ async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes
     assert reopened["resumed_after_failure"] is True
     assert "mcp_proxy_capture_failed 0.0" in text
     assert (tmp_path / "full.jsonl").stat().st_size <= limit
+
+
+async def test_after_a_refused_capture_the_reopened_file_repeats_only_what_is_open_and_says_what_it_missed(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # A legacy client's session stream is open when the file-size limit stops the capture, and ends
+    # (the client leaves) before the SIGUSR1: the new file must not repeat it as still open, and a
+    # `capture_gap` line says what went by unrecorded.
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
+    command = ["prlimit", f"--fsize={16 * 1024}", *proxy_command()]
+    with ProxyProcess(env, command=command) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            for n in range(40):
+                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
+            await proxy.logged("capture_failed")
+        capture.rename(tmp_path / "full.jsonl")
+        proxy.signal(signal.SIGUSR1)
+        await proxy.logged("capture_reopened")
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            await client.call_tool("echo", {"text": "after"})
+        await until(lambda: chain_finished(capture, "echo"), what="the call after the reopen captured")
+        assert proxy.stop() == 0
+
+    lines = [json.loads(line) for line in capture.read_bytes().splitlines()]
+    assert [line for line in lines if line.get("repeat")] == []  # nothing was open at the reopen
+    (gap,) = [line for line in lines if line.get("type") == "capture_gap"]
+    assert gap["began"] < gap["ended"]
+    assert gap["observations"] > 0, gap
+    assert gap["exchanges_ended"] >= 1, gap
+    done = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert done.returncode == 0, done.stderr
+    assert f"{capture}:{lines.index(gap) + 1}: nothing was recorded from " in done.stderr
+    exported = json.loads(done.stdout)
+    assert {c["chain"]["status"] for c in exported["chains"]} == {"ok"}
+    (noted,) = exported["skipped"]["not_recorded"]
+    assert noted["exchanges_ended"] == gap["exchanges_ended"]
 
 
 async def test_a_drain_while_the_capture_is_refused_still_exits_0_without_a_start_refusal(

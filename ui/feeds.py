@@ -435,7 +435,7 @@ class CaptureFeed:
         unplaced = replayer.unplaced.lines if replayer is not None else 0
         skipped = _skipped(
             reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out, unplaced
-        )
+        ) + _not_recorded(reader.gap_lines, [gap.sentence(f"line {line}") for line, gap in reader.gaps])
         warning = skipped.removeprefix("; ").strip()
         ended = f"{count} events from {self.path.name}{skipped}"
         await sink(FeedStatus("ended", ended, warning=warning, unfinished=await self._end_note()))
@@ -485,7 +485,7 @@ class CaptureFeed:
             bool(end.get("cut_short")),
             end.get("left_out_lines", 0),
             end.get("unplaced_lines", 0),
-        )
+        ) + _not_recorded(end.get("gap_lines", 0), end.get("not_recorded", []))
         warning = skipped.removeprefix("; ").strip()
         ended = f"{len(index.chains)} chains from {name}{skipped}"
         await sink(FeedStatus("ended", ended, warning=warning, unfinished=await self._end_note()))
@@ -521,6 +521,14 @@ def _skipped(
         plural = "s" if unknown > 1 else ""
         text += f"; {unknown} line{plural} of a newer capture version skipped"
     return text
+
+
+def _not_recorded(count: int, sentences: list[str]) -> str:
+    """What the capture says it did not record (`capture_gap` lines), for the end status."""
+    if not count or not sentences:
+        return ""
+    more = f" (and {count - 1} more such stretches)" if count > 1 else ""
+    return f"; {sentences[0]}{more}"
 
 
 class Batcher:

@@ -1,6 +1,6 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
-A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.14",
+A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.15",
 "created": <epoch seconds>, "proxy_version": "...", "follows": <the previous file's created>,
 "series": <the first file's created>}`, then
 one line per observation (`{"type": "obs", ...}`, see `proxy.record.observations`), which the
@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from proxy import __version__
 from proxy.flows.events import FlowEvent, ProxyInfo, event_from_json, event_to_json
+from proxy.record.capture_gap import GAP_PREFIX, CaptureGap, parse_gap
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
 from proxy.record.old_header_text import headers_as_text, stores_latin1
 
@@ -47,7 +48,7 @@ FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 FORMAT_MAJOR: Final = 1
 """The capture format major version this code writes and reads (any minor of it)."""
 
-FORMAT_MINOR: Final = 14
+FORMAT_MINOR: Final = 15
 """The minor version this code writes: a newer minor only adds fields or observation kinds."""
 
 FORMAT_VERSION: Final = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
@@ -503,6 +504,9 @@ def _cut_torn_tail(f: IO[bytes], size: int) -> int:
 MAX_CORRUPT_SHOWN: Final = 20
 """Corrupt lines a reader describes (all of them are counted)."""
 
+MAX_GAPS_SHOWN: Final = 20
+"""`capture_gap` lines a reader keeps to describe (all of them are counted)."""
+
 
 class _CutShort(Exception):
     """The last line was cut short (a killed writer): the end of what can be read."""
@@ -545,12 +549,19 @@ class CaptureReader:
         """True if the last line was cut short and skipped."""
         self.truncated_line: int | None = None
         """The number of that line."""
+        self.unfinished_line: int | None = None
+        """The number of a last line a running proxy is still writing (it holds the file's lock):
+        left out as not yet written, not counted as cut short."""
         self.skipped_unknown = 0
         """Lines skipped because their event `type` is unknown to this version."""
         self.corrupt_lines = 0
         """Lines skipped because they could not be read (see `corrupt`)."""
         self.corrupt: list[tuple[int, str]] = []
         """Line number and reason of the first `MAX_CORRUPT_SHOWN` corrupt lines."""
+        self.gap_lines = 0
+        """`capture_gap` lines read: stretches of the run the writer did not record."""
+        self.gaps: list[tuple[int, CaptureGap]] = []
+        """Line number and content of the first `MAX_GAPS_SHOWN` of them."""
         self._strict = strict
         self._iterating = False
         self.line_start = 0
@@ -617,9 +628,12 @@ class CaptureReader:
                 if raw.startswith(OBS_PREFIX):
                     events = self._replay(raw, lineno)
                     if events is None:
-                        self.truncated, self.truncated_line = True, lineno
+                        self._cut_short(lineno)
                         return
                     yield from events
+                    continue
+                if raw.startswith(GAP_PREFIX):
+                    self._gap(raw, lineno)
                     continue
                 event = self._event(raw, lineno)
                 if type(event) is ProxyInfo:  # names the endpoint; another run's ends what the last left open
@@ -630,10 +644,18 @@ class CaptureReader:
                     raise
                 self._skip(exc)
             except _CutShort:
-                self.truncated, self.truncated_line = True, lineno
+                self._cut_short(lineno)
                 return
             except _Unknown:
                 self.skipped_unknown += 1
+
+    def _cut_short(self, lineno: int) -> None:
+        """The last line has no newline and does not parse: a line a running proxy is writing now
+        (it holds the file's lock) is left out as not yet written; otherwise its writer stopped."""
+        if being_written(self._path):
+            self.unfinished_line = lineno
+        else:
+            self.truncated, self.truncated_line = True, lineno
 
     def _run_began(self, info: ProxyInfo) -> list[FlowEvent]:
         """The events a `proxy_info` line makes before it (another run's ends the calls the earlier
@@ -649,6 +671,20 @@ class CaptureReader:
         if self._replayer is None:
             self._replayer = ObservationReplayer()
         self._replayer.line_skipped(f"{self._path}:{exc.line or 0}")
+
+    def _gap(self, raw: bytes, lineno: int) -> None:
+        """A `capture_gap` line: kept for the report, never built into events."""
+        try:
+            gap = parse_gap(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            if not raw.endswith(b"\n"):
+                raise _CutShort from None
+            raise CaptureFormatError("corrupt capture_gap line (not JSON)", self._path, lineno) from None
+        except ValueError as exc:
+            raise CaptureFormatError(f"corrupt capture_gap line: {exc}", self._path, lineno) from None
+        self.gap_lines += 1
+        if len(self.gaps) < MAX_GAPS_SHOWN:
+            self.gaps.append((lineno, gap))
 
     def _event(self, raw: bytes, lineno: int) -> FlowEvent:
         try:

@@ -27,7 +27,7 @@ from proxy.flows.store import Chain
 FORMAT_NAME: Final = "mcp-debug-proxy-chains"
 """The `format` of a JSON export."""
 
-FORMAT_VERSION: Final = "1.3"
+FORMAT_VERSION: Final = "1.4"
 """The `version` of a JSON export (major.minor, the capture's rule: a newer minor only adds)."""
 
 

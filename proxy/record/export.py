@@ -28,7 +28,8 @@ from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
 from proxy.record.batches import Batch, BatchesOf
-from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, CaptureReader, newer_minor
+from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, MAX_GAPS_SHOWN, CaptureReader, newer_minor
+from proxy.record.capture_gap import CaptureGap
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
 from proxy.record.har_capture import HarFromCapture
@@ -71,6 +72,8 @@ class ExportReport:
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
     cut_short_lines: dict[str, int] = field(default_factory=dict)
     """The number of each of those lines."""
+    unfinished: list[tuple[str, int]] = field(default_factory=list)
+    """File and line number of a last line a running proxy was still writing: left out, not skipped."""
     left_out_lines: int = 0
     """Lines left out because the opening line of their exchange was skipped (they have no chain)."""
     left_out: list[tuple[str, int, str]] = field(default_factory=list)
@@ -82,6 +85,10 @@ class ExportReport:
     unplaced: list[tuple[str, int, str | None, bool]] = field(default_factory=list)
     """Exchange (or leg), its lines that joined no chain, `file:line` of the corrupt line skipped
     before them (None when none was) and whether it is a bridge's upstream leg, for the first of them."""
+    gap_lines: int = 0
+    """Stretches of a run its capture did not record (`capture_gap` lines): said, not skipped."""
+    gaps: list[tuple[str, int, CaptureGap]] = field(default_factory=list)
+    """File, line number and content of the first of them."""
     newer: list[tuple[str, str]] = field(default_factory=list)
     """Files of a newer minor format version, each with its version: read, though whatever that
     version added is ignored or skipped (said, never counted as skipped by itself)."""
@@ -101,11 +108,19 @@ class ExportReport:
         if more > 0:
             out.append(f"left out {counted(more, 'more line')} of exchanges whose opening line was skipped")
         out.extend(self._unplaced_lines())
+        out.extend(gap.sentence(f"{path}:{line}") for path, line, gap in self.gaps)
+        if self.gap_lines > len(self.gaps):
+            stretches = counted(self.gap_lines - len(self.gaps), "more stretch", "more stretches")
+            out.append(f"{stretches} of the run not recorded")
         if self.unknown_lines:
             out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
         for path in self.cut_short:
             where = f"{path}:{self.cut_short_lines[path]}" if path in self.cut_short_lines else path
             out.append(f"{where}: last line cut short (a proxy stopped mid-write)")
+        out.extend(
+            f"{path}:{line}: left out the last line, which the running proxy is still writing"
+            for path, line in self.unfinished
+        )
         out.extend(
             f"{path}: capture format {version} is newer than this mcp-proxy writes ({FORMAT_VERSION}): "
             "what it added is not shown (upgrade mcp-proxy to see it)"
@@ -153,8 +168,8 @@ class ExportReport:
         return bool(self.corrupt_lines or self.cut_short or self.left_out_lines)
 
     def skipped(self) -> dict[str, Any] | None:
-        """The JSON export's `skipped` member; None when nothing was skipped."""
-        if not self.any_skipped:
+        """The JSON export's `skipped` member; None when nothing was skipped or left unrecorded."""
+        if not self.any_skipped and not self.gap_lines:
             return None
         return {
             "corrupt_lines": self.corrupt_lines,
@@ -165,6 +180,7 @@ class ExportReport:
             "unplaced": [_unplaced_entry(*entry) for entry in self.unplaced],
             "unknown_lines": self.unknown_lines,
             "cut_short": self.cut_short,
+            "not_recorded": [gap.to_dict(path, line) for path, line, gap in self.gaps],
         }
 
 
@@ -392,6 +408,11 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     room = MAX_CORRUPT_SHOWN - len(report.corrupt)
     report.corrupt.extend((str(reader.path), line, reason) for line, reason in reader.corrupt[:room])
     report.unknown_lines += reader.skipped_unknown
+    report.gap_lines += reader.gap_lines
+    room = MAX_GAPS_SHOWN - len(report.gaps)
+    report.gaps.extend((str(reader.path), line, gap) for line, gap in reader.gaps[:room])
+    if reader.unfinished_line is not None:
+        report.unfinished.append((str(reader.path), reader.unfinished_line))
     if reader.truncated:
         report.cut_short.append(str(reader.path))
         if reader.truncated_line is not None:

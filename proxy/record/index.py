@@ -58,7 +58,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.observations import Observation
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import MAX_CORRUPT_SHOWN, CaptureReader, file_minor
+from proxy.record.capture import MAX_CORRUPT_SHOWN, MAX_GAPS_SHOWN, CaptureReader, file_minor
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
 from proxy.record.old_header_text import headers_as_text, stores_latin1
 from proxy.record.record_refs import RecordBuilder, Ref, RefTaker, position
@@ -208,6 +208,8 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
         "corrupt": [],
         "unknown_lines": 0,
         "cut_short": [],
+        "gap_lines": 0,
+        "not_recorded": [],
         "chains": 0,
     }
 
@@ -226,6 +228,9 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
             room = MAX_CORRUPT_SHOWN - len(end["corrupt"])
             end["corrupt"].extend([str(path), line, reason] for line, reason in reader.corrupt[:room])
             end["unknown_lines"] += reader.skipped_unknown
+            end["gap_lines"] += reader.gap_lines
+            room = MAX_GAPS_SHOWN - len(end["not_recorded"])
+            end["not_recorded"].extend(gap.sentence(f"{path}:{line}") for line, gap in reader.gaps[:room])
             if reader.truncated:
                 end["cut_short"].append(str(path))
     indexer.finish()

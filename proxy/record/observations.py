@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -216,6 +218,43 @@ def decode(line: dict[str, Any]) -> Observation:
     return obs
 
 
+def _scalar_types(hint: Any) -> tuple[type, ...] | None:
+    """The types a field's plain value may have (`int` for a float too), or None when it is not a
+    plain value (a dict, a message, an enum: their decoding checks them)."""
+    members = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    allowed: list[type] = []
+    for member in members:
+        if member is type(None) or member in (str, int, bool):
+            allowed.append(member)
+        elif member is float:
+            allowed += [float, int]
+        else:
+            return None
+    return tuple(allowed)
+
+
+_SCALARS: Final = {
+    cls: tuple(
+        (name, allowed)
+        for name, hint in typing.get_type_hints(cls).items()
+        if (allowed := _scalar_types(hint)) is not None
+    )
+    for cls in KINDS
+}
+"""Each kind's fields of plain values, with the types each may hold."""
+
+
+def check_types(obs: Observation) -> Observation:
+    """`obs` when each plain field holds a value of its type; TypeError naming the first that does
+    not, so a damaged line is refused before any of it is applied (a string HTTP status would
+    otherwise reach a chain)."""
+    for name, allowed in _SCALARS[type(obs)]:
+        value = getattr(obs, name)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise TypeError(f"{name!r} holds {type(value).__name__}, not {allowed[0].__name__}")
+    return obs
+
+
 # The kinds nearly every line holds are decoded by a function each: a capture of hours is read line by
 # line, and the general loop above costs several times more. Each reads exactly what the general loop
 # would (required fields by key, optional ones with their defaults), so both give equal observations;
@@ -390,6 +429,12 @@ class OpenLines:
             case _:
                 pass
 
+    def ended(self, obs: Observation) -> None:
+        """Hear of an observation that was not written (the file refused it): what it ends is no longer
+        open, so no new file repeats it; nothing is kept, as its line is not in any file."""
+        if isinstance(obs, ExchangeClosed | LegClosed):
+            self._drop(key_of(obs))
+
     def preamble(self) -> list[bytes]:
         """The repeated lines, in the order they were written, for the top of a new file."""
         return [line for lines in self._held.values() for line in lines]
@@ -509,7 +554,7 @@ class ObservationReplayer:
         A repeated line (see `OpenLines`) is skipped when what it opens was already open here before
         this file began (read from an earlier file); otherwise it stands in for the lost original.
         """
-        obs = decode(line)
+        obs = check_types(decode(line))
         if self._lost and self._left_out(obs):
             if _opens_a_chain(obs):
                 self._builder.chain_lost()

@@ -8,17 +8,23 @@ loop turn (after the turn's responses went out, a few at a time, so no request w
 flush's encoding) and written together `FLUSH_INTERVAL` after the first of them (or at
 `MAX_PENDING`, or before the next event, so the file keeps the order things happened in): a write(2)
 per few milliseconds, not one per exchange.
+
+While the file refuses writes (`capture_failed`), nothing is encoded, but the table of what is still
+open keeps hearing what ends, and a few counters say how much went by: the file a reopen starts then
+repeats only what is really open, followed by a `capture_gap` line saying what was not recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from proxy.flows.events import FlowEvent
-from proxy.flows.observations import Observation
+from proxy.flows.observations import ExchangeClosed, ExchangeOpened, Observation
 from proxy.logs import get_logger
 from proxy.record.capture import CaptureError, CaptureWriter
+from proxy.record.capture_gap import GapCount
 from proxy.record.observations import ObservationEncoder, OpenLines
 
 FLUSH_INTERVAL = 0.01
@@ -32,8 +38,13 @@ says."""
 class CaptureSink:
     """Writes observations and events to one capture writer, flushing on a short timer."""
 
-    def __init__(self, writer: CaptureWriter, encoder: ObservationEncoder) -> None:
+    def __init__(
+        self, writer: CaptureWriter, encoder: ObservationEncoder, clock: Callable[[], float] = time.time
+    ) -> None:
         self.writer = writer
+        self._clock = clock
+        self._gap: GapCount | None = None
+        """What went by since writing stopped (None while the file takes writes)."""
         self._encoder = encoder
         self._flush: asyncio.TimerHandle | None = None
         self._failed = False
@@ -53,6 +64,7 @@ class CaptureSink:
     def observe(self, obs: Observation) -> None:
         """Take one observation (on the traffic path): encoded later this loop turn, written at the flush."""
         if self._failed:
+            self._missed(obs)
             return
         self._taken.append(obs)
         if len(self._taken) + len(self._lines) >= MAX_PENDING:
@@ -97,6 +109,7 @@ class CaptureSink:
                 self._fail(exc)
         self._closing = True
         self._failed = True
+        self._gap = None
 
     def _encode(self) -> None:
         """Encode the observations taken so far, once a loop turn, after the turn's responses went out.
@@ -126,10 +139,27 @@ class CaptureSink:
             self.writer.write_lines(lines, wrote)
         except CaptureError as exc:
             self._fail(exc)
+            for obs in written:  # the write that failed: counted as not written, its ends still heard
+                self._missed(obs)
 
     def _fail(self, exc: CaptureError) -> None:
         self._failed = True  # said once; the traffic goes on without its capture
+        if not self._closing:
+            self._gap = GapCount(self._clock())
         get_logger().error("capture_failed", error=str(exc))
+
+    def _missed(self, obs: Observation) -> None:
+        """An observation the file does not get: what it ends leaves the open table, and it is counted."""
+        gap = self._gap
+        if gap is None:  # closing: nothing more is written anywhere
+            return
+        self._open.ended(obs)
+        gap.observations += 1
+        kind = type(obs)
+        if kind is ExchangeOpened:
+            gap.exchanges_opened += 1
+        elif kind is ExchangeClosed:
+            gap.exchanges_ended += 1
 
     def _schedule(self) -> None:
         if self._flush is None:
@@ -153,11 +183,19 @@ class CaptureSink:
     def resume(self) -> bool:
         """Write again after a failure, into the file just reopened (SIGUSR1); whether it had failed.
 
-        What arrived meanwhile is lost; the new file repeats what is still open, as a rotated one does.
+        What arrived meanwhile is lost; the new file repeats what is still open, as a rotated one does,
+        then a `capture_gap` line says what was not recorded.
         """
         if not self.failed:
             return False
         self._failed = False
+        gap, self._gap = self._gap, None
+        if gap is not None:
+            try:
+                self.writer.write_lines([gap.ended(self._clock()).line()])
+                self.writer.flush()
+            except CaptureError as exc:
+                self._fail(exc)
         return True
 
     @property

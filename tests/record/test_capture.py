@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from proxy.flows.events import (
 )
 from proxy.record.capture import (
     FORMAT_NAME,
+    FORMAT_VERSION,
     KNOWN_EVENT_TYPES,
     MAX_CORRUPT_SHOWN,
     CaptureError,
@@ -116,7 +118,7 @@ def test_header_line(tmp_path: Path) -> None:
     header = orjson.loads(lines(path)[0])
     assert header == {
         "format": FORMAT_NAME,
-        "version": "1.14",
+        "version": "1.15",
         "created": 123.25,
         "proxy_version": proxy.__version__,
         "series": 123.25,
@@ -550,3 +552,13 @@ def test_missing_capture_raises_capture_error(tmp_path: Path) -> None:
 def test_bad_arguments(tmp_path: Path, max_bytes: int, keep: int) -> None:
     with pytest.raises(ValueError, match=">= 0"):
         CaptureWriter(tmp_path / "run.jsonl", max_bytes=max_bytes, keep=keep)
+
+
+def test_the_format_reference_and_the_readme_name_the_version_this_code_writes() -> None:
+    root = Path(__file__).resolve().parents[2]
+    reference = (root / "docs" / "capture-format.md").read_text()
+    assert reference.startswith(f"# Capture format {FORMAT_VERSION}\n")
+    assert f'(this document: `"{FORMAT_VERSION}"`' in reference
+    assert f'"version": "{FORMAT_VERSION}", "created"' in reference
+    readme = (root / "README.md").read_text()
+    assert not re.search(r"capture-format\.md\)? \(version \d", readme)  # stated once, in the reference

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from tests.flows.bridge_play import parked_bridge_call
 from tests.flows.test_sink import SCENARIOS
 from tests.otlp_receiver import OtlpReceiver, closed_port
 from tests.record.captures import UPSTREAM, damage_opening, record_play
-from tests.sidecar import run_into_a_closed_pipe, run_mcp_proxy
+from tests.sidecar import proxy_command, run_into_a_closed_pipe, run_mcp_proxy
 
 
 def record_small(directory: Path) -> Path:
@@ -180,6 +181,67 @@ def test_a_last_line_cut_short_is_named_with_its_file_and_line(
     assert f"{capture}:{lines + 1}: last line cut short (a proxy stopped mid-write)" in err
     report = orjson.loads((tmp_path / "out.json").read_bytes())["skipped"]
     assert report["cut_short"] == [str(capture)]
+
+
+def test_a_line_with_a_field_of_the_wrong_type_is_skipped_whole_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    head = b'{"type":"obs","kind":"response_head","t":1.15,"exchange":"x1","status":"200",'
+    head += b'"content_type":"application/json","headers":{}}\n'
+    capture.write_bytes(b"".join([*lines[:4], head, *lines[4:]]))  # after the request's line
+    out = tmp_path / "out.json"
+
+    assert main(["export", "--json", str(out), str(capture)]) == 1
+    err = capsys.readouterr().err
+
+    assert (
+        f"mcp-proxy export: skipped {capture}:5: corrupt observation line: a field holds a value of the "
+        "wrong type ('status' holds str, not int)"
+    ) in err.splitlines()
+    (chain,) = [c["chain"] for c in orjson.loads(out.read_bytes())["chains"]]
+    assert chain.get("http_status") is None  # nothing of the skipped line reached the chain
+
+
+def test_an_export_the_disk_refuses_leaves_the_previous_output_as_it_was_and_no_part_file(
+    tmp_path: Path,
+) -> None:
+    # The file-size limit makes the kernel refuse the export's writes past it (EFBIG), as a full
+    # disk does (ENOSPC).
+    capture = record_small(tmp_path)
+    out = tmp_path / "out" / "x.json"
+    out.parent.mkdir()
+    out.write_bytes(b'{"previous": "good export"}')
+    command = ["prlimit", "--fsize=512", *proxy_command(), "export", "--json", str(out), str(capture)]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+
+    assert done.returncode == 2, done.stderr
+    assert f"mcp-proxy export: cannot write {out}: File too large" in done.stderr
+    assert out.read_bytes() == b'{"previous": "good export"}'
+    assert [p.name for p in out.parent.iterdir()] == ["x.json"]
+
+
+def test_a_last_line_a_running_proxy_is_still_writing_is_left_out_in_one_line_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    lines = capture.read_bytes().count(b"\n")
+    with CaptureWriter(capture):  # the proxy's own writer holds the file's lock, as while it runs
+        with capture.open("ab") as f:
+            f.write(b'{"type":"obs","kind":"message","t":2.0,"exch')  # the rest not flushed yet
+        assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 0
+    err = capsys.readouterr().err
+
+    assert err.splitlines() == [
+        f"mcp-proxy export: {capture}:{lines + 1}: left out the last line, which the running proxy is "
+        "still writing",
+        f"mcp-proxy export: wrote 1 chain to {tmp_path / 'out.json'}",
+    ]
+    exported = orjson.loads((tmp_path / "out.json").read_bytes())
+    assert "skipped" not in exported
+    assert [c["chain"]["name"] for c in exported["chains"]] == ["echo"]
 
 
 def test_a_capture_of_a_newer_minor_version_is_read_and_said_to_be_newer_without_failing(

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.flows.events import FlowEvent, Lagged, event_to_json
+from proxy.record.capture import CaptureWriter
 from proxy.record.run_ends import CAPTURE_ENDS
 from tests.flows.test_sink import SCENARIOS
 from tests.record.captures import damage_opening, record_play
@@ -159,6 +160,21 @@ async def test_a_corrupt_line_is_skipped_the_rest_shown_and_the_count_reported(t
     assert status.detail.startswith(expected)
     assert status.warning.startswith("2 corrupt lines skipped (first: line 6, ")
     assert len(items) == 135
+
+
+async def test_a_last_line_a_running_proxy_is_still_writing_is_not_reported_as_cut_short(
+    tmp_path: Path,
+) -> None:
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(TOUR.read_bytes())
+    with CaptureWriter(live):  # the proxy's own writer holds the file's lock, as while it runs
+        with live.open("ab") as f:
+            f.write(b'{"type":"obs","kind":"message","t":2.0,"exch')  # the rest not flushed yet
+        items = await collect(CaptureFeed(live, chunk=10))
+
+    status = items[-1]
+    assert isinstance(status, FeedStatus)
+    assert (status.state, status.detail, status.warning) == ("ended", f"133 events from {live.name}", "")
 
 
 @pytest.mark.parametrize("tail_bytes", [1 << 20, 256], ids=["read-whole", "indexed"])
