@@ -22,9 +22,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
+from proxy.addresses import otlp_url
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import reader_left, tell
-from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, MessageRecord, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.framing.http import masked_url
