@@ -26,16 +26,9 @@ from pydantic.fields import FieldInfo
 from proxy import __version__
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import print_out
-from proxy.config import (
-    ENV_PREFIX,
-    RULE_LISTS,
-    ConfigError,
-    LoadedSettings,
-    Settings,
-    flag_name,
-    load_settings,
-    render_settings,
-)
+from proxy.config import ENV_PREFIX, RULE_LISTS, ConfigError, Settings, flag_name
+from proxy.config_load import LoadedSettings, load_settings
+from proxy.config_print import render_settings
 from proxy.record.capture import CaptureError
 from proxy.wire.path_keys import credential_segment
 

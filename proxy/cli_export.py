@@ -20,10 +20,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from proxy.addresses import otlp_url
 from proxy.cli_output import output_file
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import reader_left, tell
-from proxy.config import otlp_url
 from proxy.flows.events import ChainStatus, Direction, MessageRecord, Mode, Side
 from proxy.flows.filters import ChainFilter, FilterError
 from proxy.framing.http import masked_url

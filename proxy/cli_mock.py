@@ -21,7 +21,8 @@ from typing import Final
 
 from proxy.cli import add_setting_flags, admin_may_move, load, serve_until_signalled, start_failure
 from proxy.cli_parser import CliParser
-from proxy.config import ConfigError, LoadedSettings
+from proxy.config import ConfigError
+from proxy.config_load import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.mock_table import MockTable, TableReport, read_table
 

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import tell
-from proxy.config import ConfigError, Settings, load_settings
+from proxy.config import ConfigError, Settings
+from proxy.config_load import load_settings
 from proxy.framing.http import masked_command, masked_url
 from proxy.record.capture import CaptureError, CaptureFormatError
 from proxy.record.export import counted, missing_chain_hint

@@ -26,7 +26,9 @@ from typing import Any
 
 from proxy.cli import add_setting_flags, admin_may_move, load, start_failure, warn_of_settings
 from proxy.cli_parser import CliParser
-from proxy.config import ConfigError, LoadedSettings, flag_name, render_settings
+from proxy.config import ConfigError, flag_name
+from proxy.config_load import LoadedSettings
+from proxy.config_print import render_settings
 
 SERVER_LOST_EXIT = 1
 """The exit status when the wrapped server exited on its own (the client's server is gone)."""

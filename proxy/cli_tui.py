@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from proxy import install_hint
 from proxy.cli_parser import CliParser
-from proxy.config import LoadedSettings
+from proxy.config_load import LoadedSettings
 from proxy.record.capture import CaptureError, CaptureFormatError, CaptureReader
 
 if TYPE_CHECKING:

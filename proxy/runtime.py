@@ -19,7 +19,8 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from proxy import __version__
-from proxy.config import Settings, base_url, env_otlp_refusal, parse_host_port
+from proxy.addresses import base_url, env_otlp_refusal, parse_host_port
+from proxy.config import Settings
 from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from proxy.cli import build_parser, main, secrets_on_command_line
-from proxy.config import Settings, load_settings
+from proxy.config import Settings
+from proxy.config_load import load_settings
 from tests.sidecar import headless_command, run_into_a_closed_pipe
 from tests.ui.helpers import TOUR
 

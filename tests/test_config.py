@@ -11,15 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from proxy.config import (
-    ConfigError,
-    LoadedSettings,
-    Settings,
-    flag_name,
-    load_settings,
-    parse_host_port,
-    render_settings,
-)
+from proxy.addresses import parse_host_port
+from proxy.config import ConfigError, Settings, flag_name
+from proxy.config_load import LoadedSettings, load_settings
+from proxy.config_print import render_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.toml"
 FIELDS = list(Settings.model_fields)

@@ -25,7 +25,8 @@ import orjson
 from aiohttp import web
 from multidict import MultiMapping
 
-from proxy.config import Settings, base_url, parse_host_port
+from proxy.addresses import base_url, parse_host_port
+from proxy.config import Settings
 from proxy.flows.bus import EventBus
 from proxy.flows.events import ChainSummary, Mode, ProxyInfo
 from proxy.flows.filters import PARAMETERS, ChainFilter, FilterError

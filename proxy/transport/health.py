@@ -17,7 +17,8 @@ from urllib.parse import unquote, urlsplit
 import orjson
 from aiohttp import web
 
-from proxy.config import Settings, base_url, parse_host_port
+from proxy.addresses import base_url, parse_host_port
+from proxy.config import Settings
 from proxy.framing.http import Upstream
 from proxy.transport.readiness import Readiness
 from proxy.transport.routing import Router

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
-from proxy.config import SECRET_ENV_VARS
+from proxy.config_load import SECRET_ENV_VARS
 from proxy.framing.http import masked_command, masked_text
 from proxy.framing.ndjson import LineDecoder, Oversized, encode_line
 from proxy.logs import get_logger
