@@ -58,7 +58,24 @@ def build_mock_parser() -> argparse.ArgumentParser:
         help=f"how long to wait for a client's answer to a recorded question (default {ANSWER_TIMEOUT:g})",
     )
     add_setting_flags(parser, leave_out=MOCK_OWN)
+    for flag in NO_UPSTREAM_FLAGS:
+        parser.add_argument(flag, nargs="?", action=_NoUpstream, help=argparse.SUPPRESS)
     return parser
+
+
+NO_UPSTREAM_FLAGS: Final = ("--upstream", "--upstream-cmd", "--upstream-transport", "--upstream-era")
+"""The proxy's upstream flags, which the mock refuses by name: otherwise argparse would take one for a
+prefix of the flags it does have (`--upstream-stop-grace`, ...) and answer "ambiguous option"."""
+
+
+class _NoUpstream(argparse.Action):
+    """Refuse an upstream flag, saying why: the mock is the server, answering from its captures."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        parser.error(
+            f"{self.option_strings[0]}: the mock has no upstream: it answers from the CAPTURE files "
+            "themselves, in the era each client speaks (docs/mock.md)"
+        )
 
 
 MOCK_OWN = frozenset(

@@ -72,3 +72,15 @@ def test_the_proxys_settings_are_flags_of_mock_too_but_the_upstream_is_not() -> 
     assert (args.admin, args.log_format) == ("127.0.0.1:0", "json")
     with pytest.raises(SystemExit):
         parser.parse_args(["--upstream", "http://127.0.0.1:9/mcp", "run.jsonl"])
+
+
+@pytest.mark.parametrize("flag", ["--upstream", "--upstream-cmd", "--upstream-era", "--upstream-transport"])
+def test_an_upstream_flag_is_refused_saying_the_mock_has_no_upstream(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["mock", "run.jsonl", "--listen", "127.0.0.1:0", flag, "http://x/mcp"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert f"{flag}: the mock has no upstream: it answers from the CAPTURE files" in err
+    assert "ambiguous option" not in err

@@ -9,7 +9,12 @@ from proxy.flows.answer_faults import no_answer, unmatched
 from proxy.flows.builder_state import BuilderState
 from proxy.flows.events import DECIDED, ChainStatus, Direction, Mode
 from proxy.flows.exchanges import Exchange
-from proxy.flows.observations import STREAM_NORMAL_ENDS, awaits_cancel, cancels_by_hanging_up
+from proxy.flows.observations import (
+    STREAM_NORMAL_ENDS,
+    awaits_cancel,
+    cancels_by_hanging_up,
+    hung_up_after_unread,
+)
 from proxy.flows.records import http_only_head, http_side
 from proxy.flows.resumes import ID_REUSED, awaiting_resume, awaits_resume
 from proxy.flows.store import Chain
@@ -61,6 +66,10 @@ class ExchangeClosing(BuilderState):
                 chain.cancelled = True
             elif outcome == "client_disconnected" and ex.mode is Mode.LEGACY_TO_MRTR:
                 chain.summary.notes.append(LEGACY_LEFT_BRIDGE)
+            unread = ex.not_inspected is not None
+            if not ex.http_failed() and hung_up_after_unread(outcome, ex.client_era, unread):
+                self._unanswered(chain, ex, ident, now)
+                continue
             if (
                 not chain.cancelled
                 and not ex.http_failed()

@@ -196,6 +196,14 @@ def cancels_by_hanging_up(outcome: str | None, client_era: str) -> bool:
     return outcome == CLIENT_DISCONNECTED and client_era == Era.MODERN
 
 
+def hung_up_after_unread(outcome: str | None, client_era: str, unread: bool) -> bool:
+    """Whether a legacy client hung up on an exchange whose body, or the rest of it, went by `unread`
+    (over `max_inspected_bytes`): its answer may have been in what it got, as an SDK client closes
+    the stream once it has read its answer, so the hang-up is no failure and no cancel to wait for,
+    and its calls end `incomplete`, as when the server ends such a stream."""
+    return unread and outcome == CLIENT_DISCONNECTED and client_era != Era.MODERN
+
+
 LATE_CANCEL_S: Final = 2.0
 """Seconds a legacy client's call whose stream the client closed before the answer waits for a
 `notifications/cancelled` of its session naming it: the TypeScript SDKs abort the stream first and

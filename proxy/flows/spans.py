@@ -48,6 +48,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     awaits_cancel,
     cancels_by_hanging_up,
+    hung_up_after_unread,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
@@ -314,7 +315,11 @@ class SpanFollower:
             return
         t = obs.t
         failed = ex.status is not None and ex.status >= 400
-        holds = not failed and awaits_cancel(obs.outcome, ex.era, ex.session)
+        holds = (
+            not failed
+            and awaits_cancel(obs.outcome, ex.era, ex.session)
+            and not hung_up_after_unread(obs.outcome, ex.era, ex.unread)
+        )
         for ident, (span, op) in ex.requests.items():
             if holds and span.attributes.get("mcp_proxy.outcome") != CLIENT_CANCELLED:
                 replaced = self._cancel_waits.wait(ex.session, ident, (span, op, ex), t, obs.outcome)
@@ -360,7 +365,7 @@ class SpanFollower:
             return
         if ex.status is not None and ex.status >= 400:
             self._fail(span, str(ex.status), f"HTTP {ex.status}")
-        elif outcome is not None:
+        elif outcome is not None and not hung_up_after_unread(outcome, ex.era, ex.unread):
             self._fail(span, outcome, text)
         elif ex.unread:  # its answer may have been in what went by unread: no failure seen
             span.attributes["mcp_proxy.outcome"] = "not_inspected"

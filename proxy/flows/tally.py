@@ -34,6 +34,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     awaits_cancel,
     client_end,
+    hung_up_after_unread,
     unusual_end,
 )
 from proxy.flows.redact import Redactor
@@ -581,7 +582,8 @@ def _trouble(tally: _Open, outcome: str | None, redactor: Redactor) -> str | Non
     """What went wrong, if anything: how the exchange ended (`outcome`, already judged by
     `unusual_end`), else what its answer or status says, or that a request it carried got none (in
     a body the proxy read: one relayed unread may have held the answer)."""
-    if outcome is not None:
+    unread = tally.not_inspected is not None
+    if outcome is not None and not hung_up_after_unread(outcome, tally.opened.client_era, unread):
         return outcome
     if tally.failed is not None:
         return tally.failed

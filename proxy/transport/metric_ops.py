@@ -45,6 +45,7 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     awaits_cancel,
     cancels_by_hanging_up,
+    hung_up_after_unread,
 )
 from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume
 from proxy.flows.retries import (
@@ -599,7 +600,8 @@ class OpCounter:
                 continue
             if op.finished:
                 continue
-            if ex.unread and outcome is None and not ex.failed():
+            read_past = outcome is None or hung_up_after_unread(outcome, ex.era, ex.unread)
+            if ex.unread and read_past and not ex.failed():
                 self._finish(op, t, error=False)  # its answer may have been in what went by unread
                 continue
             if not op.cancelled and not ex.failed():

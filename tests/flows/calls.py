@@ -11,6 +11,7 @@ from typing import Any
 
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import (
+    BodyNotInspected,
     BytesOut,
     ContinuationMoved,
     EventIdSeen,
@@ -94,6 +95,9 @@ class Calls:
 
     def add_bytes_out(self, exchange: str, size: int) -> None:
         self.sink.emit(BytesOut(self.sink.now(), exchange, size))
+
+    def not_inspected(self, exchange: str, reason: str) -> None:
+        self.sink.emit(BodyNotInspected(self.sink.now(), exchange, reason))
 
     def note_event_id(self, exchange: str, sse_id: str) -> None:
         self.sink.emit(EventIdSeen(self.sink.now(), exchange, sse_id))

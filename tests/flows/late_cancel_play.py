@@ -50,3 +50,19 @@ def aborted_then_cancelled(obs: Any, clock: Ticking, gap: float = INSIDE) -> lis
 def aborted_cancel_too_late(obs: Any, clock: Ticking) -> list[Any]:
     """As `aborted_then_cancelled`, the cancel `OUTSIDE` the window: the call ended as its stream did."""
     return aborted_then_cancelled(obs, clock, OUTSIDE)
+
+
+UNREAD = "an SSE event larger than max_inspected_bytes (64 bytes) was relayed whole but not inspected"
+"""Why the proxy stopped reading the call's stream (the relay's words)."""
+
+
+def hung_up_after_unread(obs: Any, clock: Ticking) -> list[Any]:
+    """A legacy `tools/call` whose SSE answer goes by unread (over `max_inspected_bytes`), its client
+    closing the stream once it has read it, as an SDK client does, before the server's stream ends."""
+    call = classify_value(request(3, "tools/call", {"name": "slow", "arguments": {}}))
+    obs.open_exchange("x1", http_method="POST", path="/mcp", headers=HEADERS, session=SESSION, **LEGACY)
+    obs.message("x1", call, size=70, direction=Direction.TO_SERVER, channel=Channel.POST)
+    obs.response_head("x1", status=200, content_type="text/event-stream", headers={})
+    obs.not_inspected("x1", UNREAD)
+    clock.now += 0.5
+    return [obs.close_exchange("x1", "client_disconnected")]

@@ -12,7 +12,7 @@ from proxy.flows.redact import Redactor
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.tally import ExchangeSummary
-from tests.flows.late_cancel_play import aborted_cancel_too_late, aborted_then_cancelled
+from tests.flows.late_cancel_play import aborted_cancel_too_late, aborted_then_cancelled, hung_up_after_unread
 from tests.flows.test_sink import Play, Rig
 from tests.transport.test_admin import bare_metrics
 
@@ -71,3 +71,17 @@ def test_an_aborted_legacy_call_gets_one_verdict_in_every_output(
     play: Play, verdicts: dict[str, Any]
 ) -> None:
     assert _verdicts(play) == verdicts
+
+
+def test_a_legacy_call_whose_client_hangs_up_on_a_stream_gone_by_unread_is_no_failure_anywhere() -> None:
+    """Its answer may have been in what went by unread: the chain ends `incomplete` at the hang-up
+    (no wait for a cancel), the line names no trouble, nothing is counted as an error, the span fails
+    not."""
+    verdicts = _verdicts(hung_up_after_unread)
+    assert verdicts == {
+        "chain": (ChainStatus.INCOMPLETE, False),
+        "line": (None, None),
+        "errors": 0,
+        "span": ("not_inspected", None, False),
+        "waiting": 0,
+    }
