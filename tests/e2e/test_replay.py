@@ -500,6 +500,35 @@ def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and
     ) in gone.stderr
 
 
+def test_the_era_a_recording_proxy_learned_after_its_start_is_spoken_again(
+    dual_inflight_server: PeerServer, unused_tcp_port: int, tmp_path: Path
+) -> None:
+    """A recording proxy started before its server probes nothing at start, so its capture's first
+    `proxy_info` says `unknown` and a later one `legacy`: the replay speaks legacy again to a
+    dual-era server, as the recording's bridge did, instead of probing and passing the 2026-07-28
+    client's calls through to the server's other side."""
+    capture = tmp_path / "late.jsonl"
+    upstream = f"http://127.0.0.1:{unused_tcp_port}/mcp"
+    env = settings_env(upstream=upstream, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy, PeerServer("legacy-inflight", port=unused_tcp_port):
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    lines = capture.read_text().splitlines()
+    eras = [json.loads(line)["upstream_era"] for line in lines if '"proxy_info"' in line]
+    assert eras[:2] == ["unknown", "legacy"], eras
+
+    done = _replay(capture, "--all", "--upstream", dual_inflight_server.url)
+
+    assert (
+        "speaking the legacy era to the server, forced: recorded in front of a legacy server; this one "
+        "speaks both eras"
+    ) in done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == len(PEER_CALLS)
+    assert all(line.endswith(": same") for line in calls), done.stdout
+
+
 def test_the_tuis_replay_speaks_the_era_the_recording_proxy_was_told_too(
     dual_inflight_server: PeerServer, tmp_path: Path
 ) -> None:
