@@ -177,7 +177,10 @@ class Replay:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
         self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
         self.player = Player(
-            ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask
+            ReplayHttp(self._http, self.proxy.endpoint()),
+            self.options.headers,
+            self.options.ask,
+            stdio=self.options.upstream_cmd is not None,
         )
 
     async def _restart_forced(self, era: EraSetting) -> None:

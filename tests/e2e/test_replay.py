@@ -612,6 +612,26 @@ def test_a_capture_replays_against_a_stdio_server_the_replay_starts_itself(
     assert "ENOENT" in missing.stderr
 
 
+def test_a_credential_the_capture_holds_redacted_is_not_asked_for_by_a_stdio_server(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """A stdio server reads no HTTP header: a capture recorded over HTTP with a token replays against
+    the same server on stdio without a `--header` nobody could use."""
+    capture = tmp_path / "http-token.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_with_credentials(proxy.endpoint()))
+        assert proxy.stop() == 0
+    assert "Bearer <redacted" in capture.read_text()
+
+    done = _replay(capture, "--all", "--upstream-cmd", python_stdio_command())
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    (add,) = [line for line in _lines(done).values() if "tools/call add" in line]
+    assert add.endswith(": same"), done.stdout
+    assert "--header" not in done.stdout + done.stderr
+
+
 def test_a_recorded_name_with_control_characters_is_shown_escaped_in_the_report(
     demo: Demo, tmp_path: Path
 ) -> None:
