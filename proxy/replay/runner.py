@@ -33,7 +33,7 @@ from proxy.flows.proxy_notes import proxy_changes
 from proxy.flows.redact import MIN_ECHOED_SECRET
 from proxy.flows.store import Chain
 from proxy.record.export import JSON_MESSAGES
-from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
+from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains, cut_messages
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.replay.era import EraChoice, EraSetting, EraUnspoken, RecordedEra, recorded_era, users_era
@@ -364,6 +364,13 @@ class Replay:
         else:
             outcome.difference = compare_chains(plan.records, chain.messages, self.options.ignore)
         outcome.status = "differs" if outcome.difference is not None else "same"
+        cut = cut_messages(plan.records, self.options.ignore)
+        if cut:
+            said = (
+                f"{', '.join(cut)} cut at the capture's body limit when recorded, so not compared "
+                "(record it again with a larger capture_body_limit)"
+            )
+            outcome.reason = f"{outcome.reason}; {said}" if outcome.reason else said
         return outcome
 
 
