@@ -285,6 +285,10 @@ async def _replay(
         upstream_cmd=args.upstream_cmd,
     )
     wanted = set(args.chain)
+    absent = _absent(source, wanted)
+    if absent:
+        tell(f"mcp-proxy replay: no chain {', '.join(absent)} in the capture ({missing_chain_hint(absent)})")
+        return USAGE_EXIT
     outcomes: list[ChainOutcome] = []
     try:
         async with Replay(upstream, options) as replay:
@@ -327,6 +331,16 @@ async def _replay(
         )
         return DIFFERS_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+def _absent(source: CaptureSource, wanted: set[str]) -> list[str]:
+    """The chains named with `--chain` that the capture does not hold, found by reading it once
+    before anything is sent: a request with side effects must not reach the server when the replay
+    then exits 2 for a typo in another id."""
+    if not wanted:
+        return []
+    held = {plan.chain for plan in plans(CaptureSource(source.paths))}
+    return sorted(wanted - held)
 
 
 def _nothing_replayed(outcomes: list[ChainOutcome]) -> str:

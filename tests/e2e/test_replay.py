@@ -302,6 +302,22 @@ def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(d
     assert "--all" in unnamed.stderr
 
 
+def test_a_chain_the_capture_does_not_hold_stops_the_replay_before_any_chain_is_sent(demo: Demo) -> None:
+    """A typo in one of several `--chain` ids exits 2 before the others reach the server: a call with
+    side effects is not sent by a replay that then says nothing could be replayed."""
+    combo = ("legacy", "legacy")
+    add = demo.chain(combo, "tools/call add")
+
+    done = _replay(
+        demo.captures[combo], "--chain", add, "--chain", "r99", "--upstream", demo.servers["legacy"]
+    )
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no chain r99 in the capture" in done.stderr
+    assert done.stdout == ""
+    assert "speaking" not in done.stderr  # the replay's proxy never started
+
+
 def test_an_upstream_url_with_a_credential_in_its_query_is_replayed_and_never_printed(demo: Demo) -> None:
     key = "query-s3cret-key"
     upstream = f"{demo.servers['legacy']}?api_key={key}"
