@@ -287,8 +287,8 @@ async def _replay(
     wanted = set(args.chain)
     absent = _absent(source, wanted)
     if absent:
-        tell(f"mcp-proxy replay: no chain {', '.join(absent)} in the capture ({missing_chain_hint(absent)})")
-        return USAGE_EXIT
+        said = f"no chain {', '.join(absent)} in the capture ({missing_chain_hint(absent)})"
+        return _cannot(args, upstream, source, [], said)
     outcomes: list[ChainOutcome] = []
     try:
         async with Replay(upstream, options) as replay:
@@ -300,14 +300,9 @@ async def _replay(
                 if not args.json:
                     print(visible(outcome.line()), flush=True)
     except Unreachable as exc:
-        tell(f"mcp-proxy replay: the server cannot be reached: {exc}")
-        return USAGE_EXIT
-    except (EraUnspoken, EditError) as exc:
-        tell(f"mcp-proxy replay: {exc}")
-        return USAGE_EXIT
-    except OSError as exc:
-        tell(f"mcp-proxy replay: {exc}")
-        return USAGE_EXIT
+        return _cannot(args, upstream, source, outcomes, f"the server cannot be reached: {exc}")
+    except (EraUnspoken, EditError, OSError) as exc:
+        return _cannot(args, upstream, source, outcomes, str(exc))
     missing = sorted(wanted - {o.chain for o in outcomes})
     counts = Counter(o.word for o in outcomes)
     if args.json:
@@ -331,6 +326,24 @@ async def _replay(
         )
         return DIFFERS_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+def _cannot(
+    args: argparse.Namespace, upstream: str, source: CaptureSource, outcomes: list[ChainOutcome], said: str
+) -> int:
+    """Exit 2 saying why on stderr and, with `--json`, in a document on stdout too (`ok` false,
+    `error` the reason, the chains replayed before it): a CI step reading the document finds why."""
+    tell(f"mcp-proxy replay: {said}")
+    if args.json:
+        document = {
+            "upstream": masked_url(upstream),
+            "recorded_upstream": source.upstream,
+            "chains": [o.as_json() for o in outcomes],
+            "error": said,
+            "ok": False,
+        }
+        print(json.dumps(document, indent=2))
+    return USAGE_EXIT
 
 
 def _absent(source: CaptureSource, wanted: set[str]) -> list[str]:

@@ -287,6 +287,23 @@ def test_an_unreachable_server_exits_2_with_the_reason(demo: Demo, unused_tcp_po
     assert done.stdout == ""
 
 
+def test_json_says_why_nothing_could_be_replayed_when_it_exits_2(demo: Demo, unused_tcp_port: int) -> None:
+    """`--json > replay.json` in CI: a step that reads `.ok` finds a document with the reason, not an
+    empty file."""
+    capture = demo.captures[("legacy", "legacy")]
+
+    down = _replay(capture, "--all", "--json", "--upstream", f"http://127.0.0.1:{unused_tcp_port}/mcp")
+    typo = _replay(capture, "--chain", "r99", "--json", "--upstream", demo.servers["legacy"])
+
+    assert (down.returncode, typo.returncode) == (2, 2)
+    unreachable, unknown = json.loads(down.stdout), json.loads(typo.stdout)
+    assert unreachable["ok"] is False
+    assert unreachable["error"].startswith("the server cannot be reached: ")
+    assert "Connection refused" in unreachable["error"]
+    assert unknown["ok"] is False
+    assert unknown["error"].startswith("no chain r99 in the capture")
+
+
 def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(demo: Demo) -> None:
     capture = demo.captures[("modern", "modern")]
     missing = _replay(capture, "--chain", "r99", "--upstream", demo.servers["modern"])
