@@ -286,6 +286,10 @@ async def _replay(
         upstream_cmd=args.upstream_cmd,
     )
     wanted = set(args.chain)
+    absent = _absent(source, wanted)
+    if absent:
+        said = f"no chain {', '.join(absent)} in the capture ({missing_chain_hint(absent)})"
+        return _cannot(args, upstream, source, [], said)
     outcomes: list[ChainOutcome] = []
     try:
         async with Replay(upstream, options) as replay:
@@ -297,14 +301,9 @@ async def _replay(
                 if not args.json:
                     print(visible(outcome.line()), flush=True)
     except Unreachable as exc:
-        tell(f"mcp-proxy replay: the server cannot be reached: {exc}")
-        return USAGE_EXIT
-    except (EraUnspoken, EditError) as exc:
-        tell(f"mcp-proxy replay: {exc}")
-        return USAGE_EXIT
-    except OSError as exc:
-        tell(f"mcp-proxy replay: {exc}")
-        return USAGE_EXIT
+        return _cannot(args, upstream, source, outcomes, f"the server cannot be reached: {exc}")
+    except (EraUnspoken, EditError, OSError) as exc:
+        return _cannot(args, upstream, source, outcomes, str(exc))
     missing = sorted(wanted - {o.chain for o in outcomes})
     counts = Counter(o.word for o in outcomes)
     if args.json:
@@ -328,6 +327,34 @@ async def _replay(
         )
         return DIFFERS_EXIT
     return DIFFERS_EXIT if any(o.counts for o in outcomes) else 0
+
+
+def _cannot(
+    args: argparse.Namespace, upstream: str, source: CaptureSource, outcomes: list[ChainOutcome], said: str
+) -> int:
+    """Exit 2 saying why on stderr and, with `--json`, in a document on stdout too (`ok` false,
+    `error` the reason, the chains replayed before it): a CI step reading the document finds why."""
+    tell(f"mcp-proxy replay: {said}")
+    if args.json:
+        document = {
+            "upstream": masked_url(upstream),
+            "recorded_upstream": source.upstream,
+            "chains": [o.as_json() for o in outcomes],
+            "error": said,
+            "ok": False,
+        }
+        print(json.dumps(document, indent=2))
+    return USAGE_EXIT
+
+
+def _absent(source: CaptureSource, wanted: set[str]) -> list[str]:
+    """The chains named with `--chain` that the capture does not hold, found by reading it once
+    before anything is sent: a request with side effects must not reach the server when the replay
+    then exits 2 for a typo in another id."""
+    if not wanted:
+        return []
+    held = {plan.chain for plan in plans(CaptureSource(source.paths))}
+    return sorted(wanted - held)
 
 
 def _nothing_replayed(outcomes: list[ChainOutcome]) -> str:

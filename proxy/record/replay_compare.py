@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from proxy.flows.events import Direction, MessageRecord, Side
+from proxy.flows.redact import TRUNCATED_KEY
 
 CLIENT_SIDES: Final = frozenset({Side.BOTH, Side.CLIENT})
 """Sides whose messages the client exchanged (behind a bridge, `upstream` is the proxy's own leg)."""
@@ -380,11 +381,27 @@ def first_difference(
             )
         if old.label != new.label:
             return Difference(index, old.label, "", _gist(old), _gist(new), again)
+        if cut_when_recorded(old):
+            continue  # the capture kept a stand-in, not the answer: nothing of it to compare with
         found = walk.first(old.whole, new.whole, "")
         if found is not None:
             path, was, now = found
             return Difference(index, old.label, path, was, now, again)
     return None
+
+
+def cut_when_recorded(message: Compared) -> bool:
+    """The recorded message is the capture's stand-in for a body cut at its `capture_body_limit`
+    (`{"$truncated": true, "size": N, "preview": ...}`): the server's answer is not there to compare."""
+    body = message.whole
+    return isinstance(body, dict) and body.get(TRUNCATED_KEY) is True
+
+
+def cut_messages(recorded: Iterable[MessageRecord], ignore: IgnoreRules | None = None) -> list[str]:
+    """The recorded messages a comparison passes over for being cut when recorded, as the report
+    names them: `message 2 (tools/list result)`."""
+    compared = ChainNormaliser(ignore).chain(recorded)
+    return [f"message {c.index} ({c.label})" for c in compared if cut_when_recorded(c)]
 
 
 def _gist(message: Compared) -> Any:

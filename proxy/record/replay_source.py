@@ -31,7 +31,9 @@ class CaptureSource:
     upstream: str | None = None
     """The upstream the recording proxy pointed at (its first `proxy_info`), as it showed it."""
     upstream_era: str = "unknown"
-    """The era it spoke to (`legacy`, `modern`, `dual`, `unknown`), from the same `proxy_info`."""
+    """The era it spoke to (`legacy`, `modern`, `dual`, `unknown`): the first `proxy_info` that knew
+    one. A proxy that starts before its server, or in front of one that wants a token, says
+    `unknown` first and learns the era from the first request it forwards, in a later line."""
     upstream_era_forced: bool = False
     """That era was forced (`--upstream-era`), not probed: a replay speaks it again."""
     report: ExportReport = field(default_factory=ExportReport)
@@ -40,6 +42,7 @@ class CaptureSource:
     def _info(self, event: ProxyInfo) -> None:
         if self.upstream is None:
             self.upstream = event.upstream
+        if self.upstream_era == "unknown":
             self.upstream_era = event.upstream_era
             self.upstream_era_forced = event.upstream_era_forced
 
@@ -47,9 +50,6 @@ class CaptureSource:
 REPLAY_RING: Final = 64
 """Ended chains the reader keeps built before letting the oldest go to the replay: few, since each is
 replayed once it is let go and nothing joins it after it ended (open ones are held until they end)."""
-
-INFO_LINES: Final = 64
-"""Lines of the first file looked through for its `proxy_info` (written right after the header)."""
 
 
 def open_capture(paths: Sequence[Path]) -> CaptureSource:
@@ -60,25 +60,27 @@ def open_capture(paths: Sequence[Path]) -> CaptureSource:
     for reader in open_readers(order.paths, ObservationReplayer(store=ChainStore(max_chains=1))):
         reader.close()
     source = CaptureSource(order.paths, order_notes=order.notes())
-    info = _first_info(order.paths[0]) if order.paths else None
-    if info is not None:
+    for info in _infos(order.paths):
         source._info(info)
+        if source.upstream_era != "unknown":
+            break
     return source
 
 
-def _first_info(path: Path) -> ProxyInfo | None:
-    """The first `proxy_info` line near the top of a capture file, if any."""
-    with path.open("rb") as file:
-        for _, line in zip(range(INFO_LINES), file, strict=False):
-            if b'"proxy_info"' not in line:
-                continue
-            try:
-                event = event_from_json(line)
-            except ValueError:
-                continue
-            if isinstance(event, ProxyInfo):
-                return event
-    return None
+def _infos(paths: Sequence[Path]) -> Iterator[ProxyInfo]:
+    """The capture's `proxy_info` lines in order, read a line at a time: only lines naming the kind
+    are parsed, and the caller stops at the first that knows the upstream's era."""
+    for path in paths:
+        with path.open("rb") as file:
+            for line in file:
+                if b'"proxy_info"' not in line:
+                    continue
+                try:
+                    event = event_from_json(line)
+                except ValueError:
+                    continue
+                if isinstance(event, ProxyInfo):
+                    yield event
 
 
 def plans(source: CaptureSource) -> Iterator[ChainPlan]:

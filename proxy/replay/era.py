@@ -31,7 +31,8 @@ ONE_ERA: Final[dict[str, EraSetting]] = {"legacy": "legacy", "modern": "modern"}
 
 @dataclass(frozen=True)
 class RecordedEra:
-    """What the capture's first `proxy_info` says of the upstream's era when it was recorded."""
+    """What the capture's `proxy_info` says of the upstream's era when it was recorded (the first
+    line that knew it: a recording proxy may learn it only from the first request it forwarded)."""
 
     era: str = "unknown"
     """`legacy`, `modern`, `dual` or `unknown`, as the recording proxy labelled it."""

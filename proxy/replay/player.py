@@ -54,16 +54,22 @@ class Played:
 class Player:
     """Plays chains through one endpoint (the in-process proxy's)."""
 
-    def __init__(self, http: ReplayHttp, given: Mapping[str, str], ask: AskUser | None = None) -> None:
+    def __init__(
+        self, http: ReplayHttp, given: Mapping[str, str], ask: AskUser | None = None, *, stdio: bool = False
+    ) -> None:
         self.http = http
         self.given = dict(given)
         """Headers the user gave (`--header`): they replace recorded ones, redacted ones included."""
         self.ask = ask
+        self.stdio = stdio
+        """The server is a stdio command (`--upstream-cmd`): it reads no HTTP header, so a recorded
+        credential held redacted is left out instead of asked for."""
 
     def headers(self, sent: Sent, session: str | None) -> dict[str, str]:
-        """The headers to send for a recorded request; fails naming redacted ones nobody gave."""
+        """The headers to send for a recorded request; fails naming redacted ones nobody gave (a
+        stdio server reads none, so for it they are left out)."""
         headers, missing = headers_to_send(sent.headers, self.given)
-        if missing:
+        if missing and not self.stdio:
             names = ", ".join(missing)
             raise ReplayFailed(
                 f"the capture holds {names} redacted: give the value to send with "

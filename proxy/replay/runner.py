@@ -33,7 +33,7 @@ from proxy.flows.proxy_notes import proxy_changes
 from proxy.flows.redact import MIN_ECHOED_SECRET
 from proxy.flows.store import Chain
 from proxy.record.export import JSON_MESSAGES
-from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains
+from proxy.record.replay_compare import Difference, IgnoreRules, compare_chains, cut_messages
 from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.replay.era import EraChoice, EraSetting, EraUnspoken, RecordedEra, recorded_era, users_era
@@ -177,7 +177,10 @@ class Replay:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
         self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
         self.player = Player(
-            ReplayHttp(self._http, self.proxy.endpoint()), self.options.headers, self.options.ask
+            ReplayHttp(self._http, self.proxy.endpoint()),
+            self.options.headers,
+            self.options.ask,
+            stdio=self.options.upstream_cmd is not None,
         )
 
     async def _restart_forced(self, era: EraSetting) -> None:
@@ -361,6 +364,13 @@ class Replay:
         else:
             outcome.difference = compare_chains(plan.records, chain.messages, self.options.ignore)
         outcome.status = "differs" if outcome.difference is not None else "same"
+        cut = cut_messages(plan.records, self.options.ignore)
+        if cut:
+            said = (
+                f"{', '.join(cut)} cut at the capture's body limit when recorded, so not compared "
+                "(record it again with a larger capture_body_limit)"
+            )
+            outcome.reason = f"{outcome.reason}; {said}" if outcome.reason else said
         return outcome
 
 

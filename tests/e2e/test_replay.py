@@ -287,6 +287,23 @@ def test_an_unreachable_server_exits_2_with_the_reason(demo: Demo, unused_tcp_po
     assert done.stdout == ""
 
 
+def test_json_says_why_nothing_could_be_replayed_when_it_exits_2(demo: Demo, unused_tcp_port: int) -> None:
+    """`--json > replay.json` in CI: a step that reads `.ok` finds a document with the reason, not an
+    empty file."""
+    capture = demo.captures[("legacy", "legacy")]
+
+    down = _replay(capture, "--all", "--json", "--upstream", f"http://127.0.0.1:{unused_tcp_port}/mcp")
+    typo = _replay(capture, "--chain", "r99", "--json", "--upstream", demo.servers["legacy"])
+
+    assert (down.returncode, typo.returncode) == (2, 2)
+    unreachable, unknown = json.loads(down.stdout), json.loads(typo.stdout)
+    assert unreachable["ok"] is False
+    assert unreachable["error"].startswith("the server cannot be reached: ")
+    assert "Connection refused" in unreachable["error"]
+    assert unknown["ok"] is False
+    assert unknown["error"].startswith("no chain r99 in the capture")
+
+
 def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(demo: Demo) -> None:
     capture = demo.captures[("modern", "modern")]
     missing = _replay(capture, "--chain", "r99", "--upstream", demo.servers["modern"])
@@ -300,6 +317,22 @@ def test_a_chain_the_capture_does_not_hold_and_no_chain_named_are_usage_errors(d
     assert unnamed.returncode == 2
     assert "--chain ID" in unnamed.stderr
     assert "--all" in unnamed.stderr
+
+
+def test_a_chain_the_capture_does_not_hold_stops_the_replay_before_any_chain_is_sent(demo: Demo) -> None:
+    """A typo in one of several `--chain` ids exits 2 before the others reach the server: a call with
+    side effects is not sent by a replay that then says nothing could be replayed."""
+    combo = ("legacy", "legacy")
+    add = demo.chain(combo, "tools/call add")
+
+    done = _replay(
+        demo.captures[combo], "--chain", add, "--chain", "r99", "--upstream", demo.servers["legacy"]
+    )
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no chain r99 in the capture" in done.stderr
+    assert done.stdout == ""
+    assert "speaking" not in done.stderr  # the replay's proxy never started
 
 
 def test_an_upstream_url_with_a_credential_in_its_query_is_replayed_and_never_printed(demo: Demo) -> None:
@@ -500,6 +533,35 @@ def test_a_capture_recorded_with_the_upstream_era_forced_replays_in_that_era_and
     ) in gone.stderr
 
 
+def test_the_era_a_recording_proxy_learned_after_its_start_is_spoken_again(
+    dual_inflight_server: PeerServer, unused_tcp_port: int, tmp_path: Path
+) -> None:
+    """A recording proxy started before its server probes nothing at start, so its capture's first
+    `proxy_info` says `unknown` and a later one `legacy`: the replay speaks legacy again to a
+    dual-era server, as the recording's bridge did, instead of probing and passing the 2026-07-28
+    client's calls through to the server's other side."""
+    capture = tmp_path / "late.jsonl"
+    upstream = f"http://127.0.0.1:{unused_tcp_port}/mcp"
+    env = settings_env(upstream=upstream, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy, PeerServer("legacy-inflight", port=unused_tcp_port):
+        asyncio.run(_record_peer_calls(proxy.endpoint(), "2026-07-28"))
+        assert proxy.stop() == 0
+    lines = capture.read_text().splitlines()
+    eras = [json.loads(line)["upstream_era"] for line in lines if '"proxy_info"' in line]
+    assert eras[:2] == ["unknown", "legacy"], eras
+
+    done = _replay(capture, "--all", "--upstream", dual_inflight_server.url)
+
+    assert (
+        "speaking the legacy era to the server, forced: recorded in front of a legacy server; this one "
+        "speaks both eras"
+    ) in done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [line for line in _lines(done).values() if "tools/call" in line]
+    assert len(calls) == len(PEER_CALLS)
+    assert all(line.endswith(": same") for line in calls), done.stdout
+
+
 def test_the_tuis_replay_speaks_the_era_the_recording_proxy_was_told_too(
     dual_inflight_server: PeerServer, tmp_path: Path
 ) -> None:
@@ -581,6 +643,26 @@ def test_a_capture_replays_against_a_stdio_server_the_replay_starts_itself(
     assert missing.returncode == 2
     assert "`no-such-server --stdio`" in missing.stderr
     assert "ENOENT" in missing.stderr
+
+
+def test_a_credential_the_capture_holds_redacted_is_not_asked_for_by_a_stdio_server(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """A stdio server reads no HTTP header: a capture recorded over HTTP with a token replays against
+    the same server on stdio without a `--header` nobody could use."""
+    capture = tmp_path / "http-token.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_record_with_credentials(proxy.endpoint()))
+        assert proxy.stop() == 0
+    assert "Bearer <redacted" in capture.read_text()
+
+    done = _replay(capture, "--all", "--upstream-cmd", python_stdio_command())
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    (add,) = [line for line in _lines(done).values() if "tools/call add" in line]
+    assert add.endswith(": same"), done.stdout
+    assert "--header" not in done.stdout + done.stderr
 
 
 def test_a_recorded_name_with_control_characters_is_shown_escaped_in_the_report(

@@ -217,3 +217,29 @@ def test_chains_that_began_in_a_rotated_away_part_are_skipped_not_reported_as_ch
     whole = _replay(*rotated, "--all", "--upstream", server)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert "began in a capture part not given" not in whole.stdout
+
+
+def test_a_server_answer_cut_at_the_capture_body_limit_is_not_compared_and_says_so(
+    server: str, tmp_path: Path
+) -> None:
+    """The capture keeps a stand-in for an answer past `capture_body_limit` (`{"$truncated": ...}`),
+    not the answer: comparing it with the server's answer would fail CI for a server that did not
+    change, so it is passed over and the report says which message and the setting to raise."""
+    capture = tmp_path / "cut.jsonl"
+    env = settings_env(
+        upstream=server, capture=capture, admin_enabled="false", drain_grace=1, capture_body_limit=300
+    )
+    with ProxyProcess(clean_env(**env)) as proxy:
+        calls = asyncio.run(run_client(proxy.endpoint(), "legacy"))
+        assert [c.detail for c in calls if not c.ok] == []
+        assert proxy.stop() == 0
+    listed = _chain_of(capture, "tools/list")
+
+    done = _replay(capture, "--all", "--upstream", server)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [out for out in done.stdout.splitlines() if out.startswith(f"{listed} ")]
+    assert line == (
+        f"{listed} tools/list: same: message 2 (tools/list result) cut at the capture's body limit when "
+        "recorded, so not compared (record it again with a larger capture_body_limit)"
+    )

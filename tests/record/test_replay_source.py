@@ -41,3 +41,22 @@ def test_a_proxy_info_written_before_the_forced_flag_reads_as_probed(tmp_path: P
     source = open_capture([path])
 
     assert (source.upstream_era, source.upstream_era_forced) == ("legacy", False)
+
+
+def test_an_era_the_recording_proxy_learned_after_its_start_is_the_recorded_one(tmp_path: Path) -> None:
+    """A proxy started before its server (or in front of one wanting a token) probes `unknown` and
+    writes the era it learns from the first forwarded request in a later line, in a later part too."""
+    first, second = tmp_path / "run.jsonl", tmp_path / "run.jsonl.1"
+    with CaptureWriter(first) as writer:
+        writer.write(INFO)
+    with CaptureWriter(second) as writer:
+        writer.write(INFO.model_copy(update={"upstream": "http://other:1/mcp", "upstream_era": "legacy"}))
+        writer.write(INFO.model_copy(update={"upstream_era": "dual"}))
+
+    source = open_capture([first, second])
+
+    assert (source.upstream, source.upstream_era, source.upstream_era_forced) == (
+        "http://s:8000/mcp",
+        "legacy",
+        False,
+    )
