@@ -234,8 +234,12 @@ def run_proxy(loaded: LoadedSettings) -> int:
 
 def refuse_start(reason: str, log_format: str | None) -> int:
     """Say in one line why the proxy does not start, and exit 2: a JSON object when the logs are JSON
-    (`log_format json`, as the image sets), so a log shipper reads it like every other line."""
-    if (log_format or "").strip().lower() == "json":
+    (`log_format json`, as the image sets, or `auto` with stderr no terminal, as every other line
+    decides), so a log shipper reads it like every other line."""
+    from proxy.logs import choose_format
+
+    requested = (log_format or "auto").strip().lower()
+    if choose_format(requested, sys.stderr) == "json":
         stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         line = json.dumps({"error": reason, "event": "start_refused", "level": "error", "timestamp": stamp})
         print(line, file=sys.stderr)

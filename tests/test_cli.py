@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -42,7 +43,10 @@ def setting_line(output: str, name: str) -> str:
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    """`main` with stderr taken for a terminal, as a person running the command sees its lines (with
+    `--log-format auto`, a pipe gets JSON: `..._stderr_piped_a_refused_start_is_json_...`)."""
+    with patch.object(sys.stderr, "isatty", return_value=True):
+        code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -309,11 +313,13 @@ def busy_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the installed `mcp-proxy` console script (the real entry point) outside the repo."""
+def run_cli(*argv: str, cwd: Path, log_format: str = "console") -> subprocess.CompletedProcess[str]:
+    """Run the installed `mcp-proxy` console script (the real entry point) outside the repo, its lines
+    in `log_format` (console: as a person reads them; its stderr is a pipe, which `auto` gives JSON)."""
     script = Path(sys.executable).parent / "mcp-proxy"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_PROXY_")}
+    env["MCP_PROXY_LOG_FORMAT"] = log_format
     return subprocess.run(
         [*command, *argv],
         cwd=cwd,
@@ -730,3 +736,22 @@ def test_with_json_logs_a_refused_start_is_one_json_line_a_log_shipper_reads(
     assert refused["error"].startswith("max_chains (env MCP_PROXY_MAX_CHAINS): ")
     code, _, err = run_main(capsys, "--log-format", "console", "--upstream", UPSTREAM)
     assert err.startswith("mcp-proxy: max_chains (env MCP_PROXY_MAX_CHAINS): ")
+
+
+@pytest.mark.parametrize("why", ["address in use", "credentials in the upstream URL"])
+def test_with_the_default_log_format_and_stderr_piped_a_refused_start_is_json_like_every_other_line(
+    why: str, busy_port: int, tmp_path: Path
+) -> None:
+    upstream = "http://admin:x@127.0.0.1:9/mcp" if why.startswith("credentials") else UPSTREAM
+    listen = f"127.0.0.1:{busy_port}"
+    # auto, the default; stderr a pipe, as under a container, systemd or CI
+    done = run_cli(
+        "--upstream", upstream, "--listen", listen, "--no-admin-enabled", cwd=tmp_path, log_format="auto"
+    )
+
+    assert done.returncode == 2, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]  # every line JSON, the refusal too
+    refused = lines[-1]
+    assert (refused["event"], refused["level"]) == ("start_refused", "error"), lines
+    assert ("Address already in use" if why == "address in use" else "credentials") in refused["error"]
+    assert "admin:x" not in done.stderr

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import email.utils
 import itertools
-import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterable
@@ -113,10 +112,9 @@ class FrontServer:
         self.body_bytes_held = 0
         """Body bytes of the requests read or being read and not yet answered, across all clients: what
         `max_body_bytes_in_flight` bounds."""
-        self.refusal_logged: dict[str, float] = {}
-        self.refusals_unlogged: Counter[str] = Counter()
+        self.floods = relays.floods
         """When each kind of refusal's last line was written, and the refusals since then that wrote
-        none (`unlogged_since_said`)."""
+        none (`unlogged_since_said`); the relays' own floods are summed up in the same table."""
         self.server: asyncio.Server | None = None
         self.draining = False
         """A SIGTERM drain is under way: new work is refused 503, and every connection closes once its
@@ -143,12 +141,7 @@ class FrontServer:
         """One refusal of this kind: None when a line for it was written within `TIMEOUT_LOG_EVERY`
         seconds (this one is counted for the next line), else how many went unlogged since (a flood
         of refusals must not flood the log; `/metrics` counts every one)."""
-        now = self.now()
-        if now < self.refusal_logged.get(kind, -math.inf) + TIMEOUT_LOG_EVERY:
-            self.refusals_unlogged[kind] += 1
-            return None
-        self.refusal_logged[kind] = now
-        return self.refusals_unlogged.pop(kind, 0)
+        return self.floods.due(kind, self.now(), every=TIMEOUT_LOG_EVERY)
 
     def full(self) -> bool:
         """As many client connections are open as `max_client_connections` allows."""

@@ -33,6 +33,7 @@ waits seconds, not the minute of `upstream_timeout`.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
@@ -56,8 +57,9 @@ from proxy.transport.channel_upstream import ChannelUpstream, RefusedStart
 from proxy.transport.sse_upstream import NotAStream, open_session
 from proxy.transport.tls_failures import speaks_tls
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
+from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
-from proxy.wire.jsonrpc import Message, dumps, parse_body, parse_text
+from proxy.wire.jsonrpc import Kind, Message, dumps, parse_body, parse_text
 
 PROBE_BODY_LIMIT = 1024 * 1024
 """Bytes of a probe answer read at most (an InitializeResult or DiscoverResult is a few kB)."""
@@ -130,6 +132,11 @@ SILENT_HINT: Final = (
 UNANSWERED: Final = 0
 """The status of a stdio server's `server/discover` that got no answer in time (no HTTP status is 0)."""
 
+NO_ANSWER: Final = "none"
+"""A stdio server's probe line's `answer` when the server gave none (with why, when the child exited)."""
+CHILD_STOPPED: Final = "its child asked to stop"
+"""A stdio server's `DELETE` line's `answer`: the proxy ends a stdio session by stopping its child."""
+
 REDIRECTED = "the server redirects"
 """Said, with both URLs, when the endpoint answers with a redirect on its own origin: the proxy
 follows none (the endpoint's path is the user's choice), so no era is learned there."""
@@ -160,11 +167,17 @@ async def probe_upstream(
             if stdio is not None:
                 discover_s = limit_s if discover_limit_s is None else discover_limit_s
                 discover = (*headers, *credentials)
+                sent = time.monotonic()
                 status_m, messages = await _discover_on_spare(stdio, upstream, discover, body, discover_s)
                 moved_m = None
             else:
                 status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
-            _logged("server/discover", status_m if status_m != UNANSWERED else None)
+            if stdio is None:
+                _logged("server/discover", status_m)
+            else:
+                exited = stdio.exited_since(sent) is not None
+                said = f"none within {discover_s}s" if status_m == UNANSWERED else _said(messages, exited)
+                _logged("server/discover", None, answer=said)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -172,12 +185,22 @@ async def probe_upstream(
             if stdio is not None:
                 await stdio.drop_spare()
             headers, body = legacy_probe()
+            sent = time.monotonic()
             status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
             no_legacy = legacy_denied(messages)
-            _logged("initialize", status_l, "opened" if session else None)
+            if stdio is None:
+                _logged("initialize", status_l, "opened" if session else None)
+            else:  # a session is a child, and one that exited unasked holds none to delete
+                said = _said(messages, stdio.exited_since(sent) is not None)
+                session = session if not said.startswith(NO_ANSWER) else None
+                _logged("initialize", None, "opened" if session else None, answer=said)
             if session:
-                _logged("DELETE", await _delete_session(pool, upstream, session, credentials), "deleted")
+                deleted = await _delete_session(pool, upstream, session, credentials)
+                if stdio is None:
+                    _logged("DELETE", deleted, "deleted")
+                else:
+                    _logged("DELETE", None, "deleted", answer=CHILD_STOPPED)
             if stdio is not None:
                 await stdio.settle()  # the initialize's child has ended before any other starts
         eras = UpstreamEras(legacy=legacy, modern=modern)
@@ -366,9 +389,29 @@ async def _delete_session(
     return resp.status
 
 
-def _logged(method: str, status: int | None, session_state: str | None = None) -> None:
+def _said(messages: list[Message], exited: bool) -> str:
+    """What a stdio server did with a probe request, for its line: a stdio channel has no HTTP
+    status (the 200 the proxy's adapter gives it is no answer of the server's), and the error the
+    proxy writes itself when the child `exited` unasked is shown as no answer, with the proxy's words
+    (pid and exit status), never a server's own error text (it may quote what it was sent)."""
+    for msg in messages:
+        if msg.kind is Kind.RESULT:
+            return "result"
+        if msg.kind is Kind.ERROR:
+            code = msg.error.get("code")
+            text = msg.error.get("message")
+            if exited and code == errors.UPSTREAM_UNAVAILABLE and isinstance(text, str):
+                return f"{NO_ANSWER}: {text}"
+            return f"error {code}"
+    return NO_ANSWER
+
+
+def _logged(
+    method: str, status: int | None, session_state: str | None = None, *, answer: str | None = None
+) -> None:
     """One info line per request the probe sent: the server logs them as a client's (its clientInfo
     is `mcp-debug-proxy-probe`), so the proxy's log shows them too. `session_state` says what the
     request did to the session the probe opened (`opened`, `deleted`; None: nothing), never its id;
-    status None: no answer came."""
-    get_logger().info("era_probe_request", method=method, status=status, session_state=session_state)
+    status None: no HTTP answer came (a stdio server's lines say instead what it `answer`ed)."""
+    extra = {"answer": answer} if answer is not None else {}
+    get_logger().info("era_probe_request", method=method, status=status, session_state=session_state, **extra)

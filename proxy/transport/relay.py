@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from proxy.engine.faults import fault_outcome, setup_fault
+from proxy.engine.flood_lines import FloodLines
 from proxy.engine.gate.rules import FaultGate
 from proxy.engine.oauth_origin import DocumentPaths, Origins
 from proxy.engine.passthrough import (
@@ -106,6 +108,7 @@ class RelayContext:
     __slots__ = (
         "desk",
         "documents",
+        "floods",
         "gate",
         "holds",
         "inspect_limit",
@@ -158,6 +161,9 @@ class RelayContext:
         """Where a fault's delays wait: released when the proxy drains or stops."""
         self.desk: InterceptDesk | None = None
         """Where messages intercept rules picked are held (`proxy.transport.intercept_desk`)."""
+        self.floods = FloodLines()
+        """When each kind of line a flood repeats was last written (upstream faults, clients'
+        refusals), so a flood is one line a second (`proxy.engine.flood_lines`)."""
 
 
 class PassthroughRelay:
@@ -667,7 +673,7 @@ class PassthroughRelay:
             return
         if cut is not None:
             observer.finish()
-            _LOG.warning("upstream_fault", exchange=self.exchange, reason="cut", detail=_describe(cut))
+            self._fault_line("cut", _describe(cut))
         if observer.not_inspected is not None:
             self.not_inspected(observer.not_inspected)
         self._close_upstream()
@@ -781,12 +787,30 @@ class PassthroughRelay:
         self, reason: str, detail: str, request_id: RequestId | None, *, retry_after: int | None = None
     ) -> None:
         """The upstream failed before its head: the client gets a gateway error."""
-        _LOG.warning("upstream_fault", exchange=self.exchange, reason=reason, detail=detail)
+        self._fault_line(reason, detail)
         answer = fault_answer(reason, detail, request_id)
         if answer is not None:
             extra = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
             self._answer(answer.status, answer.body, extra)
         self._finish(fault_outcome(reason))
+
+    def _fault_line(self, reason: str, detail: str) -> None:
+        """Warn that the upstream failed this exchange, naming the upstream: at most one line a second
+        for each reason, counting the rest (an upstream that is down fails every request, and each
+        one's exchange line names it anyway)."""
+        also = self.ctx.floods.due(f"upstream_fault {reason}", time.monotonic())
+        if also is None:
+            return
+        fields = {"also_unlogged": also} if also else {}
+        upstream = self.ctx.router.endpoint
+        _LOG.warning(
+            "upstream_fault",
+            exchange=self.exchange,
+            upstream=upstream,
+            reason=reason,
+            detail=detail,
+            **fields,
+        )
 
     def _gone(self) -> None:
         """The client left: the upstream request is dropped with it."""

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from proxy.config import Settings
 from proxy.engine.faults import fault_hint, setup_fault
+from proxy.engine.flood_lines import FloodLine
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
 from proxy.framing.classify import Limits, Rejection, Route, classify
@@ -159,6 +160,9 @@ class Router:
         self._forced_doubted = False
         """A refusal already made the forced-era warning (said once: every later one is the same)."""
         self.on_change: Callable[[UpstreamEras], None] | None = None
+        self._unknown_lines = FloodLine()
+        """When `upstream_era_unknown` was last written: while no era is known every request probes
+        again, so an upstream that is down is one line a second (a changed problem is said at once)."""
 
     @property
     def settled(self) -> bool:
@@ -244,7 +248,12 @@ class Router:
                 hint = CREDENTIALS_HINT
             elif found.hint:
                 hint = found.hint
-            level("upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint)
+            also = self._unknown_lines.due(time.monotonic(), (level.__name__, found.problem, hint))
+            if also is not None:  # each request probes again while no era is known: one line a second
+                fields = {"also_unlogged": also} if also else {}
+                level(
+                    "upstream_era_unknown", upstream=self.endpoint, problem=found.problem, hint=hint, **fields
+                )
         return found
 
     def _set_eras(self, eras: UpstreamEras) -> None:

@@ -181,3 +181,17 @@ def rss() -> int:
     with open("/proc/self/status") as status:
         line = next(line for line in status if line.startswith("VmRSS:"))
     return int(line.split()[1]) * 1024
+
+
+def test_a_flood_of_sessions_past_an_addresss_cap_is_one_line_a_second_counting_the_rest() -> None:
+    engine = engine_with(max_sessions=100, max_sessions_per_client=3)
+    said: list[Log] = []
+    times = [1010.0 + n / 100 for n in range(20)] + [1011.5]  # 20 within 0.2 s, one a second later
+    for n, when in enumerate(times):
+        commands = engine.handle(from_address(initialize(f"x-{n}"), "198.51.100.7", when))
+        said += [c for c in commands if isinstance(c, Log) and c.event == "legacy_sessions_dropped"]
+    setting = {"held_by_client": 3, "max_legacy_sessions_per_client": 3}
+    assert [c.fields for c in said] == [
+        {"dropped": 1, **setting},  # the first in full
+        {"dropped": 1, **setting, "also_unlogged": 16},  # the next, a second on, counts the rest
+    ]

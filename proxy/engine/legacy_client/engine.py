@@ -42,6 +42,7 @@ from proxy.engine.events import (
     TimerFired,
 )
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
+from proxy.engine.flood_lines import FloodLine
 from proxy.engine.legacy_client.calls import CallDriver
 from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
@@ -85,6 +86,9 @@ class LegacyToMrtrEngine:
         self.max_per_client = max_sessions_per_client
         self._per_peer: dict[str, int] = {}
         """Sessions held per client address, so one address never fills the table and evicts others'."""
+        self._dropped_lines = FloodLine()
+        """`legacy_sessions_dropped` lines: a client opening sessions without end drops one a session,
+        and behind a sidecar every client has the same address, so a second's worth is one line."""
         self.session_idle = session_idle
         self._ctx = BridgeContext(new_id)
         self.client_sessions: Container[str] = self._ctx.sessions
@@ -255,8 +259,19 @@ class LegacyToMrtrEngine:
             dropped += 1
         if dropped:
             fields = {"dropped": dropped, "held": len(sessions), "max_legacy_sessions": self.max_sessions}
-            commands.insert(0, Log("legacy_sessions_dropped", "info", fields))
+            said = self._dropped_line(at, fields)
+            if said is not None:
+                commands.insert(0, said)
         return commands, True
+
+    def _dropped_line(self, at: float, fields: dict[str, Any]) -> Log | None:
+        """The `legacy_sessions_dropped` line for sessions dropped at `at`, unless one naming the same
+        setting was written within a second (then it is counted for the next, as `also_unlogged`)."""
+        setting = next(k for k in fields if k.startswith("max_"))
+        also = self._dropped_lines.due(at, setting)
+        if also is None:
+            return None
+        return Log("legacy_sessions_dropped", "info", {**fields, "also_unlogged": also} if also else fields)
 
     def _drop_session(self, session: Session, outcome: str) -> Commands:
         """Forget a session nothing is in flight on, ending its GET stream (its client gets 404 next)."""
@@ -343,7 +358,7 @@ class LegacyToMrtrEngine:
         else:
             self._per_peer.pop(session.peer, None)
 
-    def _make_room_for(self, peer: str) -> tuple[Commands, bool]:
+    def _make_room_for(self, peer: str, at: float) -> tuple[Commands, bool]:
         """An address at `max_legacy_sessions_per_client` makes room from its own sessions, never others'."""
         if self._per_peer.get(peer, 0) < self.max_per_client:
             return [], True
@@ -352,8 +367,9 @@ class LegacyToMrtrEngine:
             return [], False
         held = self._per_peer.get(peer, 0)
         fields = {"dropped": 1, "held_by_client": held, "max_legacy_sessions_per_client": self.max_per_client}
-        said = Log("legacy_sessions_dropped", "info", fields)  # its client gets 404 on that session next
-        return [said, *self._drop_session(idle, "session_evicted")], True
+        said = self._dropped_line(at, fields)  # its client gets 404 on that session next
+        dropping = self._drop_session(idle, "session_evicted")
+        return ([said, *dropping] if said is not None else dropping), True
 
     def _client_full(self, pending: PendingInit) -> Commands:
         """Every session this address holds is busy at its cap: refuse the new one, naming the setting."""
@@ -403,7 +419,7 @@ class LegacyToMrtrEngine:
         """Mint a session and answer `initialize` with the upstream's identity in legacy shape."""
         discovery = self._ctx.discovery
         assert discovery is not None
-        own, room = self._make_room_for(pending.peer)
+        own, room = self._make_room_for(pending.peer, pending.at)
         if not room:
             return [*own, *self._client_full(pending)]
         made, room = self._make_room(pending.at)

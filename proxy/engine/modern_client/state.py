@@ -15,13 +15,13 @@ named `upstream-N`) for its whole life; the sessions live in the context's `Sess
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxy.engine.commands import BridgeCommand, Log, ObserveContinuation, ObserveSession, SendLeg
+from proxy.engine.flood_lines import FloodLine
 from proxy.engine.legs import Leg
 from proxy.engine.modern_client.continuations import ContinuationTable, EndedContinuations
 from proxy.engine.modern_client.tokens import Binding, StateSealer
@@ -39,9 +39,6 @@ and credentials)."""
 Phase = Literal["queued", "running", "collecting", "parked"]
 """queued: waits for the session; running: leg open, asker attached; collecting: a round window is
 open; parked: the asker got `input_required` and the call waits for a retry."""
-
-FULL_LOG_EVERY = 1.0
-"""Seconds between two `bridge_continuations_full` warnings (the refusals between are counted)."""
 
 KEY_PREFIX: dict[str, str] = {
     "elicitation/create": "elicitation",
@@ -198,29 +195,18 @@ class MrtrContext:
     listeners: dict[str, Listener] = field(default_factory=dict)
     observed: list[BridgeCommand] = field(default_factory=list)
     """Observations of the event being handled; the engine emits them after its other orders."""
-    full_said_at: float = -math.inf
+    full_lines: FloodLine = field(default_factory=FloodLine)
     """When the last `bridge_continuations_full` line was written (by request arrival times, wall
-    clock; lines for requests without one leave it as it is)."""
-    full_unsaid: int = 0
-    """Refusals for want of a parking slot since that line, which the next one counts."""
+    clock; lines for requests without one leave it as it is), and the refusals held back since."""
 
     def full_line(self, at: float, fields: dict[str, Any]) -> Log | None:
         """The warning for a call refused a parking slot at `at`: None when one was written within
-        `FULL_LOG_EVERY` seconds (this one is counted for the next line, as `also_unlogged`). Clients
-        that are refused retry, so a full table refuses many calls a second, which must not flood the
-        log; `/metrics` counts every one as an error of its chain.
-
-        `at` is a wall-clock time, so only a refusal within `FULL_LOG_EVERY` of the last line is held
-        back, before it as well as after (concurrent requests are refused out of their arrival order):
-        one without a time (0.0) is always written, and so is one further before the last line (the
-        clock stepped back), which the next ones are then measured from."""
-        said = self.full_said_at
-        if at > 0.0 and said - FULL_LOG_EVERY < at < said + FULL_LOG_EVERY:
-            self.full_unsaid += 1
+        a second (this one is counted for the next line, as `also_unlogged`). Clients that are
+        refused retry, so a full table refuses many calls a second, which must not flood the log;
+        `/metrics` counts every one as an error of its chain."""
+        also = self.full_lines.due(at)
+        if also is None:
             return None
-        if at > 0.0:
-            self.full_said_at = at
-        also, self.full_unsaid = self.full_unsaid, 0
         return Log(
             "bridge_continuations_full", "warning", {**fields, "also_unlogged": also} if also else fields
         )
