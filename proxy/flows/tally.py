@@ -195,6 +195,7 @@ class _Open:
         "answered_ids",
         "bytes_in",
         "bytes_out",
+        "cancelled",
         "carried",
         "content_type",
         "failed",
@@ -245,6 +246,9 @@ class _Open:
         """The ids those responses named (None while there are none)."""
         self.failed: str | None = None
         """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
+        self.cancelled = False
+        """A request it carried was answered with a failure after its client cancelled it (the mcp 1.x
+        SDK answers a cancelled call with error 0): the answer to the cancel, no trouble."""
         self.path = path
         self.status: int | None = None
         self.content_type: str | None = None
@@ -394,6 +398,8 @@ class RoundTripTally:
                     tally.answered_ids.append(msg.id)
                 if tally.failed is None:
                     tally.failed = _failure(msg)
+                    if tally.failed is not None and self._cancels:
+                        self._answered_cancel(tally, msg.id)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
                     self._input_required(obs.exchange, tally, msg)
             elif msg.is_response or msg.kind is _INVALID:
@@ -437,6 +443,12 @@ class RoundTripTally:
         while len(self._held) > HOLD_BOUND:
             self._release(next(iter(self._held.values())), None)
         return None
+
+    def _answered_cancel(self, tally: _Open, ident: RequestId) -> None:
+        """A failure answered request `ident` of an open exchange: when its client had cancelled it,
+        the failure is the server's answer to that cancel, as its chain says (`cancelled`)."""
+        if tally.session is not None and self._cancels.pop((tally.session, ident), None) is not None:
+            tally.failed, tally.cancelled = None, True
 
     def _client_cancelled(self, session: str | None, ident: object, t: float) -> None:
         """A client cancelled request `ident` at `t`: its held line is let go as cancelled (as it
@@ -630,6 +642,8 @@ def _line(
     # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
     # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
     asked = len(tally.ids)
+    if tally.cancelled and cancelled is None:
+        cancelled = CLIENT_CANCELLED
     ended = cancelled or (
         client_end(closed.outcome, tally.opened.client_era, asked, tally.answered)
         if tally.answered < asked
