@@ -390,6 +390,10 @@ def wants_colors(stream: TextIO, environ: Mapping[str, str]) -> bool:
 
 _KINDS = {"application/json": "json", "text/event-stream": "sse"}
 
+QUIET_ENDS = frozenset({"client_disconnected", "session_deleted"})
+"""Ends a terminal line leaves unsaid: how streams end, and a client hanging up once answered. Every
+other `end` (`cancelled`, `proxy_stopping`) is told after the duration; the JSON line has them all."""
+
 Part = tuple[str, str]
 """A piece of a console line and its ANSI style ('' for none)."""
 
@@ -437,7 +441,11 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     if ids:
         parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
     status = event.get("status")
-    parts.append((f"-> {status}" if status is not None else "-> (no response)", _status_style(status)))
+    end = event.get("end")
+    told_end = end if end and end not in QUIET_ENDS else None
+    # A call the client cancelled before any answer got none by its client's wish: no failure's red.
+    style = _WARN if status is None and told_end == "cancelled" else _status_style(status)
+    parts.append((f"-> {status}" if status is not None else "-> (no response)", style))
     content_type = str(event.get("content_type") or "").split(";", 1)[0].strip().lower()
     size = int(event.get("bytes_out") or 0)
     if size or content_type == "text/event-stream":
@@ -452,6 +460,8 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     client, upstream = event.get("client", "http"), event.get("upstream", "http")
     if client != "http" or upstream != "http":  # Streamable HTTP both sides is the usual, left unsaid
         parts.append((f"[{client}→{upstream}]", _MODE))
+    if told_end:  # how it ended when that was not the usual way (`cancelled`): a fact, no failure
+        parts.append((str(told_end), _WARN))
     trouble = event.get("trouble")
     if trouble:
         parts.append((f"!! {trouble}", _BRIGHT + _BAD))

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.commanded import Commanded, command_env
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
-from tests.peers.clients import run_client
+from tests.peers.clients import run_client, run_plan
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, until
 
@@ -251,3 +251,40 @@ async def test_a_clients_control_characters_are_shown_escaped_never_sent_to_the_
     assert not [line for line in lines if "forged line" in line and line is not shown[0]], lines
     for line in lines:
         assert not any(char in line for char in "\x1b\x07\r\x9b\u202e"), line
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param("python-legacy", id="legacy-client-passthrough"),
+        pytest.param("python-2026", id="2026-client-bridged"),
+    ],
+)
+async def test_a_cancelled_call_reads_cancelled_on_a_terminal_not_as_a_success_or_a_failure(
+    legacy_server: PeerServer, renderings: Renderings, client: str
+) -> None:
+    """A call the client gives up on says so on its line (`cancelled`, after the duration): read in
+    pass-through it would otherwise look like a success, and bridged for a 2026-07-28 client (which
+    cancels by closing its stream, so it gets no response at all) like a failure."""
+    proxy = await renderings.proxy("console", legacy_server.url)
+    mark = len(proxy.process.lines)
+    plan = [
+        {
+            "id": "cancel",
+            "op": "call",
+            "tool": "slow_progress",
+            "arguments": {"steps": 300},
+            "cancelAfterMs": 300,
+        },
+        {"id": "settle", "op": "sleep", "ms": 300},
+    ]
+    run = await asyncio.to_thread(run_plan, client, proxy.endpoint(), plan)  # type: ignore[arg-type]
+    assert run.lines["cancel"].get("result") == "cancelled", run.lines
+
+    def logged() -> list[str]:
+        return [line for line in proxy.process.lines[mark:] if " tools/call slow_progress #" in line]
+
+    await until(lambda: bool(logged()), what="the cancelled call's line", seconds=10)
+    (line,) = logged()
+    assert re.search(r"\d ms( \[\w+\])? cancelled$", line.rstrip("\n")), line
+    assert "!!" not in line, line
