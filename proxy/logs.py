@@ -585,22 +585,26 @@ class _FastJson:
 _FAST: _FastJson | None = None
 
 
-def info_line(logger: Any, event: str, fields: dict[str, Any]) -> None:
-    """Log one info line, the round-trip line of every exchange: the hot path's logging.
+def traffic_line(logger: Any, event: str, fields: dict[str, Any], level: str = "info") -> None:
+    """Log one line of the traffic (the round-trip line of every exchange) at `level`, `info` or
+    `warning`: the hot path's logging. A line that tells a failure is a warning, so a deployment that
+    logs at `warning` keeps every failed exchange and drops only the ones that went well.
 
-    With the JSON configuration `configure` installed, the line is rendered directly (the same keys
-    structlog's chain would add: context vars, level, ISO timestamp), skipping the bind and the
-    processor calls that cost a busy proxy more than the rest of its logging together. Any other
-    configuration (a console, a test capturing logs) goes through structlog as usual.
+    With the JSON configuration `configure` installed (at `info` or below), the line is rendered
+    directly (the same keys structlog's chain would add: context vars, level, ISO timestamp),
+    skipping the bind and the processor calls that cost a busy proxy more than the rest of its
+    logging together; a warning among them is buffered like the rest (a flood of failures is not a
+    write each). Any other configuration (a console, `warning` and above, a test capturing logs) goes
+    through structlog as usual.
     """
     fast = _FAST
     if fast is None or structlog.get_config()["processors"] is not fast.processors:
-        logger.info(event, **fields)
+        getattr(logger, level)(event, **fields)
         return
     line = structlog.contextvars.get_contextvars()
     line.update(fields)
     line["event"] = event
-    line["level"] = "info"
+    line["level"] = level
     line["timestamp"] = _utc_timestamp()
     fast.writer.msg(_json_line(line, str))
 

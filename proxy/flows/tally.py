@@ -151,6 +151,11 @@ class ExchangeSummary:
     """The request target of a plain HTTP exchange (a path other than the MCP endpoint: OAuth's
     `/token`, say), query credentials masked; None for the endpoint's exchanges."""
 
+    @property
+    def level(self) -> str:
+        """The level of its log line: `warning` when something went wrong (`trouble`), else `info`."""
+        return "info" if self.trouble is None else "warning"
+
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
         fields = {

@@ -23,8 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.e2e.commanded import Commanded, command_env
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.peers.clients import run_client, run_plan
-from tests.peers.runner import PeerServer
-from tests.sidecar import ProxyProcess, until
+from tests.peers.runner import PeerServer, free_port
+from tests.sidecar import ProxyProcess, clean_env, settings_env, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -288,3 +288,44 @@ async def test_a_cancelled_call_reads_cancelled_on_a_terminal_not_as_a_success_o
     (line,) = logged()
     assert re.search(r"\d ms( \[\w+\])? cancelled$", line.rstrip("\n")), line
     assert "!!" not in line, line
+
+
+async def test_at_log_level_warning_a_failed_exchange_keeps_its_line_and_a_good_one_does_not(
+    legacy_server: PeerServer,
+) -> None:
+    """A deployment that logs at `warning` to cut per-request noise still reads every failed
+    exchange (here the server's 404 to a session it does not know), at `warning`, with what it
+    carried; the exchanges that went well leave nothing. The proxy logs no `listening` line at that
+    level, so it is told its port and reached when it answers."""
+    port = free_port()
+    env = clean_env(**settings_env(upstream=legacy_server.url, listen=f"127.0.0.1:{port}"))
+    process = ProxyProcess(env, "--log-level", "warning", "--no-admin-enabled")
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def traffic() -> None:
+        async with httpx2.AsyncClient(timeout=10.0) as http:
+            for _ in range(400):  # bounded: the proxy listens within seconds
+                with contextlib.suppress(httpx2.TransportError):
+                    opened = await http.post(url, json=initialize(), headers=HEADERS)
+                    break
+                await asyncio.sleep(0.05)
+            assert opened.status_code == 200, opened.text
+            unknown = session_headers("0123456789abcdef0123456789abcdef")
+            body = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {}},
+            }
+            refused = await http.post(url, json=body, headers=unknown)
+            assert refused.status_code == 404, refused.text
+
+    try:  # the start waits (bounded) for the line the failed exchange leaves
+        await asyncio.gather(asyncio.to_thread(process.start, "exchange"), traffic())
+    finally:
+        await asyncio.to_thread(process.stop)
+    lines = [e for e in process.events() if e.get("event") == "exchange"]
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert (line["level"], line["carried"], line["status"]) == ("warning", "tools/call add", 404), line
+    assert line["trouble"] == "HTTP 404", line
