@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol, TextIO
 import orjson
 import structlog
 
+from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_text
 from proxy.wire.visible import visible
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -192,6 +193,10 @@ FINGERPRINTED_FIELDS = frozenset({"principal"})
 TARGET_FIELDS = frozenset({"path", "target", "path_qs", "url"})
 """Log fields that may carry a request target: credential-like query values in them are masked."""
 
+CLIENT_TEXT_FIELDS = frozenset({"name", "client_id"})
+"""Log fields that carry a client's text (a bridged round's tool name, its string id): bounded to
+`SHOWN_TEXT_BOUND` characters (the round-trip line's are bounded where it is made)."""
+
 _REDACTOR: LogRedactor | None = None
 
 
@@ -214,7 +219,11 @@ def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> 
         elif key in TARGET_FIELDS:
             event[key] = redactor.path(value)
         else:
-            event[key] = redactor.scrub(value)
+            shown = redactor.scrub(value)
+            # Bounded once masked (a secret cut in two would no longer be found).
+            event[key] = (
+                shown_text(shown) if len(shown) > SHOWN_TEXT_BOUND and key in CLIENT_TEXT_FIELDS else shown
+            )
     return event
 
 

@@ -39,6 +39,7 @@ from proxy.flows.observations import (
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
+from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
 from proxy.wire.values import value
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -412,9 +413,12 @@ class RoundTripTally:
             return
         if msg.kind is _REQUEST:
             if tally.method is None:
-                tally.method, tally.name = msg.method, self._shown_name(msg.method, msg.params)
+                method = msg.method
+                if method is not None and len(method) > SHOWN_TEXT_BOUND:  # a client's text, bounded
+                    method = shown_text(method)
+                tally.method, tally.name = method, self._shown_name(msg.method, msg.params)
                 if tally.carried is None:
-                    tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
+                    tally.carried = f"{method} {tally.name}" if tally.name else method
             if msg.id is not None:
                 tally.ids.append(msg.id)
             return
@@ -497,14 +501,17 @@ class RoundTripTally:
         name = target_name(method, params)
         if name is None:
             return None
+        # Masked whole, then bounded: a secret cut in two would no longer be found.
         if method is not None and method.startswith("resources/"):
-            return self._redactor.path(name)
-        return self._redactor.scrub(name)
+            return shown_text(self._redactor.path(name))
+        return shown_text(self._redactor.scrub(name))
 
     def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
         carried = tally.carried or tally.method or tally.http_method
         self.asking.append(
-            ServerAsked(exchange, tally.session, carried, tuple(tally.ids), method, asked, tally.mode, how)
+            ServerAsked(
+                exchange, tally.session, carried, _shown_ids(tally.ids), method, asked, tally.mode, how
+            )
         )
 
     def _input_required(self, exchange: str, tally: _Open, msg: Message) -> None:
@@ -524,15 +531,15 @@ class RoundTripTally:
             asked = self._asked.pop((session, msg.id), None)
             word = "result" if msg.kind is _RESULT else "error"
             if not asked:
-                return f"{word} for id {msg.id}"
+                return f"{word} for id {shown_id(msg.id)}"
             return f"{word} of {asked}{_answer_detail(asked, msg)}"
         if msg.kind is _INVALID:
             return "invalid message"
         if msg.method == "notifications/cancelled":
             cancelled = msg.params.get("requestId")
             if isinstance(cancelled, (str, int)) and not isinstance(cancelled, bool):
-                return f"notifications/cancelled of #{cancelled}"
-        return str(msg.method)  # a notification
+                return f"notifications/cancelled of #{shown_id(cancelled)}"
+        return shown_text(str(msg.method))  # a notification
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
@@ -662,7 +669,7 @@ def _line(
         tally.session,
         tally.method,
         tally.name,
-        tuple(tally.ids),
+        _shown_ids(tally.ids),
         tally.status,
         tally.content_type,
         tally.bytes_in,
@@ -680,6 +687,15 @@ def _line(
         tally.not_inspected,
         redactor.target(tally.path) if tally.plain else None,
     )
+
+
+def _shown_ids(ids: list[RequestId]) -> tuple[RequestId, ...]:
+    """The request ids as the line shows them: a client's string id past `SHOWN_TEXT_BOUND` bounded
+    (the tally keeps the ids whole, to match their answers)."""
+    for ident in ids:
+        if type(ident) is str and len(ident) > SHOWN_TEXT_BOUND:
+            return tuple(shown_text(i) if type(i) is str else i for i in ids)
+    return tuple(ids)
 
 
 def _intercept_text(obs: InterceptHeld | InterceptReleased) -> str | None:

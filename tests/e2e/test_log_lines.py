@@ -329,3 +329,32 @@ async def test_at_log_level_warning_a_failed_exchange_keeps_its_line_and_a_good_
     (line,) = lines
     assert (line["level"], line["carried"], line["status"]) == ("warning", "tools/call add", 404), line
     assert line["trouble"] == "HTTP 404", line
+
+
+async def test_a_huge_tool_name_and_id_make_a_short_line_that_says_how_long_they_were(
+    legacy_server: PeerServer, renderings: Renderings
+) -> None:
+    """Tool names and string ids are the client's to choose: the line shows their start and their
+    length, so one request cannot write a line a log shipper splits or drops."""
+    proxy = await renderings.proxy("json", legacy_server.url)
+    url = proxy.endpoint()
+    name, ident = "n" * 100_000, "i" * 5_000
+    async with httpx2.AsyncClient(timeout=20.0) as http:
+        opened = await http.post(url, json=initialize(), headers=HEADERS)
+        session = opened.headers["mcp-session-id"]
+        body = {
+            "jsonrpc": "2.0",
+            "id": ident,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {}},
+        }
+        answered = await http.post(url, json=body, headers=session_headers(session))
+        assert answered.status_code == 200, answered.text
+    await proxy.settled()
+    raw = [line for line in proxy.process.lines if '"tools/call' in line and '"exchange"' in line]
+    (text,) = [line for line in raw if "100000 chars" in line]
+    assert len(text) < 2_000, len(text)
+    line = json.loads(text)
+    assert line["name"] == "n" * 256 + "… (100000 chars)", line["name"][-40:]
+    assert line["carried"] == f"tools/call {line['name']}"
+    assert line["ids"] == ["i" * 256 + "… (5000 chars)"]
