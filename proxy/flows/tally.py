@@ -68,6 +68,12 @@ until that exchange closes (oldest forgotten first): a cancelled call the server
 is no trouble."""
 
 HOLD_BOUND = 1_000
+
+BATCH_TOLD = 100
+"""Messages of one JSON-RPC batch its line names in JSON (`batch`); the count in `carried` is whole."""
+
+BATCH_SHOWN = 3
+"""Messages of one batch `carried` names (what a terminal shows), the rest said as a count."""
 """Requests whose lines are held at once; past it the oldest line is logged as it stands."""
 
 
@@ -151,6 +157,8 @@ class ExchangeSummary:
     path: str | None = None
     """The request target of a plain HTTP exchange (a path other than the MCP endpoint: OAuth's
     `/token`, say), query credentials masked; None for the endpoint's exchanges."""
+    batch: tuple[str, ...] | None = None
+    """Each message of a JSON-RPC batch named (the first `BATCH_TOLD`), None for a single message."""
 
     @property
     def level(self) -> str:
@@ -189,6 +197,8 @@ class ExchangeSummary:
             fields["not_inspected"] = self.not_inspected
         if self.path is not None:  # only on a plain HTTP exchange
             fields["path"] = self.path
+        if self.batch is not None:  # only on a JSON-RPC batch
+            fields["batch"] = list(self.batch)
         return fields
 
 
@@ -199,6 +209,8 @@ class _Open:
     __slots__ = (
         "answered",
         "answered_ids",
+        "batch",
+        "batched",
         "bytes_in",
         "bytes_out",
         "cancelled",
@@ -246,6 +258,11 @@ class _Open:
         self.name: str | None = None
         self.ids: list[RequestId] = []
         self.carried: str | None = None
+        self.batch: list[str] | None = None
+        """Each client message it carried named, when it carried more than one (a JSON-RPC batch),
+        the first `BATCH_TOLD`; None for the usual single message."""
+        self.batched = 0
+        """How many messages that batch held."""
         self.answered = 0
         """Responses to its requests that went to the client."""
         self.answered_ids: list[RequestId] | None = None
@@ -419,6 +436,10 @@ class RoundTripTally:
                 tally.method, tally.name = method, self._shown_name(msg.method, msg.params)
                 if tally.carried is None:
                     tally.carried = f"{method} {tally.name}" if tally.name else method
+                else:  # a batch whose first message was no request
+                    _batched(tally, tally.carried)
+            else:  # another request of a batch
+                _batched(tally, self._request_name(msg))
             if msg.id is not None:
                 tally.ids.append(msg.id)
             return
@@ -426,6 +447,8 @@ class RoundTripTally:
             self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
         if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
+        else:  # another message of a batch
+            _batched(tally, self._name(msg, tally.session))
 
     def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
@@ -505,6 +528,12 @@ class RoundTripTally:
         if method is not None and method.startswith("resources/"):
             return shown_text(self._redactor.path(name))
         return shown_text(self._redactor.scrub(name))
+
+    def _request_name(self, msg: Message) -> str:
+        """A request named as a batch's line lists it: its method and target, bounded."""
+        method = shown_text(str(msg.method))
+        name = self._shown_name(msg.method, msg.params)
+        return f"{method} {name}" if name else method
 
     def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
         carried = tally.carried or tally.method or tally.http_method
@@ -618,11 +647,24 @@ def _trouble(tally: _Open, outcome: str | None, redactor: Redactor) -> str | Non
 
 def _carried(tally: _Open, redactor: Redactor) -> str:
     """What the exchange carried; a plain HTTP exchange, or a GET that got no event stream, is named
-    by its method and path (not a stream)."""
+    by its method and path (not a stream); a batch by how many messages it held and the first few."""
     kind = (tally.content_type or "").split(";", 1)[0].strip().lower()
     if tally.plain or (tally.http_method == "GET" and kind != "text/event-stream"):
         return f"{tally.http_method} {redactor.target(tally.path)}"
+    if tally.batch is not None:
+        named = ", ".join(tally.batch[:BATCH_SHOWN])
+        rest = tally.batched - BATCH_SHOWN
+        return f"batch of {tally.batched}: {named}" + (f", +{rest} more" if rest > 0 else "")
     return tally.carried or tally.method or tally.http_method
+
+
+def _batched(tally: _Open, name: str) -> None:
+    """Count another message of the exchange's batch (the first is what it `carried`)."""
+    if tally.batch is None:
+        tally.batch, tally.batched = [tally.carried or "?"], 1
+    tally.batched += 1
+    if len(tally.batch) < BATCH_TOLD:
+        tally.batch.append(name)
 
 
 class _Held:
@@ -686,6 +728,7 @@ def _line(
         ended if outcome is None else None,  # end
         tally.not_inspected,
         redactor.target(tally.path) if tally.plain else None,
+        None if tally.batch is None else tuple(tally.batch),
     )
 
 

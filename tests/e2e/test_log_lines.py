@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.e2e.commanded import Commanded, command_env
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.peers.clients import run_client, run_plan
-from tests.peers.runner import PeerServer, free_port
+from tests.peers.runner import NodeServer, PeerServer, free_port
 from tests.sidecar import ProxyProcess, clean_env, settings_env, until
 
 pytestmark = pytest.mark.asyncio
@@ -358,3 +358,56 @@ async def test_a_huge_tool_name_and_id_make_a_short_line_that_says_how_long_they
     assert line["name"] == "n" * 256 + "… (100000 chars)", line["name"][-40:]
     assert line["carried"] == f"tools/call {line['name']}"
     assert line["ids"] == ["i" * 256 + "… (5000 chars)"]
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[NodeServer]:
+    with NodeServer("everything") as server:
+        yield server
+
+
+async def test_a_batch_is_named_a_batch_with_every_message_it_carried(
+    everything: NodeServer, renderings: Renderings
+) -> None:
+    """A 2025-03-26 client's JSON-RPC batch is one exchange: its line says it is a batch, how many
+    messages it held and what they were (compact on a terminal, each named in JSON), not only its
+    first request, which would read as one `tools/call` that somehow had two ids."""
+    version = "2025-03-26"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}},
+    }
+    listed = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    changed = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+    lines: dict[str, list[str]] = {}
+    for fmt in ("json", "console"):
+        proxy = await renderings.proxy(fmt, everything.url)
+        mark = len(proxy.process.lines)
+        async with httpx2.AsyncClient(timeout=20.0) as http:
+            opened = await http.post(proxy.endpoint(), json=initialize(version=version), headers=HEADERS)
+            headers = session_headers(opened.headers["mcp-session-id"], version)
+            await http.post(
+                proxy.endpoint(),
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                headers=headers,
+            )
+            answered = await http.post(
+                proxy.endpoint(), content=json.dumps([call, listed, changed]), headers=headers
+            )
+            assert answered.status_code == 200, answered.text
+            await http.post(proxy.endpoint(), content=json.dumps([changed, changed]), headers=headers)
+        await proxy.settled()
+        lines[fmt] = [line.rstrip("\n") for line in proxy.process.lines[mark:] if "batch of" in line]
+    shown = "batch of 3: tools/call get-sum, tools/list, notifications/roots/list_changed"
+    first, second = (json.loads(line) for line in lines["json"])
+    assert (first["carried"], first["ids"], first["method"]) == (shown, [2, 3], "tools/call"), first
+    assert first["batch"] == ["tools/call get-sum", "tools/list", "notifications/roots/list_changed"], first
+    assert (
+        second["carried"] == "batch of 2: notifications/roots/list_changed, notifications/roots/list_changed"
+    )
+    assert second["batch"] == ["notifications/roots/list_changed"] * 2, second
+    terminal_first, terminal_second = lines["console"]
+    assert f" POST {shown} #2 #3 -> 200 " in terminal_first, terminal_first
+    assert " -> 202" in terminal_second, terminal_second
