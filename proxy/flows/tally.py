@@ -434,10 +434,11 @@ class RoundTripTally:
                 if method is not None and len(method) > SHOWN_TEXT_BOUND:  # a client's text, bounded
                     method = shown_text(method)
                 tally.method, tally.name = method, self._shown_name(msg.method, msg.params)
+                named = f"{method} {tally.name}" if tally.name else method
                 if tally.carried is None:
-                    tally.carried = f"{method} {tally.name}" if tally.name else method
+                    tally.carried = named
                 else:  # a batch whose first message was no request
-                    _batched(tally, tally.carried)
+                    _batched(tally, named or "?")
             else:  # another request of a batch
                 _batched(tally, self._request_name(msg))
             if msg.id is not None:
