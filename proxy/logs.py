@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol, TextIO
 import orjson
 import structlog
 
+from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_text
 from proxy.wire.visible import visible
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -192,6 +193,10 @@ FINGERPRINTED_FIELDS = frozenset({"principal"})
 TARGET_FIELDS = frozenset({"path", "target", "path_qs", "url"})
 """Log fields that may carry a request target: credential-like query values in them are masked."""
 
+CLIENT_TEXT_FIELDS = frozenset({"name", "client_id"})
+"""Log fields that carry a client's text (a bridged round's tool name, its string id): bounded to
+`SHOWN_TEXT_BOUND` characters (the round-trip line's are bounded where it is made)."""
+
 _REDACTOR: LogRedactor | None = None
 
 
@@ -214,7 +219,11 @@ def redact_fields(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> 
         elif key in TARGET_FIELDS:
             event[key] = redactor.path(value)
         else:
-            event[key] = redactor.scrub(value)
+            shown = redactor.scrub(value)
+            # Bounded once masked (a secret cut in two would no longer be found).
+            event[key] = (
+                shown_text(shown) if len(shown) > SHOWN_TEXT_BOUND and key in CLIENT_TEXT_FIELDS else shown
+            )
     return event
 
 
@@ -390,6 +399,10 @@ def wants_colors(stream: TextIO, environ: Mapping[str, str]) -> bool:
 
 _KINDS = {"application/json": "json", "text/event-stream": "sse"}
 
+QUIET_ENDS = frozenset({"client_disconnected", "session_deleted"})
+"""Ends a terminal line leaves unsaid: how streams end, and a client hanging up once answered. Every
+other `end` (`cancelled`, `proxy_stopping`) is told after the duration; the JSON line has them all."""
+
 Part = tuple[str, str]
 """A piece of a console line and its ANSI style ('' for none)."""
 
@@ -437,7 +450,11 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     if ids:
         parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
     status = event.get("status")
-    parts.append((f"-> {status}" if status is not None else "-> (no response)", _status_style(status)))
+    end = event.get("end")
+    told_end = end if end and end not in QUIET_ENDS else None
+    # A call the client cancelled before any answer got none by its client's wish: no failure's red.
+    style = _WARN if status is None and told_end == "cancelled" else _status_style(status)
+    parts.append((f"-> {status}" if status is not None else "-> (no response)", style))
     content_type = str(event.get("content_type") or "").split(";", 1)[0].strip().lower()
     size = int(event.get("bytes_out") or 0)
     if size or content_type == "text/event-stream":
@@ -452,6 +469,8 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     client, upstream = event.get("client", "http"), event.get("upstream", "http")
     if client != "http" or upstream != "http":  # Streamable HTTP both sides is the usual, left unsaid
         parts.append((f"[{client}→{upstream}]", _MODE))
+    if told_end:  # how it ended when that was not the usual way (`cancelled`): a fact, no failure
+        parts.append((str(told_end), _WARN))
     trouble = event.get("trouble")
     if trouble:
         parts.append((f"!! {trouble}", _BRIGHT + _BAD))
@@ -575,22 +594,26 @@ class _FastJson:
 _FAST: _FastJson | None = None
 
 
-def info_line(logger: Any, event: str, fields: dict[str, Any]) -> None:
-    """Log one info line, the round-trip line of every exchange: the hot path's logging.
+def traffic_line(logger: Any, event: str, fields: dict[str, Any], level: str = "info") -> None:
+    """Log one line of the traffic (the round-trip line of every exchange) at `level`, `info` or
+    `warning`: the hot path's logging. A line that tells a failure is a warning, so a deployment that
+    logs at `warning` keeps every failed exchange and drops only the ones that went well.
 
-    With the JSON configuration `configure` installed, the line is rendered directly (the same keys
-    structlog's chain would add: context vars, level, ISO timestamp), skipping the bind and the
-    processor calls that cost a busy proxy more than the rest of its logging together. Any other
-    configuration (a console, a test capturing logs) goes through structlog as usual.
+    With the JSON configuration `configure` installed (at `info` or below), the line is rendered
+    directly (the same keys structlog's chain would add: context vars, level, ISO timestamp),
+    skipping the bind and the processor calls that cost a busy proxy more than the rest of its
+    logging together; a warning among them is buffered like the rest (a flood of failures is not a
+    write each). Any other configuration (a console, `warning` and above, a test capturing logs) goes
+    through structlog as usual.
     """
     fast = _FAST
     if fast is None or structlog.get_config()["processors"] is not fast.processors:
-        logger.info(event, **fields)
+        getattr(logger, level)(event, **fields)
         return
     line = structlog.contextvars.get_contextvars()
     line.update(fields)
     line["event"] = event
-    line["level"] = "info"
+    line["level"] = level
     line["timestamp"] = _utc_timestamp()
     fast.writer.msg(_json_line(line, str))
 

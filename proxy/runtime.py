@@ -39,7 +39,7 @@ from proxy.framing.http import (
     parse_upstream,
     stdio_upstream,
 )
-from proxy.logs import get_logger, info_line, reopen_file, use_redactor, warn_whatever_the_level
+from proxy.logs import get_logger, reopen_file, traffic_line, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
@@ -149,8 +149,10 @@ class Proxy:
             keep=keep_chains,
         )
         log = get_logger()
-        self.observations.on_asked = lambda asked: info_line(log, "server_asked", asked.log_fields())
-        self.observations.on_released = lambda line, mode: info_line(log, "exchange", line.log_fields(mode))
+        self.observations.on_asked = lambda asked: traffic_line(log, "server_asked", asked.log_fields())
+        self.observations.on_released = lambda line, mode: traffic_line(
+            log, "exchange", line.log_fields(mode), line.level
+        )
         self.pool = UpstreamPool(
             upstream,
             connect_timeout=settings.upstream_connect_timeout,

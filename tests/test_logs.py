@@ -193,6 +193,31 @@ def test_an_exchange_line_whose_body_went_by_unread_says_so_and_no_trouble() -> 
     assert text == "03:00:00.000 x3 POST tools/call big #3 -> 200 json 2.0 KiB 1.5 ms (body not inspected)"
 
 
+def test_a_bridged_call_its_client_cancelled_before_any_answer_reads_cancelled_not_painted_as_failed() -> (
+    None
+):
+    line = {
+        "timestamp": "2026-12-02T03:00:00.000000Z",
+        "exchange": "x41",
+        "http_method": "POST",
+        "carried": "tools/call slow_progress",
+        "ids": [2],
+        "status": None,
+        "duration_ms": 200.8,
+        "mode": "mrtr_to_legacy",
+        "trouble": None,
+        "end": "cancelled",
+    }
+    text = exchange_text(line)
+    shown = "x41 POST tools/call slow_progress #2 -> (no response) 200.8 ms [mrtr_to_legacy] cancelled"
+    assert text == f"03:00:00.000 {shown}"
+    painted = exchange_text(line, colors=True)
+    assert f"{structlog.dev.RED}-> (no response)" not in painted, painted
+    assert f"{structlog.dev.YELLOW}cancelled" in painted, painted
+    quiet = exchange_text({**line, "status": 200, "end": "client_disconnected"})
+    assert "client_disconnected" not in quiet, quiet
+
+
 def test_a_resumed_bridge_call_reads_as_a_short_line_among_its_rounds() -> None:
     renderer = logs.ConsoleLines(structlog.dev.ConsoleRenderer(colors=False))
     event = {

@@ -40,6 +40,7 @@ from proxy.flows.observations import (
 from proxy.flows.redact import Redactor
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
+from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
 from proxy.wire.values import value
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -68,6 +69,12 @@ until that exchange closes (oldest forgotten first): a cancelled call the server
 is no trouble."""
 
 HOLD_BOUND = 1_000
+
+BATCH_TOLD = 100
+"""Messages of one JSON-RPC batch its line names in JSON (`batch`); the count in `carried` is whole."""
+
+BATCH_SHOWN = 3
+"""Messages of one batch `carried` names (what a terminal shows), the rest said as a count."""
 """Requests whose lines are held at once; past it the oldest line is logged as it stands."""
 
 
@@ -151,6 +158,13 @@ class ExchangeSummary:
     path: str | None = None
     """The request target of a plain HTTP exchange (a path other than the MCP endpoint: OAuth's
     `/token`, say), query credentials masked; None for the endpoint's exchanges."""
+    batch: tuple[str, ...] | None = None
+    """Each message of a JSON-RPC batch named (the first `BATCH_TOLD`), None for a single message."""
+
+    @property
+    def level(self) -> str:
+        """The level of its log line: `warning` when something went wrong (`trouble`), else `info`."""
+        return "info" if self.trouble is None else "warning"
 
     def log_fields(self, mode: str) -> dict[str, Any]:
         """The fields of the round-trip log line (already redacted), for an exchange served in `mode`."""
@@ -184,6 +198,8 @@ class ExchangeSummary:
             fields["not_inspected"] = self.not_inspected
         if self.path is not None:  # only on a plain HTTP exchange
             fields["path"] = self.path
+        if self.batch is not None:  # only on a JSON-RPC batch
+            fields["batch"] = list(self.batch)
         return fields
 
 
@@ -194,8 +210,11 @@ class _Open:
     __slots__ = (
         "answered",
         "answered_ids",
+        "batch",
+        "batched",
         "bytes_in",
         "bytes_out",
+        "cancelled",
         "carried",
         "content_type",
         "failed",
@@ -240,12 +259,20 @@ class _Open:
         self.name: str | None = None
         self.ids: list[RequestId] = []
         self.carried: str | None = None
+        self.batch: list[str] | None = None
+        """Each client message it carried named, when it carried more than one (a JSON-RPC batch),
+        the first `BATCH_TOLD`; None for the usual single message."""
+        self.batched = 0
+        """How many messages that batch held."""
         self.answered = 0
         """Responses to its requests that went to the client."""
         self.answered_ids: list[RequestId] | None = None
         """The ids those responses named (None while there are none)."""
         self.failed: str | None = None
         """The first answer to one of its requests that reports a failure (`error -32601`, `tool error`)."""
+        self.cancelled = False
+        """A request it carried was answered with a failure after its client cancelled it (the mcp 1.x
+        SDK answers a cancelled call with error 0): the answer to the cancel, no trouble."""
         self.path = path
         self.status: int | None = None
         self.content_type: str | None = None
@@ -395,6 +422,8 @@ class RoundTripTally:
                     tally.answered_ids.append(msg.id)
                 if tally.failed is None:
                     tally.failed = _failure(msg)
+                    if tally.failed is not None and self._cancels:
+                        self._answered_cancel(tally, msg.id)
                 if msg.kind is _RESULT and tally.mode is _PASSTHROUGH:
                     self._input_required(obs.exchange, tally, msg)
             elif msg.is_response or msg.kind is _INVALID:
@@ -402,9 +431,17 @@ class RoundTripTally:
             return
         if msg.kind is _REQUEST:
             if tally.method is None:
-                tally.method, tally.name = msg.method, self._shown_name(msg.method, msg.params)
+                method = msg.method
+                if method is not None and len(method) > SHOWN_TEXT_BOUND:  # a client's text, bounded
+                    method = shown_text(method)
+                tally.method, tally.name = method, self._shown_name(msg.method, msg.params)
+                named = f"{method} {tally.name}" if tally.name else method
                 if tally.carried is None:
-                    tally.carried = f"{msg.method} {tally.name}" if tally.name else msg.method
+                    tally.carried = named
+                else:  # a batch whose first message was no request
+                    _batched(tally, named or "?")
+            else:  # another request of a batch
+                _batched(tally, self._request_name(msg))
             if msg.id is not None:
                 tally.ids.append(msg.id)
             return
@@ -412,6 +449,8 @@ class RoundTripTally:
             self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
         if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
+        else:  # another message of a batch
+            _batched(tally, self._name(msg, tally.session))
 
     def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
@@ -438,6 +477,12 @@ class RoundTripTally:
         while len(self._held) > HOLD_BOUND:
             self._release(next(iter(self._held.values())), None)
         return None
+
+    def _answered_cancel(self, tally: _Open, ident: RequestId) -> None:
+        """A failure answered request `ident` of an open exchange: when its client had cancelled it,
+        the failure is the server's answer to that cancel, as its chain says (`cancelled`)."""
+        if tally.session is not None and self._cancels.pop((tally.session, ident), None) is not None:
+            tally.failed, tally.cancelled = None, True
 
     def _client_cancelled(self, session: str | None, ident: object, t: float) -> None:
         """A client cancelled request `ident` at `t`: its held line is let go as cancelled (as it
@@ -481,14 +526,23 @@ class RoundTripTally:
         name = target_name(method, params)
         if name is None:
             return None
+        # Masked whole, then bounded: a secret cut in two would no longer be found.
         if method is not None and method.startswith("resources/"):
-            return self._redactor.path(name)
-        return self._redactor.scrub(name)
+            return shown_text(self._redactor.path(name))
+        return shown_text(self._redactor.scrub(name))
+
+    def _request_name(self, msg: Message) -> str:
+        """A request named as a batch's line lists it: its method and target, bounded."""
+        method = shown_text(str(msg.method))
+        name = self._shown_name(msg.method, msg.params)
+        return f"{method} {name}" if name else method
 
     def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
         carried = tally.carried or tally.method or tally.http_method
         self.asking.append(
-            ServerAsked(exchange, tally.session, carried, tuple(tally.ids), method, asked, tally.mode, how)
+            ServerAsked(
+                exchange, tally.session, carried, _shown_ids(tally.ids), method, asked, tally.mode, how
+            )
         )
 
     def _input_required(self, exchange: str, tally: _Open, msg: Message) -> None:
@@ -508,15 +562,15 @@ class RoundTripTally:
             asked = self._asked.pop((session, msg.id), None)
             word = "result" if msg.kind is _RESULT else "error"
             if not asked:
-                return f"{word} for id {msg.id}"
+                return f"{word} for id {shown_id(msg.id)}"
             return f"{word} of {asked}{_answer_detail(asked, msg)}"
         if msg.kind is _INVALID:
             return "invalid message"
         if msg.method == "notifications/cancelled":
             cancelled = msg.params.get("requestId")
             if isinstance(cancelled, (str, int)) and not isinstance(cancelled, bool):
-                return f"notifications/cancelled of #{cancelled}"
-        return str(msg.method)  # a notification
+                return f"notifications/cancelled of #{shown_id(cancelled)}"
+        return shown_text(str(msg.method))  # a notification
 
     def _opened(self, obs: ExchangeOpened) -> None:
         session = obs.session
@@ -596,11 +650,24 @@ def _trouble(tally: _Open, outcome: str | None, redactor: Redactor) -> str | Non
 
 def _carried(tally: _Open, redactor: Redactor) -> str:
     """What the exchange carried; a plain HTTP exchange, or a GET that got no event stream, is named
-    by its method and path (not a stream)."""
+    by its method and path (not a stream); a batch by how many messages it held and the first few."""
     kind = (tally.content_type or "").split(";", 1)[0].strip().lower()
     if tally.plain or (tally.http_method == "GET" and kind != "text/event-stream"):
         return f"{tally.http_method} {redactor.target(tally.path)}"
+    if tally.batch is not None:
+        named = ", ".join(tally.batch[:BATCH_SHOWN])
+        rest = tally.batched - BATCH_SHOWN
+        return f"batch of {tally.batched}: {named}" + (f", +{rest} more" if rest > 0 else "")
     return tally.carried or tally.method or tally.http_method
+
+
+def _batched(tally: _Open, name: str) -> None:
+    """Count another message of the exchange's batch (the first is what it `carried`)."""
+    if tally.batch is None:
+        tally.batch, tally.batched = [tally.carried or "?"], 1
+    tally.batched += 1
+    if len(tally.batch) < BATCH_TOLD:
+        tally.batch.append(name)
 
 
 class _Held:
@@ -632,6 +699,8 @@ def _line(
     # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
     # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
     asked = len(tally.ids)
+    if tally.cancelled and cancelled is None:
+        cancelled = CLIENT_CANCELLED
     ended = cancelled or (
         client_end(closed.outcome, tally.opened.client_era, asked, tally.answered)
         if tally.answered < asked
@@ -645,7 +714,7 @@ def _line(
         tally.session,
         tally.method,
         tally.name,
-        tuple(tally.ids),
+        _shown_ids(tally.ids),
         tally.status,
         tally.content_type,
         tally.bytes_in,
@@ -662,7 +731,17 @@ def _line(
         ended if outcome is None else None,  # end
         tally.not_inspected,
         redactor.target(tally.path) if tally.plain else None,
+        None if tally.batch is None else tuple(tally.batch),
     )
+
+
+def _shown_ids(ids: list[RequestId]) -> tuple[RequestId, ...]:
+    """The request ids as the line shows them: a client's string id past `SHOWN_TEXT_BOUND` bounded
+    (the tally keeps the ids whole, to match their answers)."""
+    for ident in ids:
+        if type(ident) is str and len(ident) > SHOWN_TEXT_BOUND:
+            return tuple(shown_text(i) if type(i) is str else i for i in ids)
+    return tuple(ids)
 
 
 def _intercept_text(obs: InterceptHeld | InterceptReleased) -> str | None:

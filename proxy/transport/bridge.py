@@ -78,7 +78,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, header, is_sse
 from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
-from proxy.logs import get_logger, info_line
+from proxy.logs import get_logger, traffic_line
 from proxy.transport.bridge_faults import Edited, bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds, Outcome
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
@@ -871,7 +871,7 @@ class BridgeDriver:
         sink = self.observer
         summary = sink.close(ExchangeClosed(sink.now(), exchange, outcome))
         if summary is not None:
-            info_line(self.log, "exchange", summary.log_fields(self.mode.value))
+            traffic_line(self.log, "exchange", summary.log_fields(self.mode.value), summary.level)
 
     @property
     def open_streams(self) -> int:

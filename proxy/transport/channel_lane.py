@@ -36,7 +36,7 @@ from proxy.flows.observations import (
 )
 from proxy.framing.classify import Route
 from proxy.framing.http import header
-from proxy.logs import get_logger, info_line
+from proxy.logs import get_logger, traffic_line
 from proxy.transport.channel_upstream import SSE_EVENT, SSE_HEAD, ChannelSession, ChannelUpstream
 from proxy.transport.client_side import ClientGone
 from proxy.transport.observe import json_messages, too_large
@@ -376,7 +376,7 @@ class LaneExchange:
         sink = relays.observations
         summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), before)
         if summary is not None:
-            info_line(_LOG, "exchange", summary.log_fields("passthrough"))
+            traffic_line(_LOG, "exchange", summary.log_fields("passthrough"), summary.level)
         shell.lane_ended(self)
         if not self.cancelled and not shell.closed:
             unanswered: tuple[RequestId, ...] = tuple(i for i in self.calls if i in self.unanswered)

@@ -55,7 +55,7 @@ from proxy.flows.observations import (
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
-from proxy.logs import get_logger, info_line
+from proxy.logs import get_logger, traffic_line
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
@@ -862,7 +862,7 @@ class PassthroughRelay:
             batch += self.origin.take()
         summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
         if summary is not None:
-            info_line(_LOG, "exchange", summary.log_fields("passthrough"))
+            traffic_line(_LOG, "exchange", summary.log_fields("passthrough"), summary.level)
 
 
 def _describe(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.commanded import Commanded, own_proxy
 from tests.peers.clients import ClientKind, run_plan
-from tests.peers.runner import NodeServer
+from tests.peers.runner import NodeServer, Sdk1Server
 from tests.sidecar import until
 
 pytestmark = pytest.mark.asyncio
@@ -52,6 +52,12 @@ def ts_v2_server() -> Iterator[NodeServer]:
 @pytest.fixture(scope="module")
 def everything() -> Iterator[NodeServer]:
     with NodeServer("everything") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sdk1_server() -> Iterator[Sdk1Server]:
+    with Sdk1Server() as server:
         yield server
 
 
@@ -195,4 +201,28 @@ async def test_a_legacy_client_aborting_then_cancelling_a_call_to_a_server_witho
         ]
         assert events, "the call's stream carried no event"
         assert [m.get("sse_id") for m in events] == [None] * len(events)
+        assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0
+
+
+async def test_a_legacy_call_an_mcp_1x_server_answers_with_error_0_after_its_cancel_is_logged_cancelled(
+    sdk1_server: Sdk1Server,
+) -> None:
+    """The Python SDK 1.x server answers a call its client cancelled with JSON-RPC error code 0
+    (`Request cancelled`): that answer is the server's side of the cancel, so the line says
+    `end: cancelled` with no trouble, as the chain and the error counter do."""
+    plan = [
+        {"id": "before", "op": "call", "tool": "add", "arguments": {"a": 1, "b": 2}},
+        {"id": "asking", "op": "call", "tool": "ask_name", "arguments": {}, "cancelAfterMs": 1},
+        {"id": "after", "op": "call", "tool": "add", "arguments": {"a": 3, "b": 4}},
+    ]
+    async with own_proxy(sdk1_server.url) as proxy:
+        run = await asyncio.to_thread(run_plan, "python-legacy", proxy.endpoint(), plan)
+        assert "after" in run.lines, run.lines
+        await proxy.settled()
+        chains = await proxy.chains()
+        (chain,) = [c for c in chains if c["method"] == "tools/call" and c.get("name") == "ask_name"]
+        assert chain["status"] == "cancelled", chain
+        assert str(chain["error"]).startswith("0:"), chain  # the server did answer, with error 0
+        (call,) = exchange_lines(proxy, "tools/call ask_name")
+        assert_cancelled_line(call)
         assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0

@@ -22,9 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.commanded import Commanded, command_env
 from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
-from tests.peers.clients import run_client
-from tests.peers.runner import PeerServer
-from tests.sidecar import ProxyProcess, until
+from tests.peers.clients import run_client, run_plan
+from tests.peers.runner import NodeServer, PeerServer, free_port
+from tests.sidecar import ProxyProcess, clean_env, settings_env, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -251,3 +251,163 @@ async def test_a_clients_control_characters_are_shown_escaped_never_sent_to_the_
     assert not [line for line in lines if "forged line" in line and line is not shown[0]], lines
     for line in lines:
         assert not any(char in line for char in "\x1b\x07\r\x9b\u202e"), line
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param("python-legacy", id="legacy-client-passthrough"),
+        pytest.param("python-2026", id="2026-client-bridged"),
+    ],
+)
+async def test_a_cancelled_call_reads_cancelled_on_a_terminal_not_as_a_success_or_a_failure(
+    legacy_server: PeerServer, renderings: Renderings, client: str
+) -> None:
+    """A call the client gives up on says so on its line (`cancelled`, after the duration): read in
+    pass-through it would otherwise look like a success, and bridged for a 2026-07-28 client (which
+    cancels by closing its stream, so it gets no response at all) like a failure."""
+    proxy = await renderings.proxy("console", legacy_server.url)
+    mark = len(proxy.process.lines)
+    plan = [
+        {
+            "id": "cancel",
+            "op": "call",
+            "tool": "slow_progress",
+            "arguments": {"steps": 300},
+            "cancelAfterMs": 300,
+        },
+        {"id": "settle", "op": "sleep", "ms": 300},
+    ]
+    run = await asyncio.to_thread(run_plan, client, proxy.endpoint(), plan)  # type: ignore[arg-type]
+    assert run.lines["cancel"].get("result") == "cancelled", run.lines
+
+    def logged() -> list[str]:
+        return [line for line in proxy.process.lines[mark:] if " tools/call slow_progress #" in line]
+
+    await until(lambda: bool(logged()), what="the cancelled call's line", seconds=10)
+    (line,) = logged()
+    assert re.search(r"\d ms( \[\w+\])? cancelled$", line.rstrip("\n")), line
+    assert "!!" not in line, line
+
+
+async def test_at_log_level_warning_a_failed_exchange_keeps_its_line_and_a_good_one_does_not(
+    legacy_server: PeerServer,
+) -> None:
+    """A deployment that logs at `warning` to cut per-request noise still reads every failed
+    exchange (here the server's 404 to a session it does not know), at `warning`, with what it
+    carried; the exchanges that went well leave nothing. The proxy logs no `listening` line at that
+    level, so it is told its port and reached when it answers."""
+    port = free_port()
+    env = clean_env(**settings_env(upstream=legacy_server.url, listen=f"127.0.0.1:{port}"))
+    process = ProxyProcess(env, "--log-level", "warning", "--no-admin-enabled")
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def traffic() -> None:
+        async with httpx2.AsyncClient(timeout=10.0) as http:
+            for _ in range(400):  # bounded: the proxy listens within seconds
+                with contextlib.suppress(httpx2.TransportError):
+                    opened = await http.post(url, json=initialize(), headers=HEADERS)
+                    break
+                await asyncio.sleep(0.05)
+            assert opened.status_code == 200, opened.text
+            unknown = session_headers("0123456789abcdef0123456789abcdef")
+            body = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {}},
+            }
+            refused = await http.post(url, json=body, headers=unknown)
+            assert refused.status_code == 404, refused.text
+
+    try:  # the start waits (bounded) for the line the failed exchange leaves
+        await asyncio.gather(asyncio.to_thread(process.start, "exchange"), traffic())
+    finally:
+        await asyncio.to_thread(process.stop)
+    lines = [e for e in process.events() if e.get("event") == "exchange"]
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert (line["level"], line["carried"], line["status"]) == ("warning", "tools/call add", 404), line
+    assert line["trouble"] == "HTTP 404", line
+
+
+async def test_a_huge_tool_name_and_id_make_a_short_line_that_says_how_long_they_were(
+    legacy_server: PeerServer, renderings: Renderings
+) -> None:
+    """Tool names and string ids are the client's to choose: the line shows their start and their
+    length, so one request cannot write a line a log shipper splits or drops."""
+    proxy = await renderings.proxy("json", legacy_server.url)
+    url = proxy.endpoint()
+    name, ident = "n" * 100_000, "i" * 5_000
+    async with httpx2.AsyncClient(timeout=20.0) as http:
+        opened = await http.post(url, json=initialize(), headers=HEADERS)
+        session = opened.headers["mcp-session-id"]
+        body = {
+            "jsonrpc": "2.0",
+            "id": ident,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {}},
+        }
+        answered = await http.post(url, json=body, headers=session_headers(session))
+        assert answered.status_code == 200, answered.text
+    await proxy.settled()
+    raw = [line for line in proxy.process.lines if '"tools/call' in line and '"exchange"' in line]
+    (text,) = [line for line in raw if "100000 chars" in line]
+    assert len(text) < 2_000, len(text)
+    line = json.loads(text)
+    assert line["name"] == "n" * 256 + "… (100000 chars)", line["name"][-40:]
+    assert line["carried"] == f"tools/call {line['name']}"
+    assert line["ids"] == ["i" * 256 + "… (5000 chars)"]
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[NodeServer]:
+    with NodeServer("everything") as server:
+        yield server
+
+
+async def test_a_batch_is_named_a_batch_with_every_message_it_carried(
+    everything: NodeServer, renderings: Renderings
+) -> None:
+    """A 2025-03-26 client's JSON-RPC batch is one exchange: its line says it is a batch, how many
+    messages it held and what they were (compact on a terminal, each named in JSON), not only its
+    first request, which would read as one `tools/call` that somehow had two ids."""
+    version = "2025-03-26"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}},
+    }
+    listed = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    changed = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+    lines: dict[str, list[str]] = {}
+    for fmt in ("json", "console"):
+        proxy = await renderings.proxy(fmt, everything.url)
+        mark = len(proxy.process.lines)
+        async with httpx2.AsyncClient(timeout=20.0) as http:
+            opened = await http.post(proxy.endpoint(), json=initialize(version=version), headers=HEADERS)
+            headers = session_headers(opened.headers["mcp-session-id"], version)
+            await http.post(
+                proxy.endpoint(),
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                headers=headers,
+            )
+            answered = await http.post(
+                proxy.endpoint(), content=json.dumps([call, listed, changed]), headers=headers
+            )
+            assert answered.status_code == 200, answered.text
+            await http.post(proxy.endpoint(), content=json.dumps([changed, changed]), headers=headers)
+        await proxy.settled()
+        lines[fmt] = [line.rstrip("\n") for line in proxy.process.lines[mark:] if "batch of" in line]
+    shown = "batch of 3: tools/call get-sum, tools/list, notifications/roots/list_changed"
+    first, second = (json.loads(line) for line in lines["json"])
+    assert (first["carried"], first["ids"], first["method"]) == (shown, [2, 3], "tools/call"), first
+    assert first["batch"] == ["tools/call get-sum", "tools/list", "notifications/roots/list_changed"], first
+    assert (
+        second["carried"] == "batch of 2: notifications/roots/list_changed, notifications/roots/list_changed"
+    )
+    assert second["batch"] == ["notifications/roots/list_changed"] * 2, second
+    terminal_first, terminal_second = lines["console"]
+    assert f" POST {shown} #2 #3 -> 200 " in terminal_first, terminal_first
+    assert " -> 202" in terminal_second, terminal_second

@@ -306,3 +306,18 @@ def test_a_cancel_past_the_window_leaves_a_held_line_as_it_stands() -> None:
     _cancel(tally, "x2", 1, 1.2 + LATE_CANCEL_S + 0.5)
     ((line, _mode),) = tally.released
     assert (line.trouble, line.end) == ("client_disconnected", None)
+
+
+def test_a_batch_opening_with_a_notification_names_each_of_its_messages_once() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    changed = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+    listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    answered = {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}
+    line = exchange(tally, "x1", "POST", [changed, CALL, listed], [DONE, answered], None)
+    assert line.batch == ("notifications/roots/list_changed", "tools/call add", "tools/list")
+    assert line.carried == "batch of 3: notifications/roots/list_changed, tools/call add, tools/list"
+    assert (line.method, line.jsonrpc_ids, line.trouble) == ("tools/call", (1, 2), None)
+    many = exchange(tally, "x2", "POST", [changed] * 5, [], None, status=202, content_type="")
+    assert many.carried.endswith("notifications/roots/list_changed, +2 more"), many.carried
+    assert many.batch == ("notifications/roots/list_changed",) * 5
+    assert exchange(tally, "x3", "POST", [CALL], [DONE], None).batch is None
