@@ -69,13 +69,13 @@ until that exchange closes (oldest forgotten first): a cancelled call the server
 is no trouble."""
 
 HOLD_BOUND = 1_000
+"""Requests whose lines are held at once; past it the oldest line is logged as it stands."""
 
 BATCH_TOLD = 100
 """Messages of one JSON-RPC batch its line names in JSON (`batch`); the count in `carried` is whole."""
 
 BATCH_SHOWN = 3
 """Messages of one batch `carried` names (what a terminal shows), the rest said as a count."""
-"""Requests whose lines are held at once; past it the oldest line is logged as it stands."""
 
 
 @value
