@@ -920,9 +920,11 @@ def refused(env: dict[str, str], tmp_path: Path, *args: str) -> list[str]:
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    if env.get("MCP_PROXY_LOG_FORMAT") != "json":
+    if env.get("MCP_PROXY_LOG_FORMAT") == "console":
         return lines
-    said = json.loads(lines[0])  # the image's JSON logs: the refusal is one more JSON line
+    # stderr is piped here, so the default format (auto) is JSON, as the image's is: the refusal is
+    # one more JSON line
+    said = json.loads(lines[0])
     assert (said["event"], said["level"]) == ("start_refused", "error"), said
     return [f"mcp-proxy: {said['error']}"]
 
