@@ -11,7 +11,7 @@ from proxy.flows.events import DECIDED, ChainStatus, Direction, Mode
 from proxy.flows.exchanges import Exchange
 from proxy.flows.observations import STREAM_NORMAL_ENDS, awaits_cancel, cancels_by_hanging_up
 from proxy.flows.records import http_only_head, http_side
-from proxy.flows.resumes import ID_REUSED, awaiting_resume, awaits_resume
+from proxy.flows.resumes import ID_REUSED, SESSION_ENDED, Wait, awaiting_resume, awaits_resume
 from proxy.flows.store import Chain
 from proxy.wire.jsonrpc import RequestId
 
@@ -47,11 +47,7 @@ class ExchangeClosing(BuilderState):
                 continue
             chain = self.store.peek(chain_id)
             if chain is not None and self._awaits_resume(chain, ex, outcome):
-                replaced = self._resumes.wait(ex.session, ident, chain_id, now, outcome)
-                if replaced is not None:
-                    self._end_wait(replaced, replaced.since, ID_REUSED)
-                chain.summary.notes.append(awaiting_resume(outcome, ex.last_sse_id))
-                self._ledger.changed(chain)
+                self._wait_for_resume(chain, ex, ident, outcome, now)
                 continue
             self._correlator.forget_request(ex.session, ident, chain_id)
             if chain is None or chain.summary.status in DECIDED:
@@ -121,6 +117,21 @@ class ExchangeClosing(BuilderState):
             return False
         passthrough = ex.mode is Mode.PASSTHROUGH
         return awaits_resume(outcome, ex.client_era, passthrough, ex.last_sse_id)
+
+    def _wait_for_resume(
+        self, chain: Chain, ex: Exchange, ident: RequestId, outcome: str | None, now: float
+    ) -> None:
+        """Have a request its cut stream left unanswered wait for the client's resume; one whose session
+        is already over (the server closed its stream because of the DELETE) fails at once."""
+        chain_id = chain.summary.id
+        if self._resumes.session_over(ex.session):
+            self._end_wait(Wait(ex.session, ident, chain_id, now, outcome), now, SESSION_ENDED)
+            return
+        replaced = self._resumes.wait(ex.session, ident, chain_id, now, outcome)
+        if replaced is not None:
+            self._end_wait(replaced, replaced.since, ID_REUSED)
+        chain.summary.notes.append(awaiting_resume(outcome, ex.last_sse_id))
+        self._ledger.changed(chain)
 
     def _unanswered(self, chain: Chain, ex: Exchange, ident: RequestId, now: float) -> None:
         """End a chain whose exchange closed cleanly without its response, saying what the server sent

@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 import pytest
 
-from proxy.flows.resumes import SESSION_ENDED
+from proxy.flows.resumes import NEVER_RESUMED, SESSION_ENDED
 from proxy.framing.sse import SseDecoder, SseEvent
 from tests.e2e.commanded import Commanded, own_proxy
 from tests.peers.runner import PeerServer
@@ -184,4 +184,28 @@ async def test_a_cut_call_the_client_never_resumes_fails_as_cut_when_its_session
 
     assert (chain["status"], chain["error"]) == ("error", "client_disconnected"), chain
     assert SESSION_ENDED in chain["notes"]
+    assert errors == 1
+
+
+async def test_a_call_whose_stream_the_server_closes_because_of_the_delete_ends_with_its_session(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-resumable")
+    async with own_proxy(server.url) as proxy, aiohttp.ClientSession() as http:
+        url = proxy.endpoint()
+        headers = await open_session(http, url)
+        call = {"name": "slow_progress", "arguments": {"steps": 1000}, "_meta": {"progressToken": 7}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        async with http.post(url, json=body, headers=headers) as call_stream:
+            await bounded(read_until(call_stream, 1, ids_wanted=2), what="two events")
+            async with http.delete(url, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+            _, answer = await bounded(read_until(call_stream, 1), what="the server to close the stream")
+        assert answer is None
+        chain = await the_call(proxy, "slow_progress")
+        errors = await proxy.counted(ERRORS)
+
+    assert chain["status"] == "error", chain
+    assert SESSION_ENDED in chain["notes"]
+    assert NEVER_RESUMED not in chain["notes"]
     assert errors == 1

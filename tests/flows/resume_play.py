@@ -110,6 +110,43 @@ def cut_never_resumed(obs: Any, clock: Ticking) -> list[Any]:
     return [*closed, obs.close_exchange("d1", None)]
 
 
+def _delete(obs: Any, exchange: str) -> None:
+    """The client's DELETE of its session opens (its answer is the caller's)."""
+    obs.open_exchange(exchange, http_method="DELETE", path="/mcp", headers=HEADERS, session=SESSION, **LEGACY)
+
+
+def closed_by_delete(obs: Any, clock: Ticking, *, answered_first: bool = False) -> list[Any]:
+    """The client deletes its session while a call runs; the server closes the call's stream after an
+    event id, unanswered, because of the DELETE: before it answers the DELETE 200 (as the TypeScript
+    SDK's server does), or after (`answered_first`)."""
+    _call_with_progress(obs, clock, "x1", 1)
+    _delete(obs, "d1")
+    closed = []
+    if not answered_first:
+        closed.append(obs.close_exchange("x1", None))
+    clock.now += 0.125
+    obs.response_head("d1", status=200, content_type=None, headers={})
+    if answered_first:
+        clock.now += 0.125
+        closed.append(obs.close_exchange("x1", None))
+    return [*closed, obs.close_exchange("d1", None)]
+
+
+def closed_after_delete_answered(obs: Any, clock: Ticking) -> list[Any]:
+    """As `closed_by_delete`, the server closing the call's stream after it answered the DELETE."""
+    return closed_by_delete(obs, clock, answered_first=True)
+
+
+def dropped_then_delete_refused(obs: Any, clock: Ticking) -> list[Any]:
+    """The server drops a call's stream after an event id; the client's DELETE of the session is
+    refused (HTTP 405: the server does not let clients end sessions), so the session goes on."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", None)]
+    _delete(obs, "d1")
+    obs.response_head("d1", status=405, content_type=None, headers={})
+    return [*closed, obs.close_exchange("d1", None)]
+
+
 def closed_after_cancel(obs: Any, clock: Ticking) -> list[Any]:
     """The client cancels a call; the server (the TypeScript SDK's) sends no answer and closes the
     call's stream, which carried event ids."""

@@ -19,6 +19,8 @@ from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, SESSION_ENDED
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    closed_after_delete_answered,
+    closed_by_delete,
     cut_and_id_reused,
     cut_and_resume_refused,
     cut_and_resume_refused_again,
@@ -26,6 +28,7 @@ from tests.flows.resume_play import (
     cut_by_fault_and_resumed,
     cut_never_resumed,
     cut_then_session_gone,
+    dropped_then_delete_refused,
 )
 from tests.flows.test_sink import Play, Rig
 from tests.record.captures import record_play
@@ -92,6 +95,33 @@ def test_a_cut_call_fails_as_cut_when_the_server_says_its_session_is_gone() -> N
     assert SESSION_ENDED in call.notes
 
 
+@pytest.mark.parametrize(
+    ("play", "closed_at_ms"),
+    [(closed_by_delete, 500.0), (closed_after_delete_answered, 750.0)],
+    ids=["before-its-answer", "after-its-answer"],
+)
+def test_a_call_whose_stream_the_server_closes_because_of_the_delete_fails_once_the_delete_is_answered(
+    play: Play, closed_at_ms: float
+) -> None:
+    calls, errors = _calls(play)
+
+    call = calls[1]
+    assert (call.status, call.error) == (ChainStatus.ERROR, "response stream ended without a response")
+    assert SESSION_ENDED in call.notes
+    assert NEVER_RESUMED not in call.notes
+    assert call.duration_ms == closed_at_ms, "it ended where its stream did"
+    assert errors[("tools/call", "passthrough")] == 1
+
+
+def test_a_dropped_call_still_waits_for_its_resume_when_the_server_refuses_the_delete() -> None:
+    calls, errors = _calls(dropped_then_delete_refused)
+
+    call = calls[1]
+    assert call.status is ChainStatus.PENDING
+    assert SESSION_ENDED not in call.notes
+    assert errors.get(("tools/call", "passthrough"), 0) == 0
+
+
 def test_a_cut_call_whose_id_a_later_call_reuses_fails_at_once_and_the_later_one_waits() -> None:
     rig, metrics = Rig(), bare_metrics()
     rig.sink.listeners.append(metrics.counting.observe_all)
@@ -122,6 +152,8 @@ ALL_PLAYS = [
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
+    closed_by_delete,
+    closed_after_delete_answered,
     closed_after_cancel,
     cancelled_while_cut,
 ]
