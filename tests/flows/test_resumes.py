@@ -30,7 +30,7 @@ from tests.flows.resume_play import (
     cut_then_session_gone,
     dropped_then_delete_refused,
 )
-from tests.flows.test_sink import Play, Rig
+from tests.flows.test_sink import Play, Rig, lines_of
 from tests.record.captures import record_play
 from tests.transport.test_admin import bare_metrics
 
@@ -44,6 +44,17 @@ def _calls(play: Play) -> tuple[dict[int, ChainSummary], dict[tuple[str, str], i
     play(rig.facts, rig.clock)
     calls = {c.summary.jsonrpc_id: c.summary for c in rig.chains() if c.summary.method == "tools/call"}
     return calls, dict(metrics.counts.errors)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("play", [cut_and_resumed, cut_by_fault_and_resumed])
+def test_the_lines_of_a_cut_call_and_its_resume_say_resumable_and_name_its_id_with_no_trouble(
+    play: Play,
+) -> None:
+    lines = {line["carried"]: line for line in lines_of(Rig(), play)}  # a hang-up's is held, so last
+    cut, resumed = lines["tools/call slow"], lines["GET stream"]
+
+    assert (cut["trouble"], cut["end"]) == (None, "resumable")
+    assert (resumed["ids"], resumed["trouble"]) == ([1], None)
 
 
 def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
