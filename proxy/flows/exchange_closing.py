@@ -6,12 +6,19 @@ stream, a DELETE or a plain HTTP request ends as its exchange did; a refused not
 from __future__ import annotations
 
 from proxy.flows.answer_faults import no_answer, unmatched
-from proxy.flows.builder_state import BuilderState
+from proxy.flows.builder_state import BuilderState, note_counted
 from proxy.flows.events import DECIDED, ChainStatus, Direction, Mode
 from proxy.flows.exchanges import Exchange
 from proxy.flows.observations import STREAM_NORMAL_ENDS, awaits_cancel, cancels_by_hanging_up
 from proxy.flows.records import http_only_head, http_side
-from proxy.flows.resumes import ID_REUSED, SESSION_ENDED, Wait, awaiting_resume, awaits_resume
+from proxy.flows.resumes import (
+    ID_REUSED,
+    SESSION_ENDED,
+    Wait,
+    awaiting_resume,
+    awaits_resume,
+    resume_unanswered,
+)
 from proxy.flows.store import Chain
 from proxy.wire.jsonrpc import RequestId
 
@@ -52,6 +59,8 @@ class ExchangeClosing(BuilderState):
             self._correlator.forget_request(ex.session, ident, chain_id)
             if chain is None or chain.summary.status in DECIDED:
                 continue
+            if ex.resumed_with is not None and not (chain.cancelled or ex.http_failed()):
+                note_counted(chain.summary.notes, resume_unanswered(ex.resumed_with, outcome))
             if cancels_by_hanging_up(outcome, ex.client_era):
                 chain.summary.notes.append(MODERN_CANCEL)
                 chain.cancelled = True

@@ -67,6 +67,13 @@ def awaiting_resume(outcome: str | None, last_sse_id: str | None) -> str:
     )
 
 
+def resume_unanswered(last_event_id: str, outcome: str | None) -> str:
+    """The note on a request whose resumed stream ended without its answer, and will not be resumed
+    again: what the resume brought, after the note that it was resumed."""
+    ended = f"was cut ({outcome})" if outcome is not None else "was closed by the server"
+    return f"the stream resumed with Last-Event-ID {last_event_id} {ended} without the answer"
+
+
 def awaits_resume(outcome: str | None, client_era: str, passthrough: bool, last_sse_id: str | None) -> bool:
     """Whether an unanswered request whose exchange closed with `outcome` may yet be answered on a
     resumed stream (the caller rules out a failed response and a cancelled request)."""

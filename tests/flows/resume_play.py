@@ -65,6 +65,19 @@ def cut_and_resumed(obs: Any, clock: Ticking, outcome: str = "client_disconnecte
     return [*closed, obs.close_exchange("g1", None)]
 
 
+def resumed_without_answer(obs: Any, clock: Ticking) -> list[Any]:
+    """The client's stream is cut after an event; its GET + `Last-Event-ID` is answered 200, but the
+    server replays nothing (the events were still being made), and the client leaves that stream too."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    clock.now += 0.5
+    resumed = {**HEADERS, "Last-Event-ID": "x1-1"}
+    obs.open_exchange("g1", http_method="GET", path="/mcp", headers=resumed, session=SESSION, **LEGACY)
+    obs.response_head("g1", status=200, content_type=SSE, headers={})
+    clock.now += 20.0
+    return [*closed, obs.close_exchange("g1", "client_disconnected")]
+
+
 def cut_and_resume_refused(obs: Any, clock: Ticking) -> list[Any]:
     """The client's stream is cut after an event; its GET + `Last-Event-ID` is answered 400 (the
     server restarted and knows the session no more), and nothing more comes."""

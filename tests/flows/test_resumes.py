@@ -29,6 +29,7 @@ from tests.flows.resume_play import (
     cut_never_resumed,
     cut_then_session_gone,
     dropped_then_delete_refused,
+    resumed_without_answer,
 )
 from tests.flows.test_sink import Play, Rig, lines_of
 from tests.record.captures import record_play
@@ -63,6 +64,14 @@ def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
     notes = calls[1].notes
     assert RESUMED_NOTE not in notes
     assert "stream not resumed with Last-Event-ID x1-1: the resume was answered HTTP 400" in notes
+
+
+def test_a_resume_that_brings_no_answer_is_said_so_after_the_note_that_it_resumed() -> None:
+    calls, _ = _calls(resumed_without_answer)
+
+    notes = calls[1].notes
+    unanswered = "the stream resumed with Last-Event-ID x1-1 was cut (client_disconnected) without the answer"
+    assert notes.index(unanswered) == notes.index(RESUMED_NOTE) + 1, notes
 
 
 def test_resumes_refused_alike_are_one_note_each_with_how_many_times() -> None:
