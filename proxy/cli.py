@@ -326,9 +326,12 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
     host = address.rpartition(":")[0]
     if exc.errno == errno.EADDRINUSE:
         if setting == "listen":  # clients are pointed at this port: never move it behind their back
+            grace = Settings.model_fields["drain_grace"].default
             return (
-                f"another process (another mcp-proxy?) serves there: pick another port with {flag} "
-                f"HOST:PORT and point clients at it ({flag} {host}:0 takes any free one, logged at start)"
+                "another process serves there, perhaps an mcp-proxy still draining after SIGTERM (it "
+                f"holds the port up to its drain_grace, {grace:g} s by default): to restart in place, "
+                f"start again once it has exited; else pick another port with {flag} HOST:PORT and point "
+                f"clients at it ({flag} {host}:0 takes any free one, logged at start)"
             )
         return f"pick another port, or {flag} {host}:0 for any free one (logged at start)"
     if exc.errno == errno.EACCES:

@@ -342,8 +342,10 @@ def test_a_listen_port_already_in_use_exits_2_with_one_line_naming_listen_its_fl
     assert done.stdout == ""
     assert done.stderr == (
         f"mcp-proxy: listen ({listen}, set by flag --listen): Address already in use; another process "
-        "(another mcp-proxy?) serves there: pick another port with --listen HOST:PORT and point clients "
-        "at it (--listen 127.0.0.1:0 takes any free one, logged at start)\n"
+        "serves there, perhaps an mcp-proxy still draining after SIGTERM (it holds the port up to its "
+        "drain_grace, 10 s by default): to restart in place, start again once it has exited; else pick "
+        "another port with --listen HOST:PORT and point clients at it (--listen 127.0.0.1:0 takes any "
+        "free one, logged at start)\n"
     )
 
 

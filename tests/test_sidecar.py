@@ -973,7 +973,7 @@ def test_a_listen_address_that_is_taken_exits_2_naming_listen_and_how_to_pick_an
     (line,) = refused(env, tmp_path)
 
     assert line.startswith(f"mcp-proxy: listen ({listen}, set by env MCP_PROXY_LISTEN): ")
-    assert "Address already in use; another process (another mcp-proxy?) serves there" in line
+    assert "Address already in use; another process serves there, perhaps an mcp-proxy still draining" in line
     assert "pick another port with --listen HOST:PORT and point clients at it" in line
 
 

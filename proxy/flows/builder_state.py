@@ -155,9 +155,15 @@ class BuilderState:
             self._end_wait(wait, wait.since, None, forgotten=True)
 
     def _end_waits(self, obs: Observation) -> None:
-        """End the chains `obs` shows will not be resumed (their wait ran out, their session ended),
-        as of their cut: the client stopped there."""
-        for wait, note in self._resumes.ended_by(obs, self._session_of):
+        """End the chains whose wait for a resume ran out by `obs`, as of their cut: the client stopped
+        there."""
+        for wait, note in self._resumes.ran_out(obs.t):
+            self._end_wait(wait, wait.since, note)
+
+    def _end_session(self, session: str) -> None:
+        """The session is over (`ends_session`): its chains that wait for a resume end, as of their
+        cut, and a stream of it cut from now on waits for none."""
+        for wait, note in self._resumes.end_session(session):
             self._end_wait(wait, wait.since, note)
 
     def _end_unretried(self, now: float) -> None:
@@ -192,10 +198,6 @@ class BuilderState:
             self._ledger.finish(chain, ChainStatus.ERROR, wait.outcome or UNANSWERED, at)
         finally:
             clock.at = now
-
-    def _session_of(self, exchange_id: str) -> str | None:
-        ex = self._exchanges.get(exchange_id)
-        return ex.session if ex is not None else None
 
 
 _TIMES = re.compile(r"(.*) \((\d+) times\)", re.S)

@@ -6,7 +6,7 @@ stream, a DELETE or a plain HTTP request ends as its exchange did; a refused not
 from __future__ import annotations
 
 from proxy.flows.answer_faults import no_answer, unmatched
-from proxy.flows.builder_state import BuilderState
+from proxy.flows.builder_state import BuilderState, note_counted
 from proxy.flows.events import DECIDED, ChainStatus, Direction, Mode
 from proxy.flows.exchanges import Exchange
 from proxy.flows.observations import (
@@ -16,7 +16,14 @@ from proxy.flows.observations import (
     hung_up_after_unread,
 )
 from proxy.flows.records import http_only_head, http_side
-from proxy.flows.resumes import ID_REUSED, awaiting_resume, awaits_resume
+from proxy.flows.resumes import (
+    ID_REUSED,
+    SESSION_ENDED,
+    Wait,
+    awaiting_resume,
+    awaits_resume,
+    resume_unanswered,
+)
 from proxy.flows.store import Chain
 from proxy.wire.jsonrpc import RequestId
 
@@ -52,15 +59,13 @@ class ExchangeClosing(BuilderState):
                 continue
             chain = self.store.peek(chain_id)
             if chain is not None and self._awaits_resume(chain, ex, outcome):
-                replaced = self._resumes.wait(ex.session, ident, chain_id, now, outcome)
-                if replaced is not None:
-                    self._end_wait(replaced, replaced.since, ID_REUSED)
-                chain.summary.notes.append(awaiting_resume(outcome, ex.last_sse_id))
-                self._ledger.changed(chain)
+                self._wait_for_resume(chain, ex, ident, outcome, now)
                 continue
             self._correlator.forget_request(ex.session, ident, chain_id)
             if chain is None or chain.summary.status in DECIDED:
                 continue
+            if ex.resumed_with is not None and not (chain.cancelled or ex.http_failed()):
+                note_counted(chain.summary.notes, resume_unanswered(ex.resumed_with, outcome))
             if cancels_by_hanging_up(outcome, ex.client_era):
                 chain.summary.notes.append(MODERN_CANCEL)
                 chain.cancelled = True
@@ -130,6 +135,21 @@ class ExchangeClosing(BuilderState):
             return False
         passthrough = ex.mode is Mode.PASSTHROUGH
         return awaits_resume(outcome, ex.client_era, passthrough, ex.last_sse_id)
+
+    def _wait_for_resume(
+        self, chain: Chain, ex: Exchange, ident: RequestId, outcome: str | None, now: float
+    ) -> None:
+        """Have a request its cut stream left unanswered wait for the client's resume; one whose session
+        is already over (the server closed its stream because of the DELETE) fails at once."""
+        chain_id = chain.summary.id
+        if self._resumes.session_over(ex.session):
+            self._end_wait(Wait(ex.session, ident, chain_id, now, outcome), now, SESSION_ENDED)
+            return
+        replaced = self._resumes.wait(ex.session, ident, chain_id, now, outcome)
+        if replaced is not None:
+            self._end_wait(replaced, replaced.since, ID_REUSED)
+        chain.summary.notes.append(awaiting_resume(outcome, ex.last_sse_id))
+        self._ledger.changed(chain)
 
     def _unanswered(self, chain: Chain, ex: Exchange, ident: RequestId, now: float) -> None:
         """End a chain whose exchange closed cleanly without its response, saying what the server sent

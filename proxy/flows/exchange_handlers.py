@@ -12,7 +12,7 @@ from proxy.flows.builder_state import BuilderState, note_counted
 from proxy.flows.events import DECIDED, Direction, Mode
 from proxy.flows.exchanges import Exchange, ExchangeFacts
 from proxy.flows.records import Head, http_side
-from proxy.flows.resumes import SESSION_GONE_STATUS
+from proxy.flows.resumes import SESSION_GONE_STATUS, ends_session
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): `response_head` runs for every exchange.
@@ -163,6 +163,8 @@ class ExchangeHandlers(BuilderState):
         ex.minted_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
         if status == SESSION_GONE_STATUS and ex.session:
             self._session_gone(ex)
+        if ex.session and not ex.plain and ends_session(ex.http_method == "DELETE", status):
+            self._end_session(ex.session)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None and chain.summary.http_status in (None, replaced):

@@ -7,20 +7,20 @@ server dropped the stream, and for a legacy client also when the stream was cut 
 A request the client cancelled never waits either: nothing will answer it.
 
 A wait ends when the client resumes (the resumed stream carries the request again), cancels, deletes
-its session (or the server says the session is gone, HTTP 404), or when an observation comes, or the
-proxy's sweep runs, more than `RESUME_WINDOW` seconds after the cut, so nothing waits for ever. The
-chain builder and the metrics' operation counter keep one table each, with the same rules, so a chain
-and the counters agree. No I/O, no clock (times are the observations'), no logging.
+its session (the DELETE is answered below 400) or the server says the session is gone (HTTP 404), or
+when an observation comes, or the proxy's sweep runs, more than `RESUME_WINDOW` seconds after the cut,
+so nothing waits for ever. The table remembers the sessions that ended, so a stream the server closes
+because of the DELETE, after it was answered, waits for nothing either. The chain builder and the
+metrics' operation counter keep one table each, with the same rules, so a chain and the counters
+agree. No I/O, no clock (times are the observations'), no logging.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
 from proxy.flows.exchanges import BoundedMap
-from proxy.flows.observations import ExchangeOpened, Observation, ResponseHeadSeen
 from proxy.wire.jsonrpc import RequestId
 
 RESUME_WINDOW: Final = 60.0
@@ -44,9 +44,17 @@ ID_REUSED: Final = "the client did not resume its stream: a later request of its
 SESSION_GONE_STATUS: Final = 404
 """The status a server answers a request of a session it no longer has."""
 
+ENDED_SESSIONS_KEPT: Final = 1000
+"""Ended sessions a table remembers: a stream that ends with its session closes within moments of the
+DELETE's answer, so only the latest ended sessions matter."""
+
 T = TypeVar("T")
-SessionOf = Callable[[str], "str | None"]
-"""The session of an open exchange, by its id."""
+
+
+def ends_session(deletes: bool, status: int) -> bool:
+    """Whether a response head with `status` says its request's session is over: the server no longer
+    has it (HTTP 404), or it took the client's DELETE of it (`deletes`; one it refuses ends nothing)."""
+    return status == SESSION_GONE_STATUS or (deletes and status < 400)
 
 
 def awaiting_resume(outcome: str | None, last_sse_id: str | None) -> str:
@@ -57,6 +65,13 @@ def awaiting_resume(outcome: str | None, last_sse_id: str | None) -> str:
         f"its stream {ended} after event {last_sse_id!r} before the answer: waiting up to "
         f"{RESUME_WINDOW:.0f} s for the client to resume it (GET with Last-Event-ID)"
     )
+
+
+def resume_unanswered(last_event_id: str, outcome: str | None) -> str:
+    """The note on a request whose resumed stream ended without its answer, and will not be resumed
+    again: what the resume brought, after the note that it was resumed."""
+    ended = f"was cut ({outcome})" if outcome is not None else "was closed by the server"
+    return f"the stream resumed with Last-Event-ID {last_event_id} {ended} without the answer"
 
 
 def awaits_resume(outcome: str | None, client_era: str, passthrough: bool, last_sse_id: str | None) -> bool:
@@ -93,6 +108,9 @@ class ResumeWaits(Generic[T]):
         """Seconds a wait lasts at most."""
         self.waits: BoundedMap = BoundedMap()
         """(session, id) -> Wait, in the order the waits began (so the oldest is found first)."""
+        self.ended_sessions: BoundedMap = BoundedMap(ENDED_SESSIONS_KEPT)
+        """Sessions known to be over (as keys), the latest last: a stream of theirs cut later waits for no
+        resume."""
 
     def wait(
         self, session: str | None, ident: RequestId, target: T, since: float, outcome: str | None
@@ -109,17 +127,18 @@ class ResumeWaits(Generic[T]):
         """End a request's wait because it was resumed or cancelled; None when it was not waiting."""
         return self.waits.pop((session, ident), None) if self.waits else None
 
-    def ended_by(self, obs: Observation, session_of: SessionOf) -> list[tuple[Wait[T], str]]:
-        """The waits `obs` ends, each with the note that says why: those that began more than
-        `RESUME_WINDOW` before it, and those of a session it ends (a DELETE, or HTTP 404 to a request of
-        the session). Only the oldest wait is looked at when none has run out."""
+    def end_session(self, session: str | None) -> list[tuple[Wait[T], str]]:
+        """Remember that `session` is over (`ends_session`); its waits, each with the note that says
+        why, no longer waited on."""
+        if session is None:
+            return []
+        self.ended_sessions[session] = None
         waits = self.waits
-        ended = self.ran_out(obs.t)
-        session = _session_ended(obs, session_of)
-        if session is not None:
-            for key in [k for k in waits if k[0] == session]:
-                ended.append((waits.pop(key), SESSION_ENDED))
-        return ended
+        return [(waits.pop(key), SESSION_ENDED) for key in [k for k in waits if k[0] == session]]
+
+    def session_over(self, session: str | None) -> bool:
+        """Whether `session` is known to be over: a request of it cut now waits for no resume."""
+        return session is not None and session in self.ended_sessions
 
     def ran_out(self, now: float) -> list[tuple[Wait[T], str]]:
         """The waits that began more than `window` before `now`, each with its note, no longer
@@ -134,12 +153,3 @@ class ResumeWaits(Generic[T]):
             del waits[key]
             ended.append((first, NEVER_RESUMED))
         return ended
-
-
-def _session_ended(obs: Observation, session_of: SessionOf) -> str | None:
-    """The session `obs` says is over: a DELETE of it, or a 404 to one of its requests."""
-    if type(obs) is ExchangeOpened:
-        return obs.session if obs.http_method == "DELETE" else None
-    if type(obs) is ResponseHeadSeen and obs.status == SESSION_GONE_STATUS:
-        return session_of(obs.exchange)
-    return None

@@ -7,13 +7,16 @@ so it is the same line either way. The exchange id in it is the one every messag
 exchange carries, which links a line to its chain. A request the server sends the client on an open
 exchange (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...) is told at once as a
 `ServerAsked`: the exchange it rides waits on the client's answer, and a person watching the log sees
-what it waits for instead of silence until it closes. No I/O, no clock (times are the observations').
+what it waits for instead of silence until it closes. A request whose stream was cut after an event
+id, unanswered, may still be answered on a stream the client resumes (`proxy.flows.resumes`): its line
+says `end: resumable`, no trouble, and the line of the GET that resumes it names its ids. No I/O, no
+clock (times are the observations').
 """
 
 from __future__ import annotations
 
 from collections.abc import KeysView, Sequence
-from typing import Any
+from typing import Any, Final
 
 from proxy.flows.answer_faults import is_stray, no_answer, unmatched
 from proxy.flows.endpoint import Endpoint
@@ -24,6 +27,7 @@ from proxy.flows.observations import (
     LATE_CANCEL_S,
     BodyNotInspected,
     BytesOut,
+    EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
     FaultInjected,
@@ -38,6 +42,7 @@ from proxy.flows.observations import (
     unusual_end,
 )
 from proxy.flows.redact import Redactor
+from proxy.flows.resumes import awaits_resume
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
@@ -76,6 +81,17 @@ BATCH_TOLD = 100
 
 BATCH_SHOWN = 3
 """Messages of one batch `carried` names (what a terminal shows), the rest said as a count."""
+
+RESUMABLE_BOUND = 10_000
+"""Event ids of streams cut after an event id, unanswered, remembered until a GET resumes from one
+(oldest forgotten first): that GET's line names the requests it carries on."""
+
+EVENT_IDS_KEPT = 64
+"""The latest event ids one exchange carrying requests keeps: where its client may resume from."""
+
+RESUMABLE: Final = "resumable"
+"""The `end` of an exchange whose stream was cut after an event id before its answers: the client may
+resume it with GET + `Last-Event-ID`, so its line is no trouble (its chain gives the verdict)."""
 
 
 @value
@@ -217,11 +233,13 @@ class _Open:
         "cancelled",
         "carried",
         "content_type",
+        "event_ids",
         "failed",
         "faults",
         "http_method",
         "ids",
         "intercepts",
+        "last_sse_id",
         "messages_out",
         "method",
         "mode",
@@ -295,6 +313,10 @@ class _Open:
         status, whatever its body holds."""
         self.stray: Message | None = None
         """The first response the server sent that answers none of its requests (`answer_faults`)."""
+        self.last_sse_id: str | None = None
+        """The latest SSE event id sent on it (as sent: a key, never shown): where a resume begins."""
+        self.event_ids: list[str] | None = None
+        """Its latest event ids (`EVENT_IDS_KEPT`) once it carries requests: any may begin a resume."""
         self.problem: str | None = None
         """Why the first value its response carried that is no JSON-RPC message is not one."""
 
@@ -320,6 +342,8 @@ class RoundTripTally:
         self.released: list[tuple[ExchangeSummary, str]] = []
         """Held lines let go (each with its mode) by the batch just counted or the last `expire`:
         whoever takes them logs them and empties the list."""
+        self._resumable: BoundedMap = BoundedMap(RESUMABLE_BOUND)
+        """(session, event id) of each stream cut resumable -> the ids it left unanswered."""
 
     @property
     def open_exchanges(self) -> int:
@@ -381,6 +405,10 @@ class RoundTripTally:
             tally = self._open.get(obs.exchange)
             if tally is not None:
                 tally.bytes_out += obs.size
+        elif isinstance(obs, EventIdSeen):
+            tally = self._open.get(obs.exchange)
+            if tally is not None:
+                _event_id(tally, obs.sse_id)
         elif isinstance(obs, BodyNotInspected):
             tally = self._open.get(obs.exchange)
             if tally is not None:
@@ -411,6 +439,8 @@ class RoundTripTally:
         if obs.direction is _TO_CLIENT:
             tally.messages_out += 1
             tally.bytes_out += obs.size
+            if obs.sse_id is not None:
+                _event_id(tally, obs.sse_id)
             if msg.kind is _REQUEST and msg.id is not None and msg.method:
                 self._asked[(tally.session, msg.id)] = msg.method
                 self._ask(obs.exchange, tally, msg.method, msg.id, "in flight")
@@ -457,6 +487,10 @@ class RoundTripTally:
         client's cancel."""
         unanswered = _unanswered(tally)
         session = tally.session
+        if unanswered and tally.event_ids and _resumable(tally, obs):
+            left = tuple(unanswered)
+            for sse_id in tally.event_ids:
+                self._resumable[(session, sse_id)] = left
         cancels = self._cancels
         if cancels and unanswered and session is not None:  # each id checked, then its cancel used
             uncancelled = [ident for ident in unanswered if (session, ident) not in cancels]
@@ -592,6 +626,25 @@ class RoundTripTally:
             obs,
             plain,
         )
+        if obs.http_method == "GET":
+            self._resumes(obs, self._open[obs.exchange])
+
+    def _resumes(self, obs: ExchangeOpened, tally: _Open) -> None:
+        """A GET with `Last-Event-ID` that resumes a cut stream carries on the requests that stream left
+        unanswered: one seen cut resumable, or one still open (the proxy learns of a client's hang-up
+        only when it next writes to it)."""
+        last = next((v for k, v in obs.headers.items() if k.lower() == "last-event-id"), None)
+        if not last:
+            return
+        session = tally.session
+        ids = self._resumable.get((session, last)) if self._resumable else None
+        if ids is None:
+            cut = next(
+                (o for o in self._open.values() if o.session == session and last in (o.event_ids or ())), None
+            )
+            ids = _unanswered(cut) if cut is not None else None
+        if ids:
+            tally.ids = list(ids)
 
 
 def _answer_detail(asked: str, msg: Message) -> str:
@@ -691,6 +744,29 @@ def _unanswered(tally: _Open) -> list[RequestId]:
     return [ident for ident in tally.ids if ident not in done]
 
 
+def _event_id(tally: _Open, sse_id: str) -> None:
+    """An SSE event id went out on the exchange: kept while it carries requests (a resume names one)."""
+    tally.last_sse_id = sse_id
+    if not tally.ids:
+        return
+    kept = tally.event_ids
+    if kept is None:
+        tally.event_ids = [sse_id]
+        return
+    kept.append(sse_id)
+    if len(kept) > EVENT_IDS_KEPT:
+        del kept[0]
+
+
+def _resumable(tally: _Open, closed: ExchangeClosed) -> bool:
+    """Whether requests the exchange left unanswered may be answered on a stream the client resumes
+    (as the chain judges: `awaits_resume`)."""
+    if (tally.status or 0) >= 400 or tally.not_inspected is not None:
+        return False
+    passthrough = tally.mode is _PASSTHROUGH
+    return awaits_resume(closed.outcome, tally.opened.client_era, passthrough, tally.last_sse_id)
+
+
 def _line(
     exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor, cancelled: str | None = None
 ) -> ExchangeSummary:
@@ -707,6 +783,7 @@ def _line(
         else closed.outcome
     )
     outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
+    resumable = ended != CLIENT_CANCELLED and tally.answered < asked and _resumable(tally, closed)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
@@ -723,12 +800,12 @@ def _line(
         round((closed.t - tally.started) * 1000, 3),  # duration_ms
         outcome,
         _carried(tally, redactor),
-        None if ended == CLIENT_CANCELLED else _trouble(tally, outcome, redactor),
+        None if ended == CLIENT_CANCELLED or resumable else _trouble(tally, outcome, redactor),
         "; ".join(tally.faults) if tally.faults else None,  # fault
         tally.transports[0],
         tally.transports[1],
         "; ".join(tally.intercepts) if tally.intercepts else None,  # intercept
-        ended if outcome is None else None,  # end
+        RESUMABLE if resumable else ended if outcome is None else None,  # end
         tally.not_inspected,
         redactor.target(tally.path) if tally.plain else None,
         None if tally.batch is None else tuple(tally.batch),

@@ -47,7 +47,7 @@ from proxy.flows.observations import (
     cancels_by_hanging_up,
     hung_up_after_unread,
 )
-from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume
+from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume, ends_session
 from proxy.flows.retries import (
     RETRY_WINDOW,
     Caller,
@@ -256,6 +256,10 @@ class _Ex:
     def failed(self) -> bool:
         return self.status is not None and self.status >= 400
 
+    def deletes(self) -> bool:
+        """Whether it is the client's DELETE of its session."""
+        return bool(self.ops) and self.ops[0].method == DELETE_SESSION
+
 
 class _Quick:
     """A pass-through POST exchange that so far carries nothing but one plain request and its answer:
@@ -379,13 +383,17 @@ class OpCounter:
                     q.status, q.headers = obs.status, obs.headers
                     if obs.status == SESSION_GONE_STATUS and q.opened.session is not None:
                         self._session_gone(q.opened.session)
+                        self._session_answered(q.opened.session, obs.status, deletes=False)
                     continue
                 ex = exchanges.get(obs.exchange)
                 if ex is not None:
                     ex.status = obs.status
                     ex.response_headers = obs.headers
-                    if obs.status == SESSION_GONE_STATUS and ex.session is not None and not ex.plain:
-                        self._refused_session(ex)
+                    gone = obs.status == SESSION_GONE_STATUS
+                    if ex.session is not None and not ex.plain and (gone or ex.not_post):
+                        if gone:
+                            self._refused_session(ex)
+                        self._session_answered(ex.session, obs.status, ex.deletes())
             elif type(obs) is ExchangeOpened:
                 if (
                     self._plain is not None
@@ -607,6 +615,9 @@ class OpCounter:
             if not op.cancelled and not ex.failed():
                 passthrough = ex.mode == _PASSTHROUGH_VALUE
                 if awaits_resume(outcome, ex.era, passthrough, ex.last_sse_id):
+                    if self._resumes.session_over(ex.session):  # cut because of its session's end
+                        self._finish(op, t, error=True)
+                        continue
                     replaced = self._resumes.wait(ex.session, ident, op, t, outcome)
                     if replaced is not None:
                         self._finish(replaced.target, replaced.since, error=True)
@@ -810,9 +821,18 @@ class OpCounter:
     # -- streams the client may resume ------------------------------------------------------------------
 
     def _end_waits(self, obs: Observation) -> None:
-        """End the operations `obs` shows will not be resumed (as the chain builder does), as of their cut."""
-        for wait, _ in self._resumes.ended_by(obs, self._session_of):
+        """End the operations whose wait for a resume ran out by `obs` (as the chain builder does), as of
+        their cut."""
+        for wait, _ in self._resumes.ran_out(obs.t):
             self._finish(wait.target, wait.since, error=True)
+
+    def _session_answered(self, session: str, status: int, deletes: bool) -> None:
+        """A response head of a request of `session`: when it says the session is over (`ends_session`),
+        its operations waiting for a resume end, as of their cut, and a stream of it cut later waits for
+        none (as the chain builder does)."""
+        if ends_session(deletes, status):
+            for wait, _ in self._resumes.end_session(session):
+                self._finish(wait.target, wait.since, error=True)
 
     def _cancel_wait(self, session: str | None, ident: RequestId, t: float) -> None:
         """The client cancelled a request that waited for a resume or for this cancel: it ends now, not
@@ -826,10 +846,6 @@ class OpCounter:
         not come within `LATE_CANCEL_S` by `now` (as the chain builder ends them)."""
         for wait, _ in self._cancel_waits.ran_out(now):
             self._finish(wait.target, wait.since, error=True)
-
-    def _session_of(self, exchange: str) -> str | None:
-        ex = self._exchanges.get(exchange)
-        return ex.session if ex is not None else None
 
     # -- a bridge's legs, parked calls and sessions -----------------------------------------------------
 
@@ -876,7 +892,7 @@ class OpCounter:
     def _refused_session(self, ex: _Ex) -> None:
         """A 404 to a request of a relayed session: the server forgot it, unless the request was the
         client's DELETE of it (counted `ended` when it closes)."""
-        if ex.mode == _PASSTHROUGH_VALUE and not (ex.ops and ex.ops[0].method == DELETE_SESSION):
+        if ex.mode == _PASSTHROUGH_VALUE and not ex.deletes():
             assert ex.session is not None
             self._session_gone(ex.session)
 

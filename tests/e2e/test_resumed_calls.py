@@ -18,10 +18,11 @@ import aiohttp
 import orjson
 import pytest
 
-from proxy.flows.resumes import SESSION_ENDED
+from proxy.flows.resumes import NEVER_RESUMED, SESSION_ENDED
 from proxy.framing.sse import SseDecoder, SseEvent
 from tests.e2e.commanded import Commanded, own_proxy
 from tests.peers.runner import PeerServer
+from tests.sidecar import until
 from tests.transport.helpers import bounded
 
 pytestmark = pytest.mark.e2e
@@ -120,6 +121,11 @@ async def call_cut_then_resumed(proxy: Commanded, *, client_cuts: bool) -> dict[
     return answer
 
 
+def exchange_lines(proxy: Commanded) -> list[dict[str, Any]]:
+    """The proxy's round-trip log lines so far (initialize, initialized, the call, the resume)."""
+    return [line for line in proxy.lines() if line.get("event") == "exchange"]
+
+
 async def the_call(proxy: Commanded, name: str) -> dict[str, Any]:
     """The chain of this test's one call of `name`, once every exchange has closed."""
     await proxy.no_exchange_open()
@@ -143,6 +149,28 @@ async def test_a_legacy_call_cut_after_an_event_and_resumed_ends_ok_and_counts_n
     assert chain["status"] == "ok", chain
     assert any(n.startswith("stream resumed with Last-Event-ID") for n in chain["notes"]), chain
     assert errors == 0
+
+
+@pytest.mark.parametrize("client_cuts", [True, False], ids=["client-left", "cut-by-fault"])
+async def test_the_log_lines_of_a_resumed_call_show_no_trouble_and_the_resuming_get_names_its_id(
+    peer_factory: Callable[..., PeerServer], client_cuts: bool
+) -> None:
+    server = peer_factory("legacy-resumable")
+    async with own_proxy(server.url) as proxy:
+        if not client_cuts:
+            await proxy.add_faults("tool:slow_progress => cut_after=1")
+        await call_cut_then_resumed(proxy, client_cuts=client_cuts)
+        await proxy.settled()
+        # A client's hang-up holds the call's line up to 2 s for its cancel (`LATE_CANCEL_S`).
+        await until(lambda: len(exchange_lines(proxy)) >= 4, what="the cut call's line", seconds=10)
+        lines = exchange_lines(proxy)
+
+    (cut,) = [line for line in lines if line["carried"] == "tools/call slow_progress"]
+    (resumed,) = [line for line in lines if line["carried"] == "GET stream"]
+    assert (cut["trouble"], cut.get("end")) == (None, "resumable"), cut
+    assert cut["outcome"] == ("client_disconnected" if client_cuts else "cut_by_fault")
+    assert (resumed["trouble"], resumed["ids"]) == (None, [1]), resumed
+    assert [line for line in lines if line["trouble"]] == []
 
 
 async def test_a_call_whose_dropped_stream_the_client_cancels_instead_of_resuming_ends_cancelled(
@@ -184,4 +212,28 @@ async def test_a_cut_call_the_client_never_resumes_fails_as_cut_when_its_session
 
     assert (chain["status"], chain["error"]) == ("error", "client_disconnected"), chain
     assert SESSION_ENDED in chain["notes"]
+    assert errors == 1
+
+
+async def test_a_call_whose_stream_the_server_closes_because_of_the_delete_ends_with_its_session(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-resumable")
+    async with own_proxy(server.url) as proxy, aiohttp.ClientSession() as http:
+        url = proxy.endpoint()
+        headers = await open_session(http, url)
+        call = {"name": "slow_progress", "arguments": {"steps": 1000}, "_meta": {"progressToken": 7}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        async with http.post(url, json=body, headers=headers) as call_stream:
+            await bounded(read_until(call_stream, 1, ids_wanted=2), what="two events")
+            async with http.delete(url, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+            _, answer = await bounded(read_until(call_stream, 1), what="the server to close the stream")
+        assert answer is None
+        chain = await the_call(proxy, "slow_progress")
+        errors = await proxy.counted(ERRORS)
+
+    assert chain["status"] == "error", chain
+    assert SESSION_ENDED in chain["notes"]
+    assert NEVER_RESUMED not in chain["notes"]
     assert errors == 1

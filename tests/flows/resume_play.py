@@ -65,6 +65,19 @@ def cut_and_resumed(obs: Any, clock: Ticking, outcome: str = "client_disconnecte
     return [*closed, obs.close_exchange("g1", None)]
 
 
+def resumed_without_answer(obs: Any, clock: Ticking) -> list[Any]:
+    """The client's stream is cut after an event; its GET + `Last-Event-ID` is answered 200, but the
+    server replays nothing (the events were still being made), and the client leaves that stream too."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", "client_disconnected")]
+    clock.now += 0.5
+    resumed = {**HEADERS, "Last-Event-ID": "x1-1"}
+    obs.open_exchange("g1", http_method="GET", path="/mcp", headers=resumed, session=SESSION, **LEGACY)
+    obs.response_head("g1", status=200, content_type=SSE, headers={})
+    clock.now += 20.0
+    return [*closed, obs.close_exchange("g1", "client_disconnected")]
+
+
 def cut_and_resume_refused(obs: Any, clock: Ticking) -> list[Any]:
     """The client's stream is cut after an event; its GET + `Last-Event-ID` is answered 400 (the
     server restarted and knows the session no more), and nothing more comes."""
@@ -107,6 +120,43 @@ def cut_never_resumed(obs: Any, clock: Ticking) -> list[Any]:
     clock.now += 1.0
     obs.open_exchange("d1", http_method="DELETE", path="/mcp", headers=HEADERS, session=SESSION, **LEGACY)
     obs.response_head("d1", status=200, content_type=None, headers={})
+    return [*closed, obs.close_exchange("d1", None)]
+
+
+def _delete(obs: Any, exchange: str) -> None:
+    """The client's DELETE of its session opens (its answer is the caller's)."""
+    obs.open_exchange(exchange, http_method="DELETE", path="/mcp", headers=HEADERS, session=SESSION, **LEGACY)
+
+
+def closed_by_delete(obs: Any, clock: Ticking, *, answered_first: bool = False) -> list[Any]:
+    """The client deletes its session while a call runs; the server closes the call's stream after an
+    event id, unanswered, because of the DELETE: before it answers the DELETE 200 (as the TypeScript
+    SDK's server does), or after (`answered_first`)."""
+    _call_with_progress(obs, clock, "x1", 1)
+    _delete(obs, "d1")
+    closed = []
+    if not answered_first:
+        closed.append(obs.close_exchange("x1", None))
+    clock.now += 0.125
+    obs.response_head("d1", status=200, content_type=None, headers={})
+    if answered_first:
+        clock.now += 0.125
+        closed.append(obs.close_exchange("x1", None))
+    return [*closed, obs.close_exchange("d1", None)]
+
+
+def closed_after_delete_answered(obs: Any, clock: Ticking) -> list[Any]:
+    """As `closed_by_delete`, the server closing the call's stream after it answered the DELETE."""
+    return closed_by_delete(obs, clock, answered_first=True)
+
+
+def dropped_then_delete_refused(obs: Any, clock: Ticking) -> list[Any]:
+    """The server drops a call's stream after an event id; the client's DELETE of the session is
+    refused (HTTP 405: the server does not let clients end sessions), so the session goes on."""
+    _call_with_progress(obs, clock, "x1", 1)
+    closed = [obs.close_exchange("x1", None)]
+    _delete(obs, "d1")
+    obs.response_head("d1", status=405, content_type=None, headers={})
     return [*closed, obs.close_exchange("d1", None)]
 
 

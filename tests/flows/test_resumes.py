@@ -19,6 +19,8 @@ from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, SESSION_ENDED
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    closed_after_delete_answered,
+    closed_by_delete,
     cut_and_id_reused,
     cut_and_resume_refused,
     cut_and_resume_refused_again,
@@ -26,8 +28,10 @@ from tests.flows.resume_play import (
     cut_by_fault_and_resumed,
     cut_never_resumed,
     cut_then_session_gone,
+    dropped_then_delete_refused,
+    resumed_without_answer,
 )
-from tests.flows.test_sink import Play, Rig
+from tests.flows.test_sink import Play, Rig, lines_of
 from tests.record.captures import record_play
 from tests.transport.test_admin import bare_metrics
 
@@ -43,12 +47,31 @@ def _calls(play: Play) -> tuple[dict[int, ChainSummary], dict[tuple[str, str], i
     return calls, dict(metrics.counts.errors)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("play", [cut_and_resumed, cut_by_fault_and_resumed])
+def test_the_lines_of_a_cut_call_and_its_resume_say_resumable_and_name_its_id_with_no_trouble(
+    play: Play,
+) -> None:
+    lines = {line["carried"]: line for line in lines_of(Rig(), play)}  # a hang-up's is held, so last
+    cut, resumed = lines["tools/call slow"], lines["GET stream"]
+
+    assert (cut["trouble"], cut["end"]) == (None, "resumable")
+    assert (resumed["ids"], resumed["trouble"]) == ([1], None)
+
+
 def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
     calls, _ = _calls(cut_and_resume_refused)
 
     notes = calls[1].notes
     assert RESUMED_NOTE not in notes
     assert "stream not resumed with Last-Event-ID x1-1: the resume was answered HTTP 400" in notes
+
+
+def test_a_resume_that_brings_no_answer_is_said_so_after_the_note_that_it_resumed() -> None:
+    calls, _ = _calls(resumed_without_answer)
+
+    notes = calls[1].notes
+    unanswered = "the stream resumed with Last-Event-ID x1-1 was cut (client_disconnected) without the answer"
+    assert notes.index(unanswered) == notes.index(RESUMED_NOTE) + 1, notes
 
 
 def test_resumes_refused_alike_are_one_note_each_with_how_many_times() -> None:
@@ -92,6 +115,33 @@ def test_a_cut_call_fails_as_cut_when_the_server_says_its_session_is_gone() -> N
     assert SESSION_ENDED in call.notes
 
 
+@pytest.mark.parametrize(
+    ("play", "closed_at_ms"),
+    [(closed_by_delete, 500.0), (closed_after_delete_answered, 750.0)],
+    ids=["before-its-answer", "after-its-answer"],
+)
+def test_a_call_whose_stream_the_server_closes_because_of_the_delete_fails_once_the_delete_is_answered(
+    play: Play, closed_at_ms: float
+) -> None:
+    calls, errors = _calls(play)
+
+    call = calls[1]
+    assert (call.status, call.error) == (ChainStatus.ERROR, "response stream ended without a response")
+    assert SESSION_ENDED in call.notes
+    assert NEVER_RESUMED not in call.notes
+    assert call.duration_ms == closed_at_ms, "it ended where its stream did"
+    assert errors[("tools/call", "passthrough")] == 1
+
+
+def test_a_dropped_call_still_waits_for_its_resume_when_the_server_refuses_the_delete() -> None:
+    calls, errors = _calls(dropped_then_delete_refused)
+
+    call = calls[1]
+    assert call.status is ChainStatus.PENDING
+    assert SESSION_ENDED not in call.notes
+    assert errors.get(("tools/call", "passthrough"), 0) == 0
+
+
 def test_a_cut_call_whose_id_a_later_call_reuses_fails_at_once_and_the_later_one_waits() -> None:
     rig, metrics = Rig(), bare_metrics()
     rig.sink.listeners.append(metrics.counting.observe_all)
@@ -122,6 +172,8 @@ ALL_PLAYS = [
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
+    closed_by_delete,
+    closed_after_delete_answered,
     closed_after_cancel,
     cancelled_while_cut,
 ]

@@ -50,6 +50,7 @@ from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    closed_by_delete,
     cut_and_id_reused,
     cut_and_resumed,
     cut_by_fault_and_resumed,
@@ -418,6 +419,7 @@ SCENARIOS: dict[str, Play] = {
     "cancelled-while-cut": cancelled_while_cut,
     "cut-then-session-gone": cut_then_session_gone,
     "cut-and-id-reused": cut_and_id_reused,
+    "closed-by-delete": closed_by_delete,
     "aborted-then-cancelled": aborted_then_cancelled,
     "aborted-cancel-too-late": aborted_cancel_too_late,
 }
