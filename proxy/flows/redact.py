@@ -508,15 +508,19 @@ class Redactor:
 
     def body(self, value: Any) -> Any:
         """Return a JSON-RPC message with `requestState`, secret keys and known secret texts masked; the
-        input itself if none."""
+        input itself if none.
+
+        The secret keys are masked first, which remembers their values, and known texts are scrubbed
+        after: a value the same message also carries elsewhere (a tool's `text` argument repeating its
+        `password`) is masked there too, not only in the messages after it.
+        """
         if isinstance(value, str):  # a body that was not JSON-RPC, kept as text
             return self.text_body(value)
         if not isinstance(value, dict | list) or not value:
             return value
-        if self._json_texts:
-            value = self._scrub_body(value)
         secret = self._foreign_key if _foreign(value) else self.is_secret_key
-        return _walk(value, secret, self._mask_body_value)
+        value = _walk(value, secret, self._mask_body_value)
+        return self._scrub_body(value) if self._json_texts else value
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -617,12 +621,15 @@ class Redactor:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
             return (*bound_body(self.body(value), limit), None)
+        masked = False
+        if _KELVIN in encoded or self._secret_member.search(encoded):
+            walked = _walk(value, self.is_secret_key, self._mask_body_value)  # learns before the scrub
+            if walked is not value:
+                value, encoded, masked = walked, orjson.dumps(walked, option=orjson.OPT_NON_STR_KEYS), True
         if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
-        if _KELVIN in encoded or self._secret_member.search(encoded):
-            return (*bound_body(_walk(value, self.is_secret_key, self._mask_body_value), limit), None)
         shown, truncated, size = _bounded(value, encoded, limit)
-        return shown, truncated, size, None if truncated else encoded
+        return shown, truncated, size, None if truncated or masked else encoded
 
 
 _HEADER_MEMO: Final = 256
