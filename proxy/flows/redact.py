@@ -576,16 +576,26 @@ class Redactor:
         return self.scrub(_TEXT_MEMBER.sub(mask, text))
 
     def _mask_body_value(self, key: str, value: Any) -> Any:
+        """A secret key's value masked: a string or a number is the secret. An object under the key is
+        given back for the walk to go through (a tool's JSON Schema for its `password` argument
+        describes the secret, it holds none), and so is an array, with its strings and numbers masked;
+        a flag is no secret. A `requestState` is masked whatever it is: it is opaque to the client."""
         if value is None:
             return None
-        text = value if isinstance(value, str) else _encode_for_mask(value)
         if key.lower() in self._state_keys:
+            text = value if isinstance(value, str) else _encode_for_mask(value)
             return _stand_in(self._key, REQUEST_STATE_KEY, text)
-        if text is value:  # a string, remembered: a server echoing it (a result quoting the arguments)
-            if text.startswith("<redacted len=") and _A_STAND_IN.fullmatch(text):
-                return text  # masked already as a known secret text: masked again it would hide its length
-            self._remember(text)
-        return self.token(text)
+        if isinstance(value, dict | bool):
+            return value
+        if isinstance(value, list):
+            items = [self._mask_body_value(key, item) if _scalar(item) else item for item in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if not isinstance(value, str):
+            return self.token(_encode_for_mask(value))
+        if value.startswith("<redacted len=") and _A_STAND_IN.fullmatch(value):
+            return value  # masked already as a known secret text: masked again it would hide its length
+        self._remember(value)  # a server echoing it (a result quoting the arguments) shows it masked
+        return self.token(value)
 
     # -- size --------------------------------------------------------------------------------
 
@@ -651,6 +661,11 @@ _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 _TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
 """A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
 array value is left to the members inside it)."""
+
+
+def _scalar(value: Any) -> bool:
+    """Whether an item of an array under a secret key is a secret of its own: a string or a number."""
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _foreign(value: Any) -> bool:
@@ -754,7 +769,7 @@ def _walk(
                 masked = mask(k, v)
                 if masked is not v:
                     changes[k] = masked
-                continue
+                v = masked  # an object or array `mask` gave back is walked in turn
             if isinstance(v, dict | list) and v:
                 stack.append((v, _children(v), {}, k))
                 descended = True
