@@ -454,11 +454,23 @@ class Redactor:
         url, hash_mark, fragment = target.partition("#")
         base, q, query = url.partition("?")
         if "@" in base:  # an absolute-form target's userinfo is a credential, with or without a colon
-            base = _USERINFO.sub(lambda m: f"{m.group(1)}{self.token(m.group(2))}@", base, count=1)
+            base = _USERINFO.sub(lambda m: f"{m.group(1)}{self._userinfo(m.group(2))}@", base, count=1)
         shown = f"{base}?{self._fields(query)}" if q else base
         if hash_mark:
             shown = f"{shown}#{self._fragment(fragment)}"
         return self.scrub(shown)
+
+    def _userinfo(self, userinfo: str) -> str:
+        """The stand-in of a URL's `user:password`, remembered as sent and decoded, and the password
+        alone unless it could be a word (as a Basic credential's): the same message, or a later one,
+        may carry the URL, or the password, where no name says it is a credential."""
+        decoded = unquote(userinfo)
+        self._remember(userinfo)
+        self._remember(decoded)
+        _user, colon, password = decoded.partition(":")
+        if colon and not password.isalpha():
+            self._remember(password)
+        return self.token(userinfo)
 
     def _fragment(self, fragment: str) -> str:
         """A URL's fragment with its credential-like `name=value` pairs masked as a query's are; in a

@@ -1,18 +1,21 @@
-"""A value under a `redact_body_keys` key reaches no file, wherever else its own message repeats it.
+"""A secret in a message body reaches no file, wherever else its own message repeats it.
 
 The `mcp-proxy` command, recording a capture with `--redact-body-keys password`, relays the SDK
 client's `tools/call echo` whose `text` argument repeats its `password` argument, to the legacy SDK
-server (which echoes the text). The capture, and every export made of it (HAR, JSON, curl), must show
-the value masked in the request that carries it, not only in the messages after it.
+server (which echoes the text), and a `resources/read` of a URI with a `user:password@`. The
+capture, and every export made of it (HAR, JSON, curl), must show each masked in the request that
+carries it, not only in the messages after it, as the log line and the admin API do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from pathlib import Path
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
@@ -21,21 +24,23 @@ from tests.sidecar import ProxyProcess, chain_ids, clean_env, exported_chains, r
 pytestmark = pytest.mark.e2e
 
 
-async def _call_with_password(endpoint: str, password: str) -> None:
+async def _call_with_password(endpoint: str, password: str, uri_password: str) -> None:
     async with client_for(endpoint, "legacy") as client:
         await client.call_tool("echo", {"password": password, "text": password})
+        with contextlib.suppress(MCPError):  # the server has no such resource: the request is the point
+            await client.read_resource(f"https://user:{uri_password}@files.example/doc")
 
 
-def test_a_body_keys_value_repeated_in_its_own_message_is_masked_in_the_capture_and_every_export(
+def test_a_body_keys_value_or_a_uris_password_is_masked_in_its_own_message_in_the_capture_and_every_export(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
-    password = f"BODYPW{secrets.token_hex(6)}"
+    password, uri_password = f"BODYPW{secrets.token_hex(6)}", f"URIPW{secrets.token_hex(6)}"
     capture = tmp_path / "run.jsonl"
     env = settings_env(
         upstream=legacy_server.url, capture=capture, redact_body_keys="password", drain_grace=1
     )
     with ProxyProcess(clean_env(**env)) as proxy:
-        asyncio.run(_call_with_password(proxy.endpoint(), password))
+        asyncio.run(_call_with_password(proxy.endpoint(), password, uri_password))
         assert proxy.stop() == 0
 
     listed, chains = exported_chains(capture)
@@ -50,5 +55,11 @@ def test_a_body_keys_value_repeated_in_its_own_message_is_masked_in_the_capture_
     }
     assert (har.returncode, curl.returncode) == (0, 0), har.stderr + curl.stderr
     assert '"text":"<redacted len=' in outputs["capture"], "the call was recorded, its text masked"
-    leaks = [where for where, text in outputs.items() if password in text]
-    assert leaks == [], [outputs[w][max(0, outputs[w].index(password) - 200) :][:300] for w in leaks]
+    assert "https://<redacted len=" in outputs["capture"], "the resource read was recorded, masked"
+    leaks = [
+        (where, value)
+        for where, text in outputs.items()
+        for value in (password, uri_password)
+        if value in text
+    ]
+    assert leaks == [], [outputs[w][max(0, outputs[w].index(v) - 200) :][:300] for w, v in leaks]
