@@ -25,7 +25,7 @@ import math
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -295,7 +295,8 @@ async def _replay(
         async with Replay(upstream, options) as replay:
             era = _era(replay)
             tell(f"mcp-proxy replay: {_era_line(era)}")
-            chosen = _edited(plans(source), edits, wanted) if edits else plans(source)
+            mask = replay.proxy.redactor.body
+            chosen = _edited(plans(source), edits, wanted, mask) if edits else plans(source)
             async for outcome in replay.run(chosen, lambda c: args.all or c in wanted):
                 outcomes.append(outcome)
                 if not args.json:
@@ -368,9 +369,12 @@ def _nothing_replayed(outcomes: list[ChainOutcome]) -> str:
     return f"{counted(len(outcomes), 'chain')} to replay, all skipped (above): nothing was compared"
 
 
-def _edited(chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[str]) -> Iterator[ChainPlan]:
-    """The plans, the one `--chain` names edited (said on stderr); raises EditError on a misfit."""
-    said = ", ".join(edit.said for edit in edits)
+def _edited(
+    chosen: Iterable[ChainPlan], edits: tuple[Edit, ...], wanted: set[str], mask: Callable[[Any], Any]
+) -> Iterator[ChainPlan]:
+    """The plans, the one `--chain` names edited (said on stderr, each value as `mask` shows it in
+    the request sent); raises EditError on a misfit."""
+    said = ", ".join(edit.announced(mask) for edit in edits)
     for plan in chosen:
         if plan.chain in wanted:
             if plan.kind is not PlanKind.CALL:

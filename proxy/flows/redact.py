@@ -454,11 +454,23 @@ class Redactor:
         url, hash_mark, fragment = target.partition("#")
         base, q, query = url.partition("?")
         if "@" in base:  # an absolute-form target's userinfo is a credential, with or without a colon
-            base = _USERINFO.sub(lambda m: f"{m.group(1)}{self.token(m.group(2))}@", base, count=1)
+            base = _USERINFO.sub(lambda m: f"{m.group(1)}{self._userinfo(m.group(2))}@", base, count=1)
         shown = f"{base}?{self._fields(query)}" if q else base
         if hash_mark:
             shown = f"{shown}#{self._fragment(fragment)}"
         return self.scrub(shown)
+
+    def _userinfo(self, userinfo: str) -> str:
+        """The stand-in of a URL's `user:password`, remembered as sent and decoded, and the password
+        alone unless it could be a word (as a Basic credential's): the same message, or a later one,
+        may carry the URL, or the password, where no name says it is a credential."""
+        decoded = unquote(userinfo)
+        self._remember(userinfo)
+        self._remember(decoded)
+        _user, colon, password = decoded.partition(":")
+        if colon and not password.isalpha():
+            self._remember(password)
+        return self.token(userinfo)
 
     def _fragment(self, fragment: str) -> str:
         """A URL's fragment with its credential-like `name=value` pairs masked as a query's are; in a
@@ -508,15 +520,19 @@ class Redactor:
 
     def body(self, value: Any) -> Any:
         """Return a JSON-RPC message with `requestState`, secret keys and known secret texts masked; the
-        input itself if none."""
+        input itself if none.
+
+        The secret keys are masked first, which remembers their values, and known texts are scrubbed
+        after: a value the same message also carries elsewhere (a tool's `text` argument repeating its
+        `password`) is masked there too, not only in the messages after it.
+        """
         if isinstance(value, str):  # a body that was not JSON-RPC, kept as text
             return self.text_body(value)
         if not isinstance(value, dict | list) or not value:
             return value
-        if self._json_texts:
-            value = self._scrub_body(value)
         secret = self._foreign_key if _foreign(value) else self.is_secret_key
-        return _walk(value, secret, self._mask_body_value)
+        value = _walk(value, secret, self._mask_body_value)
+        return self._scrub_body(value) if self._json_texts else value
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -572,16 +588,26 @@ class Redactor:
         return self.scrub(_TEXT_MEMBER.sub(mask, text))
 
     def _mask_body_value(self, key: str, value: Any) -> Any:
+        """A secret key's value masked: a string or a number is the secret. An object under the key is
+        given back for the walk to go through (a tool's JSON Schema for its `password` argument
+        describes the secret, it holds none), and so is an array, with its strings and numbers masked;
+        a flag is no secret. A `requestState` is masked whatever it is: it is opaque to the client."""
         if value is None:
             return None
-        text = value if isinstance(value, str) else _encode_for_mask(value)
         if key.lower() in self._state_keys:
+            text = value if isinstance(value, str) else _encode_for_mask(value)
             return _stand_in(self._key, REQUEST_STATE_KEY, text)
-        if text is value:  # a string, remembered: a server echoing it (a result quoting the arguments)
-            if text.startswith("<redacted len=") and _A_STAND_IN.fullmatch(text):
-                return text  # masked already as a known secret text: masked again it would hide its length
-            self._remember(text)
-        return self.token(text)
+        if isinstance(value, dict | bool):
+            return value
+        if isinstance(value, list):
+            items = [self._mask_body_value(key, item) if _scalar(item) else item for item in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if not isinstance(value, str):
+            return self.token(_encode_for_mask(value))
+        if value.startswith("<redacted len=") and _A_STAND_IN.fullmatch(value):
+            return value  # masked already as a known secret text: masked again it would hide its length
+        self._remember(value)  # a server echoing it (a result quoting the arguments) shows it masked
+        return self.token(value)
 
     # -- size --------------------------------------------------------------------------------
 
@@ -617,12 +643,15 @@ class Redactor:
             encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError: the walk and bound_body report it
             return (*bound_body(self.body(value), limit), None)
+        masked = False
+        if _KELVIN in encoded or self._secret_member.search(encoded):
+            walked = _walk(value, self.is_secret_key, self._mask_body_value)  # learns before the scrub
+            if walked is not value:
+                value, encoded, masked = walked, orjson.dumps(walked, option=orjson.OPT_NON_STR_KEYS), True
         if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
-        if _KELVIN in encoded or self._secret_member.search(encoded):
-            return (*bound_body(_walk(value, self.is_secret_key, self._mask_body_value), limit), None)
         shown, truncated, size = _bounded(value, encoded, limit)
-        return shown, truncated, size, None if truncated else encoded
+        return shown, truncated, size, None if truncated or masked else encoded
 
 
 _HEADER_MEMO: Final = 256
@@ -644,6 +673,11 @@ _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 _TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
 """A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
 array value is left to the members inside it)."""
+
+
+def _scalar(value: Any) -> bool:
+    """Whether an item of an array under a secret key is a secret of its own: a string or a number."""
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _foreign(value: Any) -> bool:
@@ -747,7 +781,7 @@ def _walk(
                 masked = mask(k, v)
                 if masked is not v:
                     changes[k] = masked
-                continue
+                v = masked  # an object or array `mask` gave back is walked in turn
             if isinstance(v, dict | list) and v:
                 stack.append((v, _children(v), {}, k))
                 descended = True

@@ -129,10 +129,16 @@ class IgnoreRules:
     """
 
     patterns: tuple[str, ...] = ()
+    exact: frozenset[str] = frozenset()
+    """Paths left out as they are written, no glob (the places a `--set` edited)."""
     _compiled: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_compiled", tuple(_compile(p) for p in self.patterns))
+
+    def with_paths(self, paths: Iterable[str]) -> IgnoreRules:
+        """These rules, leaving out `paths` too, each exactly as written."""
+        return IgnoreRules(self.patterns, self.exact | frozenset(paths))
 
     def drops(self, label: str) -> bool:
         """Whether a whole message is left out: a pattern naming its label (`notifications/message`)."""
@@ -140,11 +146,11 @@ class IgnoreRules:
 
     def hides(self, path: str) -> bool:
         """Whether the field at `path` is left out."""
-        return any(rx.fullmatch(path) for rx in self._compiled)
+        return path in self.exact or any(rx.fullmatch(path) for rx in self._compiled)
 
     def apply(self, value: Any, path: str = "") -> Any:
         """`value` without the fields the rules hide."""
-        if not self._compiled:
+        if not self._compiled and not self.exact:
             return value
         if isinstance(value, dict):
             kept = {}

@@ -18,10 +18,12 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.flows.events import Direction
+from proxy.record.replay_compare import join
 from proxy.record.replay_plan import ChainPlan, Sent
 
 _STEP = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]')
@@ -45,6 +47,20 @@ class Edit:
     def said(self) -> str:
         """The edit as the replay announces it."""
         return f"{self.text} (not JSON: sent as text)" if self.as_text else self.text
+
+    def announced(self, mask: Callable[[Any], Any]) -> str:
+        """The edit as the replay announces it, its value shown as `mask` (the replay's proxy's
+        redactor) shows a request holding it there: a value under a key it redacts is never printed."""
+        body: Any = self.value
+        for step in reversed(self.path):
+            body = [body] if isinstance(step, int) else {step: body}
+        shown = mask({"jsonrpc": "2.0", **body})
+        for step in self.path:
+            shown = shown[0] if isinstance(step, int) else shown[step]
+        if type(shown) is type(self.value) and shown == self.value:
+            return self.said
+        where = self.text.partition("=")[0].strip()
+        return f"{where}={shown if isinstance(shown, str) else json.dumps(shown)}"
 
 
 def parse_edit(text: str) -> Edit:
@@ -110,16 +126,20 @@ def _step_into(place: Any, step: str | int, edit: Edit) -> Any:
 def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
     """The plan with its request, and each retry of it, edited (its notifications are left alone).
 
-    The recording's copies of those requests are edited alike, so the comparison finds the request
-    the same and reports what the edit changed in the answers.
+    The edited places are left out of the comparison (`ChainPlan.edited`), so it reports what the edit
+    changed in the answers: the replay's proxy may show the value sent there masked (a key it redacts)
+    where the recording never held it. The recording's copies of those requests get the same places,
+    holding null, so what leads to a place an edit added compares the same; they never hold the
+    value sent, which the report would otherwise show as recorded.
     """
     if plan.first is None:
         raise EditError(f"chain {plan.chain} holds no request to edit")
     first = replace(plan.first, body=apply_edits(plan.first.body, edits))
     retries = [_edited(sent, edits) for sent in plan.retries]
     method = plan.first.body.get("method")
+    places = tuple(replace(edit, value=None) for edit in edits)
     records = [
-        record.model_copy(update={"body": apply_edits(record.body, edits)})
+        record.model_copy(update={"body": apply_edits(record.body, places)})
         if record.direction is Direction.TO_SERVER
         and record.kind == "request"
         and record.method == method
@@ -127,7 +147,16 @@ def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
         else record
         for record in plan.records
     ]
-    return replace(plan, first=first, retries=retries, records=records)
+    edited = tuple(_reported_at(edit.path) for edit in edits)
+    return replace(plan, first=first, retries=retries, records=records, edited=edited)
+
+
+def _reported_at(path: tuple[str | int, ...]) -> str:
+    """An edit's place as the comparison reports a difference there (`params.items[0]`)."""
+    text = ""
+    for step in path:
+        text = f"{text}[{step}]" if isinstance(step, int) else join(text, step)
+    return text
 
 
 def _edited(sent: Sent, edits: tuple[Edit, ...]) -> Sent:

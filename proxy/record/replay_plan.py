@@ -184,6 +184,9 @@ class ChainPlan:
     and sent no retry after it, so a replay stops after the same round and compares what it got."""
     problem: str | None = None
     """Why it cannot be replayed as recorded (a message cut at the capture's body limit)."""
+    edited: tuple[str, ...] = ()
+    """The places of its request a `--set` edited (`params.arguments.b`), left out of the comparison:
+    the recording never held the value sent there."""
     unrecorded: str | None = None
     """Why the recording holds only part of the chain (it began in a capture part not read, or never
     ended): a replay compared with it could only differ, so it is skipped, saying this."""

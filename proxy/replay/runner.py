@@ -362,7 +362,8 @@ class Replay:
         if plan.kind is PlanKind.DELETE:
             outcome.difference = _status_difference(plan.records, list(chain.messages))
         else:
-            outcome.difference = compare_chains(plan.records, chain.messages, self.options.ignore)
+            ignore = self.options.ignore.with_paths(plan.edited) if plan.edited else self.options.ignore
+            outcome.difference = compare_chains(plan.records, chain.messages, ignore)
         outcome.status = "differs" if outcome.difference is not None else "same"
         cut = cut_messages(plan.records, self.options.ignore)
         if cut:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -21,7 +22,7 @@ from proxy.record.replay_source import open_capture, plans
 from tests.peers.conformance_more import WHOAMI
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
-from tests.sidecar import ProxyProcess, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import ProxyProcess, clean_env, proxy_command, run_mcp_proxy, settings_env
 
 pytestmark = pytest.mark.e2e
 
@@ -72,3 +73,48 @@ def test_a_cookie_given_with_header_is_masked_where_the_server_echoes_it_in_the_
     for done in (as_text, as_json):
         assert done.returncode == 1, done.stdout + done.stderr
         assert GIVEN_COOKIE not in done.stdout + done.stderr
+
+
+EDITED_PASSWORD: Final = "hunter2-PASSWORD-77"
+
+
+def test_a_set_value_under_a_key_the_replay_redacts_is_never_printed_and_its_place_not_compared(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """`--set params.arguments.password=...` puts back a value the capture holds redacted: the replay's
+    proxy, redacting that key, masks it in the request it records, and the report leaves the edited
+    place out, so the same server gives `same` and no output shows the value."""
+    capture = tmp_path / "login.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_echo(proxy.endpoint()))
+        assert proxy.stop() == 0
+    call = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call echo")
+    replay_env = clean_env(MCP_PROXY_REDACT_BODY_KEYS="password")
+    edit = f"params.arguments.password={EDITED_PASSWORD}"
+    runs = [
+        subprocess.run(
+            [*proxy_command(), "replay", str(capture), "--chain", call, "--set", edit, *extra],
+            env=replay_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        for extra in ((), ("--json",))
+    ]
+
+    for done in runs:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert EDITED_PASSWORD not in done.stdout + done.stderr
+        assert (
+            f"sending it edited: params.arguments.password=<redacted len={len(EDITED_PASSWORD)}"
+            in done.stderr
+        )
+    assert f"{call} tools/call echo: same" in runs[0].stdout
+    assert json.loads(runs[1].stdout)["chains"][0]["status"] == "same"
+
+
+async def _echo(endpoint: str) -> None:
+    async with client_for(endpoint, "legacy") as client:
+        await client.call_tool("echo", {"text": "hello"})

@@ -892,3 +892,50 @@ def test_a_utf8_credential_is_masked_in_its_latin1_reading_too_where_raw_head_te
         shown = redactor.scrub(f"upstream said: {clear}")
         assert clear not in shown
         assert shown == f"upstream said: {redactor.token(clear)}"
+
+
+def _tools_list_with_a_password_argument() -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {"user": {"type": "string"}, "password": {"title": "Password", "type": "string"}},
+        "required": ["user", "password"],
+    }
+    tool = {"name": "login", "inputSchema": schema}
+    return {"jsonrpc": "2.0", "id": 3, "result": {"tools": [tool]}}
+
+
+def test_a_tools_json_schema_for_a_secret_argument_is_kept_whole_in_every_output() -> None:
+    """The schema under `properties.password` describes the secret and holds none: masked whole, a
+    mock would serve a stand-in as a schema (which SDK clients refuse) and a replay would differ."""
+    listed = _tools_list_with_a_password_argument()
+
+    shown = Redactor(body_keys=["password"], key=KEY).body(listed)
+    bounded, _, _ = Redactor(body_keys=["password"], key=KEY).body_bounded(listed, 65536)
+    captured, _, _ = Redactor(body_keys=["password"], key=KEY).body_for_capture(listed, 65536)
+
+    assert shown == bounded == captured == listed
+
+
+def test_under_a_secret_key_an_object_is_walked_and_an_arrays_strings_and_numbers_are_masked() -> None:
+    redactor = Redactor(body_keys=["password"], key=KEY)
+    token = Redactor(key=KEY).token
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "arguments": {
+                "password": {"db_password": SECRET, "hint": "the usual"},
+                "backup_password": [SECRET, 1234, {"password": "other-secret"}, True],
+                "password_set": True,
+                "old_password": 987654,
+            }
+        },
+    }
+
+    shown = redactor.body(call)["params"]["arguments"]
+
+    assert shown["password"] == {"db_password": token(SECRET), "hint": "the usual"}
+    nested = {"password": token("other-secret")}
+    assert shown["backup_password"] == [token(SECRET), token("1234"), nested, True]
+    assert (shown["password_set"], shown["old_password"]) == (True, token("987654"))

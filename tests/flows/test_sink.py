@@ -908,3 +908,28 @@ def test_a_listens_time_after_its_acknowledgement_is_stream_time_not_upstream_ti
         "listen-2": (ChainStatus.OK, 250.0, 1000.0, 1250.0),
         "listen-3": (ChainStatus.CANCELLED, 0.0, 3000.0, 3000.0),
     }
+
+
+def test_a_resource_uris_userinfo_is_learned_before_any_listener_sees_the_request() -> None:
+    """`https://user:password@host/doc` in a `resources/subscribe` is masked where the capture writes
+    the request, in the chain's name and in its record, as the round-trip line masks it."""
+    rig = Rig()
+    heard: list[str] = []
+    rig.sink.listeners.append(
+        lambda batch: heard.extend(
+            orjson.dumps(rig.sink.redactor.body(obs.msg.raw)).decode()
+            for obs in batch
+            if isinstance(obs, MessageSeen) and obs.msg.method == "resources/subscribe"
+        )
+    )
+    uri = "https://user:uriPASS-31337@files.example/doc"
+    subscribe = classify_value(request(1, "resources/subscribe", {"uri": uri}))
+    rig.facts.open_exchange("x1", http_method="POST", path="/mcp", headers={}, session=None)
+    rig.facts.message("x1", subscribe, size=90, direction=Direction.TO_SERVER, channel=Channel.POST)
+    rig.facts.close_exchange("x1", None)
+
+    assert heard
+    assert all("uriPASS" not in body for body in heard)
+    (chain,) = rig.chains()
+    assert "uriPASS" not in f"{chain.summary.name} {chain.messages[0].body}"
+    assert "uriPASS" not in rig.sink.redactor.scrub("a server saying: bad password uriPASS-31337")
