@@ -213,6 +213,7 @@ class CaptureWriter:
         self._clock = clock
         self._file: IO[bytes] | None = None
         self._size = 0  # bytes in the current file, buffered ones included
+        self._flushed = 0  # bytes of the current file the OS had at the last flush: it never holds fewer
         self._own_events = 0
         self._bytes_written = 0
         self._events_written = 0
@@ -225,6 +226,9 @@ class CaptureWriter:
         self.preamble: Callable[[], list[bytes]] | None = None
         """Lines to start every new file with, after the header and `proxy_info` (on rotation and
         reopen): the sink's repeated opening lines, so each file is readable on its own."""
+        self.on_cut: Callable[[int, int], None] | None = None
+        """Told `(bytes found, bytes flushed)` when the file turned out shorter than what was flushed
+        into it (`logrotate`'s `copytruncate`) and was started again, so its owner can say so."""
         self._open()
 
     # -- public ------------------------------------------------------------------------------
@@ -273,6 +277,7 @@ class CaptureWriter:
             return
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
+        self._start_again_if_cut()
         start, pending = 0, 0
         if self._max_bytes > 0:
             for i, line in enumerate(lines):
@@ -303,6 +308,7 @@ class CaptureWriter:
                 self._file.flush()
             except OSError as exc:
                 raise self._error("cannot write capture file", exc) from exc
+            self._flushed = self._size
 
     def close(self) -> None:
         """Flush and close the file; safe to call twice."""
@@ -355,7 +361,7 @@ class CaptureWriter:
                 "give each proxy a capture path of its own",
                 path,
             )
-        self._size = size
+        self._size = self._flushed = size
         # Events written into this file by write(); an existing capture counts as holding some, so it
         # can be rotated, while a fresh file always takes at least one event (no rotation loop).
         self._own_events = 1 if size else 0
@@ -385,6 +391,36 @@ class CaptureWriter:
             self._created = header_time(header, "created")
             self._series = _series_of(header)
             return _cut_torn_tail(f, size)
+
+    def _start_again_if_cut(self) -> None:
+        """Start the file again when something truncated it under the writer (`copytruncate`).
+
+        The file is opened for appending, so the lines after a truncation would land in a file with no
+        header, which every reader refuses. Checked once a batch of lines (a flush's worth), before they
+        are put, with one fstat: the OS never holds fewer bytes than the last flush gave it unless the
+        file was cut. The file is then emptied and started as a reopen starts one (header, the latest
+        `proxy_info`, what is still open), so the batch lands in a readable file.
+        """
+        f = self._file
+        if f is None or self._flushed == 0:
+            return
+        try:
+            found = os.fstat(f.fileno()).st_size
+        except OSError:
+            return
+        if found >= self._flushed:
+            return
+        flushed = self._flushed
+        try:
+            f.flush()  # empty after the last flush but for a `write` since: that lands in the cut file
+            os.ftruncate(f.fileno(), 0)  # a partial truncation leaves a cut line: nothing of it is kept
+        except OSError as exc:
+            raise self._error("cannot start again the truncated capture file", exc) from exc
+        self._size = self._flushed = 0
+        self._own_events = 0
+        self._start_file(repeat_info=True)
+        if self.on_cut is not None:
+            self.on_cut(found, flushed)
 
     def _start_file(self, *, repeat_info: bool) -> None:
         follows, self._created = self._created, self._clock()

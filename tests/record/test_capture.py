@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from proxy.flows.events import (
     ProxyInfo,
     SessionChanged,
     Side,
+    event_to_json,
 )
 from proxy.record.capture import (
     FORMAT_NAME,
@@ -522,6 +524,38 @@ def test_reopen_in_place_appends(tmp_path: Path) -> None:
     assert list(read_capture(path)) == [Lagged(dropped=1), Lagged(dropped=2)]
     with pytest.raises(CaptureError, match="closed"):
         writer.reopen()
+
+
+def test_a_file_truncated_under_the_writer_starts_again_before_the_next_lines_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """`copytruncate` empties the file the writer appends to: the next batch must land after a new
+    header, the latest `proxy_info` and what is still open, never in a headerless file."""
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    told: list[tuple[int, int]] = []
+    writer.on_cut = lambda found, flushed: told.append((found, flushed))
+    writer.preamble = lambda: [b'{"still":"open"}\n']
+    writer.write(info())
+    writer.write_lines([event_to_json(message(1)) + b"\n"])
+    writer.flush()
+    flushed = path.stat().st_size
+    old_header = orjson.loads(lines(path)[0])
+    for cut_to in (0, 10):  # logrotate's truncation, and one that leaves the header's first bytes
+        os.truncate(path, cut_to)
+        writer.write_lines([event_to_json(message(2)) + b"\n"])
+        writer.flush()
+        assert told[-1] == (cut_to, flushed)
+        header, *rest = lines(path)
+        assert (orjson.loads(header)["follows"], rest) == (
+            old_header["created"],
+            [event_to_json(info()), b'{"still":"open"}', event_to_json(message(2))],
+        )
+        flushed, old_header = path.stat().st_size, orjson.loads(header)
+    writer.write_lines([event_to_json(message(3)) + b"\n"])  # not cut since: appended, nothing said
+    writer.close()
+    assert len(told) == 2
+    assert lines(path)[-1] == event_to_json(message(3))
 
 
 # -- errors ----------------------------------------------------------------------------------
