@@ -540,6 +540,9 @@ def _cut_torn_tail(f: IO[bytes], size: int) -> int:
 MAX_CORRUPT_SHOWN: Final = 20
 """Corrupt lines a reader describes (all of them are counted)."""
 
+MAX_UNKNOWN_SHOWN: Final = 20
+"""Lines of kinds or types a newer minor wrote that a reader names (all of them are counted)."""
+
 MAX_GAPS_SHOWN: Final = 20
 """`capture_gap` lines a reader keeps to describe (all of them are counted)."""
 
@@ -549,7 +552,8 @@ class _CutShort(Exception):
 
 
 class _Unknown(Exception):
-    """A line of an event type from a newer proxy: skipped and counted."""
+    """A line of an event type or observation kind from a newer proxy: skipped, counted and named
+    (its message says which type or kind)."""
 
 
 class CaptureReader:
@@ -560,7 +564,8 @@ class CaptureReader:
     counted in `corrupt_lines` and described in `corrupt` (line number and reason, the first
     `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
     `CaptureFormatError` naming its line number instead. Lines of a `type` or `kind` this version does
-    not know are skipped: counted in `skipped_unknown` when a newer minor wrote the file, and as
+    not know are skipped: counted in `skipped_unknown` (the first `MAX_UNKNOWN_SHOWN` named in
+    `unknown`) when a newer minor wrote the file, and as
     corrupt lines in a file of this minor or an older one (which has no such type or kind: the line
     is damaged).
     `replayer` lets several files (a capture and its rotated parts) share one observation replayer.
@@ -589,7 +594,9 @@ class CaptureReader:
         """The number of a last line a running proxy is still writing (it holds the file's lock):
         left out as not yet written, not counted as cut short."""
         self.skipped_unknown = 0
-        """Lines skipped because their event `type` is unknown to this version."""
+        """Lines skipped because their event `type` or observation `kind` is unknown to this version."""
+        self.unknown: list[tuple[int, str]] = []
+        """Line number and what it was (`kind 'x'`, `type 'x'`) of the first `MAX_UNKNOWN_SHOWN` of them."""
         self.corrupt_lines = 0
         """Lines skipped because they could not be read (see `corrupt`)."""
         self.corrupt: list[tuple[int, str]] = []
@@ -682,8 +689,10 @@ class CaptureReader:
             except _CutShort:
                 self._cut_short(lineno)
                 return
-            except _Unknown:
+            except _Unknown as exc:
                 self.skipped_unknown += 1
+                if len(self.unknown) < MAX_UNKNOWN_SHOWN:
+                    self.unknown.append((lineno, str(exc)))
 
     def _cut_short(self, lineno: int) -> None:
         """The last line has no newline and does not parse: a line a running proxy is writing now
@@ -731,7 +740,7 @@ class CaptureReader:
                 raise _CutShort from None
             if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
                 if self._newer:
-                    raise _Unknown from None
+                    raise _Unknown(f"type {_type_text(raw)}") from None
                 raise CaptureFormatError(
                     f"corrupt event line: unknown type {_type_text(raw)} (capture format "
                     f"{self._header['version']} has no such type)",
@@ -763,11 +772,11 @@ class CaptureReader:
         try:
             return self._replayer.replay(line)
         except UnknownKind:
+            kind = str(line.get("kind"))[:64]
             if self._newer:
-                raise _Unknown from None
+                raise _Unknown(f"kind {kind!r}") from None
             if isinstance(line.get("exchange"), str) and "http_method" in line:  # only an opening has both
                 self._lose_opening(line["exchange"], lineno)
-            kind = str(line.get("kind"))[:64]
             raise CaptureFormatError(
                 f"corrupt observation line: unknown kind {kind!r} (capture format "
                 f"{self._header['version']} has no such kind)",

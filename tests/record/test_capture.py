@@ -35,6 +35,7 @@ from proxy.record.capture import (
     FORMAT_VERSION,
     KNOWN_EVENT_TYPES,
     MAX_CORRUPT_SHOWN,
+    MAX_UNKNOWN_SHOWN,
     CaptureError,
     CaptureFormatError,
     CaptureReader,
@@ -300,6 +301,16 @@ def test_unknown_event_types_from_a_newer_proxy_are_skipped(tmp_path: Path) -> N
     with CaptureReader(path) as reader:
         assert list(reader) == [Lagged(dropped=2)]
         assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+        assert reader.unknown == [(2, "type 'from_the_future'")]
+
+
+def test_many_lines_of_a_newer_minor_are_all_counted_and_the_first_few_named(tmp_path: Path) -> None:
+    future = orjson.dumps({"type": "obs", "kind": "from_the_future", "t": 1.0}) + b"\n"
+    path = write_raw(tmp_path / "x.jsonl", header(version="1.99"), *[future] * (MAX_UNKNOWN_SHOWN + 5))
+    with CaptureReader(path) as reader:
+        assert list(reader) == []
+        assert reader.skipped_unknown == MAX_UNKNOWN_SHOWN + 5
+        assert reader.unknown == [(n, "kind 'from_the_future'") for n in range(2, MAX_UNKNOWN_SHOWN + 2)]
 
 
 def test_an_unknown_event_type_in_a_file_of_this_version_is_a_corrupt_line(tmp_path: Path) -> None:
