@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -732,6 +734,44 @@ async def test_sigusr1_reopens_the_capture_at_its_path_after_it_was_moved_away(
     assert "add" not in {e.chain.name for e in old if isinstance(e, ChainChanged)}
     assert isinstance(new[0], ProxyInfo)  # each file is readable on its own
     assert final_headline(new, "add").chain.status is ChainStatus.OK
+
+
+async def test_a_capture_truncated_under_the_proxy_by_copytruncate_starts_again_readable_and_says_so(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # logrotate's `copytruncate`: the file is copied, then truncated in place while the proxy keeps
+    # it open; the session's stream is still open then, so the new file must repeat it.
+    capture = tmp_path / "capture.jsonl"
+    copy = tmp_path / "capture.jsonl.1"
+    with sidecar(upstream=legacy_server.url, capture=capture) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            await client.call_tool("echo", {"text": "before"})
+            await until(lambda: chain_finished(capture, "echo"), what="the echo chain captured")
+            shutil.copyfile(capture, copy)
+            os.truncate(capture, 0)
+            await client.call_tool("add", {"a": 1, "b": 2})
+            warned = await proxy.logged("capture_truncated")
+            await until(lambda: chain_finished(capture, "add"), what="the add chain captured")
+        assert proxy.stop() == 0
+
+    assert warned["level"] == "warning"
+    assert (warned["path"], warned["found_bytes"]) == (str(capture), 0)
+    assert warned["written_bytes"] >= copy.stat().st_size  # a flush may land between copy and cut
+    assert len([e for e in proxy.events() if e["event"] == "capture_truncated"]) == 1
+    data = capture.read_bytes()
+    assert data.startswith(b'{"format":"mcp-debug-proxy-capture","version":"1.')
+    old_header = json.loads(copy.read_bytes().split(b"\n", 1)[0])
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert lines[0]["follows"] == old_header["created"]
+    assert lines[0]["series"] == old_header["series"]
+    assert lines[1]["type"] == "proxy_info"
+    assert [line["kind"] for line in lines if line.get("repeat")][:1] == ["exchange_opened"]
+    for parts in ([capture], [copy, capture]):
+        done = run_mcp_proxy("export", "--json", "-", *map(str, parts))
+        assert done.returncode == 0, done.stderr
+        chains = [c["chain"] for c in json.loads(done.stdout)["chains"]]
+        assert [c["status"] for c in chains if c.get("name") == "add"] == ["ok"]
+    assert [c["status"] for c in chains if c.get("name") == "echo"] == ["ok"]
 
 
 async def test_sigusr1_reopens_the_log_file_at_its_path_after_it_was_moved_away(

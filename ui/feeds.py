@@ -434,7 +434,12 @@ class CaptureFeed:
         left_out = replayer.lost_lines if replayer is not None else 0
         unplaced = replayer.unplaced.lines if replayer is not None else 0
         skipped = _skipped(
-            reader.corrupt_lines, reader.corrupt, reader.skipped_unknown, reader.truncated, left_out, unplaced
+            reader.corrupt_lines,
+            reader.corrupt,
+            (reader.skipped_unknown, reader.unknown),
+            reader.truncated,
+            left_out,
+            unplaced,
         ) + _not_recorded(reader.gap_lines, [gap.sentence(f"line {line}") for line, gap in reader.gaps])
         warning = skipped.removeprefix("; ").strip()
         ended = f"{count} events from {self.path.name}{skipped}"
@@ -481,7 +486,7 @@ class CaptureFeed:
         skipped = _skipped(
             end.get("corrupt_lines", 0),
             corrupt,
-            end.get("unknown_lines", 0),
+            (end.get("unknown_lines", 0), [(line, what) for _file, line, what in end.get("unknown", [])]),
             bool(end.get("cut_short")),
             end.get("left_out_lines", 0),
             end.get("unplaced_lines", 0),
@@ -500,7 +505,7 @@ class CaptureFeed:
 def _skipped(
     corrupt_lines: int,
     corrupt: list[tuple[int, str]],
-    unknown: int,
+    unknown: tuple[int, list[tuple[int, str]]],
     cut: bool,
     left_out: int = 0,
     unplaced: int = 0,
@@ -517,9 +522,11 @@ def _skipped(
     if unplaced:
         plural = "s" if unplaced > 1 else ""
         text += f"; {unplaced} later line{plural} left out (they joined no chain: a line before was skipped)"
-    if unknown:
-        plural = "s" if unknown > 1 else ""
-        text += f"; {unknown} line{plural} of a newer capture version skipped"
+    unknown_lines, named = unknown
+    if unknown_lines:
+        plural = "s" if unknown_lines > 1 else ""
+        first = f" (first: line {named[0][0]}, {named[0][1]})" if named else ""
+        text += f"; {unknown_lines} line{plural} of a newer capture version skipped{first}"
     return text
 
 

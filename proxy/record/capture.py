@@ -213,6 +213,7 @@ class CaptureWriter:
         self._clock = clock
         self._file: IO[bytes] | None = None
         self._size = 0  # bytes in the current file, buffered ones included
+        self._flushed = 0  # bytes of the current file the OS had at the last flush: it never holds fewer
         self._own_events = 0
         self._bytes_written = 0
         self._events_written = 0
@@ -225,6 +226,9 @@ class CaptureWriter:
         self.preamble: Callable[[], list[bytes]] | None = None
         """Lines to start every new file with, after the header and `proxy_info` (on rotation and
         reopen): the sink's repeated opening lines, so each file is readable on its own."""
+        self.on_cut: Callable[[int, int], None] | None = None
+        """Told `(bytes found, bytes flushed)` when the file turned out shorter than what was flushed
+        into it (`logrotate`'s `copytruncate`) and was started again, so its owner can say so."""
         self._open()
 
     # -- public ------------------------------------------------------------------------------
@@ -273,6 +277,7 @@ class CaptureWriter:
             return
         if self._closed:
             raise CaptureError(f"capture writer for {self._path} is closed", self._path)
+        self._start_again_if_cut()
         start, pending = 0, 0
         if self._max_bytes > 0:
             for i, line in enumerate(lines):
@@ -303,6 +308,7 @@ class CaptureWriter:
                 self._file.flush()
             except OSError as exc:
                 raise self._error("cannot write capture file", exc) from exc
+            self._flushed = self._size
 
     def close(self) -> None:
         """Flush and close the file; safe to call twice."""
@@ -355,7 +361,7 @@ class CaptureWriter:
                 "give each proxy a capture path of its own",
                 path,
             )
-        self._size = size
+        self._size = self._flushed = size
         # Events written into this file by write(); an existing capture counts as holding some, so it
         # can be rotated, while a fresh file always takes at least one event (no rotation loop).
         self._own_events = 1 if size else 0
@@ -385,6 +391,36 @@ class CaptureWriter:
             self._created = header_time(header, "created")
             self._series = _series_of(header)
             return _cut_torn_tail(f, size)
+
+    def _start_again_if_cut(self) -> None:
+        """Start the file again when something truncated it under the writer (`copytruncate`).
+
+        The file is opened for appending, so the lines after a truncation would land in a file with no
+        header, which every reader refuses. Checked once a batch of lines (a flush's worth), before they
+        are put, with one fstat: the OS never holds fewer bytes than the last flush gave it unless the
+        file was cut. The file is then emptied and started as a reopen starts one (header, the latest
+        `proxy_info`, what is still open), so the batch lands in a readable file.
+        """
+        f = self._file
+        if f is None or self._flushed == 0:
+            return
+        try:
+            found = os.fstat(f.fileno()).st_size
+        except OSError:
+            return
+        if found >= self._flushed:
+            return
+        flushed = self._flushed
+        try:
+            f.flush()  # empty after the last flush but for a `write` since: that lands in the cut file
+            os.ftruncate(f.fileno(), 0)  # a partial truncation leaves a cut line: nothing of it is kept
+        except OSError as exc:
+            raise self._error("cannot start again the truncated capture file", exc) from exc
+        self._size = self._flushed = 0
+        self._own_events = 0
+        self._start_file(repeat_info=True)
+        if self.on_cut is not None:
+            self.on_cut(found, flushed)
 
     def _start_file(self, *, repeat_info: bool) -> None:
         follows, self._created = self._created, self._clock()
@@ -504,6 +540,9 @@ def _cut_torn_tail(f: IO[bytes], size: int) -> int:
 MAX_CORRUPT_SHOWN: Final = 20
 """Corrupt lines a reader describes (all of them are counted)."""
 
+MAX_UNKNOWN_SHOWN: Final = 20
+"""Lines of kinds or types a newer minor wrote that a reader names (all of them are counted)."""
+
 MAX_GAPS_SHOWN: Final = 20
 """`capture_gap` lines a reader keeps to describe (all of them are counted)."""
 
@@ -513,7 +552,8 @@ class _CutShort(Exception):
 
 
 class _Unknown(Exception):
-    """A line of an event type from a newer proxy: skipped and counted."""
+    """A line of an event type or observation kind from a newer proxy: skipped, counted and named
+    (its message says which type or kind)."""
 
 
 class CaptureReader:
@@ -524,7 +564,8 @@ class CaptureReader:
     counted in `corrupt_lines` and described in `corrupt` (line number and reason, the first
     `MAX_CORRUPT_SHOWN`), so one damaged line never hides the rest of a capture; `strict=True` raises
     `CaptureFormatError` naming its line number instead. Lines of a `type` or `kind` this version does
-    not know are skipped: counted in `skipped_unknown` when a newer minor wrote the file, and as
+    not know are skipped: counted in `skipped_unknown` (the first `MAX_UNKNOWN_SHOWN` named in
+    `unknown`) when a newer minor wrote the file, and as
     corrupt lines in a file of this minor or an older one (which has no such type or kind: the line
     is damaged).
     `replayer` lets several files (a capture and its rotated parts) share one observation replayer.
@@ -553,7 +594,9 @@ class CaptureReader:
         """The number of a last line a running proxy is still writing (it holds the file's lock):
         left out as not yet written, not counted as cut short."""
         self.skipped_unknown = 0
-        """Lines skipped because their event `type` is unknown to this version."""
+        """Lines skipped because their event `type` or observation `kind` is unknown to this version."""
+        self.unknown: list[tuple[int, str]] = []
+        """Line number and what it was (`kind 'x'`, `type 'x'`) of the first `MAX_UNKNOWN_SHOWN` of them."""
         self.corrupt_lines = 0
         """Lines skipped because they could not be read (see `corrupt`)."""
         self.corrupt: list[tuple[int, str]] = []
@@ -646,8 +689,10 @@ class CaptureReader:
             except _CutShort:
                 self._cut_short(lineno)
                 return
-            except _Unknown:
+            except _Unknown as exc:
                 self.skipped_unknown += 1
+                if len(self.unknown) < MAX_UNKNOWN_SHOWN:
+                    self.unknown.append((lineno, str(exc)))
 
     def _cut_short(self, lineno: int) -> None:
         """The last line has no newline and does not parse: a line a running proxy is writing now
@@ -695,7 +740,7 @@ class CaptureReader:
                 raise _CutShort from None
             if all(e["type"] == "union_tag_invalid" for e in errors) and _has_unknown_type(raw):
                 if self._newer:
-                    raise _Unknown from None
+                    raise _Unknown(f"type {_type_text(raw)}") from None
                 raise CaptureFormatError(
                     f"corrupt event line: unknown type {_type_text(raw)} (capture format "
                     f"{self._header['version']} has no such type)",
@@ -727,11 +772,11 @@ class CaptureReader:
         try:
             return self._replayer.replay(line)
         except UnknownKind:
+            kind = str(line.get("kind"))[:64]
             if self._newer:
-                raise _Unknown from None
+                raise _Unknown(f"kind {kind!r}") from None
             if isinstance(line.get("exchange"), str) and "http_method" in line:  # only an opening has both
                 self._lose_opening(line["exchange"], lineno)
-            kind = str(line.get("kind"))[:64]
             raise CaptureFormatError(
                 f"corrupt observation line: unknown kind {kind!r} (capture format "
                 f"{self._header['version']} has no such kind)",

@@ -7,7 +7,7 @@ capture's chains are written as the reader's bounded chain store lets them go (`
 out oldest first, except that a chain still open when newer ones pushed it out of the ring comes out
 when it ends. `docs/export.md` describes both files.
 
-JSON is one document, `{"format": "mcp-debug-proxy-chains", "version": "1.2", "chains": [...],
+JSON is one document, `{"format": "mcp-debug-proxy-chains", "version": "1.5", "chains": [...],
 "skipped": {...}}`, streamed chain by chain with what the reader skipped at its end; NDJSON is one
 chain object per line and nothing else (what was skipped goes to stderr and the exit status).
 Plain data and bytes: no I/O of its own.
@@ -27,7 +27,7 @@ from proxy.flows.store import Chain
 FORMAT_NAME: Final = "mcp-debug-proxy-chains"
 """The `format` of a JSON export."""
 
-FORMAT_VERSION: Final = "1.4"
+FORMAT_VERSION: Final = "1.5"
 """The `version` of a JSON export (major.minor, the capture's rule: a newer minor only adds)."""
 
 

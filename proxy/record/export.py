@@ -28,7 +28,14 @@ from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import Chain, ChainStore
 from proxy.record.batches import Batch, BatchesOf
-from proxy.record.capture import FORMAT_VERSION, MAX_CORRUPT_SHOWN, MAX_GAPS_SHOWN, CaptureReader, newer_minor
+from proxy.record.capture import (
+    FORMAT_VERSION,
+    MAX_CORRUPT_SHOWN,
+    MAX_GAPS_SHOWN,
+    MAX_UNKNOWN_SHOWN,
+    CaptureReader,
+    newer_minor,
+)
 from proxy.record.capture_gap import CaptureGap
 from proxy.record.chains_json import ChainsOut, JsonWriter, NdjsonWriter
 from proxy.record.har import HarWriter
@@ -68,6 +75,8 @@ class ExportReport:
     """File, line number and reason of the first corrupt lines (all are counted)."""
     unknown_lines: int = 0
     """Lines of a kind or type a newer proxy wrote, skipped."""
+    unknown: list[tuple[str, int, str]] = field(default_factory=list)
+    """File, line number and kind or type (`kind 'x'`) of the first of them (all are counted)."""
     cut_short: list[str] = field(default_factory=list)
     """Files whose last line was cut short (a proxy killed mid-write): that line is skipped."""
     cut_short_lines: dict[str, int] = field(default_factory=dict)
@@ -112,8 +121,13 @@ class ExportReport:
         if self.gap_lines > len(self.gaps):
             stretches = counted(self.gap_lines - len(self.gaps), "more stretch", "more stretches")
             out.append(f"{stretches} of the run not recorded")
-        if self.unknown_lines:
-            out.append(f"skipped {counted(self.unknown_lines, 'line')} of kinds a newer mcp-proxy wrote")
+        out.extend(
+            f"skipped {path}:{line}: a line of {what}, which a newer mcp-proxy wrote"
+            for path, line, what in self.unknown
+        )
+        if self.unknown_lines > len(self.unknown):
+            unnamed = counted(self.unknown_lines - len(self.unknown), "more line")
+            out.append(f"skipped {unnamed} of kinds a newer mcp-proxy wrote")
         for path in self.cut_short:
             where = f"{path}:{self.cut_short_lines[path]}" if path in self.cut_short_lines else path
             out.append(f"{where}: last line cut short (a proxy stopped mid-write)")
@@ -179,6 +193,7 @@ class ExportReport:
             "unplaced_lines": self.unplaced_lines,
             "unplaced": [_unplaced_entry(*entry) for entry in self.unplaced],
             "unknown_lines": self.unknown_lines,
+            "unknown": [{"file": p, "line": n, "reason": r} for p, n, r in self.unknown],
             "cut_short": self.cut_short,
             "not_recorded": [gap.to_dict(path, line) for path, line, gap in self.gaps],
         }
@@ -408,6 +423,8 @@ def note_skipped(reader: CaptureReader, report: ExportReport) -> None:
     room = MAX_CORRUPT_SHOWN - len(report.corrupt)
     report.corrupt.extend((str(reader.path), line, reason) for line, reason in reader.corrupt[:room])
     report.unknown_lines += reader.skipped_unknown
+    room = MAX_UNKNOWN_SHOWN - len(report.unknown)
+    report.unknown.extend((str(reader.path), line, what) for line, what in reader.unknown[:room])
     report.gap_lines += reader.gap_lines
     room = MAX_GAPS_SHOWN - len(report.gaps)
     report.gaps.extend((str(reader.path), line, gap) for line, gap in reader.gaps[:room])

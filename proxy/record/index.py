@@ -21,7 +21,8 @@ starts it, so the pass has a core to itself and the screen stays live) and write
 - `{"type": "indexed", "chain": ChainSummary, "records": [offset, ...], "dropped": n}` per chain;
 - every other flow event the capture makes (`proxy_info`, `session`, `continuation`), as itself;
 - last, `{"type": "index_end", "corrupt_lines": n, "corrupt": [[file, line, reason], ...],
-  "unknown_lines": n, "cut_short": [file, ...], "left_out_lines": n, "unplaced_lines": n, "chains": n}`
+  "unknown_lines": n, "unknown": [[file, line, "kind 'x'"], ...], "cut_short": [file, ...],
+  "left_out_lines": n, "unplaced_lines": n, "chains": n}`
   (`left_out_lines`: lines of exchanges whose opening line was skipped, which no chain can hold;
   `unplaced_lines`: messages that joined no chain, the request they answer skipped).
 
@@ -58,7 +59,13 @@ from proxy.flows.events import (
 )
 from proxy.flows.observations import Observation
 from proxy.flows.store import Chain, ChainStore
-from proxy.record.capture import MAX_CORRUPT_SHOWN, MAX_GAPS_SHOWN, CaptureReader, file_minor
+from proxy.record.capture import (
+    MAX_CORRUPT_SHOWN,
+    MAX_GAPS_SHOWN,
+    MAX_UNKNOWN_SHOWN,
+    CaptureReader,
+    file_minor,
+)
 from proxy.record.observations import OBS_PREFIX, ObservationReplayer, UnknownKind
 from proxy.record.old_header_text import headers_as_text, stores_latin1
 from proxy.record.record_refs import RecordBuilder, Ref, RefTaker, position
@@ -207,6 +214,7 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
         "corrupt_lines": 0,
         "corrupt": [],
         "unknown_lines": 0,
+        "unknown": [],
         "cut_short": [],
         "gap_lines": 0,
         "not_recorded": [],
@@ -228,6 +236,8 @@ def run_index(paths: Sequence[Path], spill: IO[bytes], emit: Callable[[bytes], N
             room = MAX_CORRUPT_SHOWN - len(end["corrupt"])
             end["corrupt"].extend([str(path), line, reason] for line, reason in reader.corrupt[:room])
             end["unknown_lines"] += reader.skipped_unknown
+            room = MAX_UNKNOWN_SHOWN - len(end["unknown"])
+            end["unknown"].extend([str(path), line, what] for line, what in reader.unknown[:room])
             end["gap_lines"] += reader.gap_lines
             room = MAX_GAPS_SHOWN - len(end["not_recorded"])
             end["not_recorded"].extend(gap.sentence(f"{path}:{line}") for line, gap in reader.gaps[:room])

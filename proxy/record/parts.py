@@ -85,12 +85,26 @@ class PartsOrder:
                 + ", ".join(str(p) for p in self.paths)
             )
         if self.unsure:
-            out.append(
-                "cannot tell which is older of "
-                + ", ".join(str(p) for p in self.unsure)
-                + " (no distinct start time in their headers): read in the order given"
-            )
+            out.append(self._unsure_sentence())
         return out
+
+    def _unsure_sentence(self) -> str:
+        """What the headers leave unknown about the order: worded for one file alone, for one file
+        among others (its header gives no start time: two alike take two files), and for several."""
+        if len(self.paths) == 1:
+            return (
+                f"{self.paths[0]}: its header gives no start time (its `created` is missing or not a number)"
+            )
+        if len(self.unsure) == 1:
+            return (
+                f"cannot tell where {self.unsure[0]} goes among the other files (its header gives no "
+                "start time): read in the order given"
+            )
+        return (
+            "cannot tell which is older of "
+            + ", ".join(str(p) for p in self.unsure)
+            + " (no distinct start time in their headers): read in the order given"
+        )
 
     def problems(self) -> list[str]:
         """Sentences on parts given twice or missing, for stderr and an export's own summary."""

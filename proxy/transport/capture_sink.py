@@ -9,6 +9,9 @@ flush's encoding) and written together `FLUSH_INTERVAL` after the first of them 
 `MAX_PENDING`, or before the next event, so the file keeps the order things happened in): a write(2)
 per few milliseconds, not one per exchange.
 
+A file truncated under the proxy (`logrotate`'s `copytruncate`) is started again at the next flush,
+as a reopen starts one, and said once each time (`capture_truncated`).
+
 While the file refuses writes (`capture_failed`), nothing is encoded, but the table of what is still
 open keeps hearing what ends, and a few counters say how much went by: the file a reopen starts then
 repeats only what is really open, followed by a `capture_gap` line saying what was not recorded.
@@ -55,6 +58,7 @@ class CaptureSink:
         self._encoding = False
         self._open = OpenLines()
         writer.preamble = self._open.preamble  # a new file repeats what is still open
+        writer.on_cut = self._file_cut
 
     def observe_all(self, batch: Sequence[Observation]) -> None:
         """Take observations in order (a listener of the observation sink)."""
@@ -147,6 +151,17 @@ class CaptureSink:
         if not self._closing:
             self._gap = GapCount(self._clock())
         get_logger().error("capture_failed", error=str(exc))
+
+    def _file_cut(self, found: int, flushed: int) -> None:
+        """The file was truncated under the proxy (`copytruncate`) and started again: said at each."""
+        get_logger().warning(
+            "capture_truncated",
+            path=str(self.writer.path),
+            found_bytes=found,
+            written_bytes=flushed,
+            hint="the file was started again with a header and what is still open; lines written between "
+            "the copy and the truncation are in neither file: rotate with a move and SIGUSR1 instead",
+        )
 
     def _missed(self, obs: Observation) -> None:
         """An observation the file does not get: what it ends leaves the open table, and it is counted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,14 @@ from proxy.flows.events import (
     ProxyInfo,
     SessionChanged,
     Side,
+    event_to_json,
 )
 from proxy.record.capture import (
     FORMAT_NAME,
     FORMAT_VERSION,
     KNOWN_EVENT_TYPES,
     MAX_CORRUPT_SHOWN,
+    MAX_UNKNOWN_SHOWN,
     CaptureError,
     CaptureFormatError,
     CaptureReader,
@@ -298,6 +301,16 @@ def test_unknown_event_types_from_a_newer_proxy_are_skipped(tmp_path: Path) -> N
     with CaptureReader(path) as reader:
         assert list(reader) == [Lagged(dropped=2)]
         assert (reader.skipped_unknown, reader.corrupt_lines) == (1, 0)
+        assert reader.unknown == [(2, "type 'from_the_future'")]
+
+
+def test_many_lines_of_a_newer_minor_are_all_counted_and_the_first_few_named(tmp_path: Path) -> None:
+    future = orjson.dumps({"type": "obs", "kind": "from_the_future", "t": 1.0}) + b"\n"
+    path = write_raw(tmp_path / "x.jsonl", header(version="1.99"), *[future] * (MAX_UNKNOWN_SHOWN + 5))
+    with CaptureReader(path) as reader:
+        assert list(reader) == []
+        assert reader.skipped_unknown == MAX_UNKNOWN_SHOWN + 5
+        assert reader.unknown == [(n, "kind 'from_the_future'") for n in range(2, MAX_UNKNOWN_SHOWN + 2)]
 
 
 def test_an_unknown_event_type_in_a_file_of_this_version_is_a_corrupt_line(tmp_path: Path) -> None:
@@ -522,6 +535,38 @@ def test_reopen_in_place_appends(tmp_path: Path) -> None:
     assert list(read_capture(path)) == [Lagged(dropped=1), Lagged(dropped=2)]
     with pytest.raises(CaptureError, match="closed"):
         writer.reopen()
+
+
+def test_a_file_truncated_under_the_writer_starts_again_before_the_next_lines_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """`copytruncate` empties the file the writer appends to: the next batch must land after a new
+    header, the latest `proxy_info` and what is still open, never in a headerless file."""
+    path = tmp_path / "run.jsonl"
+    writer = CaptureWriter(path)
+    told: list[tuple[int, int]] = []
+    writer.on_cut = lambda found, flushed: told.append((found, flushed))
+    writer.preamble = lambda: [b'{"still":"open"}\n']
+    writer.write(info())
+    writer.write_lines([event_to_json(message(1)) + b"\n"])
+    writer.flush()
+    flushed = path.stat().st_size
+    old_header = orjson.loads(lines(path)[0])
+    for cut_to in (0, 10):  # logrotate's truncation, and one that leaves the header's first bytes
+        os.truncate(path, cut_to)
+        writer.write_lines([event_to_json(message(2)) + b"\n"])
+        writer.flush()
+        assert told[-1] == (cut_to, flushed)
+        header, *rest = lines(path)
+        assert (orjson.loads(header)["follows"], rest) == (
+            old_header["created"],
+            [event_to_json(info()), b'{"still":"open"}', event_to_json(message(2))],
+        )
+        flushed, old_header = path.stat().st_size, orjson.loads(header)
+    writer.write_lines([event_to_json(message(3)) + b"\n"])  # not cut since: appended, nothing said
+    writer.close()
+    assert len(told) == 2
+    assert lines(path)[-1] == event_to_json(message(3))
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from proxy.cli import main
 from proxy.flows.events import Channel, Direction, Mode, ProxyInfo, Side
 from proxy.flows.observations import ExchangeClosed, ExchangeOpened, MessageSeen
 from proxy.flows.redact import Redactor
-from proxy.record.capture import FORMAT_VERSION, CaptureWriter
+from proxy.record.capture import FORMAT_VERSION, MAX_UNKNOWN_SHOWN, CaptureWriter
 from proxy.record.mock_table import read_table
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value
@@ -278,15 +278,48 @@ def test_lines_of_kinds_a_newer_minor_version_wrote_are_named_on_stderr_and_fail
     as_newer_minor(capture)
     with capture.open("ab") as f:
         f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n')
+        f.write(b'{"type":"event_of_a_later_version","ts":2.2}\n')
+    kind_at = len(capture.read_bytes().splitlines()) - 1
+    named = [
+        f"skipped {capture}:{kind_at}: a line of kind 'kind_of_a_later_version', which a newer "
+        "mcp-proxy wrote",
+        f"skipped {capture}:{kind_at + 1}: a line of type 'event_of_a_later_version', which a newer "
+        "mcp-proxy wrote",
+    ]
 
     for fmt, out in (("--json", "out.json"), ("--ndjson", "out.ndjson"), ("--har", "out.har")):
         assert main(["export", fmt, str(tmp_path / out), str(capture)]) == 0, fmt
-        assert "skipped 1 line of kinds a newer mcp-proxy wrote" in capsys.readouterr().err, fmt
+        err = capsys.readouterr().err.splitlines()
+        assert [line for line in err if " newer mcp-proxy wrote" in line] == [
+            f"mcp-proxy export: {n}" for n in named
+        ], fmt
     assert main(["export", "--curl", "r1", str(capture)]) == 0
-    assert "skipped 1 line of kinds a newer mcp-proxy wrote" in capsys.readouterr().err
+    assert named[0] in capsys.readouterr().err
     written = orjson.loads((tmp_path / "out.json").read_bytes())
-    assert written["skipped"]["unknown_lines"] == 1
+    assert written["skipped"]["unknown_lines"] == 2
+    assert written["skipped"]["unknown"] == [
+        {"file": str(capture), "line": kind_at, "reason": "kind 'kind_of_a_later_version'"},
+        {"file": str(capture), "line": kind_at + 1, "reason": "type 'event_of_a_later_version'"},
+    ]
+    har = orjson.loads((tmp_path / "out.har").read_bytes())
+    assert all(n in har["log"]["comment"] for n in named)
     assert [c["chain"]["name"] for c in written["chains"]] == ["echo"]
+
+
+def test_past_the_first_few_lines_of_kinds_a_newer_minor_wrote_the_rest_are_counted_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = record_small(tmp_path)
+    as_newer_minor(capture)
+    with capture.open("ab") as f:
+        f.write(b'{"type":"obs","kind":"kind_of_a_later_version","t":2.1}\n' * (MAX_UNKNOWN_SHOWN + 3))
+
+    assert main(["export", "--json", str(tmp_path / "out.json"), str(capture)]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "newer mcp-proxy wrote" in line]
+    assert len(err) == MAX_UNKNOWN_SHOWN + 1
+    assert err[-1] == "mcp-proxy export: skipped 3 more lines of kinds a newer mcp-proxy wrote"
+    skipped = orjson.loads((tmp_path / "out.json").read_bytes())["skipped"]
+    assert (skipped["unknown_lines"], len(skipped["unknown"])) == (MAX_UNKNOWN_SHOWN + 3, MAX_UNKNOWN_SHOWN)
 
 
 def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_each_count_takes(
@@ -305,7 +338,7 @@ def test_what_an_export_wrote_and_skipped_is_said_in_words_and_in_the_number_eac
 
     assert f"skipped {capture}:7: corrupt observation line: no 'msg' field" in json_err
     assert "KeyError" not in json_err
-    assert "skipped 1 line of kinds a newer mcp-proxy wrote" in json_err
+    assert f"skipped {capture}:8: a line of kind 'kind_of_a_later_version', which a newer" in json_err
     assert "wrote 1 chain to " in json_err
     assert "wrote 1 curl command of chain r1" in curl_err
 

@@ -65,6 +65,19 @@ def test_files_without_a_distinct_start_time_keep_the_order_given_and_are_named(
     assert note.endswith("read in the order given")
 
 
+def test_one_file_without_a_start_time_is_named_for_itself_not_for_an_order(tmp_path: Path) -> None:
+    alone = part(tmp_path, "a", "yesterday")
+    dated = part(tmp_path, "b", 10.0)
+
+    assert oldest_first([alone]).notes() == [
+        f"{alone}: its header gives no start time (its `created` is missing or not a number)"
+    ]
+    assert oldest_first([dated, alone]).notes() == [
+        f"cannot tell where {alone} goes among the other files (its header gives no start time): "
+        "read in the order given"
+    ]
+
+
 def test_a_copy_of_a_part_under_another_name_is_read_once_and_named(tmp_path: Path) -> None:
     older = part(tmp_path, "run.jsonl.2", 10.0, body=b"{}\n")
     kept = part(tmp_path, "run.jsonl.1", 20.0, follows=10.0, body=b"{}\n{}\n")
