@@ -92,6 +92,8 @@ class AdminContext:
     """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
     client_timeouts: Callable[[], dict[str, int]] = dict
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
+    client_unreadable: Callable[[], dict[str, int]] = dict
+    """Requests the proxy could not read as HTTP/1.1, by cause (`proxy.transport.unreadable`)."""
     client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {})
     """Client connections open now, and those refused past `max_client_connections`, by how."""
     capture_failed: Callable[[], bool | None] = lambda: None
@@ -129,6 +131,7 @@ class AdminServer:
             observations_dropped=lambda: ctx.observations.dropped,
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
+            client_unreadable=ctx.client_unreadable,
             client_connections=ctx.client_connections,
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
