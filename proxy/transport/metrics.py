@@ -32,6 +32,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import ProxyInfo
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.flows.store import ChainStore
+from proxy.transport.admin_guard import UNAUTHORIZED_WHYS
 from proxy.transport.metric_ops import (
     CHAINS,
     ENDED_ROW,
@@ -79,6 +80,7 @@ class ProxyMetrics:
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_unreadable: Callable[[], dict[str, int]] = dict,
+        admin_unauthorized: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
@@ -113,6 +115,7 @@ class ProxyMetrics:
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
                 client_unreadable=client_unreadable,
+                admin_unauthorized=admin_unauthorized,
                 client_connections=client_connections,
                 capture_failed=capture_failed,
                 waiting_on_client=lambda: self._waiting_on_client(sweep),
@@ -278,6 +281,7 @@ class _PresentState:
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
         client_unreadable: Callable[[], dict[str, int]],
+        admin_unauthorized: Callable[[], dict[str, int]],
         client_connections: Callable[[], tuple[int, dict[str, int]]],
         capture_failed: Callable[[], bool | None],
         waiting_on_client: Callable[[], int],
@@ -289,6 +293,7 @@ class _PresentState:
         self._otlp_spans = otlp_spans
         self._client_timeouts = client_timeouts
         self._client_unreadable = client_unreadable
+        self._admin_unauthorized = admin_unauthorized
         self._waiting_on_client = waiting_on_client
         self._observations_dropped = observations_dropped
         self._bus = bus
@@ -356,6 +361,7 @@ class _PresentState:
         yield from self._otlp_families()
         yield self._timeouts()
         yield self._unreadable()
+        yield self._unauthorized()
         yield from self._connections()
         failed = self._capture_failed()
         if failed is not None:
@@ -416,6 +422,16 @@ class _PresentState:
             "cause",
             UNREADABLE_CAUSES,
             self._client_unreadable(),
+        )
+
+    def _unauthorized(self) -> Metric:
+        return _counts_by(
+            "mcp_proxy_admin_unauthorized",
+            "Admin API requests refused 401 for the admin token, by why: missing (no Authorization), "
+            "not_bearer (another scheme) or wrong_token.",
+            "why",
+            UNAUTHORIZED_WHYS,
+            self._admin_unauthorized(),
         )
 
     def _bus_families(self) -> Iterator[Metric]:
