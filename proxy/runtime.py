@@ -473,6 +473,7 @@ class Proxy:
             open_exchanges=lambda: observations.open_exchanges,
             otlp_spans=self.otlp_counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
+            client_unreadable=lambda: dict(self._front.unreadable) if self._front is not None else {},
             client_connections=self._client_connections,
             capture_failed=lambda: self._sink.failed if self._sink is not None else None,
             faults=self.faults,

@@ -15,8 +15,8 @@ docs/admin-api.md is the reference for every endpoint and for the feed protocol.
 from __future__ import annotations
 
 import errno
-import hmac
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ from multidict import MultiMapping
 
 from proxy.addresses import base_url, parse_host_port
 from proxy.config import Settings
+from proxy.engine.flood_lines import FloodLines
 from proxy.flows.bus import EventBus
 from proxy.flows.events import ChainSummary, Mode, ProxyInfo
 from proxy.flows.filters import PARAMETERS, ChainFilter, FilterError
@@ -37,7 +38,7 @@ from proxy.logs import get_logger
 from proxy.record.har import upstream_url
 from proxy.transport.admin_export import build_queued, har_pieces, json_pieces, ndjson_pieces, stream_export
 from proxy.transport.admin_faults import FaultRoutes
-from proxy.transport.admin_guard import browser_guard
+from proxy.transport.admin_guard import browser_guard, log_unauthorized, token_refusal
 from proxy.transport.admin_intercepts import InterceptRoutes
 from proxy.transport.admin_query import BadQuery, int_param, known_only
 from proxy.transport.fault_control import FaultControl, FaultMetrics
@@ -92,6 +93,8 @@ class AdminContext:
     """Spans the OTLP exporter sent and dropped, by reason (empty while tracing is off)."""
     client_timeouts: Callable[[], dict[str, int]] = dict
     """Requests refused 408 to a slow client, by the setting whose wait ran out."""
+    client_unreadable: Callable[[], dict[str, int]] = dict
+    """Requests the proxy could not read as HTTP/1.1, by cause (`proxy.transport.unreadable`)."""
     client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {})
     """Client connections open now, and those refused past `max_client_connections`, by how."""
     capture_failed: Callable[[], bool | None] = lambda: None
@@ -109,6 +112,9 @@ class AdminServer:
         settings = ctx.settings
         self.ctx = ctx
         self.token = settings.admin_token.get_secret_value() if settings.admin_token else None
+        self.unauthorized: Counter[str] = Counter()
+        """Requests refused 401 for the token, by why (`admin_guard.UNAUTHORIZED_WHYS`)."""
+        self._unauthorized_lines = FloodLines()
         self.feed = FeedSource(
             bus=ctx.bus,
             store=ctx.store,
@@ -129,6 +135,8 @@ class AdminServer:
             observations_dropped=lambda: ctx.observations.dropped,
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
+            client_unreadable=ctx.client_unreadable,
+            admin_unauthorized=lambda: dict(self.unauthorized),
             client_connections=ctx.client_connections,
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
@@ -232,7 +240,12 @@ class AdminServer:
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in OPEN_PATHS and request.method in _PROBE_METHODS:  # probes cannot send the token
             return await handler(request)
-        if self.token is not None and not _bearer_matches(request.headers.get("Authorization"), self.token):
+        why = None if self.token is None else token_refusal(request.headers.get("Authorization"), self.token)
+        if why is not None:
+            self.unauthorized[why] += 1
+            also = self._unauthorized_lines.due(why, time.monotonic())
+            if also is not None:
+                log_unauthorized(request, why, also)
             return _json(
                 {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
                 status=401,
@@ -324,13 +337,6 @@ class AdminServer:
     def continuations(self) -> int:
         """Parked continuations right now (0 without the modern-client -> legacy-server bridge)."""
         return continuations_of(self._mrtr_engine())
-
-
-def _bearer_matches(header: str | None, token: str) -> bool:
-    scheme, _, given = (header or "").strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 def _summary(summary: ChainSummary) -> dict[str, Any]:

@@ -16,10 +16,16 @@ preflight is never `application/json`. So a request is refused when
 
 `/healthz` and `/readyz` are left alone, as the token guard leaves them: probes name the pod by its
 address and those answers hold status only.
+
+The token itself is judged here too (`token_refusal`): a request refused 401 is counted by why and
+logged (`admin_unauthorized`, one line a second per why, `proxy.engine.flood_lines`), since someone
+probing the admin port is what on-call wants to see. The line names the caller's address, method and
+path, never the credential it sent.
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
@@ -28,6 +34,7 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from proxy.logs import get_logger
 from proxy.transport.health import OPEN_PATHS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -36,6 +43,13 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """Methods that change state: their body must be JSON (a browser sends no JSON cross-site unasked)."""
 
 JSON_TYPE = "application/json"
+
+UNAUTHORIZED_WHYS = ("missing", "not_bearer", "wrong_token")
+"""Why a request was refused 401 (`mcp_proxy_admin_unauthorized_total{why}`): no `Authorization`,
+another scheme than `Bearer`, or a bearer token that is not the admin token."""
+
+PATH_SHOWN = 200
+"""Characters of a refused request's path a line keeps: a prober must not make a long line."""
 
 
 def is_loopback(host: str) -> bool:
@@ -116,3 +130,30 @@ def _writes_a_body(request: web.Request) -> bool:
 def _refused(status: int, error: str, message: str) -> web.Response:
     body = orjson.dumps({"error": error, "message": message})
     return web.Response(body=body, status=status, content_type="application/json")
+
+
+def token_refusal(header: str | None, token: str) -> str | None:
+    """Why an `Authorization` header does not carry the admin token (`UNAUTHORIZED_WHYS`); None when it
+    does. The token given is compared in constant time and never returned."""
+    if header is None or not header.strip():
+        return "missing"
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return "not_bearer"
+    return None if hmac.compare_digest(given.strip().encode(), token.encode()) else "wrong_token"
+
+
+def log_unauthorized(request: web.Request, why: str, also_unlogged: int) -> None:
+    """The warning for a 401 (the caller has decided it is due): who asked for what, and why it was
+    refused; never the `Authorization` value nor the query (a caller may put a credential there)."""
+    path = request.path
+    fields: dict[str, object] = {
+        "peer": request.remote or "unknown",
+        "method": request.method[:PATH_SHOWN],
+        "path": path if len(path) <= PATH_SHOWN else path[:PATH_SHOWN] + "...",
+        "status": 401,
+        "why": why,
+    }
+    if also_unlogged:
+        fields["also_unlogged"] = also_unlogged
+    get_logger().warning("admin_unauthorized", **fields)

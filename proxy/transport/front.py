@@ -52,6 +52,7 @@ from proxy.transport.pushed_stream import PushedStream
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
 from proxy.transport.routing import ProbeFirst, Router, classify_request
 from proxy.transport.sse_clients import SseClients
+from proxy.transport.unreadable import cause_of, log_unreadable
 from proxy.transport.upstream_pool import PendingHead
 from proxy.wire.jsonrpc import dumps
 
@@ -106,6 +107,8 @@ class FrontServer:
         """Connections refused over the cap, still given a moment to read their 503."""
         self.timeouts: Counter[str] = Counter()
         """Requests refused 408 because the client was too slow, by the setting whose wait ran out."""
+        self.unreadable: Counter[str] = Counter()
+        """Requests the HTTP/1.1 reader refused (400, 431, 501, 505), by cause (`transport.unreadable`)."""
         self.over_cap: Counter[str] = Counter()
         """Connections refused past `max_client_connections`: `answered` (a 503), or `cut` (past as many
         refusals still lingering as the cap itself)."""
@@ -270,7 +273,7 @@ class FrontConnection(asyncio.Protocol):
             elif isinstance(event, BodyTooLarge):
                 self._dispatch_early(event.request)
             elif isinstance(event, Refusal):
-                self._refuse_in_turn(event.status, event.reason)
+                self._refuse_in_turn(event.status, event.reason, data)
                 break
             elif (event.request.length or 0) >= COUNTED_BODY:
                 self._hold_declared(event.request)
@@ -694,13 +697,14 @@ class FrontConnection(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             req.continue_sent = True
 
-    def _refuse_in_turn(self, status: int, reason: str) -> None:
+    def _refuse_in_turn(self, status: int, reason: str, read: bytes) -> None:
         """Unreadable bytes behind requests read whole: those are answered first, then the refusal.
 
         What the client sent before the bytes the parser refused are requests like any other (a
         bridged call's stream may still be going out): nothing more is read, and the refusal goes out
-        and the connection closes once every answer before it has.
+        and the connection closes once every answer before it has. `read` is the read refused.
         """
+        self._unreadable(status, reason, read)
         if not self.busy and not self.queue:
             self._refuse(status, reason)
             return
@@ -708,6 +712,17 @@ class FrontConnection(asyncio.Protocol):
         if self.transport is not None and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
+
+    def _unreadable(self, status: int, reason: str, read: bytes) -> None:
+        """Count a refusal of the HTTP/1.1 reader by its cause, and log it when a line is due: no
+        exchange records it, and a client sending `https://` to this port sees only a TLS error."""
+        front = self.front
+        cause = cause_of(status, read)
+        front.unreadable[cause] += 1
+        also = front.unlogged_since_said(f"unreadable:{cause}")
+        if also is not None:
+            peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+            log_unreadable(_peer(peer), status, reason, cause, also)
 
     def _refuse(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
         """A request the proxy cannot read: answer plainly and close (the stream cannot be resynced)."""

@@ -32,6 +32,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import ProxyInfo
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.flows.store import ChainStore
+from proxy.transport.admin_guard import UNAUTHORIZED_WHYS
 from proxy.transport.metric_ops import (
     CHAINS,
     ENDED_ROW,
@@ -46,6 +47,7 @@ from proxy.transport.metric_ops import (
     EndedRow,
     OpCounter,
 )
+from proxy.transport.unreadable import CAUSES as UNREADABLE_CAUSES
 from proxy.wire.mcp import SPEC_METHODS
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -77,6 +79,8 @@ class ProxyMetrics:
         observations_dropped: Callable[[], int] = lambda: 0,
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
+        client_unreadable: Callable[[], dict[str, int]] = dict,
+        admin_unauthorized: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
@@ -110,6 +114,8 @@ class ProxyMetrics:
                 observations_dropped=observations_dropped,
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
+                client_unreadable=client_unreadable,
+                admin_unauthorized=admin_unauthorized,
                 client_connections=client_connections,
                 capture_failed=capture_failed,
                 waiting_on_client=lambda: self._waiting_on_client(sweep),
@@ -274,6 +280,8 @@ class _PresentState:
         observations_dropped: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
+        client_unreadable: Callable[[], dict[str, int]],
+        admin_unauthorized: Callable[[], dict[str, int]],
         client_connections: Callable[[], tuple[int, dict[str, int]]],
         capture_failed: Callable[[], bool | None],
         waiting_on_client: Callable[[], int],
@@ -284,6 +292,8 @@ class _PresentState:
         """Client connections open now, and those refused past the cap by how (`answered`, `cut`)."""
         self._otlp_spans = otlp_spans
         self._client_timeouts = client_timeouts
+        self._client_unreadable = client_unreadable
+        self._admin_unauthorized = admin_unauthorized
         self._waiting_on_client = waiting_on_client
         self._observations_dropped = observations_dropped
         self._bus = bus
@@ -350,6 +360,8 @@ class _PresentState:
         yield from self._bus_families()
         yield from self._otlp_families()
         yield self._timeouts()
+        yield self._unreadable()
+        yield self._unauthorized()
         yield from self._connections()
         failed = self._capture_failed()
         if failed is not None:
@@ -398,6 +410,28 @@ class _PresentState:
             "setting",
             ("head_read_timeout", "body_read_timeout"),
             self._client_timeouts(),
+        )
+
+    def _unreadable(self) -> Metric:
+        return _counts_by(
+            "mcp_proxy_client_requests_unreadable",
+            "Requests refused because the proxy could not read them as HTTP/1.1 (answered, then the "
+            "connection closed), by cause: tls_handshake (a client sent https:// to this plain-HTTP port), "
+            "malformed (400), head_too_large (431), not_implemented (501: CONNECT, a transfer coding "
+            "other than chunked) or http_version (505).",
+            "cause",
+            UNREADABLE_CAUSES,
+            self._client_unreadable(),
+        )
+
+    def _unauthorized(self) -> Metric:
+        return _counts_by(
+            "mcp_proxy_admin_unauthorized",
+            "Admin API requests refused 401 for the admin token, by why: missing (no Authorization), "
+            "not_bearer (another scheme) or wrong_token.",
+            "why",
+            UNAUTHORIZED_WHYS,
+            self._admin_unauthorized(),
         )
 
     def _bus_families(self) -> Iterator[Metric]:
