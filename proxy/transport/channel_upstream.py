@@ -66,6 +66,13 @@ _LOST_HINT = "mcp-proxy stdio stops, so its client sees the server go"
 _IN_FLIGHT_HINT = "{} in flight got a JSON-RPC error; "
 """What an exit's hint says first when it cut requests short (never when none was in flight)."""
 
+PROBE_SESSION_ENDED = (
+    "the server ended the session the proxy's era probe (server/discover) was in flight on, with no "
+    "client request on it: a handshake-era server that drops a session at a method it does not know "
+    "does so (the mcp 1.3.0 SDK's HTTP+SSE server), which is expected; clients get sessions of their own"
+)
+"""What an HTTP+SSE session's end under the era probe alone means (`ChannelUpstream.ended`)."""
+
 SSE_HEAD = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
 """The head of a response that became an SSE stream (before the core's own headers)."""
 SSE_EVENT = b"event: message\ndata: "
@@ -365,7 +372,10 @@ class ChannelSession:
         direct, self.direct = self.direct, {}
         for receiver in direct.values():
             receiver.ended()
-        self.owner.ended(self, reason, asked=asked, stderr=stderr, in_flight=self.core.cut_short)
+        core = self.core
+        self.owner.ended(
+            self, reason, asked=asked, stderr=stderr, in_flight=core.cut_short, probe_cut=core.probe_cut
+        )
 
 
 class ChannelUpstream:
@@ -634,12 +644,21 @@ class ChannelUpstream:
         return session
 
     def ended(
-        self, session: ChannelSession, reason: str, *, asked: bool, stderr: str = "", in_flight: int = 0
+        self,
+        session: ChannelSession,
+        reason: str,
+        *,
+        asked: bool,
+        stderr: str = "",
+        in_flight: int = 0,
+        probe_cut: int = 0,
     ) -> None:
         """A channel closed: forget it; one that died on its own counts against the restart budget.
 
         `in_flight`: the requests its end answered with a JSON-RPC error, which the warning
-        counts (and mentions only when there were some)."""
+        counts (and mentions only when there were some). `probe_cut`: the era probe's own requests
+        it cut short; an HTTP+SSE session that ends under those alone is the probe's
+        (`_probe_session_ended`)."""
         self._all.discard(session)
         self._stopping.discard(session)
         if session is self._shared:
@@ -651,9 +670,12 @@ class ChannelUpstream:
             self.sessions.ended(session.session)
         if not asked and not self._closed:
             now = time.monotonic()
-            self.restarts.exited(now)
             self.last_exit = (now, f"{reason}; its last stderr lines: {stderr}" if stderr else reason)
             lost = self.on_lost if session.carried else None
+            if probe_cut and not in_flight and lost is None and self.transport != "stdio":
+                self._probe_session_ended(reason)
+                return
+            self.restarts.exited(now)
             hint = _LOST_HINT if lost is not None else _RESTART_HINT
             if in_flight:
                 hint = _IN_FLIGHT_HINT.format(_requests(in_flight)) + hint
@@ -669,6 +691,18 @@ class ChannelUpstream:
             )
             if lost is not None:
                 lost(self.last_exit[1])
+
+    def _probe_session_ended(self, reason: str) -> None:
+        """One info line for an HTTP+SSE session the server ended while the era probe's request was
+        the only one on it: the server's answer to the probe, which cut no client's request and takes
+        no restart from the budget (a server crash is a stdio child's exit, still warned of)."""
+        get_logger().info(
+            "upstream_probe_session_ended",
+            upstream=self.shown,
+            transport=self.transport,
+            reason=reason,
+            note=PROBE_SESSION_ENDED,
+        )
 
     def exited_since(self, since: float) -> str | None:
         """Why a channel ended on its own at or after `since` (monotonic), or None."""

@@ -88,8 +88,9 @@ class ProbeResult:
     hint: str = ""
     """What the user can do, when the probe's answers say it (a redirect names the URL to give)."""
     wants_credentials: bool = False
-    """Both probe requests were refused 401 or 403: the upstream serves nobody without credentials
-    (or refused those the probe carried), so only a probe with a client's credentials can tell its era."""
+    """The probe was refused for want of credentials (`_wants_credentials`): the upstream serves
+    nobody without them (or refused those the probe carried), so only a probe with a client's
+    credentials can tell its era."""
 
 
 NOT_FOUND_HINT = (
@@ -223,9 +224,7 @@ async def probe_upstream(
                 return ProbeResult(eras, True, "an HTTP+SSE endpoint", transport="sse")
             if refused is not None:  # the path is right (a stream opened), the session is not usable
                 return ProbeResult(eras, True, f"{statuses}; {SSE_UNUSABLE} {refused}")
-        if status_m in CREDENTIALS_WANTED and (status_l in CREDENTIALS_WANTED or no_legacy):
-            # A 2026-07-28-only server may refuse `initialize` for its version before it asks for
-            # credentials: its discover's 401 is then the whole story.
+        if _wants_credentials(status_m, status_l, no_legacy):
             return ProbeResult(eras, True, problem, wants_credentials=True)
         if status_m == status_l == HTTPStatus.BAD_REQUEST:  # a TLS server's "plain HTTP to HTTPS port" page
             problem = await _scheme_checked(upstream, problem, limit_s)
@@ -308,6 +307,17 @@ def _moved_on_origin(upstream: Upstream, location: str | None) -> str | None:
     if (target.scheme, target.hostname, port) != (upstream.scheme, upstream.host, upstream.port):
         return None
     return masked_url(target.geturl())
+
+
+def _wants_credentials(status_m: int, status_l: int, no_legacy: bool) -> bool:
+    """Whether only a probe carrying a client's credentials can tell the era of an upstream that fit
+    none. Its `initialize` was refused 401 or 403, whatever its `server/discover` got: a handshake-era
+    server may check the version header before the token, and refuse a 2026-07-28 request 400 before
+    it asks for credentials. Or its `server/discover` was, and its `initialize` was refused as a
+    2026-07-28-only server refuses it (the SDK's checks the version before the token)."""
+    if status_l in CREDENTIALS_WANTED:
+        return True
+    return status_m in CREDENTIALS_WANTED and no_legacy
 
 
 def _unknown(statuses: str, status_m: int, status_l: int) -> str:

@@ -5,7 +5,8 @@
 - the Python SDK's in-flight catalogue server (``tests.peers.apps``) on the SDK's stdio and HTTP+SSE
   transports (``tests.peers.channel_serve``), in the peers' own environment;
 - the 1.x SDK's FastMCP server (``tests.peers.sdk1_server``) on stdio, in its own environment;
-- the 1.3.0 SDK's FastMCP server (``tests.peers.sdk2024_server``) on stdio, in its own environment.
+- the 1.3.0 SDK's FastMCP server (``tests.peers.sdk2024_server``) on stdio and on HTTP+SSE, in its
+  own environment.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.peers.envs import (
     sdk1_python,
     sdk2024_python,
 )
-from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment
+from tests.peers.runner import ANNOUNCE_ENV, ServedPeer, node_environment, python_peer_environment
 
 
 def everything_entry() -> str:
@@ -80,6 +81,24 @@ class PythonSse(ServedPeer):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env["PYTHONUNBUFFERED"] = "1"
         return env
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base_url}/sse"
+
+
+class Sdk2024Sse(ServedPeer):
+    """The 1.3.0 SDK's FastMCP server on HTTP+SSE (GET /sse, POST /messages/?session_id=...), as
+    ``mcp.run("sse")`` serves it: a handshake-era server that ends a session's stream at a method it
+    does not know (printing a traceback), `server/discover` included."""
+
+    label = "sdk2024-sse"
+
+    def command(self) -> list[str]:
+        return [str(sdk2024_python()), "-m", "tests.peers.sdk2024_server", "--port", "0"]
+
+    def environment(self) -> dict[str, str]:
+        return python_peer_environment()
 
     @property
     def sse_url(self) -> str:

@@ -9,6 +9,10 @@ reach the server and get its refusal, never capabilities, `serverInfo` and `inst
 with someone else's token. Checked against the SDK's own bearer check (`tests.peers.bearer_app`),
 through the real `mcp-proxy` command told the server's era (as a server asking for a token answers
 the start-up probe 401), the bytes on the wire read.
+
+A caller with the token, on the other hand, is bridged from its first request whichever era the
+server speaks, with the era left to the probe: the start-up probe was refused for want of
+credentials, so that request is probed again with its token at once.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from typing import Any, Final
 import aiohttp
 import pytest
 
+from proxy.transport.routing import CREDENTIALS_HINT
 from tests.e2e.legacy_raw import HEADERS, initialize
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.bearer_app import TOKEN
 from tests.peers.runner import PeerServer
+from tests.peers.scenarios import client_for
 from tests.sidecar import ProxyProcess, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -103,3 +109,25 @@ async def test_a_legacy_caller_with_a_token_is_bridged_at_once_to_a_2026_server_
     assert status == 200, body
     assert "serverInfo" in body["result"]
     assert [e["eras"] for e in log if e["event"] == "upstream_eras"] == ["modern"]
+
+
+async def test_a_2026_caller_with_a_token_is_bridged_at_once_to_a_legacy_server_that_wants_one() -> None:
+    """The legacy-only server refuses the start-up probe's `server/discover` 400 for its version
+    before its bearer check, and its `initialize` 401: the proxy says it wants credentials, so the
+    SDK's 2026-07-28 client's first call (with its token, within the reprobe interval) is probed with
+    that token at once and bridged, not passed through to a server that refuses its version."""
+    with (
+        PeerServer("legacy-bearer") as server,
+        ProxyProcess(clean_env(**settings_env(upstream=server.url))) as proxy,
+    ):
+        async with client_for(proxy.endpoint(), "2026-07-28", headers=GOOD) as client:
+            tools = sorted(tool.name for tool in (await client.list_tools()).tools)
+            added = await client.call_tool("add", {"a": 2, "b": 3})
+        proxy.stop()
+        log = proxy.events()
+    assert "add" in tools
+    assert added.structured_content == {"result": 5}
+    unknown = [(e["problem"], e["hint"]) for e in log if e["event"] == "upstream_era_unknown"]
+    assert unknown == [("HTTP 400 to server/discover, HTTP 401 to initialize", CREDENTIALS_HINT)]
+    assert [e["eras"] for e in log if e["event"] == "upstream_eras"] == ["legacy"]
+    assert {e["mode"] for e in log if e["event"] == "exchange"} == {"mrtr_to_legacy"}

@@ -122,6 +122,9 @@ class ChannelCore:
         self.cut_short = 0
         """The clients' calls the channel's end answered with a JSON-RPC error (set when it closes;
         the era probe's own are not counted): what an exit's log line counts as requests in flight."""
+        self.probe_cut = 0
+        """The era probe's own calls the channel's end cut short (set when it closes): a channel that
+        ends under the probe's request alone ended as that server's answer to the probe."""
         session_head: Headers = ((SESSION_ID, session),) if session is not None else ()
         self._json_head: Headers = (_JSON, *session_head)
         self._sse_head: Headers = session_head
@@ -467,7 +470,9 @@ class ChannelCore:
         self.closed = reason
         commands: list[ChannelCommand] = []
         calls = self._calls.values()
-        self.cut_short = sum(1 for c in calls if c.exchange is not None and c.client_id not in PROBE_IDS)
+        answering = [c for c in calls if c.exchange is not None]
+        self.probe_cut = sum(1 for c in answering if c.client_id in PROBE_IDS)
+        self.cut_short = len(answering) - self.probe_cut
         for channel_id, call in list(self._calls.items()):
             commands += self._fail_call(channel_id, call, f"{reason} before answering")
         for exchange, ex in list(self._exchanges.items()):  # GET streams and calls' streams left open
