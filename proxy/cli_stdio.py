@@ -10,7 +10,8 @@ with `--capture`. stdout belongs to the protocol, so logs go to stderr (or `--lo
 is refused. Every setting of `mcp-proxy` applies (flags, `MCP_PROXY_*`, `--config`); nothing listens
 for HTTP clients. The client closing stdin stops the proxy (and a wrapped server) cleanly; exit 0.
 A wrapped server that exits on its own stops the proxy too, with stdout closed, one line on stderr
-saying why, and exit 1: the client sees its server go, as it would without the proxy.
+saying why, and exit 1: the client sees its server go, as it would without the proxy. So does one that
+dies during the start-up probe or cannot be started, before stdin is read.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from proxy.config_load import LoadedSettings
 from proxy.config_print import render_settings
 
 SERVER_LOST_EXIT = 1
-"""The exit status when the wrapped server exited on its own (the client's server is gone)."""
+"""The exit status when the wrapped server exited on its own or never came up (the client's server
+is gone)."""
 
 HTTP_CLIENTS_ONLY = frozenset(
     {
@@ -126,7 +128,7 @@ def main(words: Sequence[str]) -> int:
 
 def run_stdio(loaded: LoadedSettings) -> int:
     """Serve the stdio client until it closes stdin or a signal comes (exit 0), or until the server
-    it wraps exits on its own (exit 1, saying so on stderr)."""
+    it wraps exits on its own or turns out not to have started (exit 1, saying so on stderr)."""
     from proxy import logs
     from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
     from proxy.transport.stdio_client import protocol_pipes

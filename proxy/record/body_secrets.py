@@ -11,6 +11,7 @@ name and a description per distinct stand-in out.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote_plus
@@ -18,6 +19,10 @@ from urllib.parse import unquote_plus
 STAND_IN: Final = re.compile(r"<redacted[^<>]*>|<[A-Za-z]+ len=\d+ hmac:[0-9a-f]+>")
 """A redactor's stand-in in any recorded text: `<redacted len=N hmac:xxxxxxxx>`, or one named for
 what it hides, as `requestState` is (`<requestState len=N hmac:xxxxxxxx>`)."""
+
+HASHED: Final = re.compile(r"hmac:[0-9a-f]+>$")
+"""A stand-in that names its value by hash: two equal ones hide the same value (a bare `<redacted>`
+says nothing of which)."""
 
 UNNAMED_VAR: Final = "MCP_BODY_SECRET"
 """The variable of a redacted body value no field names (a text body that is neither form nor JSON)."""
@@ -48,21 +53,43 @@ def ordinal(n: int) -> str:
     return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
 
 
-def body_secrets(body: Any, text: str) -> dict[str, BodySecret]:
+def body_secrets(body: Any, text: str, known: Collection[str] = ()) -> dict[str, BodySecret]:
     """Each distinct redacted stand-in of a recorded body (JSON, or text such as a form) sent as
     `text` -> its variable and description: named for the field it is the value of when the body names
-    one, told apart from other values of that field. A `requestState` stand-in is no secret: left out."""
+    one, told apart from other values of that field. A `requestState` stand-in is no secret: left out,
+    and so is one in `known` (the command already has a variable for it: a header's token the body
+    echoes), so the others of its field are counted without it."""
     named = _named_in_text(text) if isinstance(body, str) else _named_in_json(body, None, {}, 0)
     for match in STAND_IN.finditer(text):  # any the walk did not reach, unnamed
         named.setdefault(match.group(), None)
     groups: dict[str | None, list[str]] = {}
     for stand_in, name in named.items():
-        if stand_in.startswith("<redacted"):
+        if stand_in.startswith("<redacted") and stand_in not in known:
             groups.setdefault(name, []).append(stand_in)
+    inside = set() if isinstance(body, str) else _inside_text(body)  # a form's values are whole
     out: dict[str, BodySecret] = {}
     for name, stand_ins in groups.items():
         for i, stand_in in enumerate(stand_ins, 1):
-            out[stand_in] = BodySecret(_var(name), _describe(name, i, len(stand_ins)))
+            what = _describe(name, i, len(stand_ins))
+            if name is not None and stand_in in inside:
+                what += " (a part of its text: the rest of the text stays as recorded)"
+            out[stand_in] = BodySecret(_var(name), what)
+    return out
+
+
+def _inside_text(body: Any) -> set[str]:
+    """The stand-ins of a JSON body that are a part of a longer string (an echoed token in a tool's
+    `text` argument), not a member's whole value: their variable fills only that part."""
+    out: set[str] = set()
+    stack: list[tuple[Any, int]] = [(body, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            out.update(m.group() for m in STAND_IN.finditer(value) if m.group() != value)
+        elif isinstance(value, dict) and depth < MAX_DEPTH:
+            stack.extend((inner, depth + 1) for inner in value.values())
+        elif isinstance(value, list) and depth < MAX_DEPTH:
+            stack.extend((inner, depth + 1) for inner in value)
     return out
 
 

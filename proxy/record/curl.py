@@ -33,7 +33,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
 from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
-from proxy.record.body_secrets import STAND_IN, BodySecret, body_secrets, ordinal
+from proxy.record.body_secrets import HASHED, STAND_IN, BodySecret, body_secrets, ordinal
 from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from proxy.wire.joined_headers import field_lines
 from proxy.wire.relayed import relayed_client_headers
@@ -71,8 +71,14 @@ class _Secrets:
     names: dict[str, str] = field(default_factory=dict)
     session_from: str = ""
     """Where the session id comes from, said where the session's placeholder is explained."""
+    by_stand_in: dict[str, str] = field(default_factory=dict)
+    """The variable each hashed stand-in got: one secret is one variable wherever it recurs (a token
+    the body echoes takes the `Authorization` header's), since equal hashes are equal values."""
 
-    def var(self, preferred: str, what: str) -> str:
+    def var(self, preferred: str, what: str, stand_in: str | None = None) -> str:
+        known = self.by_stand_in.get(stand_in) if stand_in is not None else None
+        if known is not None:
+            return known
         if preferred == _SESSION_VAR and self.session_from:
             what = self.session_from
         name, n = preferred, 1
@@ -80,6 +86,8 @@ class _Secrets:
             n += 1
             name = f"{preferred}_{n}"
         self.names[name] = what
+        if stand_in is not None and HASHED.search(stand_in):
+            self.by_stand_in[stand_in] = name
         return name
 
 
@@ -145,9 +153,9 @@ def _word(text: str, secrets: _Secrets, preferred: str, what: str | Mapping[str,
         if found.group().startswith("<requestState "):
             return _env(secrets.var(_REQUEST_STATE_VAR, _REQUEST_STATE_WHAT))
         if isinstance(what, str):
-            return _env(secrets.var(preferred, what))
+            return _env(secrets.var(preferred, what, found.group()))
         known = what.get(found.group(), BodySecret(preferred, "a redacted value in the body"))
-        return _env(secrets.var(known.var, known.what))
+        return _env(secrets.var(known.var, known.what, found.group()))
 
     return _spliced(STAND_IN, text, _quoted, reference)
 
@@ -172,7 +180,7 @@ def _url_word(url: str, secrets: _Secrets) -> str:
         if len(keys) > 1:  # different keys: a placeholder each, the same key always the same one
             which = ordinal(keys.index(found.group()) + 1)
             what = f"the {which} of {len(keys)} redacted segments of the URL's path"
-        return _env(secrets.var("MCP_URL_SECRET", what))
+        return _env(secrets.var("MCP_URL_SECRET", what, found.group()))
 
     parts = [_spliced(STAND_IN, base + mark, _quoted, path_key)]
     for i, pair in enumerate(query.split("&") if query else []):
@@ -488,7 +496,8 @@ def curl_command(
     sent = _plain_body_of(messages, request) or request
     body = _body_text(sent)
     if body:
-        data = _word(body, secrets, "MCP_BODY_SECRET", body_secrets(sent.body, body))
+        named = body_secrets(sent.body, body, known=secrets.by_stand_in.keys())
+        data = _word(body, secrets, "MCP_BODY_SECRET", named)
         lines.append(f"--data-binary {data}")
     what = request.method or request.kind
     if bodiless_request(request) and request.http is not None:

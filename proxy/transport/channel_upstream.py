@@ -709,6 +709,12 @@ class ChannelUpstream:
         last = self.last_exit
         return last[1] if last is not None and last[0] >= since else None
 
+    @property
+    def start_failure(self) -> str:
+        """Why the last start of a channel failed (the command is not installed, say); "" once one
+        started."""
+        return self._start_failed
+
     def problem(self) -> str | None:
         """Why no channel can be started now (readiness), or None."""
         return self.restarts.problem(time.monotonic())

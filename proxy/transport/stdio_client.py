@@ -9,7 +9,9 @@ library's) cannot corrupt the protocol. The end of stdin ends the session once w
 sent has been answered (`finish_input`: at most `drain_grace` seconds, or until a signal); then what
 is still in flight is cancelled, a legacy session is ended upstream, and `serve_stdio` returns.
 
-A wrapped server (the shim, `mcp-proxy stdio -- CMD`) that exits on its own ends the run too
+A wrapped server (the shim, `mcp-proxy stdio -- CMD`) that dies during the start-up era probe, or
+cannot be started, ends the run before stdin is read (`server_never_up`). One that exits on its own
+later ends the run too
 (`serve_stdio` returns why): a stdio client learns that its server is gone when the server's stdout
 closes, and stdio hosts start a server again rather than initialize again on the same pipe, so the
 proxy stops reading, lets the errors of the calls in flight out (bounded by `CLOSE_GRACE`), and closes
@@ -195,12 +197,40 @@ class _Reader(asyncio.Protocol):
 LOST_PREFIX = "mcp-proxy stdio is stopping: its server is gone"
 """How the errors of the client's messages not sent yet begin once the wrapped server is gone."""
 
+NEVER_UP_PREFIX = "mcp-proxy stdio cannot serve: its server did not start"
+"""How the one stderr line begins when the wrapped server died (or could not be started) at start-up."""
+
+
+def server_never_up(serving: Serving) -> str | None:
+    """Why the server a shim wraps is not running once the start-up era probe gave no era: it exited
+    during the probe (its status, its last stderr lines) or could not be started; else None.
+
+    A client that launched the shim (an IDE) must see that at once, as it would without the proxy,
+    not a live process that answers every request with an error; a child the probe merely found
+    silent is still running its command, and an HTTP upstream is another process's to start.
+    """
+    upstream = serving.relays.pool
+    if not isinstance(upstream, ChannelUpstream) or upstream.transport != "stdio":
+        return None
+    if serving.router.eras.known or (upstream.last_exit is None and not upstream.start_failure):
+        return None
+    return serving.router.problem or upstream.start_failure or None
+
 
 async def serve_stdio(serving: Serving, pipes: ProtocolPipes, stop: asyncio.Event) -> str | None:
     """Serve the stdio client on `pipes` until it closes stdin (or `stop` is set), then end cleanly.
 
-    Returns why the run ended early, when the wrapped server exited on its own (else None).
+    Returns why the run ended early, when the wrapped server exited on its own or never started
+    (else None); in the latter case stdin is never read.
     """
+    never_up = server_never_up(serving)
+    if never_up is not None:
+        get_logger().error(
+            "stdio_server_not_started",
+            reason=never_up,
+            action="exit 1 without reading stdin: the client sees its server fail to start",
+        )
+        return f"{NEVER_UP_PREFIX} ({never_up})"
     loop = asyncio.get_running_loop()
     writer = _Writer()
     if is_pipe(pipes.stdout):

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command
+from tests.e2e.channel_peers import everything_stdio_command, python_stdio_command, sdk1_stdio_command
 from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.envs import REPO_ROOT
 from tests.peers.runner import PeerServer
@@ -333,6 +333,41 @@ async def test_when_the_wrapped_server_dies_the_shim_closes_stdout_and_exits_1_s
     answers = [json.loads(line) for line in client.out]
     assert [m for m in answers if m.get("error", {}).get("message") == "Session not found"] == []
     await until(lambda: not any(_alive(pid) for pid in started), what="every child to exit", seconds=10)
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (
+            [*shlex.split(sdk1_stdio_command()), "--no-such-flag"],
+            ["exited with status 2", "unrecognized arguments: --no-such-flag"],
+        ),
+        (["no-such-mcp-server-anywhere", "--stdio"], ["could not start the upstream command", "ENOENT"]),
+    ],
+    ids=["dies-during-the-probe", "cannot-be-started"],
+)
+def test_a_wrapped_server_that_never_comes_up_ends_the_shim_at_once_with_exit_1_saying_why(
+    tmp_path: Path, server: list[str], said: list[str]
+) -> None:
+    # The SDK's server given a flag it does not know exits at once (argparse, status 2), as a
+    # misconfigured server in an IDE's settings does. Without the proxy the IDE sees its server
+    # exit; the shim must not stay up answering errors until stdin closes (stdin stays open here).
+    client = RawStdioClient(["--", *server], tmp_path)
+    try:
+        code = client.process.wait(timeout=START_SECONDS)
+    finally:
+        client.kill()  # reads the pipes to their end
+    assert code == 1, client.stderr()[-2000:]
+    last = client.err[-1].decode()
+    assert last.startswith("mcp-proxy stdio cannot serve: its server did not start ("), last
+    for words in said:
+        assert words in last
+    assert client.out == []  # nothing on the protocol's stream, which is closed
+    logged = [json.loads(line) for line in client.err[:-1] if line.startswith(b"{")]
+    events = [entry["event"] for entry in logged]
+    assert "stdio_client_ready" not in events
+    (failed,) = [entry for entry in logged if entry["event"] == "stdio_server_not_started"]
+    assert failed["level"] == "error"
 
 
 def test_when_the_wrapped_server_dies_each_request_still_waiting_is_answered_before_stdout_closes(

@@ -16,6 +16,8 @@ from proxy.wire.visible import UNSAFE
 
 AWKWARD = 'it\'s "quoted" $HOME `date` \\ back\nslash'
 STAND_IN = "<redacted len=12 hmac:0123abcd>"
+QUERY_STAND_IN = "<redacted len=8 hmac:4567ef01>"
+TOKEN_STAND_IN = "<redacted len=20 hmac:89abcdef>"
 
 
 def record(seq: int, **fields: object) -> MessageRecord:
@@ -37,10 +39,10 @@ def record(seq: int, **fields: object) -> MessageRecord:
         },
         "http": HttpInfo(
             method="POST",
-            path="/mcp?token=" + STAND_IN,
+            path="/mcp?token=" + QUERY_STAND_IN,
             headers={
                 "Host": "x",
-                "Authorization": f"Bearer {STAND_IN}",
+                "Authorization": f"Bearer {TOKEN_STAND_IN}",
                 "X-Note": AWKWARD.replace("\n", " "),
             },
         ),
@@ -207,6 +209,30 @@ def test_two_different_redacted_values_of_one_body_field_each_come_from_their_ow
     sent = json.loads(args[args.index("--data-binary") + 1])["params"]
     assert sent == {"a": {"token": "one"}, "b": {"token": "two"}}
     assert "# set MCP_BODY_TOKEN_2 first: the second of 2 redacted values of body field 'token'" in command
+
+
+def test_a_secret_the_body_echoes_comes_from_the_variable_its_header_or_query_value_already_has() -> None:
+    token, key, other = TOKEN_STAND_IN, QUERY_STAND_IN, "<redacted len=12 hmac:22223333>"
+    text = f"echo {token} and {key} and pw {other}"
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {"text": text}}}
+    head = HttpInfo(method="POST", path=f"/?api_key={key}", headers={"Authorization": f"Bearer {token}"})
+    request = record(1, body=body, http=head)
+    command = curl_command([request], request, chain_id="r2", proxy_url="http://p", upstream_url=None)
+
+    env = {**os.environ, "MCP_TOKEN": "tok", "MCP_QUERY_SECRET": "qs", "MCP_BODY_TEXT": "pw"}
+    args = curl_args(command, env)
+
+    sent = json.loads(args[args.index("--data-binary") + 1])["params"]["arguments"]
+    assert sent == {"text": "echo tok and qs and pw pw"}
+    assert [line.split(" first:")[0] for line in command.split("\n") if line.startswith("# set ")] == [
+        "# set MCP_QUERY_SECRET",
+        "# set MCP_TOKEN",
+        "# set MCP_BODY_TEXT",
+    ]
+    assert (
+        "# set MCP_BODY_TEXT first: the redacted value of body field 'text' (a part of its text: the "
+        "rest of the text stays as recorded)" in command
+    )
 
 
 def test_an_initialize_shows_the_answers_head_where_the_session_id_comes_from() -> None:
