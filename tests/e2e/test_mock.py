@@ -176,6 +176,38 @@ async def test_a_call_never_recorded_is_named_with_the_users_body_keys_masked_in
     assert secret not in missed.value.error.message
 
 
+async def test_a_call_recorded_with_a_redacted_argument_is_served_and_a_miss_names_where_it_differs(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # The capture keeps the password as its stand-in only, whatever key the mock is given.
+    password = "hunter2-PASSWORD"
+    capture = tmp_path / "redacted.jsonl"
+    settings = {"redact_body_keys": "password", "admin_enabled": "false", "drain_grace": 1}
+    with ProxyProcess(
+        clean_env(**settings_env(upstream=legacy_server.url, capture=capture, **settings))
+    ) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            added = normalize_tool_result(
+                await client.call_tool("add", {"a": 2, "b": 3, "password": password})
+            )
+        assert proxy.stop() == 0
+    assert password not in capture.read_text(encoding="utf-8")
+
+    env = clean_env(**settings_env(admin_enabled="false", drain_grace=1, redact_body_keys="password"))
+    with ProxyProcess(env, "mock", str(capture)) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            served = normalize_tool_result(
+                await client.call_tool("add", {"a": 2, "b": 3, "password": password})
+            )
+            with pytest.raises(MCPError) as other:
+                await client.call_tool("add", {"a": 7, "b": 3, "password": password})
+    assert added["content"] == ["5"]
+    assert served == added
+    assert other.value.error.code == -32602
+    assert other.value.error.message.endswith("they differ at arguments.a"), other.value.error.message
+    assert password not in mock.stderr()
+
+
 async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
