@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from proxy.flows.events import ChainOpened, Direction, FlowEvent, MessageRecord, MessageRecorded, Side
+from proxy.flows.events import (
+    ChainOpened,
+    Direction,
+    FlowEvent,
+    MessageRecord,
+    MessageRecorded,
+    SessionChanged,
+    Side,
+)
 from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
 from proxy.flows.store import ChainStore
 from proxy.record.export import open_readers
@@ -150,6 +158,9 @@ class MockTable:
     served: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
     """Chains past `MAX_OPERATIONS`, not kept."""
+    sessions: bool = False
+    """The recorded server gave legacy sessions (`Mcp-Session-Id`): the mock asks later requests for
+    one of its own, as that server did."""
     redacted: dict[str, list[str]] = field(default_factory=dict)
     """Method -> the match keys of its recorded calls whose params hold a redacted stand-in, in
     recorded order: a request is fitted to them when no recorded call matches it exactly."""
@@ -487,6 +498,8 @@ def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) 
             reader = readers.get(event.chain_id)
             if reader is not None:
                 reader.read(event.message)
+        elif isinstance(event, SessionChanged) and event.state == "opened" and event.side in SERVER_SIDES:
+            table.sessions = True  # the server's own session (relayed, or a bridge's with it)
     handshakes: list[Operation] = []
     for reader in readers.values():
         op = reader.operation()

@@ -208,6 +208,51 @@ async def test_a_call_recorded_with_a_redacted_argument_is_served_and_a_miss_nam
     assert password not in mock.stderr()
 
 
+@pytest.mark.parametrize("recorded", ["legacy-inflight"], indirect=True)
+async def test_a_request_without_its_session_or_with_one_unknown_is_refused_as_the_recorded_server_did(
+    recorded: Recorded,
+) -> None:
+    # A raw HTTP client: the client under test is one that loses its session, which no SDK client does.
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    with _mock(recorded.capture) as mock:
+        async with aiohttp.ClientSession() as http:
+
+            async def post(body: dict[str, Any], session: str | None = None) -> tuple[int, dict[str, Any]]:
+                sent = {**headers, "Mcp-Session-Id": session} if session else headers
+                async with http.post(mock.endpoint(), json=body, headers=sent) as resp:
+                    return resp.status, await resp.json(content_type=None)
+
+            async with http.post(mock.endpoint(), json=opening, headers=headers) as resp:
+                session = resp.headers["Mcp-Session-Id"]
+            without = await post(listing)
+            unknown = await post(listing, "deadbeef")
+            within = await post(listing, session)
+            async with http.delete(mock.endpoint(), headers={**headers, "Mcp-Session-Id": session}) as resp:
+                ended = resp.status
+            after_end = await post(listing, session)
+
+    assert without[0] == 400
+    assert without[1]["error"]["code"] == -32600
+    assert "Missing session ID" in without[1]["error"]["message"]
+    assert unknown[0] == 404
+    assert "Session not found" in unknown[1]["error"]["message"]
+    assert within[0] == 200
+    assert [t["name"] for t in within[1]["result"]["tools"]] == recorded.tools
+    assert ended == 200
+    assert after_end[0] == 404
+
+
 async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
