@@ -39,7 +39,7 @@ from proxy.flows.events import (
 )
 from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
 from proxy.flows.store import ChainStore
-from proxy.record.export import open_readers
+from proxy.record.export import ExportReport, note_left_out, note_skipped, open_readers
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
 from proxy.record.redacted_match import first_difference, holds_stand_in
@@ -473,16 +473,31 @@ def _answered(ask: Ask, answer: Any) -> Ask:
 class TableReport:
     """What reading the capture skipped, for the mock's start-up lines."""
 
-    corrupt_lines: int = 0
-    left_out_lines: int = 0
-    """Lines of exchanges whose opening line was skipped as corrupt: no operation holds them."""
-    unknown_lines: int = 0
+    skipped: ExportReport = field(default_factory=ExportReport)
+    """The lines skipped, as `export` and `replay` tell them: the first corrupt ones named by file and
+    line (`MAX_CORRUPT_SHOWN`), the lines of exchanges whose opening line was skipped (no operation
+    holds them), lines a newer mcp-proxy wrote."""
     unanswered: int = 0
     """Chains whose request the server never answered (or that were not requests): not served."""
     read: list[Path] = field(default_factory=list)
     """The files, in the order read: oldest first by their headers' start times."""
     order_notes: list[str] = field(default_factory=list)
     """What to tell the user about that order (it was not the order given, or could not be told)."""
+
+    @property
+    def corrupt_lines(self) -> int:
+        """Lines skipped because they could not be read."""
+        return self.skipped.corrupt_lines
+
+    @property
+    def left_out_lines(self) -> int:
+        """Lines of exchanges whose opening line was skipped as corrupt."""
+        return self.skipped.left_out_lines
+
+    @property
+    def unknown_lines(self) -> int:
+        """Lines of kinds a newer mcp-proxy wrote."""
+        return self.skipped.unknown_lines
 
 
 def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) -> MockTable:
@@ -526,9 +541,7 @@ def read_table(paths: Sequence[Path]) -> tuple[MockTable, TableReport]:
             with reader:
                 replayer.start_file()
                 yield from reader
-                report.corrupt_lines += reader.corrupt_lines
-                report.unknown_lines += reader.skipped_unknown
-        replayer.finish()
-        report.left_out_lines = replayer.lost_lines
+            note_skipped(reader, report.skipped)
+        note_left_out(replayer, report.skipped, unplaced=False)
 
     return build_table(events(), report), report

@@ -253,6 +253,27 @@ async def test_a_request_without_its_session_or_with_one_unknown_is_refused_as_t
     assert after_end[0] == 404
 
 
+@pytest.mark.parametrize("recorded", ["legacy-inflight"], indirect=True)
+async def test_corrupt_capture_lines_are_named_by_file_and_line_and_the_rest_served(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    lines = recorded.capture.read_text(encoding="utf-8").splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join([*lines[:-1], "{not json\n", "[]\n", lines[-1]]), encoding="utf-8")
+    first, second = len(lines), len(lines) + 1
+
+    with _mock(damaged) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            added = normalize_tool_result(await client.call_tool(*CALLS[0]))
+        serving = await mock.logged("mock_serving")
+        said = mock.stderr()
+
+    assert added == recorded.results["add"]
+    assert serving["corrupt_lines"] == 2
+    assert f"mcp-proxy mock: skipped {damaged}:{first}: corrupt line (not JSON)" in said
+    assert f"mcp-proxy mock: skipped {damaged}:{second}: " in said
+
+
 async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
