@@ -104,7 +104,7 @@ def main(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    for note in report.order_notes:
+    for note in [*report.order_notes, *report.skipped.lines()]:
         print(f"mcp-proxy mock: {note}", file=sys.stderr)
     return _run(loaded, table, report, [str(p) for p in report.read], args.answer_timeout)
 

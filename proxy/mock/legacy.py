@@ -4,7 +4,10 @@ A recorded operation with rounds answers on an SSE stream: each round's question
 server->client requests with ids of the mock's own, the client's POSTed answers are taken (202) and
 compared with the recorded ones, and once a round is answered the next goes out; the recorded result
 ends the stream. Without rounds the answer is one JSON body. The session id is minted here (the
-recorded one was redacted) and asked of no later request: the mock serves whoever reaches it.
+recorded one was redacted); when the recorded server minted sessions, every later request must carry
+one the mock gave and has not seen ended, as that server asked (400 without one, 404 for one it does
+not know), so a client that loses its session fails here as it would there. A capture of a server
+that gave no session is served to whoever reaches the mock.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+from collections import OrderedDict
 from typing import Any, Final
 
 from aiohttp import web
 
 from proxy.logs import get_logger
 from proxy.mock.backend import (
+    INVALID_REQUEST,
     PATH,
     SERVER_INFO,
     MockServer,
@@ -39,6 +44,10 @@ SESSION_HEADER: Final = "Mcp-Session-Id"
 ANSWERED_LOCALLY: Final = frozenset({"ping", "logging/setLevel"})
 """Requests a legacy server answers with `{}` when the capture holds no answer of its own."""
 
+MAX_SESSIONS: Final = 10_000
+"""Sessions the mock remembers; the oldest is forgotten past this (its next request gets 404, as from
+a server that expired it)."""
+
 
 class LegacyMock(MockServer):
     """A 2025-era Streamable HTTP server answering from the table."""
@@ -48,6 +57,9 @@ class LegacyMock(MockServer):
         self._ids = itertools.count(1)
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         """The mock's in-flight request ids -> the client's answer, once POSTed."""
+        self._sessions: OrderedDict[str, None] = OrderedDict()
+        """Sessions handed out and not ended, oldest first (asked for only when the recorded server
+        minted sessions: `MockTable.sessions`)."""
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post(PATH, self.post)
@@ -59,14 +71,45 @@ class LegacyMock(MockServer):
         return web.Response(status=405, headers={"Allow": "POST, DELETE"})
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
-        """A session's end: nothing is held per session."""
+        """A session's end: the session is forgotten (a later request naming it gets 404)."""
+        refused = self._session_refusal(request)
+        if refused is not None:
+            return refused
+        self._sessions.pop(request.headers.get(SESSION_HEADER, ""), None)
         return web.Response(status=200)
+
+    def _session_refusal(self, request: web.Request) -> web.Response | None:
+        """The recorded server's refusal of a request with no session or one it does not know (None
+        when the request may go on, or the recorded server gave no sessions)."""
+        if not self.table.sessions:
+            return None
+        session = request.headers.get(SESSION_HEADER)
+        if not session:
+            return json_response(
+                error(
+                    None,
+                    INVALID_REQUEST,
+                    "mock: Bad Request: Missing session ID (the recorded server "
+                    "asked every request after initialize for the Mcp-Session-Id it gave)",
+                ),
+                400,
+            )
+        if session not in self._sessions:
+            return json_response(
+                error(None, INVALID_REQUEST, "mock: Session not found (not one this mock gave, or ended)"),
+                404,
+            )
+        return None
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         msg = await read_message(request)
         if isinstance(msg, web.Response):
             return msg
         method = msg.get("method")
+        if method != "initialize":
+            refused = self._session_refusal(request)
+            if refused is not None:
+                return refused
         if not isinstance(method, str):  # the client answering one of the mock's questions
             waiter = self._waiting.get(str(msg.get("id")))
             if waiter is not None and not waiter.done():
@@ -102,6 +145,9 @@ class LegacyMock(MockServer):
         else:
             result.setdefault("protocolVersion", LATEST_LEGACY)
         session = secrets.token_hex(16)
+        self._sessions[session] = None
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
         return json_response(reply(msg_id, {"result": result}), headers={SESSION_HEADER: session})
 
     async def _stream(

@@ -28,12 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from proxy.flows.events import ChainOpened, Direction, FlowEvent, MessageRecord, MessageRecorded, Side
+from proxy.flows.events import (
+    ChainOpened,
+    Direction,
+    FlowEvent,
+    MessageRecord,
+    MessageRecorded,
+    SessionChanged,
+    Side,
+)
 from proxy.flows.redact import TRUNCATED_KEY, UNENCODABLE_KEY
 from proxy.flows.store import ChainStore
-from proxy.record.export import open_readers
+from proxy.record.export import ExportReport, note_left_out, note_skipped, open_readers
 from proxy.record.observations import ObservationReplayer
 from proxy.record.parts import oldest_first
+from proxy.record.redacted_match import first_difference, holds_stand_in
 
 MAX_OPERATIONS: Final = 50_000
 """Operations a table keeps; later chains of a bigger capture are counted in `dropped`, not served."""
@@ -149,6 +158,12 @@ class MockTable:
     served: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
     """Chains past `MAX_OPERATIONS`, not kept."""
+    sessions: bool = False
+    """The recorded server gave legacy sessions (`Mcp-Session-Id`): the mock asks later requests for
+    one of its own, as that server did."""
+    redacted: dict[str, list[str]] = field(default_factory=dict)
+    """Method -> the match keys of its recorded calls whose params hold a redacted stand-in, in
+    recorded order: a request is fitted to them when no recorded call matches it exactly."""
     masked: Callable[[Any], Any] = _as_sent
     """How a request's params are shown in a miss's message, which the mock logs and the proxy in
     front of it records: the user's redaction (`Redactor.body`), so the message never holds in clear
@@ -159,7 +174,10 @@ class MockTable:
         if self.size >= MAX_OPERATIONS:
             self.dropped += 1
             return
-        self.operations.setdefault(match_key(op.method, op.params), []).append(op)
+        key = match_key(op.method, op.params)
+        if key not in self.operations and op.method not in METHOD_ONLY and holds_stand_in(op.params):
+            self.redacted.setdefault(op.method, []).append(key)
+        self.operations.setdefault(key, []).append(op)
 
     @property
     def size(self) -> int:
@@ -187,27 +205,50 @@ class MockTable:
         holds a `tools/list` answered to each era, and a 2026-07-28 client must not get the legacy
         one (it lacks the caching hints that era requires). The others serve when the era has none.
         """
+        key = self._recorded_key(method, params)
+        ops = self.operations.get(key) if key is not None else None
+        if key is None or not ops:
+            return self._miss(method, params)
+        if era is not None:
+            same = [op for op in ops if op.era == era]
+            if same and len(same) < len(ops):
+                ops, key = same, f"{key}\x00{era}"
+        index = min(self.served[key], len(ops) - 1)
+        self.served[key] += 1
+        return ops[index]
+
+    def _recorded_key(self, method: str, params: Any) -> str | None:
+        """The match key of the recorded calls this request is: its own; else its own once masked as the
+        proxy masks (the recording's `redact_key` and body keys give a redacted value's very stand-in);
+        else the first recorded call whose stand-ins, each fitting any value, make it fit."""
         key = match_key(method, params)
-        ops = self.operations.get(key)
-        if ops:
-            if era is not None:
-                same = [op for op in ops if op.era == era]
-                if same and len(same) < len(ops):
-                    ops, key = same, f"{key}\x00{era}"
-            index = min(self.served[key], len(ops) - 1)
-            self.served[key] += 1
-            return ops[index]
-        return self._miss(method, params)
+        if key in self.operations:
+            return key
+        if method in METHOD_ONLY or method not in self.redacted:
+            return None
+        masked = match_key(method, self.masked(params))
+        if masked in self.operations:
+            return masked
+        kept = _kept_params(params)
+        return next(
+            (
+                k
+                for k in self.redacted[method]
+                if first_difference(_kept_params(self.operations[k][0].params), kept) is None
+            ),
+            None,
+        )
 
     def _miss(self, method: str, params: Any) -> Miss:
         same = [ops[0] for ops in self.operations.values() if ops[0].method == method]
         asked = shown(method, self.masked(params))
         if same:
             near = _nearest(asked, same)
+            where = first_difference(_kept_params(near.params), _kept_params(params))
             return Miss(
                 INVALID_PARAMS,
                 f"mock: no recorded {method} matches {asked}; nearest recorded: {near.shown()} "
-                f"(chain {near.chain})",
+                f"(chain {near.chain}); they differ at {where or 'the params as a whole'}",
             )
         every = [ops[0] for ops in self.operations.values()]
         if not every:
@@ -432,16 +473,31 @@ def _answered(ask: Ask, answer: Any) -> Ask:
 class TableReport:
     """What reading the capture skipped, for the mock's start-up lines."""
 
-    corrupt_lines: int = 0
-    left_out_lines: int = 0
-    """Lines of exchanges whose opening line was skipped as corrupt: no operation holds them."""
-    unknown_lines: int = 0
+    skipped: ExportReport = field(default_factory=ExportReport)
+    """The lines skipped, as `export` and `replay` tell them: the first corrupt ones named by file and
+    line (`MAX_CORRUPT_SHOWN`), the lines of exchanges whose opening line was skipped (no operation
+    holds them), lines a newer mcp-proxy wrote."""
     unanswered: int = 0
     """Chains whose request the server never answered (or that were not requests): not served."""
     read: list[Path] = field(default_factory=list)
     """The files, in the order read: oldest first by their headers' start times."""
     order_notes: list[str] = field(default_factory=list)
     """What to tell the user about that order (it was not the order given, or could not be told)."""
+
+    @property
+    def corrupt_lines(self) -> int:
+        """Lines skipped because they could not be read."""
+        return self.skipped.corrupt_lines
+
+    @property
+    def left_out_lines(self) -> int:
+        """Lines of exchanges whose opening line was skipped as corrupt."""
+        return self.skipped.left_out_lines
+
+    @property
+    def unknown_lines(self) -> int:
+        """Lines of kinds a newer mcp-proxy wrote."""
+        return self.skipped.unknown_lines
 
 
 def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) -> MockTable:
@@ -457,6 +513,8 @@ def build_table(events: Iterable[FlowEvent], report: TableReport | None = None) 
             reader = readers.get(event.chain_id)
             if reader is not None:
                 reader.read(event.message)
+        elif isinstance(event, SessionChanged) and event.state == "opened" and event.side in SERVER_SIDES:
+            table.sessions = True  # the server's own session (relayed, or a bridge's with it)
     handshakes: list[Operation] = []
     for reader in readers.values():
         op = reader.operation()
@@ -483,9 +541,7 @@ def read_table(paths: Sequence[Path]) -> tuple[MockTable, TableReport]:
             with reader:
                 replayer.start_file()
                 yield from reader
-                report.corrupt_lines += reader.corrupt_lines
-                report.unknown_lines += reader.skipped_unknown
-        replayer.finish()
-        report.left_out_lines = replayer.lost_lines
+            note_skipped(reader, report.skipped)
+        note_left_out(replayer, report.skipped, unplaced=False)
 
     return build_table(events(), report), report

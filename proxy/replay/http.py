@@ -49,6 +49,13 @@ class Reply:
     headers: Mapping[str, str]
     _response: aiohttp.ClientResponse
 
+    async def opening(self) -> str:
+        """The body's first bytes as text (`SHOWN_BODY` of them, `...` when there is more), for a
+        report that quotes what a server said when it refused a request; empty for an empty body."""
+        body = await self._response.content.read(SHOWN_BODY + 1)
+        shown = body[:SHOWN_BODY].decode("utf-8", "replace").strip()
+        return shown + ("..." if len(body) > SHOWN_BODY else "")
+
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The JSON-RPC messages of the body (none for a 202 or an empty body)."""
         kind = self._response.headers.get("Content-Type", "").split(";")[0].strip().lower()

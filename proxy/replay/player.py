@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from proxy.record.mock_table import shown
-from proxy.record.replay_plan import AnswerMiss, ChainPlan, Sent, headers_to_send, redacted_paths
-from proxy.replay.http import ReplayHttp
+from proxy.record.replay_plan import STAND_IN, AnswerMiss, ChainPlan, Sent, headers_to_send, redacted_paths
+from proxy.replay.http import ReplayHttp, Reply
 
 AskUser = Callable[[ChainPlan, str, Any], Awaitable[Any]]
 """Asks the user for the answer to a question the recording has none for (`--ask`); None declines."""
@@ -33,9 +33,16 @@ MAX_ROUNDS: Final = 10
 NO_ANSWER: Final = -32603
 """The code of the error a legacy server gets for a question the replay cannot answer."""
 
+REFUSALS: Final = {401: "Unauthorized", 403: "Forbidden"}
+"""HTTP statuses a server refuses a caller with: the credential given is wrong, expired or missing."""
+
 
 class ReplayFailed(Exception):
     """A chain that cannot be replayed (or finished): the text says why and what to do."""
+
+
+class Refused(ReplayFailed):
+    """The server refused the replay's caller (HTTP 401 or 403): the text names the `--header` to give."""
 
 
 @dataclass
@@ -79,6 +86,24 @@ class Player:
             headers["Mcp-Session-Id"] = session
         return headers
 
+    async def refused(self, plan: ChainPlan, sent: Sent, reply: Reply) -> None:
+        """Fail the chain saying the server refused the caller, and which `--header` to give, when it
+        answered 401 or 403 where the recording's server did not (a refusal recorded is compared)."""
+        if reply.status not in REFUSALS or _recorded_refusal(plan):
+            return
+        names = [n for n in sent.headers if STAND_IN.search(sent.headers[n])] or ["Authorization"]
+        given = [n for n in self.given if n.lower() in {m.lower() for m in names}]
+        if given:
+            why = f"the {given[0]} given with --header is not one it accepts: give another"
+        else:
+            why = "it wants a credential the recording's request did not carry: give it"
+        said = await reply.opening()
+        quoted = f" (it said {said!r})" if said else ""
+        raise Refused(
+            f"the server refused it with HTTP {reply.status} {REFUSALS[reply.status]}{quoted}: {why} "
+            f"with --header '{names[0]}: VALUE'"
+        )
+
     async def play(self, plan: ChainPlan, session: str | None) -> Played:
         """Send the chain's requests and answer its questions; the new chain is the proxy's to tell."""
         first = plan.first
@@ -102,6 +127,7 @@ class Player:
         headers = self.headers(first, session)
         played = Played(request_id=first.body.get("id"))
         async with self.http.post(first.body, headers) as reply:
+            await self.refused(plan, first, reply)
             played.session = reply.headers.get("Mcp-Session-Id")
             answering = {**headers, "Mcp-Session-Id": played.session} if played.session else headers
             async for message in reply.messages():
@@ -149,7 +175,7 @@ class Player:
         sent = first
         body = first.body
         for round_ in range(MAX_ROUNDS + 1):
-            final = await self._final(body, self.headers(sent, None))
+            final = await self._final(plan, sent, body)
             result = final.get("result") if final else None
             if not isinstance(result, dict) or result.get("resultType") != "input_required":
                 return played
@@ -175,10 +201,12 @@ class Player:
             responses[str(key)] = answer
         return responses
 
-    async def _final(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | None:
-        """The response to `body` (the last message of its reply with its id)."""
+    async def _final(self, plan: ChainPlan, sent: Sent, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The response to `body` (`sent` as it was sent, or edited: the last message of its reply with
+        its id)."""
         final = None
-        async with self.http.post(body, headers) as reply:
+        async with self.http.post(body, self.headers(sent, None)) as reply:
+            await self.refused(plan, sent, reply)
             async for message in reply.messages():
                 if message.get("id") == body.get("id") and ("result" in message or "error" in message):
                     final = message
@@ -192,6 +220,11 @@ class Player:
     async def end_session(self, handshake: Sent, session: str) -> int:
         """DELETE a legacy session the replay opened; returns the status."""
         return await self.http.delete(self.headers(handshake, session))
+
+
+def _recorded_refusal(plan: ChainPlan) -> bool:
+    """Whether the recording's server refused the chain's caller too (then a refusal is what it did)."""
+    return any(r.http is not None and r.http.status in REFUSALS for r in plan.records)
 
 
 def _retry(recorded: dict[str, Any], responses: dict[str, Any], state: Any, round_: int) -> dict[str, Any]:

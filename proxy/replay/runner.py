@@ -38,7 +38,7 @@ from proxy.record.replay_outcome import ChainOutcome
 from proxy.record.replay_plan import ChainPlan, PlanKind
 from proxy.replay.era import EraChoice, EraSetting, EraUnspoken, RecordedEra, recorded_era, users_era
 from proxy.replay.http import ReplayHttp, ReplayHttpError
-from proxy.replay.player import AskUser, Played, Player, ReplayFailed
+from proxy.replay.player import AskUser, Played, Player, Refused, ReplayFailed
 from proxy.runtime import Proxy
 
 CHAIN_TIMEOUT: Final = 30.0
@@ -297,7 +297,10 @@ class Replay:
                 "give the earlier parts too"
             )
         assert self.player is not None
-        played = await self.player.play(handshake, None)
+        try:
+            played = await self.player.play(handshake, None)
+        except Refused as exc:
+            raise Refused(f"replaying its session's initialize ({handshake.chain}): {exc}") from exc
         if not played.session:
             raise ReplayFailed(f"replaying its session's initialize ({handshake.chain}) opened no session")
         self.sessions[recorded] = played.session

@@ -176,6 +176,104 @@ async def test_a_call_never_recorded_is_named_with_the_users_body_keys_masked_in
     assert secret not in missed.value.error.message
 
 
+async def test_a_call_recorded_with_a_redacted_argument_is_served_and_a_miss_names_where_it_differs(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # The capture keeps the password as its stand-in only, whatever key the mock is given.
+    password = "hunter2-PASSWORD"
+    capture = tmp_path / "redacted.jsonl"
+    settings = {"redact_body_keys": "password", "admin_enabled": "false", "drain_grace": 1}
+    with ProxyProcess(
+        clean_env(**settings_env(upstream=legacy_server.url, capture=capture, **settings))
+    ) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            added = normalize_tool_result(
+                await client.call_tool("add", {"a": 2, "b": 3, "password": password})
+            )
+        assert proxy.stop() == 0
+    assert password not in capture.read_text(encoding="utf-8")
+
+    env = clean_env(**settings_env(admin_enabled="false", drain_grace=1, redact_body_keys="password"))
+    with ProxyProcess(env, "mock", str(capture)) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            served = normalize_tool_result(
+                await client.call_tool("add", {"a": 2, "b": 3, "password": password})
+            )
+            with pytest.raises(MCPError) as other:
+                await client.call_tool("add", {"a": 7, "b": 3, "password": password})
+    assert added["content"] == ["5"]
+    assert served == added
+    assert other.value.error.code == -32602
+    assert other.value.error.message.endswith("they differ at arguments.a"), other.value.error.message
+    assert password not in mock.stderr()
+
+
+@pytest.mark.parametrize("recorded", ["legacy-inflight"], indirect=True)
+async def test_a_request_without_its_session_or_with_one_unknown_is_refused_as_the_recorded_server_did(
+    recorded: Recorded,
+) -> None:
+    # A raw HTTP client: the client under test is one that loses its session, which no SDK client does.
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    with _mock(recorded.capture) as mock:
+        async with aiohttp.ClientSession() as http:
+
+            async def post(body: dict[str, Any], session: str | None = None) -> tuple[int, dict[str, Any]]:
+                sent = {**headers, "Mcp-Session-Id": session} if session else headers
+                async with http.post(mock.endpoint(), json=body, headers=sent) as resp:
+                    return resp.status, await resp.json(content_type=None)
+
+            async with http.post(mock.endpoint(), json=opening, headers=headers) as resp:
+                session = resp.headers["Mcp-Session-Id"]
+            without = await post(listing)
+            unknown = await post(listing, "deadbeef")
+            within = await post(listing, session)
+            async with http.delete(mock.endpoint(), headers={**headers, "Mcp-Session-Id": session}) as resp:
+                ended = resp.status
+            after_end = await post(listing, session)
+
+    assert without[0] == 400
+    assert without[1]["error"]["code"] == -32600
+    assert "Missing session ID" in without[1]["error"]["message"]
+    assert unknown[0] == 404
+    assert "Session not found" in unknown[1]["error"]["message"]
+    assert within[0] == 200
+    assert [t["name"] for t in within[1]["result"]["tools"]] == recorded.tools
+    assert ended == 200
+    assert after_end[0] == 404
+
+
+@pytest.mark.parametrize("recorded", ["legacy-inflight"], indirect=True)
+async def test_corrupt_capture_lines_are_named_by_file_and_line_and_the_rest_served(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    lines = recorded.capture.read_text(encoding="utf-8").splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join([*lines[:-1], "{not json\n", "[]\n", lines[-1]]), encoding="utf-8")
+    first, second = len(lines), len(lines) + 1
+
+    with _mock(damaged) as mock:
+        async with client_for(mock.endpoint(), "legacy") as client:
+            added = normalize_tool_result(await client.call_tool(*CALLS[0]))
+        serving = await mock.logged("mock_serving")
+        said = mock.stderr()
+
+    assert added == recorded.results["add"]
+    assert serving["corrupt_lines"] == 2
+    assert f"mcp-proxy mock: skipped {damaged}:{first}: corrupt line (not JSON)" in said
+    assert f"mcp-proxy mock: skipped {damaged}:{second}: " in said
+
+
 async def test_a_recording_cut_at_the_capture_body_limit_answers_an_error_naming_the_setting(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:

@@ -34,6 +34,7 @@ from proxy.record.replay_source import open_capture, plans
 from proxy.replay.runner import for_tui
 from tests.e2e.channel_peers import python_stdio_command
 from tests.e2e.replay_peers import ADD_WORDED, DemoPeer
+from tests.peers.bearer_app import TOKEN
 from tests.peers.clients import run_client as run_peer_client
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
@@ -397,6 +398,56 @@ def test_a_credential_the_capture_holds_redacted_is_asked_for_by_name_and_sent_w
         assert "s3cret" not in done.stdout + done.stderr
 
 
+def test_a_wrong_token_is_reported_as_the_servers_401_naming_the_header_to_give(tmp_path: Path) -> None:
+    capture = tmp_path / "bearer.jsonl"
+    with PeerServer("legacy-bearer") as server:
+        env = settings_env(upstream=server.url, capture=capture, admin_enabled="false", drain_grace=1)
+        with ProxyProcess(clean_env(**env)) as proxy:
+            asyncio.run(_record_bearer_calls(proxy.endpoint()))
+            assert proxy.stop() == 0
+        chains = {p.headline(): p.chain for p in plans(open_capture([capture]))}
+        handshake, add = chains["initialize"], chains["tools/call add"]
+
+        wrong = _replay(
+            capture, "--all", "--upstream", server.url, "--header", "Authorization: Bearer WRONG-tok3n"
+        )
+        right = _replay(
+            capture, "--all", "--upstream", server.url, "--header", f"Authorization: Bearer {TOKEN}"
+        )
+        alone = _replay(
+            capture,
+            "--chain",
+            handshake,
+            "--upstream",
+            server.url,
+            "--header",
+            "Authorization: Bearer WRONG-tok3n",
+        )
+
+    refused = "the server refused it with HTTP 401 Unauthorized"
+    hint = (
+        "the Authorization given with --header is not one it accepts: "
+        "give another with --header 'Authorization: VALUE'"
+    )
+    lines = _lines(wrong)
+    assert lines[handshake].startswith(f"{handshake} initialize: failed: {refused}"), wrong.stdout
+    assert lines[handshake].endswith(hint), wrong.stdout
+    assert lines[add].startswith(
+        f"{add} tools/call add: failed: replaying its session's initialize ({handshake}): {refused}"
+    ), wrong.stdout
+    assert (wrong.returncode, alone.returncode) == (1, 1), wrong.stdout + alone.stdout
+    assert right.returncode == 0, right.stdout + right.stderr
+    for done in (wrong, right, alone):
+        assert "WRONG-tok3n" not in done.stdout + done.stderr
+        assert TOKEN not in done.stdout + done.stderr
+
+
+async def _record_bearer_calls(endpoint: str) -> None:
+    async with client_for(endpoint, "legacy", headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        result = await client.call_tool("add", {"a": 2, "b": 3})
+    assert normalize_tool_result(result)["content"] == ["5"]
+
+
 class _GatewayQuotingTheToken(BaseHTTPRequestHandler):
     """A legacy server behind a gateway that refuses calls with a text/plain 401 quoting the token it
     refused (hand-written: no SDK peer answers a call outside JSON-RPC)."""
@@ -446,8 +497,10 @@ def test_a_refusal_quoting_the_token_it_refused_is_reported_with_the_token_maske
         done = _replay(capture, "--chain", add, "--upstream", gateway, "--header", f"Authorization: {SECRET}")
 
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "HTTP 401 answered text/plain" in _lines(done)[add]
-    assert "unauthorized: Bearer <redacted len=" in _lines(done)[add]
+    assert (
+        "the server refused it with HTTP 401 Unauthorized (it said 'unauthorized: Bearer <redacted len="
+        in (_lines(done)[add])
+    )
     assert "s3cret" not in done.stdout + done.stderr
 
 

@@ -287,7 +287,7 @@ def test_an_unmatched_call_is_refused_naming_the_nearest_recorded_call_of_its_me
     assert other_args.code == INVALID_PARAMS
     assert other_args.message == (
         'mock: no recorded tools/call matches tools/call add {"a":2,"b":4}; '
-        'nearest recorded: tools/call add {"a":2,"b":3} (chain r1)'
+        'nearest recorded: tools/call add {"a":2,"b":3} (chain r1); they differ at arguments.b'
     )
     assert isinstance(other_method, Miss)
     assert other_method.code == METHOD_NOT_FOUND
@@ -298,6 +298,47 @@ def test_an_unmatched_call_is_refused_naming_the_nearest_recorded_call_of_its_me
     assert its_family.message.startswith(
         "mock: prompts/get was never recorded; nearest recorded: prompts/list"
     )
+
+
+REDACTED_PW = "<redacted len=7 hmac:31712897>"
+OTHER_PW = "<redacted len=7 hmac:0badf00d>"
+
+
+def test_a_redacted_recorded_value_matches_any_value_and_the_recordings_own_stand_in_picks_its_call() -> None:
+    events = [
+        *Chain("r1")
+        .to_server(call(1, "login", {"user": "bob", "password": REDACTED_PW}))
+        .to_client({"id": 1, "result": text("welcome")})
+        .events,
+        *Chain("r2")
+        .to_server(call(2, "login", {"user": "bob", "password": OTHER_PW}))
+        .to_client({"id": 2, "result": text("wrong password")})
+        .events,
+        *Chain("r3")
+        .to_server(call(3, "say", {"text": f"token {REDACTED_PW} used"}))
+        .to_client({"id": 3, "result": text("said")})
+        .events,
+    ]
+    table = build_table(events)
+    table.masked = lambda params: {**params, "arguments": {**params["arguments"], "password": OTHER_PW}}
+
+    any_password = build_table(events).lookup(
+        "tools/call", call(9, "login", {"user": "bob", "password": 42})["params"]
+    )
+    hashed_as_r2 = table.lookup(
+        "tools/call", call(9, "login", {"user": "bob", "password": "pw-two"})["params"]
+    )
+    within_text = table.lookup("tools/call", call(9, "say", {"text": "token s3cret-ABC used"})["params"])
+    other_user = table.lookup("tools/call", call(9, "login", {"user": "alice", "password": "x"})["params"])
+
+    assert isinstance(any_password, Operation)
+    assert any_password.chain == "r1"
+    assert isinstance(hashed_as_r2, Operation)
+    assert hashed_as_r2.chain == "r2"
+    assert isinstance(within_text, Operation)
+    assert within_text.chain == "r3"
+    assert isinstance(other_user, Miss)
+    assert other_user.message.endswith("they differ at arguments.user")
 
 
 def test_a_chain_the_server_never_answered_is_counted_not_served_and_a_cut_one_is_marked() -> None:
