@@ -13,6 +13,7 @@ from proxy.flows.observations import (
     STREAM_NORMAL_ENDS,
     awaits_cancel,
     cancels_by_hanging_up,
+    declines_stream,
     hung_up_after_unread,
 )
 from proxy.flows.records import http_only_head, http_side
@@ -36,6 +37,9 @@ LEGACY_LEFT_BRIDGE = (
 )
 """The note on a legacy client's call through `legacy_to_mrtr` that ended with the client's hang-up:
 the engine closes the call's open upstream leg, which tells a 2026-07-28 server to stop."""
+
+NO_STREAM_NOTE = "the server offers no GET stream here (HTTP 405): not a failure"
+"""The note on a GET stream the server declined, as the transport lets it."""
 
 
 class ExchangeClosing(BuilderState):
@@ -107,6 +111,8 @@ class ExchangeClosing(BuilderState):
             failed = outcome not in STREAM_NORMAL_ENDS or ex.http_failed()
             if outcome == "session_deleted" and not failed:
                 chain.summary.notes.append("ended with its session (deleted)")
+            elif ex.head is not None and declines_stream(ex.http_method, ex.head.status):
+                chain.summary.notes.append(NO_STREAM_NOTE)
             status = ChainStatus.ERROR if failed else ChainStatus.OK
             self._ledger.finish(chain, status, outcome if failed else None, now, answered=ex.head_at)
         self._release(ex.chains)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proxy.flows.events import HttpInfo, Mode
+from proxy.flows.observations import declines_stream
 from proxy.wire.jsonrpc import Message, RequestId
 
 if TYPE_CHECKING:
@@ -146,5 +147,9 @@ class Exchange:
         return next(iter(self.requests.values()), None) or (self.chains[0] if self.chains else None)
 
     def http_failed(self) -> bool:
-        """Whether the response head says the exchange failed (HTTP 4xx or 5xx)."""
-        return self.head is not None and (self.head.status or 0) >= 400
+        """Whether the response head says the exchange failed (HTTP 4xx or 5xx; a GET answered that the
+        server offers no stream there is not)."""
+        if self.head is None:
+            return False
+        status = self.head.status or 0
+        return status >= 400 and not declines_stream(self.http_method, status)

@@ -234,6 +234,17 @@ STREAM_NORMAL_ENDS: Final = frozenset({None, CLIENT_DISCONNECTED, "session_delet
 session it belonged to was deleted (the stream has nothing left to carry), or the proxy stopped, so
 neither its chain nor the error counters call it a failure."""
 
+NO_STREAM_STATUS: Final = 405
+"""What a server answers a GET on its MCP endpoint when it offers no stream there (the transport
+names it as the one alternative to an event stream), so a GET stream refused with it is no failure:
+its chain ends `ok` with a note, it counts no error, and its log line has no trouble."""
+
+
+def declines_stream(http_method: str, status: int | None) -> bool:
+    """Whether a response is a server saying it offers no GET stream (`NO_STREAM_STATUS` to a GET)."""
+    return status == NO_STREAM_STATUS and http_method == "GET"
+
+
 _CUT_AFTER_ANSWERS: Final = frozenset({CLIENT_DISCONNECTED, PROXY_STOPPING})
 """Cuts that are no trouble once every request the exchange carried was answered."""
 

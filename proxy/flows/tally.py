@@ -38,6 +38,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
     awaits_cancel,
     client_end,
+    declines_stream,
     hung_up_after_unread,
     unusual_end,
 )
@@ -694,8 +695,9 @@ def _trouble(tally: _Open, outcome: str | None, redactor: Redactor) -> str | Non
         return outcome
     if tally.failed is not None:
         return tally.failed
-    if tally.status is not None and tally.status >= 400:
-        return f"HTTP {tally.status}"
+    status = tally.status
+    if status is not None and status >= 400 and not declines_stream(tally.http_method, status):
+        return f"HTTP {status}"
     if tally.answered < len(tally.ids) and tally.not_inspected is None:
         return _why_unanswered(tally, redactor)  # a stray answer, an empty body, a stream ended first
     return None

@@ -45,6 +45,7 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
     awaits_cancel,
     cancels_by_hanging_up,
+    declines_stream,
     hung_up_after_unread,
 )
 from proxy.flows.resumes import SESSION_GONE_STATUS, ResumeWaits, Wait, awaits_resume, ends_session
@@ -635,7 +636,8 @@ class OpCounter:
                 continue
             if op.method == DELETE_SESSION and ex.session and not op.finished:
                 self._counters.session("ended")
-            error = outcome not in STREAM_NORMAL_ENDS or ex.failed()
+            declined = op.method == GET_STREAM and declines_stream("GET", ex.status)
+            error = outcome not in STREAM_NORMAL_ENDS or (ex.failed() and not declined)
             self._finish(op, t, error=error)
 
     @staticmethod

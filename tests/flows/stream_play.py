@@ -53,6 +53,18 @@ def streams_and_delete(obs: Any, clock: Ticking) -> list[Any]:
     return closed
 
 
+def declined_and_refused_streams(obs: Any, clock: Ticking) -> list[Any]:
+    """A GET the server declines with 405 (it offers no stream there: no failure) and one it refuses
+    with 404 (a session it no longer knows: a failure). Returns what each close returned."""
+    closed = []
+    for exchange, status in (("g405", 405), ("g404", 404)):
+        obs.open_exchange(exchange, http_method="GET", path="/mcp", headers=HEADERS, session=SESSION)
+        obs.response_head(exchange, status=status, content_type="text/plain", headers={})
+        clock.now += 0.1
+        closed.append(obs.close_exchange(exchange, None))
+    return closed
+
+
 LISTEN_FILTER = {"notifications": {"toolsListChanged": True}}
 
 

@@ -26,7 +26,7 @@ from proxy.flows.events import (
     SessionChanged,
     event_to_json,
 )
-from proxy.flows.exchange_closing import LEGACY_LEFT_BRIDGE, MODERN_CANCEL
+from proxy.flows.exchange_closing import LEGACY_LEFT_BRIDGE, MODERN_CANCEL, NO_STREAM_NOTE
 from proxy.flows.observations import LATE_CANCEL_S
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NO_FIT, OTHER_AUTHORIZATION_RETRY
@@ -393,11 +393,23 @@ def test_messages_on_the_get_stream_join_the_get_chain_and_so_do_the_answers(wor
 
 def test_a_get_stream_that_fails_ends_its_chain_in_error(world: World) -> None:
     world.open("g1", method="GET", session=SESSION)
-    world.head("g1", 405, None)
+    world.head("g1", 404, None)
     world.close("g1")
 
     (opened,) = world.of_type(ChainOpened)
     assert world.summary(opened.chain.id).status is ChainStatus.ERROR
+
+
+def test_a_get_stream_the_server_declines_with_405_ends_ok_saying_it_offers_none(world: World) -> None:
+    """405 is the transport's one alternative to an event stream: the server offers none there."""
+    world.open("g1", method="GET", session=SESSION)
+    world.head("g1", 405, None)
+    world.close("g1")
+
+    (opened,) = world.of_type(ChainOpened)
+    summary = world.summary(opened.chain.id)
+    assert (summary.status, summary.error) == (ChainStatus.OK, None)
+    assert summary.notes == [NO_STREAM_NOTE]
 
 
 # -- sessions --------------------------------------------------------------------------------------

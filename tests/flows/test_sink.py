@@ -57,7 +57,7 @@ from tests.flows.resume_play import (
     cut_never_resumed,
     cut_then_session_gone,
 )
-from tests.flows.stream_play import listens, streams_and_delete
+from tests.flows.stream_play import declined_and_refused_streams, listens, streams_and_delete
 
 SESSION = "sess-4b1d-secret-session-value"
 HEADERS = {
@@ -408,6 +408,7 @@ SCENARIOS: dict[str, Play] = {
     "never-retried": _never_retried,
     "session-forgotten": _session_forgotten,
     "streams-and-delete": streams_and_delete,
+    "declined-and-refused-streams": declined_and_refused_streams,
     "listens": listens,
     "refused-bridge-retry": refused_bridge_retry,
     "refused-bridge-answer": refused_bridge_answer,

@@ -170,6 +170,14 @@ def test_a_request_whose_exchange_ended_cleanly_without_its_answer_is_trouble() 
     assert exchange(tally, "x3", "POST", [note], [], None, status=202).trouble is None
 
 
+def test_a_get_the_server_answers_405_offering_no_stream_is_no_trouble_and_logged_at_info() -> None:
+    tally = RoundTripTally(Redactor(key=b"k"))
+    declined = exchange(tally, "g1", "GET", [], [], None, status=405, content_type="text/plain")
+    assert (declined.trouble, declined.level) == (None, "info")
+    refused = exchange(tally, "x1", "POST", [CALL], [], None, status=405, content_type="text/plain")
+    assert (refused.trouble, refused.level) == ("HTTP 405", "warning")  # a POST refused so failed
+
+
 def test_a_get_that_gets_no_event_stream_is_named_by_its_path_with_secrets_masked() -> None:
     tally = RoundTripTally(Redactor(key=b"k"))
     page = exchange(

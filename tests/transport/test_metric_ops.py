@@ -69,6 +69,13 @@ def test_the_counters_of_a_play_are_what_its_chains_say(play: Play) -> None:
     assert counted == _from_chains(rig)
 
 
+def test_a_get_declined_with_405_counts_no_error_and_one_refused_with_404_counts_one() -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    SCENARIOS["declined-and-refused-streams"](rig.facts, rig.clock)
+    assert sum(metrics.counts.errors.values()) == 1
+
+
 def test_lookalike_retries_leave_no_call_waiting_on_the_client() -> None:
     rig, metrics = Rig(), bare_metrics()
     rig.sink.listeners.append(metrics.counting.observe_all)
