@@ -111,7 +111,9 @@ def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answe
 
 def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_could_be_anyones() -> None:
     """Clients with the same credentials share an upstream session: a question that names no request,
-    while two calls are in flight, could be either client's, and is given to neither."""
+    while two calls are in flight, could be either client's, and is given to neither. The refusal is
+    an internal error, not -32601: a server that fails its tool with it must not make the call look
+    like a method that does not exist."""
     bridge = engine()
     text = (
         "elicitation/create came on the session's GET stream, naming no client request, while 2 calls "
@@ -133,7 +135,7 @@ def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_c
     )
     said = protocol(bridge.handle(up(STREAM, req(9, "elicitation/create", FORM))))
     assert said[0] == ambiguous
-    assert [c.message for c in said[1:]] == [err(9, -32601, text)]  # the refusal, posted upstream
+    assert [c.message for c in said[1:]] == [err(9, -32603, text)]  # the refusal, posted upstream
     assert not [c for c in said if isinstance(c, (StartTimer, ReplyJson))]  # neither call is asked
 
 
@@ -199,8 +201,11 @@ def test_a_get_stream_question_with_only_a_parked_call_is_refused_at_once_naming
     said = protocol(bridge.handle(up(STREAM, req("g1", "roots/list"))))
     assert said[0] == Log("bridge_unassociated_request", "warning", {**fields, "hint": ANY})
     assert "parked" in said[0].fields["hint"]
-    text = "Method not found: roots/list is not associated with a client request"
-    assert [c.message for c in said[1:]] == [err("g1", -32601, text)]
+    text = (
+        "roots/list came on the session's GET stream, naming no client request, while this session's "
+        "only calls wait for their clients' retries: the proxy cannot ask those clients now"
+    )
+    assert [c.message for c in said[1:]] == [err("g1", -32603, text)]
     assert bridge.table_sizes()["asked"] == 1  # the parked call holds only its own question
 
 

@@ -42,17 +42,22 @@ capability gate applies, and the client's answer is POSTed upstream on the sessi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from proxy.engine.commands import BridgeCommand, Log
 from proxy.engine.modern_client.rounds import RoundKeeper
 from proxy.engine.modern_client.state import Call, MrtrContext
+from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS
 
 Commands = list[BridgeCommand]
-Refuse = Callable[[str, Message, str], Commands]
-"""Refuses a GET-stream request upstream: its leg, the request, the error's text."""
+Refuse = Callable[[str, Message, int, str], Commands]
+"""Refuses a GET-stream request upstream: its leg, the request, the error's code and text."""
+UNPLACED: Final = errors.INTERNAL_ERROR
+"""The code of a refused question some call could own. A tool that fails with its client's error
+passes the code on as its call's; -32601 there would reach a 2026-07-28 client as HTTP 404 and
+"method not found" on a method that exists, where this is an ordinary error of that call."""
 
 HINT = (
     "the server asked on its session's GET stream, naming no request, while several calls waited for "
@@ -121,9 +126,13 @@ class StreamAsks:
         if parked:
             fields["parked"] = [call.key for call in parked]
         if not waiting:
-            text = f"Method not found: {msg.method} is not associated with a client request"
+            text = (
+                f"{msg.method} came on the session's GET stream, naming no client request, while this "
+                "session's only calls wait for their clients' retries: the proxy cannot ask those "
+                "clients now"
+            )
             said = Log("bridge_unassociated_request", "warning", {**fields, "hint": PARKED_HINT})
-            return [said, *self._refuse(leg, msg, text)]
+            return [said, *self._refuse(leg, msg, UNPLACED, text)]
         if len(waiting) + len(parked) > 1:
             return self._ambiguous(leg, msg, [*waiting, *parked], fields)
         call = waiting[0]
@@ -146,7 +155,7 @@ class StreamAsks:
                     "not tell whose it was"
                 )
         said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
-        return [said, *self._refuse(leg, msg, text)]
+        return [said, *self._refuse(leg, msg, UNPLACED, text)]
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
         asked = msg.params.get("requestId")
