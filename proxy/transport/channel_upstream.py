@@ -62,6 +62,12 @@ HEAD_HOLD = 1.0
 (so a slow call is never cut by the upstream timeout, which bounds heads)."""
 
 _RESTART_HINT = "the next request starts it again"
+_SESSION_GONE_HINT = (
+    "its session is gone: that client's next request gets 404 (Session not found), and its client "
+    "initializes again, which starts it again"
+)
+"""The hint for a legacy client's own session (a child, or an HTTP+SSE session, per session): only
+a new `initialize` opens another, so the shared child's wording would promise what does not happen."""
 _LOST_HINT = "mcp-proxy stdio stops, so its client sees the server go"
 _IN_FLIGHT_HINT = "{} in flight got a JSON-RPC error; "
 """What an exit's hint says first when it cut requests short (never when none was in flight)."""
@@ -676,7 +682,7 @@ class ChannelUpstream:
                 self._probe_session_ended(reason)
                 return
             self.restarts.exited(now)
-            hint = _LOST_HINT if lost is not None else _RESTART_HINT
+            hint = _LOST_HINT if lost is not None else self._restart_hint(session)
             if in_flight:
                 hint = _IN_FLIGHT_HINT.format(_requests(in_flight)) + hint
             get_logger().warning(
@@ -691,6 +697,12 @@ class ChannelUpstream:
             )
             if lost is not None:
                 lost(self.last_exit[1])
+
+    @staticmethod
+    def _restart_hint(session: ChannelSession) -> str:
+        """What a client does next after `session` went: a session's client initializes again; the
+        shared channel's next request starts a new one."""
+        return _SESSION_GONE_HINT if session.session is not None else _RESTART_HINT
 
     def _probe_session_ended(self, reason: str) -> None:
         """One info line for an HTTP+SSE session the server ended while the era probe's request was

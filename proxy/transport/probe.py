@@ -124,10 +124,10 @@ PROBE_UNANSWERED: Final = (
 )
 """How they are summed up when it left the probe unanswered past `stdio_discover_timeout`."""
 SILENT_HINT: Final = (
-    "a handshake-era (legacy) server that stops reading at a method it does not know (the mcp 1.3.0 "
-    "SDK's stdio server) never answers it: its child is stopped and the probe goes on with initialize "
-    "on a fresh one. --upstream-era legacy skips the probe and this wait; raise stdio_discover_timeout "
-    "for a server that is only slow to start"
+    "either the server is still starting (raise stdio_discover_timeout for one that is slow to start), "
+    "or it is a handshake-era (legacy) server that stops reading at a method it does not know (the mcp "
+    "1.3.0 SDK's stdio server) and never answers (--upstream-era legacy skips the probe and this wait). "
+    "Its child is stopped and the probe goes on with initialize on a fresh one"
 )
 """What a user can do about a stdio server that left `server/discover` unanswered."""
 UNANSWERED: Final = 0

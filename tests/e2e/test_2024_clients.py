@@ -86,6 +86,9 @@ def test_an_upstream_cmd_that_ignores_discover_is_judged_legacy_within_the_disco
         warned = proxy.find("upstream_discover_unanswered")
         assert warned is not None, proxy.stderr()
         assert warned["level"] == "warning"
+        # Silence is also what a server still starting gives: the hint names both causes, that first.
+        assert warned["hint"].startswith("either the server is still starting"), warned
+        assert "--upstream-era legacy" in warned["hint"], warned
         # The traceback the silent child writes as the probe stops it is the probe's doing: summed up.
         assert proxy.find("upstream_stderr_probe") is not None, proxy.stderr()
         assert proxy.find("upstream_stderr") is None, proxy.stderr()

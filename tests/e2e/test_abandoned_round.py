@@ -2,10 +2,12 @@
 
 The Python SDK client stops retrying when its sampling, elicitation or roots callback fails, so the
 bridge keeps that call parked until `continuation_ttl`. server-everything asks `roots/list` on its
-session's GET stream (right after the handshake, and again from `get-roots-list` when it has none):
-the question belongs to the one call whose client is waiting, never to the abandoned parked one,
-so `get-roots-list` lists the client's root exactly as it does for a legacy client talking to the
-server directly.
+session's GET stream (right after the handshake, and again from `get-roots-list` when it has none),
+naming no request. The parked call is never asked it, but its upstream request still runs and could
+be the asker, so while it is parked the question is the parked call's or the running call's, and it
+is refused rather than shown to a client it may not belong to. Once the parked call's
+`continuation_ttl` has run out, `get-roots-list` lists the client's root exactly as it does for a
+legacy client talking to the server directly.
 """
 
 from __future__ import annotations
@@ -61,43 +63,51 @@ async def refusing_sampling_client(url: str, mode: str) -> AsyncIterator[Client]
         yield client
 
 
-async def refuse_then_list_roots(url: str, mode: str) -> tuple[str, str]:
-    """Step 1: `trigger-sampling-request`, refused by the client; step 2: `get-roots-list`."""
+async def refuse_then_list_roots(url: str, mode: str, *, wait: float = 0.0) -> tuple[str, str, str]:
+    """Step 1: `trigger-sampling-request`, refused by the client; step 2: `get-roots-list`; step 3,
+    `wait` seconds later: `get-roots-list` again."""
     async with refusing_sampling_client(url, mode) as client:
-        with anyio.fail_after(20):
+        with anyio.fail_after(20 + wait):
             try:
                 await client.call_tool("trigger-sampling-request", {"prompt": "x"})
                 refused = "answered"
             except MCPError as exc:
                 refused = exc.message
             listed = await client.call_tool("get-roots-list", {})
-    text = listed.content[0]
-    return refused, text.text if isinstance(text, types.TextContent) else repr(text)
+            await anyio.sleep(wait)
+            later = await client.call_tool("get-roots-list", {})
+    return refused, _text(listed), _text(later)
 
 
-async def test_a_round_the_client_gave_up_on_does_not_take_or_block_the_next_calls_question(
+def _text(result: types.CallToolResult) -> str:
+    first = result.content[0]
+    return first.text if isinstance(first, types.TextContent) else repr(first)
+
+
+TTL = 2.0
+"""The proxy's `continuation_ttl` here: how long the abandoned call stays parked."""
+
+
+async def test_a_round_the_client_gave_up_on_never_takes_the_next_calls_question_and_lets_go_at_its_ttl(
     everything: NodeServer,
 ) -> None:
-    _, direct = await refuse_then_list_roots(everything.url, "legacy")  # the legacy client's own session
+    _, direct, _ = await refuse_then_list_roots(everything.url, "legacy")  # the legacy client's own session
     assert direct.startswith("Current MCP Roots (1 total):\n\n1. r\n   URI: file:///r"), direct
-    with ProxyProcess(clean_env(**settings_env(upstream=everything.url))) as proxy:
-        refused, bridged = await refuse_then_list_roots(proxy.endpoint(), "2026-07-28")
+    env = settings_env(upstream=everything.url, continuation_ttl=str(TTL))
+    with ProxyProcess(clean_env(**env)) as proxy:
+        refused, meanwhile, later = await refuse_then_list_roots(proxy.endpoint(), "2026-07-28", wait=TTL + 1)
         chains = await admin_json(proxy.admin + "/api/chains")
-        continuations = await admin_json(proxy.admin + "/api/continuations")
         events = proxy.events()
     assert refused == "sampling refused by user"  # the 2026-07-28 client gave up on its round
-    assert bridged == direct
-    assert not [e for e in events if e.get("event") == "bridge_stream_request_ambiguous"]
-    by_name = {c["name"]: c for c in _summaries(chains) if c.get("name")}
-    abandoned = by_name["trigger-sampling-request"]
-    assert (abandoned["status"], abandoned["nested"]) == ("parked", 1)  # its own question, nothing more
-    assert by_name["get-roots-list"]["nested"] == 1  # the session's question was asked in this call
-    assert [c["name"] for c in _continuations(continuations)] == ["trigger-sampling-request"]
+    assert meanwhile.startswith("The client supports roots but no roots are currently configured"), meanwhile
+    assert later == direct
+    ambiguous = [e for e in events if e.get("event") == "bridge_stream_request_ambiguous"]
+    assert [e["parked"] for e in ambiguous] == [["call-1"]], ambiguous
+    abandoned = [c for c in _summaries(chains) if c.get("name") == "trigger-sampling-request"]
+    assert [c["nested"] for c in abandoned] == [1]  # its own question, nothing more
+    listings = [c["nested"] for c in _summaries(chains) if c.get("name") == "get-roots-list"]
+    assert listings == [0, 1], listings  # refused while the other call was parked, then asked
 
 
 def _summaries(answer: Any) -> list[dict[str, Any]]:
     return answer if isinstance(answer, list) else answer.get("chains", [])
-
-
-def _continuations(answer: Any) -> list[dict[str, Any]]:
-    return answer if isinstance(answer, list) else answer.get("continuations", [])

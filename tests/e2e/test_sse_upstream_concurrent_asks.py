@@ -5,17 +5,23 @@ several calls of one upstream session wait names none of them. Anonymous clients
 by default: the proxy refuses the question, and the refusal the client sees names the transport as
 the cause and the settings that avoid it. With `per_connection` each client connection gets an HTTP+SSE
 session of its own, so each question is its own call's and every client is asked and served.
+The refusal reaches each client as an ordinary error of its call (HTTP 200, -32603, saying why), as
+the server fails its tool with it: never as the 404 "method not found" of a method that does not
+exist, which the TypeScript SDK's client reports as a failed POST.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.channel_peers import PythonSse
+from tests.e2e.modern_raw import modern_call
+from tests.peers.clients import ClientRun, run_plan
 from tests.peers.runner import DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT
 from tests.peers.scenarios import CallbackLog, client_for, normalize_tool_result
 from tests.sidecar import ProxyProcess, clean_env, settings_env
@@ -72,3 +78,49 @@ async def test_per_connection_gives_each_client_its_own_http_sse_session_and_its
         said = proxy.find("bridge_stream_request_ambiguous")
     assert [r["content"] for r in results] == [["Hello, octocat!"]] * CLIENTS, results
     assert said is None
+
+
+ASK_LATER = {"name": "session_ask_name_later", "arguments": {"wait": 1}}
+REFUSED = "the proxy cannot tell whose it is"
+
+
+async def test_a_refused_question_reaches_each_client_on_the_wire_as_http_200_with_its_calls_error() -> None:
+    server = PythonSse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with server, _proxy(server) as proxy:
+        url = proxy.endpoint("/sse")
+        wire: list[tuple[int, dict[str, Any]]] = []
+
+        async def raw(ident: int) -> None:
+            async with aiohttp.ClientSession() as http:  # a connection, and a client, of its own
+                wire.append(await modern_call(http, url, "tools/call", ASK_LATER, ident=ident))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for ident in range(CLIENTS):
+                    group.start_soon(raw, ident)
+    assert sorted(status for status, _ in wire) == [200] * CLIENTS, wire
+    for _, body in wire:
+        assert body["error"]["code"] == -32603, body
+        assert REFUSED in body["error"]["message"], body
+
+
+async def test_the_typescript_sdk_client_reports_a_refused_question_as_its_calls_error() -> None:
+    server = PythonSse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    plan = [{"id": "a", "op": "call", "tool": ASK_LATER["name"], "arguments": ASK_LATER["arguments"]}]
+    with server, _proxy(server) as proxy:
+        url = proxy.endpoint("/sse")
+        runs: list[ClientRun] = []
+
+        async def typescript() -> None:
+            runs.append(await anyio.to_thread.run_sync(lambda: run_plan("ts-v2", url, plan, timeout=30)))
+
+        with anyio.fail_after(40):
+            async with anyio.create_task_group() as group:
+                for _ in range(CLIENTS):
+                    group.start_soon(typescript)
+    errors = [run.lines["a"]["error"] for run in runs if "error" in run.lines.get("a", {})]
+    assert errors, [run.lines for run in runs]  # at least one call was in flight beside the other's
+    for error in errors:
+        assert error["code"] == -32603, error
+        assert error["message"].startswith("elicitation/create came on the session's GET stream"), error
+        assert REFUSED in error["message"], error

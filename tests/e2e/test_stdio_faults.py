@@ -111,7 +111,10 @@ def test_a_server_that_exits_mid_call_fails_the_call_naming_its_exit_status_and_
         assert exited is not None
         assert "exited with status 3" in exited["reason"]
         assert exited["in_flight"] == 1, exited
-        assert exited["hint"] == "1 request in flight got a JSON-RPC error; the next request starts it again"
+        assert exited["hint"] == (  # what the client above had to do: initialize again
+            "1 request in flight got a JSON-RPC error; its session is gone: that client's next request "
+            "gets 404 (Session not found), and its client initializes again, which starts it again"
+        )
         # The child's stderr is read on its own, so its last line may be logged after the exit is seen.
         events = proxy.wait_events(
             lambda lines: any(e.get("line") == "fake: dying on request" for e in lines)

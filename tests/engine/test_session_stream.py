@@ -4,7 +4,8 @@ A legacy server may ask outside any request's stream (the Python SDK's `list_roo
 `create_message()` / `elicit()` without a related request, go on the session's GET stream). The
 bridge keeps that stream open while the session lives and gives such a request to the session's call
 whose client waits for its answer: the one call, else none (several: each could own it; none:
-nobody can answer), refused upstream at once. A call parked for a retry never takes one.
+nobody can answer), refused upstream at once. A call parked for a retry never takes one, but counts
+among the calls that could own it.
 `ready_engine(keep_streams=True)` opens the session on `leg-1`/`leg-2` and its GET stream on `leg-3`,
 so a test's first call runs on `leg-4`.
 """
@@ -110,7 +111,9 @@ def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answe
 
 def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_could_be_anyones() -> None:
     """Clients with the same credentials share an upstream session: a question that names no request,
-    while two calls are in flight, could be either client's, and is given to neither."""
+    while two calls are in flight, could be either client's, and is given to neither. The refusal is
+    an internal error, not -32601: a server that fails its tool with it must not make the call look
+    like a method that does not exist."""
     bridge = engine()
     text = (
         "elicitation/create came on the session's GET stream, naming no client request, while 2 calls "
@@ -132,7 +135,7 @@ def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_c
     )
     said = protocol(bridge.handle(up(STREAM, req(9, "elicitation/create", FORM))))
     assert said[0] == ambiguous
-    assert [c.message for c in said[1:]] == [err(9, -32601, text)]  # the refusal, posted upstream
+    assert [c.message for c in said[1:]] == [err(9, -32603, text)]  # the refusal, posted upstream
     assert not [c for c in said if isinstance(c, (StartTimer, ReplyJson))]  # neither call is asked
 
 
@@ -153,28 +156,40 @@ def parked_on_leg_4(bridge: MrtrToLegacyEngine) -> None:
     )
 
 
-def test_a_call_parked_for_a_retry_is_passed_over_and_the_running_call_gets_the_question() -> None:
-    """A 2026-07-28 client may never retry a round: its parked call neither takes the session's next
-    GET-stream question nor makes the one running call look like one of several."""
+def test_a_question_that_a_parked_call_or_the_running_call_could_own_is_refused_and_neither_is_asked() -> (
+    None
+):
+    """A parked call's upstream request still runs: a tool asking two questions side by side asks the
+    second while its call waits for the retry. With another call running (another client's, on the
+    shared anonymous session) the question is either's, so it is refused, never shown to the running
+    call's client nor answered into the parked call's result."""
     bridge = engine()
     parked_on_leg_4(bridge)
-    fields = {"leg": STREAM, "method": "roots/list", "id": 7, "in_flight": 1, "parked": ["call-1"]}
     assert (
-        Playbook(bridge)
-        >> call("x2", 2, name="other")
-        << tool_leg("leg-5", "x2", "other")
-        >> head("leg-5")
-        >> up(STREAM, req(7, "roots/list"))
-        << Log("bridge_stream_request_placed", "info", {**fields, "call": "call-2"})
-        << StartTimer("round:call-2", ANY)
-        >> TimerFired("round:call-2")
-        << ROUND_LOG
-        << ReplyJson("x2", 200, ANY)
-        << StartTimer("ttl:call-2", ANY)
+        Playbook(bridge) >> call("x2", 2, name="other") << tool_leg("leg-5", "x2", "other") >> head("leg-5")
     )
-    assert bridge.joins(STREAM, classify_value(req(8, "roots/list"))) is None  # both parked now
-    sizes = bridge.table_sizes()
-    assert (sizes["calls"], sizes["continuations"], sizes["asked"]) == (2, 2, 2)  # one question each
+    question = classify_value(req(7, "sampling/createMessage", {"messages": []}))
+    assert bridge.joins(STREAM, question) is None  # its observation joins no call's chain
+    said = protocol(bridge.handle(up(STREAM, req(7, "sampling/createMessage", {"messages": []}))))
+    fields = {
+        "leg": STREAM,
+        "method": "sampling/createMessage",
+        "id": 7,
+        "in_flight": 1,
+        "parked": ["call-1"],
+    }
+    assert said[0] == Log(
+        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["call-2", "call-1"], "hint": ANY}
+    )
+    refusal = said[1].message
+    assert refusal["id"] == 7
+    assert "while 2 calls are in flight on this session" in refusal["error"]["message"]
+    assert not [c for c in said if isinstance(c, (StartTimer, ReplyJson))]  # the running call is not asked
+    assert bridge.table_sizes()["asked"] == 1  # the parked call holds only its own question
+    answer = protocol(bridge.handle(up("leg-5", ok("leg-5", {"content": []}))))[1]
+    assert isinstance(answer, ReplyJson)
+    assert isinstance(answer.note, str)
+    assert "sampling/createMessage on its session's GET stream while 2 calls" in answer.note
 
 
 def test_a_get_stream_question_with_only_a_parked_call_is_refused_at_once_naming_it() -> None:
@@ -186,8 +201,11 @@ def test_a_get_stream_question_with_only_a_parked_call_is_refused_at_once_naming
     said = protocol(bridge.handle(up(STREAM, req("g1", "roots/list"))))
     assert said[0] == Log("bridge_unassociated_request", "warning", {**fields, "hint": ANY})
     assert "parked" in said[0].fields["hint"]
-    text = "Method not found: roots/list is not associated with a client request"
-    assert [c.message for c in said[1:]] == [err("g1", -32601, text)]
+    text = (
+        "roots/list came on the session's GET stream, naming no client request, while this session's "
+        "only calls wait for their clients' retries: the proxy cannot ask those clients now"
+    )
+    assert [c.message for c in said[1:]] == [err("g1", -32603, text)]
     assert bridge.table_sizes()["asked"] == 1  # the parked call holds only its own question
 
 

@@ -3,9 +3,11 @@
     .cache/peers/sdk2024/bin/python -m tests.peers.sdk2024_server --stdio
     .cache/peers/sdk2024/bin/python -m tests.peers.sdk2024_server [--port N]
 
-Runs only in ``.cache/peers/sdk2024`` (``pip install 'mcp==1.3.0'``): ``FastMCP`` with ``echo`` and
-``ask_llm`` (which samples the client), on stdio (``mcp.run("stdio")``) or on the HTTP+SSE transport
-(GET ``/sse``, POST ``/messages/``), which then prints ``READY <port> <http>`` like every peer. This
+Runs only in ``.cache/peers/sdk2024`` (``pip install 'mcp==1.3.0'``): ``FastMCP`` with ``echo``,
+``ask_llm`` (which samples the client), ``ask_twice`` (samples it twice side by side, the second
+question a moment after the first) and ``slow`` (answers after a while, asking nothing), on stdio
+(``mcp.run("stdio")``) or on the HTTP+SSE transport (GET ``/sse``, POST ``/messages/``), which then
+prints ``READY <port> <http>`` like every peer. This
 SDK meets a method it does not know unlike later ones: its stdio server stops reading without an
 answer (silent until its stdin is next read, when it exits with a traceback), and its HTTP+SSE server
 ends that session's stream.
@@ -16,6 +18,7 @@ ends that session's stream.
 import argparse
 import sys
 
+import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.sse import SseServerTransport
 from mcp.types import SamplingMessage, TextContent
@@ -41,6 +44,26 @@ def build() -> FastMCP:
         asked = SamplingMessage(role="user", content=TextContent(type="text", text=question))
         sampled = await ctx.session.create_message(messages=[asked], max_tokens=20)
         return sampled.content.text if isinstance(sampled.content, TextContent) else str(sampled.content)
+
+    @mcp.tool()
+    async def ask_twice(who: str, gap: float, ctx: Context) -> str:
+        """Ask the client's LLM two questions side by side, the second `gap` seconds after the first."""
+        answers: dict[int, str] = {}
+
+        async def ask(n: int, delay: float) -> None:
+            await anyio.sleep(delay)
+            answers[n] = await ask_llm(f"question {n} of {who}", ctx)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, 1, 0.0)
+            group.start_soon(ask, 2, gap)
+        return f"{who}: 1 answered by {answers[1]}, 2 answered by {answers[2]}"
+
+    @mcp.tool()
+    async def slow(who: str, seconds: float) -> str:
+        """Answer after `seconds`, asking nothing."""
+        await anyio.sleep(seconds)
+        return f"{who}: slow done"
 
     return mcp
 

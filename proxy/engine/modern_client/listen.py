@@ -174,14 +174,16 @@ class ListenEmulator:
             return [self._notice(link, leg, result_response(msg.id, {}), "pong")]
         text = f"Method not found: {msg.method} is not associated with a client request"
         fields = {"leg": leg, "method": msg.method, "id": msg.id}
-        return [Log("bridge_unassociated_request", "warning", fields), *self.refuse(leg, msg, text)]
+        refusal = self.refuse(leg, msg, errors.METHOD_NOT_FOUND, text)
+        return [Log("bridge_unassociated_request", "warning", fields), *refusal]
 
-    def refuse(self, leg: str, msg: Message, text: str) -> Commands:
-        """Answer a request on a session's GET stream with a -32601 saying `text` (nobody here can)."""
+    def refuse(self, leg: str, msg: Message, code: int, text: str) -> Commands:
+        """Answer a request on a session's GET stream with the error `code` saying `text` (nobody
+        here can answer it)."""
         link = self._link_of(leg)
         if link is None or msg.id is None:
             return []
-        return [self._notice(link, leg, error_response(msg.id, errors.METHOD_NOT_FOUND, text), "refuse")]
+        return [self._notice(link, leg, error_response(msg.id, code, text), "refuse")]
 
     def on_stream_lost(self, leg: str, why: str) -> Commands:
         """A GET stream is over: end every listener of its session gracefully (there is no replay)."""

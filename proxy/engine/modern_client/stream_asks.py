@@ -8,28 +8,31 @@ roots) is given to a call of that session whose upstream request is still open a
 can end in `input_required` (`tools/call`, `prompts/get`, `resources/read`) and whose client is
 waiting for its answer (running, or collecting a round):
 
-- one such call: it is asked there, exactly as if the request had come on its own stream;
-- several: it is refused upstream at once, said in a warning and in a note on each of those calls'
-  answers. Clients sending the same credentials, or none with `anonymous_upstream_sessions` =
-  `shared` (the default), share one upstream session, so the calls may be different people's:
-  giving the question to any one of them could show one client's prompt to another and give its
-  answer to the wrong call. A Streamable HTTP server that names the related request, clients with
-  their own `Authorization`, or `per_connection` (each anonymous client connection its own upstream
-  session) avoid the refusal. An HTTP+SSE or stdio server cannot name it: those transports carry
-  all of a session's messages on one stream, so each question asked while several calls wait is
-  refused, and the refusal's text says so;
-- none: nobody could answer, so it is refused upstream at once (the server never waits for an
-  answer that cannot come).
+- one such call, and no call of the session parked for a retry: it is asked there, exactly as if
+  the request had come on its own stream;
+- several possible owners (waiting calls, and the session's calls parked for a retry): it is refused
+  upstream at once, said in a warning and in a note on each of those calls' answers. Clients
+  sending the same credentials, or none with `anonymous_upstream_sessions` = `shared` (the default),
+  share one upstream session, so the calls may be different people's: giving the question to any one
+  of them could show one client's prompt to another and give its answer to the wrong call. A
+  Streamable HTTP server that names the related request, clients with their own `Authorization`, or
+  `per_connection` (each anonymous client connection its own upstream session) avoid the refusal.
+  An HTTP+SSE or stdio server cannot name it: those transports carry all of a session's messages on
+  one stream, so each question asked while several calls wait is refused, and the refusal's text
+  says so;
+- no waiting call: nobody could answer, so it is refused upstream at once (the server never waits
+  for an answer that cannot come).
 
-A parked call never takes such a request. Its client already has its `input_required` round and
-may never retry (a 2026-07-28 client may stop asking, as the SDK's does when a callback fails), and
-its upstream request is itself blocked awaiting the answers to the questions it asked, so a new
-question on the GET stream is not its own: giving it there would leave the server waiting up to
-`continuation_ttl` on a client that may be gone, and counting it would make a single client's next
-call look like one of several. The parked call keeps its slot until its retry or its TTL (a later
-call of the session proves nothing: clients of one principal, or anonymous ones by default, share
-the session, and one client may make other calls while a person answers); the log lines name it
-(`parked`) when it was passed over.
+A parked call never takes such a request: its client already has its `input_required` round and
+may never retry (a 2026-07-28 client may stop asking, as the SDK's does when a callback fails), so
+giving it there would leave the server waiting up to `continuation_ttl` on a client that may be
+gone. But it may own it: its upstream request is still running, and a tool that asks several
+questions side by side asks the next while the call waits for its retry. So a parked call counts
+among the possible owners: with it and one waiting call the question is refused, never given to
+the waiting call, which may be another client's. The parked call keeps its slot until its retry or
+its TTL (a later call of the session proves nothing: clients of one principal, or anonymous ones by
+default, share the session, and one client may make other calls while a person answers); the log
+lines name it (`parked`).
 
 From there it is one of the call's nested requests like any other: it joins the call's round, the
 capability gate applies, and the client's answer is POSTed upstream on the session. A
@@ -39,17 +42,22 @@ capability gate applies, and the client's answer is POSTed upstream on the sessi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from proxy.engine.commands import BridgeCommand, Log
 from proxy.engine.modern_client.rounds import RoundKeeper
 from proxy.engine.modern_client.state import Call, MrtrContext
+from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message
 from proxy.wire.mcp import INPUT_METHODS, MRTR_METHODS
 
 Commands = list[BridgeCommand]
-Refuse = Callable[[str, Message, str], Commands]
-"""Refuses a GET-stream request upstream: its leg, the request, the error's text."""
+Refuse = Callable[[str, Message, int, str], Commands]
+"""Refuses a GET-stream request upstream: its leg, the request, the error's code and text."""
+UNPLACED: Final = errors.INTERNAL_ERROR
+"""The code of a refused question some call could own. A tool that fails with its client's error
+passes the code on as its call's; -32601 there would reach a 2026-07-28 client as HTTP 404 and
+"method not found" on a method that exists, where this is an ordinary error of that call."""
 
 HINT = (
     "the server asked on its session's GET stream, naming no request, while several calls waited for "
@@ -72,7 +80,7 @@ MAX_CALL_NOTES = 8
 
 PARKED_HINT = (
     "calls parked for a retry are not asked: their client already has its input_required round and "
-    "may never come back, and their server request awaits its own answers"
+    "may never come back, so the server would wait for an answer that may never come"
 )
 
 
@@ -102,8 +110,8 @@ class StreamAsks:
         if ref is None or ref.purpose != "stream":
             return None
         if msg.kind is Kind.REQUEST and msg.method in INPUT_METHODS and msg.id is not None:
-            waiting = calls_asking(self._ctx, ref.owner)
-            return waiting[0].leg if len(waiting) == 1 else None
+            owner = sole_owner(self._ctx, ref.owner)
+            return owner.leg if owner is not None else None
         if msg.kind is Kind.NOTIFICATION and msg.method == "notifications/cancelled":
             holder = self._holding(ref.owner, msg.params.get("requestId"))
             return holder.leg if holder is not None else None
@@ -111,39 +119,43 @@ class StreamAsks:
 
     def _place(self, leg: str, session: str, msg: Message) -> Commands | None:
         waiting = calls_asking(self._ctx, session)
-        parked = [call.key for call in calls_in_flight(self._ctx, session) if call.phase == "parked"]
+        parked = calls_parked(self._ctx, session)
         if not waiting and not parked:
             return None
         fields: dict[str, Any] = {"leg": leg, "method": msg.method, "id": msg.id, "in_flight": len(waiting)}
         if parked:
-            fields["parked"] = parked
+            fields["parked"] = [call.key for call in parked]
         if not waiting:
-            text = f"Method not found: {msg.method} is not associated with a client request"
+            text = (
+                f"{msg.method} came on the session's GET stream, naming no client request, while this "
+                "session's only calls wait for their clients' retries: the proxy cannot ask those "
+                "clients now"
+            )
             said = Log("bridge_unassociated_request", "warning", {**fields, "hint": PARKED_HINT})
-            return [said, *self._refuse(leg, msg, text)]
-        if len(waiting) > 1:
-            return self._ambiguous(leg, msg, waiting, fields)
+            return [said, *self._refuse(leg, msg, UNPLACED, text)]
+        if len(waiting) + len(parked) > 1:
+            return self._ambiguous(leg, msg, [*waiting, *parked], fields)
         call = waiting[0]
         log = Log("bridge_stream_request_placed", "info", {**fields, "call": call.key})
         return [log, *self._rounds.on_nested(call, msg, None)]
 
-    def _ambiguous(self, leg: str, msg: Message, waiting: list[Call], fields: dict[str, Any]) -> Commands:
-        """Refuse a question several waiting calls could own; each of them notes it in its answer."""
+    def _ambiguous(self, leg: str, msg: Message, owners: list[Call], fields: dict[str, Any]) -> Commands:
+        """Refuse a question several calls could own (waiting or parked); each notes it in its answer."""
         text = (
             f"{msg.method} came on the session's GET stream, naming no client request, while "
-            f"{len(waiting)} calls are in flight on this session: the proxy cannot tell whose it is "
+            f"{len(owners)} calls are in flight on this session: the proxy cannot tell whose it is "
             f"({ONE_STREAM})"
         )
-        calls = [call.key for call in waiting]
-        for call in waiting:
+        calls = [call.key for call in owners]
+        for call in owners:
             if len(call.notes) < MAX_CALL_NOTES:  # a server asking on and on says it once per few
                 call.notes.append(
-                    f"the server asked {msg.method} on its session's GET stream while {len(waiting)} "
-                    f"calls waited ({', '.join(calls)}); the proxy refused it, since it could not tell "
-                    "whose it was"
+                    f"the server asked {msg.method} on its session's GET stream while {len(owners)} "
+                    f"calls were in flight ({', '.join(calls)}); the proxy refused it, since it could "
+                    "not tell whose it was"
                 )
         said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
-        return [said, *self._refuse(leg, msg, text)]
+        return [said, *self._refuse(leg, msg, UNPLACED, text)]
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
         asked = msg.params.get("requestId")
@@ -174,3 +186,18 @@ def calls_asking(ctx: MrtrContext, session: str, *, any_method: bool = False) ->
     client waiting for the answer (not parked for a retry)."""
     in_flight = calls_in_flight(ctx, session, any_method=any_method)
     return [call for call in in_flight if call.phase in ("running", "collecting")]
+
+
+def calls_parked(ctx: MrtrContext, session: str) -> list[Call]:
+    """The calls of `session` parked for a retry whose upstream request may still ask, oldest first:
+    never asked a GET-stream question, but each could be its owner."""
+    return [call for call in calls_in_flight(ctx, session) if call.phase == "parked"]
+
+
+def sole_owner(ctx: MrtrContext, session: str) -> Call | None:
+    """The call a GET-stream question of `session` is given to: the one waiting call, when no other
+    call (waiting, or parked for a retry) could own it; None otherwise."""
+    waiting = calls_asking(ctx, session)
+    if len(waiting) != 1 or calls_parked(ctx, session):
+        return None
+    return waiting[0]
