@@ -9,8 +9,10 @@ exchange (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...) is 
 `ServerAsked`: the exchange it rides waits on the client's answer, and a person watching the log sees
 what it waits for instead of silence until it closes. A request whose stream was cut after an event
 id, unanswered, may still be answered on a stream the client resumes (`proxy.flows.resumes`): its line
-says `end: resumable`, no trouble, and the line of the GET that resumes it names its ids. No I/O, no
-clock (times are the observations').
+says `end: resumable`, no trouble, and the line of the GET that resumes it names its ids; unless its
+session is over (`EndedSessions`, the rule the chain and the metrics judge by), or its stream closed
+while a DELETE of its session was on its way, whose answer the line waits for. No I/O, no clock (times
+are the observations').
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from proxy.flows.observations import (
     unusual_end,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.resumes import awaits_resume
+from proxy.flows.resumes import SESSION_GONE_STATUS, EndedSessions, awaits_resume
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
@@ -345,6 +347,8 @@ class RoundTripTally:
         whoever takes them logs them and empties the list."""
         self._resumable: BoundedMap = BoundedMap(RESUMABLE_BOUND)
         """(session, event id) of each stream cut resumable -> the ids it left unanswered."""
+        self._ended = EndedSessions()
+        """The sessions a DELETE's answer or a 404 ended: a stream of theirs cut is no longer resumable."""
 
     @property
     def open_exchanges(self) -> int:
@@ -392,6 +396,8 @@ class RoundTripTally:
                 tally = opened.get(obs.exchange)
                 if tally is not None:
                     tally.status, tally.content_type = obs.status, obs.content_type
+                    if obs.status == SESSION_GONE_STATUS or tally.http_method == "DELETE":
+                        self._session_answered(obs.exchange, tally, obs.status)
             else:
                 line = self._other(obs) or line
         return line
@@ -483,12 +489,41 @@ class RoundTripTally:
         else:  # another message of a batch
             _batched(tally, self._name(msg, tally.session))
 
+    def _session_answered(self, exchange: str, tally: _Open, status: int) -> None:
+        """The head of a DELETE, or a 404: when it ends the session (as the chain and the metrics judge),
+        a stream of it cut is not resumed, so its event ids are forgotten; the lines held for this
+        DELETE's answer go, judged by it."""
+        session = tally.session
+        deletes = tally.http_method == "DELETE"
+        if not tally.plain and self._ended.answered(session, deletes, status) and self._resumable:
+            for key in [key for key in self._resumable if key[0] == session]:
+                del self._resumable[key]
+        if deletes and self._held:
+            waiting: list[_Held] = []
+            for held in self._held.values():
+                if held.delete == exchange and held not in waiting:
+                    waiting.append(held)
+            for held in waiting:
+                self._release(held, None)
+
+    def _deleting(self, session: str | None) -> str | None:
+        """The open DELETE of `session` not answered yet, if any: a stream the server closes because of
+        it is over with the session when the DELETE is answered below 400."""
+        if session is None:
+            return None
+        for exchange, open_ in self._open.items():
+            if open_.session == session and open_.http_method == "DELETE" and open_.status is None:
+                return exchange
+        return None
+
     def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
-        client's cancel."""
+        client's cancel, or, resumable, for the answer to a DELETE of its session on its way."""
         unanswered = _unanswered(tally)
         session = tally.session
-        if unanswered and tally.event_ids and _resumable(tally, obs):
+        over = session in self._ended
+        resumable = bool(unanswered) and not over and _resumable(tally, obs)
+        if resumable and tally.event_ids:
             left = tuple(unanswered)
             for sse_id in tally.event_ids:
                 self._resumable[(session, sse_id)] = left
@@ -500,10 +535,13 @@ class RoundTripTally:
             if not uncancelled:
                 return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
             unanswered = uncancelled  # the line waits for the cancels still to come
-        if not unanswered or not awaits_cancel(obs.outcome, tally.opened.client_era, session):
-            return _line(obs.exchange, tally, obs, self._redactor)
+        delete = self._deleting(session) if resumable else None
+        if not unanswered or (
+            delete is None and not awaits_cancel(obs.outcome, tally.opened.client_era, session)
+        ):
+            return _line(obs.exchange, tally, obs, self._redactor, None, over)
         assert session is not None
-        held = _Held(obs, tally, unanswered)
+        held = _Held(obs, tally, unanswered, delete)
         for ident in unanswered:
             earlier = self._held.get((session, ident))
             if earlier is not None:  # a later call of the session took the id: the earlier line goes
@@ -538,7 +576,8 @@ class RoundTripTally:
         assert session is not None  # only a session's call is held
         for ident in held.unanswered:
             self._held.pop((session, ident), None)
-        line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended)
+        over = session in self._ended
+        line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended, over)
         self.released.append((line, str(held.tally.mode.value)))
 
     def expire(self, now: float) -> None:
@@ -726,14 +765,19 @@ def _batched(tally: _Open, name: str) -> None:
 
 
 class _Held:
-    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`."""
+    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`,
+    or for the answer to the DELETE of its session on its way (`delete`)."""
 
-    __slots__ = ("closed", "tally", "unanswered")
+    __slots__ = ("closed", "delete", "tally", "unanswered")
 
-    def __init__(self, closed: ExchangeClosed, tally: _Open, unanswered: list[RequestId]) -> None:
+    def __init__(
+        self, closed: ExchangeClosed, tally: _Open, unanswered: list[RequestId], delete: str | None
+    ) -> None:
         self.closed = closed
         self.tally = tally
         self.unanswered = unanswered
+        self.delete = delete
+        """The DELETE exchange whose answer says whether the session is over, if any."""
 
 
 def _unanswered(tally: _Open) -> list[RequestId]:
@@ -770,12 +814,18 @@ def _resumable(tally: _Open, closed: ExchangeClosed) -> bool:
 
 
 def _line(
-    exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor, cancelled: str | None = None
+    exchange: str,
+    tally: _Open,
+    closed: ExchangeClosed,
+    redactor: Redactor,
+    cancelled: str | None = None,
+    session_over: bool = False,
 ) -> ExchangeSummary:
     # How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
     # session is deleted, a client may close a response stream once each of its requests is answered,
     # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
-    # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
+    # client whose `notifications/cancelled` named each request left unanswered (`cancelled`). A stream
+    # cut resumable is no trouble while its session lives (`session_over`: nothing can resume it then).
     asked = len(tally.ids)
     if tally.cancelled and cancelled is None:
         cancelled = CLIENT_CANCELLED
@@ -785,7 +835,8 @@ def _line(
         else closed.outcome
     )
     outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
-    resumable = ended != CLIENT_CANCELLED and tally.answered < asked and _resumable(tally, closed)
+    resumable = not session_over and ended != CLIENT_CANCELLED and tally.answered < asked
+    resumable = resumable and _resumable(tally, closed)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
