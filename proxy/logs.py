@@ -436,6 +436,12 @@ def _status_style(status: Any) -> str:
     return _OK if status < 400 else _WARN if status < 500 else _BAD
 
 
+def _ids_text(ids: list[Any], more: Any) -> str:
+    """`#1 #2 #3`, then `+N more` for the ids of a large batch its line does not list."""
+    listed = " ".join(f"#{ident}" for ident in ids)
+    return f"{listed} +{more} more" if more else listed
+
+
 def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     """One round-trip line for a person: `12:00:01.234 x7 POST tools/call add #3 -> 200 json 136 B 2.1 ms`,
     with the transports (`[stdio→http]`) when either side is not Streamable HTTP."""
@@ -448,7 +454,7 @@ def exchange_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     no_method = carried.startswith(http_method) or event.get("client") == "stdio"
     parts += [(carried, _BRIGHT)] if no_method else [(http_method, ""), (carried, _BRIGHT)]
     if ids:
-        parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
+        parts.append((_ids_text(ids, event.get("ids_more")), _ID))
     status = event.get("status")
     end = event.get("end")
     told_end = end if end and end not in QUIET_ENDS else None
@@ -499,7 +505,7 @@ def asked_text(event: Mapping[str, Any], *, colors: bool = False) -> str:
     ]
     ids = event.get("ids") or []
     if ids:
-        parts.append((" ".join(f"#{ident}" for ident in ids), _ID))
+        parts.append((_ids_text(ids, event.get("ids_more")), _ID))
     parts.append(("<-", _DIM))
     if event.get("how") == "input_required":
         parts += [

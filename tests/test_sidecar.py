@@ -885,6 +885,51 @@ async def test_after_a_refused_capture_the_reopened_file_repeats_only_what_is_op
     assert noted["exchanges_ended"] == gap["exchanges_ended"]
 
 
+async def test_what_opened_while_the_capture_was_refused_and_is_still_open_is_repeated_so_export_places_it(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    # A legacy client connects while the file-size limit stops the capture and stays connected across
+    # the SIGUSR1, a slow call under way: the call's answer, its session's GET stream's end and its
+    # DELETE land in the new file, which repeats what opened meanwhile before the `capture_gap` line,
+    # so export places every line and exits 0. The limit leaves the new file room for the slow call.
+    capture = tmp_path / "capture.jsonl"
+    env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
+    command = ["prlimit", f"--fsize={64 * 1024}", *proxy_command()]
+    with ProxyProcess(env, command=command) as proxy:
+        async with client_for(proxy.endpoint(), "legacy") as client:
+            for n in range(40):
+                assert (await client.call_tool("echo", {"text": f"call {n} " + "x" * 4000})).content
+            await proxy.logged("capture_failed")
+        capture.rename(tmp_path / "full.jsonl")
+        log = CallbackLog()
+        async with client_for(proxy.endpoint(), "legacy", log=log) as client, asyncio.TaskGroup() as tasks:
+            call = tasks.create_task(
+                client.call_tool("slow_progress", {"steps": 100}, progress_callback=log.on_progress)
+            )
+            await until(lambda: len(log.progress) >= 3, what="the slow call to be under way")
+            proxy.signal(signal.SIGUSR1)
+            await proxy.logged("capture_reopened")
+        assert call.result().is_error is False
+        await until(lambda: b'"http_method":"DELETE"' in capture.read_bytes(), what="the DELETE captured")
+        assert proxy.stop() == 0
+
+    done = run_mcp_proxy("export", "--json", "-", str(capture))
+    assert done.returncode == 0, done.stderr
+    assert "joined no chain" not in done.stderr
+    exported = json.loads(done.stdout)
+    skipped = exported["skipped"]
+    assert (skipped.get("unplaced_lines", 0), skipped.get("left_out_lines", 0)) == (0, 0), skipped
+    (slow,) = [c["chain"] for c in exported["chains"] if c["chain"].get("name") == "slow_progress"]
+    assert slow["status"] == "ok", slow
+    lines = [json.loads(line) for line in capture.read_bytes().splitlines()]
+    (gap,) = [line for line in lines if line.get("type") == "capture_gap"]
+    repeated = [line for line in lines if line.get("repeat")]
+    opened = [line["http_method"] for line in repeated if line["kind"] == "exchange_opened"]
+    assert sorted(opened) == ["GET", "POST"], repeated
+    assert all(lines.index(line) < lines.index(gap) for line in repeated)
+    assert gap["exchanges_opened"] >= 1, gap
+
+
 async def test_a_drain_while_the_capture_is_refused_still_exits_0_without_a_start_refusal(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:

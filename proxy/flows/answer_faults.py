@@ -32,6 +32,9 @@ ACCEPTED_TYPES: Final = frozenset((JSON_TYPE, SSE_TYPE))
 BATCHLESS_VERSIONS: Final = frozenset(("2025-06-18", "2025-11-25", "2026-07-28"))
 """Protocol versions without JSON-RPC batches (removed in 2025-06-18): a batch answer breaks them."""
 
+IDS_LISTED: Final = 10
+"""Request ids one note lists (each bounded), the rest said as a count."""
+
 _NO_BODY: Final = {202: "202 Accepted with no body", 204: "204 No Content"}
 
 
@@ -71,7 +74,7 @@ def unmatched(ids: Sequence[RequestId], stray: Message) -> str:
     raw = stray.raw
     was = _requests(ids)
     if stray.kind is Kind.INVALID:
-        named = ", ".join(_shown(i) for i in ids)
+        named = _listed(ids)
         return f"the server's answer to id {named} is no valid JSON-RPC response: {_invalid_why(stray)}"
     if "id" not in raw:
         return f"the server's answer has no id; {was}"
@@ -159,8 +162,16 @@ def batch_note(version: str | None) -> str | None:
 def _requests(ids: Sequence[RequestId], one: str = "") -> str:
     if len(ids) == 1:
         return one or f"the request was id {_shown(ids[0])}"
-    listed = ", ".join(_shown(i) for i in ids)
+    listed = _listed(ids)
     return f"the requests were ids {listed}" if not one else f"the requests {listed}"
+
+
+def _listed(ids: Sequence[RequestId]) -> str:
+    """Ids as a note lists them: the first `IDS_LISTED`, then how many more (a batch may hold
+    hundreds, and the note goes into a log line)."""
+    listed = ", ".join(_shown(i) for i in ids[:IDS_LISTED])
+    rest = len(ids) - IDS_LISTED
+    return f"{listed} and {rest} more" if rest > 0 else listed
 
 
 def _error_text(msg: Message, lead: str) -> str:

@@ -11,7 +11,8 @@ its session (the DELETE is answered below 400) or the server says the session is
 when an observation comes, or the proxy's sweep runs, more than `RESUME_WINDOW` seconds after the cut,
 so nothing waits for ever. The table remembers the sessions that ended, so a stream the server closes
 because of the DELETE, after it was answered, waits for nothing either. The chain builder and the
-metrics' operation counter keep one table each, with the same rules, so a chain and the counters
+metrics' operation counter keep one table each, with the same rules, and the round-trip tally keeps
+the ended sessions (`EndedSessions`) by the same rule, so a chain, the counters and a log line
 agree. No I/O, no clock (times are the observations'), no logging.
 """
 
@@ -49,6 +50,32 @@ ENDED_SESSIONS_KEPT: Final = 1000
 DELETE's answer, so only the latest ended sessions matter."""
 
 T = TypeVar("T")
+
+
+class EndedSessions:
+    """The sessions known to be over (`ends_session`), the latest `ENDED_SESSIONS_KEPT`: a request of
+    one cut after it ended waits for no resume. The chain builder, the metrics and the round-trip
+    tally each keep one, with this one rule, so a chain, the counters and a log line agree."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: BoundedMap = BoundedMap(ENDED_SESSIONS_KEPT)
+
+    def end(self, session: str) -> None:
+        """Remember that `session` is over."""
+        self._kept[session] = None
+
+    def answered(self, session: str | None, deletes: bool, status: int) -> bool:
+        """A response head with `status` to a request of `session` (a DELETE of it: `deletes`): whether
+        it ends the session (`ends_session`), which is then remembered."""
+        if session is None or not ends_session(deletes, status):
+            return False
+        self.end(session)
+        return True
+
+    def __contains__(self, session: object) -> bool:
+        return session is not None and session in self._kept
 
 
 def ends_session(deletes: bool, status: int) -> bool:
@@ -108,9 +135,8 @@ class ResumeWaits(Generic[T]):
         """Seconds a wait lasts at most."""
         self.waits: BoundedMap = BoundedMap()
         """(session, id) -> Wait, in the order the waits began (so the oldest is found first)."""
-        self.ended_sessions: BoundedMap = BoundedMap(ENDED_SESSIONS_KEPT)
-        """Sessions known to be over (as keys), the latest last: a stream of theirs cut later waits for no
-        resume."""
+        self.ended_sessions = EndedSessions()
+        """Sessions known to be over: a stream of theirs cut later waits for no resume."""
 
     def wait(
         self, session: str | None, ident: RequestId, target: T, since: float, outcome: str | None
@@ -132,13 +158,13 @@ class ResumeWaits(Generic[T]):
         why, no longer waited on."""
         if session is None:
             return []
-        self.ended_sessions[session] = None
+        self.ended_sessions.end(session)
         waits = self.waits
         return [(waits.pop(key), SESSION_ENDED) for key in [k for k in waits if k[0] == session]]
 
     def session_over(self, session: str | None) -> bool:
         """Whether `session` is known to be over: a request of it cut now waits for no resume."""
-        return session is not None and session in self.ended_sessions
+        return session in self.ended_sessions
 
     def ran_out(self, now: float) -> list[tuple[Wait[T], str]]:
         """The waits that began more than `window` before `now`, each with its note, no longer

@@ -9,14 +9,18 @@ exchange (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...) is 
 `ServerAsked`: the exchange it rides waits on the client's answer, and a person watching the log sees
 what it waits for instead of silence until it closes. A request whose stream was cut after an event
 id, unanswered, may still be answered on a stream the client resumes (`proxy.flows.resumes`): its line
-says `end: resumable`, no trouble, and the line of the GET that resumes it names its ids. No I/O, no
-clock (times are the observations').
+says `end: resumable`, no trouble, and the line of the GET that resumes it names its ids; unless its
+session is over (`EndedSessions`, the rule the chain and the metrics judge by), or its stream closed
+while a DELETE of its session was on its way, whose answer the line waits for. No I/O, no clock (times
+are the observations').
 """
 
 from __future__ import annotations
 
 from collections.abc import KeysView, Sequence
 from typing import Any, Final
+
+from orjson import dumps
 
 from proxy.flows.answer_faults import is_stray, no_answer, unmatched
 from proxy.flows.endpoint import Endpoint
@@ -43,7 +47,7 @@ from proxy.flows.observations import (
     unusual_end,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.resumes import awaits_resume
+from proxy.flows.resumes import SESSION_GONE_STATUS, EndedSessions, awaits_resume
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
@@ -80,8 +84,21 @@ HOLD_BOUND = 1_000
 BATCH_TOLD = 100
 """Messages of one JSON-RPC batch its line names in JSON (`batch`); the count in `carried` is whole."""
 
+BATCH_BYTES = 2048
+"""Bytes the message names in one batch's `batch` take in JSON at most: names past them (or past
+`BATCH_TOLD`) are one last entry, `+N more`, so a line stays far below the 16 KiB at which Docker's
+json-file driver cuts lines, however the batch is built (each name is bounded, not their number)."""
+
 BATCH_SHOWN = 3
 """Messages of one batch `carried` names (what a terminal shows), the rest said as a count."""
+
+CARRIED_BYTES = 640
+"""Bytes the message names in a batch's `carried` take in JSON at most, past its first (always
+named, as the only message of an exchange would be)."""
+
+IDS_BYTES = 1024
+"""Bytes the request ids one line lists take in JSON at most (the first is always listed): the ids
+of a batch past them are said as a count (`ids_more`)."""
 
 RESUMABLE_BOUND = 10_000
 """Event ids of streams cut after an event id, unanswered, remembered until a GET resumes from one
@@ -116,10 +133,12 @@ class ServerAsked:
     mode: Mode
     how: str = "in flight"
     """`in flight` or `input_required`."""
+    ids_more: int = 0
+    """Ids of the client's requests past those `ids` lists (`IDS_BYTES`)."""
 
     def log_fields(self) -> dict[str, Any]:
         """The fields of its log line (already redacted)."""
-        return {
+        fields = {
             "mode": str(self.mode),
             "exchange": self.exchange,
             "session": self.session,
@@ -129,6 +148,9 @@ class ServerAsked:
             "asked": self.asked,
             "how": self.how,
         }
+        if self.ids_more:  # only on a batch with more ids than a line lists
+            fields["ids_more"] = self.ids_more
+        return fields
 
 
 @value
@@ -176,7 +198,10 @@ class ExchangeSummary:
     """The request target of a plain HTTP exchange (a path other than the MCP endpoint: OAuth's
     `/token`, say), query credentials masked; None for the endpoint's exchanges."""
     batch: tuple[str, ...] | None = None
-    """Each message of a JSON-RPC batch named (the first `BATCH_TOLD`), None for a single message."""
+    """Each message of a JSON-RPC batch named (the first `BATCH_TOLD`, within `BATCH_BYTES`, then
+    `+N more`), None for a single message."""
+    ids_more: int = 0
+    """Request ids past those `jsonrpc_ids` lists (`IDS_BYTES`): only a large batch has any."""
 
     @property
     def level(self) -> str:
@@ -217,6 +242,8 @@ class ExchangeSummary:
             fields["path"] = self.path
         if self.batch is not None:  # only on a JSON-RPC batch
             fields["batch"] = list(self.batch)
+        if self.ids_more:  # only on a batch with more ids than a line lists
+            fields["ids_more"] = self.ids_more
         return fields
 
 
@@ -228,6 +255,7 @@ class _Open:
         "answered",
         "answered_ids",
         "batch",
+        "batch_bytes",
         "batched",
         "bytes_in",
         "bytes_out",
@@ -283,6 +311,8 @@ class _Open:
         the first `BATCH_TOLD`; None for the usual single message."""
         self.batched = 0
         """How many messages that batch held."""
+        self.batch_bytes = 0
+        """The bytes the names in `batch` take in JSON (`BATCH_BYTES`)."""
         self.answered = 0
         """Responses to its requests that went to the client."""
         self.answered_ids: list[RequestId] | None = None
@@ -345,6 +375,8 @@ class RoundTripTally:
         whoever takes them logs them and empties the list."""
         self._resumable: BoundedMap = BoundedMap(RESUMABLE_BOUND)
         """(session, event id) of each stream cut resumable -> the ids it left unanswered."""
+        self._ended = EndedSessions()
+        """The sessions a DELETE's answer or a 404 ended: a stream of theirs cut is no longer resumable."""
 
     @property
     def open_exchanges(self) -> int:
@@ -392,6 +424,8 @@ class RoundTripTally:
                 tally = opened.get(obs.exchange)
                 if tally is not None:
                     tally.status, tally.content_type = obs.status, obs.content_type
+                    if obs.status == SESSION_GONE_STATUS or tally.http_method == "DELETE":
+                        self._session_answered(obs.exchange, tally, obs.status)
             else:
                 line = self._other(obs) or line
         return line
@@ -469,10 +503,10 @@ class RoundTripTally:
                 named = f"{method} {tally.name}" if tally.name else method
                 if tally.carried is None:
                     tally.carried = named
-                else:  # a batch whose first message was no request
-                    _batched(tally, named or "?")
-            else:  # another request of a batch
-                _batched(tally, self._request_name(msg))
+                elif _batched(tally):  # a batch whose first message was no request
+                    _tell(tally, named or "?")
+            elif _batched(tally):  # another request of a batch, named while its line has room
+                _tell(tally, self._request_name(msg))
             if msg.id is not None:
                 tally.ids.append(msg.id)
             return
@@ -480,15 +514,46 @@ class RoundTripTally:
             self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
         if tally.carried is None:
             tally.carried = self._name(msg, tally.session)
-        else:  # another message of a batch
-            _batched(tally, self._name(msg, tally.session))
+        elif _batched(tally):  # another message of a batch, named while its line has room
+            _tell(tally, self._name(msg, tally.session))
+        elif msg.is_response:  # not named, but what it answers is forgotten as naming it would
+            self._asked.pop((tally.session, msg.id), None)
+
+    def _session_answered(self, exchange: str, tally: _Open, status: int) -> None:
+        """The head of a DELETE, or a 404: when it ends the session (as the chain and the metrics judge),
+        a stream of it cut is not resumed, so its event ids are forgotten; the lines held for this
+        DELETE's answer go, judged by it."""
+        session = tally.session
+        deletes = tally.http_method == "DELETE"
+        if not tally.plain and self._ended.answered(session, deletes, status) and self._resumable:
+            for key in [key for key in self._resumable if key[0] == session]:
+                del self._resumable[key]
+        if deletes and self._held:
+            waiting: list[_Held] = []
+            for held in self._held.values():
+                if held.delete == exchange and held not in waiting:
+                    waiting.append(held)
+            for held in waiting:
+                self._release(held, None)
+
+    def _deleting(self, session: str | None) -> str | None:
+        """The open DELETE of `session` not answered yet, if any: a stream the server closes because of
+        it is over with the session when the DELETE is answered below 400."""
+        if session is None:
+            return None
+        for exchange, open_ in self._open.items():
+            if open_.session == session and open_.http_method == "DELETE" and open_.status is None:
+                return exchange
+        return None
 
     def _closed(self, obs: ExchangeClosed, tally: _Open) -> ExchangeSummary | None:
         """The line of an exchange that closed with requests unanswered; None while it is held for its
-        client's cancel."""
+        client's cancel, or, resumable, for the answer to a DELETE of its session on its way."""
         unanswered = _unanswered(tally)
         session = tally.session
-        if unanswered and tally.event_ids and _resumable(tally, obs):
+        over = session in self._ended
+        resumable = bool(unanswered) and not over and _resumable(tally, obs)
+        if resumable and tally.event_ids:
             left = tuple(unanswered)
             for sse_id in tally.event_ids:
                 self._resumable[(session, sse_id)] = left
@@ -500,10 +565,13 @@ class RoundTripTally:
             if not uncancelled:
                 return _line(obs.exchange, tally, obs, self._redactor, CLIENT_CANCELLED)
             unanswered = uncancelled  # the line waits for the cancels still to come
-        if not unanswered or not awaits_cancel(obs.outcome, tally.opened.client_era, session):
-            return _line(obs.exchange, tally, obs, self._redactor)
+        delete = self._deleting(session) if resumable else None
+        if not unanswered or (
+            delete is None and not awaits_cancel(obs.outcome, tally.opened.client_era, session)
+        ):
+            return _line(obs.exchange, tally, obs, self._redactor, None, over)
         assert session is not None
-        held = _Held(obs, tally, unanswered)
+        held = _Held(obs, tally, unanswered, delete)
         for ident in unanswered:
             earlier = self._held.get((session, ident))
             if earlier is not None:  # a later call of the session took the id: the earlier line goes
@@ -538,7 +606,8 @@ class RoundTripTally:
         assert session is not None  # only a session's call is held
         for ident in held.unanswered:
             self._held.pop((session, ident), None)
-        line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended)
+        over = session in self._ended
+        line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended, over)
         self.released.append((line, str(held.tally.mode.value)))
 
     def expire(self, now: float) -> None:
@@ -574,10 +643,9 @@ class RoundTripTally:
 
     def _ask(self, exchange: str, tally: _Open, method: str, asked: RequestId, how: str) -> None:
         carried = tally.carried or tally.method or tally.http_method
+        ids, more = _shown_ids(tally.ids)
         self.asking.append(
-            ServerAsked(
-                exchange, tally.session, carried, _shown_ids(tally.ids), method, asked, tally.mode, how
-            )
+            ServerAsked(exchange, tally.session, carried, ids, method, asked, tally.mode, how, more)
         )
 
     def _input_required(self, exchange: str, tally: _Open, msg: Message) -> None:
@@ -710,30 +778,60 @@ def _carried(tally: _Open, redactor: Redactor) -> str:
     if tally.plain or (tally.http_method == "GET" and kind != "text/event-stream"):
         return f"{tally.http_method} {redactor.target(tally.path)}"
     if tally.batch is not None:
-        named = ", ".join(tally.batch[:BATCH_SHOWN])
-        rest = tally.batched - BATCH_SHOWN
-        return f"batch of {tally.batched}: {named}" + (f", +{rest} more" if rest > 0 else "")
+        shown, size = tally.batch[:1], 0
+        for name in tally.batch[1:BATCH_SHOWN]:
+            size += len(dumps(name))
+            if size > CARRIED_BYTES:
+                break
+            shown.append(name)
+        rest = tally.batched - len(shown)
+        return f"batch of {tally.batched}: {', '.join(shown)}" + (f", +{rest} more" if rest > 0 else "")
     return tally.carried or tally.method or tally.http_method
 
 
-def _batched(tally: _Open, name: str) -> None:
-    """Count another message of the exchange's batch (the first is what it `carried`)."""
-    if tally.batch is None:
-        tally.batch, tally.batched = [tally.carried or "?"], 1
+def _batched(tally: _Open) -> bool:
+    """Count another message of the exchange's batch (the first is what it `carried`); whether its
+    line still names messages (`BATCH_TOLD`, `BATCH_BYTES`): only then is its name worth making."""
+    batch = tally.batch
+    if batch is None:
+        first = tally.carried or "?"
+        batch, tally.batched, tally.batch_bytes = [first], 1, len(dumps(first))
+        tally.batch = batch
     tally.batched += 1
-    if len(tally.batch) < BATCH_TOLD:
+    return len(batch) < BATCH_TOLD and tally.batch_bytes < BATCH_BYTES
+
+
+def _tell(tally: _Open, name: str) -> None:
+    """Name the batch's latest message in its line, when the name fits in `BATCH_BYTES`."""
+    size = tally.batch_bytes + len(dumps(name))
+    if size <= BATCH_BYTES:
+        assert tally.batch is not None
         tally.batch.append(name)
+        tally.batch_bytes = size
+    else:
+        tally.batch_bytes = BATCH_BYTES  # full: no later name is made or told, so the order holds
+
+
+def _told_batch(tally: _Open, batch: list[str]) -> tuple[str, ...]:
+    """A batch's `batch` field: the messages named, then how many more it held."""
+    rest = tally.batched - len(batch)
+    return (*batch, f"+{rest} more") if rest > 0 else tuple(batch)
 
 
 class _Held:
-    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`."""
+    """The line of a closed exchange waiting (`LATE_CANCEL_S`) for its client's `notifications/cancelled`,
+    or for the answer to the DELETE of its session on its way (`delete`)."""
 
-    __slots__ = ("closed", "tally", "unanswered")
+    __slots__ = ("closed", "delete", "tally", "unanswered")
 
-    def __init__(self, closed: ExchangeClosed, tally: _Open, unanswered: list[RequestId]) -> None:
+    def __init__(
+        self, closed: ExchangeClosed, tally: _Open, unanswered: list[RequestId], delete: str | None
+    ) -> None:
         self.closed = closed
         self.tally = tally
         self.unanswered = unanswered
+        self.delete = delete
+        """The DELETE exchange whose answer says whether the session is over, if any."""
 
 
 def _unanswered(tally: _Open) -> list[RequestId]:
@@ -770,12 +868,18 @@ def _resumable(tally: _Open, closed: ExchangeClosed) -> bool:
 
 
 def _line(
-    exchange: str, tally: _Open, closed: ExchangeClosed, redactor: Redactor, cancelled: str | None = None
+    exchange: str,
+    tally: _Open,
+    closed: ExchangeClosed,
+    redactor: Redactor,
+    cancelled: str | None = None,
+    session_over: bool = False,
 ) -> ExchangeSummary:
     # How an exchange ends normally is no trouble: a GET stream ends when its client leaves or its
     # session is deleted, a client may close a response stream once each of its requests is answered,
     # a 2026-07-28 client closing it before then cancels them (`client_end`), and so does a legacy
-    # client whose `notifications/cancelled` named each request left unanswered (`cancelled`).
+    # client whose `notifications/cancelled` named each request left unanswered (`cancelled`). A stream
+    # cut resumable is no trouble while its session lives (`session_over`: nothing can resume it then).
     asked = len(tally.ids)
     if tally.cancelled and cancelled is None:
         cancelled = CLIENT_CANCELLED
@@ -785,7 +889,9 @@ def _line(
         else closed.outcome
     )
     outcome = unusual_end(ended, tally.http_method, len(tally.ids), tally.answered)
-    resumable = ended != CLIENT_CANCELLED and tally.answered < asked and _resumable(tally, closed)
+    resumable = not session_over and ended != CLIENT_CANCELLED and tally.answered < asked
+    resumable = resumable and _resumable(tally, closed)
+    ids, ids_more = _shown_ids(tally.ids)
     # Positional, in the fields' order: a class called with keywords costs a dict of them on 3.11.
     return ExchangeSummary(
         exchange,
@@ -793,7 +899,7 @@ def _line(
         tally.session,
         tally.method,
         tally.name,
-        _shown_ids(tally.ids),
+        ids,
         tally.status,
         tally.content_type,
         tally.bytes_in,
@@ -810,17 +916,33 @@ def _line(
         RESUMABLE if resumable else ended if outcome is None else None,  # end
         tally.not_inspected,
         redactor.target(tally.path) if tally.plain else None,
-        None if tally.batch is None else tuple(tally.batch),
+        None if tally.batch is None else _told_batch(tally, tally.batch),
+        ids_more,
     )
 
 
-def _shown_ids(ids: list[RequestId]) -> tuple[RequestId, ...]:
-    """The request ids as the line shows them: a client's string id past `SHOWN_TEXT_BOUND` bounded
-    (the tally keeps the ids whole, to match their answers)."""
+def _shown_ids(ids: list[RequestId]) -> tuple[tuple[RequestId, ...], int]:
+    """The request ids as the line shows them, and how many more there are: a client's string id
+    past `SHOWN_TEXT_BOUND` bounded (the tally keeps the ids whole, to match their answers), and a
+    batch's ids within `IDS_BYTES`."""
+    if len(ids) > 1:
+        return _shown_batch_ids(ids)
+    if ids and type(ids[0]) is str and len(ids[0]) > SHOWN_TEXT_BOUND:
+        return (shown_text(ids[0]),), 0
+    return tuple(ids), 0
+
+
+def _shown_batch_ids(ids: list[RequestId]) -> tuple[tuple[RequestId, ...], int]:
+    """A batch's ids within `IDS_BYTES` (the first always), each bounded; how many more there are."""
+    shown: list[RequestId] = []
+    size = 0
     for ident in ids:
-        if type(ident) is str and len(ident) > SHOWN_TEXT_BOUND:
-            return tuple(shown_text(i) if type(i) is str else i for i in ids)
-    return tuple(ids)
+        one = shown_text(ident) if type(ident) is str else ident
+        size += len(dumps(one))
+        if shown and size > IDS_BYTES:
+            break
+        shown.append(one)
+    return tuple(shown), len(ids) - len(shown)
 
 
 def _intercept_text(obs: InterceptHeld | InterceptReleased) -> str | None:

@@ -58,6 +58,7 @@ from proxy.flows.store import ChainStore
 from proxy.record.run_ends import RUN_REPLACED
 from proxy.record.unplaced import Unplaced
 from proxy.wire.jsonrpc import Kind, Message
+from proxy.wire.weight import value_weight
 
 OBS_TYPE: Final = "obs"
 """The `type` of an observation line."""
@@ -395,6 +396,28 @@ MAX_REPEATED_LINES: Final = 8
 DEFAULT_REPEAT_BYTES: Final = 8 * 1024 * 1024
 """Bytes of opening lines kept for repeating; past it, newly opened exchanges are not repeated."""
 
+_START, _ADD, _END = "start", "add", "end"
+"""What an observation does to the opening lines kept of what it belongs to (`_opening_step`)."""
+
+
+def _opening_step(obs: Observation, held: bool) -> str | None:
+    """Whether `obs` starts the opening lines of its exchange or leg (it opens it), adds to them (its
+    client's request, a leg's head), ends them (it closes it), or leaves them be; `held`: lines of it
+    are kept already."""
+    match obs:
+        case ExchangeClosed() | LegClosed():
+            return _END
+        case ExchangeOpened():
+            return _START
+        case LegMessageSeen() | LegLinked() | LegOpened() if not held:
+            return _START
+        case LegHeadSeen():  # a GET stream's head comes before any message on it
+            return _ADD if held else _START
+        case MessageSeen(direction=Direction.TO_SERVER) if held:
+            return _ADD
+        case _:
+            return None
+
 
 class OpenLines:
     """The lines that opened what is still open, repeated at the top of every new capture file.
@@ -410,30 +433,66 @@ class OpenLines:
         self._held: dict[str, list[bytes]] = {}
         self._bytes = 0
         self.max_bytes = max_bytes
+        self._unwritten: dict[str, list[Observation]] = {}
+        """The opening observations the file refused, of what is still open (`unwritten`)."""
+        self._unwritten_bytes = 0
 
     def wrote(self, obs: Observation, line: bytes) -> None:
         """Note one line as written, keeping it if it opens or shapes something still open."""
         key = key_of(obs)
-        match obs:
-            case ExchangeClosed() | LegClosed():
-                self._drop(key)
-            case ExchangeOpened():
-                self._drop(key)
-                self._keep(key, line, new=True)
-            case LegMessageSeen() | LegLinked() | LegOpened() if key not in self._held:
-                self._keep(key, line, new=True)
-            case LegHeadSeen():  # a GET stream's head comes before any message on it
-                self._keep(key, line, new=key not in self._held)
-            case MessageSeen(direction=Direction.TO_SERVER) if key in self._held:
-                self._keep(key, line, new=False)
-            case _:
-                pass
+        step = _opening_step(obs, key in self._held)
+        if step is _END:
+            self._drop(key)
+        elif step is _START:
+            self._drop(key)
+            self._keep(key, line, new=True)
+        elif step is _ADD:
+            self._keep(key, line, new=key not in self._held)
 
-    def ended(self, obs: Observation) -> None:
+    def unwritten(self, obs: Observation) -> None:
         """Hear of an observation that was not written (the file refused it): what it ends is no longer
-        open, so no new file repeats it; nothing is kept, as its line is not in any file."""
-        if isinstance(obs, ExchangeClosed | LegClosed):
-            self._drop(key_of(obs))
+        open, so no new file repeats it; one that opens what stays open, or shapes it (its client's
+        request), is kept as it is, without encoding it (bounded like the lines: `max_bytes`), so
+        the file a reopen starts can place what that exchange or leg does next (`unwritten_lines`)."""
+        key = key_of(obs)
+        kept = self._unwritten
+        written = key in self._held  # its opening is in a file already (a write that failed midway)
+        step = _opening_step(obs, written or key in kept)
+        if step is _END:
+            self._drop(key)
+            self._drop_unwritten(key)
+        elif step is _START and not written:
+            self._drop_unwritten(key)
+            self._keep_unwritten(key, obs, new=True)
+        elif step is _ADD and not written:
+            self._keep_unwritten(key, obs, new=key not in kept)
+
+    def unwritten_lines(self, encode: Callable[[Observation], bytes]) -> list[bytes]:
+        """The repeated lines of the opening observations the file refused, of what is still open (each
+        exchange's or leg's in the order they were made), now kept as written ones are; for the file
+        that takes writes again."""
+        kept, self._unwritten, self._unwritten_bytes = self._unwritten, {}, 0
+        lines: list[bytes] = []
+        for observations in kept.values():
+            for obs in observations:
+                line = encode(obs)
+                self.wrote(obs, line)
+                lines.append(REPEAT_PREFIX + line[len(OBS_PREFIX) + 1 :])
+        return lines
+
+    def _keep_unwritten(self, key: str, obs: Observation, *, new: bool) -> None:
+        weight = _weight(obs)
+        if self._bytes + self._unwritten_bytes + weight > self.max_bytes:
+            return
+        kept = self._unwritten.setdefault(key, []) if new else self._unwritten.get(key)
+        if kept is not None and len(kept) < MAX_REPEATED_LINES:
+            kept.append(obs)
+            self._unwritten_bytes += weight
+
+    def _drop_unwritten(self, key: str) -> None:
+        kept = self._unwritten.pop(key, None)
+        if kept:
+            self._unwritten_bytes -= sum(_weight(obs) for obs in kept)
 
     def preamble(self) -> list[bytes]:
         """The repeated lines, in the order they were written, for the top of a new file."""
@@ -451,6 +510,17 @@ class OpenLines:
         lines = self._held.pop(key, None)
         if lines:
             self._bytes -= sum(len(line) for line in lines)
+
+
+def _weight(obs: Observation) -> int:
+    """Estimated memory an observation kept unencoded holds (its message, as decoded)."""
+    if isinstance(obs, MessageSeen | LegMessageSeen):
+        return value_weight(obs.msg.raw, obs.size)
+    return SMALL_OBSERVATION
+
+
+SMALL_OBSERVATION: Final = 512
+"""Estimated memory of an observation with no message (an exchange's head, a leg's link)."""
 
 
 Applied = Callable[[Observation, list[FlowEvent], str | None], None]

@@ -13,8 +13,10 @@ A file truncated under the proxy (`logrotate`'s `copytruncate`) is started again
 as a reopen starts one, and said once each time (`capture_truncated`).
 
 While the file refuses writes (`capture_failed`), nothing is encoded, but the table of what is still
-open keeps hearing what ends, and a few counters say how much went by: the file a reopen starts then
-repeats only what is really open, followed by a `capture_gap` line saying what was not recorded.
+open keeps hearing what ends, and what opens (kept unencoded, bounded), and a few counters say how
+much went by: the file a reopen starts then repeats only what is really open, also what opened
+meanwhile, so its later lines have their exchange, followed by a `capture_gap` line saying what was
+not recorded.
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ class CaptureSink:
         gap = self._gap
         if gap is None:  # closing: nothing more is written anywhere
             return
-        self._open.ended(obs)
+        self._open.unwritten(obs)
         gap.observations += 1
         kind = type(obs)
         if kind is ExchangeOpened:
@@ -199,7 +201,8 @@ class CaptureSink:
         """Write again after a failure, into the file just reopened (SIGUSR1); whether it had failed.
 
         What arrived meanwhile is lost; the new file repeats what is still open, as a rotated one does,
-        then a `capture_gap` line says what was not recorded.
+        and the opening lines of what opened meanwhile and is still open, then a `capture_gap` line
+        says what was not recorded.
         """
         if not self.failed:
             return False
@@ -207,7 +210,8 @@ class CaptureSink:
         gap, self._gap = self._gap, None
         if gap is not None:
             try:
-                self.writer.write_lines([gap.ended(self._clock()).line()])
+                opened = self._open.unwritten_lines(self._encoder.encode)
+                self.writer.write_lines([*opened, gap.ended(self._clock()).line()])
                 self.writer.flush()
             except CaptureError as exc:
                 self._fail(exc)

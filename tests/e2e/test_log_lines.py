@@ -411,3 +411,45 @@ async def test_a_batch_is_named_a_batch_with_every_message_it_carried(
     terminal_first, terminal_second = lines["console"]
     assert f" POST {shown} #2 #3 -> 200 " in terminal_first, terminal_first
     assert " -> 202" in terminal_second, terminal_second
+
+
+async def test_a_batch_of_256_long_named_calls_makes_a_line_of_a_few_kb_that_counts_what_it_leaves_out(
+    everything: NodeServer, renderings: Renderings
+) -> None:
+    """However a batch is built (as many messages as `max_batch_messages` lets in, each with a long
+    name and a long string id), its line names and lists what fits a few KB and counts the rest, in
+    either format: a log shipper cutting lines at 16 KiB never gets one whole message of it."""
+    version = "2025-03-26"
+    calls = [
+        {
+            "jsonrpc": "2.0",
+            "id": f"{n:03d}-" + "i" * 400,
+            "method": "tools/call",
+            "params": {"name": f"{n:03d}-" + "n" * 1_000, "arguments": {}},
+        }
+        for n in range(256)
+    ]
+    lines: dict[str, list[str]] = {}
+    for fmt in ("json", "console"):
+        proxy = await renderings.proxy(fmt, everything.url)
+        mark = len(proxy.process.lines)
+        async with httpx2.AsyncClient(timeout=20.0) as http:
+            opened = await http.post(proxy.endpoint(), json=initialize(version=version), headers=HEADERS)
+            headers = session_headers(opened.headers["mcp-session-id"], version)
+            answered = await http.post(proxy.endpoint(), content=json.dumps(calls), headers=headers)
+            # The server takes batches of 100 at most: its refusal is relayed, the batch told as it went.
+            assert answered.status_code == 400, answered.text
+        await proxy.settled()
+        lines[fmt] = [line.rstrip("\n") for line in proxy.process.lines[mark:] if "batch of 256" in line]
+    (text,) = lines["json"]
+    (terminal,) = lines["console"]
+    assert len(text.encode()) < 6_000, len(text.encode())
+    assert len(terminal.encode()) < 4_000, len(terminal.encode())
+    line = json.loads(text)
+    named, more = line["batch"][:-1], line["batch"][-1]
+    assert named[0] == f"tools/call 000-{'n' * 252}… (1004 chars)", named[0]
+    assert more == f"+{256 - len(named)} more", line["batch"]
+    assert line["ids"][0] == f"000-{'i' * 252}… (404 chars)", line["ids"][0]
+    assert len(line["ids"]) + line["ids_more"] == 256, line
+    assert line["carried"].startswith("batch of 256: tools/call 000-"), line["carried"]
+    assert f" +{line['ids_more']} more -> 400 " in terminal, terminal

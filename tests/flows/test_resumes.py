@@ -16,6 +16,7 @@ import pytest
 from proxy.cli import main
 from proxy.flows.events import ChainStatus, ChainSummary
 from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, SESSION_ENDED
+from proxy.flows.tally import ExchangeSummary
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
@@ -56,6 +57,41 @@ def test_the_lines_of_a_cut_call_and_its_resume_say_resumable_and_name_its_id_wi
 
     assert (cut["trouble"], cut["end"]) == (None, "resumable")
     assert (resumed["ids"], resumed["trouble"]) == ([1], None)
+
+
+NO_RESPONSE = "response stream ended without a response"
+
+
+@pytest.mark.parametrize(
+    ("play", "trouble"),
+    [
+        (cut_and_resumed, None),
+        (closed_by_delete, NO_RESPONSE),
+        (closed_after_delete_answered, NO_RESPONSE),
+        (cut_then_session_gone, "client_disconnected"),
+        (dropped_then_delete_refused, None),
+        (closed_after_cancel, None),
+        (cancelled_while_cut, None),
+    ],
+)
+def test_a_cut_calls_line_its_chain_and_the_counters_agree_whether_it_failed(
+    play: Play, trouble: str | None
+) -> None:
+    rig, metrics = Rig(), bare_metrics()
+    rig.sink.listeners.append(metrics.counting.observe_all)
+    released: list[ExchangeSummary] = []
+    rig.sink.on_released = lambda line, _mode: released.append(line)
+    closed = [s for s in play(rig.facts, rig.clock) if s is not None]
+    rig.sink.release_held()
+    (line,) = [s for s in (*closed, *released) if s.exchange == "x1"]
+    (call,) = [c.summary for c in rig.chains() if c.summary.method == "tools/call"]
+    errors = dict(metrics.counts.errors).get(("tools/call", "passthrough"), 0)  # type: ignore[call-overload]
+
+    failed = call.status is ChainStatus.ERROR
+    assert line.trouble == trouble
+    assert line.trouble == (call.error if failed else None)
+    assert (line.level, errors) == (("warning", 1) if failed else ("info", 0))
+    assert line.end != "resumable" or not failed
 
 
 def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:

@@ -50,12 +50,14 @@ from tests.flows.refused_play import refused_bridge_answer, refused_bridge_retry
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,
+    closed_after_delete_answered,
     closed_by_delete,
     cut_and_id_reused,
     cut_and_resumed,
     cut_by_fault_and_resumed,
     cut_never_resumed,
     cut_then_session_gone,
+    dropped_then_delete_refused,
 )
 from tests.flows.stream_play import declined_and_refused_streams, listens, streams_and_delete
 
@@ -421,6 +423,8 @@ SCENARIOS: dict[str, Play] = {
     "cut-then-session-gone": cut_then_session_gone,
     "cut-and-id-reused": cut_and_id_reused,
     "closed-by-delete": closed_by_delete,
+    "closed-after-delete-answered": closed_after_delete_answered,
+    "dropped-then-delete-refused": dropped_then_delete_refused,
     "aborted-then-cancelled": aborted_then_cancelled,
     "aborted-cancel-too-late": aborted_cancel_too_late,
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
+
 from proxy.flows.events import Channel, Direction, Mode
 from proxy.flows.observations import (
     LATE_CANCEL_S,
@@ -329,3 +332,27 @@ def test_a_batch_opening_with_a_notification_names_each_of_its_messages_once() -
     assert many.carried.endswith("notifications/roots/list_changed, +2 more"), many.carried
     assert many.batch == ("notifications/roots/list_changed",) * 5
     assert exchange(tally, "x3", "POST", [CALL], [DONE], None).batch is None
+
+
+@pytest.mark.parametrize(
+    ("name", "ident"),
+    [("n" * 1_000, "i" * 400), ("\x01" * 280, "\U0001f600" * 280)],
+    ids=["long", "escaped-in-json"],
+)
+def test_a_256_message_batch_line_stays_a_few_kb_and_counts_what_it_leaves_out(name: str, ident: str) -> None:
+    """Each name and id is bounded in characters; JSON may write one as six bytes (`\\u0001`) or four
+    (an emoji), and the server's stray answer names the requests left unanswered in `trouble`."""
+    tally = RoundTripTally(Redactor(key=b"k"))
+    sent = [
+        {"jsonrpc": "2.0", "id": f"{n}{ident}", "method": "tools/call", "params": {"name": f"{n}{name}"}}
+        for n in range(256)
+    ]
+    stray = {"jsonrpc": "2.0", "id": "nobody", "result": {}}
+    line = exchange(tally, "x1", "POST", sent, [stray], None, content_type="application/json")
+
+    fields = line.log_fields("passthrough")
+    assert len(orjson.dumps(fields)) < 12_000, len(orjson.dumps(fields))
+    assert fields["batch"][-1] == f"+{256 - len(fields['batch']) + 1} more", fields["batch"]
+    assert len(fields["ids"]) + fields["ids_more"] == 256
+    assert fields["carried"].startswith("batch of 256: tools/call 0"), fields["carried"]
+    assert fields["trouble"].endswith(" and 246 more"), fields["trouble"][-80:]
