@@ -587,26 +587,38 @@ class Redactor:
 
         return self.scrub(_TEXT_MEMBER.sub(mask, text))
 
-    def _mask_body_value(self, key: str, value: Any) -> Any:
-        """A secret key's value masked: a string or a number is the secret. An object under the key is
-        given back for the walk to go through (a tool's JSON Schema for its `password` argument
-        describes the secret, it holds none), and so is an array, with its strings and numbers masked;
-        a flag is no secret. A `requestState` is masked whatever it is: it is opaque to the client."""
+    def _mask_body_value(self, key: str, value: Any, schema_member: bool) -> Any:
+        """A secret key's value masked: a string, a number or an object is the secret, masked whole
+        (an operator who names a key means its value, whatever its shape); an array has each of its
+        items masked so, an array in it whole too; a flag or a null is no secret.
+
+        One object is given back for the walk to go through instead: a member of a JSON Schema's
+        `properties` (`schema_member`: the object holding the key is the value of a member named
+        `properties`), as in a tool's `inputSchema.properties.password = {"type": "string"}`, which
+        describes the secret and holds none (masked, a mock would serve a stand-in as a schema). A
+        `requestState` is masked whatever it is and wherever it is: it is opaque to the client."""
         if value is None:
             return None
         if key.lower() in self._state_keys:
             text = value if isinstance(value, str) else _encode_for_mask(value)
             return _stand_in(self._key, REQUEST_STATE_KEY, text)
-        if isinstance(value, dict | bool):
+        if schema_member and isinstance(value, dict):
             return value
         if isinstance(value, list):
-            items = [self._mask_body_value(key, item) if _scalar(item) else item for item in value]
+            items = [self._mask_secret(item) for item in value]
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        return self._mask_secret(value)
+
+    def _mask_secret(self, value: Any) -> Any:
+        """One secret value's stand-in: a string remembered (a server echoing it shows it masked), a
+        number, an object or an array masked as its JSON text; a flag or a null given back."""
+        if value is None or isinstance(value, bool):
+            return value
         if not isinstance(value, str):
             return self.token(_encode_for_mask(value))
         if value.startswith("<redacted len=") and _A_STAND_IN.fullmatch(value):
             return value  # masked already as a known secret text: masked again it would hide its length
-        self._remember(value)  # a server echoing it (a result quoting the arguments) shows it masked
+        self._remember(value)
         return self.token(value)
 
     # -- size --------------------------------------------------------------------------------
@@ -673,11 +685,6 @@ _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 _TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
 """A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
 array value is left to the members inside it)."""
-
-
-def _scalar(value: Any) -> bool:
-    """Whether an item of an array under a secret key is a secret of its own: a string or a number."""
-    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _foreign(value: Any) -> bool:
@@ -755,14 +762,25 @@ def _member_pattern(exact: frozenset[str], joined: tuple[str, ...]) -> re.Patter
     return re.compile(b"|".join(names), re.IGNORECASE)
 
 
+SCHEMA_PROPERTIES: Final = "properties"
+"""The JSON Schema keyword whose members name an object's members and hold their schemas: under
+it, an object named like a secret key is a schema (`inputSchema.properties.password`), not a secret."""
+
+
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
     return iter(node.items()) if isinstance(node, dict) else enumerate(node)
 
 
 def _walk(
-    root: dict[Any, Any] | list[Any], secret: Callable[[str], bool], mask: Callable[[str, Any], Any]
+    root: dict[Any, Any] | list[Any],
+    secret: Callable[[str], bool],
+    mask: Callable[[str, Any, bool], Any],
 ) -> Any:
     """Copy-on-write walk, iterative so that no nesting depth can exhaust the Python stack.
+
+    `mask` gets a secret member's key, its value, and whether the object holding it is the value of
+    a member named `properties` (a JSON Schema's). What it gives back is walked in turn, so an object
+    it keeps (such a schema) has its own secret members masked.
 
     Unchanged containers are returned as the very same objects; only the path from the root down to
     a masked value is copied.
@@ -773,12 +791,13 @@ def _walk(
     ]
     result: Any = root
     while stack:
-        node, children, changes, _ = stack[-1]
+        node, children, changes, node_key = stack[-1]
         descended = False
         is_dict = isinstance(node, dict)
+        in_properties = is_dict and node_key == SCHEMA_PROPERTIES
         for k, v in children:
             if is_dict and isinstance(k, str) and secret(k):
-                masked = mask(k, v)
+                masked = mask(k, v, in_properties)
                 if masked is not v:
                     changes[k] = masked
                 v = masked  # an object or array `mask` gave back is walked in turn

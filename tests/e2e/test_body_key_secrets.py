@@ -63,3 +63,45 @@ def test_a_body_keys_value_or_a_uris_password_is_masked_in_its_own_message_in_th
         if value in text
     ]
     assert leaks == [], [outputs[w][max(0, outputs[w].index(v) - 200) :][:300] for w, v in leaks]
+
+
+async def _list_then_call_with_nested_secrets(endpoint: str, arguments: dict[str, object]) -> None:
+    async with client_for(endpoint, "legacy") as client:
+        await client.list_tools()
+        await client.call_tool("echo", arguments)
+
+
+def test_an_object_under_a_named_key_is_masked_whole_while_a_tools_schema_for_it_stays_a_schema(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """With `--redact-body-keys text,credentials,api_key`, the SDK client's `tools/call echo` carries
+    secrets one level down in objects under `credentials` and `api_key` (whose own keys are named
+    nowhere): none reaches the capture, the log or an export. The server's `tools/list` describes
+    the `text` argument in `inputSchema.properties.text`, which the capture keeps as the schema it is."""
+    nested = f"NESTED{secrets.token_hex(6)}", f"sk-live-{secrets.token_hex(6)}"
+    arguments: dict[str, object] = {
+        "text": "hello",
+        "credentials": {"user": "bob", "value": nested[0]},
+        "api_key": {"id": "k1", "secret": nested[1]},
+    }
+    capture = tmp_path / "run.jsonl"
+    env = settings_env(
+        upstream=legacy_server.url,
+        capture=capture,
+        redact_body_keys="text,credentials,api_key",
+        drain_grace=1,
+    )
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_list_then_call_with_nested_secrets(proxy.endpoint(), arguments))
+        assert proxy.stop() == 0
+        log = proxy.stderr()
+
+    listed, _chains = exported_chains(capture)
+    har = run_mcp_proxy("export", "--har", "-", str(capture))
+    assert har.returncode == 0, har.stderr
+    outputs = {"capture": capture.read_text(encoding="utf-8"), "log": log, "export --json": listed}
+    outputs["export --har"] = har.stdout
+    leaks = [(where, value) for where, text in outputs.items() for value in nested if value in text]
+    assert leaks == [], [outputs[w][max(0, outputs[w].index(v) - 200) :][:300] for w, v in leaks]
+    assert '"credentials":"<redacted len=' in outputs["capture"], "the call was recorded, masked"
+    assert '"properties":{"text":{"type":"string"}}' in outputs["capture"], "the schema is kept"

@@ -916,7 +916,62 @@ def test_a_tools_json_schema_for_a_secret_argument_is_kept_whole_in_every_output
     assert shown == bounded == captured == listed
 
 
-def test_under_a_secret_key_an_object_is_walked_and_an_arrays_strings_and_numbers_are_masked() -> None:
+def _masked_whole(value: Any) -> str:
+    return Redactor(key=KEY).token(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode())
+
+
+def test_an_object_under_a_secret_key_is_masked_whole_in_every_output() -> None:
+    """An operator who names a key means its value, whatever its shape: a secret one level down in an
+    object under it (whose own key is named nowhere) reaches no output."""
+    credentials = {"user": "bob", "value": "hunter2-secret"}
+    api_key = {"id": "k1", "secret": "sk-live-123"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "login", "arguments": {"credentials": credentials, "api_key": api_key}},
+    }
+    keys = ["credentials", "api_key"]
+
+    shown = Redactor(body_keys=keys, key=KEY).body(call)
+    captured, _, encoded = Redactor(body_keys=keys, key=KEY).body_for_capture(call, 65536)
+
+    assert shown == captured
+    assert shown["params"]["arguments"] == {
+        "credentials": _masked_whole(credentials),
+        "api_key": _masked_whole(api_key),
+    }
+    assert encoded is None, "the capture encodes the masked value, not the text it was given"
+    assert call["params"]["arguments"]["credentials"] is credentials, "the traffic itself is untouched"
+
+
+def test_only_a_member_of_a_schemas_properties_is_walked_under_a_secret_key() -> None:
+    """Under a member named `properties` an object named like a secret key is a JSON Schema, gone
+    through (its own secret members masked); a string there is still a secret, and an object whose
+    holder is named anything else is masked whole, however schema-like it looks."""
+    redactor = Redactor(body_keys=["credentials", "password"], key=KEY)
+    nested = {
+        "type": "object",
+        "properties": {"password": {"type": "string", "default": "the usual"}, "user": {"type": "string"}},
+    }
+    schema = {"type": "object", "properties": {"credentials": nested, "password": "plain-secret-text"}}
+    lookalike = {"type": "string", "password": SECRET}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {"tools": [{"name": "login", "inputSchema": schema}], "meta": {"credentials": lookalike}},
+    }
+
+    shown = redactor.body(message)["result"]
+
+    assert shown["tools"][0]["inputSchema"] == {
+        "type": "object",
+        "properties": {"credentials": nested, "password": Redactor(key=KEY).token("plain-secret-text")},
+    }
+    assert shown["meta"] == {"credentials": _masked_whole(lookalike)}
+
+
+def test_under_a_secret_key_an_arrays_items_are_masked_each_and_a_flag_is_kept() -> None:
     redactor = Redactor(body_keys=["password"], key=KEY)
     token = Redactor(key=KEY).token
     call = {
@@ -926,7 +981,7 @@ def test_under_a_secret_key_an_object_is_walked_and_an_arrays_strings_and_number
         "params": {
             "arguments": {
                 "password": {"db_password": SECRET, "hint": "the usual"},
-                "backup_password": [SECRET, 1234, {"password": "other-secret"}, True],
+                "backup_password": [SECRET, 1234, {"note": "other-secret"}, ["deeper-secret"], True, None],
                 "password_set": True,
                 "old_password": 987654,
             }
@@ -935,7 +990,7 @@ def test_under_a_secret_key_an_object_is_walked_and_an_arrays_strings_and_number
 
     shown = redactor.body(call)["params"]["arguments"]
 
-    assert shown["password"] == {"db_password": token(SECRET), "hint": "the usual"}
-    nested = {"password": token("other-secret")}
-    assert shown["backup_password"] == [token(SECRET), token("1234"), nested, True]
+    assert shown["password"] == _masked_whole({"db_password": SECRET, "hint": "the usual"})
+    masked_items = [_masked_whole({"note": "other-secret"}), _masked_whole(["deeper-secret"])]
+    assert shown["backup_password"] == [token(SECRET), token("1234"), *masked_items, True, None]
     assert (shown["password_set"], shown["old_password"]) == (True, token("987654"))
