@@ -7,8 +7,9 @@ stream that asked it is still open. Every request is bounded by the replay's tim
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -22,7 +23,31 @@ MAX_BODY: Final = 16 * 1024 * 1024
 
 
 SHOWN_BODY: Final = 80
-"""Bytes of a response body that is not JSON shown in the report: enough to recognise an HTML page."""
+"""Characters of a response body that is not JSON (or of a refusal) quoted in the report: enough to
+recognise an HTML page."""
+
+MASKED_OPENING: Final = 4096
+"""Bytes of a body masked before its quote is cut from them: a secret the server echoes that starts
+inside the quote ends inside these (a credential is far shorter), so the mask sees it whole and no
+piece of it is left in clear by the cut."""
+
+OPENING_WAIT: Final = 2.0
+"""Seconds a refusal's body is read for its quote, at most: a body that stays open is quoted as far
+as it came."""
+
+Mask = Callable[[str], str]
+"""Masks the secrets a text holds (the replay's proxy's redactor, which learned the credentials sent)."""
+
+
+def _no_mask(text: str) -> str:
+    return text
+
+
+def masked_opening(body: bytes, mask: Mask) -> tuple[str, bool]:
+    """The opening of a body to quote, masked before it is cut, and whether more followed it."""
+    text = mask(body[:MASKED_OPENING].decode("utf-8", "replace")).strip()
+    more = len(text) > SHOWN_BODY or len(body) > MASKED_OPENING
+    return text[:SHOWN_BODY].rstrip(), more
 
 
 def plainly(exc: aiohttp.ClientError) -> str:
@@ -48,13 +73,24 @@ class Reply:
     status: int
     headers: Mapping[str, str]
     _response: aiohttp.ClientResponse
+    _mask: Mask = _no_mask
 
     async def opening(self) -> str:
-        """The body's first bytes as text (`SHOWN_BODY` of them, `...` when there is more), for a
-        report that quotes what a server said when it refused a request; empty for an empty body."""
-        body = await self._response.content.read(SHOWN_BODY + 1)
-        shown = body[:SHOWN_BODY].decode("utf-8", "replace").strip()
-        return shown + ("..." if len(body) > SHOWN_BODY else "")
+        """The body's opening as text, masked (`SHOWN_BODY` characters, `...` when there is more),
+        for a report that quotes what a server said when it refused a request (it may echo the
+        credential it refused); empty for an empty body."""
+        body = b""
+        content = self._response.content
+        try:
+            async with asyncio.timeout(OPENING_WAIT):
+                while len(body) <= MASKED_OPENING and (
+                    chunk := await content.read(MASKED_OPENING + 1 - len(body))
+                ):
+                    body += chunk
+        except TimeoutError:
+            pass  # quoted as far as it came
+        shown, more = masked_opening(body, self._mask)
+        return shown + ("..." if more else "")
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """The JSON-RPC messages of the body (none for a 202 or an empty body)."""
@@ -84,8 +120,8 @@ class Reply:
         try:
             value = json.loads(body)
         except ValueError as exc:
-            shown = body[:SHOWN_BODY].decode("utf-8", "replace").strip()
-            cut = "..." if len(body) > SHOWN_BODY else ""
+            shown, more = masked_opening(body, self._mask)
+            cut = "..." if more else ""
             raise ReplayHttpError(
                 f"HTTP {self.status} answered {kind or 'a body of no content type'} ({len(body)} bytes), "
                 f"not JSON-RPC: {shown!r}{cut}"
@@ -108,9 +144,11 @@ def _event_message(item: object) -> dict[str, Any] | None:
 class ReplayHttp:
     """Sends the replay's requests to one endpoint (the in-process proxy's)."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, url: str, mask: Mask = _no_mask) -> None:
         self.session = session
         self.url = url
+        self.mask = mask
+        """Masks what a reply's body is quoted with in a report (`Reply.opening`, a body not JSON)."""
 
     @asynccontextmanager
     async def post(self, body: dict[str, Any], headers: Mapping[str, str]) -> AsyncIterator[Reply]:
@@ -118,7 +156,7 @@ class ReplayHttp:
         data = json.dumps(body, separators=(",", ":")).encode()
         try:
             async with self.session.post(self.url, data=data, headers=dict(headers)) as response:
-                yield Reply(response.status, response.headers, response)
+                yield Reply(response.status, response.headers, response, self.mask)
         except aiohttp.ClientError as exc:
             raise ReplayHttpError(f"POST {body.get('method') or 'answer'}: {plainly(exc)}") from exc
 

@@ -177,11 +177,16 @@ class Replay:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout)
         self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
         self.player = Player(
-            ReplayHttp(self._http, self.proxy.endpoint()),
+            ReplayHttp(self._http, self.proxy.endpoint(), self._mask),
             self.options.headers,
             self.options.ask,
             stdio=self.options.upstream_cmd is not None,
         )
+
+    def _mask(self, text: str) -> str:
+        """A text the server said, masked by the replay's proxy's redactor: it saw the credentials the
+        replay sent (and was given those of `--header`), so a server echoing one shows it masked."""
+        return self.proxy.redactor.scrub(text)
 
     async def _restart_forced(self, era: EraSetting) -> None:
         """Start the proxy again with its era forced (no request has gone through it yet): the router

@@ -452,11 +452,14 @@ class _GatewayQuotingTheToken(BaseHTTPRequestHandler):
     """A legacy server behind a gateway that refuses calls with a text/plain 401 quoting the token it
     refused (hand-written: no SDK peer answers a call outside JSON-RPC)."""
 
+    lead = "unauthorized: "
+    """What the refusal says before the token."""
+
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         method, ident = message.get("method"), message.get("id")
         if method == "tools/call":
-            self._send(401, "text/plain", f"unauthorized: {self.headers.get('Authorization')}".encode())
+            self._send(401, "text/plain", f"{self.lead}{self.headers.get('Authorization')}".encode())
         elif ident is None:
             self._send(202, "text/plain", b"")
         elif method == "initialize":
@@ -502,6 +505,34 @@ def test_a_refusal_quoting_the_token_it_refused_is_reported_with_the_token_maske
         in (_lines(done)[add])
     )
     assert "s3cret" not in done.stdout + done.stderr
+
+
+class _GatewayQuotingTheTokenAcrossTheCut(_GatewayQuotingTheToken):
+    """The same gateway (hand-written, as above), saying so much before the token that the 80
+    characters a report quotes of a refusal end inside it."""
+
+    lead = "unauthorized: the credential this request presented was:  "
+    """58 characters: the quote ends 15 characters into `replay-s3cret-token`."""
+
+
+def test_a_refusal_quoting_the_token_where_the_quote_is_cut_shows_no_piece_of_it(
+    demo: Demo, tmp_path: Path
+) -> None:
+    """A token cut at the quote's end is masked before the cut, in the line and the --json document:
+    masked after it, the piece before the cut would be no text the redactor knows."""
+    capture, add = _recorded_with_credentials(demo, tmp_path)
+    given = ("--upstream", "--header", f"Authorization: {SECRET}")
+
+    with serving(_GatewayQuotingTheTokenAcrossTheCut) as gateway:
+        line = _replay(capture, "--chain", add, given[0], gateway, *given[1:])
+        document = _replay(capture, "--chain", add, given[0], gateway, *given[1:], "--json")
+
+    assert (line.returncode, document.returncode) == (1, 1), line.stdout + document.stdout
+    said = "HTTP 401 Unauthorized (it said 'unauthorized: the credential this request presented was:"
+    assert said in _lines(line)[add], line.stdout
+    assert said in _replayed(document, add)["reason"], document.stdout
+    for done in (line, document):
+        assert "replay-s3cret" not in done.stdout + done.stderr, done.stdout
 
 
 PEER_CALLS: list[tuple[str, dict[str, object]]] = [
