@@ -379,7 +379,7 @@ def _edited(
         if plan.chain in wanted:
             if plan.kind is not PlanKind.CALL:
                 raise EditError(f"--set: chain {plan.chain} is a {plan.kind.value}, not a call to edit")
-            plan = edited_plan(plan, edits)
+            plan = edited_plan(plan, edits, mask)
             tell(f"mcp-proxy replay: {plan.chain} {plan.headline()}: sending it edited: {said}")
         yield plan
 

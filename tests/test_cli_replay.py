@@ -75,3 +75,27 @@ def test_a_timeout_that_is_not_seconds_above_0_is_a_usage_error_naming_the_flag(
     err = capsys.readouterr().err
     assert "--timeout" in err
     assert "seconds above 0" in err
+
+
+def test_an_edit_of_the_request_state_exits_2_saying_it_is_the_replays_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = tmp_path / "c.jsonl"
+    capture.write_text(
+        '{"format": "mcp-debug-proxy-capture", "version": "1.1", "created": 1.0, "proxy_version": "0"}\n'
+    )
+
+    done = main(
+        [
+            str(capture),
+            "--chain",
+            "r1",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+            "--set",
+            "params.requestState.x=1",
+        ]
+    )
+
+    assert done == 2
+    assert "params.requestState is the replay's own" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.flows.events import Direction
+from proxy.flows.redact import REQUEST_STATE_KEY
 from proxy.record.replay_compare import join
 from proxy.record.replay_plan import ChainPlan, Sent
 
@@ -51,16 +52,30 @@ class Edit:
     def announced(self, mask: Callable[[Any], Any]) -> str:
         """The edit as the replay announces it, its value shown as `mask` (the replay's proxy's
         redactor) shows a request holding it there: a value under a key it redacts is never printed."""
+        path, shown = self._shown(mask)
+        if path == self.path and type(shown) is type(self.value) and shown == self.value:
+            return self.said
+        where = self.text.partition("=")[0].strip() if path == self.path else _reported_at(path)
+        return f"{where}={shown if isinstance(shown, str) else json.dumps(shown)}"
+
+    def shown_at(self, mask: Callable[[Any], Any]) -> tuple[str | int, ...]:
+        """Where the request sent shows the edit, as `mask` shows it: its place, or the place of what
+        holds it when that is masked whole (an object under a key the proxy redacts)."""
+        return self._shown(mask)[0]
+
+    def _shown(self, mask: Callable[[Any], Any]) -> tuple[tuple[str | int, ...], Any]:
         body: Any = self.value
         for step in reversed(self.path):
             body = [body] if isinstance(step, int) else {step: body}
         shown = mask({"jsonrpc": "2.0", **body})
-        for step in self.path:
-            shown = shown[0] if isinstance(step, int) else shown[step]
-        if type(shown) is type(self.value) and shown == self.value:
-            return self.said
-        where = self.text.partition("=")[0].strip()
-        return f"{where}={shown if isinstance(shown, str) else json.dumps(shown)}"
+        for depth, step in enumerate(self.path):
+            if isinstance(step, int) and isinstance(shown, list):
+                shown = shown[0]
+            elif isinstance(step, str) and isinstance(shown, dict):
+                shown = shown[step]
+            else:
+                return self.path[:depth], shown  # masked whole here: the place inside shows nowhere
+        return self.path, shown
 
 
 def parse_edit(text: str) -> Edit:
@@ -72,6 +87,11 @@ def parse_edit(text: str) -> Edit:
     path = _path(where, text)
     if path[0] != "params" or len(path) < 2:
         raise EditError(f"--set {text!r}: PATH is a place under params, such as params.arguments.b")
+    if isinstance(path[1], str) and path[1].lower() == REQUEST_STATE_KEY.lower():
+        raise EditError(
+            f"--set {text!r}: params.{path[1]} is the replay's own (each retry echoes the one the "
+            "server's result gave), not the recording's: it cannot be edited"
+        )
     try:
         return Edit(text, path, json.loads(raw))
     except ValueError:
@@ -123,14 +143,17 @@ def _step_into(place: Any, step: str | int, edit: Edit) -> Any:
     return place[step]
 
 
-def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
+def edited_plan(
+    plan: ChainPlan, edits: tuple[Edit, ...], mask: Callable[[Any], Any] | None = None
+) -> ChainPlan:
     """The plan with its request, and each retry of it, edited (its notifications are left alone).
 
     The edited places are left out of the comparison (`ChainPlan.edited`), so it reports what the edit
     changed in the answers: the replay's proxy may show the value sent there masked (a key it redacts)
-    where the recording never held it. The recording's copies of those requests get the same places,
-    holding null, so what leads to a place an edit added compares the same; they never hold the
-    value sent, which the report would otherwise show as recorded.
+    where the recording never held it, or what holds it masked whole, which `mask` (the replay's
+    proxy's redactor) tells, so that place is left out instead. The recording's copies of those
+    requests get the same places, holding null, so what leads to a place an edit added compares the
+    same; they never hold the value sent, which the report would otherwise show as recorded.
     """
     if plan.first is None:
         raise EditError(f"chain {plan.chain} holds no request to edit")
@@ -147,7 +170,7 @@ def edited_plan(plan: ChainPlan, edits: tuple[Edit, ...]) -> ChainPlan:
         else record
         for record in plan.records
     ]
-    edited = tuple(_reported_at(edit.path) for edit in edits)
+    edited = tuple(_reported_at(edit.path if mask is None else edit.shown_at(mask)) for edit in edits)
     return replace(plan, first=first, retries=retries, records=records, edited=edited)
 
 

@@ -118,3 +118,31 @@ def test_a_set_value_under_a_key_the_replay_redacts_is_never_printed_and_its_pla
 async def _echo(endpoint: str) -> None:
     async with client_for(endpoint, "legacy") as client:
         await client.call_tool("echo", {"text": "hello"})
+
+
+def test_a_set_value_inside_an_object_the_replay_masks_whole_is_announced_as_that_object_masked(
+    legacy_server: PeerServer, tmp_path: Path
+) -> None:
+    """`--set params.arguments.credentials.user=...` with `redact_body_keys` naming `credentials`: the
+    replay's proxy masks the object under that key whole, so the edit is announced as the request sent
+    shows it (the object's stand-in), with no traceback and the value nowhere."""
+    capture = tmp_path / "echo.jsonl"
+    env = settings_env(upstream=legacy_server.url, capture=capture, admin_enabled="false", drain_grace=1)
+    with ProxyProcess(clean_env(**env)) as proxy:
+        asyncio.run(_echo(proxy.endpoint()))
+        assert proxy.stop() == 0
+    call = next(p.chain for p in plans(open_capture([capture])) if p.headline() == "tools/call echo")
+    edit = f"params.arguments.credentials.user={EDITED_PASSWORD}"
+
+    done = subprocess.run(
+        [*proxy_command(), "replay", str(capture), "--chain", call, "--set", edit],
+        env=clean_env(MCP_PROXY_REDACT_BODY_KEYS="credentials"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sending it edited: params.arguments.credentials=<redacted len=" in done.stderr, done.stderr
+    assert EDITED_PASSWORD not in done.stdout + done.stderr

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from proxy.flows.redact import Redactor
 from proxy.record.replay_edit import EditError, apply_edits, parse_edit
 
 CALL: dict[str, Any] = {
@@ -71,3 +72,23 @@ def test_edits_change_a_copy_in_order_and_may_add_keys() -> None:
 def test_an_edit_that_does_not_fit_the_request_says_where(text: str, says: str) -> None:
     with pytest.raises(EditError, match=says):
         apply_edits(CALL, (parse_edit(text),))
+
+
+@pytest.mark.parametrize(
+    "text", ["params.requestState.x=1", "params.requestState=1", 'params["requeststate"]=1']
+)
+def test_an_edit_of_the_requests_request_state_is_refused_as_the_replays_own(text: str) -> None:
+    with pytest.raises(EditError, match=r"is the replay's own .* it cannot be edited"):
+        parse_edit(text)
+
+
+def test_an_edit_inside_a_value_masked_whole_is_announced_as_its_holder_masked() -> None:
+    """A place inside an object the replay's proxy masks whole (under a key it redacts) is shown as the
+    request sent shows it: the holder's stand-in, the value typed nowhere."""
+    mask = Redactor(body_keys=["credentials"], key=b"k").body
+    edit = parse_edit("params.arguments.credentials.user=bob-the-SECRET")
+
+    said = edit.announced(mask)
+
+    assert said.startswith("params.arguments.credentials=<redacted len=")
+    assert "bob-the-SECRET" not in said
