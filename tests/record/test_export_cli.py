@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -554,3 +555,41 @@ def test_a_mock_built_from_a_capture_counts_the_lines_a_skipped_opening_line_too
 
     assert (report.corrupt_lines, report.left_out_lines) == (1, later)
     assert "tools/call" in table.methods()  # the call whose opening line is whole is served
+
+
+def test_an_export_through_a_symlink_replaces_the_file_it_points_to_keeping_its_mode(tmp_path: Path) -> None:
+    """The file is replaced as writing into it would leave it: the link stays a link, and an export
+    kept private (0600) stays so, where the temporary file's rename put a new 0644 file in the
+    link's place."""
+    capture = record_small(tmp_path)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    real = kept / "chains.json"
+    real.write_text("earlier\n")
+    real.chmod(0o600)
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+
+    done = run_mcp_proxy("export", "--json", str(link), str(capture))
+
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink()
+    assert link.readlink() == real
+    assert orjson.loads(real.read_bytes())["chains"][0]["chain"]["id"] == "r1"
+    assert real.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in kept.iterdir()) == ["chains.json"], "no temporary file is left"
+
+
+def test_a_stale_temporary_file_beside_the_output_is_passed_over(tmp_path: Path) -> None:
+    """A temporary file left by an export killed before its rename, whose pid is this one's now, is
+    neither written into nor in the way."""
+    capture = record_small(tmp_path)
+    out = tmp_path / "chains.json"
+    stale = tmp_path / f".chains.json.{os.getpid()}.part"
+    stale.write_text("stale\n")
+
+    assert main(["export", "--json", str(out), str(capture)]) == 0
+
+    assert orjson.loads(out.read_bytes())["chains"][0]["chain"]["id"] == "r1"
+    assert stale.read_text() == "stale\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".part")) == [stale.name]
