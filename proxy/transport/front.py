@@ -734,7 +734,26 @@ class FrontConnection(asyncio.Protocol):
         headers = [("Content-Type", content_type), ("Connection", "close")]
         head = _head(status, None, headers, len(body), False)
         self.transport.write(head + body)
-        self.transport.close()
+        self._linger_after_answer()
+
+    def _linger_after_answer(self) -> None:
+        """Shut the write side after an answer that ends the connection, and discard what the client
+        still sends until it leaves or `LINGER` ends: closing outright with its bytes unread would
+        reset the connection and could destroy the answer before the client reads it (a client still
+        sending an oversized head would see a reset, not its 431). Past as many lingering
+        connections as `max_client_connections`, the connection is closed at once."""
+        transport = self.transport
+        assert transport is not None
+        front = self.front
+        if len(front.refusing) >= self.settings.max_client_connections or not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        if self._reading_paused:  # read (and drop) what the client still sends
+            self._reading_paused = False
+            transport.resume_reading()
+        front.refusing.add(self)
+        self._linger = asyncio.get_running_loop().call_later(LINGER, transport.abort)
 
     def _refuse_over_cap(self) -> None:
         """Over `max_client_connections`: 503 at once, then a moment for the client to read it.
@@ -773,10 +792,7 @@ class FrontConnection(asyncio.Protocol):
         data = dumps(body)
         headers = [("Content-Type", "application/json"), ("Retry-After", "1"), ("Connection", "close")]
         transport.write(_head(503, None, headers, len(data), False) + data)
-        if transport.can_write_eof():
-            transport.write_eof()
-        front.refusing.add(self)
-        self._linger = asyncio.get_running_loop().call_later(LINGER, transport.abort)
+        self._linger_after_answer()
 
     def close(self) -> None:
         """Close after what was written has gone out."""
