@@ -44,6 +44,17 @@ def run_mcp_proxy(*args: str, timeout: float = 30) -> subprocess.CompletedProces
     )
 
 
+def start_refusal(done: subprocess.CompletedProcess[str]) -> str:
+    """What a refused start said, as a terminal shows it (`mcp-proxy: WHY`): with stderr piped, as
+    here, the default log format is JSON, and the refusal is one `start_refused` line."""
+    text = done.stderr.strip()
+    if not text.startswith("{"):
+        return text
+    said = json.loads(text)
+    assert (said["event"], said["level"]) == ("start_refused", "error"), said
+    return f"mcp-proxy: {said['error']}"
+
+
 def exported_chains(*captures: Path) -> tuple[str, list[dict[str, Any]]]:
     """`mcp-proxy export --json -` of the captures, run as a user runs it (it must succeed): what it
     printed, and each chain's headline (`id`, `method`, `name`, ...) in the order it wrote them."""

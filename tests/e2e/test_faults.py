@@ -25,7 +25,7 @@ from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.recording_upstream import SESSION, recording_upstream
 from tests.peers.clients import ClientKind, run_client, run_plan
 from tests.peers.runner import PeerServer
-from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env
+from tests.sidecar import ProxyProcess, admin_json, clean_env, run_mcp_proxy, settings_env, start_refusal
 from tests.transport.helpers import client_session, dead_port, wait_until
 
 pytestmark = pytest.mark.asyncio
@@ -434,7 +434,7 @@ async def test_a_rule_that_cannot_work_stops_the_command_with_exit_2_naming_the_
     argv = ("--upstream", "http://127.0.0.1:9/mcp", "--fault", "method:tools/call => cut_after=x")
     done = await asyncio.to_thread(run_mcp_proxy, *argv)
     assert done.returncode == 2
-    assert done.stderr.strip() == (
+    assert start_refusal(done) == (
         "mcp-proxy: faults (flag --fault): fault rule 'method:tools/call => cut_after=x': "
         "action: cut_after= is a number of SSE events (0 or more), got 'x'"
     )
@@ -451,7 +451,7 @@ async def test_a_rule_whose_action_cannot_act_on_what_it_picks_is_refused_by_fla
         run_mcp_proxy, "--upstream", "http://127.0.0.1:9/mcp", "--fault", NEVER_ACTS, "--print-config"
     )
     assert flag.returncode == 2
-    assert flag.stderr.strip() == (
+    assert start_refusal(flag) == (
         f"mcp-proxy: faults (flag --fault): fault rule {NEVER_ACTS!r}: {NEVER_ACTS_WHY}"
         "method:notifications/progress picks only notifications"
     )
@@ -483,7 +483,7 @@ async def test_a_file_with_two_bad_settings_names_each_of_them(tmp_path: Path) -
     )
     done = await asyncio.to_thread(run_mcp_proxy, "--config", str(config), "--print-config")
     assert done.returncode == 2
-    said = done.stderr.strip().removeprefix("mcp-proxy: ").split("; ")
+    said = start_refusal(done).removeprefix("mcp-proxy: ").split("; ")
     assert said == [
         f"faults (file {config}): fault rule 'tool:echo => delay=1h': action: delay= is a duration such "
         "as 200ms, 1.5s or 1m, got '1h'",
