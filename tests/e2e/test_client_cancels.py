@@ -204,6 +204,10 @@ async def test_a_legacy_client_aborting_then_cancelling_a_call_to_a_server_witho
         assert await proxy.counted('mcp_proxy_errors_total{method="tools/call",mode="passthrough"}') == 0
 
 
+ASKED_THEN_CANCELLED = {"cancelAfterMs": 500, "answerAfterMs": 3000}
+"""The caller gives up while its elicitation callback is still filling in the form."""
+
+
 async def test_a_legacy_call_an_mcp_1x_server_answers_with_error_0_after_its_cancel_is_logged_cancelled(
     sdk1_server: Sdk1Server,
 ) -> None:
@@ -212,7 +216,16 @@ async def test_a_legacy_call_an_mcp_1x_server_answers_with_error_0_after_its_can
     `end: cancelled` with no trouble, as the chain and the error counter do."""
     plan = [
         {"id": "before", "op": "call", "tool": "add", "arguments": {"a": 1, "b": 2}},
-        {"id": "asking", "op": "call", "tool": "ask_name", "arguments": {}, "cancelAfterMs": 1},
+        # cancelled while the tool waits on its question: the cancel reaches the server after the call
+        # (cancelled at once, it could overtake the call's own POST under load) and before the answer
+        {
+            "id": "asking",
+            "op": "call",
+            "tool": "ask_name",
+            "arguments": {},
+            "cancelAfterMs": 500,
+            "answerAfterMs": 3000,
+        },
         {"id": "after", "op": "call", "tool": "add", "arguments": {"a": 3, "b": 4}},
     ]
     async with own_proxy(sdk1_server.url) as proxy:

@@ -88,7 +88,8 @@ async def run_plan(
     """Run `plan`'s steps in order on one client: ``{"id", "result"|"error", "callbacks", "progress"}``.
 
     A step is ``{"id", "op": "list_tools"}``, ``{"id", "op": "call", "tool", "arguments",
-    "progress": bool, "cancelAfterMs": N}`` (the caller cancels the call after N ms, if given) or
+    "progress": bool, "cancelAfterMs": N, "answerAfterMs": N}`` (the caller cancels the call after N
+    ms, if given; its elicitation callback answers after N ms, if given) or
     ``{"id", "op": "sleep", "ms": N}``. ``callbacks`` are the elicitation and sampling callbacks the
     step triggered; ``roots`` answers are left out, because a legacy server may ask for them at any
     time on its own stream (server-everything does, right after the handshake), not only inside a step.
@@ -98,6 +99,7 @@ async def run_plan(
         for step in plan:
             log.clear()
             line: dict[str, Any] = {"id": step["id"]}
+            log.answer_delay = step.get("answerAfterMs", 0) / 1000
             try:
                 with anyio.fail_after(seconds):
                     line["result"] = await _step(client, log, step)

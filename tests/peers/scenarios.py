@@ -22,6 +22,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
@@ -73,6 +74,8 @@ class CallbackLog:
     callbacks: list[str] = field(default_factory=list)
     progress: list[float] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
+    answer_delay: float = 0.0
+    """Seconds the elicitation callback waits before it answers (a user slow to fill in the form)."""
 
     def clear(self) -> None:
         """Forget everything recorded so far (between calls on one client)."""
@@ -96,6 +99,8 @@ def _callbacks(log: CallbackLog, elicit_action: ElicitAction) -> dict[str, Any]:
             # URL mode: consent only, never content.
             return types.ElicitResult(action=elicit_action)
         log.callbacks.append(f"elicitation:{params.message}")
+        if log.answer_delay:
+            await anyio.sleep(log.answer_delay)
         if elicit_action != "accept":
             return types.ElicitResult(action=elicit_action)
         properties = params.requested_schema.get("properties", {})
