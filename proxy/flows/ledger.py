@@ -123,10 +123,16 @@ class ChainLedger:
             ex.chains.append(chain.summary.id)
 
     def file(self, chain: Chain, record: MessageRecord, *, invalid: bool) -> None:
-        """Keep a record in its chain, count it in the headline, and tell the observers."""
+        """Keep a record in its chain, count it in the headline, and tell the observers.
+
+        A message that joins a chain already ended (a legacy client's `notifications/initialized`
+        after its `initialize` was answered) changes a headline no status change will announce again,
+        so it is announced here: a chain's last `chain_changed` is always its headline."""
         self.store.add(chain, record)
         self.count(chain, record.direction, record.size, invalid=invalid)
         self._sink(MessageRecorded(chain_id=chain.summary.id, message=record))
+        if chain.summary.ended is not None:
+            self.changed(chain)
 
     @staticmethod
     def count(chain: Chain, direction: Direction, size: int, *, invalid: bool) -> None:

@@ -455,6 +455,20 @@ def test_the_initialized_notification_joins_the_initialize_chain(world: World) -
     assert world.post("x2", notification("notifications/initialized"), session=SESSION) == cid
 
 
+def test_a_message_joining_an_ended_chain_is_counted_in_a_headline_announced_after_it(world: World) -> None:
+    """A feed reader takes a chain's last `chain_changed` as its headline: the initialized
+    notification joins the initialize chain after it ended, and the headline says so."""
+    cid = initialize(world)
+    before = world.summary(cid).messages
+
+    world.post("x2", notification("notifications/initialized"), session=SESSION)
+
+    last = [e for e in world.events if isinstance(e, ChainChanged) and e.chain.id == cid][-1]
+    assert last.chain.messages == before + 1 == world.summary(cid).messages
+    assert last.chain.bytes_to_server == world.summary(cid).bytes_to_server
+    assert world.events[-1] is last  # announced after the message it counts
+
+
 def test_a_delete_ends_the_session(world: World) -> None:
     initialize(world)
     world.open("d1", method="DELETE", session=SESSION)
