@@ -816,6 +816,19 @@ def test_a_log_file_that_cannot_be_opened_exits_2_naming_log_file_and_the_cause(
     )
 
 
+def size_limited(limit: int) -> list[str]:
+    """The `mcp-proxy` command under a file-size limit (`prlimit --fsize`): the kernel refuses the
+    capture's writes past it (EFBIG), as a full disk does (ENOSPC), at the flush, not at the write."""
+    return ["prlimit", f"--fsize={limit}", *proxy_command()]
+
+
+async def call_until_refused(proxy: ProxyProcess, client: Any, text: str = "") -> dict[str, Any]:
+    """Make 40 calls, enough to pass any limit these tests set, and wait for the refusal's line."""
+    for n in range(40):
+        assert (await client.call_tool("echo", {"text": f"call {n}{text}"})).content
+    return await proxy.logged("capture_failed")
+
+
 async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes_on_and_sigusr1_resumes_it(
     legacy_server: PeerServer, tmp_path: Path
 ) -> None:
@@ -824,12 +837,9 @@ async def test_a_capture_the_disk_stops_taking_is_said_once_counted_traffic_goes
     capture = tmp_path / "capture.jsonl"
     limit = 16 * 1024
     env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture, admin_token=TOKEN))
-    command = ["prlimit", f"--fsize={limit}", *proxy_command()]
-    with ProxyProcess(env, command=command) as proxy:
+    with ProxyProcess(env, command=size_limited(limit)) as proxy:
         async with client_for(proxy.endpoint(), "legacy") as client:
-            for n in range(40):
-                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
-            failed = await proxy.logged("capture_failed")
+            failed = await call_until_refused(proxy, client)
             text = (await admin_get(proxy.admin + "/metrics", TOKEN))[2].decode()
             assert "mcp_proxy_capture_failed 1.0" in text
             capture.rename(tmp_path / "full.jsonl")
@@ -856,12 +866,9 @@ async def test_after_a_refused_capture_the_reopened_file_repeats_only_what_is_op
     # `capture_gap` line says what went by unrecorded.
     capture = tmp_path / "capture.jsonl"
     env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
-    command = ["prlimit", f"--fsize={16 * 1024}", *proxy_command()]
-    with ProxyProcess(env, command=command) as proxy:
+    with ProxyProcess(env, command=size_limited(16 * 1024)) as proxy:
         async with client_for(proxy.endpoint(), "legacy") as client:
-            for n in range(40):
-                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
-            await proxy.logged("capture_failed")
+            await call_until_refused(proxy, client)
         capture.rename(tmp_path / "full.jsonl")
         proxy.signal(signal.SIGUSR1)
         await proxy.logged("capture_reopened")
@@ -894,12 +901,9 @@ async def test_what_opened_while_the_capture_was_refused_and_is_still_open_is_re
     # so export places every line and exits 0. The limit leaves the new file room for the slow call.
     capture = tmp_path / "capture.jsonl"
     env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
-    command = ["prlimit", f"--fsize={64 * 1024}", *proxy_command()]
-    with ProxyProcess(env, command=command) as proxy:
+    with ProxyProcess(env, command=size_limited(64 * 1024)) as proxy:
         async with client_for(proxy.endpoint(), "legacy") as client:
-            for n in range(40):
-                assert (await client.call_tool("echo", {"text": f"call {n} " + "x" * 4000})).content
-            await proxy.logged("capture_failed")
+            await call_until_refused(proxy, client, " " + "x" * 4000)
         capture.rename(tmp_path / "full.jsonl")
         log = CallbackLog()
         async with client_for(proxy.endpoint(), "legacy", log=log) as client, asyncio.TaskGroup() as tasks:
@@ -935,12 +939,9 @@ async def test_a_drain_while_the_capture_is_refused_still_exits_0_without_a_star
 ) -> None:
     capture = tmp_path / "capture.jsonl"
     env = clean_env(**settings_env(upstream=legacy_server.url, capture=capture))
-    command = ["prlimit", f"--fsize={16 * 1024}", *proxy_command()]
-    with ProxyProcess(env, command=command) as proxy:
+    with ProxyProcess(env, command=size_limited(16 * 1024)) as proxy:
         async with client_for(proxy.endpoint(), "legacy") as client:
-            for n in range(40):
-                assert (await client.call_tool("echo", {"text": f"call {n}"})).content
-            await proxy.logged("capture_failed")
+            await call_until_refused(proxy, client)
         code = proxy.stop()  # SIGTERM: the file still refuses what the proxy holds for it
 
     assert code == 0, proxy.stderr()
