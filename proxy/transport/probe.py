@@ -177,7 +177,7 @@ async def probe_upstream(
                 _logged("server/discover", status_m)
             else:
                 exited = stdio.exited_since(sent) is not None
-                said = f"none within {discover_s}s" if status_m == UNANSWERED else _said(messages, exited)
+                said = f"none within {discover_s}s" if status_m == UNANSWERED else _said(messages, exited)[0]
                 _logged("server/discover", None, answer=said)
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
@@ -193,8 +193,8 @@ async def probe_upstream(
             if stdio is None:
                 _logged("initialize", status_l, "opened" if session else None)
             else:  # a session is a child, and one that exited unasked holds none to delete
-                said = _said(messages, stdio.exited_since(sent) is not None)
-                session = session if not said.startswith(NO_ANSWER) else None
+                said, answered = _said(messages, stdio.exited_since(sent) is not None)
+                session = session if answered else None
                 _logged("initialize", None, "opened" if session else None, answer=said)
             if session:
                 deleted = await _delete_session(pool, upstream, session, credentials)
@@ -399,21 +399,22 @@ async def _delete_session(
     return resp.status
 
 
-def _said(messages: list[Message], exited: bool) -> str:
-    """What a stdio server did with a probe request, for its line: a stdio channel has no HTTP
-    status (the 200 the proxy's adapter gives it is no answer of the server's), and the error the
-    proxy writes itself when the child `exited` unasked is shown as no answer, with the proxy's words
-    (pid and exit status), never a server's own error text (it may quote what it was sent)."""
+def _said(messages: list[Message], exited: bool) -> tuple[str, bool]:
+    """What a stdio server did with a probe request, for its line, and whether it answered at all: a
+    stdio channel has no HTTP status (the 200 the proxy's adapter gives it is no answer of the
+    server's), and the error the proxy writes itself when the child `exited` unasked is shown as no
+    answer, with the proxy's words (pid and exit status), never a server's own error text (it may
+    quote what it was sent)."""
     for msg in messages:
         if msg.kind is Kind.RESULT:
-            return "result"
+            return "result", True
         if msg.kind is Kind.ERROR:
             code = msg.error.get("code")
             text = msg.error.get("message")
             if exited and code == errors.UPSTREAM_UNAVAILABLE and isinstance(text, str):
-                return f"{NO_ANSWER}: {text}"
-            return f"error {code}"
-    return NO_ANSWER
+                return f"{NO_ANSWER}: {text}", False
+            return f"error {code}", True
+    return NO_ANSWER, False
 
 
 def _logged(
