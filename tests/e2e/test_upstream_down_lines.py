@@ -33,13 +33,15 @@ def test_a_flood_of_requests_to_a_dead_upstream_is_one_warning_a_second_for_each
         for n in range(FLOOD):
             answer = http.post(proxy.endpoint(), content=rpc("tools/list", n), headers=CLIENT_ACCEPT)
             assert answer.status_code in (502, 503), answer.text
-        assert time.monotonic() - started < 1.0, "the flood must fit in a second for this test"
-        time.sleep(1.1)
+        seconds = time.monotonic() - started
+        time.sleep(1.1)  # a held count is said with the next line a second on: this request's
         http.post(proxy.endpoint(), content=rpc("tools/list", FLOOD), headers=CLIENT_ACCEPT)
         lines = proxy.wait_events(lambda seen: len([e for e in seen if e.get("event") == "exchange"]) > FLOOD)
     for event in ("upstream_fault", "upstream_era_unknown"):
         said = _warnings(lines, event)
-        assert len(said) == 2, (event, said)  # the flood's first, then the one after a second
+        # the flood's first in full, then one a second counting what it held back (two lines when the
+        # flood fits in a second, as it does on a quiet machine); every request counted once
+        assert 2 <= len(said) <= int(seconds) + 2, (event, seconds, said)
         assert "also_unlogged" not in said[0], said
-        assert said[1]["also_unlogged"] == FLOOD - 1, said
+        assert len(said) + sum(e.get("also_unlogged", 0) for e in said) == FLOOD + 1, said
         assert said[0]["upstream"] == upstream, said
