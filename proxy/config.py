@@ -219,7 +219,7 @@ class Settings(BaseModel):
     continuation_ttl: Seconds = 300.0
     """Seconds a parked upstream call waits for the client's retry before it is cancelled; a
     pass-through call answered `input_required` is shown waiting that long, then ends `incomplete` (within
-    about a second, with or without traffic)."""
+    about a second, with or without traffic); a SIGTERM drain waits for either's retry that long at most."""
     round_window: NonNegativeSeconds = 0.001
     """Seconds the MRTR-client bridge waits for more in-flight requests before answering one round.
 
@@ -366,7 +366,8 @@ class Settings(BaseModel):
     drain_grace: NonNegativeSeconds = 10.0
     """Seconds a SIGTERM drain gives the conversations under way before the proxy exits. Meanwhile the
     listener stays open for their next steps (answers, a legacy session's requests, MRTR retries) and
-    new work gets 503 with Retry-After; the drain ends sooner once nothing is in flight or connected.
+    new work gets 503 with Retry-After; the drain ends sooner once nothing is in flight or connected
+    and no call answered `input_required` (parked in a bridge, or in pass-through) waits for its retry.
     Also how long `mcp-proxy stdio` waits, once stdin has ended, for the answers to what the client sent."""
     tui: bool = False
     """Show the live TUI in this terminal (logs then go to log_file)."""

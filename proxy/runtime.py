@@ -29,6 +29,7 @@ from proxy.flows.chains import ChainBuilder
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Mode, ProxyInfo
 from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
+from proxy.flows.retry_waits import RetryWaits
 from proxy.flows.sink import SWEEP_EVERY, ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
@@ -148,6 +149,11 @@ class Proxy:
             max_bytes=settings.max_chain_store_bytes // 2,
             keep=keep_chains,
         )
+        self.retry_waits = RetryWaits(settings.continuation_ttl)
+        """2026-07-28 pass-through calls answered `input_required` whose retry has not come: a drain
+        waits for them as for a bridge's parked calls."""
+        self.observations.listeners.append(self.retry_waits.observe_all)
+        self.observations.sweepers.append(self._sweep_retry_waits)
         log = get_logger()
         self.observations.on_asked = lambda asked: traffic_line(log, "server_asked", asked.log_fields())
         self.observations.on_released = lambda line, mode: traffic_line(
@@ -593,7 +599,8 @@ class Proxy:
         MRTR retry for a parked call, its DELETE). New work (an `initialize`, a request that begins a
         new chain) gets 503 with `Retry-After`, and every response closes its connection
         (`proxy.transport.front.FrontServer.begin_drain`). The drain ends once no exchange is in
-        flight, no client connection is open and no call is parked for a retry, or at the grace; a
+        flight, no client connection is open and no call waits for a retry (parked in a bridge, or
+        answered `input_required` in pass-through, within `continuation_ttl`), or at the grace; a
         second signal (`hurry`) cuts it short. The admin API stays up until the end, answering
         /readyz 503 so a load balancer stops sending traffic.
         """
@@ -622,13 +629,30 @@ class Proxy:
 
     def conversations(self) -> dict[str, int]:
         """What a drain waits for: exchanges in flight, client connections open (a standalone GET
-        stream's among them: its client is still in its session) and calls parked for a retry."""
+        stream's among them: its client is still in its session), calls a bridge parked for a retry,
+        and pass-through calls answered `input_required` whose retry has not come (`awaiting_retry`)."""
         front = self._front
         return {
             "in_flight": self.in_flight(),
             "connections": front.open_connections() if front is not None else 0,
             "parked": sum(continuations_of(bridge.engine) for bridge in self.router.bridges.values()),
+            "awaiting_retry": len(self.retry_waits),
         }
+
+    def _sweep_retry_waits(self, now: float) -> None:
+        """End the pass-through retry waits that ran out, and warn of any the table's bound forgot
+        (at most once a sweep)."""
+        waits = self.retry_waits
+        waits.sweep(now)
+        forgotten = waits.take_forgotten()
+        if forgotten:
+            get_logger().warning(
+                "retry_waits_full",
+                forgotten=forgotten,
+                bound=waits.bound,
+                hint="more 2026-07-28 pass-through calls wait for their client's retry than the proxy "
+                "remembers: a SIGTERM drain no longer waits for the oldest of them",
+            )
 
     def hurry(self) -> None:
         """End a drain's wait now (a second SIGTERM or SIGINT); open exchanges are then cut."""

@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from proxy.cli import main
 from proxy.flows.events import ChainStatus
 from proxy.flows.leg_handlers import STOPPED_WHILE_PARKED
-from tests.e2e.commanded import TOKEN, own_proxy
+from tests.e2e.commanded import TOKEN, Commanded, counters, own_proxy
 from tests.e2e.modern_raw import modern_call
 from tests.peers.clients import run_plan
 from tests.peers.runner import PeerServer
@@ -94,6 +94,7 @@ async def test_a_call_an_intercept_held_reaches_a_legacy_client_that_lists_tools
     [
         pytest.param("legacy", "legacy_server", id="legacy-client-in-flight"),
         pytest.param("2026-07-28", "legacy_server", id="modern-client-parked-call-retried"),
+        pytest.param("2026-07-28", "modern_server", id="modern-client-passthrough-call-retried"),
     ],
 )
 async def test_an_answer_to_an_elicitation_pending_at_sigterm_reaches_the_server(
@@ -103,6 +104,8 @@ async def test_an_answer_to_an_elicitation_pending_at_sigterm_reaches_the_server
     # 2026-07-28 against a legacy server: the bridge parks the upstream call and answers the client
     # input_required, so nothing is in flight while the user answers; the drain waits for the parked
     # call, and the retry (requestState) comes on a new connection and resumes it.
+    # 2026-07-28 against a 2026-07-28 server: pass-through holds nothing between the rounds and the
+    # exchange that carried input_required is over; the drain waits for the call's retry all the same.
     upstream: PeerServer = request.getfixturevalue(server)
     asked = asyncio.Event()
     answer = asyncio.Event()
@@ -126,15 +129,72 @@ async def test_an_answer_to_an_elicitation_pending_at_sigterm_reaches_the_server
                 await asyncio.wait_for(asked.wait(), 20)
                 proxy.process.signal(signal.SIGTERM)
                 draining = await proxy.process.logged("draining")
+                if mode != "legacy":  # nothing is in flight or connected while the user thinks
+                    await user_thinks(proxy)
                 answer.set()
                 result = await asyncio.wait_for(call, 20)
         assert await proxy.process.exited(seconds=20) == 0
 
-    assert draining["in_flight"] + draining["parked"] >= 1
+    assert draining["in_flight"] + draining["parked"] + draining["awaiting_retry"] >= 1
     assert [block.text for block in result.content] == ["Hello, octocat!"]  # type: ignore[union-attr]
     drained = proxy.process.find("drained")
     assert drained is not None
-    assert (drained["in_flight"], drained["parked"]) == (0, 0)
+    assert (drained["in_flight"], drained["parked"], drained["awaiting_retry"]) == (0, 0, 0)
+    assert drained["how"] == "every conversation ended"
+
+
+THINK_S = 1.0
+"""Seconds the user takes to answer once the draining proxy has no client connection and no exchange
+open: twenty times the drain's look at what is left, so a proxy that forgot the call would be gone."""
+
+
+async def user_thinks(proxy: Commanded) -> None:
+    """Wait (bounded) until the draining proxy has no client connection and no exchange open, then
+    `THINK_S` more, failing at once should the proxy exit meanwhile: only a call waiting for its
+    retry keeps it up then."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = counters(await proxy.metrics())
+        if (found["mcp_proxy_client_connections"], found["mcp_proxy_open_exchanges"]) == (0, 0):
+            break
+        assert time.monotonic() < deadline, f"client connections still open: {found}"
+        await asyncio.sleep(0.05)
+    process = proxy.process.process
+    assert process is not None
+    thought = time.monotonic() + THINK_S
+    while time.monotonic() < thought:
+        assert process.poll() is None, "the proxy exited while its client's user was answering"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("settings", "ended_by"),
+    [
+        pytest.param({"MCP_PROXY_DRAIN_GRACE": "1"}, "the grace (1 s) ran out", id="grace"),
+        pytest.param(
+            {"MCP_PROXY_DRAIN_GRACE": str(GRACE), "MCP_PROXY_CONTINUATION_TTL": "1"},
+            "every conversation ended",
+            id="continuation-ttl",
+        ),
+    ],
+)
+async def test_a_passthrough_call_whose_client_never_retries_holds_the_drain_no_longer_than_it_may(
+    settings: dict[str, str], ended_by: str, modern_server: PeerServer
+) -> None:
+    # The call is answered input_required and its client never comes back: the drain waits for its
+    # retry until the grace or continuation_ttl, whichever ends first, and the proxy exits 0.
+    async with own_proxy(modern_server.url, env=settings) as proxy, aiohttp.ClientSession() as http:
+        status, reply = await modern_call(http, proxy.endpoint(), "tools/call", {"name": "ask_name"}, ident=1)
+        assert status == 200, reply
+        assert reply["result"]["resultType"] == "input_required", reply
+        proxy.process.signal(signal.SIGTERM)
+        draining = await proxy.process.logged("draining")
+        assert await proxy.process.exited(seconds=20) == 0
+
+    assert draining["awaiting_retry"] == 1
+    drained = proxy.process.find("drained")
+    assert drained is not None
+    assert drained["how"].startswith(ended_by), drained
 
 
 async def test_a_new_initialize_during_a_drain_gets_503_and_the_proxy_exits_0_once_the_call_ends(

@@ -12,7 +12,8 @@ carry on a conversation follows from the protocol (legacy Streamable HTTP sessio
   Python SDK lists tools to check a call's structured output against the tool's schema); its
   DELETE, its GET stream and that stream's resumption;
 - a 2026-07-28 retry carrying `requestState` or `inputResponses`: the next round of a call whose
-  earlier round was answered `input_required` (a parked continuation, on the modern-client bridge);
+  earlier round was answered `input_required` (a parked continuation, on the modern-client bridge;
+  a call passed through to a 2026-07-28 server, `proxy.flows.retry_waits`);
 - a sessionless request that only reads the server's catalogue (`server/discover` and the list
   methods): with no session to tell one client's conversation from another's, these are what a
   client sends to finish a call (the SDK's output-schema check; a refresh after `-32020`), and each
