@@ -1,0 +1,96 @@
+"""Spans tell what the chains tell: real SDK peers, the `mcp-proxy` command, and an OTLP/HTTP receiver
+decoding what it exports, read beside the admin API's chains of the same traffic.
+
+A call whose stream the server closes after its priming event (SEP-1699 polling, ``legacy-polling``)
+is answered on the stream the client resumes with GET + `Last-Event-ID`: its span ends as its chain
+does, and the question asked on the resumed stream is its child. A question the client never answers
+on a stream that is never resumed ends failed, named by how its stream ended, as the call does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.commanded import own_proxy
+from tests.e2e.test_resumed_calls import events, open_session, read_until
+from tests.otlp_receiver import DecodedSpan, OtlpReceiver
+from tests.peers.runner import PeerServer
+from tests.peers.scenarios import run_scenario
+from tests.transport.helpers import bounded
+
+pytestmark = pytest.mark.e2e
+
+ERROR = 2
+"""The OTLP status code of a failed span."""
+
+
+def traced(receiver: OtlpReceiver) -> dict[str, str]:
+    """The setting that sends the proxy's spans to `receiver`."""
+    return {"MCP_PROXY_OTLP_ENDPOINT": receiver.url}
+
+
+def named(spans: list[DecodedSpan], name: str, kind: str) -> DecodedSpan:
+    (found,) = [s for s in spans if s.name == name and s.kind == kind]
+    return found
+
+
+def the_chain(chains: list[dict[str, Any]], method: str, name: str | None = None) -> dict[str, Any]:
+    (found,) = [c for c in chains if c.get("method") == method and c.get("name") == name]
+    return found
+
+
+async def test_a_call_answered_on_its_resumed_stream_ends_ok_with_its_question_as_a_child(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-polling")  # drops each call's stream after its priming event
+    with OtlpReceiver() as receiver:
+        async with own_proxy(server.url, env=traced(receiver)) as proxy:
+            outcome = await run_scenario(proxy.endpoint(), "legacy", "ask_name")
+            await proxy.no_exchange_open()
+            chain = the_chain(await proxy.chains(), "tools/call", "ask_name")
+        spans = receiver.spans()
+
+    assert outcome["result"]["content"] == ["Hello, octocat!"]
+    assert chain["status"] == "ok", chain
+    call = named(spans, "tools/call ask_name", "server")
+    asked = named(spans, "elicitation/create", "client")
+    assert call.status_code != ERROR, call
+    assert "error.type" not in call.attributes, call
+    assert asked.status_code != ERROR, asked
+    assert (asked.trace_id, asked.parent_id) == (call.trace_id, call.span_id)
+    assert call.start_ns < asked.start_ns <= asked.end_ns <= call.end_ns
+
+
+async def test_a_question_on_a_resumed_stream_never_answered_nor_resumed_fails_as_its_call_does(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-polling")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask_name"}}
+    with OtlpReceiver() as receiver:
+        async with own_proxy(server.url, env=traced(receiver)) as proxy, aiohttp.ClientSession() as http:
+            url = proxy.endpoint()
+            headers = await open_session(http, url)
+            async with http.post(url, json=body, headers=headers) as resp:
+                ids, _ = await bounded(read_until(resp, 1), what="the server to drop the stream")
+            resumed = {**headers, "Accept": "text/event-stream", "Last-Event-ID": ids[-1]}
+            async with http.get(url, headers=resumed) as resp:
+                async for event in events(resp):
+                    if event.carries_message and "elicitation/create" in event.data:
+                        break  # hangs up on the question, unanswered
+            async with http.delete(url, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+            await proxy.no_exchange_open()
+            chain = the_chain(await proxy.chains(), "tools/call", "ask_name")
+        spans = receiver.spans()
+
+    assert (chain["status"], chain["error"]) == ("error", "client_disconnected"), chain
+    call = named(spans, "tools/call ask_name", "server")
+    asked = named(spans, "elicitation/create", "client")
+    assert (call.status_code, call.attributes["error.type"]) == (ERROR, "client_disconnected"), call
+    assert (asked.trace_id, asked.parent_id) == (call.trace_id, call.span_id)
+    assert (asked.status_code, asked.attributes["error.type"]) == (ERROR, "client_disconnected"), asked
+    assert asked.status_message == "the client never answered"
