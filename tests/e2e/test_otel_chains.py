@@ -5,10 +5,17 @@ A call whose stream the server closes after its priming event (SEP-1699 polling,
 is answered on the stream the client resumes with GET + `Last-Event-ID`: its span ends as its chain
 does, and the question asked on the resumed stream is its child. A question the client never answers
 on a stream that is never resumed ends failed, named by how its stream ended, as the call does.
+
+A 2026-07-28 client's call bridged to a legacy server that dies mid-stream (killed, so its connection
+closes under the call's stream) is answered the proxy's `-32000`; its log line and its span name the
+fault `upstream_cut`, as pass-through names a cut stream.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +23,7 @@ import aiohttp
 import pytest
 
 from tests.e2e.commanded import own_proxy
+from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.test_resumed_calls import events, open_session, read_until
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
 from tests.peers.runner import PeerServer
@@ -94,3 +102,35 @@ async def test_a_question_on_a_resumed_stream_never_answered_nor_resumed_fails_a
     assert (asked.trace_id, asked.parent_id) == (call.trace_id, call.span_id)
     assert (asked.status_code, asked.attributes["error.type"]) == (ERROR, "client_disconnected"), asked
     assert asked.status_message == "the client never answered"
+
+
+async def test_a_bridged_call_whose_upstream_dies_mid_stream_is_named_upstream_cut_in_its_line_and_span(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-inflight")
+    call = {"name": "slow_progress", "arguments": {"steps": 400}, "_meta": {"progressToken": 3}}
+    params = modern_params(call)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    got: list[dict[str, Any]] = []
+    with OtlpReceiver() as receiver:
+        env = {**traced(receiver), "MCP_PROXY_UPSTREAM_ERA": "legacy"}
+        async with own_proxy(server.url, env=env) as proxy, aiohttp.ClientSession() as http:
+            headers = modern_headers("tools/call", params)
+            async with http.post(proxy.endpoint(), json=body, headers=headers) as resp:
+                async for event in events(resp):
+                    if event.carries_message:
+                        got.append(json.loads(event.data))
+                        if len(got) == 1:  # the first progress: the server dies mid-call
+                            assert server.pid is not None
+                            os.kill(server.pid, signal.SIGKILL)
+            await proxy.settled()
+            chain = the_chain(await proxy.chains(), "tools/call", "slow_progress")
+            (line,) = [e for e in proxy.lines() if e.get("event") == "exchange"]
+        spans = receiver.spans()
+
+    assert got[-1]["error"]["code"] == -32000, got[-1]
+    assert chain["status"] == "error", chain
+    assert line["outcome"] == "upstream_cut", line
+    served = named(spans, "tools/call slow_progress", "server")
+    assert (served.status_code, served.attributes["error.type"]) == (ERROR, "upstream_cut"), served
+    assert served.attributes["rpc.response.status_code"] == "-32000"
