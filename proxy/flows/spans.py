@@ -46,6 +46,7 @@ from proxy.flows.observations import (
     ExchangeOpened,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -191,6 +192,8 @@ class _Leg:
     requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
     nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     """Requests the upstream sent on this leg (shared with the legs that answer them)."""
+    status: int | None = None
+    """The HTTP status the upstream answered the leg with."""
 
 
 class SpanFollower:
@@ -243,6 +246,7 @@ class SpanFollower:
             EventIdSeen: self._event_id,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
+            LegHeadSeen: self._leg_head,
             LegLinked: self._leg_linked,
             LegClosed: self._leg_closed,
         }
@@ -692,13 +696,22 @@ class SpanFollower:
         if related is not None and obs.leg not in self._legs:
             self._legs[obs.leg] = _Leg(related.parent, related.op, related.network, nested=related.nested)
 
+    def _leg_head(self, obs: LegHeadSeen) -> None:
+        leg = self._legs.get(obs.leg)
+        if leg is not None:
+            leg.status = obs.status
+
     def _leg_closed(self, obs: LegClosed) -> None:
         leg = self._legs.pop(obs.leg, None)
         if leg is None:
             return
-        why = obs.outcome or "no_response"  # the leg's cause when the bridge knew it (a refused connection)
+        # A failed status names the cause as it does for a relayed exchange; else the bridge's word
+        # for how the leg ended when it knew it (a refused connection).
+        failed = leg.status is not None and leg.status >= 400
+        why = str(leg.status) if failed else obs.outcome or "no_response"
+        text = f"HTTP {leg.status}" if failed else "the upstream leg closed before its answer"
         for span in leg.requests.values():
-            self._fail(span, why, "the upstream leg closed before its answer")
+            self._fail(span, why, text)
             if leg.op.sampled:
                 self._finish(span, obs.t)
         if leg.nested and not any(other.nested is leg.nested for other in self._legs.values()):

@@ -8,7 +8,9 @@ on a stream that is never resumed ends failed, named by how its stream ended, as
 
 A 2026-07-28 client's call bridged to a legacy server that dies mid-stream (killed, so its connection
 closes under the call's stream) is answered the proxy's `-32000`; its log line and its span name the
-fault `upstream_cut`, as pass-through names a cut stream.
+fault `upstream_cut`, as pass-through names a cut stream. An upstream that answers HTTP 500 (a fake:
+no SDK server does while it serves MCP) is named `500` on the span of the request that got it, relayed
+or sent by a bridge.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import aiohttp
 import pytest
 
 from tests.e2e.commanded import own_proxy
+from tests.e2e.legacy_raw import HEADERS, initialize
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.test_resumed_calls import events, open_session, read_until
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
+from tests.threaded_http import FailingApp, serving
 from tests.transport.helpers import bounded
 
 pytestmark = pytest.mark.e2e
@@ -134,3 +138,26 @@ async def test_a_bridged_call_whose_upstream_dies_mid_stream_is_named_upstream_c
     served = named(spans, "tools/call slow_progress", "server")
     assert (served.status_code, served.attributes["error.type"]) == (ERROR, "upstream_cut"), served
     assert served.attributes["rpc.response.status_code"] == "-32000"
+
+
+async def test_an_upstreams_http_500_is_the_error_type_of_the_relayed_and_the_bridged_requests_span() -> None:
+    params = modern_params({"name": "add", "arguments": {"a": 2, "b": 3}})
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    with serving(FailingApp) as upstream, OtlpReceiver() as receiver:
+        env = {**traced(receiver), "MCP_PROXY_UPSTREAM_ERA": "legacy"}
+        async with own_proxy(upstream, env=env) as proxy, aiohttp.ClientSession() as http:
+            async with http.post(proxy.endpoint(), json=initialize(), headers=HEADERS) as resp:
+                assert resp.status == 500  # relayed as it came
+            headers = modern_headers("tools/call", params)
+            async with http.post(proxy.endpoint(), json=call, headers=headers) as resp:
+                assert resp.status == 502  # the bridge could not open its session
+            await proxy.no_exchange_open()
+            chains = await proxy.chains()
+        spans = receiver.spans()
+
+    relayed = the_chain(chains, "initialize")
+    assert (relayed["status"], relayed["error"]) == ("error", "HTTP 500"), relayed
+    assert the_chain(chains, "tools/call", "add")["status"] == "error"
+    for span in (named(spans, "initialize", "server"), named(spans, "initialize", "client")):
+        assert (span.status_code, span.attributes["error.type"]) == (ERROR, "500"), span
+        assert span.status_message == "HTTP 500"
