@@ -408,7 +408,7 @@ class SpanFollower:
             self._end_questions(ex, obs.outcome, t)
         cause = unusual_end(obs.outcome, ex.http_method, 1, 1) if ex.errored else None
         for span, op in ex.errored or ():
-            if cause is not None:  # the error answer is the proxy's word for how the exchange ended
+            if cause is not None and span.failed:  # the error answer is the proxy's word for how it ended
                 span.attributes["error.type"] = cause
             if op.sampled:
                 self._emit(span)
@@ -855,7 +855,9 @@ class SpanFollower:
                 self._fail(span, "tool_error", None)
 
     def _fail(self, span: SpanRecord, error_type: str, text: str | None) -> None:
-        if span.failed:
+        """Mark a span failed, once; a request its client cancelled never fails (an error answer or a
+        timeout after the cancel included), as its chain ends `cancelled`."""
+        if span.failed or span.attributes.get("mcp_proxy.outcome") == CLIENT_CANCELLED:
             return
         span.failed = True
         span.error = text and self._redactor.scrub(text)

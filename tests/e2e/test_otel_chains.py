@@ -10,11 +10,13 @@ A 2026-07-28 client's call bridged to a legacy server that dies mid-stream (kill
 closes under the call's stream) is answered the proxy's `-32000`; its log line and its span name the
 fault `upstream_cut`, as pass-through names a cut stream. An upstream that answers HTTP 500 (a fake:
 no SDK server does while it serves MCP) is named `500` on the span of the request that got it, relayed
-or sent by a bridge.
+or sent by a bridge. A call the client cancels that the proxy then times out (its upstream answers
+plain JSON, so no head comes before the answer) ends `cancelled` alone, never failed, as its chain.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -24,12 +26,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.e2e.commanded import own_proxy
+from tests.e2e.commanded import Commanded, own_proxy
 from tests.e2e.legacy_raw import HEADERS, initialize
 from tests.e2e.modern_raw import modern_headers, modern_params
-from tests.e2e.test_resumed_calls import events, open_session, read_until
+from tests.e2e.test_resumed_calls import events, notify, open_session, read_until
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
-from tests.peers.runner import PeerServer
+from tests.peers.runner import NodeServer, PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.threaded_http import FailingApp, serving
 from tests.transport.helpers import bounded
@@ -161,3 +163,45 @@ async def test_an_upstreams_http_500_is_the_error_type_of_the_relayed_and_the_br
     for span in (named(spans, "initialize", "server"), named(spans, "initialize", "client")):
         assert (span.status_code, span.attributes["error.type"]) == (ERROR, "500"), span
         assert span.status_message == "HTTP 500"
+
+
+async def cancel_once_in_flight(
+    proxy: Commanded, http: aiohttp.ClientSession, headers: dict[str, str]
+) -> None:
+    """Cancel request 1 once the proxy shows its call in flight."""
+    async with asyncio.timeout(10):
+        while True:
+            if [c for c in await proxy.chains() if c.get("method") == "tools/call"]:
+                break
+            await asyncio.sleep(0.02)
+    await notify(http, proxy.endpoint(), headers, "notifications/cancelled", {"requestId": 1})
+
+
+async def test_a_cancelled_call_the_proxy_then_times_out_ends_cancelled_and_not_failed() -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"ms": 4000}},
+    }
+    with NodeServer("ts-v1-json") as server, OtlpReceiver() as receiver:
+        env = {**traced(receiver), "MCP_PROXY_UPSTREAM_TIMEOUT": "1"}
+        async with own_proxy(server.url, env=env) as proxy, aiohttp.ClientSession() as http:
+            headers = await open_session(http, proxy.endpoint())
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(cancel_once_in_flight(proxy, http, headers))
+                async with http.post(proxy.endpoint(), json=call, headers=headers) as resp:
+                    assert resp.status == 504, await resp.text()  # the proxy's timeout
+            await proxy.settled()
+            chain = the_chain(await proxy.chains(), "tools/call", "slow")
+            (line,) = [
+                e for e in proxy.lines() if e.get("event") == "exchange" and e.get("method") == "tools/call"
+            ]
+        spans = receiver.spans()
+
+    assert chain["status"] == "cancelled", chain
+    assert (line["end"], line["trouble"]) == ("cancelled", None), line
+    span = named(spans, "tools/call slow", "server")
+    assert span.attributes["mcp_proxy.outcome"] == "cancelled", span
+    assert span.status_code != ERROR, span
+    assert "error.type" not in span.attributes, span
