@@ -163,6 +163,9 @@ class _Ex:
     errored: list[tuple[SpanRecord, _Op]] | None = None
     """Requests answered with a JSON-RPC error, emitted when the exchange ends: how it ended may name
     the cause (the proxy's own 502 answers an unreachable upstream; its outcome says so)."""
+    refusal: str | None = None
+    """The message of an error naming no request that answered its notifications (the proxy's own,
+    for an upstream it could not reach)."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
@@ -412,9 +415,17 @@ class SpanFollower:
                 span.attributes["error.type"] = cause
             if op.sampled:
                 self._emit(span)
-        for span, op in ex.notes or ():
+        if ex.notes:
+            self._notes_ended(ex, ex.notes, unusual_end(obs.outcome, ex.http_method, 1, 1), t)
+
+    def _notes_ended(self, ex: _Ex, notes: list[tuple[SpanRecord, _Op]], cause: str | None, t: float) -> None:
+        """End the spans of the client notifications `ex` carried: a refused POST fails them, named by
+        the fault when the proxy answered for the upstream (`upstream_unreachable`, as a request's
+        span and the log line name it), else by the upstream's status."""
+        failed = ex.status is not None and ex.status >= 400
+        for span, op in notes:
             if failed:
-                self._fail(span, str(ex.status), f"HTTP {ex.status}")
+                self._fail(span, cause or str(ex.status), ex.refusal or f"HTTP {ex.status}")
             if op.sampled:
                 self._finish(span, t)
 
@@ -567,6 +578,9 @@ class SpanFollower:
             found = ex.requests.pop(msg.id, None) if msg.id is not None else None
             if found is not None:
                 self._responded(ex, found, msg, t)
+            elif msg.id is None and msg.kind is _ERROR and ex.notes:
+                text = msg.error.get("message")
+                ex.refusal = text if isinstance(text, str) else None
             return
         if msg.kind is _REQUEST and msg.id is not None:
             main = ex.main()

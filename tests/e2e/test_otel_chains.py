@@ -12,6 +12,8 @@ fault `upstream_cut`, as pass-through names a cut stream. An upstream that answe
 no SDK server does while it serves MCP) is named `500` on the span of the request that got it, relayed
 or sent by a bridge. A call the client cancels that the proxy then times out (its upstream answers
 plain JSON, so no head comes before the answer) ends `cancelled` alone, never failed, as its chain.
+A notification the proxy could not deliver to an upstream nobody listens on is named
+`upstream_unreachable`, as a request's span and the log line name it, not by the proxy's 502.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ import aiohttp
 import pytest
 
 from tests.e2e.commanded import Commanded, own_proxy
-from tests.e2e.legacy_raw import HEADERS, initialize
+from tests.e2e.legacy_raw import HEADERS, initialize, session_headers
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.e2e.test_resumed_calls import events, notify, open_session, read_until
 from tests.otlp_receiver import DecodedSpan, OtlpReceiver
 from tests.peers.runner import NodeServer, PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.threaded_http import FailingApp, serving
-from tests.transport.helpers import bounded
+from tests.transport.helpers import bounded, dead_port
 
 pytestmark = pytest.mark.e2e
 
@@ -205,3 +207,23 @@ async def test_a_cancelled_call_the_proxy_then_times_out_ends_cancelled_and_not_
     assert span.attributes["mcp_proxy.outcome"] == "cancelled", span
     assert span.status_code != ERROR, span
     assert "error.type" not in span.attributes, span
+
+
+async def test_a_notification_to_an_unreachable_upstream_is_named_upstream_unreachable_in_its_span() -> None:
+    upstream = f"http://127.0.0.1:{dead_port()}/mcp"
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with OtlpReceiver() as receiver:
+        env = {**traced(receiver), "MCP_PROXY_UPSTREAM_ERA": "legacy"}
+        async with own_proxy(upstream, env=env) as proxy, aiohttp.ClientSession() as http:
+            async with http.post(proxy.endpoint(), json=note, headers=session_headers("s-1")) as resp:
+                assert resp.status == 502, await resp.text()
+            await proxy.settled()
+            chain = the_chain(await proxy.chains(), "notifications/initialized")
+            (line,) = [e for e in proxy.lines() if e.get("event") == "exchange"]
+        spans = receiver.spans()
+
+    assert chain["status"] == "error", chain
+    assert line["trouble"] == "upstream_unreachable", line
+    span = named(spans, "notifications/initialized", "server")
+    assert (span.status_code, span.attributes["error.type"]) == (ERROR, "upstream_unreachable"), span
+    assert "unreachable" in span.status_message
