@@ -21,3 +21,23 @@ def serving(handler: type[BaseHTTPRequestHandler], path: str = "/mcp") -> Iterat
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+class FailingApp(BaseHTTPRequestHandler):
+    """A hand-written fake: an application that crashed behind a web server that still answers, 500 to
+    every request (no SDK server answers so while it serves MCP)."""
+
+    def _fail(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b"Internal Server Error"
+        self.send_response(500)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _fail
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass

@@ -12,6 +12,10 @@ requests). Its spans, named and attributed as the OpenTelemetry semantic convent
   request until its answer;
 - each client notification, kind SERVER, in the trace of the request it refers to when there is one.
 
+A request whose stream closed after an SSE event id, unanswered, waits for the client's resume (GET +
+`Last-Event-ID`) by the chain builder's rules (`proxy.flows.resumes`): the resumed stream carries its
+answer and its questions, so its span and the chain end alike.
+
 A client request that carries W3C trace context in `params._meta` (`traceparent`, `tracestate`)
 continues the client's trace: its span is the child of the client's. A client whose context says
 "not sampled" gets no spans. Nothing here changes traffic: a bridge already carries the client's
@@ -37,10 +41,12 @@ from proxy.flows.observations import (
     CLIENT_CANCELLED,
     LATE_CANCEL_S,
     BodyNotInspected,
+    EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
     InvalidBody,
     LegClosed,
+    LegHeadSeen,
     LegLinked,
     LegMessageSeen,
     MessageSeen,
@@ -52,7 +58,7 @@ from proxy.flows.observations import (
     unusual_end,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.resumes import ResumeWaits, Wait
+from proxy.flows.resumes import ID_REUSED, SESSION_ENDED, ResumeWaits, Wait, awaits_resume, ends_session
 from proxy.flows.retries import RetryBook, caller_of, request_signature
 from proxy.flows.span_records import (
     TRACEPARENT,
@@ -146,7 +152,10 @@ class _Ex:
     notes: list[tuple[SpanRecord, _Op]] | None = None
     status: int | None = None
     response_headers: dict[str, str] | None = None
-    resumable: bool = False
+    last_sse_id: str | None = None
+    """The last SSE event id its response stream carried: a client may resume the stream from it."""
+    joined: tuple[SpanRecord, _Op] | None = None
+    """The request whose stream a GET with `Last-Event-ID` resumes (what it carries belongs there)."""
     unread: bool = False
     """Its response body, or the rest of it, went by unread (`BodyNotInspected`)."""
     asked: list[tuple[str | None, RequestId]] | None = None
@@ -154,10 +163,13 @@ class _Ex:
     errored: list[tuple[SpanRecord, _Op]] | None = None
     """Requests answered with a JSON-RPC error, emitted when the exchange ends: how it ended may name
     the cause (the proxy's own 502 answers an unreachable upstream; its outcome says so)."""
+    refusal: str | None = None
+    """The message of an error naming no request that answered its notifications (the proxy's own,
+    for an upstream it could not reach)."""
     _version: str | None = None
 
     def main(self) -> tuple[SpanRecord, _Op] | None:
-        return next(iter(self.requests.values()), None)
+        return next(iter(self.requests.values()), self.joined)
 
     def version(self) -> str | None:
         """The `MCP-Protocol-Version` header (looked up once per exchange)."""
@@ -183,6 +195,8 @@ class _Leg:
     requests: dict[RequestId, SpanRecord] = field(default_factory=dict)
     nested: dict[RequestId, tuple[SpanRecord, _Op]] = field(default_factory=dict)
     """Requests the upstream sent on this leg (shared with the legs that answer them)."""
+    status: int | None = None
+    """The HTTP status the upstream answered the leg with."""
 
 
 class SpanFollower:
@@ -221,14 +235,21 @@ class SpanFollower:
         """Spans of legacy calls whose client hung up before the answer, held for its cancel
         (`awaits_cancel`): emitted at the verdict, cancelled or as their exchange closed, as their
         chains end."""
+        self._resumes: ResumeWaits[_Unanswered] = ResumeWaits()
+        """Spans of requests whose stream closed unanswered after an event id, held for the client's
+        resume (GET + `Last-Event-ID`), whose stream carries their answer, as their chains wait."""
+        self._event_requests: BoundedMap = BoundedMap()
+        """(session, SSE event id) -> (id, span, operation) of the request whose stream carried it."""
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             ExchangeOpened: self._opened,
             MessageSeen: self._message,
             ResponseHeadSeen: self._head,
             ExchangeClosed: self._closed,
             BodyNotInspected: self._unread,
+            EventIdSeen: self._event_id,
             InvalidBody: self._invalid,
             LegMessageSeen: self._leg_message,
+            LegHeadSeen: self._leg_head,
             LegLinked: self._leg_linked,
             LegClosed: self._leg_closed,
         }
@@ -245,8 +266,9 @@ class SpanFollower:
         """Follow observations in order (a listener of the observation sink)."""
         handlers = self._handlers
         uncancelled = self._cancel_waits.waits
+        unresumed = self._resumes.waits
         for obs in batch:
-            if uncancelled:
+            if uncancelled or unresumed:
                 self.sweep(obs.t)
             handler = handlers.get(type(obs))
             if handler is not None:
@@ -254,10 +276,14 @@ class SpanFollower:
 
     def sweep(self, now: float) -> None:
         """Emit the held spans whose cancel did not come within `LATE_CANCEL_S` by `now`, as their
-        exchange closed (a sweeper of the observation sink, as the metrics are)."""
+        exchange closed, and those whose stream was not resumed within `RESUME_WINDOW`, as of the cut
+        (a sweeper of the observation sink, as the metrics are)."""
         if self._cancel_waits.waits:
             for wait, _ in self._cancel_waits.ran_out(now):
                 self._judged(wait)
+        if self._resumes.waits:
+            for wait, note in self._resumes.ran_out(now):
+                self._never_resumed(wait, note)
 
     def release_all(self) -> None:
         """Emit every held span as its exchange closed (no cancel comes any more: the proxy stops, or
@@ -268,7 +294,9 @@ class SpanFollower:
     def open_spans(self) -> int:
         """Client exchanges and legs still followed, and spans held for a cancel (tests assert they
         drain)."""
-        return len(self._exchanges) + len(self._legs) + len(self._cancel_waits.waits)
+        return (
+            len(self._exchanges) + len(self._legs) + len(self._cancel_waits.waits) + len(self._resumes.waits)
+        )
 
     # -- exchanges ------------------------------------------------------------------------------------
 
@@ -287,12 +315,54 @@ class SpanFollower:
             network_attributes(obs.upstream_transport),
         )
         self._exchanges[obs.exchange] = opened
+        if obs.http_method == "GET":
+            last = header_value(obs.headers, "last-event-id")
+            if last is not None:
+                self._resumed(opened, last)
 
     def _head(self, obs: ResponseHeadSeen) -> None:
         ex = self._exchanges.get(obs.exchange)
         if ex is not None:
             ex.status = obs.status
             ex.response_headers = obs.headers
+            if ex.session is not None and ends_session(ex.http_method == "DELETE", obs.status):
+                for wait, note in self._resumes.end_session(ex.session):
+                    self._never_resumed(wait, note)
+
+    def _event_id(self, obs: EventIdSeen) -> None:
+        ex = self._exchanges.get(obs.exchange)
+        if ex is not None:
+            self._note_event(ex, obs.sse_id)
+
+    def _note_event(self, ex: _Ex, sse_id: str) -> None:
+        """Remember which request an SSE event id's stream served, so a resume from it finds it."""
+        ex.last_sse_id = sse_id
+        if ex.requests:
+            ident, found = next(iter(ex.requests.items()))
+            self._event_requests[(ex.session, sse_id)] = (ident, *found)
+        elif ex.joined is not None:
+            self._event_requests[(ex.session, sse_id)] = (None, *ex.joined)
+
+    def _resumed(self, ex: _Ex, last: str) -> None:
+        """A GET with `Last-Event-ID` continues the stream of the request that event belonged to: the
+        request's answer and the questions asked on its behalf come on it."""
+        found = self._event_requests.get((ex.session, last))
+        if found is None:
+            return
+        ident, span, op = found
+        ex.joined = (span, op)
+        if ident is None:
+            return
+        wait = self._resumes.take(ex.session, ident)
+        if wait is not None:
+            ex.requests[ident] = (span, op)
+            ex.asked = wait.target[2].asked
+            return
+        for other in self._exchanges.values():  # its stream's close not yet seen
+            if other is not ex and other.session == ex.session and other.requests.get(ident) == (span, op):
+                ex.requests[ident] = other.requests.pop(ident)
+                ex.asked, other.asked = other.asked, None
+                return
 
     def _unread(self, obs: BodyNotInspected) -> None:
         ex = self._exchanges.get(obs.exchange)
@@ -320,7 +390,15 @@ class SpanFollower:
             and awaits_cancel(obs.outcome, ex.era, ex.session)
             and not hung_up_after_unread(obs.outcome, ex.era, ex.unread)
         )
+        resumable = (
+            not failed
+            and not ex.unread
+            and awaits_resume(obs.outcome, ex.era, ex.mode == "passthrough", ex.last_sse_id)
+        )
         for ident, (span, op) in ex.requests.items():
+            if resumable and span.attributes.get("mcp_proxy.outcome") != CLIENT_CANCELLED:
+                self._wait_for_resume(ex, ident, (span, op, ex), t, obs.outcome)
+                continue
             if holds and span.attributes.get("mcp_proxy.outcome") != CLIENT_CANCELLED:
                 replaced = self._cancel_waits.wait(ex.session, ident, (span, op, ex), t, obs.outcome)
                 if replaced is not None:
@@ -329,23 +407,59 @@ class SpanFollower:
             self._unanswered(ex, span, obs.outcome, None)
             if op.sampled:
                 self._finish(span, t)
-        for key in ex.asked or ():
-            found = self._nested.pop(key, None)
-            if found is not None:  # a question the client never answered ends with its stream
-                self._unanswered(ex, found[0], obs.outcome, UNANSWERED_QUESTION)
-                if found[1].sampled:
-                    self._finish(found[0], t)
+        if not (resumable and ex.requests):  # else its questions may yet be answered: they wait with it
+            self._end_questions(ex, obs.outcome, t)
         cause = unusual_end(obs.outcome, ex.http_method, 1, 1) if ex.errored else None
         for span, op in ex.errored or ():
-            if cause is not None:  # the error answer is the proxy's word for how the exchange ended
+            if cause is not None and span.failed:  # the error answer is the proxy's word for how it ended
                 span.attributes["error.type"] = cause
             if op.sampled:
                 self._emit(span)
-        for span, op in ex.notes or ():
+        if ex.notes:
+            self._notes_ended(ex, ex.notes, unusual_end(obs.outcome, ex.http_method, 1, 1), t)
+
+    def _notes_ended(self, ex: _Ex, notes: list[tuple[SpanRecord, _Op]], cause: str | None, t: float) -> None:
+        """End the spans of the client notifications `ex` carried: a refused POST fails them, named by
+        the fault when the proxy answered for the upstream (`upstream_unreachable`, as a request's
+        span and the log line name it), else by the upstream's status."""
+        failed = ex.status is not None and ex.status >= 400
+        for span, op in notes:
             if failed:
-                self._fail(span, str(ex.status), f"HTTP {ex.status}")
+                self._fail(span, cause or str(ex.status), ex.refusal or f"HTTP {ex.status}")
             if op.sampled:
                 self._finish(span, t)
+
+    def _end_questions(self, ex: _Ex, outcome: str | None, t: float) -> None:
+        """End the questions `ex`'s stream carried to the client that it never answered, as the stream
+        ended with `outcome`."""
+        for key in ex.asked or ():
+            found = self._nested.pop(key, None)
+            if found is not None:
+                self._unanswered(ex, found[0], outcome, UNANSWERED_QUESTION)
+                if found[1].sampled:
+                    self._finish(found[0], t)
+
+    def _wait_for_resume(
+        self, ex: _Ex, ident: RequestId, target: _Unanswered, t: float, outcome: str | None
+    ) -> None:
+        """Hold a request's span for the client's resume of its stream, as its chain waits; one whose
+        session is already over fails at once."""
+        wait = Wait(ex.session, ident, target, t, outcome)
+        if self._resumes.session_over(ex.session):
+            self._never_resumed(wait, SESSION_ENDED)
+            return
+        replaced = self._resumes.wait(ex.session, ident, target, t, outcome)
+        if replaced is not None:
+            self._never_resumed(replaced, ID_REUSED)
+
+    def _never_resumed(self, wait: Wait[_Unanswered], note: str) -> None:
+        """Emit a held span whose stream the client did not resume, failed as its stream ended (its
+        chain's error), as of the cut, with the questions asked on its behalf."""
+        span, op, ex = wait.target
+        self._fail(span, wait.outcome or "no_response", note)
+        if op.sampled:
+            self._finish(span, wait.since)
+        self._end_questions(ex, wait.outcome or "no_response", wait.since)
 
     def _judged(self, wait: Wait[_Unanswered]) -> None:
         """Emit a held span whose cancel did not come, as its exchange closed, as of the close."""
@@ -369,8 +483,6 @@ class SpanFollower:
             self._fail(span, outcome, text)
         elif ex.unread:  # its answer may have been in what went by unread: no failure seen
             span.attributes["mcp_proxy.outcome"] = "not_inspected"
-        elif ex.resumable:
-            span.attributes["mcp_proxy.outcome"] = "stream_ended_resumable"
         else:
             self._fail(span, "no_response", text)
 
@@ -381,7 +493,7 @@ class SpanFollower:
         if ex is None:
             return
         if obs.sse_id is not None:
-            ex.resumable = True
+            self._note_event(ex, obs.sse_id)
         if obs.side is _UPSTREAM:  # the server's leg of a message the proxy changed: the client's counts
             return
         msg = obs.msg
@@ -425,7 +537,7 @@ class SpanFollower:
             if cancelled is not None:
                 cancelled[0].attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
                 target = cancelled[1]
-            elif self._cancel_waits.waits and isinstance(ident, (str, int)):
+            elif (self._cancel_waits.waits or self._resumes.waits) and isinstance(ident, (str, int)):
                 target = self._cancel_held(ex.session, ident, t)
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
@@ -451,13 +563,14 @@ class SpanFollower:
 
     def _cancel_held(self, session: str | None, ident: RequestId, t: float) -> _Op | None:
         """The operation of a held span the client's cancel names: the span ends cancelled, now."""
-        wait = self._cancel_waits.take(session, ident)
+        wait = self._cancel_waits.take(session, ident) or self._resumes.take(session, ident)
         if wait is None:
             return None
-        span, op, _ = wait.target
+        span, op, ex = wait.target
         span.attributes["mcp_proxy.outcome"] = CLIENT_CANCELLED
         if op.sampled:
             self._finish(span, t)
+        self._end_questions(ex, CLIENT_CANCELLED, t)
         return op
 
     def _server(self, ex: _Ex, msg: Message, t: float) -> None:
@@ -465,6 +578,9 @@ class SpanFollower:
             found = ex.requests.pop(msg.id, None) if msg.id is not None else None
             if found is not None:
                 self._responded(ex, found, msg, t)
+            elif msg.id is None and msg.kind is _ERROR and ex.notes:
+                text = msg.error.get("message")
+                ex.refusal = text if isinstance(text, str) else None
             return
         if msg.kind is _REQUEST and msg.id is not None:
             main = ex.main()
@@ -594,13 +710,22 @@ class SpanFollower:
         if related is not None and obs.leg not in self._legs:
             self._legs[obs.leg] = _Leg(related.parent, related.op, related.network, nested=related.nested)
 
+    def _leg_head(self, obs: LegHeadSeen) -> None:
+        leg = self._legs.get(obs.leg)
+        if leg is not None:
+            leg.status = obs.status
+
     def _leg_closed(self, obs: LegClosed) -> None:
         leg = self._legs.pop(obs.leg, None)
         if leg is None:
             return
-        why = obs.outcome or "no_response"  # the leg's cause when the bridge knew it (a refused connection)
+        # A failed status names the cause as it does for a relayed exchange; else the bridge's word
+        # for how the leg ended when it knew it (a refused connection).
+        failed = leg.status is not None and leg.status >= 400
+        why = str(leg.status) if failed else obs.outcome or "no_response"
+        text = f"HTTP {leg.status}" if failed else "the upstream leg closed before its answer"
         for span in leg.requests.values():
-            self._fail(span, why, "the upstream leg closed before its answer")
+            self._fail(span, why, text)
             if leg.op.sampled:
                 self._finish(span, obs.t)
         if leg.nested and not any(other.nested is leg.nested for other in self._legs.values()):
@@ -744,7 +869,9 @@ class SpanFollower:
                 self._fail(span, "tool_error", None)
 
     def _fail(self, span: SpanRecord, error_type: str, text: str | None) -> None:
-        if span.failed:
+        """Mark a span failed, once; a request its client cancelled never fails (an error answer or a
+        timeout after the cancel included), as its chain ends `cancelled`."""
+        if span.failed or span.attributes.get("mcp_proxy.outcome") == CLIENT_CANCELLED:
             return
         span.failed = True
         span.error = text and self._redactor.scrub(text)

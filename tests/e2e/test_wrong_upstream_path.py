@@ -16,7 +16,7 @@ import pytest
 
 from tests.peers.runner import PeerServer
 from tests.sidecar import ProxyProcess, admin_get, clean_env, settings_env
-from tests.threaded_http import serving
+from tests.threaded_http import FailingApp, serving
 
 
 @pytest.fixture(scope="module")
@@ -79,29 +79,9 @@ async def test_readyz_is_not_ready_while_nothing_serves_mcp_at_the_upstream_path
     assert "is it the server's MCP endpoint?" in answer["reason"]
 
 
-class _FailingApp(BaseHTTPRequestHandler):
-    """A hand-written fake: an application that crashed behind a web server that still answers, 500 to
-    every request (no SDK server answers so while it serves MCP)."""
-
-    def _fail(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        body = b"Internal Server Error"
-        self.send_response(500)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_DELETE = _fail
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def failing_upstream() -> Iterator[str]:
-    with serving(_FailingApp) as url:
+    with serving(FailingApp) as url:
         yield url
 
 

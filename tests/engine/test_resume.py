@@ -38,10 +38,14 @@ def resume_order(leg: str, delay: float, last_id: str) -> ResumeLeg:
     return ResumeLeg(leg, delay, last_id, (*kept, ("Last-Event-ID", last_id)))
 
 
-def gateway_fault(exchange: str, ident: int, why: str) -> ReplyJson:
-    """The 502 a 2026 client gets when its call's upstream leg is lost before the answer."""
+def gateway_fault(exchange: str, ident: int, why: str, outcome: str | None = None) -> ReplyJson:
+    """The 502 a 2026 client gets when its call's upstream leg is lost before the answer; `outcome`:
+    the fault that lost it, as the exchange's outcome names it (`upstream_cut`)."""
     return ReplyJson(
-        exchange, 502, err(ident, -32000, f"upstream MCP server failed during tools/call: {why}")
+        exchange,
+        502,
+        err(ident, -32000, f"upstream MCP server failed during tools/call: {why}"),
+        outcome=outcome,
     )
 
 
@@ -106,7 +110,7 @@ def test_the_servers_retry_delay_is_capped() -> None:
     )
 
 
-def test_a_cut_without_an_event_id_is_the_clients_gateway_fault() -> None:
+def test_a_cut_without_an_event_id_is_the_clients_gateway_fault_named_upstream_cut() -> None:
     engine = ready_engine()
     why = "the upstream MCP server cut the response stream: reset" + CUT_HINT + " (HTTP 200)"
 
@@ -119,7 +123,7 @@ def test_a_cut_without_an_event_id_is_the_clients_gateway_fault() -> None:
         << Log(
             "bridge_leg_lost", "warning", {"call": "call-1", "leg": "leg-3", "phase": "running", "why": why}
         )
-        << gateway_fault("x1", 1, why)
+        << gateway_fault("x1", 1, why, "upstream_cut")
     )
     assert drained(engine)
 

@@ -379,7 +379,7 @@ class MrtrToLegacyEngine:
             return [Log("leg_resumed", "info", fields), order]
         if detail is None:
             return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
-        return self._on_leg_lost(leg, fault_text("cut", detail), at)
+        return ended_by_fault(self._on_leg_lost(leg, fault_text("cut", detail), at), "cut")
 
     def _on_leg_lost(
         self, leg: str, why: str, at: float = 0.0, *, refused: bool = False, answered: bool = True
