@@ -12,7 +12,8 @@ preflight is never `application/json`. So a request is refused when
   sidecar is reached by whatever name its network gives it);
 - it carries an `Origin` that is not the admin API's own (`http://` or `https://` and the `Host` the
   request names): clients that are no browser (curl, the TUI, Prometheus) send none;
-- it changes state with a body that is not `Content-Type: application/json`.
+- it changes state with a body that is not `Content-Type: application/json`, on a path and method
+  that take one (a method the path does not take is 405 first, naming the methods it takes).
 
 `/healthz` and `/readyz` are left alone, as the token guard leaves them: probes name the pod by its
 address and those answers hold status only.
@@ -98,7 +99,7 @@ def refusal_of(request: web.Request, *, has_token: bool, bound_host: str) -> web
             f"Origin {origin!r} is not this admin API's (http://{host}): requests from web pages are "
             "refused; clients that are no browser send no Origin",
         )
-    if _writes_a_body(request) and request.content_type != JSON_TYPE:
+    if _writes_a_body(request) and _routed(request) and request.content_type != JSON_TYPE:
         return _refused(
             415,
             "unsupported_media_type",
@@ -121,6 +122,12 @@ def _host_allowed(host: str, bound_host: str) -> bool:
 def _own_origin(origin: str, host: str) -> bool:
     scheme, sep, authority = origin.lower().partition("://")
     return bool(sep) and scheme in ("http", "https") and bool(host) and authority == host.lower()
+
+
+def _routed(request: web.Request) -> bool:
+    """Whether a handler takes the request: a path unknown or a method the path does not take is
+    answered 404 or 405 (with `Allow`) before its body's type is judged, as what to fix first."""
+    return request.match_info.http_exception is None
 
 
 def _writes_a_body(request: web.Request) -> bool:
