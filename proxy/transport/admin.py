@@ -39,8 +39,8 @@ from proxy.record.har import upstream_url
 from proxy.transport.admin_export import build_queued, har_pieces, json_pieces, ndjson_pieces, stream_export
 from proxy.transport.admin_faults import FaultRoutes
 from proxy.transport.admin_guard import browser_guard, log_unauthorized, token_refusal
-from proxy.transport.admin_intercepts import InterceptRoutes
-from proxy.transport.admin_query import BadQuery, int_param, known_only
+from proxy.transport.admin_intercepts import WAIT_PATH, InterceptRoutes
+from proxy.transport.admin_query import BadQuery, int_param, known_only, parameterless_unless
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
@@ -59,6 +59,11 @@ CHAIN_PARAMETERS = frozenset({"limit", *PARAMETERS})
 
 FEED_PARAMETERS = frozenset({"history"})
 """The query names `/api/feed` takes; any other is refused, not ignored."""
+
+QUERY_PATHS = frozenset(
+    {"/api/chains", "/api/export.har", "/api/export.json", "/api/export.ndjson", "/api/feed", WAIT_PATH}
+)
+"""The paths whose handlers take query parameters and judge their names; every other takes none."""
 
 CLOSE_TIMEOUT = 1.0
 """Seconds the admin listener gives open requests (feeds) to end when the proxy stops."""
@@ -216,7 +221,8 @@ class AdminServer:
         guard = browser_guard(has_token=self.token is not None, bound_host=lambda: self.host)
         # The token first: without it, every request but a probe's gets 401 before anything else
         # is judged (a page's wrong Content-Type, a method the path does not take).
-        app = web.Application(middlewares=[self._auth, guard, _json_errors])
+        parameterless = parameterless_unless(QUERY_PATHS, OPEN_PATHS)
+        app = web.Application(middlewares=[self._auth, guard, _json_errors, parameterless])
         self.health.add_routes(app)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/api/chains", self.chains)

@@ -215,6 +215,42 @@ async def test_the_feed_and_the_long_poll_refuse_a_misspelled_parameter_as_the_c
     assert wait_status == 200
 
 
+async def test_an_endpoint_that_takes_no_parameters_refuses_any_and_leaves_everything_as_it_was(
+    legacy_server: PeerServer,
+) -> None:
+    """Ignored, `DELETE /api/faults?id=f1` would take every rule out of force and answer 200; the
+    probes alone answer whatever query they are sent."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        assert proxy.faults is not None
+        proxy.faults.add_texts(["tool:a => drop", "tool:b => drop"])
+        refused = {
+            f"{method} {path}": await get(proxy, path, method=method)
+            for method, path in (
+                ("DELETE", "/api/faults?id=f1"),
+                ("DELETE", "/api/intercepts?rule=i1"),
+                ("GET", "/metrics?name[]=mcp_proxy_info"),
+                ("GET", "/api/chains/c1?messages=5"),
+                ("GET", "/api/continuations?all=1"),
+                ("GET", "/api/faults?id=f1"),
+                ("GET", "/api/intercepts?held=1"),
+            )
+        }
+        rules = [rule["id"] for rule in (await ok(proxy, "/api/faults"))["rules"]]
+        probes = [(await get(proxy, f"{path}?probe=1"))[0] for path in ("/healthz", "/readyz")]
+
+    expected = {
+        "error": "bad_request",
+        "message": "unknown parameter 'NAME'; this endpoint takes no parameters",
+    }
+    for asked, (status, body) in refused.items():
+        name = asked.partition("?")[2].partition("=")[0]
+        assert (status, body) == (400, {**expected, "message": expected["message"].replace("NAME", name)}), (
+            asked
+        )
+    assert rules == ["f1", "f2"]
+    assert probes == [200, 200]
+
+
 @pytest.mark.parametrize(
     ("path", "sent", "named"),
     [
