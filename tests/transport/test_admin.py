@@ -215,6 +215,27 @@ async def test_the_feed_and_the_long_poll_refuse_a_misspelled_parameter_as_the_c
     assert wait_status == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/api/intercepts/wait?after=&timeout=0", "after is a held message's id such as h3-9f2c41ab, got ''"),
+        ("/api/intercepts/wait?timeout=", "timeout is seconds from 0 to 60, got ''"),
+        ("/api/feed?history=", "history must be an integer of at least 0, got ''"),
+        ("/api/chains?limit=", "limit must be an integer of at least 1, got ''"),
+        ("/api/export.json?status=", "status given without a value"),
+    ],
+)
+async def test_a_parameter_given_empty_is_400_naming_it_not_read_as_absent(
+    legacy_server: PeerServer, path: str, message: str
+) -> None:
+    """A script building `after=$LAST` from an unset variable would otherwise get what was held long ago."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        status, body = await get(proxy, path)
+
+    assert (status, body["error"]) == (400, "bad_request"), body
+    assert message in body["message"]
+
+
 async def test_an_endpoint_that_takes_no_parameters_refuses_any_and_leaves_everything_as_it_was(
     legacy_server: PeerServer,
 ) -> None:
