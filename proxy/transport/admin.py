@@ -40,6 +40,7 @@ from proxy.transport.admin_guard import browser_guard, token_refusal
 from proxy.transport.admin_intercepts import WAIT_PATH, InterceptRoutes
 from proxy.transport.admin_query import BadQuery, int_param, known_only, parameterless_unless
 from proxy.transport.admin_refusals import AdminRefusals
+from proxy.transport.admin_runner import AdminRunner
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
@@ -156,7 +157,7 @@ class AdminServer:
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)
         ctx.observations.sweepers.append(self.metrics.counting.sweep)
-        self._runner: web.AppRunner | None = None
+        self._runner: AdminRunner | None = None
         self.host = ""
         self.port = 0
 
@@ -174,8 +175,12 @@ class AdminServer:
         """
         address = self.ctx.settings.admin
         host, port = parse_host_port(address)
-        self._runner = web.AppRunner(
-            self.app(), handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
+        self._runner = AdminRunner(
+            self.app(),
+            self.refusals,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=CLOSE_TIMEOUT,
         )
         await self._runner.setup()
         try:

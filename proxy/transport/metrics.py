@@ -369,7 +369,8 @@ class _PresentState:
         yield _counts_by(
             "mcp_proxy_admin_refused",
             "Admin API requests refused for who asked, by why: foreign_host or foreign_origin (403, a "
-            "web page's), beyond_loopback (403, steering without a token) or not_json (415).",
+            "web page's), beyond_loopback (403, steering without a token), not_json (415) or "
+            "unreadable (400, not read as HTTP/1.1: a URL or header line too long, a malformed head).",
             "why",
             REFUSED_WHYS,
             self._admin_refused(),

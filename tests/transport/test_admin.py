@@ -456,6 +456,32 @@ async def test_unknown_paths_and_methods_get_json_errors(legacy_server: PeerServ
     assert body["error"] == "method_not_allowed"
 
 
+async def test_a_url_longer_than_aiohttp_reads_is_a_json_400_logged_and_counted_without_its_query(
+    legacy_server: PeerServer,
+) -> None:
+    """aiohttp's parser refuses such a request before any handler: its own answer is plain text quoting
+    the URL's start, with a traceback in the log."""
+    secret = "SECRET-in-a-long-query-0815"
+    async with admin_proxy(legacy_server.url) as proxy:
+        with captured_logs() as logs:
+            for length in (9000, 70_000):
+                status, body = await get(proxy, f"/api/chains?token={secret}&q={'a' * length}")
+                assert status == 400
+                assert body == {
+                    "error": "bad_request",
+                    "message": "the request line (its URL) or a header line is longer than the 8190 bytes "
+                    "the admin API reads: send fewer or shorter query parameters",
+                }
+        counted = metric(await scrape(proxy), "mcp_proxy_admin_refused_total", why="unreadable")
+        still = await ok(proxy, "/api/chains")
+
+    (line,) = [e for e in logs if e["event"] == "admin_refused"]  # the second, within the second, counted
+    assert (line["log_level"], line["status"], line["why"]) == ("warning", 400, "unreadable")
+    assert secret not in str(logs)
+    assert counted == 2
+    assert still == []
+
+
 @pytest.fixture
 def busy_port() -> Iterator[int]:
     """A loopback port this test holds bound and listening."""
