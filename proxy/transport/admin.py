@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,6 @@ from multidict import MultiMapping
 
 from proxy.addresses import base_url, parse_host_port
 from proxy.config import Settings
-from proxy.engine.flood_lines import FloodLines
 from proxy.flows.bus import EventBus
 from proxy.flows.events import ChainSummary, Mode, ProxyInfo
 from proxy.flows.filters import PARAMETERS, ChainFilter, FilterError
@@ -38,9 +36,11 @@ from proxy.logs import get_logger
 from proxy.record.har import upstream_url
 from proxy.transport.admin_export import build_queued, har_pieces, json_pieces, ndjson_pieces, stream_export
 from proxy.transport.admin_faults import FaultRoutes
-from proxy.transport.admin_guard import browser_guard, log_unauthorized, token_refusal
-from proxy.transport.admin_intercepts import InterceptRoutes
-from proxy.transport.admin_query import BadQuery, int_param, known_only
+from proxy.transport.admin_guard import browser_guard, token_refusal
+from proxy.transport.admin_intercepts import WAIT_PATH, InterceptRoutes
+from proxy.transport.admin_query import BadQuery, int_param, known_only, parameterless_unless
+from proxy.transport.admin_refusals import AdminRefusals
+from proxy.transport.admin_runner import AdminRunner
 from proxy.transport.fault_control import FaultControl, FaultMetrics
 from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
@@ -59,6 +59,11 @@ CHAIN_PARAMETERS = frozenset({"limit", *PARAMETERS})
 
 FEED_PARAMETERS = frozenset({"history"})
 """The query names `/api/feed` takes; any other is refused, not ignored."""
+
+QUERY_PATHS = frozenset(
+    {"/api/chains", "/api/export.har", "/api/export.json", "/api/export.ndjson", "/api/feed", WAIT_PATH}
+)
+"""The paths whose handlers take query parameters and judge their names; every other takes none."""
 
 CLOSE_TIMEOUT = 1.0
 """Seconds the admin listener gives open requests (feeds) to end when the proxy stops."""
@@ -112,9 +117,8 @@ class AdminServer:
         settings = ctx.settings
         self.ctx = ctx
         self.token = settings.admin_token.get_secret_value() if settings.admin_token else None
-        self.unauthorized: Counter[str] = Counter()
-        """Requests refused 401 for the token, by why (`admin_guard.UNAUTHORIZED_WHYS`)."""
-        self._unauthorized_lines = FloodLines()
+        self.refusals = AdminRefusals()
+        """The requests refused for who asked (401, 403, 415), counted and logged by why."""
         self.feed = FeedSource(
             bus=ctx.bus,
             store=ctx.store,
@@ -136,7 +140,8 @@ class AdminServer:
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
             client_unreadable=ctx.client_unreadable,
-            admin_unauthorized=lambda: dict(self.unauthorized),
+            admin_unauthorized=lambda: dict(self.refusals.unauthorized),
+            admin_refused=lambda: dict(self.refusals.refused),
             client_connections=ctx.client_connections,
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
@@ -152,7 +157,7 @@ class AdminServer:
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)
         ctx.observations.sweepers.append(self.metrics.counting.sweep)
-        self._runner: web.AppRunner | None = None
+        self._runner: AdminRunner | None = None
         self.host = ""
         self.port = 0
 
@@ -170,8 +175,12 @@ class AdminServer:
         """
         address = self.ctx.settings.admin
         host, port = parse_host_port(address)
-        self._runner = web.AppRunner(
-            self.app(), handler_cancellation=True, access_log=None, shutdown_timeout=CLOSE_TIMEOUT
+        self._runner = AdminRunner(
+            self.app(),
+            self.refusals,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=CLOSE_TIMEOUT,
         )
         await self._runner.setup()
         try:
@@ -216,7 +225,8 @@ class AdminServer:
         guard = browser_guard(has_token=self.token is not None, bound_host=lambda: self.host)
         # The token first: without it, every request but a probe's gets 401 before anything else
         # is judged (a page's wrong Content-Type, a method the path does not take).
-        app = web.Application(middlewares=[self._auth, guard, _json_errors])
+        parameterless = parameterless_unless(QUERY_PATHS, OPEN_PATHS)
+        app = web.Application(middlewares=[self._auth, guard, _json_errors, parameterless])
         self.health.add_routes(app)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/api/chains", self.chains)
@@ -242,16 +252,15 @@ class AdminServer:
             return await handler(request)
         why = None if self.token is None else token_refusal(request.headers.get("Authorization"), self.token)
         if why is not None:
-            self.unauthorized[why] += 1
-            also = self._unauthorized_lines.due(why, time.monotonic())
-            if also is not None:
-                log_unauthorized(request, why, also)
+            self.refusals.unauthorized_request(request, why)
             return _json(
                 {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer realm="mcp-proxy admin"'},
             )
-        return await handler(request)
+        response = await handler(request)
+        self.refusals.answered(request, response)  # a 403 or 415 the guard or a steering path gave
+        return response
 
     # -- endpoints --------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from proxy.transport.admin_guard import is_loopback
 from proxy.transport.admin_names import stray_keys
+from proxy.transport.admin_refusals import Refusal
 from proxy.transport.fault_control import FaultControl
 
 MAX_RULE_BYTES = 4096
@@ -119,13 +120,12 @@ def forbidden_without_token(has_token: bool, host: str, what: str) -> web.Respon
     listens beyond loopback without a token; None when they may answer."""
     if has_token or is_loopback(host):
         return None
-    return _json(
-        {
-            "error": "forbidden",
-            "message": f"{what} are refused on an admin API that listens beyond loopback ({host}) "
-            "without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen on 127.0.0.1",
-        },
-        status=403,
+    return Refusal(
+        403,
+        "forbidden",
+        "beyond_loopback",
+        f"{what} are refused on an admin API that listens beyond loopback ({host}) "
+        "without a token: set --admin-token (MCP_PROXY_ADMIN_TOKEN) or listen on 127.0.0.1",
     )
 
 

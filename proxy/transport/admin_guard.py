@@ -12,15 +12,15 @@ preflight is never `application/json`. So a request is refused when
   sidecar is reached by whatever name its network gives it);
 - it carries an `Origin` that is not the admin API's own (`http://` or `https://` and the `Host` the
   request names): clients that are no browser (curl, the TUI, Prometheus) send none;
-- it changes state with a body that is not `Content-Type: application/json`.
+- it changes state with a body that is not `Content-Type: application/json`, on a path and method
+  that take one (a method the path does not take is 405 first, naming the methods it takes).
 
 `/healthz` and `/readyz` are left alone, as the token guard leaves them: probes name the pod by its
 address and those answers hold status only.
 
-The token itself is judged here too (`token_refusal`): a request refused 401 is counted by why and
-logged (`admin_unauthorized`, one line a second per why, `proxy.engine.flood_lines`), since someone
-probing the admin port is what on-call wants to see. The line names the caller's address, method and
-path, never the credential it sent.
+The token itself is judged here too (`token_refusal`). Each refusal is logged and counted by why
+(`proxy.transport.admin_refusals`): someone probing the admin port, or a page trying it, is what
+on-call wants to see.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-import orjson
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from proxy.logs import get_logger
+from proxy.transport.admin_refusals import Refusal
 from proxy.transport.health import OPEN_PATHS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -43,13 +42,6 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """Methods that change state: their body must be JSON (a browser sends no JSON cross-site unasked)."""
 
 JSON_TYPE = "application/json"
-
-UNAUTHORIZED_WHYS = ("missing", "not_bearer", "wrong_token")
-"""Why a request was refused 401 (`mcp_proxy_admin_unauthorized_total{why}`): no `Authorization`,
-another scheme than `Bearer`, or a bearer token that is not the admin token."""
-
-PATH_SHOWN = 200
-"""Characters of a refused request's path a line keeps: a prober must not make a long line."""
 
 
 def is_loopback(host: str) -> bool:
@@ -85,7 +77,7 @@ def refusal_of(request: web.Request, *, has_token: bool, bound_host: str) -> web
     if not has_token and not _host_allowed(host, bound_host):
         return _refused(
             403,
-            "forbidden",
+            "foreign_host",
             f"Host {host!r} is not this admin API's: without a token it answers only requests to a "
             "loopback name or address (localhost, 127.0.0.1, [::1]), which a web page cannot send "
             "(DNS rebinding); set --admin-token (MCP_PROXY_ADMIN_TOKEN) to reach it by another name",
@@ -94,14 +86,14 @@ def refusal_of(request: web.Request, *, has_token: bool, bound_host: str) -> web
     if origin is not None and not _own_origin(origin, host):
         return _refused(
             403,
-            "forbidden",
+            "foreign_origin",
             f"Origin {origin!r} is not this admin API's (http://{host}): requests from web pages are "
             "refused; clients that are no browser send no Origin",
         )
-    if _writes_a_body(request) and request.content_type != JSON_TYPE:
+    if _writes_a_body(request) and _routed(request) and request.content_type != JSON_TYPE:
         return _refused(
             415,
-            "unsupported_media_type",
+            "not_json",
             f"{request.method} {request.path} takes a JSON body: send Content-Type: {JSON_TYPE} "
             f"(got {request.headers.get('Content-Type') or 'none'})",
         )
@@ -123,13 +115,22 @@ def _own_origin(origin: str, host: str) -> bool:
     return bool(sep) and scheme in ("http", "https") and bool(host) and authority == host.lower()
 
 
+def _routed(request: web.Request) -> bool:
+    """Whether a handler takes the request: a path unknown or a method the path does not take is
+    answered 404 or 405 (with `Allow`) before its body's type is judged, as what to fix first."""
+    return request.match_info.http_exception is None
+
+
 def _writes_a_body(request: web.Request) -> bool:
     return request.method in WRITE_METHODS and (request.method != "DELETE" or request.body_exists)
 
 
-def _refused(status: int, error: str, message: str) -> web.Response:
-    body = orjson.dumps({"error": error, "message": message})
-    return web.Response(body=body, status=status, content_type="application/json")
+_ERRORS = {403: "forbidden", 415: "unsupported_media_type"}
+
+
+def _refused(status: int, why: str, message: str) -> web.Response:
+    """The JSON refusal, carrying `why` so the admin API logs and counts it (`admin_refusals`)."""
+    return Refusal(status, _ERRORS[status], why, message)
 
 
 def token_refusal(header: str | None, token: str) -> str | None:
@@ -141,19 +142,3 @@ def token_refusal(header: str | None, token: str) -> str | None:
     if scheme.lower() != "bearer":
         return "not_bearer"
     return None if hmac.compare_digest(given.strip().encode(), token.encode()) else "wrong_token"
-
-
-def log_unauthorized(request: web.Request, why: str, also_unlogged: int) -> None:
-    """The warning for a 401 (the caller has decided it is due): who asked for what, and why it was
-    refused; never the `Authorization` value nor the query (a caller may put a credential there)."""
-    path = request.path
-    fields: dict[str, object] = {
-        "peer": request.remote or "unknown",
-        "method": request.method[:PATH_SHOWN],
-        "path": path if len(path) <= PATH_SHOWN else path[:PATH_SHOWN] + "...",
-        "status": 401,
-        "why": why,
-    }
-    if also_unlogged:
-        fields["also_unlogged"] = also_unlogged
-    get_logger().warning("admin_unauthorized", **fields)

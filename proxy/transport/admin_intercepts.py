@@ -22,6 +22,9 @@ from proxy.transport.intercept_desk import MAX_WAIT_S, InterceptError
 MAX_DECISION_BYTES = 64 * 1024 * 1024
 """Largest POST body the intercept paths read (an edited message is bounded by max_body_bytes)."""
 
+WAIT_PATH = "/api/intercepts/wait"
+"""The long poll, the one intercept path that takes query parameters."""
+
 WAIT_PARAMETERS = frozenset({"after", "timeout"})
 """The query names the long poll takes; any other is refused, not ignored."""
 
@@ -46,7 +49,7 @@ class InterceptRoutes:
         app.router.add_get("/api/intercepts", guard(self.listing))
         app.router.add_post("/api/intercepts", guard(self.create))
         app.router.add_delete("/api/intercepts", guard(self.clear))
-        app.router.add_get("/api/intercepts/wait", guard(self.wait))
+        app.router.add_get(WAIT_PATH, guard(self.wait))
         app.router.add_post("/api/intercepts/held/{held_id}", guard(self.decide))
         app.router.add_delete("/api/intercepts/{rule_id}", guard(self.delete))
 

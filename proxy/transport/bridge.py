@@ -60,6 +60,7 @@ from proxy.engine.passthrough import ERA_REFUSALS, leg_suspicion
 from proxy.flows.events import BRIDGE_ERAS, Channel, Direction, Mode, Side
 from proxy.flows.observations import (
     PROXY_STOPPING,
+    AnsweredByProxy,
     ContinuationMoved,
     ExchangeClosed,
     ExchangeOpened,
@@ -168,6 +169,8 @@ class _Exchange:
     edited: str | None = None
     """The note of the bridge's upstream call made from the client's request an intercept edited,
     until that call goes out."""
+    reached: bool = False
+    """A leg made for this exchange got a response head: the upstream saw the exchange's request."""
 
     def put(self, command: BridgeCommand) -> None:
         self.writes.append(command)
@@ -553,6 +556,7 @@ class BridgeDriver:
         sink.emit(LegHeadSeen(sink.now(), leg, resp.status, resp.header("content-type"), head))
         served = self.exchanges.get(self.leg_exchange.get(leg, ""))
         if served is not None:
+            served.reached = True
             self._cors.learn(origin_of(served.client.headers), resp.headers)
         self.feed(LegResponded(leg, resp.status, tuple(resp.headers), time.time()))
         stream = _LegStream(channel=Channel.GET_SSE if method == "GET" else Channel.SSE)
@@ -669,8 +673,18 @@ class BridgeDriver:
                 leg, LegFailed(leg, "timeout", f"no response head within {pool.head_timeout}s", time.time())
             )
         except UpstreamError as exc:
+            if exc.never_sent:
+                self._never_reached(leg, exc.kind)
             self._leg_done(leg, LegFailed(leg, exc.kind, str(exc) or type(exc).__name__, time.time()))
         return None
+
+    def _never_reached(self, leg: str, reason: str) -> None:
+        """Record the exchange behind `leg` as answered by the proxy when none of its legs reached the
+        upstream: its chains took no upstream time, as a relayed request to an unreachable upstream."""
+        exchange = self.leg_exchange.get(leg, "")
+        served = self.exchanges.get(exchange)
+        if served is not None and not served.reached:
+            self.observer.emit(AnsweredByProxy(self.observer.now(), exchange, reason))
 
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:
         if is_sse(resp.header("content-type")):

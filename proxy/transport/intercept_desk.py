@@ -405,8 +405,10 @@ def _verb(body: Mapping[str, Any]) -> str:
 
 
 def _number(held_id: str | None) -> int:
-    """The order number of a held id (`h3-9f2c41ab`, or just `h3`: only the order matters here)."""
-    if not held_id:
+    """The order number of a held id (`h3-9f2c41ab`, or just `h3`: only the order matters here); None
+    asks for any. Empty (`after=`, a script's unset variable) is refused, not read as any: it would
+    answer messages held long ago."""
+    if held_id is None:
         return 0
     head = held_id.partition("-")[0]
     digits = head[1:] if head[:1] == "h" else head

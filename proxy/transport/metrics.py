@@ -32,7 +32,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import ProxyInfo
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.flows.store import ChainStore
-from proxy.transport.admin_guard import UNAUTHORIZED_WHYS
+from proxy.transport.admin_refusals import REFUSED_WHYS, UNAUTHORIZED_WHYS
 from proxy.transport.metric_ops import (
     CHAINS,
     ENDED_ROW,
@@ -81,6 +81,7 @@ class ProxyMetrics:
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_unreadable: Callable[[], dict[str, int]] = dict,
         admin_unauthorized: Callable[[], dict[str, int]] = dict,
+        admin_refused: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
@@ -116,6 +117,7 @@ class ProxyMetrics:
                 client_timeouts=client_timeouts,
                 client_unreadable=client_unreadable,
                 admin_unauthorized=admin_unauthorized,
+                admin_refused=admin_refused,
                 client_connections=client_connections,
                 capture_failed=capture_failed,
                 waiting_on_client=lambda: self._waiting_on_client(sweep),
@@ -282,6 +284,7 @@ class _PresentState:
         client_timeouts: Callable[[], dict[str, int]],
         client_unreadable: Callable[[], dict[str, int]],
         admin_unauthorized: Callable[[], dict[str, int]],
+        admin_refused: Callable[[], dict[str, int]],
         client_connections: Callable[[], tuple[int, dict[str, int]]],
         capture_failed: Callable[[], bool | None],
         waiting_on_client: Callable[[], int],
@@ -294,6 +297,7 @@ class _PresentState:
         self._client_timeouts = client_timeouts
         self._client_unreadable = client_unreadable
         self._admin_unauthorized = admin_unauthorized
+        self._admin_refused = admin_refused
         self._waiting_on_client = waiting_on_client
         self._observations_dropped = observations_dropped
         self._bus = bus
@@ -362,6 +366,15 @@ class _PresentState:
         yield self._timeouts()
         yield self._unreadable()
         yield self._unauthorized()
+        yield _counts_by(
+            "mcp_proxy_admin_refused",
+            "Admin API requests refused for who asked, by why: foreign_host or foreign_origin (403, a "
+            "web page's), beyond_loopback (403, steering without a token), not_json (415) or "
+            "unreadable (400, not read as HTTP/1.1: a URL or header line too long, a malformed head).",
+            "why",
+            REFUSED_WHYS,
+            self._admin_refused(),
+        )
         yield from self._connections()
         failed = self._capture_failed()
         if failed is not None:

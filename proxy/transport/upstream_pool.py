@@ -91,6 +91,11 @@ class UpstreamError(Exception):
         super().__init__(detail)
         self.kind = kind
 
+    @property
+    def never_sent(self) -> bool:
+        """Whether the upstream never got the request: no connection to it, or a head not framed."""
+        return self.kind in ("unreachable", "unsendable")
+
 
 class ResponseLink(Protocol):
     """What a response asks of whatever feeds it: a pool connection, or a message channel's exchange."""

@@ -20,6 +20,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.e2e.legacy_raw import HEADERS, initialize
+from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.runner import arun_peer
 from tests.peers.scenarios import expected_result, run_scenario
 from tests.sidecar import (
@@ -167,3 +169,42 @@ async def test_a_bridge_leg_that_never_reached_its_server_says_no_head_came_in_b
 
 
 CLIENT = {"name": "raw-client", "version": "1"}
+
+
+ADD = {"name": "add", "arguments": {"a": 2, "b": 3}}
+
+BRIDGED_TO_NOBODY = [
+    pytest.param(
+        "legacy",
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": modern_params(ADD)},
+        modern_headers("tools/call", modern_params(ADD)),
+        "tools/call",
+        id="mrtr_to_legacy",
+    ),
+    pytest.param("modern", initialize(), HEADERS, "initialize", id="legacy_to_mrtr"),
+]
+
+
+@pytest.mark.parametrize(("era", "sent", "headers", "method"), BRIDGED_TO_NOBODY)
+async def test_a_bridged_request_whose_upstream_is_unreachable_is_not_timed_as_upstream_latency(
+    era: str, sent: dict[str, Any], headers: dict[str, str], method: str
+) -> None:
+    """Each bridge's first leg finds nobody listening: the request counts as an error, and as in
+    pass-through it has no upstream time, in `/metrics` as in its chain."""
+    upstream = f"http://127.0.0.1:{dead_port()}/mcp"  # a server of that era, said so, not running
+    with ProxyProcess(clean_env(**settings_env(upstream=upstream, upstream_era=era))) as proxy:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(proxy.endpoint(), json=sent, headers=headers) as resp,
+        ):
+            answer = await resp.json()
+        counted = await metrics_once(
+            proxy, lambda t: metric(t, "mcp_proxy_errors_total", method=method) == 1, "the error"
+        )
+        chains = await admin_json(proxy.admin + "/api/chains")
+        assert proxy.stop() == 0
+
+    assert "unreachable" in answer["error"]["message"]
+    assert metric(counted, "mcp_proxy_requests_total", method=method) == 1
+    assert metric(counted, LATENCY) == 0, counted
+    assert [(c["method"], c["upstream_ms"]) for c in chains] == [(method, None)]

@@ -216,6 +216,63 @@ async def test_the_feed_and_the_long_poll_refuse_a_misspelled_parameter_as_the_c
 
 
 @pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/api/intercepts/wait?after=&timeout=0", "after is a held message's id such as h3-9f2c41ab, got ''"),
+        ("/api/intercepts/wait?timeout=", "timeout is seconds from 0 to 60, got ''"),
+        ("/api/feed?history=", "history must be an integer of at least 0, got ''"),
+        ("/api/chains?limit=", "limit must be an integer of at least 1, got ''"),
+        ("/api/export.json?status=", "status given without a value"),
+    ],
+)
+async def test_a_parameter_given_empty_is_400_naming_it_not_read_as_absent(
+    legacy_server: PeerServer, path: str, message: str
+) -> None:
+    """A script building `after=$LAST` from an unset variable would otherwise get what was held long ago."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        status, body = await get(proxy, path)
+
+    assert (status, body["error"]) == (400, "bad_request"), body
+    assert message in body["message"]
+
+
+async def test_an_endpoint_that_takes_no_parameters_refuses_any_and_leaves_everything_as_it_was(
+    legacy_server: PeerServer,
+) -> None:
+    """Ignored, `DELETE /api/faults?id=f1` would take every rule out of force and answer 200; the
+    probes alone answer whatever query they are sent."""
+    async with admin_proxy(legacy_server.url) as proxy:
+        assert proxy.faults is not None
+        proxy.faults.add_texts(["tool:a => drop", "tool:b => drop"])
+        refused = {
+            f"{method} {path}": await get(proxy, path, method=method)
+            for method, path in (
+                ("DELETE", "/api/faults?id=f1"),
+                ("DELETE", "/api/intercepts?rule=i1"),
+                ("GET", "/metrics?name[]=mcp_proxy_info"),
+                ("GET", "/api/chains/c1?messages=5"),
+                ("GET", "/api/continuations?all=1"),
+                ("GET", "/api/faults?id=f1"),
+                ("GET", "/api/intercepts?held=1"),
+            )
+        }
+        rules = [rule["id"] for rule in (await ok(proxy, "/api/faults"))["rules"]]
+        probes = [(await get(proxy, f"{path}?probe=1"))[0] for path in ("/healthz", "/readyz")]
+
+    expected = {
+        "error": "bad_request",
+        "message": "unknown parameter 'NAME'; this endpoint takes no parameters",
+    }
+    for asked, (status, body) in refused.items():
+        name = asked.partition("?")[2].partition("=")[0]
+        assert (status, body) == (400, {**expected, "message": expected["message"].replace("NAME", name)}), (
+            asked
+        )
+    assert rules == ["f1", "f2"]
+    assert probes == [200, 200]
+
+
+@pytest.mark.parametrize(
     ("path", "sent", "named"),
     [
         ("/api/intercepts/wait", "timeout=0&timeout=1", "timeout"),
@@ -397,6 +454,32 @@ async def test_unknown_paths_and_methods_get_json_errors(legacy_server: PeerServ
         status, body = await get(proxy, "/healthz", method="POST")
     assert status == 405
     assert body["error"] == "method_not_allowed"
+
+
+async def test_a_url_longer_than_aiohttp_reads_is_a_json_400_logged_and_counted_without_its_query(
+    legacy_server: PeerServer,
+) -> None:
+    """aiohttp's parser refuses such a request before any handler: its own answer is plain text quoting
+    the URL's start, with a traceback in the log."""
+    secret = "SECRET-in-a-long-query-0815"
+    async with admin_proxy(legacy_server.url) as proxy:
+        with captured_logs() as logs:
+            for length in (9000, 70_000):
+                status, body = await get(proxy, f"/api/chains?token={secret}&q={'a' * length}")
+                assert status == 400
+                assert body == {
+                    "error": "bad_request",
+                    "message": "the request line (its URL) or a header line is longer than the 8190 bytes "
+                    "the admin API reads: send fewer or shorter query parameters",
+                }
+        counted = metric(await scrape(proxy), "mcp_proxy_admin_refused_total", why="unreadable")
+        still = await ok(proxy, "/api/chains")
+
+    (line,) = [e for e in logs if e["event"] == "admin_refused"]  # the second, within the second, counted
+    assert (line["log_level"], line["status"], line["why"]) == ("warning", 400, "unreadable")
+    assert secret not in str(logs)
+    assert counted == 2
+    assert still == []
 
 
 @pytest.fixture

@@ -109,3 +109,25 @@ async def test_probes_are_answered_whatever_host_or_origin_they_name() -> None:
         foreign = {"Host": "10.1.2.3:9901", "Origin": "http://evil.example"}
         status, answer = await send("GET", url + "/healthz", foreign)
         assert (status, answer) == (200, {"status": "ok"})
+
+
+async def test_a_method_the_path_does_not_take_is_405_naming_the_allowed_ones_before_any_content_type() -> (
+    None
+):
+    """What to fix first is the method: a `POST /metrics` with JSON would be refused all the same."""
+    async with running() as (_proxy, url):
+        wrong_method = {}
+        for path in ("/metrics", "/api/chains", "/api/faults/f1"):
+            async with (
+                aiohttp.ClientSession(skip_auto_headers=("Content-Type",)) as http,
+                http.post(url + path, data=b"x") as resp,
+            ):
+                wrong_method[path] = (resp.status, resp.headers.get("Allow"), (await resp.json())["error"])
+        unknown = await send("POST", url + "/nowhere", {"Content-Type": "text/plain"}, b"x")
+
+    assert wrong_method == {
+        "/metrics": (405, "GET,HEAD", "method_not_allowed"),
+        "/api/chains": (405, "GET,HEAD", "method_not_allowed"),
+        "/api/faults/f1": (405, "DELETE", "method_not_allowed"),
+    }
+    assert (unknown[0], unknown[1]["error"]) == (404, "not_found")
