@@ -96,6 +96,7 @@ class Proxy:
         http_clients: bool = True,
         keep_chains: bool = True,
         secret_texts: tuple[str, ...] = (),
+        probe_headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one.
 
@@ -107,6 +108,9 @@ class Proxy:
 
         `secret_texts`: secrets known up front (what a user gave a replay to send), masked wherever
         they appear, as the upstream URL's credentials are.
+
+        `probe_headers`: headers every era probe carries (what a replay sends with each request), so an
+        upstream that wants credentials is probed with them.
         """
         if not settings.upstream and not settings.upstream_cmd:
             raise ValueError("upstream (a URL) or upstream_cmd (a stdio command) is required")
@@ -164,7 +168,7 @@ class Proxy:
         self.channels: ChannelUpstream | None = channel_client(settings, upstream, self.pool)
         """The message channels behind a stdio or HTTP+SSE upstream (None for Streamable HTTP)."""
         client: UpstreamClient = self.channels if self.channels is not None else self.pool
-        self.router = Router(settings, upstream, client)
+        self.router = Router(settings, upstream, client, probe_headers)
         if upstream.transport == "http" and settings.upstream_transport == "auto":
             self.router.on_sse = self._speak_sse
         self.relays = RelayContext(
