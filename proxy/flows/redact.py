@@ -24,6 +24,7 @@ from urllib.parse import unquote, unquote_plus
 
 import orjson
 
+from proxy.flows.text_members import SCHEMA_PROPERTIES, Member, secret_members
 from proxy.wire.header_text import readable
 from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined
 from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
@@ -571,21 +572,36 @@ class Redactor:
 
     def text_body(self, text: str) -> str:
         """A body that is not JSON-RPC (kept as text for the record), with what looks like a member
-        named like a secret key masked and known secret texts masked, so a malformed body never
-        carries in clear what the same body well-formed would not. A form-encoded body (an OAuth
-        token request) has its credential-like fields masked and remembered as a query's are."""
+        named like a secret key masked as the JSON walk masks it (an object whole, an array's items
+        each, a schema's `properties` member gone through) and known secret texts masked, so a
+        malformed body never carries in clear what the same body well-formed would not. A
+        form-encoded body (an OAuth token request) has its credential-like fields masked and
+        remembered as a query's are."""
         stripped = text.rstrip()
         if _FORM.fullmatch(stripped):
             text = self._fields(stripped) + text[len(stripped) :]
+        pieces: list[str] = []
+        done = 0
+        for member in secret_members(text, self._foreign_key):
+            shown = self._text_value(member, text[member.start : member.end])
+            if shown is not None:
+                pieces += [text[done : member.start], shown]
+                done = member.end
+        pieces.append(text[done:])
+        return self.scrub("".join(pieces))
 
-        def mask(match: re.Match[str]) -> str:
-            if not self._foreign_key(match.group(2)):
-                return match.group(0)
-            value = match.group(3)
-            inner = value[1:-1] if value.startswith('"') else value
-            return f'{match.group(1)}"{self.token(inner)}"'
-
-        return self.scrub(_TEXT_MEMBER.sub(mask, text))
+    def _text_value(self, member: Member, value: str) -> str | None:
+        """A secret member's value in a text body, masked (None: kept, a schema gone through). A value
+        that reads as JSON is masked as the walk masks it; one cut short or not JSON is masked whole."""
+        if value.startswith("{") and member.schema_member:
+            return None
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            inner = value.removeprefix('"')
+            inner = inner.removesuffix('"') if len(inner) < len(value) else inner
+            return f'"{self.token(inner)}"'
+        return orjson.dumps(self._mask_body_value(member.name, parsed, member.schema_member)).decode()
 
     def _mask_body_value(self, key: str, value: Any, schema_member: bool) -> Any:
         """A secret key's value masked: a string, a number or an object is the secret, masked whole
@@ -682,10 +698,6 @@ _KEY_MEMO: Final = 4096
 _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 """The words of a member name: `apiKey`, `API_Key` and `api-key` are all `api`, `key`."""
 
-_TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
-"""A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
-array value is left to the members inside it)."""
-
 
 def _foreign(value: Any) -> bool:
     """Whether a decoded body is JSON that is not JSON-RPC (an OAuth endpoint's answer, say): an
@@ -760,11 +772,6 @@ def _member_pattern(exact: frozenset[str], joined: tuple[str, ...]) -> re.Patter
     names = [re.escape(orjson.dumps(key)) + b":" for key in sorted(exact)]
     names += [_JSON_SEPARATOR.join(re.escape(c.encode()) for c in key) for key in joined]
     return re.compile(b"|".join(names), re.IGNORECASE)
-
-
-SCHEMA_PROPERTIES: Final = "properties"
-"""The JSON Schema keyword whose members name an object's members and hold their schemas: under
-it, an object named like a secret key is a schema (`inputSchema.properties.password`), not a secret."""
 
 
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:

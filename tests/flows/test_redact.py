@@ -994,3 +994,26 @@ def test_under_a_secret_key_an_arrays_items_are_masked_each_and_a_flag_is_kept()
     masked_items = [_masked_whole({"note": "other-secret"}), _masked_whole(["deeper-secret"])]
     assert shown["backup_password"] == [token(SECRET), token("1234"), *masked_items, True, None]
     assert (shown["password_set"], shown["old_password"]) == (True, token("987654"))
+
+
+def test_a_text_body_masks_a_secret_keys_value_as_the_json_walk_does() -> None:
+    """A body kept as text (JSON inside plain text, or JSON cut short) carries nothing in clear that
+    the same members decoded would not: an object under a secret key masked whole, an array's items
+    each, a schema's `properties` member gone through, and an object cut short masked to the end."""
+    redactor = Redactor(body_keys=["credentials", "password"], key=KEY)
+    token = Redactor(key=KEY).token
+    credentials = {"user": "bob", "value": "hunter2-secret"}
+    schema = {"properties": {"password": {"type": "string", "default": "the usual"}}}
+    members = {"credentials": credentials, "password": [SECRET, {"note": "other-secret"}], "schema": schema}
+    text = "upstream said: " + orjson.dumps(members).decode() + " (retry later)"
+
+    shown = redactor.text_body(text)
+    walked = redactor.body(members)
+    cut = redactor.text_body('{"n": 1, "credentials": {"user": "bob", "value": "hunter2-sec')
+
+    assert shown == "upstream said: " + orjson.dumps(walked).decode() + " (retry later)"
+    assert walked["credentials"] == _masked_whole(credentials)
+    assert walked["password"] == [token(SECRET), _masked_whole({"note": "other-secret"})]
+    assert walked["schema"] == schema
+    assert "hunter2" not in shown + cut
+    assert cut.startswith('{"n": 1, "credentials": "<redacted len=')
