@@ -24,6 +24,7 @@ from urllib.parse import unquote, unquote_plus
 
 import orjson
 
+from proxy.flows.short_secrets import ShortSecrets
 from proxy.flows.text_members import SCHEMA_PROPERTIES, Member, secret_members
 from proxy.wire.header_text import readable
 from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined
@@ -225,6 +226,8 @@ class Redactor:
         """Secrets masked wherever they appear in any header's value or body string, longest first."""
         self._json_texts: tuple[tuple[bytes, bytes], ...] = ()
         """The longer ones as they appear inside JSON strings, each with its stand-in, for bodies."""
+        self._short = ShortSecrets()
+        """A URL userinfo's credentials too short to mask wherever they appear (`_userinfo`)."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
         self._body_words = tuple(sorted({"".join(words) for k in body_keys if (words := key_words(k))}))
@@ -351,7 +354,7 @@ class Redactor:
         for text in self._texts:
             if text in value:
                 value = value.replace(text, self.token(text))
-        return value
+        return self._short.scrub(value, self.token) if self._short else value
 
     def header_value(self, name: str, value: str) -> str:
         """Mask one header value if its name is secret, keeping a known Authorization scheme word.
@@ -464,14 +467,29 @@ class Redactor:
     def _userinfo(self, userinfo: str) -> str:
         """The stand-in of a URL's `user:password`, remembered as sent and decoded, and the password
         alone unless it could be a word (as a Basic credential's): the same message, or a later one,
-        may carry the URL, or the password, where no name says it is a credential."""
+        may carry the URL, or the password, where no name says it is a credential. A userinfo is a
+        secret whatever its length: a short one is kept for the places it cannot be part of a word."""
         decoded = unquote(userinfo)
-        self._remember(userinfo)
-        self._remember(decoded)
+        for text in (userinfo, decoded):
+            if len(text) >= MIN_ECHOED_SECRET:
+                self._remember(text)
+            else:
+                self._remember_short(text, True)
         _user, colon, password = decoded.partition(":")
-        if colon and not password.isalpha():
+        if colon and len(password) < MIN_ECHOED_SECRET:
+            self._remember_short(password, False)
+        elif colon and not password.isalpha():
             self._remember(password)
         return self.token(userinfo)
+
+    def _remember_short(self, text: str, userinfo: bool) -> None:
+        """Mask a short userinfo where a URL carries it again, or a short password where a whole value
+        is exactly it (`ShortSecrets`): masked wherever it appears, it would blot out words."""
+        if userinfo:
+            self._short.add_userinfo(text)
+        else:
+            self._short.add_value(text)
+        self._header_memo.clear()  # a head masked before may hold it
 
     def _fragment(self, fragment: str) -> str:
         """A URL's fragment with its credential-like `name=value` pairs masked as a query's are; in a
@@ -533,7 +551,7 @@ class Redactor:
             return value
         secret = self._foreign_key if _foreign(value) else self.is_secret_key
         value = _walk(value, secret, self._mask_body_value)
-        return self._scrub_body(value) if self._json_texts else value
+        return self._scrub_body(value) if self._json_texts or self._short else value
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -550,7 +568,8 @@ class Redactor:
         for text, stand_in in self._json_texts:
             if text in encoded:
                 encoded, found = encoded.replace(text, stand_in), True
-        return encoded if found else None
+        short = self._short.scrub_json(encoded, self.token) if self._short else None
+        return short if short is not None else encoded if found else None
 
     def is_secret_key(self, key: str) -> bool:
         """Whether a body member's value is masked: `requestState` (any case), or a key holding a
@@ -676,7 +695,7 @@ class Redactor:
             walked = _walk(value, self.is_secret_key, self._mask_body_value)  # learns before the scrub
             if walked is not value:
                 value, encoded, masked = walked, orjson.dumps(walked, option=orjson.OPT_NON_STR_KEYS), True
-        if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
+        if (self._json_texts or self._short) and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated or masked else encoded

@@ -658,6 +658,27 @@ def test_the_userinfo_of_an_absolute_form_target_is_masked(redactor: Redactor, t
     assert "<redacted len=" in shown
 
 
+def test_a_short_uri_password_is_masked_where_its_url_or_a_value_of_exactly_it_shows_again() -> None:
+    """`scheme://user:pw@host` holds a secret whatever its length: the same userinfo in a URL elsewhere
+    is masked, and so is a value that is exactly the password; inside other text it is left alone,
+    where masking `p1` would blot out every `p1` of every message."""
+    redactor = Redactor(key=KEY)
+    token = Redactor(key=KEY).token
+    uri = "https://bob:p1@files.example/doc"
+    redactor.path(uri)  # as naming a `resources/read` of it does
+    echoed = {"uri": uri, "text": "p1", "words": ["p1", "up1 and p1 again"], "p1": 3}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"contents": [echoed]}}
+
+    shown = redactor.body(answer)["result"]["contents"][0]
+    bounded = redactor.body_bounded(answer, 65536)[0]["result"]["contents"][0]
+
+    assert shown == bounded
+    assert shown["uri"] == f"https://{token('bob:p1')}@files.example/doc"
+    assert (shown["text"], shown["words"], shown["p1"]) == (token("p1"), [token("p1"), "up1 and p1 again"], 3)
+    assert redactor.scrub(f"GET {uri} failed") == f"GET https://{token('bob:p1')}@files.example/doc failed"
+    assert redactor.headers([("X-Password-Echo", "p1"), ("X-Note", "p1 x")])["X-Note"] == "p1 x"
+
+
 def test_masks_and_fingerprints_are_keyed_so_a_guess_cannot_be_checked_without_the_key() -> None:
     one, same, other = Redactor(key=b"k1"), Redactor(key=b"k1"), Redactor(key=b"k2")
     assert one.token(SECRET) == same.token(SECRET)
