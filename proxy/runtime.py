@@ -154,6 +154,9 @@ class Proxy:
         )
         log = get_logger()
         self.observations.on_asked = lambda asked: traffic_line(log, "server_asked", asked.log_fields())
+        self.observations.on_not_resumed = lambda ended: traffic_line(
+            log, "stream_not_resumed", ended.log_fields(), "warning"
+        )
         self.observations.on_released = lambda line, mode: traffic_line(
             log, "exchange", line.log_fields(mode), line.level
         )
