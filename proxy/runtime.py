@@ -97,6 +97,7 @@ class Proxy:
         http_clients: bool = True,
         keep_chains: bool = True,
         secret_texts: tuple[str, ...] = (),
+        probe_headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         """`admin_fallback`: the user did not choose `admin`, so a taken port gives way to a free one.
 
@@ -108,6 +109,9 @@ class Proxy:
 
         `secret_texts`: secrets known up front (what a user gave a replay to send), masked wherever
         they appear, as the upstream URL's credentials are.
+
+        `probe_headers`: headers every era probe carries (what a replay sends with each request), so an
+        upstream that wants credentials is probed with them.
         """
         if not settings.upstream and not settings.upstream_cmd:
             raise ValueError("upstream (a URL) or upstream_cmd (a stdio command) is required")
@@ -156,6 +160,9 @@ class Proxy:
         self.observations.sweepers.append(self._sweep_retry_waits)
         log = get_logger()
         self.observations.on_asked = lambda asked: traffic_line(log, "server_asked", asked.log_fields())
+        self.observations.on_not_resumed = lambda ended: traffic_line(
+            log, "stream_not_resumed", ended.log_fields(), "warning"
+        )
         self.observations.on_released = lambda line, mode: traffic_line(
             log, "exchange", line.log_fields(mode), line.level
         )
@@ -170,7 +177,7 @@ class Proxy:
         self.channels: ChannelUpstream | None = channel_client(settings, upstream, self.pool)
         """The message channels behind a stdio or HTTP+SSE upstream (None for Streamable HTTP)."""
         client: UpstreamClient = self.channels if self.channels is not None else self.pool
-        self.router = Router(settings, upstream, client)
+        self.router = Router(settings, upstream, client, probe_headers)
         if upstream.transport == "http" and settings.upstream_transport == "auto":
             self.router.on_sse = self._speak_sse
         self.relays = RelayContext(

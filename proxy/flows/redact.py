@@ -24,6 +24,8 @@ from urllib.parse import unquote, unquote_plus
 
 import orjson
 
+from proxy.flows.short_secrets import ShortSecrets
+from proxy.flows.text_members import SCHEMA_PROPERTIES, Member, secret_members
 from proxy.wire.header_text import readable
 from proxy.wire.joined_headers import COOKIE_LINES, SET_COOKIE, joined
 from proxy.wire.path_keys import CREDENTIAL_PIECE, mask_target_segments
@@ -224,6 +226,8 @@ class Redactor:
         """Secrets masked wherever they appear in any header's value or body string, longest first."""
         self._json_texts: tuple[tuple[bytes, bytes], ...] = ()
         """The longer ones as they appear inside JSON strings, each with its stand-in, for bodies."""
+        self._short = ShortSecrets()
+        """A URL userinfo's credentials too short to mask wherever they appear (`_userinfo`)."""
         self._patterns = tuple(sorted({p.strip().lower() for p in header_patterns if p.strip()}))
         self._state_keys = frozenset({REQUEST_STATE_KEY.lower()})
         self._body_words = tuple(sorted({"".join(words) for k in body_keys if (words := key_words(k))}))
@@ -350,7 +354,7 @@ class Redactor:
         for text in self._texts:
             if text in value:
                 value = value.replace(text, self.token(text))
-        return value
+        return self._short.scrub(value, self.token) if self._short else value
 
     def header_value(self, name: str, value: str) -> str:
         """Mask one header value if its name is secret, keeping a known Authorization scheme word.
@@ -463,14 +467,29 @@ class Redactor:
     def _userinfo(self, userinfo: str) -> str:
         """The stand-in of a URL's `user:password`, remembered as sent and decoded, and the password
         alone unless it could be a word (as a Basic credential's): the same message, or a later one,
-        may carry the URL, or the password, where no name says it is a credential."""
+        may carry the URL, or the password, where no name says it is a credential. A userinfo is a
+        secret whatever its length: a short one is kept for the places it cannot be part of a word."""
         decoded = unquote(userinfo)
-        self._remember(userinfo)
-        self._remember(decoded)
+        for text in (userinfo, decoded):
+            if len(text) >= MIN_ECHOED_SECRET:
+                self._remember(text)
+            else:
+                self._remember_short(text, True)
         _user, colon, password = decoded.partition(":")
-        if colon and not password.isalpha():
+        if colon and len(password) < MIN_ECHOED_SECRET:
+            self._remember_short(password, False)
+        elif colon and not password.isalpha():
             self._remember(password)
         return self.token(userinfo)
+
+    def _remember_short(self, text: str, userinfo: bool) -> None:
+        """Mask a short userinfo where a URL carries it again, or a short password where a whole value
+        is exactly it (`ShortSecrets`): masked wherever it appears, it would blot out words."""
+        if userinfo:
+            self._short.add_userinfo(text)
+        else:
+            self._short.add_value(text)
+        self._header_memo.clear()  # a head masked before may hold it
 
     def _fragment(self, fragment: str) -> str:
         """A URL's fragment with its credential-like `name=value` pairs masked as a query's are; in a
@@ -532,7 +551,7 @@ class Redactor:
             return value
         secret = self._foreign_key if _foreign(value) else self.is_secret_key
         value = _walk(value, secret, self._mask_body_value)
-        return self._scrub_body(value) if self._json_texts else value
+        return self._scrub_body(value) if self._json_texts or self._short else value
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -549,7 +568,8 @@ class Redactor:
         for text, stand_in in self._json_texts:
             if text in encoded:
                 encoded, found = encoded.replace(text, stand_in), True
-        return encoded if found else None
+        short = self._short.scrub_json(encoded, self.token) if self._short else None
+        return short if short is not None else encoded if found else None
 
     def is_secret_key(self, key: str) -> bool:
         """Whether a body member's value is masked: `requestState` (any case), or a key holding a
@@ -571,21 +591,36 @@ class Redactor:
 
     def text_body(self, text: str) -> str:
         """A body that is not JSON-RPC (kept as text for the record), with what looks like a member
-        named like a secret key masked and known secret texts masked, so a malformed body never
-        carries in clear what the same body well-formed would not. A form-encoded body (an OAuth
-        token request) has its credential-like fields masked and remembered as a query's are."""
+        named like a secret key masked as the JSON walk masks it (an object whole, an array's items
+        each, a schema's `properties` member gone through) and known secret texts masked, so a
+        malformed body never carries in clear what the same body well-formed would not. A
+        form-encoded body (an OAuth token request) has its credential-like fields masked and
+        remembered as a query's are."""
         stripped = text.rstrip()
         if _FORM.fullmatch(stripped):
             text = self._fields(stripped) + text[len(stripped) :]
+        pieces: list[str] = []
+        done = 0
+        for member in secret_members(text, self._foreign_key):
+            shown = self._text_value(member, text[member.start : member.end])
+            if shown is not None:
+                pieces += [text[done : member.start], shown]
+                done = member.end
+        pieces.append(text[done:])
+        return self.scrub("".join(pieces))
 
-        def mask(match: re.Match[str]) -> str:
-            if not self._foreign_key(match.group(2)):
-                return match.group(0)
-            value = match.group(3)
-            inner = value[1:-1] if value.startswith('"') else value
-            return f'{match.group(1)}"{self.token(inner)}"'
-
-        return self.scrub(_TEXT_MEMBER.sub(mask, text))
+    def _text_value(self, member: Member, value: str) -> str | None:
+        """A secret member's value in a text body, masked (None: kept, a schema gone through). A value
+        that reads as JSON is masked as the walk masks it; one cut short or not JSON is masked whole."""
+        if value.startswith("{") and member.schema_member:
+            return None
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            inner = value.removeprefix('"')
+            inner = inner.removesuffix('"') if len(inner) < len(value) else inner
+            return f'"{self.token(inner)}"'
+        return orjson.dumps(self._mask_body_value(member.name, parsed, member.schema_member)).decode()
 
     def _mask_body_value(self, key: str, value: Any, schema_member: bool) -> Any:
         """A secret key's value masked: a string, a number or an object is the secret, masked whole
@@ -660,7 +695,7 @@ class Redactor:
             walked = _walk(value, self.is_secret_key, self._mask_body_value)  # learns before the scrub
             if walked is not value:
                 value, encoded, masked = walked, orjson.dumps(walked, option=orjson.OPT_NON_STR_KEYS), True
-        if self._json_texts and (scrubbed := self._scrub_json(encoded)) is not None:
+        if (self._json_texts or self._short) and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated or masked else encoded
@@ -681,10 +716,6 @@ _KEY_MEMO: Final = 4096
 
 _WORD: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\x00-\x7f]+")
 """The words of a member name: `apiKey`, `API_Key` and `api-key` are all `api`, `key`."""
-
-_TEXT_MEMBER: Final = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,:{}\[\]"]+)')
-"""A `"name": value` member in JSON-ish text: the name, and a string or bare value (an object or
-array value is left to the members inside it)."""
 
 
 def _foreign(value: Any) -> bool:
@@ -760,11 +791,6 @@ def _member_pattern(exact: frozenset[str], joined: tuple[str, ...]) -> re.Patter
     names = [re.escape(orjson.dumps(key)) + b":" for key in sorted(exact)]
     names += [_JSON_SEPARATOR.join(re.escape(c.encode()) for c in key) for key in joined]
     return re.compile(b"|".join(names), re.IGNORECASE)
-
-
-SCHEMA_PROPERTIES: Final = "properties"
-"""The JSON Schema keyword whose members name an object's members and hold their schemas: under
-it, an object named like a secret key is a schema (`inputSchema.properties.password`), not a secret."""
 
 
 def _children(node: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:

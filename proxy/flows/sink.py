@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
+from proxy.flows.cut_streams import NotResumed
 from proxy.flows.observations import (
     KEY_FIELDS,
     ExchangeClosed,
@@ -101,6 +102,9 @@ class ObservationSink:
         self.on_asked: Callable[[ServerAsked], None] | None = None
         """Told of each request sent to a client, as it goes (the runtime logs it): the exchange it
         rides waits on the client from then on."""
+        self.on_not_resumed: Callable[[NotResumed], None] | None = None
+        """Told of each exchange logged `end: resumable` whose stream can no longer be resumed (its
+        session ended, or the wait ran out), as it is known (the runtime logs it)."""
         self._live = bus.live
         """The bus's live subscribers (the same list): someone wants chains as they happen if any."""
         self.keep = keep
@@ -152,6 +156,8 @@ class ObservationSink:
         self.tally.expire(now)
         if self.tally.released:
             self._tell_released()
+        if self.tally.cuts.not_resumed:
+            self._tell_not_resumed()
         for sweeper in self.sweepers:
             sweeper(now)
         if self.keep and not (self._building or self._pending or self._held):
@@ -222,6 +228,8 @@ class ObservationSink:
             self._tell_asked(tally.asking)
         if tally.released:
             self._tell_released()
+        if tally.cuts.not_resumed:
+            self._tell_not_resumed()
         if not self.keep:
             return line
         key, size, legs = _scan(batch)
@@ -254,6 +262,13 @@ class ObservationSink:
         if told is not None:
             for line, mode in released:
                 told(line, mode)
+
+    def _tell_not_resumed(self) -> None:
+        ended, self.tally.cuts.not_resumed = self.tally.cuts.not_resumed, []
+        told = self.on_not_resumed
+        if told is not None:
+            for line in ended:
+                told(line)
 
     def _tell_asked(self, asking: list[ServerAsked]) -> None:
         told = self.on_asked

@@ -23,6 +23,7 @@ from typing import Any, Final
 from orjson import dumps
 
 from proxy.flows.answer_faults import is_stray, no_answer, unmatched
+from proxy.flows.cut_streams import CutStreams
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import Direction, Mode, Side
 from proxy.flows.exchanges import BoundedMap
@@ -99,10 +100,6 @@ named, as the only message of an exchange would be)."""
 IDS_BYTES = 1024
 """Bytes the request ids one line lists take in JSON at most (the first is always listed): the ids
 of a batch past them are said as a count (`ids_more`)."""
-
-RESUMABLE_BOUND = 10_000
-"""Event ids of streams cut after an event id, unanswered, remembered until a GET resumes from one
-(oldest forgotten first): that GET's line names the requests it carries on."""
 
 EVENT_IDS_KEPT = 64
 """The latest event ids one exchange carrying requests keeps: where its client may resume from."""
@@ -278,6 +275,7 @@ class _Open:
         "path",
         "plain",
         "problem",
+        "resumes_from",
         "session",
         "started",
         "status",
@@ -350,6 +348,8 @@ class _Open:
         """Its latest event ids (`EVENT_IDS_KEPT`) once it carries requests: any may begin a resume."""
         self.problem: str | None = None
         """Why the first value its response carried that is no JSON-RPC message is not one."""
+        self.resumes_from: str | None = None
+        """The `Last-Event-ID` of a GET that resumes a stream (None: none)."""
 
 
 class RoundTripTally:
@@ -373,8 +373,9 @@ class RoundTripTally:
         self.released: list[tuple[ExchangeSummary, str]] = []
         """Held lines let go (each with its mode) by the batch just counted or the last `expire`:
         whoever takes them logs them and empties the list."""
-        self._resumable: BoundedMap = BoundedMap(RESUMABLE_BOUND)
-        """(session, event id) of each stream cut resumable -> the ids it left unanswered."""
+        self.cuts = CutStreams()
+        """The streams cut resumable: where a resume begins, and the follow-up of a wait that ended
+        unresumed (`cuts.not_resumed`, taken and emptied like `released`)."""
         self._ended = EndedSessions()
         """The sessions a DELETE's answer or a 404 ended: a stream of theirs cut is no longer resumable."""
 
@@ -426,6 +427,8 @@ class RoundTripTally:
                     tally.status, tally.content_type = obs.status, obs.content_type
                     if obs.status == SESSION_GONE_STATUS or tally.http_method == "DELETE":
                         self._session_answered(obs.exchange, tally, obs.status)
+                    elif tally.resumes_from is not None and obs.status < 400:
+                        self.cuts.resumed(tally.session, tally.resumes_from)
             else:
                 line = self._other(obs) or line
         return line
@@ -509,6 +512,8 @@ class RoundTripTally:
                 _tell(tally, self._request_name(msg))
             if msg.id is not None:
                 tally.ids.append(msg.id)
+                if self.cuts.waiting:
+                    self.cuts.id_reused(tally.session, msg.id)
             return
         if msg.method == "notifications/cancelled":
             self._client_cancelled(tally.session, msg.params.get("requestId"), obs.t)
@@ -525,9 +530,8 @@ class RoundTripTally:
         DELETE's answer go, judged by it."""
         session = tally.session
         deletes = tally.http_method == "DELETE"
-        if not tally.plain and self._ended.answered(session, deletes, status) and self._resumable:
-            for key in [key for key in self._resumable if key[0] == session]:
-                del self._resumable[key]
+        if not tally.plain and self._ended.answered(session, deletes, status):
+            self.cuts.session_ended(session)
         if deletes and self._held:
             waiting: list[_Held] = []
             for held in self._held.values():
@@ -554,9 +558,7 @@ class RoundTripTally:
         over = session in self._ended
         resumable = bool(unanswered) and not over and _resumable(tally, obs)
         if resumable and tally.event_ids:
-            left = tuple(unanswered)
-            for sse_id in tally.event_ids:
-                self._resumable[(session, sse_id)] = left
+            self.cuts.cut(obs.exchange, session, tally.event_ids, tuple(unanswered), obs.t)
         cancels = self._cancels
         if cancels and unanswered and session is not None:  # each id checked, then its cancel used
             uncancelled = [ident for ident in unanswered if (session, ident) not in cancels]
@@ -569,7 +571,7 @@ class RoundTripTally:
         if not unanswered or (
             delete is None and not awaits_cancel(obs.outcome, tally.opened.client_era, session)
         ):
-            return _line(obs.exchange, tally, obs, self._redactor, None, over)
+            return self._followed(_line(obs.exchange, tally, obs, self._redactor, None, over), tally)
         assert session is not None
         held = _Held(obs, tally, unanswered, delete)
         for ident in unanswered:
@@ -594,6 +596,8 @@ class RoundTripTally:
         nothing the line can show, and is not kept."""
         if session is None or not isinstance(ident, (str, int)) or isinstance(ident, bool):
             return
+        if self.cuts.waiting:
+            self.cuts.cancelled(session, ident)
         held = self._held.get((session, ident))
         if held is not None:
             self._release(held, CLIENT_CANCELLED if t - held.closed.t <= LATE_CANCEL_S else None)
@@ -608,7 +612,13 @@ class RoundTripTally:
             self._held.pop((session, ident), None)
         over = session in self._ended
         line = _line(held.closed.exchange, held.tally, held.closed, self._redactor, ended, over)
-        self.released.append((line, str(held.tally.mode.value)))
+        self.released.append((self._followed(line, held.tally), str(held.tally.mode.value)))
+
+    def _followed(self, line: ExchangeSummary, tally: _Open) -> ExchangeSummary:
+        """The line as given; one that says `resumable` has its wait followed (`CutStreams`)."""
+        if line.end == RESUMABLE:
+            self.cuts.logged_resumable(line.exchange, line.carried, str(tally.mode.value))
+        return line
 
     def expire(self, now: float) -> None:
         """Let go, as they stand, the held lines whose cancel did not come within `LATE_CANCEL_S` by
@@ -616,8 +626,9 @@ class RoundTripTally:
         while self._held:
             held = next(iter(self._held.values()))
             if now - held.closed.t <= LATE_CANCEL_S:
-                return
+                break
             self._release(held, None)
+        self.cuts.ran_out(now)
 
     def release_all(self) -> None:
         """Let every held line go as it stands (the proxy stops)."""
@@ -706,7 +717,8 @@ class RoundTripTally:
         if not last:
             return
         session = tally.session
-        ids = self._resumable.get((session, last)) if self._resumable else None
+        tally.resumes_from = last
+        ids: Sequence[RequestId] | None = self.cuts.resumed_ids(session, last)
         if ids is None:
             cut = next(
                 (o for o in self._open.values() if o.session == session and last in (o.event_ids or ())), None

@@ -137,9 +137,7 @@ class Replay:
     def __init__(self, upstream: str, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
         self.upstream = upstream
-        self.proxy = Proxy(
-            replay_settings(upstream, self.options), secret_texts=given_texts(self.options.headers)
-        )
+        self.proxy = self._proxy(replay_settings(upstream, self.options))
         self._feed = self.proxy.bus.subscribe("replay")
         base = self.options.settings or Settings()
         chosen = users_era(self.options.upstream_era, base.upstream_era)
@@ -183,6 +181,12 @@ class Replay:
             stdio=self.options.upstream_cmd is not None,
         )
 
+    def _proxy(self, settings: Settings) -> Proxy:
+        """The replay's proxy: it masks the `--header` values wherever they appear, and its era probe
+        carries them as every replayed request does, so a server that wants a token is probed with it."""
+        headers = self.options.headers
+        return Proxy(settings, secret_texts=given_texts(headers), probe_headers=tuple(headers.items()))
+
     def _mask(self, text: str) -> str:
         """A text the server said, masked by the replay's proxy's redactor: it saw the credentials the
         replay sent (and was given those of `--header`), so a server echoing one shows it masked."""
@@ -196,7 +200,7 @@ class Replay:
             settings = settings.model_copy(update={"upstream_transport": "sse"})
         self._feed.close()
         await self.proxy.stop()
-        self.proxy = Proxy(settings, secret_texts=given_texts(self.options.headers))
+        self.proxy = self._proxy(settings)
         self._feed = self.proxy.bus.subscribe("replay")
         await self.proxy.start()
 

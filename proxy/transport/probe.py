@@ -134,9 +134,13 @@ UNANSWERED: Final = 0
 """The status of a stdio server's `server/discover` that got no answer in time (no HTTP status is 0)."""
 
 NO_ANSWER: Final = "none"
-"""A stdio server's probe line's `answer` when the server gave none (with why, when the child exited)."""
+"""A stdio or HTTP+SSE server's probe line's `answer` when the server gave none (with why, when the
+child exited or the session's stream ended)."""
 CHILD_STOPPED: Final = "its child asked to stop"
 """A stdio server's `DELETE` line's `answer`: the proxy ends a stdio session by stopping its child."""
+STREAM_CLOSED: Final = "its stream closed by the proxy"
+"""An HTTP+SSE server's `DELETE` line's `answer`: that transport has no DELETE, and the proxy ends a
+session by closing its GET stream."""
 
 REDIRECTED = "the server redirects"
 """Said, with both URLs, when the endpoint answers with a redirect on its own origin: the proxy
@@ -161,24 +165,27 @@ async def probe_upstream(
     an upstream that answers nobody without them can still be told apart. `discover_limit_s` bounds
     a stdio server's answer to `server/discover` (None: `limit_s` does).
     """
-    stdio = pool if isinstance(pool, ChannelUpstream) and pool.transport == "stdio" else None
+    channel = pool if isinstance(pool, ChannelUpstream) else None
+    stdio = channel if channel is not None and channel.transport == "stdio" else None
     try:
         async with asyncio.timeout(limit_s):
             headers, body = modern_probe()
+            sent = time.monotonic()
             if stdio is not None:
                 discover_s = limit_s if discover_limit_s is None else discover_limit_s
                 discover = (*headers, *credentials)
-                sent = time.monotonic()
                 status_m, messages = await _discover_on_spare(stdio, upstream, discover, body, discover_s)
                 moved_m = None
             else:
                 status_m, messages, _, moved_m = await _post(pool, upstream, (*headers, *credentials), body)
-            if stdio is None:
+            if channel is None:
                 _logged("server/discover", status_m)
+            elif stdio is not None and status_m == UNANSWERED:
+                _logged("server/discover", None, answer=f"none within {discover_s}s")
             else:
-                exited = stdio.exited_since(sent) is not None
-                said = f"none within {discover_s}s" if status_m == UNANSWERED else _said(messages, exited)[0]
-                _logged("server/discover", None, answer=said)
+                _logged(
+                    "server/discover", None, answer=_said(messages, channel.exited_since(sent) is not None)[0]
+                )
             modern = modern_accepted(status_m, messages)
             if stdio is not None and not modern and refused_as_legacy(messages):
                 stdio.keep_spare_fresh()
@@ -190,18 +197,18 @@ async def probe_upstream(
             status_l, messages, session, moved_l = await _post(pool, upstream, (*headers, *credentials), body)
             legacy = legacy_accepted(status_l, messages)
             no_legacy = legacy_denied(messages)
-            if stdio is None:
+            if channel is None:
                 _logged("initialize", status_l, "opened" if session else None)
-            else:  # a session is a child, and one that exited unasked holds none to delete
-                said, answered = _said(messages, stdio.exited_since(sent) is not None)
+            else:  # a session is a child or a stream, and one that ended unasked holds none to delete
+                said, answered = _said(messages, channel.exited_since(sent) is not None)
                 session = session if answered else None
                 _logged("initialize", None, "opened" if session else None, answer=said)
             if session:
                 deleted = await _delete_session(pool, upstream, session, credentials)
-                if stdio is None:
+                if channel is None:
                     _logged("DELETE", deleted, "deleted")
                 else:
-                    _logged("DELETE", None, "deleted", answer=CHILD_STOPPED)
+                    _logged("DELETE", None, "deleted", answer=CHILD_STOPPED if stdio else STREAM_CLOSED)
             if stdio is not None:
                 await stdio.settle()  # the initialize's child has ended before any other starts
         eras = UpstreamEras(legacy=legacy, modern=modern)
@@ -400,11 +407,11 @@ async def _delete_session(
 
 
 def _said(messages: list[Message], exited: bool) -> tuple[str, bool]:
-    """What a stdio server did with a probe request, for its line, and whether it answered at all: a
-    stdio channel has no HTTP status (the 200 the proxy's adapter gives it is no answer of the
-    server's), and the error the proxy writes itself when the child `exited` unasked is shown as no
-    answer, with the proxy's words (pid and exit status), never a server's own error text (it may
-    quote what it was sent)."""
+    """What a stdio or HTTP+SSE server did with a probe request, for its line, and whether it answered
+    at all: a channel has no HTTP status of the answer (the 200 the proxy's adapter gives it is no
+    answer of the server's; an HTTP+SSE answer comes on the stream), and the error the proxy writes
+    itself when the child `exited` or the session's stream ended unasked is shown as no answer, with
+    the proxy's words, never a server's own error text (it may quote what it was sent)."""
     for msg in messages:
         if msg.kind is Kind.RESULT:
             return "result", True

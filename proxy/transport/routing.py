@@ -122,10 +122,19 @@ def _limits(max_batch: int, max_depth: int, max_method: int) -> Limits:
 class Router:
     """Knows the upstream's eras and the running bridges; picks the engine for each request."""
 
-    def __init__(self, settings: Settings, upstream: Upstream, pool: UpstreamClient) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        upstream: Upstream,
+        pool: UpstreamClient,
+        probe_headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.settings = settings
         self.upstream = upstream
         self.pool = pool
+        self.probe_headers = probe_headers
+        """Headers every probe carries, whoever asks for it (what a replay sends with each request,
+        `--header`): a server that answers nobody without them is probed as it is then spoken to."""
         """What carries upstream requests (the probe's included); replaced once if the probe finds an
         HTTP+SSE upstream behind the URL."""
         self.transport = "sse" if settings.upstream_transport == "sse" else upstream.transport
@@ -199,7 +208,8 @@ class Router:
             return self.eras
         task = self._probe
         if task is None or task.done():
-            task = self._probe = spawn(self._run_probe(_credentials(route)), name="era-probe")
+            credentials = _with_given(self.probe_headers, _credentials(route))
+            task = self._probe = spawn(self._run_probe(credentials), name="era-probe")
         self._waiting += route is not None
         try:
             await asyncio.shield(task)  # a waiter that gives up leaves the probe to the others
@@ -355,6 +365,14 @@ def _credentials(route: Route | None) -> tuple[tuple[str, str], ...]:
     if route is None:
         return ()
     return tuple((name, value) for name, value in route.headers if name.lower() in _CREDENTIALS)
+
+
+def _with_given(
+    given: tuple[tuple[str, str], ...], asking: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    """The headers a probe carries: the given ones, and the asking request's credentials they do not name."""
+    named = {name.lower() for name, _ in given}
+    return (*given, *((name, value) for name, value in asking if name.lower() not in named))
 
 
 def _explained(found: ProbeResult, pool: UpstreamClient | ChannelUpstream, since: float) -> ProbeResult:

@@ -6,7 +6,9 @@ side: the first parks A's call (A gets its `input_required` round), and the seco
 call waits for A's retry. Client B, another anonymous 2026-07-28 client on the shared upstream
 session, has a call running then. The second question could be A's or B's, so the proxy refuses it:
 B is never shown A's question, and no answer of B's goes into A's result. With `per_connection`
-each client has a session of its own, and A is asked both of its questions.
+each client has a session of its own, and A is asked both of its questions. So is A alone on the
+shared session: its parked call is the only one the second question can be for, and it is asked in
+A's next round.
 """
 
 from __future__ import annotations
@@ -129,3 +131,26 @@ async def test_per_connection_asks_each_client_only_its_own_questions_while_its_
     assert asked.questions == {"A": ["question 1 of A", "question 2 of A"], "B": []}, results
     assert results == {"A": ["A: 1 answered by A, 2 answered by A"], "B": ["B: slow done"]}
     assert said is None
+
+
+async def _a_alone_asks_twice(url: str, proxy: ProxyProcess) -> None:
+    asked = Asked()
+    with anyio.fail_after(40):
+        result = await _client(url, "A", "ask_twice", {"who": "A", "gap": GAP}, asked)
+    assert asked.questions["A"] == ["question 1 of A", "question 2 of A"], result
+    assert result == ["A: 1 answered by A, 2 answered by A"]
+    assert proxy.find("bridge_stream_request_ambiguous") is None
+    assert proxy.find("bridge_unassociated_request") is None
+
+
+async def test_behind_http_sse_a_lone_clients_parked_call_is_asked_its_next_question_in_its_next_round() -> (
+    None
+):
+    server = Sdk2024Sse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with server, _proxy({"upstream": server.sse_url, "upstream_transport": "sse"}) as proxy:
+        await _a_alone_asks_twice(proxy.endpoint("/sse"), proxy)
+
+
+async def test_behind_stdio_a_lone_clients_parked_call_is_asked_its_next_question_in_its_next_round() -> None:
+    with _proxy({"upstream_cmd": " ".join(sdk2024_stdio_command())}) as proxy:
+        await _a_alone_asks_twice(proxy.endpoint(), proxy)

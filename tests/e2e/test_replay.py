@@ -442,6 +442,25 @@ def test_a_wrong_token_is_reported_as_the_servers_401_naming_the_header_to_give(
         assert TOKEN not in done.stdout + done.stderr
 
 
+def test_the_era_probe_of_a_server_that_wants_a_token_carries_the_headers_given(tmp_path: Path) -> None:
+    # Without the token the probe gets 401 and learns no era: the replay would then guess it.
+    capture = tmp_path / "bearer.jsonl"
+    with PeerServer("legacy-bearer") as server:
+        env = settings_env(upstream=server.url, capture=capture, admin_enabled="false", drain_grace=1)
+        with ProxyProcess(clean_env(**env)) as proxy:
+            asyncio.run(_record_bearer_calls(proxy.endpoint()))
+            assert proxy.stop() == 0
+
+        done = _replay(
+            capture, "--all", "--json", "--upstream", server.url, "--header", f"Authorization: Bearer {TOKEN}"
+        )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["upstream_era"]["era"] == "legacy", done.stdout
+    assert "speaking the legacy era to the server, as probed" in done.stderr, done.stderr
+    assert TOKEN not in done.stdout + done.stderr
+
+
 async def _record_bearer_calls(endpoint: str) -> None:
     async with client_for(endpoint, "legacy", headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         result = await client.call_tool("add", {"a": 2, "b": 3})

@@ -5,8 +5,9 @@ resumed with GET + `Last-Event-ID` against the Python SDK server with an event s
 (``legacy-resumable``): the client gets its answer there, and the chain ends `ok`, noted resumed, with
 no error counted; never resumed, it fails as it was cut once its session is deleted. A call whose
 stream the server dropped after its priming event (``legacy-polling``) and that the client cancels
-instead of resuming ends `cancelled`. The client is raw HTTP, so the test decides exactly where each
-stream is cut.
+instead of resuming ends `cancelled`. A cut call's line, written at the cut, says `end: resumable`;
+when its session ends unresumed after that, a `stream_not_resumed` warning says no resume can come.
+The client is raw HTTP, so the test decides exactly where each stream is cut.
 """
 
 from __future__ import annotations
@@ -237,3 +238,38 @@ async def test_a_call_whose_stream_the_server_closes_because_of_the_delete_ends_
     assert SESSION_ENDED in chain["notes"]
     assert NEVER_RESUMED not in chain["notes"]
     assert errors == 1
+
+
+async def test_a_cut_calls_resumable_line_is_followed_by_a_warning_when_its_session_ends_unresumed(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    server = peer_factory("legacy-resumable")
+    async with own_proxy(server.url) as proxy, aiohttp.ClientSession() as http:
+        url = proxy.endpoint()
+        headers = await open_session(http, url)
+        call = {"name": "slow_progress", "arguments": {"steps": STEPS}, "_meta": {"progressToken": 7}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        async with http.post(url, json=body, headers=headers) as resp:
+            await bounded(read_until(resp, 1, ids_wanted=2), what="two events")
+        # A client's hang-up holds the call's line up to 2 s for its cancel (`LATE_CANCEL_S`).
+        await until(lambda: len(exchange_lines(proxy)) >= 3, what="the cut call's line", seconds=10)
+        before = [line for line in proxy.lines() if line.get("event") == "stream_not_resumed"]
+        async with http.delete(url, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+        await until(
+            lambda: any(line.get("event") == "stream_not_resumed" for line in proxy.lines()),
+            what="the follow-up line",
+        )
+        lines = proxy.lines()
+
+    (cut,) = [line for line in exchange_lines(proxy) if line["carried"] == "tools/call slow_progress"]
+    (followed,) = [line for line in lines if line.get("event") == "stream_not_resumed"]
+    assert cut.get("end") == "resumable", cut
+    assert before == []
+    assert followed["level"] == "warning"
+    assert (followed["exchange"], followed["ids"], followed["carried"]) == (
+        cut["exchange"],
+        [1],
+        cut["carried"],
+    )
+    assert (followed["trouble"], followed["note"]) == ("not resumed", SESSION_ENDED), followed

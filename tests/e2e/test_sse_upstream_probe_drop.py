@@ -5,6 +5,8 @@ The 1.3.0 SDK's FastMCP server (``mcp.run("sse")``, `Sdk2024Sse`) meets the prob
 that session's stream. No client request was on it, so the real `mcp-proxy` says so in one info line
 naming the probe, not in a warning about an upstream that exited, and a client is served afterwards.
 The probe still sends `server/discover` there: an mcp 2.x server answers it over that transport.
+Its lines over HTTP+SSE say what the server answered on the stream (nothing, a result), never the
+status of the proxy's own adapter, as a stdio server's do.
 """
 
 from __future__ import annotations
@@ -40,3 +42,22 @@ def test_a_2024_sse_server_that_drops_the_probes_session_is_logged_once_at_info_
     assert [(e["level"], e["transport"]) for e in ended] == [("info", "sse")], logs
     assert "era probe (server/discover)" in ended[0]["note"]
     assert [e for e in log if e["level"] in ("warning", "error")] == [], logs
+
+
+def test_the_probes_lines_over_http_sse_say_what_the_server_answered_not_the_adapters_200() -> None:
+    server = Sdk2024Sse(start_timeout=DEFAULT_START_TIMEOUT, stop_timeout=DEFAULT_STOP_TIMEOUT)
+    with server, ProxyProcess(clean_env(**settings_env(upstream=server.sse_url))) as proxy:
+        lines = proxy.wait_events(lambda seen: any(e["event"] == "upstream_eras" for e in seen), 30)
+    probed = [
+        (e["method"], e["status"], e["session_state"], e.get("answer"))
+        for e in lines
+        if e["event"] == "era_probe_request"
+    ]
+    # First over Streamable HTTP (the POSTs refused as HTTP+SSE endpoints refuse them), then over HTTP+SSE.
+    assert probed == [
+        ("server/discover", 405, None, None),
+        ("initialize", 405, None, None),
+        ("server/discover", None, None, "none: the upstream's HTTP+SSE stream ended before answering"),
+        ("initialize", None, "opened", "result"),
+        ("DELETE", None, "deleted", "its stream closed by the proxy"),
+    ], probed

@@ -658,6 +658,27 @@ def test_the_userinfo_of_an_absolute_form_target_is_masked(redactor: Redactor, t
     assert "<redacted len=" in shown
 
 
+def test_a_short_uri_password_is_masked_where_its_url_or_a_value_of_exactly_it_shows_again() -> None:
+    """`scheme://user:pw@host` holds a secret whatever its length: the same userinfo in a URL elsewhere
+    is masked, and so is a value that is exactly the password; inside other text it is left alone,
+    where masking `p1` would blot out every `p1` of every message."""
+    redactor = Redactor(key=KEY)
+    token = Redactor(key=KEY).token
+    uri = "https://bob:p1@files.example/doc"
+    redactor.path(uri)  # as naming a `resources/read` of it does
+    echoed = {"uri": uri, "text": "p1", "words": ["p1", "up1 and p1 again"], "p1": 3}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"contents": [echoed]}}
+
+    shown = redactor.body(answer)["result"]["contents"][0]
+    bounded = redactor.body_bounded(answer, 65536)[0]["result"]["contents"][0]
+
+    assert shown == bounded
+    assert shown["uri"] == f"https://{token('bob:p1')}@files.example/doc"
+    assert (shown["text"], shown["words"], shown["p1"]) == (token("p1"), [token("p1"), "up1 and p1 again"], 3)
+    assert redactor.scrub(f"GET {uri} failed") == f"GET https://{token('bob:p1')}@files.example/doc failed"
+    assert redactor.headers([("X-Password-Echo", "p1"), ("X-Note", "p1 x")])["X-Note"] == "p1 x"
+
+
 def test_masks_and_fingerprints_are_keyed_so_a_guess_cannot_be_checked_without_the_key() -> None:
     one, same, other = Redactor(key=b"k1"), Redactor(key=b"k1"), Redactor(key=b"k2")
     assert one.token(SECRET) == same.token(SECRET)
@@ -994,3 +1015,26 @@ def test_under_a_secret_key_an_arrays_items_are_masked_each_and_a_flag_is_kept()
     masked_items = [_masked_whole({"note": "other-secret"}), _masked_whole(["deeper-secret"])]
     assert shown["backup_password"] == [token(SECRET), token("1234"), *masked_items, True, None]
     assert (shown["password_set"], shown["old_password"]) == (True, token("987654"))
+
+
+def test_a_text_body_masks_a_secret_keys_value_as_the_json_walk_does() -> None:
+    """A body kept as text (JSON inside plain text, or JSON cut short) carries nothing in clear that
+    the same members decoded would not: an object under a secret key masked whole, an array's items
+    each, a schema's `properties` member gone through, and an object cut short masked to the end."""
+    redactor = Redactor(body_keys=["credentials", "password"], key=KEY)
+    token = Redactor(key=KEY).token
+    credentials = {"user": "bob", "value": "hunter2-secret"}
+    schema = {"properties": {"password": {"type": "string", "default": "the usual"}}}
+    members = {"credentials": credentials, "password": [SECRET, {"note": "other-secret"}], "schema": schema}
+    text = "upstream said: " + orjson.dumps(members).decode() + " (retry later)"
+
+    shown = redactor.text_body(text)
+    walked = redactor.body(members)
+    cut = redactor.text_body('{"n": 1, "credentials": {"user": "bob", "value": "hunter2-sec')
+
+    assert shown == "upstream said: " + orjson.dumps(walked).decode() + " (retry later)"
+    assert walked["credentials"] == _masked_whole(credentials)
+    assert walked["password"] == [token(SECRET), _masked_whole({"note": "other-secret"})]
+    assert walked["schema"] == schema
+    assert "hunter2" not in shown + cut
+    assert cut.startswith('{"n": 1, "credentials": "<redacted len=')

@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from proxy.cli import main
+from proxy.flows.cut_streams import NotResumed
 from proxy.flows.events import ChainStatus, ChainSummary
-from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, SESSION_ENDED
+from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, RESUME_WINDOW, SESSION_ENDED
 from proxy.flows.tally import ExchangeSummary
 from tests.flows.resume_play import (
     cancelled_while_cut,
@@ -92,6 +93,39 @@ def test_a_cut_calls_line_its_chain_and_the_counters_agree_whether_it_failed(
     assert line.trouble == (call.error if failed else None)
     assert (line.level, errors) == (("warning", 1) if failed else ("info", 0))
     assert line.end != "resumable" or not failed
+
+
+@pytest.mark.parametrize(
+    ("play", "notes"),
+    [
+        (cut_and_resumed, []),
+        (cut_by_fault_and_resumed, []),
+        (cancelled_while_cut, []),
+        (closed_by_delete, []),  # its line has its trouble: it never said resumable
+        (cut_then_session_gone, []),  # its line, held for a cancel, is written once the 404 ended it
+        (cut_never_resumed, [SESSION_ENDED]),  # the one cut by the fault; the other's line is as above
+        (cut_and_resume_refused, [NEVER_RESUMED]),
+        (dropped_then_delete_refused, [NEVER_RESUMED]),
+        (cut_and_id_reused, [ID_REUSED, NEVER_RESUMED]),
+    ],
+)
+def test_a_line_that_said_resumable_is_followed_by_a_warning_when_no_resume_can_come(
+    play: Play, notes: list[str]
+) -> None:
+    rig = Rig()
+    lines: list[ExchangeSummary] = []
+    followed: list[NotResumed] = []
+    rig.sink.on_released = lambda line, _mode: lines.append(line)
+    rig.sink.on_not_resumed = followed.append
+    lines += [s for s in play(rig.facts, rig.clock) if s is not None]
+    rig.sink.release_held()
+    rig.sink.sweep(rig.clock() + 2 * RESUME_WINDOW)
+    promised = {line.exchange: line for line in lines if line.end == "resumable"}
+
+    assert [one.note for one in followed] == notes
+    for one in followed:
+        assert (one.carried, one.mode) == (promised[one.exchange].carried, "passthrough")
+        assert one.ids == tuple(promised[one.exchange].jsonrpc_ids)
 
 
 def test_a_resume_the_server_refuses_is_said_refused_not_resumed() -> None:
