@@ -662,7 +662,7 @@ def mrtr_to_legacy_available() -> bool:
     """The modern -> legacy bridge exists only once its engine is written and wired into the runtime."""
     if importlib.util.find_spec("proxy.engine.modern_client.engine") is None:
         return False
-    return "MRTR_TO_LEGACY" in (REPO / "proxy" / "runtime.py").read_text()
+    return any("MRTR_TO_LEGACY" in path.read_text() for path in (REPO / "proxy").glob("runtime*.py"))
 
 
 LOOPBACK_ROUTES = ("127.0.0.1", "127.0.0.0/8")

@@ -209,7 +209,8 @@ def admin_may_move(loaded: LoadedSettings) -> bool:
 def run_proxy(loaded: LoadedSettings) -> int:
     """Run the proxy until SIGINT (stop now) or SIGTERM (drain for drain_grace seconds), then exit 0."""
     from proxy import logs
-    from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
+    from proxy.runtime import Proxy
+    from proxy.runtime_tuning import tune_gc, tune_malloc, use_fast_loop
 
     settings = loaded.settings
     try:

@@ -111,7 +111,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _run(loaded: LoadedSettings, table: MockTable, report: TableReport, names: list[str], wait: float) -> int:
     from proxy import logs
-    from proxy.runtime import use_fast_loop
+    from proxy.runtime_tuning import use_fast_loop
 
     settings = loaded.settings
     try:

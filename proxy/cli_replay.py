@@ -234,7 +234,7 @@ def main(argv: Sequence[str]) -> int:
         upstream = named
         tell(f"mcp-proxy replay: {_target_line(upstream, args.upstream is not None, source)}")
     from proxy import logs
-    from proxy.runtime import use_fast_loop
+    from proxy.runtime_tuning import use_fast_loop
 
     logs.configure(level="warning", fmt="console")  # among the report's plain lines, even in a pipe
     with asyncio.Runner(loop_factory=use_fast_loop()) as runner:

@@ -130,7 +130,8 @@ def run_stdio(loaded: LoadedSettings) -> int:
     """Serve the stdio client until it closes stdin or a signal comes (exit 0), or until the server
     it wraps exits on its own or turns out not to have started (exit 1, saying so on stderr)."""
     from proxy import logs
-    from proxy.runtime import Proxy, tune_gc, tune_malloc, use_fast_loop
+    from proxy.runtime import Proxy
+    from proxy.runtime_tuning import tune_gc, tune_malloc, use_fast_loop
     from proxy.transport.stdio_client import protocol_pipes
 
     pipes = protocol_pipes()  # before anything could print: stdout is the protocol's from here

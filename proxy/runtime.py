@@ -7,49 +7,30 @@ few things it uses from here; nothing shares a grab-bag of the proxy's parts.
 from __future__ import annotations
 
 import asyncio
-import gc
-import itertools
-import os
-import resource
-import secrets
-import shlex
 import time
-from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING
 
 from proxy import __version__
-from proxy.addresses import base_url, env_otlp_refusal, parse_host_port
+from proxy.addresses import base_url, parse_host_port
 from proxy.config import Settings
-from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
-from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.select import UpstreamEras
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.endpoint import Endpoint
-from proxy.flows.events import Mode, ProxyInfo
-from proxy.flows.redact import DEFAULT_HEADER_NAMES, DEFAULT_HEADER_PATTERNS, Redactor
+from proxy.flows.events import ProxyInfo
 from proxy.flows.retry_waits import RetryWaits
 from proxy.flows.sink import SWEEP_EVERY, ObservationSink
-from proxy.flows.spans import SpanFollower
 from proxy.flows.store import ChainStore
-from proxy.framing.http import (
-    Upstream,
-    command_secrets,
-    masked_url,
-    parse_upstream,
-    stdio_upstream,
-)
 from proxy.logs import get_logger, reopen_file, traffic_line, use_redactor, warn_whatever_the_level
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
-from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
+from proxy.runtime_build import add_bridges, channel_client, redactor_for, run_prefix, upstream_for
+from proxy.runtime_tracing import Tracing
+from proxy.runtime_tuning import fit_descriptor_limit
 from proxy.transport.admin import AdminContext, AdminServer
-from proxy.transport.bridge import BridgeDriver
-from proxy.transport.bridge_holds import BridgeHolds
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.channel_client import Serving
-from proxy.transport.channel_upstream import Channel, ChannelEvents, ChannelFactory, ChannelUpstream
+from proxy.transport.channel_upstream import ChannelUpstream
 from proxy.transport.fault_control import FaultControl
 from proxy.transport.front import FrontServer
 from proxy.transport.health import HealthAnswers, HealthServer
@@ -60,12 +41,7 @@ from proxy.transport.relay import RelayContext
 from proxy.transport.routing import Router
 from proxy.transport.self_loop import loop_refusal, upstream_is_listener
 from proxy.transport.sse_clients import SseClients, sse_paths
-from proxy.transport.sse_upstream import SseChannel
-from proxy.transport.stdio_upstream import StdioChannel, shown_command
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamPool
-
-if TYPE_CHECKING:
-    from proxy.record.otlp import SpanSender
 
 CLOSE_TIMEOUT = 1.0
 """Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
@@ -75,12 +51,6 @@ _LEFT = (
     "(client_connections_cut says how many were)"
 )
 """What a drain that ends with conversations open says becomes of them (`stop` gives them CLOSE_TIMEOUT)."""
-
-OTLP_CLOSE_TIMEOUT = 2.0
-"""Seconds `stop` gives the span exporter to send what is queued before it is let go."""
-
-EXPORT_FAILURE_LOG_INTERVAL = 60.0
-"""Seconds between two log lines about spans the collector did not take (the first is logged at once)."""
 
 _DRAIN_POLL = 0.05
 """Seconds between looks at the open exchanges while draining."""
@@ -202,59 +172,13 @@ class Proxy:
         self.relays.desk = self.desk
         self.intercepts = InterceptControl(self.faults, self.desk, settings.intercepts)
         """The intercept rules and held messages (`/api/intercepts`; a TUI in this process is handed it)."""
-        relays = self.relays
-        ids = _id_factory()  # one counter: the two bridges' legs share the sink, so never one id
-        self.router.bridges[Mode.LEGACY_TO_MRTR] = BridgeDriver(
-            LegacyToMrtrEngine(
-                upstream,
-                ids,
-                max_rounds=settings.max_rounds,
-                max_sessions=settings.max_legacy_sessions,
-                session_idle=settings.legacy_session_idle_timeout,
-                max_sessions_per_client=settings.max_legacy_sessions_per_client,
-            ),
-            mode=Mode.LEGACY_TO_MRTR,
-            upstream=upstream,
-            pool=lambda: relays.pool,
-            observer=self.observations,
-            max_message_bytes=settings.max_bridged_message_bytes,
-        )
-        self.router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
-            MrtrToLegacyEngine(
-                upstream,
-                ids,
-                state_key=_state_key(settings),
-                max_rounds=settings.max_rounds,
-                continuation_ttl=settings.continuation_ttl,
-                round_window=settings.round_window,
-                max_continuations=settings.max_continuations,
-                max_per_principal=settings.max_continuations_per_principal,
-                max_per_client=settings.max_continuations_per_client,
-                instance=secrets.token_hex(4),
-                max_sessions=settings.max_upstream_sessions,
-                session_ttl=settings.upstream_session_ttl,
-                keep_streams=True,
-                anonymous_per_connection=settings.anonymous_upstream_sessions == "per_connection",
-            ),
-            mode=Mode.MRTR_TO_LEGACY,
-            upstream=upstream,
-            pool=lambda: relays.pool,
-            observer=self.observations,
-            max_message_bytes=settings.max_bridged_message_bytes,
-        )
-        router = self.router
-        for driver in router.bridges.values():  # the client's messages pass the fault rules too
-            driver.faults = self.relays
-            driver.upstream_transport = lambda: router.transport
-            driver.suspect = router.suspect  # a replaced upstream meets only the bridge's own requests
-            driver.intercepts = BridgeHolds(self.relays, driver.mode)  # and the bridge's own, intercepts
+        add_bridges(self.router, settings, upstream, self.relays, self.observations)
         self.router.on_change = self._eras_changed
         self._front: FrontServer | None = None
         self._capture: CaptureWriter | None = None
         self._sink: CaptureSink | None = None
-        self._spans: SpanSender | None = None
-        """The OTLP span sender while tracing is on (`proxy.record.otlp.SpanSender`, loaded lazily)."""
-        self._follower: SpanFollower | None = None
+        self.tracing = Tracing(settings, upstream, self.redactor, self.observations)
+        """Spans of every observation for the OTLP exporter, while tracing is on."""
         self.admin: AdminServer | None = None
         self.health: HealthServer | None = None
         self.draining = False
@@ -303,7 +227,7 @@ class Proxy:
 
         Raises `OtlpUnavailable` before anything starts when `otlp_endpoint` is set without the SDK.
         """
-        self._start_tracing()
+        self.tracing.start()
         if self.settings.capture is not None:
             self._capture = CaptureWriter(
                 self.settings.capture,
@@ -393,65 +317,6 @@ class Proxy:
         """What serving a client on a message channel needs (`proxy.transport.channel_client`)."""
         return Serving(self.settings, self.router, self.relays)
 
-    def _start_tracing(self) -> None:
-        """Follow every observation into spans for the OTLP exporter, when tracing is asked for."""
-        settings = self.settings
-        if not tracing_wanted(settings.otlp_endpoint, os.environ):
-            return
-        refused = None if settings.otlp_endpoint else env_otlp_refusal(os.environ)
-        if refused is not None:
-            # A standard variable may be set for every program in the environment: the proxy runs,
-            # without traces, as when the SDK it asks for is missing.
-            get_logger().warning(
-                "otlp_refused",
-                error=refused,
-                hint="an OTEL_EXPORTER_OTLP_* variable asks for traces; the proxy runs without them",
-            )
-            return
-        failures = ExportFailureLog()
-        try:
-            sender = load_sender(
-                settings.otlp_endpoint, queue_size=settings.otlp_queue_size, on_failure=failures
-            )
-        except OtlpUnavailable as exc:
-            if settings.otlp_endpoint:
-                raise
-            get_logger().warning(
-                "otlp_unavailable",
-                error=str(exc),
-                hint="an OTEL_EXPORTER_OTLP_* variable asks for traces; the proxy runs without them",
-            )
-            return
-        failures.endpoint = sender.endpoint
-        upstream = self.upstream
-        self._follower = SpanFollower(
-            sender.send,
-            self.redactor,
-            upstream_host=upstream.host,
-            upstream_port=upstream.port,
-            endpoint=Endpoint(upstream.base_path),
-        )
-        self.observations.listeners.append(self._follower.observe_all)
-        self.observations.sweepers.append(self._follower.sweep)
-        self._spans = sender
-        get_logger().info(
-            "otlp_tracing", endpoint=masked_url(sender.endpoint), queue=settings.otlp_queue_size
-        )
-
-    def otlp_counts(self) -> dict[str, int]:
-        """Spans sent and dropped (by reason) while tracing is on; empty when it is off."""
-        return dict(self._spans.counts()) if self._spans is not None else {}
-
-    async def _stop_tracing(self) -> None:
-        if self._follower is not None:
-            self.observations.listeners.remove(self._follower.observe_all)
-            self.observations.sweepers.remove(self._follower.sweep)
-            self._follower.release_all()  # no cancel comes any more: held spans go as they stand
-            self._follower = None
-        if self._spans is not None:
-            sender, self._spans = self._spans, None
-            await asyncio.to_thread(sender.close, OTLP_CLOSE_TIMEOUT)
-
     def _speak_sse(self) -> UpstreamClient:
         """The probe found an HTTP+SSE server behind the URL: every upstream request goes through its
         sessions from now on."""
@@ -484,7 +349,7 @@ class Proxy:
             draining=lambda: self.draining,
             open_streams=lambda: relays.open_streams + sum(bridge.open_streams for bridge in bridges),
             open_exchanges=lambda: observations.open_exchanges,
-            otlp_spans=self.otlp_counts,
+            otlp_spans=self.tracing.counts,
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
             client_unreadable=lambda: dict(self._front.unreadable) if self._front is not None else {},
             client_connections=self._client_connections,
@@ -579,7 +444,7 @@ class Proxy:
         if self._capture is not None:
             self._capture.close()
             self._capture = None
-        await self._stop_tracing()
+        await self.tracing.stop()
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
@@ -699,209 +564,3 @@ class Proxy:
             await stop.wait()
         finally:
             await self.stop()
-
-
-DESCRIPTORS_SPARE = 256
-"""Descriptors kept beyond two per client connection: listeners, the capture, logs, admin clients."""
-
-
-def fit_descriptor_limit(connections: int, held_upstream: int = 0) -> int:
-    """Raise the soft open-file limit so `connections` clients (and an upstream socket each) fit,
-    with `held_upstream` upstream connections more that outlive their clients' requests (a parked
-    MRTR continuation's call, an upstream session's GET stream).
-
-    Only as far as the hard limit allows; short of it, a warning names `max_client_connections`,
-    since past the limit new clients would be reset instead of answered 503. Returns the soft limit.
-    """
-    wanted = 2 * connections + held_upstream + DESCRIPTORS_SPARE
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= wanted:
-        return soft
-    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if raised > soft:
-        with suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-            soft = raised
-    if soft < wanted:
-        get_logger().warning(
-            "descriptor_limit_low",
-            open_files=soft,
-            needed=wanted,
-            hint=f"max_client_connections ({connections}) needs about {wanted} open files"
-            + (f" with {held_upstream} held upstream connections" if held_upstream else "")
-            + "; lower it or raise the limit (ulimit -n), or clients past the limit are reset instead "
-            "of answered 503",
-        )
-    return soft
-
-
-class ExportFailureLog:
-    """What the span exporter's thread calls when a batch did not reach the collector: a warning at the
-    first failure, then at most one per `EXPORT_FAILURE_LOG_INTERVAL` with the spans lost since.
-
-    Each warning names the collector's URL (`endpoint`, credentials masked; set once the exporter
-    knows it) and the last failure's reason: the collector's HTTP status, or the exception that
-    stopped the request.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.endpoint = ""
-        self._clock = clock
-        self._lost = 0
-        self._last: float | None = None
-
-    def __call__(self, count: int, reason: str) -> None:
-        self._lost += count
-        now = self._clock()
-        if self._last is None or now - self._last >= EXPORT_FAILURE_LOG_INTERVAL:
-            get_logger().warning(
-                "otlp_export_failed",
-                endpoint=masked_url(self.endpoint) or "(unknown)",
-                spans_lost=self._lost,
-                reason=masked_url(reason),
-                hint="the collector did not take these spans; traffic is not affected "
-                "(mcp_proxy_otlp_spans_dropped_total counts them)",
-            )
-            self._lost, self._last = 0, now
-
-
-def upstream_for(settings: Settings) -> Upstream:
-    """The upstream the settings name: a URL, or a stdio command (shown with secret-looking values masked)."""
-    if settings.upstream_cmd:
-        argv = shlex.split(settings.upstream_cmd)
-        return stdio_upstream(shown_command(argv), command_secrets(argv, os.environ))
-    assert settings.upstream is not None
-    transport = "sse" if settings.upstream_transport == "sse" else "http"
-    return parse_upstream(settings.upstream, transport)
-
-
-def channel_client(
-    settings: Settings, upstream: Upstream, pool: UpstreamPool, transport: str | None = None
-) -> ChannelUpstream | None:
-    """What speaks to a stdio or HTTP+SSE upstream through message channels; None for Streamable HTTP."""
-    kind = transport or upstream.transport
-    factory: ChannelFactory
-    if kind == "stdio":
-        assert settings.upstream_cmd is not None
-        argv = shlex.split(settings.upstream_cmd)
-
-        def factory(events: ChannelEvents) -> Channel:
-            return StdioChannel(
-                argv,
-                events,
-                max_line=settings.max_body_bytes,
-                stop_grace=settings.upstream_stop_grace,
-                shown=upstream.shown,
-            )
-    elif kind == "sse":
-
-        def factory(events: ChannelEvents) -> Channel:
-            return SseChannel(
-                pool, upstream, events, limit_s=settings.upstream_timeout, max_event=settings.max_body_bytes
-            )
-    else:
-        return None
-    return ChannelUpstream(
-        upstream,
-        factory,
-        transport=kind,
-        head_timeout=settings.upstream_timeout,
-        max_sessions=settings.max_upstream_children,
-        restarts_per_minute=settings.upstream_restarts_per_minute,
-        max_message_bytes=settings.max_body_bytes,
-    )
-
-
-def redactor_for(settings: Settings, url_secrets: tuple[str, ...] = ()) -> Redactor:
-    """The proxy's redactor: the built-in entries (less those `unredact_headers` drops) plus the user's."""
-    dropped = set(settings.unredact_headers)
-    names = [n for n in DEFAULT_HEADER_NAMES if n not in dropped] + settings.redact_headers
-    patterns = [p for p in DEFAULT_HEADER_PATTERNS if p not in dropped] + settings.redact_header_patterns
-    key = settings.redact_key.get_secret_value().encode("utf-8") if settings.redact_key else None
-    return Redactor(names, patterns, settings.redact_body_keys, secret_texts=url_secrets, key=key)
-
-
-def run_prefix() -> str:
-    """Chain ids of this run: `c` plus a short random run tag, so ids never repeat across restarts.
-
-    A capture appended to by several runs, or two sidecars' feeds side by side, never show two
-    different chains under one id.
-    """
-    return f"c{secrets.token_hex(3)}-"
-
-
-def _id_factory() -> Callable[[str], str]:
-    """Ids for the bridges: unguessable session ids, readable counters for everything else."""
-    counter = itertools.count(1)
-
-    def new_id(kind: str) -> str:
-        if kind == "session":
-            return secrets.token_hex(16)
-        prefix = "mrtr" if kind == "nested" else kind
-        return f"{prefix}-{next(counter)}"
-
-    return new_id
-
-
-def _state_key(settings: Settings) -> bytes:
-    """The key that seals requestState tokens: configured (shared by replicas) or random per process."""
-    if settings.state_key is not None:
-        return settings.state_key.get_secret_value().encode("utf-8")
-    return secrets.token_bytes(32)
-
-
-GC_THRESHOLD = 10_000
-"""Net new container objects between young-generation collections (CPython's default is 700)."""
-
-
-def use_fast_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop factory when uvloop is installed (cheaper I/O per request), else None.
-
-    A factory for `asyncio.Runner`, not a global policy, so nothing else in the process changes loop.
-    """
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
-
-
-MMAP_THRESHOLD = 1024 * 1024
-"""Allocations of this many bytes or more get pages of their own from the allocator (glibc)."""
-_M_MMAP_THRESHOLD = -3
-"""glibc's `mallopt` parameter number for the mmap threshold (malloc.h)."""
-
-
-def tune_malloc() -> bool:
-    """Fix glibc's mmap threshold, so the memory of a big body goes back to the system once it is freed.
-
-    glibc gives an allocation of 128 KiB or more pages of its own, then, the first time it frees
-    one, raises that threshold to the freed size (up to 32 MiB): from then on every big body lands in
-    the heap, which the process keeps at its peak after a burst, so a second burst of big bodies
-    grows the RSS past the first. A fixed threshold keeps each big body in pages that are unmapped
-    when it is freed; smaller allocations (read chunks, messages) stay in the heap they reuse. Set
-    `MALLOC_MMAP_THRESHOLD_` to choose another threshold; returns whether the threshold was set.
-    """
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is not None:
-        return False
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (macOS has no mallopt)
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-
-
-def tune_gc() -> None:
-    """Collector settings for a long-running proxy; call once, after start-up imports, before serving.
-
-    Every exchange leaves its chain in the store, so the heap holds a large, slowly turning population
-    that CPython's default thresholds scan again and again (about a tenth of the CPU under load, and
-    pauses of 100+ ms). Freezing what start-up built takes it out of every scan; a higher young
-    threshold collects when the heap really grows, not on every short burst of allocations.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])

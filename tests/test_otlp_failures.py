@@ -11,7 +11,7 @@ import pytest
 
 from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp import SpanSender
-from proxy.runtime import ExportFailureLog
+from proxy.runtime_tracing import ExportFailureLog
 from tests.otlp_receiver import OtlpReceiver, closed_port
 from tests.transport.helpers import captured_logs
 

@@ -13,7 +13,8 @@ import pytest
 
 from proxy.config import Settings
 from proxy.flows.events import Channel, Direction
-from proxy.runtime import Proxy, redactor_for
+from proxy.runtime import Proxy
+from proxy.runtime_build import redactor_for
 from proxy.wire.jsonrpc import classify_value
 from tests.peers.runner import REPO_ROOT
 
@@ -65,7 +66,7 @@ def test_a_configured_redact_key_gives_the_same_masks_across_restarts_and_none_d
 
 _BIG_ALLOCATION = """
 import ctypes, sys
-from proxy.runtime import tune_malloc
+from proxy.runtime_tuning import tune_malloc
 
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

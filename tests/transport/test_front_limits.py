@@ -21,7 +21,7 @@ import pytest
 import structlog
 from aiohttp import web
 
-from proxy import logs, runtime
+from proxy import logs, runtime, runtime_tuning
 from proxy.transport import front
 from proxy.transport.front import MAX_HEAD_BYTES
 from tests.transport.helpers import (
@@ -567,19 +567,22 @@ def test_the_open_file_limit_is_raised_to_fit_the_connection_cap_or_a_warning_na
     monkeypatch,
 ) -> None:
     limits = {"soft": 1024, "hard": 4096}
-    monkeypatch.setattr(runtime.resource, "getrlimit", lambda _which: (limits["soft"], limits["hard"]))
+    monkeypatch.setattr(runtime_tuning.resource, "getrlimit", lambda _which: (limits["soft"], limits["hard"]))
 
     def setrlimit(_which: int, values: tuple[int, int]) -> None:
         limits["soft"] = values[0]
 
-    monkeypatch.setattr(runtime.resource, "setrlimit", setrlimit)
+    monkeypatch.setattr(runtime_tuning.resource, "setrlimit", setrlimit)
     with captured_logs() as seen:
-        assert runtime.fit_descriptor_limit(1000) == 2 * 1000 + runtime.DESCRIPTORS_SPARE
+        assert runtime_tuning.fit_descriptor_limit(1000) == 2 * 1000 + runtime_tuning.DESCRIPTORS_SPARE
         # upstream connections held past their clients' requests (parked calls, sessions' streams)
-        assert runtime.fit_descriptor_limit(1000, 1400) == 2 * 1000 + 1400 + runtime.DESCRIPTORS_SPARE
+        assert (
+            runtime_tuning.fit_descriptor_limit(1000, 1400)
+            == 2 * 1000 + 1400 + runtime_tuning.DESCRIPTORS_SPARE
+        )
     assert seen == []
     with captured_logs() as seen:
-        assert runtime.fit_descriptor_limit(4096) == 4096  # the hard limit: as far as it goes
+        assert runtime_tuning.fit_descriptor_limit(4096) == 4096  # the hard limit: as far as it goes
     (warning,) = seen
     assert warning["event"] == "descriptor_limit_low"
     assert "max_client_connections (4096)" in warning["hint"]
