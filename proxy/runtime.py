@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import suppress
 
 from proxy import __version__
 from proxy.addresses import base_url, parse_host_port
@@ -21,12 +20,14 @@ from proxy.flows.events import ProxyInfo
 from proxy.flows.retry_waits import RetryWaits
 from proxy.flows.sink import SWEEP_EVERY, ObservationSink
 from proxy.flows.store import ChainStore
-from proxy.logs import get_logger, reopen_file, traffic_line, use_redactor, warn_whatever_the_level
+from proxy.logs import get_logger, reopen_file, traffic_line, use_redactor
 from proxy.record.capture import CaptureError, CaptureWriter
 from proxy.record.observations import ObservationEncoder
 from proxy.runtime_build import add_bridges, channel_client, redactor_for, run_prefix, upstream_for
+from proxy.runtime_drain import CLOSE_TIMEOUT, wait_for_conversations
 from proxy.runtime_tracing import Tracing
 from proxy.runtime_tuning import fit_descriptor_limit
+from proxy.runtime_warnings import warn_of_settings_at_start
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.channel_client import Serving
@@ -42,18 +43,6 @@ from proxy.transport.routing import Router
 from proxy.transport.self_loop import loop_refusal, upstream_is_listener
 from proxy.transport.sse_clients import SseClients, sse_paths
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamPool
-
-CLOSE_TIMEOUT = 1.0
-"""Seconds `stop` gives requests still open (after a drain: those past the grace) before cancelling them."""
-_LEFT = (
-    f"what is left has up to {CLOSE_TIMEOUT:g} s more to end (HTTP+SSE client streams are ended "
-    "first), then is cut "
-    "(client_connections_cut says how many were)"
-)
-"""What a drain that ends with conversations open says becomes of them (`stop` gives them CLOSE_TIMEOUT)."""
-
-_DRAIN_POLL = 0.05
-"""Seconds between looks at the open exchanges while draining."""
 
 
 class Proxy:
@@ -256,29 +245,7 @@ class Proxy:
         self._publish_info()
         self._announced = True
         log = get_logger()
-        if self._sse_url_unprobed():
-            log.warning(
-                "upstream_transport_unknown",
-                upstream=self.upstream.shown,
-                hint="--upstream-era skips the probe that tells an HTTP+SSE server (a URL ending in /sse) "
-                "from a Streamable HTTP one: if this is an HTTP+SSE server, add --upstream-transport sse",
-            )
-        if self.settings.unredact_headers:
-            kept = {
-                name: patterns
-                for name in self.settings.unredact_headers
-                if (patterns := self.redactor.masking_patterns(name))
-            }
-            hint = (
-                "headers and query parameters these built-in entries masked now reach logs, "
-                "captures, the admin feed and exports in clear (unredact_headers)"
-            )
-            if kept:
-                named = "; ".join(f"{name} by {', '.join(map(repr, found))}" for name, found in kept.items())
-                hint += f"; still masked by a pattern (drop the pattern too to read them): {named}"
-            warn_whatever_the_level(
-                "redaction_defaults_dropped", entries=self.settings.unredact_headers, hint=hint
-            )
+        warn_of_settings_at_start(self.settings, self.upstream, self.redactor)
         log.info(
             "listening",
             listen=self.url if self.http_clients else "stdio",
@@ -387,17 +354,6 @@ class Proxy:
         """Why the last probe got no answer from the upstream; None when it answered or none ran."""
         return (self.router.problem or "no answer") if self.router.reachable is False else None
 
-    def _sse_url_unprobed(self) -> bool:
-        """Whether the era is forced (no probe) on an upstream URL that looks like an HTTP+SSE one,
-        with no transport named: the probe is what finds that transport, so it would go unspoken."""
-        settings = self.settings
-        return (
-            settings.upstream_era != "auto"
-            and settings.upstream_transport == "auto"
-            and self.upstream.transport == "http"
-            and self.upstream.base_path.rstrip("/").endswith("/sse")
-        )
-
     def _publish_info(self) -> None:
         info = self.info()
         if self._sink is not None:
@@ -476,27 +432,12 @@ class Proxy:
         second signal (`hurry`) cuts it short. The admin API stays up until the end, answering
         /readyz 503 so a load balancer stops sending traffic.
         """
-        log = get_logger()
         self.draining = True
         self.relays.holds.release()  # a fault's delay holds nothing the proxy is stopping for
         self.desk.drain()  # nor does an intercept: held messages go on unchanged
         if self._front is not None:
             self._front.begin_drain()
-        log.info("draining", grace_s=grace, **self.conversations())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        while any(self.conversations().values()) and not self._hurry.is_set() and loop.time() < deadline:
-            with suppress(TimeoutError):
-                async with asyncio.timeout(min(_DRAIN_POLL, max(0.0, deadline - loop.time()))):
-                    await self._hurry.wait()
-        left = self.conversations()
-        if not any(left.values()):
-            how = "every conversation ended"
-        elif self._hurry.is_set():
-            how = f"cut short by a second signal: {_LEFT}"
-        else:
-            how = f"the grace ({grace:g} s) ran out: {_LEFT}"
-        log.info("drained", how=how, **left)
+        await wait_for_conversations(self.conversations, self._hurry, grace)
         await self.stop()
 
     def conversations(self) -> dict[str, int]:

@@ -1,0 +1,49 @@
+"""Warnings the proxy logs once it has started, about settings that hide a problem or give a secret away.
+
+Each names the setting to change; none stops the proxy.
+"""
+
+from __future__ import annotations
+
+from proxy.config import Settings
+from proxy.flows.redact import Redactor
+from proxy.framing.http import Upstream
+from proxy.logs import get_logger, warn_whatever_the_level
+
+
+def warn_of_settings_at_start(settings: Settings, upstream: Upstream, redactor: Redactor) -> None:
+    """Warn of an HTTP+SSE-looking upstream the forced era keeps unprobed, and of built-in redaction
+    entries `unredact_headers` dropped (whatever the log level: it lets secrets through)."""
+    log = get_logger()
+    if _sse_url_unprobed(settings, upstream):
+        log.warning(
+            "upstream_transport_unknown",
+            upstream=upstream.shown,
+            hint="--upstream-era skips the probe that tells an HTTP+SSE server (a URL ending in /sse) "
+            "from a Streamable HTTP one: if this is an HTTP+SSE server, add --upstream-transport sse",
+        )
+    if settings.unredact_headers:
+        kept = {
+            name: patterns
+            for name in settings.unredact_headers
+            if (patterns := redactor.masking_patterns(name))
+        }
+        hint = (
+            "headers and query parameters these built-in entries masked now reach logs, "
+            "captures, the admin feed and exports in clear (unredact_headers)"
+        )
+        if kept:
+            named = "; ".join(f"{name} by {', '.join(map(repr, found))}" for name, found in kept.items())
+            hint += f"; still masked by a pattern (drop the pattern too to read them): {named}"
+        warn_whatever_the_level("redaction_defaults_dropped", entries=settings.unredact_headers, hint=hint)
+
+
+def _sse_url_unprobed(settings: Settings, upstream: Upstream) -> bool:
+    """Whether the era is forced (no probe) on an upstream URL that looks like an HTTP+SSE one,
+    with no transport named: the probe is what finds that transport, so it would go unspoken."""
+    return (
+        settings.upstream_era != "auto"
+        and settings.upstream_transport == "auto"
+        and upstream.transport == "http"
+        and upstream.base_path.rstrip("/").endswith("/sse")
+    )
