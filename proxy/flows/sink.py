@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.cut_streams import NotResumed
+from proxy.flows.log_lines import ExchangeSummary, ServerAsked
 from proxy.flows.observations import (
     KEY_FIELDS,
     ExchangeClosed,
@@ -40,7 +41,7 @@ from proxy.flows.observations import (
     key_of,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.flows.tally import RoundTripTally
 from proxy.wire.weight import value_weight
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024

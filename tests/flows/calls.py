@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.flows.events import Channel, Direction, Mode, Side
+from proxy.flows.log_lines import ExchangeSummary
 from proxy.flows.observations import (
     BodyNotInspected,
     BytesOut,
@@ -27,7 +28,6 @@ from proxy.flows.observations import (
     UpstreamSessionMoved,
 )
 from proxy.flows.sink import ObservationSink
-from proxy.flows.tally import ExchangeSummary
 from proxy.wire.jsonrpc import Message, classify_value
 
 

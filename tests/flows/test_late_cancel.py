@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from proxy.flows.events import ChainStatus
+from proxy.flows.log_lines import ExchangeSummary
 from proxy.flows.redact import Redactor
 from proxy.flows.span_records import SpanRecord
 from proxy.flows.spans import SpanFollower
-from proxy.flows.tally import ExchangeSummary
 from tests.flows.late_cancel_play import aborted_cancel_too_late, aborted_then_cancelled, hung_up_after_unread
 from tests.flows.test_sink import Play, Rig
 from tests.transport.test_admin import bare_metrics

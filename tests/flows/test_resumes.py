@@ -16,8 +16,8 @@ import pytest
 from proxy.cli import main
 from proxy.flows.cut_streams import NotResumed
 from proxy.flows.events import ChainStatus, ChainSummary
+from proxy.flows.log_lines import ExchangeSummary
 from proxy.flows.resumes import ID_REUSED, NEVER_RESUMED, RESUME_WINDOW, SESSION_ENDED
-from proxy.flows.tally import ExchangeSummary
 from tests.flows.resume_play import (
     cancelled_while_cut,
     closed_after_cancel,

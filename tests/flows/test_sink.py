@@ -28,12 +28,12 @@ from proxy.flows.events import (
     event_to_json,
 )
 from proxy.flows.leg_handlers import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED
+from proxy.flows.log_lines import ExchangeSummary
 from proxy.flows.observations import FaultInjected, InterceptReleased, MessageSeen
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NEVER_RETRIED, NO_FIT, RETRY_WINDOW
 from proxy.flows.sink import ObservationSink
 from proxy.flows.store import ChainStore
-from proxy.flows.tally import ExchangeSummary
 from proxy.record.observations import ObservationEncoder
 from proxy.wire.jsonrpc import classify_value, error_response, notification, request, result_response
 from tests.flows.bridge_play import (

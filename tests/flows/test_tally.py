@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from proxy.flows.events import Channel, Direction, Mode
+from proxy.flows.log_lines import ExchangeSummary, ServerAsked
 from proxy.flows.observations import (
     LATE_CANCEL_S,
     ExchangeClosed,
@@ -14,7 +15,7 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.redact import Redactor
-from proxy.flows.tally import ExchangeSummary, RoundTripTally, ServerAsked
+from proxy.flows.tally import RoundTripTally
 from proxy.wire.jsonrpc import classify_value
 
 
