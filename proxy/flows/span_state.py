@@ -1,9 +1,10 @@
 """The span follower's tables, and how it makes spans.
 
 `SpanFollower` (in `spans`) is composed of one handler class per kind of thing the transport reports
-(`span_exchanges`, `span_messages`, `span_legs`); each derives from `SpanState`, which declares the
-tables they all read and holds what every one of them does: starting an operation, making its spans,
-and the attributes a span gets from its exchange and message. The tables are made by `SpanFollower`.
+(`span_exchanges`, `span_messages`, `span_legs`); each derives, through `span_status` (and the
+first two through `span_waits`), from `SpanState`, which declares the tables they all read and holds
+what every one of them does: starting an operation, making its spans, and the attributes a span gets
+from its exchange and message. The tables are made by `SpanFollower`.
 
 The plain records the tables hold are here too: an operation, an open client exchange, an upstream
 leg. Pure: no I/O, no clock, ids from the injected source.
