@@ -14,7 +14,8 @@ request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it an
 merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
 crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
 progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
-(503 past `max_client_connections`), big body bytes held across all clients (503 past
+(503 past `max_client_connections`), streams one client address holds open (429 past
+`max_streams_per_client`: no deadline ends a stream), big body bytes held across all clients (503 past
 `max_body_bytes_in_flight`, counted from a request's head by its declared length, three times over
 once a bridge takes it, and freed once it is answered; bodies under `COUNTED_BODY` are not counted).
 Every wait on a client has a deadline (`head_read_timeout`, `body_read_timeout`,
@@ -616,11 +617,13 @@ class FrontConnection(asyncio.Protocol):
 
     def _take_stream(self, side: FrontSide, ident: RequestId | None) -> Rejection | None:
         """A stream holds one of its address's `max_streams_per_client` slots until it is served;
-        None once it has one, else the 429 that answers it."""
+        None once it has one, else the 429 that answers it. The refused connection closes after its
+        answer: left open, it would hold a connection slot until `keepalive_timeout` for nothing."""
         streams, peer = self.front.streams, side.peer
         if streams.take(peer):
             self._stream_of = peer
             return None
+        side.req.keep_alive = False
         return streams.refusal(peer, ident, self.front.now())
 
     def _give_back_stream(self) -> None:

@@ -91,6 +91,7 @@ async def test_one_address_past_its_share_of_get_streams_gets_429_while_another_
             async with get_stream(greedy, url) as third:
                 assert third.status == 429
                 assert third.headers["Retry-After"] == "1"
+                assert third.headers["Connection"] == "close", "a refused stream holds no connection on"
                 refused_as(await third.json(), "max_streams_per_client", 2)
             async with get_stream(other, url) as elsewhere:
                 assert elsewhere.status == 200, "a client at another address is still served"
