@@ -42,11 +42,13 @@ HTTP_CLIENTS_ONLY = frozenset(
         "body_read_timeout",
         "keepalive_timeout",
         "max_client_connections",
+        "max_streams_per_client",
         "max_pipelined_bytes",
         "max_body_bytes_in_flight",
         "sse_path",
         "sse_messages_path",
         "max_sse_sessions",
+        "max_sse_sessions_per_client",
         "sse_queue_bytes",
     }
 )

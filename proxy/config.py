@@ -343,6 +343,13 @@ class Settings(BaseModel):
     proxy raises its open-file limit to fit (two descriptors a connection, client and upstream) where
     the hard limit allows, and warns naming this setting where it does not.
     """
+    max_streams_per_client: PositiveInt | None = None
+    """Most long-lived streams one client address holds open at once on the MCP listener: GET streams
+    (a Streamable HTTP session's, passed through or bridged, and HTTP+SSE streams) and 2026-07-28
+    `subscriptions/listen` streams. Each holds a client connection for as long as the client keeps it,
+    with no deadline; past this bound a new one gets 429 naming this setting, so one client cannot
+    hold every connection. Unset: a quarter of max_client_connections. Clients behind one NAT, load
+    balancer or mesh share an address, and so this bound."""
     max_pipelined_bytes: PositiveInt = 1024 * 1024
     """Bytes of complete requests a client connection may queue behind the one being served.
 
@@ -360,6 +367,10 @@ class Settings(BaseModel):
     upstream's MCP endpoint (`/mcp` -> `/messages`)."""
     max_sse_sessions: PositiveInt = 1000
     """Most HTTP+SSE client streams open at once; past it a new one gets 503 naming this setting."""
+    max_sse_sessions_per_client: PositiveInt | None = None
+    """Most HTTP+SSE client streams one client address holds open at once; past it a new one from that
+    address gets 429 naming this setting, so one client cannot take every one of max_sse_sessions.
+    Unset: a quarter of max_sse_sessions."""
     sse_queue_bytes: PositiveInt = 8 * 1024 * 1024
     """Bytes of messages waiting on one HTTP+SSE client's stream; a client reading more slowly than its
     messages come is cut off past it (logged, naming this setting), never slowing anyone else."""
@@ -597,3 +608,19 @@ class Settings(BaseModel):
                     {"setting": "admin", "host": host},
                 )
         return self
+
+    @property
+    def streams_per_client(self) -> int:
+        """`max_streams_per_client` in force: as set, else a quarter of `max_client_connections`."""
+        return self.max_streams_per_client or _quarter(self.max_client_connections)
+
+    @property
+    def sse_sessions_per_client(self) -> int:
+        """`max_sse_sessions_per_client` in force: as set, else a quarter of `max_sse_sessions`."""
+        return self.max_sse_sessions_per_client or _quarter(self.max_sse_sessions)
+
+
+def _quarter(whole: int) -> int:
+    """The share of a global bound one client address gets by default: enough for one IDE with many
+    sessions, while three quarters stay for everyone else."""
+    return max(1, whole // 4)

@@ -54,6 +54,19 @@ def _tracing_note(settings: Settings, environ: Mapping[str, str]) -> str:
     return f"; {shown} asks for traces, but {missing}" if missing else f"; tracing on: {shown}"
 
 
+def _share_notes(settings: Settings) -> dict[str, str]:
+    """What an unset per-client share comes to: `unset` alone would read as no bound at all."""
+    shares = {
+        "max_streams_per_client": (settings.streams_per_client, "max_client_connections"),
+        "max_sse_sessions_per_client": (settings.sse_sessions_per_client, "max_sse_sessions"),
+    }
+    return {
+        name: f"; in force: {value}, a quarter of {whole}"
+        for name, (value, whole) in shares.items()
+        if getattr(settings, name) is None
+    }
+
+
 def render_settings(loaded: LoadedSettings, environ: Mapping[str, str] | None = None) -> str:
     """The `--print-config` text: one `name = value    # source` line per field, secrets never shown.
 
@@ -68,6 +81,7 @@ def render_settings(loaded: LoadedSettings, environ: Mapping[str, str] | None = 
     width = max(len(line) for line in lines if len(line) <= 60)  # long lists do not push every comment
     sources = [loaded.sources.get(name, "default") for name in _FIELDS]
     notes = {"otlp_endpoint": _tracing_note(loaded.settings, os.environ if environ is None else environ)}
+    notes.update(_share_notes(loaded.settings))
     sources = [source + notes.get(name, "") for name, source in zip(_FIELDS, sources, strict=True)]
     return "\n".join(
         f"{line.ljust(width)}    # {source}" for line, source in zip(lines, sources, strict=True)

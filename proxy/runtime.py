@@ -320,6 +320,7 @@ class Proxy:
             client_timeouts=lambda: dict(self._front.timeouts) if self._front is not None else {},
             client_unreadable=lambda: dict(self._front.unreadable) if self._front is not None else {},
             client_connections=self._client_connections,
+            client_streams_refused=lambda: self._front.streams_refused() if self._front is not None else {},
             capture_failed=lambda: self._sink.failed if self._sink is not None else None,
             faults=self.faults,
             intercepts=self.intercepts,

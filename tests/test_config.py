@@ -783,7 +783,15 @@ def test_render_settings_shows_unset_optional_settings_as_unset() -> None:
 def test_render_settings_of_hand_built_settings_calls_missing_sources_default() -> None:
     text = render_settings(LoadedSettings(settings=Settings(), sources={}))
 
-    assert all(line.endswith("# default") for line in text.splitlines())
+    # a note may follow the source (`; in force: ...` for an unset per-client share)
+    assert all(line.rsplit("    # ", 1)[1].split(";")[0] == "default" for line in text.splitlines())
+
+
+def test_print_config_says_what_an_unset_per_client_share_comes_to() -> None:
+    text = render_settings(LoadedSettings(settings=Settings(max_client_connections=100), sources={}))
+
+    assert "# default; in force: 25, a quarter of max_client_connections" in text
+    assert "# default; in force: 250, a quarter of max_sse_sessions" in text
 
 
 # --- hygiene ---------------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ class AdminContext:
     """Requests the proxy could not read as HTTP/1.1, by cause (`proxy.transport.unreadable`)."""
     client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {})
     """Client connections open now, and those refused past `max_client_connections`, by how."""
+    client_streams_refused: Callable[[], dict[str, int]] = dict
+    """Client streams refused past a bound on them, by the setting (`FrontServer.streams_refused`)."""
     capture_failed: Callable[[], bool | None] = lambda: None
     """Whether writing the capture failed (None: no capture is written)."""
     faults: FaultControl | None = None
@@ -143,6 +145,7 @@ class AdminServer:
             admin_unauthorized=lambda: dict(self.refusals.unauthorized),
             admin_refused=lambda: dict(self.refusals.refused),
             client_connections=ctx.client_connections,
+            client_streams_refused=ctx.client_streams_refused,
             capture_failed=ctx.capture_failed,
             retry_window=settings.continuation_ttl,
             sweep=ctx.observations.sweep,

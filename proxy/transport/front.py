@@ -14,7 +14,8 @@ request line and headers (431 past `MAX_HEAD_BYTES`; trailers count toward it an
 merged into the headers), bodies (413 past the configured limit, answered as soon as the limit is
 crossed; a chunked body's framing and extensions count toward it), requests queued behind one in
 progress (reading pauses past `MAX_QUEUED` requests or `max_pipelined_bytes`), client connections
-(503 past `max_client_connections`), big body bytes held across all clients (503 past
+(503 past `max_client_connections`), streams one client address holds open (429 past
+`max_streams_per_client`: no deadline ends a stream), big body bytes held across all clients (503 past
 `max_body_bytes_in_flight`, counted from a request's head by its declared length, three times over
 once a bridge takes it, and freed once it is answered; bodies under `COUNTED_BODY` are not counted).
 Every wait on a client has a deadline (`head_read_timeout`, `body_read_timeout`,
@@ -47,6 +48,7 @@ from proxy.framing.target import Target, TargetProblem, check_target, refuse_tar
 from proxy.logs import get_logger
 from proxy.transport.channel_client import serve_outcome
 from proxy.transport.client_side import ClientGone
+from proxy.transport.client_slots import ClientSlots
 from proxy.transport.faults import gated_relay
 from proxy.transport.pushed_stream import PushedStream
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
@@ -54,7 +56,8 @@ from proxy.transport.routing import ProbeFirst, Router, classify_request
 from proxy.transport.sse_clients import SseClients
 from proxy.transport.unreadable import cause_of, log_unreadable
 from proxy.transport.upstream_pool import PendingHead
-from proxy.wire.jsonrpc import dumps
+from proxy.wire.jsonrpc import RequestId, dumps
+from proxy.wire.mcp import LISTEN
 
 MAX_QUEUED = 16
 """Complete requests waiting behind the one being served before reading from the client pauses."""
@@ -118,6 +121,10 @@ class FrontServer:
         self.floods = relays.floods
         """When each kind of refusal's last line was written, and the refusals since then that wrote
         none (`unlogged_since_said`); the relays' own floods are summed up in the same table."""
+        per_client = settings.streams_per_client
+        self.streams = ClientSlots("max_streams_per_client", "streams", per_client, self.floods)
+        """The long-lived streams each client address holds (GET, `subscriptions/listen`): no deadline
+        ends them, so one address gets a share of the connections, not all of them."""
         self.server: asyncio.Server | None = None
         self.draining = False
         """A SIGTERM drain is under way: new work is refused 503, and every connection closes once its
@@ -145,6 +152,13 @@ class FrontServer:
         seconds (this one is counted for the next line), else how many went unlogged since (a flood
         of refusals must not flood the log; `/metrics` counts every one)."""
         return self.floods.due(kind, self.now(), every=TIMEOUT_LOG_EVERY)
+
+    def streams_refused(self) -> dict[str, int]:
+        """Streams refused since the start, by the setting that refused them (`/metrics`)."""
+        counts = {self.streams.setting: self.streams.refused}
+        if self.sse_clients is not None:
+            counts.update(self.sse_clients.refused)
+        return counts
 
     def full(self) -> bool:
         """As many client connections are open as `max_client_connections` allows."""
@@ -253,6 +267,8 @@ class FrontConnection(asyncio.Protocol):
         self._linger: asyncio.TimerHandle | None = None
         self._refusal_due: tuple[int, str] | None = None
         """Bytes the client sent behind its requests cannot be read: answered once those requests are."""
+        self._stream_of: str | None = None
+        """The address whose `FrontServer.streams` slot the request being served holds (a stream's)."""
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -319,6 +335,7 @@ class FrontConnection(asyncio.Protocol):
         self.front.connections.discard(self)
         self.front.body_bytes_held -= self.held
         self.held = 0
+        self._give_back_stream()
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
             drain.set_exception(ClientGone("connection closed", self.cut_as))
@@ -529,19 +546,10 @@ class FrontConnection(asyncio.Protocol):
         elif problem is not None:
             outcome = refuse_target(problem, req.method, raw)
         else:
-            path = side.path_qs.split("?", 1)[0]
-            sse = front.sse_clients
-            new_session = False
-            if sse is not None and sse.wants(req.method, path, side.raw_query, side.headers):
-                # While draining, a GET opens a new HTTP+SSE session: new work, refused below.
-                new_session = req.method == "GET"
-                if not (front.draining and new_session):
-                    self._serve_sse_client(sse, side, raw)
-                    return
-            outcome = classify_request(self.settings, req.method, path, side.headers, raw)
-            if front.draining and isinstance(outcome, Route) and (new_session or not continues_work(outcome)):
-                self._refuse_draining(side, outcome, len(raw))
-                return
+            routed = self._route(side, raw)
+            if routed is None:
+                return  # served already: an HTTP+SSE client's request, or new work while draining
+            outcome = routed
         router = front.router
         if isinstance(outcome, Route) and (refusal := router.off_endpoint(outcome)) is not None:
             relay = PassthroughRelay(front.relays, side, front.next_exchange())
@@ -583,6 +591,46 @@ class FrontConnection(asyncio.Protocol):
             self._run(side, relay.relay(route))
             return
         pending.future.add_done_callback(lambda _f: self._answered(relay, route, side, pending))
+
+    def _route(self, side: FrontSide, raw: bytes) -> Route | Rejection | None:
+        """Classify a readable request; None once it is served here (an HTTP+SSE client's request, or
+        new work refused while draining). A stream first takes one of its address's slots."""
+        front, method = self.front, side.method
+        if method == "GET" and (refusal := self._take_stream(side, None)) is not None:
+            return refusal
+        path = side.path_qs.split("?", 1)[0]
+        sse = front.sse_clients
+        new_session = False
+        if sse is not None and sse.wants(method, path, side.raw_query, side.headers):
+            # While draining, a GET opens a new HTTP+SSE session: new work, refused below.
+            new_session = method == "GET"
+            if not (front.draining and new_session):
+                self._serve_sse_client(sse, side, raw)
+                return None
+        outcome = classify_request(self.settings, method, path, side.headers, raw)
+        if front.draining and isinstance(outcome, Route) and (new_session or not continues_work(outcome)):
+            self._refuse_draining(side, outcome, len(raw))
+            return None
+        if method == "POST" and isinstance(outcome, Route) and outcome.method == LISTEN:
+            return self._take_stream(side, outcome.request_id) or outcome
+        return outcome
+
+    def _take_stream(self, side: FrontSide, ident: RequestId | None) -> Rejection | None:
+        """A stream holds one of its address's `max_streams_per_client` slots until it is served;
+        None once it has one, else the 429 that answers it. The refused connection closes after its
+        answer: left open, it would hold a connection slot until `keepalive_timeout` for nothing."""
+        streams, peer = self.front.streams, side.peer
+        if streams.take(peer):
+            self._stream_of = peer
+            return None
+        side.req.keep_alive = False
+        return streams.refusal(peer, ident, self.front.now())
+
+    def _give_back_stream(self) -> None:
+        """The stream ended (answered, or its connection gone): its address's slot is free again."""
+        peer, self._stream_of = self._stream_of, None
+        if peer is not None:
+            self.front.streams.give_back(peer)
 
     def _refuse_draining(self, side: FrontSide, route: Route, received: int) -> None:
         """New work while draining: recorded, and answered 503 with `Retry-After` (the connection closes)."""
@@ -671,6 +719,7 @@ class FrontConnection(asyncio.Protocol):
         side.flush()
         if side.req.charged:
             self._release(side.req)
+        self._give_back_stream()
         if not side.req.keep_alive or side.broken or (self.front.draining and not self.queue):
             self.close()  # while draining, even a response begun before the drain ends its connection
             return

@@ -59,6 +59,9 @@ MAX_METHOD_LABELS = 100
 ALWAYS_LABELLED: Final = SPEC_METHODS - PROXY_LABELS
 """Client method names outside the bound: the protocol's methods."""
 
+STREAM_REFUSALS: Final = ("max_streams_per_client", "max_sse_sessions_per_client", "max_sse_sessions")
+"""The settings a client stream is refused by: each a sample of `mcp_proxy_client_streams_refused`."""
+
 _LABEL_TEXT = re.compile(r"[A-Za-z(][A-Za-z0-9_/. ()-]{0,63}")
 
 
@@ -83,6 +86,7 @@ class ProxyMetrics:
         admin_unauthorized: Callable[[], dict[str, int]] = dict,
         admin_refused: Callable[[], dict[str, int]] = dict,
         client_connections: Callable[[], tuple[int, dict[str, int]]] = lambda: (0, {}),
+        client_streams_refused: Callable[[], dict[str, int]] = dict,
         capture_failed: Callable[[], bool | None] = lambda: None,
         retry_window: float = RETRY_WINDOW,
         sweep: Callable[[], None] = lambda: None,
@@ -119,6 +123,7 @@ class ProxyMetrics:
                 admin_unauthorized=admin_unauthorized,
                 admin_refused=admin_refused,
                 client_connections=client_connections,
+                client_streams_refused=client_streams_refused,
                 capture_failed=capture_failed,
                 waiting_on_client=lambda: self._waiting_on_client(sweep),
             )
@@ -286,6 +291,7 @@ class _PresentState:
         admin_unauthorized: Callable[[], dict[str, int]],
         admin_refused: Callable[[], dict[str, int]],
         client_connections: Callable[[], tuple[int, dict[str, int]]],
+        client_streams_refused: Callable[[], dict[str, int]],
         capture_failed: Callable[[], bool | None],
         waiting_on_client: Callable[[], int],
     ) -> None:
@@ -293,6 +299,7 @@ class _PresentState:
         self._capture_failed = capture_failed
         self._client_connections = client_connections
         """Client connections open now, and those refused past the cap by how (`answered`, `cut`)."""
+        self._client_streams_refused = client_streams_refused
         self._otlp_spans = otlp_spans
         self._client_timeouts = client_timeouts
         self._client_unreadable = client_unreadable
@@ -413,6 +420,15 @@ class _PresentState:
             "how",
             ("answered", "cut"),
             refused,
+        )
+        yield _counts_by(
+            "mcp_proxy_client_streams_refused",
+            "Client streams refused, by the setting that refused them: max_streams_per_client (429: the "
+            "address holds its share of long-lived GET and subscriptions/listen streams), "
+            "max_sse_sessions_per_client (429: its share of HTTP+SSE streams) or max_sse_sessions (503).",
+            "setting",
+            STREAM_REFUSALS,
+            self._client_streams_refused(),
         )
 
     def _timeouts(self) -> Metric:

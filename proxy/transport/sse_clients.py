@@ -8,15 +8,18 @@ session id the proxy mints), never the upstream's, so the client never learns th
 Each stream is one client channel (`ChannelClientShell`): a POSTed message is answered 202 at once
 and served as a Streamable HTTP request through the same engines as any other client's, so a legacy
 upstream is passed through and a 2026-07-28 upstream reached through the legacy-client bridge. Bounds:
-`max_sse_sessions` streams at once (503 past it), and `sse_queue_bytes` of messages waiting on one
-stream: a client that reads more slowly is cut off with a log line naming the setting, so it never
-holds messages without bound or slows anyone else.
+`max_sse_sessions` streams at once (503 past it), `max_sse_sessions_per_client` of them for one client
+address (429 past it, so one client cannot hold them all: a stream has no deadline), and
+`sse_queue_bytes` of messages waiting on one stream: a client that reads more slowly is cut off with a
+log line naming the setting, so it never holds messages without bound or slows anyone else. Refusals
+are logged at most once a second per setting (`also_unlogged` counting the rest) and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Final
@@ -31,6 +34,7 @@ from proxy.framing.sse import encode_comment, encode_event
 from proxy.logs import get_logger
 from proxy.transport.channel_client import ChannelClientShell, Serving
 from proxy.transport.client_side import ClientGone, ClientSide
+from proxy.transport.client_slots import ClientSlots
 from proxy.transport.tasks import spawn
 from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
@@ -127,6 +131,17 @@ class SseClients:
         self.sessions: dict[str, _Session] = {}
         self.closing: set[asyncio.Task[None]] = set()
         self.log = get_logger()
+        settings, floods = serving.settings, serving.relays.floods
+        self.per_client = ClientSlots(
+            "max_sse_sessions_per_client", "HTTP+SSE streams", settings.sse_sessions_per_client, floods
+        )
+        self.over_cap = 0
+        """Streams refused past `max_sse_sessions`, since the start (`/metrics`)."""
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """Streams refused since the start, by the setting that refused them."""
+        return {"max_sse_sessions": self.over_cap, self.per_client.setting: self.per_client.refused}
 
     def wants(self, method: str, path: str, query: str, headers: tuple[tuple[str, str], ...]) -> bool:
         """Whether a front request is an HTTP+SSE client's: a GET of the stream path naming no
@@ -155,10 +170,16 @@ class SseClients:
         if len(self.sessions) >= settings.max_sse_sessions:
             self._refuse(side, settings.max_sse_sessions)
             return
+        peer = side.peer
+        if not self.per_client.take(peer):
+            refusal = self.per_client.refusal(peer, None, time.monotonic())
+            retry = (("Retry-After", str(refusal.retry_after)),)
+            side.respond(refusal.status, dumps(refusal.body), "application/json", retry)
+            return
         session_id = secrets.token_hex(16)
         outbox = SseOutbox(settings.sse_queue_bytes)
         shell = ChannelClientShell(
-            self.serving, outbox, transport="sse", peer=side.peer, client_headers=side.headers
+            self.serving, outbox, transport="sse", peer=peer, client_headers=side.headers
         )
         self.sessions[session_id] = _Session(shell, outbox)
         endpoint = encode_event(f"{self.messages_path}?sessionId={session_id}", event="endpoint")
@@ -175,6 +196,7 @@ class SseClients:
         except ClientGone:
             pass
         finally:
+            self.per_client.give_back(peer)
             self._ended(session_id, shell, outbox, side, reason)
 
     def _ended(
@@ -203,7 +225,16 @@ class SseClients:
     def _refuse(self, side: ClientSide, limit: int) -> None:
         text = f"the proxy serves its limit of {limit} HTTP+SSE streams (max_sse_sessions); retry shortly"
         body = dumps(error_response(None, errors.UPSTREAM_UNAVAILABLE, text, {"setting": "max_sse_sessions"}))
-        self.log.warning("sse_client_refused", peer=side.peer, limit=limit, setting="max_sse_sessions")
+        self.over_cap += 1
+        also = self.per_client.floods.due("max_sse_sessions", time.monotonic())
+        if also is not None:
+            self.log.warning(
+                "sse_client_refused",
+                peer=side.peer,
+                limit=limit,
+                setting="max_sse_sessions",
+                also_unlogged=also or None,
+            )
         side.respond(503, body, "application/json", (("Retry-After", "1"),))
 
     async def close(self, seconds: float) -> int:
