@@ -128,7 +128,7 @@ class ObservationSink:
         """Take one observation."""
         self._take((obs,))
 
-    def emit_all(self, batch: Sequence[Observation], *, exchange: str | None = None) -> None:
+    def emit_all(self, batch: Sequence[Observation], exchange: str | None = None) -> None:
         """Take observations made together, in order (one fan-out for all of them).
 
         `exchange`: the client exchange every one of them belongs to, none of them a leg's, when the

@@ -348,58 +348,52 @@ class OpCounter:
         """Count observations in order (a listener of the observation sink).
 
         The two batches a plain pass-through exchange makes (its opening with its request; its response
-        head, answer and close) are counted whole while nothing waits (`_quick_batch`); every other
-        batch goes observation by observation (`_observe_each`).
+        head, answer and close) are counted whole here while nothing waits, with no loop and no call
+        per observation: this runs for each batch the proxy makes. Any other batch, or one of those
+        shapes that carries anything else, is counted observation by observation (`_observe_each`),
+        nothing having changed here first.
         """
-        if (self._waits or self._uncancelled or self._unretried) or not self._quick_batch(batch):
+        if self._waits or self._uncancelled or self._unretried:
             self._observe_each(batch)
-
-    def _quick_batch(self, batch: Sequence[Observation]) -> bool:
-        """Count a batch that is exactly a plain pass-through POST's opening and its one plain request,
-        or its response head, its request's plain answer and its close; False, having changed nothing,
-        for any other batch (`_observe_each` counts it then, as it would have counted these)."""
+            return
         size = len(batch)
         if size == 2:
             opened, seen = batch
             if (
-                type(opened) is not ExchangeOpened
-                or type(seen) is not MessageSeen
-                or opened.mode is not _PASSTHROUGH
-                or opened.http_method != "POST"
-                or seen.exchange != opened.exchange
-                or (
-                    self._plain is not None
-                    and opened.path not in self._endpoint_paths
-                    and self._plain(opened.path, opened.client_transport, opened.upstream_transport)
+                type(opened) is ExchangeOpened
+                and type(seen) is MessageSeen
+                and opened.mode is _PASSTHROUGH
+                and opened.http_method == "POST"
+                and seen.exchange == opened.exchange
+                and (
+                    self._plain is None
+                    or opened.path in self._endpoint_paths
+                    or not self._plain(opened.path, opened.client_transport, opened.upstream_transport)
                 )
             ):
-                return False
-            q = _quick(opened)
-            if not self._quick_request(q, seen):
-                return False
-            self._quick[opened.exchange] = q
-            return True
-        if size == 3:
+                q = [opened, None, None, 0.0, None, None, False]  # `_quick`, without the call
+                if self._quick_request(q, seen):
+                    self._quick[opened.exchange] = q
+                    return
+        elif size == 3:
             head, seen, closed = batch
             if (
-                type(head) is not ResponseHeadSeen
-                or type(seen) is not MessageSeen
-                or type(closed) is not ExchangeClosed
+                type(head) is ResponseHeadSeen
+                and type(seen) is MessageSeen
+                and type(closed) is ExchangeClosed
             ):
-                return False
-            exchange = head.exchange
-            entry = self._quick.get(exchange)
-            if (
-                entry is None
-                or seen.exchange != exchange
-                or closed.exchange != exchange
-                or (head.status == SESSION_GONE_STATUS and entry[Q_OPENED].session is not None)
-                or not self._quick_answer(entry, seen)
-            ):
-                return False
-            del self._quick[exchange]  # answered and closed: nothing of it is read again
-            return True
-        return False
+                exchange = head.exchange
+                entry = self._quick.get(exchange)
+                if (
+                    entry is not None
+                    and seen.exchange == exchange
+                    and closed.exchange == exchange
+                    and (head.status != SESSION_GONE_STATUS or entry[Q_OPENED].session is None)
+                    and self._quick_answer(entry, seen)
+                ):
+                    del self._quick[exchange]  # answered and closed: nothing of it is read again
+                    return
+        self._observe_each(batch)
 
     def _observe_each(self, batch: Sequence[Observation]) -> None:
         """Count observations one by one: the kinds every exchange has (its messages and its response

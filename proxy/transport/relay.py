@@ -736,7 +736,7 @@ class PassthroughRelay:
     def _flush(self) -> None:
         if self.batch:
             batch, self.batch = self.batch, []
-            self.ctx.observations.emit_all(batch, exchange=self.exchange)
+            self.ctx.observations.emit_all(batch, self.exchange)  # positional: keywords cost more
 
     def _observe_client(self, route: Route) -> None:
         sink = self.ctx.observations
