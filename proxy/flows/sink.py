@@ -42,7 +42,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.tally import RoundTripTally
-from proxy.wire.weight import value_weight
+from proxy.wire.weight import SMALL_TEXT, VALUE_BASE, WORST_RATIO, value_weight
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 """Estimated memory queued observations' bodies may hold before the oldest finished ones are dropped."""
@@ -133,14 +133,20 @@ class ObservationSink:
         """Take one observation."""
         self._take((obs,))
 
-    def emit_all(self, batch: Sequence[Observation]) -> None:
-        """Take observations made together, in order (one fan-out for all of them)."""
-        self._take(batch)
+    def emit_all(self, batch: Sequence[Observation], exchange: str | None = None) -> None:
+        """Take observations made together, in order (one fan-out for all of them).
 
-    def close(self, obs: ExchangeClosed, before: Sequence[Observation] = ()) -> ExchangeSummary | None:
+        `exchange`: the client exchange every one of them belongs to, none of them a leg's, when the
+        caller knows it (a relay does): the queue then takes it as their key without looking."""
+        self._take(batch, exchange)
+
+    def close(
+        self, obs: ExchangeClosed, before: Sequence[Observation] = (), *, whole: bool = False
+    ) -> ExchangeSummary | None:
         """Take an exchange's last observation (after `before`, made just ahead of it); returns its
-        round-trip line (None if it never opened)."""
-        return self._take((*before, obs) if before else (obs,))
+        round-trip line (None if it never opened). `whole`: every observation of `before` is of the
+        same exchange, none of them a leg's (as `emit_all`'s `exchange` says)."""
+        return self._take((*before, obs) if before else (obs,), obs.exchange if whole else None)
 
     def build(self) -> None:
         """Build every queued observation into chains now, and end the waits that ran out by now
@@ -218,7 +224,7 @@ class ObservationSink:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _take(self, batch: Sequence[Observation]) -> ExchangeSummary | None:
+    def _take(self, batch: Sequence[Observation], exchange: str | None = None) -> ExchangeSummary | None:
         # The tally first: naming a request learns the credentials its target carries (a resource
         # URI's query token), and every listener's copy is masked with them.
         tally = self.tally
@@ -233,19 +239,27 @@ class ObservationSink:
             self._tell_not_resumed()
         if not self.keep:
             return line
-        key, size, legs = _scan(batch)
-        if legs:
-            for obs in batch:
-                if type(obs) in _LEG_KINDS:
-                    self._track_leg(obs)
+        key: str | None = exchange
+        if key is not None:  # weighed only to be queued
+            size = 0 if self._live else _exchange_weight(batch)
+        else:
+            key, size, legs = _scan(batch)
+            if legs:
+                for obs in batch:
+                    if type(obs) in _LEG_KINDS:
+                        self._track_leg(obs)
         if self._live:
             if self._pending or self._held:
                 self.build_some(None)
             apply = self.builder.apply
             for obs in batch:
                 apply(obs)
-        elif key is not None:  # one key's (a relay's batches are): one entry
-            self._enqueue((tuple(batch), size, key))
+        elif key is not None:  # one key's (a relay's batches are): one entry, queued here (`_enqueue`)
+            self._pending.append((tuple(batch), size, key))
+            self._bytes += size
+            self._count += len(batch)
+            if self._count - self._held_count > self.backlog or self._bytes > self.max_bytes:
+                self._shed()
         else:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_weight(one), key_of(one)))
@@ -363,7 +377,15 @@ def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
     for obs in batch:
         kind = type(obs)
         if kind is MessageSeen:
-            size += value_weight(obs.msg.raw, obs.size)  # type: ignore[union-attr]
+            wire = obs.size  # type: ignore[union-attr]
+            raw = obs.msg.raw  # type: ignore[union-attr]
+            # A small JSON object is charged from its wire length, as `value_weight` charges it,
+            # without the call.
+            size += (
+                VALUE_BASE + WORST_RATIO * wire
+                if wire <= SMALL_TEXT and type(raw) is dict
+                else value_weight(raw, wire)
+            )
             this = obs.exchange  # type: ignore[union-attr]
         elif kind in _EXCHANGE_KINDS:
             this = obs.exchange  # type: ignore[union-attr]
@@ -382,6 +404,25 @@ def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:
             elif this != key:
                 return None, 0, True  # queued one by one, each counted alone; legs looked for one by one
     return key, size, legs
+
+
+def _exchange_weight(batch: Sequence[Observation]) -> int:
+    """The memory the bodies of one client exchange's observations hold (none of them a leg's): what
+    `_scan` counts of such a batch, without looking for its key."""
+    size = 0
+    for obs in batch:
+        kind = type(obs)
+        if kind is MessageSeen:
+            wire = obs.size  # type: ignore[union-attr]
+            raw = obs.msg.raw  # type: ignore[union-attr]
+            size += (
+                VALUE_BASE + WORST_RATIO * wire
+                if wire <= SMALL_TEXT and type(raw) is dict
+                else value_weight(raw, wire)
+            )
+        elif kind is InvalidBody:
+            size += obs.size  # type: ignore[union-attr]
+    return size
 
 
 def _body_weight(obs: Observation) -> int:

@@ -262,25 +262,25 @@ class _Ex:
         return bool(self.ops) and self.ops[0].method == DELETE_SESSION
 
 
-class _Quick:
-    """A pass-through POST exchange that so far carries nothing but one plain request and its answer:
-    what nearly all traffic is. It is counted without the operation tables (no `_Ex`, no `_Op`, no
-    calls), and becomes an `_Ex` (`OpCounter._promote`) the moment an observation needs those tables:
-    anything else on it, or anything elsewhere that could reach it (a cancellation, a resumed stream,
-    a bridge), so whatever the slow path reads is always there."""
+_Quick = list[Any]
+"""A pass-through POST exchange that so far carries nothing but one plain request and its answer:
+what nearly all traffic is. It is counted without the operation tables (no `_Ex`, no `_Op`, no
+calls), and becomes an `_Ex` (`OpCounter._promote`) the moment an observation needs those tables:
+anything else on it, or anything elsewhere that could reach it (a cancellation, a resumed stream,
+a bridge), so whatever the slow path reads is always there.
 
-    __slots__ = ("done", "headers", "opened", "request", "rows", "started", "status")
+A list laid out as `Q_OPENED`... `Q_DONE` say (`_quick`): one is made per exchange, and a list costs
+a third of an instance of a class with an `__init__`."""
 
-    def __init__(self, opened: ExchangeOpened) -> None:
-        self.opened = opened
-        self.request: Message | None = None
-        """Its one request, once seen."""
-        self.rows: tuple[BeganRow, EndedRow] | None = None
-        self.started = 0.0
-        self.status: int | None = None
-        self.headers: dict[str, str] | None = None
-        self.done = False
-        """Its request was answered (and counted)."""
+Q_OPENED, Q_REQUEST, Q_ROWS, Q_STARTED, Q_STATUS, Q_HEADERS, Q_DONE = range(7)
+"""Places in a `_Quick`: its `ExchangeOpened`; its one request (None until seen) with the rows it
+counts into and when it was seen; the response head's status and headers (None until seen); whether
+its request was answered (and counted)."""
+
+
+def _quick(opened: ExchangeOpened) -> _Quick:
+    """A quick exchange that has seen nothing but its opening."""
+    return [opened, None, None, 0.0, None, None, False]
 
 
 class OpCounter:
@@ -325,6 +325,11 @@ class OpCounter:
         self._event_ops: BoundedMap = BoundedMap()
         self._legs: BoundedMap = BoundedMap()
         self._continuations: BoundedMap = BoundedMap()
+        self._waits = self._resumes.waits
+        self._uncancelled = self._cancel_waits.waits
+        self._unretried = self._retries.waiting
+        """The tables of what waits (the same objects): while all are empty, nothing an observation
+        brings can end a wait."""
         self._handlers: dict[type[Any], Callable[[Any], None]] = {
             EventIdSeen: self._event_id,
             BodyNotInspected: self._unread,
@@ -342,10 +347,57 @@ class OpCounter:
     def observe_all(self, batch: Sequence[Observation]) -> None:
         """Count observations in order (a listener of the observation sink).
 
-        The kinds every exchange has (its messages and its response head) are handled in the loop
-        itself, and a plain pass-through exchange entirely (`_Quick`): this runs for each observation
-        the proxy makes.
+        The two batches a plain pass-through exchange makes (its opening with its request; its response
+        head, answer and close) are counted whole here while nothing waits, with no loop and no call
+        per observation: this runs for each batch the proxy makes. Any other batch, or one of those
+        shapes that carries anything else, is counted observation by observation (`_observe_each`),
+        nothing having changed here first.
         """
+        if self._waits or self._uncancelled or self._unretried:
+            self._observe_each(batch)
+            return
+        size = len(batch)
+        if size == 2:
+            opened, seen = batch
+            if (
+                type(opened) is ExchangeOpened
+                and type(seen) is MessageSeen
+                and opened.mode is _PASSTHROUGH
+                and opened.http_method == "POST"
+                and seen.exchange == opened.exchange
+                and (
+                    self._plain is None
+                    or opened.path in self._endpoint_paths
+                    or not self._plain(opened.path, opened.client_transport, opened.upstream_transport)
+                )
+            ):
+                q = [opened, None, None, 0.0, None, None, False]  # `_quick`, without the call
+                if self._quick_request(q, seen):
+                    self._quick[opened.exchange] = q
+                    return
+        elif size == 3:
+            head, seen, closed = batch
+            if (
+                type(head) is ResponseHeadSeen
+                and type(seen) is MessageSeen
+                and type(closed) is ExchangeClosed
+            ):
+                exchange = head.exchange
+                entry = self._quick.get(exchange)
+                if (
+                    entry is not None
+                    and seen.exchange == exchange
+                    and closed.exchange == exchange
+                    and (head.status != SESSION_GONE_STATUS or entry[Q_OPENED].session is None)
+                    and self._quick_answer(entry, seen)
+                ):
+                    del self._quick[exchange]  # answered and closed: nothing of it is read again
+                    return
+        self._observe_each(batch)
+
+    def _observe_each(self, batch: Sequence[Observation]) -> None:
+        """Count observations one by one: the kinds every exchange has (its messages and its response
+        head) in the loop itself, a plain pass-through exchange entirely (`_Quick`)."""
         exchanges = self._exchanges
         quick = self._quick
         waits = self._resumes.waits
@@ -381,10 +433,11 @@ class OpCounter:
             elif type(obs) is ResponseHeadSeen:
                 q = quick.get(obs.exchange) if quick else None
                 if q is not None:
-                    q.status, q.headers = obs.status, obs.headers
-                    if obs.status == SESSION_GONE_STATUS and q.opened.session is not None:
-                        self._session_gone(q.opened.session)
-                        self._session_answered(q.opened.session, obs.status, deletes=False)
+                    q[Q_STATUS], q[Q_HEADERS] = obs.status, obs.headers
+                    session = q[Q_OPENED].session
+                    if obs.status == SESSION_GONE_STATUS and session is not None:
+                        self._session_gone(session)
+                        self._session_answered(session, obs.status, deletes=False)
                     continue
                 ex = exchanges.get(obs.exchange)
                 if ex is not None:
@@ -405,7 +458,7 @@ class OpCounter:
                     continue
                 mode = obs.mode
                 if mode is _PASSTHROUGH and obs.http_method == "POST" and not waits:
-                    quick[obs.exchange] = _Quick(obs)
+                    quick[obs.exchange] = _quick(obs)
                     continue
                 if mode is not self._mode:  # its text, worked out once per mode met
                     self._mode, self._mode_text = mode, str(mode)
@@ -419,7 +472,7 @@ class OpCounter:
                 if quick:
                     q = quick.get(obs.exchange)
                     if q is not None:
-                        if q.done or q.request is None:  # answered, or it carried no message
+                        if q[Q_DONE] or q[Q_REQUEST] is None:  # answered, or it carried no message
                             del quick[obs.exchange]
                             continue
                         self._promote_all()
@@ -443,32 +496,55 @@ class OpCounter:
     def _quick_message(self, q: _Quick, obs: MessageSeen) -> bool:
         """Count a message on a quick exchange if it is its one plain request or that request's plain
         answer; False if it is anything else (the exchange must be promoted and counted the slow way)."""
-        if obs.sse_id is not None:
-            return False
-        msg = obs.msg
-        if obs.side is _UPSTREAM:
+        if obs.side is _UPSTREAM and obs.sse_id is None:
             return True  # the server's leg of a message the proxy changed: not counted
-        request = q.request
         if obs.direction is _TO_SERVER:
-            method = msg.method
-            if request is not None or msg.kind is not _REQUEST or msg.id is None or method is None:
-                return False
-            if method == "initialize":
-                return False  # it may mint a session: the slow path counts that
-            params = msg.params
-            if "requestState" in params or "inputResponses" in params:
-                return False  # a retry: what it continues is the slow path's to find
-            opened = q.opened
-            key = (method, opened.client_era, _PASSTHROUGH_VALUE)
-            rows = self._rows.get(key)
-            if rows is None:
-                rows = self._rows_of(method, opened.client_era, _PASSTHROUGH_VALUE)
-            began = rows[0]
-            began[CHAINS] += 1
-            began[REQUESTS] += 1
-            q.request, q.rows, q.started = msg, rows, obs.t
-            return True
-        if request is None or q.done or not msg.is_response or msg.id != request.id:
+            return self._quick_request(q, obs)
+        return self._quick_answer(q, obs)
+
+    def _quick_request(self, q: _Quick, obs: MessageSeen) -> bool:
+        """Count the client's message on a quick exchange that has seen no request yet if it is a plain
+        request (the client's, as it went); False, having changed nothing, if it is anything else."""
+        msg = obs.msg
+        method = msg.method
+        if (
+            obs.sse_id is not None
+            or obs.side is _UPSTREAM
+            or obs.direction is not _TO_SERVER
+            or q[Q_REQUEST] is not None
+            or msg.kind is not _REQUEST
+            or msg.id is None
+            or method is None
+            or method == "initialize"  # it may mint a session: the slow path counts that
+        ):
+            return False
+        params = msg.params
+        if "requestState" in params or "inputResponses" in params:
+            return False  # a retry: what it continues is the slow path's to find
+        era = q[Q_OPENED].client_era
+        rows = self._rows.get((method, era, _PASSTHROUGH_VALUE))
+        if rows is None:
+            rows = self._rows_of(method, era, _PASSTHROUGH_VALUE)
+        began = rows[0]
+        began[CHAINS] += 1
+        began[REQUESTS] += 1
+        q[Q_REQUEST], q[Q_ROWS], q[Q_STARTED] = msg, rows, obs.t
+        return True
+
+    def _quick_answer(self, q: _Quick, obs: MessageSeen) -> bool:
+        """Count the server's message on a quick exchange if it is the plain answer to its request
+        (as the client got it); False, having changed nothing, if it is anything else."""
+        msg = obs.msg
+        request = q[Q_REQUEST]
+        if (
+            obs.sse_id is not None
+            or obs.side is _UPSTREAM
+            or obs.direction is _TO_SERVER
+            or request is None
+            or q[Q_DONE]
+            or not msg.is_response
+            or msg.id != request.id
+        ):
             return False
         if msg.kind is _ERROR:
             error = True
@@ -477,13 +553,11 @@ class OpCounter:
             if type(result) is not dict or "resultType" in result:
                 return False
             error = result.get("isError") is True
-        q.done = True
-        rows = q.rows
-        assert rows is not None  # set with its request
-        row = rows[1]
+        q[Q_DONE] = True
+        row = q[Q_ROWS][1]
         if error:
             row[ERRORS] += 1
-        upstream = obs.t - q.started
+        upstream = obs.t - q[Q_STARTED]
         if upstream < 0.0:
             upstream = 0.0
         row[0 if upstream <= _FIRST_BOUND else bisect_left(LATENCY_BUCKETS, upstream)] += 1
@@ -500,18 +574,17 @@ class OpCounter:
     @staticmethod
     def _promote(q: _Quick) -> _Ex:
         """The `_Ex` (and `_Op`) the slow path would have made of what the quick exchange has seen."""
-        opened = q.opened
+        opened, msg, rows, started, status, headers, done = q
         ex = _Ex(opened.client_era, _PASSTHROUGH_VALUE, opened.session, opened.headers, opened.connection)
-        ex.status, ex.response_headers = q.status, q.headers
-        msg = q.request
+        ex.status, ex.response_headers = status, headers
         ident = msg.id if msg is not None else None
-        if msg is not None and ident is not None and q.rows is not None:
-            op = _Op(msg.method, _PASSTHROUGH_VALUE, True, q.started, q.rows)
+        if msg is not None and ident is not None and rows is not None:
+            op = _Op(msg.method, _PASSTHROUGH_VALUE, True, started, rows)
             op.params = msg.params
             op.ident = ident
             ex.ops.append(op)
             ex.requests[ident] = op
-            if q.done:
+            if done:
                 ex.answered.add(ident)
                 op.finished = True
         return ex

@@ -736,7 +736,7 @@ class PassthroughRelay:
     def _flush(self) -> None:
         if self.batch:
             batch, self.batch = self.batch, []
-            self.ctx.observations.emit_all(batch)
+            self.ctx.observations.emit_all(batch, self.exchange)  # positional: keywords cost more
 
     def _observe_client(self, route: Route) -> None:
         sink = self.ctx.observations
@@ -860,7 +860,7 @@ class PassthroughRelay:
         batch, self.batch = self.batch, []
         if self.origin is not None:  # a request whose answer never came: its rewrite still said
             batch += self.origin.take()
-        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch)
+        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch, whole=True)
         if summary is not None:
             traffic_line(_LOG, "exchange", summary.log_fields("passthrough"), summary.level)
 

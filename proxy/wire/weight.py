@@ -22,6 +22,9 @@ SMALL_TEXT: Final = 1024
 WORST_RATIO: Final = 24
 """About the most memory per byte of JSON text a decoded value takes (a list of one-member objects)."""
 
+VALUE_BASE: Final = 64
+"""What every decoded value is charged beyond its text (a small one: beyond `WORST_RATIO` times it)."""
+
 _OBJECT: Final = 176
 """A dict of a few members, beyond its text."""
 
@@ -57,9 +60,9 @@ def value_weight(value: Any, size: int, *, unlooked: int = SMALL_TEXT) -> int:
     weighs its length.
     """
     if isinstance(value, _TEXTS):
-        return 64 + len(value)
+        return VALUE_BASE + len(value)
     if size <= unlooked:
-        return 64 + WORST_RATIO * size
+        return VALUE_BASE + WORST_RATIO * size
     try:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # orjson.JSONEncodeError: not a decoded JSON value; charge the worst case

@@ -29,7 +29,14 @@ from proxy.flows.events import (
 )
 from proxy.flows.leg_handlers import CLIENT_NEVER_RETRIED, STOPPED_WHILE_PARKED
 from proxy.flows.log_lines import ExchangeSummary
-from proxy.flows.observations import FaultInjected, InterceptReleased, MessageSeen
+from proxy.flows.observations import (
+    ExchangeClosed,
+    ExchangeOpened,
+    FaultInjected,
+    InterceptReleased,
+    MessageSeen,
+    ResponseHeadSeen,
+)
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import AMBIGUOUS_RETRY, NEVER_RETRIED, NO_FIT, RETRY_WINDOW
 from proxy.flows.sink import ObservationSink
@@ -641,6 +648,37 @@ def test_the_byte_bound_weighs_a_body_as_the_objects_it_decoded_to_not_its_wire_
     kept = {c.summary.jsonrpc_id for c in rig.chains()}
     assert 20 in kept
     assert 1 not in kept
+
+
+def test_a_batch_handed_over_with_its_exchange_is_weighed_queued_and_built_as_one_the_sink_looks_into() -> (
+    None
+):
+    """The relay names the exchange of its batches so the queue need not look for it: the bounds
+    count the same, and the same chains are built, for small bodies, a large one and a non-object."""
+    bodies = [{"text": "hi"}, {"text": "y" * 4096}, "not an object"]
+    rigs = {vouched: Rig() for vouched in (False, True)}
+    for vouched, rig in rigs.items():
+        sink, now = rig.sink, rig.clock
+        for n, body in enumerate(bodies, 1):
+            exchange = f"x{n}"
+            call = classify_value(request(n, "tools/call", {"name": "echo", "arguments": {}}))
+            content = {"content": [{"type": "text", "text": str(body)}]}
+            answer = classify_value(body if isinstance(body, str) else result_response(n, content))
+            wire = len(orjson.dumps(body))
+            opened = ExchangeOpened(now(), exchange, "POST", "/mcp", {}, None)
+            seen = MessageSeen(now(), exchange, call, 60, Direction.TO_SERVER, Channel.POST)
+            sink.emit_all([opened, seen], exchange=exchange if vouched else None)
+            head = ResponseHeadSeen(now(), exchange, 200, "application/json", {})
+            back = MessageSeen(now(), exchange, answer, wire, Direction.TO_CLIENT, Channel.JSON)
+            sink.close(ExchangeClosed(now(), exchange, None), [head, back], whole=vouched)
+
+    looked, vouched = rigs[False], rigs[True]
+    assert (vouched.sink.pending, vouched.sink.pending_bytes) == (
+        looked.sink.pending,
+        looked.sink.pending_bytes,
+    )
+    assert vouched.sink.pending_bytes > 0
+    assert [c.summary for c in vouched.chains()] == [c.summary for c in looked.chains()]
 
 
 def test_a_bridged_call_built_later_has_its_legs_and_its_continuation_story() -> None:

@@ -14,8 +14,10 @@ import pytest
 
 from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import DECIDED, ChainChanged, ChainOpened, ChainStatus, Mode, SessionChanged
+from proxy.flows.observations import Observation
 from proxy.flows.retries import RETRY_WINDOW
 from proxy.transport.metric_ops import CHAINS, ERRORS, PLAIN_HTTP, OpCounter
+from proxy.transport.metrics import ProxyMetrics
 from tests.flows.plain_play import ENDPOINT, oauth_login
 from tests.flows.stream_play import listens
 from tests.flows.test_sink import ASK_NAME, SCENARIOS, Play, Rig, ask_name, modern_round
@@ -142,3 +144,42 @@ def test_a_listens_open_stream_is_not_measured_as_upstream_latency() -> None:
 
     latency = {mode: round(row[-1], 6) for (method, mode), row in metrics.counts.latency.items()}
     assert latency == {"passthrough": 0.5, "mrtr_to_legacy": 0.0}
+
+
+def _counted(metrics: ProxyMetrics) -> dict[str, Any]:
+    counts = metrics.counts
+    return {
+        "chains": dict(counts.chains),
+        "requests": dict(counts.requests),
+        "errors": dict(counts.errors),
+        "latency": {key: [round(n, 6) for n in row] for key, row in counts.latency.items()},
+        "rounds": dict(counts.rounds),
+        "sessions": dict(counts.sessions),
+    }
+
+
+@pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_the_counters_are_the_same_whatever_batches_the_observations_come_in(play: Play) -> None:
+    """A relay hands over an exchange's opening with its request, then its head, answer and close:
+    counted whole, those batches must count what the same observations count one by one, at whatever
+    offset the batches fall."""
+    rig = Rig()
+    seen: list[Observation] = []
+    rig.sink.listeners.append(seen.extend)
+    play(rig.facts, rig.clock)
+    one_by_one = bare_metrics()
+    for obs in seen:
+        one_by_one.counting.observe_all((obs,))
+    one_by_one.counting.sweep(rig.clock.now)
+
+    for offset in range(5):
+        batched = bare_metrics()
+        batches = [seen[:offset]] if offset else []
+        at, size = offset, 2
+        while at < len(seen):
+            batches.append(seen[at : at + size])
+            at, size = at + size, 5 - size  # 2, 3, 2, 3, ...: the relay's batches of a small call
+        for batch in batches:
+            batched.counting.observe_all(batch)
+        batched.counting.sweep(rig.clock.now)
+        assert _counted(batched) == _counted(one_by_one), f"batches from offset {offset}"
