@@ -95,6 +95,7 @@ class BodyObserver:
     """What went wrong reading the body (a stream cut inside an event), for the log."""
     not_inspected: str | None = None
     """Why the body, or the rest of it, was relayed unread (`skip`); None while it is read."""
+    _finished: bool = False
 
     def __post_init__(self) -> None:
         codings = content_codings(self.encoding)
@@ -116,6 +117,16 @@ class BodyObserver:
         if self._content is not None:
             reason = f"{reason}; {ENCODED_COUNT}"
         self.not_inspected = self.not_inspected or reason
+        self._stop_reading()
+
+    def give_up(self) -> None:
+        """The exchange ends before the body did (its client left, or it was given up): the bytes
+        relayed and not counted yet (a JSON body kept for reading) are counted, unread."""
+        if not self._finished:
+            self._stop_reading()
+            self._tell_extra(0)
+
+    def _stop_reading(self) -> None:
         self._decoder = None
         if self._buffer is not None:
             self._owed += len(self._buffer)
@@ -198,6 +209,7 @@ class BodyObserver:
 
     def finish(self) -> Body | None:
         """Call at the end of the body; returns the parsed JSON body (None for SSE or uninspected)."""
+        self._finished = True
         decoder = self._decoder
         if decoder is not None:
             decoder.close()

@@ -178,6 +178,7 @@ class PassthroughRelay:
         "encoding",
         "ended",
         "exchange",
+        "observer",
         "opened",
         "origin",
         "sse",
@@ -209,6 +210,9 @@ class PassthroughRelay:
         self.origin: OriginRewrites | None = None
         """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
         None for the traffic that needs none."""
+        self.observer: BodyObserver | None = None
+        """The observer of the response body (`_observer`): an exchange given up before the body's
+        end counts what it relayed (`BodyObserver.give_up`)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -682,6 +686,8 @@ class PassthroughRelay:
         if cut is not None:
             observer.finish()
             self._fault_line(BODY_STALLED if stalled else "cut", _describe(cut))
+        else:
+            observer.give_up()
         if observer.not_inspected is not None:
             self.not_inspected(observer.not_inspected)
         self._close_upstream()
@@ -721,7 +727,7 @@ class PassthroughRelay:
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
         sink, exchange, emit = self.ctx.observations, self.exchange, self._emit
-        return BodyObserver(
+        observer = self.observer = BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
             on_extra_bytes=lambda size: emit(BytesOut(sink.now(), exchange, size)),
@@ -731,6 +737,7 @@ class PassthroughRelay:
             limit=self.ctx.inspect_limit,
             encoding=self.encoding,
         )
+        return observer
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -849,7 +856,10 @@ class PassthroughRelay:
         self._finish(outcome)
 
     def abandon(self, outcome: str = "client_disconnected") -> None:
-        """The exchange was given up (client gone, shutdown): drop the upstream request, record it."""
+        """The exchange was given up (client gone, shutdown): drop the upstream request, record it,
+        with the body bytes relayed so far."""
+        if self.observer is not None and not self.ended:
+            self.observer.give_up()
         self._close_upstream()
         self._finish(outcome)
 

@@ -5,7 +5,8 @@ head announcing more body than it sends, then sends nothing more and keeps the c
 real `mcp-proxy` command, with `upstream_body_idle_timeout` short, must end the exchange: a client that
 got part of the body sees it cut (the connection closes) and the line says `upstream_cut`, counting
 the bytes it did get; a client that got nothing yet gets a 504 with its JSON-RPC id
-(`upstream_timeout`). An SSE stream as quiet as that is no stall: it goes on.
+(`upstream_timeout`). An SSE stream as quiet as that is no stall: it goes on. A client that leaves
+before the deadline is counted the bytes it got.
 """
 
 from __future__ import annotations
@@ -27,6 +28,24 @@ IDLE = 1.0
 
 PART = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}]}}'
 """What the fake sends of its announced body before it stalls."""
+
+
+async def left_after_part(port: int, body: bytes) -> bytes:
+    """`body` POSTed; what the proxy sends until the first bytes of the body, then the client leaves."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    got = b""
+    try:
+        while not got.endswith(PART):
+            got += await asyncio.wait_for(reader.read(65536), 10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return got
 
 
 def call(tool: str) -> bytes:
@@ -61,19 +80,22 @@ async def stalling_mid_body(reader: asyncio.StreamReader, writer: asyncio.Stream
         return
 
 
-async def served(tool: str, *, warm: bool) -> tuple[bytes, float, list[dict[str, Any]]]:
-    """The call to `tool` through a real proxy: what the client got, how long it took, the log lines."""
+async def served(
+    tool: str, *, warm: bool, idle: float = IDLE, leaving: bool = False
+) -> tuple[bytes, float, list[dict[str, Any]]]:
+    """The call to `tool` through a real proxy: what the client got, how long it took, the log lines.
+    `leaving`: the client hangs up once it has the first bytes of the body."""
     async with raw_fake_upstream(stalling_mid_body) as fake:
         upstream = f"http://127.0.0.1:{fake.port}/mcp"
         env = clean_env(
-            **settings_env(upstream=upstream, upstream_era="legacy", upstream_body_idle_timeout=IDLE)
+            **settings_env(upstream=upstream, upstream_era="legacy", upstream_body_idle_timeout=idle)
         )
         with ProxyProcess(env) as proxy:
             port = int(proxy.listen.rsplit(":", 1)[1])
             if warm:
                 assert (await post_raw(port, PING)).endswith(PONG)
             started = asyncio.get_running_loop().time()
-            answered = await post_raw(port, call(tool))
+            answered = await (left_after_part(port, call(tool)) if leaving else post_raw(port, call(tool)))
             took = asyncio.get_running_loop().time() - started
             events = proxy.wait_events(lambda lines: any(is_call(e) for e in lines))
             assert proxy.stop() == 0
@@ -110,3 +132,11 @@ async def test_an_sse_answer_quieter_than_the_deadline_is_no_stall() -> None:
     assert answered.startswith(b"HTTP/1.1 200 "), answered
     assert PART in answered
     assert line["trouble"] is None
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["new-connection", "pooled-connection"])
+async def test_a_client_that_leaves_a_stalled_body_is_counted_the_bytes_it_got(warm: bool) -> None:
+    answered, _, (line, *_) = await served("part", warm=warm, idle=60, leaving=True)
+    assert answered.endswith(PART)
+    assert line["outcome"] == "client_disconnected"
+    assert line["bytes_out"] == len(PART)
