@@ -142,6 +142,15 @@ class Settings(BaseModel):
     """Seconds to wait for a connection to the upstream before the request fails."""
     upstream_timeout: Seconds = 60.0
     """Seconds to wait for the upstream's response headers before answering the client 504."""
+    upstream_body_idle_timeout: Seconds = 60.0
+    """Seconds a response body that is not an SSE stream may go without a byte from the upstream.
+
+    Past it the exchange ends: with a 504 carrying the client's JSON-RPC id when none of the body
+    went out yet (`upstream_timeout`), else by closing the client's connection, so the client sees a
+    cut body rather than waiting for the rest (`upstream_cut`). Time a slow client takes to read
+    does not count. SSE streams are not bound by it: a stream is quiet while its server has nothing
+    to say.
+    """
     upstream_idle_timeout: Seconds = 4.0
     """Seconds an idle keep-alive connection to the upstream is kept before the proxy closes it.
 

@@ -129,6 +129,7 @@ class Proxy:
             upstream,
             connect_timeout=settings.upstream_connect_timeout,
             head_timeout=settings.upstream_timeout,
+            body_idle_timeout=settings.upstream_body_idle_timeout,
             max_head_bytes=settings.upstream_max_head_bytes,
             idle_timeout=settings.upstream_idle_timeout,
         )

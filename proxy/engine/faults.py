@@ -15,6 +15,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "unreachable": "the upstream MCP server is unreachable",
     "bad_response": "the upstream MCP server was reached, but its response was broken or cut off",
     "timeout": "the upstream MCP server did not answer in time",
+    "body_timeout": "the upstream MCP server stopped sending its answer",
     "cut": "the upstream MCP server cut the response stream",
     "unsendable": "the proxy cannot send this request upstream as it is",
     "head_too_large": "the upstream MCP server's response head is too large",
@@ -27,6 +28,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
 FAULT_HINT: Final[dict[str, str]] = {
     "unreachable": "check that the MCP server is running and that --upstream names it",
     "timeout": "a server this slow needs a larger --upstream-timeout",
+    "body_timeout": "a server this slow between reads needs a larger --upstream-body-idle-timeout",
     "cut": "the MCP server's own log says why it stopped",
     "bad_response": "the MCP server's own log says what it sent, or why it stopped",
     "head_too_large": "raise upstream_max_head_bytes if the server's headers are meant to be this large",

@@ -37,6 +37,7 @@ _FAULT_STATUS = {
     "unreachable": 502,
     "bad_response": 502,
     "timeout": 504,
+    "body_timeout": 504,
     "unsendable": 400,
     "head_too_large": 502,
     "era_unknown": 503,

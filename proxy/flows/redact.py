@@ -611,7 +611,9 @@ class Redactor:
 
     def _text_value(self, member: Member, value: str) -> str | None:
         """A secret member's value in a text body, masked (None: kept, a schema gone through). A value
-        that reads as JSON is masked as the walk masks it; one cut short or not JSON is masked whole."""
+        that reads as JSON is masked as the walk masks it; one cut short or not JSON is masked whole,
+        and a string's text remembered as the walk remembers it: the upstream may have read the body
+        the proxy could not, and echo the value."""
         if value.startswith("{") and member.schema_member:
             return None
         try:
@@ -619,6 +621,8 @@ class Redactor:
         except orjson.JSONDecodeError:
             inner = value.removeprefix('"')
             inner = inner.removesuffix('"') if len(inner) < len(value) else inner
+            if len(inner) < len(value):
+                self._remember(inner)
             return f'"{self.token(inner)}"'
         return orjson.dumps(self._mask_body_value(member.name, parsed, member.schema_member)).decode()
 

@@ -2,8 +2,9 @@
 
 The proxy maps the client's path onto the upstream's and decides by that path whether a request is the
 MCP endpoint's (and so may be bridged). A path the upstream would read differently from the proxy
-(dot segments, which servers resolve and the proxy does not) or a request naming no host or two hosts
-is refused here with 400, so the proxy's view and the upstream's never part. An absolute-form target
+(dot segments, which servers resolve and the proxy does not; a `#fragment`, which origin form has no
+place for and a server drops before routing) or a request naming no host or two hosts is refused here
+with 400, so the proxy's view and the upstream's never part. An absolute-form target
 (`http://host/path`) is taken apart as section 3.2.2 says: its authority stands for `Host`, its path
 and query are what the proxy maps.
 
@@ -50,6 +51,12 @@ def check_target(target: str, host_count: int, *, http10: bool) -> Target | Targ
         return TargetProblem("Host", f"{host_count} Host header fields; a request names exactly one host")
     if host_count == 0 and not http10:
         return TargetProblem("Host", "no Host header field; HTTP/1.1 requests must name their host")
+    if "#" in target:
+        return TargetProblem(
+            "request target",
+            f"the target {_shown(target.partition('#')[0][:200])!r} carries a '#fragment'; a request target "
+            "never has one (RFC 9112 section 3.2), send it without",
+        )
     host: str | None = None
     path_qs = target
     if not target.startswith("/"):

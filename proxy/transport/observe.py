@@ -9,9 +9,11 @@ answer. Every relayed byte is counted once: in the size of the message it carrie
 A compressed body (`Content-Encoding: gzip` or `deflate`) is observed decoded, piece by piece as it
 streams, under the same limit as a plain one: the client gets the compressed bytes it asked for,
 people see what they say. Its bytes are counted decoded (its messages' sizes, the bytes no message
-carried), as far as it was read. A body in a coding the proxy cannot undo, or one that does not
-decode, is relayed and named as not inspected, its bytes counted as they come (from the read that
-failed to decode, for the latter).
+carried) while it is decoded. Once it is not (it decodes past the limit, does not decode, or is in a
+coding the proxy cannot undo), the rest is counted as the encoded bytes relayed, from the reads whose
+decoded bytes were not yet counted: inflating the rest of a gzip bomb only to count it would cost the
+proxy what the limit spares it. The reason it went unread says its size is a count of encoded bytes
+(`ENCODED_COUNT`), since its decoded size is then unknown.
 """
 
 from __future__ import annotations
@@ -42,9 +44,16 @@ def too_large(what: str, limit: int) -> str:
     return f"{what} larger than {INSPECT_SETTING} ({limit} bytes) was relayed whole but not inspected"
 
 
+ENCODED_COUNT = "its size counts the encoded bytes relayed, its decoded size unknown"
+"""Said of a compressed body not decoded to its end, whose size is then a count of encoded bytes."""
+
+
 def not_inspected_coding(coding: str) -> str:
     """Why a body in a coding the proxy cannot undo is not shown."""
-    return f"a {coding}-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)"
+    return (
+        f"a {coding}-encoded body was relayed but not inspected (the proxy decodes gzip and deflate); "
+        + ENCODED_COUNT
+    )
 
 
 def not_inspected_corrupt(coding: str, detail: str) -> str:
@@ -79,10 +88,14 @@ class BodyObserver:
     _owed: int = 0
     """Bytes fed that neither a message's size nor an extra-bytes count has told yet: an SSE event
     still arriving (told once it completes)."""
+    _encoded_owed: int = 0
+    """Encoded bytes of a compressed body fed since its decoded bytes were last all told: what it
+    counts in their place when it stops being decoded."""
     problem: str | None = None
     """What went wrong reading the body (a stream cut inside an event), for the log."""
     not_inspected: str | None = None
     """Why the body, or the rest of it, was relayed unread (`skip`); None while it is read."""
+    _finished: bool = False
 
     def __post_init__(self) -> None:
         codings = content_codings(self.encoding)
@@ -101,11 +114,25 @@ class BodyObserver:
 
     def skip(self, reason: str) -> None:
         """Stop reading: the rest of the body is relayed and counted, unread; `reason` says why."""
+        if self._content is not None:
+            reason = f"{reason}; {ENCODED_COUNT}"
         self.not_inspected = self.not_inspected or reason
+        self._stop_reading()
+
+    def give_up(self) -> None:
+        """The exchange ends before the body did (its client left, or it was given up): the bytes
+        relayed and not counted yet (a JSON body kept for reading) are counted, unread."""
+        if not self._finished:
+            self._stop_reading()
+            self._tell_extra(0)
+
+    def _stop_reading(self) -> None:
         self._decoder = None
         if self._buffer is not None:
             self._owed += len(self._buffer)
             self._buffer = None
+        if self._content is not None:  # decoded bytes untold give way to the encoded bytes that held them
+            self._owed, self._encoded_owed = self._encoded_owed, 0
 
     def feed(self, chunk: bytes) -> None:
         """Look at one relayed chunk (decoded first when the body is compressed)."""
@@ -114,7 +141,9 @@ class BodyObserver:
             self._look(chunk)
             return
         if self._decoder is None and self._buffer is None:  # no longer looking: nor decoding
+            self.on_extra_bytes(len(chunk))
             return
+        self._encoded_owed += len(chunk)
         try:
             for piece in content.feed(chunk):
                 self._look(piece)
@@ -124,7 +153,9 @@ class BodyObserver:
             self.skip(not_inspected_corrupt(self._coding, str(exc)))
             self._tell_extra(0)
             self._content = None  # from here on its bytes are counted as they come
-            self.on_extra_bytes(len(chunk))
+            return
+        if self._owed == 0 and not self._buffer:  # every decoded byte told: none of these owed
+            self._encoded_owed = 0
 
     def _look(self, chunk: bytes) -> None:
         """Look at body bytes as they read (decoded, when the body is compressed)."""
@@ -178,6 +209,7 @@ class BodyObserver:
 
     def finish(self) -> Body | None:
         """Call at the end of the body; returns the parsed JSON body (None for SSE or uninspected)."""
+        self._finished = True
         decoder = self._decoder
         if decoder is not None:
             decoder.close()

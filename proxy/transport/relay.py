@@ -56,6 +56,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import Rejection, Route
 from proxy.framing.http import Upstream, header
 from proxy.logs import get_logger, traffic_line
+from proxy.transport.body_deadlines import BODY_STALLED
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
@@ -177,6 +178,7 @@ class PassthroughRelay:
         "encoding",
         "ended",
         "exchange",
+        "observer",
         "opened",
         "origin",
         "sse",
@@ -208,6 +210,9 @@ class PassthroughRelay:
         self.origin: OriginRewrites | None = None
         """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
         None for the traffic that needs none."""
+        self.observer: BodyObserver | None = None
+        """The observer of the response body (`_observer`): an exchange given up before the body's
+        end counts what it relayed (`BodyObserver.give_up`)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -668,12 +673,21 @@ class PassthroughRelay:
         client nothing yet (the head waits for the body's first bytes): the client gets the 502 of an
         upstream that closed before its head, and the records say so, never the head it did not get.
         """
+        stalled = cut is not None and cut.kind == BODY_STALLED
         if cut is not None and end.cut_client and self.client.withdraw_head():
+            if stalled:  # nothing went out: the client gets the 504 of an upstream too slow to answer
+                self._close_upstream()
+                opened = self.opened
+                request_id = opened.request_id if opened is not None else None
+                self._fault(BODY_STALLED, str(cut), request_id, outcome="upstream_timeout")
+                return
             self._closed_after_head(cut)
             return
         if cut is not None:
             observer.finish()
-            self._fault_line("cut", _describe(cut))
+            self._fault_line(BODY_STALLED if stalled else "cut", _describe(cut))
+        else:
+            observer.give_up()
         if observer.not_inspected is not None:
             self.not_inspected(observer.not_inspected)
         self._close_upstream()
@@ -713,7 +727,7 @@ class PassthroughRelay:
 
     def _observer(self, upstream: UpstreamResponse, *, sse: bool) -> BodyObserver:
         sink, exchange, emit = self.ctx.observations, self.exchange, self._emit
-        return BodyObserver(
+        observer = self.observer = BodyObserver(
             sse=sse,
             sink=self._observe_upstream,
             on_extra_bytes=lambda size: emit(BytesOut(sink.now(), exchange, size)),
@@ -723,6 +737,7 @@ class PassthroughRelay:
             limit=self.ctx.inspect_limit,
             encoding=self.encoding,
         )
+        return observer
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -784,15 +799,22 @@ class PassthroughRelay:
         self.client.respond(status, data, content_type, headers)
 
     def _fault(
-        self, reason: str, detail: str, request_id: RequestId | None, *, retry_after: int | None = None
+        self,
+        reason: str,
+        detail: str,
+        request_id: RequestId | None,
+        *,
+        retry_after: int | None = None,
+        outcome: str | None = None,
     ) -> None:
-        """The upstream failed before its head: the client gets a gateway error."""
+        """The upstream failed before anything of its answer went out: the client gets a gateway error.
+        The exchange ends with `outcome`, by default the fault's (`upstream_<reason>`)."""
         self._fault_line(reason, detail)
         answer = fault_answer(reason, detail, request_id)
         if answer is not None:
             extra = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
             self._answer(answer.status, answer.body, extra)
-        self._finish(fault_outcome(reason))
+        self._finish(outcome or fault_outcome(reason))
 
     def _fault_line(self, reason: str, detail: str) -> None:
         """Warn that the upstream failed this exchange, naming the upstream: at most one line a second
@@ -834,7 +856,10 @@ class PassthroughRelay:
         self._finish(outcome)
 
     def abandon(self, outcome: str = "client_disconnected") -> None:
-        """The exchange was given up (client gone, shutdown): drop the upstream request, record it."""
+        """The exchange was given up (client gone, shutdown): drop the upstream request, record it,
+        with the body bytes relayed so far."""
+        if self.observer is not None and not self.ended:
+            self.observer.give_up()
         self._close_upstream()
         self._finish(outcome)
 

@@ -13,8 +13,9 @@ head, `Host` included, is framed in one place, which refuses what would break th
 
 Bounded: the pool holds at most `limit` connections (a request past it waits for one, within the
 head timeout), a response head larger than `max_head_bytes` fails the request and closes its
-connection, and a response body never buffers more than `HIGH_WATER` bytes before reading from the
-upstream socket pauses, so a 10 MiB result crosses in small pieces.
+connection, a response body never buffers more than `HIGH_WATER` bytes before reading from the
+upstream socket pauses, so a 10 MiB result crosses in small pieces, and a body that is not an SSE
+stream fails once the upstream sends none of it for `body_idle_timeout` (`proxy.transport.body_deadlines`).
 
 Idle connections are closed before the upstream would close them: after `idle_timeout` seconds, or a
 little before the `timeout=N` of the upstream's `Keep-Alive` header when it sends one, so a request is
@@ -54,6 +55,7 @@ from proxy.framing.h1 import (
 )
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
+from proxy.transport.body_deadlines import BODY_STALLED, BodyDeadlines
 from proxy.transport.tls_failures import handshake_failed
 from proxy.wire.mcp import repeatable
 
@@ -83,8 +85,9 @@ class UpstreamError(Exception):
     """The upstream could not be reached, broke the exchange off, or the request could not be framed.
 
     `kind` is `unreachable`, `cut`, `head_too_large` (the response head passed `max_head_bytes`; the
-    connection is closed) or `unsendable` (a head the core's `encode_request` refused; nothing was sent
-    and no connection was taken).
+    connection is closed), `body_timeout` (the upstream stopped sending a body that is not an SSE
+    stream; the connection is closed) or `unsendable` (a head the core's `encode_request` refused;
+    nothing was sent and no connection was taken).
     """
 
     def __init__(self, kind: str, detail: str) -> None:
@@ -125,6 +128,7 @@ class UpstreamResponse:
         "buffered",
         "complete",
         "content_length",
+        "event_stream",
         "headers",
         "keep_alive_header",
         "reason",
@@ -137,9 +141,9 @@ class UpstreamResponse:
         self.status = status
         self.reason = reason
         self.headers = headers
-        # One pass over the head for the three fields the pool reads (this runs for every answer).
+        # One pass over the head for the four fields the pool reads (this runs for every answer).
         length = coding = None
-        keep_alive = False
+        keep_alive = event_stream = False
         for name, value in headers:
             size = len(name)
             if size == 14 and length is None and name.lower() == "content-length":
@@ -148,12 +152,16 @@ class UpstreamResponse:
                 coding = value
             elif size == 10 and not keep_alive and name.lower() == "keep-alive":
                 keep_alive = True
+            elif size == 12 and name.lower() == "content-type":
+                event_stream = value.lstrip()[:17].lower() == "text/event-stream"
         self.content_length: int | None = int(length) if length is not None and length.isdigit() else None
         chunked = coding is not None and coding.rstrip().lower().endswith("chunked")
         self.until_close = self.content_length is None and not chunked
         """No length and no chunking: the body ends where the connection does (HTTP/1.0 framing)."""
         self.keep_alive_header = keep_alive
         """The upstream sent `Keep-Alive` (it may announce how long it keeps an idle connection)."""
+        self.event_stream = event_stream
+        """The body is an SSE stream, quiet for as long as its server likes (no body idle deadline)."""
         self._chunks: deque[bytes] = deque()
         self.buffered = 0
         """Body bytes that arrived and were not yet taken."""
@@ -324,6 +332,8 @@ class _Connection(asyncio.Protocol):
         """Requests sent on this connection: past one, it is a reused connection."""
         self.ttl = pool.idle_timeout
         """Seconds this connection may stay idle (shortened by the upstream's `Keep-Alive: timeout`)."""
+        self.reads = 0
+        """Reads from the upstream, for the body idle deadline (`BodyDeadlines`)."""
         self.idle_deadline = 0.0
         self.alive = True
         self.lost = False
@@ -334,6 +344,7 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
+        self.reads += 1
         if self.pending is None and self.response is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted with another request
             return
@@ -393,6 +404,8 @@ class _Connection(asyncio.Protocol):
     def _headed(self, head: ResponseHead) -> None:
         response = UpstreamResponse(self, head.status, head.reason, head.headers)
         self.response = response
+        if not response.event_stream:
+            self.pool.body_deadlines.watch(self)
         if response.keep_alive_header:
             announced = keep_alive_timeout(head.headers)
             if announced is not None:
@@ -433,6 +446,16 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and self.paused:
             self.paused = False
             self.transport.resume_reading()
+
+    def reading_body(self) -> bool:
+        """The response this connection carries has a body still to come (`BodyDeadlines`)."""
+        response = self.response
+        return self.alive and response is not None and not response._done
+
+    def stalled(self, detail: str) -> None:
+        """The upstream sent none of the body for the body idle deadline: the body fails, the
+        connection closes (what it would send later could not be told from the next answer)."""
+        self._fail(BODY_STALLED, detail)
 
     def _fail(self, kind: str, detail: str) -> None:
         error = UpstreamError(kind, detail)
@@ -541,7 +564,10 @@ class UpstreamPool:
         head_timeout: float = 60.0,
         max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        body_idle_timeout: float | None = None,
     ) -> None:
+        """`body_idle_timeout`: seconds a body that is not an SSE stream may go without a byte before it
+        fails (None: as long as `head_timeout`)."""
         self.upstream = upstream
         self.max_head_bytes = max_head_bytes
         self.idle_timeout = idle_timeout
@@ -550,6 +576,8 @@ class UpstreamPool:
         self.limit = limit
         self.connect_timeout = connect_timeout
         self.head_timeout = head_timeout
+        self.body_deadlines = BodyDeadlines(head_timeout if body_idle_timeout is None else body_idle_timeout)
+        """The idle deadline of response bodies that are not SSE streams."""
         tls = upstream.scheme == "https"
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if tls else None
         self._idle: deque[_Connection] = deque()
@@ -843,6 +871,7 @@ class UpstreamPool:
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
             self._idle_sweeper = None
+        self.body_deadlines.close()
         for task in list(self._retrying):
             task.cancel()
         while self._idle:

@@ -1,7 +1,8 @@
 """JSON-RPC 2.0 envelopes as the proxy sees them: a light, relay-safe view over the parsed JSON.
 
 The hot path parses each body once (orjson) and classifies it without building pydantic models; the
-original dict is kept so that unknown fields always survive a relay.
+original dict is kept so that unknown fields always survive a relay. A body orjson refuses is read
+again only for the non-finite numbers Python peers accept (`proxy.wire.python_json`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from proxy.wire.python_json import loads_non_finite
 from proxy.wire.values import value
 
 JSONRPC_VERSION: Final = "2.0"
@@ -137,7 +139,10 @@ def parse_body(data: bytes, max_batch: int | None = None) -> Body:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        return Body((), parse_error=f"not JSON: {exc}")
+        try:
+            value = loads_non_finite(data)
+        except ValueError:
+            return Body((), parse_error=f"not JSON: {exc}")
     if isinstance(value, list):
         if not value:
             return Body((), batch=True, parse_error="empty batch")
@@ -151,7 +156,10 @@ def parse_text(text: str) -> Message:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        return Message(_INVALID, text, problem=f"not JSON: {exc}")
+        try:
+            value = loads_non_finite(text)
+        except ValueError:
+            return Message(_INVALID, text, problem=f"not JSON: {exc}")
     return classify_value(value)
 
 

@@ -19,10 +19,12 @@ import pytest
 from proxy.flows.events import ChainStatus, Direction, MessageRecorded
 from proxy.flows.store import Chain
 from proxy.record.capture import read_capture
+from proxy.transport.observe import ENCODED_COUNT
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import run_scenario
 from tests.record.captures import full_har
-from tests.transport.helpers import client_session, rpc
+from tests.transport.helpers import bounded, captured_logs, client_session, drained, rpc, wait_until
+from tests.transport.test_relay_observation import open_session
 
 pytestmark = pytest.mark.e2e
 
@@ -121,3 +123,26 @@ async def test_a_fault_rule_on_a_compressed_answer_lets_it_through_as_it_comes(
         chains = {c.summary.method: c for c in proxy.chains() if c.summary.jsonrpc_id is not None}
     assert proxied == direct
     assert chains["tools/call"].summary.status is ChainStatus.OK
+
+
+async def test_a_gzip_answer_decoding_past_the_limit_counts_the_bytes_relayed_and_says_so(
+    gzip_server: tuple[PeerServer, str], proxy_for: Callable[..., Any]
+) -> None:
+    """Inflating the rest of an answer only to count it would undo the limit (a gzip bomb): its size is
+    the compressed bytes the client got, never the decode budget, and the line says which it is."""
+    peer, _ = gzip_server  # the SSE shape: each event of this answer already decodes past the limit
+    limit = 4096
+    async with proxy_for(peer.url, max_inspected_bytes=limit) as proxy, client_session() as client:
+        session = await open_session(proxy, client)
+        call = rpc("tools/call", 3, name="echo", arguments={"text": "x" * 64 * limit})
+        headers = {**GZIP_ACCEPT, "Mcp-Session-Id": session}
+        with captured_logs() as logs:
+            async with client.post(proxy.endpoint(), data=call, headers=headers) as response:
+                raw = await bounded(response.read(), what="the gzip answer through the proxy")
+                assert response.headers["Content-Encoding"] == "gzip"
+            await wait_until(lambda: drained(proxy), what="the proxy to close the exchange")
+    assert b"x" * 64 * limit in gzip.decompress(raw)
+    (line,) = [entry for entry in logs if entry["event"] == "exchange"]
+    assert line["bytes_out"] == len(raw) < limit
+    assert f"max_inspected_bytes ({limit} bytes)" in line["not_inspected"]
+    assert line["not_inspected"].endswith(ENCODED_COUNT)

@@ -1038,3 +1038,18 @@ def test_a_text_body_masks_a_secret_keys_value_as_the_json_walk_does() -> None:
     assert walked["schema"] == schema
     assert "hunter2" not in shown + cut
     assert cut.startswith('{"n": 1, "credentials": "<redacted len=')
+
+
+def test_a_secret_keys_string_in_a_body_the_proxy_cannot_decode_is_remembered_for_its_echoes() -> None:
+    """The upstream may read what the proxy could not (a JavaScript server takes a lone surrogate), and
+    echo the value: masked in the body kept as text, it is masked wherever it shows again."""
+    redactor = Redactor(body_keys=["password"], key=KEY)
+    lone = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"password":"pw-\\ud800-lone-secret"}}'
+    cut = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"password":"pw-cut-short-secret'
+
+    shown = redactor.text_body(lone) + redactor.text_body(cut)
+    echoed = redactor.text_body('{"result":"you sent pw-\\ud800-lone-secret"}')
+
+    assert "lone-secret" not in shown + echoed
+    assert "cut-short-secret" not in shown
+    assert redactor.scrub("echo: pw-cut-short-secret") == f"echo: {redactor.token('pw-cut-short-secret')}"

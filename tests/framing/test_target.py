@@ -45,6 +45,18 @@ def test_a_dot_segment_in_the_path_is_refused_naming_the_request_target(target: 
 
 
 @pytest.mark.parametrize(
+    "target", ["/mcp#x", "/mcp?api_key=s3cr3t-value#frag", "/#", "http://proxy.test/mcp#x"]
+)
+def test_a_fragment_in_the_target_is_refused_naming_the_request_target(target: str) -> None:
+    """Origin form is a path and a query: a fragment would reach the upstream as part of the path."""
+    problem = check_target(target, 1, http10=False)
+    assert isinstance(problem, TargetProblem)
+    assert problem.field == "request target"
+    assert "fragment" in problem.text
+    assert "s3cr3t-value" not in problem.text
+
+
+@pytest.mark.parametrize(
     "target", ["*", "proxy.test:443", "ftp://proxy.test/mcp", "http:///mcp", "http://user:pw@proxy.test/mcp"]
 )
 def test_targets_neither_a_path_nor_an_http_url_are_refused(target: str) -> None:

@@ -479,6 +479,25 @@ async def test_dot_segments_in_the_path_get_400_and_nothing_goes_upstream(proxy_
         await still_serves(proxy)
 
 
+async def test_a_fragment_in_the_target_gets_400_is_logged_as_refused_and_nothing_goes_upstream(proxy_for):
+    with captured_logs() as logged:
+        async with (
+            fake_upstream(fake_upstream_that_answers_by_method) as fake,
+            proxy_for(fake.url, **RELAY_ONLY) as proxy,
+        ):
+            for ident, path in enumerate(("/mcp#x", "/mcp?tenant=a#frag"), start=26):
+                error = await refused_400(proxy, request_bytes(rpc("tools/list", ident), path=path))
+                assert error["error"]["data"] == {"field": "request target"}
+                assert "fragment" in error["error"]["message"]
+                assert error["id"] == ident
+            assert fake.seen == []
+            await still_serves(proxy)
+            await wait_until(lambda: drained(proxy), what="the exchanges to close")
+    lines = [e for e in logged if e.get("status") == 400]
+    assert len(lines) == 2, logged
+    assert all(e["trouble"] == "bad request target" for e in lines), lines
+
+
 async def test_an_absolute_form_target_is_sent_upstream_in_origin_form(proxy_for):
     async with (
         fake_upstream(fake_upstream_that_answers_by_method) as fake,

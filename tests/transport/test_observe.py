@@ -12,7 +12,13 @@ import zlib
 from collections.abc import Iterator
 
 from proxy.flows.events import Channel
-from proxy.transport.observe import INSPECT_LIMIT, BodyObserver, not_inspected_coding, too_large
+from proxy.transport.observe import (
+    ENCODED_COUNT,
+    INSPECT_LIMIT,
+    BodyObserver,
+    not_inspected_coding,
+    too_large,
+)
 from proxy.wire.jsonrpc import Message
 
 ANSWER = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}'
@@ -79,8 +85,9 @@ def test_a_gzip_body_inflating_past_the_limit_is_not_inspected_and_never_held_wh
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert observer.not_inspected == too_large("a gzip-encoded response body, decoded,", INSPECT_LIMIT)
-    assert INSPECT_LIMIT < seen.extra < INSPECT_LIMIT + (1 << 20)  # counted decoded, as far as read
+    reason = too_large("a gzip-encoded response body, decoded,", INSPECT_LIMIT)
+    assert observer.not_inspected == f"{reason}; {ENCODED_COUNT}"
+    assert seen.extra == len(bomb)  # the bytes relayed, never the decode budget: its decoded size is unknown
     assert observer.json_body is None
     assert seen.messages == []
     assert peak < INSPECT_LIMIT + 4 * (1 << 20)  # the bounded buffer and a few pieces, never 64 MiB
@@ -94,9 +101,13 @@ def test_a_coding_the_proxy_cannot_undo_is_named_not_inspected_and_never_parsed(
     assert (
         observer.not_inspected
         == not_inspected_coding("br")
-        == ("a br-encoded body was relayed but not inspected (the proxy decodes gzip and deflate)")
+        == (
+            "a br-encoded body was relayed but not inspected (the proxy decodes gzip and deflate); "
+            "its size counts the encoded bytes relayed, its decoded size unknown"
+        )
     )
     assert seen.messages == []
+    assert seen.extra == 7
 
 
 def test_a_body_that_is_not_what_its_coding_says_is_named_not_inspected_not_invalid() -> None:
@@ -107,4 +118,23 @@ def test_a_body_that_is_not_what_its_coding_says_is_named_not_inspected_not_inva
     observer.finish()
     assert seen.extra == len(ANSWER) + len(b"more of it")  # counted as they came
     assert (observer.not_inspected or "").startswith("a gzip-encoded body that could not be decoded")
+    assert (observer.not_inspected or "").endswith(ENCODED_COUNT)
     assert seen.messages == []
+
+
+def test_a_gzip_sse_stream_past_the_limit_counts_its_told_events_decoded_and_the_rest_encoded() -> None:
+    packer = zlib.compressobj(9, wbits=16 + zlib.MAX_WBITS)
+    event = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/ping"}\n\n'
+    first = packer.compress(event) + packer.flush(zlib.Z_SYNC_FLUSH)
+    big = b"data: " + b" " * (4 * INSPECT_LIMIT)
+    rest = [packer.compress(big[i : i + (1 << 20)]) for i in range(0, len(big), 1 << 20)]
+    rest.append(packer.flush())
+    seen = Seen()
+    observer = seen.observer("gzip", sse=True)
+    for chunk in (first, *rest):
+        observer.feed(chunk)
+    observer.finish()
+    told = sum(size for _, size, _ in seen.messages)
+    assert len(seen.messages) == 1
+    assert told + seen.extra == len(event) + sum(map(len, rest))  # the wire bytes of the unread event
+    assert (observer.not_inspected or "").endswith(ENCODED_COUNT)

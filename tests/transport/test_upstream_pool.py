@@ -20,7 +20,7 @@ from aiohttp import web
 
 from proxy.framing import h1
 from proxy.framing.http import parse_upstream
-from proxy.transport import upstream_pool
+from proxy.transport import body_deadlines, upstream_pool
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import HIGH_WATER, UpstreamError, UpstreamPool, UpstreamResponse
 from proxy.wire.mcp import repeatable
@@ -1015,3 +1015,69 @@ async def test_the_running_proxy_closes_idle_upstream_connections_after_upstream
         assert (await read_response(reader)).status == 200
         await wait_until(lambda: bool(idle_for), what="the proxy to close its idle upstream connection")
         assert 0.3 <= idle_for[0] < 0.3 + 2 * upstream_pool.IDLE_SWEEP + 0.5
+
+
+# --- the body idle deadline ---------------------------------------------------------------------------
+
+
+def counting_sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the body deadline's sweeps, so a test waits for some to pass instead of sleeping."""
+    sweeps: list[int] = []
+    sweep = body_deadlines.BodyDeadlines._sweep
+
+    def counted(self: body_deadlines.BodyDeadlines) -> None:
+        sweeps.append(len(self._watched))
+        sweep(self)
+
+    monkeypatch.setattr(body_deadlines.BodyDeadlines, "_sweep", counted)
+    return sweeps
+
+
+async def test_a_body_the_upstream_stops_sending_fails_naming_the_setting(monkeypatch) -> None:
+    sweeps = counting_sweeps(monkeypatch)
+    stop = asyncio.Event()
+
+    async def stalling(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        await hold(stop)
+
+    async with raw_fake_upstream(stalling) as server, pool_for(server, body_idle_timeout=0.2) as pool:
+        response = await get(pool)
+        with pytest.raises(UpstreamError) as failed:
+            await read_body(response)
+        stop.set()
+    assert failed.value.kind == body_deadlines.BODY_STALLED
+    assert "no byte of its response body for 0.2s (upstream_body_idle_timeout)" in str(failed.value)
+    assert sweeps
+
+
+async def test_a_body_paused_while_the_proxy_holds_enough_of_it_is_no_stall(monkeypatch) -> None:
+    """A client that reads slowly pauses reading from the upstream: the upstream is not to blame."""
+    sweeps = counting_sweeps(monkeypatch)
+    size = 4 * 1024 * 1024
+
+    async def large(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=bytes(size), content_type="application/json")
+
+    async with aiohttp_upstream(large) as server, pool_for(server, body_idle_timeout=0.1) as pool:
+        response = await get(pool)
+        conn = response._conn
+        assert isinstance(conn, upstream_pool._Connection)
+        await wait_until(lambda: conn.paused, what="reading to pause while nobody reads the body")
+        await wait_until(lambda: len(sweeps) >= 5, what="sweeps past the deadline")
+        assert response.error is None
+        assert len(await read_body(response)) == size
+        response.release()
+
+
+async def test_an_sse_stream_is_never_watched(monkeypatch) -> None:
+    sweeps = counting_sweeps(monkeypatch)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="data: {}\n\n", content_type="text/event-stream")
+
+    async with aiohttp_upstream(stream) as server, pool_for(server, body_idle_timeout=0.1) as pool:
+        assert await fetch(pool) == (200, b"data: {}\n\n")
+        assert pool.body_deadlines._watched == {}
+    assert sweeps == []

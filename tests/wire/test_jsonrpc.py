@@ -165,6 +165,42 @@ def test_an_sse_payload_that_is_not_json_is_an_invalid_message_keeping_the_text(
     assert msg.problem.startswith("not JSON")
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+def test_a_body_with_a_non_finite_number_is_read_as_a_python_peer_reads_it(number: str) -> None:
+    """Python's `json` and pydantic-core (the SDK server) read these; orjson refuses them."""
+    data = f'{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"echo","n":{number}}}}}'
+
+    (msg,) = parse_body(data.encode()).messages
+    batch = parse_body(f"[{data}]".encode())
+    answer = parse_text(f'{{"jsonrpc":"2.0","id":3,"result":{{"score":{number}}}}}')
+
+    assert (msg.kind, msg.id, msg.method, msg.params["name"]) == (Kind.REQUEST, 3, "tools/call", "echo")
+    assert str(msg.params["n"]) in ("nan", "inf", "-inf")
+    assert (batch.batch, batch.messages[0].method) == (True, "tools/call")
+    assert (answer.kind, answer.id) == (Kind.RESULT, 3)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN} trailing',
+        b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN,"s":"\\ud800"}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN,}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","x":"\xff",NaN}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","s":"\\ud800"}',
+        b"[" * 100_000 + b"NaN" + b"]" * 100_000,
+    ],
+)
+def test_only_non_finite_numbers_are_forgiven_whatever_else_orjson_refuses_stays_refused(data: bytes) -> None:
+    """A byte order mark, trailing bytes, a trailing comma, invalid UTF-8, a lone surrogate: the SDK's
+    pydantic-core refuses those too."""
+    body = parse_body(data)
+
+    assert body.messages == ()
+    assert (body.parse_error or "").startswith("not JSON")
+
+
 def test_an_sse_payload_that_is_json_rpc_is_classified() -> None:
     msg = parse_text('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}')
 
