@@ -13,7 +13,10 @@ for want of them), with the credentials of the request that asked for it. Only a
 request to the MCP endpoint asks (another path, an OAuth `/token` say, is passed through whatever the
 era), and when the upstream wants credentials only one that carries some: a probe without them
 would learn nothing and hold off the one that can. A known verdict is probed again when the
-upstream's answers stop fitting it (`suspect`).
+upstream's answers stop fitting it (`suspect`), and when it shows that it restarted (`restarted`: a
+bridge's upstream session or stream ended, or a connection to the upstream failed), since a server
+started anew may speak another era. While such a stale verdict's upstream is out of reach, each
+request probes first, so the first one after it is back is routed by what it speaks then.
 """
 
 from __future__ import annotations
@@ -166,6 +169,11 @@ class Router:
         back from its login within the reprobe interval), not routed on the refusal's verdict."""
         self._last_probe = 0.0
         self._stale = False
+        self._restart_due = False
+        """The upstream showed it restarted since the last probe: the next request probes at once."""
+        self._restart_probed = 0.0
+        """When the last probe asked for by a restart began (such probes come at most every
+        REPROBE_INTERVAL, however often an upstream seems to restart)."""
         self._forced_doubted = False
         """A refusal already made the forced-era warning (said once: every later one is the same)."""
         self.on_change: Callable[[UpstreamEras], None] | None = None
@@ -188,6 +196,8 @@ class Router:
                 return False
             if self._wants_credentials and not self._probed_with_credentials:
                 return True  # the first credentials since a refusal for want of them: at once
+            if self._stale and (self._restart_due or self.reachable is False):
+                return True  # a restarting upstream: the first request once it is back probes first
             return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
         return True  # never reached: nothing to route on but a guess
 
@@ -219,6 +229,8 @@ class Router:
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = started = time.monotonic()
+        if self._restart_due:
+            self._restart_due, self._restart_probed = False, started
         self._probed_with_credentials = bool(credentials)
         limit, discover_s = self.settings.upstream_timeout, self.settings.stdio_discover_timeout
         found = await probe_upstream(self.pool, self.upstream, limit, credentials, discover_s)
@@ -310,6 +322,17 @@ class Router:
                 get_logger().info("upstream_eras_suspect", reason=reason, hint=DUAL_ERA_HINT)
             else:
                 get_logger().info("upstream_eras_suspect", reason=reason)
+
+    def restarted(self, reason: str) -> None:
+        """The upstream showed that it restarted or ended a session (`reason` says how): a server
+        started anew may speak another era, so its verdict is probed again before the next request is
+        routed (at once, unless a restart asked for one within REPROBE_INTERVAL)."""
+        if self.forced or self.settings.bridge == "off" or not self._known or self._stale:
+            return
+        self._stale = True
+        recent = self._restart_probed and time.monotonic() - self._restart_probed < REPROBE_INTERVAL
+        self._restart_due = not recent
+        get_logger().info("upstream_eras_suspect", reason=reason)
 
     def off_endpoint(self, route: Route) -> Rejection | None:
         """The proxy's own 404 for a request to a path an HTTP+SSE or stdio upstream does not have (it

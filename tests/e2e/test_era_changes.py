@@ -108,7 +108,8 @@ async def test_an_upstream_replaced_by_the_other_era_is_probed_again_when_only_b
     peer_factory: Callable[..., PeerServer], first: str, then: str, client: str, bridge: str
 ) -> None:
     # Every client is bridged, so no client request reaches the new server as it was sent: the
-    # refusals of the bridge's own requests (its handshake, its 2026-07-28 call) are the news.
+    # refusals of the bridge's own requests (its handshake, its 2026-07-28 call) are the news, and
+    # so is the end of the bridge's upstream session stream when the old server stops.
     old = peer_factory(first)
     port = old.port
     async with own_proxy(old.url) as proxy:
@@ -122,7 +123,11 @@ async def test_an_upstream_replaced_by_the_other_era_is_probed_again_when_only_b
         reasons = [line["reason"] for line in doubts(proxy)]
     assert result["result"]["content"] == ["Hello, octocat!"]
     assert reasons
-    assert all(reason.endswith(f"from the {bridge} bridge") for reason in reasons), reasons
+    assert all(
+        reason.endswith(f"from the {bridge} bridge")
+        or reason.startswith("the bridge's upstream GET stream ended")
+        for reason in reasons
+    ), reasons
     assert [c["mode"] for c in chains if c.get("name") == "ask_name"][-1] == "passthrough"
 
 
@@ -175,3 +180,51 @@ async def test_the_gated_relay_reads_a_refusals_body_for_its_era_too(modern_serv
         await proxy.settled()
         (doubt,) = doubts(proxy)
     assert doubt["reason"] == "HTTP 400 (JSON-RPC -32022) for initialize from a legacy client"
+
+
+async def era_becomes(proxy: Commanded, era: str) -> None:
+    """Wait (at most 10 s) for `/readyz` to report `era`: it probes a stale verdict itself."""
+    with anyio.fail_after(10):
+        while True:
+            if await upstream_era(proxy) == era:
+                return
+            await anyio.sleep(0.25)
+
+
+async def test_an_upgrade_to_a_dual_era_server_is_noticed_by_the_bridge_and_its_clients_then_pass_through(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    # The SDK's default app refuses no request of either era, so no refusal tells of the upgrade: the
+    # bridge's upstream session stream ending when its server stops is the news.
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url) as proxy:
+        await run_scenario(proxy.endpoint(), "2026-07-28", "ask_name")
+        await anyio.to_thread.run_sync(legacy.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("dual-mrtr", port=port))
+        await era_becomes(proxy, "dual")
+        result = await run_scenario(proxy.endpoint(), "2026-07-28", "ask_name")
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+        eras = [line["eras"] for line in proxy.lines() if line.get("event") == "upstream_eras"]
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert [c["mode"] for c in chains if c.get("name") == "ask_name"] == ["mrtr_to_legacy", "passthrough"]
+    assert eras == ["dual"]
+
+
+async def test_the_first_request_after_an_outage_in_which_the_upstream_changed_era_is_routed_by_its_new_era(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(legacy.stop)
+        with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the 502 in exception groups
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(lambda: peer_factory("modern-mrtr", port=port))
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")  # once: no retry needed
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert any(c["mode"] == "legacy_to_mrtr" and c.get("name") == "ask_name" for c in chains)
