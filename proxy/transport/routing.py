@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from proxy.config import Settings
+from proxy.engine.events import UpstreamEraProbed
 from proxy.engine.faults import fault_hint, setup_fault
 from proxy.engine.flood_lines import FloodLine
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
@@ -253,6 +254,10 @@ class Router:
                 get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
                 if found.eras.legacy and found.eras.modern:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
+        if found.eras.known:  # the bridges let go of what no longer holds for this upstream
+            probed = UpstreamEraProbed(found.eras.legacy, found.eras.modern, found.eras.label)
+            for bridge in self.bridges.values():
+                bridge.feed(probed)
         if (changed or answered_before != found.reachable) and self.on_change is not None:
             self.on_change(self.eras)  # whoever shows the upstream says whether it answers, too
         if not found.eras.known:  # a 404 or 5xx to initialize: no server still starting says that

@@ -13,6 +13,8 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from proxy.wire import errors
 from tests.e2e.commanded import Commanded, own_proxy
@@ -228,3 +230,36 @@ async def test_the_first_request_after_an_outage_in_which_the_upstream_changed_e
         chains = await proxy.chains()
     assert result["result"]["content"] == ["Hello, octocat!"]
     assert any(c["mode"] == "legacy_to_mrtr" and c.get("name") == "ask_name" for c in chains)
+
+
+async def test_sessions_bridged_to_a_2026_server_end_with_404_after_a_rollback_to_a_legacy_one(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    modern = peer_factory("modern-mrtr")
+    port = modern.port
+    async with own_proxy(modern.url) as proxy:
+        async with Client(proxy.endpoint(), mode="legacy") as client:
+            assert not (await client.call_tool("echo", {"text": "one"})).is_error
+            await anyio.to_thread.run_sync(modern.stop)
+            await anyio.to_thread.run_sync(lambda: peer_factory("legacy-inflight", port=port))
+            # The legacy server refuses the bridge's 2026-07-28 leg: that refusal has the proxy probe
+            # again, and the new verdict ends the session, which its client then hears as a 404.
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await client.call_tool("echo", {"text": "again"})
+                    except MCPError as exc:
+                        if "Session not found" in str(exc):
+                            break
+                    await anyio.sleep(0.25)
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")  # a new session: passed through
+        await proxy.settled()
+        chains = await proxy.chains()
+        lines = proxy.lines()
+    retired = [line for line in lines if line.get("event") == "legacy_sessions_retired"]
+    assert [(line["sessions"], line["level"]) for line in retired] == [(1, "warning")]
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert [c["mode"] for c in chains if c.get("name") == "ask_name"] == ["passthrough"]
+    # Nothing fails any more, so nothing has the proxy probe the confirmed verdict again and again.
+    after = lines[lines.index(retired[0]) :]
+    assert [line for line in after if line.get("event") == "upstream_eras_suspect"] == []

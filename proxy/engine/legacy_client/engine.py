@@ -12,9 +12,11 @@ every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with th
 - `calls.CallDriver` carries each forwarded request through its MRTR rounds;
 - `listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
 
-Sessions live until DELETE, until they go unused for `session_idle` seconds, or until room is needed
-for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
-request gets 404, which tells a legacy client to initialize again. The sessions table is kept in
+Sessions live until DELETE, until they go unused for `session_idle` seconds, until room is needed
+for a new one past `max_sessions` (the least recently used idle one goes), or until the era probe
+finds that the upstream no longer speaks 2026-07-28 (it restarted in another era: the session is
+retired); a forgotten or retired session's next request gets 404, which tells a legacy client to
+initialize again. The sessions table is kept in
 order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
 as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
 sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
@@ -40,6 +42,7 @@ from proxy.engine.events import (
     LegResponded,
     Stopping,
     TimerFired,
+    UpstreamEraProbed,
 )
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.flood_lines import FloodLine
@@ -63,6 +66,9 @@ LOG_LEVELS: Final[frozenset[str]] = frozenset(
 
 STOPPING_TEXT: Final = "the proxy is stopping: the call was cut off before the server answered; retry it"
 """How a call still running when the proxy stops fails, as the client sees it."""
+
+RETIRED_THEN: Final = "each session's next request gets 404, so its client initializes again"
+"""What `legacy_sessions_retired` says becomes of the sessions."""
 
 SESSION_NOT_FOUND: Final = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
@@ -162,6 +168,8 @@ class LegacyToMrtrEngine:
                 return ended_by_fault(self._on_leg_lost(leg, fault_text("cut", detail)), "cut")
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
+            case UpstreamEraProbed(_, modern, label):
+                return [] if modern else self._retire_sessions(label)
             case Stopping():
                 return self._calls.stop_all(STOPPING_TEXT)
         return []
@@ -221,6 +229,8 @@ class LegacyToMrtrEngine:
         session = sessions.get(route.session_id or "")
         if session is None:
             return None, []
+        if session.retired:
+            return None, self._end_session(session, "session_retired")
         if self._expired(session, at):
             return None, self._drop_session(session, "session_expired")
         if at:
@@ -341,13 +351,31 @@ class LegacyToMrtrEngine:
             restart = []
         return [*restart, ReplyJson(exchange, 200, result_response(msg.id, {}))]
 
-    def _end_session(self, session: Session) -> Commands:
-        """DELETE: abort the session's calls and GET stream, then forget it."""
+    def _end_session(self, session: Session, outcome: str = "session_deleted") -> Commands:
+        """DELETE (or a retired session's next request): abort its calls and GET stream, forget it."""
         commands: Commands = []
         for exchange in list(session.calls.values()):
-            commands.extend(self._calls.drop(exchange, "session_deleted"))
-        commands.extend(self._listen.close(session, "session_deleted"))
+            commands.extend(self._calls.drop(exchange, outcome))
+        commands.extend(self._listen.close(session, outcome))
         self._forget(session)
+        return commands
+
+    def _retire_sessions(self, era: str) -> Commands:
+        """The upstream no longer speaks 2026-07-28: every session this bridge holds is retired, its
+        GET stream ended now and its next request answered 404 (what a server answers a session it
+        does not know), so its client initializes again and is routed by the new verdict. Said once."""
+        retiring = [s for s in self._ctx.sessions.values() if not s.retired]
+        if not retiring:
+            return []
+        fields = {
+            "sessions": len(retiring),
+            "why": f"the era probe found the upstream {era or 'changed'}: it no longer serves 2026-07-28",
+            "then": RETIRED_THEN,
+        }
+        commands: Commands = [Log("legacy_sessions_retired", "warning", fields)]
+        for session in retiring:
+            session.retired = True
+            commands.extend(self._listen.close(session, "session_retired"))
         return commands
 
     def _forget(self, session: Session) -> None:

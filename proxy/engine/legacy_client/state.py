@@ -116,6 +116,9 @@ class Session:
     listen_leg: str | None = None
     calls: dict[RequestId, str] = field(default_factory=dict)
     nested: dict[RequestId, str] = field(default_factory=dict)
+    retired: bool = False
+    """The upstream no longer speaks 2026-07-28 (it restarted in another era): the session's next
+    request ends it with 404, so its client initializes again and is routed by the new verdict."""
 
     def envelope(self) -> Envelope:
         """The `_meta` facts this session adds to each upstream request (fresh every leg)."""
