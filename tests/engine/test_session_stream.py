@@ -22,6 +22,7 @@ from proxy.engine.commands import (
     RecheckUpstreamEra,
     ReplyJson,
     ResumeLeg,
+    SendLeg,
     StartTimer,
 )
 from proxy.engine.events import LegCut, LegEnded, LegResponded, Stopping, TimerFired
@@ -331,6 +332,24 @@ def test_a_get_stream_the_server_ends_asks_for_an_era_recheck_and_a_refused_one_
     refusing = engine()
     noted = Log("upstream_stream_not_offered", "info", {"session": "upstream-1", "status": 405})
     assert Playbook(refusing, hide=()) >> LegResponded(STREAM, 405, ()) << noted >> LegEnded(STREAM)
+
+
+def test_a_discover_after_the_get_stream_ended_checks_the_session_first_then_answers_at_once() -> None:
+    # The server may have restarted: a ping in the session (a 404 would renew it) comes before the
+    # discover is answered from the handshake's InitializeResult; once it succeeded, no more pings.
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> LegCut(STREAM, None, None)
+        << ANY
+        >> send("x1", 1, "server/discover", {})
+        << SendLeg("leg-4", "x1", ANY, req("leg-4", "ping", {}))
+        >> LegResponded("leg-4", 200, (("Content-Type", "application/json"),))
+        << ReplyJson("x1", 200, ANY)
+        >> send("x2", 2, "server/discover", {})
+        << ReplyJson("x2", 200, ANY)
+    )
 
 
 def test_a_cancellation_on_the_get_stream_withdraws_the_request_from_its_call() -> None:

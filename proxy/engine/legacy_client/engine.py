@@ -1,7 +1,9 @@
 """The legacy->MRTR bridge: a 2025-era client in front of a 2026-07-28 (MRTR) server.
 
 Theory of operation. Toward the client the engine is a legacy Streamable HTTP server: it answers
-`initialize` itself (from the upstream's `server/discover`, fetched once and cached), mints and
+`initialize` itself (from the upstream's `server/discover`, kept for the result's `ttlMs` and for
+its caller alone when `cacheScope` is private, and fetched again after an era probe or an
+unreachable upstream, since the server may have changed), mints and
 enforces its own `Mcp-Session-Id`, answers `ping` and `logging/setLevel` locally, and accepts the
 client's POSTed answers to nested requests with 202. Toward the upstream it is a 2026-07-28 client:
 every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with the per-request
@@ -51,6 +53,7 @@ from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
 from proxy.engine.origins import caller_of, challenges, refusal, refusal_log, refused, server_words
+from proxy.engine.passthrough import fault_answer
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -147,14 +150,19 @@ class LegacyToMrtrEngine:
             case LegResponded(leg, status, headers):
                 self._on_leg_head(leg, status, headers)
                 return []
-            case LegMessage(leg, message):
-                return self._on_leg_message(leg, message)
+            case LegMessage(leg, message, _, at):
+                return self._on_leg_message(leg, message, at)
             case LegEnded(leg, _, body):
                 ref = self._ctx.legs.get(leg)
                 if ref is not None and refused(ref.status):
                     return self._on_refused(leg, ref, body)
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
+                if reason == "unreachable":  # what comes back may be another server
+                    self._expire_discovery()
+                failed = self._discovery_unreachable(leg, reason, detail)
+                if failed is not None:
+                    return failed
                 lost = self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
@@ -169,6 +177,7 @@ class LegacyToMrtrEngine:
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
             case UpstreamEraProbed(_, modern, label):
+                self._expire_discovery()  # probed again: the server may have changed
                 return [] if modern else self._retire_sessions(label)
             case Stopping():
                 return self._calls.stop_all(STOPPING_TEXT)
@@ -429,7 +438,8 @@ class LegacyToMrtrEngine:
         answers (and a refusal, a 401 included, reaches the client)."""
         assert msg.id is not None
         caller = caller_of(route.headers)
-        if self._ctx.discovery is not None and caller in self._ctx.callers:
+        discovery = self._ctx.discovery
+        if discovery is not None and caller in self._ctx.callers and discovery.serves(caller, at):
             return self._open_session(PendingInit(exchange, msg.id, msg.params, at, peer, caller))
         legs = self._ctx.legs.items()
         leg = next((leg for leg, ref in legs if ref.purpose == "discover" and ref.caller == caller), None)
@@ -487,13 +497,13 @@ class LegacyToMrtrEngine:
             ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),)),
         ]
 
-    def _on_discovery(self, leg: str, ref: LegRef, msg: Message) -> Commands:
+    def _on_discovery(self, leg: str, ref: LegRef, msg: Message, at: float) -> Commands:
         self._ctx.drop_leg(leg)
         if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
             err = msg.error
             text = f"it answered with error {err.get('code')}: {err.get('message')}"
             return self._discovery_failed(leg, text if err else "its result is not an object")
-        self._ctx.discovery = Discovery.from_result(msg.result)
+        self._ctx.discovery = Discovery.from_result(msg.result, at, ref.caller)
         self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = self._ctx.discovery.server_info
         fields = {"server": info.get("name") if isinstance(info, dict) else None}
@@ -512,6 +522,27 @@ class LegacyToMrtrEngine:
             reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
             commands.append(ReplyJson(pending.exchange, 200, reply))
         return commands
+
+    def _discovery_unreachable(self, leg: str, reason: str, detail: str) -> Commands | None:
+        """A discovery the upstream never answered (unreachable, timed out): each `initialize` that
+        waited for it gets the gateway error pass-through gives a request then (502 naming the
+        upstream, 504), as a client connected to the server directly fails; None for another leg."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None or ref.purpose != "discover" or fault_answer(reason, detail, None) is None:
+            return None
+        self._ctx.drop_leg(leg)
+        why = fault_text(reason, detail)
+        commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
+        for pending in self._take_pending(lambda p: p.discovery == leg):
+            answer = fault_answer(reason, detail, pending.ident)
+            assert answer is not None
+            commands.append(ReplyJson(pending.exchange, answer.status, answer.body))
+        return ended_by_fault(commands, reason)
+
+    def _expire_discovery(self) -> None:
+        """The next `initialize` fetches the discovery again (what the old one said stays in use)."""
+        if self._ctx.discovery is not None:
+            self._ctx.discovery = self._ctx.discovery.expired()
 
     def _discovery_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the discovery `leg` sent with these clients' headers (their `Origin`,
@@ -541,14 +572,14 @@ class LegacyToMrtrEngine:
             ref.challenge = challenges(status, headers)
             self._ctx.callers.learn(ref.caller, status)
 
-    def _on_leg_message(self, leg: str, msg: Message) -> Commands:
+    def _on_leg_message(self, leg: str, msg: Message, at: float = 0.0) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []  # a leg already answered, closed or abandoned
         if ref.purpose == "listen":
             return self._listen.on_leg_message(leg, ref, msg)
         if ref.purpose == "discover":
-            return self._on_discovery(leg, ref, msg) if msg.is_response else []
+            return self._on_discovery(leg, ref, msg, at) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
     def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:

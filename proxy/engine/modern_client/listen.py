@@ -196,6 +196,7 @@ class ListenEmulator:
         said = link.stream_refused and self._ctx.keep_streams  # the 405 was noted already
         commands: Commands = []
         if not said:  # a session's stream ends when its server restarts or forgets the session
+            link.doubted = True
             commands.append(Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why}))
             commands.append(RecheckUpstreamEra(f"the bridge's upstream GET stream ended: {why}"))
         for exchange, listener in list(self._ctx.listeners.items()):
