@@ -54,10 +54,11 @@ REPROBE_INTERVAL = 2.0
 """Seconds between probes of a reachable upstream whose verdict is inconclusive or stale."""
 
 DUAL_ERA_HINT = (
-    "the upstream serves both eras, so every client passes through unchanged; if its tools ask the "
-    "client in flight (elicitation, sampling, roots) and 2026-07-28 clients must reach them, run with "
-    "--upstream-era legacy so the proxy bridges those clients (tools that answer input_required "
-    "themselves, written for 2026-07-28, then fail: they exist only in that era)"
+    "the upstream serves both eras, so every client passes through unchanged, but each of its tools "
+    "works in one era only: if its tools ask the client in flight (elicitation, sampling, roots) and "
+    "2026-07-28 clients must reach them, run with --upstream-era legacy so the proxy bridges those "
+    "clients; if its tools answer input_required themselves (written for 2026-07-28) and legacy "
+    "clients must reach them, run with --upstream-era modern so the proxy bridges legacy clients"
 )
 """What a user of a dual-era server (the Python SDK's default) may need to know."""
 
@@ -67,7 +68,18 @@ FORCED_ERA_HINT = (
     "dual-era server; --upstream-era legacy (or no --upstream-era) lets the proxy bridge 2026-07-28 "
     "clients to it"
 )
-"""What a refusal means when the eras were forced rather than probed."""
+"""What a refusal means when the eras were forced to `modern` rather than probed."""
+
+FORCED_LEGACY_HINT = (
+    "--upstream-era skips the probe, and the upstream refused a request of the era it was said to "
+    "speak: if it now serves only 2026-07-28 (a refusal whose data.supported names no handshake "
+    "version), --upstream-era modern (or no --upstream-era) lets the proxy bridge legacy clients to it"
+)
+"""What a refusal means when the eras were forced to `legacy` rather than probed."""
+
+FORCED_LINE_EVERY = 60.0
+"""Seconds between two `upstream_era_forced_refused` lines (the ones between are counted): every
+refusal of a run says the same until the upstream changes again."""
 
 UNREACHABLE_HINT = (
     "the proxy serves anyway and probes the upstream again on the next request; /readyz answers 503 "
@@ -175,8 +187,8 @@ class Router:
         self._restart_probed = 0.0
         """When the last probe asked for by a restart began (such probes come at most every
         REPROBE_INTERVAL, however often an upstream seems to restart)."""
-        self._forced_doubted = False
-        """A refusal already made the forced-era warning (said once: every later one is the same)."""
+        self._forced_lines = FloodLine()
+        """When `upstream_era_forced_refused` was last written (a minute's refusals are one line)."""
         self.on_change: Callable[[UpstreamEras], None] | None = None
         self._unknown_lines = FloodLine()
         """When `upstream_era_unknown` was last written: while no era is known every request probes
@@ -312,15 +324,16 @@ class Router:
 
     def suspect(self, reason: str) -> None:
         """The upstream answered in a way its verdict does not explain: probe again soon (or, with the
-        eras forced, say once what the forced verdict may have got wrong)."""
-        if self.forced and not self._forced_doubted:
-            self._forced_doubted = True
-            get_logger().warning(
-                "upstream_era_forced_refused",
-                reason=reason,
-                upstream_era=self.settings.upstream_era,
-                hint=FORCED_ERA_HINT,
-            )
+        eras forced, say what the forced verdict may have got wrong, at most once a minute)."""
+        if self.forced:
+            also = self._forced_lines.due(time.monotonic(), None, FORCED_LINE_EVERY)
+            if also is not None:
+                era = self.settings.upstream_era
+                hint = FORCED_LEGACY_HINT if era == "legacy" else FORCED_ERA_HINT
+                fields = {"also_unlogged": also} if also else {}
+                get_logger().warning(
+                    "upstream_era_forced_refused", reason=reason, upstream_era=era, hint=hint, **fields
+                )
         if not self.forced and not self._stale:
             self._stale = True
             if self.eras.legacy and self.eras.modern:  # the dual-era case the start-up hint is about

@@ -263,3 +263,23 @@ async def test_sessions_bridged_to_a_2026_server_end_with_404_after_a_rollback_t
     # Nothing fails any more, so nothing has the proxy probe the confirmed verdict again and again.
     after = lines[lines.index(retired[0]) :]
     assert [line for line in after if line.get("event") == "upstream_eras_suspect"] == []
+
+
+async def test_a_legacy_server_replaced_by_a_2026_one_under_upstream_era_legacy_is_hinted_toward_modern(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url, "--upstream-era", "legacy") as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(legacy.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("modern-mrtr", port=port))
+        for _ in range(2):
+            with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the refusal in exception groups
+                await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await proxy.settled()
+        refused = [line for line in proxy.lines() if line.get("event") == "upstream_era_forced_refused"]
+    (line,) = refused  # the second refusal, within the minute, is counted for the next line
+    assert line["upstream_era"] == "legacy"
+    assert "--upstream-era modern (or no --upstream-era)" in line["hint"]
+    assert "--upstream-era legacy" not in line["hint"]
