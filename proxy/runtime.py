@@ -138,6 +138,7 @@ class Proxy:
         """The message channels behind a stdio or HTTP+SSE upstream (None for Streamable HTTP)."""
         client: UpstreamClient = self.channels if self.channels is not None else self.pool
         self.router = Router(settings, upstream, client, probe_headers)
+        self.pool.on_unreachable = self.router.restarted
         if upstream.transport == "http" and settings.upstream_transport == "auto":
             self.router.on_sse = self._speak_sse
         self.relays = RelayContext(

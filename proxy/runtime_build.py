@@ -161,4 +161,5 @@ def add_bridges(
         driver.faults = relays
         driver.upstream_transport = lambda: router.transport
         driver.suspect = router.suspect  # a replaced upstream meets only the bridge's own requests
+        driver.restarted = router.restarted
         driver.intercepts = BridgeHolds(relays, driver.mode)  # and the bridge's own, intercepts

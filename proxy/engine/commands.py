@@ -159,6 +159,15 @@ class ObserveSession:
 
 
 @dataclass(frozen=True, slots=True)
+class RecheckUpstreamEra:
+    """Probe the upstream's eras again before routing the next request: it showed that it restarted
+    or ended the bridge's session (`reason` says how), and a server started anew may speak another
+    era than the one it was probed in."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class StartTimer:
     """Feed TimerFired(timer) once `seconds` have passed (replaces a running timer of the same name).
 
@@ -191,5 +200,6 @@ BridgeCommand = (
     | CancelTimer
     | ObserveContinuation
     | ObserveSession
+    | RecheckUpstreamEra
     | Log
 )

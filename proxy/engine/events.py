@@ -136,6 +136,18 @@ class LegCut:
 
 
 @dataclass(frozen=True, slots=True)
+class UpstreamEraProbed:
+    """The era probe found which eras the upstream speaks now (`legacy`, `modern`): after a restart it
+    may be another server, so what the bridge learned of the old one, and the sessions it opened for
+    it, may no longer hold."""
+
+    legacy: bool
+    modern: bool
+    label: str = ""
+    """How the verdict is shown (`legacy`, `modern`, `dual`), for the log lines it causes."""
+
+
+@dataclass(frozen=True, slots=True)
 class Stopping:
     """The proxy is stopping: whatever the engine holds upstream should be let go now.
 
@@ -157,5 +169,6 @@ BridgeEvent = (
     | LegFailed
     | LegCut
     | TimerFired
+    | UpstreamEraProbed
     | Stopping
 )

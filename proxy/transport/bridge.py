@@ -33,6 +33,7 @@ from proxy.engine.commands import (
     ObserveContinuation,
     ObserveSession,
     OpenLegStream,
+    RecheckUpstreamEra,
     ReplyJson,
     ResumeLeg,
     SendLeg,
@@ -230,6 +231,9 @@ class BridgeDriver:
         self.suspect: Callable[[str], None] = _unheard
         """Told why an answer to the bridge's own request casts doubt on the upstream's era (the
         router's `suspect`, which probes again): the bridge's requests are all a replaced upstream meets."""
+        self.restarted: Callable[[str], None] = _unheard
+        """Told why the engine believes the upstream restarted or ended its session (the router's
+        `restarted`, which probes its era again before the next request is routed)."""
         self.faults: RelayContext | None = None
         """Where the fault rules in force are found (`RelayContext.gate`), and the OAuth origin rewrite's
         setting and learned document paths, which a refusal's challenge follows; None: never consulted."""
@@ -509,6 +513,8 @@ class BridgeDriver:
                 sink.emit(UpstreamSessionMoved(sink.now(), session, state, principal, capabilities, version))
             case Log(event, level, fields):
                 getattr(self.log, level)(event, mode=self.mode.value, **fields)
+            case RecheckUpstreamEra(reason):
+                self.restarted(reason)
 
     def _fire(self, timer: str, until: float) -> None:
         """A timer fell due: feed TimerFired once the legs have fed what had reached the proxy by then.

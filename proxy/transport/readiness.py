@@ -3,7 +3,8 @@
 `/readyz` must be cheap enough for a probe every few seconds and must never hang a prober, so the
 check is a bounded TCP connect to the upstream's host and port (no TLS, no MCP request; for a stdio
 command, whether its restarts per minute are spent) plus the
-router's era verdict, probing the upstream only while that verdict is unknown. Ready means requests
+router's era verdict, probing the upstream while that verdict is unknown or stale (the upstream
+restarted, or answered outside it). Ready means requests
 are routed: the era is known, or the upstream answers in no era the probe knows (then requests pass
 through, so a server that wants credentials the probe lacks is not held unready forever), unless it
 answered `initialize` with 404 (nothing serves MCP at that path) or 5xx (it fails what it is sent):
@@ -102,7 +103,7 @@ class Readiness:
             problem = await reachable(up.host, up.port, self.timeout)
             if problem is not None:
                 return Verdict(False, f"upstream {up.host}:{up.port} unreachable: {problem}", self._era())
-        if self.router is not None and not self.router.eras.known and not self.bridge_off:
+        if self.router is not None and self.router.needs_probe() and not self.bridge_off:
             with suppress(TimeoutError, RuntimeError):  # RuntimeError: the upstream client is closing
                 async with asyncio.timeout(self.timeout):
                     await self.router.ensure_probed()

@@ -13,7 +13,10 @@ for want of them), with the credentials of the request that asked for it. Only a
 request to the MCP endpoint asks (another path, an OAuth `/token` say, is passed through whatever the
 era), and when the upstream wants credentials only one that carries some: a probe without them
 would learn nothing and hold off the one that can. A known verdict is probed again when the
-upstream's answers stop fitting it (`suspect`).
+upstream's answers stop fitting it (`suspect`), and when it shows that it restarted (`restarted`: a
+bridge's upstream session or stream ended, or a connection to the upstream failed), since a server
+started anew may speak another era. While such a stale verdict's upstream is out of reach, each
+request probes first, so the first one after it is back is routed by what it speaks then.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from proxy.config import Settings
+from proxy.engine.events import UpstreamEraProbed
 from proxy.engine.faults import fault_hint, setup_fault
 from proxy.engine.flood_lines import FloodLine
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
@@ -50,10 +54,11 @@ REPROBE_INTERVAL = 2.0
 """Seconds between probes of a reachable upstream whose verdict is inconclusive or stale."""
 
 DUAL_ERA_HINT = (
-    "the upstream serves both eras, so every client passes through unchanged; if its tools ask the "
-    "client in flight (elicitation, sampling, roots) and 2026-07-28 clients must reach them, run with "
-    "--upstream-era legacy so the proxy bridges those clients (tools that answer input_required "
-    "themselves, written for 2026-07-28, then fail: they exist only in that era)"
+    "the upstream serves both eras, so every client passes through unchanged, but each of its tools "
+    "works in one era only: if its tools ask the client in flight (elicitation, sampling, roots) and "
+    "2026-07-28 clients must reach them, run with --upstream-era legacy so the proxy bridges those "
+    "clients; if its tools answer input_required themselves (written for 2026-07-28) and legacy "
+    "clients must reach them, run with --upstream-era modern so the proxy bridges legacy clients"
 )
 """What a user of a dual-era server (the Python SDK's default) may need to know."""
 
@@ -63,7 +68,18 @@ FORCED_ERA_HINT = (
     "dual-era server; --upstream-era legacy (or no --upstream-era) lets the proxy bridge 2026-07-28 "
     "clients to it"
 )
-"""What a refusal means when the eras were forced rather than probed."""
+"""What a refusal means when the eras were forced to `modern` rather than probed."""
+
+FORCED_LEGACY_HINT = (
+    "--upstream-era skips the probe, and the upstream refused a request of the era it was said to "
+    "speak: if it now serves only 2026-07-28 (a refusal whose data.supported names no handshake "
+    "version), --upstream-era modern (or no --upstream-era) lets the proxy bridge legacy clients to it"
+)
+"""What a refusal means when the eras were forced to `legacy` rather than probed."""
+
+FORCED_LINE_EVERY = 60.0
+"""Seconds between two `upstream_era_forced_refused` lines (the ones between are counted): every
+refusal of a run says the same until the upstream changes again."""
 
 UNREACHABLE_HINT = (
     "the proxy serves anyway and probes the upstream again on the next request; /readyz answers 503 "
@@ -166,8 +182,13 @@ class Router:
         back from its login within the reprobe interval), not routed on the refusal's verdict."""
         self._last_probe = 0.0
         self._stale = False
-        self._forced_doubted = False
-        """A refusal already made the forced-era warning (said once: every later one is the same)."""
+        self._restart_due = False
+        """The upstream showed it restarted since the last probe: the next request probes at once."""
+        self._restart_probed = 0.0
+        """When the last probe asked for by a restart began (such probes come at most every
+        REPROBE_INTERVAL, however often an upstream seems to restart)."""
+        self._forced_lines = FloodLine()
+        """When `upstream_era_forced_refused` was last written (a minute's refusals are one line)."""
         self.on_change: Callable[[UpstreamEras], None] | None = None
         self._unknown_lines = FloodLine()
         """When `upstream_era_unknown` was last written: while no era is known every request probes
@@ -188,6 +209,8 @@ class Router:
                 return False
             if self._wants_credentials and not self._probed_with_credentials:
                 return True  # the first credentials since a refusal for want of them: at once
+            if self._stale and (self._restart_due or self.reachable is False):
+                return True  # a restarting upstream: the first request once it is back probes first
             return not (self._last_probe and time.monotonic() - self._last_probe < REPROBE_INTERVAL)
         return True  # never reached: nothing to route on but a guess
 
@@ -219,6 +242,8 @@ class Router:
 
     async def _run_probe(self, credentials: tuple[tuple[str, str], ...]) -> ProbeResult:
         self._last_probe = started = time.monotonic()
+        if self._restart_due:
+            self._restart_due, self._restart_probed = False, started
         self._probed_with_credentials = bool(credentials)
         limit, discover_s = self.settings.upstream_timeout, self.settings.stdio_discover_timeout
         found = await probe_upstream(self.pool, self.upstream, limit, credentials, discover_s)
@@ -241,6 +266,10 @@ class Router:
                 get_logger().info("upstream_eras", eras=found.eras.label, upstream=self.endpoint)
                 if found.eras.legacy and found.eras.modern:
                     get_logger().info("upstream_dual_era", hint=DUAL_ERA_HINT)
+        if found.eras.known:  # the bridges let go of what no longer holds for this upstream
+            probed = UpstreamEraProbed(found.eras.legacy, found.eras.modern, found.eras.label)
+            for bridge in self.bridges.values():
+                bridge.feed(probed)
         if (changed or answered_before != found.reachable) and self.on_change is not None:
             self.on_change(self.eras)  # whoever shows the upstream says whether it answers, too
         if not found.eras.known:  # a 404 or 5xx to initialize: no server still starting says that
@@ -295,21 +324,33 @@ class Router:
 
     def suspect(self, reason: str) -> None:
         """The upstream answered in a way its verdict does not explain: probe again soon (or, with the
-        eras forced, say once what the forced verdict may have got wrong)."""
-        if self.forced and not self._forced_doubted:
-            self._forced_doubted = True
-            get_logger().warning(
-                "upstream_era_forced_refused",
-                reason=reason,
-                upstream_era=self.settings.upstream_era,
-                hint=FORCED_ERA_HINT,
-            )
+        eras forced, say what the forced verdict may have got wrong, at most once a minute)."""
+        if self.forced:
+            also = self._forced_lines.due(time.monotonic(), None, FORCED_LINE_EVERY)
+            if also is not None:
+                era = self.settings.upstream_era
+                hint = FORCED_LEGACY_HINT if era == "legacy" else FORCED_ERA_HINT
+                fields = {"also_unlogged": also} if also else {}
+                get_logger().warning(
+                    "upstream_era_forced_refused", reason=reason, upstream_era=era, hint=hint, **fields
+                )
         if not self.forced and not self._stale:
             self._stale = True
             if self.eras.legacy and self.eras.modern:  # the dual-era case the start-up hint is about
                 get_logger().info("upstream_eras_suspect", reason=reason, hint=DUAL_ERA_HINT)
             else:
                 get_logger().info("upstream_eras_suspect", reason=reason)
+
+    def restarted(self, reason: str) -> None:
+        """The upstream showed that it restarted or ended a session (`reason` says how): a server
+        started anew may speak another era, so its verdict is probed again before the next request is
+        routed (at once, unless a restart asked for one within REPROBE_INTERVAL)."""
+        if self.forced or self.settings.bridge == "off" or not self._known or self._stale:
+            return
+        self._stale = True
+        recent = self._restart_probed and time.monotonic() - self._restart_probed < REPROBE_INTERVAL
+        self._restart_due = not recent
+        get_logger().info("upstream_eras_suspect", reason=reason)
 
     def off_endpoint(self, route: Route) -> Rejection | None:
         """The proxy's own 404 for a request to a path an HTTP+SSE or stdio upstream does not have (it

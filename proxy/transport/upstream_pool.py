@@ -597,6 +597,8 @@ class UpstreamPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.retried = 0
         self.idle_closed = 0
+        self.on_unreachable: Callable[[str], None] | None = None
+        """Told why, when a connection attempt fails: a server that is gone may come back in another era."""
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, remembered: each `asyncio.get_running_loop()` costs a getpid system call,
@@ -815,22 +817,24 @@ class UpstreamPool:
                     server_hostname=self.host if self._ssl is not None else None,
                 )
         except TimeoutError:
-            self._open -= 1
-            self._wake_one()
-            raise UpstreamError("unreachable", f"connect timed out after {self.connect_timeout}s") from None
+            raise self._connect_failed(f"connect timed out after {self.connect_timeout}s") from None
         except ssl.SSLError as exc:
-            self._open -= 1
-            self._wake_one()
-            raise UpstreamError("unreachable", handshake_failed(exc)) from None
+            raise self._connect_failed(handshake_failed(exc)) from None
         except OSError as exc:
-            self._open -= 1
-            self._wake_one()
-            raise UpstreamError("unreachable", str(exc) or type(exc).__name__) from None
+            raise self._connect_failed(str(exc) or type(exc).__name__) from None
         except BaseException:
             self._open -= 1
             self._wake_one()
             raise
         return conn
+
+    def _connect_failed(self, why: str) -> UpstreamError:
+        """A connection attempt failed: its place in the limit is freed, and whoever listens is told."""
+        self._open -= 1
+        self._wake_one()
+        if self.on_unreachable is not None:
+            self.on_unreachable(f"the upstream is unreachable ({why}); it may come back in another era")
+        return UpstreamError("unreachable", why)
 
     def put(self, conn: _Connection) -> None:
         """A connection finished its exchange cleanly and may carry another, until its idle deadline."""

@@ -13,6 +13,8 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from proxy.wire import errors
 from tests.e2e.commanded import Commanded, own_proxy
@@ -108,7 +110,8 @@ async def test_an_upstream_replaced_by_the_other_era_is_probed_again_when_only_b
     peer_factory: Callable[..., PeerServer], first: str, then: str, client: str, bridge: str
 ) -> None:
     # Every client is bridged, so no client request reaches the new server as it was sent: the
-    # refusals of the bridge's own requests (its handshake, its 2026-07-28 call) are the news.
+    # refusals of the bridge's own requests (its handshake, its 2026-07-28 call) are the news, and
+    # so is the end of the bridge's upstream session stream when the old server stops.
     old = peer_factory(first)
     port = old.port
     async with own_proxy(old.url) as proxy:
@@ -122,7 +125,11 @@ async def test_an_upstream_replaced_by_the_other_era_is_probed_again_when_only_b
         reasons = [line["reason"] for line in doubts(proxy)]
     assert result["result"]["content"] == ["Hello, octocat!"]
     assert reasons
-    assert all(reason.endswith(f"from the {bridge} bridge") for reason in reasons), reasons
+    assert all(
+        reason.endswith(f"from the {bridge} bridge")
+        or reason.startswith("the bridge's upstream GET stream ended")
+        for reason in reasons
+    ), reasons
     assert [c["mode"] for c in chains if c.get("name") == "ask_name"][-1] == "passthrough"
 
 
@@ -175,3 +182,104 @@ async def test_the_gated_relay_reads_a_refusals_body_for_its_era_too(modern_serv
         await proxy.settled()
         (doubt,) = doubts(proxy)
     assert doubt["reason"] == "HTTP 400 (JSON-RPC -32022) for initialize from a legacy client"
+
+
+async def era_becomes(proxy: Commanded, era: str) -> None:
+    """Wait (at most 10 s) for `/readyz` to report `era`: it probes a stale verdict itself."""
+    with anyio.fail_after(10):
+        while True:
+            if await upstream_era(proxy) == era:
+                return
+            await anyio.sleep(0.25)
+
+
+async def test_an_upgrade_to_a_dual_era_server_is_noticed_by_the_bridge_and_its_clients_then_pass_through(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    # The SDK's default app refuses no request of either era, so no refusal tells of the upgrade: the
+    # bridge's upstream session stream ending when its server stops is the news.
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url) as proxy:
+        await run_scenario(proxy.endpoint(), "2026-07-28", "ask_name")
+        await anyio.to_thread.run_sync(legacy.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("dual-mrtr", port=port))
+        await era_becomes(proxy, "dual")
+        result = await run_scenario(proxy.endpoint(), "2026-07-28", "ask_name")
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+        eras = [line["eras"] for line in proxy.lines() if line.get("event") == "upstream_eras"]
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert [c["mode"] for c in chains if c.get("name") == "ask_name"] == ["mrtr_to_legacy", "passthrough"]
+    assert eras == ["dual"]
+
+
+async def test_the_first_request_after_an_outage_in_which_the_upstream_changed_era_is_routed_by_its_new_era(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(legacy.stop)
+        with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the 502 in exception groups
+            await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(lambda: peer_factory("modern-mrtr", port=port))
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")  # once: no retry needed
+        await proxy.no_exchange_open()
+        chains = await proxy.chains()
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert any(c["mode"] == "legacy_to_mrtr" and c.get("name") == "ask_name" for c in chains)
+
+
+async def test_sessions_bridged_to_a_2026_server_end_with_404_after_a_rollback_to_a_legacy_one(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    modern = peer_factory("modern-mrtr")
+    port = modern.port
+    async with own_proxy(modern.url) as proxy:
+        async with Client(proxy.endpoint(), mode="legacy") as client:
+            assert not (await client.call_tool("echo", {"text": "one"})).is_error
+            await anyio.to_thread.run_sync(modern.stop)
+            await anyio.to_thread.run_sync(lambda: peer_factory("legacy-inflight", port=port))
+            # The legacy server refuses the bridge's 2026-07-28 leg: that refusal has the proxy probe
+            # again, and the new verdict ends the session, which its client then hears as a 404.
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await client.call_tool("echo", {"text": "again"})
+                    except MCPError as exc:
+                        if "Session not found" in str(exc):
+                            break
+                    await anyio.sleep(0.25)
+        result = await run_scenario(proxy.endpoint(), "legacy", "ask_name")  # a new session: passed through
+        await proxy.settled()
+        chains = await proxy.chains()
+        lines = proxy.lines()
+    retired = [line for line in lines if line.get("event") == "legacy_sessions_retired"]
+    assert [(line["sessions"], line["level"]) for line in retired] == [(1, "warning")]
+    assert result["result"]["content"] == ["Hello, octocat!"]
+    assert [c["mode"] for c in chains if c.get("name") == "ask_name"] == ["passthrough"]
+    # Nothing fails any more, so nothing has the proxy probe the confirmed verdict again and again.
+    after = lines[lines.index(retired[0]) :]
+    assert [line for line in after if line.get("event") == "upstream_eras_suspect"] == []
+
+
+async def test_a_legacy_server_replaced_by_a_2026_one_under_upstream_era_legacy_is_hinted_toward_modern(
+    peer_factory: Callable[..., PeerServer],
+) -> None:
+    legacy = peer_factory("legacy-inflight")
+    port = legacy.port
+    async with own_proxy(legacy.url, "--upstream-era", "legacy") as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await anyio.to_thread.run_sync(legacy.stop)
+        await anyio.to_thread.run_sync(lambda: peer_factory("modern-mrtr", port=port))
+        for _ in range(2):
+            with pytest.raises(BaseException):  # noqa: PT011,B017 - the SDK wraps the refusal in exception groups
+                await run_scenario(proxy.endpoint(), "legacy", "echo")
+        await proxy.settled()
+        refused = [line for line in proxy.lines() if line.get("event") == "upstream_era_forced_refused"]
+    (line,) = refused  # the second refusal, within the minute, is counted for the next line
+    assert line["upstream_era"] == "legacy"
+    assert "--upstream-era modern (or no --upstream-era)" in line["hint"]
+    assert "--upstream-era legacy" not in line["hint"]

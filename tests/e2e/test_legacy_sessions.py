@@ -83,12 +83,16 @@ async def test_sessions_over_http_cost_less_than_1600_bytes_each(proxy_for: Call
         proxy_for(upstream.url("/mcp"), max_chains=100, max_legacy_sessions_per_client=4000) as proxy,
         aiohttp.ClientSession() as http,
     ):
+        # The fake upstream (in this process) keeps every head it receives, a `server/discover` per
+        # `initialize` among them (its ttlMs is 0): it forgets them, so the proxy alone is measured.
         for _ in range(500):
             await raw_initialize(http, proxy.endpoint())  # warm: pools, caches, the chain ring
+            upstream.heads.clear()
         gc.collect()
         before = rss()
         for _ in range(3000):
             await raw_initialize(http, proxy.endpoint())
+            upstream.heads.clear()
         gc.collect()
         grown = rss() - before
         assert held_sessions(proxy) == 3500

@@ -3,8 +3,8 @@
 `Playbook(engine) >> event << command << command >> event ...` reads like a sequence diagram;
 asserting it feeds the events in order and compares each step's commands with the expected list,
 exactly. Use `unittest.mock.ANY` for a field a test does not care about (a log line's fields, say).
-Observations (ObserveContinuation, ObserveSession) are left out unless the Playbook is built with
-`hide=()`.
+Observations (ObserveContinuation, ObserveSession) and the router's era rechecks (RecheckUpstreamEra)
+are left out unless the Playbook is built with `hide=()`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proxy.engine.commands import ObserveContinuation, ObserveSession
+from proxy.engine.commands import ObserveContinuation, ObserveSession, RecheckUpstreamEra
 
-OBSERVATIONS: tuple[type, ...] = (ObserveContinuation, ObserveSession)
+OBSERVATIONS: tuple[type, ...] = (ObserveContinuation, ObserveSession, RecheckUpstreamEra)
 """Commands a Playbook leaves out unless asked: most tests are about the protocol, a few (which pass
-`hide=()`) about what the observer is told."""
+`hide=()`) about what the observer and the router are told."""
 
 
 class Engine(Protocol):

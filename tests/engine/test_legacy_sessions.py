@@ -12,7 +12,7 @@ import gc
 from typing import Any
 
 from proxy.engine.commands import EndClientResponse, Log, ReplyJson, SendLeg
-from proxy.engine.events import ClientRequestReceived
+from proxy.engine.events import ClientRequestReceived, UpstreamEraProbed
 from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.wire.jsonrpc import request as req
 from tests.engine.test_legacy_to_mrtr import (
@@ -195,3 +195,29 @@ def test_a_flood_of_sessions_past_an_addresss_cap_is_one_line_a_second_counting_
         {"dropped": 1, **setting},  # the first in full
         {"dropped": 1, **setting, "also_unlogged": 16},  # the next, a second on, counts the rest
     ]
+
+
+def test_sessions_are_retired_when_the_upstream_stops_speaking_2026_so_their_next_request_gets_404() -> None:
+    # A rollback to a legacy server: every leg of these sessions would be refused for its era, so
+    # each client is told to initialize again (and is then routed by the new verdict).
+    engine = engine_with()
+    open_session(engine, 1001.0)
+    assert engine.handle(UpstreamEraProbed(legacy=True, modern=True, label="dual")) == []
+    retired = Log(
+        "legacy_sessions_retired",
+        "warning",
+        {
+            "sessions": 2,
+            "why": "the era probe found the upstream legacy: it no longer serves 2026-07-28",
+            "then": "each session's next request gets 404, so its client initializes again",
+        },
+    )
+    assert engine.handle(UpstreamEraProbed(legacy=True, modern=False, label="legacy")) == [retired]
+    assert engine.handle(UpstreamEraProbed(legacy=True, modern=False, label="legacy")) == []  # said once
+    gone = ping(engine, "session-1", 1002.0)
+    assert gone.status == 404
+    assert gone.message is not None
+    assert gone.message["error"] == {"code": -32001, "message": "Session not found"}
+    assert engine.table_sizes()["sessions"] == 1
+    assert ping(engine, "session-2", 1003.0).status == 404
+    assert engine.table_sizes()["sessions"] == 0

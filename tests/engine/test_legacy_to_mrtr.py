@@ -7,6 +7,7 @@ Each test ends by checking that the engine's tables hold nothing but what legiti
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 from unittest.mock import ANY
@@ -34,6 +35,7 @@ from proxy.engine.events import (
     LegMessage,
     LegResponded,
     TimerFired,
+    UpstreamEraProbed,
 )
 from proxy.engine.legacy_client.engine import LegacyToMrtrEngine
 from proxy.framing.http import parse_upstream
@@ -335,10 +337,10 @@ def test_a_discovery_error_fails_initialize_with_a_readable_internal_error_and_i
     assert drained(engine, pending_initialize=1, legs=1)
 
 
-def test_an_unreachable_upstream_fails_every_held_initialize() -> None:
+def test_an_unreachable_upstream_fails_every_held_initialize_as_pass_through_fails_a_request() -> None:
     engine = LegacyToMrtrEngine(UPSTREAM, Counter())
     why = "the upstream MCP server is unreachable: connection refused" + UNREACHABLE_HINT
-    text = f"Cannot initialize: server/discover to the upstream MCP server failed: {why}"
+    gone = "upstream_unreachable"
 
     assert (
         Playbook(engine)
@@ -347,10 +349,73 @@ def test_an_unreachable_upstream_fails_every_held_initialize() -> None:
         >> initialize("x2")
         >> LegFailed("leg-1", "unreachable", "connection refused")
         << Log("upstream_discovery_failed", "warning", {"why": why})
-        << ReplyJson("x1", 200, err(0, -32603, text))
-        << ReplyJson("x2", 200, err(0, -32603, text))
+        << ReplyJson("x1", 502, err(0, -32000, why), outcome=gone)
+        << ReplyJson("x2", 502, err(0, -32000, why), outcome=gone)
     )
     assert drained(engine)
+
+
+def test_a_discovery_is_kept_for_its_ttl_and_for_its_caller_alone_when_private() -> None:
+    engine = LegacyToMrtrEngine(UPSTREAM, Counter())
+    fetch = SendLeg("leg-2", "x2", ANY, req("leg-2", "server/discover", {"_meta": meta(level=None)}))
+    at_time = dataclasses.replace
+
+    assert (
+        Playbook(engine)
+        >> at_time(initialize("x1"), at=1000.0)
+        << ANY
+        >> head("leg-1")
+        >> LegMessage("leg-1", classify_value(ok("leg-1", {**DISCOVERY, "ttlMs": 5000})), None, 1000.5)
+        << Log("upstream_discovered", "info", {"server": "weather"})
+        << ReplyJson("x1", 200, ANY, SESSION)
+        >> at_time(initialize("x-kept"), at=1005.4)
+        << ReplyJson("x-kept", 200, ANY, (("Mcp-Session-Id", "session-2"),))
+        >> at_time(initialize("x2"), at=1005.6)  # past its ttlMs: fetched again
+        << fetch
+    )
+    private = LegacyToMrtrEngine(UPSTREAM, Counter())
+    mine = {**DISCOVERY, "cacheScope": "private"}
+    init = initialize("x-other").route.body.first
+    assert init is not None
+    other = post("x-other", init.raw, ("Origin", "http://other.example"), session=None)
+    assert (
+        Playbook(private)
+        >> initialize("x1")
+        << ANY
+        >> head("leg-1")
+        >> up("leg-1", ok("leg-1", mine))
+        << Log("upstream_discovered", "info", {"server": "weather"})
+        << ReplyJson("x1", 200, ANY, SESSION)
+        >> initialize("x-same")
+        << ReplyJson("x-same", 200, ANY, (("Mcp-Session-Id", "session-2"),))
+        >> other  # another caller: its own discovery, private to it
+        << SendLeg("leg-2", "x-other", ANY, ANY)
+        >> head("leg-2")
+        >> up("leg-2", ok("leg-2", mine))
+        << Log("upstream_discovered", "info", {"server": "weather"})
+        << ReplyJson("x-other", 200, ANY, (("Mcp-Session-Id", "session-3"),))
+        >> initialize("x-mine")  # the discovery kept now is the other caller's
+        << SendLeg("leg-3", "x-mine", ANY, ANY)
+    )
+
+
+def test_a_discovery_with_ttl_0_or_none_is_fetched_for_each_initialize_and_again_after_an_era_probe() -> None:
+    for discovery in ({**DISCOVERY, "ttlMs": 0}, {k: v for k, v in DISCOVERY.items() if k != "ttlMs"}):
+        engine = session_engine(discovery=discovery)
+        assert (
+            Playbook(engine)
+            >> initialize("x2")
+            << SendLeg("leg-2", "x2", ANY, req("leg-2", "server/discover", {"_meta": meta(level=None)}))
+        )
+    probed = session_engine()
+    assert (
+        Playbook(probed)
+        >> initialize("x2")
+        << ReplyJson("x2", 200, ANY, (("Mcp-Session-Id", "session-2"),))
+        >> UpstreamEraProbed(legacy=False, modern=True, label="modern")
+        >> initialize("x3")
+        << SendLeg("leg-2", "x3", ANY, req("leg-2", "server/discover", {"_meta": meta(level=None)}))
+    )
 
 
 def test_a_discovery_that_ends_without_an_answer_names_the_http_status() -> None:

@@ -16,6 +16,7 @@ from proxy.engine.commands import (
     Log,
     ObserveContinuation,
     ObserveSession,
+    RecheckUpstreamEra,
     ReplyJson,
     StartTimer,
 )
@@ -163,6 +164,7 @@ def test_a_parked_call_whose_upstream_session_is_lost_is_observed_lost_with_how_
         >> LegResponded("leg-4", 404, (), 1007.25)
         << CloseLeg("leg-4")
         << Log("upstream_session_lost", "warning", ANY)
+        << RecheckUpstreamEra(ANY)  # the router probes the era again
         << Log("bridge_continuation_dead", "warning", ANY)
         << CancelTimer("ttl:call-1")
         << CloseLeg("leg-3")
@@ -206,6 +208,7 @@ def test_a_session_is_observed_opened_reinitialized_and_expired_once_each() -> N
         >> LegResponded("leg-3", 404, ())  # the upstream forgot the session: nothing observed yet
         << CloseLeg("leg-3")
         << Log("upstream_session_lost", "warning", ANY)
+        << RecheckUpstreamEra(ANY)  # the router probes the era again
         << ANY
     )
     open_session(engine, "x1", init="leg-4", notify="leg-5", session="s2")  # observed reinitialized

@@ -15,7 +15,16 @@ from __future__ import annotations
 from typing import Any
 from unittest.mock import ANY
 
-from proxy.engine.commands import CloseLeg, Log, OpenLegStream, ReplyJson, ResumeLeg, StartTimer
+from proxy.engine.commands import (
+    CloseLeg,
+    Log,
+    OpenLegStream,
+    RecheckUpstreamEra,
+    ReplyJson,
+    ResumeLeg,
+    SendLeg,
+    StartTimer,
+)
 from proxy.engine.events import LegCut, LegEnded, LegResponded, Stopping, TimerFired
 from proxy.engine.modern_client.engine import MrtrToLegacyEngine
 from proxy.engine.modern_client.stream_asks import MAX_CALL_NOTES
@@ -306,6 +315,41 @@ def test_a_get_stream_cut_after_an_event_id_is_resumed_else_given_up() -> None:
         << ended
     )
     assert drained(bridge)
+
+
+def test_a_get_stream_the_server_ends_asks_for_an_era_recheck_and_a_refused_one_does_not() -> None:
+    # A session's stream ends when its server restarts, and a server started anew may speak another era.
+    bridge = engine()
+    ended = Log("bridge_listen_stream_ended", "warning", {"leg": STREAM, "why": ANY})
+    why = "the bridge's upstream GET stream ended: the response ended without a JSON-RPC answer (HTTP 200)"
+    assert (
+        Playbook(bridge, hide=())
+        >> head(STREAM)
+        >> LegCut(STREAM, None, None)
+        << ended
+        << RecheckUpstreamEra(why)
+    )
+    refusing = engine()
+    noted = Log("upstream_stream_not_offered", "info", {"session": "upstream-1", "status": 405})
+    assert Playbook(refusing, hide=()) >> LegResponded(STREAM, 405, ()) << noted >> LegEnded(STREAM)
+
+
+def test_a_discover_after_the_get_stream_ended_checks_the_session_first_then_answers_at_once() -> None:
+    # The server may have restarted: a ping in the session (a 404 would renew it) comes before the
+    # discover is answered from the handshake's InitializeResult; once it succeeded, no more pings.
+    bridge = engine()
+    assert (
+        Playbook(bridge)
+        >> head(STREAM)
+        >> LegCut(STREAM, None, None)
+        << ANY
+        >> send("x1", 1, "server/discover", {})
+        << SendLeg("leg-4", "x1", ANY, req("leg-4", "ping", {}))
+        >> LegResponded("leg-4", 200, (("Content-Type", "application/json"),))
+        << ReplyJson("x1", 200, ANY)
+        >> send("x2", 2, "server/discover", {})
+        << ReplyJson("x2", 200, ANY)
+    )
 
 
 def test_a_cancellation_on_the_get_stream_withdraws_the_request_from_its_call() -> None:

@@ -700,8 +700,11 @@ async def _mrtr_read_resource(
 # --------------------------------------------------------------------------------------------
 
 
-def build_server(style: Style, *, seal_state: bool = True) -> Server[Any]:
+def build_server(style: Style, *, seal_state: bool = True, version: str = "1.0.0") -> Server[Any]:
     """Build the low-level SDK `Server` with every tool, prompt and resource written in `style`.
+
+    `version` is the server's own (its `serverInfo.version`): a test tells a server from the one that
+    replaced it on the same port by it.
 
     `seal_state` (MRTR only) installs the SDK's `RequestStateBoundary` under a process-local key, so
     `requestState` on the wire is an opaque AEAD token; turn it off to see the plain JSON state.
@@ -738,7 +741,7 @@ def build_server(style: Style, *, seal_state: bool = True) -> Server[Any]:
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server: Server[Any] = Server(
             SERVER_NAME,
-            version="1.0.0",
+            version=version,
             instructions=f"Test peer ({style} style).",
             on_list_tools=list_tools,
             on_call_tool=call_tool,
@@ -907,11 +910,17 @@ def modern_only(app: ASGIApp) -> ASGIApp:
 
 
 def build_app(
-    kind: str, *, seal_state: bool = True, path: str = "/mcp", json_response: bool = False
+    kind: str,
+    *,
+    seal_state: bool = True,
+    path: str = "/mcp",
+    json_response: bool = False,
+    version: str = "1.0.0",
 ) -> ASGIApp:
     """Build the ASGI app for `kind` (one of `KINDS`); the MCP endpoint is `path` for the SDK's own
     kinds (``/mcp`` by default, as the SDK serves it), ``/mcp`` for the others. `json_response`
-    makes the SDK's own kinds answer plain JSON instead of SSE streams.
+    makes the SDK's own kinds answer plain JSON instead of SSE streams, and `version` is their
+    `serverInfo.version`.
 
     The SDK app gets DNS-rebinding protection for 127.0.0.1 (its default for a loopback host).
     Its lifespan (the session manager) passes through the era wrappers untouched.
@@ -944,7 +953,7 @@ def build_app(
     style = _KIND_STYLE.get(kind)
     if style is None:
         raise ValueError(f"unknown peer kind {kind!r}; expected one of {', '.join(KINDS)}")
-    app: ASGIApp = build_server(style, seal_state=seal_state).streamable_http_app(
+    app: ASGIApp = build_server(style, seal_state=seal_state, version=version).streamable_http_app(
         streamable_http_path=path, host="127.0.0.1", json_response=json_response
     )
     if kind == "legacy-inflight":

@@ -8,7 +8,7 @@ stdout once the app's lifespan has started and the socket is accepting connectio
 ``httptools``): uvicorn takes httptools whenever it is installed, so the environment the peer runs in
 decides, and the runner checks it got the one it asked for. ``--gzip json|sse`` puts the peer behind
 compression middleware (``tests.peers.compressed``); ``--mount /api`` serves it under that prefix
-(``tests.peers.mounted``).
+(``tests.peers.mounted``); ``--server-version V`` sets the SDK kinds' ``serverInfo.version``.
 """
 
 from __future__ import annotations
@@ -38,9 +38,16 @@ def main(argv: list[str] | None = None) -> int:
         help="behind Starlette's GZipMiddleware: json answers plain JSON, compressed; sse compresses SSE",
     )
     parser.add_argument("--mount", help="serve the app under this path prefix (a Starlette Mount)")
+    parser.add_argument("--server-version", default="1.0.0", help="the SDK kinds' serverInfo.version")
     args = parser.parse_args(argv)
 
-    app = build_app(args.kind, seal_state=not args.no_seal, path=args.path, json_response=args.gzip == "json")
+    app = build_app(
+        args.kind,
+        seal_state=not args.no_seal,
+        path=args.path,
+        json_response=args.gzip == "json",
+        version=args.server_version,
+    )
     if args.gzip is not None:
         app = gzipped(app, args.gzip)
     if args.mount:

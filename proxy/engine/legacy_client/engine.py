@@ -1,7 +1,9 @@
 """The legacy->MRTR bridge: a 2025-era client in front of a 2026-07-28 (MRTR) server.
 
 Theory of operation. Toward the client the engine is a legacy Streamable HTTP server: it answers
-`initialize` itself (from the upstream's `server/discover`, fetched once and cached), mints and
+`initialize` itself (from the upstream's `server/discover`, kept for the result's `ttlMs` and for
+its caller alone when `cacheScope` is private, and fetched again after an era probe or an
+unreachable upstream, since the server may have changed), mints and
 enforces its own `Mcp-Session-Id`, answers `ping` and `logging/setLevel` locally, and accepts the
 client's POSTed answers to nested requests with 202. Toward the upstream it is a 2026-07-28 client:
 every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with the per-request
@@ -12,9 +14,11 @@ every forwarded request is a *leg* (one POST, fresh JSON-RPC id) dressed with th
 - `calls.CallDriver` carries each forwarded request through its MRTR rounds;
 - `listen.ListenEmulator` backs a session's GET stream with `subscriptions/listen`.
 
-Sessions live until DELETE, until they go unused for `session_idle` seconds, or until room is needed
-for a new one past `max_sessions` (the least recently used idle one goes); a forgotten session's next
-request gets 404, which tells a legacy client to initialize again. The sessions table is kept in
+Sessions live until DELETE, until they go unused for `session_idle` seconds, until room is needed
+for a new one past `max_sessions` (the least recently used idle one goes), or until the era probe
+finds that the upstream no longer speaks 2026-07-28 (it restarted in another era: the session is
+retired); a forgotten or retired session's next request gets 404, which tells a legacy client to
+initialize again. The sessions table is kept in
 order of last use, so expiry only ever looks at its oldest entries. Everything else lives exactly
 as long as the client request it serves, which `table_sizes()` lets tests verify. The engine is
 sans-IO: the transport feeds events and executes the returned commands, ids come from the injected
@@ -40,6 +44,7 @@ from proxy.engine.events import (
     LegResponded,
     Stopping,
     TimerFired,
+    UpstreamEraProbed,
 )
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.flood_lines import FloodLine
@@ -48,6 +53,7 @@ from proxy.engine.legacy_client.listen import ListenEmulator
 from proxy.engine.legacy_client.request import Envelope, with_envelope
 from proxy.engine.legacy_client.state import Answerer, BridgeContext, Discovery, LegRef, PendingInit, Session
 from proxy.engine.origins import caller_of, challenges, refusal, refusal_log, refused, server_words
+from proxy.engine.passthrough import fault_answer
 from proxy.framing.classify import Route
 from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
@@ -63,6 +69,9 @@ LOG_LEVELS: Final[frozenset[str]] = frozenset(
 
 STOPPING_TEXT: Final = "the proxy is stopping: the call was cut off before the server answered; retry it"
 """How a call still running when the proxy stops fails, as the client sees it."""
+
+RETIRED_THEN: Final = "each session's next request gets 404, so its client initializes again"
+"""What `legacy_sessions_retired` says becomes of the sessions."""
 
 SESSION_NOT_FOUND: Final = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
@@ -141,14 +150,19 @@ class LegacyToMrtrEngine:
             case LegResponded(leg, status, headers):
                 self._on_leg_head(leg, status, headers)
                 return []
-            case LegMessage(leg, message):
-                return self._on_leg_message(leg, message)
+            case LegMessage(leg, message, _, at):
+                return self._on_leg_message(leg, message, at)
             case LegEnded(leg, _, body):
                 ref = self._ctx.legs.get(leg)
                 if ref is not None and refused(ref.status):
                     return self._on_refused(leg, ref, body)
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer")
             case LegFailed(leg, reason, detail):
+                if reason == "unreachable":  # what comes back may be another server
+                    self._expire_discovery()
+                failed = self._discovery_unreachable(leg, reason, detail)
+                if failed is not None:
+                    return failed
                 lost = self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
@@ -162,6 +176,9 @@ class LegacyToMrtrEngine:
                 return ended_by_fault(self._on_leg_lost(leg, fault_text("cut", detail)), "cut")
             case TimerFired(timer):
                 return self._calls.on_timer(timer)
+            case UpstreamEraProbed(_, modern, label):
+                self._expire_discovery()  # probed again: the server may have changed
+                return [] if modern else self._retire_sessions(label)
             case Stopping():
                 return self._calls.stop_all(STOPPING_TEXT)
         return []
@@ -221,6 +238,8 @@ class LegacyToMrtrEngine:
         session = sessions.get(route.session_id or "")
         if session is None:
             return None, []
+        if session.retired:
+            return None, self._end_session(session, "session_retired")
         if self._expired(session, at):
             return None, self._drop_session(session, "session_expired")
         if at:
@@ -341,13 +360,31 @@ class LegacyToMrtrEngine:
             restart = []
         return [*restart, ReplyJson(exchange, 200, result_response(msg.id, {}))]
 
-    def _end_session(self, session: Session) -> Commands:
-        """DELETE: abort the session's calls and GET stream, then forget it."""
+    def _end_session(self, session: Session, outcome: str = "session_deleted") -> Commands:
+        """DELETE (or a retired session's next request): abort its calls and GET stream, forget it."""
         commands: Commands = []
         for exchange in list(session.calls.values()):
-            commands.extend(self._calls.drop(exchange, "session_deleted"))
-        commands.extend(self._listen.close(session, "session_deleted"))
+            commands.extend(self._calls.drop(exchange, outcome))
+        commands.extend(self._listen.close(session, outcome))
         self._forget(session)
+        return commands
+
+    def _retire_sessions(self, era: str) -> Commands:
+        """The upstream no longer speaks 2026-07-28: every session this bridge holds is retired, its
+        GET stream ended now and its next request answered 404 (what a server answers a session it
+        does not know), so its client initializes again and is routed by the new verdict. Said once."""
+        retiring = [s for s in self._ctx.sessions.values() if not s.retired]
+        if not retiring:
+            return []
+        fields = {
+            "sessions": len(retiring),
+            "why": f"the era probe found the upstream {era or 'changed'}: it no longer serves 2026-07-28",
+            "then": RETIRED_THEN,
+        }
+        commands: Commands = [Log("legacy_sessions_retired", "warning", fields)]
+        for session in retiring:
+            session.retired = True
+            commands.extend(self._listen.close(session, "session_retired"))
         return commands
 
     def _forget(self, session: Session) -> None:
@@ -401,7 +438,8 @@ class LegacyToMrtrEngine:
         answers (and a refusal, a 401 included, reaches the client)."""
         assert msg.id is not None
         caller = caller_of(route.headers)
-        if self._ctx.discovery is not None and caller in self._ctx.callers:
+        discovery = self._ctx.discovery
+        if discovery is not None and caller in self._ctx.callers and discovery.serves(caller, at):
             return self._open_session(PendingInit(exchange, msg.id, msg.params, at, peer, caller))
         legs = self._ctx.legs.items()
         leg = next((leg for leg, ref in legs if ref.purpose == "discover" and ref.caller == caller), None)
@@ -459,13 +497,13 @@ class LegacyToMrtrEngine:
             ReplyJson(pending.exchange, 503, refusal, (("Retry-After", "1"),)),
         ]
 
-    def _on_discovery(self, leg: str, ref: LegRef, msg: Message) -> Commands:
+    def _on_discovery(self, leg: str, ref: LegRef, msg: Message, at: float) -> Commands:
         self._ctx.drop_leg(leg)
         if msg.kind is Kind.ERROR or not isinstance(msg.result, dict):
             err = msg.error
             text = f"it answered with error {err.get('code')}: {err.get('message')}"
             return self._discovery_failed(leg, text if err else "its result is not an object")
-        self._ctx.discovery = Discovery.from_result(msg.result)
+        self._ctx.discovery = Discovery.from_result(msg.result, at, ref.caller)
         self._ctx.callers.learn(ref.caller, ref.status or 200)  # its result: the caller was served
         info = self._ctx.discovery.server_info
         fields = {"server": info.get("name") if isinstance(info, dict) else None}
@@ -484,6 +522,27 @@ class LegacyToMrtrEngine:
             reply = error_response(pending.ident, errors.INTERNAL_ERROR, text)
             commands.append(ReplyJson(pending.exchange, 200, reply))
         return commands
+
+    def _discovery_unreachable(self, leg: str, reason: str, detail: str) -> Commands | None:
+        """A discovery the upstream never answered (unreachable, timed out): each `initialize` that
+        waited for it gets the gateway error pass-through gives a request then (502 naming the
+        upstream, 504), as a client connected to the server directly fails; None for another leg."""
+        ref = self._ctx.legs.get(leg)
+        if ref is None or ref.purpose != "discover" or fault_answer(reason, detail, None) is None:
+            return None
+        self._ctx.drop_leg(leg)
+        why = fault_text(reason, detail)
+        commands: Commands = [Log("upstream_discovery_failed", "warning", {"why": why})]
+        for pending in self._take_pending(lambda p: p.discovery == leg):
+            answer = fault_answer(reason, detail, pending.ident)
+            assert answer is not None
+            commands.append(ReplyJson(pending.exchange, answer.status, answer.body))
+        return ended_by_fault(commands, reason)
+
+    def _expire_discovery(self) -> None:
+        """The next `initialize` fetches the discovery again (what the old one said stays in use)."""
+        if self._ctx.discovery is not None:
+            self._ctx.discovery = self._ctx.discovery.expired()
 
     def _discovery_refused(self, leg: str, ref: LegRef, body: bytes) -> Commands:
         """The upstream refused the discovery `leg` sent with these clients' headers (their `Origin`,
@@ -513,14 +572,14 @@ class LegacyToMrtrEngine:
             ref.challenge = challenges(status, headers)
             self._ctx.callers.learn(ref.caller, status)
 
-    def _on_leg_message(self, leg: str, msg: Message) -> Commands:
+    def _on_leg_message(self, leg: str, msg: Message, at: float = 0.0) -> Commands:
         ref = self._ctx.legs.get(leg)
         if ref is None:
             return []  # a leg already answered, closed or abandoned
         if ref.purpose == "listen":
             return self._listen.on_leg_message(leg, ref, msg)
         if ref.purpose == "discover":
-            return self._on_discovery(leg, ref, msg) if msg.is_response else []
+            return self._on_discovery(leg, ref, msg, at) if msg.is_response else []
         return self._calls.on_leg_message(leg, ref, msg)
 
     def _on_leg_lost(self, leg: str, why: str, *, refused: bool = False, answered: bool = True) -> Commands:

@@ -8,7 +8,7 @@ are secrets (they authorize a legacy client), so nothing here prints them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from proxy.engine.capabilities import legacy_server_capabilities
@@ -55,26 +55,49 @@ class PendingInit:
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What `server/discover` taught the bridge: the upstream's capabilities and identity."""
+    """What `server/discover` taught the bridge: the upstream's capabilities and identity, and for how
+    long (and for whom) an `initialize` may be answered from it."""
 
     capabilities: dict[str, Any]
     legacy_capabilities: dict[str, Any]
     server_info: Any
     instructions: str | None
+    ttl_ms: int = 0
+    """The result's `ttlMs`: 0 (or none given) means it is fetched again for each `initialize`."""
+    fetched_at: float = 0.0
+    """When it arrived (the event's wall-clock time; 0.0: not known)."""
+    private_to: Caller | None = None
+    """The caller it was fetched for when its `cacheScope` is `private` (None: any caller may use it)."""
 
     @classmethod
-    def from_result(cls, result: dict[str, Any]) -> Discovery:
+    def from_result(cls, result: dict[str, Any], at: float = 0.0, caller: Caller = UNNAMED) -> Discovery:
         """Read a discovery result leniently: every field a legacy `initialize` needs gets a value."""
         caps = result.get("capabilities")
         caps = caps if isinstance(caps, dict) else {}
         info = request_meta(result).get(META_SERVER_INFO) or result.get("serverInfo") or FALLBACK_SERVER_INFO
         instructions = result.get("instructions")
+        ttl = result.get("ttlMs")
         return cls(
             capabilities=caps,
             legacy_capabilities=legacy_server_capabilities(caps),
             server_info=info,
             instructions=instructions if isinstance(instructions, str) else None,
+            ttl_ms=ttl if type(ttl) is int and ttl > 0 else 0,  # a bool passes isinstance
+            fetched_at=at,
+            private_to=caller if result.get("cacheScope") == "private" else None,
         )
+
+    def serves(self, caller: Caller, at: float) -> bool:
+        """Whether an `initialize` of `caller` at `at` may be answered from this discovery: within its
+        `ttlMs`, and by the caller it was fetched for when the server said it is private."""
+        if self.ttl_ms <= 0 or (self.private_to is not None and caller != self.private_to):
+            return False
+        return not at or not self.fetched_at or at - self.fetched_at < self.ttl_ms / 1000
+
+    def expired(self) -> Discovery:
+        """This discovery, no longer answering `initialize` (the upstream may have changed): what it
+        says of the server stays in use until the next discovery replaces it."""
+        return replace(self, ttl_ms=0)
 
 
 class Answerer(NamedTuple):
@@ -116,6 +139,9 @@ class Session:
     listen_leg: str | None = None
     calls: dict[RequestId, str] = field(default_factory=dict)
     nested: dict[RequestId, str] = field(default_factory=dict)
+    retired: bool = False
+    """The upstream no longer speaks 2026-07-28 (it restarted in another era): the session's next
+    request ends it with 404, so its client initializes again and is routed by the new verdict."""
 
     def envelope(self) -> Envelope:
         """The `_meta` facts this session adds to each upstream request (fresh every leg)."""

@@ -10,7 +10,9 @@ purpose `check`): a success answers the discover, a 404 says the session is gone
 with the asker's headers, comes first), a refusal (403, 401 with its challenge) reaches the client
 with the server's status and words, and no answer at all is a gateway fault. A discover is checked
 at most once: the upstream accepted exactly what was sent for it, so a success answers it even when
-the caller is still not among the known ones, and one discover never sends a second `ping`.
+the caller is still not among the known ones, and one discover never sends a second `ping`. A
+session the upstream may have forgotten (`UpstreamLink.doubted`: it showed signs of a restart) is
+checked the same way, so a restarted server's discover is answered from its own new handshake.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ class DiscoverAnswers:
         ident, name, headers = entry
         link = self._ctx.pool.named(name)
         unknown = not checked and caller_of(headers) not in self._ctx.callers
-        if link is not None and link.init is not None and unknown:
+        doubted = not checked and link is not None and link.doubted
+        if link is not None and link.init is not None and (unknown or doubted):
             leg = self._ctx.new_id("leg")
             ping = request(leg, "ping", {})
             return [self._ctx.send("check", exchange, exchange, ping, link.headers(headers), leg=leg)]
@@ -91,9 +94,11 @@ class DiscoverAnswers:
         entry = self._ctx.discovers.get(ref.owner)
         if entry is None:
             return []
-        if 200 <= status < 300:
-            return self.answer(ref.owner, checked=True)
         link = self._ctx.pool.named(entry[1])
+        if 200 <= status < 300:
+            if link is not None:
+                link.doubted = False  # the session is still the server's: its InitializeResult holds
+            return self.answer(ref.owner, checked=True)
         if status != 404 or link is None:
             return []
         commands = self._sessions.lose(link, lost_why("404"), at) if link.ready else []

@@ -58,6 +58,7 @@ from proxy.engine.events import (
     LegResponded,
     Stopping,
     TimerFired,
+    UpstreamEraProbed,
 )
 from proxy.engine.faults import BEFORE_ANY_HEAD, ended_by_fault, fault_text
 from proxy.engine.modern_client import stream_logs
@@ -189,6 +190,8 @@ class MrtrToLegacyEngine:
                     return self._on_refused(leg, ref, body, at)
                 return self._on_leg_lost(leg, "the response ended without a JSON-RPC answer", at)
             case LegFailed(leg, reason, detail, at):
+                if reason == "unreachable":  # what comes back may be another server
+                    self._doubt_sessions()
                 lost = self._on_leg_lost(
                     leg,
                     fault_text(reason, detail),
@@ -203,9 +206,16 @@ class MrtrToLegacyEngine:
                 return self._sessions.on_timer(timer)
             case TimerFired(timer, at):
                 return self._rounds.on_timer(timer, at)
+            case UpstreamEraProbed():
+                self._doubt_sessions()  # probed again: the server may have restarted
             case Stopping(at):
                 return self._on_stopping(at)
         return []
+
+    def _doubt_sessions(self) -> None:
+        """Every session's next `server/discover` pings it first: the upstream may have restarted."""
+        for link in self._ctx.pool:
+            link.doubted = True
 
     def _on_stopping(self, at: float) -> Commands:
         """The proxy is stopping: parked calls end with it, said so (nobody can come back for them,

@@ -40,6 +40,7 @@ from proxy.engine.commands import (
     EndClientResponse,
     Log,
     OpenLegStream,
+    RecheckUpstreamEra,
     ReplyJson,
     SendSse,
     StartSse,
@@ -193,9 +194,11 @@ class ListenEmulator:
             return []
         link.stream_leg = None
         said = link.stream_refused and self._ctx.keep_streams  # the 405 was noted already
-        commands: Commands = (
-            [] if said else [Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why})]
-        )
+        commands: Commands = []
+        if not said:  # a session's stream ends when its server restarts or forgets the session
+            link.doubted = True
+            commands.append(Log("bridge_listen_stream_ended", "warning", {"leg": leg, "why": why}))
+            commands.append(RecheckUpstreamEra(f"the bridge's upstream GET stream ended: {why}"))
         for exchange, listener in list(self._ctx.listeners.items()):
             if listener.active and listener.session == link.name:
                 done = result_response(listener.ident, _tagged_result(listener.ident))

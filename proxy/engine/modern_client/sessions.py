@@ -45,6 +45,7 @@ from proxy.engine.commands import (
     CloseLeg,
     DeleteSession,
     Log,
+    RecheckUpstreamEra,
     ReplyJson,
     StartTimer,
 )
@@ -332,7 +333,10 @@ class SessionKeeper:
             "why": why,
             "then": LOST_THEN,
         }
-        commands: Commands = [Log("upstream_session_lost", "warning", fields)]
+        commands: Commands = [
+            Log("upstream_session_lost", "warning", fields),
+            RecheckUpstreamEra(f"the upstream lost the bridge's session: {why}"),
+        ]
         if stream is not None:  # the new session opens its own
             commands.extend([CloseLeg(stream), *self._listen.on_stream_lost(stream, "upstream session lost")])
         parked = [c for c in self._ctx.calls.values() if c.phase == "parked" and c.session == link.name]

@@ -157,6 +157,10 @@ class UpstreamLink:
     """The open client connection known to use this shared anonymous session ("" for none yet)."""
     shared_warned: bool = False
     """A second open client connection used this shared anonymous session, and a warning said so."""
+    doubted: bool = False
+    """The upstream may have restarted since the handshake (the session's GET stream ended, the era
+    was probed again, the upstream was out of reach): the next `server/discover` pings the session
+    before it is answered from this InitializeResult, so a restarted server's 404 renews both."""
 
     def __repr__(self) -> str:
         held = "held" if self.session_id is not None else "none"
@@ -214,6 +218,7 @@ class UpstreamLink:
         version = result.get("protocolVersion")
         self.version = version if isinstance(version, str) else LATEST_LEGACY
         self.init = result
+        self.doubted = False
         self.state = "notifying"
         return None
 
