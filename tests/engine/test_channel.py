@@ -134,6 +134,29 @@ def test_progress_rides_the_stream_of_the_call_whose_token_it_carries() -> None:
     )
 
 
+def test_a_progress_token_already_in_flight_goes_out_renamed_and_its_progress_comes_back_as_the_clients() -> (
+    None
+):
+    first = call(1, _meta={"progressToken": 7})
+    second = call(2, _meta={"progressToken": 7})
+    renamed = call(2, _meta={"progressToken": "mcp-proxy-progress-1"})
+    to_first = note("notifications/progress", progressToken=7, progress=1)
+    to_second = note("notifications/progress", progressToken="mcp-proxy-progress-1", progress=1)
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", first)
+        << WriteChannel(first, "a")
+        >> PostReceived("b", second)
+        << WriteChannel(renamed, "b")
+        >> ChannelReceived(to_first)
+        << OpenStream("a", ())
+        << StreamMessage("a", to_first)
+        >> ChannelReceived(to_second)
+        << OpenStream("b", ())
+        << StreamMessage("b", note("notifications/progress", progressToken=7, progress=1))
+    )
+
+
 def test_with_several_calls_a_server_request_goes_to_the_get_stream_when_one_is_open() -> None:
     ask = call("srv-1", "roots/list")
     assert (

@@ -2,7 +2,10 @@
 
 Theory of operation. Every request a POST carries is a *call*, keyed by the id it has on the channel
 (the client's own id, or an alias when that id is already in flight there, e.g. two sessionless
-clients sharing a stdio child both sending id 1). A call belongs to the exchange that carried it
+clients sharing a stdio child both sending id 1). Its `_meta.progressToken` is likewise renamed when
+another call in flight already uses it (SDK clients use their request id as their token, so clients
+sharing a channel collide on tokens as often as on ids), and the progress the peer sends under the
+new name goes back under the client's own. A call belongs to the exchange that carried it
 until its answer comes back or the exchange is abandoned. The exchange's head is held until the
 first message for it arrives: the answer alone makes a JSON response, anything else first makes an
 SSE stream, on which the answer then comes last. Messages the peer starts (requests, notifications)
@@ -88,7 +91,7 @@ class _Call:
     """The exchange its answer goes to; None once that exchange was abandoned."""
     client_id: RequestId
     token: str | int | None
-    """Its `_meta.progressToken`: progress notifications carrying it ride its stream."""
+    """Its progress token as the peer knows it: progress notifications carrying it ride its stream."""
     listen: bool
 
 
@@ -131,12 +134,17 @@ class ChannelCore:
         self._calls: dict[RequestId, _Call] = {}
         self._exchanges: dict[str, _Exchange] = {}
         self._tokens: dict[str | int, str] = {}
+        """The calls' progress tokens as the peer knows them, and the exchange each call rides."""
+        self._renamed_tokens: dict[str, str | int] = {}
+        """Progress tokens sent under a name of the proxy's (another call had the client's), and the
+        client's own."""
         self._asked: dict[RequestId, str] = {}
         """The server's requests in flight, by id, and the exchange each rode."""
         self._stream: str | None = None
         """The GET stream's exchange."""
         self._held: deque[bytes] = deque()
         self._aliases = 0
+        self._token_aliases = 0
 
     @property
     def idle(self) -> bool:
@@ -255,11 +263,25 @@ class ChannelCore:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         token = token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
         if token is not None:
+            if token in self._tokens:
+                token, value = self._rename_token(token, value)
             self._tokens[token] = exchange
         self._calls[channel_id] = _Call(exchange, client_id, token, msg.method == LISTEN)
         ex.calls.append(channel_id)
         ex.pending += 1
         return value
+
+    def _rename_token(self, token: str | int, value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A progress token already in use on the channel, under a name of the proxy's: the request's
+        JSON with that name, and the name (the client's own is restored on its progress)."""
+        alias = token
+        while alias in self._tokens:
+            self._token_aliases += 1
+            alias = f"mcp-proxy-progress-{self._token_aliases}"
+        assert isinstance(alias, str)
+        self._renamed_tokens[alias] = token
+        params = value["params"]
+        return alias, {**value, "params": {**params, "_meta": {**params["_meta"], "progressToken": alias}}}
 
     def _cancellation(self, msg: Message) -> Any:
         """A client's `notifications/cancelled`, naming the call by the id the peer knows it by."""
@@ -345,8 +367,7 @@ class ChannelCore:
         if call is None:
             fields = {"id": msg.id, "session": bool(self.session)}
             return [Log("upstream_answer_unmatched", "info", fields)]
-        if call.token is not None:
-            self._tokens.pop(call.token, None)
+        self._forget_token(call)
         seen: Message | None = msg
         if call.client_id != msg.id:
             data = dumps({**msg.raw, "id": call.client_id})
@@ -396,7 +417,13 @@ class ChannelCore:
             )
         if msg.kind is _REQUEST and msg.id is not None:
             self._asked[msg.id] = target
-        return commands + self._stream_to(target, self._exchanges[target], data, msg)
+        seen: Message | None = msg
+        if msg.method == "notifications/progress" and self._renamed_tokens:
+            token = msg.params.get("progressToken")
+            if isinstance(token, str) and (own := self._renamed_tokens.get(token)) is not None:
+                data = dumps({**msg.raw, "params": {**msg.params, "progressToken": own}})
+                seen = None
+        return commands + self._stream_to(target, self._exchanges[target], data, seen)
 
     def _target(self, msg: Message) -> tuple[str | None, bool]:
         """Which open exchange a peer-started message rides, and whether that was a guess.
@@ -498,8 +525,13 @@ class ChannelCore:
 
     def _drop_call(self, channel_id: RequestId, call: _Call) -> None:
         self._calls.pop(channel_id, None)
+        self._forget_token(call)
+
+    def _forget_token(self, call: _Call) -> None:
         if call.token is not None:
             self._tokens.pop(call.token, None)
+            if isinstance(call.token, str):
+                self._renamed_tokens.pop(call.token, None)
 
     def _end(self, exchange: str) -> None:
         ex = self._exchanges.pop(exchange, None)
