@@ -187,6 +187,45 @@ def test_with_several_calls_and_no_get_stream_a_server_request_goes_to_the_newes
     )
 
 
+def test_on_the_shared_channel_a_server_request_no_cue_places_is_refused_never_given_to_a_call() -> None:
+    # The calls are different clients': the newest may not be the one the question is for.
+    ask = call("srv-1", "roots/list")
+    refused = error(
+        "srv-1",
+        -32603,
+        "roots/list names no client request, while 2 calls of different clients are in flight on the "
+        "server's one shared stream: the proxy cannot tell whose it is",
+    )
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", call(1))
+        << WriteChannel(call(1), "a")
+        >> PostReceived("b", call(2))
+        << WriteChannel(call(2), "b")
+        >> ChannelReceived(ask)
+        << Log(
+            "upstream_request_refused",
+            "warning",
+            {"method": "roots/list", "id": "srv-1", "in_flight": 2, "hint": ANY},
+        )
+        << WriteChannel(refused, None)
+    )
+
+
+def test_on_the_shared_channel_a_cancellation_naming_an_id_several_clients_use_is_not_sent() -> None:
+    aliased = j({"jsonrpc": "2.0", "id": "mcp-proxy-1", "method": "tools/call", "params": {}})
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", call(1))
+        << WriteChannel(call(1), "a")
+        >> PostReceived("b", call(1))
+        << WriteChannel(aliased, "b")
+        >> PostReceived("c", note("notifications/cancelled", requestId=1))
+        << Log("client_cancellation_dropped", "warning", ANY)
+        << Answer("c", 202, (), b"")
+    )
+
+
 def test_a_message_that_belongs_to_no_call_waits_for_the_get_stream() -> None:
     changed = note("notifications/tools/list_changed")
     ask = call("srv-1", "roots/list")

@@ -233,6 +233,7 @@ class ChannelCore:
         """Write the POST's messages as one line: as sent when nothing in them had to change."""
         values: list[Any] = []
         changed = False
+        commands: list[ChannelCommand] = []
         for msg in messages:
             value = msg.raw
             if msg.kind is _REQUEST and ex is not None:
@@ -242,12 +243,18 @@ class ChannelCore:
                     self._asked.pop(msg.id, None)
             elif msg.method == "notifications/cancelled":
                 value = self._cancellation(msg)
+                if value is None:
+                    commands.append(Log("client_cancellation_dropped", "warning", _AMBIGUOUS_CANCEL))
+                    changed = True
+                    continue
             changed = changed or value is not msg.raw
             values.append(value)
         data = raw.strip()
+        if not values:
+            return commands
         if changed or b"\n" in data or b"\r" in data:
             data = dumps(values if batch else values[0])
-        return [WriteChannel(data, exchange)]
+        return [*commands, WriteChannel(data, exchange)]
 
     def _call(self, exchange: str, ex: _Exchange, msg: Message) -> Any:
         """Register a request as a call of `ex`; its JSON as sent to the peer (aliased if need be)."""
@@ -284,11 +291,15 @@ class ChannelCore:
         return alias, {**value, "params": {**params, "_meta": {**params["_meta"], "progressToken": alias}}}
 
     def _cancellation(self, msg: Message) -> Any:
-        """A client's `notifications/cancelled`, naming the call by the id the peer knows it by."""
+        """A client's `notifications/cancelled`, naming the call by the id the peer knows it by; None
+        when calls of several clients have that id on the shared channel (it could cancel another
+        client's call; a 2026-07-28 client cancels by closing its request's stream)."""
         wanted = msg.params.get("requestId")
-        for channel_id, call in self._calls.items():
-            if call.client_id == wanted and channel_id != wanted:
-                return {**msg.raw, "params": {**msg.params, "requestId": channel_id}}
+        named = [channel_id for channel_id, call in self._calls.items() if call.client_id == wanted]
+        if len(named) > 1 and self.session is None:
+            return None
+        if named and named[0] != wanted:
+            return {**msg.raw, "params": {**msg.params, "requestId": named[0]}}
         return msg.raw
 
     def _get(self, exchange: str) -> list[ChannelCommand]:
@@ -405,6 +416,8 @@ class ChannelCore:
             reason = "it belongs to a call whose stream the client closed"
             return [Log("upstream_message_dropped", "debug", {"method": msg.method, "reason": reason})]
         commands: list[ChannelCommand] = []
+        if target is None and self.session is None and msg.kind is _REQUEST and msg.id is not None:
+            return self._unplaced(msg)
         if target is None:
             if len(self._held) >= self.backlog:
                 self._held.popleft()
@@ -425,13 +438,32 @@ class ChannelCore:
                 seen = None
         return commands + self._stream_to(target, self._exchanges[target], data, seen)
 
+    def _unplaced(self, msg: Message) -> list[ChannelCommand]:
+        """A request the peer sent on the shared channel with no cue to its call: refused at once.
+
+        The shared channel has no GET stream, so it would wait for one forever; and with several
+        calls in flight they are different clients' (every 2026-07-28 client shares the channel), so
+        giving it to any one could ask one client another's question."""
+        in_flight = len({c.exchange for c in self._calls.values() if c.exchange is not None and not c.listen})
+        text = (
+            f"{msg.method} names no client request, while {in_flight} calls of different clients are in "
+            "flight on the server's one shared stream: the proxy cannot tell whose it is"
+            if in_flight
+            else f"{msg.method} names no client request, and no call is in flight to ask"
+        )
+        fields = {"method": msg.method, "id": msg.id, "in_flight": in_flight, "hint": UNPLACED_HINT}
+        refusal = dumps(error_response(msg.id, errors.INTERNAL_ERROR, text))
+        return [Log("upstream_request_refused", "warning", fields), WriteChannel(refusal, None)]
+
     def _target(self, msg: Message) -> tuple[str | None, bool]:
         """Which open exchange a peer-started message rides, and whether that was a guess.
 
         Cues, most specific first: a progress notification's token names its call; a cancellation
         names the server request it cancels, which rode some stream; listen notifications go to the
         listen call. Then the only call in flight, else the GET stream; with several calls and no GET
-        stream a request (which the peer waits on) goes to the newest call, a notification waits.
+        stream a request (which the peer waits on) goes to the newest call on a session channel (one
+        client's session), a notification waits. The shared channel's calls are different clients',
+        so there a request is never guessed (`_unplaced` refuses it).
         """
         method, params = msg.method, msg.params
         if method == "notifications/progress":
@@ -451,7 +483,7 @@ class ChannelCore:
             return next(iter(open_calls)), False
         if self._stream is not None:
             return self._stream, False
-        if open_calls and msg.kind is _REQUEST:
+        if open_calls and msg.kind is _REQUEST and self.session is not None:
             return next(reversed(open_calls)), True
         return None, False
 
@@ -558,6 +590,19 @@ class ChannelCore:
             return self._error(exchange, 404, ident, SESSION_NOT_FOUND, "Session not found")
         return self._error(exchange, status, ident, errors.UPSTREAM_UNAVAILABLE, f"{self.closed}")
 
+
+_AMBIGUOUS_CANCEL = {
+    "reason": "calls of several clients have the id it names on the shared channel",
+    "hint": "a 2026-07-28 client cancels a call by closing its request's stream",
+}
+"""What the log line says of a client's cancellation that could name another client's call."""
+
+UNPLACED_HINT = (
+    "a stdio or HTTP+SSE server serves every 2026-07-28 client on one stream (one process, one "
+    "session), and its questions carry no request they belong to: a 2026-07-28 server asks with "
+    "input_required results instead; one call at a time avoids this"
+)
+"""Why a request on the shared channel was refused, for the log line that says so."""
 
 SESSION_NOT_FOUND = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""
