@@ -327,6 +327,11 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
         found = ex.requests.get(message_id) if message_id is not None else None
         return found or ex.main_chain()
 
+    def chain_of_continuation(self, continuation: str) -> str | None:
+        """The chain a parked (or resumed) upstream call is filed in, by its continuation's name."""
+        found = self._continuations.get(continuation)
+        return found if isinstance(found, str) else None
+
     @property
     def exchange_ids(self) -> KeysView[str]:
         """The ids of the exchanges open in the builder: a live view, for a caller that asks of many."""

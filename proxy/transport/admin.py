@@ -328,10 +328,14 @@ class AdminServer:
         """The parked upstream calls of the modern-client -> legacy-server bridge ([] without it)."""
         view = getattr(self._mrtr_engine(), "continuations_view", None)
         items = view(time.time()) if callable(view) else []  # `now` gives each its age_ms
-        redactor = self.ctx.redactor
+        if items:  # what waits unbuilt may be the parking that names a call's chain
+            await build_queued(self.ctx.observations)
+        redactor, builder = self.ctx.redactor, self.ctx.observations.builder
         for item in items:  # the engine's principal digest is unkeyed: show the keyed fingerprint
             if isinstance(item.get("principal"), str):
                 item["principal"] = redactor.fingerprint(item["principal"])
+            if isinstance(continuation := item.get("continuation"), str):
+                item["chain"] = builder.chain_of_continuation(continuation)
         return _json(items)
 
     async def live_feed(self, request: web.Request) -> web.StreamResponse:

@@ -5,6 +5,9 @@ answers just enough of MCP (``initialize``, ``tools/list``, ``tools/call``) to r
 the tool called: ``echo`` answers, ``noisy`` first prints a line that is not JSON, ``die`` exits with
 status 3 before answering, ``busy`` blocks for ``seconds`` (default 30) reading nothing, as a
 server busy in a long operation does, ``huge`` answers with a line of ``--huge`` bytes.
+``ask_roots`` waits for the next call of another tool, then asks ``roots/list`` with no cue to whose
+call the question belongs (as a stdio server asking in flight does) while both calls run, and
+answers both once the question is answered or a call is cancelled: its text is what it got.
 ``--die-on-initialize`` makes it exit with status 3 on ``initialize``, before answering (a server
 that crashes at start-up). ``--ignore-term`` makes it ignore SIGTERM and the end of its stdin (only
 SIGKILL stops it); ``--grandchild`` starts a process of its own in its process group and names its
@@ -46,7 +49,7 @@ def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[s
         return {
             "tools": [
                 {"name": n, "inputSchema": {"type": "object"}}
-                for n in ("echo", "noisy", "die", "busy", "huge")
+                for n in ("echo", "noisy", "die", "busy", "huge", "ask_roots")
             ]
         }
     if method == "tools/call":
@@ -67,6 +70,39 @@ def answer(ident: Any, method: str, params: dict[str, Any], huge: int) -> dict[s
     return None
 
 
+class RootsAsker:
+    """``ask_roots``: the calls held until the question they wait on is settled."""
+
+    QUESTION = "fake-roots-1"
+
+    def __init__(self) -> None:
+        self.asker: Any = None
+        self.held: list[Any] = []
+
+    def call(self, ident: Any, name: Any) -> bool:
+        """Whether the call is held (not answered now)."""
+        if name == "ask_roots":
+            self.asker = ident
+            return True
+        if self.asker is None:
+            return False
+        self.held.append(ident)
+        if len(self.held) == 1:
+            send({"jsonrpc": "2.0", "id": self.QUESTION, "method": "roots/list", "params": {}})
+        return True
+
+    def settled(self, message: dict[str, Any]) -> None:
+        """Answer the held calls once the question is answered or a call cancelled."""
+        answered = message.get("id") == self.QUESTION and message.get("method") is None
+        if self.asker is None or not (answered or message.get("method") == "notifications/cancelled"):
+            return
+        got = json.dumps(message.get("result", message.get("error", message.get("params"))))
+        send({"jsonrpc": "2.0", "id": self.asker, "result": {"content": [{"type": "text", "text": got}]}})
+        for ident in self.held:
+            send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "held"}]}})
+        self.asker, self.held = None, []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", default="")
@@ -82,6 +118,7 @@ def main() -> int:
         sys.stderr.write(f"grandchild {child.pid}\n")
         sys.stderr.flush()
     record = open(args.record, "ab") if args.record else None  # noqa: SIM115 (kept open for the run)
+    roots = RootsAsker()
     for raw in sys.stdin.buffer:
         if record is not None:
             record.write(raw)
@@ -89,7 +126,10 @@ def main() -> int:
         message = json.loads(raw)
         method, ident = message.get("method"), message.get("id")
         if method is None or ident is None:
+            roots.settled(message)
             continue  # a notification or an answer
+        if method == "tools/call" and roots.call(ident, (message.get("params") or {}).get("name")):
+            continue
         if method == "initialize" and args.die_on_initialize:
             die()
         result = answer(ident, method, message.get("params") or {}, args.huge)

@@ -6,6 +6,7 @@ It speaks the wire directly: the `_meta` envelope, the `Mcp-*` headers, JSON or 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -61,13 +62,32 @@ async def modern_call(
         return resp.status, await resp.json(content_type=None)
 
 
+async def modern_messages(
+    http: aiohttp.ClientSession, url: str, method: str, params: dict[str, Any], *, ident: int | str
+) -> AsyncIterator[dict[str, Any]]:
+    """Send one 2026-07-28 request; yield each message of its response as it arrives (the JSON body,
+    or every SSE event's: notifications and questions first, the response last)."""
+    full = modern_params(params)
+    body = {"jsonrpc": "2.0", "id": ident, "method": method, "params": full}
+    async with http.post(url, json=body, headers=modern_headers(method, full)) as resp:
+        if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+            yield await resp.json(content_type=None)
+            return
+        async for value in _sse_messages(resp):
+            yield value
+
+
 async def _last_response(resp: aiohttp.ClientResponse) -> dict[str, Any]:
-    decoder = SseDecoder()
     last: dict[str, Any] = {}
+    async for value in _sse_messages(resp):
+        if "result" in value or "error" in value:
+            last = value
+    return last
+
+
+async def _sse_messages(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    decoder = SseDecoder()
     async for chunk in resp.content.iter_any():
         for item in decoder.feed(chunk):
             if isinstance(item, SseEvent) and item.has_data:
-                value = json.loads(item.data)
-                if "result" in value or "error" in value:
-                    last = value
-    return last
+                yield json.loads(item.data)

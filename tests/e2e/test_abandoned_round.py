@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
-from tests.peers.runner import NodeServer
+from tests.peers.runner import NodeServer, PeerServer
 from tests.sidecar import ProxyProcess, admin_json, clean_env, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -102,7 +102,8 @@ async def test_a_round_the_client_gave_up_on_never_takes_the_next_calls_question
     assert meanwhile.startswith("The client supports roots but no roots are currently configured"), meanwhile
     assert later == direct
     ambiguous = [e for e in events if e.get("event") == "bridge_stream_request_ambiguous"]
-    assert [e["parked"] for e in ambiguous] == [["call-1"]], ambiguous
+    assert [len(e["parked"]) for e in ambiguous] == [1], ambiguous
+    assert ambiguous[0]["parked"][0].startswith("leg-"), ambiguous  # the upstream id its chain carries
     abandoned = [c for c in _summaries(chains) if c.get("name") == "trigger-sampling-request"]
     assert [c["nested"] for c in abandoned] == [1]  # its own question, nothing more
     listings = [c["nested"] for c in _summaries(chains) if c.get("name") == "get-roots-list"]
@@ -111,3 +112,45 @@ async def test_a_round_the_client_gave_up_on_never_takes_the_next_calls_question
 
 def _summaries(answer: Any) -> list[dict[str, Any]]:
     return answer if isinstance(answer, list) else answer.get("chains", [])
+
+
+async def test_per_connection_a_refusal_caused_by_the_clients_own_parked_call_says_so_and_until_when(
+    legacy_server: PeerServer,
+) -> None:
+    """Its own upstream session (`per_connection`) holds only this client's calls: the refusal names
+    its own parked call and how it clears, and suggests no setting already in force nor a transport
+    the upstream does not use."""
+
+    async def refuse(context: ClientRequestContext, params: Any) -> types.ErrorData:
+        return types.ErrorData(code=-32002, message="declined by user")
+
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[ROOT])
+
+    env = settings_env(upstream=legacy_server.url, anonymous_upstream_sessions="per_connection")
+    with ProxyProcess(clean_env(**env)) as proxy:
+        client = Client(
+            proxy.endpoint(),
+            mode="2026-07-28",
+            elicitation_callback=refuse,
+            list_roots_callback=roots,
+            cache=None,
+            read_timeout_seconds=10,
+        )
+        async with client:
+            with anyio.fail_after(20):
+                with pytest.raises(MCPError):
+                    await client.call_tool("ask_name", {})  # the client gives up on its round
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("session_roots", {})
+                parked = await admin_json(proxy.admin + "/api/continuations")
+                chains = _summaries(await admin_json(proxy.admin + "/api/chains"))
+    text = refused.value.message
+    assert [item["chain"] for item in parked] == [c["id"] for c in chains if c.get("name") == "ask_name"]
+    assert f"({parked[0]['upstream_id']}, parked at " in text, text  # named as its chain's messages name it
+    assert "calls of this connection are in flight on its own upstream session" in text, text
+    assert "this connection's own call waiting for the retry of its input_required round" in text, text
+    assert "until" in text, text
+    assert "at the latest (continuation_ttl)" in text, text
+    assert "per_connection" not in text, text
+    assert "HTTP+SSE or stdio" not in text, text

@@ -134,6 +134,29 @@ def test_progress_rides_the_stream_of_the_call_whose_token_it_carries() -> None:
     )
 
 
+def test_a_progress_token_already_in_flight_goes_out_renamed_and_its_progress_comes_back_as_the_clients() -> (
+    None
+):
+    first = call(1, _meta={"progressToken": 7})
+    second = call(2, _meta={"progressToken": 7})
+    renamed = call(2, _meta={"progressToken": "mcp-proxy-progress-1"})
+    to_first = note("notifications/progress", progressToken=7, progress=1)
+    to_second = note("notifications/progress", progressToken="mcp-proxy-progress-1", progress=1)
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", first)
+        << WriteChannel(first, "a")
+        >> PostReceived("b", second)
+        << WriteChannel(renamed, "b")
+        >> ChannelReceived(to_first)
+        << OpenStream("a", ())
+        << StreamMessage("a", to_first)
+        >> ChannelReceived(to_second)
+        << OpenStream("b", ())
+        << StreamMessage("b", note("notifications/progress", progressToken=7, progress=1))
+    )
+
+
 def test_with_several_calls_a_server_request_goes_to_the_get_stream_when_one_is_open() -> None:
     ask = call("srv-1", "roots/list")
     assert (
@@ -161,6 +184,45 @@ def test_with_several_calls_and_no_get_stream_a_server_request_goes_to_the_newes
         << Log("upstream_request_placed", "info", {"method": "sampling/createMessage", "exchange": "b"})
         << OpenStream("b", SESSION)
         << StreamMessage("b", ask)
+    )
+
+
+def test_on_the_shared_channel_a_server_request_no_cue_places_is_refused_never_given_to_a_call() -> None:
+    # The calls are different clients': the newest may not be the one the question is for.
+    ask = call("srv-1", "roots/list")
+    refused = error(
+        "srv-1",
+        -32603,
+        "roots/list names no client request, while 2 calls of different clients are in flight on the "
+        "server's one shared stream: the proxy cannot tell whose it is",
+    )
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", call(1))
+        << WriteChannel(call(1), "a")
+        >> PostReceived("b", call(2))
+        << WriteChannel(call(2), "b")
+        >> ChannelReceived(ask)
+        << Log(
+            "upstream_request_refused",
+            "warning",
+            {"method": "roots/list", "id": "srv-1", "in_flight": 2, "hint": ANY},
+        )
+        << WriteChannel(refused, None)
+    )
+
+
+def test_on_the_shared_channel_a_cancellation_naming_an_id_several_clients_use_is_not_sent() -> None:
+    aliased = j({"jsonrpc": "2.0", "id": "mcp-proxy-1", "method": "tools/call", "params": {}})
+    assert (
+        Playbook(ChannelCore())
+        >> PostReceived("a", call(1))
+        << WriteChannel(call(1), "a")
+        >> PostReceived("b", call(1))
+        << WriteChannel(aliased, "b")
+        >> PostReceived("c", note("notifications/cancelled", requestId=1))
+        << Log("client_cancellation_dropped", "warning", ANY)
+        << Answer("c", 202, (), b"")
     )
 
 

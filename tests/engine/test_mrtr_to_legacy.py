@@ -187,11 +187,11 @@ def legacy_headers(
 
 
 def leg(leg_id: str, exchange: str, method: str, params: dict[str, Any], **kw: Any) -> SendLeg:
-    """A forwarded request: JSON-RPC id = leg id. A call that may run over rounds carries a
-    progressToken, the client's or else the leg id (so a later retry can hear progress)."""
-    if method in ("tools/call", "prompts/get", "resources/read"):
-        meta = params.get("_meta", {})
-        params = {**params, "_meta": {"progressToken": leg_id, **meta}}
+    """A forwarded request: JSON-RPC id = leg id. A call that may run over rounds, or whose client
+    named a progressToken, carries the leg id as its progressToken (unique on a shared session)."""
+    meta = params.get("_meta", {})
+    if method in ("tools/call", "prompts/get", "resources/read") or "progressToken" in meta:
+        params = {**params, "_meta": {**meta, "progressToken": leg_id}}
     return SendLeg(leg_id, exchange, legacy_headers(**kw), req(leg_id, method, params))
 
 
@@ -646,7 +646,11 @@ def test_client_2026_headers_and_meta_never_reach_the_upstream_but_credentials_a
             "leg-3",
             "x1",
             legacy_headers(("X-Tenant", "acme")),
-            req("leg-3", "tools/call", {"name": "deploy", "arguments": ARGS, "_meta": {"progressToken": 9}}),
+            req(
+                "leg-3",
+                "tools/call",
+                {"name": "deploy", "arguments": ARGS, "_meta": {"progressToken": "leg-3"}},
+            ),
         )
     )
     quiet = {"_meta": {"io.modelcontextprotocol/logLevel": "info"}}
@@ -854,6 +858,7 @@ def test_notifications_stream_before_the_result_under_the_clients_token_and_log_
     quiet = note("notifications/message", {"level": "info", "data": "detail"})
     loud = note("notifications/message", {"level": "error", "data": "smoke"})
     progress = note("notifications/progress", {"progressToken": "p1", "progress": 1, "total": 2})
+    upstream_progress = note("notifications/progress", {"progressToken": "leg-3", "progress": 1, "total": 2})
     changed = note("notifications/tools/list_changed")
 
     assert (
@@ -862,7 +867,7 @@ def test_notifications_stream_before_the_result_under_the_clients_token_and_log_
         << tool_leg("leg-3", "x1", progressToken="p1")
         >> head("leg-3")
         >> up("leg-3", quiet)
-        >> up("leg-3", progress)
+        >> up("leg-3", upstream_progress)
         << StartSse("x1")
         << SendSse("x1", progress)
         >> up("leg-3", loud)

@@ -105,7 +105,7 @@ def test_a_request_on_the_get_stream_joins_the_only_call_in_flight_and_its_answe
         << tool_leg("leg-4", "x1")
         >> head("leg-4")
         >> up(STREAM, req(7, "roots/list"))
-        << placed("roots/list", 7, "call-1")
+        << placed("roots/list", 7, "leg-4")
         << StartTimer("round:call-1", ANY)
         >> TimerFired("round:call-1")
         << ROUND_LOG
@@ -132,7 +132,7 @@ def test_with_several_calls_in_flight_a_get_stream_request_is_refused_since_it_c
     )
     fields = {"leg": STREAM, "method": "elicitation/create", "id": 9, "in_flight": 2}
     ambiguous = Log(
-        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["call-1", "call-2"], "hint": ANY}
+        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["leg-4", "leg-5"], "hint": ANY}
     )
     assert (
         Playbook(bridge)
@@ -185,10 +185,10 @@ def test_a_question_that_a_parked_call_or_the_running_call_could_own_is_refused_
         "method": "sampling/createMessage",
         "id": 7,
         "in_flight": 1,
-        "parked": ["call-1"],
+        "parked": ["leg-4"],
     }
     assert said[0] == Log(
-        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["call-2", "call-1"], "hint": ANY}
+        "bridge_stream_request_ambiguous", "warning", {**fields, "calls": ["leg-5", "leg-4"], "hint": ANY}
     )
     refusal = said[1].message
     assert refusal["id"] == 7
@@ -206,7 +206,7 @@ def test_a_get_stream_question_with_only_a_parked_call_is_refused_at_once_naming
     than left waiting until continuation_ttl, and the warning names the call passed over."""
     bridge = engine()
     parked_on_leg_4(bridge)
-    fields = {"leg": STREAM, "method": "roots/list", "id": "g1", "in_flight": 0, "parked": ["call-1"]}
+    fields = {"leg": STREAM, "method": "roots/list", "id": "g1", "in_flight": 0, "parked": ["leg-4"]}
     said = protocol(bridge.handle(up(STREAM, req("g1", "roots/list"))))
     assert said[0] == Log("bridge_unassociated_request", "warning", {**fields, "hint": ANY})
     assert "parked" in said[0].fields["hint"]
@@ -237,7 +237,7 @@ def test_a_refused_ambiguous_question_is_noted_in_each_waiting_calls_answer() ->
     note = answers[0].note
     assert isinstance(note, str)
     assert note.startswith("the server asked roots/list on its session's GET stream while 2 calls")
-    assert "(call-1, call-2); the proxy refused it" in note
+    assert "(leg-4, leg-5); the proxy refused it" in note
 
 
 def test_a_server_asking_on_and_on_leaves_a_bounded_note_on_each_waiting_call() -> None:
@@ -360,7 +360,7 @@ def test_a_cancellation_on_the_get_stream_withdraws_the_request_from_its_call() 
         >> call("x1", 1)
         << tool_leg("leg-4", "x1")
         >> up(STREAM, req(7, "roots/list"))
-        << placed("roots/list", 7, "call-1")
+        << placed("roots/list", 7, "leg-4")
         << StartTimer("round:call-1", ANY)
         >> up(STREAM, note("notifications/cancelled", {"requestId": 7}))
         << ANY  # the round timer cancelled: nothing is left to ask

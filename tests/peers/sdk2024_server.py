@@ -5,7 +5,8 @@
 
 Runs only in ``.cache/peers/sdk2024`` (``pip install 'mcp==1.3.0'``): ``FastMCP`` with ``echo``,
 ``ask_llm`` (which samples the client), ``ask_twice`` (samples it twice side by side, the second
-question a moment after the first) and ``slow`` (answers after a while, asking nothing), on stdio
+question a moment after the first), ``count`` (reports progress) and ``slow`` (answers after a while,
+asking nothing), on stdio
 (``mcp.run("stdio")``) or on the HTTP+SSE transport (GET ``/sse``, POST ``/messages/``), which then
 prints ``READY <port> <http>`` like every peer. This
 SDK meets a method it does not know unlike later ones: its stdio server stops reading without an
@@ -58,6 +59,14 @@ def build() -> FastMCP:
             group.start_soon(ask, 1, 0.0)
             group.start_soon(ask, 2, gap)
         return f"{who}: 1 answered by {answers[1]}, 2 answered by {answers[2]}"
+
+    @mcp.tool()
+    async def count(steps: int, ctx: Context) -> str:
+        """Report progress 1..`steps` of `steps` (under the request's progressToken), then finish."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps)
+            await anyio.sleep(0.01)
+        return f"counted {steps}"
 
     @mcp.tool()
     async def slow(who: str, seconds: float) -> str:

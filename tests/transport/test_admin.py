@@ -425,8 +425,11 @@ async def test_api_continuations_and_the_gauge_show_a_call_the_real_bridge_parke
 
         (parked,) = await ok(proxy, "/api/continuations")
         text = await wait_until_metric(proxy, "mcp_proxy_parked_continuations", 1)
+        chains = await ok(proxy, "/api/chains")
 
     assert (parked["method"], parked["name"]) == ("tools/call", "ask_name")
+    listed = chains if isinstance(chains, list) else chains["chains"]
+    assert [c["id"] for c in listed if c.get("name") == "ask_name"] == [parked["chain"]]
     assert parked["age_ms"] >= 0
     assert answer["result"]["requestState"] not in str(parked)  # the sealed state is never shown
     assert metric(text, "mcp_proxy_chains_total", method="tools/call", mode="mrtr_to_legacy") == 1

@@ -19,11 +19,13 @@ decides, once for every kind of channel, how the one is served as the other:
   with `OpenStream` ... `EndStream`, unless the caller abandoned it first.
   Its decisions: a POST with no request is answered 202 once written; a request's answer goes back
   on the POST that carried it (by id; an id already in flight on the channel is sent under an alias
-  and restored on the way back); the head waits for the first message, so an answer that comes alone
-  is plain JSON and anything before it makes the response an SSE stream (also when `HeadDue`); a
+  and restored on the way back, and so is a progress token another call in flight uses); the head
+  waits for the first message, so an answer that comes alone is plain JSON and anything before it
+  makes the response an SSE stream (also when `HeadDue`); a
   server request or notification rides the stream its cues name (`progressToken`, a cancelled
-  request's id, a listen subscription's notifications), else the only call in flight (requests: the
-  newest call), else the GET stream, else waits in a bounded backlog for one; a closed channel
+  request's id, a listen subscription's notifications), else the only call in flight, else the GET
+  stream (requests: else the newest call of a session channel; on the shared channel, whose calls
+  are different clients', they are refused), else waits in a bounded backlog for one; a closed channel
   answers every open call with a JSON-RPC error naming why, and ends the streams.
 - `sessions.ChannelSessions` decides which channel an HTTP request goes to: a legacy `initialize`
   opens a channel of its own (one session per channel: a legacy stdio server has one session per

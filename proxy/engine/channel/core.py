@@ -2,7 +2,10 @@
 
 Theory of operation. Every request a POST carries is a *call*, keyed by the id it has on the channel
 (the client's own id, or an alias when that id is already in flight there, e.g. two sessionless
-clients sharing a stdio child both sending id 1). A call belongs to the exchange that carried it
+clients sharing a stdio child both sending id 1). Its `_meta.progressToken` is likewise renamed when
+another call in flight already uses it (SDK clients use their request id as their token, so clients
+sharing a channel collide on tokens as often as on ids), and the progress the peer sends under the
+new name goes back under the client's own. A call belongs to the exchange that carried it
 until its answer comes back or the exchange is abandoned. The exchange's head is held until the
 first message for it arrives: the answer alone makes a JSON response, anything else first makes an
 SSE stream, on which the answer then comes last. Messages the peer starts (requests, notifications)
@@ -88,7 +91,7 @@ class _Call:
     """The exchange its answer goes to; None once that exchange was abandoned."""
     client_id: RequestId
     token: str | int | None
-    """Its `_meta.progressToken`: progress notifications carrying it ride its stream."""
+    """Its progress token as the peer knows it: progress notifications carrying it ride its stream."""
     listen: bool
 
 
@@ -131,12 +134,17 @@ class ChannelCore:
         self._calls: dict[RequestId, _Call] = {}
         self._exchanges: dict[str, _Exchange] = {}
         self._tokens: dict[str | int, str] = {}
+        """The calls' progress tokens as the peer knows them, and the exchange each call rides."""
+        self._renamed_tokens: dict[str, str | int] = {}
+        """Progress tokens sent under a name of the proxy's (another call had the client's), and the
+        client's own."""
         self._asked: dict[RequestId, str] = {}
         """The server's requests in flight, by id, and the exchange each rode."""
         self._stream: str | None = None
         """The GET stream's exchange."""
         self._held: deque[bytes] = deque()
         self._aliases = 0
+        self._token_aliases = 0
 
     @property
     def idle(self) -> bool:
@@ -225,6 +233,7 @@ class ChannelCore:
         """Write the POST's messages as one line: as sent when nothing in them had to change."""
         values: list[Any] = []
         changed = False
+        commands: list[ChannelCommand] = []
         for msg in messages:
             value = msg.raw
             if msg.kind is _REQUEST and ex is not None:
@@ -234,12 +243,18 @@ class ChannelCore:
                     self._asked.pop(msg.id, None)
             elif msg.method == "notifications/cancelled":
                 value = self._cancellation(msg)
+                if value is None:
+                    commands.append(Log("client_cancellation_dropped", "warning", _AMBIGUOUS_CANCEL))
+                    changed = True
+                    continue
             changed = changed or value is not msg.raw
             values.append(value)
         data = raw.strip()
+        if not values:
+            return commands
         if changed or b"\n" in data or b"\r" in data:
             data = dumps(values if batch else values[0])
-        return [WriteChannel(data, exchange)]
+        return [*commands, WriteChannel(data, exchange)]
 
     def _call(self, exchange: str, ex: _Exchange, msg: Message) -> Any:
         """Register a request as a call of `ex`; its JSON as sent to the peer (aliased if need be)."""
@@ -255,18 +270,36 @@ class ChannelCore:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         token = token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
         if token is not None:
+            if token in self._tokens:
+                token, value = self._rename_token(token, value)
             self._tokens[token] = exchange
         self._calls[channel_id] = _Call(exchange, client_id, token, msg.method == LISTEN)
         ex.calls.append(channel_id)
         ex.pending += 1
         return value
 
+    def _rename_token(self, token: str | int, value: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A progress token already in use on the channel, under a name of the proxy's: the request's
+        JSON with that name, and the name (the client's own is restored on its progress)."""
+        alias = token
+        while alias in self._tokens:
+            self._token_aliases += 1
+            alias = f"mcp-proxy-progress-{self._token_aliases}"
+        assert isinstance(alias, str)
+        self._renamed_tokens[alias] = token
+        params = value["params"]
+        return alias, {**value, "params": {**params, "_meta": {**params["_meta"], "progressToken": alias}}}
+
     def _cancellation(self, msg: Message) -> Any:
-        """A client's `notifications/cancelled`, naming the call by the id the peer knows it by."""
+        """A client's `notifications/cancelled`, naming the call by the id the peer knows it by; None
+        when calls of several clients have that id on the shared channel (it could cancel another
+        client's call; a 2026-07-28 client cancels by closing its request's stream)."""
         wanted = msg.params.get("requestId")
-        for channel_id, call in self._calls.items():
-            if call.client_id == wanted and channel_id != wanted:
-                return {**msg.raw, "params": {**msg.params, "requestId": channel_id}}
+        named = [channel_id for channel_id, call in self._calls.items() if call.client_id == wanted]
+        if len(named) > 1 and self.session is None:
+            return None
+        if named and named[0] != wanted:
+            return {**msg.raw, "params": {**msg.params, "requestId": named[0]}}
         return msg.raw
 
     def _get(self, exchange: str) -> list[ChannelCommand]:
@@ -345,8 +378,7 @@ class ChannelCore:
         if call is None:
             fields = {"id": msg.id, "session": bool(self.session)}
             return [Log("upstream_answer_unmatched", "info", fields)]
-        if call.token is not None:
-            self._tokens.pop(call.token, None)
+        self._forget_token(call)
         seen: Message | None = msg
         if call.client_id != msg.id:
             data = dumps({**msg.raw, "id": call.client_id})
@@ -384,6 +416,8 @@ class ChannelCore:
             reason = "it belongs to a call whose stream the client closed"
             return [Log("upstream_message_dropped", "debug", {"method": msg.method, "reason": reason})]
         commands: list[ChannelCommand] = []
+        if target is None and self.session is None and msg.kind is _REQUEST and msg.id is not None:
+            return self._unplaced(msg)
         if target is None:
             if len(self._held) >= self.backlog:
                 self._held.popleft()
@@ -396,7 +430,30 @@ class ChannelCore:
             )
         if msg.kind is _REQUEST and msg.id is not None:
             self._asked[msg.id] = target
-        return commands + self._stream_to(target, self._exchanges[target], data, msg)
+        seen: Message | None = msg
+        if msg.method == "notifications/progress" and self._renamed_tokens:
+            token = msg.params.get("progressToken")
+            if isinstance(token, str) and (own := self._renamed_tokens.get(token)) is not None:
+                data = dumps({**msg.raw, "params": {**msg.params, "progressToken": own}})
+                seen = None
+        return commands + self._stream_to(target, self._exchanges[target], data, seen)
+
+    def _unplaced(self, msg: Message) -> list[ChannelCommand]:
+        """A request the peer sent on the shared channel with no cue to its call: refused at once.
+
+        The shared channel has no GET stream, so it would wait for one forever; and with several
+        calls in flight they are different clients' (every 2026-07-28 client shares the channel), so
+        giving it to any one could ask one client another's question."""
+        in_flight = len({c.exchange for c in self._calls.values() if c.exchange is not None and not c.listen})
+        text = (
+            f"{msg.method} names no client request, while {in_flight} calls of different clients are in "
+            "flight on the server's one shared stream: the proxy cannot tell whose it is"
+            if in_flight
+            else f"{msg.method} names no client request, and no call is in flight to ask"
+        )
+        fields = {"method": msg.method, "id": msg.id, "in_flight": in_flight, "hint": UNPLACED_HINT}
+        refusal = dumps(error_response(msg.id, errors.INTERNAL_ERROR, text))
+        return [Log("upstream_request_refused", "warning", fields), WriteChannel(refusal, None)]
 
     def _target(self, msg: Message) -> tuple[str | None, bool]:
         """Which open exchange a peer-started message rides, and whether that was a guess.
@@ -404,7 +461,9 @@ class ChannelCore:
         Cues, most specific first: a progress notification's token names its call; a cancellation
         names the server request it cancels, which rode some stream; listen notifications go to the
         listen call. Then the only call in flight, else the GET stream; with several calls and no GET
-        stream a request (which the peer waits on) goes to the newest call, a notification waits.
+        stream a request (which the peer waits on) goes to the newest call on a session channel (one
+        client's session), a notification waits. The shared channel's calls are different clients',
+        so there a request is never guessed (`_unplaced` refuses it).
         """
         method, params = msg.method, msg.params
         if method == "notifications/progress":
@@ -424,7 +483,7 @@ class ChannelCore:
             return next(iter(open_calls)), False
         if self._stream is not None:
             return self._stream, False
-        if open_calls and msg.kind is _REQUEST:
+        if open_calls and msg.kind is _REQUEST and self.session is not None:
             return next(reversed(open_calls)), True
         return None, False
 
@@ -498,8 +557,13 @@ class ChannelCore:
 
     def _drop_call(self, channel_id: RequestId, call: _Call) -> None:
         self._calls.pop(channel_id, None)
+        self._forget_token(call)
+
+    def _forget_token(self, call: _Call) -> None:
         if call.token is not None:
             self._tokens.pop(call.token, None)
+            if isinstance(call.token, str):
+                self._renamed_tokens.pop(call.token, None)
 
     def _end(self, exchange: str) -> None:
         ex = self._exchanges.pop(exchange, None)
@@ -526,6 +590,19 @@ class ChannelCore:
             return self._error(exchange, 404, ident, SESSION_NOT_FOUND, "Session not found")
         return self._error(exchange, status, ident, errors.UPSTREAM_UNAVAILABLE, f"{self.closed}")
 
+
+_AMBIGUOUS_CANCEL = {
+    "reason": "calls of several clients have the id it names on the shared channel",
+    "hint": "a 2026-07-28 client cancels a call by closing its request's stream",
+}
+"""What the log line says of a client's cancellation that could name another client's call."""
+
+UNPLACED_HINT = (
+    "a stdio or HTTP+SSE server serves every 2026-07-28 client on one stream (one process, one "
+    "session), and its questions carry no request they belong to: a 2026-07-28 server asks with "
+    "input_required results instead; one call at a time avoids this"
+)
+"""Why a request on the shared channel was refused, for the log line that says so."""
 
 SESSION_NOT_FOUND = -32001
 """Legacy Streamable HTTP convention (TS SDK) for an unknown or terminated session, sent with 404."""

@@ -213,11 +213,18 @@ class CallDriver:
 
 
 def with_progress_token(method: str, params: dict[str, Any], token: str) -> dict[str, Any]:
-    """The call's params with a `progressToken` of the proxy's own when the client's first request
-    named none, for a call that may run over several rounds: a legacy server reports progress only on
-    a request that asked for it, and a later retry may ask (each request sees progress under its own
-    token, `exits.for_client`)."""
+    """The call's params with a `progressToken` of the proxy's own (the leg's id) in place of the
+    client's, and added when the client's first request named none for a call that may run over
+    several rounds.
+
+    Clients choose tokens that collide (SDK clients use their request id), and several clients'
+    calls share one upstream session (every anonymous client's by default, each of a stdio or HTTP+SSE
+    server's messages on one stream): under the client's own token the server's progress would name
+    another client's call as well. A legacy server reports progress only on a request that asked for
+    it, and a later retry may ask; each request sees progress under its own token
+    (`exits.for_client`)."""
     meta = params.get("_meta")
-    if method not in MRTR_METHODS or (isinstance(meta, dict) and "progressToken" in meta):
+    named = isinstance(meta, dict) and "progressToken" in meta
+    if method not in MRTR_METHODS and not named:
         return params
     return {**params, "_meta": {**(meta if isinstance(meta, dict) else {}), "progressToken": token}}

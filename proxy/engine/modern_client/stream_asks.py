@@ -75,6 +75,11 @@ ONE_STREAM = (
     "avoid this"
 )
 """What the refusal sent upstream (and shown to the client by most servers) says of its cause."""
+OWN_CALLS_HINT = (
+    "the server asked on its session's GET stream, naming no request, while several calls of one "
+    "client connection (its own upstream session, per_connection) could own it, a call of it parked "
+    "for a retry among them: the question is refused until that call's retry or continuation_ttl"
+)
 MAX_CALL_NOTES = 8
 """Refusals noted for one call's next answer (its log lines say every one)."""
 
@@ -124,7 +129,7 @@ class StreamAsks:
             return None
         fields: dict[str, Any] = {"leg": leg, "method": msg.method, "id": msg.id, "in_flight": len(waiting)}
         if parked:
-            fields["parked"] = [call.key for call in parked]
+            fields["parked"] = [name_of(call) for call in parked]
         if not waiting:
             text = (
                 f"{msg.method} came on the session's GET stream, naming no client request, while this "
@@ -136,17 +141,21 @@ class StreamAsks:
         if len(waiting) + len(parked) > 1:
             return self._ambiguous(leg, msg, [*waiting, *parked], fields)
         call = waiting[0]
-        log = Log("bridge_stream_request_placed", "info", {**fields, "call": call.key})
+        log = Log("bridge_stream_request_placed", "info", {**fields, "call": name_of(call)})
         return [log, *self._rounds.on_nested(call, msg, None)]
 
     def _ambiguous(self, leg: str, msg: Message, owners: list[Call], fields: dict[str, Any]) -> Commands:
         """Refuse a question several calls could own (waiting or parked); each notes it in its answer."""
-        text = (
-            f"{msg.method} came on the session's GET stream, naming no client request, while "
-            f"{len(owners)} calls are in flight on this session: the proxy cannot tell whose it is "
-            f"({ONE_STREAM})"
-        )
-        calls = [call.key for call in owners]
+        link = self._ctx.pool.named(owners[0].session or "")
+        if link is not None and link.connection:
+            text = own_calls_text(msg.method or "", owners, self._ctx.ttl)
+        else:
+            text = (
+                f"{msg.method} came on the session's GET stream, naming no client request, while "
+                f"{len(owners)} calls are in flight on this session: the proxy cannot tell whose it is "
+                f"({ONE_STREAM})"
+            )
+        calls = [name_of(call) for call in owners]
         for call in owners:
             if len(call.notes) < MAX_CALL_NOTES:  # a server asking on and on says it once per few
                 call.notes.append(
@@ -154,7 +163,8 @@ class StreamAsks:
                     f"calls were in flight ({', '.join(calls)}); the proxy refused it, since it could "
                     "not tell whose it was"
                 )
-        said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": HINT})
+        hint = OWN_CALLS_HINT if link is not None and link.connection else HINT
+        said = Log("bridge_stream_request_ambiguous", "warning", {**fields, "calls": calls, "hint": hint})
         return [said, *self._refuse(leg, msg, UNPLACED, text)]
 
     def _withdraw(self, session: str, msg: Message) -> Commands | None:
@@ -168,6 +178,42 @@ class StreamAsks:
             if any(n.upstream_id == asked for n in (*call.collecting, *call.asked.values())):
                 return call
         return None
+
+
+def name_of(call: Call) -> str:
+    """How log lines and notes name a call: its upstream request's id, which its chain's upstream
+    messages carry (a chain search finds it) and `/api/continuations` lists beside its chain id."""
+    return str(call.upstream_id or call.key)
+
+
+def own_calls_text(method: str, owners: list[Call], ttl: float) -> str:
+    """The refusal's text on a session of one client connection (`per_connection`): the calls are
+    that client's own, so it says which are parked and until when, and what clears it."""
+    parked = [call for call in owners if call.phase == "parked"]
+    text = (
+        f"{method} came on the session's GET stream, naming no client request, while {len(owners)} "
+        "calls of this connection are in flight on its own upstream session: the proxy cannot tell "
+        "which it is for"
+    )
+    if not parked:
+        return f"{text} (one call at a time avoids this)"
+    said = ", ".join(
+        f"{name_of(call)}, parked at {_clock(call.parked_at)} until {_clock(call.parked_at + ttl)} "
+        "at the latest (continuation_ttl)"
+        if call.parked_at > 0.0
+        else name_of(call)
+        for call in parked
+    )
+    return (
+        f"{text}; {len(parked)} of them this connection's own call waiting for the retry of its "
+        f"input_required round ({said}): retrying that round clears this, and so does its expiry"
+    )
+
+
+def _clock(epoch: float) -> str:
+    """The time of day (UTC) of an epoch time, as log lines show times (no clock is read)."""
+    seconds = int(epoch) % 86400
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d} UTC"
 
 
 def calls_in_flight(ctx: MrtrContext, session: str, *, any_method: bool = False) -> list[Call]:
