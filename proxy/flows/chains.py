@@ -242,7 +242,7 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
                     obs.exchange, status=obs.status, content_type=obs.content_type, headers=obs.headers
                 )
             case ExchangeClosed():
-                return self.close_exchange(obs.exchange, obs.outcome)
+                return self.close_exchange(obs.exchange, obs.outcome, obs.trailers)
             case BytesOut():
                 self.bytes_out(obs.exchange, obs.size)
             case BodyNotInspected():

@@ -45,8 +45,11 @@ NO_STREAM_NOTE = "the server offers no GET stream here (HTTP 405): not a failure
 class ExchangeClosing(BuilderState):
     """The builder's handling of an exchange that closed."""
 
-    def close_exchange(self, exchange_id: str, outcome: str | None = None) -> str | None:
-        """Finish an exchange: unanswered requests fail with `outcome`.
+    def close_exchange(
+        self, exchange_id: str, outcome: str | None = None, trailers: dict[str, str] | None = None
+    ) -> str | None:
+        """Finish an exchange: unanswered requests fail with `outcome`; `trailers` (the upstream's,
+        after its chunked body) join the exchange's facts, redacted.
 
         Returns the chain that got the exchange's `http` record (its response head carried no
         message), else None.
@@ -97,6 +100,8 @@ class ExchangeClosing(BuilderState):
             self._refused_notifications(ex)
         if ex.facts is not None:
             ex.facts.ended, ex.facts.outcome = now, outcome
+            if trailers:
+                ex.facts.trailers = self._redactor.headers(trailers)
         for chain_id in ex.chains:
             chain = self.store.peek(chain_id)
             if chain is not None and ex.facts is not None:

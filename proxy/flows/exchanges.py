@@ -67,6 +67,8 @@ class ExchangeFacts:
     """Response bytes that carried no message: SSE comments, priming events, a body relayed unread."""
     unread: str | None = None
     """Why its response body, or the rest of it, went to the client unread (`BodyNotInspected`)."""
+    trailers: dict[str, str] | None = None
+    """The trailer fields the upstream sent after its chunked body, redacted (a client exchange)."""
     related: str | None = None
     """For a leg: the earlier leg it serves (an answer to, or cancel of, a parked call)."""
     carried: int = 0

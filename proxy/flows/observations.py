@@ -173,6 +173,9 @@ class ExchangeClosed:
     t: float
     exchange: str
     outcome: str | None = None
+    trailers: dict[str, str] | None = None
+    """The trailer fields the upstream sent after its chunked body (None: it sent none), one member per
+    name as `headers` are: the client never got them, since they are never merged into a head."""
 
 
 PROXY_STOPPING: Final = "proxy_stopping"

@@ -3,8 +3,9 @@
 Shaped like h11 and sans-IO: a reader is fed the bytes a socket delivered and returns what they
 completed; it never reads, writes or awaits, so its rules are tested without sockets. httptools
 (llhttp, the parser Node uses) does the parsing inside; the readers add what llhttp leaves out and a
-proxy needs: bounds on heads and bodies counted by the bytes they arrived in, trailers counted and
-dropped, the refusals (status and reason) for whatever cannot be served.
+proxy needs: bounds on heads and bodies counted by the bytes they arrived in, a request's trailers
+counted and dropped, a response's kept apart from its head, the refusals (status and reason) for
+whatever cannot be served.
 
 Heads going out are framed here too, in one place each: a request head from method, origin-form
 target, headers and body length (`encode_request`), a response head with length, chunked or
@@ -514,14 +515,20 @@ class RequestReader(Generic[R]):
 
 
 class ResponseHead:
-    """A final response head (interim 1xx heads are counted toward the bound and passed over)."""
+    """A final response head (interim 1xx heads are counted toward the bound and passed over).
 
-    __slots__ = ("headers", "reason", "status")
+    `trailers` is filled as the trailer fields of a chunked body arrive, complete once the response
+    ends: fields sent after the body, never part of `headers` (RFC 9110, 6.5.1 forbids merging them
+    into the header section), so what relays the head never sends them as header fields.
+    """
+
+    __slots__ = ("headers", "reason", "status", "trailers")
 
     def __init__(self, status: int, reason: str, headers: list[tuple[str, str]]) -> None:
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.trailers: list[tuple[str, str]] = []
 
 
 class EndOfResponse:
@@ -580,6 +587,9 @@ class ResponseReader:
         self._events: list[ResponseEvent] = []
         self._reason = b""
         self._headers: list[tuple[str, str]] = []
+        self._head: ResponseHead | None = None
+        """The final head handed out for the response being read: header fields after it are trailers."""
+        self._trailer_size = 0
 
     def expect(self, no_body: bool) -> None:
         """A request went out: its response comes next. `no_body`: it answers HEAD (the head is all)."""
@@ -616,6 +626,7 @@ class ResponseReader:
         goes too, for one that calls nothing back (bytes fed after this are ignored)."""
         self._events.clear()
         self._headers = []
+        self._head = None
         self.awaiting = False
         self.parser = httptools.HttpResponseParser(_DEAF)
 
@@ -632,14 +643,28 @@ class ResponseReader:
     def on_message_begin(self) -> None:
         self._reason = b""
         self._headers = []
+        self._head = None
+        self._trailer_size = 0
 
     def on_status(self, status: bytes) -> None:
         self._reason += status
         self.head_size += len(status) + 15  # "HTTP/1.1 200 " and CRLF around the reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        head = self._head
+        if head is not None:  # after the final head: a trailer field of its chunked body
+            self._trailer(head, name, value)
+            return
         self.head_size += len(name) + len(value) + 4  # ": " and CRLF
         self._headers.append((_NAMES.get(name) or _field_name(name), value.decode("latin-1")))
+
+    def _trailer(self, head: ResponseHead, name: bytes, value: bytes) -> None:
+        """Keep a trailer field on its head's `trailers`, up to `max_head_bytes` of them: trailers are
+        optional to a recipient (RFC 9110, 6.5.1), so past the bound they are dropped, not refused."""
+        self._trailer_size += len(name) + len(value) + 4
+        if self._trailer_size <= self.max_head_bytes:
+            field = (_NAMES.get(name) or _field_name(name), value.rstrip(b" \t").decode("latin-1"))
+            head.trailers.append(field)
 
     def on_headers_complete(self) -> None:
         if self.failed:
@@ -651,7 +676,8 @@ class ResponseReader:
         if status < 200:  # an interim 1xx head: the real one follows
             return
         self.awaiting = False
-        self._events.append(ResponseHead(status, self._reason.decode("latin-1"), self._headers))
+        head = self._head = ResponseHead(status, self._reason.decode("latin-1"), self._headers)
+        self._events.append(head)
         if self._no_body:  # the answer to HEAD: llhttp would wait for the body its length announces
             self._events.append(END_CLOSE)
 

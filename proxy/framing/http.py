@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from proxy.framing.h1 import NOT_IN_TARGET
 from proxy.framing.h1 import header as header
-from proxy.wire.headers import HOP_BY_HOP
+from proxy.wire.headers import HOP_BY_HOP, forwarded_fields
 from proxy.wire.path_keys import credential_segment, masked_path
 
 SSE_TYPE = "text/event-stream"
@@ -356,35 +356,14 @@ def forward_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[st
     The upstream's own `Host` and the body's length are added where the head is framed
     (`proxy.framing.h1.encode_request_head`).
     """
-    return _forwarded(headers, _DROP_UP)
+    return forwarded_fields(headers, _DROP_UP)
 
 
 def forward_response_headers(
     headers: Iterable[tuple[str, str]], *, keep_length: bool
 ) -> list[tuple[str, str]]:
     """Upstream response headers as sent to the client: hop-by-hop dropped, the rest kept."""
-    return _forwarded(headers, HOP_BY_HOP if keep_length else _DROP_DOWN)
-
-
-def _forwarded(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    """The headers without those named in `drop` or listed in a `Connection` field (which `drop` names).
-
-    One pass, each name lower-cased once: this runs twice for every relayed exchange. Fields a
-    `Connection` header lists are taken out after it, as they may come before it.
-    """
-    kept: list[tuple[str, str]] = []
-    listed: set[str] | None = None
-    for name, value in headers:
-        lower = name.lower()
-        if lower in drop:
-            if lower == "connection":
-                tokens = (token.strip().lower() for token in value.split(","))
-                listed = (listed or set()).union(token for token in tokens if token)
-            continue
-        kept.append((name, value))
-    if listed:
-        return [(k, v) for k, v in kept if k.lower() not in listed]
-    return kept
+    return forwarded_fields(headers, HOP_BY_HOP if keep_length else _DROP_DOWN)
 
 
 def media_type(content_type: str | None) -> str:

@@ -1,6 +1,6 @@
 """The versioned JSONL capture: the on-disk form of a proxy run, written live and read back later.
 
-A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.15",
+A capture file is one header line, `{"format": "mcp-debug-proxy-capture", "version": "1.16",
 "created": <epoch seconds>, "proxy_version": "...", "follows": <the previous file's created>,
 "series": <the first file's created>}`, then
 one line per observation (`{"type": "obs", ...}`, see `proxy.record.observations`), which the
@@ -48,7 +48,7 @@ FORMAT_NAME: Final = "mcp-debug-proxy-capture"
 FORMAT_MAJOR: Final = 1
 """The capture format major version this code writes and reads (any minor of it)."""
 
-FORMAT_MINOR: Final = 15
+FORMAT_MINOR: Final = 16
 """The minor version this code writes: a newer minor only adds fields or observation kinds."""
 
 FORMAT_VERSION: Final = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"

@@ -34,7 +34,7 @@ from proxy.flows.events import LIVE_ID, Direction, HttpInfo, MessageRecord, Side
 from proxy.flows.redact import unencodable
 from proxy.record.batches import Batch
 from proxy.record.body_secrets import HASHED, STAND_IN, BodySecret, body_secrets, ordinal
-from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
+from proxy.wire.headers import HOP_BY_HOP, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID, forwarded_fields
 from proxy.wire.joined_headers import field_lines
 from proxy.wire.relayed import relayed_client_headers
 from proxy.wire.visible import UNSAFE, visible
@@ -42,7 +42,10 @@ from proxy.wire.visible import UNSAFE, visible
 Target = Literal["proxy", "upstream"]
 
 DROPPED: Final = frozenset({"host", "content-length", "accept-encoding", *HOP_BY_HOP})
-"""Headers curl sets itself (or that would ask for a compressed answer curl does not decode)."""
+"""Headers curl sets itself (or that would ask for a compressed answer curl does not decode), and the
+hop-by-hop ones, with what a `Connection` field names (`forwarded_fields`): the proxy never forwarded
+those, so neither command sends them (toward the proxy, one would reach the upstream without the
+`Connection` field that kept it to the client's connection)."""
 
 _WELL_KNOWN: Final = {"authorization": "MCP_TOKEN", "mcp-session-id": "MCP_SESSION_ID"}
 _MODERN_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -444,7 +447,7 @@ def curl_command(
         http_method = client_http.method or "POST"
         where = "upstream (what the proxy's intercept sent in place of the client's request)"
         url = _upstream_url(upstream_url, client_http.path) if upstream_url else None
-        headers = [(n, v) for n, v in field_lines(client_http.headers) if n.lower() not in DROPPED]
+        headers = forwarded_fields(field_lines(client_http.headers), DROPPED)
     elif leg:
         where = "upstream (the proxy's own request to it)"
         url = _leg_url(upstream_url, _client_head_before(messages, request)) if upstream_url else None
@@ -463,7 +466,7 @@ def curl_command(
         else:
             where, url = "proxy", _url(proxy_url, http.path if http else None) if proxy_url else None
         if http is not None:
-            headers = [(n, v) for n, v in field_lines(http.headers) if n.lower() not in DROPPED]
+            headers = forwarded_fields(field_lines(http.headers), DROPPED)
     if not url:
         raise NoRequest(f"the {target} address is not known (no proxy_info was recorded)")
     if url.startswith("stdio:"):

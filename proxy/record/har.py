@@ -109,6 +109,9 @@ class EntryDraft:
     """Bytes of the messages this exchange carried back, kept or not."""
     ended: float | None = None
     outcome: str | None = None
+    trailers: dict[str, str] | None = None
+    """The trailer fields the upstream sent after its chunked body, redacted: the response's
+    `_trailers` (HAR has no field for them, and the client never got them as headers)."""
     related: str | None = None
     head_missing: str | None = None
     """What a leg without a response head says of it when a head may have come all the same (a capture
@@ -324,7 +327,7 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
     )
     text = _sse_text(back) if sse else _json_text(back)
     status = draft.status or 0
-    return {
+    response: dict[str, Any] = {
         "status": status,
         "statusText": _PHRASES.get(status, ""),
         "httpVersion": "HTTP/1.1",
@@ -335,6 +338,9 @@ def _response(draft: EntryDraft) -> dict[str, Any]:
         "headersSize": -1,
         "bodySize": draft.back_bytes + draft.bytes_out,
     }
+    if draft.trailers:
+        response["_trailers"] = _pairs(draft.trailers)
+    return response
 
 
 def _unusual_end(draft: EntryDraft) -> str | None:

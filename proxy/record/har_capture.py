@@ -186,7 +186,7 @@ class HarFromCapture:
             case ExchangeClosed():
                 if (draft := self._open.pop(obs.exchange, None)) is not None:
                     self._note_chain(draft, chain)
-                    draft.ended, draft.outcome = obs.t, obs.outcome
+                    draft.ended, draft.outcome, draft.trailers = obs.t, obs.outcome, obs.trailers
                     self._ended(draft)
             case BytesOut():
                 if (draft := self._open.get(obs.exchange)) is not None:

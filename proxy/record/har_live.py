@@ -83,7 +83,7 @@ def _with_facts(draft: EntryDraft, facts: ExchangeFacts) -> None:
     if facts.head_at is not None:
         draft.head_at = facts.head_at
         draft.head_missing = DROPPED_HEAD if facts.ended is not None else UNFILED_HEAD
-    draft.ended, draft.outcome = facts.ended, facts.outcome
+    draft.ended, draft.outcome, draft.trailers = facts.ended, facts.outcome, facts.trailers
     if draft.side == "client":
         draft.session = facts.session
     draft.body_size, draft.bytes_out, draft.related = facts.body_size, facts.bytes_out, facts.related

@@ -159,6 +159,11 @@ class ObservationEncoder:
                 line["principal"] = obs.principal and redactor.fingerprint(obs.principal)
             case LegClosed() if obs.outcome is None:  # written only when set, as readers assume
                 del line["outcome"]
+            case ExchangeClosed():  # trailers written only when the upstream sent some
+                if obs.trailers is None:
+                    del line["trailers"]
+                else:
+                    line["trailers"] = redactor.headers(obs.trailers)
             case InterceptReleased():  # the edit or answer sent in the held message's place
                 line["message"] = redactor.body_bounded(obs.message, self._body_limit)[0]
             case InvalidBody():  # the raw bytes that were not JSON-RPC
@@ -353,7 +358,9 @@ def _response_head(line: dict[str, Any]) -> ResponseHeadSeen:
 
 
 def _exchange_closed(line: dict[str, Any]) -> ExchangeClosed:
-    return ExchangeClosed(float(line["t"]), line["exchange"], line.get("outcome"))
+    trailers = line.get("trailers")  # one of another type is read as none: the exchange still ended
+    kept = trailers if isinstance(trailers, dict) else None
+    return ExchangeClosed(float(line["t"]), line["exchange"], line.get("outcome"), kept)
 
 
 def _leg_closed(line: dict[str, Any]) -> LegClosed:

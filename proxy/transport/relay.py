@@ -182,6 +182,7 @@ class PassthroughRelay:
         "opened",
         "origin",
         "sse",
+        "trailers",
         "unjudged",
         "upstream",
     )
@@ -207,6 +208,9 @@ class PassthroughRelay:
         it says of the upstream's era is read once the body has gone by (`doubt`)."""
         self.opened: Route | None = None
         """The request relayed (set by `open`): a gateway error made after its head carries its id."""
+        self.trailers: list[tuple[str, str]] = []
+        """The trailer fields of the upstream's chunked body, once it ended whole: recorded with the
+        exchange's end, never sent to the client (RFC 9110, 6.5.1: not merged into its head)."""
         self.origin: OriginRewrites | None = None
         """The exchange's OAuth origin rewrites (`_rewrites`), begun by the first made or considered;
         None for the traffic that needs none."""
@@ -578,6 +582,7 @@ class PassthroughRelay:
         else:
             self._observe_json(body)
         self.upstream = None
+        self.trailers = upstream.trailers
         upstream.release()
         self._finish(None)
 
@@ -852,6 +857,7 @@ class PassthroughRelay:
         """The client's response ended: the upstream connection goes back, and the exchange ends."""
         upstream, self.upstream = self.upstream, None
         if upstream is not None:
+            self.trailers = upstream.trailers
             upstream.release()
         self._finish(outcome)
 
@@ -885,7 +891,9 @@ class PassthroughRelay:
         batch, self.batch = self.batch, []
         if self.origin is not None:  # a request whose answer never came: its rewrite still said
             batch += self.origin.take()
-        summary = sink.close(ExchangeClosed(sink.now(), self.exchange, outcome), batch, whole=True)
+        trailers = recorded(self.trailers) if self.trailers else None
+        closed = ExchangeClosed(sink.now(), self.exchange, outcome, trailers)
+        summary = sink.close(closed, batch, whole=True)
         if summary is not None:
             traffic_line(_LOG, "exchange", summary.log_fields("passthrough"), summary.level)
 

@@ -133,6 +133,7 @@ class UpstreamResponse:
         "keep_alive_header",
         "reason",
         "status",
+        "trailers",
         "until_close",
     )
 
@@ -141,6 +142,9 @@ class UpstreamResponse:
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.trailers: list[tuple[str, str]] = []
+        """The trailer fields of a chunked body, complete once it ended: kept apart from `headers`,
+        never relayed (the client's framing may differ), recorded with the exchange's end."""
         # One pass over the head for the four fields the pool reads (this runs for every answer).
         length = coding = None
         keep_alive = event_stream = False
@@ -403,6 +407,7 @@ class _Connection(asyncio.Protocol):
 
     def _headed(self, head: ResponseHead) -> None:
         response = UpstreamResponse(self, head.status, head.reason, head.headers)
+        response.trailers = head.trailers  # filled by the reader as they arrive
         self.response = response
         if not response.event_stream:
             self.pool.body_deadlines.watch(self)

@@ -43,6 +43,32 @@ HOP_BY_HOP: Final[frozenset[str]] = frozenset(
 )
 """RFC 9110 section 7.6.1 connection-scoped headers: never forwarded by a proxy."""
 
+
+def forwarded_fields(
+    headers: Iterable[tuple[str, str]], drop: frozenset[str] = HOP_BY_HOP
+) -> list[tuple[str, str]]:
+    """The headers a proxy forwards: without those named in `drop` or listed in a `Connection` field
+    (RFC 9110 section 7.6.1; `drop` names `connection`). The one rule for what crosses the proxy, so
+    the wire and every view of what the upstream got (`export --curl --to upstream`) agree.
+
+    One pass, each name lower-cased once: this runs twice for every relayed exchange. Fields a
+    `Connection` header lists are taken out after it, as they may come before it.
+    """
+    kept: list[tuple[str, str]] = []
+    listed: set[str] | None = None
+    for name, value in headers:
+        lower = name.lower()
+        if lower in drop:
+            if lower == "connection":
+                tokens = (token.strip().lower() for token in value.split(","))
+                listed = (listed or set()).union(token for token in tokens if token)
+            continue
+        kept.append((name, value))
+    if listed:
+        return [(k, v) for k, v in kept if k.lower() not in listed]
+    return kept
+
+
 _B64_PREFIX: Final = "=?base64?"
 _B64_SUFFIX: Final = "?="
 

@@ -12,6 +12,8 @@ how absolute-form request lines went unseen). Its answers are the least a server
   call of tool `dump` is answered with its arguments as JSON text, as a server's debugging tool would.
 - `answer_headers`: header lines added to every answer as given, a name repeated as often as it
   comes (two `Set-Cookie`s of a sticky-session balancer), which no SDK server sends.
+- `answer_trailers`: every answer with a body goes chunked, announcing these fields in `Trailer` and
+  sending them after its last chunk (a checksum trailer of a gateway), which no SDK server sends.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class RecordingUpstream:
     port: int = 0
     heads: list[Head] = field(default_factory=list)
     answer_headers: tuple[tuple[str, str], ...] = ()
+    answer_trailers: tuple[tuple[str, str], ...] = ()
 
     def url(self, path: str, query: str = "") -> str:
         """The upstream URL to give the proxy."""
@@ -182,6 +185,20 @@ def _with_headers(answer: bytes, extra: tuple[tuple[str, str], ...]) -> bytes:
     return head + lines + b"\r\n\r\n" + body
 
 
+def _with_trailers(answer: bytes, trailers: tuple[tuple[str, str], ...]) -> bytes:
+    """`answer` re-framed chunked (two chunks) with `trailers` after its last chunk, when it has a body."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if not trailers or not body:
+        return answer
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"content-length:")]
+    names = ", ".join(dict.fromkeys(name for name, _ in trailers))
+    lines += [b"Transfer-Encoding: chunked", f"Trailer: {names}".encode()]
+    half = len(body) // 2
+    chunks = b"".join(b"%x\r\n%b\r\n" % (len(part), part) for part in (body[:half], body[half:]))
+    fields = "".join(f"{name}: {value}\r\n" for name, value in trailers).encode()
+    return b"\r\n".join(lines) + b"\r\n\r\n" + chunks + b"0\r\n" + fields + b"\r\n"
+
+
 def _peek_id(body: bytes) -> Any:
     """The id of a body too deep for the stdlib's parser, when it is the first member."""
     start = body.find(b'"id":')
@@ -219,10 +236,12 @@ class _Requests:
 
 @asynccontextmanager
 async def recording_upstream(
-    era: Era, answer_headers: tuple[tuple[str, str], ...] = ()
+    era: Era,
+    answer_headers: tuple[tuple[str, str], ...] = (),
+    answer_trailers: tuple[tuple[str, str], ...] = (),
 ) -> AsyncIterator[RecordingUpstream]:
     """Serve on 127.0.0.1:0 (keep-alive, one request at a time per connection); stopped on exit."""
-    fake = RecordingUpstream(era, answer_headers=answer_headers)
+    fake = RecordingUpstream(era, answer_headers=answer_headers, answer_trailers=answer_trailers)
     tasks: set[asyncio.Task[Any]] = set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -233,7 +252,8 @@ async def recording_upstream(
             requests = _Requests(reader)
             while (head := await requests.next()) is not None:
                 fake.heads.append(head)
-                writer.write(_with_headers(_answer(era, head), fake.answer_headers))
+                answer = _with_headers(_answer(era, head), fake.answer_headers)
+                writer.write(_with_trailers(answer, fake.answer_trailers))
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass

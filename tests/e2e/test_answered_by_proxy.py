@@ -135,7 +135,7 @@ async def test_requests_the_upstream_never_saw_are_not_timed_as_upstream_latency
     _, recorded = exported_chains(capture)
     assert headlines(recorded, "tools/call", 503) == [("local", "legacy", "unknown", None)] * 3
     assert headlines(recorded, "initialize", 502) == [("passthrough", "legacy", "legacy", None)]
-    assert json.loads(capture.read_text().splitlines()[0])["version"] == "1.15"
+    assert json.loads(capture.read_text().splitlines()[0])["version"] == "1.16"
 
 
 NO_HEAD = "a bridge's upstream leg: no response head came; it ended as upstream_unreachable"

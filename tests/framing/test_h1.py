@@ -320,6 +320,22 @@ def test_a_chunked_body_is_decoded_across_reads() -> None:
     assert (data, kinds(rest)[-1]) == (b"abc", "EndOfResponse")
 
 
+def test_a_responses_trailers_are_kept_apart_from_its_head_and_bounded() -> None:
+    core = response_reader(limit=1024)
+    head_bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
+    (head,) = [e for e in feed(core, head_bytes + b"3\r\nabc\r\n") if isinstance(e, ResponseHead)]
+    filler = b"".join(b"X-F%d: %s\r\n" % (i, b"f" * 100) for i in range(20))  # past the 1024-byte bound
+    rest = feed(core, b"0\r\nX-Checksum: 42 \r\nSet-Cookie: fromtrailer=1\r\n" + filler + b"\r\n")
+
+    assert kinds(rest) == ["EndOfResponse"]
+    assert head.headers == [("Transfer-Encoding", "chunked"), ("Trailer", "X-Checksum")]
+    assert head.trailers[:2] == [("X-Checksum", "42"), ("Set-Cookie", "fromtrailer=1")]
+    assert 2 < len(head.trailers) < 22  # past the bound, trailers are dropped, the response still ends
+    second = feed(core, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert isinstance(second[0], ResponseHead)
+    assert (second[0].headers, second[0].trailers) == ([("Content-Length", "0")], [])
+
+
 def test_the_answer_to_head_ends_with_its_head_and_keeps_no_connection() -> None:
     core = response_reader(no_body=True)
     events = feed(core, b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")

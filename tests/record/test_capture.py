@@ -121,7 +121,7 @@ def test_header_line(tmp_path: Path) -> None:
     header = orjson.loads(lines(path)[0])
     assert header == {
         "format": FORMAT_NAME,
-        "version": "1.15",
+        "version": "1.16",
         "created": 123.25,
         "proxy_version": proxy.__version__,
         "series": 123.25,
