@@ -265,6 +265,11 @@ class ChainStore:
     def __iter__(self) -> Iterator[Chain]:
         return iter(list(self._chains.values()))
 
+    def newest(self) -> Chain | None:
+        """The chain opened last that the ring still holds (None when it holds none)."""
+        chains = self._chains
+        return chains[next(reversed(chains))] if chains else None
+
     def recent(self, limit: int) -> list[Chain]:
         """The newest `limit` chains, oldest first (what a late observer needs to catch up)."""
         if limit <= 0:
