@@ -14,6 +14,7 @@ grow the registry without limit, nor take the labels of the methods every client
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -386,7 +387,11 @@ class _PresentState:
             store.abandoned,
         )
         yield _gauge("mcp_proxy_feed_clients", "Clients attached to the live feed.", self._feed_clients())
-
+        yield _gauge(
+            "mcp_proxy_asyncio_tasks",
+            "Tasks alive on the proxy's event loop (counted at scrape time): one that only grows is a leak.",
+            _tasks_alive(),
+        )
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus_families()
         yield from self._otlp_families()
@@ -528,6 +533,14 @@ def _counts_by(
     for value in values:
         family.add_metric([value], counts.get(value, 0))
     return family
+
+
+def _tasks_alive() -> int:
+    """Tasks of the running event loop not done yet (0 when read outside one, as a test may)."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return 0
 
 
 def _gauge(name: str, doc: str, value: float) -> Metric:
