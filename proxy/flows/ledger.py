@@ -270,7 +270,7 @@ class ChainLedger:
         minted: bool = False,
     ) -> None:
         """Announce that a session opened or ended (its id redacted); `minted` when the proxy made it."""
-        self._sink(
+        self._session_moved(
             SessionChanged.model_validate(
                 {
                     "ts": self._clock(),
@@ -287,7 +287,7 @@ class ChainLedger:
         self, name: str, state: str, *, principal: str, capabilities: str, version: str | None
     ) -> None:
         """Announce a change of one of a bridge's own upstream sessions (its name is no secret)."""
-        self._sink(
+        self._session_moved(
             SessionChanged.model_validate(
                 {
                     "ts": self._clock(),
@@ -300,6 +300,12 @@ class ChainLedger:
                 }
             )
         )
+
+    def _session_moved(self, event: SessionChanged) -> None:
+        """Keep the session with the store while it is open (a feed's history tells of it), and
+        announce its change."""
+        self.store.session_moved(event)
+        self._sink(event)
 
     def continuation_event(
         self,

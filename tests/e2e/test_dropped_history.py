@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from proxy.flows.events import ChainOpened, ProxyInfo, event_from_json
+from proxy.flows.events import ChainOpened, ProxyInfo
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
 from tests.sidecar import ProxyProcess, admin_json, clean_env, exported_chains, settings_env
 from tests.test_sidecar import metric, scrape
+from tests.transport.test_admin_feed import attached
 
 pytestmark = pytest.mark.e2e
 
@@ -44,22 +44,6 @@ async def _client_session(url: str, mode: str = "legacy") -> None:
 
 async def _ignore(progress: float, total: float | None, message: str | None) -> None:
     return None
-
-
-async def _history(admin: str) -> list[Any]:
-    """The events of `/api/feed`'s history (up to its `: live` comment), as an attached TUI reads them."""
-    reader, writer = await asyncio.open_connection(*admin.removeprefix("http://").split(":"))
-    try:
-        writer.write(b"GET /api/feed?history=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        data = b""
-        while b": live\n\n" not in data:
-            chunk = await asyncio.wait_for(reader.read(65536), 10)
-            assert chunk, data[-500:]
-            data += chunk
-    finally:
-        writer.close()
-    text = data.split(b"\r\n\r\n", 1)[1].split(b": live\n\n", 1)[0].decode()
-    return [event_from_json(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
 
 
 async def test_a_full_queue_is_logged_shown_as_a_gap_and_leaves_no_misfiled_chain(
@@ -89,7 +73,8 @@ async def test_a_full_queue_is_logged_shown_as_a_gap_and_leaves_no_misfiled_chai
         assert "max_chains" in line["hint"]
 
         chains = await admin_json(proxy.admin + "/api/chains?limit=1000")
-        history = await _history(proxy.admin)
+        async with attached(proxy.admin, "?history=1000") as feed:
+            history = await feed.until(lambda item: item == "live")
 
     misfiled = [c for c in chains if c["method"] in ("(response)", "notifications/cancelled")]
     assert not misfiled, misfiled
