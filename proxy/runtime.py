@@ -27,7 +27,7 @@ from proxy.runtime_build import add_bridges, channel_client, redactor_for, run_p
 from proxy.runtime_drain import CLOSE_TIMEOUT, wait_for_conversations
 from proxy.runtime_tracing import Tracing
 from proxy.runtime_tuning import fit_descriptor_limit
-from proxy.runtime_warnings import warn_of_settings_at_start
+from proxy.runtime_warnings import DroppedObservations, warn_of_settings_at_start
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.channel_client import Serving
@@ -122,6 +122,7 @@ class Proxy:
         self.observations.on_not_resumed = lambda ended: traffic_line(
             log, "stream_not_resumed", ended.log_fields(), "warning"
         )
+        self.observations.on_dropped = DroppedObservations(self.observations, settings)
         self.observations.on_released = lambda line, mode: traffic_line(
             log, "exchange", line.log_fields(mode), line.level
         )

@@ -1,4 +1,5 @@
-"""Warnings the proxy logs once it has started, about settings that hide a problem or give a secret away.
+"""Warnings the proxy logs once it has started, about settings that hide a problem or give a secret
+away, or about a bound one of them set that traffic reached.
 
 Each names the setting to change; none stops the proxy.
 """
@@ -6,7 +7,9 @@ Each names the setting to change; none stops the proxy.
 from __future__ import annotations
 
 from proxy.config import Settings
+from proxy.engine.flood_lines import FloodLine
 from proxy.flows.redact import Redactor
+from proxy.flows.sink import ObservationSink
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger, warn_whatever_the_level
 
@@ -47,3 +50,41 @@ def _sse_url_unprobed(settings: Settings, upstream: Upstream) -> bool:
         and upstream.transport == "http"
         and upstream.base_path.rstrip("/").endswith("/sse")
     )
+
+
+DROPS_LINE_EVERY = 60.0
+"""Seconds between two `observations_dropped` lines: the first drop is said at once, later ones at
+most once a minute (counted meanwhile), since a queue that stays full drops again every few calls."""
+
+
+class DroppedObservations:
+    """Logs the observations the sink dropped unbuilt: the first drop, then at most once a minute."""
+
+    def __init__(self, sink: ObservationSink, settings: Settings) -> None:
+        self._sink = sink
+        self._max_chains = settings.max_chains
+        self._max_bytes = settings.max_chain_store_bytes
+        self._line = FloodLine()
+        self._unsaid = 0
+
+    def __call__(self, dropped: int, at: float) -> None:
+        """`dropped` observations were just dropped, the last of them made at `at`."""
+        self._unsaid += dropped
+        if self._line.due(at, every=DROPS_LINE_EVERY) is None:
+            return
+        sink, dropped, self._unsaid = self._sink, self._unsaid, 0
+        get_logger().warning(
+            "observations_dropped",
+            dropped=dropped,
+            dropped_total=sink.dropped,
+            queued=sink.pending,
+            queued_bytes=sink.pending_bytes,
+            backlog=sink.backlog,
+            max_chains=self._max_chains,
+            max_chain_store_bytes=self._max_bytes,
+            hint="nothing read chains while traffic filled the queue of observations waiting to be built "
+            "(10 x max_chains observations, or max_chain_store_bytes / 2 of bodies): the oldest finished "
+            "ones were dropped, their chains never reach /api/chains or the feed (a `(dropped)` chain "
+            "stands there; the capture holds them). Keep a feed attached (tui --attach), read /api/chains "
+            "more often than the queue fills, or raise max_chains",
+        )

@@ -30,7 +30,7 @@ from proxy.flows.events import ChainChanged, ChainStatus, FlowEvent, MessageReco
 from proxy.record.capture import CaptureFormatError, read_capture
 from tests.e2e.modern_raw import modern_headers, modern_params
 from tests.peers.runner import PeerServer
-from tests.peers.scenarios import CallbackLog, client_for
+from tests.peers.scenarios import CallbackLog, client_for, run_scenario
 from tests.sidecar import (
     ProxyProcess,
     admin_get,
@@ -377,6 +377,25 @@ async def refused_at_once(proxy: ProxyProcess) -> tuple[dict[str, str], dict[str
         return headers, json.loads(body)
     finally:
         writer.close()
+
+
+async def test_the_asyncio_tasks_gauge_counts_the_loops_tasks_when_scraped(legacy_server: PeerServer) -> None:
+    with sidecar(upstream=legacy_server.url) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")  # what the first traffic starts for good
+        idle = metric(
+            await wait_for_metrics(proxy, lambda t: metric(t, "mcp_proxy_open_streams") == 0, "no stream"),
+            "mcp_proxy_asyncio_tasks",
+        )
+        assert idle >= 1  # the scrape's own handler, at least
+
+        await asyncio.gather(*(run_scenario(proxy.endpoint(), "legacy", "ask_name") for _ in range(3)))
+        await wait_for_metrics(  # every task those clients' traffic started has ended
+            proxy,
+            lambda t: (
+                metric(t, "mcp_proxy_open_streams") == 0 and metric(t, "mcp_proxy_asyncio_tasks") == idle
+            ),
+            "the tasks back to where they were",
+        )
 
 
 async def test_big_bodies_past_max_body_bytes_in_flight_get_503_naming_it_while_a_small_call_is_served(

@@ -21,6 +21,7 @@ from proxy.flows.endpoint import Endpoint
 from proxy.flows.events import DECIDED, ChainStatus, Direction, MessageRecord
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
+from proxy.flows.lost import LostHistory
 from proxy.flows.observations import Observation
 from proxy.flows.records import Filed, Head, RecordMaker
 from proxy.flows.redact import Redactor
@@ -58,6 +59,7 @@ class BuilderState:
     _records: RecordMaker
     _retries: RetryBook
     _correlator: Correlator
+    _lost: LostHistory
     _exchanges: dict[str, Exchange]
     _legs: BoundedMap
     _leg_heads: BoundedMap

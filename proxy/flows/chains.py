@@ -42,7 +42,7 @@ log line comes from `tally`, which needs no chain).
 
 from __future__ import annotations
 
-from collections.abc import Callable, KeysView
+from collections.abc import Callable, KeysView, Sequence
 
 from proxy.flows.answer_faults import UNANSWERED
 from proxy.flows.builder_state import ObservedClock
@@ -54,6 +54,7 @@ from proxy.flows.exchange_handlers import ExchangeHandlers
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.leg_handlers import LegHandlers
+from proxy.flows.lost import LostHistory, dropped_span
 from proxy.flows.message_handlers import MessageHandlers
 from proxy.flows.observations import (
     LATE_CANCEL_S,
@@ -138,7 +139,10 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
         """The tables of one proxy run's open exchanges, legs and waits (a capture's next run starts
         them afresh: it numbers its exchanges and legs from the first again)."""
         retries = self._retries = RetryBook(self._retry_window)
-        self._correlator = Correlator(self._ledger, retries, self._redactor, clock=self._clock)
+        self._lost = LostHistory()
+        self._correlator = Correlator(
+            self._ledger, retries, self._redactor, clock=self._clock, lost=self._lost
+        )
         self._exchanges = {}
         self._legs = BoundedMap()
         self._leg_heads = BoundedMap()
@@ -307,6 +311,22 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
         """Note an injected fault on the chain of the message it acted on, so it is never taken for
         the server's own behaviour (held for the exchange's first chain if none is open yet)."""
         self._note(obs.exchange, obs.message_id, fault_note(obs), obs.delay_ms if obs.applied else 0.0)
+
+    def dropped(self, batches: Sequence[Sequence[Observation]], why: str) -> None:
+        """Observations queued for this builder were dropped unbuilt (`why` names the bound): what is
+        left of what they belonged to is left out when it comes (`LostHistory`), a chain stands where
+        they were, and the upstream sessions they opened or ended are still told (they are no chain's)."""
+        lost = self._lost
+        exchanges = lost.exchanges
+        count = 0
+        for batch in batches:
+            lost.lose(batch)
+            count += len(batch)
+            for obs in batch:
+                if type(obs) is UpstreamSessionMoved:
+                    self.apply(obs)
+        began, ended = dropped_span(batches)
+        self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
 
     def chain_lost(self) -> None:
         """A chain the capture lost the opening of (its request line skipped as unreadable) keeps its

@@ -25,6 +25,7 @@ from typing import Any
 from proxy.flows.events import ChainStatus, Mode
 from proxy.flows.exchanges import BoundedMap, Exchange
 from proxy.flows.ledger import ChainLedger
+from proxy.flows.lost import LostHistory
 from proxy.flows.observations import LATE_CANCEL_S
 from proxy.flows.redact import Redactor
 from proxy.flows.retries import (
@@ -55,9 +56,17 @@ class Correlator:
     """Files each client and server message in the chain of the client operation it serves."""
 
     def __init__(
-        self, ledger: ChainLedger, retries: RetryBook, redactor: Redactor, *, clock: Callable[[], float]
+        self,
+        ledger: ChainLedger,
+        retries: RetryBook,
+        redactor: Redactor,
+        *,
+        clock: Callable[[], float],
+        lost: LostHistory | None = None,
     ) -> None:
         self._ledger = ledger
+        self._lost = lost if lost is not None else LostHistory()
+        """What the sink dropped unbuilt: an answer to, or a cancel of, a request made there joins nothing."""
         self._store = ledger.store
         self._retries = retries
         self._redactor = redactor
@@ -132,6 +141,8 @@ class Correlator:
             chain_id = self._nested.pop((ex_key, msg.id), None)
             chain = self._store.peek(chain_id) if chain_id else None
             if chain is None:
+                if self._lost.lost_request(ex_key, msg.id):
+                    return None  # the question's chain was dropped unbuilt: so is its answer
                 chain = self._ledger.open(ex, method="(response)", name=None, ident=msg.id)
                 chain.summary.notes.append(self._unmatched_note(ex_key, msg.id))
                 self._ledger.finish(chain, ChainStatus.OK, None, self._clock())
@@ -147,7 +158,8 @@ class Correlator:
                         self._ledger.changed(chain)
             return chain.summary.id
         if msg.kind is Kind.NOTIFICATION:
-            return self._client_notification(ex, msg).summary.id
+            found = self._client_notification(ex, msg)
+            return found.summary.id if found is not None else None
         chain = self._ledger.open(ex, method=msg.method, name=None, ident=msg.id)
         chain.summary.invalid = True
         chain.summary.notes.append(f"invalid message: {msg.problem}")
@@ -162,11 +174,13 @@ class Correlator:
             return "response to a request the proxy did not see"
         return f"repeated answer to the question {ident!r}, already answered in chain {earlier}"
 
-    def _client_notification(self, ex: Exchange, msg: Message) -> Chain:
+    def _client_notification(self, ex: Exchange, msg: Message) -> Chain | None:
         target: str | None = None
         if msg.method == "notifications/cancelled":
             rid = msg.params.get("requestId")
             target = self._requests.get((ex.session, rid)) or self._closed_request(ex.session, rid)
+            if target is None and self._lost.lost_request(ex.session, rid):
+                return None  # it cancels a request whose chain was dropped unbuilt
         elif msg.method == "notifications/initialized" and ex.session:
             target = self._session_init.get(ex.session)
         chain = self._store.peek(target) if target else None

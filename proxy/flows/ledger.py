@@ -32,6 +32,9 @@ from proxy.flows.redact import Redactor
 from proxy.flows.store import Chain, ChainStore
 from proxy.wire.jsonrpc import RequestId
 
+DROPPED_METHOD = "(dropped)"
+"""The method of the chain that stands where observations were dropped unbuilt (`ChainLedger.dropped`)."""
+
 
 class ChainLedger:
     """Keeps chains' headlines, records and timings current, and tells observers of each change."""
@@ -62,6 +65,10 @@ class ChainLedger:
         """Chains finished so far (a reader that goes without headlines learns of ends by it)."""
         self.client_names: BoundedMap = BoundedMap()
         """Session id -> the client's name, so every chain of a session shows who sent it."""
+        self._gap: Chain | None = None
+        """The last `DROPPED_METHOD` chain, widened while it is the newest chain."""
+        self._gap_counts = (0, 0)
+        """The observations and client exchanges it stands for."""
 
     # -- opening and filing ----------------------------------------------------------------------
 
@@ -109,6 +116,36 @@ class ChainLedger:
         if self._headlines:
             self._sink(ChainOpened(chain=summary.model_copy()))
         return chain
+
+    def dropped(self, began: float, ended: float, observations: int, exchanges: int, why: str) -> None:
+        """Stand a `DROPPED_METHOD` chain where observations were dropped unbuilt (`why` says what
+        bounded them), so a reader of the list sees the gap rather than a history that looks whole;
+        drops one after another, with no chain built between them, widen the one chain."""
+        gap = self._gap
+        if gap is not None and self.store.newest() is gap:
+            summary = gap.summary
+            observations += self._gap_counts[0]
+            exchanges += self._gap_counts[1]
+            began, ended = min(began, summary.started), max(ended, summary.ended or ended)
+        else:
+            summary = ChainSummary(
+                id=f"{self._id_prefix}{next(self._ids)}",
+                started=began,
+                method=DROPPED_METHOD,
+                status=ChainStatus.INCOMPLETE,
+            )
+            gap = self._gap = self.store.open(summary)
+            if self._headlines:
+                self._sink(ChainOpened(chain=summary.model_copy()))
+        self._gap_counts = (observations, exchanges)
+        summary.started, summary.ended = began, ended
+        summary.duration_ms = round((ended - began) * 1000, 3)
+        summary.notes = [
+            f"{observations} observations of about {exchanges} client exchanges made in this time were "
+            f"dropped before anything built them into chains ({why}): their chains are not in this list, "
+            "the capture holds them"
+        ]
+        self.changed(gap)
 
     def pass_number(self) -> None:
         """Use up the next chain number without a chain: a reader whose capture lost a chain's opening
@@ -233,7 +270,7 @@ class ChainLedger:
         minted: bool = False,
     ) -> None:
         """Announce that a session opened or ended (its id redacted); `minted` when the proxy made it."""
-        self._sink(
+        self._session_moved(
             SessionChanged.model_validate(
                 {
                     "ts": self._clock(),
@@ -250,7 +287,7 @@ class ChainLedger:
         self, name: str, state: str, *, principal: str, capabilities: str, version: str | None
     ) -> None:
         """Announce a change of one of a bridge's own upstream sessions (its name is no secret)."""
-        self._sink(
+        self._session_moved(
             SessionChanged.model_validate(
                 {
                     "ts": self._clock(),
@@ -263,6 +300,12 @@ class ChainLedger:
                 }
             )
         )
+
+    def _session_moved(self, event: SessionChanged) -> None:
+        """Keep the session with the store while it is open (a feed's history tells of it), and
+        announce its change."""
+        self.store.session_moved(event)
+        self._sink(event)
 
     def continuation_event(
         self,

@@ -56,6 +56,8 @@ class LegHandlers(BuilderState):
         chain_id = self._legs.get(leg if joins is None else joins)
         if chain_id is None:
             own = joins is None and self._streams.declared(leg, channel)
+            if self._lost and self._lost.leg(leg, joins, None if own else exchange_id):
+                return None  # what it serves was dropped unbuilt: no other chain takes it
             ex = None if own else self._exchanges.get(exchange_id)
             chain_id = ex.main_chain() if ex is not None else None
             if chain_id is None:
@@ -176,6 +178,8 @@ class LegHandlers(BuilderState):
         chain_id = self._legs.get(related)
         if chain_id is not None:
             self._legs[leg] = chain_id
+        elif self._lost:
+            self._lost.leg(leg, related)
         if self._keeps_records:
             self._leg_fact(leg).related = related
 

@@ -65,6 +65,8 @@ class MessageHandlers(BuilderState):
     ) -> str | None:
         ex = self._exchanges.get(exchange_id)
         if ex is None:
+            if self._lost and exchange_id in self._lost.keys:
+                self._lost.message(exchange_id, msg)  # the rest of an exchange dropped unbuilt
             return None
         if ex.plain:
             return self._plain_body(ex, msg, size, direction, channel)

@@ -14,7 +14,9 @@ Bounded: past `backlog` queued observations or `max_bytes` of memory their decod
 estimated to hold (`value_weight`: the wire length can be a twentieth of it), the oldest are dropped
 one by one when what they belong to is over (its chains would have left the bounded store by the time
 anyone looked); those of an exchange or leg still open, or already half built, are held instead, so
-what is built later is never half there. Dropped observations are counted.
+what is built later is never half there. Dropped observations are counted, the builder is told what
+they belonged to (what is left of it is left out when built, never filed as something else) and a
+`(dropped)` chain stands where they were; whoever listens is told (the runtime logs it).
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ _MESSAGE_KINDS = frozenset({MessageSeen, LegMessageSeen})
 
 _Entry = tuple[tuple[Observation, ...], int, str]
 """Queued observations of one key, the estimated memory their bodies hold, and that key."""
+
+DROPPED_WHY = (
+    "the queue of observations waiting to be built was full: {backlog} observations "
+    "(10 x max_chains) or {max_bytes} bytes of bodies (max_chain_store_bytes / 2), and nobody read chains"
+)
+"""What bounded the queue when observations were dropped, as the chain that stands for them says it."""
 
 SWEEP_EVERY = 1.0
 """Seconds between two sweeps the running proxy makes (`ObservationSink.sweep`): a wait that ran out
@@ -128,6 +136,10 @@ class ObservationSink:
         """Exchanges with open legs: their observations are kept like those of open exchanges."""
         self._building = False
         self.dropped = 0
+        """Observations dropped unbuilt so far."""
+        self.on_dropped: Callable[[int, float], None] | None = None
+        """Told how many observations were just dropped unbuilt, and when the last of them was made
+        (the runtime logs it): at drop time, never on the traffic's usual path."""
 
     def emit(self, obs: Observation) -> None:
         """Take one observation."""
@@ -335,6 +347,7 @@ class ObservationSink:
         open_exchanges = self.tally.open_ids
         built_exchanges, built_legs = self.builder.exchange_ids, self.builder.leg_ids
         count, held_count, queued_bytes, dropped = self._count, self._held_count, self._bytes, 0
+        lost: list[tuple[Observation, ...]] = []
         try:
             while pending and (count - held_count > count_to or queued_bytes > bytes_to):
                 entry = pending.popleft()
@@ -356,12 +369,23 @@ class ObservationSink:
                 queued_bytes -= size
                 count -= len(batch)
                 dropped += len(batch)
+                lost.append(batch)
             else:  # down under the bounds without outgrowing them: nothing to build
                 return
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes
-            self.dropped += dropped
+            if lost:
+                self._lose(lost, dropped)
         self.build_some(None)
+
+    def _lose(self, lost: list[tuple[Observation, ...]], dropped: int) -> None:
+        """Tell the builder what was dropped (so what is left of it is never filed as something else,
+        and a chain marks the gap) and whoever listens for drops (the runtime logs them)."""
+        self.dropped += dropped
+        self.builder.dropped(lost, DROPPED_WHY.format(backlog=self.backlog, max_bytes=self.max_bytes))
+        told = self.on_dropped
+        if told is not None:
+            told(dropped, lost[-1][-1].t)
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:

@@ -17,9 +17,19 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass, field
 
-from proxy.flows.events import ChainSummary, ContinuationChanged, Direction, MessageRecord, Side
+from proxy.flows.events import (
+    ChainSummary,
+    ContinuationChanged,
+    Direction,
+    MessageRecord,
+    SessionChanged,
+    Side,
+)
 from proxy.flows.exchanges import BoundedMap, ExchangeFacts
 from proxy.wire.weight import value_weight
+
+SESSION_ENDS = frozenset({"ended", "expired"})
+"""The states a session's change ends it with (it is open after any other)."""
 
 RECORD_WEIGHT = 1024
 """A record's own memory beyond its body (the model, its headers, its strings), about."""
@@ -156,10 +166,23 @@ class ChainStore:
         self.abandoned = 0
         """Open chains let go because more than `max_unfinished` were held (their later messages are
         still in the capture, which records observations, not chains)."""
+        self.sessions: BoundedMap = BoundedMap()
+        """Session -> (the change that opened it, its latest change), for each session open now: a
+        client's with the server, one a bridge minted for its client, or a bridge's own with the
+        upstream, oldest first. A feed's history tells a late reader of them, as of parked calls."""
         self.continuations: BoundedMap = BoundedMap()
         """Chain id -> the latest change of its call parked (or resumed) now by the MRTR->legacy
         bridge, oldest first; an ended one goes. A feed's history tells a late reader of them, as it
         tells of chains: their `parked` events may be long gone from any queue."""
+
+    def session_moved(self, event: SessionChanged) -> None:
+        """Keep a session while it is open (its opening and latest change); forget it once it ends."""
+        sessions = self.sessions
+        if event.state in SESSION_ENDS:
+            sessions.pop(event.session, None)
+            return
+        known = sessions.get(event.session)
+        sessions[event.session] = (known[0] if known is not None else event, event)
 
     def continuation_moved(self, event: ContinuationChanged) -> None:
         """Keep the latest state of a call while it is parked or resumed; forget it once it ends."""
@@ -264,6 +287,11 @@ class ChainStore:
 
     def __iter__(self) -> Iterator[Chain]:
         return iter(list(self._chains.values()))
+
+    def newest(self) -> Chain | None:
+        """The chain opened last that the ring still holds (None when it holds none)."""
+        chains = self._chains
+        return chains[next(reversed(chains))] if chains else None
 
     def recent(self, limit: int) -> list[Chain]:
         """The newest `limit` chains, oldest first (what a late observer needs to catch up)."""

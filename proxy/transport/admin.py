@@ -139,6 +139,7 @@ class AdminServer:
             feed_clients=lambda: self.feed.clients,
             draining=ctx.draining,
             observations_dropped=lambda: ctx.observations.dropped,
+            observations_queued=lambda: (ctx.observations.pending, ctx.observations.pending_bytes),
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
             client_unreadable=ctx.client_unreadable,

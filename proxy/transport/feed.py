@@ -3,7 +3,8 @@
 This is what `mcp-proxy tui --attach` reads (docs/admin-api.md is the protocol reference). Each SSE
 event's data is one `FlowEvent` as `event_to_json` encodes it: first a `proxy_info`, then for each of
 the newest `history` chains a `chain_opened` (its current headline), its stored `message`s and a
-`chain_changed`, then a `continuation` for each call parked now (its latest state); then a `: live`
+`chain_changed`, then a `continuation` for each call parked now (its latest state) and a `session`
+for each session open now (its opening, and its latest change when it has one); then a `: live`
 comment; then live events from the bus, each write of them headed by a `: sent <epoch seconds>`
 comment (when the proxy wrote them, so a reader can tell how late it reads them), with a `lagged`
 marker where this client fell behind and a `: keepalive` comment when nothing happened for a while.
@@ -32,6 +33,7 @@ from proxy.flows.events import (
     MessageRecord,
     MessageRecorded,
     ProxyInfo,
+    SessionChanged,
     event_to_json,
 )
 from proxy.flows.store import ChainStore
@@ -78,22 +80,26 @@ class Snapshot:
 
     chains: tuple[_ChainSnapshot, ...]
     continuations: tuple[ContinuationChanged, ...] = ()
+    sessions: tuple[SessionChanged, ...] = ()
 
     @classmethod
     def take(cls, store: ChainStore, history: int) -> Snapshot:
-        """Copy the newest `history` chains (headline, held messages, last sequence number) and the
-        latest state of every call parked now (whatever the history holds: a reader counts them)."""
+        """Copy the newest `history` chains (headline, held messages, last sequence number), the
+        latest state of every call parked now and every session open now, with the change that opened
+        it (whatever the history holds: a reader counts them, and lists the sessions)."""
         return cls(
             tuple(
                 _ChainSnapshot(chain.summary.model_copy(), tuple(chain.messages), chain.seq)
                 for chain in store.recent(history)
             ),
             tuple(store.continuations.values()),
+            tuple(change for pair in store.sessions.values() for change in _distinct(pair)),
         )
 
     def events(self) -> Iterator[FlowEvent]:
         """The history part of the feed: per chain, opened, its messages, changed (oldest chain
-        first); then each parked call's latest state."""
+        first); then each parked call's latest state; then each open session's opening and latest
+        change."""
         for chain in self.chains:
             yield ChainOpened(chain=chain.summary)
             for message in chain.messages:
@@ -102,10 +108,17 @@ class Snapshot:
                 )
             yield ChainChanged(chain=chain.summary)
         yield from self.continuations
+        yield from self.sessions
 
     def seam(self) -> Seam:
         """The filter for the live events that follow this snapshot."""
         return Seam({chain.summary.id: chain.last_seq for chain in self.chains})
+
+
+def _distinct(pair: tuple[SessionChanged, SessionChanged]) -> tuple[SessionChanged, ...]:
+    """A session's opening change and its latest, once when they are the same."""
+    opened, latest = pair
+    return (opened,) if opened is latest else pair
 
 
 class Seam:

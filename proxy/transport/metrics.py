@@ -14,6 +14,7 @@ grow the registry without limit, nor take the labels of the methods every client
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -80,6 +81,7 @@ class ProxyMetrics:
         feed_clients: Callable[[], int],
         draining: Callable[[], bool],
         observations_dropped: Callable[[], int] = lambda: 0,
+        observations_queued: Callable[[], tuple[int, int]] = lambda: (0, 0),
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_unreadable: Callable[[], dict[str, int]] = dict,
@@ -117,6 +119,7 @@ class ProxyMetrics:
                 draining=draining,
                 retired=self.retired_drops,
                 observations_dropped=observations_dropped,
+                observations_queued=observations_queued,
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
                 client_unreadable=client_unreadable,
@@ -285,6 +288,7 @@ class _PresentState:
         draining: Callable[[], bool],
         retired: dict[str, int],
         observations_dropped: Callable[[], int],
+        observations_queued: Callable[[], tuple[int, int]],
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
         client_unreadable: Callable[[], dict[str, int]],
@@ -307,6 +311,8 @@ class _PresentState:
         self._admin_refused = admin_refused
         self._waiting_on_client = waiting_on_client
         self._observations_dropped = observations_dropped
+        self._observations_queued = observations_queued
+        """Observations waiting to be built into chains now, and the memory their bodies hold."""
         self._bus = bus
         self._open_streams = open_streams
         self._open_exchanges = open_exchanges
@@ -336,7 +342,8 @@ class _PresentState:
         )
         yield _gauge(
             "mcp_proxy_chains_stored",
-            "Chains held in the ring buffer (built: while nobody watches, observations wait to be built).",
+            "Chains held in the ring buffer: those built so far (while nobody watches, observations wait "
+            "in a queue, mcp_proxy_observations_queued, until an admin read or a feed builds them).",
             len(store),
         )
         yield _counter(
@@ -356,6 +363,19 @@ class _PresentState:
             "(their chains never reach the ring buffer; the capture keeps them).",
             self._observations_dropped(),
         )
+        queued, queued_bytes = self._observations_queued()
+        yield _gauge(
+            "mcp_proxy_observations_queued",
+            "Observations waiting to be built into chains (while nobody watches, until an admin read or "
+            "a feed builds them; 10 x max_chains bound them).",
+            queued,
+        )
+        yield _gauge(
+            "mcp_proxy_observations_queued_bytes",
+            "Memory the queued observations' bodies take, estimated as their decoded bodies "
+            "(max_chain_store_bytes / 2 bounds it).",
+            queued_bytes,
+        )
         yield _gauge(
             "mcp_proxy_chains_held",
             "Open chains the ring let go, kept until they end (max_unfinished_chains).",
@@ -367,6 +387,11 @@ class _PresentState:
             store.abandoned,
         )
         yield _gauge("mcp_proxy_feed_clients", "Clients attached to the live feed.", self._feed_clients())
+        yield _gauge(
+            "mcp_proxy_asyncio_tasks",
+            "Tasks alive on the proxy's event loop (counted at scrape time): one that only grows is a leak.",
+            _tasks_alive(),
+        )
         yield _gauge("mcp_proxy_draining", "1 while a SIGTERM drain is under way.", int(self._draining()))
         yield from self._bus_families()
         yield from self._otlp_families()
@@ -508,6 +533,14 @@ def _counts_by(
     for value in values:
         family.add_metric([value], counts.get(value, 0))
     return family
+
+
+def _tasks_alive() -> int:
+    """Tasks of the running event loop not done yet (0 when read outside one, as a test may)."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return 0
 
 
 def _gauge(name: str, doc: str, value: float) -> Metric:

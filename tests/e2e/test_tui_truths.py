@@ -4,13 +4,15 @@ A GET stream ended by its session's deletion is a normal end in the chain and in
 stream's `HTTP 200` is timed when the server answered, not when the stream ended, and its headline
 counts the rest as the stream open, not as upstream time, in `/api/chains`, `export --json` and the
 TUI's tree of the capture alike; chain ids stay unique when an attached TUI outlives the proxy
-process it watched; a curl command exported from a capture, run by bash with its placeholders filled
+process it watched; a TUI attached late lists the sessions open before it, the bridge's own with the
+upstream too; a curl command exported from a capture, run by bash with its placeholders filled
 from the environment, gets the real SDK server's answer (and never holds the secret it stands for).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -22,7 +24,7 @@ import pytest
 
 from proxy.flows.events import ChainChanged, ChainOpened, ChainStatus, ChainSummary, FlowEvent
 from tests.peers.runner import PeerServer
-from tests.peers.scenarios import run_scenario
+from tests.peers.scenarios import client_for, run_scenario
 from tests.sidecar import (
     ProxyProcess,
     admin_json,
@@ -33,6 +35,7 @@ from tests.sidecar import (
     run_mcp_proxy,
     settings_env,
 )
+from tests.test_sidecar import metric, scrape
 from tests.ui.helpers import wait_for
 from ui.app import ProxyTui
 from ui.feeds import AttachFeed, CaptureFeed
@@ -199,6 +202,38 @@ async def _live_session(url: str) -> str:
         headers = {**accept, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
         assert (await http.post(url, json=done, headers=headers)).status_code == 202
     return str(session)
+
+
+async def test_a_tui_attached_late_lists_every_session_open_before_it_the_bridges_upstream_one_too(
+    dual_inflight_server: PeerServer,
+) -> None:
+    env = clean_env(**settings_env(upstream=dual_inflight_server.url, upstream_era="legacy"))
+    with ProxyProcess(env) as proxy:
+        await run_scenario(proxy.endpoint(), "legacy", "echo")  # a session opened and ended (DELETE)
+        async with contextlib.AsyncExitStack() as held:
+            for _ in range(2):  # legacy clients passed through: their sessions stay open while they run
+                client = await held.enter_async_context(client_for(proxy.endpoint(), "legacy"))
+                await client.call_tool("echo", {"text": "hi"})
+            # a 2026-07-28 client's call bridged to the legacy server: the bridge opens its own session
+            await run_scenario(proxy.endpoint(), "2026-07-28", "ask_name")
+            opened = metric(await scrape(proxy), "mcp_proxy_sessions_total", state="opened")
+            assert opened == 4  # three clients' and the bridge's, all before anyone attached
+            await admin_json(proxy.admin + "/api/chains")  # a script's read: what was queued is built
+
+            app = ProxyTui(AttachFeed(proxy.admin, backoff=(0.05, 0.1)), batch_delay=0.01)
+            async with app.run_test(size=(100, 30)):
+                await wait_for(
+                    lambda: app.feed_status is not None and app.feed_status.state == "live",
+                    what="the feed's history",
+                )
+                sessions = list(app.model.sessions.values())
+
+    listed = sorted((entry.side, entry.state) for entry in sessions)
+    assert listed == [("both", "opened"), ("both", "opened"), ("upstream", "opened")], sessions
+    (upstream,) = [entry for entry in sessions if entry.side == "upstream"]
+    assert upstream.principal
+    assert upstream.capabilities
+    assert all(entry.opened <= entry.changed for entry in sessions)
 
 
 async def test_an_exported_curl_command_run_by_bash_gets_the_real_servers_answer(

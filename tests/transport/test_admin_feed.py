@@ -85,9 +85,11 @@ class FeedReader:
 
 
 @asynccontextmanager
-async def attached(proxy: Proxy, query: str = "") -> AsyncIterator[FeedReader]:
-    assert proxy.admin_url is not None
-    async with aiohttp.ClientSession() as http, http.get(f"{proxy.admin_url}/api/feed{query}") as resp:
+async def attached(proxy: Proxy | str, query: str = "") -> AsyncIterator[FeedReader]:
+    """The feed of an in-process proxy, or of the admin API at a URL (a `mcp-proxy` process's)."""
+    admin = proxy if isinstance(proxy, str) else proxy.admin_url
+    assert admin is not None
+    async with aiohttp.ClientSession() as http, http.get(f"{admin}/api/feed{query}") as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"] == "text/event-stream"
         assert resp.headers["X-Accel-Buffering"] == "no"
