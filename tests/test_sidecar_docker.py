@@ -11,6 +11,7 @@ loopback ones) and the capture directory (a temporary one) differ from what the 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -132,7 +133,7 @@ def test_the_image_installs_the_hashed_lock_runs_non_root_and_checks_health_with
 
     assert "pip install --require-hashes --no-deps --only-binary=:all: -r docker/requirements.lock" in runs
     assert "pip install --no-deps --no-build-isolation --no-index ." in runs
-    assert ("ENTRYPOINT", '["mcp-proxy"]') in stage
+    assert ("ENTRYPOINT", '["tini", "--", "mcp-proxy"]') in stage
     (user,) = [rest for keyword, rest in stage if keyword == "USER"]
     assert user == "10001:10001"  # numeric, so Kubernetes' runAsNonRoot can verify it
     assert ("VOLUME", "/captures") in stage
@@ -152,6 +153,25 @@ def test_the_image_installs_the_hashed_lock_runs_non_root_and_checks_health_with
     }
     (exposed,) = [rest for keyword, rest in stage if keyword == "EXPOSE"]
     assert exposed.split() == ["8080", "9901", "9902"]
+
+
+def test_the_image_runs_the_proxy_under_tini_from_the_base_images_own_debian() -> None:
+    """PID 1 must reap orphans and hand signals on: tini, from Debian's archive (the base is Debian),
+    installed in the final stage with apt's lists removed in the same layer."""
+    stage = final_stage()
+    runs = [rest for keyword, rest in stage if keyword == "RUN"]
+    (installs,) = [run for run in runs if "apt-get install" in run]
+    steps = [step.strip() for step in installs.split("&&")]
+
+    assert steps[:3] == [
+        "apt-get update",
+        "apt-get install --yes --no-install-recommends tini",
+        "rm -rf /var/lib/apt/lists/*",
+    ]
+    (entrypoint,) = [rest for keyword, rest in stage if keyword == "ENTRYPOINT"]
+    assert json.loads(entrypoint) == ["tini", "--", "mcp-proxy"]
+    assert "docker run --init" in DOCKERFILE.read_text(encoding="utf-8")
+    assert "docker run --init" in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_build_context_holds_only_the_lock_and_what_builds_the_package() -> None:
