@@ -308,7 +308,8 @@ def start_failure(loaded: LoadedSettings, exc: OSError) -> str:
     if isinstance(exc, UpstreamIsThisProxy):
         return f"mcp-proxy: {exc}"
     if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
-        return f"mcp-proxy: capture: {exc}"
+        source = loaded.sources.get("capture", "default").replace(":", " ", 1)
+        return f"mcp-proxy: capture ({source}): {exc}"
     if isinstance(exc, LogFileError):
         source = loaded.sources.get("log_file", "default").replace(":", " ", 1)
         return f"mcp-proxy: {exc.strerror}".replace("log_file:", f"log_file ({source}):", 1)

@@ -806,6 +806,18 @@ async def test_sigusr1_reopens_the_log_file_at_its_path_after_it_was_moved_away(
     assert all(json.loads(line) for line in log.read_bytes().splitlines())
 
 
+def test_a_capture_that_cannot_be_opened_exits_2_naming_capture_and_the_variable_that_set_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    capture = tmp_path / "a-file" / "c.jsonl"  # under a file: no directory can be made there
+    settings = {"upstream": "http://127.0.0.1:9/mcp", "capture": capture}
+    (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
+
+    assert line.startswith("mcp-proxy: capture (env MCP_PROXY_CAPTURE): "), line
+    assert f"capture file {capture}: File exists" in line
+
+
 def test_a_log_file_that_cannot_be_opened_exits_2_naming_log_file_and_the_cause(tmp_path: Path) -> None:
     settings = {"upstream": "http://127.0.0.1:9/mcp", "log_file": tmp_path / "no-such-dir" / "p.log"}
     (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
@@ -1111,7 +1123,8 @@ def test_a_second_proxy_given_the_capture_another_writes_exits_2_naming_it(tmp_p
         (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
 
     assert line == (
-        f"mcp-proxy: capture: capture file {capture} is being written by another process (it holds the "
+        f"mcp-proxy: capture (env MCP_PROXY_CAPTURE): capture file {capture} is being written by another "
+        "process (it holds the "
         "file's lock): give each proxy a capture path of its own"
     )
 
