@@ -157,7 +157,7 @@ async def test_readyz_follows_the_upstream_going_away_and_coming_back_while_heal
 ) -> None:
     peer = peer_factory("legacy-inflight")
     port = peer.port
-    with sidecar(upstream=peer.url) as proxy:
+    with sidecar(upstream=peer.url, health="127.0.0.1:0") as proxy:
         ready = await wait_for_status(proxy.admin + "/readyz", 200)
         assert ready == {"status": "ready", "upstream": f"http://127.0.0.1:{port}", "upstream_era": "legacy"}
 
@@ -170,6 +170,16 @@ async def test_readyz_follows_the_upstream_going_away_and_coming_back_while_heal
         peer_factory("legacy-inflight", port=port)
         back = await wait_for_status(proxy.admin + "/readyz", 200)
         assert back["upstream_era"] == "legacy"
+        await wait_for_status(proxy.health + "/readyz", 200)  # the health listener shares the check
+
+        lines = proxy.wait_events(lambda lines: len(readiness_said(lines)) >= 3)
+    # each change once, however often either listener was asked, and why it was not ready
+    assert readiness_said(lines) == [(True, None), (False, gone["reason"]), (True, None)], lines
+
+
+def readiness_said(lines: list[dict[str, Any]]) -> list[tuple[bool, str | None]]:
+    """The `readiness` lines logged: ready or not, and why not."""
+    return [(e["ready"], e["reason"]) for e in lines if e.get("event") == "readiness"]
 
 
 async def test_readyz_is_503_until_an_upstream_that_was_down_at_start_appears_and_is_probed(
