@@ -25,6 +25,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from proxy.config import Settings
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, proxy_command
 
@@ -313,6 +314,23 @@ def test_the_proxy_container_alone_is_locked_down_and_has_measured_resources() -
     assert set(proxy["resources"]) == {"requests", "limits"}
     assert set(proxy["resources"]["requests"]) == set(proxy["resources"]["limits"]) == {"cpu", "memory"}
     assert "idle" in K8S.read_text(encoding="utf-8")  # the measured figures stand beside the numbers
+
+
+def test_the_pod_waits_out_the_proxys_pre_stop_and_drain_before_the_server_stops_within_the_grace() -> None:
+    """The proxy keeps serving while the endpoints' change spreads (an exec sleep: any Kubernetes),
+    then drains; the server outlives both, and the grace period covers all of it."""
+    pod = load_yaml(K8S)
+    proxy = proxy_container()
+    (server,) = [c for c in pod["spec"]["containers"] if c["name"] == "mcp-server"]
+    drain = Settings.model_fields["drain_grace"].default
+
+    command = proxy["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep"
+    pre_stop = float(command[1])
+    assert 1 <= pre_stop <= 5
+    assert server["lifecycle"]["preStop"]["sleep"]["seconds"] > pre_stop + drain
+    assert pod["spec"]["terminationGracePeriodSeconds"] > server["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert "Kubernetes 1.30" in K8S.read_text(encoding="utf-8")  # the sleep action's minimum, said
 
 
 def test_the_probes_are_plain_gets_on_the_health_port_that_the_image_listens_on() -> None:
