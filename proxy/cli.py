@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from proxy import __version__
+from proxy import __version__, early_signals
 from proxy.cli_parser import CliParser
 from proxy.cli_pipes import print_out
 from proxy.config import ENV_PREFIX, RULE_LISTS, ConfigError, Settings, flag_name
@@ -197,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.tui:
         from proxy.cli_tui import run_with_tui
 
-        return run_with_tui(loaded)
+        early_signals.uninstall()  # the TUI's own keys and handlers decide from here
+        return 0 if early_signals.pending() is not None else run_with_tui(loaded)
     return run_proxy(loaded)
 
 
@@ -307,7 +308,8 @@ def start_failure(loaded: LoadedSettings, exc: OSError) -> str:
     if isinstance(exc, UpstreamIsThisProxy):
         return f"mcp-proxy: {exc}"
     if isinstance(exc, CaptureError):  # an OSError too, but the file is at fault, not the listener
-        return f"mcp-proxy: capture: {exc}"
+        source = loaded.sources.get("capture", "default").replace(":", " ", 1)
+        return f"mcp-proxy: capture ({source}): {exc}"
     if isinstance(exc, LogFileError):
         source = loaded.sources.get("log_file", "default").replace(":", " ", 1)
         return f"mcp-proxy: {exc.strerror}".replace("log_file:", f"log_file ({source}):", 1)
@@ -344,7 +346,8 @@ def bind_hint(setting: str, address: str, exc: OSError) -> str:
 
 async def serve_until_signalled(proxy: Any) -> int:
     """Serve until a signal: SIGTERM drains (a second signal cuts the drain), SIGINT stops at once.
-    A signal during the start (the era probe waiting on a silent upstream) stops it at once too.
+    A signal during the start (the era probe waiting on a silent upstream) stops it at once too, and
+    one that came before these handlers were in (`proxy.early_signals`) stops it before it starts.
 
     SIGHUP (the terminal closed) stops at once like SIGINT, so no proxy is left holding its ports
     behind a closed terminal; SIGUSR1 reopens the capture file and the log file, for external log
@@ -361,12 +364,14 @@ async def serve_until_signalled(proxy: Any) -> int:
         signals.put_nowait(sig)
         asked.set()
 
-    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    stopping = early_signals.STOP_SIGNALS
     for sig in stopping:
         loop.add_signal_handler(sig, signalled, sig)
     loop.add_signal_handler(signal.SIGUSR1, proxy.reopen_files)
+    if (early := early_signals.pending()) is not None:  # came before these handlers: nothing starts
+        signalled(early)
     try:
-        if not await start_unless_stopped(proxy.start(), asked):
+        if asked.is_set() or not await start_unless_stopped(proxy.start(), asked):
             get_logger().info("stopped_while_starting", signal=signals.get_nowait().name)
             return 0
         first = await signals.get()

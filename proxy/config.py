@@ -139,7 +139,9 @@ class Settings(BaseModel):
     refused before its body is read. At least max_body_bytes, so every body accepted can be served.
     """
     upstream_connect_timeout: Seconds = 5.0
-    """Seconds to wait for a connection to the upstream before the request fails."""
+    """Seconds to wait for a connection to the upstream before the request fails. A name with several
+    addresses has them raced: each gets 0.25 s before the next is tried beside it (Happy Eyeballs), so
+    an address that drops packets (a broken IPv6 route) does not spend this budget alone."""
     upstream_timeout: Seconds = 60.0
     """Seconds to wait for the upstream's response headers before answering the client 504."""
     upstream_body_idle_timeout: Seconds = 60.0

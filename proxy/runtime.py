@@ -44,6 +44,9 @@ from proxy.transport.self_loop import loop_refusal, upstream_is_listener
 from proxy.transport.sse_clients import SseClients, sse_paths
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamPool
 
+PROBE_WAIT_SAID_AFTER = 5.0
+"""Seconds the start-up era probe waits for an answer before the log says the proxy waits on it."""
+
 
 class Proxy:
     """One running proxy: listener, upstream client, observation pipeline and capture."""
@@ -238,13 +241,18 @@ class Proxy:
             if self.admin is not None:
                 await self.admin.start(fallback=self.admin_fallback)
             if self.settings.health is not None:
-                answers = HealthAnswers.running(self.router, self.settings, lambda: self.draining)
+                # one readiness check for both listeners: one cache, one log line per change
+                answers = (
+                    self.admin.health
+                    if self.admin is not None
+                    else HealthAnswers.running(self.router, self.settings, lambda: self.draining)
+                )
                 self.health = HealthServer(answers, self.settings.health)
                 await self.health.start()
         except OSError:
             await self.stop()
             raise
-        await self.router.ensure_probed()
+        await self._probe_at_start()
         self._publish_info()
         self._announced = True
         log = get_logger()
@@ -260,6 +268,26 @@ class Proxy:
             eras=self.router.eras.label,
         )
         self._sweeper = asyncio.get_running_loop().call_later(SWEEP_EVERY, self._sweep)
+
+    async def _probe_at_start(self) -> None:
+        """The start-up era probe, said in the log once it has waited `PROBE_WAIT_SAID_AFTER` seconds:
+        an upstream that takes connections and does not answer (a server still starting, a hung one)
+        holds it up to `upstream_timeout`, and nothing else is logged meanwhile."""
+        said = asyncio.get_running_loop().call_later(PROBE_WAIT_SAID_AFTER, self._say_probe_waits)
+        try:
+            await self.router.ensure_probed()
+        finally:
+            said.cancel()
+
+    def _say_probe_waits(self) -> None:
+        get_logger().info(
+            "era_probe_waiting",
+            upstream=self.upstream.shown,
+            waited_s=PROBE_WAIT_SAID_AFTER,
+            limit_s=self.settings.upstream_timeout,
+            note="the upstream has not answered the era probe yet; requests wait for its answer, and "
+            "`listening` follows it (or upstream_timeout passing)",
+        )
 
     def _sweep(self) -> None:
         """End the waits that ran out with no traffic to end them, then come back (`SWEEP_EVERY`)."""

@@ -20,7 +20,7 @@ from proxy.flows.sink import ObservationSink
 from proxy.flows.spans import SpanFollower
 from proxy.framing.http import Upstream, masked_url
 from proxy.logs import get_logger
-from proxy.record.otlp_setup import OtlpUnavailable, load_sender, tracing_wanted
+from proxy.record.otlp_setup import OtlpUnavailable, export_failure_hint, load_sender, tracing_wanted
 
 if TYPE_CHECKING:
     from proxy.record.otlp import SpanSender
@@ -108,13 +108,21 @@ class Tracing:
             await asyncio.to_thread(sender.close, OTLP_CLOSE_TIMEOUT)
 
 
+EXPORT_FAILED_HINT = (
+    "the collector did not take these spans; traffic is not affected "
+    "(mcp_proxy_otlp_spans_dropped_total counts them)"
+)
+"""The hint of an export failure whose reason says nothing more specific."""
+
+
 class ExportFailureLog:
     """What the span exporter's thread calls when a batch did not reach the collector: a warning at the
     first failure, then at most one per `EXPORT_FAILURE_LOG_INTERVAL` with the spans lost since.
 
     Each warning names the collector's URL (`endpoint`, credentials masked; set once the exporter
     knows it) and the last failure's reason: the collector's HTTP status, or the exception that
-    stopped the request.
+    stopped the request. Its hint says what to do when the reason tells (a collector certificate
+    signed by a CA the exporter does not trust), and always that the traffic is not affected.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -132,7 +140,6 @@ class ExportFailureLog:
                 endpoint=masked_url(self.endpoint) or "(unknown)",
                 spans_lost=self._lost,
                 reason=masked_url(reason),
-                hint="the collector did not take these spans; traffic is not affected "
-                "(mcp_proxy_otlp_spans_dropped_total counts them)",
+                hint="; ".join(filter(None, (export_failure_hint(reason, os.environ), EXPORT_FAILED_HINT))),
             )
             self._lost, self._last = 0, now

@@ -11,6 +11,7 @@ types; given another status, it answers every export with it (a collector that r
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from tests.peers.tls import TlsFiles
 
 KINDS = {
     Span.SPAN_KIND_SERVER: "server",
@@ -63,8 +66,9 @@ class DecodedSpan:
 class OtlpReceiver:
     """A loopback OTLP/HTTP receiver on a free port; `spans()` decodes everything it was sent."""
 
-    def __init__(self, status: int = 200) -> None:
-        """`status`: what every export is answered (401: a collector that wants credentials it lacks)."""
+    def __init__(self, status: int = 200, tls: TlsFiles | None = None) -> None:
+        """`status`: what every export is answered (401: a collector that wants credentials it lacks).
+        `tls`: serve HTTPS with that certificate (a collector signed by a private CA)."""
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         receiver = self
@@ -89,12 +93,18 @@ class OtlpReceiver:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(tls.cert, tls.key)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
 
     @property
     def url(self) -> str:
         """The base URL (the exporter adds /v1/traces)."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> OtlpReceiver:
         self._thread.start()

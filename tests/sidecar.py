@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +36,15 @@ def proxy_command() -> list[str]:
     """The installed `mcp-proxy` console script beside this interpreter (else `python -m proxy.cli`)."""
     script = Path(sys.executable).parent / "mcp-proxy"
     return [str(script)] if script.exists() else [sys.executable, "-m", "proxy.cli"]
+
+
+def console_script_command() -> list[str]:
+    """`mcp-proxy` as `pyproject.toml` declares its console script now, run the way the script pip
+    writes runs it: for what happens before the entry point's own first line (an installed script
+    keeps the entry point it was installed with until the next install)."""
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, function = scripts["mcp-proxy"].partition(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function}; sys.exit({function}())"]
 
 
 def run_mcp_proxy(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:

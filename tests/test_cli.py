@@ -466,7 +466,7 @@ def test_a_capture_file_that_cannot_be_opened_is_blamed_on_capture_not_listen(tm
     assert done.returncode == 2
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("mcp-proxy: capture: ")
+    assert lines[0].startswith("mcp-proxy: capture (flag --capture): ")
     assert str(capture) in lines[0]
 
 

@@ -7,12 +7,15 @@ with a key in its query, and to a port nothing listens on (a collector that is d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp import SpanSender
 from proxy.runtime_tracing import ExportFailureLog
 from tests.otlp_receiver import OtlpReceiver, closed_port
+from tests.peers.tls import make_tls_files
 from tests.transport.helpers import captured_logs
 
 COLLECTOR_KEY = "collector-key-5521"
@@ -68,3 +71,78 @@ def test_an_export_to_a_collector_that_is_down_is_logged_with_the_exception_clas
     assert kind.endswith("Error"), reason
     assert message, reason
     assert "batch due to timeout, max retries or shutdown" not in reason
+
+
+@pytest.fixture
+def no_requests_ca(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither CA variable of `requests` set, as in the image (a developer's machine may set them)."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_requests_ca")
+def test_a_collector_signed_by_a_ca_only_ssl_cert_file_names_gets_a_hint_naming_the_otlp_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tls = make_tls_files(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))  # what makes an https upstream work
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
+    with OtlpReceiver(tls=tls) as collector:
+        event = failed_once(collector.url)
+
+    assert "CERTIFICATE_VERIFY_FAILED" in str(event["reason"])
+    hint = str(event["hint"])
+    assert "OTEL_EXPORTER_OTLP_CERTIFICATE" in hint
+    assert "SSL_CERT_FILE is set, but only the proxy's own connections to the upstream read it" in hint
+    assert "traffic is not affected" in hint
+
+
+@pytest.mark.usefixtures("no_requests_ca")
+def test_the_ca_given_with_otel_exporter_otlp_certificate_gets_the_spans_to_that_collector(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tls = make_tls_files(tmp_path)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tls.ca))
+    with OtlpReceiver(tls=tls) as collector:
+        sender = SpanSender(collector.url, queue_size=8, on_failure=ExportFailureLog())
+        try:
+            sender.send(span())
+            sender.flush()
+        finally:
+            sender.close(5.0)
+        assert [s.name for s in collector.spans()] == ["ping"]
+    assert sender.counts().get("export_failed", 0) == 0
+
+
+@pytest.mark.usefixtures("no_requests_ca")
+def test_a_collector_certificate_the_named_ca_does_not_sign_gets_a_hint_naming_that_variable_and_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "collector").mkdir()
+    (tmp_path / "other").mkdir()
+    tls = make_tls_files(tmp_path / "collector")
+    other = make_tls_files(tmp_path / "other")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(other.ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
+    with OtlpReceiver(tls=tls) as collector:
+        event = failed_once(collector.url)
+
+    assert f"not signed by the CA in OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE ({other.ca})" in str(event["hint"])
+
+
+def test_a_requests_ca_bundle_that_overrides_the_otlp_certificate_is_named_in_the_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "collector").mkdir()
+    (tmp_path / "other").mkdir()
+    tls = make_tls_files(tmp_path / "collector")
+    other = make_tls_files(tmp_path / "other")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tls.ca))  # the right CA, and yet
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(other.ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
+    with OtlpReceiver(tls=tls) as collector:
+        event = failed_once(collector.url)
+
+    hint = str(event["hint"])
+    assert f"against REQUESTS_CA_BUNDLE ({other.ca})" in hint
+    assert "unset REQUESTS_CA_BUNDLE and give the CA with OTEL_EXPORTER_OTLP_CERTIFICATE" in hint

@@ -157,7 +157,7 @@ async def test_readyz_follows_the_upstream_going_away_and_coming_back_while_heal
 ) -> None:
     peer = peer_factory("legacy-inflight")
     port = peer.port
-    with sidecar(upstream=peer.url) as proxy:
+    with sidecar(upstream=peer.url, health="127.0.0.1:0") as proxy:
         ready = await wait_for_status(proxy.admin + "/readyz", 200)
         assert ready == {"status": "ready", "upstream": f"http://127.0.0.1:{port}", "upstream_era": "legacy"}
 
@@ -170,6 +170,16 @@ async def test_readyz_follows_the_upstream_going_away_and_coming_back_while_heal
         peer_factory("legacy-inflight", port=port)
         back = await wait_for_status(proxy.admin + "/readyz", 200)
         assert back["upstream_era"] == "legacy"
+        await wait_for_status(proxy.health + "/readyz", 200)  # the health listener shares the check
+
+        lines = proxy.wait_events(lambda lines: len(readiness_said(lines)) >= 3)
+    # each change once, however often either listener was asked, and why it was not ready
+    assert readiness_said(lines) == [(True, None), (False, gone["reason"]), (True, None)], lines
+
+
+def readiness_said(lines: list[dict[str, Any]]) -> list[tuple[bool, str | None]]:
+    """The `readiness` lines logged: ready or not, and why not."""
+    return [(e["ready"], e["reason"]) for e in lines if e.get("event") == "readiness"]
 
 
 async def test_readyz_is_503_until_an_upstream_that_was_down_at_start_appears_and_is_probed(
@@ -825,6 +835,18 @@ async def test_sigusr1_reopens_the_log_file_at_its_path_after_it_was_moved_away(
     assert all(json.loads(line) for line in log.read_bytes().splitlines())
 
 
+def test_a_capture_that_cannot_be_opened_exits_2_naming_capture_and_the_variable_that_set_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    capture = tmp_path / "a-file" / "c.jsonl"  # under a file: no directory can be made there
+    settings = {"upstream": "http://127.0.0.1:9/mcp", "capture": capture}
+    (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
+
+    assert line.startswith("mcp-proxy: capture (env MCP_PROXY_CAPTURE): "), line
+    assert f"capture file {capture}: File exists" in line
+
+
 def test_a_log_file_that_cannot_be_opened_exits_2_naming_log_file_and_the_cause(tmp_path: Path) -> None:
     settings = {"upstream": "http://127.0.0.1:9/mcp", "log_file": tmp_path / "no-such-dir" / "p.log"}
     (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
@@ -1130,7 +1152,8 @@ def test_a_second_proxy_given_the_capture_another_writes_exits_2_naming_it(tmp_p
         (line,) = refused(clean_env(**settings_env(**settings, log_format="console")), tmp_path)
 
     assert line == (
-        f"mcp-proxy: capture: capture file {capture} is being written by another process (it holds the "
+        f"mcp-proxy: capture (env MCP_PROXY_CAPTURE): capture file {capture} is being written by another "
+        "process (it holds the "
         "file's lock): give each proxy a capture path of its own"
     )
 

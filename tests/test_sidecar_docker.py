@@ -11,6 +11,7 @@ loopback ones) and the capture directory (a temporary one) differ from what the 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from proxy.config import Settings
 from tests.peers.runner import REPO_ROOT, PeerServer
 from tests.sidecar import ProxyProcess, admin_get, admin_json, clean_env, proxy_command
 
@@ -132,7 +134,7 @@ def test_the_image_installs_the_hashed_lock_runs_non_root_and_checks_health_with
 
     assert "pip install --require-hashes --no-deps --only-binary=:all: -r docker/requirements.lock" in runs
     assert "pip install --no-deps --no-build-isolation --no-index ." in runs
-    assert ("ENTRYPOINT", '["mcp-proxy"]') in stage
+    assert ("ENTRYPOINT", '["tini", "--", "mcp-proxy"]') in stage
     (user,) = [rest for keyword, rest in stage if keyword == "USER"]
     assert user == "10001:10001"  # numeric, so Kubernetes' runAsNonRoot can verify it
     assert ("VOLUME", "/captures") in stage
@@ -152,6 +154,25 @@ def test_the_image_installs_the_hashed_lock_runs_non_root_and_checks_health_with
     }
     (exposed,) = [rest for keyword, rest in stage if keyword == "EXPOSE"]
     assert exposed.split() == ["8080", "9901", "9902"]
+
+
+def test_the_image_runs_the_proxy_under_tini_from_the_base_images_own_debian() -> None:
+    """PID 1 must reap orphans and hand signals on: tini, from Debian's archive (the base is Debian),
+    installed in the final stage with apt's lists removed in the same layer."""
+    stage = final_stage()
+    runs = [rest for keyword, rest in stage if keyword == "RUN"]
+    (installs,) = [run for run in runs if "apt-get install" in run]
+    steps = [step.strip() for step in installs.split("&&")]
+
+    assert steps[:3] == [
+        "apt-get update",
+        "apt-get install --yes --no-install-recommends tini",
+        "rm -rf /var/lib/apt/lists/*",
+    ]
+    (entrypoint,) = [rest for keyword, rest in stage if keyword == "ENTRYPOINT"]
+    assert json.loads(entrypoint) == ["tini", "--", "mcp-proxy"]
+    assert "docker run --init" in DOCKERFILE.read_text(encoding="utf-8")
+    assert "docker run --init" in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_build_context_holds_only_the_lock_and_what_builds_the_package() -> None:
@@ -293,6 +314,23 @@ def test_the_proxy_container_alone_is_locked_down_and_has_measured_resources() -
     assert set(proxy["resources"]) == {"requests", "limits"}
     assert set(proxy["resources"]["requests"]) == set(proxy["resources"]["limits"]) == {"cpu", "memory"}
     assert "idle" in K8S.read_text(encoding="utf-8")  # the measured figures stand beside the numbers
+
+
+def test_the_pod_waits_out_the_proxys_pre_stop_and_drain_before_the_server_stops_within_the_grace() -> None:
+    """The proxy keeps serving while the endpoints' change spreads (an exec sleep: any Kubernetes),
+    then drains; the server outlives both, and the grace period covers all of it."""
+    pod = load_yaml(K8S)
+    proxy = proxy_container()
+    (server,) = [c for c in pod["spec"]["containers"] if c["name"] == "mcp-server"]
+    drain = Settings.model_fields["drain_grace"].default
+
+    command = proxy["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep"
+    pre_stop = float(command[1])
+    assert 1 <= pre_stop <= 5
+    assert server["lifecycle"]["preStop"]["sleep"]["seconds"] > pre_stop + drain
+    assert pod["spec"]["terminationGracePeriodSeconds"] > server["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert "Kubernetes 1.30" in K8S.read_text(encoding="utf-8")  # the sleep action's minimum, said
 
 
 def test_the_probes_are_plain_gets_on_the_health_port_that_the_image_listens_on() -> None:

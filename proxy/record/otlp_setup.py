@@ -114,3 +114,49 @@ def load_sender(
             f"OpenTelemetry tracing needs the SDK and its OTLP exporter ({missing} is not installed): {EXTRA}"
         ) from None
     return SpanSender(endpoint, queue_size=queue_size, on_failure=on_failure)
+
+
+CA_VARIABLES: Final = ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE")
+"""The standard variables naming the CA file the OTLP exporter trusts the collector's certificate by,
+the first set one winning, as the SDK's exporter reads them."""
+
+REQUESTS_CA_VARIABLES: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+"""The variables the exporter's HTTP client (`requests`) reads for its CA file, the first set one
+winning; set, one wins over the OTLP variables too (`requests` lets it replace the file the exporter
+gave its session)."""
+
+CERTIFICATE_REFUSED: Final = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
+"""OpenSSL's words, in an export's failure, for a collector certificate nobody trusted."""
+
+
+def export_failure_hint(reason: str, environ: Mapping[str, str]) -> str | None:
+    """What to do about an export that failed for `reason`, when the reason says more than "the
+    collector did not take them": a collector certificate signed by a CA the exporter does not trust.
+
+    The exporter (the SDK's, over `requests`) trusts certifi's bundle, or the CA file the OTLP
+    variables name, or, over both, the file `REQUESTS_CA_BUNDLE` names; `SSL_CERT_FILE`, which makes
+    the upstream's https work, does not reach it.
+    """
+    if not any(words in reason for words in CERTIFICATE_REFUSED):
+        return None
+    bundle = next((name for name in REQUESTS_CA_VARIABLES if environ.get(name)), None)
+    if bundle is not None:
+        return (
+            f"the exporter checked the collector's certificate against {bundle} ({environ[bundle]}), "
+            "which its HTTP client (requests) prefers to OTEL_EXPORTER_OTLP_CERTIFICATE: add the "
+            f"collector's CA to that file, or unset {bundle} and give the CA with "
+            "OTEL_EXPORTER_OTLP_CERTIFICATE"
+        )
+    named = next((name for name in CA_VARIABLES if environ.get(name)), None)
+    if named is not None:
+        return (
+            f"the collector's certificate is not signed by the CA in {named} ({environ[named]}): "
+            "point it at the PEM file of the CA that signs the collector's certificate"
+        )
+    hint = (
+        "the collector's certificate is signed by a CA the exporter does not trust: give that CA's PEM "
+        "file with OTEL_EXPORTER_OTLP_CERTIFICATE (or OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE)"
+    )
+    if environ.get("SSL_CERT_FILE"):
+        hint += "; SSL_CERT_FILE is set, but only the proxy's own connections to the upstream read it"
+    return hint

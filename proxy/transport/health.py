@@ -3,9 +3,11 @@
 `/healthz` and `/readyz` reveal status only, so neither ever asks for the admin token: Docker's
 HEALTHCHECK and Kubernetes' httpGet probes cannot send one. The admin API serves both paths from
 `HealthAnswers`, and so does `HealthServer`, a listener of its own (`health` setting) that serves
-nothing else and keeps answering when the admin API is off. Nothing here shows the upstream URL's
-credentials: the upstream is named by its origin (scheme, host, port), and every reason text is
-scrubbed of the URL's userinfo and query before it leaves the process.
+nothing else and keeps answering when the admin API is off; a running proxy gives both the same
+answers, so one cache serves them and each change of readiness is logged once. Nothing here shows
+the upstream URL's credentials: the upstream is named by its origin (scheme, host, port), and every
+reason text is scrubbed of the URL's userinfo and query before it leaves the process (the log line
+included).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from aiohttp import web
 from proxy.addresses import base_url, parse_host_port
 from proxy.config import Settings
 from proxy.framing.http import Upstream
+from proxy.logs import get_logger
 from proxy.transport.readiness import Readiness
 from proxy.transport.routing import Router
 
@@ -89,6 +92,8 @@ class HealthAnswers:
     def __init__(self, readiness: Readiness, upstream: Upstream) -> None:
         self.readiness = readiness
         self.upstream = upstream
+        self._said: bool | None = None
+        """Whether the last verdict logged was ready (None: none logged yet)."""
 
     @classmethod
     def running(
@@ -119,10 +124,18 @@ class HealthAnswers:
         verdict = await self.readiness.check()
         shown = STDIO_SHOWN if self.upstream.scheme == "stdio" else self.upstream.origin
         body = {"upstream": shown, "upstream_era": verdict.upstream_era}
-        if verdict.ready:
+        reason = None if verdict.ready else scrub(verdict.reason, self.upstream)
+        self._say(verdict.ready, reason)
+        if reason is None:
             return json_response({"status": "ready", **body})
-        reason = scrub(verdict.reason, self.upstream)
         return json_response({"status": "not_ready", "reason": reason, **body}, status=503)
+
+    def _say(self, ready: bool, reason: str | None) -> None:
+        """Log the first verdict and each change between ready and not ready, once: the log then says
+        when and why the kubelet stopped or started sending traffic, however often it asks."""
+        if ready is not self._said:
+            self._said = ready
+            get_logger().info("readiness", ready=ready, reason=reason)
 
 
 class HealthServer:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from proxy.framing.http import Upstream
 from proxy.transport.channel_upstream import ChannelUpstream
+from proxy.transport.dialing import open_tcp
 from proxy.transport.probe import NOT_SERVING
 from proxy.transport.routing import Router
 
@@ -40,10 +41,11 @@ class Verdict:
 
 
 async def reachable(host: str, port: int, limit_s: float) -> str | None:
-    """None when a TCP connection to host:port opens within `limit_s` seconds, else why not."""
+    """None when a TCP connection to host:port opens within `limit_s` seconds (its addresses raced),
+    else why not."""
     try:
         async with asyncio.timeout(limit_s):
-            _, writer = await asyncio.open_connection(host, port)
+            _, writer = await open_tcp(host, port)
     except TimeoutError:
         return f"no TCP connection within {limit_s}s"
     except OSError as exc:

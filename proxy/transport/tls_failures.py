@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Mapping
 
 from proxy.engine.faults import NO_SUCH_CA_FILE, SPEAKS_PLAIN
+from proxy.transport.dialing import open_tcp
 
 CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 """The variables through which OpenSSL (and so the proxy) is given a CA to trust."""
@@ -51,7 +52,7 @@ async def speaks_tls(host: str, port: int, limit_s: float) -> bool:
     context.verify_mode = ssl.CERT_NONE
     try:
         async with asyncio.timeout(limit_s):
-            _, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=host or None)
+            _, writer = await open_tcp(host, port, tls=context)
     except (OSError, TimeoutError):
         return False
     writer.close()

@@ -56,6 +56,7 @@ from proxy.framing.h1 import (
 from proxy.framing.http import Upstream
 from proxy.logs import get_logger
 from proxy.transport.body_deadlines import BODY_STALLED, BodyDeadlines
+from proxy.transport.dialing import connect
 from proxy.transport.tls_failures import handshake_failed
 from proxy.wire.mcp import repeatable
 
@@ -811,15 +812,10 @@ class UpstreamPool:
 
     async def _connect(self) -> _Connection:
         self._open += 1
-        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _transport, conn = await loop.create_connection(
-                    lambda: _Connection(self),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self.host if self._ssl is not None else None,
+                _transport, conn = await connect(
+                    lambda: _Connection(self), self.host, self.port, tls=self._ssl
                 )
         except TimeoutError:
             raise self._connect_failed(f"connect timed out after {self.connect_timeout}s") from None

@@ -214,6 +214,28 @@ def _unknown(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in lines if e.get("event") == "upstream_era_unknown"]
 
 
+def test_a_start_up_probe_the_upstream_leaves_unanswered_is_said_in_the_log_before_listening() -> None:
+    # A hand-written FAKE upstream, as below: a socket that accepts and never answers.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        env = clean_env(**settings_env(upstream=f"http://127.0.0.1:{port}/mcp", upstream_timeout=120))
+        proxy = ProxyProcess(env).start(ready="era_probe_waiting")
+        try:
+            waiting = proxy.find("era_probe_waiting")
+            events = [e.get("event") for e in proxy.events()]
+        finally:
+            proxy.stop()
+
+    assert waiting is not None
+    assert waiting["level"] == "info"
+    assert (waiting["upstream"], waiting["waited_s"], waiting["limit_s"]) == (
+        f"http://127.0.0.1:{port}/mcp",
+        5.0,
+        120.0,
+    )
+    assert "listening" not in events, events  # said while it still waits, not after
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_stop_signal_while_the_start_up_probe_waits_stops_the_proxy_at_once(sig: signal.Signals) -> None:
     # A hand-written FAKE upstream: a socket that accepts and never answers (a hung server, a
