@@ -434,6 +434,9 @@ class ChannelSide:
         """A channel client's head is taken at once (`_begin`): none is ever held back."""
         return False
 
+    def close_after_answer(self) -> None:
+        """A channel client's exchanges share its one channel, which outlives any of them."""
+
     # -- reading the response back ---------------------------------------------------------------
 
     def _check(self) -> None:

@@ -1059,6 +1059,9 @@ class FrontSide:
         self.broken = True
         self.conn.close()
 
+    def close_after_answer(self) -> None:
+        self.req.keep_alive = False
+
     def withdraw_head(self) -> bool:
         """Take back a known-length head still waiting for its body's first bytes (`start_now`)."""
         if not self.started or self._pending is None:

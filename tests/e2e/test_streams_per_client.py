@@ -120,6 +120,7 @@ async def test_one_address_past_its_share_of_http_sse_streams_gets_429_while_ano
             await held.content.readuntil(b"\n\n")  # its endpoint event: the session is open
             async with greedy.get(sse) as refused:
                 assert refused.status == 429
+                assert refused.headers["Connection"] == "close", "a refused stream holds no connection on"
                 refused_as(await refused.json(), "max_sse_sessions_per_client", 1)
             async with other.get(sse) as elsewhere:
                 assert elsewhere.status == 200, "a client at another address still opens its session"
