@@ -38,6 +38,9 @@ class Member:
     name: str
     start: int
     end: int
+    """Where the value's text ends; for an object under a schema's `properties`, which the scan goes
+    through rather than skips, just past its opening bracket: its end is not looked for, since finding
+    it at every nesting level would rescan the rest of the text once per level."""
     schema_member: bool
     """The object holding it is the value of a member named `properties`."""
 
@@ -45,8 +48,9 @@ class Member:
 def secret_members(text: str, secret: Callable[[str], bool]) -> Iterator[Member]:
     """Each member of `text` whose name `secret` picks, in order, none inside another's value.
 
-    An object under a schema's `properties` is yielded and then gone through as well (its own secret
-    members follow it), since the caller may keep it; every other container value is skipped whole.
+    An object under a schema's `properties` is yielded (its opening bracket only) and then gone through
+    as well (its own secret members follow it), since the caller keeps it; every other container value
+    is skipped whole. Each character is scanned at most twice, so the cost is linear in the text.
     """
     stack: list[str | None] = []  # the name of each open container's member (None: none, or an array)
     pending: tuple[int, str] | None = None  # where a member's value starts, and the member's name
@@ -69,12 +73,14 @@ def secret_members(text: str, secret: Callable[[str], bool]) -> Iterator[Member]
         if not secret(name):
             continue
         schema_member = bool(stack) and stack[-1] == SCHEMA_PROPERTIES
+        if schema_member and text.startswith("{", start):
+            yield Member(name, start, start + 1, schema_member)  # gone through: the scan enters it
+            continue
         end = _value_end(text, start)
         if end == start:
             continue
         yield Member(name, start, end, schema_member)
-        if not (schema_member and text.startswith("{", start)):
-            pos = end
+        pos = end
 
 
 def _value_end(text: str, start: int) -> int:

@@ -89,7 +89,16 @@ from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
 from proxy.wire.joined_headers import recorded
-from proxy.wire.jsonrpc import Kind, Message, classify_value, dumps, member_sizes, parse_body, parse_text
+from proxy.wire.jsonrpc import (
+    Kind,
+    Message,
+    classify_value,
+    dumps,
+    member_sizes,
+    parse_body,
+    parse_event_text,
+)
+from proxy.wire.python_json import NOT_REENCODABLE
 from proxy.wire.versions import Era
 
 _OWN_HEADERS = ("accept", "content-type", "content-length")
@@ -704,11 +713,14 @@ class BridgeDriver:
             return
         raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
         self._judge(stream, resp.status, raw)
-        messages = parse_body(raw).messages
+        body = parse_body(raw)
+        messages = body.messages
         if resp.status >= 400 and all(msg.kind is Kind.INVALID for msg in messages):
             stream.unread = raw  # no JSON-RPC message (`{"error": "invalid_token"}` is none either)
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
+        if body.non_finite:
+            raise UpstreamError("cut", NOT_REENCODABLE)
         for msg in messages:
             if leg in self.legs:
                 self._observe_leg_msg(leg, msg, len(raw), Channel.JSON)
@@ -721,9 +733,11 @@ class BridgeDriver:
             stream.retry_ms = item.retry
         if not item.carries_message or leg not in self.legs:
             return
-        msg = parse_text(item.data)
+        msg, non_finite = parse_event_text(item.data)
         if beyond_encoding(item.data, (msg.raw,)):
             raise UpstreamError("cut", _TOO_DEEP)
+        if non_finite:
+            raise UpstreamError("cut", NOT_REENCODABLE)
         self._observe_leg_msg(leg, msg, len(item.data), stream.channel)
         await self._leg_message(leg, msg, item.id)
 

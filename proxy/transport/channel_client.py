@@ -68,8 +68,11 @@ async def serve_outcome(
     The one dispatch every request takes that is not served on the front's fast path.
     """
     if isinstance(outcome, Route):
+        probed = router.needs_probe(outcome)
         await router.ensure_probed(outcome)
         refusal = router.off_endpoint(outcome)  # the probe may have found HTTP+SSE behind the URL
+        if refusal is None and probed:
+            refusal = router.out_of_reach(outcome)
         if refusal is not None:
             PassthroughRelay(relays, side, next_exchange()).refuse_route(outcome, refusal, received=received)
             return
@@ -433,6 +436,9 @@ class ChannelSide:
     def withdraw_head(self) -> bool:
         """A channel client's head is taken at once (`_begin`): none is ever held back."""
         return False
+
+    def close_after_answer(self) -> None:
+        """A channel client's exchanges share its one channel, which outlives any of them."""
 
     # -- reading the response back ---------------------------------------------------------------
 

@@ -105,6 +105,10 @@ class ClientSide(Protocol):
     def cut(self) -> None:
         """Break the connection off after what was written: the upstream cut the body short."""
 
+    def close_after_answer(self) -> None:
+        """End the connection once this exchange is answered (a refused stream's: left open, it would
+        hold a connection slot for nothing)."""
+
     @property
     def started(self) -> bool:
         """A response head has gone out (or is committed to)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
-from proxy.engine.flood_lines import FloodLines
+from proxy.engine.flood_lines import FloodLine, FloodLines
 from proxy.engine.gate.drain import RETRY_AFTER_S
 from proxy.framing.classify import Rejection
 from proxy.logs import get_logger
@@ -41,6 +41,9 @@ class ClientSlots:
         self.held: Counter[str] = Counter()
         self.refused = 0
         """Requests refused past an address's share, since the start (`/metrics`)."""
+        self._lines: dict[str, FloodLine] = {}
+        """Each refused address's own refusal line, so addresses refused in turn are each one line a
+        second; kept while the address holds a slot (only such an address is ever refused)."""
 
     def take(self, peer: str) -> bool:
         """One more slot for this address if its share has room (False: answer with `refusal`)."""
@@ -56,13 +59,17 @@ class ClientSlots:
             self.held[peer] = left
         else:
             del self.held[peer]
+            self._lines.pop(peer, None)
 
     def refusal(self, peer: str, ident: RequestId | None, at: float) -> Rejection:
         """429 with `Retry-After` for a request past this address's share, naming the setting; the
         refusal is counted, and logged when a line is due (`at` is the caller's clock)."""
         self.refused += 1
         limit, setting = self.limit, self.setting
-        also = self.floods.due(f"per_client {setting}", at, peer)
+        line = self._lines.get(peer)
+        if line is None:
+            line = self._lines[peer] = FloodLine()
+        also = line.due(at)
         if also is not None:
             get_logger().warning(
                 "client_streams_refused",

@@ -596,10 +596,12 @@ class FrontConnection(asyncio.Protocol):
         """Classify a readable request; None once it is served here (an HTTP+SSE client's request, or
         new work refused while draining). A stream first takes one of its address's slots."""
         front, method = self.front, side.method
-        if method == "GET" and (refusal := self._take_stream(side, None)) is not None:
-            return refusal
         path = side.path_qs.split("?", 1)[0]
         sse = front.sse_clients
+        if method == "GET" and self._streams_at(path):
+            refusal = self._take_stream(side, None)
+            if refusal is not None:
+                return refusal
         new_session = False
         if sse is not None and sse.wants(method, path, side.raw_query, side.headers):
             # While draining, a GET opens a new HTTP+SSE session: new work, refused below.
@@ -614,6 +616,16 @@ class FrontConnection(asyncio.Protocol):
         if method == "POST" and isinstance(outcome, Route) and outcome.method == LISTEN:
             return self._take_stream(side, outcome.request_id) or outcome
         return outcome
+
+    def _streams_at(self, path: str) -> bool:
+        """A GET to `path` may open a stream: one to the MCP endpoint, or an HTTP+SSE client's stream
+        path. A GET anywhere else (OAuth metadata, say) is answered, never held open, so it takes no
+        stream slot and is served to an address at its share too."""
+        front = self.front
+        if path in front.router.upstream.endpoint_paths:
+            return True
+        sse = front.sse_clients
+        return sse is not None and path == sse.stream_path
 
     def _take_stream(self, side: FrontSide, ident: RequestId | None) -> Rejection | None:
         """A stream holds one of its address's `max_streams_per_client` slots until it is served;
@@ -1058,6 +1070,9 @@ class FrontSide:
     def cut(self) -> None:
         self.broken = True
         self.conn.close()
+
+    def close_after_answer(self) -> None:
+        self.req.keep_alive = False
 
     def withdraw_head(self) -> bool:
         """Take back a known-length head still waiting for its body's first bytes (`start_now`)."""

@@ -16,7 +16,9 @@ would learn nothing and hold off the one that can. A known verdict is probed aga
 upstream's answers stop fitting it (`suspect`), and when it shows that it restarted (`restarted`: a
 bridge's upstream session or stream ended, or a connection to the upstream failed), since a server
 started anew may speak another era. While such a stale verdict's upstream is out of reach, each
-request probes first, so the first one after it is back is routed by what it speaks then.
+request probes first (requests that come together share one probe), so the first one after it is
+back is routed by what it speaks then; one whose probe found nobody there is answered 502 at once
+(`out_of_reach`), without a connection attempt of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from proxy.config import Settings
 from proxy.engine.events import UpstreamEraProbed
 from proxy.engine.faults import fault_hint, setup_fault
 from proxy.engine.flood_lines import FloodLine
+from proxy.engine.passthrough import fault_answer
 from proxy.engine.select import UNKNOWN_ERAS, UpstreamEras, forced_eras, select_mode
 from proxy.flows.events import Mode
 from proxy.framing.classify import Limits, Rejection, Route, classify
@@ -321,6 +324,17 @@ class Router:
             "era the upstream speaks; check that the MCP server is running and listening there, then "
             "retry (or set --upstream-era to skip the probe)"
         )
+
+    def out_of_reach(self, route: Route) -> Rejection | None:
+        """The 502 for a request that waited for a probe of a known verdict and the probe found nobody
+        at the upstream; None otherwise. The request's own attempt would fail as the probe's did, so it
+        is not made: a down upstream costs each request one connection attempt (fewer when requests
+        share a probe), and a silent one a single connect timeout."""
+        if not (self._known and self._stale and self.reachable is False):
+            return None
+        answer = fault_answer("unreachable", self.problem, route.request_id)
+        assert answer is not None  # "unreachable" has its status
+        return Rejection(answer.status, answer.body, "upstream unreachable")
 
     def suspect(self, reason: str) -> None:
         """The upstream answered in a way its verdict does not explain: probe again soon (or, with the

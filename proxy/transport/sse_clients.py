@@ -174,6 +174,7 @@ class SseClients:
         if not self.per_client.take(peer):
             refusal = self.per_client.refusal(peer, None, time.monotonic())
             retry = (("Retry-After", str(refusal.retry_after)),)
+            side.close_after_answer()
             side.respond(refusal.status, dumps(refusal.body), "application/json", retry)
             return
         session_id = secrets.token_hex(16)

@@ -120,6 +120,9 @@ class Body:
     parse_error: str | None = None
     batch_length: int = 0
     """Messages in the batch as sent; past `parse_body`'s `max_batch` only the first ones are decoded."""
+    non_finite: bool = False
+    """The body holds `NaN`, `Infinity` or a number past a double's range, which the proxy's encoder would
+    write as `null`: pass-through forwards the sender's bytes, a bridge (which re-encodes) refuses them."""
 
     @property
     def first(self) -> Message | None:
@@ -136,6 +139,7 @@ def parse_body(data: bytes, max_batch: int | None = None) -> Body:
     """
     if not data.strip():
         return Body((), parse_error="empty body")
+    non_finite = False
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -143,11 +147,15 @@ def parse_body(data: bytes, max_batch: int | None = None) -> Body:
             value = loads_non_finite(data)
         except ValueError:
             return Body((), parse_error=f"not JSON: {exc}")
+        non_finite = True
     if isinstance(value, list):
         if not value:
             return Body((), batch=True, parse_error="empty batch")
         kept = value if max_batch is None else value[: max_batch + 1]
-        return Body(tuple(classify_value(v) for v in kept), batch=True, batch_length=len(value))
+        messages = tuple(classify_value(v) for v in kept)
+        return Body(messages, batch=True, batch_length=len(value), non_finite=non_finite)
+    if non_finite:
+        return Body((classify_value(value),), non_finite=True)
     return Body((classify_value(value),))
 
 
@@ -161,6 +169,18 @@ def parse_text(text: str) -> Message:
         except ValueError:
             return Message(_INVALID, text, problem=f"not JSON: {exc}")
     return classify_value(value)
+
+
+def parse_event_text(text: str) -> tuple[Message, bool]:
+    """`parse_text`, and whether the payload held a non-finite number (a bridge refuses those)."""
+    try:
+        return classify_value(orjson.loads(text)), False
+    except orjson.JSONDecodeError as exc:
+        try:
+            value = loads_non_finite(text)
+        except ValueError:
+            return Message(_INVALID, text, problem=f"not JSON: {exc}"), False
+    return classify_value(value), True
 
 
 def dumps(value: Any) -> bytes:

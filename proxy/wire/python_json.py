@@ -6,7 +6,9 @@ parses with) accept them, and `json.dumps` writes `NaN` by default, so a Python 
 without meaning to, and a Python server runs the call. Read as "not JSON", such a request would reach
 the server while intercept and fault rules, the log and body-key redaction missed it. The proxy reads
 such a body as those peers do, to classify it, match rules and redact it; the bytes it forwards stay
-the client's.
+the client's. A bridge re-encodes every message it forwards, and JSON has no way to write these
+numbers (orjson writes `null`), so a bridge refuses such a message (`NOT_REENCODABLE`) instead of
+changing the value.
 
 Only those numbers are forgiven: whatever else orjson refuses (invalid UTF-8, a byte order mark, a lone
 surrogate, a trailing comma or trailing bytes) stays refused, as pydantic-core refuses it too. Called
@@ -17,9 +19,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Final
 
 import orjson
+
+NOT_REENCODABLE: Final = (
+    "the message holds NaN, Infinity or a number beyond a double's range (1e400); a bridge re-encodes"
+    " each message it forwards and JSON has no way to write such a number, so it would arrive as null"
+)
+"""Why a bridge refuses a message with a non-finite number, in its -32700 answer or the leg's error."""
 
 
 class _NonFinite:

@@ -93,6 +93,9 @@ async def test_one_address_past_its_share_of_get_streams_gets_429_while_another_
                 assert third.headers["Retry-After"] == "1"
                 assert third.headers["Connection"] == "close", "a refused stream holds no connection on"
                 refused_as(await third.json(), "max_streams_per_client", 2)
+            metadata = url.rsplit("/", 1)[0] + "/.well-known/oauth-protected-resource"
+            async with greedy.get(metadata) as answered:  # answered, never held open: no stream slot
+                assert answered.status != 429, await answered.text()
             async with get_stream(other, url) as elsewhere:
                 assert elsewhere.status == 200, "a client at another address is still served"
         async with get_stream(greedy, url) as again:
@@ -120,6 +123,7 @@ async def test_one_address_past_its_share_of_http_sse_streams_gets_429_while_ano
             await held.content.readuntil(b"\n\n")  # its endpoint event: the session is open
             async with greedy.get(sse) as refused:
                 assert refused.status == 429
+                assert refused.headers["Connection"] == "close", "a refused stream holds no connection on"
                 refused_as(await refused.json(), "max_sse_sessions_per_client", 1)
             async with other.get(sse) as elsewhere:
                 assert elsewhere.status == 200, "a client at another address still opens its session"

@@ -59,6 +59,7 @@ from proxy.framing.http import Upstream, header, media_type
 from proxy.wire import errors
 from proxy.wire.headers import SESSION_ID
 from proxy.wire.jsonrpc import Kind, Message, RequestId, error_response, result_response
+from proxy.wire.python_json import NOT_REENCODABLE
 
 Commands = list[BridgeCommand]
 
@@ -209,6 +210,10 @@ class LegacyToMrtrEngine:
             return [ReplyJson(exchange, 400, error)]
         if body.parse_error is not None or first is None:
             error = error_response(None, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")
+            return [ReplyJson(exchange, 400, error)]
+        if body.non_finite:  # re-encoded, NaN would reach the other side as null
+            refusal = f"Parse error: {NOT_REENCODABLE}"
+            error = error_response(None if body.batch else first.id, errors.PARSE_ERROR, refusal)
             return [ReplyJson(exchange, 400, error)]
         if not body.batch and first.kind is Kind.REQUEST and first.method == "initialize":
             return self._on_initialize(exchange, route, first, at, peer)

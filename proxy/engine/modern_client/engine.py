@@ -79,6 +79,7 @@ from proxy.framing.http import Upstream
 from proxy.wire import errors
 from proxy.wire.jsonrpc import Kind, Message, error_response
 from proxy.wire.mcp import META_CLIENT_CAPABILITIES, request_meta
+from proxy.wire.python_json import NOT_REENCODABLE
 
 Commands = list[BridgeCommand]
 
@@ -249,6 +250,10 @@ class MrtrToLegacyEngine:
             return [_bad(exchange, errors.INVALID_REQUEST, "Invalid Request: empty batch")]
         if body.parse_error is not None or msg is None:
             return [_bad(exchange, errors.PARSE_ERROR, f"Parse error: {body.parse_error}")]
+        if body.non_finite:  # re-encoded, NaN would reach the other side as null
+            text = f"Parse error: {NOT_REENCODABLE}"
+            error = error_response(None if body.batch else msg.id, errors.PARSE_ERROR, text)
+            return [ReplyJson(exchange, 400, error)]
         if body.batch:
             return [_bad(exchange, errors.INVALID_REQUEST, "Invalid Request: 2026-07-28 has no batches")]
         if msg.kind is Kind.NOTIFICATION:
