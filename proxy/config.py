@@ -283,16 +283,29 @@ class Settings(BaseModel):
     re-encode); deeper JSON is refused with -32600 (HTTP 400) carrying the request's id."""
     max_bridged_message_bytes: PositiveInt = 32 * 1024 * 1024
     """Largest upstream message a bridge holds to re-encode it for the client (a JSON body, or one SSE
-    event); past it the leg fails and the client gets a JSON-RPC error naming this setting. Memory a
-    bridge may hold is about this times the bridged calls in flight. Pass-through streams and holds
-    nothing whole (what it reads for the chains is bounded by max_inspected_bytes)."""
+    event); past it the leg fails and the client gets a JSON-RPC error naming this setting. What all
+    bridged calls hold at once is bounded by max_response_bytes_in_flight. Pass-through streams and
+    holds nothing whole (what it reads for the chains is bounded by max_inspected_bytes)."""
     max_inspected_bytes: PositiveInt = 16 * 1024 * 1024
     """Largest response body (a JSON answer) or single SSE event the proxy reads to show its messages
     in pass-through. A larger one is still relayed whole, byte for byte; it is recorded as not
     inspected, naming this setting (a chain note, `not_inspected` on the log line, a
     `body_not_inspected` capture line), and a call it may have answered ends `incomplete`, not failed.
-    After an SSE event over it the rest of that stream goes unread. Memory the observer may hold is
-    about this times the responses in flight; bridges hold messages by max_bridged_message_bytes."""
+    After an SSE event over it the rest of that stream goes unread. What all responses in flight keep
+    to read is bounded by max_response_bytes_in_flight."""
+    max_response_bytes_in_flight: PositiveInt = 64 * 1024 * 1024
+    """Upstream response bytes the proxy holds at once across all clients: what pass-through keeps to
+    read a body or SSE event for the chains (up to max_inspected_bytes each) and the messages bridges
+    hold whole to re-encode (up to max_bridged_message_bytes each). Past it, pass-through relays the
+    rest of a response whole but unread (recorded as not inspected, naming this setting), and a bridge
+    refuses the message with a JSON-RPC error naming it (a retry may find room). Holdings under 64 KiB
+    are not counted.
+
+    Each byte held costs the proxy a few times its size (the bytes, the parsed message, its
+    re-encoding), so keep it near a quarter of the memory the proxy may use; /metrics shows the bytes
+    held now (mcp_proxy_response_bytes_in_flight). At least max_bridged_message_bytes, so every
+    message a bridge accepts can be carried.
+    """
     upstream_max_head_bytes: PositiveInt = 64 * 1024
     """Largest upstream response head (status line and headers) accepted, in bytes; past it the
     client gets HTTP 502 naming this setting and the connection to the upstream is closed."""
@@ -602,6 +615,22 @@ class Settings(BaseModel):
                     "setting": "max_body_bytes_in_flight",
                     "in_flight": self.max_body_bytes_in_flight,
                     "one": self.max_body_bytes,
+                },
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _responses_in_flight_fit_one_message(self) -> Self:
+        if self.max_response_bytes_in_flight < self.max_bridged_message_bytes:
+            raise PydanticCustomError(
+                "in_flight_below_one_message",
+                "max_response_bytes_in_flight ({in_flight}) is below max_bridged_message_bytes ({one}): "
+                "a message a bridge accepts could never be carried; raise it, or lower "
+                "max_bridged_message_bytes",
+                {
+                    "setting": "max_response_bytes_in_flight",
+                    "in_flight": self.max_response_bytes_in_flight,
+                    "one": self.max_bridged_message_bytes,
                 },
             )
         return self

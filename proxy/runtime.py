@@ -39,6 +39,7 @@ from proxy.transport.intercept_control import InterceptControl
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.metrics import continuations_of
 from proxy.transport.relay import RelayContext
+from proxy.transport.response_budget import ResponseBudget
 from proxy.transport.routing import Router
 from proxy.transport.self_loop import loop_refusal, upstream_is_listener
 from proxy.transport.sse_clients import SseClients, sse_paths
@@ -152,6 +153,7 @@ class Proxy:
             router=self.router,
             upstream_timeout=settings.upstream_timeout,
             inspect_limit=settings.max_inspected_bytes,
+            responses=ResponseBudget(settings.max_response_bytes_in_flight),
             rewrite_origin=settings.rewrite_oauth_origin,
         )
         self.faults = FaultControl(self.relays, settings.faults, settings.fault_seed)
@@ -355,6 +357,7 @@ class Proxy:
             capture_failed=lambda: self._sink.failed if self._sink is not None else None,
             faults=self.faults,
             intercepts=self.intercepts,
+            responses=relays.responses,
         )
 
     def _chain_of(self, exchange: str, message_id: str | int | None) -> str | None:

@@ -133,6 +133,7 @@ def add_bridges(
         pool=lambda: relays.pool,
         observer=observer,
         max_message_bytes=settings.max_bridged_message_bytes,
+        responses=relays.responses,
     )
     router.bridges[Mode.MRTR_TO_LEGACY] = BridgeDriver(
         MrtrToLegacyEngine(
@@ -156,6 +157,7 @@ def add_bridges(
         pool=lambda: relays.pool,
         observer=observer,
         max_message_bytes=settings.max_bridged_message_bytes,
+        responses=relays.responses,
     )
     for driver in router.bridges.values():  # the client's messages pass the fault rules too
         driver.faults = relays

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.peers.runner import REPO_ROOT
 
@@ -330,3 +331,26 @@ async def admin_json(url: str, token: str | None = None) -> Any:
     status, _, body = await admin_get(url, token)
     assert status == 200, (url, status, body)
     return json.loads(body)
+
+
+def sidecar(**settings: object) -> ProxyProcess:
+    """A proxy process configured the way the Docker image is: environment variables only."""
+    return ProxyProcess(clean_env(**settings_env(**settings)))
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples called `name` whose labels include `labels` (0 when there is none)."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+async def scrape(proxy: ProxyProcess) -> str:
+    """The proxy's /metrics page (Prometheus text)."""
+    status, headers, body = await admin_get(proxy.admin + "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    return body.decode()

@@ -24,7 +24,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.flows.events import ChainChanged, ChainStatus, FlowEvent, MessageRecorded, ProxyInfo
 from proxy.record.capture import CaptureFormatError, read_capture
@@ -37,9 +36,12 @@ from tests.sidecar import (
     admin_json,
     clean_env,
     headless_command,
+    metric,
     proxy_command,
     run_mcp_proxy,
+    scrape,
     settings_env,
+    sidecar,
     until,
 )
 
@@ -62,11 +64,6 @@ GUARDED_PATHS = [
 ADMIN_PATHS = OPEN_PATHS + GUARDED_PATHS
 
 
-def sidecar(**settings: object) -> ProxyProcess:
-    """A proxy process configured the way the Docker image is: environment variables only."""
-    return ProxyProcess(clean_env(**settings_env(**settings)))
-
-
 async def wait_for_status(url: str, status: int, *, token: str | None = None, seconds: float = 15.0) -> Any:
     """Poll an admin URL until it answers `status`; its JSON body."""
     seen: list[Any] = []
@@ -83,23 +80,6 @@ async def wait_for_status(url: str, status: int, *, token: str | None = None, se
         return await asyncio.wait_for(poll(), seconds)
     except TimeoutError:
         raise AssertionError(f"{url} never answered {status} within {seconds}s; last {seen}") from None
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The sum of the samples called `name` whose labels include `labels` (0 when there is none)."""
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
-
-
-async def scrape(proxy: ProxyProcess) -> str:
-    status, headers, body = await admin_get(proxy.admin + "/metrics")
-    assert status == 200
-    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    return body.decode()
 
 
 async def wait_for_metrics(proxy: ProxyProcess, check: Callable[[str], bool], what: str) -> str:

@@ -22,6 +22,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "era_unknown": "the upstream MCP server is not reachable yet",
     "tls_refused": "the proxy refused the upstream MCP server's TLS certificate",
     "wrong_scheme": "the upstream MCP server speaks another scheme than --upstream names",
+    "over_budget": "the proxy had no room to hold the upstream MCP server's answer",
 }
 """Keyed by the transport's fault kinds (`UpstreamError.kind`, a leg's failure reason)."""
 
@@ -32,6 +33,8 @@ FAULT_HINT: Final[dict[str, str]] = {
     "cut": "the MCP server's own log says why it stopped",
     "bad_response": "the MCP server's own log says what it sent, or why it stopped",
     "head_too_large": "raise upstream_max_head_bytes if the server's headers are meant to be this large",
+    "over_budget": "retry shortly, or raise max_response_bytes_in_flight if the proxy has the memory for "
+    "answers this large at once",
     "tls_refused": "retrying will not help: give the proxy the CA that signs the server's certificate with "
     "SSL_CERT_FILE=/path/to/ca.pem (only the system's CAs are trusted otherwise)",
 }

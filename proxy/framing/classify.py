@@ -187,15 +187,13 @@ def _too_deep(raw: bytes, body: Body, limit: int) -> Rejection | None:
     return _invalid(ident, text, {"limit": limit, "setting": "max_json_depth"}, "JSON too deep")
 
 
-def beyond_encoding(raw: bytes | str, values: Iterable[Any]) -> bool:
+def beyond_encoding(raw: bytes | bytearray | str, values: Iterable[Any]) -> bool:
     """True when a decoded value nests deeper than the proxy can encode again (`DEPTH_CEILING`).
 
     For what the upstream sends a bridge, which re-encodes it: only text holding more brackets
     than the ceiling is measured.
     """
-    brackets = (
-        raw.count(b"[") + raw.count(b"{") if isinstance(raw, bytes) else raw.count("[") + raw.count("{")
-    )
+    brackets = raw.count("[") + raw.count("{") if isinstance(raw, str) else raw.count(b"[") + raw.count(b"{")
     return brackets > DEPTH_CEILING and any(deeper_than(value, DEPTH_CEILING) for value in values)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "SseTooLarge",
     "encode_comment",
     "encode_event",
+    "encode_json_event",
 ]
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
@@ -117,7 +118,6 @@ class SseDecoder:
         "_last_event_id",
         "_limit",
         "_partial",
-        "_partial_len",
         "_retry",
         "_seen_cr",
         "_start",
@@ -131,10 +131,11 @@ class SseDecoder:
         self._start = True  # still looking for a BOM at stream start
         self._head = b""  # first bytes held back while they could still be a BOM
         self._seen_cr = False  # previous chunk ended with CR: drop one leading LF
-        self._partial: list[bytes] = []  # pieces of the unterminated line
-        self._partial_len = 0
+        # The unterminated line, grown in place: a long line is never held twice, as joined pieces
+        # would be, and its memory goes back to the system in one piece once it is let go.
+        self._partial = bytearray()
         # The event being assembled (None = field not seen since the last blank line).
-        self._data: list[bytes] = []
+        self._data: list[bytes | bytearray | memoryview] = []
         self._data_bytes = 0
         self._type: bytes | None = None
         self._id: str | None = None
@@ -161,7 +162,7 @@ class SseDecoder:
 
         Non-zero after ``close()`` means the stream was cut mid-event; callers log it.
         """
-        return len(self._head) + self._partial_len + self._event_raw
+        return len(self._head) + len(self._partial) + self._event_raw
 
     def feed(self, chunk: bytes) -> list[SseItem]:
         """Consume the next chunk of the body; return the items it completed, in order."""
@@ -189,29 +190,26 @@ class SseDecoder:
         terminated = last in (_LF, _CR)
         if not terminated and b"\n" not in chunk and b"\r" not in chunk:
             # Middle of a line: just hold on to it.
-            self._partial.append(chunk)
-            self._partial_len += len(chunk)
+            self._partial += chunk
             if self._partial_overflows():
                 raise self._fail([])
             return []
 
-        lines = chunk.splitlines()
+        lines: list[bytes | bytearray] = list(chunk.splitlines())
         if self._partial:
-            self._partial.append(lines[0])
-            lines[0] = b"".join(self._partial)
-            self._partial = []
-            self._partial_len = 0
+            self._partial += lines[0]
+            lines[0] = self._partial  # the line itself, not a copy (`_interpret` reads it in place)
+            self._partial = bytearray()
+        tail: bytes | bytearray = b""
         if terminated:
             self._seen_cr = last == _CR
-            tail = b""
         else:
             tail = lines.pop()
 
         out: list[SseItem] = []
         self._interpret(lines, out)
         if tail:
-            self._partial = [tail]
-            self._partial_len = len(tail)
+            self._partial = bytearray(tail)
             if self._partial_overflows():
                 raise self._fail(out)
         return out
@@ -234,16 +232,12 @@ class SseDecoder:
         network cut the stream: a line longer than the limit, or a `data:` line whose value already
         carries the event past it (a comment or another field after a large `data:` does not).
         """
-        size = self._partial_len
+        size = len(self._partial)
         if size > self._limit:
             return True
         if self._data_bytes + size - 4 <= self._limit:  # even as "data:<value>" it stays within
             return False
-        start = b""
-        for piece in self._partial:  # the first six bytes, from however many pieces hold them
-            start += piece[:6]
-            if len(start) >= 6:
-                break
+        start = bytes(self._partial[:6])
         if not start.startswith(b"data:"):
             return False
         value = size - (6 if start[5:6] == b" " else 5)
@@ -253,7 +247,7 @@ class SseDecoder:
         self._failed = True
         return SseTooLarge(self._limit, tuple(out))
 
-    def _interpret(self, lines: list[bytes], out: list[SseItem]) -> None:
+    def _interpret(self, lines: list[bytes | bytearray], out: list[SseItem]) -> None:
         limit = self._limit
         for raw in lines:
             if not raw:
@@ -266,36 +260,44 @@ class SseDecoder:
                 text = raw[2:] if raw[1:2] == b" " else raw[1:]
                 out.append(SseComment(text.decode("utf-8", "replace")))
                 continue
+            value: bytes | bytearray | memoryview
             if colon < 0:
                 name = raw
                 value = b""
             else:
                 name = raw[:colon]
                 start = colon + 2 if raw[colon + 1 : colon + 2] == b" " else colon + 1
-                value = raw[start:]
+                # A line that spanned chunks is a bytearray: its value is read in place, not copied.
+                value = memoryview(raw)[start:] if isinstance(raw, bytearray) else raw[start:]
             self._event_raw += len(raw)
             if name == b"data":
                 self._data.append(value)
                 self._data_bytes += len(value) + 1
                 if self._data_bytes > limit:
                     raise self._fail(out)
-            elif name == b"event":
-                self._type = value
-            elif name == b"id":
-                if b"\x00" not in value:
-                    self._id = self._id_buffer = value.decode("utf-8", "replace")
-            elif name == b"retry" and value.isdigit():  # bytes.isdigit(): ASCII digits only (WHATWG)
-                # Past int()'s digit limit there is no sane reconnection time: ignore it.
-                with suppress(ValueError):
-                    self._retry = int(value)
-            # Any other field name is ignored.
+            else:
+                self._field(name, bytes(value))
+
+    def _field(self, name: bytes | bytearray, value: bytes) -> None:
+        """A field other than `data`; any name but `event`, `id` and `retry` is ignored."""
+        if name == b"event":
+            self._type = value
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = self._id_buffer = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():  # bytes.isdigit(): ASCII digits only (WHATWG)
+            # Past int()'s digit limit there is no sane reconnection time: ignore it.
+            with suppress(ValueError):
+                self._retry = int(value)
 
     def _dispatch(self, out: list[SseItem]) -> None:
         self._last_event_id = self._id_buffer
         if self._data or self._type is not None or self._id is not None or self._retry is not None:
+            data = self._data
+            joined = data[0] if len(data) == 1 else b"\n".join(data)  # one line: decoded in place
             out.append(
                 SseEvent(
-                    data=b"\n".join(self._data).decode("utf-8", "replace"),
+                    data=str(joined, "utf-8", "replace"),
                     event=self._type.decode("utf-8", "replace") if self._type else "message",
                     id=self._id,
                     retry=self._retry,
@@ -358,6 +360,18 @@ def encode_event(
         raise ValueError("an SSE event needs data, event, id or retry; a bare blank line dispatches nothing")
     parts.append("\n")
     return "".join(parts).encode("utf-8")
+
+
+def encode_json_event(data: bytes, *, id: str | None = None) -> bytes:
+    """`encode_event` for one compact JSON text: its bytes go into the event as they are, copied once.
+
+    Compact JSON holds no raw CR or LF (inside strings they are escaped), so it is one `data:` line;
+    a text that does hold one goes the general way, split into lines.
+    """
+    if b"\n" in data or b"\r" in data:
+        return encode_event(data.decode("utf-8", "replace"), id=id)
+    head = encode_event(None, id=id)[:-1] if id is not None else b""
+    return b"".join((head, b"data: ", data, b"\n\n"))
 
 
 def encode_comment(text: str) -> bytes:

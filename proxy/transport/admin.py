@@ -46,6 +46,8 @@ from proxy.transport.feed import FeedSource, serve_feed
 from proxy.transport.health import OPEN_PATHS, HealthAnswers, ListenError
 from proxy.transport.intercept_control import InterceptControl, InterceptMetrics
 from proxy.transport.metrics import CONTENT_TYPE, ProxyMetrics, continuations_of
+from proxy.transport.response_budget import ResponseBudget
+from proxy.transport.response_metrics import ResponseBudgetMetrics
 from proxy.transport.routing import Router
 
 DEFAULT_HISTORY = 200
@@ -110,6 +112,8 @@ class AdminContext:
     """The fault rules in force (`/api/faults`; their counts in /metrics)."""
     intercepts: InterceptControl | None = None
     """The intercept rules and held messages (`/api/intercepts`; their counts in /metrics)."""
+    responses: ResponseBudget | None = None
+    """The response bytes held across all clients (`max_response_bytes_in_flight`; in /metrics)."""
 
 
 class AdminServer:
@@ -157,6 +161,8 @@ class AdminServer:
             self.metrics.registry.register(FaultMetrics(ctx.faults))
         if ctx.intercepts is not None:
             self.metrics.registry.register(InterceptMetrics(ctx.intercepts.desk))
+        if ctx.responses is not None:
+            self.metrics.registry.register(ResponseBudgetMetrics(ctx.responses))
         self.health = HealthAnswers.running(ctx.router, settings, ctx.draining, ttl=ready_ttl)
         # Listening now, before the MCP listener opens, so the counters see every observation.
         ctx.observations.listeners.append(self.metrics.counting.observe_all)

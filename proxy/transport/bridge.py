@@ -79,12 +79,13 @@ from proxy.flows.proxy_notes import answered_for_client, answerer
 from proxy.flows.sink import ObservationSink
 from proxy.framing.classify import DEPTH_CEILING, Route, beyond_encoding
 from proxy.framing.http import Upstream, header, is_sse
-from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_event
+from proxy.framing.sse import SseDecoder, SseEvent, SseTooLarge, encode_json_event
 from proxy.logs import get_logger, traffic_line
 from proxy.transport.bridge_faults import Edited, bridged_client_faults
 from proxy.transport.bridge_holds import BridgeHolds, Outcome
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers, cut_outcome
 from proxy.transport.origin_rewrites import OriginRewrites, challenged
+from proxy.transport.response_budget import OVER_BUDGET, Hold, ResponseBudget, read_held, refused_message
 from proxy.transport.tasks import spawn
 from proxy.transport.upstream_pool import UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.cors import CorsAnswers, origin_of
@@ -218,10 +219,14 @@ class BridgeDriver:
         pool: Callable[[], UpstreamClient],
         observer: ObservationSink,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        responses: ResponseBudget | None = None,
     ) -> None:
         self.engine = engine
         self.max_message_bytes = max_message_bytes
         """Largest upstream message a leg holds to re-encode (a JSON body, or one SSE event)."""
+        self.responses = responses if responses is not None else ResponseBudget()
+        """The response bytes held across all clients (`max_response_bytes_in_flight`): each message a
+        leg holds counts in it from its first byte until the engine has it."""
         self.mode = mode
         self.upstream = upstream
         self._pool = pool
@@ -283,8 +288,8 @@ class BridgeDriver:
             elif answer is not None:
                 status, message, note = answer
                 self.exchanges.pop(exchange, None)
-                self._observe_reply(exchange, status, message, (), note)
-                _json_response(client, status, message, ())
+                data = self._observe_reply(exchange, status, message, (), note)
+                _json_response(client, status, data, ())
                 return
         holds = self.intercepts
         if holds is not None and holds.active:
@@ -322,8 +327,8 @@ class BridgeDriver:
                 moves = self._challenge_moves(exchange, ex, status, headers)
                 if moves is not None:
                     headers = moves.challenge_headers(headers)
-                self._observe_reply(exchange, status, message, headers, note, outcome, moves)
-                _json_response(ex.client, status, message, headers)
+                data = self._observe_reply(exchange, status, message, headers, note, outcome, moves)
+                _json_response(ex.client, status, data, headers)
                 ex.answered = ex.done = True
             case StartSse(_, headers):
                 head = self._cors.add_to(origin_of(ex.client.headers), _sse_head(headers))
@@ -402,7 +407,7 @@ class BridgeDriver:
         """One SSE event on the client's stream, observed as it goes out."""
         data = dumps(cmd.message)
         self._observe_client_bound(exchange, cmd.message, len(data), Channel.SSE, cmd.note)
-        return encode_event(data.decode(), id=cmd.event_id)
+        return encode_json_event(data, id=cmd.event_id)
 
     async def _guard(self, exchange: str, ex: _Exchange, write: Awaitable[None]) -> None:
         try:
@@ -579,22 +584,24 @@ class BridgeDriver:
             stream.sent = sent
         while True:
             self._reading[leg] = resp
+            fault = "cut"
             try:
                 await self._read_leg(leg, resp, stream)
                 cut: str | None = None
                 resp.release()  # read to its end: the connection carries the next leg
             except UpstreamError as exc:
                 cut = str(exc) or type(exc).__name__
+                fault = exc.kind
                 self._judge(stream, resp.status, None)
             except SseTooLarge as exc:
                 cut = f"an upstream SSE event larger than {exc.limit} bytes (max_bridged_message_bytes)"
             finally:
                 self._reading.pop(leg, None)
                 resp.close()  # a no-op once released; drops a connection whose body was not read out
-            if not stream.sse:
+            if not stream.sse or fault == OVER_BUDGET:  # the proxy gave up on it: no resume brings it back
                 self._leg_done(
                     leg,
-                    LegFailed(leg, "cut", cut, time.time())
+                    LegFailed(leg, fault, cut, time.time())
                     if cut is not None
                     else LegEnded(leg, time.time(), stream.unread),
                 )
@@ -656,7 +663,10 @@ class BridgeDriver:
                 self._query(self.leg_exchange.get(leg, "")),
             )
             try:
-                await resp.read(self.max_message_bytes, "the upstream's reply to an intercept's answer")
+                with self.responses.hold() as hold:
+                    await read_held(
+                        resp, self.max_message_bytes, "the upstream's reply to an intercept's answer", hold
+                    )
             finally:
                 resp.close()
         except (TimeoutError, UpstreamError) as exc:
@@ -702,21 +712,39 @@ class BridgeDriver:
             self.observer.emit(AnsweredByProxy(self.observer.now(), exchange, reason))
 
     async def _read_leg(self, leg: str, resp: UpstreamResponse, stream: _LegStream) -> None:
-        if is_sse(resp.header("content-type")):
-            stream.sse = True
-            self._judge(stream, resp.status, None)
-            decoder = SseDecoder(self.max_message_bytes)
-            async for chunk in resp.chunks():
-                for item in decoder.feed(chunk):
-                    if isinstance(item, SseEvent):
-                        await self._leg_event(leg, item, stream)
-            return
-        raw = await resp.read(self.max_message_bytes, "upstream message (max_bridged_message_bytes)")
+        """Feed the engine the messages of a leg's body, each counted in the response budget from its
+        first byte until the engine has it (given back however the read ends)."""
+        with self.responses.hold() as hold:
+            if is_sse(resp.header("content-type")):
+                stream.sse = True
+                self._judge(stream, resp.status, None)
+                await self._read_events(leg, resp, stream, hold)
+                return
+            what = "upstream message (max_bridged_message_bytes)"
+            raw = await read_held(resp, self.max_message_bytes, what, hold)
+            await self._leg_json(leg, resp, stream, raw)
+
+    async def _read_events(self, leg: str, resp: UpstreamResponse, stream: _LegStream, hold: Hold) -> None:
+        """An SSE body's events, each message fed on as it completes; the event still arriving, and
+        those completed and not yet fed, count in `hold`."""
+        decoder = SseDecoder(self.max_message_bytes)
+        async for chunk in resp.chunks():
+            items = decoder.feed(chunk)
+            held = decoder.pending_bytes + sum(len(item.data) for item in items if isinstance(item, SseEvent))
+            if held > hold.size and not hold.settle(held):
+                raise refused_message(hold, f"an upstream SSE event of at least {held} bytes")
+            for item in items:
+                if isinstance(item, SseEvent):
+                    await self._leg_event(leg, item, stream)
+            hold.settle(decoder.pending_bytes)  # never more than it held: always granted
+
+    async def _leg_json(self, leg: str, resp: UpstreamResponse, stream: _LegStream, raw: bytearray) -> None:
+        """Feed the engine the messages of a leg's whole JSON body."""
         self._judge(stream, resp.status, raw)
         body = parse_body(raw)
         messages = body.messages
         if resp.status >= 400 and all(msg.kind is Kind.INVALID for msg in messages):
-            stream.unread = raw  # no JSON-RPC message (`{"error": "invalid_token"}` is none either)
+            stream.unread = bytes(raw)  # no JSON-RPC message (`{"error": "invalid_token"}` is none either)
         if beyond_encoding(raw, (msg.raw for msg in messages)):
             raise UpstreamError("cut", _TOO_DEEP)
         if body.non_finite:
@@ -741,7 +769,7 @@ class BridgeDriver:
         self._observe_leg_msg(leg, msg, len(item.data), stream.channel)
         await self._leg_message(leg, msg, item.id)
 
-    def _judge(self, stream: _LegStream, status: int, body: bytes | None) -> None:
+    def _judge(self, stream: _LegStream, status: int, body: bytes | bytearray | None) -> None:
         """A refused request of the bridge's own, judged once with its body (None: by its status)."""
         sent, stream.sent = stream.sent, None
         if sent is None:
@@ -836,7 +864,8 @@ class BridgeDriver:
         note: str | None = None,
         outcome: str | None = None,
         moves: OriginRewrites | None = None,
-    ) -> None:
+    ) -> bytes | None:
+        """Record a whole answer the bridge makes; returns its body, encoded once for both (None: none)."""
         sink = self.observer
         content_type = "application/json" if message else None
         sink.emit(
@@ -846,9 +875,11 @@ class BridgeDriver:
         )
         for rewrite in moves.take() if moves is not None else ():  # recorded after the head they changed
             sink.emit(rewrite)
-        if message is not None:
-            self._observe_client_bound(exchange, message, len(dumps(message)), Channel.JSON, note)
+        data = dumps(message) if message is not None else None
+        if message is not None and data is not None:
+            self._observe_client_bound(exchange, message, len(data), Channel.JSON, note)
         self._close_observation(exchange, outcome)
+        return data
 
     def _challenge_moves(
         self, exchange: str, ex: _Exchange, status: int, headers: tuple[tuple[str, str], ...]
@@ -935,10 +966,10 @@ def _sse_head(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ..
 
 
 def _json_response(
-    client: ClientSide, status: int, message: dict[str, Any] | None, headers: tuple[tuple[str, str], ...]
+    client: ClientSide, status: int, data: bytes | None, headers: tuple[tuple[str, str], ...]
 ) -> None:
-    """A complete response: the JSON message, or an empty body (202); the proxy's own, named so."""
-    if message is None:
+    """A complete response: the encoded JSON message, or an empty body (202); the proxy's own, named so."""
+    if data is None:
         client.respond(status, b"", None, headers)
     else:
-        client.respond(status, dumps(message), "application/json", headers)
+        client.respond(status, data, "application/json", headers)

@@ -50,6 +50,7 @@ from proxy.transport.bridge_faults import server_asked
 from proxy.transport.client_side import ClientGone, ClientSide, answer_headers
 from proxy.transport.origin_rewrites import read_document
 from proxy.transport.relay import PassthroughRelay, RelayContext, Started
+from proxy.transport.response_budget import Hold
 from proxy.transport.upstream_pool import UpstreamError, UpstreamResponse
 from proxy.wire.jsonrpc import Kind, Message, RequestId, classify_value, dumps, member_sizes, parse_body
 
@@ -367,16 +368,35 @@ class GatedRelay(PassthroughRelay):
         """
         if self.cut_fault is not None:
             self._note_cut(applied=False, detail="the server answered with a JSON body, not an SSE stream")
+        with self.ctx.responses.hold() as hold:  # what is read to judge, until it is sent
+            await self._json_held(route, head, upstream, hold)
+
+    async def _json_held(
+        self, route: Route, head: ClientHead, upstream: UpstreamResponse, hold: Hold
+    ) -> None:
+        """`_json_through_gate` with what it reads counted in `hold`: an answer the response budget
+        (`max_response_bytes_in_flight`) has no room for goes on as one over the limit does."""
         length, limit = head.content_length, self.ctx.inspect_limit
         body = b""
-        if length is None or length <= limit:
-            body, cut = await read_document(upstream, limit)
+        room = length is None or length > limit or hold.settle(length)
+        if room and (length is None or length <= limit):
+            refused: list[int] = []  # a size the budget had no room for: reading stopped there
+
+            def counted(size: int) -> bool:
+                if hold.settle(size):
+                    return True
+                refused.append(size)
+                return False
+
+            body, cut = await read_document(upstream, limit, counted)
+            room = not refused
             if cut is not None:
                 self._cut_short(route, head, upstream, body, cut)
                 return
         self.doubt(route, upstream.status, body)  # one not read (over the limit) is judged by its status
-        if (length is not None and length > limit) or len(body) > limit:
-            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=limit)
+        if (length is not None and length > limit) or len(body) > limit or not room:
+            _LOG.info("fault_body_not_judged", exchange=self.exchange, limit=limit, room=room)
+            hold.release()
             if self._started(head, upstream, length, body):
                 await self.stream_started(Started(upstream, body))
             return

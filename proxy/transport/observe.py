@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from proxy.flows.events import Channel
 from proxy.framing.content_coding import CodingError, ContentDecoder, content_codings, undecodable
 from proxy.framing.sse import SseDecoder, SseEvent, SseItem, SseTooLarge
+from proxy.transport.response_budget import COUNTED_RESPONSE, Hold
 from proxy.wire.jsonrpc import Body, Kind, Message, member_sizes, parse_body, parse_text
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
@@ -46,6 +47,15 @@ def too_large(what: str, limit: int) -> str:
 
 ENCODED_COUNT = "its size counts the encoded bytes relayed, its decoded size unknown"
 """Said of a compressed body not decoded to its end, whose size is then a count of encoded bytes."""
+
+
+def over_budget(what: str, hold: Hold) -> str:
+    """Why a body went unread: the proxy held as many response bytes as `max_response_bytes_in_flight`
+    allows, across all clients, so `what` was relayed as it came (counted as a refusal)."""
+    budget = hold.budget
+    why = f"{what} was relayed whole but not inspected: {budget.no_room()}"
+    budget.note_refusal("not_inspected", why)
+    return why
 
 
 def not_inspected_coding(coding: str) -> str:
@@ -81,6 +91,9 @@ class BodyObserver:
     """The largest JSON body or SSE event read (`max_inspected_bytes`), decoded when compressed."""
     encoding: str | None = None
     """The body's Content-Encoding, if any: what is observed is the body it decodes to."""
+    hold: Hold | None = None
+    """The share of `max_response_bytes_in_flight` the bytes kept for reading count in (None: none
+    counted); past the budget the rest is relayed unread, and it is given back at the end (`release`)."""
     _content: ContentDecoder | None = None
     _coding: str = ""
     _decoder: SseDecoder | None = None
@@ -105,12 +118,38 @@ class BodyObserver:
         if codings:
             self._coding = ", ".join(codings)
             self._content = ContentDecoder(codings)
+        declared = self.declared_size if self._content is None else None  # a compressed one: decoded
         if self.sse:
             self._decoder = SseDecoder(self.limit)
-        elif self._content is None and self.declared_size is not None and self.declared_size > self.limit:
-            self.skip(too_large(f"a response body of {self.declared_size} bytes", self.limit))
-        else:
+        elif declared is not None and declared > self.limit:
+            self.skip(too_large(f"a response body of {declared} bytes", self.limit))
+        elif declared is None or self._room(declared, whole=True):  # else relayed unread (`_room` said why)
             self._buffer = bytearray()
+
+    def _room(self, size: int, *, whole: bool = False) -> bool:
+        """Whether the budget has room to keep `size` bytes for reading (`whole`: the body's declared
+        length, else what arrived so far); if not, reading stops."""
+        hold = self.hold
+        if hold is None or hold.settle(size):
+            return True
+        bytes_ = f"{size} bytes" if whole else f"at least {size} bytes"
+        if self._decoder is not None:
+            self.skip(over_budget(f"an SSE event of {bytes_}", hold) + ", nor the rest of its stream")
+        else:
+            self.skip(over_budget(f"a response body of {bytes_}", hold))
+        return False
+
+    def release(self) -> None:
+        """Give back the budget's share the observer counts (it may count again if it reads on)."""
+        if self.hold is not None:
+            self.hold.release()
+
+    def stop(self) -> None:
+        """The exchange ended, however it ended: nothing more is kept, and the budget's share goes back."""
+        self._decoder = None
+        self._buffer = None
+        self.release()
+        self.hold = None
 
     def skip(self, reason: str) -> None:
         """Stop reading: the rest of the body is relayed and counted, unread; `reason` says why."""
@@ -133,6 +172,7 @@ class BodyObserver:
             self._buffer = None
         if self._content is not None:  # decoded bytes untold give way to the encoded bytes that held them
             self._owed, self._encoded_owed = self._encoded_owed, 0
+        self.release()
 
     def feed(self, chunk: bytes) -> None:
         """Look at one relayed chunk (decoded first when the body is compressed)."""
@@ -169,10 +209,22 @@ class BodyObserver:
                 self._tell_extra(0)
                 return
             self._owed += len(chunk) - self._emit_sse(items)
-            self._tell_extra(decoder.pending_bytes)
-        elif self._buffer is not None:
-            if len(self._buffer) + len(chunk) <= self.limit:
-                self._buffer += chunk
+            pending = decoder.pending_bytes
+            hold = self.hold
+            if hold is not None and (pending >= COUNTED_RESPONSE or hold.size) and not self._room(pending):
+                self._tell_extra(0)
+                return
+            self._tell_extra(pending)
+        elif (buffer := self._buffer) is not None:
+            size = len(buffer) + len(chunk)
+            if size <= self.limit:
+                hold = self.hold
+                if hold is None or size < COUNTED_RESPONSE or size <= hold.size or hold.settle(size):
+                    buffer += chunk
+                    return
+                self._owed += len(chunk)  # owed before `skip`, which may count encoded bytes instead
+                self._room(size)  # no room: the rest goes by unread, and it says why
+                self._tell_extra(0)
                 return
             self._owed += len(chunk)
             what = f"a {self._coding}-encoded response body, decoded," if self._coding else "a response body"
@@ -216,12 +268,17 @@ class BodyObserver:
             if decoder.pending_bytes:
                 self.problem = f"stream ended inside an event ({decoder.pending_bytes} bytes unfinished)"
         self._tell_extra(0)
-        if decoder is not None or self._buffer is None:
+        buffer = self._buffer
+        if decoder is not None or buffer is None:
+            self.release()
             return None
-        return observe_json(bytes(self._buffer), self.sink)
+        try:
+            return observe_json(buffer, self.sink)  # read in place: no copy of a big body
+        finally:
+            self.release()
 
 
-def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]]:
+def json_messages(data: bytes | bytearray) -> tuple[Body, list[tuple[Message, int, Channel]]]:
     """The messages of a whole JSON body, each with its size and channel; a body that is not JSON-RPC
     becomes one invalid message."""
     body = parse_body(data)
@@ -236,7 +293,7 @@ def json_messages(data: bytes) -> tuple[Body, list[tuple[Message, int, Channel]]
     return body, [(msg, share, _JSON) for msg, share in zip(messages, sizes, strict=True)]
 
 
-def observe_json(data: bytes, sink: MessageSink) -> Body:
+def observe_json(data: bytes | bytearray, sink: MessageSink) -> Body:
     """Report the messages of a whole JSON body to `sink` (`json_messages`)."""
     body, found = json_messages(data)
     for msg, size, channel in found:

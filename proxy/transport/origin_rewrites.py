@@ -9,6 +9,7 @@ Nothing here sends or observes the traffic itself; the relay does, in its order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from proxy.engine.oauth_origin import (
@@ -187,16 +188,18 @@ def _is_challenge(name: str) -> bool:
     return len(name) == 16 and name.lower() == "www-authenticate"
 
 
-async def read_document(upstream: UpstreamResponse, limit: int) -> tuple[bytes, UpstreamError | None]:
-    """The body of a document whose head came first, read until it ends, breaks (the error returned)
-    or goes past `limit` (what was read, one chunk past it)."""
+async def read_document(
+    upstream: UpstreamResponse, limit: int, room: Callable[[int], bool] = lambda _size: True
+) -> tuple[bytes, UpstreamError | None]:
+    """The body of a document whose head came first, read until it ends, breaks (the error returned),
+    goes past `limit` (what was read, one chunk past it) or finds no `room` for what it has read."""
     parts: list[bytes] = []
     size = 0
     try:
         async for chunk in upstream.chunks():
             parts.append(chunk)
             size += len(chunk)
-            if size > limit:
+            if size > limit or not room(size):
                 break
     except UpstreamError as exc:
         return b"".join(parts), exc

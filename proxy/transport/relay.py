@@ -62,6 +62,7 @@ from proxy.transport.holds import Holds
 from proxy.transport.intercept_desk import InterceptDesk
 from proxy.transport.observe import INSPECT_LIMIT, BodyObserver, json_messages, too_large
 from proxy.transport.origin_rewrites import OriginRewrites, challenged, is_discovery, read_document
+from proxy.transport.response_budget import ResponseBudget
 from proxy.transport.routing import Router
 from proxy.transport.upstream_pool import PendingHead, UpstreamClient, UpstreamError, UpstreamResponse
 from proxy.wire.headers import SESSION_ID
@@ -118,6 +119,7 @@ class RelayContext:
         "open_streams",
         "pool",
         "relaying",
+        "responses",
         "rewrite_origin",
         "router",
         "upstream",
@@ -133,6 +135,7 @@ class RelayContext:
         router: Router,
         upstream_timeout: float,
         inspect_limit: int = INSPECT_LIMIT,
+        responses: ResponseBudget | None = None,
         rewrite_origin: bool = True,
     ) -> None:
         self.upstream = upstream
@@ -143,6 +146,9 @@ class RelayContext:
         self.upstream_timeout = upstream_timeout
         self.inspect_limit = inspect_limit
         """The largest response body, or SSE event, read for the chain (`max_inspected_bytes`)."""
+        self.responses = responses if responses is not None else ResponseBudget()
+        """The response bytes held across all exchanges, pass-through's and the bridges' alike
+        (`max_response_bytes_in_flight`)."""
         self.rewrite_origin = rewrite_origin
         """Move the upstream's origin onto the client's in OAuth discovery, and back in the `resource`
         a client sends (`rewrite_oauth_origin`, `proxy.engine.oauth_origin`)."""
@@ -216,7 +222,8 @@ class PassthroughRelay:
         None for the traffic that needs none."""
         self.observer: BodyObserver | None = None
         """The observer of the response body (`_observer`): an exchange given up before the body's
-        end counts what it relayed (`BodyObserver.give_up`)."""
+        end counts what it relayed (`BodyObserver.give_up`); what it keeps counts in
+        `max_response_bytes_in_flight` until the exchange ends (`_finish` gives it back)."""
 
     async def run(self, outcome: Route | Rejection, *, received: int) -> None:
         """Handle the exchange to its end; a client that leaves mid-way is cleaned up, never leaked.
@@ -741,6 +748,7 @@ class PassthroughRelay:
             declared_size=upstream.content_length,
             limit=self.ctx.inspect_limit,
             encoding=self.encoding,
+            hold=self.ctx.responses.hold(),
         )
         return observer
 
@@ -878,6 +886,8 @@ class PassthroughRelay:
         if self.ended:
             return
         self.ended = True
+        if self.observer is not None:  # however the exchange ended, what its observer kept is given back
+            self.observer.stop()
         if self.unjudged is not None:  # the body never went by whole: its status alone decides
             (route, status), self.unjudged = self.unjudged, None
             self.doubt(route, status, None)

@@ -87,8 +87,9 @@ class UpstreamError(Exception):
 
     `kind` is `unreachable`, `cut`, `head_too_large` (the response head passed `max_head_bytes`; the
     connection is closed), `body_timeout` (the upstream stopped sending a body that is not an SSE
-    stream; the connection is closed) or `unsendable` (a head the core's `encode_request` refused;
-    nothing was sent and no connection was taken).
+    stream; the connection is closed), `unsendable` (a head the core's `encode_request` refused;
+    nothing was sent and no connection was taken) or `over_budget` (the proxy had no room to hold the
+    answer's message: `proxy.transport.response_budget`).
     """
 
     def __init__(self, kind: str, detail: str) -> None:

@@ -130,14 +130,14 @@ class Body:
         return self.messages[0] if self.messages else None
 
 
-def parse_body(data: bytes, max_batch: int | None = None) -> Body:
+def parse_body(data: bytes | bytearray, max_batch: int | None = None) -> Body:
     """Decode an HTTP body into JSON-RPC messages; never raises.
 
     With `max_batch`, a longer batch has only its first `max_batch + 1` messages decoded (its
     `batch_length` tells the whole), so a batch of a million tiny values costs one C-speed JSON
     decode, not a million Python ones.
     """
-    if not data.strip():
+    if not data or data.isspace():  # never `strip()`: it copies a big body
         return Body((), parse_error="empty body")
     non_finite = False
     try:
