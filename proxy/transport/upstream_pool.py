@@ -338,6 +338,9 @@ class _Connection(asyncio.Protocol):
         """Seconds this connection may stay idle (shortened by the upstream's `Keep-Alive: timeout`)."""
         self.reads = 0
         """Reads from the upstream, for the body idle deadline (`BodyDeadlines`)."""
+        self.unwatched = False
+        """A response head arrived in the read under way, its body not an SSE stream: the body idle
+        deadline watches it once the read is parsed, unless the body ended in the same read."""
         self.idle_deadline = 0.0
         self.alive = True
         self.lost = False
@@ -374,6 +377,8 @@ class _Connection(asyncio.Protocol):
                     listening._reading = False  # it hears of the failure at once, with what came before
                 self._fail(event.kind, event.detail)
                 return
+        if self.unwatched:
+            self._watch_body()
         if listening is not None:
             listening._reading = False
             listening.heard()
@@ -410,7 +415,7 @@ class _Connection(asyncio.Protocol):
         response.trailers = head.trailers  # filled by the reader as they arrive
         self.response = response
         if not response.event_stream:
-            self.pool.body_deadlines.watch(self)
+            self.unwatched = True
         if response.keep_alive_header:
             announced = keep_alive_timeout(head.headers)
             if announced is not None:
@@ -451,6 +456,13 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and self.paused:
             self.paused = False
             self.transport.resume_reading()
+
+    def _watch_body(self) -> None:
+        """Hand the body to the idle deadline if it is still to come: a small answer's body usually
+        arrives with its head, and then there is nothing to watch."""
+        self.unwatched = False
+        if self.reading_body():
+            self.pool.body_deadlines.watch(self, self.pool.loop())
 
     def reading_body(self) -> bool:
         """The response this connection carries has a body still to come (`BodyDeadlines`)."""
