@@ -340,7 +340,8 @@ class _Connection(asyncio.Protocol):
         """Reads from the upstream, for the body idle deadline (`BodyDeadlines`)."""
         self.unwatched = False
         """A response head arrived in the read under way, its body not an SSE stream: the body idle
-        deadline watches it once the read is parsed, unless the body ended in the same read."""
+        deadline watches it once the read is parsed, unless the body ended in the same read (a small
+        answer's body usually arrives with its head, and then there is nothing to watch)."""
         self.idle_deadline = 0.0
         self.alive = True
         self.lost = False
@@ -370,6 +371,7 @@ class _Connection(asyncio.Protocol):
                 self._headed(event)
             elif isinstance(event, EndOfResponse):
                 self.keep_alive = event.keep_alive
+                self.unwatched = False  # the body ended in the read that brought its head: nothing to watch
                 if self.response is not None:
                     self.response._end(None)
             else:
@@ -377,8 +379,9 @@ class _Connection(asyncio.Protocol):
                     listening._reading = False  # it hears of the failure at once, with what came before
                 self._fail(event.kind, event.detail)
                 return
-        if self.unwatched:
-            self._watch_body()
+        if self.unwatched:  # a head came and its body goes on past this read
+            self.unwatched = False
+            self.pool.body_deadlines.watch(self, self.pool.loop())
         if listening is not None:
             listening._reading = False
             listening.heard()
@@ -456,13 +459,6 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and self.paused:
             self.paused = False
             self.transport.resume_reading()
-
-    def _watch_body(self) -> None:
-        """Hand the body to the idle deadline if it is still to come: a small answer's body usually
-        arrives with its head, and then there is nothing to watch."""
-        self.unwatched = False
-        if self.reading_body():
-            self.pool.body_deadlines.watch(self, self.pool.loop())
 
     def reading_body(self) -> bool:
         """The response this connection carries has a body still to come (`BodyDeadlines`)."""
