@@ -119,7 +119,7 @@ class Proxy:
         self.retry_waits = RetryWaits(settings.continuation_ttl)
         """2026-07-28 pass-through calls answered `input_required` whose retry has not come: a drain
         waits for them as for a bridge's parked calls."""
-        self.observations.listeners.append(self.retry_waits.observe_all)
+        self.observations.modern_listeners.append(self.retry_waits.observe_all)
         self.observations.sweepers.append(self._sweep_retry_waits)
         log = get_logger()
         self.observations.on_asked = lambda asked: traffic_line(log, "server_asked", asked.log_fields())

@@ -354,7 +354,7 @@ class Redactor:
         for text in self._texts:
             if text in value:
                 value = value.replace(text, self.token(text))
-        return self._short.scrub(value, self.token) if self._short else value
+        return self._short.scrub(value, self.token) if self._short.any else value
 
     def header_value(self, name: str, value: str) -> str:
         """Mask one header value if its name is secret, keeping a known Authorization scheme word.
@@ -551,7 +551,7 @@ class Redactor:
             return value
         secret = self._foreign_key if _foreign(value) else self.is_secret_key
         value = _walk(value, secret, self._mask_body_value)
-        return self._scrub_body(value) if self._json_texts or self._short else value
+        return self._scrub_body(value) if self._json_texts or self._short.any else value
 
     def _scrub_body(self, value: Any) -> Any:
         """The body with known secret texts in its strings masked (the input itself if none is in it)."""
@@ -568,7 +568,7 @@ class Redactor:
         for text, stand_in in self._json_texts:
             if text in encoded:
                 encoded, found = encoded.replace(text, stand_in), True
-        short = self._short.scrub_json(encoded, self.token) if self._short else None
+        short = self._short.scrub_json(encoded, self.token) if self._short.any else None
         return short if short is not None else encoded if found else None
 
     def is_secret_key(self, key: str) -> bool:
@@ -699,7 +699,7 @@ class Redactor:
             walked = _walk(value, self.is_secret_key, self._mask_body_value)  # learns before the scrub
             if walked is not value:
                 value, encoded, masked = walked, orjson.dumps(walked, option=orjson.OPT_NON_STR_KEYS), True
-        if (self._json_texts or self._short) and (scrubbed := self._scrub_json(encoded)) is not None:
+        if (self._json_texts or self._short.any) and (scrubbed := self._scrub_json(encoded)) is not None:
             value, encoded = orjson.loads(scrubbed), scrubbed
         shown, truncated, size = _bounded(value, encoded, limit)
         return shown, truncated, size, None if truncated or masked else encoded

@@ -87,17 +87,33 @@ class RetryWaits:
         self._book.overdue(now)
 
     def observe_all(self, batch: Sequence[Observation]) -> None:
-        """Follow observations in order (a listener of the observation sink)."""
+        """Follow observations in order (one of the observation sink's `modern_listeners`).
+
+        This runs for every batch of every exchange, and most exchanges are none of its business: while
+        no 2026-07-28 pass-through exchange is open, a batch without an opening is passed over at a
+        glance. Observation kinds are never subclassed, so their type is compared exactly.
+        """
+        if not self._open:
+            for obs in batch:
+                if type(obs) is ExchangeOpened:
+                    break
+            else:
+                return
+        opened = self._open
         for obs in batch:
-            if isinstance(obs, MessageSeen):
-                ex = self._open.get(obs.exchange) if self._open else None
+            if type(obs) is MessageSeen:
+                ex = opened.get(obs.exchange)
                 if ex is not None:
                     self._message(ex, obs)
-            elif isinstance(obs, ExchangeOpened):
-                if obs.mode is _PASSTHROUGH and obs.client_era == _MODERN and obs.http_method == "POST":
-                    self._open[obs.exchange] = _Exchange(caller_of(obs.headers, obs.connection))
-            elif isinstance(obs, ExchangeClosed) and self._open:
-                self._open.pop(obs.exchange, None)
+            elif type(obs) is ExchangeOpened:
+                self._opened(obs)
+            elif type(obs) is ExchangeClosed:
+                opened.pop(obs.exchange, None)
+
+    def _opened(self, obs: ExchangeOpened) -> None:
+        """Follow the exchange if it is a 2026-07-28 pass-through call (a POST)."""
+        if obs.mode is _PASSTHROUGH and obs.client_era == _MODERN and obs.http_method == "POST":
+            self._open[obs.exchange] = _Exchange(caller_of(obs.headers, obs.connection))
 
     def _message(self, ex: _Exchange, obs: MessageSeen) -> None:
         msg = obs.msg

@@ -34,9 +34,9 @@ class ShortSecrets:
         self._values: dict[str, None] = {}
         self._text: re.Pattern[str] | None = None
         self._json: re.Pattern[bytes] | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self._userinfos or self._values)
+        self.any = False
+        """Some short secret is kept (a plain field: every masked header and body asks; entries only
+        leave past the bound, so it never turns False again)."""
 
     def add_userinfo(self, userinfo: str) -> None:
         """Mask this userinfo where a URL carries it again."""
@@ -51,6 +51,7 @@ class ShortSecrets:
         if not text or text in kept:
             return
         kept[text] = None
+        self.any = True
         while len(kept) > MAX_SHORT_SECRETS:
             del kept[next(iter(kept))]
         self._compile()

@@ -102,6 +102,10 @@ class ObservationSink:
         """The time an observation is made at (call sites stamp their observations with it)."""
         self.tally = RoundTripTally(redactor, builder.endpoint)
         self.listeners: list[Listener] = []
+        self.modern_listeners: list[Listener] = []
+        """Listeners only 2026-07-28 pass-through calls concern: told of every batch once the first such
+        call opened (`RoundTripTally.modern_passthrough`), of none before, so a proxy whose clients
+        speak older versions pays nothing for them."""
         self.sweepers: list[Sweeper] = []
         """Told the time at each `sweep` (the metrics), to end the waits that ran out by then as the
         chain builder does."""
@@ -243,6 +247,9 @@ class ObservationSink:
         line = tally.observe_all(batch)
         for listener in self.listeners:
             listener(batch)
+        if tally.modern_passthrough:
+            for listener in self.modern_listeners:
+                listener(batch)
         if tally.asking:
             self._tell_asked(tally.asking)
         if tally.released:

@@ -59,6 +59,7 @@ from proxy.flows.resumes import SESSION_GONE_STATUS, EndedSessions
 from proxy.wire.jsonrpc import Kind, Message, RequestId
 from proxy.wire.mcp import RESULT_INPUT_REQUIRED, target_name
 from proxy.wire.shown import SHOWN_TEXT_BOUND, shown_id, shown_text
+from proxy.wire.versions import Era
 
 # Enum members read through their class cost about ten times a module constant's on Python 3.11
 # (the enum metaclass's attribute hook): the traffic path reads these.
@@ -66,6 +67,7 @@ _INVALID = Kind.INVALID
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
 _PASSTHROUGH = Mode.PASSTHROUGH
+_MODERN_ERA = Era.MODERN.value
 
 _TO_CLIENT = Direction.TO_CLIENT
 _UPSTREAM = Side.UPSTREAM
@@ -114,6 +116,9 @@ class RoundTripTally:
         unresumed (`cuts.not_resumed`, taken and emptied like `released`)."""
         self._ended = EndedSessions()
         """The sessions a DELETE's answer or a 404 ended: a stream of theirs cut is no longer resumable."""
+        self.modern_passthrough = False
+        """A 2026-07-28 client's exchange has opened in pass-through: what only such calls concern
+        (`ObservationSink.modern_listeners`) has something to follow from then on."""
 
     @property
     def open_exchanges(self) -> int:
@@ -446,6 +451,8 @@ class RoundTripTally:
         )
         if obs.http_method == "GET":
             self._resumes(obs, self._open[obs.exchange])
+        elif obs.client_era == _MODERN_ERA and obs.mode is _PASSTHROUGH:
+            self.modern_passthrough = True
 
     def _resumes(self, obs: ExchangeOpened, tally: OpenExchange) -> None:
         """A GET with `Last-Event-ID` that resumes a cut stream carries on the requests that stream left

@@ -51,9 +51,11 @@ class BodyDeadlines:
         self._watched: dict[BodyReader, tuple[int, float]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
 
-    def watch(self, reader: BodyReader) -> None:
-        """Watch `reader`'s body until it ends (the connection's response head just arrived)."""
-        loop = asyncio.get_running_loop()
+    def watch(self, reader: BodyReader, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch `reader`'s body until it ends (its response head arrived, the body has not ended).
+
+        `loop`: the running loop, as the caller remembers it (asking asyncio costs a system call).
+        """
         self._watched[reader] = (reader.reads, loop.time())
         if self._sweeper is None:
             self._sweeper = loop.call_later(self._every, self._sweep)

@@ -335,7 +335,8 @@ class FrontConnection(asyncio.Protocol):
         self.front.connections.discard(self)
         self.front.body_bytes_held -= self.held
         self.held = 0
-        self._give_back_stream()
+        if self._stream_of is not None:
+            self._give_back_stream()
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
             drain.set_exception(ClientGone("connection closed", self.cut_as))
@@ -731,7 +732,8 @@ class FrontConnection(asyncio.Protocol):
         side.flush()
         if side.req.charged:
             self._release(side.req)
-        self._give_back_stream()
+        if self._stream_of is not None:  # a stream's slot (most requests hold none)
+            self._give_back_stream()
         if not side.req.keep_alive or side.broken or (self.front.draining and not self.queue):
             self.close()  # while draining, even a response begun before the drain ends its connection
             return

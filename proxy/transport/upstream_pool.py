@@ -340,6 +340,10 @@ class _Connection(asyncio.Protocol):
         """Seconds this connection may stay idle (shortened by the upstream's `Keep-Alive: timeout`)."""
         self.reads = 0
         """Reads from the upstream, for the body idle deadline (`BodyDeadlines`)."""
+        self.unwatched = False
+        """A response head arrived in the read under way, its body not an SSE stream: the body idle
+        deadline watches it once the read is parsed, unless the body ended in the same read (a small
+        answer's body usually arrives with its head, and then there is nothing to watch)."""
         self.idle_deadline = 0.0
         self.alive = True
         self.lost = False
@@ -369,6 +373,7 @@ class _Connection(asyncio.Protocol):
                 self._headed(event)
             elif isinstance(event, EndOfResponse):
                 self.keep_alive = event.keep_alive
+                self.unwatched = False  # the body ended in the read that brought its head: nothing to watch
                 if self.response is not None:
                     self.response._end(None)
             else:
@@ -376,6 +381,9 @@ class _Connection(asyncio.Protocol):
                     listening._reading = False  # it hears of the failure at once, with what came before
                 self._fail(event.kind, event.detail)
                 return
+        if self.unwatched:  # a head came and its body goes on past this read
+            self.unwatched = False
+            self.pool.body_deadlines.watch(self, self.pool.loop())
         if listening is not None:
             listening._reading = False
             listening.heard()
@@ -412,7 +420,7 @@ class _Connection(asyncio.Protocol):
         response.trailers = head.trailers  # filled by the reader as they arrive
         self.response = response
         if not response.event_stream:
-            self.pool.body_deadlines.watch(self)
+            self.unwatched = True
         if response.keep_alive_header:
             announced = keep_alive_timeout(head.headers)
             if announced is not None:

@@ -489,6 +489,22 @@ def test_the_round_trip_lines_are_the_same_whether_or_not_anyone_watches(play: P
     assert all(line is not None for line in live_lines)
 
 
+def test_modern_listeners_hear_nothing_until_a_2026_07_28_call_passes_through_then_everything() -> None:
+    """What only 2026-07-28 pass-through calls concern (the drain's retry waits) costs an older-era
+    proxy nothing: it starts listening with the first such call, that call's opening included."""
+    rig = Rig()
+    heard: list[Any] = []
+    rig.sink.modern_listeners.append(heard.extend)
+    _json_call(rig.facts, rig.clock, "x1", 1)
+    assert heard == []
+
+    refused_passthrough_retry(rig.facts, rig.clock)
+    assert type(heard[0]) is ExchangeOpened
+    assert heard[0].client_era == "modern"
+    _json_call(rig.facts, rig.clock, "x9", 9)
+    assert [obs.exchange for obs in heard[-5:]] == ["x9"] * 5
+
+
 @pytest.mark.parametrize("play", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_a_sink_that_keeps_nothing_holds_and_builds_nothing_but_lines_and_listeners_are_the_same(
     play: Play,

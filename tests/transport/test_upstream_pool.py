@@ -1081,3 +1081,21 @@ async def test_an_sse_stream_is_never_watched(monkeypatch) -> None:
         assert await fetch(pool) == (200, b"data: {}\n\n")
         assert pool.body_deadlines._watched == {}
     assert sweeps == []
+
+
+async def test_a_body_that_arrives_with_its_head_is_never_watched(monkeypatch) -> None:
+    """A small answer comes whole in one read: nothing is left to stall, so no sweep is started."""
+    sweeps = counting_sweeps(monkeypatch)
+    body = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+
+    async def whole(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        writer.write(head + body)  # one write: the proxy reads head and body together
+        await writer.drain()
+
+    async with raw_fake_upstream(whole) as server, pool_for(server, body_idle_timeout=0.1) as pool:
+        assert await fetch(pool) == (200, body)
+        assert pool.body_deadlines._watched == {}
+        assert pool.body_deadlines._sweeper is None
+    assert sweeps == []
