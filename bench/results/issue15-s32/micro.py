@@ -3,7 +3,11 @@ import asyncio, sys, time, os, gc
 import orjson
 from proxy.config import Settings
 from proxy.logs import configure
-from proxy.runtime import Proxy, tune_gc
+from proxy.runtime import Proxy
+try:
+    from proxy.runtime_tuning import tune_gc
+except ImportError:  # a tree whose runtime module still holds the process tuning
+    from proxy.runtime import tune_gc
 from proxy.flows.events import Channel, Direction, Mode, Side
 from proxy.flows.observations import ExchangeOpened, MessageSeen, ResponseHeadSeen, ExchangeClosed
 from proxy.wire.jsonrpc import parse_body

@@ -64,6 +64,23 @@ def scan3(batch):
     return size
 if what == "scan2": obs = scan2
 if what == "scan3": obs = scan3
+if what in ("tally", "tallycount"):
+    # The round-trip tally alone (what admin off runs too), or with the metrics counting: by the
+    # tally's hand-over where the tree has one (`RoundTripTally.counter`), else as a second listener.
+    from proxy.flows.redact import Redactor
+    from proxy.flows.tally import RoundTripTally
+    tally = RoundTripTally(Redactor(key=b"k"))
+    read = tally.observe_all
+    if what == "tally":
+        obs = read
+    elif hasattr(tally, "counter"):
+        tally.counter = m.counting
+        obs = read
+    else:
+        count = m.counting.observe_all
+        def obs(b):
+            read(b)
+            count(b)
 if what == "none":
     for b in batches: pass
 else:
