@@ -154,6 +154,21 @@ class _Loop(uvloop.Loop):  # type: ignore[misc]
         return transport, proto
 
 
+def _dial_in_memory() -> None:
+    """Upstream connections reach the loop's in-memory answer: a checkout whose pool dials through
+    `proxy.transport.dialing.connect` (a real socket first, its addresses raced) is pointed back at the
+    loop's `create_connection`, which this benchmark answers."""
+    from proxy.transport import upstream_pool
+
+    if not hasattr(upstream_pool, "connect"):
+        return
+
+    async def connect(factory: Any, host: str, port: int, *, tls: Any = None) -> tuple[Any, Any]:
+        return await asyncio.get_running_loop().create_connection(factory, host, port)
+
+    upstream_pool.connect = connect  # type: ignore[attr-defined]
+
+
 async def drive(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="mcp-inproc-"))
     configure(level=args.log, fmt="json", file=tmp / "log.jsonl")
@@ -167,6 +182,7 @@ async def drive(args: argparse.Namespace) -> None:
         faults=args.fault or [],
         intercepts=args.intercept or [],
     )
+    _dial_in_memory()
     proxy = Proxy(settings, keep_chains=settings.admin_enabled)  # as `mcp-proxy` builds it
     tune_gc()  # as `mcp-proxy` does before it serves
     await proxy.start()
