@@ -35,7 +35,7 @@ def test_a_2024_sse_server_that_drops_the_probes_session_is_logged_once_at_info_
         dropped_by_server = server.stderr_text()
     logs = f"{run.stderr}\n--- proxy ---\n{proxy.stderr()[-3000:]}"
     assert "Traceback" in dropped_by_server  # the server's own account of the probe, on its stderr
-    assert run.lines["list_tools"]["result"] == ["ask_llm", "ask_twice", "echo", "slow"], logs
+    assert run.lines["list_tools"]["result"] == ["ask_llm", "ask_twice", "count", "echo", "slow"], logs
     assert "hi" in str(run.lines["echo"]["result"]), logs
     assert [e["eras"] for e in log if e["event"] == "upstream_eras"] == ["legacy"], logs
     ended = [e for e in log if e["event"] == "upstream_probe_session_ended"]
