@@ -169,6 +169,11 @@ def _dial_in_memory() -> None:
     upstream_pool.connect = connect  # type: ignore[attr-defined]
 
 
+def _optional(**settings: Any) -> dict[str, Any]:
+    """The settings given a value (None: the setting's default, or one the checkout measured lacks)."""
+    return {name: value for name, value in settings.items() if value is not None}
+
+
 async def drive(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="mcp-inproc-"))
     configure(level=args.log, fmt="json", file=tmp / "log.jsonl")
@@ -181,6 +186,7 @@ async def drive(args: argparse.Namespace) -> None:
         otlp_endpoint=args.otlp,
         faults=args.fault or [],
         intercepts=args.intercept or [],
+        **_optional(unwatched_history_rate=args.unwatched_history_rate),
     )
     _dial_in_memory()
     proxy = Proxy(settings, keep_chains=settings.admin_enabled)  # as `mcp-proxy` builds it
@@ -270,6 +276,12 @@ def main() -> int:
         action="append",
         metavar="RULE",
         help="a fault rule in force (repeatable), say one that matches nothing, to measure the gate's cost",
+    )
+    parser.add_argument(
+        "--unwatched-history-rate",
+        type=int,
+        help="the setting of that name (default: its default); under valgrind, which runs the proxy about "
+        "fifty times slower, divide the rate to compare with a run at full speed",
     )
     parser.add_argument(
         "--intercept",

@@ -7,6 +7,8 @@
 # the process's exit, as this script did before, for rows measured that way).
 #
 #   bench/instructions.sh [REQUESTS] [inproc.py options...]     (needs valgrind; about a minute)
+#   VGEXTRA='--cache-sim=yes' adds valgrind options (there: the simulated caches' misses, in the
+#   output KEEP=FILE keeps)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-$here/../.venv/bin/python}
@@ -14,7 +16,7 @@ requests=${1:-300}
 shift || true
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && cp "$tmp/out" "$KEEP"; rm -rf "$tmp"' EXIT
-PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/out" \
+PYTHONHASHSEED=0 valgrind --tool=callgrind ${VGEXTRA:-} --instr-atstart=no --callgrind-out-file="$tmp/out" \
     "$python" "$here/inproc.py" --requests "$requests" --start-after "$tmp/go" --stop-after "$tmp/stop" "$@" \
     >"$tmp/log" 2>"$tmp/vg" &
 pid=$!

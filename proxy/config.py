@@ -217,6 +217,16 @@ class Settings(BaseModel):
     decode to (64 KiB of JSON can be over a megabyte of them); past it the oldest chains go first, as
     past max_chains, and a chain alone past it keeps its newest messages. The observations waiting
     to be built into chains (the admin API on, nobody looking yet) are bounded at half of it."""
+    unwatched_history_rate: NonNegativeInt = 100
+    """Plain calls a second (averaged over ten seconds) the chains keep while nobody watches them live
+    (the admin API on, no TUI attached); past it a call is left out of the chains, where a `(dropped)`
+    chain stands for each run of them, and counted everywhere else as always (metrics, log lines, the
+    capture). 0 keeps every call.
+
+    Keeping every call's observations until someone reads them costs a large share of a small call's
+    CPU under load (each new call's objects land in memory no cache holds), for a history that covers
+    less than a second there. A watcher (`tui --attach`, the admin feed) sees every call whatever this
+    is."""
     bus_queue_size: PositiveInt = 10000
     """Bound of each event-bus subscriber's queue; a slow subscriber lags, traffic never waits."""
     bridge: Literal["auto", "off"] = "auto"

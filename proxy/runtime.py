@@ -27,7 +27,7 @@ from proxy.runtime_build import add_bridges, channel_client, redactor_for, run_p
 from proxy.runtime_drain import CLOSE_TIMEOUT, wait_for_conversations
 from proxy.runtime_tracing import Tracing
 from proxy.runtime_tuning import fit_descriptor_limit
-from proxy.runtime_warnings import DroppedObservations, warn_of_settings_at_start
+from proxy.runtime_warnings import DroppedObservations, LeftOutCalls, warn_of_settings_at_start
 from proxy.transport.admin import AdminContext, AdminServer
 from proxy.transport.capture_sink import CaptureSink
 from proxy.transport.channel_client import Serving
@@ -115,7 +115,9 @@ class Proxy:
             backlog=backlog,
             max_bytes=settings.max_chain_store_bytes // 2,
             keep=keep_chains,
+            unwatched_rate=settings.unwatched_history_rate,
         )
+        self.observations.on_left_out = LeftOutCalls(self.observations)
         self.retry_waits = RetryWaits(settings.continuation_ttl)
         """2026-07-28 pass-through calls answered `input_required` whose retry has not come: a drain
         waits for them as for a bridge's parked calls."""

@@ -88,3 +88,30 @@ class DroppedObservations:
             "stands there; the capture holds them). Keep a feed attached (tui --attach), read /api/chains "
             "more often than the queue fills, or raise max_chains",
         )
+
+
+class LeftOutCalls:
+    """Logs that plain calls are being left out of the chains while nobody watches them live: at the
+    first sweep after the first, then at most once a minute with how many since (the metrics and the
+    round-trip lines count every call)."""
+
+    def __init__(self, sink: ObservationSink) -> None:
+        self._sink = sink
+        self._line = FloodLine()
+        self._said = 0
+
+    def __call__(self, left_out: int, at: float) -> None:
+        """`left_out` calls were left out so far, the sweep that saw it at `at`."""
+        if self._line.due(at, every=DROPS_LINE_EVERY) is None:
+            return
+        since, self._said = left_out - self._said, left_out
+        get_logger().info(
+            "calls_left_out",
+            left_out=since,
+            left_out_total=left_out,
+            unwatched_history_rate=self._sink.unwatched.rate,
+            hint="nobody watches chains live and the traffic passes unwatched_history_rate: the chains "
+            "keep that many plain calls a second, and a `(dropped)` chain stands for the rest (the "
+            "metrics and the log lines count every call). Attach a watcher (tui --attach), write a "
+            "capture, or set unwatched_history_rate to 0 to keep every call",
+        )

@@ -54,7 +54,7 @@ from proxy.flows.exchange_handlers import ExchangeHandlers
 from proxy.flows.exchanges import BoundedMap
 from proxy.flows.ledger import ChainLedger
 from proxy.flows.leg_handlers import LegHandlers
-from proxy.flows.lost import LostHistory, dropped_span
+from proxy.flows.lost import DroppedRun, LostHistory, dropped_span
 from proxy.flows.message_handlers import MessageHandlers
 from proxy.flows.observations import (
     LATE_CANCEL_S,
@@ -312,10 +312,15 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
         the server's own behaviour (held for the exchange's first chain if none is open yet)."""
         self._note(obs.exchange, obs.message_id, fault_note(obs), obs.delay_ms if obs.applied else 0.0)
 
-    def dropped(self, batches: Sequence[Sequence[Observation]], why: str) -> None:
+    def dropped(
+        self, batches: Sequence[Sequence[Observation]], why: str, unheld: DroppedRun | None = None
+    ) -> None:
         """Observations queued for this builder were dropped unbuilt (`why` names the bound): what is
         left of what they belonged to is left out when it comes (`LostHistory`), a chain stands where
-        they were, and the upstream sessions they opened or ended are still told (they are no chain's)."""
+        they were, and the upstream sessions they opened or ended are still told (they are no chain's).
+
+        `unheld`: whole exchanges dropped with them that nothing can refer to (a plain call answered
+        at once), told only by their counts and times: nothing of them is left to leave out."""
         lost = self._lost
         exchanges = lost.exchanges
         count = 0
@@ -325,8 +330,18 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
             for obs in batch:
                 if type(obs) is UpstreamSessionMoved:
                     self.apply(obs)
-        began, ended = dropped_span(batches)
-        self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
+        if unheld is None:
+            began, ended = dropped_span(batches)
+            self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
+            return
+        began, ended = dropped_span(batches) if batches else (unheld.began, unheld.ended)
+        self._ledger.dropped(
+            min(began, unheld.began),
+            max(ended, unheld.ended),
+            count + unheld.observations,
+            lost.exchanges - exchanges + unheld.exchanges,
+            why,
+        )
 
     def chain_lost(self) -> None:
         """A chain the capture lost the opening of (its request line skipped as unreadable) keeps its

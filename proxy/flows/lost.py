@@ -90,3 +90,26 @@ def dropped_span(batches: Sequence[Sequence[Observation]]) -> tuple[float, float
     began = min(batch[0].t for batch in batches)
     ended = max(batch[-1].t for batch in batches)
     return began, ended
+
+
+class DroppedRun:
+    """Exchanges the sink left out within a short time (the rate bound on unwatched history): counted,
+    with the batches of those that something may still refer to (`batches`, told to `LostHistory`)."""
+
+    __slots__ = ("batches", "began", "ended", "exchanges", "observations")
+
+    def __init__(self, t: float) -> None:
+        self.batches: list[Sequence[Observation]] = []
+        """Batches of exchanges not kept that did not end as a plain answered call: what they carried
+        (a request the server asked on a stream, a cancel's target) must be left out when it comes."""
+        self.began = self.ended = t
+        self.exchanges = 0
+        """Exchanges not kept told only by their count (their batches are not held)."""
+        self.observations = 0
+        """Observations of those exchanges."""
+
+    def count(self, observations: int, exchanges: int, t: float) -> None:
+        """Count observations (and whole exchanges) not kept, the last of them made at `t`."""
+        self.observations += observations
+        self.exchanges += exchanges
+        self.ended = max(self.ended, t)

@@ -29,6 +29,7 @@ from proxy.flows.bus import EventBus
 from proxy.flows.chains import ChainBuilder
 from proxy.flows.cut_streams import NotResumed
 from proxy.flows.log_lines import ExchangeSummary, ServerAsked
+from proxy.flows.lost import DroppedRun
 from proxy.flows.observations import (
     KEY_FIELDS,
     ExchangeClosed,
@@ -44,6 +45,7 @@ from proxy.flows.observations import (
 )
 from proxy.flows.redact import Redactor
 from proxy.flows.tally import RoundTripTally
+from proxy.flows.unwatched import RUN_KEY, UnwatchedHistory
 from proxy.wire.weight import SMALL_TEXT, VALUE_BASE, WORST_RATIO, value_weight
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -94,7 +96,10 @@ class ObservationSink:
         backlog: int = DEFAULT_BACKLOG,
         max_bytes: int = DEFAULT_MAX_BYTES,
         keep: bool = True,
+        unwatched_rate: int = 0,
     ) -> None:
+        """`unwatched_rate`: plain calls a second kept while nobody watches live (0: every one; see
+        `proxy.flows.unwatched`)."""
         self.builder = builder
         self.redactor = redactor
         """The redactor every observation passes through (the admin API keys what it shows with it)."""
@@ -144,6 +149,12 @@ class ObservationSink:
         self.on_dropped: Callable[[int, float], None] | None = None
         """Told how many observations were just dropped unbuilt, and when the last of them was made
         (the runtime logs it): at drop time, never on the traffic's usual path."""
+        self.unwatched = UnwatchedHistory(unwatched_rate, self._queue_run, self._hold)
+        """The plain calls left out while nobody watches, and the runs that stand for them."""
+        self.on_left_out: Callable[[int, float], None] | None = None
+        """Told how many calls were left out so far, and when, at the first sweep after some were (the
+        runtime logs it): never on the traffic's path."""
+        self._left_out_told = 0
 
     def emit(self, obs: Observation) -> None:
         """Take one observation."""
@@ -183,6 +194,11 @@ class ObservationSink:
             self._tell_not_resumed()
         for sweeper in self.sweepers:
             sweeper(now)
+        left_out = self.unwatched.left_out
+        if left_out != self._left_out_told:
+            self._left_out_told = left_out
+            if self.on_left_out is not None:
+                self.on_left_out(left_out, now)
         if self.keep and not (self._building or self._pending or self._held):
             self.builder.sweep(now)
 
@@ -207,13 +223,16 @@ class ObservationSink:
         many more the caller may build (None: no bound)."""
         apply = self.builder.apply
         while queue and (most is None or most > 0):
-            batch, size, _key = queue.popleft()
+            batch, size, key = queue.popleft()
             self._bytes -= size
             self._count -= len(batch)
             if queue is self._held:
                 self._held_count -= len(batch)
             if most is not None:
                 most -= len(batch)
+            if not batch and key.startswith(RUN_KEY):
+                self._tell_run(self.unwatched.take_run(key))
+                continue
             for obs in batch:
                 apply(obs)
         return most
@@ -260,6 +279,15 @@ class ObservationSink:
             return line
         key: str | None = exchange
         if key is not None:  # weighed only to be queued
+            unwatched = self.unwatched
+            if unwatched.open:
+                call = unwatched.open.get(key)
+                if call is not None:
+                    unwatched.more(key, batch, call)
+                    return line
+                unwatched.kept(batch)
+            if unwatched.rate and not self._live and len(batch) == 2 and unwatched.leave_out(key, batch):
+                return line
             size = 0 if self._live else _exchange_weight(batch)
         else:
             key, size, legs = _scan(batch)
@@ -283,6 +311,21 @@ class ObservationSink:
             for one in batch:  # what is dropped or held together is always one key's
                 self._enqueue(((one,), _body_weight(one), key_of(one)))
         return line
+
+    def _queue_run(self, key: str) -> None:
+        """Queue the entry of a run of calls left out, in its place."""
+        self._pending.append(((), 0, key))
+
+    def _hold(self, observations: int) -> None:
+        """Count observations of calls left out that a run holds for the builder, as queued ones."""
+        self._count += observations
+        if self._count - self._held_count > self.backlog:
+            self._shed()
+
+    def _tell_run(self, run: DroppedRun) -> None:
+        """Tell the builder of a run of calls left out, in its place in the queue."""
+        self._count -= sum(len(batch) for batch in run.batches)
+        self.builder.dropped(run.batches, self.unwatched.why, run)
 
     def release_held(self) -> None:
         """Let every round-trip line held for a cancel go as it stands (the proxy stops)."""
@@ -354,11 +397,20 @@ class ObservationSink:
         open_exchanges = self.tally.open_ids
         built_exchanges, built_legs = self.builder.exchange_ids, self.builder.leg_ids
         count, held_count, queued_bytes, dropped = self._count, self._held_count, self._bytes, 0
-        lost: list[tuple[Observation, ...]] = []
+        lost: list[Sequence[Observation]] = []
+        unheld: DroppedRun | None = None
         try:
             while pending and (count - held_count > count_to or queued_bytes > bytes_to):
                 entry = pending.popleft()
                 batch, size, key = entry
+                if not batch and key.startswith(RUN_KEY):  # a run of calls left out: dropped with the rest
+                    run = self.unwatched.take_run(key)
+                    run_held = sum(len(one) for one in run.batches)
+                    count -= run_held
+                    dropped += run_held
+                    lost.extend(run.batches)
+                    unheld = _merged(unheld, run)
+                    continue
                 if (
                     key in open_exchanges
                     or key in legs
@@ -381,18 +433,31 @@ class ObservationSink:
                 return
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes
-            if lost:
-                self._lose(lost, dropped)
+            if lost or unheld is not None:
+                self._lose(lost, dropped, unheld)
         self.build_some(None)
 
-    def _lose(self, lost: list[tuple[Observation, ...]], dropped: int) -> None:
+    def _lose(
+        self, lost: list[Sequence[Observation]], dropped: int, unheld: DroppedRun | None = None
+    ) -> None:
         """Tell the builder what was dropped (so what is left of it is never filed as something else,
-        and a chain marks the gap) and whoever listens for drops (the runtime logs them)."""
+        and a chain marks the gap; `unheld`: calls left out counted with it) and whoever listens for
+        drops (the runtime logs them)."""
         self.dropped += dropped
-        self.builder.dropped(lost, DROPPED_WHY.format(backlog=self.backlog, max_bytes=self.max_bytes))
+        why = DROPPED_WHY.format(backlog=self.backlog, max_bytes=self.max_bytes)
+        self.builder.dropped(lost, why, unheld)
         told = self.on_dropped
-        if told is not None:
+        if told is not None and dropped:
             told(dropped, lost[-1][-1].t)
+
+
+def _merged(into: DroppedRun | None, run: DroppedRun) -> DroppedRun:
+    """`run`'s counts added to `into` (a new run if None); the batches it holds are told apart."""
+    if into is None:
+        into = DroppedRun(run.began)
+    into.began = min(into.began, run.began)
+    into.count(run.observations, run.exchanges, run.ended)
+    return into
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:

@@ -144,6 +144,7 @@ class AdminServer:
             draining=ctx.draining,
             observations_dropped=lambda: ctx.observations.dropped,
             observations_queued=lambda: (ctx.observations.pending, ctx.observations.pending_bytes),
+            calls_left_out=lambda: ctx.observations.unwatched.left_out,
             otlp_spans=ctx.otlp_spans,
             client_timeouts=ctx.client_timeouts,
             client_unreadable=ctx.client_unreadable,

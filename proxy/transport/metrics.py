@@ -82,6 +82,7 @@ class ProxyMetrics:
         draining: Callable[[], bool],
         observations_dropped: Callable[[], int] = lambda: 0,
         observations_queued: Callable[[], tuple[int, int]] = lambda: (0, 0),
+        calls_left_out: Callable[[], int] = lambda: 0,
         otlp_spans: Callable[[], dict[str, int]] = dict,
         client_timeouts: Callable[[], dict[str, int]] = dict,
         client_unreadable: Callable[[], dict[str, int]] = dict,
@@ -120,6 +121,7 @@ class ProxyMetrics:
                 retired=self.retired_drops,
                 observations_dropped=observations_dropped,
                 observations_queued=observations_queued,
+                calls_left_out=calls_left_out,
                 otlp_spans=otlp_spans,
                 client_timeouts=client_timeouts,
                 client_unreadable=client_unreadable,
@@ -289,6 +291,7 @@ class _PresentState:
         retired: dict[str, int],
         observations_dropped: Callable[[], int],
         observations_queued: Callable[[], tuple[int, int]],
+        calls_left_out: Callable[[], int],
         otlp_spans: Callable[[], dict[str, int]],
         client_timeouts: Callable[[], dict[str, int]],
         client_unreadable: Callable[[], dict[str, int]],
@@ -313,6 +316,7 @@ class _PresentState:
         self._observations_dropped = observations_dropped
         self._observations_queued = observations_queued
         """Observations waiting to be built into chains now, and the memory their bodies hold."""
+        self._calls_left_out = calls_left_out
         self._bus = bus
         self._open_streams = open_streams
         self._open_exchanges = open_exchanges
@@ -362,6 +366,12 @@ class _PresentState:
             "Observations dropped from the full queue before anyone built them into chains "
             "(their chains never reach the ring buffer; the capture keeps them).",
             self._observations_dropped(),
+        )
+        yield _counter(
+            "mcp_proxy_calls_left_out",
+            "Plain calls left out of the chains while nobody watched, past unwatched_history_rate "
+            "(counted here and logged; a watcher or a capture keeps every one).",
+            self._calls_left_out(),
         )
         queued, queued_bytes = self._observations_queued()
         yield _gauge(

@@ -93,6 +93,7 @@ class Rig:
     backlog: int = 10_000
     max_bytes: int = 1 << 30
     keep: bool = True
+    unwatched_rate: int = 0
     clock: Clock = field(default_factory=Clock)
     bus: EventBus = field(default_factory=EventBus)
     store: ChainStore = field(default_factory=ChainStore)
@@ -116,6 +117,7 @@ class Rig:
             backlog=self.backlog,
             max_bytes=self.max_bytes,
             keep=self.keep,
+            unwatched_rate=self.unwatched_rate,
         )
         self.facts = Calls(self.sink)
 

@@ -1,0 +1,269 @@
+"""The rate bound on unwatched history: while nobody watches chains live, the sink keeps at most
+`unwatched_rate` plain calls a second (averaged over `BURST_SECONDS`) and leaves the rest out, with a
+`(dropped)` chain standing for each run of them. What is left out is only what nothing else can refer
+to, or is told to the builder so that what refers to it is left out too, never filed as something else.
+
+The observations arrive as the pass-through relay hands them over: an opening batch (the exchange and
+its request) and a closing one (the head, the answer, the close), each named with its exchange.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.flows.events import Channel, Direction, Mode
+from proxy.flows.ledger import DROPPED_METHOD
+from proxy.flows.observations import (
+    EventIdSeen,
+    ExchangeClosed,
+    ExchangeOpened,
+    MessageSeen,
+    ResponseHeadSeen,
+)
+from proxy.flows.unwatched import BURST_SECONDS, HOLD_MAX, RUN_SECONDS
+from proxy.wire.jsonrpc import Message, classify_value, notification, request, result_response
+from tests.flows.test_sink import SESSION, Rig
+
+HEADERS = {"Content-Type": "application/json", "Mcp-Session-Id": SESSION}
+
+
+def _open(rig: Rig, exchange: str, msg: Message) -> None:
+    now = rig.clock()
+    opened = ExchangeOpened(
+        now, exchange, "POST", "/mcp", HEADERS, SESSION, "legacy", "legacy", Mode.PASSTHROUGH
+    )
+    seen = MessageSeen(now, exchange, msg, 80, Direction.TO_SERVER, Channel.POST)
+    rig.sink.emit_all([opened, seen], exchange)
+
+
+def _close(rig: Rig, exchange: str, answer: dict[str, Any], status: int = 200) -> None:
+    now = rig.clock()
+    head = ResponseHeadSeen(now, exchange, status, "application/json", {})
+    back = MessageSeen(now, exchange, classify_value(answer), 60, Direction.TO_CLIENT, Channel.JSON)
+    rig.sink.close(ExchangeClosed(now, exchange, None), [head, back], whole=True)
+
+
+def _call(rig: Rig, n: int, params: dict[str, Any] | None = None, method: str = "tools/call") -> None:
+    """One plain call answered with JSON, a millisecond long."""
+    exchange = f"x{n}"
+    _open(rig, exchange, classify_value(request(n, method, params or {"name": "add", "arguments": {}})))
+    rig.clock.now += 0.001
+    _close(rig, exchange, result_response(n, {"content": []}))
+
+
+def _kept_ids(rig: Rig) -> list[Any]:
+    return [c.summary.jsonrpc_id for c in rig.chains() if c.summary.method != DROPPED_METHOD]
+
+
+def _gaps(rig: Rig) -> list[Any]:
+    return [c for c in rig.store if c.summary.method == DROPPED_METHOD]
+
+
+def test_past_the_rate_plain_calls_are_left_out_counted_and_a_dropped_chain_names_the_setting() -> None:
+    rig = Rig(unwatched_rate=2)
+    burst = int(2 * BURST_SECONDS)
+    for n in range(1, burst + 31):
+        _call(rig, n)
+
+    assert rig.sink.unwatched.left_out == 30
+    assert _kept_ids(rig) == list(range(1, burst + 1))  # the burst, whole and in order
+    (gap,) = _gaps(rig)
+    assert "30 observations" not in gap.summary.notes[0]
+    assert "150 observations of about 30 client exchanges" in gap.summary.notes[0]
+    assert "unwatched_history_rate" in gap.summary.notes[0]
+    assert rig.sink.pending == 0
+    assert rig.builder.open_exchanges == 0
+
+
+def test_the_rate_refills_with_time_and_each_run_stands_where_it_began() -> None:
+    rig = Rig(unwatched_rate=1)
+    n = 0
+    for _ in range(int(BURST_SECONDS) + 5):  # the burst, then five left out
+        n += 1
+        _call(rig, n)
+    rig.clock.now += 2.0  # two calls' worth refilled; past RUN_SECONDS, so the next run is a new one
+    assert RUN_SECONDS < 2.0
+    for _ in range(6):  # two kept, four left out
+        n += 1
+        _call(rig, n)
+
+    chains = rig.chains()
+    shown = [c.summary.method if c.summary.method == DROPPED_METHOD else c.summary.jsonrpc_id for c in chains]
+    burst = list(range(1, int(BURST_SECONDS) + 1))
+    after = int(BURST_SECONDS) + 5
+    assert shown == [*burst, DROPPED_METHOD, after + 1, after + 2, DROPPED_METHOD]
+    assert rig.sink.unwatched.left_out == 9
+    assert [int(g.summary.notes[0].split(" observations")[0]) for g in _gaps(rig)] == [25, 20]
+
+
+def test_while_someone_watches_and_with_no_rate_every_call_is_kept() -> None:
+    watched = Rig(unwatched_rate=1)
+    watcher = watched.bus.subscribe("tui")
+    unbounded = Rig(unwatched_rate=0)
+    for rig in (watched, unbounded):
+        for n in range(1, 41):
+            _call(rig, n)
+        assert rig.sink.unwatched.left_out == 0
+        assert _kept_ids(rig) == list(range(1, 41))
+        assert not _gaps(rig)
+    watcher.close()
+
+
+def test_initialize_and_retries_are_kept_past_the_rate() -> None:
+    rig = Rig(unwatched_rate=1)
+    for n in range(1, int(BURST_SECONDS) + 1):
+        _call(rig, n)
+    _call(
+        rig, 100, {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}, method="initialize"
+    )
+    _call(rig, 101, {"name": "ask", "arguments": {}, "requestState": "st", "inputResponses": {}})
+    _call(rig, 102)
+
+    assert rig.sink.unwatched.left_out == 1
+    assert _kept_ids(rig)[-2:] == [100, 101]
+
+
+def test_a_call_left_out_whose_answer_asks_for_input_is_told_so_its_retry_is_not_mistaken() -> None:
+    rig = Rig(unwatched_rate=1)
+    for n in range(1, int(BURST_SECONDS) + 1):
+        _call(rig, n)
+    _open(rig, "x50", classify_value(request(50, "tools/call", {"name": "ask", "arguments": {}})))
+    asks = {"resultType": "input_required", "inputRequests": {}, "requestState": "st-9"}
+    _close(rig, "x50", result_response(50, asks))
+
+    assert rig.sink.unwatched.left_out == 1
+    assert rig.sink.pending > 0  # the call's batches wait with its run for the builder
+    (gap,) = [c for c in rig.chains() if c.summary.method == DROPPED_METHOD]
+    assert "5 observations of about 1 client exchanges" in gap.summary.notes[0]
+    assert 50 not in _kept_ids(rig)
+
+
+def test_the_answer_to_a_question_asked_on_a_call_left_out_joins_nothing() -> None:
+    rig = Rig(unwatched_rate=1)
+    for n in range(1, int(BURST_SECONDS) + 1):
+        _call(rig, n)
+    _open(rig, "x60", classify_value(request(60, "tools/call", {"name": "ask", "arguments": {}})))
+    now = rig.clock()
+    head = ResponseHeadSeen(now, "x60", 200, "text/event-stream", {})
+    question = classify_value(request(0, "elicitation/create", {"message": "name?", "requestedSchema": {}}))
+    asked = MessageSeen(now, "x60", question, 90, Direction.TO_CLIENT, Channel.SSE, sse_id="e1")
+    rig.sink.emit_all([head, asked, EventIdSeen(now, "x60", "e1")], "x60")
+    rig.clock.now += 0.5
+    answer = classify_value(result_response(0, {"action": "accept", "content": {"name": "Ada"}}))
+    _open(rig, "x61", answer)  # the client's answer: never left out (not a request)
+    rig.sink.close(
+        ExchangeClosed(rig.clock(), "x61", None), [ResponseHeadSeen(rig.clock(), "x61", 202, None, {})]
+    )
+    done = classify_value(result_response(60, {"content": []}))
+    rig.sink.close(
+        ExchangeClosed(rig.clock(), "x60", None),
+        [MessageSeen(rig.clock(), "x60", done, 50, Direction.TO_CLIENT, Channel.SSE)],
+        whole=True,
+    )
+
+    chains = rig.chains()
+    assert rig.sink.unwatched.left_out == 1
+    assert [c.summary.method for c in chains[int(BURST_SECONDS) :]] == [DROPPED_METHOD]
+    assert rig.builder.open_exchanges == 0
+    assert rig.sink.pending == 0
+
+
+def test_runs_past_the_backlog_are_dropped_with_the_rest_and_counted_once() -> None:
+    rig = Rig(unwatched_rate=1, backlog=40)
+    n = 0
+    for _ in range(8):  # a kept call, then runs of calls left out a second and more apart
+        rig.clock.now += RUN_SECONDS + 1.0
+        for _ in range(3):
+            n += 1
+            _call(rig, n)
+    assert rig.sink.dropped > 0
+    chains = rig.chains()
+    gaps = [c for c in chains if c.summary.method == DROPPED_METHOD]
+    counted = sum(int(g.summary.notes[0].split(" observations of about ")[1].split(" ")[0]) for g in gaps)
+    kept = [c for c in chains if c.summary.method != DROPPED_METHOD]
+    assert counted + len(kept) == n  # every call is either a chain or counted in a gap, once
+    assert rig.sink.pending == 0
+
+
+def _sse_call(rig: Rig, n: int, events: list[Any], outcome: str | None = None) -> None:
+    """A plain call answered over an SSE stream carrying `events` (messages to the client), each its
+    own batch as the relay hands them over, then the close."""
+    exchange = f"x{n}"
+    _open(rig, exchange, classify_value(request(n, "tools/call", {"name": "slow", "arguments": {}})))
+    rig.sink.emit_all([ResponseHeadSeen(rig.clock(), exchange, 200, "text/event-stream", {})], exchange)
+    for i, event in enumerate(events):
+        rig.clock.now += 0.001
+        msg = classify_value(event)
+        seen = MessageSeen(
+            rig.clock(), exchange, msg, 40, Direction.TO_CLIENT, Channel.SSE, sse_id=f"{n}-{i}"
+        )
+        rig.sink.emit_all([seen], exchange)
+    rig.sink.close(ExchangeClosed(rig.clock(), exchange, outcome), [], whole=True)
+
+
+def _progress(step: int) -> dict[str, Any]:
+    return notification("notifications/progress", {"progressToken": 1, "progress": step})
+
+
+def _spend_the_burst(rig: Rig) -> None:
+    for n in range(1, int(BURST_SECONDS) + 1):
+        _call(rig, n)
+
+
+def test_a_call_left_out_whose_stream_carried_progress_and_its_answer_is_counted_and_holds_nothing() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    kept = rig.sink.pending
+    _sse_call(rig, 70, [_progress(1), _progress(2), result_response(70, {"content": []})])
+
+    assert rig.sink.unwatched.left_out == 1
+    assert not rig.sink.unwatched.open
+    assert rig.sink.pending == kept  # nothing of it waits: only its count, in the run
+    (gap,) = [c for c in rig.chains() if c.summary.method == DROPPED_METHOD]
+    assert "7 observations of about 1 client exchanges" in gap.summary.notes[0]
+
+
+def test_a_call_left_out_whose_stream_was_cut_before_its_answer_is_told_whole() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    kept = rig.sink.pending
+    _sse_call(rig, 71, [_progress(1)], outcome="upstream_closed")
+
+    assert rig.sink.pending == kept + 5  # opening, head, progress, close: held for the builder
+    (gap,) = [c for c in rig.chains() if c.summary.method == DROPPED_METHOD]
+    assert "5 observations of about 1 client exchanges" in gap.summary.notes[0]
+
+
+def test_a_long_stream_left_out_is_held_only_up_to_a_bound_then_told() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    kept = rig.sink.pending
+    steps = HOLD_MAX + 10
+    _sse_call(rig, 72, [*(_progress(i) for i in range(steps)), result_response(72, {"content": []})])
+
+    held = sum(len(b) for run in rig.sink.unwatched.runs.values() for b in run.batches)
+    assert held == 2 + 1 + steps + 1 + 1  # told once past the bound: every batch joins the run
+    assert rig.sink.pending == kept + held
+    rig.chains()
+    assert rig.sink.pending == 0
+
+
+def test_a_cancel_while_calls_left_out_run_tells_them_so_it_is_filed_with_nothing() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _open(rig, "x80", classify_value(request(80, "tools/call", {"name": "slow", "arguments": {}})))
+    rig.sink.emit_all([ResponseHeadSeen(rig.clock(), "x80", 200, "text/event-stream", {})], "x80")
+    cancel = classify_value(notification("notifications/cancelled", {"requestId": 80}))
+    now = rig.clock()
+    opened = ExchangeOpened(
+        now, "x81", "POST", "/mcp", HEADERS, SESSION, "legacy", "legacy", Mode.PASSTHROUGH
+    )
+    rig.sink.emit_all([opened, MessageSeen(now, "x81", cancel, 50, Direction.TO_SERVER, Channel.POST)], "x81")
+    rig.sink.close(
+        ExchangeClosed(now, "x81", None), [ResponseHeadSeen(now, "x81", 202, None, {})], whole=True
+    )
+    rig.sink.close(ExchangeClosed(rig.clock(), "x80", "client_cancelled"), [], whole=True)
+
+    chains = rig.chains()
+    assert [c.summary.method for c in chains[int(BURST_SECONDS) :]] == [DROPPED_METHOD]
+    assert not [c for c in chains if any("did not see" in note for note in c.summary.notes)]
