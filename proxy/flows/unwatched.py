@@ -138,9 +138,8 @@ class UnwatchedHistory:
             self._tokens = tokens - 1.0
             return False
         self._tokens = tokens
-        raw = msg.raw
-        params = raw.get("params") if type(raw) is dict else None
-        if type(params) is dict and ("requestState" in params or "inputResponses" in params):
+        params = msg.params
+        if "requestState" in params or "inputResponses" in params:
             return False  # a retry refers to its first round: kept
         run = self._run
         if run is None or t - run.began > RUN_SECONDS:
@@ -168,7 +167,12 @@ class UnwatchedHistory:
             ):
                 msg = seen.msg
                 kind = msg.kind
-                if kind is _ERROR or (kind is _RESULT and not _asks_input(msg.raw)):
+                if kind is _RESULT:
+                    result = msg.raw["result"]  # a result's value is a dict with it (`classify_value`)
+                    plain = type(result) is not dict or result.get("resultType") != "input_required"
+                else:
+                    plain = kind is _ERROR
+                if plain:
                     del self.open[key]
                     run = call[1]
                     run.observations += 3
@@ -205,15 +209,15 @@ class UnwatchedHistory:
             del self.open[key]
 
     def kept(self, batch: Sequence[Observation]) -> None:
-        """A batch that is kept, while calls left out run: a client's cancel makes every one of them
-        told (the cancel may name one, and must then join nothing)."""
-        if len(batch) == 2:
-            seen = batch[1]
-            if type(seen) is MessageSeen and seen.msg.method == _CANCELLED:
+        """A batch that is kept, while calls left out run: a client's cancel in it (alone or in a JSON-RPC
+        batch) makes every one of them told (it may name one, and must then join nothing)."""
+        for obs in batch:
+            if type(obs) is MessageSeen and obs.msg.method == _CANCELLED and obs.direction is _TO_SERVER:
                 for key, call in list(self.open.items()):
                     left_out = self._left_out(key, call)
                     if not left_out.told:
                         self._told(left_out, ())
+                return
 
     def take_run(self, key: str) -> DroppedRun:
         """The run of a queue entry, as the sink tells or drops it (no longer the current one)."""
