@@ -285,9 +285,10 @@ class ObservationSink:
                 if call is not None:
                     unwatched.more(key, batch, call)
                     return line
-                unwatched.kept(batch)
             if unwatched.rate and not self._live and len(batch) == 2 and unwatched.leave_out(key, batch):
                 return line
+            if unwatched.open:
+                unwatched.kept(batch)
             size = 0 if self._live else _exchange_weight(batch)
         else:
             key, size, legs = _scan(batch)
