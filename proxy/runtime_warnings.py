@@ -85,8 +85,8 @@ class DroppedObservations:
             hint="nothing read chains while traffic filled the queue of observations waiting to be built "
             "(10 x max_chains observations, or max_chain_store_bytes / 2 of bodies): the oldest finished "
             "ones were dropped, their chains never reach /api/chains or the feed (a `(dropped)` chain "
-            "stands there; the capture holds them). Keep a feed attached (tui --attach), read /api/chains "
-            "more often than the queue fills, or raise max_chains",
+            "stands there; a capture, where one is written, holds them). Keep a feed attached "
+            "(tui --attach), read /api/chains more often than the queue fills, or raise max_chains",
         )
 
 

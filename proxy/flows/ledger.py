@@ -142,8 +142,8 @@ class ChainLedger:
         summary.duration_ms = round((ended - began) * 1000, 3)
         summary.notes = [
             f"{observations} observations of about {exchanges} client exchanges made in this time were "
-            f"dropped before anything built them into chains ({why}): their chains are not in this list, "
-            "the capture holds them"
+            f"dropped before anything built them into chains ({why}): their chains are not in this list; "
+            "a capture, where one is written, holds them"
         ]
         self.changed(gap)
 
