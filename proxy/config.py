@@ -218,10 +218,11 @@ class Settings(BaseModel):
     past max_chains, and a chain alone past it keeps its newest messages. The observations waiting
     to be built into chains (the admin API on, nobody looking yet) are bounded at half of it."""
     unwatched_history_rate: NonNegativeInt = 100
-    """Plain calls a second (averaged over ten seconds) the chains keep while nobody watches them live
-    (the admin API on, no TUI attached); past it a call is left out of the chains, where a `(dropped)`
-    chain stands for each run of them, and counted everywhere else as always (metrics, log lines, the
-    capture). 0 keeps every call.
+    """Calls a second (averaged over ten seconds) that succeed plainly which the chains keep while
+    nobody watches them live (the admin API on, no TUI attached); past it such a call is left out of
+    the chains, where a `(dropped)` chain stands for each run of them, and counted everywhere else as
+    always (metrics, log lines, a capture). Calls that fail, are refused or cut, ask the client a
+    question or for input, or run long are always kept. 0 leaves none out.
 
     Keeping every call's observations until someone reads them costs a large share of a small call's
     CPU under load (each new call's objects land in memory no cache holds), for a history that covers

@@ -111,7 +111,9 @@ class LeftOutCalls:
             left_out_total=left_out,
             unwatched_history_rate=self._sink.unwatched.rate,
             hint="nobody watches chains live and the traffic passes unwatched_history_rate: the chains "
-            "keep that many plain calls a second, and a `(dropped)` chain stands for the rest (the "
-            "metrics and the log lines count every call). Attach a watcher (tui --attach), write a "
-            "capture, or set unwatched_history_rate to 0 to keep every call",
+            "keep that many calls a second that succeed plainly (and every call that fails or asks a "
+            "question), and a `(dropped)` chain stands for the rest; the metrics, the log lines and a "
+            "capture count every call. Attach a watcher (tui --attach) to see every call, or set "
+            "unwatched_history_rate to 0 to leave none out (the queue's own bound, 10 x max_chains "
+            "observations, still drops the oldest when nothing reads the chains)",
         )

@@ -93,23 +93,15 @@ def dropped_span(batches: Sequence[Sequence[Observation]]) -> tuple[float, float
 
 
 class DroppedRun:
-    """Exchanges the sink left out within a short time (the rate bound on unwatched history): counted,
-    with the batches of those that something may still refer to (`batches`, told to `LostHistory`)."""
+    """Calls the sink left out within a short time (the rate bound on unwatched history), told to the
+    builder only by their counts and times: nothing of them is held, and nothing refers to them."""
 
-    __slots__ = ("batches", "began", "ended", "exchanges", "observations")
+    __slots__ = ("began", "ended", "exchanges", "observations", "taken")
 
     def __init__(self, t: float) -> None:
-        self.batches: list[Sequence[Observation]] = []
-        """Batches of exchanges not kept that did not end as a plain answered call: what they carried
-        (a request the server asked on a stream, a cancel's target) must be left out when it comes."""
         self.began = self.ended = t
         self.exchanges = 0
-        """Exchanges not kept told only by their count (their batches are not held)."""
         self.observations = 0
         """Observations of those exchanges."""
-
-    def count(self, observations: int, exchanges: int, t: float) -> None:
-        """Count observations (and whole exchanges) not kept, the last of them made at `t`."""
-        self.observations += observations
-        self.exchanges += exchanges
-        self.ended = max(self.ended, t)
+        self.taken = False
+        """Whether the run was told to the builder or dropped (a call that ends later counts elsewhere)."""

@@ -149,7 +149,7 @@ class ObservationSink:
         self.on_dropped: Callable[[int, float], None] | None = None
         """Told how many observations were just dropped unbuilt, and when the last of them was made
         (the runtime logs it): at drop time, never on the traffic's usual path."""
-        self.unwatched = UnwatchedHistory(unwatched_rate, self._queue_run, self._hold)
+        self.unwatched = UnwatchedHistory(unwatched_rate, self._queue_run, self._keep_held)
         """The plain calls left out while nobody watches, and the runs that stand for them."""
         self.on_left_out: Callable[[int, float], None] | None = None
         """Told how many calls were left out so far, and when, at the first sweep after some were (the
@@ -317,16 +317,30 @@ class ObservationSink:
         """Queue the entry of a run of calls left out, in its place."""
         self._pending.append(((), 0, key))
 
-    def _hold(self, observations: int) -> None:
-        """Count observations of calls left out that a run holds for the builder, as queued ones."""
-        self._count += observations
-        if self._count - self._held_count > self.backlog:
+    def _keep_held(self, key: str, batches: list[Sequence[Observation]]) -> None:
+        """Queue (or, watched, build) the batches of a call held to be left out that turned out to be
+        kept, in order, before anything that comes after."""
+        if self._live:
+            if self._pending or self._held:
+                self.build_some(None)
+            apply = self.builder.apply
+            for batch in batches:
+                for obs in batch:
+                    apply(obs)
+            return
+        for batch in batches:
+            size = _exchange_weight(batch)
+            self._pending.append((tuple(batch), size, key))
+            self._bytes += size
+            self._count += len(batch)
+        if self._count - self._held_count > self.backlog or self._bytes > self.max_bytes:
             self._shed()
 
     def _tell_run(self, run: DroppedRun) -> None:
-        """Tell the builder of a run of calls left out, in its place in the queue."""
-        self._count -= sum(len(batch) for batch in run.batches)
-        self.builder.dropped(run.batches, self.unwatched.why, run)
+        """Tell the builder of a run of calls left out, in its place in the queue (none, if every call
+        held in it turned out to be kept)."""
+        if run.exchanges:
+            self.builder.dropped((), self.unwatched.why, run)
 
     def release_held(self) -> None:
         """Let every round-trip line held for a cancel go as it stands (the proxy stops)."""
@@ -405,12 +419,7 @@ class ObservationSink:
                 entry = pending.popleft()
                 batch, size, key = entry
                 if not batch and key.startswith(RUN_KEY):  # a run of calls left out: dropped with the rest
-                    run = self.unwatched.take_run(key)
-                    run_held = sum(len(one) for one in run.batches)
-                    count -= run_held
-                    dropped += run_held
-                    lost.extend(run.batches)
-                    unheld = _merged(unheld, run)
+                    unheld = _merged(unheld, self.unwatched.take_run(key))
                     continue
                 if (
                     key in open_exchanges
@@ -434,7 +443,7 @@ class ObservationSink:
                 return
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes
-            if lost or unheld is not None:
+            if lost or (unheld is not None and unheld.exchanges):
                 self._lose(lost, dropped, unheld)
         self.build_some(None)
 
@@ -453,11 +462,13 @@ class ObservationSink:
 
 
 def _merged(into: DroppedRun | None, run: DroppedRun) -> DroppedRun:
-    """`run`'s counts added to `into` (a new run if None); the batches it holds are told apart."""
+    """`run`'s counts added to `into` (a new run if None)."""
     if into is None:
         into = DroppedRun(run.began)
     into.began = min(into.began, run.began)
-    into.count(run.observations, run.exchanges, run.ended)
+    into.ended = max(into.ended, run.ended)
+    into.observations += run.observations
+    into.exchanges += run.exchanges
     return into
 
 

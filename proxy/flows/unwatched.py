@@ -3,22 +3,25 @@ while nobody watches them live.
 
 Keeping every call's observations until someone reads them makes each new call's objects land in
 memory no cache holds (the queue holds thousands of calls' objects), which under load costs a large
-share of a small call's CPU, for a history that covers less than a second there. So past `rate` plain calls a
-second, averaged over `BURST_SECONDS`, a call is counted (the metrics and the round-trip line see it as
-always) and left out. Left out, it is counted in a run: one `(dropped)` chain stands where the run
-began, for every call left out within `RUN_SECONDS` of that.
+share of a small call's CPU, for a history that covers less than a second there. So past `rate` calls
+a second, averaged over `BURST_SECONDS`, a call that opens as a plain one (a pass-through POST of one
+request, not `initialize`, not a retry) is held here rather than queued, and it is left out only if it
+also ends as one: answered with a result that neither reports an error nor asks for input, on a 2xx
+response, with nothing else on its stream than notifications. Then it is counted (the metrics and its
+round-trip line saw it as always) in a run: one `(dropped)` chain stands where the run began, for
+every call left out within `RUN_SECONDS` of that.
 
-Only a plain call is left out: a pass-through POST of one request, not `initialize`, not a retry,
-whose answer nothing else refers to. Until its exchange ends, its observations are held here, and
-whatever can be referred to later (a question the server asks on its stream, an answer that asks for
-input, a refusal, a stream cut before its answer, a client's cancel while it runs) makes it *told*:
-everything of it joins its run's batches, which the builder is told of in the run's place in the queue
-(`ChainBuilder.dropped`), so what refers to it is left out too, never filed as something else.
+A call held here that turns out to be anything else (an error, a refusal, a question from the server
+on its stream, an answer that asks for input, a stream cut before its answer, a long stream, a client's
+cancel while it runs) is kept after all: what was held is queued at once, before anything that can
+refer to it, so the chains a reader sees hold every failure and every operation of more than one
+exchange, however busy the proxy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from proxy.flows.events import Direction, Mode
 from proxy.flows.lost import DroppedRun
@@ -41,13 +44,13 @@ RUN_SECONDS = 1.0
 its place among those kept: the chains kept stay most of the list."""
 
 HOLD_MAX = 64
-"""Observations of one call left out held here while it runs; past it the call is told (its batches
-join the run, bounded with the queue's observations)."""
+"""Observations of one call held here while it runs; past it the call is kept (a long stream is worth
+its chain, and what is held stays small)."""
 
 WHY = (
-    "the proxy keeps at most {rate} client calls a second (unwatched_history_rate, averaged over "
-    "{burst:g} seconds) while nobody watches chains live; a watcher (tui --attach, the admin feed) or a "
-    "capture keeps every one"
+    "while nobody watches chains live, the proxy keeps at most {rate} calls a second that succeed plainly "
+    "(unwatched_history_rate, averaged over {burst:g} seconds; calls that fail or ask questions are all "
+    "kept); a watcher (tui --attach, the admin feed) sees every call"
 )
 """Why calls were left out, as the chain that stands for them says it."""
 
@@ -59,51 +62,53 @@ _TO_SERVER = Direction.TO_SERVER
 _TO_CLIENT = Direction.TO_CLIENT
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
-_ERROR = Kind.ERROR
 _CANCELLED = "notifications/cancelled"
 _QUIET = frozenset({EventIdSeen, BytesOut})
 """Kinds of observation a call's stream may carry besides messages without anything referring to them."""
 
 
 class LeftOut:
-    """One call left out while it runs: its opening and what came of it since, held until it ends."""
+    """One call held while it runs: its opening and what came of it since, until it ends."""
 
-    __slots__ = ("answered", "held", "opening", "run", "told")
+    __slots__ = ("answered", "held", "opening", "run")
 
     def __init__(self, opening: Sequence[Observation], run: DroppedRun) -> None:
         self.opening = opening
         self.run = run
-        """The run that counted it."""
+        """The run it is counted in if it ends plainly (the one current when it opened, if not told yet)."""
         self.held: list[Sequence[Observation]] = []
         """Its batches since the opening (a stream's events), copied."""
         self.answered = False
-        self.told = False
-        """Whether it joined a run's batches (then everything of it that comes does too)."""
 
 
 class UnwatchedHistory:
     """Decides which plain calls are left out, and keeps the runs they are counted in.
 
-    `queue_run(key)`: puts a new run's entry at the end of the sink's queue; `hold(n)`: the sink
-    counts `n` more observations queued (held in a run's batches), shedding past its bound."""
+    `queue_run(key)`: puts a new run's entry at the end of the sink's queue; `keep(key, batches)`:
+    queues the batches of a call held here that is kept after all, in order, at the end of the queue."""
 
-    def __init__(self, rate: int, queue_run: Callable[[str], None], hold: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        rate: int,
+        queue_run: Callable[[str], None],
+        keep: Callable[[str, list[Sequence[Observation]]], None],
+    ) -> None:
         self.rate = rate
-        """Plain calls a second kept while nobody watches (0: every one)."""
+        """Calls a second that succeed plainly kept while nobody watches (0: every one)."""
         self._queue_run = queue_run
-        self._hold = hold
+        self._keep = keep
         self._most = float(rate) * BURST_SECONDS
         self._tokens = self._most
         self._refilled: float | None = None
         self.open: dict[str, LeftOut | tuple[Sequence[Observation], DroppedRun]] = {}
-        """Calls left out that have not ended, by exchange: their opening and the run that counted them
-        until anything but a JSON answer comes, then a `LeftOut`."""
+        """Calls held to be left out that have not ended, by exchange: their opening and the run they
+        would be counted in, until anything but a JSON answer comes, then a `LeftOut`."""
         self._run: DroppedRun | None = None
         self.runs: dict[str, DroppedRun] = {}
         """Runs queued and not yet told or dropped, by their entry's key."""
         self._run_ids = 0
         self.left_out = 0
-        """Calls left out so far."""
+        """Calls left out so far (counted as each ends)."""
 
     @property
     def why(self) -> str:
@@ -144,18 +149,14 @@ class UnwatchedHistory:
         run = self._run
         if run is None or t - run.began > RUN_SECONDS:
             run = self._new_run(t)
-        run.observations += 2
-        run.exchanges += 1
-        run.ended = t
         self.open[key] = (opening, run)
-        self.left_out += 1
         return True
 
     def more(
         self, key: str, batch: Sequence[Observation], call: LeftOut | tuple[Sequence[Observation], DroppedRun]
     ) -> None:
-        """A later batch of a call left out: counted if it ends it plainly, else held, or (if it can be
-        referred to) told with the rest."""
+        """A later batch of a call held here: the call is counted and left out if the batch ends it
+        plainly, held on if it carries nothing else, and kept (queued whole) if it carries anything else."""
         if type(call) is tuple and len(batch) == 3:  # the answer of a JSON call, as the relay hands it over
             head, seen, last = batch
             if (
@@ -164,21 +165,12 @@ class UnwatchedHistory:
                 and type(seen) is MessageSeen
                 and 200 <= head.status < 300
                 and seen.direction is _TO_CLIENT
+                and seen.msg.kind is _RESULT
+                and _plain_result(seen.msg.raw)
             ):
-                msg = seen.msg
-                kind = msg.kind
-                if kind is _RESULT:
-                    result = msg.raw["result"]  # a result's value is a dict with it (`classify_value`)
-                    plain = type(result) is not dict or result.get("resultType") != "input_required"
-                else:
-                    plain = kind is _ERROR
-                if plain:
-                    del self.open[key]
-                    run = call[1]
-                    run.observations += 3
-                    if last.t > run.ended:
-                        run.ended = last.t
-                    return
+                del self.open[key]
+                self._count(call[1], 5, last.t)
+                return
         self._more(key, batch, self._left_out(key, call))
 
     def _left_out(self, key: str, call: LeftOut | tuple[Sequence[Observation], DroppedRun]) -> LeftOut:
@@ -190,63 +182,54 @@ class UnwatchedHistory:
 
     def _more(self, key: str, batch: Sequence[Observation], call: LeftOut) -> None:
         last = batch[-1]
-        if call.told:
-            self._tell(batch, last.t)
-        else:
-            referable = _read(call, batch)
-            if referable or (type(last) is ExchangeClosed and not call.answered):
-                self._told(call, batch)
-            elif type(last) is ExchangeClosed:
-                run = call.run
-                run.observations += len(batch) + sum(len(one) for one in call.held)
-                if last.t > run.ended:
-                    run.ended = last.t
-            else:
-                call.held.append(tuple(batch))
-                if sum(len(one) for one in call.held) > HOLD_MAX:
-                    self._told(call, ())
-        if type(last) is ExchangeClosed:
+        closes = type(last) is ExchangeClosed
+        if _read(call, batch) or (closes and not call.answered):
+            self._kept(key, call, batch)
+        elif closes:
             del self.open[key]
+            self._count(call.run, len(call.opening) + sum(len(one) for one in call.held) + len(batch), last.t)
+        else:
+            call.held.append(tuple(batch))
+            if sum(len(one) for one in call.held) > HOLD_MAX:
+                self._kept(key, call, ())
 
     def kept(self, batch: Sequence[Observation]) -> None:
-        """A batch that is kept, while calls left out run: a client's cancel in it (alone or in a JSON-RPC
-        batch) makes every one of them told (it may name one, and must then join nothing)."""
+        """A batch that is kept, while calls are held here: a client's cancel in it (alone or in a
+        JSON-RPC batch) keeps every one of them first (it may name one, which must be in the chains
+        before it)."""
         for obs in batch:
             if type(obs) is MessageSeen and obs.msg.method == _CANCELLED and obs.direction is _TO_SERVER:
                 for key, call in list(self.open.items()):
-                    left_out = self._left_out(key, call)
-                    if not left_out.told:
-                        self._told(left_out, ())
+                    self._kept(key, self._left_out(key, call), ())
                 return
 
     def take_run(self, key: str) -> DroppedRun:
-        """The run of a queue entry, as the sink tells or drops it (no longer the current one)."""
+        """The run of a queue entry, as the sink tells or drops it (no longer counted in)."""
         run = self.runs.pop(key)
+        run.taken = True
         if run is self._run:
             self._run = None
         return run
 
-    def _told(self, call: LeftOut, batch: Sequence[Observation]) -> None:
-        """Make a call told: its opening, what was held and `batch` join the current run's batches, and
-        it counts there rather than as a whole call in the run that counted it."""
-        call.told = True
-        counted = call.run
-        counted.observations -= len(call.opening)
-        counted.exchanges -= 1
-        for one in (call.opening, *call.held):
-            self._tell(one, one[-1].t)
-        call.held = []
-        if batch:
-            self._tell(batch, batch[-1].t)
+    def _kept(self, key: str, call: LeftOut, batch: Sequence[Observation]) -> None:
+        """Keep a call held here after all: its opening, what was held and `batch`, queued in order."""
+        del self.open[key]
+        self._keep(key, [call.opening, *call.held, *((batch,) if batch else ())])
 
-    def _tell(self, batch: Sequence[Observation], t: float) -> None:
-        run = self._run
-        if run is None or t - run.began > RUN_SECONDS:
-            run = self._new_run(batch[0].t)
-        run.batches.append(tuple(batch))
+    def _count(self, run: DroppedRun, observations: int, t: float) -> None:
+        """Count a call left out (`observations` of it, the last made at `t`) in `run`, or in the
+        current run if `run` was told or dropped meanwhile (a read built it while the call ran)."""
+        if run.taken:
+            run = (
+                self._run
+                if self._run is not None and t - self._run.began <= RUN_SECONDS
+                else self._new_run(t)
+            )
+        run.observations += observations
+        run.exchanges += 1
         if t > run.ended:
             run.ended = t
-        self._hold(len(batch))
+        self.left_out += 1
 
     def _new_run(self, t: float) -> DroppedRun:
         self._run_ids += 1
@@ -257,16 +240,17 @@ class UnwatchedHistory:
 
 
 def _read(call: LeftOut, batch: Sequence[Observation]) -> bool:
-    """Note what a batch of a call left out brings (its answer); whether anything in it can be referred
-    to later (a question to the client, an answer that asks for input, a refusal, anything unusual)."""
+    """Note what a batch of a call held here brings (its answer); whether anything in it makes the call
+    one to keep: a message from the client, a question to it, an answer that is not a plain result (an
+    error, a tool's error, one that asks for input), a response that is not 2xx, anything unusual."""
     for obs in batch:
         kind = type(obs)
         if kind is MessageSeen:
             msg = obs.msg  # type: ignore[union-attr]
             if obs.direction is not _TO_CLIENT or msg.kind is _REQUEST:  # type: ignore[union-attr]
                 return True
-            if msg.kind is _RESULT or msg.kind is _ERROR:
-                if msg.kind is _RESULT and _asks_input(msg.raw):
+            if msg.is_response:
+                if msg.kind is not _RESULT or not _plain_result(msg.raw):
                     return True
                 call.answered = True
         elif kind is ResponseHeadSeen:
@@ -277,8 +261,10 @@ def _read(call: LeftOut, batch: Sequence[Observation]) -> bool:
     return False
 
 
-def _asks_input(raw: object) -> bool:
-    """Whether a decoded result asks the client for input (`resultType: input_required`): its retry
-    refers to the call."""
-    result = raw.get("result") if type(raw) is dict else None
-    return type(result) is dict and "resultType" in result and result["resultType"] == "input_required"
+def _plain_result(raw: Any) -> bool:
+    """Whether a result (the decoded response, a dict holding `result`) neither reports a tool's error
+    nor asks the client for input (a retry would refer to the call)."""
+    result = raw["result"]
+    if type(result) is not dict:
+        return True
+    return result.get("isError") is not True and result.get("resultType") != "input_required"

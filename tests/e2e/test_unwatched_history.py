@@ -1,9 +1,9 @@
 """A proxy nobody watches, under more calls a second than `unwatched_history_rate`: the `mcp-proxy`
 command in front of the real SDK server, with a real SDK client.
 
-The chains keep the rate's calls and a `(dropped)` chain stands for each run of the others, naming the
-setting; the metrics, the round-trip lines and the capture count every call; the log says it once; a
-watcher attached sees every call whatever the rate.
+The chains keep the rate's calls and every call that fails or asks a question, and a `(dropped)` chain
+stands for each run of the plain others, naming the setting; the metrics, the round-trip lines and the
+capture count every call; the log says it once; a watcher attached sees every call whatever the rate.
 """
 
 from __future__ import annotations
@@ -26,11 +26,14 @@ RATE = 2
 CALLS = 60
 
 
-async def _calls(url: str, count: int) -> None:
+async def _calls(url: str, count: int, *, then: tuple[str, ...] = ()) -> None:
+    """`count` plain calls, then one call of each tool in `then`, on one SDK client."""
     async with client_for(url, "legacy") as client:
         for n in range(count):
             result = await client.call_tool("add", {"a": n, "b": 1})
             assert not result.is_error
+        for tool in then:
+            await client.call_tool(tool, {})
 
 
 async def test_past_the_rate_calls_are_left_out_of_the_chains_and_counted_everywhere_else(
@@ -39,15 +42,20 @@ async def test_past_the_rate_calls_are_left_out_of_the_chains_and_counted_everyw
     capture = tmp_path / "run.jsonl"
     env = clean_env(**settings_env(upstream=legacy_server.url, unwatched_history_rate=RATE, capture=capture))
     with ProxyProcess(env) as proxy:
-        await _calls(proxy.endpoint(), CALLS)
+        await _calls(proxy.endpoint(), CALLS, then=("fail", "ask_name"))
         metrics = await scrape(proxy)
         chains = await admin_json(proxy.admin + "/api/chains?limit=1000")
         lines = proxy.wait_events(lambda events: any(e["event"] == "calls_left_out" for e in events))
 
     left_out = metric(metrics, "mcp_proxy_calls_left_out_total")
     assert 0 < left_out < CALLS, metrics
-    assert metric(metrics, "mcp_proxy_requests_total", method="tools/call") == CALLS
-    calls = [c for c in chains if c["method"] == "tools/call"]
+    assert metric(metrics, "mcp_proxy_requests_total", method="tools/call") == CALLS + 2
+    # Past the rate, a call that fails and one whose server asks a question are kept all the same.
+    (failed,) = [c for c in chains if c.get("name") == "fail"]
+    assert failed["status"] == "error", failed
+    (asked,) = [c for c in chains if c.get("name") == "ask_name"]
+    assert (asked["status"], asked["nested"]) == ("ok", 1), asked
+    calls = [c for c in chains if c["method"] == "tools/call" and c.get("name") == "add"]
     gaps = [c for c in chains if c["method"] == "(dropped)"]
     assert gaps, [c["method"] for c in chains]
     for gap in gaps:
@@ -65,10 +73,12 @@ async def test_past_the_rate_calls_are_left_out_of_the_chains_and_counted_everyw
     assert said[0]["unwatched_history_rate"] == RATE
     assert "unwatched_history_rate" in said[0]["hint"]
     round_trips = [e for e in lines if e["event"] == "exchange" and e.get("method") == "tools/call"]
-    assert len(round_trips) == CALLS  # every call has its log line
+    assert len(round_trips) == CALLS + 2  # every call has its log line
 
     _, recorded = exported_chains(capture)
-    assert len([c for c in recorded if c["method"] == "tools/call"]) == CALLS  # the capture holds them all
+    assert (
+        len([c for c in recorded if c["method"] == "tools/call"]) == CALLS + 2
+    )  # the capture holds them all
 
 
 async def test_a_watcher_attached_sees_every_call_whatever_the_rate(legacy_server: PeerServer) -> None:

@@ -1,7 +1,9 @@
 """The rate bound on unwatched history: while nobody watches chains live, the sink keeps at most
-`unwatched_rate` plain calls a second (averaged over `BURST_SECONDS`) and leaves the rest out, with a
-`(dropped)` chain standing for each run of them. What is left out is only what nothing else can refer
-to, or is told to the builder so that what refers to it is left out too, never filed as something else.
+`unwatched_rate` calls a second (averaged over `BURST_SECONDS`) and leaves the rest out when they are
+plain from their opening to their end, with a `(dropped)` chain standing for each run of them. A call
+held to be left out that turns out to be anything else (an error, a question from the server, an
+answer asking for input, a cut, a long stream, a cancel) is kept after all, queued before whatever can
+refer to it: the chains hold every failure and every operation of more than one exchange.
 
 The observations arrive as the pass-through relay hands them over: an opening batch (the exchange and
 its request) and a closing one (the head, the answer, the close), each named with its exchange.
@@ -21,17 +23,16 @@ from proxy.flows.observations import (
     ResponseHeadSeen,
 )
 from proxy.flows.unwatched import BURST_SECONDS, HOLD_MAX, RUN_SECONDS
-from proxy.wire.jsonrpc import Message, classify_value, notification, request, result_response
+from proxy.wire.jsonrpc import Message, classify_value, error_response, notification, request, result_response
 from tests.flows.test_sink import SESSION, Rig
 
 HEADERS = {"Content-Type": "application/json", "Mcp-Session-Id": SESSION}
 
 
-def _open(rig: Rig, exchange: str, msg: Message) -> None:
+def _open(rig: Rig, exchange: str, msg: Message, era: str = "legacy") -> None:
     now = rig.clock()
-    opened = ExchangeOpened(
-        now, exchange, "POST", "/mcp", HEADERS, SESSION, "legacy", "legacy", Mode.PASSTHROUGH
-    )
+    session = SESSION if era == "legacy" else None
+    opened = ExchangeOpened(now, exchange, "POST", "/mcp", HEADERS, session, era, era, Mode.PASSTHROUGH)
     seen = MessageSeen(now, exchange, msg, 80, Direction.TO_SERVER, Channel.POST)
     rig.sink.emit_all([opened, seen], exchange)
 
@@ -53,6 +54,26 @@ def _call(rig: Rig, n: int, params: dict[str, Any] | None = None, method: str = 
 
 def _kept_ids(rig: Rig) -> list[Any]:
     return [c.summary.jsonrpc_id for c in rig.chains() if c.summary.method != DROPPED_METHOD]
+
+
+def _chain(rig: Rig, ident: Any) -> Any:
+    (chain,) = [
+        c for c in rig.chains() if c.summary.jsonrpc_id == ident and c.summary.method != DROPPED_METHOD
+    ]
+    return chain
+
+
+def _misfiled(rig: Rig) -> list[Any]:
+    """Chains that stand for something the proxy did not see whole."""
+    return [
+        c
+        for c in rig.chains()
+        if c.summary.method in ("(response)", "notifications/cancelled")
+        or any(
+            "did not see" in note or "no waiting call" in note or "no chain is waiting" in note
+            for note in c.summary.notes
+        )
+    ]
 
 
 def _gaps(rig: Rig) -> list[Any]:
@@ -123,22 +144,44 @@ def test_initialize_and_retries_are_kept_past_the_rate() -> None:
     assert _kept_ids(rig)[-2:] == [100, 101]
 
 
-def test_a_call_left_out_whose_answer_asks_for_input_is_told_so_its_retry_is_not_mistaken() -> None:
+def test_a_call_whose_answer_asks_for_input_is_kept_and_its_retry_continues_it() -> None:
     rig = Rig(unwatched_rate=1)
     for n in range(1, int(BURST_SECONDS) + 1):
         _call(rig, n)
-    _open(rig, "x50", classify_value(request(50, "tools/call", {"name": "ask", "arguments": {}})))
+    ask = {"name": "ask", "arguments": {}}
+    _open(rig, "x50", classify_value(request(50, "tools/call", ask)), era="modern")
     asks = {"resultType": "input_required", "inputRequests": {}, "requestState": "st-9"}
     _close(rig, "x50", result_response(50, asks))
+    retry = {**ask, "inputResponses": {}, "requestState": "st-9"}
+    _open(rig, "x51", classify_value(request(51, "tools/call", retry)), era="modern")
+    _close(rig, "x51", result_response(51, {"content": [], "resultType": "complete"}))
+
+    assert rig.sink.unwatched.left_out == 0
+    assert not _gaps(rig)
+    assert not _misfiled(rig)
+    assert _kept_ids(rig)[-1] == 51
+    assert _chain(rig, 51).summary.rounds == 2  # the retry continued the first round's chain
+
+
+def test_calls_that_fail_are_kept_past_the_rate() -> None:
+    rig = Rig(unwatched_rate=1)
+    for n in range(1, int(BURST_SECONDS) + 1):
+        _call(rig, n)
+    call = {"name": "add", "arguments": {}}
+    _open(rig, "x40", classify_value(request(40, "tools/call", call)))
+    _close(rig, "x40", error_response(40, -32602, "unknown tool"))
+    _open(rig, "x41", classify_value(request(41, "tools/call", call)))
+    _close(rig, "x41", result_response(41, {"content": [], "isError": True}))
+    _open(rig, "x42", classify_value(request(42, "tools/call", call)))
+    _close(rig, "x42", result_response(42, {"content": []}), status=500)
+    _call(rig, 43)  # a plain one: left out
 
     assert rig.sink.unwatched.left_out == 1
-    assert rig.sink.pending > 0  # the call's batches wait with its run for the builder
-    (gap,) = [c for c in rig.chains() if c.summary.method == DROPPED_METHOD]
-    assert "5 observations of about 1 client exchanges" in gap.summary.notes[0]
-    assert 50 not in _kept_ids(rig)
+    assert _kept_ids(rig)[-3:] == [40, 41, 42]  # a JSON-RPC error, a tool's error, an HTTP 500
+    assert {_chain(rig, n).summary.status.value for n in (40, 41)} == {"error"}
 
 
-def test_the_answer_to_a_question_asked_on_a_call_left_out_joins_nothing() -> None:
+def test_the_answer_to_a_question_asked_on_a_held_call_joins_the_call_kept_for_it() -> None:
     rig = Rig(unwatched_rate=1)
     for n in range(1, int(BURST_SECONDS) + 1):
         _call(rig, n)
@@ -150,9 +193,11 @@ def test_the_answer_to_a_question_asked_on_a_call_left_out_joins_nothing() -> No
     rig.sink.emit_all([head, asked, EventIdSeen(now, "x60", "e1")], "x60")
     rig.clock.now += 0.5
     answer = classify_value(result_response(0, {"action": "accept", "content": {"name": "Ada"}}))
-    _open(rig, "x61", answer)  # the client's answer: never left out (not a request)
+    _open(rig, "x61", answer)  # the client's answer: never held (not a request)
     rig.sink.close(
-        ExchangeClosed(rig.clock(), "x61", None), [ResponseHeadSeen(rig.clock(), "x61", 202, None, {})]
+        ExchangeClosed(rig.clock(), "x61", None),
+        [ResponseHeadSeen(rig.clock(), "x61", 202, None, {})],
+        whole=True,
     )
     done = classify_value(result_response(60, {"content": []}))
     rig.sink.close(
@@ -161,9 +206,11 @@ def test_the_answer_to_a_question_asked_on_a_call_left_out_joins_nothing() -> No
         whole=True,
     )
 
-    chains = rig.chains()
-    assert rig.sink.unwatched.left_out == 1
-    assert [c.summary.method for c in chains[int(BURST_SECONDS) :]] == [DROPPED_METHOD]
+    assert rig.sink.unwatched.left_out == 0
+    assert not _misfiled(rig)
+    chain = _chain(rig, 60)
+    assert chain.summary.nested == 1
+    assert chain.summary.status.value == "ok"
     assert rig.builder.open_exchanges == 0
     assert rig.sink.pending == 0
 
@@ -223,32 +270,31 @@ def test_a_call_left_out_whose_stream_carried_progress_and_its_answer_is_counted
     assert "7 observations of about 1 client exchanges" in gap.summary.notes[0]
 
 
-def test_a_call_left_out_whose_stream_was_cut_before_its_answer_is_told_whole() -> None:
+def test_a_call_whose_stream_was_cut_before_its_answer_is_kept_whole() -> None:
     rig = Rig(unwatched_rate=1)
     _spend_the_burst(rig)
     kept = rig.sink.pending
     _sse_call(rig, 71, [_progress(1)], outcome="upstream_closed")
 
-    assert rig.sink.pending == kept + 5  # opening, head, progress, close: held for the builder
-    (gap,) = [c for c in rig.chains() if c.summary.method == DROPPED_METHOD]
-    assert "5 observations of about 1 client exchanges" in gap.summary.notes[0]
+    assert rig.sink.pending == kept + 5  # opening, head, progress, close: queued as any kept call's
+    assert rig.sink.unwatched.left_out == 0
+    assert _chain(rig, 71).summary.status.value != "ok"
+    assert not _gaps(rig)
 
 
-def test_a_long_stream_left_out_is_held_only_up_to_a_bound_then_told() -> None:
+def test_a_long_stream_is_held_only_up_to_a_bound_then_kept() -> None:
     rig = Rig(unwatched_rate=1)
     _spend_the_burst(rig)
-    kept = rig.sink.pending
     steps = HOLD_MAX + 10
     _sse_call(rig, 72, [*(_progress(i) for i in range(steps)), result_response(72, {"content": []})])
 
-    held = sum(len(b) for run in rig.sink.unwatched.runs.values() for b in run.batches)
-    assert held == 2 + 1 + steps + 1 + 1  # told once past the bound: every batch joins the run
-    assert rig.sink.pending == kept + held
-    rig.chains()
-    assert rig.sink.pending == 0
+    assert rig.sink.unwatched.left_out == 0
+    assert not rig.sink.unwatched.open
+    assert _chain(rig, 72).summary.status.value == "ok"
+    assert not _gaps(rig)
 
 
-def test_a_cancel_while_calls_left_out_run_tells_them_so_it_is_filed_with_nothing() -> None:
+def test_a_cancel_while_calls_are_held_keeps_them_first_so_it_joins_its_call() -> None:
     """Even when the call it names is answered all the same (a plain end: it would be counted and
     forgotten, and the cancel filed as one of a request the proxy never saw)."""
     rig = Rig(unwatched_rate=1)
@@ -268,6 +314,22 @@ def test_a_cancel_while_calls_left_out_run_tells_them_so_it_is_filed_with_nothin
     seen = MessageSeen(rig.clock(), "x80", answered, 40, Direction.TO_CLIENT, Channel.SSE)
     rig.sink.close(ExchangeClosed(rig.clock(), "x80", None), [seen], whole=True)
 
-    chains = rig.chains()
-    assert [c.summary.method for c in chains[int(BURST_SECONDS) :]] == [DROPPED_METHOD]
-    assert not [c for c in chains if any("did not see" in note for note in c.summary.notes)]
+    assert rig.sink.unwatched.left_out == 0
+    assert not _misfiled(rig)
+    assert _chain(rig, 80).summary.name == "slow"
+    assert not _gaps(rig)
+
+
+def test_a_call_held_while_a_read_builds_its_run_is_counted_once_where_it_ends() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _call(rig, 90)  # left out: its run is queued
+    _open(rig, "x91", classify_value(request(91, "tools/call", {"name": "add", "arguments": {}})))
+    rig.chains()  # a reader builds the run while x91 is held
+    rig.clock.now += 0.001
+    _close(rig, "x91", result_response(91, {"content": []}))
+
+    assert rig.sink.unwatched.left_out == 2
+    rig.chains()
+    notes = [g.summary.notes[0] for g in _gaps(rig)]
+    assert sum(int(n.split(" observations of about ")[1].split()[0]) for n in notes) == 2, notes
