@@ -164,7 +164,9 @@ class ObservationSink:
         """Take observations made together, in order (one fan-out for all of them).
 
         `exchange`: the client exchange every one of them belongs to, none of them a leg's, when the
-        caller knows it (a relay does): the queue then takes it as their key without looking."""
+        caller knows it (a relay does): the queue then takes it as their key without looking, and the
+        caller hands the batch over (it never changes it afterwards: a call held to be left out keeps
+        its opening batch until it ends)."""
         self._take(batch, exchange)
 
     def close(

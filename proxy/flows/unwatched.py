@@ -75,7 +75,7 @@ class LeftOut:
     def __init__(self, opening: Sequence[Observation], run: DroppedRun) -> None:
         self.opening = opening
         self.run = run
-        """The run it is counted in if it ends plainly (the one current when it opened, if not told yet)."""
+        """The run it is counted in if it ends plainly (the one current when it opened, if still queued)."""
         self.held: list[Sequence[Observation]] = []
         """Its batches since the opening (a stream's events), copied."""
         self.answered = False
@@ -116,8 +116,8 @@ class UnwatchedHistory:
         return WHY.format(rate=self.rate, burst=BURST_SECONDS)
 
     def leave_out(self, key: str, opening: Sequence[Observation]) -> bool:
-        """Whether the relay's opening batch of `key` (two observations) is a plain call the rate leaves
-        out; then it is counted and held here."""
+        """Whether the relay's opening batch of `key` (two observations) opens a plain call past the
+        rate; then it is held here until it ends, and left out if it ends plainly (`more`)."""
         opened, seen = opening
         if type(seen) is not MessageSeen or type(opened) is not ExchangeOpened:
             return False

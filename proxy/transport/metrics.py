@@ -364,13 +364,13 @@ class _PresentState:
         yield _counter(
             "mcp_proxy_observations_dropped",
             "Observations dropped from the full queue before anyone built them into chains "
-            "(their chains never reach the ring buffer; the capture keeps them).",
+            "(their chains never reach the ring buffer; a capture, where one is written, keeps them).",
             self._observations_dropped(),
         )
         yield _counter(
             "mcp_proxy_calls_left_out",
-            "Plain calls left out of the chains while nobody watched, past unwatched_history_rate "
-            "(counted here and logged; a watcher or a capture keeps every one).",
+            "Calls that succeeded plainly left out of the chains while nobody watched them live, past "
+            "unwatched_history_rate (every other metric counts them; a watcher sees every call).",
             self._calls_left_out(),
         )
         queued, queued_bytes = self._observations_queued()
