@@ -283,10 +283,13 @@ class ObservationSink:
         if key is not None:  # weighed only to be queued
             unwatched = self.unwatched
             if unwatched.open:
-                call = unwatched.open.get(key)
-                if call is not None:
-                    unwatched.more(key, batch, call)
-                    return line
+                if self._live:  # a watcher arrived while calls were held: it sees them whole
+                    unwatched.keep_all()
+                else:
+                    call = unwatched.open.get(key)
+                    if call is not None:
+                        unwatched.more(key, batch, call)
+                        return line
             if unwatched.rate and not self._live and len(batch) == 2 and unwatched.leave_out(key, batch):
                 return line
             if unwatched.open:

@@ -199,9 +199,14 @@ class UnwatchedHistory:
         before it)."""
         for obs in batch:
             if type(obs) is MessageSeen and obs.msg.method == _CANCELLED and obs.direction is _TO_SERVER:
-                for key, call in list(self.open.items()):
-                    self._kept(key, self._left_out(key, call), ())
+                self.keep_all()
                 return
+
+    def keep_all(self) -> None:
+        """Keep every call held here, each queued whole in the order they opened (a watcher arrived,
+        who is to see every call from now on, or a cancel came that may name one)."""
+        for key, call in list(self.open.items()):
+            self._kept(key, self._left_out(key, call), ())
 
     def take_run(self, key: str) -> DroppedRun:
         """The run of a queue entry, as the sink tells or drops it (no longer counted in)."""

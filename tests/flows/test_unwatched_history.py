@@ -333,3 +333,17 @@ def test_a_call_held_while_a_read_builds_its_run_is_counted_once_where_it_ends()
     rig.chains()
     notes = [g.summary.notes[0] for g in _gaps(rig)]
     assert sum(int(n.split(" observations of about ")[1].split()[0]) for n in notes) == 2, notes
+
+
+def test_calls_held_when_a_watcher_arrives_are_kept_for_it() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _open(rig, "x95", classify_value(request(95, "tools/call", {"name": "add", "arguments": {}})))
+    watcher = rig.bus.subscribe("tui")
+    rig.clock.now += 0.001
+    _close(rig, "x95", result_response(95, {"content": []}))
+
+    assert rig.sink.unwatched.left_out == 0
+    assert _chain(rig, 95).summary.status.value == "ok"
+    assert not _gaps(rig)
+    watcher.close()
