@@ -222,7 +222,8 @@ class Settings(BaseModel):
     nobody watches them live (the admin API on, no TUI attached); past it such a call is left out of
     the chains, where a `(dropped)` chain stands for each run of them, and counted everywhere else as
     always (metrics, log lines, a capture). Calls that fail, are refused or cut, ask the client a
-    question or for input, or run long are always kept. 0 leaves none out.
+    question or for input, or stream more than a few dozen messages are always kept. 0 leaves none
+    out.
 
     Keeping every call's observations until someone reads them costs a large share of a small call's
     CPU under load (each new call's objects land in memory no cache holds), for a history that covers

@@ -334,13 +334,14 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
             began, ended = dropped_span(batches)
             self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
             return
-        began, ended = dropped_span(batches) if batches else (unheld.began, unheld.ended)
+        if not batches:
+            self._ledger.dropped(unheld.began, unheld.ended, unheld.observations, unheld.exchanges, why)
+            return
+        began, ended = dropped_span(batches)
+        if unheld.exchanges:
+            began, ended = min(began, unheld.began), max(ended, unheld.ended)
         self._ledger.dropped(
-            min(began, unheld.began),
-            max(ended, unheld.ended),
-            count + unheld.observations,
-            lost.exchanges - exchanges + unheld.exchanges,
-            why,
+            began, ended, count + unheld.observations, lost.exchanges - exchanges + unheld.exchanges, why
         )
 
     def chain_lost(self) -> None:

@@ -68,6 +68,7 @@ class ChainLedger:
         self._gap: Chain | None = None
         """The last `DROPPED_METHOD` chain, widened while it is the newest chain."""
         self._gap_counts = (0, 0)
+        self._gap_why = ""
         """The observations and client exchanges it stands for."""
 
     # -- opening and filing ----------------------------------------------------------------------
@@ -120,9 +121,10 @@ class ChainLedger:
     def dropped(self, began: float, ended: float, observations: int, exchanges: int, why: str) -> None:
         """Stand a `DROPPED_METHOD` chain where observations were dropped unbuilt (`why` says what
         bounded them), so a reader of the list sees the gap rather than a history that looks whole;
-        drops one after another, with no chain built between them, widen the one chain."""
+        drops one after another for the same reason, with no chain built between them, widen the one
+        chain."""
         gap = self._gap
-        if gap is not None and self.store.newest() is gap:
+        if gap is not None and self.store.newest() is gap and why == self._gap_why:
             summary = gap.summary
             observations += self._gap_counts[0]
             exchanges += self._gap_counts[1]
@@ -138,6 +140,7 @@ class ChainLedger:
             if self._headlines:
                 self._sink(ChainOpened(chain=summary.model_copy()))
         self._gap_counts = (observations, exchanges)
+        self._gap_why = why
         summary.started, summary.ended = began, ended
         summary.duration_ms = round((ended - began) * 1000, 3)
         summary.notes = [

@@ -262,6 +262,8 @@ class ObservationSink:
     # -- internals ------------------------------------------------------------------------------
 
     def _take(self, batch: Sequence[Observation], exchange: str | None = None) -> ExchangeSummary | None:
+        if not batch:
+            return None
         # The tally first: naming a request learns the credentials its target carries (a resource
         # URI's query token), and every listener's copy is masked with them.
         tally = self.tally
@@ -293,10 +295,12 @@ class ObservationSink:
             if unwatched.rate and not self._live and len(batch) == 2 and unwatched.leave_out(key, batch):
                 return line
             if unwatched.open:
-                unwatched.kept(batch)
+                unwatched.batch_kept(batch)
             size = 0 if self._live else _exchange_weight(batch)
         else:
             key, size, legs = _scan(batch)
+            if self.unwatched.open:  # anything of a held call that comes another way keeps it, first
+                self.unwatched.keep_calls_of(batch if key is None else batch[:1])
             if legs:
                 for obs in batch:
                     if type(obs) in _LEG_KINDS:
@@ -418,13 +422,12 @@ class ObservationSink:
         built_exchanges, built_legs = self.builder.exchange_ids, self.builder.leg_ids
         count, held_count, queued_bytes, dropped = self._count, self._held_count, self._bytes, 0
         lost: list[Sequence[Observation]] = []
-        unheld: DroppedRun | None = None
         try:
             while pending and (count - held_count > count_to or queued_bytes > bytes_to):
                 entry = pending.popleft()
                 batch, size, key = entry
-                if not batch and key.startswith(RUN_KEY):  # a run of calls left out: dropped with the rest
-                    unheld = _merged(unheld, self.unwatched.take_run(key))
+                if not batch and key.startswith(RUN_KEY):  # a run of calls left out: told as it goes
+                    self._tell_run(self.unwatched.take_run(key))
                     continue
                 if (
                     key in open_exchanges
@@ -448,33 +451,18 @@ class ObservationSink:
                 return
         finally:
             self._count, self._held_count, self._bytes = count, held_count, queued_bytes
-            if lost or (unheld is not None and unheld.exchanges):
-                self._lose(lost, dropped, unheld)
+            if lost:
+                self._lose(lost, dropped)
         self.build_some(None)
 
-    def _lose(
-        self, lost: list[Sequence[Observation]], dropped: int, unheld: DroppedRun | None = None
-    ) -> None:
+    def _lose(self, lost: list[Sequence[Observation]], dropped: int) -> None:
         """Tell the builder what was dropped (so what is left of it is never filed as something else,
-        and a chain marks the gap; `unheld`: calls left out counted with it) and whoever listens for
-        drops (the runtime logs them)."""
+        and a chain marks the gap) and whoever listens for drops (the runtime logs them)."""
         self.dropped += dropped
-        why = DROPPED_WHY.format(backlog=self.backlog, max_bytes=self.max_bytes)
-        self.builder.dropped(lost, why, unheld)
+        self.builder.dropped(lost, DROPPED_WHY.format(backlog=self.backlog, max_bytes=self.max_bytes))
         told = self.on_dropped
-        if told is not None and dropped:
+        if told is not None:
             told(dropped, lost[-1][-1].t)
-
-
-def _merged(into: DroppedRun | None, run: DroppedRun) -> DroppedRun:
-    """`run`'s counts added to `into` (a new run if None)."""
-    if into is None:
-        into = DroppedRun(run.began)
-    into.began = min(into.began, run.began)
-    into.ended = max(into.ended, run.ended)
-    into.observations += run.observations
-    into.exchanges += run.exchanges
-    return into
 
 
 def _scan(batch: Sequence[Observation]) -> tuple[str | None, int, bool]:

@@ -9,13 +9,14 @@ request, not `initialize`, not a retry) is held here rather than queued, and it 
 also ends as one: answered with a result that neither reports an error nor asks for input, on a 2xx
 response, with nothing else on its stream than notifications. Then it is counted (the metrics and its
 round-trip line saw it as always) in a run: one `(dropped)` chain stands where the run began, for
-every call left out within `RUN_SECONDS` of that.
+every call that opened within `RUN_SECONDS` of that one and was left out.
 
 A call held here that turns out to be anything else (an error, a refusal, a question from the server
-on its stream, an answer that asks for input, a stream cut before its answer, a long stream, a client's
-cancel while it runs) is kept after all: what was held is queued at once, before anything that can
-refer to it, so the chains a reader sees hold every failure and every operation of more than one
-exchange, however busy the proxy.
+on its stream, an answer that asks for input, a stream cut before its answer, a stream past
+`HOLD_MAX` messages or `HOLD_BYTES`, a client's cancel while it runs, an observation of it that came
+another way, such as a breakpoint's) is kept after all: what was held is queued at once, before
+anything that can refer to it, so the chains a reader sees hold every failure and every operation of
+more than one exchange, however busy the proxy. A watcher arriving keeps every call held then.
 """
 
 from __future__ import annotations
@@ -44,8 +45,18 @@ RUN_SECONDS = 1.0
 its place among those kept: the chains kept stay most of the list."""
 
 HOLD_MAX = 64
-"""Observations of one call held here while it runs; past it the call is kept (a long stream is worth
-its chain, and what is held stays small)."""
+"""Observations of one call held here while it runs; past it the call is kept (a stream of more
+messages is worth its chain, and what is held stays small)."""
+
+HOLD_BYTES = 16 * 1024
+"""Wire bytes of messages one call held here may carry since its opening; past it the call is kept."""
+
+HOLD_CALLS = 1024
+"""Calls held here at once; past it a call that opens is not held (kept, as under the rate)."""
+
+HOLD_ALL_BYTES = 1024 * 1024
+"""Wire bytes of messages all calls held here may carry together; past it the call that brings more
+is kept: what is held is bounded apart from the queue's own bounds, and small beside them."""
 
 WHY = (
     "while nobody watches chains live, the proxy keeps at most {rate} calls a second that succeed plainly "
@@ -62,6 +73,8 @@ _TO_SERVER = Direction.TO_SERVER
 _TO_CLIENT = Direction.TO_CLIENT
 _REQUEST = Kind.REQUEST
 _RESULT = Kind.RESULT
+_ASKING = frozenset({Kind.REQUEST, Kind.INVALID})
+"""Kinds of message to the client that keep a held call: a question, or something not JSON-RPC."""
 _CANCELLED = "notifications/cancelled"
 _QUIET = frozenset({EventIdSeen, BytesOut})
 """Kinds of observation a call's stream may carry besides messages without anything referring to them."""
@@ -70,7 +83,7 @@ _QUIET = frozenset({EventIdSeen, BytesOut})
 class LeftOut:
     """One call held while it runs: its opening and what came of it since, until it ends."""
 
-    __slots__ = ("answered", "held", "opening", "run")
+    __slots__ = ("answered", "held", "held_bytes", "opening", "run")
 
     def __init__(self, opening: Sequence[Observation], run: DroppedRun) -> None:
         self.opening = opening
@@ -78,6 +91,8 @@ class LeftOut:
         """The run it is counted in if it ends plainly (the one current when it opened, if still queued)."""
         self.held: list[Sequence[Observation]] = []
         """Its batches since the opening (a stream's events), copied."""
+        self.held_bytes = 0
+        """Wire bytes of the messages in `held`."""
         self.answered = False
 
 
@@ -107,6 +122,8 @@ class UnwatchedHistory:
         self.runs: dict[str, DroppedRun] = {}
         """Runs queued and not yet told or dropped, by their entry's key."""
         self._run_ids = 0
+        self._held_bytes = 0
+        """Wire bytes of the messages every call held here holds (`LeftOut.held_bytes`, summed)."""
         self.left_out = 0
         """Calls left out so far (counted as each ends)."""
 
@@ -144,8 +161,8 @@ class UnwatchedHistory:
             return False
         self._tokens = tokens
         params = msg.params
-        if "requestState" in params or "inputResponses" in params:
-            return False  # a retry refers to its first round: kept
+        if "requestState" in params or "inputResponses" in params or len(self.open) >= HOLD_CALLS:
+            return False  # a retry refers to its first round; past the bound, kept rather than held
         run = self._run
         if run is None or t - run.began > RUN_SECONDS:
             run = self._new_run(t)
@@ -171,9 +188,9 @@ class UnwatchedHistory:
                 del self.open[key]
                 self._count(call[1], 5, last.t)
                 return
-        self._more(key, batch, self._left_out(key, call))
+        self._more(key, batch, self._held_call(key, call))
 
-    def _left_out(self, key: str, call: LeftOut | tuple[Sequence[Observation], DroppedRun]) -> LeftOut:
+    def _held_call(self, key: str, call: LeftOut | tuple[Sequence[Observation], DroppedRun]) -> LeftOut:
         """The call as a `LeftOut` (made from its opening and run the first time it is needed)."""
         if isinstance(call, LeftOut):
             return call
@@ -184,16 +201,24 @@ class UnwatchedHistory:
         last = batch[-1]
         closes = type(last) is ExchangeClosed
         if _read(call, batch) or (closes and not call.answered):
-            self._kept(key, call, batch)
+            self._keep_call(key, call, batch)
         elif closes:
             del self.open[key]
+            self._held_bytes -= call.held_bytes
             self._count(call.run, len(call.opening) + sum(len(one) for one in call.held) + len(batch), last.t)
         else:
             call.held.append(tuple(batch))
-            if sum(len(one) for one in call.held) > HOLD_MAX:
-                self._kept(key, call, ())
+            size = _wire_size(batch)
+            call.held_bytes += size
+            self._held_bytes += size
+            if (
+                sum(len(one) for one in call.held) > HOLD_MAX
+                or call.held_bytes > HOLD_BYTES
+                or self._held_bytes > HOLD_ALL_BYTES
+            ):
+                self._keep_call(key, call, ())
 
-    def kept(self, batch: Sequence[Observation]) -> None:
+    def batch_kept(self, batch: Sequence[Observation]) -> None:
         """A batch that is kept, while calls are held here: a client's cancel in it (alone or in a
         JSON-RPC batch) keeps every one of them first (it may name one, which must be in the chains
         before it)."""
@@ -202,11 +227,21 @@ class UnwatchedHistory:
                 self.keep_all()
                 return
 
+    def keep_calls_of(self, observations: Sequence[Observation]) -> None:
+        """Keep, first, each call held here that one of `observations` belongs to: they came another
+        way than its relay (a breakpoint's hold and release, a fault), and are queued after it."""
+        for obs in observations:
+            key = getattr(obs, "exchange", None)
+            if type(key) is str:
+                call = self.open.get(key)
+                if call is not None:
+                    self._keep_call(key, self._held_call(key, call), ())
+
     def keep_all(self) -> None:
         """Keep every call held here, each queued whole in the order they opened (a watcher arrived,
         who is to see every call from now on, or a cancel came that may name one)."""
         for key, call in list(self.open.items()):
-            self._kept(key, self._left_out(key, call), ())
+            self._keep_call(key, self._held_call(key, call), ())
 
     def take_run(self, key: str) -> DroppedRun:
         """The run of a queue entry, as the sink tells or drops it (no longer counted in)."""
@@ -216,9 +251,10 @@ class UnwatchedHistory:
             self._run = None
         return run
 
-    def _kept(self, key: str, call: LeftOut, batch: Sequence[Observation]) -> None:
+    def _keep_call(self, key: str, call: LeftOut, batch: Sequence[Observation]) -> None:
         """Keep a call held here after all: its opening, what was held and `batch`, queued in order."""
         del self.open[key]
+        self._held_bytes -= call.held_bytes
         self._keep(key, [call.opening, *call.held, *((batch,) if batch else ())])
 
     def _count(self, run: DroppedRun, observations: int, t: float) -> None:
@@ -252,7 +288,7 @@ def _read(call: LeftOut, batch: Sequence[Observation]) -> bool:
         kind = type(obs)
         if kind is MessageSeen:
             msg = obs.msg  # type: ignore[union-attr]
-            if obs.direction is not _TO_CLIENT or msg.kind is _REQUEST:  # type: ignore[union-attr]
+            if obs.direction is not _TO_CLIENT or msg.kind in _ASKING:  # type: ignore[union-attr]
                 return True
             if msg.is_response:
                 if msg.kind is not _RESULT or not _plain_result(msg.raw):
@@ -264,6 +300,11 @@ def _read(call: LeftOut, batch: Sequence[Observation]) -> bool:
         elif kind is not ExchangeClosed and kind not in _QUIET:
             return True
     return False
+
+
+def _wire_size(batch: Sequence[Observation]) -> int:
+    """Wire bytes of the messages in a batch."""
+    return sum(obs.size for obs in batch if type(obs) is MessageSeen)
 
 
 def _plain_result(raw: Any) -> bool:

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from proxy.flows.events import Channel, Direction, Mode
 from proxy.flows.ledger import DROPPED_METHOD
 from proxy.flows.observations import (
     EventIdSeen,
     ExchangeClosed,
     ExchangeOpened,
+    InterceptHeld,
+    InterceptReleased,
     MessageSeen,
     ResponseHeadSeen,
 )
-from proxy.flows.unwatched import BURST_SECONDS, HOLD_MAX, RUN_SECONDS
+from proxy.flows.unwatched import BURST_SECONDS, HOLD_BYTES, HOLD_MAX, RUN_SECONDS
 from proxy.wire.jsonrpc import Message, classify_value, error_response, notification, request, result_response
 from tests.flows.test_sink import SESSION, Rig
 
@@ -215,21 +219,32 @@ def test_the_answer_to_a_question_asked_on_a_held_call_joins_the_call_kept_for_i
     assert rig.sink.pending == 0
 
 
-def test_runs_past_the_backlog_are_dropped_with_the_rest_and_counted_once() -> None:
+def test_runs_past_the_backlog_are_dropped_each_named_for_its_own_bound_and_counted_once() -> None:
     rig = Rig(unwatched_rate=1, backlog=40)
     n = 0
-    for _ in range(8):  # a kept call, then runs of calls left out a second and more apart
+    for _ in range(8):  # rounds of calls a second and more apart: some kept, the rest left out in runs
         rig.clock.now += RUN_SECONDS + 1.0
-        for _ in range(3):
+        for _ in range(6):
             n += 1
             _call(rig, n)
-    assert rig.sink.dropped > 0
+    left_out = rig.sink.unwatched.left_out
+    assert left_out > 0
+    assert rig.sink.dropped > 0  # the kept calls outgrew the backlog: the oldest, and runs, were dropped
     chains = rig.chains()
     gaps = [c for c in chains if c.summary.method == DROPPED_METHOD]
-    counted = sum(int(g.summary.notes[0].split(" observations of about ")[1].split(" ")[0]) for g in gaps)
+    by_rate = [g for g in gaps if "unwatched_history_rate" in g.summary.notes[0]]
+    by_backlog = [
+        g for g in gaps if "queue of observations waiting to be built was full" in g.summary.notes[0]
+    ]
+    assert sum(_exchanges_in(g) for g in by_rate) == left_out  # every call left out is counted once
+    assert by_backlog
     kept = [c for c in chains if c.summary.method != DROPPED_METHOD]
-    assert counted + len(kept) == n  # every call is either a chain or counted in a gap, once
+    assert sum(_exchanges_in(g) for g in gaps) + len(kept) == n  # a chain or counted in a gap, once
     assert rig.sink.pending == 0
+
+
+def _exchanges_in(gap: Any) -> int:
+    return int(gap.summary.notes[0].split(" observations of about ")[1].split()[0])
 
 
 def _sse_call(rig: Rig, n: int, events: list[Any], outcome: str | None = None) -> None:
@@ -241,8 +256,9 @@ def _sse_call(rig: Rig, n: int, events: list[Any], outcome: str | None = None) -
     for i, event in enumerate(events):
         rig.clock.now += 0.001
         msg = classify_value(event)
+        size = len(orjson.dumps(event))
         seen = MessageSeen(
-            rig.clock(), exchange, msg, 40, Direction.TO_CLIENT, Channel.SSE, sse_id=f"{n}-{i}"
+            rig.clock(), exchange, msg, size, Direction.TO_CLIENT, Channel.SSE, sse_id=f"{n}-{i}"
         )
         rig.sink.emit_all([seen], exchange)
     rig.sink.close(ExchangeClosed(rig.clock(), exchange, outcome), [], whole=True)
@@ -347,3 +363,52 @@ def test_calls_held_when_a_watcher_arrives_are_kept_for_it() -> None:
     assert _chain(rig, 95).summary.status.value == "ok"
     assert not _gaps(rig)
     watcher.close()
+
+
+def test_an_observation_of_a_held_call_that_comes_another_way_keeps_it_first() -> None:
+    """A breakpoint's hold and release name their exchange but come through the sink alone."""
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _open(rig, "x96", classify_value(request(96, "tools/call", {"name": "add", "arguments": {}})))
+    rig.sink.emit(InterceptHeld(rig.clock(), "x96", "h1", "i1: tool:add", "client", 96, "tools/call"))
+    rig.clock.now += 2.0
+    released = InterceptReleased(
+        rig.clock(), "x96", "h1", "i1: tool:add", "client", 96, "tools/call", "forward", "api", 2000.0
+    )
+    rig.sink.emit(released)
+    _close(rig, "x96", result_response(96, {"content": []}))
+
+    assert rig.sink.unwatched.left_out == 0
+    chain = _chain(rig, 96)
+    assert any("held by intercept i1" in note for note in chain.summary.notes), chain.summary.notes
+
+
+def test_a_held_call_whose_stream_carries_what_is_not_json_rpc_is_kept() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _sse_call(rig, 97, ["not a JSON-RPC message", result_response(97, {"content": []})])
+
+    assert rig.sink.unwatched.left_out == 0
+    assert 97 in _kept_ids(rig)
+
+
+def test_what_held_calls_hold_is_bounded_by_its_wire_bytes() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    big = {"progressToken": 1, "progress": 1, "message": "x" * HOLD_BYTES}
+    _sse_call(rig, 98, [notification("notifications/progress", big), result_response(98, {"content": []})])
+
+    assert rig.sink.unwatched.left_out == 0  # past the bound: kept rather than held
+    assert 98 in _kept_ids(rig)
+
+
+def test_an_empty_batch_is_nothing_whatever_is_held() -> None:
+    rig = Rig(unwatched_rate=1)
+    _spend_the_burst(rig)
+    _open(rig, "x99", classify_value(request(99, "tools/call", {"name": "add", "arguments": {}})))
+    before = rig.sink.pending
+    rig.sink.emit_all([], "x99")
+    rig.sink.emit_all([], "x-other")
+    assert rig.sink.pending == before
+    _close(rig, "x99", result_response(99, {"content": []}))
+    assert rig.sink.unwatched.left_out == 1
