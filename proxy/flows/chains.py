@@ -312,15 +312,10 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
         the server's own behaviour (held for the exchange's first chain if none is open yet)."""
         self._note(obs.exchange, obs.message_id, fault_note(obs), obs.delay_ms if obs.applied else 0.0)
 
-    def dropped(
-        self, batches: Sequence[Sequence[Observation]], why: str, unheld: DroppedRun | None = None
-    ) -> None:
+    def dropped(self, batches: Sequence[Sequence[Observation]], why: str) -> None:
         """Observations queued for this builder were dropped unbuilt (`why` names the bound): what is
         left of what they belonged to is left out when it comes (`LostHistory`), a chain stands where
-        they were, and the upstream sessions they opened or ended are still told (they are no chain's).
-
-        `unheld`: whole exchanges dropped with them that nothing can refer to (a plain call answered
-        at once), told only by their counts and times: nothing of them is left to leave out."""
+        they were, and the upstream sessions they opened or ended are still told (they are no chain's)."""
         lost = self._lost
         exchanges = lost.exchanges
         count = 0
@@ -330,19 +325,14 @@ class ChainBuilder(ExchangeHandlers, ExchangeClosing, MessageHandlers, LegHandle
             for obs in batch:
                 if type(obs) is UpstreamSessionMoved:
                     self.apply(obs)
-        if unheld is None:
-            began, ended = dropped_span(batches)
-            self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
-            return
-        if not batches:
-            self._ledger.dropped(unheld.began, unheld.ended, unheld.observations, unheld.exchanges, why)
-            return
         began, ended = dropped_span(batches)
-        if unheld.exchanges:
-            began, ended = min(began, unheld.began), max(ended, unheld.ended)
-        self._ledger.dropped(
-            began, ended, count + unheld.observations, lost.exchanges - exchanges + unheld.exchanges, why
-        )
+        self._ledger.dropped(began, ended, count, lost.exchanges - exchanges, why)
+
+    def left_out(self, run: DroppedRun, why: str) -> None:
+        """Calls the sink left out unbuilt (`why` names the setting), told only by their counts and
+        times: nothing of them was held and nothing refers to them, so a chain standing where they were
+        is all there is to do."""
+        self._ledger.dropped(run.began, run.ended, run.observations, run.exchanges, why)
 
     def chain_lost(self) -> None:
         """A chain the capture lost the opening of (its request line skipped as unreadable) keeps its

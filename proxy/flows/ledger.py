@@ -68,8 +68,9 @@ class ChainLedger:
         self._gap: Chain | None = None
         """The last `DROPPED_METHOD` chain, widened while it is the newest chain."""
         self._gap_counts = (0, 0)
-        self._gap_why = ""
         """The observations and client exchanges it stands for."""
+        self._gap_why = ""
+        """Why they were dropped (a gap is widened only by drops for the same reason)."""
 
     # -- opening and filing ----------------------------------------------------------------------
 

@@ -349,7 +349,7 @@ class ObservationSink:
         """Tell the builder of a run of calls left out, in its place in the queue (none, if every call
         held in it turned out to be kept)."""
         if run.exchanges:
-            self.builder.dropped((), self.unwatched.why, run)
+            self.builder.left_out(run, self.unwatched.why)
 
     def release_held(self) -> None:
         """Let every round-trip line held for a cancel go as it stands (the proxy stops)."""
