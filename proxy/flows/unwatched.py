@@ -41,8 +41,8 @@ BURST_SECONDS = 10.0
 """The rate is an average over this many seconds: a burst of up to `rate` times this is kept whole."""
 
 RUN_SECONDS = 1.0
-"""Calls left out within this many seconds of the first of them make one run, one `(dropped)` chain in
-its place among those kept: the chains kept stay most of the list."""
+"""Calls left out that opened within this many seconds of the first of them make one run, one
+`(dropped)` chain in its place among those kept: the chains kept stay most of the list."""
 
 HOLD_MAX = 64
 """Observations of one call held here while it runs; past it the call is kept (a stream of more
