@@ -15,7 +15,7 @@ from proxy.flows.span_records import SpanKind, SpanRecord
 from proxy.record.otlp import SpanSender
 from proxy.runtime_tracing import ExportFailureLog
 from tests.otlp_receiver import OtlpReceiver, closed_port
-from tests.peers.tls import make_tls_files
+from tests.peers.tls import TlsFiles, make_tls_files
 from tests.transport.helpers import captured_logs
 
 COLLECTOR_KEY = "collector-key-5521"
@@ -114,14 +114,18 @@ def test_the_ca_given_with_otel_exporter_otlp_certificate_gets_the_spans_to_that
     assert sender.counts().get("export_failed", 0) == 0
 
 
+def _collector_and_other_ca(tmp_path: Path) -> tuple[TlsFiles, TlsFiles]:
+    """A collector's certificate files, and a CA (with its own certificate) that did not sign them."""
+    (tmp_path / "collector").mkdir()
+    (tmp_path / "other").mkdir()
+    return make_tls_files(tmp_path / "collector"), make_tls_files(tmp_path / "other")
+
+
 @pytest.mark.usefixtures("no_requests_ca")
 def test_a_collector_certificate_the_named_ca_does_not_sign_gets_a_hint_naming_that_variable_and_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / "collector").mkdir()
-    (tmp_path / "other").mkdir()
-    tls = make_tls_files(tmp_path / "collector")
-    other = make_tls_files(tmp_path / "other")
+    tls, other = _collector_and_other_ca(tmp_path)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(other.ca))
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
     with OtlpReceiver(tls=tls) as collector:
@@ -133,10 +137,7 @@ def test_a_collector_certificate_the_named_ca_does_not_sign_gets_a_hint_naming_t
 def test_a_requests_ca_bundle_that_overrides_the_otlp_certificate_is_named_in_the_hint(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / "collector").mkdir()
-    (tmp_path / "other").mkdir()
-    tls = make_tls_files(tmp_path / "collector")
-    other = make_tls_files(tmp_path / "other")
+    tls, other = _collector_and_other_ca(tmp_path)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tls.ca))  # the right CA, and yet
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(other.ca))
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")

@@ -21,7 +21,6 @@ import aiohttp
 import mcp_types as types
 import pytest
 from mcp import Client
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import Settings
 from proxy.flows.events import ChainSummary, Channel, Direction, MessageRecord, Mode, Side
@@ -35,6 +34,7 @@ from proxy.wire.jsonrpc import classify_value, error_response, request
 from tests.e2e.modern_raw import modern_call, modern_headers, modern_params
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for, run_scenario
+from tests.sidecar import metric
 from tests.transport.helpers import WAIT, captured_logs
 
 pytestmark = pytest.mark.e2e
@@ -63,15 +63,6 @@ async def ok(proxy: Proxy, path: str) -> Any:
     status, body = await get(proxy, path)
     assert status == 200, body
     return body
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 async def scrape(proxy: Proxy) -> str:

@@ -37,8 +37,9 @@ from proxy.runtime import Proxy
 from proxy.transport.feed import Snapshot
 from tests.peers.runner import PeerServer
 from tests.peers.scenarios import client_for
+from tests.sidecar import metric
 from tests.transport.helpers import bounded, wait_until
-from tests.transport.test_admin import admin_proxy, metric, scrape
+from tests.transport.test_admin import admin_proxy, scrape
 
 pytestmark = pytest.mark.e2e
 
